@@ -1,0 +1,1 @@
+//! BloscLZ stream decoder (section 4.5).

@@ -1,0 +1,1 @@
+//! Bytedelta (id 35) and the old bytedelta (id 34) (section 3.5b).

@@ -1,0 +1,1 @@
+//! Byte shuffle and unshuffle (section 3.2), SIMD where the CPU has it, scalar otherwise.

@@ -1,0 +1,25 @@
+//! b2fs: mount Blosc2 frames, b2nd/caterva arrays and bcolz containers as plain directories.
+//!
+//! The crate is layered; dependencies only point downward:
+//!
+//! ```text
+//! cli -> fuse -> tree -> container -> codec
+//!                  \----> cache
+//! ```
+//!
+//! - [`codec`]: the Blosc1/Blosc2 chunk format (headers, filters, codecs). Bytes in, bytes out;
+//!   it knows nothing of frames or files.
+//! - [`container`]: sources on disk (contiguous and sparse frames, b2nd/caterva metalayers,
+//!   bcolz carray/ctable). Geometry, metadata and each chunk's compressed bytes. No FUSE.
+//! - [`cache`]: a byte-budgeted LRU of decompressed chunks shared by worker threads.
+//! - [`tree`]: the filesystem logic as an in-process API (lookup, getattr, readdir, read, ...)
+//!   that tests drive without a kernel.
+//! - [`fuse`]: the thin fuser adapter over [`tree`].
+//! - [`cli`]: the `b2fs` command (mount, umount, info).
+
+pub mod cache;
+pub mod cli;
+pub mod codec;
+pub mod container;
+pub mod fuse;
+pub mod tree;

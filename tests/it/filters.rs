@@ -1,0 +1,1 @@
+//! See the module list in main.rs.
