@@ -1,0 +1,69 @@
+//! Errors of the container layer; each names the source path and the offset, field or chunk.
+
+use std::path::PathBuf;
+
+use thiserror::Error;
+
+use crate::codec::CodecError;
+
+/// Why a source could not be opened or a chunk could not be read.
+#[derive(Debug, Error)]
+#[non_exhaustive]
+pub enum ContainerError {
+    /// An I/O error on a file of the source.
+    #[error("{path}: {source}")]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// The OS error.
+        source: std::io::Error,
+    },
+    /// Not a source b2fs recognises.
+    #[error("{path}: not a Blosc2 frame, sparse frame or bcolz directory ({why})")]
+    NotAContainer {
+        /// The path given.
+        path: PathBuf,
+        /// What was found instead.
+        why: String,
+    },
+    /// A recognised layout b2fs does not support.
+    #[error("{path}: unsupported: {what}")]
+    Unsupported {
+        /// The path.
+        path: PathBuf,
+        /// What is unsupported.
+        what: String,
+    },
+    /// A structural field is wrong.
+    #[error("{path}: malformed {what} at offset {offset}: {why}")]
+    Malformed {
+        /// The file.
+        path: PathBuf,
+        /// Which structure or field.
+        what: String,
+        /// Byte offset in the file.
+        offset: u64,
+        /// The reason.
+        why: String,
+    },
+    /// A chunk index out of range.
+    #[error("{path}: chunk {index} out of range ({nchunks} chunks)")]
+    NoSuchChunk {
+        /// The source.
+        path: PathBuf,
+        /// Requested index.
+        index: usize,
+        /// Chunks present.
+        nchunks: usize,
+    },
+    /// A chunk (or the chunk index, or a vlmetalayer) failed to decode.
+    #[error("{path}: chunk {index}")]
+    Chunk {
+        /// The source.
+        path: PathBuf,
+        /// Chunk number (`usize::MAX` for the index chunk).
+        index: usize,
+        /// The codec's reason.
+        source: CodecError,
+    },
+}
