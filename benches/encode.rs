@@ -1,0 +1,3 @@
+//! Benchmark placeholder; see BENCHMARKS.md.
+
+fn main() {}
