@@ -216,6 +216,17 @@ def gen_chunk_matrix():
         ("lz4", "bitshuffle", 1, "AUTO", 5, 0, "text", 20001),
         ("zstd", "shuffle", 300, "AUTO", 5, 0, "arange", 300 * 133),
         ("lz4", "shuffle", 255, "ALWAYS", 5, 0, "arange", 255 * 200 + 7),
+        ("zstd", "truncprec_neg_shuffle", 4, "AUTO", 5, 0, "floatnoise", 40000),
+        ("lz4", "truncprec_neg_shuffle", 8, "ALWAYS", 5, 4096, "floatnoise", 4096 * 4),
+        ("blosclz", "delta", 4, "AUTO", 5, 4096, "arange", 4096 * 5 + 8),
+        ("zstd", "delta", 8, "NEVER", 5, 0, "floatnoise", 30000),
+        ("lz4", "delta_bitshuffle", 4, "AUTO", 5, 4096, "arange", 4096 * 4 + 12),
+        ("blosclz", "shuffle_delta", 4, "ALWAYS", 5, 4096, "arange", 4096 * 4),
+        ("zlib", "bitshuffle_shuffle", 4, "AUTO", 5, 0, "floatnoise", 20000),
+        ("lz4", "none", 4, "ALWAYS", 5, 0, "random", 40000),
+        ("blosclz", "shuffle", 4, "AUTO", 9, 0, "random", 5000),
+        ("zstd", "shuffle", 2, "FORWARD_COMPAT", 5, 0, "arange", 70000),
+        ("lz4", "bitshuffle", 8, "FORWARD_COMPAT", 3, 0, "floatnoise", 50000),
     ]
     for codec, pipe, ts, split, clevel, bs, kind, size in edge:
         note = []
@@ -225,6 +236,18 @@ def gen_chunk_matrix():
             codec=codec, clevel=clevel, pipe=pipe, ts=ts, split=split, blocksize=bs,
             kind=kind, nbytes=size, seed=1000 + n, nthreads=1, note=note,
         )
+        n += 1
+        add(case, rows if case["check"] == "ok" else quirk_rows, out if case["check"] == "ok" else quirks)
+
+    # 2b. BLOSC_BLOSC1_COMPAT chunks: C-Blosc2 writing a 16-byte header with version 5
+    for codec, filt, ts, kind, size in [
+        ("lz4", 1, 4, "arange", 40000), ("blosclz", 2, 8, "floatnoise", 30000),
+        ("zstd", 0, 1, "text", 20000), ("zlib", 1, 2, "arange", 9998), ("lz4hc", 3, 4, "arange", 16000),
+        ("blosclz", 1, 4, "arange", 100),
+    ]:
+        case = common.make_b1compat_case(
+            name=f"c{n:03d}_{codec}_b1compat_f{filt}_t{ts}", codec=codec, clevel=5, filt=filt, ts=ts,
+            kind=kind, nbytes=size, seed=1000 + n)
         n += 1
         add(case, rows if case["check"] == "ok" else quirk_rows, out if case["check"] == "ok" else quirks)
 

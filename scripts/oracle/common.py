@@ -7,6 +7,7 @@ Reference libraries: python-blosc2 4.14.1 (C-Blosc2 3.3.5), python-blosc 1.11.4 
 
 import hashlib
 import math
+import os
 import struct
 
 import numpy as np
@@ -120,6 +121,14 @@ def filter_pipeline(pipe, ts):
         return [F.TRUNC_PREC, F.SHUFFLE], [10 if ts == 4 else 20, 0]
     if pipe == "shuffle_bytedelta":
         return [F.SHUFFLE, F.BYTEDELTA], [0, ts & 0xFF]
+    if pipe == "truncprec_neg_shuffle":
+        return [F.TRUNC_PREC, F.SHUFFLE], [-5 if ts == 4 else -12, 0]
+    if pipe == "delta_bitshuffle":
+        return [F.DELTA, F.BITSHUFFLE], [0, 0]
+    if pipe == "shuffle_delta":
+        return [F.SHUFFLE, F.DELTA], [0, 0]
+    if pipe == "bitshuffle_shuffle":
+        return [F.BITSHUFFLE, F.SHUFFLE], [0, 0]
     if pipe == "shuffle_meta":
         return [F.SHUFFLE], [SHUFFLE_META.get(ts, 2)]
     raise ValueError(pipe)
@@ -202,6 +211,28 @@ def header_facts(chunk):
 
 # --------------------------------------------------------------------------------------------
 # cases
+
+
+def make_b1compat_case(name, codec, clevel, filt, ts, kind, nbytes, seed):
+    """A 16-byte-header chunk written by C-Blosc2 in BLOSC_BLOSC1_COMPAT mode (version byte 5;
+    C-Blosc 1.x refuses it). Expected bytes from blosc2.decompress2."""
+    data = make_data(kind, nbytes, ts, seed)
+    fenum = {0: F.NOFILTER, 1: F.SHUFFLE, 2: F.BITSHUFFLE, 3: F.DELTA}[filt]
+    os.environ["BLOSC_BLOSC1_COMPAT"] = "1"
+    try:
+        chunk = blosc2.compress(data, typesize=ts, clevel=clevel, filter=fenum, codec=CODEC_ENUM[codec])
+    finally:
+        del os.environ["BLOSC_BLOSC1_COMPAT"]
+    expected = b2_decompress(chunk, len(data))
+    lossless = "yes" if expected == data else "NO"
+    note = [f"BLOSC_BLOSC1_COMPAT: 16-byte header, version {chunk[0]}, blosc2.compress(filter={fenum.name})"]
+    try:
+        blosc.decompress(chunk)
+        note.append("C-Blosc 1.x decodes it too")
+    except Exception:
+        note.append("C-Blosc 1.x refuses it")
+    return _row(name, "blosc2", codec, clevel, ts, "-", 0, kind, 1, data, chunk, expected, lossless,
+                note, "ok" if lossless == "yes" else "c-mismatch")
 
 
 def b2_decompress(chunk, nbytes):
