@@ -226,6 +226,8 @@ def make_b1compat_case(name, codec, clevel, filt, ts, kind, nbytes, seed):
     expected = b2_decompress(chunk, len(data))
     lossless = "yes" if expected == data else "NO"
     note = [f"BLOSC_BLOSC1_COMPAT: 16-byte header, version {chunk[0]}, blosc2.compress(filter={fenum.name})"]
+    if filt == 3 and not chunk[2] & 0x08:
+        note.append("DELTA requested but the header has no delta bit: the blosc1-style API ignored it")
     try:
         blosc.decompress(chunk)
         note.append("C-Blosc 1.x decodes it too")
