@@ -338,7 +338,7 @@ def blosc1_cases(start):
             yield make_b1_case(
                 name=f"b{n:03d}_{codec}_bitshuffle_tail_n{size}", codec=codec, clevel=5, shuffle=2,
                 ts=4, kind="arange", nbytes=size, seed=5000 + n, blocksize=0,
-                note=["bitshuffle v2 leftover tail; expected from C-Blosc 1.x (C-Blosc2 3.3.5 gets the tail wrong)"],
+                note=["bitshuffle v2 leftover tail"],
             )
             n += 1
     # blosc.set_blocksize variations
