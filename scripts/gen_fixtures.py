@@ -304,6 +304,11 @@ def gen_chunk_matrix():
         n += 1
         add(case, rows if case["check"] == "ok" else quirk_rows, out if case["check"] == "ok" else quirks)
 
+    # 7b. Blosc1 chunks written by bcolz (the .blp files minus their 16-byte prefix)
+    for case in bcolz_chunk_cases(start=n):
+        n += 1
+        add(case, rows, out)
+
     # 8. quirks: inputs the C library itself gets wrong (not in the main manifest)
     for case in common.quirk_cases(start=n):
         n += 1
@@ -312,6 +317,33 @@ def gen_chunk_matrix():
     write_manifest(os.path.join(out, "MANIFEST.tsv"), rows)
     write_manifest(os.path.join(quirks, "MANIFEST.tsv"), quirk_rows)
     return rows, quirk_rows
+
+
+def bcolz_chunk_cases(start):
+    import tempfile
+    n = start
+    with tempfile.TemporaryDirectory() as tmp:
+        for cname in ["blosclz", "lz4", "lz4hc", "zlib", "zstd"]:
+            for shuffle in (0, 1, 2):
+                dt = ["<f8", "<i4", "<i2"][shuffle]
+                npa = (np.arange(700 + 3 * n) * 1.5).astype(dt)
+                root = os.path.join(tmp, f"{cname}{shuffle}")
+                ca = bcolz.carray(npa, rootdir=root, mode="w", chunklen=256,
+                                  cparams=bcolz.cparams(clevel=[9, 5, 1][shuffle], shuffle=shuffle, cname=cname))
+                ca.flush()
+                del ca
+                files = sorted(os.listdir(os.path.join(root, "data")), key=lambda s: int(s[2:].split(".")[0]))
+                # the first full chunk and the leftover chunk
+                for fname in (files[0], files[-1]):
+                    with open(os.path.join(root, "data", fname), "rb") as f:
+                        chunk = f.read()[16:]
+                    expected = blosc.decompress(chunk)
+                    row = common._row(
+                        f"z{n:03d}_bcolz_{cname}_s{shuffle}_{fname.split('.')[0].strip('_')}", "blosc1", cname,
+                        [9, 5, 1][shuffle], np.dtype(dt).itemsize, "-", 0, "bcolz", 1, expected, chunk,
+                        expected, "yes", [f"bcolz-zipline 1.13 data/{fname} without the blpk prefix"])
+                    n += 1
+                    yield row
 
 
 def blosc1_cases(start):
@@ -475,6 +507,9 @@ def parse_frame_file(path):
         iend = frame_len - trailer_len
         idx = blosc2.decompress2(buf[istart:iend])
         layout["index_pos"] = istart
+        layout["index_chunk_cbytes"] = struct.unpack_from("<i", buf, istart + 12)[0]
+        layout["index_chunk_flags"] = buf[istart + 2]
+        layout["index_chunk_special"] = _special_name(buf[istart:iend])
         layout["index_entries"] = list(struct.unpack(f"<{len(idx) // 8}q", idx))
     return layout
 
