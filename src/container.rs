@@ -104,15 +104,15 @@ pub struct Array {
     kind: SourceKind,
     inner: Inner,
     geometry: Geometry,
-    nd: Option<NdMeta>,
+    nd: Option<Box<NdMeta>>,
     attrs: serde_json::Value,
     stats: Arc<IoStats>,
 }
 
 #[derive(Debug)]
 enum Inner {
-    Frame(frame::Frame),
-    Bcolz(bcolz::Carray),
+    Frame(Box<frame::Frame>),
+    Bcolz(Box<bcolz::Carray>),
 }
 
 /// A bcolz ctable: its attributes and its columns in `__rootdirs__` order.
@@ -209,7 +209,8 @@ fn open_file(path: &Path, stats: Arc<IoStats>) -> Result<Array, ContainerError> 
     let head = src.read_at(0, n, "file magic")?;
     if head.starts_with(&frame::MAGIC) {
         drop(src);
-        return Array::open_frame_at(path, 0);
+        let f = frame::Frame::open(path, 0, None, Arc::clone(&stats))?;
+        return Array::from_frame(path.to_path_buf(), SourceKind::Cframe, f, stats);
     }
     if head.starts_with(b"blsk") {
         return Err(ContainerError::Unsupported {
@@ -294,9 +295,9 @@ impl Array {
         Ok(Array {
             path,
             kind,
-            inner: Inner::Frame(f),
+            inner: Inner::Frame(Box::new(f)),
             geometry,
-            nd,
+            nd: nd.map(Box::new),
             attrs,
             stats,
         })
@@ -316,7 +317,7 @@ impl Array {
             path,
             kind: SourceKind::BcolzCarray,
             attrs: c.attrs().clone(),
-            inner: Inner::Bcolz(c),
+            inner: Inner::Bcolz(Box::new(c)),
             geometry,
             nd: None,
             stats,
@@ -461,7 +462,7 @@ impl Array {
 
     /// The decoded `b2nd`/`caterva` metalayer, if the frame has one.
     pub fn nd_meta(&self) -> Option<&NdMeta> {
-        self.nd.as_ref()
+        self.nd.as_deref()
     }
 
     /// The b2nd chunk grid (element-to-chunk mapping), if the frame has an N-dim metalayer
@@ -514,6 +515,15 @@ impl Array {
     pub fn bcolz_storage(&self) -> Option<&serde_json::Value> {
         match &self.inner {
             Inner::Bcolz(c) => Some(c.storage()),
+            Inner::Frame(_) => None,
+        }
+    }
+
+    /// Whether the carray has an `__attrs__` file (bcolz only; bcolz-zipline cannot open a
+    /// carray without one, so write-back must create it).
+    pub fn bcolz_has_attrs_file(&self) -> Option<bool> {
+        match &self.inner {
+            Inner::Bcolz(c) => Some(c.has_attrs_file()),
             Inner::Frame(_) => None,
         }
     }

@@ -143,6 +143,7 @@ pub(crate) struct Carray {
     sizes: Value,
     storage: Value,
     attrs: Value,
+    attrs_file: bool,
     shape: Vec<u64>,
     chunklen: u64,
     dtype: String,
@@ -162,7 +163,8 @@ impl Carray {
         let sizes = read_json(&sizes_path, &stats)?;
         let storage = read_json(&storage_path, &stats)?;
         let attrs_path = root.join("__attrs__");
-        let attrs = if attrs_path.exists() {
+        let attrs_file = attrs_path.exists();
+        let attrs = if attrs_file {
             read_json(&attrs_path, &stats)?
         } else {
             Value::Object(Default::default())
@@ -242,6 +244,7 @@ impl Carray {
             sizes,
             storage,
             attrs,
+            attrs_file,
             shape,
             chunklen,
             dtype,
@@ -265,6 +268,12 @@ impl Carray {
     /// `__attrs__` as parsed (`{}` when the file is missing).
     pub(crate) fn attrs(&self) -> &Value {
         &self.attrs
+    }
+
+    /// Whether `__attrs__` exists (bcolz-zipline cannot open a carray without it, so a
+    /// writer must create it before writing back).
+    pub(crate) fn has_attrs_file(&self) -> bool {
+        self.attrs_file
     }
 
     /// Shape.
@@ -385,6 +394,20 @@ impl Carray {
                 offset: BLP_HEADER_LEN as u64 + 12,
                 why: format!("chunk cbytes {cb:?} outside [16, {room}]"),
             })?;
+        // C-Blosc 1.x reads only version-2 chunks (1 = pre-1.0); a Blosc2 chunk here is a
+        // damaged carray (`CONTAINER_NOTES.md` 5.1).
+        let version = buf.get(BLP_HEADER_LEN).copied().unwrap_or(0);
+        let flags = buf.get(BLP_HEADER_LEN + 2).copied().unwrap_or(0);
+        if !(1..=2).contains(&version) || flags & 0x05 == 0x05 {
+            return Err(ContainerError::Malformed {
+                path,
+                what: "blosc1 chunk".into(),
+                offset: BLP_HEADER_LEN as u64,
+                why: format!(
+                    "chunk version {version} flags 0x{flags:02x}: not a Blosc1 chunk (bcolz cannot read Blosc2 chunks)"
+                ),
+            });
+        }
         buf.truncate(BLP_HEADER_LEN + cb);
         buf.drain(..BLP_HEADER_LEN);
         Ok(buf)

@@ -355,6 +355,9 @@ fn parse_prefix(b: &[u8], start: u64) -> Result<Prefix, Fault> {
     })
 }
 
+/// A parsed metalayer entry: name, content, file offset of the content.
+type Layer<'a> = (String, &'a [u8], u64);
+
 /// Parses the shared metalayer structure `93 cd SSSS de NNNN {name d2 off}* ...`, as found in
 /// the header (`base` = frame start, offsets absolute from it) and in the trailer (`base` =
 /// trailer start). `region` holds the bytes `[base, base + region.len())`; `pos` is where the
@@ -365,7 +368,7 @@ fn parse_layers<'a>(
     pos: usize,
     max: usize,
     what: &str,
-) -> Result<Vec<(String, &'a [u8], u64)>, Fault> {
+) -> Result<Vec<Layer<'a>>, Fault> {
     let mut c = Cursor::new(region, file_base);
     c.seek(pos);
     let _array = c.u8(what)?;
@@ -513,9 +516,7 @@ impl Frame {
             let idx_start = if sparse_dir.is_some() {
                 info.header_len
             } else {
-                info.header_len
-                    .checked_add(cbytes as u64)
-                    .unwrap_or(u64::MAX)
+                info.header_len.saturating_add(cbytes as u64)
             };
             if idx_start >= data_end {
                 return Err(fault(
@@ -591,7 +592,7 @@ impl Frame {
         let t_len = (info.frame_len - t_start) as usize;
         let trailer = src.read_at(abs(t_start), t_len, "trailer")?;
         let layers =
-            parse_layers(&trailer, abs(t_start), 3, MAX_VLMETALAYERS, "trailer").map_err(mal)?;
+            parse_layers(&trailer, abs(t_start), 2, MAX_VLMETALAYERS, "trailer").map_err(mal)?;
         let mut vlmeta = Vec::with_capacity(layers.len());
         for (name, chunk, at) in layers {
             let content = Decoder::with_limit(limit)

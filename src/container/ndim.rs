@@ -261,8 +261,7 @@ impl Grid {
         let mut c = Vec::with_capacity(nd);
         let mut b = Vec::with_capacity(nd);
         let mut e = Vec::with_capacity(nd);
-        for d in 0..nd {
-            let i = index[d];
+        for (d, &i) in index.iter().enumerate() {
             if i >= self.shape[d] {
                 return None;
             }
