@@ -6,7 +6,7 @@
 //! calls the codec only for the frame index chunk and vlmetalayer contents).
 //!
 //! Reference: `shared/spec/CONTAINER_NOTES.md` (which corrects the seeds in
-//! `shared/seeds/002_…txt`, `003_…txt`; see each submodule's docs for the differences).
+//! `shared/seeds/002_...txt`, `003_...txt`; see each submodule's docs for the differences).
 //!
 //! Layout:
 //! - [`source`]: positional reads with bounds checks and I/O counters (no mmap: see there);

@@ -5,14 +5,14 @@
 //! This module does not decode chunk data: it returns the Blosc1 chunk inside each `.blp`
 //! file (after the 16-byte bloscpack `blpk` header) and the sizes the metadata implies.
 //!
-//! Spec: `shared/seeds/003_…txt` and `CONTAINER_NOTES.md` section 5, which corrects the seed:
+//! Spec: `shared/seeds/003_...txt` and `CONTAINER_NOTES.md` section 5, which corrects the seed:
 //! ctable columns live in `root/<name>/` (not `root/data/`), `storage` also has `cname` and
 //! `quantize`, `shuffle` is an int, and the last partial chunk is stored as a **smaller**
-//! chunk (`__K.blp` holds `len % chunklen` items). `shared/seeds/004_…txt` describes the
+//! chunk (`__K.blp` holds `len % chunklen` items). `shared/seeds/004_...txt` describes the
 //! `blsk` layout that is only recognised and refused.
 //!
 //! Invariants: nchunks = ceil(len / chunklen) (object dtype: len); chunk sizes come from the
-//! metadata (`chunklen × atomsize`, the leftover for the last chunk), not from the chunk files,
+//! metadata (`chunklen x atomsize`, the leftover for the last chunk), not from the chunk files,
 //! so listing sizes reads no chunk data; a leftover slot whose chunk decodes to more bytes than
 //! that (bcolz reads only the first items) is valid, and only the first `chunk_nbytes` bytes
 //! are data. The `.blp` header is not validated (bcolz does not either).
@@ -34,8 +34,8 @@ pub const BLP_HEADER_LEN: usize = 16;
 pub struct DtypeInfo {
     /// `np.dtype(s).itemsize`.
     pub itemsize: usize,
-    /// The typesize bcolz passes to Blosc: the itemsize, except `S` → 1, `U` → 4, and sizes
-    /// over 255 → 1.
+    /// The typesize bcolz passes to Blosc: the itemsize, except `S` -> 1, `U` -> 4, and sizes
+    /// over 255 -> 1.
     pub blosc_typesize: usize,
 }
 
@@ -149,7 +149,7 @@ pub(crate) struct Carray {
     dtype: String,
     /// `None` for object (and unparseable) dtypes: chunk sizes then come from chunk headers.
     dtype_info: Option<DtypeInfo>,
-    /// Bytes per row (itemsize × Π shape[1..]); 0 when unknown.
+    /// Bytes per row (itemsize x prod shape[1..]); 0 when unknown.
     atomsize: u64,
     nchunks: usize,
     mtime: SystemTime,
@@ -301,12 +301,12 @@ impl Carray {
         self.nchunks
     }
 
-    /// Nominal chunk size (chunklen × atomsize; 0 for object dtype).
+    /// Nominal chunk size (chunklen x atomsize; 0 for object dtype).
     pub(crate) fn chunksize(&self) -> u64 {
         self.chunklen * self.atomsize
     }
 
-    /// Uncompressed bytes (len × atomsize); object dtype: `sizes.nbytes`.
+    /// Uncompressed bytes (len x atomsize); object dtype: `sizes.nbytes`.
     pub(crate) fn nbytes(&self) -> u64 {
         if self.dtype_info.is_some() {
             self.shape[0] * self.atomsize

@@ -5,16 +5,16 @@
 //! This module does not decode chunk *data* and knows nothing of FUSE or caches; it calls the
 //! codec only for the index chunk and the vlmetalayer contents, which are Blosc2 chunks.
 //!
-//! Spec: `shared/seeds/002_…txt` (CFrame) and `CONTAINER_NOTES.md` sections 1 and 2, which
+//! Spec: `shared/seeds/002_...txt` (CFrame) and `CONTAINER_NOTES.md` sections 1 and 2, which
 //! correct the seed where real bytes differ: chunk offsets are relative to the **end** of the
 //! header; the frame header stores the C API compcode (not the chunk compformat); the trailer
 //! version is a fixint and its vlmetalayers are not wrapped in a bin32; nchunks is derived
-//! (section 1.2); special offsets `0x81…`/`0x82…`/`0x84…` carry no bytes; `fill_special`
+//! (section 1.2); special offsets `0x81...`/`0x82...`/`0x84...` carry no bytes; `fill_special`
 //! writes the index as one repeated-value special chunk.
 //!
 //! Open path (section 1.7; opening reads only these bytes, never chunk data):
 //! 1. the 87-byte header prefix at the frame start F (magic, lengths, flags, exact markers);
-//! 2. the 23-byte trailer tail at F + frame_len − 23 (`ce` + trailer_len);
+//! 2. the 23-byte trailer tail at F + frame_len - 23 (`ce` + trailer_len);
 //! 3. the rest of the header (metalayer section) up to header_len;
 //! 4. the index chunk (if nbytes > 0) at F + header_len + cbytes (sparse: F + header_len),
 //!    decoded into one `i64` per chunk, or kept as one value when it is a special chunk;
@@ -23,7 +23,7 @@
 //!
 //! Invariants: a file longer than frame_len is fine (bytes after the frame are ignored); every
 //! allocation is bounded by the real file size, except the decoded index, which is bounded by
-//! [`INDEX_LIMIT_FLOOR`] or 64 × the file size, whichever is larger.
+//! [`INDEX_LIMIT_FLOOR`] or 64 x the file size, whichever is larger.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -41,7 +41,7 @@ pub const HEADER_PREFIX_LEN: usize = 87;
 pub const TRAILER_TAIL_LEN: usize = 23;
 /// The first 11 bytes of every frame: fixarray(14), fixstr(8) `b2frame\0`, int32 marker.
 pub const MAGIC: [u8; 11] = *b"\x9e\xa8b2frame\x00\xd2";
-/// Largest nchunks a frame can have (nchunks × 8 must fit an int32).
+/// Largest nchunks a frame can have (nchunks x 8 must fit an int32).
 pub const MAX_NCHUNKS: u64 = (i32::MAX as u64) / 8;
 /// The decoded index and vlmetalayers may always use this many bytes, whatever the file size.
 pub const INDEX_LIMIT_FLOOR: usize = 64 << 20;
@@ -72,7 +72,7 @@ pub struct FrameInfo {
     pub frame_type: u8,
     /// Codec flags (byte 27): compcode in the low nibble, clevel in the high nibble.
     pub codec_flags: u8,
-    /// Other flags (byte 28): splitmode − 1 in bits 0-1.
+    /// Other flags (byte 28): splitmode - 1 in bits 0-1.
     pub other_flags: u8,
     /// Uncompressed bytes of all chunks.
     pub nbytes: u64,
@@ -82,7 +82,7 @@ pub struct FrameInfo {
     pub typesize: u32,
     /// Default blocksize (0 = automatic).
     pub blocksize: i32,
-    /// Chunk size: > 0 fixed, 0 variable, −1 not initialised.
+    /// Chunk size: > 0 fixed, 0 variable, -1 not initialised.
     pub chunksize: i32,
     /// Compression threads of the last writer.
     pub nthreads_compress: i16,
@@ -104,7 +104,7 @@ pub struct FrameInfo {
     pub trailer_len: u64,
     /// File offset of the index chunk (`None` when nbytes is 0).
     pub index_offset: Option<u64>,
-    /// Length of the index region as read (frame_len − trailer_len − index start).
+    /// Length of the index region as read (frame_len - trailer_len - index start).
     pub index_len: u64,
 }
 

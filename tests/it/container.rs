@@ -1308,7 +1308,7 @@ fn container_mutated_frames_never_panic() {
     let cases: u32 = std::env::var("B2FS_CASES")
         .ok()
         .and_then(|v| v.parse().ok())
-        .unwrap_or(3000);
+        .unwrap_or(8000);
     let config = ProptestConfig {
         cases,
         failure_persistence: None,
