@@ -44,6 +44,9 @@
 //! shape is written as `__map__`, so decoding is unambiguous. base64 is the standard alphabet
 //! with `=` padding.
 //!
+//! python-blosc2 4.14 unpacks with msgpack's `strict_map_key`: it rejects maps whose keys are
+//! not str or bytes, so a `__map__` with integer keys is readable by b2fs but not by python.
+//!
 //! Ext 45/46 payloads become `__set__`/`__ndarray__` only when re-encoding them gives the same
 //! bytes; otherwise they stay `__ext__`.
 //!

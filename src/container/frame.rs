@@ -22,8 +22,10 @@
 //! 5. the trailer, whose vlmetalayer chunks are decompressed and mapped to JSON.
 //!
 //! Invariants: a file longer than frame_len is fine (bytes after the frame are ignored); every
-//! allocation is bounded by the real file size, except the decoded index, which is bounded by
-//! [`INDEX_LIMIT_FLOOR`] or 64 x the file size, whichever is larger.
+//! read allocation is bounded by the real file size; decoded data is bounded too: the index by
+//! [`INDEX_LIMIT_FLOOR`] or 64 x the file size, whichever is larger (a special repeated-value
+//! index is never expanded), each vlmetalayer by [`VLMETA_MAX_RATIO`] x its stored size (at
+//! least [`VLMETA_LIMIT_FLOOR`]).
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -49,6 +51,20 @@ pub const INDEX_LIMIT_FLOOR: usize = 64 << 20;
 pub const MAX_METALAYERS: usize = 16;
 /// Most vlmetalayers a trailer may have (C-Blosc2 reader limit; writers stop at 16).
 pub const MAX_VLMETALAYERS: usize = 8192;
+/// A vlmetalayer may decode to at most this many bytes per stored byte (and at least
+/// [`VLMETA_LIMIT_FLOOR`]), so a 32-byte special chunk cannot claim 64 MiB of attributes.
+pub const VLMETA_MAX_RATIO: usize = 4096;
+/// Every vlmetalayer may decode to this many bytes.
+pub const VLMETA_LIMIT_FLOOR: usize = 1 << 20;
+
+/// The decode limit of one vlmetalayer stored in `stored` bytes.
+fn vlmeta_limit(stored: usize, overall: usize) -> usize {
+    stored
+        .saturating_mul(VLMETA_MAX_RATIO)
+        .max(VLMETA_LIMIT_FLOOR)
+        .min(overall)
+}
+
 /// Largest blocksize a chunk header may declare.
 const MAX_BLOCKSIZE: usize = 536_866_816;
 
@@ -595,7 +611,7 @@ impl Frame {
             parse_layers(&trailer, abs(t_start), 2, MAX_VLMETALAYERS, "trailer").map_err(mal)?;
         let mut vlmeta = Vec::with_capacity(layers.len());
         for (name, chunk, at) in layers {
-            let content = Decoder::with_limit(limit)
+            let content = Decoder::with_limit(vlmeta_limit(chunk.len(), limit))
                 .decompress(chunk)
                 .map_err(|source| ContainerError::Vlmeta {
                     path: path.to_path_buf(),
