@@ -17,7 +17,7 @@
 //! - [`attrs`]: the documented reversible msgpack <-> JSON mapping of attributes.
 //!
 //! Detection is by content, never by extension: a file starting with the frame magic is a
-//! contiguous frame; a directory with `__rootdirs__` is a ctable, with `chunks.b2frame` a
+//! contiguous frame (or, with frame_type 1, the index of the sparse frame in its directory); a directory with `__rootdirs__` is a ctable, with `chunks.b2frame` a
 //! sparse frame, with `meta/sizes` + `meta/storage` a carray; `blsk` evidence is refused.
 //!
 //! Invariants: opening reads only headers, indexes, trailers and metadata files; [`Array`]
@@ -205,8 +205,15 @@ pub fn open(path: &Path) -> Result<Container, ContainerError> {
 
 fn open_file(path: &Path, stats: Arc<IoStats>) -> Result<Array, ContainerError> {
     let src = source::Source::open(path, Arc::clone(&stats))?;
-    let n = usize::try_from(src.len().min(16)).unwrap_or(16);
+    let n = usize::try_from(src.len().min(32)).unwrap_or(32);
     let head = src.read_at(0, n, "file magic")?;
+    if head.starts_with(&frame::MAGIC) && head.get(26) == Some(&1) {
+        // The index file of a sparse frame: open its directory.
+        drop(src);
+        let dir = path.parent().unwrap_or(Path::new("."));
+        let f = frame::Frame::open(path, 0, Some(dir), Arc::clone(&stats))?;
+        return Array::from_frame(dir.to_path_buf(), SourceKind::Sframe, f, stats);
+    }
     if head.starts_with(&frame::MAGIC) {
         drop(src);
         let f = frame::Frame::open(path, 0, None, Arc::clone(&stats))?;

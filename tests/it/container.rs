@@ -932,10 +932,10 @@ fn container_million_chunk_frame_opens_without_reading_chunks() {
     let index_region = info.index_len;
     // Exactly: 87-byte prefix, 23-byte tail, the header again, the index, the trailer.
     let expected = 87 + 23 + info.header_len + index_region + info.trailer_len;
-    // Plus the 16-byte magic sniff of `open`.
+    // Plus the 32-byte magic sniff of `open`.
     assert_eq!(
         a.io_stats().bytes(),
-        expected + 16,
+        expected + 32,
         "bytes read during open"
     );
     assert!(a.io_stats().reads() <= 6, "{} reads", a.io_stats().reads());
@@ -1226,6 +1226,10 @@ fn container_unknown_sources_are_not_containers() {
     let a = open_array(&d);
     let e = a.chunk_bytes(2).unwrap_err();
     assert!(e.to_string().contains("00000002.chunk"), "{e}");
+    // The index file of a sparse frame opens its directory.
+    let a = open_array(&d.join("chunks.b2frame"));
+    assert_eq!((a.kind(), a.path()), (SourceKind::Sframe, d.as_path()));
+    assert_eq!(a.nchunks(), 4);
     // A contiguous frame file handed over as a sparse index (frame_type mismatch).
     let d = tmp.path().join("mismatch");
     std::fs::create_dir(&d).unwrap();
@@ -1406,7 +1410,7 @@ fn container_open_reads_no_chunk_data_on_fixtures() {
         } else {
             info.header_len
         };
-        let sniff = if path.is_file() { 16 } else { 0 };
+        let sniff = if path.is_file() { 32 } else { 0 };
         let expected =
             sniff + 87 + 23 + info.header_len + info.index_len + (info.frame_len - t_start);
         assert_eq!(a.io_stats().bytes(), expected, "{name}");
