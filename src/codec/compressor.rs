@@ -121,3 +121,4 @@ impl StreamDecoders {
         Ok(())
     }
 }
+pub mod lz4_encode;

@@ -647,3 +647,50 @@ fn filters_match_python_blosc2_bytes() {
     }
     assert_eq!(seen, 7);
 }
+
+// ---------- speed (manual: `cargo test --test it filters::speed -- --ignored --nocapture`) ----------
+
+#[test]
+#[ignore = "timing, run by hand"]
+fn speed() {
+    use std::time::Instant;
+    type Kernel = fn(SimdLevel, usize, &[u8], &mut [u8]);
+    let kernels: [(&str, Kernel); 5] = [
+        ("shuffle", |l, t, s, d| {
+            shuffle::shuffle_with(l, t, s, d).unwrap()
+        }),
+        ("unshuffle", |l, t, s, d| {
+            shuffle::unshuffle_with(l, t, s, d).unwrap()
+        }),
+        ("bitshuffle", |l, t, s, d| {
+            bitshuffle::bitshuffle_with(l, t, s, d, BitshuffleRule::Blosc2).unwrap()
+        }),
+        ("bitunshuffle", |l, t, s, d| {
+            bitshuffle::bitunshuffle_with(l, t, s, d, BitshuffleRule::Blosc2).unwrap()
+        }),
+        ("bytedelta_dec", |l, t, s, d| {
+            bytedelta::decode_with(l, t, s, d).unwrap()
+        }),
+    ];
+    for size in [256 << 10, 4 << 20] {
+        let src = bytes(size, 99);
+        let mut dst = vec![0u8; size];
+        for (name, k) in kernels {
+            for t in [4usize, 8] {
+                let mut line = format!("{name:>14} ts={t} {:>5} KiB:", size >> 10);
+                for level in levels() {
+                    let reps = (512 << 20) / size;
+                    k(level, t, &src, &mut dst);
+                    let start = Instant::now();
+                    for _ in 0..reps {
+                        k(level, t, &src, &mut dst);
+                    }
+                    let secs = start.elapsed().as_secs_f64();
+                    let gbs = (reps * size) as f64 / secs / 1e9;
+                    line += &format!("  {level:?} {gbs:6.2} GB/s");
+                }
+                eprintln!("{line}");
+            }
+        }
+    }
+}
