@@ -510,6 +510,16 @@ impl Array {
         }
     }
 
+    /// The raw chunk-index entry of chunk `index` (frames only): a byte offset relative to
+    /// the end of the header (contiguous), a chunk id (sparse), or a negative special code
+    /// (`0x81..` zeros, `0x82..` NaN, `0x84..` uninitialised). No I/O.
+    pub fn frame_index_entry(&self, index: usize) -> Option<i64> {
+        match &self.inner {
+            Inner::Frame(f) => f.index_entry(index),
+            Inner::Bcolz(_) => None,
+        }
+    }
+
     /// `meta/sizes` as parsed, keys in file order (bcolz only).
     pub fn bcolz_sizes(&self) -> Option<&serde_json::Value> {
         match &self.inner {

@@ -209,6 +209,18 @@ fn container_frames_match_reference_sidecars() {
         if let Some(pos) = layout["index_pos"].as_u64() {
             r.check(name, "index_pos", info.index_offset, Some(pos));
         }
+        if let Some(entries) = layout["index_entries"].as_array() {
+            let got: Vec<Option<i64>> =
+                (0..entries.len()).map(|i| a.frame_index_entry(i)).collect();
+            let want: Vec<Option<i64>> = entries.iter().map(Value::as_i64).collect();
+            r.check(name, "index entries", got, want);
+            r.check(
+                name,
+                "index past end",
+                a.frame_index_entry(entries.len()),
+                None,
+            );
+        }
         let want_cs = layout["header_chunksize"].as_i64().unwrap().max(0) as usize;
         r.check(name, "chunksize()", a.chunksize(), want_cs);
 
