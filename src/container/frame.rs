@@ -21,6 +21,13 @@
 //!    every regular offset is bound-checked against cbytes (sparse: a u32 chunk id);
 //! 5. the trailer, whose vlmetalayer chunks are decompressed and mapped to JSON.
 //!
+//! Beyond C-Blosc2: a special index entry in a variable-size frame (chunksize 0) has no size,
+//! and C-Blosc2 cannot read it back although it writes such frames (section 1.5, "Hazard").
+//! b2fs infers the size once, on first use, from the header nbytes minus the stored chunks'
+//! sizes (their 32-byte headers are read), divided evenly among the special chunks; with more
+//! than one special chunk the result must equal the largest stored chunk. Otherwise reading
+//! such a chunk is an error.
+//!
 //! Invariants: a file longer than frame_len is fine (bytes after the frame are ignored); every
 //! read allocation is bounded by the real file size; decoded data is bounded too: the index by
 //! [`INDEX_LIMIT_FLOOR`] or 64 x the file size, whichever is larger (a special repeated-value
@@ -28,7 +35,7 @@
 //! least [`VLMETA_LIMIT_FLOOR`]).
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use serde_json::Value;
 
@@ -258,6 +265,8 @@ pub(crate) struct Frame {
     index: Index,
     metalayers: Vec<Metalayer>,
     vlmeta: Vec<Vlmetalayer>,
+    /// The size of every special chunk of a variable-size frame, inferred on first use.
+    variable_special_size: OnceLock<Option<usize>>,
 }
 
 /// The result of parsing the 87-byte prefix.
@@ -636,6 +645,7 @@ impl Frame {
             index,
             metalayers,
             vlmeta,
+            variable_special_size: OnceLock::new(),
         })
     }
 
@@ -807,7 +817,7 @@ impl Frame {
             return Ok(n);
         }
         match slot {
-            Slot::Special(_) => Err(self.variable_special(i)),
+            Slot::Special(_) => self.special_nbytes(i),
             Slot::Stored(o) => {
                 let h = self.stored_header(i, o)?;
                 let n = le_i32(&h, 4).unwrap_or(-1);
@@ -822,7 +832,7 @@ impl Frame {
             path: self.display_path(),
             what: format!("chunk {i}"),
             offset: self.info.index_offset.unwrap_or(0),
-            why: "special chunk in a variable-size frame has no size (C-Blosc2 cannot read it either)"
+            why: "special chunk in a variable-size frame whose size cannot be inferred (C-Blosc2 cannot read it either)"
                 .into(),
         }
     }
@@ -860,10 +870,57 @@ impl Frame {
         }
     }
 
+    /// Size of special chunk `i`: from the header for fixed-size frames; for variable-size
+    /// frames inferred (see the module docs) or an error.
+    fn special_nbytes(&self, i: usize) -> Result<usize, ContainerError> {
+        if let Some(n) = self.fixed_nbytes(i) {
+            return Ok(n);
+        }
+        self.variable_special_size
+            .get_or_init(|| self.infer_special_size())
+            .ok_or_else(|| self.variable_special(i))
+    }
+
+    /// In a variable-size frame, the special chunks' common size: the nbytes not covered by
+    /// stored chunks, divided evenly; with more than one special chunk it must also equal the
+    /// largest stored chunk (the writer's chunk size). `None` when that does not hold.
+    fn infer_special_size(&self) -> Option<usize> {
+        let n = self.nchunks as u64;
+        if let Index::Repeated(e) = self.index {
+            return match classify(e)? {
+                Slot::Special(_) if n > 0 && self.info.nbytes % n == 0 => {
+                    usize::try_from(self.info.nbytes / n).ok()
+                }
+                _ => None,
+            };
+        }
+        let (mut specials, mut stored, mut largest) = (0u64, 0u64, 0u64);
+        for i in 0..self.nchunks {
+            match self.slot(i).ok()? {
+                Slot::Special(_) => specials += 1,
+                Slot::Stored(o) => {
+                    let h = self.stored_header(i, o).ok()?;
+                    let nb = u64::try_from(le_i32(&h, 4)?).ok()?;
+                    stored = stored.checked_add(nb)?;
+                    largest = largest.max(nb);
+                }
+            }
+        }
+        let rest = self.info.nbytes.checked_sub(stored)?;
+        if specials == 0 || rest % specials != 0 {
+            return None;
+        }
+        let each = rest / specials;
+        let plausible = each > 0 && (specials == 1 || largest == 0 || each == largest);
+        if plausible {
+            usize::try_from(each).ok()
+        } else {
+            None
+        }
+    }
+
     fn synthesise(&self, i: usize, kind: ChunkKind) -> Result<Vec<u8>, ContainerError> {
-        let n = self
-            .fixed_nbytes(i)
-            .ok_or_else(|| self.variable_special(i))?;
+        let n = self.special_nbytes(i)?;
         Ok(special_chunk(
             kind,
             n,
