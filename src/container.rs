@@ -177,10 +177,10 @@ pub fn open(path: &Path) -> Result<Container, ContainerError> {
             columns,
         }));
     }
-    if let Some(what) = bcolz::blsk_evidence(path) {
+    if path.join("meta/nrows").is_file() {
         return Err(ContainerError::Unsupported {
             path: path.to_path_buf(),
-            what,
+            what: "meta/nrows (2012 blsk proposal layout, never shipped by bcolz)".into(),
         });
     }
     let index = path.join("chunks.b2frame");
@@ -196,6 +196,12 @@ pub fn open(path: &Path) -> Result<Container, ContainerError> {
             c,
             stats,
         )));
+    }
+    if let Some(what) = bcolz::blsk_evidence(path) {
+        return Err(ContainerError::Unsupported {
+            path: path.to_path_buf(),
+            what,
+        });
     }
     Err(not_a_container(
         path,

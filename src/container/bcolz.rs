@@ -470,7 +470,8 @@ pub(crate) fn open_ctable(
 }
 
 /// Whether `root` looks like the 2012 `blsk` proposal (seed 004): `meta/nrows`, `__N__.bin`
-/// superchunk files, or a data file starting with `blsk`. Returns what was found.
+/// superchunk files, or a file starting with `blsk` (among the first 16 entries of `data/` or
+/// the root). Returns what was found. Meant for directories that are nothing else.
 pub(crate) fn blsk_evidence(root: &Path) -> Option<String> {
     if root.join("meta/nrows").is_file() {
         return Some("meta/nrows (2012 blsk proposal layout)".into());
@@ -479,12 +480,15 @@ pub(crate) fn blsk_evidence(root: &Path) -> Option<String> {
         let Ok(entries) = std::fs::read_dir(&dir) else {
             continue;
         };
-        for e in entries.flatten().take(4096) {
+        // Names first; the magic of at most a few files (this runs only for directories that
+        // are nothing else b2fs knows).
+        for (n, e) in entries.flatten().take(4096).enumerate() {
             let name = e.file_name();
             let name = name.to_string_lossy();
             let is_bin = name.starts_with("__") && name.ends_with("__.bin");
             let path = e.path();
-            let magic = path.is_file()
+            let magic = n < 16
+                && path.is_file()
                 && std::fs::File::open(&path)
                     .and_then(|mut f| {
                         let mut m = [0u8; 4];

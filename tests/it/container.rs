@@ -661,6 +661,20 @@ fn container_refuse_fixtures_are_refused() {
                 let err = container::open(&p).unwrap_err();
                 assert!(matches!(err, ContainerError::Unsupported { .. }), "{err}");
                 assert!(err.to_string().contains("blsk"), "{err}");
+                // Recognised without meta/nrows (by `__N__.bin` names), and by the magic alone.
+                let tmp = tempfile::tempdir().unwrap();
+                let d = tmp.path().join("b");
+                copy_dir(&p, &d);
+                std::fs::remove_file(d.join("meta/nrows")).unwrap();
+                let err = container::open(&d).unwrap_err();
+                assert!(err.to_string().contains("__1__.bin"), "{err}");
+                std::fs::rename(d.join("data/__1__.bin"), d.join("data/one")).unwrap();
+                std::fs::rename(d.join("data/__2__.bin"), d.join("data/two")).unwrap();
+                let err = container::open(&d).unwrap_err();
+                assert!(matches!(err, ContainerError::Unsupported { .. }), "{err}");
+                // And a single superchunk file.
+                let err = container::open(&d.join("data/one")).unwrap_err();
+                assert!(matches!(err, ContainerError::Unsupported { .. }), "{err}");
             }
             "bcolz_no_attrs" => {
                 // Readable (nothing to lose), but flagged so write-back can refuse.
