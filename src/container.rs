@@ -551,6 +551,22 @@ impl Array {
         }
     }
 
+    /// Whether the source changed on disk since it was opened (frames: file length, mtime or
+    /// the 87-byte header prefix; bcolz: `meta/sizes`, `meta/storage` or `__attrs__`). A
+    /// changed source should be reopened: cached geometry and index no longer apply. Never
+    /// reads chunk data.
+    ///
+    /// # Errors
+    ///
+    /// [`ContainerError::Io`] / [`ContainerError::Malformed`] when the header cannot be read
+    /// back although the file is still there.
+    pub fn changed_on_disk(&self) -> Result<bool, ContainerError> {
+        match &self.inner {
+            Inner::Frame(f) => f.changed_on_disk(),
+            Inner::Bcolz(c) => Ok(c.changed_on_disk()),
+        }
+    }
+
     /// Reads issued for this array so far (shared with the other columns of a ctable).
     pub fn io_stats(&self) -> &IoStats {
         &self.stats

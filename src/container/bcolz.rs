@@ -326,6 +326,23 @@ impl Carray {
             .unwrap_or(0)
     }
 
+    /// Whether `meta/sizes` (bcolz's commit point) or `meta/storage` / `__attrs__` changed
+    /// since open: different content, or the file appeared or disappeared. Rewriting a full
+    /// chunk file in place does not touch them (bcolz has no multi-file commit, see
+    /// `CONTAINER_NOTES.md` 6.4).
+    pub(crate) fn changed_on_disk(&self) -> bool {
+        let same = |file: &str, parsed: &Value, present: bool| {
+            let path = self.root.join(file);
+            match read_json(&path, &self.stats) {
+                Ok(v) => present && &v == parsed,
+                Err(_) => !present && !path.exists(),
+            }
+        };
+        !(same("meta/sizes", &self.sizes, true)
+            && same("meta/storage", &self.storage, true)
+            && same("__attrs__", &self.attrs, self.attrs_file))
+    }
+
     /// Modification time of `meta/sizes` (bcolz's commit point).
     pub(crate) fn mtime(&self) -> SystemTime {
         self.mtime

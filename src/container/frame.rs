@@ -100,6 +100,8 @@ pub(crate) struct Frame {
     vlmeta: Vec<Vlmetalayer>,
     /// The size of every special chunk of a variable-size frame, inferred on first use.
     variable_special_size: OnceLock<Option<usize>>,
+    /// The 87-byte prefix as read at open (for [`Frame::changed_on_disk`]).
+    prefix: Vec<u8>,
 }
 
 impl Frame {
@@ -308,7 +310,28 @@ impl Frame {
             metalayers,
             vlmeta,
             variable_special_size: OnceLock::new(),
+            prefix,
         })
+    }
+
+    /// Whether the frame changed since it was opened: its file's length or modification time
+    /// differ, or its 87-byte header prefix (frame_len, nbytes, cbytes, ...) does. Reads 87
+    /// bytes. C-Blosc2 changes frame_len with almost every mutation (`CONTAINER_NOTES.md`
+    /// 3.6); the mtime catches same-length edits too.
+    pub(crate) fn changed_on_disk(&self) -> Result<bool, ContainerError> {
+        let now = match Source::open(self.src.path(), Arc::clone(&self.stats)) {
+            Ok(now) => now,
+            // Gone or replaced by something unreadable: changed.
+            Err(ContainerError::Io { .. } | ContainerError::NotAContainer { .. }) => {
+                return Ok(true);
+            }
+            Err(e) => return Err(e),
+        };
+        if now.len() != self.src.len() || now.mtime() != self.src.mtime() {
+            return Ok(true);
+        }
+        let prefix = now.read_at(self.info.start, HEADER_PREFIX_LEN, "frame header")?;
+        Ok(prefix != self.prefix)
     }
 
     /// The header fields.
