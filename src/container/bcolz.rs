@@ -29,6 +29,10 @@ use super::source::{IoStats, Source};
 /// Length of the bloscpack header before the Blosc1 chunk in each `.blp` file.
 pub const BLP_HEADER_LEN: usize = 16;
 
+/// Largest JSON metadata file read (`meta/sizes`, `meta/storage`, `__attrs__`,
+/// `__rootdirs__`); real ones are a few hundred bytes.
+pub const MAX_JSON_LEN: u64 = 16 << 20;
+
 /// Size facts derived from a NumPy dtype string.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct DtypeInfo {
@@ -107,6 +111,17 @@ fn json_offset(text: &[u8], e: &serde_json::Error) -> u64 {
 /// Reads and parses a JSON metadata file (whole file; bounded by its real size).
 pub(crate) fn read_json(path: &Path, stats: &Arc<IoStats>) -> Result<Value, ContainerError> {
     let src = Source::open(path, Arc::clone(stats))?;
+    if src.len() > MAX_JSON_LEN {
+        return Err(ContainerError::Malformed {
+            path: path.to_path_buf(),
+            what: "json".into(),
+            offset: 0,
+            why: format!(
+                "{} bytes, more than the {MAX_JSON_LEN} a metadata file may have",
+                src.len()
+            ),
+        });
+    }
     let len = usize::try_from(src.len()).unwrap_or(usize::MAX);
     let text = src.read_at(0, len, "json")?;
     serde_json::from_slice(&text).map_err(|e| ContainerError::Malformed {
@@ -397,7 +412,9 @@ impl Carray {
         let path = self.chunk_path(i);
         let src = Source::open(&path, Arc::clone(&self.stats))?;
         let len = usize::try_from(src.len()).unwrap_or(usize::MAX);
-        let mut buf = src.read_at(0, len, "blp file")?;
+        // The prefix and the Blosc1 header first; then exactly the chunk (bytes after its
+        // cbytes are ignored, as bcolz does).
+        let mut buf = src.read_at(0, (BLP_HEADER_LEN + 16).min(len), "blp file")?;
         let cb = buf
             .get(BLP_HEADER_LEN + 12..BLP_HEADER_LEN + 16)
             .map(|b| i32::from_le_bytes([b[0], b[1], b[2], b[3]]));
@@ -425,8 +442,13 @@ impl Carray {
                 ),
             });
         }
-        buf.truncate(BLP_HEADER_LEN + cb);
         buf.drain(..BLP_HEADER_LEN);
+        src.read_into(
+            BLP_HEADER_LEN as u64 + 16,
+            cb - 16,
+            "blosc1 chunk",
+            &mut buf,
+        )?;
         Ok(buf)
     }
 }

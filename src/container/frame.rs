@@ -540,7 +540,13 @@ impl Frame {
         if self.dir.is_some() {
             let path = self.sparse_chunk_path(o);
             let src = Source::open(&path, Arc::clone(&self.stats))?;
-            let len = usize::try_from(src.len()).unwrap_or(usize::MAX);
+            // A chunk file holds exactly one chunk, whose cbytes is an int32.
+            let len = usize::try_from(src.len())
+                .ok()
+                .filter(|&l| l <= i32::MAX as usize)
+                .ok_or_else(|| {
+                    self.chunk_fault(i, o, format!("{} bytes, too large for a chunk", src.len()))
+                })?;
             return src.read_at(0, len, &format!("chunk {i}"));
         }
         let mut buf = self.stored_header(i, o)?;
