@@ -518,6 +518,24 @@ fn check_carray(r: &mut Report, name: &str, a: &Array, sc: &Value) {
         a.bcolz_sizes().cloned(),
         Some(sc["sizes"].clone()),
     );
+    // Key order is the file's (the tree shows these objects as they are stored).
+    let keys = |v: Option<&Value>| -> Vec<String> {
+        v.and_then(Value::as_object)
+            .map(|m| m.keys().cloned().collect())
+            .unwrap_or_default()
+    };
+    r.check(
+        name,
+        "storage key order",
+        keys(a.bcolz_storage()),
+        keys(Some(&sc["storage"])),
+    );
+    r.check(
+        name,
+        "attrs key order",
+        keys(Some(a.attrs())),
+        keys(Some(&sc["attrs"])),
+    );
     r.check(
         name,
         "storage",
@@ -851,7 +869,7 @@ fn small_frame() -> (Vec<u8>, Vec<Vec<u8>>) {
         140,
         &area,
         &index,
-        &[("usr", vec![0x92, 0x01, 0x02])],
+        &[("usr", vec![0x92, 0x01, 0x02]), ("junk", vec![0x92, 0x01])],
         &[("unit", vec![0xa1, b'm']), ("n", vec![0x2a])],
     );
     (f, data)
@@ -869,6 +887,8 @@ fn container_hand_built_frame_opens_and_reads() {
     assert_eq!(a.nchunks(), 4);
     assert_eq!(a.geometry().shape, [35]);
     assert_eq!(a.metalayers()[0].json, json!([1, 2]));
+    // A metalayer that is not one msgpack value is kept as raw bytes.
+    assert_eq!(a.metalayers()[1].json, json!({"__raw__": "kgE="}));
     assert_eq!(a.attrs(), &json!({"unit": "m", "n": 42}));
     assert_eq!(a.chunk_kind(1).unwrap(), ChunkKind::Zeros);
     assert_eq!(a.chunk_nbytes(3).unwrap(), 20);
@@ -1049,7 +1069,7 @@ fn container_hostile_frames_are_errors() {
     assert_malformed(open_bytes(&m), "offset");
     // Metalayer content length of 4 GiB.
     let mut m = f.clone();
-    let c6 = 87 + 7 + 9 + 3;
+    let c6 = 87 + 7 + (6 + 3) + (6 + 4) + 3; // names "usr" and "junk"
     assert_eq!(m[c6], 0xc6);
     m[c6 + 1..c6 + 5].copy_from_slice(&u32::MAX.to_be_bytes());
     assert_malformed(open_bytes(&m), "metalayer section");
