@@ -976,8 +976,8 @@ fn container_million_chunk_frame_opens_without_reading_chunks() {
     assert_eq!(a.nchunks(), N);
     let info = a.frame_info().unwrap();
     let index_region = info.index_len;
-    // Exactly: 87-byte prefix, 23-byte tail, the header again, the index, the trailer.
-    let expected = 87 + 23 + info.header_len + index_region + info.trailer_len;
+    // Exactly: the header (prefix first), the 23-byte tail, the index, the trailer.
+    let expected = 23 + info.header_len + index_region + info.trailer_len;
     // Plus the 32-byte magic sniff of `open`.
     assert_eq!(
         a.io_stats().bytes(),
@@ -1442,9 +1442,9 @@ fn container_grid_is_exposed_for_b2nd_only() {
 // ---------------------------------------------------------------------------------------------
 // Open reads metadata only (every fixture)
 
-/// For every contiguous and sparse frame fixture, `open` reads exactly: the 16-byte magic
-/// sniff (cframes), the 87-byte prefix, the 23-byte trailer tail, the header, the index
-/// region and the trailer; for bcolz only the JSON metadata files. Never a chunk.
+/// For every contiguous and sparse frame fixture, `open` reads exactly: the 32-byte magic
+/// sniff (cframes), the header, the 23-byte trailer tail, the index region and the trailer;
+/// for bcolz only the JSON metadata files. Never a chunk.
 #[test]
 fn container_open_reads_no_chunk_data_on_fixtures() {
     for (path, sc) in frame_sidecars() {
@@ -1457,8 +1457,7 @@ fn container_open_reads_no_chunk_data_on_fixtures() {
             info.header_len
         };
         let sniff = if path.is_file() { 32 } else { 0 };
-        let expected =
-            sniff + 87 + 23 + info.header_len + info.index_len + (info.frame_len - t_start);
+        let expected = sniff + 23 + info.header_len + info.index_len + (info.frame_len - t_start);
         assert_eq!(a.io_stats().bytes(), expected, "{name}");
     }
     for (path, sc) in bcolz_sidecars("carray") {
