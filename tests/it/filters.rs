@@ -380,6 +380,26 @@ fn delta_definition_and_tail() {
     let mut dec = vec![0; 10];
     delta::decode(4, &enc, &mut dec, Some(&r)).unwrap();
     assert_eq!(dec, src);
+    // Block 0 decode against the definition (x[i] ^= x[i - u] over whole words, tail kept).
+    for t in [1usize, 2, 3, 4, 8, 12, 16, 24] {
+        let u = delta::unit(t);
+        for len in (0..80).chain([1001, 4096 + 7]) {
+            let enc = bytes(len, (len * t) as u64);
+            let body = len - len % u;
+            let mut want = enc.clone();
+            for i in u..body {
+                want[i] ^= want[i - u];
+            }
+            let mut got = vec![0; len];
+            delta::decode(t, &enc, &mut got, None).unwrap();
+            assert_eq!(got, want, "t={t} len={len}");
+            let mut inplace = enc.clone();
+            delta::decode_in_place(t, &mut inplace, None).unwrap();
+            assert_eq!(inplace, want, "in place t={t} len={len}");
+            delta::encode(t, &want, &mut got, None).unwrap();
+            assert_eq!(got, enc, "encode t={t} len={len}");
+        }
+    }
     // Reference too short is an error, not a panic.
     assert!(delta::encode(4, &src, &mut enc, Some(&r[..4])).is_err());
     assert!(delta::decode(4, &src, &mut enc, Some(&r[..4])).is_err());
@@ -715,7 +735,7 @@ fn filters_match_python_blosc2_bytes() {
 #[ignore = "timing, run by hand"]
 fn speed() {
     type Kernel = fn(SimdLevel, usize, &[u8], &mut [u8]);
-    let kernels: [(&str, Kernel); 5] = [
+    let kernels: [(&str, Kernel); 7] = [
         ("shuffle", |l, t, s, d| {
             shuffle::shuffle_with(l, t, s, d).unwrap()
         }),
@@ -731,9 +751,20 @@ fn speed() {
         ("bytedelta_dec", |l, t, s, d| {
             bytedelta::decode_with(l, t, s, d).unwrap()
         }),
+        ("bytedelta_enc", |_, t, s, d| {
+            bytedelta::encode(t, s, d).unwrap()
+        }),
+        ("delta_dec_block0", |_, t, s, d| {
+            delta::decode(t, s, d, None).unwrap()
+        }),
     ];
-    // B2FS_SPEED_ONLY=unshuffle restricts the kernels by name.
+    // B2FS_SPEED_ONLY=unshuffle restricts the kernels by name; B2FS_SPEED_TS=3,12 changes
+    // the typesizes (default 4,8).
     let only = std::env::var("B2FS_SPEED_ONLY").ok();
+    let typesizes: Vec<usize> = std::env::var("B2FS_SPEED_TS")
+        .ok()
+        .map(|v| v.split(',').filter_map(|x| x.parse().ok()).collect())
+        .unwrap_or(vec![4, 8]);
     for size in [256 << 10, 4 << 20] {
         let src = bytes(size, 99);
         let mut dst = vec![0u8; size];
@@ -741,7 +772,7 @@ fn speed() {
             if !only.as_deref().is_none_or(|o| name.contains(o)) {
                 continue;
             }
-            for t in [4usize, 8] {
+            for t in typesizes.clone() {
                 let mut line = format!("{name:>14} ts={t} {:>5} KiB:", size >> 10);
                 for level in levels() {
                     // Best of 5 runs of thread CPU time: the machine is shared.
@@ -760,6 +791,42 @@ fn speed() {
                 }
                 eprintln!("{line}");
             }
+        }
+    }
+    // Whole backward pipelines (default SIMD level), as the decoder runs them per block.
+    let pipes: [(&str, [u8; 6]); 5] = [
+        ("shuffle", [0, 0, 0, 0, 0, SHUFFLE]),
+        ("bitshuffle", [0, 0, 0, 0, 0, BITSHUFFLE]),
+        ("shuffle+bytedelta", [SHUFFLE, BYTEDELTA, 0, 0, 0, 0]),
+        ("delta+shuffle", [0, 0, 0, 0, DELTA, SHUFFLE]),
+        ("delta+shuffle blk1", [0, 0, 0, 0, DELTA, SHUFFLE]),
+    ];
+    for size in [256 << 10, 4 << 20] {
+        let src = bytes(size, 5);
+        let block0 = bytes(size, 6);
+        let mut work = src.clone();
+        let mut dst = vec![0u8; size];
+        for t in typesizes.clone() {
+            let mut line = format!("backward ts={t} {:>5} KiB:", size >> 10);
+            for (name, f) in pipes {
+                let p = Pipeline::new(f, [0; 6], t, 5).unwrap();
+                let b0 = name.ends_with("blk1").then_some(&block0[..]);
+                let reps = ((64 << 20) / size).max(1);
+                let mut best = f64::MAX;
+                for _ in 0..5 {
+                    let mut spent = 0.0;
+                    for _ in 0..reps {
+                        work.copy_from_slice(&src);
+                        let start = thread_cpu_secs();
+                        p.backward(&mut work, &mut dst, b0).unwrap();
+                        spent += thread_cpu_secs() - start;
+                    }
+                    best = best.min(spent);
+                }
+                let gbs = (reps * size) as f64 / best / 1e9;
+                line += &format!("  {name} {gbs:.2}");
+            }
+            eprintln!("{line} GB/s");
         }
     }
 }
