@@ -54,6 +54,34 @@ pub fn unshuffle_with(
     Ok(())
 }
 
+/// Writes the `src.len() / t` elements of `src` as `t` rows of `m` bytes in `dst` (row matrix
+/// of a tile), with SIMD when available.
+pub(crate) fn shuffle_rows_with(level: SimdLevel, t: usize, src: &[u8], dst: &mut [u8], m: usize) {
+    #[cfg(target_arch = "x86_64")]
+    if super::shuffle_simd::shuffle_to_rows(level, t, src, dst, m, 0) {
+        return;
+    }
+    let _ = level;
+    scalar::shuffle_rows(t, src, dst, m, 0);
+}
+
+/// Reads `dst.len() / t` elements from `t` rows of `m` bytes in `src` and writes them
+/// interleaved to `dst`, with SIMD when available.
+pub(crate) fn unshuffle_rows_with(
+    level: SimdLevel,
+    t: usize,
+    src: &[u8],
+    m: usize,
+    dst: &mut [u8],
+) {
+    #[cfg(target_arch = "x86_64")]
+    if super::shuffle_simd::unshuffle_from_rows(level, t, src, m, 0, dst) {
+        return;
+    }
+    let _ = level;
+    scalar::unshuffle_rows(t, src, m, dst, 0);
+}
+
 /// The portable, safe twin of the SIMD kernels.
 pub mod scalar {
     use super::check_len;
