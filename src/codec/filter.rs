@@ -426,3 +426,82 @@ impl Pipeline {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn data(len: usize) -> Vec<u8> {
+        (0..len).map(|i| (i * 7 + i / 5) as u8).collect()
+    }
+
+    #[test]
+    fn names_of_refused_ids() {
+        assert_eq!(filter_name(32), "ndcell");
+        assert_eq!(filter_name(33), "ndmean");
+        assert_eq!(filter_name(36), "int_trunc");
+        assert_eq!(filter_name(7), "reserved");
+        assert_eq!(filter_name(161), "user");
+        let err = Pipeline::new([0, 0, 0, 36, 0, 0], [0; 6], 4, 5).unwrap_err();
+        assert_eq!(
+            err,
+            CodecError::UnsupportedFilter {
+                id: 36,
+                name: "int_trunc",
+                slot: 3
+            }
+        );
+    }
+
+    #[test]
+    fn simd_level_detection_is_cached_and_consistent() {
+        let a = SimdLevel::detect();
+        assert_eq!(a, SimdLevel::detect());
+        assert!(a.cpu_has());
+        assert!(SimdLevel::available().contains(&SimdLevel::Scalar));
+    }
+
+    /// Every combination of in-place and out-of-place steps ends in `dst` and inverts
+    /// `forward` (the buffer-flip planning of `backward`).
+    #[test]
+    fn backward_planning_parities() {
+        let ids = [NOFILTER, SHUFFLE, BITSHUFFLE, BYTEDELTA, DELTA];
+        let input = data(1000);
+        for a in ids {
+            for b in ids {
+                for c in ids {
+                    // DELTA only in front of the others (the placement writers use).
+                    if (b == DELTA && a != NOFILTER) || (c == DELTA && (a | b) != NOFILTER) {
+                        continue;
+                    }
+                    let p = Pipeline::new([a, b, c, 0, 0, 0], [0; 6], 4, 5).unwrap();
+                    let mut enc = vec![0; 1000];
+                    let mut scratch = vec![0; 1000];
+                    p.forward(&input, &mut enc, &mut scratch, &input, true)
+                        .unwrap();
+                    let mut out = vec![0xEE; 1000];
+                    p.backward(&mut enc, &mut out, None).unwrap();
+                    assert_eq!(out, input, "{a} {b} {c}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn empty_and_tiny_blocks() {
+        for len in 0..20 {
+            for ts in [1, 2, 4, 8, 16, 255] {
+                let p = Pipeline::new([DELTA, SHUFFLE, BITSHUFFLE, BYTEDELTA, 0, 0], [0; 6], ts, 5)
+                    .unwrap();
+                let input = data(len);
+                let mut enc = vec![0; len];
+                let mut scratch = vec![0; len];
+                p.forward(&input, &mut enc, &mut scratch, &input, true)
+                    .unwrap();
+                let mut out = vec![0; len];
+                p.backward(&mut enc, &mut out, None).unwrap();
+                assert_eq!(out, input);
+            }
+        }
+    }
+}
