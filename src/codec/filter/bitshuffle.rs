@@ -127,11 +127,13 @@ mod tiled {
     use super::transpose8x8;
 
     /// Bytes of elements per tile.
-    pub(super) const TILE: usize = 8192;
+    pub(super) const TILE: usize = 16384;
 
-    /// Elements per tile for typesize `t` (a multiple of 32), or `None` when `t` is too large.
+    /// Elements per tile for typesize `t`, or `None` when `t` is too large. A multiple of 256
+    /// when possible (each byte row is then whole 32-group AVX2 chunks), else of 32.
     fn tile_elems(t: usize) -> Option<usize> {
-        let e = TILE / t / 32 * 32;
+        let e = TILE / t;
+        let e = if e >= 256 { e / 256 * 256 } else { e / 32 * 32 };
         (e > 0).then_some(e)
     }
 
@@ -146,7 +148,7 @@ mod tiled {
             return false;
         }
         let planes = m / 8;
-        let mut tmp = [0u8; TILE];
+        let mut tmp = vec![0u8; tile.min(m) * t];
         let mut e0 = 0;
         while e0 < m {
             let me = tile.min(m - e0);
@@ -177,7 +179,7 @@ mod tiled {
             return false;
         }
         let planes = m / 8;
-        let mut tmp = [0u8; TILE];
+        let mut tmp = vec![0u8; tile.min(m) * t];
         let mut e0 = 0;
         while e0 < m {
             let me = tile.min(m - e0);
