@@ -504,4 +504,34 @@ mod tests {
             }
         }
     }
+
+    /// Odd typesizes (0, huge) and mismatched buffers give errors or identity, never panics.
+    #[test]
+    fn odd_inputs_do_not_panic() {
+        let src = data(777);
+        let mut dst = vec![0; 777];
+        let mut short = vec![0; 776];
+        for t in [0usize, 1, 3, 254, 255, 256, 1000, usize::MAX] {
+            for level in SimdLevel::available() {
+                shuffle::shuffle_with(level, t, &src, &mut dst).unwrap();
+                shuffle::unshuffle_with(level, t, &src, &mut dst).unwrap();
+                for rule in [BitshuffleRule::Blosc1, BitshuffleRule::Blosc2] {
+                    bitshuffle::bitshuffle_with(level, t, &src, &mut dst, rule).unwrap();
+                    bitshuffle::bitunshuffle_with(level, t, &src, &mut dst, rule).unwrap();
+                    assert!(bitshuffle::bitshuffle_with(level, t, &src, &mut short, rule).is_err());
+                }
+                bytedelta::decode_with(level, t, &src, &mut dst).unwrap();
+                assert!(shuffle::shuffle_with(level, t, &src, &mut short).is_err());
+                assert!(shuffle::unshuffle_with(level, t, &src, &mut short).is_err());
+                assert!(bytedelta::decode_with(level, t, &src, &mut short).is_err());
+            }
+            bytedelta::encode(t, &src, &mut dst).unwrap();
+            bytedelta::decode_buggy(t, &src, &mut dst).unwrap();
+            delta::encode(t, &src, &mut dst, None).unwrap();
+            delta::decode(t, &src, &mut dst, Some(&src)).unwrap();
+            assert!(delta::decode(t, &src, &mut dst, Some(&src[..8])).is_err() || t == 0);
+            assert!(truncprec::trunc_prec(t, 10, &src, &mut dst).is_err());
+            assert!(bytedelta::encode(t, &src, &mut short).is_err());
+        }
+    }
 }

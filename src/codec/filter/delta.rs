@@ -12,11 +12,11 @@ use super::check_len;
 use crate::codec::CodecError;
 
 /// The delta word size for a typesize: the typesize if it is 1, 2, 4 or 8; otherwise 8 when
-/// the typesize is a multiple of 8, else 1.
+/// the typesize is a multiple of 8, else 1 (also for the invalid typesize 0).
 pub fn unit(typesize: usize) -> usize {
     match typesize {
         1 | 2 | 4 | 8 => typesize,
-        t if t % 8 == 0 => 8,
+        t if t > 0 && t % 8 == 0 => 8,
         _ => 1,
     }
 }
