@@ -214,3 +214,4 @@ impl StreamDecoders {
         Ok(())
     }
 }
+pub mod lz4_encode;

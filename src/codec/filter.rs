@@ -426,3 +426,112 @@ impl Pipeline {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn data(len: usize) -> Vec<u8> {
+        (0..len).map(|i| (i * 7 + i / 5) as u8).collect()
+    }
+
+    #[test]
+    fn names_of_refused_ids() {
+        assert_eq!(filter_name(32), "ndcell");
+        assert_eq!(filter_name(33), "ndmean");
+        assert_eq!(filter_name(36), "int_trunc");
+        assert_eq!(filter_name(7), "reserved");
+        assert_eq!(filter_name(161), "user");
+        let err = Pipeline::new([0, 0, 0, 36, 0, 0], [0; 6], 4, 5).unwrap_err();
+        assert_eq!(
+            err,
+            CodecError::UnsupportedFilter {
+                id: 36,
+                name: "int_trunc",
+                slot: 3
+            }
+        );
+    }
+
+    #[test]
+    fn simd_level_detection_is_cached_and_consistent() {
+        let a = SimdLevel::detect();
+        assert_eq!(a, SimdLevel::detect());
+        assert!(a.cpu_has());
+        assert!(SimdLevel::available().contains(&SimdLevel::Scalar));
+    }
+
+    /// Every combination of in-place and out-of-place steps ends in `dst` and inverts
+    /// `forward` (the buffer-flip planning of `backward`).
+    #[test]
+    fn backward_planning_parities() {
+        let ids = [NOFILTER, SHUFFLE, BITSHUFFLE, BYTEDELTA, DELTA];
+        let input = data(1000);
+        for a in ids {
+            for b in ids {
+                for c in ids {
+                    // DELTA only in front of the others (the placement writers use).
+                    if (b == DELTA && a != NOFILTER) || (c == DELTA && (a | b) != NOFILTER) {
+                        continue;
+                    }
+                    let p = Pipeline::new([a, b, c, 0, 0, 0], [0; 6], 4, 5).unwrap();
+                    let mut enc = vec![0; 1000];
+                    let mut scratch = vec![0; 1000];
+                    p.forward(&input, &mut enc, &mut scratch, &input, true)
+                        .unwrap();
+                    let mut out = vec![0xEE; 1000];
+                    p.backward(&mut enc, &mut out, None).unwrap();
+                    assert_eq!(out, input, "{a} {b} {c}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn empty_and_tiny_blocks() {
+        for len in 0..20 {
+            for ts in [1, 2, 4, 8, 16, 255] {
+                let p = Pipeline::new([DELTA, SHUFFLE, BITSHUFFLE, BYTEDELTA, 0, 0], [0; 6], ts, 5)
+                    .unwrap();
+                let input = data(len);
+                let mut enc = vec![0; len];
+                let mut scratch = vec![0; len];
+                p.forward(&input, &mut enc, &mut scratch, &input, true)
+                    .unwrap();
+                let mut out = vec![0; len];
+                p.backward(&mut enc, &mut out, None).unwrap();
+                assert_eq!(out, input);
+            }
+        }
+    }
+
+    /// Odd typesizes (0, huge) and mismatched buffers give errors or identity, never panics.
+    #[test]
+    fn odd_inputs_do_not_panic() {
+        let src = data(777);
+        let mut dst = vec![0; 777];
+        let mut short = vec![0; 776];
+        for t in [0usize, 1, 3, 254, 255, 256, 1000, usize::MAX] {
+            for level in SimdLevel::available() {
+                shuffle::shuffle_with(level, t, &src, &mut dst).unwrap();
+                shuffle::unshuffle_with(level, t, &src, &mut dst).unwrap();
+                for rule in [BitshuffleRule::Blosc1, BitshuffleRule::Blosc2] {
+                    bitshuffle::bitshuffle_with(level, t, &src, &mut dst, rule).unwrap();
+                    bitshuffle::bitunshuffle_with(level, t, &src, &mut dst, rule).unwrap();
+                    assert!(bitshuffle::bitshuffle_with(level, t, &src, &mut short, rule).is_err());
+                }
+                bytedelta::decode_with(level, t, &src, &mut dst).unwrap();
+                assert!(shuffle::shuffle_with(level, t, &src, &mut short).is_err());
+                assert!(shuffle::unshuffle_with(level, t, &src, &mut short).is_err());
+                assert!(bytedelta::decode_with(level, t, &src, &mut short).is_err());
+            }
+            bytedelta::encode(t, &src, &mut dst).unwrap();
+            bytedelta::decode_buggy(t, &src, &mut dst).unwrap();
+            delta::encode(t, &src, &mut dst, None).unwrap();
+            delta::decode(t, &src, &mut dst, Some(&src)).unwrap();
+            assert!(delta::decode(t, &src, &mut dst, Some(&src[..8])).is_err() || t == 0);
+            assert!(truncprec::trunc_prec(t, 10, &src, &mut dst).is_err());
+            assert!(bytedelta::encode(t, &src, &mut short).is_err());
+        }
+    }
+}
