@@ -6,6 +6,7 @@
 pub mod blosclz;
 pub mod blosclz_encode;
 pub mod lz4;
+pub mod lz4_encode;
 
 use std::fmt;
 
@@ -214,4 +215,3 @@ impl StreamDecoders {
         Ok(())
     }
 }
-pub mod lz4_encode;
