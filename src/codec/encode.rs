@@ -204,7 +204,11 @@ fn is_all_nan(src: &[u8], typesize: usize) -> bool {
 
 /// zstd level for a Blosc clevel (section 4.4).
 fn zstd_level(clevel: u8) -> i32 {
-    if clevel >= 9 { 22 } else { 2 * clevel as i32 - 1 }
+    if clevel >= 9 {
+        22
+    } else {
+        2 * clevel as i32 - 1
+    }
 }
 
 impl Encoder {
@@ -283,14 +287,10 @@ impl Encoder {
         let typesize = plan.typesize;
         let version = if plan.blosc2 { 5 } else { 2 };
         let pipeline = Pipeline::new(plan.filters, plan.filters_meta, typesize, version)?;
-        let filtering = plan
-            .filters
-            .iter()
-            .zip(&plan.filters_meta)
-            .any(|(&f, &m)| {
-                let group = if m != 0 { usize::from(m) } else { typesize };
-                f != 0 && !(f == filter_id::SHUFFLE && group <= 1)
-            });
+        let filtering = plan.filters.iter().zip(&plan.filters_meta).any(|(&f, &m)| {
+            let group = if m != 0 { usize::from(m) } else { typesize };
+            f != 0 && !(f == filter_id::SHUFFLE && group <= 1)
+        });
         if filtering {
             self.filtered.resize(bs.min(nbytes), 0);
             self.scratch.resize(bs.min(nbytes), 0);
@@ -315,7 +315,13 @@ impl Encoder {
 
             let filtered: &[u8] = if filtering {
                 let dst = &mut self.filtered[..bsize];
-                pipeline.forward(block, dst, &mut self.scratch, &src[..bs.min(nbytes)], j == 0)?;
+                pipeline.forward(
+                    block,
+                    dst,
+                    &mut self.scratch,
+                    &src[..bs.min(nbytes)],
+                    j == 0,
+                )?;
                 dst
             } else {
                 block
@@ -385,7 +391,6 @@ impl Encoder {
         put_i32(out, 12, pos);
         Ok(true)
     }
-
 }
 
 impl Codecs {
@@ -409,7 +414,8 @@ impl Codecs {
                         z
                     }
                     slot => {
-                        let z = flate2::Compress::new(flate2::Compression::new(clevel.into()), true);
+                        let z =
+                            flate2::Compress::new(flate2::Compression::new(clevel.into()), true);
                         &mut slot.insert((clevel, z)).1
                     }
                 };

@@ -5,14 +5,14 @@
 //! This module does not decode chunk data: it returns the Blosc1 chunk inside each `.blp`
 //! file (after the 16-byte bloscpack `blpk` header) and the sizes the metadata implies.
 //!
-//! Spec: `shared/seeds/003_…txt` and `CONTAINER_NOTES.md` section 5, which corrects the seed:
+//! Spec: `shared/seeds/003_...txt` and `CONTAINER_NOTES.md` section 5, which corrects the seed:
 //! ctable columns live in `root/<name>/` (not `root/data/`), `storage` also has `cname` and
 //! `quantize`, `shuffle` is an int, and the last partial chunk is stored as a **smaller**
-//! chunk (`__K.blp` holds `len % chunklen` items). `shared/seeds/004_…txt` describes the
+//! chunk (`__K.blp` holds `len % chunklen` items). `shared/seeds/004_...txt` describes the
 //! `blsk` layout that is only recognised and refused.
 //!
 //! Invariants: nchunks = ceil(len / chunklen) (object dtype: len); chunk sizes come from the
-//! metadata (`chunklen × atomsize`, the leftover for the last chunk), not from the chunk files,
+//! metadata (`chunklen x atomsize`, the leftover for the last chunk), not from the chunk files,
 //! so listing sizes reads no chunk data; a leftover slot whose chunk decodes to more bytes than
 //! that (bcolz reads only the first items) is valid, and only the first `chunk_nbytes` bytes
 //! are data. The `.blp` header is not validated (bcolz does not either).
@@ -34,8 +34,8 @@ pub const BLP_HEADER_LEN: usize = 16;
 pub struct DtypeInfo {
     /// `np.dtype(s).itemsize`.
     pub itemsize: usize,
-    /// The typesize bcolz passes to Blosc: the itemsize, except `S` → 1, `U` → 4, and sizes
-    /// over 255 → 1.
+    /// The typesize bcolz passes to Blosc: the itemsize, except `S` -> 1, `U` -> 4, and sizes
+    /// over 255 -> 1.
     pub blosc_typesize: usize,
 }
 
@@ -143,12 +143,13 @@ pub(crate) struct Carray {
     sizes: Value,
     storage: Value,
     attrs: Value,
+    attrs_file: bool,
     shape: Vec<u64>,
     chunklen: u64,
     dtype: String,
     /// `None` for object (and unparseable) dtypes: chunk sizes then come from chunk headers.
     dtype_info: Option<DtypeInfo>,
-    /// Bytes per row (itemsize × Π shape[1..]); 0 when unknown.
+    /// Bytes per row (itemsize x prod shape[1..]); 0 when unknown.
     atomsize: u64,
     nchunks: usize,
     mtime: SystemTime,
@@ -162,7 +163,8 @@ impl Carray {
         let sizes = read_json(&sizes_path, &stats)?;
         let storage = read_json(&storage_path, &stats)?;
         let attrs_path = root.join("__attrs__");
-        let attrs = if attrs_path.exists() {
+        let attrs_file = attrs_path.exists();
+        let attrs = if attrs_file {
             read_json(&attrs_path, &stats)?
         } else {
             Value::Object(Default::default())
@@ -242,6 +244,7 @@ impl Carray {
             sizes,
             storage,
             attrs,
+            attrs_file,
             shape,
             chunklen,
             dtype,
@@ -265,6 +268,12 @@ impl Carray {
     /// `__attrs__` as parsed (`{}` when the file is missing).
     pub(crate) fn attrs(&self) -> &Value {
         &self.attrs
+    }
+
+    /// Whether `__attrs__` exists (bcolz-zipline cannot open a carray without it, so a
+    /// writer must create it before writing back).
+    pub(crate) fn has_attrs_file(&self) -> bool {
+        self.attrs_file
     }
 
     /// Shape.
@@ -292,12 +301,12 @@ impl Carray {
         self.nchunks
     }
 
-    /// Nominal chunk size (chunklen × atomsize; 0 for object dtype).
+    /// Nominal chunk size (chunklen x atomsize; 0 for object dtype).
     pub(crate) fn chunksize(&self) -> u64 {
         self.chunklen * self.atomsize
     }
 
-    /// Uncompressed bytes (len × atomsize); object dtype: `sizes.nbytes`.
+    /// Uncompressed bytes (len x atomsize); object dtype: `sizes.nbytes`.
     pub(crate) fn nbytes(&self) -> u64 {
         if self.dtype_info.is_some() {
             self.shape[0] * self.atomsize
@@ -385,6 +394,20 @@ impl Carray {
                 offset: BLP_HEADER_LEN as u64 + 12,
                 why: format!("chunk cbytes {cb:?} outside [16, {room}]"),
             })?;
+        // C-Blosc 1.x reads only version-2 chunks (1 = pre-1.0); a Blosc2 chunk here is a
+        // damaged carray (`CONTAINER_NOTES.md` 5.1).
+        let version = buf.get(BLP_HEADER_LEN).copied().unwrap_or(0);
+        let flags = buf.get(BLP_HEADER_LEN + 2).copied().unwrap_or(0);
+        if !(1..=2).contains(&version) || flags & 0x05 == 0x05 {
+            return Err(ContainerError::Malformed {
+                path,
+                what: "blosc1 chunk".into(),
+                offset: BLP_HEADER_LEN as u64,
+                why: format!(
+                    "chunk version {version} flags 0x{flags:02x}: not a Blosc1 chunk (bcolz cannot read Blosc2 chunks)"
+                ),
+            });
+        }
         buf.truncate(BLP_HEADER_LEN + cb);
         buf.drain(..BLP_HEADER_LEN);
         Ok(buf)

@@ -5,28 +5,37 @@
 //! This module does not decode chunk *data* and knows nothing of FUSE or caches; it calls the
 //! codec only for the index chunk and the vlmetalayer contents, which are Blosc2 chunks.
 //!
-//! Spec: `shared/seeds/002_…txt` (CFrame) and `CONTAINER_NOTES.md` sections 1 and 2, which
+//! Spec: `shared/seeds/002_...txt` (CFrame) and `CONTAINER_NOTES.md` sections 1 and 2, which
 //! correct the seed where real bytes differ: chunk offsets are relative to the **end** of the
 //! header; the frame header stores the C API compcode (not the chunk compformat); the trailer
 //! version is a fixint and its vlmetalayers are not wrapped in a bin32; nchunks is derived
-//! (section 1.2); special offsets `0x81…`/`0x82…`/`0x84…` carry no bytes; `fill_special`
+//! (section 1.2); special offsets `0x81...`/`0x82...`/`0x84...` carry no bytes; `fill_special`
 //! writes the index as one repeated-value special chunk.
 //!
 //! Open path (section 1.7; opening reads only these bytes, never chunk data):
 //! 1. the 87-byte header prefix at the frame start F (magic, lengths, flags, exact markers);
-//! 2. the 23-byte trailer tail at F + frame_len − 23 (`ce` + trailer_len);
+//! 2. the 23-byte trailer tail at F + frame_len - 23 (`ce` + trailer_len);
 //! 3. the rest of the header (metalayer section) up to header_len;
 //! 4. the index chunk (if nbytes > 0) at F + header_len + cbytes (sparse: F + header_len),
 //!    decoded into one `i64` per chunk, or kept as one value when it is a special chunk;
 //!    every regular offset is bound-checked against cbytes (sparse: a u32 chunk id);
 //! 5. the trailer, whose vlmetalayer chunks are decompressed and mapped to JSON.
 //!
+//! Beyond C-Blosc2: a special index entry in a variable-size frame (chunksize 0) has no size,
+//! and C-Blosc2 cannot read it back although it writes such frames (section 1.5, "Hazard").
+//! b2fs infers the size once, on first use, from the header nbytes minus the stored chunks'
+//! sizes (their 32-byte headers are read), divided evenly among the special chunks; with more
+//! than one special chunk the result must equal the largest stored chunk. Otherwise reading
+//! such a chunk is an error.
+//!
 //! Invariants: a file longer than frame_len is fine (bytes after the frame are ignored); every
-//! allocation is bounded by the real file size, except the decoded index, which is bounded by
-//! [`INDEX_LIMIT_FLOOR`] or 64 × the file size, whichever is larger.
+//! read allocation is bounded by the real file size; decoded data is bounded too: the index by
+//! [`INDEX_LIMIT_FLOOR`] or 64 x the file size, whichever is larger (a special repeated-value
+//! index is never expanded), each vlmetalayer by [`VLMETA_MAX_RATIO`] x its stored size (at
+//! least [`VLMETA_LIMIT_FLOOR`]).
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use serde_json::Value;
 
@@ -41,7 +50,7 @@ pub const HEADER_PREFIX_LEN: usize = 87;
 pub const TRAILER_TAIL_LEN: usize = 23;
 /// The first 11 bytes of every frame: fixarray(14), fixstr(8) `b2frame\0`, int32 marker.
 pub const MAGIC: [u8; 11] = *b"\x9e\xa8b2frame\x00\xd2";
-/// Largest nchunks a frame can have (nchunks × 8 must fit an int32).
+/// Largest nchunks a frame can have (nchunks x 8 must fit an int32).
 pub const MAX_NCHUNKS: u64 = (i32::MAX as u64) / 8;
 /// The decoded index and vlmetalayers may always use this many bytes, whatever the file size.
 pub const INDEX_LIMIT_FLOOR: usize = 64 << 20;
@@ -49,6 +58,20 @@ pub const INDEX_LIMIT_FLOOR: usize = 64 << 20;
 pub const MAX_METALAYERS: usize = 16;
 /// Most vlmetalayers a trailer may have (C-Blosc2 reader limit; writers stop at 16).
 pub const MAX_VLMETALAYERS: usize = 8192;
+/// A vlmetalayer may decode to at most this many bytes per stored byte (and at least
+/// [`VLMETA_LIMIT_FLOOR`]), so a 32-byte special chunk cannot claim 64 MiB of attributes.
+pub const VLMETA_MAX_RATIO: usize = 4096;
+/// Every vlmetalayer may decode to this many bytes.
+pub const VLMETA_LIMIT_FLOOR: usize = 1 << 20;
+
+/// The decode limit of one vlmetalayer stored in `stored` bytes.
+fn vlmeta_limit(stored: usize, overall: usize) -> usize {
+    stored
+        .saturating_mul(VLMETA_MAX_RATIO)
+        .max(VLMETA_LIMIT_FLOOR)
+        .min(overall)
+}
+
 /// Largest blocksize a chunk header may declare.
 const MAX_BLOCKSIZE: usize = 536_866_816;
 
@@ -72,7 +95,7 @@ pub struct FrameInfo {
     pub frame_type: u8,
     /// Codec flags (byte 27): compcode in the low nibble, clevel in the high nibble.
     pub codec_flags: u8,
-    /// Other flags (byte 28): splitmode − 1 in bits 0-1.
+    /// Other flags (byte 28): splitmode - 1 in bits 0-1.
     pub other_flags: u8,
     /// Uncompressed bytes of all chunks.
     pub nbytes: u64,
@@ -82,7 +105,7 @@ pub struct FrameInfo {
     pub typesize: u32,
     /// Default blocksize (0 = automatic).
     pub blocksize: i32,
-    /// Chunk size: > 0 fixed, 0 variable, −1 not initialised.
+    /// Chunk size: > 0 fixed, 0 variable, -1 not initialised.
     pub chunksize: i32,
     /// Compression threads of the last writer.
     pub nthreads_compress: i16,
@@ -104,7 +127,7 @@ pub struct FrameInfo {
     pub trailer_len: u64,
     /// File offset of the index chunk (`None` when nbytes is 0).
     pub index_offset: Option<u64>,
-    /// Length of the index region as read (frame_len − trailer_len − index start).
+    /// Length of the index region as read (frame_len - trailer_len - index start).
     pub index_len: u64,
 }
 
@@ -242,6 +265,8 @@ pub(crate) struct Frame {
     index: Index,
     metalayers: Vec<Metalayer>,
     vlmeta: Vec<Vlmetalayer>,
+    /// The size of every special chunk of a variable-size frame, inferred on first use.
+    variable_special_size: OnceLock<Option<usize>>,
 }
 
 /// The result of parsing the 87-byte prefix.
@@ -355,6 +380,9 @@ fn parse_prefix(b: &[u8], start: u64) -> Result<Prefix, Fault> {
     })
 }
 
+/// A parsed metalayer entry: name, content, file offset of the content.
+type Layer<'a> = (String, &'a [u8], u64);
+
 /// Parses the shared metalayer structure `93 cd SSSS de NNNN {name d2 off}* ...`, as found in
 /// the header (`base` = frame start, offsets absolute from it) and in the trailer (`base` =
 /// trailer start). `region` holds the bytes `[base, base + region.len())`; `pos` is where the
@@ -365,7 +393,7 @@ fn parse_layers<'a>(
     pos: usize,
     max: usize,
     what: &str,
-) -> Result<Vec<(String, &'a [u8], u64)>, Fault> {
+) -> Result<Vec<Layer<'a>>, Fault> {
     let mut c = Cursor::new(region, file_base);
     c.seek(pos);
     let _array = c.u8(what)?;
@@ -513,9 +541,7 @@ impl Frame {
             let idx_start = if sparse_dir.is_some() {
                 info.header_len
             } else {
-                info.header_len
-                    .checked_add(cbytes as u64)
-                    .unwrap_or(u64::MAX)
+                info.header_len.saturating_add(cbytes as u64)
             };
             if idx_start >= data_end {
                 return Err(fault(
@@ -591,10 +617,10 @@ impl Frame {
         let t_len = (info.frame_len - t_start) as usize;
         let trailer = src.read_at(abs(t_start), t_len, "trailer")?;
         let layers =
-            parse_layers(&trailer, abs(t_start), 3, MAX_VLMETALAYERS, "trailer").map_err(mal)?;
+            parse_layers(&trailer, abs(t_start), 2, MAX_VLMETALAYERS, "trailer").map_err(mal)?;
         let mut vlmeta = Vec::with_capacity(layers.len());
         for (name, chunk, at) in layers {
-            let content = Decoder::with_limit(limit)
+            let content = Decoder::with_limit(vlmeta_limit(chunk.len(), limit))
                 .decompress(chunk)
                 .map_err(|source| ContainerError::Vlmeta {
                     path: path.to_path_buf(),
@@ -619,6 +645,7 @@ impl Frame {
             index,
             metalayers,
             vlmeta,
+            variable_special_size: OnceLock::new(),
         })
     }
 
@@ -790,7 +817,7 @@ impl Frame {
             return Ok(n);
         }
         match slot {
-            Slot::Special(_) => Err(self.variable_special(i)),
+            Slot::Special(_) => self.special_nbytes(i),
             Slot::Stored(o) => {
                 let h = self.stored_header(i, o)?;
                 let n = le_i32(&h, 4).unwrap_or(-1);
@@ -805,7 +832,7 @@ impl Frame {
             path: self.display_path(),
             what: format!("chunk {i}"),
             offset: self.info.index_offset.unwrap_or(0),
-            why: "special chunk in a variable-size frame has no size (C-Blosc2 cannot read it either)"
+            why: "special chunk in a variable-size frame whose size cannot be inferred (C-Blosc2 cannot read it either)"
                 .into(),
         }
     }
@@ -843,10 +870,57 @@ impl Frame {
         }
     }
 
+    /// Size of special chunk `i`: from the header for fixed-size frames; for variable-size
+    /// frames inferred (see the module docs) or an error.
+    fn special_nbytes(&self, i: usize) -> Result<usize, ContainerError> {
+        if let Some(n) = self.fixed_nbytes(i) {
+            return Ok(n);
+        }
+        self.variable_special_size
+            .get_or_init(|| self.infer_special_size())
+            .ok_or_else(|| self.variable_special(i))
+    }
+
+    /// In a variable-size frame, the special chunks' common size: the nbytes not covered by
+    /// stored chunks, divided evenly; with more than one special chunk it must also equal the
+    /// largest stored chunk (the writer's chunk size). `None` when that does not hold.
+    fn infer_special_size(&self) -> Option<usize> {
+        let n = self.nchunks as u64;
+        if let Index::Repeated(e) = self.index {
+            return match classify(e)? {
+                Slot::Special(_) if n > 0 && self.info.nbytes % n == 0 => {
+                    usize::try_from(self.info.nbytes / n).ok()
+                }
+                _ => None,
+            };
+        }
+        let (mut specials, mut stored, mut largest) = (0u64, 0u64, 0u64);
+        for i in 0..self.nchunks {
+            match self.slot(i).ok()? {
+                Slot::Special(_) => specials += 1,
+                Slot::Stored(o) => {
+                    let h = self.stored_header(i, o).ok()?;
+                    let nb = u64::try_from(le_i32(&h, 4)?).ok()?;
+                    stored = stored.checked_add(nb)?;
+                    largest = largest.max(nb);
+                }
+            }
+        }
+        let rest = self.info.nbytes.checked_sub(stored)?;
+        if specials == 0 || rest % specials != 0 {
+            return None;
+        }
+        let each = rest / specials;
+        let plausible = each > 0 && (specials == 1 || largest == 0 || each == largest);
+        if plausible {
+            usize::try_from(each).ok()
+        } else {
+            None
+        }
+    }
+
     fn synthesise(&self, i: usize, kind: ChunkKind) -> Result<Vec<u8>, ContainerError> {
-        let n = self
-            .fixed_nbytes(i)
-            .ok_or_else(|| self.variable_special(i))?;
+        let n = self.special_nbytes(i)?;
         Ok(special_chunk(
             kind,
             n,
