@@ -132,6 +132,7 @@ pub struct Encoder {
     codecs: Codecs,
     filtered: Vec<u8>,
     scratch: Vec<u8>,
+    work: Vec<u8>,
 }
 
 /// The codec states of an [`Encoder`].
@@ -156,6 +157,8 @@ impl Default for Encoder {
 
 /// The validated, derived parameters of one call.
 struct Plan {
+    /// The caller's parameters.
+    params: CParams,
     blosc2: bool,
     hlen: usize,
     /// Typesize as written in the header (and used by filters and split).
@@ -204,7 +207,11 @@ fn is_all_nan(src: &[u8], typesize: usize) -> bool {
 
 /// zstd level for a Blosc clevel (section 4.4).
 fn zstd_level(clevel: u8) -> i32 {
-    if clevel >= 9 { 22 } else { 2 * clevel as i32 - 1 }
+    if clevel >= 9 {
+        22
+    } else {
+        2 * clevel as i32 - 1
+    }
 }
 
 impl Encoder {
@@ -219,6 +226,7 @@ impl Encoder {
             },
             filtered: Vec::new(),
             scratch: Vec::new(),
+            work: Vec::new(),
         }
     }
 
@@ -238,43 +246,62 @@ impl Encoder {
         out: &mut Vec<u8>,
     ) -> Result<usize, CodecError> {
         let plan = plan(src.len(), params)?;
-        out.clear();
-        out.resize(plan.destsize, 0);
-        write_header(out, &plan, params, src.len());
+        let hlen = plan.hlen;
+        let mut header = [0u8; 32];
+        write_header(&mut header, &plan, params, src.len());
 
         if plan.blosc2 && params.allow_special && !plan.memcpyed {
             let lossy = plan.filters.contains(&filter_id::TRUNC_PREC);
             if !lossy && is_all_nan(src, plan.typesize) {
-                out.truncate(plan.hlen);
-                out[2] = 0x05;
-                out[16..31].fill(0);
-                out[31] = SPECIAL_NAN;
-                put_i32(out, 12, plan.hlen);
-                return Ok(out.len());
+                header[2] = 0x05;
+                header[16..31].fill(0);
+                header[31] = SPECIAL_NAN;
+                put_i32(&mut header, 12, hlen);
+                out.clear();
+                out.extend_from_slice(&header[..hlen]);
+                return Ok(hlen);
             }
         }
 
-        let ok = !plan.memcpyed && self.compress_blocks(src, params, &plan, out)?;
-        if !ok {
-            // MEMCPYED, decided up front or as the fallback (flags otherwise unchanged).
-            out.truncate(plan.hlen);
-            out[2] |= flag::MEMCPYED;
-            out.extend_from_slice(src);
-            let cbytes = out.len();
-            put_i32(out, 12, cbytes);
+        if !plan.memcpyed {
+            // Work in a buffer that keeps its size between calls (no zero-filling per chunk),
+            // then copy out the chunk.
+            if self.work.len() < plan.destsize {
+                self.work = vec![0u8; plan.destsize];
+            }
+            let mut work = std::mem::take(&mut self.work);
+            let buf = &mut work[..plan.destsize];
+            buf[..hlen].copy_from_slice(&header[..hlen]);
+            let done = self.compress_blocks(src, &plan, buf);
+            if let Ok(Some(len)) = done {
+                out.clear();
+                out.extend_from_slice(&buf[..len]);
+            }
+            self.work = work;
+            if let Some(len) = done? {
+                return Ok(len);
+            }
         }
+        // MEMCPYED, decided up front or as the fallback (flags otherwise unchanged).
+        header[2] |= flag::MEMCPYED;
+        put_i32(&mut header, 12, hlen + src.len());
+        out.clear();
+        out.reserve(hlen + src.len());
+        out.extend_from_slice(&header[..hlen]);
+        out.extend_from_slice(src);
         Ok(out.len())
     }
 
-    /// Writes bstarts and streams after the header. Returns `Ok(false)` when the chunk does not
-    /// fit (C's give-up, leading to the memcpy fallback). Truncates `out` to the chunk.
+    /// Writes bstarts and streams after the header already in `out` (`destsize` bytes).
+    /// Returns the chunk size, or `None` when the chunk does not fit (C's give-up, leading to
+    /// the memcpy fallback).
     fn compress_blocks(
         &mut self,
         src: &[u8],
-        params: &CParams,
         plan: &Plan,
-        out: &mut Vec<u8>,
-    ) -> Result<bool, CodecError> {
+        out: &mut [u8],
+    ) -> Result<Option<usize>, CodecError> {
+        let params = &plan.params;
         let nbytes = src.len();
         let bs = plan.tuning.blocksize;
         let nblocks = nbytes.div_ceil(bs);
@@ -283,14 +310,10 @@ impl Encoder {
         let typesize = plan.typesize;
         let version = if plan.blosc2 { 5 } else { 2 };
         let pipeline = Pipeline::new(plan.filters, plan.filters_meta, typesize, version)?;
-        let filtering = plan
-            .filters
-            .iter()
-            .zip(&plan.filters_meta)
-            .any(|(&f, &m)| {
-                let group = if m != 0 { usize::from(m) } else { typesize };
-                f != 0 && !(f == filter_id::SHUFFLE && group <= 1)
-            });
+        let filtering = plan.filters.iter().zip(&plan.filters_meta).any(|(&f, &m)| {
+            let group = if m != 0 { usize::from(m) } else { typesize };
+            f != 0 && !(f == filter_id::SHUFFLE && group <= 1)
+        });
         if filtering {
             self.filtered.resize(bs.min(nbytes), 0);
             self.scratch.resize(bs.min(nbytes), 0);
@@ -315,7 +338,13 @@ impl Encoder {
 
             let filtered: &[u8] = if filtering {
                 let dst = &mut self.filtered[..bsize];
-                pipeline.forward(block, dst, &mut self.scratch, &src[..bs.min(nbytes)], j == 0)?;
+                pipeline.forward(
+                    block,
+                    dst,
+                    &mut self.scratch,
+                    &src[..bs.min(nbytes)],
+                    j == 0,
+                )?;
                 dst
             } else {
                 block
@@ -333,7 +362,7 @@ impl Encoder {
                 pos += 4;
                 total_streams += 1;
                 if pos > destsize {
-                    return Ok(false);
+                    return Ok(None);
                 }
                 if plan.blosc2 && is_run(stream) {
                     let v = stream[0];
@@ -344,7 +373,7 @@ impl Encoder {
                         out[csize_pos..csize_pos + 4].copy_from_slice(&(-(v as i32)).to_le_bytes());
                         pos += 1;
                         if pos > destsize {
-                            return Ok(false);
+                            return Ok(None);
                         }
                         out[pos - 1] = 0x01;
                     }
@@ -352,7 +381,7 @@ impl Encoder {
                 }
                 let maxout = neblock.min(destsize - pos);
                 if maxout == 0 {
-                    return Ok(false);
+                    return Ok(None);
                 }
                 let c = self.codecs.compress(
                     params.codec,
@@ -363,7 +392,7 @@ impl Encoder {
                 );
                 let csize = if c == 0 || c >= neblock {
                     if pos + neblock > destsize {
-                        return Ok(false);
+                        return Ok(None);
                     }
                     out[pos..pos + neblock].copy_from_slice(stream);
                     neblock
@@ -376,16 +405,13 @@ impl Encoder {
         }
 
         if plan.blosc2 && params.allow_special && zero_streams == total_streams && nbytes > 0 {
-            out.truncate(plan.hlen);
             out[31] |= SPECIAL_ZEROS;
             put_i32(out, 12, plan.hlen);
-            return Ok(true);
+            return Ok(Some(plan.hlen));
         }
-        out.truncate(pos);
         put_i32(out, 12, pos);
-        Ok(true)
+        Ok(Some(pos))
     }
-
 }
 
 impl Codecs {
@@ -409,7 +435,8 @@ impl Codecs {
                         z
                     }
                     slot => {
-                        let z = flate2::Compress::new(flate2::Compression::new(clevel.into()), true);
+                        let z =
+                            flate2::Compress::new(flate2::Compression::new(clevel.into()), true);
                         &mut slot.insert((clevel, z)).1
                     }
                 };
@@ -582,6 +609,7 @@ fn plan(nbytes: usize, params: &CParams) -> Result<Plan, CodecError> {
         }
     }
     Ok(Plan {
+        params: params.clone(),
         filters,
         filters_meta,
         blosc2,

@@ -82,7 +82,20 @@ fn tune_matches_reference() {
     };
     let mut rng = Rng(0x5eed_0001);
     let sizes = [
-        0usize, 5, 31, 32, 100, 127, 128, 1000, 4099, 32768, 33333, 100_000, 262_147, 1 << 20,
+        0usize,
+        5,
+        31,
+        32,
+        100,
+        127,
+        128,
+        1000,
+        4099,
+        32768,
+        33333,
+        100_000,
+        262_147,
+        1 << 20,
         3_000_001,
     ];
     let mut cases = Vec::new();
@@ -239,7 +252,11 @@ fn gen_data(rng: &mut Rng, n: usize, kind: u64, ts: usize) -> Vec<u8> {
         }
         // one repeated byte (runs)
         6 => {
-            let v = if rng.below(2) == 0 { 0 } else { rng.next() as u8 };
+            let v = if rng.below(2) == 0 {
+                0
+            } else {
+                rng.next() as u8
+            };
             out.resize(n, v);
         }
         // small values 0..4
@@ -290,7 +307,11 @@ fn case_json(i: usize, c: &Case, path: &Path) -> String {
     format!(
         "{{\"id\":{i},\"fmt\":{},\"codec\":{},\"clevel\":{},\"filters\":{:?},\"metas\":{:?},\
          \"ts\":{},\"sm\":{},\"bs\":{},\"shuffle\":{shuffle},\"path\":\"{}\"}}",
-        if p.format == ChunkFormat::Blosc2 { 2 } else { 1 },
+        if p.format == ChunkFormat::Blosc2 {
+            2
+        } else {
+            1
+        },
         p.codec.compcode(),
         p.clevel,
         p.filters,
@@ -441,8 +462,11 @@ fn interop_cases(seed: u64, count: usize) -> Vec<Case> {
             0 => rng.below(200) as usize,
             1 => rng.below(5_000) as usize,
             2 => 1001,
-            _ => rng.below(if codec == Codec::Zstd && clevel == 9 { 60_000 } else { 200_000 })
-                as usize,
+            _ => rng.below(if codec == Codec::Zstd && clevel == 9 {
+                60_000
+            } else {
+                200_000
+            }) as usize,
         };
         let kind = rng.below(8);
         let mut params = if blosc1 {
@@ -501,11 +525,18 @@ fn reference_decodes_our_chunks() {
             .unwrap_or_else(|e| panic!("case {i} {:?}: {e}", case.params));
         blosc1 += usize::from(chunk[0] == 2);
         std::fs::write(dir.path().join(format!("{i:04}.chunk")), &chunk).unwrap();
-        std::fs::write(dir.path().join(format!("{i:04}.expect")), expected_output(case, &chunk)).unwrap();
+        std::fs::write(
+            dir.path().join(format!("{i:04}.expect")),
+            expected_output(case, &chunk),
+        )
+        .unwrap();
     }
     let out = run_python(
         &py,
-        &["scripts/oracle/decompress_dir.py", dir.path().to_str().unwrap()],
+        &[
+            "scripts/oracle/decompress_dir.py",
+            dir.path().to_str().unwrap(),
+        ],
     );
     let report: serde_json::Value = serde_json::from_slice(&out).unwrap();
     let passed = report["passed"].as_u64().unwrap() as usize;

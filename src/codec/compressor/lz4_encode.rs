@@ -275,7 +275,9 @@ impl Lz4Encoder {
                 let h = hash(ip);
                 mref = table[h] as usize;
                 table[h] = ip as u32;
-                if mref + MAX_DISTANCE >= ip && mref < ip && read_u32(src, mref) == read_u32(src, ip)
+                if mref + MAX_DISTANCE >= ip
+                    && mref < ip
+                    && read_u32(src, mref) == read_u32(src, ip)
                 {
                     continue;
                 }
@@ -538,7 +540,9 @@ mod tests {
                     0 => (i / 3) as u8,
                     1 => ((s >> 28) & 3) as u8,
                     2 => (s >> 24) as u8,
-                    _ => b"the quick brown fox jumps over the lazy dog "[i % 44] ^ ((i / 1000) as u8),
+                    _ => {
+                        b"the quick brown fox jumps over the lazy dog "[i % 44] ^ ((i / 1000) as u8)
+                    }
                 }
             })
             .collect()
