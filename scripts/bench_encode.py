@@ -50,7 +50,7 @@ def main():
     ap.add_argument("--repeat", type=int, default=7)
     args = ap.parse_args()
     os.makedirs(args.outdir, exist_ok=True)
-    result = {"clevel": args.clevel, "datasets": {}, "rows": []}
+    result = {"clevel": args.clevel, "c_version": blosc2.blosclib_version.split()[0], "datasets": {}, "rows": []}
     for name, arr in datasets().items():
         data = arr.tobytes()
         with open(os.path.join(args.outdir, name + ".bin"), "wb") as f:

@@ -520,6 +520,16 @@ fn plan(nbytes: usize, params: &CParams) -> Result<Plan, CodecError> {
             }
         }
     }
+    let header_typesize = if params.typesize > 255 {
+        1
+    } else {
+        params.typesize
+    };
+    for (&f, &m) in params.filters.iter().zip(&params.filters_meta) {
+        if f == filter_id::TRUNC_PREC {
+            super::filter::truncprec::zeroed_bits(header_typesize, m)?;
+        }
+    }
     let mut flags;
     if blosc2 {
         flags = 0x05;
