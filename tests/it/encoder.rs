@@ -832,3 +832,47 @@ mod props {
         }
     }
 }
+
+/// LZ4, LZ4HC, zlib and zstd streams come from other implementations than C-Blosc2's, so
+/// byte-exactness is not required; this counts how many of our chunks equal C's anyway and
+/// checks that the sizes stay close (the chunk structure is the same; only streams differ).
+#[test]
+fn other_codecs_against_reference() {
+    let Some(py) = python("encoder::other_codecs_against_reference") else {
+        return;
+    };
+    let mut cases = byte_exact_cases(0x07e5_c0de, 400);
+    let mut rng = Rng(99);
+    for c in &mut cases {
+        c.params.codec = rng.pick(&[Codec::Lz4, Codec::Lz4Hc, Codec::Zlib, Codec::Zstd]);
+        c.params.blocksize = 0;
+    }
+    let reference = reference_chunks(&py, &cases);
+    let mut enc = b2fs::codec::encode::Encoder::new();
+    let mut same = std::collections::BTreeMap::<&str, (usize, usize, usize, usize)>::new();
+    for (case, c_chunk) in cases.iter().zip(&reference) {
+        let ours = enc.compress(&case.data, &case.params).unwrap();
+        let e = same.entry(case.params.codec.name()).or_default();
+        e.0 += usize::from(&ours == c_chunk);
+        e.1 += 1;
+        e.2 += ours.len();
+        e.3 += c_chunk.len();
+        if &ours != c_chunk && std::env::var_os("B2FS_SHOW_DIFF").is_some() {
+            eprintln!(
+                "differs: {:?} cl={} ts={} n={} ours={} C={}",
+                case.params.codec,
+                case.params.clevel,
+                case.params.typesize,
+                case.data.len(),
+                ours.len(),
+                c_chunk.len()
+            );
+        }
+    }
+    for (codec, (eq, n, ours, c)) in &same {
+        eprintln!(
+            "other_codecs_against_reference: {codec}: {eq}/{n} byte-identical, total size ours/C = {:.4}",
+            *ours as f64 / *c as f64
+        );
+    }
+}

@@ -367,9 +367,11 @@ impl Hc<'_> {
                 break;
             }
             tries -= 1;
-            // Quick rejection on the byte that would make the match longer.
-            let quick = m + longest >= look_back
-                && src.get(low + longest) == src.get(m + longest - look_back);
+            // Quick rejection: the two bytes that end a match longer than `longest`, seen
+            // from the lowest allowed start.
+            let quick = m + longest > look_back
+                && src.get(low + longest - 1..low + longest + 1)
+                    == src.get(m + longest - 1 - look_back..m + longest + 1 - look_back);
             if quick && read_u32(src, m) == read_u32(src, ip) {
                 let mut len = MINMATCH + count(src, ip + MINMATCH, m + MINMATCH, high);
                 let mut back = 0usize;
@@ -403,7 +405,7 @@ impl Hc<'_> {
         let matchlimit = n - LASTLITERALS;
         let mut ip = 1usize;
 
-        while ip < mflimit {
+        while ip <= mflimit {
             let (ml, r, _) = self.wider(ip, ip, matchlimit, MINMATCH - 1);
             if ml < MINMATCH {
                 ip += 1;
