@@ -69,6 +69,9 @@ fn count(buf: &[u8], mut a: usize, mut b: usize, limit: usize) -> usize {
 struct Writer<'a> {
     out: &'a mut [u8],
     op: usize,
+    /// Use LZ4HC's output-limit margin for matches (`len / 255`) instead of the fast
+    /// compressor's (`(len + 240) / 255`).
+    hc: bool,
 }
 
 impl Writer<'_> {
@@ -111,7 +114,12 @@ impl Writer<'_> {
         self.out[self.op..self.op + 2].copy_from_slice(&(offset as u16).to_le_bytes());
         self.op += 2;
         let mcode = mlen - MINMATCH;
-        if self.op + (1 + LASTLITERALS) + (mcode + 240) / 255 > olimit {
+        let margin = if self.hc {
+            mcode / 255
+        } else {
+            (mcode + 240) / 255
+        };
+        if self.op + (1 + LASTLITERALS) + margin > olimit {
             return None;
         }
         if mcode >= ML_MASK {
@@ -207,7 +215,11 @@ impl Lz4Encoder {
         small: bool,
         hashlog: u32,
     ) -> Option<usize> {
-        let mut w = Writer { out: dst, op: 0 };
+        let mut w = Writer {
+            out: dst,
+            op: 0,
+            hc: false,
+        };
         let n = src.len();
         let mut anchor = 0usize;
         if n < MIN_LENGTH {
@@ -293,10 +305,12 @@ impl Lz4Encoder {
     /// `level` 1..=9 selects the search depth). Returns the block size, or 0 when it does not
     /// fit in `dst`.
     pub fn compress_hc(&mut self, src: &[u8], dst: &mut [u8], level: u8) -> usize {
-        let attempts = match level {
-            0..=2 => 2,
-            l => 1usize << (l - 1),
-        };
+        if level <= 2 {
+            self.hc_hash.clear();
+            self.hc_hash.resize(2 << MID_HASHLOG, 0);
+            return mid(src, dst, &mut self.hc_hash).unwrap_or(0);
+        }
+        let attempts = 1usize << (level - 1);
         self.hc_hash.clear();
         self.hc_hash.resize(1 << HC_HASHLOG, 0);
         self.hc_chain.clear();
@@ -310,6 +324,112 @@ impl Lz4Encoder {
         };
         hc.compress(dst).unwrap_or(0)
     }
+}
+
+/// LZ4MID hash tables: 2^14 entries each for 4-byte and 8-byte (7 significant bytes) hashes.
+const MID_HASHLOG: u32 = 14;
+/// Positions are stored as `pos + MID_BASE` so that a zeroed table entry is never in range.
+const MID_BASE: usize = 1 << 16;
+
+#[inline(always)]
+fn mid_hash4(src: &[u8], p: usize) -> usize {
+    (read_u32(src, p).wrapping_mul(2_654_435_761) >> (32 - MID_HASHLOG)) as usize
+}
+
+#[inline(always)]
+fn mid_hash8(src: &[u8], p: usize) -> usize {
+    ((read_u64(src, p) << 8).wrapping_mul(58_295_818_150_454_627) >> (64 - MID_HASHLOG)) as usize
+}
+
+/// LZ4HC levels 1 and 2 (LZ4 1.10's "mid" compressor): one candidate from an 8-byte hash and
+/// one from a 4-byte hash per position, a one-step lookahead for a longer match, and skipping
+/// that speeds up over incompressible data. `tables` holds both hash tables, zeroed.
+fn mid(src: &[u8], dst: &mut [u8], tables: &mut [u32]) -> Option<usize> {
+    let (h4t, h8t) = tables.split_at_mut(1 << MID_HASHLOG);
+    let mut w = Writer {
+        out: dst,
+        op: 0,
+        hc: true,
+    };
+    let n = src.len();
+    let mut anchor = 0usize;
+    if n < MIN_LENGTH {
+        return w.last_literals(src, anchor);
+    }
+    let mflimit = n - MFLIMIT;
+    let matchlimit = n - LASTLITERALS;
+    let ilimit = n - 8;
+    let idx = |p: usize| (p + MID_BASE) as u32;
+    let mut ip = 0usize;
+    while ip <= mflimit {
+        let ip_index = idx(ip) as usize;
+        let mut found: Option<(usize, usize)> = None; // (length, distance)
+        // Long match candidate.
+        let h8 = mid_hash8(src, ip);
+        let pos8 = h8t[h8] as usize;
+        h8t[h8] = ip_index as u32;
+        if ip_index - pos8 <= MAX_DISTANCE && pos8 >= MID_BASE {
+            let m = pos8 - MID_BASE;
+            let len = count(src, ip, m, matchlimit);
+            if len >= MINMATCH {
+                found = Some((len, ip_index - pos8));
+            }
+        }
+        if found.is_none() {
+            // Short match candidate, then a look at ip + 1 for a longer one.
+            let h4 = mid_hash4(src, ip);
+            let pos4 = h4t[h4] as usize;
+            h4t[h4] = ip_index as u32;
+            if ip_index - pos4 <= MAX_DISTANCE && pos4 >= MID_BASE {
+                let m = pos4 - MID_BASE;
+                let len = count(src, ip, m, matchlimit);
+                if len >= MINMATCH {
+                    let mut best = (len, ip_index - pos4);
+                    let h8 = mid_hash8(src, ip + 1);
+                    let pos8 = h8t[h8] as usize;
+                    let d2 = ip_index + 1 - pos8;
+                    if d2 <= MAX_DISTANCE && pos8 >= MID_BASE && ip < mflimit {
+                        let len2 = count(src, ip + 1, pos8 - MID_BASE, matchlimit);
+                        if len2 > len {
+                            h8t[h8] = (ip_index + 1) as u32;
+                            ip += 1;
+                            best = (len2, d2);
+                        }
+                    }
+                    found = Some(best);
+                }
+            }
+        }
+        let Some((mut len, dist)) = found else {
+            ip += 1 + ((ip - anchor) >> 9);
+            continue;
+        };
+        // Catch back.
+        while ip > anchor && ip > dist && src[ip - 1] == src[ip - dist - 1] {
+            ip -= 1;
+            len += 1;
+        }
+        // Fill the tables with the start of the match (C pairs the current position's
+        // neighbours with the loop-start index).
+        h8t[mid_hash8(src, ip + 1)] = (ip_index + 1) as u32;
+        h8t[mid_hash8(src, ip + 2)] = (ip_index + 2) as u32;
+        h4t[mid_hash4(src, ip + 1)] = (ip_index + 1) as u32;
+        w.sequence(src, anchor, ip, dist, len)?;
+        ip += len;
+        anchor = ip;
+        // And with the end of the match.
+        if ip - 2 < ilimit {
+            let e = idx(ip) as usize;
+            if ip > 5 {
+                h8t[mid_hash8(src, ip - 5)] = (e - 5) as u32;
+            }
+            h8t[mid_hash8(src, ip - 3)] = (e - 3) as u32;
+            h8t[mid_hash8(src, ip - 2)] = (e - 2) as u32;
+            h4t[mid_hash4(src, ip - 2)] = (e - 2) as u32;
+            h4t[mid_hash4(src, ip - 1)] = (e - 1) as u32;
+        }
+    }
+    w.last_literals(src, anchor)
 }
 
 /// The hash-chain match finder. Positions are stored plus one so that 0 means "empty".
@@ -396,7 +516,11 @@ impl Hc<'_> {
     fn compress(&mut self, dst: &mut [u8]) -> Option<usize> {
         let src = self.src;
         let n = src.len();
-        let mut w = Writer { out: dst, op: 0 };
+        let mut w = Writer {
+            out: dst,
+            op: 0,
+            hc: true,
+        };
         let mut anchor = 0usize;
         if n < MIN_LENGTH {
             return w.last_literals(src, anchor);
