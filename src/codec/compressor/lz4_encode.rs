@@ -22,6 +22,13 @@ const LIMIT_64K: usize = 65536 + MFLIMIT - 1;
 /// How fast the fast compressor's step grows when it finds no match.
 const SKIP_TRIGGER: u32 = 6;
 
+/// Number of bytes equal to `b` from `p` on, not going past `limit`.
+#[inline(always)]
+fn run_len(src: &[u8], p: usize, limit: usize, b: u8) -> usize {
+    src.get(p..limit)
+        .map_or(0, |s| s.iter().position(|&x| x != b).unwrap_or(s.len()))
+}
+
 /// HC hash table size (log2) and chain window.
 const HC_HASHLOG: u32 = 15;
 const HC_CHAIN_SIZE: usize = 1 << 16;
@@ -478,37 +485,81 @@ impl Hc<'_> {
         self.insert(ip);
         let src = self.src;
         let mut best = (longest, 0usize, ip);
-        let mut cand = self.hash[self.hash_at(ip)] as usize;
+        let first = self.hash[self.hash_at(ip)] as usize;
+        if first == 0 {
+            return best;
+        }
+        // Candidate positions may step below 0 or below the window: track them signed.
+        let lowest = ip.saturating_sub(MAX_DISTANCE) as isize;
+        let mut m = first as isize - 1;
         let mut tries = self.attempts;
         let look_back = ip - low;
-        while cand > 0 && tries > 0 {
-            let m = cand - 1;
-            if m + MAX_DISTANCE < ip || m >= ip {
-                break;
-            }
+        let pattern = read_u32(src, ip);
+        // Repeated-byte analysis (level 9): None = untested, Some(0) = no, Some(len) = the
+        // run length at ip.
+        let mut src_run: Option<usize> = None;
+        while m >= lowest && tries > 0 {
             tries -= 1;
+            let mu = m as usize;
             // Quick rejection: the two bytes that end a match longer than `longest`, seen
             // from the lowest allowed start.
-            let quick = m + longest > look_back
+            let quick = mu + longest > look_back
                 && src.get(low + longest - 1..low + longest + 1)
-                    == src.get(m + longest - 1 - look_back..m + longest + 1 - look_back);
-            if quick && read_u32(src, m) == read_u32(src, ip) {
-                let mut len = MINMATCH + count(src, ip + MINMATCH, m + MINMATCH, high);
+                    == src.get(mu + longest - 1 - look_back..mu + longest + 1 - look_back);
+            if quick && read_u32(src, mu) == pattern {
+                let mut len = MINMATCH + count(src, ip + MINMATCH, mu + MINMATCH, high);
                 let mut back = 0usize;
-                while ip - back > low && m > back && src[ip - back - 1] == src[m - back - 1] {
+                while ip - back > low && mu > back && src[ip - back - 1] == src[mu - back - 1] {
                     back += 1;
                 }
                 len += back;
                 if len > longest {
                     longest = len;
-                    best = (len, m - back, ip - back);
+                    best = (len, mu - back, ip - back);
                 }
             }
-            let d = self.chain[m & 0xFFFF] as usize;
-            if d == 0xFFFF || d > m {
-                break;
+            let d = self.chain[mu & 0xFFFF] as isize;
+            if self.attempts > 128 && d == 1 {
+                let b = pattern as u8;
+                let run = *src_run.get_or_insert_with(|| {
+                    if pattern == u32::from_ne_bytes([b; 4]) {
+                        4 + run_len(src, ip + 4, high, b)
+                    } else {
+                        0
+                    }
+                });
+                let cand = m - 1;
+                if run > 0 && cand >= lowest && read_u32(src, cand as usize) == pattern {
+                    let c = cand as usize;
+                    let fwd = 4 + run_len(src, c + 4, high, b);
+                    let mut back_len = 0usize;
+                    while back_len < c && src[c - back_len - 1] == b {
+                        back_len += 1;
+                    }
+                    let back_len = (cand - (cand - back_len as isize).max(lowest)) as usize;
+                    let segment = back_len + fwd;
+                    if segment >= run && fwd <= run {
+                        m = cand + fwd as isize - run as isize;
+                    } else {
+                        let new = cand - back_len as isize;
+                        m = new;
+                        if look_back == 0 {
+                            let max_ml = segment.min(run);
+                            if longest < max_ml {
+                                if ip as isize - new > MAX_DISTANCE as isize {
+                                    break;
+                                }
+                                longest = max_ml;
+                                best = (max_ml, new as usize, ip);
+                            }
+                            let d2 = self.chain[new as usize & 0xFFFF] as isize;
+                            m = new - d2;
+                        }
+                    }
+                    continue;
+                }
             }
-            cand = m + 1 - d;
+            m -= d;
         }
         best
     }
