@@ -132,7 +132,7 @@ pub struct Encoder {
     codecs: Codecs,
     filtered: Vec<u8>,
     scratch: Vec<u8>,
-    work: Vec<u8>,
+    cbuf: Vec<u8>,
 }
 
 /// The codec states of an [`Encoder`].
@@ -226,7 +226,7 @@ impl Encoder {
             },
             filtered: Vec::new(),
             scratch: Vec::new(),
-            work: Vec::new(),
+            cbuf: Vec::new(),
         }
     }
 
@@ -234,6 +234,7 @@ impl Encoder {
     pub fn compress(&mut self, src: &[u8], params: &CParams) -> Result<Vec<u8>, CodecError> {
         let mut out = Vec::new();
         self.compress_into(src, params, &mut out)?;
+        out.shrink_to_fit();
         Ok(out)
     }
 
@@ -264,21 +265,10 @@ impl Encoder {
         }
 
         if !plan.memcpyed {
-            // Work in a buffer that keeps its size between calls (no zero-filling per chunk),
-            // then copy out the chunk.
-            if self.work.len() < plan.destsize {
-                self.work = vec![0u8; plan.destsize];
-            }
-            let mut work = std::mem::take(&mut self.work);
-            let buf = &mut work[..plan.destsize];
-            buf[..hlen].copy_from_slice(&header[..hlen]);
-            let done = self.compress_blocks(src, &plan, buf);
-            if let Ok(Some(len)) = done {
-                out.clear();
-                out.extend_from_slice(&buf[..len]);
-            }
-            self.work = work;
-            if let Some(len) = done? {
+            out.clear();
+            out.reserve(plan.destsize);
+            out.extend_from_slice(&header[..hlen]);
+            if let Some(len) = self.compress_blocks(src, &plan, out)? {
                 return Ok(len);
             }
         }
@@ -299,9 +289,10 @@ impl Encoder {
         &mut self,
         src: &[u8],
         plan: &Plan,
-        out: &mut [u8],
+        out: &mut Vec<u8>,
     ) -> Result<Option<usize>, CodecError> {
         let params = &plan.params;
+        let hlen = plan.hlen;
         let nbytes = src.len();
         let bs = plan.tuning.blocksize;
         let nblocks = nbytes.div_ceil(bs);
@@ -314,11 +305,17 @@ impl Encoder {
             let group = if m != 0 { usize::from(m) } else { typesize };
             f != 0 && !(f == filter_id::SHUFFLE && group <= 1)
         });
-        if filtering {
-            self.filtered.resize(bs.min(nbytes), 0);
-            self.scratch.resize(bs.min(nbytes), 0);
+        let bmax = bs.min(nbytes);
+        if filtering && self.filtered.len() < bmax {
+            self.filtered = vec![0; bmax];
+            self.scratch = vec![0; bmax];
         }
-        let mut pos = plan.hlen + 4 * nblocks;
+        // Codec output goes to a cache-warm buffer first, then only the compressed bytes are
+        // appended to `out` (which is never zero-filled).
+        if self.cbuf.len() < bmax {
+            self.cbuf = vec![0; bmax];
+        }
+        out.resize(hlen + 4 * nblocks, 0);
         let mut zero_streams = 0usize;
         let mut total_streams = 0usize;
         let variant = if plan.blosc2 {
@@ -334,17 +331,12 @@ impl Encoder {
             let is_leftover = leftover > 0 && j == nblocks - 1;
             let bsize = if is_leftover { leftover } else { bs };
             let block = &src[start..start + bsize];
-            put_i32(out, plan.hlen + 4 * j, pos);
+            let bstart = out.len();
+            put_i32(out, hlen + 4 * j, bstart);
 
             let filtered: &[u8] = if filtering {
                 let dst = &mut self.filtered[..bsize];
-                pipeline.forward(
-                    block,
-                    dst,
-                    &mut self.scratch,
-                    &src[..bs.min(nbytes)],
-                    j == 0,
-                )?;
+                pipeline.forward(block, dst, &mut self.scratch, &src[..bmax], j == 0)?;
                 dst
             } else {
                 block
@@ -358,24 +350,22 @@ impl Encoder {
             let neblock = bsize / nstreams;
             for s in 0..nstreams {
                 let stream = &filtered[s * neblock..(s + 1) * neblock];
-                let csize_pos = pos;
-                pos += 4;
                 total_streams += 1;
+                let pos = out.len() + 4;
                 if pos > destsize {
                     return Ok(None);
                 }
                 if plan.blosc2 && is_run(stream) {
                     let v = stream[0];
                     if v == 0 {
-                        put_i32(out, csize_pos, 0);
+                        out.extend_from_slice(&0i32.to_le_bytes());
                         zero_streams += 1;
                     } else {
-                        out[csize_pos..csize_pos + 4].copy_from_slice(&(-(v as i32)).to_le_bytes());
-                        pos += 1;
-                        if pos > destsize {
+                        if pos + 1 > destsize {
                             return Ok(None);
                         }
-                        out[pos - 1] = 0x01;
+                        out.extend_from_slice(&(-i32::from(v)).to_le_bytes());
+                        out.push(0x01);
                     }
                     continue;
                 }
@@ -387,30 +377,31 @@ impl Encoder {
                     params.codec,
                     params.clevel,
                     stream,
-                    &mut out[pos..pos + maxout],
+                    &mut self.cbuf[..maxout],
                     variant,
                 );
-                let csize = if c == 0 || c >= neblock {
+                if c == 0 || c >= neblock {
                     if pos + neblock > destsize {
                         return Ok(None);
                     }
-                    out[pos..pos + neblock].copy_from_slice(stream);
-                    neblock
+                    out.extend_from_slice(&(neblock as u32).to_le_bytes());
+                    out.extend_from_slice(stream);
                 } else {
-                    c
-                };
-                put_i32(out, csize_pos, csize);
-                pos += csize;
+                    out.extend_from_slice(&(c as u32).to_le_bytes());
+                    out.extend_from_slice(&self.cbuf[..c]);
+                }
             }
         }
 
         if plan.blosc2 && params.allow_special && zero_streams == total_streams && nbytes > 0 {
+            out.truncate(hlen);
             out[31] |= SPECIAL_ZEROS;
-            put_i32(out, 12, plan.hlen);
-            return Ok(Some(plan.hlen));
+            put_i32(out, 12, hlen);
+            return Ok(Some(hlen));
         }
-        put_i32(out, 12, pos);
-        Ok(Some(pos))
+        let cbytes = out.len();
+        put_i32(out, 12, cbytes);
+        Ok(Some(cbytes))
     }
 }
 
