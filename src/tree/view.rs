@@ -1,0 +1,289 @@
+//! The projection rules: which entries a mounted source shows, and what its metadata files
+//! say. This is the one policy a reviewer will look for; everything else serves it.
+//!
+//! ```text
+//! __attrs__            JSON object: the frame's vlmeta (python-blosc2 attrs) / bcolz __attrs__
+//! meta/sizes           JSON: {"shape", "nbytes", "cbytes", "nchunks"}
+//! meta/storage         JSON: dtype, chunkshape (frames) or chunklen (bcolz), blockshape,
+//!                      typesize, chunksize, blocksize, cparams
+//! meta/metalayers/NAME JSON: each fixed metalayer, decoded
+//! data/NNNNNNNN.bin    chunk N decompressed (8-digit zero-padded decimal)
+//! ```
+//!
+//! A bcolz ctable shows its `__attrs__` and one such tree per column, named after the column,
+//! in `__rootdirs__` order. For bcolz the on-disk `meta/sizes` and `meta/storage` keys are
+//! kept as bcolz wrote them and the keys above are added where missing.
+//!
+//! Rules for the numbers:
+//! - `nbytes` is the source's uncompressed size (b2nd includes chunk padding); `shape` is the
+//!   N-dim shape where the source has one, else `[nbytes / typesize]`.
+//! - `cparams` is read from the first regular chunk's header ("as the chunks say": the frame
+//!   header's codec fields are only the last writer's defaults). The chunk header has no
+//!   clevel, so `clevel` comes from the frame header's codec_flags high nibble or the bcolz
+//!   storage cparams, and `clevel_source` says which. Without a regular chunk (empty or all
+//!   special) `cparams` holds only what the source header says.
+//!
+//! Every JSON file ends with a newline.
+
+use std::path::Path;
+
+use serde_json::{Map, Value, json};
+
+use super::layout::{Layout, Owner, ROOT_INO};
+use crate::codec::{self, Codec, filter_id};
+use crate::container::{Array, ChunkKind, Container, ContainerError, SourceKind, Table};
+
+/// Builds the layout of `container`.
+///
+/// # Errors
+/// When metadata needed for the JSON files cannot be read (a chunk header, a bcolz meta file).
+pub fn layout(container: Container) -> Result<Layout, ContainerError> {
+    match container {
+        Container::Array(array) => {
+            let mut layout = Layout::new(Owner::of(array.path()));
+            add_array(&mut layout, ROOT_INO, array)?;
+            Ok(layout)
+        }
+        Container::Table(table) => table_layout(table),
+    }
+}
+
+fn table_layout(table: Table) -> Result<Layout, ContainerError> {
+    let Table {
+        path,
+        attrs,
+        columns,
+    } = table;
+    let mut layout = Layout::new(Owner::of(&path));
+    layout.file(ROOT_INO, "__attrs__", json_file(&attrs));
+    for (name, column) in columns {
+        if !valid_name(&name) {
+            log::warn!(
+                "{}: column {name:?} is not a valid file name; not shown",
+                path.display()
+            );
+            continue;
+        }
+        let dir = layout.dir(ROOT_INO, &name);
+        add_array(&mut layout, dir, column)?;
+    }
+    Ok(layout)
+}
+
+/// Adds `__attrs__`, `meta/` and `data/` for one array under directory `dir`.
+fn add_array(layout: &mut Layout, dir: u64, array: Array) -> Result<(), ContainerError> {
+    layout.file(dir, "__attrs__", json_file(array.attrs()));
+    let meta = layout.dir(dir, "meta");
+    layout.file(meta, "sizes", json_file(&sizes(&array)?));
+    layout.file(meta, "storage", json_file(&storage(&array)?));
+    let mls = layout.dir(meta, "metalayers");
+    for ml in array.metalayers() {
+        if valid_name(&ml.name) {
+            layout.file(mls, &ml.name, json_file(&ml.json));
+        } else {
+            log::warn!(
+                "{}: metalayer {:?} is not a valid file name; not shown",
+                array.path().display(),
+                ml.name
+            );
+        }
+    }
+    layout.data_dir(dir, "data", Box::new(array));
+    Ok(())
+}
+
+/// Whether `name` can be one path component.
+fn valid_name(name: &str) -> bool {
+    !name.is_empty()
+        && name != "."
+        && name != ".."
+        && !name.contains(['/', '\0'])
+        && name.len() <= 255
+}
+
+/// Pretty JSON plus a final newline.
+pub fn json_file(v: &Value) -> Vec<u8> {
+    let mut out = serde_json::to_vec_pretty(v).unwrap_or_else(|_| b"null".to_vec());
+    out.push(b'\n');
+    out
+}
+
+/// `[nbytes / typesize]` for sources without an N-dim shape.
+fn shape(array: &Array) -> Vec<u64> {
+    let g = array.geometry();
+    if g.shape.is_empty() && !is_ndim(array) {
+        vec![array.nbytes() / array.typesize().max(1) as u64]
+    } else {
+        g.shape.clone()
+    }
+}
+
+fn is_ndim(array: &Array) -> bool {
+    array
+        .metalayers()
+        .iter()
+        .any(|m| m.name == "b2nd" || m.name == "caterva")
+        || matches!(
+            array.kind(),
+            SourceKind::BcolzCarray | SourceKind::BcolzCtable
+        )
+}
+
+/// The `meta/sizes` object.
+pub fn sizes(array: &Array) -> Result<Value, ContainerError> {
+    let mut m = bcolz_meta(array, "sizes")?;
+    put(&mut m, "shape", json!(shape(array)));
+    put(&mut m, "nbytes", json!(array.nbytes()));
+    put(&mut m, "cbytes", json!(array.cbytes()));
+    put(&mut m, "nchunks", json!(array.nchunks()));
+    Ok(Value::Object(m))
+}
+
+/// The `meta/storage` object.
+pub fn storage(array: &Array) -> Result<Value, ContainerError> {
+    let mut m = bcolz_meta(array, "storage")?;
+    let g = array.geometry();
+    put(&mut m, "dtype", json!(g.dtype));
+    let bcolz = matches!(
+        array.kind(),
+        SourceKind::BcolzCarray | SourceKind::BcolzCtable
+    );
+    if bcolz {
+        let chunklen = g
+            .chunkshape
+            .as_ref()
+            .and_then(|c| c.first().copied())
+            .unwrap_or_else(|| (array.chunksize() / array.typesize().max(1)) as u64);
+        put(&mut m, "chunklen", json!(chunklen));
+    } else {
+        let chunkshape = g
+            .chunkshape
+            .clone()
+            .unwrap_or_else(|| vec![(array.chunksize() / array.typesize().max(1)) as u64]);
+        put(&mut m, "chunkshape", json!(chunkshape));
+    }
+    put(&mut m, "blockshape", json!(g.blockshape));
+    put(&mut m, "typesize", json!(array.typesize()));
+    put(&mut m, "chunksize", json!(array.chunksize()));
+
+    let header = first_regular_header(array)?;
+    if let Some(h) = &header {
+        put(&mut m, "blocksize", json!(h.blocksize));
+    }
+    let mut cparams = match m.remove("cparams") {
+        Some(Value::Object(c)) => c,
+        _ => Map::new(),
+    };
+    if let Some(h) = &header {
+        let codec = Codec::from_compcode(h.compcode)
+            .map_or_else(|| format!("codec {}", h.compcode), |c| c.name().to_owned());
+        put(&mut cparams, "codec", json!(codec));
+        put(&mut cparams, "filters", json!(h.filters));
+        put(&mut cparams, "filters_meta", json!(h.filters_meta));
+        put(
+            &mut cparams,
+            "filter_names",
+            json!(h.filters.map(filter_name)),
+        );
+        let split = if h.flags & 0x10 != 0 {
+            "NEVER_SPLIT"
+        } else {
+            "ALWAYS_SPLIT"
+        };
+        put(&mut cparams, "splitmode", json!(split));
+    }
+    match clevel(array) {
+        Some((level, source)) => {
+            put(&mut cparams, "clevel", json!(level));
+            put(&mut cparams, "clevel_source", json!(source));
+        }
+        None => put(&mut cparams, "clevel_source", json!("unknown")),
+    }
+    m.insert("cparams".into(), Value::Object(cparams));
+    Ok(Value::Object(m))
+}
+
+fn filter_name(id: u8) -> &'static str {
+    match id {
+        filter_id::NOFILTER => "NOFILTER",
+        filter_id::SHUFFLE => "SHUFFLE",
+        filter_id::BITSHUFFLE => "BITSHUFFLE",
+        filter_id::DELTA => "DELTA",
+        filter_id::TRUNC_PREC => "TRUNC_PREC",
+        filter_id::BYTEDELTA_BUGGY | filter_id::BYTEDELTA => "BYTEDELTA",
+        _ => "USER",
+    }
+}
+
+/// Inserts `key` unless the source's own metadata already has it.
+fn put(m: &mut Map<String, Value>, key: &str, v: Value) {
+    m.entry(key.to_owned()).or_insert(v);
+}
+
+/// The header of the first chunk stored as data (not special), if any.
+fn first_regular_header(array: &Array) -> Result<Option<codec::ChunkHeader>, ContainerError> {
+    for index in 0..array.nchunks() {
+        if array.chunk_kind(index)? == ChunkKind::Regular {
+            let bytes = array.chunk_bytes(index)?;
+            let h = codec::chunk_info(&bytes).map_err(|source| ContainerError::Chunk {
+                path: array.path().to_path_buf(),
+                index,
+                source,
+            })?;
+            return Ok(Some(h));
+        }
+    }
+    Ok(None)
+}
+
+// ---------------------------------------------------------------------------------------------
+// Reads the container layer does not offer (yet): the bcolz meta JSON files as stored, and the
+// clevel recorded by the writer. Kept here, clearly apart, until the container API has them.
+// ---------------------------------------------------------------------------------------------
+
+/// The bcolz `meta/NAME` JSON object as stored (empty for frames).
+fn bcolz_meta(array: &Array, name: &str) -> Result<Map<String, Value>, ContainerError> {
+    if !matches!(
+        array.kind(),
+        SourceKind::BcolzCarray | SourceKind::BcolzCtable
+    ) {
+        return Ok(Map::new());
+    }
+    let path = array.path().join("meta").join(name);
+    let text = std::fs::read(&path).map_err(|source| ContainerError::Io {
+        path: path.clone(),
+        source,
+    })?;
+    match serde_json::from_slice(&text) {
+        Ok(Value::Object(m)) => Ok(m),
+        Ok(_) | Err(_) => Err(ContainerError::Malformed {
+            path,
+            what: format!("bcolz meta/{name}"),
+            offset: 0,
+            why: "not a JSON object".into(),
+        }),
+    }
+}
+
+/// The compression level and where it was read from.
+fn clevel(array: &Array) -> Option<(u64, &'static str)> {
+    match array.kind() {
+        SourceKind::Cframe => frame_clevel(array.path()).map(|l| (l, "frame header")),
+        SourceKind::Sframe => {
+            frame_clevel(&array.path().join("chunks.b2frame")).map(|l| (l, "frame header"))
+        }
+        SourceKind::BcolzCarray | SourceKind::BcolzCtable => {
+            let m = bcolz_meta(array, "storage").ok()?;
+            let l = m.get("cparams")?.get("clevel")?.as_u64()?;
+            Some((l, "bcolz storage"))
+        }
+    }
+}
+
+/// The high nibble of the frame header's codec_flags byte (offset 27).
+fn frame_clevel(path: &Path) -> Option<u64> {
+    use std::io::Read;
+    let mut head = [0u8; 28];
+    std::fs::File::open(path).ok()?.read_exact(&mut head).ok()?;
+    (&head[2..10] == b"b2frame\0").then(|| u64::from(head[27] >> 4))
+}
