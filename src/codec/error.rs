@@ -67,6 +67,12 @@ pub enum CodecError {
         /// What is wrong.
         reason: String,
     },
+    /// A chunk kind this decoder does not read (lazy chunks, instrumentation records).
+    #[error("unsupported chunk: {what}")]
+    UnsupportedChunk {
+        /// What the chunk is.
+        what: &'static str,
+    },
     /// Invalid compression parameters.
     #[error("invalid compression parameters: {0}")]
     InvalidParams(String),

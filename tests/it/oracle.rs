@@ -1,1 +1,162 @@
-//! See the module list in main.rs.
+//! Fresh random chunk matrices made by the reference libraries at test time
+//! (`scripts/oracle/random_matrix.py`), decoded with `b2fs::codec::decompress` and compared
+//! with the sha256 of what the reference decompressed.
+//!
+//! The seed is new on every run (time based) unless `B2FS_SEED` is set; it is printed so a
+//! failure can be replayed with `B2FS_SEED=<seed> cargo test oracle`. `B2FS_ORACLE_COUNT`
+//! changes the number of chunks (default 300). Skips without the python oracle unless
+//! `B2FS_REQUIRE_PYTHON=1`.
+
+use std::collections::HashMap;
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::path::Path;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use crate::support;
+
+/// Manifest columns shown next to a failing chunk.
+const PARAMS: &[&str] = &[
+    "format",
+    "codec",
+    "clevel",
+    "filters",
+    "filters_meta",
+    "typesize",
+    "splitmode",
+    "blocksize",
+    "datakind",
+    "nthreads",
+    "nbytes",
+    "cbytes",
+    "hdr_flags",
+    "nblocks",
+    "special",
+    "dict",
+    "note",
+];
+
+/// Stop decoding after this many panics (an unfinished decoder panics on every chunk).
+const MAX_PANICS: usize = 10;
+
+fn seed() -> u64 {
+    if let Some(s) = std::env::var("B2FS_SEED")
+        .ok()
+        .and_then(|s| s.trim().parse::<u64>().ok())
+    {
+        return s;
+    }
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or(0);
+    // keep it short enough to type back in
+    ((nanos as u64) ^ (u64::from(std::process::id()) << 20)) % 1_000_000_000
+}
+
+fn count() -> usize {
+    std::env::var("B2FS_ORACLE_COUNT")
+        .ok()
+        .and_then(|s| s.trim().parse().ok())
+        .unwrap_or(300)
+}
+
+/// Parses a MANIFEST.tsv into one map (column name → value) per row.
+pub(crate) fn read_manifest(path: &Path) -> Vec<HashMap<String, String>> {
+    let text = std::fs::read_to_string(path)
+        .unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()));
+    let mut lines = text.lines();
+    let header: Vec<&str> = lines.next().expect("manifest header").split('\t').collect();
+    lines
+        .filter(|l| !l.is_empty())
+        .map(|l| {
+            header
+                .iter()
+                .zip(l.split('\t'))
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect()
+        })
+        .collect()
+}
+
+fn describe(row: &HashMap<String, String>) -> String {
+    PARAMS
+        .iter()
+        .filter_map(|k| row.get(*k).map(|v| format!("{k}={v}")))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// Decodes every chunk listed in `dir/MANIFEST.tsv` and returns one line per failure.
+fn check_dir(dir: &Path) -> (usize, Vec<String>) {
+    let rows = read_manifest(&dir.join("MANIFEST.tsv"));
+    let mut failures = Vec::new();
+    let mut panics = 0;
+    for row in &rows {
+        let name = &row["name"];
+        let chunk = std::fs::read(dir.join(format!("{name}.chunk")))
+            .unwrap_or_else(|e| panic!("cannot read chunk {name}: {e}"));
+        let want = &row["sha256"];
+        let result = catch_unwind(AssertUnwindSafe(|| b2fs::codec::decompress(&chunk)));
+        let problem = match result {
+            Ok(Ok(out)) => {
+                let got = support::sha256_hex(&out);
+                if &got == want {
+                    None
+                } else {
+                    Some(format!(
+                        "sha256 mismatch: got {} bytes sha {got}, want {} bytes sha {want}",
+                        out.len(),
+                        row["nbytes"]
+                    ))
+                }
+            }
+            Ok(Err(e)) => Some(format!("decode error: {e:?}")),
+            Err(_) => {
+                panics += 1;
+                Some("decoder panicked".to_string())
+            }
+        };
+        if let Some(p) = problem {
+            failures.push(format!("{name}: {p}\n    [{}]", describe(row)));
+        }
+        if panics >= MAX_PANICS {
+            failures.push(format!(
+                "stopped after {MAX_PANICS} panics ({} chunks not tried)",
+                rows.len() - failures.len()
+            ));
+            break;
+        }
+    }
+    (rows.len(), failures)
+}
+
+#[test]
+fn random_chunks_decode_like_the_reference() {
+    let test = "oracle::random_chunks_decode_like_the_reference";
+    let Some(py) = support::python(test) else {
+        return;
+    };
+    let seed = seed();
+    let count = count();
+    eprintln!("{test}: seed {seed} (replay with B2FS_SEED={seed}), {count} chunks");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out = dir.path().to_str().expect("utf-8 tempdir").to_string();
+    let script = support::repo_root().join("scripts/oracle/random_matrix.py");
+    let script = script.to_str().expect("utf-8 path").to_string();
+    let seed_s = seed.to_string();
+    let count_s = count.to_string();
+    support::run_python(
+        &py,
+        &[
+            &script, "--seed", &seed_s, "--count", &count_s, "--out", &out,
+        ],
+    );
+    let (total, failures) = check_dir(dir.path());
+    assert!(total > 0, "seed {seed}: the oracle wrote no chunks");
+    assert!(
+        failures.is_empty(),
+        "seed {seed} (replay with B2FS_SEED={seed}): {} of {total} chunks failed:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
+}

@@ -1,1 +1,146 @@
 //! Byte shuffle and unshuffle (section 3.2), SIMD where the CPU has it, scalar otherwise.
+//!
+//! For `m = len / t` whole elements of `t` bytes, shuffle writes byte `j` of element `e` to
+//! `out[j·m + e]`; the last `len % t` bytes are copied unchanged. `t <= 1` is the identity.
+//! The public functions pick the best [`SimdLevel`] at run time; [`scalar`] is the safe twin
+//! that the differential tests compare against.
+
+#![forbid(unsafe_code)]
+
+use super::{SimdLevel, check_len};
+use crate::codec::CodecError;
+
+/// Shuffles `src` into `dst` (same length) with group size `typesize`.
+pub fn shuffle(typesize: usize, src: &[u8], dst: &mut [u8]) -> Result<(), CodecError> {
+    shuffle_with(SimdLevel::detect(), typesize, src, dst)
+}
+
+/// Unshuffles `src` into `dst` (same length) with group size `typesize`.
+pub fn unshuffle(typesize: usize, src: &[u8], dst: &mut [u8]) -> Result<(), CodecError> {
+    unshuffle_with(SimdLevel::detect(), typesize, src, dst)
+}
+
+/// [`shuffle`] with an explicit instruction set; a level the CPU lacks falls back to scalar.
+pub fn shuffle_with(
+    level: SimdLevel,
+    typesize: usize,
+    src: &[u8],
+    dst: &mut [u8],
+) -> Result<(), CodecError> {
+    check_len(src.len(), dst.len())?;
+    #[cfg(target_arch = "x86_64")]
+    if super::shuffle_simd::shuffle(level, typesize, src, dst) {
+        return Ok(());
+    }
+    let _ = level;
+    scalar::shuffle_unchecked(typesize, src, dst);
+    Ok(())
+}
+
+/// [`unshuffle`] with an explicit instruction set; a level the CPU lacks falls back to scalar.
+pub fn unshuffle_with(
+    level: SimdLevel,
+    typesize: usize,
+    src: &[u8],
+    dst: &mut [u8],
+) -> Result<(), CodecError> {
+    check_len(src.len(), dst.len())?;
+    #[cfg(target_arch = "x86_64")]
+    if super::shuffle_simd::unshuffle(level, typesize, src, dst) {
+        return Ok(());
+    }
+    let _ = level;
+    scalar::unshuffle_unchecked(typesize, src, dst);
+    Ok(())
+}
+
+/// The portable, safe twin of the SIMD kernels.
+pub mod scalar {
+    use super::check_len;
+    use crate::codec::CodecError;
+
+    /// Scalar shuffle; same contract as [`super::shuffle`].
+    pub fn shuffle(typesize: usize, src: &[u8], dst: &mut [u8]) -> Result<(), CodecError> {
+        check_len(src.len(), dst.len())?;
+        shuffle_unchecked(typesize, src, dst);
+        Ok(())
+    }
+
+    /// Scalar unshuffle; same contract as [`super::unshuffle`].
+    pub fn unshuffle(typesize: usize, src: &[u8], dst: &mut [u8]) -> Result<(), CodecError> {
+        check_len(src.len(), dst.len())?;
+        unshuffle_unchecked(typesize, src, dst);
+        Ok(())
+    }
+
+    /// Shuffle, `src.len() == dst.len()` already checked.
+    pub(crate) fn shuffle_unchecked(t: usize, src: &[u8], dst: &mut [u8]) {
+        let len = src.len().min(dst.len());
+        let m = if t > 1 { len / t } else { 0 };
+        let body = m * t;
+        match t {
+            _ if m == 0 => {}
+            2 => shuffle_const::<2>(&src[..body], &mut dst[..body], m),
+            4 => shuffle_const::<4>(&src[..body], &mut dst[..body], m),
+            8 => shuffle_const::<8>(&src[..body], &mut dst[..body], m),
+            16 => shuffle_const::<16>(&src[..body], &mut dst[..body], m),
+            _ => shuffle_rows(t, &src[..body], &mut dst[..body], m, 0),
+        }
+        dst[body..len].copy_from_slice(&src[body..len]);
+    }
+
+    /// Unshuffle, `src.len() == dst.len()` already checked.
+    pub(crate) fn unshuffle_unchecked(t: usize, src: &[u8], dst: &mut [u8]) {
+        let len = src.len().min(dst.len());
+        let m = if t > 1 { len / t } else { 0 };
+        let body = m * t;
+        match t {
+            _ if m == 0 => {}
+            2 => unshuffle_const::<2>(&src[..body], &mut dst[..body], m),
+            4 => unshuffle_const::<4>(&src[..body], &mut dst[..body], m),
+            8 => unshuffle_const::<8>(&src[..body], &mut dst[..body], m),
+            16 => unshuffle_const::<16>(&src[..body], &mut dst[..body], m),
+            _ => unshuffle_rows(t, &src[..body], m, &mut dst[..body], 0),
+        }
+        dst[body..len].copy_from_slice(&src[body..len]);
+    }
+
+    fn shuffle_const<const T: usize>(src: &[u8], dst: &mut [u8], m: usize) {
+        let mut it = dst.chunks_exact_mut(m);
+        let mut rows: [&mut [u8]; T] = std::array::from_fn(|_| it.next().unwrap_or_default());
+        for (e, elem) in src.chunks_exact(T).enumerate() {
+            for (row, &b) in rows.iter_mut().zip(elem) {
+                row[e] = b;
+            }
+        }
+    }
+
+    fn unshuffle_const<const T: usize>(src: &[u8], dst: &mut [u8], m: usize) {
+        let rows: [&[u8]; T] = std::array::from_fn(|j| &src[j * m..(j + 1) * m]);
+        for (e, elem) in dst.chunks_exact_mut(T).enumerate() {
+            for (b, row) in elem.iter_mut().zip(rows.iter()) {
+                *b = row[e];
+            }
+        }
+    }
+
+    /// Writes the `src.len() / t` elements of `src` as `t` rows of a matrix whose rows are
+    /// `stride` bytes apart in `dst`, starting at column `col`.
+    pub(crate) fn shuffle_rows(t: usize, src: &[u8], dst: &mut [u8], stride: usize, col: usize) {
+        for (e, elem) in src.chunks_exact(t).enumerate() {
+            for (j, &b) in elem.iter().enumerate() {
+                dst[j * stride + col + e] = b;
+            }
+        }
+    }
+
+    /// Reads `dst.len() / t` elements from `t` rows of `src` that are `stride` bytes apart,
+    /// starting at column `col`, and writes them interleaved to `dst`.
+    pub(crate) fn unshuffle_rows(t: usize, src: &[u8], stride: usize, dst: &mut [u8], col: usize) {
+        for (e, elem) in dst.chunks_exact_mut(t).enumerate() {
+            for (j, b) in elem.iter_mut().enumerate() {
+                *b = src[j * stride + col + e];
+            }
+        }
+    }
+}
