@@ -633,7 +633,11 @@ def gen_frames():
         )
         append_all(sc, data, chunk_items * ts)
         sc.vlmeta["made_by"] = "b2fs gen_fixtures"
-        done(name, src, sc, extra={"input_sha256": sha256(data)})
+        extra = {"input_sha256": sha256(data)}
+        if codec == "lz4":
+            # the in-memory lazy form of chunk 1 (CHUNK_FORMAT_NOTES 5.3), for chunk_info tests
+            extra["lazy_chunk_1_b64"] = b64(sc.get_lazychunk(1))
+        done(name, src, sc, extra=extra)
 
     # b2nd arrays: geometry and dtypes
     rng = np.random.default_rng(7)
