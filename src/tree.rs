@@ -50,7 +50,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use parking_lot::Mutex;
 
 use crate::cache::{Bytes, CacheStats, ChunkCache};
-use crate::codec::Decoder;
+use crate::codec::{self, CodecError, Decoder};
 use crate::container::ContainerError;
 
 pub use attr::{Attr, DirEntry, EntryKind, StatFs};
@@ -144,19 +144,32 @@ impl Core {
 
     fn decode(&self, set: usize, index: usize) -> Result<Vec<u8>, ContainerError> {
         let store = &self.sets[set].store;
+        let chunk_err = |source| ContainerError::Chunk {
+            path: store.path().to_path_buf(),
+            index,
+            source,
+        };
         let nbytes = store.chunk_nbytes(index)?;
         let chunk = store.chunk_bytes(index)?;
-        let mut buf = self.cache.buffer(nbytes);
+        // The chunk may hold more than the file shows (a bcolz leftover chunk rewritten
+        // full): decode it all, keep the first `nbytes`.
+        let stored = codec::chunk_info(&chunk).map_err(chunk_err)?.nbytes;
+        if stored < nbytes {
+            return Err(chunk_err(CodecError::OutputSize {
+                expected: stored,
+                actual: nbytes,
+            }));
+        }
+        let mut buf = self.cache.buffer(stored);
         let res = DECODER.with(|d| d.borrow_mut().decompress_into(&chunk, &mut buf));
         match res {
-            Ok(_) => Ok(buf),
+            Ok(_) => {
+                buf.truncate(nbytes);
+                Ok(buf)
+            }
             Err(source) => {
                 self.cache.recycle(buf);
-                Err(ContainerError::Chunk {
-                    path: store.path().to_path_buf(),
-                    index,
-                    source,
-                })
+                Err(chunk_err(source))
             }
         }
     }
@@ -651,6 +664,8 @@ impl Iterator for ReadDir<'_> {
         (n, Some(n))
     }
 }
+
+impl ExactSizeIterator for ReadDir<'_> {}
 
 #[cfg(test)]
 mod tests {

@@ -25,12 +25,10 @@
 //!
 //! Every JSON file ends with a newline.
 
-use std::path::Path;
-
 use serde_json::{Map, Value, json};
 
 use super::layout::{Layout, Owner, ROOT_INO};
-use crate::codec::{self, Codec, filter_id};
+use crate::codec::{self, Codec};
 use crate::container::{Array, ChunkKind, Container, ContainerError, SourceKind, Table};
 
 /// Builds the layout of `container`.
@@ -131,7 +129,7 @@ fn is_ndim(array: &Array) -> bool {
 
 /// The `meta/sizes` object.
 pub fn sizes(array: &Array) -> Result<Value, ContainerError> {
-    let mut m = bcolz_meta(array, "sizes")?;
+    let mut m = bcolz_meta(array, "sizes");
     put(&mut m, "shape", json!(shape(array)));
     put(&mut m, "nbytes", json!(array.nbytes()));
     put(&mut m, "cbytes", json!(array.cbytes()));
@@ -141,14 +139,10 @@ pub fn sizes(array: &Array) -> Result<Value, ContainerError> {
 
 /// The `meta/storage` object.
 pub fn storage(array: &Array) -> Result<Value, ContainerError> {
-    let mut m = bcolz_meta(array, "storage")?;
+    let mut m = bcolz_meta(array, "storage");
     let g = array.geometry();
     put(&mut m, "dtype", json!(g.dtype));
-    let bcolz = matches!(
-        array.kind(),
-        SourceKind::BcolzCarray | SourceKind::BcolzCtable
-    );
-    if bcolz {
+    if is_bcolz(array) {
         let chunklen = g
             .chunkshape
             .as_ref()
@@ -174,44 +168,74 @@ pub fn storage(array: &Array) -> Result<Value, ContainerError> {
         Some(Value::Object(c)) => c,
         _ => Map::new(),
     };
-    if let Some(h) = &header {
-        let codec = Codec::from_compcode(h.compcode)
-            .map_or_else(|| format!("codec {}", h.compcode), |c| c.name().to_owned());
-        put(&mut cparams, "codec", json!(codec));
-        put(&mut cparams, "filters", json!(h.filters));
-        put(&mut cparams, "filters_meta", json!(h.filters_meta));
+    let frame = array.frame_info();
+    match &header {
+        Some(h) => {
+            put(&mut cparams, "codec", json!(codec_name(h.compcode)));
+            put(&mut cparams, "filters", json!(h.filters));
+            put(&mut cparams, "filters_meta", json!(h.filters_meta));
+            put(&mut cparams, "split", json!(h.flags & 0x10 == 0));
+            put(&mut cparams, "cparams_source", json!("chunk header"));
+        }
+        None => {
+            if let Some(f) = frame {
+                put(&mut cparams, "codec", json!(codec_name(f.udcodec)));
+                put(&mut cparams, "filters", json!(f.filters));
+                put(&mut cparams, "filters_meta", json!(f.filters_meta));
+                put(&mut cparams, "cparams_source", json!("frame header"));
+            }
+        }
+    }
+    // Chunk headers record neither clevel nor splitmode: take them from the writer's record.
+    if let Some(f) = frame {
+        put(&mut cparams, "clevel", json!(f.codec_flags >> 4));
+        put(&mut cparams, "clevel_source", json!("frame header"));
         put(
             &mut cparams,
-            "filter_names",
-            json!(h.filters.map(filter_name)),
+            "splitmode",
+            json!(splitmode_name(f.other_flags & 0x03)),
         );
-        let split = if h.flags & 0x10 != 0 {
-            "NEVER_SPLIT"
-        } else {
-            "ALWAYS_SPLIT"
-        };
-        put(&mut cparams, "splitmode", json!(split));
-    }
-    match clevel(array) {
-        Some((level, source)) => {
-            put(&mut cparams, "clevel", json!(level));
-            put(&mut cparams, "clevel_source", json!(source));
+        put(&mut cparams, "splitmode_source", json!("frame header"));
+    } else {
+        if cparams.contains_key("clevel") {
+            put(&mut cparams, "clevel_source", json!("bcolz storage"));
         }
-        None => put(&mut cparams, "clevel_source", json!("unknown")),
+        if let Some(h) = &header {
+            let mode = if h.flags & 0x10 != 0 {
+                "NEVER_SPLIT"
+            } else {
+                "ALWAYS_SPLIT"
+            };
+            put(&mut cparams, "splitmode", json!(mode));
+            put(&mut cparams, "splitmode_source", json!("chunk header"));
+        }
     }
     m.insert("cparams".into(), Value::Object(cparams));
     Ok(Value::Object(m))
 }
 
-fn filter_name(id: u8) -> &'static str {
-    match id {
-        filter_id::NOFILTER => "NOFILTER",
-        filter_id::SHUFFLE => "SHUFFLE",
-        filter_id::BITSHUFFLE => "BITSHUFFLE",
-        filter_id::DELTA => "DELTA",
-        filter_id::TRUNC_PREC => "TRUNC_PREC",
-        filter_id::BYTEDELTA_BUGGY | filter_id::BYTEDELTA => "BYTEDELTA",
-        _ => "USER",
+fn is_bcolz(array: &Array) -> bool {
+    matches!(
+        array.kind(),
+        SourceKind::BcolzCarray | SourceKind::BcolzCtable
+    )
+}
+
+/// python-blosc2's name for a codec (`Codec.ZSTD.name`).
+fn codec_name(compcode: u8) -> String {
+    match Codec::from_compcode(compcode) {
+        Some(c) => c.name().to_ascii_uppercase(),
+        None => format!("CODEC_{compcode}"),
+    }
+}
+
+/// python-blosc2's `SplitMode` name for the frame header's `other_flags & 3` (splitmode - 1).
+fn splitmode_name(bits: u8) -> &'static str {
+    match bits {
+        0 => "ALWAYS_SPLIT",
+        1 => "NEVER_SPLIT",
+        2 => "AUTO_SPLIT",
+        _ => "FORWARD_COMPAT_SPLIT",
     }
 }
 
@@ -224,66 +248,20 @@ fn put(m: &mut Map<String, Value>, key: &str, v: Value) {
 fn first_regular_header(array: &Array) -> Result<Option<codec::ChunkHeader>, ContainerError> {
     for index in 0..array.nchunks() {
         if array.chunk_kind(index)? == ChunkKind::Regular {
-            let bytes = array.chunk_bytes(index)?;
-            let h = codec::chunk_info(&bytes).map_err(|source| ContainerError::Chunk {
-                path: array.path().to_path_buf(),
-                index,
-                source,
-            })?;
-            return Ok(Some(h));
+            return array.chunk_header(index).map(Some);
         }
     }
     Ok(None)
 }
 
-// ---------------------------------------------------------------------------------------------
-// Reads the container layer does not offer (yet): the bcolz meta JSON files as stored, and the
-// clevel recorded by the writer. Kept here, clearly apart, until the container API has them.
-// ---------------------------------------------------------------------------------------------
-
 /// The bcolz `meta/NAME` JSON object as stored (empty for frames).
-fn bcolz_meta(array: &Array, name: &str) -> Result<Map<String, Value>, ContainerError> {
-    if !matches!(
-        array.kind(),
-        SourceKind::BcolzCarray | SourceKind::BcolzCtable
-    ) {
-        return Ok(Map::new());
+fn bcolz_meta(array: &Array, name: &str) -> Map<String, Value> {
+    let v = match name {
+        "sizes" => array.bcolz_sizes(),
+        _ => array.bcolz_storage(),
+    };
+    match v {
+        Some(Value::Object(m)) => m.clone(),
+        Some(_) | None => Map::new(),
     }
-    let path = array.path().join("meta").join(name);
-    let text = std::fs::read(&path).map_err(|source| ContainerError::Io {
-        path: path.clone(),
-        source,
-    })?;
-    match serde_json::from_slice(&text) {
-        Ok(Value::Object(m)) => Ok(m),
-        Ok(_) | Err(_) => Err(ContainerError::Malformed {
-            path,
-            what: format!("bcolz meta/{name}"),
-            offset: 0,
-            why: "not a JSON object".into(),
-        }),
-    }
-}
-
-/// The compression level and where it was read from.
-fn clevel(array: &Array) -> Option<(u64, &'static str)> {
-    match array.kind() {
-        SourceKind::Cframe => frame_clevel(array.path()).map(|l| (l, "frame header")),
-        SourceKind::Sframe => {
-            frame_clevel(&array.path().join("chunks.b2frame")).map(|l| (l, "frame header"))
-        }
-        SourceKind::BcolzCarray | SourceKind::BcolzCtable => {
-            let m = bcolz_meta(array, "storage").ok()?;
-            let l = m.get("cparams")?.get("clevel")?.as_u64()?;
-            Some((l, "bcolz storage"))
-        }
-    }
-}
-
-/// The high nibble of the frame header's codec_flags byte (offset 27).
-fn frame_clevel(path: &Path) -> Option<u64> {
-    use std::io::Read;
-    let mut head = [0u8; 28];
-    std::fs::File::open(path).ok()?.read_exact(&mut head).ok()?;
-    (&head[2..10] == b"b2frame\0").then(|| u64::from(head[27] >> 4))
 }
