@@ -112,7 +112,13 @@ pub(super) fn log_path(pid: u32) -> PathBuf {
 /// Logging to stderr (foreground) or to `file` (daemon); `debug` raises the level and
 /// `RUST_LOG` overrides both.
 fn init_logging(opts: &MountOptions, file: Option<&Path>) {
-    let level = if opts.debug { "debug" } else { "info" };
+    // fuser warns when the session ends after an external unmount (it tries again and gets
+    // EINVAL); only `debug` shows that.
+    let level = if opts.debug {
+        "debug"
+    } else {
+        "info,fuser::session=error"
+    };
     let mut b = env_logger::Builder::from_env(env_logger::Env::default().default_filter_or(level));
     if let Some(path) = file {
         match std::fs::OpenOptions::new()

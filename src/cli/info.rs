@@ -163,15 +163,14 @@ fn print_text(source: &Path, kind: &str, files: &[Value], tables: &[(String, Vec
                 );
                 continue;
             }
-            let filters = r["filters"].to_string();
             println!(
                 "  {:>8}  {:<8} {:<8} {:<20} {:>12} {:>12}",
-                r["index"],
+                r["index"].to_string(),
                 r["kind"].as_str().unwrap_or_default(),
                 r["codec"].as_str().unwrap_or_default(),
-                filters,
-                r["nbytes"],
-                r["cbytes"]
+                r["filters"].to_string(),
+                r["nbytes"].to_string(),
+                r["cbytes"].to_string()
             );
         }
     }
