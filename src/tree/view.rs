@@ -99,11 +99,48 @@ fn valid_name(name: &str) -> bool {
         && name.len() <= 255
 }
 
-/// Pretty JSON plus a final newline.
+/// JSON for people and parsers: objects one key per line (2-space indent), arrays without
+/// nested containers on one line; a final newline.
 pub fn json_file(v: &Value) -> Vec<u8> {
-    let mut out = serde_json::to_vec_pretty(v).unwrap_or_else(|_| b"null".to_vec());
-    out.push(b'\n');
-    out
+    let mut out = String::new();
+    write_json(&mut out, v, 0);
+    out.push('\n');
+    out.into_bytes()
+}
+
+fn write_json(out: &mut String, v: &Value, depth: usize) {
+    let pad = |out: &mut String, d: usize| out.extend(std::iter::repeat_n("  ", d));
+    match v {
+        Value::Object(m) if !m.is_empty() => {
+            out.push_str("{\n");
+            for (i, (k, val)) in m.iter().enumerate() {
+                pad(out, depth + 1);
+                out.push_str(&Value::String(k.clone()).to_string());
+                out.push_str(": ");
+                write_json(out, val, depth + 1);
+                out.push_str(if i + 1 < m.len() { ",\n" } else { "\n" });
+            }
+            pad(out, depth);
+            out.push('}');
+        }
+        Value::Array(a) if a.iter().any(|x| x.is_object() || x.is_array()) => {
+            out.push_str("[\n");
+            for (i, val) in a.iter().enumerate() {
+                pad(out, depth + 1);
+                write_json(out, val, depth + 1);
+                out.push_str(if i + 1 < a.len() { ",\n" } else { "\n" });
+            }
+            pad(out, depth);
+            out.push(']');
+        }
+        Value::Array(a) => {
+            let items: Vec<String> = a.iter().map(Value::to_string).collect();
+            out.push('[');
+            out.push_str(&items.join(", "));
+            out.push(']');
+        }
+        other => out.push_str(&other.to_string()),
+    }
 }
 
 /// `[nbytes / typesize]` for sources without an N-dim shape.
@@ -263,5 +300,21 @@ fn bcolz_meta(array: &Array, name: &str) -> Map<String, Value> {
     match v {
         Some(Value::Object(m)) => m.clone(),
         Some(_) | None => Map::new(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn json_file_round_trips_and_keeps_scalar_arrays_on_one_line() {
+        let v = json!({"shape": [400, 3], "nested": [[1, 2], {"a": null}], "e": {}, "s": "x\"y",
+                       "f": 0.1, "empty": []});
+        let text = String::from_utf8(json_file(&v)).unwrap();
+        assert!(text.ends_with("}\n"));
+        assert!(text.contains("\"shape\": [400, 3]"), "{text}");
+        assert_eq!(serde_json::from_str::<Value>(&text).unwrap(), v);
+        assert_eq!(json_file(&json!([])), b"[]\n");
     }
 }
