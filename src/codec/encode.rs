@@ -113,6 +113,9 @@ pub fn compress(src: &[u8], params: &CParams) -> Result<Vec<u8>, CodecError> {
     Encoder::new().compress(src, params)
 }
 
+/// Largest blocksize C-Blosc2's reader accepts in a header (section 1.5).
+const MAX_BLOCKSIZE: usize = 536_866_816;
+
 /// Flags byte bits (section 1.2).
 mod flag {
     pub const SHUFFLE: u8 = 0x01;
@@ -476,9 +479,6 @@ fn plan(nbytes: usize, params: &CParams) -> Result<Plan, CodecError> {
             limit: MAX_BUFFERSIZE,
         });
     }
-    if params.blocksize > MAX_BUFFERSIZE {
-        return Err(invalid(format!("blocksize {} too large", params.blocksize)));
-    }
     if params.codec == Codec::Snappy {
         return Err(invalid("cannot write snappy streams"));
     }
@@ -564,7 +564,9 @@ fn plan(nbytes: usize, params: &CParams) -> Result<Plan, CodecError> {
         typesize: params.typesize,
         filters: &params.filters,
         splitmode: params.splitmode,
-        forced_blocksize: params.blocksize,
+        // Larger forced blocksizes mean "one block" anyway; capping keeps every header value
+        // within what readers accept (section 1.5).
+        forced_blocksize: params.blocksize.min(MAX_BLOCKSIZE),
         nbytes,
     };
     let (tuning, hlen) = if blosc2 {

@@ -812,6 +812,43 @@ mod props {
             prop_assert!(back == expected_output(&case, &chunk), "{:?} n={}", case.params, case.data.len());
         }
 
+        /// Arbitrary (mostly invalid) parameters never panic: either a typed error or a chunk
+        /// that decodes to the input.
+        #[test]
+        fn arbitrary_params_never_panic(
+            data in proptest::collection::vec(0u8..4, 0..3000),
+            codec in 0usize..6,
+            clevel in 0u8..12,
+            ts in prop_oneof![0usize..20, 250usize..270, Just(usize::MAX)],
+            filters in proptest::array::uniform6(prop_oneof![0u8..6, Just(34u8), Just(35u8), any::<u8>()]),
+            metas in proptest::array::uniform6(any::<u8>()),
+            blocksize in prop_oneof![Just(0usize), 1usize..64, 64usize..100_000, Just(usize::MAX)],
+            splitmode in 0usize..4,
+            blosc1 in any::<bool>(),
+            allow_special in any::<bool>(),
+        ) {
+            let p = CParams {
+                format: if blosc1 { ChunkFormat::Blosc1 } else { ChunkFormat::Blosc2 },
+                codec: [Codec::BloscLz, Codec::Lz4, Codec::Lz4Hc, Codec::Zlib, Codec::Zstd, Codec::Snappy][codec],
+                clevel,
+                typesize: ts,
+                filters,
+                filters_meta: metas,
+                splitmode: SPLITMODES[splitmode],
+                blocksize,
+                allow_special,
+            };
+            if let Ok(chunk) = b2fs::codec::compress(&data, &p) {
+                let back = b2fs::codec::decompress(&chunk).unwrap();
+                let case = Case { params: p.clone(), data: data.clone() };
+                if !p.filters.contains(&filter_id::TRUNC_PREC) {
+                    prop_assert_eq!(back, data);
+                } else {
+                    prop_assert_eq!(back, expected_output(&case, &chunk));
+                }
+            }
+        }
+
         /// Arbitrary bytes through every codec at random levels, Blosc1 and Blosc2.
         #[test]
         fn round_trip_arbitrary_bytes(
