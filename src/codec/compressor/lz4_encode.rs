@@ -48,7 +48,8 @@ fn read_u32(buf: &[u8], pos: usize) -> u32 {
 /// Two bytes at `pos`, `None` past the end.
 #[inline(always)]
 fn read_u16(buf: &[u8], pos: usize) -> Option<u16> {
-    buf.get(pos..pos + 2).map(|b| u16::from_le_bytes([b[0], b[1]]))
+    buf.get(pos..pos + 2)
+        .map(|b| u16::from_le_bytes([b[0], b[1]]))
 }
 
 #[inline(always)]
