@@ -177,10 +177,10 @@ pub fn open(path: &Path) -> Result<Container, ContainerError> {
             columns,
         }));
     }
-    if let Some(what) = bcolz::blsk_evidence(path) {
+    if path.join("meta/nrows").is_file() {
         return Err(ContainerError::Unsupported {
             path: path.to_path_buf(),
-            what,
+            what: "meta/nrows (2012 blsk proposal layout, never shipped by bcolz)".into(),
         });
     }
     let index = path.join("chunks.b2frame");
@@ -196,6 +196,12 @@ pub fn open(path: &Path) -> Result<Container, ContainerError> {
             c,
             stats,
         )));
+    }
+    if let Some(what) = bcolz::blsk_evidence(path) {
+        return Err(ContainerError::Unsupported {
+            path: path.to_path_buf(),
+            what,
+        });
     }
     Err(not_a_container(
         path,
@@ -542,6 +548,22 @@ impl Array {
         match &self.inner {
             Inner::Bcolz(c) => Some(c.has_attrs_file()),
             Inner::Frame(_) => None,
+        }
+    }
+
+    /// Whether the source changed on disk since it was opened (frames: file length, mtime or
+    /// the 87-byte header prefix; bcolz: `meta/sizes`, `meta/storage` or `__attrs__`). A
+    /// changed source should be reopened: cached geometry and index no longer apply. Never
+    /// reads chunk data.
+    ///
+    /// # Errors
+    ///
+    /// [`ContainerError::Io`] / [`ContainerError::Malformed`] when the header cannot be read
+    /// back although the file is still there.
+    pub fn changed_on_disk(&self) -> Result<bool, ContainerError> {
+        match &self.inner {
+            Inner::Frame(f) => f.changed_on_disk(),
+            Inner::Bcolz(c) => Ok(c.changed_on_disk()),
         }
     }
 

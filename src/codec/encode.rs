@@ -15,7 +15,7 @@ use super::compressor::blosclz_encode::{BloscLzEncoder, Variant};
 use super::compressor::lz4_encode::Lz4Encoder;
 use super::filter::Pipeline;
 use super::tune::{self, TuneInput, Tuning};
-use super::{Codec, CodecError, MAX_BUFFERSIZE, filter_id};
+use super::{ChunkHeader, Codec, CodecError, MAX_BUFFERSIZE, filter_id};
 
 /// Which chunk format to write.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -112,6 +112,9 @@ impl CParams {
 pub fn compress(src: &[u8], params: &CParams) -> Result<Vec<u8>, CodecError> {
     Encoder::new().compress(src, params)
 }
+
+/// Largest blocksize C-Blosc2's reader accepts in a header (section 1.5).
+const MAX_BLOCKSIZE: usize = 536_866_816;
 
 /// Flags byte bits (section 1.2).
 mod flag {
@@ -476,9 +479,6 @@ fn plan(nbytes: usize, params: &CParams) -> Result<Plan, CodecError> {
             limit: MAX_BUFFERSIZE,
         });
     }
-    if params.blocksize > MAX_BUFFERSIZE {
-        return Err(invalid(format!("blocksize {} too large", params.blocksize)));
-    }
     if params.codec == Codec::Snappy {
         return Err(invalid("cannot write snappy streams"));
     }
@@ -564,7 +564,9 @@ fn plan(nbytes: usize, params: &CParams) -> Result<Plan, CodecError> {
         typesize: params.typesize,
         filters: &params.filters,
         splitmode: params.splitmode,
-        forced_blocksize: params.blocksize,
+        // Larger forced blocksizes mean "one block" anyway; capping keeps every header value
+        // within what readers accept (section 1.5).
+        forced_blocksize: params.blocksize.min(MAX_BLOCKSIZE),
         nbytes,
     };
     let (tuning, hlen) = if blosc2 {
@@ -625,19 +627,20 @@ fn plan(nbytes: usize, params: &CParams) -> Result<Plan, CodecError> {
 
 /// Writes the 16- or 32-byte header (cbytes is patched at the end).
 fn write_header(out: &mut [u8], plan: &Plan, params: &CParams, nbytes: usize) {
-    out[0] = if plan.blosc2 { 5 } else { 2 };
-    out[1] = 1;
-    out[2] = plan.flags;
-    out[3] = plan.typesize as u8;
-    put_i32(out, 4, nbytes);
-    put_i32(out, 8, plan.tuning.blocksize);
-    put_i32(out, 12, 0);
-    if plan.blosc2 {
-        out[16..22].copy_from_slice(&plan.filters);
-        out[22] = params.codec.compcode();
-        out[23] = 0;
-        out[24..30].copy_from_slice(&plan.filters_meta);
-        out[30] = 0;
-        out[31] = 0;
+    ChunkHeader {
+        version: if plan.blosc2 { 5 } else { 2 },
+        versionlz: 1,
+        flags: plan.flags,
+        typesize: plan.typesize as u8,
+        nbytes,
+        blocksize: plan.tuning.blocksize,
+        cbytes: 0,
+        filters: plan.filters,
+        filters_meta: plan.filters_meta,
+        compcode: params.codec.compcode(),
+        compcode_meta: 0,
+        flags2: 0,
+        blosc2_flags: 0,
     }
+    .write_to(out);
 }

@@ -29,6 +29,10 @@ use super::source::{IoStats, Source};
 /// Length of the bloscpack header before the Blosc1 chunk in each `.blp` file.
 pub const BLP_HEADER_LEN: usize = 16;
 
+/// Largest JSON metadata file read (`meta/sizes`, `meta/storage`, `__attrs__`,
+/// `__rootdirs__`); real ones are a few hundred bytes.
+pub const MAX_JSON_LEN: u64 = 16 << 20;
+
 /// Size facts derived from a NumPy dtype string.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct DtypeInfo {
@@ -107,6 +111,17 @@ fn json_offset(text: &[u8], e: &serde_json::Error) -> u64 {
 /// Reads and parses a JSON metadata file (whole file; bounded by its real size).
 pub(crate) fn read_json(path: &Path, stats: &Arc<IoStats>) -> Result<Value, ContainerError> {
     let src = Source::open(path, Arc::clone(stats))?;
+    if src.len() > MAX_JSON_LEN {
+        return Err(ContainerError::Malformed {
+            path: path.to_path_buf(),
+            what: "json".into(),
+            offset: 0,
+            why: format!(
+                "{} bytes, more than the {MAX_JSON_LEN} a metadata file may have",
+                src.len()
+            ),
+        });
+    }
     let len = usize::try_from(src.len()).unwrap_or(usize::MAX);
     let text = src.read_at(0, len, "json")?;
     serde_json::from_slice(&text).map_err(|e| ContainerError::Malformed {
@@ -326,6 +341,23 @@ impl Carray {
             .unwrap_or(0)
     }
 
+    /// Whether `meta/sizes` (bcolz's commit point) or `meta/storage` / `__attrs__` changed
+    /// since open: different content, or the file appeared or disappeared. Rewriting a full
+    /// chunk file in place does not touch them (bcolz has no multi-file commit, see
+    /// `CONTAINER_NOTES.md` 6.4).
+    pub(crate) fn changed_on_disk(&self) -> bool {
+        let same = |file: &str, parsed: &Value, present: bool| {
+            let path = self.root.join(file);
+            match read_json(&path, &self.stats) {
+                Ok(v) => present && &v == parsed,
+                Err(_) => !present && !path.exists(),
+            }
+        };
+        !(same("meta/sizes", &self.sizes, true)
+            && same("meta/storage", &self.storage, true)
+            && same("__attrs__", &self.attrs, self.attrs_file))
+    }
+
     /// Modification time of `meta/sizes` (bcolz's commit point).
     pub(crate) fn mtime(&self) -> SystemTime {
         self.mtime
@@ -380,7 +412,9 @@ impl Carray {
         let path = self.chunk_path(i);
         let src = Source::open(&path, Arc::clone(&self.stats))?;
         let len = usize::try_from(src.len()).unwrap_or(usize::MAX);
-        let mut buf = src.read_at(0, len, "blp file")?;
+        // The prefix and the Blosc1 header first; then exactly the chunk (bytes after its
+        // cbytes are ignored, as bcolz does).
+        let mut buf = src.read_at(0, (BLP_HEADER_LEN + 16).min(len), "blp file")?;
         let cb = buf
             .get(BLP_HEADER_LEN + 12..BLP_HEADER_LEN + 16)
             .map(|b| i32::from_le_bytes([b[0], b[1], b[2], b[3]]));
@@ -408,8 +442,13 @@ impl Carray {
                 ),
             });
         }
-        buf.truncate(BLP_HEADER_LEN + cb);
         buf.drain(..BLP_HEADER_LEN);
+        src.read_into(
+            BLP_HEADER_LEN as u64 + 16,
+            cb - 16,
+            "blosc1 chunk",
+            &mut buf,
+        )?;
         Ok(buf)
     }
 }
@@ -470,7 +509,8 @@ pub(crate) fn open_ctable(
 }
 
 /// Whether `root` looks like the 2012 `blsk` proposal (seed 004): `meta/nrows`, `__N__.bin`
-/// superchunk files, or a data file starting with `blsk`. Returns what was found.
+/// superchunk files, or a file starting with `blsk` (among the first 16 entries of `data/` or
+/// the root). Returns what was found. Meant for directories that are nothing else.
 pub(crate) fn blsk_evidence(root: &Path) -> Option<String> {
     if root.join("meta/nrows").is_file() {
         return Some("meta/nrows (2012 blsk proposal layout)".into());
@@ -479,12 +519,15 @@ pub(crate) fn blsk_evidence(root: &Path) -> Option<String> {
         let Ok(entries) = std::fs::read_dir(&dir) else {
             continue;
         };
-        for e in entries.flatten().take(4096) {
+        // Names first; the magic of at most a few files (this runs only for directories that
+        // are nothing else b2fs knows).
+        for (n, e) in entries.flatten().take(4096).enumerate() {
             let name = e.file_name();
             let name = name.to_string_lossy();
             let is_bin = name.starts_with("__") && name.ends_with("__.bin");
             let path = e.path();
-            let magic = path.is_file()
+            let magic = n < 16
+                && path.is_file()
                 && std::fs::File::open(&path)
                     .and_then(|mut f| {
                         let mut m = [0u8; 4];

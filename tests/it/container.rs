@@ -661,6 +661,20 @@ fn container_refuse_fixtures_are_refused() {
                 let err = container::open(&p).unwrap_err();
                 assert!(matches!(err, ContainerError::Unsupported { .. }), "{err}");
                 assert!(err.to_string().contains("blsk"), "{err}");
+                // Recognised without meta/nrows (by `__N__.bin` names), and by the magic alone.
+                let tmp = tempfile::tempdir().unwrap();
+                let d = tmp.path().join("b");
+                copy_dir(&p, &d);
+                std::fs::remove_file(d.join("meta/nrows")).unwrap();
+                let err = container::open(&d).unwrap_err();
+                assert!(err.to_string().contains("__.bin"), "{err}");
+                std::fs::rename(d.join("data/__1__.bin"), d.join("data/one")).unwrap();
+                std::fs::rename(d.join("data/__2__.bin"), d.join("data/two")).unwrap();
+                let err = container::open(&d).unwrap_err();
+                assert!(matches!(err, ContainerError::Unsupported { .. }), "{err}");
+                // And a single superchunk file.
+                let err = container::open(&d.join("data/one")).unwrap_err();
+                assert!(matches!(err, ContainerError::Unsupported { .. }), "{err}");
             }
             "bcolz_no_attrs" => {
                 // Readable (nothing to lose), but flagged so write-back can refuse.
@@ -2107,4 +2121,45 @@ fn container_oracle_random_bcolz_match_reference() {
         }
     }
     r.finish(recs.as_array().unwrap().len());
+}
+
+/// `changed_on_disk` sees appends and rewrites of frames and bcolz commits, and nothing else.
+#[test]
+fn container_changed_on_disk_detects_rewrites() {
+    let tmp = tempfile::tempdir().unwrap();
+    // Contiguous frame: same bytes -> unchanged; a longer frame written over it -> changed.
+    let (f, _) = small_frame();
+    let p = tmp.path().join("f.b2frame");
+    std::fs::write(&p, &f).unwrap();
+    let a = open_array(&p);
+    assert!(!a.changed_on_disk().unwrap());
+    let longer = build_frame(4, 40, 40, &memcpyed(&[9u8; 40], 4), &[0], &[], &[]);
+    std::fs::write(&p, &longer).unwrap();
+    assert!(a.changed_on_disk().unwrap());
+    std::fs::remove_file(&p).unwrap();
+    assert!(a.changed_on_disk().unwrap());
+    // Sparse frame.
+    let d = tmp.path().join("s");
+    copy_dir(&data_dir().join("frames/schunk_sparse.b2frame"), &d);
+    let a = open_array(&d);
+    assert!(!a.changed_on_disk().unwrap());
+    let mut idx = std::fs::read(d.join("chunks.b2frame")).unwrap();
+    idx[37] ^= 1; // nbytes
+    std::fs::write(d.join("chunks.b2frame"), &idx).unwrap();
+    assert!(a.changed_on_disk().unwrap());
+    // bcolz: a chunk rewrite is invisible, a sizes commit is not.
+    let c = tmp.path().join("c");
+    copy_dir(&data_dir().join("bcolz/carray_i4_leftover"), &c);
+    let a = open_array(&c);
+    assert!(!a.changed_on_disk().unwrap());
+    let blp = std::fs::read(c.join("data/__0.blp")).unwrap();
+    std::fs::write(c.join("data/__0.blp"), &blp).unwrap();
+    assert!(!a.changed_on_disk().unwrap());
+    let sizes = std::fs::read_to_string(c.join("meta/sizes")).unwrap();
+    std::fs::write(
+        c.join("meta/sizes"),
+        sizes.replace("\"cbytes\": ", "\"cbytes\": 1"),
+    )
+    .unwrap();
+    assert!(a.changed_on_disk().unwrap());
 }

@@ -45,6 +45,13 @@ fn read_u32(buf: &[u8], pos: usize) -> u32 {
     }
 }
 
+/// Two bytes at `pos`, `None` past the end.
+#[inline(always)]
+fn read_u16(buf: &[u8], pos: usize) -> Option<u16> {
+    buf.get(pos..pos + 2)
+        .map(|b| u16::from_le_bytes([b[0], b[1]]))
+}
+
 #[inline(always)]
 fn read_u64(buf: &[u8], pos: usize) -> u64 {
     match buf.get(pos..pos + 8) {
@@ -498,14 +505,14 @@ impl Hc<'_> {
         // Repeated-byte analysis (level 9): None = untested, Some(0) = no, Some(len) = the
         // run length at ip.
         let mut src_run: Option<usize> = None;
+        let pattern_analysis = self.attempts > 128;
         while m >= lowest && tries > 0 {
             tries -= 1;
             let mu = m as usize;
             // Quick rejection: the two bytes that end a match longer than `longest`, seen
             // from the lowest allowed start.
             let quick = mu + longest > look_back
-                && src.get(low + longest - 1..low + longest + 1)
-                    == src.get(mu + longest - 1 - look_back..mu + longest + 1 - look_back);
+                && read_u16(src, low + longest - 1) == read_u16(src, mu + longest - 1 - look_back);
             if quick && read_u32(src, mu) == pattern {
                 let mut len = MINMATCH + count(src, ip + MINMATCH, mu + MINMATCH, high);
                 let mut back = 0usize;
@@ -519,7 +526,7 @@ impl Hc<'_> {
                 }
             }
             let d = self.chain[mu & 0xFFFF] as isize;
-            if self.attempts > 128 && d == 1 {
+            if pattern_analysis && d == 1 {
                 let b = pattern as u8;
                 let run = *src_run.get_or_insert_with(|| {
                     if pattern == u32::from_ne_bytes([b; 4]) {
