@@ -144,7 +144,7 @@ pub fn tune_blosc2(p: &TuneInput<'_>) -> Tuning {
                 8 => 256 * 1024,
                 _ => 512 * 1024,
             };
-            bs = bs.saturating_mul(ts).min(4 * 1024 * 1024).max(32 * 1024);
+            bs = bs.saturating_mul(ts).clamp(32 * 1024, 4 * 1024 * 1024);
         }
         finish(bs, n, ts)
     };
@@ -178,8 +178,7 @@ pub fn tune_blosc1(p: &TuneInput<'_>) -> Tuning {
             bs = bs
                 .min(256 * 1024)
                 .saturating_mul(ts)
-                .max(64 * 1024)
-                .min(1024 * 1024);
+                .clamp(64 * 1024, 1024 * 1024);
         }
         finish(bs, n, ts)
     };
