@@ -2182,3 +2182,34 @@ fn container_changed_on_disk_detects_rewrites() {
     .unwrap();
     assert!(a.changed_on_disk().unwrap());
 }
+
+/// Object-dtype carrays store one pickled element per chunk file: nchunks = len, sizes from
+/// each chunk's Blosc1 header.
+#[test]
+fn container_bcolz_object_dtype_reads_each_pickle() {
+    let Some(py) = crate::support::python("container_bcolz_object_dtype_reads_each_pickle") else {
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path().join("obj");
+    let script = r#"
+import sys, pickle, bcolz, numpy as np
+c = bcolz.carray(np.array([{"a": 1}, [1, 2, 3], "xyz"], dtype=object), rootdir=sys.argv[1], mode="w")
+c.flush()
+"#;
+    crate::support::run_python(&py, &["-c", script, d.to_str().unwrap()]);
+    let a = open_array(&d);
+    assert_eq!(a.nchunks(), 3);
+    assert_eq!(a.typesize(), 0);
+    assert_eq!(a.geometry().dtype.as_deref(), Some("object"));
+    assert_eq!(a.geometry().chunkshape, Some(vec![1]));
+    let mut total = 0;
+    for i in 0..3 {
+        let n = a.chunk_nbytes(i).unwrap();
+        let d = codec::decompress(&a.chunk_bytes(i).unwrap()).unwrap();
+        assert_eq!(d.len(), n);
+        assert_eq!(d.first(), Some(&0x80), "chunk {i} is a pickle");
+        total += n as u64;
+    }
+    assert_eq!(a.nbytes(), total);
+}
