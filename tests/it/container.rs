@@ -596,6 +596,13 @@ fn check_carray(r: &mut Report, name: &str, a: &Array, sc: &Value) {
             f["nbytes"].as_u64().unwrap(),
         );
         let n = a.chunk_nbytes(i).unwrap();
+        // Sizes from the metadata agree with each chunk's own Blosc1 header.
+        r.check(
+            name,
+            &format!("chunk {i} nbytes"),
+            n as u64,
+            f["nbytes"].as_u64().unwrap(),
+        );
         match codec::decompress(&bytes) {
             Ok(d) => {
                 r.check(
