@@ -845,7 +845,8 @@ fn speed() {
     }
 }
 
-/// CPU time of the calling thread, in seconds.
+/// CPU time of the calling thread, in seconds (the machine is shared, so wall time is noisy).
+#[allow(unsafe_code)] // libc call; the crate may deny unsafe_code (STYLE section 7)
 fn thread_cpu_secs() -> f64 {
     let mut ts = libc::timespec {
         tv_sec: 0,
