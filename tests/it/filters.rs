@@ -744,6 +744,9 @@ fn filters_match_python_blosc2_bytes() {
 }
 
 // ---------- speed (manual: `cargo test --test it filters::speed -- --ignored --nocapture`) ----------
+//
+// The test profile keeps debug assertions and overflow checks, which cost the SIMD kernels about
+// 3x; use these numbers to compare levels, not as absolute speeds (release builds are faster).
 
 #[test]
 #[ignore = "timing, run by hand"]
