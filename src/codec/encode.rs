@@ -15,7 +15,7 @@ use super::compressor::blosclz_encode::{BloscLzEncoder, Variant};
 use super::compressor::lz4_encode::Lz4Encoder;
 use super::filter::Pipeline;
 use super::tune::{self, TuneInput, Tuning};
-use super::{Codec, CodecError, MAX_BUFFERSIZE, filter_id};
+use super::{ChunkHeader, Codec, CodecError, MAX_BUFFERSIZE, filter_id};
 
 /// Which chunk format to write.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -113,6 +113,9 @@ pub fn compress(src: &[u8], params: &CParams) -> Result<Vec<u8>, CodecError> {
     Encoder::new().compress(src, params)
 }
 
+/// Largest blocksize C-Blosc2's reader accepts in a header (section 1.5).
+const MAX_BLOCKSIZE: usize = 536_866_816;
+
 /// Flags byte bits (section 1.2).
 mod flag {
     pub const SHUFFLE: u8 = 0x01;
@@ -132,6 +135,7 @@ pub struct Encoder {
     codecs: Codecs,
     filtered: Vec<u8>,
     scratch: Vec<u8>,
+    cbuf: Vec<u8>,
 }
 
 /// The codec states of an [`Encoder`].
@@ -156,6 +160,8 @@ impl Default for Encoder {
 
 /// The validated, derived parameters of one call.
 struct Plan {
+    /// The caller's parameters.
+    params: CParams,
     blosc2: bool,
     hlen: usize,
     /// Typesize as written in the header (and used by filters and split).
@@ -204,7 +210,11 @@ fn is_all_nan(src: &[u8], typesize: usize) -> bool {
 
 /// zstd level for a Blosc clevel (section 4.4).
 fn zstd_level(clevel: u8) -> i32 {
-    if clevel >= 9 { 22 } else { 2 * clevel as i32 - 1 }
+    if clevel >= 9 {
+        22
+    } else {
+        2 * clevel as i32 - 1
+    }
 }
 
 impl Encoder {
@@ -219,6 +229,7 @@ impl Encoder {
             },
             filtered: Vec::new(),
             scratch: Vec::new(),
+            cbuf: Vec::new(),
         }
     }
 
@@ -226,6 +237,7 @@ impl Encoder {
     pub fn compress(&mut self, src: &[u8], params: &CParams) -> Result<Vec<u8>, CodecError> {
         let mut out = Vec::new();
         self.compress_into(src, params, &mut out)?;
+        out.shrink_to_fit();
         Ok(out)
     }
 
@@ -238,43 +250,52 @@ impl Encoder {
         out: &mut Vec<u8>,
     ) -> Result<usize, CodecError> {
         let plan = plan(src.len(), params)?;
-        out.clear();
-        out.resize(plan.destsize, 0);
-        write_header(out, &plan, params, src.len());
+        let hlen = plan.hlen;
+        let mut header = [0u8; 32];
+        write_header(&mut header, &plan, params, src.len());
 
         if plan.blosc2 && params.allow_special && !plan.memcpyed {
             let lossy = plan.filters.contains(&filter_id::TRUNC_PREC);
             if !lossy && is_all_nan(src, plan.typesize) {
-                out.truncate(plan.hlen);
-                out[2] = 0x05;
-                out[16..31].fill(0);
-                out[31] = SPECIAL_NAN;
-                put_i32(out, 12, plan.hlen);
-                return Ok(out.len());
+                header[2] = 0x05;
+                header[16..31].fill(0);
+                header[31] = SPECIAL_NAN;
+                put_i32(&mut header, 12, hlen);
+                out.clear();
+                out.extend_from_slice(&header[..hlen]);
+                return Ok(hlen);
             }
         }
 
-        let ok = !plan.memcpyed && self.compress_blocks(src, params, &plan, out)?;
-        if !ok {
-            // MEMCPYED, decided up front or as the fallback (flags otherwise unchanged).
-            out.truncate(plan.hlen);
-            out[2] |= flag::MEMCPYED;
-            out.extend_from_slice(src);
-            let cbytes = out.len();
-            put_i32(out, 12, cbytes);
+        if !plan.memcpyed {
+            out.clear();
+            out.reserve(plan.destsize);
+            out.extend_from_slice(&header[..hlen]);
+            if let Some(len) = self.compress_blocks(src, &plan, out)? {
+                return Ok(len);
+            }
         }
+        // MEMCPYED, decided up front or as the fallback (flags otherwise unchanged).
+        header[2] |= flag::MEMCPYED;
+        put_i32(&mut header, 12, hlen + src.len());
+        out.clear();
+        out.reserve(hlen + src.len());
+        out.extend_from_slice(&header[..hlen]);
+        out.extend_from_slice(src);
         Ok(out.len())
     }
 
-    /// Writes bstarts and streams after the header. Returns `Ok(false)` when the chunk does not
-    /// fit (C's give-up, leading to the memcpy fallback). Truncates `out` to the chunk.
+    /// Writes bstarts and streams after the header already in `out` (`destsize` bytes).
+    /// Returns the chunk size, or `None` when the chunk does not fit (C's give-up, leading to
+    /// the memcpy fallback).
     fn compress_blocks(
         &mut self,
         src: &[u8],
-        params: &CParams,
         plan: &Plan,
         out: &mut Vec<u8>,
-    ) -> Result<bool, CodecError> {
+    ) -> Result<Option<usize>, CodecError> {
+        let params = &plan.params;
+        let hlen = plan.hlen;
         let nbytes = src.len();
         let bs = plan.tuning.blocksize;
         let nblocks = nbytes.div_ceil(bs);
@@ -283,19 +304,21 @@ impl Encoder {
         let typesize = plan.typesize;
         let version = if plan.blosc2 { 5 } else { 2 };
         let pipeline = Pipeline::new(plan.filters, plan.filters_meta, typesize, version)?;
-        let filtering = plan
-            .filters
-            .iter()
-            .zip(&plan.filters_meta)
-            .any(|(&f, &m)| {
-                let group = if m != 0 { usize::from(m) } else { typesize };
-                f != 0 && !(f == filter_id::SHUFFLE && group <= 1)
-            });
-        if filtering {
-            self.filtered.resize(bs.min(nbytes), 0);
-            self.scratch.resize(bs.min(nbytes), 0);
+        let filtering = plan.filters.iter().zip(&plan.filters_meta).any(|(&f, &m)| {
+            let group = if m != 0 { usize::from(m) } else { typesize };
+            f != 0 && !(f == filter_id::SHUFFLE && group <= 1)
+        });
+        let bmax = bs.min(nbytes);
+        if filtering && self.filtered.len() < bmax {
+            self.filtered = vec![0; bmax];
+            self.scratch = vec![0; bmax];
         }
-        let mut pos = plan.hlen + 4 * nblocks;
+        // Codec output goes to a cache-warm buffer first, then only the compressed bytes are
+        // appended to `out` (which is never zero-filled).
+        if self.cbuf.len() < bmax {
+            self.cbuf = vec![0; bmax];
+        }
+        out.resize(hlen + 4 * nblocks, 0);
         let mut zero_streams = 0usize;
         let mut total_streams = 0usize;
         let variant = if plan.blosc2 {
@@ -311,11 +334,12 @@ impl Encoder {
             let is_leftover = leftover > 0 && j == nblocks - 1;
             let bsize = if is_leftover { leftover } else { bs };
             let block = &src[start..start + bsize];
-            put_i32(out, plan.hlen + 4 * j, pos);
+            let bstart = out.len();
+            put_i32(out, hlen + 4 * j, bstart);
 
             let filtered: &[u8] = if filtering {
                 let dst = &mut self.filtered[..bsize];
-                pipeline.forward(block, dst, &mut self.scratch, &src[..bs.min(nbytes)], j == 0)?;
+                pipeline.forward(block, dst, &mut self.scratch, &src[..bmax], j == 0)?;
                 dst
             } else {
                 block
@@ -329,63 +353,59 @@ impl Encoder {
             let neblock = bsize / nstreams;
             for s in 0..nstreams {
                 let stream = &filtered[s * neblock..(s + 1) * neblock];
-                let csize_pos = pos;
-                pos += 4;
                 total_streams += 1;
+                let pos = out.len() + 4;
                 if pos > destsize {
-                    return Ok(false);
+                    return Ok(None);
                 }
                 if plan.blosc2 && is_run(stream) {
                     let v = stream[0];
                     if v == 0 {
-                        put_i32(out, csize_pos, 0);
+                        out.extend_from_slice(&0i32.to_le_bytes());
                         zero_streams += 1;
                     } else {
-                        out[csize_pos..csize_pos + 4].copy_from_slice(&(-(v as i32)).to_le_bytes());
-                        pos += 1;
-                        if pos > destsize {
-                            return Ok(false);
+                        if pos + 1 > destsize {
+                            return Ok(None);
                         }
-                        out[pos - 1] = 0x01;
+                        out.extend_from_slice(&(-i32::from(v)).to_le_bytes());
+                        out.push(0x01);
                     }
                     continue;
                 }
                 let maxout = neblock.min(destsize - pos);
                 if maxout == 0 {
-                    return Ok(false);
+                    return Ok(None);
                 }
                 let c = self.codecs.compress(
                     params.codec,
                     params.clevel,
                     stream,
-                    &mut out[pos..pos + maxout],
+                    &mut self.cbuf[..maxout],
                     variant,
                 );
-                let csize = if c == 0 || c >= neblock {
+                if c == 0 || c >= neblock {
                     if pos + neblock > destsize {
-                        return Ok(false);
+                        return Ok(None);
                     }
-                    out[pos..pos + neblock].copy_from_slice(stream);
-                    neblock
+                    out.extend_from_slice(&(neblock as u32).to_le_bytes());
+                    out.extend_from_slice(stream);
                 } else {
-                    c
-                };
-                put_i32(out, csize_pos, csize);
-                pos += csize;
+                    out.extend_from_slice(&(c as u32).to_le_bytes());
+                    out.extend_from_slice(&self.cbuf[..c]);
+                }
             }
         }
 
         if plan.blosc2 && params.allow_special && zero_streams == total_streams && nbytes > 0 {
-            out.truncate(plan.hlen);
+            out.truncate(hlen);
             out[31] |= SPECIAL_ZEROS;
-            put_i32(out, 12, plan.hlen);
-            return Ok(true);
+            put_i32(out, 12, hlen);
+            return Ok(Some(hlen));
         }
-        out.truncate(pos);
-        put_i32(out, 12, pos);
-        Ok(true)
+        let cbytes = out.len();
+        put_i32(out, 12, cbytes);
+        Ok(Some(cbytes))
     }
-
 }
 
 impl Codecs {
@@ -409,7 +429,8 @@ impl Codecs {
                         z
                     }
                     slot => {
-                        let z = flate2::Compress::new(flate2::Compression::new(clevel.into()), true);
+                        let z =
+                            flate2::Compress::new(flate2::Compression::new(clevel.into()), true);
                         &mut slot.insert((clevel, z)).1
                     }
                 };
@@ -458,9 +479,6 @@ fn plan(nbytes: usize, params: &CParams) -> Result<Plan, CodecError> {
             limit: MAX_BUFFERSIZE,
         });
     }
-    if params.blocksize > MAX_BUFFERSIZE {
-        return Err(invalid(format!("blocksize {} too large", params.blocksize)));
-    }
     if params.codec == Codec::Snappy {
         return Err(invalid("cannot write snappy streams"));
     }
@@ -491,6 +509,16 @@ fn plan(nbytes: usize, params: &CParams) -> Result<Plan, CodecError> {
                     slot,
                 });
             }
+        }
+    }
+    let header_typesize = if params.typesize > 255 {
+        1
+    } else {
+        params.typesize
+    };
+    for (&f, &m) in params.filters.iter().zip(&params.filters_meta) {
+        if f == filter_id::TRUNC_PREC {
+            super::filter::truncprec::zeroed_bits(header_typesize, m)?;
         }
     }
     let mut flags;
@@ -536,7 +564,9 @@ fn plan(nbytes: usize, params: &CParams) -> Result<Plan, CodecError> {
         typesize: params.typesize,
         filters: &params.filters,
         splitmode: params.splitmode,
-        forced_blocksize: params.blocksize,
+        // Larger forced blocksizes mean "one block" anyway; capping keeps every header value
+        // within what readers accept (section 1.5).
+        forced_blocksize: params.blocksize.min(MAX_BLOCKSIZE),
         nbytes,
     };
     let (tuning, hlen) = if blosc2 {
@@ -582,6 +612,7 @@ fn plan(nbytes: usize, params: &CParams) -> Result<Plan, CodecError> {
         }
     }
     Ok(Plan {
+        params: params.clone(),
         filters,
         filters_meta,
         blosc2,
@@ -596,19 +627,20 @@ fn plan(nbytes: usize, params: &CParams) -> Result<Plan, CodecError> {
 
 /// Writes the 16- or 32-byte header (cbytes is patched at the end).
 fn write_header(out: &mut [u8], plan: &Plan, params: &CParams, nbytes: usize) {
-    out[0] = if plan.blosc2 { 5 } else { 2 };
-    out[1] = 1;
-    out[2] = plan.flags;
-    out[3] = plan.typesize as u8;
-    put_i32(out, 4, nbytes);
-    put_i32(out, 8, plan.tuning.blocksize);
-    put_i32(out, 12, 0);
-    if plan.blosc2 {
-        out[16..22].copy_from_slice(&plan.filters);
-        out[22] = params.codec.compcode();
-        out[23] = 0;
-        out[24..30].copy_from_slice(&plan.filters_meta);
-        out[30] = 0;
-        out[31] = 0;
+    ChunkHeader {
+        version: if plan.blosc2 { 5 } else { 2 },
+        versionlz: 1,
+        flags: plan.flags,
+        typesize: plan.typesize as u8,
+        nbytes,
+        blocksize: plan.tuning.blocksize,
+        cbytes: 0,
+        filters: plan.filters,
+        filters_meta: plan.filters_meta,
+        compcode: params.codec.compcode(),
+        compcode_meta: 0,
+        flags2: 0,
+        blosc2_flags: 0,
     }
+    .write_to(out);
 }

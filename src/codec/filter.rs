@@ -223,30 +223,38 @@ impl Pipeline {
         BitshuffleRule::for_version(self.version)
     }
 
-    /// The step of slot `i`, or `None` for an empty slot or one that is the identity.
-    /// `decode` leaves out TRUNC_PREC (nothing to undo).
-    fn step(&self, i: usize, decode: bool) -> Option<Step> {
+    /// The step of slot `i`, `Ok(None)` for an empty slot or one that is the identity, an
+    /// error for an id this build does not run (only reachable when the public fields were
+    /// set without [`Pipeline::new`]). `decode` leaves out TRUNC_PREC (nothing to undo).
+    fn step(&self, i: usize, decode: bool) -> Result<Option<Step>, CodecError> {
         let meta = self.filters_meta[i];
         let grouped = if meta != 0 {
             usize::from(meta)
         } else {
             self.typesize
         };
-        match self.filters[i] {
+        Ok(match self.filters[i] {
             SHUFFLE if grouped > 1 => Some(Step::Shuffle(grouped)),
             BITSHUFFLE => Some(Step::Bitshuffle),
             DELTA => Some(Step::Delta),
             TRUNC_PREC if !decode => Some(Step::TruncPrec(meta)),
             BYTEDELTA => Some(Step::Bytedelta(grouped)),
             BYTEDELTA_BUGGY => Some(Step::BytedeltaBuggy(grouped)),
-            _ => None,
-        }
+            NOFILTER | SHUFFLE | TRUNC_PREC => None,
+            id => {
+                return Err(CodecError::UnsupportedFilter {
+                    id,
+                    name: filter_name(id),
+                    slot: i,
+                });
+            }
+        })
     }
 
     /// Whether decoding has nothing to undo: every slot is empty, TRUNC_PREC, or a SHUFFLE
     /// whose group size is 1.
     pub fn is_noop_backward(&self) -> bool {
-        (0..6).all(|i| self.step(i, true).is_none())
+        (0..6).all(|i| matches!(self.step(i, true), Ok(None)))
     }
 
     /// Whether some slot is DELTA (then block 0 must be decoded before the others).
@@ -268,7 +276,7 @@ impl Pipeline {
         let mut steps = [Step::Delta; 6];
         let mut n = 0;
         for i in (0..6).rev() {
-            if let Some(s) = self.step(i, true) {
+            if let Some(s) = self.step(i, true)? {
                 steps[n] = s;
                 n += 1;
             }
@@ -368,7 +376,7 @@ impl Pipeline {
         let mut steps = [Step::Delta; 6];
         let mut n = 0;
         for i in 0..6 {
-            if let Some(s) = self.step(i, false) {
+            if let Some(s) = self.step(i, false)? {
                 if let Step::BytedeltaBuggy(_) = s {
                     return Err(CodecError::UnsupportedFilter {
                         id: BYTEDELTA_BUGGY,
@@ -451,6 +459,30 @@ mod tests {
                 slot: 3
             }
         );
+    }
+
+    /// A pipeline built with unknown ids through its public fields is refused at run time.
+    #[test]
+    fn hand_built_pipeline_with_unknown_id_is_refused() {
+        let p = Pipeline {
+            filters: [0, 0, 0, 0, 0, 200],
+            filters_meta: [0; 6],
+            typesize: 4,
+            version: 5,
+        };
+        assert!(!p.is_noop_backward());
+        let mut a = data(64);
+        let mut b = vec![0; 64];
+        assert!(matches!(
+            p.backward(&mut a, &mut b, None),
+            Err(CodecError::UnsupportedFilter {
+                id: 200,
+                slot: 5,
+                ..
+            })
+        ));
+        let mut s = vec![0; 64];
+        assert!(p.forward(&a, &mut b, &mut s, &a, true).is_err());
     }
 
     #[test]

@@ -89,11 +89,7 @@ pub fn split_blosc2(
                 Codec::Lz4Hc | Codec::Zlib | Codec::Snappy => false,
             };
             let shuffle = filters.contains(&filter_id::SHUFFLE);
-            codec_ok
-                && shuffle
-                && typesize > 0
-                && typesize <= 16
-                && blocksize / typesize >= 32
+            codec_ok && shuffle && typesize > 0 && typesize <= 16 && blocksize / typesize >= 32
         }
     }
 }
@@ -148,7 +144,7 @@ pub fn tune_blosc2(p: &TuneInput<'_>) -> Tuning {
                 8 => 256 * 1024,
                 _ => 512 * 1024,
             };
-            bs = bs.saturating_mul(ts).min(4 * 1024 * 1024).max(32 * 1024);
+            bs = bs.saturating_mul(ts).clamp(32 * 1024, 4 * 1024 * 1024);
         }
         finish(bs, n, ts)
     };
@@ -182,8 +178,7 @@ pub fn tune_blosc1(p: &TuneInput<'_>) -> Tuning {
             bs = bs
                 .min(256 * 1024)
                 .saturating_mul(ts)
-                .max(64 * 1024)
-                .min(1024 * 1024);
+                .clamp(64 * 1024, 1024 * 1024);
         }
         finish(bs, n, ts)
     };
@@ -213,13 +208,31 @@ mod tests {
     fn worked_examples() {
         // 1.6: arange(16384, int32), LZ4 clevel 5 shuffle: one 65536-byte block, split.
         let t = tune_blosc2(&inp(Codec::Lz4, 5, 4, &SHUF, 65536));
-        assert_eq!(t, Tuning { blocksize: 65536, split: true });
+        assert_eq!(
+            t,
+            Tuning {
+                blocksize: 65536,
+                split: true
+            }
+        );
         // 2.3: 10000 bytes zstd clevel 5 typesize 1 no filter: not split.
         let t = tune_blosc2(&inp(Codec::Zstd, 5, 1, &[0; 6], 10000));
-        assert_eq!(t, Tuning { blocksize: 10000, split: false });
+        assert_eq!(
+            t,
+            Tuning {
+                blocksize: 10000,
+                split: false
+            }
+        );
         // 2.7: zeros(10000) float64, zstd 1, shuffle: 80000 bytes, split.
         let t = tune_blosc2(&inp(Codec::Zstd, 1, 8, &SHUF, 80000));
-        assert_eq!(t, Tuning { blocksize: 80000, split: true });
+        assert_eq!(
+            t,
+            Tuning {
+                blocksize: 80000,
+                split: true
+            }
+        );
         // 6.5: 33 bytes typesize 4 -> blocksize 32.
         let t = tune_blosc2(&inp(Codec::BloscLz, 5, 4, &SHUF, 33));
         assert_eq!(t.blocksize, 32);
@@ -228,7 +241,13 @@ mod tests {
         assert_eq!(t.blocksize, 39900);
         // 1.6 Blosc1: arange(50000,int32), blosclz 5 shuffle -> one 200000-byte block.
         let t = tune_blosc1(&inp(Codec::BloscLz, 5, 4, &SHUF, 200000));
-        assert_eq!(t, Tuning { blocksize: 200000, split: true });
+        assert_eq!(
+            t,
+            Tuning {
+                blocksize: 200000,
+                split: true
+            }
+        );
         // 2.12: forced 4096 with typesize 4 on 12321 bytes -> 12320.
         let mut i = inp(Codec::BloscLz, 5, 4, &SHUF, 12321);
         i.splitmode = SplitMode::ForwardCompat;

@@ -99,7 +99,14 @@ impl BloscLzEncoder {
 
     /// The entropy probe (section 4.6 step A): a dry run of the match finder over the `limit`
     /// bytes starting at `base`, returning consumed bytes / estimated output bytes.
-    fn probe(&mut self, input: &[u8], base: usize, maxlen: usize, shift: usize, hashlog: u32) -> f64 {
+    fn probe(
+        &mut self,
+        input: &[u8],
+        base: usize,
+        maxlen: usize,
+        shift: usize,
+        hashlog: u32,
+    ) -> f64 {
         let hashlen = 1usize << hashlog;
         let limit = maxlen.min(hashlen);
         let region = match input.get(base..base + limit) {
@@ -168,7 +175,13 @@ impl BloscLzEncoder {
     /// than 16 bytes, `out` shorter than 66 bytes, or the output would not fit).
     ///
     /// `clevel` is 1..=9 (0 and larger values are clamped into that range).
-    pub fn compress(&mut self, clevel: u8, input: &[u8], out: &mut [u8], variant: Variant) -> usize {
+    pub fn compress(
+        &mut self,
+        clevel: u8,
+        input: &[u8],
+        out: &mut [u8],
+        variant: Variant,
+    ) -> usize {
         let clevel = clevel.clamp(1, 9) as usize;
         let length = input.len();
         let maxout = out.len();
@@ -197,7 +210,11 @@ impl BloscLzEncoder {
                 if ratio < RATIO_THRESHOLD[clevel] {
                     return 0;
                 }
-                if !split || ratio < 4.0 { (3, 3) } else { (4, 4) }
+                if !split || ratio < 4.0 {
+                    (3, 3)
+                } else {
+                    (4, 4)
+                }
             }
         };
         if length < 16 || maxout < 66 {
@@ -447,10 +464,13 @@ mod tests {
     fn blosc1_example_128_x() {
         let input = vec![b'x'; 128];
         let mut out = vec![0u8; 128];
-        let n = BloscLzEncoder::new().compress(5, &input, &mut out, Variant::Blosc1 { split: true });
+        let n =
+            BloscLzEncoder::new().compress(5, &input, &mut out, Variant::Blosc1 { split: true });
         assert_eq!(
             &out[..n],
-            &[0x23, 0x78, 0x78, 0x78, 0x78, 0xe0, 0x71, 0x03, 0x01, 0x78, 0x78]
+            &[
+                0x23, 0x78, 0x78, 0x78, 0x78, 0xe0, 0x71, 0x03, 0x01, 0x78, 0x78
+            ]
         );
     }
 

@@ -22,6 +22,13 @@ const LIMIT_64K: usize = 65536 + MFLIMIT - 1;
 /// How fast the fast compressor's step grows when it finds no match.
 const SKIP_TRIGGER: u32 = 6;
 
+/// Number of bytes equal to `b` from `p` on, not going past `limit`.
+#[inline(always)]
+fn run_len(src: &[u8], p: usize, limit: usize, b: u8) -> usize {
+    src.get(p..limit)
+        .map_or(0, |s| s.iter().position(|&x| x != b).unwrap_or(s.len()))
+}
+
 /// HC hash table size (log2) and chain window.
 const HC_HASHLOG: u32 = 15;
 const HC_CHAIN_SIZE: usize = 1 << 16;
@@ -36,6 +43,13 @@ fn read_u32(buf: &[u8], pos: usize) -> u32 {
         Some(b) => u32::from_le_bytes([b[0], b[1], b[2], b[3]]),
         None => 0,
     }
+}
+
+/// Two bytes at `pos`, `None` past the end.
+#[inline(always)]
+fn read_u16(buf: &[u8], pos: usize) -> Option<u16> {
+    buf.get(pos..pos + 2)
+        .map(|b| u16::from_le_bytes([b[0], b[1]]))
 }
 
 #[inline(always)]
@@ -69,6 +83,9 @@ fn count(buf: &[u8], mut a: usize, mut b: usize, limit: usize) -> usize {
 struct Writer<'a> {
     out: &'a mut [u8],
     op: usize,
+    /// Use LZ4HC's output-limit margin for matches (`len / 255`) instead of the fast
+    /// compressor's (`(len + 240) / 255`).
+    hc: bool,
 }
 
 impl Writer<'_> {
@@ -111,7 +128,12 @@ impl Writer<'_> {
         self.out[self.op..self.op + 2].copy_from_slice(&(offset as u16).to_le_bytes());
         self.op += 2;
         let mcode = mlen - MINMATCH;
-        if self.op + (1 + LASTLITERALS) + (mcode + 240) / 255 > olimit {
+        let margin = if self.hc {
+            mcode / 255
+        } else {
+            (mcode + 240) / 255
+        };
+        if self.op + (1 + LASTLITERALS) + margin > olimit {
             return None;
         }
         if mcode >= ML_MASK {
@@ -207,7 +229,11 @@ impl Lz4Encoder {
         small: bool,
         hashlog: u32,
     ) -> Option<usize> {
-        let mut w = Writer { out: dst, op: 0 };
+        let mut w = Writer {
+            out: dst,
+            op: 0,
+            hc: false,
+        };
         let n = src.len();
         let mut anchor = 0usize;
         if n < MIN_LENGTH {
@@ -275,7 +301,9 @@ impl Lz4Encoder {
                 let h = hash(ip);
                 mref = table[h] as usize;
                 table[h] = ip as u32;
-                if mref + MAX_DISTANCE >= ip && mref < ip && read_u32(src, mref) == read_u32(src, ip)
+                if mref + MAX_DISTANCE >= ip
+                    && mref < ip
+                    && read_u32(src, mref) == read_u32(src, ip)
                 {
                     continue;
                 }
@@ -291,10 +319,12 @@ impl Lz4Encoder {
     /// `level` 1..=9 selects the search depth). Returns the block size, or 0 when it does not
     /// fit in `dst`.
     pub fn compress_hc(&mut self, src: &[u8], dst: &mut [u8], level: u8) -> usize {
-        let attempts = match level {
-            0..=2 => 2,
-            l => 1usize << (l - 1),
-        };
+        if level <= 2 {
+            self.hc_hash.clear();
+            self.hc_hash.resize(2 << MID_HASHLOG, 0);
+            return mid(src, dst, &mut self.hc_hash).unwrap_or(0);
+        }
+        let attempts = 1usize << (level - 1);
         self.hc_hash.clear();
         self.hc_hash.resize(1 << HC_HASHLOG, 0);
         self.hc_chain.clear();
@@ -308,6 +338,112 @@ impl Lz4Encoder {
         };
         hc.compress(dst).unwrap_or(0)
     }
+}
+
+/// LZ4MID hash tables: 2^14 entries each for 4-byte and 8-byte (7 significant bytes) hashes.
+const MID_HASHLOG: u32 = 14;
+/// Positions are stored as `pos + MID_BASE` so that a zeroed table entry is never in range.
+const MID_BASE: usize = 1 << 16;
+
+#[inline(always)]
+fn mid_hash4(src: &[u8], p: usize) -> usize {
+    (read_u32(src, p).wrapping_mul(2_654_435_761) >> (32 - MID_HASHLOG)) as usize
+}
+
+#[inline(always)]
+fn mid_hash8(src: &[u8], p: usize) -> usize {
+    ((read_u64(src, p) << 8).wrapping_mul(58_295_818_150_454_627) >> (64 - MID_HASHLOG)) as usize
+}
+
+/// LZ4HC levels 1 and 2 (LZ4 1.10's "mid" compressor): one candidate from an 8-byte hash and
+/// one from a 4-byte hash per position, a one-step lookahead for a longer match, and skipping
+/// that speeds up over incompressible data. `tables` holds both hash tables, zeroed.
+fn mid(src: &[u8], dst: &mut [u8], tables: &mut [u32]) -> Option<usize> {
+    let (h4t, h8t) = tables.split_at_mut(1 << MID_HASHLOG);
+    let mut w = Writer {
+        out: dst,
+        op: 0,
+        hc: true,
+    };
+    let n = src.len();
+    let mut anchor = 0usize;
+    if n < MIN_LENGTH {
+        return w.last_literals(src, anchor);
+    }
+    let mflimit = n - MFLIMIT;
+    let matchlimit = n - LASTLITERALS;
+    let ilimit = n - 8;
+    let idx = |p: usize| (p + MID_BASE) as u32;
+    let mut ip = 0usize;
+    while ip <= mflimit {
+        let ip_index = idx(ip) as usize;
+        let mut found: Option<(usize, usize)> = None; // (length, distance)
+        // Long match candidate.
+        let h8 = mid_hash8(src, ip);
+        let pos8 = h8t[h8] as usize;
+        h8t[h8] = ip_index as u32;
+        if ip_index - pos8 <= MAX_DISTANCE && pos8 >= MID_BASE {
+            let m = pos8 - MID_BASE;
+            let len = count(src, ip, m, matchlimit);
+            if len >= MINMATCH {
+                found = Some((len, ip_index - pos8));
+            }
+        }
+        if found.is_none() {
+            // Short match candidate, then a look at ip + 1 for a longer one.
+            let h4 = mid_hash4(src, ip);
+            let pos4 = h4t[h4] as usize;
+            h4t[h4] = ip_index as u32;
+            if ip_index - pos4 <= MAX_DISTANCE && pos4 >= MID_BASE {
+                let m = pos4 - MID_BASE;
+                let len = count(src, ip, m, matchlimit);
+                if len >= MINMATCH {
+                    let mut best = (len, ip_index - pos4);
+                    let h8 = mid_hash8(src, ip + 1);
+                    let pos8 = h8t[h8] as usize;
+                    let d2 = ip_index + 1 - pos8;
+                    if d2 <= MAX_DISTANCE && pos8 >= MID_BASE && ip < mflimit {
+                        let len2 = count(src, ip + 1, pos8 - MID_BASE, matchlimit);
+                        if len2 > len {
+                            h8t[h8] = (ip_index + 1) as u32;
+                            ip += 1;
+                            best = (len2, d2);
+                        }
+                    }
+                    found = Some(best);
+                }
+            }
+        }
+        let Some((mut len, dist)) = found else {
+            ip += 1 + ((ip - anchor) >> 9);
+            continue;
+        };
+        // Catch back.
+        while ip > anchor && ip > dist && src[ip - 1] == src[ip - dist - 1] {
+            ip -= 1;
+            len += 1;
+        }
+        // Fill the tables with the start of the match (C pairs the current position's
+        // neighbours with the loop-start index).
+        h8t[mid_hash8(src, ip + 1)] = (ip_index + 1) as u32;
+        h8t[mid_hash8(src, ip + 2)] = (ip_index + 2) as u32;
+        h4t[mid_hash4(src, ip + 1)] = (ip_index + 1) as u32;
+        w.sequence(src, anchor, ip, dist, len)?;
+        ip += len;
+        anchor = ip;
+        // And with the end of the match.
+        if ip - 2 < ilimit {
+            let e = idx(ip) as usize;
+            if ip > 5 {
+                h8t[mid_hash8(src, ip - 5)] = (e - 5) as u32;
+            }
+            h8t[mid_hash8(src, ip - 3)] = (e - 3) as u32;
+            h8t[mid_hash8(src, ip - 2)] = (e - 2) as u32;
+            h4t[mid_hash4(src, ip - 2)] = (e - 2) as u32;
+            h4t[mid_hash4(src, ip - 1)] = (e - 1) as u32;
+        }
+    }
+    w.last_literals(src, anchor)
 }
 
 /// The hash-chain match finder. Positions are stored plus one so that 0 means "empty".
@@ -356,35 +492,81 @@ impl Hc<'_> {
         self.insert(ip);
         let src = self.src;
         let mut best = (longest, 0usize, ip);
-        let mut cand = self.hash[self.hash_at(ip)] as usize;
+        let first = self.hash[self.hash_at(ip)] as usize;
+        if first == 0 {
+            return best;
+        }
+        // Candidate positions may step below 0 or below the window: track them signed.
+        let lowest = ip.saturating_sub(MAX_DISTANCE) as isize;
+        let mut m = first as isize - 1;
         let mut tries = self.attempts;
         let look_back = ip - low;
-        while cand > 0 && tries > 0 {
-            let m = cand - 1;
-            if m + MAX_DISTANCE < ip || m >= ip {
-                break;
-            }
+        let pattern = read_u32(src, ip);
+        // Repeated-byte analysis (level 9): None = untested, Some(0) = no, Some(len) = the
+        // run length at ip.
+        let mut src_run: Option<usize> = None;
+        let pattern_analysis = self.attempts > 128;
+        while m >= lowest && tries > 0 {
             tries -= 1;
-            // Quick rejection on the byte that would make the match longer.
-            let quick = m + longest >= look_back
-                && src.get(low + longest) == src.get(m + longest - look_back);
-            if quick && read_u32(src, m) == read_u32(src, ip) {
-                let mut len = MINMATCH + count(src, ip + MINMATCH, m + MINMATCH, high);
+            let mu = m as usize;
+            // Quick rejection: the two bytes that end a match longer than `longest`, seen
+            // from the lowest allowed start.
+            let quick = mu + longest > look_back
+                && read_u16(src, low + longest - 1) == read_u16(src, mu + longest - 1 - look_back);
+            if quick && read_u32(src, mu) == pattern {
+                let mut len = MINMATCH + count(src, ip + MINMATCH, mu + MINMATCH, high);
                 let mut back = 0usize;
-                while ip - back > low && m > back && src[ip - back - 1] == src[m - back - 1] {
+                while ip - back > low && mu > back && src[ip - back - 1] == src[mu - back - 1] {
                     back += 1;
                 }
                 len += back;
                 if len > longest {
                     longest = len;
-                    best = (len, m - back, ip - back);
+                    best = (len, mu - back, ip - back);
                 }
             }
-            let d = self.chain[m & 0xFFFF] as usize;
-            if d == 0xFFFF || d > m {
-                break;
+            let d = self.chain[mu & 0xFFFF] as isize;
+            if pattern_analysis && d == 1 {
+                let b = pattern as u8;
+                let run = *src_run.get_or_insert_with(|| {
+                    if pattern == u32::from_ne_bytes([b; 4]) {
+                        4 + run_len(src, ip + 4, high, b)
+                    } else {
+                        0
+                    }
+                });
+                let cand = m - 1;
+                if run > 0 && cand >= lowest && read_u32(src, cand as usize) == pattern {
+                    let c = cand as usize;
+                    let fwd = 4 + run_len(src, c + 4, high, b);
+                    let mut back_len = 0usize;
+                    while back_len < c && src[c - back_len - 1] == b {
+                        back_len += 1;
+                    }
+                    let back_len = (cand - (cand - back_len as isize).max(lowest)) as usize;
+                    let segment = back_len + fwd;
+                    if segment >= run && fwd <= run {
+                        m = cand + fwd as isize - run as isize;
+                    } else {
+                        let new = cand - back_len as isize;
+                        m = new;
+                        if look_back == 0 {
+                            let max_ml = segment.min(run);
+                            if longest < max_ml {
+                                if ip as isize - new > MAX_DISTANCE as isize {
+                                    break;
+                                }
+                                longest = max_ml;
+                                best = (max_ml, new as usize, ip);
+                            }
+                            let d2 = self.chain[new as usize & 0xFFFF] as isize;
+                            m = new - d2;
+                        }
+                    }
+                    continue;
+                }
             }
-            cand = m + 1 - d;
+            m -= d;
         }
         best
     }
@@ -392,7 +574,11 @@ impl Hc<'_> {
     fn compress(&mut self, dst: &mut [u8]) -> Option<usize> {
         let src = self.src;
         let n = src.len();
-        let mut w = Writer { out: dst, op: 0 };
+        let mut w = Writer {
+            out: dst,
+            op: 0,
+            hc: true,
+        };
         let mut anchor = 0usize;
         if n < MIN_LENGTH {
             return w.last_literals(src, anchor);
@@ -401,7 +587,7 @@ impl Hc<'_> {
         let matchlimit = n - LASTLITERALS;
         let mut ip = 1usize;
 
-        while ip < mflimit {
+        while ip <= mflimit {
             let (ml, r, _) = self.wider(ip, ip, matchlimit, MINMATCH - 1);
             if ml < MINMATCH {
                 ip += 1;
@@ -538,7 +724,9 @@ mod tests {
                     0 => (i / 3) as u8,
                     1 => ((s >> 28) & 3) as u8,
                     2 => (s >> 24) as u8,
-                    _ => b"the quick brown fox jumps over the lazy dog "[i % 44] ^ ((i / 1000) as u8),
+                    _ => {
+                        b"the quick brown fox jumps over the lazy dog "[i % 44] ^ ((i / 1000) as u8)
+                    }
                 }
             })
             .collect()

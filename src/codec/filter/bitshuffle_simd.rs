@@ -3,8 +3,9 @@
 //! The tiling (byte rows of a cache-sized tile of elements) is done by the safe driver in
 //! `bitshuffle.rs`; these kernels bit-transpose one byte row:
 //!
-//! - bit shuffle: take 16/32 bytes at a time and peel bit planes 7..0 off with `movemask_epi8`, doubling
-//!   the bytes (`add_epi8(x, x)`) between planes; each mask is 2/4 bytes of one plane.
+//! - bit shuffle: take 16/32 bytes at a time and peel bit planes 7..0 off with
+//!   `movemask_epi8`, doubling the bytes (`add_epi8(x, x)`) between planes; each mask is 2/4
+//!   bytes of one plane.
 //! - bit unshuffle: for each row, load 16/32 bytes from each of its 8 planes, transpose the
 //!   8×8 bit matrices across the 8 vectors (three rounds of masked shift/XOR swaps at distances
 //!   1, 2, 4), interleave the 8 vectors bytewise (the unshuffle kernel for `t = 8`), which gives
@@ -35,7 +36,9 @@ pub(super) fn bits_to_planes(
     kcol: usize,
 ) -> usize {
     let groups = row.len() / 8;
-    if kcol + groups > planes || 8usize.checked_mul(planes).is_none_or(|end| end > dst.len()) {
+    if kcol.checked_add(groups).is_none_or(|end| end > planes)
+        || 8usize.checked_mul(planes).is_none_or(|end| end > dst.len())
+    {
         return 0;
     }
     match usable(level) {
@@ -73,7 +76,9 @@ pub(super) fn planes_to_bits(
     row: &mut [u8],
 ) -> usize {
     let groups = row.len() / 8;
-    if kcol + groups > planes || 8usize.checked_mul(planes).is_none_or(|end| end > src.len()) {
+    if kcol.checked_add(groups).is_none_or(|end| end > planes)
+        || 8usize.checked_mul(planes).is_none_or(|end| end > src.len())
+    {
         return 0;
     }
     match usable(level) {

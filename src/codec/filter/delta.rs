@@ -1,6 +1,6 @@
 //! XOR delta against block 0 (section 3.4).
 //!
-//! Words of `u` bytes ([`unit`]): block 0 is a running XOR of consecutive words, every other
+//! Words of `u` bytes ([`unit()`]): block 0 is a running XOR of consecutive words, every other
 //! block is XOR-ed with a reference (encode: the start of the original chunk input; decode: the
 //! fully decoded block 0). XOR is byte-wise, so words are handled as bytes `u` apart. The last
 //! `len % u` bytes of a block are copied unchanged both ways (C leaves them uninitialised on

@@ -111,7 +111,6 @@ pub mod scalar {
             2 => shuffle_const::<2>(&src[..body], &mut dst[..body], m),
             4 => shuffle_const::<4>(&src[..body], &mut dst[..body], m),
             8 => shuffle_const::<8>(&src[..body], &mut dst[..body], m),
-            16 => shuffle_const::<16>(&src[..body], &mut dst[..body], m),
             _ => shuffle_rows(t, &src[..body], &mut dst[..body], m, 0),
         }
         dst[body..len].copy_from_slice(&src[body..len]);
@@ -127,7 +126,6 @@ pub mod scalar {
             2 => unshuffle_const::<2>(&src[..body], &mut dst[..body], m),
             4 => unshuffle_const::<4>(&src[..body], &mut dst[..body], m),
             8 => unshuffle_const::<8>(&src[..body], &mut dst[..body], m),
-            16 => unshuffle_const::<16>(&src[..body], &mut dst[..body], m),
             _ => unshuffle_rows(t, &src[..body], m, &mut dst[..body], 0),
         }
         dst[body..len].copy_from_slice(&src[body..len]);

@@ -11,7 +11,6 @@
 //!   `permute2x128` before storing.
 //! - Shuffle (elements -> rows) de-interleaves even and odd bytes with `packus_epi16`
 //!   `log2 t` times; AVX2 restores the quarter order with `permute4x64` after each pack.
-//!
 //! - Other sizes: byte rows are taken 16 at a time (the last group padded with zeros) and
 //!   transposed with the `t = 16` interleave, 16 (SSE2) or 32 (AVX2) elements per block;
 //!   unshuffle stores 16 bytes per element and group, partial group first, so the bytes a
