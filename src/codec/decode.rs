@@ -68,7 +68,7 @@ pub struct Decoder {
 }
 
 /// Buffers reused between calls; each grows to the largest block seen and never shrinks.
-#[derive(Debug, Default)]
+#[derive(Default)]
 struct Scratch {
     /// One filtered block: the streams land here when the pipeline has work to do.
     filtered: Vec<u8>,
@@ -76,6 +76,17 @@ struct Scratch {
     block: Vec<u8>,
     /// Decoded block 0, the DELTA reference for range reads that do not hold it.
     block0: Vec<u8>,
+}
+
+impl std::fmt::Debug for Scratch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Sizes only: the contents are megabytes of stale data.
+        f.debug_struct("Scratch")
+            .field("filtered", &self.filtered.len())
+            .field("block", &self.block.len())
+            .field("block0", &self.block0.len())
+            .finish()
+    }
 }
 
 /// Grows `buf` to at least `len` bytes (zero-filling only the growth) and returns its prefix.
@@ -652,6 +663,15 @@ mod tests {
     fn decoder_is_send() {
         fn send<T: Send>() {}
         send::<Decoder>();
+    }
+
+    #[test]
+    fn debug_shows_sizes_not_contents() {
+        let mut d = Decoder::new();
+        d.scratch.filtered = vec![7; 1000];
+        let text = format!("{d:?}");
+        assert!(text.contains("filtered: 1000"), "{text}");
+        assert!(text.len() < 300, "{text}");
     }
 
     #[test]
