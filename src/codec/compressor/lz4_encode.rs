@@ -217,16 +217,21 @@ impl Lz4Encoder {
         let hashlog = if small { 13 } else { 12 };
         self.table.clear();
         self.table.resize(1 << hashlog, 0);
-        self.fast(src, dst, acceleration.max(1), small, hashlog)
-            .unwrap_or(0)
+        let acceleration = acceleration.max(1);
+        if small {
+            self.fast::<true>(src, dst, acceleration, hashlog)
+        } else {
+            self.fast::<false>(src, dst, acceleration, hashlog)
+        }
+        .unwrap_or(0)
     }
 
-    fn fast(
+    /// The fast compressor; `SMALL` selects 16-bit-range positions and the 4-byte hash.
+    fn fast<const SMALL: bool>(
         &mut self,
         src: &[u8],
         dst: &mut [u8],
         acceleration: u32,
-        small: bool,
         hashlog: u32,
     ) -> Option<usize> {
         let mut w = Writer {
@@ -241,7 +246,7 @@ impl Lz4Encoder {
         }
         let table = &mut self.table[..];
         let hash = |p: usize| -> usize {
-            if small {
+            if SMALL {
                 (read_u32(src, p).wrapping_mul(2_654_435_761) >> (32 - hashlog)) as usize
             } else {
                 ((read_u64(src, p) << 24).wrapping_mul(889_523_592_379) >> (64 - hashlog)) as usize
