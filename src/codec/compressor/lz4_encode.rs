@@ -45,13 +45,6 @@ fn read_u32(buf: &[u8], pos: usize) -> u32 {
     }
 }
 
-/// Two bytes at `pos`, `None` past the end.
-#[inline(always)]
-fn read_u16(buf: &[u8], pos: usize) -> Option<u16> {
-    buf.get(pos..pos + 2)
-        .map(|b| u16::from_le_bytes([b[0], b[1]]))
-}
-
 #[inline(always)]
 fn read_u64(buf: &[u8], pos: usize) -> u64 {
     match buf.get(pos..pos + 8) {
@@ -60,23 +53,55 @@ fn read_u64(buf: &[u8], pos: usize) -> u64 {
     }
 }
 
+/// A word from an 8-byte chunk.
+#[inline(always)]
+fn word(c: &[u8]) -> u64 {
+    u64::from_le_bytes(<[u8; 8]>::try_from(c).unwrap_or([0; 8]))
+}
+
 /// Number of equal bytes at `a` and `b` (`b < a`), not going past `limit` for `a`.
 #[inline(always)]
-fn count(buf: &[u8], mut a: usize, mut b: usize, limit: usize) -> usize {
-    let start = a;
-    while a + 8 <= limit {
-        let x = read_u64(buf, a) ^ read_u64(buf, b);
-        if x != 0 {
-            return a - start + (x.trailing_zeros() / 8) as usize;
+fn count(buf: &[u8], a: usize, b: usize, limit: usize) -> usize {
+    let limit = limit.min(buf.len());
+    let (Some(x), Some(y)) = (buf.get(a..limit), buf.get(b..limit)) else {
+        return 0;
+    };
+    let mut n = 0usize;
+    for (cx, cy) in x.chunks_exact(8).zip(y.chunks_exact(8)) {
+        let d = word(cx) ^ word(cy);
+        if d != 0 {
+            return n + (d.trailing_zeros() / 8) as usize;
         }
-        a += 8;
-        b += 8;
+        n += 8;
     }
-    while a < limit && buf[a] == buf[b] {
-        a += 1;
-        b += 1;
+    n + x[n..]
+        .iter()
+        .zip(&y[n..])
+        .take_while(|(p, q)| p == q)
+        .count()
+}
+
+/// Number of equal bytes just before `a` and `b`, at most `max` (`max <= min(a, b)`).
+#[inline(always)]
+fn count_back(buf: &[u8], a: usize, b: usize, max: usize) -> usize {
+    let (Some(x), Some(y)) = (buf.get(a - max..a), buf.get(b - max..b)) else {
+        return 0;
+    };
+    let mut n = 0usize;
+    for (cx, cy) in x.rchunks_exact(8).zip(y.rchunks_exact(8)) {
+        let d = word(cx) ^ word(cy);
+        if d != 0 {
+            return n + (d.leading_zeros() / 8) as usize;
+        }
+        n += 8;
     }
-    a - start
+    let (x, y) = (&x[..max - n], &y[..max - n]);
+    n + x
+        .iter()
+        .rev()
+        .zip(y.iter().rev())
+        .take_while(|(p, q)| p == q)
+        .count()
 }
 
 /// The sequence writer shared by both encoders.
@@ -516,14 +541,13 @@ impl Hc<'_> {
             let mu = m as usize;
             // Quick rejection: the two bytes that end a match longer than `longest`, seen
             // from the lowest allowed start.
-            let quick = mu + longest > look_back
-                && read_u16(src, low + longest - 1) == read_u16(src, mu + longest - 1 - look_back);
+            let quick = mu + longest > look_back && {
+                let (i, j) = (low + longest - 1, mu + longest - 1 - look_back);
+                src.get(i) == src.get(j) && src.get(i + 1) == src.get(j + 1)
+            };
             if quick && read_u32(src, mu) == pattern {
                 let mut len = MINMATCH + count(src, ip + MINMATCH, mu + MINMATCH, high);
-                let mut back = 0usize;
-                while ip - back > low && mu > back && src[ip - back - 1] == src[mu - back - 1] {
-                    back += 1;
-                }
+                let back = count_back(src, ip, mu, (ip - low).min(mu));
                 len += back;
                 if len > longest {
                     longest = len;
