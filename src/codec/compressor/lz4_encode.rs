@@ -1,11 +1,14 @@
 //! LZ4 block encoders (section 4.2): the fast single-probe compressor with an acceleration
-//! parameter (what `LZ4_compress_fast` does; Blosc uses acceleration `10 - clevel`) and a
-//! hash-chain high-compression encoder for LZ4HC (level = clevel).
+//! parameter (what `LZ4_compress_fast` does; Blosc uses acceleration `10 - clevel`) and the
+//! high-compression encoders of LZ4HC (level = clevel): LZ4 1.10's "mid" compressor for
+//! levels 1-2 and a hash-chain search with overlap resolution for levels 3-9 (with the
+//! repeated-byte pattern analysis at level 9).
 //!
 //! Both write raw LZ4 blocks (no frame, no size prefix) and return 0 when the block does not
 //! fit in the output slice, which is how Blosc learns that a stream must be stored raw. They
-//! follow the structure of the reference LZ4 algorithms (hash sizes, skip acceleration, the
-//! end-of-block rules, the HC match overlap resolution) so that their ratio matches C's.
+//! make the same decisions as LZ4 1.10 (hash functions and table sizes, skip acceleration,
+//! search depths, end-of-block rules, output-limit margins), so C-Blosc2's LZ4 and LZ4HC
+//! chunks are reproduced byte for byte (`tests/it/encoder.rs`), and so is the ratio.
 
 /// Minimum match length of the format.
 const MINMATCH: usize = 4;
@@ -345,9 +348,9 @@ impl Lz4Encoder {
         w.last_literals(src, anchor)
     }
 
-    /// Compresses `src` into `dst` as one LZ4 block with a hash-chain match finder (LZ4HC,
-    /// `level` 1..=9 selects the search depth). Returns the block size, or 0 when it does not
-    /// fit in `dst`.
+    /// Compresses `src` into `dst` as one LZ4HC block: `level` 1-2 use the mid compressor,
+    /// 3-9 a hash chain searched `2^(level-1)` deep. Returns the block size, or 0 when it does
+    /// not fit in `dst`.
     pub fn compress_hc(&mut self, src: &[u8], dst: &mut [u8], level: u8) -> usize {
         if level <= 2 {
             self.hc_hash.clear();
