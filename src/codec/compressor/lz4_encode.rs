@@ -497,19 +497,45 @@ impl Hc<'_> {
     /// Inserts every position before `ip` into the chains.
     #[inline(always)]
     fn insert(&mut self, ip: usize) {
-        while self.next_to_update < ip {
-            let p = self.next_to_update;
-            let h = self.hash_at(p);
-            let prev = self.hash[h] as usize; // position + 1, or 0
-            let delta = if prev == 0 {
-                0xFFFF
-            } else {
-                (p + 1 - prev).min(0xFFFF)
-            };
-            self.chain[p & 0xFFFF] = delta as u16;
-            self.hash[h] = (p + 1) as u32;
-            self.next_to_update += 1;
+        let start = self.next_to_update;
+        if start >= ip {
+            return;
         }
+        let (hash, chain) = (&mut *self.hash, &mut *self.chain);
+        if let Some(window) = self.src.get(start..ip + 3) {
+            for (k, w) in window.windows(4).enumerate() {
+                let p = start + k;
+                let v = u32::from_le_bytes([w[0], w[1], w[2], w[3]]);
+                let h = (v.wrapping_mul(2_654_435_761) >> (32 - HC_HASHLOG)) as usize;
+                let Some(slot) = hash.get_mut(h) else {
+                    continue;
+                };
+                let prev = *slot as usize; // position + 1, or 0
+                let delta = if prev == 0 {
+                    0xFFFF
+                } else {
+                    (p + 1 - prev).min(0xFFFF)
+                };
+                if let Some(c) = chain.get_mut(p & 0xFFFF) {
+                    *c = delta as u16;
+                }
+                *slot = (p + 1) as u32;
+            }
+        } else {
+            for p in start..ip {
+                let h = (read_u32(self.src, p).wrapping_mul(2_654_435_761) >> (32 - HC_HASHLOG))
+                    as usize;
+                let prev = hash[h] as usize;
+                let delta = if prev == 0 {
+                    0xFFFF
+                } else {
+                    (p + 1 - prev).min(0xFFFF)
+                };
+                chain[p & 0xFFFF] = delta as u16;
+                hash[h] = (p + 1) as u32;
+            }
+        }
+        self.next_to_update = ip;
     }
 
     /// Longest match for a sequence that may start anywhere in `[low, ip]` and must cover
