@@ -304,6 +304,11 @@ def gen_chunk_matrix():
         n += 1
         add(case, rows if case["check"] == "ok" else quirk_rows, out if case["check"] == "ok" else quirks)
 
+    # 7b. Blosc1 chunks written by bcolz (the .blp files minus their 16-byte prefix)
+    for case in bcolz_chunk_cases(start=n):
+        n += 1
+        add(case, rows, out)
+
     # 8. quirks: inputs the C library itself gets wrong (not in the main manifest)
     for case in common.quirk_cases(start=n):
         n += 1
@@ -312,6 +317,33 @@ def gen_chunk_matrix():
     write_manifest(os.path.join(out, "MANIFEST.tsv"), rows)
     write_manifest(os.path.join(quirks, "MANIFEST.tsv"), quirk_rows)
     return rows, quirk_rows
+
+
+def bcolz_chunk_cases(start):
+    import tempfile
+    n = start
+    with tempfile.TemporaryDirectory() as tmp:
+        for cname in ["blosclz", "lz4", "lz4hc", "zlib", "zstd"]:
+            for shuffle in (0, 1, 2):
+                dt = ["<f8", "<i4", "<i2"][shuffle]
+                npa = (np.arange(700 + 3 * n) * 1.5).astype(dt)
+                root = os.path.join(tmp, f"{cname}{shuffle}")
+                ca = bcolz.carray(npa, rootdir=root, mode="w", chunklen=256,
+                                  cparams=bcolz.cparams(clevel=[9, 5, 1][shuffle], shuffle=shuffle, cname=cname))
+                ca.flush()
+                del ca
+                files = sorted(os.listdir(os.path.join(root, "data")), key=lambda s: int(s[2:].split(".")[0]))
+                # the first full chunk and the leftover chunk
+                for fname in (files[0], files[-1]):
+                    with open(os.path.join(root, "data", fname), "rb") as f:
+                        chunk = f.read()[16:]
+                    expected = blosc.decompress(chunk)
+                    row = common._row(
+                        f"z{n:03d}_bcolz_{cname}_s{shuffle}_{fname.split('.')[0].strip('_')}", "blosc1", cname,
+                        [9, 5, 1][shuffle], np.dtype(dt).itemsize, "-", 0, "bcolz", 1, expected, chunk,
+                        expected, "yes", [f"bcolz-zipline 1.13 data/{fname} without the blpk prefix"])
+                    n += 1
+                    yield row
 
 
 def blosc1_cases(start):
@@ -338,7 +370,7 @@ def blosc1_cases(start):
             yield make_b1_case(
                 name=f"b{n:03d}_{codec}_bitshuffle_tail_n{size}", codec=codec, clevel=5, shuffle=2,
                 ts=4, kind="arange", nbytes=size, seed=5000 + n, blocksize=0,
-                note=["bitshuffle v2 leftover tail; expected from C-Blosc 1.x (C-Blosc2 3.3.5 gets the tail wrong)"],
+                note=["bitshuffle v2 leftover tail"],
             )
             n += 1
     # blosc.set_blocksize variations
@@ -475,6 +507,9 @@ def parse_frame_file(path):
         iend = frame_len - trailer_len
         idx = blosc2.decompress2(buf[istart:iend])
         layout["index_pos"] = istart
+        layout["index_chunk_cbytes"] = struct.unpack_from("<i", buf, istart + 12)[0]
+        layout["index_chunk_flags"] = buf[istart + 2]
+        layout["index_chunk_special"] = _special_name(buf[istart:iend])
         layout["index_entries"] = list(struct.unpack(f"<{len(idx) // 8}q", idx))
     return layout
 
@@ -598,7 +633,11 @@ def gen_frames():
         )
         append_all(sc, data, chunk_items * ts)
         sc.vlmeta["made_by"] = "b2fs gen_fixtures"
-        done(name, src, sc, extra={"input_sha256": sha256(data)})
+        extra = {"input_sha256": sha256(data)}
+        if codec == "lz4":
+            # the in-memory lazy form of chunk 1 (CHUNK_FORMAT_NOTES 5.3), for chunk_info tests
+            extra["lazy_chunk_1_b64"] = b64(sc.get_lazychunk(1))
+        done(name, src, sc, extra=extra)
 
     # b2nd arrays: geometry and dtypes
     rng = np.random.default_rng(7)
@@ -735,6 +774,16 @@ def gen_frames():
         f.write(bytes((i * 37 + 11) & 0xFF for i in range(100)))
     sc = blosc2.open(p("schunk_junk_tail.b2frame"))
     done("schunk_junk_tail", "schunk_junk_tail.b2frame", sc, notes=["100 junk bytes appended after frame_len"])
+
+    # a Blosc1 chunk (16-byte header) appended to a frame: python-blosc2 accepts and reads it
+    sc = blosc2.SChunk(chunksize=4000, urlpath=p("schunk_blosc1_chunk.b2frame"), mode="w", cparams={"typesize": 4, "nthreads": 1})
+    sc.append_data(make_data("arange", 4000, 4, 60))
+    sc.append_chunk(blosc.compress(make_data("arange", 4000, 4, 61), typesize=4, clevel=5, shuffle=1, cname="lz4"))
+    done("schunk_blosc1_chunk", "schunk_blosc1_chunk.b2frame", sc,
+         notes=["append_chunk() was given a Blosc1 chunk (python-blosc 1.11 lz4+shuffle, 16-byte header). "
+                "C-Blosc2 3.3.5 read byte 31 of it (0x20, part of the LZ4 stream) as blosc2_flags and "
+                "stored chunk 1 as a NaN special offset (0x82...): the data is lost, the frame is valid "
+                "and reads back as 1000 float32 NaNs."])
 
     # 16 vlmetalayers (the most C-Blosc2 will write)
     sc = blosc2.SChunk(chunksize=4000, urlpath=p("schunk_vlmeta16.b2frame"), mode="w", cparams={"typesize": 4, "nthreads": 1})
@@ -920,7 +969,106 @@ def gen_refuse():
                   "never shipped; b2fs must recognise and refuse it with a clear message",
            "nrows": nrows}
     write_sidecar(rdir, "blsk_2012", car)
-    return 1
+    count = 1
+
+    # damaged frames: what python-blosc2 4.14 does with them is recorded in the sidecar
+    def base_frame(path):
+        sc = blosc2.SChunk(chunksize=4000, urlpath=path, mode="w", cparams={"typesize": 4, "nthreads": 1})
+        append_all(sc, make_data("arange", 10000, 4, 77), 4000)
+        sc.vlmeta["k"] = "v"
+        del sc
+        with open(path, "rb") as f:
+            return bytearray(f.read())
+
+    def reference_open(path):
+        try:
+            sc = blosc2.open(path, mode="r")
+            for i in range(sc.nchunks):
+                sc.decompress_chunk(i)
+            return f"opens, {sc.nchunks} chunks readable"
+        except Exception as ex:
+            return f"fails: {type(ex).__name__}: {ex}".replace(ROOT + "/", "")
+
+    damaged = []
+    tmp = os.path.join(rdir, "_base.b2frame")
+    good = base_frame(tmp)
+    os.remove(tmp)
+    header_len = struct.unpack_from(">i", good, 11)[0]
+    frame_len = struct.unpack_from(">Q", good, 16)[0]
+    cbytes = struct.unpack_from(">q", good, 39)[0]
+
+    def variant(name, why, mutate):
+        b = bytearray(good)
+        b = mutate(b) or b
+        path = os.path.join(rdir, name + ".b2frame")
+        with open(path, "wb") as f:
+            f.write(b)
+        damaged.append((name, why, path))
+
+    variant("frame_truncated_1", "file one byte shorter than frame_len", lambda b: b[:-1])
+    variant("frame_truncated_half", "file cut in the middle of the chunk area", lambda b: b[: header_len + cbytes // 2])
+    variant("frame_bad_magic", "magic 'b2frame\\0' changed to 'b2frXme\\0'", lambda b: b.__setitem__(6, ord("X")))
+    variant("frame_version4", "general_flags version nibble 4 (readers accept <= 3)",
+            lambda b: b.__setitem__(25, (b[25] & 0xF0) | 4))
+    variant("frame_cbytes_minus1", "header cbytes one less than the chunk area (index misplaced)",
+            lambda b: b.__setitem__(slice(39, 47), struct.pack(">q", cbytes - 1)))
+    variant("frame_len_too_big", "frame_len larger than the file",
+            lambda b: b.__setitem__(slice(16, 24), struct.pack(">Q", frame_len + 1000)))
+    variant("frame_bad_trailer_marker", "byte at frame_len - 23 is not 0xce",
+            lambda b: b.__setitem__(frame_len - 23, 0x00))
+    variant("frame_offset_out_of_range", "index entry 1 points past the chunk area",
+            lambda b: patch_index(b, header_len, cbytes, frame_len, 1, cbytes + 4096))
+    for name, why, path in damaged:
+        car = {"name": name, "kind": "damaged-cframe", "why": why, "source": os.path.basename(path),
+               "reference_behaviour": reference_open(path)}
+        write_sidecar(rdir, name, car)
+        count += 1
+
+    # a bcolz carray whose chunk file holds a Blosc2 chunk (bcolz cannot read it)
+    root = os.path.join(rdir, "bcolz_blosc2_chunk")
+    bcolz.carray(np.arange(25, dtype=np.int32), rootdir=root, mode="w", chunklen=10).flush()
+    chunk = blosc2.compress2(np.arange(10, dtype=np.int32).tobytes(), typesize=4, clevel=0, nthreads=1)
+    with open(os.path.join(root, "data", "__0.blp"), "rb") as f:
+        prefix = f.read(16)
+    with open(os.path.join(root, "data", "__0.blp"), "wb") as f:
+        f.write(prefix + chunk)
+    try:
+        bcolz.open(root, mode="r")[:]
+        beh = "reads"
+    except Exception as ex:
+        beh = f"fails: {type(ex).__name__}: {ex}".replace(ROOT + "/", "")
+    write_sidecar(rdir, "bcolz_blosc2_chunk", {
+        "name": "bcolz_blosc2_chunk", "kind": "bad-bcolz", "reference_behaviour": beh,
+        "why": "data/__0.blp holds a Blosc2 (32-byte header, version 5) chunk; bcolz needs Blosc1"})
+    count += 1
+
+    # a bcolz carray without __attrs__ (bcolz-zipline cannot open it)
+    root = os.path.join(rdir, "bcolz_no_attrs")
+    bcolz.carray(np.arange(25, dtype=np.int32), rootdir=root, mode="w", chunklen=10).flush()
+    os.remove(os.path.join(root, "__attrs__"))
+    try:
+        bcolz.open(root, mode="r")[:]
+        beh = "reads"
+    except Exception as ex:
+        beh = f"fails: {type(ex).__name__}: {ex}".replace(ROOT + "/", "")
+    write_sidecar(rdir, "bcolz_no_attrs", {
+        "name": "bcolz_no_attrs", "kind": "odd-bcolz", "reference_behaviour": beh,
+        "why": "__attrs__ missing: bcolz-zipline 1.13 fails to open; b2fs may read it but must not "
+               "write such a directory"})
+    count += 1
+    return count
+
+
+def patch_index(b, header_len, cbytes, frame_len, entry, value):
+    """Rewrites the index chunk as a memcpyed Blosc2 chunk with one entry changed (same size
+    as the original only if the original was memcpyed, which it is for few chunks)."""
+    trailer_len = struct.unpack_from(">I", b, frame_len - 22)[0]
+    start, end = header_len + cbytes, frame_len - trailer_len
+    idx = bytearray(blosc2.decompress2(bytes(b[start:end])))
+    struct.pack_into("<q", idx, 8 * entry, value)
+    assert b[start + 2] & 0x02, "index chunk is expected to be memcpyed"
+    b[start + 32:start + 32 + len(idx)] = idx
+    return b
 
 
 # --------------------------------------------------------------------------------------------

@@ -1,2 +1,484 @@
 //! A byte-budgeted LRU cache of decompressed chunks, shared by worker threads, that loads each
 //! cold entry once however many readers ask for it at the same time.
+//!
+//! The cache knows nothing of formats or files: keys are any hashable value (the tree uses
+//! `(array, chunk index)`), values are immutable byte buffers behind an [`Arc`] so a reader
+//! keeps its bytes alive after eviction.
+//!
+//! Subtleties and who handles them:
+//! - **Bytes, not entries.** The `lru` crate counts entries; [`ChunkCache`] keeps its own byte
+//!   total and pops least-recently-used entries until it is within the budget. A value larger
+//!   than the whole budget is handed to its reader but never cached.
+//! - **Single flight.** Two readers of the same cold key must not decode it twice. The first
+//!   reader registers a [`Flight`] under the key and loads outside the lock; later readers wait
+//!   on the flight's condition variable and receive the same `Arc`. A failed (or panicking)
+//!   load wakes the waiters, which then retry on their own, so an error is never cached.
+//! - **Memory reuse.** Freshly allocated large buffers are slow to fault in on the target
+//!   machines, so [`ChunkCache::buffer`] first makes room (evicting to the budget *before* a
+//!   decode rather than after) and recycles evicted buffers nobody else holds. At most
+//!   [`MAX_SPARE`] spare buffers are kept, so the process holds at most the budget plus a few
+//!   chunks.
+
+use std::collections::HashMap;
+use std::hash::Hash;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use lru::LruCache;
+use parking_lot::{Condvar, Mutex};
+
+/// A decompressed chunk as the cache hands it out.
+pub type Bytes = Arc<Vec<u8>>;
+
+/// How many evicted buffers are kept for reuse.
+pub const MAX_SPARE: usize = 2;
+
+/// Counters for tests, `b2fs info` and benchmarks.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CacheStats {
+    /// Lookups answered from the cache (including waits on another reader's load).
+    pub hits: u64,
+    /// Loads performed (each cold key loaded by exactly one reader).
+    pub loads: u64,
+    /// Readers that waited for another reader's load of the same key.
+    pub waits: u64,
+    /// Entries evicted to stay within the budget.
+    pub evictions: u64,
+    /// Buffers reused from evicted entries.
+    pub recycled: u64,
+}
+
+/// One in-progress load: waiters block on `cv` until `state` is no longer pending.
+#[derive(Debug, Default)]
+struct Flight {
+    state: Mutex<FlightState>,
+    cv: Condvar,
+}
+
+#[derive(Debug, Default)]
+enum FlightState {
+    #[default]
+    Pending,
+    Done(Bytes),
+    Failed,
+}
+
+#[derive(Debug)]
+struct Inner<K: Hash + Eq> {
+    lru: LruCache<K, Bytes>,
+    bytes: usize,
+    inflight: HashMap<K, Arc<Flight>>,
+    spare: Vec<Vec<u8>>,
+}
+
+/// A byte-budgeted, single-flight LRU cache of byte buffers; `Sync`, shared by all readers.
+#[derive(Debug)]
+pub struct ChunkCache<K: Hash + Eq> {
+    inner: Mutex<Inner<K>>,
+    budget: usize,
+    hits: AtomicU64,
+    loads: AtomicU64,
+    waits: AtomicU64,
+    evictions: AtomicU64,
+    recycled: AtomicU64,
+}
+
+/// Completes a flight when dropped, so a panicking loader still wakes its waiters.
+struct FlightGuard<'a, K: Hash + Eq + Clone> {
+    cache: &'a ChunkCache<K>,
+    key: Option<K>,
+    flight: Arc<Flight>,
+}
+
+impl<K: Hash + Eq + Clone> FlightGuard<'_, K> {
+    fn finish(mut self, value: Option<Bytes>) {
+        self.complete(value);
+    }
+
+    fn complete(&mut self, value: Option<Bytes>) {
+        let Some(key) = self.key.take() else { return };
+        {
+            let mut inner = self.cache.inner.lock();
+            inner.inflight.remove(&key);
+            if let Some(v) = &value {
+                self.cache.insert_locked(&mut inner, key, v.clone());
+            }
+        }
+        let mut state = self.flight.state.lock();
+        *state = match value {
+            Some(v) => FlightState::Done(v),
+            None => FlightState::Failed,
+        };
+        self.flight.cv.notify_all();
+    }
+}
+
+impl<K: Hash + Eq + Clone> Drop for FlightGuard<'_, K> {
+    fn drop(&mut self) {
+        self.complete(None);
+    }
+}
+
+impl<K: Hash + Eq + Clone> ChunkCache<K> {
+    /// A cache holding at most `budget` bytes of values (plus up to [`MAX_SPARE`] spare
+    /// buffers kept for reuse).
+    pub fn new(budget: usize) -> Self {
+        ChunkCache {
+            inner: Mutex::new(Inner {
+                lru: LruCache::unbounded(),
+                bytes: 0,
+                inflight: HashMap::new(),
+                spare: Vec::new(),
+            }),
+            budget,
+            hits: AtomicU64::new(0),
+            loads: AtomicU64::new(0),
+            waits: AtomicU64::new(0),
+            evictions: AtomicU64::new(0),
+            recycled: AtomicU64::new(0),
+        }
+    }
+
+    /// The byte budget.
+    pub fn budget(&self) -> usize {
+        self.budget
+    }
+
+    /// Bytes currently held by cached values.
+    pub fn bytes(&self) -> usize {
+        self.inner.lock().bytes
+    }
+
+    /// Number of cached values.
+    pub fn len(&self) -> usize {
+        self.inner.lock().lru.len()
+    }
+
+    /// Whether nothing is cached.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// A snapshot of the counters.
+    pub fn stats(&self) -> CacheStats {
+        CacheStats {
+            hits: self.hits.load(Ordering::Relaxed),
+            loads: self.loads.load(Ordering::Relaxed),
+            waits: self.waits.load(Ordering::Relaxed),
+            evictions: self.evictions.load(Ordering::Relaxed),
+            recycled: self.recycled.load(Ordering::Relaxed),
+        }
+    }
+
+    /// The cached value for `key`, marking it most recently used.
+    pub fn get(&self, key: &K) -> Option<Bytes> {
+        let v = self.inner.lock().lru.get(key).cloned();
+        if v.is_some() {
+            self.hits.fetch_add(1, Ordering::Relaxed);
+        }
+        v
+    }
+
+    /// Whether `key` is cached or being loaded, without touching its recency.
+    pub fn contains_or_loading(&self, key: &K) -> bool {
+        let inner = self.inner.lock();
+        inner.lru.contains(key) || inner.inflight.contains_key(key)
+    }
+
+    /// The value for `key`: from the cache, from a concurrent reader's load of the same key,
+    /// or from `load` (called at most once, outside the lock). The loaded value is cached
+    /// when it fits in the budget.
+    ///
+    /// # Errors
+    /// Whatever `load` returns; errors are not cached, and readers that were waiting for a
+    /// failed load retry it themselves.
+    pub fn get_or_load<E>(
+        &self,
+        key: K,
+        load: impl FnOnce() -> Result<Vec<u8>, E>,
+    ) -> Result<Bytes, E> {
+        let mut load = Some(load);
+        loop {
+            let waiting = {
+                let mut inner = self.inner.lock();
+                if let Some(v) = inner.lru.get(&key) {
+                    self.hits.fetch_add(1, Ordering::Relaxed);
+                    return Ok(v.clone());
+                }
+                match inner.inflight.get(&key) {
+                    Some(flight) => Some(flight.clone()),
+                    None => {
+                        let flight = Arc::new(Flight::default());
+                        inner.inflight.insert(key.clone(), flight.clone());
+                        drop(inner);
+                        let guard = FlightGuard {
+                            cache: self,
+                            key: Some(key.clone()),
+                            flight,
+                        };
+                        self.loads.fetch_add(1, Ordering::Relaxed);
+                        let Some(load) = load.take() else {
+                            unreachable!("a reader loads at most once: it returns after loading")
+                        };
+                        return match load() {
+                            Ok(bytes) => {
+                                let v = Arc::new(bytes);
+                                guard.finish(Some(v.clone()));
+                                Ok(v)
+                            }
+                            Err(e) => {
+                                guard.finish(None);
+                                Err(e)
+                            }
+                        };
+                    }
+                }
+            };
+            if let Some(flight) = waiting {
+                self.waits.fetch_add(1, Ordering::Relaxed);
+                let mut state = flight.state.lock();
+                while matches!(*state, FlightState::Pending) {
+                    flight.cv.wait(&mut state);
+                }
+                if let FlightState::Done(v) = &*state {
+                    self.hits.fetch_add(1, Ordering::Relaxed);
+                    return Ok(v.clone());
+                }
+                // Failed: loop and try the load ourselves.
+            }
+        }
+    }
+
+    /// Inserts a value directly (used by tests and by callers that decoded elsewhere).
+    pub fn insert(&self, key: K, value: Bytes) {
+        let mut inner = self.inner.lock();
+        self.insert_locked(&mut inner, key, value);
+    }
+
+    /// A buffer of exactly `len` bytes to decode into, reusing an evicted buffer when one is
+    /// available. Makes room first: when the cache is full, least-recently-used entries are
+    /// evicted now so that the caller's value will fit without exceeding the budget.
+    /// The contents are unspecified (the caller overwrites all of them).
+    pub fn buffer(&self, len: usize) -> Vec<u8> {
+        let mut inner = self.inner.lock();
+        if len <= self.budget {
+            while inner.bytes + len > self.budget {
+                if !self.evict_one(&mut inner) {
+                    break;
+                }
+            }
+        }
+        let pick = inner
+            .spare
+            .iter()
+            .position(|b| b.capacity() >= len && b.capacity() <= len.saturating_mul(2));
+        if let Some(i) = pick {
+            let mut buf = inner.spare.swap_remove(i);
+            drop(inner);
+            self.recycled.fetch_add(1, Ordering::Relaxed);
+            if buf.len() >= len {
+                buf.truncate(len);
+            } else {
+                buf.resize(len, 0);
+            }
+            return buf;
+        }
+        drop(inner);
+        vec![0u8; len]
+    }
+
+    /// Returns a buffer nobody needs any more to the spare list (used for scratch buffers).
+    pub fn recycle(&self, buf: Vec<u8>) {
+        let mut inner = self.inner.lock();
+        if inner.spare.len() < MAX_SPARE && buf.capacity() > 0 {
+            inner.spare.push(buf);
+        }
+    }
+
+    fn insert_locked(&self, inner: &mut Inner<K>, key: K, value: Bytes) {
+        let len = value.len();
+        if len > self.budget {
+            return;
+        }
+        if let Some(old) = inner.lru.put(key, value) {
+            inner.bytes -= old.len();
+        }
+        inner.bytes += len;
+        while inner.bytes > self.budget {
+            if !self.evict_one(inner) {
+                break;
+            }
+        }
+    }
+
+    /// Evicts the least-recently-used entry; false when the cache is empty.
+    fn evict_one(&self, inner: &mut Inner<K>) -> bool {
+        let Some((_, v)) = inner.lru.pop_lru() else {
+            return false;
+        };
+        inner.bytes -= v.len();
+        self.evictions.fetch_add(1, Ordering::Relaxed);
+        if inner.spare.len() < MAX_SPARE {
+            if let Ok(buf) = Arc::try_unwrap(v) {
+                inner.spare.push(buf);
+            }
+        }
+        true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Barrier;
+    use std::sync::atomic::AtomicUsize;
+    use std::thread;
+    use std::time::Duration;
+
+    fn val(n: usize, b: u8) -> Vec<u8> {
+        vec![b; n]
+    }
+
+    #[test]
+    fn cache_bytes_accounted_on_insert_and_replace() {
+        let c = ChunkCache::new(100);
+        c.insert(1u32, Arc::new(val(30, 1)));
+        c.insert(2, Arc::new(val(20, 2)));
+        assert_eq!(c.bytes(), 50);
+        c.insert(1, Arc::new(val(10, 3)));
+        assert_eq!(c.bytes(), 30);
+        assert_eq!(c.len(), 2);
+        assert_eq!(c.get(&1).unwrap()[0], 3);
+    }
+
+    #[test]
+    fn cache_over_budget_evicts_least_recently_used() {
+        let c = ChunkCache::new(100);
+        c.insert(1u32, Arc::new(val(40, 1)));
+        c.insert(2, Arc::new(val(40, 2)));
+        assert!(c.get(&1).is_some()); // 2 is now the LRU
+        c.insert(3, Arc::new(val(40, 3)));
+        assert_eq!(c.bytes(), 80);
+        assert!(c.get(&2).is_none());
+        assert!(c.get(&1).is_some());
+        assert!(c.get(&3).is_some());
+        assert_eq!(c.stats().evictions, 1);
+    }
+
+    #[test]
+    fn cache_value_larger_than_budget_is_returned_not_cached() {
+        let c = ChunkCache::new(10);
+        let v = c.get_or_load(7u32, || Ok::<_, ()>(val(11, 9))).unwrap();
+        assert_eq!(v.len(), 11);
+        assert!(c.is_empty());
+        assert_eq!(c.bytes(), 0);
+    }
+
+    #[test]
+    fn cache_error_is_not_cached() {
+        let c = ChunkCache::<u32>::new(100);
+        assert_eq!(c.get_or_load(1, || Err::<Vec<u8>, _>("bad")), Err("bad"));
+        assert!(c.is_empty());
+        let v = c.get_or_load(1, || Ok::<_, &str>(val(5, 1))).unwrap();
+        assert_eq!(v.len(), 5);
+        assert_eq!(c.stats().loads, 2);
+    }
+
+    #[test]
+    fn cache_buffer_makes_room_and_recycles_evicted_buffers() {
+        let c = ChunkCache::new(100);
+        c.insert(1u32, Arc::new(val(50, 1)));
+        c.insert(2, Arc::new(val(50, 2)));
+        let buf = c.buffer(50);
+        assert_eq!(buf.len(), 50);
+        // Room was made before the decode, and the evicted buffer was reused.
+        assert_eq!(c.bytes(), 50);
+        assert_eq!(c.stats().recycled, 1);
+        c.insert(3, Arc::new(buf));
+        assert_eq!(c.bytes(), 100);
+    }
+
+    #[test]
+    fn cache_buffer_held_by_reader_is_not_recycled() {
+        let c = ChunkCache::new(50);
+        c.insert(1u32, Arc::new(val(50, 1)));
+        let held = c.get(&1).unwrap();
+        let buf = c.buffer(50);
+        assert_eq!(c.stats().recycled, 0);
+        assert_eq!(held[0], 1, "a reader's bytes survive eviction");
+        assert_eq!(buf.len(), 50);
+    }
+
+    #[test]
+    fn cache_concurrent_cold_reads_load_once() {
+        let c = Arc::new(ChunkCache::<u32>::new(1 << 20));
+        let calls = Arc::new(AtomicUsize::new(0));
+        let n = 8;
+        let barrier = Arc::new(Barrier::new(n));
+        let handles: Vec<_> = (0..n)
+            .map(|_| {
+                let (c, calls, barrier) = (c.clone(), calls.clone(), barrier.clone());
+                thread::spawn(move || {
+                    barrier.wait();
+                    c.get_or_load(42, || {
+                        calls.fetch_add(1, Ordering::SeqCst);
+                        thread::sleep(Duration::from_millis(50));
+                        Ok::<_, ()>(val(1000, 4))
+                    })
+                    .unwrap()
+                })
+            })
+            .collect();
+        for h in handles {
+            assert_eq!(h.join().unwrap().len(), 1000);
+        }
+        assert_eq!(calls.load(Ordering::SeqCst), 1);
+        assert_eq!(c.stats().loads, 1);
+    }
+
+    #[test]
+    fn cache_waiters_retry_after_failed_load() {
+        let c = Arc::new(ChunkCache::<u32>::new(1 << 20));
+        let calls = Arc::new(AtomicUsize::new(0));
+        let n = 4;
+        let barrier = Arc::new(Barrier::new(n));
+        let handles: Vec<_> = (0..n)
+            .map(|_| {
+                let (c, calls, barrier) = (c.clone(), calls.clone(), barrier.clone());
+                thread::spawn(move || {
+                    barrier.wait();
+                    c.get_or_load(1, || {
+                        let k = calls.fetch_add(1, Ordering::SeqCst);
+                        thread::sleep(Duration::from_millis(20));
+                        if k == 0 { Err(()) } else { Ok(val(10, 1)) }
+                    })
+                    .is_ok()
+                })
+            })
+            .collect();
+        let oks = handles
+            .into_iter()
+            .map(|h| h.join().unwrap())
+            .filter(|ok| *ok)
+            .count();
+        // Exactly the first loader failed; everyone else got the value from one more load.
+        assert_eq!(oks, n - 1);
+        assert_eq!(calls.load(Ordering::SeqCst), 2);
+    }
+
+    #[test]
+    fn cache_panicking_loader_wakes_waiters() {
+        let c = Arc::new(ChunkCache::<u32>::new(1 << 20));
+        let c2 = c.clone();
+        let t = thread::spawn(move || {
+            let _ = c2.get_or_load(5, || -> Result<Vec<u8>, ()> {
+                thread::sleep(Duration::from_millis(50));
+                panic!("loader panics")
+            });
+        });
+        thread::sleep(Duration::from_millis(10));
+        let v = c.get_or_load(5, || Ok::<_, ()>(val(3, 3))).unwrap();
+        assert_eq!(v.len(), 3);
+        assert!(t.join().is_err());
+    }
+}

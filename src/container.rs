@@ -1,16 +1,62 @@
 //! Sources on disk: contiguous and sparse Blosc2 frames, b2nd/caterva arrays, bcolz carray and
-//! ctable directories. Opens a source (reading only its header, index and trailer), reports
-//! geometry and metadata, and hands out each chunk's compressed bytes. Knows nothing of FUSE.
+//! ctable directories. Opens a source (reading only its header, index and trailer, or its JSON
+//! metadata), reports geometry and metadata, and hands out each chunk's compressed bytes.
 //!
-//! Reference: `shared/spec/CONTAINER_NOTES.md`.
+//! It deliberately does not know FUSE, inodes or caches, and never decodes chunk data (it
+//! calls the codec only for the frame index chunk and vlmetalayer contents, and to parse a
+//! chunk header on request).
+//!
+//! Reference: `shared/spec/CONTAINER_NOTES.md` (which corrects the seeds in
+//! `shared/seeds/002_...txt`, `003_...txt`; see each submodule's docs for the differences).
+//!
+//! Layout:
+//! - [`source`]: positional reads with bounds checks and I/O counters (no mmap: see there);
+//! - `msgpack`: the exact-marker cursor for frame structures;
+//! - [`frame`]: contiguous and sparse frames (header, metalayers, index, trailer);
+//! - [`ndim`]: `b2nd`/`caterva` metalayers and the element-to-chunk mapping ([`Grid`]);
+//! - [`bcolz`]: carray and ctable directories, and the refused 2012 `blsk` layout;
+//! - [`attrs`]: the documented reversible msgpack <-> JSON mapping of attributes.
+//!
+//! Detection is by content, never by extension. A file starting with the frame magic is a
+//! contiguous frame (with frame_type 1: the index of the sparse frame in its directory); a
+//! file starting with `blsk` is refused. A directory with `__rootdirs__` is a ctable, with
+//! `chunks.b2frame` a sparse frame, with `meta/sizes` + `meta/storage` a carray; `meta/nrows`,
+//! `__N__.bin` files or `blsk` magic are the 2012 proposal and are refused.
+//!
+//! What each source reports, in one table:
+//!
+//! | | frames | bcolz carray |
+//! | --- | --- | --- |
+//! | `typesize` | header typesize | dtype itemsize |
+//! | `chunksize` | header chunksize (0 variable) | chunklen x row size |
+//! | `nbytes` / `cbytes` | header (cbytes includes dead space) | len x row size / `meta/sizes` cbytes |
+//! | `geometry` | `b2nd`/`caterva` metalayer, else `[nbytes / typesize]` | `meta/sizes` shape, `[chunklen, ...]`, `storage.dtype` |
+//! | `attrs` | vlmetalayers via [`attrs`] | `__attrs__` |
+//! | chunk bytes | Blosc2 chunk (specials synthesised) | Blosc1 chunk after the `blpk` prefix |
+//!
+//! Invariants: opening reads only headers, indexes, trailers and metadata files; [`Array`]
+//! is `Send + Sync` and all chunk access is `&self`; every structural failure is a
+//! [`ContainerError`] naming the file, the offset or field, and the reason.
 
+pub mod attrs;
+pub mod bcolz;
 pub mod error;
+pub mod frame;
+mod msgpack;
+pub mod ndim;
+pub mod source;
 
 use std::borrow::Cow;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::SystemTime;
 
 pub use error::ContainerError;
+pub use frame::{FrameInfo, Vlmetalayer};
+pub use ndim::{Grid, NdMeta};
+pub use source::IoStats;
+
+use crate::codec::ChunkHeader;
 
 /// What kind of source an [`Array`] or [`Container`] was read from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -69,6 +115,18 @@ pub struct Metalayer {
 #[derive(Debug)]
 pub struct Array {
     path: PathBuf,
+    kind: SourceKind,
+    inner: Inner,
+    geometry: Geometry,
+    nd: Option<Box<NdMeta>>,
+    attrs: serde_json::Value,
+    stats: Arc<IoStats>,
+}
+
+#[derive(Debug)]
+enum Inner {
+    Frame(Box<frame::Frame>),
+    Bcolz(Box<bcolz::Carray>),
 }
 
 /// A bcolz ctable: its attributes and its columns in `__rootdirs__` order.
@@ -91,87 +149,449 @@ pub enum Container {
     Table(Table),
 }
 
+fn not_a_container(path: &Path, why: impl Into<String>) -> ContainerError {
+    ContainerError::NotAContainer {
+        path: path.to_path_buf(),
+        why: why.into(),
+    }
+}
+
 /// Opens any supported source, detecting its kind from its content (not its extension).
+///
+/// # Errors
+///
+/// [`ContainerError::NotAContainer`] for anything unrecognised, [`ContainerError::Unsupported`]
+/// for the 2012 `blsk` layout and unsupported dtypes, [`ContainerError::Malformed`] /
+/// [`ContainerError::Chunk`] / [`ContainerError::Vlmeta`] for damaged sources,
+/// [`ContainerError::Io`] for I/O failures.
 pub fn open(path: &Path) -> Result<Container, ContainerError> {
-    let _ = path;
-    unimplemented!("owned by the container layer")
+    let meta = std::fs::metadata(path).map_err(|source| ContainerError::Io {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    let stats = Arc::new(IoStats::default());
+    if meta.is_file() {
+        return open_file(path, stats).map(Container::Array);
+    }
+    if !meta.is_dir() {
+        return Err(not_a_container(path, "neither a file nor a directory"));
+    }
+    if path.join("__rootdirs__").is_file() {
+        let (attrs, cols) = bcolz::open_ctable(path, &stats)?;
+        let columns = cols
+            .into_iter()
+            .map(|(name, c)| {
+                let col_path = path.join(&name);
+                (name, Array::from_carray(col_path, c, Arc::clone(&stats)))
+            })
+            .collect();
+        return Ok(Container::Table(Table {
+            path: path.to_path_buf(),
+            attrs,
+            columns,
+        }));
+    }
+    if path.join("meta/nrows").is_file() {
+        return Err(ContainerError::Unsupported {
+            path: path.to_path_buf(),
+            what: "meta/nrows (2012 blsk proposal layout, never shipped by bcolz)".into(),
+        });
+    }
+    let index = path.join("chunks.b2frame");
+    if index.is_file() {
+        let f = frame::Frame::open(&index, 0, Some(path), Arc::clone(&stats))?;
+        return Array::from_frame(path.to_path_buf(), SourceKind::Sframe, f, stats)
+            .map(Container::Array);
+    }
+    if path.join("meta/sizes").is_file() && path.join("meta/storage").is_file() {
+        let c = bcolz::Carray::open(path, Arc::clone(&stats))?;
+        return Ok(Container::Array(Array::from_carray(
+            path.to_path_buf(),
+            c,
+            stats,
+        )));
+    }
+    if let Some(what) = bcolz::blsk_evidence(path) {
+        return Err(ContainerError::Unsupported {
+            path: path.to_path_buf(),
+            what,
+        });
+    }
+    Err(not_a_container(
+        path,
+        "directory has no chunks.b2frame, __rootdirs__ or meta/sizes + meta/storage",
+    ))
+}
+
+fn open_file(path: &Path, stats: Arc<IoStats>) -> Result<Array, ContainerError> {
+    let src = source::Source::open(path, Arc::clone(&stats))?;
+    let n = usize::try_from(src.len().min(32)).unwrap_or(32);
+    let head = src.read_at(0, n, "file magic")?;
+    if head.starts_with(&frame::MAGIC) && head.get(26) == Some(&1) {
+        // The index file of a sparse frame: open its directory.
+        drop(src);
+        let dir = path.parent().unwrap_or(Path::new("."));
+        let f = frame::Frame::open(path, 0, Some(dir), Arc::clone(&stats))?;
+        return Array::from_frame(dir.to_path_buf(), SourceKind::Sframe, f, stats);
+    }
+    if head.starts_with(&frame::MAGIC) {
+        drop(src);
+        let f = frame::Frame::open(path, 0, None, Arc::clone(&stats))?;
+        return Array::from_frame(path.to_path_buf(), SourceKind::Cframe, f, stats);
+    }
+    if head.starts_with(b"blsk") {
+        return Err(ContainerError::Unsupported {
+            path: path.to_path_buf(),
+            what: "a 2012 blsk superchunk file (proposal layout never shipped by bcolz)".into(),
+        });
+    }
+    if head.starts_with(b"blpk") {
+        return Err(not_a_container(
+            path,
+            "a single bcolz chunk file; open its carray directory instead",
+        ));
+    }
+    Err(not_a_container(path, "no Blosc2 frame magic at offset 0"))
+}
+
+fn geometry_of(
+    path: &Path,
+    f: &frame::Frame,
+) -> Result<(Geometry, Option<NdMeta>), ContainerError> {
+    let info = f.info();
+    let find = |name: &str| f.metalayers().iter().find(|m| m.name == name);
+    let parsed = if let Some(m) = find("b2nd") {
+        Some(ndim::parse_b2nd(&m.raw, 0))
+    } else {
+        find("caterva").map(|m| ndim::parse_caterva(&m.raw, 0))
+    };
+    match parsed {
+        Some(Ok(nd)) => Ok((
+            Geometry {
+                shape: nd.shape.clone(),
+                chunkshape: Some(nd.chunkshape.clone()),
+                blockshape: Some(nd.blockshape.clone()),
+                dtype: nd.dtype.clone(),
+            },
+            Some(nd),
+        )),
+        Some(Err(fault)) => Err(ContainerError::Malformed {
+            path: path.to_path_buf(),
+            what: fault.what,
+            offset: fault.offset,
+            why: format!("{} (offset inside the metalayer content)", fault.why),
+        }),
+        None => Ok((
+            Geometry {
+                shape: vec![info.nbytes / u64::from(info.typesize)],
+                chunkshape: None,
+                blockshape: None,
+                dtype: None,
+            },
+            None,
+        )),
+    }
 }
 
 impl Array {
+    /// Opens the contiguous frame that starts at byte `offset` of `path` (0 for a `.b2frame`
+    /// file; a member offset for frames embedded in a bigger file such as a `.b2z` archive).
+    ///
+    /// # Errors
+    ///
+    /// As [`open`].
+    pub fn open_frame_at(path: &Path, offset: u64) -> Result<Array, ContainerError> {
+        let stats = Arc::new(IoStats::default());
+        let f = frame::Frame::open(path, offset, None, Arc::clone(&stats))?;
+        Array::from_frame(path.to_path_buf(), SourceKind::Cframe, f, stats)
+    }
+
+    fn from_frame(
+        path: PathBuf,
+        kind: SourceKind,
+        f: frame::Frame,
+        stats: Arc<IoStats>,
+    ) -> Result<Array, ContainerError> {
+        let (geometry, nd) = geometry_of(f.source().path(), &f)?;
+        let attrs = serde_json::Value::Object(
+            f.vlmetalayers()
+                .iter()
+                .map(|v| (v.name.clone(), v.json.clone()))
+                .collect(),
+        );
+        Ok(Array {
+            path,
+            kind,
+            inner: Inner::Frame(Box::new(f)),
+            geometry,
+            nd: nd.map(Box::new),
+            attrs,
+            stats,
+        })
+    }
+
+    fn from_carray(path: PathBuf, c: bcolz::Carray, stats: Arc<IoStats>) -> Array {
+        let shape = c.shape().to_vec();
+        let mut chunkshape = vec![c.chunklen()];
+        chunkshape.extend_from_slice(&shape[1..]);
+        let geometry = Geometry {
+            shape,
+            chunkshape: Some(chunkshape),
+            blockshape: None,
+            dtype: Some(c.dtype().to_string()),
+        };
+        Array {
+            path,
+            kind: SourceKind::BcolzCarray,
+            attrs: c.attrs().clone(),
+            inner: Inner::Bcolz(Box::new(c)),
+            geometry,
+            nd: None,
+            stats,
+        }
+    }
+
     /// Where the source lives.
     pub fn path(&self) -> &Path {
         &self.path
     }
 
-    /// What kind of source this is.
+    /// What kind of source this is (a ctable's columns report [`SourceKind::BcolzCarray`]).
     pub fn kind(&self) -> SourceKind {
-        unimplemented!()
+        self.kind
     }
 
     /// Number of chunks.
     pub fn nchunks(&self) -> usize {
-        unimplemented!()
+        match &self.inner {
+            Inner::Frame(f) => f.nchunks(),
+            Inner::Bcolz(c) => c.nchunks(),
+        }
     }
 
-    /// Element size in bytes.
+    /// Element size in bytes (frames: the header typesize; bcolz: the dtype's itemsize, 0 for
+    /// object dtype).
     pub fn typesize(&self) -> usize {
-        unimplemented!()
+        match &self.inner {
+            Inner::Frame(f) => f.info().typesize as usize,
+            Inner::Bcolz(c) => c.itemsize(),
+        }
     }
 
     /// Nominal uncompressed chunk size (frame header chunksize; bcolz chunklen x atomsize);
-    /// 0 for variable-size frames.
+    /// 0 for variable-size frames (and frames whose chunksize is not initialised).
     pub fn chunksize(&self) -> usize {
-        unimplemented!()
+        match &self.inner {
+            Inner::Frame(f) => usize::try_from(f.info().chunksize).unwrap_or(0),
+            Inner::Bcolz(c) => usize::try_from(c.chunksize()).unwrap_or(usize::MAX),
+        }
     }
 
     /// Uncompressed bytes of the whole source (for b2nd including chunk padding).
     pub fn nbytes(&self) -> u64 {
-        unimplemented!()
+        match &self.inner {
+            Inner::Frame(f) => f.info().nbytes,
+            Inner::Bcolz(c) => c.nbytes(),
+        }
     }
 
-    /// Compressed bytes as the source reports them.
+    /// Compressed bytes as the source reports them (frames: the header cbytes, i.e. the chunk
+    /// area including dead space; bcolz: `meta/sizes` cbytes).
     pub fn cbytes(&self) -> u64 {
-        unimplemented!()
+        match &self.inner {
+            Inner::Frame(f) => f.info().cbytes,
+            Inner::Bcolz(c) => c.cbytes(),
+        }
+    }
+
+    fn check_index(&self, index: usize) -> Result<(), ContainerError> {
+        if index < self.nchunks() {
+            Ok(())
+        } else {
+            Err(ContainerError::NoSuchChunk {
+                path: self.path.clone(),
+                index,
+                nchunks: self.nchunks(),
+            })
+        }
     }
 
     /// Uncompressed size of chunk `index`, without reading chunk data when the size is known
     /// from the header/index (variable-size frames read the 32-byte chunk header).
+    ///
+    /// For a bcolz leftover chunk this is the leftover size; the stored chunk may decode to
+    /// more bytes, of which only the first `chunk_nbytes` are data.
+    ///
+    /// # Errors
+    ///
+    /// [`ContainerError::NoSuchChunk`], or a read/format failure of the chunk header.
     pub fn chunk_nbytes(&self, index: usize) -> Result<usize, ContainerError> {
-        let _ = index;
-        unimplemented!()
+        self.check_index(index)?;
+        match &self.inner {
+            Inner::Frame(f) => f.chunk_nbytes(index),
+            Inner::Bcolz(c) => c.chunk_nbytes(index),
+        }
     }
 
-    /// How chunk `index` is stored, without decompressing it.
+    /// How chunk `index` is stored, without decompressing it (stored frame chunks: reads the
+    /// 32-byte header, so a regular chunk holding a special value is reported as such).
+    ///
+    /// # Errors
+    ///
+    /// [`ContainerError::NoSuchChunk`], or a read failure of the chunk header.
     pub fn chunk_kind(&self, index: usize) -> Result<ChunkKind, ContainerError> {
-        let _ = index;
-        unimplemented!()
+        self.check_index(index)?;
+        match &self.inner {
+            Inner::Frame(f) => f.chunk_kind(index),
+            Inner::Bcolz(_) => Ok(ChunkKind::Regular),
+        }
     }
 
     /// The compressed bytes of chunk `index`: a complete Blosc chunk (for special offsets a
     /// synthesised 32-byte special chunk; for bcolz the Blosc1 chunk after the `blpk` prefix).
+    ///
+    /// # Errors
+    ///
+    /// [`ContainerError::NoSuchChunk`]; [`ContainerError::Malformed`] when the chunk's cbytes
+    /// does not fit the chunk area or file; [`ContainerError::Io`].
     pub fn chunk_bytes(&self, index: usize) -> Result<Cow<'_, [u8]>, ContainerError> {
-        let _ = index;
-        unimplemented!()
+        self.check_index(index)?;
+        match &self.inner {
+            Inner::Frame(f) => f.chunk_bytes(index).map(Cow::Owned),
+            Inner::Bcolz(c) => c.chunk_bytes(index).map(Cow::Owned),
+        }
+    }
+
+    /// The parsed header of chunk `index` (frames: the 32-byte Blosc2 header, synthesised for
+    /// special offsets; bcolz: the 16-byte Blosc1 header). Reads only the header.
+    ///
+    /// # Errors
+    ///
+    /// As [`Array::chunk_kind`], plus [`ContainerError::Chunk`] when the codec rejects the
+    /// header.
+    pub fn chunk_header(&self, index: usize) -> Result<ChunkHeader, ContainerError> {
+        self.check_index(index)?;
+        let bytes = match &self.inner {
+            Inner::Frame(f) => f.chunk_header_bytes(index)?,
+            Inner::Bcolz(c) => c.chunk_header_bytes(index)?,
+        };
+        crate::codec::chunk_info(&bytes).map_err(|source| ContainerError::Chunk {
+            path: self.path.clone(),
+            index,
+            source,
+        })
     }
 
     /// Geometry (shape always; the rest where known).
     pub fn geometry(&self) -> &Geometry {
-        unimplemented!()
+        &self.geometry
+    }
+
+    /// The decoded `b2nd`/`caterva` metalayer, if the frame has one.
+    pub fn nd_meta(&self) -> Option<&NdMeta> {
+        self.nd.as_deref()
+    }
+
+    /// The b2nd chunk grid (element-to-chunk mapping), if the frame has an N-dim metalayer
+    /// with a valid geometry.
+    pub fn grid(&self) -> Option<Grid> {
+        let nd = self.nd.as_ref()?;
+        Grid::new(&nd.shape, &nd.chunkshape, &nd.blockshape).ok()
     }
 
     /// Fixed metalayers, in header order (empty for bcolz).
     pub fn metalayers(&self) -> &[Metalayer] {
-        unimplemented!()
+        match &self.inner {
+            Inner::Frame(f) => f.metalayers(),
+            Inner::Bcolz(_) => &[],
+        }
     }
 
-    /// The user attributes as a JSON object: frame vlmetalayers decoded from msgpack, or the
-    /// bcolz `__attrs__` file.
+    /// The trailer's vlmetalayers with their stored chunks and decompressed contents, in
+    /// trailer order (empty for bcolz).
+    pub fn vlmetalayers(&self) -> &[Vlmetalayer] {
+        match &self.inner {
+            Inner::Frame(f) => f.vlmetalayers(),
+            Inner::Bcolz(_) => &[],
+        }
+    }
+
+    /// The user attributes as a JSON object: frame vlmetalayers decoded from msgpack (see
+    /// [`attrs`] for the mapping), or the bcolz `__attrs__` file.
     pub fn attrs(&self) -> &serde_json::Value {
-        unimplemented!()
+        &self.attrs
     }
 
-    /// Modification time of the source.
+    /// Every frame header field (frames only).
+    pub fn frame_info(&self) -> Option<&FrameInfo> {
+        match &self.inner {
+            Inner::Frame(f) => Some(f.info()),
+            Inner::Bcolz(_) => None,
+        }
+    }
+
+    /// The raw chunk-index entry of chunk `index` (frames only): a byte offset relative to
+    /// the end of the header (contiguous), a chunk id (sparse), or a negative special code
+    /// (`0x81..` zeros, `0x82..` NaN, `0x84..` uninitialised). No I/O.
+    pub fn frame_index_entry(&self, index: usize) -> Option<i64> {
+        match &self.inner {
+            Inner::Frame(f) => f.index_entry(index),
+            Inner::Bcolz(_) => None,
+        }
+    }
+
+    /// `meta/sizes` as parsed, keys in file order (bcolz only).
+    pub fn bcolz_sizes(&self) -> Option<&serde_json::Value> {
+        match &self.inner {
+            Inner::Bcolz(c) => Some(c.sizes()),
+            Inner::Frame(_) => None,
+        }
+    }
+
+    /// `meta/storage` as parsed, keys in file order (bcolz only).
+    pub fn bcolz_storage(&self) -> Option<&serde_json::Value> {
+        match &self.inner {
+            Inner::Bcolz(c) => Some(c.storage()),
+            Inner::Frame(_) => None,
+        }
+    }
+
+    /// Whether the carray has an `__attrs__` file (bcolz only; bcolz-zipline cannot open a
+    /// carray without one, so write-back must create it).
+    pub fn bcolz_has_attrs_file(&self) -> Option<bool> {
+        match &self.inner {
+            Inner::Bcolz(c) => Some(c.has_attrs_file()),
+            Inner::Frame(_) => None,
+        }
+    }
+
+    /// Whether the source changed on disk since it was opened (frames: file length, mtime or
+    /// the 87-byte header prefix; bcolz: `meta/sizes`, `meta/storage` or `__attrs__`). A
+    /// changed source should be reopened: cached geometry and index no longer apply. Never
+    /// reads chunk data.
+    ///
+    /// # Errors
+    ///
+    /// [`ContainerError::Io`] / [`ContainerError::Malformed`] when the header cannot be read
+    /// back although the file is still there.
+    pub fn changed_on_disk(&self) -> Result<bool, ContainerError> {
+        match &self.inner {
+            Inner::Frame(f) => f.changed_on_disk(),
+            Inner::Bcolz(c) => Ok(c.changed_on_disk()),
+        }
+    }
+
+    /// Reads issued for this array so far (shared with the other columns of a ctable).
+    pub fn io_stats(&self) -> &IoStats {
+        &self.stats
+    }
+
+    /// Modification time of the source (frame file; sparse: `chunks.b2frame`; bcolz:
+    /// `meta/sizes`), as seen at open.
     pub fn mtime(&self) -> SystemTime {
-        unimplemented!()
+        match &self.inner {
+            Inner::Frame(f) => f.source().mtime(),
+            Inner::Bcolz(c) => c.mtime(),
+        }
     }
 }

@@ -1,2 +1,402 @@
-//! The thin fuser adapter: each FUSE operation converts its arguments, calls [`crate::tree`],
-//! and replies.
+//! The thin fuser adapter: each FUSE operation converts its arguments, calls
+//! [`crate::tree`], and replies.
+//!
+//! No filesystem semantics live here: if a handler would need an `if` about what the tree
+//! shows, that decision belongs in [`crate::tree`]. Each failed operation is logged once
+//! (op, inode, errno and the error chain): `ENOENT` at debug (shells probe names constantly),
+//! EIO at warn (it names the source path, chunk and reason), everything else at info.
+//!
+//! The content is immutable while mounted, so entry and attribute TTLs are long and the
+//! kernel may keep file pages cached across opens (see [`CachePolicy`]).
+
+pub mod convert;
+pub mod mount;
+
+use std::ffi::OsStr;
+use std::time::Duration;
+
+use fuser::{
+    AccessFlags, BsdFileFlags, Errno, FileHandle, Filesystem, Generation, INodeNo, KernelConfig,
+    LockOwner, OpenFlags, RenameFlags, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory,
+    ReplyEmpty, ReplyEntry, ReplyOpen, ReplyStatfs, ReplyWrite, ReplyXattr, Request, TimeOrNow,
+    WriteFlags,
+};
+
+use crate::tree::{Tree, TreeError};
+
+pub use mount::{MountConfig, spawn_mount};
+
+/// How long the kernel may trust entries and attributes: the tree never changes while mounted.
+const TTL: Duration = Duration::from_secs(24 * 3600);
+
+/// How file content reaches readers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum CachePolicy {
+    /// Through the kernel page cache, kept across opens (`FOPEN_KEEP_CACHE`): repeated reads
+    /// of a file never reach b2fs. The default (see the measurement in the README/report).
+    #[default]
+    KeepCache,
+    /// Every read goes to b2fs (`FOPEN_DIRECT_IO`); only b2fs's own chunk cache helps.
+    DirectIo,
+}
+
+/// The [`fuser::Filesystem`] over a [`Tree`].
+#[derive(Debug)]
+pub struct FuseAdapter {
+    tree: Tree,
+    policy: CachePolicy,
+}
+
+impl FuseAdapter {
+    /// Serves `tree` with file content cached as `policy` says.
+    pub fn new(tree: Tree, policy: CachePolicy) -> FuseAdapter {
+        FuseAdapter { tree, policy }
+    }
+
+    /// The tree being served.
+    pub fn tree(&self) -> &Tree {
+        &self.tree
+    }
+}
+
+/// Logs a failed operation once, at the level its errno deserves.
+fn log_error(op: &str, ino: INodeNo, e: &TreeError) {
+    let errno = e.errno();
+    let chain = crate::tree::display_chain(e);
+    match errno {
+        libc::ENOENT => log::debug!("{op}(ino {ino}): {chain}"),
+        libc::EIO => log::warn!("{op}(ino {ino}): errno {errno}: {chain}"),
+        _ => log::info!("{op}(ino {ino}): errno {errno}: {chain}"),
+    }
+}
+
+fn errno(e: &TreeError) -> Errno {
+    Errno::from_i32(e.errno())
+}
+
+impl Filesystem for FuseAdapter {
+    fn init(&mut self, _req: &Request, config: &mut KernelConfig) -> std::io::Result<()> {
+        // Larger kernel readahead keeps a sequential `cat` of a chunk file in few requests.
+        let _ = config.set_max_readahead(1 << 20);
+        Ok(())
+    }
+
+    fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
+        let Some(name) = name.to_str() else {
+            return reply.error(Errno::ENOENT);
+        };
+        match self.tree.lookup(parent.0, name) {
+            Ok(attr) => reply.entry(&TTL, &convert::file_attr(&attr), Generation(0)),
+            Err(e) => {
+                log_error("lookup", parent, &e);
+                reply.error(errno(&e));
+            }
+        }
+    }
+
+    fn getattr(&self, _req: &Request, ino: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
+        match self.tree.getattr(ino.0) {
+            Ok(attr) => reply.attr(&TTL, &convert::file_attr(&attr)),
+            Err(e) => {
+                log_error("getattr", ino, &e);
+                reply.error(errno(&e));
+            }
+        }
+    }
+
+    fn open(&self, _req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
+        match self.tree.open(ino.0, flags.0) {
+            Ok(fh) => reply.opened(FileHandle(fh), convert::fopen_flags(self.policy)),
+            Err(e) => {
+                log_error("open", ino, &e);
+                reply.error(errno(&e));
+            }
+        }
+    }
+
+    fn read(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        fh: FileHandle,
+        offset: u64,
+        size: u32,
+        _flags: OpenFlags,
+        _lock_owner: Option<LockOwner>,
+        reply: ReplyData,
+    ) {
+        match self.tree.read(ino.0, fh.0, offset, size) {
+            Ok(data) => reply.data(&data),
+            Err(e) => {
+                log_error("read", ino, &e);
+                reply.error(errno(&e));
+            }
+        }
+    }
+
+    fn release(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        fh: FileHandle,
+        _flags: OpenFlags,
+        _lock_owner: Option<LockOwner>,
+        _flush: bool,
+        reply: ReplyEmpty,
+    ) {
+        match self.tree.release(fh.0) {
+            Ok(()) => reply.ok(),
+            Err(e) => {
+                log_error("release", ino, &e);
+                reply.error(errno(&e));
+            }
+        }
+    }
+
+    fn flush(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        _fh: FileHandle,
+        _lock_owner: LockOwner,
+        reply: ReplyEmpty,
+    ) {
+        reply.ok();
+    }
+
+    fn fsync(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        _fh: FileHandle,
+        _datasync: bool,
+        reply: ReplyEmpty,
+    ) {
+        reply.ok();
+    }
+
+    fn opendir(&self, _req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
+        match self.tree.readdir(ino.0, 0) {
+            Ok(_) => reply.opened(FileHandle(0), convert::opendir_flags()),
+            Err(e) => {
+                log_error("opendir", ino, &e);
+                reply.error(errno(&e));
+            }
+        }
+    }
+
+    fn readdir(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        offset: u64,
+        mut reply: ReplyDirectory,
+    ) {
+        match self.tree.readdir(ino.0, offset) {
+            Ok(entries) => {
+                for e in entries {
+                    let full = reply.add(
+                        INodeNo(e.ino),
+                        e.next_offset,
+                        convert::file_type(e.kind),
+                        &e.name,
+                    );
+                    if full {
+                        break;
+                    }
+                }
+                reply.ok();
+            }
+            Err(e) => {
+                log_error("readdir", ino, &e);
+                reply.error(errno(&e));
+            }
+        }
+    }
+
+    fn statfs(&self, _req: &Request, _ino: INodeNo, reply: ReplyStatfs) {
+        let s = self.tree.statfs();
+        reply.statfs(
+            s.blocks, s.bfree, s.bavail, s.files, s.ffree, s.bsize, s.namelen, s.frsize,
+        );
+    }
+
+    fn access(&self, _req: &Request, ino: INodeNo, mask: AccessFlags, reply: ReplyEmpty) {
+        match self.tree.access(ino.0, mask.bits()) {
+            Ok(()) => reply.ok(),
+            Err(e) => {
+                log_error("access", ino, &e);
+                reply.error(errno(&e));
+            }
+        }
+    }
+
+    fn getxattr(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        _name: &OsStr,
+        _size: u32,
+        reply: ReplyXattr,
+    ) {
+        reply.error(Errno::ENODATA);
+    }
+
+    fn listxattr(&self, _req: &Request, _ino: INodeNo, size: u32, reply: ReplyXattr) {
+        if size == 0 {
+            reply.size(0);
+        } else {
+            reply.data(&[]);
+        }
+    }
+
+    // Every change is refused by the tree (EROFS); the kernel's `ro` mount flag usually stops
+    // them before they get here.
+
+    fn setattr(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        _mode: Option<u32>,
+        _uid: Option<u32>,
+        _gid: Option<u32>,
+        _size: Option<u64>,
+        _atime: Option<TimeOrNow>,
+        _mtime: Option<TimeOrNow>,
+        _ctime: Option<std::time::SystemTime>,
+        _fh: Option<FileHandle>,
+        _crtime: Option<std::time::SystemTime>,
+        _chgtime: Option<std::time::SystemTime>,
+        _bkuptime: Option<std::time::SystemTime>,
+        _flags: Option<BsdFileFlags>,
+        reply: ReplyAttr,
+    ) {
+        let e = refuse(&self.tree, "setattr", ino);
+        reply.error(e);
+    }
+
+    fn write(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        _offset: u64,
+        _data: &[u8],
+        _write_flags: WriteFlags,
+        _flags: OpenFlags,
+        _lock_owner: Option<LockOwner>,
+        reply: ReplyWrite,
+    ) {
+        reply.error(refuse(&self.tree, "write", ino));
+    }
+
+    fn create(
+        &self,
+        _req: &Request,
+        parent: INodeNo,
+        _name: &OsStr,
+        _mode: u32,
+        _umask: u32,
+        _flags: i32,
+        reply: ReplyCreate,
+    ) {
+        reply.error(refuse(&self.tree, "create", parent));
+    }
+
+    fn mknod(
+        &self,
+        _req: &Request,
+        parent: INodeNo,
+        _name: &OsStr,
+        _mode: u32,
+        _umask: u32,
+        _rdev: u32,
+        reply: ReplyEntry,
+    ) {
+        reply.error(refuse(&self.tree, "mknod", parent));
+    }
+
+    fn mkdir(
+        &self,
+        _req: &Request,
+        parent: INodeNo,
+        _name: &OsStr,
+        _mode: u32,
+        _umask: u32,
+        reply: ReplyEntry,
+    ) {
+        reply.error(refuse(&self.tree, "mkdir", parent));
+    }
+
+    fn unlink(&self, _req: &Request, parent: INodeNo, _name: &OsStr, reply: ReplyEmpty) {
+        reply.error(refuse(&self.tree, "unlink", parent));
+    }
+
+    fn rmdir(&self, _req: &Request, parent: INodeNo, _name: &OsStr, reply: ReplyEmpty) {
+        reply.error(refuse(&self.tree, "rmdir", parent));
+    }
+
+    fn symlink(
+        &self,
+        _req: &Request,
+        parent: INodeNo,
+        _link_name: &OsStr,
+        _target: &std::path::Path,
+        reply: ReplyEntry,
+    ) {
+        reply.error(refuse(&self.tree, "symlink", parent));
+    }
+
+    fn link(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        _newparent: INodeNo,
+        _newname: &OsStr,
+        reply: ReplyEntry,
+    ) {
+        reply.error(refuse(&self.tree, "link", ino));
+    }
+
+    fn rename(
+        &self,
+        _req: &Request,
+        parent: INodeNo,
+        _name: &OsStr,
+        _newparent: INodeNo,
+        _newname: &OsStr,
+        _flags: RenameFlags,
+        reply: ReplyEmpty,
+    ) {
+        reply.error(refuse(&self.tree, "rename", parent));
+    }
+
+    fn setxattr(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        _name: &OsStr,
+        _value: &[u8],
+        _flags: i32,
+        _position: u32,
+        reply: ReplyEmpty,
+    ) {
+        reply.error(refuse(&self.tree, "setxattr", ino));
+    }
+
+    fn removexattr(&self, _req: &Request, ino: INodeNo, _name: &OsStr, reply: ReplyEmpty) {
+        reply.error(refuse(&self.tree, "removexattr", ino));
+    }
+}
+
+/// The errno for a change to `ino` (EROFS, or ENOENT for an unknown inode), logged once.
+fn refuse(tree: &Tree, op: &str, ino: INodeNo) -> Errno {
+    match tree.modify(ino.0) {
+        Ok(()) => Errno::EROFS,
+        Err(e) => {
+            log_error(op, ino, &e);
+            errno(&e)
+        }
+    }
+}

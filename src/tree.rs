@@ -1,2 +1,698 @@
 //! The filesystem logic: the directory tree a mounted source shows, as an in-process API
-//! (lookup, getattr, readdir, open, read, release) that tests drive without a kernel.
+//! (lookup, getattr, readdir, open, read, release, statfs) that tests drive without a kernel.
+//!
+//! This module knows nothing of fuser or the kernel protocol: it answers with b2fs-owned types
+//! ([`Attr`], [`DirEntry`], [`StatFs`], [`TreeError`]) and [`crate::fuse`] translates. It does
+//! not parse formats either: [`view`] asks [`crate::container`] for metadata and chunk bytes,
+//! and the read path calls [`crate::codec`] to decode.
+//!
+//! What a mount looks like (see [`view`] for the rules):
+//!
+//! ```text
+//! MOUNTPOINT/
+//!   __attrs__             JSON: the frame's vlmeta / bcolz __attrs__
+//!   meta/sizes            JSON: shape, nbytes, cbytes, nchunks
+//!   meta/storage          JSON: dtype, chunkshape|chunklen, blockshape, typesize, chunksize, cparams
+//!   meta/metalayers/NAME  JSON: one per fixed metalayer, decoded
+//!   data/00000000.bin     chunk 0, decompressed
+//! ```
+//!
+//! Subtleties and who handles them:
+//! - **Stable inode numbers.** Assigned once by [`layout`]: root 1, fixed nodes next; chunk
+//!   files are `base + index` per data directory, computed, never allocated.
+//! - **readdir offsets.** Listings never change while mounted, so an entry's offset is its
+//!   position (`.` is 0, `..` is 1, then children in order) and resuming at any offset a
+//!   previous call returned is exact, whatever buffer size the caller had.
+//! - **Reads at any offset and length** return exactly the reference bytes: whole-chunk decodes
+//!   go through the shared [`ChunkCache`]; a small cold read inside a large chunk that is not
+//!   part of a sequential scan decodes only the overlapping blocks (`decompress_range`).
+//! - **Sequential scans** (a handle whose reads follow each other, or start at 0) prefetch the
+//!   next chunks of the same data directory on background threads ([`prefetch`]).
+//! - **A chunk that fails to decode** fails reads of that one file with
+//!   [`TreeError::Container`] (EIO); nothing is cached for it and every other file keeps
+//!   working.
+//! - **Read-only.** Opening for writing gives [`TreeError::ReadOnly`] (EROFS).
+
+pub mod attr;
+pub mod error;
+pub mod layout;
+mod prefetch;
+pub mod store;
+pub mod view;
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::ops::{Deref, Range};
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use parking_lot::Mutex;
+
+use crate::cache::{Bytes, CacheStats, ChunkCache};
+use crate::codec::{self, CodecError, Decoder};
+use crate::container::ContainerError;
+
+pub use attr::{Attr, DirEntry, EntryKind, StatFs};
+pub use error::{TreeError, display_chain};
+pub use layout::{Layout, Owner, ROOT_INO};
+pub use store::ChunkStore;
+
+use layout::{Node, NodeKind};
+
+/// Preferred I/O size reported in `stat` (`st_blksize`).
+const BLKSIZE: u32 = 128 * 1024;
+/// Longest name a lookup accepts.
+const NAME_MAX: usize = 255;
+
+/// Tuning knobs of a [`Tree`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TreeOptions {
+    /// Byte budget of the decompressed-chunk cache.
+    pub cache_size: usize,
+    /// How many chunks ahead a sequential scan prefetches (0 disables prefetching).
+    pub prefetch_chunks: usize,
+    /// Background threads that run prefetches.
+    pub prefetch_threads: usize,
+    /// A cold read decodes only the blocks it overlaps when the chunk is more than this many
+    /// times larger than the read and the read is not part of a sequential scan.
+    pub range_factor: usize,
+}
+
+impl Default for TreeOptions {
+    fn default() -> Self {
+        TreeOptions {
+            cache_size: 256 << 20,
+            prefetch_chunks: 2,
+            prefetch_threads: 2,
+            range_factor: 4,
+        }
+    }
+}
+
+/// Bytes a read returns: a window of a cached chunk, of a metadata file, or freshly decoded.
+#[derive(Debug)]
+pub enum ReadData {
+    /// A window of a cached decompressed chunk.
+    Chunk(Bytes, Range<usize>),
+    /// A window of a fixed file's content.
+    Fixed(Arc<[u8]>, Range<usize>),
+    /// Bytes decoded for this read only (range decode), or nothing (EOF).
+    Owned(Vec<u8>),
+}
+
+impl Deref for ReadData {
+    type Target = [u8];
+
+    fn deref(&self) -> &[u8] {
+        match self {
+            ReadData::Chunk(b, r) => &b[r.clone()],
+            ReadData::Fixed(b, r) => &b[r.clone()],
+            ReadData::Owned(v) => v,
+        }
+    }
+}
+
+/// One data directory's chunk files: inode range `base .. base + nchunks`.
+#[derive(Debug)]
+struct DataSet {
+    store: Box<dyn ChunkStore>,
+    base: u64,
+}
+
+/// Cache key: (data set, chunk index).
+type Key = (usize, usize);
+
+/// State shared with the prefetch threads.
+#[derive(Debug)]
+struct Core {
+    sets: Vec<DataSet>,
+    cache: ChunkCache<Key>,
+}
+
+thread_local! {
+    /// One decoder per thread keeps its scratch buffers between chunks.
+    static DECODER: RefCell<Decoder> = RefCell::new(Decoder::new());
+}
+
+impl Core {
+    /// The whole decompressed chunk, from the cache or decoded once.
+    fn chunk(&self, set: usize, index: usize) -> Result<Bytes, ContainerError> {
+        self.cache
+            .get_or_load((set, index), || self.decode(set, index))
+    }
+
+    fn decode(&self, set: usize, index: usize) -> Result<Vec<u8>, ContainerError> {
+        let store = &self.sets[set].store;
+        let chunk_err = |source| ContainerError::Chunk {
+            path: store.path().to_path_buf(),
+            index,
+            source,
+        };
+        let nbytes = store.chunk_nbytes(index)?;
+        let chunk = store.chunk_bytes(index)?;
+        // The chunk may hold more than the file shows (a bcolz leftover chunk rewritten
+        // full): decode it all, keep the first `nbytes`.
+        let stored = codec::chunk_info(&chunk).map_err(chunk_err)?.nbytes;
+        if stored < nbytes {
+            return Err(chunk_err(CodecError::OutputSize {
+                expected: stored,
+                actual: nbytes,
+            }));
+        }
+        let mut buf = self.cache.buffer(stored);
+        let res = DECODER.with(|d| d.borrow_mut().decompress_into(&chunk, &mut buf));
+        match res {
+            Ok(_) => {
+                buf.truncate(nbytes);
+                Ok(buf)
+            }
+            Err(source) => {
+                self.cache.recycle(buf);
+                Err(chunk_err(source))
+            }
+        }
+    }
+
+    /// Bytes `[offset, offset + len)` of a chunk, decoding only the blocks they overlap.
+    fn decode_range(
+        &self,
+        set: usize,
+        index: usize,
+        offset: usize,
+        len: usize,
+    ) -> Result<Vec<u8>, ContainerError> {
+        let store = &self.sets[set].store;
+        let chunk = store.chunk_bytes(index)?;
+        let mut out = vec![0u8; len];
+        let n = DECODER
+            .with(|d| d.borrow_mut().decompress_range(&chunk, offset, &mut out))
+            .map_err(|source| ContainerError::Chunk {
+                path: store.path().to_path_buf(),
+                index,
+                source,
+            })?;
+        out.truncate(n);
+        Ok(out)
+    }
+}
+
+/// Per-open-file state.
+#[derive(Debug, Clone, Copy)]
+struct Handle {
+    ino: u64,
+    /// Where a sequential scan's next read starts.
+    next: u64,
+}
+
+/// What an inode is, resolved.
+#[derive(Debug, Clone, Copy)]
+enum Resolved<'a> {
+    Fixed(&'a Node),
+    Chunk { set: usize, index: usize },
+}
+
+/// The virtual filesystem of one mounted source. `Sync`: FUSE worker threads share it.
+#[derive(Debug)]
+pub struct Tree {
+    nodes: Vec<Node>,
+    core: Arc<Core>,
+    owner: Owner,
+    /// Last inode number in use.
+    max_ino: u64,
+    total_bytes: u64,
+    handles: Mutex<HashMap<u64, Handle>>,
+    next_fh: AtomicU64,
+    prefetch: Option<prefetch::Prefetcher>,
+    options: TreeOptions,
+}
+
+impl Tree {
+    /// Opens the source at `path` and builds its tree.
+    ///
+    /// # Errors
+    /// When the source cannot be opened or its metadata cannot be rendered.
+    pub fn from_source(path: &Path, options: TreeOptions) -> Result<Tree, ContainerError> {
+        let container = crate::container::open(path)?;
+        let layout = view::layout(container)?;
+        Ok(Tree::new(layout, options))
+    }
+
+    /// Serves `layout`.
+    pub fn new(layout: Layout, options: TreeOptions) -> Tree {
+        let Layout {
+            nodes,
+            stores,
+            owner,
+        } = layout;
+        let mut next = nodes.len() as u64 + 1;
+        let mut sets = Vec::with_capacity(stores.len());
+        let mut total_bytes: u64 = nodes
+            .iter()
+            .map(|n| match &n.kind {
+                NodeKind::File { content } => content.len() as u64,
+                NodeKind::Dir { .. } => 0,
+            })
+            .sum();
+        for store in stores {
+            let base = next;
+            next = next.saturating_add(store.nchunks() as u64);
+            // Estimate: the last chunk may be short, but statfs needs no exactness.
+            total_bytes = total_bytes.saturating_add(
+                (store.nchunks() as u64).saturating_mul(store.chunk_nbytes(0).unwrap_or(0) as u64),
+            );
+            sets.push(DataSet { store, base });
+        }
+        let core = Arc::new(Core {
+            sets,
+            cache: ChunkCache::new(options.cache_size),
+        });
+        let prefetch = (options.prefetch_chunks > 0 && options.prefetch_threads > 0)
+            .then(|| prefetch::Prefetcher::start(core.clone(), options.prefetch_threads));
+        Tree {
+            nodes,
+            core,
+            owner,
+            max_ino: next - 1,
+            total_bytes,
+            handles: Mutex::new(HashMap::new()),
+            next_fh: AtomicU64::new(1),
+            prefetch,
+            options,
+        }
+    }
+
+    /// Counters of the chunk cache.
+    pub fn cache_stats(&self) -> CacheStats {
+        self.core.cache.stats()
+    }
+
+    /// Bytes held by the chunk cache now.
+    pub fn cache_bytes(&self) -> usize {
+        self.core.cache.bytes()
+    }
+
+    fn resolve(&self, ino: u64) -> Result<Resolved<'_>, TreeError> {
+        if ino == 0 || ino > self.max_ino {
+            return Err(TreeError::NotFound);
+        }
+        let idx = (ino - 1) as usize;
+        if let Some(node) = self.nodes.get(idx) {
+            return Ok(Resolved::Fixed(node));
+        }
+        let sets = &self.core.sets;
+        // Sets are in increasing base order; find the last with base <= ino.
+        let set = sets.partition_point(|s| s.base <= ino).checked_sub(1);
+        match set {
+            Some(set) => {
+                let index = (ino - sets[set].base) as usize;
+                if index < sets[set].store.nchunks() {
+                    Ok(Resolved::Chunk { set, index })
+                } else {
+                    Err(TreeError::NotFound)
+                }
+            }
+            None => Err(TreeError::NotFound),
+        }
+    }
+
+    fn node(&self, ino: u64) -> Option<&Node> {
+        self.nodes.get(usize::try_from(ino.checked_sub(1)?).ok()?)
+    }
+
+    fn chunk_ino(&self, set: usize, index: usize) -> u64 {
+        self.core.sets[set].base + index as u64
+    }
+
+    /// The attributes of `ino`.
+    ///
+    /// # Errors
+    /// [`TreeError::NotFound`] for unknown inodes; [`TreeError::Container`] when a chunk's
+    /// size cannot be read.
+    pub fn getattr(&self, ino: u64) -> Result<Attr, TreeError> {
+        match self.resolve(ino)? {
+            Resolved::Fixed(node) => Ok(match &node.kind {
+                NodeKind::Dir { children, .. } => {
+                    let subdirs = children
+                        .iter()
+                        .filter(|&&c| {
+                            matches!(self.node(c).map(|n| &n.kind), Some(NodeKind::Dir { .. }))
+                        })
+                        .count();
+                    self.attr(ino, EntryKind::Directory, 0, 2 + subdirs as u32)
+                }
+                NodeKind::File { content } => {
+                    self.attr(ino, EntryKind::File, content.len() as u64, 1)
+                }
+            }),
+            Resolved::Chunk { set, index } => {
+                let size = self.core.sets[set]
+                    .store
+                    .chunk_nbytes(index)
+                    .map_err(|source| TreeError::Container { ino, source })?;
+                Ok(self.attr(ino, EntryKind::File, size as u64, 1))
+            }
+        }
+    }
+
+    fn attr(&self, ino: u64, kind: EntryKind, size: u64, nlink: u32) -> Attr {
+        Attr {
+            ino,
+            kind,
+            size,
+            blocks: size.div_ceil(512),
+            perm: match kind {
+                EntryKind::Directory => 0o555,
+                EntryKind::File => 0o444,
+            },
+            nlink,
+            uid: self.owner.uid,
+            gid: self.owner.gid,
+            mtime: self.owner.mtime,
+            blksize: BLKSIZE,
+        }
+    }
+
+    /// The entry `name` in directory `parent`, with its attributes.
+    ///
+    /// # Errors
+    /// [`TreeError::NotFound`], [`TreeError::NotADirectory`], [`TreeError::NameTooLong`], or
+    /// [`TreeError::Container`] when the entry's size cannot be read.
+    pub fn lookup(&self, parent: u64, name: &str) -> Result<Attr, TreeError> {
+        if name.len() > NAME_MAX {
+            return Err(TreeError::NameTooLong);
+        }
+        let node = match self.resolve(parent)? {
+            Resolved::Fixed(node) => node,
+            Resolved::Chunk { .. } => return Err(TreeError::NotADirectory(parent)),
+        };
+        let NodeKind::Dir { children, data } = &node.kind else {
+            return Err(TreeError::NotADirectory(parent));
+        };
+        match name {
+            "." => return self.getattr(parent),
+            ".." => return self.getattr(node.parent),
+            _ => {}
+        }
+        if let Some(set) = *data {
+            let index = parse_chunk_name(name).ok_or(TreeError::NotFound)?;
+            if index >= self.core.sets[set].store.nchunks() {
+                return Err(TreeError::NotFound);
+            }
+            return self.getattr(self.chunk_ino(set, index));
+        }
+        let child = children
+            .iter()
+            .copied()
+            .find(|&c| self.node(c).is_some_and(|n| n.name == name))
+            .ok_or(TreeError::NotFound)?;
+        self.getattr(child)
+    }
+
+    /// The entries of directory `ino` from position `offset` on (0 = the start; otherwise an
+    /// entry's `next_offset` from an earlier call). The iterator is lazy: a data directory
+    /// with a million chunks costs only the entries actually taken.
+    ///
+    /// # Errors
+    /// [`TreeError::NotFound`] or [`TreeError::NotADirectory`].
+    pub fn readdir(&self, ino: u64, offset: u64) -> Result<ReadDir<'_>, TreeError> {
+        let node = match self.resolve(ino)? {
+            Resolved::Fixed(node) => node,
+            Resolved::Chunk { .. } => return Err(TreeError::NotADirectory(ino)),
+        };
+        let NodeKind::Dir { children, data } = &node.kind else {
+            return Err(TreeError::NotADirectory(ino));
+        };
+        let len = 2 + match data {
+            Some(set) => self.core.sets[*set].store.nchunks() as u64,
+            None => children.len() as u64,
+        };
+        Ok(ReadDir {
+            tree: self,
+            ino,
+            parent: node.parent,
+            children,
+            data: *data,
+            pos: offset,
+            len,
+        })
+    }
+
+    /// Opens file `ino`; `flags` are the `open(2)` flags. Returns a handle for
+    /// [`Tree::read`] and [`Tree::release`].
+    ///
+    /// # Errors
+    /// [`TreeError::ReadOnly`] for any access mode but read-only or for `O_TRUNC`;
+    /// [`TreeError::IsADirectory`]; [`TreeError::NotFound`].
+    pub fn open(&self, ino: u64, flags: i32) -> Result<u64, TreeError> {
+        if flags & libc::O_ACCMODE != libc::O_RDONLY || flags & libc::O_TRUNC != 0 {
+            return Err(TreeError::ReadOnly);
+        }
+        match self.resolve(ino)? {
+            Resolved::Fixed(Node {
+                kind: NodeKind::Dir { .. },
+                ..
+            }) => return Err(TreeError::IsADirectory(ino)),
+            Resolved::Fixed(_) | Resolved::Chunk { .. } => {}
+        }
+        let fh = self.next_fh.fetch_add(1, Ordering::Relaxed);
+        self.handles.lock().insert(fh, Handle { ino, next: 0 });
+        Ok(fh)
+    }
+
+    /// Forgets handle `fh`.
+    ///
+    /// # Errors
+    /// [`TreeError::BadHandle`] when `fh` is not open.
+    pub fn release(&self, fh: u64) -> Result<(), TreeError> {
+        self.handles
+            .lock()
+            .remove(&fh)
+            .map(|_| ())
+            .ok_or(TreeError::BadHandle(fh))
+    }
+
+    /// Number of open handles (for tests).
+    pub fn open_handles(&self) -> usize {
+        self.handles.lock().len()
+    }
+
+    /// Up to `size` bytes of file `ino` from `offset` (fewer only at the end of the file).
+    ///
+    /// # Errors
+    /// [`TreeError::BadHandle`] when `fh` was not opened for `ino`; [`TreeError::IsADirectory`];
+    /// [`TreeError::Container`] when the chunk cannot be read or decoded.
+    pub fn read(&self, ino: u64, fh: u64, offset: u64, size: u32) -> Result<ReadData, TreeError> {
+        let sequential = {
+            let mut handles = self.handles.lock();
+            let h = handles
+                .get_mut(&fh)
+                .filter(|h| h.ino == ino)
+                .ok_or(TreeError::BadHandle(fh))?;
+            let seq = offset == 0 || offset == h.next;
+            h.next = offset.saturating_add(u64::from(size));
+            seq
+        };
+        match self.resolve(ino)? {
+            Resolved::Fixed(node) => match &node.kind {
+                NodeKind::File { content } => {
+                    let r = window(content.len(), offset, size);
+                    Ok(ReadData::Fixed(content.clone(), r))
+                }
+                NodeKind::Dir { .. } => Err(TreeError::IsADirectory(ino)),
+            },
+            Resolved::Chunk { set, index } => self
+                .read_chunk(set, index, offset, size, sequential)
+                .map_err(|source| TreeError::Container { ino, source }),
+        }
+    }
+
+    fn read_chunk(
+        &self,
+        set: usize,
+        index: usize,
+        offset: u64,
+        size: u32,
+        sequential: bool,
+    ) -> Result<ReadData, ContainerError> {
+        let core = &self.core;
+        let nbytes = core.sets[set].store.chunk_nbytes(index)?;
+        let r = window(nbytes, offset, size);
+        if r.is_empty() {
+            return Ok(ReadData::Owned(Vec::new()));
+        }
+        if sequential {
+            self.prefetch_after(set, index);
+        }
+        let key = (set, index);
+        if let Some(bytes) = core.cache.get(&key) {
+            return Ok(ReadData::Chunk(bytes, r));
+        }
+        let small = nbytes / self.options.range_factor.max(1) > r.len();
+        if !sequential && small && !core.cache.contains_or_loading(&key) {
+            let out = core.decode_range(set, index, r.start, r.len())?;
+            return Ok(ReadData::Owned(out));
+        }
+        let bytes = core.chunk(set, index)?;
+        Ok(ReadData::Chunk(bytes, r))
+    }
+
+    fn prefetch_after(&self, set: usize, index: usize) {
+        let Some(p) = &self.prefetch else { return };
+        let nchunks = self.core.sets[set].store.nchunks();
+        for next in index + 1..(index + 1 + self.options.prefetch_chunks).min(nchunks) {
+            if !self.core.cache.contains_or_loading(&(set, next)) {
+                p.request(set, next);
+            }
+        }
+    }
+
+    /// Any change to `ino` (write, truncate, chmod, create or remove an entry, set an extended
+    /// attribute): the tree is read-only.
+    ///
+    /// # Errors
+    /// [`TreeError::NotFound`] when `ino` does not exist, else always [`TreeError::ReadOnly`].
+    pub fn modify(&self, ino: u64) -> Result<(), TreeError> {
+        self.resolve(ino)?;
+        Err(TreeError::ReadOnly)
+    }
+
+    /// `access(2)`: `mask` is a combination of `R_OK`, `W_OK`, `X_OK` (or `F_OK`).
+    ///
+    /// # Errors
+    /// [`TreeError::NotFound`]; [`TreeError::ReadOnly`] when `W_OK` is asked;
+    /// [`TreeError::PermissionDenied`] for `X_OK` on a file.
+    pub fn access(&self, ino: u64, mask: i32) -> Result<(), TreeError> {
+        let attr = self.getattr(ino)?;
+        if mask & libc::W_OK != 0 {
+            return Err(TreeError::ReadOnly);
+        }
+        if mask & libc::X_OK != 0 && attr.kind == EntryKind::File {
+            return Err(TreeError::PermissionDenied);
+        }
+        Ok(())
+    }
+
+    /// Filesystem statistics.
+    pub fn statfs(&self) -> StatFs {
+        const BSIZE: u32 = 4096;
+        StatFs {
+            blocks: self.total_bytes.div_ceil(u64::from(BSIZE)),
+            bfree: 0,
+            bavail: 0,
+            files: self.max_ino,
+            ffree: 0,
+            bsize: BSIZE,
+            namelen: NAME_MAX as u32,
+            frsize: BSIZE,
+        }
+    }
+}
+
+/// `[offset, offset + size) ∩ [0, len)` as a range of `usize`.
+fn window(len: usize, offset: u64, size: u32) -> Range<usize> {
+    let start = usize::try_from(offset).unwrap_or(usize::MAX).min(len);
+    let end = start.saturating_add(size as usize).min(len);
+    start..end
+}
+
+/// The file name of chunk `index`: 8-digit zero-padded decimal plus `.bin`.
+pub fn chunk_name(index: usize) -> String {
+    format!("{index:08}.bin")
+}
+
+/// The chunk index a file name stands for, accepting only the canonical spelling.
+fn parse_chunk_name(name: &str) -> Option<usize> {
+    let digits = name.strip_suffix(".bin")?;
+    if digits.len() < 8 || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let index: usize = digits.parse().ok()?;
+    (chunk_name(index) == name).then_some(index)
+}
+
+/// A lazy directory listing; see [`Tree::readdir`].
+#[derive(Debug)]
+pub struct ReadDir<'a> {
+    tree: &'a Tree,
+    ino: u64,
+    parent: u64,
+    children: &'a [u64],
+    data: Option<usize>,
+    pos: u64,
+    len: u64,
+}
+
+impl Iterator for ReadDir<'_> {
+    type Item = DirEntry;
+
+    fn next(&mut self) -> Option<DirEntry> {
+        if self.pos >= self.len {
+            return None;
+        }
+        let pos = self.pos;
+        self.pos += 1;
+        let (ino, kind, name) = match pos {
+            0 => (self.ino, EntryKind::Directory, ".".to_owned()),
+            1 => (self.parent, EntryKind::Directory, "..".to_owned()),
+            _ => {
+                let k = (pos - 2) as usize;
+                match self.data {
+                    Some(set) => (self.tree.chunk_ino(set, k), EntryKind::File, chunk_name(k)),
+                    None => {
+                        let child = self.children[k];
+                        let node = self.tree.node(child)?;
+                        let kind = match node.kind {
+                            NodeKind::Dir { .. } => EntryKind::Directory,
+                            NodeKind::File { .. } => EntryKind::File,
+                        };
+                        (child, kind, node.name.clone())
+                    }
+                }
+            }
+        };
+        Some(DirEntry {
+            ino,
+            next_offset: pos + 1,
+            kind,
+            name,
+        })
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        let n = usize::try_from(self.len.saturating_sub(self.pos)).unwrap_or(usize::MAX);
+        (n, Some(n))
+    }
+}
+
+impl ExactSizeIterator for ReadDir<'_> {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn chunk_names_round_trip_and_reject_aliases() {
+        assert_eq!(chunk_name(0), "00000000.bin");
+        assert_eq!(chunk_name(123_456_789), "123456789.bin");
+        assert_eq!(parse_chunk_name("00000017.bin"), Some(17));
+        assert_eq!(parse_chunk_name("123456789.bin"), Some(123_456_789));
+        for bad in [
+            "17.bin",
+            "000000017.bin",
+            "0000001a.bin",
+            "00000017",
+            "+0000017.bin",
+        ] {
+            assert_eq!(parse_chunk_name(bad), None, "{bad}");
+        }
+    }
+
+    #[test]
+    fn window_clamps_to_file_end() {
+        assert_eq!(window(10, 0, 4), 0..4);
+        assert_eq!(window(10, 8, 4), 8..10);
+        assert_eq!(window(10, 12, 4), 10..10);
+        assert_eq!(window(10, u64::MAX, u32::MAX), 10..10);
+    }
+}

@@ -57,7 +57,7 @@ pub enum ContainerError {
         nchunks: usize,
     },
     /// A chunk (or the chunk index, or a vlmetalayer) failed to decode.
-    #[error("{path}: chunk {index}")]
+    #[error("{path}: {}", chunk_label(*index))]
     Chunk {
         /// The source.
         path: PathBuf,
@@ -66,4 +66,25 @@ pub enum ContainerError {
         /// The codec's reason.
         source: CodecError,
     },
+    /// A vlmetalayer's Blosc2 chunk failed to decode.
+    #[error("{path}: vlmetalayer {name:?} at offset {offset}")]
+    Vlmeta {
+        /// The frame file.
+        path: PathBuf,
+        /// The vlmetalayer's name.
+        name: String,
+        /// File offset of its content.
+        offset: u64,
+        /// The codec's reason.
+        source: CodecError,
+    },
+}
+
+/// `chunk N`, or `index chunk` for `usize::MAX`.
+fn chunk_label(index: usize) -> String {
+    if index == usize::MAX {
+        "index chunk".to_string()
+    } else {
+        format!("chunk {index}")
+    }
 }

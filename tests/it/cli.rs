@@ -1,1 +1,165 @@
-//! See the module list in main.rs.
+//! The built `b2fs` binary without mounting: `--help`/`--version`, usage errors, `b2fs info`
+//! (text and JSON, against the sidecars), and the exit codes of failures.
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+use serde_json::Value;
+
+use crate::support::{data_dir, repo_root};
+
+fn b2fs(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_b2fs"))
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+#[track_caller]
+fn assert_fails(o: &Output, code: i32, needle: &str) {
+    let err = stderr(o);
+    assert_eq!(o.status.code(), Some(code), "{err}");
+    assert!(err.contains(needle), "{err}");
+}
+
+#[test]
+fn cli_version_and_help() {
+    let v = b2fs(&["--version"]);
+    assert!(v.status.success());
+    assert!(stdout(&v).starts_with("b2fs "), "{}", stdout(&v));
+    let h = b2fs(&["--help"]);
+    assert!(h.status.success());
+    for word in ["mount", "umount", "info", "Exit codes"] {
+        assert!(stdout(&h).contains(word), "{word}");
+    }
+    let mh = b2fs(&["mount", "--help"]);
+    assert!(mh.status.success());
+    for word in [
+        "cache_size=SIZE",
+        "allow_other",
+        "threads=N",
+        "debug",
+        "b2fs-PID.log",
+        "-f",
+    ] {
+        assert!(stdout(&mh).contains(word), "mount --help lacks {word}");
+    }
+    assert!(b2fs(&["umount", "--help"]).status.success());
+    assert!(b2fs(&["info", "--help"]).status.success());
+}
+
+#[test]
+fn cli_usage_errors_exit_2() {
+    assert_eq!(b2fs(&[]).status.code(), Some(2));
+    assert_eq!(b2fs(&["frobnicate"]).status.code(), Some(2));
+    assert_eq!(b2fs(&["mount", "only-one-arg"]).status.code(), Some(2));
+    assert_eq!(b2fs(&["info"]).status.code(), Some(2));
+}
+
+#[test]
+fn cli_info_text_shows_tree_and_chunk_table() {
+    let src = repo_root().join("examples/sample.b2nd");
+    let o = b2fs(&["info", src.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let text = stdout(&o);
+    for needle in [
+        "__attrs__",
+        "meta/sizes",
+        "meta/storage",
+        "meta/metalayers/b2nd",
+        "4 chunk files, 10944 bytes",
+        "zstd",
+    ] {
+        assert!(text.contains(needle), "missing {needle}:\n{text}");
+    }
+}
+
+#[test]
+fn cli_info_json_matches_sidecar() {
+    let cases = [
+        (
+            repo_root().join("examples/sample.b2nd"),
+            repo_root().join("examples/sample.json"),
+        ),
+        (
+            data_dir().join("frames/schunk_fill_special.b2frame"),
+            data_dir().join("frames/schunk_fill_special.json"),
+        ),
+    ];
+    for (src, sc) in cases {
+        let sc: Value = serde_json::from_slice(&std::fs::read(sc).unwrap()).unwrap();
+        let o = b2fs(&["info", "--json", src.to_str().unwrap()]);
+        assert!(o.status.success(), "{}", stderr(&o));
+        let doc: Value = serde_json::from_slice(&o.stdout).unwrap();
+        let rows = doc["chunks"]["data/"].as_array().unwrap();
+        let want = sc["chunk_list"].as_array().unwrap();
+        assert_eq!(rows.len(), want.len());
+        for (r, w) in rows.iter().zip(want) {
+            assert_eq!(r["index"], w["index"]);
+            assert_eq!(r["nbytes"], w["nbytes"]);
+            assert_eq!(r["cbytes"], w["cbytes"], "{src:?}");
+            let special = w["special"].as_str().unwrap_or("regular");
+            assert_eq!(r["kind"], special, "{src:?}");
+        }
+        let files = doc["files"].as_array().unwrap();
+        for w in want {
+            let path = format!("data/{:08}.bin", w["index"].as_u64().unwrap());
+            let f = files.iter().find(|f| f["path"] == path.as_str()).unwrap();
+            assert_eq!(f["size"], w["nbytes"]);
+        }
+    }
+}
+
+#[test]
+fn cli_info_bcolz_ctable_lists_columns() {
+    let src = data_dir().join("bcolz/ctable_3cols");
+    let o = b2fs(&["info", "--json", src.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let doc: Value = serde_json::from_slice(&o.stdout).unwrap();
+    for col in ["id", "val", "name"] {
+        assert!(doc["chunks"][format!("{col}/data/")].is_array(), "{col}");
+    }
+}
+
+#[test]
+fn cli_info_failures_exit_3_with_one_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let junk = dir.path().join("junk.bin");
+    std::fs::write(&junk, b"not a frame at all").unwrap();
+    let missing = dir.path().join("missing.b2frame");
+    for (p, needle) in [(&junk, "junk.bin"), (&missing, "missing.b2frame")] {
+        let o = b2fs(&["info", p.to_str().unwrap()]);
+        assert_fails(&o, 3, needle);
+        assert_eq!(stderr(&o).trim_end().lines().count(), 1, "{}", stderr(&o));
+        assert!(stderr(&o).starts_with("b2fs: "));
+    }
+    // A layout the container layer refuses is a source error too.
+    let refuse = data_dir().join("refuse/frame_version4.b2frame");
+    if Path::new(&refuse).exists() {
+        assert_fails(
+            &b2fs(&["info", refuse.to_str().unwrap()]),
+            3,
+            "frame_version4",
+        );
+    }
+}
+
+#[test]
+fn cli_umount_of_unmounted_dir_exits_4() {
+    let dir = tempfile::tempdir().unwrap();
+    assert_fails(
+        &b2fs(&["umount", dir.path().to_str().unwrap()]),
+        4,
+        "not mounted",
+    );
+    let missing = dir.path().join("nope");
+    assert_fails(&b2fs(&["umount", missing.to_str().unwrap()]), 4, "nope");
+}

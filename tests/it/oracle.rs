@@ -160,3 +160,78 @@ fn random_chunks_decode_like_the_reference() {
         failures.join("\n")
     );
 }
+
+/// The committed chunk fixtures agree with their manifests (no decoder involved): every row has
+/// its file, the file is `cbytes` long, the header's nbytes matches, hashes look like sha256.
+#[test]
+fn committed_chunk_manifests_are_consistent() {
+    for sub in ["chunks", "chunks/quirks"] {
+        let dir = support::data_dir().join(sub);
+        let rows = read_manifest(&dir.join("MANIFEST.tsv"));
+        assert!(!rows.is_empty(), "{sub}: empty manifest");
+        let mut listed = std::collections::HashSet::new();
+        for row in &rows {
+            let name = &row["name"];
+            listed.insert(format!("{name}.chunk"));
+            let chunk = std::fs::read(dir.join(format!("{name}.chunk")))
+                .unwrap_or_else(|e| panic!("{sub}/{name}.chunk: {e}"));
+            let cbytes: usize = row["cbytes"].parse().expect("cbytes");
+            assert_eq!(chunk.len(), cbytes, "{sub}/{name}: file size vs cbytes");
+            let nbytes = i32::from_le_bytes(chunk[4..8].try_into().unwrap());
+            assert_eq!(
+                nbytes.to_string(),
+                row["nbytes"],
+                "{sub}/{name}: header nbytes"
+            );
+            for col in ["sha256", "input_sha256"] {
+                let v = &row[col];
+                let ok = v == "-" || (v.len() == 64 && v.bytes().all(|b| b.is_ascii_hexdigit()));
+                assert!(ok, "{sub}/{name}: bad {col} {v:?}");
+            }
+            if sub == "chunks" {
+                assert_eq!(row["check"], "ok", "{sub}/{name}: main manifest row not ok");
+                assert_ne!(row["sha256"], "-", "{sub}/{name}: no expected sha256");
+            }
+        }
+        for entry in std::fs::read_dir(&dir).expect("read_dir") {
+            let file = entry
+                .expect("entry")
+                .file_name()
+                .to_string_lossy()
+                .to_string();
+            if file.ends_with(".chunk") {
+                assert!(
+                    listed.contains(&file),
+                    "{sub}/{file} is not in the manifest"
+                );
+            }
+        }
+    }
+}
+
+/// Every sidecar JSON parses and names an existing source.
+#[test]
+fn committed_sidecars_parse() {
+    let mut seen = 0;
+    for sub in ["frames", "bcolz", "refuse"] {
+        let dir = support::data_dir().join(sub);
+        for entry in std::fs::read_dir(&dir).expect("read_dir") {
+            let path = entry.expect("entry").path();
+            if path.extension().and_then(|e| e.to_str()) != Some("json") {
+                continue;
+            }
+            let text = std::fs::read_to_string(&path).expect("read sidecar");
+            let v: serde_json::Value =
+                serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+            let name = v["name"].as_str().expect("name");
+            let source = v["source"].as_str().unwrap_or(name);
+            assert!(
+                dir.join(source).exists(),
+                "{}: source {source} missing",
+                path.display()
+            );
+            seen += 1;
+        }
+    }
+    assert!(seen > 40, "only {seen} sidecars");
+}

@@ -1,17 +1,17 @@
 //! SSE2/AVX2 bit shuffle and unshuffle kernels, the unsafe twin of `bitshuffle.rs`.
 //!
-//! Both directions work on tiles of whole elements (at most [`TILE`] bytes, a multiple of 32
-//! elements) so the intermediate byte rows stay in L1:
+//! The tiling (byte rows of a cache-sized tile of elements) is done by the safe driver in
+//! `bitshuffle.rs`; these kernels bit-transpose one byte row:
 //!
-//! - bit shuffle: byte-shuffle the tile into `t` rows (the SIMD shuffle kernels), then for each
-//!   row take 16/32 bytes at a time and peel bit planes 7..0 off with `movemask_epi8`, doubling
-//!   the bytes (`add_epi8(x, x)`) between planes; each mask is 2/4 bytes of one plane.
+//! - bit shuffle: take 16/32 bytes at a time and peel bit planes 7..0 off with
+//!   `movemask_epi8`, doubling the bytes (`add_epi8(x, x)`) between planes; each mask is 2/4
+//!   bytes of one plane.
 //! - bit unshuffle: for each row, load 16/32 bytes from each of its 8 planes, transpose the
 //!   8×8 bit matrices across the 8 vectors (three rounds of masked shift/XOR swaps at distances
 //!   1, 2, 4), interleave the 8 vectors bytewise (the unshuffle kernel for `t = 8`), which gives
-//!   the row's bytes in order; then unshuffle the tile's rows into elements.
+//!   the row's bytes in order.
 //!
-//! Groups of 8 bytes left over at the end of a row use the scalar 8×8 transpose.
+//! Groups of 8 bytes left over at the end of a row are left to the scalar 8×8 transpose.
 
 #![allow(unsafe_code)]
 
@@ -23,125 +23,33 @@ use std::arch::x86_64::{
 };
 
 use super::SimdLevel;
-use super::bitshuffle::transpose8x8;
-use super::shuffle::scalar::{shuffle_rows, unshuffle_rows};
-use super::shuffle_simd::{avx2, shuffle_to_rows, sse2, unshuffle_from_rows, usable};
+use super::shuffle_simd::{avx2, sse2, usable};
 
-/// Bytes of elements per tile.
-const TILE: usize = 8192;
-
-/// Elements per tile for typesize `t` (a multiple of 32), or `None` when `t` is too large.
-fn tile_elems(t: usize) -> Option<usize> {
-    let e = TILE / t / 32 * 32;
-    (e > 0).then_some(e)
-}
-
-/// Runs the core bit transpose (`src.len() / t` elements, a multiple of 8) with SIMD at
-/// `level` if the CPU has it; returns whether it did.
-pub(super) fn bitshuffle(level: SimdLevel, t: usize, src: &[u8], dst: &mut [u8]) -> bool {
-    let level = usable(level);
-    let Some(tile) = tile_elems(t) else {
-        return false;
-    };
-    let n = src.len();
-    let m = n / t;
-    if level == SimdLevel::Scalar || dst.len() != n || m * t != n || m % 8 != 0 {
-        return false;
-    }
-    let planes = m / 8;
-    let mut tmp = [0u8; TILE];
-    let mut e0 = 0;
-    while e0 < m {
-        let me = tile.min(m - e0);
-        let part = &src[e0 * t..(e0 + me) * t];
-        if t == 1 {
-            if !bits_to_planes(level, part, dst, planes, 0, e0 / 8) {
-                return false;
-            }
-        } else {
-            let rows = &mut tmp[..me * t];
-            if !shuffle_to_rows(level, t, part, rows, me, 0) {
-                shuffle_rows(t, part, rows, me, 0);
-            }
-            for j in 0..t {
-                if !bits_to_planes(level, &rows[j * me..(j + 1) * me], dst, planes, j, e0 / 8) {
-                    return false;
-                }
-            }
-        }
-        e0 += me;
-    }
-    true
-}
-
-/// Runs the inverse core bit transpose with SIMD; see [`bitshuffle`].
-pub(super) fn bitunshuffle(level: SimdLevel, t: usize, src: &[u8], dst: &mut [u8]) -> bool {
-    let level = usable(level);
-    let Some(tile) = tile_elems(t) else {
-        return false;
-    };
-    let n = src.len();
-    let m = n / t;
-    if level == SimdLevel::Scalar || dst.len() != n || m * t != n || m % 8 != 0 {
-        return false;
-    }
-    let planes = m / 8;
-    let mut tmp = [0u8; TILE];
-    let mut e0 = 0;
-    while e0 < m {
-        let me = tile.min(m - e0);
-        let out = &mut dst[e0 * t..(e0 + me) * t];
-        if t == 1 {
-            if !planes_to_bits(level, src, planes, 0, e0 / 8, out) {
-                return false;
-            }
-        } else {
-            let rows = &mut tmp[..me * t];
-            for j in 0..t {
-                let row = &mut rows[j * me..(j + 1) * me];
-                if !planes_to_bits(level, src, planes, j, e0 / 8, row) {
-                    return false;
-                }
-            }
-            if !unshuffle_from_rows(level, t, rows, me, 0, out) {
-                unshuffle_rows(t, rows, me, out, 0);
-            }
-        }
-        e0 += me;
-    }
-    true
-}
-
-/// Bit-transposes byte row `j` (`row.len()` a multiple of 8): group `g` of the row goes to
-/// byte `kcol + g` of planes `8j .. 8j+8` (`planes` bytes each) of `dst`. Returns false,
-/// writing nothing, if the planes do not fit.
-fn bits_to_planes(
+/// Bit-transposes the first whole vectors of byte row `row` (see `bitshuffle::bits_to_planes`)
+/// into `dst`, where plane `b` starts at `b * planes` and the row's first group goes to byte
+/// `kcol` of each plane. Returns how many 8-byte groups it did (0 if `level` is not available).
+pub(super) fn bits_to_planes(
     level: SimdLevel,
     row: &[u8],
     dst: &mut [u8],
     planes: usize,
-    j: usize,
     kcol: usize,
-) -> bool {
+) -> usize {
     let groups = row.len() / 8;
-    if row.len() % 8 != 0
-        || kcol + groups > planes
-        || (8 * j + 8)
-            .checked_mul(planes)
-            .is_none_or(|end| end > dst.len())
+    if kcol.checked_add(groups).is_none_or(|end| end > planes)
+        || 8usize.checked_mul(planes).is_none_or(|end| end > dst.len())
     {
-        return false;
+        return 0;
     }
-    let base = 8 * j * planes + kcol;
-    let done = match level {
+    match usable(level) {
         SimdLevel::Avx2 => {
             let chunks = row.len() / 32;
-            // SAFETY: AVX2 is available (the caller checked with `usable`); reads
-            // `32 * chunks <= row.len()` bytes of `row`; writes bytes `base + b*planes +
-            // [0, 4*chunks)` for b < 8, and `kcol + 4*chunks <= kcol + groups <= planes`, so
-            // they end before `(8j + 8) * planes <= dst.len()`.
+            // SAFETY: AVX2 is available (checked by `usable`); reads `32 * chunks <= row.len()`
+            // bytes of `row`; writes bytes `kcol + b*planes + [0, 4*chunks)` for b < 8, which
+            // end before `8 * planes <= dst.len()` since `kcol + 4*chunks <= kcol + groups <=
+            // planes`.
             unsafe {
-                avx2_bits_to_planes(row.as_ptr(), chunks, dst.as_mut_ptr().add(base), planes)
+                avx2_bits_to_planes(row.as_ptr(), chunks, dst.as_mut_ptr().add(kcol), planes)
             };
             chunks * 4
         }
@@ -149,52 +57,39 @@ fn bits_to_planes(
             let chunks = row.len() / 16;
             // SAFETY: SSE2 is available; same argument with 16-byte chunks and 2-byte writes.
             unsafe {
-                sse2_bits_to_planes(row.as_ptr(), chunks, dst.as_mut_ptr().add(base), planes)
+                sse2_bits_to_planes(row.as_ptr(), chunks, dst.as_mut_ptr().add(kcol), planes)
             };
             chunks * 2
         }
         SimdLevel::Scalar => 0,
-    };
-    for g in done..groups {
-        let mut x = [0u8; 8];
-        x.copy_from_slice(&row[8 * g..8 * g + 8]);
-        let y = transpose8x8(u64::from_le_bytes(x)).to_le_bytes();
-        for (b, &v) in y.iter().enumerate() {
-            dst[base + b * planes + g] = v;
-        }
     }
-    true
 }
 
-/// The inverse of [`bits_to_planes`]: rebuilds byte row `j` (`row.len()` bytes, a multiple of
-/// 8) from bytes `kcol ..` of planes `8j .. 8j+8` of `src`. Returns false if they do not fit.
-fn planes_to_bits(
+/// The inverse of [`bits_to_planes`]: rebuilds the first whole vectors of `row` from bytes
+/// `kcol ..` of the 8 planes of `src` (plane `b` at `b * planes`). Returns how many 8-byte
+/// groups it did.
+pub(super) fn planes_to_bits(
     level: SimdLevel,
     src: &[u8],
     planes: usize,
-    j: usize,
     kcol: usize,
     row: &mut [u8],
-) -> bool {
+) -> usize {
     let groups = row.len() / 8;
-    if row.len() % 8 != 0
-        || kcol + groups > planes
-        || (8 * j + 8)
-            .checked_mul(planes)
-            .is_none_or(|end| end > src.len())
+    if kcol.checked_add(groups).is_none_or(|end| end > planes)
+        || 8usize.checked_mul(planes).is_none_or(|end| end > src.len())
     {
-        return false;
+        return 0;
     }
-    let base = 8 * j * planes + kcol;
-    let done = match level {
+    match usable(level) {
         SimdLevel::Avx2 => {
             let chunks = groups / 32;
-            // SAFETY: AVX2 is available; reads bytes `base + b*planes + [0, 32*chunks)` for
-            // b < 8, which end before `(8j + 8) * planes <= src.len()` because
+            // SAFETY: AVX2 is available; reads bytes `kcol + b*planes + [0, 32*chunks)` for
+            // b < 8, which end before `8 * planes <= src.len()` because
             // `kcol + 32*chunks <= kcol + groups <= planes`; writes `256 * chunks <= row.len()`
             // bytes of `row`.
             unsafe {
-                avx2_planes_to_bits(src.as_ptr().add(base), planes, chunks, row.as_mut_ptr())
+                avx2_planes_to_bits(src.as_ptr().add(kcol), planes, chunks, row.as_mut_ptr())
             };
             chunks * 32
         }
@@ -202,21 +97,12 @@ fn planes_to_bits(
             let chunks = groups / 16;
             // SAFETY: SSE2 is available; same argument with 16 groups per chunk.
             unsafe {
-                sse2_planes_to_bits(src.as_ptr().add(base), planes, chunks, row.as_mut_ptr())
+                sse2_planes_to_bits(src.as_ptr().add(kcol), planes, chunks, row.as_mut_ptr())
             };
             chunks * 16
         }
         SimdLevel::Scalar => 0,
-    };
-    for g in done..groups {
-        let mut y = [0u8; 8];
-        for (b, v) in y.iter_mut().enumerate() {
-            *v = src[base + b * planes + g];
-        }
-        let x = transpose8x8(u64::from_le_bytes(y)).to_le_bytes();
-        row[8 * g..8 * g + 8].copy_from_slice(&x);
     }
-    true
 }
 
 /// # Safety

@@ -1,6 +1,7 @@
 //! SSE2/AVX2 byte shuffle and unshuffle kernels, the unsafe twin of `shuffle.rs`.
 //!
-//! Kernels exist for group sizes 2, 4, 8 and 16 (the others use the scalar twin). They work on
+//! Group sizes 2, 4, 8 and 16 have dedicated kernels; any other size goes through 16×16 byte
+//! transposes (AVX2 from 3 bytes, SSE2 from 6; smaller ones use the scalar twin). They work on
 //! a "row matrix": `t` rows that are `stride` bytes apart, starting at column `col`, so the bit
 //! shuffle can reuse them on cache-sized tiles.
 //!
@@ -10,6 +11,11 @@
 //!   `permute2x128` before storing.
 //! - Shuffle (elements -> rows) de-interleaves even and odd bytes with `packus_epi16`
 //!   `log2 t` times; AVX2 restores the quarter order with `permute4x64` after each pack.
+//! - Other sizes: byte rows are taken 16 at a time (the last group padded with zeros) and
+//!   transposed with the `t = 16` interleave, 16 (SSE2) or 32 (AVX2) elements per block;
+//!   unshuffle stores 16 bytes per element and group, partial group first, so the bytes a
+//!   store writes past an element are rewritten by a later store (the last block of a buffer
+//!   is left to the scalar twin when that overrun would leave the buffer).
 //!
 //! Elements left over after the last whole vector go through the scalar twin.
 
@@ -19,7 +25,8 @@ use std::arch::x86_64::{
     __m128i, __m256i, _mm_and_si128, _mm_loadu_si128, _mm_packus_epi16, _mm_set1_epi16,
     _mm_setzero_si128, _mm_srli_epi16, _mm_storeu_si128, _mm_unpackhi_epi8, _mm_unpackhi_epi16,
     _mm_unpackhi_epi32, _mm_unpackhi_epi64, _mm_unpacklo_epi8, _mm_unpacklo_epi16,
-    _mm_unpacklo_epi32, _mm_unpacklo_epi64, _mm256_and_si256, _mm256_loadu_si256,
+    _mm_unpacklo_epi32, _mm_unpacklo_epi64, _mm256_and_si256, _mm256_castsi128_si256,
+    _mm256_castsi256_si128, _mm256_extracti128_si256, _mm256_inserti128_si256, _mm256_loadu_si256,
     _mm256_packus_epi16, _mm256_permute2x128_si256, _mm256_permute4x64_epi64, _mm256_set1_epi16,
     _mm256_setzero_si256, _mm256_srli_epi16, _mm256_storeu_si256, _mm256_unpackhi_epi8,
     _mm256_unpackhi_epi16, _mm256_unpackhi_epi32, _mm256_unpackhi_epi64, _mm256_unpacklo_epi8,
@@ -76,9 +83,21 @@ fn rows_fit(t: usize, n: usize, stride: usize, col: usize, len: usize) -> bool {
         .is_some_and(|end| end <= len)
 }
 
+/// SIMD blocks (of `per` elements) a generic-typesize kernel may run over `n` elements: its
+/// 16-byte accesses at the last element's last byte group reach up to 15 bytes past the
+/// block, which must stay inside `len` (the interleaved side).
+fn generic_blocks(t: usize, n: usize, per: usize, len: usize) -> usize {
+    let mut blocks = n / per;
+    while blocks > 0 && blocks * per * t + 15 > len {
+        blocks -= 1;
+    }
+    blocks
+}
+
 /// Writes the `src.len() / t` elements of `src` as `t` rows of `dst` (`stride` apart, from
-/// column `col`). Returns false (nothing written) when there is no kernel for `t` at `level`
-/// or the rows do not fit in `dst`.
+/// column `col`). Returns false (nothing written) when `level` is not available, `t < 2`, or
+/// the rows do not fit in `dst`. Typesizes 2, 4, 8, 16 have dedicated kernels; the others go
+/// through 16×16 byte transposes.
 pub(super) fn shuffle_to_rows(
     level: SimdLevel,
     t: usize,
@@ -87,39 +106,51 @@ pub(super) fn shuffle_to_rows(
     stride: usize,
     col: usize,
 ) -> bool {
-    if !matches!(t, 2 | 4 | 8 | 16) {
+    if t < 2 {
         return false;
     }
     let n = src.len() / t;
     if !rows_fit(t, n, stride, col, dst.len()) {
         return false;
     }
+    let (s, d) = (src.as_ptr(), dst.as_mut_ptr());
     let done = match usable(level) {
         SimdLevel::Avx2 => {
-            let blocks = n / 32;
-            // SAFETY: AVX2 is available (checked by `usable`); the kernel reads
-            // `blocks * 32 * t <= src.len()` bytes of `src` and writes columns
+            let blocks = match t {
+                2 | 4 | 8 | 16 => n / 32,
+                _ => generic_blocks(t, n, 32, src.len()),
+            };
+            // SAFETY: AVX2 is available (checked by `usable`). The power-of-two kernels read
+            // `blocks * 32 * t <= src.len()` bytes of `src`; the generic one reads at most 15
+            // bytes more, which `generic_blocks` keeps inside `src`. All write columns
             // `col .. col + blocks * 32 <= col + n` of rows that `rows_fit` checked lie in `dst`.
             unsafe {
                 match t {
-                    2 => avx2::shuffle::<2>(src.as_ptr(), dst.as_mut_ptr(), stride, col, blocks),
-                    4 => avx2::shuffle::<4>(src.as_ptr(), dst.as_mut_ptr(), stride, col, blocks),
-                    8 => avx2::shuffle::<8>(src.as_ptr(), dst.as_mut_ptr(), stride, col, blocks),
-                    _ => avx2::shuffle::<16>(src.as_ptr(), dst.as_mut_ptr(), stride, col, blocks),
+                    2 => avx2::shuffle::<2>(s, d, stride, col, blocks),
+                    4 => avx2::shuffle::<4>(s, d, stride, col, blocks),
+                    8 => avx2::shuffle::<8>(s, d, stride, col, blocks),
+                    16 => avx2::shuffle::<16>(s, d, stride, col, blocks),
+                    _ => avx2::shuffle_any(s, d, stride, col, t, blocks),
                 }
             }
             blocks * 32
         }
         SimdLevel::Sse2 => {
-            let blocks = n / 16;
+            let blocks = match t {
+                2 | 4 | 8 | 16 => n / 16,
+                // Below 6 bytes the padded 16×16 transposes lose to the scalar loop.
+                _ if t < 6 => return false,
+                _ => generic_blocks(t, n, 16, src.len()),
+            };
             // SAFETY: SSE2 is available; same bounds argument as the AVX2 branch with 16
             // elements per block.
             unsafe {
                 match t {
-                    2 => sse2::shuffle::<2>(src.as_ptr(), dst.as_mut_ptr(), stride, col, blocks),
-                    4 => sse2::shuffle::<4>(src.as_ptr(), dst.as_mut_ptr(), stride, col, blocks),
-                    8 => sse2::shuffle::<8>(src.as_ptr(), dst.as_mut_ptr(), stride, col, blocks),
-                    _ => sse2::shuffle::<16>(src.as_ptr(), dst.as_mut_ptr(), stride, col, blocks),
+                    2 => sse2::shuffle::<2>(s, d, stride, col, blocks),
+                    4 => sse2::shuffle::<4>(s, d, stride, col, blocks),
+                    8 => sse2::shuffle::<8>(s, d, stride, col, blocks),
+                    16 => sse2::shuffle::<16>(s, d, stride, col, blocks),
+                    _ => sse2::shuffle_any(s, d, stride, col, t, blocks),
                 }
             }
             blocks * 16
@@ -131,8 +162,8 @@ pub(super) fn shuffle_to_rows(
 }
 
 /// Reads `dst.len() / t` elements from `t` rows of `src` (`stride` apart, from column `col`)
-/// and writes them interleaved to `dst`. Returns false (nothing written) when there is no
-/// kernel for `t` at `level` or the rows do not fit in `src`.
+/// and writes them interleaved to `dst`. Returns false (nothing written) when `level` is not
+/// available, `t < 2`, or the rows do not fit in `src`.
 pub(super) fn unshuffle_from_rows(
     level: SimdLevel,
     t: usize,
@@ -141,38 +172,49 @@ pub(super) fn unshuffle_from_rows(
     col: usize,
     dst: &mut [u8],
 ) -> bool {
-    if !matches!(t, 2 | 4 | 8 | 16) {
+    if t < 2 {
         return false;
     }
     let n = dst.len() / t;
     if !rows_fit(t, n, stride, col, src.len()) {
         return false;
     }
+    let (s, d) = (src.as_ptr(), dst.as_mut_ptr());
     let done = match usable(level) {
         SimdLevel::Avx2 => {
-            let blocks = n / 32;
-            // SAFETY: AVX2 is available; the kernel reads columns `col .. col + blocks * 32`
-            // of rows that `rows_fit` checked lie in `src`, and writes
-            // `blocks * 32 * t <= dst.len()` bytes of `dst`.
+            let blocks = match t {
+                2 | 4 | 8 | 16 => n / 32,
+                _ => generic_blocks(t, n, 32, dst.len()),
+            };
+            // SAFETY: AVX2 is available; the kernels read columns `col .. col + blocks * 32`
+            // of rows that `rows_fit` checked lie in `src`. The power-of-two kernels write
+            // `blocks * 32 * t <= dst.len()` bytes of `dst`; the generic one at most 15 bytes
+            // more, which `generic_blocks` keeps inside `dst`.
             unsafe {
                 match t {
-                    2 => avx2::unshuffle::<2>(src.as_ptr(), stride, col, dst.as_mut_ptr(), blocks),
-                    4 => avx2::unshuffle::<4>(src.as_ptr(), stride, col, dst.as_mut_ptr(), blocks),
-                    8 => avx2::unshuffle::<8>(src.as_ptr(), stride, col, dst.as_mut_ptr(), blocks),
-                    _ => avx2::unshuffle::<16>(src.as_ptr(), stride, col, dst.as_mut_ptr(), blocks),
+                    2 => avx2::unshuffle::<2>(s, stride, col, d, blocks),
+                    4 => avx2::unshuffle::<4>(s, stride, col, d, blocks),
+                    8 => avx2::unshuffle::<8>(s, stride, col, d, blocks),
+                    16 => avx2::unshuffle::<16>(s, stride, col, d, blocks),
+                    _ => avx2::unshuffle_any(s, stride, col, d, t, blocks),
                 }
             }
             blocks * 32
         }
         SimdLevel::Sse2 => {
-            let blocks = n / 16;
+            let blocks = match t {
+                2 | 4 | 8 | 16 => n / 16,
+                _ if t < 6 => return false,
+                _ => generic_blocks(t, n, 16, dst.len()),
+            };
             // SAFETY: SSE2 is available; same bounds argument with 16 elements per block.
             unsafe {
                 match t {
-                    2 => sse2::unshuffle::<2>(src.as_ptr(), stride, col, dst.as_mut_ptr(), blocks),
-                    4 => sse2::unshuffle::<4>(src.as_ptr(), stride, col, dst.as_mut_ptr(), blocks),
-                    8 => sse2::unshuffle::<8>(src.as_ptr(), stride, col, dst.as_mut_ptr(), blocks),
-                    _ => sse2::unshuffle::<16>(src.as_ptr(), stride, col, dst.as_mut_ptr(), blocks),
+                    2 => sse2::unshuffle::<2>(s, stride, col, d, blocks),
+                    4 => sse2::unshuffle::<4>(s, stride, col, d, blocks),
+                    8 => sse2::unshuffle::<8>(s, stride, col, d, blocks),
+                    16 => sse2::unshuffle::<16>(s, stride, col, d, blocks),
+                    _ => sse2::unshuffle_any(s, stride, col, d, t, blocks),
                 }
             }
             blocks * 16
@@ -187,7 +229,6 @@ pub(super) fn unshuffle_from_rows(
 pub(super) mod sse2 {
     use super::*;
 
-    /// Interleaves `T` row vectors (16 elements each) into `T` vectors of whole elements.
     /// One interleave round: pairs `(v[base + j], v[base + j + D])` unpacked at width `8 << S`
     /// bits.
     #[inline]
@@ -290,6 +331,85 @@ pub(super) mod sse2 {
             for (j, r) in rows.iter().enumerate() {
                 // SAFETY: row j, columns col + 16i .. + 16: in bounds by the contract.
                 unsafe { _mm_storeu_si128(dst.add(j * stride + col + 16 * i).cast(), *r) };
+            }
+        }
+    }
+
+    /// Unshuffles `blocks` blocks of 16 elements of any typesize `t`: for each group of 16
+    /// byte rows (last, partial group first, missing rows as zeros), a 16×16 byte transpose
+    /// gives 16 bytes per element, stored at the element's offset. The bytes a partial group
+    /// stores past an element's end belong to the next element's first group, which is
+    /// stored afterwards.
+    ///
+    /// # Safety
+    /// SSE2 must be available; `src + j*stride + col + [0, 16*blocks)` readable for every row
+    /// `j < t`; `dst + [0, 16*t*blocks + 15)` writable.
+    #[target_feature(enable = "sse2")]
+    pub(in super::super) unsafe fn unshuffle_any(
+        src: *const u8,
+        stride: usize,
+        col: usize,
+        dst: *mut u8,
+        t: usize,
+        blocks: usize,
+    ) {
+        let groups = t.div_ceil(16);
+        for i in 0..blocks {
+            for g in (0..groups).rev() {
+                let j0 = 16 * g;
+                let rows = (t - j0).min(16);
+                let mut v = [_mm_setzero_si128(); 16];
+                for (r, x) in v.iter_mut().enumerate().take(rows) {
+                    // SAFETY: row j0 + r < t, columns col + 16i .. + 16: in bounds by the
+                    // contract.
+                    *x = unsafe {
+                        _mm_loadu_si128(src.add((j0 + r) * stride + col + 16 * i).cast())
+                    };
+                }
+                let out = interleave::<16>(v);
+                for (k, o) in out.iter().enumerate() {
+                    // SAFETY: ends at (16i + k)*t + j0 + 16 <= 16*t*(i+1) + 15 (j0 + 16 <= t + 15,
+                    // k <= 15): in bounds by the contract.
+                    unsafe { _mm_storeu_si128(dst.add((16 * i + k) * t + j0).cast(), *o) };
+                }
+            }
+        }
+    }
+
+    /// Shuffles `blocks` blocks of 16 elements of any typesize `t` with 16×16 byte transposes
+    /// (16 bytes loaded per element and byte group; only the `t` real rows are stored).
+    ///
+    /// # Safety
+    /// SSE2 must be available; `src + [0, 16*t*blocks + 15)` readable and
+    /// `dst + j*stride + col + [0, 16*blocks)` writable for every row `j < t`.
+    #[target_feature(enable = "sse2")]
+    pub(in super::super) unsafe fn shuffle_any(
+        src: *const u8,
+        dst: *mut u8,
+        stride: usize,
+        col: usize,
+        t: usize,
+        blocks: usize,
+    ) {
+        let groups = t.div_ceil(16);
+        for i in 0..blocks {
+            for g in 0..groups {
+                let j0 = 16 * g;
+                let rows = (t - j0).min(16);
+                let mut v = [_mm_setzero_si128(); 16];
+                for (k, x) in v.iter_mut().enumerate() {
+                    // SAFETY: ends at (16i + k)*t + j0 + 16 <= 16*t*(i+1) + 15: in bounds by
+                    // the contract.
+                    *x = unsafe { _mm_loadu_si128(src.add((16 * i + k) * t + j0).cast()) };
+                }
+                let out = interleave::<16>(v);
+                for (r, o) in out.iter().enumerate().take(rows) {
+                    // SAFETY: row j0 + r < t, columns col + 16i .. + 16: in bounds by the
+                    // contract.
+                    unsafe {
+                        _mm_storeu_si128(dst.add((j0 + r) * stride + col + 16 * i).cast(), *o)
+                    };
+                }
             }
         }
     }
@@ -424,6 +544,103 @@ pub(super) mod avx2 {
             for (j, r) in rows.iter().enumerate() {
                 // SAFETY: row j, columns col + 32i .. + 32: in bounds by the contract.
                 unsafe { _mm256_storeu_si256(dst.add(j * stride + col + 32 * i).cast(), *r) };
+            }
+        }
+    }
+
+    /// AVX2 version of `sse2::unshuffle_any` (32 elements per block: lane 0 of each
+    /// transposed vector is element `k`, lane 1 element `16 + k`).
+    ///
+    /// # Safety
+    /// AVX2 must be available; `src + j*stride + col + [0, 32*blocks)` readable for every row
+    /// `j < t`; `dst + [0, 32*t*blocks + 15)` writable.
+    #[target_feature(enable = "avx2")]
+    pub(in super::super) unsafe fn unshuffle_any(
+        src: *const u8,
+        stride: usize,
+        col: usize,
+        dst: *mut u8,
+        t: usize,
+        blocks: usize,
+    ) {
+        let groups = t.div_ceil(16);
+        for i in 0..blocks {
+            for g in (0..groups).rev() {
+                let j0 = 16 * g;
+                let rows = (t - j0).min(16);
+                let mut v = [_mm256_setzero_si256(); 16];
+                for (r, x) in v.iter_mut().enumerate().take(rows) {
+                    // SAFETY: row j0 + r < t, columns col + 32i .. + 32: in bounds by the
+                    // contract.
+                    *x = unsafe {
+                        _mm256_loadu_si256(src.add((j0 + r) * stride + col + 32 * i).cast())
+                    };
+                }
+                let out = interleave::<16>(v);
+                for (k, o) in out.iter().enumerate() {
+                    // SAFETY: element 32i + k and 32i + 16 + k, bytes j0 .. j0 + 16: the
+                    // furthest ends at (32i + 31)*t + j0 + 16 <= 32*t*(i+1) + 15, in bounds by
+                    // the contract.
+                    unsafe {
+                        _mm_storeu_si128(
+                            dst.add((32 * i + k) * t + j0).cast(),
+                            _mm256_castsi256_si128(*o),
+                        );
+                    }
+                }
+                for (k, o) in out.iter().enumerate() {
+                    // SAFETY: as above.
+                    unsafe {
+                        _mm_storeu_si128(
+                            dst.add((32 * i + 16 + k) * t + j0).cast(),
+                            _mm256_extracti128_si256::<1>(*o),
+                        );
+                    }
+                }
+            }
+        }
+    }
+
+    /// AVX2 version of `sse2::shuffle_any` (32 elements per block).
+    ///
+    /// # Safety
+    /// AVX2 must be available; `src + [0, 32*t*blocks + 15)` readable and
+    /// `dst + j*stride + col + [0, 32*blocks)` writable for every row `j < t`.
+    #[target_feature(enable = "avx2")]
+    pub(in super::super) unsafe fn shuffle_any(
+        src: *const u8,
+        dst: *mut u8,
+        stride: usize,
+        col: usize,
+        t: usize,
+        blocks: usize,
+    ) {
+        let groups = t.div_ceil(16);
+        for i in 0..blocks {
+            for g in 0..groups {
+                let j0 = 16 * g;
+                let rows = (t - j0).min(16);
+                let mut v = [_mm256_setzero_si256(); 16];
+                for (k, x) in v.iter_mut().enumerate() {
+                    // SAFETY: elements 32i + k and 32i + 16 + k, bytes j0 .. j0 + 16; the
+                    // furthest ends at (32i + 31)*t + j0 + 16 <= 32*t*(i+1) + 15: in bounds by
+                    // the contract.
+                    let (lo, hi) = unsafe {
+                        (
+                            _mm_loadu_si128(src.add((32 * i + k) * t + j0).cast()),
+                            _mm_loadu_si128(src.add((32 * i + 16 + k) * t + j0).cast()),
+                        )
+                    };
+                    *x = _mm256_inserti128_si256::<1>(_mm256_castsi128_si256(lo), hi);
+                }
+                let out = interleave::<16>(v);
+                for (r, o) in out.iter().enumerate().take(rows) {
+                    // SAFETY: row j0 + r < t, columns col + 32i .. + 32: in bounds by the
+                    // contract.
+                    unsafe {
+                        _mm256_storeu_si256(dst.add((j0 + r) * stride + col + 32 * i).cast(), *o)
+                    };
+                }
             }
         }
     }

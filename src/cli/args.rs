@@ -1,0 +1,272 @@
+//! The command line as clap parses it, and the `-o` mount options with their checks. Pure:
+//! nothing here touches the system, so it is unit-tested on argument arrays.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+
+/// Exit codes, also printed by `--help`.
+pub const EXIT_CODES_HELP: &str = "\
+Exit codes:
+  0  success
+  1  other failure (I/O error, daemon died, unmount timed out)
+  2  usage error (bad arguments or -o options)
+  3  SOURCE missing, unreadable or not a Blosc2 frame / b2nd / bcolz directory
+  4  MOUNTPOINT missing, not a directory, already mounted or busy (umount: not mounted)
+  5  FUSE unavailable: no /dev/fuse or no fusermount3";
+
+const MOUNT_HELP: &str = "\
+Mount options (-o, comma-separated, may repeat):
+  ro              read-only (the default and, for now, the only mode)
+  allow_other     let other users access the mount
+  cache_size=SIZE decompressed-chunk cache budget, K/M/G suffixes (default 256M)
+  threads=N       FUSE worker threads (default 2)
+  direct_io       bypass the kernel page cache (every read reaches b2fs; for benchmarks)
+  debug           verbose logging
+
+Without -f, b2fs mounts in the background and returns once the mount is live; the
+daemon logs to $XDG_RUNTIME_DIR/b2fs-PID.log (/tmp/b2fs-PID.log when XDG_RUNTIME_DIR is
+unset). With -f it stays in the foreground, logs to stderr, and unmounts cleanly on
+SIGINT, SIGTERM or SIGHUP. RUST_LOG overrides the log level.";
+
+/// `b2fs`: mount Blosc2 frames, b2nd arrays and bcolz directories as plain directories.
+#[derive(Debug, Parser)]
+#[command(name = "b2fs", version, about, after_help = EXIT_CODES_HELP)]
+pub struct Cli {
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// The subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Mount SOURCE (a .b2frame/.b2nd file, a sparse frame or bcolz directory) at MOUNTPOINT.
+    #[command(after_help = format!("{MOUNT_HELP}\n\n{EXIT_CODES_HELP}"))]
+    Mount(MountArgs),
+    /// Unmount a b2fs mount and wait until its daemon has exited.
+    #[command(after_help = EXIT_CODES_HELP)]
+    Umount(UmountArgs),
+    /// Show, without mounting, what a mount of SOURCE would contain, and its chunk table.
+    #[command(after_help = EXIT_CODES_HELP)]
+    Info(InfoArgs),
+}
+
+/// `b2fs mount`.
+#[derive(Debug, Args)]
+pub struct MountArgs {
+    /// Stay in the foreground (log to stderr; Ctrl-C unmounts).
+    #[arg(short = 'f', long)]
+    pub foreground: bool,
+    /// Mount options, comma-separated (see below).
+    #[arg(short = 'o', value_name = "OPTS")]
+    pub options: Vec<String>,
+    /// The source to mount.
+    pub source: PathBuf,
+    /// An existing empty directory.
+    pub mountpoint: PathBuf,
+    /// Internal: this process is the background daemon; report readiness on stdout.
+    #[arg(long, hide = true)]
+    pub daemon_child: bool,
+}
+
+/// `b2fs umount`.
+#[derive(Debug, Args)]
+pub struct UmountArgs {
+    /// Where the source is mounted.
+    pub mountpoint: PathBuf,
+}
+
+/// `b2fs info`.
+#[derive(Debug, Args)]
+pub struct InfoArgs {
+    /// The source to describe.
+    pub source: PathBuf,
+    /// Print JSON instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// The parsed `-o` options.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MountOptions {
+    /// `allow_other`.
+    pub allow_other: bool,
+    /// `cache_size=`, in bytes.
+    pub cache_size: usize,
+    /// `threads=`.
+    pub threads: usize,
+    /// `debug`.
+    pub debug: bool,
+    /// `direct_io`.
+    pub direct_io: bool,
+}
+
+impl Default for MountOptions {
+    fn default() -> Self {
+        MountOptions {
+            allow_other: false,
+            cache_size: 256 << 20,
+            threads: 2,
+            debug: false,
+            direct_io: false,
+        }
+    }
+}
+
+impl MountOptions {
+    /// Parses every `-o` argument (each comma-separated).
+    ///
+    /// # Errors
+    /// A message naming the bad option.
+    pub fn parse(args: &[String]) -> Result<MountOptions, String> {
+        let mut o = MountOptions::default();
+        for opt in args
+            .iter()
+            .flat_map(|a| a.split(','))
+            .filter(|s| !s.is_empty())
+        {
+            let (key, value) = match opt.split_once('=') {
+                Some((k, v)) => (k, Some(v)),
+                None => (opt, None),
+            };
+            match (key, value) {
+                ("ro", None) => {}
+                ("rw", None) => return Err("option 'rw': b2fs mounts are read-only".into()),
+                ("allow_other", None) => o.allow_other = true,
+                ("debug", None) => o.debug = true,
+                ("direct_io", None) => o.direct_io = true,
+                ("cache_size", Some(v)) => {
+                    o.cache_size = parse_size(v)
+                        .ok_or_else(|| format!("option 'cache_size': bad size '{v}'"))?;
+                }
+                ("threads", Some(v)) => {
+                    o.threads = v
+                        .parse()
+                        .ok()
+                        .filter(|n| (1..=256).contains(n))
+                        .ok_or_else(|| format!("option 'threads': expected 1..256, got '{v}'"))?;
+                }
+                ("ro" | "rw" | "allow_other" | "debug" | "direct_io", Some(_)) => {
+                    return Err(format!("option '{key}' takes no value"));
+                }
+                ("cache_size" | "threads", None) => {
+                    return Err(format!("option '{key}' needs a value ({key}=...)"));
+                }
+                _ => return Err(format!("unknown mount option '{opt}'")),
+            }
+        }
+        Ok(o)
+    }
+
+    /// The options as `-o` text (for the daemon child's command line).
+    pub fn to_arg(&self) -> String {
+        let mut v = vec![
+            "ro".to_owned(),
+            format!("cache_size={}", self.cache_size),
+            format!("threads={}", self.threads),
+        ];
+        if self.allow_other {
+            v.push("allow_other".into());
+        }
+        if self.debug {
+            v.push("debug".into());
+        }
+        if self.direct_io {
+            v.push("direct_io".into());
+        }
+        v.join(",")
+    }
+}
+
+/// `123`, `64K`, `256M`, `2G` (powers of 1024; case-insensitive; an optional trailing `B` or
+/// `iB`) to bytes.
+pub fn parse_size(s: &str) -> Option<usize> {
+    let s = s.trim();
+    let lower = s.to_ascii_lowercase();
+    let t = lower
+        .strip_suffix("ib")
+        .or_else(|| lower.strip_suffix('b'))
+        .unwrap_or(&lower);
+    let (digits, shift) = match t.as_bytes().last()? {
+        b'k' => (&t[..t.len() - 1], 10),
+        b'm' => (&t[..t.len() - 1], 20),
+        b'g' => (&t[..t.len() - 1], 30),
+        b'0'..=b'9' => (t, 0),
+        _ => return None,
+    };
+    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let n: usize = digits.parse().ok()?;
+    n.checked_mul(1usize << shift)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn opts(s: &[&str]) -> Result<MountOptions, String> {
+        MountOptions::parse(&s.iter().map(|s| s.to_string()).collect::<Vec<_>>())
+    }
+
+    #[test]
+    fn parse_size_accepts_suffixes() {
+        assert_eq!(parse_size("100"), Some(100));
+        assert_eq!(parse_size("64K"), Some(64 << 10));
+        assert_eq!(parse_size("256M"), Some(256 << 20));
+        assert_eq!(parse_size("2g"), Some(2 << 30));
+        assert_eq!(parse_size("16MiB"), Some(16 << 20));
+        for bad in ["", "M", "1.5G", "-1", "12T", "1 2"] {
+            assert_eq!(parse_size(bad), None, "{bad}");
+        }
+    }
+
+    #[test]
+    fn mount_options_parse_all_known() {
+        let o = opts(&["ro,allow_other", "cache_size=64M,threads=4,debug,direct_io"]).unwrap();
+        assert_eq!(
+            o,
+            MountOptions {
+                allow_other: true,
+                cache_size: 64 << 20,
+                threads: 4,
+                debug: true,
+                direct_io: true
+            }
+        );
+        assert_eq!(opts(&[]).unwrap(), MountOptions::default());
+        assert_eq!(MountOptions::parse(&[o.to_arg()]).unwrap(), o);
+    }
+
+    #[test]
+    fn mount_options_unknown_or_malformed_is_error() {
+        for bad in [
+            "nonsense",
+            "rw",
+            "cache_size",
+            "cache_size=lots",
+            "threads=0",
+            "threads=x",
+            "ro=1",
+        ] {
+            assert!(opts(&[bad]).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn cli_parses_subcommands() {
+        let c = Cli::try_parse_from(["b2fs", "mount", "-f", "-o", "ro", "a.b2nd", "/mnt"]).unwrap();
+        match c.command {
+            Command::Mount(m) => {
+                assert!(m.foreground);
+                assert_eq!(m.options, ["ro"]);
+                assert_eq!(m.source, PathBuf::from("a.b2nd"));
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(Cli::try_parse_from(["b2fs", "mount", "a"]).is_err());
+        assert!(Cli::try_parse_from(["b2fs", "info", "a", "--json"]).is_ok());
+        assert!(Cli::try_parse_from(["b2fs", "umount", "/mnt"]).is_ok());
+    }
+}

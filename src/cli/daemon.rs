@@ -1,0 +1,259 @@
+//! `b2fs mount`: checks, the background daemon (re-exec with a readiness pipe), logging, and
+//! the foreground session that unmounts on SIGINT/SIGTERM/SIGHUP.
+//!
+//! Readiness protocol: the daemon child's stdout is a pipe to the parent. The child writes
+//! exactly one line, `ready` once the kernel handshake is done (the mount is live), or
+//! `error CODE MESSAGE` when it fails, and never writes to stdout again.
+
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use super::args::{MountArgs, MountOptions};
+use super::{Error, check_fuse, check_mountpoint, check_source};
+use crate::fuse::{CachePolicy, MountConfig};
+use crate::tree::{Tree, TreeOptions, display_chain};
+
+/// Runs `b2fs mount`.
+pub(super) fn mount(args: MountArgs) -> Result<(), Error> {
+    let opts = MountOptions::parse(&args.options).map_err(Error::Usage)?;
+    if args.daemon_child {
+        return daemon_child(&args, &opts);
+    }
+    check_source(&args.source)?;
+    let mountpoint = check_mountpoint(&args.mountpoint)?;
+    check_fuse()?;
+    if args.foreground {
+        init_logging(&opts, None);
+        serve(&args.source, &mountpoint, &opts, |_| {})
+    } else {
+        spawn_daemon(&args.source, &mountpoint, &opts)
+    }
+}
+
+/// Starts the daemon child and waits for its readiness line.
+fn spawn_daemon(source: &Path, mountpoint: &Path, opts: &MountOptions) -> Result<(), Error> {
+    let exe = std::env::current_exe().map_err(|e| Error::other("cannot find own binary", e))?;
+    let source = std::path::absolute(source).map_err(|e| Error::other("source path", e))?;
+    use std::os::unix::process::CommandExt;
+    let mut child = Command::new(exe)
+        .arg("mount")
+        .arg("-f")
+        .arg("--daemon-child")
+        .arg("-o")
+        .arg(opts.to_arg())
+        .arg(&source)
+        .arg(mountpoint)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        // Its own process group: a Ctrl-C meant for the shell does not reach the daemon.
+        .process_group(0)
+        .spawn()
+        .map_err(|e| Error::other("cannot start the mount daemon", e))?;
+    let Some(out) = child.stdout.take() else {
+        return Err(Error::Other {
+            what: "mount daemon has no stdout pipe".into(),
+            source: None,
+        });
+    };
+    let mut line = String::new();
+    let _ = BufReader::new(out).read_line(&mut line);
+    let line = line.trim_end();
+    if line == "ready" {
+        return Ok(());
+    }
+    if let Some(rest) = line.strip_prefix("error ") {
+        let (code, message) = rest.split_once(' ').unwrap_or((rest, ""));
+        return Err(Error::Daemon {
+            code: code.parse().unwrap_or(super::EXIT_OTHER),
+            message: message.to_owned(),
+        });
+    }
+    let status = child.wait().map_err(|e| Error::other("mount daemon", e))?;
+    Err(Error::Other {
+        what: format!("mount daemon exited ({status}) before the mount was live"),
+        source: None,
+    })
+}
+
+/// The background daemon: logs to a file, reports readiness on stdout, serves.
+fn daemon_child(args: &MountArgs, opts: &MountOptions) -> Result<(), Error> {
+    let log = log_path(std::process::id());
+    init_logging(opts, Some(&log));
+    let report = |line: &str| {
+        let mut out = std::io::stdout().lock();
+        let _ = writeln!(out, "{line}");
+        let _ = out.flush();
+    };
+    let result = (|| {
+        check_source(&args.source)?;
+        let mountpoint = check_mountpoint(&args.mountpoint)?;
+        check_fuse()?;
+        serve(&args.source, &mountpoint, opts, |_| report("ready"))
+    })();
+    if let Err(e) = &result {
+        let msg = display_chain(e);
+        log::error!("{msg}");
+        report(&format!("error {} {msg}", e.exit_code()));
+    }
+    result
+}
+
+/// Where a daemon with process id `pid` logs.
+pub(super) fn log_path(pid: u32) -> PathBuf {
+    let dir = std::env::var_os("XDG_RUNTIME_DIR")
+        .map(PathBuf::from)
+        .filter(|d| d.is_dir())
+        .unwrap_or_else(|| PathBuf::from("/tmp"));
+    dir.join(format!("b2fs-{pid}.log"))
+}
+
+/// Logging to stderr (foreground) or to `file` (daemon); `debug` raises the level and
+/// `RUST_LOG` overrides both.
+fn init_logging(opts: &MountOptions, file: Option<&Path>) {
+    // fuser warns when the session ends after an external unmount (it tries again and gets
+    // EINVAL); only `debug` shows that.
+    let level = if opts.debug {
+        "debug"
+    } else {
+        "info,fuser::session=error"
+    };
+    let mut b = env_logger::Builder::from_env(env_logger::Env::default().default_filter_or(level));
+    if let Some(path) = file {
+        match std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+        {
+            Ok(f) => {
+                redirect_stderr(&f);
+                b.target(env_logger::Target::Pipe(Box::new(f)));
+            }
+            Err(e) => eprintln!("b2fs: cannot open log file {}: {e}", path.display()),
+        }
+    }
+    let _ = b.try_init();
+}
+
+/// Points fd 2 at the daemon's log file, so panics and library messages land there too.
+fn redirect_stderr(f: &std::fs::File) {
+    use std::os::fd::AsRawFd;
+    // SAFETY: dup2 on two open descriptors we own (the log file, borrowed for the call, and
+    // fd 2); it only replaces what fd 2 refers to and touches no Rust-managed memory.
+    let r = unsafe { libc::dup2(f.as_raw_fd(), libc::STDERR_FILENO) };
+    if r < 0 {
+        log::warn!("cannot redirect stderr to the log file");
+    }
+}
+
+/// Builds the tree, mounts it, calls `ready` once the mount is live, and serves until
+/// unmounted (by a signal, `b2fs umount` or `fusermount3 -u`).
+fn serve(
+    source: &Path,
+    mountpoint: &Path,
+    opts: &MountOptions,
+    ready: impl FnOnce(&Path),
+) -> Result<(), Error> {
+    // Block the termination signals before any thread exists, so every thread inherits the
+    // mask and only the signal thread's sigwait sees them.
+    let signals = signals::block();
+    let tree_opts = TreeOptions {
+        cache_size: opts.cache_size,
+        ..TreeOptions::default()
+    };
+    let tree = Tree::from_source(source, tree_opts).map_err(|e| Error::Source {
+        path: source.to_path_buf(),
+        source: e,
+    })?;
+    let cfg = MountConfig {
+        fsname: source.display().to_string(),
+        allow_other: opts.allow_other,
+        threads: opts.threads,
+        policy: if opts.direct_io {
+            CachePolicy::DirectIo
+        } else {
+            CachePolicy::KeepCache
+        },
+    };
+    let mut session = crate::fuse::mount::session(tree, mountpoint, &cfg)
+        .map_err(|e| classify_mount_error(mountpoint, e))?;
+    log::info!("mounted {} at {}", source.display(), mountpoint.display());
+    ready(mountpoint);
+    signals::spawn_unmounter(
+        signals,
+        session.unmount_callable(),
+        mountpoint.to_path_buf(),
+    );
+    session
+        .run()
+        .map_err(|e| Error::other("FUSE session failed", e))?;
+    log::info!("unmounted {}", mountpoint.display());
+    Ok(())
+}
+
+fn classify_mount_error(mountpoint: &Path, e: std::io::Error) -> Error {
+    match e.kind() {
+        std::io::ErrorKind::NotFound if !Path::new("/dev/fuse").exists() => {
+            Error::Fuse(format!("/dev/fuse: {e}"))
+        }
+        std::io::ErrorKind::PermissionDenied => Error::Fuse(e.to_string()),
+        _ => Error::Mount {
+            path: mountpoint.to_path_buf(),
+            source: e,
+        },
+    }
+}
+
+/// Termination signals handled by a dedicated thread with `sigwait`.
+mod signals {
+    use std::path::PathBuf;
+
+    use fuser::SessionUnmounter;
+
+    /// The blocked set, to hand to the signal thread.
+    #[derive(Clone, Copy)]
+    pub(super) struct Blocked(libc::sigset_t);
+
+    /// Blocks SIGINT, SIGTERM and SIGHUP in the calling thread (and threads it spawns later).
+    pub(super) fn block() -> Blocked {
+        // SAFETY: sigset_t is a plain C struct for which all-zero is a valid value that
+        // sigemptyset then initialises; the pointers passed are to this local.
+        let mut set: libc::sigset_t = unsafe { std::mem::zeroed() };
+        // SAFETY: `set` is a valid, exclusively borrowed sigset_t; the signal numbers are
+        // valid; pthread_sigmask reads `set` and accepts a null old-set pointer.
+        unsafe {
+            libc::sigemptyset(&mut set);
+            libc::sigaddset(&mut set, libc::SIGINT);
+            libc::sigaddset(&mut set, libc::SIGTERM);
+            libc::sigaddset(&mut set, libc::SIGHUP);
+            libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
+        }
+        Blocked(set)
+    }
+
+    /// Waits for one of the blocked signals, then unmounts (lazily, so open files do not
+    /// keep the process alive forever); the session loop then ends.
+    pub(super) fn spawn_unmounter(blocked: Blocked, mut unmounter: SessionUnmounter, mp: PathBuf) {
+        let spawned = std::thread::Builder::new()
+            .name("b2fs-signals".into())
+            .spawn(move || {
+                let Blocked(set) = blocked;
+                let mut sig: libc::c_int = 0;
+                // SAFETY: `set` is an initialised sigset_t whose signals are blocked in this
+                // thread; `sig` is a valid out-pointer.
+                let r = unsafe { libc::sigwait(&set, &mut sig) };
+                if r != 0 {
+                    log::error!("sigwait failed ({r}); signals will not unmount");
+                    return;
+                }
+                log::info!("signal {sig}: unmounting {}", mp.display());
+                if let Err(e) = unmounter.unmount() {
+                    log::error!("unmount of {} failed: {e}", mp.display());
+                }
+            });
+        if let Err(e) = spawned {
+            log::error!("cannot start the signal thread: {e}");
+        }
+    }
+}

@@ -1,0 +1,591 @@
+//! bcolz (bcolz-zipline 1.13) directories: carrays (`meta/sizes`, `meta/storage`, `__attrs__`,
+//! `data/__N.blp`) and ctables (`__rootdirs__` plus one carray directory per column directly
+//! under the root), and recognition of the never-shipped 2012 `blsk` proposal layout.
+//!
+//! This module does not decode chunk data: it returns the Blosc1 chunk inside each `.blp`
+//! file (after the 16-byte bloscpack `blpk` header) and the sizes the metadata implies.
+//!
+//! Spec: `shared/seeds/003_...txt` and `CONTAINER_NOTES.md` section 5, which corrects the seed:
+//! ctable columns live in `root/<name>/` (not `root/data/`), `storage` also has `cname` and
+//! `quantize`, `shuffle` is an int, and the last partial chunk is stored as a **smaller**
+//! chunk (`__K.blp` holds `len % chunklen` items). `shared/seeds/004_...txt` describes the
+//! `blsk` layout that is only recognised and refused.
+//!
+//! Invariants: nchunks = ceil(len / chunklen) (object dtype: len); chunk sizes come from the
+//! metadata (`chunklen x atomsize`, the leftover for the last chunk), not from the chunk files,
+//! so listing sizes reads no chunk data; a leftover slot whose chunk decodes to more bytes than
+//! that (bcolz reads only the first items) is valid, and only the first `chunk_nbytes` bytes
+//! are data. The `.blp` header is not validated (bcolz does not either).
+
+use std::path::{Component, Path, PathBuf};
+use std::sync::Arc;
+use std::time::SystemTime;
+
+use serde_json::Value;
+
+use super::ContainerError;
+use super::source::{IoStats, Source};
+
+/// Length of the bloscpack header before the Blosc1 chunk in each `.blp` file.
+pub const BLP_HEADER_LEN: usize = 16;
+
+/// Largest JSON metadata file read (`meta/sizes`, `meta/storage`, `__attrs__`,
+/// `__rootdirs__`); real ones are a few hundred bytes.
+pub const MAX_JSON_LEN: u64 = 16 << 20;
+
+/// Size facts derived from a NumPy dtype string.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DtypeInfo {
+    /// `np.dtype(s).itemsize`.
+    pub itemsize: usize,
+    /// The typesize bcolz passes to Blosc: the itemsize, except `S` -> 1, `U` -> 4, and sizes
+    /// over 255 -> 1.
+    pub blosc_typesize: usize,
+}
+
+/// Parses the dtype strings bcolz writes (`str(numpy_dtype)`: `int32`, `float64`, `bool`,
+/// `|S3`, `<U3`, `datetime64[ns]`, `>i4`, ...). `None` for `object`, structured dtypes and
+/// anything unknown.
+pub fn dtype_info(s: &str) -> Option<DtypeInfo> {
+    let s = s.trim();
+    let named = |n: usize| {
+        Some(DtypeInfo {
+            itemsize: n,
+            blosc_typesize: n,
+        })
+    };
+    let base = s.split('[').next().unwrap_or(s);
+    match base {
+        "bool" | "int8" | "uint8" => return named(1),
+        "int16" | "uint16" | "float16" => return named(2),
+        "int32" | "uint32" | "float32" => return named(4),
+        "int64" | "uint64" | "float64" | "complex64" | "datetime64" | "timedelta64" => {
+            return named(8);
+        }
+        "complex128" | "float128" | "longdouble" => return named(16),
+        "complex256" | "clongdouble" => return named(32),
+        _ => {}
+    }
+    let t = base.trim_start_matches(['<', '>', '|', '=']);
+    let mut chars = t.chars();
+    let kind = chars.next()?;
+    let digits = chars.as_str();
+    let n: usize = if digits.is_empty() {
+        match kind {
+            '?' | 'b' | 'B' => 1,
+            _ => return None,
+        }
+    } else {
+        digits.parse().ok()?
+    };
+    let (itemsize, ts) = match kind {
+        'b' | '?' | 'i' | 'u' | 'f' | 'c' | 'M' | 'm' => (n, n),
+        'S' | 'a' => (n, 1),
+        'U' => (n.checked_mul(4)?, 4),
+        'V' => (n, n),
+        _ => return None,
+    };
+    Some(DtypeInfo {
+        itemsize,
+        blosc_typesize: if ts > 255 { 1 } else { ts },
+    })
+}
+
+/// Converts a serde_json error into a file offset (from its line and column).
+fn json_offset(text: &[u8], e: &serde_json::Error) -> u64 {
+    let mut line = 1usize;
+    let mut off = 0usize;
+    for (i, &b) in text.iter().enumerate() {
+        if line == e.line() {
+            off = i;
+            break;
+        }
+        if b == b'\n' {
+            line += 1;
+            off = i + 1;
+        }
+    }
+    (off + e.column().saturating_sub(1)) as u64
+}
+
+/// Reads and parses a JSON metadata file (whole file; bounded by its real size).
+pub(crate) fn read_json(path: &Path, stats: &Arc<IoStats>) -> Result<Value, ContainerError> {
+    let src = Source::open(path, Arc::clone(stats))?;
+    if src.len() > MAX_JSON_LEN {
+        return Err(ContainerError::Malformed {
+            path: path.to_path_buf(),
+            what: "json".into(),
+            offset: 0,
+            why: format!(
+                "{} bytes, more than the {MAX_JSON_LEN} a metadata file may have",
+                src.len()
+            ),
+        });
+    }
+    let len = usize::try_from(src.len()).unwrap_or(usize::MAX);
+    let text = src.read_at(0, len, "json")?;
+    serde_json::from_slice(&text).map_err(|e| ContainerError::Malformed {
+        path: path.to_path_buf(),
+        what: "json".into(),
+        offset: json_offset(&text, &e),
+        why: e.to_string(),
+    })
+}
+
+fn field<'v>(obj: &'v Value, key: &str, path: &Path) -> Result<&'v Value, ContainerError> {
+    obj.get(key).ok_or_else(|| ContainerError::Malformed {
+        path: path.to_path_buf(),
+        what: key.to_string(),
+        offset: 0,
+        why: format!("missing field {key:?}"),
+    })
+}
+
+fn non_negative(v: &Value, what: &str, path: &Path) -> Result<u64, ContainerError> {
+    v.as_u64().ok_or_else(|| ContainerError::Malformed {
+        path: path.to_path_buf(),
+        what: what.to_string(),
+        offset: 0,
+        why: format!("{v} is not a non-negative integer"),
+    })
+}
+
+/// An opened carray directory.
+#[derive(Debug)]
+pub(crate) struct Carray {
+    root: PathBuf,
+    stats: Arc<IoStats>,
+    sizes: Value,
+    storage: Value,
+    attrs: Value,
+    attrs_file: bool,
+    shape: Vec<u64>,
+    chunklen: u64,
+    dtype: String,
+    /// `None` for object (and unparseable) dtypes: chunk sizes then come from chunk headers.
+    dtype_info: Option<DtypeInfo>,
+    /// Bytes per row (itemsize x prod shape[1..]); 0 when unknown.
+    atomsize: u64,
+    nchunks: usize,
+    mtime: SystemTime,
+}
+
+impl Carray {
+    /// Opens the carray directory `root`.
+    pub(crate) fn open(root: &Path, stats: Arc<IoStats>) -> Result<Carray, ContainerError> {
+        let sizes_path = root.join("meta/sizes");
+        let storage_path = root.join("meta/storage");
+        let sizes = read_json(&sizes_path, &stats)?;
+        let storage = read_json(&storage_path, &stats)?;
+        let attrs_path = root.join("__attrs__");
+        let attrs_file = attrs_path.exists();
+        let attrs = if attrs_file {
+            read_json(&attrs_path, &stats)?
+        } else {
+            Value::Object(Default::default())
+        };
+        let shape_v = field(&sizes, "shape", &sizes_path)?;
+        let shape = shape_v
+            .as_array()
+            .filter(|a| !a.is_empty())
+            .ok_or_else(|| ContainerError::Malformed {
+                path: sizes_path.clone(),
+                what: "shape".into(),
+                offset: 0,
+                why: format!("{shape_v} is not a non-empty list"),
+            })?
+            .iter()
+            .enumerate()
+            .map(|(i, v)| non_negative(v, &format!("shape[{i}]"), &sizes_path))
+            .collect::<Result<Vec<u64>, _>>()?;
+        let chunklen = non_negative(
+            field(&storage, "chunklen", &storage_path)?,
+            "chunklen",
+            &storage_path,
+        )?;
+        if chunklen == 0 {
+            return Err(ContainerError::Malformed {
+                path: storage_path,
+                what: "chunklen".into(),
+                offset: 0,
+                why: "chunklen is 0".into(),
+            });
+        }
+        let dtype_v = field(&storage, "dtype", &storage_path)?;
+        let dtype = dtype_v
+            .as_str()
+            .ok_or_else(|| ContainerError::Malformed {
+                path: storage_path.clone(),
+                what: "dtype".into(),
+                offset: 0,
+                why: format!("{dtype_v} is not a string"),
+            })?
+            .to_string();
+        let info = dtype_info(&dtype);
+        let object = matches!(dtype.as_str(), "object" | "O" | "|O");
+        if info.is_none() && !object {
+            return Err(ContainerError::Unsupported {
+                path: storage_path,
+                what: format!("dtype {dtype:?}"),
+            });
+        }
+        let overflow = |what: &str| ContainerError::Malformed {
+            path: sizes_path.clone(),
+            what: what.into(),
+            offset: 0,
+            why: "size overflows".into(),
+        };
+        let atomsize = match info {
+            Some(i) => shape[1..]
+                .iter()
+                .try_fold(i.itemsize as u64, |acc, &d| acc.checked_mul(d))
+                .ok_or_else(|| overflow("shape"))?,
+            None => 0,
+        };
+        let len = shape[0];
+        let nchunks = if object { len } else { len.div_ceil(chunklen) };
+        // Bytes per chunk and in total must fit; nchunks must be addressable.
+        chunklen
+            .checked_mul(atomsize)
+            .and_then(|_| len.checked_mul(atomsize))
+            .ok_or_else(|| overflow("chunklen"))?;
+        let nchunks = usize::try_from(nchunks).map_err(|_| overflow("shape[0]"))?;
+        let mtime = std::fs::metadata(&sizes_path)
+            .and_then(|m| m.modified())
+            .unwrap_or(SystemTime::UNIX_EPOCH);
+        Ok(Carray {
+            root: root.to_path_buf(),
+            stats,
+            sizes,
+            storage,
+            attrs,
+            attrs_file,
+            shape,
+            chunklen,
+            dtype,
+            dtype_info: info,
+            atomsize,
+            nchunks,
+            mtime,
+        })
+    }
+
+    /// `meta/sizes` as parsed.
+    pub(crate) fn sizes(&self) -> &Value {
+        &self.sizes
+    }
+
+    /// `meta/storage` as parsed.
+    pub(crate) fn storage(&self) -> &Value {
+        &self.storage
+    }
+
+    /// `__attrs__` as parsed (`{}` when the file is missing).
+    pub(crate) fn attrs(&self) -> &Value {
+        &self.attrs
+    }
+
+    /// Whether `__attrs__` exists (bcolz-zipline cannot open a carray without it, so a
+    /// writer must create it before writing back).
+    pub(crate) fn has_attrs_file(&self) -> bool {
+        self.attrs_file
+    }
+
+    /// Shape.
+    pub(crate) fn shape(&self) -> &[u64] {
+        &self.shape
+    }
+
+    /// Rows per chunk: `storage.chunklen`, or 1 for object dtype (one pickled element per
+    /// chunk file, whatever chunklen says).
+    pub(crate) fn chunklen(&self) -> u64 {
+        if self.dtype_info.is_some() {
+            self.chunklen
+        } else {
+            1
+        }
+    }
+
+    /// The dtype string as stored.
+    pub(crate) fn dtype(&self) -> &str {
+        &self.dtype
+    }
+
+    /// Element size (0 for object dtype).
+    pub(crate) fn itemsize(&self) -> usize {
+        self.dtype_info.map_or(0, |i| i.itemsize)
+    }
+
+    /// Number of chunks.
+    pub(crate) fn nchunks(&self) -> usize {
+        self.nchunks
+    }
+
+    /// Nominal chunk size (chunklen x atomsize; 0 for object dtype).
+    pub(crate) fn chunksize(&self) -> u64 {
+        self.chunklen * self.atomsize
+    }
+
+    /// Uncompressed bytes (len x atomsize); object dtype: `sizes.nbytes`.
+    pub(crate) fn nbytes(&self) -> u64 {
+        if self.dtype_info.is_some() {
+            self.shape[0] * self.atomsize
+        } else {
+            self.sizes
+                .get("nbytes")
+                .and_then(Value::as_u64)
+                .unwrap_or(0)
+        }
+    }
+
+    /// `sizes.cbytes` as bcolz reports it (bookkeeping only).
+    pub(crate) fn cbytes(&self) -> u64 {
+        self.sizes
+            .get("cbytes")
+            .and_then(Value::as_u64)
+            .unwrap_or(0)
+    }
+
+    /// Whether `meta/sizes` (bcolz's commit point) or `meta/storage` / `__attrs__` changed
+    /// since open: different content, or the file appeared or disappeared. Rewriting a full
+    /// chunk file in place does not touch them (bcolz has no multi-file commit, see
+    /// `CONTAINER_NOTES.md` 6.4).
+    pub(crate) fn changed_on_disk(&self) -> bool {
+        let same = |file: &str, parsed: &Value, present: bool| {
+            let path = self.root.join(file);
+            match read_json(&path, &self.stats) {
+                Ok(v) => present && &v == parsed,
+                Err(_) => !present && !path.exists(),
+            }
+        };
+        !(same("meta/sizes", &self.sizes, true)
+            && same("meta/storage", &self.storage, true)
+            && same("__attrs__", &self.attrs, self.attrs_file))
+    }
+
+    /// Modification time of `meta/sizes` (bcolz's commit point).
+    pub(crate) fn mtime(&self) -> SystemTime {
+        self.mtime
+    }
+
+    /// Path of chunk file `i`.
+    pub(crate) fn chunk_path(&self, i: usize) -> PathBuf {
+        self.root.join(format!("data/__{i}.blp"))
+    }
+
+    fn no_such(&self, index: usize) -> ContainerError {
+        ContainerError::NoSuchChunk {
+            path: self.root.clone(),
+            index,
+            nchunks: self.nchunks,
+        }
+    }
+
+    /// Uncompressed size of chunk `i` (from the metadata; object dtype: the chunk header).
+    pub(crate) fn chunk_nbytes(&self, i: usize) -> Result<usize, ContainerError> {
+        if i >= self.nchunks {
+            return Err(self.no_such(i));
+        }
+        if self.dtype_info.is_none() {
+            let h = self.chunk_header_bytes(i)?;
+            let n = i32::from_le_bytes([h[4], h[5], h[6], h[7]]);
+            return usize::try_from(n).map_err(|_| ContainerError::Malformed {
+                path: self.chunk_path(i),
+                what: "chunk nbytes".into(),
+                offset: BLP_HEADER_LEN as u64 + 4,
+                why: format!("negative nbytes {n}"),
+            });
+        }
+        let rows = (self.shape[0] - i as u64 * self.chunklen).min(self.chunklen);
+        usize::try_from(rows * self.atomsize).map_err(|_| self.no_such(i))
+    }
+
+    /// The 16-byte Blosc1 header of chunk `i`.
+    pub(crate) fn chunk_header_bytes(&self, i: usize) -> Result<Vec<u8>, ContainerError> {
+        if i >= self.nchunks {
+            return Err(self.no_such(i));
+        }
+        let src = Source::open(&self.chunk_path(i), Arc::clone(&self.stats))?;
+        src.read_at(BLP_HEADER_LEN as u64, 16, "blosc1 chunk header")
+    }
+
+    /// The Blosc1 chunk of chunk file `i` (bytes after its cbytes are ignored).
+    pub(crate) fn chunk_bytes(&self, i: usize) -> Result<Vec<u8>, ContainerError> {
+        if i >= self.nchunks {
+            return Err(self.no_such(i));
+        }
+        let path = self.chunk_path(i);
+        let src = Source::open(&path, Arc::clone(&self.stats))?;
+        let len = usize::try_from(src.len()).unwrap_or(usize::MAX);
+        // The prefix and the Blosc1 header first; then exactly the chunk (bytes after its
+        // cbytes are ignored, as bcolz does).
+        let mut buf = src.read_at(0, (BLP_HEADER_LEN + 16).min(len), "blp file")?;
+        let cb = buf
+            .get(BLP_HEADER_LEN + 12..BLP_HEADER_LEN + 16)
+            .map(|b| i32::from_le_bytes([b[0], b[1], b[2], b[3]]));
+        let room = len.saturating_sub(BLP_HEADER_LEN);
+        let cb = cb
+            .and_then(|c| usize::try_from(c).ok())
+            .filter(|&c| (16..=room).contains(&c))
+            .ok_or_else(|| ContainerError::Malformed {
+                path: path.clone(),
+                what: "blosc1 chunk".into(),
+                offset: BLP_HEADER_LEN as u64 + 12,
+                why: format!("chunk cbytes {cb:?} outside [16, {room}]"),
+            })?;
+        // C-Blosc 1.x reads only version-2 chunks (1 = pre-1.0); a Blosc2 chunk here is a
+        // damaged carray (`CONTAINER_NOTES.md` 5.1).
+        let version = buf.get(BLP_HEADER_LEN).copied().unwrap_or(0);
+        let flags = buf.get(BLP_HEADER_LEN + 2).copied().unwrap_or(0);
+        if !(1..=2).contains(&version) || flags & 0x05 == 0x05 {
+            return Err(ContainerError::Malformed {
+                path,
+                what: "blosc1 chunk".into(),
+                offset: BLP_HEADER_LEN as u64,
+                why: format!(
+                    "chunk version {version} flags 0x{flags:02x}: not a Blosc1 chunk (bcolz cannot read Blosc2 chunks)"
+                ),
+            });
+        }
+        buf.drain(..BLP_HEADER_LEN);
+        src.read_into(
+            BLP_HEADER_LEN as u64 + 16,
+            cb - 16,
+            "blosc1 chunk",
+            &mut buf,
+        )?;
+        Ok(buf)
+    }
+}
+
+/// Validates a `__rootdirs__` column name: one plain path component.
+fn column_name_ok(name: &str) -> bool {
+    let mut comps = Path::new(name).components();
+    matches!(comps.next(), Some(Component::Normal(_)))
+        && comps.next().is_none()
+        && !name.contains(['/', '\\', '\0'])
+}
+
+/// Opens a ctable root: `(attrs, [(name, column)])` in `__rootdirs__` order.
+pub(crate) fn open_ctable(
+    root: &Path,
+    stats: &Arc<IoStats>,
+) -> Result<(Value, Vec<(String, Carray)>), ContainerError> {
+    let rd_path = root.join("__rootdirs__");
+    let rootdirs = read_json(&rd_path, stats)?;
+    let names_v = field(&rootdirs, "names", &rd_path)?;
+    let names = names_v
+        .as_array()
+        .ok_or_else(|| ContainerError::Malformed {
+            path: rd_path.clone(),
+            what: "names".into(),
+            offset: 0,
+            why: format!("{names_v} is not a list"),
+        })?;
+    let mut columns = Vec::with_capacity(names.len());
+    for (i, n) in names.iter().enumerate() {
+        let name =
+            n.as_str()
+                .filter(|s| column_name_ok(s))
+                .ok_or_else(|| ContainerError::Malformed {
+                    path: rd_path.clone(),
+                    what: format!("names[{i}]"),
+                    offset: 0,
+                    why: format!("{n} is not a plain column name"),
+                })?;
+        if columns.iter().any(|(c, _): &(String, Carray)| c == name) {
+            return Err(ContainerError::Malformed {
+                path: rd_path.clone(),
+                what: format!("names[{i}]"),
+                offset: 0,
+                why: format!("column {name:?} listed twice"),
+            });
+        }
+        let col = Carray::open(&root.join(name), Arc::clone(stats))?;
+        columns.push((name.to_string(), col));
+    }
+    let attrs_path = root.join("__attrs__");
+    let attrs = if attrs_path.exists() {
+        read_json(&attrs_path, stats)?
+    } else {
+        Value::Object(Default::default())
+    };
+    Ok((attrs, columns))
+}
+
+/// Whether `root` looks like the 2012 `blsk` proposal (seed 004): `meta/nrows`, `__N__.bin`
+/// superchunk files, or a file starting with `blsk` (among the first 16 entries of `data/` or
+/// the root). Returns what was found. Meant for directories that are nothing else.
+pub(crate) fn blsk_evidence(root: &Path) -> Option<String> {
+    if root.join("meta/nrows").is_file() {
+        return Some("meta/nrows (2012 blsk proposal layout)".into());
+    }
+    for dir in [root.join("data"), root.to_path_buf()] {
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            continue;
+        };
+        // Names first; the magic of at most a few files (this runs only for directories that
+        // are nothing else b2fs knows).
+        for (n, e) in entries.flatten().take(4096).enumerate() {
+            let name = e.file_name();
+            let name = name.to_string_lossy();
+            let is_bin = name.starts_with("__") && name.ends_with("__.bin");
+            let path = e.path();
+            let magic = n < 16
+                && path.is_file()
+                && std::fs::File::open(&path)
+                    .and_then(|mut f| {
+                        let mut m = [0u8; 4];
+                        std::io::Read::read_exact(&mut f, &mut m).map(|_| m)
+                    })
+                    .is_ok_and(|m| &m == b"blsk");
+            if is_bin || magic {
+                return Some(format!(
+                    "{} (2012 blsk superchunk proposal, never shipped by bcolz)",
+                    path.display()
+                ));
+            }
+        }
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dtype_info_numpy_strings() {
+        let i = |s: &str| dtype_info(s).map(|d| (d.itemsize, d.blosc_typesize));
+        assert_eq!(i("int32"), Some((4, 4)));
+        assert_eq!(i("float64"), Some((8, 8)));
+        assert_eq!(i("bool"), Some((1, 1)));
+        assert_eq!(i("|S3"), Some((3, 1)));
+        assert_eq!(i("<U3"), Some((12, 4)));
+        assert_eq!(i("datetime64[ns]"), Some((8, 8)));
+        assert_eq!(i("<M8[D]"), Some((8, 8)));
+        assert_eq!(i(">i4"), Some((4, 4)));
+        assert_eq!(i("|V300"), Some((300, 1)));
+        assert_eq!(i("complex128"), Some((16, 16)));
+        assert_eq!(i("object"), None);
+        assert_eq!(i("[('a', '<i4')]"), None);
+        assert_eq!(i(""), None);
+        assert_eq!(i("<i99999999999999999999999"), None);
+    }
+
+    #[test]
+    fn column_names_are_plain() {
+        assert!(column_name_ok("id"));
+        assert!(column_name_ok("f0"));
+        for bad in ["", ".", "..", "a/b", "/abs", "../x", "a\0b"] {
+            assert!(!column_name_ok(bad), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn json_offset_points_at_error() {
+        let text = b"{\"a\": 1,\n \"b\": x}";
+        let e = serde_json::from_slice::<Value>(text).unwrap_err();
+        assert_eq!(text[json_offset(text, &e) as usize], b'x');
+    }
+}

@@ -1,0 +1,573 @@
+//! Blosc2 frames, contiguous (a `.b2frame`/`.b2nd` file) and sparse (a directory with
+//! `chunks.b2frame` and one `%08X.chunk` file per stored chunk): header, fixed metalayers,
+//! chunk index, trailer with vlmetalayers, and access to each chunk's compressed bytes.
+//!
+//! This module does not decode chunk *data* and knows nothing of FUSE or caches; it calls the
+//! codec only for the index chunk and the vlmetalayer contents, which are Blosc2 chunks.
+//!
+//! Spec: `shared/seeds/002_...txt` (CFrame) and `CONTAINER_NOTES.md` sections 1 and 2, which
+//! correct the seed where real bytes differ: chunk offsets are relative to the **end** of the
+//! header; the frame header stores the C API compcode (not the chunk compformat); the trailer
+//! version is a fixint and its vlmetalayers are not wrapped in a bin32; nchunks is derived
+//! (section 1.2); special offsets `0x81...`/`0x82...`/`0x84...` carry no bytes; `fill_special`
+//! writes the index as one repeated-value special chunk.
+//!
+//! Submodules: `header` (the 87-byte prefix, [`FrameInfo`], the metalayer/vlmetalayer
+//! sections, the trailer tail constants) and `index` (nchunks, index decoding, special codes,
+//! synthesised special chunks). This file ties them to the files on disk.
+//!
+//! Open path (section 1.7; opening reads only these bytes, never chunk data):
+//! 1. the 87-byte header prefix at the frame start F (magic, lengths, flags, exact markers);
+//! 2. the 23-byte trailer tail at F + frame_len - 23 (`ce` + trailer_len);
+//! 3. the rest of the header (metalayer section) up to header_len;
+//! 4. the index chunk (if nbytes > 0) at F + header_len + cbytes (sparse: F + header_len),
+//!    decoded into one `i64` per chunk, or kept as one value when it is a special chunk;
+//!    every regular offset is bound-checked against cbytes (sparse: a u32 chunk id);
+//! 5. the trailer, whose vlmetalayer chunks are decompressed and mapped to JSON.
+//!
+//! Beyond C-Blosc2: a special index entry in a variable-size frame (chunksize 0) has no size,
+//! and C-Blosc2 cannot read it back although it writes such frames (section 1.5, "Hazard").
+//! b2fs infers the size once, on first use, from the header nbytes minus the stored chunks'
+//! sizes (their 32-byte headers are read), divided evenly among the special chunks; with more
+//! than one special chunk the result must equal the largest stored chunk. Otherwise reading
+//! such a chunk is an error.
+//!
+//! Invariants: a file longer than frame_len is fine (bytes after the frame are ignored); every
+//! read allocation is bounded by the real file size; decoded data is bounded too: the index by
+//! [`INDEX_LIMIT_FLOOR`] or 64 x the file size, whichever is larger (a special repeated-value
+//! index is never expanded), each vlmetalayer by [`VLMETA_MAX_RATIO`] x its stored size (at
+//! least [`VLMETA_LIMIT_FLOOR`]).
+
+mod header;
+mod index;
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, OnceLock};
+
+use serde_json::Value;
+
+pub use header::{
+    FrameInfo, HEADER_PREFIX_LEN, MAGIC, MAX_METALAYERS, MAX_VLMETALAYERS, TRAILER_TAIL_LEN,
+};
+pub use index::{INDEX_LIMIT_FLOOR, MAX_NCHUNKS};
+
+use self::header::{Prefix, parse_layers, parse_prefix};
+use self::index::{Index, IndexError, Slot, classify, decode_index, le_i32};
+pub(crate) use self::index::{header_kind, special_chunk};
+use super::msgpack::{Cursor, Fault};
+use super::source::{IoStats, Source};
+use super::{ChunkKind, ContainerError, Metalayer, attrs};
+use crate::codec::Decoder;
+
+/// A vlmetalayer may decode to at most this many bytes per stored byte (and at least
+/// [`VLMETA_LIMIT_FLOOR`]), so a 32-byte special chunk cannot claim 64 MiB of attributes.
+pub const VLMETA_MAX_RATIO: usize = 4096;
+/// Every vlmetalayer may decode to this many bytes.
+pub const VLMETA_LIMIT_FLOOR: usize = 1 << 20;
+
+/// The decode limit of one vlmetalayer stored in `stored` bytes.
+fn vlmeta_limit(stored: usize, overall: usize) -> usize {
+    stored
+        .saturating_mul(VLMETA_MAX_RATIO)
+        .max(VLMETA_LIMIT_FLOOR)
+        .min(overall)
+}
+
+/// A vlmetalayer of the trailer.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Vlmetalayer {
+    /// Its name.
+    pub name: String,
+    /// The stored Blosc2 chunk.
+    pub chunk: Vec<u8>,
+    /// The decompressed content (msgpack for python-blosc2 writers).
+    pub content: Vec<u8>,
+    /// The content mapped to JSON ([`attrs::content_to_json`]).
+    pub json: Value,
+}
+
+/// An opened frame.
+#[derive(Debug)]
+pub(crate) struct Frame {
+    src: Source,
+    /// The sparse frame's directory (`None` for a contiguous frame).
+    dir: Option<PathBuf>,
+    stats: Arc<IoStats>,
+    info: FrameInfo,
+    nchunks: usize,
+    index: Index,
+    metalayers: Vec<Metalayer>,
+    vlmeta: Vec<Vlmetalayer>,
+    /// The size of every special chunk of a variable-size frame, inferred on first use.
+    variable_special_size: OnceLock<Option<usize>>,
+    /// The 87-byte prefix as read at open (for [`Frame::changed_on_disk`]).
+    prefix: Vec<u8>,
+}
+
+impl Frame {
+    /// Opens the frame stored in `path` starting at byte `start`; `sparse_dir` is the sparse
+    /// frame's directory when `path` is its `chunks.b2frame`.
+    pub(crate) fn open(
+        path: &Path,
+        start: u64,
+        sparse_dir: Option<&Path>,
+        stats: Arc<IoStats>,
+    ) -> Result<Frame, ContainerError> {
+        let src = Source::open(path, Arc::clone(&stats))?;
+        let mal = |f: Fault| ContainerError::Malformed {
+            path: path.to_path_buf(),
+            what: f.what,
+            offset: f.offset,
+            why: f.why,
+        };
+        let fault = |what: &str, offset: u64, why: String| mal(Fault::new(what, offset, why));
+
+        // 1. Header prefix.
+        let prefix = src.read_at(start, HEADER_PREFIX_LEN, "frame header")?;
+        let Prefix {
+            mut info,
+            nbytes,
+            cbytes,
+        } = parse_prefix(&prefix, start).map_err(mal)?;
+        let want_type = u8::from(sparse_dir.is_some());
+        if info.frame_type != want_type {
+            let kinds = ["contiguous", "sparse"];
+            return Err(fault(
+                "frame_type",
+                start + 26,
+                format!(
+                    "frame type {} in a {} frame",
+                    info.frame_type,
+                    kinds[usize::from(want_type)]
+                ),
+            ));
+        }
+        let avail = src.len().saturating_sub(start);
+        if info.frame_len > avail {
+            return Err(fault(
+                "frame_len",
+                start + 16,
+                format!(
+                    "frame_len {} exceeds the {avail} bytes of the file after the frame start",
+                    info.frame_len
+                ),
+            ));
+        }
+        let abs = |o: u64| start + o;
+
+        // 2. Trailer tail.
+        let tail_at = abs(info.frame_len - TRAILER_TAIL_LEN as u64);
+        let tail = src.read_at(tail_at, TRAILER_TAIL_LEN, "trailer tail")?;
+        let mut tc = Cursor::new(&tail, tail_at);
+        tc.expect(0xce, "trailer_len").map_err(mal)?;
+        let trailer_len = u64::from(tc.be_u32("trailer_len").map_err(mal)?);
+        if trailer_len < 25 || trailer_len > info.frame_len - HEADER_PREFIX_LEN as u64 {
+            return Err(fault(
+                "trailer_len",
+                tail_at + 1,
+                format!("{trailer_len} outside [25, frame_len - 87]"),
+            ));
+        }
+        info.trailer_len = trailer_len;
+
+        // 3. The rest of the header: the metalayers.
+        let mut header = prefix.clone();
+        let rest = info.header_len as usize - HEADER_PREFIX_LEN;
+        src.read_into(
+            abs(HEADER_PREFIX_LEN as u64),
+            rest,
+            "frame header",
+            &mut header,
+        )?;
+        let metalayers = parse_layers(
+            &header,
+            start,
+            HEADER_PREFIX_LEN,
+            MAX_METALAYERS,
+            "metalayer section",
+        )
+        .map_err(mal)?
+        .into_iter()
+        .map(|(name, raw, _)| Metalayer {
+            json: attrs::content_to_json(raw),
+            name,
+            raw: raw.to_vec(),
+        })
+        .collect::<Vec<_>>();
+
+        // 4. nchunks and the index.
+        let data_end = info.frame_len - trailer_len;
+        let limit = INDEX_LIMIT_FLOOR
+            .max(usize::try_from(src.len().saturating_mul(64)).unwrap_or(usize::MAX));
+        let (nchunks, index) = if nbytes == 0 {
+            (0, Index::Explicit(Vec::new()))
+        } else {
+            if info.chunksize < 0 {
+                return Err(fault(
+                    "chunksize",
+                    start + 58,
+                    format!("chunksize {} with nbytes {nbytes}", info.chunksize),
+                ));
+            }
+            let idx_start = if sparse_dir.is_some() {
+                info.header_len
+            } else {
+                info.header_len.saturating_add(cbytes as u64)
+            };
+            if idx_start >= data_end {
+                return Err(fault(
+                    "cbytes",
+                    start + 39,
+                    format!(
+                        "index would start at {idx_start}, at or after the trailer at {data_end}"
+                    ),
+                ));
+            }
+            let region_len = (data_end - idx_start) as usize;
+            info.index_offset = Some(abs(idx_start));
+            info.index_len = region_len as u64;
+            let region = src.read_at(abs(idx_start), region_len, "index chunk")?;
+            decode_index(&region, &info, abs(idx_start), limit).map_err(|e| match e {
+                IndexError::Fault(f) => mal(f),
+                IndexError::Codec(source) => ContainerError::Chunk {
+                    path: path.to_path_buf(),
+                    index: usize::MAX,
+                    source,
+                },
+            })?
+        };
+        // Bound-check stored entries.
+        let check = |i: usize, e: i64| -> Result<(), ContainerError> {
+            match classify(e) {
+                None => Err(fault(
+                    "index entry",
+                    info.index_offset.unwrap_or(0),
+                    format!("chunk {i}: invalid special value 0x{:016x}", e as u64),
+                )),
+                Some(Slot::Stored(o)) => {
+                    let ok = if sparse_dir.is_some() {
+                        o <= u64::from(u32::MAX)
+                    } else {
+                        o.checked_add(32).is_some_and(|end| end <= info.cbytes)
+                    };
+                    if ok {
+                        Ok(())
+                    } else {
+                        Err(fault(
+                            "index entry",
+                            info.index_offset.unwrap_or(0),
+                            format!(
+                                "chunk {i}: offset {o} outside the chunk area of {} bytes",
+                                info.cbytes
+                            ),
+                        ))
+                    }
+                }
+                Some(Slot::Special(_)) => Ok(()),
+            }
+        };
+        match &index {
+            Index::Explicit(v) => {
+                for (i, &e) in v.iter().enumerate() {
+                    check(i, e)?;
+                }
+            }
+            Index::Repeated(e) => {
+                if nchunks > 0 {
+                    check(0, *e)?;
+                }
+            }
+        }
+
+        // 5. Trailer.
+        let t_start = if nbytes > 0 {
+            data_end
+        } else {
+            info.header_len
+        };
+        let t_len = (info.frame_len - t_start) as usize;
+        let trailer = src.read_at(abs(t_start), t_len, "trailer")?;
+        let layers =
+            parse_layers(&trailer, abs(t_start), 2, MAX_VLMETALAYERS, "trailer").map_err(mal)?;
+        let mut vlmeta = Vec::with_capacity(layers.len());
+        for (name, chunk, at) in layers {
+            let content = Decoder::with_limit(vlmeta_limit(chunk.len(), limit))
+                .decompress(chunk)
+                .map_err(|source| ContainerError::Vlmeta {
+                    path: path.to_path_buf(),
+                    name: name.clone(),
+                    offset: at,
+                    source,
+                })?;
+            vlmeta.push(Vlmetalayer {
+                json: attrs::content_to_json(&content),
+                name,
+                chunk: chunk.to_vec(),
+                content,
+            });
+        }
+
+        Ok(Frame {
+            src,
+            dir: sparse_dir.map(Path::to_path_buf),
+            stats,
+            info,
+            nchunks,
+            index,
+            metalayers,
+            vlmeta,
+            variable_special_size: OnceLock::new(),
+            prefix,
+        })
+    }
+
+    /// Whether the frame changed since it was opened: its file's length or modification time
+    /// differ, or its 87-byte header prefix (frame_len, nbytes, cbytes, ...) does. Reads 87
+    /// bytes. C-Blosc2 changes frame_len with almost every mutation (`CONTAINER_NOTES.md`
+    /// 3.6); the mtime catches same-length edits too.
+    pub(crate) fn changed_on_disk(&self) -> Result<bool, ContainerError> {
+        let now = match Source::open(self.src.path(), Arc::clone(&self.stats)) {
+            Ok(now) => now,
+            // Gone or replaced by something unreadable: changed.
+            Err(ContainerError::Io { .. } | ContainerError::NotAContainer { .. }) => {
+                return Ok(true);
+            }
+            Err(e) => return Err(e),
+        };
+        if now.len() != self.src.len() || now.mtime() != self.src.mtime() {
+            return Ok(true);
+        }
+        let prefix = now.read_at(self.info.start, HEADER_PREFIX_LEN, "frame header")?;
+        Ok(prefix != self.prefix)
+    }
+
+    /// The header fields.
+    pub(crate) fn info(&self) -> &FrameInfo {
+        &self.info
+    }
+
+    /// The file holding the header (the frame file or `chunks.b2frame`).
+    pub(crate) fn source(&self) -> &Source {
+        &self.src
+    }
+
+    /// Number of chunks.
+    pub(crate) fn nchunks(&self) -> usize {
+        self.nchunks
+    }
+
+    /// Fixed metalayers in header order.
+    pub(crate) fn metalayers(&self) -> &[Metalayer] {
+        &self.metalayers
+    }
+
+    /// Vlmetalayers in trailer order.
+    pub(crate) fn vlmetalayers(&self) -> &[Vlmetalayer] {
+        &self.vlmeta
+    }
+
+    /// The raw index entry of chunk `i` (no range check beyond the index itself).
+    pub(crate) fn index_entry(&self, i: usize) -> Option<i64> {
+        match &self.index {
+            Index::Explicit(v) => v.get(i).copied(),
+            Index::Repeated(e) => (i < self.nchunks).then_some(*e),
+        }
+    }
+
+    fn no_such(&self, index: usize) -> ContainerError {
+        ContainerError::NoSuchChunk {
+            path: self.display_path(),
+            index,
+            nchunks: self.nchunks,
+        }
+    }
+
+    fn display_path(&self) -> PathBuf {
+        self.dir
+            .clone()
+            .unwrap_or_else(|| self.src.path().to_path_buf())
+    }
+
+    fn slot(&self, i: usize) -> Result<Slot, ContainerError> {
+        let e = self.index_entry(i).ok_or_else(|| self.no_such(i))?;
+        // Entries were classified at open.
+        classify(e).ok_or_else(|| self.no_such(i))
+    }
+
+    /// Uncompressed size implied by the header for chunk `i` in a fixed-size frame.
+    fn fixed_nbytes(&self, i: usize) -> Option<usize> {
+        let cs = u64::try_from(self.info.chunksize).ok().filter(|&c| c > 0)?;
+        let before = cs.checked_mul(i as u64)?;
+        let n = self.info.nbytes.checked_sub(before)?.min(cs);
+        usize::try_from(n).ok()
+    }
+
+    fn sparse_chunk_path(&self, id: u64) -> PathBuf {
+        let dir = self.dir.as_deref().unwrap_or(Path::new("."));
+        dir.join(format!("{id:08X}.chunk"))
+    }
+
+    /// The first 32 bytes of stored chunk `i` (offset or id `o`).
+    fn stored_header(&self, i: usize, o: u64) -> Result<Vec<u8>, ContainerError> {
+        if self.dir.is_some() {
+            let src = Source::open(&self.sparse_chunk_path(o), Arc::clone(&self.stats))?;
+            src.read_at(0, 32, &format!("chunk {i} header"))
+        } else {
+            let at = self.info.start + self.info.header_len + o;
+            self.src.read_at(at, 32, &format!("chunk {i} header"))
+        }
+    }
+
+    /// Uncompressed size of chunk `i`: from the header for fixed-size frames, from the chunk's
+    /// own header (32 bytes read) for variable-size frames.
+    pub(crate) fn chunk_nbytes(&self, i: usize) -> Result<usize, ContainerError> {
+        let slot = self.slot(i)?;
+        if let Some(n) = self.fixed_nbytes(i) {
+            return Ok(n);
+        }
+        match slot {
+            Slot::Special(_) => self.special_nbytes(i),
+            Slot::Stored(o) => {
+                let h = self.stored_header(i, o)?;
+                let n = le_i32(&h, 4).unwrap_or(-1);
+                usize::try_from(n)
+                    .map_err(|_| self.chunk_fault(i, o, format!("negative nbytes {n}")))
+            }
+        }
+    }
+
+    fn variable_special(&self, i: usize) -> ContainerError {
+        ContainerError::Malformed {
+            path: self.display_path(),
+            what: format!("chunk {i}"),
+            offset: self.info.index_offset.unwrap_or(0),
+            why: "special chunk in a variable-size frame whose size cannot be inferred (C-Blosc2 cannot read it either)"
+                .into(),
+        }
+    }
+
+    fn chunk_fault(&self, i: usize, o: u64, why: String) -> ContainerError {
+        match &self.dir {
+            Some(_) => ContainerError::Malformed {
+                path: self.sparse_chunk_path(o),
+                what: format!("chunk {i}"),
+                offset: 0,
+                why,
+            },
+            None => ContainerError::Malformed {
+                path: self.src.path().to_path_buf(),
+                what: format!("chunk {i}"),
+                offset: self.info.start + self.info.header_len + o,
+                why,
+            },
+        }
+    }
+
+    /// How chunk `i` is stored (reads the 32-byte header of stored chunks).
+    pub(crate) fn chunk_kind(&self, i: usize) -> Result<ChunkKind, ContainerError> {
+        match self.slot(i)? {
+            Slot::Special(k) => Ok(k),
+            Slot::Stored(o) => Ok(header_kind(&self.stored_header(i, o)?)),
+        }
+    }
+
+    /// The 32-byte header of chunk `i` (synthesised for special entries).
+    pub(crate) fn chunk_header_bytes(&self, i: usize) -> Result<Vec<u8>, ContainerError> {
+        match self.slot(i)? {
+            Slot::Special(k) => self.synthesise(i, k),
+            Slot::Stored(o) => self.stored_header(i, o),
+        }
+    }
+
+    /// Size of special chunk `i`: from the header for fixed-size frames; for variable-size
+    /// frames inferred (see the module docs) or an error.
+    fn special_nbytes(&self, i: usize) -> Result<usize, ContainerError> {
+        if let Some(n) = self.fixed_nbytes(i) {
+            return Ok(n);
+        }
+        self.variable_special_size
+            .get_or_init(|| self.infer_special_size())
+            .ok_or_else(|| self.variable_special(i))
+    }
+
+    /// In a variable-size frame, the special chunks' common size: the nbytes not covered by
+    /// stored chunks, divided evenly; with more than one special chunk it must also equal the
+    /// largest stored chunk (the writer's chunk size). `None` when that does not hold.
+    fn infer_special_size(&self) -> Option<usize> {
+        let n = self.nchunks as u64;
+        if let Index::Repeated(e) = self.index {
+            return match classify(e)? {
+                Slot::Special(_) if n > 0 && self.info.nbytes % n == 0 => {
+                    usize::try_from(self.info.nbytes / n).ok()
+                }
+                _ => None,
+            };
+        }
+        let (mut specials, mut stored, mut largest) = (0u64, 0u64, 0u64);
+        for i in 0..self.nchunks {
+            match self.slot(i).ok()? {
+                Slot::Special(_) => specials += 1,
+                Slot::Stored(o) => {
+                    let h = self.stored_header(i, o).ok()?;
+                    let nb = u64::try_from(le_i32(&h, 4)?).ok()?;
+                    stored = stored.checked_add(nb)?;
+                    largest = largest.max(nb);
+                }
+            }
+        }
+        let rest = self.info.nbytes.checked_sub(stored)?;
+        if specials == 0 || rest % specials != 0 {
+            return None;
+        }
+        let each = rest / specials;
+        let plausible = each > 0 && (specials == 1 || largest == 0 || each == largest);
+        if plausible {
+            usize::try_from(each).ok()
+        } else {
+            None
+        }
+    }
+
+    fn synthesise(&self, i: usize, kind: ChunkKind) -> Result<Vec<u8>, ContainerError> {
+        let n = self.special_nbytes(i)?;
+        Ok(special_chunk(
+            kind,
+            n,
+            self.info.typesize,
+            self.info.blocksize,
+        ))
+    }
+
+    /// The complete compressed chunk `i`.
+    pub(crate) fn chunk_bytes(&self, i: usize) -> Result<Vec<u8>, ContainerError> {
+        let o = match self.slot(i)? {
+            Slot::Special(k) => return self.synthesise(i, k),
+            Slot::Stored(o) => o,
+        };
+        if self.dir.is_some() {
+            let path = self.sparse_chunk_path(o);
+            let src = Source::open(&path, Arc::clone(&self.stats))?;
+            // A chunk file holds exactly one chunk, whose cbytes is an int32.
+            let len = usize::try_from(src.len())
+                .ok()
+                .filter(|&l| l <= i32::MAX as usize)
+                .ok_or_else(|| {
+                    self.chunk_fault(i, o, format!("{} bytes, too large for a chunk", src.len()))
+                })?;
+            return src.read_at(0, len, &format!("chunk {i}"));
+        }
+        let mut buf = self.stored_header(i, o)?;
+        let cb = le_i32(&buf, 12).unwrap_or(-1);
+        let room = self.info.cbytes - o;
+        let cb = usize::try_from(cb)
+            .ok()
+            .filter(|&c| c >= 32 && c as u64 <= room)
+            .ok_or_else(|| {
+                self.chunk_fault(i, o, format!("chunk cbytes {cb} outside [32, {room}]"))
+            })?;
+        let at = self.info.start + self.info.header_len + o + 32;
+        self.src
+            .read_into(at, cb - 32, &format!("chunk {i}"), &mut buf)?;
+        Ok(buf)
+    }
+}

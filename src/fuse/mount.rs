@@ -1,0 +1,86 @@
+//! Mounting: [`MountConfig`] to [`fuser::Config`], a foreground [`Session`] (the command line
+//! runs it and unmounts it on a signal), and a background mount for tests and benchmarks.
+
+use std::io;
+use std::path::Path;
+
+use fuser::{BackgroundSession, Config, MountOption, Session, SessionACL};
+
+use super::{CachePolicy, FuseAdapter};
+use crate::tree::Tree;
+
+/// How to mount.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MountConfig {
+    /// The source name `/proc/mounts` shows.
+    pub fsname: String,
+    /// Let users other than the mounting one in (`allow_other`).
+    pub allow_other: bool,
+    /// FUSE worker threads.
+    pub threads: usize,
+    /// Page cache or direct I/O for file content.
+    pub policy: CachePolicy,
+}
+
+impl Default for MountConfig {
+    fn default() -> Self {
+        MountConfig {
+            fsname: "b2fs".into(),
+            allow_other: false,
+            threads: 2,
+            policy: CachePolicy::default(),
+        }
+    }
+}
+
+impl MountConfig {
+    /// The fuser configuration: always read-only, subtype `b2fs`.
+    pub fn to_fuser(&self) -> Config {
+        let mut c = Config::default();
+        c.mount_options = vec![
+            MountOption::RO,
+            MountOption::NoDev,
+            MountOption::NoSuid,
+            MountOption::FSName(self.fsname.clone()),
+            MountOption::Subtype("b2fs".into()),
+        ];
+        c.acl = if self.allow_other {
+            SessionACL::All
+        } else {
+            SessionACL::Owner
+        };
+        c.n_threads = Some(self.threads.max(1));
+        c.clone_fd = self.threads > 1;
+        c
+    }
+}
+
+/// Mounts `tree` at `mountpoint`; the mount is live (the kernel handshake done) when this
+/// returns. Run the session with [`Session::run`]; unmount with its unmounter.
+///
+/// # Errors
+/// When the mount fails (no `/dev/fuse`, no `fusermount3`, mountpoint missing or busy).
+pub fn session(
+    tree: Tree,
+    mountpoint: &Path,
+    cfg: &MountConfig,
+) -> io::Result<Session<FuseAdapter>> {
+    Session::new(
+        FuseAdapter::new(tree, cfg.policy),
+        mountpoint,
+        &cfg.to_fuser(),
+    )
+}
+
+/// Mounts `tree` at `mountpoint` served by background threads; dropping the returned session
+/// unmounts.
+///
+/// # Errors
+/// As [`session`].
+pub fn spawn_mount(
+    tree: Tree,
+    mountpoint: &Path,
+    cfg: &MountConfig,
+) -> io::Result<BackgroundSession> {
+    session(tree, mountpoint, cfg)?.spawn()
+}

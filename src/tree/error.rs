@@ -1,0 +1,136 @@
+//! [`TreeError`]: why a tree operation failed, and the one place that maps each failure to an
+//! errno ([`TreeError::errno`], an exhaustive match).
+
+use thiserror::Error;
+
+use crate::container::ContainerError;
+
+/// Why a tree operation failed.
+#[derive(Debug, Error)]
+#[non_exhaustive]
+pub enum TreeError {
+    /// No such inode, or no entry of that name in the directory.
+    #[error("no such file or directory")]
+    NotFound,
+    /// A directory operation on a file.
+    #[error("inode {0} is not a directory")]
+    NotADirectory(u64),
+    /// A file operation on a directory.
+    #[error("inode {0} is a directory")]
+    IsADirectory(u64),
+    /// A write, create, truncate or other change: the mount is read-only.
+    #[error("read-only filesystem")]
+    ReadOnly,
+    /// An access the permission bits do not allow (executing a file).
+    #[error("permission denied")]
+    PermissionDenied,
+    /// A read or release with a file handle the tree did not hand out (or already released).
+    #[error("unknown file handle {0}")]
+    BadHandle(u64),
+    /// A name longer than 255 bytes.
+    #[error("name too long")]
+    NameTooLong,
+    /// An argument the operation cannot accept (e.g. a negative offset).
+    #[error("invalid argument: {0}")]
+    InvalidArgument(&'static str),
+    /// The source failed: a chunk that does not decode, an I/O error reading the source.
+    #[error("inode {ino}")]
+    Container {
+        /// The file whose content could not be produced.
+        ino: u64,
+        /// What the container or codec reported (names the path and chunk).
+        source: ContainerError,
+    },
+}
+
+impl TreeError {
+    /// The errno the kernel gets for this error.
+    #[deny(clippy::wildcard_enum_match_arm)]
+    pub fn errno(&self) -> i32 {
+        match self {
+            TreeError::NotFound => libc::ENOENT,
+            TreeError::NotADirectory(_) => libc::ENOTDIR,
+            TreeError::IsADirectory(_) => libc::EISDIR,
+            TreeError::ReadOnly => libc::EROFS,
+            TreeError::PermissionDenied => libc::EACCES,
+            TreeError::BadHandle(_) => libc::EBADF,
+            TreeError::NameTooLong => libc::ENAMETOOLONG,
+            TreeError::InvalidArgument(_) => libc::EINVAL,
+            // A corrupt chunk or an unreadable source: the data cannot be produced. EIO is what
+            // a disk with a bad sector gives, which is the closest model for readers.
+            TreeError::Container { .. } => libc::EIO,
+        }
+    }
+}
+
+/// `error: cause: cause ...`, walking `source()`: one line for logs and the command line.
+pub fn display_chain(err: &dyn std::error::Error) -> String {
+    let mut s = err.to_string();
+    let mut cur = err.source();
+    while let Some(e) = cur {
+        let text = e.to_string();
+        // Some layers repeat their cause in their own text; do not print it twice.
+        if !s.ends_with(&text) {
+            s.push_str(": ");
+            s.push_str(&text);
+        }
+        cur = e.source();
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::codec::CodecError;
+    use std::path::PathBuf;
+
+    #[test]
+    fn errno_table_is_pinned() {
+        let chunk = ContainerError::Chunk {
+            path: PathBuf::from("/x.b2frame"),
+            index: 3,
+            source: CodecError::BadHeader {
+                what: "flags".into(),
+            },
+        };
+        let table = [
+            (TreeError::NotFound, libc::ENOENT),
+            (TreeError::NotADirectory(2), libc::ENOTDIR),
+            (TreeError::IsADirectory(1), libc::EISDIR),
+            (TreeError::ReadOnly, libc::EROFS),
+            (TreeError::PermissionDenied, libc::EACCES),
+            (TreeError::BadHandle(9), libc::EBADF),
+            (TreeError::NameTooLong, libc::ENAMETOOLONG),
+            (TreeError::InvalidArgument("offset"), libc::EINVAL),
+            (
+                TreeError::Container {
+                    ino: 5,
+                    source: chunk,
+                },
+                libc::EIO,
+            ),
+        ];
+        for (e, errno) in table {
+            assert_eq!(e.errno(), errno, "{e}");
+        }
+    }
+
+    #[test]
+    fn display_chain_names_path_chunk_and_reason() {
+        let e = TreeError::Container {
+            ino: 7,
+            source: ContainerError::Chunk {
+                path: PathBuf::from("/d/a.b2frame"),
+                index: 3,
+                source: CodecError::BadHeader {
+                    what: "flags".into(),
+                },
+            },
+        };
+        assert_eq!(
+            display_chain(&e),
+            "inode 7: /d/a.b2frame: chunk 3: bad header: flags"
+        );
+    }
+}

@@ -1,0 +1,79 @@
+//! Background decoding of the chunks a sequential scan will read next.
+//!
+//! A bounded queue feeds a few threads; each request decodes one chunk into the shared cache
+//! through the same single-flight path readers use, so a reader that arrives while its chunk
+//! is being prefetched waits for that decode instead of starting another. A full queue drops
+//! requests (prefetching is advice), and a failed prefetch is only logged at debug level: the
+//! reader that needs the chunk reports the error.
+
+use std::sync::Arc;
+use std::sync::mpsc::{Receiver, SyncSender, TrySendError, sync_channel};
+use std::thread::JoinHandle;
+
+use parking_lot::Mutex;
+
+use super::Core;
+
+/// Queue length: a few chunks per thread are enough to keep them busy.
+const QUEUE: usize = 8;
+
+#[derive(Debug)]
+pub(crate) struct Prefetcher {
+    tx: Option<SyncSender<(usize, usize)>>,
+    threads: Vec<JoinHandle<()>>,
+}
+
+impl Prefetcher {
+    pub(crate) fn start(core: Arc<Core>, nthreads: usize) -> Prefetcher {
+        let (tx, rx) = sync_channel::<(usize, usize)>(QUEUE);
+        let rx = Arc::new(Mutex::new(rx));
+        let threads = (0..nthreads)
+            .filter_map(|i| {
+                let (core, rx) = (core.clone(), rx.clone());
+                std::thread::Builder::new()
+                    .name(format!("b2fs-prefetch-{i}"))
+                    .spawn(move || run(&core, &rx))
+                    .map_err(|e| log::warn!("cannot start prefetch thread: {e}"))
+                    .ok()
+            })
+            .collect();
+        Prefetcher {
+            tx: Some(tx),
+            threads,
+        }
+    }
+
+    /// Asks for chunk `index` of data set `set` to be decoded into the cache soon.
+    pub(crate) fn request(&self, set: usize, index: usize) {
+        if let Some(tx) = &self.tx {
+            match tx.try_send((set, index)) {
+                Ok(()) | Err(TrySendError::Full(_)) | Err(TrySendError::Disconnected(_)) => {}
+            }
+        }
+    }
+}
+
+fn run(core: &Core, rx: &Mutex<Receiver<(usize, usize)>>) {
+    loop {
+        let next = rx.lock().recv();
+        let Ok((set, index)) = next else { return };
+        if core.cache.contains_or_loading(&(set, index)) {
+            continue;
+        }
+        if let Err(e) = core.chunk(set, index) {
+            log::debug!(
+                "prefetch of chunk {index} failed: {}",
+                super::display_chain(&e)
+            );
+        }
+    }
+}
+
+impl Drop for Prefetcher {
+    fn drop(&mut self) {
+        self.tx.take();
+        for t in self.threads.drain(..) {
+            let _ = t.join();
+        }
+    }
+}

@@ -1,0 +1,52 @@
+//! [`ChunkStore`]: what the tree needs from a source to serve `data/NNNNNNNN.bin` files: the
+//! number of chunks, each chunk's uncompressed size, and its compressed bytes.
+//!
+//! [`crate::container::Array`] implements it; tests and benchmarks can supply synthetic stores
+//! (for example a million-chunk source) without writing files. The store never decodes: the
+//! tree calls the codec, so decoding policy (whole chunk, range, cache) lives in one place.
+
+use std::borrow::Cow;
+use std::fmt::Debug;
+use std::path::Path;
+
+use crate::container::{Array, ContainerError};
+
+/// A sequence of Blosc chunks the tree exposes as one file each. `Sync`: worker threads share
+/// it.
+pub trait ChunkStore: Send + Sync + Debug {
+    /// Where the source lives (for log lines and error messages).
+    fn path(&self) -> &Path;
+
+    /// Number of chunks.
+    fn nchunks(&self) -> usize;
+
+    /// Uncompressed size of chunk `index` in bytes (the size of its file).
+    ///
+    /// # Errors
+    /// When the size cannot be determined (index out of range, unreadable header).
+    fn chunk_nbytes(&self, index: usize) -> Result<usize, ContainerError>;
+
+    /// The complete compressed Blosc chunk `index`.
+    ///
+    /// # Errors
+    /// When the bytes cannot be read.
+    fn chunk_bytes(&self, index: usize) -> Result<Cow<'_, [u8]>, ContainerError>;
+}
+
+impl ChunkStore for Array {
+    fn path(&self) -> &Path {
+        Array::path(self)
+    }
+
+    fn nchunks(&self) -> usize {
+        Array::nchunks(self)
+    }
+
+    fn chunk_nbytes(&self, index: usize) -> Result<usize, ContainerError> {
+        Array::chunk_nbytes(self, index)
+    }
+
+    fn chunk_bytes(&self, index: usize) -> Result<Cow<'_, [u8]>, ContainerError> {
+        Array::chunk_bytes(self, index)
+    }
+}
