@@ -20,6 +20,7 @@ use b2fs::codec::Codec;
 use b2fs::codec::encode::{CParams, Encoder};
 
 /// CPU time of the calling thread, in seconds (leaves out time spent waiting for a core).
+#[allow(unsafe_code)] // benchmark-only libc call; the product has no unsafe here
 fn thread_cpu_seconds() -> f64 {
     let mut ts = libc::timespec {
         tv_sec: 0,
