@@ -362,10 +362,17 @@ impl Lz4Encoder {
         self.hc_hash.resize(1 << HC_HASHLOG, 0);
         self.hc_chain.clear();
         self.hc_chain.resize(HC_CHAIN_SIZE, 0xFFFF);
+        // Fixed-size views: indices masked to the table sizes need no bound checks.
+        let (Ok(hash), Ok(chain)) = (
+            <&mut [u32; 1 << HC_HASHLOG]>::try_from(&mut self.hc_hash[..]),
+            <&mut [u16; HC_CHAIN_SIZE]>::try_from(&mut self.hc_chain[..]),
+        ) else {
+            return 0;
+        };
         let mut hc = Hc {
             src,
-            hash: &mut self.hc_hash,
-            chain: &mut self.hc_chain,
+            hash,
+            chain,
             next_to_update: 0,
             attempts,
         };
@@ -482,8 +489,8 @@ fn mid(src: &[u8], dst: &mut [u8], tables: &mut [u32]) -> Option<usize> {
 /// The hash-chain match finder. Positions are stored plus one so that 0 means "empty".
 struct Hc<'a> {
     src: &'a [u8],
-    hash: &'a mut [u32],
-    chain: &'a mut [u16],
+    hash: &'a mut [u32; 1 << HC_HASHLOG],
+    chain: &'a mut [u16; HC_CHAIN_SIZE],
     next_to_update: usize,
     attempts: usize,
 }
