@@ -234,10 +234,15 @@ pub fn chunk_cparams(array: &Array) -> Result<CParams, ContainerError> {
                 .and_then(Value::as_u64)
                 .unwrap_or(5)
                 .min(9) as u8;
+            let cname = cp.and_then(|v| v.get("cname")).and_then(Value::as_str);
             match &first {
                 Some(h) => Ok(CParams {
                     format: ChunkFormat::Blosc1,
-                    codec: header_codec(h)?,
+                    // A Blosc1 header says "lz4" for LZ4HC too; storage names the codec.
+                    codec: match (header_codec(h)?, cname) {
+                        (Codec::Lz4, Some("lz4hc")) => Codec::Lz4Hc,
+                        (c, _) => c,
+                    },
                     clevel,
                     typesize: usize::from(h.typesize.max(1)),
                     filters: h.filters,
@@ -247,10 +252,7 @@ pub fn chunk_cparams(array: &Array) -> Result<CParams, ContainerError> {
                     allow_special: false,
                 }),
                 None => {
-                    let name = cp
-                        .and_then(|v| v.get("cname"))
-                        .and_then(Value::as_str)
-                        .unwrap_or("blosclz");
+                    let name = cname.unwrap_or("blosclz");
                     let codec = Codec::from_name(name)
                         .filter(|c| *c != Codec::Snappy)
                         .ok_or_else(|| unsupported(path, format!("codec {name:?}")))?;
@@ -318,6 +320,9 @@ pub fn commit_with_crash_after(
 
 fn commit_io(array: &Array, edit: &Edit, io: &mut io::Io) -> Result<(), ContainerError> {
     writable(array)?;
+    if edit.is_empty() {
+        return Ok(());
+    }
     match &array.inner {
         Inner::Frame(f) => frame::commit(array, f, edit, io),
         Inner::Bcolz(c) => bcolz::commit(array, c, edit, io),

@@ -16,6 +16,7 @@
 //! `chunks.b2frame` in a temp file (fsync) renamed over the old one, directory fsync, then the
 //! chunk files no longer referenced are removed.
 
+use std::borrow::Cow;
 use std::collections::HashSet;
 use std::fs::OpenOptions;
 use std::os::unix::fs::FileExt;
@@ -146,12 +147,28 @@ pub(super) fn vlmeta_layers(
     Ok(layers)
 }
 
+/// `chunk` (a 32-byte zeros/NaN/uninitialised special chunk) re-encoded as a regular chunk
+/// with the array's chunk parameters: C-Blosc2 cannot read such special chunks stored in a
+/// frame ("Cannot inspect the first chunk"), only as special offsets, which variable-size
+/// frames cannot have.
+fn regular(array: &Array, chunk: &[u8]) -> Result<Vec<u8>, ContainerError> {
+    let path = array.path();
+    let data = crate::codec::decompress(chunk)
+        .map_err(|e| unsupported(path, format!("re-encoding a special chunk: {e}")))?;
+    let params = CParams {
+        allow_special: false,
+        ..super::chunk_cparams(array)?
+    };
+    compress(&data, &params)
+        .map_err(|e| unsupported(path, format!("re-encoding a special chunk: {e}")))
+}
+
 /// The new content of each chunk slot of the frame.
 enum Entry<'e> {
     /// Keep this index entry (an offset/id of a stored chunk, or a special code).
     Keep(i64),
     /// Store these bytes (new, or a special chunk materialised for variable mode).
-    Store(std::borrow::Cow<'e, [u8]>),
+    Store(Cow<'e, [u8]>),
 }
 
 /// Everything a frame commit writes besides the chunk bytes.
@@ -240,14 +257,18 @@ fn layout<'e>(array: &Array, f: &Frame, edit: &'e Edit) -> Result<Layout<'e>, Co
                     .ok_or_else(|| unsupported(path, format!("chunk {i}: no index entry")))?;
                 if e < 0 && variable {
                     // Special offsets have no size in variable mode: store the chunk.
-                    Entry::Store(std::borrow::Cow::Owned(array.chunk_bytes(*i)?.into_owned()))
+                    Entry::Store(Cow::Owned(regular(array, &array.chunk_bytes(*i)?)?))
                 } else {
                     Entry::Keep(e)
                 }
             }
-            Slot::New(bytes, h) => match offset_special(h).and_then(special_entry) {
-                Some(code) if !variable => Entry::Keep(code),
-                _ => Entry::Store(std::borrow::Cow::Borrowed(bytes)),
+            Slot::New(bytes, h) => match offset_special(h) {
+                Some(kind) if !variable => match special_entry(kind) {
+                    Some(code) => Entry::Keep(code),
+                    None => Entry::Store(Cow::Borrowed(bytes)),
+                },
+                Some(_) => Entry::Store(Cow::Owned(regular(array, bytes)?)),
+                None => Entry::Store(Cow::Borrowed(bytes)),
             },
         };
         entries.push(e);
