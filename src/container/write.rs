@@ -456,16 +456,16 @@ pub(super) fn plan<'e>(
     Ok(slots)
 }
 
-/// The special kind of a new Blosc2 chunk, when it is one of those a frame index can carry as
-/// a special offset (zeros, NaN, uninitialised) and consists of its 32-byte header only.
-pub(super) fn offset_special(h: &ChunkHeader) -> Option<ChunkKind> {
+/// The special kind of a new Blosc2 chunk that is only its 32-byte header and stands for
+/// zeros, NaN or uninitialised values (what a frame index can carry as a special offset).
+pub(super) fn header_special(h: &ChunkHeader) -> Option<ChunkKind> {
     if h.cbytes != 32 {
         return None;
     }
     match h.special() {
         SpecialKind::Zeros => Some(ChunkKind::Zeros),
-        SpecialKind::Nan if h.typesize == 4 || h.typesize == 8 => Some(ChunkKind::Nan),
+        SpecialKind::Nan => Some(ChunkKind::Nan),
         SpecialKind::Uninit => Some(ChunkKind::Uninit),
-        _ => None,
+        SpecialKind::None | SpecialKind::Value => None,
     }
 }

@@ -25,7 +25,7 @@ use std::path::{Path, PathBuf};
 use serde_json::Value;
 
 use super::io::{Io, SidecarLock};
-use super::{Edit, MAX_WRITE_VLMETALAYERS, Slot, io_err, offset_special, plan, unsupported};
+use super::{Edit, MAX_WRITE_VLMETALAYERS, Slot, header_special, io_err, plan, unsupported};
 use crate::codec::{CParams, ChunkFormat, Codec, compress, filter_id};
 use crate::container::frame::Frame;
 use crate::container::{Array, ChunkKind, ContainerError, SourceKind, attrs};
@@ -148,9 +148,9 @@ pub(super) fn vlmeta_layers(
 }
 
 /// `chunk` (a 32-byte zeros/NaN/uninitialised special chunk) re-encoded as a regular chunk
-/// with the array's chunk parameters: C-Blosc2 cannot read such special chunks stored in a
-/// frame ("Cannot inspect the first chunk"), only as special offsets, which variable-size
-/// frames cannot have.
+/// with the array's chunk parameters: C-Blosc2 3.3 cannot read such a chunk stored in a frame
+/// (seen as "Cannot inspect the first chunk in frame"), only as a special offset, which
+/// variable-size frames cannot have.
 fn regular(array: &Array, chunk: &[u8]) -> Result<Vec<u8>, ContainerError> {
     let path = array.path();
     let data = crate::codec::decompress(chunk)
@@ -262,13 +262,22 @@ fn layout<'e>(array: &Array, f: &Frame, edit: &'e Edit) -> Result<Layout<'e>, Co
                     Entry::Keep(e)
                 }
             }
-            Slot::New(bytes, h) => match offset_special(h) {
-                Some(kind) if !variable => match special_entry(kind) {
-                    Some(code) => Entry::Keep(code),
-                    None => Entry::Store(Cow::Borrowed(bytes)),
-                },
-                Some(_) => Entry::Store(Cow::Owned(regular(array, bytes)?)),
+            Slot::New(bytes, h) => match header_special(h) {
                 None => Entry::Store(Cow::Borrowed(bytes)),
+                // A special offset only for a full-size chunk of a fixed-size frame (C-Blosc2
+                // synthesises NaN for typesize 4 and 8 only): a partial special last chunk
+                // would become unreadable once C-Blosc2 appends and switches to variable
+                // mode.
+                Some(kind) => match special_entry(kind) {
+                    Some(code)
+                        if !variable
+                            && h.nbytes as u64 == chunksize as u64
+                            && (kind != ChunkKind::Nan || matches!(info.typesize, 4 | 8)) =>
+                    {
+                        Entry::Keep(code)
+                    }
+                    _ => Entry::Store(Cow::Owned(regular(array, bytes)?)),
+                },
             },
         };
         entries.push(e);
