@@ -284,6 +284,10 @@ pub fn chunk_cparams(array: &Array) -> Result<CParams, ContainerError> {
 /// (appends) or `min(shape, nchunks x chunkshape)` (truncation). A contiguous frame cannot be
 /// truncated to 0 chunks.
 ///
+/// A ctable column is committed like a carray. A ctable's length is its first column's: when
+/// growing, commit the other columns first and the first column last (when shrinking, the
+/// first column first), so readers never see rows missing from other columns.
+///
 /// # Errors
 ///
 /// [`ContainerError::Unsupported`] for a refused edit or an unwritable source (naming the
@@ -449,6 +453,16 @@ pub(super) fn plan<'e>(
     for (k, bytes) in edit.appends.iter().enumerate() {
         let h = parse(format!("appended chunk {k}"), bytes)?;
         slots.push(Slot::New(bytes, h));
+    }
+    if slots.len() as u64 > super::frame::MAX_NCHUNKS {
+        return Err(unsupported(
+            path,
+            format!(
+                "{} chunks: more than the {} a frame index can hold",
+                slots.len(),
+                super::frame::MAX_NCHUNKS
+            ),
+        ));
     }
     if edit.attrs.as_ref().is_some_and(|a| !a.is_object()) {
         return Err(unsupported(path, "attrs: not a JSON object"));
