@@ -21,8 +21,10 @@
 //!   nbytes, cbytes, chunksize, general_flags, has_vlmeta, the b2nd/caterva shape int64).
 //! - **Fixed vs variable chunk sizes** (3.2, pitfall 5): a plain frame switches to variable
 //!   mode (chunksize 0, flag 0x40, version 3) when a chunk follows a partial one; special
-//!   chunks are then stored as 32-byte chunks, never as special offsets (C-Blosc2 cannot read
-//!   those in variable mode), including existing special offsets (`plan` in this file).
+//!   chunks are then re-encoded as regular chunks: C-Blosc2 reads neither special offsets
+//!   (no size in variable mode) nor stored 32-byte special chunks there; existing special
+//!   offsets are materialised the same way (`frame.rs`). Special offsets are written only for
+//!   full-size chunks, so a later C-Blosc2 append cannot strand one.
 //! - **vlmetalayers**: unchanged keys keep their stored chunk bytes; at most 16 (pitfall 3).
 //! - **Refusals leave the source untouched**: every check runs before the first write.
 //! - **Crash testing**: [`commit_with_crash_after`] stops after a given number of durable

@@ -1125,3 +1125,26 @@ fn writer_variable_mode_materialises_special_offsets() {
         );
     }
 }
+
+#[test]
+fn writer_chunk_cparams_follow_existing_chunks() {
+    let a = open_array(&data_dir().join("frames/b2nd_2d_f8_lz4.b2nd"));
+    let p = chunk_cparams(&a).expect("cparams");
+    assert_eq!(p.format, codec::ChunkFormat::Blosc2);
+    assert_eq!(p.codec, codec::Codec::Lz4);
+    assert_eq!(p.clevel, 1);
+    assert_eq!(p.typesize, 8);
+    assert_eq!(p.blocksize, 8 * 40 * 8, "b2nd blocks are the blockshape");
+    let a = open_array(&data_dir().join("frames/schunk_zstd.b2frame"));
+    let p = chunk_cparams(&a).expect("cparams");
+    assert_eq!((p.codec, p.clevel, p.blocksize), (codec::Codec::Zstd, 5, 0));
+    let a = open_array(&data_dir().join("bcolz/carray_lz4hc_s2"));
+    let p = chunk_cparams(&a).expect("cparams");
+    assert_eq!(p.format, codec::ChunkFormat::Blosc1);
+    assert_eq!(
+        p.codec,
+        codec::Codec::Lz4Hc,
+        "from storage: the Blosc1 header says lz4"
+    );
+    assert_eq!(p.filters[5], codec::filter_id::BITSHUFFLE);
+}
