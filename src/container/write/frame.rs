@@ -147,20 +147,36 @@ pub(super) fn vlmeta_layers(
     Ok(layers)
 }
 
-/// `chunk` (a 32-byte zeros/NaN/uninitialised special chunk) re-encoded as a regular chunk
-/// with the array's chunk parameters: C-Blosc2 3.3 cannot read such a chunk stored in a frame
-/// (seen as "Cannot inspect the first chunk in frame"), only as a special offset, which
-/// variable-size frames cannot have.
-fn regular(array: &Array, chunk: &[u8]) -> Result<Vec<u8>, ContainerError> {
-    let path = array.path();
-    let data = crate::codec::decompress(chunk)
-        .map_err(|e| unsupported(path, format!("re-encoding a special chunk: {e}")))?;
-    let params = CParams {
-        allow_special: false,
-        ..super::chunk_cparams(array)?
-    };
-    compress(&data, &params)
-        .map_err(|e| unsupported(path, format!("re-encoding a special chunk: {e}")))
+/// Re-encodes 32-byte zeros/NaN/uninitialised special chunks as regular chunks with the
+/// array's chunk parameters (looked up once): C-Blosc2 3.3 cannot read such a chunk stored in
+/// a frame (seen as "Cannot inspect the first chunk in frame"), only as a special offset,
+/// which variable-size frames cannot have.
+struct Reencoder<'a> {
+    array: &'a Array,
+    params: Option<CParams>,
+}
+
+impl Reencoder<'_> {
+    fn regular(&mut self, chunk: &[u8]) -> Result<Vec<u8>, ContainerError> {
+        let path = self.array.path();
+        let why = |e: crate::codec::CodecError| {
+            unsupported(path, format!("re-encoding a special chunk: {e}"))
+        };
+        let data = crate::codec::decompress(chunk).map_err(why)?;
+        if self.params.is_none() {
+            self.params = Some(CParams {
+                allow_special: false,
+                ..super::chunk_cparams(self.array)?
+            });
+        }
+        match &self.params {
+            Some(p) => compress(&data, p).map_err(why),
+            None => Err(unsupported(
+                path,
+                "re-encoding a special chunk: no parameters",
+            )),
+        }
+    }
 }
 
 /// The new content of each chunk slot of the frame.
@@ -248,6 +264,10 @@ fn layout<'e>(array: &Array, f: &Frame, edit: &'e Edit) -> Result<Layout<'e>, Co
     } else {
         info.general_flags
     };
+    let mut re = Reencoder {
+        array,
+        params: None,
+    };
     let mut entries = Vec::with_capacity(n);
     for s in &slots {
         let e = match s {
@@ -255,9 +275,10 @@ fn layout<'e>(array: &Array, f: &Frame, edit: &'e Edit) -> Result<Layout<'e>, Co
                 let e = f
                     .index_entry(*i)
                     .ok_or_else(|| unsupported(path, format!("chunk {i}: no index entry")))?;
-                if e < 0 && variable {
-                    // Special offsets have no size in variable mode: store the chunk.
-                    Entry::Store(Cow::Owned(regular(array, &array.chunk_bytes(*i)?)?))
+                if e < 0 && switching {
+                    // Special offsets have no size in variable mode: store the chunk (its
+                    // size is still known from the fixed-size header).
+                    Entry::Store(Cow::Owned(re.regular(&array.chunk_bytes(*i)?)?))
                 } else {
                     Entry::Keep(e)
                 }
@@ -276,7 +297,7 @@ fn layout<'e>(array: &Array, f: &Frame, edit: &'e Edit) -> Result<Layout<'e>, Co
                     {
                         Entry::Keep(code)
                     }
-                    _ => Entry::Store(Cow::Owned(regular(array, bytes)?)),
+                    _ => Entry::Store(Cow::Owned(re.regular(bytes)?)),
                 },
             },
         };
