@@ -171,6 +171,25 @@ pub(super) fn commit(
         cbytes = cbytes.saturating_sub(old_cb(i));
     }
 
+    // The new meta/sizes, settled before the first write.
+    let changed = n != old_n || slots.iter().any(|s| matches!(s, Slot::New(..)));
+    let sizes = if changed {
+        let mut sizes = c.sizes().clone();
+        let obj = sizes.as_object_mut().ok_or_else(|| {
+            unsupported(&root.join("meta/sizes"), "meta/sizes is not a JSON object")
+        })?;
+        let mut shape: Vec<Value> = c.shape().iter().map(|&d| Value::from(d)).collect();
+        if let Some(s0) = shape.first_mut() {
+            *s0 = Value::from(len);
+        }
+        obj.insert("shape".into(), Value::Array(shape));
+        obj.insert("nbytes".into(), Value::from(len.saturating_mul(atom)));
+        obj.insert("cbytes".into(), Value::from(cbytes));
+        Some(json_file(&sizes))
+    } else {
+        None
+    };
+
     // 1-2. Chunk files.
     let data = root.join("data");
     let mut wrote = false;
@@ -200,20 +219,8 @@ pub(super) fn commit(
     }
 
     // 3. The commit point: meta/sizes.
-    let resized = n != old_n || wrote;
-    if resized {
-        let mut sizes = c.sizes().clone();
-        let obj = sizes.as_object_mut().ok_or_else(|| {
-            unsupported(&root.join("meta/sizes"), "meta/sizes is not a JSON object")
-        })?;
-        let mut shape: Vec<Value> = c.shape().iter().map(|&d| Value::from(d)).collect();
-        if let Some(s0) = shape.first_mut() {
-            *s0 = Value::from(len);
-        }
-        obj.insert("shape".into(), Value::Array(shape));
-        obj.insert("nbytes".into(), Value::from(len.saturating_mul(atom)));
-        obj.insert("cbytes".into(), Value::from(cbytes));
-        io.replace(&root.join("meta/sizes"), &json_file(&sizes))?;
+    if let Some(sizes) = &sizes {
+        io.replace(&root.join("meta/sizes"), sizes)?;
     }
 
     // 4. Chunk files beyond the new end.

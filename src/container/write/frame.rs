@@ -441,15 +441,17 @@ fn commit_contiguous(
         .write(true)
         .open(path)
         .map_err(|e| io_err(path, e))?;
-    let mut header = read_header(path, &file, info.header_len)?;
+    // Everything is laid out (and the header patched) before the first write, so a refusal
+    // leaves every byte of the file as it was.
     let hl = info.header_len;
     let mut pos = info.frame_len;
+    let mut writes: Vec<(u64, &[u8])> = Vec::new();
     let mut entries = Vec::with_capacity(l.entries.len());
     for e in &l.entries {
         match e {
             Entry::Keep(v) => entries.push(*v),
             Entry::Store(bytes) => {
-                io.write_at(&file, path, pos, bytes)?;
+                writes.push((pos, bytes));
                 entries.push((pos - hl) as i64);
                 pos += bytes.len() as u64;
             }
@@ -457,12 +459,18 @@ fn commit_contiguous(
     }
     let cbytes = pos - hl;
     let index = index_chunk(&entries);
-    io.write_at(&file, path, pos, &index)?;
+    writes.push((pos, &index));
     pos += index.len() as u64;
-    io.write_at(&file, path, pos, trailer)?;
+    writes.push((pos, trailer));
     pos += trailer.len() as u64;
-    io.sync(&file, path)?;
+    let mut header = read_header(path, &file, hl)?;
     patch_header(array, &mut header, l, pos, cbytes, !layers.is_empty())?;
+
+    for (at, bytes) in writes {
+        io.write_at(&file, path, at, bytes)?;
+    }
+    io.sync(&file, path)?;
+    // The commit point: one pwrite of the whole header.
     io.write_at(&file, path, 0, &header)?;
     io.sync(&file, path)?;
     if let Some(lock) = lock {
@@ -515,9 +523,10 @@ fn commit_sparse(
         .chain(chunk_file_ids(dir)?)
         .max()
         .map_or(0, |m| m + 1);
+    // Ids, cbytes and the new chunks.b2frame are settled before the first write.
     let mut entries = Vec::with_capacity(l.entries.len());
+    let mut files: Vec<(PathBuf, &[u8])> = Vec::new();
     let mut cbytes = 0u64;
-    let mut created = false;
     for e in &l.entries {
         match e {
             Entry::Keep(v) => {
@@ -531,16 +540,12 @@ fn commit_sparse(
                 if next > u64::from(u32::MAX) {
                     return Err(unsupported(dir, "no free chunk id (ids are uint32)"));
                 }
-                io.create(&chunk_file(dir, next), bytes)?;
-                created = true;
+                files.push((chunk_file(dir, next), bytes));
                 cbytes += bytes.len() as u64;
                 entries.push(next as i64);
                 next += 1;
             }
         }
-    }
-    if created {
-        io.sync_dir(dir)?;
     }
     let file = std::fs::File::open(index_path).map_err(|e| io_err(index_path, e))?;
     let mut out = read_header(index_path, &file, info.header_len)?;
@@ -561,6 +566,14 @@ fn commit_sparse(
     )?;
     out.extend_from_slice(&index);
     out.extend_from_slice(trailer);
+
+    for (p, bytes) in &files {
+        io.create(p, bytes)?;
+    }
+    if !files.is_empty() {
+        io.sync_dir(dir)?;
+    }
+    // The commit point: the rename of the new chunks.b2frame.
     io.replace(index_path, &out)?;
     let live: HashSet<u64> = entries
         .iter()
