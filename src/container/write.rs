@@ -316,10 +316,7 @@ pub fn commit_with_crash_after(
     let mut io = io::Io::new(Some(steps));
     match commit_io(array, edit, &mut io) {
         Ok(()) => Ok(true),
-        Err(e) if io.crashed() => {
-            drop(e);
-            Ok(false)
-        }
+        Err(_) if io.crashed() => Ok(false),
         Err(e) => Err(e),
     }
 }

@@ -652,6 +652,7 @@ fn bcolz_case(rel: &str, make: impl FnOnce(&Array) -> (Edit, Vec<u8>), mutate: b
     if let Some(attrs) = &edit.attrs {
         assert_eq!(b.attrs(), attrs);
     }
+    assert!(path.join("__attrs__").is_file(), "{rel}: __attrs__ exists");
     let sizes = std::fs::read_to_string(path.join("meta/sizes")).expect("sizes");
     assert!(
         sizes.starts_with("{\"shape\": [") && sizes.ends_with("}\n"),
@@ -1147,4 +1148,23 @@ fn writer_chunk_cparams_follow_existing_chunks() {
         "from storage: the Blosc1 header says lz4"
     );
     assert_eq!(p.filters[5], codec::filter_id::BITSHUFFLE);
+}
+
+#[test]
+fn writer_bcolz_without_attrs_gets_one() {
+    // bcolz-zipline cannot open a carray without `__attrs__`: a commit creates it.
+    bcolz_case(
+        "refuse/bcolz_no_attrs",
+        |a| {
+            let mut want = chunks_of(a);
+            let new0 = pattern(want[0].len(), 43);
+            want[0] = new0.clone();
+            let edit = Edit {
+                updates: vec![(0, encode(a, &new0))],
+                ..Edit::default()
+            };
+            (edit, want.concat())
+        },
+        false,
+    );
 }
