@@ -835,6 +835,7 @@ fn crash_case(rel: &str, make: &dyn Fn(&Array) -> Edit) -> usize {
         }
         k += 1;
     }
+    eprintln!("{rel}: crash-tested after each of {k} steps");
     if let Some(py) = python(&format!("writer crash {rel}")) {
         let list = tmp.path().join("list.txt");
         std::fs::write(&list, lines).expect("write");
@@ -1172,5 +1173,38 @@ fn writer_bcolz_without_attrs_gets_one() {
             (edit, want.concat())
         },
         false,
+    );
+}
+
+#[test]
+fn writer_empty_frame_first_appends_set_chunksize() {
+    frame_case(
+        "frames/schunk_empty.b2frame",
+        |a| {
+            assert_eq!(a.frame_info().expect("frame").chunksize, -1);
+            let want = vec![pattern(4000, 47), pattern(4000, 53), pattern(1200, 59)];
+            let edit = Edit {
+                appends: want.iter().map(|c| encode(a, c)).collect(),
+                ..Edit::default()
+            };
+            (edit, want)
+        },
+        None,
+    );
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let path = fixture_copy(&tmp, "frames/schunk_empty.b2frame");
+    let a = open_array(&path);
+    commit(
+        &a,
+        &Edit {
+            appends: vec![encode(&a, &pattern(4000, 1)), encode(&a, &pattern(100, 2))],
+            ..Edit::default()
+        },
+    )
+    .expect("commit");
+    let info = open_array(&path).frame_info().expect("frame").clone();
+    assert_eq!(
+        (info.chunksize, info.nbytes, info.general_flags),
+        (4000, 4100, 0x12)
     );
 }
