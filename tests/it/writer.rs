@@ -1208,3 +1208,28 @@ fn writer_empty_frame_first_appends_set_chunksize() {
         (4000, 4100, 0x12)
     );
 }
+
+#[test]
+fn writer_frame_with_junk_tail_commits_over_it() {
+    frame_case(
+        "frames/schunk_junk_tail.b2frame",
+        |a| {
+            let info = a.frame_info().expect("frame");
+            let file = std::fs::metadata(a.path()).expect("meta").len();
+            assert!(
+                file > info.frame_len,
+                "the fixture has bytes after frame_len"
+            );
+            let mut want = chunks_of(a);
+            let n = a.chunk_nbytes(0).expect("n");
+            want[0] = pattern(n, 61);
+            let edit = Edit {
+                updates: vec![(0, encode(a, &want[0]))],
+                attrs: Some(json!({"tail": true})),
+                ..Edit::default()
+            };
+            (edit, want)
+        },
+        Some(json!({"keys": ["tail"], "values": {"tail": true}})),
+    );
+}
