@@ -6,16 +6,33 @@
 //! `bench-data/` and times C-Blosc2's `compress2`; this program then compresses the same
 //! files with the same parameters, single-threaded, and prints one table row per dataset and
 //! codec/filter row: compression ratio and speed for C and for us, and our/C quotients.
-//! `B2FS_PYTHON` selects the interpreter (default `.venv/bin/python`). `--no-python` reuses
-//! the previous `bench-data/c_encode.json`; `--only TEXT` keeps the rows whose
-//! "dataset row" contains TEXT (both for profiling).
+//! C and we are timed row by row, alternately (`--rounds` times `--repeat` runs each, best
+//! kept), because the machine is shared. `B2FS_PYTHON` selects the interpreter (default
+//! `.venv/bin/python`). `--no-python` reuses the previous `bench-data/c_encode.json`; `--only
+//! TEXT` keeps the rows whose "dataset row" contains TEXT (both for profiling).
 
+use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Command, Stdio};
 use std::time::Instant;
 
 use b2fs::codec::Codec;
 use b2fs::codec::encode::{CParams, Encoder};
+
+/// CPU time of the calling thread, in seconds (leaves out time spent waiting for a core).
+#[allow(unsafe_code)] // benchmark-only libc call; the product has no unsafe here
+fn thread_cpu_seconds() -> f64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime only writes the timespec we pass, which lives on our stack.
+    let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    if rc != 0 {
+        return 0.0;
+    }
+    ts.tv_sec as f64 + ts.tv_nsec as f64 * 1e-9
+}
 
 fn arg_value(args: &[String], name: &str, default: u32) -> u32 {
     args.iter()
@@ -41,54 +58,85 @@ fn main() {
     let py = std::env::var_os("B2FS_PYTHON")
         .map(PathBuf::from)
         .unwrap_or_else(|| root.join(".venv/bin/python"));
-    // Rounds alternate C and us so that both see the same machine load; each side keeps its
-    // best time per row over all rounds.
-    let mut c_best: Vec<f64> = Vec::new();
-    let mut our_best: Vec<f64> = Vec::new();
-    let mut c_json = serde_json::Value::Null;
+
+    // The python side writes the data and C's sizes, then serves timing requests, so that C
+    // and we are timed row by row, alternately, under the same machine load.
+    let mut server = if no_python {
+        None
+    } else {
+        let child = Command::new(&py)
+            .arg(root.join("scripts/bench_encode.py"))
+            .arg(&outdir)
+            .args(["--clevel", &clevel.to_string(), "--repeat", "1", "--serve"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn();
+        let Ok(mut child) = child else {
+            eprintln!(
+                "encode bench: cannot run scripts/bench_encode.py with {}; run scripts/setup.sh",
+                py.display()
+            );
+            std::process::exit(1);
+        };
+        let stdin = child.stdin.take().expect("python stdin");
+        let mut stdout = BufReader::new(child.stdout.take().expect("python stdout"));
+        let mut line = String::new();
+        stdout.read_line(&mut line).expect("python ready");
+        if line.trim() != "ready" {
+            eprintln!("encode bench: python side failed (see its error above)");
+            std::process::exit(1);
+        }
+        Some((child, stdin, stdout))
+    };
+    let json = std::fs::read(outdir.join("c_encode.json")).expect("read c_encode.json");
+    let c_json: serde_json::Value = serde_json::from_slice(&json).expect("parse c_encode.json");
+    let rows = c_json["rows"].as_array().cloned().unwrap_or_default();
+    let mut c_best: Vec<f64> = rows
+        .iter()
+        .map(|r| r["seconds"].as_f64().unwrap_or(f64::INFINITY))
+        .collect();
+    let mut our_best = vec![f64::INFINITY; rows.len()];
+    let mut c_cpu = vec![f64::INFINITY; rows.len()];
+    let mut our_cpu = vec![f64::INFINITY; rows.len()];
+    let mut enc = Encoder::new();
+    let mut out = Vec::new();
     for round in 0..rounds {
-        if !no_python {
-            let status = Command::new(&py)
-                .arg(root.join("scripts/bench_encode.py"))
-                .arg(&outdir)
-                .args([
-                    "--clevel",
-                    &clevel.to_string(),
-                    "--repeat",
-                    &repeat.to_string(),
-                ])
-                .status();
-            if !matches!(status, Ok(s) if s.success()) {
-                eprintln!(
-                    "encode bench: cannot run scripts/bench_encode.py with {} ({status:?}); \
-                     run scripts/setup.sh",
-                    py.display()
-                );
-                std::process::exit(1);
+        for (i, row) in rows.iter().enumerate() {
+            if !selected(row, only.as_deref()) {
+                continue;
+            }
+            if let Some((_, stdin, stdout)) = server.as_mut() {
+                writeln!(stdin, "{i} {repeat}").expect("ask python");
+                stdin.flush().expect("ask python");
+                let mut line = String::new();
+                stdout.read_line(&mut line).expect("python answer");
+                let mut t = line
+                    .split_whitespace()
+                    .map(|v| v.parse::<f64>().expect("time"));
+                c_best[i] = c_best[i].min(t.next().unwrap_or(f64::INFINITY));
+                c_cpu[i] = c_cpu[i].min(t.next().unwrap_or(f64::INFINITY));
+            }
+            let (params, data) = row_setup(&outdir, &c_json, row);
+            enc.compress_into(&data, &params, &mut out)
+                .expect("compress");
+            for _ in 0..repeat {
+                let (t0, c0) = (Instant::now(), thread_cpu_seconds());
+                enc.compress_into(&data, &params, &mut out)
+                    .expect("compress");
+                our_best[i] = our_best[i].min(t0.elapsed().as_secs_f64());
+                our_cpu[i] = our_cpu[i].min(thread_cpu_seconds() - c0);
             }
         }
-        let json = std::fs::read(outdir.join("c_encode.json")).expect("read c_encode.json");
-        c_json = serde_json::from_slice(&json).expect("parse c_encode.json");
-        let rows = c_json["rows"].as_array().cloned().unwrap_or_default();
-        c_best.resize(rows.len(), f64::INFINITY);
-        our_best.resize(rows.len(), f64::INFINITY);
-        for (i, row) in rows.iter().enumerate() {
-            c_best[i] = c_best[i].min(row["seconds"].as_f64().unwrap_or(f64::INFINITY));
-        }
-        time_ours(
-            &outdir,
-            &c_json,
-            repeat as usize,
-            only.as_deref(),
-            &mut our_best,
-        );
         eprintln!("encode bench: round {} of {rounds} done", round + 1);
+    }
+    if let Some((mut child, stdin, _)) = server {
+        drop(stdin);
+        let _ = child.wait();
     }
     print_table(
         &outdir,
         &c_json,
-        &c_best,
-        &our_best,
+        [&c_best, &our_best, &c_cpu, &our_cpu],
         repeat,
         rounds,
         only.as_deref(),
@@ -123,36 +171,10 @@ fn selected(row: &serde_json::Value, only: Option<&str>) -> bool {
     only.is_none_or(|o| label.contains(o))
 }
 
-fn time_ours(
-    outdir: &Path,
-    c: &serde_json::Value,
-    repeat: usize,
-    only: Option<&str>,
-    best: &mut [f64],
-) {
-    let mut enc = Encoder::new();
-    let mut out = Vec::new();
-    for (i, row) in c["rows"].as_array().into_iter().flatten().enumerate() {
-        if !selected(row, only) {
-            continue;
-        }
-        let (params, data) = row_setup(outdir, c, row);
-        enc.compress_into(&data, &params, &mut out)
-            .expect("compress");
-        for _ in 0..repeat {
-            let t0 = Instant::now();
-            enc.compress_into(&data, &params, &mut out)
-                .expect("compress");
-            best[i] = best[i].min(t0.elapsed().as_secs_f64());
-        }
-    }
-}
-
 fn print_table(
     outdir: &Path,
     c: &serde_json::Value,
-    c_best: &[f64],
-    our_best: &[f64],
+    [c_best, our_best, c_cpu, our_cpu]: [&[f64]; 4],
     repeat: u32,
     rounds: u32,
     only: Option<&str>,
@@ -160,13 +182,14 @@ fn print_table(
     let clevel = c["clevel"].as_u64().unwrap_or(5);
     println!(
         "encode, clevel {clevel}, 4 MiB chunks, single thread, best of {rounds} rounds x {repeat} runs \
-         (C = C-Blosc2 {} via python-blosc2, nthreads=1)",
+         (C = C-Blosc2 {} via python-blosc2, nthreads=1); MB/s from thread CPU time, \
+         last column from wall time",
         c["c_version"].as_str().unwrap_or("?")
     );
     println!(
-        "| dataset | row | C ratio | ours ratio | ratio ours/C | C MB/s | ours MB/s | speed ours/C |"
+        "| dataset | row | C ratio | ours ratio | ratio ours/C | C MB/s | ours MB/s | speed ours/C | wall ours/C |"
     );
-    println!("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |");
+    println!("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |");
     let mut enc = Encoder::new();
     for (i, row) in c["rows"].as_array().into_iter().flatten().enumerate() {
         if !selected(row, only) {
@@ -177,10 +200,11 @@ fn print_table(
         let nbytes = data.len() as f64;
         let c_ratio = nbytes / row["cbytes"].as_f64().unwrap_or(1.0);
         let our_ratio = nbytes / ours.len() as f64;
-        let c_speed = nbytes / c_best[i] / 1e6;
-        let our_speed = nbytes / our_best[i] / 1e6;
+        let c_speed = nbytes / c_cpu[i] / 1e6;
+        let our_speed = nbytes / our_cpu[i] / 1e6;
+        let wall = c_best[i] / our_best[i];
         println!(
-            "| {} | {} | {c_ratio:.2} | {our_ratio:.2} | {:.3} | {c_speed:.0} | {our_speed:.0} | {:.2} |",
+            "| {} | {} | {c_ratio:.2} | {our_ratio:.2} | {:.3} | {c_speed:.0} | {our_speed:.0} | {:.2} | {wall:.2} |",
             row["dataset"].as_str().unwrap_or("?"),
             row["row"].as_str().unwrap_or("?"),
             our_ratio / c_ratio,

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """C-Blosc2 side of the encode benchmark (benches/encode.rs runs it in the same process run).
 
-Usage: bench_encode.py OUTDIR [--clevel N] [--repeat R]
+Usage: bench_encode.py OUTDIR [--clevel N] [--repeat R] [--serve]
 
 Writes the datasets (4 MiB each) as OUTDIR/<dataset>.bin, then times python-blosc2's
 compress2 (C-Blosc2, nthreads=1) for every row on every dataset and writes
@@ -9,10 +9,18 @@ OUTDIR/c_encode.json:
   {"clevel": N, "datasets": {name: typesize}, "rows": [{"dataset", "row", "codec", "filters",
    "nbytes", "cbytes", "seconds"}]}
 `seconds` is the best of R timed runs (after one warm-up run).
+
+With --serve it then prints "ready" and answers requests on stdin, one per line, "ROW REPEAT":
+it times row number ROW (index into "rows") REPEAT times and prints the best wall time and the
+best thread CPU time in seconds ("WALL CPU"; CPU time leaves out the time the thread waited
+for a core on a shared machine).
+benches/encode.rs uses this to alternate C and Rust row by row, so that both sides see the
+same machine load.
 """
 import argparse
 import json
 import os
+import sys
 import time
 
 import blosc2
@@ -48,8 +56,10 @@ def main():
     ap.add_argument("outdir")
     ap.add_argument("--clevel", type=int, default=5)
     ap.add_argument("--repeat", type=int, default=7)
+    ap.add_argument("--serve", action="store_true")
     args = ap.parse_args()
     os.makedirs(args.outdir, exist_ok=True)
+    calls = []
     result = {"clevel": args.clevel, "c_version": blosc2.blosclib_version.split()[0], "datasets": {}, "rows": []}
     for name, arr in datasets().items():
         data = arr.tobytes()
@@ -61,6 +71,7 @@ def main():
             kw = dict(typesize=ts, clevel=args.clevel, codec=codec, filters=filters,
                       filters_meta=[0] * len(filters), nthreads=1)
             c = blosc2.compress2(data, **kw)
+            calls.append((data, kw))
             best = float("inf")
             for _ in range(args.repeat):
                 t0 = time.perf_counter()
@@ -73,6 +84,18 @@ def main():
             })
     with open(os.path.join(args.outdir, "c_encode.json"), "w") as f:
         json.dump(result, f, indent=1)
+    if args.serve:
+        print("ready", flush=True)
+        for line in sys.stdin:
+            row, repeat = map(int, line.split())
+            data, kw = calls[row]
+            best = best_cpu = float("inf")
+            for _ in range(repeat):
+                t0, c0 = time.perf_counter(), time.thread_time()
+                blosc2.compress2(data, **kw)
+                best = min(best, time.perf_counter() - t0)
+                best_cpu = min(best_cpu, time.thread_time() - c0)
+            print(best, best_cpu, flush=True)
 
 
 if __name__ == "__main__":

@@ -1,9 +1,10 @@
 //! Sources on disk: contiguous and sparse Blosc2 frames, b2nd/caterva arrays, bcolz carray and
-//! ctable directories. Opens a source (reading only its header, index and trailer), reports
-//! geometry and metadata, and hands out each chunk's compressed bytes. Knows nothing of FUSE.
+//! ctable directories. Opens a source (reading only its header, index and trailer, or its JSON
+//! metadata), reports geometry and metadata, and hands out each chunk's compressed bytes.
 //!
 //! It deliberately does not know FUSE, inodes or caches, and never decodes chunk data (it
-//! calls the codec only for the frame index chunk and vlmetalayer contents).
+//! calls the codec only for the frame index chunk and vlmetalayer contents, and to parse a
+//! chunk header on request).
 //!
 //! Reference: `shared/spec/CONTAINER_NOTES.md` (which corrects the seeds in
 //! `shared/seeds/002_...txt`, `003_...txt`; see each submodule's docs for the differences).
@@ -12,13 +13,26 @@
 //! - [`source`]: positional reads with bounds checks and I/O counters (no mmap: see there);
 //! - `msgpack`: the exact-marker cursor for frame structures;
 //! - [`frame`]: contiguous and sparse frames (header, metalayers, index, trailer);
-//! - [`ndim`]: `b2nd`/`caterva` metalayers and the element-to-chunk mapping;
+//! - [`ndim`]: `b2nd`/`caterva` metalayers and the element-to-chunk mapping ([`Grid`]);
 //! - [`bcolz`]: carray and ctable directories, and the refused 2012 `blsk` layout;
 //! - [`attrs`]: the documented reversible msgpack <-> JSON mapping of attributes.
 //!
-//! Detection is by content, never by extension: a file starting with the frame magic is a
-//! contiguous frame (or, with frame_type 1, the index of the sparse frame in its directory); a directory with `__rootdirs__` is a ctable, with `chunks.b2frame` a
-//! sparse frame, with `meta/sizes` + `meta/storage` a carray; `blsk` evidence is refused.
+//! Detection is by content, never by extension. A file starting with the frame magic is a
+//! contiguous frame (with frame_type 1: the index of the sparse frame in its directory); a
+//! file starting with `blsk` is refused. A directory with `__rootdirs__` is a ctable, with
+//! `chunks.b2frame` a sparse frame, with `meta/sizes` + `meta/storage` a carray; `meta/nrows`,
+//! `__N__.bin` files or `blsk` magic are the 2012 proposal and are refused.
+//!
+//! What each source reports, in one table:
+//!
+//! | | frames | bcolz carray |
+//! | --- | --- | --- |
+//! | `typesize` | header typesize | dtype itemsize |
+//! | `chunksize` | header chunksize (0 variable) | chunklen x row size |
+//! | `nbytes` / `cbytes` | header (cbytes includes dead space) | len x row size / `meta/sizes` cbytes |
+//! | `geometry` | `b2nd`/`caterva` metalayer, else `[nbytes / typesize]` | `meta/sizes` shape, `[chunklen, ...]`, `storage.dtype` |
+//! | `attrs` | vlmetalayers via [`attrs`] | `__attrs__` |
+//! | chunk bytes | Blosc2 chunk (specials synthesised) | Blosc1 chunk after the `blpk` prefix |
 //!
 //! Invariants: opening reads only headers, indexes, trailers and metadata files; [`Array`]
 //! is `Send + Sync` and all chunk access is `&self`; every structural failure is a

@@ -10,6 +10,16 @@
 //!
 //! Bytes C leaves uninitialised (the tail of a DELTA or TRUNC_PREC leftover block) are copied
 //! from the input, so C decodes our chunks correctly.
+//!
+//! Use [`compress`] for one chunk, or an [`Encoder`] with [`Encoder::compress_into`] to reuse
+//! codec state (hash tables, a zstd context) and buffers across chunks. [`CParams::default`]
+//! gives python-blosc2's defaults; [`CParams::blosc1`] C-Blosc 1.x's.
+//!
+//! Invalid parameters (clevel > 9, typesize 0, typesize > 255 in a Blosc1 chunk, Snappy,
+//! unknown or decode-only filter ids, DELTA after another filter, a TRUNC_PREC precision the
+//! typesize cannot take, a Blosc1 request for anything but one SHUFFLE or BITSHUFFLE) are
+//! [`CodecError::InvalidParams`] or [`CodecError::UnsupportedFilter`]; inputs larger than
+//! [`MAX_BUFFERSIZE`] are [`CodecError::TooLarge`]. Nothing panics.
 
 use super::compressor::blosclz_encode::{BloscLzEncoder, Variant};
 use super::compressor::lz4_encode::Lz4Encoder;
@@ -58,7 +68,9 @@ pub struct CParams {
     pub splitmode: SplitMode,
     /// Forced blocksize; 0 = automatic (C-Blosc2's choice).
     pub blocksize: usize,
-    /// Whether an all-zero result may become a special zeros chunk (Blosc2 only).
+    /// Whether special chunks may be written (Blosc2 only): an all-zero result becomes a
+    /// 32-byte zeros chunk (as C-Blosc2's `compress2` always does), and an input made only of
+    /// canonical NaNs (typesize 4 or 8) a 32-byte NaN chunk.
     pub allow_special: bool,
 }
 

@@ -296,9 +296,14 @@ impl Carray {
         &self.shape
     }
 
-    /// Rows per chunk.
+    /// Rows per chunk: `storage.chunklen`, or 1 for object dtype (one pickled element per
+    /// chunk file, whatever chunklen says).
     pub(crate) fn chunklen(&self) -> u64 {
-        self.chunklen
+        if self.dtype_info.is_some() {
+            self.chunklen
+        } else {
+            1
+        }
     }
 
     /// The dtype string as stored.

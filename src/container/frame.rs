@@ -170,8 +170,15 @@ impl Frame {
         }
         info.trailer_len = trailer_len;
 
-        // 3. Whole header, metalayers.
-        let header = src.read_at(start, info.header_len as usize, "frame header")?;
+        // 3. The rest of the header: the metalayers.
+        let mut header = prefix.clone();
+        let rest = info.header_len as usize - HEADER_PREFIX_LEN;
+        src.read_into(
+            abs(HEADER_PREFIX_LEN as u64),
+            rest,
+            "frame header",
+            &mut header,
+        )?;
         let metalayers = parse_layers(
             &header,
             start,

@@ -518,6 +518,24 @@ fn check_carray(r: &mut Report, name: &str, a: &Array, sc: &Value) {
         a.bcolz_sizes().cloned(),
         Some(sc["sizes"].clone()),
     );
+    // Key order is the file's (the tree shows these objects as they are stored).
+    let keys = |v: Option<&Value>| -> Vec<String> {
+        v.and_then(Value::as_object)
+            .map(|m| m.keys().cloned().collect())
+            .unwrap_or_default()
+    };
+    r.check(
+        name,
+        "storage key order",
+        keys(a.bcolz_storage()),
+        keys(Some(&sc["storage"])),
+    );
+    r.check(
+        name,
+        "attrs key order",
+        keys(Some(a.attrs())),
+        keys(Some(&sc["attrs"])),
+    );
     r.check(
         name,
         "storage",
@@ -578,6 +596,13 @@ fn check_carray(r: &mut Report, name: &str, a: &Array, sc: &Value) {
             f["nbytes"].as_u64().unwrap(),
         );
         let n = a.chunk_nbytes(i).unwrap();
+        // Sizes from the metadata agree with each chunk's own Blosc1 header.
+        r.check(
+            name,
+            &format!("chunk {i} nbytes"),
+            n as u64,
+            f["nbytes"].as_u64().unwrap(),
+        );
         match codec::decompress(&bytes) {
             Ok(d) => {
                 r.check(
@@ -851,7 +876,7 @@ fn small_frame() -> (Vec<u8>, Vec<Vec<u8>>) {
         140,
         &area,
         &index,
-        &[("usr", vec![0x92, 0x01, 0x02])],
+        &[("usr", vec![0x92, 0x01, 0x02]), ("junk", vec![0x92, 0x01])],
         &[("unit", vec![0xa1, b'm']), ("n", vec![0x2a])],
     );
     (f, data)
@@ -869,6 +894,8 @@ fn container_hand_built_frame_opens_and_reads() {
     assert_eq!(a.nchunks(), 4);
     assert_eq!(a.geometry().shape, [35]);
     assert_eq!(a.metalayers()[0].json, json!([1, 2]));
+    // A metalayer that is not one msgpack value is kept as raw bytes.
+    assert_eq!(a.metalayers()[1].json, json!({"__raw__": "kgE="}));
     assert_eq!(a.attrs(), &json!({"unit": "m", "n": 42}));
     assert_eq!(a.chunk_kind(1).unwrap(), ChunkKind::Zeros);
     assert_eq!(a.chunk_nbytes(3).unwrap(), 20);
@@ -956,8 +983,8 @@ fn container_million_chunk_frame_opens_without_reading_chunks() {
     assert_eq!(a.nchunks(), N);
     let info = a.frame_info().unwrap();
     let index_region = info.index_len;
-    // Exactly: 87-byte prefix, 23-byte tail, the header again, the index, the trailer.
-    let expected = 87 + 23 + info.header_len + index_region + info.trailer_len;
+    // Exactly: the header (prefix first), the 23-byte tail, the index, the trailer.
+    let expected = 23 + info.header_len + index_region + info.trailer_len;
     // Plus the 32-byte magic sniff of `open`.
     assert_eq!(
         a.io_stats().bytes(),
@@ -1049,7 +1076,7 @@ fn container_hostile_frames_are_errors() {
     assert_malformed(open_bytes(&m), "offset");
     // Metalayer content length of 4 GiB.
     let mut m = f.clone();
-    let c6 = 87 + 7 + 9 + 3;
+    let c6 = 87 + 7 + (6 + 3) + (6 + 4) + 3; // names "usr" and "junk"
     assert_eq!(m[c6], 0xc6);
     m[c6 + 1..c6 + 5].copy_from_slice(&u32::MAX.to_be_bytes());
     assert_malformed(open_bytes(&m), "metalayer section");
@@ -1422,9 +1449,9 @@ fn container_grid_is_exposed_for_b2nd_only() {
 // ---------------------------------------------------------------------------------------------
 // Open reads metadata only (every fixture)
 
-/// For every contiguous and sparse frame fixture, `open` reads exactly: the 16-byte magic
-/// sniff (cframes), the 87-byte prefix, the 23-byte trailer tail, the header, the index
-/// region and the trailer; for bcolz only the JSON metadata files. Never a chunk.
+/// For every contiguous and sparse frame fixture, `open` reads exactly: the 32-byte magic
+/// sniff (cframes), the header, the 23-byte trailer tail, the index region and the trailer;
+/// for bcolz only the JSON metadata files. Never a chunk.
 #[test]
 fn container_open_reads_no_chunk_data_on_fixtures() {
     for (path, sc) in frame_sidecars() {
@@ -1437,8 +1464,7 @@ fn container_open_reads_no_chunk_data_on_fixtures() {
             info.header_len
         };
         let sniff = if path.is_file() { 32 } else { 0 };
-        let expected =
-            sniff + 87 + 23 + info.header_len + info.index_len + (info.frame_len - t_start);
+        let expected = sniff + 23 + info.header_len + info.index_len + (info.frame_len - t_start);
         assert_eq!(a.io_stats().bytes(), expected, "{name}");
     }
     for (path, sc) in bcolz_sidecars("carray") {
@@ -2162,4 +2188,35 @@ fn container_changed_on_disk_detects_rewrites() {
     )
     .unwrap();
     assert!(a.changed_on_disk().unwrap());
+}
+
+/// Object-dtype carrays store one pickled element per chunk file: nchunks = len, sizes from
+/// each chunk's Blosc1 header.
+#[test]
+fn container_bcolz_object_dtype_reads_each_pickle() {
+    let Some(py) = crate::support::python("container_bcolz_object_dtype_reads_each_pickle") else {
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path().join("obj");
+    let script = r#"
+import sys, pickle, bcolz, numpy as np
+c = bcolz.carray(np.array([{"a": 1}, [1, 2, 3], "xyz"], dtype=object), rootdir=sys.argv[1], mode="w")
+c.flush()
+"#;
+    crate::support::run_python(&py, &["-c", script, d.to_str().unwrap()]);
+    let a = open_array(&d);
+    assert_eq!(a.nchunks(), 3);
+    assert_eq!(a.typesize(), 0);
+    assert_eq!(a.geometry().dtype.as_deref(), Some("object"));
+    assert_eq!(a.geometry().chunkshape, Some(vec![1]));
+    let mut total = 0;
+    for i in 0..3 {
+        let n = a.chunk_nbytes(i).unwrap();
+        let d = codec::decompress(&a.chunk_bytes(i).unwrap()).unwrap();
+        assert_eq!(d.len(), n);
+        assert_eq!(d.first(), Some(&0x80), "chunk {i} is a pickle");
+        total += n as u64;
+    }
+    assert_eq!(a.nbytes(), total);
 }

@@ -63,24 +63,40 @@ fn read_u32(buf: &[u8], pos: usize) -> u32 {
 #[inline(always)]
 fn match_end(buf: &[u8], start: usize, d: usize, bound: usize) -> usize {
     let mut p = start;
-    // Eight bytes at a time while both windows stay inside `bound`.
-    while p + 8 <= bound {
-        let (Some(a), Some(b)) = (buf.get(p..p + 8), buf.get(p - d..p - d + 8)) else {
-            break;
-        };
-        let a = u64::from_le_bytes(a.try_into().unwrap_or([0; 8]));
-        let b = u64::from_le_bytes(b.try_into().unwrap_or([0; 8]));
-        let x = a ^ b;
-        if x != 0 {
-            p += (x.trailing_zeros() / 8) as usize;
-            return (p + 1).min(bound);
+    // Sixteen bytes per step (two words) while both windows stay inside `bound`.
+    if let Some(window) = buf.get(..bound) {
+        while p + 16 <= bound {
+            let x0 = load8(window, p) ^ load8(window, p - d);
+            if x0 != 0 {
+                return (p + (x0.trailing_zeros() / 8) as usize + 1).min(bound);
+            }
+            let x1 = load8(window, p + 8) ^ load8(window, p + 8 - d);
+            if x1 != 0 {
+                return (p + 8 + (x1.trailing_zeros() / 8) as usize + 1).min(bound);
+            }
+            p += 16;
         }
-        p += 8;
+        if p + 8 <= bound {
+            let x = load8(window, p) ^ load8(window, p - d);
+            if x != 0 {
+                return (p + (x.trailing_zeros() / 8) as usize + 1).min(bound);
+            }
+            p += 8;
+        }
     }
     while p < bound && buf.get(p) == buf.get(p - d) {
         p += 1;
     }
     (p + 1).min(bound)
+}
+
+/// Eight bytes at `pos` as a little-endian u64 (0 if out of range, never reached by callers).
+#[inline(always)]
+fn load8(buf: &[u8], pos: usize) -> u64 {
+    match buf.get(pos..pos + 8) {
+        Some(b) => u64::from_le_bytes([b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7]]),
+        None => 0,
+    }
 }
 
 /// Output bytes of a match's length extension (`len >= 7`).

@@ -1,11 +1,14 @@
 //! LZ4 block encoders (section 4.2): the fast single-probe compressor with an acceleration
-//! parameter (what `LZ4_compress_fast` does; Blosc uses acceleration `10 - clevel`) and a
-//! hash-chain high-compression encoder for LZ4HC (level = clevel).
+//! parameter (what `LZ4_compress_fast` does; Blosc uses acceleration `10 - clevel`) and the
+//! high-compression encoders of LZ4HC (level = clevel): LZ4 1.10's "mid" compressor for
+//! levels 1-2 and a hash-chain search with overlap resolution for levels 3-9 (with the
+//! repeated-byte pattern analysis at level 9).
 //!
 //! Both write raw LZ4 blocks (no frame, no size prefix) and return 0 when the block does not
 //! fit in the output slice, which is how Blosc learns that a stream must be stored raw. They
-//! follow the structure of the reference LZ4 algorithms (hash sizes, skip acceleration, the
-//! end-of-block rules, the HC match overlap resolution) so that their ratio matches C's.
+//! make the same decisions as LZ4 1.10 (hash functions and table sizes, skip acceleration,
+//! search depths, end-of-block rules, output-limit margins), so C-Blosc2's LZ4 and LZ4HC
+//! chunks are reproduced byte for byte (`tests/it/encoder.rs`), and so is the ratio.
 
 /// Minimum match length of the format.
 const MINMATCH: usize = 4;
@@ -45,13 +48,6 @@ fn read_u32(buf: &[u8], pos: usize) -> u32 {
     }
 }
 
-/// Two bytes at `pos`, `None` past the end.
-#[inline(always)]
-fn read_u16(buf: &[u8], pos: usize) -> Option<u16> {
-    buf.get(pos..pos + 2)
-        .map(|b| u16::from_le_bytes([b[0], b[1]]))
-}
-
 #[inline(always)]
 fn read_u64(buf: &[u8], pos: usize) -> u64 {
     match buf.get(pos..pos + 8) {
@@ -60,23 +56,55 @@ fn read_u64(buf: &[u8], pos: usize) -> u64 {
     }
 }
 
+/// A word from an 8-byte chunk.
+#[inline(always)]
+fn word(c: &[u8]) -> u64 {
+    u64::from_le_bytes(<[u8; 8]>::try_from(c).unwrap_or([0; 8]))
+}
+
 /// Number of equal bytes at `a` and `b` (`b < a`), not going past `limit` for `a`.
 #[inline(always)]
-fn count(buf: &[u8], mut a: usize, mut b: usize, limit: usize) -> usize {
-    let start = a;
-    while a + 8 <= limit {
-        let x = read_u64(buf, a) ^ read_u64(buf, b);
-        if x != 0 {
-            return a - start + (x.trailing_zeros() / 8) as usize;
+fn count(buf: &[u8], a: usize, b: usize, limit: usize) -> usize {
+    let limit = limit.min(buf.len());
+    let (Some(x), Some(y)) = (buf.get(a..limit), buf.get(b..limit)) else {
+        return 0;
+    };
+    let mut n = 0usize;
+    for (cx, cy) in x.chunks_exact(8).zip(y.chunks_exact(8)) {
+        let d = word(cx) ^ word(cy);
+        if d != 0 {
+            return n + (d.trailing_zeros() / 8) as usize;
         }
-        a += 8;
-        b += 8;
+        n += 8;
     }
-    while a < limit && buf[a] == buf[b] {
-        a += 1;
-        b += 1;
+    n + x[n..]
+        .iter()
+        .zip(&y[n..])
+        .take_while(|(p, q)| p == q)
+        .count()
+}
+
+/// Number of equal bytes just before `a` and `b`, at most `max` (`max <= min(a, b)`).
+#[inline(always)]
+fn count_back(buf: &[u8], a: usize, b: usize, max: usize) -> usize {
+    let (Some(x), Some(y)) = (buf.get(a - max..a), buf.get(b - max..b)) else {
+        return 0;
+    };
+    let mut n = 0usize;
+    for (cx, cy) in x.rchunks_exact(8).zip(y.rchunks_exact(8)) {
+        let d = word(cx) ^ word(cy);
+        if d != 0 {
+            return n + (d.leading_zeros() / 8) as usize;
+        }
+        n += 8;
     }
-    a - start
+    let (x, y) = (&x[..max - n], &y[..max - n]);
+    n + x
+        .iter()
+        .rev()
+        .zip(y.iter().rev())
+        .take_while(|(p, q)| p == q)
+        .count()
 }
 
 /// The sequence writer shared by both encoders.
@@ -217,16 +245,21 @@ impl Lz4Encoder {
         let hashlog = if small { 13 } else { 12 };
         self.table.clear();
         self.table.resize(1 << hashlog, 0);
-        self.fast(src, dst, acceleration.max(1), small, hashlog)
-            .unwrap_or(0)
+        let acceleration = acceleration.max(1);
+        if small {
+            self.fast::<true>(src, dst, acceleration, hashlog)
+        } else {
+            self.fast::<false>(src, dst, acceleration, hashlog)
+        }
+        .unwrap_or(0)
     }
 
-    fn fast(
+    /// The fast compressor; `SMALL` selects 16-bit-range positions and the 4-byte hash.
+    fn fast<const SMALL: bool>(
         &mut self,
         src: &[u8],
         dst: &mut [u8],
         acceleration: u32,
-        small: bool,
         hashlog: u32,
     ) -> Option<usize> {
         let mut w = Writer {
@@ -241,7 +274,7 @@ impl Lz4Encoder {
         }
         let table = &mut self.table[..];
         let hash = |p: usize| -> usize {
-            if small {
+            if SMALL {
                 (read_u32(src, p).wrapping_mul(2_654_435_761) >> (32 - hashlog)) as usize
             } else {
                 ((read_u64(src, p) << 24).wrapping_mul(889_523_592_379) >> (64 - hashlog)) as usize
@@ -315,9 +348,9 @@ impl Lz4Encoder {
         w.last_literals(src, anchor)
     }
 
-    /// Compresses `src` into `dst` as one LZ4 block with a hash-chain match finder (LZ4HC,
-    /// `level` 1..=9 selects the search depth). Returns the block size, or 0 when it does not
-    /// fit in `dst`.
+    /// Compresses `src` into `dst` as one LZ4HC block: `level` 1-2 use the mid compressor,
+    /// 3-9 a hash chain searched `2^(level-1)` deep. Returns the block size, or 0 when it does
+    /// not fit in `dst`.
     pub fn compress_hc(&mut self, src: &[u8], dst: &mut [u8], level: u8) -> usize {
         if level <= 2 {
             self.hc_hash.clear();
@@ -329,10 +362,17 @@ impl Lz4Encoder {
         self.hc_hash.resize(1 << HC_HASHLOG, 0);
         self.hc_chain.clear();
         self.hc_chain.resize(HC_CHAIN_SIZE, 0xFFFF);
+        // Fixed-size views: indices masked to the table sizes need no bound checks.
+        let (Ok(hash), Ok(chain)) = (
+            <&mut [u32; 1 << HC_HASHLOG]>::try_from(&mut self.hc_hash[..]),
+            <&mut [u16; HC_CHAIN_SIZE]>::try_from(&mut self.hc_chain[..]),
+        ) else {
+            return 0;
+        };
         let mut hc = Hc {
             src,
-            hash: &mut self.hc_hash,
-            chain: &mut self.hc_chain,
+            hash,
+            chain,
             next_to_update: 0,
             attempts,
         };
@@ -449,8 +489,8 @@ fn mid(src: &[u8], dst: &mut [u8], tables: &mut [u32]) -> Option<usize> {
 /// The hash-chain match finder. Positions are stored plus one so that 0 means "empty".
 struct Hc<'a> {
     src: &'a [u8],
-    hash: &'a mut [u32],
-    chain: &'a mut [u16],
+    hash: &'a mut [u32; 1 << HC_HASHLOG],
+    chain: &'a mut [u16; HC_CHAIN_SIZE],
     next_to_update: usize,
     attempts: usize,
 }
@@ -464,19 +504,45 @@ impl Hc<'_> {
     /// Inserts every position before `ip` into the chains.
     #[inline(always)]
     fn insert(&mut self, ip: usize) {
-        while self.next_to_update < ip {
-            let p = self.next_to_update;
-            let h = self.hash_at(p);
-            let prev = self.hash[h] as usize; // position + 1, or 0
-            let delta = if prev == 0 {
-                0xFFFF
-            } else {
-                (p + 1 - prev).min(0xFFFF)
-            };
-            self.chain[p & 0xFFFF] = delta as u16;
-            self.hash[h] = (p + 1) as u32;
-            self.next_to_update += 1;
+        let start = self.next_to_update;
+        if start >= ip {
+            return;
         }
+        let (hash, chain) = (&mut *self.hash, &mut *self.chain);
+        if let Some(window) = self.src.get(start..ip + 3) {
+            for (k, w) in window.windows(4).enumerate() {
+                let p = start + k;
+                let v = u32::from_le_bytes([w[0], w[1], w[2], w[3]]);
+                let h = (v.wrapping_mul(2_654_435_761) >> (32 - HC_HASHLOG)) as usize;
+                let Some(slot) = hash.get_mut(h) else {
+                    continue;
+                };
+                let prev = *slot as usize; // position + 1, or 0
+                let delta = if prev == 0 {
+                    0xFFFF
+                } else {
+                    (p + 1 - prev).min(0xFFFF)
+                };
+                if let Some(c) = chain.get_mut(p & 0xFFFF) {
+                    *c = delta as u16;
+                }
+                *slot = (p + 1) as u32;
+            }
+        } else {
+            for p in start..ip {
+                let h = (read_u32(self.src, p).wrapping_mul(2_654_435_761) >> (32 - HC_HASHLOG))
+                    as usize;
+                let prev = hash[h] as usize;
+                let delta = if prev == 0 {
+                    0xFFFF
+                } else {
+                    (p + 1 - prev).min(0xFFFF)
+                };
+                chain[p & 0xFFFF] = delta as u16;
+                hash[h] = (p + 1) as u32;
+            }
+        }
+        self.next_to_update = ip;
     }
 
     /// Longest match for a sequence that may start anywhere in `[low, ip]` and must cover
@@ -511,14 +577,13 @@ impl Hc<'_> {
             let mu = m as usize;
             // Quick rejection: the two bytes that end a match longer than `longest`, seen
             // from the lowest allowed start.
-            let quick = mu + longest > look_back
-                && read_u16(src, low + longest - 1) == read_u16(src, mu + longest - 1 - look_back);
+            let quick = mu + longest > look_back && {
+                let (i, j) = (low + longest - 1, mu + longest - 1 - look_back);
+                src.get(i) == src.get(j) && src.get(i + 1) == src.get(j + 1)
+            };
             if quick && read_u32(src, mu) == pattern {
                 let mut len = MINMATCH + count(src, ip + MINMATCH, mu + MINMATCH, high);
-                let mut back = 0usize;
-                while ip - back > low && mu > back && src[ip - back - 1] == src[mu - back - 1] {
-                    back += 1;
-                }
+                let back = count_back(src, ip, mu, (ip - low).min(mu));
                 len += back;
                 if len > longest {
                     longest = len;
