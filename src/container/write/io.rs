@@ -7,6 +7,9 @@
 //!
 //! Invariant: with a step budget, the step that would exceed it is not performed at all and
 //! every later step fails too ([`Io::crashed`] then says so).
+//!
+//! The one `unsafe` block is the `flock(2)` call on the sidecar (std's `File::lock` needs Rust
+//! 1.89, above the crate's rust-version).
 
 use std::fs::{File, OpenOptions};
 use std::os::unix::fs::FileExt;
