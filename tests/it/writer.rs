@@ -535,7 +535,11 @@ fn writer_b2nd_1d_update_zeros_append_attrs() {
             };
             (edit, want)
         },
-        None,
+        Some(json!({
+            "keys": ["str", "int", "big", "float", "bool", "none", "list", "dict", "bytes",
+                     "tuple", "complex", "set", "ndarray", "ndarray2d", "added"],
+            "values": {"str": "K\u{e9}lvin", "int": 43, "added": {"x": [1.5, "y"]}}
+        })),
     );
 }
 
