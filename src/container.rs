@@ -45,6 +45,7 @@ pub mod frame;
 mod msgpack;
 pub mod ndim;
 pub mod source;
+pub mod write;
 
 use std::borrow::Cow;
 use std::path::{Path, PathBuf};

@@ -1,0 +1,484 @@
+//! Write-back: the crash-safe commit of one batch of chunk and attribute edits ([`Edit`]) into
+//! the source on disk, so that python-blosc2 / C-Blosc2, caterva and bcolz read the result, and
+//! `compact` (a contiguous frame rewritten without dead space).
+//!
+//! This module does not know FUSE, buffers or when to commit: the caller hands it complete,
+//! already compressed chunks (use [`chunk_cparams`] and [`crate::codec::compress`]) and reopens
+//! the source with [`super::open`] afterwards; the [`Array`] given to [`commit`] is never
+//! updated. It never decodes chunk data (it parses chunk headers only).
+//!
+//! Spec: `CONTAINER_NOTES.md` 1 (frame layout), 2 (sparse frames), 3 (how C-Blosc2 mutates),
+//! 4.1/4.3 (vlmeta encoding, the b2nd metalayer), 5 (bcolz) and the safe commit orders of 6.2
+//! (contiguous: shadow append), 6.3 (sparse) and 6.4 (bcolz).
+//!
+//! Subtleties and who handles them:
+//! - **Readers see the old or the new source, never a mix** (frames): nothing before the old
+//!   frame_len is written until the final header `pwrite`, the commit point
+//!   (`frame.rs`); sparse frames switch by `rename` of `chunks.b2frame` (`frame.rs`). bcolz
+//!   has no multi-file transaction: growth and shrinkage are gated by `meta/sizes`, but a
+//!   replaced full chunk is visible as soon as its rename lands (`bcolz.rs`).
+//! - **header_len never changes** (pitfall 1): the header is patched in place (frame_len,
+//!   nbytes, cbytes, chunksize, general_flags, has_vlmeta, the b2nd/caterva shape int64).
+//! - **Fixed vs variable chunk sizes** (3.2, pitfall 5): a plain frame switches to variable
+//!   mode (chunksize 0, flag 0x40, version 3) when a chunk follows a partial one; special
+//!   chunks are then re-encoded as regular chunks: C-Blosc2 reads neither special offsets
+//!   (no size in variable mode) nor stored 32-byte special chunks there; existing special
+//!   offsets are materialised the same way (`frame.rs`). Special offsets are written only for
+//!   full-size chunks, so a later C-Blosc2 append cannot strand one.
+//! - **vlmetalayers**: unchanged keys keep their stored chunk bytes; at most 16 (pitfall 3).
+//! - **Refusals leave the source untouched**: every check runs before the first write.
+//! - **Crash testing**: [`commit_with_crash_after`] stops after a given number of durable
+//!   steps (write, fsync, rename, unlink), leaving the files as a crash would (`io.rs`).
+//! - **Locking**: when a `.b2lock` sidecar exists the commit holds `flock(LOCK_EX)` on it and
+//!   bumps its generation counter (3.6).
+//!
+//! Invariants: no panics on any input; every error names the file and the reason.
+
+mod bcolz;
+mod compact;
+mod frame;
+mod io;
+
+use std::path::Path;
+
+use serde_json::Value;
+
+pub use compact::compact;
+
+use super::{Array, ChunkKind, ContainerError, Inner, SourceKind, Table};
+use crate::codec::{CParams, ChunkFormat, ChunkHeader, Codec, SpecialKind, SplitMode};
+
+/// One batch of changes to a single array, committed atomically and crash-safely.
+#[derive(Debug, Default, Clone)]
+pub struct Edit {
+    /// Replace chunk i with these compressed bytes (a complete chunk in the source's own chunk
+    /// format: Blosc2 for frames, Blosc1 (version 2, 16-byte header) for bcolz).
+    pub updates: Vec<(usize, Vec<u8>)>,
+    /// Chunks appended after the last one (1-D sources only), in order.
+    pub appends: Vec<Vec<u8>>,
+    /// Keep only the first n chunks (1-D sources; removing the last chunk).
+    pub truncate: Option<usize>,
+    /// New user attributes (a JSON object in the container's attrs mapping) to store as
+    /// vlmeta (frames) or the `__attrs__` file (bcolz).
+    pub attrs: Option<serde_json::Value>,
+}
+
+impl Edit {
+    /// Whether the edit changes nothing.
+    pub fn is_empty(&self) -> bool {
+        self.updates.is_empty()
+            && self.appends.is_empty()
+            && self.truncate.is_none()
+            && self.attrs.is_none()
+    }
+}
+
+/// Most vlmetalayers a commit writes (C-Blosc2's writer limit; a frame with more gets
+/// corrupted by its next C-Blosc2 append, `CONTAINER_NOTES.md` 1.6).
+pub const MAX_WRITE_VLMETALAYERS: usize = 16;
+
+fn unsupported(path: &Path, what: impl Into<String>) -> ContainerError {
+    ContainerError::Unsupported {
+        path: path.to_path_buf(),
+        what: what.into(),
+    }
+}
+
+fn io_err(path: &Path, source: std::io::Error) -> ContainerError {
+    ContainerError::Io {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+/// Refuses when `path` (a file or directory) cannot be written: no write permission bits, or
+/// the OS refuses to open it for writing (files only).
+fn check_path_writable(path: &Path) -> Result<(), ContainerError> {
+    let meta = std::fs::metadata(path).map_err(|e| io_err(path, e))?;
+    if meta.permissions().readonly() {
+        return Err(unsupported(path, "writing: the path is read-only"));
+    }
+    if meta.is_file() {
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open(path)
+            .map_err(|e| io_err(path, e))?;
+    }
+    Ok(())
+}
+
+/// Why a source cannot be written (`None` = writable): read-only file or directory
+/// permissions, or an unsupported kind or layout (frames embedded in a bigger file, frames
+/// with variable-length blocks, bcolz object dtype).
+pub fn check_writable(array: &Array) -> Option<ContainerError> {
+    writable(array).err()
+}
+
+fn writable(array: &Array) -> Result<(), ContainerError> {
+    let path = array.path();
+    match &array.inner {
+        Inner::Frame(f) => {
+            let info = f.info();
+            if info.start != 0 {
+                return Err(unsupported(
+                    path,
+                    format!(
+                        "writing a frame embedded at offset {} of a bigger file",
+                        info.start
+                    ),
+                ));
+            }
+            if info.general_flags & 0x80 != 0 {
+                return Err(unsupported(
+                    path,
+                    "writing a frame of variable-length-block chunks",
+                ));
+            }
+            if array.kind == SourceKind::Sframe {
+                check_path_writable(path)?;
+            }
+            check_path_writable(f.source().path())
+        }
+        Inner::Bcolz(c) => {
+            if c.itemsize() == 0 {
+                return Err(unsupported(
+                    path,
+                    format!("writing a carray of dtype {:?}", c.dtype()),
+                ));
+            }
+            for p in [path.to_path_buf(), path.join("data"), path.join("meta")] {
+                check_path_writable(&p)?;
+            }
+            Ok(())
+        }
+    }
+}
+
+/// Compression parameters for new chunks: what the existing chunks use, read from the header
+/// of the first regular chunk (codec, filters, filters_meta, typesize; split from the
+/// dont-split flag; blocksize: the chunk's for b2nd/caterva arrays, whose blocks are the
+/// blockshape, automatic otherwise). clevel is not stored in chunk headers: it comes from the
+/// frame header (codec_flags high nibble) or the bcolz `storage.cparams.clevel`. Frames get
+/// [`ChunkFormat::Blosc2`], bcolz [`ChunkFormat::Blosc1`]. Without a regular chunk the frame
+/// header's defaults (bcolz: `storage.cparams`) are used.
+///
+/// # Errors
+///
+/// A chunk header that cannot be read or names a codec b2fs cannot encode.
+pub fn chunk_cparams(array: &Array) -> Result<CParams, ContainerError> {
+    let path = array.path();
+    let mut first = None;
+    for i in 0..array.nchunks() {
+        if array.chunk_kind(i)? == ChunkKind::Regular {
+            first = Some(array.chunk_header(i)?);
+            break;
+        }
+    }
+    let header_codec = |h: &ChunkHeader| {
+        h.codec()
+            .map_err(|e| unsupported(path, format!("new chunks for this source: {e}")))
+    };
+    match &array.inner {
+        Inner::Frame(f) => {
+            let info = f.info();
+            let clevel = info.clevel().min(9);
+            let mut p = match &first {
+                Some(h) => CParams {
+                    format: ChunkFormat::Blosc2,
+                    codec: header_codec(h)?,
+                    clevel,
+                    typesize: usize::from(h.typesize.max(1)),
+                    filters: h.filters,
+                    filters_meta: h.filters_meta,
+                    splitmode: if h.dont_split() {
+                        SplitMode::Never
+                    } else {
+                        SplitMode::Always
+                    },
+                    blocksize: 0,
+                    allow_special: true,
+                },
+                None => CParams {
+                    format: ChunkFormat::Blosc2,
+                    codec: Codec::from_compcode(info.compcode())
+                        .filter(|c| *c != Codec::Snappy)
+                        .ok_or_else(|| {
+                            unsupported(path, format!("codec {} for new chunks", info.compcode()))
+                        })?,
+                    clevel,
+                    typesize: usize::try_from(info.typesize).unwrap_or(1).clamp(1, 255),
+                    filters: info.filters,
+                    filters_meta: info.filters_meta,
+                    splitmode: match info.other_flags & 3 {
+                        0 => SplitMode::Always,
+                        1 => SplitMode::Never,
+                        _ => SplitMode::Auto,
+                    },
+                    blocksize: 0,
+                    allow_special: true,
+                },
+            };
+            if let Some(nd) = array.nd_meta() {
+                // b2nd chunks are laid out in blocks of blockshape: keep that blocksize.
+                let items: u64 = nd.blockshape.iter().product();
+                let bs = items.saturating_mul(u64::from(info.typesize));
+                p.blocksize = match &first {
+                    Some(h) => h.blocksize,
+                    None => usize::try_from(bs).unwrap_or(0),
+                };
+            }
+            Ok(p)
+        }
+        Inner::Bcolz(c) => {
+            let cp = c.storage().get("cparams");
+            let clevel = cp
+                .and_then(|v| v.get("clevel"))
+                .and_then(Value::as_u64)
+                .unwrap_or(5)
+                .min(9) as u8;
+            let cname = cp.and_then(|v| v.get("cname")).and_then(Value::as_str);
+            match &first {
+                Some(h) => Ok(CParams {
+                    format: ChunkFormat::Blosc1,
+                    // A Blosc1 header says "lz4" for LZ4HC too; storage names the codec.
+                    codec: match (header_codec(h)?, cname) {
+                        (Codec::Lz4, Some("lz4hc")) => Codec::Lz4Hc,
+                        (c, _) => c,
+                    },
+                    clevel,
+                    typesize: usize::from(h.typesize.max(1)),
+                    filters: h.filters,
+                    filters_meta: [0; 6],
+                    splitmode: SplitMode::ForwardCompat,
+                    blocksize: 0,
+                    allow_special: false,
+                }),
+                None => {
+                    let name = cname.unwrap_or("blosclz");
+                    let codec = Codec::from_name(name)
+                        .filter(|c| *c != Codec::Snappy)
+                        .ok_or_else(|| unsupported(path, format!("codec {name:?}")))?;
+                    let filter = match cp.and_then(|v| v.get("shuffle")) {
+                        Some(Value::Bool(true)) => 1,
+                        Some(v) => v.as_u64().unwrap_or(1).min(2) as u8,
+                        None => 1,
+                    };
+                    let ts = super::bcolz::dtype_info(c.dtype()).map_or(1, |d| d.blosc_typesize);
+                    Ok(CParams::blosc1(codec, clevel, ts.max(1), filter))
+                }
+            }
+        }
+    }
+}
+
+/// Commits `edit` to the source on disk, crash-safely (commit orders of `CONTAINER_NOTES.md`
+/// 6.2-6.4), fsyncing so that when it returns `Ok` the change is durable. The [`Array`] itself
+/// is **not** updated: reopen the source ([`super::open`]) afterwards.
+///
+/// Chunk rules (checked before anything is written; a refused edit leaves the source
+/// untouched): updates name existing chunks (after `truncate`), each at most once; a chunk
+/// must be a complete chunk in the source's format with the uncompressed size its slot needs:
+/// b2nd/caterva frames the header chunksize; bcolz chunklen x atomsize except the last chunk
+/// (a multiple of the atomsize, at most that); plain frames the old size for updated chunks
+/// other than the last, anything positive for appended chunks and the last chunk (switching
+/// to variable-size chunks when needed). Appends and truncation need a 1-D source (bcolz:
+/// rows along the first axis); a b2nd/caterva shape then becomes `nchunks x chunkshape`
+/// (appends) or `min(shape, nchunks x chunkshape)` (truncation). A contiguous frame cannot be
+/// truncated to 0 chunks.
+///
+/// A ctable column is committed like a carray. A ctable's length is its first column's: when
+/// growing, commit the other columns first and the first column last (when shrinking, the
+/// first column first), so readers never see rows missing from other columns.
+///
+/// # Errors
+///
+/// [`ContainerError::Unsupported`] for a refused edit or an unwritable source (naming the
+/// reason), [`ContainerError::Io`] for I/O failures (the source then still reads as before
+/// or as after the commit).
+pub fn commit(array: &Array, edit: &Edit) -> Result<(), ContainerError> {
+    let mut io = io::Io::new(None);
+    commit_io(array, edit, &mut io)
+}
+
+/// [`commit`] with a simulated crash: performs only the first `steps` durable steps (each
+/// write, fsync, rename or unlink counts one) and stops there, leaving the files exactly as a
+/// crash at that point would (page-cache loss is not simulated). Returns `Ok(true)` when the
+/// commit completed within `steps`, `Ok(false)` when it was cut short. For crash-safety tests.
+///
+/// # Errors
+///
+/// As [`commit`].
+pub fn commit_with_crash_after(
+    array: &Array,
+    edit: &Edit,
+    steps: usize,
+) -> Result<bool, ContainerError> {
+    let mut io = io::Io::new(Some(steps));
+    match commit_io(array, edit, &mut io) {
+        Ok(()) => Ok(true),
+        Err(_) if io.crashed() => Ok(false),
+        Err(e) => Err(e),
+    }
+}
+
+fn commit_io(array: &Array, edit: &Edit, io: &mut io::Io) -> Result<(), ContainerError> {
+    writable(array)?;
+    if edit.is_empty() {
+        return Ok(());
+    }
+    match &array.inner {
+        Inner::Frame(f) => frame::commit(array, f, edit, io),
+        Inner::Bcolz(c) => bcolz::commit(array, c, edit, io),
+    }
+}
+
+/// Replaces a ctable's root `__attrs__` atomically (temp file, fsync, rename, directory
+/// fsync), written as bcolz writes JSON.
+///
+/// # Errors
+///
+/// [`ContainerError::Unsupported`] when `attrs` is not a JSON object or the directory is
+/// read-only; [`ContainerError::Io`].
+pub fn commit_table_attrs(table: &Table, attrs: &Value) -> Result<(), ContainerError> {
+    check_path_writable(&table.path)?;
+    let mut io = io::Io::new(None);
+    bcolz::write_attrs(&table.path, attrs, &mut io)
+}
+
+/// What the new chunk list of a 1-D edit looks like: for each new chunk, either an old chunk
+/// kept as is or new bytes, plus the checks shared by every source kind.
+#[derive(Debug)]
+pub(super) enum Slot<'e> {
+    /// Old chunk `i`, unchanged.
+    Old(usize),
+    /// New compressed bytes and their parsed header.
+    New(&'e [u8], ChunkHeader),
+}
+
+/// Applies truncate, updates and appends to the old chunk numbering (no size rules yet):
+/// returns the new slot list. `format` is the chunk format the source needs.
+pub(super) fn plan<'e>(
+    array: &Array,
+    edit: &'e Edit,
+    format: ChunkFormat,
+) -> Result<Vec<Slot<'e>>, ContainerError> {
+    let path = array.path();
+    let old_n = array.nchunks();
+    let resizing = edit.truncate.is_some_and(|t| t != old_n) || !edit.appends.is_empty();
+    if resizing {
+        let one_d = match (&array.inner, array.nd_meta()) {
+            (Inner::Bcolz(_), _) | (Inner::Frame(_), None) => true,
+            (Inner::Frame(_), Some(nd)) => nd.shape.len() == 1,
+        };
+        if !one_d {
+            return Err(unsupported(
+                path,
+                format!(
+                    "appending or truncating chunks of a {}-dimensional array (only 1-D sources can change their number of chunks)",
+                    array.geometry().shape.len()
+                ),
+            ));
+        }
+    }
+    let keep = match edit.truncate {
+        Some(t) if t > old_n => {
+            return Err(unsupported(
+                path,
+                format!("truncating to {t} chunks: the source has only {old_n}"),
+            ));
+        }
+        Some(t) => t,
+        None => old_n,
+    };
+    let mut slots: Vec<Slot<'e>> = (0..keep).map(Slot::Old).collect();
+    let parse = |what: String, bytes: &'e [u8]| -> Result<ChunkHeader, ContainerError> {
+        let h = ChunkHeader::parse(bytes)
+            .map_err(|e| unsupported(path, format!("{what}: not a valid chunk: {e}")))?;
+        let blosc2 = h.is_extended();
+        let ok_format = match format {
+            ChunkFormat::Blosc2 => blosc2 && h.version >= 3,
+            ChunkFormat::Blosc1 => !blosc2 && h.version == 2,
+        };
+        if !ok_format {
+            let want = match format {
+                ChunkFormat::Blosc2 => "a Blosc2 chunk (32-byte header)",
+                ChunkFormat::Blosc1 => "a Blosc1 chunk (version 2, 16-byte header)",
+            };
+            return Err(unsupported(
+                path,
+                format!(
+                    "{what}: version {} flags 0x{:02x}, this source needs {want}",
+                    h.version, h.flags
+                ),
+            ));
+        }
+        if h.cbytes != bytes.len() {
+            return Err(unsupported(
+                path,
+                format!(
+                    "{what}: header cbytes {} but {} bytes given",
+                    h.cbytes,
+                    bytes.len()
+                ),
+            ));
+        }
+        if h.is_vl() || h.is_lazy() {
+            return Err(unsupported(
+                path,
+                format!("{what}: variable-length-block or lazy chunk"),
+            ));
+        }
+        if h.nbytes == 0 {
+            return Err(unsupported(path, format!("{what}: an empty chunk")));
+        }
+        Ok(h)
+    };
+    let mut seen = std::collections::HashSet::new();
+    for (i, bytes) in &edit.updates {
+        if *i >= keep {
+            return Err(unsupported(
+                path,
+                format!("updating chunk {i}: the source has {keep} chunks after truncation"),
+            ));
+        }
+        if !seen.insert(*i) {
+            return Err(unsupported(path, format!("chunk {i} updated twice")));
+        }
+        let h = parse(format!("chunk {i}"), bytes)?;
+        if let Some(s) = slots.get_mut(*i) {
+            *s = Slot::New(bytes, h);
+        }
+    }
+    for (k, bytes) in edit.appends.iter().enumerate() {
+        let h = parse(format!("appended chunk {k}"), bytes)?;
+        slots.push(Slot::New(bytes, h));
+    }
+    if slots.len() as u64 > super::frame::MAX_NCHUNKS {
+        return Err(unsupported(
+            path,
+            format!(
+                "{} chunks: more than the {} a frame index can hold",
+                slots.len(),
+                super::frame::MAX_NCHUNKS
+            ),
+        ));
+    }
+    if edit.attrs.as_ref().is_some_and(|a| !a.is_object()) {
+        return Err(unsupported(path, "attrs: not a JSON object"));
+    }
+    Ok(slots)
+}
+
+/// The special kind of a new Blosc2 chunk that is only its 32-byte header and stands for
+/// zeros, NaN or uninitialised values (what a frame index can carry as a special offset).
+pub(super) fn header_special(h: &ChunkHeader) -> Option<ChunkKind> {
+    if h.cbytes != 32 {
+        return None;
+    }
+    match h.special() {
+        SpecialKind::Zeros => Some(ChunkKind::Zeros),
+        SpecialKind::Nan => Some(ChunkKind::Nan),
+        SpecialKind::Uninit => Some(ChunkKind::Uninit),
+        SpecialKind::None | SpecialKind::Value => None,
+    }
+}

@@ -1,0 +1,249 @@
+//! Commits to bcolz carrays (also ctable columns) and `__attrs__` files, and the JSON text
+//! bcolz writes (`json.dumps(..., ensure_ascii=True)`: `", "` / `": "` separators, non-ASCII as
+//! `\uXXXX`, then `"\n"`).
+//!
+//! Knows nothing of chunk data (Blosc1 headers only). Spec: `CONTAINER_NOTES.md` 5.1 (layout,
+//! the `blpk` prefix, the leftover chunk), 5.5 (`__attrs__` must exist) and 6.4 (commit
+//! order): every new or replaced chunk as `__N.blp.b2fs-tmp`, fsync, renamed to `__N.blp`;
+//! data directory fsync; `__attrs__` by temp + rename; `meta/sizes` by temp + rename +
+//! directory fsync (the commit point for growth and shrinkage); chunk files beyond the new end
+//! removed last.
+//!
+//! Known limit (bcolz has no multi-file transaction): a replaced chunk is visible to readers
+//! as soon as its rename lands, before `meta/sizes` changes.
+
+use std::path::Path;
+
+use serde_json::Value;
+
+use super::io::Io;
+use super::{Edit, Slot, plan, unsupported};
+use crate::codec::ChunkFormat;
+use crate::container::bcolz::{BLP_HEADER_LEN, Carray};
+use crate::container::{Array, ContainerError};
+
+/// The 16-byte bloscpack prefix bcolz writes before each chunk: `blpk`, version 1, three zero
+/// bytes, int64 LE nchunks = 1.
+const BLP_PREFIX: [u8; BLP_HEADER_LEN] = *b"blpk\x01\x00\x00\x00\x01\x00\x00\x00\x00\x00\x00\x00";
+
+/// Appends `s` as a python `json.dumps` string literal (ensure_ascii).
+fn py_string(s: &str, out: &mut String) {
+    out.push('"');
+    for ch in s.chars() {
+        match ch {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            '\u{8}' => out.push_str("\\b"),
+            '\u{c}' => out.push_str("\\f"),
+            c if (c as u32) < 0x20 || (c as u32) > 0x7e => {
+                let mut buf = [0u16; 2];
+                for unit in c.encode_utf16(&mut buf) {
+                    out.push_str(&format!("\\u{unit:04x}"));
+                }
+            }
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+}
+
+/// `value` as python's `json.dumps(value, ensure_ascii=True)` writes it.
+pub(super) fn py_json(value: &Value, out: &mut String) {
+    match value {
+        Value::Null => out.push_str("null"),
+        Value::Bool(b) => out.push_str(if *b { "true" } else { "false" }),
+        Value::Number(n) => out.push_str(&n.to_string()),
+        Value::String(s) => py_string(s, out),
+        Value::Array(a) => {
+            out.push('[');
+            for (i, v) in a.iter().enumerate() {
+                if i > 0 {
+                    out.push_str(", ");
+                }
+                py_json(v, out);
+            }
+            out.push(']');
+        }
+        Value::Object(m) => {
+            out.push('{');
+            for (i, (k, v)) in m.iter().enumerate() {
+                if i > 0 {
+                    out.push_str(", ");
+                }
+                py_string(k, out);
+                out.push_str(": ");
+                py_json(v, out);
+            }
+            out.push('}');
+        }
+    }
+}
+
+/// The file content bcolz writes for a JSON metadata value (JSON + newline).
+fn json_file(value: &Value) -> Vec<u8> {
+    let mut s = String::new();
+    py_json(value, &mut s);
+    s.push('\n');
+    s.into_bytes()
+}
+
+/// Replaces `<dir>/__attrs__` with `attrs` (a JSON object) atomically.
+pub(super) fn write_attrs(dir: &Path, attrs: &Value, io: &mut Io) -> Result<(), ContainerError> {
+    if !attrs.is_object() {
+        return Err(unsupported(dir, "attrs: not a JSON object"));
+    }
+    io.replace(&dir.join("__attrs__"), &json_file(attrs))
+}
+
+/// Commits `edit` to the carray `c` of `array`.
+pub(super) fn commit(
+    array: &Array,
+    c: &Carray,
+    edit: &Edit,
+    io: &mut Io,
+) -> Result<(), ContainerError> {
+    let root = array.path();
+    let slots = plan(array, edit, ChunkFormat::Blosc1)?;
+    let old_n = array.nchunks();
+    let n = slots.len();
+    let cs = c.chunksize();
+    let chunklen = c.chunklen();
+    let atom = cs / chunklen.max(1);
+    if atom == 0 {
+        return Err(unsupported(root, "writing a carray with 0-byte rows"));
+    }
+    let mut last = 0u64;
+    for (p, s) in slots.iter().enumerate() {
+        let size = match s {
+            Slot::Old(i) => array.chunk_nbytes(*i)? as u64,
+            Slot::New(_, h) => h.nbytes as u64,
+        };
+        let ok = if p + 1 < n {
+            size == cs
+        } else {
+            size > 0 && size <= cs && size % atom == 0
+        };
+        if !ok {
+            let want = if p + 1 < n {
+                format!("{cs} (chunklen {chunklen} x {atom}-byte rows)")
+            } else {
+                format!("a multiple of {atom} up to {cs}")
+            };
+            let what = if matches!(s, Slot::Old(_)) {
+                " (a partial chunk can only be the last one: update it to a full chunk in the same edit)"
+            } else {
+                ""
+            };
+            return Err(unsupported(
+                root,
+                format!("chunk {p}: {size} bytes uncompressed, bcolz needs {want}{what}"),
+            ));
+        }
+        last = size;
+    }
+    let len = if n == 0 {
+        0
+    } else {
+        (n as u64 - 1) * chunklen + last / atom
+    };
+    if array.changed_on_disk()? {
+        return Err(unsupported(
+            root,
+            "committing: the carray changed on disk since it was opened; reopen it",
+        ));
+    }
+
+    // Bookkeeping cbytes: old figure, minus replaced/removed chunks, plus new ones.
+    let old_cb = |i: usize| array.chunk_header(i).map_or(0, |h| h.cbytes as u64);
+    let mut cbytes = c.cbytes();
+    for (p, s) in slots.iter().enumerate() {
+        if let Slot::New(_, h) = s {
+            if p < old_n {
+                cbytes = cbytes.saturating_sub(old_cb(p));
+            }
+            cbytes = cbytes.saturating_add(h.cbytes as u64);
+        }
+    }
+    for i in n..old_n {
+        cbytes = cbytes.saturating_sub(old_cb(i));
+    }
+
+    // The new meta/sizes, settled before the first write.
+    let changed = n != old_n || slots.iter().any(|s| matches!(s, Slot::New(..)));
+    let sizes = if changed {
+        let mut sizes = c.sizes().clone();
+        let obj = sizes.as_object_mut().ok_or_else(|| {
+            unsupported(&root.join("meta/sizes"), "meta/sizes is not a JSON object")
+        })?;
+        let mut shape: Vec<Value> = c.shape().iter().map(|&d| Value::from(d)).collect();
+        if let Some(s0) = shape.first_mut() {
+            *s0 = Value::from(len);
+        }
+        obj.insert("shape".into(), Value::Array(shape));
+        obj.insert("nbytes".into(), Value::from(len.saturating_mul(atom)));
+        obj.insert("cbytes".into(), Value::from(cbytes));
+        Some(json_file(&sizes))
+    } else {
+        None
+    };
+
+    // 1-2. Chunk files.
+    let data = root.join("data");
+    let mut wrote = false;
+    for (p, s) in slots.iter().enumerate() {
+        if let Slot::New(bytes, _) = s {
+            let target = data.join(format!("__{p}.blp"));
+            let tmp = super::io::tmp_path(&target);
+            let mut file = Vec::with_capacity(BLP_HEADER_LEN + bytes.len());
+            file.extend_from_slice(&BLP_PREFIX);
+            file.extend_from_slice(bytes);
+            io.create(&tmp, &file)?;
+            io.rename(&tmp, &target)?;
+            wrote = true;
+        }
+    }
+    if wrote {
+        io.sync_dir(&data)?;
+    }
+
+    // 3. Attributes (bcolz cannot open a carray without `__attrs__`).
+    match &edit.attrs {
+        Some(a) => write_attrs(root, a, io)?,
+        None if !root.join("__attrs__").exists() => {
+            write_attrs(root, &Value::Object(Default::default()), io)?
+        }
+        None => {}
+    }
+
+    // 3. The commit point: meta/sizes.
+    if let Some(sizes) = &sizes {
+        io.replace(&root.join("meta/sizes"), sizes)?;
+    }
+
+    // 4. Chunk files beyond the new end.
+    for i in n..old_n {
+        io.remove(&data.join(format!("__{i}.blp")))?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn py_json_matches_python_dumps() {
+        let v: Value =
+            serde_json::from_str(r#"{"shape": [25, 3], "s": "K\u00e9\n\"x\" \ud83d\ude00", "f": 2.5, "n": null, "b": [true, {}]}"#)
+                .unwrap_or_default();
+        let mut s = String::new();
+        py_json(&v, &mut s);
+        assert_eq!(
+            s,
+            r#"{"shape": [25, 3], "s": "K\u00e9\n\"x\" \ud83d\ude00", "f": 2.5, "n": null, "b": [true, {}]}"#
+        );
+    }
+}

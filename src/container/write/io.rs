@@ -1,0 +1,197 @@
+//! The durable steps of a commit (positional write, fsync, create, rename, unlink, directory
+//! fsync), each counted so a test can stop a commit after any step as a crash would, and the
+//! `.b2lock` sidecar lock.
+//!
+//! Knows no format: paths and bytes in. Spec: `CONTAINER_NOTES.md` 3.6 (the sidecar: `flock`
+//! exclusive, u64 generation counter at offset 8, host byte order).
+//!
+//! Invariant: with a step budget, the step that would exceed it is not performed at all and
+//! every later step fails too ([`Io::crashed`] then says so).
+//!
+//! The one `unsafe` block is the `flock(2)` call on the sidecar (std's `File::lock` needs Rust
+//! 1.89, above the crate's rust-version).
+
+use std::fs::{File, OpenOptions};
+use std::os::unix::fs::FileExt;
+use std::os::unix::io::AsRawFd;
+use std::path::Path;
+
+use super::io_err;
+use crate::container::ContainerError;
+
+/// Performs and counts the durable steps of one commit.
+#[derive(Debug)]
+pub(super) struct Io {
+    budget: Option<usize>,
+    crashed: bool,
+}
+
+impl Io {
+    /// `budget`: how many steps may run (`None`: all).
+    pub(super) fn new(budget: Option<usize>) -> Io {
+        Io {
+            budget,
+            crashed: false,
+        }
+    }
+
+    /// Whether the budget ran out (a simulated crash).
+    pub(super) fn crashed(&self) -> bool {
+        self.crashed
+    }
+
+    fn step(&mut self, path: &Path) -> Result<(), ContainerError> {
+        match &mut self.budget {
+            Some(0) => {
+                self.crashed = true;
+                Err(io_err(
+                    path,
+                    std::io::Error::other("simulated crash (test step budget exhausted)"),
+                ))
+            }
+            Some(n) => {
+                *n -= 1;
+                Ok(())
+            }
+            None => Ok(()),
+        }
+    }
+
+    /// Writes all of `bytes` at `offset` of `file` (one step).
+    pub(super) fn write_at(
+        &mut self,
+        file: &File,
+        path: &Path,
+        offset: u64,
+        bytes: &[u8],
+    ) -> Result<(), ContainerError> {
+        self.step(path)?;
+        file.write_all_at(bytes, offset)
+            .map_err(|e| io_err(path, e))
+    }
+
+    /// fsyncs `file` (one step).
+    pub(super) fn sync(&mut self, file: &File, path: &Path) -> Result<(), ContainerError> {
+        self.step(path)?;
+        file.sync_all().map_err(|e| io_err(path, e))
+    }
+
+    /// Creates (or truncates) `path`, writes `bytes` (one step) and fsyncs it (one step).
+    pub(super) fn create(&mut self, path: &Path, bytes: &[u8]) -> Result<(), ContainerError> {
+        self.step(path)?;
+        let file = OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(path)
+            .map_err(|e| io_err(path, e))?;
+        file.write_all_at(bytes, 0).map_err(|e| io_err(path, e))?;
+        self.sync(&file, path)
+    }
+
+    /// Renames `from` over `to` (one step).
+    pub(super) fn rename(&mut self, from: &Path, to: &Path) -> Result<(), ContainerError> {
+        self.step(to)?;
+        std::fs::rename(from, to).map_err(|e| io_err(to, e))
+    }
+
+    /// Removes the file `path` if it exists (one step).
+    pub(super) fn remove(&mut self, path: &Path) -> Result<(), ContainerError> {
+        self.step(path)?;
+        match std::fs::remove_file(path) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(io_err(path, e)),
+            _ => Ok(()),
+        }
+    }
+
+    /// fsyncs the directory `dir` (one step), making renames and creations in it durable.
+    pub(super) fn sync_dir(&mut self, dir: &Path) -> Result<(), ContainerError> {
+        self.step(dir)?;
+        File::open(dir)
+            .and_then(|d| d.sync_all())
+            .map_err(|e| io_err(dir, e))
+    }
+
+    /// Writes `bytes` to `target` atomically: `<target>.b2fs-tmp` created and fsynced, renamed
+    /// over `target`, the directory fsynced (four steps).
+    pub(super) fn replace(&mut self, target: &Path, bytes: &[u8]) -> Result<(), ContainerError> {
+        let tmp = tmp_path(target);
+        self.create(&tmp, bytes)?;
+        self.rename(&tmp, target)?;
+        self.sync_dir(parent_dir(target))
+    }
+}
+
+/// The directory holding `path` (`.` for a bare file name).
+pub(super) fn parent_dir(path: &Path) -> &Path {
+    path.parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."))
+}
+
+/// The temporary name used next to `target` while it is being replaced.
+pub(super) fn tmp_path(target: &Path) -> std::path::PathBuf {
+    let mut name = target
+        .file_name()
+        .map(|n| n.to_os_string())
+        .unwrap_or_default();
+    name.push(".b2fs-tmp");
+    target.with_file_name(name)
+}
+
+/// An exclusive `flock` on a `.b2lock` sidecar, held until dropped.
+#[derive(Debug)]
+pub(super) struct SidecarLock {
+    file: File,
+    path: std::path::PathBuf,
+}
+
+impl SidecarLock {
+    /// Locks `sidecar` exclusively when it exists (`None` when it does not: nobody uses the
+    /// protocol).
+    pub(super) fn acquire(sidecar: &Path) -> Result<Option<SidecarLock>, ContainerError> {
+        if !sidecar.is_file() {
+            return Ok(None);
+        }
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(sidecar)
+            .map_err(|e| io_err(sidecar, e))?;
+        // SAFETY: flock only takes a file descriptor, owned by `file`, which outlives the call.
+        let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX) };
+        if rc != 0 {
+            return Err(io_err(sidecar, std::io::Error::last_os_error()));
+        }
+        Ok(Some(SidecarLock {
+            file,
+            path: sidecar.to_path_buf(),
+        }))
+    }
+
+    /// Increments the generation counter (u64, host byte order, bytes 8..16), so handles that
+    /// lock too refresh their view.
+    pub(super) fn bump(&self) -> Result<(), ContainerError> {
+        let mut b = [0u8; 8];
+        let len = self
+            .file
+            .metadata()
+            .map_err(|e| io_err(&self.path, e))?
+            .len();
+        if len >= 16 {
+            self.file
+                .read_exact_at(&mut b, 8)
+                .map_err(|e| io_err(&self.path, e))?;
+        }
+        let next = u64::from_ne_bytes(b).wrapping_add(1);
+        if len < 8 {
+            self.file
+                .write_all_at(&[0u8; 8][..8 - len as usize], len)
+                .map_err(|e| io_err(&self.path, e))?;
+        }
+        self.file
+            .write_all_at(&next.to_ne_bytes(), 8)
+            .map_err(|e| io_err(&self.path, e))?;
+        self.file.sync_data().map_err(|e| io_err(&self.path, e))
+    }
+}
