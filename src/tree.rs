@@ -40,6 +40,7 @@ mod prefetch;
 pub mod store;
 pub mod view;
 
+use std::borrow::Cow;
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::ops::{Deref, Range};
@@ -75,9 +76,19 @@ pub struct TreeOptions {
     /// Background threads that run prefetches.
     pub prefetch_threads: usize,
     /// A cold read decodes only the blocks it overlaps when the chunk is more than this many
-    /// times larger than the read and the read is not part of a sequential scan.
+    /// times larger than the read, the read is at most [`RANGE_READ_MAX`] bytes, and it is
+    /// not part of a sequential scan.
     pub range_factor: usize,
+    /// Threads that decode the blocks of one large chunk in parallel (1 = no splitting).
+    pub decode_threads: usize,
+    /// Chunks of at least this many bytes are decoded by `decode_threads` threads.
+    pub parallel_decode_min: usize,
 }
+
+/// Largest read served by a range decode. Kernel readahead of a sequential scan arrives as
+/// 128 KiB+ requests, possibly out of order across worker threads; only small reads are
+/// treated as random access.
+pub const RANGE_READ_MAX: usize = 64 * 1024;
 
 impl Default for TreeOptions {
     fn default() -> Self {
@@ -86,6 +97,8 @@ impl Default for TreeOptions {
             prefetch_chunks: 2,
             prefetch_threads: 2,
             range_factor: 4,
+            decode_threads: std::thread::available_parallelism().map_or(1, |n| n.get().min(4)),
+            parallel_decode_min: 1 << 20,
         }
     }
 }
@@ -127,7 +140,13 @@ type Key = (usize, usize);
 #[derive(Debug)]
 struct Core {
     sets: Vec<DataSet>,
+    /// Decompressed chunks.
     cache: ChunkCache<Key>,
+    /// Compressed chunks kept for range decodes: a random small read must not re-read a
+    /// whole compressed chunk from the source each time.
+    raw: ChunkCache<Key>,
+    decode_threads: usize,
+    parallel_decode_min: usize,
 }
 
 thread_local! {
@@ -161,7 +180,7 @@ impl Core {
             }));
         }
         let mut buf = self.cache.buffer(stored);
-        let res = DECODER.with(|d| d.borrow_mut().decompress_into(&chunk, &mut buf));
+        let res = self.decode_into(&chunk, &mut buf);
         match res {
             Ok(_) => {
                 buf.truncate(nbytes);
@@ -174,6 +193,46 @@ impl Core {
         }
     }
 
+    /// Decodes a whole chunk into `out` (exactly its nbytes). A large chunk is cut at block
+    /// boundaries and the parts are decoded on scoped threads with range decodes, so one cold
+    /// chunk uses every core (C-Blosc2 does the same with its nthreads).
+    fn decode_into(&self, chunk: &[u8], out: &mut [u8]) -> Result<(), CodecError> {
+        let parts = self.decode_threads.max(1);
+        let blocksize = match codec::chunk_info(chunk) {
+            Ok(h) => h.blocksize,
+            Err(e) => return Err(e),
+        };
+        let special_or_small = out.len() < self.parallel_decode_min || blocksize == 0;
+        let nblocks = out.len().div_ceil(blocksize.max(1));
+        if parts < 2 || special_or_small || nblocks < 2 {
+            return DECODER
+                .with(|d| d.borrow_mut().decompress_into(chunk, out))
+                .map(|_| ());
+        }
+        let per = nblocks.div_ceil(parts) * blocksize;
+        std::thread::scope(|scope| {
+            let mut rest = &mut out[..];
+            let mut offset = 0;
+            let mut handles = Vec::new();
+            while rest.len() > per {
+                let (part, tail) = rest.split_at_mut(per);
+                rest = tail;
+                let at = offset;
+                offset += per;
+                handles.push(scope.spawn(move || range_exact(chunk, at, part)));
+            }
+            let first = range_exact(chunk, offset, rest);
+            handles
+                .into_iter()
+                .map(|h| {
+                    h.join().unwrap_or(Err(CodecError::InvalidParams(
+                        "decode thread panicked".into(),
+                    )))
+                })
+                .fold(first, |acc, r| acc.and(r))
+        })
+    }
+
     /// Bytes `[offset, offset + len)` of a chunk, decoding only the blocks they overlap.
     fn decode_range(
         &self,
@@ -183,7 +242,9 @@ impl Core {
         len: usize,
     ) -> Result<Vec<u8>, ContainerError> {
         let store = &self.sets[set].store;
-        let chunk = store.chunk_bytes(index)?;
+        let chunk = self.raw.get_or_load((set, index), || {
+            store.chunk_bytes(index).map(Cow::into_owned)
+        })?;
         let mut out = vec![0u8; len];
         let n = DECODER
             .with(|d| d.borrow_mut().decompress_range(&chunk, offset, &mut out))
@@ -263,9 +324,14 @@ impl Tree {
             );
             sets.push(DataSet { store, base });
         }
+        // A quarter of the budget (at most 64 MiB) keeps compressed chunks for range decodes.
+        let raw_budget = (options.cache_size / 4).min(64 << 20);
         let core = Arc::new(Core {
             sets,
-            cache: ChunkCache::new(options.cache_size),
+            cache: ChunkCache::new(options.cache_size - raw_budget),
+            raw: ChunkCache::new(raw_budget),
+            decode_threads: options.decode_threads,
+            parallel_decode_min: options.parallel_decode_min,
         });
         let prefetch = (options.prefetch_chunks > 0 && options.prefetch_threads > 0)
             .then(|| prefetch::Prefetcher::start(core.clone(), options.prefetch_threads));
@@ -528,7 +594,8 @@ impl Tree {
         if let Some(bytes) = core.cache.get(&key) {
             return Ok(ReadData::Chunk(bytes, r));
         }
-        let small = nbytes / self.options.range_factor.max(1) > r.len();
+        let small =
+            r.len() <= RANGE_READ_MAX && nbytes / self.options.range_factor.max(1) > r.len();
         if !sequential && small && !core.cache.contains_or_loading(&key) {
             let out = core.decode_range(set, index, r.start, r.len())?;
             return Ok(ReadData::Owned(out));
@@ -586,6 +653,19 @@ impl Tree {
             namelen: NAME_MAX as u32,
             frsize: BSIZE,
         }
+    }
+}
+
+/// Range-decodes exactly `out.len()` bytes at `offset`.
+fn range_exact(chunk: &[u8], offset: usize, out: &mut [u8]) -> Result<(), CodecError> {
+    let n = DECODER.with(|d| d.borrow_mut().decompress_range(chunk, offset, out))?;
+    if n == out.len() {
+        Ok(())
+    } else {
+        Err(CodecError::OutputSize {
+            expected: offset + n,
+            actual: offset + out.len(),
+        })
     }
 }
 

@@ -191,6 +191,34 @@ fn tree_frames_chunk_files_match_reference_sha256() {
 const MIXED: [&str; 2] = ["schunk_deadspace", "schunk_blosc1_chunk"];
 
 #[test]
+fn tree_parallel_block_split_decode_matches_reference() {
+    // Every chunk, however small, decoded in 3 block-aligned parts on scoped threads.
+    let split = TreeOptions {
+        decode_threads: 3,
+        parallel_decode_min: 0,
+        prefetch_chunks: 0,
+        ..opts()
+    };
+    for (src, sc) in frame_fixtures() {
+        let t = Tree::from_source(&src, split).unwrap();
+        for c in sc["chunk_list"].as_array().unwrap() {
+            let i = c["index"].as_u64().unwrap() as usize;
+            let bytes =
+                read_all(&t, ino_of(&t, &format!("data/{}", chunk_name(i))), 1 << 20).unwrap();
+            assert_eq!(
+                sha256_hex(&bytes),
+                c["sha256"].as_str().unwrap(),
+                "{src:?} chunk {i}"
+            );
+        }
+    }
+    for (src, sc) in bcolz_fixtures("carray") {
+        let t = Tree::from_source(&src, split).unwrap();
+        check_carray(&t, "", &sc, &src.display().to_string());
+    }
+}
+
+#[test]
 fn tree_frames_meta_files_match_reference() {
     for (src, sc) in frame_fixtures() {
         let t = tree(&src);
