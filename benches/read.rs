@@ -165,6 +165,12 @@ fn splitmix(state: &mut u64) -> u64 {
     z ^ (z >> 31)
 }
 
+/// Whether part `name` runs: all by default, or those listed in `B2FS_BENCH` (comma list of
+/// seq, rand, dd, mount, rss).
+fn part(name: &str) -> bool {
+    std::env::var("B2FS_BENCH").map_or(true, |v| v.split(',').any(|p| p == name))
+}
+
 fn main() {
     if !Path::new("/dev/fuse").exists() || sh("sh", &["-c", "command -v fusermount3"]).is_empty() {
         eprintln!("SKIP bench read: needs /dev/fuse and fusermount3");
@@ -209,138 +215,144 @@ fn main() {
     );
 
     // 1 + 2: sequential, cold then warm, for both cache policies.
-    for (label, opts) in [("keep_cache", "ro"), ("direct_io", "ro,direct_io")] {
-        let m = Mounted::new(&f1g, opts);
-        let files = m.chunk_files();
-        let (bytes, cold) = read_files(&files);
-        let (_, warm) = read_files(&files);
-        println!(
-            "seq 1 GiB via mount [{label:10}] cold {}",
-            rate(bytes, cold)
+    if part("seq") {
+        for (label, opts) in [("keep_cache", "ro"), ("direct_io", "ro,direct_io")] {
+            let m = Mounted::new(&f1g, opts);
+            let files = m.chunk_files();
+            let (bytes, cold) = read_files(&files);
+            let (_, warm) = read_files(&files);
+            println!(
+                "seq 1 GiB via mount [{label:10}] cold {}",
+                rate(bytes, cold)
+            );
+            println!(
+                "seq 1 GiB via mount [{label:10}] warm {}",
+                rate(bytes, warm)
+            );
+        }
+        let py = python_json(&["scripts/bench_read.py", "seq", f1g.to_str().unwrap()]);
+        let (pb, ps) = (
+            py["bytes"].as_u64().unwrap(),
+            py["seconds"].as_f64().unwrap(),
         );
         println!(
-            "seq 1 GiB via mount [{label:10}] warm {}",
-            rate(bytes, warm)
+            "seq 1 GiB python-blosc2 decompress_chunk (nthreads=2)   {}",
+            rate(pb, ps)
         );
     }
-    let py = python_json(&["scripts/bench_read.py", "seq", f1g.to_str().unwrap()]);
-    let (pb, ps) = (
-        py["bytes"].as_u64().unwrap(),
-        py["seconds"].as_f64().unwrap(),
-    );
-    println!(
-        "seq 1 GiB python-blosc2 decompress_chunk (nthreads=2)   {}",
-        rate(pb, ps)
-    );
-
     // 3: random 4 KiB reads.
-    let nbytes = std::fs::metadata(&f1g).map(|_| 1u64 << 30).unwrap();
-    let chunk = 8u64 << 20;
-    let mut st = 7u64;
-    let offsets: Vec<u64> = (0..2000)
-        .map(|_| (splitmix(&mut st) % ((nbytes - 4096) / 4096)) * 4096)
-        .collect();
-    let list = data.join("offsets.txt");
-    std::fs::write(
-        &list,
-        offsets.iter().map(|o| format!("{o}\n")).collect::<String>(),
-    )
-    .unwrap();
-    for (label, opts) in [("keep_cache", "ro"), ("direct_io", "ro,direct_io")] {
-        let m = Mounted::new(&f1g, opts);
-        let files: Vec<File> = m
-            .chunk_files()
-            .iter()
-            .map(|f| File::open(f).unwrap())
+    if part("rand") {
+        let nbytes = std::fs::metadata(&f1g).map(|_| 1u64 << 30).unwrap();
+        let chunk = 8u64 << 20;
+        let mut st = 7u64;
+        let offsets: Vec<u64> = (0..2000)
+            .map(|_| (splitmix(&mut st) % ((nbytes - 4096) / 4096)) * 4096)
             .collect();
-        let mut buf = vec![0u8; 4096];
-        for pass in ["cold", "warm"] {
-            let t = Instant::now();
-            for &o in &offsets {
-                let f = &files[(o / chunk) as usize];
-                f.read_exact_at(&mut buf, o % chunk).unwrap();
+        let list = data.join("offsets.txt");
+        std::fs::write(
+            &list,
+            offsets.iter().map(|o| format!("{o}\n")).collect::<String>(),
+        )
+        .unwrap();
+        for (label, opts) in [("keep_cache", "ro"), ("direct_io", "ro,direct_io")] {
+            let m = Mounted::new(&f1g, opts);
+            let files: Vec<File> = m
+                .chunk_files()
+                .iter()
+                .map(|f| File::open(f).unwrap())
+                .collect();
+            let mut buf = vec![0u8; 4096];
+            for pass in ["cold", "warm"] {
+                let t = Instant::now();
+                for &o in &offsets {
+                    let f = &files[(o / chunk) as usize];
+                    f.read_exact_at(&mut buf, o % chunk).unwrap();
+                }
+                let s = t.elapsed().as_secs_f64();
+                println!(
+                    "rand 4 KiB x{} via mount [{label:10}] {pass} {:9.1} reads/s ({s:6.3} s)",
+                    offsets.len(),
+                    offsets.len() as f64 / s
+                );
             }
-            let s = t.elapsed().as_secs_f64();
+        }
+        let py = python_json(&[
+            "scripts/bench_read.py",
+            "rand",
+            f1g.to_str().unwrap(),
+            list.to_str().unwrap(),
+        ]);
+        for pass in ["cold", "warm"] {
+            let s = py[pass]["seconds"].as_f64().unwrap();
             println!(
-                "rand 4 KiB x{} via mount [{label:10}] {pass} {:9.1} reads/s ({s:6.3} s)",
+                "rand 4 KiB x{} python-blosc2 get_slice      {pass} {:9.1} reads/s ({s:6.3} s)",
                 offsets.len(),
                 offsets.len() as f64 / s
             );
         }
     }
-    let py = python_json(&[
-        "scripts/bench_read.py",
-        "rand",
-        f1g.to_str().unwrap(),
-        list.to_str().unwrap(),
-    ]);
-    for pass in ["cold", "warm"] {
-        let s = py[pass]["seconds"].as_f64().unwrap();
-        println!(
-            "rand 4 KiB x{} python-blosc2 get_slice      {pass} {:9.1} reads/s ({s:6.3} s)",
-            offsets.len(),
-            offsets.len() as f64 / s
-        );
-    }
-
     // 4: dd bs=1M of one large chunk file, both policies.
-    for (label, opts) in [("keep_cache", "ro"), ("direct_io", "ro,direct_io")] {
-        let m = Mounted::new(&f1g, opts);
-        let f = m.mp.join("data/00000005.bin");
-        for pass in ["cold", "warm"] {
-            let out = Command::new("dd")
-                .arg(format!("if={}", f.display()))
-                .args(["of=/dev/null", "bs=1M"])
-                .output()
-                .unwrap();
-            let text = String::from_utf8_lossy(&out.stderr);
-            let last = text.lines().last().unwrap_or_default().to_owned();
-            println!("dd bs=1M 8 MiB chunk [{label:10}] {pass}: {last}");
+    if part("dd") {
+        for (label, opts) in [("keep_cache", "ro"), ("direct_io", "ro,direct_io")] {
+            let m = Mounted::new(&f1g, opts);
+            let f = m.mp.join("data/00000005.bin");
+            for pass in ["cold", "warm"] {
+                let out = Command::new("dd")
+                    .arg(format!("if={}", f.display()))
+                    .args(["of=/dev/null", "bs=1M"])
+                    .output()
+                    .unwrap();
+                let text = String::from_utf8_lossy(&out.stderr);
+                let last = text.lines().last().unwrap_or_default().to_owned();
+                println!("dd bs=1M 8 MiB chunk [{label:10}] {pass}: {last}");
+            }
         }
     }
-
     // 5: mount time of a million-chunk frame.
-    {
-        let dir = tempfile::tempdir().unwrap();
-        let mp = std::fs::canonicalize(dir.path()).unwrap().join("mnt");
-        std::fs::create_dir(&mp).unwrap();
-        let t = Instant::now();
-        let st = Command::new(env!("CARGO_BIN_EXE_b2fs"))
-            .arg("mount")
-            .arg(&m1m)
-            .arg(&mp)
-            .status()
-            .unwrap();
-        let mount_s = t.elapsed().as_secs_f64();
-        assert!(st.success());
-        let t = Instant::now();
-        let n = std::fs::read_dir(mp.join("data")).unwrap().count();
-        let list_s = t.elapsed().as_secs_f64();
-        let t = Instant::now();
-        let last = std::fs::metadata(mp.join(format!("data/{:08}.bin", n - 1))).unwrap();
-        let stat_s = t.elapsed().as_secs_f64();
-        println!(
-            "1,000,000-chunk frame: b2fs mount returned in {mount_s:.3} s; listing {n} entries {list_s:.3} s; stat last ({} B) {:.6} s",
-            last.len(),
-            stat_s
-        );
-        let _ = Command::new(env!("CARGO_BIN_EXE_b2fs"))
-            .arg("umount")
-            .arg(&mp)
-            .status();
+    if part("mount") {
+        {
+            let dir = tempfile::tempdir().unwrap();
+            let mp = std::fs::canonicalize(dir.path()).unwrap().join("mnt");
+            std::fs::create_dir(&mp).unwrap();
+            let t = Instant::now();
+            let st = Command::new(env!("CARGO_BIN_EXE_b2fs"))
+                .arg("mount")
+                .arg(&m1m)
+                .arg(&mp)
+                .status()
+                .unwrap();
+            let mount_s = t.elapsed().as_secs_f64();
+            assert!(st.success());
+            let t = Instant::now();
+            let n = std::fs::read_dir(mp.join("data")).unwrap().count();
+            let list_s = t.elapsed().as_secs_f64();
+            let t = Instant::now();
+            let last = std::fs::metadata(mp.join(format!("data/{:08}.bin", n - 1))).unwrap();
+            let stat_s = t.elapsed().as_secs_f64();
+            println!(
+                "1,000,000-chunk frame: b2fs mount returned in {mount_s:.3} s; listing {n} entries {list_s:.3} s; stat last ({} B) {:.6} s",
+                last.len(),
+                stat_s
+            );
+            let _ = Command::new(env!("CARGO_BIN_EXE_b2fs"))
+                .arg("umount")
+                .arg(&mp)
+                .status();
+        }
     }
-
     // 6: peak RSS while streaming 4 GiB with a 64 MiB cache.
-    {
-        let m = Mounted::new(&f4g, "ro,cache_size=64M");
-        let before = m.peak_rss();
-        let files = m.chunk_files();
-        let (bytes, secs) = read_files(&files);
-        println!(
-            "stream 4 GiB cache_size=64M: {} ; peak RSS {:.1} MiB (after mount {:.1} MiB)",
-            rate(bytes, secs),
-            m.peak_rss() as f64 / MIB,
-            before as f64 / MIB
-        );
+    if part("rss") {
+        {
+            let m = Mounted::new(&f4g, "ro,cache_size=64M");
+            let before = m.peak_rss();
+            let files = m.chunk_files();
+            let (bytes, secs) = read_files(&files);
+            println!(
+                "stream 4 GiB cache_size=64M: {} ; peak RSS {:.1} MiB (after mount {:.1} MiB)",
+                rate(bytes, secs),
+                m.peak_rss() as f64 / MIB,
+                before as f64 / MIB
+            );
+        }
     }
 }

@@ -587,11 +587,11 @@ impl Tree {
         if r.is_empty() {
             return Ok(ReadData::Owned(Vec::new()));
         }
-        if sequential {
-            self.prefetch_after(set, index);
-        }
         let key = (set, index);
         if let Some(bytes) = core.cache.get(&key) {
+            if sequential {
+                self.prefetch_after(set, index);
+            }
             return Ok(ReadData::Chunk(bytes, r));
         }
         let small =
@@ -600,7 +600,12 @@ impl Tree {
             let out = core.decode_range(set, index, r.start, r.len())?;
             return Ok(ReadData::Owned(out));
         }
+        // Prefetch only once this chunk is decoded: the reader is waiting for it, and
+        // prefetches started earlier would take cores from its decode.
         let bytes = core.chunk(set, index)?;
+        if sequential {
+            self.prefetch_after(set, index);
+        }
         Ok(ReadData::Chunk(bytes, r))
     }
 
