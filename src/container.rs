@@ -1,24 +1,38 @@
 //! Sources on disk: contiguous and sparse Blosc2 frames, b2nd/caterva arrays, bcolz carray and
-//! ctable directories. Opens a source (reading only its header, index and trailer), reports
-//! geometry and metadata, and hands out each chunk's compressed bytes. Knows nothing of FUSE.
+//! ctable directories. Opens a source (reading only its header, index and trailer, or its JSON
+//! metadata), reports geometry and metadata, and hands out each chunk's compressed bytes.
 //!
 //! It deliberately does not know FUSE, inodes or caches, and never decodes chunk data (it
-//! calls the codec only for the frame index chunk and vlmetalayer contents).
+//! calls the codec only for the frame index chunk and vlmetalayer contents, and to parse a
+//! chunk header on request).
 //!
 //! Reference: `shared/spec/CONTAINER_NOTES.md` (which corrects the seeds in
-//! `shared/seeds/002_…txt`, `003_…txt`; see each submodule's docs for the differences).
+//! `shared/seeds/002_...txt`, `003_...txt`; see each submodule's docs for the differences).
 //!
 //! Layout:
 //! - [`source`]: positional reads with bounds checks and I/O counters (no mmap: see there);
 //! - `msgpack`: the exact-marker cursor for frame structures;
 //! - [`frame`]: contiguous and sparse frames (header, metalayers, index, trailer);
-//! - [`ndim`]: `b2nd`/`caterva` metalayers and the element-to-chunk mapping;
+//! - [`ndim`]: `b2nd`/`caterva` metalayers and the element-to-chunk mapping ([`Grid`]);
 //! - [`bcolz`]: carray and ctable directories, and the refused 2012 `blsk` layout;
 //! - [`attrs`]: the documented reversible msgpack <-> JSON mapping of attributes.
 //!
-//! Detection is by content, never by extension: a file starting with the frame magic is a
-//! contiguous frame; a directory with `__rootdirs__` is a ctable, with `chunks.b2frame` a
-//! sparse frame, with `meta/sizes` + `meta/storage` a carray; `blsk` evidence is refused.
+//! Detection is by content, never by extension. A file starting with the frame magic is a
+//! contiguous frame (with frame_type 1: the index of the sparse frame in its directory); a
+//! file starting with `blsk` is refused. A directory with `__rootdirs__` is a ctable, with
+//! `chunks.b2frame` a sparse frame, with `meta/sizes` + `meta/storage` a carray; `meta/nrows`,
+//! `__N__.bin` files or `blsk` magic are the 2012 proposal and are refused.
+//!
+//! What each source reports, in one table:
+//!
+//! | | frames | bcolz carray |
+//! | --- | --- | --- |
+//! | `typesize` | header typesize | dtype itemsize |
+//! | `chunksize` | header chunksize (0 variable) | chunklen x row size |
+//! | `nbytes` / `cbytes` | header (cbytes includes dead space) | len x row size / `meta/sizes` cbytes |
+//! | `geometry` | `b2nd`/`caterva` metalayer, else `[nbytes / typesize]` | `meta/sizes` shape, `[chunklen, ...]`, `storage.dtype` |
+//! | `attrs` | vlmetalayers via [`attrs`] | `__attrs__` |
+//! | chunk bytes | Blosc2 chunk (specials synthesised) | Blosc1 chunk after the `blpk` prefix |
 //!
 //! Invariants: opening reads only headers, indexes, trailers and metadata files; [`Array`]
 //! is `Send + Sync` and all chunk access is `&self`; every structural failure is a
@@ -104,15 +118,15 @@ pub struct Array {
     kind: SourceKind,
     inner: Inner,
     geometry: Geometry,
-    nd: Option<NdMeta>,
+    nd: Option<Box<NdMeta>>,
     attrs: serde_json::Value,
     stats: Arc<IoStats>,
 }
 
 #[derive(Debug)]
 enum Inner {
-    Frame(frame::Frame),
-    Bcolz(bcolz::Carray),
+    Frame(Box<frame::Frame>),
+    Bcolz(Box<bcolz::Carray>),
 }
 
 /// A bcolz ctable: its attributes and its columns in `__rootdirs__` order.
@@ -177,10 +191,10 @@ pub fn open(path: &Path) -> Result<Container, ContainerError> {
             columns,
         }));
     }
-    if let Some(what) = bcolz::blsk_evidence(path) {
+    if path.join("meta/nrows").is_file() {
         return Err(ContainerError::Unsupported {
             path: path.to_path_buf(),
-            what,
+            what: "meta/nrows (2012 blsk proposal layout, never shipped by bcolz)".into(),
         });
     }
     let index = path.join("chunks.b2frame");
@@ -197,6 +211,12 @@ pub fn open(path: &Path) -> Result<Container, ContainerError> {
             stats,
         )));
     }
+    if let Some(what) = bcolz::blsk_evidence(path) {
+        return Err(ContainerError::Unsupported {
+            path: path.to_path_buf(),
+            what,
+        });
+    }
     Err(not_a_container(
         path,
         "directory has no chunks.b2frame, __rootdirs__ or meta/sizes + meta/storage",
@@ -205,11 +225,19 @@ pub fn open(path: &Path) -> Result<Container, ContainerError> {
 
 fn open_file(path: &Path, stats: Arc<IoStats>) -> Result<Array, ContainerError> {
     let src = source::Source::open(path, Arc::clone(&stats))?;
-    let n = usize::try_from(src.len().min(16)).unwrap_or(16);
+    let n = usize::try_from(src.len().min(32)).unwrap_or(32);
     let head = src.read_at(0, n, "file magic")?;
+    if head.starts_with(&frame::MAGIC) && head.get(26) == Some(&1) {
+        // The index file of a sparse frame: open its directory.
+        drop(src);
+        let dir = path.parent().unwrap_or(Path::new("."));
+        let f = frame::Frame::open(path, 0, Some(dir), Arc::clone(&stats))?;
+        return Array::from_frame(dir.to_path_buf(), SourceKind::Sframe, f, stats);
+    }
     if head.starts_with(&frame::MAGIC) {
         drop(src);
-        return Array::open_frame_at(path, 0);
+        let f = frame::Frame::open(path, 0, None, Arc::clone(&stats))?;
+        return Array::from_frame(path.to_path_buf(), SourceKind::Cframe, f, stats);
     }
     if head.starts_with(b"blsk") {
         return Err(ContainerError::Unsupported {
@@ -294,9 +322,9 @@ impl Array {
         Ok(Array {
             path,
             kind,
-            inner: Inner::Frame(f),
+            inner: Inner::Frame(Box::new(f)),
             geometry,
-            nd,
+            nd: nd.map(Box::new),
             attrs,
             stats,
         })
@@ -316,7 +344,7 @@ impl Array {
             path,
             kind: SourceKind::BcolzCarray,
             attrs: c.attrs().clone(),
-            inner: Inner::Bcolz(c),
+            inner: Inner::Bcolz(Box::new(c)),
             geometry,
             nd: None,
             stats,
@@ -461,7 +489,7 @@ impl Array {
 
     /// The decoded `b2nd`/`caterva` metalayer, if the frame has one.
     pub fn nd_meta(&self) -> Option<&NdMeta> {
-        self.nd.as_ref()
+        self.nd.as_deref()
     }
 
     /// The b2nd chunk grid (element-to-chunk mapping), if the frame has an N-dim metalayer
@@ -502,6 +530,16 @@ impl Array {
         }
     }
 
+    /// The raw chunk-index entry of chunk `index` (frames only): a byte offset relative to
+    /// the end of the header (contiguous), a chunk id (sparse), or a negative special code
+    /// (`0x81..` zeros, `0x82..` NaN, `0x84..` uninitialised). No I/O.
+    pub fn frame_index_entry(&self, index: usize) -> Option<i64> {
+        match &self.inner {
+            Inner::Frame(f) => f.index_entry(index),
+            Inner::Bcolz(_) => None,
+        }
+    }
+
     /// `meta/sizes` as parsed, keys in file order (bcolz only).
     pub fn bcolz_sizes(&self) -> Option<&serde_json::Value> {
         match &self.inner {
@@ -515,6 +553,31 @@ impl Array {
         match &self.inner {
             Inner::Bcolz(c) => Some(c.storage()),
             Inner::Frame(_) => None,
+        }
+    }
+
+    /// Whether the carray has an `__attrs__` file (bcolz only; bcolz-zipline cannot open a
+    /// carray without one, so write-back must create it).
+    pub fn bcolz_has_attrs_file(&self) -> Option<bool> {
+        match &self.inner {
+            Inner::Bcolz(c) => Some(c.has_attrs_file()),
+            Inner::Frame(_) => None,
+        }
+    }
+
+    /// Whether the source changed on disk since it was opened (frames: file length, mtime or
+    /// the 87-byte header prefix; bcolz: `meta/sizes`, `meta/storage` or `__attrs__`). A
+    /// changed source should be reopened: cached geometry and index no longer apply. Never
+    /// reads chunk data.
+    ///
+    /// # Errors
+    ///
+    /// [`ContainerError::Io`] / [`ContainerError::Malformed`] when the header cannot be read
+    /// back although the file is still there.
+    pub fn changed_on_disk(&self) -> Result<bool, ContainerError> {
+        match &self.inner {
+            Inner::Frame(f) => f.changed_on_disk(),
+            Inner::Bcolz(c) => Ok(c.changed_on_disk()),
         }
     }
 

@@ -5,10 +5,107 @@
 
 pub mod blosclz;
 pub mod blosclz_encode;
+pub mod lz4;
+pub mod lz4_encode;
 
 use std::fmt;
 
 use super::Codec;
+
+#[cfg(test)]
+mod tests {
+    use super::copy_match;
+
+    /// Every distance and length, with and without slack, against the byte-by-byte definition.
+    #[test]
+    fn copy_match_is_lz77_copy() {
+        for dist in 1..40usize {
+            for len in 0..100usize {
+                for slack in [0usize, 3, 16, 40] {
+                    let n = dist + len + slack;
+                    let mut out: Vec<u8> = (0..n).map(|i| (i * 7 + 3) as u8).collect();
+                    let mut want = out.clone();
+                    for i in 0..len {
+                        want[dist + i] = want[i];
+                    }
+                    copy_match(&mut out, dist, dist, len);
+                    assert_eq!(
+                        out[..dist + len],
+                        want[..dist + len],
+                        "dist {dist} len {len}"
+                    );
+                }
+            }
+        }
+    }
+}
+
+/// Copies `len` bytes from `dist` bytes back to `op` inside `out`, with LZ77 semantics
+/// (overlap repeats the pattern). The caller guarantees `1 <= dist <= op` and
+/// `op + len <= out.len()`.
+///
+/// Short matches (≤ 64 bytes) with 16 bytes of slack in the output are copied in fixed 16- or
+/// 8-byte moves, each reading only bytes already final; they may write up to 15 bytes past
+/// `len`, which later sequences rewrite (a stream must fill its output exactly).
+#[inline(always)]
+pub(crate) fn copy_match(out: &mut [u8], op: usize, dist: usize, len: usize) {
+    let src = op - dist;
+    if len <= 64 && out.len() - op >= len + 16 {
+        if dist >= 16 {
+            let mut i = 0;
+            while i < len {
+                out.copy_within(src + i..src + i + 16, op + i);
+                i += 16;
+            }
+        } else if dist == 1 {
+            let b = out[src];
+            out[op..op + len].fill(b);
+        } else if dist < 8 {
+            // Period `dist` < 8: build 8 pattern bytes in a register and store them every
+            // `step` bytes (the largest multiple of `dist` ≤ 8); no load depends on a store.
+            // Byte loads: each lies inside one earlier store, so store forwarding works (an
+            // 8-byte load spanning two fresh stores stalls).
+            let mut seed = 0u64;
+            for (k, &b) in out[src..op].iter().enumerate() {
+                seed |= u64::from(b) << (8 * k);
+            }
+            let mut w = seed;
+            let mut sh = 8 * dist;
+            while sh < 64 {
+                w |= seed << sh;
+                sh += 8 * dist;
+            }
+            let w = w.to_le_bytes();
+            let step = dist * (8 / dist);
+            let mut i = 0;
+            while i < len {
+                out[op + i..op + i + 8].copy_from_slice(&w);
+                i += step;
+            }
+        } else {
+            // 8 ≤ dist < 16: 8-byte moves, each reading bytes already final.
+            let mut i = 0;
+            while i < len {
+                out.copy_within(src + i..src + i + 8, op + i);
+                i += 8;
+            }
+        }
+    } else if dist >= len {
+        out.copy_within(src..src + len, op);
+    } else if dist == 1 {
+        let b = out[src];
+        out[op..op + len].fill(b);
+    } else {
+        // The written region from `src` is periodic with period `dist`, so a copy from `src`
+        // of up to `op + done - src` bytes (a multiple of `dist` until the last) continues it.
+        let mut done = 0;
+        while done < len {
+            let n = (dist + done).min(len - done);
+            out.copy_within(src..src + n, op + done);
+            done += n;
+        }
+    }
+}
 
 /// Largest dictionary section a chunk may carry (section 5.2).
 pub const MAX_DICT_SIZE: usize = 32 * 1024;
@@ -85,11 +182,8 @@ impl StreamDecoders {
         let produced = match codec {
             Codec::BloscLz => return blosclz::decompress(input, out).map_err(|e| e.to_string()),
             Codec::Lz4 | Codec::Lz4Hc => {
-                let r = match dict {
-                    Some(d) => lz4_flex::block::decompress_into_with_dict(input, out, d),
-                    None => lz4_flex::block::decompress_into(input, out),
-                };
-                r.map_err(|e| format!("lz4: {e}"))?
+                return lz4::decompress(input, out, dict.unwrap_or_default())
+                    .map_err(|e| e.to_string());
             }
             Codec::Zstd => self
                 .zstd_ctx()?

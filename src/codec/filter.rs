@@ -223,30 +223,38 @@ impl Pipeline {
         BitshuffleRule::for_version(self.version)
     }
 
-    /// The step of slot `i`, or `None` for an empty slot or one that is the identity.
-    /// `decode` leaves out TRUNC_PREC (nothing to undo).
-    fn step(&self, i: usize, decode: bool) -> Option<Step> {
+    /// The step of slot `i`, `Ok(None)` for an empty slot or one that is the identity, an
+    /// error for an id this build does not run (only reachable when the public fields were
+    /// set without [`Pipeline::new`]). `decode` leaves out TRUNC_PREC (nothing to undo).
+    fn step(&self, i: usize, decode: bool) -> Result<Option<Step>, CodecError> {
         let meta = self.filters_meta[i];
         let grouped = if meta != 0 {
             usize::from(meta)
         } else {
             self.typesize
         };
-        match self.filters[i] {
+        Ok(match self.filters[i] {
             SHUFFLE if grouped > 1 => Some(Step::Shuffle(grouped)),
             BITSHUFFLE => Some(Step::Bitshuffle),
             DELTA => Some(Step::Delta),
             TRUNC_PREC if !decode => Some(Step::TruncPrec(meta)),
             BYTEDELTA => Some(Step::Bytedelta(grouped)),
             BYTEDELTA_BUGGY => Some(Step::BytedeltaBuggy(grouped)),
-            _ => None,
-        }
+            NOFILTER | SHUFFLE | TRUNC_PREC => None,
+            id => {
+                return Err(CodecError::UnsupportedFilter {
+                    id,
+                    name: filter_name(id),
+                    slot: i,
+                });
+            }
+        })
     }
 
     /// Whether decoding has nothing to undo: every slot is empty, TRUNC_PREC, or a SHUFFLE
     /// whose group size is 1.
     pub fn is_noop_backward(&self) -> bool {
-        (0..6).all(|i| self.step(i, true).is_none())
+        (0..6).all(|i| matches!(self.step(i, true), Ok(None)))
     }
 
     /// Whether some slot is DELTA (then block 0 must be decoded before the others).
@@ -268,7 +276,7 @@ impl Pipeline {
         let mut steps = [Step::Delta; 6];
         let mut n = 0;
         for i in (0..6).rev() {
-            if let Some(s) = self.step(i, true) {
+            if let Some(s) = self.step(i, true)? {
                 steps[n] = s;
                 n += 1;
             }
@@ -368,7 +376,7 @@ impl Pipeline {
         let mut steps = [Step::Delta; 6];
         let mut n = 0;
         for i in 0..6 {
-            if let Some(s) = self.step(i, false) {
+            if let Some(s) = self.step(i, false)? {
                 if let Step::BytedeltaBuggy(_) = s {
                     return Err(CodecError::UnsupportedFilter {
                         id: BYTEDELTA_BUGGY,
@@ -423,6 +431,139 @@ impl Pipeline {
             Step::BytedeltaBuggy(_) => Err(CodecError::InvalidParams(
                 "bytedelta 34 is decode only".to_string(),
             )),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn data(len: usize) -> Vec<u8> {
+        (0..len).map(|i| (i * 7 + i / 5) as u8).collect()
+    }
+
+    #[test]
+    fn names_of_refused_ids() {
+        assert_eq!(filter_name(32), "ndcell");
+        assert_eq!(filter_name(33), "ndmean");
+        assert_eq!(filter_name(36), "int_trunc");
+        assert_eq!(filter_name(7), "reserved");
+        assert_eq!(filter_name(161), "user");
+        let err = Pipeline::new([0, 0, 0, 36, 0, 0], [0; 6], 4, 5).unwrap_err();
+        assert_eq!(
+            err,
+            CodecError::UnsupportedFilter {
+                id: 36,
+                name: "int_trunc",
+                slot: 3
+            }
+        );
+    }
+
+    /// A pipeline built with unknown ids through its public fields is refused at run time.
+    #[test]
+    fn hand_built_pipeline_with_unknown_id_is_refused() {
+        let p = Pipeline {
+            filters: [0, 0, 0, 0, 0, 200],
+            filters_meta: [0; 6],
+            typesize: 4,
+            version: 5,
+        };
+        assert!(!p.is_noop_backward());
+        let mut a = data(64);
+        let mut b = vec![0; 64];
+        assert!(matches!(
+            p.backward(&mut a, &mut b, None),
+            Err(CodecError::UnsupportedFilter {
+                id: 200,
+                slot: 5,
+                ..
+            })
+        ));
+        let mut s = vec![0; 64];
+        assert!(p.forward(&a, &mut b, &mut s, &a, true).is_err());
+    }
+
+    #[test]
+    fn simd_level_detection_is_cached_and_consistent() {
+        let a = SimdLevel::detect();
+        assert_eq!(a, SimdLevel::detect());
+        assert!(a.cpu_has());
+        assert!(SimdLevel::available().contains(&SimdLevel::Scalar));
+    }
+
+    /// Every combination of in-place and out-of-place steps ends in `dst` and inverts
+    /// `forward` (the buffer-flip planning of `backward`).
+    #[test]
+    fn backward_planning_parities() {
+        let ids = [NOFILTER, SHUFFLE, BITSHUFFLE, BYTEDELTA, DELTA];
+        let input = data(1000);
+        for a in ids {
+            for b in ids {
+                for c in ids {
+                    // DELTA only in front of the others (the placement writers use).
+                    if (b == DELTA && a != NOFILTER) || (c == DELTA && (a | b) != NOFILTER) {
+                        continue;
+                    }
+                    let p = Pipeline::new([a, b, c, 0, 0, 0], [0; 6], 4, 5).unwrap();
+                    let mut enc = vec![0; 1000];
+                    let mut scratch = vec![0; 1000];
+                    p.forward(&input, &mut enc, &mut scratch, &input, true)
+                        .unwrap();
+                    let mut out = vec![0xEE; 1000];
+                    p.backward(&mut enc, &mut out, None).unwrap();
+                    assert_eq!(out, input, "{a} {b} {c}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn empty_and_tiny_blocks() {
+        for len in 0..20 {
+            for ts in [1, 2, 4, 8, 16, 255] {
+                let p = Pipeline::new([DELTA, SHUFFLE, BITSHUFFLE, BYTEDELTA, 0, 0], [0; 6], ts, 5)
+                    .unwrap();
+                let input = data(len);
+                let mut enc = vec![0; len];
+                let mut scratch = vec![0; len];
+                p.forward(&input, &mut enc, &mut scratch, &input, true)
+                    .unwrap();
+                let mut out = vec![0; len];
+                p.backward(&mut enc, &mut out, None).unwrap();
+                assert_eq!(out, input);
+            }
+        }
+    }
+
+    /// Odd typesizes (0, huge) and mismatched buffers give errors or identity, never panics.
+    #[test]
+    fn odd_inputs_do_not_panic() {
+        let src = data(777);
+        let mut dst = vec![0; 777];
+        let mut short = vec![0; 776];
+        for t in [0usize, 1, 3, 254, 255, 256, 1000, usize::MAX] {
+            for level in SimdLevel::available() {
+                shuffle::shuffle_with(level, t, &src, &mut dst).unwrap();
+                shuffle::unshuffle_with(level, t, &src, &mut dst).unwrap();
+                for rule in [BitshuffleRule::Blosc1, BitshuffleRule::Blosc2] {
+                    bitshuffle::bitshuffle_with(level, t, &src, &mut dst, rule).unwrap();
+                    bitshuffle::bitunshuffle_with(level, t, &src, &mut dst, rule).unwrap();
+                    assert!(bitshuffle::bitshuffle_with(level, t, &src, &mut short, rule).is_err());
+                }
+                bytedelta::decode_with(level, t, &src, &mut dst).unwrap();
+                assert!(shuffle::shuffle_with(level, t, &src, &mut short).is_err());
+                assert!(shuffle::unshuffle_with(level, t, &src, &mut short).is_err());
+                assert!(bytedelta::decode_with(level, t, &src, &mut short).is_err());
+            }
+            bytedelta::encode(t, &src, &mut dst).unwrap();
+            bytedelta::decode_buggy(t, &src, &mut dst).unwrap();
+            delta::encode(t, &src, &mut dst, None).unwrap();
+            delta::decode(t, &src, &mut dst, Some(&src)).unwrap();
+            assert!(delta::decode(t, &src, &mut dst, Some(&src[..8])).is_err() || t == 0);
+            assert!(truncprec::trunc_prec(t, 10, &src, &mut dst).is_err());
+            assert!(bytedelta::encode(t, &src, &mut short).is_err());
         }
     }
 }

@@ -26,8 +26,8 @@
 //! | bin | `{"__bytes__": "<base64>"}` |
 //! | str that is not UTF-8 | `{"__str__": "<base64>"}` |
 //! | array whose first item is the str `"__tuple__"` (a python tuple) | `{"__tuple__": [items after the marker]}` |
-//! | float64 NaN / +inf / -inf | `{"__float__": "NaN"}` / `"Infinity"` / `"-Infinity"` |
-//! | float32 | `{"__float32__": number or "NaN"/"Infinity"/"-Infinity"}` |
+//! | float64 NaN / +inf / -inf | `{"__float__": "nan"}` / `"inf"` / `"-inf"` (on input `"NaN"`, `"Infinity"`, `"-Infinity"` are accepted too) |
+//! | float32 | `{"__float32__": number or "nan"/"inf"/"-inf"}` |
 //! | map with a non-string or repeated key, or a one-entry map whose key is a tag | `{"__map__": [[key, value], ...]}` |
 //! | ext 44 with 16 bytes (complex: two BE float64) | `{"__complex__": [re, im]}` (each a number or a `__float__` tag) |
 //! | ext 45 holding one msgpack array (python `set`) | `{"__set__": [...]}` |
@@ -35,11 +35,17 @@
 //! | any other ext (42 embedded cframe, 43 reference, timestamps, ...) | `{"__ext__": [type, "<base64>"]}` |
 //! | a top-level content that is not exactly one msgpack value | `{"__raw__": "<base64>"}` |
 //!
+//! The names follow the JSON encoding of the fixture sidecars (`tests/data/README.md`), except
+//! that a generic ext is one key with a `[type, base64]` pair.
+//!
 //! Tags are: `__bytes__`, `__str__`, `__tuple__`, `__float__`, `__float32__`, `__map__`,
 //! `__complex__`, `__set__`, `__ndarray__`, `__ext__`, `__raw__`. A JSON object is read as a
 //! tag only when it has exactly one key and that key is a tag; a real msgpack map of that
 //! shape is written as `__map__`, so decoding is unambiguous. base64 is the standard alphabet
 //! with `=` padding.
+//!
+//! python-blosc2 4.14 unpacks with msgpack's `strict_map_key`: it rejects maps whose keys are
+//! not str or bytes, so a `__map__` with integer keys is readable by b2fs but not by python.
 //!
 //! Ext 45/46 payloads become `__set__`/`__ndarray__` only when re-encoding them gives the same
 //! bytes; otherwise they stay `__ext__`.
@@ -126,7 +132,9 @@ pub fn content_to_json(bytes: &[u8]) -> Value {
 ///
 /// # Errors
 ///
-/// [`AttrsError::Json`] for a malformed tag (bad base64, wrong arity, a nested `__raw__`).
+/// [`AttrsError::Json`] for a malformed tag (bad base64, wrong arity, a nested `__raw__`) and
+/// for a JSON list whose first item is the string `"__tuple__"` (python-blosc2 would read it as
+/// a tuple; such a value has no faithful msgpack form under its conventions).
 pub fn json_to_msgpack(value: &Value) -> Result<Vec<u8>, AttrsError> {
     if let Some(Value::String(b64)) = single_tag(value)
         .filter(|(k, _)| *k == "__raw__")
@@ -161,9 +169,9 @@ fn single_tag(v: &Value) -> Option<(&str, &Value)> {
 
 fn float_to_json(f: f64) -> Value {
     if f.is_nan() {
-        tag("__float__", Value::String("NaN".into()))
+        tag("__float__", Value::String("nan".into()))
     } else if f.is_infinite() {
-        let s = if f > 0.0 { "Infinity" } else { "-Infinity" };
+        let s = if f > 0.0 { "inf" } else { "-inf" };
         tag("__float__", Value::String(s.into()))
     } else {
         Number::from_f64(f).map_or(Value::Null, Value::Number)
@@ -172,9 +180,9 @@ fn float_to_json(f: f64) -> Value {
 
 fn nonfinite_from_str(s: &str) -> Option<f64> {
     match s {
-        "NaN" => Some(f64::NAN),
-        "Infinity" => Some(f64::INFINITY),
-        "-Infinity" => Some(f64::NEG_INFINITY),
+        "nan" | "NaN" => Some(f64::NAN),
+        "inf" | "Infinity" => Some(f64::INFINITY),
+        "-inf" | "-Infinity" => Some(f64::NEG_INFINITY),
         _ => None,
     }
 }
@@ -343,10 +351,13 @@ impl Decoder<'_> {
                 let mut im = [0u8; 8];
                 re.copy_from_slice(&payload[..8]);
                 im.copy_from_slice(&payload[8..]);
-                let pair = vec![
-                    float_to_json(f64::from_be_bytes(re)),
-                    float_to_json(f64::from_be_bytes(im)),
-                ];
+                let (re, im) = (f64::from_be_bytes(re), f64::from_be_bytes(im));
+                // A NaN with a payload other than the canonical one would not round-trip.
+                let exact = |f: f64| !f.is_nan() || f.to_bits() == f64::NAN.to_bits();
+                if !(exact(re) && exact(im)) {
+                    return Ok(tag("__ext__", generic()));
+                }
+                let pair = vec![float_to_json(re), float_to_json(im)];
                 Ok(tag("__complex__", Value::Array(pair)))
             }
             45 | 46 => {
@@ -533,6 +544,13 @@ fn encode(v: &Value, out: &mut Vec<u8>, p: &mut String, depth: usize) -> Result<
         }
         Value::String(s) => put_str(out, s.as_bytes(), p)?,
         Value::Array(items) => {
+            if items.first().and_then(Value::as_str) == Some("__tuple__") {
+                // python-blosc2 would read it back as a tuple without the marker.
+                return Err(json_err(
+                    p,
+                    "a list starting with \"__tuple__\" is a tuple in python-blosc2; write {\"__tuple__\": [...]}",
+                ));
+            }
             put_array_len(out, items.len(), p)?;
             encode_items(items, out, p, depth)?;
         }
@@ -727,6 +745,7 @@ pub fn base64_decode(s: &str) -> Option<Vec<u8>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
     use serde_json::json;
 
     fn rt(bytes: &[u8]) -> Value {
@@ -774,10 +793,10 @@ mod tests {
         assert_eq!(serde_json::to_string(&v).unwrap(), "1.0");
         let mut nan = vec![0xcb];
         nan.extend(f64::NAN.to_be_bytes());
-        assert_eq!(rt(&nan), json!({"__float__": "NaN"}));
+        assert_eq!(rt(&nan), json!({"__float__": "nan"}));
         let mut inf = vec![0xcb];
         inf.extend(f64::NEG_INFINITY.to_be_bytes());
-        assert_eq!(rt(&inf), json!({"__float__": "-Infinity"}));
+        assert_eq!(rt(&inf), json!({"__float__": "-inf"}));
         let mut f32v = vec![0xca];
         f32v.extend(1.5f32.to_be_bytes());
         assert_eq!(rt(&f32v), json!({"__float32__": 1.5}));
@@ -839,8 +858,8 @@ mod tests {
         assert_eq!(rt(&[0xd4, 42, 7]), json!({"__ext__": [42, "Bw=="]}));
         // A non-canonical set payload stays a generic ext.
         assert_eq!(
-            rt(&[0xc7, 4, 45, 0xdc, 0, 1, 1]),
-            json!({"__ext__": [45, "3AABAQ=="]})
+            rt(&[0xc7, 3, 45, 0xdc, 0, 0]),
+            json!({"__ext__": [45, "3AAA"]})
         );
     }
 
@@ -864,12 +883,141 @@ mod tests {
         );
     }
 
+    /// A msgpack value, encoded by the independent `rmp` encoder (smallest widths, like
+    /// python's msgpack).
+    #[derive(Debug, Clone)]
+    enum Mp {
+        Nil,
+        Bool(bool),
+        Uint(u64),
+        Sint(i64),
+        F64(f64),
+        F32(f32),
+        Str(String),
+        BadStr(Vec<u8>),
+        Bin(Vec<u8>),
+        Arr(Vec<Mp>),
+        Map(Vec<(Mp, Mp)>),
+        Ext(i8, Vec<u8>),
+    }
+
+    fn rmp_encode(v: &Mp, out: &mut Vec<u8>) {
+        use rmp::encode as e;
+        match v {
+            Mp::Nil => e::write_nil(out).unwrap(),
+            Mp::Bool(b) => e::write_bool(out, *b).unwrap(),
+            Mp::Uint(u) => drop(e::write_uint(out, *u).unwrap()),
+            Mp::Sint(i) => drop(e::write_sint(out, *i).unwrap()),
+            Mp::F64(f) => e::write_f64(out, *f).unwrap(),
+            Mp::F32(f) => e::write_f32(out, *f).unwrap(),
+            Mp::Str(s) => e::write_str(out, s).unwrap(),
+            Mp::BadStr(b) => {
+                e::write_str_len(out, b.len() as u32).unwrap();
+                out.extend_from_slice(b);
+            }
+            Mp::Bin(b) => e::write_bin(out, b).unwrap(),
+            Mp::Arr(items) => {
+                e::write_array_len(out, items.len() as u32).unwrap();
+                items.iter().for_each(|i| rmp_encode(i, out));
+            }
+            Mp::Map(pairs) => {
+                e::write_map_len(out, pairs.len() as u32).unwrap();
+                for (k, v) in pairs {
+                    rmp_encode(k, out);
+                    rmp_encode(v, out);
+                }
+            }
+            Mp::Ext(ty, data) => {
+                e::write_ext_meta(out, data.len() as u32, *ty).unwrap();
+                out.extend_from_slice(data);
+            }
+        }
+    }
+
+    fn mp() -> impl Strategy<Value = Mp> {
+        let float = prop_oneof![
+            any::<f64>().prop_filter("canonical NaN", |f| !f.is_nan()),
+            Just(f64::NAN),
+            Just(f64::INFINITY),
+            Just(-0.0),
+        ];
+        let leaf = prop_oneof![
+            Just(Mp::Nil),
+            any::<bool>().prop_map(Mp::Bool),
+            any::<u64>().prop_map(Mp::Uint),
+            (i64::MIN..0).prop_map(Mp::Sint),
+            (0u64..300).prop_map(Mp::Uint),
+            (-300i64..0).prop_map(Mp::Sint),
+            float.prop_map(Mp::F64),
+            any::<f32>()
+                .prop_filter("canonical NaN", |f| !f.is_nan())
+                .prop_map(Mp::F32),
+            prop_oneof![
+                ".{0,40}",
+                Just("__tuple__".to_string()),
+                Just("__bytes__".to_string()),
+                Just("__map__".to_string()),
+                "x{30,300}",
+            ]
+            .prop_map(Mp::Str),
+            proptest::collection::vec(0x80u8..0xc0, 1..4).prop_map(Mp::BadStr),
+            proptest::collection::vec(any::<u8>(), 0..300).prop_map(Mp::Bin),
+            (any::<i8>(), proptest::collection::vec(any::<u8>(), 0..20))
+                .prop_map(|(t, d)| Mp::Ext(t, d)),
+            (40i8..47, proptest::collection::vec(any::<u8>(), 16..=16))
+                .prop_map(|(t, d)| Mp::Ext(t, d)),
+        ];
+        leaf.prop_recursive(4, 64, 20, |inner| {
+            prop_oneof![
+                proptest::collection::vec(inner.clone(), 0..20).prop_map(Mp::Arr),
+                proptest::collection::vec((inner.clone(), inner.clone()), 0..18).prop_map(Mp::Map),
+                (prop_oneof![Just(45i8), Just(46i8)], inner.clone()).prop_map(|(t, v)| {
+                    let mut b = Vec::new();
+                    rmp_encode(&v, &mut b);
+                    Mp::Ext(t, b)
+                }),
+                proptest::collection::vec(inner, 0..5).prop_map(|mut v| {
+                    v.insert(0, Mp::Str("__tuple__".into()));
+                    Mp::Arr(v)
+                }),
+            ]
+        })
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 2000, failure_persistence: None, ..ProptestConfig::default() })]
+
+        /// msgpack -> JSON -> msgpack is the identity on canonically encoded values, and the
+        /// JSON survives a trip through its text form.
+        #[test]
+        fn attrs_msgpack_json_round_trip(v in mp()) {
+            let mut bytes = Vec::new();
+            rmp_encode(&v, &mut bytes);
+            let json = msgpack_to_json(&bytes).unwrap();
+            prop_assert_eq!(json_to_msgpack(&json).unwrap(), bytes.clone());
+            let text = serde_json::to_string(&json).unwrap();
+            let back: Value = serde_json::from_str(&text).unwrap();
+            prop_assert_eq!(json_to_msgpack(&back).unwrap(), bytes);
+        }
+
+        /// Arbitrary bytes never panic the decoder.
+        #[test]
+        fn attrs_arbitrary_bytes_never_panic(b in proptest::collection::vec(any::<u8>(), 0..64)) {
+            if let Ok(v) = msgpack_to_json(&b) {
+                let _ = json_to_msgpack(&v);
+            }
+            let _ = content_to_json(&b);
+        }
+    }
+
     #[test]
     fn attrs_json_side_errors() {
         assert!(json_to_msgpack(&json!({"__bytes__": "!!"})).is_err());
         assert!(json_to_msgpack(&json!({"__complex__": [1.0]})).is_err());
         assert!(json_to_msgpack(&json!([{"__raw__": "AA=="}])).is_err());
         assert!(json_to_msgpack(&json!({"__ext__": [300, "AA=="]})).is_err());
+        let e = json_to_msgpack(&json!({"a": [1, ["__tuple__", 2]]})).unwrap_err();
+        assert!(e.to_string().contains("/a/1"), "{e}");
         // Not a tag: two keys.
         assert_eq!(
             json_to_msgpack(&json!({"__bytes__": 1, "x": 2})).unwrap()[0],

@@ -5,14 +5,14 @@
 //! This module does not decode chunk data: it returns the Blosc1 chunk inside each `.blp`
 //! file (after the 16-byte bloscpack `blpk` header) and the sizes the metadata implies.
 //!
-//! Spec: `shared/seeds/003_…txt` and `CONTAINER_NOTES.md` section 5, which corrects the seed:
+//! Spec: `shared/seeds/003_...txt` and `CONTAINER_NOTES.md` section 5, which corrects the seed:
 //! ctable columns live in `root/<name>/` (not `root/data/`), `storage` also has `cname` and
 //! `quantize`, `shuffle` is an int, and the last partial chunk is stored as a **smaller**
-//! chunk (`__K.blp` holds `len % chunklen` items). `shared/seeds/004_…txt` describes the
+//! chunk (`__K.blp` holds `len % chunklen` items). `shared/seeds/004_...txt` describes the
 //! `blsk` layout that is only recognised and refused.
 //!
 //! Invariants: nchunks = ceil(len / chunklen) (object dtype: len); chunk sizes come from the
-//! metadata (`chunklen × atomsize`, the leftover for the last chunk), not from the chunk files,
+//! metadata (`chunklen x atomsize`, the leftover for the last chunk), not from the chunk files,
 //! so listing sizes reads no chunk data; a leftover slot whose chunk decodes to more bytes than
 //! that (bcolz reads only the first items) is valid, and only the first `chunk_nbytes` bytes
 //! are data. The `.blp` header is not validated (bcolz does not either).
@@ -29,13 +29,17 @@ use super::source::{IoStats, Source};
 /// Length of the bloscpack header before the Blosc1 chunk in each `.blp` file.
 pub const BLP_HEADER_LEN: usize = 16;
 
+/// Largest JSON metadata file read (`meta/sizes`, `meta/storage`, `__attrs__`,
+/// `__rootdirs__`); real ones are a few hundred bytes.
+pub const MAX_JSON_LEN: u64 = 16 << 20;
+
 /// Size facts derived from a NumPy dtype string.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct DtypeInfo {
     /// `np.dtype(s).itemsize`.
     pub itemsize: usize,
-    /// The typesize bcolz passes to Blosc: the itemsize, except `S` → 1, `U` → 4, and sizes
-    /// over 255 → 1.
+    /// The typesize bcolz passes to Blosc: the itemsize, except `S` -> 1, `U` -> 4, and sizes
+    /// over 255 -> 1.
     pub blosc_typesize: usize,
 }
 
@@ -107,6 +111,17 @@ fn json_offset(text: &[u8], e: &serde_json::Error) -> u64 {
 /// Reads and parses a JSON metadata file (whole file; bounded by its real size).
 pub(crate) fn read_json(path: &Path, stats: &Arc<IoStats>) -> Result<Value, ContainerError> {
     let src = Source::open(path, Arc::clone(stats))?;
+    if src.len() > MAX_JSON_LEN {
+        return Err(ContainerError::Malformed {
+            path: path.to_path_buf(),
+            what: "json".into(),
+            offset: 0,
+            why: format!(
+                "{} bytes, more than the {MAX_JSON_LEN} a metadata file may have",
+                src.len()
+            ),
+        });
+    }
     let len = usize::try_from(src.len()).unwrap_or(usize::MAX);
     let text = src.read_at(0, len, "json")?;
     serde_json::from_slice(&text).map_err(|e| ContainerError::Malformed {
@@ -143,12 +158,13 @@ pub(crate) struct Carray {
     sizes: Value,
     storage: Value,
     attrs: Value,
+    attrs_file: bool,
     shape: Vec<u64>,
     chunklen: u64,
     dtype: String,
     /// `None` for object (and unparseable) dtypes: chunk sizes then come from chunk headers.
     dtype_info: Option<DtypeInfo>,
-    /// Bytes per row (itemsize × Π shape[1..]); 0 when unknown.
+    /// Bytes per row (itemsize x prod shape[1..]); 0 when unknown.
     atomsize: u64,
     nchunks: usize,
     mtime: SystemTime,
@@ -162,7 +178,8 @@ impl Carray {
         let sizes = read_json(&sizes_path, &stats)?;
         let storage = read_json(&storage_path, &stats)?;
         let attrs_path = root.join("__attrs__");
-        let attrs = if attrs_path.exists() {
+        let attrs_file = attrs_path.exists();
+        let attrs = if attrs_file {
             read_json(&attrs_path, &stats)?
         } else {
             Value::Object(Default::default())
@@ -242,6 +259,7 @@ impl Carray {
             sizes,
             storage,
             attrs,
+            attrs_file,
             shape,
             chunklen,
             dtype,
@@ -267,14 +285,25 @@ impl Carray {
         &self.attrs
     }
 
+    /// Whether `__attrs__` exists (bcolz-zipline cannot open a carray without it, so a
+    /// writer must create it before writing back).
+    pub(crate) fn has_attrs_file(&self) -> bool {
+        self.attrs_file
+    }
+
     /// Shape.
     pub(crate) fn shape(&self) -> &[u64] {
         &self.shape
     }
 
-    /// Rows per chunk.
+    /// Rows per chunk: `storage.chunklen`, or 1 for object dtype (one pickled element per
+    /// chunk file, whatever chunklen says).
     pub(crate) fn chunklen(&self) -> u64 {
-        self.chunklen
+        if self.dtype_info.is_some() {
+            self.chunklen
+        } else {
+            1
+        }
     }
 
     /// The dtype string as stored.
@@ -292,12 +321,12 @@ impl Carray {
         self.nchunks
     }
 
-    /// Nominal chunk size (chunklen × atomsize; 0 for object dtype).
+    /// Nominal chunk size (chunklen x atomsize; 0 for object dtype).
     pub(crate) fn chunksize(&self) -> u64 {
         self.chunklen * self.atomsize
     }
 
-    /// Uncompressed bytes (len × atomsize); object dtype: `sizes.nbytes`.
+    /// Uncompressed bytes (len x atomsize); object dtype: `sizes.nbytes`.
     pub(crate) fn nbytes(&self) -> u64 {
         if self.dtype_info.is_some() {
             self.shape[0] * self.atomsize
@@ -315,6 +344,23 @@ impl Carray {
             .get("cbytes")
             .and_then(Value::as_u64)
             .unwrap_or(0)
+    }
+
+    /// Whether `meta/sizes` (bcolz's commit point) or `meta/storage` / `__attrs__` changed
+    /// since open: different content, or the file appeared or disappeared. Rewriting a full
+    /// chunk file in place does not touch them (bcolz has no multi-file commit, see
+    /// `CONTAINER_NOTES.md` 6.4).
+    pub(crate) fn changed_on_disk(&self) -> bool {
+        let same = |file: &str, parsed: &Value, present: bool| {
+            let path = self.root.join(file);
+            match read_json(&path, &self.stats) {
+                Ok(v) => present && &v == parsed,
+                Err(_) => !present && !path.exists(),
+            }
+        };
+        !(same("meta/sizes", &self.sizes, true)
+            && same("meta/storage", &self.storage, true)
+            && same("__attrs__", &self.attrs, self.attrs_file))
     }
 
     /// Modification time of `meta/sizes` (bcolz's commit point).
@@ -371,7 +417,9 @@ impl Carray {
         let path = self.chunk_path(i);
         let src = Source::open(&path, Arc::clone(&self.stats))?;
         let len = usize::try_from(src.len()).unwrap_or(usize::MAX);
-        let mut buf = src.read_at(0, len, "blp file")?;
+        // The prefix and the Blosc1 header first; then exactly the chunk (bytes after its
+        // cbytes are ignored, as bcolz does).
+        let mut buf = src.read_at(0, (BLP_HEADER_LEN + 16).min(len), "blp file")?;
         let cb = buf
             .get(BLP_HEADER_LEN + 12..BLP_HEADER_LEN + 16)
             .map(|b| i32::from_le_bytes([b[0], b[1], b[2], b[3]]));
@@ -385,8 +433,27 @@ impl Carray {
                 offset: BLP_HEADER_LEN as u64 + 12,
                 why: format!("chunk cbytes {cb:?} outside [16, {room}]"),
             })?;
-        buf.truncate(BLP_HEADER_LEN + cb);
+        // C-Blosc 1.x reads only version-2 chunks (1 = pre-1.0); a Blosc2 chunk here is a
+        // damaged carray (`CONTAINER_NOTES.md` 5.1).
+        let version = buf.get(BLP_HEADER_LEN).copied().unwrap_or(0);
+        let flags = buf.get(BLP_HEADER_LEN + 2).copied().unwrap_or(0);
+        if !(1..=2).contains(&version) || flags & 0x05 == 0x05 {
+            return Err(ContainerError::Malformed {
+                path,
+                what: "blosc1 chunk".into(),
+                offset: BLP_HEADER_LEN as u64,
+                why: format!(
+                    "chunk version {version} flags 0x{flags:02x}: not a Blosc1 chunk (bcolz cannot read Blosc2 chunks)"
+                ),
+            });
+        }
         buf.drain(..BLP_HEADER_LEN);
+        src.read_into(
+            BLP_HEADER_LEN as u64 + 16,
+            cb - 16,
+            "blosc1 chunk",
+            &mut buf,
+        )?;
         Ok(buf)
     }
 }
@@ -447,7 +514,8 @@ pub(crate) fn open_ctable(
 }
 
 /// Whether `root` looks like the 2012 `blsk` proposal (seed 004): `meta/nrows`, `__N__.bin`
-/// superchunk files, or a data file starting with `blsk`. Returns what was found.
+/// superchunk files, or a file starting with `blsk` (among the first 16 entries of `data/` or
+/// the root). Returns what was found. Meant for directories that are nothing else.
 pub(crate) fn blsk_evidence(root: &Path) -> Option<String> {
     if root.join("meta/nrows").is_file() {
         return Some("meta/nrows (2012 blsk proposal layout)".into());
@@ -456,12 +524,15 @@ pub(crate) fn blsk_evidence(root: &Path) -> Option<String> {
         let Ok(entries) = std::fs::read_dir(&dir) else {
             continue;
         };
-        for e in entries.flatten().take(4096) {
+        // Names first; the magic of at most a few files (this runs only for directories that
+        // are nothing else b2fs knows).
+        for (n, e) in entries.flatten().take(4096).enumerate() {
             let name = e.file_name();
             let name = name.to_string_lossy();
             let is_bin = name.starts_with("__") && name.ends_with("__.bin");
             let path = e.path();
-            let magic = path.is_file()
+            let magic = n < 16
+                && path.is_file()
                 && std::fs::File::open(&path)
                     .and_then(|mut f| {
                         let mut m = [0u8; 4];

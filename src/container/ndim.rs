@@ -1,17 +1,17 @@
 //! N-dimensional frames: the `b2nd` and legacy `caterva` metalayers, and the b2nd
 //! element-to-chunk mapping (chunk grid, padding, blocks in C order).
 //!
-//! Pure functions over bytes and shapes; no I/O. The frame reader calls [`parse_b2nd`] /
-//! [`parse_caterva`] on metalayer contents; later features (slicing, write-back of a resized
+//! Pure functions over bytes and shapes; no I/O. The frame reader calls `parse_b2nd` /
+//! `parse_caterva` on metalayer contents; later features (slicing, write-back of a resized
 //! shape) use [`Grid`].
 //!
-//! See `shared/seeds/001_…txt` (b2nd), `shared/seeds/000_…txt` (caterva) and
+//! See `shared/seeds/001_...txt` (b2nd), `shared/seeds/000_...txt` (caterva) and
 //! `CONTAINER_NOTES.md` sections 4.3 and 4.4. Differences from the seeds that real bytes show:
 //! `ndim` is at most 16 (not 127), the dtype is always a `db` str32, and numbers always use the
 //! fixed `d3`/`d2` widths (C-Blosc2 skips the marker and reads a fixed width, so compact
 //! encodings would be misread; b2fs requires the exact markers).
 //!
-//! Invariants of [`Grid`]: every chunk has the same padded size (`Π ext_cs · itemsize`); chunks
+//! Invariants of [`Grid`]: every chunk has the same padded size (`prod ext_cs * itemsize`); chunks
 //! are numbered in C order of the chunk grid; inside a chunk, blocks are in C order of the
 //! block grid and items in C order inside a block.
 
@@ -141,7 +141,7 @@ pub struct Grid {
     shape: Vec<u64>,
     chunkshape: Vec<u64>,
     blockshape: Vec<u64>,
-    /// `ceil(cs / bs) · bs` per dimension.
+    /// `ceil(cs / bs) * bs` per dimension.
     ext_chunkshape: Vec<u64>,
     /// `ceil(shape / cs)` per dimension.
     chunk_grid: Vec<u64>,
@@ -164,7 +164,7 @@ fn ravel(idx: &[u64], extent: &[u64]) -> u64 {
 
 impl Grid {
     /// Builds the grid. Dimensions of size 0 may have chunk/block size 0; every other
-    /// dimension needs `1 ≤ blockshape ≤ chunkshape`. All counts must fit in `u64`.
+    /// dimension needs `1 <= blockshape <= chunkshape`. All counts must fit in `u64`.
     ///
     /// # Errors
     ///
@@ -261,8 +261,7 @@ impl Grid {
         let mut c = Vec::with_capacity(nd);
         let mut b = Vec::with_capacity(nd);
         let mut e = Vec::with_capacity(nd);
-        for d in 0..nd {
-            let i = index[d];
+        for (d, &i) in index.iter().enumerate() {
             if i >= self.shape[d] {
                 return None;
             }
@@ -280,7 +279,7 @@ impl Grid {
     }
 
     /// The element index of the first item of chunk `chunk` (its origin in the array), or
-    /// `None` when `chunk ≥ nchunks`.
+    /// `None` when `chunk >= nchunks`.
     pub fn chunk_origin(&self, chunk: u64) -> Option<Vec<u64>> {
         if chunk >= self.nchunks {
             return None;

@@ -12,7 +12,7 @@
 //! - every read is bounded by the file length observed when the file was opened, checked
 //!   *before* any buffer is allocated, so a forged length can never cause a huge allocation;
 //! - reads are `&self` and thread-safe (`pread` does not move a shared file position);
-//! - [`IoStats`] counts every read issued through a [`Source`] (tests use it to prove that
+//! - [`IoStats`] counts every read issued through a `Source` (tests use it to prove that
 //!   opening a frame reads no chunk data).
 
 use std::fs::File;
@@ -24,7 +24,7 @@ use std::time::SystemTime;
 
 use super::ContainerError;
 
-/// Counters of the reads issued through one or more [`Source`]s.
+/// Counters of the reads issued through one or more `Source`s.
 #[derive(Debug, Default)]
 pub struct IoStats {
     reads: AtomicU64,

@@ -306,6 +306,34 @@ fn into_and_range_match_full_decode() {
 }
 
 #[test]
+fn range_decodes_only_overlapping_blocks() {
+    let Some(fx) = fixtures_or_skip("range_decodes_only_overlapping_blocks") else {
+        return;
+    };
+    let mut checked = 0;
+    for f in fx {
+        let h = ChunkHeader::parse(&f.bytes).unwrap();
+        if h.is_vl() || h.memcpyed() || h.special() != SpecialKind::None || h.nblocks() < 3 {
+            continue;
+        }
+        let full = codec::decompress(&f.bytes).unwrap();
+        // Break the last block's bstart: the whole chunk no longer decodes...
+        let mut broken = f.bytes.clone();
+        let at = h.header_len() + 4 * (h.nblocks() - 1);
+        broken[at..at + 4].copy_from_slice(&0i32.to_le_bytes());
+        assert!(codec::decompress(&broken).is_err(), "{}", f.name);
+        // ...but a range inside block 1 (block 0 too for DELTA) still does.
+        let bs = h.block_size();
+        let mut out = vec![0u8; bs / 2 + 1];
+        let k = codec::decompress_range(&broken, bs + 1, &mut out)
+            .unwrap_or_else(|e| panic!("{}: {e}", f.describe()));
+        assert_eq!(out[..k], full[bs + 1..bs + 1 + k], "{}", f.name);
+        checked += 1;
+    }
+    assert!(checked > 10, "only {checked} multi-block fixtures");
+}
+
+#[test]
 fn no_output_leak() {
     let Some(fx) = fixtures_or_skip("no_output_leak") else {
         return;

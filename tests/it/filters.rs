@@ -380,6 +380,26 @@ fn delta_definition_and_tail() {
     let mut dec = vec![0; 10];
     delta::decode(4, &enc, &mut dec, Some(&r)).unwrap();
     assert_eq!(dec, src);
+    // Block 0 decode against the definition (x[i] ^= x[i - u] over whole words, tail kept).
+    for t in [1usize, 2, 3, 4, 8, 12, 16, 24] {
+        let u = delta::unit(t);
+        for len in (0..80).chain([1001, 4096 + 7]) {
+            let enc = bytes(len, (len * t) as u64);
+            let body = len - len % u;
+            let mut want = enc.clone();
+            for i in u..body {
+                want[i] ^= want[i - u];
+            }
+            let mut got = vec![0; len];
+            delta::decode(t, &enc, &mut got, None).unwrap();
+            assert_eq!(got, want, "t={t} len={len}");
+            let mut inplace = enc.clone();
+            delta::decode_in_place(t, &mut inplace, None).unwrap();
+            assert_eq!(inplace, want, "in place t={t} len={len}");
+            delta::encode(t, &want, &mut got, None).unwrap();
+            assert_eq!(got, enc, "encode t={t} len={len}");
+        }
+    }
     // Reference too short is an error, not a panic.
     assert!(delta::encode(4, &src, &mut enc, Some(&r[..4])).is_err());
     assert!(delta::decode(4, &src, &mut enc, Some(&r[..4])).is_err());
@@ -574,37 +594,90 @@ fn pipeline_forward_matches_filters_in_order() {
 
 // ---------- reference cross-check (python-blosc2) ----------
 
-/// Python that compresses with zlib, never split, one block, and prints the zlib stream's
-/// inflated payload (= the filtered block) as hex, for several filter pipelines.
+/// Python that compresses inputs with python-blosc2 (zlib, never split) and python-blosc 1.x
+/// (zlib), walks each chunk's blocks and streams (zlib payloads inflated with Python's zlib, raw
+/// and run streams expanded) and prints, per case, the pipeline, the blocksize, the input, the
+/// concatenated filtered blocks as C wrote them, and C's own decompression of the chunk.
 const PY_FILTERED: &str = r#"
-import sys, zlib, struct, numpy as np, blosc2
+import sys, zlib, struct, numpy as np, blosc2, blosc
 rng = np.random.default_rng(1234)
-cases = [
-    ("shuffle", 4, [blosc2.Filter.SHUFFLE], [0]),
-    ("shuffle8", 8, [blosc2.Filter.SHUFFLE], [0]),
-    ("bitshuffle", 4, [blosc2.Filter.BITSHUFFLE], [0]),
-    ("bitshuffle2", 2, [blosc2.Filter.BITSHUFFLE], [0]),
-    ("bytedelta", 4, [blosc2.Filter.SHUFFLE, blosc2.Filter.BYTEDELTA], [0, 0]),
-    ("delta", 4, [blosc2.Filter.DELTA], [0]),
-    ("delta_shuffle", 8, [blosc2.Filter.DELTA, blosc2.Filter.SHUFFLE], [0, 0]),
-]
-for name, ts, filters, meta in cases:
-    # bitshuffle: a whole number of elements that is not a multiple of 8 (v5 tail rule)
-    n = 4000 + 3 * ts if name.startswith("bitshuffle") else 4000
+
+def filtered_blocks(c):
+    """Concatenated filtered blocks of a regular chunk (zlib or raw streams, runs)."""
+    version, _, flags, ts = c[0], c[1], c[2], c[3]
+    nbytes, bs, cbytes = struct.unpack_from("<iii", c, 4)
+    assert flags & 0x02 == 0, "memcpyed"
+    ext = flags & 0x05 == 0x05
+    hlen = 32 if ext else 16
+    if ext:
+        filters, meta = list(c[16:22]), list(c[24:30])
+    else:
+        filters = [0, 0, 0, 0, 0, 1 if flags & 1 else (2 if flags & 4 else 0)]
+        meta = [0] * 6
+    nblocks = (nbytes + bs - 1) // bs
+    out = b""
+    for j in range(nblocks):
+        bsize = min(bs, nbytes - j * bs)
+        leftover = bsize < bs
+        split = not (flags & 0x10) and not leftover
+        nstreams = ts if split else 1
+        neb = bsize // nstreams
+        pos = struct.unpack_from("<i", c, hlen + 4 * j)[0]
+        for s in range(nstreams):
+            csize = struct.unpack_from("<i", c, pos)[0]
+            pos += 4
+            if csize == 0:
+                out += bytes(neb)
+            elif csize < 0:
+                out += bytes([(-csize) & 0xFF]) * neb
+                pos += 1
+            elif csize == neb:
+                out += c[pos:pos + neb]
+                pos += csize
+            else:
+                d = zlib.decompress(c[pos:pos + csize])
+                assert len(d) == neb
+                out += d
+                pos += csize
+    return version, ts, filters, meta, bs, out
+
+def data(n):
     x = (np.cumsum(rng.integers(-3, 4, n)) % 256).astype(np.uint8)
     x[::37] = rng.integers(0, 256, len(x[::37]))
-    data = x.tobytes()
-    c = blosc2.compress2(data, typesize=ts, clevel=5, codec=blosc2.Codec.ZLIB,
-                         filters=filters, filters_meta=meta,
-                         splitmode=blosc2.SplitMode.NEVER_SPLIT, blocksize=len(data))
-    assert c[2] & 0x02 == 0, "memcpyed"
-    hlen = 32
-    bstart = struct.unpack_from("<i", c, hlen)[0]
-    csize = struct.unpack_from("<i", c, bstart)[0]
-    payload = c[bstart + 4: bstart + 4 + csize]
-    filt = payload if csize == len(data) else zlib.decompress(payload)
-    print(name, ts, c[0], " ".join(map(str, list(c[16:22]))), " ".join(map(str, list(c[24:30]))),
-          data.hex(), filt.hex())
+    return x.tobytes()
+
+F = blosc2.Filter
+cases = [
+    # name, typesize, filters, meta, nbytes, forced blocksize (0 = auto)
+    ("shuffle", 4, [F.SHUFFLE], [0], 4000, 0),
+    ("shuffle8_meta4", 8, [F.SHUFFLE], [4], 4000, 0),
+    ("bitshuffle", 4, [F.BITSHUFFLE], [0], 4012, 0),
+    ("bitshuffle2", 2, [F.BITSHUFFLE], [0], 4006, 0),
+    ("bytedelta", 4, [F.SHUFFLE, F.BYTEDELTA], [0, 0], 4000, 0),
+    ("bytedelta_meta2", 8, [F.SHUFFLE, F.BYTEDELTA], [0, 2], 4000, 0),
+    ("delta", 4, [F.DELTA], [0], 8000, 4096),
+    ("delta_shuffle", 8, [F.DELTA, F.SHUFFLE], [0, 0], 20000, 8192),
+    ("delta_bitshuffle", 2, [F.DELTA, F.BITSHUFFLE], [0, 0], 9000, 4096),
+    ("trunc_prec_shuffle", 4, [F.TRUNC_PREC, F.SHUFFLE], [10, 0], 4000, 0),
+    ("trunc_prec_neg", 8, [F.TRUNC_PREC, F.SHUFFLE], [-5, 0], 8000, 0),
+]
+for name, ts, filters, meta, n, bsz in cases:
+    d = data(n)
+    kw = dict(blocksize=bsz) if bsz else {}
+    c = blosc2.compress2(d, typesize=ts, clevel=5, codec=blosc2.Codec.ZLIB, filters=filters,
+                         filters_meta=meta, splitmode=blosc2.SplitMode.NEVER_SPLIT, **kw)
+    version, ts2, f6, m6, bs, filt = filtered_blocks(c)
+    print(name, ts2, version, *f6, *m6, bs, d.hex(), filt.hex(), blosc2.decompress2(c).hex())
+# C-Blosc 1.x (version 2 chunks): bitshuffle with a leftover block of 12 elements (v2 rule:
+# copied whole) and shuffle with a partial element in the leftover block.
+for name, ts, shuf, n in [("v2_bitshuffle", 4, blosc.BITSHUFFLE, 70000 * 4 + 48),
+                          ("v2_bitshuffle_ok", 4, blosc.BITSHUFFLE, 70000 * 4 + 64),
+                          ("v2_shuffle", 4, blosc.SHUFFLE, 70000 * 4 + 48),
+                          ("v2_bitshuffle8", 8, blosc.BITSHUFFLE, 40000 * 8 + 8 * 7)]:
+    d = data(n)
+    c = blosc.compress(d, typesize=ts, clevel=5, shuffle=shuf, cname="zlib")
+    version, ts2, f6, m6, bs, filt = filtered_blocks(c)
+    print(name, ts2, version, *f6, *m6, bs, d.hex(), filt.hex(), blosc.decompress(c).hex())
 "#;
 
 fn unhex(s: &str) -> Vec<u8> {
@@ -623,27 +696,232 @@ fn filters_match_python_blosc2_bytes() {
     let mut seen = 0;
     for line in out.lines() {
         let w: Vec<&str> = line.split_whitespace().collect();
-        assert_eq!(w.len(), 17, "{line}");
+        assert_eq!(w.len(), 19, "{line}");
         let name = w[0];
         let ts: usize = w[1].parse().unwrap();
         let version: u8 = w[2].parse().unwrap();
         let filters: [u8; 6] = std::array::from_fn(|i| w[3 + i].parse().unwrap());
         let meta: [u8; 6] = std::array::from_fn(|i| w[9 + i].parse().unwrap());
-        let data = unhex(w[15]);
-        let filtered = unhex(w[16]);
+        let bs: usize = w[15].parse().unwrap();
+        let data = unhex(w[16]);
+        let filtered = unhex(w[17]);
+        let c_decoded = unhex(w[18]);
+        assert_eq!(data.len(), filtered.len(), "{name}");
+        assert_eq!(data.len(), c_decoded.len(), "{name}");
         let p = Pipeline::new(filters, meta, ts, version).unwrap();
-        let mut dst = vec![0; data.len()];
-        let mut scratch = vec![0; data.len()];
-        p.forward(&data, &mut dst, &mut scratch, &data, true)
-            .unwrap();
-        assert_eq!(
-            dst, filtered,
-            "{name}: our forward != C-Blosc2's filtered block"
-        );
-        let mut src = filtered.clone();
-        p.backward(&mut src, &mut dst, None).unwrap();
-        assert_eq!(dst, data, "{name}: backward");
+        let mut block0: Vec<u8> = Vec::new();
+        let blocks = data
+            .chunks(bs)
+            .zip(filtered.chunks(bs))
+            .zip(c_decoded.chunks(bs));
+        for (i, ((block, want), c_block)) in blocks.enumerate() {
+            let mut dst = vec![0; block.len()];
+            let mut scratch = vec![0; block.len()];
+            p.forward(block, &mut dst, &mut scratch, &data, i == 0)
+                .unwrap();
+            let first_diff = dst.iter().zip(want).position(|(a, b)| a != b);
+            assert_eq!(
+                first_diff, None,
+                "{name} block {i}: our forward != C's filtered block"
+            );
+            let mut src = want.to_vec();
+            let reference = if i == 0 { None } else { Some(&block0[..]) };
+            p.backward(&mut src, &mut dst, reference).unwrap();
+            assert!(
+                dst == c_block,
+                "{name} block {i}: backward != C's decompression"
+            );
+            if !filters.contains(&TRUNC_PREC) {
+                assert!(dst == block, "{name} block {i}: backward != input");
+            }
+            if i == 0 {
+                block0 = dst;
+            }
+        }
         seen += 1;
     }
-    assert_eq!(seen, 7);
+    assert_eq!(seen, 15);
+}
+
+// ---------- speed (manual: `cargo test --test it filters::speed -- --ignored --nocapture`) ----------
+
+#[test]
+#[ignore = "timing, run by hand"]
+fn speed() {
+    type Kernel = fn(SimdLevel, usize, &[u8], &mut [u8]);
+    let kernels: [(&str, Kernel); 7] = [
+        ("shuffle", |l, t, s, d| {
+            shuffle::shuffle_with(l, t, s, d).unwrap()
+        }),
+        ("unshuffle", |l, t, s, d| {
+            shuffle::unshuffle_with(l, t, s, d).unwrap()
+        }),
+        ("bitshuffle", |l, t, s, d| {
+            bitshuffle::bitshuffle_with(l, t, s, d, BitshuffleRule::Blosc2).unwrap()
+        }),
+        ("bitunshuffle", |l, t, s, d| {
+            bitshuffle::bitunshuffle_with(l, t, s, d, BitshuffleRule::Blosc2).unwrap()
+        }),
+        ("bytedelta_dec", |l, t, s, d| {
+            bytedelta::decode_with(l, t, s, d).unwrap()
+        }),
+        ("bytedelta_enc", |_, t, s, d| {
+            bytedelta::encode(t, s, d).unwrap()
+        }),
+        ("delta_dec_block0", |_, t, s, d| {
+            delta::decode(t, s, d, None).unwrap()
+        }),
+    ];
+    // B2FS_SPEED_ONLY=unshuffle restricts the kernels by name; B2FS_SPEED_TS=3,12 changes
+    // the typesizes (default 4,8).
+    let only = std::env::var("B2FS_SPEED_ONLY").ok();
+    let typesizes: Vec<usize> = std::env::var("B2FS_SPEED_TS")
+        .ok()
+        .map(|v| v.split(',').filter_map(|x| x.parse().ok()).collect())
+        .unwrap_or(vec![4, 8]);
+    for size in [256 << 10, 4 << 20] {
+        let src = bytes(size, 99);
+        let mut dst = vec![0u8; size];
+        for (name, k) in kernels {
+            if !only.as_deref().is_none_or(|o| name.contains(o)) {
+                continue;
+            }
+            for t in typesizes.clone() {
+                let mut line = format!("{name:>14} ts={t} {:>5} KiB:", size >> 10);
+                for level in levels() {
+                    // Best of 5 runs of thread CPU time: the machine is shared.
+                    let reps = ((64 << 20) / size).max(1);
+                    k(level, t, &src, &mut dst);
+                    let mut best = f64::MAX;
+                    for _ in 0..5 {
+                        let start = thread_cpu_secs();
+                        for _ in 0..reps {
+                            k(level, t, &src, &mut dst);
+                        }
+                        best = best.min(thread_cpu_secs() - start);
+                    }
+                    let gbs = (reps * size) as f64 / best / 1e9;
+                    line += &format!("  {level:?} {gbs:6.2} GB/s");
+                }
+                eprintln!("{line}");
+            }
+        }
+    }
+    // Whole backward pipelines (default SIMD level), as the decoder runs them per block.
+    let pipes: [(&str, [u8; 6]); 5] = [
+        ("shuffle", [0, 0, 0, 0, 0, SHUFFLE]),
+        ("bitshuffle", [0, 0, 0, 0, 0, BITSHUFFLE]),
+        ("shuffle+bytedelta", [SHUFFLE, BYTEDELTA, 0, 0, 0, 0]),
+        ("delta+shuffle", [0, 0, 0, 0, DELTA, SHUFFLE]),
+        ("delta+shuffle blk1", [0, 0, 0, 0, DELTA, SHUFFLE]),
+    ];
+    for size in [256 << 10, 4 << 20] {
+        let src = bytes(size, 5);
+        let block0 = bytes(size, 6);
+        let mut work = src.clone();
+        let mut dst = vec![0u8; size];
+        for t in typesizes.clone() {
+            let mut line = format!("backward ts={t} {:>5} KiB:", size >> 10);
+            for (name, f) in pipes {
+                let p = Pipeline::new(f, [0; 6], t, 5).unwrap();
+                let b0 = name.ends_with("blk1").then_some(&block0[..]);
+                let reps = ((64 << 20) / size).max(1);
+                let mut best = f64::MAX;
+                for _ in 0..5 {
+                    let mut spent = 0.0;
+                    for _ in 0..reps {
+                        work.copy_from_slice(&src);
+                        let start = thread_cpu_secs();
+                        p.backward(&mut work, &mut dst, b0).unwrap();
+                        spent += thread_cpu_secs() - start;
+                    }
+                    best = best.min(spent);
+                }
+                let gbs = (reps * size) as f64 / best / 1e9;
+                line += &format!("  {name} {gbs:.2}");
+            }
+            eprintln!("{line} GB/s");
+        }
+    }
+}
+
+/// CPU time of the calling thread, in seconds.
+fn thread_cpu_secs() -> f64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid, writable timespec for the duration of the call.
+    let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    assert_eq!(rc, 0);
+    ts.tv_sec as f64 + ts.tv_nsec as f64 * 1e-9
+}
+
+// ---------- property tests ----------
+
+mod props {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn typesize() -> impl Strategy<Value = usize> {
+        prop_oneof![1usize..=40, Just(64), Just(255)]
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(256))]
+
+        /// Every available SIMD level gives the scalar twin's bytes.
+        #[test]
+        fn simd_equals_scalar(t in typesize(), src in proptest::collection::vec(any::<u8>(), 0..3000)) {
+            let len = src.len();
+            let mut want = vec![0; len];
+            let mut got = vec![0; len];
+            for level in levels() {
+                shuffle::scalar::shuffle(t, &src, &mut want).unwrap();
+                shuffle::shuffle_with(level, t, &src, &mut got).unwrap();
+                prop_assert_eq!(&got, &want);
+                shuffle::scalar::unshuffle(t, &src, &mut want).unwrap();
+                shuffle::unshuffle_with(level, t, &src, &mut got).unwrap();
+                prop_assert_eq!(&got, &want);
+                for rule in [BitshuffleRule::Blosc1, BitshuffleRule::Blosc2] {
+                    bitshuffle::scalar::bitshuffle(t, &src, &mut want, rule).unwrap();
+                    bitshuffle::bitshuffle_with(level, t, &src, &mut got, rule).unwrap();
+                    prop_assert_eq!(&got, &want);
+                    bitshuffle::scalar::bitunshuffle(t, &src, &mut want, rule).unwrap();
+                    bitshuffle::bitunshuffle_with(level, t, &src, &mut got, rule).unwrap();
+                    prop_assert_eq!(&got, &want);
+                }
+                bytedelta::scalar::decode(t, &src, &mut want).unwrap();
+                bytedelta::decode_with(level, t, &src, &mut got).unwrap();
+                prop_assert_eq!(&got, &want);
+            }
+        }
+
+        /// Random pipelines (DELTA only first, metas for SHUFFLE/BYTEDELTA) round-trip through
+        /// forward and backward over a whole multi-block chunk, for both bitshuffle rules.
+        #[test]
+        fn pipelines_round_trip(
+            t in typesize(),
+            delta_first in any::<bool>(),
+            slots in proptest::collection::vec(
+                prop_oneof![Just(NOFILTER), Just(SHUFFLE), Just(BITSHUFFLE), Just(BYTEDELTA)], 5),
+            metas in proptest::collection::vec(prop_oneof![Just(0u8), 1u8..=17], 6),
+            version in prop_oneof![Just(2u8), Just(5u8)],
+            input in proptest::collection::vec(any::<u8>(), 0..5000),
+            blocksize in 1usize..3000,
+        ) {
+            let mut filters = [0u8; 6];
+            filters[0] = if delta_first { DELTA } else { slots[0] };
+            filters[1..].copy_from_slice(&slots);
+            let mut meta = [0u8; 6];
+            for i in 0..6 {
+                if matches!(filters[i], SHUFFLE | BYTEDELTA) {
+                    meta[i] = metas[i];
+                }
+            }
+            let p = Pipeline::new(filters, meta, t, version).unwrap();
+            let got = chunk_round_trip(&p, &input, blocksize);
+            prop_assert_eq!(got, input);
+        }
+    }
 }

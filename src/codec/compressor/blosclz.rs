@@ -7,6 +7,8 @@
 
 use std::fmt;
 
+use super::copy_match;
+
 /// Why a BloscLZ stream could not be decoded.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct BloscLzError {
@@ -146,34 +148,6 @@ pub fn decompress(input: &[u8], out: &mut [u8]) -> Result<(), BloscLzError> {
         return Err(err(in_len, op, BloscLzErrorKind::OutputShort));
     }
     Ok(())
-}
-
-/// Copies `len` bytes from `dist` bytes back to `op`, with LZ77 overlap semantics.
-/// The caller guarantees `1 <= dist <= op` and `op + len <= out.len()`.
-#[inline(always)]
-fn copy_match(out: &mut [u8], op: usize, dist: usize, len: usize) {
-    let src = op - dist;
-    if dist >= len {
-        if dist >= 16 && len <= 16 && op + 16 <= out.len() {
-            // Fixed-size copy (source and destination 16 bytes apart at least); the bytes
-            // past `len` are rewritten later.
-            out.copy_within(src..src + 16, op);
-        } else {
-            out.copy_within(src..src + len, op);
-        }
-    } else if dist == 1 {
-        let b = out[src];
-        out[op..op + len].fill(b);
-    } else {
-        // Overlapping: the written region from `src` is periodic with period `dist`, so a copy
-        // from `src` of up to `op - src` bytes (a multiple of `dist`) continues the pattern.
-        let mut done = 0;
-        while done < len {
-            let n = (dist + done).min(len - done);
-            out.copy_within(src..src + n, op + done);
-            done += n;
-        }
-    }
 }
 
 #[cfg(test)]

@@ -79,12 +79,9 @@ pub fn bitshuffle_with(
     let n = rule.transformed_len(t, src.len());
     let (body, tail) = dst.split_at_mut(n);
     tail.copy_from_slice(&src[n..]);
-    #[cfg(target_arch = "x86_64")]
-    if super::bitshuffle_simd::bitshuffle(level, t, &src[..n], body) {
-        return Ok(());
+    if !tiled::trans_bit_elem(level, t, &src[..n], body) {
+        scalar::trans_bit_elem(t, &src[..n], body);
     }
-    let _ = level;
-    scalar::trans_bit_elem(t, &src[..n], body);
     Ok(())
 }
 
@@ -101,12 +98,9 @@ pub fn bitunshuffle_with(
     let n = rule.transformed_len(t, src.len());
     let (body, tail) = dst.split_at_mut(n);
     tail.copy_from_slice(&src[n..]);
-    #[cfg(target_arch = "x86_64")]
-    if super::bitshuffle_simd::bitunshuffle(level, t, &src[..n], body) {
-        return Ok(());
+    if !tiled::untrans_bit_elem(level, t, &src[..n], body) {
+        scalar::untrans_bit_elem(t, &src[..n], body);
     }
-    let _ = level;
-    scalar::untrans_bit_elem(t, &src[..n], body);
     Ok(())
 }
 
@@ -123,7 +117,127 @@ pub fn transpose8x8(mut x: u64) -> u64 {
     x
 }
 
-/// The portable, safe twin of the SIMD kernels.
+/// The fast path of the core transform at any level: tiles of whole elements (at most
+/// [`TILE`](tiled::TILE) bytes) are byte-shuffled into rows that stay in L1, and each row is
+/// bit-transposed into / out of its 8 planes (SIMD row kernels where available, the 8×8 word
+/// transpose for the rest).
+mod tiled {
+    use super::super::SimdLevel;
+    use super::super::shuffle::{shuffle_rows_with, unshuffle_rows_with};
+    use super::transpose8x8;
+
+    /// Bytes of elements per tile.
+    pub(super) const TILE: usize = 16384;
+
+    /// Elements per tile for typesize `t`, or `None` when `t` is too large. A multiple of 256
+    /// when possible (each byte row is then whole 32-group AVX2 chunks), else of 32.
+    fn tile_elems(t: usize) -> Option<usize> {
+        let e = TILE / t;
+        let e = if e >= 256 { e / 256 * 256 } else { e / 32 * 32 };
+        (e > 0).then_some(e)
+    }
+
+    /// The core transform; returns false (nothing written) when the sizes do not suit tiling.
+    pub(super) fn trans_bit_elem(level: SimdLevel, t: usize, src: &[u8], dst: &mut [u8]) -> bool {
+        let n = src.len();
+        let m = n / t;
+        let Some(tile) = tile_elems(t) else {
+            return false;
+        };
+        if dst.len() != n || m * t != n || m % 8 != 0 {
+            return false;
+        }
+        let planes = m / 8;
+        let mut tmp = vec![0u8; tile.min(m) * t];
+        let mut e0 = 0;
+        while e0 < m {
+            let me = tile.min(m - e0);
+            let part = &src[e0 * t..(e0 + me) * t];
+            let rows: &[u8] = if t == 1 {
+                part
+            } else {
+                shuffle_rows_with(level, t, part, &mut tmp[..me * t], me);
+                &tmp[..me * t]
+            };
+            for (j, planes_j) in dst.chunks_exact_mut(8 * planes).enumerate() {
+                bits_to_planes(level, &rows[j * me..(j + 1) * me], planes_j, planes, e0 / 8);
+            }
+            e0 += me;
+        }
+        true
+    }
+
+    /// The inverse core transform; returns false (nothing written) when the sizes do not suit
+    /// tiling.
+    pub(super) fn untrans_bit_elem(level: SimdLevel, t: usize, src: &[u8], dst: &mut [u8]) -> bool {
+        let n = src.len();
+        let m = n / t;
+        let Some(tile) = tile_elems(t) else {
+            return false;
+        };
+        if dst.len() != n || m * t != n || m % 8 != 0 {
+            return false;
+        }
+        let planes = m / 8;
+        let mut tmp = vec![0u8; tile.min(m) * t];
+        let mut e0 = 0;
+        while e0 < m {
+            let me = tile.min(m - e0);
+            let out = &mut dst[e0 * t..(e0 + me) * t];
+            if t == 1 {
+                planes_to_bits(level, src, planes, e0 / 8, out);
+            } else {
+                let rows = &mut tmp[..me * t];
+                for (row, planes_j) in rows.chunks_exact_mut(me).zip(src.chunks_exact(8 * planes)) {
+                    planes_to_bits(level, planes_j, planes, e0 / 8, row);
+                }
+                unshuffle_rows_with(level, t, rows, me, out);
+            }
+            e0 += me;
+        }
+        true
+    }
+
+    /// Bit-transposes byte row `row` (length a multiple of 8) into the 8 planes of `dst`
+    /// (plane `b` at `b * planes`): group `g` of the row goes to byte `kcol + g` of each plane.
+    fn bits_to_planes(level: SimdLevel, row: &[u8], dst: &mut [u8], planes: usize, kcol: usize) {
+        #[cfg(target_arch = "x86_64")]
+        let done = super::super::bitshuffle_simd::bits_to_planes(level, row, dst, planes, kcol);
+        #[cfg(not(target_arch = "x86_64"))]
+        let done = {
+            let _ = level;
+            0
+        };
+        for (g, x) in row.chunks_exact(8).enumerate().skip(done) {
+            let x = [x[0], x[1], x[2], x[3], x[4], x[5], x[6], x[7]];
+            let y = transpose8x8(u64::from_le_bytes(x)).to_le_bytes();
+            for (b, &v) in y.iter().enumerate() {
+                dst[b * planes + kcol + g] = v;
+            }
+        }
+    }
+
+    /// The inverse of [`bits_to_planes`].
+    fn planes_to_bits(level: SimdLevel, src: &[u8], planes: usize, kcol: usize, row: &mut [u8]) {
+        #[cfg(target_arch = "x86_64")]
+        let done = super::super::bitshuffle_simd::planes_to_bits(level, src, planes, kcol, row);
+        #[cfg(not(target_arch = "x86_64"))]
+        let done = {
+            let _ = level;
+            0
+        };
+        for (g, x) in row.chunks_exact_mut(8).enumerate().skip(done) {
+            let mut y = [0u8; 8];
+            for (b, v) in y.iter_mut().enumerate() {
+                *v = src[b * planes + kcol + g];
+            }
+            x.copy_from_slice(&transpose8x8(u64::from_le_bytes(y)).to_le_bytes());
+        }
+    }
+}
+
+/// The portable, safe twin of the SIMD kernels: the direct definition, element group by
+/// element group (the differential tests' reference).
 pub mod scalar {
     use super::{BitshuffleRule, check_len, transpose8x8};
     use crate::codec::CodecError;

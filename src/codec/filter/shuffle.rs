@@ -54,6 +54,34 @@ pub fn unshuffle_with(
     Ok(())
 }
 
+/// Writes the `src.len() / t` elements of `src` as `t` rows of `m` bytes in `dst` (row matrix
+/// of a tile), with SIMD when available.
+pub(crate) fn shuffle_rows_with(level: SimdLevel, t: usize, src: &[u8], dst: &mut [u8], m: usize) {
+    #[cfg(target_arch = "x86_64")]
+    if super::shuffle_simd::shuffle_to_rows(level, t, src, dst, m, 0) {
+        return;
+    }
+    let _ = level;
+    scalar::shuffle_rows(t, src, dst, m, 0);
+}
+
+/// Reads `dst.len() / t` elements from `t` rows of `m` bytes in `src` and writes them
+/// interleaved to `dst`, with SIMD when available.
+pub(crate) fn unshuffle_rows_with(
+    level: SimdLevel,
+    t: usize,
+    src: &[u8],
+    m: usize,
+    dst: &mut [u8],
+) {
+    #[cfg(target_arch = "x86_64")]
+    if super::shuffle_simd::unshuffle_from_rows(level, t, src, m, 0, dst) {
+        return;
+    }
+    let _ = level;
+    scalar::unshuffle_rows(t, src, m, dst, 0);
+}
+
 /// The portable, safe twin of the SIMD kernels.
 pub mod scalar {
     use super::check_len;
@@ -83,7 +111,6 @@ pub mod scalar {
             2 => shuffle_const::<2>(&src[..body], &mut dst[..body], m),
             4 => shuffle_const::<4>(&src[..body], &mut dst[..body], m),
             8 => shuffle_const::<8>(&src[..body], &mut dst[..body], m),
-            16 => shuffle_const::<16>(&src[..body], &mut dst[..body], m),
             _ => shuffle_rows(t, &src[..body], &mut dst[..body], m, 0),
         }
         dst[body..len].copy_from_slice(&src[body..len]);
@@ -99,7 +126,6 @@ pub mod scalar {
             2 => unshuffle_const::<2>(&src[..body], &mut dst[..body], m),
             4 => unshuffle_const::<4>(&src[..body], &mut dst[..body], m),
             8 => unshuffle_const::<8>(&src[..body], &mut dst[..body], m),
-            16 => unshuffle_const::<16>(&src[..body], &mut dst[..body], m),
             _ => unshuffle_rows(t, &src[..body], m, &mut dst[..body], 0),
         }
         dst[body..len].copy_from_slice(&src[body..len]);
@@ -124,23 +150,49 @@ pub mod scalar {
         }
     }
 
+    /// Elements per cache block of the generic kernels: about 16 KiB of elements, so the
+    /// strided side stays in L1 while each row is read or written sequentially.
+    fn block_elems(t: usize) -> usize {
+        (16384 / t).max(16)
+    }
+
     /// Writes the `src.len() / t` elements of `src` as `t` rows of a matrix whose rows are
     /// `stride` bytes apart in `dst`, starting at column `col`.
     pub(crate) fn shuffle_rows(t: usize, src: &[u8], dst: &mut [u8], stride: usize, col: usize) {
-        for (e, elem) in src.chunks_exact(t).enumerate() {
-            for (j, &b) in elem.iter().enumerate() {
-                dst[j * stride + col + e] = b;
+        let n = src.len() / t;
+        let eb = block_elems(t);
+        let mut e0 = 0;
+        while e0 < n {
+            let len = eb.min(n - e0);
+            let part = &src[e0 * t..(e0 + len) * t];
+            for j in 0..t {
+                let start = j * stride + col + e0;
+                let row = &mut dst[start..start + len];
+                for (o, &b) in row.iter_mut().zip(part[j..].iter().step_by(t)) {
+                    *o = b;
+                }
             }
+            e0 += len;
         }
     }
 
     /// Reads `dst.len() / t` elements from `t` rows of `src` that are `stride` bytes apart,
     /// starting at column `col`, and writes them interleaved to `dst`.
     pub(crate) fn unshuffle_rows(t: usize, src: &[u8], stride: usize, dst: &mut [u8], col: usize) {
-        for (e, elem) in dst.chunks_exact_mut(t).enumerate() {
-            for (j, b) in elem.iter_mut().enumerate() {
-                *b = src[j * stride + col + e];
+        let n = dst.len() / t;
+        let eb = block_elems(t);
+        let mut e0 = 0;
+        while e0 < n {
+            let len = eb.min(n - e0);
+            let part = &mut dst[e0 * t..(e0 + len) * t];
+            for j in 0..t {
+                let start = j * stride + col + e0;
+                let row = &src[start..start + len];
+                for (o, &b) in part[j..].iter_mut().step_by(t).zip(row) {
+                    *o = b;
+                }
             }
+            e0 += len;
         }
     }
 }

@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# Runs every benchmark (release build), each against C-Blosc2 (python-blosc2) in the same run.
+# Results are printed as tables; BENCHMARKS.md records them with this command.
+#   bash scripts/bench.sh            # all
+#   bash scripts/bench.sh decode     # one of: decode encode read
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/setup.sh
+export B2FS_PYTHON="$PWD/.venv/bin/python"
+echo "machine: $(nproc) vCPU, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)"
+echo "rustc: $(rustc --version)   commit: $(git rev-parse --short HEAD)"
+for b in ${1:-decode encode read}; do
+    echo "== $b"
+    cargo bench --bench "$b"
+done

@@ -1,0 +1,139 @@
+//! The layering rule, checked on the source text: each top-level module uses only the layers
+//! below it, `fuser` appears only in the fuse adapter and the CLI, and `unsafe` only in the
+//! modules allowed to hold it (SIMD filter kernels, the file source, the daemon's libc calls).
+
+use std::fs;
+use std::path::{Path, PathBuf};
+
+/// Which crate modules each top-level module may use.
+const ALLOWED: &[(&str, &[&str])] = &[
+    ("codec", &["codec"]),
+    ("container", &["codec", "container"]),
+    ("cache", &["cache"]),
+    ("tree", &["cache", "codec", "container", "tree"]),
+    ("fuse", &["fuse", "tree"]),
+    (
+        "cli",
+        &["cli", "codec", "container", "cache", "tree", "fuse"],
+    ),
+];
+
+/// Files where `unsafe` is allowed, by path prefix under src/.
+const UNSAFE_ALLOWED: &[&str] = &[
+    "codec/filter/bitshuffle_simd.rs",
+    "codec/filter/bytedelta_simd.rs",
+    "codec/filter/shuffle_simd.rs",
+    "container/source.rs",
+    "cli/daemon.rs",
+];
+
+fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    for entry in fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            rust_files(&path, out);
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            out.push(path);
+        }
+    }
+}
+
+/// The source with line comments (including doc comments) removed; string literals are kept
+/// (none of the checked tokens appear in strings today).
+fn code_only(text: &str) -> String {
+    text.lines()
+        .map(|line| match line.find("//") {
+            Some(i) => &line[..i],
+            None => line,
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+fn top_module(rel: &Path) -> String {
+    let first = rel
+        .components()
+        .next()
+        .unwrap()
+        .as_os_str()
+        .to_string_lossy()
+        .to_string();
+    first.trim_end_matches(".rs").to_string()
+}
+
+fn words_after<'a>(code: &'a str, prefix: &str) -> Vec<&'a str> {
+    code.match_indices(prefix)
+        .map(|(i, _)| {
+            let rest = &code[i + prefix.len()..];
+            let end = rest
+                .find(|c: char| !(c.is_alphanumeric() || c == '_'))
+                .unwrap_or(rest.len());
+            &rest[..end]
+        })
+        .collect()
+}
+
+#[test]
+fn layers_only_use_the_layers_below() {
+    let src = support::repo_root().join("src");
+    let mut files = Vec::new();
+    rust_files(&src, &mut files);
+    assert!(files.len() > 20, "found only {} source files", files.len());
+    let mut violations = Vec::new();
+    for file in &files {
+        let rel = file.strip_prefix(&src).unwrap();
+        let module = top_module(rel);
+        let Some((_, allowed)) = ALLOWED.iter().find(|(m, _)| *m == module) else {
+            continue; // lib.rs, main.rs
+        };
+        let code = code_only(&fs::read_to_string(file).unwrap());
+        for used in words_after(&code, "crate::") {
+            if !allowed.contains(&used) {
+                violations.push(format!("{}: uses crate::{used}", rel.display()));
+            }
+        }
+        if !matches!(module.as_str(), "fuse" | "cli") && code.contains("fuser") {
+            violations.push(format!(
+                "{}: mentions fuser outside fuse/cli",
+                rel.display()
+            ));
+        }
+        let unsafe_ok = UNSAFE_ALLOWED.iter().any(|p| rel.to_string_lossy() == *p);
+        if !unsafe_ok
+            && code
+                .split(|c: char| !c.is_alphanumeric() && c != '_')
+                .any(|w| w == "unsafe")
+        {
+            violations.push(format!(
+                "{}: unsafe outside the allowed modules",
+                rel.display()
+            ));
+        }
+    }
+    assert!(
+        violations.is_empty(),
+        "layering violations:\n{}",
+        violations.join("\n")
+    );
+}
+
+#[test]
+fn every_module_starts_with_a_doc_comment() {
+    let src = support::repo_root().join("src");
+    let mut files = Vec::new();
+    rust_files(&src, &mut files);
+    let missing: Vec<String> = files
+        .iter()
+        .filter(|f| {
+            let text = fs::read_to_string(f).unwrap();
+            !text.trim_start().starts_with("//!")
+        })
+        .map(|f| f.strip_prefix(&src).unwrap().display().to_string())
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "modules without a leading //! doc: {missing:?}"
+    );
+}
+
+use crate::support;
