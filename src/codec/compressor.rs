@@ -99,6 +99,27 @@ pub(crate) fn copy_match(out: &mut [u8], op: usize, dist: usize, len: usize) {
         // The written region from `src` is periodic with period `dist`, so a copy from `src`
         // of up to `op + done - src` bytes (a multiple of `dist` until the last) continues it.
         let mut done = 0;
+        if dist < 8 && out.len() - op >= 80 {
+            // Seed the first ~64 bytes with 8-byte pattern stores (instead of memmoves of 2,
+            // 4, 8... bytes); `done` stays a multiple of `dist`.
+            let mut seed = 0u64;
+            for (k, &b) in out[src..op].iter().enumerate() {
+                seed |= u64::from(b) << (8 * k);
+            }
+            let mut w = seed;
+            let mut sh = 8 * dist;
+            while sh < 64 {
+                w |= seed << sh;
+                sh += 8 * dist;
+            }
+            let w = w.to_le_bytes();
+            let step = dist * (8 / dist);
+            while done < 64 {
+                out[op + done..op + done + 8].copy_from_slice(&w);
+                done += step;
+            }
+            done = done.min(len);
+        }
         while done < len {
             let n = (dist + done).min(len - done);
             out.copy_within(src..src + n, op + done);

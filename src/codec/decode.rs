@@ -18,20 +18,44 @@ pub fn chunk_info(chunk: &[u8]) -> Result<ChunkHeader, CodecError> {
 }
 
 /// Decodes a whole chunk into a new vector of `nbytes` bytes.
+///
+/// The free functions use a per-thread [`Decoder`] (so its zstd context and scratch buffers
+/// are reused between calls) with the format's own limit on `nbytes`; use a [`Decoder`] of
+/// your own for a tighter limit.
 pub fn decompress(chunk: &[u8]) -> Result<Vec<u8>, CodecError> {
-    Decoder::new().decompress(chunk)
+    with_thread_decoder(|d| d.decompress(chunk))
 }
 
 /// Decodes a whole chunk into `out`, which must be exactly `nbytes` long. Returns `nbytes`.
 pub fn decompress_into(chunk: &[u8], out: &mut [u8]) -> Result<usize, CodecError> {
-    Decoder::new().decompress_into(chunk, out)
+    with_thread_decoder(|d| d.decompress_into(chunk, out))
 }
 
 /// Decodes the bytes `[offset, offset + out.len())` of the chunk's uncompressed content into
 /// `out`, decompressing only the blocks that overlap the range (plus block 0 for DELTA).
 /// Returns the number of bytes written (short at the end of the chunk).
 pub fn decompress_range(chunk: &[u8], offset: usize, out: &mut [u8]) -> Result<usize, CodecError> {
-    Decoder::new().decompress_range(chunk, offset, out)
+    with_thread_decoder(|d| d.decompress_range(chunk, offset, out))
+}
+
+/// Scratch the per-thread decoder keeps between calls; larger buffers (a hostile or huge
+/// blocksize) are freed after the call.
+const THREAD_SCRATCH_KEEP: usize = 16 << 20;
+
+thread_local! {
+    static THREAD_DECODER: std::cell::RefCell<Decoder> = std::cell::RefCell::new(Decoder::new());
+}
+
+fn with_thread_decoder<R>(f: impl FnOnce(&mut Decoder) -> R) -> R {
+    THREAD_DECODER.with(|cell| match cell.try_borrow_mut() {
+        Ok(mut dec) => {
+            let r = f(&mut dec);
+            dec.shrink_scratch(THREAD_SCRATCH_KEEP);
+            r
+        }
+        // Not reachable (decoding calls nothing back), but never panic over it.
+        Err(_) => f(&mut Decoder::new()),
+    })
 }
 
 /// A reusable decoder: keeps its scratch buffers between calls and caps the size any chunk may
@@ -44,7 +68,7 @@ pub struct Decoder {
 }
 
 /// Buffers reused between calls; each grows to the largest block seen and never shrinks.
-#[derive(Debug, Default)]
+#[derive(Default)]
 struct Scratch {
     /// One filtered block: the streams land here when the pipeline has work to do.
     filtered: Vec<u8>,
@@ -52,6 +76,17 @@ struct Scratch {
     block: Vec<u8>,
     /// Decoded block 0, the DELTA reference for range reads that do not hold it.
     block0: Vec<u8>,
+}
+
+impl std::fmt::Debug for Scratch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Sizes only: the contents are megabytes of stale data.
+        f.debug_struct("Scratch")
+            .field("filtered", &self.filtered.len())
+            .field("block", &self.block.len())
+            .field("block0", &self.block0.len())
+            .finish()
+    }
 }
 
 /// Grows `buf` to at least `len` bytes (zero-filling only the growth) and returns its prefix.
@@ -150,6 +185,20 @@ impl Decoder {
     /// The largest `nbytes` this decoder accepts.
     pub fn limit(&self) -> usize {
         self.limit
+    }
+
+    /// Frees every scratch buffer larger than `keep` bytes (they grow to the largest block
+    /// decoded and are otherwise kept for the next call).
+    pub fn shrink_scratch(&mut self, keep: usize) {
+        for buf in [
+            &mut self.scratch.filtered,
+            &mut self.scratch.block,
+            &mut self.scratch.block0,
+        ] {
+            if buf.capacity() > keep {
+                *buf = Vec::new();
+            }
+        }
     }
 
     /// See [`decompress`].
@@ -609,6 +658,31 @@ fn read_streams(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn decoder_is_send() {
+        fn send<T: Send>() {}
+        send::<Decoder>();
+    }
+
+    #[test]
+    fn debug_shows_sizes_not_contents() {
+        let mut d = Decoder::new();
+        d.scratch.filtered = vec![7; 1000];
+        let text = format!("{d:?}");
+        assert!(text.contains("filtered: 1000"), "{text}");
+        assert!(text.len() < 300, "{text}");
+    }
+
+    #[test]
+    fn shrink_scratch_frees_large_buffers() {
+        let mut d = Decoder::new();
+        d.scratch.filtered = vec![0; 100];
+        d.scratch.block = vec![0; 10];
+        d.shrink_scratch(50);
+        assert_eq!(d.scratch.filtered.capacity(), 0);
+        assert_eq!(d.scratch.block.len(), 10);
+    }
 
     #[test]
     fn pattern_fill_phases() {

@@ -391,6 +391,61 @@ fn limit_refuses_large_chunks_before_allocating() {
     assert!(Decoder::with_limit(nbytes).decompress(&f.bytes).is_ok());
 }
 
+/// Made at test time by python-blosc2: VL-block chunks with and without dictionaries (the
+/// fixtures have no VL+dictionary chunk), every codec, shuffle and bitshuffle, and big
+/// multi-threaded chunks (blocks out of order). Name, then sha256 of the reference's output.
+const ORACLE_SCRIPT: &str = r#"
+import sys, hashlib, numpy as np, blosc2, blosc2.blosc2_ext as e
+out = sys.argv[1]
+rng = np.random.default_rng(11)
+text = b"Blosc is a high performance compressor optimized for binary data. " * 300
+C, F = blosc2.Codec, blosc2.Filter
+n = 0
+def emit(chunk, ref):
+    global n
+    name = f"o{n:03d}"; n += 1
+    open(f"{out}/{name}.chunk", "wb").write(bytes(chunk))
+    print(f"{name}\t{hashlib.sha256(ref).hexdigest()}")
+print("name\tsha256")
+for codec in [C.ZSTD, C.LZ4, C.LZ4HC, C.BLOSCLZ, C.ZLIB]:
+    for use_dict in [False, True]:
+        for filters in [[], [F.SHUFFLE], [F.BITSHUFFLE]]:
+            blocks = [text[: 5000 + k * 977] for k in range(5)]
+            blocks += [rng.integers(0, 5, 3000, dtype=np.uint8).tobytes(), b"x"]
+            c = e.vlcompress(blocks, codec=codec, clevel=5, typesize=4, use_dict=use_dict,
+                             filters=filters, filters_meta=[0] * len(filters))
+            emit(c, b"".join(e.vldecompress(c)))
+walk = np.cumsum(rng.integers(-100, 101, 1 << 20)).astype(np.int32)
+for codec in [C.ZSTD, C.LZ4, C.BLOSCLZ]:
+    c = blosc2.compress2(walk, codec=codec, clevel=5, typesize=4, nthreads=4,
+                         filters=[F.SHUFFLE])
+    emit(c, blosc2.decompress2(c))
+"#;
+
+#[test]
+fn vl_dictionary_and_threaded_chunks_match_the_reference() {
+    let Some(py) = crate::support::python("vl_dictionary_and_threaded_chunks_match_the_reference")
+    else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let dir_arg = dir.path().to_str().unwrap();
+    let manifest = crate::support::run_python(&py, &["-c", ORACLE_SCRIPT, dir_arg]);
+    std::fs::write(dir.path().join("MANIFEST.tsv"), manifest).unwrap();
+    let fx = load_manifest(dir.path().to_path_buf());
+    assert!(fx.len() >= 30, "{} oracle chunks", fx.len());
+    let mut failures = Vec::new();
+    for f in &fx {
+        let h = ChunkHeader::parse(&f.bytes).unwrap();
+        match codec::decompress(&f.bytes) {
+            Ok(out) if sha256_hex(&out) == f.col("sha256") => {}
+            Ok(_) => failures.push(format!("{}: mismatch ({h:?})", f.name)),
+            Err(e) => failures.push(format!("{}: {e} ({h:?})", f.name)),
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
 // ---------------------------------------------------------------------------------------------
 // Hand-made chunks.
 

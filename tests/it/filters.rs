@@ -744,6 +744,9 @@ fn filters_match_python_blosc2_bytes() {
 }
 
 // ---------- speed (manual: `cargo test --test it filters::speed -- --ignored --nocapture`) ----------
+//
+// The test profile keeps debug assertions and overflow checks, which cost the SIMD kernels about
+// 3x; use these numbers to compare levels, not as absolute speeds (release builds are faster).
 
 #[test]
 #[ignore = "timing, run by hand"]
@@ -845,7 +848,8 @@ fn speed() {
     }
 }
 
-/// CPU time of the calling thread, in seconds.
+/// CPU time of the calling thread, in seconds (the machine is shared, so wall time is noisy).
+#[allow(unsafe_code)] // libc call; the crate may deny unsafe_code (STYLE section 7)
 fn thread_cpu_secs() -> f64 {
     let mut ts = libc::timespec {
         tv_sec: 0,

@@ -243,6 +243,24 @@ mod tests {
         }
     }
 
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig {
+            cases: 3000,
+            failure_persistence: None,
+            ..Default::default()
+        })]
+
+        /// Random streams never panic, whatever the output size.
+        #[test]
+        fn random_streams_never_panic(
+            junk in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..400),
+            n in 0usize..2000,
+        ) {
+            let mut out = vec![0u8; n];
+            let _ = decompress(&junk, &mut out);
+        }
+    }
+
     #[test]
     fn hostile_streams() {
         use BloscLzErrorKind::*;

@@ -294,6 +294,41 @@ mod tests {
         assert_eq!(&out[..], &want[..]);
     }
 
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig {
+            cases: 3000,
+            failure_persistence: None,
+            ..Default::default()
+        })]
+
+        /// Random bytes, and mutated real blocks, never panic; Ok means the output is full
+        /// (and, for an unmutated block, right).
+        #[test]
+        fn random_and_mutated_blocks_never_panic(
+            data in proptest::collection::vec(0u8..4, 0..3000),
+            junk in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..300),
+            flips in proptest::collection::vec((proptest::prelude::any::<usize>(), proptest::prelude::any::<u8>()), 0..4),
+            extra in 0usize..40,
+            dict_len in 0usize..64,
+        ) {
+            let dict: Vec<u8> = (0..dict_len as u8).collect();
+            let mut out = vec![0u8; extra * 7];
+            let _ = decompress(&junk, &mut out, &dict);
+            let mut block = lz4_flex::block::compress(&data);
+            let mut out = vec![0u8; data.len()];
+            decompress(&block, &mut out, &[]).unwrap();
+            proptest::prop_assert_eq!(&out, &data);
+            for (pos, v) in flips {
+                if !block.is_empty() {
+                    let n = block.len();
+                    block[pos % n] = v;
+                }
+            }
+            let mut out = vec![0u8; data.len() + extra % 3];
+            let _ = decompress(&block, &mut out, &dict);
+        }
+    }
+
     #[test]
     fn hostile_blocks() {
         use Lz4ErrorKind::*;
