@@ -205,8 +205,7 @@ impl Core {
         let special_or_small = out.len() < self.parallel_decode_min || blocksize == 0;
         let nblocks = out.len().div_ceil(blocksize.max(1));
         if parts < 2 || special_or_small || nblocks < 2 {
-            return DECODER
-                .with(|d| d.borrow_mut().decompress_into(chunk, out))
+            return guarded(|| DECODER.with(|d| d.borrow_mut().decompress_into(chunk, out)))
                 .map(|_| ());
         }
         let per = nblocks.div_ceil(parts) * blocksize;
@@ -246,13 +245,13 @@ impl Core {
             store.chunk_bytes(index).map(Cow::into_owned)
         })?;
         let mut out = vec![0u8; len];
-        let n = DECODER
-            .with(|d| d.borrow_mut().decompress_range(&chunk, offset, &mut out))
-            .map_err(|source| ContainerError::Chunk {
-                path: store.path().to_path_buf(),
-                index,
-                source,
-            })?;
+        let n =
+            guarded(|| DECODER.with(|d| d.borrow_mut().decompress_range(&chunk, offset, &mut out)))
+                .map_err(|source| ContainerError::Chunk {
+                    path: store.path().to_path_buf(),
+                    index,
+                    source,
+                })?;
         out.truncate(n);
         Ok(out)
     }
@@ -661,9 +660,21 @@ impl Tree {
     }
 }
 
+/// Runs a decoder call, turning a panic into an error: a decoder bug on hostile input must
+/// cost one file an EIO, not a FUSE worker thread (and with it the mount).
+fn guarded<T>(f: impl FnOnce() -> Result<T, CodecError>) -> Result<T, CodecError> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).unwrap_or_else(|_| {
+        Err(CodecError::Corrupt {
+            block: 0,
+            stream: 0,
+            reason: "the decoder panicked on this chunk (a b2fs bug; treated as corrupt)".into(),
+        })
+    })
+}
+
 /// Range-decodes exactly `out.len()` bytes at `offset`.
 fn range_exact(chunk: &[u8], offset: usize, out: &mut [u8]) -> Result<(), CodecError> {
-    let n = DECODER.with(|d| d.borrow_mut().decompress_range(chunk, offset, out))?;
+    let n = guarded(|| DECODER.with(|d| d.borrow_mut().decompress_range(chunk, offset, out)))?;
     if n == out.len() {
         Ok(())
     } else {
