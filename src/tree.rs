@@ -36,6 +36,7 @@
 pub mod attr;
 pub mod error;
 pub mod layout;
+mod lazy;
 mod prefetch;
 pub mod store;
 pub mod view;
@@ -241,9 +242,15 @@ impl Core {
         len: usize,
     ) -> Result<Vec<u8>, ContainerError> {
         let store = &self.sets[set].store;
-        let chunk = self.raw.get_or_load((set, index), || {
-            store.chunk_bytes(index).map(Cow::into_owned)
-        })?;
+        let chunk = match self.raw.get(&(set, index)) {
+            Some(raw) => raw,
+            None => match lazy::sparse_chunk(store.as_ref(), index, offset, len)? {
+                Some(sparse) => Arc::new(sparse),
+                None => self.raw.get_or_load((set, index), || {
+                    store.chunk_bytes(index).map(Cow::into_owned)
+                })?,
+            },
+        };
         let mut out = vec![0u8; len];
         let n =
             guarded(|| DECODER.with(|d| d.borrow_mut().decompress_range(&chunk, offset, &mut out)))
