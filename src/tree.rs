@@ -242,23 +242,30 @@ impl Core {
         len: usize,
     ) -> Result<Vec<u8>, ContainerError> {
         let store = &self.sets[set].store;
-        let chunk = match self.raw.get(&(set, index)) {
-            Some(raw) => raw,
-            None => match lazy::sparse_chunk(store.as_ref(), index, offset, len)? {
-                Some(sparse) => Arc::new(sparse),
-                None => self.raw.get_or_load((set, index), || {
-                    store.chunk_bytes(index).map(Cow::into_owned)
-                })?,
-            },
-        };
         let mut out = vec![0u8; len];
-        let n =
-            guarded(|| DECODER.with(|d| d.borrow_mut().decompress_range(&chunk, offset, &mut out)))
-                .map_err(|source| ContainerError::Chunk {
-                    path: store.path().to_path_buf(),
-                    index,
-                    source,
+        let decode = |chunk: &[u8], out: &mut [u8]| {
+            guarded(|| DECODER.with(|d| d.borrow_mut().decompress_range(chunk, offset, out)))
+        };
+        // A compressed chunk kept from earlier reads beats partial reads from the source.
+        let lazy = if self.raw.contains_or_loading(&(set, index)) {
+            None
+        } else {
+            lazy::with_sparse_chunk(store.as_ref(), index, offset, len, |c| decode(c, &mut out))?
+        };
+        let res = match lazy {
+            Some(res) => res,
+            None => {
+                let chunk = self.raw.get_or_load((set, index), || {
+                    store.chunk_bytes(index).map(Cow::into_owned)
                 })?;
+                decode(&chunk, &mut out)
+            }
+        };
+        let n = res.map_err(|source| ContainerError::Chunk {
+            path: store.path().to_path_buf(),
+            index,
+            source,
+        })?;
         out.truncate(n);
         Ok(out)
     }

@@ -2,9 +2,8 @@
 //! and the streams of the blocks a read overlaps, as C-Blosc2 does with its "lazy chunks",
 //! instead of the whole compressed chunk (megabytes for a 4 KiB read).
 //!
-//! The result is a buffer the size of the whole chunk in which only those bytes are filled
-//! (the rest stays zero, untouched pages of a fresh allocation); a range decode of the read's
-//! window looks at nothing else. Chunks whose range decode needs more than its own blocks
+//! The result is a (reused, per-thread) buffer the size of the whole chunk in which only
+//! those bytes are filled; a range decode of the read's window looks at nothing else. Chunks whose range decode needs more than its own blocks
 //! are not handled here and go the whole-chunk way: memcpyed, special, VL-block and
 //! dictionary chunks, and DELTA (which also needs block 0).
 //!
@@ -18,17 +17,45 @@ use crate::container::ContainerError;
 /// whole-chunk read is as good.
 const MAX_BSTARTS: usize = 64 * 1024;
 
-/// A chunk-sized buffer holding only what decoding `[offset, offset + len)` needs, or
-/// `None` when the store cannot read parts of chunks or the chunk's layout needs more.
+thread_local! {
+    /// The chunk-sized buffer partial reads fill, reused: bytes outside the filled ranges
+    /// are stale but never looked at by a range decode of the window.
+    static SPARSE: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// Bytes read eagerly with the header: enough for the block-start table of up to 1024 blocks.
+const HEAD_READ: usize = 32 + 4096;
+
+/// Calls `f` with a chunk-sized buffer in which only what decoding `[offset, offset + len)`
+/// needs is filled; `None` when the store cannot read parts of chunks or the chunk's layout
+/// needs more.
 ///
 /// # Errors
 /// When a read fails.
-pub(crate) fn sparse_chunk(
+pub(crate) fn with_sparse_chunk<R>(
     store: &dyn ChunkStore,
     index: usize,
     offset: usize,
     len: usize,
-) -> Result<Option<Vec<u8>>, ContainerError> {
+    f: impl FnOnce(&[u8]) -> R,
+) -> Result<Option<R>, ContainerError> {
+    SPARSE.with(|cell| {
+        let mut buf = cell.borrow_mut();
+        let Some(cbytes) = fill(store, index, offset, len, &mut buf)? else {
+            return Ok(None);
+        };
+        Ok(Some(f(&buf[..cbytes])))
+    })
+}
+
+/// Fills `buf` (grown to the chunk's cbytes) and returns cbytes, or `None` (see above).
+fn fill(
+    store: &dyn ChunkStore,
+    index: usize,
+    offset: usize,
+    len: usize,
+    buf: &mut Vec<u8>,
+) -> Result<Option<usize>, ContainerError> {
     let mut head = [0u8; 32];
     if len == 0 || !store.chunk_read_at(index, 0, &mut head)? {
         return Ok(None);
@@ -50,9 +77,19 @@ pub(crate) fn sparse_chunk(
     if table > MAX_BSTARTS || 32 + table > h.cbytes || offset + len > h.nbytes {
         return Ok(None);
     }
-    let mut bstarts_raw = vec![0u8; table];
-    store.chunk_read_at(index, 32, &mut bstarts_raw)?;
-    let bstarts: Vec<usize> = bstarts_raw
+    if buf.len() < h.cbytes {
+        buf.resize(h.cbytes, 0);
+    }
+    // Header and table in one read when the table is small (the usual case).
+    let eager = HEAD_READ.min(h.cbytes);
+    store.chunk_read_at(index, 0, &mut buf[..eager])?;
+    if buf[..32] != head {
+        return Ok(None); // changed underneath; let the whole-chunk path decide
+    }
+    if 32 + table > eager {
+        store.chunk_read_at(index, eager as u64, &mut buf[eager..32 + table])?;
+    }
+    let bstarts: Vec<usize> = buf[32..32 + table]
         .chunks_exact(4)
         .map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]) as usize)
         .collect();
@@ -75,11 +112,12 @@ pub(crate) fn sparse_chunk(
         lo = lo.min(start);
         hi = hi.max(end);
     }
-    let mut buf = vec![0u8; h.cbytes];
-    buf[..32].copy_from_slice(&head);
-    buf[32..32 + table].copy_from_slice(&bstarts_raw);
-    store.chunk_read_at(index, lo as u64, &mut buf[lo..hi])?;
-    Ok(Some(buf))
+    // Bytes already read with the header need not be read again.
+    let from = lo.max(eager.min(hi));
+    if from < hi {
+        store.chunk_read_at(index, from as u64, &mut buf[from..hi])?;
+    }
+    Ok(Some(h.cbytes))
 }
 
 #[cfg(test)]
@@ -122,14 +160,16 @@ mod tests {
                     if len == 0 {
                         continue;
                     }
-                    let Some(sparse) = sparse_chunk(&a, index, off, len).unwrap() else {
-                        continue;
-                    };
+                    let mut got = vec![0u8; len];
+                    let decoded = with_sparse_chunk(&a, index, off, len, |sparse| {
+                        decompress_range(sparse, off, &mut got)
+                    })
+                    .unwrap();
+                    let Some(decoded) = decoded else { continue };
+                    decoded.unwrap();
                     used += 1;
                     let mut want = vec![0u8; len];
-                    let mut got = vec![0u8; len];
                     decompress_range(&full, off, &mut want).unwrap();
-                    decompress_range(&sparse, off, &mut got).unwrap();
                     assert_eq!(got, want, "{name} chunk {index} ({off}, {len})");
                 }
             }

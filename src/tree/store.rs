@@ -90,8 +90,23 @@ impl ChunkStore for Array {
             path: self.path().to_path_buf(),
             source,
         };
-        let file = std::fs::File::open(self.path()).map_err(io)?;
-        file.read_exact_at(buf, pos).map_err(io)?;
-        Ok(true)
+        OPEN.with(|cell| {
+            let mut open = cell.borrow_mut();
+            if open.as_ref().is_none_or(|(p, _)| p != self.path()) {
+                let file = std::fs::File::open(self.path()).map_err(io)?;
+                *open = Some((self.path().to_path_buf(), file));
+            }
+            let Some((_, file)) = open.as_ref() else {
+                return Ok(false);
+            };
+            file.read_exact_at(buf, pos).map_err(io)?;
+            Ok(true)
+        })
     }
+}
+
+thread_local! {
+    /// The source file partial reads last used on this thread, kept open between reads.
+    static OPEN: std::cell::RefCell<Option<(std::path::PathBuf, std::fs::File)>> =
+        const { std::cell::RefCell::new(None) };
 }
