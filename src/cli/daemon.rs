@@ -208,7 +208,7 @@ fn raise_readahead(mountpoint: &Path) {
         let mut f = l.split(' ');
         let dev = f.nth(2)?;
         let mp = f.nth(1)?;
-        (Path::new(mp) == mountpoint).then(|| dev.to_owned())
+        (Path::new(&super::umount::unescape(mp)) == mountpoint).then(|| dev.to_owned())
     });
     let Some(dev) = dev else {
         log::debug!("readahead: {} not in mountinfo", mountpoint.display());
