@@ -27,7 +27,7 @@
 //!   go through the shared [`ChunkCache`]; a small cold read inside a large chunk that is not
 //!   part of a sequential scan decodes only the overlapping blocks (`decompress_range`).
 //! - **Sequential scans** (a handle whose reads follow each other, or start at 0) prefetch the
-//!   next chunks of the same data directory on background threads ([`prefetch`]).
+//!   next chunks of the same data directory on background threads (`prefetch`).
 //! - **A chunk that fails to decode** fails reads of that one file with
 //!   [`TreeError::Container`] (EIO); nothing is cached for it and every other file keeps
 //!   working.
