@@ -699,7 +699,7 @@ fn range_exact(chunk: &[u8], offset: usize, out: &mut [u8]) -> Result<(), CodecE
     }
 }
 
-/// `[offset, offset + size) ∩ [0, len)` as a range of `usize`.
+/// The intersection of `[offset, offset + size)` and `[0, len)` as a range of `usize`.
 fn window(len: usize, offset: u64, size: u32) -> Range<usize> {
     let start = usize::try_from(offset).unwrap_or(usize::MAX).min(len);
     let end = start.saturating_add(size as usize).min(len);
