@@ -10,7 +10,7 @@
 //!   total and pops least-recently-used entries until it is within the budget. A value larger
 //!   than the whole budget is handed to its reader but never cached.
 //! - **Single flight.** Two readers of the same cold key must not decode it twice. The first
-//!   reader registers a [`Flight`] under the key and loads outside the lock; later readers wait
+//!   reader registers a `Flight` under the key and loads outside the lock; later readers wait
 //!   on the flight's condition variable and receive the same `Arc`. A failed (or panicking)
 //!   load wakes the waiters, which then retry on their own, so an error is never cached.
 //! - **Memory reuse.** Freshly allocated large buffers are slow to fault in on the target

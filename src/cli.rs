@@ -140,7 +140,7 @@ pub fn main() -> ExitCode {
 /// Runs a parsed command line.
 ///
 /// # Errors
-/// Any [`Error`]; the caller prints it and exits with [`Error::exit_code`].
+/// Any [`enum@Error`]; the caller prints it and exits with [`Error::exit_code`].
 pub fn run(cli: Cli) -> Result<(), Error> {
     match cli.command {
         Command::Mount(m) => daemon::mount(m),

@@ -27,7 +27,7 @@
 //!   go through the shared [`ChunkCache`]; a small cold read inside a large chunk that is not
 //!   part of a sequential scan decodes only the overlapping blocks (`decompress_range`).
 //! - **Sequential scans** (a handle whose reads follow each other, or start at 0) prefetch the
-//!   next chunks of the same data directory on background threads ([`prefetch`]).
+//!   next chunks of the same data directory on background threads (`prefetch`).
 //! - **A chunk that fails to decode** fails reads of that one file with
 //!   [`TreeError::Container`] (EIO); nothing is cached for it and every other file keeps
 //!   working.
@@ -36,10 +36,12 @@
 pub mod attr;
 pub mod error;
 pub mod layout;
+mod lazy;
 mod prefetch;
 pub mod store;
 pub mod view;
 
+use std::borrow::Cow;
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::ops::{Deref, Range};
@@ -75,9 +77,19 @@ pub struct TreeOptions {
     /// Background threads that run prefetches.
     pub prefetch_threads: usize,
     /// A cold read decodes only the blocks it overlaps when the chunk is more than this many
-    /// times larger than the read and the read is not part of a sequential scan.
+    /// times larger than the read, the read is at most [`RANGE_READ_MAX`] bytes, and it is
+    /// not part of a sequential scan.
     pub range_factor: usize,
+    /// Threads that decode the blocks of one large chunk in parallel (1 = no splitting).
+    pub decode_threads: usize,
+    /// Chunks of at least this many bytes are decoded by `decode_threads` threads.
+    pub parallel_decode_min: usize,
 }
+
+/// Largest read served by a range decode. Kernel readahead of a sequential scan arrives as
+/// 128 KiB+ requests, possibly out of order across worker threads; only small reads are
+/// treated as random access.
+pub const RANGE_READ_MAX: usize = 64 * 1024;
 
 impl Default for TreeOptions {
     fn default() -> Self {
@@ -86,6 +98,8 @@ impl Default for TreeOptions {
             prefetch_chunks: 2,
             prefetch_threads: 2,
             range_factor: 4,
+            decode_threads: std::thread::available_parallelism().map_or(1, |n| n.get().min(4)),
+            parallel_decode_min: 1 << 20,
         }
     }
 }
@@ -127,7 +141,13 @@ type Key = (usize, usize);
 #[derive(Debug)]
 struct Core {
     sets: Vec<DataSet>,
+    /// Decompressed chunks.
     cache: ChunkCache<Key>,
+    /// Compressed chunks kept for range decodes: a random small read must not re-read a
+    /// whole compressed chunk from the source each time.
+    raw: ChunkCache<Key>,
+    decode_threads: usize,
+    parallel_decode_min: usize,
 }
 
 thread_local! {
@@ -161,7 +181,7 @@ impl Core {
             }));
         }
         let mut buf = self.cache.buffer(stored);
-        let res = DECODER.with(|d| d.borrow_mut().decompress_into(&chunk, &mut buf));
+        let res = self.decode_into(&chunk, &mut buf);
         match res {
             Ok(_) => {
                 buf.truncate(nbytes);
@@ -174,6 +194,45 @@ impl Core {
         }
     }
 
+    /// Decodes a whole chunk into `out` (exactly its nbytes). A large chunk is cut at block
+    /// boundaries and the parts are decoded on scoped threads with range decodes, so one cold
+    /// chunk uses every core (C-Blosc2 does the same with its nthreads).
+    fn decode_into(&self, chunk: &[u8], out: &mut [u8]) -> Result<(), CodecError> {
+        let parts = self.decode_threads.max(1);
+        let blocksize = match codec::chunk_info(chunk) {
+            Ok(h) => h.blocksize,
+            Err(e) => return Err(e),
+        };
+        let special_or_small = out.len() < self.parallel_decode_min || blocksize == 0;
+        let nblocks = out.len().div_ceil(blocksize.max(1));
+        if parts < 2 || special_or_small || nblocks < 2 {
+            return guarded(|| DECODER.with(|d| d.borrow_mut().decompress_into(chunk, out)))
+                .map(|_| ());
+        }
+        let per = nblocks.div_ceil(parts) * blocksize;
+        std::thread::scope(|scope| {
+            let mut rest = &mut out[..];
+            let mut offset = 0;
+            let mut handles = Vec::new();
+            while rest.len() > per {
+                let (part, tail) = rest.split_at_mut(per);
+                rest = tail;
+                let at = offset;
+                offset += per;
+                handles.push(scope.spawn(move || range_exact(chunk, at, part)));
+            }
+            let first = range_exact(chunk, offset, rest);
+            handles
+                .into_iter()
+                .map(|h| {
+                    h.join().unwrap_or(Err(CodecError::InvalidParams(
+                        "decode thread panicked".into(),
+                    )))
+                })
+                .fold(first, |acc, r| acc.and(r))
+        })
+    }
+
     /// Bytes `[offset, offset + len)` of a chunk, decoding only the blocks they overlap.
     fn decode_range(
         &self,
@@ -183,15 +242,30 @@ impl Core {
         len: usize,
     ) -> Result<Vec<u8>, ContainerError> {
         let store = &self.sets[set].store;
-        let chunk = store.chunk_bytes(index)?;
         let mut out = vec![0u8; len];
-        let n = DECODER
-            .with(|d| d.borrow_mut().decompress_range(&chunk, offset, &mut out))
-            .map_err(|source| ContainerError::Chunk {
-                path: store.path().to_path_buf(),
-                index,
-                source,
-            })?;
+        let decode = |chunk: &[u8], out: &mut [u8]| {
+            guarded(|| DECODER.with(|d| d.borrow_mut().decompress_range(chunk, offset, out)))
+        };
+        // A compressed chunk kept from earlier reads beats partial reads from the source.
+        let lazy = if self.raw.contains_or_loading(&(set, index)) {
+            None
+        } else {
+            lazy::with_sparse_chunk(store.as_ref(), index, offset, len, |c| decode(c, &mut out))?
+        };
+        let res = match lazy {
+            Some(res) => res,
+            None => {
+                let chunk = self.raw.get_or_load((set, index), || {
+                    store.chunk_bytes(index).map(Cow::into_owned)
+                })?;
+                decode(&chunk, &mut out)
+            }
+        };
+        let n = res.map_err(|source| ContainerError::Chunk {
+            path: store.path().to_path_buf(),
+            index,
+            source,
+        })?;
         out.truncate(n);
         Ok(out)
     }
@@ -263,9 +337,14 @@ impl Tree {
             );
             sets.push(DataSet { store, base });
         }
+        // A quarter of the budget (at most 64 MiB) keeps compressed chunks for range decodes.
+        let raw_budget = (options.cache_size / 4).min(64 << 20);
         let core = Arc::new(Core {
             sets,
-            cache: ChunkCache::new(options.cache_size),
+            cache: ChunkCache::new(options.cache_size - raw_budget),
+            raw: ChunkCache::new(raw_budget),
+            decode_threads: options.decode_threads,
+            parallel_decode_min: options.parallel_decode_min,
         });
         let prefetch = (options.prefetch_chunks > 0 && options.prefetch_threads > 0)
             .then(|| prefetch::Prefetcher::start(core.clone(), options.prefetch_threads));
@@ -521,19 +600,25 @@ impl Tree {
         if r.is_empty() {
             return Ok(ReadData::Owned(Vec::new()));
         }
-        if sequential {
-            self.prefetch_after(set, index);
-        }
         let key = (set, index);
         if let Some(bytes) = core.cache.get(&key) {
+            if sequential {
+                self.prefetch_after(set, index);
+            }
             return Ok(ReadData::Chunk(bytes, r));
         }
-        let small = nbytes / self.options.range_factor.max(1) > r.len();
+        let small =
+            r.len() <= RANGE_READ_MAX && nbytes / self.options.range_factor.max(1) > r.len();
         if !sequential && small && !core.cache.contains_or_loading(&key) {
             let out = core.decode_range(set, index, r.start, r.len())?;
             return Ok(ReadData::Owned(out));
         }
+        // Prefetch only once this chunk is decoded: the reader is waiting for it, and
+        // prefetches started earlier would take cores from its decode.
         let bytes = core.chunk(set, index)?;
+        if sequential {
+            self.prefetch_after(set, index);
+        }
         Ok(ReadData::Chunk(bytes, r))
     }
 
@@ -589,7 +674,32 @@ impl Tree {
     }
 }
 
-/// `[offset, offset + size) ∩ [0, len)` as a range of `usize`.
+/// Runs a decoder call, turning a panic into an error: a decoder bug on hostile input must
+/// cost one file an EIO, not a FUSE worker thread (and with it the mount).
+fn guarded<T>(f: impl FnOnce() -> Result<T, CodecError>) -> Result<T, CodecError> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).unwrap_or_else(|_| {
+        Err(CodecError::Corrupt {
+            block: 0,
+            stream: 0,
+            reason: "the decoder panicked on this chunk (a b2fs bug; treated as corrupt)".into(),
+        })
+    })
+}
+
+/// Range-decodes exactly `out.len()` bytes at `offset`.
+fn range_exact(chunk: &[u8], offset: usize, out: &mut [u8]) -> Result<(), CodecError> {
+    let n = guarded(|| DECODER.with(|d| d.borrow_mut().decompress_range(chunk, offset, out)))?;
+    if n == out.len() {
+        Ok(())
+    } else {
+        Err(CodecError::OutputSize {
+            expected: offset + n,
+            actual: offset + out.len(),
+        })
+    }
+}
+
+/// The intersection of `[offset, offset + size)` and `[0, len)` as a range of `usize`.
 fn window(len: usize, offset: u64, size: u32) -> Range<usize> {
     let start = usize::try_from(offset).unwrap_or(usize::MAX).min(len);
     let end = start.saturating_add(size as usize).min(len);

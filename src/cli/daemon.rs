@@ -179,6 +179,7 @@ fn serve(
     let mut session = crate::fuse::mount::session(tree, mountpoint, &cfg)
         .map_err(|e| classify_mount_error(mountpoint, e))?;
     log::info!("mounted {} at {}", source.display(), mountpoint.display());
+    raise_readahead(mountpoint);
     ready(mountpoint);
     signals::spawn_unmounter(
         signals,
@@ -190,6 +191,34 @@ fn serve(
         .map_err(|e| Error::other("FUSE session failed", e))?;
     log::info!("unmounted {}", mountpoint.display());
     Ok(())
+}
+
+/// Kernel readahead for the mount, in KiB.
+const READAHEAD_KB: u32 = 4096;
+
+/// Raises the kernel's readahead window for this mount (its backing device info) from the
+/// 128 KiB FUSE negotiates to [`READAHEAD_KB`], so a sequential read through the page cache
+/// reaches b2fs as ~1 MiB requests instead of 128 KiB ones (measured: cold sequential
+/// keep_cache reads were ~3x slower than direct_io without it). Needs root; a failure only
+/// costs speed. The device number comes from `/proc/self/mountinfo`: a `stat` of the
+/// mountpoint would ask this very process, which does not serve requests yet.
+fn raise_readahead(mountpoint: &Path) {
+    let info = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
+    let dev = info.lines().find_map(|l| {
+        let mut f = l.split(' ');
+        let dev = f.nth(2)?;
+        let mp = f.nth(1)?;
+        (Path::new(&super::umount::unescape(mp)) == mountpoint).then(|| dev.to_owned())
+    });
+    let Some(dev) = dev else {
+        log::debug!("readahead: {} not in mountinfo", mountpoint.display());
+        return;
+    };
+    let path = format!("/sys/class/bdi/{dev}/read_ahead_kb");
+    match std::fs::write(&path, READAHEAD_KB.to_string()) {
+        Ok(()) => log::debug!("readahead: {path} = {READAHEAD_KB}"),
+        Err(e) => log::debug!("readahead: cannot write {path}: {e}"),
+    }
 }
 
 fn classify_mount_error(mountpoint: &Path, e: std::io::Error) -> Error {

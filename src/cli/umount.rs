@@ -81,7 +81,7 @@ pub(super) fn is_mountpoint(abs: &Path) -> bool {
 }
 
 /// Undoes the octal escapes (`\040` for space) of `/proc` mount tables.
-fn unescape(s: &str) -> String {
+pub(super) fn unescape(s: &str) -> String {
     let b = s.as_bytes();
     let mut out = Vec::with_capacity(b.len());
     let mut i = 0;

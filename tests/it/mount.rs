@@ -287,6 +287,30 @@ fn mount_foreground_sigterm_unmounts_cleanly() {
 }
 
 #[test]
+fn mount_umount_waits_for_the_foreground_process() {
+    if !fuse_available("mount_umount_waits_for_the_foreground_process") {
+        return;
+    }
+    let (src, _) = sample();
+    let dir = tempfile::tempdir().unwrap();
+    let mut m = Mount::foreground(&src, &dir.path().join("stderr.log"));
+    let out = b2fs().arg("umount").arg(&m.mp).output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(!is_mounted(&m.mp));
+    // `b2fs umount` returned only after the serving process had exited.
+    let st = m.child.as_mut().unwrap().try_wait().unwrap();
+    assert!(st.is_some_and(|s| s.success()), "{st:?}");
+    m.child = None;
+    // A second umount: not mounted any more.
+    let again = b2fs().arg("umount").arg(&m.mp).output().unwrap();
+    assert_eq!(again.status.code(), Some(4));
+}
+
+#[test]
 fn mount_failures_exit_with_documented_codes() {
     if !fuse_available("mount_failures_exit_with_documented_codes") {
         return;

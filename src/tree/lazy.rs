@@ -1,0 +1,179 @@
+//! Partial chunk reads for small random reads: fetch only the header, the block-start table
+//! and the streams of the blocks a read overlaps, as C-Blosc2 does with its "lazy chunks",
+//! instead of the whole compressed chunk (megabytes for a 4 KiB read).
+//!
+//! The result is a (reused, per-thread) buffer the size of the whole chunk in which only
+//! those bytes are filled; a range decode of the read's window looks at nothing else. Chunks whose range decode needs more than its own blocks
+//! are not handled here and go the whole-chunk way: memcpyed, special, VL-block and
+//! dictionary chunks, and DELTA (which also needs block 0).
+//!
+//! See: `shared/spec/CHUNK_FORMAT_NOTES.md` section 1 (header, flags, bstarts).
+
+use super::store::ChunkStore;
+use crate::codec::{self, filter_id};
+use crate::container::ContainerError;
+
+/// Largest block-start table read eagerly (bytes); bigger tables mean tiny blocks, where a
+/// whole-chunk read is as good.
+const MAX_BSTARTS: usize = 64 * 1024;
+
+thread_local! {
+    /// The chunk-sized buffer partial reads fill, reused: bytes outside the filled ranges
+    /// are stale but never looked at by a range decode of the window.
+    static SPARSE: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// Bytes read eagerly with the header: enough for the block-start table of up to 1024 blocks.
+const HEAD_READ: usize = 32 + 4096;
+
+/// Calls `f` with a chunk-sized buffer in which only what decoding `[offset, offset + len)`
+/// needs is filled; `None` when the store cannot read parts of chunks or the chunk's layout
+/// needs more.
+///
+/// # Errors
+/// When a read fails.
+pub(crate) fn with_sparse_chunk<R>(
+    store: &dyn ChunkStore,
+    index: usize,
+    offset: usize,
+    len: usize,
+    f: impl FnOnce(&[u8]) -> R,
+) -> Result<Option<R>, ContainerError> {
+    SPARSE.with(|cell| {
+        let mut buf = cell.borrow_mut();
+        let Some(cbytes) = fill(store, index, offset, len, &mut buf)? else {
+            return Ok(None);
+        };
+        Ok(Some(f(&buf[..cbytes])))
+    })
+}
+
+/// Fills `buf` (grown to the chunk's cbytes) and returns cbytes, or `None` (see above).
+fn fill(
+    store: &dyn ChunkStore,
+    index: usize,
+    offset: usize,
+    len: usize,
+    buf: &mut Vec<u8>,
+) -> Result<Option<usize>, ContainerError> {
+    let mut head = [0u8; 32];
+    if len == 0 || !store.chunk_read_at(index, 0, &mut head)? {
+        return Ok(None);
+    }
+    let Ok(h) = codec::chunk_info(&head) else {
+        return Ok(None); // let the whole-chunk path report it
+    };
+    let extended = h.flags & 0x05 == 0x05;
+    let memcpyed = h.flags & 0x02 != 0;
+    let vl_blocks = h.flags2 & 0x01 != 0;
+    let dict = h.blosc2_flags & 0x01 != 0;
+    let special = (h.blosc2_flags >> 4) & 0x07 != 0;
+    let delta = h.flags & 0x08 != 0 || h.filters.contains(&filter_id::DELTA);
+    if !extended || memcpyed || vl_blocks || dict || special || delta || h.blocksize == 0 {
+        return Ok(None);
+    }
+    let nblocks = h.nbytes.div_ceil(h.blocksize);
+    let table = nblocks * 4;
+    if table > MAX_BSTARTS || 32 + table > h.cbytes || offset + len > h.nbytes {
+        return Ok(None);
+    }
+    if buf.len() < h.cbytes {
+        buf.resize(h.cbytes, 0);
+    }
+    // Header and table in one read when the table is small (the usual case).
+    let eager = HEAD_READ.min(h.cbytes);
+    store.chunk_read_at(index, 0, &mut buf[..eager])?;
+    if buf[..32] != head {
+        return Ok(None); // changed underneath; let the whole-chunk path decide
+    }
+    if 32 + table > eager {
+        store.chunk_read_at(index, eager as u64, &mut buf[eager..32 + table])?;
+    }
+    let bstarts: Vec<usize> = buf[32..32 + table]
+        .chunks_exact(4)
+        .map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]) as usize)
+        .collect();
+    let first = offset / h.blocksize;
+    let last = (offset + len - 1) / h.blocksize;
+    // Each needed block's streams run from its start to the next larger start (starts need
+    // not be increasing: multi-threaded writers store blocks in completion order).
+    let mut lo = usize::MAX;
+    let mut hi = 0;
+    for &start in &bstarts[first..=last] {
+        let end = bstarts
+            .iter()
+            .copied()
+            .filter(|&s| s > start)
+            .min()
+            .unwrap_or(h.cbytes);
+        if start < 32 + table || end > h.cbytes {
+            return Ok(None);
+        }
+        lo = lo.min(start);
+        hi = hi.max(end);
+    }
+    // Bytes already read with the header need not be read again.
+    let from = lo.max(eager.min(hi));
+    if from < hi {
+        store.chunk_read_at(index, from as u64, &mut buf[from..hi])?;
+    }
+    Ok(Some(h.cbytes))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::codec::decompress_range;
+    use crate::container::{self, Container};
+    use std::path::PathBuf;
+
+    fn fixture(name: &str) -> container::Array {
+        let p = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/data/frames")
+            .join(name);
+        match container::open(&p).unwrap() {
+            Container::Array(a) => a,
+            Container::Table(_) => panic!("not an array"),
+        }
+    }
+
+    #[test]
+    fn sparse_chunk_decodes_like_the_whole_chunk() {
+        let mut used = 0;
+        for name in [
+            "schunk_zstd.b2frame",
+            "schunk_lz4.b2frame",
+            "b2nd_2d_f8_lz4.b2nd",
+            "schunk_zlib.b2frame",
+        ] {
+            let a = fixture(name);
+            for index in 0..a.nchunks() {
+                let full = a.chunk_bytes(index).unwrap().into_owned();
+                let nbytes = a.chunk_nbytes(index).unwrap();
+                for (off, len) in [
+                    (0, 1),
+                    (nbytes / 3, 4096),
+                    (nbytes.saturating_sub(100), 100),
+                    (4095, 2),
+                ] {
+                    let len = len.min(nbytes - off.min(nbytes));
+                    if len == 0 {
+                        continue;
+                    }
+                    let mut got = vec![0u8; len];
+                    let decoded = with_sparse_chunk(&a, index, off, len, |sparse| {
+                        decompress_range(sparse, off, &mut got)
+                    })
+                    .unwrap();
+                    let Some(decoded) = decoded else { continue };
+                    decoded.unwrap();
+                    used += 1;
+                    let mut want = vec![0u8; len];
+                    decompress_range(&full, off, &mut want).unwrap();
+                    assert_eq!(got, want, "{name} chunk {index} ({off}, {len})");
+                }
+            }
+        }
+        assert!(used > 10, "the partial-read path was never taken ({used})");
+    }
+}
