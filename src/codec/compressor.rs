@@ -44,7 +44,7 @@ mod tests {
 /// (overlap repeats the pattern). The caller guarantees `1 <= dist <= op` and
 /// `op + len <= out.len()`.
 ///
-/// Short matches (≤ 64 bytes) with 16 bytes of slack in the output are copied in fixed 16- or
+/// Short matches (<= 64 bytes) with 16 bytes of slack in the output are copied in fixed 16- or
 /// 8-byte moves, each reading only bytes already final; they may write up to 15 bytes past
 /// `len`, which later sequences rewrite (a stream must fill its output exactly).
 #[inline(always)]
@@ -62,7 +62,7 @@ pub(crate) fn copy_match(out: &mut [u8], op: usize, dist: usize, len: usize) {
             out[op..op + len].fill(b);
         } else if dist < 8 {
             // Period `dist` < 8: build 8 pattern bytes in a register and store them every
-            // `step` bytes (the largest multiple of `dist` ≤ 8); no load depends on a store.
+            // `step` bytes (the largest multiple of `dist` <= 8); no load depends on a store.
             // Byte loads: each lies inside one earlier store, so store forwarding works (an
             // 8-byte load spanning two fresh stores stalls).
             let mut seed = 0u64;
@@ -83,7 +83,7 @@ pub(crate) fn copy_match(out: &mut [u8], op: usize, dist: usize, len: usize) {
                 i += step;
             }
         } else {
-            // 8 ≤ dist < 16: 8-byte moves, each reading bytes already final.
+            // 8 <= dist < 16: 8-byte moves, each reading bytes already final.
             let mut i = 0;
             while i < len {
                 out.copy_within(src + i..src + i + 8, op + i);

@@ -342,7 +342,7 @@ impl ChunkHeader {
         }
     }
 
-    /// Whether the chunk was written by C-Blosc 1.x (version ≤ 2): decides the split rule
+    /// Whether the chunk was written by C-Blosc 1.x (version <= 2): decides the split rule
     /// (section 2.4) and the bitshuffle rule (section 3.3).
     pub fn is_blosc1(&self) -> bool {
         self.version <= 2
@@ -356,7 +356,7 @@ impl ChunkHeader {
         SpecialKind::from_bits((self.blosc2_flags >> 4) & 7).unwrap_or(SpecialKind::None)
     }
 
-    /// Size of the element a repeated-value chunk stores after the header (`cbytes − 32`).
+    /// Size of the element a repeated-value chunk stores after the header (`cbytes - 32`).
     pub fn special_value_size(&self) -> usize {
         self.cbytes.saturating_sub(MAX_OVERHEAD)
     }
@@ -454,7 +454,7 @@ impl ChunkHeader {
     }
 
     /// Number of streams of a block of `bsize` bytes (section 2.4): the Blosc2 rule for
-    /// versions ≥ 3, the C-Blosc 1.x rule for version 2. `leftover` says whether it is the
+    /// versions >= 3, the C-Blosc 1.x rule for version 2. `leftover` says whether it is the
     /// short last block.
     pub fn nstreams(&self, bsize: usize, leftover: bool) -> usize {
         let ts = usize::from(self.typesize);

@@ -60,7 +60,7 @@ fn count() -> usize {
         .unwrap_or(300)
 }
 
-/// Parses a MANIFEST.tsv into one map (column name → value) per row.
+/// Parses a MANIFEST.tsv into one map (column name -> value) per row.
 pub(crate) fn read_manifest(path: &Path) -> Vec<HashMap<String, String>> {
     let text = std::fs::read_to_string(path)
         .unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()));

@@ -4,7 +4,7 @@
 //!
 //! Safe Rust, in two loops. The fast loop runs while 32 input and 64 output bytes of slack
 //! remain from the sequence start: literal runs < 15 are one 16-byte move, matches of at
-//! most 18 bytes are 8 + 8 + 2-byte moves (distance ≥ 8) or four stores of an 8-byte
+//! most 18 bytes are 8 + 8 + 2-byte moves (distance >= 8) or four stores of an 8-byte
 //! pattern built with a mask and a multiply (distance < 8), longer ones are 32/16/8-byte
 //! move loops or one exact copy; the bytes written past a sequence's end are rewritten by the
 //! next ones. Near the ends of the buffers the exact loop copies every byte with bounds
@@ -177,17 +177,17 @@ fn long_literals(input: &[u8], out: &mut [u8], ip: usize, op: usize) -> Option<(
     Some((lp + lit, op + lit))
 }
 
-/// A match of at most 18 bytes at `op` from `dist` back (1 ≤ `dist` ≤ `op`, 32 bytes of slack
+/// A match of at most 18 bytes at `op` from `dist` back (1 <= `dist` <= `op`, 32 bytes of slack
 /// after `op`), with no branch on the length or the distance: four 8-byte moves. The first
 /// is 8 bytes of the match built in a register (the `dist`-byte pattern repeated when
 /// `dist` < 8); each later one, `stride` further, copies 8 bytes already final: from `dist`
-/// back when `dist` ≥ 8, else from the previous move (`stride` is a multiple of `dist`).
+/// back when `dist` >= 8, else from the previous move (`stride` is a multiple of `dist`).
 #[inline(always)]
 fn short_match(out: &mut [u8], op: usize, dist: usize) {
     let src = op - dist;
     let win = &mut out[src..op + 32];
     if dist >= 8 {
-        // 8 + 8 + 2 bytes, each move reading bytes already final because dist ≥ 8.
+        // 8 + 8 + 2 bytes, each move reading bytes already final because dist >= 8.
         // The last is 2 bytes wide, not 8: a load inside one earlier store forwards;
         // a wider one spanning two fresh stores stalls.
         let a = load8(win, 0);
@@ -197,11 +197,11 @@ fn short_match(out: &mut [u8], op: usize, dist: usize) {
         let c = [win[16], win[17]];
         win[dist + 16..dist + 18].copy_from_slice(&c);
     } else {
-        // 1 ≤ dist < 8: the match repeats a `dist`-byte pattern; build 8 bytes of it
-        // in a register and store them four times, `step` apart (≥ 20 bytes).
+        // 1 <= dist < 8: the match repeats a `dist`-byte pattern; build 8 bytes of it
+        // in a register and store them four times, `step` apart (>= 20 bytes).
         let x = u64::from_le_bytes(load8(win, 0)) & PATTERN_MASK[dist];
         let w = x.wrapping_mul(PATTERN_REP[dist]).to_le_bytes();
-        // `min` tells the compiler step ≤ 8, so the stores need no bounds checks.
+        // `min` tells the compiler step <= 8, so the stores need no bounds checks.
         let step = PATTERN_STEP[dist].min(8);
         if let Some(dst) = win.get_mut(dist..).and_then(<[u8]>::first_chunk_mut::<32>) {
             for k in 0..4 {
@@ -211,7 +211,7 @@ fn short_match(out: &mut [u8], op: usize, dist: usize) {
     }
 }
 
-/// Any match but a short one (`ml` < 15 and 1 ≤ `dist` ≤ `op`): reads the length extension
+/// Any match but a short one (`ml` < 15 and 1 <= `dist` <= `op`): reads the length extension
 /// from `ip`, copies long matches in 16- or 8-byte moves while the slack allows, and hands the
 /// rest to [`exact_match`]. Returns the input and output positions after the match.
 #[inline(always)]

@@ -1,8 +1,8 @@
 //! Bit shuffle and unshuffle (section 3.3), with the Blosc1 and Blosc2 block rules.
 //!
-//! The core transform takes `m` elements of `t` bytes (`m % 8 == 0`) to `8·t` bit-planes of
-//! `m/8` bytes: plane `8·j + b`, byte `k`, bit `q` is bit `b` of byte `j` of element `8·k + q`.
-//! Equivalently: a byte shuffle, then an 8×8 bit transpose (LSB first) of every group of 8 bytes
+//! The core transform takes `m` elements of `t` bytes (`m % 8 == 0`) to `8*t` bit-planes of
+//! `m/8` bytes: plane `8*j + b`, byte `k`, bit `q` is bit `b` of byte `j` of element `8*k + q`.
+//! Equivalently: a byte shuffle, then an 8x8 bit transpose (LSB first) of every group of 8 bytes
 //! in each byte row. Which part of a block is transformed depends on the chunk version
 //! ([`BitshuffleRule`]); the rest is copied unchanged. [`scalar`] is the safe twin of the SIMD
 //! kernels.
@@ -34,7 +34,7 @@ impl BitshuffleRule {
     }
 
     /// How many leading bytes of a `len`-byte block the bit transpose covers, for elements of
-    /// `typesize` bytes (0 is treated as 1). Always a multiple of `8·typesize`.
+    /// `typesize` bytes (0 is treated as 1). Always a multiple of `8*typesize`.
     pub fn transformed_len(self, typesize: usize, len: usize) -> usize {
         let t = typesize.max(1);
         let m = len / t;
@@ -104,8 +104,8 @@ pub fn bitunshuffle_with(
     Ok(())
 }
 
-/// Transposes the 8×8 bit matrix held in `x` (row `r` = byte `r`, column `c` = bit `c`):
-/// bit `8·r + c` moves to bit `8·c + r`. Its own inverse.
+/// Transposes the 8x8 bit matrix held in `x` (row `r` = byte `r`, column `c` = bit `c`):
+/// bit `8*r + c` moves to bit `8*c + r`. Its own inverse.
 #[inline]
 pub fn transpose8x8(mut x: u64) -> u64 {
     let t = (x ^ (x >> 7)) & 0x00AA_00AA_00AA_00AA;
@@ -119,7 +119,7 @@ pub fn transpose8x8(mut x: u64) -> u64 {
 
 /// The fast path of the core transform at any level: tiles of whole elements (at most
 /// [`TILE`](tiled::TILE) bytes) are byte-shuffled into rows that stay in L1, and each row is
-/// bit-transposed into / out of its 8 planes (SIMD row kernels where available, the 8×8 word
+/// bit-transposed into / out of its 8 planes (SIMD row kernels where available, the 8x8 word
 /// transpose for the rest).
 mod tiled {
     use super::super::SimdLevel;

@@ -7,11 +7,11 @@
 //!   `movemask_epi8`, doubling the bytes (`add_epi8(x, x)`) between planes; each mask is 2/4
 //!   bytes of one plane.
 //! - bit unshuffle: for each row, load 16/32 bytes from each of its 8 planes, transpose the
-//!   8×8 bit matrices across the 8 vectors (three rounds of masked shift/XOR swaps at distances
+//!   8x8 bit matrices across the 8 vectors (three rounds of masked shift/XOR swaps at distances
 //!   1, 2, 4), interleave the 8 vectors bytewise (the unshuffle kernel for `t = 8`), which gives
 //!   the row's bytes in order.
 //!
-//! Groups of 8 bytes left over at the end of a row are left to the scalar 8×8 transpose.
+//! Groups of 8 bytes left over at the end of a row are left to the scalar 8x8 transpose.
 
 #![allow(unsafe_code)]
 
@@ -139,7 +139,7 @@ unsafe fn avx2_bits_to_planes(row: *const u8, chunks: usize, dst: *mut u8, plane
     }
 }
 
-/// Transposes, for every byte position, the 8×8 bit matrix whose row `r` is byte of `x[r]`
+/// Transposes, for every byte position, the 8x8 bit matrix whose row `r` is byte of `x[r]`
 /// (bit `c` = column `c`): afterwards bit `r` of byte of `x[c]` is the old bit `c` of `x[r]`.
 #[inline]
 #[target_feature(enable = "sse2")]

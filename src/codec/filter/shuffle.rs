@@ -1,7 +1,7 @@
 //! Byte shuffle and unshuffle (section 3.2), SIMD where the CPU has it, scalar otherwise.
 //!
 //! For `m = len / t` whole elements of `t` bytes, shuffle writes byte `j` of element `e` to
-//! `out[j·m + e]`; the last `len % t` bytes are copied unchanged. `t <= 1` is the identity.
+//! `out[j*m + e]`; the last `len % t` bytes are copied unchanged. `t <= 1` is the identity.
 //! The public functions pick the best [`SimdLevel`] at run time; [`scalar`] is the safe twin
 //! that the differential tests compare against.
 

@@ -1,6 +1,6 @@
 //! SSE2/AVX2 byte shuffle and unshuffle kernels, the unsafe twin of `shuffle.rs`.
 //!
-//! Group sizes 2, 4, 8 and 16 have dedicated kernels; any other size goes through 16×16 byte
+//! Group sizes 2, 4, 8 and 16 have dedicated kernels; any other size goes through 16x16 byte
 //! transposes (AVX2 from 3 bytes, SSE2 from 6; smaller ones use the scalar twin). They work on
 //! a "row matrix": `t` rows that are `stride` bytes apart, starting at column `col`, so the bit
 //! shuffle can reuse them on cache-sized tiles.
@@ -97,7 +97,7 @@ fn generic_blocks(t: usize, n: usize, per: usize, len: usize) -> usize {
 /// Writes the `src.len() / t` elements of `src` as `t` rows of `dst` (`stride` apart, from
 /// column `col`). Returns false (nothing written) when `level` is not available, `t < 2`, or
 /// the rows do not fit in `dst`. Typesizes 2, 4, 8, 16 have dedicated kernels; the others go
-/// through 16×16 byte transposes.
+/// through 16x16 byte transposes.
 pub(super) fn shuffle_to_rows(
     level: SimdLevel,
     t: usize,
@@ -138,7 +138,7 @@ pub(super) fn shuffle_to_rows(
         SimdLevel::Sse2 => {
             let blocks = match t {
                 2 | 4 | 8 | 16 => n / 16,
-                // Below 6 bytes the padded 16×16 transposes lose to the scalar loop.
+                // Below 6 bytes the padded 16x16 transposes lose to the scalar loop.
                 _ if t < 6 => return false,
                 _ => generic_blocks(t, n, 16, src.len()),
             };
@@ -336,7 +336,7 @@ pub(super) mod sse2 {
     }
 
     /// Unshuffles `blocks` blocks of 16 elements of any typesize `t`: for each group of 16
-    /// byte rows (last, partial group first, missing rows as zeros), a 16×16 byte transpose
+    /// byte rows (last, partial group first, missing rows as zeros), a 16x16 byte transpose
     /// gives 16 bytes per element, stored at the element's offset. The bytes a partial group
     /// stores past an element's end belong to the next element's first group, which is
     /// stored afterwards.
@@ -376,7 +376,7 @@ pub(super) mod sse2 {
         }
     }
 
-    /// Shuffles `blocks` blocks of 16 elements of any typesize `t` with 16×16 byte transposes
+    /// Shuffles `blocks` blocks of 16 elements of any typesize `t` with 16x16 byte transposes
     /// (16 bytes loaded per element and byte group; only the `t` real rows are stored).
     ///
     /// # Safety
@@ -452,7 +452,7 @@ pub(super) mod avx2 {
         if T > 8 { round::<T, 8, 3>(v) } else { v }
     }
 
-    /// Stores the output of [`interleave`] as `32·T` contiguous bytes.
+    /// Stores the output of [`interleave`] as `32*T` contiguous bytes.
     ///
     /// # Safety
     /// AVX2 must be available and `dst + [0, 32*T)` writable.

@@ -1,7 +1,7 @@
 //! Precision truncation (section 3.5): TRUNC_PREC, encode only (lossy, nothing to undo).
 //!
 //! `p = filters_meta as i8`; float32 (typesize 4, 23 mantissa bits) or float64 (typesize 8,
-//! 52 bits). `z = M − p` bits are cleared when `p ≥ 0`, `−p` bits when `p < 0`. The trailing
+//! 52 bits). `z = M - p` bits are cleared when `p >= 0`, `-p` bits when `p < 0`. The trailing
 //! partial element, if any, is copied unchanged (C leaves it uninitialised).
 
 #![forbid(unsafe_code)]
@@ -10,7 +10,7 @@ use super::check_len;
 use crate::codec::CodecError;
 
 /// The number of low bits TRUNC_PREC clears for this typesize and meta byte, or an error for a
-/// typesize other than 4 or 8, `|p| > M` or a result `≥ M`.
+/// typesize other than 4 or 8, `|p| > M` or a result `>= M`.
 pub fn zeroed_bits(typesize: usize, meta: u8) -> Result<u32, CodecError> {
     let mantissa: i32 = match typesize {
         4 => 23,
