@@ -40,6 +40,7 @@ mod lazy;
 mod prefetch;
 pub mod store;
 pub mod view;
+pub mod write;
 
 use std::borrow::Cow;
 use std::cell::RefCell;
@@ -53,7 +54,9 @@ use parking_lot::Mutex;
 
 use crate::cache::{Bytes, CacheStats, ChunkCache};
 use crate::codec::{self, CodecError, Decoder};
+use crate::codec::encode::Encoder;
 use crate::container::ContainerError;
+use write::{AttrsBuf, AttrsTarget, DirtyChunk, Pending, Source};
 
 pub use attr::{Attr, DirEntry, EntryKind, StatFs};
 pub use error::{TreeError, display_chain};
@@ -84,6 +87,9 @@ pub struct TreeOptions {
     pub decode_threads: usize,
     /// Chunks of at least this many bytes are decoded by `decode_threads` threads.
     pub parallel_decode_min: usize,
+    /// Accept edits and commit them to the source (a read-write mount). When false every
+    /// change is [`TreeError::ReadOnly`].
+    pub writable: bool,
 }
 
 /// Largest read served by a range decode. Kernel readahead of a sequential scan arrives as
@@ -100,6 +106,7 @@ impl Default for TreeOptions {
             range_factor: 4,
             decode_threads: std::thread::available_parallelism().map_or(1, |n| n.get().min(4)),
             parallel_decode_min: 1 << 20,
+            writable: false,
         }
     }
 }
@@ -277,6 +284,8 @@ struct Handle {
     ino: u64,
     /// Where a sequential scan's next read starts.
     next: u64,
+    /// Opened for writing: its flush and release commit the file's buffer.
+    write: bool,
 }
 
 /// What an inode is, resolved.
@@ -299,6 +308,21 @@ pub struct Tree {
     next_fh: AtomicU64,
     prefetch: Option<prefetch::Prefetcher>,
     options: TreeOptions,
+    /// Per data set: the array edits are committed to (`None`: not writable).
+    sources: Vec<Option<Arc<Source>>>,
+    /// `__attrs__` files by inode.
+    attrs_targets: HashMap<u64, AttrsTarget>,
+    /// Buffered edits.
+    pending: Mutex<Pending>,
+    /// Serialises commits; one encoder reused by all of them.
+    committer: Mutex<Encoder>,
+}
+
+/// What a write to an inode changes.
+#[derive(Debug, Clone)]
+enum WriteTarget {
+    Attrs,
+    Chunk { set: usize, index: usize },
 }
 
 impl Tree {
@@ -317,6 +341,8 @@ impl Tree {
         let Layout {
             nodes,
             stores,
+            sources,
+            attrs,
             owner,
         } = layout;
         let mut next = nodes.len() as u64 + 1;
@@ -358,7 +384,16 @@ impl Tree {
             next_fh: AtomicU64::new(1),
             prefetch,
             options,
+            sources,
+            attrs_targets: attrs.into_iter().collect(),
+            pending: Mutex::new(Pending::default()),
+            committer: Mutex::new(Encoder::new()),
         }
+    }
+
+    /// Whether this tree accepts edits (a read-write mount).
+    pub fn is_writable(&self) -> bool {
+        self.options.writable
     }
 
     /// Counters of the chunk cache.
@@ -372,7 +407,7 @@ impl Tree {
     }
 
     fn resolve(&self, ino: u64) -> Result<Resolved<'_>, TreeError> {
-        if ino == 0 || ino > self.max_ino {
+        if ino == 0 {
             return Err(TreeError::NotFound);
         }
         let idx = (ino - 1) as usize;
@@ -385,7 +420,7 @@ impl Tree {
         match set {
             Some(set) => {
                 let index = (ino - sets[set].base) as usize;
-                if index < sets[set].store.nchunks() {
+                if index < sets[set].store.nchunks() || self.pending_append(ino) {
                     Ok(Resolved::Chunk { set, index })
                 } else {
                     Err(TreeError::NotFound)
@@ -421,14 +456,18 @@ impl Tree {
                     self.attr(ino, EntryKind::Directory, 0, 2 + subdirs as u32)
                 }
                 NodeKind::File { content } => {
-                    self.attr(ino, EntryKind::File, content.len() as u64, 1)
+                    let len = self.pending_len(ino).unwrap_or(content.len());
+                    self.attr(ino, EntryKind::File, len as u64, 1)
                 }
             }),
             Resolved::Chunk { set, index } => {
-                let size = self.core.sets[set]
-                    .store
-                    .chunk_nbytes(index)
-                    .map_err(|source| TreeError::Container { ino, source })?;
+                let size = match self.pending_len(ino) {
+                    Some(n) => n,
+                    None => self.core.sets[set]
+                        .store
+                        .chunk_nbytes(index)
+                        .map_err(|source| TreeError::Container { ino, source })?,
+                };
                 Ok(self.attr(ino, EntryKind::File, size as u64, 1))
             }
         }
@@ -440,9 +479,11 @@ impl Tree {
             kind,
             size,
             blocks: size.div_ceil(512),
-            perm: match kind {
-                EntryKind::Directory => 0o555,
-                EntryKind::File => 0o444,
+            perm: match (kind, self.writable_ino(ino)) {
+                (EntryKind::Directory, false) => 0o555,
+                (EntryKind::Directory, true) => 0o755,
+                (EntryKind::File, false) => 0o444,
+                (EntryKind::File, true) => 0o644,
             },
             nlink,
             uid: self.owner.uid,
@@ -475,7 +516,9 @@ impl Tree {
         }
         if let Some(set) = *data {
             let index = parse_chunk_name(name).ok_or(TreeError::NotFound)?;
-            if index >= self.core.sets[set].store.nchunks() {
+            if index >= self.core.sets[set].store.nchunks()
+                && !self.pending_append(self.chunk_ino(set, index))
+            {
                 return Err(TreeError::NotFound);
             }
             return self.getattr(self.chunk_ino(set, index));
@@ -503,7 +546,10 @@ impl Tree {
             return Err(TreeError::NotADirectory(ino));
         };
         let len = 2 + match data {
-            Some(set) => self.core.sets[*set].store.nchunks() as u64,
+            Some(set) => {
+                let n = self.core.sets[*set].store.nchunks();
+                n as u64 + u64::from(self.pending_append(self.chunk_ino(*set, n)))
+            }
             None => children.len() as u64,
         };
         Ok(ReadDir {
@@ -524,8 +570,12 @@ impl Tree {
     /// [`TreeError::ReadOnly`] for any access mode but read-only or for `O_TRUNC`;
     /// [`TreeError::IsADirectory`]; [`TreeError::NotFound`].
     pub fn open(&self, ino: u64, flags: i32) -> Result<u64, TreeError> {
-        if flags & libc::O_ACCMODE != libc::O_RDONLY || flags & libc::O_TRUNC != 0 {
-            return Err(TreeError::ReadOnly);
+        let write = flags & libc::O_ACCMODE != libc::O_RDONLY || flags & libc::O_TRUNC != 0;
+        if write {
+            self.write_target(ino)?;
+            if flags & libc::O_TRUNC != 0 {
+                self.set_size(ino, 0)?;
+            }
         }
         match self.resolve(ino)? {
             Resolved::Fixed(Node {
@@ -535,20 +585,48 @@ impl Tree {
             Resolved::Fixed(_) | Resolved::Chunk { .. } => {}
         }
         let fh = self.next_fh.fetch_add(1, Ordering::Relaxed);
-        self.handles.lock().insert(fh, Handle { ino, next: 0 });
+        self.handles.lock().insert(
+            fh,
+            Handle {
+                ino,
+                next: 0,
+                write,
+            },
+        );
         Ok(fh)
     }
 
-    /// Forgets handle `fh`.
+    /// Forgets handle `fh`; a handle opened for writing first commits its file's buffer (a
+    /// buffer that cannot be committed is dropped, and the error returned).
     ///
     /// # Errors
-    /// [`TreeError::BadHandle`] when `fh` is not open.
+    /// [`TreeError::BadHandle`] when `fh` is not open; commit errors as [`Tree::flush`].
     pub fn release(&self, fh: u64) -> Result<(), TreeError> {
-        self.handles
+        let h = self
+            .handles
             .lock()
             .remove(&fh)
-            .map(|_| ())
-            .ok_or(TreeError::BadHandle(fh))
+            .ok_or(TreeError::BadHandle(fh))?;
+        if !h.write {
+            return Ok(());
+        }
+        let res = self.commit(h.ino);
+        if res.is_err() {
+            let still_open = self
+                .handles
+                .lock()
+                .values()
+                .any(|o| o.ino == h.ino && o.write);
+            if !still_open {
+                let mut p = self.pending.lock();
+                p.chunks.remove(&h.ino);
+                if let Some(a) = p.attrs.get_mut(&h.ino) {
+                    a.data = a.stored.clone();
+                    a.dirty = false;
+                }
+            }
+        }
+        res
     }
 
     /// Number of open handles (for tests).
@@ -572,6 +650,18 @@ impl Tree {
             h.next = offset.saturating_add(u64::from(size));
             seq
         };
+        if self.options.writable {
+            let p = self.pending.lock();
+            let data = match (p.chunks.get(&ino), p.attrs.get(&ino)) {
+                (Some(c), _) => Some(&c.data),
+                (None, Some(a)) => Some(&a.data),
+                (None, None) => None,
+            };
+            if let Some(d) = data {
+                let r = window(d.len(), offset, size);
+                return Ok(ReadData::Owned(d[r].to_vec()));
+            }
+        }
         match self.resolve(ino)? {
             Resolved::Fixed(node) => match &node.kind {
                 NodeKind::File { content } => {
@@ -632,14 +722,18 @@ impl Tree {
         }
     }
 
-    /// Any change to `ino` (write, truncate, chmod, create or remove an entry, set an extended
-    /// attribute): the tree is read-only.
+    /// A change the tree never supports (`op`: mkdir, rename, symlink, link, mknod, rmdir,
+    /// extended attributes, chmod/chown) on or under `ino`.
     ///
     /// # Errors
-    /// [`TreeError::NotFound`] when `ino` does not exist, else always [`TreeError::ReadOnly`].
-    pub fn modify(&self, ino: u64) -> Result<(), TreeError> {
+    /// Always: [`TreeError::NotFound`] when `ino` does not exist, [`TreeError::ReadOnly`] on a
+    /// read-only tree, else [`TreeError::NotPermitted`].
+    pub fn modify(&self, ino: u64, op: &str) -> Result<(), TreeError> {
         self.resolve(ino)?;
-        Err(TreeError::ReadOnly)
+        if !self.options.writable {
+            return Err(TreeError::ReadOnly);
+        }
+        Err(TreeError::NotPermitted(format!("{op} is not supported by b2fs")))
     }
 
     /// `access(2)`: `mask` is a combination of `R_OK`, `W_OK`, `X_OK` (or `F_OK`).
@@ -649,11 +743,446 @@ impl Tree {
     /// [`TreeError::PermissionDenied`] for `X_OK` on a file.
     pub fn access(&self, ino: u64, mask: i32) -> Result<(), TreeError> {
         let attr = self.getattr(ino)?;
-        if mask & libc::W_OK != 0 {
+        if mask & libc::W_OK != 0 && !self.writable_ino(ino) {
             return Err(TreeError::ReadOnly);
         }
         if mask & libc::X_OK != 0 && attr.kind == EntryKind::File {
             return Err(TreeError::PermissionDenied);
+        }
+        Ok(())
+    }
+
+    /// Whether a chunk file is being created at `ino` (a pending append).
+    fn pending_append(&self, ino: u64) -> bool {
+        self.options.writable && self.pending.lock().chunks.get(&ino).is_some_and(|c| c.append)
+    }
+
+    /// The size of the buffered content of `ino`, if it has one.
+    fn pending_len(&self, ino: u64) -> Option<usize> {
+        if !self.options.writable {
+            return None;
+        }
+        let p = self.pending.lock();
+        p.chunks
+            .get(&ino)
+            .map(|c| c.data.len())
+            .or_else(|| p.attrs.get(&ino).map(|a| a.data.len()))
+    }
+
+    /// Whether `ino` shows write permission: a writable tree's directories, chunk files and
+    /// `__attrs__` files.
+    fn writable_ino(&self, ino: u64) -> bool {
+        if !self.options.writable {
+            return false;
+        }
+        match self.resolve(ino) {
+            Ok(Resolved::Fixed(n)) => {
+                matches!(n.kind, NodeKind::Dir { .. }) || self.attrs_targets.contains_key(&ino)
+            }
+            Ok(Resolved::Chunk { .. }) => true,
+            Err(_) => false,
+        }
+    }
+
+    /// The writable array of data set `set`, or [`TreeError::ReadOnly`] (logged with the
+    /// reason) when the source cannot be written.
+    fn source(&self, set: usize) -> Result<&Arc<Source>, TreeError> {
+        let src = self
+            .sources
+            .get(set)
+            .and_then(Option::as_ref)
+            .ok_or(TreeError::ReadOnly)?;
+        if let Some(why) = crate::container::write::check_writable(&src.get()) {
+            log::info!("not writable: {}", display_chain(&why));
+            return Err(TreeError::ReadOnly);
+        }
+        Ok(src)
+    }
+
+    /// What writing to `ino` changes, after checking that it may be written.
+    fn write_target(&self, ino: u64) -> Result<WriteTarget, TreeError> {
+        if !self.options.writable {
+            return Err(TreeError::ReadOnly);
+        }
+        match self.resolve(ino)? {
+            Resolved::Fixed(Node {
+                kind: NodeKind::Dir { .. },
+                ..
+            }) => Err(TreeError::IsADirectory(ino)),
+            Resolved::Fixed(_) => match self.attrs_targets.get(&ino) {
+                Some(AttrsTarget::Set(set)) => {
+                    self.source(*set)?;
+                    Ok(WriteTarget::Attrs)
+                }
+                Some(AttrsTarget::Table(path)) => {
+                    let ro = std::fs::metadata(path).map_or(true, |m| m.permissions().readonly());
+                    if ro {
+                        return Err(TreeError::ReadOnly);
+                    }
+                    Ok(WriteTarget::Attrs)
+                }
+                None => Err(TreeError::MetadataFile),
+            },
+            Resolved::Chunk { set, index } => {
+                self.source(set)?;
+                Ok(WriteTarget::Chunk { set, index })
+            }
+        }
+    }
+
+    /// The most bytes chunk file `index` of `set` may hold: its chunk size for the last (or
+    /// a new) chunk of a 1-D source, else its current size.
+    fn chunk_limit(&self, set: usize, index: usize, current: usize) -> Result<usize, TreeError> {
+        let src = self.source(set)?;
+        let array = src.get();
+        if index + 1 >= array.nchunks() && src.one_d() {
+            Ok(array.chunksize().max(current))
+        } else {
+            Ok(current)
+        }
+    }
+
+    /// Runs `f` on the buffer of `ino` (created from its current content on first use).
+    fn with_buffer<T>(
+        &self,
+        ino: u64,
+        target: &WriteTarget,
+        f: impl FnOnce(&mut Vec<u8>, usize) -> Result<T, TreeError>,
+    ) -> Result<T, TreeError> {
+        match target {
+            WriteTarget::Attrs => {
+                let mut p = self.pending.lock();
+                if !p.attrs.contains_key(&ino) {
+                    let content = match self.node(ino).map(|n| &n.kind) {
+                        Some(NodeKind::File { content }) => content.to_vec(),
+                        _ => Vec::new(),
+                    };
+                    p.attrs.insert(
+                        ino,
+                        AttrsBuf {
+                            data: content.clone(),
+                            stored: content,
+                            dirty: false,
+                            version: 0,
+                        },
+                    );
+                }
+                let Some(a) = p.attrs.get_mut(&ino) else {
+                    return Err(TreeError::NotFound);
+                };
+                let out = f(&mut a.data, usize::MAX)?;
+                a.dirty = true;
+                a.version += 1;
+                Ok(out)
+            }
+            WriteTarget::Chunk { set, index } => {
+                let (set, index) = (*set, *index);
+                let loaded = {
+                    let p = self.pending.lock();
+                    p.chunks.contains_key(&ino)
+                };
+                if !loaded {
+                    // Decode outside the lock; the first writer's copy wins.
+                    let bytes = self
+                        .core
+                        .chunk(set, index)
+                        .map_err(|source| TreeError::Container { ino, source })?;
+                    let mut p = self.pending.lock();
+                    p.chunks.entry(ino).or_insert_with(|| DirtyChunk {
+                        set,
+                        index,
+                        data: bytes.to_vec(),
+                        append: false,
+                        version: 0,
+                        dirty: false,
+                    });
+                }
+                let current = self.pending_len(ino).unwrap_or(0);
+                let limit = self.chunk_limit(set, index, current)?;
+                let mut p = self.pending.lock();
+                let Some(c) = p.chunks.get_mut(&ino) else {
+                    return Err(TreeError::NotFound);
+                };
+                let out = f(&mut c.data, limit)?;
+                c.dirty = true;
+                c.version += 1;
+                Ok(out)
+            }
+        }
+    }
+
+    /// Writes `data` at `offset` of file `ino` through handle `fh`: patches the file's buffer
+    /// (committed on [`Tree::fsync`], [`Tree::flush`] or [`Tree::release`]). Returns the
+    /// number of bytes written.
+    ///
+    /// # Errors
+    /// [`TreeError::ReadOnly`] (read-only tree or source), [`TreeError::MetadataFile`],
+    /// [`TreeError::TooBig`] past what the chunk may hold, [`TreeError::BadHandle`].
+    pub fn write(&self, ino: u64, fh: u64, offset: u64, data: &[u8]) -> Result<u32, TreeError> {
+        let ok = self
+            .handles
+            .lock()
+            .get(&fh)
+            .is_some_and(|h| h.ino == ino && h.write);
+        if !ok {
+            return Err(TreeError::BadHandle(fh));
+        }
+        let target = self.write_target(ino)?;
+        let start = usize::try_from(offset).map_err(|_| TreeError::TooBig("offset".into()))?;
+        let end = start
+            .checked_add(data.len())
+            .ok_or_else(|| TreeError::TooBig("offset".into()))?;
+        self.with_buffer(ino, &target, |buf, limit| {
+            if end > limit {
+                return Err(TreeError::TooBig(format!(
+                    "writing up to byte {end}: this chunk holds at most {limit} bytes"
+                )));
+            }
+            if buf.len() < end {
+                buf.resize(end, 0);
+            }
+            buf[start..end].copy_from_slice(data);
+            Ok(data.len() as u32)
+        })
+    }
+
+    /// Sets the size of file `ino` (`truncate(2)`, `O_TRUNC`): `__attrs__` any size; a chunk
+    /// grows (zero-filled) up to its chunk size when it is the last chunk of a 1-D source;
+    /// only the last chunk of a 1-D source may shrink, and size 0 removes it on commit.
+    ///
+    /// # Errors
+    /// As [`Tree::write`]; [`TreeError::Refused`] for shrinking a chunk that is not the last.
+    pub fn set_size(&self, ino: u64, size: u64) -> Result<(), TreeError> {
+        let target = self.write_target(ino)?;
+        let size = usize::try_from(size).map_err(|_| TreeError::TooBig("size".into()))?;
+        if let WriteTarget::Chunk { set, index } = target {
+            let current = match self.pending_len(ino) {
+                Some(n) => n,
+                None => self.core.sets[set]
+                    .store
+                    .chunk_nbytes(index)
+                    .map_err(|source| TreeError::Container { ino, source })?,
+            };
+            if size == current {
+                return Ok(());
+            }
+            let src = self.source(set)?;
+            let last = index + 1 >= src.get().nchunks();
+            if size < current && !(last && src.one_d()) {
+                return Err(TreeError::Refused(format!(
+                    "shrinking chunk {index}: only the last chunk of a 1-D source can shrink"
+                )));
+            }
+        }
+        self.with_buffer(ino, &target, |buf, limit| {
+            if size > limit {
+                return Err(TreeError::TooBig(format!(
+                    "size {size}: this chunk holds at most {limit} bytes"
+                )));
+            }
+            buf.resize(size, 0);
+            Ok(())
+        })
+    }
+
+    /// Creates `name` in directory `parent` and opens it for writing: only the next chunk
+    /// file (`data/<nchunks>.bin`) of a 1-D source, which becomes an append when committed
+    /// (nothing is appended if it stays empty). Returns its attributes and a handle.
+    ///
+    /// # Errors
+    /// [`TreeError::ReadOnly`]; [`TreeError::NotPermitted`] for any other name or place;
+    /// [`TreeError::Refused`] for an N-dim array.
+    pub fn create(&self, parent: u64, name: &str) -> Result<(Attr, u64), TreeError> {
+        if name.len() > NAME_MAX {
+            return Err(TreeError::NameTooLong);
+        }
+        let node = match self.resolve(parent)? {
+            Resolved::Fixed(node) => node,
+            Resolved::Chunk { .. } => return Err(TreeError::NotADirectory(parent)),
+        };
+        let NodeKind::Dir { data, .. } = &node.kind else {
+            return Err(TreeError::NotADirectory(parent));
+        };
+        if !self.options.writable {
+            return Err(TreeError::ReadOnly);
+        }
+        let Some(set) = *data else {
+            return Err(TreeError::NotPermitted(format!(
+                "creating {name:?}: only data/<nchunks>.bin can be created"
+            )));
+        };
+        let src = self.source(set)?;
+        let n = src.get().nchunks();
+        if parse_chunk_name(name) != Some(n) {
+            return Err(TreeError::NotPermitted(format!(
+                "creating {name:?}: the only new name is {}",
+                chunk_name(n)
+            )));
+        }
+        if !src.one_d() {
+            return Err(TreeError::Refused(
+                "appending a chunk to an N-dim array (only 1-D sources can grow)".into(),
+            ));
+        }
+        if set + 1 != self.core.sets.len() {
+            return Err(TreeError::NotPermitted(
+                "appending to a ctable column through the mount is not supported".into(),
+            ));
+        }
+        let ino = self.chunk_ino(set, n);
+        self.pending.lock().chunks.entry(ino).or_insert(DirtyChunk {
+            set,
+            index: n,
+            data: Vec::new(),
+            append: true,
+            version: 0,
+            dirty: true,
+        });
+        let fh = self.open(ino, libc::O_WRONLY)?;
+        Ok((self.getattr(ino)?, fh))
+    }
+
+    /// Removes `name` from `parent`: only the last chunk file of a 1-D source (committed at
+    /// once as a truncation) or a chunk file still being created.
+    ///
+    /// # Errors
+    /// [`TreeError::ReadOnly`]; [`TreeError::NotFound`]; [`TreeError::NotPermitted`] for
+    /// anything else; commit errors as [`Tree::flush`].
+    pub fn unlink(&self, parent: u64, name: &str) -> Result<(), TreeError> {
+        let attr = self.lookup(parent, name)?;
+        if !self.options.writable {
+            return Err(TreeError::ReadOnly);
+        }
+        let ino = attr.ino;
+        let Ok(Resolved::Chunk { set, index }) = self.resolve(ino) else {
+            return Err(TreeError::NotPermitted(format!(
+                "removing {name:?}: only the last chunk file can be removed"
+            )));
+        };
+        let src = self.source(set)?;
+        {
+            let mut p = self.pending.lock();
+            if p.chunks.get(&ino).is_some_and(|c| c.append) {
+                p.chunks.remove(&ino);
+                return Ok(());
+            }
+        }
+        if index + 1 != src.get().nchunks() || !src.one_d() {
+            return Err(TreeError::NotPermitted(format!(
+                "removing {name:?}: only the last chunk of a 1-D source can be removed"
+            )));
+        }
+        let gone = DirtyChunk {
+            set,
+            index,
+            data: Vec::new(),
+            append: false,
+            version: 0,
+            dirty: true,
+        };
+        let mut enc = self.committer.lock();
+        write::commit_chunk(src, &gone, &mut enc).map_err(|source| TreeError::Commit { ino, source })?;
+        self.pending.lock().chunks.remove(&ino);
+        self.invalidate(set, index);
+        Ok(())
+    }
+
+    /// `fsync(2)` of file `ino`: commits its buffer; durable when this returns `Ok`.
+    ///
+    /// # Errors
+    /// As [`Tree::flush`].
+    pub fn fsync(&self, ino: u64, fh: u64) -> Result<(), TreeError> {
+        self.flush(ino, fh)
+    }
+
+    /// `close(2)` of a descriptor of file `ino` (may come several times): when `fh` was opened
+    /// for writing, commits the file's buffer if it has changes.
+    ///
+    /// # Errors
+    /// [`TreeError::Refused`] for `__attrs__` content that is not a JSON object (the stored
+    /// attributes are kept and the file shows them again); [`TreeError::Commit`] when the
+    /// container layer refuses the edit (EINVAL) or fails (EIO).
+    pub fn flush(&self, ino: u64, fh: u64) -> Result<(), TreeError> {
+        let write = self.handles.lock().get(&fh).is_some_and(|h| h.write);
+        if write { self.commit(ino) } else { Ok(()) }
+    }
+
+    fn invalidate(&self, set: usize, index: usize) {
+        self.core.cache.remove(&(set, index));
+        self.core.raw.remove(&(set, index));
+    }
+
+    /// Commits the buffer of `ino` if it has changes.
+    fn commit(&self, ino: u64) -> Result<(), TreeError> {
+        if !self.options.writable {
+            return Ok(());
+        }
+        let mut enc = self.committer.lock();
+        let (chunk, attrs) = {
+            let p = self.pending.lock();
+            (
+                p.chunks.get(&ino).filter(|c| c.dirty).cloned(),
+                p.attrs.get(&ino).filter(|a| a.dirty).cloned(),
+            )
+        };
+        if let Some(c) = chunk {
+            let src = self.source(c.set)?;
+            write::commit_chunk(src, &c, &mut enc)
+                .map_err(|source| TreeError::Commit { ino, source })?;
+            self.invalidate(c.set, c.index);
+            let mut p = self.pending.lock();
+            if p.chunks.get(&ino).is_some_and(|now| now.version == c.version) {
+                p.chunks.remove(&ino);
+            } else if let Some(now) = p.chunks.get_mut(&ino) {
+                now.append = false;
+            }
+            return Ok(());
+        }
+        let Some(a) = attrs else { return Ok(()) };
+        let revert = |why: String| {
+            log::warn!("inode {ino}: __attrs__ not saved, the stored attributes are kept: {why}");
+            let mut p = self.pending.lock();
+            if let Some(now) = p.attrs.get_mut(&ino) {
+                now.data = now.stored.clone();
+                now.dirty = false;
+            }
+            TreeError::Refused(format!("__attrs__: {why}"))
+        };
+        let value = write::parse_attrs(&a.data).map_err(revert)?;
+        let res = match self.attrs_targets.get(&ino) {
+            Some(AttrsTarget::Set(set)) => {
+                let src = self.source(*set)?;
+                let edit = crate::container::write::Edit {
+                    attrs: Some(value),
+                    ..Default::default()
+                };
+                crate::container::write::commit(&src.get(), &edit).and_then(|()| src.reload())
+            }
+            Some(AttrsTarget::Table(path)) => match crate::container::open(path) {
+                Ok(crate::container::Container::Table(t)) => {
+                    crate::container::write::commit_table_attrs(&t, &value)
+                }
+                Ok(_) => Err(ContainerError::Unsupported {
+                    path: path.clone(),
+                    what: "the ctable no longer opens as a ctable".into(),
+                }),
+                Err(e) => Err(e),
+            },
+            None => return Err(TreeError::MetadataFile),
+        };
+        if let Err(source) = res {
+            let e = TreeError::Commit { ino, source };
+            if e.errno() == libc::EINVAL {
+                return Err(revert(display_chain(&e)));
+            }
+            return Err(e);
+        }
+        let mut p = self.pending.lock();
+        if let Some(now) = p.attrs.get_mut(&ino) {
+            now.stored = a.data.clone();
+            if now.version == a.version {
+                now.dirty = false;
+            }
         }
         Ok(())
     }

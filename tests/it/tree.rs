@@ -589,8 +589,8 @@ fn tree_errors_map_to_errnos() {
     assert_eq!(errno(t.open(data, libc::O_RDONLY)), libc::EISDIR);
     assert_eq!(errno(t.read(chunk, 12345, 0, 10)), libc::EBADF);
     assert_eq!(errno(t.release(12345)), libc::EBADF);
-    assert_eq!(errno(t.modify(chunk)), libc::EROFS);
-    assert_eq!(errno(t.modify(999_999)), libc::ENOENT);
+    assert_eq!(errno(t.modify(chunk, "write")), libc::EROFS);
+    assert_eq!(errno(t.modify(999_999, "write")), libc::ENOENT);
     assert_eq!(errno(t.access(chunk, libc::W_OK)), libc::EROFS);
     assert!(t.access(chunk, libc::R_OK).is_ok());
     // A handle is bound to its inode.
