@@ -573,9 +573,6 @@ impl Tree {
         let write = flags & libc::O_ACCMODE != libc::O_RDONLY || flags & libc::O_TRUNC != 0;
         if write {
             self.write_target(ino)?;
-            if flags & libc::O_TRUNC != 0 {
-                self.set_size(ino, 0)?;
-            }
         }
         match self.resolve(ino)? {
             Resolved::Fixed(Node {
@@ -593,6 +590,12 @@ impl Tree {
                 write,
             },
         );
+        if write && flags & libc::O_TRUNC != 0 {
+            if let Err(e) = self.set_size(ino, 0) {
+                self.handles.lock().remove(&fh);
+                return Err(e);
+            }
+        }
         Ok(fh)
     }
 
@@ -611,12 +614,19 @@ impl Tree {
             return Ok(());
         }
         let res = self.commit(h.ino);
+        let still_open = self
+            .handles
+            .lock()
+            .values()
+            .any(|o| o.ino == h.ino && o.write);
+        if !still_open {
+            let mut p = self.pending.lock();
+            // A created chunk file closed empty: nothing is appended.
+            if p.chunks.get(&h.ino).is_some_and(|c| c.append && c.data.is_empty()) {
+                p.chunks.remove(&h.ino);
+            }
+        }
         if res.is_err() {
-            let still_open = self
-                .handles
-                .lock()
-                .values()
-                .any(|o| o.ino == h.ino && o.write);
             if !still_open {
                 let mut p = self.pending.lock();
                 p.chunks.remove(&h.ino);
@@ -830,15 +840,31 @@ impl Tree {
         }
     }
 
+    /// Whether the tree is a ctable (its columns must keep the same length: no appends,
+    /// removals or size changes of chunks through the mount).
+    fn is_table(&self) -> bool {
+        self.attrs_targets
+            .values()
+            .any(|t| matches!(t, AttrsTarget::Table(_)))
+    }
+
     /// The most bytes chunk file `index` of `set` may hold: its chunk size for the last (or
-    /// a new) chunk of a 1-D source, else its current size.
-    fn chunk_limit(&self, set: usize, index: usize, current: usize) -> Result<usize, TreeError> {
+    /// a new) chunk of a 1-D source (not a ctable column), else its stored size.
+    fn chunk_limit(&self, set: usize, index: usize) -> Result<usize, TreeError> {
         let src = self.source(set)?;
         let array = src.get();
-        if index + 1 >= array.nchunks() && src.one_d() {
-            Ok(array.chunksize().max(current))
+        let stored = if index < array.nchunks() {
+            array.chunk_nbytes(index).map_err(|source| TreeError::Container {
+                ino: self.chunk_ino(set, index),
+                source,
+            })?
         } else {
-            Ok(current)
+            0
+        };
+        if index + 1 >= array.nchunks() && src.one_d() && !self.is_table() {
+            Ok(array.chunksize().max(stored))
+        } else {
+            Ok(stored)
         }
     }
 
@@ -897,8 +923,7 @@ impl Tree {
                         dirty: false,
                     });
                 }
-                let current = self.pending_len(ino).unwrap_or(0);
-                let limit = self.chunk_limit(set, index, current)?;
+                let limit = self.chunk_limit(set, index)?;
                 let mut p = self.pending.lock();
                 let Some(c) = p.chunks.get_mut(&ino) else {
                     return Err(TreeError::NotFound);
@@ -946,43 +971,40 @@ impl Tree {
         })
     }
 
-    /// Sets the size of file `ino` (`truncate(2)`, `O_TRUNC`): `__attrs__` any size; a chunk
-    /// grows (zero-filled) up to its chunk size when it is the last chunk of a 1-D source;
-    /// only the last chunk of a 1-D source may shrink, and size 0 removes it on commit.
+    /// Sets the size of file `ino` (`truncate(2)`, `ftruncate(2)`, `O_TRUNC`). `__attrs__`:
+    /// any size. A chunk file may grow (zero-filled) up to its chunk size when it is the last
+    /// chunk of a 1-D source, and may be shrunk to be rewritten; at commit a chunk must have
+    /// the size its slot needs (only the last chunk of a 1-D source may change size, and size
+    /// 0 removes it). Without a handle open for writing (`truncate(2)`) the change is
+    /// committed at once.
     ///
     /// # Errors
-    /// As [`Tree::write`]; [`TreeError::Refused`] for shrinking a chunk that is not the last.
+    /// As [`Tree::write`]; commit errors as [`Tree::flush`] (the buffer is then dropped).
     pub fn set_size(&self, ino: u64, size: u64) -> Result<(), TreeError> {
         let target = self.write_target(ino)?;
         let size = usize::try_from(size).map_err(|_| TreeError::TooBig("size".into()))?;
-        if let WriteTarget::Chunk { set, index } = target {
-            let current = match self.pending_len(ino) {
-                Some(n) => n,
-                None => self.core.sets[set]
-                    .store
-                    .chunk_nbytes(index)
-                    .map_err(|source| TreeError::Container { ino, source })?,
-            };
-            if size == current {
-                return Ok(());
-            }
-            let src = self.source(set)?;
-            let last = index + 1 >= src.get().nchunks();
-            if size < current && !(last && src.one_d()) {
-                return Err(TreeError::Refused(format!(
-                    "shrinking chunk {index}: only the last chunk of a 1-D source can shrink"
-                )));
-            }
-        }
         self.with_buffer(ino, &target, |buf, limit| {
             if size > limit {
                 return Err(TreeError::TooBig(format!(
-                    "size {size}: this chunk holds at most {limit} bytes"
+                    "size {size}: this file holds at most {limit} bytes"
                 )));
             }
             buf.resize(size, 0);
             Ok(())
-        })
+        })?;
+        let open_for_write = self
+            .handles
+            .lock()
+            .values()
+            .any(|h| h.ino == ino && h.write);
+        if open_for_write {
+            return Ok(());
+        }
+        let res = self.commit(ino);
+        if res.is_err() {
+            self.pending.lock().chunks.remove(&ino);
+        }
+        res
     }
 
     /// Creates `name` in directory `parent` and opens it for writing: only the next chunk
@@ -1024,9 +1046,9 @@ impl Tree {
                 "appending a chunk to an N-dim array (only 1-D sources can grow)".into(),
             ));
         }
-        if set + 1 != self.core.sets.len() {
+        if set + 1 != self.core.sets.len() || self.is_table() {
             return Err(TreeError::NotPermitted(
-                "appending to a ctable column through the mount is not supported".into(),
+                "appending to a ctable column (the columns must keep one length)".into(),
             ));
         }
         let ino = self.chunk_ino(set, n);
@@ -1067,7 +1089,7 @@ impl Tree {
                 return Ok(());
             }
         }
-        if index + 1 != src.get().nchunks() || !src.one_d() {
+        if index + 1 != src.get().nchunks() || !src.one_d() || self.is_table() {
             return Err(TreeError::NotPermitted(format!(
                 "removing {name:?}: only the last chunk of a 1-D source can be removed"
             )));
@@ -1126,6 +1148,10 @@ impl Tree {
             )
         };
         if let Some(c) = chunk {
+            if c.append && c.data.is_empty() {
+                // Still empty (a shell's `>` closes a duplicate first): wait for the data.
+                return Ok(());
+            }
             let src = self.source(c.set)?;
             write::commit_chunk(src, &c, &mut enc)
                 .map_err(|source| TreeError::Commit { ino, source })?;
@@ -1139,13 +1165,11 @@ impl Tree {
             return Ok(());
         }
         let Some(a) = attrs else { return Ok(()) };
+        // A refused buffer stays as written until the last handle is released (a shell's `>`
+        // flushes a duplicate descriptor before writing); release then restores the stored
+        // content.
         let revert = |why: String| {
             log::warn!("inode {ino}: __attrs__ not saved, the stored attributes are kept: {why}");
-            let mut p = self.pending.lock();
-            if let Some(now) = p.attrs.get_mut(&ino) {
-                now.data = now.stored.clone();
-                now.dirty = false;
-            }
             TreeError::Refused(format!("__attrs__: {why}"))
         };
         let value = write::parse_attrs(&a.data).map_err(revert)?;
