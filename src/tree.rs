@@ -53,8 +53,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use parking_lot::Mutex;
 
 use crate::cache::{Bytes, CacheStats, ChunkCache};
-use crate::codec::{self, CodecError, Decoder};
 use crate::codec::encode::Encoder;
+use crate::codec::{self, CodecError, Decoder};
 use crate::container::ContainerError;
 use write::{AttrsBuf, AttrsTarget, DirtyChunk, Pending, Source};
 
@@ -622,18 +622,19 @@ impl Tree {
         if !still_open {
             let mut p = self.pending.lock();
             // A created chunk file closed empty: nothing is appended.
-            if p.chunks.get(&h.ino).is_some_and(|c| c.append && c.data.is_empty()) {
+            if p.chunks
+                .get(&h.ino)
+                .is_some_and(|c| c.append && c.data.is_empty())
+            {
                 p.chunks.remove(&h.ino);
             }
         }
-        if res.is_err() {
-            if !still_open {
-                let mut p = self.pending.lock();
-                p.chunks.remove(&h.ino);
-                if let Some(a) = p.attrs.get_mut(&h.ino) {
-                    a.data = a.stored.clone();
-                    a.dirty = false;
-                }
+        if res.is_err() && !still_open {
+            let mut p = self.pending.lock();
+            p.chunks.remove(&h.ino);
+            if let Some(a) = p.attrs.get_mut(&h.ino) {
+                a.data = a.stored.clone();
+                a.dirty = false;
             }
         }
         res
@@ -743,7 +744,9 @@ impl Tree {
         if !self.options.writable {
             return Err(TreeError::ReadOnly);
         }
-        Err(TreeError::NotPermitted(format!("{op} is not supported by b2fs")))
+        Err(TreeError::NotPermitted(format!(
+            "{op} is not supported by b2fs"
+        )))
     }
 
     /// `access(2)`: `mask` is a combination of `R_OK`, `W_OK`, `X_OK` (or `F_OK`).
@@ -764,7 +767,13 @@ impl Tree {
 
     /// Whether a chunk file is being created at `ino` (a pending append).
     fn pending_append(&self, ino: u64) -> bool {
-        self.options.writable && self.pending.lock().chunks.get(&ino).is_some_and(|c| c.append)
+        self.options.writable
+            && self
+                .pending
+                .lock()
+                .chunks
+                .get(&ino)
+                .is_some_and(|c| c.append)
     }
 
     /// The size of the buffered content of `ino`, if it has one.
@@ -854,10 +863,12 @@ impl Tree {
         let src = self.source(set)?;
         let array = src.get();
         let stored = if index < array.nchunks() {
-            array.chunk_nbytes(index).map_err(|source| TreeError::Container {
-                ino: self.chunk_ino(set, index),
-                source,
-            })?
+            array
+                .chunk_nbytes(index)
+                .map_err(|source| TreeError::Container {
+                    ino: self.chunk_ino(set, index),
+                    source,
+                })?
         } else {
             0
         };
@@ -878,24 +889,18 @@ impl Tree {
         match target {
             WriteTarget::Attrs => {
                 let mut p = self.pending.lock();
-                if !p.attrs.contains_key(&ino) {
+                let a = p.attrs.entry(ino).or_insert_with(|| {
                     let content = match self.node(ino).map(|n| &n.kind) {
                         Some(NodeKind::File { content }) => content.to_vec(),
                         _ => Vec::new(),
                     };
-                    p.attrs.insert(
-                        ino,
-                        AttrsBuf {
-                            data: content.clone(),
-                            stored: content,
-                            dirty: false,
-                            version: 0,
-                        },
-                    );
-                }
-                let Some(a) = p.attrs.get_mut(&ino) else {
-                    return Err(TreeError::NotFound);
-                };
+                    AttrsBuf {
+                        data: content.clone(),
+                        stored: content,
+                        dirty: false,
+                        version: 0,
+                    }
+                });
                 let out = f(&mut a.data, usize::MAX)?;
                 a.dirty = true;
                 a.version += 1;
@@ -1103,7 +1108,8 @@ impl Tree {
             dirty: true,
         };
         let mut enc = self.committer.lock();
-        write::commit_chunk(src, &gone, &mut enc).map_err(|source| TreeError::Commit { ino, source })?;
+        write::commit_chunk(src, &gone, &mut enc)
+            .map_err(|source| TreeError::Commit { ino, source })?;
         self.pending.lock().chunks.remove(&ino);
         self.invalidate(set, index);
         Ok(())
@@ -1157,7 +1163,10 @@ impl Tree {
                 .map_err(|source| TreeError::Commit { ino, source })?;
             self.invalidate(c.set, c.index);
             let mut p = self.pending.lock();
-            if p.chunks.get(&ino).is_some_and(|now| now.version == c.version) {
+            if p.chunks
+                .get(&ino)
+                .is_some_and(|now| now.version == c.version)
+            {
                 p.chunks.remove(&ino);
             } else if let Some(now) = p.chunks.get_mut(&ino) {
                 now.append = false;

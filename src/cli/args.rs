@@ -248,7 +248,8 @@ mod tests {
                 cache_size: 64 << 20,
                 threads: 4,
                 debug: true,
-                direct_io: true
+                direct_io: true,
+                read_only: true,
             }
         );
         assert_eq!(opts(&[]).unwrap(), MountOptions::default());

@@ -86,10 +86,13 @@ impl TreeError {
             TreeError::Refused(_) => libc::EINVAL,
             // The container layer refuses with Unsupported (checked before anything is
             // written): EINVAL; everything else is an I/O failure.
-            TreeError::Commit { source, .. } => match source {
-                ContainerError::Unsupported { .. } => libc::EINVAL,
-                _ => libc::EIO,
-            },
+            TreeError::Commit { source, .. } => {
+                if matches!(source, ContainerError::Unsupported { .. }) {
+                    libc::EINVAL
+                } else {
+                    libc::EIO
+                }
+            }
             // A corrupt chunk or an unreadable source: the data cannot be produced. EIO is what
             // a disk with a bad sector gives, which is the closest model for readers.
             TreeError::Container { .. } => libc::EIO,

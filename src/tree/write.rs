@@ -176,7 +176,10 @@ pub fn commit_chunk(
         if chunk.index + 1 != nchunks {
             return Err(ContainerError::Unsupported {
                 path: source.path.clone(),
-                what: format!("emptying chunk {} (only the last chunk can be removed)", chunk.index),
+                what: format!(
+                    "emptying chunk {} (only the last chunk can be removed)",
+                    chunk.index
+                ),
             });
         }
         edit.truncate = Some(chunk.index);

@@ -58,7 +58,11 @@ impl Mount {
             .arg(&self.mp)
             .output()
             .unwrap();
-        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         let deadline = Instant::now() + Duration::from_secs(10);
         while is_mounted(&self.mp) {
             assert!(Instant::now() < deadline);
@@ -263,7 +267,11 @@ fn writeback_edits_are_read_by_the_reference_libraries() {
         );
     }
     if std::env::var_os("B2FS_DEBUG_KEEP").is_some() {
-        let _ = Command::new("cp").arg("-a").arg(dir.path()).arg("/tmp/wbdbg").status();
+        let _ = Command::new("cp")
+            .arg("-a")
+            .arg(dir.path())
+            .arg("/tmp/wbdbg")
+            .status();
     }
     let out = run_python(
         &py,
@@ -294,7 +302,10 @@ fn writeback_refused_operations_have_their_errno_and_change_nothing() {
     let m = Mount::new(&src, &[]);
     let c0 = m.path("data/00000000.bin");
     // creating any other name
-    assert_eq!(os_err(std::fs::File::create(m.path("new.txt"))), Some(libc::EPERM));
+    assert_eq!(
+        os_err(std::fs::File::create(m.path("new.txt"))),
+        Some(libc::EPERM)
+    );
     assert_eq!(
         os_err(std::fs::File::create(m.path("data/00000009.bin"))),
         Some(libc::EPERM)
@@ -315,23 +326,32 @@ fn writeback_refused_operations_have_their_errno_and_change_nothing() {
     );
     // writes to meta/*
     assert_eq!(
-        os_err(std::fs::OpenOptions::new().write(true).open(m.path("meta/sizes"))),
+        os_err(
+            std::fs::OpenOptions::new()
+                .write(true)
+                .open(m.path("meta/sizes"))
+        ),
         Some(libc::EACCES)
     );
     // truncating a chunk in the middle
     assert_eq!(
-        os_err(std::fs::OpenOptions::new().write(true).open(&c0).and_then(|f| {
-            drop(f);
-            let r = std::process::Command::new("truncate")
-                .args(["-s", "100"])
-                .arg(&c0)
-                .output()?;
-            if r.status.success() {
-                Ok(())
-            } else {
-                Err(std::io::Error::from_raw_os_error(libc::EINVAL))
-            }
-        })),
+        os_err(
+            std::fs::OpenOptions::new()
+                .write(true)
+                .open(&c0)
+                .and_then(|f| {
+                    drop(f);
+                    let r = std::process::Command::new("truncate")
+                        .args(["-s", "100"])
+                        .arg(&c0)
+                        .output()?;
+                    if r.status.success() {
+                        Ok(())
+                    } else {
+                        Err(std::io::Error::from_raw_os_error(libc::EINVAL))
+                    }
+                })
+        ),
         Some(libc::EINVAL)
     );
     assert_eq!(std::fs::metadata(&c0).unwrap().len(), 16000);
@@ -349,10 +369,17 @@ fn writeback_refused_operations_have_their_errno_and_change_nothing() {
     // -o ro: everything is EROFS
     let m = Mount::new(&src, &["ro"]);
     assert_eq!(
-        os_err(std::fs::OpenOptions::new().write(true).open(&m.path("data/00000000.bin"))),
+        os_err(
+            std::fs::OpenOptions::new()
+                .write(true)
+                .open(m.path("data/00000000.bin"))
+        ),
         Some(libc::EROFS)
     );
-    assert_eq!(os_err(std::fs::write(m.path("__attrs__"), "{}")), Some(libc::EROFS));
+    assert_eq!(
+        os_err(std::fs::write(m.path("__attrs__"), "{}")),
+        Some(libc::EROFS)
+    );
     m.umount();
     // a source without write permission: EROFS
     let mut perm = std::fs::metadata(&src).unwrap().permissions();
@@ -360,7 +387,11 @@ fn writeback_refused_operations_have_their_errno_and_change_nothing() {
     std::fs::set_permissions(&src, perm).unwrap();
     let m = Mount::new(&src, &[]);
     assert_eq!(
-        os_err(std::fs::OpenOptions::new().write(true).open(&m.path("data/00000000.bin"))),
+        os_err(
+            std::fs::OpenOptions::new()
+                .write(true)
+                .open(m.path("data/00000000.bin"))
+        ),
         Some(libc::EROFS)
     );
     m.umount();
