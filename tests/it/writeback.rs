@@ -479,3 +479,85 @@ fn writeback_readers_see_whole_chunks_during_commits() {
     );
     assert_eq!(String::from_utf8_lossy(&out).trim(), "True");
 }
+
+/// More SEMANTICS rows: more than 16 attributes refused, `truncate -s 0` of the last chunk
+/// removes it, `touch` is accepted, the only chunk of a contiguous frame cannot be removed;
+/// `b2fs compact` after updates leaves what python-blosc2 reads.
+#[test]
+fn writeback_attr_limit_truncate_last_touch_and_compact() {
+    if !fuse_available("writeback_attr_limit_truncate_last_touch_and_compact") {
+        return;
+    }
+    let Some(py) = python("writeback_attr_limit_truncate_last_touch_and_compact") else {
+        return;
+    };
+    let dir = gen_fixtures(&py);
+    let src = dir.path().join("cframe.b2frame");
+    let m = Mount::new(&src, &[]);
+    let many: serde_json::Map<String, Value> =
+        (0..17).map(|i| (format!("k{i}"), Value::from(i))).collect();
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .truncate(true)
+        .open(m.path("__attrs__"))
+        .unwrap();
+    f.write_all(&serde_json::to_vec(&many).unwrap()).unwrap();
+    assert_eq!(os_err(f.sync_all()), Some(libc::EINVAL));
+    drop(f);
+    let st = Command::new("touch")
+        .arg(m.path("data/00000000.bin"))
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let st = Command::new("truncate")
+        .args(["-s", "0"])
+        .arg(m.path("data/00000002.bin"))
+        .status()
+        .unwrap();
+    assert!(st.success());
+    assert!(!m.path("data/00000002.bin").exists());
+    // rewrite chunk 0 a few times: dead space for compact
+    for v in 1..4u8 {
+        std::fs::write(m.path("data/00000000.bin"), vec![v; 16000]).unwrap();
+    }
+    m.umount();
+    let before = std::fs::metadata(&src).unwrap().len();
+    let out = Command::new(env!("CARGO_BIN_EXE_b2fs"))
+        .arg("compact")
+        .arg(&src)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(std::fs::metadata(&src).unwrap().len() < before);
+    let out = run_python(
+        &py,
+        &[
+            "-c",
+            "import sys, blosc2; s = blosc2.open(sys.argv[1]); \
+             print(s.nchunks, s.decompress_chunk(0) == bytes([3]) * 16000, sorted(s.vlmeta.keys()))",
+            src.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(String::from_utf8_lossy(&out).trim(), "2 True ['orig']");
+
+    // the only chunk of a contiguous frame cannot be removed
+    let one = dir.path().join("one.b2frame");
+    run_python(
+        &py,
+        &[
+            "-c",
+            "import sys, blosc2, numpy as np; s = blosc2.SChunk(chunksize=400, urlpath=sys.argv[1], contiguous=True, mode='w'); s.append_data(np.arange(100, dtype=np.int32))",
+            one.to_str().unwrap(),
+        ],
+    );
+    let m = Mount::new(&one, &[]);
+    assert_eq!(
+        os_err(std::fs::remove_file(m.path("data/00000000.bin"))),
+        Some(libc::EINVAL)
+    );
+    m.umount();
+}
