@@ -254,13 +254,18 @@ mod tests {
         );
         assert_eq!(opts(&[]).unwrap(), MountOptions::default());
         assert_eq!(MountOptions::parse(&[o.to_arg()]).unwrap(), o);
+        // read-write is the default; the last of ro/rw wins
+        assert!(!opts(&[]).unwrap().read_only);
+        assert!(!opts(&["ro,rw"]).unwrap().read_only);
+        let d = MountOptions::default();
+        assert_eq!(MountOptions::parse(&[d.to_arg()]).unwrap(), d);
     }
 
     #[test]
     fn mount_options_unknown_or_malformed_is_error() {
         for bad in [
             "nonsense",
-            "rw",
+            "rw=1",
             "cache_size",
             "cache_size=lots",
             "threads=0",
