@@ -145,7 +145,7 @@ impl Filesystem for FuseAdapter {
         match self.tree.open(ino.0, flags.0) {
             Ok(fh) => reply.opened(
                 FileHandle(fh),
-                convert::fopen_flags(self.policy, self.tree.is_writable()),
+                convert::fopen_flags(self.policy, self.tree.keep_cache(ino.0)),
             ),
             Err(e) => {
                 log_error("open", ino, &e);
@@ -372,7 +372,7 @@ impl Filesystem for FuseAdapter {
                 &convert::file_attr(&attr),
                 Generation(0),
                 FileHandle(fh),
-                convert::fopen_flags(self.policy, true),
+                convert::fopen_flags(self.policy, self.tree.keep_cache(attr.ino)),
             ),
             Err(e) => {
                 log_error("create", parent, &e);

@@ -631,7 +631,9 @@ impl Tree {
         }
         if res.is_err() && !still_open {
             let mut p = self.pending.lock();
-            p.chunks.remove(&h.ino);
+            if p.chunks.remove(&h.ino).is_some() {
+                p.stale.insert(h.ino);
+            }
             if let Some(a) = p.attrs.get_mut(&h.ino) {
                 a.data = a.stored.clone();
                 a.dirty = false;
@@ -1007,7 +1009,10 @@ impl Tree {
         }
         let res = self.commit(ino);
         if res.is_err() {
-            self.pending.lock().chunks.remove(&ino);
+            let mut p = self.pending.lock();
+            if p.chunks.remove(&ino).is_some() {
+                p.stale.insert(ino);
+            }
         }
         res
     }
@@ -1135,9 +1140,30 @@ impl Tree {
         if write { self.commit(ino) } else { Ok(()) }
     }
 
+    /// Drops cached copies of a chunk after its source was swapped. A load that started
+    /// before the swap may still be in flight and would cache the old chunk: wait for it
+    /// (a `get_or_load` whose loader refuses), then drop again. Loads starting after the swap
+    /// read the new source.
     fn invalidate(&self, set: usize, index: usize) {
-        self.core.cache.remove(&(set, index));
-        self.core.raw.remove(&(set, index));
+        for cache in [&self.core.cache, &self.core.raw] {
+            cache.remove(&(set, index));
+            let _ = cache.get_or_load((set, index), || Err(()));
+            cache.remove(&(set, index));
+        }
+    }
+
+    /// Whether the kernel may keep its cached pages of `ino` when it is opened: yes on a
+    /// read-only tree; on a read-write one not for `__attrs__` files (a refused edit restores
+    /// the stored content) nor for a chunk file whose buffered edit was dropped since the last
+    /// open (the kernel's pages hold bytes that were never stored).
+    pub fn keep_cache(&self, ino: u64) -> bool {
+        if !self.options.writable {
+            return true;
+        }
+        if self.attrs_targets.contains_key(&ino) {
+            return false;
+        }
+        !self.pending.lock().stale.remove(&ino)
     }
 
     /// Commits the buffer of `ino` if it has changes.

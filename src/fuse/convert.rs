@@ -35,12 +35,12 @@ pub fn file_type(kind: EntryKind) -> FileType {
     }
 }
 
-/// Flags for an opened file. On a read-write mount (`writable`) files go through the page
-/// cache but do not keep it across opens: a refused `__attrs__` edit reverts its content.
-pub fn fopen_flags(policy: CachePolicy, writable: bool) -> FopenFlags {
-    match (policy, writable) {
-        (CachePolicy::KeepCache, false) => FopenFlags::FOPEN_KEEP_CACHE,
-        (CachePolicy::KeepCache, true) => FopenFlags::empty(),
+/// Flags for an opened file. `keep` is [`crate::tree::Tree::keep_cache`]: false when the
+/// kernel's cached pages of the file may differ from what is stored (read-write mounts).
+pub fn fopen_flags(policy: CachePolicy, keep: bool) -> FopenFlags {
+    match (policy, keep) {
+        (CachePolicy::KeepCache, true) => FopenFlags::FOPEN_KEEP_CACHE,
+        (CachePolicy::KeepCache, false) => FopenFlags::empty(),
         (CachePolicy::DirectIo, _) => FopenFlags::FOPEN_DIRECT_IO,
     }
 }

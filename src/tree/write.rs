@@ -142,6 +142,9 @@ pub struct Pending {
     pub chunks: HashMap<u64, DirtyChunk>,
     /// `__attrs__` files being edited (or edited in this mount: they keep the written bytes).
     pub attrs: HashMap<u64, AttrsBuf>,
+    /// Chunk files whose buffered edit was dropped: their next open must not keep the
+    /// kernel's cached pages.
+    pub stale: std::collections::HashSet<u64>,
 }
 
 /// Parses an `__attrs__` buffer: it must be a JSON object.
