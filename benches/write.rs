@@ -49,10 +49,14 @@ fn source(mib: u64) -> PathBuf {
     p
 }
 
-/// A fresh copy of `src` in `dir`.
+/// A fresh copy of `src` in `dir`, already on disk.
 fn copy(src: &Path, dir: &Path) -> PathBuf {
     let dst = dir.join(src.file_name().unwrap_or_default());
     std::fs::copy(src, &dst).expect("copy");
+    // Flush the copy now: otherwise the first fsync (b2fs's commit) pays for writing it.
+    std::fs::File::open(&dst)
+        .and_then(|f| f.sync_all())
+        .expect("sync");
     dst
 }
 
