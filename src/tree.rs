@@ -1,5 +1,5 @@
 //! The filesystem logic: the directory tree a mounted source shows, as an in-process API
-//! (lookup, getattr, readdir, open, read, release, statfs) that tests drive without a kernel.
+//! (lookup, getattr, readdir, open, read, write, flush, release, statfs, ...) that tests drive without a kernel.
 //!
 //! This module knows nothing of fuser or the kernel protocol: it answers with b2fs-owned types
 //! ([`Attr`], [`DirEntry`], [`StatFs`], [`TreeError`]) and [`crate::fuse`] translates. It does
@@ -31,7 +31,15 @@
 //! - **A chunk that fails to decode** fails reads of that one file with
 //!   [`TreeError::Container`] (EIO); nothing is cached for it and every other file keeps
 //!   working.
-//! - **Read-only.** Opening for writing gives [`TreeError::ReadOnly`] (EROFS).
+//! - **Read-only or read-write** ([`TreeOptions::writable`]). Read-only: every change is
+//!   [`TreeError::ReadOnly`] (EROFS). Read-write ([`write`]): a chunk file or `__attrs__`
+//!   opened for writing gets a buffer (the decompressed chunk, loaded on the first write);
+//!   reads and sizes of that inode come from the buffer; fsync, every flush of a handle opened
+//!   for writing, and its release commit it (compress with the chunks' own parameters,
+//!   `container::write::commit`, reopen and swap the source, drop cached copies). Commits are
+//!   serialised. Creating `data/<nchunks>.bin` appends, removing or truncating the last chunk
+//!   to 0 removes it (1-D sources); everything else is refused with the errno of
+//!   [`TreeError::errno`] (table: README, SEMANTICS).
 
 pub mod attr;
 pub mod error;
