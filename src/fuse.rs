@@ -316,11 +316,13 @@ impl Filesystem for FuseAdapter {
     ) {
         // Times are not stored (touch must work); modes and owners cannot change.
         let res = if mode.is_some() || uid.is_some() || gid.is_some() {
-            self.tree.modify(ino.0, "chmod/chown")
-        } else if let Some(size) = size {
-            self.tree.set_size(ino.0, size)
+            self.tree.set_mode_owner(ino.0)
         } else {
             Ok(())
+        };
+        let res = match size {
+            Some(size) => res.and_then(|()| self.tree.set_size(ino.0, size)),
+            None => res,
         };
         match res.and_then(|()| self.tree.getattr(ino.0)) {
             Ok(attr) => reply.attr(&self.ttl(), &convert::file_attr(&attr)),
@@ -444,13 +446,19 @@ impl Filesystem for FuseAdapter {
         &self,
         _req: &Request,
         parent: INodeNo,
-        _name: &OsStr,
-        _newparent: INodeNo,
-        _newname: &OsStr,
-        _flags: RenameFlags,
+        name: &OsStr,
+        newparent: INodeNo,
+        newname: &OsStr,
+        flags: RenameFlags,
         reply: ReplyEmpty,
     ) {
-        reply.error(refuse(&self.tree, "rename", parent));
+        let res = match (name.to_str(), newname.to_str()) {
+            (Some(a), Some(b)) if flags.is_empty() => self.tree.rename(parent.0, a, newparent.0, b),
+            _ => self
+                .tree
+                .modify(parent.0, "rename with flags or non-UTF-8 names"),
+        };
+        reply_empty("rename", parent, res, reply);
     }
 
     fn setxattr(

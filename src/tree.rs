@@ -77,6 +77,9 @@ use layout::{Node, NodeKind};
 const BLKSIZE: u32 = 128 * 1024;
 /// Longest name a lookup accepts.
 const NAME_MAX: usize = 255;
+/// Inode numbers of scratch files (editors' temp files in the mount root) start here, far
+/// above any chunk file.
+const SCRATCH_BASE: u64 = 1 << 62;
 
 /// Tuning knobs of a [`Tree`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -329,6 +332,7 @@ pub struct Tree {
 /// What a write to an inode changes.
 #[derive(Debug, Clone)]
 enum WriteTarget {
+    Scratch,
     Attrs,
     Chunk { set: usize, index: usize },
 }
@@ -452,6 +456,16 @@ impl Tree {
     /// [`TreeError::NotFound`] for unknown inodes; [`TreeError::Container`] when a chunk's
     /// size cannot be read.
     pub fn getattr(&self, ino: u64) -> Result<Attr, TreeError> {
+        if ino >= SCRATCH_BASE {
+            let len = self
+                .pending
+                .lock()
+                .scratch
+                .get(&ino)
+                .map(|f| f.data.len())
+                .ok_or(TreeError::NotFound)?;
+            return Ok(self.attr(ino, EntryKind::File, len as u64, 1));
+        }
         match self.resolve(ino)? {
             Resolved::Fixed(node) => Ok(match &node.kind {
                 NodeKind::Dir { children, .. } => {
@@ -534,9 +548,24 @@ impl Tree {
         let child = children
             .iter()
             .copied()
-            .find(|&c| self.node(c).is_some_and(|n| n.name == name))
-            .ok_or(TreeError::NotFound)?;
-        self.getattr(child)
+            .find(|&c| self.node(c).is_some_and(|n| n.name == name));
+        match child {
+            Some(child) => self.getattr(child),
+            None if parent == ROOT_INO => {
+                let ino = self.scratch_ino(name).ok_or(TreeError::NotFound)?;
+                self.getattr(ino)
+            }
+            None => Err(TreeError::NotFound),
+        }
+    }
+
+    /// The inode of scratch file `name` of the root, if there is one.
+    fn scratch_ino(&self, name: &str) -> Option<u64> {
+        let p = self.pending.lock();
+        p.scratch
+            .iter()
+            .find(|(_, f)| f.name == name)
+            .map(|(&ino, _)| ino)
     }
 
     /// The entries of directory `ino` from position `offset` on (0 = the start; otherwise an
@@ -582,12 +611,16 @@ impl Tree {
         if write {
             self.write_target(ino)?;
         }
-        match self.resolve(ino)? {
-            Resolved::Fixed(Node {
-                kind: NodeKind::Dir { .. },
-                ..
-            }) => return Err(TreeError::IsADirectory(ino)),
-            Resolved::Fixed(_) | Resolved::Chunk { .. } => {}
+        if ino >= SCRATCH_BASE {
+            self.getattr(ino)?;
+        } else {
+            match self.resolve(ino)? {
+                Resolved::Fixed(Node {
+                    kind: NodeKind::Dir { .. },
+                    ..
+                }) => return Err(TreeError::IsADirectory(ino)),
+                Resolved::Fixed(_) | Resolved::Chunk { .. } => {}
+            }
         }
         let fh = self.next_fh.fetch_add(1, Ordering::Relaxed);
         self.handles.lock().insert(
@@ -676,7 +709,7 @@ impl Tree {
             let data = match (p.chunks.get(&ino), p.attrs.get(&ino)) {
                 (Some(c), _) => Some(&c.data),
                 (None, Some(a)) => Some(&a.data),
-                (None, None) => None,
+                (None, None) => p.scratch.get(&ino).map(|f| &f.data),
             };
             if let Some(d) = data {
                 let r = window(d.len(), offset, size);
@@ -804,6 +837,9 @@ impl Tree {
         if !self.options.writable {
             return false;
         }
+        if ino >= SCRATCH_BASE {
+            return true;
+        }
         match self.resolve(ino) {
             Ok(Resolved::Fixed(n)) => {
                 matches!(n.kind, NodeKind::Dir { .. }) || self.attrs_targets.contains_key(&ino)
@@ -832,6 +868,10 @@ impl Tree {
     fn write_target(&self, ino: u64) -> Result<WriteTarget, TreeError> {
         if !self.options.writable {
             return Err(TreeError::ReadOnly);
+        }
+        if ino >= SCRATCH_BASE {
+            self.getattr(ino)?;
+            return Ok(WriteTarget::Scratch);
         }
         match self.resolve(ino)? {
             Resolved::Fixed(Node {
@@ -897,6 +937,11 @@ impl Tree {
         f: impl FnOnce(&mut Vec<u8>, usize) -> Result<T, TreeError>,
     ) -> Result<T, TreeError> {
         match target {
+            WriteTarget::Scratch => {
+                let mut p = self.pending.lock();
+                let f2 = p.scratch.get_mut(&ino).ok_or(TreeError::NotFound)?;
+                f(&mut f2.data, usize::MAX)
+            }
             WriteTarget::Attrs => {
                 let mut p = self.pending.lock();
                 let a = p.attrs.entry(ino).or_insert_with(|| {
@@ -1047,8 +1092,12 @@ impl Tree {
             return Err(TreeError::ReadOnly);
         }
         let Some(set) = *data else {
+            if parent == ROOT_INO {
+                return self.create_scratch(name);
+            }
             return Err(TreeError::NotPermitted(format!(
-                "creating {name:?}: only data/<nchunks>.bin can be created"
+                "creating {name:?}: only data/<nchunks>.bin and scratch files in the root \
+                 can be created"
             )));
         };
         let src = self.source(set)?;
@@ -1094,6 +1143,10 @@ impl Tree {
             return Err(TreeError::ReadOnly);
         }
         let ino = attr.ino;
+        if ino >= SCRATCH_BASE {
+            self.pending.lock().scratch.remove(&ino);
+            return Ok(());
+        }
         let Ok(Resolved::Chunk { set, index }) = self.resolve(ino) else {
             return Err(TreeError::NotPermitted(format!(
                 "removing {name:?}: only the last chunk file can be removed"
@@ -1126,6 +1179,120 @@ impl Tree {
         self.pending.lock().chunks.remove(&ino);
         self.invalidate(set, index);
         Ok(())
+    }
+
+    /// Creates the in-memory scratch file `name` in the root (an editor's temp file): never
+    /// stored, gone at unmount; renaming it over `__attrs__` commits its content.
+    fn create_scratch(&self, name: &str) -> Result<(Attr, u64), TreeError> {
+        if name.is_empty() || name.contains('/') || name == "." || name == ".." {
+            return Err(TreeError::InvalidArgument("name"));
+        }
+        if self.lookup(ROOT_INO, name).is_ok() {
+            return Err(TreeError::NotPermitted(format!(
+                "creating {name:?}: it exists"
+            )));
+        }
+        let ino = {
+            let mut p = self.pending.lock();
+            p.next_scratch += 1;
+            let ino = SCRATCH_BASE + p.next_scratch;
+            p.scratch.insert(
+                ino,
+                write::Scratch {
+                    name: name.to_owned(),
+                    data: Vec::new(),
+                },
+            );
+            ino
+        };
+        let fh = self.open(ino, libc::O_WRONLY)?;
+        Ok((self.getattr(ino)?, fh))
+    }
+
+    /// `chmod`/`chown` of `ino`: accepted (and ignored) for scratch files, whose editors copy
+    /// the original's mode; refused for everything else.
+    ///
+    /// # Errors
+    /// As [`Tree::modify`].
+    pub fn set_mode_owner(&self, ino: u64) -> Result<(), TreeError> {
+        if self.options.writable && ino >= SCRATCH_BASE {
+            return self.getattr(ino).map(|_| ());
+        }
+        self.modify(ino, "chmod/chown")
+    }
+
+    /// `rename(2)`: only a scratch file of the root, to another free name of the root or over
+    /// an `__attrs__` file of the root, which commits the scratch content as the attributes
+    /// (refused content: EINVAL, the scratch file stays).
+    ///
+    /// # Errors
+    /// [`TreeError::ReadOnly`]; [`TreeError::NotPermitted`] for any other rename; commit
+    /// errors as [`Tree::flush`].
+    pub fn rename(
+        &self,
+        parent: u64,
+        name: &str,
+        newparent: u64,
+        newname: &str,
+    ) -> Result<(), TreeError> {
+        let from = self.lookup(parent, name)?.ino;
+        if !self.options.writable {
+            return Err(TreeError::ReadOnly);
+        }
+        if from < SCRATCH_BASE || newparent != ROOT_INO {
+            return Err(TreeError::NotPermitted(format!(
+                "renaming {name:?}: only scratch files of the root can be renamed"
+            )));
+        }
+        let target = self.lookup(ROOT_INO, newname).ok().map(|a| a.ino);
+        match target {
+            None => {
+                if let Some(f) = self.pending.lock().scratch.get_mut(&from) {
+                    f.name = newname.to_owned();
+                }
+                Ok(())
+            }
+            Some(t) if t >= SCRATCH_BASE => {
+                let mut p = self.pending.lock();
+                p.scratch.remove(&t);
+                if let Some(f) = p.scratch.get_mut(&from) {
+                    f.name = newname.to_owned();
+                }
+                Ok(())
+            }
+            Some(t) if self.attrs_targets.contains_key(&t) => {
+                self.write_target(t)?;
+                let data = self
+                    .pending
+                    .lock()
+                    .scratch
+                    .get(&from)
+                    .map(|f| f.data.clone())
+                    .unwrap_or_default();
+                self.with_buffer(t, &WriteTarget::Attrs, |buf, _| {
+                    *buf = data;
+                    Ok(())
+                })?;
+                let res = self.commit(t);
+                let mut p = self.pending.lock();
+                match res {
+                    Ok(()) => {
+                        p.scratch.remove(&from);
+                        Ok(())
+                    }
+                    Err(e) => {
+                        if let Some(a) = p.attrs.get_mut(&t) {
+                            a.data = a.stored.clone();
+                            a.dirty = false;
+                        }
+                        Err(e)
+                    }
+                }
+            }
+            Some(_) => Err(TreeError::NotPermitted(format!(
+                "renaming over {newname:?}: only __attrs__ can be replaced"
+            ))),
+        }
     }
 
     /// `fsync(2)` of file `ino`: commits its buffer; durable when this returns `Ok`.

@@ -135,6 +135,15 @@ pub struct AttrsBuf {
     pub version: u64,
 }
 
+/// An editor's temp file in the mount root: kept in memory only.
+#[derive(Debug, Clone)]
+pub struct Scratch {
+    /// Its current name.
+    pub name: String,
+    /// Its content.
+    pub data: Vec<u8>,
+}
+
 /// All pending edits, keyed by inode.
 #[derive(Debug, Default)]
 pub struct Pending {
@@ -145,6 +154,10 @@ pub struct Pending {
     /// Chunk files whose buffered edit was dropped: their next open must not keep the
     /// kernel's cached pages.
     pub stale: std::collections::HashSet<u64>,
+    /// Scratch files of the root.
+    pub scratch: HashMap<u64, Scratch>,
+    /// Last scratch file number handed out.
+    pub next_scratch: u64,
 }
 
 /// Parses an `__attrs__` buffer: it must be a JSON object.

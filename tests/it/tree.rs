@@ -815,7 +815,15 @@ fn tree_writable_buffers_commit_on_flush_and_refuse_with_errnos() {
         t.open(meta, libc::O_WRONLY).unwrap_err().errno(),
         libc::EACCES
     );
-    assert_eq!(t.create(ROOT_INO, "x").unwrap_err().errno(), libc::EPERM);
+    let meta_dir = ino_of(&t, "meta");
+    assert_eq!(t.create(meta_dir, "x").unwrap_err().errno(), libc::EPERM);
+    // a scratch file of the root renamed over __attrs__ commits it
+    let (a, fh) = t.create(ROOT_INO, "x.tmp").unwrap();
+    t.write(a.ino, fh, 0, br#"{"k": 1}"#).unwrap();
+    t.release(fh).unwrap();
+    t.rename(ROOT_INO, "x.tmp", ROOT_INO, "__attrs__").unwrap();
+    assert!(t.lookup(ROOT_INO, "x.tmp").is_err());
+    assert_eq!(read_all(&t, attrs, 4096).unwrap(), br#"{"k": 1}"#);
     assert_eq!(
         t.modify(ROOT_INO, "mkdir").unwrap_err().errno(),
         libc::EPERM

@@ -301,9 +301,9 @@ fn writeback_refused_operations_have_their_errno_and_change_nothing() {
     let before = std::fs::read(&src).unwrap();
     let m = Mount::new(&src, &[]);
     let c0 = m.path("data/00000000.bin");
-    // creating any other name
+    // creating any other name (outside the root: the root takes scratch files)
     assert_eq!(
-        os_err(std::fs::File::create(m.path("new.txt"))),
+        os_err(std::fs::File::create(m.path("meta/new.txt"))),
         Some(libc::EPERM)
     );
     assert_eq!(
@@ -427,7 +427,10 @@ fn writeback_unlink_last_chunk_and_zero_chunk() {
 }
 
 /// Readers of a chunk while a writer rewrites it and commits: every read returns the old or
-/// the new content as a whole (each read is one whole chunk of a single value).
+/// the new content as a whole (each read is one whole chunk of a single value). With
+/// `direct_io` each read and each write is one request to b2fs, which applies and serves them
+/// atomically; through the page cache a read racing a write(2) can see part of that write, as
+/// on any Linux filesystem (commits are atomic either way).
 #[test]
 fn writeback_readers_see_whole_chunks_during_commits() {
     if !fuse_available("writeback_readers_see_whole_chunks_during_commits") {
@@ -438,7 +441,7 @@ fn writeback_readers_see_whole_chunks_during_commits() {
     };
     let dir = gen_fixtures(&py);
     let src = dir.path().join("cframe.b2frame");
-    let m = Mount::new(&src, &[]);
+    let m = Mount::new(&src, &["direct_io"]);
     let c = m.path("data/00000000.bin");
     std::fs::write(&c, vec![0u8; 16000]).unwrap();
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
@@ -560,4 +563,57 @@ fn writeback_attr_limit_truncate_last_touch_and_compact() {
         Some(libc::EINVAL)
     );
     m.umount();
+}
+
+/// Editors' temp files: a scratch file in the root renamed over `__attrs__` commits it
+/// (`sed -i`, `mv`); bad JSON renamed over it is EINVAL and changes nothing; scratch files are
+/// never stored.
+#[test]
+fn writeback_attrs_through_temp_file_and_rename() {
+    if !fuse_available("writeback_attrs_through_temp_file_and_rename") {
+        return;
+    }
+    let Some(py) = python("writeback_attrs_through_temp_file_and_rename") else {
+        return;
+    };
+    let dir = gen_fixtures(&py);
+    for name in ["cframe.b2frame", "carr"] {
+        let src = dir.path().join(name);
+        let m = Mount::new(&src, &[]);
+        std::fs::write(m.path("tmp.json"), br#"{"via": "rename"}"#).unwrap();
+        std::fs::rename(m.path("tmp.json"), m.path("__attrs__")).unwrap();
+        assert!(!m.path("tmp.json").exists());
+        let st = Command::new("sed")
+            .args(["-i", "s/rename/sed/"])
+            .arg(m.path("__attrs__"))
+            .status()
+            .unwrap();
+        assert!(st.success(), "sed -i failed on {name}");
+        std::fs::write(m.path("bad.json"), b"{nope").unwrap();
+        assert_eq!(
+            os_err(std::fs::rename(m.path("bad.json"), m.path("__attrs__"))),
+            Some(libc::EINVAL)
+        );
+        let shown: Value =
+            serde_json::from_slice(&std::fs::read(m.path("__attrs__")).unwrap()).unwrap();
+        assert_eq!(shown, serde_json::json!({"via": "sed"}));
+        m.umount();
+        let code = if name == "carr" {
+            "import sys, bcolz; print(dict(bcolz.open(sys.argv[1]).attrs))"
+        } else {
+            "import sys, blosc2; s = blosc2.open(sys.argv[1]); print({k: s.vlmeta[k] for k in s.vlmeta.keys()})"
+        };
+        let out = run_python(&py, &["-c", code, src.to_str().unwrap()]);
+        assert_eq!(
+            String::from_utf8_lossy(&out).trim(),
+            "{'via': 'sed'}",
+            "{name}"
+        );
+        let leftovers: Vec<_> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .filter_map(|e| e.ok())
+            .filter(|e| e.file_name().to_string_lossy().contains("json"))
+            .collect();
+        assert!(leftovers.is_empty(), "scratch files leaked: {leftovers:?}");
+    }
 }
