@@ -32,7 +32,7 @@
 //!   [`TreeError::Container`] (EIO); nothing is cached for it and every other file keeps
 //!   working.
 //! - **Read-only or read-write** ([`TreeOptions::writable`]). Read-only: every change is
-//!   [`TreeError::ReadOnly`] (EROFS). Read-write ([`write`]): a chunk file or `__attrs__`
+//!   [`TreeError::ReadOnly`] (EROFS). Read-write ([`mod@write`]): a chunk file or `__attrs__`
 //!   opened for writing gets a buffer (the decompressed chunk, loaded on the first write);
 //!   reads and sizes of that inode come from the buffer; fsync, every flush of a handle opened
 //!   for writing, and its release commit it (compress with the chunks' own parameters,

@@ -617,3 +617,50 @@ fn writeback_attrs_through_temp_file_and_rename() {
         assert!(leftovers.is_empty(), "scratch files leaked: {leftovers:?}");
     }
 }
+
+/// A python-blosc2 handle opened before an edit through the mount sees the edit on its next
+/// access.
+#[test]
+fn writeback_open_python_handle_sees_the_edit() {
+    if !fuse_available("writeback_open_python_handle_sees_the_edit") {
+        return;
+    }
+    let Some(py) = python("writeback_open_python_handle_sees_the_edit") else {
+        return;
+    };
+    let dir = gen_fixtures(&py);
+    let src = dir.path().join("cframe.b2frame");
+    let mut child = Command::new(&py)
+        .args([
+            "-c",
+            "import sys, blosc2\n\
+             s = blosc2.open(sys.argv[1])\n\
+             before = s.decompress_chunk(0)\n\
+             print('ready', flush=True)\n\
+             sys.stdin.readline()\n\
+             print(s.decompress_chunk(0) == bytes([9]) * 16000, before != bytes([9]) * 16000)",
+        ])
+        .arg(&src)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut out = std::io::BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    std::io::BufRead::read_line(&mut out, &mut line).unwrap();
+    assert_eq!(line.trim(), "ready");
+    let m = Mount::new(&src, &[]);
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .open(m.path("data/00000000.bin"))
+        .unwrap();
+    f.write_all(&[9u8; 16000]).unwrap();
+    f.sync_all().unwrap();
+    drop(f);
+    child.stdin.take().unwrap().write_all(b"go\n").unwrap();
+    line.clear();
+    std::io::BufRead::read_line(&mut out, &mut line).unwrap();
+    assert!(child.wait().unwrap().success());
+    assert_eq!(line.trim(), "True True");
+    m.umount();
+}
