@@ -39,8 +39,9 @@ fn pattern(len: usize, seed: u64) -> Vec<u8> {
         .collect()
 }
 
-/// One run: mount `src` in the foreground, rewrite every chunk with fsync from a thread,
-/// SIGKILL the daemon after `delay`, lazily unmount. Returns the chunks whose fsync succeeded.
+/// One run: mount `src` in the foreground, rewrite every chunk with fsync from a thread and
+/// append one, SIGKILL the daemon after `delay`, lazily unmount. Returns the chunks whose
+/// fsync succeeded.
 fn crash_run(src: &Path, mp: &Path, seed: u64, delay: Duration) -> Vec<usize> {
     let mut child = Command::new(env!("CARGO_BIN_EXE_b2fs"))
         .args(["mount", "-f"])
@@ -58,11 +59,23 @@ fn crash_run(src: &Path, mp: &Path, seed: u64, delay: Duration) -> Vec<usize> {
     let data = mp.join("data");
     let writer = std::thread::spawn(move || {
         let mut acked = Vec::new();
+        let mut full = 0;
         for i in 0.. {
             let path = data.join(format!("{i:08}.bin"));
             let Ok(len) = std::fs::metadata(&path).map(|m| m.len() as usize) else {
+                // Append one chunk (as long as the first), then stop.
+                let res = std::fs::File::create(&path).and_then(|mut f| {
+                    f.write_all(&pattern(full, seed + i as u64))?;
+                    f.sync_all()
+                });
+                if res.is_ok() {
+                    acked.push(i);
+                }
                 break;
             };
+            if i == 0 {
+                full = len;
+            }
             let res = std::fs::OpenOptions::new()
                 .write(true)
                 .open(&path)
@@ -123,7 +136,7 @@ fn crash_test(test: &str, runs: usize) {
         let mp = run.join("mnt");
         std::fs::create_dir(&mp).unwrap();
         let seed = 100 + (rng.next() % 100);
-        let delay = Duration::from_micros(rng.next() % 60_000);
+        let delay = Duration::from_micros(rng.next() % 40_000);
         let acked = crash_run(&src, &mp, seed, delay);
         manifest.push(json!({
             "kind": if kind == "carr" { "carr" } else { "frame" },
