@@ -9,5 +9,9 @@ if [ "${CI:-}" = "true" ]; then
     export B2FS_REQUIRE_FUSE=1 B2FS_REQUIRE_PYTHON=1
 fi
 cargo fmt --all -- --check
+if grep -rlP '[^\x00-\x7F]' src tests/it benches Cargo.toml; then
+    echo "non-ASCII characters in the files above" >&2; exit 1
+fi
 cargo clippy --all-targets --locked -- -D warnings
+RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --document-private-items --locked --quiet
 cargo test --locked

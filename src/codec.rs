@@ -3,7 +3,7 @@
 //!
 //! This layer owns the chunk format only: headers, blocks and streams, run streams, special
 //! chunks, the filter pipeline (shuffle, bitshuffle, delta, trunc_prec, bytedelta) and the
-//! codecs (BloscLZ ours; LZ4/LZ4HC via lz4_flex, zlib via flate2, zstd via zstd). It knows
+//! codecs (BloscLZ and LZ4/LZ4HC ours, zlib via flate2, zstd via zstd). It knows
 //! nothing of frames, files or caches: bytes in, bytes out.
 //!
 //! Reference: `shared/spec/CHUNK_FORMAT_NOTES.md` (section numbers in comments refer to it).

@@ -154,14 +154,23 @@ fn serves(pid: u32, target: &Path) -> bool {
 }
 
 fn alive(pid: u32) -> bool {
-    // A zombie has exited; /proc/PID/stat's state field is 'Z'.
-    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Ok(stat) => stat
-            .rsplit_once(')')
-            .and_then(|(_, rest)| rest.trim_start().chars().next())
-            .is_some_and(|state| state != 'Z'),
-        Err(_) => false,
+    // A process has exited when /proc/PID is gone, or when it is a zombie ('Z' in the state
+    // field) with no other task left. The leader of a multi-threaded process shows 'Z' as soon
+    // as its main thread exits, while the other threads are still tearing down; the process
+    // is not gone (nor reapable) until they are.
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+        return false;
+    };
+    let zombie = stat
+        .rsplit_once(')')
+        .and_then(|(_, rest)| rest.trim_start().chars().next())
+        .is_some_and(|state| state == 'Z');
+    if !zombie {
+        return true;
     }
+    std::fs::read_dir(format!("/proc/{pid}/task"))
+        .map(|tasks| tasks.count() > 1)
+        .unwrap_or(false)
 }
 
 #[cfg(test)]

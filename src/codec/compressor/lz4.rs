@@ -2,10 +2,13 @@
 //! write them, decoded to exactly the output's length, with an optional external dictionary
 //! (the bytes that logically precede the output, as `LZ4_decompress_safe_usingDict` takes them).
 //!
-//! Safe Rust. The common short sequences (literal run < 15, match from 16+ bytes back) are
-//! copied with fixed-size 16/32-byte moves while both buffers have that much slack; the bytes
-//! written past a sequence's end are rewritten by the next ones. Near the ends of the buffers
-//! every copy is exact and bounds-checked. A hostile block is an error, never a panic.
+//! Safe Rust, in two loops. The fast loop runs while 32 input and 64 output bytes of slack
+//! remain from the sequence start: literal runs < 15 are one 16-byte move, matches of at
+//! most 18 bytes are 8 + 8 + 2-byte moves (distance ≥ 8) or four stores of an 8-byte
+//! pattern built with a mask and a multiply (distance < 8), longer ones are 32/16/8-byte
+//! move loops or one exact copy; the bytes written past a sequence's end are rewritten by the
+//! next ones. Near the ends of the buffers the exact loop copies every byte with bounds
+//! checks. A hostile block is an error, never a panic.
 
 use std::fmt;
 
@@ -53,15 +56,34 @@ impl fmt::Display for Lz4Error {
 
 impl std::error::Error for Lz4Error {}
 
-/// `PATTERN_INDEX[d][k] = k % d`: which byte of a `d`-byte period lands at position `k`.
-const PATTERN_INDEX: [[u8; 8]; 8] = {
-    let mut t = [[0u8; 8]; 8];
+/// Input bytes the fast loop needs from a token on: token, up to 14 literals read as 16, offset.
+const FAST_IN: usize = 32;
+/// Output bytes the fast loop needs from the sequence start on.
+const FAST_OUT: usize = 64;
+
+/// `PATTERN_MASK[d]` keeps the low `d` bytes of a little-endian u64 (all 8 for `d` = 8).
+const PATTERN_MASK: [u64; 9] = {
+    let mut t = [u64::MAX; 9];
     let mut d = 1;
     while d < 8 {
-        let mut k = 0;
-        while k < 8 {
-            t[d][k] = (k % d) as u8;
-            k += 1;
+        t[d] = (1u64 << (8 * d)) - 1;
+        d += 1;
+    }
+    t
+};
+
+/// `PATTERN_REP[d]`: a 1 in the low byte of every `d`-byte period of a u64, so that
+/// `(x & PATTERN_MASK[d]) * PATTERN_REP[d]` repeats the low `d` bytes of `x` (the products'
+/// terms do not overlap, so there is no carry). `PATTERN_REP[8]` = 1.
+const PATTERN_REP: [u64; 9] = {
+    let mut t = [0u64; 9];
+    t[8] = 1;
+    let mut d = 1;
+    while d < 8 {
+        let mut sh = 0;
+        while sh < 64 {
+            t[d] |= 1u64 << sh;
+            sh += 8 * d;
         }
         d += 1;
     }
@@ -69,7 +91,7 @@ const PATTERN_INDEX: [[u8; 8]; 8] = {
 };
 
 /// `PATTERN_STEP[d]`: the largest multiple of `d` that is at most 8.
-const PATTERN_STEP: [usize; 8] = [8, 8, 8, 6, 8, 5, 6, 7];
+const PATTERN_STEP: [usize; 9] = [8, 8, 8, 6, 8, 5, 6, 7, 8];
 
 /// Reads an LZ4 length extension (bytes added until one is not 255) starting at `*ip`.
 #[inline(always)]
@@ -85,6 +107,165 @@ fn read_ext(input: &[u8], ip: &mut usize) -> Option<usize> {
     }
 }
 
+/// Little-endian u64 of the 8 bytes at `at` in `s`.
+#[inline(always)]
+fn load8(s: &[u8], at: usize) -> [u8; 8] {
+    let mut a = [0u8; 8];
+    a.copy_from_slice(&s[at..at + 8]);
+    a
+}
+
+/// A match the fast loop does not copy itself (it reaches into the dictionary, is corrupt, or
+/// ends too near the output's end for over-wide moves), copied exactly. Returns the output
+/// position after it.
+#[cold]
+#[inline(never)]
+fn exact_match(
+    out: &mut [u8],
+    dict: &[u8],
+    mut op: usize,
+    dist: usize,
+    mlen: usize,
+) -> Result<usize, Lz4ErrorKind> {
+    if mlen > out.len() - op {
+        return Err(Lz4ErrorKind::OutputOverflow);
+    }
+    if dist == 0 {
+        return Err(Lz4ErrorKind::BadOffset);
+    }
+    if dist > op {
+        // Part of the match lies in the dictionary.
+        let back = dist - op;
+        if back > dict.len() {
+            return Err(Lz4ErrorKind::BadOffset);
+        }
+        let from_dict = back.min(mlen);
+        let start = dict.len() - back;
+        out[op..op + from_dict].copy_from_slice(&dict[start..start + from_dict]);
+        op += from_dict;
+        let rest = mlen - from_dict;
+        if rest > 0 {
+            // The match continues from the start of the output (now op == dist).
+            copy_match(out, op, dist, rest);
+        }
+        return Ok(op + rest);
+    }
+    copy_match(out, op, dist, mlen);
+    Ok(op + mlen)
+}
+
+/// A literal run of 15 or more bytes from the token at `ip`, copied in 32-byte moves when
+/// the slack allows it. Returns the input position after the literals (the match offset) and
+/// the output position after them, or `None` (nothing written) when the run does not fit.
+#[inline(never)]
+fn long_literals(input: &[u8], out: &mut [u8], ip: usize, op: usize) -> Option<(usize, usize)> {
+    let mut lp = ip + 1;
+    let lit = 15 + read_ext(input, &mut lp)?;
+    if lp + lit + FAST_IN > input.len() || op + lit + FAST_OUT > out.len() {
+        return None;
+    }
+    if lit <= 64 {
+        let mut k = 0;
+        while k < lit {
+            out[op + k..op + k + 32].copy_from_slice(&input[lp + k..lp + k + 32]);
+            k += 32;
+        }
+    } else {
+        // Long runs: one exact copy (memcpy) beats a loop of fixed-size moves.
+        out[op..op + lit].copy_from_slice(&input[lp..lp + lit]);
+    }
+    Some((lp + lit, op + lit))
+}
+
+/// A match of at most 18 bytes at `op` from `dist` back (1 ≤ `dist` ≤ `op`, 32 bytes of slack
+/// after `op`), with no branch on the length or the distance: four 8-byte moves. The first
+/// is 8 bytes of the match built in a register (the `dist`-byte pattern repeated when
+/// `dist` < 8); each later one, `stride` further, copies 8 bytes already final: from `dist`
+/// back when `dist` ≥ 8, else from the previous move (`stride` is a multiple of `dist`).
+#[inline(always)]
+fn short_match(out: &mut [u8], op: usize, dist: usize) {
+    let src = op - dist;
+    let win = &mut out[src..op + 32];
+    if dist >= 8 {
+        // 8 + 8 + 2 bytes, each move reading bytes already final because dist ≥ 8.
+        // The last is 2 bytes wide, not 8: a load inside one earlier store forwards;
+        // a wider one spanning two fresh stores stalls.
+        let a = load8(win, 0);
+        win[dist..dist + 8].copy_from_slice(&a);
+        let b = load8(win, 8);
+        win[dist + 8..dist + 16].copy_from_slice(&b);
+        let c = [win[16], win[17]];
+        win[dist + 16..dist + 18].copy_from_slice(&c);
+    } else {
+        // 1 ≤ dist < 8: the match repeats a `dist`-byte pattern; build 8 bytes of it
+        // in a register and store them four times, `step` apart (≥ 20 bytes).
+        let x = u64::from_le_bytes(load8(win, 0)) & PATTERN_MASK[dist];
+        let w = x.wrapping_mul(PATTERN_REP[dist]).to_le_bytes();
+        // `min` tells the compiler step ≤ 8, so the stores need no bounds checks.
+        let step = PATTERN_STEP[dist].min(8);
+        if let Some(dst) = win.get_mut(dist..).and_then(<[u8]>::first_chunk_mut::<32>) {
+            for k in 0..4 {
+                dst[k * step..k * step + 8].copy_from_slice(&w);
+            }
+        }
+    }
+}
+
+/// Any match but a short one (`ml` < 15 and 1 ≤ `dist` ≤ `op`): reads the length extension
+/// from `ip`, copies long matches in 16- or 8-byte moves while the slack allows, and hands the
+/// rest to [`exact_match`]. Returns the input and output positions after the match.
+#[inline(always)]
+fn long_match(
+    input: &[u8],
+    out: &mut [u8],
+    dict: &[u8],
+    mut ip: usize,
+    op: usize,
+    dist: usize,
+    ml: usize,
+) -> Result<(usize, usize), Lz4ErrorKind> {
+    let mut mlen = ml;
+    if mlen == 15 {
+        mlen += read_ext(input, &mut ip).ok_or(Lz4ErrorKind::Truncated)?;
+    }
+    mlen += 4;
+    if dist <= op && dist != 0 && mlen <= 64 && mlen + 16 <= out.len() - op {
+        let src = op - dist;
+        if dist >= 16 {
+            let mut k = 0;
+            while k < mlen {
+                let mut t = [0u8; 16];
+                t.copy_from_slice(&out[src + k..src + k + 16]);
+                out[op + k..op + k + 16].copy_from_slice(&t);
+                k += 16;
+            }
+        } else if dist >= 8 {
+            let mut k = 0;
+            while k < mlen {
+                let t = load8(out, src + k);
+                out[op + k..op + k + 8].copy_from_slice(&t);
+                k += 8;
+            }
+        } else {
+            let x = u64::from_le_bytes(load8(out, src)) & PATTERN_MASK[dist];
+            let w = x.wrapping_mul(PATTERN_REP[dist]).to_le_bytes();
+            let step = PATTERN_STEP[dist];
+            let mut k = 0;
+            while k < mlen {
+                out[op + k..op + k + 8].copy_from_slice(&w);
+                k += step;
+            }
+        }
+        return Ok((ip, op + mlen));
+    }
+    if dist <= op && dist != 0 && mlen <= out.len() - op {
+        // Long (memmove / memset / doubling copies), or near the end: exact.
+        copy_match(out, op, dist, mlen);
+        return Ok((ip, op + mlen));
+    }
+    Ok((ip, exact_match(out, dict, op, dist, mlen)?))
+}
+
 /// Decodes the LZ4 block `input` into `out`, which it must fill exactly. `dict` holds the bytes
 /// that precede the output (empty for none); matches may reach into it.
 pub fn decompress(input: &[u8], out: &mut [u8], dict: &[u8]) -> Result<(), Lz4Error> {
@@ -92,50 +273,50 @@ pub fn decompress(input: &[u8], out: &mut [u8], dict: &[u8]) -> Result<(), Lz4Er
     let out_len = out.len();
     let mut ip = 0usize;
     let mut op = 0usize;
-    loop {
-        // Fast path: a short sequence (literal run < 15, match < 19 bytes) far from both ends,
-        // copied with fixed-size moves that may run past the sequence (later ones rewrite it).
-        if ip + 32 <= in_len && op + 48 <= out_len {
-            let inp: &[u8; 32] = input[ip..ip + 32].try_into().unwrap_or(&[0; 32]);
-            let token = inp[0];
-            let lit = usize::from(token >> 4);
-            let ml = usize::from(token & 15);
-            if lit < 15 && ml < 15 {
-                let dist = usize::from(u16::from_le_bytes([inp[1 + lit], inp[2 + lit]]));
-                let mop = op + lit;
-                if dist >= 8 && dist <= mop {
-                    // Literals: one 16-byte move. Match (≤ 18 bytes): 8 + 8 + 2-byte moves, each
-                    // reading bytes already final because dist ≥ 8; no branch on the length.
-                    out[op..op + 16].copy_from_slice(&inp[1..17]);
-                    let src = mop - dist;
-                    out.copy_within(src..src + 8, mop);
-                    out.copy_within(src + 8..src + 16, mop + 8);
-                    // 2 bytes, not 8: a load inside one earlier store forwards; a wider one
-                    // spanning two fresh stores stalls.
-                    out.copy_within(src + 16..src + 18, mop + 16);
-                    ip += 3 + lit;
-                    op = mop + ml + 4;
-                    continue;
-                }
-                if dist != 0 && dist <= mop {
-                    // 1 ≤ dist < 8: the match repeats a `dist`-byte pattern. Build 8 bytes of
-                    // it (byte loads through a table, no division, no branch) and store them
-                    // four times, `step` apart (the largest multiple of dist ≤ 8): ≥ 20 bytes.
-                    out[op..op + 16].copy_from_slice(&inp[1..17]);
-                    let src = mop - dist;
-                    let idx = &PATTERN_INDEX[dist];
-                    let w: [u8; 8] = std::array::from_fn(|k| out[src + usize::from(idx[k])]);
-                    let step = PATTERN_STEP[dist];
-                    for k in 0..4 {
-                        out[mop + k * step..mop + k * step + 8].copy_from_slice(&w);
-                    }
-                    ip += 3 + lit;
-                    op = mop + ml + 4;
-                    continue;
-                }
-            }
-        }
 
+    // Fast loop: while FAST_IN input bytes and FAST_OUT output bytes remain from the sequence
+    // start, literals and matches are copied with fixed-size moves that may run past their
+    // end (the next sequences rewrite those bytes). A sequence whose literal run does not fit
+    // that slack ends the loop before anything of it is written.
+    while let Some(inp) = input.get(ip..).and_then(<[u8]>::first_chunk::<FAST_IN>) {
+        if op + FAST_OUT > out_len {
+            break;
+        }
+        let token = inp[0];
+        let lit = usize::from(token >> 4);
+        let lend;
+        let dist;
+        if lit < 15 {
+            // 16 literal bytes (from the token's next one) cover any run < 15.
+            out[op..op + 16].copy_from_slice(&inp[1..17]);
+            dist = usize::from(u16::from_le_bytes([inp[1 + lit], inp[2 + lit]]));
+            lend = ip + 1 + lit;
+            op += lit;
+        } else {
+            let Some((l, o)) = long_literals(input, out, ip, op) else {
+                break;
+            };
+            lend = l;
+            op = o;
+            dist = usize::from(u16::from_le_bytes([input[lend], input[lend + 1]]));
+        }
+        // Here op + 50 <= out_len: at least FAST_OUT - 14 bytes of slack remain.
+        ip = lend + 2;
+        let ml = usize::from(token & 15);
+        if ml < 15 && dist.wrapping_sub(1) < op {
+            short_match(out, op, dist);
+            op += ml + 4;
+            continue;
+        }
+        (ip, op) = long_match(input, out, dict, ip, op, dist, ml).map_err(|kind| Lz4Error {
+            offset: lend,
+            out_pos: op,
+            kind,
+        })?;
+    }
+
+    // Exact loop, near the ends of the buffers: every copy is bounds-checked.
+    loop {
         let seq = ip;
         let err = |kind, op| Lz4Error {
             offset: seq,
@@ -147,19 +328,15 @@ pub fn decompress(input: &[u8], out: &mut [u8], dict: &[u8]) -> Result<(), Lz4Er
 
         // Literals.
         let mut lit = usize::from(token >> 4);
-        if lit != 15 && ip + 16 <= in_len && op + 16 <= out_len {
-            out[op..op + 16].copy_from_slice(&input[ip..ip + 16]);
-        } else {
-            if lit == 15 {
-                lit += read_ext(input, &mut ip).ok_or(err(Lz4ErrorKind::Truncated, op))?;
-            }
-            let src = input
-                .get(ip..ip.saturating_add(lit))
-                .ok_or(err(Lz4ErrorKind::Truncated, op))?;
-            out.get_mut(op..op + lit)
-                .ok_or(err(Lz4ErrorKind::OutputOverflow, op))?
-                .copy_from_slice(src);
+        if lit == 15 {
+            lit += read_ext(input, &mut ip).ok_or(err(Lz4ErrorKind::Truncated, op))?;
         }
+        let src = input
+            .get(ip..ip.saturating_add(lit))
+            .ok_or(err(Lz4ErrorKind::Truncated, op))?;
+        out.get_mut(op..op.saturating_add(lit))
+            .ok_or(err(Lz4ErrorKind::OutputOverflow, op))?
+            .copy_from_slice(src);
         ip += lit;
         op += lit;
         if ip >= in_len {
@@ -178,32 +355,7 @@ pub fn decompress(input: &[u8], out: &mut [u8], dict: &[u8]) -> Result<(), Lz4Er
             mlen += read_ext(input, &mut ip).ok_or(err(Lz4ErrorKind::Truncated, op))?;
         }
         mlen += 4;
-        if mlen > out_len - op {
-            return Err(err(Lz4ErrorKind::OutputOverflow, op));
-        }
-        if dist == 0 {
-            return Err(err(Lz4ErrorKind::BadOffset, op));
-        }
-        if dist > op {
-            // Part of the match lies in the dictionary.
-            let back = dist - op;
-            if back > dict.len() {
-                return Err(err(Lz4ErrorKind::BadOffset, op));
-            }
-            let from_dict = back.min(mlen);
-            let start = dict.len() - back;
-            out[op..op + from_dict].copy_from_slice(&dict[start..start + from_dict]);
-            op += from_dict;
-            let rest = mlen - from_dict;
-            if rest > 0 {
-                // The match continues from the start of the output (now op == dist).
-                copy_match(out, op, dist, rest);
-                op += rest;
-            }
-            continue;
-        }
-        copy_match(out, op, dist, mlen);
-        op += mlen;
+        op = exact_match(out, dict, op, dist, mlen).map_err(|kind| err(kind, op))?;
     }
     if op != out_len {
         return Err(Lz4Error {
@@ -274,6 +426,80 @@ mod tests {
             let mut out = vec![0u8; s.len()];
             decompress(&c, &mut out, &dict).unwrap();
             assert_eq!(out, s);
+        }
+    }
+
+    /// Writes an LZ4 length: the 4-bit token field, then extension bytes.
+    fn push_len(block: &mut Vec<u8>, n: usize) {
+        if n >= 15 {
+            let mut r = n - 15;
+            while r >= 255 {
+                block.push(255);
+                r -= 255;
+            }
+            block.push(r as u8);
+        }
+    }
+
+    /// Random sequences of every shape (literal runs 0..100, distances 1..=op, matches up to
+    /// 300 bytes, short distances often) written token by token, against a byte-by-byte
+    /// reference: exercises every fast-loop branch and the switch to the exact loop.
+    #[test]
+    fn generated_sequences_match_reference() {
+        let mut x = 0x9E37_79B9u32;
+        let mut rnd = move |n: usize| {
+            x ^= x << 13;
+            x ^= x >> 17;
+            x ^= x << 5;
+            x as usize % n
+        };
+        for _ in 0..300 {
+            let mut block = Vec::new();
+            let mut want: Vec<u8> = Vec::new();
+            let nseq = 1 + rnd(60);
+            for i in 0..=nseq {
+                let lit = match rnd(4) {
+                    0 => rnd(100),
+                    1 => 15 + rnd(60),
+                    _ => rnd(15),
+                };
+                let last = i == nseq;
+                let lit = if want.is_empty() || last {
+                    lit.max(1)
+                } else {
+                    lit
+                };
+                let mlen = match rnd(3) {
+                    0 => 4 + rnd(300),
+                    _ => 4 + rnd(15),
+                };
+                let lits: Vec<u8> = (0..lit).map(|_| rnd(256) as u8).collect();
+                let ml_field = if last { 0 } else { (mlen - 4).min(15) };
+                block.push(((lit.min(15) as u8) << 4) | ml_field as u8);
+                push_len(&mut block, lit);
+                block.extend_from_slice(&lits);
+                want.extend_from_slice(&lits);
+                if last {
+                    break;
+                }
+                let op = want.len();
+                let dist = match rnd(3) {
+                    0 => 1 + rnd(op.min(7)),
+                    1 => 1 + rnd(op.min(20)),
+                    _ => 1 + rnd(op.min(65535)),
+                };
+                block.extend_from_slice(&(dist as u16).to_le_bytes());
+                push_len(&mut block, mlen - 4);
+                for _ in 0..mlen {
+                    let b = want[want.len() - dist];
+                    want.push(b);
+                }
+            }
+            let mut out = vec![0x55u8; want.len()];
+            decompress(&block, &mut out, &[]).unwrap();
+            assert_eq!(out, want);
+            let mut longer = vec![0u8; want.len() + 1];
+            assert!(decompress(&block, &mut longer, &[]).is_err());
         }
     }
 
