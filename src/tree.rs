@@ -323,6 +323,8 @@ pub struct Tree {
     sources: Vec<Option<Arc<Source>>>,
     /// `__attrs__` files by inode.
     attrs_targets: HashMap<u64, AttrsTarget>,
+    /// The `meta/sizes` file of each data set.
+    sizes_files: HashMap<usize, u64>,
     /// Buffered edits.
     pending: Mutex<Pending>,
     /// Serialises commits; one encoder reused by all of them.
@@ -355,6 +357,7 @@ impl Tree {
             stores,
             sources,
             attrs,
+            sizes,
             owner,
         } = layout;
         let mut next = nodes.len() as u64 + 1;
@@ -398,6 +401,7 @@ impl Tree {
             options,
             sources,
             attrs_targets: attrs.into_iter().collect(),
+            sizes_files: sizes.into_iter().map(|(ino, set)| (set, ino)).collect(),
             pending: Mutex::new(Pending::default()),
             committer: Mutex::new(Encoder::new()),
         }
@@ -709,7 +713,11 @@ impl Tree {
             let data = match (p.chunks.get(&ino), p.attrs.get(&ino)) {
                 (Some(c), _) => Some(&c.data),
                 (None, Some(a)) => Some(&a.data),
-                (None, None) => p.scratch.get(&ino).map(|f| &f.data),
+                (None, None) => p
+                    .scratch
+                    .get(&ino)
+                    .map(|f| &f.data)
+                    .or_else(|| p.rendered.get(&ino)),
             };
             if let Some(d) = data {
                 let r = window(d.len(), offset, size);
@@ -829,6 +837,7 @@ impl Tree {
             .get(&ino)
             .map(|c| c.data.len())
             .or_else(|| p.attrs.get(&ino).map(|a| a.data.len()))
+            .or_else(|| p.rendered.get(&ino).map(Vec::len))
     }
 
     /// Whether `ino` shows write permission: a writable tree's directories, chunk files and
@@ -1178,6 +1187,7 @@ impl Tree {
             .map_err(|source| TreeError::Commit { ino, source })?;
         self.pending.lock().chunks.remove(&ino);
         self.invalidate(set, index);
+        self.rerender_sizes(set, src);
         Ok(())
     }
 
@@ -1327,6 +1337,22 @@ impl Tree {
         }
     }
 
+    /// Renders `meta/sizes` of data set `set` again from its (just reopened) source.
+    fn rerender_sizes(&self, set: usize, src: &Source) {
+        let Some(&ino) = self.sizes_files.get(&set) else {
+            return;
+        };
+        match view::sizes(&src.get()) {
+            Ok(v) => {
+                self.pending
+                    .lock()
+                    .rendered
+                    .insert(ino, view::json_file(&v));
+            }
+            Err(e) => log::warn!("meta/sizes not updated: {}", display_chain(&e)),
+        }
+    }
+
     /// Whether the kernel may keep its cached pages of `ino` when it is opened: yes on a
     /// read-only tree; on a read-write one not for `__attrs__` files (a refused edit restores
     /// the stored content) nor for a chunk file whose buffered edit was dropped since the last
@@ -1338,7 +1364,8 @@ impl Tree {
         if self.attrs_targets.contains_key(&ino) {
             return false;
         }
-        !self.pending.lock().stale.remove(&ino)
+        let mut p = self.pending.lock();
+        !p.rendered.contains_key(&ino) && !p.stale.remove(&ino)
     }
 
     /// Commits the buffer of `ino` if it has changes.
@@ -1363,6 +1390,7 @@ impl Tree {
             write::commit_chunk(src, &c, &mut enc)
                 .map_err(|source| TreeError::Commit { ino, source })?;
             self.invalidate(c.set, c.index);
+            self.rerender_sizes(c.set, src);
             let mut p = self.pending.lock();
             if p.chunks
                 .get(&ino)

@@ -74,6 +74,8 @@ pub struct Layout {
     pub(crate) sources: Vec<Option<Arc<Source>>>,
     /// `__attrs__` files and what they edit.
     pub(crate) attrs: Vec<(u64, AttrsTarget)>,
+    /// `meta/sizes` files: (inode, data set they describe), re-rendered after commits.
+    pub(crate) sizes: Vec<(u64, usize)>,
     pub(crate) owner: Owner,
 }
 
@@ -92,6 +94,7 @@ impl Layout {
             stores: Vec::new(),
             sources: Vec::new(),
             attrs: Vec::new(),
+            sizes: Vec::new(),
             owner,
         }
     }
@@ -163,6 +166,11 @@ impl Layout {
     /// added data directory is `self.stores.len() - 1`.
     pub(crate) fn attrs_file(&mut self, ino: u64, target: AttrsTarget) {
         self.attrs.push((ino, target));
+    }
+
+    /// Marks file `ino` as the `meta/sizes` of data set `set`.
+    pub(crate) fn sizes_file(&mut self, ino: u64, set: usize) {
+        self.sizes.push((ino, set));
     }
 
     /// Number of data directories added so far.

@@ -74,7 +74,8 @@ fn add_array(layout: &mut Layout, dir: u64, array: Array) -> Result<(), Containe
     let attrs = layout.file(dir, "__attrs__", json_file(array.attrs()));
     layout.attrs_file(attrs, super::write::AttrsTarget::Set(layout.data_sets()));
     let meta = layout.dir(dir, "meta");
-    layout.file(meta, "sizes", json_file(&sizes(&array)?));
+    let sizes_ino = layout.file(meta, "sizes", json_file(&sizes(&array)?));
+    layout.sizes_file(sizes_ino, layout.data_sets());
     layout.file(meta, "storage", json_file(&storage(&array)?));
     let mls = layout.dir(meta, "metalayers");
     for ml in array.metalayers() {

@@ -154,6 +154,8 @@ pub struct Pending {
     /// Chunk files whose buffered edit was dropped: their next open must not keep the
     /// kernel's cached pages.
     pub stale: std::collections::HashSet<u64>,
+    /// `meta/sizes` files re-rendered after commits changed them.
+    pub rendered: HashMap<u64, Vec<u8>>,
     /// Scratch files of the root.
     pub scratch: HashMap<u64, Scratch>,
     /// Last scratch file number handed out.

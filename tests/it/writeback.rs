@@ -195,6 +195,15 @@ fn edit_case(dir: &Path, case: &Case) {
         f.sync_all().unwrap();
         drop(f);
         chunks.push(new);
+        let sizes: Value =
+            serde_json::from_slice(&std::fs::read(m.path(&format!("{p}meta/sizes"))).unwrap())
+                .unwrap();
+        assert_eq!(
+            sizes["nchunks"],
+            n + 1,
+            "{}: meta/sizes after an append",
+            case.name
+        );
         assert_eq!(
             std::fs::read(m.path(&chunk_file(p, n))).unwrap(),
             chunks[n],
