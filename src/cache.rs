@@ -249,6 +249,15 @@ impl<K: Hash + Eq + Clone> ChunkCache<K> {
         }
     }
 
+    /// Drops the cached value for `key` (the source changed under it). A load in flight is
+    /// not cancelled; callers that must not see its value swap their source first.
+    pub fn remove(&self, key: &K) {
+        let mut inner = self.inner.lock();
+        if let Some(old) = inner.lru.pop(key) {
+            inner.bytes -= old.len();
+        }
+    }
+
     /// Inserts a value directly (used by tests and by callers that decoded elsewhere).
     pub fn insert(&self, key: K, value: Bytes) {
         let mut inner = self.inner.lock();

@@ -1,4 +1,4 @@
-//! The `b2fs` command line: `mount`, `umount`, `info`.
+//! The `b2fs` command line: `mount`, `umount`, `info`, `compact`.
 //!
 //! This is the one place that prints errors and picks exit codes ([`Error::exit_code`]; the
 //! table is in [`args::EXIT_CODES_HELP`] and `--help`). Every failure prints exactly one line,
@@ -10,6 +10,7 @@
 //! failure.
 
 pub mod args;
+mod compact;
 mod daemon;
 mod info;
 mod umount;
@@ -146,6 +147,7 @@ pub fn run(cli: Cli) -> Result<(), Error> {
         Command::Mount(m) => daemon::mount(m),
         Command::Umount(u) => umount::umount(&u.mountpoint),
         Command::Info(i) => info::info(&i.source, i.json),
+        Command::Compact(c) => compact::compact(&c.source),
     }
 }
 

@@ -6,8 +6,10 @@
 //! (op, inode, errno and the error chain): `ENOENT` at debug (shells probe names constantly),
 //! EIO at warn (it names the source path, chunk and reason), everything else at info.
 //!
-//! The content is immutable while mounted, so entry and attribute TTLs are long and the
-//! kernel may keep file pages cached across opens (see [`CachePolicy`]).
+//! On a read-only mount the content is immutable, so entry and attribute TTLs are long and the
+//! kernel may keep file pages cached across opens (see [`CachePolicy`]). On a read-write mount
+//! TTLs are zero and listings are not cached (commits change sizes and add or remove chunk
+//! files); written data goes through the kernel page cache write-through.
 
 pub mod convert;
 pub mod mount;
@@ -86,6 +88,29 @@ fn errno(e: &TreeError) -> Errno {
     Errno::from_i32(e.errno())
 }
 
+/// Replies to a tree call that returns nothing, logging a failure.
+fn reply_empty(op: &str, ino: INodeNo, res: Result<(), TreeError>, reply: ReplyEmpty) {
+    match res {
+        Ok(()) => reply.ok(),
+        Err(e) => {
+            log_error(op, ino, &e);
+            reply.error(errno(&e));
+        }
+    }
+}
+
+impl FuseAdapter {
+    /// Entry and attribute TTL: long on a read-only tree; zero on a read-write one, whose
+    /// sizes change with commits.
+    fn ttl(&self) -> Duration {
+        if self.tree.is_writable() {
+            Duration::ZERO
+        } else {
+            TTL
+        }
+    }
+}
+
 impl Filesystem for FuseAdapter {
     fn init(&mut self, _req: &Request, config: &mut KernelConfig) -> std::io::Result<()> {
         // Larger kernel readahead keeps a sequential `cat` of a chunk file in few requests.
@@ -98,7 +123,7 @@ impl Filesystem for FuseAdapter {
             return reply.error(Errno::ENOENT);
         };
         match self.tree.lookup(parent.0, name) {
-            Ok(attr) => reply.entry(&TTL, &convert::file_attr(&attr), Generation(0)),
+            Ok(attr) => reply.entry(&self.ttl(), &convert::file_attr(&attr), Generation(0)),
             Err(e) => {
                 log_error("lookup", parent, &e);
                 reply.error(errno(&e));
@@ -108,7 +133,7 @@ impl Filesystem for FuseAdapter {
 
     fn getattr(&self, _req: &Request, ino: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
         match self.tree.getattr(ino.0) {
-            Ok(attr) => reply.attr(&TTL, &convert::file_attr(&attr)),
+            Ok(attr) => reply.attr(&self.ttl(), &convert::file_attr(&attr)),
             Err(e) => {
                 log_error("getattr", ino, &e);
                 reply.error(errno(&e));
@@ -118,7 +143,10 @@ impl Filesystem for FuseAdapter {
 
     fn open(&self, _req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
         match self.tree.open(ino.0, flags.0) {
-            Ok(fh) => reply.opened(FileHandle(fh), convert::fopen_flags(self.policy)),
+            Ok(fh) => reply.opened(
+                FileHandle(fh),
+                convert::fopen_flags(self.policy, self.tree.keep_cache(ino.0)),
+            ),
             Err(e) => {
                 log_error("open", ino, &e);
                 reply.error(errno(&e));
@@ -168,28 +196,31 @@ impl Filesystem for FuseAdapter {
     fn flush(
         &self,
         _req: &Request,
-        _ino: INodeNo,
-        _fh: FileHandle,
+        ino: INodeNo,
+        fh: FileHandle,
         _lock_owner: LockOwner,
         reply: ReplyEmpty,
     ) {
-        reply.ok();
+        reply_empty("flush", ino, self.tree.flush(ino.0, fh.0), reply);
     }
 
     fn fsync(
         &self,
         _req: &Request,
-        _ino: INodeNo,
-        _fh: FileHandle,
+        ino: INodeNo,
+        fh: FileHandle,
         _datasync: bool,
         reply: ReplyEmpty,
     ) {
-        reply.ok();
+        reply_empty("fsync", ino, self.tree.fsync(ino.0, fh.0), reply);
     }
 
     fn opendir(&self, _req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
         match self.tree.readdir(ino.0, 0) {
-            Ok(_) => reply.opened(FileHandle(0), convert::opendir_flags()),
+            Ok(_) => reply.opened(
+                FileHandle(0),
+                convert::opendir_flags(self.tree.is_writable()),
+            ),
             Err(e) => {
                 log_error("opendir", ino, &e);
                 reply.error(errno(&e));
@@ -263,17 +294,16 @@ impl Filesystem for FuseAdapter {
         }
     }
 
-    // Every change is refused by the tree (EROFS); the kernel's `ro` mount flag usually stops
-    // them before they get here.
+    // Changes: the tree decides what is allowed (see the SEMANTICS table in README.md).
 
     fn setattr(
         &self,
         _req: &Request,
         ino: INodeNo,
-        _mode: Option<u32>,
-        _uid: Option<u32>,
-        _gid: Option<u32>,
-        _size: Option<u64>,
+        mode: Option<u32>,
+        uid: Option<u32>,
+        gid: Option<u32>,
+        size: Option<u64>,
         _atime: Option<TimeOrNow>,
         _mtime: Option<TimeOrNow>,
         _ctime: Option<std::time::SystemTime>,
@@ -284,36 +314,73 @@ impl Filesystem for FuseAdapter {
         _flags: Option<BsdFileFlags>,
         reply: ReplyAttr,
     ) {
-        let e = refuse(&self.tree, "setattr", ino);
-        reply.error(e);
+        // Times are not stored (touch must work); modes and owners cannot change.
+        let res = if mode.is_some() || uid.is_some() || gid.is_some() {
+            self.tree.set_mode_owner(ino.0)
+        } else {
+            Ok(())
+        };
+        let res = match size {
+            Some(size) => res.and_then(|()| self.tree.set_size(ino.0, size)),
+            None => res,
+        };
+        match res.and_then(|()| self.tree.getattr(ino.0)) {
+            Ok(attr) => reply.attr(&self.ttl(), &convert::file_attr(&attr)),
+            Err(e) => {
+                log_error("setattr", ino, &e);
+                reply.error(errno(&e));
+            }
+        }
     }
 
     fn write(
         &self,
         _req: &Request,
         ino: INodeNo,
-        _fh: FileHandle,
-        _offset: u64,
-        _data: &[u8],
+        fh: FileHandle,
+        offset: u64,
+        data: &[u8],
         _write_flags: WriteFlags,
         _flags: OpenFlags,
         _lock_owner: Option<LockOwner>,
         reply: ReplyWrite,
     ) {
-        reply.error(refuse(&self.tree, "write", ino));
+        match self.tree.write(ino.0, fh.0, offset, data) {
+            Ok(n) => reply.written(n),
+            Err(e) => {
+                log_error("write", ino, &e);
+                reply.error(errno(&e));
+            }
+        }
     }
 
     fn create(
         &self,
         _req: &Request,
         parent: INodeNo,
-        _name: &OsStr,
+        name: &OsStr,
         _mode: u32,
         _umask: u32,
         _flags: i32,
         reply: ReplyCreate,
     ) {
-        reply.error(refuse(&self.tree, "create", parent));
+        let res = match name.to_str() {
+            Some(name) => self.tree.create(parent.0, name),
+            None => Err(TreeError::NotPermitted("a name that is not UTF-8".into())),
+        };
+        match res {
+            Ok((attr, fh)) => reply.created(
+                &self.ttl(),
+                &convert::file_attr(&attr),
+                Generation(0),
+                FileHandle(fh),
+                convert::fopen_flags(self.policy, self.tree.keep_cache(attr.ino)),
+            ),
+            Err(e) => {
+                log_error("create", parent, &e);
+                reply.error(errno(&e));
+            }
+        }
     }
 
     fn mknod(
@@ -341,8 +408,12 @@ impl Filesystem for FuseAdapter {
         reply.error(refuse(&self.tree, "mkdir", parent));
     }
 
-    fn unlink(&self, _req: &Request, parent: INodeNo, _name: &OsStr, reply: ReplyEmpty) {
-        reply.error(refuse(&self.tree, "unlink", parent));
+    fn unlink(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        let res = match name.to_str() {
+            Some(name) => self.tree.unlink(parent.0, name),
+            None => Err(TreeError::NotFound),
+        };
+        reply_empty("unlink", parent, res, reply);
     }
 
     fn rmdir(&self, _req: &Request, parent: INodeNo, _name: &OsStr, reply: ReplyEmpty) {
@@ -375,13 +446,19 @@ impl Filesystem for FuseAdapter {
         &self,
         _req: &Request,
         parent: INodeNo,
-        _name: &OsStr,
-        _newparent: INodeNo,
-        _newname: &OsStr,
-        _flags: RenameFlags,
+        name: &OsStr,
+        newparent: INodeNo,
+        newname: &OsStr,
+        flags: RenameFlags,
         reply: ReplyEmpty,
     ) {
-        reply.error(refuse(&self.tree, "rename", parent));
+        let res = match (name.to_str(), newname.to_str()) {
+            (Some(a), Some(b)) if flags.is_empty() => self.tree.rename(parent.0, a, newparent.0, b),
+            _ => self
+                .tree
+                .modify(parent.0, "rename with flags or non-UTF-8 names"),
+        };
+        reply_empty("rename", parent, res, reply);
     }
 
     fn setxattr(
@@ -402,9 +479,10 @@ impl Filesystem for FuseAdapter {
     }
 }
 
-/// The errno for a change to `ino` (EROFS, or ENOENT for an unknown inode), logged once.
+/// The errno for a change the tree never supports (EROFS on a read-only tree, EPERM, or
+/// ENOENT for an unknown inode), logged once.
 fn refuse(tree: &Tree, op: &str, ino: INodeNo) -> Errno {
-    match tree.modify(ino.0) {
+    match tree.modify(ino.0, op) {
         Ok(()) => Errno::EROFS,
         Err(e) => {
             log_error(op, ino, &e);

@@ -1,5 +1,5 @@
 //! The filesystem logic: the directory tree a mounted source shows, as an in-process API
-//! (lookup, getattr, readdir, open, read, release, statfs) that tests drive without a kernel.
+//! (lookup, getattr, readdir, open, read, write, flush, release, statfs, ...) that tests drive without a kernel.
 //!
 //! This module knows nothing of fuser or the kernel protocol: it answers with b2fs-owned types
 //! ([`Attr`], [`DirEntry`], [`StatFs`], [`TreeError`]) and [`crate::fuse`] translates. It does
@@ -31,7 +31,15 @@
 //! - **A chunk that fails to decode** fails reads of that one file with
 //!   [`TreeError::Container`] (EIO); nothing is cached for it and every other file keeps
 //!   working.
-//! - **Read-only.** Opening for writing gives [`TreeError::ReadOnly`] (EROFS).
+//! - **Read-only or read-write** ([`TreeOptions::writable`]). Read-only: every change is
+//!   [`TreeError::ReadOnly`] (EROFS). Read-write ([`mod@write`]): a chunk file or `__attrs__`
+//!   opened for writing gets a buffer (the decompressed chunk, loaded on the first write);
+//!   reads and sizes of that inode come from the buffer; fsync, every flush of a handle opened
+//!   for writing, and its release commit it (compress with the chunks' own parameters,
+//!   `container::write::commit`, reopen and swap the source, drop cached copies). Commits are
+//!   serialised. Creating `data/<nchunks>.bin` appends, removing or truncating the last chunk
+//!   to 0 removes it (1-D sources); everything else is refused with the errno of
+//!   [`TreeError::errno`] (table: README, SEMANTICS).
 
 pub mod attr;
 pub mod error;
@@ -40,6 +48,7 @@ mod lazy;
 mod prefetch;
 pub mod store;
 pub mod view;
+pub mod write;
 
 use std::borrow::Cow;
 use std::cell::RefCell;
@@ -52,8 +61,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use parking_lot::Mutex;
 
 use crate::cache::{Bytes, CacheStats, ChunkCache};
+use crate::codec::encode::Encoder;
 use crate::codec::{self, CodecError, Decoder};
 use crate::container::ContainerError;
+use write::{AttrsBuf, AttrsTarget, DirtyChunk, Pending, Source};
 
 pub use attr::{Attr, DirEntry, EntryKind, StatFs};
 pub use error::{TreeError, display_chain};
@@ -66,6 +77,9 @@ use layout::{Node, NodeKind};
 const BLKSIZE: u32 = 128 * 1024;
 /// Longest name a lookup accepts.
 const NAME_MAX: usize = 255;
+/// Inode numbers of scratch files (editors' temp files in the mount root) start here, far
+/// above any chunk file.
+const SCRATCH_BASE: u64 = 1 << 62;
 
 /// Tuning knobs of a [`Tree`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -84,6 +98,9 @@ pub struct TreeOptions {
     pub decode_threads: usize,
     /// Chunks of at least this many bytes are decoded by `decode_threads` threads.
     pub parallel_decode_min: usize,
+    /// Accept edits and commit them to the source (a read-write mount). When false every
+    /// change is [`TreeError::ReadOnly`].
+    pub writable: bool,
 }
 
 /// Largest read served by a range decode. Kernel readahead of a sequential scan arrives as
@@ -100,6 +117,7 @@ impl Default for TreeOptions {
             range_factor: 4,
             decode_threads: std::thread::available_parallelism().map_or(1, |n| n.get().min(4)),
             parallel_decode_min: 1 << 20,
+            writable: false,
         }
     }
 }
@@ -277,6 +295,8 @@ struct Handle {
     ino: u64,
     /// Where a sequential scan's next read starts.
     next: u64,
+    /// Opened for writing: its flush and release commit the file's buffer.
+    write: bool,
 }
 
 /// What an inode is, resolved.
@@ -299,6 +319,24 @@ pub struct Tree {
     next_fh: AtomicU64,
     prefetch: Option<prefetch::Prefetcher>,
     options: TreeOptions,
+    /// Per data set: the array edits are committed to (`None`: not writable).
+    sources: Vec<Option<Arc<Source>>>,
+    /// `__attrs__` files by inode.
+    attrs_targets: HashMap<u64, AttrsTarget>,
+    /// The `meta/sizes` file of each data set.
+    sizes_files: HashMap<usize, u64>,
+    /// Buffered edits.
+    pending: Mutex<Pending>,
+    /// Serialises commits; one encoder reused by all of them.
+    committer: Mutex<Encoder>,
+}
+
+/// What a write to an inode changes.
+#[derive(Debug, Clone)]
+enum WriteTarget {
+    Scratch,
+    Attrs,
+    Chunk { set: usize, index: usize },
 }
 
 impl Tree {
@@ -317,6 +355,9 @@ impl Tree {
         let Layout {
             nodes,
             stores,
+            sources,
+            attrs,
+            sizes,
             owner,
         } = layout;
         let mut next = nodes.len() as u64 + 1;
@@ -358,7 +399,17 @@ impl Tree {
             next_fh: AtomicU64::new(1),
             prefetch,
             options,
+            sources,
+            attrs_targets: attrs.into_iter().collect(),
+            sizes_files: sizes.into_iter().map(|(ino, set)| (set, ino)).collect(),
+            pending: Mutex::new(Pending::default()),
+            committer: Mutex::new(Encoder::new()),
         }
+    }
+
+    /// Whether this tree accepts edits (a read-write mount).
+    pub fn is_writable(&self) -> bool {
+        self.options.writable
     }
 
     /// Counters of the chunk cache.
@@ -372,7 +423,7 @@ impl Tree {
     }
 
     fn resolve(&self, ino: u64) -> Result<Resolved<'_>, TreeError> {
-        if ino == 0 || ino > self.max_ino {
+        if ino == 0 {
             return Err(TreeError::NotFound);
         }
         let idx = (ino - 1) as usize;
@@ -385,7 +436,7 @@ impl Tree {
         match set {
             Some(set) => {
                 let index = (ino - sets[set].base) as usize;
-                if index < sets[set].store.nchunks() {
+                if index < sets[set].store.nchunks() || self.pending_append(ino) {
                     Ok(Resolved::Chunk { set, index })
                 } else {
                     Err(TreeError::NotFound)
@@ -409,6 +460,16 @@ impl Tree {
     /// [`TreeError::NotFound`] for unknown inodes; [`TreeError::Container`] when a chunk's
     /// size cannot be read.
     pub fn getattr(&self, ino: u64) -> Result<Attr, TreeError> {
+        if ino >= SCRATCH_BASE {
+            let len = self
+                .pending
+                .lock()
+                .scratch
+                .get(&ino)
+                .map(|f| f.data.len())
+                .ok_or(TreeError::NotFound)?;
+            return Ok(self.attr(ino, EntryKind::File, len as u64, 1));
+        }
         match self.resolve(ino)? {
             Resolved::Fixed(node) => Ok(match &node.kind {
                 NodeKind::Dir { children, .. } => {
@@ -421,14 +482,18 @@ impl Tree {
                     self.attr(ino, EntryKind::Directory, 0, 2 + subdirs as u32)
                 }
                 NodeKind::File { content } => {
-                    self.attr(ino, EntryKind::File, content.len() as u64, 1)
+                    let len = self.pending_len(ino).unwrap_or(content.len());
+                    self.attr(ino, EntryKind::File, len as u64, 1)
                 }
             }),
             Resolved::Chunk { set, index } => {
-                let size = self.core.sets[set]
-                    .store
-                    .chunk_nbytes(index)
-                    .map_err(|source| TreeError::Container { ino, source })?;
+                let size = match self.pending_len(ino) {
+                    Some(n) => n,
+                    None => self.core.sets[set]
+                        .store
+                        .chunk_nbytes(index)
+                        .map_err(|source| TreeError::Container { ino, source })?,
+                };
                 Ok(self.attr(ino, EntryKind::File, size as u64, 1))
             }
         }
@@ -440,9 +505,11 @@ impl Tree {
             kind,
             size,
             blocks: size.div_ceil(512),
-            perm: match kind {
-                EntryKind::Directory => 0o555,
-                EntryKind::File => 0o444,
+            perm: match (kind, self.writable_ino(ino)) {
+                (EntryKind::Directory, false) => 0o555,
+                (EntryKind::Directory, true) => 0o755,
+                (EntryKind::File, false) => 0o444,
+                (EntryKind::File, true) => 0o644,
             },
             nlink,
             uid: self.owner.uid,
@@ -475,7 +542,9 @@ impl Tree {
         }
         if let Some(set) = *data {
             let index = parse_chunk_name(name).ok_or(TreeError::NotFound)?;
-            if index >= self.core.sets[set].store.nchunks() {
+            if index >= self.core.sets[set].store.nchunks()
+                && !self.pending_append(self.chunk_ino(set, index))
+            {
                 return Err(TreeError::NotFound);
             }
             return self.getattr(self.chunk_ino(set, index));
@@ -483,9 +552,24 @@ impl Tree {
         let child = children
             .iter()
             .copied()
-            .find(|&c| self.node(c).is_some_and(|n| n.name == name))
-            .ok_or(TreeError::NotFound)?;
-        self.getattr(child)
+            .find(|&c| self.node(c).is_some_and(|n| n.name == name));
+        match child {
+            Some(child) => self.getattr(child),
+            None if parent == ROOT_INO => {
+                let ino = self.scratch_ino(name).ok_or(TreeError::NotFound)?;
+                self.getattr(ino)
+            }
+            None => Err(TreeError::NotFound),
+        }
+    }
+
+    /// The inode of scratch file `name` of the root, if there is one.
+    fn scratch_ino(&self, name: &str) -> Option<u64> {
+        let p = self.pending.lock();
+        p.scratch
+            .iter()
+            .find(|(_, f)| f.name == name)
+            .map(|(&ino, _)| ino)
     }
 
     /// The entries of directory `ino` from position `offset` on (0 = the start; otherwise an
@@ -503,7 +587,10 @@ impl Tree {
             return Err(TreeError::NotADirectory(ino));
         };
         let len = 2 + match data {
-            Some(set) => self.core.sets[*set].store.nchunks() as u64,
+            Some(set) => {
+                let n = self.core.sets[*set].store.nchunks();
+                n as u64 + u64::from(self.pending_append(self.chunk_ino(*set, n)))
+            }
             None => children.len() as u64,
         };
         Ok(ReadDir {
@@ -524,31 +611,80 @@ impl Tree {
     /// [`TreeError::ReadOnly`] for any access mode but read-only or for `O_TRUNC`;
     /// [`TreeError::IsADirectory`]; [`TreeError::NotFound`].
     pub fn open(&self, ino: u64, flags: i32) -> Result<u64, TreeError> {
-        if flags & libc::O_ACCMODE != libc::O_RDONLY || flags & libc::O_TRUNC != 0 {
-            return Err(TreeError::ReadOnly);
+        let write = flags & libc::O_ACCMODE != libc::O_RDONLY || flags & libc::O_TRUNC != 0;
+        if write {
+            self.write_target(ino)?;
         }
-        match self.resolve(ino)? {
-            Resolved::Fixed(Node {
-                kind: NodeKind::Dir { .. },
-                ..
-            }) => return Err(TreeError::IsADirectory(ino)),
-            Resolved::Fixed(_) | Resolved::Chunk { .. } => {}
+        if ino >= SCRATCH_BASE {
+            self.getattr(ino)?;
+        } else {
+            match self.resolve(ino)? {
+                Resolved::Fixed(Node {
+                    kind: NodeKind::Dir { .. },
+                    ..
+                }) => return Err(TreeError::IsADirectory(ino)),
+                Resolved::Fixed(_) | Resolved::Chunk { .. } => {}
+            }
         }
         let fh = self.next_fh.fetch_add(1, Ordering::Relaxed);
-        self.handles.lock().insert(fh, Handle { ino, next: 0 });
+        self.handles.lock().insert(
+            fh,
+            Handle {
+                ino,
+                next: 0,
+                write,
+            },
+        );
+        if write && flags & libc::O_TRUNC != 0 {
+            if let Err(e) = self.set_size(ino, 0) {
+                self.handles.lock().remove(&fh);
+                return Err(e);
+            }
+        }
         Ok(fh)
     }
 
-    /// Forgets handle `fh`.
+    /// Forgets handle `fh`; a handle opened for writing first commits its file's buffer (a
+    /// buffer that cannot be committed is dropped, and the error returned).
     ///
     /// # Errors
-    /// [`TreeError::BadHandle`] when `fh` is not open.
+    /// [`TreeError::BadHandle`] when `fh` is not open; commit errors as [`Tree::flush`].
     pub fn release(&self, fh: u64) -> Result<(), TreeError> {
-        self.handles
+        let h = self
+            .handles
             .lock()
             .remove(&fh)
-            .map(|_| ())
-            .ok_or(TreeError::BadHandle(fh))
+            .ok_or(TreeError::BadHandle(fh))?;
+        if !h.write {
+            return Ok(());
+        }
+        let res = self.commit(h.ino);
+        let still_open = self
+            .handles
+            .lock()
+            .values()
+            .any(|o| o.ino == h.ino && o.write);
+        if !still_open {
+            let mut p = self.pending.lock();
+            // A created chunk file closed empty: nothing is appended.
+            if p.chunks
+                .get(&h.ino)
+                .is_some_and(|c| c.append && c.data.is_empty())
+            {
+                p.chunks.remove(&h.ino);
+            }
+        }
+        if res.is_err() && !still_open {
+            let mut p = self.pending.lock();
+            if p.chunks.remove(&h.ino).is_some() {
+                p.stale.insert(h.ino);
+            }
+            if let Some(a) = p.attrs.get_mut(&h.ino) {
+                a.data = a.stored.clone();
+                a.dirty = false;
+            }
+        }
+        res
     }
 
     /// Number of open handles (for tests).
@@ -572,6 +708,22 @@ impl Tree {
             h.next = offset.saturating_add(u64::from(size));
             seq
         };
+        if self.options.writable {
+            let p = self.pending.lock();
+            let data = match (p.chunks.get(&ino), p.attrs.get(&ino)) {
+                (Some(c), _) => Some(&c.data),
+                (None, Some(a)) => Some(&a.data),
+                (None, None) => p
+                    .scratch
+                    .get(&ino)
+                    .map(|f| &f.data)
+                    .or_else(|| p.rendered.get(&ino)),
+            };
+            if let Some(d) = data {
+                let r = window(d.len(), offset, size);
+                return Ok(ReadData::Owned(d[r].to_vec()));
+            }
+        }
         match self.resolve(ino)? {
             Resolved::Fixed(node) => match &node.kind {
                 NodeKind::File { content } => {
@@ -632,14 +784,20 @@ impl Tree {
         }
     }
 
-    /// Any change to `ino` (write, truncate, chmod, create or remove an entry, set an extended
-    /// attribute): the tree is read-only.
+    /// A change the tree never supports (`op`: mkdir, rename, symlink, link, mknod, rmdir,
+    /// extended attributes, chmod/chown) on or under `ino`.
     ///
     /// # Errors
-    /// [`TreeError::NotFound`] when `ino` does not exist, else always [`TreeError::ReadOnly`].
-    pub fn modify(&self, ino: u64) -> Result<(), TreeError> {
+    /// Always: [`TreeError::NotFound`] when `ino` does not exist, [`TreeError::ReadOnly`] on a
+    /// read-only tree, else [`TreeError::NotPermitted`].
+    pub fn modify(&self, ino: u64, op: &str) -> Result<(), TreeError> {
         self.resolve(ino)?;
-        Err(TreeError::ReadOnly)
+        if !self.options.writable {
+            return Err(TreeError::ReadOnly);
+        }
+        Err(TreeError::NotPermitted(format!(
+            "{op} is not supported by b2fs"
+        )))
     }
 
     /// `access(2)`: `mask` is a combination of `R_OK`, `W_OK`, `X_OK` (or `F_OK`).
@@ -649,11 +807,644 @@ impl Tree {
     /// [`TreeError::PermissionDenied`] for `X_OK` on a file.
     pub fn access(&self, ino: u64, mask: i32) -> Result<(), TreeError> {
         let attr = self.getattr(ino)?;
-        if mask & libc::W_OK != 0 {
+        if mask & libc::W_OK != 0 && !self.writable_ino(ino) {
             return Err(TreeError::ReadOnly);
         }
         if mask & libc::X_OK != 0 && attr.kind == EntryKind::File {
             return Err(TreeError::PermissionDenied);
+        }
+        Ok(())
+    }
+
+    /// Whether a chunk file is being created at `ino` (a pending append).
+    fn pending_append(&self, ino: u64) -> bool {
+        self.options.writable
+            && self
+                .pending
+                .lock()
+                .chunks
+                .get(&ino)
+                .is_some_and(|c| c.append)
+    }
+
+    /// The size of the buffered content of `ino`, if it has one.
+    fn pending_len(&self, ino: u64) -> Option<usize> {
+        if !self.options.writable {
+            return None;
+        }
+        let p = self.pending.lock();
+        p.chunks
+            .get(&ino)
+            .map(|c| c.data.len())
+            .or_else(|| p.attrs.get(&ino).map(|a| a.data.len()))
+            .or_else(|| p.rendered.get(&ino).map(Vec::len))
+    }
+
+    /// Whether `ino` shows write permission: a writable tree's directories, chunk files and
+    /// `__attrs__` files.
+    fn writable_ino(&self, ino: u64) -> bool {
+        if !self.options.writable {
+            return false;
+        }
+        if ino >= SCRATCH_BASE {
+            return true;
+        }
+        match self.resolve(ino) {
+            Ok(Resolved::Fixed(n)) => {
+                matches!(n.kind, NodeKind::Dir { .. }) || self.attrs_targets.contains_key(&ino)
+            }
+            Ok(Resolved::Chunk { .. }) => true,
+            Err(_) => false,
+        }
+    }
+
+    /// The writable array of data set `set`, or [`TreeError::ReadOnly`] (logged with the
+    /// reason) when the source cannot be written.
+    fn source(&self, set: usize) -> Result<&Arc<Source>, TreeError> {
+        let src = self
+            .sources
+            .get(set)
+            .and_then(Option::as_ref)
+            .ok_or(TreeError::ReadOnly)?;
+        if let Some(why) = crate::container::write::check_writable(&src.get()) {
+            log::info!("not writable: {}", display_chain(&why));
+            return Err(TreeError::ReadOnly);
+        }
+        Ok(src)
+    }
+
+    /// What writing to `ino` changes, after checking that it may be written.
+    fn write_target(&self, ino: u64) -> Result<WriteTarget, TreeError> {
+        if !self.options.writable {
+            return Err(TreeError::ReadOnly);
+        }
+        if ino >= SCRATCH_BASE {
+            self.getattr(ino)?;
+            return Ok(WriteTarget::Scratch);
+        }
+        match self.resolve(ino)? {
+            Resolved::Fixed(Node {
+                kind: NodeKind::Dir { .. },
+                ..
+            }) => Err(TreeError::IsADirectory(ino)),
+            Resolved::Fixed(_) => match self.attrs_targets.get(&ino) {
+                Some(AttrsTarget::Set(set)) => {
+                    self.source(*set)?;
+                    Ok(WriteTarget::Attrs)
+                }
+                Some(AttrsTarget::Table(path)) => {
+                    let ro = std::fs::metadata(path).map_or(true, |m| m.permissions().readonly());
+                    if ro {
+                        return Err(TreeError::ReadOnly);
+                    }
+                    Ok(WriteTarget::Attrs)
+                }
+                None => Err(TreeError::MetadataFile),
+            },
+            Resolved::Chunk { set, index } => {
+                self.source(set)?;
+                Ok(WriteTarget::Chunk { set, index })
+            }
+        }
+    }
+
+    /// Whether the tree is a ctable (its columns must keep the same length: no appends,
+    /// removals or size changes of chunks through the mount).
+    fn is_table(&self) -> bool {
+        self.attrs_targets
+            .values()
+            .any(|t| matches!(t, AttrsTarget::Table(_)))
+    }
+
+    /// The most bytes chunk file `index` of `set` may hold: its chunk size for the last (or
+    /// a new) chunk of a 1-D source (not a ctable column), else its stored size.
+    fn chunk_limit(&self, set: usize, index: usize) -> Result<usize, TreeError> {
+        let src = self.source(set)?;
+        let array = src.get();
+        let stored = if index < array.nchunks() {
+            array
+                .chunk_nbytes(index)
+                .map_err(|source| TreeError::Container {
+                    ino: self.chunk_ino(set, index),
+                    source,
+                })?
+        } else {
+            0
+        };
+        if index + 1 >= array.nchunks() && src.one_d() && !self.is_table() {
+            Ok(array.chunksize().max(stored))
+        } else {
+            Ok(stored)
+        }
+    }
+
+    /// Runs `f` on the buffer of `ino` (created from its current content on first use).
+    fn with_buffer<T>(
+        &self,
+        ino: u64,
+        target: &WriteTarget,
+        f: impl FnOnce(&mut Vec<u8>, usize) -> Result<T, TreeError>,
+    ) -> Result<T, TreeError> {
+        match target {
+            WriteTarget::Scratch => {
+                let mut p = self.pending.lock();
+                let f2 = p.scratch.get_mut(&ino).ok_or(TreeError::NotFound)?;
+                f(&mut f2.data, usize::MAX)
+            }
+            WriteTarget::Attrs => {
+                let mut p = self.pending.lock();
+                let a = p.attrs.entry(ino).or_insert_with(|| {
+                    let content = match self.node(ino).map(|n| &n.kind) {
+                        Some(NodeKind::File { content }) => content.to_vec(),
+                        _ => Vec::new(),
+                    };
+                    AttrsBuf {
+                        data: content.clone(),
+                        stored: content,
+                        dirty: false,
+                        version: 0,
+                    }
+                });
+                let out = f(&mut a.data, usize::MAX)?;
+                a.dirty = true;
+                a.version += 1;
+                Ok(out)
+            }
+            WriteTarget::Chunk { set, index } => {
+                let (set, index) = (*set, *index);
+                let loaded = {
+                    let p = self.pending.lock();
+                    p.chunks.contains_key(&ino)
+                };
+                if !loaded {
+                    // Decode outside the lock; the first writer's copy wins.
+                    let bytes = self
+                        .core
+                        .chunk(set, index)
+                        .map_err(|source| TreeError::Container { ino, source })?;
+                    let mut p = self.pending.lock();
+                    p.chunks.entry(ino).or_insert_with(|| DirtyChunk {
+                        set,
+                        index,
+                        data: bytes.to_vec(),
+                        append: false,
+                        version: 0,
+                        dirty: false,
+                    });
+                }
+                let limit = self.chunk_limit(set, index)?;
+                let mut p = self.pending.lock();
+                let Some(c) = p.chunks.get_mut(&ino) else {
+                    return Err(TreeError::NotFound);
+                };
+                let out = f(&mut c.data, limit)?;
+                c.dirty = true;
+                c.version += 1;
+                Ok(out)
+            }
+        }
+    }
+
+    /// Writes `data` at `offset` of file `ino` through handle `fh`: patches the file's buffer
+    /// (committed on [`Tree::fsync`], [`Tree::flush`] or [`Tree::release`]). Returns the
+    /// number of bytes written.
+    ///
+    /// # Errors
+    /// [`TreeError::ReadOnly`] (read-only tree or source), [`TreeError::MetadataFile`],
+    /// [`TreeError::TooBig`] past what the chunk may hold, [`TreeError::BadHandle`].
+    pub fn write(&self, ino: u64, fh: u64, offset: u64, data: &[u8]) -> Result<u32, TreeError> {
+        let ok = self
+            .handles
+            .lock()
+            .get(&fh)
+            .is_some_and(|h| h.ino == ino && h.write);
+        if !ok {
+            return Err(TreeError::BadHandle(fh));
+        }
+        let target = self.write_target(ino)?;
+        let start = usize::try_from(offset).map_err(|_| TreeError::TooBig("offset".into()))?;
+        let end = start
+            .checked_add(data.len())
+            .ok_or_else(|| TreeError::TooBig("offset".into()))?;
+        self.with_buffer(ino, &target, |buf, limit| {
+            if end > limit {
+                return Err(TreeError::TooBig(format!(
+                    "writing up to byte {end}: this chunk holds at most {limit} bytes"
+                )));
+            }
+            if buf.len() < end {
+                buf.resize(end, 0);
+            }
+            buf[start..end].copy_from_slice(data);
+            Ok(data.len() as u32)
+        })
+    }
+
+    /// Sets the size of file `ino` (`truncate(2)`, `ftruncate(2)`, `O_TRUNC`). `__attrs__`:
+    /// any size. A chunk file may grow (zero-filled) up to its chunk size when it is the last
+    /// chunk of a 1-D source, and may be shrunk to be rewritten; at commit a chunk must have
+    /// the size its slot needs (only the last chunk of a 1-D source may change size, and size
+    /// 0 removes it). Without a handle open for writing (`truncate(2)`) the change is
+    /// committed at once.
+    ///
+    /// # Errors
+    /// As [`Tree::write`]; commit errors as [`Tree::flush`] (the buffer is then dropped).
+    pub fn set_size(&self, ino: u64, size: u64) -> Result<(), TreeError> {
+        let target = self.write_target(ino)?;
+        let size = usize::try_from(size).map_err(|_| TreeError::TooBig("size".into()))?;
+        self.with_buffer(ino, &target, |buf, limit| {
+            if size > limit {
+                return Err(TreeError::TooBig(format!(
+                    "size {size}: this file holds at most {limit} bytes"
+                )));
+            }
+            buf.resize(size, 0);
+            Ok(())
+        })?;
+        let open_for_write = self
+            .handles
+            .lock()
+            .values()
+            .any(|h| h.ino == ino && h.write);
+        if open_for_write {
+            return Ok(());
+        }
+        let res = self.commit(ino);
+        if res.is_err() {
+            let mut p = self.pending.lock();
+            if p.chunks.remove(&ino).is_some() {
+                p.stale.insert(ino);
+            }
+        }
+        res
+    }
+
+    /// Creates `name` in directory `parent` and opens it for writing: only the next chunk
+    /// file (`data/<nchunks>.bin`) of a 1-D source, which becomes an append when committed
+    /// (nothing is appended if it stays empty). Returns its attributes and a handle.
+    ///
+    /// # Errors
+    /// [`TreeError::ReadOnly`]; [`TreeError::NotPermitted`] for any other name or place;
+    /// [`TreeError::Refused`] for an N-dim array.
+    pub fn create(&self, parent: u64, name: &str) -> Result<(Attr, u64), TreeError> {
+        if name.len() > NAME_MAX {
+            return Err(TreeError::NameTooLong);
+        }
+        let node = match self.resolve(parent)? {
+            Resolved::Fixed(node) => node,
+            Resolved::Chunk { .. } => return Err(TreeError::NotADirectory(parent)),
+        };
+        let NodeKind::Dir { data, .. } = &node.kind else {
+            return Err(TreeError::NotADirectory(parent));
+        };
+        if !self.options.writable {
+            return Err(TreeError::ReadOnly);
+        }
+        let Some(set) = *data else {
+            if parent == ROOT_INO {
+                return self.create_scratch(name);
+            }
+            return Err(TreeError::NotPermitted(format!(
+                "creating {name:?}: only data/<nchunks>.bin and scratch files in the root \
+                 can be created"
+            )));
+        };
+        let src = self.source(set)?;
+        let n = src.get().nchunks();
+        if parse_chunk_name(name) != Some(n) {
+            return Err(TreeError::NotPermitted(format!(
+                "creating {name:?}: the only new name is {}",
+                chunk_name(n)
+            )));
+        }
+        if !src.one_d() {
+            return Err(TreeError::Refused(
+                "appending a chunk to an N-dim array (only 1-D sources can grow)".into(),
+            ));
+        }
+        if set + 1 != self.core.sets.len() || self.is_table() {
+            return Err(TreeError::NotPermitted(
+                "appending to a ctable column (the columns must keep one length)".into(),
+            ));
+        }
+        let ino = self.chunk_ino(set, n);
+        self.pending.lock().chunks.entry(ino).or_insert(DirtyChunk {
+            set,
+            index: n,
+            data: Vec::new(),
+            append: true,
+            version: 0,
+            dirty: true,
+        });
+        let fh = self.open(ino, libc::O_WRONLY)?;
+        Ok((self.getattr(ino)?, fh))
+    }
+
+    /// Removes `name` from `parent`: only the last chunk file of a 1-D source (committed at
+    /// once as a truncation) or a chunk file still being created.
+    ///
+    /// # Errors
+    /// [`TreeError::ReadOnly`]; [`TreeError::NotFound`]; [`TreeError::NotPermitted`] for
+    /// anything else; commit errors as [`Tree::flush`].
+    pub fn unlink(&self, parent: u64, name: &str) -> Result<(), TreeError> {
+        let attr = self.lookup(parent, name)?;
+        if !self.options.writable {
+            return Err(TreeError::ReadOnly);
+        }
+        let ino = attr.ino;
+        if ino >= SCRATCH_BASE {
+            self.pending.lock().scratch.remove(&ino);
+            return Ok(());
+        }
+        let Ok(Resolved::Chunk { set, index }) = self.resolve(ino) else {
+            return Err(TreeError::NotPermitted(format!(
+                "removing {name:?}: only the last chunk file can be removed"
+            )));
+        };
+        let src = self.source(set)?;
+        {
+            let mut p = self.pending.lock();
+            if p.chunks.get(&ino).is_some_and(|c| c.append) {
+                p.chunks.remove(&ino);
+                return Ok(());
+            }
+        }
+        if index + 1 != src.get().nchunks() || !src.one_d() || self.is_table() {
+            return Err(TreeError::NotPermitted(format!(
+                "removing {name:?}: only the last chunk of a 1-D source can be removed"
+            )));
+        }
+        let gone = DirtyChunk {
+            set,
+            index,
+            data: Vec::new(),
+            append: false,
+            version: 0,
+            dirty: true,
+        };
+        let mut enc = self.committer.lock();
+        write::commit_chunk(src, &gone, &mut enc)
+            .map_err(|source| TreeError::Commit { ino, source })?;
+        self.pending.lock().chunks.remove(&ino);
+        self.invalidate(set, index);
+        self.rerender_sizes(set, src);
+        Ok(())
+    }
+
+    /// Creates the in-memory scratch file `name` in the root (an editor's temp file): never
+    /// stored, gone at unmount; renaming it over `__attrs__` commits its content.
+    fn create_scratch(&self, name: &str) -> Result<(Attr, u64), TreeError> {
+        if name.is_empty() || name.contains('/') || name == "." || name == ".." {
+            return Err(TreeError::InvalidArgument("name"));
+        }
+        if self.lookup(ROOT_INO, name).is_ok() {
+            return Err(TreeError::NotPermitted(format!(
+                "creating {name:?}: it exists"
+            )));
+        }
+        let ino = {
+            let mut p = self.pending.lock();
+            p.next_scratch += 1;
+            let ino = SCRATCH_BASE + p.next_scratch;
+            p.scratch.insert(
+                ino,
+                write::Scratch {
+                    name: name.to_owned(),
+                    data: Vec::new(),
+                },
+            );
+            ino
+        };
+        let fh = self.open(ino, libc::O_WRONLY)?;
+        Ok((self.getattr(ino)?, fh))
+    }
+
+    /// `chmod`/`chown` of `ino`: accepted (and ignored) for scratch files, whose editors copy
+    /// the original's mode; refused for everything else.
+    ///
+    /// # Errors
+    /// As [`Tree::modify`].
+    pub fn set_mode_owner(&self, ino: u64) -> Result<(), TreeError> {
+        if self.options.writable && ino >= SCRATCH_BASE {
+            return self.getattr(ino).map(|_| ());
+        }
+        self.modify(ino, "chmod/chown")
+    }
+
+    /// `rename(2)`: only a scratch file of the root, to another free name of the root or over
+    /// an `__attrs__` file of the root, which commits the scratch content as the attributes
+    /// (refused content: EINVAL, the scratch file stays).
+    ///
+    /// # Errors
+    /// [`TreeError::ReadOnly`]; [`TreeError::NotPermitted`] for any other rename; commit
+    /// errors as [`Tree::flush`].
+    pub fn rename(
+        &self,
+        parent: u64,
+        name: &str,
+        newparent: u64,
+        newname: &str,
+    ) -> Result<(), TreeError> {
+        let from = self.lookup(parent, name)?.ino;
+        if !self.options.writable {
+            return Err(TreeError::ReadOnly);
+        }
+        if from < SCRATCH_BASE || newparent != ROOT_INO {
+            return Err(TreeError::NotPermitted(format!(
+                "renaming {name:?}: only scratch files of the root can be renamed"
+            )));
+        }
+        let target = self.lookup(ROOT_INO, newname).ok().map(|a| a.ino);
+        match target {
+            None => {
+                if let Some(f) = self.pending.lock().scratch.get_mut(&from) {
+                    f.name = newname.to_owned();
+                }
+                Ok(())
+            }
+            Some(t) if t >= SCRATCH_BASE => {
+                let mut p = self.pending.lock();
+                p.scratch.remove(&t);
+                if let Some(f) = p.scratch.get_mut(&from) {
+                    f.name = newname.to_owned();
+                }
+                Ok(())
+            }
+            Some(t) if self.attrs_targets.contains_key(&t) => {
+                self.write_target(t)?;
+                let data = self
+                    .pending
+                    .lock()
+                    .scratch
+                    .get(&from)
+                    .map(|f| f.data.clone())
+                    .unwrap_or_default();
+                self.with_buffer(t, &WriteTarget::Attrs, |buf, _| {
+                    *buf = data;
+                    Ok(())
+                })?;
+                let res = self.commit(t);
+                let mut p = self.pending.lock();
+                match res {
+                    Ok(()) => {
+                        p.scratch.remove(&from);
+                        Ok(())
+                    }
+                    Err(e) => {
+                        if let Some(a) = p.attrs.get_mut(&t) {
+                            a.data = a.stored.clone();
+                            a.dirty = false;
+                        }
+                        Err(e)
+                    }
+                }
+            }
+            Some(_) => Err(TreeError::NotPermitted(format!(
+                "renaming over {newname:?}: only __attrs__ can be replaced"
+            ))),
+        }
+    }
+
+    /// `fsync(2)` of file `ino`: commits its buffer; durable when this returns `Ok`.
+    ///
+    /// # Errors
+    /// As [`Tree::flush`].
+    pub fn fsync(&self, ino: u64, fh: u64) -> Result<(), TreeError> {
+        self.flush(ino, fh)
+    }
+
+    /// `close(2)` of a descriptor of file `ino` (may come several times): when `fh` was opened
+    /// for writing, commits the file's buffer if it has changes.
+    ///
+    /// # Errors
+    /// [`TreeError::Refused`] for `__attrs__` content that is not a JSON object (the stored
+    /// attributes are kept and the file shows them again); [`TreeError::Commit`] when the
+    /// container layer refuses the edit (EINVAL) or fails (EIO).
+    pub fn flush(&self, ino: u64, fh: u64) -> Result<(), TreeError> {
+        let write = self.handles.lock().get(&fh).is_some_and(|h| h.write);
+        if write { self.commit(ino) } else { Ok(()) }
+    }
+
+    /// Drops cached copies of a chunk after its source was swapped. A load that started
+    /// before the swap may still be in flight and would cache the old chunk: wait for it
+    /// (a `get_or_load` whose loader refuses), then drop again. Loads starting after the swap
+    /// read the new source.
+    fn invalidate(&self, set: usize, index: usize) {
+        for cache in [&self.core.cache, &self.core.raw] {
+            cache.remove(&(set, index));
+            let _ = cache.get_or_load((set, index), || Err(()));
+            cache.remove(&(set, index));
+        }
+    }
+
+    /// Renders `meta/sizes` of data set `set` again from its (just reopened) source.
+    fn rerender_sizes(&self, set: usize, src: &Source) {
+        let Some(&ino) = self.sizes_files.get(&set) else {
+            return;
+        };
+        match view::sizes(&src.get()) {
+            Ok(v) => {
+                self.pending
+                    .lock()
+                    .rendered
+                    .insert(ino, view::json_file(&v));
+            }
+            Err(e) => log::warn!("meta/sizes not updated: {}", display_chain(&e)),
+        }
+    }
+
+    /// Whether the kernel may keep its cached pages of `ino` when it is opened: yes on a
+    /// read-only tree; on a read-write one not for `__attrs__` files (a refused edit restores
+    /// the stored content) nor for a chunk file whose buffered edit was dropped since the last
+    /// open (the kernel's pages hold bytes that were never stored).
+    pub fn keep_cache(&self, ino: u64) -> bool {
+        if !self.options.writable {
+            return true;
+        }
+        if self.attrs_targets.contains_key(&ino) {
+            return false;
+        }
+        let mut p = self.pending.lock();
+        !p.rendered.contains_key(&ino) && !p.stale.remove(&ino)
+    }
+
+    /// Commits the buffer of `ino` if it has changes.
+    fn commit(&self, ino: u64) -> Result<(), TreeError> {
+        if !self.options.writable {
+            return Ok(());
+        }
+        let mut enc = self.committer.lock();
+        let (chunk, attrs) = {
+            let p = self.pending.lock();
+            (
+                p.chunks.get(&ino).filter(|c| c.dirty).cloned(),
+                p.attrs.get(&ino).filter(|a| a.dirty).cloned(),
+            )
+        };
+        if let Some(c) = chunk {
+            if c.append && c.data.is_empty() {
+                // Still empty (a shell's `>` closes a duplicate first): wait for the data.
+                return Ok(());
+            }
+            let src = self.source(c.set)?;
+            write::commit_chunk(src, &c, &mut enc)
+                .map_err(|source| TreeError::Commit { ino, source })?;
+            self.invalidate(c.set, c.index);
+            self.rerender_sizes(c.set, src);
+            let mut p = self.pending.lock();
+            if p.chunks
+                .get(&ino)
+                .is_some_and(|now| now.version == c.version)
+            {
+                p.chunks.remove(&ino);
+            } else if let Some(now) = p.chunks.get_mut(&ino) {
+                now.append = false;
+            }
+            return Ok(());
+        }
+        let Some(a) = attrs else { return Ok(()) };
+        // A refused buffer stays as written until the last handle is released (a shell's `>`
+        // flushes a duplicate descriptor before writing); release then restores the stored
+        // content.
+        let revert = |why: String| {
+            log::warn!("inode {ino}: __attrs__ not saved, the stored attributes are kept: {why}");
+            TreeError::Refused(format!("__attrs__: {why}"))
+        };
+        let value = write::parse_attrs(&a.data).map_err(revert)?;
+        let res = match self.attrs_targets.get(&ino) {
+            Some(AttrsTarget::Set(set)) => {
+                let src = self.source(*set)?;
+                let edit = crate::container::write::Edit {
+                    attrs: Some(value),
+                    ..Default::default()
+                };
+                crate::container::write::commit(&src.get(), &edit).and_then(|()| src.reload())
+            }
+            Some(AttrsTarget::Table(path)) => match crate::container::open(path) {
+                Ok(crate::container::Container::Table(t)) => {
+                    crate::container::write::commit_table_attrs(&t, &value)
+                }
+                Ok(_) => Err(ContainerError::Unsupported {
+                    path: path.clone(),
+                    what: "the ctable no longer opens as a ctable".into(),
+                }),
+                Err(e) => Err(e),
+            },
+            None => return Err(TreeError::MetadataFile),
+        };
+        if let Err(source) = res {
+            let e = TreeError::Commit { ino, source };
+            if e.errno() == libc::EINVAL {
+                return Err(revert(display_chain(&e)));
+            }
+            return Err(e);
+        }
+        let mut p = self.pending.lock();
+        if let Some(now) = p.attrs.get_mut(&ino) {
+            now.stored = a.data.clone();
+            if now.version == a.version {
+                now.dirty = false;
+            }
         }
         Ok(())
     }

@@ -17,7 +17,9 @@ Exit codes:
 
 const MOUNT_HELP: &str = "\
 Mount options (-o, comma-separated, may repeat):
-  ro              read-only (the default and, for now, the only mode)
+  ro              read-only: every change gets EROFS (default: read-write, edits are
+                  committed to SOURCE; see SEMANTICS in README.md)
+  rw              read-write (the default)
   allow_other     let other users access the mount
   cache_size=SIZE decompressed-chunk cache budget, K/M/G suffixes (default 256M)
   threads=N       FUSE worker threads (default 2)
@@ -50,6 +52,17 @@ pub enum Command {
     /// Show, without mounting, what a mount of SOURCE would contain, and its chunk table.
     #[command(after_help = EXIT_CODES_HELP)]
     Info(InfoArgs),
+    /// Rewrite a contiguous frame without the dead space edits leave (temp file + rename).
+    /// Do not compact a source while it is mounted read-write: unmount first.
+    #[command(after_help = EXIT_CODES_HELP)]
+    Compact(CompactArgs),
+}
+
+/// `b2fs compact`.
+#[derive(Debug, Args)]
+pub struct CompactArgs {
+    /// The contiguous frame (.b2frame / .b2nd file) to rewrite.
+    pub source: PathBuf,
 }
 
 /// `b2fs mount`.
@@ -100,6 +113,8 @@ pub struct MountOptions {
     pub debug: bool,
     /// `direct_io`.
     pub direct_io: bool,
+    /// `ro`.
+    pub read_only: bool,
 }
 
 impl Default for MountOptions {
@@ -110,6 +125,7 @@ impl Default for MountOptions {
             threads: 2,
             debug: false,
             direct_io: false,
+            read_only: false,
         }
     }
 }
@@ -131,8 +147,8 @@ impl MountOptions {
                 None => (opt, None),
             };
             match (key, value) {
-                ("ro", None) => {}
-                ("rw", None) => return Err("option 'rw': b2fs mounts are read-only".into()),
+                ("ro", None) => o.read_only = true,
+                ("rw", None) => o.read_only = false,
                 ("allow_other", None) => o.allow_other = true,
                 ("debug", None) => o.debug = true,
                 ("direct_io", None) => o.direct_io = true,
@@ -162,7 +178,7 @@ impl MountOptions {
     /// The options as `-o` text (for the daemon child's command line).
     pub fn to_arg(&self) -> String {
         let mut v = vec![
-            "ro".to_owned(),
+            if self.read_only { "ro" } else { "rw" }.to_owned(),
             format!("cache_size={}", self.cache_size),
             format!("threads={}", self.threads),
         ];
@@ -232,18 +248,24 @@ mod tests {
                 cache_size: 64 << 20,
                 threads: 4,
                 debug: true,
-                direct_io: true
+                direct_io: true,
+                read_only: true,
             }
         );
         assert_eq!(opts(&[]).unwrap(), MountOptions::default());
         assert_eq!(MountOptions::parse(&[o.to_arg()]).unwrap(), o);
+        // read-write is the default; the last of ro/rw wins
+        assert!(!opts(&[]).unwrap().read_only);
+        assert!(!opts(&["ro,rw"]).unwrap().read_only);
+        let d = MountOptions::default();
+        assert_eq!(MountOptions::parse(&[d.to_arg()]).unwrap(), d);
     }
 
     #[test]
     fn mount_options_unknown_or_malformed_is_error() {
         for bad in [
             "nonsense",
-            "rw",
+            "rw=1",
             "cache_size",
             "cache_size=lots",
             "threads=0",

@@ -160,6 +160,7 @@ fn serve(
     let signals = signals::block();
     let tree_opts = TreeOptions {
         cache_size: opts.cache_size,
+        writable: !opts.read_only,
         ..TreeOptions::default()
     };
     let tree = Tree::from_source(source, tree_opts).map_err(|e| Error::Source {
@@ -175,6 +176,7 @@ fn serve(
         } else {
             CachePolicy::KeepCache
         },
+        read_only: opts.read_only,
     };
     let mut session = crate::fuse::mount::session(tree, mountpoint, &cfg)
         .map_err(|e| classify_mount_error(mountpoint, e))?;

@@ -35,15 +35,22 @@ pub fn file_type(kind: EntryKind) -> FileType {
     }
 }
 
-/// Flags for an opened file.
-pub fn fopen_flags(policy: CachePolicy) -> FopenFlags {
-    match policy {
-        CachePolicy::KeepCache => FopenFlags::FOPEN_KEEP_CACHE,
-        CachePolicy::DirectIo => FopenFlags::FOPEN_DIRECT_IO,
+/// Flags for an opened file. `keep` is [`crate::tree::Tree::keep_cache`]: false when the
+/// kernel's cached pages of the file may differ from what is stored (read-write mounts).
+pub fn fopen_flags(policy: CachePolicy, keep: bool) -> FopenFlags {
+    match (policy, keep) {
+        (CachePolicy::KeepCache, true) => FopenFlags::FOPEN_KEEP_CACHE,
+        (CachePolicy::KeepCache, false) => FopenFlags::empty(),
+        (CachePolicy::DirectIo, _) => FopenFlags::FOPEN_DIRECT_IO,
     }
 }
 
-/// Flags for an opened directory: listings never change, so the kernel may cache them.
-pub fn opendir_flags() -> FopenFlags {
-    FopenFlags::FOPEN_KEEP_CACHE | FopenFlags::FOPEN_CACHE_DIR
+/// Flags for an opened directory: on a read-only mount listings never change, so the kernel
+/// may cache them; on a read-write mount appends and removals change them.
+pub fn opendir_flags(writable: bool) -> FopenFlags {
+    if writable {
+        FopenFlags::empty()
+    } else {
+        FopenFlags::FOPEN_KEEP_CACHE | FopenFlags::FOPEN_CACHE_DIR
+    }
 }

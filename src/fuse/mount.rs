@@ -20,6 +20,8 @@ pub struct MountConfig {
     pub threads: usize,
     /// Page cache or direct I/O for file content.
     pub policy: CachePolicy,
+    /// Mount read-only (the kernel refuses every change with EROFS).
+    pub read_only: bool,
 }
 
 impl Default for MountConfig {
@@ -29,16 +31,21 @@ impl Default for MountConfig {
             allow_other: false,
             threads: 2,
             policy: CachePolicy::default(),
+            read_only: true,
         }
     }
 }
 
 impl MountConfig {
-    /// The fuser configuration: always read-only, subtype `b2fs`.
+    /// The fuser configuration: read-only unless `read_only` is false, subtype `b2fs`.
     pub fn to_fuser(&self) -> Config {
         let mut c = Config::default();
         c.mount_options = vec![
-            MountOption::RO,
+            if self.read_only {
+                MountOption::RO
+            } else {
+                MountOption::RW
+            },
             MountOption::NoDev,
             MountOption::NoSuid,
             MountOption::FSName(self.fsname.clone()),

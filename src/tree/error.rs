@@ -33,6 +33,30 @@ pub enum TreeError {
     /// An argument the operation cannot accept (e.g. a negative offset).
     #[error("invalid argument: {0}")]
     InvalidArgument(&'static str),
+    /// A change the tree does not support at all (creating other names, mkdir, rename,
+    /// symlinks, links, changing modes or owners, removing anything but the last chunk).
+    #[error("operation not permitted: {0}")]
+    NotPermitted(String),
+    /// A write to a generated metadata file (`meta/*`).
+    #[error("metadata files are generated and cannot be written")]
+    MetadataFile,
+    /// A write or size change past what the chunk may hold (its chunk size, or its current
+    /// size for chunks that cannot grow).
+    #[error("file too large: {0}")]
+    TooBig(String),
+    /// An edit the source refused: bad `__attrs__` content, a chunk size the format cannot
+    /// store, appending to an N-dim array, truncating a middle chunk. Nothing was changed.
+    #[error("refused edit: {0}")]
+    Refused(String),
+    /// A commit failed (I/O, or the container layer refused it); the source reads as before
+    /// or as after the commit.
+    #[error("commit of inode {ino} failed")]
+    Commit {
+        /// The file being committed.
+        ino: u64,
+        /// What the container layer reported.
+        source: ContainerError,
+    },
     /// The source failed: a chunk that does not decode, an I/O error reading the source.
     #[error("inode {ino}")]
     Container {
@@ -56,6 +80,19 @@ impl TreeError {
             TreeError::BadHandle(_) => libc::EBADF,
             TreeError::NameTooLong => libc::ENAMETOOLONG,
             TreeError::InvalidArgument(_) => libc::EINVAL,
+            TreeError::NotPermitted(_) => libc::EPERM,
+            TreeError::MetadataFile => libc::EACCES,
+            TreeError::TooBig(_) => libc::EFBIG,
+            TreeError::Refused(_) => libc::EINVAL,
+            // The container layer refuses with Unsupported (checked before anything is
+            // written): EINVAL; everything else is an I/O failure.
+            TreeError::Commit { source, .. } => {
+                if matches!(source, ContainerError::Unsupported { .. }) {
+                    libc::EINVAL
+                } else {
+                    libc::EIO
+                }
+            }
             // A corrupt chunk or an unreadable source: the data cannot be produced. EIO is what
             // a disk with a bad sector gives, which is the closest model for readers.
             TreeError::Container { .. } => libc::EIO,
@@ -103,6 +140,20 @@ mod tests {
             (TreeError::BadHandle(9), libc::EBADF),
             (TreeError::NameTooLong, libc::ENAMETOOLONG),
             (TreeError::InvalidArgument("offset"), libc::EINVAL),
+            (TreeError::NotPermitted("mkdir".into()), libc::EPERM),
+            (TreeError::MetadataFile, libc::EACCES),
+            (TreeError::TooBig("x".into()), libc::EFBIG),
+            (TreeError::Refused("x".into()), libc::EINVAL),
+            (
+                TreeError::Commit {
+                    ino: 3,
+                    source: ContainerError::Unsupported {
+                        path: PathBuf::from("/x"),
+                        what: "x".into(),
+                    },
+                },
+                libc::EINVAL,
+            ),
             (
                 TreeError::Container {
                     ino: 5,

@@ -10,6 +10,8 @@ use std::sync::Arc;
 use std::time::SystemTime;
 
 use super::store::ChunkStore;
+use super::write::{AttrsTarget, SharedArray, Source};
+use crate::container::Array;
 
 /// Inode number of the root directory.
 pub const ROOT_INO: u64 = 1;
@@ -68,6 +70,12 @@ pub(crate) struct Node {
 pub struct Layout {
     pub(crate) nodes: Vec<Node>,
     pub(crate) stores: Vec<Box<dyn ChunkStore>>,
+    /// Per store: the writable array behind it (`None` for synthetic stores).
+    pub(crate) sources: Vec<Option<Arc<Source>>>,
+    /// `__attrs__` files and what they edit.
+    pub(crate) attrs: Vec<(u64, AttrsTarget)>,
+    /// `meta/sizes` files: (inode, data set they describe), re-rendered after commits.
+    pub(crate) sizes: Vec<(u64, usize)>,
     pub(crate) owner: Owner,
 }
 
@@ -84,6 +92,9 @@ impl Layout {
                 },
             }],
             stores: Vec::new(),
+            sources: Vec::new(),
+            attrs: Vec::new(),
+            sizes: Vec::new(),
             owner,
         }
     }
@@ -126,6 +137,7 @@ impl Layout {
     pub fn data_dir(&mut self, parent: u64, name: &str, store: Box<dyn ChunkStore>) -> u64 {
         let index = self.stores.len();
         self.stores.push(store);
+        self.sources.push(None);
         self.push(
             parent,
             name,
@@ -134,6 +146,36 @@ impl Layout {
                 data: Some(index),
             },
         )
+    }
+
+    /// Adds a data directory `name` under `parent` for `array`, which a read-write tree can
+    /// commit edits to; returns its inode.
+    ///
+    /// # Panics
+    /// As [`Layout::dir`].
+    pub fn array_dir(&mut self, parent: u64, name: &str, array: Array) -> u64 {
+        let source = Arc::new(Source::new(array));
+        let ino = self.data_dir(parent, name, Box::new(SharedArray(source.clone())));
+        if let Some(last) = self.sources.last_mut() {
+            *last = Some(source);
+        }
+        ino
+    }
+
+    /// Marks file `ino` as an `__attrs__` file editing `target`; the data set of the last
+    /// added data directory is `self.stores.len() - 1`.
+    pub(crate) fn attrs_file(&mut self, ino: u64, target: AttrsTarget) {
+        self.attrs.push((ino, target));
+    }
+
+    /// Marks file `ino` as the `meta/sizes` of data set `set`.
+    pub(crate) fn sizes_file(&mut self, ino: u64, set: usize) {
+        self.sizes.push((ino, set));
+    }
+
+    /// Number of data directories added so far.
+    pub fn data_sets(&self) -> usize {
+        self.stores.len()
     }
 
     fn push(&mut self, parent: u64, name: &str, kind: NodeKind) -> u64 {

@@ -53,7 +53,8 @@ fn table_layout(table: Table) -> Result<Layout, ContainerError> {
         columns,
     } = table;
     let mut layout = Layout::new(Owner::of(&path));
-    layout.file(ROOT_INO, "__attrs__", json_file(&attrs));
+    let ino = layout.file(ROOT_INO, "__attrs__", json_file(&attrs));
+    layout.attrs_file(ino, super::write::AttrsTarget::Table(path.clone()));
     for (name, column) in columns {
         if !valid_name(&name) {
             log::warn!(
@@ -70,9 +71,11 @@ fn table_layout(table: Table) -> Result<Layout, ContainerError> {
 
 /// Adds `__attrs__`, `meta/` and `data/` for one array under directory `dir`.
 fn add_array(layout: &mut Layout, dir: u64, array: Array) -> Result<(), ContainerError> {
-    layout.file(dir, "__attrs__", json_file(array.attrs()));
+    let attrs = layout.file(dir, "__attrs__", json_file(array.attrs()));
+    layout.attrs_file(attrs, super::write::AttrsTarget::Set(layout.data_sets()));
     let meta = layout.dir(dir, "meta");
-    layout.file(meta, "sizes", json_file(&sizes(&array)?));
+    let sizes_ino = layout.file(meta, "sizes", json_file(&sizes(&array)?));
+    layout.sizes_file(sizes_ino, layout.data_sets());
     layout.file(meta, "storage", json_file(&storage(&array)?));
     let mls = layout.dir(meta, "metalayers");
     for ml in array.metalayers() {
@@ -86,7 +89,7 @@ fn add_array(layout: &mut Layout, dir: u64, array: Array) -> Result<(), Containe
             );
         }
     }
-    layout.data_dir(dir, "data", Box::new(array));
+    layout.array_dir(dir, "data", array);
     Ok(())
 }
 

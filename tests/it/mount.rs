@@ -418,7 +418,7 @@ fn mount_is_read_only() {
         return;
     }
     let (src, _) = sample();
-    let m = Mount::daemon(&src, &[]);
+    let m = Mount::daemon(&src, &["ro"]);
     let erofs = |r: std::io::Result<()>| r.unwrap_err().raw_os_error();
     assert_eq!(
         erofs(std::fs::write(m.path("new.txt"), "x")),

@@ -589,8 +589,8 @@ fn tree_errors_map_to_errnos() {
     assert_eq!(errno(t.open(data, libc::O_RDONLY)), libc::EISDIR);
     assert_eq!(errno(t.read(chunk, 12345, 0, 10)), libc::EBADF);
     assert_eq!(errno(t.release(12345)), libc::EBADF);
-    assert_eq!(errno(t.modify(chunk)), libc::EROFS);
-    assert_eq!(errno(t.modify(999_999)), libc::ENOENT);
+    assert_eq!(errno(t.modify(chunk, "write")), libc::EROFS);
+    assert_eq!(errno(t.modify(999_999, "write")), libc::ENOENT);
     assert_eq!(errno(t.access(chunk, libc::W_OK)), libc::EROFS);
     assert!(t.access(chunk, libc::R_OK).is_ok());
     // A handle is bound to its inode.
@@ -757,4 +757,82 @@ fn tree_mutated_frames_give_bytes_or_eio_never_panic() {
             }
         }
     }
+}
+
+/// A writable tree without a kernel: a write is seen by reads (and the size) before the
+/// commit, flush commits it, a fresh tree over the source sees it; a second read-only handle's
+/// close commits nothing; bad `__attrs__` is EINVAL and restored at release; the errno of
+/// each refused change.
+#[test]
+fn tree_writable_buffers_commit_on_flush_and_refuse_with_errnos() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("s.b2frame");
+    std::fs::copy(data_dir().join("frames/schunk_zstd.b2frame"), &src).unwrap();
+    let w = TreeOptions {
+        writable: true,
+        ..opts()
+    };
+    let t = Tree::from_source(&src, w).unwrap();
+    let ino = ino_of(&t, "data/00000000.bin");
+    let size = t.getattr(ino).unwrap().size;
+    let old = read_all(&t, ino, 4096).unwrap();
+    let fh = t.open(ino, libc::O_WRONLY).unwrap();
+    let reader = t.open(ino, libc::O_RDONLY).unwrap();
+    assert_eq!(t.write(ino, fh, 0, b"hello").unwrap(), 5);
+    let mut want = old.clone();
+    want[..5].copy_from_slice(b"hello");
+    assert_eq!(read_all(&t, ino, 4096).unwrap(), want);
+    assert_eq!(t.getattr(ino).unwrap().size, size);
+    t.flush(ino, reader).unwrap(); // a read-only close commits nothing
+    assert_eq!(
+        read_all(&Tree::from_source(&src, opts()).unwrap(), ino, 4096).unwrap(),
+        old
+    );
+    // past the chunk size: EFBIG (a middle chunk cannot grow)
+    assert_eq!(
+        t.write(ino, fh, size, b"x").unwrap_err().errno(),
+        libc::EFBIG
+    );
+    t.flush(ino, fh).unwrap();
+    t.release(fh).unwrap();
+    t.release(reader).unwrap();
+    assert_eq!(read_all(&t, ino, 4096).unwrap(), want);
+    assert_eq!(
+        read_all(&Tree::from_source(&src, opts()).unwrap(), ino, 4096).unwrap(),
+        want
+    );
+
+    let attrs = ino_of(&t, "__attrs__");
+    let stored = read_all(&t, attrs, 4096).unwrap();
+    let fh = t.open(attrs, libc::O_WRONLY | libc::O_TRUNC).unwrap();
+    t.write(attrs, fh, 0, b"[1]").unwrap();
+    assert_eq!(t.fsync(attrs, fh).unwrap_err().errno(), libc::EINVAL);
+    assert_eq!(t.release(fh).unwrap_err().errno(), libc::EINVAL);
+    assert_eq!(read_all(&t, attrs, 4096).unwrap(), stored);
+
+    let meta = ino_of(&t, "meta/sizes");
+    assert_eq!(
+        t.open(meta, libc::O_WRONLY).unwrap_err().errno(),
+        libc::EACCES
+    );
+    let meta_dir = ino_of(&t, "meta");
+    assert_eq!(t.create(meta_dir, "x").unwrap_err().errno(), libc::EPERM);
+    // a scratch file of the root renamed over __attrs__ commits it
+    let (a, fh) = t.create(ROOT_INO, "x.tmp").unwrap();
+    t.write(a.ino, fh, 0, br#"{"k": 1}"#).unwrap();
+    t.release(fh).unwrap();
+    t.rename(ROOT_INO, "x.tmp", ROOT_INO, "__attrs__").unwrap();
+    assert!(t.lookup(ROOT_INO, "x.tmp").is_err());
+    assert_eq!(read_all(&t, attrs, 4096).unwrap(), br#"{"k": 1}"#);
+    assert_eq!(
+        t.modify(ROOT_INO, "mkdir").unwrap_err().errno(),
+        libc::EPERM
+    );
+    let data = ino_of(&t, "data");
+    assert_eq!(
+        t.unlink(data, "00000000.bin").unwrap_err().errno(),
+        libc::EPERM
+    );
+    let ro = Tree::from_source(&src, opts()).unwrap();
+    assert_eq!(ro.open(ino, libc::O_RDWR).unwrap_err().errno(), libc::EROFS);
 }

@@ -1,0 +1,55 @@
+//! `b2fs compact SOURCE`: rewrites a contiguous frame without dead space through
+//! [`crate::container::write::compact`], with a progress bar on stderr for large sources.
+
+use std::io::Write;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use super::{Error, check_source};
+
+/// Sources with at least this many chunks get a progress bar.
+const PROGRESS_MIN_CHUNKS: usize = 64;
+
+/// Compacts `source`, printing a progress bar on stderr for large sources.
+///
+/// # Errors
+/// [`Error::SourcePath`] when `source` is missing; [`Error::Source`] when it cannot be
+/// compacted (not a writable contiguous frame, I/O errors).
+pub fn compact(source: &Path) -> Result<(), Error> {
+    check_source(source)?;
+    let before = std::fs::metadata(source).map(|m| m.len()).unwrap_or(0);
+    let mut last = Instant::now();
+    let mut shown = false;
+    let mut progress = |done: usize, total: usize| {
+        if total < PROGRESS_MIN_CHUNKS {
+            return;
+        }
+        let now = Instant::now();
+        if done < total && now.duration_since(last) < Duration::from_millis(100) && shown {
+            return;
+        }
+        last = now;
+        shown = true;
+        let width = 40;
+        let filled = done.saturating_mul(width) / total.max(1);
+        let mut err = std::io::stderr().lock();
+        let _ = write!(
+            err,
+            "\r[{}{}] {done}/{total} chunks",
+            "#".repeat(filled),
+            " ".repeat(width - filled.min(width))
+        );
+        let _ = err.flush();
+    };
+    let res = crate::container::write::compact(source, &mut progress);
+    if shown {
+        eprintln!();
+    }
+    res.map_err(|e| Error::Source {
+        path: source.to_path_buf(),
+        source: e,
+    })?;
+    let after = std::fs::metadata(source).map(|m| m.len()).unwrap_or(0);
+    eprintln!("compacted {}: {before} -> {after} bytes", source.display());
+    Ok(())
+}
