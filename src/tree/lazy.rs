@@ -7,6 +7,14 @@
 //! are not handled here and go the whole-chunk way: memcpyed, special, VL-block and
 //! dictionary chunks, and DELTA (which also needs block 0).
 //!
+//! The bytes come from [`ChunkStore::chunk_read_at`] (for an [`crate::container::Array`]:
+//! `Array::chunk_read_at`, which bound-checks every window against the chunk's cbytes), so
+//! contiguous frames, sparse frames and bcolz carrays (16-byte Blosc1 headers) all qualify.
+//! Measured (`B2FS_BENCH=rand cargo bench --bench read`, 1 GiB ZSTD+SHUFFLE b2nd, 2000 random
+//! 4 KiB reads, 2 shared vCPUs): cold 3,600-4,400 reads/s vs python-blosc2 get_slice
+//! 5,700-6,000 in the same runs, both before and after moving the file I/O into the container
+//! layer (the difference between runs is within the machine's noise).
+//!
 //! See: `shared/spec/CHUNK_FORMAT_NOTES.md` section 1 (header, flags, bstarts).
 
 use super::store::ChunkStore;
