@@ -463,6 +463,31 @@ impl Array {
         }
     }
 
+    /// Reads `buf.len()` bytes of chunk `index`'s compressed bytes starting at `offset`
+    /// (relative to the chunk start), without reading the rest of the chunk: the same bytes as
+    /// `chunk_bytes(index)[offset..offset + buf.len()]`. Contiguous frames read from the frame
+    /// file, sparse frames from the chunk's file, bcolz from the `.blp` file after its 16-byte
+    /// prefix. `Ok(false)` (and `buf` untouched) when the chunk has no stored bytes (a special
+    /// index entry, whose chunk [`Array::chunk_bytes`] synthesises).
+    ///
+    /// # Errors
+    ///
+    /// [`ContainerError::NoSuchChunk`]; [`ContainerError::ChunkWindow`] when the window is not
+    /// inside the chunk's cbytes; [`ContainerError::Malformed`] when the chunk's header is;
+    /// [`ContainerError::Io`].
+    pub fn chunk_read_at(
+        &self,
+        index: usize,
+        offset: u64,
+        buf: &mut [u8],
+    ) -> Result<bool, ContainerError> {
+        self.check_index(index)?;
+        match &self.inner {
+            Inner::Frame(f) => f.chunk_read_at(index, offset, buf),
+            Inner::Bcolz(c) => c.chunk_read_at(index, offset, buf),
+        }
+    }
+
     /// The parsed header of chunk `index` (frames: the 32-byte Blosc2 header, synthesised for
     /// special offsets; bcolz: the 16-byte Blosc1 header). Reads only the header.
     ///

@@ -420,33 +420,7 @@ impl Carray {
         // The prefix and the Blosc1 header first; then exactly the chunk (bytes after its
         // cbytes are ignored, as bcolz does).
         let mut buf = src.read_at(0, (BLP_HEADER_LEN + 16).min(len), "blp file")?;
-        let cb = buf
-            .get(BLP_HEADER_LEN + 12..BLP_HEADER_LEN + 16)
-            .map(|b| i32::from_le_bytes([b[0], b[1], b[2], b[3]]));
-        let room = len.saturating_sub(BLP_HEADER_LEN);
-        let cb = cb
-            .and_then(|c| usize::try_from(c).ok())
-            .filter(|&c| (16..=room).contains(&c))
-            .ok_or_else(|| ContainerError::Malformed {
-                path: path.clone(),
-                what: "blosc1 chunk".into(),
-                offset: BLP_HEADER_LEN as u64 + 12,
-                why: format!("chunk cbytes {cb:?} outside [16, {room}]"),
-            })?;
-        // C-Blosc 1.x reads only version-2 chunks (1 = pre-1.0); a Blosc2 chunk here is a
-        // damaged carray (`CONTAINER_NOTES.md` 5.1).
-        let version = buf.get(BLP_HEADER_LEN).copied().unwrap_or(0);
-        let flags = buf.get(BLP_HEADER_LEN + 2).copied().unwrap_or(0);
-        if !(1..=2).contains(&version) || flags & 0x05 == 0x05 {
-            return Err(ContainerError::Malformed {
-                path,
-                what: "blosc1 chunk".into(),
-                offset: BLP_HEADER_LEN as u64,
-                why: format!(
-                    "chunk version {version} flags 0x{flags:02x}: not a Blosc1 chunk (bcolz cannot read Blosc2 chunks)"
-                ),
-            });
-        }
+        let cb = blosc1_cbytes(&path, &buf, len)?;
         buf.drain(..BLP_HEADER_LEN);
         src.read_into(
             BLP_HEADER_LEN as u64 + 16,
@@ -456,6 +430,75 @@ impl Carray {
         )?;
         Ok(buf)
     }
+
+    /// Reads `buf.len()` bytes of the Blosc1 chunk of file `i` at `offset` (relative to the
+    /// chunk, i.e. after the `blpk` prefix): the same bytes as that window of
+    /// [`Carray::chunk_bytes`], without reading the rest. A window outside the chunk's cbytes
+    /// is an error.
+    pub(crate) fn chunk_read_at(
+        &self,
+        i: usize,
+        offset: u64,
+        buf: &mut [u8],
+    ) -> Result<bool, ContainerError> {
+        if i >= self.nchunks {
+            return Err(self.no_such(i));
+        }
+        let path = self.chunk_path(i);
+        let src = Source::open(&path, Arc::clone(&self.stats))?;
+        let len = usize::try_from(src.len()).unwrap_or(usize::MAX);
+        let mut head = [0u8; BLP_HEADER_LEN + 16];
+        let n = head.len().min(len);
+        src.read_exact_at(0, &mut head[..n], "blp file")?;
+        let cb = blosc1_cbytes(&path, &head[..n], len)? as u64;
+        if offset
+            .checked_add(buf.len() as u64)
+            .is_none_or(|end| end > cb)
+        {
+            return Err(ContainerError::ChunkWindow {
+                path,
+                index: i,
+                offset,
+                len: buf.len(),
+                cbytes: cb,
+            });
+        }
+        src.read_exact_at(BLP_HEADER_LEN as u64 + offset, buf, "blosc1 chunk")?;
+        Ok(true)
+    }
+}
+
+/// The cbytes of the Blosc1 chunk whose `blpk` prefix and header are `head` in a `.blp` file of
+/// `len` bytes, checked to fit the file; a chunk that is not Blosc1 is an error.
+fn blosc1_cbytes(path: &Path, head: &[u8], len: usize) -> Result<usize, ContainerError> {
+    let cb = head
+        .get(BLP_HEADER_LEN + 12..BLP_HEADER_LEN + 16)
+        .map(|b| i32::from_le_bytes([b[0], b[1], b[2], b[3]]));
+    let room = len.saturating_sub(BLP_HEADER_LEN);
+    let cb = cb
+        .and_then(|c| usize::try_from(c).ok())
+        .filter(|&c| (16..=room).contains(&c))
+        .ok_or_else(|| ContainerError::Malformed {
+            path: path.to_path_buf(),
+            what: "blosc1 chunk".into(),
+            offset: BLP_HEADER_LEN as u64 + 12,
+            why: format!("chunk cbytes {cb:?} outside [16, {room}]"),
+        })?;
+    // C-Blosc 1.x reads only version-2 chunks (1 = pre-1.0); a Blosc2 chunk here is a
+    // damaged carray (`CONTAINER_NOTES.md` 5.1).
+    let version = head.get(BLP_HEADER_LEN).copied().unwrap_or(0);
+    let flags = head.get(BLP_HEADER_LEN + 2).copied().unwrap_or(0);
+    if !(1..=2).contains(&version) || flags & 0x05 == 0x05 {
+        return Err(ContainerError::Malformed {
+            path: path.to_path_buf(),
+            what: "blosc1 chunk".into(),
+            offset: BLP_HEADER_LEN as u64,
+            why: format!(
+                "chunk version {version} flags 0x{flags:02x}: not a Blosc1 chunk (bcolz cannot read Blosc2 chunks)"
+            ),
+        });
+    }
+    Ok(cb)
 }
 
 /// Validates a `__rootdirs__` column name: one plain path component.

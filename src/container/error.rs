@@ -56,6 +56,22 @@ pub enum ContainerError {
         /// Chunks present.
         nchunks: usize,
     },
+    /// A read of part of a chunk's compressed bytes outside the chunk.
+    #[error(
+        "{path}: chunk {index}: {len} bytes at offset {offset} are outside its {cbytes} compressed bytes"
+    )]
+    ChunkWindow {
+        /// The file holding the chunk.
+        path: PathBuf,
+        /// Chunk number.
+        index: usize,
+        /// Requested offset, relative to the chunk start.
+        offset: u64,
+        /// Requested length.
+        len: usize,
+        /// The chunk's compressed size.
+        cbytes: u64,
+    },
     /// A chunk (or the chunk index, or a vlmetalayer) failed to decode.
     #[error("{path}: {}", chunk_label(*index))]
     Chunk {

@@ -570,4 +570,71 @@ impl Frame {
             .read_into(at, cb - 32, &format!("chunk {i}"), &mut buf)?;
         Ok(buf)
     }
+
+    /// Reads `buf.len()` compressed bytes of chunk `i` at `offset` (relative to the chunk
+    /// start) without reading the rest of the chunk: the same bytes as that window of
+    /// [`Frame::chunk_bytes`]. `Ok(false)` for special entries, which store no bytes.
+    ///
+    /// The window is checked against the chunk's cbytes (contiguous: from its header, read
+    /// together with the window when the window starts at 0; sparse: the chunk file's length,
+    /// the whole file being the chunk) and is an error outside it.
+    pub(crate) fn chunk_read_at(
+        &self,
+        i: usize,
+        offset: u64,
+        buf: &mut [u8],
+    ) -> Result<bool, ContainerError> {
+        let o = match self.slot(i)? {
+            Slot::Special(_) => return Ok(false),
+            Slot::Stored(o) => o,
+        };
+        let len = buf.len();
+        let window = |path: PathBuf, cbytes: u64| {
+            let fits = offset
+                .checked_add(len as u64)
+                .is_some_and(|end| end <= cbytes);
+            if fits {
+                Ok(())
+            } else {
+                Err(ContainerError::ChunkWindow {
+                    path,
+                    index: i,
+                    offset,
+                    len,
+                    cbytes,
+                })
+            }
+        };
+        if self.dir.is_some() {
+            let path = self.sparse_chunk_path(o);
+            let src = Source::open(&path, Arc::clone(&self.stats))?;
+            window(path, src.len())?;
+            src.read_exact_at(offset, buf, "chunk")?;
+            return Ok(true);
+        }
+        let at = self.info.start + self.info.header_len + o;
+        let room = self.info.cbytes - o;
+        let cbytes = |head: &[u8]| {
+            let cb = le_i32(head, 12).unwrap_or(-1);
+            u64::try_from(cb)
+                .ok()
+                .filter(|&c| c >= 32 && c <= room)
+                .ok_or_else(|| {
+                    self.chunk_fault(i, o, format!("chunk cbytes {cb} outside [32, {room}]"))
+                })
+        };
+        if offset == 0 && buf.len() >= 16 {
+            // The header comes with the window: one read.
+            window(self.src.path().to_path_buf(), room)?;
+            self.src.read_exact_at(at, buf, "chunk")?;
+            let cb = cbytes(buf)?;
+            window(self.src.path().to_path_buf(), cb)?;
+            return Ok(true);
+        }
+        let mut head = [0u8; 16];
+        self.src.read_exact_at(at, &mut head, "chunk header")?;
+        window(self.src.path().to_path_buf(), cbytes(&head)?)?;
+        self.src.read_exact_at(at + offset, buf, "chunk")?;
+        Ok(true)
+    }
 }

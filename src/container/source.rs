@@ -144,4 +144,36 @@ impl Source {
                 source,
             })
     }
+
+    /// Fills `buf` with the bytes at `offset`. `what` names the structure for the error
+    /// message. Fails (before reading) when the range is not inside the file.
+    pub(crate) fn read_exact_at(
+        &self,
+        offset: u64,
+        buf: &mut [u8],
+        what: &str,
+    ) -> Result<(), ContainerError> {
+        let len = buf.len();
+        match offset.checked_add(len as u64) {
+            Some(end) if end <= self.len => {}
+            _ => {
+                return Err(ContainerError::Malformed {
+                    path: self.path.clone(),
+                    what: what.to_string(),
+                    offset,
+                    why: format!(
+                        "{len} bytes at offset {offset} extend past the end of the file ({} bytes)",
+                        self.len
+                    ),
+                });
+            }
+        }
+        self.stats.record(len);
+        self.file
+            .read_exact_at(buf, offset)
+            .map_err(|source| ContainerError::Io {
+                path: self.path.clone(),
+                source,
+            })
+    }
 }

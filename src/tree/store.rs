@@ -66,47 +66,12 @@ impl ChunkStore for Array {
         Array::chunk_bytes(self, index)
     }
 
-    /// Contiguous frames only: the chunk's file position is `start + header_len + index
-    /// entry`. A stopgap in the tree until the container layer offers partial chunk reads
-    /// (C-Blosc2's "lazy chunks"); every other kind answers `Ok(false)`.
     fn chunk_read_at(
         &self,
         index: usize,
         offset: u64,
         buf: &mut [u8],
     ) -> Result<bool, ContainerError> {
-        use std::os::unix::fs::FileExt;
-        if self.kind() != crate::container::SourceKind::Cframe {
-            return Ok(false);
-        }
-        let (Some(info), Some(entry)) = (self.frame_info(), self.frame_index_entry(index)) else {
-            return Ok(false);
-        };
-        let Ok(entry) = u64::try_from(entry) else {
-            return Ok(false); // a special chunk: no bytes stored
-        };
-        let pos = info.start + info.header_len + entry + offset;
-        let io = |source| ContainerError::Io {
-            path: self.path().to_path_buf(),
-            source,
-        };
-        OPEN.with(|cell| {
-            let mut open = cell.borrow_mut();
-            if open.as_ref().is_none_or(|(p, _)| p != self.path()) {
-                let file = std::fs::File::open(self.path()).map_err(io)?;
-                *open = Some((self.path().to_path_buf(), file));
-            }
-            let Some((_, file)) = open.as_ref() else {
-                return Ok(false);
-            };
-            file.read_exact_at(buf, pos).map_err(io)?;
-            Ok(true)
-        })
+        Array::chunk_read_at(self, index, offset, buf)
     }
-}
-
-thread_local! {
-    /// The source file partial reads last used on this thread, kept open between reads.
-    static OPEN: std::cell::RefCell<Option<(std::path::PathBuf, std::fs::File)>> =
-        const { std::cell::RefCell::new(None) };
 }
