@@ -62,21 +62,11 @@ fn chunks_dir() -> PathBuf {
         .unwrap_or_else(|| data_dir().join("chunks"))
 }
 
-/// Reads a manifest (parsing columns by name) and the chunk files it lists.
+/// Reads a manifest (parsing columns by name) and the chunk files it lists; a missing manifest
+/// of committed fixtures is a failure, not a skip.
 fn load_manifest(dir: PathBuf) -> Vec<Fixture> {
-    let manifest = dir.join("MANIFEST.tsv");
-    let Ok(text) = std::fs::read_to_string(&manifest) else {
-        return Vec::new();
-    };
-    let mut lines = text.lines();
-    let header: Vec<&str> = lines.next().unwrap_or_default().split('\t').collect();
     let mut out = Vec::new();
-    for line in lines.filter(|l| !l.trim().is_empty()) {
-        let cols: HashMap<String, String> = header
-            .iter()
-            .zip(line.split('\t'))
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect();
+    for cols in crate::support::read_manifest(&dir.join("MANIFEST.tsv")) {
         let name = cols["name"].clone();
         let file = dir.join(format!("{}.chunk", name.trim_end_matches(".chunk")));
         let bytes = std::fs::read(&file)

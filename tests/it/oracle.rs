@@ -60,24 +60,6 @@ fn count() -> usize {
         .unwrap_or(300)
 }
 
-/// Parses a MANIFEST.tsv into one map (column name -> value) per row.
-pub(crate) fn read_manifest(path: &Path) -> Vec<HashMap<String, String>> {
-    let text = std::fs::read_to_string(path)
-        .unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()));
-    let mut lines = text.lines();
-    let header: Vec<&str> = lines.next().expect("manifest header").split('\t').collect();
-    lines
-        .filter(|l| !l.is_empty())
-        .map(|l| {
-            header
-                .iter()
-                .zip(l.split('\t'))
-                .map(|(k, v)| (k.to_string(), v.to_string()))
-                .collect()
-        })
-        .collect()
-}
-
 fn describe(row: &HashMap<String, String>) -> String {
     PARAMS
         .iter()
@@ -88,7 +70,7 @@ fn describe(row: &HashMap<String, String>) -> String {
 
 /// Decodes every chunk listed in `dir/MANIFEST.tsv` and returns one line per failure.
 fn check_dir(dir: &Path) -> (usize, Vec<String>) {
-    let rows = read_manifest(&dir.join("MANIFEST.tsv"));
+    let rows = support::read_manifest(&dir.join("MANIFEST.tsv"));
     let mut failures = Vec::new();
     let mut panics = 0;
     for row in &rows {
@@ -167,7 +149,7 @@ fn random_chunks_decode_like_the_reference() {
 fn committed_chunk_manifests_are_consistent() {
     for sub in ["chunks", "chunks/quirks"] {
         let dir = support::data_dir().join(sub);
-        let rows = read_manifest(&dir.join("MANIFEST.tsv"));
+        let rows = support::read_manifest(&dir.join("MANIFEST.tsv"));
         assert!(!rows.is_empty(), "{sub}: empty manifest");
         let mut listed = std::collections::HashSet::new();
         for row in &rows {

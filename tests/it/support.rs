@@ -3,6 +3,7 @@
 
 #![allow(dead_code)]
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -95,4 +96,22 @@ pub fn fuse_available(test: &str) -> bool {
     }
     eprintln!("SKIP {test}: {why}");
     false
+}
+
+/// Parses a MANIFEST.tsv into one map (column name -> value) per row.
+pub fn read_manifest(path: &Path) -> Vec<HashMap<String, String>> {
+    let text = std::fs::read_to_string(path)
+        .unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()));
+    let mut lines = text.lines();
+    let header: Vec<&str> = lines.next().expect("manifest header").split('\t').collect();
+    lines
+        .filter(|l| !l.is_empty())
+        .map(|l| {
+            header
+                .iter()
+                .zip(l.split('\t'))
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect()
+        })
+        .collect()
 }
