@@ -51,7 +51,6 @@ pub mod view;
 pub mod write;
 
 use std::borrow::Cow;
-use std::cell::RefCell;
 use std::collections::HashMap;
 use std::ops::{Deref, Range};
 use std::path::Path;
@@ -62,7 +61,7 @@ use parking_lot::Mutex;
 
 use crate::cache::{Bytes, CacheStats, ChunkCache};
 use crate::codec::encode::Encoder;
-use crate::codec::{self, CodecError, Decoder};
+use crate::codec::{self, CodecError};
 use crate::container::ContainerError;
 use write::{AttrsBuf, AttrsTarget, DirtyChunk, Pending, Source};
 
@@ -168,11 +167,6 @@ struct Core {
     parallel_decode_min: usize,
 }
 
-thread_local! {
-    /// One decoder per thread keeps its scratch buffers between chunks.
-    static DECODER: RefCell<Decoder> = RefCell::new(Decoder::new());
-}
-
 impl Core {
     /// The whole decompressed chunk, from the cache or decoded once.
     fn chunk(&self, set: usize, index: usize) -> Result<Bytes, ContainerError> {
@@ -224,8 +218,7 @@ impl Core {
         let special_or_small = out.len() < self.parallel_decode_min || blocksize == 0;
         let nblocks = out.len().div_ceil(blocksize.max(1));
         if parts < 2 || special_or_small || nblocks < 2 {
-            return guarded(|| DECODER.with(|d| d.borrow_mut().decompress_into(chunk, out)))
-                .map(|_| ());
+            return guarded(|| codec::decompress_into(chunk, out)).map(|_| ());
         }
         let per = nblocks.div_ceil(parts) * blocksize;
         std::thread::scope(|scope| {
@@ -261,9 +254,8 @@ impl Core {
     ) -> Result<Vec<u8>, ContainerError> {
         let store = &self.sets[set].store;
         let mut out = vec![0u8; len];
-        let decode = |chunk: &[u8], out: &mut [u8]| {
-            guarded(|| DECODER.with(|d| d.borrow_mut().decompress_range(chunk, offset, out)))
-        };
+        let decode =
+            |chunk: &[u8], out: &mut [u8]| guarded(|| codec::decompress_range(chunk, offset, out));
         // A compressed chunk kept from earlier reads beats partial reads from the source.
         let lazy = if self.raw.contains_or_loading(&(set, index)) {
             None
@@ -1332,6 +1324,10 @@ impl Tree {
     fn invalidate(&self, set: usize, index: usize) {
         for cache in [&self.core.cache, &self.core.raw] {
             cache.remove(&(set, index));
+            // A load that started before the swap may still insert the old bytes: joining it
+            // (single-flight: this waits for an in-flight load, or fails at once when there is
+            // none; errors are not cached) and removing again closes that window. Loads that
+            // start now read the swapped-in source, since loaders fetch it inside the closure.
             let _ = cache.get_or_load((set, index), || Err(()));
             cache.remove(&(set, index));
         }
@@ -1479,7 +1475,7 @@ fn guarded<T>(f: impl FnOnce() -> Result<T, CodecError>) -> Result<T, CodecError
 
 /// Range-decodes exactly `out.len()` bytes at `offset`.
 fn range_exact(chunk: &[u8], offset: usize, out: &mut [u8]) -> Result<(), CodecError> {
-    let n = guarded(|| DECODER.with(|d| d.borrow_mut().decompress_range(chunk, offset, out)))?;
+    let n = guarded(|| codec::decompress_range(chunk, offset, out))?;
     if n == out.len() {
         Ok(())
     } else {
