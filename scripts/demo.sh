@@ -15,8 +15,8 @@ cleanup() {
 }
 trap cleanup EXIT
 
-echo "\$ b2fs mount examples/sample.b2nd $MNT"
-"$B2FS" mount examples/sample.b2nd "$MNT"
+echo "\$ b2fs mount -o ro examples/sample.b2nd $MNT"
+"$B2FS" mount -o ro examples/sample.b2nd "$MNT"
 
 echo; echo "\$ find $MNT | sort"
 (cd "$MNT" && find . | sort)
