@@ -18,8 +18,16 @@
 //!   decode rather than after) and recycles evicted buffers nobody else holds. At most
 //!   [`MAX_SPARE`] spare buffers are kept, so the process holds at most the budget plus a few
 //!   chunks.
+//! - **Scans do not flush the cache.** A chunk that one reader streamed from start to end
+//!   ([`ChunkCache::streamed`]) was most likely read once (`cp`, `cat`, `numpy.fromfile`). It
+//!   waits in a short FIFO and is the first victim when a buffer is needed, so a scan of a
+//!   source larger than the budget recycles a handful of warm buffers instead of growing the
+//!   process into fresh memory and evicting chunks that random readers reuse. Its key is
+//!   remembered as a *ghost*; a chunk streamed again while its ghost is remembered is kept like
+//!   any other entry (the 2Q policy: a second pass is the evidence that it is reused). Any
+//!   cache hit on a streamed entry also keeps it.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::hash::Hash;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -32,6 +40,16 @@ pub type Bytes = Arc<Vec<u8>>;
 
 /// How many evicted buffers are kept for reuse.
 pub const MAX_SPARE: usize = 2;
+
+/// How many streamed entries wait in the FIFO before they are evicted anyway.
+pub const STREAM_KEEP: usize = 4;
+
+/// How many of the newest streamed entries are kept even when their buffers could serve a
+/// new decode (a second reader a little behind the first still finds them).
+pub const STREAM_MIN: usize = 2;
+
+/// How many keys of evicted streamed entries are remembered (16 bytes each for the tree's keys).
+pub const MAX_GHOSTS: usize = 16 * 1024;
 
 /// Counters for tests, `b2fs info` and benchmarks.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -69,6 +87,31 @@ struct Inner<K: Hash + Eq> {
     bytes: usize,
     inflight: HashMap<K, Arc<Flight>>,
     spare: Vec<Vec<u8>>,
+    /// Streamed entries, oldest first (all of them are in `lru`).
+    streamed: VecDeque<K>,
+    /// Keys of streamed entries evicted recently, oldest first, and the same as a set.
+    ghost_order: VecDeque<K>,
+    ghosts: HashSet<K>,
+}
+
+impl<K: Hash + Eq + Clone> Inner<K> {
+    /// Forgets that `key` was streamed (it was hit again, replaced or removed).
+    fn unstream(&mut self, key: &K) {
+        if let Some(i) = self.streamed.iter().position(|k| k == key) {
+            self.streamed.remove(i);
+        }
+    }
+
+    fn add_ghost(&mut self, key: K) {
+        if self.ghosts.insert(key.clone()) {
+            self.ghost_order.push_back(key);
+        }
+        while self.ghost_order.len() > MAX_GHOSTS {
+            if let Some(old) = self.ghost_order.pop_front() {
+                self.ghosts.remove(&old);
+            }
+        }
+    }
 }
 
 /// A byte-budgeted, single-flight LRU cache of byte buffers; `Sync`, shared by all readers.
@@ -129,6 +172,9 @@ impl<K: Hash + Eq + Clone> ChunkCache<K> {
                 bytes: 0,
                 inflight: HashMap::new(),
                 spare: Vec::new(),
+                streamed: VecDeque::new(),
+                ghost_order: VecDeque::new(),
+                ghosts: HashSet::new(),
             }),
             budget,
             hits: AtomicU64::new(0),
@@ -172,11 +218,51 @@ impl<K: Hash + Eq + Clone> ChunkCache<K> {
 
     /// The cached value for `key`, marking it most recently used.
     pub fn get(&self, key: &K) -> Option<Bytes> {
-        let v = self.inner.lock().lru.get(key).cloned();
+        let mut inner = self.inner.lock();
+        let v = inner.lru.get(key).cloned();
         if v.is_some() {
+            if !inner.streamed.is_empty() {
+                inner.unstream(key);
+            }
             self.hits.fetch_add(1, Ordering::Relaxed);
         }
         v
+    }
+
+    /// Tells the cache that one reader has just read `key`'s value from start to end in
+    /// order: unless it was streamed before (its ghost is remembered) or is read again, it is
+    /// evicted first, before the budget is reached (see the module comment).
+    pub fn streamed(&self, key: &K) {
+        let mut inner = self.inner.lock();
+        if inner.ghosts.remove(key) {
+            return; // the second pass over it: keep it like any other entry
+        }
+        if !inner.lru.contains(key) || inner.streamed.contains(key) {
+            return;
+        }
+        inner.streamed.push_back(key.clone());
+        while inner.streamed.len() > STREAM_KEEP {
+            self.evict_streamed(&mut inner);
+        }
+    }
+
+    /// Evicts the oldest streamed entry (recycling its buffer); false when there is none.
+    fn evict_streamed(&self, inner: &mut Inner<K>) -> bool {
+        let Some(key) = inner.streamed.pop_front() else {
+            return false;
+        };
+        if let Some(v) = inner.lru.pop(&key) {
+            inner.bytes -= v.len();
+            self.evictions.fetch_add(1, Ordering::Relaxed);
+            if let Ok(buf) = Arc::try_unwrap(v) {
+                if inner.spare.len() >= MAX_SPARE {
+                    inner.spare.remove(0); // the newest buffer is the likeliest fit
+                }
+                inner.spare.push(buf);
+            }
+        }
+        inner.add_ghost(key);
+        true
     }
 
     /// Whether `key` is cached or being loaded, without touching its recency.
@@ -201,9 +287,12 @@ impl<K: Hash + Eq + Clone> ChunkCache<K> {
         loop {
             let waiting = {
                 let mut inner = self.inner.lock();
-                if let Some(v) = inner.lru.get(&key) {
+                if let Some(v) = inner.lru.get(&key).cloned() {
+                    if !inner.streamed.is_empty() {
+                        inner.unstream(&key);
+                    }
                     self.hits.fetch_add(1, Ordering::Relaxed);
-                    return Ok(v.clone());
+                    return Ok(v);
                 }
                 match inner.inflight.get(&key) {
                     Some(flight) => Some(flight.clone()),
@@ -256,6 +345,7 @@ impl<K: Hash + Eq + Clone> ChunkCache<K> {
         if let Some(old) = inner.lru.pop(key) {
             inner.bytes -= old.len();
         }
+        inner.unstream(key);
     }
 
     /// Inserts a value directly (used by tests and by callers that decoded elsewhere).
@@ -277,10 +367,13 @@ impl<K: Hash + Eq + Clone> ChunkCache<K> {
                 }
             }
         }
-        let pick = inner
-            .spare
-            .iter()
-            .position(|b| b.capacity() >= len && b.capacity() <= len.saturating_mul(2));
+        let fits = |b: &Vec<u8>| b.capacity() >= len && b.capacity() <= len.saturating_mul(2);
+        let mut pick = inner.spare.iter().position(fits);
+        // Rather than a fresh allocation, take the buffer of a streamed entry.
+        while pick.is_none() && inner.streamed.len() > STREAM_MIN && self.evict_streamed(&mut inner)
+        {
+            pick = inner.spare.iter().position(fits);
+        }
         if let Some(i) = pick {
             let mut buf = inner.spare.swap_remove(i);
             drop(inner);
@@ -309,8 +402,9 @@ impl<K: Hash + Eq + Clone> ChunkCache<K> {
         if len > self.budget {
             return;
         }
-        if let Some(old) = inner.lru.put(key, value) {
+        if let Some(old) = inner.lru.put(key.clone(), value) {
             inner.bytes -= old.len();
+            inner.unstream(&key);
         }
         inner.bytes += len;
         while inner.bytes > self.budget {
@@ -322,9 +416,10 @@ impl<K: Hash + Eq + Clone> ChunkCache<K> {
 
     /// Evicts the least-recently-used entry; false when the cache is empty.
     fn evict_one(&self, inner: &mut Inner<K>) -> bool {
-        let Some((_, v)) = inner.lru.pop_lru() else {
+        let Some((key, v)) = inner.lru.pop_lru() else {
             return false;
         };
+        inner.unstream(&key);
         inner.bytes -= v.len();
         self.evictions.fetch_add(1, Ordering::Relaxed);
         if inner.spare.len() < MAX_SPARE {
@@ -489,5 +584,74 @@ mod tests {
         let v = c.get_or_load(5, || Ok::<_, ()>(val(3, 3))).unwrap();
         assert_eq!(v.len(), 3);
         assert!(t.join().is_err());
+    }
+
+    /// Loads `key` through a recycled-or-fresh buffer filled with `b`, as the tree does.
+    fn load(c: &ChunkCache<u32>, key: u32, n: usize, b: u8) -> Bytes {
+        c.get_or_load(key, || {
+            let mut buf = c.buffer(n);
+            buf.fill(b);
+            Ok::<_, ()>(buf)
+        })
+        .unwrap()
+    }
+
+    #[test]
+    fn cache_streamed_entries_are_evicted_first_and_their_buffers_reused() {
+        // A scan of 40 entries through a budget that could hold 100: without the streaming
+        // rule all 40 would stay; with it only the last STREAM_KEEP do, and every buffer
+        // after the first few is a recycled one.
+        let c = ChunkCache::<u32>::new(100 * 64);
+        for k in 0..40 {
+            let v = load(&c, k, 64, k as u8);
+            assert!(v.iter().all(|&x| x == k as u8), "entry {k} has stale bytes");
+            drop(v);
+            c.streamed(&k);
+        }
+        assert!(
+            (STREAM_MIN..=STREAM_KEEP).contains(&c.len()),
+            "{} streamed entries kept",
+            c.len()
+        );
+        assert_eq!(c.bytes(), c.len() * 64);
+        let st = c.stats();
+        assert!(st.recycled >= 40 - STREAM_KEEP as u64 - 2, "{st:?}");
+        for k in 40 - STREAM_MIN as u32..40 {
+            assert!(
+                c.get(&k).is_some(),
+                "the newest streamed entries stay ({k})"
+            );
+        }
+    }
+
+    #[test]
+    fn cache_streamed_entry_read_again_or_streamed_twice_is_kept() {
+        let c = ChunkCache::<u32>::new(100 * 64);
+        load(&c, 0, 64, 0);
+        c.streamed(&0);
+        assert!(c.get(&0).is_some()); // a second reader: now an ordinary entry
+        for k in 1..=10 {
+            load(&c, k, 64, 1);
+            c.streamed(&k);
+        }
+        assert!(c.get(&0).is_some(), "a re-read streamed entry was evicted");
+        assert!(c.get(&1).is_none(), "an old streamed entry was kept");
+        // Entry 1 streamed again while its ghost is remembered: kept from now on.
+        load(&c, 1, 64, 2);
+        c.streamed(&1);
+        for k in 11..=20 {
+            load(&c, k, 64, 1);
+            c.streamed(&k);
+        }
+        assert_eq!(
+            c.get(&1).unwrap()[0],
+            2,
+            "a twice-streamed entry was evicted"
+        );
+        assert!(c.len() <= STREAM_KEEP + 2, "{} entries", c.len());
+        // Removing a streamed entry forgets it (no stale key left behind to evict later).
+        c.remove(&20);
+        assert!(c.get(&20).is_none());
+        assert_eq!(c.get(&0).unwrap()[0], 0);
     }
 }

@@ -463,6 +463,31 @@ impl Array {
         }
     }
 
+    /// The same bytes as [`Array::chunk_bytes`], read into `buf[..n]` (returns `n`). `buf` is
+    /// only grown, never cleared or shrunk, so a reused buffer saves the allocation and the
+    /// zeroing of a fresh one for every chunk (bytes past `n` are stale).
+    ///
+    /// # Errors
+    /// As [`Array::chunk_bytes`].
+    pub fn chunk_bytes_into(
+        &self,
+        index: usize,
+        buf: &mut Vec<u8>,
+    ) -> Result<usize, ContainerError> {
+        self.check_index(index)?;
+        match &self.inner {
+            Inner::Frame(f) => f.chunk_bytes_into(index, buf),
+            Inner::Bcolz(c) => {
+                let bytes = c.chunk_bytes(index)?;
+                if buf.len() < bytes.len() {
+                    buf.resize(bytes.len(), 0);
+                }
+                buf[..bytes.len()].copy_from_slice(&bytes);
+                Ok(bytes.len())
+            }
+        }
+    }
+
     /// Reads `buf.len()` bytes of chunk `index`'s compressed bytes starting at `offset`
     /// (relative to the chunk start), without reading the rest of the chunk: the same bytes as
     /// `chunk_bytes(index)[offset..offset + buf.len()]`. Contiguous frames read from the frame

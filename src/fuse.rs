@@ -18,10 +18,10 @@ use std::ffi::OsStr;
 use std::time::Duration;
 
 use fuser::{
-    AccessFlags, BsdFileFlags, Errno, FileHandle, Filesystem, Generation, INodeNo, KernelConfig,
-    LockOwner, OpenFlags, RenameFlags, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory,
-    ReplyEmpty, ReplyEntry, ReplyOpen, ReplyStatfs, ReplyWrite, ReplyXattr, Request, TimeOrNow,
-    WriteFlags,
+    AccessFlags, BsdFileFlags, Errno, FileHandle, Filesystem, Generation, INodeNo, InitFlags,
+    KernelConfig, LockOwner, OpenFlags, RenameFlags, ReplyAttr, ReplyCreate, ReplyData,
+    ReplyDirectory, ReplyEmpty, ReplyEntry, ReplyOpen, ReplyStatfs, ReplyWrite, ReplyXattr,
+    Request, TimeOrNow, WriteFlags,
 };
 
 use crate::tree::{Tree, TreeError};
@@ -33,24 +33,26 @@ const TTL: Duration = Duration::from_secs(24 * 3600);
 
 /// How file content reaches readers.
 ///
-/// Measured with `cargo bench --bench read` (1 GiB ZSTD+SHUFFLE float64 b2nd, 8 MiB chunks,
-/// 2 cores shared with other jobs, so +-30% between runs): cold sequential reads of all
-/// chunk files ran at 290-525 MiB/s with keep_cache (380 MiB/s once the CLI raises the
-/// mount's readahead to 4 MiB) and 460-985 MiB/s with direct_io: the page cache costs page
-/// allocation and, without the readahead raise, 128 KiB requests. Warm re-reads run at
-/// 2.4-8.3 GB/s from the page cache with keep_cache, but at 0.6-1.0 GB/s with direct_io
-/// (b2fs re-decodes once the data exceeds its cache). `dd bs=1M` of one chunk file: cold
-/// 190-430 vs 260-450 MB/s, warm 0.9-4.4 vs 1.2-1.8 GB/s. Page-cache memory is
-/// reclaimable and not b2fs's RSS, and direct_io files cannot be `mmap`ed (numpy.memmap),
-/// so keep_cache is the default and direct_io is the `-o direct_io` option for one-pass
-/// streaming.
+/// Measured with `cargo bench --bench read` (1 GiB ZSTD+SHUFFLE float64 b2nd, 8 MiB chunks;
+/// numbers in BENCHMARKS.md): a cold sequential read through the page cache runs at about a
+/// quarter of the direct_io speed, because every byte is copied into freshly allocated
+/// page-cache pages, and fresh memory is slow to touch on the virtual machines b2fs is
+/// measured on (0.3-1.3 GB/s against 10+ GB/s for memory already in use). With direct_io the
+/// copy goes into the reader's own (warm) buffer, and b2fs's chunk cache serves re-reads. So
+/// the default is [`CachePolicy::Auto`]: direct_io wherever the kernel lets direct-I/O files
+/// be memory-mapped (`FUSE_DIRECT_IO_ALLOW_MMAP`, Linux 6.6), so `numpy.memmap` keeps
+/// working, and the page cache on older kernels. `-o keep_cache` chooses the page cache:
+/// re-reads of data larger than b2fs's cache are then served by the kernel at memory speed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum CachePolicy {
-    /// Through the kernel page cache, kept across opens (`FOPEN_KEEP_CACHE`): repeated reads
-    /// of a file never reach b2fs. The default.
+    /// [`CachePolicy::DirectIo`] when the kernel can mmap direct-I/O files, else
+    /// [`CachePolicy::KeepCache`]; decided when the kernel connects. The default.
     #[default]
+    Auto,
+    /// Through the kernel page cache, kept across opens (`FOPEN_KEEP_CACHE`): repeated reads
+    /// of a file never reach b2fs.
     KeepCache,
-    /// Every read goes to b2fs (`FOPEN_DIRECT_IO`); only b2fs's own chunk cache helps.
+    /// Every read goes to b2fs (`FOPEN_DIRECT_IO`), served from b2fs's chunk cache.
     DirectIo,
 }
 
@@ -115,6 +117,25 @@ impl Filesystem for FuseAdapter {
     fn init(&mut self, _req: &Request, config: &mut KernelConfig) -> std::io::Result<()> {
         // Larger kernel readahead keeps a sequential `cat` of a chunk file in few requests.
         let _ = config.set_max_readahead(1 << 20);
+        if self.policy != CachePolicy::KeepCache {
+            let mmap = config
+                .add_capabilities(InitFlags::FUSE_DIRECT_IO_ALLOW_MMAP)
+                .is_ok();
+            self.policy = match (self.policy, mmap) {
+                (CachePolicy::Auto, false) => {
+                    log::info!(
+                        "kernel cannot mmap direct-I/O files: reading through the page cache"
+                    );
+                    CachePolicy::KeepCache
+                }
+                (_, false) => {
+                    log::warn!("direct_io: this kernel cannot mmap direct-I/O files (ENODEV)");
+                    CachePolicy::DirectIo
+                }
+                (_, true) => CachePolicy::DirectIo,
+            };
+        }
+        log::debug!("file content policy: {:?}", self.policy);
         Ok(())
     }
 

@@ -151,6 +151,14 @@ struct DataSet {
     base: u64,
 }
 
+/// Largest compressed-chunk buffer a thread keeps for the next chunk.
+const KEEP_COMPRESSED: usize = 64 << 20;
+
+thread_local! {
+    /// Each decoding thread's buffer for the compressed bytes of the chunk it decodes.
+    static COMPRESSED: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
 /// Cache key: (data set, chunk index).
 type Key = (usize, usize);
 
@@ -182,18 +190,29 @@ impl Core {
             source,
         };
         let nbytes = store.chunk_nbytes(index)?;
-        let chunk = store.chunk_bytes(index)?;
-        // The chunk may hold more than the file shows (a bcolz leftover chunk rewritten
-        // full): decode it all, keep the first `nbytes`.
-        let stored = codec::chunk_info(&chunk).map_err(chunk_err)?.nbytes;
-        if stored < nbytes {
-            return Err(chunk_err(CodecError::OutputSize {
-                expected: stored,
-                actual: nbytes,
-            }));
-        }
-        let mut buf = self.cache.buffer(stored);
-        let res = self.decode_into(&chunk, &mut buf);
+        // The compressed bytes go into this thread's reused buffer: a fresh multi-MiB
+        // allocation per chunk costs page faults and zeroing on every decode.
+        let res = COMPRESSED.with(|cell| {
+            let mut compressed = cell.borrow_mut();
+            let clen = store.chunk_bytes_into(index, &mut compressed)?;
+            let chunk = &compressed[..clen];
+            // The chunk may hold more than the file shows (a bcolz leftover chunk rewritten
+            // full): decode it all, keep the first `nbytes`.
+            let stored = codec::chunk_info(chunk).map_err(chunk_err)?.nbytes;
+            if stored < nbytes {
+                return Err(chunk_err(CodecError::OutputSize {
+                    expected: stored,
+                    actual: nbytes,
+                }));
+            }
+            let mut buf = self.cache.buffer(stored);
+            let res = self.decode_into(chunk, &mut buf);
+            if compressed.capacity() > KEEP_COMPRESSED {
+                *compressed = Vec::new(); // an outsized chunk: do not keep its buffer
+            }
+            Ok((buf, res))
+        });
+        let (mut buf, res) = res?;
         match res {
             Ok(_) => {
                 buf.truncate(nbytes);
@@ -287,6 +306,10 @@ struct Handle {
     ino: u64,
     /// Where a sequential scan's next read starts.
     next: u64,
+    /// Every read so far continued the previous one, starting at offset 0: when such a run
+    /// reaches the end of a chunk file, the chunk was streamed once (see
+    /// [`ChunkCache::streamed`]).
+    from_start: bool,
     /// Opened for writing: its flush and release commit the file's buffer.
     write: bool,
 }
@@ -624,6 +647,7 @@ impl Tree {
             Handle {
                 ino,
                 next: 0,
+                from_start: true,
                 write,
             },
         );
@@ -690,15 +714,16 @@ impl Tree {
     /// [`TreeError::BadHandle`] when `fh` was not opened for `ino`; [`TreeError::IsADirectory`];
     /// [`TreeError::Container`] when the chunk cannot be read or decoded.
     pub fn read(&self, ino: u64, fh: u64, offset: u64, size: u32) -> Result<ReadData, TreeError> {
-        let sequential = {
+        let (sequential, streaming) = {
             let mut handles = self.handles.lock();
             let h = handles
                 .get_mut(&fh)
                 .filter(|h| h.ino == ino)
                 .ok_or(TreeError::BadHandle(fh))?;
             let seq = offset == 0 || offset == h.next;
+            h.from_start &= offset == h.next;
             h.next = offset.saturating_add(u64::from(size));
-            seq
+            (seq, h.from_start)
         };
         if self.options.writable {
             let p = self.pending.lock();
@@ -725,7 +750,7 @@ impl Tree {
                 NodeKind::Dir { .. } => Err(TreeError::IsADirectory(ino)),
             },
             Resolved::Chunk { set, index } => self
-                .read_chunk(set, index, offset, size, sequential)
+                .read_chunk(set, index, offset, size, sequential, streaming)
                 .map_err(|source| TreeError::Container { ino, source }),
         }
     }
@@ -737,6 +762,7 @@ impl Tree {
         offset: u64,
         size: u32,
         sequential: bool,
+        streaming: bool,
     ) -> Result<ReadData, ContainerError> {
         let core = &self.core;
         let nbytes = core.sets[set].store.chunk_nbytes(index)?;
@@ -745,9 +771,22 @@ impl Tree {
             return Ok(ReadData::Owned(Vec::new()));
         }
         let key = (set, index);
+        // Streamed once, unless another open handle of the file may still read it.
+        let streamed_to_end = streaming && r.end == nbytes && {
+            let ino = self.chunk_ino(set, index);
+            self.handles
+                .lock()
+                .values()
+                .filter(|h| h.ino == ino)
+                .count()
+                == 1
+        };
         if let Some(bytes) = core.cache.get(&key) {
             if sequential {
                 self.prefetch_after(set, index);
+            }
+            if streamed_to_end {
+                core.cache.streamed(&key);
             }
             return Ok(ReadData::Chunk(bytes, r));
         }
@@ -762,6 +801,9 @@ impl Tree {
         let bytes = core.chunk(set, index)?;
         if sequential {
             self.prefetch_after(set, index);
+        }
+        if streamed_to_end {
+            core.cache.streamed(&key);
         }
         Ok(ReadData::Chunk(bytes, r))
     }

@@ -23,7 +23,10 @@ Mount options (-o, comma-separated, may repeat):
   allow_other     let other users access the mount
   cache_size=SIZE decompressed-chunk cache budget, K/M/G suffixes (default 256M)
   threads=N       FUSE worker threads (default 2)
-  direct_io       bypass the kernel page cache (every read reaches b2fs; for benchmarks)
+  direct_io       every read reaches b2fs, served from its chunk cache (the default where
+                  the kernel can mmap such files: Linux 6.6 and later)
+  keep_cache      read through the kernel page cache instead: slower first reads, but
+                  re-reads of data larger than cache_size come from the kernel
   debug           verbose logging
 
 Without -f, b2fs mounts in the background and returns once the mount is live; the
@@ -111,8 +114,8 @@ pub struct MountOptions {
     pub threads: usize,
     /// `debug`.
     pub debug: bool,
-    /// `direct_io`.
-    pub direct_io: bool,
+    /// `direct_io` (true) or `keep_cache` (false); `None`: neither given.
+    pub direct_io: Option<bool>,
     /// `ro`.
     pub read_only: bool,
 }
@@ -124,7 +127,7 @@ impl Default for MountOptions {
             cache_size: 256 << 20,
             threads: 2,
             debug: false,
-            direct_io: false,
+            direct_io: None,
             read_only: false,
         }
     }
@@ -151,7 +154,8 @@ impl MountOptions {
                 ("rw", None) => o.read_only = false,
                 ("allow_other", None) => o.allow_other = true,
                 ("debug", None) => o.debug = true,
-                ("direct_io", None) => o.direct_io = true,
+                ("direct_io", None) => o.direct_io = Some(true),
+                ("keep_cache", None) => o.direct_io = Some(false),
                 ("cache_size", Some(v)) => {
                     o.cache_size = parse_size(v)
                         .ok_or_else(|| format!("option 'cache_size': bad size '{v}'"))?;
@@ -163,7 +167,7 @@ impl MountOptions {
                         .filter(|n| (1..=256).contains(n))
                         .ok_or_else(|| format!("option 'threads': expected 1..256, got '{v}'"))?;
                 }
-                ("ro" | "rw" | "allow_other" | "debug" | "direct_io", Some(_)) => {
+                ("ro" | "rw" | "allow_other" | "debug" | "direct_io" | "keep_cache", Some(_)) => {
                     return Err(format!("option '{key}' takes no value"));
                 }
                 ("cache_size" | "threads", None) => {
@@ -188,8 +192,10 @@ impl MountOptions {
         if self.debug {
             v.push("debug".into());
         }
-        if self.direct_io {
-            v.push("direct_io".into());
+        match self.direct_io {
+            Some(true) => v.push("direct_io".into()),
+            Some(false) => v.push("keep_cache".into()),
+            None => {}
         }
         v.join(",")
     }
@@ -248,9 +254,17 @@ mod tests {
                 cache_size: 64 << 20,
                 threads: 4,
                 debug: true,
-                direct_io: true,
+                direct_io: Some(true),
                 read_only: true,
             }
+        );
+        // keep_cache and direct_io: the last one wins; both survive the daemon round trip
+        let k = opts(&["direct_io,keep_cache"]).unwrap();
+        assert_eq!(k.direct_io, Some(false));
+        assert_eq!(MountOptions::parse(&[k.to_arg()]).unwrap(), k);
+        assert_eq!(
+            opts(&["keep_cache,direct_io"]).unwrap().direct_io,
+            Some(true)
         );
         assert_eq!(opts(&[]).unwrap(), MountOptions::default());
         assert_eq!(MountOptions::parse(&[o.to_arg()]).unwrap(), o);
@@ -271,6 +285,8 @@ mod tests {
             "threads=0",
             "threads=x",
             "ro=1",
+            "keep_cache=1",
+            "direct_io=yes",
         ] {
             assert!(opts(&[bad]).is_err(), "{bad}");
         }

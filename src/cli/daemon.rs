@@ -171,10 +171,10 @@ fn serve(
         fsname: source.display().to_string(),
         allow_other: opts.allow_other,
         threads: opts.threads,
-        policy: if opts.direct_io {
-            CachePolicy::DirectIo
-        } else {
-            CachePolicy::KeepCache
+        policy: match opts.direct_io {
+            Some(true) => CachePolicy::DirectIo,
+            Some(false) => CachePolicy::KeepCache,
+            None => CachePolicy::Auto,
         },
         read_only: opts.read_only,
     };

@@ -571,6 +571,43 @@ impl Frame {
         Ok(buf)
     }
 
+    /// The same bytes as [`Frame::chunk_bytes`], read into `buf[..n]` (returns `n`): `buf` is
+    /// grown when too short but never shrunk or cleared, so a reused buffer costs neither an
+    /// allocation nor zeroing per chunk. Bytes past `n` are left as they were.
+    pub(crate) fn chunk_bytes_into(
+        &self,
+        i: usize,
+        buf: &mut Vec<u8>,
+    ) -> Result<usize, ContainerError> {
+        let o = match self.slot(i)? {
+            Slot::Stored(o) if self.dir.is_none() => o,
+            _ => {
+                // Special and sparse chunks: rare or small enough to go the simple way.
+                let bytes = self.chunk_bytes(i)?;
+                grow(buf, bytes.len());
+                buf[..bytes.len()].copy_from_slice(&bytes);
+                return Ok(bytes.len());
+            }
+        };
+        let at = self.info.start + self.info.header_len + o;
+        let mut head = [0u8; 32];
+        self.src
+            .read_exact_at(at, &mut head, &format!("chunk {i} header"))?;
+        let cb = le_i32(&head, 12).unwrap_or(-1);
+        let room = self.info.cbytes - o;
+        let cb = usize::try_from(cb)
+            .ok()
+            .filter(|&c| c >= 32 && c as u64 <= room)
+            .ok_or_else(|| {
+                self.chunk_fault(i, o, format!("chunk cbytes {cb} outside [32, {room}]"))
+            })?;
+        grow(buf, cb);
+        buf[..32].copy_from_slice(&head);
+        self.src
+            .read_exact_at(at + 32, &mut buf[32..cb], &format!("chunk {i}"))?;
+        Ok(cb)
+    }
+
     /// Reads `buf.len()` compressed bytes of chunk `i` at `offset` (relative to the chunk
     /// start) without reading the rest of the chunk: the same bytes as that window of
     /// [`Frame::chunk_bytes`]. `Ok(false)` for special entries, which store no bytes.
@@ -636,5 +673,12 @@ impl Frame {
         window(self.src.path().to_path_buf(), cbytes(&head)?)?;
         self.src.read_exact_at(at + offset, buf, "chunk")?;
         Ok(true)
+    }
+}
+
+/// Makes `buf` at least `len` bytes long (zeroing only the added bytes).
+fn grow(buf: &mut Vec<u8>, len: usize) {
+    if buf.len() < len {
+        buf.resize(len, 0);
     }
 }

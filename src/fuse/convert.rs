@@ -41,7 +41,7 @@ pub fn fopen_flags(policy: CachePolicy, keep: bool) -> FopenFlags {
     match (policy, keep) {
         (CachePolicy::KeepCache, true) => FopenFlags::FOPEN_KEEP_CACHE,
         (CachePolicy::KeepCache, false) => FopenFlags::empty(),
-        (CachePolicy::DirectIo, _) => FopenFlags::FOPEN_DIRECT_IO,
+        (CachePolicy::DirectIo | CachePolicy::Auto, _) => FopenFlags::FOPEN_DIRECT_IO,
     }
 }
 

@@ -32,6 +32,20 @@ pub trait ChunkStore: Send + Sync + Debug {
     /// When the bytes cannot be read.
     fn chunk_bytes(&self, index: usize) -> Result<Cow<'_, [u8]>, ContainerError>;
 
+    /// The complete compressed chunk `index` read into `buf[..n]`, returning `n`. `buf` may
+    /// be longer than `n` and is only ever grown: callers reuse one buffer for every chunk.
+    ///
+    /// # Errors
+    /// When the bytes cannot be read.
+    fn chunk_bytes_into(&self, index: usize, buf: &mut Vec<u8>) -> Result<usize, ContainerError> {
+        let bytes = self.chunk_bytes(index)?;
+        if buf.len() < bytes.len() {
+            buf.resize(bytes.len(), 0);
+        }
+        buf[..bytes.len()].copy_from_slice(&bytes);
+        Ok(bytes.len())
+    }
+
     /// Reads `buf.len()` bytes of chunk `index`'s compressed bytes starting at `offset`
     /// (relative to the chunk start), without reading the rest of the chunk. `Ok(false)` when
     /// this store cannot read part of a chunk (the caller then uses [`ChunkStore::chunk_bytes`]).
@@ -64,6 +78,10 @@ impl ChunkStore for Array {
 
     fn chunk_bytes(&self, index: usize) -> Result<Cow<'_, [u8]>, ContainerError> {
         Array::chunk_bytes(self, index)
+    }
+
+    fn chunk_bytes_into(&self, index: usize, buf: &mut Vec<u8>) -> Result<usize, ContainerError> {
+        Array::chunk_bytes_into(self, index, buf)
     }
 
     fn chunk_read_at(

@@ -85,6 +85,10 @@ impl ChunkStore for SharedArray {
         Ok(Cow::Owned(a.chunk_bytes(index)?.into_owned()))
     }
 
+    fn chunk_bytes_into(&self, index: usize, buf: &mut Vec<u8>) -> Result<usize, ContainerError> {
+        self.0.get().chunk_bytes_into(index, buf)
+    }
+
     fn chunk_read_at(
         &self,
         index: usize,

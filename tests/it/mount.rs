@@ -255,6 +255,40 @@ print("ok", a.schunk.nchunks)
     assert_eq!(String::from_utf8_lossy(&out).trim(), "ok 4");
 }
 
+/// numpy.memmap maps a chunk file and sees python-blosc2's chunk, under the default content
+/// policy (direct I/O with `FUSE_DIRECT_IO_ALLOW_MMAP`) and the two explicit ones.
+#[test]
+fn mount_numpy_memmap_equals_blosc2_chunk_in_every_cache_mode() {
+    if !fuse_available("mount_numpy_memmap_equals_blosc2_chunk_in_every_cache_mode") {
+        return;
+    }
+    let Some(py) = python("mount_numpy_memmap_equals_blosc2_chunk_in_every_cache_mode") else {
+        return;
+    };
+    let (src, _) = sample();
+    for opts in [&[][..], &["keep_cache"][..], &["direct_io"][..]] {
+        let m = Mount::daemon(&src, opts);
+        let code = format!(
+            r#"
+import blosc2, numpy as np
+a = blosc2.open({src:?})
+for i in range(a.schunk.nchunks):
+    ref = np.frombuffer(a.schunk.decompress_chunk(i), dtype="<f8")
+    got = np.memmap({mp:?} + "/data/%08d.bin" % i, dtype="<f8", mode="r")
+    assert got.shape == ref.shape and np.array_equal(got, ref, equal_nan=True), i
+    # twice: the second pass may come from b2fs's cache or the kernel's pages
+    again = np.memmap({mp:?} + "/data/%08d.bin" % i, dtype="<f8", mode="r")
+    assert np.array_equal(again, ref, equal_nan=True), i
+print("ok", a.schunk.nchunks)
+"#,
+            src = src.display().to_string(),
+            mp = m.mp.display().to_string()
+        );
+        let out = run_python(&py, &["-c", &code]);
+        assert_eq!(String::from_utf8_lossy(&out).trim(), "ok 4", "{opts:?}");
+    }
+}
+
 #[test]
 fn mount_foreground_sigterm_unmounts_cleanly() {
     if !fuse_available("mount_foreground_sigterm_unmounts_cleanly") {

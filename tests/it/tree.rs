@@ -396,12 +396,13 @@ fn tree_concurrent_readers_decode_each_chunk_once() {
     for h in handles {
         h.join().unwrap();
     }
-    assert_eq!(
-        t.cache_stats().loads,
-        nchunks as u64,
-        "{:?}",
-        t.cache_stats()
-    );
+    // Single flight: a chunk is decoded again only after it left the cache (a chunk one
+    // reader streamed to its end may be evicted early to recycle its buffer), never because
+    // two readers raced on it.
+    let st = t.cache_stats();
+    assert!(st.loads >= nchunks as u64, "{st:?}");
+    assert!(st.loads <= nchunks as u64 + st.evictions, "{st:?}");
+    assert!(st.waits + st.hits > 0, "{st:?}");
 }
 
 #[test]
