@@ -5,13 +5,17 @@
 //!
 //! Measured:
 //! 1. cold sequential read of every chunk file (1 MiB reads, like `dd bs=1M`) of a 1 GiB
-//!    ZSTD+SHUFFLE float64 b2nd, vs python decompressing every chunk;
-//! 2. the warm re-read (page cache with `keep_cache`; b2fs's chunk cache with `direct_io`);
+//!    ZSTD+SHUFFLE float64 b2nd, vs python decompressing every chunk (measured before and
+//!    after the mounts), for the default (direct I/O) and `keep_cache`;
+//! 2. the re-read, and the warm read from b2fs's cache with `cache_size=2G` (third pass: the
+//!    second promotes the streamed chunks), against the FUSE ceiling of each mode: a trivial
+//!    in-process fuser file served from one static buffer, read the same way;
 //! 3. 4 KiB reads at 2000 random offsets, cold (fresh mount) and warm, vs `get_slice`;
 //! 4. `dd bs=1M` of one 8 MiB chunk file, cold and warm, `keep_cache` vs `direct_io`;
 //! 5. the time `b2fs mount` takes to return for a 1,000,000-chunk frame, and to list it;
 //! 6. peak RSS of the b2fs process while streaming a 4 GiB array with `cache_size=64M`.
 
+use std::ffi::OsStr;
 use std::fs::File;
 use std::io::Read;
 use std::os::unix::fs::FileExt;
@@ -165,6 +169,108 @@ fn splitmix(state: &mut u64) -> u64 {
     z ^ (z >> 31)
 }
 
+/// The FUSE ceiling: a trivial filesystem with one 1 GiB file `f` whose bytes come from a
+/// static 8 MiB buffer (no decoding, no cache lookups), mounted in this process with the same
+/// fuser configuration as b2fs.
+mod ceiling {
+    use super::*;
+    use fuser::{
+        FileAttr, FileHandle, FileType, Filesystem, FopenFlags, Generation, INodeNo, LockOwner,
+        OpenFlags, ReplyAttr, ReplyData, ReplyEntry, ReplyOpen, Request,
+    };
+    use std::time::SystemTime;
+
+    pub const SIZE: u64 = 1 << 30;
+    const BUF: usize = 8 << 20;
+
+    pub struct Trivial {
+        pub direct_io: bool,
+        pub buf: Vec<u8>,
+    }
+
+    fn attr(ino: u64) -> FileAttr {
+        let t = SystemTime::UNIX_EPOCH;
+        FileAttr {
+            ino: INodeNo(ino),
+            size: if ino == 1 { 0 } else { SIZE },
+            blocks: SIZE / 512,
+            atime: t,
+            mtime: t,
+            ctime: t,
+            crtime: t,
+            kind: if ino == 1 {
+                FileType::Directory
+            } else {
+                FileType::RegularFile
+            },
+            perm: 0o555,
+            nlink: 1,
+            uid: 0,
+            gid: 0,
+            rdev: 0,
+            blksize: 1 << 20,
+            flags: 0,
+        }
+    }
+
+    impl Filesystem for Trivial {
+        fn lookup(&self, _r: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
+            if parent.0 == 1 && name == "f" {
+                reply.entry(&Duration::from_secs(60), &attr(2), Generation(0));
+            } else {
+                reply.error(fuser::Errno::ENOENT);
+            }
+        }
+        fn getattr(&self, _r: &Request, ino: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
+            reply.attr(&Duration::from_secs(60), &attr(ino.0));
+        }
+        fn open(&self, _r: &Request, _ino: INodeNo, _f: OpenFlags, reply: ReplyOpen) {
+            let flags = if self.direct_io {
+                FopenFlags::FOPEN_DIRECT_IO
+            } else {
+                FopenFlags::FOPEN_KEEP_CACHE
+            };
+            reply.opened(FileHandle(1), flags);
+        }
+        fn read(
+            &self,
+            _r: &Request,
+            _ino: INodeNo,
+            _fh: FileHandle,
+            offset: u64,
+            size: u32,
+            _flags: OpenFlags,
+            _lock: Option<LockOwner>,
+            reply: ReplyData,
+        ) {
+            let end = (offset + u64::from(size)).min(SIZE);
+            let len = end.saturating_sub(offset) as usize;
+            let at = (offset % BUF as u64) as usize;
+            let len = len.min(BUF - at);
+            reply.data(&self.buf[at..at + len]);
+        }
+    }
+
+    /// Reads the trivial file `passes` times in 1 MiB reads; the rate of each pass.
+    pub fn measure(direct_io: bool, passes: usize) -> Vec<(u64, f64)> {
+        let dir = tempfile::tempdir().unwrap();
+        let mp = std::fs::canonicalize(dir.path()).unwrap().join("mnt");
+        std::fs::create_dir(&mp).unwrap();
+        let cfg = b2fs::fuse::MountConfig::default();
+        let fs = Trivial {
+            direct_io,
+            buf: (0..BUF).map(|i| (i * 7) as u8).collect(),
+        };
+        let session = fuser::Session::new(fs, &mp, &cfg.to_fuser())
+            .unwrap()
+            .spawn()
+            .unwrap();
+        let out = (0..passes).map(|_| read_files(&[mp.join("f")])).collect();
+        drop(session);
+        out
+    }
+}
+
 /// Whether part `name` runs: all by default, or those listed in `B2FS_BENCH` (comma list of
 /// seq, rand, dd, mount, rss).
 fn part(name: &str) -> bool {
@@ -216,29 +322,70 @@ fn main() {
 
     // 1 + 2: sequential, cold then warm, for both cache policies.
     if part("seq") {
-        for (label, opts) in [("keep_cache", "ro"), ("direct_io", "ro,direct_io")] {
+        let python_seq = || {
+            let py = python_json(&["scripts/bench_read.py", "seq", f1g.to_str().unwrap()]);
+            let (pb, ps) = (
+                py["bytes"].as_u64().unwrap(),
+                py["seconds"].as_f64().unwrap(),
+            );
+            println!(
+                "seq 1 GiB python-blosc2 decompress_chunk (nthreads=2)      {}",
+                rate(pb, ps)
+            );
+            pb as f64 / ps
+        };
+        let py_before = python_seq();
+        let mut ours = Vec::new();
+        for (label, opts) in [
+            ("default", "ro"),
+            ("keep_cache", "ro,keep_cache"),
+            ("direct_io", "ro,direct_io"),
+        ] {
             let m = Mounted::new(&f1g, opts);
             let files = m.chunk_files();
             let (bytes, cold) = read_files(&files);
-            let (_, warm) = read_files(&files);
+            let (_, again) = read_files(&files);
             println!(
-                "seq 1 GiB via mount [{label:10}] cold {}",
+                "seq 1 GiB via mount [{label:10}] cold    {}",
                 rate(bytes, cold)
             );
             println!(
-                "seq 1 GiB via mount [{label:10}] warm {}",
-                rate(bytes, warm)
+                "seq 1 GiB via mount [{label:10}] re-read {}",
+                rate(bytes, again)
+            );
+            ours.push((label, bytes as f64 / cold));
+        }
+        let py_after = python_seq();
+        let py = (py_before + py_after) / 2.0;
+        for (label, r) in ours {
+            println!(
+                "seq cold [{label:10}] / python-blosc2 (mean of before and after): {:.2}x",
+                r / py
             );
         }
-        let py = python_json(&["scripts/bench_read.py", "seq", f1g.to_str().unwrap()]);
-        let (pb, ps) = (
-            py["bytes"].as_u64().unwrap(),
-            py["seconds"].as_f64().unwrap(),
-        );
-        println!(
-            "seq 1 GiB python-blosc2 decompress_chunk (nthreads=2)   {}",
-            rate(pb, ps)
-        );
+        // Warm: the chunks are in b2fs's cache (default mode) or in the page cache
+        // (keep_cache), against the trivial file's ceiling in the same mode.
+        for (label, opts, direct) in [
+            ("default", "ro,cache_size=2G", true),
+            ("keep_cache", "ro,keep_cache", false),
+        ] {
+            let m = Mounted::new(&f1g, opts);
+            let files = m.chunk_files();
+            let passes: Vec<(u64, f64)> = (0..3).map(|_| read_files(&files)).collect();
+            let (bytes, warm) = passes[2];
+            let ceiling = ceiling::measure(direct, 3);
+            let (cb, cs) = ceiling[1..]
+                .iter()
+                .copied()
+                .min_by(|a, b| a.1.total_cmp(&b.1))
+                .unwrap();
+            println!(
+                "seq 1 GiB warm [{label:10}] {} ; FUSE ceiling (trivial file, same mode) {} ; ratio {:.2}",
+                rate(bytes, warm),
+                rate(cb, cs),
+                (bytes as f64 / warm) / (cb as f64 / cs)
+            );
+        }
     }
     // 3: random 4 KiB reads.
     if part("rand") {
@@ -254,7 +401,7 @@ fn main() {
             offsets.iter().map(|o| format!("{o}\n")).collect::<String>(),
         )
         .unwrap();
-        for (label, opts) in [("keep_cache", "ro"), ("direct_io", "ro,direct_io")] {
+        for (label, opts) in [("default", "ro"), ("keep_cache", "ro,keep_cache")] {
             let m = Mounted::new(&f1g, opts);
             let files: Vec<File> = m
                 .chunk_files()
@@ -293,7 +440,7 @@ fn main() {
     }
     // 4: dd bs=1M of one large chunk file, both policies.
     if part("dd") {
-        for (label, opts) in [("keep_cache", "ro"), ("direct_io", "ro,direct_io")] {
+        for (label, opts) in [("default", "ro"), ("keep_cache", "ro,keep_cache")] {
             let m = Mounted::new(&f1g, opts);
             let f = m.mp.join("data/00000005.bin");
             for pass in ["cold", "warm"] {
