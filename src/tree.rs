@@ -177,12 +177,14 @@ struct Core {
 
 impl Core {
     /// The whole decompressed chunk, from the cache or decoded once.
-    fn chunk(&self, set: usize, index: usize) -> Result<Bytes, ContainerError> {
+    /// `split`: decode a large chunk on `decode_threads` threads (a reader waiting for it);
+    /// prefetch threads decode whole chunks alone, since they already run side by side.
+    fn chunk(&self, set: usize, index: usize, split: bool) -> Result<Bytes, ContainerError> {
         self.cache
-            .get_or_load((set, index), || self.decode(set, index))
+            .get_or_load((set, index), || self.decode(set, index, split))
     }
 
-    fn decode(&self, set: usize, index: usize) -> Result<Vec<u8>, ContainerError> {
+    fn decode(&self, set: usize, index: usize, split: bool) -> Result<Vec<u8>, ContainerError> {
         let store = &self.sets[set].store;
         let chunk_err = |source| ContainerError::Chunk {
             path: store.path().to_path_buf(),
@@ -206,7 +208,7 @@ impl Core {
                 }));
             }
             let mut buf = self.cache.buffer(stored);
-            let res = self.decode_into(chunk, &mut buf);
+            let res = self.decode_into(chunk, &mut buf, split);
             if compressed.capacity() > KEEP_COMPRESSED {
                 *compressed = Vec::new(); // an outsized chunk: do not keep its buffer
             }
@@ -228,8 +230,8 @@ impl Core {
     /// Decodes a whole chunk into `out` (exactly its nbytes). A large chunk is cut at block
     /// boundaries and the parts are decoded on scoped threads with range decodes, so one cold
     /// chunk uses every core (C-Blosc2 does the same with its nthreads).
-    fn decode_into(&self, chunk: &[u8], out: &mut [u8]) -> Result<(), CodecError> {
-        let parts = self.decode_threads.max(1);
+    fn decode_into(&self, chunk: &[u8], out: &mut [u8], split: bool) -> Result<(), CodecError> {
+        let parts = if split { self.decode_threads.max(1) } else { 1 };
         let blocksize = match codec::chunk_info(chunk) {
             Ok(h) => h.blocksize,
             Err(e) => return Err(e),
@@ -798,7 +800,7 @@ impl Tree {
         }
         // Prefetch only once this chunk is decoded: the reader is waiting for it, and
         // prefetches started earlier would take cores from its decode.
-        let bytes = core.chunk(set, index)?;
+        let bytes = core.chunk(set, index, true)?;
         if sequential {
             self.prefetch_after(set, index);
         }
@@ -1014,7 +1016,7 @@ impl Tree {
                     // Decode outside the lock; the first writer's copy wins.
                     let bytes = self
                         .core
-                        .chunk(set, index)
+                        .chunk(set, index, true)
                         .map_err(|source| TreeError::Container { ino, source })?;
                     let mut p = self.pending.lock();
                     p.chunks.entry(ino).or_insert_with(|| DirtyChunk {

@@ -60,7 +60,7 @@ fn run(core: &Core, rx: &Mutex<Receiver<(usize, usize)>>) {
         if core.cache.contains_or_loading(&(set, index)) {
             continue;
         }
-        if let Err(e) = core.chunk(set, index) {
+        if let Err(e) = core.chunk(set, index, false) {
             log::debug!(
                 "prefetch of chunk {index} failed: {}",
                 super::display_chain(&e)
