@@ -348,6 +348,26 @@ impl<K: Hash + Eq + Clone> ChunkCache<K> {
         inner.unstream(key);
     }
 
+    /// Drops every cached value whose key matches `pred`, and returns the matching keys of
+    /// loads still in flight (the caller joins them, as after [`ChunkCache::remove`]).
+    pub fn remove_where(&self, pred: impl Fn(&K) -> bool) -> Vec<K> {
+        let mut inner = self.inner.lock();
+        let doomed: Vec<K> = inner
+            .lru
+            .iter()
+            .map(|(k, _)| k)
+            .filter(|k| pred(k))
+            .cloned()
+            .collect();
+        for k in &doomed {
+            if let Some(old) = inner.lru.pop(k) {
+                inner.bytes -= old.len();
+            }
+            inner.unstream(k);
+        }
+        inner.inflight.keys().filter(|k| pred(k)).cloned().collect()
+    }
+
     /// Inserts a value directly (used by tests and by callers that decoded elsewhere).
     pub fn insert(&self, key: K, value: Bytes) {
         let mut inner = self.inner.lock();

@@ -162,6 +162,12 @@ thread_local! {
 /// Cache key: (data set, chunk index).
 type Key = (usize, usize);
 
+/// Block cache key: (data set, chunk index, block index).
+type BlockKey = (usize, usize, usize);
+
+/// Most chunks whose block size [`Core::block_size_for_cache`] remembers.
+const MAX_BLOCK_SIZES: usize = 1 << 20;
+
 /// State shared with the prefetch threads.
 #[derive(Debug)]
 struct Core {
@@ -171,6 +177,11 @@ struct Core {
     /// Compressed chunks kept for range decodes: a random small read must not re-read a
     /// whole compressed chunk from the source each time.
     raw: ChunkCache<Key>,
+    /// Decoded blocks of chunks read at random in small pieces: a re-read of the same
+    /// neighbourhood costs a lookup instead of decoding the block again.
+    blocks: ChunkCache<BlockKey>,
+    /// Block sizes of the chunks `blocks` has seen (0: not worth caching by block).
+    block_sizes: Mutex<HashMap<Key, usize>>,
     decode_threads: usize,
     parallel_decode_min: usize,
 }
@@ -263,6 +274,39 @@ impl Core {
                 })
                 .fold(first, |acc, r| acc.and(r))
         })
+    }
+
+    /// The block size by which chunk `index` is worth caching: the header's, when the chunk
+    /// has at least two blocks; 0 otherwise (or when the header cannot be read here: the
+    /// decode path then reports any error). Reads only the header, once per chunk.
+    fn block_size_for_cache(&self, set: usize, index: usize, nbytes: usize) -> usize {
+        if let Some(&bs) = self.block_sizes.lock().get(&(set, index)) {
+            return bs;
+        }
+        let store = &self.sets[set].store;
+        let mut head = [0u8; 32];
+        let read = |at: usize, buf: &mut [u8]| {
+            matches!(store.chunk_read_at(index, at as u64, buf), Ok(true))
+        };
+        let mut bs = 0;
+        if read(0, &mut head[..16]) {
+            let extended = head[2] & codec::header::FLAG_EXTENDED == codec::header::FLAG_EXTENDED;
+            let len = if extended { 32 } else { 16 };
+            if !extended || read(16, &mut head[16..32]) {
+                if let Ok(h) = codec::chunk_info(&head[..len]) {
+                    let b = h.block_size();
+                    if b > 0 && b.saturating_mul(2) <= nbytes && h.nbytes == nbytes {
+                        bs = b;
+                    }
+                }
+            }
+        }
+        let mut sizes = self.block_sizes.lock();
+        if sizes.len() >= MAX_BLOCK_SIZES {
+            sizes.clear();
+        }
+        sizes.insert((set, index), bs);
+        bs
     }
 
     /// Bytes `[offset, offset + len)` of a chunk, decoding only the blocks they overlap.
@@ -395,12 +439,16 @@ impl Tree {
             );
             sets.push(DataSet { store, base });
         }
-        // A quarter of the budget (at most 64 MiB) keeps compressed chunks for range decodes.
+        // A quarter of the budget (at most 64 MiB) keeps compressed chunks for range decodes,
+        // an eighth (at most 32 MiB) decoded blocks of random small reads.
         let raw_budget = (options.cache_size / 4).min(64 << 20);
+        let block_budget = (options.cache_size / 8).min(32 << 20);
         let core = Arc::new(Core {
             sets,
-            cache: ChunkCache::new(options.cache_size - raw_budget),
+            cache: ChunkCache::new(options.cache_size - raw_budget - block_budget),
             raw: ChunkCache::new(raw_budget),
+            blocks: ChunkCache::new(block_budget),
+            block_sizes: Mutex::new(HashMap::new()),
             decode_threads: options.decode_threads,
             parallel_decode_min: options.parallel_decode_min,
         });
@@ -432,6 +480,11 @@ impl Tree {
     /// Counters of the chunk cache.
     pub fn cache_stats(&self) -> CacheStats {
         self.core.cache.stats()
+    }
+
+    /// Counters of the cache of decoded blocks (random small reads).
+    pub fn block_cache_stats(&self) -> CacheStats {
+        self.core.blocks.stats()
     }
 
     /// Bytes held by the chunk cache now.
@@ -795,6 +848,19 @@ impl Tree {
         let small =
             r.len() <= RANGE_READ_MAX && nbytes / self.options.range_factor.max(1) > r.len();
         if !sequential && small && !core.cache.contains_or_loading(&key) {
+            // Within one block: decode (or find) that whole block and keep it.
+            let bs = core.block_size_for_cache(set, index, nbytes);
+            if bs > 0 && r.start / bs == (r.end - 1) / bs {
+                let b = r.start / bs;
+                let start = b * bs;
+                let len = bs.min(nbytes - start);
+                let block = core.blocks.get_or_load((set, index, b), || {
+                    core.decode_range(set, index, start, len)
+                })?;
+                if block.len() == len {
+                    return Ok(ReadData::Chunk(block, r.start - start..r.end - start));
+                }
+            }
             let out = core.decode_range(set, index, r.start, r.len())?;
             return Ok(ReadData::Owned(out));
         }
@@ -1366,6 +1432,15 @@ impl Tree {
     /// (a `get_or_load` whose loader refuses), then drop again. Loads starting after the swap
     /// read the new source.
     fn invalidate(&self, set: usize, index: usize) {
+        self.core.block_sizes.lock().remove(&(set, index));
+        let in_flight = self
+            .core
+            .blocks
+            .remove_where(|&(s, i, _)| (s, i) == (set, index));
+        for key in in_flight {
+            let _ = self.core.blocks.get_or_load(key, || Err(()));
+            self.core.blocks.remove(&key);
+        }
         for cache in [&self.core.cache, &self.core.raw] {
             cache.remove(&(set, index));
             // A load that started before the swap may still insert the old bytes: joining it

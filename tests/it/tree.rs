@@ -341,6 +341,94 @@ fn tree_small_cold_read_in_large_chunk_decodes_range_only() {
     t.release(fh).unwrap();
 }
 
+/// Random small reads decode whole blocks once and serve re-reads of the same blocks from
+/// the block cache, with the reference bytes, and never decode the whole chunk.
+#[test]
+fn tree_random_small_reads_cache_decoded_blocks() {
+    // Chunks of 10,240 bytes in four 2,560-byte blocks (python-blosc2, LZ4).
+    let src = data_dir().join("frames/b2nd_2d_f8_lz4.b2nd");
+    let whole = {
+        let t = tree(&src);
+        read_path(&t, "data/00000001.bin")
+    };
+    let t = Tree::from_source(
+        &src,
+        TreeOptions {
+            prefetch_chunks: 0,
+            ..opts()
+        },
+    )
+    .unwrap();
+    let ino = ino_of(&t, "data/00000001.bin");
+    let fh = t.open(ino, libc::O_RDONLY).unwrap();
+    let len = whole.len() as u64;
+    let mut st = 99u64;
+    let windows: Vec<(u64, u32)> = (0..200)
+        .map(|_| {
+            st = st
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            ((st >> 33) % (len - 600), 1 + ((st >> 13) % 300) as u32)
+        })
+        .collect();
+    for pass in 0..2 {
+        for &(off, size) in &windows {
+            // Never sequential: each read starts away from where the last one ended.
+            let got = t.read(ino, fh, off, size).unwrap();
+            let (s, e) = (off as usize, (off + u64::from(size)).min(len) as usize);
+            assert_eq!(&got[..], &whole[s..e], "pass {pass} window ({off}, {size})");
+        }
+        let b = t.block_cache_stats();
+        assert!(b.loads > 0, "pass {pass}: blocks were never cached: {b:?}");
+        if pass == 0 {
+            assert!(b.hits > 0, "200 reads over a few blocks never hit: {b:?}");
+        }
+    }
+    let after_first = t.block_cache_stats();
+    for &(off, size) in &windows {
+        let _ = t.read(ino, fh, off, size).unwrap();
+    }
+    let b = t.block_cache_stats();
+    assert_eq!(
+        b.loads, after_first.loads,
+        "a warm pass decoded again: {b:?}"
+    );
+    assert_eq!(t.cache_stats().loads, 0, "the whole chunk was decoded");
+    t.release(fh).unwrap();
+}
+
+/// A committed edit is what small random reads see next, though the old blocks were cached.
+#[test]
+fn tree_block_cache_forgets_a_chunk_when_it_is_committed() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("a.b2nd");
+    std::fs::copy(data_dir().join("frames/b2nd_2d_f8_lz4.b2nd"), &src).unwrap();
+    let t = Tree::from_source(
+        &src,
+        TreeOptions {
+            writable: true,
+            prefetch_chunks: 0,
+            ..opts()
+        },
+    )
+    .unwrap();
+    let ino = ino_of(&t, "data/00000000.bin");
+    let size = t.getattr(ino).unwrap().size as usize;
+    let reader = t.open(ino, libc::O_RDONLY).unwrap();
+    let window = |t: &Tree| t.read(ino, reader, 3000, 64).unwrap().to_vec();
+    let old = window(&t);
+    assert_eq!(window(&t), old);
+    assert!(t.block_cache_stats().hits > 0, "{:?}", t.block_cache_stats());
+    let new: Vec<u8> = (0..size).map(|i| (i * 13 + 5) as u8).collect();
+    assert_ne!(&new[3000..3064], &old[..]);
+    let fh = t.open(ino, libc::O_WRONLY).unwrap();
+    assert_eq!(t.write(ino, fh, 0, &new).unwrap() as usize, size);
+    t.flush(ino, fh).unwrap();
+    t.release(fh).unwrap();
+    assert_eq!(window(&t), &new[3000..3064]);
+    t.release(reader).unwrap();
+}
+
 #[test]
 fn tree_sequential_read_prefetches_next_chunk() {
     let src = data_dir().join("frames/schunk_lz4.b2frame");
