@@ -5,7 +5,7 @@
 use std::fmt::Write as _;
 use std::path::Path;
 
-use b2fs::codec::encode::{CParams, ChunkFormat, SplitMode};
+use b2fs::codec::encode::{Blocksize, CParams, ChunkFormat, SplitMode};
 use b2fs::codec::tune::{TuneInput, tune_blosc1, tune_blosc2};
 use b2fs::codec::{Codec, filter_id};
 
@@ -104,11 +104,8 @@ fn tune_matches_reference() {
         let codec = rng.pick(&CODECS);
         let clevel = rng.below(10) as u8;
         let filt = rng.below(3) as u8; // 0 none, 1 shuffle, 2 bitshuffle
-        let ts = if blosc1 {
-            rng.pick(&[1usize, 2, 3, 4, 8, 16, 17, 33, 255])
-        } else {
-            rng.pick(&[1usize, 2, 3, 4, 8, 16, 17, 33, 255, 300])
-        };
+        // (Our encoder refuses typesize > 255, which C accepts.)
+        let ts = rng.pick(&[1usize, 2, 3, 4, 8, 16, 17, 33, 255]);
         let n = rng.pick(&sizes);
         let sm = if blosc1 {
             SplitMode::ForwardCompat
@@ -156,7 +153,11 @@ fn tune_matches_reference() {
             typesize: ts,
             filters: &filters,
             splitmode: sm,
-            forced_blocksize: forced,
+            blocksize: if forced > 0 {
+                Blocksize::Explicit(forced)
+            } else {
+                Blocksize::Auto
+            },
             nbytes: n,
         };
         let t = if b1 {
@@ -285,6 +286,14 @@ for case in json.load(open(sys.argv[1])):
     open(case["path"] + ".c", "wb").write(c)
 "#;
 
+/// The forced blocksize as C's API takes it (0 = automatic).
+fn forced(b: Blocksize) -> usize {
+    match b {
+        Blocksize::Auto => 0,
+        Blocksize::Explicit(f) => f,
+    }
+}
+
 /// One chunk-encoding case of a test matrix.
 #[derive(Debug, Clone)]
 struct Case {
@@ -313,7 +322,7 @@ fn case_json(i: usize, c: &Case, path: &Path) -> String {
         p.filters_meta,
         p.typesize,
         splitmode_code(p.splitmode),
-        p.blocksize,
+        forced(p.blocksize),
         path.display()
     )
 }
@@ -373,7 +382,7 @@ fn byte_exact_cases(seed: u64, count: usize) -> Vec<Case> {
             p
         };
         if rng.below(4) == 0 {
-            params.blocksize = ts * (rng.below(64) as usize + 1) * 256;
+            params.blocksize = Blocksize::Explicit(ts * (rng.below(64) as usize + 1) * 256);
         }
         let data = gen_data(&mut rng, n, kind, ts);
         cases.push(Case { params, data });
@@ -395,8 +404,13 @@ fn blosclz_chunks_byte_exact() {
     for (i, (case, c_chunk)) in cases.iter().zip(&reference).enumerate() {
         blosc1 += usize::from(case.params.format == ChunkFormat::Blosc1);
         let ours = enc.compress(&case.data, &case.params).unwrap();
-        // C writes an unrounded forced blocksize (section 6.2, a C bug): not comparable.
-        let (f, n, ts) = (case.params.blocksize, case.data.len(), case.params.typesize);
+        // Explicit blocksizes are multiples of the typesize, but C caps one above the input
+        // size to the unrounded input size (section 6.2, a C bug): not comparable.
+        let (f, n, ts) = (
+            forced(case.params.blocksize),
+            case.data.len(),
+            case.params.typesize,
+        );
         if case.params.format == ChunkFormat::Blosc2 && f > 0 && f.min(n) > ts && f.min(n) % ts != 0
         {
             skipped += 1;
@@ -455,7 +469,7 @@ fn interop_cases(seed: u64, count: usize) -> Vec<Case> {
     while cases.len() < count {
         let blosc1 = rng.below(4) == 0;
         let codec = rng.pick(&CODECS);
-        let ts = rng.pick(&[1usize, 2, 4, 4, 8, 8, 3, 12, 16, 24, 300]);
+        let ts = rng.pick(&[1usize, 2, 4, 4, 8, 8, 3, 12, 16, 24, 255]);
         let clevel = rng.below(10) as u8;
         let n = match rng.below(5) {
             0 => rng.below(200) as usize,
@@ -469,9 +483,6 @@ fn interop_cases(seed: u64, count: usize) -> Vec<Case> {
         };
         let kind = rng.below(8);
         let mut params = if blosc1 {
-            if ts > 255 {
-                continue;
-            }
             let filt = rng.pick(&[0u8, filter_id::SHUFFLE, filter_id::BITSHUFFLE]);
             CParams::blosc1(codec, clevel, ts, filt)
         } else {
@@ -484,7 +495,7 @@ fn interop_cases(seed: u64, count: usize) -> Vec<Case> {
             p
         };
         if rng.below(4) == 0 {
-            params.blocksize = ts.min(64) * (rng.below(64) as usize + 1) * 128;
+            params.blocksize = Blocksize::Explicit(ts * (rng.below(64) as usize + 1) * 128);
         }
         let data = gen_data(&mut rng, n, kind, ts);
         cases.push(Case { params, data });
@@ -537,7 +548,11 @@ fn reference_decodes_our_chunks() {
             let mut params = CParams::blosc2(codec, 5, ts, 0);
             params.filters = filters;
             params.filters_meta = metas;
-            params.blocksize = if n > 10_000 { 8192 } else { 0 };
+            params.blocksize = if n > 10_000 {
+                Blocksize::Explicit(8192)
+            } else {
+                Blocksize::Auto
+            };
             let data = gen_data(&mut rng, n, 2, ts);
             cases.push(Case { params, data });
         }
@@ -689,7 +704,7 @@ fn notes_multiblock_blosclz_example() {
     // Section 2.5: arange(2048, int32), BloscLZ clevel 5, typesize 4, blocksize 4096.
     let data: Vec<u8> = (0..2048u32).flat_map(|i| i.to_le_bytes()).collect();
     let mut p = CParams::blosc2(Codec::BloscLz, 5, 4, filter_id::SHUFFLE);
-    p.blocksize = 4096;
+    p.blocksize = Blocksize::Explicit(4096);
     let chunk = b2fs::codec::compress(&data, &p).unwrap();
     assert_eq!(chunk.len(), 678);
     assert_eq!(&chunk[32..40], &hex("28 00 00 00 67 01 00 00")[..]);
@@ -711,48 +726,94 @@ fn notes_multiblock_blosclz_example() {
 #[test]
 fn invalid_params_are_typed_errors() {
     use b2fs::codec::CodecError;
+    use b2fs::codec::encode::MAX_BLOCKSIZE;
     let data = vec![1u8; 1000];
     let base = CParams::blosc2(Codec::Lz4, 5, 4, filter_id::SHUFFLE);
+    let b1 = CParams::blosc1(Codec::Lz4, 5, 4, filter_id::SHUFFLE);
     let err = |p: &CParams| b2fs::codec::compress(&data, p).unwrap_err();
-    let with = |f: &dyn Fn(&mut CParams)| {
-        let mut p = base.clone();
+    let with = |p: &CParams, f: &dyn Fn(&mut CParams)| {
+        let mut p = p.clone();
         f(&mut p);
         p
     };
-    assert!(matches!(
-        err(&with(&|p| p.clevel = 10)),
-        CodecError::InvalidParams(_)
-    ));
-    assert!(matches!(
-        err(&with(&|p| p.typesize = 0)),
-        CodecError::InvalidParams(_)
-    ));
-    assert!(matches!(
-        err(&with(&|p| p.codec = Codec::Snappy)),
-        CodecError::InvalidParams(_)
-    ));
-    assert!(matches!(
-        err(&with(&|p| p.filters = [0, 7, 0, 0, 0, 0])),
-        CodecError::UnsupportedFilter { id: 7, slot: 1, .. }
-    ));
-    assert!(matches!(
-        err(&with(
-            &|p| p.filters = [filter_id::BYTEDELTA_BUGGY, 0, 0, 0, 0, 0]
-        )),
-        CodecError::UnsupportedFilter {
-            id: 34,
-            slot: 0,
-            ..
+    for fmt in [&base, &b1] {
+        // clevel > 9.
+        assert_eq!(
+            err(&with(fmt, &|p| p.clevel = 10)),
+            CodecError::InvalidClevel(10)
+        );
+        assert_eq!(
+            err(&with(fmt, &|p| p.clevel = 255)),
+            CodecError::InvalidClevel(255)
+        );
+        // typesize 0 or > 255, in both formats.
+        for ts in [0, 256, 300, usize::MAX] {
+            assert_eq!(
+                err(&with(fmt, &|p| p.typesize = ts)),
+                CodecError::InvalidTypesize(ts)
+            );
         }
-    ));
+        // An explicit blocksize of 0, not a multiple of the typesize, or above the maximum.
+        for bs in [0, 1, 2, 4098, MAX_BLOCKSIZE + 4, usize::MAX] {
+            assert_eq!(
+                err(&with(fmt, &|p| p.blocksize = Blocksize::Explicit(bs))),
+                CodecError::InvalidBlocksize {
+                    blocksize: bs,
+                    typesize: 4,
+                    max: MAX_BLOCKSIZE
+                },
+                "{bs}"
+            );
+        }
+        // ... while the same values are fine where they are valid.
+        for (ts, bs) in [(1, 1), (1, 4098), (2, 4098), (4, 4), (4, MAX_BLOCKSIZE)] {
+            let p = with(fmt, &|p| {
+                p.typesize = ts;
+                p.blocksize = Blocksize::Explicit(bs);
+            });
+            let chunk = b2fs::codec::compress(&data, &p).unwrap();
+            assert_eq!(b2fs::codec::decompress(&chunk).unwrap(), data);
+        }
+        // Snappy is decode-only; other unknown codecs cannot be named (`Codec` is closed).
+        assert_eq!(
+            err(&with(fmt, &|p| p.codec = Codec::Snappy)),
+            CodecError::UnsupportedCodec {
+                id: 3,
+                name: "snappy (decode only)"
+            }
+        );
+        // Unknown and decode-only filter ids.
+        assert!(matches!(
+            err(&with(fmt, &|p| p.filters = [0, 7, 0, 0, 0, 0])),
+            CodecError::UnsupportedFilter { id: 7, slot: 1, .. }
+        ));
+        assert!(matches!(
+            err(&with(fmt, &|p| p.filters = [0, 0, 0, 0, 0, 200])),
+            CodecError::UnsupportedFilter {
+                id: 200,
+                slot: 5,
+                ..
+            }
+        ));
+        assert!(matches!(
+            err(&with(fmt, &|p| p.filters =
+                [filter_id::BYTEDELTA_BUGGY, 0, 0, 0, 0, 0])),
+            CodecError::UnsupportedFilter {
+                id: 34,
+                slot: 0,
+                ..
+            }
+        ));
+    }
+    // Blosc2 only: DELTA after another filter, TRUNC_PREC beyond the mantissa or on a
+    // typesize other than 4 or 8.
     assert!(matches!(
-        err(&with(
-            &|p| p.filters = [filter_id::SHUFFLE, filter_id::DELTA, 0, 0, 0, 0]
-        )),
+        err(&with(&base, &|p| p.filters =
+            [filter_id::SHUFFLE, filter_id::DELTA, 0, 0, 0, 0])),
         CodecError::InvalidParams(_)
     ));
     assert!(matches!(
-        err(&with(&|p| {
+        err(&with(&base, &|p| {
             p.typesize = 2;
             p.filters = [filter_id::TRUNC_PREC, 0, 0, 0, 0, 0];
             p.filters_meta = [10, 0, 0, 0, 0, 0];
@@ -760,46 +821,56 @@ fn invalid_params_are_typed_errors() {
         CodecError::InvalidParams(_)
     ));
     assert!(matches!(
-        err(&with(
-            &|p| p.filters = [filter_id::TRUNC_PREC, 0, 0, 0, 0, 0]
-        )),
+        err(&with(&base, &|p| p.filters =
+            [filter_id::TRUNC_PREC, 0, 0, 0, 0, 0])),
         CodecError::InvalidParams(_)
     ));
-    // Blosc1: only one SHUFFLE or BITSHUFFLE, no metas, typesize <= 255.
-    let b1 = CParams::blosc1(Codec::Lz4, 5, 4, filter_id::SHUFFLE);
-    for filters in [
-        [0, 0, 0, 0, filter_id::DELTA, filter_id::SHUFFLE],
-        [0, 0, 0, 0, 0, filter_id::DELTA],
-        [0, 0, 0, 0, 0, filter_id::BYTEDELTA],
-        [filter_id::SHUFFLE, filter_id::BITSHUFFLE, 0, 0, 0, 0],
+    // A Blosc1 request for a Blosc2-only feature: DELTA, TRUNC_PREC, BYTEDELTA, more than one
+    // filter, a shuffle group size.
+    for (filters, feature) in [
+        ([0, 0, 0, 0, 0, filter_id::DELTA], "the DELTA filter"),
+        (
+            [filter_id::TRUNC_PREC, 0, 0, 0, 0, 0],
+            "the TRUNC_PREC filter",
+        ),
+        (
+            [0, 0, 0, 0, 0, filter_id::BYTEDELTA],
+            "the BYTEDELTA filter",
+        ),
+        (
+            [0, 0, 0, 0, filter_id::DELTA, filter_id::SHUFFLE],
+            "more than one filter",
+        ),
+        (
+            [filter_id::SHUFFLE, filter_id::DELTA, 0, 0, 0, 0],
+            "more than one filter",
+        ),
+        (
+            [filter_id::SHUFFLE, filter_id::BITSHUFFLE, 0, 0, 0, 0],
+            "more than one filter",
+        ),
     ] {
-        let p = CParams {
-            filters,
-            ..b1.clone()
-        };
-        assert!(
-            matches!(err(&p), CodecError::InvalidParams(_)),
+        assert_eq!(
+            err(&with(&b1, &|p| p.filters = filters)),
+            CodecError::NeedsBlosc2 { feature },
             "{filters:?}"
         );
     }
-    let p = CParams {
-        filters_meta: [0, 0, 0, 0, 0, 2],
-        ..b1.clone()
-    };
-    assert!(matches!(err(&p), CodecError::InvalidParams(_)));
-    let p = CParams {
-        typesize: 256,
-        ..b1.clone()
-    };
-    assert!(matches!(err(&p), CodecError::InvalidParams(_)));
-    // Blosc2 takes typesize > 255 (stored as 1, as C does).
-    let p = CParams {
-        typesize: 300,
-        ..base.clone()
-    };
-    let chunk = b2fs::codec::compress(&data, &p).unwrap();
-    assert_eq!(chunk[3], 1);
-    assert_eq!(b2fs::codec::decompress(&chunk).unwrap(), data);
+    assert_eq!(
+        err(&with(&b1, &|p| p.filters_meta = [0, 0, 0, 0, 0, 2])),
+        CodecError::NeedsBlosc2 {
+            feature: "filters_meta (a shuffle group size)"
+        }
+    );
+    // One SHUFFLE or BITSHUFFLE in any slot is a Blosc1 chunk.
+    for filters in [
+        [filter_id::SHUFFLE, 0, 0, 0, 0, 0],
+        [0, 0, filter_id::BITSHUFFLE, 0, 0, 0],
+    ] {
+        let chunk = b2fs::codec::compress(&data, &with(&b1, &|p| p.filters = filters)).unwrap();
+        assert_eq!(chunk[0], 2);
+        assert_eq!(b2fs::codec::decompress(&chunk).unwrap(), data);
+    }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -853,7 +924,11 @@ mod props {
             ts in prop_oneof![0usize..20, 250usize..270, Just(usize::MAX)],
             filters in proptest::array::uniform6(prop_oneof![0u8..6, Just(34u8), Just(35u8), any::<u8>()]),
             metas in proptest::array::uniform6(any::<u8>()),
-            blocksize in prop_oneof![Just(0usize), 1usize..64, 64usize..100_000, Just(usize::MAX)],
+            blocksize in prop_oneof![
+                Just(Blocksize::Auto),
+                prop_oneof![Just(0usize), 1usize..64, 64usize..100_000, Just(usize::MAX)]
+                    .prop_map(Blocksize::Explicit),
+            ],
             splitmode in 0usize..4,
             blosc1 in any::<bool>(),
             allow_special in any::<bool>(),
@@ -920,7 +995,7 @@ fn other_codecs_against_reference() {
     let mut rng = Rng(99);
     for c in &mut cases {
         c.params.codec = rng.pick(&[Codec::Lz4, Codec::Lz4Hc, Codec::Zlib, Codec::Zstd]);
-        c.params.blocksize = 0;
+        c.params.blocksize = Blocksize::Auto;
     }
     let reference = reference_chunks(&py, &cases);
     let mut enc = b2fs::codec::encode::Encoder::new();
