@@ -1189,3 +1189,48 @@ fn other_codecs_against_reference() {
         }
     }
 }
+
+/// LZ4HC at every level on larger blocks of the data its match finder works hardest on
+/// (float noise, random walks, mutated text, runs, small values), split and unsplit: the
+/// chunks equal C-Blosc2's byte for byte. Guards optimisations of the hash-chain search.
+#[test]
+fn lz4hc_every_level_byte_exact() {
+    let Some(py) = python("encoder::lz4hc_every_level_byte_exact") else {
+        return;
+    };
+    let mut rng = Rng(0x4c5a_3448);
+    let mut cases = Vec::new();
+    for (kind, ts) in [(1, 4), (2, 8), (4, 1), (6, 1), (7, 2)] {
+        let data = gen_data(&mut rng, 300_000, kind, ts);
+        for clevel in 1..=9 {
+            for splitmode in [SplitMode::Always, SplitMode::Never] {
+                let mut params = CParams::blosc2(Codec::Lz4Hc, clevel, ts, filter_id::SHUFFLE);
+                params.splitmode = splitmode;
+                cases.push(Case {
+                    params,
+                    data: data.clone(),
+                });
+            }
+        }
+    }
+    let reference = reference_chunks(&py, &cases);
+    let mut enc = b2fs::codec::encode::Encoder::new();
+    let bad: Vec<String> = cases
+        .iter()
+        .zip(&reference)
+        .filter_map(|(case, c_chunk)| {
+            let ours = enc.compress(&case.data, &case.params).unwrap();
+            (&ours != c_chunk).then(|| {
+                format!(
+                    "clevel {} ts {} {:?}: ours {} bytes, C {}",
+                    case.params.clevel,
+                    case.params.typesize,
+                    case.params.splitmode,
+                    ours.len(),
+                    c_chunk.len()
+                )
+            })
+        })
+        .collect();
+    assert!(bad.is_empty(), "{} differ:\n{}", bad.len(), bad.join("\n"));
+}
