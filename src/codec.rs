@@ -17,7 +17,7 @@ pub mod header;
 pub mod tune;
 
 pub use decode::{Decoder, chunk_info, decompress, decompress_into, decompress_range};
-pub use encode::{CParams, ChunkFormat, SplitMode, compress};
+pub use encode::{Blocksize, CParams, ChunkFormat, SplitMode, compress};
 pub use error::CodecError;
 pub use header::{ChunkHeader, SpecialKind};
 

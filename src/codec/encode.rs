@@ -15,11 +15,26 @@
 //! codec state (hash tables, a zstd context) and buffers across chunks. [`CParams::default`]
 //! gives python-blosc2's defaults; [`CParams::blosc1`] C-Blosc 1.x's.
 //!
-//! Invalid parameters (clevel > 9, typesize 0, typesize > 255 in a Blosc1 chunk, Snappy,
-//! unknown or decode-only filter ids, DELTA after another filter, a TRUNC_PREC precision the
-//! typesize cannot take, a Blosc1 request for anything but one SHUFFLE or BITSHUFFLE) are
-//! [`CodecError::InvalidParams`] or [`CodecError::UnsupportedFilter`]; inputs larger than
-//! [`MAX_BUFFERSIZE`] are [`CodecError::TooLarge`]. Nothing panics.
+//! Invalid parameters are typed errors, checked before anything is written:
+//!
+//! | parameters | error |
+//! | --- | --- |
+//! | clevel > 9 | [`CodecError::InvalidClevel`] |
+//! | typesize 0 or > 255 (both formats) | [`CodecError::InvalidTypesize`] |
+//! | [`Blocksize::Explicit`] 0, not a multiple of the typesize, or > 536866816 | [`CodecError::InvalidBlocksize`] |
+//! | Snappy (decode-only) | [`CodecError::UnsupportedCodec`] |
+//! | unknown or decode-only filter ids | [`CodecError::UnsupportedFilter`] |
+//! | a Blosc1 request for anything but one SHUFFLE or BITSHUFFLE, or with filters_meta | [`CodecError::NeedsBlosc2`] |
+//! | DELTA after another filter, a TRUNC_PREC precision the typesize cannot take | [`CodecError::InvalidParams`] |
+//! | input larger than [`MAX_BUFFERSIZE`] | [`CodecError::TooLarge`] |
+//!
+//! An unknown codec cannot be requested: [`Codec`] only names the known ones. Nothing panics.
+//!
+//! Deliberate differences from C: C-Blosc2 accepts typesize > 255 (it tunes the blocksize on
+//! the real size and stores typesize 1, section 6.1) and a forced blocksize that is not a
+//! multiple of the typesize (it then writes a header its own decoder rejects, section 6.2);
+//! this encoder refuses both. To re-encode an existing chunk alike, pass its header's typesize
+//! (1 for such large types) and [`Blocksize::explicit_or_auto`] of its header's blocksize.
 
 use super::compressor::blosclz_encode::{BloscLzEncoder, Variant};
 use super::compressor::lz4_encode::Lz4Encoder;
@@ -49,6 +64,46 @@ pub enum SplitMode {
     ForwardCompat,
 }
 
+/// How the encoder chooses the block size.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Blocksize {
+    /// The C libraries' automatic choice (section 2.10 for Blosc2, 2.12 for Blosc1).
+    #[default]
+    Auto,
+    /// Blocks of this many bytes: a positive multiple of the typesize, at most 536866816 (the
+    /// largest blocksize a header may declare); anything else is
+    /// [`CodecError::InvalidBlocksize`]. A value above the input size is capped to it (then
+    /// rounded down to whole elements, as C does).
+    ///
+    /// Blosc2 uses the value as given and writes it to the header. Blosc1 treats it as C-Blosc
+    /// 1.x treats `blosc_set_blocksize`: raised to at least 128 and, when the block is split,
+    /// scaled by the typesize within 64 KiB..1 MiB (section 2.12); the header holds the value
+    /// used.
+    Explicit(usize),
+}
+
+impl Blocksize {
+    /// `Explicit(blocksize)` when the encoder takes that value with `typesize` (a positive
+    /// multiple of it, at most [`MAX_BLOCKSIZE`]), `Auto` otherwise.
+    ///
+    /// Meant for re-using the blocksize of an existing chunk's header: other values occur there
+    /// only in chunks smaller than one element (always memcpyed, where the blocksize does not
+    /// matter) and in chunks C-Blosc2 wrote with a forced blocksize that is not a multiple of
+    /// the typesize (which no decoder reads, section 6.2).
+    pub fn explicit_or_auto(blocksize: usize, typesize: usize) -> Blocksize {
+        if valid_explicit(blocksize, typesize) {
+            Blocksize::Explicit(blocksize)
+        } else {
+            Blocksize::Auto
+        }
+    }
+}
+
+/// Whether [`Blocksize::Explicit`]`(blocksize)` is valid with `typesize`.
+fn valid_explicit(blocksize: usize, typesize: usize) -> bool {
+    blocksize > 0 && typesize > 0 && blocksize % typesize == 0 && blocksize <= MAX_BLOCKSIZE
+}
+
 /// Compression parameters for one chunk.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CParams {
@@ -58,16 +113,17 @@ pub struct CParams {
     pub codec: Codec,
     /// Compression level 0..9.
     pub clevel: u8,
-    /// Element size in bytes (1.. ; > 255 is stored as 1 after blocksize selection).
+    /// Element size in bytes, 1..=255 (the header stores it in one byte). To compress a type
+    /// larger than 255 bytes, pass 1, as C-Blosc2 stores it.
     pub typesize: usize,
-    /// Filter ids per slot (Blosc1: only SHUFFLE or BITSHUFFLE in slot 5).
+    /// Filter ids per slot (Blosc1: at most one, SHUFFLE or BITSHUFFLE, in any slot).
     pub filters: [u8; 6],
     /// Filter parameters per slot.
     pub filters_meta: [u8; 6],
     /// Split mode.
     pub splitmode: SplitMode,
-    /// Forced blocksize; 0 = automatic (C-Blosc2's choice).
-    pub blocksize: usize,
+    /// Block size: automatic or explicit.
+    pub blocksize: Blocksize,
     /// Whether special chunks may be written (Blosc2 only): an all-zero result becomes a
     /// 32-byte zeros chunk (as C-Blosc2's `compress2` always does), and an input made only of
     /// canonical NaNs (typesize 4 or 8) a 32-byte NaN chunk.
@@ -86,7 +142,7 @@ impl Default for CParams {
             filters: [0, 0, 0, 0, 0, filter_id::SHUFFLE],
             filters_meta: [0; 6],
             splitmode: SplitMode::Auto,
-            blocksize: 0,
+            blocksize: Blocksize::Auto,
             allow_special: true,
         }
     }
@@ -125,8 +181,9 @@ pub fn compress(src: &[u8], params: &CParams) -> Result<Vec<u8>, CodecError> {
     Encoder::new().compress(src, params)
 }
 
-/// Largest blocksize C-Blosc2's reader accepts in a header (section 1.5).
-const MAX_BLOCKSIZE: usize = 536_866_816;
+/// Largest blocksize C-Blosc2's reader accepts in a header (section 1.5), and so the largest
+/// [`Blocksize::Explicit`] value.
+pub const MAX_BLOCKSIZE: usize = 536_866_816;
 
 /// Flags byte bits (section 1.2).
 mod flag {
@@ -471,19 +528,20 @@ impl Codecs {
 fn plan(nbytes: usize, params: &CParams) -> Result<Plan, CodecError> {
     let blosc2 = params.format == ChunkFormat::Blosc2;
     if params.clevel > 9 {
-        return Err(invalid(format!("clevel {} > 9", params.clevel)));
+        return Err(CodecError::InvalidClevel(params.clevel));
     }
-    if params.typesize == 0 {
-        return Err(invalid("typesize 0"));
+    let typesize = params.typesize;
+    if !(1..=255).contains(&typesize) {
+        return Err(CodecError::InvalidTypesize(typesize));
     }
-    if !blosc2 && params.typesize > 255 {
-        return Err(invalid(format!(
-            "typesize {} > 255 in a Blosc1 chunk",
-            params.typesize
-        )));
-    }
-    if params.typesize > i32::MAX as usize {
-        return Err(invalid(format!("typesize {} too large", params.typesize)));
+    if let Blocksize::Explicit(bs) = params.blocksize {
+        if !valid_explicit(bs, typesize) {
+            return Err(CodecError::InvalidBlocksize {
+                blocksize: bs,
+                typesize,
+                max: MAX_BLOCKSIZE,
+            });
+        }
     }
     if nbytes > MAX_BUFFERSIZE {
         return Err(CodecError::TooLarge {
@@ -492,24 +550,20 @@ fn plan(nbytes: usize, params: &CParams) -> Result<Plan, CodecError> {
         });
     }
     if params.codec == Codec::Snappy {
-        return Err(invalid("cannot write snappy streams"));
+        return Err(CodecError::UnsupportedCodec {
+            id: params.codec.compcode(),
+            name: "snappy (decode only)",
+        });
     }
-    // Filters: known ids only, DELTA in front of every other filter.
-    let mut seen_other = false;
+    // Filters: known, encodable ids only.
     for (slot, &id) in params.filters.iter().enumerate() {
         match id {
-            filter_id::NOFILTER => {}
-            filter_id::SHUFFLE
+            filter_id::NOFILTER
+            | filter_id::SHUFFLE
             | filter_id::BITSHUFFLE
+            | filter_id::DELTA
             | filter_id::TRUNC_PREC
-            | filter_id::BYTEDELTA => seen_other = true,
-            filter_id::DELTA => {
-                if seen_other {
-                    return Err(invalid(format!(
-                        "DELTA in slot {slot} after another filter (it must come first)"
-                    )));
-                }
-            }
+            | filter_id::BYTEDELTA => {}
             other => {
                 return Err(CodecError::UnsupportedFilter {
                     id: other,
@@ -523,62 +577,81 @@ fn plan(nbytes: usize, params: &CParams) -> Result<Plan, CodecError> {
             }
         }
     }
-    let header_typesize = if params.typesize > 255 {
-        1
-    } else {
-        params.typesize
-    };
-    for (&f, &m) in params.filters.iter().zip(&params.filters_meta) {
-        if f == filter_id::TRUNC_PREC {
-            super::filter::truncprec::zeroed_bits(header_typesize, m)?;
-        }
-    }
     let mut flags;
     if blosc2 {
+        // DELTA in front of every other filter; TRUNC_PREC precisions the typesize can take.
+        let mut seen_other = false;
+        for (slot, (&id, &meta)) in params.filters.iter().zip(&params.filters_meta).enumerate() {
+            match id {
+                filter_id::NOFILTER => {}
+                filter_id::DELTA if seen_other => {
+                    return Err(invalid(format!(
+                        "DELTA in slot {slot} after another filter (it must come first)"
+                    )));
+                }
+                filter_id::DELTA => {}
+                filter_id::TRUNC_PREC => {
+                    super::filter::truncprec::zeroed_bits(typesize, meta)?;
+                    seen_other = true;
+                }
+                _ => seen_other = true,
+            }
+        }
         flags = 0x05;
         if params.filters.contains(&filter_id::DELTA) {
             flags |= flag::DELTA;
         }
     } else {
-        let active: Vec<(usize, u8)> = params
+        // At most one filter, SHUFFLE or BITSHUFFLE (in any slot), without parameters.
+        let mut active = params
             .filters
             .iter()
-            .copied()
-            .enumerate()
-            .filter(|&(_, id)| id != 0)
-            .collect();
-        flags = 0;
-        match active.as_slice() {
-            [] => {}
-            [(slot, id)] if *id == filter_id::SHUFFLE || *id == filter_id::BITSHUFFLE => {
-                if params.filters_meta[*slot] != 0 {
-                    return Err(invalid(
-                        "filters_meta (shuffle group size) needs a Blosc2 chunk",
-                    ));
-                }
-                flags = if *id == filter_id::SHUFFLE {
-                    flag::SHUFFLE
-                } else {
-                    flag::BITSHUFFLE
+            .zip(&params.filters_meta)
+            .filter(|&(&id, _)| id != filter_id::NOFILTER);
+        flags = match (active.next(), active.next()) {
+            (None, _) => 0,
+            (Some(_), Some(_)) => {
+                return Err(CodecError::NeedsBlosc2 {
+                    feature: "more than one filter",
+                });
+            }
+            (Some((&id, &meta)), None) => {
+                let bit = match id {
+                    filter_id::SHUFFLE => flag::SHUFFLE,
+                    filter_id::BITSHUFFLE => flag::BITSHUFFLE,
+                    filter_id::DELTA => {
+                        return Err(CodecError::NeedsBlosc2 {
+                            feature: "the DELTA filter",
+                        });
+                    }
+                    filter_id::TRUNC_PREC => {
+                        return Err(CodecError::NeedsBlosc2 {
+                            feature: "the TRUNC_PREC filter",
+                        });
+                    }
+                    _ => {
+                        return Err(CodecError::NeedsBlosc2 {
+                            feature: "the BYTEDELTA filter",
+                        });
+                    }
                 };
+                if meta != 0 {
+                    return Err(CodecError::NeedsBlosc2 {
+                        feature: "filters_meta (a shuffle group size)",
+                    });
+                }
+                bit
             }
-            _ => {
-                return Err(invalid(
-                    "Blosc1 chunks take at most one filter, SHUFFLE or BITSHUFFLE",
-                ));
-            }
-        }
+        };
     }
 
     let input = TuneInput {
         codec: params.codec,
         clevel: params.clevel,
-        typesize: params.typesize,
+        typesize,
         filters: &params.filters,
         splitmode: params.splitmode,
-        // Larger forced blocksizes mean "one block" anyway; capping keeps every header value
-        // within what readers accept (section 1.5).
-        forced_blocksize: params.blocksize.min(MAX_BLOCKSIZE),
+        blocksize: params.blocksize,
         nbytes,
     };
     let (tuning, hlen) = if blosc2 {
@@ -586,14 +659,9 @@ fn plan(nbytes: usize, params: &CParams) -> Result<Plan, CodecError> {
     } else {
         (tune::tune_blosc1(&input), 16)
     };
-    let typesize = if params.typesize > 255 {
-        1
-    } else {
-        params.typesize
-    };
     let destsize = nbytes + hlen;
     let nblocks = nbytes.div_ceil(tuning.blocksize.max(1));
-    let mut memcpyed = params.clevel == 0 || nbytes < params.typesize;
+    let mut memcpyed = params.clevel == 0 || nbytes < typesize;
     memcpyed |= if blosc2 { nbytes < 32 } else { nbytes < 128 };
     memcpyed |= hlen + 4 * nblocks > destsize;
     if blosc2 {

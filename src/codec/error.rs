@@ -73,9 +73,39 @@ pub enum CodecError {
         /// What the chunk is.
         what: &'static str,
     },
-    /// Invalid compression parameters.
+    /// Invalid compression parameters not covered by a more specific variant (DELTA after
+    /// another filter, a TRUNC_PREC precision the typesize cannot take).
     #[error("invalid compression parameters: {0}")]
     InvalidParams(String),
+    /// A compression level above 9.
+    #[error("invalid compression level {0}: must be 0..=9")]
+    InvalidClevel(u8),
+    /// A typesize of 0 or above 255 (the chunk header stores it in one byte). C-Blosc2 accepts
+    /// larger types and stores typesize 1; this encoder refuses them.
+    #[error("invalid typesize {0}: must be 1..=255")]
+    InvalidTypesize(usize),
+    /// An explicit blocksize that is 0, not a multiple of the typesize or larger than the
+    /// largest blocksize a header may declare.
+    #[error(
+        "invalid explicit blocksize {blocksize} for typesize {typesize}: must be a multiple of \
+         the typesize in 1..={max}"
+    )]
+    InvalidBlocksize {
+        /// The requested blocksize.
+        blocksize: usize,
+        /// The typesize it must be a multiple of.
+        typesize: usize,
+        /// The largest blocksize accepted.
+        max: usize,
+    },
+    /// A feature only Blosc2 chunks can carry, requested for a Blosc1 chunk.
+    #[error(
+        "{feature} needs a Blosc2 chunk (Blosc1 chunks take at most one SHUFFLE or BITSHUFFLE)"
+    )]
+    NeedsBlosc2 {
+        /// The feature: a filter or filter combination, or filter parameters.
+        feature: &'static str,
+    },
     /// The data could not be compressed into the space available.
     #[error("compressed data does not fit in {capacity} bytes")]
     NoSpace {

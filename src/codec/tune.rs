@@ -6,7 +6,7 @@
 //! is comparable (and, for BloscLZ, byte-identical).
 
 use super::Codec;
-use super::encode::SplitMode;
+use super::encode::{Blocksize, SplitMode};
 use super::filter_id;
 
 /// The parameters the tuner looks at.
@@ -16,14 +16,16 @@ pub struct TuneInput<'a> {
     pub codec: Codec,
     /// Compression level 0..9.
     pub clevel: u8,
-    /// Requested element size (before any capping at 255).
+    /// Element size, 1..=255 (the encoder refuses others before tuning; C-Blosc2 tunes larger
+    /// types with their real size and stores 1, section 6.1).
     pub typesize: usize,
     /// Filter ids per slot (only SHUFFLE's presence matters, for Blosc2).
     pub filters: &'a [u8; 6],
     /// Split mode.
     pub splitmode: SplitMode,
-    /// Forced blocksize; 0 = automatic.
-    pub forced_blocksize: usize,
+    /// Requested blocksize. The tuner models C, whose forced blocksize 0 means automatic:
+    /// `Explicit(0)` is tuned like `Auto` (the encoder refuses it before tuning).
+    pub blocksize: Blocksize,
     /// Uncompressed size of the chunk.
     pub nbytes: usize,
 }
@@ -115,24 +117,31 @@ fn finish(bs: usize, nbytes: usize, typesize: usize) -> usize {
     bs
 }
 
-/// Blocksize and split as C-Blosc2 3.3.x chooses them (sections 2.10 and 2.11).
-///
-/// `typesize` is the requested size; types larger than 255 are tuned with their real size and
-/// split with the header's capped typesize (1), as C does.
+/// The forced blocksize C would see (0 = automatic).
+fn forced(b: Blocksize) -> usize {
+    match b {
+        Blocksize::Auto => 0,
+        Blocksize::Explicit(f) => f,
+    }
+}
+
+/// Blocksize and split as C-Blosc2 3.3.x chooses them (sections 2.10 and 2.11), except that
+/// a forced blocksize is written as used (rounded down to whole elements when C would round),
+/// where C writes the unrounded value (section 6.2).
 pub fn tune_blosc2(p: &TuneInput<'_>) -> Tuning {
     let ts = p.typesize.max(1);
     let n = p.nbytes;
-    let header_ts = if ts > 255 { 1 } else { ts };
+    let forced = forced(p.blocksize);
     let blocksize = if n < ts {
         // Such chunks are always memcpyed; C still records a forced value (capped to a
         // non-zero nbytes) in the header.
-        match (p.forced_blocksize, n) {
+        match (forced, n) {
             (0, _) => 1,
             (f, 0) => f,
             (f, n) => f.min(n),
         }
-    } else if p.forced_blocksize > 0 {
-        finish(p.forced_blocksize, n, ts)
+    } else if forced > 0 {
+        finish(forced, n, ts)
     } else {
         let mut bs = base_blocksize(n, p.codec, p.clevel);
         let split_n = split_blosc2(p.splitmode, p.codec, p.clevel, p.filters, ts, n);
@@ -148,14 +157,7 @@ pub fn tune_blosc2(p: &TuneInput<'_>) -> Tuning {
         }
         finish(bs, n, ts)
     };
-    let split = split_blosc2(
-        p.splitmode,
-        p.codec,
-        p.clevel,
-        p.filters,
-        header_ts,
-        blocksize,
-    );
+    let split = split_blosc2(p.splitmode, p.codec, p.clevel, p.filters, ts, blocksize);
     Tuning { blocksize, split }
 }
 
@@ -169,8 +171,9 @@ pub fn tune_blosc1(p: &TuneInput<'_>) -> Tuning {
     let blocksize = if n < ts {
         1
     } else {
-        let mut bs = if p.forced_blocksize > 0 {
-            p.forced_blocksize.clamp(128, BLOSC1_MAX_FORCED)
+        let forced = forced(p.blocksize);
+        let mut bs = if forced > 0 {
+            forced.clamp(128, BLOSC1_MAX_FORCED)
         } else {
             base_blocksize(n, p.codec, p.clevel)
         };
@@ -197,7 +200,7 @@ mod tests {
             typesize: ts,
             filters,
             splitmode: SplitMode::Auto,
-            forced_blocksize: 0,
+            blocksize: Blocksize::Auto,
             nbytes: n,
         }
     }
@@ -236,9 +239,6 @@ mod tests {
         // 6.5: 33 bytes typesize 4 -> blocksize 32.
         let t = tune_blosc2(&inp(Codec::BloscLz, 5, 4, &SHUF, 33));
         assert_eq!(t.blocksize, 32);
-        // 6.1: typesize 300 -> multiple of 300.
-        let t = tune_blosc2(&inp(Codec::BloscLz, 5, 300, &SHUF, 40000));
-        assert_eq!(t.blocksize, 39900);
         // 1.6 Blosc1: arange(50000,int32), blosclz 5 shuffle -> one 200000-byte block.
         let t = tune_blosc1(&inp(Codec::BloscLz, 5, 4, &SHUF, 200000));
         assert_eq!(
@@ -251,7 +251,7 @@ mod tests {
         // 2.12: forced 4096 with typesize 4 on 12321 bytes -> 12320.
         let mut i = inp(Codec::BloscLz, 5, 4, &SHUF, 12321);
         i.splitmode = SplitMode::ForwardCompat;
-        i.forced_blocksize = 4096;
+        i.blocksize = Blocksize::Explicit(4096);
         assert_eq!(tune_blosc1(&i).blocksize, 12320);
     }
 

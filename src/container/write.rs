@@ -46,7 +46,7 @@ use serde_json::Value;
 pub use compact::compact;
 
 use super::{Array, ChunkKind, ContainerError, Inner, SourceKind, Table};
-use crate::codec::{CParams, ChunkFormat, ChunkHeader, Codec, SpecialKind, SplitMode};
+use crate::codec::{Blocksize, CParams, ChunkFormat, ChunkHeader, Codec, SpecialKind, SplitMode};
 
 /// One batch of changes to a single array, committed atomically and crash-safely.
 #[derive(Debug, Default, Clone)]
@@ -195,7 +195,7 @@ pub fn chunk_cparams(array: &Array) -> Result<CParams, ContainerError> {
                     } else {
                         SplitMode::Always
                     },
-                    blocksize: 0,
+                    blocksize: Blocksize::Auto,
                     allow_special: true,
                 },
                 None => CParams {
@@ -206,7 +206,11 @@ pub fn chunk_cparams(array: &Array) -> Result<CParams, ContainerError> {
                             unsupported(path, format!("codec {} for new chunks", info.compcode()))
                         })?,
                     clevel,
-                    typesize: usize::try_from(info.typesize).unwrap_or(1).clamp(1, 255),
+                    // Types over 255 bytes are stored as typesize 1, as C-Blosc2 does.
+                    typesize: usize::try_from(info.typesize)
+                        .ok()
+                        .filter(|ts| (1..=255).contains(ts))
+                        .unwrap_or(1),
                     filters: info.filters,
                     filters_meta: info.filters_meta,
                     splitmode: match info.other_flags & 3 {
@@ -214,7 +218,7 @@ pub fn chunk_cparams(array: &Array) -> Result<CParams, ContainerError> {
                         1 => SplitMode::Never,
                         _ => SplitMode::Auto,
                     },
-                    blocksize: 0,
+                    blocksize: Blocksize::Auto,
                     allow_special: true,
                 },
             };
@@ -222,10 +226,11 @@ pub fn chunk_cparams(array: &Array) -> Result<CParams, ContainerError> {
                 // b2nd chunks are laid out in blocks of blockshape: keep that blocksize.
                 let items: u64 = nd.blockshape.iter().product();
                 let bs = items.saturating_mul(u64::from(info.typesize));
-                p.blocksize = match &first {
+                let bs = match &first {
                     Some(h) => h.blocksize,
                     None => usize::try_from(bs).unwrap_or(0),
                 };
+                p.blocksize = Blocksize::explicit_or_auto(bs, p.typesize);
             }
             Ok(p)
         }
@@ -250,7 +255,7 @@ pub fn chunk_cparams(array: &Array) -> Result<CParams, ContainerError> {
                     filters: h.filters,
                     filters_meta: [0; 6],
                     splitmode: SplitMode::ForwardCompat,
-                    blocksize: 0,
+                    blocksize: Blocksize::Auto,
                     allow_special: false,
                 }),
                 None => {

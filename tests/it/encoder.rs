@@ -5,7 +5,7 @@
 use std::fmt::Write as _;
 use std::path::Path;
 
-use b2fs::codec::encode::{CParams, ChunkFormat, SplitMode};
+use b2fs::codec::encode::{Blocksize, CParams, ChunkFormat, SplitMode};
 use b2fs::codec::tune::{TuneInput, tune_blosc1, tune_blosc2};
 use b2fs::codec::{Codec, filter_id};
 
@@ -104,11 +104,8 @@ fn tune_matches_reference() {
         let codec = rng.pick(&CODECS);
         let clevel = rng.below(10) as u8;
         let filt = rng.below(3) as u8; // 0 none, 1 shuffle, 2 bitshuffle
-        let ts = if blosc1 {
-            rng.pick(&[1usize, 2, 3, 4, 8, 16, 17, 33, 255])
-        } else {
-            rng.pick(&[1usize, 2, 3, 4, 8, 16, 17, 33, 255, 300])
-        };
+        // (typesize > 255 is refused by our encoder: `typesize_over_255_and_unaligned_blocksize_refused_unlike_c`.)
+        let ts = rng.pick(&[1usize, 2, 3, 4, 8, 16, 17, 33, 255]);
         let n = rng.pick(&sizes);
         let sm = if blosc1 {
             SplitMode::ForwardCompat
@@ -156,7 +153,11 @@ fn tune_matches_reference() {
             typesize: ts,
             filters: &filters,
             splitmode: sm,
-            forced_blocksize: forced,
+            blocksize: if forced > 0 {
+                Blocksize::Explicit(forced)
+            } else {
+                Blocksize::Auto
+            },
             nbytes: n,
         };
         let t = if b1 {
@@ -285,6 +286,14 @@ for case in json.load(open(sys.argv[1])):
     open(case["path"] + ".c", "wb").write(c)
 "#;
 
+/// The forced blocksize as C's API takes it (0 = automatic).
+fn forced(b: Blocksize) -> usize {
+    match b {
+        Blocksize::Auto => 0,
+        Blocksize::Explicit(f) => f,
+    }
+}
+
 /// One chunk-encoding case of a test matrix.
 #[derive(Debug, Clone)]
 struct Case {
@@ -313,7 +322,7 @@ fn case_json(i: usize, c: &Case, path: &Path) -> String {
         p.filters_meta,
         p.typesize,
         splitmode_code(p.splitmode),
-        p.blocksize,
+        forced(p.blocksize),
         path.display()
     )
 }
@@ -373,7 +382,7 @@ fn byte_exact_cases(seed: u64, count: usize) -> Vec<Case> {
             p
         };
         if rng.below(4) == 0 {
-            params.blocksize = ts * (rng.below(64) as usize + 1) * 256;
+            params.blocksize = Blocksize::Explicit(ts * (rng.below(64) as usize + 1) * 256);
         }
         let data = gen_data(&mut rng, n, kind, ts);
         cases.push(Case { params, data });
@@ -395,8 +404,13 @@ fn blosclz_chunks_byte_exact() {
     for (i, (case, c_chunk)) in cases.iter().zip(&reference).enumerate() {
         blosc1 += usize::from(case.params.format == ChunkFormat::Blosc1);
         let ours = enc.compress(&case.data, &case.params).unwrap();
-        // C writes an unrounded forced blocksize (section 6.2, a C bug): not comparable.
-        let (f, n, ts) = (case.params.blocksize, case.data.len(), case.params.typesize);
+        // Explicit blocksizes are multiples of the typesize, but C caps one above the input
+        // size to the unrounded input size (section 6.2, a C bug): not comparable.
+        let (f, n, ts) = (
+            forced(case.params.blocksize),
+            case.data.len(),
+            case.params.typesize,
+        );
         if case.params.format == ChunkFormat::Blosc2 && f > 0 && f.min(n) > ts && f.min(n) % ts != 0
         {
             skipped += 1;
@@ -455,7 +469,7 @@ fn interop_cases(seed: u64, count: usize) -> Vec<Case> {
     while cases.len() < count {
         let blosc1 = rng.below(4) == 0;
         let codec = rng.pick(&CODECS);
-        let ts = rng.pick(&[1usize, 2, 4, 4, 8, 8, 3, 12, 16, 24, 300]);
+        let ts = rng.pick(&[1usize, 2, 4, 4, 8, 8, 3, 12, 16, 24, 255]);
         let clevel = rng.below(10) as u8;
         let n = match rng.below(5) {
             0 => rng.below(200) as usize,
@@ -469,9 +483,6 @@ fn interop_cases(seed: u64, count: usize) -> Vec<Case> {
         };
         let kind = rng.below(8);
         let mut params = if blosc1 {
-            if ts > 255 {
-                continue;
-            }
             let filt = rng.pick(&[0u8, filter_id::SHUFFLE, filter_id::BITSHUFFLE]);
             CParams::blosc1(codec, clevel, ts, filt)
         } else {
@@ -484,7 +495,7 @@ fn interop_cases(seed: u64, count: usize) -> Vec<Case> {
             p
         };
         if rng.below(4) == 0 {
-            params.blocksize = ts.min(64) * (rng.below(64) as usize + 1) * 128;
+            params.blocksize = Blocksize::Explicit(ts * (rng.below(64) as usize + 1) * 128);
         }
         let data = gen_data(&mut rng, n, kind, ts);
         cases.push(Case { params, data });
@@ -537,7 +548,11 @@ fn reference_decodes_our_chunks() {
             let mut params = CParams::blosc2(codec, 5, ts, 0);
             params.filters = filters;
             params.filters_meta = metas;
-            params.blocksize = if n > 10_000 { 8192 } else { 0 };
+            params.blocksize = if n > 10_000 {
+                Blocksize::Explicit(8192)
+            } else {
+                Blocksize::Auto
+            };
             let data = gen_data(&mut rng, n, 2, ts);
             cases.push(Case { params, data });
         }
@@ -689,7 +704,7 @@ fn notes_multiblock_blosclz_example() {
     // Section 2.5: arange(2048, int32), BloscLZ clevel 5, typesize 4, blocksize 4096.
     let data: Vec<u8> = (0..2048u32).flat_map(|i| i.to_le_bytes()).collect();
     let mut p = CParams::blosc2(Codec::BloscLz, 5, 4, filter_id::SHUFFLE);
-    p.blocksize = 4096;
+    p.blocksize = Blocksize::Explicit(4096);
     let chunk = b2fs::codec::compress(&data, &p).unwrap();
     assert_eq!(chunk.len(), 678);
     assert_eq!(&chunk[32..40], &hex("28 00 00 00 67 01 00 00")[..]);
@@ -711,48 +726,94 @@ fn notes_multiblock_blosclz_example() {
 #[test]
 fn invalid_params_are_typed_errors() {
     use b2fs::codec::CodecError;
+    use b2fs::codec::encode::MAX_BLOCKSIZE;
     let data = vec![1u8; 1000];
     let base = CParams::blosc2(Codec::Lz4, 5, 4, filter_id::SHUFFLE);
+    let b1 = CParams::blosc1(Codec::Lz4, 5, 4, filter_id::SHUFFLE);
     let err = |p: &CParams| b2fs::codec::compress(&data, p).unwrap_err();
-    let with = |f: &dyn Fn(&mut CParams)| {
-        let mut p = base.clone();
+    let with = |p: &CParams, f: &dyn Fn(&mut CParams)| {
+        let mut p = p.clone();
         f(&mut p);
         p
     };
-    assert!(matches!(
-        err(&with(&|p| p.clevel = 10)),
-        CodecError::InvalidParams(_)
-    ));
-    assert!(matches!(
-        err(&with(&|p| p.typesize = 0)),
-        CodecError::InvalidParams(_)
-    ));
-    assert!(matches!(
-        err(&with(&|p| p.codec = Codec::Snappy)),
-        CodecError::InvalidParams(_)
-    ));
-    assert!(matches!(
-        err(&with(&|p| p.filters = [0, 7, 0, 0, 0, 0])),
-        CodecError::UnsupportedFilter { id: 7, slot: 1, .. }
-    ));
-    assert!(matches!(
-        err(&with(
-            &|p| p.filters = [filter_id::BYTEDELTA_BUGGY, 0, 0, 0, 0, 0]
-        )),
-        CodecError::UnsupportedFilter {
-            id: 34,
-            slot: 0,
-            ..
+    for fmt in [&base, &b1] {
+        // clevel > 9.
+        assert_eq!(
+            err(&with(fmt, &|p| p.clevel = 10)),
+            CodecError::InvalidClevel(10)
+        );
+        assert_eq!(
+            err(&with(fmt, &|p| p.clevel = 255)),
+            CodecError::InvalidClevel(255)
+        );
+        // typesize 0 or > 255, in both formats.
+        for ts in [0, 256, 300, usize::MAX] {
+            assert_eq!(
+                err(&with(fmt, &|p| p.typesize = ts)),
+                CodecError::InvalidTypesize(ts)
+            );
         }
-    ));
+        // An explicit blocksize of 0, not a multiple of the typesize, or above the maximum.
+        for bs in [0, 1, 2, 4098, MAX_BLOCKSIZE + 4, usize::MAX] {
+            assert_eq!(
+                err(&with(fmt, &|p| p.blocksize = Blocksize::Explicit(bs))),
+                CodecError::InvalidBlocksize {
+                    blocksize: bs,
+                    typesize: 4,
+                    max: MAX_BLOCKSIZE
+                },
+                "{bs}"
+            );
+        }
+        // ... while the same values are fine where they are valid.
+        for (ts, bs) in [(1, 1), (1, 4098), (2, 4098), (4, 4), (4, MAX_BLOCKSIZE)] {
+            let p = with(fmt, &|p| {
+                p.typesize = ts;
+                p.blocksize = Blocksize::Explicit(bs);
+            });
+            let chunk = b2fs::codec::compress(&data, &p).unwrap();
+            assert_eq!(b2fs::codec::decompress(&chunk).unwrap(), data);
+        }
+        // Snappy is decode-only; other unknown codecs cannot be named (`Codec` is closed).
+        assert_eq!(
+            err(&with(fmt, &|p| p.codec = Codec::Snappy)),
+            CodecError::UnsupportedCodec {
+                id: 3,
+                name: "snappy (decode only)"
+            }
+        );
+        // Unknown and decode-only filter ids.
+        assert!(matches!(
+            err(&with(fmt, &|p| p.filters = [0, 7, 0, 0, 0, 0])),
+            CodecError::UnsupportedFilter { id: 7, slot: 1, .. }
+        ));
+        assert!(matches!(
+            err(&with(fmt, &|p| p.filters = [0, 0, 0, 0, 0, 200])),
+            CodecError::UnsupportedFilter {
+                id: 200,
+                slot: 5,
+                ..
+            }
+        ));
+        assert!(matches!(
+            err(&with(fmt, &|p| p.filters =
+                [filter_id::BYTEDELTA_BUGGY, 0, 0, 0, 0, 0])),
+            CodecError::UnsupportedFilter {
+                id: 34,
+                slot: 0,
+                ..
+            }
+        ));
+    }
+    // Blosc2 only: DELTA after another filter, TRUNC_PREC beyond the mantissa or on a
+    // typesize other than 4 or 8.
     assert!(matches!(
-        err(&with(
-            &|p| p.filters = [filter_id::SHUFFLE, filter_id::DELTA, 0, 0, 0, 0]
-        )),
+        err(&with(&base, &|p| p.filters =
+            [filter_id::SHUFFLE, filter_id::DELTA, 0, 0, 0, 0])),
         CodecError::InvalidParams(_)
     ));
     assert!(matches!(
-        err(&with(&|p| {
+        err(&with(&base, &|p| {
             p.typesize = 2;
             p.filters = [filter_id::TRUNC_PREC, 0, 0, 0, 0, 0];
             p.filters_meta = [10, 0, 0, 0, 0, 0];
@@ -760,46 +821,208 @@ fn invalid_params_are_typed_errors() {
         CodecError::InvalidParams(_)
     ));
     assert!(matches!(
-        err(&with(
-            &|p| p.filters = [filter_id::TRUNC_PREC, 0, 0, 0, 0, 0]
-        )),
+        err(&with(&base, &|p| p.filters =
+            [filter_id::TRUNC_PREC, 0, 0, 0, 0, 0])),
         CodecError::InvalidParams(_)
     ));
-    // Blosc1: only one SHUFFLE or BITSHUFFLE, no metas, typesize <= 255.
-    let b1 = CParams::blosc1(Codec::Lz4, 5, 4, filter_id::SHUFFLE);
-    for filters in [
-        [0, 0, 0, 0, filter_id::DELTA, filter_id::SHUFFLE],
-        [0, 0, 0, 0, 0, filter_id::DELTA],
-        [0, 0, 0, 0, 0, filter_id::BYTEDELTA],
-        [filter_id::SHUFFLE, filter_id::BITSHUFFLE, 0, 0, 0, 0],
+    // A Blosc1 request for a Blosc2-only feature: DELTA, TRUNC_PREC, BYTEDELTA, more than one
+    // filter, a shuffle group size.
+    for (filters, feature) in [
+        ([0, 0, 0, 0, 0, filter_id::DELTA], "the DELTA filter"),
+        (
+            [filter_id::TRUNC_PREC, 0, 0, 0, 0, 0],
+            "the TRUNC_PREC filter",
+        ),
+        (
+            [0, 0, 0, 0, 0, filter_id::BYTEDELTA],
+            "the BYTEDELTA filter",
+        ),
+        (
+            [0, 0, 0, 0, filter_id::DELTA, filter_id::SHUFFLE],
+            "more than one filter",
+        ),
+        (
+            [filter_id::SHUFFLE, filter_id::DELTA, 0, 0, 0, 0],
+            "more than one filter",
+        ),
+        (
+            [filter_id::SHUFFLE, filter_id::BITSHUFFLE, 0, 0, 0, 0],
+            "more than one filter",
+        ),
     ] {
-        let p = CParams {
-            filters,
-            ..b1.clone()
-        };
-        assert!(
-            matches!(err(&p), CodecError::InvalidParams(_)),
+        assert_eq!(
+            err(&with(&b1, &|p| p.filters = filters)),
+            CodecError::NeedsBlosc2 { feature },
             "{filters:?}"
         );
     }
-    let p = CParams {
-        filters_meta: [0, 0, 0, 0, 0, 2],
-        ..b1.clone()
+    assert_eq!(
+        err(&with(&b1, &|p| p.filters_meta = [0, 0, 0, 0, 0, 2])),
+        CodecError::NeedsBlosc2 {
+            feature: "filters_meta (a shuffle group size)"
+        }
+    );
+    // One SHUFFLE or BITSHUFFLE in any slot is a Blosc1 chunk.
+    for filters in [
+        [filter_id::SHUFFLE, 0, 0, 0, 0, 0],
+        [0, 0, filter_id::BITSHUFFLE, 0, 0, 0],
+    ] {
+        let chunk = b2fs::codec::compress(&data, &with(&b1, &|p| p.filters = filters)).unwrap();
+        assert_eq!(chunk[0], 2);
+        assert_eq!(b2fs::codec::decompress(&chunk).unwrap(), data);
+    }
+}
+
+/// Python: C-Blosc2's behaviour on the two parameter sets our encoder refuses. Prints, for
+/// typesize 300 (accepted by C), the header's typesize and blocksize, whether C decodes its own
+/// chunk, and writes the chunk; for a forced blocksize 8192 with typesize 3, whether C decodes
+/// its own chunk.
+const REFUSED_BY_US_PY: &str = r#"
+import sys, blosc2
+data = open(sys.argv[1], "rb").read()
+c = blosc2.compress2(data, typesize=300, clevel=5, codec=blosc2.Codec.BLOSCLZ, nthreads=1)
+open(sys.argv[1] + ".c", "wb").write(c)
+print(c[3], int.from_bytes(c[8:12], "little"), blosc2.decompress2(c) == data)
+c = blosc2.compress2(data[:30000], typesize=3, clevel=5, codec=blosc2.Codec.BLOSCLZ,
+                     blocksize=8192, nthreads=1)
+try:
+    ok = blosc2.decompress2(c) == data[:30000]
+except Exception:
+    ok = False
+print(int.from_bytes(c[8:12], "little"), ok)
+"#;
+
+/// Deliberate differences from C-Blosc2 (section 6.1 and 6.2), with C's behaviour checked:
+///
+/// - typesize > 255: C-Blosc2 accepts it, tunes the blocksize on the real size (40000 bytes of
+///   typesize 300 -> 39900) and stores typesize 1. We refuse it with `InvalidTypesize`; the
+///   same chunk is written by passing what C stores (typesize 1) and C's blocksize, byte for
+///   byte. That is what b2fs does when it re-encodes a chunk of such an array: it reads both
+///   from the existing chunk's header.
+/// - a forced blocksize that is not a multiple of the typesize: C-Blosc2 writes a chunk its own
+///   decoder rejects. We refuse it with `InvalidBlocksize`.
+#[test]
+fn typesize_over_255_and_unaligned_blocksize_refused_unlike_c() {
+    use b2fs::codec::CodecError;
+    let data: Vec<u8> = (0..40_000u32).map(|i| (i / 7 % 251) as u8).collect();
+    let p300 = CParams::blosc2(Codec::BloscLz, 5, 300, filter_id::SHUFFLE);
+    assert_eq!(
+        b2fs::codec::compress(&data, &p300),
+        Err(CodecError::InvalidTypesize(300))
+    );
+    let p3 = CParams {
+        blocksize: Blocksize::Explicit(8192),
+        ..CParams::blosc2(Codec::BloscLz, 5, 3, filter_id::SHUFFLE)
     };
-    assert!(matches!(err(&p), CodecError::InvalidParams(_)));
-    let p = CParams {
-        typesize: 256,
-        ..b1.clone()
+    assert!(matches!(
+        b2fs::codec::compress(&data[..30_000], &p3),
+        Err(CodecError::InvalidBlocksize {
+            blocksize: 8192,
+            typesize: 3,
+            ..
+        })
+    ));
+    // What C stores for typesize 300, passed explicitly.
+    let as_c_stores = CParams {
+        typesize: 1,
+        blocksize: Blocksize::Explicit(39_900),
+        ..p300
     };
-    assert!(matches!(err(&p), CodecError::InvalidParams(_)));
-    // Blosc2 takes typesize > 255 (stored as 1, as C does).
-    let p = CParams {
-        typesize: 300,
-        ..base.clone()
+    let ours = b2fs::codec::compress(&data, &as_c_stores).unwrap();
+    assert_eq!((ours[3], &ours[8..12]), (1, &39_900u32.to_le_bytes()[..]));
+    assert_eq!(b2fs::codec::decompress(&ours).unwrap(), data);
+
+    let Some(py) = python("encoder::typesize_over_255_and_unaligned_blocksize_refused_unlike_c")
+    else {
+        return;
     };
-    let chunk = b2fs::codec::compress(&data, &p).unwrap();
-    assert_eq!(chunk[3], 1);
-    assert_eq!(b2fs::codec::decompress(&chunk).unwrap(), data);
+    let dir = tempfile::tempdir().unwrap();
+    let raw = dir.path().join("data.raw");
+    std::fs::write(&raw, &data).unwrap();
+    let out = run_python(&py, &["-c", REFUSED_BY_US_PY, raw.to_str().unwrap()]);
+    let out = String::from_utf8(out).unwrap();
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(
+        lines,
+        ["1 39900 True", "8192 False"],
+        "C-Blosc2's behaviour"
+    );
+    let c_chunk = std::fs::read(dir.path().join("data.raw.c")).unwrap();
+    assert_eq!(ours, c_chunk, "typesize 1 + C's blocksize gives C's chunk");
+}
+
+/// A b2nd array of a 300-byte structured dtype written by python-blosc2 (its chunks store
+/// typesize 1 and blocksize blockshape x 300): b2fs re-encodes a chunk with the parameters
+/// read from the existing chunk header (`chunk_cparams`) and commits it, and python-blosc2
+/// reads the array back. The same with an array of only zero chunks, where the parameters come
+/// from the frame header (typesize 300 there).
+#[test]
+fn itemsize_over_255_b2nd_writes_back() {
+    use b2fs::container::write::{Edit, chunk_cparams, commit};
+    use b2fs::container::{self, Container};
+    let Some(py) = python("encoder::itemsize_over_255_b2nd_writes_back") else {
+        return;
+    };
+    const WRITE_PY: &str = r#"
+import sys, blosc2, numpy as np
+dt = np.dtype([("a", "i4"), ("b", "S296")])
+a = np.zeros(100, dtype=dt)
+a["a"] = np.arange(100)
+a["b"] = [b"row %d " % i * (i % 9 + 1) for i in range(100)]
+blosc2.asarray(a, urlpath=sys.argv[1], mode="w", chunks=(40,), blocks=(10,),
+               cparams={"codec": blosc2.Codec.LZ4, "clevel": 5})
+blosc2.zeros((100,), dtype=dt, urlpath=sys.argv[2], mode="w", chunks=(40,), blocks=(10,))
+"#;
+    const READ_PY: &str = r#"
+import sys, blosc2, numpy as np
+for path in sys.argv[1:]:
+    a = blosc2.open(path, mode="r")
+    s = a.schunk
+    assert a.dtype.itemsize == 300 and a.shape == (100,), (a.dtype, a.shape)
+    for i in range(s.nchunks):
+        want = open("%s.%d.expect" % (path, i), "rb").read()
+        assert s.decompress_chunk(i) == want, (path, i)
+    whole = b"".join(open("%s.%d.expect" % (path, i), "rb").read() for i in range(s.nchunks))
+    assert a[:].tobytes() == whole[: 100 * 300], path
+print("OK")
+"#;
+    let dir = tempfile::tempdir().unwrap();
+    let paths = [dir.path().join("rec.b2nd"), dir.path().join("zeros.b2nd")];
+    let p: Vec<&str> = paths.iter().map(|p| p.to_str().unwrap()).collect();
+    run_python(&py, &["-c", WRITE_PY, p[0], p[1]]);
+    for (k, path) in paths.iter().enumerate() {
+        let Container::Array(a) = container::open(path).unwrap() else {
+            panic!("not an array")
+        };
+        let params = chunk_cparams(&a).unwrap();
+        assert_eq!(params.typesize, 1, "{params:?}");
+        assert_eq!(params.blocksize, Blocksize::Explicit(3000), "{params:?}");
+        let mut updates = Vec::new();
+        for i in 0..a.nchunks() {
+            let mut raw = b2fs::codec::decompress(&a.chunk_bytes(i).unwrap()).unwrap();
+            assert_eq!(raw.len(), 40 * 300);
+            if i != 1 {
+                // New content for chunks 0 and 2: every record changed.
+                for (j, b) in raw.iter_mut().enumerate() {
+                    *b = b.wrapping_add((j % 300 / 4 + i + k) as u8);
+                }
+                let chunk = b2fs::codec::compress(&raw, &params).unwrap();
+                assert_eq!((chunk[3], &chunk[8..12]), (1, &3000u32.to_le_bytes()[..]));
+                updates.push((i, chunk));
+            }
+            std::fs::write(format!("{}.{i}.expect", path.display()), &raw).unwrap();
+        }
+        commit(
+            &a,
+            &Edit {
+                updates,
+                ..Edit::default()
+            },
+        )
+        .unwrap();
+    }
+    let out = run_python(&py, &["-c", READ_PY, p[0], p[1]]);
+    assert_eq!(String::from_utf8_lossy(&out).trim(), "OK");
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -853,7 +1076,11 @@ mod props {
             ts in prop_oneof![0usize..20, 250usize..270, Just(usize::MAX)],
             filters in proptest::array::uniform6(prop_oneof![0u8..6, Just(34u8), Just(35u8), any::<u8>()]),
             metas in proptest::array::uniform6(any::<u8>()),
-            blocksize in prop_oneof![Just(0usize), 1usize..64, 64usize..100_000, Just(usize::MAX)],
+            blocksize in prop_oneof![
+                Just(Blocksize::Auto),
+                prop_oneof![Just(0usize), 1usize..64, 64usize..100_000, Just(usize::MAX)]
+                    .prop_map(Blocksize::Explicit),
+            ],
             splitmode in 0usize..4,
             blosc1 in any::<bool>(),
             allow_special in any::<bool>(),
@@ -920,7 +1147,7 @@ fn other_codecs_against_reference() {
     let mut rng = Rng(99);
     for c in &mut cases {
         c.params.codec = rng.pick(&[Codec::Lz4, Codec::Lz4Hc, Codec::Zlib, Codec::Zstd]);
-        c.params.blocksize = 0;
+        c.params.blocksize = Blocksize::Auto;
     }
     let reference = reference_chunks(&py, &cases);
     let mut enc = b2fs::codec::encode::Encoder::new();
@@ -961,4 +1188,49 @@ fn other_codecs_against_reference() {
             );
         }
     }
+}
+
+/// LZ4HC at every level on larger blocks of the data its match finder works hardest on
+/// (float noise, random walks, mutated text, runs, small values), split and unsplit: the
+/// chunks equal C-Blosc2's byte for byte. Guards optimisations of the hash-chain search.
+#[test]
+fn lz4hc_every_level_byte_exact() {
+    let Some(py) = python("encoder::lz4hc_every_level_byte_exact") else {
+        return;
+    };
+    let mut rng = Rng(0x4c5a_3448);
+    let mut cases = Vec::new();
+    for (kind, ts) in [(1, 4), (2, 8), (4, 1), (6, 1), (7, 2)] {
+        let data = gen_data(&mut rng, 300_000, kind, ts);
+        for clevel in 1..=9 {
+            for splitmode in [SplitMode::Always, SplitMode::Never] {
+                let mut params = CParams::blosc2(Codec::Lz4Hc, clevel, ts, filter_id::SHUFFLE);
+                params.splitmode = splitmode;
+                cases.push(Case {
+                    params,
+                    data: data.clone(),
+                });
+            }
+        }
+    }
+    let reference = reference_chunks(&py, &cases);
+    let mut enc = b2fs::codec::encode::Encoder::new();
+    let bad: Vec<String> = cases
+        .iter()
+        .zip(&reference)
+        .filter_map(|(case, c_chunk)| {
+            let ours = enc.compress(&case.data, &case.params).unwrap();
+            (&ours != c_chunk).then(|| {
+                format!(
+                    "clevel {} ts {} {:?}: ours {} bytes, C {}",
+                    case.params.clevel,
+                    case.params.typesize,
+                    case.params.splitmode,
+                    ours.len(),
+                    c_chunk.len()
+                )
+            })
+        })
+        .collect();
+    assert!(bad.is_empty(), "{} differ:\n{}", bad.len(), bad.join("\n"));
 }

@@ -1154,10 +1154,17 @@ fn writer_chunk_cparams_follow_existing_chunks() {
     assert_eq!(p.codec, codec::Codec::Lz4);
     assert_eq!(p.clevel, 1);
     assert_eq!(p.typesize, 8);
-    assert_eq!(p.blocksize, 8 * 40 * 8, "b2nd blocks are the blockshape");
+    assert_eq!(
+        p.blocksize,
+        codec::Blocksize::Explicit(8 * 40 * 8),
+        "b2nd blocks are the blockshape"
+    );
     let a = open_array(&data_dir().join("frames/schunk_zstd.b2frame"));
     let p = chunk_cparams(&a).expect("cparams");
-    assert_eq!((p.codec, p.clevel, p.blocksize), (codec::Codec::Zstd, 5, 0));
+    assert_eq!(
+        (p.codec, p.clevel, p.blocksize),
+        (codec::Codec::Zstd, 5, codec::Blocksize::Auto)
+    );
     let a = open_array(&data_dir().join("bcolz/carray_lz4hc_s2"));
     let p = chunk_cparams(&a).expect("cparams");
     assert_eq!(p.format, codec::ChunkFormat::Blosc1);

@@ -369,14 +369,29 @@ impl Lz4Encoder {
         ) else {
             return 0;
         };
-        let mut hc = Hc {
-            src,
-            hash,
-            chain,
-            next_to_update: 0,
-            attempts,
-        };
-        hc.compress(dst).unwrap_or(0)
+        // Level 9's repeated-byte analysis is a separate instantiation, so that the search
+        // loop of the other levels carries no trace of it.
+        if attempts > 128 {
+            Hc::<true> {
+                src,
+                hash,
+                chain,
+                next_to_update: 0,
+                attempts,
+            }
+            .compress(dst)
+            .unwrap_or(0)
+        } else {
+            Hc::<false> {
+                src,
+                hash,
+                chain,
+                next_to_update: 0,
+                attempts,
+            }
+            .compress(dst)
+            .unwrap_or(0)
+        }
     }
 }
 
@@ -487,7 +502,8 @@ fn mid(src: &[u8], dst: &mut [u8], tables: &mut [u32]) -> Option<usize> {
 }
 
 /// The hash-chain match finder. Positions are stored plus one so that 0 means "empty".
-struct Hc<'a> {
+/// `PATTERN`: the repeated-byte analysis of LZ4HC level 9 (more than 128 attempts).
+struct Hc<'a, const PATTERN: bool> {
     src: &'a [u8],
     hash: &'a mut [u32; 1 << HC_HASHLOG],
     chain: &'a mut [u16; HC_CHAIN_SIZE],
@@ -495,7 +511,7 @@ struct Hc<'a> {
     attempts: usize,
 }
 
-impl Hc<'_> {
+impl<const PATTERN: bool> Hc<'_, PATTERN> {
     #[inline(always)]
     fn hash_at(&self, p: usize) -> usize {
         (read_u32(self.src, p).wrapping_mul(2_654_435_761) >> (32 - HC_HASHLOG)) as usize
@@ -545,10 +561,31 @@ impl Hc<'_> {
         self.next_to_update = ip;
     }
 
+    /// Longest match starting at `ip` (LZ4HC's `InsertAndFindBestMatch`), longer than 3:
+    /// `(len, match_pos)`, `len == 3` when there is none. Called for nearly every position of
+    /// poorly compressible data, so it is inlined into the main loop and has no look-back.
+    #[inline(always)]
+    fn best(&mut self, ip: usize, high: usize) -> (usize, usize) {
+        let (len, pos, _) = self.search::<false>(ip, ip, high, MINMATCH - 1);
+        (len, pos)
+    }
+
     /// Longest match for a sequence that may start anywhere in `[low, ip]` and must cover
     /// `ip`, longer than `longest`. Returns `(len, match_pos, start)`; `len == longest` when
     /// nothing better was found.
     fn wider(
+        &mut self,
+        ip: usize,
+        low: usize,
+        high: usize,
+        longest: usize,
+    ) -> (usize, usize, usize) {
+        self.search::<true>(ip, low, high, longest)
+    }
+
+    /// [`Self::wider`]; `LOOK_BACK == false` when `low == ip`.
+    #[inline(always)]
+    fn search<const LOOK_BACK: bool>(
         &mut self,
         ip: usize,
         low: usize,
@@ -566,32 +603,46 @@ impl Hc<'_> {
         let lowest = ip.saturating_sub(MAX_DISTANCE) as isize;
         let mut m = first as isize - 1;
         let mut tries = self.attempts;
-        let look_back = ip - low;
+        let look_back = if LOOK_BACK { ip - low } else { 0 };
         let pattern = read_u32(src, ip);
         // Repeated-byte analysis (level 9): None = untested, Some(0) = no, Some(len) = the
         // run length at ip.
         let mut src_run: Option<usize> = None;
-        let pattern_analysis = self.attempts > 128;
+        // Quick rejection (one 16-bit compare, as C): a match longer than `longest` agrees on
+        // the two bytes that end it, seen from the lowest allowed start. `pair` reads them
+        // (`u32::MAX` past the end of `src`, where no match that long can end and C never
+        // reads); candidates whose pair is not inside `src` (`j >= pair_end`) are rejected.
+        let pair_end = src.len().saturating_sub(1);
+        let pair = |j: usize| {
+            if j < pair_end {
+                u32::from(src[j]) | u32::from(src[j + 1]) << 8
+            } else {
+                u32::MAX
+            }
+        };
+        let mut end_pair = pair(low + longest - 1);
         while m >= lowest && tries > 0 {
             tries -= 1;
             let mu = m as usize;
-            // Quick rejection: the two bytes that end a match longer than `longest`, seen
-            // from the lowest allowed start.
-            let quick = mu + longest > look_back && {
-                let (i, j) = (low + longest - 1, mu + longest - 1 - look_back);
-                src.get(i) == src.get(j) && src.get(i + 1) == src.get(j + 1)
-            };
+            // A candidate closer to the start of `src` than the look-back wraps to a huge `j`.
+            let j = (mu + longest - 1).wrapping_sub(look_back);
+            let quick = j < pair_end && pair(j) == end_pair;
             if quick && read_u32(src, mu) == pattern {
                 let mut len = MINMATCH + count(src, ip + MINMATCH, mu + MINMATCH, high);
-                let back = count_back(src, ip, mu, (ip - low).min(mu));
+                let back = if LOOK_BACK {
+                    count_back(src, ip, mu, look_back.min(mu))
+                } else {
+                    0
+                };
                 len += back;
                 if len > longest {
                     longest = len;
                     best = (len, mu - back, ip - back);
+                    end_pair = pair(low + longest - 1);
                 }
             }
             let d = self.chain[mu & 0xFFFF] as isize;
-            if pattern_analysis && d == 1 {
+            if PATTERN && d == 1 {
                 let b = pattern as u8;
                 let run = *src_run.get_or_insert_with(|| {
                     if pattern == u32::from_ne_bytes([b; 4]) {
@@ -623,6 +674,7 @@ impl Hc<'_> {
                                 }
                                 longest = max_ml;
                                 best = (max_ml, new as usize, ip);
+                                end_pair = pair(low + longest - 1);
                             }
                             let d2 = self.chain[new as usize & 0xFFFF] as isize;
                             m = new - d2;
@@ -653,7 +705,7 @@ impl Hc<'_> {
         let mut ip = 1usize;
 
         while ip <= mflimit {
-            let (ml, r, _) = self.wider(ip, ip, matchlimit, MINMATCH - 1);
+            let (ml, r) = self.best(ip, matchlimit);
             if ml < MINMATCH {
                 ip += 1;
                 continue;
