@@ -1061,3 +1061,56 @@ fn writeback_unencodable_codec_is_eopnotsupp() {
     m.umount();
     assert_eq!(std::fs::read(&src).unwrap(), before);
 }
+
+/// A chunk file opened with `O_TRUNC` and closed without a write (`: > file`): a middle
+/// chunk keeps its content, the last chunk is removed; with `cat new > last` the last chunk
+/// is replaced (the shell's early close of its duplicate descriptor commits nothing).
+#[test]
+fn writeback_o_trunc_without_write() {
+    if !fuse_available("writeback_o_trunc_without_write") {
+        return;
+    }
+    let Some(py) = python("writeback_o_trunc_without_write") else {
+        return;
+    };
+    let dir = gen_fixtures(&py);
+    let src = dir.path().join("cframe.b2frame");
+    let m = Mount::new(&src, &[]);
+    let c0 = std::fs::read(m.path("data/00000000.bin")).unwrap();
+    std::fs::write(dir.path().join("c0.bin"), &c0).unwrap();
+    let sh = |cmd: String| {
+        let st = Command::new("bash").arg("-c").arg(cmd).status().unwrap();
+        assert!(st.success());
+    };
+    sh(format!(": > '{}'", m.path("data/00000000.bin").display()));
+    assert_eq!(std::fs::read(m.path("data/00000000.bin")).unwrap(), c0);
+    let new = dir.path().join("new.bin");
+    std::fs::write(&new, pattern(8000, 9)).unwrap();
+    sh(format!(
+        "cat '{}' > '{}'",
+        new.display(),
+        m.path("data/00000002.bin").display()
+    ));
+    assert_eq!(
+        std::fs::read(m.path("data/00000002.bin")).unwrap(),
+        pattern(8000, 9)
+    );
+    sh(format!(": > '{}'", m.path("data/00000002.bin").display()));
+    // The kernel sends the last close (release) after close(2) has returned.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while m.path("data/00000002.bin").exists() {
+        assert!(Instant::now() < deadline, "the last chunk was not removed");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    m.umount();
+    let out = run_python(
+        &py,
+        &[
+            "-c",
+            "import sys, blosc2; s = blosc2.open(sys.argv[1]); print(s.nchunks, s.decompress_chunk(0) == open(sys.argv[2], 'rb').read())",
+            src.to_str().unwrap(),
+            dir.path().join("c0.bin").to_str().unwrap(),
+        ],
+    );
+    assert_eq!(String::from_utf8_lossy(&out).trim(), "2 True");
+}
