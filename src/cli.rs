@@ -52,6 +52,17 @@ pub enum Error {
         /// Why.
         source: ContainerError,
     },
+    /// Another b2fs process uses the source in a way that excludes this command (compacting
+    /// a mounted source, mounting a source being compacted).
+    #[error("cannot {action} '{}'", path.display())]
+    Busy {
+        /// The command: `mount` or `compact`.
+        action: &'static str,
+        /// The source path given.
+        path: PathBuf,
+        /// Who holds it.
+        source: Box<ContainerError>,
+    },
     /// The source path itself is unusable (missing, unreadable).
     #[error("cannot open '{}'", path.display())]
     SourcePath {
@@ -106,6 +117,7 @@ impl Error {
             Error::Source { .. } | Error::SourcePath { .. } => EXIT_SOURCE,
             Error::Mountpoint { .. } | Error::Mount { .. } => EXIT_MOUNTPOINT,
             Error::Fuse(_) => EXIT_FUSE,
+            Error::Busy { .. } => EXIT_OTHER,
             Error::Daemon { code, .. } => *code,
             Error::Other { .. } => EXIT_OTHER,
         }

@@ -117,6 +117,15 @@ impl Filesystem for FuseAdapter {
     fn init(&mut self, _req: &Request, config: &mut KernelConfig) -> std::io::Result<()> {
         // Larger kernel readahead keeps a sequential `cat` of a chunk file in few requests.
         let _ = config.set_max_readahead(1 << 20);
+        // O_TRUNC arrives with the open instead of as a separate truncate: the tree then
+        // knows a shell's `> file` from a `truncate` (it must not remove the last chunk when
+        // the shell closes its duplicate descriptor before writing).
+        if config
+            .add_capabilities(fuser::InitFlags::FUSE_ATOMIC_O_TRUNC)
+            .is_err()
+        {
+            log::warn!("the kernel has no atomic O_TRUNC: `> chunk` of a last chunk may remove it");
+        }
         if self.policy != CachePolicy::KeepCache {
             let mmap = config
                 .add_capabilities(InitFlags::FUSE_DIRECT_IO_ALLOW_MMAP)

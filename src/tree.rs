@@ -40,6 +40,16 @@
 //!   serialised. Creating `data/<nchunks>.bin` appends, removing or truncating the last chunk
 //!   to 0 removes it (1-D sources); everything else is refused with the errno of
 //!   [`TreeError::errno`] (table: README, SEMANTICS).
+//! - **ctables** ([`write::commit_table_chunk`]): a commit that changes a column's row count
+//!   resizes every column; afterwards every column's source is reloaded. A writable tree with
+//!   several data sets numbers each set's chunk files from its own base `SET_STRIDE` apart,
+//!   so any column can gain chunk files. Opening a ctable read-write first trims columns
+//!   longer than the first (a commit cut short by a crash).
+//! - **Other writers**: a commit that finds the source changed on disk (ESTALE) reloads every
+//!   source and drops cached chunks; the kernel keeps no cached pages from then on.
+//! - **`> file` from a shell** opens with `O_TRUNC` (atomic, see the fuse adapter's init)
+//!   and closes a duplicate descriptor before writing: a chunk emptied that way is not
+//!   committed by a flush, only by fsync or the last close.
 
 pub mod attr;
 pub mod error;
@@ -79,6 +89,10 @@ const NAME_MAX: usize = 255;
 /// Inode numbers of scratch files (editors' temp files in the mount root) start here, far
 /// above any chunk file.
 const SCRATCH_BASE: u64 = 1 << 62;
+/// Chunk inode numbers a writable tree with several data sets (a ctable's columns) reserves
+/// per set, so that every column can gain chunks without reaching the next one's numbers:
+/// more than any source b2fs writes can hold (`MAX_NCHUNKS` of the container layer).
+const SET_STRIDE: u64 = 1 << 32;
 
 /// Tuning knobs of a [`Tree`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -373,8 +387,6 @@ pub struct Tree {
     nodes: Vec<Node>,
     core: Arc<Core>,
     owner: Owner,
-    /// Last inode number in use.
-    max_ino: u64,
     total_bytes: u64,
     handles: Mutex<HashMap<u64, Handle>>,
     next_fh: AtomicU64,
@@ -392,6 +404,15 @@ pub struct Tree {
     committer: Mutex<Encoder>,
 }
 
+/// What asks for a commit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Commit {
+    /// A `close(2)` of one descriptor (others may still follow).
+    Flush,
+    /// fsync, the last close (release), a truncate without an open handle, a rename.
+    Now,
+}
+
 /// What a write to an inode changes.
 #[derive(Debug, Clone)]
 enum WriteTarget {
@@ -406,7 +427,14 @@ impl Tree {
     /// # Errors
     /// When the source cannot be opened or its metadata cannot be rendered.
     pub fn from_source(path: &Path, options: TreeOptions) -> Result<Tree, ContainerError> {
-        let container = crate::container::open(path)?;
+        let mut container = crate::container::open(path)?;
+        if options.writable {
+            if let crate::container::Container::Table(t) = &container {
+                if repair_table(t) {
+                    container = crate::container::open(path)?;
+                }
+            }
+        }
         let layout = view::layout(container)?;
         Ok(Tree::new(layout, options))
     }
@@ -430,9 +458,23 @@ impl Tree {
                 NodeKind::Dir { .. } => 0,
             })
             .sum();
+        // A writable tree with several data sets leaves room after each (see SET_STRIDE),
+        // when the numbers fit below the scratch files; else sets are packed (and only the
+        // last can grow).
+        let strided = options.writable
+            && stores.len() > 1
+            && stores.iter().all(|s| (s.nchunks() as u64) < SET_STRIDE)
+            && (stores.len() as u64)
+                .checked_mul(SET_STRIDE)
+                .and_then(|n| n.checked_add(next))
+                .is_some_and(|end| end < SCRATCH_BASE);
         for store in stores {
             let base = next;
-            next = next.saturating_add(store.nchunks() as u64);
+            next = if strided {
+                next.saturating_add(SET_STRIDE)
+            } else {
+                next.saturating_add(store.nchunks() as u64)
+            };
             // Estimate: the last chunk may be short, but statfs needs no exactness.
             total_bytes = total_bytes.saturating_add(
                 (store.nchunks() as u64).saturating_mul(store.chunk_nbytes(0).unwrap_or(0) as u64),
@@ -458,7 +500,6 @@ impl Tree {
             nodes,
             core,
             owner,
-            max_ino: next - 1,
             total_bytes,
             handles: Mutex::new(HashMap::new()),
             next_fh: AtomicU64::new(1),
@@ -711,6 +752,9 @@ impl Tree {
                 self.handles.lock().remove(&fh);
                 return Err(e);
             }
+            if let Some(c) = self.pending.lock().chunks.get_mut(&ino) {
+                c.open_trunc = true;
+            }
         }
         Ok(fh)
     }
@@ -729,7 +773,7 @@ impl Tree {
         if !h.write {
             return Ok(());
         }
-        let res = self.commit(h.ino);
+        let res = self.commit(h.ino, Commit::Now);
         let still_open = self
             .handles
             .lock()
@@ -1010,16 +1054,25 @@ impl Tree {
         }
     }
 
-    /// Whether the tree is a ctable (its columns must keep the same length: no appends,
-    /// removals or size changes of chunks through the mount).
-    fn is_table(&self) -> bool {
-        self.attrs_targets
-            .values()
-            .any(|t| matches!(t, AttrsTarget::Table(_)))
+    /// The ctable directory when the tree is a ctable (its data sets are its columns, which
+    /// change their row count together: [`write::commit_table_chunk`]).
+    fn table(&self) -> Option<&Path> {
+        self.attrs_targets.values().find_map(|t| match t {
+            AttrsTarget::Table(p) => Some(p.as_path()),
+            AttrsTarget::Set(_) => None,
+        })
+    }
+
+    /// How many chunk files data set `set` can have: the inode numbers up to the next set
+    /// (or the scratch files).
+    fn chunk_capacity(&self, set: usize) -> u64 {
+        let sets = &self.core.sets;
+        let end = sets.get(set + 1).map_or(SCRATCH_BASE, |s| s.base);
+        sets.get(set).map_or(0, |s| end.saturating_sub(s.base))
     }
 
     /// The most bytes chunk file `index` of `set` may hold: its chunk size for the last (or
-    /// a new) chunk of a 1-D source (not a ctable column), else its stored size.
+    /// a new) chunk of a 1-D source (ctable columns included), else its stored size.
     fn chunk_limit(&self, set: usize, index: usize) -> Result<usize, TreeError> {
         let src = self.source(set)?;
         let array = src.get();
@@ -1033,7 +1086,7 @@ impl Tree {
         } else {
             0
         };
-        if index + 1 >= array.nchunks() && src.one_d() && !self.is_table() {
+        if index + 1 >= array.nchunks() && src.one_d() {
             Ok(array.chunksize().max(stored))
         } else {
             Ok(stored)
@@ -1092,6 +1145,7 @@ impl Tree {
                         append: false,
                         version: 0,
                         dirty: false,
+                        open_trunc: false,
                     });
                 }
                 let limit = self.chunk_limit(set, index)?;
@@ -1102,6 +1156,7 @@ impl Tree {
                 let out = f(&mut c.data, limit)?;
                 c.dirty = true;
                 c.version += 1;
+                c.open_trunc = false;
                 Ok(out)
             }
         }
@@ -1171,7 +1226,7 @@ impl Tree {
         if open_for_write {
             return Ok(());
         }
-        let res = self.commit(ino);
+        let res = self.commit(ino, Commit::Now);
         if res.is_err() {
             let mut p = self.pending.lock();
             if p.chunks.remove(&ino).is_some() {
@@ -1182,8 +1237,9 @@ impl Tree {
     }
 
     /// Creates `name` in directory `parent` and opens it for writing: only the next chunk
-    /// file (`data/<nchunks>.bin`) of a 1-D source, which becomes an append when committed
-    /// (nothing is appended if it stays empty). Returns its attributes and a handle.
+    /// file (`data/<nchunks>.bin`) of a 1-D source (ctable columns included: the append
+    /// grows every column), which becomes an append when committed (nothing is appended if
+    /// it stays empty). Returns its attributes and a handle.
     ///
     /// # Errors
     /// [`TreeError::ReadOnly`]; [`TreeError::NotPermitted`] for any other name or place;
@@ -1224,10 +1280,10 @@ impl Tree {
                 "appending a chunk to an N-dim array (only 1-D sources can grow)".into(),
             ));
         }
-        if set + 1 != self.core.sets.len() || self.is_table() {
-            return Err(TreeError::NotPermitted(
-                "appending to a ctable column (the columns must keep one length)".into(),
-            ));
+        if n as u64 >= self.chunk_capacity(set) {
+            return Err(TreeError::NotPermitted(format!(
+                "creating {name:?}: no inode numbers left for more chunks of this data set"
+            )));
         }
         let ino = self.chunk_ino(set, n);
         self.pending.lock().chunks.entry(ino).or_insert(DirtyChunk {
@@ -1237,6 +1293,7 @@ impl Tree {
             append: true,
             version: 0,
             dirty: true,
+            open_trunc: false,
         });
         let fh = self.open(ino, libc::O_WRONLY)?;
         Ok((self.getattr(ino)?, fh))
@@ -1271,7 +1328,7 @@ impl Tree {
                 return Ok(());
             }
         }
-        if index + 1 != src.get().nchunks() || !src.one_d() || self.is_table() {
+        if index + 1 != src.get().nchunks() || !src.one_d() {
             return Err(TreeError::NotPermitted(format!(
                 "removing {name:?}: only the last chunk of a 1-D source can be removed"
             )));
@@ -1283,13 +1340,78 @@ impl Tree {
             append: false,
             version: 0,
             dirty: true,
+            open_trunc: false,
         };
         let mut enc = self.committer.lock();
-        write::commit_chunk(src, &gone, &mut enc)
-            .map_err(|source| TreeError::Commit { ino, source })?;
+        self.commit_chunk_buffer(ino, &gone, &mut enc)?;
         self.pending.lock().chunks.remove(&ino);
-        self.invalidate(set, index);
-        self.rerender_sizes(set, src);
+        Ok(())
+    }
+
+    /// Commits chunk buffer `c` (of inode `ino`), then shows the result: the sources
+    /// reloaded, cached copies of changed chunks dropped, `meta/sizes` re-rendered. A ctable
+    /// column goes through [`write::commit_table_chunk`] (a row-count change resizes every
+    /// column) and every column is reloaded. When the source changed on disk (another
+    /// writer), the tree reloads it and drops its cached chunks, so later edits apply to
+    /// what is stored now; the edit itself fails with ESTALE.
+    fn commit_chunk_buffer(
+        &self,
+        ino: u64,
+        c: &DirtyChunk,
+        enc: &mut Encoder,
+    ) -> Result<(), TreeError> {
+        let src = self.source(c.set)?;
+        if self.table().is_some() {
+            // A row-count change writes every column: each must be writable (else EROFS, as
+            // for the edited one).
+            for set in 0..self.sources.len() {
+                self.source(set)?;
+            }
+        }
+        let res = match self.table() {
+            Some(table) => write::commit_table_chunk(table, src, c, enc),
+            None => write::commit_chunk(src, c, enc),
+        };
+        let stale = matches!(res, Err(ContainerError::Changed { .. }));
+        if stale || (res.is_ok() && self.table().is_some()) {
+            // Every column (a table commit may resize them all; a stale view may be
+            // anywhere).
+            self.refresh(stale)
+                .map_err(|source| TreeError::Commit { ino, source })?;
+        } else if res.is_ok() {
+            // `commit_chunk` reloaded the one source.
+            self.rerender_sizes(c.set, src);
+        }
+        if res.is_ok() {
+            self.invalidate(c.set, c.index);
+        }
+        res.map_err(|source| TreeError::Commit { ino, source })
+    }
+
+    /// Reloads the source of every data set and drops cached copies of the chunks that may
+    /// differ: with `all`, every chunk; else those from the last chunk both versions have
+    /// on.
+    fn refresh(&self, all: bool) -> Result<(), ContainerError> {
+        if all {
+            self.pending.lock().foreign = true;
+        }
+        for set in 0..self.sources.len() {
+            let Some(src) = self.sources.get(set).and_then(Option::as_ref) else {
+                continue;
+            };
+            let old_n = src.get().nchunks();
+            src.reload()?;
+            let new_n = src.get().nchunks();
+            let from = if all {
+                0
+            } else {
+                old_n.min(new_n).saturating_sub(1)
+            };
+            for index in from..old_n {
+                self.invalidate(set, index);
+            }
+            self.rerender_sizes(set, src);
+        }
         Ok(())
     }
 
@@ -1385,7 +1507,7 @@ impl Tree {
                     *buf = data;
                     Ok(())
                 })?;
-                let res = self.commit(t);
+                let res = self.commit(t, Commit::Now);
                 let mut p = self.pending.lock();
                 match res {
                     Ok(()) => {
@@ -1412,7 +1534,12 @@ impl Tree {
     /// # Errors
     /// As [`Tree::flush`].
     pub fn fsync(&self, ino: u64, fh: u64) -> Result<(), TreeError> {
-        self.flush(ino, fh)
+        let write = self.handles.lock().get(&fh).is_some_and(|h| h.write);
+        if write {
+            self.commit(ino, Commit::Now)
+        } else {
+            Ok(())
+        }
     }
 
     /// `close(2)` of a descriptor of file `ino` (may come several times): when `fh` was opened
@@ -1421,10 +1548,16 @@ impl Tree {
     /// # Errors
     /// [`TreeError::Refused`] for `__attrs__` content that is not a JSON object (the stored
     /// attributes are kept and the file shows them again); [`TreeError::Commit`] when the
-    /// container layer refuses the edit (EINVAL) or fails (EIO).
+    /// container layer refuses the edit (EINVAL) or fails (errno of [`TreeError::errno`]). A
+    /// chunk file emptied by an `O_TRUNC` open and not written since is committed by fsync or
+    /// the last close only (shells close a duplicate descriptor before writing).
     pub fn flush(&self, ino: u64, fh: u64) -> Result<(), TreeError> {
         let write = self.handles.lock().get(&fh).is_some_and(|h| h.write);
-        if write { self.commit(ino) } else { Ok(()) }
+        if write {
+            self.commit(ino, Commit::Flush)
+        } else {
+            Ok(())
+        }
     }
 
     /// Drops cached copies of a chunk after its source was swapped. A load that started
@@ -1480,11 +1613,11 @@ impl Tree {
             return false;
         }
         let mut p = self.pending.lock();
-        !p.rendered.contains_key(&ino) && !p.stale.remove(&ino)
+        !p.foreign && !p.rendered.contains_key(&ino) && !p.stale.remove(&ino)
     }
 
-    /// Commits the buffer of `ino` if it has changes.
-    fn commit(&self, ino: u64) -> Result<(), TreeError> {
+    /// Commits the buffer of `ino` if it has changes (`at`: what asks).
+    fn commit(&self, ino: u64, at: Commit) -> Result<(), TreeError> {
         if !self.options.writable {
             return Ok(());
         }
@@ -1497,15 +1630,21 @@ impl Tree {
             )
         };
         if let Some(c) = chunk {
-            if c.append && c.data.is_empty() {
+            if c.data.is_empty() && (c.append || (c.open_trunc && at == Commit::Flush)) {
                 // Still empty (a shell's `>` closes a duplicate first): wait for the data.
                 return Ok(());
             }
-            let src = self.source(c.set)?;
-            write::commit_chunk(src, &c, &mut enc)
-                .map_err(|source| TreeError::Commit { ino, source })?;
-            self.invalidate(c.set, c.index);
-            self.rerender_sizes(c.set, src);
+            let res = self.commit_chunk_buffer(ino, &c, &mut enc);
+            if let Err(e) = &res {
+                if e.errno() == libc::ESTALE {
+                    // Made against content another writer has replaced: dropped.
+                    let mut p = self.pending.lock();
+                    if p.chunks.remove(&ino).is_some() {
+                        p.stale.insert(ino);
+                    }
+                }
+            }
+            res?;
             let mut p = self.pending.lock();
             if p.chunks
                 .get(&ino)
@@ -1539,9 +1678,9 @@ impl Tree {
                 Ok(crate::container::Container::Table(t)) => {
                     crate::container::write::commit_table_attrs(&t, &value)
                 }
-                Ok(_) => Err(ContainerError::Unsupported {
+                Ok(_) => Err(ContainerError::Changed {
                     path: path.clone(),
-                    what: "the ctable no longer opens as a ctable".into(),
+                    why: "it no longer opens as a ctable".into(),
                 }),
                 Err(e) => Err(e),
             },
@@ -1551,6 +1690,24 @@ impl Tree {
             let e = TreeError::Commit { ino, source };
             if e.errno() == libc::EINVAL {
                 return Err(revert(display_chain(&e)));
+            }
+            if e.errno() == libc::ESTALE {
+                // Another writer changed the source: show what is stored now; the edit is
+                // dropped (it would silently replace that writer's attributes).
+                log::warn!("inode {ino}: __attrs__ not saved: {}", display_chain(&e));
+                if self.refresh(true).is_ok() {
+                    if let Some(AttrsTarget::Set(set)) = self.attrs_targets.get(&ino) {
+                        if let Some(src) = self.sources.get(*set).and_then(Option::as_ref) {
+                            let fresh = view::json_file(src.get().attrs());
+                            let mut p = self.pending.lock();
+                            if let Some(now) = p.attrs.get_mut(&ino) {
+                                now.data = fresh.clone();
+                                now.stored = fresh;
+                                now.dirty = false;
+                            }
+                        }
+                    }
+                }
             }
             return Err(e);
         }
@@ -1571,11 +1728,46 @@ impl Tree {
             blocks: self.total_bytes.div_ceil(u64::from(BSIZE)),
             bfree: 0,
             bavail: 0,
-            files: self.max_ino,
+            files: self.nodes.len() as u64
+                + self
+                    .core
+                    .sets
+                    .iter()
+                    .map(|s| s.store.nchunks() as u64)
+                    .sum::<u64>(),
             ffree: 0,
             bsize: BSIZE,
             namelen: NAME_MAX as u32,
             frsize: BSIZE,
+        }
+    }
+}
+
+/// Trims the columns of ctable `t` that are longer than its first (what a commit cut short
+/// by a crash leaves, see [`crate::container::write::repair_table`]) before a read-write tree
+/// serves it; logs what it did. Returns whether anything changed on disk.
+fn repair_table(t: &crate::container::Table) -> bool {
+    match crate::container::write::repair_table(t) {
+        Ok(r) => {
+            for (name, from, to) in &r.trimmed {
+                log::warn!(
+                    "{}: column {name:?} trimmed from {from} to {to} rows (rows of an \
+                     interrupted commit; the first column says the table has {to})",
+                    t.path.display()
+                );
+            }
+            for (name, rows) in &r.short {
+                log::warn!(
+                    "{}: column {name:?} has {rows} rows, fewer than the first column: the \
+                     table's row count cannot be changed through the mount",
+                    t.path.display()
+                );
+            }
+            !r.trimmed.is_empty()
+        }
+        Err(e) => {
+            log::warn!("{}: not repaired: {}", t.path.display(), display_chain(&e));
+            false
         }
     }
 }

@@ -9,7 +9,8 @@ use clap::{Args, Parser, Subcommand};
 pub const EXIT_CODES_HELP: &str = "\
 Exit codes:
   0  success
-  1  other failure (I/O error, daemon died, unmount timed out)
+  1  other failure (I/O error, daemon died, unmount timed out, SOURCE busy: compact of a
+     mounted source, mount of a source being compacted)
   2  usage error (bad arguments or -o options)
   3  SOURCE missing, unreadable or not a Blosc2 frame / b2nd / bcolz directory
   4  MOUNTPOINT missing, not a directory, already mounted or busy (umount: not mounted)
@@ -56,7 +57,7 @@ pub enum Command {
     #[command(after_help = EXIT_CODES_HELP)]
     Info(InfoArgs),
     /// Rewrite a contiguous frame without the dead space edits leave (temp file + rename).
-    /// Do not compact a source while it is mounted read-write: unmount first.
+    /// Refused (exit 1, source untouched) while a b2fs mount serves the source.
     #[command(after_help = EXIT_CODES_HELP)]
     Compact(CompactArgs),
 }

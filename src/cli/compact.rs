@@ -6,6 +6,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use super::{Error, check_source};
+use crate::container::ContainerError;
 
 /// Sources with at least this many chunks get a progress bar.
 const PROGRESS_MIN_CHUNKS: usize = 64;
@@ -13,8 +14,9 @@ const PROGRESS_MIN_CHUNKS: usize = 64;
 /// Compacts `source`, printing a progress bar on stderr for large sources.
 ///
 /// # Errors
-/// [`Error::SourcePath`] when `source` is missing; [`Error::Source`] when it cannot be
-/// compacted (not a writable contiguous frame, I/O errors).
+/// [`Error::SourcePath`] when `source` is missing; [`Error::Busy`] when a b2fs mount serves
+/// it; [`Error::Source`] when it cannot be compacted (not a writable contiguous frame, I/O
+/// errors).
 pub fn compact(source: &Path) -> Result<(), Error> {
     check_source(source)?;
     let before = std::fs::metadata(source).map(|m| m.len()).unwrap_or(0);
@@ -45,9 +47,16 @@ pub fn compact(source: &Path) -> Result<(), Error> {
     if shown {
         eprintln!();
     }
-    res.map_err(|e| Error::Source {
-        path: source.to_path_buf(),
-        source: e,
+    res.map_err(|e| match e {
+        ContainerError::Busy { .. } => Error::Busy {
+            action: "compact",
+            path: source.to_path_buf(),
+            source: Box::new(e),
+        },
+        e => Error::Source {
+            path: source.to_path_buf(),
+            source: e,
+        },
     })?;
     let after = std::fs::metadata(source).map(|m| m.len()).unwrap_or(0);
     eprintln!("compacted {}: {before} -> {after} bytes", source.display());

@@ -26,13 +26,42 @@ pub enum ContainerError {
         /// What was found instead.
         why: String,
     },
-    /// A recognised layout b2fs does not support.
+    /// A recognised layout or feature b2fs does not support (reading it, or writing it: a
+    /// frame embedded in a bigger file, variable-length blocks, a codec b2fs cannot encode).
     #[error("{path}: unsupported: {what}")]
     Unsupported {
         /// The path.
         path: PathBuf,
         /// What is unsupported.
         what: String,
+    },
+    /// An edit the write-back layer refuses by rule (a chunk of a size its slot cannot hold,
+    /// appending to an N-dim array, attributes that are not a JSON object, more than 16
+    /// vlmetalayers, ...). Checked before anything is written: the source is unchanged.
+    #[error("{path}: refused: {why}")]
+    Refused {
+        /// The source (or the file of it) the edit was for.
+        path: PathBuf,
+        /// The rule the edit breaks.
+        why: String,
+    },
+    /// The source changed on disk since it was opened (another writer): an edit prepared
+    /// against the old view is not committed. Nothing was written.
+    #[error("{path}: changed on disk since it was opened ({why}); reopen it")]
+    Changed {
+        /// The source.
+        path: PathBuf,
+        /// What differs (or who holds it).
+        why: String,
+    },
+    /// The source is in use by another b2fs process in a way that excludes the operation
+    /// (compacting a mounted source, mounting a source being compacted).
+    #[error("{path}: busy: {why}")]
+    Busy {
+        /// The source.
+        path: PathBuf,
+        /// Who uses it.
+        why: String,
     },
     /// A structural field is wrong.
     #[error("{path}: malformed {what} at offset {offset}: {why}")]

@@ -5,7 +5,9 @@
 //! This module does not know FUSE, buffers or when to commit: the caller hands it complete,
 //! already compressed chunks (use [`chunk_cparams`] and [`crate::codec::compress`]) and reopens
 //! the source with [`super::open`] afterwards; the [`Array`] given to [`commit`] is never
-//! updated. It never decodes chunk data (it parses chunk headers only).
+//! updated. It decodes chunk data only where a commit must re-store rows it did not get:
+//! special chunks re-encoded for variable-size frames (`frame.rs`) and the kept rows of the
+//! chunk a ctable column is cut or extended in (`table.rs`).
 //!
 //! Spec: `CONTAINER_NOTES.md` 1 (frame layout), 2 (sparse frames), 3 (how C-Blosc2 mutates),
 //! 4.1/4.3 (vlmeta encoding, the b2nd metalayer), 5 (bcolz) and the safe commit orders of 6.2
@@ -26,11 +28,19 @@
 //!   offsets are materialised the same way (`frame.rs`). Special offsets are written only for
 //!   full-size chunks, so a later C-Blosc2 append cannot strand one.
 //! - **vlmetalayers**: unchanged keys keep their stored chunk bytes; at most 16 (pitfall 3).
-//! - **Refusals leave the source untouched**: every check runs before the first write.
+//! - **ctables keep one length** (`table.rs`): a row-count change of one column resizes
+//!   every column in one commit ([`commit_column`]), the first column last when growing and
+//!   first when shrinking (bcolz reads the table's length there); [`repair_table`] trims what
+//!   a crash in between leaves. [`commit`] refuses to change one column's row count alone.
+//! - **Refusals leave the source untouched**: every check runs before the first write. They
+//!   are [`ContainerError::Refused`] (the edit breaks a rule), [`ContainerError::Unsupported`]
+//!   (the source has a feature b2fs cannot write) or [`ContainerError::Changed`] (the source
+//!   changed on disk since it was opened).
 //! - **Crash testing**: [`commit_with_crash_after`] stops after a given number of durable
 //!   steps (write, fsync, rename, unlink), leaving the files as a crash would (`io.rs`).
 //! - **Locking**: when a `.b2lock` sidecar exists the commit holds `flock(LOCK_EX)` on it and
-//!   bumps its generation counter (3.6).
+//!   bumps its generation counter (3.6). Mounts hold a shared `flock` on the source itself
+//!   ([`lock_source_for_mount`]), which [`compact`] takes exclusively (`io.rs`).
 //!
 //! Invariants: no panics on any input; every error names the file and the reason.
 
@@ -38,12 +48,15 @@ mod bcolz;
 mod compact;
 mod frame;
 mod io;
+mod table;
 
 use std::path::Path;
 
 use serde_json::Value;
 
 pub use compact::compact;
+pub use io::SourceLock;
+pub use table::TableRepair;
 
 use super::{Array, ChunkKind, ContainerError, Inner, SourceKind, Table};
 use crate::codec::{Blocksize, CParams, ChunkFormat, ChunkHeader, Codec, SpecialKind, SplitMode};
@@ -81,6 +94,20 @@ fn unsupported(path: &Path, what: impl Into<String>) -> ContainerError {
     ContainerError::Unsupported {
         path: path.to_path_buf(),
         what: what.into(),
+    }
+}
+
+fn refused(path: &Path, why: impl Into<String>) -> ContainerError {
+    ContainerError::Refused {
+        path: path.to_path_buf(),
+        why: why.into(),
+    }
+}
+
+fn changed(path: &Path, why: impl Into<String>) -> ContainerError {
+    ContainerError::Changed {
+        path: path.to_path_buf(),
+        why: why.into(),
     }
 }
 
@@ -291,15 +318,16 @@ pub fn chunk_cparams(array: &Array) -> Result<CParams, ContainerError> {
 /// (appends) or `min(shape, nchunks x chunkshape)` (truncation). A contiguous frame cannot be
 /// truncated to 0 chunks.
 ///
-/// A ctable column is committed like a carray. A ctable's length is its first column's: when
-/// growing, commit the other columns first and the first column last (when shrinking, the
-/// first column first), so readers never see rows missing from other columns.
+/// A ctable column is committed like a carray as long as its row count stays; an edit that
+/// changes it is refused here: use [`commit_column`], which resizes every column together.
 ///
 /// # Errors
 ///
-/// [`ContainerError::Unsupported`] for a refused edit or an unwritable source (naming the
-/// reason), [`ContainerError::Io`] for I/O failures (the source then still reads as before
-/// or as after the commit).
+/// [`ContainerError::Refused`] for an edit the rules above refuse,
+/// [`ContainerError::Unsupported`] for a source b2fs cannot write (naming the reason),
+/// [`ContainerError::Changed`] when the source changed on disk since `array` was opened,
+/// [`ContainerError::Io`] for I/O failures (the source then still reads as before or as
+/// after the commit).
 pub fn commit(array: &Array, edit: &Edit) -> Result<(), ContainerError> {
     let mut io = io::Io::new(None);
     commit_io(array, edit, &mut io)
@@ -335,6 +363,78 @@ fn commit_io(array: &Array, edit: &Edit, io: &mut io::Io) -> Result<(), Containe
         Inner::Frame(f) => frame::commit(array, f, edit, io),
         Inner::Bcolz(c) => bcolz::commit(array, c, edit, io),
     }
+}
+
+/// Takes the lock a mount holds on its source while it serves it: a shared `flock` on the
+/// source itself (file or directory), without waiting; drop it after unmounting.
+/// [`compact`] takes the same lock exclusively, so it refuses a mounted source and a mount
+/// refuses a source being compacted. Works whatever path spelling, symlink, bind mount or
+/// mount namespace each side uses (the lock is on the inode), and a killed daemon's lock
+/// goes with it.
+///
+/// # Errors
+/// [`ContainerError::Busy`] while `compact` runs on the source; [`ContainerError::Io`] when
+/// it cannot be opened.
+pub fn lock_source_for_mount(path: &Path) -> Result<SourceLock, ContainerError> {
+    SourceLock::acquire(path, io::LockMode::Mount)
+}
+
+/// Commits `edit` to column `column` (an index into `table.columns`, `__rootdirs__` order)
+/// of a ctable. When the edit changes the column's row count (appended chunks, a last chunk
+/// grown, shrunk or removed), every other column is resized to the same count in the same
+/// commit: rows below the table's length are kept and new rows hold the column's `dflt`
+/// (`meta/storage`; zeros without one), as bcolz's own `resize` fills them. Columns are
+/// committed one by one, crash-safely each: growing, the first column last (bcolz takes the
+/// table's length from it); shrinking, the first column first. A crash in between leaves a
+/// table bcolz opens with its old or its new length and every row of it readable, where other
+/// columns may hold extra rows past that length; [`repair_table`] removes them.
+///
+/// `table` must be freshly opened; whether the caller's own view of the column (the one the
+/// edit was made against) is still current is for the caller to check
+/// ([`Array::changed_on_disk`]).
+///
+/// # Errors
+///
+/// As [`commit`], plus [`ContainerError::Refused`] when the columns do not all have the
+/// first column's row count (the edited column must; others may only be longer), or a
+/// column's `dflt` cannot be encoded in its dtype.
+pub fn commit_column(table: &Table, column: usize, edit: &Edit) -> Result<(), ContainerError> {
+    let mut io = io::Io::new(None);
+    table::commit_column(table, column, edit, &mut io)
+}
+
+/// [`commit_column`] with a simulated crash after `steps` durable steps, as
+/// [`commit_with_crash_after`].
+///
+/// # Errors
+///
+/// As [`commit_column`].
+pub fn commit_column_with_crash_after(
+    table: &Table,
+    column: usize,
+    edit: &Edit,
+    steps: usize,
+) -> Result<bool, ContainerError> {
+    let mut io = io::Io::new(Some(steps));
+    match table::commit_column(table, column, edit, &mut io) {
+        Ok(()) => Ok(true),
+        Err(_) if io.crashed() => Ok(false),
+        Err(e) => Err(e),
+    }
+}
+
+/// Brings a ctable whose columns have different row counts back to one: columns longer than
+/// the first (what an interrupted [`commit_column`] leaves) are trimmed to the first column's
+/// row count, which is the table's length for bcolz. Columns shorter than the first are only
+/// reported: b2fs never makes them, and it has no data for the missing rows. Nothing is
+/// written when every column has the first one's length.
+///
+/// # Errors
+///
+/// As [`commit`] (a longer column that cannot be written, I/O).
+pub fn repair_table(table: &Table) -> Result<TableRepair, ContainerError> {
+    let mut io = io::Io::new(None);
+    table::repair_table(table, &mut io)
 }
 
 /// Replaces a ctable's root `__attrs__` atomically (temp file, fsync, rename, directory
@@ -376,7 +476,7 @@ pub(super) fn plan<'e>(
             (Inner::Frame(_), Some(nd)) => nd.shape.len() == 1,
         };
         if !one_d {
-            return Err(unsupported(
+            return Err(refused(
                 path,
                 format!(
                     "appending or truncating chunks of a {}-dimensional array (only 1-D sources can change their number of chunks)",
@@ -387,7 +487,7 @@ pub(super) fn plan<'e>(
     }
     let keep = match edit.truncate {
         Some(t) if t > old_n => {
-            return Err(unsupported(
+            return Err(refused(
                 path,
                 format!("truncating to {t} chunks: the source has only {old_n}"),
             ));
@@ -398,7 +498,7 @@ pub(super) fn plan<'e>(
     let mut slots: Vec<Slot<'e>> = (0..keep).map(Slot::Old).collect();
     let parse = |what: String, bytes: &'e [u8]| -> Result<ChunkHeader, ContainerError> {
         let h = ChunkHeader::parse(bytes)
-            .map_err(|e| unsupported(path, format!("{what}: not a valid chunk: {e}")))?;
+            .map_err(|e| refused(path, format!("{what}: not a valid chunk: {e}")))?;
         let blosc2 = h.is_extended();
         let ok_format = match format {
             ChunkFormat::Blosc2 => blosc2 && h.version >= 3,
@@ -409,7 +509,7 @@ pub(super) fn plan<'e>(
                 ChunkFormat::Blosc2 => "a Blosc2 chunk (32-byte header)",
                 ChunkFormat::Blosc1 => "a Blosc1 chunk (version 2, 16-byte header)",
             };
-            return Err(unsupported(
+            return Err(refused(
                 path,
                 format!(
                     "{what}: version {} flags 0x{:02x}, this source needs {want}",
@@ -418,7 +518,7 @@ pub(super) fn plan<'e>(
             ));
         }
         if h.cbytes != bytes.len() {
-            return Err(unsupported(
+            return Err(refused(
                 path,
                 format!(
                     "{what}: header cbytes {} but {} bytes given",
@@ -428,26 +528,26 @@ pub(super) fn plan<'e>(
             ));
         }
         if h.is_vl() || h.is_lazy() {
-            return Err(unsupported(
+            return Err(refused(
                 path,
                 format!("{what}: variable-length-block or lazy chunk"),
             ));
         }
         if h.nbytes == 0 {
-            return Err(unsupported(path, format!("{what}: an empty chunk")));
+            return Err(refused(path, format!("{what}: an empty chunk")));
         }
         Ok(h)
     };
     let mut seen = std::collections::HashSet::new();
     for (i, bytes) in &edit.updates {
         if *i >= keep {
-            return Err(unsupported(
+            return Err(refused(
                 path,
                 format!("updating chunk {i}: the source has {keep} chunks after truncation"),
             ));
         }
         if !seen.insert(*i) {
-            return Err(unsupported(path, format!("chunk {i} updated twice")));
+            return Err(refused(path, format!("chunk {i} updated twice")));
         }
         let h = parse(format!("chunk {i}"), bytes)?;
         if let Some(s) = slots.get_mut(*i) {
@@ -459,7 +559,7 @@ pub(super) fn plan<'e>(
         slots.push(Slot::New(bytes, h));
     }
     if slots.len() as u64 > super::frame::MAX_NCHUNKS {
-        return Err(unsupported(
+        return Err(refused(
             path,
             format!(
                 "{} chunks: more than the {} a frame index can hold",
@@ -469,7 +569,7 @@ pub(super) fn plan<'e>(
         ));
     }
     if edit.attrs.as_ref().is_some_and(|a| !a.is_object()) {
-        return Err(unsupported(path, "attrs: not a JSON object"));
+        return Err(refused(path, "attrs: not a JSON object"));
     }
     Ok(slots)
 }

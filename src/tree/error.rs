@@ -48,7 +48,9 @@ pub enum TreeError {
     /// store, appending to an N-dim array, truncating a middle chunk. Nothing was changed.
     #[error("refused edit: {0}")]
     Refused(String),
-    /// A commit failed (I/O, or the container layer refused it); the source reads as before
+    /// A commit failed: the container layer refused the edit by rule (EINVAL), cannot write
+    /// that kind of source (EOPNOTSUPP), found the source changed by another writer (ESTALE)
+    /// or being compacted (EBUSY), or an I/O error happened (EIO); the source reads as before
     /// or as after the commit.
     #[error("commit of inode {ino} failed")]
     Commit {
@@ -84,15 +86,26 @@ impl TreeError {
             TreeError::MetadataFile => libc::EACCES,
             TreeError::TooBig(_) => libc::EFBIG,
             TreeError::Refused(_) => libc::EINVAL,
-            // The container layer refuses with Unsupported (checked before anything is
-            // written): EINVAL; everything else is an I/O failure.
-            TreeError::Commit { source, .. } => {
-                if matches!(source, ContainerError::Unsupported { .. }) {
-                    libc::EINVAL
-                } else {
-                    libc::EIO
-                }
-            }
+            // Each container failure class gets its own errno; nothing was written for the
+            // first four (the checks run before the first write).
+            TreeError::Commit { source, .. } => match source {
+                // An edit the format's rules do not allow (README: "errno when refused").
+                ContainerError::Refused { .. } => libc::EINVAL,
+                // A source feature b2fs cannot write (a codec it cannot encode, ...).
+                ContainerError::Unsupported { .. } => libc::EOPNOTSUPP,
+                // Another writer changed the source since the mount read it: the edit was
+                // made against stale content.
+                ContainerError::Changed { .. } => libc::ESTALE,
+                // Being compacted by `b2fs compact`.
+                ContainerError::Busy { .. } => libc::EBUSY,
+                ContainerError::Io { .. }
+                | ContainerError::NotAContainer { .. }
+                | ContainerError::Malformed { .. }
+                | ContainerError::NoSuchChunk { .. }
+                | ContainerError::ChunkWindow { .. }
+                | ContainerError::Chunk { .. }
+                | ContainerError::Vlmeta { .. } => libc::EIO,
+            },
             // A corrupt chunk or an unreadable source: the data cannot be produced. EIO is what
             // a disk with a bad sector gives, which is the closest model for readers.
             TreeError::Container { .. } => libc::EIO,
@@ -147,12 +160,52 @@ mod tests {
             (
                 TreeError::Commit {
                     ino: 3,
+                    source: ContainerError::Refused {
+                        path: PathBuf::from("/x"),
+                        why: "x".into(),
+                    },
+                },
+                libc::EINVAL,
+            ),
+            (
+                TreeError::Commit {
+                    ino: 3,
                     source: ContainerError::Unsupported {
                         path: PathBuf::from("/x"),
                         what: "x".into(),
                     },
                 },
-                libc::EINVAL,
+                libc::EOPNOTSUPP,
+            ),
+            (
+                TreeError::Commit {
+                    ino: 3,
+                    source: ContainerError::Changed {
+                        path: PathBuf::from("/x"),
+                        why: "x".into(),
+                    },
+                },
+                libc::ESTALE,
+            ),
+            (
+                TreeError::Commit {
+                    ino: 3,
+                    source: ContainerError::Busy {
+                        path: PathBuf::from("/x"),
+                        why: "x".into(),
+                    },
+                },
+                libc::EBUSY,
+            ),
+            (
+                TreeError::Commit {
+                    ino: 3,
+                    source: ContainerError::Io {
+                        path: PathBuf::from("/x"),
+                        source: std::io::Error::other("disk"),
+                    },
+                },
+                libc::EIO,
             ),
             (
                 TreeError::Container {

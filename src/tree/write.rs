@@ -124,6 +124,10 @@ pub struct DirtyChunk {
     pub version: u64,
     /// Whether there is something to commit.
     pub dirty: bool,
+    /// Emptied by an `O_TRUNC` open and not written since: a flush does not commit that
+    /// (a shell's `>` closes a duplicate descriptor before the data comes; committing would
+    /// remove the last chunk), fsync and the last close do.
+    pub open_trunc: bool,
 }
 
 /// The content of an `__attrs__` file being edited.
@@ -158,6 +162,10 @@ pub struct Pending {
     /// Chunk files whose buffered edit was dropped: their next open must not keep the
     /// kernel's cached pages.
     pub stale: std::collections::HashSet<u64>,
+    /// Another writer changed the source during this mount (a commit found it changed):
+    /// no file keeps the kernel's cached pages any more (they may hold what that writer
+    /// replaced, at the same size).
+    pub foreign: bool,
     /// `meta/sizes` files re-rendered after commits changed them.
     pub rendered: HashMap<u64, Vec<u8>>,
     /// Scratch files of the root.
@@ -178,8 +186,59 @@ pub fn parse_attrs(data: &[u8]) -> Result<serde_json::Value, String> {
     }
 }
 
+/// The edit one chunk buffer of `array` stands for: an append, the removal of the last
+/// chunk (empty buffer of the last chunk), or an update; `None` for a created chunk file
+/// that is still empty.
+fn chunk_edit(
+    source: &Source,
+    array: &Array,
+    chunk: &DirtyChunk,
+    encoder: &mut crate::codec::encode::Encoder,
+) -> Result<Option<write::Edit>, ContainerError> {
+    let nchunks = array.nchunks();
+    let mut edit = write::Edit::default();
+    if chunk.data.is_empty() {
+        if chunk.append {
+            return Ok(None);
+        }
+        if chunk.index + 1 != nchunks {
+            return Err(ContainerError::Refused {
+                path: source.path.clone(),
+                why: format!(
+                    "emptying chunk {} (only the last chunk can be removed)",
+                    chunk.index
+                ),
+            });
+        }
+        edit.truncate = Some(chunk.index);
+    } else {
+        let params = write::chunk_cparams(array)?;
+        let bytes = encoder
+            .compress(&chunk.data, &params)
+            .map_err(|e| ContainerError::Chunk {
+                path: source.path.clone(),
+                index: chunk.index,
+                source: e,
+            })?;
+        // A created chunk file that exists by now (a ctable column grown by a commit of
+        // another column while it was being written) replaces that chunk.
+        if !chunk.append || chunk.index < nchunks {
+            edit.updates.push((chunk.index, bytes));
+        } else {
+            if chunk.index != nchunks {
+                return Err(ContainerError::Refused {
+                    path: source.path.clone(),
+                    why: format!("appending chunk {}: the source has {nchunks}", chunk.index),
+                });
+            }
+            edit.appends.push(bytes);
+        }
+    }
+    Ok(Some(edit))
+}
+
 /// Commits one chunk buffer to `source`: an append, the removal of the last chunk (empty
-/// buffer of the last chunk), or an update.
+/// buffer of the last chunk), or an update; then reloads `source`.
 ///
 /// # Errors
 /// What [`write::commit`] or the encoder report.
@@ -189,43 +248,52 @@ pub fn commit_chunk(
     encoder: &mut crate::codec::encode::Encoder,
 ) -> Result<(), ContainerError> {
     let array = source.get();
-    let nchunks = array.nchunks();
-    let mut edit = write::Edit::default();
-    if chunk.data.is_empty() {
-        if chunk.append {
-            return Ok(());
-        }
-        if chunk.index + 1 != nchunks {
-            return Err(ContainerError::Unsupported {
-                path: source.path.clone(),
-                what: format!(
-                    "emptying chunk {} (only the last chunk can be removed)",
-                    chunk.index
-                ),
-            });
-        }
-        edit.truncate = Some(chunk.index);
-    } else {
-        let params = write::chunk_cparams(&array)?;
-        let bytes = encoder
-            .compress(&chunk.data, &params)
-            .map_err(|e| ContainerError::Chunk {
-                path: source.path.clone(),
-                index: chunk.index,
-                source: e,
-            })?;
-        if chunk.append {
-            if chunk.index != nchunks {
-                return Err(ContainerError::Unsupported {
-                    path: source.path.clone(),
-                    what: format!("appending chunk {}: the source has {nchunks}", chunk.index),
-                });
-            }
-            edit.appends.push(bytes);
-        } else {
-            edit.updates.push((chunk.index, bytes));
-        }
-    }
+    let Some(edit) = chunk_edit(source, &array, chunk, encoder)? else {
+        return Ok(());
+    };
     write::commit(&array, &edit)?;
     source.reload()
+}
+
+/// Commits one chunk buffer of `source`, a column of the ctable at `table`, with
+/// [`write::commit_column`]: when it changes the column's row count, every column of the
+/// table is resized with it. The caller reloads the sources of every column afterwards.
+///
+/// # Errors
+/// [`ContainerError::Changed`] when the column changed on disk since `source` was loaded;
+/// what [`write::commit_column`] or the encoder report.
+pub fn commit_table_chunk(
+    table: &Path,
+    source: &Source,
+    chunk: &DirtyChunk,
+    encoder: &mut crate::codec::encode::Encoder,
+) -> Result<(), ContainerError> {
+    let array = source.get();
+    let Some(edit) = chunk_edit(source, &array, chunk, encoder)? else {
+        return Ok(());
+    };
+    if array.changed_on_disk()? {
+        return Err(ContainerError::Changed {
+            path: source.path.clone(),
+            why: "meta/sizes, meta/storage or __attrs__ differ".into(),
+        });
+    }
+    let table = match container::open(table)? {
+        Container::Table(t) => t,
+        Container::Array(_) => {
+            return Err(ContainerError::Changed {
+                path: table.to_path_buf(),
+                why: "it no longer opens as a ctable".into(),
+            });
+        }
+    };
+    let column = table
+        .columns
+        .iter()
+        .position(|(_, a)| a.path() == source.path)
+        .ok_or_else(|| ContainerError::Changed {
+            path: table.path.clone(),
+            why: format!("{} is no longer one of its columns", source.path.display()),
+        })?;
+    write::commit_column(&table, column, &edit)
 }

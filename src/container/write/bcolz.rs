@@ -7,7 +7,12 @@
 //! order): every new or replaced chunk as `__N.blp.b2fs-tmp`, fsync, renamed to `__N.blp`;
 //! data directory fsync; `__attrs__` by temp + rename; `meta/sizes` by temp + rename +
 //! directory fsync (the commit point for growth and shrinkage); chunk files beyond the new end
-//! removed last.
+//! removed last. When the row count shrinks, `meta/sizes` goes first instead (see
+//! [`Prepared::apply`]): a replaced last chunk with fewer rows must not be visible while the
+//! old, longer length still is.
+//!
+//! A column of a ctable cannot change its row count here alone ([`commit`] refuses):
+//! `table.rs` changes every column in one ordered commit.
 //!
 //! Known limit (bcolz has no multi-file transaction): a replaced chunk is visible to readers
 //! as soon as its rename lands, before `meta/sizes` changes.
@@ -17,7 +22,7 @@ use std::path::Path;
 use serde_json::Value;
 
 use super::io::Io;
-use super::{Edit, Slot, plan, unsupported};
+use super::{Edit, Slot, changed, plan, refused, unsupported};
 use crate::codec::ChunkFormat;
 use crate::container::bcolz::{BLP_HEADER_LEN, Carray};
 use crate::container::{Array, ContainerError};
@@ -93,7 +98,7 @@ fn json_file(value: &Value) -> Vec<u8> {
 /// Replaces `<dir>/__attrs__` with `attrs` (a JSON object) atomically.
 pub(super) fn write_attrs(dir: &Path, attrs: &Value, io: &mut Io) -> Result<(), ContainerError> {
     if !attrs.is_object() {
-        return Err(unsupported(dir, "attrs: not a JSON object"));
+        return Err(refused(dir, "attrs: not a JSON object"));
     }
     io.replace(&dir.join("__attrs__"), &json_file(attrs))
 }
@@ -105,8 +110,67 @@ pub(super) fn commit(
     edit: &Edit,
     io: &mut Io,
 ) -> Result<(), ContainerError> {
-    let root = array.path();
     let slots = plan(array, edit, ChunkFormat::Blosc1)?;
+    let prepared = prepare(array, c, slots, edit.attrs.as_ref())?;
+    if prepared.len != prepared.old_len {
+        if let Some(table) = table_of(array.path()) {
+            return Err(refused(
+                array.path(),
+                format!(
+                    "changing the row count of a column of the ctable {} alone ({} -> {} rows): \
+                     the columns must keep one length (commit it with commit_column)",
+                    table.display(),
+                    prepared.old_len,
+                    prepared.len
+                ),
+            ));
+        }
+    }
+    prepared.apply(io)
+}
+
+/// The ctable directory holding the carray at `root` as a column, if any: its parent has a
+/// `__rootdirs__` whose names list `root`'s name.
+pub(super) fn table_of(root: &Path) -> Option<&Path> {
+    let parent = root.parent()?;
+    let name = root.file_name()?.to_str()?;
+    let text = std::fs::read(parent.join("__rootdirs__")).ok()?;
+    let v: Value = serde_json::from_slice(&text).ok()?;
+    let listed = v
+        .get("names")?
+        .as_array()?
+        .iter()
+        .any(|n| n.as_str() == Some(name));
+    listed.then_some(parent)
+}
+
+/// A carray commit with every check done and every byte settled: [`Prepared::apply`] only
+/// writes.
+#[derive(Debug)]
+pub(super) struct Prepared<'a> {
+    root: &'a Path,
+    slots: Vec<Slot<'a>>,
+    old_n: usize,
+    /// Rows before and after the commit.
+    pub(super) old_len: u64,
+    pub(super) len: u64,
+    /// The new `meta/sizes` file, when it changes.
+    sizes: Option<Vec<u8>>,
+    attrs: Option<&'a Value>,
+    /// `__attrs__` is missing and must be created (bcolz cannot open a carray without it).
+    create_attrs: bool,
+}
+
+/// Checks `slots` (the new chunk list of `array`) against bcolz's rules and settles the new
+/// `meta/sizes`: every chunk but the last holds chunklen rows, the last a positive number
+/// of rows up to chunklen. Refuses when the carray changed on disk since `array` was opened.
+pub(super) fn prepare<'a>(
+    array: &'a Array,
+    c: &Carray,
+    slots: Vec<Slot<'a>>,
+    attrs: Option<&'a Value>,
+) -> Result<Prepared<'a>, ContainerError> {
+    let root = array.path();
     let old_n = array.nchunks();
     let n = slots.len();
     let cs = c.chunksize();
@@ -137,7 +201,7 @@ pub(super) fn commit(
             } else {
                 ""
             };
-            return Err(unsupported(
+            return Err(refused(
                 root,
                 format!("chunk {p}: {size} bytes uncompressed, bcolz needs {want}{what}"),
             ));
@@ -150,9 +214,9 @@ pub(super) fn commit(
         (n as u64 - 1) * chunklen + last / atom
     };
     if array.changed_on_disk()? {
-        return Err(unsupported(
+        return Err(changed(
             root,
-            "committing: the carray changed on disk since it was opened; reopen it",
+            "meta/sizes, meta/storage or __attrs__ differ",
         ));
     }
 
@@ -189,45 +253,75 @@ pub(super) fn commit(
     } else {
         None
     };
-
-    // 1-2. Chunk files.
-    let data = root.join("data");
-    let mut wrote = false;
-    for (p, s) in slots.iter().enumerate() {
-        if let Slot::New(bytes, _) = s {
-            let target = data.join(format!("__{p}.blp"));
-            let tmp = super::io::tmp_path(&target);
-            let mut file = Vec::with_capacity(BLP_HEADER_LEN + bytes.len());
-            file.extend_from_slice(&BLP_PREFIX);
-            file.extend_from_slice(bytes);
-            io.create(&tmp, &file)?;
-            io.rename(&tmp, &target)?;
-            wrote = true;
+    if let Some(a) = attrs {
+        if !a.is_object() {
+            return Err(refused(root, "attrs: not a JSON object"));
         }
     }
-    if wrote {
-        io.sync_dir(&data)?;
-    }
+    Ok(Prepared {
+        root,
+        slots,
+        old_n,
+        old_len: c.shape().first().copied().unwrap_or(0),
+        len,
+        sizes,
+        attrs,
+        create_attrs: !root.join("__attrs__").exists(),
+    })
+}
 
-    // 3. Attributes (bcolz cannot open a carray without `__attrs__`).
-    match &edit.attrs {
-        Some(a) => write_attrs(root, a, io)?,
-        None if !root.join("__attrs__").exists() => {
-            write_attrs(root, &Value::Object(Default::default()), io)?
+impl Prepared<'_> {
+    /// Performs the commit (`CONTAINER_NOTES.md` 6.4). Growing or keeping the length: new
+    /// and replaced chunk files (temp, fsync, rename), directory fsync, `__attrs__`, then
+    /// `meta/sizes` (the commit point: rows past the old length appear), then chunk files
+    /// past the new end are removed. Shrinking: `meta/sizes` first (the commit point: every
+    /// slot still holds at least the rows it must show, since bcolz and b2fs read only the
+    /// first rows of a longer last chunk), then the chunk files, `__attrs__`, removals.
+    pub(super) fn apply(&self, io: &mut Io) -> Result<(), ContainerError> {
+        let shrinking = self.len < self.old_len;
+        let sizes_path = self.root.join("meta/sizes");
+        if shrinking {
+            if let Some(sizes) = &self.sizes {
+                io.replace(&sizes_path, sizes)?;
+            }
         }
-        None => {}
+        // Chunk files.
+        let data = self.root.join("data");
+        let mut wrote = false;
+        for (p, s) in self.slots.iter().enumerate() {
+            if let Slot::New(bytes, _) = s {
+                let target = data.join(format!("__{p}.blp"));
+                let tmp = super::io::tmp_path(&target);
+                let mut file = Vec::with_capacity(BLP_HEADER_LEN + bytes.len());
+                file.extend_from_slice(&BLP_PREFIX);
+                file.extend_from_slice(bytes);
+                io.create(&tmp, &file)?;
+                io.rename(&tmp, &target)?;
+                wrote = true;
+            }
+        }
+        if wrote {
+            io.sync_dir(&data)?;
+        }
+        // Attributes (bcolz cannot open a carray without `__attrs__`).
+        match self.attrs {
+            Some(a) => write_attrs(self.root, a, io)?,
+            None if self.create_attrs => {
+                write_attrs(self.root, &Value::Object(Default::default()), io)?
+            }
+            None => {}
+        }
+        if !shrinking {
+            if let Some(sizes) = &self.sizes {
+                io.replace(&sizes_path, sizes)?;
+            }
+        }
+        // Chunk files beyond the new end.
+        for i in self.slots.len()..self.old_n {
+            io.remove(&data.join(format!("__{i}.blp")))?;
+        }
+        Ok(())
     }
-
-    // 3. The commit point: meta/sizes.
-    if let Some(sizes) = &sizes {
-        io.replace(&root.join("meta/sizes"), sizes)?;
-    }
-
-    // 4. Chunk files beyond the new end.
-    for i in n..old_n {
-        io.remove(&data.join(format!("__{i}.blp")))?;
-    }
-    Ok(())
 }
 
 #[cfg(test)]

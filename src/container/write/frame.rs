@@ -25,7 +25,9 @@ use std::path::{Path, PathBuf};
 use serde_json::Value;
 
 use super::io::{Io, SidecarLock};
-use super::{Edit, MAX_WRITE_VLMETALAYERS, Slot, header_special, io_err, plan, unsupported};
+use super::{
+    Edit, MAX_WRITE_VLMETALAYERS, Slot, changed, header_special, io_err, plan, refused, unsupported,
+};
 use crate::codec::{CParams, ChunkFormat, Codec, compress, filter_id};
 use crate::container::frame::Frame;
 use crate::container::{Array, ChunkKind, ContainerError, SourceKind, attrs};
@@ -109,11 +111,11 @@ pub(super) fn vlmeta_layers(
         Some(obj) => {
             let map = obj
                 .as_object()
-                .ok_or_else(|| unsupported(path, "attrs: not a JSON object"))?;
+                .ok_or_else(|| refused(path, "attrs: not a JSON object"))?;
             let mut out = Vec::with_capacity(map.len());
             for (k, v) in map {
                 if k.len() > 31 {
-                    return Err(unsupported(
+                    return Err(refused(
                         path,
                         format!("attribute name {k:?}: longer than 31 bytes"),
                     ));
@@ -123,7 +125,7 @@ pub(super) fn vlmeta_layers(
                     continue;
                 }
                 let packed = attrs::json_to_msgpack(v)
-                    .map_err(|e| unsupported(path, format!("attribute {k:?}: {e}")))?;
+                    .map_err(|e| refused(path, format!("attribute {k:?}: {e}")))?;
                 let params = CParams {
                     allow_special: false,
                     ..CParams::blosc2(Codec::Zstd, 5, 1, filter_id::SHUFFLE)
@@ -136,7 +138,7 @@ pub(super) fn vlmeta_layers(
         }
     };
     if layers.len() > MAX_WRITE_VLMETALAYERS {
-        return Err(unsupported(
+        return Err(refused(
             path,
             format!(
                 "{} vlmetalayers (attributes): C-Blosc2 writes at most {MAX_WRITE_VLMETALAYERS} and corrupts frames with more",
@@ -213,7 +215,7 @@ fn layout<'e>(array: &Array, f: &Frame, edit: &'e Edit) -> Result<Layout<'e>, Co
                 if array.nd_meta().is_none() && p < old_n && p + 1 < n {
                     let old = array.chunk_nbytes(p)?;
                     if h.nbytes != old {
-                        return Err(unsupported(
+                        return Err(refused(
                             path,
                             format!(
                                 "chunk {p}: {} bytes uncompressed, the chunk it replaces has {old}",
@@ -228,7 +230,7 @@ fn layout<'e>(array: &Array, f: &Frame, edit: &'e Edit) -> Result<Layout<'e>, Co
         sizes.push(size as u64);
     }
     if n == 0 && array.kind == SourceKind::Cframe {
-        return Err(unsupported(
+        return Err(refused(
             path,
             "truncating a contiguous frame to 0 chunks (not possible crash-safely in place)",
         ));
@@ -239,7 +241,7 @@ fn layout<'e>(array: &Array, f: &Frame, edit: &'e Edit) -> Result<Layout<'e>, Co
         for (p, s) in slots.iter().enumerate() {
             let Slot::New(_, h) = s else { continue };
             if chunksize <= 0 || h.nbytes as u64 != chunksize as u64 {
-                return Err(unsupported(
+                return Err(refused(
                     path,
                     format!(
                         "chunk {p}: {} bytes uncompressed, every chunk of this array has {chunksize}",
@@ -398,9 +400,9 @@ fn read_header(path: &Path, file: &std::fs::File, len: u64) -> Result<Vec<u8>, C
 /// Refuses when the source changed since `array` was opened (its view would be stale).
 fn check_fresh(array: &Array) -> Result<(), ContainerError> {
     if array.changed_on_disk()? {
-        return Err(unsupported(
+        return Err(changed(
             array.path(),
-            "committing: the source changed on disk since it was opened; reopen it",
+            "the frame header, length or mtime differ",
         ));
     }
     Ok(())
@@ -538,7 +540,7 @@ fn commit_sparse(
             }
             Entry::Store(bytes) => {
                 if next > u64::from(u32::MAX) {
-                    return Err(unsupported(dir, "no free chunk id (ids are uint32)"));
+                    return Err(refused(dir, "no free chunk id (ids are uint32)"));
                 }
                 files.push((chunk_file(dir, next), bytes));
                 cbytes += bytes.len() as u64;

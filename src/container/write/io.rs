@@ -8,7 +8,12 @@
 //! Invariant: with a step budget, the step that would exceed it is not performed at all and
 //! every later step fails too ([`Io::crashed`] then says so).
 //!
-//! The one `unsafe` block is the `flock(2)` call on the sidecar (std's `File::lock` needs Rust
+//! Also the source lock of mounts and `compact` ([`SourceLock`]): a mounting process holds
+//! `flock(LOCK_SH)` on the source itself (the frame file, or the sparse frame / bcolz
+//! directory) while it serves it; `compact` takes `LOCK_EX` without waiting, so it cannot
+//! rewrite a mounted source, and a mount cannot start on a source being compacted.
+//!
+//! The one `unsafe` block is the `flock(2)` call ([`flock`]; std's `File::lock` needs Rust
 //! 1.89, above the crate's rust-version).
 
 use std::fs::{File, OpenOptions};
@@ -158,11 +163,7 @@ impl SidecarLock {
             .write(true)
             .open(sidecar)
             .map_err(|e| io_err(sidecar, e))?;
-        // SAFETY: flock only takes a file descriptor, owned by `file`, which outlives the call.
-        let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX) };
-        if rc != 0 {
-            return Err(io_err(sidecar, std::io::Error::last_os_error()));
-        }
+        flock(&file, libc::LOCK_EX).map_err(|e| io_err(sidecar, e))?;
         Ok(Some(SidecarLock {
             file,
             path: sidecar.to_path_buf(),
@@ -193,5 +194,82 @@ impl SidecarLock {
             .write_all_at(&next.to_ne_bytes(), 8)
             .map_err(|e| io_err(&self.path, e))?;
         self.file.sync_data().map_err(|e| io_err(&self.path, e))
+    }
+}
+
+/// `flock(2)` on `file` with `op` (`LOCK_SH`, `LOCK_EX`, optionally `| LOCK_NB`), retried on
+/// EINTR.
+fn flock(file: &File, op: libc::c_int) -> std::io::Result<()> {
+    loop {
+        // SAFETY: flock only takes a file descriptor, owned by `file`, which outlives the call.
+        let rc = unsafe { libc::flock(file.as_raw_fd(), op) };
+        if rc == 0 {
+            return Ok(());
+        }
+        let e = std::io::Error::last_os_error();
+        if e.kind() != std::io::ErrorKind::Interrupted {
+            return Err(e);
+        }
+    }
+}
+
+/// An `flock` on a source itself (file or directory), held until dropped: shared by mounts,
+/// exclusive by `compact` (see the module doc).
+#[derive(Debug)]
+pub struct SourceLock {
+    _file: File,
+}
+
+/// How a [`SourceLock`] is taken.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum LockMode {
+    /// By a mount (many may share it).
+    Mount,
+    /// By `compact` (alone).
+    Compact,
+}
+
+impl SourceLock {
+    /// Locks the source at `path` without waiting. The lock is taken on what `path` names at
+    /// the moment of locking: when `path` is replaced meanwhile (a `compact` renamed its
+    /// rewrite over it), the lock is taken again on the new file.
+    ///
+    /// # Errors
+    /// [`ContainerError::Busy`] when a process holds a conflicting lock (a mount, for
+    /// `Compact`; a compaction, for `Mount`); [`ContainerError::Io`].
+    pub(super) fn acquire(path: &Path, mode: LockMode) -> Result<SourceLock, ContainerError> {
+        use std::os::unix::fs::MetadataExt;
+        let (op, why) = match mode {
+            LockMode::Mount => (
+                libc::LOCK_SH | libc::LOCK_NB,
+                "it is being compacted by `b2fs compact`",
+            ),
+            LockMode::Compact => (
+                libc::LOCK_EX | libc::LOCK_NB,
+                "it is mounted by a running b2fs (unmount it first)",
+            ),
+        };
+        for _ in 0..8 {
+            let file = File::open(path).map_err(|e| io_err(path, e))?;
+            match flock(&file, op) {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                    return Err(ContainerError::Busy {
+                        path: path.to_path_buf(),
+                        why: why.into(),
+                    });
+                }
+                Err(e) => return Err(io_err(path, e)),
+            }
+            let held = file.metadata().map_err(|e| io_err(path, e))?;
+            let now = std::fs::metadata(path).map_err(|e| io_err(path, e))?;
+            if (held.dev(), held.ino()) == (now.dev(), now.ino()) {
+                return Ok(SourceLock { _file: file });
+            }
+        }
+        Err(ContainerError::Busy {
+            path: path.to_path_buf(),
+            why: "it keeps being replaced while b2fs tries to lock it".into(),
+        })
     }
 }
