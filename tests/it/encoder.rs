@@ -356,7 +356,7 @@ fn byte_exact_cases(seed: u64, count: usize) -> Vec<Case> {
     let mut cases = Vec::new();
     while cases.len() < count {
         let blosc1 = rng.below(3) == 0;
-        // (python-blosc2's compress2 takes typesize <= 255 only.)
+        // (Our encoder takes typesize <= 255 only; C-Blosc2 also accepts larger ones.)
         let ts = rng.pick(&[1usize, 2, 4, 8, 8, 3, 16, 17, 255]);
         let clevel = rng.below(10) as u8;
         let n = match rng.below(4) {
