@@ -1402,13 +1402,12 @@ impl Tree {
             let old_n = src.get().nchunks();
             src.reload()?;
             let new_n = src.get().nchunks();
-            let from = if all {
-                0
+            if all {
+                self.invalidate_set(set);
             } else {
-                old_n.min(new_n).saturating_sub(1)
-            };
-            for index in from..old_n {
-                self.invalidate(set, index);
+                for index in old_n.min(new_n).saturating_sub(1)..old_n {
+                    self.invalidate(set, index);
+                }
             }
             self.rerender_sizes(set, src);
         }
@@ -1582,6 +1581,22 @@ impl Tree {
             // start now read the swapped-in source, since loaders fetch it inside the closure.
             let _ = cache.get_or_load((set, index), || Err(()));
             cache.remove(&(set, index));
+        }
+    }
+
+    /// Drops cached copies of every chunk of data set `set` (as [`Tree::invalidate`], in one
+    /// pass over each cache, joining loads in flight).
+    fn invalidate_set(&self, set: usize) {
+        self.core.block_sizes.lock().retain(|&(s, _), _| s != set);
+        for key in self.core.blocks.remove_where(|&(s, _, _)| s == set) {
+            let _ = self.core.blocks.get_or_load(key, || Err(()));
+            self.core.blocks.remove(&key);
+        }
+        for cache in [&self.core.cache, &self.core.raw] {
+            for key in cache.remove_where(|&(s, _)| s == set) {
+                let _ = cache.get_or_load(key, || Err(()));
+                cache.remove(&key);
+            }
         }
     }
 

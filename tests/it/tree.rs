@@ -418,7 +418,11 @@ fn tree_block_cache_forgets_a_chunk_when_it_is_committed() {
     let window = |t: &Tree| t.read(ino, reader, 3000, 64).unwrap().to_vec();
     let old = window(&t);
     assert_eq!(window(&t), old);
-    assert!(t.block_cache_stats().hits > 0, "{:?}", t.block_cache_stats());
+    assert!(
+        t.block_cache_stats().hits > 0,
+        "{:?}",
+        t.block_cache_stats()
+    );
     let new: Vec<u8> = (0..size).map(|i| (i * 13 + 5) as u8).collect();
     assert_ne!(&new[3000..3064], &old[..]);
     let fh = t.open(ino, libc::O_WRONLY).unwrap();
