@@ -18,8 +18,8 @@ use std::ffi::OsStr;
 use std::time::Duration;
 
 use fuser::{
-    AccessFlags, BsdFileFlags, Errno, FileHandle, Filesystem, Generation, INodeNo, InitFlags,
-    KernelConfig, LockOwner, OpenFlags, RenameFlags, ReplyAttr, ReplyCreate, ReplyData,
+    AccessFlags, BsdFileFlags, Errno, FileHandle, Filesystem, FopenFlags, Generation, INodeNo,
+    InitFlags, KernelConfig, LockOwner, OpenFlags, RenameFlags, ReplyAttr, ReplyCreate, ReplyData,
     ReplyDirectory, ReplyEmpty, ReplyEntry, ReplyOpen, ReplyStatfs, ReplyWrite, ReplyXattr,
     Request, TimeOrNow, WriteFlags,
 };
@@ -173,10 +173,15 @@ impl Filesystem for FuseAdapter {
 
     fn open(&self, _req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
         match self.tree.open(ino.0, flags.0) {
-            Ok(fh) => reply.opened(
-                FileHandle(fh),
-                convert::fopen_flags(self.policy, self.tree.keep_cache(ino.0)),
-            ),
+            Ok(fh) => {
+                let mut fopen = convert::fopen_flags(self.policy, self.tree.keep_cache(ino.0));
+                // A read-only handle has nothing to commit on close: spare the close(2) of
+                // every chunk file a scan opens its synchronous FLUSH round trip.
+                if flags.0 & libc::O_ACCMODE == libc::O_RDONLY {
+                    fopen |= FopenFlags::FOPEN_NOFLUSH;
+                }
+                reply.opened(FileHandle(fh), fopen)
+            }
             Err(e) => {
                 log_error("open", ino, &e);
                 reply.error(errno(&e));

@@ -82,8 +82,10 @@ pub use store::ChunkStore;
 
 use layout::{Node, NodeKind};
 
-/// Preferred I/O size reported in `stat` (`st_blksize`).
-const BLKSIZE: u32 = 128 * 1024;
+/// Preferred I/O size reported in `stat` (`st_blksize`): the largest FUSE request. `cat`,
+/// `cp` and stdio size their buffers from it, and with direct I/O every `read()` is one round
+/// trip to b2fs, so 1 MiB reads take an eighth of the round trips of 128 KiB ones.
+const BLKSIZE: u32 = 1024 * 1024;
 /// Longest name a lookup accepts.
 const NAME_MAX: usize = 255;
 /// Inode numbers of scratch files (editors' temp files in the mount root) start here, far

@@ -40,7 +40,7 @@
 //!   steps (write, fsync, rename, unlink), leaving the files as a crash would (`io.rs`).
 //! - **Locking**: when a `.b2lock` sidecar exists the commit holds `flock(LOCK_EX)` on it and
 //!   bumps its generation counter (3.6). Mounts hold a shared `flock` on the source itself
-//!   ([`lock_source_for_mount`]), which [`compact`] takes exclusively (`io.rs`).
+//!   ([`lock_source_for_mount`]), which [`compact()`] takes exclusively (`io.rs`).
 //!
 //! Invariants: no panics on any input; every error names the file and the reason.
 
@@ -367,7 +367,7 @@ fn commit_io(array: &Array, edit: &Edit, io: &mut io::Io) -> Result<(), Containe
 
 /// Takes the lock a mount holds on its source while it serves it: a shared `flock` on the
 /// source itself (file or directory), without waiting; drop it after unmounting.
-/// [`compact`] takes the same lock exclusively, so it refuses a mounted source and a mount
+/// [`compact()`] takes the same lock exclusively, so it refuses a mounted source and a mount
 /// refuses a source being compacted. Works whatever path spelling, symlink, bind mount or
 /// mount namespace each side uses (the lock is on the inode), and a killed daemon's lock
 /// goes with it.

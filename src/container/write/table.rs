@@ -34,7 +34,7 @@ use crate::codec::{self, ChunkFormat, ChunkHeader};
 use crate::container::bcolz::Carray;
 use crate::container::{Array, ContainerError, Inner, Table};
 
-/// What [`repair_table`] found and did.
+/// What `repair_table` found and did.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct TableRepair {
     /// Columns trimmed to the table's length: `(name, rows before, rows after)`.
