@@ -333,8 +333,20 @@ impl Core {
         offset: usize,
         len: usize,
     ) -> Result<Vec<u8>, ContainerError> {
+        self.decode_range_into(set, index, offset, vec![0u8; len])
+    }
+
+    /// [`Core::decode_range`] into `out` (its length is the window's), truncated to what the
+    /// chunk holds.
+    fn decode_range_into(
+        &self,
+        set: usize,
+        index: usize,
+        offset: usize,
+        mut out: Vec<u8>,
+    ) -> Result<Vec<u8>, ContainerError> {
         let store = &self.sets[set].store;
-        let mut out = vec![0u8; len];
+        let len = out.len();
         let decode =
             |chunk: &[u8], out: &mut [u8]| guarded(|| codec::decompress_range(chunk, offset, out));
         // A compressed chunk kept from earlier reads beats partial reads from the source.
@@ -900,8 +912,10 @@ impl Tree {
                 let b = r.start / bs;
                 let start = b * bs;
                 let len = bs.min(nbytes - start);
+                // Into a recycled block buffer: a fresh 256 KiB allocation per read costs
+                // more page faults than the decode.
                 let block = core.blocks.get_or_load((set, index, b), || {
-                    core.decode_range(set, index, start, len)
+                    core.decode_range_into(set, index, start, core.blocks.buffer(len))
                 })?;
                 if block.len() == len {
                     return Ok(ReadData::Chunk(block, r.start - start..r.end - start));
