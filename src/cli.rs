@@ -110,6 +110,22 @@ pub enum Error {
 }
 
 impl Error {
+    /// A container failure of `action` (`mount`, `compact`) on `path`: [`Error::Busy`] when
+    /// another b2fs process holds the source, else [`Error::Source`].
+    pub fn from_container(action: &'static str, path: &Path, e: ContainerError) -> Error {
+        match e {
+            ContainerError::Busy { .. } => Error::Busy {
+                action,
+                path: path.to_path_buf(),
+                source: Box::new(e),
+            },
+            e => Error::Source {
+                path: path.to_path_buf(),
+                source: e,
+            },
+        }
+    }
+
     /// The documented exit code of this failure class.
     pub fn exit_code(&self) -> u8 {
         match self {

@@ -6,7 +6,6 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use super::{Error, check_source};
-use crate::container::ContainerError;
 
 /// Sources with at least this many chunks get a progress bar.
 const PROGRESS_MIN_CHUNKS: usize = 64;
@@ -47,17 +46,7 @@ pub fn compact(source: &Path) -> Result<(), Error> {
     if shown {
         eprintln!();
     }
-    res.map_err(|e| match e {
-        ContainerError::Busy { .. } => Error::Busy {
-            action: "compact",
-            path: source.to_path_buf(),
-            source: Box::new(e),
-        },
-        e => Error::Source {
-            path: source.to_path_buf(),
-            source: e,
-        },
-    })?;
+    res.map_err(|e| Error::from_container("compact", source, e))?;
     let after = std::fs::metadata(source).map(|m| m.len()).unwrap_or(0);
     eprintln!("compacted {}: {before} -> {after} bytes", source.display());
     Ok(())

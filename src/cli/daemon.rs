@@ -11,7 +11,6 @@ use std::process::{Command, Stdio};
 
 use super::args::{MountArgs, MountOptions};
 use super::{Error, check_fuse, check_mountpoint, check_source};
-use crate::container::ContainerError;
 use crate::fuse::{CachePolicy, MountConfig};
 use crate::tree::{Tree, TreeOptions, display_chain};
 
@@ -166,18 +165,8 @@ fn serve(
     };
     // Held while serving: `b2fs compact` refuses a source whose lock is held (see
     // `container::write::lock_source_for_mount`).
-    let _source_lock =
-        crate::container::write::lock_source_for_mount(source).map_err(|e| match e {
-            ContainerError::Busy { .. } => Error::Busy {
-                action: "mount",
-                path: source.to_path_buf(),
-                source: Box::new(e),
-            },
-            e => Error::Source {
-                path: source.to_path_buf(),
-                source: e,
-            },
-        })?;
+    let _source_lock = crate::container::write::lock_source_for_mount(source)
+        .map_err(|e| Error::from_container("mount", source, e))?;
     let tree = Tree::from_source(source, tree_opts).map_err(|e| Error::Source {
         path: source.to_path_buf(),
         source: e,

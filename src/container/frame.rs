@@ -556,18 +556,9 @@ impl Frame {
                 })?;
             return src.read_at(0, len, &format!("chunk {i}"));
         }
-        let mut buf = self.stored_header(i, o)?;
-        let cb = le_i32(&buf, 12).unwrap_or(-1);
-        let room = self.info.cbytes - o;
-        let cb = usize::try_from(cb)
-            .ok()
-            .filter(|&c| c >= 32 && c as u64 <= room)
-            .ok_or_else(|| {
-                self.chunk_fault(i, o, format!("chunk cbytes {cb} outside [32, {room}]"))
-            })?;
-        let at = self.info.start + self.info.header_len + o + 32;
-        self.src
-            .read_into(at, cb - 32, &format!("chunk {i}"), &mut buf)?;
+        let mut buf = Vec::new();
+        let n = self.contiguous_chunk_into(i, o, &mut buf)?;
+        buf.truncate(n);
         Ok(buf)
     }
 
@@ -579,16 +570,26 @@ impl Frame {
         i: usize,
         buf: &mut Vec<u8>,
     ) -> Result<usize, ContainerError> {
-        let o = match self.slot(i)? {
-            Slot::Stored(o) if self.dir.is_none() => o,
+        match self.slot(i)? {
+            Slot::Stored(o) if self.dir.is_none() => self.contiguous_chunk_into(i, o, buf),
             _ => {
                 // Special and sparse chunks: rare or small enough to go the simple way.
                 let bytes = self.chunk_bytes(i)?;
                 grow(buf, bytes.len());
                 buf[..bytes.len()].copy_from_slice(&bytes);
-                return Ok(bytes.len());
+                Ok(bytes.len())
             }
-        };
+        }
+    }
+
+    /// Chunk `i` of a contiguous frame, stored at offset `o` of the chunk area, read into
+    /// `buf[..n]` (returns `n`, its cbytes, checked against the room left in the frame).
+    fn contiguous_chunk_into(
+        &self,
+        i: usize,
+        o: u64,
+        buf: &mut Vec<u8>,
+    ) -> Result<usize, ContainerError> {
         let at = self.info.start + self.info.header_len + o;
         let mut head = [0u8; 32];
         self.src
