@@ -14,15 +14,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::json;
 
-use crate::support::{fuse_available, python, run_python};
-
-fn is_mounted(dir: &Path) -> bool {
-    std::fs::read_to_string("/proc/self/mountinfo")
-        .unwrap()
-        .lines()
-        .filter_map(|l| l.split(' ').nth(4))
-        .any(|mp| Path::new(mp) == dir)
-}
+use crate::support::{fuse_available, is_mounted, python, run_python};
 
 /// A small xorshift generator: the test needs no cryptographic randomness.
 struct Rng(u64);

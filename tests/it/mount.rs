@@ -7,122 +7,17 @@
 
 use std::io::Read;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use crate::support::{data_dir, fuse_available, python, repo_root, run_python, sha256_hex};
-
-fn b2fs() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_b2fs"))
-}
+use crate::support::{
+    Mount, b2fs, data_dir, fuse_available, is_mounted, python, repo_root, run_python, sha256_hex,
+};
 
 fn sidecar(path: &Path) -> Value {
     serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap()
-}
-
-/// Whether `dir` is a mount point now.
-fn is_mounted(dir: &Path) -> bool {
-    let dir = std::fs::canonicalize(dir.parent().unwrap())
-        .unwrap()
-        .join(dir.file_name().unwrap());
-    std::fs::read_to_string("/proc/self/mountinfo")
-        .unwrap()
-        .lines()
-        .filter_map(|l| l.split(' ').nth(4))
-        .any(|mp| Path::new(mp) == dir)
-}
-
-/// A mount point in a temp dir, unmounted (lazily, forcefully) and its foreground process
-/// killed on drop.
-struct Mount {
-    mp: PathBuf,
-    _dir: tempfile::TempDir,
-    child: Option<Child>,
-}
-
-impl Mount {
-    fn new() -> Mount {
-        let dir = tempfile::tempdir().unwrap();
-        let mp = dir.path().join("mnt");
-        std::fs::create_dir(&mp).unwrap();
-        Mount {
-            mp,
-            _dir: dir,
-            child: None,
-        }
-    }
-
-    /// `b2fs mount SOURCE MP` in daemon mode; panics unless it succeeds.
-    fn daemon(source: &Path, opts: &[&str]) -> Mount {
-        let m = Mount::new();
-        let out = m.run_mount(source, opts);
-        assert!(
-            out.status.success(),
-            "mount failed: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        assert!(
-            is_mounted(&m.mp),
-            "mount returned before the mount was live"
-        );
-        m
-    }
-
-    fn run_mount(&self, source: &Path, opts: &[&str]) -> Output {
-        let mut c = b2fs();
-        c.arg("mount");
-        for o in opts {
-            c.args(["-o", o]);
-        }
-        c.arg(source).arg(&self.mp).output().unwrap()
-    }
-
-    /// `b2fs mount -f SOURCE MP` with stderr going to `log`; waits until mounted.
-    fn foreground(source: &Path, log: &Path) -> Mount {
-        let mut m = Mount::new();
-        let child = b2fs()
-            .args(["mount", "-f"])
-            .arg(source)
-            .arg(&m.mp)
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(log).unwrap())
-            .spawn()
-            .unwrap();
-        m.child = Some(child);
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while !is_mounted(&m.mp) {
-            if let Some(st) = m.child.as_mut().unwrap().try_wait().unwrap() {
-                panic!(
-                    "b2fs mount -f exited early ({st}): {}",
-                    std::fs::read_to_string(log).unwrap_or_default()
-                );
-            }
-            assert!(Instant::now() < deadline, "mount -f did not come up");
-            std::thread::sleep(Duration::from_millis(10));
-        }
-        m
-    }
-
-    fn path(&self, rel: &str) -> PathBuf {
-        self.mp.join(rel)
-    }
-}
-
-impl Drop for Mount {
-    fn drop(&mut self) {
-        if is_mounted(&self.mp) {
-            let _ = Command::new("fusermount3")
-                .args(["-u", "-z"])
-                .arg(&self.mp)
-                .output();
-        }
-        if let Some(mut c) = self.child.take() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
 }
 
 fn sample() -> (PathBuf, Value) {
@@ -364,7 +259,7 @@ fn mount_failures_exit_with_documented_codes() {
         assert_eq!(err.trim_end().lines().count(), 1, "one line: {err}");
         assert!(err.contains(needle), "{args:?}: {err}");
     };
-    let m = Mount::new();
+    let m = Mount::empty();
     let mp = m.mp.as_os_str();
     check(&[missing.as_os_str(), mp], 3, "missing");
     check(&[not_container.as_os_str(), mp], 3, "notes.txt");

@@ -9,81 +9,13 @@
 
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::os::unix::fs::FileExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use crate::support::{fuse_available, python, run_python};
-
-fn is_mounted(dir: &Path) -> bool {
-    std::fs::read_to_string("/proc/self/mountinfo")
-        .unwrap()
-        .lines()
-        .filter_map(|l| l.split(' ').nth(4))
-        .any(|mp| Path::new(mp) == dir)
-}
-
-/// A daemon-mode mount, undone (lazily) on drop.
-struct Mount {
-    mp: PathBuf,
-    _dir: tempfile::TempDir,
-}
-
-impl Mount {
-    fn new(source: &Path, opts: &[&str]) -> Mount {
-        let dir = tempfile::tempdir().unwrap();
-        let mp = std::fs::canonicalize(dir.path()).unwrap().join("mnt");
-        std::fs::create_dir(&mp).unwrap();
-        let mut c = Command::new(env!("CARGO_BIN_EXE_b2fs"));
-        c.arg("mount");
-        for o in opts {
-            c.args(["-o", o]);
-        }
-        let out = c.arg(source).arg(&mp).output().unwrap();
-        assert!(
-            out.status.success(),
-            "mount failed: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        Mount { mp, _dir: dir }
-    }
-
-    fn path(&self, rel: &str) -> PathBuf {
-        self.mp.join(rel)
-    }
-
-    /// `b2fs umount`, waiting for the daemon (so every commit is done).
-    fn umount(&self) {
-        let out = Command::new(env!("CARGO_BIN_EXE_b2fs"))
-            .arg("umount")
-            .arg(&self.mp)
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while is_mounted(&self.mp) {
-            assert!(Instant::now() < deadline);
-            std::thread::sleep(Duration::from_millis(10));
-        }
-    }
-}
-
-impl Drop for Mount {
-    fn drop(&mut self) {
-        if is_mounted(&self.mp) {
-            let _ = Command::new("fusermount3")
-                .args(["-u", "-z"])
-                .arg(&self.mp)
-                .output();
-        }
-    }
-}
+use crate::support::{Mount, fuse_available, python, run_python};
 
 fn os_err<T: std::fmt::Debug>(r: std::io::Result<T>) -> Option<i32> {
     r.unwrap_err().raw_os_error()
@@ -126,7 +58,7 @@ struct Case {
 /// Edits `case` through a mount and writes what every reader must see afterwards into
 /// `dir/expected/<case>/`.
 fn edit_case(dir: &Path, case: &Case) {
-    let m = Mount::new(&dir.join(case.name), &[]);
+    let m = Mount::daemon(&dir.join(case.name), &[]);
     let p = case.prefix;
     let storage: Value =
         serde_json::from_slice(&std::fs::read(m.path(&format!("{p}meta/storage"))).unwrap())
@@ -311,7 +243,7 @@ fn writeback_refused_operations_have_their_errno_and_change_nothing() {
     let dir = gen_fixtures(&py);
     let src = dir.path().join("cframe.b2frame");
     let before = std::fs::read(&src).unwrap();
-    let m = Mount::new(&src, &[]);
+    let m = Mount::daemon(&src, &[]);
     let c0 = m.path("data/00000000.bin");
     // creating any other name (outside the root: the root takes scratch files)
     assert_eq!(
@@ -379,7 +311,7 @@ fn writeback_refused_operations_have_their_errno_and_change_nothing() {
     assert_eq!(std::fs::read(&src).unwrap(), before, "source changed");
 
     // -o ro: everything is EROFS
-    let m = Mount::new(&src, &["ro"]);
+    let m = Mount::daemon(&src, &["ro"]);
     assert_eq!(
         os_err(
             std::fs::OpenOptions::new()
@@ -397,7 +329,7 @@ fn writeback_refused_operations_have_their_errno_and_change_nothing() {
     let mut perm = std::fs::metadata(&src).unwrap().permissions();
     std::os::unix::fs::PermissionsExt::set_mode(&mut perm, 0o444);
     std::fs::set_permissions(&src, perm).unwrap();
-    let m = Mount::new(&src, &[]);
+    let m = Mount::daemon(&src, &[]);
     assert_eq!(
         os_err(
             std::fs::OpenOptions::new()
@@ -421,7 +353,7 @@ fn writeback_unlink_last_chunk_and_zero_chunk() {
     };
     let dir = gen_fixtures(&py);
     let src = dir.path().join("sframe.b2frame");
-    let m = Mount::new(&src, &[]);
+    let m = Mount::daemon(&src, &[]);
     std::fs::remove_file(m.path("data/00000002.bin")).unwrap();
     assert!(!m.path("data/00000002.bin").exists());
     std::fs::write(m.path("data/00000001.bin"), vec![0u8; 16000]).unwrap();
@@ -453,7 +385,7 @@ fn writeback_readers_see_whole_chunks_during_commits() {
     };
     let dir = gen_fixtures(&py);
     let src = dir.path().join("cframe.b2frame");
-    let m = Mount::new(&src, &["direct_io"]);
+    let m = Mount::daemon(&src, &["direct_io"]);
     let c = m.path("data/00000000.bin");
     std::fs::write(&c, vec![0u8; 16000]).unwrap();
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
@@ -508,7 +440,7 @@ fn writeback_attr_limit_truncate_last_touch_and_compact() {
     };
     let dir = gen_fixtures(&py);
     let src = dir.path().join("cframe.b2frame");
-    let m = Mount::new(&src, &[]);
+    let m = Mount::daemon(&src, &[]);
     let many: serde_json::Map<String, Value> =
         (0..17).map(|i| (format!("k{i}"), Value::from(i))).collect();
     let mut f = std::fs::OpenOptions::new()
@@ -569,7 +501,7 @@ fn writeback_attr_limit_truncate_last_touch_and_compact() {
             one.to_str().unwrap(),
         ],
     );
-    let m = Mount::new(&one, &[]);
+    let m = Mount::daemon(&one, &[]);
     assert_eq!(
         os_err(std::fs::remove_file(m.path("data/00000000.bin"))),
         Some(libc::EINVAL)
@@ -591,7 +523,7 @@ fn writeback_attrs_through_temp_file_and_rename() {
     let dir = gen_fixtures(&py);
     for name in ["cframe.b2frame", "carr"] {
         let src = dir.path().join(name);
-        let m = Mount::new(&src, &[]);
+        let m = Mount::daemon(&src, &[]);
         std::fs::write(m.path("tmp.json"), br#"{"via": "rename"}"#).unwrap();
         std::fs::rename(m.path("tmp.json"), m.path("__attrs__")).unwrap();
         assert!(!m.path("tmp.json").exists());
@@ -661,7 +593,7 @@ fn writeback_open_python_handle_sees_the_edit() {
     let mut line = String::new();
     std::io::BufRead::read_line(&mut out, &mut line).unwrap();
     assert_eq!(line.trim(), "ready");
-    let m = Mount::new(&src, &[]);
+    let m = Mount::daemon(&src, &[]);
     let mut f = std::fs::OpenOptions::new()
         .write(true)
         .open(m.path("data/00000000.bin"))
@@ -737,7 +669,7 @@ fn writeback_ctable_columns_grow_and_shrink_together() {
             .unwrap()
             .success()
     );
-    let m = Mount::new(&src, &[]);
+    let m = Mount::daemon(&src, &[]);
     let mut steps = Vec::new();
     let mut snap = |ops: Value| {
         let k = steps.len();
@@ -914,7 +846,7 @@ fn writeback_b2lock_sidecar_is_honored() {
     };
     let gen0 = counter(&lock);
     let before = std::fs::read(&src).unwrap();
-    let m = Mount::new(&src, &[]);
+    let m = Mount::daemon(&src, &[]);
     let c0 = m.path("data/00000000.bin");
     let (tx, rx) = std::sync::mpsc::channel();
     let writer = std::thread::spawn(move || {
@@ -991,7 +923,7 @@ fn writeback_compact_refuses_a_mounted_source() {
     };
     let dir = gen_fixtures(&py);
     let src = dir.path().join("cframe.b2frame");
-    let m = Mount::new(&src, &[]);
+    let m = Mount::daemon(&src, &[]);
     for v in 1..4u8 {
         std::fs::write(m.path("data/00000000.bin"), vec![v; 16000]).unwrap();
     }
@@ -1017,7 +949,7 @@ fn writeback_compact_refuses_a_mounted_source() {
         assert_eq!(std::fs::read(&src).unwrap(), before, "source changed");
     }
     m.umount();
-    let m = Mount::new(&src, &["ro"]);
+    let m = Mount::daemon(&src, &["ro"]);
     assert_eq!(compact(&src).status.code(), Some(1));
     m.umount();
     let out = compact(&src);
@@ -1053,7 +985,7 @@ fn writeback_unencodable_codec_is_eopnotsupp() {
         ],
     );
     let before = std::fs::read(&src).unwrap();
-    let m = Mount::new(&src, &[]);
+    let m = Mount::daemon(&src, &[]);
     let mut f = std::fs::File::create(m.path("data/00000004.bin")).unwrap();
     f.write_all(&[1u8; 8000]).unwrap();
     assert_eq!(os_err(f.sync_all()), Some(libc::EOPNOTSUPP));
@@ -1075,7 +1007,7 @@ fn writeback_o_trunc_without_write() {
     };
     let dir = gen_fixtures(&py);
     let src = dir.path().join("cframe.b2frame");
-    let m = Mount::new(&src, &[]);
+    let m = Mount::daemon(&src, &[]);
     let c0 = std::fs::read(m.path("data/00000000.bin")).unwrap();
     std::fs::write(dir.path().join("c0.bin"), &c0).unwrap();
     let sh = |cmd: String| {
