@@ -181,6 +181,9 @@ type Key = (usize, usize);
 /// Block cache key: (data set, chunk index, block index).
 type BlockKey = (usize, usize, usize);
 
+/// Granule of [`Core`]'s page cache.
+const PAGE: usize = 4096;
+
 /// Most chunks whose block size [`Core::block_size_for_cache`] remembers.
 const MAX_BLOCK_SIZES: usize = 1 << 20;
 
@@ -196,6 +199,13 @@ struct Core {
     /// Decoded blocks of chunks read at random in small pieces: a re-read of the same
     /// neighbourhood costs a lookup instead of decoding the block again.
     blocks: ChunkCache<BlockKey>,
+    /// The 4 KiB pages small random reads asked for, cut from the blocks decoded for them:
+    /// many more re-read spots fit than whole blocks would (the kernel's page cache, which
+    /// direct I/O bypasses, keeps exactly these).
+    pages: ChunkCache<BlockKey>,
+    /// Bumped by every invalidation before it drops pages: a reader that cut pages from a
+    /// block it got before an invalidation sees the change and takes its pages back.
+    page_gen: AtomicU64,
     /// Block sizes of the chunks `blocks` has seen (0: not worth caching by block).
     block_sizes: Mutex<HashMap<Key, usize>>,
     decode_threads: usize,
@@ -323,6 +333,35 @@ impl Core {
         }
         sizes.insert((set, index), bs);
         bs
+    }
+
+    /// Window `r` of chunk `index` when every page `p0..=p1` it covers is in the page cache:
+    /// zero-copy for one page, assembled for several.
+    fn cached_pages(
+        &self,
+        set: usize,
+        index: usize,
+        p0: usize,
+        p1: usize,
+        r: Range<usize>,
+    ) -> Option<ReadData> {
+        if p0 == p1 {
+            let page = self.pages.get(&(set, index, p0))?;
+            let at = p0 * PAGE;
+            return (page.len() >= r.end - at)
+                .then(|| ReadData::Chunk(page, r.start - at..r.end - at));
+        }
+        let mut out = Vec::with_capacity(r.len());
+        for p in p0..=p1 {
+            let page = self.pages.get(&(set, index, p))?;
+            let at = p * PAGE;
+            let (from, to) = (
+                r.start.max(at) - at,
+                (r.end.min(at + PAGE) - at).min(page.len()),
+            );
+            out.extend_from_slice(page.get(from..to)?);
+        }
+        (out.len() == r.len()).then_some(ReadData::Owned(out))
     }
 
     /// Bytes `[offset, offset + len)` of a chunk, decoding only the blocks they overlap.
@@ -499,11 +538,14 @@ impl Tree {
         // an eighth (at most 32 MiB) decoded blocks of random small reads.
         let raw_budget = (options.cache_size / 4).min(64 << 20);
         let block_budget = (options.cache_size / 8).min(32 << 20);
+        let page_budget = (options.cache_size / 16).min(16 << 20);
         let core = Arc::new(Core {
             sets,
-            cache: ChunkCache::new(options.cache_size - raw_budget - block_budget),
+            cache: ChunkCache::new(options.cache_size - raw_budget - block_budget - page_budget),
             raw: ChunkCache::new(raw_budget),
             blocks: ChunkCache::new(block_budget),
+            pages: ChunkCache::new(page_budget),
+            page_gen: AtomicU64::new(0),
             block_sizes: Mutex::new(HashMap::new()),
             decode_threads: options.decode_threads,
             parallel_decode_min: options.parallel_decode_min,
@@ -540,6 +582,11 @@ impl Tree {
     /// Counters of the cache of decoded blocks (random small reads).
     pub fn block_cache_stats(&self) -> CacheStats {
         self.core.blocks.stats()
+    }
+
+    /// Counters of the cache of 4 KiB pages (random small reads).
+    pub fn page_cache_stats(&self) -> CacheStats {
+        self.core.pages.stats()
     }
 
     /// Bytes held by the chunk cache now.
@@ -906,7 +953,12 @@ impl Tree {
         let small =
             r.len() <= RANGE_READ_MAX && nbytes / self.options.range_factor.max(1) > r.len();
         if !sequential && small && !core.cache.contains_or_loading(&key) {
-            // Within one block: decode (or find) that whole block and keep it.
+            let (p0, p1) = (r.start / PAGE, (r.end - 1) / PAGE);
+            if let Some(hit) = core.cached_pages(set, index, p0, p1, r.clone()) {
+                return Ok(hit);
+            }
+            // Within one block: decode (or find) that whole block and keep it, and the pages
+            // this read wanted.
             let bs = core.block_size_for_cache(set, index, nbytes);
             if bs > 0 && r.start / bs == (r.end - 1) / bs {
                 let b = r.start / bs;
@@ -914,10 +966,25 @@ impl Tree {
                 let len = bs.min(nbytes - start);
                 // Into a recycled block buffer: a fresh 256 KiB allocation per read costs
                 // more page faults than the decode.
+                let generation = core.page_gen.load(Ordering::SeqCst);
                 let block = core.blocks.get_or_load((set, index, b), || {
                     core.decode_range_into(set, index, start, core.blocks.buffer(len))
                 })?;
                 if block.len() == len {
+                    // Only pages wholly inside this block (blocks need not be page-aligned);
+                    // the chunk's last page may be short.
+                    let pages = (p0..=p1).filter(|&p| {
+                        p * PAGE >= start && ((p + 1) * PAGE).min(nbytes) <= start + len
+                    });
+                    for p in pages.clone() {
+                        let (lo, hi) = (p * PAGE, ((p + 1) * PAGE).min(nbytes));
+                        let page = block[lo - start..hi - start].to_vec();
+                        core.pages.insert((set, index, p), Arc::new(page));
+                    }
+                    if core.page_gen.load(Ordering::SeqCst) != generation {
+                        // The block may predate a commit: its pages must not outlive it.
+                        pages.for_each(|p| core.pages.remove(&(set, index, p)));
+                    }
                     return Ok(ReadData::Chunk(block, r.start - start..r.end - start));
                 }
             }
@@ -1589,6 +1656,10 @@ impl Tree {
             let _ = self.core.blocks.get_or_load(key, || Err(()));
             self.core.blocks.remove(&key);
         }
+        self.core.page_gen.fetch_add(1, Ordering::SeqCst);
+        self.core
+            .pages
+            .remove_where(|&(s, i, _)| (s, i) == (set, index));
         for cache in [&self.core.cache, &self.core.raw] {
             cache.remove(&(set, index));
             // A load that started before the swap may still insert the old bytes: joining it
@@ -1608,6 +1679,8 @@ impl Tree {
             let _ = self.core.blocks.get_or_load(key, || Err(()));
             self.core.blocks.remove(&key);
         }
+        self.core.page_gen.fetch_add(1, Ordering::SeqCst);
+        self.core.pages.remove_where(|&(s, _, _)| s == set);
         for cache in [&self.core.cache, &self.core.raw] {
             for key in cache.remove_where(|&(s, _)| s == set) {
                 let _ = cache.get_or_load(key, || Err(()));

@@ -14,7 +14,7 @@ use b2fs::tree::{
 };
 use serde_json::Value;
 
-use crate::support::{data_dir, repo_root, sha256_hex};
+use crate::support::{data_dir, python, repo_root, run_python, sha256_hex};
 
 // ---------------------------------------------------------------------------------------------
 // helpers
@@ -431,6 +431,79 @@ fn tree_block_cache_forgets_a_chunk_when_it_is_committed() {
     t.release(fh).unwrap();
     assert_eq!(window(&t), &new[3000..3064]);
     t.release(reader).unwrap();
+}
+
+/// Small random reads keep the 4 KiB pages they asked for: a second pass over the same
+/// offsets is served from the page cache (no block decoded or even looked up again), with the
+/// bytes python-blosc2 reports; a committed edit replaces them.
+#[test]
+fn tree_random_reads_keep_their_pages_until_a_commit() {
+    let Some(py) = python("tree_random_reads_keep_their_pages_until_a_commit") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("pages.b2frame");
+    let code = r#"
+import sys, blosc2, numpy as np
+s = blosc2.SChunk(chunksize=256 * 1024, urlpath=sys.argv[1], contiguous=True, mode="w",
+                  cparams=blosc2.CParams(typesize=8, codec=blosc2.Codec.ZSTD, clevel=5,
+                                         blocksize=32 * 1024, filters=[blosc2.Filter.SHUFFLE]))
+x = np.sin(np.arange(4 * 32 * 1024, dtype=np.float64) / 100.0)
+for i in range(4):
+    s.append_data(x[i * 32 * 1024:(i + 1) * 32 * 1024])
+"#;
+    run_python(&py, &["-c", code, src.to_str().unwrap()]);
+    let want: Vec<Vec<u8>> = {
+        let out = run_python(
+            &py,
+            &[
+                "-c",
+                "import sys, blosc2; s = blosc2.open(sys.argv[1]); sys.stdout.buffer.write(b''.join(s.decompress_chunk(i) for i in range(s.nchunks)))",
+                src.to_str().unwrap(),
+            ],
+        );
+        out.chunks(256 * 1024).map(<[u8]>::to_vec).collect()
+    };
+    assert_eq!(want.len(), 4);
+    let t = Tree::from_source(
+        &src,
+        TreeOptions {
+            writable: true,
+            prefetch_chunks: 0,
+            ..opts()
+        },
+    )
+    .unwrap();
+    let ino = ino_of(&t, "data/00000002.bin");
+    let fh = t.open(ino, libc::O_RDONLY).unwrap();
+    // Page-aligned 4 KiB reads in a scattered order, then a few unaligned ones.
+    let mut windows: Vec<(u64, u32)> = (1..64u64).map(|k| ((k * 37 % 64) * 4096, 4096)).collect();
+    windows.extend([(100, 50), (4000, 200), (65_000, 3000)]);
+    let check = |t: &Tree, want: &[u8]| {
+        for &(off, size) in &windows {
+            let got = t.read(ino, fh, off, size).unwrap();
+            let (s, e) = (off as usize, off as usize + size as usize);
+            assert_eq!(&got[..], &want[s..e], "window ({off}, {size})");
+        }
+    };
+    check(&t, &want[2]);
+    let (pages, blocks) = (t.page_cache_stats(), t.block_cache_stats());
+    check(&t, &want[2]);
+    let (pages2, blocks2) = (t.page_cache_stats(), t.block_cache_stats());
+    assert!(
+        pages2.hits >= pages.hits + 63,
+        "second pass missed pages: {pages:?} -> {pages2:?}"
+    );
+    assert_eq!(blocks2.loads, blocks.loads, "a block was decoded again");
+    assert_eq!(t.cache_stats().loads, 0, "the whole chunk was decoded");
+    // A commit of new content: the pages show it, not what they held.
+    let new: Vec<u8> = (0..256 * 1024).map(|i| (i * 7 + 1) as u8).collect();
+    let w = t.open(ino, libc::O_WRONLY).unwrap();
+    assert_eq!(t.write(ino, w, 0, &new).unwrap() as usize, new.len());
+    t.flush(ino, w).unwrap();
+    t.release(w).unwrap();
+    check(&t, &new);
+    t.release(fh).unwrap();
 }
 
 #[test]
