@@ -851,14 +851,7 @@ impl Tree {
             }
         }
         if res.is_err() && !still_open {
-            let mut p = self.pending.lock();
-            if p.chunks.remove(&h.ino).is_some() {
-                p.stale.insert(h.ino);
-            }
-            if let Some(a) = p.attrs.get_mut(&h.ino) {
-                a.data = a.stored.clone();
-                a.dirty = false;
-            }
+            self.drop_pending(h.ino);
         }
         res
     }
@@ -1633,12 +1626,43 @@ impl Tree {
     /// container layer refuses the edit (EINVAL) or fails (errno of [`TreeError::errno`]). A
     /// chunk file emptied by an `O_TRUNC` open and not written since is committed by fsync or
     /// the last close only (shells close a duplicate descriptor before writing).
+    ///
+    /// A refused edit (EINVAL, EFBIG, EOPNOTSUPP) of a file that no other handle is writing is
+    /// dropped here, as the release would drop it: the kernel sends the release after
+    /// `close(2)` has returned, and a program that looks again right after a refused close
+    /// must see the stored file. (A descriptor `dup`ed from the same open that keeps writing
+    /// starts again from what is stored.)
     pub fn flush(&self, ino: u64, fh: u64) -> Result<(), TreeError> {
         let write = self.handles.lock().get(&fh).is_some_and(|h| h.write);
-        if write {
-            self.commit(ino, Commit::Flush)
-        } else {
-            Ok(())
+        if !write {
+            return Ok(());
+        }
+        let res = self.commit(ino, Commit::Flush);
+        if let Err(e) = &res {
+            let refused = matches!(e.errno(), libc::EINVAL | libc::EFBIG | libc::EOPNOTSUPP);
+            let other_writer = self
+                .handles
+                .lock()
+                .iter()
+                .any(|(&other, o)| other != fh && o.ino == ino && o.write);
+            if refused && !other_writer {
+                self.drop_pending(ino);
+            }
+        }
+        res
+    }
+
+    /// Forgets the buffered edit of `ino` after a failed or refused commit: a chunk's buffer
+    /// is dropped (the kernel's pages of it are stale from now on), an `__attrs__` buffer
+    /// shows the stored attributes again.
+    fn drop_pending(&self, ino: u64) {
+        let mut p = self.pending.lock();
+        if p.chunks.remove(&ino).is_some() {
+            p.stale.insert(ino);
+        }
+        if let Some(a) = p.attrs.get_mut(&ino) {
+            a.data = a.stored.clone();
+            a.dirty = false;
         }
     }
 
