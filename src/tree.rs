@@ -127,7 +127,7 @@ impl Default for TreeOptions {
     fn default() -> Self {
         TreeOptions {
             cache_size: 256 << 20,
-            prefetch_chunks: 2,
+            prefetch_chunks: 4,
             prefetch_threads: 2,
             range_factor: 4,
             decode_threads: std::thread::available_parallelism().map_or(1, |n| n.get().min(4)),
