@@ -24,8 +24,9 @@
 //!   source larger than the budget recycles a handful of warm buffers instead of growing the
 //!   process into fresh memory and evicting chunks that random readers reuse. Its key is
 //!   remembered as a *ghost*; a chunk streamed again while its ghost is remembered is kept like
-//!   any other entry (the 2Q policy: a second pass is the evidence that it is reused). Any
-//!   cache hit on a streamed entry also keeps it.
+//!   any other entry (the 2Q policy: a second pass is the evidence that it is reused), and so
+//!   is a streamed entry hit again; later streaming passes over a reused entry do not demote
+//!   it.
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::hash::Hash;
@@ -92,6 +93,9 @@ struct Inner<K: Hash + Eq> {
     /// Keys of streamed entries evicted recently, oldest first, and the same as a set.
     ghost_order: VecDeque<K>,
     ghosts: HashSet<K>,
+    /// Cached keys known to be reused (streamed again while a ghost, or hit again after
+    /// being streamed): streaming them once more does not demote them.
+    reused: HashSet<K>,
 }
 
 impl<K: Hash + Eq + Clone> Inner<K> {
@@ -100,6 +104,20 @@ impl<K: Hash + Eq + Clone> Inner<K> {
         if let Some(i) = self.streamed.iter().position(|k| k == key) {
             self.streamed.remove(i);
         }
+    }
+
+    /// `key` was read again after being streamed: it is worth keeping.
+    fn mark_reused(&mut self, key: &K) {
+        if let Some(i) = self.streamed.iter().position(|k| k == key) {
+            self.streamed.remove(i);
+            self.reused.insert(key.clone());
+        }
+    }
+
+    /// `key` left the cache: forget everything about it but its ghost.
+    fn forget(&mut self, key: &K) {
+        self.unstream(key);
+        self.reused.remove(key);
     }
 
     fn add_ghost(&mut self, key: K) {
@@ -175,6 +193,7 @@ impl<K: Hash + Eq + Clone> ChunkCache<K> {
                 streamed: VecDeque::new(),
                 ghost_order: VecDeque::new(),
                 ghosts: HashSet::new(),
+                reused: HashSet::new(),
             }),
             budget,
             hits: AtomicU64::new(0),
@@ -222,7 +241,7 @@ impl<K: Hash + Eq + Clone> ChunkCache<K> {
         let v = inner.lru.get(key).cloned();
         if v.is_some() {
             if !inner.streamed.is_empty() {
-                inner.unstream(key);
+                inner.mark_reused(key);
             }
             self.hits.fetch_add(1, Ordering::Relaxed);
         }
@@ -234,10 +253,15 @@ impl<K: Hash + Eq + Clone> ChunkCache<K> {
     /// evicted first, before the budget is reached (see the module comment).
     pub fn streamed(&self, key: &K) {
         let mut inner = self.inner.lock();
-        if inner.ghosts.remove(key) {
-            return; // the second pass over it: keep it like any other entry
+        if !inner.lru.contains(key) {
+            return;
         }
-        if !inner.lru.contains(key) || inner.streamed.contains(key) {
+        if inner.ghosts.remove(key) {
+            // The second pass over it: keep it like any other entry from now on.
+            inner.reused.insert(key.clone());
+            return;
+        }
+        if inner.reused.contains(key) || inner.streamed.contains(key) {
             return;
         }
         inner.streamed.push_back(key.clone());
@@ -251,6 +275,7 @@ impl<K: Hash + Eq + Clone> ChunkCache<K> {
         let Some(key) = inner.streamed.pop_front() else {
             return false;
         };
+        inner.reused.remove(&key);
         if let Some(v) = inner.lru.pop(&key) {
             inner.bytes -= v.len();
             self.evictions.fetch_add(1, Ordering::Relaxed);
@@ -289,7 +314,7 @@ impl<K: Hash + Eq + Clone> ChunkCache<K> {
                 let mut inner = self.inner.lock();
                 if let Some(v) = inner.lru.get(&key).cloned() {
                     if !inner.streamed.is_empty() {
-                        inner.unstream(&key);
+                        inner.mark_reused(&key);
                     }
                     self.hits.fetch_add(1, Ordering::Relaxed);
                     return Ok(v);
@@ -345,7 +370,7 @@ impl<K: Hash + Eq + Clone> ChunkCache<K> {
         if let Some(old) = inner.lru.pop(key) {
             inner.bytes -= old.len();
         }
-        inner.unstream(key);
+        inner.forget(key);
     }
 
     /// Drops every cached value whose key matches `pred`, and returns the matching keys of
@@ -363,7 +388,7 @@ impl<K: Hash + Eq + Clone> ChunkCache<K> {
             if let Some(old) = inner.lru.pop(k) {
                 inner.bytes -= old.len();
             }
-            inner.unstream(k);
+            inner.forget(k);
         }
         inner.inflight.keys().filter(|k| pred(k)).cloned().collect()
     }
@@ -424,7 +449,7 @@ impl<K: Hash + Eq + Clone> ChunkCache<K> {
         }
         if let Some(old) = inner.lru.put(key.clone(), value) {
             inner.bytes -= old.len();
-            inner.unstream(&key);
+            inner.forget(&key);
         }
         inner.bytes += len;
         while inner.bytes > self.budget {
@@ -439,7 +464,7 @@ impl<K: Hash + Eq + Clone> ChunkCache<K> {
         let Some((key, v)) = inner.lru.pop_lru() else {
             return false;
         };
-        inner.unstream(&key);
+        inner.forget(&key);
         inner.bytes -= v.len();
         self.evictions.fetch_add(1, Ordering::Relaxed);
         if inner.spare.len() < MAX_SPARE {
@@ -668,10 +693,26 @@ mod tests {
             2,
             "a twice-streamed entry was evicted"
         );
+        // A third pass over it (and over the re-read entry 0) does not demote them again.
+        c.streamed(&1);
+        c.streamed(&0);
+        for k in 21..=30 {
+            load(&c, k, 64, 1);
+            c.streamed(&k);
+        }
+        assert_eq!(
+            c.get(&1).unwrap()[0],
+            2,
+            "a reused entry was demoted by streaming"
+        );
+        assert!(
+            c.get(&0).is_some(),
+            "a re-read entry was demoted by streaming"
+        );
         assert!(c.len() <= STREAM_KEEP + 2, "{} entries", c.len());
         // Removing a streamed entry forgets it (no stale key left behind to evict later).
-        c.remove(&20);
-        assert!(c.get(&20).is_none());
+        c.remove(&30);
+        assert!(c.get(&30).is_none());
         assert_eq!(c.get(&0).unwrap()[0], 0);
     }
 }
