@@ -277,17 +277,23 @@ impl<K: Hash + Eq + Clone> ChunkCache<K> {
         };
         inner.reused.remove(&key);
         if let Some(v) = inner.lru.pop(&key) {
-            inner.bytes -= v.len();
-            self.evictions.fetch_add(1, Ordering::Relaxed);
-            if let Ok(buf) = Arc::try_unwrap(v) {
-                if inner.spare.len() >= MAX_SPARE {
-                    inner.spare.remove(0); // the newest buffer is the likeliest fit
-                }
-                inner.spare.push(buf);
-            }
+            self.evicted(inner, v);
         }
         inner.add_ghost(key);
         true
+    }
+
+    /// Accounts for an evicted value and keeps its buffer as a spare when nobody else holds
+    /// it (the oldest spare makes room: the newest buffer is the likeliest fit).
+    fn evicted(&self, inner: &mut Inner<K>, v: Bytes) {
+        inner.bytes -= v.len();
+        self.evictions.fetch_add(1, Ordering::Relaxed);
+        if let Ok(buf) = Arc::try_unwrap(v) {
+            if inner.spare.len() >= MAX_SPARE {
+                inner.spare.remove(0);
+            }
+            inner.spare.push(buf);
+        }
     }
 
     /// Whether `key` is cached or being loaded, without touching its recency.
@@ -374,8 +380,8 @@ impl<K: Hash + Eq + Clone> ChunkCache<K> {
     }
 
     /// Drops every cached value whose key matches `pred`, and returns the matching keys of
-    /// loads still in flight (the caller joins them, as after [`ChunkCache::remove`]).
-    pub fn remove_where(&self, pred: impl Fn(&K) -> bool) -> Vec<K> {
+    /// loads still in flight.
+    fn remove_where(&self, pred: impl Fn(&K) -> bool) -> Vec<K> {
         let mut inner = self.inner.lock();
         let doomed: Vec<K> = inner
             .lru
@@ -391,6 +397,18 @@ impl<K: Hash + Eq + Clone> ChunkCache<K> {
             inner.forget(k);
         }
         inner.inflight.keys().filter(|k| pred(k)).cloned().collect()
+    }
+
+    /// Drops every value whose key matches `pred` and waits for the matching loads in flight,
+    /// dropping what they insert: afterwards no value loaded before the call is cached. (For
+    /// a source that changed: loads that start later read the new source.)
+    pub fn purge_where(&self, pred: impl Fn(&K) -> bool) {
+        for key in self.remove_where(pred) {
+            // Joining the flight (a reader whose loader refuses waits for it, or fails at once
+            // when it is done) and removing again closes the window.
+            let _ = self.get_or_load(key.clone(), || Err(()));
+            self.remove(&key);
+        }
     }
 
     /// Inserts a value directly (used by tests and by callers that decoded elsewhere).
@@ -465,13 +483,7 @@ impl<K: Hash + Eq + Clone> ChunkCache<K> {
             return false;
         };
         inner.forget(&key);
-        inner.bytes -= v.len();
-        self.evictions.fetch_add(1, Ordering::Relaxed);
-        if inner.spare.len() < MAX_SPARE {
-            if let Ok(buf) = Arc::try_unwrap(v) {
-                inner.spare.push(buf);
-            }
-        }
+        self.evicted(inner, v);
         true
     }
 }

@@ -477,14 +477,7 @@ impl Array {
         self.check_index(index)?;
         match &self.inner {
             Inner::Frame(f) => f.chunk_bytes_into(index, buf),
-            Inner::Bcolz(c) => {
-                let bytes = c.chunk_bytes(index)?;
-                if buf.len() < bytes.len() {
-                    buf.resize(bytes.len(), 0);
-                }
-                buf[..bytes.len()].copy_from_slice(&bytes);
-                Ok(bytes.len())
-            }
+            Inner::Bcolz(c) => Ok(copy_into(buf, &c.chunk_bytes(index)?)),
         }
     }
 
@@ -645,4 +638,15 @@ impl Array {
             Inner::Bcolz(c) => c.mtime(),
         }
     }
+}
+
+/// Copies `bytes` to the front of `buf`, which is grown when too short and never shrunk (the
+/// reused-buffer form of a chunk read, see [`Array::chunk_bytes_into`]); returns
+/// `bytes.len()`.
+pub fn copy_into(buf: &mut Vec<u8>, bytes: &[u8]) -> usize {
+    if buf.len() < bytes.len() {
+        buf.resize(bytes.len(), 0);
+    }
+    buf[..bytes.len()].copy_from_slice(bytes);
+    bytes.len()
 }

@@ -309,24 +309,10 @@ impl Core {
         if let Some(&bs) = self.block_sizes.lock().get(&(set, index)) {
             return bs;
         }
-        let store = &self.sets[set].store;
-        let mut head = [0u8; 32];
-        let read = |at: usize, buf: &mut [u8]| {
-            matches!(store.chunk_read_at(index, at as u64, buf), Ok(true))
-        };
-        let mut bs = 0;
-        if read(0, &mut head[..16]) {
-            let extended = head[2] & codec::header::FLAG_EXTENDED == codec::header::FLAG_EXTENDED;
-            let len = if extended { 32 } else { 16 };
-            if !extended || read(16, &mut head[16..32]) {
-                if let Ok(h) = codec::chunk_info(&head[..len]) {
-                    let b = h.block_size();
-                    if b > 0 && b.saturating_mul(2) <= nbytes && h.nbytes == nbytes {
-                        bs = b;
-                    }
-                }
-            }
-        }
+        let bs = lazy::read_header(self.sets[set].store.as_ref(), index)
+            .map(|h| (h.block_size(), h.nbytes))
+            .filter(|&(b, n)| b > 0 && b.saturating_mul(2) <= nbytes && n == nbytes)
+            .map_or(0, |(b, _)| b);
         let mut sizes = self.block_sizes.lock();
         if sizes.len() >= MAX_BLOCK_SIZES {
             sizes.clear();
@@ -1671,45 +1657,26 @@ impl Tree {
     /// (a `get_or_load` whose loader refuses), then drop again. Loads starting after the swap
     /// read the new source.
     fn invalidate(&self, set: usize, index: usize) {
-        self.core.block_sizes.lock().remove(&(set, index));
-        let in_flight = self
-            .core
-            .blocks
-            .remove_where(|&(s, i, _)| (s, i) == (set, index));
-        for key in in_flight {
-            let _ = self.core.blocks.get_or_load(key, || Err(()));
-            self.core.blocks.remove(&key);
-        }
-        self.core.page_gen.fetch_add(1, Ordering::SeqCst);
-        self.core
-            .pages
-            .remove_where(|&(s, i, _)| (s, i) == (set, index));
-        for cache in [&self.core.cache, &self.core.raw] {
-            cache.remove(&(set, index));
-            // A load that started before the swap may still insert the old bytes: joining it
-            // (single-flight: this waits for an in-flight load, or fails at once when there is
-            // none; errors are not cached) and removing again closes that window. Loads that
-            // start now read the swapped-in source, since loaders fetch it inside the closure.
-            let _ = cache.get_or_load((set, index), || Err(()));
-            cache.remove(&(set, index));
-        }
+        self.forget_chunks(|s, i| (s, i) == (set, index));
     }
 
-    /// Drops cached copies of every chunk of data set `set` (as [`Tree::invalidate`], in one
-    /// pass over each cache, joining loads in flight).
+    /// Drops cached copies of every chunk of data set `set` (as [`Tree::invalidate`]).
     fn invalidate_set(&self, set: usize) {
-        self.core.block_sizes.lock().retain(|&(s, _), _| s != set);
-        for key in self.core.blocks.remove_where(|&(s, _, _)| s == set) {
-            let _ = self.core.blocks.get_or_load(key, || Err(()));
-            self.core.blocks.remove(&key);
-        }
-        self.core.page_gen.fetch_add(1, Ordering::SeqCst);
-        self.core.pages.remove_where(|&(s, _, _)| s == set);
-        for cache in [&self.core.cache, &self.core.raw] {
-            for key in cache.remove_where(|&(s, _)| s == set) {
-                let _ = cache.get_or_load(key, || Err(()));
-                cache.remove(&key);
-            }
+        self.forget_chunks(|s, _| s == set);
+    }
+
+    /// Drops everything cached of the chunks `(set, index)` that `which` selects, joining
+    /// loads in flight (see [`ChunkCache::purge_where`]). Loads that start later read the
+    /// swapped-in source, since loaders fetch it inside their closures. Pages are dropped
+    /// after the blocks they are cut from, behind a generation bump (see the read path).
+    fn forget_chunks(&self, which: impl Fn(usize, usize) -> bool) {
+        let core = &self.core;
+        core.block_sizes.lock().retain(|&(s, i), _| !which(s, i));
+        core.blocks.purge_where(|&(s, i, _)| which(s, i));
+        core.page_gen.fetch_add(1, Ordering::SeqCst);
+        core.pages.purge_where(|&(s, i, _)| which(s, i));
+        for cache in [&core.cache, &core.raw] {
+            cache.purge_where(|&(s, i)| which(s, i));
         }
     }
 

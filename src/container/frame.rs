@@ -574,10 +574,7 @@ impl Frame {
             Slot::Stored(o) if self.dir.is_none() => self.contiguous_chunk_into(i, o, buf),
             _ => {
                 // Special and sparse chunks: rare or small enough to go the simple way.
-                let bytes = self.chunk_bytes(i)?;
-                grow(buf, bytes.len());
-                buf[..bytes.len()].copy_from_slice(&bytes);
-                Ok(bytes.len())
+                Ok(crate::container::copy_into(buf, &self.chunk_bytes(i)?))
             }
         }
     }

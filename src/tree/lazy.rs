@@ -56,6 +56,34 @@ pub(crate) fn with_sparse_chunk<R>(
     })
 }
 
+/// Length of the header whose first 16 bytes are `head`: 32 with the extended-header flag
+/// (Blosc2), else 16 (Blosc1).
+fn header_len(head: &[u8; 16]) -> usize {
+    if head[2] & codec::header::FLAG_EXTENDED == codec::header::FLAG_EXTENDED {
+        32
+    } else {
+        16
+    }
+}
+
+/// The parsed header of chunk `index`, reading only the header; `None` when the store cannot
+/// read parts of chunks, the chunk stores no bytes (special) or the header does not parse
+/// (the whole-chunk path then reports why).
+pub(crate) fn read_header(store: &dyn ChunkStore, index: usize) -> Option<codec::ChunkHeader> {
+    let read = |at: u64, buf: &mut [u8]| matches!(store.chunk_read_at(index, at, buf), Ok(true));
+    let mut head = [0u8; 32];
+    let mut first = [0u8; 16];
+    if !read(0, &mut first) {
+        return None;
+    }
+    head[..16].copy_from_slice(&first);
+    let len = header_len(&first);
+    if len == 32 && !read(16, &mut head[16..]) {
+        return None;
+    }
+    codec::chunk_info(&head[..len]).ok()
+}
+
 /// Fills `buf` (grown to the chunk's cbytes) and returns cbytes, or `None` (see above).
 ///
 /// Works for 32-byte Blosc2 headers and 16-byte Blosc1 ones (bcolz): the block-start table
@@ -72,8 +100,7 @@ fn fill(
     if len == 0 || !store.chunk_read_at(index, 0, &mut head)? {
         return Ok(None);
     }
-    let extended = head[2] & codec::header::FLAG_EXTENDED == codec::header::FLAG_EXTENDED;
-    let header_len = if extended { 32 } else { 16 };
+    let header_len = header_len(&head);
     let cbytes = i32::from_le_bytes([head[12], head[13], head[14], head[15]]);
     let Ok(cbytes) = usize::try_from(cbytes) else {
         return Ok(None); // let the whole-chunk path report it

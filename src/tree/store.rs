@@ -38,12 +38,7 @@ pub trait ChunkStore: Send + Sync + Debug {
     /// # Errors
     /// When the bytes cannot be read.
     fn chunk_bytes_into(&self, index: usize, buf: &mut Vec<u8>) -> Result<usize, ContainerError> {
-        let bytes = self.chunk_bytes(index)?;
-        if buf.len() < bytes.len() {
-            buf.resize(bytes.len(), 0);
-        }
-        buf[..bytes.len()].copy_from_slice(&bytes);
-        Ok(bytes.len())
+        Ok(crate::container::copy_into(buf, &self.chunk_bytes(index)?))
     }
 
     /// Reads `buf.len()` bytes of chunk `index`'s compressed bytes starting at `offset`
