@@ -449,7 +449,7 @@ impl<K: Hash + Eq + Clone> ChunkCache<K> {
             return buf;
         }
         drop(inner);
-        vec![0u8; len]
+        crate::mem::zeroed(len)
     }
 
     /// Returns a buffer nobody needs any more to the spare list (used for scratch buffers).

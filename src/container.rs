@@ -644,9 +644,7 @@ impl Array {
 /// reused-buffer form of a chunk read, see [`Array::chunk_bytes_into`]); returns
 /// `bytes.len()`.
 pub fn copy_into(buf: &mut Vec<u8>, bytes: &[u8]) -> usize {
-    if buf.len() < bytes.len() {
-        buf.resize(bytes.len(), 0);
-    }
+    crate::mem::grow_discarding(buf, bytes.len());
     buf[..bytes.len()].copy_from_slice(bytes);
     bytes.len()
 }

@@ -4,7 +4,7 @@
 //!
 //! ```text
 //! cli -> fuse -> tree -> container -> codec
-//!                  \----> cache
+//!                  \----> cache      (both use mem)
 //! ```
 //!
 //! - [`codec`]: the Blosc1/Blosc2 chunk format (headers, filters, codecs). Bytes in, bytes out;
@@ -12,6 +12,7 @@
 //! - [`container`]: sources on disk (contiguous and sparse frames, b2nd/caterva metalayers,
 //!   bcolz carray/ctable). Geometry, metadata and each chunk's compressed bytes. No FUSE.
 //! - [`cache`]: a byte-budgeted LRU of decompressed chunks shared by worker threads.
+//! - [`mem`]: large reusable buffers whose first touch is cheap (huge pages).
 //! - [`tree`]: the filesystem logic as an in-process API (lookup, getattr, readdir, read, ...)
 //!   that tests drive without a kernel.
 //! - [`fuse`]: the thin fuser adapter over [`tree`].
@@ -22,4 +23,5 @@ pub mod cli;
 pub mod codec;
 pub mod container;
 pub mod fuse;
+pub mod mem;
 pub mod tree;

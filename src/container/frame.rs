@@ -599,7 +599,7 @@ impl Frame {
             .ok_or_else(|| {
                 self.chunk_fault(i, o, format!("chunk cbytes {cb} outside [32, {room}]"))
             })?;
-        grow(buf, cb);
+        crate::mem::grow_discarding(buf, cb);
         buf[..32].copy_from_slice(&head);
         self.src
             .read_exact_at(at + 32, &mut buf[32..cb], &format!("chunk {i}"))?;
@@ -671,12 +671,5 @@ impl Frame {
         window(self.src.path().to_path_buf(), cbytes(&head)?)?;
         self.src.read_exact_at(at + offset, buf, "chunk")?;
         Ok(true)
-    }
-}
-
-/// Makes `buf` at least `len` bytes long (zeroing only the added bytes).
-fn grow(buf: &mut Vec<u8>, len: usize) {
-    if buf.len() < len {
-        buf.resize(len, 0);
     }
 }

@@ -1,21 +1,22 @@
 //! The layering rule, checked on the source text: each top-level module uses only the layers
 //! below it, `fuser` appears only in the fuse adapter and the CLI, and `unsafe` only in the
 //! modules allowed to hold it (SIMD filter kernels, the file source, the commit lock's flock,
-//! the daemon's libc calls).
+//! the daemon's libc calls, the huge-page advice for large buffers).
 
 use std::fs;
 use std::path::{Path, PathBuf};
 
 /// Which crate modules each top-level module may use.
 const ALLOWED: &[(&str, &[&str])] = &[
+    ("mem", &["mem"]),
     ("codec", &["codec"]),
-    ("container", &["codec", "container"]),
-    ("cache", &["cache"]),
-    ("tree", &["cache", "codec", "container", "tree"]),
+    ("container", &["codec", "container", "mem"]),
+    ("cache", &["cache", "mem"]),
+    ("tree", &["cache", "codec", "container", "mem", "tree"]),
     ("fuse", &["fuse", "tree"]),
     (
         "cli",
-        &["cli", "codec", "container", "cache", "tree", "fuse"],
+        &["cli", "codec", "container", "cache", "mem", "tree", "fuse"],
     ),
 ];
 
@@ -27,6 +28,7 @@ const UNSAFE_ALLOWED: &[&str] = &[
     "container/source.rs",
     "container/write/io.rs",
     "cli/daemon.rs",
+    "mem.rs",
 ];
 
 fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {

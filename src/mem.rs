@@ -1,0 +1,103 @@
+//! Large byte buffers (decompressed and compressed chunks) whose first touch is cheap.
+//!
+//! On the target VMs fresh memory is slow to touch: every 4 KiB page the process faults in for
+//! the first time is zeroed by the kernel at 0.3-0.9 GB/s (the hypervisor backs the page on
+//! that first write). A sequential read of a 1 GiB frame faults in some 70 MiB of chunk
+//! buffers before the cache starts recycling them, and `perf` put 10-17% of all samples of a
+//! cold pass in the kernel's `clear_page` for them. Buffers of at least [`HUGE_PAGE`] bytes
+//! are therefore advised for transparent huge pages (`MADV_HUGEPAGE`; the machines run THP in
+//! `madvise` mode), which the kernel faults in 2 MiB at a time. Measured in alternating runs
+//! of the cold sequential read (`BENCHMARKS.md`): less daemon CPU per GiB and a higher rate.
+//!
+//! Buffers stay plain `Vec<u8>`: the advice changes how the kernel backs the pages, never
+//! their contents, and an allocation the kernel cannot back with huge pages simply gets
+//! 4 KiB pages.
+
+/// Size of an x86-64 transparent huge page; smaller buffers are allocated the ordinary way.
+pub const HUGE_PAGE: usize = 2 << 20;
+
+/// A zero-filled buffer of `len` bytes, advised for huge pages when it is large.
+pub fn zeroed(len: usize) -> Vec<u8> {
+    if len < HUGE_PAGE {
+        return vec![0u8; len];
+    }
+    let mut buf = Vec::with_capacity(len);
+    advise_huge(&buf);
+    buf.resize(len, 0);
+    buf
+}
+
+/// Grows `buf` to at least `len` bytes; never shrinks it. When it has to reallocate, the
+/// old contents are **not** kept (callers of this overwrite what they use: reused read
+/// buffers), which saves copying megabytes into memory that is about to be overwritten.
+/// The new bytes read as zero.
+pub fn grow_discarding(buf: &mut Vec<u8>, len: usize) {
+    if buf.len() >= len {
+        return;
+    }
+    if buf.capacity() >= len {
+        buf.resize(len, 0);
+        return;
+    }
+    // Room for later, slightly larger chunks, so that growth is not paid chunk after chunk.
+    let cap = len.saturating_add(len / 8);
+    *buf = Vec::new(); // free the old allocation first: the allocator may reuse it
+    let mut fresh = Vec::with_capacity(cap);
+    if cap >= HUGE_PAGE {
+        advise_huge(&fresh);
+    }
+    fresh.resize(len, 0);
+    *buf = fresh;
+}
+
+/// Advises the whole 2 MiB-aligned pages inside `buf`'s allocation for huge pages.
+fn advise_huge(buf: &Vec<u8>) {
+    let start = buf.as_ptr() as usize;
+    let end = start.saturating_add(buf.capacity());
+    let (lo, hi) = (
+        start.next_multiple_of(HUGE_PAGE),
+        end / HUGE_PAGE * HUGE_PAGE,
+    );
+    if hi > lo {
+        // SAFETY: [lo, hi) lies inside the allocation `buf` owns (its capacity). MADV_HUGEPAGE
+        // only tells the kernel how to back those pages; it never changes their contents or
+        // whether they are mapped, so no Rust-visible memory changes. A failure (no THP in
+        // this kernel) leaves ordinary pages, which is harmless: the result is ignored.
+        unsafe {
+            libc::madvise(lo as *mut libc::c_void, hi - lo, libc::MADV_HUGEPAGE);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn zeroed_buffers_are_zero_and_exact_length() {
+        for len in [0, 1, 4096, HUGE_PAGE - 1, HUGE_PAGE, 3 * HUGE_PAGE + 17] {
+            let b = zeroed(len);
+            assert_eq!(b.len(), len);
+            assert!(b.iter().all(|&x| x == 0), "len {len}");
+        }
+    }
+
+    #[test]
+    fn grow_discarding_only_grows_and_keeps_contents_when_it_need_not_reallocate() {
+        let mut b = Vec::with_capacity(100);
+        b.extend_from_slice(&[7u8; 10]);
+        grow_discarding(&mut b, 50);
+        assert_eq!(b.len(), 50);
+        assert_eq!(&b[..10], &[7u8; 10], "fits the capacity: contents kept");
+        assert!(b[10..].iter().all(|&x| x == 0));
+        grow_discarding(&mut b, 20);
+        assert_eq!(b.len(), 50, "never shrinks");
+        grow_discarding(&mut b, 3 * HUGE_PAGE);
+        assert_eq!(b.len(), 3 * HUGE_PAGE);
+        assert!(b.capacity() >= 3 * HUGE_PAGE + 3 * HUGE_PAGE / 8);
+        assert!(
+            b.iter().all(|&x| x == 0),
+            "reallocated: zero, old contents dropped"
+        );
+    }
+}
