@@ -42,6 +42,7 @@ pub mod attrs;
 pub mod bcolz;
 pub mod error;
 pub mod frame;
+mod mapped;
 mod msgpack;
 pub mod ndim;
 pub mod source;
@@ -478,6 +479,26 @@ impl Array {
         match &self.inner {
             Inner::Frame(f) => f.chunk_bytes_into(index, buf),
             Inner::Bcolz(c) => Ok(copy_into(buf, &c.chunk_bytes(index)?)),
+        }
+    }
+
+    /// Calls `f` with the complete compressed chunk `index` straight from a read-only mapping
+    /// of the source, without copying it (the same bytes as [`Array::chunk_bytes`]).
+    /// `Ok(false)`, `f` not called, when the chunk is not mapped: only stored chunks of
+    /// contiguous frames are, up to the length the file had at open.
+    ///
+    /// # Errors
+    ///
+    /// As [`Array::chunk_bytes`]; [`ContainerError::Io`] when the file shrank while `f` ran.
+    pub fn with_mapped_chunk(
+        &self,
+        index: usize,
+        f: &mut dyn FnMut(&[u8]),
+    ) -> Result<bool, ContainerError> {
+        self.check_index(index)?;
+        match &self.inner {
+            Inner::Frame(fr) => fr.with_mapped_chunk(index, f),
+            Inner::Bcolz(_) => Ok(false),
         }
     }
 

@@ -229,37 +229,62 @@ impl Core {
             source,
         };
         let nbytes = store.chunk_nbytes(index)?;
-        // The compressed bytes go into this thread's reused buffer: a fresh multi-MiB
+        // Straight from the source's mapping when it has one: no copy of the compressed
+        // bytes, and no buffer for them.
+        let mut from_map = None;
+        let mapped = store.with_mapped_chunk(index, &mut |chunk| {
+            from_map = Some(self.decode_chunk(chunk, nbytes, split));
+        });
+        match (mapped, from_map) {
+            (Ok(true), Some(res)) => return res.map_err(chunk_err),
+            (Err(e), res) => {
+                // The source shrank while it was decoded: what came out is not its chunk.
+                if let Some(Ok(buf)) = res {
+                    self.cache.recycle(buf);
+                }
+                return Err(e);
+            }
+            _ => {}
+        }
+        // Else the compressed bytes go into this thread's reused buffer: a fresh multi-MiB
         // allocation per chunk costs page faults and zeroing on every decode.
         let res = COMPRESSED.with(|cell| {
             let mut compressed = cell.borrow_mut();
             let clen = store.chunk_bytes_into(index, &mut compressed)?;
-            let chunk = &compressed[..clen];
-            // The chunk may hold more than the file shows (a bcolz leftover chunk rewritten
-            // full): decode it all, keep the first `nbytes`.
-            let stored = codec::chunk_info(chunk).map_err(chunk_err)?.nbytes;
-            if stored < nbytes {
-                return Err(chunk_err(CodecError::OutputSize {
-                    expected: stored,
-                    actual: nbytes,
-                }));
-            }
-            let mut buf = self.cache.buffer(stored);
-            let res = self.decode_into(chunk, &mut buf, split);
+            let res = self.decode_chunk(&compressed[..clen], nbytes, split);
             if compressed.capacity() > KEEP_COMPRESSED {
                 *compressed = Vec::new(); // an outsized chunk: do not keep its buffer
             }
-            Ok((buf, res))
+            Ok(res)
         });
-        let (mut buf, res) = res?;
-        match res {
-            Ok(_) => {
+        res?.map_err(chunk_err)
+    }
+
+    /// Decodes the compressed chunk `chunk` into a cache buffer and keeps its first `nbytes`.
+    /// The chunk may hold more than the file shows (a bcolz leftover chunk rewritten full):
+    /// it is decoded whole.
+    fn decode_chunk(
+        &self,
+        chunk: &[u8],
+        nbytes: usize,
+        split: bool,
+    ) -> Result<Vec<u8>, CodecError> {
+        let stored = codec::chunk_info(chunk)?.nbytes;
+        if stored < nbytes {
+            return Err(CodecError::OutputSize {
+                expected: stored,
+                actual: nbytes,
+            });
+        }
+        let mut buf = self.cache.buffer(stored);
+        match self.decode_into(chunk, &mut buf, split) {
+            Ok(()) => {
                 buf.truncate(nbytes);
                 Ok(buf)
             }
-            Err(source) => {
+            Err(e) => {
                 self.cache.recycle(buf);
-                Err(chunk_err(source))
+                Err(e)
             }
         }
     }

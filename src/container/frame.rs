@@ -113,7 +113,12 @@ impl Frame {
         sparse_dir: Option<&Path>,
         stats: Arc<IoStats>,
     ) -> Result<Frame, ContainerError> {
-        let src = Source::open(path, Arc::clone(&stats))?;
+        // Contiguous frames are mapped: their chunks decode straight from the page cache.
+        let src = if sparse_dir.is_none() {
+            Source::open_mapped(path, Arc::clone(&stats))?
+        } else {
+            Source::open(path, Arc::clone(&stats))?
+        };
         let mal = |f: Fault| ContainerError::Malformed {
             path: path.to_path_buf(),
             what: f.what,
@@ -579,6 +584,52 @@ impl Frame {
         }
     }
 
+    /// Calls `f` with the complete compressed chunk `i` straight from the frame's mapping (the
+    /// same bytes as [`Frame::chunk_bytes`], without a copy). `Ok(false)` (and `f` not called)
+    /// when the chunk is not in a mapping: special and sparse chunks, a chunk past the mapped
+    /// length (the frame grew), or no mapping at all.
+    ///
+    /// # Errors
+    /// A chunk whose cbytes does not fit the chunk area; an I/O error when the file shrank
+    /// while `f` ran.
+    pub(crate) fn with_mapped_chunk(
+        &self,
+        i: usize,
+        f: &mut dyn FnMut(&[u8]),
+    ) -> Result<bool, ContainerError> {
+        let o = match self.slot(i)? {
+            Slot::Stored(o) if self.dir.is_none() => o,
+            _ => return Ok(false),
+        };
+        let at = self.info.start + self.info.header_len + o;
+        // A file that shrank underneath is an error of this chunk, named as such in the log.
+        let shrank = |e: ContainerError| match e {
+            ContainerError::Io { source, .. } => self.chunk_fault(i, o, source.to_string()),
+            e => e,
+        };
+        let Some(cb) = self.src.with_mapped(at, 32, |head| le_i32(head, 12)) else {
+            return Ok(false);
+        };
+        let cb = cb.map_err(shrank)?.unwrap_or(-1);
+        let cb = self.checked_cbytes(i, o, cb)?;
+        match self.src.with_mapped(at, cb, f) {
+            None => Ok(false),
+            Some(r) => r.map(|()| true).map_err(shrank),
+        }
+    }
+
+    /// A chunk's cbytes (read from its header at offset `o` of the chunk area), checked to be
+    /// a whole header at least and to fit the room left in the frame.
+    fn checked_cbytes(&self, i: usize, o: u64, cb: i32) -> Result<usize, ContainerError> {
+        let room = self.info.cbytes - o;
+        usize::try_from(cb)
+            .ok()
+            .filter(|&c| c >= 32 && c as u64 <= room)
+            .ok_or_else(|| {
+                self.chunk_fault(i, o, format!("chunk cbytes {cb} outside [32, {room}]"))
+            })
+    }
+
     /// Chunk `i` of a contiguous frame, stored at offset `o` of the chunk area, read into
     /// `buf[..n]` (returns `n`, its cbytes, checked against the room left in the frame).
     fn contiguous_chunk_into(
@@ -591,14 +642,7 @@ impl Frame {
         let mut head = [0u8; 32];
         self.src
             .read_exact_at(at, &mut head, &format!("chunk {i} header"))?;
-        let cb = le_i32(&head, 12).unwrap_or(-1);
-        let room = self.info.cbytes - o;
-        let cb = usize::try_from(cb)
-            .ok()
-            .filter(|&c| c >= 32 && c as u64 <= room)
-            .ok_or_else(|| {
-                self.chunk_fault(i, o, format!("chunk cbytes {cb} outside [32, {room}]"))
-            })?;
+        let cb = self.checked_cbytes(i, o, le_i32(&head, 12).unwrap_or(-1))?;
         crate::mem::grow_discarding(buf, cb);
         buf[..32].copy_from_slice(&head);
         self.src

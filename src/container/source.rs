@@ -1,12 +1,11 @@
 //! Positional reads from one file of a source, with bounds checks against the file size seen
 //! at open and I/O counters.
 //!
-//! This module knows nothing of frame or bcolz structure: it hands out byte ranges. It
-//! deliberately does **not** memory-map: a later write-back feature appends to frames and
-//! C-Blosc2 truncates files on its next write (`CONTAINER_NOTES.md` section 3.1, 6.1 pitfall
-//! 9), and a mapping of a file that shrinks raises SIGBUS (STYLE.md section 7). `pread`
-//! (`FileExt::read_at`) costs one copy per chunk and cannot fault, so this module has no
-//! `unsafe` at all.
+//! This module knows nothing of frame or bcolz structure: it hands out byte ranges, read
+//! with `pread` (`FileExt::read_at`), which costs one copy and cannot fault. A source opened
+//! with `Source::open_mapped` also lends ranges straight from a read-only mapping
+//! (`Source::with_mapped`); a mapped file that shrinks underneath (another process
+//! truncating it) is made an I/O error of that read by `mapped.rs`, never a SIGBUS.
 //!
 //! Invariants:
 //! - every read is bounded by the file length observed when the file was opened, checked
@@ -56,6 +55,8 @@ pub(crate) struct Source {
     len: u64,
     mtime: SystemTime,
     stats: Arc<IoStats>,
+    /// The whole file (as long as it was at open), mapped read-only; `None`: `pread` only.
+    map: Option<super::mapped::Mapping>,
 }
 
 impl Source {
@@ -79,7 +80,34 @@ impl Source {
             len: meta.len(),
             mtime: meta.modified().unwrap_or(SystemTime::UNIX_EPOCH),
             stats,
+            map: None,
         })
+    }
+
+    /// [`Source::open`], plus a read-only mapping of the whole file for
+    /// [`Source::with_mapped`] (when the file can be mapped; else reads use `pread`).
+    pub(crate) fn open_mapped(path: &Path, stats: Arc<IoStats>) -> Result<Source, ContainerError> {
+        let mut src = Source::open(path, stats)?;
+        src.map = super::mapped::Mapping::new(&src.file, src.len);
+        Ok(src)
+    }
+
+    /// Calls `f` with the `len` bytes at `offset` straight from the file's mapping, without
+    /// copying them. `None` when there is no usable mapping of that range (not mapped, past the
+    /// mapped length, or the mapping lost pages to a truncation): read them instead. An
+    /// [`ContainerError::Io`] when the file shrank while `f` ran (`f`'s result is dropped).
+    pub(crate) fn with_mapped<R>(
+        &self,
+        offset: u64,
+        len: usize,
+        f: impl FnOnce(&[u8]) -> R,
+    ) -> Option<Result<R, ContainerError>> {
+        let r = self.map.as_ref()?.with(offset, len, f)?;
+        self.stats.record(len);
+        Some(r.map_err(|source| ContainerError::Io {
+            path: self.path.clone(),
+            source,
+        }))
     }
 
     /// The file's path.
@@ -139,10 +167,7 @@ impl Source {
         self.stats.record(len);
         self.file
             .read_exact_at(target, offset)
-            .map_err(|source| ContainerError::Io {
-                path: self.path.clone(),
-                source,
-            })
+            .map_err(|e| self.read_error(e, offset, what))
     }
 
     /// Fills `buf` with the bytes at `offset`. `what` names the structure for the error
@@ -171,9 +196,26 @@ impl Source {
         self.stats.record(len);
         self.file
             .read_exact_at(buf, offset)
-            .map_err(|source| ContainerError::Io {
+            .map_err(|e| self.read_error(e, offset, what))
+    }
+
+    /// A failed read of `what` at `offset`. Running into the end of the file inside the
+    /// length seen at open means the file shrank underneath (another process truncated it):
+    /// say so, naming the structure.
+    fn read_error(&self, source: std::io::Error, offset: u64, what: &str) -> ContainerError {
+        if source.kind() == std::io::ErrorKind::UnexpectedEof {
+            return ContainerError::Malformed {
                 path: self.path.clone(),
-                source,
-            })
+                what: what.to_string(),
+                offset,
+                why: "the file ends before it: it shrank since it was opened (truncated by \
+                      another process)"
+                    .into(),
+            };
+        }
+        ContainerError::Io {
+            path: self.path.clone(),
+            source,
+        }
     }
 }

@@ -41,6 +41,21 @@ pub trait ChunkStore: Send + Sync + Debug {
         Ok(crate::container::copy_into(buf, &self.chunk_bytes(index)?))
     }
 
+    /// Calls `f` with the complete compressed chunk `index` without copying it, when the store
+    /// has it in memory (a mapped frame); `Ok(false)` and `f` not called otherwise (use
+    /// [`ChunkStore::chunk_bytes_into`]).
+    ///
+    /// # Errors
+    /// When the bytes are not a well-formed chunk entry, or the source shrank while `f` ran.
+    fn with_mapped_chunk(
+        &self,
+        index: usize,
+        f: &mut dyn FnMut(&[u8]),
+    ) -> Result<bool, ContainerError> {
+        let _ = (index, f);
+        Ok(false)
+    }
+
     /// Reads `buf.len()` bytes of chunk `index`'s compressed bytes starting at `offset`
     /// (relative to the chunk start), without reading the rest of the chunk. `Ok(false)` when
     /// this store cannot read part of a chunk (the caller then uses [`ChunkStore::chunk_bytes`]).
@@ -77,6 +92,14 @@ impl ChunkStore for Array {
 
     fn chunk_bytes_into(&self, index: usize, buf: &mut Vec<u8>) -> Result<usize, ContainerError> {
         Array::chunk_bytes_into(self, index, buf)
+    }
+
+    fn with_mapped_chunk(
+        &self,
+        index: usize,
+        f: &mut dyn FnMut(&[u8]),
+    ) -> Result<bool, ContainerError> {
+        Array::with_mapped_chunk(self, index, f)
     }
 
     fn chunk_read_at(

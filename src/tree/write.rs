@@ -89,6 +89,14 @@ impl ChunkStore for SharedArray {
         self.0.get().chunk_bytes_into(index, buf)
     }
 
+    fn with_mapped_chunk(
+        &self,
+        index: usize,
+        f: &mut dyn FnMut(&[u8]),
+    ) -> Result<bool, ContainerError> {
+        self.0.get().with_mapped_chunk(index, f)
+    }
+
     fn chunk_read_at(
         &self,
         index: usize,

@@ -341,6 +341,51 @@ fn mount_corrupt_chunk_is_eio_for_that_file_and_logged() {
     assert!(line.contains(&src.display().to_string()), "{line}");
 }
 
+/// Another process truncating a mounted frame (python-blosc2 rewriting it with mode="w" does)
+/// must not kill the daemon: chunks past the new end are EIO, logged with the chunk, and the
+/// mount keeps answering.
+#[test]
+fn mount_source_truncated_underneath_is_eio_and_the_daemon_survives() {
+    if !fuse_available("mount_source_truncated_underneath_is_eio_and_the_daemon_survives") {
+        return;
+    }
+    let sc = sidecar(&data_dir().join("frames/schunk_zstd.json"));
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("cut.b2frame");
+    std::fs::copy(data_dir().join("frames/schunk_zstd.b2frame"), &src).unwrap();
+    let log = dir.path().join("stderr.log");
+    let m = Mount::foreground(&src, &log);
+    let at1 = sc["layout"]["header_len"].as_u64().unwrap()
+        + sc["layout"]["index_entries"][1].as_u64().unwrap();
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&src)
+        .unwrap()
+        .set_len((at1 + 32).next_multiple_of(4096))
+        .unwrap();
+    for i in [1usize, 2] {
+        let err = std::fs::read(m.path(&format!("data/{i:08}.bin"))).unwrap_err();
+        assert_eq!(err.raw_os_error(), Some(libc::EIO), "chunk {i}: {err}");
+    }
+    let b = std::fs::read(m.path("data/00000000.bin")).unwrap();
+    assert_eq!(
+        sha256_hex(&b),
+        sc["chunk_list"][0]["sha256"].as_str().unwrap()
+    );
+    assert!(std::fs::read(m.path("meta/sizes")).is_ok());
+    assert!(
+        is_mounted(&m.path("")),
+        "the daemon must still serve the mount"
+    );
+    drop(m);
+    let text = std::fs::read_to_string(&log).unwrap();
+    assert!(
+        text.lines()
+            .any(|l| l.contains("WARN") && l.contains("chunk 2") && l.contains("cut.b2frame")),
+        "no warn line naming chunk 2:\n{text}"
+    );
+}
+
 #[test]
 fn mount_is_read_only() {
     if !fuse_available("mount_is_read_only") {

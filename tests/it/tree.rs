@@ -809,6 +809,51 @@ fn tree_corrupt_chunk_is_eio_for_that_file_only() {
     assert_eq!(t.open_handles(), 0);
 }
 
+/// A contiguous frame is decoded straight from a mapping of the file. When another process
+/// truncates the file underneath, the pages past the new end are gone (touching them raises
+/// SIGBUS): the chunks there must be EIO naming the chunk, and everything else keep working.
+#[test]
+fn tree_source_truncated_underneath_is_eio_not_a_crash() {
+    let name = "schunk_zstd";
+    let sc = sidecar(&data_dir().join(format!("frames/{name}.json")));
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join(format!("{name}.b2frame"));
+    std::fs::copy(data_dir().join(format!("frames/{name}.b2frame")), &src).unwrap();
+    let t = tree(&src);
+    let chunk0 = read_path(&t, "data/00000000.bin");
+    assert_eq!(
+        sha256_hex(&chunk0),
+        sc["chunk_list"][0]["sha256"].as_str().unwrap()
+    );
+    // Cut the file a page boundary after chunk 1's header: the rest of chunk 1 and all of
+    // chunk 2 lie on pages wholly past the end.
+    let at1 = sc["layout"]["header_len"].as_u64().unwrap()
+        + sc["layout"]["index_entries"][1].as_u64().unwrap();
+    let cut = (at1 + 32).next_multiple_of(4096);
+    let end1 = at1 + sc["chunk_list"][1]["cbytes"].as_u64().unwrap();
+    assert!(end1 > cut + 4096, "the fixture must reach past the cut");
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&src)
+        .unwrap()
+        .set_len(cut)
+        .unwrap();
+    for i in [1usize, 2] {
+        for step in [100u32, 1 << 20] {
+            let err =
+                read_all(&t, ino_of(&t, &format!("data/{}", chunk_name(i))), step).unwrap_err();
+            assert_eq!(err.errno(), libc::EIO, "chunk {i}");
+            let msg = b2fs::tree::display_chain(&err);
+            assert!(msg.contains(&format!("chunk {i}")), "{msg}");
+            assert!(msg.contains(&src.display().to_string()), "{msg}");
+        }
+    }
+    // The rest of the tree still answers (chunk 0 from the cache or the intact pages).
+    assert_eq!(read_path(&t, "data/00000000.bin"), chunk0);
+    assert!(json_at(&t, "meta/sizes").is_object());
+    assert_eq!(t.open_handles(), 0);
+}
+
 // ---------------------------------------------------------------------------------------------
 // a synthetic source with a million chunks
 // ---------------------------------------------------------------------------------------------
