@@ -27,7 +27,7 @@
 //! guard is what lets writable mounts map too: b2fs's own commits to a contiguous frame append
 //! and then rewrite the header in place (`write/frame.rs`), so they never shrink the file nor
 //! change the bytes of a chunk the index points at; anything else that shrinks it is the case
-//! above. Every 32 MiB read through a mapping, its pages are dropped from the page table
+//! above. Every 8 MiB read through a mapping, its pages are dropped from the page table
 //! (`MADV_DONTNEED`; the page cache keeps them), so the process's RSS does not grow by every
 //! chunk it reads.
 
@@ -39,7 +39,7 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use memmap2::{Mmap, MmapOptions, UncheckedAdvice};
 
 /// Bytes read through a mapping between two drops of its pages (see `release_pages`).
-const DROP_EVERY: usize = 32 << 20;
+const DROP_EVERY: usize = 8 << 20;
 
 /// How many mappings can be live at once; more sources are read with `pread`.
 const SLOTS: usize = 64;
@@ -120,7 +120,7 @@ impl Mapping {
     /// Counts `len` bytes read through the mapping; every [`DROP_EVERY`] bytes, drops all of
     /// the mapping's pages from the page table (`MADV_DONTNEED`). The page cache keeps them,
     /// but the process's RSS would otherwise grow by every chunk read: with this it stays
-    /// within the cache budget plus [`DROP_EVERY`]. Once per 32 MiB rather than per chunk:
+    /// within the cache budget plus [`DROP_EVERY`]. Batched rather than per read:
     /// each drop flushes the TLB on every CPU running a thread of the process, which per
     /// chunk cost more than the copy the mapping saves.
     fn release_pages(&self, len: usize) {
