@@ -485,19 +485,22 @@ impl Array {
     /// Calls `f` with the complete compressed chunk `index` straight from a read-only mapping
     /// of the source, without copying it (the same bytes as [`Array::chunk_bytes`]).
     /// `Ok(false)`, `f` not called, when the chunk is not mapped: only stored chunks of
-    /// contiguous frames are, up to the length the file had at open.
+    /// contiguous frames are, up to the length the file had at open. `partial`: `f` reads
+    /// only a few of the chunk's pages (a range decode).
     ///
     /// # Errors
     ///
-    /// As [`Array::chunk_bytes`]; [`ContainerError::Io`] when the file shrank while `f` ran.
+    /// As [`Array::chunk_bytes`]; [`ContainerError::Malformed`] naming the chunk when the
+    /// file shrank while `f` ran.
     pub fn with_mapped_chunk(
         &self,
         index: usize,
+        partial: bool,
         f: &mut dyn FnMut(&[u8]),
     ) -> Result<bool, ContainerError> {
         self.check_index(index)?;
         match &self.inner {
-            Inner::Frame(fr) => fr.with_mapped_chunk(index, f),
+            Inner::Frame(fr) => fr.with_mapped_chunk(index, partial, f),
             Inner::Bcolz(_) => Ok(false),
         }
     }

@@ -232,7 +232,7 @@ impl Core {
         // Straight from the source's mapping when it has one: no copy of the compressed
         // bytes, and no buffer for them.
         let mut from_map = None;
-        let mapped = store.with_mapped_chunk(index, &mut |chunk| {
+        let mapped = store.with_mapped_chunk(index, false, &mut |chunk| {
             from_map = Some(self.decode_chunk(chunk, nbytes, split));
         });
         match (mapped, from_map) {
@@ -399,8 +399,17 @@ impl Core {
         let len = out.len();
         let decode =
             |chunk: &[u8], out: &mut [u8]| guarded(|| codec::decompress_range(chunk, offset, out));
-        // A compressed chunk kept from earlier reads beats partial reads from the source.
-        let lazy = if self.raw.contains_or_loading(&(set, index)) {
+        // Straight from the source's mapping when it has one: the decode touches only the
+        // pages of the header, the block-start table and the blocks it needs, with no read
+        // call and no copy. Else a compressed chunk kept from earlier reads beats partial
+        // reads from the source.
+        let mut from_map = None;
+        let mapped = store.with_mapped_chunk(index, true, &mut |c| {
+            from_map = Some(decode(c, &mut out));
+        })?;
+        let lazy = if mapped {
+            from_map
+        } else if self.raw.contains_or_loading(&(set, index)) {
             None
         } else {
             lazy::with_sparse_chunk(store.as_ref(), index, offset, len, |c| decode(c, &mut out))?

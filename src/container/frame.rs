@@ -86,6 +86,10 @@ pub struct Vlmetalayer {
     pub json: Value,
 }
 
+/// What a range decode of a mapped chunk is counted as having read (header, block-start
+/// table and a block's streams) toward dropping the mapping's pages (`mapped.rs`).
+const PARTIAL_TOUCH: usize = 256 << 10;
+
 /// An opened frame.
 #[derive(Debug)]
 pub(crate) struct Frame {
@@ -587,7 +591,8 @@ impl Frame {
     /// Calls `f` with the complete compressed chunk `i` straight from the frame's mapping (the
     /// same bytes as [`Frame::chunk_bytes`], without a copy). `Ok(false)` (and `f` not called)
     /// when the chunk is not in a mapping: special and sparse chunks, a chunk past the mapped
-    /// length (the frame grew), or no mapping at all.
+    /// length (the frame grew), or no mapping at all. `partial`: `f` reads only a few of its
+    /// pages (a range decode), see `mapped.rs` on why that matters.
     ///
     /// # Errors
     /// A chunk whose cbytes does not fit the chunk area; an I/O error when the file shrank
@@ -595,6 +600,7 @@ impl Frame {
     pub(crate) fn with_mapped_chunk(
         &self,
         i: usize,
+        partial: bool,
         f: &mut dyn FnMut(&[u8]),
     ) -> Result<bool, ContainerError> {
         let o = match self.slot(i)? {
@@ -607,12 +613,13 @@ impl Frame {
             ContainerError::Io { source, .. } => self.chunk_fault(i, o, source.to_string()),
             e => e,
         };
-        let Some(cb) = self.src.with_mapped(at, 32, |head| le_i32(head, 12)) else {
+        let Some(cb) = self.src.with_mapped(at, 32, 32, |head| le_i32(head, 12)) else {
             return Ok(false);
         };
         let cb = cb.map_err(shrank)?.unwrap_or(-1);
         let cb = self.checked_cbytes(i, o, cb)?;
-        match self.src.with_mapped(at, cb, f) {
+        let touched = if partial { PARTIAL_TOUCH } else { cb };
+        match self.src.with_mapped(at, cb, touched, f) {
             None => Ok(false),
             Some(r) => r.map(|()| true).map_err(shrank),
         }

@@ -142,13 +142,16 @@ impl Mapping {
         TABLE[self.slot].faults.load(Ordering::Acquire) != 0
     }
 
-    /// Calls `f` with bytes `[offset, offset + len)` of the mapping. `None` when the range is
-    /// not inside the mapping or the mapping is poisoned (use `pread`). An error when a page
-    /// of the mapping was lost while `f` ran: what `f` computed from zeros is discarded.
+    /// Calls `f` with bytes `[offset, offset + len)` of the mapping, of which it is expected
+    /// to read about `touched` (all of them, or the few pages a range decode needs). `None`
+    /// when the range is not inside the mapping or the mapping is poisoned (use `pread`). An
+    /// error when a page of the mapping was lost while `f` ran: what `f` computed from zeros
+    /// is discarded.
     pub(crate) fn with<R>(
         &self,
         offset: u64,
         len: usize,
+        touched: usize,
         f: impl FnOnce(&[u8]) -> R,
     ) -> Option<io::Result<R>> {
         let start = usize::try_from(offset).ok()?;
@@ -158,7 +161,7 @@ impl Mapping {
             return None;
         }
         let r = f(bytes);
-        self.release_pages(len);
+        self.release_pages(touched.min(len));
         if faults.load(Ordering::Acquire) != 0 {
             return Some(Err(io::Error::new(
                 io::ErrorKind::UnexpectedEof,
@@ -266,10 +269,10 @@ mod tests {
         f.write_all(&data).unwrap();
         let m = Mapping::new(&f, data.len() as u64).expect("mapped");
         assert_eq!(m.len(), data.len());
-        let got = m.with(10, 5000, |b| b.to_vec()).unwrap().unwrap();
+        let got = m.with(10, 5000, 5000, |b| b.to_vec()).unwrap().unwrap();
         assert_eq!(got, &data[10..5010]);
-        assert!(m.with(99_999, 2, |_| ()).is_none(), "past the end");
-        assert!(m.with(u64::MAX, 1, |_| ()).is_none());
+        assert!(m.with(99_999, 2, 2, |_| ()).is_none(), "past the end");
+        assert!(m.with(u64::MAX, 1, 1, |_| ()).is_none());
         assert!(Mapping::new(&f, 0).is_none(), "empty files are not mapped");
     }
 
@@ -280,11 +283,16 @@ mod tests {
         let data = vec![0xabu8; 8 * page];
         f.write_all(&data).unwrap();
         let m = Mapping::new(&f, data.len() as u64).expect("mapped");
-        assert_eq!(m.with(0, 8 * page, |b| b[5 * page]).unwrap().unwrap(), 0xab);
+        assert_eq!(
+            m.with(0, 8 * page, 8 * page, |b| b[5 * page])
+                .unwrap()
+                .unwrap(),
+            0xab
+        );
         f.set_len(2 * page as u64).unwrap();
         // Pages 2.. are gone: touching them raises SIGBUS, which the guard turns into zeros
         // and an error for this read.
-        let r = m.with(0, 8 * page, |b| {
+        let r = m.with(0, 8 * page, 8 * page, |b| {
             b.iter().map(|&x| u64::from(x)).sum::<u64>()
         });
         let err = r
@@ -293,12 +301,17 @@ mod tests {
         assert_eq!(err.kind(), io::ErrorKind::UnexpectedEof);
         assert!(m.poisoned());
         assert!(
-            m.with(0, 10, |_| ()).is_none(),
+            m.with(0, 10, 10, |_| ()).is_none(),
             "a poisoned mapping is not used again"
         );
         drop(m);
         // The slot is free again and a new mapping of the short file works.
         let m2 = Mapping::new(&f, 2 * page as u64).expect("mapped again");
-        assert_eq!(m2.with(0, 2 * page, |b| b[page]).unwrap().unwrap(), 0xab);
+        assert_eq!(
+            m2.with(0, 2 * page, 2 * page, |b| b[page])
+                .unwrap()
+                .unwrap(),
+            0xab
+        );
     }
 }

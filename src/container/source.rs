@@ -93,17 +93,18 @@ impl Source {
     }
 
     /// Calls `f` with the `len` bytes at `offset` straight from the file's mapping, without
-    /// copying them. `None` when there is no usable mapping of that range (not mapped, past the
+    /// copying them; `f` is expected to read about `touched` of them. `None` when there is no usable mapping of that range (not mapped, past the
     /// mapped length, or the mapping lost pages to a truncation): read them instead. An
     /// [`ContainerError::Io`] when the file shrank while `f` ran (`f`'s result is dropped).
     pub(crate) fn with_mapped<R>(
         &self,
         offset: u64,
         len: usize,
+        touched: usize,
         f: impl FnOnce(&[u8]) -> R,
     ) -> Option<Result<R, ContainerError>> {
-        let r = self.map.as_ref()?.with(offset, len, f)?;
-        self.stats.record(len);
+        let r = self.map.as_ref()?.with(offset, len, touched, f)?;
+        self.stats.record(touched.min(len));
         Some(r.map_err(|source| ContainerError::Io {
             path: self.path.clone(),
             source,

@@ -43,16 +43,18 @@ pub trait ChunkStore: Send + Sync + Debug {
 
     /// Calls `f` with the complete compressed chunk `index` without copying it, when the store
     /// has it in memory (a mapped frame); `Ok(false)` and `f` not called otherwise (use
-    /// [`ChunkStore::chunk_bytes_into`]).
+    /// [`ChunkStore::chunk_bytes_into`]). `partial`: `f` reads only a few of the chunk's
+    /// pages (a range decode).
     ///
     /// # Errors
     /// When the bytes are not a well-formed chunk entry, or the source shrank while `f` ran.
     fn with_mapped_chunk(
         &self,
         index: usize,
+        partial: bool,
         f: &mut dyn FnMut(&[u8]),
     ) -> Result<bool, ContainerError> {
-        let _ = (index, f);
+        let _ = (index, partial, f);
         Ok(false)
     }
 
@@ -97,9 +99,10 @@ impl ChunkStore for Array {
     fn with_mapped_chunk(
         &self,
         index: usize,
+        partial: bool,
         f: &mut dyn FnMut(&[u8]),
     ) -> Result<bool, ContainerError> {
-        Array::with_mapped_chunk(self, index, f)
+        Array::with_mapped_chunk(self, index, partial, f)
     }
 
     fn chunk_read_at(

@@ -92,9 +92,10 @@ impl ChunkStore for SharedArray {
     fn with_mapped_chunk(
         &self,
         index: usize,
+        partial: bool,
         f: &mut dyn FnMut(&[u8]),
     ) -> Result<bool, ContainerError> {
-        self.0.get().with_mapped_chunk(index, f)
+        self.0.get().with_mapped_chunk(index, partial, f)
     }
 
     fn chunk_read_at(

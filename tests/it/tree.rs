@@ -819,7 +819,15 @@ fn tree_source_truncated_underneath_is_eio_not_a_crash() {
     let dir = tempfile::tempdir().unwrap();
     let src = dir.path().join(format!("{name}.b2frame"));
     std::fs::copy(data_dir().join(format!("frames/{name}.b2frame")), &src).unwrap();
-    let t = tree(&src);
+    // No prefetch: reading chunk 0 must not decode chunks 1 and 2 before the cut.
+    let t = Tree::from_source(
+        &src,
+        TreeOptions {
+            prefetch_chunks: 0,
+            ..opts()
+        },
+    )
+    .unwrap();
     let chunk0 = read_path(&t, "data/00000000.bin");
     assert_eq!(
         sha256_hex(&chunk0),
@@ -838,6 +846,12 @@ fn tree_source_truncated_underneath_is_eio_not_a_crash() {
         .unwrap()
         .set_len(cut)
         .unwrap();
+    // First a small read in the middle of a chunk (the range-decode path, first to touch
+    // the lost pages), then whole reads.
+    let ino1 = ino_of(&t, "data/00000001.bin");
+    let fh = t.open(ino1, libc::O_RDONLY).unwrap();
+    assert_eq!(errno(t.read(ino1, fh, 40_000, 100)), libc::EIO);
+    t.release(fh).unwrap();
     for i in [1usize, 2] {
         for step in [100u32, 1 << 20] {
             let err =
