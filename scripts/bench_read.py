@@ -3,6 +3,8 @@
 
     bench_read.py gen DIR              make the benchmark sources in DIR (skips existing ones)
     bench_read.py seq PATH             decompress every chunk (nthreads=2); JSON timing
+    bench_read.py read-mount MP PID    read every chunk file of the mount at MP (b2fs pid PID)
+                                       in 1 MiB reads; JSON timing and CPU times (ab_read.sh)
     bench_read.py rand PATH OFFSETS    4 KiB get_slice at each byte offset listed in OFFSETS
                                        (one per line), twice (cold: fresh open; warm: again)
 
@@ -12,6 +14,7 @@ Sources (ZSTD clevel 5 + SHUFFLE, float64, 8 MiB chunks, made by python-blosc2 4
     m1m.b2frame  a plain SChunk with 1,000,000 zero chunks of 64 bytes (mount time)
 """
 
+import glob
 import json
 import os
 import sys
@@ -92,11 +95,38 @@ def seq(path):
     arr = blosc2.open(path, mode="r")
     schunk = arr.schunk if hasattr(arr, "schunk") else arr
     t = time.perf_counter()
+    c = os.times()
     total = 0
     for i in range(schunk.nchunks):
         total += len(schunk.decompress_chunk(i))
     secs = time.perf_counter() - t
-    print(json.dumps({"seconds": secs, "bytes": total}))
+    e = os.times()
+    cpu = (e.user - c.user) + (e.system - c.system)
+    print(json.dumps({"seconds": secs, "bytes": total, "cpu_seconds": cpu}))
+
+
+def read_mount(mountpoint, pid):
+    """Reads every data/*.bin of a mount in 1 MiB reads (like `dd bs=1M`); JSON timing with
+    the CPU time of the reader and of the b2fs process `pid` during the pass."""
+    def daemon_cpu():
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+    files = sorted(glob.glob(os.path.join(mountpoint, "data", "*.bin")))
+    buf = memoryview(bytearray(1 << 20))
+    d0, c0, t0 = daemon_cpu(), os.times(), time.perf_counter()
+    total = 0
+    for path in files:
+        fd = os.open(path, os.O_RDONLY)
+        while (n := os.readv(fd, [buf])) > 0:
+            total += n
+        os.close(fd)
+    secs = time.perf_counter() - t0
+    c1, d1 = os.times(), daemon_cpu()
+    reader = (c1.user - c0.user) + (c1.system - c0.system)
+    print(json.dumps({"seconds": secs, "bytes": total, "daemon_cpu_seconds": d1 - d0,
+                      "reader_cpu_seconds": reader}))
 
 
 def rand(path, offsets_file):
@@ -123,6 +153,8 @@ def main():
         gen(sys.argv[2])
     elif cmd == "seq":
         seq(sys.argv[2])
+    elif cmd == "read-mount":
+        read_mount(sys.argv[2], int(sys.argv[3]))
     elif cmd == "rand":
         rand(sys.argv[2], sys.argv[3])
     else:
