@@ -14,14 +14,16 @@
 //! address range stays readable throughout) and counts a fault on that mapping. The faulting
 //! load is then retried and reads zeros. [`Mapping::with`] compares the mapping's fault count
 //! before and after running the caller's code, and reports a fault as an I/O error of that
-//! read, exactly what `pread` gives for a file that shrank. A mapping that has faulted once is
+//! read, as `pread` does for a file that shrank. A mapping that has faulted once is
 //! not used again (`pread` takes over). A SIGBUS anywhere else is handed back to the
 //! disposition that was installed before ours (Rust's runtime handler, or the default).
 //!
 //! The contract readers rely on: the bytes may change underneath (another process writing the
 //! file), as with `pread`; the decoder treats them as untrusted input either way and checks
-//! every length against the slice it was given, so a change yields wrong bytes or an error,
-//! never an out-of-bounds access.
+//! every length against the slice it was given, so a change yields wrong bytes or an error.
+//! One difference from `pread` remains: with a mapping, a writer racing the decode could
+//! change a byte between two reads of it inside a C decoder (libzstd), which no fuzzing of
+//! fixed inputs covers. Only someone who can write the source can do that.
 //!
 //! STYLE.md section 7 allows mmap only for files b2fs will not rewrite during the mount. The
 //! guard is what lets writable mounts map too: b2fs's own commits to a contiguous frame append
@@ -120,9 +122,9 @@ impl Mapping {
     /// Counts `len` bytes read through the mapping; every [`DROP_EVERY`] bytes, drops all of
     /// the mapping's pages from the page table (`MADV_DONTNEED`). The page cache keeps them,
     /// but the process's RSS would otherwise grow by every chunk read: with this it stays
-    /// within the cache budget plus [`DROP_EVERY`]. Batched rather than per read:
-    /// each drop flushes the TLB on every CPU running a thread of the process, which per
-    /// chunk cost more than the copy the mapping saves.
+    /// within the cache budget plus about [`DROP_EVERY`]. Batched rather than per read: each
+    /// drop flushes the TLB on every CPU running a thread of the process, and dropping after
+    /// every chunk measured slower.
     fn release_pages(&self, len: usize) {
         let before = self.touched.fetch_add(len, Ordering::AcqRel);
         if before.saturating_add(len) < DROP_EVERY {
