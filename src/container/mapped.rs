@@ -14,7 +14,9 @@
 //! address range stays readable throughout) and counts a fault on that mapping. The faulting
 //! load is then retried and reads zeros. [`Mapping::with`] compares the mapping's fault count
 //! before and after running the caller's code, and reports a fault as an I/O error of that
-//! read, as `pread` does for a file that shrank. A mapping that has faulted once is
+//! read, as `pread` does for a file that shrank. A cut inside a page raises no SIGBUS (the
+//! rest of that page reads as zeros): `Source::with_mapped` checks the file's length after
+//! the read for that case. A mapping that has faulted once is
 //! not used again (`pread` takes over). A SIGBUS anywhere else is handed back to the
 //! disposition that was installed before ours (Rust's runtime handler, or the default).
 //!
@@ -39,6 +41,10 @@ use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
 use memmap2::{Mmap, MmapOptions, UncheckedAdvice};
+
+/// The reason given for a read that a truncation underneath spoiled.
+pub(crate) const SHRANK: &str =
+    "the file shrank while it was being read (truncated by another process)";
 
 /// Bytes read through a mapping between two drops of its pages (see `release_pages`).
 const DROP_EVERY: usize = 8 << 20;
@@ -67,8 +73,11 @@ static TABLE: [Slot; SLOTS] = [FREE; SLOTS];
 static PAGE: AtomicUsize = AtomicUsize::new(4096);
 
 /// The SIGBUS disposition that was in place before ours, restored for foreign faults.
-/// `None` inside when installing the handler failed (mappings are then not used).
-static PREVIOUS: OnceLock<Option<libc::sigaction>> = OnceLock::new();
+/// Recorded before ours is installed.
+static PREVIOUS: OnceLock<libc::sigaction> = OnceLock::new();
+
+/// Whether the guard is installed (mappings are not used when installing failed).
+static INSTALLED: OnceLock<bool> = OnceLock::new();
 
 /// A read-only shared mapping of a whole file, registered with the SIGBUS guard.
 #[derive(Debug)]
@@ -165,10 +174,7 @@ impl Mapping {
         let r = f(bytes);
         self.release_pages(touched.min(len));
         if faults.load(Ordering::Acquire) != 0 {
-            return Some(Err(io::Error::new(
-                io::ErrorKind::UnexpectedEof,
-                "the file shrank while it was being read (truncated by another process)",
-            )));
+            return Some(Err(io::Error::new(io::ErrorKind::UnexpectedEof, SHRANK)));
         }
         Some(Ok(r))
     }
@@ -184,7 +190,7 @@ impl Drop for Mapping {
 
 /// Installs the SIGBUS guard once per process; `None` when it could not be installed.
 fn install_guard() -> Option<()> {
-    let previous = PREVIOUS.get_or_init(|| {
+    let installed = *INSTALLED.get_or_init(|| {
         // SAFETY: sysconf has no preconditions.
         let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
         if let Ok(p) = usize::try_from(page)
@@ -192,36 +198,54 @@ fn install_guard() -> Option<()> {
         {
             PAGE.store(p, Ordering::Release);
         }
-        // SAFETY: `sigaction` is plain data; all-zero is a valid (empty) value, filled in below.
+        // The disposition in place now (Rust's runtime handler, or the default) is recorded
+        // before ours goes in, so that the handler can always give foreign faults back.
+        // SAFETY: `sigaction` is plain data; all-zero is a valid (empty) value.
+        let mut old: libc::sigaction = unsafe { std::mem::zeroed() };
+        // SAFETY: a null new action only queries; `old` is valid for the write.
+        if unsafe { libc::sigaction(libc::SIGBUS, std::ptr::null(), &mut old) } != 0 {
+            return false;
+        }
+        let _ = PREVIOUS.set(old);
+        // SAFETY: as above.
         let mut action: libc::sigaction = unsafe { std::mem::zeroed() };
         action.sa_sigaction = on_sigbus as *const () as usize;
         action.sa_flags = libc::SA_SIGINFO | libc::SA_ONSTACK;
         // SAFETY: `sa_mask` is a valid sigset_t owned by `action`.
         unsafe { libc::sigemptyset(&mut action.sa_mask) };
-        // SAFETY: as above for `old`.
-        let mut old: libc::sigaction = unsafe { std::mem::zeroed() };
-        // SAFETY: both pointers are valid for the call; the handler only uses
-        // async-signal-safe operations (atomics, mmap, sigaction).
-        let rc = unsafe { libc::sigaction(libc::SIGBUS, &action, &mut old) };
-        (rc == 0).then_some(old)
+        // SAFETY: a valid action; the handler only uses async-signal-safe operations
+        // (atomics, `mmap`, `sigaction`, `raise`).
+        unsafe { libc::sigaction(libc::SIGBUS, &action, std::ptr::null_mut()) == 0 }
     });
-    previous.map(|_| ())
+    installed.then_some(())
 }
 
-/// The SIGBUS handler (see the module comment). Async-signal-safe: atomics, `mmap` and
-/// `sigaction` only.
+/// The SIGBUS handler (see the module comment). Async-signal-safe in practice: atomic loads
+/// and stores (including `OnceLock::get`, one acquire load once initialised), and the bare
+/// `mmap`, `sigaction` and `raise` system calls.
 extern "C" fn on_sigbus(_sig: libc::c_int, info: *mut libc::siginfo_t, _ctx: *mut libc::c_void) {
     // SAFETY: the kernel passes a valid siginfo to an SA_SIGINFO handler.
-    let addr = unsafe { (*info).si_addr() } as usize;
+    let (code, addr) = unsafe { ((*info).si_code, (*info).si_addr() as usize) };
+    // Only a fault raised by the kernel (si_code > 0) has a meaningful address; a SIGBUS
+    // sent by a process (`kill -BUS`) gets its default action.
+    if code <= 0 {
+        give_back(true);
+        return;
+    }
     let page = PAGE.load(Ordering::Acquire);
     for slot in &TABLE {
         let start = slot.start.load(Ordering::Acquire);
         if start == 0 || start == usize::MAX || addr < start {
             continue;
         }
-        if addr >= slot.end.load(Ordering::Acquire) {
+        let end = slot.end.load(Ordering::Acquire);
+        // `start` again: `end` must belong to the same registration.
+        if addr >= end || slot.start.load(Ordering::Acquire) != start {
             continue;
         }
+        // Counted before the page is replaced: a reader that sees the zero page without
+        // faulting itself (another thread's fault) must also see the count.
+        slot.faults.fetch_add(1, Ordering::AcqRel);
         let at = addr & !(page - 1);
         // SAFETY: `at` is a page inside a live mapping we own (registered, so not yet
         // unmapped), which the kernel just reported as no longer backed by the file.
@@ -238,24 +262,34 @@ extern "C" fn on_sigbus(_sig: libc::c_int, info: *mut libc::siginfo_t, _ctx: *mu
             )
         };
         if r != libc::MAP_FAILED {
-            slot.faults.fetch_add(1, Ordering::AcqRel);
             return; // the load is retried and now reads zeros
         }
         break;
     }
     // Not ours (or the page could not be replaced): give the fault back to the previous
     // disposition; returning re-executes the access, which faults again into it.
-    let fallback = PREVIOUS.get().copied().flatten();
-    // SAFETY: a valid sigaction value (the one the kernel gave us, or the default).
+    give_back(false);
+}
+
+/// Puts back the SIGBUS disposition that was in place before ours (`raise`: the signal was
+/// sent, not caused by an access, so it is raised again into the default action).
+fn give_back(raise: bool) {
+    let previous = if raise { None } else { PREVIOUS.get().copied() };
+    // SAFETY: valid sigaction values (the one the kernel gave us, or the default); `raise`
+    // of a signal whose action is the default.
     unsafe {
-        match fallback {
-            Some(old) => libc::sigaction(libc::SIGBUS, &old, std::ptr::null_mut()),
+        let action = match previous {
+            Some(old) => old,
             None => {
                 let mut dfl: libc::sigaction = std::mem::zeroed();
                 dfl.sa_sigaction = libc::SIG_DFL;
-                libc::sigaction(libc::SIGBUS, &dfl, std::ptr::null_mut())
+                dfl
             }
         };
+        libc::sigaction(libc::SIGBUS, &action, std::ptr::null_mut());
+        if raise {
+            libc::raise(libc::SIGBUS);
+        }
     }
 }
 

@@ -105,6 +105,15 @@ impl Source {
     ) -> Option<Result<R, ContainerError>> {
         let r = self.map.as_ref()?.with(offset, len, touched, f)?;
         self.stats.record(touched.min(len));
+        let shrank =
+            || std::io::Error::new(std::io::ErrorKind::UnexpectedEof, super::mapped::SHRANK);
+        // A cut inside the range's last page raises no SIGBUS (the rest of that page reads as
+        // zeros), so the guard cannot see it: the file's length can. Checked after `f`, so a
+        // cut that could have touched what `f` read is seen.
+        let r = r.and_then(|v| match self.file.metadata() {
+            Ok(m) if m.len() < offset.saturating_add(len as u64) => Err(shrank()),
+            _ => Ok(v),
+        });
         Some(r.map_err(|source| ContainerError::Io {
             path: self.path.clone(),
             source,

@@ -868,6 +868,66 @@ fn tree_source_truncated_underneath_is_eio_not_a_crash() {
     assert_eq!(t.open_handles(), 0);
 }
 
+/// A cut inside a page raises no SIGBUS: the rest of that page reads as zeros. The mapped
+/// read must still see that its chunk was cut (the file's length), for the whole-chunk and
+/// the range path alike. Chunk 3 of this fixture is memcpyed (stored raw), so zeros in place
+/// of its last bytes would decode without complaint.
+#[test]
+fn tree_source_cut_inside_a_page_is_eio() {
+    let name = "schunk_deadspace";
+    let sc = sidecar(&data_dir().join(format!("frames/{name}.json")));
+    let chunk = |i: usize| &sc["chunk_list"][i];
+    let at3 = sc["layout"]["header_len"].as_u64().unwrap()
+        + sc["layout"]["index_entries"][3].as_u64().unwrap();
+    let nbytes3 = chunk(3)["nbytes"].as_u64().unwrap();
+    assert_eq!(
+        chunk(3)["cbytes"].as_u64().unwrap(),
+        nbytes3 + 32,
+        "chunk 3 must be memcpyed"
+    );
+    let cut = at3 + 32 + nbytes3 - 10;
+    assert_ne!(cut % 4096, 0, "the cut must fall inside a page");
+    // Chunk 1 lies wholly before the cut.
+    let at1 = sc["layout"]["header_len"].as_u64().unwrap()
+        + sc["layout"]["index_entries"][1].as_u64().unwrap();
+    assert!(at1 + chunk(1)["cbytes"].as_u64().unwrap() <= cut);
+    for range_read in [false, true] {
+        let dir = tempfile::tempdir().unwrap();
+        let src = dir.path().join(format!("{name}.b2frame"));
+        std::fs::copy(data_dir().join(format!("frames/{name}.b2frame")), &src).unwrap();
+        let t = Tree::from_source(
+            &src,
+            TreeOptions {
+                prefetch_chunks: 0,
+                ..opts()
+            },
+        )
+        .unwrap();
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open(&src)
+            .unwrap()
+            .set_len(cut)
+            .unwrap();
+        let ino3 = ino_of(&t, "data/00000003.bin");
+        let err = if range_read {
+            let fh = t.open(ino3, libc::O_RDONLY).unwrap();
+            let r = t.read(ino3, fh, nbytes3 - 100, 100).map(|_| ());
+            t.release(fh).unwrap();
+            r.unwrap_err()
+        } else {
+            read_all(&t, ino3, 1 << 20).unwrap_err()
+        };
+        assert_eq!(err.errno(), libc::EIO, "range read: {range_read}");
+        let msg = b2fs::tree::display_chain(&err);
+        assert!(msg.contains("chunk 3"), "{msg}");
+        assert_eq!(
+            sha256_hex(&read_path(&t, "data/00000001.bin")),
+            chunk(1)["sha256"].as_str().unwrap()
+        );
+    }
+}
+
 // ---------------------------------------------------------------------------------------------
 // a synthetic source with a million chunks
 // ---------------------------------------------------------------------------------------------
