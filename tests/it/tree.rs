@@ -28,6 +28,15 @@ fn tree(path: &Path) -> Tree {
     Tree::from_source(path, opts()).unwrap_or_else(|e| panic!("{}: {e:?}", path.display()))
 }
 
+/// A tree that never prefetches: a read decodes nothing but what it asked for.
+fn tree_without_prefetch(path: &Path) -> Tree {
+    let o = TreeOptions {
+        prefetch_chunks: 0,
+        ..opts()
+    };
+    Tree::from_source(path, o).unwrap_or_else(|e| panic!("{}: {e:?}", path.display()))
+}
+
 fn sidecar(path: &Path) -> Value {
     serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap()
 }
@@ -318,14 +327,7 @@ fn tree_reads_at_odd_offsets_and_lengths_return_reference_bytes() {
 #[test]
 fn tree_small_cold_read_in_large_chunk_decodes_range_only() {
     let src = data_dir().join("frames/schunk_zstd.b2frame");
-    let t = Tree::from_source(
-        &src,
-        TreeOptions {
-            prefetch_chunks: 0,
-            ..opts()
-        },
-    )
-    .unwrap();
+    let t = tree_without_prefetch(&src);
     let ino = ino_of(&t, "data/00000001.bin");
     let fh = t.open(ino, libc::O_RDONLY).unwrap();
     let got = t.read(ino, fh, 20_000, 100).unwrap();
@@ -809,6 +811,26 @@ fn tree_corrupt_chunk_is_eio_for_that_file_only() {
     assert_eq!(t.open_handles(), 0);
 }
 
+/// A copy of frame fixture `name` in a fresh directory, and a tree over it without prefetch
+/// (a read must not decode the next chunks before a test changes the file underneath).
+fn unprefetched_copy(name: &str) -> (tempfile::TempDir, PathBuf, Tree) {
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join(format!("{name}.b2frame"));
+    std::fs::copy(data_dir().join(format!("frames/{name}.b2frame")), &src).unwrap();
+    let t = tree_without_prefetch(&src);
+    (dir, src, t)
+}
+
+/// Truncates `path` to `len` bytes, as another process would.
+fn cut_file(path: &Path, len: u64) {
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(path)
+        .unwrap()
+        .set_len(len)
+        .unwrap();
+}
+
 /// A contiguous frame is decoded straight from a mapping of the file. When another process
 /// truncates the file underneath, the pages past the new end are gone (touching them raises
 /// SIGBUS): the chunks there must be EIO naming the chunk, and everything else keep working.
@@ -816,18 +838,7 @@ fn tree_corrupt_chunk_is_eio_for_that_file_only() {
 fn tree_source_truncated_underneath_is_eio_not_a_crash() {
     let name = "schunk_zstd";
     let sc = sidecar(&data_dir().join(format!("frames/{name}.json")));
-    let dir = tempfile::tempdir().unwrap();
-    let src = dir.path().join(format!("{name}.b2frame"));
-    std::fs::copy(data_dir().join(format!("frames/{name}.b2frame")), &src).unwrap();
-    // No prefetch: reading chunk 0 must not decode chunks 1 and 2 before the cut.
-    let t = Tree::from_source(
-        &src,
-        TreeOptions {
-            prefetch_chunks: 0,
-            ..opts()
-        },
-    )
-    .unwrap();
+    let (_dir, src, t) = unprefetched_copy(name);
     let chunk0 = read_path(&t, "data/00000000.bin");
     assert_eq!(
         sha256_hex(&chunk0),
@@ -840,12 +851,7 @@ fn tree_source_truncated_underneath_is_eio_not_a_crash() {
     let cut = (at1 + 32).next_multiple_of(4096);
     let end1 = at1 + sc["chunk_list"][1]["cbytes"].as_u64().unwrap();
     assert!(end1 > cut + 4096, "the fixture must reach past the cut");
-    std::fs::OpenOptions::new()
-        .write(true)
-        .open(&src)
-        .unwrap()
-        .set_len(cut)
-        .unwrap();
+    cut_file(&src, cut);
     // First a small read in the middle of a chunk (the range-decode path, first to touch
     // the lost pages), then whole reads.
     let ino1 = ino_of(&t, "data/00000001.bin");
@@ -892,23 +898,8 @@ fn tree_source_cut_inside_a_page_is_eio() {
         + sc["layout"]["index_entries"][1].as_u64().unwrap();
     assert!(at1 + chunk(1)["cbytes"].as_u64().unwrap() <= cut);
     for range_read in [false, true] {
-        let dir = tempfile::tempdir().unwrap();
-        let src = dir.path().join(format!("{name}.b2frame"));
-        std::fs::copy(data_dir().join(format!("frames/{name}.b2frame")), &src).unwrap();
-        let t = Tree::from_source(
-            &src,
-            TreeOptions {
-                prefetch_chunks: 0,
-                ..opts()
-            },
-        )
-        .unwrap();
-        std::fs::OpenOptions::new()
-            .write(true)
-            .open(&src)
-            .unwrap()
-            .set_len(cut)
-            .unwrap();
+        let (_dir, src, t) = unprefetched_copy(name);
+        cut_file(&src, cut);
         let ino3 = ino_of(&t, "data/00000003.bin");
         let err = if range_read {
             let fh = t.open(ino3, libc::O_RDONLY).unwrap();
