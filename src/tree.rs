@@ -893,7 +893,16 @@ impl Tree {
                 .get_mut(&fh)
                 .filter(|h| h.ino == ino)
                 .ok_or(TreeError::BadHandle(fh))?;
-            let seq = offset == 0 || offset == h.next;
+            // A first read at offset 0 starts a scan only when it is large: `head -c`, `dd
+            // bs=4k` and magic-number sniffers read a few KiB from the start of a file, and
+            // must not decode the whole chunk and prefetch the next ones. Their next read,
+            // if any, continues where this one ended and is sequential.
+            let first = offset == 0 && h.next == 0;
+            let seq = if first {
+                size as usize > RANGE_READ_MAX
+            } else {
+                offset == 0 || offset == h.next
+            };
             h.from_start &= offset == h.next;
             h.next = offset.saturating_add(u64::from(size));
             (seq, h.from_start)

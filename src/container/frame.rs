@@ -695,7 +695,7 @@ impl Frame {
             let path = self.sparse_chunk_path(o);
             let src = Source::open(&path, Arc::clone(&self.stats))?;
             window(path, src.len())?;
-            src.read_exact_at(offset, buf, "chunk")?;
+            src.read_exact_at(offset, buf, &format!("chunk {i}"))?;
             return Ok(true);
         }
         let at = self.info.start + self.info.header_len + o;
@@ -712,15 +712,17 @@ impl Frame {
         if offset == 0 && buf.len() >= 16 {
             // The header comes with the window: one read.
             window(self.src.path().to_path_buf(), room)?;
-            self.src.read_exact_at(at, buf, "chunk")?;
+            self.src.read_exact_at(at, buf, &format!("chunk {i}"))?;
             let cb = cbytes(buf)?;
             window(self.src.path().to_path_buf(), cb)?;
             return Ok(true);
         }
         let mut head = [0u8; 16];
-        self.src.read_exact_at(at, &mut head, "chunk header")?;
+        self.src
+            .read_exact_at(at, &mut head, &format!("chunk {i} header"))?;
         window(self.src.path().to_path_buf(), cbytes(&head)?)?;
-        self.src.read_exact_at(at + offset, buf, "chunk")?;
+        self.src
+            .read_exact_at(at + offset, buf, &format!("chunk {i}"))?;
         Ok(true)
     }
 }

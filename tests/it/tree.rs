@@ -343,6 +343,29 @@ fn tree_small_cold_read_in_large_chunk_decodes_range_only() {
     t.release(fh).unwrap();
 }
 
+/// A small first read at offset 0 (`head -c`, a magic-number sniffer) decodes only the block
+/// it falls in and prefetches nothing; reading on from there is a scan.
+#[test]
+fn tree_small_first_read_at_offset_zero_is_not_a_scan() {
+    let src = data_dir().join("frames/schunk_zstd.b2frame");
+    let t = tree(&src); // prefetch on
+    let ino = ino_of(&t, "data/00000001.bin");
+    let fh = t.open(ino, libc::O_RDONLY).unwrap();
+    let head = t.read(ino, fh, 0, 100).unwrap().to_vec();
+    std::thread::sleep(Duration::from_millis(100));
+    assert_eq!(
+        t.cache_stats().loads,
+        0,
+        "no whole-chunk decode or prefetch for a 100-byte head"
+    );
+    let next = t.read(ino, fh, 100, 100).unwrap().to_vec();
+    assert!(t.cache_stats().loads >= 1, "reading on is a scan");
+    t.release(fh).unwrap();
+    let whole = read_path(&t, "data/00000001.bin");
+    assert_eq!(head, &whole[..100]);
+    assert_eq!(next, &whole[100..200]);
+}
+
 /// Random small reads decode whole blocks once and serve re-reads of the same blocks from
 /// the block cache, with the reference bytes, and never decode the whole chunk.
 #[test]
