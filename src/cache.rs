@@ -20,9 +20,9 @@
 //!   chunks.
 //! - **Scans do not flush the cache.** A chunk that one reader streamed from start to end
 //!   ([`ChunkCache::streamed`]) was most likely read once (`cp`, `cat`, `numpy.fromfile`). It
-//!   waits in a short FIFO and is the first victim when a buffer is needed, so a scan of a
-//!   source larger than the budget recycles a handful of warm buffers instead of growing the
-//!   process into fresh memory and evicting chunks that random readers reuse. Its key is
+//!   waits in a short FIFO and is the first victim when room or a buffer is needed, so a scan
+//!   of a source larger than the budget recycles a handful of warm buffers instead of growing
+//!   the process into fresh memory and evicting chunks that random readers reuse. Its key is
 //!   remembered as a *ghost*; a chunk streamed again while its ghost is remembered is kept like
 //!   any other entry (the 2Q policy: a second pass is the evidence that it is reused), and so
 //!   is a streamed entry hit again; later streaming passes over a reused entry do not demote
@@ -425,7 +425,7 @@ impl<K: Hash + Eq + Clone> ChunkCache<K> {
         let mut inner = self.inner.lock();
         if len <= self.budget {
             while inner.bytes + len > self.budget {
-                if !self.evict_one(&mut inner) {
+                if !self.evict_for_room(&mut inner) {
                     break;
                 }
             }
@@ -471,10 +471,16 @@ impl<K: Hash + Eq + Clone> ChunkCache<K> {
         }
         inner.bytes += len;
         while inner.bytes > self.budget {
-            if !self.evict_one(inner) {
+            if !self.evict_for_room(inner) {
                 break;
             }
         }
+    }
+
+    /// Makes room by one entry: a streamed entry first (read once: the 2Q rule keeps the
+    /// entries that were reused), else the least recently used. False when the cache is empty.
+    fn evict_for_room(&self, inner: &mut Inner<K>) -> bool {
+        self.evict_streamed(inner) || self.evict_one(inner)
     }
 
     /// Evicts the least-recently-used entry; false when the cache is empty.
@@ -524,6 +530,23 @@ mod tests {
         assert!(c.get(&1).is_some());
         assert!(c.get(&3).is_some());
         assert_eq!(c.stats().evictions, 1);
+    }
+
+    #[test]
+    fn cache_over_budget_evicts_streamed_entries_before_the_least_recently_used() {
+        let c = ChunkCache::new(300);
+        for k in 1..=3u32 {
+            c.insert(k, Arc::new(val(100, k as u8)));
+        }
+        c.streamed(&3); // the newest entry, but read once
+        c.insert(4, Arc::new(val(100, 4)));
+        assert!(c.get(&3).is_none(), "the streamed entry makes room");
+        assert!(c.get(&1).is_some(), "the least recently used one stays");
+        // Room for a decode, too: again the streamed entry goes first.
+        c.streamed(&4);
+        let _buf = c.buffer(100);
+        assert!(c.get(&4).is_none());
+        assert!(c.get(&1).is_some() && c.get(&2).is_some());
     }
 
     #[test]

@@ -433,6 +433,17 @@ impl Core {
     }
 }
 
+/// How a read continues the earlier reads of its handle.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Pattern {
+    /// The handle's first read, at offset 0.
+    FirstAtZero,
+    /// Where the previous read ended, or back at offset 0.
+    Sequential,
+    /// Anywhere else.
+    Random,
+}
+
 /// Per-open-file state.
 #[derive(Debug, Clone, Copy)]
 struct Handle {
@@ -893,15 +904,12 @@ impl Tree {
                 .get_mut(&fh)
                 .filter(|h| h.ino == ino)
                 .ok_or(TreeError::BadHandle(fh))?;
-            // A first read at offset 0 starts a scan only when it is large: `head -c`, `dd
-            // bs=4k` and magic-number sniffers read a few KiB from the start of a file, and
-            // must not decode the whole chunk and prefetch the next ones. Their next read,
-            // if any, continues where this one ended and is sequential.
-            let first = offset == 0 && h.next == 0;
-            let seq = if first {
-                size as usize > RANGE_READ_MAX
+            let seq = if offset == 0 && h.next == 0 {
+                Pattern::FirstAtZero
+            } else if offset == 0 || offset == h.next {
+                Pattern::Sequential
             } else {
-                offset == 0 || offset == h.next
+                Pattern::Random
             };
             h.from_start &= offset == h.next;
             h.next = offset.saturating_add(u64::from(size));
@@ -943,7 +951,7 @@ impl Tree {
         index: usize,
         offset: u64,
         size: u32,
-        sequential: bool,
+        pattern: Pattern,
         streaming: bool,
     ) -> Result<ReadData, ContainerError> {
         let core = &self.core;
@@ -952,6 +960,15 @@ impl Tree {
         if r.is_empty() {
             return Ok(ReadData::Owned(Vec::new()));
         }
+        // A first read at offset 0 starts a scan when it is large or takes the whole chunk:
+        // `head -c`, `dd bs=4k` and magic-number sniffers read a few KiB from the start of a
+        // file and must not decode the whole chunk and prefetch the next ones. Their next
+        // read, if any, continues where this one ended and is sequential.
+        let sequential = match pattern {
+            Pattern::Sequential => true,
+            Pattern::Random => false,
+            Pattern::FirstAtZero => r.end == nbytes || r.len() > RANGE_READ_MAX,
+        };
         let key = (set, index);
         // Streamed once, unless another open handle of the file may still read it.
         let streamed_to_end = streaming && r.end == nbytes && {
@@ -1027,8 +1044,18 @@ impl Tree {
 
     fn prefetch_after(&self, set: usize, index: usize) {
         let Some(p) = &self.prefetch else { return };
-        let nchunks = self.core.sets[set].store.nchunks();
-        for next in index + 1..(index + 1 + self.options.prefetch_chunks).min(nchunks) {
+        let store = &self.core.sets[set].store;
+        let nchunks = store.nchunks();
+        // No deeper than the cache holds next to the chunk being read: a prefetched chunk
+        // evicted before its read is decoded twice (with `cache_size=64M` and 8 MiB chunks,
+        // 116 of 512 chunks of a scan were).
+        let fits = store
+            .chunk_nbytes(index)
+            .map_or(1, |n| self.core.cache.budget() / n.max(1))
+            .saturating_sub(1)
+            .max(1);
+        let depth = self.options.prefetch_chunks.min(fits);
+        for next in index + 1..(index + 1 + depth).min(nchunks) {
             if !self.core.cache.contains_or_loading(&(set, next)) {
                 p.request(set, next);
             }

@@ -551,6 +551,50 @@ fn tree_sequential_read_prefetches_next_chunk() {
     assert_eq!(t.cache_stats().loads, before);
 }
 
+/// A scan whose cache holds only a few chunks still decodes each chunk once: prefetch goes no
+/// deeper than the cache holds, and the chunks already streamed make room first. (With 8 MiB
+/// chunks and `cache_size=64M`, 116 of 512 chunks used to be decoded twice.)
+#[test]
+fn tree_scan_with_a_small_cache_decodes_each_chunk_once() {
+    let src = data_dir().join("frames/b2nd_3d_f4_pad.b2nd");
+    let sc = sidecar(&data_dir().join("frames/b2nd_3d_f4_pad.json"));
+    let n = sc["chunk_list"].as_array().unwrap().len();
+    let size = sc["chunk_list"][0]["nbytes"].as_u64().unwrap() as usize;
+    // Room for three or four chunks among decoded chunks (9/16 of cache_size).
+    let cache_size = size * 7;
+    let t = Tree::from_source(
+        &src,
+        TreeOptions {
+            cache_size,
+            ..opts()
+        },
+    )
+    .unwrap();
+    for i in 0..n {
+        let ino = ino_of(&t, &format!("data/{}", chunk_name(i)));
+        let fh = t.open(ino, libc::O_RDONLY).unwrap();
+        let got = t.read(ino, fh, 0, 1 << 20).unwrap();
+        assert_eq!(
+            sha256_hex(&got),
+            sc["chunk_list"][i]["sha256"].as_str().unwrap()
+        );
+        t.release(fh).unwrap();
+        // Let the prefetch of the next two chunks (what this cache holds) finish before
+        // reading on, so that the reader never decodes a chunk itself.
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while t.cache_stats().loads < (i + 3).min(n) as u64 {
+            assert!(Instant::now() < deadline, "prefetch did not run");
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+    let st = t.cache_stats();
+    assert_eq!(st.loads, n as u64, "each chunk decoded once: {st:?}");
+    assert!(
+        st.hits >= n as u64 - 1,
+        "chunks 1.. come from prefetch: {st:?}"
+    );
+}
+
 #[test]
 fn tree_concurrent_readers_decode_each_chunk_once() {
     let src = data_dir().join("frames/schunk_zlib.b2frame");
