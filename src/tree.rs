@@ -982,7 +982,7 @@ impl Tree {
         };
         if let Some(bytes) = core.cache.get(&key) {
             if sequential {
-                self.prefetch_after(set, index);
+                self.prefetch_after(set, index, nbytes);
             }
             if streamed_to_end {
                 core.cache.streamed(&key);
@@ -1034,7 +1034,7 @@ impl Tree {
         // prefetches started earlier would take cores from its decode.
         let bytes = core.chunk(set, index, true)?;
         if sequential {
-            self.prefetch_after(set, index);
+            self.prefetch_after(set, index, nbytes);
         }
         if streamed_to_end {
             core.cache.streamed(&key);
@@ -1042,18 +1042,14 @@ impl Tree {
         Ok(ReadData::Chunk(bytes, r))
     }
 
-    fn prefetch_after(&self, set: usize, index: usize) {
+    /// Asks the prefetch threads for the chunks after `index` (whose size is `nbytes`).
+    fn prefetch_after(&self, set: usize, index: usize, nbytes: usize) {
         let Some(p) = &self.prefetch else { return };
-        let store = &self.core.sets[set].store;
-        let nchunks = store.nchunks();
+        let nchunks = self.core.sets[set].store.nchunks();
         // No deeper than the cache holds next to the chunk being read: a prefetched chunk
         // evicted before its read is decoded twice (with `cache_size=64M` and 8 MiB chunks,
-        // 116 of 512 chunks of a scan were).
-        let fits = store
-            .chunk_nbytes(index)
-            .map_or(1, |n| self.core.cache.budget() / n.max(1))
-            .saturating_sub(1)
-            .max(1);
+        // 116 of 512 chunks of a scan were). None when it holds only that chunk.
+        let fits = (self.core.cache.budget() / nbytes.max(1)).saturating_sub(1);
         let depth = self.options.prefetch_chunks.min(fits);
         for next in index + 1..(index + 1 + depth).min(nchunks) {
             if !self.core.cache.contains_or_loading(&(set, next)) {

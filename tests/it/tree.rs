@@ -595,6 +595,34 @@ fn tree_scan_with_a_small_cache_decodes_each_chunk_once() {
     );
 }
 
+/// A cache with room for one chunk only: prefetching the next chunk would evict the one being
+/// read, between its pieces. No prefetch then, and each chunk is decoded once.
+#[test]
+fn tree_cache_of_one_chunk_does_not_prefetch_over_the_reader() {
+    let src = data_dir().join("frames/b2nd_3d_f4_pad.b2nd");
+    let sc = sidecar(&data_dir().join("frames/b2nd_3d_f4_pad.json"));
+    let n = sc["chunk_list"].as_array().unwrap().len();
+    let size = sc["chunk_list"][0]["nbytes"].as_u64().unwrap() as usize;
+    let t = Tree::from_source(
+        &src,
+        TreeOptions {
+            cache_size: size * 5 / 2,
+            ..opts()
+        },
+    )
+    .unwrap();
+    for i in 0..n {
+        let got = read_all(&t, ino_of(&t, &format!("data/{}", chunk_name(i))), 100).unwrap();
+        assert_eq!(
+            sha256_hex(&got),
+            sc["chunk_list"][i]["sha256"].as_str().unwrap()
+        );
+    }
+    std::thread::sleep(Duration::from_millis(50));
+    let st = t.cache_stats();
+    assert_eq!(st.loads, n as u64, "each chunk decoded once: {st:?}");
+}
+
 #[test]
 fn tree_concurrent_readers_decode_each_chunk_once() {
     let src = data_dir().join("frames/schunk_zlib.b2frame");
