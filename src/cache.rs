@@ -96,6 +96,10 @@ struct Inner<K: Hash + Eq> {
     /// Cached keys known to be reused (streamed again while a ghost, or hit again after
     /// being streamed): streaming them once more does not demote them.
     reused: HashSet<K>,
+    /// Cached keys loaded ahead of their readers (prefetch) and not read since: evicted
+    /// only when nothing else is left, so a scan does not lose the chunks it is about to
+    /// read to the ones it has read.
+    ahead: HashSet<K>,
 }
 
 impl<K: Hash + Eq + Clone> Inner<K> {
@@ -118,6 +122,7 @@ impl<K: Hash + Eq + Clone> Inner<K> {
     fn forget(&mut self, key: &K) {
         self.unstream(key);
         self.reused.remove(key);
+        self.ahead.remove(key);
     }
 
     fn add_ghost(&mut self, key: K) {
@@ -149,6 +154,8 @@ struct FlightGuard<'a, K: Hash + Eq + Clone> {
     cache: &'a ChunkCache<K>,
     key: Option<K>,
     flight: Arc<Flight>,
+    /// Loaded ahead of its readers (see `Inner::ahead`).
+    ahead: bool,
 }
 
 impl<K: Hash + Eq + Clone> FlightGuard<'_, K> {
@@ -162,6 +169,9 @@ impl<K: Hash + Eq + Clone> FlightGuard<'_, K> {
             let mut inner = self.cache.inner.lock();
             inner.inflight.remove(&key);
             if let Some(v) = &value {
+                if self.ahead {
+                    inner.ahead.insert(key.clone());
+                }
                 self.cache.insert_locked(&mut inner, key, v.clone());
             }
         }
@@ -194,6 +204,7 @@ impl<K: Hash + Eq + Clone> ChunkCache<K> {
                 ghost_order: VecDeque::new(),
                 ghosts: HashSet::new(),
                 reused: HashSet::new(),
+                ahead: HashSet::new(),
             }),
             budget,
             hits: AtomicU64::new(0),
@@ -240,6 +251,7 @@ impl<K: Hash + Eq + Clone> ChunkCache<K> {
         let mut inner = self.inner.lock();
         let v = inner.lru.get(key).cloned();
         if v.is_some() {
+            inner.ahead.remove(key);
             if !inner.streamed.is_empty() {
                 inner.mark_reused(key);
             }
@@ -314,11 +326,36 @@ impl<K: Hash + Eq + Clone> ChunkCache<K> {
         key: K,
         load: impl FnOnce() -> Result<Vec<u8>, E>,
     ) -> Result<Bytes, E> {
+        self.fetch(key, load, false)
+    }
+
+    /// [`ChunkCache::get_or_load`] for a value loaded ahead of its readers (prefetch): until a
+    /// reader gets it, it is evicted only when nothing else is left.
+    ///
+    /// # Errors
+    /// Whatever `load` returns.
+    pub fn load_ahead<E>(
+        &self,
+        key: K,
+        load: impl FnOnce() -> Result<Vec<u8>, E>,
+    ) -> Result<Bytes, E> {
+        self.fetch(key, load, true)
+    }
+
+    fn fetch<E>(
+        &self,
+        key: K,
+        load: impl FnOnce() -> Result<Vec<u8>, E>,
+        ahead: bool,
+    ) -> Result<Bytes, E> {
         let mut load = Some(load);
         loop {
             let waiting = {
                 let mut inner = self.inner.lock();
                 if let Some(v) = inner.lru.get(&key).cloned() {
+                    if !ahead {
+                        inner.ahead.remove(&key);
+                    }
                     if !inner.streamed.is_empty() {
                         inner.mark_reused(&key);
                     }
@@ -335,6 +372,7 @@ impl<K: Hash + Eq + Clone> ChunkCache<K> {
                             cache: self,
                             key: Some(key.clone()),
                             flight,
+                            ahead,
                         };
                         self.loads.fetch_add(1, Ordering::Relaxed);
                         let Some(load) = load.take() else {
@@ -361,8 +399,14 @@ impl<K: Hash + Eq + Clone> ChunkCache<K> {
                     flight.cv.wait(&mut state);
                 }
                 if let FlightState::Done(v) = &*state {
+                    let v = v.clone();
+                    drop(state);
+                    if !ahead {
+                        // Marked by the loader before it signalled: this reader has it now.
+                        self.inner.lock().ahead.remove(&key);
+                    }
                     self.hits.fetch_add(1, Ordering::Relaxed);
-                    return Ok(v.clone());
+                    return Ok(v);
                 }
                 // Failed: loop and try the load ourselves.
             }
@@ -485,7 +529,19 @@ impl<K: Hash + Eq + Clone> ChunkCache<K> {
 
     /// Evicts the least-recently-used entry; false when the cache is empty.
     fn evict_one(&self, inner: &mut Inner<K>) -> bool {
-        let Some((key, v)) = inner.lru.pop_lru() else {
+        // The least recently used entry that was read; one loaded ahead only when all are.
+        let read = inner
+            .lru
+            .iter()
+            .rev()
+            .map(|(k, _)| k)
+            .find(|k| !inner.ahead.contains(*k))
+            .cloned();
+        let popped = match read {
+            Some(k) => inner.lru.pop(&k).map(|v| (k, v)),
+            None => inner.lru.pop_lru(),
+        };
+        let Some((key, v)) = popped else {
             return false;
         };
         inner.forget(&key);
@@ -547,6 +603,35 @@ mod tests {
         let _buf = c.buffer(100);
         assert!(c.get(&4).is_none());
         assert!(c.get(&1).is_some() && c.get(&2).is_some());
+    }
+
+    #[test]
+    fn cache_values_loaded_ahead_are_evicted_last_until_read() {
+        let c = ChunkCache::new(300);
+        let ok = |b: u8| move || Ok::<_, ()>(val(100, b));
+        c.load_ahead(1u32, ok(1)).unwrap();
+        c.get_or_load(2, ok(2)).unwrap();
+        c.get_or_load(3, ok(3)).unwrap();
+        c.get_or_load(4, ok(4)).unwrap(); // over budget: 1 is the oldest, but not read yet
+        assert!(
+            c.contains_or_loading(&1),
+            "a value loaded ahead outlives older reads"
+        );
+        assert!(!c.contains_or_loading(&2));
+        assert!(c.get(&1).is_some()); // read now: an ordinary entry from here on
+        for k in 5..=7u32 {
+            c.get_or_load(k, ok(k as u8)).unwrap();
+        }
+        assert!(
+            !c.contains_or_loading(&1),
+            "once read it ages like any other"
+        );
+        // When everything left was loaded ahead, the oldest of those goes.
+        let d = ChunkCache::new(200);
+        for k in 1..=3u32 {
+            d.load_ahead(k, ok(k as u8)).unwrap();
+        }
+        assert!(!d.contains_or_loading(&1) && d.contains_or_loading(&3));
     }
 
     #[test]

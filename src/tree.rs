@@ -221,6 +221,13 @@ impl Core {
             .get_or_load((set, index), || self.decode(set, index, split))
     }
 
+    /// A prefetch of a whole chunk: decoded alone (prefetch threads run side by side) and kept
+    /// ahead of its reader (see [`ChunkCache::load_ahead`]).
+    fn chunk_ahead(&self, set: usize, index: usize) -> Result<Bytes, ContainerError> {
+        self.cache
+            .load_ahead((set, index), || self.decode(set, index, false))
+    }
+
     fn decode(&self, set: usize, index: usize, split: bool) -> Result<Vec<u8>, ContainerError> {
         let store = &self.sets[set].store;
         let chunk_err = |source| ContainerError::Chunk {

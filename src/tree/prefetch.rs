@@ -60,7 +60,7 @@ fn run(core: &Core, rx: &Mutex<Receiver<(usize, usize)>>) {
         if core.cache.contains_or_loading(&(set, index)) {
             continue;
         }
-        if let Err(e) = core.chunk(set, index, false) {
+        if let Err(e) = core.chunk_ahead(set, index) {
             log::debug!(
                 "prefetch of chunk {index} failed: {}",
                 super::display_chain(&e)

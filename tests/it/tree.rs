@@ -595,6 +595,43 @@ fn tree_scan_with_a_small_cache_decodes_each_chunk_once() {
     );
 }
 
+/// Scanning the same chunks again with a small cache: the second pass finds its chunks
+/// remembered (2Q ghosts), so they are not streamed and eviction is by recency. Chunks
+/// prefetched but not read yet must still outlive the ones already read.
+#[test]
+fn tree_second_scan_with_a_small_cache_decodes_each_chunk_once_more() {
+    let src = data_dir().join("frames/b2nd_3d_f4_pad.b2nd");
+    let sc = sidecar(&data_dir().join("frames/b2nd_3d_f4_pad.json"));
+    let n = sc["chunk_list"].as_array().unwrap().len();
+    let size = sc["chunk_list"][0]["nbytes"].as_u64().unwrap() as usize;
+    let t = Tree::from_source(
+        &src,
+        TreeOptions {
+            cache_size: size * 7,
+            ..opts()
+        },
+    )
+    .unwrap();
+    for pass in 1..=2u64 {
+        for i in 0..n {
+            let ino = ino_of(&t, &format!("data/{}", chunk_name(i)));
+            let got = read_all(&t, ino, 200).unwrap();
+            assert_eq!(
+                sha256_hex(&got),
+                sc["chunk_list"][i]["sha256"].as_str().unwrap()
+            );
+            // Let the prefetches this read asked for finish before reading on.
+            let deadline = Instant::now() + Duration::from_secs(10);
+            while t.cache_stats().loads < (pass - 1) * n as u64 + (i as u64 + 3).min(n as u64) {
+                assert!(Instant::now() < deadline, "prefetch did not run");
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        }
+        let st = t.cache_stats();
+        assert_eq!(st.loads, pass * n as u64, "pass {pass}: {st:?}");
+    }
+}
+
 /// A cache with room for one chunk only: prefetching the next chunk would evict the one being
 /// read, between its pieces. No prefetch then, and each chunk is decoded once.
 #[test]
