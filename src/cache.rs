@@ -27,6 +27,10 @@
 //!   any other entry (the 2Q policy: a second pass is the evidence that it is reused), and so
 //!   is a streamed entry hit again; later streaming passes over a reused entry do not demote
 //!   it.
+//! - **Prefetched chunks outlive read ones.** A value loaded ahead of its readers
+//!   ([`ChunkCache::load_ahead`]) is evicted only when nothing else is left, until a reader
+//!   gets it: otherwise a scan whose chunks are not streamed (a second pass) could lose the
+//!   chunk it reads next to the one it just finished.
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::hash::Hash;
