@@ -551,41 +551,51 @@ fn tree_sequential_read_prefetches_next_chunk() {
     assert_eq!(t.cache_stats().loads, before);
 }
 
+/// The small-cache fixture: twelve chunks of 576 bytes, its sidecar, and a tree over it whose
+/// cache budget is `cache_in_chunks` chunk sizes (9/16 of it holds decoded chunks).
+fn small_cache_tree(cache_in_chunks: f64) -> (Tree, Value, usize) {
+    let src = data_dir().join("frames/b2nd_3d_f4_pad.b2nd");
+    let sc = sidecar(&data_dir().join("frames/b2nd_3d_f4_pad.json"));
+    let n = sc["chunk_list"].as_array().unwrap().len();
+    let size = sc["chunk_list"][0]["nbytes"].as_u64().unwrap() as f64;
+    let o = TreeOptions {
+        cache_size: (size * cache_in_chunks) as usize,
+        ..opts()
+    };
+    (Tree::from_source(&src, o).unwrap(), sc, n)
+}
+
+/// Reads chunk file `i` in `step`-byte reads and checks it against the sidecar.
+fn read_checked(t: &Tree, sc: &Value, i: usize, step: u32) {
+    let got = read_all(t, ino_of(t, &format!("data/{}", chunk_name(i))), step).unwrap();
+    assert_eq!(
+        sha256_hex(&got),
+        sc["chunk_list"][i]["sha256"].as_str().unwrap(),
+        "chunk {i}"
+    );
+}
+
+/// Waits until `loads` decodes have happened (the prefetches a read asked for).
+fn wait_for_loads(t: &Tree, loads: u64) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while t.cache_stats().loads < loads {
+        assert!(Instant::now() < deadline, "prefetch did not run");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
 /// A scan whose cache holds only a few chunks still decodes each chunk once: prefetch goes no
 /// deeper than the cache holds, and the chunks already streamed make room first. (With 8 MiB
 /// chunks and `cache_size=64M`, 116 of 512 chunks used to be decoded twice.)
 #[test]
 fn tree_scan_with_a_small_cache_decodes_each_chunk_once() {
-    let src = data_dir().join("frames/b2nd_3d_f4_pad.b2nd");
-    let sc = sidecar(&data_dir().join("frames/b2nd_3d_f4_pad.json"));
-    let n = sc["chunk_list"].as_array().unwrap().len();
-    let size = sc["chunk_list"][0]["nbytes"].as_u64().unwrap() as usize;
-    // Room for three or four chunks among decoded chunks (9/16 of cache_size).
-    let cache_size = size * 7;
-    let t = Tree::from_source(
-        &src,
-        TreeOptions {
-            cache_size,
-            ..opts()
-        },
-    )
-    .unwrap();
+    // Room for three chunks among decoded chunks: two of prefetch.
+    let (t, sc, n) = small_cache_tree(7.0);
     for i in 0..n {
-        let ino = ino_of(&t, &format!("data/{}", chunk_name(i)));
-        let fh = t.open(ino, libc::O_RDONLY).unwrap();
-        let got = t.read(ino, fh, 0, 1 << 20).unwrap();
-        assert_eq!(
-            sha256_hex(&got),
-            sc["chunk_list"][i]["sha256"].as_str().unwrap()
-        );
-        t.release(fh).unwrap();
-        // Let the prefetch of the next two chunks (what this cache holds) finish before
-        // reading on, so that the reader never decodes a chunk itself.
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while t.cache_stats().loads < (i + 3).min(n) as u64 {
-            assert!(Instant::now() < deadline, "prefetch did not run");
-            std::thread::sleep(Duration::from_millis(1));
-        }
+        read_checked(&t, &sc, i, 1 << 20);
+        // Let the prefetch of the next two chunks finish before reading on, so that the
+        // reader never decodes a chunk itself.
+        wait_for_loads(&t, (i + 3).min(n) as u64);
     }
     let st = t.cache_stats();
     assert_eq!(st.loads, n as u64, "each chunk decoded once: {st:?}");
@@ -600,32 +610,11 @@ fn tree_scan_with_a_small_cache_decodes_each_chunk_once() {
 /// prefetched but not read yet must still outlive the ones already read.
 #[test]
 fn tree_second_scan_with_a_small_cache_decodes_each_chunk_once_more() {
-    let src = data_dir().join("frames/b2nd_3d_f4_pad.b2nd");
-    let sc = sidecar(&data_dir().join("frames/b2nd_3d_f4_pad.json"));
-    let n = sc["chunk_list"].as_array().unwrap().len();
-    let size = sc["chunk_list"][0]["nbytes"].as_u64().unwrap() as usize;
-    let t = Tree::from_source(
-        &src,
-        TreeOptions {
-            cache_size: size * 7,
-            ..opts()
-        },
-    )
-    .unwrap();
+    let (t, sc, n) = small_cache_tree(7.0);
     for pass in 1..=2u64 {
         for i in 0..n {
-            let ino = ino_of(&t, &format!("data/{}", chunk_name(i)));
-            let got = read_all(&t, ino, 200).unwrap();
-            assert_eq!(
-                sha256_hex(&got),
-                sc["chunk_list"][i]["sha256"].as_str().unwrap()
-            );
-            // Let the prefetches this read asked for finish before reading on.
-            let deadline = Instant::now() + Duration::from_secs(10);
-            while t.cache_stats().loads < (pass - 1) * n as u64 + (i as u64 + 3).min(n as u64) {
-                assert!(Instant::now() < deadline, "prefetch did not run");
-                std::thread::sleep(Duration::from_millis(1));
-            }
+            read_checked(&t, &sc, i, 200);
+            wait_for_loads(&t, (pass - 1) * n as u64 + (i as u64 + 3).min(n as u64));
         }
         let st = t.cache_stats();
         assert_eq!(st.loads, pass * n as u64, "pass {pass}: {st:?}");
@@ -636,24 +625,9 @@ fn tree_second_scan_with_a_small_cache_decodes_each_chunk_once_more() {
 /// read, between its pieces. No prefetch then, and each chunk is decoded once.
 #[test]
 fn tree_cache_of_one_chunk_does_not_prefetch_over_the_reader() {
-    let src = data_dir().join("frames/b2nd_3d_f4_pad.b2nd");
-    let sc = sidecar(&data_dir().join("frames/b2nd_3d_f4_pad.json"));
-    let n = sc["chunk_list"].as_array().unwrap().len();
-    let size = sc["chunk_list"][0]["nbytes"].as_u64().unwrap() as usize;
-    let t = Tree::from_source(
-        &src,
-        TreeOptions {
-            cache_size: size * 5 / 2,
-            ..opts()
-        },
-    )
-    .unwrap();
+    let (t, sc, n) = small_cache_tree(2.5);
     for i in 0..n {
-        let got = read_all(&t, ino_of(&t, &format!("data/{}", chunk_name(i))), 100).unwrap();
-        assert_eq!(
-            sha256_hex(&got),
-            sc["chunk_list"][i]["sha256"].as_str().unwrap()
-        );
+        read_checked(&t, &sc, i, 100);
     }
     std::thread::sleep(Duration::from_millis(50));
     let st = t.cache_stats();
