@@ -449,7 +449,7 @@ impl Carray {
         let len = usize::try_from(src.len()).unwrap_or(usize::MAX);
         let mut head = [0u8; BLP_HEADER_LEN + 16];
         let n = head.len().min(len);
-        src.read_exact_at(0, &mut head[..n], "blp file")?;
+        src.read_exact_at(0, &mut head[..n], &"blp file")?;
         let cb = blosc1_cbytes(&path, &head[..n], len)? as u64;
         if offset
             .checked_add(buf.len() as u64)
@@ -463,7 +463,7 @@ impl Carray {
                 cbytes: cb,
             });
         }
-        src.read_exact_at(BLP_HEADER_LEN as u64 + offset, buf, "blosc1 chunk")?;
+        src.read_exact_at(BLP_HEADER_LEN as u64 + offset, buf, &"blosc1 chunk")?;
         Ok(true)
     }
 }

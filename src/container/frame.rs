@@ -648,12 +648,12 @@ impl Frame {
         let at = self.info.start + self.info.header_len + o;
         let mut head = [0u8; 32];
         self.src
-            .read_exact_at(at, &mut head, &format!("chunk {i} header"))?;
+            .read_exact_at(at, &mut head, &format_args!("chunk {i} header"))?;
         let cb = self.checked_cbytes(i, o, le_i32(&head, 12).unwrap_or(-1))?;
         crate::mem::grow_discarding(buf, cb);
         buf[..32].copy_from_slice(&head);
         self.src
-            .read_exact_at(at + 32, &mut buf[32..cb], &format!("chunk {i}"))?;
+            .read_exact_at(at + 32, &mut buf[32..cb], &format_args!("chunk {i}"))?;
         Ok(cb)
     }
 
@@ -695,7 +695,7 @@ impl Frame {
             let path = self.sparse_chunk_path(o);
             let src = Source::open(&path, Arc::clone(&self.stats))?;
             window(path, src.len())?;
-            src.read_exact_at(offset, buf, &format!("chunk {i}"))?;
+            src.read_exact_at(offset, buf, &format_args!("chunk {i}"))?;
             return Ok(true);
         }
         let at = self.info.start + self.info.header_len + o;
@@ -712,17 +712,18 @@ impl Frame {
         if offset == 0 && buf.len() >= 16 {
             // The header comes with the window: one read.
             window(self.src.path().to_path_buf(), room)?;
-            self.src.read_exact_at(at, buf, &format!("chunk {i}"))?;
+            self.src
+                .read_exact_at(at, buf, &format_args!("chunk {i}"))?;
             let cb = cbytes(buf)?;
             window(self.src.path().to_path_buf(), cb)?;
             return Ok(true);
         }
         let mut head = [0u8; 16];
         self.src
-            .read_exact_at(at, &mut head, &format!("chunk {i} header"))?;
+            .read_exact_at(at, &mut head, &format_args!("chunk {i} header"))?;
         window(self.src.path().to_path_buf(), cbytes(&head)?)?;
         self.src
-            .read_exact_at(at + offset, buf, &format!("chunk {i}"))?;
+            .read_exact_at(at + offset, buf, &format_args!("chunk {i}"))?;
         Ok(true)
     }
 }

@@ -177,16 +177,17 @@ impl Source {
         self.stats.record(len);
         self.file
             .read_exact_at(target, offset)
-            .map_err(|e| self.read_error(e, offset, what))
+            .map_err(|e| self.read_error(e, offset, &what))
     }
 
     /// Fills `buf` with the bytes at `offset`. `what` names the structure for the error
-    /// message. Fails (before reading) when the range is not inside the file.
+    /// message (formatted only on error). Fails (before reading) when the range is not inside
+    /// the file.
     pub(crate) fn read_exact_at(
         &self,
         offset: u64,
         buf: &mut [u8],
-        what: &str,
+        what: &dyn std::fmt::Display,
     ) -> Result<(), ContainerError> {
         let len = buf.len();
         match offset.checked_add(len as u64) {
@@ -212,7 +213,12 @@ impl Source {
     /// A failed read of `what` at `offset`. Running into the end of the file inside the
     /// length seen at open means the file shrank underneath (another process truncated it):
     /// say so, naming the structure.
-    fn read_error(&self, source: std::io::Error, offset: u64, what: &str) -> ContainerError {
+    fn read_error(
+        &self,
+        source: std::io::Error,
+        offset: u64,
+        what: &dyn std::fmt::Display,
+    ) -> ContainerError {
         if source.kind() == std::io::ErrorKind::UnexpectedEof {
             return ContainerError::Malformed {
                 path: self.path.clone(),

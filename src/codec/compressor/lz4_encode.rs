@@ -371,27 +371,12 @@ impl Lz4Encoder {
         };
         // Level 9's repeated-byte analysis is a separate instantiation, so that the search
         // loop of the other levels carries no trace of it.
-        if attempts > 128 {
-            Hc::<true> {
-                src,
-                hash,
-                chain,
-                next_to_update: 0,
-                attempts,
-            }
-            .compress(dst)
-            .unwrap_or(0)
+        let out = if attempts > 128 {
+            Hc::<true>::new(src, hash, chain, attempts).compress(dst)
         } else {
-            Hc::<false> {
-                src,
-                hash,
-                chain,
-                next_to_update: 0,
-                attempts,
-            }
-            .compress(dst)
-            .unwrap_or(0)
-        }
+            Hc::<false>::new(src, hash, chain, attempts).compress(dst)
+        };
+        out.unwrap_or(0)
     }
 }
 
@@ -511,7 +496,23 @@ struct Hc<'a, const PATTERN: bool> {
     attempts: usize,
 }
 
-impl<const PATTERN: bool> Hc<'_, PATTERN> {
+impl<'a, const PATTERN: bool> Hc<'a, PATTERN> {
+    /// A search over `src` with empty tables, following chains `attempts` deep.
+    fn new(
+        src: &'a [u8],
+        hash: &'a mut [u32; 1 << HC_HASHLOG],
+        chain: &'a mut [u16; HC_CHAIN_SIZE],
+        attempts: usize,
+    ) -> Self {
+        Hc {
+            src,
+            hash,
+            chain,
+            next_to_update: 0,
+            attempts,
+        }
+    }
+
     #[inline(always)]
     fn hash_at(&self, p: usize) -> usize {
         (read_u32(self.src, p).wrapping_mul(2_654_435_761) >> (32 - HC_HASHLOG)) as usize
