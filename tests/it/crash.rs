@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::json;
 
-use crate::support::{fuse_available, is_mounted, python, run_python};
+use crate::support::{fuse_available, is_mounted, python, python_says, run_python};
 
 /// A small xorshift generator: the test needs no cryptographic randomness.
 struct Rng(u64);
@@ -143,8 +143,10 @@ fn crash_test(test: &str, runs: usize) {
     }
     let m = root.join("MANIFEST.json");
     std::fs::write(&m, serde_json::to_vec(&manifest).unwrap()).unwrap();
-    let out = run_python(&py, &["scripts/oracle/crash_check.py", m.to_str().unwrap()]);
-    assert_eq!(String::from_utf8_lossy(&out).trim(), runs.to_string());
+    assert_eq!(
+        python_says(&py, &["scripts/oracle/crash_check.py", m.to_str().unwrap()]),
+        runs.to_string()
+    );
     let acked: usize = manifest
         .iter()
         .map(|r| r["acked"].as_array().map_or(0, Vec::len))
@@ -305,15 +307,17 @@ fn crash_table_test(test: &str, runs: usize) {
             String::from_utf8_lossy(&out.stderr)
         );
     }
-    let out = run_python(
-        &py,
-        &[
-            "scripts/oracle/crash_check.py",
-            m.to_str().unwrap(),
-            "repaired",
-        ],
+    assert_eq!(
+        python_says(
+            &py,
+            &[
+                "scripts/oracle/crash_check.py",
+                m.to_str().unwrap(),
+                "repaired",
+            ],
+        ),
+        runs.to_string()
     );
-    assert_eq!(String::from_utf8_lossy(&out).trim(), runs.to_string());
     let acked: usize = manifest
         .iter()
         .map(|r| r["acked"].as_u64().unwrap_or(0) as usize)

@@ -9,7 +9,7 @@ use b2fs::codec::encode::{Blocksize, CParams, ChunkFormat, SplitMode};
 use b2fs::codec::tune::{TuneInput, tune_blosc1, tune_blosc2};
 use b2fs::codec::{Codec, filter_id};
 
-use crate::support::{python, run_python};
+use crate::support::{python, python_says, run_python};
 
 /// A small deterministic generator (splitmix64) so that the case lists are reproducible.
 struct Rng(u64);
@@ -1021,8 +1021,7 @@ print("OK")
         )
         .unwrap();
     }
-    let out = run_python(&py, &["-c", READ_PY, p[0], p[1]]);
-    assert_eq!(String::from_utf8_lossy(&out).trim(), "OK");
+    assert_eq!(python_says(&py, &["-c", READ_PY, p[0], p[1]]), "OK");
 }
 
 // ---------------------------------------------------------------------------------------------

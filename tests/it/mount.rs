@@ -13,7 +13,8 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 use crate::support::{
-    Mount, b2fs, data_dir, fuse_available, is_mounted, python, repo_root, run_python, sha256_hex,
+    Mount, b2fs, data_dir, fuse_and_python, fuse_available, is_mounted, python_says, repo_root,
+    sha256_hex,
 };
 
 fn sidecar(path: &Path) -> Value {
@@ -125,10 +126,7 @@ fn mount_every_frame_and_bcolz_fixture_reads_reference_bytes() {
 
 #[test]
 fn mount_numpy_fromfile_equals_blosc2_chunk() {
-    if !fuse_available("mount_numpy_fromfile_equals_blosc2_chunk") {
-        return;
-    }
-    let Some(py) = python("mount_numpy_fromfile_equals_blosc2_chunk") else {
+    let Some(py) = fuse_and_python("mount_numpy_fromfile_equals_blosc2_chunk") else {
         return;
     };
     let (src, _) = sample();
@@ -146,18 +144,15 @@ print("ok", a.schunk.nchunks)
         src = src.display().to_string(),
         mp = m.mp.display().to_string()
     );
-    let out = run_python(&py, &["-c", &code]);
-    assert_eq!(String::from_utf8_lossy(&out).trim(), "ok 4");
+    assert_eq!(python_says(&py, &["-c", &code]), "ok 4");
 }
 
 /// numpy.memmap maps a chunk file and sees python-blosc2's chunk, under the default content
 /// policy (direct I/O with `FUSE_DIRECT_IO_ALLOW_MMAP`) and the two explicit ones.
 #[test]
 fn mount_numpy_memmap_equals_blosc2_chunk_in_every_cache_mode() {
-    if !fuse_available("mount_numpy_memmap_equals_blosc2_chunk_in_every_cache_mode") {
-        return;
-    }
-    let Some(py) = python("mount_numpy_memmap_equals_blosc2_chunk_in_every_cache_mode") else {
+    let Some(py) = fuse_and_python("mount_numpy_memmap_equals_blosc2_chunk_in_every_cache_mode")
+    else {
         return;
     };
     let (src, _) = sample();
@@ -179,8 +174,7 @@ print("ok", a.schunk.nchunks)
             src = src.display().to_string(),
             mp = m.mp.display().to_string()
         );
-        let out = run_python(&py, &["-c", &code]);
-        assert_eq!(String::from_utf8_lossy(&out).trim(), "ok 4", "{opts:?}");
+        assert_eq!(python_says(&py, &["-c", &code]), "ok 4", "{opts:?}");
     }
 }
 

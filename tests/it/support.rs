@@ -75,6 +75,13 @@ pub fn run_python(py: &Path, args: &[&str]) -> Vec<u8> {
     out.stdout
 }
 
+/// [`run_python`]'s stdout as trimmed text: what a one-line oracle check printed.
+pub fn python_says(py: &Path, args: &[&str]) -> String {
+    String::from_utf8_lossy(&run_python(py, args))
+        .trim()
+        .to_string()
+}
+
 /// Whether real-mount tests can run: `/dev/fuse` and `fusermount3` present. Prints a visible
 /// SKIP line when not; panics instead when `B2FS_REQUIRE_FUSE=1` (CI sets it).
 pub fn fuse_available(test: &str) -> bool {
@@ -97,6 +104,15 @@ pub fn fuse_available(test: &str) -> bool {
     }
     eprintln!("SKIP {test}: {why}");
     false
+}
+
+/// The python with the reference libraries, when FUSE is usable too: the guard of tests that
+/// mount and then check with a reference library (each half skips or fails as above).
+pub fn fuse_and_python(test: &str) -> Option<PathBuf> {
+    if !fuse_available(test) {
+        return None;
+    }
+    python(test)
 }
 
 /// Parses a MANIFEST.tsv into one map (column name -> value) per row.

@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use crate::support::{Mount, fuse_available, python, run_python};
+use crate::support::{Mount, fuse_and_python, fuse_available, python, python_says, run_python};
 
 fn os_err<T: std::fmt::Debug>(r: std::io::Result<T>) -> Option<i32> {
     r.unwrap_err().raw_os_error()
@@ -184,10 +184,7 @@ fn edit_case(dir: &Path, case: &Case) {
 
 #[test]
 fn writeback_edits_are_read_by_the_reference_libraries() {
-    if !fuse_available("writeback_edits_are_read_by_the_reference_libraries") {
-        return;
-    }
-    let Some(py) = python("writeback_edits_are_read_by_the_reference_libraries") else {
+    let Some(py) = fuse_and_python("writeback_edits_are_read_by_the_reference_libraries") else {
         return;
     };
     let dir = gen_fixtures(&py);
@@ -345,10 +342,7 @@ fn writeback_refused_operations_have_their_errno_and_change_nothing() {
 /// Removing the last chunk (unlink) and truncating it to 0; an all-zero chunk written back.
 #[test]
 fn writeback_unlink_last_chunk_and_zero_chunk() {
-    if !fuse_available("writeback_unlink_last_chunk_and_zero_chunk") {
-        return;
-    }
-    let Some(py) = python("writeback_unlink_last_chunk_and_zero_chunk") else {
+    let Some(py) = fuse_and_python("writeback_unlink_last_chunk_and_zero_chunk") else {
         return;
     };
     let dir = gen_fixtures(&py);
@@ -358,16 +352,18 @@ fn writeback_unlink_last_chunk_and_zero_chunk() {
     assert!(!m.path("data/00000002.bin").exists());
     std::fs::write(m.path("data/00000001.bin"), vec![0u8; 16000]).unwrap();
     m.umount();
-    let out = run_python(
-        &py,
-        &[
-            "-c",
-            "import sys, blosc2; s = blosc2.open(sys.argv[1]); \
+    assert_eq!(
+        python_says(
+            &py,
+            &[
+                "-c",
+                "import sys, blosc2; s = blosc2.open(sys.argv[1]); \
              print(s.nchunks, s.decompress_chunk(1) == bytes(16000), len(s.get_chunk(1)))",
-            src.to_str().unwrap(),
-        ],
+                src.to_str().unwrap(),
+            ],
+        ),
+        "2 True 32"
     );
-    assert_eq!(String::from_utf8_lossy(&out).trim(), "2 True 32");
 }
 
 /// Readers of a chunk while a writer rewrites it and commits: every read returns the old or
@@ -377,10 +373,7 @@ fn writeback_unlink_last_chunk_and_zero_chunk() {
 /// on any Linux filesystem (commits are atomic either way).
 #[test]
 fn writeback_readers_see_whole_chunks_during_commits() {
-    if !fuse_available("writeback_readers_see_whole_chunks_during_commits") {
-        return;
-    }
-    let Some(py) = python("writeback_readers_see_whole_chunks_during_commits") else {
+    let Some(py) = fuse_and_python("writeback_readers_see_whole_chunks_during_commits") else {
         return;
     };
     let dir = gen_fixtures(&py);
@@ -416,15 +409,17 @@ fn writeback_readers_see_whole_chunks_during_commits() {
         assert!(r.join().unwrap() > 0);
     }
     m.umount();
-    let out = run_python(
-        &py,
-        &[
-            "-c",
-            "import sys, blosc2; s = blosc2.open(sys.argv[1]); print(s.decompress_chunk(0) == bytes([20]) * 16000)",
-            src.to_str().unwrap(),
-        ],
+    assert_eq!(
+        python_says(
+            &py,
+            &[
+                "-c",
+                "import sys, blosc2; s = blosc2.open(sys.argv[1]); print(s.decompress_chunk(0) == bytes([20]) * 16000)",
+                src.to_str().unwrap(),
+            ],
+        ),
+        "True"
     );
-    assert_eq!(String::from_utf8_lossy(&out).trim(), "True");
 }
 
 /// More SEMANTICS rows: more than 16 attributes refused, `truncate -s 0` of the last chunk
@@ -432,10 +427,7 @@ fn writeback_readers_see_whole_chunks_during_commits() {
 /// `b2fs compact` after updates leaves what python-blosc2 reads.
 #[test]
 fn writeback_attr_limit_truncate_last_touch_and_compact() {
-    if !fuse_available("writeback_attr_limit_truncate_last_touch_and_compact") {
-        return;
-    }
-    let Some(py) = python("writeback_attr_limit_truncate_last_touch_and_compact") else {
+    let Some(py) = fuse_and_python("writeback_attr_limit_truncate_last_touch_and_compact") else {
         return;
     };
     let dir = gen_fixtures(&py);
@@ -480,16 +472,18 @@ fn writeback_attr_limit_truncate_last_touch_and_compact() {
         String::from_utf8_lossy(&out.stderr)
     );
     assert!(std::fs::metadata(&src).unwrap().len() < before);
-    let out = run_python(
-        &py,
-        &[
-            "-c",
-            "import sys, blosc2; s = blosc2.open(sys.argv[1]); \
+    assert_eq!(
+        python_says(
+            &py,
+            &[
+                "-c",
+                "import sys, blosc2; s = blosc2.open(sys.argv[1]); \
              print(s.nchunks, s.decompress_chunk(0) == bytes([3]) * 16000, sorted(s.vlmeta.keys()))",
-            src.to_str().unwrap(),
-        ],
+                src.to_str().unwrap(),
+            ],
+        ),
+        "2 True ['orig']"
     );
-    assert_eq!(String::from_utf8_lossy(&out).trim(), "2 True ['orig']");
 
     // the only chunk of a contiguous frame cannot be removed
     let one = dir.path().join("one.b2frame");
@@ -514,10 +508,7 @@ fn writeback_attr_limit_truncate_last_touch_and_compact() {
 /// never stored.
 #[test]
 fn writeback_attrs_through_temp_file_and_rename() {
-    if !fuse_available("writeback_attrs_through_temp_file_and_rename") {
-        return;
-    }
-    let Some(py) = python("writeback_attrs_through_temp_file_and_rename") else {
+    let Some(py) = fuse_and_python("writeback_attrs_through_temp_file_and_rename") else {
         return;
     };
     let dir = gen_fixtures(&py);
@@ -566,10 +557,7 @@ fn writeback_attrs_through_temp_file_and_rename() {
 /// access.
 #[test]
 fn writeback_open_python_handle_sees_the_edit() {
-    if !fuse_available("writeback_open_python_handle_sees_the_edit") {
-        return;
-    }
-    let Some(py) = python("writeback_open_python_handle_sees_the_edit") else {
+    let Some(py) = fuse_and_python("writeback_open_python_handle_sees_the_edit") else {
         return;
     };
     let dir = gen_fixtures(&py);
@@ -642,10 +630,7 @@ fn column_bytes(m: &Mount, col: &str) -> Vec<u8> {
 /// set the written rows); bcolz then appends to the result.
 #[test]
 fn writeback_ctable_columns_grow_and_shrink_together() {
-    if !fuse_available("writeback_ctable_columns_grow_and_shrink_together") {
-        return;
-    }
-    let Some(py) = python("writeback_ctable_columns_grow_and_shrink_together") else {
+    let Some(py) = fuse_and_python("writeback_ctable_columns_grow_and_shrink_together") else {
         return;
     };
     let dir = tempfile::tempdir().unwrap();
@@ -789,15 +774,17 @@ fn writeback_ctable_columns_grow_and_shrink_together() {
     let body = serde_json::json!({"pristine": pristine, "work": work, "steps": steps,
                                   "mutate": true});
     std::fs::write(&spec, body.to_string()).unwrap();
-    let out = run_python(
-        &py,
-        &[
-            "scripts/oracle/writeback.py",
-            "ctable_ops",
-            spec.to_str().unwrap(),
-        ],
+    assert_eq!(
+        python_says(
+            &py,
+            &[
+                "scripts/oracle/writeback.py",
+                "ctable_ops",
+                spec.to_str().unwrap(),
+            ],
+        ),
+        "5"
     );
-    assert_eq!(String::from_utf8_lossy(&out).trim(), "5");
 }
 
 /// The `.b2lock` sidecar protocol (CONTAINER_NOTES 3.6) through a mount: while a
@@ -808,10 +795,7 @@ fn writeback_ctable_columns_grow_and_shrink_together() {
 /// python's change kept), and a retry, against the reloaded source, succeeds.
 #[test]
 fn writeback_b2lock_sidecar_is_honored() {
-    if !fuse_available("writeback_b2lock_sidecar_is_honored") {
-        return;
-    }
-    let Some(py) = python("writeback_b2lock_sidecar_is_honored") else {
+    let Some(py) = fuse_and_python("writeback_b2lock_sidecar_is_honored") else {
         return;
     };
     let dir = gen_fixtures(&py);
@@ -897,17 +881,19 @@ fn writeback_b2lock_sidecar_is_honored() {
     assert_eq!(os_err(edit()), Some(libc::ESTALE));
     edit().unwrap();
     m.umount();
-    let out = run_python(
-        &py,
-        &[
-            "-c",
-            "import sys, blosc2; s = blosc2.open(sys.argv[1]); \
+    assert_eq!(
+        python_says(
+            &py,
+            &[
+                "-c",
+                "import sys, blosc2; s = blosc2.open(sys.argv[1]); \
              print(s.vlmeta['py'], s.decompress_chunk(0) == bytes([5]) * 16000, \
                    s.decompress_chunk(1) == bytes([6]) * 16000)",
-            src.to_str().unwrap(),
-        ],
+                src.to_str().unwrap(),
+            ],
+        ),
+        "1 True True"
     );
-    assert_eq!(String::from_utf8_lossy(&out).trim(), "1 True True");
 }
 
 /// `b2fs compact` refuses a mounted source (read-write or read-only, named by another path
@@ -915,10 +901,7 @@ fn writeback_b2lock_sidecar_is_honored() {
 /// compacts.
 #[test]
 fn writeback_compact_refuses_a_mounted_source() {
-    if !fuse_available("writeback_compact_refuses_a_mounted_source") {
-        return;
-    }
-    let Some(py) = python("writeback_compact_refuses_a_mounted_source") else {
+    let Some(py) = fuse_and_python("writeback_compact_refuses_a_mounted_source") else {
         return;
     };
     let dir = gen_fixtures(&py);
@@ -965,10 +948,7 @@ fn writeback_compact_refuses_a_mounted_source() {
 /// not EINVAL; nothing changes.
 #[test]
 fn writeback_unencodable_codec_is_eopnotsupp() {
-    if !fuse_available("writeback_unencodable_codec_is_eopnotsupp") {
-        return;
-    }
-    let Some(py) = python("writeback_unencodable_codec_is_eopnotsupp") else {
+    let Some(py) = fuse_and_python("writeback_unencodable_codec_is_eopnotsupp") else {
         return;
     };
     let dir = tempfile::tempdir().unwrap();
@@ -999,10 +979,7 @@ fn writeback_unencodable_codec_is_eopnotsupp() {
 /// is replaced (the shell's early close of its duplicate descriptor commits nothing).
 #[test]
 fn writeback_o_trunc_without_write() {
-    if !fuse_available("writeback_o_trunc_without_write") {
-        return;
-    }
-    let Some(py) = python("writeback_o_trunc_without_write") else {
+    let Some(py) = fuse_and_python("writeback_o_trunc_without_write") else {
         return;
     };
     let dir = gen_fixtures(&py);
@@ -1035,14 +1012,16 @@ fn writeback_o_trunc_without_write() {
         std::thread::sleep(Duration::from_millis(10));
     }
     m.umount();
-    let out = run_python(
-        &py,
-        &[
-            "-c",
-            "import sys, blosc2; s = blosc2.open(sys.argv[1]); print(s.nchunks, s.decompress_chunk(0) == open(sys.argv[2], 'rb').read())",
-            src.to_str().unwrap(),
-            dir.path().join("c0.bin").to_str().unwrap(),
-        ],
+    assert_eq!(
+        python_says(
+            &py,
+            &[
+                "-c",
+                "import sys, blosc2; s = blosc2.open(sys.argv[1]); print(s.nchunks, s.decompress_chunk(0) == open(sys.argv[2], 'rb').read())",
+                src.to_str().unwrap(),
+                dir.path().join("c0.bin").to_str().unwrap(),
+            ],
+        ),
+        "2 True"
     );
-    assert_eq!(String::from_utf8_lossy(&out).trim(), "2 True");
 }

@@ -13,7 +13,7 @@ use b2fs::container::write::{
 use b2fs::container::{self, Array, ChunkKind, Container, SourceKind};
 use serde_json::{Value, json};
 
-use crate::support::{data_dir, python, run_python, sha256_hex};
+use crate::support::{data_dir, python, python_says, run_python, sha256_hex};
 
 /// The reference-side checker, written to each test's tempdir (see its docstring).
 const CHECK_PY: &str = r##"
@@ -1252,15 +1252,17 @@ fn writer_ctable_commit_column_resizes_every_column() {
     std::fs::create_dir(&workdir).expect("mkdir");
     let body = json!({"pristine": pristine, "work": workdir, "steps": steps, "mutate": true});
     std::fs::write(&spec, body.to_string()).expect("write");
-    let out = run_python(
-        &py,
-        &[
-            "scripts/oracle/writeback.py",
-            "ctable_ops",
-            spec.to_str().expect("utf8"),
-        ],
+    assert_eq!(
+        python_says(
+            &py,
+            &[
+                "scripts/oracle/writeback.py",
+                "ctable_ops",
+                spec.to_str().expect("utf8"),
+            ],
+        ),
+        "4"
     );
-    assert_eq!(String::from_utf8_lossy(&out).trim(), "4");
 }
 
 /// `edit` of column `col` on fresh copies of `pristine` with a crash after every step until
@@ -1304,15 +1306,17 @@ fn ctable_crash_case(py: &Path, tmp: &Path, pristine: &Path, col: usize, edit: &
     let spec = tmp.join("crash.json");
     let body = json!({"old": pristine, "new": done, "runs": runs});
     std::fs::write(&spec, body.to_string()).expect("write");
-    let out = run_python(
-        py,
-        &[
-            "scripts/oracle/writeback.py",
-            "ctable_crash",
-            spec.to_str().expect("utf8"),
-        ],
+    assert_eq!(
+        python_says(
+            py,
+            &[
+                "scripts/oracle/writeback.py",
+                "ctable_crash",
+                spec.to_str().expect("utf8"),
+            ],
+        ),
+        (k + 1).to_string()
     );
-    assert_eq!(String::from_utf8_lossy(&out).trim(), (k + 1).to_string());
     k
 }
 
