@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::json;
 
-use crate::support::{fuse_available, is_mounted, python, python_says, run_python};
+use crate::support::{fuse_and_python, is_mounted, python_says, run_python};
 
 /// A small xorshift generator: the test needs no cryptographic randomness.
 struct Rng(u64);
@@ -85,6 +85,17 @@ fn crash_run(src: &Path, mp: &Path, seed: u64, delay: Duration) -> Vec<usize> {
         }
         acked
     });
+    kill_after(delay, &mut child, writer, mp)
+}
+
+/// SIGKILLs the daemon `child` after `delay`, then joins the `writer` thread (its commits
+/// fail from then on) and detaches the dead mount at `mp`; the writer's result.
+fn kill_after<T>(
+    delay: Duration,
+    child: &mut std::process::Child,
+    writer: std::thread::JoinHandle<T>,
+    mp: &Path,
+) -> T {
     std::thread::sleep(delay);
     let _ = child.kill(); // SIGKILL
     let _ = child.wait();
@@ -97,10 +108,9 @@ fn crash_run(src: &Path, mp: &Path, seed: u64, delay: Duration) -> Vec<usize> {
 }
 
 fn crash_test(test: &str, runs: usize) {
-    if !fuse_available(test) {
+    let Some(py) = fuse_and_python(test) else {
         return;
-    }
-    let Some(py) = python(test) else { return };
+    };
     let dir = tempfile::tempdir().unwrap();
     let root = std::fs::canonicalize(dir.path()).unwrap();
     let pristine = root.join("pristine");
@@ -211,22 +221,13 @@ fn crash_table_run(src: &Path, mp: &Path, seed: u64, delay: Duration) -> usize {
         }
         acked
     });
-    std::thread::sleep(delay);
-    let _ = child.kill(); // SIGKILL
-    let _ = child.wait();
-    let acked = writer.join().unwrap();
-    let _ = Command::new("fusermount3")
-        .args(["-u", "-z"])
-        .arg(mp)
-        .output();
-    acked
+    kill_after(delay, &mut child, writer, mp)
 }
 
 fn crash_table_test(test: &str, runs: usize) {
-    if !fuse_available(test) {
+    let Some(py) = fuse_and_python(test) else {
         return;
-    }
-    let Some(py) = python(test) else { return };
+    };
     let dir = tempfile::tempdir().unwrap();
     let root = std::fs::canonicalize(dir.path()).unwrap();
     let pristine = root.join("pristine");
