@@ -425,9 +425,7 @@ fn tree_random_small_reads_cache_decoded_blocks() {
 /// A committed edit is what small random reads see next, though the old blocks were cached.
 #[test]
 fn tree_block_cache_forgets_a_chunk_when_it_is_committed() {
-    let dir = tempfile::tempdir().unwrap();
-    let src = dir.path().join("a.b2nd");
-    std::fs::copy(data_dir().join("frames/b2nd_2d_f8_lz4.b2nd"), &src).unwrap();
+    let (_dir, src) = fixture_copy("frames/b2nd_2d_f8_lz4.b2nd");
     let t = Tree::from_source(
         &src,
         TreeOptions {
@@ -920,11 +918,18 @@ fn tree_corrupt_chunk_is_eio_for_that_file_only() {
 /// A copy of frame fixture `name` in a fresh directory, and a tree over it without prefetch
 /// (a read must not decode the next chunks before a test changes the file underneath).
 fn unprefetched_copy(name: &str) -> (tempfile::TempDir, PathBuf, Tree) {
-    let dir = tempfile::tempdir().unwrap();
-    let src = dir.path().join(format!("{name}.b2frame"));
-    std::fs::copy(data_dir().join(format!("frames/{name}.b2frame")), &src).unwrap();
+    let (dir, src) = fixture_copy(&format!("frames/{name}.b2frame"));
     let t = tree_without_prefetch(&src);
     (dir, src, t)
+}
+
+/// A copy of the fixture at `rel` (under the test data directory) in a fresh directory, for
+/// tests that change the source.
+fn fixture_copy(rel: &str) -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join(Path::new(rel).file_name().unwrap());
+    std::fs::copy(data_dir().join(rel), &src).unwrap();
+    (dir, src)
 }
 
 /// Truncates `path` to `len` bytes, as another process would.
@@ -1165,9 +1170,7 @@ fn tree_mutated_frames_give_bytes_or_eio_never_panic() {
 /// each refused change.
 #[test]
 fn tree_writable_buffers_commit_on_flush_and_refuse_with_errnos() {
-    let dir = tempfile::tempdir().unwrap();
-    let src = dir.path().join("s.b2frame");
-    std::fs::copy(data_dir().join("frames/schunk_zstd.b2frame"), &src).unwrap();
+    let (_dir, src) = fixture_copy("frames/schunk_zstd.b2frame");
     let w = TreeOptions {
         writable: true,
         ..opts()
