@@ -15,7 +15,9 @@
 //! - [`frame`]: contiguous and sparse frames (header, metalayers, index, trailer);
 //! - [`ndim`]: `b2nd`/`caterva` metalayers and the element-to-chunk mapping ([`Grid`]);
 //! - [`bcolz`]: carray and ctable directories, and the refused 2012 `blsk` layout;
-//! - [`attrs`]: the documented reversible msgpack <-> JSON mapping of attributes.
+//! - [`attrs`]: the documented reversible msgpack <-> JSON mapping of attributes;
+//! - [`store`]: collections (`.b2z`/`.b2d` stores, directories of sources) as a tree of
+//!   lazily opened leaves ([`open_any`]).
 //!
 //! Detection is by content, never by extension. A file starting with the frame magic is a
 //! contiguous frame (with frame_type 1: the index of the sparse frame in its directory); a
@@ -46,6 +48,7 @@ mod mapped;
 mod msgpack;
 pub mod ndim;
 pub mod source;
+pub mod store;
 pub mod write;
 
 use std::borrow::Cow;
@@ -57,6 +60,7 @@ pub use error::ContainerError;
 pub use frame::{FrameInfo, Vlmetalayer};
 pub use ndim::{Grid, NdMeta};
 pub use source::IoStats;
+pub use store::{Collection, Opened, open_any};
 
 use crate::codec::ChunkHeader;
 

@@ -48,6 +48,7 @@ mod bcolz;
 mod compact;
 mod frame;
 mod io;
+mod store;
 mod table;
 
 use std::path::Path;
@@ -56,6 +57,7 @@ use serde_json::Value;
 
 pub use compact::compact;
 pub use io::SourceLock;
+pub use store::{commit_group_attrs, commit_member, commit_member_with_crash_after};
 pub use table::TableRepair;
 
 use super::{Array, ChunkKind, ContainerError, Inner, SourceKind, Table};
