@@ -169,6 +169,9 @@ fn writable(array: &Array) -> Result<(), ContainerError> {
             check_path_writable(f.source().path())
         }
         Inner::Bcolz(c) => {
+            if c.is_blsk() {
+                return Err(unsupported(path, "writing a 2012 blsk root (read-only)"));
+            }
             if c.itemsize() == 0 {
                 return Err(unsupported(
                     path,

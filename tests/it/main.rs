@@ -2,6 +2,7 @@
 
 mod support; // fixture paths, the python oracle, the FUSE skip/require policy, hashing
 
+mod blsk; // the 2012 blsk layout (docs/BLSK.md) against python-blosc chunks
 mod cli; // the built binary: exit codes, one-line errors, `info`
 mod codec; // decoding every reference-made chunk fixture, hostile chunks, range decode
 mod container; // every fixture kind opens with the reference's geometry/metadata; hostile sources
