@@ -15,6 +15,8 @@
 //! - [`frame`]: contiguous and sparse frames (header, metalayers, index, trailer);
 //! - [`ndim`]: `b2nd`/`caterva` metalayers and the element-to-chunk mapping ([`Grid`]);
 //! - [`bcolz`]: carray and ctable directories, and the read-only 2012 `blsk` layout;
+//! - [`npy`]: the NPY file of an array or ctable (header bytes, and which stretches of which
+//!   decoded chunks hold each byte of its C-order data);
 //! - [`attrs`]: the documented reversible msgpack <-> JSON mapping of attributes;
 //! - [`store`]: collections (`.b2z`/`.b2d` stores, directories of sources) as a tree of
 //!   lazily opened leaves ([`open_any`]).
@@ -48,6 +50,7 @@ pub mod frame;
 mod mapped;
 mod msgpack;
 pub mod ndim;
+pub mod npy;
 pub mod source;
 pub mod store;
 pub mod write;
@@ -199,24 +202,7 @@ pub fn open(path: &Path) -> Result<Container, ContainerError> {
         }));
     }
     if path.join("meta/nrows").is_file() {
-        return match bcolz::blsk::open(path, &stats)? {
-            bcolz::blsk::Opened::Flat(c) => Ok(Container::Array(Array::from_carray(
-                path.to_path_buf(),
-                *c,
-                stats,
-            ))),
-            bcolz::blsk::Opened::Nested(attrs, cols) => Ok(Container::Table(Table {
-                path: path.to_path_buf(),
-                attrs,
-                columns: cols
-                    .into_iter()
-                    .map(|(name, c)| {
-                        let p = path.join("data").join(&name);
-                        (name, Array::from_carray(p, c, Arc::clone(&stats)))
-                    })
-                    .collect(),
-            })),
-        };
+        return bcolz::blsk::open_container(path, stats);
     }
     let index = path.join("chunks.b2frame");
     if index.is_file() {

@@ -16,8 +16,8 @@ use std::time::SystemTime;
 use serde_json::{Value, json};
 
 use super::{Carray, MAX_JSON_LEN, dtype_info};
-use crate::container::ContainerError;
 use crate::container::source::{IoStats, Source};
+use crate::container::{Array, Container, ContainerError, Table};
 
 /// Where one Blosc1 chunk of a blsk carray lies.
 #[derive(Debug, Clone)]
@@ -32,7 +32,7 @@ pub(crate) struct Chunk {
 
 /// An opened blsk root.
 #[derive(Debug)]
-pub(crate) enum Opened {
+enum Opened {
     /// A plain dtype: one array.
     Flat(Box<Carray>),
     /// A nested dtype: `(attrs, columns in dtype order)`.
@@ -88,8 +88,29 @@ fn dims(v: &Value, path: &Path, what: &str) -> Result<Vec<u64>, ContainerError> 
     }
 }
 
+/// Opens the blsk root `root` as an array (flat dtype) or a table (nested dtype).
+pub(crate) fn open_container(
+    root: &Path,
+    stats: Arc<IoStats>,
+) -> Result<Container, ContainerError> {
+    Ok(match open(root, &stats)? {
+        Opened::Flat(c) => Container::Array(Array::from_carray(root.to_path_buf(), *c, stats)),
+        Opened::Nested(attrs, cols) => Container::Table(Table {
+            path: root.to_path_buf(),
+            attrs,
+            columns: cols
+                .into_iter()
+                .map(|(name, c)| {
+                    let p = root.join("data").join(&name);
+                    (name, Array::from_carray(p, c, Arc::clone(&stats)))
+                })
+                .collect(),
+        }),
+    })
+}
+
 /// Opens the blsk root `root`.
-pub(crate) fn open(root: &Path, stats: &Arc<IoStats>) -> Result<Opened, ContainerError> {
+fn open(root: &Path, stats: &Arc<IoStats>) -> Result<Opened, ContainerError> {
     let nrows_path = root.join("meta/nrows");
     let storage_path = root.join("meta/storage");
     let nrows = read_yaml(&nrows_path, stats)?
