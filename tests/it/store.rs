@@ -536,3 +536,44 @@ fn directory_of_sources_is_a_collection() {
     assert_eq!(failures, 1);
     assert_eq!(c.root().attrs().unwrap(), json!({}));
 }
+
+#[test]
+fn store_info_lists_groups_and_leaves() {
+    let Some((_py, dir, manifest)) = fixtures("store_info_lists_groups_and_leaves") else {
+        return;
+    };
+    let out = support::b2fs()
+        .args(["info", "--json", dir.join("tree.b2z").to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(doc["kind"], json!("collection"));
+    assert_eq!(doc["marker"], json!("b2tree"));
+    let want = &manifest["tree.b2z"];
+    let keys: Vec<&str> = doc["leaves"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| l["key"].as_str().unwrap())
+        .collect();
+    let mut expected: Vec<&str> = want["keys"]
+        .as_object()
+        .unwrap()
+        .keys()
+        .map(String::as_str)
+        .collect();
+    expected.sort();
+    assert_eq!(keys, expected);
+    let root = doc["groups"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|g| g["key"] == json!("/"))
+        .unwrap();
+    assert_eq!(root["attrs"], want["attrs"]["/"]);
+}
