@@ -149,10 +149,22 @@ def gen(d):
 
 
 def many(path, n):
+    """n leaves written as python-blosc2 cframes straight into a stored zip (as to_b2z lays
+    them out, embed.b2e last): a TreeStore writing them one by one takes minutes."""
     import blosc2
-    with blosc2.TreeStore(path, mode="w") as ts:
-        for i in range(n):
-            ts[f"/g{i % 100}/a{i}"] = np.arange(4, dtype=np.int32) + i
+    d = tempfile.mkdtemp()
+    try:
+        with blosc2.TreeStore(os.path.join(d, "base.b2d"), mode="w") as ts:
+            ts.vlmeta["n"] = n
+        emb = os.path.join(d, "base.b2d", "embed.b2e")
+        with zipfile.ZipFile(path, "w", zipfile.ZIP_STORED) as zf:
+            for i in range(n):
+                a = blosc2.asarray(np.arange(4, dtype=np.int32) + i)
+                zf.writestr(f"g{i % 100}/a{i}.b2nd", a.to_cframe())
+            zf.write(os.path.join(d, "base.b2d", "__vlmeta__.b2f"), "__vlmeta__.b2f")
+            zf.write(emb, "embed.b2e")
+    finally:
+        shutil.rmtree(d)
 
 
 def main():
