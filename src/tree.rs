@@ -221,7 +221,7 @@ impl Tree {
             let ino = i as u64 + 1;
             match &node.kind {
                 NodeKind::File(FileKind::Sizes(id, _)) => files[id.index()].sizes = Some(ino),
-                NodeKind::File(FileKind::Npy(id)) => files[id.index()].npy = Some(ino),
+                NodeKind::File(FileKind::Npy(id, _)) => files[id.index()].npy = Some(ino),
                 _ => {}
             }
         }
