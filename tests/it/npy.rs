@@ -65,6 +65,19 @@ fn check_array(name: &str, source: &Path, want: &[u8]) -> Result<(), String> {
     };
     let n = Npy::for_array(&a).map_err(|e| e.to_string())?;
     let data = data_after_header(n.header(), n.len(), want)?;
+    // Reads of the whole file, across the header/data edge.
+    let h = n.header().len() as u64;
+    for (offset, len) in [(0, 4096), (h - 3, 7), (h + 1, 77), (n.len() - 5, 100)] {
+        let w = n.window(offset, len);
+        let mut out = vec![0x5au8; w.out_len];
+        out[..w.header.len()].copy_from_slice(&n.header()[w.header.clone()]);
+        let runs = n.layout().runs(w.data.start, w.data.end - w.data.start);
+        npy::assemble(runs, &mut out[w.data_dst..], &mut |k| decoded(&a, k))?;
+        let s = offset.min(n.len()) as usize;
+        if out != want[s..s + w.out_len] {
+            return Err(format!("file read {offset}+{len} differs"));
+        }
+    }
     let layout = n.layout();
     for (start, len) in windows(layout.data_len(), name.len() as u64 * 7919) {
         let runs: Vec<Run> = layout.runs(start, len).collect();
