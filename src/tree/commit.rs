@@ -243,12 +243,21 @@ impl Tree {
                 append: c.creating,
             })
             .collect();
-        let res = match &self.table {
-            Some(table) => committer.commit_column(table, live, &edits),
-            None => committer.commit_chunks(live, &edits),
+        let res = match (&self.table, live.leaf_key(), &self.collection) {
+            (_, Some(key), Some(c)) => {
+                let c = c.read().clone();
+                committer
+                    .commit_leaf(&c, key, live, &edits)
+                    .and_then(|()| self.refresh_collection())
+            }
+            (Some(table), _, _) => committer.commit_column(table, live, &edits),
+            _ => committer.commit_chunks(live, &edits),
         };
         let stale = matches!(res, Err(ContainerError::Changed { .. }));
-        if stale || (res.is_ok() && self.table.is_some()) {
+        if stale && self.collection.is_some() {
+            let _ = self.refresh_collection();
+        }
+        if (stale || (res.is_ok() && self.table.is_some())) && self.collection.is_none() {
             // Every column (a table commit may resize them all; a stale view may be anywhere).
             self.refresh(stale)
                 .map_err(|source| TreeError::Commit { ino, source })?;
@@ -288,9 +297,30 @@ impl Tree {
             TreeError::Refused(format!("__attrs__: {why}"))
         };
         let value = parse_attrs(&a.data).map_err(refuse)?;
-        let res = match owner {
-            AttrsOwner::Array(id) => committer.commit_attrs(self.writable_array(*id)?, value),
-            AttrsOwner::Table(path) => committer.commit_table_attrs(path, &value),
+        let res = match (owner, &self.collection) {
+            (AttrsOwner::Array(id), Some(c)) => {
+                let live = self.writable_array(*id)?;
+                match live.leaf_key() {
+                    Some(key) => {
+                        let c = c.read().clone();
+                        committer
+                            .commit_leaf_attrs(&c, key, value)
+                            .and_then(|()| self.refresh_collection())
+                    }
+                    None => committer.commit_attrs(live, value),
+                }
+            }
+            (AttrsOwner::Array(id), None) => {
+                committer.commit_attrs(self.writable_array(*id)?, value)
+            }
+            (AttrsOwner::Table(path), _) => committer.commit_table_attrs(path, &value),
+            (AttrsOwner::Group(key), Some(c)) => {
+                let c = c.read().clone();
+                committer
+                    .commit_group_attrs(&c, key, &value)
+                    .and_then(|()| self.refresh_collection())
+            }
+            (AttrsOwner::Group(_) | AttrsOwner::ReadOnly, _) => return Err(TreeError::ReadOnly),
         };
         let stored = match self.entry(ino)? {
             Entry::File(FileKind::Attrs(_, stored)) => stored,
@@ -355,7 +385,7 @@ impl Tree {
 
     /// Renders `meta/sizes` of `array` again from its (just reopened) source; its
     /// `array.npy` may have changed size too.
-    fn rerender_sizes(&self, array: ArrayId) {
+    pub(crate) fn rerender_sizes(&self, array: ArrayId) {
         let files = self.files[array.index()];
         let Some(live) = self.live.get(array.index()).and_then(Option::as_ref) else {
             return;

@@ -59,6 +59,10 @@ pub enum TreeError {
         /// What the container layer reported.
         source: ContainerError,
     },
+    /// A directory whose content cannot be shown: a collection leaf that failed to open (the
+    /// reason, naming the store and the key).
+    #[error("unavailable: {0}")]
+    Unavailable(String),
     /// The source failed: a chunk that does not decode, an I/O error reading the source.
     #[error("inode {ino}")]
     Container {
@@ -109,6 +113,8 @@ impl TreeError {
             // A corrupt chunk or an unreadable source: the data cannot be produced. EIO is what
             // a disk with a bad sector gives, which is the closest model for readers.
             TreeError::Container { .. } => libc::EIO,
+            // Like a corrupt chunk: the data cannot be produced.
+            TreeError::Unavailable(_) => libc::EIO,
         }
     }
 }
@@ -143,6 +149,7 @@ mod tests {
             (TreeError::MetadataFile, libc::EACCES),
             (TreeError::TooBig("x".into()), libc::EFBIG),
             (TreeError::Refused("x".into()), libc::EINVAL),
+            (TreeError::Unavailable("x".into()), libc::EIO),
             (
                 TreeError::Commit {
                     ino: 3,

@@ -105,7 +105,11 @@ impl Tree {
             let data_start = start.max(hlen) - hlen;
             let at = (data_start + hlen - start) as usize;
             let runs = npy.layout().runs(data_start, end - hlen - data_start);
-            let small = out.len() <= RANGE_READ_MAX && hint.pattern == Pattern::Random;
+            // Not a scan (an mmap reader's page faults and their readahead, a seek-and-read):
+            // each run goes through the reader's plan, which decodes only the block a run
+            // falls in unless its chunk is cached. A scan takes whole chunks.
+            let small = hint.pattern == Pattern::Random
+                || (hint.pattern == Pattern::FirstAtZero && out.len() <= RANGE_READ_MAX);
             self.fill_runs(ino, array, runs, small, &mut out[at..])?;
             self.npy_prefetch(array, &npy, end - hlen, hint);
         }

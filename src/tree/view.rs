@@ -31,6 +31,7 @@ use super::layout::{AttrsOwner, FileKind, Generated, Layout, NpyCell, Owner, ROO
 use crate::codec::{self, Codec};
 use crate::container::npy::{Npy, TableNpy};
 use crate::container::{Array, ChunkKind, Container, ContainerError, SourceKind, Table};
+use crate::reader::LiveArray;
 
 /// Builds the layout of `container`.
 ///
@@ -48,22 +49,36 @@ pub fn layout(container: Container) -> Result<Layout, ContainerError> {
 }
 
 fn table_layout(table: Table) -> Result<Layout, ContainerError> {
+    let mut layout = Layout::new(Owner::of(&table.path));
+    layout.set_table(table.path.clone());
+    add_table(&mut layout, ROOT_INO, table, true)?;
+    Ok(layout)
+}
+
+/// Adds a ctable under directory `dir`: `__attrs__`, one directory per column, `table.npy`.
+/// `writable`: the tree's own ctable (its columns commit together); else read-only.
+pub(crate) fn add_table(
+    layout: &mut Layout,
+    dir: u64,
+    table: Table,
+    writable: bool,
+) -> Result<(), ContainerError> {
     let table_npy = TableNpy::for_table(&table);
     let Table {
         path,
         attrs,
         columns,
     } = table;
-    let mut layout = Layout::new(Owner::of(&path));
+    let owner = if writable {
+        AttrsOwner::Table(path.clone())
+    } else {
+        AttrsOwner::ReadOnly
+    };
     layout.generated(
-        ROOT_INO,
+        dir,
         "__attrs__",
-        FileKind::Attrs(
-            AttrsOwner::Table(path.clone()),
-            Generated::new(json_file(&attrs)),
-        ),
+        FileKind::Attrs(owner, Generated::new(json_file(&attrs))),
     );
-    layout.set_table(path.clone());
     let ncolumns = columns.len();
     let mut ids = Vec::with_capacity(ncolumns);
     for (name, column) in columns {
@@ -74,14 +89,19 @@ fn table_layout(table: Table) -> Result<Layout, ContainerError> {
             );
             continue;
         }
-        let dir = layout.dir(ROOT_INO, &name);
-        add_array(&mut layout, dir, column)?;
+        let col_dir = layout.dir(dir, &name);
+        let how = if writable {
+            Adding::Writable
+        } else {
+            Adding::ReadOnly
+        };
+        add_array_as(layout, col_dir, column, how)?;
         ids.push(crate::reader::ArrayId((layout.arrays() - 1) as u32));
     }
     match table_npy {
         Ok(npy) if ids.len() == ncolumns => {
             layout.generated(
-                ROOT_INO,
+                dir,
                 "table.npy",
                 FileKind::TableNpy(TableCell::new(npy), ids),
             );
@@ -89,11 +109,34 @@ fn table_layout(table: Table) -> Result<Layout, ContainerError> {
         Ok(_) => log::info!("{}: no table.npy (a column is not shown)", path.display()),
         Err(e) => log::info!("{e}: no table.npy"),
     }
-    Ok(layout)
+    Ok(())
 }
 
-/// Adds `__attrs__`, `meta/` and `data/` for one array under directory `dir`.
+/// Adds `__attrs__`, `meta/` and `data/` for one array under directory `dir` (a source of its
+/// own).
 fn add_array(layout: &mut Layout, dir: u64, array: Array) -> Result<(), ContainerError> {
+    add_array_as(layout, dir, array, Adding::Writable)
+}
+
+/// How an array joins a layout.
+#[derive(Debug, Clone)]
+pub(crate) enum Adding {
+    /// A source of its own, committed by path.
+    Writable,
+    /// Leaf `key` of the layout's collection, committed through it.
+    Leaf(String),
+    /// Never written (a leaf of a nested store, a ctable column inside a collection).
+    ReadOnly,
+}
+
+/// Adds `__attrs__`, `array.npy` (when the array has an item layout and is not a special
+/// object), `meta/` and `data/` for one array under directory `dir`.
+pub(crate) fn add_array_as(
+    layout: &mut Layout,
+    dir: u64,
+    array: Array,
+    how: Adding,
+) -> Result<(), ContainerError> {
     let attrs = json_file(array.attrs());
     let sizes = json_file(&sizes(&array)?);
     let storage = json_file(&storage(&array)?);
@@ -103,8 +146,15 @@ fn add_array(layout: &mut Layout, dir: u64, array: Array) -> Result<(), Containe
         .map(|ml| (ml.name.clone(), json_file(&ml.json)))
         .collect();
     let path = array.path().to_path_buf();
-    let npy = Npy::for_array(&array);
-    let id = layout.array(array);
+    let npy = match crate::container::store::special_kind(&array) {
+        Some(kind) => Err(format!("{}: a {kind} object", path.display())),
+        None => Npy::for_array(&array).map_err(|e| e.to_string()),
+    };
+    let id = match how {
+        Adding::Writable => layout.array(array),
+        Adding::Leaf(key) => layout.live_array(LiveArray::leaf(array, key)),
+        Adding::ReadOnly => layout.store(std::sync::Arc::new(array)),
+    };
     layout.generated(
         dir,
         "__attrs__",
@@ -135,7 +185,7 @@ fn add_array(layout: &mut Layout, dir: u64, array: Array) -> Result<(), Containe
 }
 
 /// Whether `name` can be one path component.
-fn valid_name(name: &str) -> bool {
+pub(crate) fn valid_name(name: &str) -> bool {
     !name.is_empty()
         && name != "."
         && name != ".."
