@@ -53,12 +53,15 @@
 
 pub mod attr;
 pub mod error;
+pub mod events;
 pub mod layout;
 mod lazy;
+mod names;
 mod prefetch;
 pub mod store;
 pub mod view;
 pub mod write;
+pub mod xattr;
 
 use std::borrow::Cow;
 use std::collections::HashMap;
@@ -493,6 +496,8 @@ pub struct Tree {
     pending: Mutex<Pending>,
     /// Serialises commits; one encoder reused by all of them.
     committer: Mutex<Encoder>,
+    /// Issue 15: recent refusals and errors, for `b2fs log` ([`events`]).
+    events: events::EventLog,
 }
 
 /// What asks for a commit.
@@ -604,6 +609,7 @@ impl Tree {
             sizes_files: sizes.into_iter().map(|(ino, set)| (set, ino)).collect(),
             pending: Mutex::new(Pending::default()),
             committer: Mutex::new(Encoder::new()),
+            events: events::EventLog::default(),
         }
     }
 
@@ -631,6 +637,103 @@ impl Tree {
     pub fn cache_bytes(&self) -> usize {
         self.core.cache.bytes()
     }
+
+    // ---- Issue 15 facade: extended attributes and the event log. Port these six methods
+    // (and the `events` field) into the redesigned tree; the logic is in `xattr` and `log`.
+
+    /// The extended attribute `name` of `ino` ([`xattr`]); `Ok(None)`: no such attribute.
+    ///
+    /// # Errors
+    /// [`TreeError::NotFound`] for unknown inodes.
+    pub fn getxattr(&self, ino: u64, name: &str) -> Result<Option<Vec<u8>>, TreeError> {
+        Ok(xattr::get(&self.xattr_target(ino)?, name))
+    }
+
+    /// The `\0`-terminated names of `ino`'s extended attributes ([`xattr`]).
+    ///
+    /// # Errors
+    /// [`TreeError::NotFound`] for unknown inodes.
+    pub fn listxattr(&self, ino: u64) -> Result<Vec<u8>, TreeError> {
+        Ok(xattr::list(&self.xattr_target(ino)?))
+    }
+
+    /// `setxattr`/`removexattr` of `name` on `ino`: always refused ([`xattr::refusal`]).
+    ///
+    /// # Errors
+    /// Always: [`TreeError::Unsupported`] (EOPNOTSUPP) for ACLs and scratch files, else as
+    /// [`Tree::modify`].
+    pub fn set_xattr(&self, ino: u64, name: &str) -> Result<(), TreeError> {
+        self.getattr(ino)?;
+        match xattr::refusal(name, ino >= SCRATCH_BASE) {
+            Some(why) if self.options.writable => Err(TreeError::Unsupported(why)),
+            _ => self.modify(ino, "setxattr/removexattr"),
+        }
+    }
+
+    fn xattr_target(&self, ino: u64) -> Result<xattr::Target<'_>, TreeError> {
+        self.getattr(ino)?;
+        let first = self.core.sets.first().map(|s| s.store.as_ref());
+        Ok(match self.resolve(ino) {
+            Ok(Resolved::Chunk { set, index }) if index < self.core.sets[set].store.nchunks() => {
+                xattr::Target::Chunk {
+                    store: self.core.sets[set].store.as_ref(),
+                    index,
+                }
+            }
+            Ok(_) if ino == ROOT_INO => {
+                let (budget, bytes, stats) = (
+                    self.options.cache_size,
+                    self.cache_bytes(),
+                    self.cache_stats(),
+                );
+                let cache = xattr::CacheView {
+                    budget,
+                    bytes,
+                    stats,
+                };
+                xattr::Target::root(
+                    self.table(),
+                    first,
+                    cache,
+                    self.options.writable,
+                    &self.events,
+                )
+            }
+            _ => xattr::Target::Other,
+        })
+    }
+
+    /// Records a failed operation for `b2fs log` ([`events`]); name probes are not kept.
+    pub fn note_error(&self, op: &str, ino: u64, e: &TreeError) {
+        if events::worth_recording(op, e.errno()) {
+            let path = self.path_of(ino);
+            self.events.record(op, path, e.errno(), &display_chain(e));
+        }
+    }
+
+    /// The path of `ino` from the mount root (`/data/00000001.bin`), for messages.
+    pub fn path_of(&self, ino: u64) -> String {
+        let (dir, leaf) = match self.resolve(ino) {
+            Ok(Resolved::Fixed(_)) => (ino, None),
+            Ok(Resolved::Chunk { set, index }) => (
+                events::data_dir_of(&self.nodes, set),
+                Some(chunk_name(index)),
+            ),
+            Err(_) => (
+                ROOT_INO,
+                Some(
+                    self.pending
+                        .lock()
+                        .scratch
+                        .get(&ino)
+                        .map_or(format!("(inode {ino})"), |f| f.name.clone()),
+                ),
+            ),
+        };
+        events::node_path(&self.nodes, dir, leaf)
+    }
+
+    // ---- end of the issue 15 facade.
 
     fn resolve(&self, ino: u64) -> Result<Resolved<'_>, TreeError> {
         if ino == 0 {
@@ -1825,6 +1928,12 @@ impl Tree {
             return Ok(());
         }
         let Some(a) = attrs else { return Ok(()) };
+        if a.data.is_empty() && at == Commit::Flush {
+            // Issue 15: still empty (a shell's `>` closes a duplicate first): wait for the
+            // data, as for chunks; refusing here dropped the buffer, and the data then landed
+            // over the stored attributes (`echo '{...}' > __attrs__` never committed).
+            return Ok(());
+        }
         // A refused buffer stays as written until the last handle is released (a shell's `>`
         // flushes a duplicate descriptor before writing); release then restores the stored
         // content.

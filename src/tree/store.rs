@@ -73,6 +73,12 @@ pub trait ChunkStore: Send + Sync + Debug {
         let _ = (index, offset, buf);
         Ok(false)
     }
+
+    /// What the source says about itself beyond its chunks (kind, clevel), for the extended
+    /// attributes ([`super::xattr`]); nothing by default (synthetic stores).
+    fn source_info(&self) -> super::xattr::SourceInfo {
+        super::xattr::SourceInfo::default()
+    }
 }
 
 impl ChunkStore for Array {
@@ -112,5 +118,9 @@ impl ChunkStore for Array {
         buf: &mut [u8],
     ) -> Result<bool, ContainerError> {
         Array::chunk_read_at(self, index, offset, buf)
+    }
+
+    fn source_info(&self) -> super::xattr::SourceInfo {
+        super::xattr::SourceInfo::of(self)
     }
 }

@@ -107,6 +107,10 @@ impl ChunkStore for SharedArray {
         let a = self.0.get();
         ChunkStore::chunk_read_at(a.as_ref(), index, offset, buf)
     }
+
+    fn source_info(&self) -> super::xattr::SourceInfo {
+        super::xattr::SourceInfo::of(&self.0.get())
+    }
 }
 
 /// What an `__attrs__` file edits.

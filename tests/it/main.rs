@@ -6,6 +6,7 @@ mod cli; // the built binary: exit codes, one-line errors, `info`
 mod codec; // decoding every reference-made chunk fixture, hostile chunks, range decode
 mod container; // every fixture kind opens with the reference's geometry/metadata; hostile sources
 mod crash; // SIGKILL of a read-write mount during commits: old or new chunks, fsync-acked edits kept
+mod describe; // meta/storage names, named metalayers, xattrs and the event log, in process
 mod encoder; // our chunks round-trip and the reference libraries read them
 mod filters; // filters: SIMD vs scalar twins, known vectors, round trips
 mod layering; // the layering rule and module docs, checked on the source text
