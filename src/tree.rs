@@ -638,8 +638,8 @@ impl Tree {
         self.core.cache.bytes()
     }
 
-    // ---- Issue 15 facade: extended attributes and the event log. Port these six methods
-    // (and the `events` field) into the redesigned tree; the logic is in `xattr` and `log`.
+    // ---- Issue 15 facade: extended attributes and the event log. Port these methods (and
+    // the `events` field); the logic is in `xattr` and `events`, which need only these.
 
     /// The extended attribute `name` of `ino` ([`xattr`]); `Ok(None)`: no such attribute.
     ///
@@ -672,35 +672,35 @@ impl Tree {
 
     fn xattr_target(&self, ino: u64) -> Result<xattr::Target<'_>, TreeError> {
         self.getattr(ino)?;
-        let first = self.core.sets.first().map(|s| s.store.as_ref());
         Ok(match self.resolve(ino) {
             Ok(Resolved::Chunk { set, index }) if index < self.core.sets[set].store.nchunks() => {
-                xattr::Target::Chunk {
-                    store: self.core.sets[set].store.as_ref(),
-                    index,
-                }
+                let store = self.core.sets[set].store.as_ref();
+                xattr::Target::Chunk { store, index }
             }
-            Ok(_) if ino == ROOT_INO => {
-                let (budget, bytes, stats) = (
-                    self.options.cache_size,
-                    self.cache_bytes(),
-                    self.cache_stats(),
-                );
-                let cache = xattr::CacheView {
-                    budget,
-                    bytes,
-                    stats,
-                };
-                xattr::Target::root(
-                    self.table(),
-                    first,
-                    cache,
-                    self.options.writable,
-                    &self.events,
-                )
-            }
+            Ok(_) if ino == ROOT_INO => self.xattr_root(),
             _ => xattr::Target::Other,
         })
+    }
+
+    fn xattr_root(&self) -> xattr::Target<'_> {
+        let (budget, bytes, stats) = (
+            self.options.cache_size,
+            self.cache_bytes(),
+            self.cache_stats(),
+        );
+        let cache = xattr::CacheView {
+            budget,
+            bytes,
+            stats,
+        };
+        let first = self.core.sets.first().map(|s| s.store.as_ref());
+        xattr::Target::root(
+            self.table(),
+            first,
+            cache,
+            self.options.writable,
+            &self.events,
+        )
     }
 
     /// Records a failed operation for `b2fs log` ([`events`]); name probes are not kept.
@@ -719,18 +719,16 @@ impl Tree {
                 events::data_dir_of(&self.nodes, set),
                 Some(chunk_name(index)),
             ),
-            Err(_) => (
-                ROOT_INO,
-                Some(
-                    self.pending
-                        .lock()
-                        .scratch
-                        .get(&ino)
-                        .map_or(format!("(inode {ino})"), |f| f.name.clone()),
-                ),
-            ),
+            Err(_) => (ROOT_INO, Some(self.scratch_name(ino))),
         };
         events::node_path(&self.nodes, dir, leaf)
+    }
+
+    fn scratch_name(&self, ino: u64) -> String {
+        let p = self.pending.lock();
+        p.scratch
+            .get(&ino)
+            .map_or(format!("(inode {ino})"), |f| f.name.clone())
     }
 
     // ---- end of the issue 15 facade.
