@@ -16,6 +16,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use parking_lot::Mutex;
 
 use super::layout::{Node, NodeKind, ROOT_INO};
+use crate::reader::ArrayId;
 
 /// Events kept.
 pub const CAPACITY: usize = 64;
@@ -119,11 +120,11 @@ impl EventLog {
     }
 }
 
-/// The inode of the directory that shows data set `set` (the root when none does).
-pub(crate) fn data_dir_of(nodes: &[Node], set: usize) -> u64 {
+/// The inode of the directory that shows the chunk files of `array` (the root when none does).
+pub(crate) fn data_dir_of(nodes: &[Node], array: ArrayId) -> u64 {
     nodes
         .iter()
-        .position(|n| matches!(n.kind, NodeKind::Dir { data: Some(s), .. } if s == set))
+        .position(|n| matches!(n.kind, NodeKind::Dir { data: Some(a), .. } if a == array))
         .map_or(ROOT_INO, |i| i as u64 + 1)
 }
 

@@ -31,10 +31,9 @@ use serde_json::{Map, Value};
 
 use super::events::EventLog;
 use super::names::{codec_name, filter_name};
-use super::store::ChunkStore;
-use crate::cache::CacheStats;
 use crate::codec::{self, SpecialKind};
 use crate::container::{Array, SourceKind};
+use crate::reader::{CacheStats, ChunkStore};
 
 /// The prefix of every attribute name.
 pub const PREFIX: &str = "user.b2fs.";
@@ -125,27 +124,29 @@ pub enum Target<'a> {
     },
     /// Chunk `index` of `store`.
     Chunk {
-        /// The data set's store.
+        /// The array's store.
         store: &'a dyn ChunkStore,
         /// The chunk index.
         index: usize,
+        /// The compression level the array's source records.
+        clevel: Option<u8>,
     },
     /// Anything else: no attributes.
     Other,
 }
 
 impl<'a> Target<'a> {
-    /// The root of a tree whose source is `table` (a ctable) or else the first data set's.
+    /// The root of a tree whose source is at `source` and says `info` about itself.
     pub fn root(
-        table: Option<&'a Path>,
-        first: Option<&'a dyn ChunkStore>,
+        source: Option<&'a Path>,
+        info: SourceInfo,
         cache: CacheView,
         writable: bool,
         log: &'a EventLog,
     ) -> Target<'a> {
         Target::Root {
-            source: table.or_else(|| first.map(|s| s.path())),
-            info: first.map(|s| s.source_info()).unwrap_or_default(),
+            source,
+            info,
             writable,
             cache,
             log,
@@ -210,7 +211,11 @@ fn pairs(target: &Target) -> Vec<(&'static str, String)> {
             ]);
             v
         }
-        Target::Chunk { store, index } => chunk_pairs(*store, *index),
+        Target::Chunk {
+            store,
+            index,
+            clevel,
+        } => chunk_pairs(*store, *index, *clevel),
         Target::Other => Vec::new(),
     };
     if !v.is_empty() {
@@ -231,7 +236,11 @@ fn pairs(target: &Target) -> Vec<(&'static str, String)> {
 
 /// The keys of chunk `index`, from its header (only the header bytes are read where the
 /// store allows); none when the header cannot be read (reads of the file say why).
-fn chunk_pairs(store: &dyn ChunkStore, index: usize) -> Vec<(&'static str, String)> {
+fn chunk_pairs(
+    store: &dyn ChunkStore,
+    index: usize,
+    clevel: Option<u8>,
+) -> Vec<(&'static str, String)> {
     let mut head = [0u8; codec::MAX_OVERHEAD];
     let header = match store.chunk_read_at(index, 0, &mut head) {
         Ok(true) => codec::chunk_info(&head).ok(),
@@ -275,7 +284,7 @@ fn chunk_pairs(store: &dyn ChunkStore, index: usize) -> Vec<(&'static str, Strin
                 .join(","),
         ),
     ];
-    if let Some(c) = store.source_info().clevel {
+    if let Some(c) = clevel {
         v.push(("clevel", c.to_string()));
     }
     let ratio = if h.cbytes == 0 {
