@@ -22,7 +22,7 @@
 //!
 //! | file | owns |
 //! | --- | --- |
-//! | `tree.rs` | [`Tree`]: each operation classifies its inode ([`Entry`]) and delegates |
+//! | `tree.rs` | [`Tree`]: each operation classifies its inode (`Entry`) and delegates |
 //! | `inode.rs` | the numbering plan: nodes, chunk files per array, scratch files |
 //! | `layout.rs`, `view.rs` | the nodes a source shows and the rules that choose them |
 //! | `dir.rs` | listings and chunk file names |
@@ -50,7 +50,7 @@
 //!
 //! Lock order (parking_lot mutexes are not reentrant): `handles` before `edits` before
 //! `scratch` before `kcache`; the `committer` is taken before any of them and held for a whole
-//! commit. [`Tree::entry`] takes `edits` and `scratch` itself: never call it (or `getattr`,
+//! commit. `Tree::entry` takes `edits` and `scratch` itself: never call it (or `getattr`,
 //! `lookup`) with either held. No lock is held across a decode except the committer's.
 
 pub mod attr;
@@ -226,7 +226,7 @@ impl Tree {
             let ino = i as u64 + 1;
             match &node.kind {
                 NodeKind::File(FileKind::Sizes(id, _)) => files[id.index()].sizes = Some(ino),
-                NodeKind::File(FileKind::Npy(id)) => files[id.index()].npy = Some(ino),
+                NodeKind::File(FileKind::Npy(id, _)) => files[id.index()].npy = Some(ino),
                 _ => {}
             }
         }

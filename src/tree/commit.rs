@@ -145,7 +145,7 @@ impl Tree {
     /// The array whose `array.npy` is `ino`.
     fn npy_array_of(&self, ino: u64) -> Option<ArrayId> {
         match self.node(ino).map(|n| &n.kind) {
-            Some(NodeKind::File(FileKind::Npy(array))) => Some(*array),
+            Some(NodeKind::File(FileKind::Npy(array, _))) => Some(*array),
             _ => None,
         }
     }
@@ -158,7 +158,7 @@ impl Tree {
         let mut committer = self.committer.lock();
         let (array, which): (ArrayId, Vec<ChunkId>) = match self.entry(ino)? {
             Entry::Chunk(id) => (id.array, vec![id]),
-            Entry::File(FileKind::Npy(array)) => {
+            Entry::File(FileKind::Npy(array, _)) => {
                 let edits = self.edits.lock();
                 let ids = edits.chunks.keys().copied().filter(|id| id.array == *array);
                 (*array, ids.collect())
@@ -365,6 +365,7 @@ impl Tree {
             }
             self.rerender_sizes(array);
         }
+        self.table_npy_changed();
         Ok(())
     }
 

@@ -185,7 +185,7 @@ impl Tree {
         }
         match self.entry(ino) {
             Ok(Entry::Dir(..) | Entry::Chunk(_) | Entry::Scratch) => true,
-            Ok(Entry::File(kind)) => matches!(kind, FileKind::Attrs(..) | FileKind::Npy(_)),
+            Ok(Entry::File(kind)) => matches!(kind, FileKind::Attrs(..) | FileKind::Npy(..)),
             Err(_) => false,
         }
     }
@@ -228,11 +228,11 @@ impl Tree {
                 }
                 Ok(WriteTarget::Attrs)
             }
-            Entry::File(FileKind::Npy(id)) => {
+            Entry::File(FileKind::Npy(id, _)) => {
                 self.writable_array(*id)?;
                 Ok(WriteTarget::Npy(*id))
             }
-            Entry::File(FileKind::TableNpy) => Err(TreeError::ReadOnly),
+            Entry::File(FileKind::TableNpy(..)) => Err(TreeError::ReadOnly),
             Entry::File(FileKind::Fixed(_) | FileKind::Sizes(..)) => Err(TreeError::MetadataFile),
         }
     }

@@ -15,6 +15,7 @@ use std::time::SystemTime;
 use parking_lot::RwLock;
 
 use crate::container::Array;
+use crate::container::npy::{Npy, TableNpy};
 use crate::reader::{ArrayId, ChunkStore, LiveArray};
 
 /// Inode number of the root directory.
@@ -80,6 +81,48 @@ impl Generated {
     }
 }
 
+/// The NPY view of one array, replaced when a commit changes the array's shape.
+#[derive(Debug)]
+pub struct NpyCell(RwLock<Arc<Npy>>);
+
+impl NpyCell {
+    /// A cell holding `npy`.
+    pub fn new(npy: Npy) -> NpyCell {
+        NpyCell(RwLock::new(Arc::new(npy)))
+    }
+
+    /// The view now.
+    pub fn get(&self) -> Arc<Npy> {
+        self.0.read().clone()
+    }
+
+    /// Replaces the view.
+    pub fn set(&self, npy: Npy) {
+        *self.0.write() = Arc::new(npy);
+    }
+}
+
+/// The NPY view of a ctable, replaced when a commit changes its row count.
+#[derive(Debug)]
+pub struct TableCell(RwLock<Arc<TableNpy>>);
+
+impl TableCell {
+    /// A cell holding `npy`.
+    pub fn new(npy: TableNpy) -> TableCell {
+        TableCell(RwLock::new(Arc::new(npy)))
+    }
+
+    /// The view now.
+    pub fn get(&self) -> Arc<TableNpy> {
+        self.0.read().clone()
+    }
+
+    /// Replaces the view.
+    pub fn set(&self, npy: TableNpy) {
+        *self.0.write() = Arc::new(npy);
+    }
+}
+
 /// What a file node is.
 #[derive(Debug)]
 pub enum FileKind {
@@ -90,9 +133,10 @@ pub enum FileKind {
     /// `meta/sizes` of an array, rendered again after commits.
     Sizes(ArrayId, Generated),
     /// `array.npy`: the array as one NPY file.
-    Npy(ArrayId),
-    /// `table.npy`: a ctable's rows as one structured NPY file (read-only).
-    TableNpy,
+    Npy(ArrayId, NpyCell),
+    /// `table.npy`: a ctable's rows as one structured NPY file (read-only), over the arrays
+    /// of its columns in `__rootdirs__` order.
+    TableNpy(TableCell, Vec<ArrayId>),
 }
 
 /// What a node is.

@@ -32,9 +32,10 @@
 
 use serde_json::{Map, Value, json};
 
-use super::layout::{AttrsOwner, FileKind, Generated, Layout, Owner, ROOT_INO};
+use super::layout::{AttrsOwner, FileKind, Generated, Layout, NpyCell, Owner, ROOT_INO, TableCell};
 use super::names::{codec_name, filter_name};
 use crate::codec;
+use crate::container::npy::{Npy, TableNpy};
 use crate::container::{Array, ChunkKind, Container, ContainerError, SourceKind, Table};
 
 /// Builds the layout of `container`.
@@ -53,6 +54,7 @@ pub fn layout(container: Container) -> Result<Layout, ContainerError> {
 }
 
 fn table_layout(table: Table) -> Result<Layout, ContainerError> {
+    let table_npy = TableNpy::for_table(&table);
     let Table {
         path,
         attrs,
@@ -68,6 +70,8 @@ fn table_layout(table: Table) -> Result<Layout, ContainerError> {
         ),
     );
     layout.set_table(path.clone());
+    let ncolumns = columns.len();
+    let mut ids = Vec::with_capacity(ncolumns);
     for (name, column) in columns {
         if !valid_name(&name) {
             log::warn!(
@@ -78,6 +82,18 @@ fn table_layout(table: Table) -> Result<Layout, ContainerError> {
         }
         let dir = layout.dir(ROOT_INO, &name);
         add_array(&mut layout, dir, column)?;
+        ids.push(crate::reader::ArrayId((layout.arrays() - 1) as u32));
+    }
+    match table_npy {
+        Ok(npy) if ids.len() == ncolumns => {
+            layout.generated(
+                ROOT_INO,
+                "table.npy",
+                FileKind::TableNpy(TableCell::new(npy), ids),
+            );
+        }
+        Ok(_) => log::info!("{}: no table.npy (a column is not shown)", path.display()),
+        Err(e) => log::info!("{e}: no table.npy"),
     }
     Ok(layout)
 }
@@ -98,12 +114,19 @@ fn add_array(layout: &mut Layout, dir: u64, array: Array) -> Result<(), Containe
         })
         .collect();
     let path = array.path().to_path_buf();
+    let npy = Npy::for_array(&array);
     let id = layout.array(array);
     layout.generated(
         dir,
         "__attrs__",
         FileKind::Attrs(AttrsOwner::Array(id), Generated::new(attrs)),
     );
+    match npy {
+        Ok(npy) => {
+            layout.generated(dir, "array.npy", FileKind::Npy(id, NpyCell::new(npy)));
+        }
+        Err(e) => log::info!("{e}: no array.npy"),
+    }
     let meta = layout.dir(dir, "meta");
     layout.generated(meta, "sizes", FileKind::Sizes(id, Generated::new(sizes)));
     layout.file(meta, "storage", storage);
