@@ -4,7 +4,7 @@
 //!
 //! Cost: the wheel is built in the target directory this test run uses, with the `dev`
 //! profile, whose dependencies `cargo test` has already built: only the b2fs crate is compiled
-//! again (measured 47 s on the loaded 2-core machine, 2 s when up to date; a release wheel is
+//! again (measured 47-95 s on the loaded 2-core machine, 2-5 s when up to date; a release wheel is
 //! `maturin build --release`, the same steps with the release profile).
 //!
 //! It is `#[ignore]`d in the parallel run: cargo replaces `target/debug/b2fs`, which every
