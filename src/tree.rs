@@ -59,13 +59,16 @@ mod commit;
 mod dir;
 mod edit;
 pub mod error;
+pub mod events;
 mod handle;
 pub mod inode;
 pub mod layout;
+mod names;
 mod npy;
 mod read;
 mod scratch;
 pub mod view;
+pub mod xattr;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -190,6 +193,8 @@ pub struct Tree {
     kcache: Mutex<KernelCache>,
     /// Serialises commits; one encoder reused by all of them.
     committer: Mutex<Committer>,
+    /// Issue 15: recent refusals and errors, for `b2fs log` ([`events`]).
+    events: events::EventLog,
 }
 
 impl Tree {
@@ -249,6 +254,7 @@ impl Tree {
             scratch: Mutex::new(ScratchFiles::default()),
             kcache: Mutex::new(KernelCache::default()),
             committer: Mutex::new(Committer::new()),
+            events: events::EventLog::default(),
         }
     }
 
@@ -276,6 +282,113 @@ impl Tree {
     pub fn cache_bytes(&self) -> usize {
         self.reader.cache_bytes()
     }
+
+    // ---- Issue 15 facade: extended attributes and the event log. The logic is in `xattr`
+    // and `events`; these methods only hand them what they need.
+
+    /// The extended attribute `name` of `ino` ([`xattr`]); `Ok(None)`: no such attribute.
+    ///
+    /// # Errors
+    /// [`TreeError::NotFound`] for unknown inodes.
+    pub fn getxattr(&self, ino: u64, name: &str) -> Result<Option<Vec<u8>>, TreeError> {
+        Ok(xattr::get(&self.xattr_target(ino)?, name))
+    }
+
+    /// The `\0`-terminated names of `ino`'s extended attributes ([`xattr`]).
+    ///
+    /// # Errors
+    /// [`TreeError::NotFound`] for unknown inodes.
+    pub fn listxattr(&self, ino: u64) -> Result<Vec<u8>, TreeError> {
+        Ok(xattr::list(&self.xattr_target(ino)?))
+    }
+
+    /// `setxattr`/`removexattr` of `name` on `ino`: always refused ([`xattr::refusal`]).
+    ///
+    /// # Errors
+    /// Always: [`TreeError::Unsupported`] (EOPNOTSUPP) for ACLs and scratch files, else as
+    /// [`Tree::refusal`].
+    pub fn set_xattr(&self, ino: u64, name: &str) -> Result<(), TreeError> {
+        let scratch = matches!(self.entry(ino)?, Entry::Scratch);
+        match xattr::refusal(name, scratch) {
+            Some(why) if self.options.writable => Err(TreeError::Unsupported(why)),
+            _ => Err(self.refusal(ino, "setxattr/removexattr")),
+        }
+    }
+
+    fn xattr_target(&self, ino: u64) -> Result<xattr::Target<'_>, TreeError> {
+        Ok(match self.entry(ino)? {
+            Entry::Chunk(id) if id.index < self.reader.nchunks(id.array) => {
+                let store = self.reader.store(id.array);
+                let clevel = self.source_info(id.array).clevel;
+                xattr::Target::Chunk {
+                    store,
+                    index: id.index,
+                    clevel,
+                }
+            }
+            Entry::Dir(..) if ino == ROOT_INO => self.xattr_root(),
+            _ => xattr::Target::Other,
+        })
+    }
+
+    fn xattr_root(&self) -> xattr::Target<'_> {
+        let (budget, bytes, stats) = (
+            self.options.cache_size,
+            self.cache_bytes(),
+            self.cache_stats(),
+        );
+        let cache = xattr::CacheView {
+            budget,
+            bytes,
+            stats,
+        };
+        let first = (self.reader.arrays() > 0).then(|| self.reader.store(ArrayId(0)).path());
+        let source = self.table.as_deref().or(first);
+        xattr::Target::root(
+            source,
+            self.source_info(ArrayId(0)),
+            cache,
+            self.options.writable,
+            &self.events,
+        )
+    }
+
+    /// What array `array`'s source records about itself (none for synthetic stores).
+    fn source_info(&self, array: ArrayId) -> xattr::SourceInfo {
+        let live = self.live.get(array.index()).and_then(Option::as_ref);
+        live.map(|l| xattr::SourceInfo::of(&l.get()))
+            .unwrap_or_default()
+    }
+
+    /// Records a failed operation for `b2fs log` ([`events`]); name probes are not kept.
+    pub fn note_error(&self, op: &str, ino: u64, e: &TreeError) {
+        if events::worth_recording(op, e.errno()) {
+            let path = self.path_of(ino);
+            self.events.record(op, path, e.errno(), &display_chain(e));
+        }
+    }
+
+    /// The path of `ino` from the mount root (`/data/00000001.bin`), for messages.
+    pub fn path_of(&self, ino: u64) -> String {
+        let (dir, leaf) = match self.inodes.locate(ino) {
+            Located::Node(_) => (ino, None),
+            Located::Chunk(id) => (
+                events::data_dir_of(&self.nodes, id.array),
+                Some(chunk_name(id.index)),
+            ),
+            Located::Scratch | Located::Nothing => (ROOT_INO, Some(self.scratch_name(ino))),
+        };
+        events::node_path(&self.nodes, dir, leaf)
+    }
+
+    fn scratch_name(&self, ino: u64) -> String {
+        let files = &self.scratch.lock().files;
+        files
+            .get(&ino)
+            .map_or(format!("(inode {ino})"), |f| f.name.clone())
+    }
+
+    // ---- end of the issue 15 facade.
 
     /// Classifies `ino`.
     pub(crate) fn entry(&self, ino: u64) -> Result<Entry<'_>, TreeError> {
