@@ -15,7 +15,9 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use parking_lot::Mutex;
 
+use super::inode::Located;
 use super::layout::{Node, NodeKind, ROOT_INO};
+use super::{TreeError, chunk_name, display_chain};
 use crate::reader::ArrayId;
 
 /// Events kept.
@@ -193,6 +195,36 @@ pub fn utc(t: SystemTime) -> String {
         rem / 60 % 60,
         rem % 60
     )
+}
+
+impl super::Tree {
+    /// Records a failed operation for `b2fs log` (this module); name probes are not kept.
+    pub fn note_error(&self, op: &str, ino: u64, e: &TreeError) {
+        if worth_recording(op, e.errno()) {
+            let path = self.path_of(ino);
+            self.events.record(op, path, e.errno(), &display_chain(e));
+        }
+    }
+
+    /// The path of `ino` from the mount root (`/data/00000001.bin`), for messages.
+    pub fn path_of(&self, ino: u64) -> String {
+        let (dir, leaf) = match self.inodes.locate(ino) {
+            Located::Node(_) => (ino, None),
+            Located::Chunk(id) => (
+                data_dir_of(&self.nodes, id.array),
+                Some(chunk_name(id.index)),
+            ),
+            Located::Scratch | Located::Nothing => (ROOT_INO, Some(self.scratch_name(ino))),
+        };
+        node_path(&self.nodes, dir, leaf)
+    }
+
+    fn scratch_name(&self, ino: u64) -> String {
+        let files = &self.scratch.lock().files;
+        files
+            .get(&ino)
+            .map_or(format!("(inode {ino})"), |f| f.name.clone())
+    }
 }
 
 #[cfg(test)]

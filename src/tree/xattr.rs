@@ -31,8 +31,10 @@ use serde_json::{Map, Value};
 
 use super::events::EventLog;
 use super::names::{codec_name, filter_name};
+use super::{Entry, ROOT_INO, TreeError};
 use crate::codec::{self, SpecialKind};
 use crate::container::{Array, SourceKind};
+use crate::reader::ArrayId;
 use crate::reader::{CacheStats, ChunkStore};
 
 /// The prefix of every attribute name.
@@ -301,4 +303,79 @@ fn chunk_pairs(
         ("special", special.to_owned()),
     ]);
     v
+}
+
+impl super::Tree {
+    /// The extended attribute `name` of `ino` (this module); `Ok(None)`: no such attribute.
+    ///
+    /// # Errors
+    /// [`TreeError::NotFound`] for unknown inodes.
+    pub fn getxattr(&self, ino: u64, name: &str) -> Result<Option<Vec<u8>>, TreeError> {
+        Ok(get(&self.xattr_target(ino)?, name))
+    }
+
+    /// The `\0`-terminated names of `ino`'s extended attributes (this module).
+    ///
+    /// # Errors
+    /// [`TreeError::NotFound`] for unknown inodes.
+    pub fn listxattr(&self, ino: u64) -> Result<Vec<u8>, TreeError> {
+        Ok(list(&self.xattr_target(ino)?))
+    }
+
+    /// `setxattr`/`removexattr` of `name` on `ino`: always refused ([`refusal`]).
+    ///
+    /// # Errors
+    /// Always: [`TreeError::Unsupported`] (EOPNOTSUPP) for ACLs and scratch files, else as
+    /// [`Tree::refusal`].
+    pub fn set_xattr(&self, ino: u64, name: &str) -> Result<(), TreeError> {
+        let scratch = matches!(self.entry(ino)?, Entry::Scratch);
+        match refusal(name, scratch) {
+            Some(why) if self.options.writable => Err(TreeError::Unsupported(why)),
+            _ => Err(self.refusal(ino, "setxattr/removexattr")),
+        }
+    }
+
+    fn xattr_target(&self, ino: u64) -> Result<Target<'_>, TreeError> {
+        Ok(match self.entry(ino)? {
+            Entry::Chunk(id) if id.index < self.reader.nchunks(id.array) => {
+                let store = self.reader.store(id.array);
+                let clevel = self.source_info(id.array).clevel;
+                Target::Chunk {
+                    store,
+                    index: id.index,
+                    clevel,
+                }
+            }
+            Entry::Dir(..) if ino == ROOT_INO => self.xattr_root(),
+            _ => Target::Other,
+        })
+    }
+
+    fn xattr_root(&self) -> Target<'_> {
+        let (budget, bytes, stats) = (
+            self.options.cache_size,
+            self.cache_bytes(),
+            self.cache_stats(),
+        );
+        let cache = CacheView {
+            budget,
+            bytes,
+            stats,
+        };
+        let first = (self.reader.arrays() > 0).then(|| self.reader.store(ArrayId(0)).path());
+        let source = self.table.as_deref().or(first);
+        Target::root(
+            source,
+            self.source_info(ArrayId(0)),
+            cache,
+            self.options.writable,
+            &self.events,
+        )
+    }
+
+    /// What array `array`'s source records about itself (none for synthetic stores).
+    fn source_info(&self, array: ArrayId) -> SourceInfo {
+        let live = self.live.get(array.index()).and_then(Option::as_ref);
+        live.map(|l| SourceInfo::of(&l.get())).unwrap_or_default()
+    }
 }
