@@ -326,7 +326,7 @@ impl super::Tree {
     ///
     /// # Errors
     /// Always: [`TreeError::Unsupported`] (EOPNOTSUPP) for ACLs and scratch files, else as
-    /// [`Tree::refusal`].
+    /// [`super::Tree::refusal`].
     pub fn set_xattr(&self, ino: u64, name: &str) -> Result<(), TreeError> {
         let scratch = matches!(self.entry(ino)?, Entry::Scratch);
         match refusal(name, scratch) {
