@@ -15,3 +15,5 @@ fi
 cargo clippy --all-targets --locked -- -D warnings
 RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --document-private-items --locked --quiet
 cargo test --locked
+# The pip wheel test rebuilds target/debug/b2fs with maturin: alone, after the suite.
+cargo test --locked --test it -- --ignored wheel_

@@ -59,13 +59,16 @@ mod commit;
 mod dir;
 mod edit;
 pub mod error;
+pub mod events;
 mod handle;
 pub mod inode;
 pub mod layout;
+mod names;
 mod npy;
 mod read;
 mod scratch;
 pub mod view;
+pub mod xattr;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -190,6 +193,8 @@ pub struct Tree {
     kcache: Mutex<KernelCache>,
     /// Serialises commits; one encoder reused by all of them.
     committer: Mutex<Committer>,
+    /// Issue 15: recent refusals and errors, for `b2fs log` ([`events`]).
+    events: events::EventLog,
 }
 
 impl Tree {
@@ -249,6 +254,7 @@ impl Tree {
             scratch: Mutex::new(ScratchFiles::default()),
             kcache: Mutex::new(KernelCache::default()),
             committer: Mutex::new(Committer::new()),
+            events: events::EventLog::default(),
         }
     }
 

@@ -9,7 +9,8 @@
 //!   them); `__attrs__` its attributes.
 //! - **Shell redirections.** `cmd > data/N.bin` opens with `O_TRUNC` and closes a duplicate
 //!   descriptor before writing: a buffer emptied that way is not committed by a flush, only
-//!   by fsync or the last close; a created chunk file still empty is never committed.
+//!   by fsync or the last close; a created chunk file still empty is never committed; an
+//!   empty `__attrs__` buffer is not committed (nor refused) by a flush either.
 //! - **ctables**: a commit that changes a column's row count goes through
 //!   [`crate::reader::Committer::commit_column`] and every column is reloaded afterwards.
 //! - **Other writers** (ESTALE): every array is reloaded and every cached chunk dropped; the
@@ -164,6 +165,9 @@ impl Tree {
             }
             Entry::File(FileKind::Attrs(owner, _)) => {
                 let owner = owner.clone();
+                if reason == Reason::Close && self.attrs_emptied(ino) {
+                    return Ok(());
+                }
                 return self.commit_attrs(ino, &owner, &mut committer);
             }
             _ => return Ok(()),
@@ -273,6 +277,18 @@ impl Tree {
             }
         }
         res.map_err(|source| TreeError::Commit { ino, source })
+    }
+
+    /// Issue 15: whether the `__attrs__` buffer of `ino` is empty. A close does not commit
+    /// it (as for chunks emptied by `O_TRUNC`): a shell's `echo '{...}' > __attrs__` closes a
+    /// duplicate descriptor before writing, and refusing that close dropped the buffer, so the
+    /// data then landed over the stored attributes and was refused in turn.
+    fn attrs_emptied(&self, ino: u64) -> bool {
+        let edits = self.edits.lock();
+        edits
+            .attrs
+            .get(&ino)
+            .is_some_and(|a| a.dirty && a.data.is_empty())
     }
 
     /// Commits the `__attrs__` buffer of `ino` (owned by `owner`) if it has changes.

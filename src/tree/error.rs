@@ -37,6 +37,11 @@ pub enum TreeError {
     /// symlinks, links, changing modes or owners, removing anything but the last chunk).
     #[error("operation not permitted: {0}")]
     NotPermitted(String),
+    /// A feature the filesystem does not have at all, as a filesystem without it answers
+    /// (POSIX ACLs, attributes on scratch files): programs that copy them (`sed -i`, editors)
+    /// then fall back to what works (`chmod`) without a warning.
+    #[error("not supported by b2fs: {0}")]
+    Unsupported(String),
     /// A write to a generated metadata file (`meta/*`).
     #[error("metadata files are generated and cannot be written")]
     MetadataFile,
@@ -87,6 +92,7 @@ impl TreeError {
             TreeError::NameTooLong => libc::ENAMETOOLONG,
             TreeError::InvalidArgument(_) => libc::EINVAL,
             TreeError::NotPermitted(_) => libc::EPERM,
+            TreeError::Unsupported(_) => libc::EOPNOTSUPP,
             TreeError::MetadataFile => libc::EACCES,
             TreeError::TooBig(_) => libc::EFBIG,
             TreeError::Refused(_) => libc::EINVAL,
@@ -146,6 +152,7 @@ mod tests {
             (TreeError::NameTooLong, libc::ENAMETOOLONG),
             (TreeError::InvalidArgument("offset"), libc::EINVAL),
             (TreeError::NotPermitted("mkdir".into()), libc::EPERM),
+            (TreeError::Unsupported("ACLs".into()), libc::EOPNOTSUPP),
             (TreeError::MetadataFile, libc::EACCES),
             (TreeError::TooBig("x".into()), libc::EFBIG),
             (TreeError::Refused("x".into()), libc::EINVAL),

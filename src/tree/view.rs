@@ -22,13 +22,19 @@
 //!   clevel, so `clevel` comes from the frame header's codec_flags high nibble or the bcolz
 //!   storage cparams, and `clevel_source` says which. Without a regular chunk (empty or all
 //!   special) `cparams` holds only what the source header says.
+//! - `cparams.codec` and `cparams.filter_names` are python-blosc2's names (`ZSTD`,
+//!   `SHUFFLE`: `cparams.codec.name`, `[f.name for f in cparams.filters]`), beside the ids
+//!   `codec_id` and `filters`.
+//! - `meta/metalayers/b2nd` and `caterva` are objects with named fields (version, ndim, shape,
+//!   chunkshape, blockshape, and for b2nd dtype_format and dtype), not the stored array.
 //!
 //! Every JSON file ends with a newline.
 
 use serde_json::{Map, Value, json};
 
 use super::layout::{AttrsOwner, FileKind, Generated, Layout, NpyCell, Owner, ROOT_INO, TableCell};
-use crate::codec::{self, Codec};
+use super::names::{codec_name, filter_name};
+use crate::codec;
 use crate::container::npy::{Npy, TableNpy};
 use crate::container::{Array, ChunkKind, Container, ContainerError, SourceKind, Table};
 use crate::reader::LiveArray;
@@ -143,7 +149,12 @@ pub(crate) fn add_array_as(
     let metalayers: Vec<_> = array
         .metalayers()
         .iter()
-        .map(|ml| (ml.name.clone(), json_file(&ml.json)))
+        .map(|ml| {
+            (
+                ml.name.clone(),
+                json_file(&metalayer_json(&ml.name, &ml.json)),
+            )
+        })
         .collect();
     let path = array.path().to_path_buf();
     let npy = match crate::container::store::special_kind(&array) {
@@ -182,6 +193,43 @@ pub(crate) fn add_array_as(
     }
     layout.data_dir(dir, "data", id);
     Ok(())
+}
+
+/// Field names of the `b2nd` and `caterva` metalayers, in their msgpack array's order.
+const B2ND_FIELDS: &[&str] = &[
+    "version",
+    "ndim",
+    "shape",
+    "chunkshape",
+    "blockshape",
+    "dtype_format",
+    "dtype",
+];
+
+/// A metalayer's JSON file: the `b2nd` and `caterva` arrays as objects with named fields
+/// (`b2nd`: version, ndim, shape, chunkshape, blockshape, dtype_format, dtype; `caterva`: the
+/// first five); other metalayers, and a b2nd/caterva layer of unexpected length, as decoded.
+pub fn metalayer_json(name: &str, v: &Value) -> Value {
+    let n = match name {
+        "b2nd" => B2ND_FIELDS.len(),
+        "caterva" => 5,
+        _ => return v.clone(),
+    };
+    match v {
+        Value::Array(items) if items.len() == n => Value::Object(
+            B2ND_FIELDS
+                .iter()
+                .zip(items)
+                .map(|(k, x)| ((*k).to_owned(), x.clone()))
+                .collect(),
+        ),
+        other => other.clone(),
+    }
+}
+
+/// python-blosc2's names of a filter pipeline (`[f.name for f in cparams.filters]`).
+fn filter_names(ids: &[u8]) -> Value {
+    Value::from(ids.iter().map(|&f| filter_name(f)).collect::<Vec<_>>())
 }
 
 /// Whether `name` can be one path component.
@@ -303,7 +351,9 @@ pub fn storage(array: &Array) -> Result<Value, ContainerError> {
     match &header {
         Some(h) => {
             put(&mut cparams, "codec", json!(codec_name(h.compcode)));
+            put(&mut cparams, "codec_id", json!(h.compcode));
             put(&mut cparams, "filters", json!(h.filters));
+            put(&mut cparams, "filter_names", filter_names(&h.filters));
             put(&mut cparams, "filters_meta", json!(h.filters_meta));
             put(&mut cparams, "split", json!(h.flags & 0x10 == 0));
             put(&mut cparams, "cparams_source", json!("chunk header"));
@@ -311,7 +361,9 @@ pub fn storage(array: &Array) -> Result<Value, ContainerError> {
         None => {
             if let Some(f) = frame {
                 put(&mut cparams, "codec", json!(codec_name(f.udcodec)));
+                put(&mut cparams, "codec_id", json!(f.udcodec));
                 put(&mut cparams, "filters", json!(f.filters));
+                put(&mut cparams, "filter_names", filter_names(&f.filters));
                 put(&mut cparams, "filters_meta", json!(f.filters_meta));
                 put(&mut cparams, "cparams_source", json!("frame header"));
             }
@@ -350,14 +402,6 @@ fn is_bcolz(array: &Array) -> bool {
         array.kind(),
         SourceKind::BcolzCarray | SourceKind::BcolzCtable
     )
-}
-
-/// python-blosc2's name for a codec (`Codec.ZSTD.name`).
-fn codec_name(compcode: u8) -> String {
-    match Codec::from_compcode(compcode) {
-        Some(c) => c.name().to_ascii_uppercase(),
-        None => format!("CODEC_{compcode}"),
-    }
 }
 
 /// python-blosc2's `SplitMode` name for the frame header's `other_flags & 3` (splitmode - 1).
