@@ -15,6 +15,8 @@
 //! - [`frame`]: contiguous and sparse frames (header, metalayers, index, trailer);
 //! - [`ndim`]: `b2nd`/`caterva` metalayers and the element-to-chunk mapping ([`Grid`]);
 //! - [`bcolz`]: carray and ctable directories, and the refused 2012 `blsk` layout;
+//! - [`npy`]: the NPY file of an array or ctable (header bytes, and which stretches of which
+//!   decoded chunks hold each byte of its C-order data);
 //! - [`attrs`]: the documented reversible msgpack <-> JSON mapping of attributes.
 //!
 //! Detection is by content, never by extension. A file starting with the frame magic is a
@@ -45,6 +47,7 @@ pub mod frame;
 mod mapped;
 mod msgpack;
 pub mod ndim;
+pub mod npy;
 pub mod source;
 pub mod write;
 

@@ -27,7 +27,7 @@
 
 use serde_json::{Map, Value, json};
 
-use super::layout::{Layout, Owner, ROOT_INO};
+use super::layout::{AttrsOwner, FileKind, Generated, Layout, Owner, ROOT_INO};
 use crate::codec::{self, Codec};
 use crate::container::{Array, ChunkKind, Container, ContainerError, SourceKind, Table};
 
@@ -53,8 +53,15 @@ fn table_layout(table: Table) -> Result<Layout, ContainerError> {
         columns,
     } = table;
     let mut layout = Layout::new(Owner::of(&path));
-    let ino = layout.file(ROOT_INO, "__attrs__", json_file(&attrs));
-    layout.attrs_file(ino, super::write::AttrsTarget::Table(path.clone()));
+    layout.generated(
+        ROOT_INO,
+        "__attrs__",
+        FileKind::Attrs(
+            AttrsOwner::Table(path.clone()),
+            Generated::new(json_file(&attrs)),
+        ),
+    );
+    layout.set_table(path.clone());
     for (name, column) in columns {
         if !valid_name(&name) {
             log::warn!(
@@ -71,25 +78,36 @@ fn table_layout(table: Table) -> Result<Layout, ContainerError> {
 
 /// Adds `__attrs__`, `meta/` and `data/` for one array under directory `dir`.
 fn add_array(layout: &mut Layout, dir: u64, array: Array) -> Result<(), ContainerError> {
-    let attrs = layout.file(dir, "__attrs__", json_file(array.attrs()));
-    layout.attrs_file(attrs, super::write::AttrsTarget::Set(layout.data_sets()));
+    let attrs = json_file(array.attrs());
+    let sizes = json_file(&sizes(&array)?);
+    let storage = json_file(&storage(&array)?);
+    let metalayers: Vec<_> = array
+        .metalayers()
+        .iter()
+        .map(|ml| (ml.name.clone(), json_file(&ml.json)))
+        .collect();
+    let path = array.path().to_path_buf();
+    let id = layout.array(array);
+    layout.generated(
+        dir,
+        "__attrs__",
+        FileKind::Attrs(AttrsOwner::Array(id), Generated::new(attrs)),
+    );
     let meta = layout.dir(dir, "meta");
-    let sizes_ino = layout.file(meta, "sizes", json_file(&sizes(&array)?));
-    layout.sizes_file(sizes_ino, layout.data_sets());
-    layout.file(meta, "storage", json_file(&storage(&array)?));
+    layout.generated(meta, "sizes", FileKind::Sizes(id, Generated::new(sizes)));
+    layout.file(meta, "storage", storage);
     let mls = layout.dir(meta, "metalayers");
-    for ml in array.metalayers() {
-        if valid_name(&ml.name) {
-            layout.file(mls, &ml.name, json_file(&ml.json));
+    for (name, json) in metalayers {
+        if valid_name(&name) {
+            layout.file(mls, &name, json);
         } else {
             log::warn!(
-                "{}: metalayer {:?} is not a valid file name; not shown",
-                array.path().display(),
-                ml.name
+                "{}: metalayer {name:?} is not a valid file name; not shown",
+                path.display()
             );
         }
     }
-    layout.array_dir(dir, "data", array);
+    layout.data_dir(dir, "data", id);
     Ok(())
 }
 
