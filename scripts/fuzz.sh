@@ -19,7 +19,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
-TARGETS="chunk_decode frame_open bcolz_open attrs"
+TARGETS="chunk_decode frame_open bcolz_open attrs npy_dtype"
 TRIPLE=$(rustc +nightly -vV | sed -n 's/^host: //p')
 # Without cargo-fuzz (or with B2FS_FUZZ_DIRECT=1) the targets are built with the same cargo
 # invocation and flags cargo-fuzz 0.13 uses (address sanitizer, sancov, debug assertions, one
@@ -63,6 +63,7 @@ max_len() {
         chunk_decode) echo 262144 ;;
         frame_open) echo 131072 ;;
         bcolz_open) echo 65536 ;;
+        npy_dtype) echo 4096 ;;
         *) echo 8192 ;;
     esac
 }
@@ -104,6 +105,14 @@ seeds() {
         attrs)
             for f in tests/data/*/*.json $(find tests/data/bcolz -name __attrs__); do
                 cp "$f" "$out/$(echo "$f" | tr / _)"
+            done ;;
+        npy_dtype)
+            # Every dtype string the fixtures record (sidecars and meta/storage).
+            i=0
+            grep -rhoE '"dtype": *"[^"]*"' tests/data --include='*.json' --include=storage \
+                | sed -E 's/^"dtype": *"(.*)"$/\1/' | sort -u | while IFS= read -r d; do
+                printf '%s' "$d" > "$out/fixture_$i"
+                i=$((i + 1))
             done ;;
         *) echo "unknown target $t (one of: $TARGETS)" >&2; exit 2 ;;
     esac

@@ -4,6 +4,8 @@
 //! includes this file as a module), so a crash found by the fuzzer stays a failing test until
 //! it is fixed.
 //!
+//! Targets: `chunk_decode`, `frame_open`, `bcolz_open`, `attrs`, `npy_dtype`.
+//!
 //! What a target may do with hostile input: return an error. What it must not do: panic
 //! (including the property checks below), hang, or allocate beyond a bound (libFuzzer's
 //! `-malloc_limit_mb` and `-rss_limit_mb` catch that in the fuzz runs).
@@ -12,6 +14,7 @@ use std::cell::RefCell;
 use std::path::{Path, PathBuf};
 
 use b2fs::codec::{self, Decoder};
+use b2fs::container::npy::{self, Npy, TableNpy};
 use b2fs::container::{self, Array, Container, attrs};
 use serde_json::Value;
 
@@ -161,12 +164,52 @@ fn touch_array(a: &Array) {
     let _ = a.changed_on_disk();
 }
 
+/// An NPY header is whole 64-byte blocks starting with the magic.
+fn check_npy_header(h: &[u8]) {
+    assert!(h.starts_with(b"\x93NUMPY"), "NPY magic");
+    assert_eq!(h.len() % npy::ARRAY_ALIGN, 0, "NPY header length");
+    assert_eq!(h.last(), Some(&b'\n'), "NPY header end");
+}
+
+/// The NPY view of an array, if it has one: its header, and the runs of a few windows of its
+/// data (each within its chunk's decoded length, contiguous in the window).
+fn touch_npy(a: &Array) {
+    let Ok(n) = Npy::for_array(a) else { return };
+    check_npy_header(n.header());
+    let _ = (n.len(), n.descr(), n.shape(), n.data_offset());
+    let l = n.layout();
+    let len = l.data_len();
+    let _ = l.nchunks();
+    for (start, want) in [(0, 4096), (len / 2, 65536), (len.saturating_sub(10), 64)] {
+        let mut dst = 0;
+        for r in l.runs(start, want).take(4096) {
+            assert_eq!(r.dst, dst, "runs are contiguous in the window");
+            assert!(r.len > 0, "empty run");
+            let end = r.src.checked_add(r.len).expect("run end overflows");
+            assert!(end <= l.chunk_len(r.chunk), "run past its chunk");
+            dst += r.len;
+        }
+        let _ = l.chunks(start, want.min(4096));
+        let _ = l.chunk_spans(start, want.min(4096));
+        let _ = (l.slab(start), l.next_slab(start));
+    }
+}
+
 fn touch(c: &Container) {
     match c {
-        Container::Array(a) => touch_array(a),
+        Container::Array(a) => {
+            touch_array(a);
+            touch_npy(a);
+        }
         Container::Table(t) => {
             for (_, a) in &t.columns {
                 touch_array(a);
+                touch_npy(a);
+            }
+            if let Ok(n) = TableNpy::for_table(t) {
+                check_npy_header(n.header());
+                let _ = (n.descr(), n.data_offset(), n.data_len(), n.len());
+                let _ = (n.rows(), n.row_bytes());
             }
         }
     }
@@ -185,6 +228,7 @@ pub fn frame_open(data: &[u8]) {
     if data.len() > 8 {
         if let Ok(a) = Array::open_frame_at(&path, 8) {
             touch_array(&a);
+            touch_npy(&a);
         }
     }
 }
@@ -264,5 +308,28 @@ pub fn attrs(data: &[u8]) {
                 "json round trip is stable"
             );
         }
+    }
+}
+
+/// Parses the input as a dtype string the way sources record them (b2nd metalayer, bcolz
+/// `meta/storage`); an accepted dtype gets an NPY header, and its descr parses back to a dtype
+/// of the same item size.
+pub fn npy_dtype(data: &[u8]) {
+    let Ok(text) = std::str::from_utf8(data) else {
+        return;
+    };
+    let Ok(d) = npy::dtype::parse(text) else {
+        return;
+    };
+    let size = d.itemsize();
+    let Ok((descr, dims)) = d.npy_descr() else {
+        return;
+    };
+    let mut shape = vec![3];
+    shape.extend_from_slice(&dims);
+    check_npy_header(&npy::header(&descr, &shape));
+    if let Ok(again) = npy::dtype::parse(&descr) {
+        let n = dims.iter().fold(again.itemsize(), |a, &d| a.saturating_mul(d));
+        assert_eq!(n, size, "descr {descr} of {text:?} parses back to another size");
     }
 }
