@@ -177,7 +177,7 @@ cmin() {
     echo "fuzz: $t merge kept $(ls "$new" | wc -l) inputs beyond the fixtures" >&2
     rm -rf "$new"
     echo "fuzz: $t corpus minimised to $(find "fuzz/corpus/$t" -type f | wc -l) files," \
-        "$(du -sk "fuzz/corpus/$t" | cut -f1) KiB"
+        "$(( $(cat "fuzz/corpus/$t"/* | wc -c) / 1024 )) KiB"
 }
 
 case ${1:-} in

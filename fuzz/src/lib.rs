@@ -329,7 +329,12 @@ pub fn npy_dtype(data: &[u8]) {
     shape.extend_from_slice(&dims);
     check_npy_header(&npy::header(&descr, &shape));
     if let Ok(again) = npy::dtype::parse(&descr) {
-        let n = dims.iter().fold(again.itemsize(), |a, &d| a.saturating_mul(d));
-        assert_eq!(n, size, "descr {descr} of {text:?} parses back to another size");
+        let n = dims
+            .iter()
+            .fold(again.itemsize(), |a, &d| a.saturating_mul(d));
+        assert_eq!(
+            n, size,
+            "descr {descr} of {text:?} parses back to another size"
+        );
     }
 }
