@@ -20,6 +20,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
 TARGETS="chunk_decode frame_open bcolz_open attrs npy_dtype"
+LOGS=${B2FS_FUZZ_LOGS:-fuzz/logs}
 TRIPLE=$(rustc +nightly -vV | sed -n 's/^host: //p')
 # Without cargo-fuzz (or with B2FS_FUZZ_DIRECT=1) the targets are built with the same cargo
 # invocation and flags cargo-fuzz 0.13 uses (address sanitizer, sancov, debug assertions, one
@@ -124,8 +125,8 @@ run() {
     local t=$1 secs=$2 jobs=${3:-1} seeddir log
     seeddir=$(mktemp -d)
     seeds "$t" "$seeddir"
-    mkdir -p "fuzz/work/$t" "fuzz/corpus/$t" fuzz/logs
-    log=fuzz/logs/$t.log
+    mkdir -p "fuzz/work/$t" "fuzz/corpus/$t" "$LOGS"
+    log=$LOGS/$t.log
     local extra=()
     if [ "$jobs" -gt 1 ]; then extra=(-fork="$jobs"); fi
     local start=$SECONDS rc=0
@@ -160,7 +161,7 @@ cmin() {
     fuzz_cmd "$t" "$new" "fuzz/corpus/$t" "fuzz/work/$t" "$seeddir" -- \
         -merge=1 -max_len="$(max_len "$t")" -timeout=10 -rss_limit_mb=1024 \
         -malloc_limit_mb=256
-    "${CMD[@]}" > "fuzz/logs/$t.cmin.log" 2>&1
+    "${CMD[@]}" > "$LOGS/$t.cmin.log" 2>&1
     # Inputs equal to a fixture seed are made again by every run: not stored (libFuzzer names
     # merged inputs by their sha1).
     (cd "$seeddir" && sha1sum -- *) | while read -r sum _; do rm -f "$new/$sum"; done
@@ -185,7 +186,7 @@ case ${1:-} in
     build) build_all ;;
     cmin)
         [ $# -eq 2 ] || usage
-        mkdir -p fuzz/logs
+        mkdir -p "$LOGS"
         cmin "$2" ;;
     all)
         [ $# -eq 2 ] || usage

@@ -8,6 +8,7 @@ mod container; // every fixture kind opens with the reference's geometry/metadat
 mod crash; // SIGKILL of a read-write mount during commits: old or new chunks, fsync-acked edits kept
 mod encoder; // our chunks round-trip and the reference libraries read them
 mod filters; // filters: SIMD vs scalar twins, known vectors, round trips
+mod fuzz; // the fuzz corpora and regression inputs replayed through the fuzz entry functions
 mod hostile; // hostile sizes: clear errors with bounded heap (counting allocator) and time
 mod layering; // the layering rule and module docs, checked on the source text
 mod mount; // real FUSE mounts (skip without /dev/fuse unless B2FS_REQUIRE_FUSE=1)
