@@ -1,14 +1,20 @@
 #!/usr/bin/env bash
-# Installs what b2fs's tests and demo need, if absent: fuse3 (fusermount3) with apt-get, and a
-# Python venv in .venv with the pinned reference libraries (the test oracle only).
+# Installs what b2fs's tests and demo need, if absent: fuse3 (fusermount3, mount.fuse3), attr
+# (getfattr) and vim (the editor tests) with apt-get, and a Python venv in .venv with the
+# pinned reference libraries (the test oracle only) and maturin (the wheel test builds the
+# pip package with it).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-if ! command -v fusermount3 >/dev/null 2>&1; then
-    echo "setup: installing fuse3" >&2
+APT=()
+command -v fusermount3 >/dev/null 2>&1 || APT+=(fuse3)
+command -v getfattr >/dev/null 2>&1 || APT+=(attr)
+command -v vim >/dev/null 2>&1 || APT+=(vim-tiny)
+if [ "${#APT[@]}" -gt 0 ]; then
+    echo "setup: installing ${APT[*]}" >&2
     SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
     $SUDO apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq fuse3 >/dev/null
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${APT[@]}" >/dev/null
 fi
 
 PY=.venv/bin/python
@@ -18,4 +24,8 @@ if ! "$PY" -c "import blosc2, blosc, bcolz, caterva, numpy, msgpack" >/dev/null 
     "$PY" -m pip install -q --disable-pip-version-check \
         "blosc2==4.14.1" "blosc==1.11.4" "caterva==0.7.3" "bcolz-zipline==1.13.0" \
         "numpy" "msgpack"
+fi
+if ! "$PY" -m maturin --version >/dev/null 2>&1; then
+    echo "setup: installing maturin into .venv" >&2
+    "$PY" -m pip install -q --disable-pip-version-check "maturin>=1.7,<2"
 fi

@@ -15,6 +15,8 @@ fi
 cargo clippy --all-targets --locked -- -D warnings
 RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --document-private-items --locked --quiet
 cargo test --locked
+# The pip wheel test rebuilds target/debug/b2fs with maturin: alone, after the suite.
+cargo test --locked --test it -- --ignored wheel_
 # Fuzzing (RELIABILITY.md): every fuzz target for a short bounded time where a nightly
 # toolchain is present; without cargo-fuzz, scripts/fuzz.sh builds and runs the same libFuzzer
 # binaries directly (no install). `cargo test` above already replayed the stored corpora and

@@ -43,8 +43,8 @@ use std::sync::atomic::AtomicU64;
 
 use parking_lot::Mutex;
 
-pub use crate::cache::CacheStats;
-use crate::cache::{Bytes, ChunkCache};
+use crate::cache::ChunkCache;
+pub use crate::cache::{Bytes, CacheStats};
 use crate::container::ContainerError;
 
 pub use live::{ChunkEdit, Committer, LiveArray};

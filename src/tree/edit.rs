@@ -185,7 +185,7 @@ impl Tree {
         }
         match self.entry(ino) {
             Ok(Entry::Dir(..) | Entry::Chunk(_) | Entry::Scratch) => true,
-            Ok(Entry::File(kind)) => matches!(kind, FileKind::Attrs(..) | FileKind::Npy(_)),
+            Ok(Entry::File(kind)) => matches!(kind, FileKind::Attrs(..) | FileKind::Npy(..)),
             Err(_) => false,
         }
     }
@@ -221,6 +221,13 @@ impl Tree {
                 self.writable_array(*id)?;
                 Ok(WriteTarget::Attrs)
             }
+            Entry::File(FileKind::Attrs(AttrsOwner::ReadOnly, _)) => Err(TreeError::ReadOnly),
+            Entry::File(FileKind::Attrs(AttrsOwner::Group(_), _)) => {
+                if self.collection.is_none() {
+                    return Err(TreeError::ReadOnly);
+                }
+                Ok(WriteTarget::Attrs)
+            }
             Entry::File(FileKind::Attrs(AttrsOwner::Table(path), _)) => {
                 let ro = std::fs::metadata(path).map_or(true, |m| m.permissions().readonly());
                 if ro {
@@ -228,11 +235,11 @@ impl Tree {
                 }
                 Ok(WriteTarget::Attrs)
             }
-            Entry::File(FileKind::Npy(id)) => {
+            Entry::File(FileKind::Npy(id, _)) => {
                 self.writable_array(*id)?;
                 Ok(WriteTarget::Npy(*id))
             }
-            Entry::File(FileKind::TableNpy) => Err(TreeError::ReadOnly),
+            Entry::File(FileKind::TableNpy(..)) => Err(TreeError::ReadOnly),
             Entry::File(FileKind::Fixed(_) | FileKind::Sizes(..)) => Err(TreeError::MetadataFile),
         }
     }

@@ -46,8 +46,8 @@ impl Tree {
                     Ok(fixed(stored.get()))
                 }
                 FileKind::Sizes(_, content) => Ok(fixed(content.get())),
-                FileKind::Npy(array) => self.npy_read(ino, *array, offset, size, hint),
-                FileKind::TableNpy => self.table_npy_read(ino, offset, size, hint),
+                FileKind::Npy(array, _) => self.npy_read(ino, *array, offset, size, hint),
+                FileKind::TableNpy(..) => self.table_npy_read(ino, offset, size, hint),
             },
         }
     }
@@ -77,8 +77,8 @@ impl Tree {
                     None => stored.get().len(),
                 },
                 FileKind::Sizes(_, content) => content.get().len(),
-                FileKind::Npy(array) => return Ok(self.npy_size(*array)),
-                FileKind::TableNpy => return Ok(self.table_npy_size()),
+                FileKind::Npy(array, _) => return Ok(self.npy_size(*array)),
+                FileKind::TableNpy(..) => return Ok(self.table_npy_size(ino)),
             },
         };
         Ok(n as u64)
