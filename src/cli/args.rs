@@ -14,7 +14,8 @@ Exit codes:
   2  usage error (bad arguments or -o options)
   3  SOURCE missing, unreadable or not a Blosc2 frame / b2nd / bcolz directory
   4  MOUNTPOINT missing, not a directory, already mounted or busy (umount: not mounted)
-  5  FUSE unavailable: no /dev/fuse or no fusermount3";
+  5  FUSE unavailable: no /dev/fuse or no fusermount3
+  6  remote SOURCE (URL): endpoint unreachable, timing out or failing (5xx)";
 
 const MOUNT_HELP: &str = "\
 Mount options (-o, comma-separated, may repeat):
@@ -29,6 +30,14 @@ Mount options (-o, comma-separated, may repeat):
   keep_cache      read through the kernel page cache instead: slower first reads, but
                   re-reads of data larger than cache_size come from the kernel
   debug           verbose logging
+
+Remote sources (SOURCE = s3://BUCKET/KEY or http(s)://HOST/PATH; always read-only):
+  endpoint=URL    S3 endpoint (path-style; http:// allowed), else AWS_ENDPOINT_URL
+  region=NAME     S3 region (else AWS_REGION / AWS_DEFAULT_REGION, else us-east-1)
+  no_sign_request anonymous S3 access (else credentials from the AWS_* variables)
+  remote_cache=SIZE  budget of fetched compressed chunks kept in memory (default 256M)
+  remote_timeout=SECS  deadline of one request attempt (default 10)
+  remote_retries=N  retries of a failed request, with backoff (default 3)
 
 Without -f, b2fs mounts in the background and returns once the mount is live; the
 daemon logs to $XDG_RUNTIME_DIR/b2fs-PID.log (/tmp/b2fs-PID.log when XDG_RUNTIME_DIR is
@@ -102,6 +111,9 @@ pub struct InfoArgs {
     /// Print JSON instead of text.
     #[arg(long)]
     pub json: bool,
+    /// Remote source options (endpoint=, region=, no_sign_request, ...), as for mount.
+    #[arg(short = 'o', value_name = "OPTS")]
+    pub options: Vec<String>,
 }
 
 /// The parsed `-o` options.
@@ -119,6 +131,8 @@ pub struct MountOptions {
     pub direct_io: Option<bool>,
     /// `ro`.
     pub read_only: bool,
+    /// The options of a remote source (`endpoint=`, `region=`, ...; see `cli/remote.rs`).
+    pub remote: crate::remote::RemoteOptions,
 }
 
 impl Default for MountOptions {
@@ -130,6 +144,7 @@ impl Default for MountOptions {
             debug: false,
             direct_io: None,
             read_only: false,
+            remote: crate::remote::RemoteOptions::default(),
         }
     }
 }
@@ -174,6 +189,7 @@ impl MountOptions {
                 ("cache_size" | "threads", None) => {
                     return Err(format!("option '{key}' needs a value ({key}=...)"));
                 }
+                _ if super::remote::set_option(&mut o.remote, key, value)? => {}
                 _ => return Err(format!("unknown mount option '{opt}'")),
             }
         }
@@ -198,6 +214,7 @@ impl MountOptions {
             Some(false) => v.push("keep_cache".into()),
             None => {}
         }
+        v.extend(super::remote::to_arg(&self.remote));
         v.join(",")
     }
 }
@@ -257,6 +274,7 @@ mod tests {
                 debug: true,
                 direct_io: Some(true),
                 read_only: true,
+                remote: crate::remote::RemoteOptions::default(),
             }
         );
         // keep_cache and direct_io: the last one wins; both survive the daemon round trip

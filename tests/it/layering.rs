@@ -15,9 +15,21 @@ const ALLOWED: &[(&str, &[&str])] = &[
     ("cache", &["cache", "mem"]),
     ("tree", &["cache", "codec", "container", "mem", "tree"]),
     ("fuse", &["fuse", "tree"]),
+    // A remote object is a byte source below the container layer: it implements the
+    // container's `ByteSource` trait and uses nothing else of it.
+    ("remote", &["container", "remote"]),
     (
         "cli",
-        &["cli", "codec", "container", "cache", "mem", "tree", "fuse"],
+        &[
+            "cli",
+            "codec",
+            "container",
+            "cache",
+            "mem",
+            "remote",
+            "tree",
+            "fuse",
+        ],
     ),
 ];
 
