@@ -15,14 +15,19 @@
 //! - `msgpack`: the exact-marker cursor for frame structures;
 //! - [`frame`]: contiguous and sparse frames (header, metalayers, index, trailer);
 //! - [`ndim`]: `b2nd`/`caterva` metalayers and the element-to-chunk mapping ([`Grid`]);
-//! - [`bcolz`]: carray and ctable directories, and the refused 2012 `blsk` layout;
-//! - [`attrs`]: the documented reversible msgpack <-> JSON mapping of attributes.
+//! - [`bcolz`]: carray and ctable directories, and the read-only 2012 `blsk` layout;
+//! - [`npy`]: the NPY file of an array or ctable (header bytes, and which stretches of which
+//!   decoded chunks hold each byte of its C-order data);
+//! - [`attrs`]: the documented reversible msgpack <-> JSON mapping of attributes;
+//! - [`store`]: collections (`.b2z`/`.b2d` stores, directories of sources) as a tree of
+//!   lazily opened leaves ([`open_any`]).
 //!
 //! Detection is by content, never by extension. A file starting with the frame magic is a
 //! contiguous frame (with frame_type 1: the index of the sparse frame in its directory); a
-//! file starting with `blsk` is refused. A directory with `__rootdirs__` is a ctable, with
-//! `chunks.b2frame` a sparse frame, with `meta/sizes` + `meta/storage` a carray; `meta/nrows`,
-//! `__N__.bin` files or `blsk` magic are the 2012 proposal and are refused.
+//! file starting with `blsk` is refused (open its root). A directory with `__rootdirs__` is a
+//! ctable, with `meta/nrows` a 2012 `blsk` root (`docs/BLSK.md`: an array, or a table for a
+//! nested dtype), with `chunks.b2frame` a sparse frame, with `meta/sizes` + `meta/storage` a
+//! carray; `__N__.bin` files or `blsk` magic without `meta/nrows` are refused.
 //!
 //! What each source reports, in one table:
 //!
@@ -46,7 +51,9 @@ pub mod frame;
 mod mapped;
 mod msgpack;
 pub mod ndim;
+pub mod npy;
 pub mod source;
+pub mod store;
 pub mod write;
 
 use std::borrow::Cow;
@@ -58,6 +65,7 @@ pub use error::ContainerError;
 pub use frame::{FrameInfo, Vlmetalayer};
 pub use ndim::{Grid, NdMeta};
 pub use source::{ByteSource, IoStats};
+pub use store::{Collection, Opened, open_any};
 
 use crate::codec::ChunkHeader;
 
@@ -195,10 +203,7 @@ pub fn open(path: &Path) -> Result<Container, ContainerError> {
         }));
     }
     if path.join("meta/nrows").is_file() {
-        return Err(ContainerError::Unsupported {
-            path: path.to_path_buf(),
-            what: "meta/nrows (2012 blsk proposal layout, never shipped by bcolz)".into(),
-        });
+        return bcolz::blsk::open_container(path, stats);
     }
     let index = path.join("chunks.b2frame");
     if index.is_file() {

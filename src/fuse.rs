@@ -489,9 +489,9 @@ impl Filesystem for FuseAdapter {
     ) {
         let res = match (name.to_str(), newname.to_str()) {
             (Some(a), Some(b)) if flags.is_empty() => self.tree.rename(parent.0, a, newparent.0, b),
-            _ => self
+            _ => Err(self
                 .tree
-                .modify(parent.0, "rename with flags or non-UTF-8 names"),
+                .refusal(parent.0, "rename with flags or non-UTF-8 names")),
         };
         reply_empty("rename", parent, res, reply);
     }
@@ -517,11 +517,7 @@ impl Filesystem for FuseAdapter {
 /// The errno for a change the tree never supports (EROFS on a read-only tree, EPERM, or
 /// ENOENT for an unknown inode), logged once.
 fn refuse(tree: &Tree, op: &str, ino: INodeNo) -> Errno {
-    match tree.modify(ino.0, op) {
-        Ok(()) => Errno::EROFS,
-        Err(e) => {
-            log_error(op, ino, &e);
-            errno(&e)
-        }
-    }
+    let e = tree.refusal(ino.0, op);
+    log_error(op, ino, &e);
+    errno(&e)
 }

@@ -3,8 +3,8 @@
 //! The crate is layered; dependencies only point downward:
 //!
 //! ```text
-//! cli -> fuse -> tree -> container -> codec
-//!                  \----> cache      (both use mem)
+//! cli -> fuse -> tree -> reader -> container -> codec
+//!                          \-----> cache      (both use mem; every layer uses error)
 //! cli -> remote -> container (implements its ByteSource: remote objects below the container)
 //! ```
 //!
@@ -14,6 +14,9 @@
 //!   bcolz carray/ctable). Geometry, metadata and each chunk's compressed bytes. No FUSE.
 //! - [`cache`]: a byte-budgeted LRU of decompressed chunks shared by worker threads.
 //! - [`mem`]: large reusable buffers whose first touch is cheap (huge pages).
+//! - [`reader`]: decoded bytes of any window of any chunk through the caches, with prefetch;
+//!   the live (swappable) arrays and their commits. Knows chunks, not files.
+//! - [`error`]: one-line display of an error chain.
 //! - [`tree`]: the filesystem logic as an in-process API (lookup, getattr, readdir, read, ...)
 //!   that tests drive without a kernel.
 //! - [`fuse`]: the thin fuser adapter over [`tree`].
@@ -25,7 +28,9 @@ pub mod cache;
 pub mod cli;
 pub mod codec;
 pub mod container;
+pub mod error;
 pub mod fuse;
 pub mod mem;
+pub mod reader;
 pub mod remote;
 pub mod tree;

@@ -82,6 +82,10 @@ pub(super) fn info(source: &Path, as_json: bool, options: &[String]) -> Result<(
         }
         None => {
             check_source(source)?;
+            if let Ok(container::Opened::Collection(c)) = container::open_any(source) {
+                collection_info(&c, as_json);
+                return Ok(());
+            }
             container::open(source).map_err(source_err)?
         }
     };
@@ -125,6 +129,73 @@ pub(super) fn info(source: &Path, as_json: bool, options: &[String]) -> Result<(
     }
     print_text(source, &kind, &files, &tables);
     Ok(())
+}
+
+/// The groups (with attributes) and leaves (with where they are) of a collection; no leaf is
+/// opened.
+fn collection_info(c: &container::Collection, as_json: bool) {
+    use container::store::{Group, Location, Node};
+    fn walk(g: &Group, groups: &mut Vec<Value>, leaves: &mut Vec<Value>) {
+        let attrs = g
+            .attrs()
+            .unwrap_or_else(|e| json!({"error": e.to_string()}));
+        groups.push(json!({"key": g.key, "attrs": attrs}));
+        for n in &g.children {
+            match n {
+                Node::Group(sub) => walk(sub, groups, leaves),
+                Node::Leaf(l) => {
+                    let at = match l.location() {
+                        Location::Member { name, .. } => format!("zip member {name}"),
+                        Location::File(p) | Location::Source(p) => p.display().to_string(),
+                        Location::Embedded { offset, len } => {
+                            format!("embed.b2e bytes {offset}..{}", offset + len)
+                        }
+                        Location::Reference(v) => format!("reference {v}"),
+                        Location::Failed(_, why) => format!("error: {why}"),
+                    };
+                    leaves.push(json!({"key": l.key(), "at": at}));
+                }
+                Node::Store(s) => {
+                    leaves.push(json!({"key": n.name(), "at": s.path().display().to_string()}));
+                }
+            }
+        }
+    }
+    let (mut groups, mut leaves) = (Vec::new(), Vec::new());
+    walk(c.root(), &mut groups, &mut leaves);
+    let form = format!("{:?}", c.form());
+    let marker = c.marker().map(|m| m.name());
+    if as_json {
+        let doc = json!({
+            "source": c.path().display().to_string(),
+            "kind": "collection",
+            "form": form,
+            "marker": marker,
+            "groups": groups,
+            "leaves": leaves,
+        });
+        println!("{}", serde_json::to_string_pretty(&doc).unwrap_or_default());
+        return;
+    }
+    println!(
+        "source: {} (collection: {form}, marker {})",
+        c.path().display(),
+        marker.unwrap_or("none")
+    );
+    for g in &groups {
+        println!(
+            "  group {:<38} attrs {}",
+            g["key"].as_str().unwrap_or_default(),
+            g["attrs"]
+        );
+    }
+    for l in &leaves {
+        println!(
+            "  {:<44} {}",
+            l["key"].as_str().unwrap_or_default(),
+            l["at"].as_str().unwrap_or_default()
+        );
+    }
 }
 
 fn print_text(source: &Path, kind: &str, files: &[Value], tables: &[(String, Vec<Value>)]) {

@@ -1,6 +1,6 @@
 //! bcolz (bcolz-zipline 1.13) directories: carrays (`meta/sizes`, `meta/storage`, `__attrs__`,
 //! `data/__N.blp`) and ctables (`__rootdirs__` plus one carray directory per column directly
-//! under the root), and recognition of the never-shipped 2012 `blsk` proposal layout.
+//! under the root), and the never-shipped 2012 `blsk` proposal layout ([`blsk`], read-only).
 //!
 //! This module does not decode chunk data: it returns the Blosc1 chunk inside each `.blp`
 //! file (after the 16-byte bloscpack `blpk` header) and the sizes the metadata implies.
@@ -9,7 +9,7 @@
 //! ctable columns live in `root/<name>/` (not `root/data/`), `storage` also has `cname` and
 //! `quantize`, `shuffle` is an int, and the last partial chunk is stored as a **smaller**
 //! chunk (`__K.blp` holds `len % chunklen` items). `shared/seeds/004_...txt` describes the
-//! `blsk` layout that is only recognised and refused.
+//! `blsk` layout, read through [`blsk`] as `docs/BLSK.md` defines it.
 //!
 //! Invariants: nchunks = ceil(len / chunklen) (object dtype: len); chunk sizes come from the
 //! metadata (`chunklen x atomsize`, the leftover for the last chunk), not from the chunk files,
@@ -25,6 +25,8 @@ use serde_json::Value;
 
 use super::ContainerError;
 use super::source::{IoStats, Source};
+
+pub(crate) mod blsk;
 
 /// Length of the bloscpack header before the Blosc1 chunk in each `.blp` file.
 pub const BLP_HEADER_LEN: usize = 16;
@@ -168,6 +170,8 @@ pub(crate) struct Carray {
     atomsize: u64,
     nchunks: usize,
     mtime: SystemTime,
+    /// Chunk locations of a `blsk` root (`None`: one `data/__N.blp` file per chunk).
+    blsk: Option<Vec<blsk::Chunk>>,
 }
 
 impl Carray {
@@ -267,7 +271,32 @@ impl Carray {
             atomsize,
             nchunks,
             mtime,
+            blsk: None,
         })
+    }
+
+    /// Whether this is a read-only `blsk` root (seed 004, `docs/BLSK.md`).
+    pub(crate) fn is_blsk(&self) -> bool {
+        self.blsk.is_some()
+    }
+
+    /// The file holding chunk `i`, the offset of the chunk in it and the bytes the chunk may
+    /// occupy from there, opened.
+    fn locate(&self, i: usize) -> Result<(PathBuf, Source, u64, usize), ContainerError> {
+        if i >= self.nchunks {
+            return Err(self.no_such(i));
+        }
+        if let Some(c) = self.blsk.as_ref().and_then(|b| b.get(i)) {
+            let src = Source::open(&c.file, Arc::clone(&self.stats))?;
+            let room = usize::try_from(c.room).unwrap_or(usize::MAX);
+            return Ok((c.file.clone(), src, c.offset, room));
+        }
+        let path = self.chunk_path(i);
+        let src = Source::open(&path, Arc::clone(&self.stats))?;
+        let room = usize::try_from(src.len())
+            .unwrap_or(usize::MAX)
+            .saturating_sub(BLP_HEADER_LEN);
+        Ok((path, src, BLP_HEADER_LEN as u64, room))
     }
 
     /// `meta/sizes` as parsed.
@@ -351,6 +380,9 @@ impl Carray {
     /// chunk file in place does not touch them (bcolz has no multi-file commit, see
     /// `CONTAINER_NOTES.md` 6.4).
     pub(crate) fn changed_on_disk(&self) -> bool {
+        if self.is_blsk() {
+            return false;
+        }
         let same = |file: &str, parsed: &Value, present: bool| {
             let path = self.root.join(file);
             match read_json(&path, &self.stats) {
@@ -368,8 +400,11 @@ impl Carray {
         self.mtime
     }
 
-    /// Path of chunk file `i`.
+    /// Path of chunk file `i` (blsk: the superchunk file holding it).
     pub(crate) fn chunk_path(&self, i: usize) -> PathBuf {
+        if let Some(c) = self.blsk.as_ref().and_then(|b| b.get(i)) {
+            return c.file.clone();
+        }
         self.root.join(format!("data/__{i}.blp"))
     }
 
@@ -402,32 +437,18 @@ impl Carray {
 
     /// The 16-byte Blosc1 header of chunk `i`.
     pub(crate) fn chunk_header_bytes(&self, i: usize) -> Result<Vec<u8>, ContainerError> {
-        if i >= self.nchunks {
-            return Err(self.no_such(i));
-        }
-        let src = Source::open(&self.chunk_path(i), Arc::clone(&self.stats))?;
-        src.read_at(BLP_HEADER_LEN as u64, 16, "blosc1 chunk header")
+        let (_, src, base, _) = self.locate(i)?;
+        src.read_at(base, 16, "blosc1 chunk header")
     }
 
     /// The Blosc1 chunk of chunk file `i` (bytes after its cbytes are ignored).
     pub(crate) fn chunk_bytes(&self, i: usize) -> Result<Vec<u8>, ContainerError> {
-        if i >= self.nchunks {
-            return Err(self.no_such(i));
-        }
-        let path = self.chunk_path(i);
-        let src = Source::open(&path, Arc::clone(&self.stats))?;
-        let len = usize::try_from(src.len()).unwrap_or(usize::MAX);
-        // The prefix and the Blosc1 header first; then exactly the chunk (bytes after its
-        // cbytes are ignored, as bcolz does).
-        let mut buf = src.read_at(0, (BLP_HEADER_LEN + 16).min(len), "blp file")?;
-        let cb = blosc1_cbytes(&path, &buf, len)?;
-        buf.drain(..BLP_HEADER_LEN);
-        src.read_into(
-            BLP_HEADER_LEN as u64 + 16,
-            cb - 16,
-            "blosc1 chunk",
-            &mut buf,
-        )?;
+        let (path, src, base, room) = self.locate(i)?;
+        // The Blosc1 header first; then exactly the chunk (bytes after its cbytes are
+        // ignored, as bcolz does).
+        let mut buf = src.read_at(base, 16.min(room), "blosc1 chunk header")?;
+        let cb = blosc1_check(&path, &buf, room, base)?;
+        src.read_into(base + 16, cb - 16, "blosc1 chunk", &mut buf)?;
         Ok(buf)
     }
 
@@ -444,13 +465,11 @@ impl Carray {
         if i >= self.nchunks {
             return Err(self.no_such(i));
         }
-        let path = self.chunk_path(i);
-        let src = Source::open(&path, Arc::clone(&self.stats))?;
-        let len = usize::try_from(src.len()).unwrap_or(usize::MAX);
-        let mut head = [0u8; BLP_HEADER_LEN + 16];
-        let n = head.len().min(len);
-        src.read_exact_at(0, &mut head[..n], &"blp file")?;
-        let cb = blosc1_cbytes(&path, &head[..n], len)? as u64;
+        let (path, src, base, room) = self.locate(i)?;
+        let mut head = [0u8; 16];
+        let n = head.len().min(room);
+        src.read_exact_at(base, &mut head[..n], &"blosc1 chunk header")?;
+        let cb = blosc1_check(&path, &head[..n], room, base)? as u64;
         if offset
             .checked_add(buf.len() as u64)
             .is_none_or(|end| end > cb)
@@ -463,36 +482,35 @@ impl Carray {
                 cbytes: cb,
             });
         }
-        src.read_exact_at(BLP_HEADER_LEN as u64 + offset, buf, &"blosc1 chunk")?;
+        src.read_exact_at(base + offset, buf, &"blosc1 chunk")?;
         Ok(true)
     }
 }
 
-/// The cbytes of the Blosc1 chunk whose `blpk` prefix and header are `head` in a `.blp` file of
-/// `len` bytes, checked to fit the file; a chunk that is not Blosc1 is an error.
-fn blosc1_cbytes(path: &Path, head: &[u8], len: usize) -> Result<usize, ContainerError> {
+/// The cbytes of the Blosc1 chunk whose 16-byte header is `head`, stored at offset `base` of
+/// `path` with `room` bytes available, checked to fit; a chunk that is not Blosc1 is an error.
+fn blosc1_check(path: &Path, head: &[u8], room: usize, base: u64) -> Result<usize, ContainerError> {
     let cb = head
-        .get(BLP_HEADER_LEN + 12..BLP_HEADER_LEN + 16)
+        .get(12..16)
         .map(|b| i32::from_le_bytes([b[0], b[1], b[2], b[3]]));
-    let room = len.saturating_sub(BLP_HEADER_LEN);
     let cb = cb
         .and_then(|c| usize::try_from(c).ok())
         .filter(|&c| (16..=room).contains(&c))
         .ok_or_else(|| ContainerError::Malformed {
             path: path.to_path_buf(),
             what: "blosc1 chunk".into(),
-            offset: BLP_HEADER_LEN as u64 + 12,
+            offset: base + 12,
             why: format!("chunk cbytes {cb:?} outside [16, {room}]"),
         })?;
     // C-Blosc 1.x reads only version-2 chunks (1 = pre-1.0); a Blosc2 chunk here is a
     // damaged carray (`CONTAINER_NOTES.md` 5.1).
-    let version = head.get(BLP_HEADER_LEN).copied().unwrap_or(0);
-    let flags = head.get(BLP_HEADER_LEN + 2).copied().unwrap_or(0);
+    let version = head.first().copied().unwrap_or(0);
+    let flags = head.get(2).copied().unwrap_or(0);
     if !(1..=2).contains(&version) || flags & 0x05 == 0x05 {
         return Err(ContainerError::Malformed {
             path: path.to_path_buf(),
             what: "blosc1 chunk".into(),
-            offset: BLP_HEADER_LEN as u64,
+            offset: base,
             why: format!(
                 "chunk version {version} flags 0x{flags:02x}: not a Blosc1 chunk (bcolz cannot read Blosc2 chunks)"
             ),

@@ -3,7 +3,8 @@
 //!
 //! Pure functions over bytes and shapes; no I/O. The frame reader calls `parse_b2nd` /
 //! `parse_caterva` on metalayer contents; later features (slicing, write-back of a resized
-//! shape) use [`Grid`].
+//! shape) use [`Grid`]. `runs` (a child module) maps byte windows of the array's C-order data
+//! onto stretches of decoded chunks ([`Grid::runs`]), for `array.npy`.
 //!
 //! See `shared/seeds/001_...txt` (b2nd), `shared/seeds/000_...txt` (caterva) and
 //! `CONTAINER_NOTES.md` sections 4.3 and 4.4. Differences from the seeds that real bytes show:
@@ -16,6 +17,9 @@
 //! block grid and items in C order inside a block.
 
 use super::msgpack::{Cursor, Fault};
+
+mod runs;
+pub use runs::{NdRuns, Run};
 
 /// Largest ndim C-Blosc2 accepts (`B2ND_MAX_DIM`).
 pub const MAX_DIM: usize = 16;

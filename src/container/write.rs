@@ -48,6 +48,7 @@ mod bcolz;
 mod compact;
 mod frame;
 mod io;
+mod store;
 mod table;
 
 use std::path::Path;
@@ -56,6 +57,7 @@ use serde_json::Value;
 
 pub use compact::compact;
 pub use io::SourceLock;
+pub use store::{commit_group_attrs, commit_member, commit_member_with_crash_after};
 pub use table::TableRepair;
 
 use super::{Array, ChunkKind, ContainerError, Inner, SourceKind, Table};
@@ -167,6 +169,9 @@ fn writable(array: &Array) -> Result<(), ContainerError> {
             check_path_writable(f.source().path())
         }
         Inner::Bcolz(c) => {
+            if c.is_blsk() {
+                return Err(unsupported(path, "writing a 2012 blsk root (read-only)"));
+            }
             if c.itemsize() == 0 {
                 return Err(unsupported(
                     path,

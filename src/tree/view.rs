@@ -27,8 +27,9 @@
 
 use serde_json::{Map, Value, json};
 
-use super::layout::{Layout, Owner, ROOT_INO};
+use super::layout::{AttrsOwner, FileKind, Generated, Layout, NpyCell, Owner, ROOT_INO, TableCell};
 use crate::codec::{self, Codec};
+use crate::container::npy::{Npy, TableNpy};
 use crate::container::{Array, ChunkKind, Container, ContainerError, SourceKind, Table};
 
 /// Builds the layout of `container`.
@@ -47,14 +48,24 @@ pub fn layout(container: Container) -> Result<Layout, ContainerError> {
 }
 
 fn table_layout(table: Table) -> Result<Layout, ContainerError> {
+    let table_npy = TableNpy::for_table(&table);
     let Table {
         path,
         attrs,
         columns,
     } = table;
     let mut layout = Layout::new(Owner::of(&path));
-    let ino = layout.file(ROOT_INO, "__attrs__", json_file(&attrs));
-    layout.attrs_file(ino, super::write::AttrsTarget::Table(path.clone()));
+    layout.generated(
+        ROOT_INO,
+        "__attrs__",
+        FileKind::Attrs(
+            AttrsOwner::Table(path.clone()),
+            Generated::new(json_file(&attrs)),
+        ),
+    );
+    layout.set_table(path.clone());
+    let ncolumns = columns.len();
+    let mut ids = Vec::with_capacity(ncolumns);
     for (name, column) in columns {
         if !valid_name(&name) {
             log::warn!(
@@ -65,31 +76,61 @@ fn table_layout(table: Table) -> Result<Layout, ContainerError> {
         }
         let dir = layout.dir(ROOT_INO, &name);
         add_array(&mut layout, dir, column)?;
+        ids.push(crate::reader::ArrayId((layout.arrays() - 1) as u32));
+    }
+    match table_npy {
+        Ok(npy) if ids.len() == ncolumns => {
+            layout.generated(
+                ROOT_INO,
+                "table.npy",
+                FileKind::TableNpy(TableCell::new(npy), ids),
+            );
+        }
+        Ok(_) => log::info!("{}: no table.npy (a column is not shown)", path.display()),
+        Err(e) => log::info!("{e}: no table.npy"),
     }
     Ok(layout)
 }
 
 /// Adds `__attrs__`, `meta/` and `data/` for one array under directory `dir`.
 fn add_array(layout: &mut Layout, dir: u64, array: Array) -> Result<(), ContainerError> {
-    let attrs = layout.file(dir, "__attrs__", json_file(array.attrs()));
-    layout.attrs_file(attrs, super::write::AttrsTarget::Set(layout.data_sets()));
+    let attrs = json_file(array.attrs());
+    let sizes = json_file(&sizes(&array)?);
+    let storage = json_file(&storage(&array)?);
+    let metalayers: Vec<_> = array
+        .metalayers()
+        .iter()
+        .map(|ml| (ml.name.clone(), json_file(&ml.json)))
+        .collect();
+    let path = array.path().to_path_buf();
+    let npy = Npy::for_array(&array);
+    let id = layout.array(array);
+    layout.generated(
+        dir,
+        "__attrs__",
+        FileKind::Attrs(AttrsOwner::Array(id), Generated::new(attrs)),
+    );
+    match npy {
+        Ok(npy) => {
+            layout.generated(dir, "array.npy", FileKind::Npy(id, NpyCell::new(npy)));
+        }
+        Err(e) => log::info!("{e}: no array.npy"),
+    }
     let meta = layout.dir(dir, "meta");
-    let sizes_ino = layout.file(meta, "sizes", json_file(&sizes(&array)?));
-    layout.sizes_file(sizes_ino, layout.data_sets());
-    layout.file(meta, "storage", json_file(&storage(&array)?));
+    layout.generated(meta, "sizes", FileKind::Sizes(id, Generated::new(sizes)));
+    layout.file(meta, "storage", storage);
     let mls = layout.dir(meta, "metalayers");
-    for ml in array.metalayers() {
-        if valid_name(&ml.name) {
-            layout.file(mls, &ml.name, json_file(&ml.json));
+    for (name, json) in metalayers {
+        if valid_name(&name) {
+            layout.file(mls, &name, json);
         } else {
             log::warn!(
-                "{}: metalayer {:?} is not a valid file name; not shown",
-                array.path().display(),
-                ml.name
+                "{}: metalayer {name:?} is not a valid file name; not shown",
+                path.display()
             );
         }
     }
-    layout.array_dir(dir, "data", array);
+    layout.data_dir(dir, "data", id);
     Ok(())
 }
 

@@ -229,7 +229,9 @@ fn layout<'e>(array: &Array, f: &Frame, edit: &'e Edit) -> Result<Layout<'e>, Co
         };
         sizes.push(size as u64);
     }
-    if n == 0 && array.kind == SourceKind::Cframe {
+    // A frame that has no chunks keeps none (an attributes-only edit of an empty SChunk,
+    // such as a store's `__vlmeta__` carrier): nothing is truncated.
+    if n == 0 && old_n > 0 && array.kind == SourceKind::Cframe {
         return Err(refused(
             path,
             "truncating a contiguous frame to 0 chunks (not possible crash-safely in place)",
@@ -443,9 +445,24 @@ fn commit_contiguous(
         .write(true)
         .open(path)
         .map_err(|e| io_err(path, e))?;
+    let hl = info.header_len;
+    if array.nchunks() == 0 && l.entries.is_empty() {
+        // An empty frame (a store's `__vlmeta__` carrier) stays empty. Its trailer follows
+        // the header directly (no index chunk when nbytes is 0), and C-Blosc2 cannot open one
+        // with dead space there, so it is rewritten whole (header and trailer: a few hundred
+        // bytes) and renamed into place.
+        let len = hl + trailer.len() as u64;
+        let mut bytes = read_header(path, &file, hl)?;
+        patch_header(array, &mut bytes, l, len, 0, !layers.is_empty())?;
+        bytes.extend_from_slice(trailer);
+        io.replace(path, &bytes)?;
+        if let Some(lock) = lock {
+            lock.bump()?;
+        }
+        return Ok(());
+    }
     // Everything is laid out (and the header patched) before the first write, so a refusal
     // leaves every byte of the file as it was.
-    let hl = info.header_len;
     let mut pos = info.frame_len;
     let mut writes: Vec<(u64, &[u8])> = Vec::new();
     let mut entries = Vec::with_capacity(l.entries.len());

@@ -62,6 +62,12 @@ impl Io {
         }
     }
 
+    /// Counts one step that the caller performs itself (a file written through another
+    /// writer, such as a whole zip built by the `zip` crate).
+    pub(super) fn begin_step(&mut self, path: &Path) -> Result<(), ContainerError> {
+        self.step(path)
+    }
+
     /// Writes all of `bytes` at `offset` of `file` (one step).
     pub(super) fn write_at(
         &mut self,

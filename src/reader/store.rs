@@ -1,9 +1,10 @@
-//! [`ChunkStore`]: what the tree needs from a source to serve `data/NNNNNNNN.bin` files: the
-//! number of chunks, each chunk's uncompressed size, and its compressed bytes.
+//! [`ChunkStore`]: what the reader needs from a source to serve its chunks: the number of
+//! chunks, each chunk's uncompressed size, and its compressed bytes.
 //!
-//! [`crate::container::Array`] implements it; tests and benchmarks can supply synthetic stores
-//! (for example a million-chunk source) without writing files. The store never decodes: the
-//! tree calls the codec, so decoding policy (whole chunk, range, cache) lives in one place.
+//! [`crate::container::Array`] and [`super::LiveArray`] implement it; tests and benchmarks can
+//! supply synthetic stores (for example a million-chunk source) without writing files. The
+//! store never decodes: the reader calls the codec, so decoding policy (whole chunk, range,
+//! cache) lives in one place.
 
 use std::borrow::Cow;
 use std::fmt::Debug;
@@ -11,7 +12,7 @@ use std::path::Path;
 
 use crate::container::{Array, ContainerError};
 
-/// A sequence of Blosc chunks the tree exposes as one file each. `Sync`: worker threads share
+/// A sequence of Blosc chunks (one array). `Sync`: worker threads share
 /// it.
 pub trait ChunkStore: Send + Sync + Debug {
     /// Where the source lives (for log lines and error messages).

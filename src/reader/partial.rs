@@ -10,10 +10,7 @@
 //! The bytes come from [`ChunkStore::chunk_read_at`] (for an [`crate::container::Array`]:
 //! `Array::chunk_read_at`, which bound-checks every window against the chunk's cbytes), so
 //! contiguous frames, sparse frames and bcolz carrays (16-byte Blosc1 headers) all qualify.
-//! Measured (`B2FS_BENCH=rand cargo bench --bench read`, 1 GiB ZSTD+SHUFFLE b2nd, 2000 random
-//! 4 KiB reads, 2 shared vCPUs): cold 3,600-4,400 reads/s vs python-blosc2 get_slice
-//! 5,700-6,000 in the same runs, both before and after moving the file I/O into the container
-//! layer (the difference between runs is within the machine's noise).
+//! Measured: BENCHMARKS.md, random cold 4 KiB reads.
 //!
 //! See: `shared/spec/CHUNK_FORMAT_NOTES.md` section 1 (header, flags, bstarts).
 
@@ -28,7 +25,7 @@ const MAX_BSTARTS: usize = 64 * 1024;
 thread_local! {
     /// The chunk-sized buffer partial reads fill, reused: bytes outside the filled ranges
     /// are stale but never looked at by a range decode of the window.
-    static SPARSE: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+    static PARTIAL: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
 /// Bytes read eagerly with the header: enough for the block-start table of up to 1024 blocks.
@@ -40,14 +37,14 @@ const HEAD_READ: usize = 32 + 4096;
 ///
 /// # Errors
 /// When a read fails.
-pub(crate) fn with_sparse_chunk<R>(
+pub(crate) fn with_partial_chunk<R>(
     store: &dyn ChunkStore,
     index: usize,
     offset: usize,
     len: usize,
     f: impl FnOnce(&[u8]) -> R,
 ) -> Result<Option<R>, ContainerError> {
-    SPARSE.with(|cell| {
+    PARTIAL.with(|cell| {
         let mut buf = cell.borrow_mut();
         let Some(cbytes) = fill(store, index, offset, len, &mut buf)? else {
             return Ok(None);
@@ -222,7 +219,7 @@ mod tests {
                         continue;
                     }
                     let mut got = vec![0u8; len];
-                    let decoded = with_sparse_chunk(&a, index, off, len, |sparse| {
+                    let decoded = with_partial_chunk(&a, index, off, len, |sparse| {
                         decompress_range(sparse, off, &mut got)
                     })
                     .unwrap();

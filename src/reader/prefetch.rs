@@ -12,20 +12,20 @@ use std::thread::JoinHandle;
 
 use parking_lot::Mutex;
 
-use super::Core;
+use super::{ChunkId, Core};
 
 /// Queue length: a few chunks per thread are enough to keep them busy.
 const QUEUE: usize = 8;
 
 #[derive(Debug)]
 pub(crate) struct Prefetcher {
-    tx: Option<SyncSender<(usize, usize)>>,
+    tx: Option<SyncSender<ChunkId>>,
     threads: Vec<JoinHandle<()>>,
 }
 
 impl Prefetcher {
     pub(crate) fn start(core: Arc<Core>, nthreads: usize) -> Prefetcher {
-        let (tx, rx) = sync_channel::<(usize, usize)>(QUEUE);
+        let (tx, rx) = sync_channel::<ChunkId>(QUEUE);
         let rx = Arc::new(Mutex::new(rx));
         let threads = (0..nthreads)
             .filter_map(|i| {
@@ -43,27 +43,28 @@ impl Prefetcher {
         }
     }
 
-    /// Asks for chunk `index` of data set `set` to be decoded into the cache soon.
-    pub(crate) fn request(&self, set: usize, index: usize) {
+    /// Asks for chunk `id` to be decoded into the cache soon.
+    pub(crate) fn request(&self, id: ChunkId) {
         if let Some(tx) = &self.tx {
-            match tx.try_send((set, index)) {
+            match tx.try_send(id) {
                 Ok(()) | Err(TrySendError::Full(_)) | Err(TrySendError::Disconnected(_)) => {}
             }
         }
     }
 }
 
-fn run(core: &Core, rx: &Mutex<Receiver<(usize, usize)>>) {
+fn run(core: &Core, rx: &Mutex<Receiver<ChunkId>>) {
     loop {
         let next = rx.lock().recv();
-        let Ok((set, index)) = next else { return };
-        if core.cache.contains_or_loading(&(set, index)) {
+        let Ok(id) = next else { return };
+        if core.cache.contains_or_loading(&id) {
             continue;
         }
-        if let Err(e) = core.chunk_ahead(set, index) {
+        if let Err(e) = core.chunk_ahead(id) {
             log::debug!(
-                "prefetch of chunk {index} failed: {}",
-                super::display_chain(&e)
+                "prefetch of chunk {} failed: {}",
+                id.index,
+                crate::error::display_chain(&e)
             );
         }
     }

@@ -1,0 +1,99 @@
+"""What the reference libraries read from a source, as the bytes np.save writes for it.
+
+Usage:
+  npy_check.py save SRC OUT.npy      np.save(OUT, blosc2.open(SRC)[...]) (bcolz: carray[:])
+  npy_check.py gen2d OUT.b2nd        a 2-D float64 b2nd whose chunk and block shapes do not
+                                     divide its shape (several chunks per slab)
+  npy_check.py mount MNT SRC         through a mounted SRC: np.load of MNT/array.npy equals
+                                     the reference; 200 random windows of np.load(mmap_mode='r')
+                                     equal the reference's; prints "ok N"
+  npy_check.py edit MNT EXPECT.npy   edits MNT/array.npy with os.pwrite and with
+                                     np.load(mmap_mode='r+') + flush, saves what the array
+                                     should now be to EXPECT.npy
+  npy_check.py same SRC EXPECT.npy   prints "same" when the reference reads EXPECT from SRC
+"""
+
+import os
+import sys
+
+import numpy as np
+
+
+def read_ref(src):
+    if os.path.isdir(src) and os.path.exists(os.path.join(src, "meta", "sizes")):
+        import bcolz
+
+        return bcolz.open(src, mode="r")[:]
+    import blosc2
+
+    return blosc2.open(src, mode="r")[...]
+
+
+def main():
+    cmd = sys.argv[1]
+    if cmd == "save":
+        np.save(sys.argv[3], read_ref(sys.argv[2]))
+    elif cmd == "gen2d":
+        import blosc2
+
+        out = sys.argv[2]
+        a = np.arange(230 * 170, dtype=np.float64).reshape(230, 170) * 0.5
+        blosc2.asarray(a, urlpath=out, mode="w", chunks=(60, 50), blocks=(16, 24))
+    elif cmd == "mount":
+        mnt, src = sys.argv[2], sys.argv[3]
+        ref = read_ref(src)
+        got = np.load(os.path.join(mnt, "array.npy"))
+        assert got.dtype == ref.dtype, (got.dtype, ref.dtype)
+        assert got.shape == ref.shape, (got.shape, ref.shape)
+        assert np.array_equal(got, ref), "np.load differs"
+        m = np.load(os.path.join(mnt, "array.npy"), mmap_mode="r")
+        rng = np.random.default_rng(7)
+        n = 0
+        for _ in range(200):
+            sl = []
+            for d in ref.shape:
+                a = int(rng.integers(0, d))
+                b = int(rng.integers(a, min(d, a + 64) + 1))
+                sl.append(slice(a, b))
+            sl = tuple(sl)
+            assert np.array_equal(np.asarray(m[sl]), ref[sl]), f"window {sl} differs"
+            n += 1
+        print("ok", n)
+    elif cmd == "edit":
+        mnt, expect = sys.argv[2], sys.argv[3]
+        path = os.path.join(mnt, "array.npy")
+        cur = np.load(path)
+        want = cur.copy()
+        # 1. os.pwrite of a run of items across a chunk edge (rows 55..65 of column 3..120).
+        m = np.load(path, mmap_mode="r")
+        off = m.offset
+        del m
+        fd = os.open(path, os.O_RDWR)
+        try:
+            row = 58
+            start = row * cur.shape[1] + 3
+            vals = np.arange(117, dtype=cur.dtype) + 1000.25
+            os.pwrite(fd, vals.tobytes(), off + start * cur.itemsize)
+            want.reshape(-1)[start:start + vals.size] = vals
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        # 2. mmap r+: a block across four chunks, then flush.
+        w = np.load(path, mmap_mode="r+")
+        w[50:70, 40:60] = -7.0
+        w.flush()
+        del w
+        want[50:70, 40:60] = -7.0
+        np.save(expect, want)
+        got = np.load(path)
+        assert np.array_equal(got, want), "the mount does not show the edits"
+        print("ok")
+    elif cmd == "same":
+        ref = read_ref(sys.argv[2])
+        want = np.load(sys.argv[3])
+        print("same" if ref.dtype == want.dtype and np.array_equal(ref, want) else "differs")
+    else:
+        raise SystemExit(f"unknown command {cmd}")
+
+
+main()

@@ -1,0 +1,173 @@
+"""Stores (TreeStore / DictStore / EmbedStore) written by python-blosc2, and what
+python-blosc2 reads back from them, for tests/it/store.rs.
+
+    stores.py gen DIR      write the stores into DIR and DIR/manifest.json: for every store,
+                           every key's chunks (sha256 of decompress_chunk) and whether it is
+                           embedded, and every group's attributes
+    stores.py read PATH    print the same description of one store, read with mode='r', as
+                           JSON; then open a copy with mode='a' (which extracts a .b2z and so
+                           checks every member's CRC-32) and close it unchanged
+    stores.py many PATH N  a .b2z TreeStore with N small external leaves (for the open-time
+                           measurement)
+"""
+import hashlib
+import json
+import os
+import shutil
+import sys
+import tempfile
+import zipfile
+
+import numpy as np
+
+
+def sha(b):
+    return hashlib.sha256(bytes(b)).hexdigest()
+
+
+def schunk_of(v):
+    import blosc2
+    return v.schunk if isinstance(v, blosc2.NDArray) else v
+
+
+def describe(path):
+    import blosc2
+    out = {"keys": {}, "attrs": {}}
+    cls = blosc2.TreeStore
+    with cls(path, mode="r") as ts:
+        keys = sorted(ts.keys())
+        for k in keys:
+            v = ts[k]
+            if not hasattr(v, "schunk") and not isinstance(v, blosc2.SChunk):
+                # a group: its attributes
+                try:
+                    out["attrs"][k] = dict(v.vlmeta[:])
+                except Exception:
+                    out["attrs"][k] = {}
+                continue
+            s = schunk_of(v)
+            win = None
+            if hasattr(ts, "member_window"):
+                try:
+                    win = ts.member_window(k)
+                except Exception:
+                    win = None
+            entry = {
+                "nchunks": s.nchunks,
+                "chunks": [sha(s.decompress_chunk(i)) for i in range(s.nchunks)],
+                "window": list(win) if win else None,
+                "vlmeta": {kk: vv for kk, vv in s.vlmeta[:].items()} if s.vlmeta else {},
+            }
+            if isinstance(v, blosc2.NDArray):
+                entry["shape"] = list(v.shape)
+                entry["dtype"] = str(v.dtype)
+                entry["data"] = sha(np.ascontiguousarray(v[...]).tobytes())
+            out["keys"][k] = entry
+        try:
+            out["attrs"]["/"] = dict(ts.vlmeta[:])
+        except Exception:
+            out["attrs"]["/"] = {}
+    return out
+
+
+def check_append(path):
+    """Opens a copy in mode 'a' (a .b2z is extracted: CRC-32s checked) and closes it."""
+    import blosc2
+    d = tempfile.mkdtemp()
+    try:
+        cp = os.path.join(d, os.path.basename(path))
+        if os.path.isdir(path):
+            shutil.copytree(path, cp)
+        else:
+            shutil.copy(path, cp)
+        with blosc2.TreeStore(cp, mode="a") as ts:
+            n = len(list(ts.keys()))
+        return n
+    finally:
+        shutil.rmtree(d)
+
+
+def fill(ts, deep=True):
+    import blosc2
+    ts["/temps"] = blosc2.linspace(0, 1, 10000, dtype=np.float64, chunks=(2500,),
+                                  blocks=(500,))
+    ts["/group/counts"] = blosc2.arange(3000, dtype=np.int32, chunks=(1000,))
+    ts["/group/sub/tiny"] = np.arange(5, dtype=np.int16)
+    ts["/raw"] = blosc2.SChunk(chunksize=4000,
+                               data=np.arange(3000, dtype=np.int32).tobytes())
+    ts["/small"] = blosc2.SChunk(chunksize=64, data=np.arange(40, dtype=np.int8).tobytes())
+    if deep:
+        ts["/a/b/c/leaf"] = blosc2.asarray(np.arange(600, dtype=np.float32).reshape(20, 30),
+                                           chunks=(10, 15), blocks=(5, 5))
+    ts.vlmeta["title"] = "demo store"
+    ts.vlmeta["n"] = 3
+    ts["/group"].vlmeta["units"] = "counts"
+
+
+def gen(d):
+    import blosc2
+    os.makedirs(d, exist_ok=True)
+    with blosc2.TreeStore(os.path.join(d, "tree.b2z"), mode="w", threshold=1024) as ts:
+        fill(ts)
+    with blosc2.TreeStore(os.path.join(d, "tree.b2z"), mode="r") as ts:
+        ts.to_b2d(os.path.join(d, "tree.b2d"))
+    with blosc2.TreeStore(os.path.join(d, "deflt.b2z"), mode="w") as ts:
+        fill(ts)
+    with blosc2.TreeStore(os.path.join(d, "deflt.b2d"), mode="w") as ts:
+        fill(ts, deep=False)
+    with blosc2.DictStore(os.path.join(d, "dict.b2z"), mode="w", threshold=100) as ds:
+        ds["/x"] = np.arange(1000, dtype=np.int64)
+        ds["/y/z"] = np.arange(10, dtype=np.uint8)
+    # ZIP64: lower the limit so that the largest member gets ZIP64 extra fields.
+    old = zipfile.ZIP64_LIMIT
+    zipfile.ZIP64_LIMIT = 1000
+    try:
+        with blosc2.TreeStore(os.path.join(d, "zip64.b2z"), mode="w") as ts:
+            ts["/big"] = blosc2.arange(20000, dtype=np.int64, chunks=(5000,))
+            ts["/little"] = np.arange(10, dtype=np.int8)
+    finally:
+        zipfile.ZIP64_LIMIT = old
+    # A 4.0.0-style store: a DictStore whose embed.b2e carries the b2embed meta (what
+    # python-blosc2 3.7.0-4.0.x wrote): a standalone EmbedStore file zipped with the leaves.
+    od = os.path.join(d, "old_src")
+    os.makedirs(od, exist_ok=True)
+    es = blosc2.EmbedStore(os.path.join(od, "embed.b2e"), mode="w")
+    es["/emb"] = np.arange(7, dtype=np.int32)
+    blosc2.asarray(np.arange(5000, dtype=np.float64), chunks=(1000,),
+                   urlpath=os.path.join(od, "ext.b2nd"), mode="w")
+    del es
+    with zipfile.ZipFile(os.path.join(d, "old.b2z"), "w", zipfile.ZIP_STORED) as zf:
+        zf.write(os.path.join(od, "ext.b2nd"), "ext.b2nd")
+        zf.write(os.path.join(od, "embed.b2e"), "embed.b2e")
+    shutil.rmtree(od)
+    manifest = {}
+    for name in sorted(os.listdir(d)):
+        if name.endswith((".b2z", ".b2d")):
+            manifest[name] = describe(os.path.join(d, name))
+    with open(os.path.join(d, "manifest.json"), "w") as f:
+        json.dump(manifest, f, indent=1, sort_keys=True, default=str)
+
+
+def many(path, n):
+    import blosc2
+    with blosc2.TreeStore(path, mode="w") as ts:
+        for i in range(n):
+            ts[f"/g{i % 100}/a{i}"] = np.arange(4, dtype=np.int32) + i
+
+
+def main():
+    cmd = sys.argv[1]
+    if cmd == "gen":
+        gen(sys.argv[2])
+    elif cmd == "read":
+        out = describe(sys.argv[2])
+        out["append_keys"] = check_append(sys.argv[2])
+        print(json.dumps(out, sort_keys=True, default=str))
+    elif cmd == "many":
+        many(sys.argv[2], int(sys.argv[3]))
+    else:
+        raise SystemExit(f"unknown command {cmd}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,618 @@
+//! Collections: many sources under one mount. A python-blosc2 store (`.b2z` zip or `.b2d`
+//! directory, TreeStore / DictStore / EmbedStore, `STORES_NOTES.md`) or a plain directory of
+//! frames, sparse frames, bcolz roots and blsk roots. Both open as a [`Collection`]: a tree of
+//! [`Group`]s (with attributes) whose leaves ([`Leaf`]) are opened on first access.
+//!
+//! Knows nothing of FUSE or inodes: a tree layer maps each [`Group`] to a directory (its
+//! attributes to `__attrs__`) and each [`Leaf`] to the single-source tree of what
+//! [`Leaf::open`] returns; an open error belongs to that leaf only.
+//!
+//! Detection ([`open_any`]): a zip file with an `embed.b2e` member, or a directory with an
+//! `embed.b2e` file, is a store whatever the marker (`b2tree`, `b2dict`, `b2embed`, or none)
+//! says: by container form first, then meta (python-blosc2 dispatches on meta first and fails
+//! on 4.0.0 `.b2z` files, notes 1.4). Single sources keep [`super::open`]'s rules; any other
+//! directory is a directory of frames ([`dir`]).
+//!
+//! Stores (`open_store`):
+//! - leaves are members (zip) or files (directory) ending in `.b2nd`, `.b2f` or `.b2b`, key
+//!   = path without the suffix; files with other names are not probed (upstream probes them)
+//!   and do not show; `embed.b2e` itself never shows;
+//! - then the `embed_map` keys of `embed.b2e` not already present (the files win, as
+//!   upstream); a `{offset, length}` entry is an embedded cframe, anything else a reference
+//!   (remote C2Array) whose open fails with [`ContainerError::Unsupported`];
+//! - groups are the path prefixes; `<group>/__vlmeta__` carriers give the group's attributes
+//!   (their vlmeta) and never show as leaves; a group without one has `{}`;
+//! - a leaf that would also be a group, or with an empty, `.` or `..` component, is left out
+//!   with a log line;
+//! - BatchArray/ListArray (`.b2b`), `b2o` carriers and other special objects are frames too:
+//!   they open as arrays of their raw chunks; [`Leaf::special`] names them so the tree can
+//!   leave out views (like `array.npy`) that would not mean anything;
+//! - a CTable stored in a TreeStore shows as its internal subtree (`_meta`, `_cols/<col>`,
+//!   `_valid_rows`): its columns keep deleted rows, which only `_valid_rows` masks, so they are
+//!   not the table's columns as arrays (see docs in the README).
+//!
+//! Opening reads the zip's end records and central directory (or walks the directory) and
+//! the estore frame's header, index and trailer; no leaf is touched. A leaf reads its local
+//! header, frame header, index and trailer on first [`Leaf::open`]. Embedded values are
+//! decoded on first open into a private temporary file (they are below the store's threshold,
+//! so small) and read from there.
+
+pub mod dir;
+pub mod embed;
+pub mod zip;
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, OnceLock};
+
+use serde_json::Value;
+
+pub use embed::Marker;
+
+use super::{Array, Container, ContainerError};
+use embed::{Entry, Estore};
+
+/// Where a collection lives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Form {
+    /// A `.b2z` zip store.
+    Zip,
+    /// A `.b2d` directory store (a directory with `embed.b2e`).
+    Dir,
+    /// A plain directory of frames and other sources.
+    Frames,
+}
+
+/// What [`open_any`] found.
+#[derive(Debug)]
+pub enum Opened {
+    /// A single source, as [`super::open`] returns it.
+    Single(Container),
+    /// A store or a directory of sources.
+    Collection(Collection),
+}
+
+/// A store or directory of sources, as a tree.
+#[derive(Debug)]
+pub struct Collection {
+    path: PathBuf,
+    form: Form,
+    marker: Option<Marker>,
+    root: Group,
+    shared: Arc<Shared>,
+}
+
+/// A group: a directory of the tree.
+#[derive(Debug)]
+pub struct Group {
+    /// Its name (empty for the root).
+    pub name: String,
+    /// Its key (`/` for the root, `/a/b` below).
+    pub key: String,
+    /// Sub-groups and leaves, sorted by name.
+    pub children: Vec<Node>,
+    carrier: Option<Arc<Leaf>>,
+}
+
+/// A child of a group.
+#[derive(Debug)]
+pub enum Node {
+    /// A sub-group.
+    Group(Group),
+    /// A source (array, table, or an object that failed to open).
+    Leaf(Arc<Leaf>),
+    /// A store nested in a directory of frames.
+    Store(Box<Collection>),
+}
+
+/// Where a leaf's bytes are.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Location {
+    /// Member `index` of the zip (an index into [`zip::ZipIndex::names`]), named `name`.
+    Member {
+        /// Index into the zip's member names.
+        index: usize,
+        /// The member's name.
+        name: String,
+    },
+    /// A frame file of a `.b2d` store.
+    File(PathBuf),
+    /// An embedded value: `len` bytes at `offset` of `embed.b2e`'s stream.
+    Embedded {
+        /// Offset in the estore's decompressed stream.
+        offset: u64,
+        /// Length of the cframe.
+        len: u64,
+    },
+    /// An `embed_map` entry that is not a byte range (a remote array reference), as stored.
+    Reference(Value),
+    /// A source of a directory of frames ([`super::open`] on this path).
+    Source(PathBuf),
+    /// A path that could not be classified (the reason).
+    Failed(PathBuf, String),
+}
+
+/// A leaf: one source, opened on first access.
+#[derive(Debug)]
+pub struct Leaf {
+    name: String,
+    key: String,
+    location: Location,
+    shared: Arc<Shared>,
+    cell: OnceLock<Result<Container, Arc<ContainerError>>>,
+}
+
+#[derive(Debug)]
+struct Shared {
+    path: PathBuf,
+    zip: Option<zip::ZipIndex>,
+    estore: Option<Estore>,
+    scratch: OnceLock<Result<tempfile::TempDir, String>>,
+}
+
+impl Collection {
+    /// The store file or directory.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Zip store, directory store or directory of frames.
+    pub fn form(&self) -> Form {
+        self.form
+    }
+
+    /// The marker metalayer of `embed.b2e` (stores; `None` when it has none of the three).
+    pub fn marker(&self) -> Option<Marker> {
+        self.marker
+    }
+
+    /// The root group.
+    pub fn root(&self) -> &Group {
+        &self.root
+    }
+
+    /// The zip index of a `.b2z` store.
+    pub fn zip(&self) -> Option<&zip::ZipIndex> {
+        self.shared.zip.as_ref()
+    }
+
+    /// The node at `key` (`/a/b`; `/` is not a node: use [`Collection::root`]).
+    pub fn find(&self, key: &str) -> Option<&Node> {
+        let mut group = &self.root;
+        let mut parts = key.split('/').filter(|p| !p.is_empty()).peekable();
+        while let Some(part) = parts.next() {
+            let node = group.child(part)?;
+            if parts.peek().is_none() {
+                return Some(node);
+            }
+            match node {
+                Node::Group(g) => group = g,
+                _ => return None,
+            }
+        }
+        None
+    }
+
+    /// The group at `key` (`/` for the root).
+    pub fn group(&self, key: &str) -> Option<&Group> {
+        if key.split('/').all(str::is_empty) {
+            return Some(&self.root);
+        }
+        match self.find(key)? {
+            Node::Group(g) => Some(g),
+            _ => None,
+        }
+    }
+
+    /// Every leaf, depth first in name order (not those of nested stores).
+    pub fn leaves(&self) -> Vec<&Arc<Leaf>> {
+        fn walk<'a>(g: &'a Group, out: &mut Vec<&'a Arc<Leaf>>) {
+            for c in &g.children {
+                match c {
+                    Node::Group(g) => walk(g, out),
+                    Node::Leaf(l) => out.push(l),
+                    Node::Store(_) => {}
+                }
+            }
+        }
+        let mut out = Vec::new();
+        walk(&self.root, &mut out);
+        out
+    }
+}
+
+impl Group {
+    /// The child named `name`.
+    pub fn child(&self, name: &str) -> Option<&Node> {
+        self.children
+            .binary_search_by(|c| c.name().cmp(name))
+            .ok()
+            .and_then(|i| self.children.get(i))
+    }
+
+    /// The group's attributes as a JSON object: its `__vlmeta__` carrier's vlmeta (TreeStore),
+    /// or `{}` when it has none.
+    ///
+    /// # Errors
+    /// The carrier's open error.
+    pub fn attrs(&self) -> Result<Value, Arc<ContainerError>> {
+        match &self.carrier {
+            None => Ok(Value::Object(Default::default())),
+            Some(c) => Ok(c.array()?.attrs().clone()),
+        }
+    }
+
+    /// The `__vlmeta__` carrier holding the attributes, if the group has one (to commit new
+    /// attributes through).
+    pub fn carrier(&self) -> Option<&Arc<Leaf>> {
+        self.carrier.as_ref()
+    }
+}
+
+impl Node {
+    /// The node's name in its group.
+    pub fn name(&self) -> &str {
+        match self {
+            Node::Group(g) => &g.name,
+            Node::Leaf(l) => &l.name,
+            Node::Store(s) => s
+                .path
+                .file_name()
+                .and_then(|n| n.to_str())
+                .unwrap_or_default(),
+        }
+    }
+}
+
+impl Leaf {
+    /// Its name in its group.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Its key (`/a/b`).
+    pub fn key(&self) -> &str {
+        &self.key
+    }
+
+    /// Where its bytes are.
+    pub fn location(&self) -> &Location {
+        &self.location
+    }
+
+    /// The store (or directory) it belongs to.
+    pub fn store_path(&self) -> &Path {
+        &self.shared.path
+    }
+
+    /// Whether it was opened already (successfully or not).
+    pub fn is_open(&self) -> bool {
+        self.cell.get().is_some()
+    }
+
+    /// Opens it on first call (reading only its headers, index and trailer; embedded values
+    /// are decoded into a private temporary file) and returns the same result afterwards. A
+    /// failure is logged once, naming the store and the key.
+    ///
+    /// # Errors
+    /// Why the leaf cannot be opened.
+    pub fn open(&self) -> Result<&Container, Arc<ContainerError>> {
+        self.cell
+            .get_or_init(|| {
+                self.open_now().map_err(|e| {
+                    log::warn!(
+                        "{}: {}: cannot open: {e}",
+                        self.shared.path.display(),
+                        self.key
+                    );
+                    Arc::new(e)
+                })
+            })
+            .as_ref()
+            .map_err(Arc::clone)
+    }
+
+    /// [`Leaf::open`] for a leaf that must be one array.
+    ///
+    /// # Errors
+    /// The open error, or [`ContainerError::Unsupported`] for a table.
+    pub fn array(&self) -> Result<&Array, Arc<ContainerError>> {
+        match self.open()? {
+            Container::Array(a) => Ok(a),
+            Container::Table(t) => Err(Arc::new(ContainerError::Unsupported {
+                path: t.path.clone(),
+                what: format!("{} is a table, not an array", self.key),
+            })),
+        }
+    }
+
+    /// The special object kind of an opened frame leaf (`batcharray`, `listarray`,
+    /// `vlarray`, `b2o`, `b2remote_store`, or a store marker), `None` for plain arrays and
+    /// SChunks, and for leaves not opened yet.
+    pub fn special(&self) -> Option<&str> {
+        const SPECIAL: &[&str] = &[
+            "batcharray",
+            "listarray",
+            "vlarray",
+            "b2o",
+            "b2remote_store",
+            "b2tree",
+            "b2dict",
+            "b2embed",
+        ];
+        match self.cell.get()? {
+            Ok(Container::Array(a)) => a
+                .metalayers()
+                .iter()
+                .map(|m| m.name.as_str())
+                .find(|n| SPECIAL.contains(n)),
+            _ => None,
+        }
+    }
+
+    fn open_now(&self) -> Result<Container, ContainerError> {
+        let store = &self.shared.path;
+        match &self.location {
+            Location::Member { index, .. } => {
+                let zip = self.shared.zip.as_ref().ok_or_else(|| internal(store))?;
+                open_member(zip, *index).map(Container::Array)
+            }
+            Location::File(p) => Array::open_frame_at(p, 0).map(Container::Array),
+            Location::Embedded { offset, len } => {
+                let estore = self.shared.estore.as_ref().ok_or_else(|| internal(store))?;
+                let bytes = estore.read(*offset, *len)?;
+                let dir = self
+                    .shared
+                    .scratch
+                    .get_or_init(|| {
+                        tempfile::Builder::new()
+                            .prefix("b2fs-embedded-")
+                            .tempdir()
+                            .map_err(|e| e.to_string())
+                    })
+                    .as_ref()
+                    .map_err(|why| ContainerError::Io {
+                        path: store.clone(),
+                        source: std::io::Error::other(format!("temporary directory: {why}")),
+                    })?;
+                let file = dir.path().join(format!("{offset}.b2frame"));
+                std::fs::write(&file, &bytes).map_err(|source| ContainerError::Io {
+                    path: file.clone(),
+                    source,
+                })?;
+                Array::open_frame_at(&file, 0).map(Container::Array)
+            }
+            Location::Reference(v) => Err(ContainerError::Unsupported {
+                path: store.clone(),
+                what: format!("{} is a reference to a remote array ({v})", self.key),
+            }),
+            Location::Source(p) => super::open(p),
+            Location::Failed(p, why) => Err(ContainerError::NotAContainer {
+                path: p.clone(),
+                why: why.clone(),
+            }),
+        }
+    }
+}
+
+fn internal(path: &Path) -> ContainerError {
+    ContainerError::Malformed {
+        path: path.to_path_buf(),
+        what: "store".into(),
+        offset: 0,
+        why: "leaf location does not match the store form".into(),
+    }
+}
+
+/// Opens member `index` of `zip` as a frame at its window, checking that the frame ends
+/// inside the member.
+pub(crate) fn open_member(zip: &zip::ZipIndex, index: usize) -> Result<Array, ContainerError> {
+    let w = zip.window(index)?;
+    let a = Array::open_frame_at(zip.path(), w.offset)?;
+    let frame_len = a.frame_info().map_or(0, |i| i.frame_len);
+    if frame_len > w.len {
+        return Err(ContainerError::Malformed {
+            path: zip.path().to_path_buf(),
+            what: format!("zip member {:?}", zip.names()[index]),
+            offset: w.offset,
+            why: format!(
+                "its frame claims {frame_len} bytes, the member has {}",
+                w.len
+            ),
+        });
+    }
+    Ok(a)
+}
+
+/// Opens `path` as a single source ([`super::open`]'s rules), a store (zip file or directory
+/// with `embed.b2e`), or a directory of sources (any other directory).
+///
+/// # Errors
+/// As [`super::open`] for files; [`open_store`]'s errors for stores.
+pub fn open_any(path: &Path) -> Result<Opened, ContainerError> {
+    let meta = std::fs::metadata(path).map_err(|source| ContainerError::Io {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    if meta.is_file() && zip::looks_like_zip(path) || path.join("embed.b2e").is_file() {
+        return open_store(path).map(Opened::Collection);
+    }
+    match super::open(path) {
+        Err(ContainerError::NotAContainer { .. }) if meta.is_dir() => {
+            dir::open_frames(path).map(Opened::Collection)
+        }
+        other => other.map(Opened::Single),
+    }
+}
+
+const LEAF_SUFFIXES: &[&str] = &[".b2nd", ".b2f", ".b2b"];
+
+/// Opens a `.b2z` (zip with an `embed.b2e` member) or `.b2d` (directory with `embed.b2e`)
+/// store.
+///
+/// # Errors
+/// [`ContainerError::NotAContainer`] for a zip without `embed.b2e`;
+/// [`ContainerError::Malformed`] for a damaged zip or estore; [`ContainerError::Io`].
+pub fn open_store(path: &Path) -> Result<Collection, ContainerError> {
+    let (form, zip, estore_array, files) = if path.is_dir() {
+        let mut files = Vec::new();
+        dir::walk_store(path, path, 0, &mut files)?;
+        let e = Array::open_frame_at(&path.join("embed.b2e"), 0)?;
+        (Form::Dir, None, e, files)
+    } else {
+        let z = zip::ZipIndex::open(path)?;
+        let ei = z
+            .find("embed.b2e")
+            .ok_or_else(|| ContainerError::NotAContainer {
+                path: path.to_path_buf(),
+                why: "a zip file without an embed.b2e member is not a Blosc2 store".into(),
+            })?;
+        let e = open_member(&z, ei)?;
+        let files = z
+            .names()
+            .iter()
+            .enumerate()
+            .map(|(i, n)| {
+                (
+                    n.clone(),
+                    Location::Member {
+                        index: i,
+                        name: n.clone(),
+                    },
+                )
+            })
+            .collect();
+        (Form::Zip, Some(z), e, files)
+    };
+    let estore = Estore::new(estore_array)?;
+    let mut keyed: Vec<(String, Location)> = Vec::new();
+    for (rel, loc) in files {
+        if rel == "embed.b2e" {
+            continue;
+        }
+        if let Some(stem) = LEAF_SUFFIXES.iter().find_map(|s| rel.strip_suffix(s)) {
+            keyed.push((format!("/{stem}"), loc));
+        }
+    }
+    let have: std::collections::HashSet<String> = keyed.iter().map(|(k, _)| k.clone()).collect();
+    for (key, entry) in estore.entries() {
+        let key = if key.starts_with('/') {
+            key.clone()
+        } else {
+            format!("/{key}")
+        };
+        if have.contains(&key) {
+            continue;
+        }
+        let loc = match entry {
+            Entry::Range { offset, len } => Location::Embedded {
+                offset: *offset,
+                len: *len,
+            },
+            Entry::Reference(v) => Location::Reference(v.clone()),
+        };
+        keyed.push((key, loc));
+    }
+    let shared = Arc::new(Shared {
+        path: path.to_path_buf(),
+        zip,
+        estore: Some(estore),
+        scratch: OnceLock::new(),
+    });
+    let marker = shared.estore.as_ref().and_then(Estore::marker);
+    let root = build_tree(path, keyed, &shared);
+    Ok(Collection {
+        path: path.to_path_buf(),
+        form,
+        marker,
+        root,
+        shared,
+    })
+}
+
+/// Builds the group tree of `keyed` leaves (`/a/b` keys); `__vlmeta__` leaves become their
+/// group's carrier.
+fn build_tree(path: &Path, mut keyed: Vec<(String, Location)>, shared: &Arc<Shared>) -> Group {
+    keyed.sort_by(|a, b| a.0.cmp(&b.0));
+    let mut root = Group {
+        name: String::new(),
+        key: "/".into(),
+        children: Vec::new(),
+        carrier: None,
+    };
+    for (key, location) in keyed {
+        let parts: Vec<&str> = key.split('/').skip(1).collect();
+        if parts
+            .iter()
+            .any(|p| p.is_empty() || *p == "." || *p == "..")
+        {
+            log::warn!("{}: key {key:?} left out (bad path)", path.display());
+            continue;
+        }
+        let Some((last, dirs)) = parts.split_last() else {
+            continue;
+        };
+        let leaf = |name: &str| {
+            Arc::new(Leaf {
+                name: name.to_string(),
+                key: key.clone(),
+                location: location.clone(),
+                shared: Arc::clone(shared),
+                cell: OnceLock::new(),
+            })
+        };
+        if !insert(&mut root, dirs, last, &leaf) {
+            log::warn!(
+                "{}: key {key:?} left out (it is both a group and a leaf)",
+                path.display()
+            );
+        }
+    }
+    sort_group(&mut root);
+    root
+}
+
+/// Inserts leaf `last` under the group path `dirs`; false on a group/leaf clash.
+fn insert(g: &mut Group, dirs: &[&str], last: &str, leaf: &dyn Fn(&str) -> Arc<Leaf>) -> bool {
+    let Some((first, rest)) = dirs.split_first() else {
+        if last == "__vlmeta__" {
+            g.carrier = Some(leaf(last));
+            return true;
+        }
+        if g.children.iter().any(|c| c.name() == last) {
+            return false;
+        }
+        g.children.push(Node::Leaf(leaf(last)));
+        return true;
+    };
+    let pos = g.children.iter().position(|c| c.name() == *first);
+    let i = match pos {
+        Some(i) => i,
+        None => {
+            let key = if g.key == "/" {
+                format!("/{first}")
+            } else {
+                format!("{}/{first}", g.key)
+            };
+            g.children.push(Node::Group(Group {
+                name: (*first).to_string(),
+                key,
+                children: Vec::new(),
+                carrier: None,
+            }));
+            g.children.len() - 1
+        }
+    };
+    match &mut g.children[i] {
+        Node::Group(sub) => insert(sub, rest, last, leaf),
+        _ => false,
+    }
+}
+
+fn sort_group(g: &mut Group) {
+    g.children.sort_by(|a, b| a.name().cmp(b.name()));
+    for c in &mut g.children {
+        if let Node::Group(sub) = c {
+            sort_group(sub);
+        }
+    }
+}

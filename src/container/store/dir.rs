@@ -1,0 +1,182 @@
+//! Directories on disk for collections: the file walk of a `.b2d` store, and a plain
+//! directory of sources opened as a [`Collection`] of form [`Form::Frames`].
+//!
+//! A directory of sources: each entry is classified by content without opening it as a
+//! source (a few bytes read per file): a directory with `embed.b2e` is a nested store
+//! ([`Node::Store`]); a sparse frame (`chunks.b2frame`), bcolz ctable (`__rootdirs__`),
+//! carray (`meta/sizes`) or blsk root (`meta/nrows`, `data/`) is a leaf; any other directory
+//! is a group; a file starting with the frame magic (`.b2frame`, `.b2nd`, `.b2f`, ...) is a
+//! leaf, a zip file with an `embed.b2e` member a nested store, a `blsk` file a leaf (opening
+//! it says why it is not a source). Other files are **not shown**: the mount is a view of
+//! arrays, and a file b2fs does not understand could not be written back. Leaves keep their
+//! file names (`a.b2nd`). Symbolic links are not followed; the walk stops at depth 32.
+//! A source that fails to open is a leaf whose open fails (EIO on its directory).
+
+use std::path::Path;
+use std::sync::{Arc, OnceLock};
+
+use super::{Collection, Form, Group, Leaf, Location, Node, Shared};
+use crate::container::ContainerError;
+
+/// The deepest directory level walked.
+const MAX_DEPTH: usize = 32;
+
+fn io(path: &Path, source: std::io::Error) -> ContainerError {
+    ContainerError::Io {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+/// The regular files under `dir` (relative `/`-separated names, location `File`), skipping
+/// symbolic links; for a `.b2d` store.
+pub(super) fn walk_store(
+    root: &Path,
+    dir: &Path,
+    depth: usize,
+    out: &mut Vec<(String, Location)>,
+) -> Result<(), ContainerError> {
+    if depth > MAX_DEPTH {
+        return Ok(());
+    }
+    for entry in std::fs::read_dir(dir).map_err(|e| io(dir, e))? {
+        let entry = entry.map_err(|e| io(dir, e))?;
+        let path = entry.path();
+        let ft = entry.file_type().map_err(|e| io(&path, e))?;
+        if ft.is_dir() {
+            walk_store(root, &path, depth + 1, out)?;
+        } else if ft.is_file() {
+            let Some(rel) = path
+                .strip_prefix(root)
+                .ok()
+                .and_then(|r| r.to_str())
+                .map(str::to_string)
+            else {
+                continue;
+            };
+            out.push((rel, Location::File(path)));
+        }
+    }
+    Ok(())
+}
+
+/// Opens the directory `path` as a collection of the sources in it.
+///
+/// # Errors
+/// [`ContainerError::Io`] when `path` cannot be listed.
+pub fn open_frames(path: &Path) -> Result<Collection, ContainerError> {
+    let shared = Arc::new(Shared {
+        path: path.to_path_buf(),
+        zip: None,
+        estore: None,
+        scratch: OnceLock::new(),
+    });
+    let root = group(path, "", "/", 0, &shared)?;
+    Ok(Collection {
+        path: path.to_path_buf(),
+        form: Form::Frames,
+        marker: None,
+        root,
+        shared,
+    })
+}
+
+enum Kind {
+    Source,
+    Store,
+    Group,
+    Hidden,
+}
+
+fn classify(path: &Path, is_dir: bool) -> Kind {
+    if is_dir {
+        if path.join("embed.b2e").is_file() {
+            return Kind::Store;
+        }
+        let source = ["chunks.b2frame", "__rootdirs__", "meta/sizes", "meta/nrows"]
+            .iter()
+            .any(|f| path.join(f).is_file());
+        return if source { Kind::Source } else { Kind::Group };
+    }
+    let mut head = [0u8; 11];
+    let n = std::fs::File::open(path)
+        .and_then(|mut f| std::io::Read::read(&mut f, &mut head))
+        .unwrap_or(0);
+    let head = &head[..n];
+    if head.starts_with(&crate::container::frame::MAGIC) || head.starts_with(b"blsk") {
+        Kind::Source
+    } else if head.starts_with(b"PK\x03\x04") || head.starts_with(b"PK\x05\x06") {
+        Kind::Store
+    } else {
+        Kind::Hidden
+    }
+}
+
+fn group(
+    dir: &Path,
+    name: &str,
+    key: &str,
+    depth: usize,
+    shared: &Arc<Shared>,
+) -> Result<Group, ContainerError> {
+    let mut children = Vec::new();
+    let mut entries: Vec<_> = std::fs::read_dir(dir)
+        .map_err(|e| io(dir, e))?
+        .filter_map(Result::ok)
+        .collect();
+    entries.sort_by_key(|e| e.file_name());
+    for entry in entries {
+        let path = entry.path();
+        let Some(child) = entry.file_name().to_str().map(str::to_string) else {
+            log::warn!("{}: not UTF-8, not shown", path.display());
+            continue;
+        };
+        let Ok(ft) = entry.file_type() else {
+            continue;
+        };
+        if ft.is_symlink() || !(ft.is_dir() || ft.is_file()) {
+            continue;
+        }
+        let child_key = if key == "/" {
+            format!("/{child}")
+        } else {
+            format!("{key}/{child}")
+        };
+        let leaf = |location| {
+            Node::Leaf(Arc::new(Leaf {
+                name: child.clone(),
+                key: child_key.clone(),
+                location,
+                shared: Arc::clone(shared),
+                cell: OnceLock::new(),
+            }))
+        };
+        match classify(&path, ft.is_dir()) {
+            Kind::Source => children.push(leaf(Location::Source(path))),
+            Kind::Store => match super::open_store(&path) {
+                Ok(c) => children.push(Node::Store(Box::new(c))),
+                Err(ContainerError::NotAContainer { .. }) => {}
+                Err(e) => {
+                    log::warn!("{}: not shown as a store: {e}", path.display());
+                    children.push(leaf(Location::Failed(path, e.to_string())));
+                }
+            },
+            Kind::Group if depth < MAX_DEPTH => {
+                children.push(Node::Group(group(
+                    &path,
+                    &child,
+                    &child_key,
+                    depth + 1,
+                    shared,
+                )?));
+            }
+            Kind::Group | Kind::Hidden => {}
+        }
+    }
+    Ok(Group {
+        name: name.to_string(),
+        key: key.to_string(),
+        children,
+        carrier: None,
+    })
+}

@@ -1,0 +1,199 @@
+//! The zip side of a `.b2z` store: the central directory (through the `zip` crate), the
+//! members' names, sizes and CRC-32s, and each member's data window `(offset, length)` found
+//! from its *local* header on first use (`STORES_NOTES.md` 1.2).
+//!
+//! Knows nothing of frames: it hands out byte windows of the zip file. Opening parses the
+//! end-of-central-directory records (ZIP64 included) and the central directory only; no
+//! member's local header or data is read until [`ZipIndex::window`] is called for it.
+//!
+//! Rules (as python-blosc2 4.14.1 reads a store): a member is usable in place only when it is
+//! stored (method 0) and not encrypted; [`ZipIndex::window`] refuses the others (a leaf that
+//! is one fails on first access; the store layer refuses a store whose `embed.b2e` is one).
+//! Directory entries are ignored. Every window is checked to lie inside the
+//! file before it is handed out.
+
+use std::fs::File;
+use std::path::{Path, PathBuf};
+
+use parking_lot::Mutex;
+use zip::ZipArchive;
+
+use crate::container::ContainerError;
+
+/// Where a stored member's data lies, read from its local header.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Window {
+    /// Offset of the member's first data byte in the zip file.
+    pub offset: u64,
+    /// The member's stored size (for a stored member, the frame's length).
+    pub len: u64,
+    /// The CRC-32 the central directory records.
+    pub crc32: u32,
+}
+
+/// The central directory of a zip file and the lazily found data offsets of its members.
+#[derive(Debug)]
+pub struct ZipIndex {
+    path: PathBuf,
+    len: u64,
+    mtime: std::time::SystemTime,
+    /// Member names in central-directory order (directory entries left out).
+    names: Vec<String>,
+    /// Index into the archive of each name.
+    archive_index: Vec<usize>,
+    archive: Mutex<ZipArchive<File>>,
+}
+
+fn bad_zip(path: &Path, why: impl std::fmt::Display) -> ContainerError {
+    ContainerError::Malformed {
+        path: path.to_path_buf(),
+        what: "zip archive".into(),
+        offset: 0,
+        why: why.to_string(),
+    }
+}
+
+impl ZipIndex {
+    /// Parses the end-of-central-directory records and the central directory of `path`.
+    ///
+    /// # Errors
+    /// [`ContainerError::NotAContainer`] when `path` is not a zip file;
+    /// [`ContainerError::Malformed`] for a damaged archive; [`ContainerError::Io`].
+    pub fn open(path: &Path) -> Result<ZipIndex, ContainerError> {
+        let io = |source| ContainerError::Io {
+            path: path.to_path_buf(),
+            source,
+        };
+        let file = File::open(path).map_err(io)?;
+        let meta = file.metadata().map_err(io)?;
+        let (len, mtime) = (meta.len(), meta.modified().map_err(io)?);
+        let archive = ZipArchive::new(file).map_err(|e| match e {
+            zip::result::ZipError::Io(source) => ContainerError::Io {
+                path: path.to_path_buf(),
+                source,
+            },
+            other => bad_zip(path, format!("central directory: {other}")),
+        })?;
+        let mut names = Vec::with_capacity(archive.len());
+        let mut archive_index = Vec::with_capacity(archive.len());
+        for i in 0..archive.len() {
+            match archive.name_for_index(i) {
+                Some(name) if !name.ends_with('/') => {
+                    names.push(name.to_string());
+                    archive_index.push(i);
+                }
+                _ => {}
+            }
+        }
+        Ok(ZipIndex {
+            path: path.to_path_buf(),
+            len,
+            mtime,
+            names,
+            archive_index,
+            archive: Mutex::new(archive),
+        })
+    }
+
+    /// The zip file's path.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The member names in central-directory order (directory entries left out). Reading
+    /// them reads no local header.
+    pub fn names(&self) -> &[String] {
+        &self.names
+    }
+
+    /// The data window of member `i` (an index into [`ZipIndex::names`]): reads its local
+    /// header (the `zip` crate remembers the offset) and checks that the member is stored
+    /// uncompressed and unencrypted and that the window lies inside the file.
+    ///
+    /// # Errors
+    /// [`ContainerError::Unsupported`] for a compressed or encrypted member;
+    /// [`ContainerError::Malformed`] for a bad local header or a window past the end.
+    pub fn window(&self, i: usize) -> Result<Window, ContainerError> {
+        let (Some(name), Some(&ai)) = (self.names.get(i), self.archive_index.get(i)) else {
+            return Err(bad_zip(&self.path, format!("no member {i}")));
+        };
+        let (start, len, crc32, in_place) = {
+            let mut archive = self.archive.lock();
+            let file = archive
+                .by_index_raw(ai)
+                .map_err(|e| bad_zip(&self.path, format!("member {name:?}: {e}")))?;
+            (
+                file.data_start(),
+                file.compressed_size(),
+                file.crc32(),
+                file.compression() == zip::CompressionMethod::Stored && !file.encrypted(),
+            )
+        };
+        if !in_place {
+            return Err(ContainerError::Unsupported {
+                path: self.path.clone(),
+                what: format!(
+                    "zip member {name:?} is compressed or encrypted (a store's members must be \
+                     stored uncompressed to be read in place)"
+                ),
+            });
+        }
+        let start = start.ok_or_else(|| {
+            bad_zip(
+                &self.path,
+                format!("member {name:?}: no data offset in its local header"),
+            )
+        })?;
+        match start.checked_add(len) {
+            Some(end) if end <= self.len => Ok(Window {
+                offset: start,
+                len,
+                crc32,
+            }),
+            _ => Err(ContainerError::Malformed {
+                path: self.path.clone(),
+                what: format!("zip member {name:?}"),
+                offset: start,
+                why: format!(
+                    "{len} bytes at offset {start} extend past the end of the file ({} bytes)",
+                    self.len
+                ),
+            }),
+        }
+    }
+
+    /// Whether the zip file's length or modification time differ from what they were when
+    /// it was opened (or it cannot be read any more).
+    pub fn changed_on_disk(&self) -> bool {
+        match std::fs::metadata(&self.path) {
+            Ok(m) => m.len() != self.len || m.modified().ok() != Some(self.mtime),
+            Err(_) => true,
+        }
+    }
+
+    /// The member named `name`, as an index into [`ZipIndex::members`].
+    pub fn find(&self, name: &str) -> Option<usize> {
+        self.names.iter().position(|n| n == name)
+    }
+
+    /// Runs `f` on the archive (for the commit, which byte-copies members).
+    pub(crate) fn with_archive<R>(&self, f: impl FnOnce(&mut ZipArchive<File>) -> R) -> R {
+        f(&mut self.archive.lock())
+    }
+
+    /// The archive index of member `i`.
+    pub(crate) fn archive_index(&self, i: usize) -> Option<usize> {
+        self.archive_index.get(i).copied()
+    }
+}
+
+/// Whether `path` is a file starting with a zip local-file or end-of-central-directory
+/// signature (cheap check before the central directory is parsed).
+pub fn looks_like_zip(path: &Path) -> bool {
+    use std::io::Read;
+    let mut head = [0u8; 4];
+    File::open(path)
+        .and_then(|mut f| f.read_exact(&mut head))
+        .is_ok()
+        && (head == *b"PK\x03\x04" || head == *b"PK\x05\x06")
+}

@@ -1,0 +1,253 @@
+//! Write-back into collections (`STORES_NOTES.md` 3): a leaf of a `.b2d` store or of a
+//! directory of sources is a frame file and takes the single-frame commit as it is; a member
+//! of a `.b2z` store is committed by building a whole new zip beside the old one and renaming
+//! it into place, as python-blosc2 does: a frame inside the zip is never written in place (a
+//! frame at an offset may only grow at the end of its file, and no member is last).
+//!
+//! The `.b2z` commit, in order (each durable step counted for crash tests, `io.rs`):
+//! 1. the member's bytes are copied out to `<zip>.b2fs-member` (scratch, not a step) and the
+//!    edit is committed to that standalone frame with the ordinary frame commit;
+//! 2. `<zip>.b2fs-tmp` is created and written by the `zip` crate: every other entry
+//!    byte-copied as stored (`raw_copy_file`: local header, data and central entry with their
+//!    CRC-32 and sizes), the edited member written stored with a freshly computed CRC-32, in
+//!    the old order, ZIP64 records where sizes or offsets need them (one step);
+//! 3. fsync of the new zip; 4. rename over the old one; 5. fsync of the directory;
+//! 6. removal of the scratch frame.
+//!
+//! A crash before step 4 leaves the old zip (and stray temporary files, which reading
+//! ignores); after it, the new one. The [`Collection`] is not updated: every member may have
+//! moved, so reopen the store after a commit.
+//!
+//! Refused: embedded values (they live inside `embed.b2e`'s byte stream; rewriting it is not
+//! done), references, new keys and groups (there is no API to create them), attributes of a
+//! group without a `__vlmeta__` carrier (DictStores, groups that never had attributes), and
+//! attributes of plain directories.
+
+use std::fs::File;
+use std::io::{Read, Seek, SeekFrom, Write};
+use std::path::Path;
+
+use serde_json::Value;
+
+use super::io::{Io, parent_dir, tmp_path};
+use super::{Edit, io_err, refused, unsupported};
+use crate::container::store::{Collection, Leaf, Location, open_member, zip::ZipIndex};
+use crate::container::{Array, Container, ContainerError};
+
+/// Members from this size on are written with ZIP64 sizes (python's `zipfile` switches at
+/// about 1.95 GiB; any value below 4 GiB works for readers).
+const ZIP64_FROM: u64 = 1 << 31;
+
+/// Commits `edit` to `leaf` of `store` crash-safely (see the module doc), like
+/// [`super::commit`] does for a single frame. Reopen the store afterwards.
+///
+/// # Errors
+/// [`ContainerError::Unsupported`] for embedded values, references and tables;
+/// [`ContainerError::Changed`] when the zip changed since the store was opened; the frame
+/// commit's refusals; [`ContainerError::Io`].
+pub fn commit_member(store: &Collection, leaf: &Leaf, edit: &Edit) -> Result<(), ContainerError> {
+    commit_io(store, leaf, edit, &mut Io::new(None))
+}
+
+/// [`commit_member`] stopping after `steps` durable steps, as a crash there would; `Ok(true)`
+/// when it completed. For crash tests.
+///
+/// # Errors
+/// As [`commit_member`].
+pub fn commit_member_with_crash_after(
+    store: &Collection,
+    leaf: &Leaf,
+    edit: &Edit,
+    steps: usize,
+) -> Result<bool, ContainerError> {
+    let mut io = Io::new(Some(steps));
+    match commit_io(store, leaf, edit, &mut io) {
+        Ok(()) => Ok(true),
+        Err(_) if io.crashed() => Ok(false),
+        Err(e) => Err(e),
+    }
+}
+
+/// Replaces the attributes of the group at `group_key` (`/` for the store's own) with
+/// `attrs` (a JSON object in the attrs mapping), stored as the vlmeta of its `__vlmeta__`
+/// carrier. Reopen the store afterwards.
+///
+/// # Errors
+/// [`ContainerError::Refused`] when the group does not exist or has no carrier; as
+/// [`commit_member`].
+pub fn commit_group_attrs(
+    store: &Collection,
+    group_key: &str,
+    attrs: &Value,
+) -> Result<(), ContainerError> {
+    let path = store.path();
+    let group = store
+        .group(group_key)
+        .ok_or_else(|| refused(path, format!("no group {group_key:?}")))?;
+    let carrier = group.carrier().ok_or_else(|| {
+        refused(
+            path,
+            format!("group {group_key:?} has no __vlmeta__ carrier; creating one is not supported"),
+        )
+    })?;
+    let edit = Edit {
+        attrs: Some(attrs.clone()),
+        ..Edit::default()
+    };
+    commit_member(store, carrier, &edit)
+}
+
+fn commit_io(
+    store: &Collection,
+    leaf: &Leaf,
+    edit: &Edit,
+    io: &mut Io,
+) -> Result<(), ContainerError> {
+    let path = store.path();
+    match leaf.location() {
+        Location::File(_) | Location::Source(_) => match leaf.open().map_err(unwrap)? {
+            Container::Array(a) => super::commit_io(a, edit, io),
+            Container::Table(t) => Err(unsupported(
+                &t.path,
+                "a ctable in a directory: commit its columns with commit_column",
+            )),
+        },
+        Location::Member { index, .. } => {
+            let zip = store
+                .zip()
+                .ok_or_else(|| unsupported(path, "a zip member outside a zip store"))?;
+            commit_zip_member(zip, *index, edit, io)
+        }
+        Location::Embedded { .. } => Err(unsupported(
+            path,
+            format!(
+                "{}: writing a value embedded in embed.b2e (embedded values are read-only)",
+                leaf.key()
+            ),
+        )),
+        Location::Reference(_) | Location::Failed(..) => Err(unsupported(
+            path,
+            format!("{}: not a stored array", leaf.key()),
+        )),
+    }
+}
+
+fn unwrap(e: std::sync::Arc<ContainerError>) -> ContainerError {
+    std::sync::Arc::try_unwrap(e).unwrap_or_else(|e| ContainerError::Malformed {
+        path: std::path::PathBuf::new(),
+        what: "leaf".into(),
+        offset: 0,
+        why: e.to_string(),
+    })
+}
+
+fn scratch_path(zip: &Path) -> std::path::PathBuf {
+    let mut name = zip
+        .file_name()
+        .map(|n| n.to_os_string())
+        .unwrap_or_default();
+    name.push(".b2fs-member");
+    zip.with_file_name(name)
+}
+
+fn zip_err(path: &Path, e: zip::result::ZipError) -> ContainerError {
+    match e {
+        zip::result::ZipError::Io(source) => io_err(path, source),
+        other => ContainerError::Malformed {
+            path: path.to_path_buf(),
+            what: "zip archive".into(),
+            offset: 0,
+            why: other.to_string(),
+        },
+    }
+}
+
+fn commit_zip_member(
+    zip: &ZipIndex,
+    index: usize,
+    edit: &Edit,
+    io: &mut Io,
+) -> Result<(), ContainerError> {
+    let path = zip.path();
+    if zip.changed_on_disk() {
+        return Err(super::changed(path, "the zip file's size or mtime changed"));
+    }
+    if edit.is_empty() {
+        return Ok(());
+    }
+    super::check_path_writable(path)?;
+    super::check_path_writable(parent_dir(path))?;
+    // Validate the member as a frame first (the frame commit checks the edit).
+    let member = open_member(zip, index)?;
+    let window = zip.window(index)?;
+    drop(member);
+    let scratch = scratch_path(path);
+    let result = (|| {
+        copy_window(path, window.offset, window.len, &scratch)?;
+        let frame = Array::open_frame_at(&scratch, 0)?;
+        super::commit(&frame, edit)?;
+        drop(frame);
+        write_zip(zip, index, &scratch, io)
+    })();
+    if result.is_err() && !io.crashed() {
+        let _ = std::fs::remove_file(&scratch);
+        let _ = std::fs::remove_file(tmp_path(path));
+    }
+    result?;
+    io.remove(&scratch)
+}
+
+fn copy_window(zip: &Path, offset: u64, len: u64, to: &Path) -> Result<(), ContainerError> {
+    let mut src = File::open(zip).map_err(|e| io_err(zip, e))?;
+    src.seek(SeekFrom::Start(offset))
+        .map_err(|e| io_err(zip, e))?;
+    let mut dst = File::create(to).map_err(|e| io_err(to, e))?;
+    let n = std::io::copy(&mut src.take(len), &mut dst).map_err(|e| io_err(to, e))?;
+    if n != len {
+        return Err(io_err(
+            zip,
+            std::io::Error::new(std::io::ErrorKind::UnexpectedEof, "member cut short"),
+        ));
+    }
+    Ok(())
+}
+
+/// Writes the new zip to `<zip>.b2fs-tmp` and renames it over `zip`.
+fn write_zip(
+    zip: &ZipIndex,
+    index: usize,
+    member: &Path,
+    io: &mut Io,
+) -> Result<(), ContainerError> {
+    let path = zip.path();
+    let tmp = tmp_path(path);
+    let name = zip.names()[index].clone();
+    let edited = zip.archive_index(index);
+    io.begin_step(&tmp)?;
+    let file = File::create(&tmp).map_err(|e| io_err(&tmp, e))?;
+    let mut data = File::open(member).map_err(|e| io_err(member, e))?;
+    let len = data.metadata().map_err(|e| io_err(member, e))?.len();
+    let file = zip.with_archive(|ar| -> Result<File, ContainerError> {
+        let mut w = ::zip::ZipWriter::new(file);
+        for i in 0..ar.len() {
+            if Some(i) == edited {
+                let opts = ::zip::write::SimpleFileOptions::default()
+                    .compression_method(::zip::CompressionMethod::Stored)
+                    .large_file(len >= ZIP64_FROM);
+                w.start_file(name.as_str(), opts)
+                    .map_err(|e| zip_err(&tmp, e))?;
+                std::io::copy(&mut data, &mut w).map_err(|e| io_err(&tmp, e))?;
+            } else {
+                let f = ar.by_index_raw(i).map_err(|e| zip_err(path, e))?;
+                w.raw_copy_file(f).map_err(|e| zip_err(&tmp, e))?;
+            }
+        }
+        let mut file = w.finish().map_err(|e| zip_err(&tmp, e))?;
+        file.flush().map_err(|e| io_err(&tmp, e))?;
+        Ok(file)
+    })?;
+    io.sync(&file, &tmp)?;
+    drop(file);
+    io.rename(&tmp, path)?;
+    io.sync_dir(parent_dir(path))
+}

@@ -1,0 +1,194 @@
+//! Decoding chunks: whole chunks into cache buffers (straight from a source's mapping when it
+//! has one, else through a reused per-thread buffer of compressed bytes), split over threads
+//! for a reader that waits, and range decodes of the blocks a small read overlaps.
+
+use std::borrow::Cow;
+
+use super::{ChunkId, Core, partial};
+use crate::codec::{self, CodecError};
+use crate::container::ContainerError;
+
+/// Largest compressed-chunk buffer a thread keeps for the next chunk.
+const KEEP_COMPRESSED: usize = 64 << 20;
+
+thread_local! {
+    /// Each decoding thread's buffer for the compressed bytes of the chunk it decodes.
+    static COMPRESSED: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+impl Core {
+    /// Decodes chunk `id` whole into a cache buffer.
+    pub(super) fn decode(&self, id: ChunkId, split: bool) -> Result<Vec<u8>, ContainerError> {
+        let store = self.store(id.array);
+        let index = id.index;
+        let chunk_err = |source| ContainerError::Chunk {
+            path: store.path().to_path_buf(),
+            index,
+            source,
+        };
+        let nbytes = store.chunk_nbytes(index)?;
+        // Straight from the source's mapping when it has one: no copy of the compressed
+        // bytes, and no buffer for them.
+        let mut from_map = None;
+        let mapped = store.with_mapped_chunk(index, false, &mut |chunk| {
+            from_map = Some(self.decode_chunk(chunk, nbytes, split));
+        });
+        match (mapped, from_map) {
+            (Ok(true), Some(res)) => return res.map_err(chunk_err),
+            (Err(e), res) => {
+                // The source shrank while it was decoded: what came out is not its chunk.
+                if let Some(Ok(buf)) = res {
+                    self.cache.recycle(buf);
+                }
+                return Err(e);
+            }
+            _ => {}
+        }
+        // Else the compressed bytes go into this thread's reused buffer: a fresh multi-MiB
+        // allocation per chunk costs page faults and zeroing on every decode.
+        let res = COMPRESSED.with(|cell| {
+            let mut compressed = cell.borrow_mut();
+            let clen = store.chunk_bytes_into(index, &mut compressed)?;
+            let res = self.decode_chunk(&compressed[..clen], nbytes, split);
+            if compressed.capacity() > KEEP_COMPRESSED {
+                *compressed = Vec::new(); // an outsized chunk: do not keep its buffer
+            }
+            Ok(res)
+        });
+        res?.map_err(chunk_err)
+    }
+
+    /// Decodes the compressed chunk `chunk` into a cache buffer and keeps its first `nbytes`.
+    /// The chunk may hold more than the file shows (a bcolz leftover chunk rewritten full):
+    /// it is decoded whole.
+    fn decode_chunk(
+        &self,
+        chunk: &[u8],
+        nbytes: usize,
+        split: bool,
+    ) -> Result<Vec<u8>, CodecError> {
+        let stored = codec::chunk_info(chunk)?.nbytes;
+        if stored < nbytes {
+            return Err(CodecError::OutputSize {
+                expected: stored,
+                actual: nbytes,
+            });
+        }
+        let mut buf = self.cache.buffer(stored);
+        match self.decode_into(chunk, &mut buf, split) {
+            Ok(()) => {
+                buf.truncate(nbytes);
+                Ok(buf)
+            }
+            Err(e) => {
+                self.cache.recycle(buf);
+                Err(e)
+            }
+        }
+    }
+
+    /// Decodes a whole chunk into `out` (exactly its nbytes). A large chunk is cut at block
+    /// boundaries and the parts are decoded on scoped threads with range decodes, so one cold
+    /// chunk uses every core (C-Blosc2 does the same with its nthreads).
+    fn decode_into(&self, chunk: &[u8], out: &mut [u8], split: bool) -> Result<(), CodecError> {
+        let parts = if split { self.decode_threads.max(1) } else { 1 };
+        let blocksize = codec::chunk_info(chunk)?.blocksize;
+        let special_or_small = out.len() < self.parallel_decode_min || blocksize == 0;
+        let nblocks = out.len().div_ceil(blocksize.max(1));
+        if parts < 2 || special_or_small || nblocks < 2 {
+            return guarded(|| codec::decompress_into(chunk, out)).map(|_| ());
+        }
+        let per = nblocks.div_ceil(parts) * blocksize;
+        std::thread::scope(|scope| {
+            let mut rest = &mut out[..];
+            let mut offset = 0;
+            let mut handles = Vec::new();
+            while rest.len() > per {
+                let (part, tail) = rest.split_at_mut(per);
+                rest = tail;
+                let at = offset;
+                offset += per;
+                handles.push(scope.spawn(move || range_exact(chunk, at, part)));
+            }
+            let first = range_exact(chunk, offset, rest);
+            handles
+                .into_iter()
+                .map(|h| h.join().unwrap_or(Err(panicked())))
+                .fold(first, |acc, r| acc.and(r))
+        })
+    }
+
+    /// Bytes `[offset, offset + out.len())` of chunk `id` decoded into `out`, decoding only
+    /// the blocks they overlap; truncated to what the chunk holds.
+    pub(super) fn decode_range(
+        &self,
+        id: ChunkId,
+        offset: usize,
+        mut out: Vec<u8>,
+    ) -> Result<Vec<u8>, ContainerError> {
+        let store = self.store(id.array);
+        let index = id.index;
+        let len = out.len();
+        let decode =
+            |chunk: &[u8], out: &mut [u8]| guarded(|| codec::decompress_range(chunk, offset, out));
+        // Straight from the source's mapping when it has one: the decode touches only the
+        // pages of the header, the block-start table and the blocks it needs, with no read
+        // call and no copy. Else a compressed chunk kept from earlier reads beats partial
+        // reads from the source.
+        let mut from_map = None;
+        let mapped = store.with_mapped_chunk(index, true, &mut |c| {
+            from_map = Some(decode(c, &mut out));
+        })?;
+        let partial = if mapped {
+            from_map
+        } else if self.compressed.contains_or_loading(&id) {
+            None
+        } else {
+            partial::with_partial_chunk(store, index, offset, len, |c| decode(c, &mut out))?
+        };
+        let res = match partial {
+            Some(res) => res,
+            None => {
+                let chunk = self
+                    .compressed
+                    .get_or_load(id, || store.chunk_bytes(index).map(Cow::into_owned))?;
+                decode(&chunk, &mut out)
+            }
+        };
+        let n = res.map_err(|source| ContainerError::Chunk {
+            path: store.path().to_path_buf(),
+            index,
+            source,
+        })?;
+        out.truncate(n);
+        Ok(out)
+    }
+}
+
+/// The error of a decode whose thread panicked.
+fn panicked() -> CodecError {
+    CodecError::Corrupt {
+        block: 0,
+        stream: 0,
+        reason: "the decoder panicked on this chunk (a b2fs bug; treated as corrupt)".into(),
+    }
+}
+
+/// Runs a decoder call, turning a panic into an error: a decoder bug on hostile input must
+/// cost one file an EIO, not a FUSE worker thread (and with it the mount).
+fn guarded<T>(f: impl FnOnce() -> Result<T, CodecError>) -> Result<T, CodecError> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).unwrap_or_else(|_| Err(panicked()))
+}
+
+/// Range-decodes exactly `out.len()` bytes at `offset`.
+fn range_exact(chunk: &[u8], offset: usize, out: &mut [u8]) -> Result<(), CodecError> {
+    let n = guarded(|| codec::decompress_range(chunk, offset, out))?;
+    if n == out.len() {
+        Ok(())
+    } else {
+        Err(CodecError::OutputSize {
+            expected: offset + n,
+            actual: offset + out.len(),
+        })
+    }
+}

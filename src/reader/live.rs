@@ -1,0 +1,291 @@
+//! [`LiveArray`]: one array of the mount as it is now, swapped for the reopened array after
+//! every commit; and [`Committer`]: one commit of decoded chunk edits (compressed with the
+//! parameters the existing chunks use) or of attributes.
+//!
+//! Readers holding the old `Arc<Array>` finish with the old source (whole chunks, old or new,
+//! never a mix); readers that start after the swap see the new one.
+
+use std::borrow::Cow;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use parking_lot::RwLock;
+
+use super::store::ChunkStore;
+use crate::codec::encode::Encoder;
+use crate::container::{self, Array, Container, ContainerError, write};
+
+/// One array of the mounted source, replaceable after a commit.
+#[derive(Debug)]
+pub struct LiveArray {
+    path: PathBuf,
+    array: RwLock<Arc<Array>>,
+}
+
+impl LiveArray {
+    /// Wraps an opened array.
+    pub fn new(array: Array) -> LiveArray {
+        LiveArray {
+            path: array.path().to_path_buf(),
+            array: RwLock::new(Arc::new(array)),
+        }
+    }
+
+    /// The array as it is now.
+    pub fn get(&self) -> Arc<Array> {
+        self.array.read().clone()
+    }
+
+    /// Where the array lives.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Reopens the array from disk and makes it current.
+    ///
+    /// # Errors
+    /// When the source no longer opens as a single array.
+    pub fn reload(&self) -> Result<(), ContainerError> {
+        match container::open(&self.path)? {
+            Container::Array(a) => {
+                *self.array.write() = Arc::new(a);
+                Ok(())
+            }
+            Container::Table(_) => Err(ContainerError::Unsupported {
+                path: self.path.clone(),
+                what: "reopening a column after a commit: it opened as a ctable".into(),
+            }),
+        }
+    }
+
+    /// Whether the array is 1-D (may gain or lose chunks): frames without an N-dim
+    /// metalayer, 1-D b2nd/caterva arrays, bcolz carrays and columns.
+    pub fn one_d(&self) -> bool {
+        self.get().nd_meta().is_none_or(|nd| nd.shape.len() == 1)
+    }
+
+    /// Why the array cannot be written, if it cannot.
+    pub fn why_not_writable(&self) -> Option<ContainerError> {
+        write::check_writable(&self.get())
+    }
+}
+
+impl ChunkStore for LiveArray {
+    fn path(&self) -> &Path {
+        &self.path
+    }
+
+    fn nchunks(&self) -> usize {
+        self.get().nchunks()
+    }
+
+    fn chunk_nbytes(&self, index: usize) -> Result<usize, ContainerError> {
+        self.get().chunk_nbytes(index)
+    }
+
+    fn chunk_bytes(&self, index: usize) -> Result<Cow<'_, [u8]>, ContainerError> {
+        Ok(Cow::Owned(self.get().chunk_bytes(index)?.into_owned()))
+    }
+
+    fn chunk_bytes_into(&self, index: usize, buf: &mut Vec<u8>) -> Result<usize, ContainerError> {
+        self.get().chunk_bytes_into(index, buf)
+    }
+
+    fn with_mapped_chunk(
+        &self,
+        index: usize,
+        partial: bool,
+        f: &mut dyn FnMut(&[u8]),
+    ) -> Result<bool, ContainerError> {
+        self.get().with_mapped_chunk(index, partial, f)
+    }
+
+    fn chunk_read_at(
+        &self,
+        index: usize,
+        offset: u64,
+        buf: &mut [u8],
+    ) -> Result<bool, ContainerError> {
+        let a = self.get();
+        ChunkStore::chunk_read_at(a.as_ref(), index, offset, buf)
+    }
+}
+
+/// The new decoded content of one chunk, as a commit takes it.
+#[derive(Debug, Clone, Copy)]
+pub struct ChunkEdit<'a> {
+    /// Chunk index.
+    pub index: usize,
+    /// The whole decoded chunk as it should become (empty: remove the last chunk).
+    pub data: &'a [u8],
+    /// A chunk being created (`data/<nchunks>.bin`): an append (nothing while empty).
+    pub append: bool,
+}
+
+/// Performs commits, one at a time (callers serialise them by holding it), reusing one
+/// encoder.
+#[derive(Debug, Default)]
+pub struct Committer {
+    encoder: Encoder,
+}
+
+impl Committer {
+    /// A committer with a fresh encoder.
+    pub fn new() -> Committer {
+        Committer::default()
+    }
+
+    /// The container edit `edits` of `array` stand for: updates, an append, the removal of
+    /// the last chunk (an empty chunk that is the last); `None` when nothing is to be done
+    /// (created chunk files still empty).
+    fn edit(
+        &mut self,
+        path: &Path,
+        array: &Array,
+        edits: &[ChunkEdit<'_>],
+    ) -> Result<Option<write::Edit>, ContainerError> {
+        let nchunks = array.nchunks();
+        let mut edit = write::Edit::default();
+        let mut params = None;
+        for chunk in edits {
+            if chunk.data.is_empty() {
+                if chunk.append {
+                    continue;
+                }
+                if chunk.index + 1 != nchunks {
+                    return Err(ContainerError::Refused {
+                        path: path.to_path_buf(),
+                        why: format!(
+                            "emptying chunk {} (only the last chunk can be removed)",
+                            chunk.index
+                        ),
+                    });
+                }
+                edit.truncate = Some(chunk.index);
+                continue;
+            }
+            let params = match &params {
+                Some(p) => p,
+                None => params.insert(write::chunk_cparams(array)?),
+            };
+            let bytes =
+                self.encoder
+                    .compress(chunk.data, params)
+                    .map_err(|e| ContainerError::Chunk {
+                        path: path.to_path_buf(),
+                        index: chunk.index,
+                        source: e,
+                    })?;
+            // A created chunk file that exists by now (a ctable column grown by a commit of
+            // another column while it was being written) replaces that chunk.
+            if !chunk.append || chunk.index < nchunks {
+                edit.updates.push((chunk.index, bytes));
+            } else if chunk.index == nchunks + edit.appends.len() {
+                edit.appends.push(bytes);
+            } else {
+                return Err(ContainerError::Refused {
+                    path: path.to_path_buf(),
+                    why: format!("appending chunk {}: the source has {nchunks}", chunk.index),
+                });
+            }
+        }
+        Ok((!edit.is_empty()).then_some(edit))
+    }
+
+    /// Commits `edits` to `live` in one commit (old or new after a crash, for all of them),
+    /// then reloads it.
+    ///
+    /// # Errors
+    /// What [`write::commit`] or the encoder report.
+    pub fn commit_chunks(
+        &mut self,
+        live: &LiveArray,
+        edits: &[ChunkEdit<'_>],
+    ) -> Result<(), ContainerError> {
+        let array = live.get();
+        let Some(edit) = self.edit(&live.path, &array, edits)? else {
+            return Ok(());
+        };
+        write::commit(&array, &edit)?;
+        live.reload()
+    }
+
+    /// Commits `edits` of `live`, a column of the ctable at `table`, with
+    /// [`write::commit_column`]: when they change the column's row count, every column of the
+    /// table is resized with it. The caller reloads every column afterwards.
+    ///
+    /// # Errors
+    /// [`ContainerError::Changed`] when the column changed on disk since `live` was loaded;
+    /// what [`write::commit_column`] or the encoder report.
+    pub fn commit_column(
+        &mut self,
+        table: &Path,
+        live: &LiveArray,
+        edits: &[ChunkEdit<'_>],
+    ) -> Result<(), ContainerError> {
+        let array = live.get();
+        let Some(edit) = self.edit(&live.path, &array, edits)? else {
+            return Ok(());
+        };
+        if array.changed_on_disk()? {
+            return Err(ContainerError::Changed {
+                path: live.path.clone(),
+                why: "meta/sizes, meta/storage or __attrs__ differ".into(),
+            });
+        }
+        let table = match container::open(table)? {
+            Container::Table(t) => t,
+            Container::Array(_) => {
+                return Err(ContainerError::Changed {
+                    path: table.to_path_buf(),
+                    why: "it no longer opens as a ctable".into(),
+                });
+            }
+        };
+        let column = table
+            .columns
+            .iter()
+            .position(|(_, a)| a.path() == live.path)
+            .ok_or_else(|| ContainerError::Changed {
+                path: table.path.clone(),
+                why: format!("{} is no longer one of its columns", live.path.display()),
+            })?;
+        write::commit_column(&table, column, &edit)
+    }
+
+    /// Stores `attrs` (a JSON object) as the attributes of `live`, then reloads it.
+    ///
+    /// # Errors
+    /// What [`write::commit`] reports.
+    pub fn commit_attrs(
+        &mut self,
+        live: &LiveArray,
+        attrs: serde_json::Value,
+    ) -> Result<(), ContainerError> {
+        let edit = write::Edit {
+            attrs: Some(attrs),
+            ..Default::default()
+        };
+        write::commit(&live.get(), &edit)?;
+        live.reload()
+    }
+
+    /// Stores `attrs` as the root attributes of the ctable at `table`.
+    ///
+    /// # Errors
+    /// [`ContainerError::Changed`] when it no longer opens as a ctable; what
+    /// [`write::commit_table_attrs`] reports.
+    pub fn commit_table_attrs(
+        &mut self,
+        table: &Path,
+        attrs: &serde_json::Value,
+    ) -> Result<(), ContainerError> {
+        match container::open(table)? {
+            Container::Table(t) => write::commit_table_attrs(&t, attrs),
+            Container::Array(_) => Err(ContainerError::Changed {
+                path: table.to_path_buf(),
+                why: "it no longer opens as a ctable".into(),
+            }),
+        }
+    }
+}

@@ -1,0 +1,112 @@
+//! Small random reads: the 4 KiB pages they asked for, and the decoded blocks those pages
+//! were cut from, so that re-reads near the same place cost a lookup instead of a decode.
+//!
+//! Subtleties:
+//! - **Generation counter.** A commit drops a chunk's blocks, bumps `page_gen`, then drops its
+//!   pages ([`super::ChunkReader::forget`]). A reader that got a block before the bump and
+//!   cuts pages from it afterwards finds the counter changed and removes the pages it just
+//!   inserted, so no page outlives the block version it came from.
+//! - **Pages wholly inside one block** only (blocks need not be page-aligned); the chunk's
+//!   last page may be short.
+
+use std::ops::Range;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use super::{ChunkId, ChunkReader, Core, ReadData, partial};
+use crate::container::ContainerError;
+
+/// Granule of the page cache.
+const PAGE: usize = 4096;
+
+/// Most chunks whose block size [`Core::block_size_for_cache`] remembers.
+const MAX_BLOCK_SIZES: usize = 1 << 20;
+
+impl ChunkReader {
+    /// Window `r` of chunk `id` (of `nbytes`) from the page cache, or from its block (decoded
+    /// and kept, with the pages this read wanted); `None` when the window spans blocks (the
+    /// caller range-decodes it).
+    pub(super) fn small_read(
+        &self,
+        id: ChunkId,
+        nbytes: usize,
+        r: Range<usize>,
+    ) -> Result<Option<ReadData>, ContainerError> {
+        let core = &self.core;
+        let (p0, p1) = (r.start / PAGE, (r.end - 1) / PAGE);
+        if let Some(hit) = core.cached_pages(id, p0, p1, r.clone()) {
+            return Ok(Some(hit));
+        }
+        let bs = core.block_size_for_cache(id, nbytes);
+        if bs == 0 || r.start / bs != (r.end - 1) / bs {
+            return Ok(None);
+        }
+        let b = r.start / bs;
+        let start = b * bs;
+        let len = bs.min(nbytes - start);
+        // Into a recycled block buffer: a fresh 256 KiB allocation per read costs more page
+        // faults than the decode.
+        let generation = core.page_gen.load(Ordering::SeqCst);
+        let block = core.blocks.get_or_load((id, b), || {
+            core.decode_range(id, start, core.blocks.buffer(len))
+        })?;
+        if block.len() != len {
+            return Ok(None);
+        }
+        let pages =
+            (p0..=p1).filter(|&p| p * PAGE >= start && ((p + 1) * PAGE).min(nbytes) <= start + len);
+        for p in pages.clone() {
+            let (lo, hi) = (p * PAGE, ((p + 1) * PAGE).min(nbytes));
+            let page = block[lo - start..hi - start].to_vec();
+            core.pages.insert((id, p), Arc::new(page));
+        }
+        if core.page_gen.load(Ordering::SeqCst) != generation {
+            // The block may predate a commit: its pages must not outlive it.
+            pages.for_each(|p| core.pages.remove(&(id, p)));
+        }
+        Ok(Some(ReadData::Chunk(block, r.start - start..r.end - start)))
+    }
+}
+
+impl Core {
+    /// The block size by which chunk `id` is worth caching: the header's, when the chunk has
+    /// at least two blocks; 0 otherwise (or when the header cannot be read here: the decode
+    /// path then reports any error). Reads only the header, once per chunk.
+    fn block_size_for_cache(&self, id: ChunkId, nbytes: usize) -> usize {
+        if let Some(&bs) = self.block_sizes.lock().get(&id) {
+            return bs;
+        }
+        let bs = partial::read_header(self.store(id.array), id.index)
+            .map(|h| (h.block_size(), h.nbytes))
+            .filter(|&(b, n)| b > 0 && b.saturating_mul(2) <= nbytes && n == nbytes)
+            .map_or(0, |(b, _)| b);
+        let mut sizes = self.block_sizes.lock();
+        if sizes.len() >= MAX_BLOCK_SIZES {
+            sizes.clear();
+        }
+        sizes.insert(id, bs);
+        bs
+    }
+
+    /// Window `r` of chunk `id` when every page `p0..=p1` it covers is in the page cache:
+    /// zero-copy for one page, assembled for several.
+    fn cached_pages(&self, id: ChunkId, p0: usize, p1: usize, r: Range<usize>) -> Option<ReadData> {
+        if p0 == p1 {
+            let page = self.pages.get(&(id, p0))?;
+            let at = p0 * PAGE;
+            return (page.len() >= r.end - at)
+                .then(|| ReadData::Chunk(page, r.start - at..r.end - at));
+        }
+        let mut out = Vec::with_capacity(r.len());
+        for p in p0..=p1 {
+            let page = self.pages.get(&(id, p))?;
+            let at = p * PAGE;
+            let (from, to) = (
+                r.start.max(at) - at,
+                (r.end.min(at + PAGE) - at).min(page.len()),
+            );
+            out.extend_from_slice(page.get(from..to)?);
+        }
+        (out.len() == r.len()).then_some(ReadData::Owned(out))
+    }
+}

@@ -1,0 +1,420 @@
+//! When and how buffered edits reach the source: fsync, every close of a handle opened for
+//! writing, and release commit (`commit`); a refused or failed commit drops the buffer
+//! (`drop_pending`); after a commit the arrays are reloaded, cached chunks dropped and
+//! generated files rendered again; and what the kernel may keep cached ([`KernelCache`]).
+//!
+//! Subtleties:
+//! - **What one commit covers.** A chunk file commits its chunk; `array.npy` commits every
+//!   edited chunk of its array in one container commit (old or new after a crash, for all of
+//!   them); `__attrs__` its attributes.
+//! - **Shell redirections.** `cmd > data/N.bin` opens with `O_TRUNC` and closes a duplicate
+//!   descriptor before writing: a buffer emptied that way is not committed by a flush, only
+//!   by fsync or the last close; a created chunk file still empty is never committed.
+//! - **ctables**: a commit that changes a column's row count goes through
+//!   [`crate::reader::Committer::commit_column`] and every column is reloaded afterwards.
+//! - **Other writers** (ESTALE): every array is reloaded and every cached chunk dropped; the
+//!   edit is dropped, so a retry applies to what is stored now; the kernel keeps no cached
+//!   pages from then on.
+//! - **Refused `__attrs__`** content (not a JSON object) stays readable as written until the
+//!   last handle is released (a shell's `>` flushes a duplicate descriptor before writing);
+//!   then the stored attributes show again.
+
+use std::collections::HashSet;
+
+use super::edit::{BufState, ChunkBuf};
+use super::layout::{AttrsOwner, FileKind, NodeKind};
+use super::{Entry, Tree, TreeError, display_chain, view};
+use crate::container::ContainerError;
+use crate::reader::{ArrayId, ChunkEdit, ChunkId, Committer};
+
+/// What asks for a commit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Reason {
+    /// A `close(2)` of one descriptor (others may still follow).
+    Close,
+    /// fsync, the last close (release), a truncate without an open handle, a rename.
+    Durable,
+}
+
+/// What the kernel may keep of its cached pages when a file is opened again.
+#[derive(Debug, Default)]
+pub(crate) struct KernelCache {
+    /// Files whose content changed or whose buffered edit was dropped since they were last
+    /// opened: their next open must not keep the kernel's pages.
+    stale: HashSet<u64>,
+    /// Another writer changed the source during this mount: no file keeps cached pages any
+    /// more (they may hold what that writer replaced, at the same size).
+    foreign: bool,
+}
+
+impl Tree {
+    /// Whether the kernel may keep its cached pages of `ino` when it is opened: yes on a
+    /// read-only tree; on a read-write one not for `__attrs__` files (a refused edit restores
+    /// the stored content) nor for a file whose content changed since its last open.
+    pub fn keep_cache(&self, ino: u64) -> bool {
+        if !self.options.writable {
+            return true;
+        }
+        if let Ok(Entry::File(FileKind::Attrs(..))) = self.entry(ino) {
+            return false;
+        }
+        let mut k = self.kcache.lock();
+        !k.foreign && !k.stale.remove(&ino)
+    }
+
+    /// Marks the files showing chunk `id` (its chunk file and its array's `array.npy`) as
+    /// changed for the kernel's cache.
+    fn chunk_changed(&self, id: ChunkId) {
+        let mut k = self.kcache.lock();
+        k.stale.insert(self.inodes.chunk_ino(id));
+        if let Some(npy) = self.files[id.array.index()].npy {
+            k.stale.insert(npy);
+        }
+    }
+
+    /// `fsync(2)` of file `ino`: commits its buffer; durable when this returns `Ok`.
+    ///
+    /// # Errors
+    /// As [`Tree::flush`].
+    pub fn fsync(&self, ino: u64, fh: u64) -> Result<(), TreeError> {
+        if self.handles.is_writer(fh) {
+            self.commit(ino, Reason::Durable)
+        } else {
+            Ok(())
+        }
+    }
+
+    /// `close(2)` of a descriptor of file `ino` (may come several times): when `fh` was opened
+    /// for writing, commits the file's buffer if it has changes.
+    ///
+    /// # Errors
+    /// [`TreeError::Refused`] for `__attrs__` content that is not a JSON object (the stored
+    /// attributes are kept and the file shows them again); [`TreeError::Commit`] when the
+    /// container layer refuses the edit (EINVAL) or fails (errno of [`TreeError::errno`]).
+    ///
+    /// A refused edit (EINVAL, EFBIG, EOPNOTSUPP) of a file that no other handle is writing is
+    /// dropped here, as the release would drop it: the kernel sends the release after
+    /// `close(2)` has returned, and a program that looks again right after a refused close
+    /// must see the stored file.
+    pub fn flush(&self, ino: u64, fh: u64) -> Result<(), TreeError> {
+        if !self.handles.is_writer(fh) {
+            return Ok(());
+        }
+        let res = self.commit(ino, Reason::Close);
+        if let Err(e) = &res {
+            let refused = matches!(e.errno(), libc::EINVAL | libc::EFBIG | libc::EOPNOTSUPP);
+            if refused && !self.handles.other_writer(ino, Some(fh)) {
+                self.drop_pending(ino);
+            }
+        }
+        res
+    }
+
+    /// Forgets the buffered edit of `ino` after a failed or refused commit: chunk buffers are
+    /// dropped (the kernel's pages of them are stale from now on), an `__attrs__` buffer shows
+    /// the stored attributes again.
+    pub(crate) fn drop_pending(&self, ino: u64) {
+        let dropped: Vec<ChunkId> = {
+            let mut edits = self.edits.lock();
+            if let Some(a) = edits.attrs.get_mut(&ino) {
+                a.revert();
+            }
+            let which: Vec<ChunkId> = match self.chunk_of(ino) {
+                Some(id) => vec![id],
+                None => match self.npy_array_of(ino) {
+                    Some(array) => edits
+                        .chunks
+                        .keys()
+                        .copied()
+                        .filter(|id| id.array == array)
+                        .collect(),
+                    None => Vec::new(),
+                },
+            };
+            which
+                .into_iter()
+                .filter(|id| edits.chunks.remove(id).is_some())
+                .collect()
+        };
+        for id in dropped {
+            self.chunk_changed(id);
+        }
+    }
+
+    /// The array whose `array.npy` is `ino`.
+    fn npy_array_of(&self, ino: u64) -> Option<ArrayId> {
+        match self.node(ino).map(|n| &n.kind) {
+            Some(NodeKind::File(FileKind::Npy(array, _))) => Some(*array),
+            _ => None,
+        }
+    }
+
+    /// Commits the buffers of `ino` if they have changes (`reason`: what asks).
+    pub(crate) fn commit(&self, ino: u64, reason: Reason) -> Result<(), TreeError> {
+        if !self.options.writable {
+            return Ok(());
+        }
+        let mut committer = self.committer.lock();
+        let (array, which): (ArrayId, Vec<ChunkId>) = match self.entry(ino)? {
+            Entry::Chunk(id) => (id.array, vec![id]),
+            Entry::File(FileKind::Npy(array, _)) => {
+                let edits = self.edits.lock();
+                let ids = edits.chunks.keys().copied().filter(|id| id.array == *array);
+                (*array, ids.collect())
+            }
+            Entry::File(FileKind::Attrs(owner, _)) => {
+                let owner = owner.clone();
+                return self.commit_attrs(ino, &owner, &mut committer);
+            }
+            _ => return Ok(()),
+        };
+        let bufs: Vec<(usize, ChunkBuf)> = {
+            let edits = self.edits.lock();
+            which
+                .iter()
+                .filter_map(|id| Some((id.index, edits.chunks.get(id)?.clone())))
+                .filter(|(_, c)| c.dirty())
+                // Still empty (a shell's `>` closes a duplicate first): wait for the data.
+                .filter(|(_, c)| {
+                    !(c.data.is_empty()
+                        && (c.creating
+                            || (c.state == BufState::EmptiedByTrunc && reason == Reason::Close)))
+                })
+                .collect()
+        };
+        if bufs.is_empty() {
+            return Ok(());
+        }
+        let res = self.commit_chunk_bufs(ino, array, &bufs, &mut committer);
+        let mut edits = self.edits.lock();
+        let stale = res.as_ref().is_err_and(|e| e.errno() == libc::ESTALE);
+        for (index, c) in &bufs {
+            let id = ChunkId::new(array, *index);
+            let same = edits
+                .chunks
+                .get(&id)
+                .is_some_and(|now| now.version == c.version);
+            match &res {
+                Ok(()) if same => {
+                    edits.chunks.remove(&id);
+                }
+                Ok(()) => {
+                    if let Some(now) = edits.chunks.get_mut(&id) {
+                        now.creating = false;
+                    }
+                }
+                // Made against content another writer has replaced: dropped.
+                Err(_) if stale => {
+                    if edits.chunks.remove(&id).is_some() {
+                        self.chunk_changed(id);
+                    }
+                }
+                Err(_) => {}
+            }
+        }
+        res
+    }
+
+    /// Commits chunk buffers `bufs` of `array` (for inode `ino`) in one commit, then shows the
+    /// result: arrays reloaded, cached copies of changed chunks dropped, `meta/sizes` rendered
+    /// again. When the source changed on disk (another writer), every array is reloaded and
+    /// its cached chunks dropped, so later edits apply to what is stored now; the edit itself
+    /// fails with ESTALE.
+    pub(crate) fn commit_chunk_bufs(
+        &self,
+        ino: u64,
+        array: ArrayId,
+        bufs: &[(usize, ChunkBuf)],
+        committer: &mut Committer,
+    ) -> Result<(), TreeError> {
+        let live = self.writable_array(array)?;
+        if self.table.is_some() {
+            // A row-count change writes every column: each must be writable (else EROFS, as
+            // for the edited one).
+            for a in 0..self.live.len() {
+                self.writable_array(ArrayId(a as u32))?;
+            }
+        }
+        let edits: Vec<ChunkEdit<'_>> = bufs
+            .iter()
+            .map(|(index, c)| ChunkEdit {
+                index: *index,
+                data: &c.data,
+                append: c.creating,
+            })
+            .collect();
+        let res = match &self.table {
+            Some(table) => committer.commit_column(table, live, &edits),
+            None => committer.commit_chunks(live, &edits),
+        };
+        let stale = matches!(res, Err(ContainerError::Changed { .. }));
+        if stale || (res.is_ok() && self.table.is_some()) {
+            // Every column (a table commit may resize them all; a stale view may be anywhere).
+            self.refresh(stale)
+                .map_err(|source| TreeError::Commit { ino, source })?;
+        } else if res.is_ok() {
+            self.rerender_sizes(array);
+        }
+        if res.is_ok() {
+            let indexes: HashSet<usize> = bufs.iter().map(|(i, _)| *i).collect();
+            self.reader
+                .forget(|id| id.array == array && indexes.contains(&id.index));
+            for &index in &indexes {
+                self.chunk_changed(ChunkId::new(array, index));
+            }
+        }
+        res.map_err(|source| TreeError::Commit { ino, source })
+    }
+
+    /// Commits the `__attrs__` buffer of `ino` (owned by `owner`) if it has changes.
+    fn commit_attrs(
+        &self,
+        ino: u64,
+        owner: &AttrsOwner,
+        committer: &mut Committer,
+    ) -> Result<(), TreeError> {
+        let Some(a) = self
+            .edits
+            .lock()
+            .attrs
+            .get(&ino)
+            .filter(|a| a.dirty)
+            .cloned()
+        else {
+            return Ok(());
+        };
+        let refuse = |why: String| {
+            log::warn!("inode {ino}: __attrs__ not saved, the stored attributes are kept: {why}");
+            TreeError::Refused(format!("__attrs__: {why}"))
+        };
+        let value = parse_attrs(&a.data).map_err(refuse)?;
+        let res = match owner {
+            AttrsOwner::Array(id) => committer.commit_attrs(self.writable_array(*id)?, value),
+            AttrsOwner::Table(path) => committer.commit_table_attrs(path, &value),
+        };
+        let stored = match self.entry(ino)? {
+            Entry::File(FileKind::Attrs(_, stored)) => stored,
+            _ => return Err(TreeError::MetadataFile),
+        };
+        if let Err(source) = res {
+            let e = TreeError::Commit { ino, source };
+            if e.errno() == libc::EINVAL {
+                return Err(refuse(display_chain(&e)));
+            }
+            if e.errno() == libc::ESTALE {
+                // Another writer changed the source: show what is stored now; the edit is
+                // dropped (it would silently replace that writer's attributes).
+                log::warn!("inode {ino}: __attrs__ not saved: {}", display_chain(&e));
+                if self.refresh(true).is_ok() {
+                    if let AttrsOwner::Array(id) = owner {
+                        if let Some(live) = self.live.get(id.index()).and_then(Option::as_ref) {
+                            stored.set(view::json_file(live.get().attrs()));
+                            self.edits.lock().attrs.remove(&ino);
+                        }
+                    }
+                }
+            }
+            return Err(e);
+        }
+        // The file shows what was written (not a re-rendering of it).
+        stored.set(a.data.clone());
+        let mut edits = self.edits.lock();
+        if let Some(now) = edits.attrs.get_mut(&ino) {
+            now.stored = a.data.clone();
+            if now.version == a.version {
+                now.dirty = false;
+            }
+        }
+        Ok(())
+    }
+
+    /// Reloads every array and drops cached copies of the chunks that may differ: with `all`,
+    /// every chunk; else those from the last chunk both versions have on.
+    fn refresh(&self, all: bool) -> Result<(), ContainerError> {
+        if all {
+            self.kcache.lock().foreign = true;
+        }
+        for (a, live) in self.live.iter().enumerate() {
+            let Some(live) = live else { continue };
+            let array = ArrayId(a as u32);
+            let old_n = live.get().nchunks();
+            live.reload()?;
+            let new_n = live.get().nchunks();
+            if all {
+                self.reader.forget(|id| id.array == array);
+            } else {
+                let from = old_n.min(new_n).saturating_sub(1);
+                self.reader
+                    .forget(|id| id.array == array && (from..old_n).contains(&id.index));
+            }
+            self.rerender_sizes(array);
+        }
+        self.table_npy_changed();
+        Ok(())
+    }
+
+    /// Renders `meta/sizes` of `array` again from its (just reopened) source; its
+    /// `array.npy` may have changed size too.
+    fn rerender_sizes(&self, array: ArrayId) {
+        let files = self.files[array.index()];
+        let Some(live) = self.live.get(array.index()).and_then(Option::as_ref) else {
+            return;
+        };
+        if let Some(ino) = files.sizes {
+            if let Some(NodeKind::File(FileKind::Sizes(_, content))) =
+                self.node(ino).map(|n| &n.kind)
+            {
+                match view::sizes(&live.get()) {
+                    Ok(v) => content.set(view::json_file(&v)),
+                    Err(e) => log::warn!("meta/sizes not updated: {}", display_chain(&e)),
+                }
+                self.kcache.lock().stale.insert(ino);
+            }
+        }
+        if let Some(npy) = files.npy {
+            self.npy_changed(array);
+            self.kcache.lock().stale.insert(npy);
+        }
+    }
+}
+
+/// Parses an `__attrs__` buffer: it must be a JSON object.
+///
+/// # Errors
+/// A message saying why not.
+pub(crate) fn parse_attrs(data: &[u8]) -> Result<serde_json::Value, String> {
+    match serde_json::from_slice::<serde_json::Value>(data) {
+        Ok(v @ serde_json::Value::Object(_)) => Ok(v),
+        Ok(_) => Err("the content is JSON but not an object".into()),
+        Err(e) => Err(format!("the content is not JSON: {e}")),
+    }
+}
+
+/// Trims the columns of ctable `t` that are longer than its first (what a commit cut short
+/// by a crash leaves, see [`crate::container::write::repair_table`]) before a read-write tree
+/// serves it; logs what it did. Returns whether anything changed on disk.
+pub(crate) fn repair_table(t: &crate::container::Table) -> bool {
+    match crate::container::write::repair_table(t) {
+        Ok(r) => {
+            for (name, from, to) in &r.trimmed {
+                log::warn!(
+                    "{}: column {name:?} trimmed from {from} to {to} rows (rows of an \
+                     interrupted commit; the first column says the table has {to})",
+                    t.path.display()
+                );
+            }
+            for (name, rows) in &r.short {
+                log::warn!(
+                    "{}: column {name:?} has {rows} rows, fewer than the first column: the \
+                     table's row count cannot be changed through the mount",
+                    t.path.display()
+                );
+            }
+            !r.trimmed.is_empty()
+        }
+        Err(e) => {
+            log::warn!("{}: not repaired: {}", t.path.display(), display_chain(&e));
+            false
+        }
+    }
+}

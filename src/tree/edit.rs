@@ -1,0 +1,508 @@
+//! Buffered edits and the operations that make them: `write`, `truncate`, `create` of the next
+//! chunk file, `unlink` of the last one.
+//!
+//! Chunk buffers are keyed by [`ChunkId`], not by the file that showed the chunk: a write
+//! through `data/N.bin` and one through `array.npy` patch the same buffer, and each file reads
+//! the other's edit at once. A buffer's life:
+//!
+//! ```text
+//!   (none) --first write/truncate--> Edited --commit ok, no newer write--> (none)
+//!   (none) --create data/<n>.bin---> Edited + creating (an append when committed)
+//!   Edited --O_TRUNC open----------> EmptiedByTrunc (a flush does not commit it: a shell's
+//!                                    `>` closes a duplicate descriptor before writing)
+//!   any    --refused/failed commit-> (none), the file's kernel pages marked stale
+//! ```
+//!
+//! `__attrs__` buffers are keyed by inode (one file per attribute set) and keep the stored
+//! bytes to show again when an edit is refused.
+
+use std::collections::HashMap;
+
+use super::layout::{AttrsOwner, FileKind};
+use super::{Entry, Tree, TreeError, dir};
+use crate::reader::{ArrayId, ChunkId, LiveArray};
+use std::sync::Arc;
+
+/// Where a chunk buffer is in its life.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum BufState {
+    /// Loaded, not changed.
+    Clean,
+    /// Changed: to be committed.
+    Edited,
+    /// Emptied by an `O_TRUNC` open and not written since: only fsync and the last close
+    /// commit that.
+    EmptiedByTrunc,
+}
+
+/// The pending content of one chunk.
+#[derive(Debug, Clone)]
+pub(crate) struct ChunkBuf {
+    /// The whole decompressed chunk as it should become.
+    pub(crate) data: Vec<u8>,
+    pub(crate) state: BufState,
+    /// A chunk being created (`data/<nchunks>.bin`), committed as an append.
+    pub(crate) creating: bool,
+    /// Bumped by every change, so a commit only cleans what it stored.
+    pub(crate) version: u64,
+}
+
+impl ChunkBuf {
+    /// A buffer holding the stored chunk.
+    fn loaded(data: Vec<u8>) -> ChunkBuf {
+        ChunkBuf {
+            data,
+            state: BufState::Clean,
+            creating: false,
+            version: 0,
+        }
+    }
+
+    /// An empty buffer for a chunk file being created.
+    fn creating() -> ChunkBuf {
+        ChunkBuf {
+            data: Vec::new(),
+            state: BufState::Edited,
+            creating: true,
+            version: 0,
+        }
+    }
+
+    /// The edit that removes the last chunk.
+    pub(crate) fn removal() -> ChunkBuf {
+        ChunkBuf {
+            data: Vec::new(),
+            state: BufState::Edited,
+            creating: false,
+            version: 0,
+        }
+    }
+
+    /// Whether it has something to commit.
+    pub(crate) fn dirty(&self) -> bool {
+        self.state != BufState::Clean
+    }
+}
+
+/// The content of an `__attrs__` file being edited.
+#[derive(Debug, Clone)]
+pub(crate) struct AttrsBuf {
+    /// The bytes readers see.
+    pub(crate) data: Vec<u8>,
+    /// The bytes of the last stored version (shown again when an edit is refused).
+    pub(crate) stored: Vec<u8>,
+    /// Whether they differ from what is stored.
+    pub(crate) dirty: bool,
+    /// Bumped by every change.
+    pub(crate) version: u64,
+}
+
+impl AttrsBuf {
+    /// Shows the stored attributes again.
+    pub(crate) fn revert(&mut self) {
+        self.data = self.stored.clone();
+        self.dirty = false;
+    }
+}
+
+/// All pending edits.
+#[derive(Debug, Default)]
+pub(crate) struct Edits {
+    pub(crate) chunks: HashMap<ChunkId, ChunkBuf>,
+    pub(crate) attrs: HashMap<u64, AttrsBuf>,
+}
+
+impl Edits {
+    /// Bytes `[offset, offset + size)` of chunk `id`'s buffer, if it has one.
+    pub(crate) fn chunk_window(&self, id: ChunkId, offset: u64, size: u32) -> Option<Vec<u8>> {
+        let d = &self.chunks.get(&id)?.data;
+        Some(d[crate::reader::window(d.len(), offset, size)].to_vec())
+    }
+
+    /// The size of chunk `id`'s buffer, if it has one.
+    pub(crate) fn chunk_len(&self, id: ChunkId) -> Option<usize> {
+        self.chunks.get(&id).map(|c| c.data.len())
+    }
+
+    /// Bytes of the `__attrs__` buffer of `ino`, if it has one.
+    pub(crate) fn attrs_window(&self, ino: u64, offset: u64, size: u32) -> Option<Vec<u8>> {
+        let d = &self.attrs.get(&ino)?.data;
+        Some(d[crate::reader::window(d.len(), offset, size)].to_vec())
+    }
+
+    /// The size of the `__attrs__` buffer of `ino`, if it has one.
+    pub(crate) fn attrs_len(&self, ino: u64) -> Option<usize> {
+        self.attrs.get(&ino).map(|a| a.data.len())
+    }
+
+    /// Marks the buffer of `id` as emptied by an `O_TRUNC` open.
+    pub(crate) fn emptied_by_trunc(&mut self, id: Option<ChunkId>) {
+        if let Some(c) = id.and_then(|id| self.chunks.get_mut(&id)) {
+            c.state = BufState::EmptiedByTrunc;
+        }
+    }
+
+    /// Drops the buffer of a chunk file being created that is still empty.
+    pub(crate) fn drop_empty_creation(&mut self, id: Option<ChunkId>) {
+        if let Some(id) = id {
+            if self
+                .chunks
+                .get(&id)
+                .is_some_and(|c| c.creating && c.data.is_empty())
+            {
+                self.chunks.remove(&id);
+            }
+        }
+    }
+}
+
+/// What a write to an inode changes.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum WriteTarget {
+    Scratch,
+    Attrs,
+    Chunk(ChunkId),
+    Npy(ArrayId),
+}
+
+impl Tree {
+    /// Whether chunk file `id` is being created (a pending append).
+    pub(crate) fn creating(&self, id: ChunkId) -> bool {
+        self.options.writable
+            && self
+                .edits
+                .lock()
+                .chunks
+                .get(&id)
+                .is_some_and(|c| c.creating)
+    }
+
+    /// Whether `ino` shows write permission: a writable tree's directories, chunk files,
+    /// `__attrs__` and `array.npy` files, scratch files.
+    pub(crate) fn writable_ino(&self, ino: u64) -> bool {
+        if !self.options.writable {
+            return false;
+        }
+        match self.entry(ino) {
+            Ok(Entry::Dir(..) | Entry::Chunk(_) | Entry::Scratch) => true,
+            Ok(Entry::File(kind)) => matches!(kind, FileKind::Attrs(..) | FileKind::Npy(..)),
+            Err(_) => false,
+        }
+    }
+
+    /// The writable array `id`, or [`TreeError::ReadOnly`] (logged with the reason) when the
+    /// source cannot be written.
+    pub(crate) fn writable_array(&self, id: ArrayId) -> Result<&Arc<LiveArray>, TreeError> {
+        let live = self
+            .live
+            .get(id.index())
+            .and_then(Option::as_ref)
+            .ok_or(TreeError::ReadOnly)?;
+        if let Some(why) = live.why_not_writable() {
+            log::info!("not writable: {}", super::display_chain(&why));
+            return Err(TreeError::ReadOnly);
+        }
+        Ok(live)
+    }
+
+    /// What writing to `ino` changes, after checking that it may be written.
+    pub(crate) fn write_target(&self, ino: u64) -> Result<WriteTarget, TreeError> {
+        if !self.options.writable {
+            return Err(TreeError::ReadOnly);
+        }
+        match self.entry(ino)? {
+            Entry::Scratch => Ok(WriteTarget::Scratch),
+            Entry::Dir(..) => Err(TreeError::IsADirectory(ino)),
+            Entry::Chunk(id) => {
+                self.writable_array(id.array)?;
+                Ok(WriteTarget::Chunk(id))
+            }
+            Entry::File(FileKind::Attrs(AttrsOwner::Array(id), _)) => {
+                self.writable_array(*id)?;
+                Ok(WriteTarget::Attrs)
+            }
+            Entry::File(FileKind::Attrs(AttrsOwner::Table(path), _)) => {
+                let ro = std::fs::metadata(path).map_or(true, |m| m.permissions().readonly());
+                if ro {
+                    return Err(TreeError::ReadOnly);
+                }
+                Ok(WriteTarget::Attrs)
+            }
+            Entry::File(FileKind::Npy(id, _)) => {
+                self.writable_array(*id)?;
+                Ok(WriteTarget::Npy(*id))
+            }
+            Entry::File(FileKind::TableNpy(..)) => Err(TreeError::ReadOnly),
+            Entry::File(FileKind::Fixed(_) | FileKind::Sizes(..)) => Err(TreeError::MetadataFile),
+        }
+    }
+
+    /// The most bytes chunk file `id` may hold: its chunk size for the last (or a new) chunk
+    /// of a 1-D source (ctable columns included), else its stored size.
+    pub(crate) fn chunk_limit(&self, id: ChunkId) -> Result<usize, TreeError> {
+        let live = self.writable_array(id.array)?;
+        let array = live.get();
+        let stored = if id.index < array.nchunks() {
+            array
+                .chunk_nbytes(id.index)
+                .map_err(|source| TreeError::Container {
+                    ino: self.inodes.chunk_ino(id),
+                    source,
+                })?
+        } else {
+            0
+        };
+        if id.index + 1 >= array.nchunks() && live.one_d() {
+            Ok(array.chunksize().max(stored))
+        } else {
+            Ok(stored)
+        }
+    }
+
+    /// Runs `f` on the buffer of chunk `id` (created from the stored chunk on first use) and
+    /// the most bytes it may hold; marks it edited.
+    pub(crate) fn with_chunk_buffer<T>(
+        &self,
+        id: ChunkId,
+        f: impl FnOnce(&mut Vec<u8>, usize) -> Result<T, TreeError>,
+    ) -> Result<T, TreeError> {
+        let loaded = self.edits.lock().chunks.contains_key(&id);
+        if !loaded {
+            // Decode outside the lock; the first writer's copy wins.
+            let bytes = self
+                .reader
+                .chunk(id)
+                .map_err(|source| TreeError::Container {
+                    ino: self.inodes.chunk_ino(id),
+                    source,
+                })?;
+            self.edits
+                .lock()
+                .chunks
+                .entry(id)
+                .or_insert_with(|| ChunkBuf::loaded(bytes.to_vec()));
+        }
+        let limit = self.chunk_limit(id)?;
+        let mut edits = self.edits.lock();
+        let c = edits.chunks.get_mut(&id).ok_or(TreeError::NotFound)?;
+        let out = f(&mut c.data, limit)?;
+        c.state = BufState::Edited;
+        c.version += 1;
+        Ok(out)
+    }
+
+    /// Runs `f` on the buffer of file `ino` (what `target` says it is).
+    fn with_buffer<T>(
+        &self,
+        ino: u64,
+        target: WriteTarget,
+        f: impl FnOnce(&mut Vec<u8>, usize) -> Result<T, TreeError>,
+    ) -> Result<T, TreeError> {
+        match target {
+            WriteTarget::Scratch => {
+                let mut s = self.scratch.lock();
+                let file = s.files.get_mut(&ino).ok_or(TreeError::NotFound)?;
+                f(&mut file.data, usize::MAX)
+            }
+            WriteTarget::Attrs => {
+                let stored = match self.entry(ino)? {
+                    Entry::File(FileKind::Attrs(_, stored)) => stored.get(),
+                    _ => return Err(TreeError::MetadataFile),
+                };
+                let mut edits = self.edits.lock();
+                let a = edits.attrs.entry(ino).or_insert_with(|| AttrsBuf {
+                    data: stored.to_vec(),
+                    stored: stored.to_vec(),
+                    dirty: false,
+                    version: 0,
+                });
+                let out = f(&mut a.data, usize::MAX)?;
+                a.dirty = true;
+                a.version += 1;
+                Ok(out)
+            }
+            WriteTarget::Chunk(id) => self.with_chunk_buffer(id, f),
+            WriteTarget::Npy(_) => Err(TreeError::InvalidArgument("array.npy is not one buffer")),
+        }
+    }
+
+    /// Replaces the `__attrs__` buffer of `ino` with `data`.
+    pub(crate) fn set_attrs_buffer(&self, ino: u64, data: Vec<u8>) -> Result<(), TreeError> {
+        self.with_buffer(ino, WriteTarget::Attrs, |buf, _| {
+            *buf = data;
+            Ok(())
+        })
+    }
+
+    /// Writes `data` at `offset` of file `ino` through handle `fh`: patches the buffers it
+    /// covers (committed on [`Tree::fsync`], [`Tree::flush`] or [`Tree::release`]). Returns
+    /// the number of bytes written.
+    ///
+    /// # Errors
+    /// [`TreeError::ReadOnly`] (read-only tree or source), [`TreeError::MetadataFile`],
+    /// [`TreeError::TooBig`] past what the file may hold, [`TreeError::Refused`] for a write
+    /// that changes `array.npy`'s header, [`TreeError::BadHandle`].
+    pub fn write(&self, ino: u64, fh: u64, offset: u64, data: &[u8]) -> Result<u32, TreeError> {
+        if !self.handles.writes(fh, ino) {
+            return Err(TreeError::BadHandle(fh));
+        }
+        let target = self.write_target(ino)?;
+        if let WriteTarget::Npy(array) = target {
+            self.npy_write(ino, array, offset, data)?;
+            return Ok(data.len() as u32);
+        }
+        let start = usize::try_from(offset).map_err(|_| TreeError::TooBig("offset".into()))?;
+        let end = start
+            .checked_add(data.len())
+            .ok_or_else(|| TreeError::TooBig("offset".into()))?;
+        self.with_buffer(ino, target, |buf, limit| {
+            if end > limit {
+                return Err(TreeError::TooBig(format!(
+                    "writing up to byte {end}: this chunk holds at most {limit} bytes"
+                )));
+            }
+            if buf.len() < end {
+                buf.resize(end, 0);
+            }
+            buf[start..end].copy_from_slice(data);
+            Ok(data.len() as u32)
+        })
+    }
+
+    /// Sets the size of file `ino` (`truncate(2)`, `ftruncate(2)`, `O_TRUNC`). `__attrs__`:
+    /// any size. A chunk file may grow (zero-filled) up to its chunk size when it is the last
+    /// chunk of a 1-D source, and may be shrunk to be rewritten; at commit a chunk must have
+    /// the size its slot needs (only the last chunk of a 1-D source may change size, and size
+    /// 0 removes it). `array.npy` keeps its size. Without a handle open for writing
+    /// (`truncate(2)`) the change is committed at once.
+    ///
+    /// # Errors
+    /// As [`Tree::write`]; commit errors as [`Tree::flush`] (the buffer is then dropped).
+    pub fn set_size(&self, ino: u64, size: u64) -> Result<(), TreeError> {
+        let target = self.write_target(ino)?;
+        if let WriteTarget::Npy(array) = target {
+            return self.npy_set_size(array, size);
+        }
+        let size = usize::try_from(size).map_err(|_| TreeError::TooBig("size".into()))?;
+        self.with_buffer(ino, target, |buf, limit| {
+            if size > limit {
+                return Err(TreeError::TooBig(format!(
+                    "size {size}: this file holds at most {limit} bytes"
+                )));
+            }
+            buf.resize(size, 0);
+            Ok(())
+        })?;
+        if self.handles.other_writer(ino, None) {
+            return Ok(());
+        }
+        let res = self.commit(ino, super::commit::Reason::Durable);
+        if res.is_err() {
+            self.drop_pending(ino);
+        }
+        res
+    }
+
+    /// Creates `name` in directory `parent` and opens it for writing: only the next chunk
+    /// file (`data/<nchunks>.bin`) of a 1-D source (ctable columns included: the append
+    /// grows every column), which becomes an append when committed (nothing is appended if
+    /// it stays empty), or a scratch file in the root. Returns its attributes and a handle.
+    ///
+    /// # Errors
+    /// [`TreeError::ReadOnly`]; [`TreeError::NotPermitted`] for any other name or place;
+    /// [`TreeError::Refused`] for an N-dim array.
+    pub fn create(&self, parent: u64, name: &str) -> Result<(super::Attr, u64), TreeError> {
+        if name.len() > super::NAME_MAX {
+            return Err(TreeError::NameTooLong);
+        }
+        let Entry::Dir(_, data) = self.entry(parent)? else {
+            return Err(TreeError::NotADirectory(parent));
+        };
+        if !self.options.writable {
+            return Err(TreeError::ReadOnly);
+        }
+        let Some(array) = data else {
+            if parent == super::ROOT_INO {
+                return self.create_scratch(name);
+            }
+            return Err(TreeError::NotPermitted(format!(
+                "creating {name:?}: only data/<nchunks>.bin and scratch files in the root \
+                 can be created"
+            )));
+        };
+        let live = self.writable_array(array)?;
+        let n = live.get().nchunks();
+        if dir::parse_chunk_name(name) != Some(n) {
+            return Err(TreeError::NotPermitted(format!(
+                "creating {name:?}: the only new name is {}",
+                dir::chunk_name(n)
+            )));
+        }
+        if !live.one_d() {
+            return Err(TreeError::Refused(
+                "appending a chunk to an N-dim array (only 1-D sources can grow)".into(),
+            ));
+        }
+        if n as u64 >= self.inodes.capacity(array) {
+            return Err(TreeError::NotPermitted(format!(
+                "creating {name:?}: no inode numbers left for more chunks of this array"
+            )));
+        }
+        let id = ChunkId::new(array, n);
+        self.edits
+            .lock()
+            .chunks
+            .entry(id)
+            .or_insert_with(ChunkBuf::creating);
+        let ino = self.inodes.chunk_ino(id);
+        let fh = self.open(ino, libc::O_WRONLY)?;
+        Ok((self.getattr(ino)?, fh))
+    }
+
+    /// Removes `name` from `parent`: only the last chunk file of a 1-D source (committed at
+    /// once as a truncation), a chunk file still being created, or a scratch file.
+    ///
+    /// # Errors
+    /// [`TreeError::ReadOnly`]; [`TreeError::NotFound`]; [`TreeError::NotPermitted`] for
+    /// anything else; commit errors as [`Tree::flush`].
+    pub fn unlink(&self, parent: u64, name: &str) -> Result<(), TreeError> {
+        let ino = self.lookup(parent, name)?.ino;
+        if !self.options.writable {
+            return Err(TreeError::ReadOnly);
+        }
+        let id = match self.entry(ino)? {
+            Entry::Scratch => {
+                self.scratch.lock().files.remove(&ino);
+                return Ok(());
+            }
+            Entry::Chunk(id) => id,
+            _ => {
+                return Err(TreeError::NotPermitted(format!(
+                    "removing {name:?}: only the last chunk file can be removed"
+                )));
+            }
+        };
+        let live = self.writable_array(id.array)?;
+        {
+            let mut edits = self.edits.lock();
+            if edits.chunks.get(&id).is_some_and(|c| c.creating) {
+                edits.chunks.remove(&id);
+                return Ok(());
+            }
+        }
+        if id.index + 1 != live.get().nchunks() || !live.one_d() {
+            return Err(TreeError::NotPermitted(format!(
+                "removing {name:?}: only the last chunk of a 1-D source can be removed"
+            )));
+        }
+        let mut committer = self.committer.lock();
+        self.commit_chunk_bufs(
+            ino,
+            id.array,
+            &[(id.index, ChunkBuf::removal())],
+            &mut committer,
+        )?;
+        self.edits.lock().chunks.remove(&id);
+        Ok(())
+    }
+}

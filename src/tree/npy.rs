@@ -1,0 +1,348 @@
+//! `array.npy` and `table.npy`: an array (or a ctable's rows) as one NPY file, its bytes
+//! assembled from the decoded chunks they live in, through the reader's caches; writes split
+//! into edits of the same chunk buffers `data/N.bin` edits.
+//!
+//! Geometry is the container layer's ([`crate::container::npy`]): a byte window of the data
+//! part becomes runs `(chunk, offset in the decoded chunk, length, offset in the window)`.
+//!
+//! Subtleties:
+//! - **Small windows** (a page fault of an `mmap` reader, a seek-and-read): each run is read
+//!   through the reader's small-read path, which decodes only the block it falls in and keeps
+//!   it. **Large or sequential windows** take whole chunks from the cache, each once per read.
+//! - **Prefetch by slab.** A scan in file order of an N-dim array needs, for every item row,
+//!   all the chunks of one row of the chunk grid (a slab): the read asks for the next slab's
+//!   chunks, no more than the cache holds beside the current slab.
+//! - **One read, one chunk version.** A window is assembled under no lock; an edit buffer, when
+//!   a chunk has one, is copied under the edits lock, so the file always shows what the chunk
+//!   files show.
+//! - **Writes** patch chunk buffers; the header may be rewritten only with identical bytes and
+//!   the size never changes (numpy's `open_memmap(mode='r+')` writes neither).
+
+use std::sync::Arc;
+
+use super::layout::{FileKind, NodeKind};
+use super::{Entry, Tree, TreeError};
+use crate::container::ndim::Run;
+use crate::container::npy::{Npy, TableNpy};
+use crate::reader::{ArrayId, ChunkId, Pattern, RANGE_READ_MAX, ReadData, ReadHint};
+
+/// The byte range `[offset, offset + size)` clipped to `len`, in `u64`.
+fn window64(len: u64, offset: u64, size: u32) -> (u64, u64) {
+    let start = offset.min(len);
+    (start, start.saturating_add(u64::from(size)).min(len))
+}
+
+impl Tree {
+    /// The NPY view of `array`.
+    fn npy_view(&self, array: ArrayId) -> Option<Arc<Npy>> {
+        let ino = self.files[array.index()].npy?;
+        match self.node(ino).map(|n| &n.kind) {
+            Some(NodeKind::File(FileKind::Npy(_, cell))) => Some(cell.get()),
+            _ => None,
+        }
+    }
+
+    /// The size of `array.npy` of `array`.
+    pub(crate) fn npy_size(&self, array: ArrayId) -> u64 {
+        self.npy_view(array).map_or(0, |n| n.len())
+    }
+
+    /// Renders the NPY view of `array` again from its (just reopened) source.
+    pub(crate) fn npy_changed(&self, array: ArrayId) {
+        let Some(ino) = self.files[array.index()].npy else {
+            return;
+        };
+        let Some(live) = self.live.get(array.index()).and_then(Option::as_ref) else {
+            return;
+        };
+        if let Some(NodeKind::File(FileKind::Npy(_, cell))) = self.node(ino).map(|n| &n.kind) {
+            match Npy::for_array(&live.get()) {
+                Ok(npy) => cell.set(npy),
+                Err(e) => log::warn!("array.npy not updated: {e}"),
+            }
+        }
+    }
+
+    /// Up to `size` bytes of `array.npy` (inode `ino`) of `array` from `offset`.
+    pub(crate) fn npy_read(
+        &self,
+        ino: u64,
+        array: ArrayId,
+        offset: u64,
+        size: u32,
+        hint: ReadHint,
+    ) -> Result<ReadData, TreeError> {
+        let npy = self.npy_view(array).ok_or(TreeError::NotFound)?;
+        let header = npy.header();
+        let hlen = header.len() as u64;
+        let (start, end) = window64(npy.len(), offset, size);
+        if start >= end {
+            return Ok(ReadData::Owned(Vec::new()));
+        }
+        // A window inside one run of one chunk (1-D arrays, bcolz): zero-copy from the cache.
+        if start >= hlen {
+            let mut runs = npy.layout().runs(start - hlen, end - start);
+            if let (Some(run), None) = (runs.next(), runs.next()) {
+                let id = ChunkId::new(array, run.chunk as usize);
+                if !self.has_edit(id) {
+                    let data = self
+                        .reader
+                        .read(id, run.src, run.len as u32, hint, || false)
+                        .map_err(|source| TreeError::Container { ino, source })?;
+                    if data.len() as u64 == run.len {
+                        self.npy_prefetch(array, &npy, end - hlen, hint);
+                        return Ok(data);
+                    }
+                }
+            }
+        }
+        let mut out = vec![0u8; (end - start) as usize];
+        if start < hlen {
+            let h = &header[start as usize..end.min(hlen) as usize];
+            out[..h.len()].copy_from_slice(h);
+        }
+        if end > hlen {
+            let data_start = start.max(hlen) - hlen;
+            let at = (data_start + hlen - start) as usize;
+            let runs = npy.layout().runs(data_start, end - hlen - data_start);
+            let small = out.len() <= RANGE_READ_MAX && hint.pattern == Pattern::Random;
+            self.fill_runs(ino, array, runs, small, &mut out[at..])?;
+            self.npy_prefetch(array, &npy, end - hlen, hint);
+        }
+        Ok(ReadData::Owned(out))
+    }
+
+    /// Whether chunk `id` has an edit buffer.
+    fn has_edit(&self, id: ChunkId) -> bool {
+        self.options.writable && self.edits.lock().chunks.contains_key(&id)
+    }
+
+    /// Copies `runs` of chunks of `array` into `out`: from edit buffers where a chunk has one,
+    /// else through the reader (per run through its small-read path when `small`, else whole
+    /// chunks, each fetched once per group of consecutive runs).
+    fn fill_runs(
+        &self,
+        ino: u64,
+        array: ArrayId,
+        runs: impl Iterator<Item = Run>,
+        small: bool,
+        out: &mut [u8],
+    ) -> Result<(), TreeError> {
+        let eio = |source| TreeError::Container { ino, source };
+        let short = |id: ChunkId| TreeError::Container {
+            ino,
+            source: crate::container::ContainerError::Malformed {
+                path: self.reader.store(id.array).path().to_path_buf(),
+                offset: 0,
+                what: format!("chunk {}", id.index),
+                why: "its decoded bytes are shorter than its shape needs".into(),
+            },
+        };
+        let mut held: Option<(usize, crate::reader::Bytes)> = None;
+        let random = ReadHint {
+            pattern: Pattern::Random,
+            streaming: false,
+        };
+        for run in runs {
+            let id = ChunkId::new(array, run.chunk as usize);
+            let (src, len, dst) = (run.src as usize, run.len as usize, run.dst as usize);
+            let dst = &mut out[dst..dst + len];
+            if self.options.writable {
+                let edits = self.edits.lock();
+                if let Some(buf) = edits.chunks.get(&id) {
+                    let bytes = buf.data.get(src..src + len).ok_or_else(|| short(id))?;
+                    dst.copy_from_slice(bytes);
+                    continue;
+                }
+            }
+            if small {
+                let got = self
+                    .reader
+                    .read(id, run.src, run.len as u32, random, || false)
+                    .map_err(eio)?;
+                if got.len() != len {
+                    return Err(short(id));
+                }
+                dst.copy_from_slice(&got);
+                continue;
+            }
+            if held.as_ref().is_none_or(|(k, _)| *k != id.index) {
+                held = Some((id.index, self.reader.chunk(id).map_err(eio)?));
+            }
+            let Some((_, bytes)) = &held else { continue };
+            dst.copy_from_slice(bytes.get(src..src + len).ok_or_else(|| short(id))?);
+        }
+        Ok(())
+    }
+
+    /// After a sequential read of `array.npy` up to data byte `end`: asks for the next slab's
+    /// chunks, as many as fit in the chunk cache beside the current slab (none when prefetch
+    /// is off or the cache holds only the chunks being read).
+    fn npy_prefetch(&self, array: ArrayId, npy: &Npy, end: u64, hint: ReadHint) {
+        if hint.pattern == Pattern::Random || end == 0 {
+            return;
+        }
+        let layout = npy.layout();
+        let (Some(cur), Some(next)) = (layout.slab(end - 1), layout.next_slab(end - 1)) else {
+            return;
+        };
+        let first = ChunkId::new(array, next.chunks.start as usize);
+        let chunk = self.reader.chunk_nbytes(first).unwrap_or(0).max(1);
+        if self.reader.prefetch_depth(chunk) == 0 {
+            return;
+        }
+        let current = (cur.chunks.end - cur.chunks.start) as usize;
+        let room = (self.reader.cache_budget() / chunk).saturating_sub(current);
+        let ids = next
+            .chunks
+            .take(room)
+            .map(|c| ChunkId::new(array, c as usize));
+        self.reader.prefetch(ids);
+    }
+
+    /// Writes `data` at `offset` of `array.npy` of `array`: patches the chunk buffers the
+    /// window covers.
+    pub(crate) fn npy_write(
+        &self,
+        ino: u64,
+        array: ArrayId,
+        offset: u64,
+        data: &[u8],
+    ) -> Result<(), TreeError> {
+        let npy = self.npy_view(array).ok_or(TreeError::NotFound)?;
+        let header = npy.header();
+        let hlen = header.len() as u64;
+        let end = offset
+            .checked_add(data.len() as u64)
+            .ok_or_else(|| TreeError::TooBig("offset".into()))?;
+        if end > npy.len() {
+            return Err(TreeError::TooBig(format!(
+                "writing up to byte {end}: array.npy has {} bytes and keeps its size",
+                npy.len()
+            )));
+        }
+        if offset < hlen {
+            let h = &header[offset as usize..end.min(hlen) as usize];
+            if data[..h.len()] != *h {
+                log::warn!("inode {ino}: a write would change the header of array.npy: refused");
+                return Err(TreeError::Refused(
+                    "array.npy: its header (dtype and shape) cannot be changed".into(),
+                ));
+            }
+        }
+        if end <= hlen {
+            return Ok(());
+        }
+        let data_start = offset.max(hlen) - hlen;
+        let skip = (data_start + hlen - offset) as usize;
+        let data = &data[skip..];
+        let runs: Vec<Run> = npy.layout().runs(data_start, data.len() as u64).collect();
+        let mut i = 0;
+        while i < runs.len() {
+            let chunk = runs[i].chunk;
+            let group = runs[i..].iter().take_while(|r| r.chunk == chunk).count();
+            let id = ChunkId::new(array, chunk as usize);
+            self.with_chunk_buffer(id, |buf, _| {
+                for r in &runs[i..i + group] {
+                    let (src, len, dst) = (r.src as usize, r.len as usize, r.dst as usize);
+                    let slot = buf.get_mut(src..src + len).ok_or_else(|| {
+                        TreeError::Refused(format!(
+                            "array.npy: chunk {chunk} is shorter than its shape"
+                        ))
+                    })?;
+                    slot.copy_from_slice(&data[dst..dst + len]);
+                }
+                Ok(())
+            })?;
+            i += group;
+        }
+        Ok(())
+    }
+
+    /// `truncate` of `array.npy`: only to its own size.
+    pub(crate) fn npy_set_size(&self, array: ArrayId, size: u64) -> Result<(), TreeError> {
+        let len = self.npy_size(array);
+        if size == len {
+            return Ok(());
+        }
+        Err(TreeError::Refused(format!(
+            "array.npy keeps its size ({len} bytes), not {size}"
+        )))
+    }
+
+    /// The ctable's `table.npy` view and its columns' arrays.
+    fn table_view(&self, ino: u64) -> Option<(Arc<TableNpy>, &[ArrayId])> {
+        match self.entry(ino) {
+            Ok(Entry::File(FileKind::TableNpy(t, columns))) => Some((t.get(), columns)),
+            _ => None,
+        }
+    }
+
+    /// Renders `table.npy` again from the ctable on disk (after a commit changed its rows).
+    pub(crate) fn table_npy_changed(&self) {
+        let Some(path) = &self.table else { return };
+        for node in &self.nodes {
+            if let NodeKind::File(FileKind::TableNpy(cell, _)) = &node.kind {
+                match crate::container::open(path) {
+                    Ok(crate::container::Container::Table(t)) => match TableNpy::for_table(&t) {
+                        Ok(npy) => cell.set(npy),
+                        Err(e) => log::warn!("table.npy not updated: {e}"),
+                    },
+                    Ok(_) => log::warn!("table.npy not updated: no longer a ctable"),
+                    Err(e) => log::warn!("table.npy not updated: {}", super::display_chain(&e)),
+                }
+            }
+        }
+    }
+
+    /// The size of `table.npy`.
+    pub(crate) fn table_npy_size(&self, ino: u64) -> u64 {
+        self.table_view(ino).map_or(0, |(t, _)| t.len())
+    }
+
+    /// Up to `size` bytes of `table.npy` (inode `ino`) from `offset`: each row's fields taken
+    /// from the columns' chunks (whole chunks through the cache).
+    pub(crate) fn table_npy_read(
+        &self,
+        ino: u64,
+        offset: u64,
+        size: u32,
+        _hint: ReadHint,
+    ) -> Result<ReadData, TreeError> {
+        let (t, columns) = self.table_view(ino).ok_or(TreeError::NotFound)?;
+        let header = t.header();
+        let hlen = header.len() as u64;
+        let (start, end) = window64(t.len(), offset, size);
+        let mut out = vec![0u8; (end - start) as usize];
+        if start < hlen {
+            let h = &header[start as usize..end.min(hlen) as usize];
+            out[..h.len()].copy_from_slice(h);
+        }
+        if end > hlen {
+            let data_start = start.max(hlen) - hlen;
+            let at = (data_start + hlen - start) as usize;
+            let out = &mut out[at..];
+            let mut held: Option<(ChunkId, crate::reader::Bytes)> = None;
+            for p in t.pieces(data_start, end - hlen - data_start) {
+                let array = *columns.get(p.column).ok_or(TreeError::NotFound)?;
+                let id = ChunkId::new(array, p.chunk as usize);
+                if held.as_ref().is_none_or(|(k, _)| *k != id) {
+                    let bytes = self
+                        .reader
+                        .chunk(id)
+                        .map_err(|source| TreeError::Container { ino, source })?;
+                    held = Some((id, bytes));
+                }
+                let Some((_, bytes)) = &held else { continue };
+                for row in 0..p.rows {
+                    let src = (p.src + row * p.src_stride) as usize;
+                    let dst = (p.dst + row * p.dst_stride) as usize;
+                    let len = p.len as usize;
+                    let piece = bytes.get(src..src + len).ok_or(TreeError::NotFound)?;
+                    out[dst..dst + len].copy_from_slice(piece);
+                }
+            }
+        }
+        Ok(ReadData::Owned(out))
+    }
+}
