@@ -7,8 +7,8 @@
 //!   body read that follow cost nothing more; anything else is one exact GET;
 //! - two chunks read in order start a prefetch of the following ones, the window doubling
 //!   (1, 2, 4, ... chunks) up to a byte cap (a quarter of the cache budget, at most 64 MiB),
-//!   adjacent chunks merged into GETs of up to 8 MiB that run concurrently; any other access
-//!   resets it;
+//!   adjacent chunks merged into GETs of up to 8 MiB that run concurrently; reads a few chunks
+//!   behind (other threads) leave it alone, any other jump resets it;
 //! - every GET is conditional on the version seen at open; a 412 marks the object changed,
 //!   logged once naming it, and every later read fails.
 
@@ -32,6 +32,9 @@ const HEAD_LEN: u64 = 64 << 10;
 const TAIL_LEN: u64 = 256 << 10;
 /// The largest single GET a prefetch merges adjacent chunks into.
 const MERGE_MAX: u64 = 8 << 20;
+/// How far behind the last chunk read a read may fall without breaking a sequence (readers on
+/// several threads finish out of order).
+const BEHIND: usize = 8;
 /// The largest prefetch window, in bytes (also at most a quarter of the cache budget).
 const WINDOW_MAX: u64 = 64 << 20;
 
@@ -234,7 +237,10 @@ impl RemoteObject {
             let mut s = self.seq.lock().unwrap_or_else(|p| p.into_inner());
             match s.last {
                 Some(l) if l == i => return,
-                Some(l) if l + 1 == i => {
+                // Another reader (the tree's prefetch threads) a little behind: no change.
+                Some(l) if i < l && l - i <= BEHIND => return,
+                // The next chunk, or one inside the window: sequential.
+                Some(l) if i > l && i - l <= s.window + 1 => {
                     s.window = (s.window * 2).clamp(1, ext.starts.len());
                 }
                 _ => {
