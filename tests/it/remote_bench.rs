@@ -89,15 +89,16 @@ fn bench_remote_mount_requests_and_time_at_20ms_rtt() {
         ..Default::default()
     };
     let mut inproc = Vec::new();
-    for _ in 0..5 {
+    for delay in [20, 0, 20, 0, 20, 0] {
+        proxy.set_delay(Duration::from_millis(delay));
         let t0 = Instant::now();
         let obj = b2fs::remote::open(&url, &ro).unwrap();
         let c = b2fs::container::open_bytes(obj.byte_source()).unwrap();
-        inproc.push((t0.elapsed().as_secs_f64() * 1e3, obj.stats().requests()));
+        inproc.push((delay, t0.elapsed().as_secs_f64() * 1e3, obj.stats().requests()));
         drop(c);
     }
     println!(
-        "frame {} bytes, 64 chunks, 20 ms added per request\n  b2fs mount (daemon, until live): {:?} (ms, requests)\n  open in-process: {:?} (ms, requests)",
+        "frame {} bytes, 64 chunks, 20 ms added per request\n  b2fs mount (daemon, until live): {:?} (ms, requests)\n  open in-process: {:?} (added delay ms, ms, requests)",
         std::fs::metadata(frame).unwrap().len(),
         times,
         inproc
