@@ -264,6 +264,16 @@ impl RemoteObject {
                 to += 1;
             }
             let from = s.ahead.max(i + 1);
+            // Top up only once at least MERGE_MAX (or half the window) can go in one GET:
+            // one small GET per chunk read would cost a request's overhead per chunk.
+            let new_bytes = (from..to)
+                .map(|j| ext.range(j))
+                .map(|r| r.end - r.start)
+                .sum::<u64>();
+            let ahead_left = from > i + 1;
+            if ahead_left && new_bytes < MERGE_MAX.min(self.window_max / 2) {
+                return;
+            }
             s.ahead = to.max(s.ahead);
             from..to.max(from)
         };

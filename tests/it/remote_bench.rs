@@ -94,7 +94,11 @@ fn bench_remote_mount_requests_and_time_at_20ms_rtt() {
         let t0 = Instant::now();
         let obj = b2fs::remote::open(&url, &ro).unwrap();
         let c = b2fs::container::open_bytes(obj.byte_source()).unwrap();
-        inproc.push((delay, t0.elapsed().as_secs_f64() * 1e3, obj.stats().requests()));
+        inproc.push((
+            delay,
+            t0.elapsed().as_secs_f64() * 1e3,
+            obj.stats().requests(),
+        ));
         drop(c);
     }
     println!(
@@ -160,7 +164,11 @@ fn bench_remote_cold_sequential_read_and_memory() {
     println!(
         "frame {size} bytes ({mib} chunks of 1 MiB decoded); server range-GET rate with curl: moto {moto_curl:.0} MB/s, rclone {http_curl:.0} MB/s (compressed bytes)"
     );
+    let only = std::env::var("B2FS_BENCH_ONLY").unwrap_or_default();
     for (name, src, opts) in runs {
+        if !only.is_empty() && name != "local" && !name.starts_with(only.as_str()) {
+            continue;
+        }
         let m = Mount::daemon(src, &[&opts]);
         let pid = daemon_pid(&m.mp);
         let (bytes, secs) = stream(&m);
