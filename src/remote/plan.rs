@@ -201,11 +201,18 @@ impl RemoteObject {
                     ))
                 }
             });
+            let merged = flights.len() > 1;
             for (er, flight) in flights {
                 let r = got.as_ref().map_err(Clone::clone).map(|b| {
                     let from = (er.start - range.start) as usize;
                     let to = (er.end - range.start) as usize;
-                    b.slice(from..to)
+                    // A slice would keep the whole merged body alive while any of its
+                    // extents is cached: copy, so the cache's byte count is what it holds.
+                    if merged {
+                        Bytes::copy_from_slice(&b[from..to])
+                    } else {
+                        b.slice(from..to)
+                    }
                 });
                 cache.finish(er.start, &flight, r);
             }
