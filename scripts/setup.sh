@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# Installs what b2fs's tests and demo need, if absent: fuse3 (fusermount3, mount.fuse3), attr
-# (getfattr) and vim (the editor tests) with apt-get, and a Python venv in .venv with the
-# pinned reference libraries (the test oracle only) and maturin (the wheel test builds the
-# pip package with it).
+# Installs what b2fs's tests and demo need, if absent: with apt-get, fuse3 (fusermount3,
+# mount.fuse3), attr (getfattr), vim (the editor tests) and rclone (the HTTP range server of
+# the remote tests); a Python venv in .venv with the pinned reference libraries (the test
+# oracle only), maturin (the wheel test builds the pip package with it) and moto[server] (the
+# S3 server of the remote tests).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -10,6 +11,7 @@ APT=()
 command -v fusermount3 >/dev/null 2>&1 || APT+=(fuse3)
 command -v getfattr >/dev/null 2>&1 || APT+=(attr)
 command -v vim >/dev/null 2>&1 || APT+=(vim-tiny)
+command -v rclone >/dev/null 2>&1 || APT+=(rclone)
 if [ "${#APT[@]}" -gt 0 ]; then
     echo "setup: installing ${APT[*]}" >&2
     SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
@@ -28,4 +30,8 @@ fi
 if ! "$PY" -m maturin --version >/dev/null 2>&1; then
     echo "setup: installing maturin into .venv" >&2
     "$PY" -m pip install -q --disable-pip-version-check "maturin>=1.7,<2"
+fi
+if [ ! -x .venv/bin/moto_server ]; then
+    echo "setup: installing moto[server] (S3 server of the remote tests)" >&2
+    "$PY" -m pip install -q --disable-pip-version-check "moto[server]==5.2.5"
 fi

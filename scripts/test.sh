@@ -1,22 +1,25 @@
 #!/usr/bin/env bash
 # The whole test suite: set-up if needed, then format check, clippy, and every test.
-# In CI (CI=true) real-mount and python-oracle tests fail instead of skipping.
+# In CI (CI=true) real-mount, python-oracle and remote-server (moto, rclone) tests fail instead
+# of skipping.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 export B2FS_PYTHON="$PWD/.venv/bin/python"
 if [ "${CI:-}" = "true" ]; then
-    export B2FS_REQUIRE_FUSE=1 B2FS_REQUIRE_PYTHON=1
+    export B2FS_REQUIRE_FUSE=1 B2FS_REQUIRE_PYTHON=1 B2FS_REQUIRE_REMOTE=1
 fi
 cargo fmt --all -- --check
 if grep -rlP '[^\x00-\x7F]' src tests/it benches Cargo.toml; then
     echo "non-ASCII characters in the files above" >&2; exit 1
 fi
 cargo clippy --all-targets --locked -- -D warnings
-RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --document-private-items --locked --quiet
-cargo test --locked
+# Remote sources (S3/HTTP) are the non-default `remote` feature: lint both builds, test with it.
+cargo clippy --all-targets --locked --features remote -- -D warnings
+RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --document-private-items --locked --quiet --features remote
+cargo test --locked --features remote
 # The pip wheel test rebuilds target/debug/b2fs with maturin: alone, after the suite.
-cargo test --locked --test it -- --ignored wheel_
+cargo test --locked --features remote --test it -- --ignored wheel_
 # Fuzzing (RELIABILITY.md): every fuzz target for a short bounded time where a nightly
 # toolchain is present; without cargo-fuzz, scripts/fuzz.sh builds and runs the same libFuzzer
 # binaries directly (no install). `cargo test` above already replayed the stored corpora and

@@ -18,6 +18,7 @@ mod docs;
 mod events;
 mod fstab;
 mod info;
+pub mod remote;
 mod umount;
 
 use std::io;
@@ -41,6 +42,8 @@ pub const EXIT_SOURCE: u8 = 3;
 pub const EXIT_MOUNTPOINT: u8 = 4;
 /// Exit code: FUSE is unavailable (no `/dev/fuse` or `fusermount3`).
 pub const EXIT_FUSE: u8 = 5;
+/// Exit code: a remote source's endpoint cannot be reached, times out or keeps failing.
+pub const EXIT_NETWORK: u8 = 6;
 
 /// Why a command failed.
 #[derive(Debug, Error)]
@@ -67,6 +70,16 @@ pub enum Error {
         path: PathBuf,
         /// Who holds it.
         source: Box<ContainerError>,
+    },
+    /// A remote source (URL) cannot be opened.
+    #[error("cannot open '{url}': {why}")]
+    Remote {
+        /// The URL given.
+        url: String,
+        /// The exit code of its class ([`EXIT_SOURCE`], [`EXIT_NETWORK`], ...).
+        code: u8,
+        /// Why, in one line.
+        why: String,
     },
     /// The source path itself is unusable (missing, unreadable).
     #[error("cannot open '{}'", path.display())]
@@ -139,7 +152,7 @@ impl Error {
             Error::Mountpoint { .. } | Error::Mount { .. } => EXIT_MOUNTPOINT,
             Error::Fuse(_) => EXIT_FUSE,
             Error::Busy { .. } => EXIT_OTHER,
-            Error::Daemon { code, .. } => *code,
+            Error::Daemon { code, .. } | Error::Remote { code, .. } => *code,
             Error::Other { .. } => EXIT_OTHER,
         }
     }
@@ -180,7 +193,7 @@ pub fn run(cli: Cli) -> Result<(), Error> {
     match cli.command {
         Command::Mount(m) => daemon::mount(m),
         Command::Umount(u) => umount::umount(&u.mountpoint, u.lazy),
-        Command::Info(i) => info::info(&i.source, i.json),
+        Command::Info(i) => info::info(&i.source, i.json, &i.options),
         Command::Compact(c) => compact::compact(&c.source),
         Command::Log(l) => events::log(&l.mountpoint),
         Command::Completions(c) => docs::completions(c.shell),

@@ -10,7 +10,8 @@
 //! `shared/seeds/002_...txt`, `003_...txt`; see each submodule's docs for the differences).
 //!
 //! Layout:
-//! - [`source`]: positional reads with bounds checks and I/O counters (no mmap: see there);
+//! - [`source`]: positional reads with bounds checks and I/O counters (no mmap: see there),
+//!   from a local file or a pluggable [`ByteSource`] (a remote object: [`open_bytes`]);
 //! - `msgpack`: the exact-marker cursor for frame structures;
 //! - [`frame`]: contiguous and sparse frames (header, metalayers, index, trailer);
 //! - [`ndim`]: `b2nd`/`caterva` metalayers and the element-to-chunk mapping ([`Grid`]);
@@ -63,7 +64,7 @@ use std::time::SystemTime;
 pub use error::ContainerError;
 pub use frame::{FrameInfo, Vlmetalayer};
 pub use ndim::{Grid, NdMeta};
-pub use source::IoStats;
+pub use source::{ByteSource, IoStats};
 pub use store::{Collection, Opened, open_any};
 
 use crate::codec::ChunkHeader;
@@ -228,6 +229,32 @@ pub fn open(path: &Path) -> Result<Container, ContainerError> {
         path,
         "directory has no chunks.b2frame, __rootdirs__ or meta/sizes + meta/storage",
     ))
+}
+
+/// Opens the contiguous frame (`.b2frame`, `.b2nd`) held by a byte source that is not a
+/// local file (a remote object), detecting it by content like [`open`]. The array's path is
+/// the byte source's name. Reads the same structures as opening a local frame, through the
+/// byte source, and nothing is mapped.
+///
+/// # Errors
+/// As [`open`]; [`ContainerError::NotAContainer`] for anything but a contiguous frame.
+pub fn open_bytes(bytes: Arc<dyn ByteSource>) -> Result<Container, ContainerError> {
+    let stats = Arc::new(IoStats::default());
+    let src = source::Source::from_bytes(bytes, Arc::clone(&stats));
+    let path = src.path().to_path_buf();
+    let n = usize::try_from(src.len().min(32)).unwrap_or(32);
+    let head = src.read_at(0, n, "file magic")?;
+    if !head.starts_with(&frame::MAGIC) {
+        return Err(not_a_container(&path, "no Blosc2 frame magic at offset 0"));
+    }
+    if head.get(26) == Some(&1) {
+        return Err(not_a_container(
+            &path,
+            "the index of a sparse frame: its chunk files are not read from a remote source",
+        ));
+    }
+    let f = frame::Frame::open_source(src, 0, None, Arc::clone(&stats))?;
+    Array::from_frame(path, SourceKind::Cframe, f, stats).map(Container::Array)
 }
 
 fn open_file(path: &Path, stats: Arc<IoStats>) -> Result<Array, ContainerError> {

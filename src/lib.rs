@@ -5,6 +5,7 @@
 //! ```text
 //! cli -> fuse -> tree -> reader -> container -> codec
 //!                          \-----> cache      (both use mem; every layer uses error)
+//! cli -> remote -> container (implements its ByteSource: remote objects below the container)
 //! ```
 //!
 //! - [`codec`]: the Blosc1/Blosc2 chunk format (headers, filters, codecs). Bytes in, bytes out;
@@ -19,6 +20,8 @@
 //! - [`tree`]: the filesystem logic as an in-process API (lookup, getattr, readdir, read, ...)
 //!   that tests drive without a kernel.
 //! - [`fuse`]: the thin fuser adapter over [`tree`].
+//! - [`remote`]: S3 and HTTP(S) objects read by ranged GETs, as a byte source of [`container`]
+//!   (feature `remote`).
 //! - [`cli`]: the `b2fs` command (mount, umount, info).
 
 pub mod cache;
@@ -29,4 +32,5 @@ pub mod error;
 pub mod fuse;
 pub mod mem;
 pub mod reader;
+pub mod remote;
 pub mod tree;

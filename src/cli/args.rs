@@ -14,7 +14,8 @@ Exit codes:
   2  usage error (bad arguments or -o options)
   3  SOURCE missing, unreadable or not a Blosc2 frame / b2nd / bcolz directory
   4  MOUNTPOINT missing, not a directory, already mounted or busy (umount: not mounted)
-  5  FUSE unavailable: no /dev/fuse or no fusermount3";
+  5  FUSE unavailable: no /dev/fuse or no fusermount3
+  6  remote SOURCE (URL): endpoint unreachable, timing out or failing (5xx)";
 
 const MOUNT_HELP: &str = "\
 Mount options (-o, comma-separated, may repeat):
@@ -41,6 +42,14 @@ nodev,nosuid and shows no executable files. `b2fs SOURCE MOUNTPOINT -o OPTS` (ho
 mount.fuse3 runs it) is `b2fs mount SOURCE MOUNTPOINT -o OPTS`, so
 `mount -t fuse.b2fs SOURCE MOUNTPOINT -o ro` and this fstab line work:
   /data/a.b2nd  /mnt/a  fuse.b2fs  ro,noauto,user  0 0
+
+Remote sources (SOURCE = s3://BUCKET/KEY or http(s)://HOST/PATH; always read-only):
+  endpoint=URL    S3 endpoint (path-style; http:// allowed), else AWS_ENDPOINT_URL
+  region=NAME     S3 region (else AWS_REGION / AWS_DEFAULT_REGION, else us-east-1)
+  no_sign_request anonymous S3 access (else credentials from the AWS_* variables)
+  remote_cache=SIZE  budget of fetched compressed chunks kept in memory (default 256M)
+  remote_timeout=SECS  deadline of one request attempt (default 10)
+  remote_retries=N  retries of a failed request, with backoff (default 3)
 
 Without -f, b2fs mounts in the background and returns once the mount is live; the
 daemon logs to $XDG_RUNTIME_DIR/b2fs-PID.log (/tmp/b2fs-PID.log when XDG_RUNTIME_DIR is
@@ -140,6 +149,9 @@ pub struct InfoArgs {
     /// Print JSON instead of text.
     #[arg(long)]
     pub json: bool,
+    /// Remote source options (endpoint=, region=, no_sign_request, ...), as for mount.
+    #[arg(short = 'o', value_name = "OPTS")]
+    pub options: Vec<String>,
 }
 
 /// The parsed `-o` options.
@@ -161,6 +173,8 @@ pub struct MountOptions {
     pub direct_io: Option<bool>,
     /// `ro`.
     pub read_only: bool,
+    /// The options of a remote source (`endpoint=`, `region=`, ...; see `cli/remote.rs`).
+    pub remote: crate::remote::RemoteOptions,
 }
 
 impl Default for MountOptions {
@@ -174,6 +188,7 @@ impl Default for MountOptions {
             debug: false,
             direct_io: None,
             read_only: false,
+            remote: crate::remote::RemoteOptions::default(),
         }
     }
 }
@@ -225,6 +240,7 @@ impl MountOptions {
                 ("cache_size" | "threads", None) => {
                     return Err(format!("option '{key}' needs a value ({key}=...)"));
                 }
+                _ if super::remote::set_option(&mut o.remote, key, value)? => {}
                 _ => return Err(format!("unknown mount option '{opt}'")),
             }
         }
@@ -255,6 +271,7 @@ impl MountOptions {
             Some(false) => v.push("keep_cache".into()),
             None => {}
         }
+        v.extend(super::remote::to_arg(&self.remote));
         v.join(",")
     }
 }
@@ -316,6 +333,7 @@ mod tests {
                 debug: true,
                 direct_io: Some(true),
                 read_only: true,
+                remote: crate::remote::RemoteOptions::default(),
             }
         );
         // keep_cache and direct_io: the last one wins; both survive the daemon round trip

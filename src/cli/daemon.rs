@@ -16,11 +16,13 @@ use crate::tree::{Tree, TreeOptions, display_chain};
 
 /// Runs `b2fs mount`.
 pub(super) fn mount(args: MountArgs) -> Result<(), Error> {
-    let opts = MountOptions::parse(&args.options).map_err(Error::Usage)?;
+    let mut opts = MountOptions::parse(&args.options).map_err(Error::Usage)?;
+    // Remote sources are read-only.
+    opts.read_only |= super::remote::as_url(&args.source).is_some();
     if args.daemon_child {
         return daemon_child(&args, &opts);
     }
-    check_source(&args.source)?;
+    check_local_source(&args.source)?;
     let mountpoint = check_mountpoint(&args.mountpoint)?;
     check_fuse()?;
     if args.foreground {
@@ -34,7 +36,10 @@ pub(super) fn mount(args: MountArgs) -> Result<(), Error> {
 /// Starts the daemon child and waits for its readiness line.
 fn spawn_daemon(source: &Path, mountpoint: &Path, opts: &MountOptions) -> Result<(), Error> {
     let exe = std::env::current_exe().map_err(|e| Error::other("cannot find own binary", e))?;
-    let source = std::path::absolute(source).map_err(|e| Error::other("source path", e))?;
+    let source = match super::remote::as_url(source) {
+        Some(_) => source.to_path_buf(),
+        None => std::path::absolute(source).map_err(|e| Error::other("source path", e))?,
+    };
     use std::os::unix::process::CommandExt;
     let mut child = Command::new(exe)
         .arg("mount")
@@ -87,7 +92,7 @@ fn daemon_child(args: &MountArgs, opts: &MountOptions) -> Result<(), Error> {
         let _ = out.flush();
     };
     let result = (|| {
-        check_source(&args.source)?;
+        check_local_source(&args.source)?;
         let mountpoint = check_mountpoint(&args.mountpoint)?;
         check_fuse()?;
         serve(&args.source, &mountpoint, opts, |_| report("ready"))
@@ -98,6 +103,14 @@ fn daemon_child(args: &MountArgs, opts: &MountOptions) -> Result<(), Error> {
         report(&format!("error {} {msg}", e.exit_code()));
     }
     result
+}
+
+/// [`check_source`] for a path; nothing for a URL (its checks are the requests of opening).
+fn check_local_source(source: &Path) -> Result<(), Error> {
+    match super::remote::as_url(source) {
+        Some(_) => Ok(()),
+        None => check_source(source),
+    }
 }
 
 /// Where a daemon with process id `pid` logs.
@@ -163,14 +176,25 @@ fn serve(
         writable: !opts.read_only,
         ..TreeOptions::default()
     };
-    // Held while serving: `b2fs compact` refuses a source whose lock is held (see
-    // `container::write::lock_source_for_mount`).
-    let _source_lock = crate::container::write::lock_source_for_mount(source)
-        .map_err(|e| Error::from_container("mount", source, e))?;
-    let tree = Tree::from_source(source, tree_opts).map_err(|e| Error::Source {
+    let source_err = |e| Error::Source {
         path: source.to_path_buf(),
         source: e,
-    })?;
+    };
+    let (tree, _source_lock) = match super::remote::as_url(source) {
+        Some(url) => {
+            let container = super::remote::open(url, &opts.remote)?;
+            let layout = crate::tree::view::layout(container).map_err(source_err)?;
+            (Tree::new(layout, tree_opts), None)
+        }
+        None => {
+            // Held while serving: `b2fs compact` refuses a source whose lock is held (see
+            // `container::write::lock_source_for_mount`).
+            let lock = crate::container::write::lock_source_for_mount(source)
+                .map_err(|e| Error::from_container("mount", source, e))?;
+            let tree = Tree::from_source(source, tree_opts).map_err(source_err)?;
+            (tree, Some(lock))
+        }
+    };
     let cfg = MountConfig {
         fsname: source.display().to_string(),
         allow_other: opts.allow_other,

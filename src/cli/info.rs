@@ -8,6 +8,7 @@ use std::path::Path;
 
 use serde_json::{Value, json};
 
+use super::args::MountOptions;
 use super::{Error, check_source};
 use crate::codec::{self, Codec};
 use crate::container::{self, Array, ChunkKind, Container};
@@ -71,17 +72,25 @@ fn walk(tree: &Tree, ino: u64, prefix: &str, out: &mut Vec<Value>) {
 }
 
 /// Runs `b2fs info`.
-pub(super) fn info(source: &Path, as_json: bool) -> Result<(), Error> {
-    check_source(source)?;
+pub(super) fn info(source: &Path, as_json: bool, options: &[String]) -> Result<(), Error> {
     let source_err = |e| Error::Source {
         path: source.to_path_buf(),
         source: e,
     };
-    if let Ok(container::Opened::Collection(c)) = container::open_any(source) {
-        collection_info(&c, as_json);
-        return Ok(());
-    }
-    let container = container::open(source).map_err(source_err)?;
+    let container = match super::remote::as_url(source) {
+        Some(url) => {
+            let opts = MountOptions::parse(options).map_err(Error::Usage)?;
+            super::remote::open(url, &opts.remote)?
+        }
+        None => {
+            check_source(source)?;
+            if let Ok(container::Opened::Collection(c)) = container::open_any(source) {
+                collection_info(&c, as_json);
+                return Ok(());
+            }
+            container::open(source).map_err(source_err)?
+        }
+    };
     let (kind, tables) = match &container {
         Container::Array(a) => (
             format!("{:?}", a.kind()),

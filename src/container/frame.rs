@@ -123,6 +123,51 @@ impl Frame {
         } else {
             Source::open(path, Arc::clone(&stats))?
         };
+        Frame::open_source(src, start, sparse_dir, stats)
+    }
+
+    /// [`Frame::open`] on an already opened source (a local file or a byte source such as a
+    /// remote object). A byte source is told where the stored chunks lie
+    /// ([`super::source::ByteSource::chunk_extents`]), so it can fetch a chunk in one request.
+    pub(crate) fn open_source(
+        src: Source,
+        start: u64,
+        sparse_dir: Option<&Path>,
+        stats: Arc<IoStats>,
+    ) -> Result<Frame, ContainerError> {
+        let frame = Frame::open_parsed(src, start, sparse_dir, stats)?;
+        if let (Some(bytes), None) = (frame.src.byte_source(), &frame.dir) {
+            bytes.chunk_extents(frame.chunk_starts(), frame.chunk_area_end());
+        }
+        Ok(frame)
+    }
+
+    /// The absolute start of every stored chunk of a contiguous frame, sorted, distinct.
+    fn chunk_starts(&self) -> Vec<u64> {
+        let base = self.info.start + self.info.header_len;
+        let mut starts: Vec<u64> = (0..self.nchunks)
+            .filter_map(|i| match self.slot(i) {
+                Ok(Slot::Stored(o)) => Some(base + o),
+                _ => None,
+            })
+            .collect();
+        starts.sort_unstable();
+        starts.dedup();
+        starts
+    }
+
+    /// The absolute end of a contiguous frame's chunk area.
+    fn chunk_area_end(&self) -> u64 {
+        self.info.start + self.info.header_len + self.info.cbytes
+    }
+
+    fn open_parsed(
+        src: Source,
+        start: u64,
+        sparse_dir: Option<&Path>,
+        stats: Arc<IoStats>,
+    ) -> Result<Frame, ContainerError> {
+        let path = &src.path().to_path_buf();
         let mal = |f: Fault| ContainerError::Malformed {
             path: path.to_path_buf(),
             what: f.what,
@@ -335,6 +380,9 @@ impl Frame {
     /// bytes. C-Blosc2 changes frame_len with almost every mutation (`CONTAINER_NOTES.md`
     /// 3.6); the mtime catches same-length edits too.
     pub(crate) fn changed_on_disk(&self) -> Result<bool, ContainerError> {
+        if let Some(bytes) = self.src.byte_source() {
+            return Ok(bytes.changed());
+        }
         let now = match Source::open(self.src.path(), Arc::clone(&self.stats)) {
             Ok(now) => now,
             // Gone or replaced by something unreadable: changed.

@@ -2,7 +2,9 @@
 //! at open and I/O counters.
 //!
 //! This module knows nothing of frame or bcolz structure: it hands out byte ranges, read
-//! with `pread` (`FileExt::read_at`), which costs one copy and cannot fault. A source opened
+//! with `pread` (`FileExt::read_at`), which costs one copy and cannot fault, or, for a source
+//! that is not a local file (a remote object, `crate::remote`), from a [`ByteSource`]: the
+//! pluggable byte source below this layer. A source opened
 //! with `Source::open_mapped` also lends ranges straight from a read-only mapping
 //! (`Source::with_mapped`); a mapped file that shrinks underneath (another process
 //! truncating it) is made an I/O error of that read by `mapped.rs`, never a SIGBUS.
@@ -47,11 +49,51 @@ impl IoStats {
     }
 }
 
-/// One open file of a source, read with `pread`.
+/// A read-only byte source that is not a local file (a remote object): what a `Source`
+/// reads from instead of `pread`. Its length and modification time are fixed when it is
+/// opened; reads are `&self` and thread-safe, and must return within a deadline.
+pub trait ByteSource: Send + Sync + std::fmt::Debug {
+    /// The name used in messages and as the source's path (a URL).
+    fn name(&self) -> &str;
+    /// The length seen at open.
+    fn len(&self) -> u64;
+    /// Whether the source is empty.
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+    /// The modification time seen at open.
+    fn mtime(&self) -> SystemTime;
+    /// Fills `buf` with the bytes at `offset` (the range is inside [`ByteSource::len`]).
+    ///
+    /// # Errors
+    /// Any failure to get exactly those bytes of the version seen at open.
+    fn read_exact_at(&self, offset: u64, buf: &mut [u8]) -> std::io::Result<()>;
+    /// A hint from the container: stored chunks start at the sorted, distinct `starts` and
+    /// the chunk area ends at `end`, so a read inside `[starts[i], starts[i + 1])` (the last
+    /// one up to `end`) belongs to one chunk. The default ignores it.
+    fn chunk_extents(&self, starts: Vec<u64>, end: u64) {
+        let _ = (starts, end);
+    }
+    /// Whether the source is known to have changed since it was opened.
+    fn changed(&self) -> bool {
+        false
+    }
+}
+
+/// Where a [`Source`]'s bytes come from.
+#[derive(Debug)]
+enum Backend {
+    /// A local file, read with `pread`.
+    File(File),
+    /// Anything else (a remote object).
+    Bytes(Arc<dyn ByteSource>),
+}
+
+/// One open file of a source, read with `pread` (or from a [`ByteSource`]).
 #[derive(Debug)]
 pub(crate) struct Source {
     path: PathBuf,
-    file: File,
+    backend: Backend,
     len: u64,
     mtime: SystemTime,
     stats: Arc<IoStats>,
@@ -76,7 +118,7 @@ impl Source {
         }
         Ok(Source {
             path: path.to_path_buf(),
-            file,
+            backend: Backend::File(file),
             len: meta.len(),
             mtime: meta.modified().unwrap_or(SystemTime::UNIX_EPOCH),
             stats,
@@ -88,8 +130,38 @@ impl Source {
     /// [`Source::with_mapped`] (when the file can be mapped; else reads use `pread`).
     pub(crate) fn open_mapped(path: &Path, stats: Arc<IoStats>) -> Result<Source, ContainerError> {
         let mut src = Source::open(path, stats)?;
-        src.map = super::mapped::Mapping::new(&src.file, src.len);
+        if let Backend::File(file) = &src.backend {
+            src.map = super::mapped::Mapping::new(file, src.len);
+        }
         Ok(src)
+    }
+
+    /// A source reading from `bytes` (never mapped); its path is the byte source's name.
+    pub(crate) fn from_bytes(bytes: Arc<dyn ByteSource>, stats: Arc<IoStats>) -> Source {
+        Source {
+            path: PathBuf::from(bytes.name()),
+            len: bytes.len(),
+            mtime: bytes.mtime(),
+            backend: Backend::Bytes(bytes),
+            stats,
+            map: None,
+        }
+    }
+
+    /// The byte source this reads from, when it is not a local file.
+    pub(crate) fn byte_source(&self) -> Option<&Arc<dyn ByteSource>> {
+        match &self.backend {
+            Backend::File(_) => None,
+            Backend::Bytes(b) => Some(b),
+        }
+    }
+
+    /// `pread` or the byte source.
+    fn fill(&self, offset: u64, buf: &mut [u8]) -> std::io::Result<()> {
+        match &self.backend {
+            Backend::File(file) => file.read_exact_at(buf, offset),
+            Backend::Bytes(b) => b.read_exact_at(offset, buf),
+        }
     }
 
     /// Calls `f` with the `len` bytes at `offset` straight from the file's mapping, without
@@ -110,7 +182,13 @@ impl Source {
         // A cut inside the range's last page raises no SIGBUS (the rest of that page reads as
         // zeros), so the guard cannot see it: the file's length can. Checked after `f`, so a
         // cut that could have touched what `f` read is seen.
-        let r = r.and_then(|v| match self.file.metadata() {
+        let Backend::File(file) = &self.backend else {
+            return Some(r.map_err(|source| ContainerError::Io {
+                path: self.path.clone(),
+                source,
+            }));
+        };
+        let r = r.and_then(|v| match file.metadata() {
             Ok(m) if m.len() < offset.saturating_add(len as u64) => Err(shrank()),
             _ => Ok(v),
         });
@@ -175,8 +253,7 @@ impl Source {
         buf.resize(start + len, 0);
         let target = buf.get_mut(start..).unwrap_or_default();
         self.stats.record(len);
-        self.file
-            .read_exact_at(target, offset)
+        self.fill(offset, target)
             .map_err(|e| self.read_error(e, offset, &what))
     }
 
@@ -205,8 +282,7 @@ impl Source {
             }
         }
         self.stats.record(len);
-        self.file
-            .read_exact_at(buf, offset)
+        self.fill(offset, buf)
             .map_err(|e| self.read_error(e, offset, what))
     }
 

@@ -1,0 +1,178 @@
+//! The remote part of the command line: the `-o` options of remote sources (parsed into
+//! [`RemoteOptions`]) and opening a URL source for `mount` and `info` (one-line errors with
+//! their exit codes: 3 for an object that is missing, refused or not a container, 6 for an
+//! endpoint that cannot be reached or keeps failing).
+
+use std::time::Duration;
+
+use super::Error;
+use super::args::parse_size;
+use crate::container::Container;
+use crate::remote::RemoteOptions;
+
+/// The source argument as a URL, when it is one.
+pub fn as_url(source: &std::path::Path) -> Option<&str> {
+    source.to_str().filter(|s| crate::remote::is_url(s))
+}
+
+/// Opens the container at `url`, logging how many requests that took.
+///
+/// # Errors
+/// [`Error::Remote`] with the class's exit code (3: the object is missing, refused or not
+/// readable by ranges; 6: the endpoint cannot be reached or keeps failing), or
+/// [`Error::Source`] when the object is not a container.
+#[cfg(feature = "remote")]
+pub fn open(url: &str, opts: &RemoteOptions) -> Result<Container, Error> {
+    use crate::remote::RemoteErrorKind as K;
+    let object = crate::remote::open(url, opts).map_err(|e| Error::Remote {
+        url: url.to_owned(),
+        code: match e.kind {
+            K::Network => super::EXIT_NETWORK,
+            K::Config => super::EXIT_USAGE,
+            K::NotFound | K::Denied | K::Protocol => super::EXIT_SOURCE,
+            K::Changed => super::EXIT_OTHER,
+        },
+        why: e.why,
+    })?;
+    let container =
+        crate::container::open_bytes(object.byte_source()).map_err(|e| Error::Source {
+            path: url.into(),
+            source: e,
+        })?;
+    log::info!(
+        "{url}: container opened with {} requests ({} bytes)",
+        object.stats().requests(),
+        object.stats().bytes()
+    );
+    Ok(container)
+}
+
+/// Without the `remote` feature a URL is a usage error.
+///
+/// # Errors
+/// Always [`Error::Usage`].
+#[cfg(not(feature = "remote"))]
+pub fn open(url: &str, _opts: &RemoteOptions) -> Result<Container, Error> {
+    Err(Error::Usage(format!(
+        "{url}: this b2fs was built without the 'remote' feature"
+    )))
+}
+
+/// Applies one `-o` option to `o` if it is a remote one: `Ok(true)` when it was, `Ok(false)`
+/// when `key` is not a remote option.
+///
+/// # Errors
+/// A message naming the option when its value is missing or malformed.
+pub fn set_option(o: &mut RemoteOptions, key: &str, value: Option<&str>) -> Result<bool, String> {
+    let need = || value.ok_or_else(|| format!("option '{key}' needs a value ({key}=...)"));
+    match key {
+        "endpoint" => {
+            let v = need()?;
+            if !v.starts_with("http://") && !v.starts_with("https://") {
+                return Err(format!(
+                    "option 'endpoint': expected an http(s) URL, got '{v}'"
+                ));
+            }
+            o.endpoint = Some(v.to_owned());
+        }
+        "region" => o.region = Some(need()?.to_owned()),
+        "no_sign_request" => {
+            if value.is_some() {
+                return Err("option 'no_sign_request' takes no value".into());
+            }
+            o.no_sign_request = true;
+        }
+        "remote_cache" => {
+            let v = need()?;
+            o.cache_bytes =
+                parse_size(v).ok_or_else(|| format!("option 'remote_cache': bad size '{v}'"))?;
+        }
+        "remote_timeout" => {
+            let v = need()?;
+            let secs: f64 = v
+                .parse()
+                .ok()
+                .filter(|s: &f64| *s > 0.0 && *s <= 3600.0)
+                .ok_or_else(|| format!("option 'remote_timeout': expected seconds, got '{v}'"))?;
+            o.timeout = Duration::from_secs_f64(secs);
+        }
+        "remote_retries" => {
+            let v = need()?;
+            o.retries = v
+                .parse()
+                .ok()
+                .filter(|n| *n <= 20)
+                .ok_or_else(|| format!("option 'remote_retries': expected 0..20, got '{v}'"))?;
+        }
+        _ => return Ok(false),
+    }
+    Ok(true)
+}
+
+/// The options of `o` that differ from the defaults, as `-o` items (none when none do).
+pub fn to_arg(o: &RemoteOptions) -> Vec<String> {
+    let d = RemoteOptions::default();
+    let mut v = Vec::new();
+    if let Some(e) = &o.endpoint {
+        v.push(format!("endpoint={e}"));
+    }
+    if let Some(r) = &o.region {
+        v.push(format!("region={r}"));
+    }
+    if o.no_sign_request {
+        v.push("no_sign_request".into());
+    }
+    if o.cache_bytes != d.cache_bytes {
+        v.push(format!("remote_cache={}", o.cache_bytes));
+    }
+    if o.timeout != d.timeout {
+        v.push(format!("remote_timeout={}", o.timeout.as_secs_f64()));
+    }
+    if o.retries != d.retries {
+        v.push(format!("remote_retries={}", o.retries));
+    }
+    v
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn remote_options_round_trip_and_refuse_bad_values() {
+        let mut o = RemoteOptions::default();
+        for (k, v) in [
+            ("endpoint", Some("http://127.0.0.1:9000")),
+            ("region", Some("eu-west-1")),
+            ("no_sign_request", None),
+            ("remote_cache", Some("64M")),
+            ("remote_timeout", Some("0.5")),
+            ("remote_retries", Some("0")),
+        ] {
+            assert_eq!(set_option(&mut o, k, v), Ok(true), "{k}");
+        }
+        assert_eq!(o.cache_bytes, 64 << 20);
+        assert_eq!(o.timeout, Duration::from_millis(500));
+        let mut back = RemoteOptions::default();
+        for a in to_arg(&o) {
+            let (k, v) = match a.split_once('=') {
+                Some((k, v)) => (k.to_owned(), Some(v.to_owned())),
+                None => (a.clone(), None),
+            };
+            assert_eq!(set_option(&mut back, &k, v.as_deref()), Ok(true));
+        }
+        assert_eq!(back, o);
+        assert_eq!(set_option(&mut o, "cache_size", Some("1M")), Ok(false));
+        for (k, v) in [
+            ("endpoint", Some("ftp://x")),
+            ("endpoint", None),
+            ("no_sign_request", Some("1")),
+            ("remote_cache", Some("lots")),
+            ("remote_timeout", Some("0")),
+            ("remote_retries", Some("99")),
+        ] {
+            assert!(set_option(&mut o, k, v).is_err(), "{k}={v:?}");
+        }
+        assert!(to_arg(&RemoteOptions::default()).is_empty());
+    }
+}

@@ -1,0 +1,96 @@
+//! Remote sources: a contiguous frame (`.b2frame`, `.b2nd`) that lives in an S3-compatible
+//! object store (`s3://bucket/key`) or behind a plain HTTP(S) URL, read with ranged GETs as a
+//! [`crate::container::ByteSource`], so the container layer reads it exactly as it reads a
+//! local file and nothing above it changes. Remote mounts are read-only.
+//!
+//! This file holds what is always compiled: URL detection and the remote `-o` options. The
+//! client itself is behind the `remote` cargo feature:
+//! - `client`: the object store (`object_store` over reqwest + rustls with ring), one GET with
+//!   its conditions (`If-Match` with the ETag seen at open, else `If-Unmodified-Since`), a
+//!   deadline, bounded retries with backoff, and the classes of failure;
+//! - `cache`: a byte-budgeted LRU of fetched compressed chunk extents, with single flight;
+//! - `plan`: the request plan. Open = 2 GETs in parallel (head and tail, no HEAD: the size
+//!   comes from `Content-Range`); a chunk read = 1 GET of the whole compressed chunk (the
+//!   container says where chunks lie, [`crate::container::ByteSource::chunk_extents`]);
+//!   sequential chunk access prefetches with a doubling window capped in bytes.
+//!
+//! Knows nothing of FUSE or the tree; of the container layer it knows only the `ByteSource`
+//! trait it implements. No caller ever waits without a deadline: a read that cannot get its
+//! bytes in time fails (EIO above), and a changed object (HTTP 412) fails every later read of
+//! it, logged once naming the object, never mixing versions.
+
+#[cfg(feature = "remote")]
+mod cache;
+#[cfg(feature = "remote")]
+mod client;
+#[cfg(feature = "remote")]
+mod plan;
+
+#[cfg(feature = "remote")]
+pub use client::{RemoteError, RemoteErrorKind};
+#[cfg(feature = "remote")]
+pub use plan::{RemoteObject, RemoteStats, open};
+
+use std::time::Duration;
+
+/// Whether `source` names a remote object (`s3://`, `http://`, `https://`) rather than a path.
+pub fn is_url(source: &str) -> bool {
+    ["s3://", "http://", "https://"]
+        .iter()
+        .any(|p| source.len() > p.len() && source[..p.len()].eq_ignore_ascii_case(p))
+}
+
+/// The options of a remote source (`-o` of `b2fs mount`, `b2fs info`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RemoteOptions {
+    /// `endpoint=URL`: the S3 endpoint (path-style requests; `http://` allowed).
+    pub endpoint: Option<String>,
+    /// `region=NAME`: the S3 region (else `AWS_REGION`/`AWS_DEFAULT_REGION`, else us-east-1).
+    pub region: Option<String>,
+    /// `no_sign_request`: anonymous S3 access (no credentials, unsigned requests).
+    pub no_sign_request: bool,
+    /// `remote_cache=SIZE`: the budget of fetched compressed chunk bytes kept in memory.
+    pub cache_bytes: usize,
+    /// `remote_timeout=SECS`: the deadline of one request attempt.
+    pub timeout: Duration,
+    /// `remote_retries=N`: retries of a failed request (5xx, reset, timeout), with backoff.
+    pub retries: usize,
+}
+
+impl Default for RemoteOptions {
+    fn default() -> Self {
+        RemoteOptions {
+            endpoint: None,
+            region: None,
+            no_sign_request: false,
+            cache_bytes: 256 << 20,
+            timeout: Duration::from_secs(10),
+            retries: 3,
+        }
+    }
+}
+
+impl RemoteOptions {
+    /// The longest a read may wait for its bytes: every attempt, and the backoff between them.
+    pub fn deadline(&self) -> Duration {
+        let attempts = u32::try_from(self.retries + 1).unwrap_or(u32::MAX);
+        self.timeout
+            .saturating_mul(attempts)
+            .saturating_add(Duration::from_secs(2))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn urls_are_told_from_paths() {
+        for u in ["s3://b/k.b2nd", "http://h/x", "HTTPS://h/x.b2frame"] {
+            assert!(is_url(u), "{u}");
+        }
+        for p in ["/data/x.b2nd", "s3:/b", "x.b2nd", "http://", "s3"] {
+            assert!(!is_url(p), "{p}");
+        }
+    }
+}

@@ -1,0 +1,209 @@
+//! The cache of fetched compressed bytes: whole chunk extents keyed by their start offset in
+//! the object (the object's version is pinned at open, so a key never names two contents),
+//! least recently used first out, within a byte budget; an extent larger than the budget is
+//! never kept. Single flight: a fetch under way is an [`Flight`] that any other reader of the
+//! same extent waits on, with a deadline, instead of fetching it again.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use lru::LruCache;
+
+use super::client::{RemoteError, RemoteErrorKind};
+
+/// A fetch under way; completed exactly once.
+#[derive(Debug, Default)]
+pub(crate) struct Flight {
+    done: Mutex<Option<Result<Bytes, RemoteError>>>,
+    cv: Condvar,
+}
+
+impl Flight {
+    /// Sets the result (the first one wins) and wakes every waiter.
+    pub(crate) fn complete(&self, r: Result<Bytes, RemoteError>) {
+        let mut d = self.done.lock().unwrap_or_else(|p| p.into_inner());
+        if d.is_none() {
+            *d = Some(r);
+        }
+        self.cv.notify_all();
+    }
+
+    /// Waits for the result until `deadline`.
+    pub(crate) fn wait(&self, deadline: Duration) -> Result<Bytes, RemoteError> {
+        let until = Instant::now() + deadline;
+        let mut d = self.done.lock().unwrap_or_else(|p| p.into_inner());
+        loop {
+            if let Some(r) = d.as_ref() {
+                return r.clone();
+            }
+            let now = Instant::now();
+            if now >= until {
+                return Err(RemoteError::new(
+                    RemoteErrorKind::Network,
+                    format!("no answer within {:.1} s", deadline.as_secs_f64()),
+                ));
+            }
+            d = self
+                .cv
+                .wait_timeout(d, until - now)
+                .unwrap_or_else(|p| p.into_inner())
+                .0;
+        }
+    }
+}
+
+/// What [`ExtentCache::begin`] found.
+pub(crate) enum Begin {
+    /// The bytes are cached.
+    Hit(Bytes),
+    /// Another fetch is under way: wait on it.
+    Wait(Arc<Flight>),
+    /// Nobody fetches it: the caller must, then call [`ExtentCache::finish`].
+    Lead(Arc<Flight>),
+}
+
+#[derive(Debug)]
+struct State {
+    lru: LruCache<u64, Bytes>,
+    used: usize,
+    flights: HashMap<u64, Arc<Flight>>,
+}
+
+/// The byte-budgeted cache of fetched extents.
+#[derive(Debug)]
+pub(crate) struct ExtentCache {
+    budget: usize,
+    state: Mutex<State>,
+}
+
+impl ExtentCache {
+    /// An empty cache holding at most `budget` bytes.
+    pub(crate) fn new(budget: usize) -> ExtentCache {
+        ExtentCache {
+            budget,
+            state: Mutex::new(State {
+                lru: LruCache::unbounded(),
+                used: 0,
+                flights: HashMap::new(),
+            }),
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The budget in bytes.
+    pub(crate) fn budget(&self) -> usize {
+        self.budget
+    }
+
+    /// Bytes held now.
+    pub(crate) fn used(&self) -> usize {
+        self.lock().used
+    }
+
+    /// Whether `key` is cached or being fetched (no recency change).
+    #[cfg(test)]
+    pub(crate) fn present(&self, key: u64) -> bool {
+        let s = self.lock();
+        s.lru.contains(&key) || s.flights.contains_key(&key)
+    }
+
+    /// Looks `key` up; registers a fetch of it when it is neither cached nor under way.
+    pub(crate) fn begin(&self, key: u64) -> Begin {
+        let mut s = self.lock();
+        if let Some(b) = s.lru.get(&key) {
+            return Begin::Hit(b.clone());
+        }
+        if let Some(f) = s.flights.get(&key) {
+            return Begin::Wait(Arc::clone(f));
+        }
+        let f = Arc::new(Flight::default());
+        s.flights.insert(key, Arc::clone(&f));
+        Begin::Lead(f)
+    }
+
+    /// Ends the fetch of `key` that [`ExtentCache::begin`] handed out: keeps the bytes (when
+    /// they fit the budget, evicting the least recently used) and wakes its waiters.
+    pub(crate) fn finish(&self, key: u64, flight: &Flight, r: Result<Bytes, RemoteError>) {
+        {
+            let mut s = self.lock();
+            s.flights.remove(&key);
+            if let Ok(b) = &r {
+                if b.len() <= self.budget {
+                    if let Some(old) = s.lru.put(key, b.clone()) {
+                        s.used -= old.len();
+                    }
+                    s.used += b.len();
+                    while s.used > self.budget {
+                        match s.lru.pop_lru() {
+                            Some((_, old)) => s.used -= old.len(),
+                            None => break,
+                        }
+                    }
+                }
+            }
+        }
+        flight.complete(r);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lead(c: &ExtentCache, key: u64) -> Arc<Flight> {
+        match c.begin(key) {
+            Begin::Lead(f) => f,
+            _ => panic!("{key} should be fetched"),
+        }
+    }
+
+    #[test]
+    fn budget_evicts_least_recently_used_and_never_keeps_oversized() {
+        let c = ExtentCache::new(100);
+        for k in 0..3u64 {
+            let f = lead(&c, k);
+            c.finish(k, &f, Ok(Bytes::from(vec![k as u8; 40])));
+        }
+        assert_eq!(
+            c.used(),
+            80,
+            "the oldest of three 40-byte extents is evicted"
+        );
+        assert!(!c.present(0) && c.present(1) && c.present(2));
+        assert!(matches!(c.begin(1), Begin::Hit(b) if b[0] == 1));
+        let f = lead(&c, 9);
+        c.finish(9, &f, Ok(Bytes::from(vec![0; 101])));
+        assert!(!c.present(9), "larger than the budget: not kept");
+        assert_eq!(f.wait(Duration::from_secs(1)).unwrap().len(), 101);
+    }
+
+    #[test]
+    fn single_flight_waiters_share_one_fetch_and_time_out_without_it() {
+        let c = Arc::new(ExtentCache::new(1 << 20));
+        let f = lead(&c, 7);
+        let Begin::Wait(w) = c.begin(7) else {
+            panic!("second reader must wait")
+        };
+        let t0 = Instant::now();
+        assert_eq!(
+            w.wait(Duration::from_millis(50)).unwrap_err().kind,
+            RemoteErrorKind::Network
+        );
+        assert!(t0.elapsed() < Duration::from_secs(2));
+        let c2 = Arc::clone(&c);
+        let h = std::thread::spawn(move || {
+            c2.finish(7, &f, Ok(Bytes::from_static(b"abc")));
+        });
+        assert_eq!(&w.wait(Duration::from_secs(5)).unwrap()[..], b"abc");
+        h.join().unwrap();
+        // A failed fetch is not cached: the next reader fetches again.
+        let f = lead(&c, 8);
+        c.finish(8, &f, Err(RemoteError::new(RemoteErrorKind::Network, "x")));
+        assert!(matches!(c.begin(8), Begin::Lead(_)));
+    }
+}

@@ -1,0 +1,306 @@
+//! The object store client: builds an `object_store` store for an `s3://` or `http(s)://`
+//! URL, issues one ranged GET with the object's pin (`If-Match` with the ETag seen at open,
+//! or `If-Unmodified-Since` with its Last-Modified when the server sends no ETag), under a
+//! deadline, with `object_store`'s bounded retries and backoff, and sorts failures into the
+//! classes the command line reports.
+
+use std::fmt;
+use std::ops::Range;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use bytes::Bytes;
+use object_store::path::Path as StorePath;
+use object_store::{
+    BackoffConfig, ClientOptions, GetOptions, GetRange, ObjectMeta, ObjectStore, RetryConfig,
+};
+
+use super::RemoteOptions;
+
+/// What kind of failure a remote operation met.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RemoteErrorKind {
+    /// The URL or options are unusable (bad URL, bad endpoint).
+    Config,
+    /// The object does not exist (404).
+    NotFound,
+    /// Access was refused (401, 403; also a wrong region or signature).
+    Denied,
+    /// The object changed since it was opened (412 on the pinned ETag).
+    Changed,
+    /// The endpoint cannot be reached, timed out, or keeps failing (5xx).
+    Network,
+    /// The server answered something unusable (no range support, wrong range, short body).
+    Protocol,
+}
+
+/// A failed remote operation: its class and a one-line reason.
+#[derive(Debug, Clone)]
+pub struct RemoteError {
+    /// The class.
+    pub kind: RemoteErrorKind,
+    /// Why, in one line.
+    pub why: String,
+}
+
+impl fmt::Display for RemoteError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.why)
+    }
+}
+
+impl std::error::Error for RemoteError {}
+
+impl RemoteError {
+    pub(crate) fn new(kind: RemoteErrorKind, why: impl Into<String>) -> RemoteError {
+        RemoteError {
+            kind,
+            why: why.into(),
+        }
+    }
+
+    /// An I/O error for a read (the container layer turns it into EIO).
+    pub(crate) fn into_io(self) -> std::io::Error {
+        std::io::Error::other(self)
+    }
+}
+
+/// Sorts an `object_store` error into a class, with the innermost reason in one line.
+fn classify(e: object_store::Error) -> RemoteError {
+    use object_store::Error as E;
+    let chain = one_line(&e);
+    let kind = match &e {
+        E::NotFound { .. } => RemoteErrorKind::NotFound,
+        E::PermissionDenied { .. } | E::Unauthenticated { .. } => RemoteErrorKind::Denied,
+        E::Precondition { .. } => RemoteErrorKind::Changed,
+        _ => {
+            let l = chain.to_ascii_lowercase();
+            if l.contains("403") || l.contains("forbidden") || l.contains("access denied") {
+                RemoteErrorKind::Denied
+            } else if l.contains("301") || l.contains("authorizationheadermalformed") {
+                // S3's answer to a request signed for the wrong region.
+                RemoteErrorKind::Denied
+            } else if l.contains("range request not supported")
+                || l.contains("unexpected range")
+                || l.contains("416")
+            {
+                RemoteErrorKind::Protocol
+            } else {
+                RemoteErrorKind::Network
+            }
+        }
+    };
+    RemoteError::new(kind, chain)
+}
+
+/// An error and its sources, joined with `: `, without repeats, on one line.
+fn one_line(e: &dyn std::error::Error) -> String {
+    let mut parts: Vec<String> = Vec::new();
+    let mut cur: Option<&dyn std::error::Error> = Some(e);
+    while let Some(err) = cur {
+        let s = err.to_string().replace('\n', " ");
+        if !parts.iter().any(|p| p.contains(&s)) {
+            parts.push(s);
+        }
+        cur = err.source();
+    }
+    parts.join(": ")
+}
+
+/// Counters of one remote object's requests.
+#[derive(Debug, Default)]
+pub struct RemoteStats {
+    requests: AtomicU64,
+    bytes: AtomicU64,
+    failures: AtomicU64,
+}
+
+impl RemoteStats {
+    /// GET requests issued (each a ranged GET; `object_store`'s internal retries of one
+    /// request are not counted again).
+    pub fn requests(&self) -> u64 {
+        self.requests.load(Ordering::Relaxed)
+    }
+
+    /// Body bytes received.
+    pub fn bytes(&self) -> u64 {
+        self.bytes.load(Ordering::Relaxed)
+    }
+
+    /// Requests that failed (after their retries).
+    pub fn failures(&self) -> u64 {
+        self.failures.load(Ordering::Relaxed)
+    }
+}
+
+/// What every GET of an object is conditional on: the version seen at open.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Pin {
+    pub(crate) etag: Option<String>,
+    pub(crate) meta: Option<ObjectMeta>,
+}
+
+impl Pin {
+    fn apply(&self, opts: &mut GetOptions) {
+        match (&self.etag, &self.meta) {
+            (Some(etag), _) => opts.if_match = Some(etag.clone()),
+            (None, Some(meta)) => opts.if_unmodified_since = Some(meta.last_modified),
+            (None, None) => {}
+        }
+    }
+}
+
+/// One object: its store, its path in the store, and the runtime its requests run on.
+#[derive(Debug)]
+pub(crate) struct Client {
+    pub(crate) url: String,
+    store: Arc<dyn ObjectStore>,
+    path: StorePath,
+    pub(crate) rt: tokio::runtime::Runtime,
+    /// The deadline of one GET, retries included.
+    pub(crate) deadline: Duration,
+    pub(crate) stats: Arc<RemoteStats>,
+}
+
+/// A successful GET: the bytes, where they are, and the object's metadata.
+pub(crate) struct Got {
+    pub(crate) range: Range<u64>,
+    pub(crate) meta: ObjectMeta,
+    pub(crate) bytes: Bytes,
+}
+
+impl Client {
+    /// A client for `url` (`s3://bucket/key`, `http(s)://host/path`).
+    pub(crate) fn new(url: &str, opts: &RemoteOptions) -> Result<Client, RemoteError> {
+        let config = |why: String| RemoteError::new(RemoteErrorKind::Config, why);
+        // reqwest is built without a TLS crypto provider (no aws-lc): install ring's, once.
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let parsed = url::Url::parse(url).map_err(|e| config(format!("bad URL: {e}")))?;
+        let key = parsed.path().trim_start_matches('/');
+        if key.is_empty() || key.ends_with('/') {
+            return Err(config("the URL names no object".into()));
+        }
+        let path = StorePath::from_url_path(key).map_err(|e| config(e.to_string()))?;
+        let client_opts = ClientOptions::new()
+            .with_timeout(opts.timeout)
+            .with_connect_timeout(opts.timeout.min(Duration::from_secs(5)))
+            .with_allow_http(true);
+        let deadline = opts.deadline();
+        let retry = RetryConfig {
+            backoff: BackoffConfig {
+                init_backoff: Duration::from_millis(50),
+                max_backoff: Duration::from_secs(2),
+                base: 2.0,
+            },
+            max_retries: opts.retries,
+            retry_timeout: deadline,
+        };
+        let store: Arc<dyn ObjectStore> = match parsed.scheme().to_ascii_lowercase().as_str() {
+            "s3" => {
+                let bucket = parsed
+                    .host_str()
+                    .filter(|b| !b.is_empty())
+                    .ok_or_else(|| config("no bucket in the s3:// URL".into()))?;
+                let mut b = object_store::aws::AmazonS3Builder::from_env()
+                    .with_bucket_name(bucket)
+                    .with_client_options(client_opts)
+                    .with_retry(retry);
+                if let Some(e) = &opts.endpoint {
+                    b = b.with_endpoint(e).with_virtual_hosted_style_request(false);
+                }
+                let region = opts.region.clone().or_else(|| {
+                    std::env::var("AWS_REGION")
+                        .or_else(|_| std::env::var("AWS_DEFAULT_REGION"))
+                        .ok()
+                });
+                if let Some(r) = region {
+                    b = b.with_region(r);
+                }
+                if opts.no_sign_request {
+                    b = b.with_skip_signature(true);
+                }
+                Arc::new(b.build().map_err(|e| config(one_line(&e)))?)
+            }
+            "http" | "https" => {
+                let origin = parsed.origin().ascii_serialization();
+                let b = object_store::http::HttpBuilder::new()
+                    .with_url(origin)
+                    .with_client_options(client_opts)
+                    .with_retry(retry);
+                Arc::new(b.build().map_err(|e| config(one_line(&e)))?)
+            }
+            other => return Err(config(format!("unsupported scheme '{other}'"))),
+        };
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .thread_name("b2fs-remote")
+            .enable_all()
+            .build()
+            .map_err(|e| config(format!("cannot start the I/O runtime: {e}")))?;
+        Ok(Client {
+            url: url.to_owned(),
+            store,
+            path,
+            rt,
+            deadline,
+            stats: Arc::new(RemoteStats::default()),
+        })
+    }
+
+    /// One GET of `range` under `pin`, within [`Client::deadline`]. The body must be exactly
+    /// the range the server says it sent.
+    pub(crate) fn get(
+        &self,
+        range: GetRange,
+        pin: &Pin,
+    ) -> impl Future<Output = Result<Got, RemoteError>> + Send + 'static {
+        let mut opts = GetOptions {
+            range: Some(range),
+            ..GetOptions::default()
+        };
+        pin.apply(&mut opts);
+        let store = Arc::clone(&self.store);
+        let path = self.path.clone();
+        let stats = Arc::clone(&self.stats);
+        let deadline = self.deadline;
+        async move {
+            stats.requests.fetch_add(1, Ordering::Relaxed);
+            let fetch = async {
+                let r = store.get_opts(&path, opts).await.map_err(classify)?;
+                let range = r.range.clone();
+                let meta = r.meta.clone();
+                let bytes = r.bytes().await.map_err(classify)?;
+                Ok::<_, RemoteError>(Got { range, meta, bytes })
+            };
+            let got = match tokio::time::timeout(deadline, fetch).await {
+                Ok(r) => r,
+                Err(_) => Err(RemoteError::new(
+                    RemoteErrorKind::Network,
+                    format!("no answer within {:.1} s", deadline.as_secs_f64()),
+                )),
+            };
+            let got = got.and_then(|g| {
+                let want = g.range.end.saturating_sub(g.range.start);
+                if g.bytes.len() as u64 == want {
+                    stats.bytes.fetch_add(want, Ordering::Relaxed);
+                    Ok(g)
+                } else {
+                    Err(RemoteError::new(
+                        RemoteErrorKind::Protocol,
+                        format!(
+                            "short body: {} bytes for the range {}..{}",
+                            g.bytes.len(),
+                            g.range.start,
+                            g.range.end
+                        ),
+                    ))
+                }
+            });
+            if got.is_err() {
+                stats.failures.fetch_add(1, Ordering::Relaxed);
+            }
+            got
+        }
+    }
+}

@@ -1,0 +1,432 @@
+//! The request plan of a remote object, as a [`ByteSource`]:
+//! - open: `GET bytes=0-65535` and `GET bytes=-262144` in parallel (one round trip; no HEAD,
+//!   the size comes from `Content-Range`); the frame's header, index and trailer reads are
+//!   served from those two buffers, and an index longer than the tail costs one exact GET;
+//! - a read inside a stored chunk (the container says where chunks lie) fetches the whole
+//!   compressed chunk in one GET into the extent cache, so the 32-byte header read and the
+//!   body read that follow cost nothing more; anything else is one exact GET;
+//! - two chunks read in order start a prefetch of the following ones, the window doubling
+//!   (1, 2, 4, ... chunks) up to a byte cap (a quarter of the cache budget, at most 64 MiB),
+//!   adjacent chunks merged into GETs of up to 8 MiB that run concurrently; reads a few chunks
+//!   behind (other threads) leave it alone, any other jump resets it;
+//! - every GET is conditional on the version seen at open; a 412 marks the object changed,
+//!   logged once naming it, and every later read fails.
+
+use std::ops::Range;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Instant, SystemTime};
+
+use bytes::Bytes;
+use object_store::GetRange;
+
+use super::RemoteOptions;
+use super::cache::{Begin, ExtentCache, Flight};
+pub use super::client::RemoteStats;
+use super::client::{Client, Got, Pin, RemoteError, RemoteErrorKind};
+use crate::container::ByteSource;
+
+/// The head fetched at open.
+const HEAD_LEN: u64 = 64 << 10;
+/// The tail fetched at open (index chunk and trailer of frames up to ~30,000 chunks).
+const TAIL_LEN: u64 = 256 << 10;
+/// The largest single GET a prefetch merges adjacent chunks into.
+const MERGE_MAX: u64 = 8 << 20;
+/// How far behind the last chunk read a read may fall without breaking a sequence (readers on
+/// several threads finish out of order).
+const BEHIND: usize = 8;
+/// The largest prefetch window, in bytes (also at most a quarter of the cache budget).
+const WINDOW_MAX: u64 = 64 << 20;
+
+/// Where stored chunks lie: sorted distinct starts, and the end of the chunk area.
+#[derive(Debug)]
+struct Extents {
+    starts: Vec<u64>,
+    end: u64,
+}
+
+impl Extents {
+    /// The extent holding `offset`: its index and byte range.
+    fn find(&self, offset: u64) -> Option<(usize, Range<u64>)> {
+        if offset >= self.end {
+            return None;
+        }
+        let i = self
+            .starts
+            .partition_point(|&s| s <= offset)
+            .checked_sub(1)?;
+        Some((i, self.range(i)))
+    }
+
+    fn range(&self, i: usize) -> Range<u64> {
+        let end = self.starts.get(i + 1).copied().unwrap_or(self.end);
+        self.starts[i]..end
+    }
+}
+
+/// Sequential-access state of the prefetcher.
+#[derive(Debug, Default)]
+struct Sequence {
+    /// The last extent read.
+    last: Option<usize>,
+    /// The window in extents (0: no prefetch).
+    window: usize,
+    /// Extents before this one are already prefetched or read.
+    ahead: usize,
+}
+
+/// An object opened for reading (see the module docs).
+#[derive(Debug)]
+pub struct RemoteObject {
+    client: Client,
+    len: u64,
+    mtime: SystemTime,
+    pin: Pin,
+    head: Bytes,
+    /// The tail buffer and its start offset.
+    tail: (u64, Bytes),
+    extents: OnceLock<Extents>,
+    cache: Arc<ExtentCache>,
+    window_max: u64,
+    seq: Mutex<Sequence>,
+    changed: AtomicBool,
+}
+
+/// Opens the object at `url`: two GETs in parallel (see the module docs).
+///
+/// # Errors
+/// The class and reason of the failure (missing object, refused access, unreachable
+/// endpoint, a server without range support).
+pub fn open(url: &str, opts: &RemoteOptions) -> Result<Arc<RemoteObject>, RemoteError> {
+    let client = Client::new(url, opts)?;
+    let t0 = Instant::now();
+    let none = Pin::default();
+    let head = client.get(GetRange::Bounded(0..HEAD_LEN), &none);
+    let tail = client.get(GetRange::Suffix(TAIL_LEN), &none);
+    let (head, tail) = client.rt.block_on(async {
+        let h = client.rt.spawn(head);
+        let t = client.rt.spawn(tail);
+        (h.await, t.await)
+    });
+    let joined = |r: Result<Result<Got, RemoteError>, tokio::task::JoinError>| {
+        r.map_err(|e| RemoteError::new(RemoteErrorKind::Network, e.to_string()))?
+    };
+    let head = joined(head)?;
+    let tail = joined(tail)?;
+    let len = head.meta.size;
+    if tail.meta.size != len || tail.meta.e_tag != head.meta.e_tag {
+        return Err(RemoteError::new(
+            RemoteErrorKind::Changed,
+            "the object changed while it was being opened",
+        ));
+    }
+    let mtime = SystemTime::UNIX_EPOCH
+        + std::time::Duration::from_millis(
+            u64::try_from(head.meta.last_modified.timestamp_millis()).unwrap_or(0),
+        );
+    let stats = &client.stats;
+    log::info!(
+        "{url}: {len} bytes, ETag {}, opened with {} requests ({} bytes) in {:.1} ms",
+        head.meta.e_tag.as_deref().unwrap_or("none"),
+        stats.requests(),
+        stats.bytes(),
+        t0.elapsed().as_secs_f64() * 1e3
+    );
+    let window_max = WINDOW_MAX.min(opts.cache_bytes as u64 / 4);
+    Ok(Arc::new(RemoteObject {
+        pin: Pin {
+            etag: head.meta.e_tag.clone(),
+            meta: Some(head.meta),
+        },
+        len,
+        mtime,
+        head: head.bytes,
+        tail: (tail.range.start, tail.bytes),
+        extents: OnceLock::new(),
+        cache: Arc::new(ExtentCache::new(opts.cache_bytes)),
+        window_max,
+        seq: Mutex::new(Sequence::default()),
+        changed: AtomicBool::new(false),
+        client,
+    }))
+}
+
+impl RemoteObject {
+    /// This object as the byte source a container reads
+    /// ([`crate::container::open_bytes`]).
+    pub fn byte_source(self: &Arc<Self>) -> Arc<dyn ByteSource> {
+        Arc::new(Shared(Arc::clone(self)))
+    }
+
+    /// The request counters.
+    pub fn stats(&self) -> &RemoteStats {
+        &self.client.stats
+    }
+
+    /// Compressed bytes held by the extent cache now.
+    pub fn cached_bytes(&self) -> usize {
+        self.cache.used()
+    }
+
+    /// A failed GET: a 412 marks the object changed (logged once); returned as an I/O error.
+    fn failed(&self, e: RemoteError, what: &Range<u64>) -> std::io::Error {
+        let url = &self.client.url;
+        if e.kind == RemoteErrorKind::Changed {
+            if !self.changed.swap(true, Ordering::Relaxed) {
+                log::error!(
+                    "{url}: the object changed since it was opened (ETag {} no longer \
+                     matches): every read fails with EIO; remount to read the new version",
+                    self.pin.etag.as_deref().unwrap_or("none")
+                );
+            }
+        } else {
+            log::warn!("{url}: GET bytes {}..{} failed: {e}", what.start, what.end);
+        }
+        RemoteError::new(e.kind, format!("{url}: {e}")).into_io()
+    }
+
+    /// Starts a GET of `range` that completes each flight `(extent, flight)` with its slice
+    /// of the body. The task holds only the cache, never the object (whose runtime it runs on).
+    fn spawn_fetch(&self, range: Range<u64>, flights: Vec<(Range<u64>, Arc<Flight>)>) {
+        let fut = self.client.get(GetRange::Bounded(range.clone()), &self.pin);
+        let cache = Arc::clone(&self.cache);
+        self.client.rt.spawn(async move {
+            let got = fut.await.and_then(|g| {
+                if g.range == range {
+                    Ok(g.bytes)
+                } else {
+                    Err(RemoteError::new(
+                        RemoteErrorKind::Protocol,
+                        format!("asked {range:?}, got {:?}", g.range),
+                    ))
+                }
+            });
+            let merged = flights.len() > 1;
+            for (er, flight) in flights {
+                let r = got.as_ref().map_err(Clone::clone).map(|b| {
+                    let from = (er.start - range.start) as usize;
+                    let to = (er.end - range.start) as usize;
+                    // A slice would keep the whole merged body alive while any of its
+                    // extents is cached: copy, so the cache's byte count is what it holds.
+                    if merged {
+                        Bytes::copy_from_slice(&b[from..to])
+                    } else {
+                        b.slice(from..to)
+                    }
+                });
+                cache.finish(er.start, &flight, r);
+            }
+        });
+    }
+
+    /// The bytes of extent `i` (`range`): cached, awaited, or fetched now.
+    fn extent(&self, i: usize, range: Range<u64>) -> std::io::Result<Bytes> {
+        self.note_sequential(i);
+        let flight = match self.cache.begin(range.start) {
+            Begin::Hit(b) => return Ok(b),
+            Begin::Wait(f) => f,
+            Begin::Lead(f) => {
+                self.spawn_fetch(range.clone(), vec![(range.clone(), Arc::clone(&f))]);
+                f
+            }
+        };
+        flight
+            .wait(self.client.deadline + std::time::Duration::from_secs(1))
+            .map_err(|e| self.failed(e, &range))
+    }
+
+    /// Records a read of extent `i`; two in order grow the window and prefetch after it.
+    fn note_sequential(&self, i: usize) {
+        let Some(ext) = self.extents.get() else {
+            return;
+        };
+        let todo = {
+            let mut s = self.seq.lock().unwrap_or_else(|p| p.into_inner());
+            match s.last {
+                Some(l) if l == i => return,
+                // Another reader (the tree's prefetch threads) a little behind: no change.
+                Some(l) if i < l && l - i <= BEHIND => return,
+                // The next chunk, or one inside the window: sequential.
+                Some(l) if i > l && i - l <= s.window + 1 => {
+                    s.window = (s.window * 2).clamp(1, ext.starts.len());
+                }
+                _ => {
+                    s.window = 0;
+                    s.ahead = i + 1;
+                }
+            }
+            s.last = Some(i);
+            if s.window == 0 {
+                return;
+            }
+            // The window after `i`, capped in bytes; only what is not yet asked for is new.
+            let mut to = i + 1;
+            let mut bytes = 0u64;
+            while to < ext.starts.len() && to <= i + s.window {
+                let r = ext.range(to);
+                bytes += r.end - r.start;
+                if bytes > self.window_max {
+                    break;
+                }
+                to += 1;
+            }
+            let from = s.ahead.max(i + 1);
+            // Top up only once at least MERGE_MAX (or half the window) can go in one GET:
+            // one small GET per chunk read would cost a request's overhead per chunk.
+            let new_bytes = (from..to)
+                .map(|j| ext.range(j))
+                .map(|r| r.end - r.start)
+                .sum::<u64>();
+            let ahead_left = from > i + 1;
+            if ahead_left && new_bytes < MERGE_MAX.min(self.window_max / 2) {
+                return;
+            }
+            s.ahead = to.max(s.ahead);
+            from..to.max(from)
+        };
+        self.prefetch(todo, ext);
+    }
+
+    /// Fetches the extents `todo` that are neither cached nor under way, adjacent ones merged.
+    fn prefetch(&self, todo: Range<usize>, ext: &Extents) {
+        let mut run: Vec<(Range<u64>, Arc<Flight>)> = Vec::new();
+        let mut span: Option<Range<u64>> = None;
+        for j in todo {
+            let r = ext.range(j);
+            let adjacent = span
+                .as_ref()
+                .is_some_and(|s| s.end == r.start && r.end - s.start <= MERGE_MAX);
+            if !adjacent {
+                if let Some(s) = span.take() {
+                    self.spawn_fetch(s, std::mem::take(&mut run));
+                }
+            }
+            match self.cache.begin(r.start) {
+                Begin::Lead(f) => {
+                    run.push((r.clone(), f));
+                    span = Some(span.map_or(r.clone(), |s| s.start..r.end));
+                }
+                Begin::Hit(_) | Begin::Wait(_) => {
+                    if let Some(s) = span.take() {
+                        self.spawn_fetch(s, std::mem::take(&mut run));
+                    }
+                }
+            }
+        }
+        if let Some(s) = span {
+            self.spawn_fetch(s, run);
+        }
+    }
+
+    /// One exact GET, waited for with a deadline, not cached.
+    fn exact(&self, offset: u64, buf: &mut [u8]) -> std::io::Result<()> {
+        let range = offset..offset + buf.len() as u64;
+        let fut = self.client.get(GetRange::Bounded(range.clone()), &self.pin);
+        let flight = Arc::new(Flight::default());
+        let f2 = Arc::clone(&flight);
+        self.client.rt.spawn(async move {
+            f2.complete(fut.await.map(|g| g.bytes));
+        });
+        let b = flight
+            .wait(self.client.deadline + std::time::Duration::from_secs(1))
+            .map_err(|e| self.failed(e, &range))?;
+        if b.len() != buf.len() {
+            return Err(self.failed(
+                RemoteError::new(RemoteErrorKind::Protocol, "short range"),
+                &range,
+            ));
+        }
+        buf.copy_from_slice(&b);
+        Ok(())
+    }
+}
+
+/// The [`ByteSource`] of a shared [`RemoteObject`] (the container holds one of these).
+#[derive(Debug, Clone)]
+struct Shared(Arc<RemoteObject>);
+
+fn copy_from(buf: &mut [u8], at: u64, offset: u64, from: &Bytes) -> bool {
+    let Some(rel) = offset.checked_sub(at) else {
+        return false;
+    };
+    let Ok(rel) = usize::try_from(rel) else {
+        return false;
+    };
+    match from.get(rel..rel + buf.len()) {
+        Some(src) => {
+            buf.copy_from_slice(src);
+            true
+        }
+        None => false,
+    }
+}
+
+impl ByteSource for Shared {
+    fn name(&self) -> &str {
+        &self.0.client.url
+    }
+
+    fn len(&self) -> u64 {
+        self.0.len
+    }
+
+    fn mtime(&self) -> SystemTime {
+        self.0.mtime
+    }
+
+    fn read_exact_at(&self, offset: u64, buf: &mut [u8]) -> std::io::Result<()> {
+        let o = &self.0;
+        if o.changed.load(Ordering::Relaxed) {
+            return Err(RemoteError::new(
+                RemoteErrorKind::Changed,
+                format!("{}: the object changed since it was opened", o.client.url),
+            )
+            .into_io());
+        }
+        if copy_from(buf, 0, offset, &o.head) || copy_from(buf, o.tail.0, offset, &o.tail.1) {
+            return Ok(());
+        }
+        let end = offset + buf.len() as u64;
+        if let Some((i, r)) = o.extents.get().and_then(|e| e.find(offset)) {
+            if end <= r.end && (r.end - r.start) as usize <= o.cache.budget() {
+                let b = o.extent(i, r.clone())?;
+                if copy_from(buf, r.start, offset, &b) {
+                    return Ok(());
+                }
+            }
+        }
+        o.exact(offset, buf)
+    }
+
+    fn chunk_extents(&self, starts: Vec<u64>, end: u64) {
+        let _ = self.0.extents.set(Extents { starts, end });
+    }
+
+    fn changed(&self) -> bool {
+        self.0.changed.load(Ordering::Relaxed)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn extents_find_the_chunk_holding_an_offset() {
+        let e = Extents {
+            starts: vec![100, 250, 400],
+            end: 1000,
+        };
+        assert_eq!(e.find(99), None, "before the first chunk (header)");
+        assert_eq!(e.find(100), Some((0, 100..250)));
+        assert_eq!(e.find(249), Some((0, 100..250)));
+        assert_eq!(e.find(250), Some((1, 250..400)));
+        assert_eq!(e.find(999), Some((2, 400..1000)));
+        assert_eq!(e.find(1000), None, "past the chunk area (index, trailer)");
+        let none = Extents {
+            starts: vec![],
+            end: 10,
+        };
+        assert_eq!(none.find(5), None);
+    }
+}

@@ -1,0 +1,227 @@
+//! Benchmarks of remote sources (ignored by default; BENCHMARKS.md records their output):
+//! `cargo test --test it bench_remote -- --ignored --nocapture --test-threads 1`.
+//! `B2FS_BENCH_MIB` sets the frame size of the streaming benchmark (default 512).
+
+use std::io::Read;
+use std::path::Path;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use crate::remote_support::{BUCKET, Proxy, moto, put_object, python_frame, rclone, s3_fixture};
+use crate::support::{Mount, fuse_available, python};
+
+/// The pid of the daemon serving `mp` (its command line names the mount point).
+fn daemon_pid(mp: &Path) -> Option<u32> {
+    let want = mp.to_string_lossy().into_owned();
+    std::fs::read_dir("/proc").ok()?.find_map(|e| {
+        let e = e.ok()?;
+        let pid: u32 = e.file_name().to_str()?.parse().ok()?;
+        let cmd = std::fs::read(e.path().join("cmdline")).ok()?;
+        let cmd = String::from_utf8_lossy(&cmd);
+        (cmd.contains("--daemon-child") && cmd.split('\0').any(|a| a == want)).then_some(pid)
+    })
+}
+
+fn vm_hwm_kib(pid: u32) -> u64 {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    s.lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap_or(0)
+}
+
+/// Reads every data file of the mount in order; returns (bytes, seconds).
+fn stream(m: &Mount) -> (u64, f64) {
+    let mut names: Vec<_> = std::fs::read_dir(m.path("data"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    names.sort();
+    let t0 = Instant::now();
+    let mut total = 0u64;
+    let mut buf = vec![0u8; 1 << 20];
+    for n in names {
+        let mut f = std::fs::File::open(n).unwrap();
+        loop {
+            let k = f.read(&mut buf).unwrap();
+            if k == 0 {
+                break;
+            }
+            total += k as u64;
+        }
+    }
+    (total, t0.elapsed().as_secs_f64())
+}
+
+#[test]
+#[ignore]
+fn bench_remote_mount_requests_and_time_at_20ms_rtt() {
+    let t = "bench_remote_mount_requests_and_time_at_20ms_rtt";
+    if !fuse_available(t) {
+        return;
+    }
+    let Some(f) = s3_fixture(t, 64, 128 << 10, "rtt.b2nd") else {
+        return;
+    };
+    let (proxy, frame) = (&f.proxy, &f.frame);
+    proxy.set_delay(Duration::from_millis(20));
+    let url = format!("s3://{BUCKET}/rtt.b2nd");
+    let opts = format!("endpoint={},no_sign_request", proxy.url);
+    let mut times = Vec::new();
+    for _ in 0..5 {
+        let m = Mount::empty();
+        let before = proxy.requests();
+        let t0 = Instant::now();
+        let out = m.run_mount(Path::new(&url), &[&opts]);
+        let dt = t0.elapsed().as_secs_f64() * 1e3;
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        times.push((dt, proxy.requests() - before));
+        m.umount();
+    }
+    // The same open in-process (no daemon start, no FUSE handshake).
+    let ro = b2fs::remote::RemoteOptions {
+        endpoint: Some(proxy.url.clone()),
+        no_sign_request: true,
+        ..Default::default()
+    };
+    let mut inproc = Vec::new();
+    for delay in [20, 0, 20, 0, 20, 0] {
+        proxy.set_delay(Duration::from_millis(delay));
+        let t0 = Instant::now();
+        let obj = b2fs::remote::open(&url, &ro).unwrap();
+        let c = b2fs::container::open_bytes(obj.byte_source()).unwrap();
+        inproc.push((
+            delay,
+            t0.elapsed().as_secs_f64() * 1e3,
+            obj.stats().requests(),
+        ));
+        drop(c);
+    }
+    println!(
+        "frame {} bytes, 64 chunks, 20 ms added per request\n  b2fs mount (daemon, until live): {:?} (ms, requests)\n  open in-process: {:?} (added delay ms, ms, requests)",
+        std::fs::metadata(frame).unwrap().len(),
+        times,
+        inproc
+    );
+}
+
+#[test]
+#[ignore]
+fn bench_remote_cold_sequential_read_and_memory() {
+    let t = "bench_remote_cold_sequential_read_and_memory";
+    let (Some(py), Some(moto)) = (python(t), moto(t)) else {
+        return;
+    };
+    if !fuse_available(t) {
+        return;
+    }
+    let mib: usize = std::env::var("B2FS_BENCH_MIB")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(512);
+    let dir = tempfile::tempdir().unwrap();
+    // 1 MiB (131072 f8) chunks.
+    let frame = python_frame(&py, dir.path(), mib, 128 << 10);
+    let size = std::fs::metadata(&frame).unwrap().len();
+    put_object(&moto, "big.b2nd", &std::fs::read(&frame).unwrap(), true);
+    let http = rclone(t, dir.path()).unwrap();
+    let delayed = Proxy::start(moto.port);
+    delayed.set_delay(Duration::from_millis(20));
+    // The server's own range-GET rate.
+    let curl_rate = |url: &str| {
+        let t0 = Instant::now();
+        let out = Command::new("curl")
+            .args([
+                "-s",
+                "-o",
+                "/dev/null",
+                "-r",
+                &format!("0-{}", size - 1),
+                url,
+            ])
+            .status()
+            .unwrap();
+        assert!(out.success());
+        size as f64 / t0.elapsed().as_secs_f64() / 1e6
+    };
+    let moto_curl = curl_rate(&format!("{}/{BUCKET}/big.b2nd", moto.url));
+    let http_curl = curl_rate(&format!("{}/big.b2nd", http.url));
+    let caches = "cache_size=64M,remote_cache=64M";
+    let s3_opts = format!("endpoint={},no_sign_request,{caches}", moto.url);
+    let s3_slow = format!("endpoint={},no_sign_request,{caches}", delayed.url);
+    let s3_url = format!("s3://{BUCKET}/big.b2nd");
+    let http_url = format!("{}/big.b2nd", http.url);
+    let runs: [(&str, &Path, String); 4] = [
+        ("local", frame.as_path(), "cache_size=64M".to_owned()),
+        ("s3 loopback", Path::new(&s3_url), s3_opts),
+        ("http loopback", Path::new(&http_url), caches.to_owned()),
+        ("s3 +20 ms", Path::new(&s3_url), s3_slow),
+    ];
+    println!(
+        "frame {size} bytes ({mib} chunks of 1 MiB decoded); server range-GET rate with curl: moto {moto_curl:.0} MB/s, rclone {http_curl:.0} MB/s (compressed bytes)"
+    );
+    let only = std::env::var("B2FS_BENCH_ONLY").unwrap_or_default();
+    for (name, src, opts) in runs {
+        if !only.is_empty() && name != "local" && !name.starts_with(only.as_str()) {
+            continue;
+        }
+        let m = Mount::daemon(src, &[&opts]);
+        let pid = daemon_pid(&m.mp);
+        let (bytes, secs) = stream(&m);
+        let hwm = pid.map_or(0, vm_hwm_kib);
+        println!(
+            "  {name:14} {:7.1} MB/s decoded ({:6.1} MB/s compressed), {secs:.2} s, daemon VmHWM {} MiB",
+            bytes as f64 / secs / 1e6,
+            size as f64 / secs / 1e6,
+            hwm / 1024
+        );
+        m.umount();
+    }
+}
+
+#[test]
+#[ignore]
+fn bench_remote_random_4k_reads_one_get_per_cold_chunk() {
+    let t = "bench_remote_random_4k_reads_one_get_per_cold_chunk";
+    if !fuse_available(t) {
+        return;
+    }
+    let Some(f) = s3_fixture(t, 64, 128 << 10, "rand.b2nd") else {
+        return;
+    };
+    let proxy = &f.proxy;
+    let url = format!("s3://{BUCKET}/rand.b2nd");
+    let m = Mount::daemon(
+        Path::new(&url),
+        &[&format!("endpoint={},no_sign_request", proxy.url)],
+    );
+    let after_mount = proxy.requests();
+    let mut seen = std::collections::HashSet::new();
+    let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
+    let t0 = Instant::now();
+    let n = 2000;
+    use std::os::unix::fs::FileExt;
+    let mut buf = [0u8; 4096];
+    for _ in 0..n {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        let chunk = (x % 64) as usize;
+        let off = ((x >> 8) % ((1 << 20) / 4096)) * 4096;
+        let f = std::fs::File::open(m.path(&format!("data/{chunk:08}.bin"))).unwrap();
+        f.read_exact_at(&mut buf, off).unwrap();
+        seen.insert(chunk);
+    }
+    let secs = t0.elapsed().as_secs_f64();
+    println!(
+        "{n} random 4 KiB reads over 64 chunks: {} distinct chunks, {} GETs after mount, {:.0} reads/s",
+        seen.len(),
+        proxy.requests() - after_mount,
+        n as f64 / secs
+    );
+    m.umount();
+}
