@@ -98,7 +98,10 @@ impl Handles {
         Ok(ReadHint {
             pattern,
             streaming: h.from_start,
-            dense: h.bytes_read.saturating_mul(2) >= h.max_end,
+            // Reads that cover the file about once: an mmap reader's readahead reads the same
+            // regions again and again, far more bytes than the file holds.
+            dense: h.bytes_read.saturating_mul(2) >= h.max_end
+                && h.bytes_read <= h.max_end.saturating_mul(2),
         })
     }
 
