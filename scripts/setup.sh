@@ -1,20 +1,22 @@
 #!/usr/bin/env bash
-# Installs what b2fs's tests and demo need, if absent: fuse3 (fusermount3) and rclone (the plain
-# HTTP range server of the remote tests) with apt-get, a Python venv in .venv with the pinned
-# reference libraries (the test oracle only), and moto[server] (the S3 server of the remote
-# tests) in that venv.
+# Installs what b2fs's tests and demo need, if absent: fuse3 (fusermount3, mount.fuse3), attr
+# (getfattr), vim (the editor tests) and rclone (the plain HTTP range server of the remote tests)
+# with apt-get, and a Python venv in .venv with the pinned reference libraries (the test oracle
+# only), maturin (the wheel test builds the pip package with it) and moto[server] (the S3
+# server of the remote tests).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-MISSING=""
-command -v fusermount3 >/dev/null 2>&1 || MISSING="$MISSING fuse3"
-command -v rclone >/dev/null 2>&1 || MISSING="$MISSING rclone"
-if [ -n "$MISSING" ]; then
-    echo "setup: installing$MISSING" >&2
+APT=()
+command -v fusermount3 >/dev/null 2>&1 || APT+=(fuse3)
+command -v getfattr >/dev/null 2>&1 || APT+=(attr)
+command -v vim >/dev/null 2>&1 || APT+=(vim-tiny)
+command -v rclone >/dev/null 2>&1 || APT+=(rclone)
+if [ "${#APT[@]}" -gt 0 ]; then
+    echo "setup: installing ${APT[*]}" >&2
     SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
     $SUDO apt-get update -qq
-    # shellcheck disable=SC2086
-    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq $MISSING >/dev/null
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${APT[@]}" >/dev/null
 fi
 
 PY=.venv/bin/python
@@ -25,7 +27,10 @@ if ! "$PY" -c "import blosc2, blosc, bcolz, caterva, numpy, msgpack" >/dev/null 
         "blosc2==4.14.1" "blosc==1.11.4" "caterva==0.7.3" "bcolz-zipline==1.13.0" \
         "numpy" "msgpack"
 fi
-
+if ! "$PY" -m maturin --version >/dev/null 2>&1; then
+    echo "setup: installing maturin into .venv" >&2
+    "$PY" -m pip install -q --disable-pip-version-check "maturin>=1.7,<2"
+fi
 if [ ! -x .venv/bin/moto_server ]; then
     echo "setup: installing moto[server] (S3 server of the remote tests)" >&2
     "$PY" -m pip install -q --disable-pip-version-check "moto[server]==5.2.5"

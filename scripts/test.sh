@@ -18,3 +18,5 @@ cargo clippy --all-targets --locked -- -D warnings
 cargo clippy --all-targets --locked --features remote -- -D warnings
 RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --document-private-items --locked --quiet --features remote
 cargo test --locked --features remote
+# The pip wheel test rebuilds target/debug/b2fs with maturin: alone, after the suite.
+cargo test --locked --test it -- --ignored wheel_

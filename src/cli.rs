@@ -1,4 +1,6 @@
-//! The `b2fs` command line: `mount`, `umount`, `info`, `compact`.
+//! The `b2fs` command line: `mount`, `umount`, `info`, `compact`, `log`, `completions`, `man`
+//! (and `b2fs SOURCE MOUNTPOINT -o OPTS`, how mount(8)'s `mount.fuse3` helper calls it:
+//! `fstab`).
 //!
 //! This is the one place that prints errors and picks exit codes ([`Error::exit_code`]; the
 //! table is in [`args::EXIT_CODES_HELP`] and `--help`). Every failure prints exactly one line,
@@ -12,6 +14,9 @@
 pub mod args;
 mod compact;
 mod daemon;
+mod docs;
+mod events;
+mod fstab;
 mod info;
 pub mod remote;
 mod umount;
@@ -162,7 +167,8 @@ impl Error {
 
 /// Entry point of the binary: parses `std::env::args`, runs, prints at most one error line.
 pub fn main() -> ExitCode {
-    let cli = match Cli::try_parse() {
+    let args = fstab::normalize_args(std::env::args_os().collect());
+    let cli = match Cli::try_parse_from(args) {
         Ok(cli) => cli,
         Err(e) => {
             let code = if e.use_stderr() { EXIT_USAGE } else { 0 };
@@ -186,9 +192,12 @@ pub fn main() -> ExitCode {
 pub fn run(cli: Cli) -> Result<(), Error> {
     match cli.command {
         Command::Mount(m) => daemon::mount(m),
-        Command::Umount(u) => umount::umount(&u.mountpoint),
+        Command::Umount(u) => umount::umount(&u.mountpoint, u.lazy),
         Command::Info(i) => info::info(&i.source, i.json, &i.options),
         Command::Compact(c) => compact::compact(&c.source),
+        Command::Log(l) => events::log(&l.mountpoint),
+        Command::Completions(c) => docs::completions(c.shell),
+        Command::Man => docs::man(),
     }
 }
 

@@ -75,8 +75,10 @@ impl FuseAdapter {
     }
 }
 
-/// Logs a failed operation once, at the level its errno deserves.
-fn log_error(op: &str, ino: INodeNo, e: &TreeError) {
+/// Logs a failed operation once, at the level its errno deserves, and hands it to the tree's
+/// event log (`b2fs log`).
+fn log_error(tree: &Tree, op: &str, ino: INodeNo, e: &TreeError) {
+    tree.note_error(op, ino.0, e);
     let errno = e.errno();
     let chain = crate::tree::display_chain(e);
     match errno {
@@ -91,11 +93,11 @@ fn errno(e: &TreeError) -> Errno {
 }
 
 /// Replies to a tree call that returns nothing, logging a failure.
-fn reply_empty(op: &str, ino: INodeNo, res: Result<(), TreeError>, reply: ReplyEmpty) {
+fn reply_empty(tree: &Tree, op: &str, ino: INodeNo, res: Result<(), TreeError>, reply: ReplyEmpty) {
     match res {
         Ok(()) => reply.ok(),
         Err(e) => {
-            log_error(op, ino, &e);
+            log_error(tree, op, ino, &e);
             reply.error(errno(&e));
         }
     }
@@ -155,7 +157,7 @@ impl Filesystem for FuseAdapter {
         match self.tree.lookup(parent.0, name) {
             Ok(attr) => reply.entry(&self.ttl(), &convert::file_attr(&attr), Generation(0)),
             Err(e) => {
-                log_error("lookup", parent, &e);
+                log_error(&self.tree, "lookup", parent, &e);
                 reply.error(errno(&e));
             }
         }
@@ -165,7 +167,7 @@ impl Filesystem for FuseAdapter {
         match self.tree.getattr(ino.0) {
             Ok(attr) => reply.attr(&self.ttl(), &convert::file_attr(&attr)),
             Err(e) => {
-                log_error("getattr", ino, &e);
+                log_error(&self.tree, "getattr", ino, &e);
                 reply.error(errno(&e));
             }
         }
@@ -183,7 +185,7 @@ impl Filesystem for FuseAdapter {
                 reply.opened(FileHandle(fh), fopen)
             }
             Err(e) => {
-                log_error("open", ino, &e);
+                log_error(&self.tree, "open", ino, &e);
                 reply.error(errno(&e));
             }
         }
@@ -203,7 +205,7 @@ impl Filesystem for FuseAdapter {
         match self.tree.read(ino.0, fh.0, offset, size) {
             Ok(data) => reply.data(&data),
             Err(e) => {
-                log_error("read", ino, &e);
+                log_error(&self.tree, "read", ino, &e);
                 reply.error(errno(&e));
             }
         }
@@ -222,7 +224,7 @@ impl Filesystem for FuseAdapter {
         match self.tree.release(fh.0) {
             Ok(()) => reply.ok(),
             Err(e) => {
-                log_error("release", ino, &e);
+                log_error(&self.tree, "release", ino, &e);
                 reply.error(errno(&e));
             }
         }
@@ -236,7 +238,13 @@ impl Filesystem for FuseAdapter {
         _lock_owner: LockOwner,
         reply: ReplyEmpty,
     ) {
-        reply_empty("flush", ino, self.tree.flush(ino.0, fh.0), reply);
+        reply_empty(
+            &self.tree,
+            "flush",
+            ino,
+            self.tree.flush(ino.0, fh.0),
+            reply,
+        );
     }
 
     fn fsync(
@@ -247,7 +255,13 @@ impl Filesystem for FuseAdapter {
         _datasync: bool,
         reply: ReplyEmpty,
     ) {
-        reply_empty("fsync", ino, self.tree.fsync(ino.0, fh.0), reply);
+        reply_empty(
+            &self.tree,
+            "fsync",
+            ino,
+            self.tree.fsync(ino.0, fh.0),
+            reply,
+        );
     }
 
     fn opendir(&self, _req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
@@ -257,7 +271,7 @@ impl Filesystem for FuseAdapter {
                 convert::opendir_flags(self.tree.is_writable()),
             ),
             Err(e) => {
-                log_error("opendir", ino, &e);
+                log_error(&self.tree, "opendir", ino, &e);
                 reply.error(errno(&e));
             }
         }
@@ -287,7 +301,7 @@ impl Filesystem for FuseAdapter {
                 reply.ok();
             }
             Err(e) => {
-                log_error("readdir", ino, &e);
+                log_error(&self.tree, "readdir", ino, &e);
                 reply.error(errno(&e));
             }
         }
@@ -304,28 +318,34 @@ impl Filesystem for FuseAdapter {
         match self.tree.access(ino.0, mask.bits()) {
             Ok(()) => reply.ok(),
             Err(e) => {
-                log_error("access", ino, &e);
+                log_error(&self.tree, "access", ino, &e);
                 reply.error(errno(&e));
             }
         }
     }
 
-    fn getxattr(
-        &self,
-        _req: &Request,
-        _ino: INodeNo,
-        _name: &OsStr,
-        _size: u32,
-        reply: ReplyXattr,
-    ) {
-        reply.error(Errno::ENODATA);
+    fn getxattr(&self, _req: &Request, ino: INodeNo, name: &OsStr, size: u32, reply: ReplyXattr) {
+        let res = match name.to_str() {
+            Some(name) => self.tree.getxattr(ino.0, name),
+            None => Ok(None),
+        };
+        match res {
+            Ok(Some(value)) => reply_xattr(&value, size, reply),
+            Ok(None) => reply.error(Errno::ENODATA),
+            Err(e) => {
+                log_error(&self.tree, "getxattr", ino, &e);
+                reply.error(errno(&e));
+            }
+        }
     }
 
-    fn listxattr(&self, _req: &Request, _ino: INodeNo, size: u32, reply: ReplyXattr) {
-        if size == 0 {
-            reply.size(0);
-        } else {
-            reply.data(&[]);
+    fn listxattr(&self, _req: &Request, ino: INodeNo, size: u32, reply: ReplyXattr) {
+        match self.tree.listxattr(ino.0) {
+            Ok(names) => reply_xattr(&names, size, reply),
+            Err(e) => {
+                log_error(&self.tree, "listxattr", ino, &e);
+                reply.error(errno(&e));
+            }
         }
     }
 
@@ -362,7 +382,7 @@ impl Filesystem for FuseAdapter {
         match res.and_then(|()| self.tree.getattr(ino.0)) {
             Ok(attr) => reply.attr(&self.ttl(), &convert::file_attr(&attr)),
             Err(e) => {
-                log_error("setattr", ino, &e);
+                log_error(&self.tree, "setattr", ino, &e);
                 reply.error(errno(&e));
             }
         }
@@ -383,7 +403,7 @@ impl Filesystem for FuseAdapter {
         match self.tree.write(ino.0, fh.0, offset, data) {
             Ok(n) => reply.written(n),
             Err(e) => {
-                log_error("write", ino, &e);
+                log_error(&self.tree, "write", ino, &e);
                 reply.error(errno(&e));
             }
         }
@@ -412,7 +432,7 @@ impl Filesystem for FuseAdapter {
                 convert::fopen_flags(self.policy, self.tree.keep_cache(attr.ino)),
             ),
             Err(e) => {
-                log_error("create", parent, &e);
+                log_error(&self.tree, "create", parent, &e);
                 reply.error(errno(&e));
             }
         }
@@ -448,7 +468,7 @@ impl Filesystem for FuseAdapter {
             Some(name) => self.tree.unlink(parent.0, name),
             None => Err(TreeError::NotFound),
         };
-        reply_empty("unlink", parent, res, reply);
+        reply_empty(&self.tree, "unlink", parent, res, reply);
     }
 
     fn rmdir(&self, _req: &Request, parent: INodeNo, _name: &OsStr, reply: ReplyEmpty) {
@@ -493,24 +513,37 @@ impl Filesystem for FuseAdapter {
                 .tree
                 .refusal(parent.0, "rename with flags or non-UTF-8 names")),
         };
-        reply_empty("rename", parent, res, reply);
+        reply_empty(&self.tree, "rename", parent, res, reply);
     }
 
     fn setxattr(
         &self,
         _req: &Request,
         ino: INodeNo,
-        _name: &OsStr,
+        name: &OsStr,
         _value: &[u8],
         _flags: i32,
         _position: u32,
         reply: ReplyEmpty,
     ) {
-        reply.error(refuse(&self.tree, "setxattr", ino));
+        let res = self.tree.set_xattr(ino.0, &name.to_string_lossy());
+        reply_empty(&self.tree, "setxattr", ino, res, reply);
     }
 
-    fn removexattr(&self, _req: &Request, ino: INodeNo, _name: &OsStr, reply: ReplyEmpty) {
-        reply.error(refuse(&self.tree, "removexattr", ino));
+    fn removexattr(&self, _req: &Request, ino: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        let res = self.tree.set_xattr(ino.0, &name.to_string_lossy());
+        reply_empty(&self.tree, "removexattr", ino, res, reply);
+    }
+}
+
+/// The xattr protocol: `size` 0 asks for the length; a buffer too small is ERANGE.
+fn reply_xattr(value: &[u8], size: u32, reply: ReplyXattr) {
+    if size == 0 {
+        reply.size(u32::try_from(value.len()).unwrap_or(u32::MAX));
+    } else if value.len() > size as usize {
+        reply.error(Errno::ERANGE);
+    } else {
+        reply.data(value);
     }
 }
 
@@ -518,6 +551,6 @@ impl Filesystem for FuseAdapter {
 /// ENOENT for an unknown inode), logged once.
 fn refuse(tree: &Tree, op: &str, ino: INodeNo) -> Errno {
     let e = tree.refusal(ino.0, op);
-    log_error(op, ino, &e);
+    log_error(tree, op, ino, &e);
     errno(&e)
 }

@@ -54,24 +54,29 @@
 //! `lookup`) with either held. No lock is held across a decode except the committer's.
 
 pub mod attr;
+mod collection;
 mod commit;
 mod dir;
 mod edit;
 pub mod error;
+pub mod events;
 mod handle;
 pub mod inode;
 pub mod layout;
+mod names;
 mod npy;
 mod read;
 mod scratch;
 pub mod view;
+pub mod xattr;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use parking_lot::Mutex;
+use parking_lot::{Mutex, RwLock};
 
 use crate::container::ContainerError;
+use crate::container::store::{Collection, Opened};
 use crate::reader::{
     ArrayId, CacheStats, ChunkId, ChunkReader, Committer, LiveArray, ReaderOptions,
 };
@@ -177,6 +182,9 @@ pub struct Tree {
     files: Vec<ArrayFiles>,
     /// The ctable the arrays are columns of, if the source is one.
     table: Option<PathBuf>,
+    /// The collection the arrays are leaves of, if the source is one (replaced after
+    /// commits).
+    collection: Option<RwLock<Arc<Collection>>>,
     owner: Owner,
     options: TreeOptions,
     handles: Handles,
@@ -185,6 +193,8 @@ pub struct Tree {
     kcache: Mutex<KernelCache>,
     /// Serialises commits; one encoder reused by all of them.
     committer: Mutex<Committer>,
+    /// Issue 15: recent refusals and errors, for `b2fs log` ([`events`]).
+    events: events::EventLog,
 }
 
 impl Tree {
@@ -193,7 +203,10 @@ impl Tree {
     /// # Errors
     /// When the source cannot be opened or its metadata cannot be rendered.
     pub fn from_source(path: &Path, options: TreeOptions) -> Result<Tree, ContainerError> {
-        let mut container = crate::container::open(path)?;
+        let mut container = match crate::container::store::open_any(path)? {
+            Opened::Single(c) => c,
+            Opened::Collection(c) => return Ok(Tree::new(collection::layout(c)?, options)),
+        };
         if options.writable {
             if let crate::container::Container::Table(t) = &container {
                 if commit::repair_table(t) {
@@ -212,6 +225,7 @@ impl Tree {
             stores,
             live,
             table,
+            collection,
             owner,
         } = layout;
         let nchunks: Vec<usize> = stores.iter().map(|s| s.nchunks()).collect();
@@ -232,6 +246,7 @@ impl Tree {
             live,
             files,
             table,
+            collection: collection.map(RwLock::new),
             owner,
             options,
             handles: Handles::new(),
@@ -239,6 +254,7 @@ impl Tree {
             scratch: Mutex::new(ScratchFiles::default()),
             kcache: Mutex::new(KernelCache::default()),
             committer: Mutex::new(Committer::new()),
+            events: events::EventLog::default(),
         }
     }
 
@@ -352,6 +368,12 @@ impl Tree {
             ".." => return self.getattr(node.parent),
             _ => {}
         }
+        if let NodeKind::Dir {
+            error: Some(why), ..
+        } = &node.kind
+        {
+            return Err(TreeError::Unavailable(why.to_string()));
+        }
         if let Some(array) = data {
             let index = dir::parse_chunk_name(name).ok_or(TreeError::NotFound)?;
             return self.getattr(self.inodes.chunk_ino(ChunkId::new(array, index)));
@@ -383,9 +405,15 @@ impl Tree {
         let Entry::Dir(node, data) = self.entry(ino)? else {
             return Err(TreeError::NotADirectory(ino));
         };
-        let NodeKind::Dir { children, .. } = &node.kind else {
+        let NodeKind::Dir {
+            children, error, ..
+        } = &node.kind
+        else {
             return Err(TreeError::NotADirectory(ino));
         };
+        if let Some(why) = error {
+            return Err(TreeError::Unavailable(why.to_string()));
+        }
         let len = 2 + match data {
             Some(array) => {
                 let n = self.reader.nchunks(array);

@@ -144,15 +144,56 @@ def gen(d):
     for name in sorted(os.listdir(d)):
         if name.endswith((".b2z", ".b2d")):
             manifest[name] = describe(os.path.join(d, name))
+    # A CTable inside a TreeStore (kept out of the loop above: b2fs shows its internal
+    # subtree, so its description is every member's chunks, read from the extracted member).
+    from dataclasses import dataclass
+
+    @dataclass
+    class Row:
+        a: int
+        b: float
+
+    ctab = os.path.join(d, "ctab", "ctab.b2z")
+    os.makedirs(os.path.dirname(ctab))
+    with blosc2.TreeStore(ctab, mode="w") as ts:
+        ts["/data/table"] = blosc2.CTable(Row, new_data=[(i, i / 2) for i in range(100)])
+    members = {}
+    x = os.path.join(d, "ctab", "x")
+    with zipfile.ZipFile(ctab) as zf:
+        for n in zf.namelist():
+            if n == "embed.b2e":
+                continue
+            p = zf.extract(n, x)
+            v = blosc2.open(p)  # kept alive: its .schunk does not hold it
+            s = schunk_of(v)
+            key = "/" + os.path.splitext(n)[0]
+            members[key] = [sha(s.decompress_chunk(i)) for i in range(s.nchunks)]
+            del s, v
+    shutil.rmtree(x)
+    with blosc2.TreeStore(ctab, mode="r") as ts:
+        keys = sorted(ts.keys())
+    manifest["ctab"] = {"members": members, "keys": keys}
     with open(os.path.join(d, "manifest.json"), "w") as f:
         json.dump(manifest, f, indent=1, sort_keys=True, default=str)
 
 
 def many(path, n):
+    """n leaves written as python-blosc2 cframes straight into a stored zip (as to_b2z lays
+    them out, embed.b2e last): a TreeStore writing them one by one takes minutes."""
     import blosc2
-    with blosc2.TreeStore(path, mode="w") as ts:
-        for i in range(n):
-            ts[f"/g{i % 100}/a{i}"] = np.arange(4, dtype=np.int32) + i
+    d = tempfile.mkdtemp()
+    try:
+        with blosc2.TreeStore(os.path.join(d, "base.b2d"), mode="w") as ts:
+            ts.vlmeta["n"] = n
+        emb = os.path.join(d, "base.b2d", "embed.b2e")
+        with zipfile.ZipFile(path, "w", zipfile.ZIP_STORED) as zf:
+            for i in range(n):
+                a = blosc2.asarray(np.arange(4, dtype=np.int32) + i)
+                zf.writestr(f"g{i % 100}/a{i}.b2nd", a.to_cframe())
+            zf.write(os.path.join(d, "base.b2d", "__vlmeta__.b2f"), "__vlmeta__.b2f")
+            zf.write(emb, "embed.b2e")
+    finally:
+        shutil.rmtree(d)
 
 
 def main():

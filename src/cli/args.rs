@@ -23,6 +23,10 @@ Mount options (-o, comma-separated, may repeat):
                   committed to SOURCE; see SEMANTICS in README.md)
   rw              read-write (the default)
   allow_other     let other users access the mount
+  allow_root      let root (and the owner) access the mount
+  auto_unmount    the mount goes away when the b2fs process dies (even by SIGKILL);
+                  needs allow_other or allow_root (implied: allow_root; for a user
+                  other than root, /etc/fuse.conf must say user_allow_other)
   cache_size=SIZE decompressed-chunk cache budget, K/M/G suffixes (default 256M)
   threads=N       FUSE worker threads (default 2)
   direct_io       every read reaches b2fs, served from its chunk cache (the default where
@@ -38,6 +42,14 @@ Remote sources (SOURCE = s3://BUCKET/KEY or http(s)://HOST/PATH; always read-onl
   remote_cache=SIZE  budget of fetched compressed chunks kept in memory (default 256M)
   remote_timeout=SECS  deadline of one request attempt (default 10)
   remote_retries=N  retries of a failed request, with backoff (default 3)
+
+Generic options that mount(8), fstab and mount.fuse3 pass (defaults, auto, noauto, user,
+users, owner, group, _netdev, nofail, dev, nodev, suid, nosuid, exec, noexec, the atime
+and sync families, x-*, comment=) are accepted and ignored: b2fs always mounts
+nodev,nosuid and shows no executable files. `b2fs SOURCE MOUNTPOINT -o OPTS` (how
+mount.fuse3 runs it) is `b2fs mount SOURCE MOUNTPOINT -o OPTS`, so
+`mount -t fuse.b2fs SOURCE MOUNTPOINT -o ro` and this fstab line work:
+  /data/a.b2nd  /mnt/a  fuse.b2fs  ro,noauto,user  0 0
 
 Without -f, b2fs mounts in the background and returns once the mount is live; the
 daemon logs to $XDG_RUNTIME_DIR/b2fs-PID.log (/tmp/b2fs-PID.log when XDG_RUNTIME_DIR is
@@ -69,6 +81,28 @@ pub enum Command {
     /// Refused (exit 1, source untouched) while a b2fs mount serves the source.
     #[command(after_help = EXIT_CODES_HELP)]
     Compact(CompactArgs),
+    /// Show the recent refusals and errors of a mount (also those of the last close, which
+    /// shells never report), with their reasons.
+    #[command(after_help = EXIT_CODES_HELP)]
+    Log(LogArgs),
+    /// Print a shell completion script generated from these definitions.
+    Completions(CompletionsArgs),
+    /// Print the man page (roff) generated from these definitions: `b2fs man | man -l -`.
+    Man,
+}
+
+/// `b2fs log`.
+#[derive(Debug, Args)]
+pub struct LogArgs {
+    /// Where the source is mounted (or any path inside the mount).
+    pub mountpoint: PathBuf,
+}
+
+/// `b2fs completions`.
+#[derive(Debug, Args)]
+pub struct CompletionsArgs {
+    /// The shell.
+    pub shell: clap_complete::Shell,
 }
 
 /// `b2fs compact`.
@@ -99,6 +133,10 @@ pub struct MountArgs {
 /// `b2fs umount`.
 #[derive(Debug, Args)]
 pub struct UmountArgs {
+    /// Lazy: detach the mount now (`fusermount3 -u -z`); programs with open files keep
+    /// them, and the b2fs process exits once the last one is closed. Does not wait.
+    #[arg(short = 'l', long, visible_short_alias = 'z')]
+    pub lazy: bool,
     /// Where the source is mounted.
     pub mountpoint: PathBuf,
 }
@@ -121,6 +159,10 @@ pub struct InfoArgs {
 pub struct MountOptions {
     /// `allow_other`.
     pub allow_other: bool,
+    /// `allow_root`.
+    pub allow_root: bool,
+    /// `auto_unmount`.
+    pub auto_unmount: bool,
     /// `cache_size=`, in bytes.
     pub cache_size: usize,
     /// `threads=`.
@@ -139,6 +181,8 @@ impl Default for MountOptions {
     fn default() -> Self {
         MountOptions {
             allow_other: false,
+            allow_root: false,
+            auto_unmount: false,
             cache_size: 256 << 20,
             threads: 2,
             debug: false,
@@ -169,6 +213,8 @@ impl MountOptions {
                 ("ro", None) => o.read_only = true,
                 ("rw", None) => o.read_only = false,
                 ("allow_other", None) => o.allow_other = true,
+                ("allow_root", None) => o.allow_root = true,
+                ("auto_unmount", None) => o.auto_unmount = true,
                 ("debug", None) => o.debug = true,
                 ("direct_io", None) => o.direct_io = Some(true),
                 ("keep_cache", None) => o.direct_io = Some(false),
@@ -183,7 +229,12 @@ impl MountOptions {
                         .filter(|n| (1..=256).contains(n))
                         .ok_or_else(|| format!("option 'threads': expected 1..256, got '{v}'"))?;
                 }
-                ("ro" | "rw" | "allow_other" | "debug" | "direct_io" | "keep_cache", Some(_)) => {
+                (k, v) if super::fstab::is_generic(k, v.is_some()) => {}
+                (
+                    "ro" | "rw" | "allow_other" | "allow_root" | "auto_unmount" | "debug"
+                    | "direct_io" | "keep_cache",
+                    Some(_),
+                ) => {
                     return Err(format!("option '{key}' takes no value"));
                 }
                 ("cache_size" | "threads", None) => {
@@ -205,6 +256,12 @@ impl MountOptions {
         ];
         if self.allow_other {
             v.push("allow_other".into());
+        }
+        if self.allow_root {
+            v.push("allow_root".into());
+        }
+        if self.auto_unmount {
+            v.push("auto_unmount".into());
         }
         if self.debug {
             v.push("debug".into());
@@ -269,6 +326,8 @@ mod tests {
             o,
             MountOptions {
                 allow_other: true,
+                allow_root: false,
+                auto_unmount: false,
                 cache_size: 64 << 20,
                 threads: 4,
                 debug: true,
@@ -292,6 +351,25 @@ mod tests {
         assert!(!opts(&["ro,rw"]).unwrap().read_only);
         let d = MountOptions::default();
         assert_eq!(MountOptions::parse(&[d.to_arg()]).unwrap(), d);
+        let a = opts(&["auto_unmount,allow_root"]).unwrap();
+        assert!(a.auto_unmount && a.allow_root);
+        assert_eq!(MountOptions::parse(&[a.to_arg()]).unwrap(), a);
+    }
+
+    #[test]
+    fn mount_options_ignore_what_fstab_and_mount_fuse3_pass() {
+        let o =
+            opts(&["ro,noauto,user,dev,suid,exec,_netdev,nofail,defaults,x-gvfs-show"]).unwrap();
+        assert_eq!(
+            o,
+            MountOptions {
+                read_only: true,
+                ..MountOptions::default()
+            }
+        );
+        assert!(opts(&["comment=systemd.automount,rw,relatime"]).is_ok());
+        assert!(opts(&["auto_unmount=1"]).is_err());
+        assert!(opts(&["user=bob"]).is_err());
     }
 
     #[test]
@@ -325,5 +403,14 @@ mod tests {
         assert!(Cli::try_parse_from(["b2fs", "mount", "a"]).is_err());
         assert!(Cli::try_parse_from(["b2fs", "info", "a", "--json"]).is_ok());
         assert!(Cli::try_parse_from(["b2fs", "umount", "/mnt"]).is_ok());
+        match Cli::try_parse_from(["b2fs", "umount", "-l", "/mnt"])
+            .unwrap()
+            .command
+        {
+            Command::Umount(u) => assert!(u.lazy),
+            other => panic!("{other:?}"),
+        }
+        assert!(Cli::try_parse_from(["b2fs", "completions", "bash"]).is_ok());
+        assert!(Cli::try_parse_from(["b2fs", "completions", "tcsh"]).is_err());
     }
 }

@@ -198,6 +198,8 @@ fn serve(
     let cfg = MountConfig {
         fsname: source.display().to_string(),
         allow_other: opts.allow_other,
+        allow_root: opts.allow_root,
+        auto_unmount: opts.auto_unmount,
         threads: opts.threads,
         policy: match opts.direct_io {
             Some(true) => CachePolicy::DirectIo,

@@ -1,6 +1,8 @@
-//! `b2fs info`: what a mount of a source would show, without mounting: the file tree with
-//! sizes (walked through the same [`Tree`] a mount serves), the metadata files, and a chunk
-//! table per array (index, special kind, codec, filters, nbytes, cbytes).
+//! `b2fs info`: what a mount of a source would show, without mounting: a one-screen summary
+//! (kind, shape, dtype, chunking, sizes in human units with the compression ratio, codec and
+//! filters, from the same `meta/` files a mount shows), the file tree with sizes (walked
+//! through the same [`Tree`] a mount serves), and a chunk table per array (index, special
+//! kind, codec, filters, nbytes, cbytes, ratio). `--json` gives the exact numbers.
 
 use std::path::Path;
 
@@ -127,7 +129,8 @@ pub(super) fn info(source: &Path, as_json: bool, options: &[String]) -> Result<(
         println!("{}", serde_json::to_string_pretty(&doc).unwrap_or_default());
         return Ok(());
     }
-    print_text(source, &kind, &files, &tables);
+    print_summary(&tree, source, &kind, &tables);
+    print_text(&files, &tables);
     Ok(())
 }
 
@@ -198,8 +201,122 @@ fn collection_info(c: &container::Collection, as_json: bool) {
     }
 }
 
-fn print_text(source: &Path, kind: &str, files: &[Value], tables: &[(String, Vec<Value>)]) {
-    println!("source: {} ({kind})", source.display());
+/// `1023 B`, `10.7 KiB`, `2.0 GiB` (powers of 1024).
+pub(super) fn human(bytes: u64) -> String {
+    const UNITS: [&str; 5] = ["KiB", "MiB", "GiB", "TiB", "PiB"];
+    if bytes < 1024 {
+        return format!("{bytes} B");
+    }
+    let mut v = bytes as f64 / 1024.0;
+    let mut unit = 0;
+    while v >= 1024.0 && unit + 1 < UNITS.len() {
+        v /= 1024.0;
+        unit += 1;
+    }
+    format!("{v:.1} {}", UNITS[unit])
+}
+
+/// `nbytes / cbytes` as `3.21x` (`-` without compressed bytes).
+fn ratio(nbytes: u64, cbytes: u64) -> String {
+    if cbytes == 0 {
+        "-".to_owned()
+    } else {
+        format!("{:.2}x", nbytes as f64 / cbytes as f64)
+    }
+}
+
+/// A JSON metadata file of the tree, by path (`meta/sizes`, `price/meta/storage`).
+fn json_at(tree: &Tree, path: &str) -> Option<Value> {
+    let mut ino = ROOT_INO;
+    for name in path.split('/') {
+        ino = tree.lookup(ino, name).ok()?.ino;
+    }
+    let size = tree.getattr(ino).ok()?.size;
+    let fh = tree.open(ino, libc::O_RDONLY).ok()?;
+    let data = tree.read(ino, fh, 0, u32::try_from(size).ok()?);
+    let _ = tree.release(fh);
+    serde_json::from_slice(&data.ok()?).ok()
+}
+
+/// A JSON value for people: strings without quotes.
+fn plain(v: &Value) -> String {
+    match v {
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}
+
+/// The summary: what the source is, and per array its shape, chunking, sizes and codec.
+fn print_summary(tree: &Tree, source: &Path, kind: &str, tables: &[(String, Vec<Value>)]) {
+    println!("source:   {}", source.display());
+    println!("kind:     {kind}");
+    let (mut total_n, mut total_c) = (0u64, 0u64);
+    for (prefix, rows) in tables {
+        let sizes = json_at(tree, &format!("{prefix}meta/sizes")).unwrap_or_default();
+        let storage = json_at(tree, &format!("{prefix}meta/storage")).unwrap_or_default();
+        let (n, c) = (
+            sizes["nbytes"].as_u64().unwrap_or(0),
+            sizes["cbytes"].as_u64().unwrap_or(0),
+        );
+        total_n += n;
+        total_c += c;
+        let special = rows.iter().filter(|r| r["kind"] != "regular").count();
+        let mut shape = format!(
+            "shape {}, dtype {}",
+            sizes["shape"],
+            plain(&storage["dtype"])
+        );
+        match (storage.get("chunkshape"), storage.get("chunklen")) {
+            (Some(cs), _) => shape.push_str(&format!(", chunkshape {cs}")),
+            (None, Some(cl)) => shape.push_str(&format!(", chunklen {cl}")),
+            (None, None) => {}
+        }
+        if let Some(bs) = storage.get("blockshape").filter(|b| !b.is_null()) {
+            shape.push_str(&format!(", blockshape {bs}"));
+        }
+        let cp = &storage["cparams"];
+        let filters: Vec<&str> = cp["filter_names"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_str)
+            .filter(|f| *f != "NOFILTER")
+            .collect();
+        let head = if prefix.is_empty() {
+            String::new()
+        } else {
+            format!("column {}: ", prefix.trim_end_matches('/'))
+        };
+        println!("{head}{shape}");
+        println!(
+            "{head}{} chunks ({special} special), {} -> {} (ratio {})",
+            rows.len(),
+            human(n),
+            human(c),
+            ratio(n, c)
+        );
+        println!(
+            "{head}codec {} clevel {}, filters {}",
+            cp["codec"].as_str().unwrap_or("?"),
+            cp["clevel"],
+            if filters.is_empty() {
+                "none".to_owned()
+            } else {
+                filters.join(",")
+            }
+        );
+    }
+    if tables.len() > 1 {
+        println!(
+            "total:    {} -> {} (ratio {})",
+            human(total_n),
+            human(total_c),
+            ratio(total_n, total_c)
+        );
+    }
+}
+
+fn print_text(files: &[Value], tables: &[(String, Vec<Value>)]) {
     println!("tree:");
     // Chunk files are summarised per data directory; the chunk table lists them all.
     let mut i = 0;
@@ -218,12 +335,12 @@ fn print_text(source: &Path, kind: &str, files: &[Value], tables: &[(String, Vec
                 .iter()
                 .filter_map(|f| f["size"].as_u64())
                 .sum();
-            println!("  {path:<40} {n} chunk files, {total} bytes");
+            println!("  {path:<40} {n} chunk files, {}", human(total));
             i += 1 + n;
             continue;
         }
         match files[i]["size"].as_u64() {
-            Some(size) => println!("  {path:<40} {size:>12}"),
+            Some(size) => println!("  {path:<40} {:>12}", human(size)),
             None => println!("  {path}"),
         }
         i += 1;
@@ -231,8 +348,8 @@ fn print_text(source: &Path, kind: &str, files: &[Value], tables: &[(String, Vec
     for (prefix, rows) in tables {
         println!("chunks of {prefix}data/:");
         println!(
-            "  {:>8}  {:<8} {:<8} {:<20} {:>12} {:>12}",
-            "index", "kind", "codec", "filters", "nbytes", "cbytes"
+            "  {:>8}  {:<8} {:<8} {:<20} {:>12} {:>12} {:>8}",
+            "index", "kind", "codec", "filters", "nbytes", "cbytes", "ratio"
         );
         for r in rows {
             if let Some(err) = r.get("error") {
@@ -243,15 +360,35 @@ fn print_text(source: &Path, kind: &str, files: &[Value], tables: &[(String, Vec
                 );
                 continue;
             }
+            let (n, c) = (
+                r["nbytes"].as_u64().unwrap_or(0),
+                r["cbytes"].as_u64().unwrap_or(0),
+            );
             println!(
-                "  {:>8}  {:<8} {:<8} {:<20} {:>12} {:>12}",
+                "  {:>8}  {:<8} {:<8} {:<20} {:>12} {:>12} {:>8}",
                 r["index"].to_string(),
                 r["kind"].as_str().unwrap_or_default(),
                 r["codec"].as_str().unwrap_or_default(),
                 r["filters"].to_string(),
-                r["nbytes"].to_string(),
-                r["cbytes"].to_string()
+                human(n),
+                human(c),
+                ratio(n, c)
             );
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn human_sizes_and_ratios() {
+        assert_eq!(human(0), "0 B");
+        assert_eq!(human(1023), "1023 B");
+        assert_eq!(human(10944), "10.7 KiB");
+        assert_eq!(human(3 << 30), "3.0 GiB");
+        assert_eq!(ratio(10944, 8245), "1.33x");
+        assert_eq!(ratio(5, 0), "-");
     }
 }

@@ -1,5 +1,6 @@
 //! `b2fs umount`: `fusermount3 -u`, then wait until the process that served the mount is
-//! gone; plus the `/proc` lookups `mount` uses (is a path a mount point, where is a binary).
+//! gone (`-l`: `fusermount3 -u -z`, without waiting: the process exits when the last open
+//! file of the detached mount is closed); plus the `/proc` lookups `mount` uses (is a path a mount point, where is a binary).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -10,8 +11,8 @@ use super::Error;
 /// How long `umount` waits for the daemon to exit.
 const WAIT: Duration = Duration::from_secs(15);
 
-/// Runs `b2fs umount MOUNTPOINT`.
-pub(super) fn umount(mountpoint: &Path) -> Result<(), Error> {
+/// Runs `b2fs umount [-l] MOUNTPOINT`.
+pub(super) fn umount(mountpoint: &Path, lazy: bool) -> Result<(), Error> {
     let target = normalize(mountpoint).ok_or_else(|| Error::Mountpoint {
         path: mountpoint.to_path_buf(),
         why: "no such directory".into(),
@@ -28,6 +29,7 @@ pub(super) fn umount(mountpoint: &Path) -> Result<(), Error> {
     };
     let out = Command::new(fusermount)
         .arg("-u")
+        .args(lazy.then_some("-z"))
         .arg(&target)
         .output()
         .map_err(|e| Error::other("cannot run fusermount3", e))?;
@@ -42,6 +44,9 @@ pub(super) fn umount(mountpoint: &Path) -> Result<(), Error> {
                 msg.to_owned()
             },
         });
+    }
+    if lazy {
+        return Ok(());
     }
     let start = Instant::now();
     while servers.iter().any(|pid| alive(*pid)) {
@@ -101,9 +106,13 @@ pub(super) fn unescape(s: &str) -> String {
     String::from_utf8_lossy(&out).into_owned()
 }
 
-/// The first executable named `name` in `PATH`.
+/// Where a shell looks when `PATH` is unset: mount(8) runs `mount.fuse3`, and so b2fs,
+/// without the caller's environment.
+const DEFAULT_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+
+/// The first executable named `name` in `PATH` (or [`DEFAULT_PATH`] when unset).
 pub(super) fn find_in_path(name: &str) -> Option<PathBuf> {
-    let path = std::env::var_os("PATH")?;
+    let path = std::env::var_os("PATH").unwrap_or_else(|| DEFAULT_PATH.into());
     std::env::split_paths(&path)
         .map(|d| d.join(name))
         .find(|p| p.is_file())

@@ -1,6 +1,6 @@
 //! bcolz (bcolz-zipline 1.13) directories: carrays (`meta/sizes`, `meta/storage`, `__attrs__`,
 //! `data/__N.blp`) and ctables (`__rootdirs__` plus one carray directory per column directly
-//! under the root), and the never-shipped 2012 `blsk` proposal layout ([`blsk`], read-only).
+//! under the root), and the never-shipped 2012 `blsk` proposal layout (`blsk.rs`, read-only).
 //!
 //! This module does not decode chunk data: it returns the Blosc1 chunk inside each `.blp`
 //! file (after the 16-byte bloscpack `blpk` header) and the sizes the metadata implies.
@@ -9,7 +9,7 @@
 //! ctable columns live in `root/<name>/` (not `root/data/`), `storage` also has `cname` and
 //! `quantize`, `shuffle` is an int, and the last partial chunk is stored as a **smaller**
 //! chunk (`__K.blp` holds `len % chunklen` items). `shared/seeds/004_...txt` describes the
-//! `blsk` layout, read through [`blsk`] as `docs/BLSK.md` defines it.
+//! `blsk` layout, read through `blsk.rs` as `docs/BLSK.md` defines it.
 //!
 //! Invariants: nchunks = ceil(len / chunklen) (object dtype: len); chunk sizes come from the
 //! metadata (`chunklen x atomsize`, the leftover for the last chunk), not from the chunk files,

@@ -91,6 +91,38 @@ pub fn header(descr: &str, shape: &[u64]) -> Vec<u8> {
     out
 }
 
+/// How a read of bytes `[offset, offset + len)` of a whole NPY file splits: `header` bytes of
+/// the header go to the start of the output, then data bytes `data` (relative to the data
+/// part, for [`Layout::runs`] / [`TableNpy::pieces`]) go at output byte `data_dst`. `out_len`
+/// is the read's length clipped to the file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FileWindow {
+    /// Header bytes to copy (indices into the header).
+    pub header: std::ops::Range<usize>,
+    /// Data-part bytes to assemble.
+    pub data: std::ops::Range<u64>,
+    /// Where the data bytes start in the output.
+    pub data_dst: usize,
+    /// Bytes the read returns.
+    pub out_len: usize,
+}
+
+/// Splits a read of `len` bytes at `offset` of a file of `header_len` header bytes and
+/// `data_len` data bytes (see [`FileWindow`]).
+pub fn file_window(header_len: usize, data_len: u64, offset: u64, len: usize) -> FileWindow {
+    let total = (header_len as u64).saturating_add(data_len);
+    let start = offset.min(total);
+    let end = start.saturating_add(len as u64).min(total);
+    let h = header_len as u64;
+    let header = start.min(h) as usize..end.min(h) as usize;
+    FileWindow {
+        data_dst: header.len(),
+        header,
+        data: start.max(h) - h..end.max(h) - h,
+        out_len: (end - start) as usize,
+    }
+}
+
 /// The descr of items that have no recorded dtype (see the module doc).
 pub fn untyped_dtype(typesize: u64) -> Dtype {
     match typesize {
@@ -269,6 +301,11 @@ impl Npy {
         &self.descr
     }
 
+    /// How a read of `len` bytes at file offset `offset` splits into header and data.
+    pub fn window(&self, offset: u64, len: usize) -> FileWindow {
+        file_window(self.header.len(), self.layout.data_len(), offset, len)
+    }
+
     /// The shape in the header (the array's, plus a subarray dtype's dimensions).
     pub fn shape(&self) -> &[u64] {
         &self.shape
@@ -283,6 +320,25 @@ impl Npy {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn file_windows_split_header_and_data() {
+        let w = file_window(128, 1000, 100, 50);
+        assert_eq!(
+            (w.header, w.data, w.data_dst, w.out_len),
+            (100..128, 0..22, 28, 50)
+        );
+        let w = file_window(128, 1000, 10, 20);
+        assert_eq!((w.header, w.data.is_empty(), w.out_len), (10..30, true, 20));
+        let w = file_window(128, 1000, 500, 4096);
+        assert_eq!(
+            (w.header.is_empty(), w.data, w.data_dst, w.out_len),
+            (true, 372..1000, 0, 628)
+        );
+        let w = file_window(128, 1000, 5000, 10);
+        assert_eq!(w.out_len, 0);
+        assert!(w.header.is_empty() && w.data.is_empty());
+    }
 
     #[test]
     fn header_matches_numpy_save() {

@@ -311,6 +311,15 @@ impl Leaf {
             .map_err(Arc::clone)
     }
 
+    /// Opens the leaf again, into a container the caller owns (the tree keeps it behind its
+    /// own lock and replaces it after commits); not cached, not logged.
+    ///
+    /// # Errors
+    /// Why the leaf cannot be opened.
+    pub fn open_owned(&self) -> Result<Container, ContainerError> {
+        self.open_now()
+    }
+
     /// [`Leaf::open`] for a leaf that must be one array.
     ///
     /// # Errors
@@ -329,22 +338,8 @@ impl Leaf {
     /// `vlarray`, `b2o`, `b2remote_store`, or a store marker), `None` for plain arrays and
     /// SChunks, and for leaves not opened yet.
     pub fn special(&self) -> Option<&str> {
-        const SPECIAL: &[&str] = &[
-            "batcharray",
-            "listarray",
-            "vlarray",
-            "b2o",
-            "b2remote_store",
-            "b2tree",
-            "b2dict",
-            "b2embed",
-        ];
         match self.cell.get()? {
-            Ok(Container::Array(a)) => a
-                .metalayers()
-                .iter()
-                .map(|m| m.name.as_str())
-                .find(|n| SPECIAL.contains(n)),
+            Ok(Container::Array(a)) => special_kind(a),
             _ => None,
         }
     }
@@ -392,6 +387,25 @@ impl Leaf {
             }),
         }
     }
+}
+
+/// The special object kind of a frame (`batcharray`, `listarray`, `vlarray`, `b2o`,
+/// `b2remote_store`, or a store marker), `None` for plain arrays and SChunks.
+pub fn special_kind(a: &Array) -> Option<&str> {
+    const SPECIAL: &[&str] = &[
+        "batcharray",
+        "listarray",
+        "vlarray",
+        "b2o",
+        "b2remote_store",
+        "b2tree",
+        "b2dict",
+        "b2embed",
+    ];
+    a.metalayers()
+        .iter()
+        .map(|m| m.name.as_str())
+        .find(|n| SPECIAL.contains(n))
 }
 
 fn internal(path: &Path) -> ContainerError {

@@ -140,15 +140,22 @@ fn check_path_writable(path: &Path) -> Result<(), ContainerError> {
 /// permissions, or an unsupported kind or layout (frames embedded in a bigger file, frames
 /// with variable-length blocks, bcolz object dtype).
 pub fn check_writable(array: &Array) -> Option<ContainerError> {
-    writable(array).err()
+    writable(array, false).err()
 }
 
-fn writable(array: &Array) -> Result<(), ContainerError> {
+/// [`check_writable`] for the array of a collection leaf, which commits through the
+/// collection ([`commit_member`]): a frame at an offset of a `.b2z` is written by rebuilding
+/// the zip, so only the other rules apply.
+pub fn check_writable_member(array: &Array) -> Option<ContainerError> {
+    writable(array, true).err()
+}
+
+fn writable(array: &Array, member: bool) -> Result<(), ContainerError> {
     let path = array.path();
     match &array.inner {
         Inner::Frame(f) => {
             let info = f.info();
-            if info.start != 0 {
+            if info.start != 0 && !member {
                 return Err(unsupported(
                     path,
                     format!(
@@ -360,7 +367,7 @@ pub fn commit_with_crash_after(
 }
 
 fn commit_io(array: &Array, edit: &Edit, io: &mut io::Io) -> Result<(), ContainerError> {
-    writable(array)?;
+    writable(array, false)?;
     if edit.is_empty() {
         return Ok(());
     }

@@ -16,6 +16,12 @@ pub struct MountConfig {
     pub fsname: String,
     /// Let users other than the mounting one in (`allow_other`).
     pub allow_other: bool,
+    /// Let root in besides the mounting user (`allow_root`).
+    pub allow_root: bool,
+    /// Unmount when this process dies (`auto_unmount`: fusermount3 stays behind and
+    /// unmounts once the FUSE connection closes). Implies `allow_root` unless `allow_other`
+    /// is set (fuser needs one of them for it).
+    pub auto_unmount: bool,
     /// FUSE worker threads.
     pub threads: usize,
     /// Page cache or direct I/O for file content.
@@ -29,6 +35,8 @@ impl Default for MountConfig {
         MountConfig {
             fsname: "b2fs".into(),
             allow_other: false,
+            allow_root: false,
+            auto_unmount: false,
             threads: 2,
             policy: CachePolicy::default(),
             read_only: true,
@@ -51,8 +59,13 @@ impl MountConfig {
             MountOption::FSName(self.fsname.clone()),
             MountOption::Subtype("b2fs".into()),
         ];
+        if self.auto_unmount {
+            c.mount_options.push(MountOption::AutoUnmount);
+        }
         c.acl = if self.allow_other {
             SessionACL::All
+        } else if self.allow_root || self.auto_unmount {
+            SessionACL::RootAndOwner
         } else {
             SessionACL::Owner
         };

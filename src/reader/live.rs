@@ -13,13 +13,27 @@ use parking_lot::RwLock;
 
 use super::store::ChunkStore;
 use crate::codec::encode::Encoder;
+use crate::container::store::{Collection, Leaf, Node};
 use crate::container::{self, Array, Container, ContainerError, write};
+
+/// Leaf `key` of `collection`.
+fn leaf_of<'c>(collection: &'c Collection, key: &str) -> Result<&'c Leaf, ContainerError> {
+    match collection.find(key) {
+        Some(Node::Leaf(l)) => Ok(l),
+        _ => Err(ContainerError::Changed {
+            path: collection.path().to_path_buf(),
+            why: format!("{key} is no longer one of its leaves"),
+        }),
+    }
+}
 
 /// One array of the mounted source, replaceable after a commit.
 #[derive(Debug)]
 pub struct LiveArray {
     path: PathBuf,
     array: RwLock<Arc<Array>>,
+    /// The key of the collection leaf it is (`None`: a source of its own).
+    leaf: Option<String>,
 }
 
 impl LiveArray {
@@ -28,7 +42,27 @@ impl LiveArray {
         LiveArray {
             path: array.path().to_path_buf(),
             array: RwLock::new(Arc::new(array)),
+            leaf: None,
         }
+    }
+
+    /// Wraps the array of the collection leaf `key`: commits go through the collection, and
+    /// the tree reloads it from the reopened collection ([`LiveArray::replace`]).
+    pub fn leaf(array: Array, key: String) -> LiveArray {
+        LiveArray {
+            leaf: Some(key),
+            ..LiveArray::new(array)
+        }
+    }
+
+    /// The collection leaf key, for a leaf.
+    pub fn leaf_key(&self) -> Option<&str> {
+        self.leaf.as_deref()
+    }
+
+    /// Makes `array` current (a leaf reopened from its collection after a commit).
+    pub fn replace(&self, array: Array) {
+        *self.array.write() = Arc::new(array);
     }
 
     /// The array as it is now.
@@ -66,7 +100,10 @@ impl LiveArray {
 
     /// Why the array cannot be written, if it cannot.
     pub fn why_not_writable(&self) -> Option<ContainerError> {
-        write::check_writable(&self.get())
+        match self.leaf {
+            Some(_) => write::check_writable_member(&self.get()),
+            None => write::check_writable(&self.get()),
+        }
     }
 }
 
@@ -251,6 +288,56 @@ impl Committer {
                 why: format!("{} is no longer one of its columns", live.path.display()),
             })?;
         write::commit_column(&table, column, &edit)
+    }
+
+    /// Commits `edits` of `live`, the array of leaf `key` of `collection`, through
+    /// [`write::commit_member`] (a `.b2z` member: a new zip beside the old one, renamed
+    /// over it). The caller reopens the collection and reloads its leaves afterwards.
+    ///
+    /// # Errors
+    /// As [`write::commit_member`]; [`ContainerError::Changed`] when the leaf is gone.
+    pub fn commit_leaf(
+        &mut self,
+        collection: &Collection,
+        key: &str,
+        live: &LiveArray,
+        edits: &[ChunkEdit<'_>],
+    ) -> Result<(), ContainerError> {
+        let array = live.get();
+        let Some(edit) = self.edit(&live.path, &array, edits)? else {
+            return Ok(());
+        };
+        write::commit_member(collection, leaf_of(collection, key)?, &edit)
+    }
+
+    /// Stores `attrs` as the attributes of leaf `key` of `collection`.
+    ///
+    /// # Errors
+    /// As [`Committer::commit_leaf`].
+    pub fn commit_leaf_attrs(
+        &mut self,
+        collection: &Collection,
+        key: &str,
+        attrs: serde_json::Value,
+    ) -> Result<(), ContainerError> {
+        let edit = write::Edit {
+            attrs: Some(attrs),
+            ..Default::default()
+        };
+        write::commit_member(collection, leaf_of(collection, key)?, &edit)
+    }
+
+    /// Stores `attrs` as the attributes of the group `key` of `collection`.
+    ///
+    /// # Errors
+    /// As [`write::commit_group_attrs`].
+    pub fn commit_group_attrs(
+        &mut self,
+        collection: &Collection,
+        key: &str,
+        attrs: &serde_json::Value,
+    ) -> Result<(), ContainerError> {
+        write::commit_group_attrs(collection, key, attrs)
     }
 
     /// Stores `attrs` (a JSON object) as the attributes of `live`, then reloads it.

@@ -9,7 +9,8 @@
 //!   them); `__attrs__` its attributes.
 //! - **Shell redirections.** `cmd > data/N.bin` opens with `O_TRUNC` and closes a duplicate
 //!   descriptor before writing: a buffer emptied that way is not committed by a flush, only
-//!   by fsync or the last close; a created chunk file still empty is never committed.
+//!   by fsync or the last close; a created chunk file still empty is never committed; an
+//!   empty `__attrs__` buffer is not committed (nor refused) by a flush either.
 //! - **ctables**: a commit that changes a column's row count goes through
 //!   [`crate::reader::Committer::commit_column`] and every column is reloaded afterwards.
 //! - **Other writers** (ESTALE): every array is reloaded and every cached chunk dropped; the
@@ -164,6 +165,9 @@ impl Tree {
             }
             Entry::File(FileKind::Attrs(owner, _)) => {
                 let owner = owner.clone();
+                if reason == Reason::Close && self.attrs_emptied(ino) {
+                    return Ok(());
+                }
                 return self.commit_attrs(ino, &owner, &mut committer);
             }
             _ => return Ok(()),
@@ -243,12 +247,21 @@ impl Tree {
                 append: c.creating,
             })
             .collect();
-        let res = match &self.table {
-            Some(table) => committer.commit_column(table, live, &edits),
-            None => committer.commit_chunks(live, &edits),
+        let res = match (&self.table, live.leaf_key(), &self.collection) {
+            (_, Some(key), Some(c)) => {
+                let c = c.read().clone();
+                committer
+                    .commit_leaf(&c, key, live, &edits)
+                    .and_then(|()| self.refresh_collection())
+            }
+            (Some(table), _, _) => committer.commit_column(table, live, &edits),
+            _ => committer.commit_chunks(live, &edits),
         };
         let stale = matches!(res, Err(ContainerError::Changed { .. }));
-        if stale || (res.is_ok() && self.table.is_some()) {
+        if stale && self.collection.is_some() {
+            let _ = self.refresh_collection();
+        }
+        if (stale || (res.is_ok() && self.table.is_some())) && self.collection.is_none() {
             // Every column (a table commit may resize them all; a stale view may be anywhere).
             self.refresh(stale)
                 .map_err(|source| TreeError::Commit { ino, source })?;
@@ -264,6 +277,18 @@ impl Tree {
             }
         }
         res.map_err(|source| TreeError::Commit { ino, source })
+    }
+
+    /// Issue 15: whether the `__attrs__` buffer of `ino` is empty. A close does not commit
+    /// it (as for chunks emptied by `O_TRUNC`): a shell's `echo '{...}' > __attrs__` closes a
+    /// duplicate descriptor before writing, and refusing that close dropped the buffer, so the
+    /// data then landed over the stored attributes and was refused in turn.
+    fn attrs_emptied(&self, ino: u64) -> bool {
+        let edits = self.edits.lock();
+        edits
+            .attrs
+            .get(&ino)
+            .is_some_and(|a| a.dirty && a.data.is_empty())
     }
 
     /// Commits the `__attrs__` buffer of `ino` (owned by `owner`) if it has changes.
@@ -288,9 +313,30 @@ impl Tree {
             TreeError::Refused(format!("__attrs__: {why}"))
         };
         let value = parse_attrs(&a.data).map_err(refuse)?;
-        let res = match owner {
-            AttrsOwner::Array(id) => committer.commit_attrs(self.writable_array(*id)?, value),
-            AttrsOwner::Table(path) => committer.commit_table_attrs(path, &value),
+        let res = match (owner, &self.collection) {
+            (AttrsOwner::Array(id), Some(c)) => {
+                let live = self.writable_array(*id)?;
+                match live.leaf_key() {
+                    Some(key) => {
+                        let c = c.read().clone();
+                        committer
+                            .commit_leaf_attrs(&c, key, value)
+                            .and_then(|()| self.refresh_collection())
+                    }
+                    None => committer.commit_attrs(live, value),
+                }
+            }
+            (AttrsOwner::Array(id), None) => {
+                committer.commit_attrs(self.writable_array(*id)?, value)
+            }
+            (AttrsOwner::Table(path), _) => committer.commit_table_attrs(path, &value),
+            (AttrsOwner::Group(key), Some(c)) => {
+                let c = c.read().clone();
+                committer
+                    .commit_group_attrs(&c, key, &value)
+                    .and_then(|()| self.refresh_collection())
+            }
+            (AttrsOwner::Group(_) | AttrsOwner::ReadOnly, _) => return Err(TreeError::ReadOnly),
         };
         let stored = match self.entry(ino)? {
             Entry::File(FileKind::Attrs(_, stored)) => stored,
@@ -355,7 +401,7 @@ impl Tree {
 
     /// Renders `meta/sizes` of `array` again from its (just reopened) source; its
     /// `array.npy` may have changed size too.
-    fn rerender_sizes(&self, array: ArrayId) {
+    pub(crate) fn rerender_sizes(&self, array: ArrayId) {
         let files = self.files[array.index()];
         let Some(live) = self.live.get(array.index()).and_then(Option::as_ref) else {
             return;

@@ -221,6 +221,13 @@ impl Tree {
                 self.writable_array(*id)?;
                 Ok(WriteTarget::Attrs)
             }
+            Entry::File(FileKind::Attrs(AttrsOwner::ReadOnly, _)) => Err(TreeError::ReadOnly),
+            Entry::File(FileKind::Attrs(AttrsOwner::Group(_), _)) => {
+                if self.collection.is_none() {
+                    return Err(TreeError::ReadOnly);
+                }
+                Ok(WriteTarget::Attrs)
+            }
             Entry::File(FileKind::Attrs(AttrsOwner::Table(path), _)) => {
                 let ro = std::fs::metadata(path).map_or(true, |m| m.permissions().readonly());
                 if ro {

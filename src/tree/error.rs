@@ -37,6 +37,11 @@ pub enum TreeError {
     /// symlinks, links, changing modes or owners, removing anything but the last chunk).
     #[error("operation not permitted: {0}")]
     NotPermitted(String),
+    /// A feature the filesystem does not have at all, as a filesystem without it answers
+    /// (POSIX ACLs, attributes on scratch files): programs that copy them (`sed -i`, editors)
+    /// then fall back to what works (`chmod`) without a warning.
+    #[error("not supported by b2fs: {0}")]
+    Unsupported(String),
     /// A write to a generated metadata file (`meta/*`).
     #[error("metadata files are generated and cannot be written")]
     MetadataFile,
@@ -59,6 +64,10 @@ pub enum TreeError {
         /// What the container layer reported.
         source: ContainerError,
     },
+    /// A directory whose content cannot be shown: a collection leaf that failed to open (the
+    /// reason, naming the store and the key).
+    #[error("unavailable: {0}")]
+    Unavailable(String),
     /// The source failed: a chunk that does not decode, an I/O error reading the source.
     #[error("inode {ino}")]
     Container {
@@ -83,6 +92,7 @@ impl TreeError {
             TreeError::NameTooLong => libc::ENAMETOOLONG,
             TreeError::InvalidArgument(_) => libc::EINVAL,
             TreeError::NotPermitted(_) => libc::EPERM,
+            TreeError::Unsupported(_) => libc::EOPNOTSUPP,
             TreeError::MetadataFile => libc::EACCES,
             TreeError::TooBig(_) => libc::EFBIG,
             TreeError::Refused(_) => libc::EINVAL,
@@ -109,6 +119,8 @@ impl TreeError {
             // A corrupt chunk or an unreadable source: the data cannot be produced. EIO is what
             // a disk with a bad sector gives, which is the closest model for readers.
             TreeError::Container { .. } => libc::EIO,
+            // Like a corrupt chunk: the data cannot be produced.
+            TreeError::Unavailable(_) => libc::EIO,
         }
     }
 }
@@ -140,9 +152,11 @@ mod tests {
             (TreeError::NameTooLong, libc::ENAMETOOLONG),
             (TreeError::InvalidArgument("offset"), libc::EINVAL),
             (TreeError::NotPermitted("mkdir".into()), libc::EPERM),
+            (TreeError::Unsupported("ACLs".into()), libc::EOPNOTSUPP),
             (TreeError::MetadataFile, libc::EACCES),
             (TreeError::TooBig("x".into()), libc::EFBIG),
             (TreeError::Refused("x".into()), libc::EINVAL),
+            (TreeError::Unavailable("x".into()), libc::EIO),
             (
                 TreeError::Commit {
                     ino: 3,

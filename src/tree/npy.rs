@@ -26,6 +26,29 @@ use crate::container::ndim::Run;
 use crate::container::npy::{Npy, TableNpy};
 use crate::reader::{ArrayId, ChunkId, Pattern, RANGE_READ_MAX, ReadData, ReadHint};
 
+/// The hint of a read that is not part of a scan.
+const RANDOM: ReadHint = ReadHint {
+    pattern: Pattern::Random,
+    streaming: false,
+};
+
+/// Reads of at least this many bytes that continue the previous one are a scan even when the
+/// handle did not start at offset 0.
+const SCAN_READ_MIN: usize = 512 * 1024;
+
+/// Whether a read of `len` bytes with `hint` belongs to a scan in file order: every read of
+/// its handle so far continued the previous one from offset 0 (`np.load`, `cp`), or it is a
+/// large read continuing the previous one. An mmap reader's page faults, and the readahead
+/// reads that continue a fault (128 KiB), are not: decoding whole chunks and prefetching whole
+/// slabs for them costs far more than the blocks they need.
+fn is_scan(hint: ReadHint, len: usize) -> bool {
+    match hint.pattern {
+        Pattern::Random => false,
+        Pattern::FirstAtZero => len > RANGE_READ_MAX,
+        Pattern::Sequential => hint.streaming || len >= SCAN_READ_MIN,
+    }
+}
+
 /// The byte range `[offset, offset + size)` clipped to `len`, in `u64`.
 fn window64(len: u64, offset: u64, size: u32) -> (u64, u64) {
     let start = offset.min(len);
@@ -85,12 +108,16 @@ impl Tree {
             if let (Some(run), None) = (runs.next(), runs.next()) {
                 let id = ChunkId::new(array, run.chunk as usize);
                 if !self.has_edit(id) {
+                    let scan = is_scan(hint, run.len as usize);
+                    let hint = if scan { hint } else { RANDOM };
                     let data = self
                         .reader
                         .read(id, run.src, run.len as u32, hint, || false)
                         .map_err(|source| TreeError::Container { ino, source })?;
                     if data.len() as u64 == run.len {
-                        self.npy_prefetch(array, &npy, end - hlen, hint);
+                        if scan {
+                            self.npy_prefetch(array, &npy, end - hlen);
+                        }
                         return Ok(data);
                     }
                 }
@@ -105,9 +132,14 @@ impl Tree {
             let data_start = start.max(hlen) - hlen;
             let at = (data_start + hlen - start) as usize;
             let runs = npy.layout().runs(data_start, end - hlen - data_start);
-            let small = out.len() <= RANGE_READ_MAX && hint.pattern == Pattern::Random;
-            self.fill_runs(ino, array, runs, small, &mut out[at..])?;
-            self.npy_prefetch(array, &npy, end - hlen, hint);
+            // Not a scan (an mmap reader's page faults and the readahead that continues them,
+            // a seek-and-read): each run goes through the reader's plan, which decodes only
+            // the block a run falls in unless its chunk is cached. A scan takes whole chunks.
+            let scan = is_scan(hint, out.len());
+            self.fill_runs(ino, array, runs, !scan, &mut out[at..])?;
+            if scan {
+                self.npy_prefetch(array, &npy, end - hlen);
+            }
         }
         Ok(ReadData::Owned(out))
     }
@@ -139,10 +171,6 @@ impl Tree {
             },
         };
         let mut held: Option<(usize, crate::reader::Bytes)> = None;
-        let random = ReadHint {
-            pattern: Pattern::Random,
-            streaming: false,
-        };
         for run in runs {
             let id = ChunkId::new(array, run.chunk as usize);
             let (src, len, dst) = (run.src as usize, run.len as usize, run.dst as usize);
@@ -158,7 +186,7 @@ impl Tree {
             if small {
                 let got = self
                     .reader
-                    .read(id, run.src, run.len as u32, random, || false)
+                    .read(id, run.src, run.len as u32, RANDOM, || false)
                     .map_err(eio)?;
                 if got.len() != len {
                     return Err(short(id));
@@ -178,8 +206,8 @@ impl Tree {
     /// After a sequential read of `array.npy` up to data byte `end`: asks for the next slab's
     /// chunks, as many as fit in the chunk cache beside the current slab (none when prefetch
     /// is off or the cache holds only the chunks being read).
-    fn npy_prefetch(&self, array: ArrayId, npy: &Npy, end: u64, hint: ReadHint) {
-        if hint.pattern == Pattern::Random || end == 0 {
+    fn npy_prefetch(&self, array: ArrayId, npy: &Npy, end: u64) {
+        if end == 0 {
             return;
         }
         let layout = npy.layout();

@@ -22,15 +22,22 @@
 //!   clevel, so `clevel` comes from the frame header's codec_flags high nibble or the bcolz
 //!   storage cparams, and `clevel_source` says which. Without a regular chunk (empty or all
 //!   special) `cparams` holds only what the source header says.
+//! - `cparams.codec` and `cparams.filter_names` are python-blosc2's names (`ZSTD`,
+//!   `SHUFFLE`: `cparams.codec.name`, `[f.name for f in cparams.filters]`), beside the ids
+//!   `codec_id` and `filters`.
+//! - `meta/metalayers/b2nd` and `caterva` are objects with named fields (version, ndim, shape,
+//!   chunkshape, blockshape, and for b2nd dtype_format and dtype), not the stored array.
 //!
 //! Every JSON file ends with a newline.
 
 use serde_json::{Map, Value, json};
 
 use super::layout::{AttrsOwner, FileKind, Generated, Layout, NpyCell, Owner, ROOT_INO, TableCell};
-use crate::codec::{self, Codec};
+use super::names::{codec_name, filter_name};
+use crate::codec;
 use crate::container::npy::{Npy, TableNpy};
 use crate::container::{Array, ChunkKind, Container, ContainerError, SourceKind, Table};
+use crate::reader::LiveArray;
 
 /// Builds the layout of `container`.
 ///
@@ -48,22 +55,36 @@ pub fn layout(container: Container) -> Result<Layout, ContainerError> {
 }
 
 fn table_layout(table: Table) -> Result<Layout, ContainerError> {
+    let mut layout = Layout::new(Owner::of(&table.path));
+    layout.set_table(table.path.clone());
+    add_table(&mut layout, ROOT_INO, table, true)?;
+    Ok(layout)
+}
+
+/// Adds a ctable under directory `dir`: `__attrs__`, one directory per column, `table.npy`.
+/// `writable`: the tree's own ctable (its columns commit together); else read-only.
+pub(crate) fn add_table(
+    layout: &mut Layout,
+    dir: u64,
+    table: Table,
+    writable: bool,
+) -> Result<(), ContainerError> {
     let table_npy = TableNpy::for_table(&table);
     let Table {
         path,
         attrs,
         columns,
     } = table;
-    let mut layout = Layout::new(Owner::of(&path));
+    let owner = if writable {
+        AttrsOwner::Table(path.clone())
+    } else {
+        AttrsOwner::ReadOnly
+    };
     layout.generated(
-        ROOT_INO,
+        dir,
         "__attrs__",
-        FileKind::Attrs(
-            AttrsOwner::Table(path.clone()),
-            Generated::new(json_file(&attrs)),
-        ),
+        FileKind::Attrs(owner, Generated::new(json_file(&attrs))),
     );
-    layout.set_table(path.clone());
     let ncolumns = columns.len();
     let mut ids = Vec::with_capacity(ncolumns);
     for (name, column) in columns {
@@ -74,14 +95,19 @@ fn table_layout(table: Table) -> Result<Layout, ContainerError> {
             );
             continue;
         }
-        let dir = layout.dir(ROOT_INO, &name);
-        add_array(&mut layout, dir, column)?;
+        let col_dir = layout.dir(dir, &name);
+        let how = if writable {
+            Adding::Writable
+        } else {
+            Adding::ReadOnly
+        };
+        add_array_as(layout, col_dir, column, how)?;
         ids.push(crate::reader::ArrayId((layout.arrays() - 1) as u32));
     }
     match table_npy {
         Ok(npy) if ids.len() == ncolumns => {
             layout.generated(
-                ROOT_INO,
+                dir,
                 "table.npy",
                 FileKind::TableNpy(TableCell::new(npy), ids),
             );
@@ -89,22 +115,57 @@ fn table_layout(table: Table) -> Result<Layout, ContainerError> {
         Ok(_) => log::info!("{}: no table.npy (a column is not shown)", path.display()),
         Err(e) => log::info!("{e}: no table.npy"),
     }
-    Ok(layout)
+    Ok(())
 }
 
-/// Adds `__attrs__`, `meta/` and `data/` for one array under directory `dir`.
+/// Adds `__attrs__`, `meta/` and `data/` for one array under directory `dir` (a source of its
+/// own).
 fn add_array(layout: &mut Layout, dir: u64, array: Array) -> Result<(), ContainerError> {
+    add_array_as(layout, dir, array, Adding::Writable)
+}
+
+/// How an array joins a layout.
+#[derive(Debug, Clone)]
+pub(crate) enum Adding {
+    /// A source of its own, committed by path.
+    Writable,
+    /// Leaf `key` of the layout's collection, committed through it.
+    Leaf(String),
+    /// Never written (a leaf of a nested store, a ctable column inside a collection).
+    ReadOnly,
+}
+
+/// Adds `__attrs__`, `array.npy` (when the array has an item layout and is not a special
+/// object), `meta/` and `data/` for one array under directory `dir`.
+pub(crate) fn add_array_as(
+    layout: &mut Layout,
+    dir: u64,
+    array: Array,
+    how: Adding,
+) -> Result<(), ContainerError> {
     let attrs = json_file(array.attrs());
     let sizes = json_file(&sizes(&array)?);
     let storage = json_file(&storage(&array)?);
     let metalayers: Vec<_> = array
         .metalayers()
         .iter()
-        .map(|ml| (ml.name.clone(), json_file(&ml.json)))
+        .map(|ml| {
+            (
+                ml.name.clone(),
+                json_file(&metalayer_json(&ml.name, &ml.json)),
+            )
+        })
         .collect();
     let path = array.path().to_path_buf();
-    let npy = Npy::for_array(&array);
-    let id = layout.array(array);
+    let npy = match crate::container::store::special_kind(&array) {
+        Some(kind) => Err(format!("{}: a {kind} object", path.display())),
+        None => Npy::for_array(&array).map_err(|e| e.to_string()),
+    };
+    let id = match how {
+        Adding::Writable => layout.array(array),
+        Adding::Leaf(key) => layout.live_array(LiveArray::leaf(array, key)),
+        Adding::ReadOnly => layout.store(std::sync::Arc::new(array)),
+    };
     layout.generated(
         dir,
         "__attrs__",
@@ -134,8 +195,45 @@ fn add_array(layout: &mut Layout, dir: u64, array: Array) -> Result<(), Containe
     Ok(())
 }
 
+/// Field names of the `b2nd` and `caterva` metalayers, in their msgpack array's order.
+const B2ND_FIELDS: &[&str] = &[
+    "version",
+    "ndim",
+    "shape",
+    "chunkshape",
+    "blockshape",
+    "dtype_format",
+    "dtype",
+];
+
+/// A metalayer's JSON file: the `b2nd` and `caterva` arrays as objects with named fields
+/// (`b2nd`: version, ndim, shape, chunkshape, blockshape, dtype_format, dtype; `caterva`: the
+/// first five); other metalayers, and a b2nd/caterva layer of unexpected length, as decoded.
+pub fn metalayer_json(name: &str, v: &Value) -> Value {
+    let n = match name {
+        "b2nd" => B2ND_FIELDS.len(),
+        "caterva" => 5,
+        _ => return v.clone(),
+    };
+    match v {
+        Value::Array(items) if items.len() == n => Value::Object(
+            B2ND_FIELDS
+                .iter()
+                .zip(items)
+                .map(|(k, x)| ((*k).to_owned(), x.clone()))
+                .collect(),
+        ),
+        other => other.clone(),
+    }
+}
+
+/// python-blosc2's names of a filter pipeline (`[f.name for f in cparams.filters]`).
+fn filter_names(ids: &[u8]) -> Value {
+    Value::from(ids.iter().map(|&f| filter_name(f)).collect::<Vec<_>>())
+}
+
 /// Whether `name` can be one path component.
-fn valid_name(name: &str) -> bool {
+pub(crate) fn valid_name(name: &str) -> bool {
     !name.is_empty()
         && name != "."
         && name != ".."
@@ -253,7 +351,9 @@ pub fn storage(array: &Array) -> Result<Value, ContainerError> {
     match &header {
         Some(h) => {
             put(&mut cparams, "codec", json!(codec_name(h.compcode)));
+            put(&mut cparams, "codec_id", json!(h.compcode));
             put(&mut cparams, "filters", json!(h.filters));
+            put(&mut cparams, "filter_names", filter_names(&h.filters));
             put(&mut cparams, "filters_meta", json!(h.filters_meta));
             put(&mut cparams, "split", json!(h.flags & 0x10 == 0));
             put(&mut cparams, "cparams_source", json!("chunk header"));
@@ -261,7 +361,9 @@ pub fn storage(array: &Array) -> Result<Value, ContainerError> {
         None => {
             if let Some(f) = frame {
                 put(&mut cparams, "codec", json!(codec_name(f.udcodec)));
+                put(&mut cparams, "codec_id", json!(f.udcodec));
                 put(&mut cparams, "filters", json!(f.filters));
+                put(&mut cparams, "filter_names", filter_names(&f.filters));
                 put(&mut cparams, "filters_meta", json!(f.filters_meta));
                 put(&mut cparams, "cparams_source", json!("frame header"));
             }
@@ -300,14 +402,6 @@ fn is_bcolz(array: &Array) -> bool {
         array.kind(),
         SourceKind::BcolzCarray | SourceKind::BcolzCtable
     )
-}
-
-/// python-blosc2's name for a codec (`Codec.ZSTD.name`).
-fn codec_name(compcode: u8) -> String {
-    match Codec::from_compcode(compcode) {
-        Some(c) => c.name().to_ascii_uppercase(),
-        None => format!("CODEC_{compcode}"),
-    }
 }
 
 /// python-blosc2's `SplitMode` name for the frame header's `other_flags & 3` (splitmode - 1).

@@ -162,3 +162,59 @@ fn blsk_damaged_roots_refused() {
         std::fs::write(&p, old).unwrap();
     }
 }
+
+/// Through the tree (no kernel): `__attrs__` and `meta/*` are JSON, `array.npy` loads in numpy
+/// as the rows python-blosc compressed.
+#[test]
+fn blsk_tree_shows_json_meta_and_array_npy() {
+    use b2fs::tree::{ROOT_INO, Tree, TreeOptions};
+    let Some((tmp, m)) = generate("blsk_tree_shows_json_meta_and_array_npy") else {
+        return;
+    };
+    let py = support::python("blsk_tree_shows_json_meta_and_array_npy").unwrap();
+    let opts = TreeOptions {
+        prefetch_chunks: 0,
+        ..TreeOptions::default()
+    };
+    let t = Tree::from_source(&tmp.path().join("flat"), opts).unwrap();
+    let file = |path: &str| -> Vec<u8> {
+        let ino = path.split('/').fold(ROOT_INO, |dir, name| {
+            t.lookup(dir, name)
+                .unwrap_or_else(|e| panic!("{path}: {e}"))
+                .ino
+        });
+        let fh = t.open(ino, libc::O_RDONLY).unwrap();
+        let mut out = Vec::new();
+        loop {
+            let got = t.read(ino, fh, out.len() as u64, 1 << 16).unwrap();
+            if got.is_empty() {
+                break;
+            }
+            out.extend_from_slice(&got);
+        }
+        t.release(fh).unwrap();
+        out
+    };
+    let attrs: Value = serde_json::from_slice(&file("__attrs__")).unwrap();
+    assert_eq!(attrs["ids"]["value"], json!([1, 3, 6, 10]));
+    for meta in ["meta/sizes", "meta/storage"] {
+        let v: Value = serde_json::from_slice(&file(meta)).unwrap();
+        assert!(v.is_object(), "{meta}: {v}");
+    }
+    let npy = tmp.path().join("flat.npy");
+    std::fs::write(&npy, file("array.npy")).unwrap();
+    let said = support::python_says(
+        &py,
+        &[
+            "-c",
+            "import sys, hashlib, numpy as np\n\
+             a = np.load(sys.argv[1])\n\
+             print(list(a.shape), a.dtype, hashlib.sha256(a.tobytes()).hexdigest())",
+            npy.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(
+        said,
+        format!("[1000, 3] float64 {}", m["flat"]["data"].as_str().unwrap())
+    );
+}

@@ -70,16 +70,39 @@ fn cli_info_text_shows_tree_and_chunk_table() {
     let o = b2fs(&["info", src.to_str().unwrap()]);
     assert!(o.status.success(), "{}", stderr(&o));
     let text = stdout(&o);
+    let sc: Value =
+        serde_json::from_slice(&std::fs::read(repo_root().join("examples/sample.json")).unwrap())
+            .unwrap();
+    let (n, c) = (
+        sc["nbytes"].as_f64().unwrap(),
+        sc["cbytes"].as_f64().unwrap(),
+    );
+    let kib = |b: f64| format!("{:.1} KiB", b / 1024.0);
+    let summary = format!(
+        "4 chunks (0 special), {} -> {} (ratio {:.2}x)",
+        kib(n),
+        kib(c),
+        n / c
+    );
     for needle in [
         "__attrs__",
         "meta/sizes",
         "meta/storage",
         "meta/metalayers/b2nd",
-        "4 chunk files, 10944 bytes",
+        &format!("4 chunk files, {}", kib(n)),
         "zstd",
+        &summary,
+        "codec ZSTD clevel 5, filters SHUFFLE",
+        &format!(
+            "shape {}, dtype {}",
+            sc["shape"],
+            sc["dtype_b2nd"].as_str().unwrap()
+        ),
     ] {
         assert!(text.contains(needle), "missing {needle}:\n{text}");
     }
+    // The summary comes first, the chunk table last.
+    assert!(text.find(&summary) < text.find("chunks of data/"), "{text}");
 }
 
 #[test]
@@ -162,4 +185,54 @@ fn cli_umount_of_unmounted_dir_exits_4() {
     );
     let missing = dir.path().join("nope");
     assert_fails(&b2fs(&["umount", missing.to_str().unwrap()]), 4, "nope");
+}
+
+#[test]
+fn cli_completions_and_man_page_come_from_the_definitions() {
+    let bash = b2fs(&["completions", "bash"]);
+    assert!(bash.status.success(), "{}", stderr(&bash));
+    let script = stdout(&bash);
+    for word in ["_b2fs()", "umount", "completions", "--lazy"] {
+        assert!(script.contains(word), "bash completion lacks {word}");
+    }
+    for shell in ["zsh", "fish"] {
+        let o = b2fs(&["completions", shell]);
+        assert!(o.status.success() && o.stdout.len() > 500, "{shell}");
+    }
+    assert_eq!(b2fs(&["completions", "tcsh"]).status.code(), Some(2));
+    let man = b2fs(&["man"]);
+    assert!(man.status.success(), "{}", stderr(&man));
+    let page = stdout(&man);
+    assert!(page.contains(".TH b2fs"), "{page}");
+    for word in [
+        ".SH \"B2FS MOUNT\"",
+        "cache_size=SIZE",
+        "auto_unmount",
+        "\\-\\-lazy",
+        "Exit codes",
+    ] {
+        assert!(page.contains(word), "man page lacks {word}");
+    }
+}
+
+#[test]
+fn cli_mount_fuse3_style_command_line_is_a_mount() {
+    // `b2fs SOURCE MOUNTPOINT -o OPTS` is `b2fs mount ...`: the same checks and exit codes.
+    let tmp = tempfile::tempdir().unwrap();
+    let missing = tmp.path().join("missing.b2nd");
+    let o = b2fs(&[
+        missing.to_str().unwrap(),
+        tmp.path().to_str().unwrap(),
+        "-o",
+        "ro,noauto,user,dev,suid,_netdev",
+    ]);
+    assert_fails(&o, 3, "missing.b2nd");
+    let src = repo_root().join("examples/sample.b2nd");
+    let o = b2fs(&[
+        src.to_str().unwrap(),
+        tmp.path().to_str().unwrap(),
+        "-o",
+        "bogus",
+    ]);
+    assert_fails(&o, 2, "unknown mount option 'bogus'");
 }

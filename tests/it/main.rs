@@ -7,6 +7,7 @@ mod cli; // the built binary: exit codes, one-line errors, `info`
 mod codec; // decoding every reference-made chunk fixture, hostile chunks, range decode
 mod container; // every fixture kind opens with the reference's geometry/metadata; hostile sources
 mod crash; // SIGKILL of a read-write mount during commits: old or new chunks, fsync-acked edits kept
+mod describe; // meta/storage names, named metalayers, xattrs and the event log, in process
 mod encoder; // our chunks round-trip and the reference libraries read them
 mod filters; // filters: SIMD vs scalar twins, known vectors, round trips
 mod layering; // the layering rule and module docs, checked on the source text
@@ -21,6 +22,9 @@ mod remote_bench; // remote benchmarks (ignored; BENCHMARKS.md)
 #[cfg(feature = "remote")]
 mod remote_support; // the servers and the proxy of the remote tests
 mod store; // collections: .b2z/.b2d stores and directories of sources against python-blosc2
+mod store_tree; // collections through the tree and a mount: chunks, array.npy, attrs, edits
+mod system; // mount(8)/fstab via mount.fuse3, auto_unmount, umount -l, getfattr, b2fs log, editors
 mod tree; // the in-process filesystem API without a kernel
+mod wheel; // the pip wheel (maturin bindings = "bin") installed in a fresh venv mounts the sample
 mod writeback; // read-write mounts: edits checked by the reference libraries
 mod writer; // write-back commits checked by the reference libraries; crash safety; compact

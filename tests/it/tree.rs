@@ -80,7 +80,7 @@ fn bcolz_fixtures(kind: &str) -> Vec<(PathBuf, Value)> {
 
 /// Resolves a slash-separated path from the root.
 #[track_caller]
-fn ino_of(t: &Tree, path: &str) -> u64 {
+pub(crate) fn ino_of(t: &Tree, path: &str) -> u64 {
     let mut ino = ROOT_INO;
     for part in path.split('/').filter(|p| !p.is_empty()) {
         ino = t
@@ -110,11 +110,11 @@ fn read_all(t: &Tree, ino: u64, step: u32) -> Result<Vec<u8>, TreeError> {
     res.map(|()| out)
 }
 
-fn read_path(t: &Tree, path: &str) -> Vec<u8> {
+pub(crate) fn read_path(t: &Tree, path: &str) -> Vec<u8> {
     read_all(t, ino_of(t, path), 4096).unwrap()
 }
 
-fn json_at(t: &Tree, path: &str) -> Value {
+pub(crate) fn json_at(t: &Tree, path: &str) -> Value {
     let bytes = read_path(t, path);
     assert_eq!(bytes.last(), Some(&b'\n'), "{path} must end with a newline");
     serde_json::from_slice(&bytes).unwrap_or_else(|e| panic!("{path}: {e}"))
@@ -258,7 +258,29 @@ fn tree_frames_meta_files_match_reference() {
 
         for (name, want) in sc["metalayers"].as_object().unwrap() {
             let got = json_at(&t, &format!("meta/metalayers/{name}"));
-            assert_eq!(&got, want, "{ctx}: metalayer {name}");
+            // b2nd and caterva are shown with named fields, in the stored array's order.
+            let fields: &[&str] = match name.as_str() {
+                "b2nd" => &[
+                    "version",
+                    "ndim",
+                    "shape",
+                    "chunkshape",
+                    "blockshape",
+                    "dtype_format",
+                    "dtype",
+                ],
+                "caterva" => &["version", "ndim", "shape", "chunkshape", "blockshape"],
+                _ => &[],
+            };
+            if fields.is_empty() {
+                assert_eq!(&got, want, "{ctx}: metalayer {name}");
+            } else {
+                let want = want.as_array().unwrap();
+                assert_eq!(got.as_object().unwrap().len(), want.len(), "{ctx}: {name}");
+                for (k, w) in fields.iter().zip(want) {
+                    assert_eq!(&got[*k], w, "{ctx}: metalayer {name}.{k}");
+                }
+            }
         }
 
         let storage = json_at(&t, "meta/storage");

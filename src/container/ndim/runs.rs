@@ -40,6 +40,17 @@ pub struct NdRuns<'g> {
     /// Element index of the item holding byte `pos`.
     idx: [u64; MAX_DIM],
     items_per_block: u64,
+    /// The current item row's share of the chunk number, block number and in-block item
+    /// position (the dimensions before the last, scaled by the last one's extent).
+    row_chunk: u64,
+    row_block: u64,
+    row_inner: u64,
+    /// Along the last axis: chunk coordinate, offset inside the chunk, block coordinate
+    /// inside the chunk, offset inside the block. Stepped without divisions inside a row.
+    last_chunk: u64,
+    last_in_chunk: u64,
+    last_block: u64,
+    last_in_block: u64,
     pending: Option<Run>,
 }
 
@@ -72,20 +83,28 @@ impl Grid {
         let total = self.items().saturating_mul(itemsize);
         let start = start.min(total);
         let end = start.saturating_add(len).min(total);
-        let mut idx = [0u64; MAX_DIM];
-        if let Some(item) = start.checked_div(itemsize) {
-            self.unravel(item, &mut idx);
-        }
-        NdRuns {
+        let mut runs = NdRuns {
             grid: self,
             itemsize,
             start,
             pos: start,
             end,
-            idx,
+            idx: [0u64; MAX_DIM],
             items_per_block: self.blockshape.iter().product(),
+            row_chunk: 0,
+            row_block: 0,
+            row_inner: 0,
+            last_chunk: 0,
+            last_in_chunk: 0,
+            last_block: 0,
+            last_in_block: 0,
             pending: None,
+        };
+        if let Some(item) = start.checked_div(itemsize).filter(|_| start < end) {
+            self.unravel(item, &mut runs.idx);
+            runs.enter_row();
         }
+        runs
     }
 
     /// C-order unravel of item number `item` into `idx[..ndim]` (no bounds check).
@@ -215,6 +234,59 @@ impl Grid {
 }
 
 impl NdRuns<'_> {
+    /// Recomputes the row prefix and the last-axis state from `idx` (O(ndim) divisions, once
+    /// per item row). Only called while the window is not empty, so no extent is 0.
+    fn enter_row(&mut self) {
+        let g = self.grid;
+        let Some(l) = g.ndim().checked_sub(1) else {
+            return;
+        };
+        let (mut c, mut b, mut e) = (0u64, 0u64, 0u64);
+        for d in 0..l {
+            let (cs, bs, i) = (g.chunkshape[d], g.blockshape[d], self.idx[d]);
+            let r = i % cs;
+            c = c * g.chunk_grid[d] + i / cs;
+            b = b * g.block_grid[d] + r / bs;
+            e = e * bs + r % bs;
+        }
+        self.row_chunk = c * g.chunk_grid[l];
+        self.row_block = b * g.block_grid[l];
+        self.row_inner = e * g.blockshape[l];
+        let (cs, bs, i) = (g.chunkshape[l], g.blockshape[l], self.idx[l]);
+        self.last_chunk = i / cs;
+        self.last_in_chunk = i % cs;
+        self.last_block = self.last_in_chunk / bs;
+        self.last_in_block = self.last_in_chunk % bs;
+    }
+
+    /// Steps past `n` items of the last axis (the stretch just emitted).
+    fn advance(&mut self, n: u64) {
+        let g = self.grid;
+        let l = g.ndim() - 1;
+        self.idx[l] += n;
+        if self.idx[l] >= g.shape[l] {
+            let mut d = l;
+            while d > 0 && self.idx[d] >= g.shape[d] {
+                self.idx[d] = 0;
+                d -= 1;
+                self.idx[d] += 1;
+            }
+            self.enter_row();
+            return;
+        }
+        self.last_in_chunk += n;
+        self.last_in_block += n;
+        if self.last_in_chunk == g.chunkshape[l] {
+            self.last_chunk += 1;
+            self.last_in_chunk = 0;
+            self.last_block = 0;
+            self.last_in_block = 0;
+        } else if self.last_in_block == g.blockshape[l] {
+            self.last_block += 1;
+            self.last_in_block = 0;
+        }
+    }
+
     /// The next stretch of the last axis, before merging.
     fn raw(&mut self) -> Option<Run> {
         if self.pos >= self.end {
@@ -223,22 +295,23 @@ impl NdRuns<'_> {
         let g = self.grid;
         let nd = g.ndim();
         let isz = self.itemsize;
-        let byte_in = self.pos % isz;
-        let mut chunk = 0u64;
-        let mut block = 0u64;
-        let mut inner = 0u64;
-        let mut n_items = 1u64;
-        for d in 0..nd {
-            let (cs, bs) = (g.chunkshape[d], g.blockshape[d]);
-            let i = self.idx[d];
-            let r = i % cs;
-            chunk = chunk * g.chunk_grid[d] + i / cs;
-            block = block * g.block_grid[d] + r / bs;
-            inner = inner * bs + r % bs;
-            if d + 1 == nd {
-                n_items = (bs - r % bs).min(cs - r).min(g.shape[d] - i);
-            }
-        }
+        // Only the first run can start inside an item (the others start where one ended).
+        let byte_in = if self.pos == self.start {
+            self.pos % isz
+        } else {
+            0
+        };
+        let (chunk, block, inner, n_items) = match nd.checked_sub(1) {
+            None => (0, 0, 0, 1),
+            Some(l) => (
+                self.row_chunk + self.last_chunk,
+                self.row_block + self.last_block,
+                self.row_inner + self.last_in_block,
+                (g.blockshape[l] - self.last_in_block)
+                    .min(g.chunkshape[l] - self.last_in_chunk)
+                    .min(g.shape[l] - self.idx[l]),
+            ),
+        };
         let src = (block * self.items_per_block + inner) * isz + byte_in;
         let len = (n_items * isz - byte_in).min(self.end - self.pos);
         let run = Run {
@@ -249,14 +322,8 @@ impl NdRuns<'_> {
         };
         self.pos += len;
         if nd > 0 && self.pos < self.end {
-            // The run ended on an item boundary: step the index by the items it covered.
-            let mut d = nd - 1;
-            self.idx[d] += n_items;
-            while self.idx[d] >= g.shape[d] && d > 0 {
-                self.idx[d] = 0;
-                d -= 1;
-                self.idx[d] += 1;
-            }
+            // The run ended on an item boundary: step past the items it covered.
+            self.advance(n_items);
         }
         Some(run)
     }

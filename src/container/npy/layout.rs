@@ -39,6 +39,9 @@ pub struct Slab {
 }
 
 /// Runs of a byte window; see [`Layout::runs`].
+// The grid variant carries a [u64; 16] index: it lives on the stack for one window, and
+// boxing it would allocate on every read.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone)]
 pub enum Runs<'a> {
     /// Over a chunk grid.
@@ -172,18 +175,38 @@ impl Layout {
     /// chunk its runs lie in (from the first run's `src` to the last run's end), ascending by
     /// chunk: what a partial decode of a small window needs (the blocks overlapping the span).
     pub fn chunk_spans(&self, start: u64, len: u64) -> Vec<(u64, Range<u64>)> {
-        let mut spans: std::collections::BTreeMap<u64, Range<u64>> = Default::default();
+        let mut spans: Vec<(u64, Range<u64>)> = Vec::new();
+        let mut index: std::collections::HashMap<u64, usize> = Default::default();
+        // Runs go through the chunks of a slab in the same order row after row, several runs
+        // per chunk: the entry last hit, or the one after it, is almost always the next hit.
+        let mut last = 0usize;
         for r in self.runs(start, len) {
             let end = r.src + r.len;
-            spans
-                .entry(r.chunk)
-                .and_modify(|s| {
-                    s.start = s.start.min(r.src);
-                    s.end = s.end.max(end);
-                })
-                .or_insert(r.src..end);
+            let hit = |i: usize| spans.get(i).is_some_and(|(k, _)| *k == r.chunk);
+            let at = if hit(last) {
+                Some(last)
+            } else if hit(last + 1) {
+                Some(last + 1)
+            } else {
+                index.get(&r.chunk).copied()
+            };
+            let i = match at {
+                Some(i) => {
+                    let span = &mut spans[i].1;
+                    span.start = span.start.min(r.src);
+                    span.end = span.end.max(end);
+                    i
+                }
+                None => {
+                    index.insert(r.chunk, spans.len());
+                    spans.push((r.chunk, r.src..end));
+                    spans.len() - 1
+                }
+            };
+            last = i;
         }
-        spans.into_iter().collect()
+        spans.sort_unstable_by_key(|(k, _)| *k);
+        spans
     }
 
     /// The slab holding data byte `offset`, or `None` past the end. Grid: the chunks of one

@@ -157,6 +157,11 @@ impl TableNpy {
         &self.descr
     }
 
+    /// How a read of `len` bytes at file offset `offset` splits into header and data.
+    pub fn window(&self, offset: u64, len: usize) -> super::FileWindow {
+        super::file_window(self.header.len(), self.data_len(), offset, len)
+    }
+
     /// Where the data starts (a multiple of 64).
     pub fn data_offset(&self) -> u64 {
         self.header.len() as u64

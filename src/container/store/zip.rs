@@ -171,7 +171,7 @@ impl ZipIndex {
         }
     }
 
-    /// The member named `name`, as an index into [`ZipIndex::members`].
+    /// The member named `name`, as an index into [`ZipIndex::names`].
     pub fn find(&self, name: &str) -> Option<usize> {
         self.names.iter().position(|n| n == name)
     }

@@ -41,7 +41,7 @@ pub fn compact(path: &Path, progress: &mut dyn FnMut(usize, usize)) -> Result<()
         Container::Array(a) if a.kind() == SourceKind::Cframe => a,
         _ => return Err(unsupported(path, "compacting: not a contiguous frame")),
     };
-    super::writable(&array)?;
+    super::writable(&array, false)?;
     let info = array
         .frame_info()
         .ok_or_else(|| unsupported(path, "compacting: not a frame"))?

@@ -81,7 +81,7 @@ pub(super) fn commit_column(
         ));
     };
     for (_, a, _) in &cols {
-        super::writable(a)?;
+        super::writable(a, false)?;
     }
     let l0 = cols.first().map_or(0, |(_, _, c)| rows(c));
     for (name, a, cj) in &cols {
@@ -146,7 +146,7 @@ pub(super) fn repair_table(table: &Table, io: &mut Io) -> Result<TableRepair, Co
         if n < l0 {
             out.short.push((name.to_owned(), n));
         } else if n > l0 {
-            super::writable(a)?;
+            super::writable(a, false)?;
             if let Some(f) = fill(a, cj, l0, l0)? {
                 fills.push((j, f));
                 out.trimmed.push((name.to_owned(), n, l0));

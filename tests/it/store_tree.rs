@@ -1,0 +1,231 @@
+//! Collections through the tree (no kernel) and a real mount: every store python-blosc2 wrote
+//! (`scripts/oracle/stores.py gen`: TreeStores `.b2z`/`.b2d` with nested groups, embedded
+//! leaves, SChunk leaves, attributes, ZIP64, a DictStore, a 4.0-style `b2embed` store) shows a
+//! directory per group and leaf; every chunk file equals python-blosc2's `decompress_chunk`,
+//! every `array.npy` holds `store[key][...]`, every `__attrs__` the group's attributes; edits
+//! of a member's chunk and of the store's attributes through the tree are read back by
+//! python-blosc2 (`mode='r'`, and `mode='a'`, which checks every CRC-32 of a `.b2z`).
+
+use std::path::Path;
+
+use b2fs::tree::{ROOT_INO, Tree, TreeOptions};
+use serde_json::Value;
+
+use crate::support::{self, Mount, fuse_and_python, run_python, sha256_hex};
+
+fn opts(writable: bool) -> TreeOptions {
+    TreeOptions {
+        writable,
+        ..TreeOptions::default()
+    }
+}
+
+fn ino(t: &Tree, path: &str) -> Result<u64, String> {
+    let mut dir = ROOT_INO;
+    for name in path.split('/').filter(|p| !p.is_empty()) {
+        dir = t.lookup(dir, name).map_err(|e| format!("{path}: {e}"))?.ino;
+    }
+    Ok(dir)
+}
+
+fn read_all(t: &Tree, ino: u64) -> Vec<u8> {
+    let fh = t.open(ino, libc::O_RDONLY).unwrap();
+    let mut out = Vec::new();
+    loop {
+        let got = t.read(ino, fh, out.len() as u64, 1 << 20).unwrap();
+        if got.is_empty() {
+            break;
+        }
+        out.extend_from_slice(&got);
+    }
+    t.release(fh).unwrap();
+    out
+}
+
+/// Checks the tree of `store` against python-blosc2's description of it.
+fn check_store(t: &Tree, desc: &Value) -> Result<usize, String> {
+    let mut checked = 0;
+    for (key, want) in desc["keys"].as_object().unwrap() {
+        let nchunks = want["nchunks"].as_u64().unwrap();
+        let data = ino(t, &format!("{key}/data"))?;
+        let listed = t.readdir(data, 0).map_err(|e| e.to_string())?.len() as u64 - 2;
+        if listed != nchunks {
+            return Err(format!(
+                "{key}: {listed} chunk files, python-blosc2 says {nchunks}"
+            ));
+        }
+        for (i, sha) in want["chunks"].as_array().unwrap().iter().enumerate() {
+            let f = ino(t, &format!("{key}/data/{i:08}.bin"))?;
+            if sha256_hex(&read_all(t, f)) != sha.as_str().unwrap() {
+                return Err(format!("{key}: chunk {i} differs"));
+            }
+        }
+        if let Some(sha) = want.get("data").and_then(Value::as_str) {
+            let npy = read_all(t, ino(t, &format!("{key}/array.npy"))?);
+            let hlen = npy.len() - want_nbytes(want);
+            if sha256_hex(&npy[hlen..]) != sha {
+                return Err(format!("{key}: array.npy differs from store[key][...]"));
+            }
+        }
+        checked += 1;
+    }
+    for (group, attrs) in desc["attrs"].as_object().unwrap() {
+        let f = ino(t, &format!("{group}/__attrs__"))?;
+        let got: Value = serde_json::from_slice(&read_all(t, f)).map_err(|e| e.to_string())?;
+        if &got != attrs {
+            return Err(format!("{group}: __attrs__ {got} != {attrs}"));
+        }
+    }
+    Ok(checked)
+}
+
+/// Bytes of `store[key][...]` from its description (shape and dtype).
+fn want_nbytes(want: &Value) -> usize {
+    let items: u64 = want["shape"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d.as_u64().unwrap())
+        .product();
+    let dtype = want["dtype"].as_str().unwrap();
+    let digits: String = dtype.chars().filter(char::is_ascii_digit).collect();
+    let bits: u64 = digits.parse().unwrap_or(8);
+    let size = if dtype == "bool" { 1 } else { bits / 8 };
+    (items * size) as usize
+}
+
+fn gen_stores(py: &Path) -> (tempfile::TempDir, Value) {
+    let dir = tempfile::tempdir().unwrap();
+    run_python(
+        py,
+        &[
+            "scripts/oracle/stores.py",
+            "gen",
+            dir.path().to_str().unwrap(),
+        ],
+    );
+    let manifest: Value =
+        serde_json::from_slice(&std::fs::read(dir.path().join("manifest.json")).unwrap()).unwrap();
+    (dir, manifest)
+}
+
+#[test]
+fn store_tree_every_store_shows_groups_leaves_chunks_npy_and_attrs() {
+    let Some(py) =
+        support::python("store_tree_every_store_shows_groups_leaves_chunks_npy_and_attrs")
+    else {
+        return;
+    };
+    let (dir, manifest) = gen_stores(&py);
+    let mut failures = Vec::new();
+    let mut stores = 0;
+    for (name, desc) in manifest.as_object().unwrap() {
+        let t = Tree::from_source(&dir.path().join(name), opts(false)).unwrap();
+        match check_store(&t, desc) {
+            Ok(n) if n > 0 => stores += 1,
+            Ok(_) => failures.push(format!("{name}: no leaf checked")),
+            Err(e) => failures.push(format!("{name}: {e}")),
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    assert!(stores >= 6, "{stores} stores");
+}
+
+#[test]
+fn store_tree_edits_of_a_member_and_of_store_attrs_reach_python_blosc2() {
+    let Some(py) =
+        support::python("store_tree_edits_of_a_member_and_of_store_attrs_reach_python_blosc2")
+    else {
+        return;
+    };
+    let (dir, _) = gen_stores(&py);
+    // tree.*: small values (the attribute carriers too) are embedded in embed.b2e, which b2fs
+    // does not rewrite; deflt.*: every value is a member or file of its own.
+    for name in ["tree.b2z", "tree.b2d", "deflt.b2z", "deflt.b2d"] {
+        let embedded_attrs = name.starts_with("tree");
+        let src = dir.path().join(name);
+        let t = Tree::from_source(&src, opts(true)).unwrap();
+        // Chunk 1 of /temps (2500 float64) becomes all 7.25.
+        let f = ino(&t, "temps/data/00000001.bin").unwrap();
+        let fh = t.open(f, libc::O_RDWR).unwrap();
+        let new: Vec<u8> = (0..2500).flat_map(|_| 7.25f64.to_le_bytes()).collect();
+        t.write(f, fh, 0, &new).unwrap();
+        t.fsync(f, fh).unwrap();
+        t.release(fh).unwrap();
+        // The store's own attributes.
+        let a = ino(&t, "__attrs__").unwrap();
+        let fh = t.open(a, libc::O_WRONLY | libc::O_TRUNC).unwrap();
+        t.write(a, fh, 0, br#"{"title": "edited", "n": 4}"#)
+            .unwrap();
+        let res = t.release(fh);
+        if embedded_attrs {
+            assert_eq!(res.unwrap_err().errno(), libc::EOPNOTSUPP, "{name}");
+        } else {
+            res.unwrap();
+        }
+        // The tree shows the committed state, and so does a fresh one.
+        let fresh = Tree::from_source(&src, opts(false)).unwrap();
+        for tree in [&t, &fresh] {
+            let f = ino(tree, "temps/data/00000001.bin").unwrap();
+            assert!(read_all(tree, f) == new, "{name}: chunk 1");
+        }
+        let out = run_python(
+            &py,
+            &["scripts/oracle/stores.py", "read", src.to_str().unwrap()],
+        );
+        let desc: Value = serde_json::from_slice(&out).expect("description");
+        assert_eq!(
+            desc["keys"]["/temps"]["chunks"][1].as_str().unwrap(),
+            sha256_hex(&new),
+            "{name}: python-blosc2 reads the new chunk"
+        );
+        let want_attrs = if embedded_attrs {
+            serde_json::json!({"title": "demo store", "n": 3})
+        } else {
+            serde_json::json!({"title": "edited", "n": 4})
+        };
+        assert_eq!(
+            desc["attrs"]["/"], want_attrs,
+            "{name}: python-blosc2 reads the attributes"
+        );
+        // Every other key reads as before in the fresh tree.
+        check_store(&fresh, &desc).unwrap();
+    }
+}
+
+#[test]
+fn store_mount_lists_groups_and_numpy_loads_a_member() {
+    let Some(py) = fuse_and_python("store_mount_lists_groups_and_numpy_loads_a_member") else {
+        return;
+    };
+    let (dir, manifest) = gen_stores(&py);
+    let src = dir.path().join("tree.b2z");
+    let m = Mount::daemon(&src, &["ro"]);
+    let mut top: Vec<String> = std::fs::read_dir(&m.mp)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    top.sort();
+    assert_eq!(top, ["__attrs__", "a", "group", "raw", "small", "temps"]);
+    let leaf = m.path("a/b/c/leaf/array.npy");
+    let says = support::python_says(
+        &py,
+        &[
+            "-c",
+            "import sys, numpy as np, blosc2; \
+             a = np.load(sys.argv[1]); \
+             b = blosc2.TreeStore(sys.argv[2], mode='r')['/a/b/c/leaf'][...]; \
+             print(np.array_equal(a, b) and a.dtype == b.dtype)",
+            leaf.to_str().unwrap(),
+            src.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(says, "True");
+    let sizes: Value =
+        serde_json::from_slice(&std::fs::read(m.path("group/counts/meta/sizes")).unwrap()).unwrap();
+    assert_eq!(
+        sizes["nchunks"],
+        manifest["tree.b2z"]["keys"]["/group/counts"]["nchunks"]
+    );
+    m.umount();
+}

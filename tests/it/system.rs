@@ -1,0 +1,410 @@
+//! b2fs where users already are, on real mounts: `mount -t fuse.b2fs` and an fstab line
+//! through the standard `mount.fuse3` helper (as root), `-o auto_unmount` with a SIGKILLed
+//! daemon, `b2fs umount -l`, `getfattr` and `setfattr`, `b2fs log` after a refused last
+//! close, and editors that write a temp file and rename it (`sed -i`, `vim -es`, Python's
+//! tempfile + os.replace) without warnings.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::time::{Duration, Instant};
+
+use crate::support::{Mount, b2fs, fuse_and_python, fuse_available, is_mounted, python_says};
+
+fn sample() -> PathBuf {
+    crate::support::repo_root().join("examples/sample.b2nd")
+}
+
+fn text(o: &Output) -> String {
+    format!(
+        "status {}\nstdout: {}\nstderr: {}",
+        o.status,
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+/// A copy of the sample in a fresh directory, for read-write mounts.
+fn sample_copy() -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("sample.b2nd");
+    std::fs::copy(sample(), &src).unwrap();
+    (dir, src)
+}
+
+/// Waits until `cond` holds, for at most `secs` seconds.
+fn wait_for(secs: u64, mut cond: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    while Instant::now() < deadline {
+        if cond() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    cond()
+}
+
+/// The process id serving the mount at `mp`, from its root's `user.b2fs.pid`.
+fn daemon_pid(mp: &Path) -> u32 {
+    let v = xattr::get(mp, "user.b2fs.pid").unwrap().unwrap();
+    String::from_utf8(v).unwrap().parse().unwrap()
+}
+
+fn alive(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| {
+        s.rsplit_once(')')
+            .is_some_and(|(_, r)| !r.trim_start().starts_with('Z'))
+    })
+}
+
+fn kill9(pid: u32) {
+    let st = Command::new("kill")
+        .args(["-9", &pid.to_string()])
+        .status()
+        .unwrap();
+    assert!(st.success());
+}
+
+fn is_root() -> bool {
+    std::fs::read_to_string("/proc/self/status")
+        .unwrap_or_default()
+        .lines()
+        .find_map(|l| l.strip_prefix("Uid:"))
+        .and_then(|l| l.split_whitespace().nth(1).map(|e| e == "0"))
+        .unwrap_or(false)
+}
+
+/// Runs `script` with `sh -e` in a private mount namespace where `/usr/local/bin` holds only
+/// a `b2fs` symlink to the built binary: mount(8) runs its helpers without the caller's PATH,
+/// so `mount.fuse3` finds FUSE programs in the standard directories only, and the test must not
+/// install anything on the machine. `$SRC`, `$MP`, `$TAB` are set.
+fn in_mount_namespace(script: &str, src: &Path, mp: &Path, tab: &Path) -> Output {
+    let bin = tempfile::tempdir().unwrap();
+    std::os::unix::fs::symlink(env!("CARGO_BIN_EXE_b2fs"), bin.path().join("b2fs")).unwrap();
+    let setup = format!(
+        "mount --make-rprivate / && mount --bind '{}' /usr/local/bin\n{script}",
+        bin.path().display()
+    );
+    Command::new("unshare")
+        .args(["--mount", "sh", "-ec", &setup])
+        .env("SRC", src)
+        .env("MP", mp)
+        .env("TAB", tab)
+        .env("PATH", "/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin")
+        .output()
+        .expect("unshare (util-linux)")
+}
+
+/// The README's `mount -t fuse.b2fs` line and fstab line, through the real mount(8) and
+/// mount.fuse3 (which call `b2fs SOURCE MOUNTPOINT -o OPTS`), as root.
+#[test]
+fn system_mount_t_fuse_b2fs_and_an_fstab_line() {
+    let test = "system_mount_t_fuse_b2fs_and_an_fstab_line";
+    if !fuse_available(test) {
+        return;
+    }
+    if !is_root() {
+        eprintln!("SKIP {test}: mount(8) needs root");
+        return;
+    }
+    let helper =
+        Path::new("/sbin/mount.fuse3").exists() || Path::new("/usr/sbin/mount.fuse3").exists();
+    if !helper {
+        assert!(
+            std::env::var("B2FS_REQUIRE_FUSE").is_err(),
+            "{test}: no mount.fuse3 (package fuse3)"
+        );
+        eprintln!("SKIP {test}: no mount.fuse3");
+        return;
+    }
+    let src = sample();
+    let m = Mount::empty();
+    let tab = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(
+        tab.path(),
+        format!(
+            "# b2fs test\n{} {} fuse.b2fs ro,noauto,user,_netdev,nofail 0 0\n",
+            src.display(),
+            m.mp.display()
+        ),
+    )
+    .unwrap();
+    // Each step prints what the test checks; `sh -e` stops at the first failure.
+    let script = r#"
+mount -t fuse.b2fs "$SRC" "$MP" -o ro,allow_other
+echo "fstype $(findmnt -n -o FSTYPE "$MP") options $(findmnt -n -o OPTIONS "$MP")"
+echo "chunk $(stat -c %s "$MP/data/00000000.bin") $(od -An -tf8 -N8 "$MP/data/00000000.bin")"
+umount "$MP"
+echo "after umount: $(findmnt -n "$MP" | wc -l) mounts"
+mount -T "$TAB" "$MP"
+echo "fstab fstype $(findmnt -n -o FSTYPE "$MP") options $(findmnt -n -o OPTIONS "$MP")"
+grep -c '"nchunks": 4' "$MP/meta/sizes"
+if echo '{}' 2>/dev/null > "$MP/__attrs__"; then echo "write accepted"; else echo "write refused"; fi
+b2fs umount "$MP"
+echo done
+"#;
+    let out = in_mount_namespace(script, &src, &m.mp, tab.path());
+    let report = text(&out);
+    assert!(out.status.success(), "{report}");
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let lines: Vec<&str> = stdout.lines().collect();
+    // The type is `fuse` when b2fs mounts directly as root (fuser's mount(2) call has no
+    // subtype), `fuse.b2fs` when it goes through fusermount3.
+    let fuse_type = |l: &str| {
+        l.starts_with("fstype fuse options ro,") || l.starts_with("fstype fuse.b2fs options ro,")
+    };
+    assert!(fuse_type(lines[0]), "{report}");
+    assert!(lines[0].contains("allow_other"), "{report}");
+    // The first value of the sample: 273.15 (K), as od prints it.
+    assert!(
+        lines[1].starts_with("chunk 2736 ") && lines[1].contains("273.15"),
+        "{report}"
+    );
+    assert_eq!(lines[2], "after umount: 0 mounts", "{report}");
+    assert!(fuse_type(lines[3].trim_start_matches("fstab ")), "{report}");
+    assert_eq!(lines[4], "1", "{report}");
+    assert_eq!(lines[5], "write refused", "{report}");
+    assert_eq!(lines[6], "done", "{report}");
+    // Everything happened in the namespace: nothing is left mounted here.
+    assert!(!is_mounted(&m.mp));
+}
+
+#[test]
+fn system_auto_unmount_removes_the_mount_of_a_killed_daemon() {
+    if !fuse_available("system_auto_unmount_removes_the_mount_of_a_killed_daemon") {
+        return;
+    }
+    let m = Mount::daemon(&sample(), &["ro,auto_unmount"]);
+    let pid = daemon_pid(&m.mp);
+    kill9(pid);
+    assert!(
+        wait_for(10, || !is_mounted(&m.mp)),
+        "auto_unmount: the mount outlived its SIGKILLed daemon"
+    );
+    // Without auto_unmount the same kill leaves a dead mount behind (the Mount guard
+    // detaches it): the check above can fail.
+    let control = Mount::daemon(&sample(), &["ro"]);
+    let pid = daemon_pid(&control.mp);
+    kill9(pid);
+    assert!(wait_for(5, || !alive(pid)));
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(
+        is_mounted(&control.mp),
+        "a killed daemon's mount stays without auto_unmount"
+    );
+}
+
+#[test]
+fn system_lazy_umount_detaches_and_open_files_keep_reading() {
+    if !fuse_available("system_lazy_umount_detaches_and_open_files_keep_reading") {
+        return;
+    }
+    use std::io::Read;
+    let m = Mount::daemon(&sample(), &["ro"]);
+    let pid = daemon_pid(&m.mp);
+    let mut f = std::fs::File::open(m.path("data/00000001.bin")).unwrap();
+    let started = Instant::now();
+    let out = b2fs().args(["umount", "-l"]).arg(&m.mp).output().unwrap();
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "-l must not wait"
+    );
+    assert!(!is_mounted(&m.mp), "detached at once");
+    // The open file still reads through the detached mount, and its daemon serves it.
+    let mut data = Vec::new();
+    f.read_to_end(&mut data).unwrap();
+    assert_eq!(data.len(), 2736);
+    assert!(alive(pid));
+    drop(f);
+    assert!(
+        wait_for(10, || !alive(pid)),
+        "daemon exits after the last close"
+    );
+    // Not mounted any more: umount says so (exit 4).
+    let again = b2fs().args(["umount", "-l"]).arg(&m.mp).output().unwrap();
+    assert_eq!(again.status.code(), Some(4), "{}", text(&again));
+}
+
+fn getfattr(args: &[&str], path: &Path) -> Output {
+    Command::new("getfattr")
+        .args(args)
+        .arg(path)
+        .output()
+        .expect("getfattr (package attr, scripts/setup.sh installs it)")
+}
+
+#[test]
+fn system_getfattr_shows_chunk_and_mount_attributes() {
+    let Some(py) = fuse_and_python("system_getfattr_shows_chunk_and_mount_attributes") else {
+        return;
+    };
+    let src = sample();
+    let m = Mount::daemon(&src, &["ro"]);
+    let chunk = m.path("data/00000002.bin");
+    let out = getfattr(&["-d"], &chunk);
+    assert!(out.status.success(), "{}", text(&out));
+    let dump = String::from_utf8_lossy(&out.stdout).into_owned();
+    // python-blosc2's view of the same chunk.
+    let want = python_says(
+        &py,
+        &[
+            "-c",
+            "import blosc2, sys; a = blosc2.open(sys.argv[1]); s = a.schunk; c = s.cparams; \
+             n, cb, bs = blosc2.get_cbuffer_sizes(s.get_chunk(2)); \
+             print(c.codec.name, ','.join(f.name for f in c.filters if f.name != 'NOFILTER'), \
+             c.clevel, c.typesize, bs, cb)",
+            src.to_str().unwrap(),
+        ],
+    );
+    let w: Vec<&str> = want.split(' ').collect();
+    for (key, value) in [
+        ("codec", w[0]),
+        ("filters", w[1]),
+        ("clevel", w[2]),
+        ("typesize", w[3]),
+        ("blocksize", w[4]),
+        ("cbytes", w[5]),
+        ("special", "no"),
+    ] {
+        let line = format!("user.b2fs.{key}=\"{value}\"");
+        assert!(dump.contains(&line), "missing {line} in:\n{dump}");
+    }
+    let root = String::from_utf8_lossy(&getfattr(&["-d"], &m.mp).stdout).into_owned();
+    for line in [
+        format!("user.b2fs.source=\"{}\"", src.display()),
+        "user.b2fs.kind=\"cframe+b2nd\"".to_owned(),
+        format!("user.b2fs.version=\"{}\"", env!("CARGO_PKG_VERSION")),
+        "user.b2fs.cache_size=\"268435456\"".to_owned(),
+    ] {
+        assert!(root.contains(&line), "missing {line} in:\n{root}");
+    }
+    assert!(root.contains("user.b2fs.cache_hit_rate="), "{root}");
+    // Read-only: setfattr is refused.
+    let set = Command::new("setfattr")
+        .args(["-n", "user.x", "-v", "1"])
+        .arg(&chunk)
+        .output()
+        .unwrap();
+    assert!(!set.status.success());
+    assert!(
+        String::from_utf8_lossy(&set.stderr).contains("Read-only file system"),
+        "{}",
+        text(&set)
+    );
+}
+
+#[test]
+fn system_log_shows_the_refusal_a_shell_never_sees() {
+    if !fuse_available("system_log_shows_the_refusal_a_shell_never_sees") {
+        return;
+    }
+    let (_dir, src) = sample_copy();
+    let m = Mount::daemon(&src, &[]);
+    let attrs = m.path("__attrs__");
+    let shell = |content: &str| {
+        let sh = Command::new("sh")
+            .arg("-c")
+            .arg(format!("echo '{content}' > '{}'", attrs.display()))
+            .output()
+            .unwrap();
+        assert!(
+            sh.status.success(),
+            "the shell sees no error of the last close"
+        );
+    };
+    let log = || {
+        let out = b2fs().arg("log").arg(&m.mp).output().unwrap();
+        assert!(out.status.success(), "{}", text(&out));
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    // A shell's `>` closes a duplicate descriptor before writing: that empty first close is
+    // no refusal, and the edit is committed.
+    shell(r#"{"by": "shell"}"#);
+    let shown: serde_json::Value = serde_json::from_slice(&std::fs::read(&attrs).unwrap()).unwrap();
+    assert_eq!(shown, serde_json::json!({"by": "shell"}));
+    let clean = log();
+    assert!(clean.starts_with("# 0 refusals/errors"), "{clean}");
+
+    shell("bad");
+    let text_log = log();
+    let lines: Vec<&str> = text_log.lines().skip(1).collect();
+    assert_eq!(lines.len(), 1, "{text_log}");
+    assert!(
+        lines[0].contains(" flush /__attrs__: EINVAL (Invalid argument): "),
+        "{text_log}"
+    );
+    assert!(lines[0].contains("not JSON"), "the reason: {}", lines[0]);
+    let out = b2fs().arg("log").arg(&m.mp).output().unwrap();
+    // Any path inside the mount finds the same log.
+    let inner = b2fs().arg("log").arg(m.path("meta")).output().unwrap();
+    assert_eq!(inner.stdout, out.stdout);
+    // Not a b2fs mount: exit 4, one line.
+    let tmp = tempfile::tempdir().unwrap();
+    let not = b2fs().arg("log").arg(tmp.path()).output().unwrap();
+    assert_eq!(not.status.code(), Some(4), "{}", text(&not));
+    assert!(String::from_utf8_lossy(&not.stderr).contains("not a b2fs mount"));
+    m.umount();
+}
+
+#[test]
+fn system_editors_replace_attrs_without_warnings() {
+    let Some(py) = fuse_and_python("system_editors_replace_attrs_without_warnings") else {
+        return;
+    };
+    let (_dir, src) = sample_copy();
+    let m = Mount::daemon(&src, &[]);
+    let attrs = m.path("__attrs__");
+    let units = |m: &Mount| -> String {
+        let v: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(m.path("__attrs__")).unwrap()).unwrap();
+        v["units"].as_str().unwrap().to_owned()
+    };
+
+    // The root as the mount shows it before any editor ran.
+    let mut before: Vec<String> = std::fs::read_dir(&m.mp)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    before.sort();
+
+    let sed = Command::new("sed")
+        .args(["-i", "s/\"K\"/\"Kelvin\"/"])
+        .arg(&attrs)
+        .output()
+        .unwrap();
+    assert!(sed.status.success(), "{}", text(&sed));
+    assert!(sed.stderr.is_empty(), "sed -i warned: {}", text(&sed));
+    assert_eq!(units(&m), "Kelvin");
+
+    let vim = Command::new("vim")
+        .args(["-es", "-u", "NONE", "-i", "NONE", "-n"])
+        .args(["-c", "%s/Kelvin/Celsius/", "-c", "wq"])
+        .arg(&attrs)
+        .output()
+        .expect("vim (scripts/setup.sh installs vim-tiny)");
+    assert!(vim.status.success(), "{}", text(&vim));
+    assert!(vim.stderr.is_empty(), "vim warned: {}", text(&vim));
+    assert_eq!(units(&m), "Celsius");
+
+    let code = "import json, os, sys, tempfile\n\
+                d = sys.argv[1]\n\
+                with tempfile.NamedTemporaryFile('w', dir=d, delete=False) as f:\n\
+                \x20   json.dump({'units': 'F', 'via': 'python'}, f)\n\
+                os.replace(f.name, os.path.join(d, '__attrs__'))\n\
+                print(json.dumps(sorted(os.listdir(d))))";
+    let listing = python_says(&py, &["-c", code, m.mp.to_str().unwrap()]);
+    let after: Vec<String> = serde_json::from_str(&listing).unwrap();
+    assert_eq!(after, before, "no temp file left");
+    assert_eq!(units(&m), "F");
+    m.umount();
+    // What python-blosc2 reads from the source after the three edits.
+    let stored = python_says(
+        &py,
+        &[
+            "-c",
+            "import blosc2, sys; a = blosc2.open(sys.argv[1]); print(a.schunk.vlmeta['units'], a.schunk.vlmeta['via'])",
+            src.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(stored, "F python");
+}
