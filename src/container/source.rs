@@ -49,7 +49,7 @@ impl IoStats {
     }
 }
 
-/// A read-only byte source that is not a local file (a remote object): what a [`Source`]
+/// A read-only byte source that is not a local file (a remote object): what a `Source`
 /// reads from instead of `pread`. Its length and modification time are fixed when it is
 /// opened; reads are `&self` and thread-safe, and must return within a deadline.
 pub trait ByteSource: Send + Sync + std::fmt::Debug {
