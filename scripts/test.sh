@@ -20,3 +20,12 @@ RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --document-private-items --locked
 cargo test --locked --features remote
 # The pip wheel test rebuilds target/debug/b2fs with maturin: alone, after the suite.
 cargo test --locked --test it -- --ignored wheel_
+# Fuzzing (RELIABILITY.md): every fuzz target for a short bounded time where a nightly
+# toolchain is present; without cargo-fuzz, scripts/fuzz.sh builds and runs the same libFuzzer
+# binaries directly (no install). `cargo test` above already replayed the stored corpora and
+# regression inputs through the same entry functions on the stable toolchain.
+if cargo +nightly --version >/dev/null 2>&1; then
+    bash scripts/fuzz.sh all "${B2FS_FUZZ_SECONDS:-10}"
+else
+    echo "SKIP fuzz runs: no nightly toolchain (rustup toolchain install nightly)" >&2
+fi

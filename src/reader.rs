@@ -119,6 +119,10 @@ pub struct ReadHint {
     /// Every read of the handle so far continued the previous one from offset 0: reaching the
     /// chunk's end streams it once (when the caller also confirms it is the sole reader).
     pub streaming: bool,
+    /// The handle's reads so far, this one included, cover at least half of the bytes up to
+    /// the furthest one (a scan, possibly served out of order), as opposed to scattered reads
+    /// (an mmap reader's page faults and their readahead).
+    pub dense: bool,
 }
 
 /// Tuning knobs of a [`ChunkReader`].

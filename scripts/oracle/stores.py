@@ -3,7 +3,8 @@ python-blosc2 reads back from them, for tests/it/store.rs.
 
     stores.py gen DIR      write the stores into DIR and DIR/manifest.json: for every store,
                            every key's chunks (sha256 of decompress_chunk) and whether it is
-                           embedded, and every group's attributes
+                           embedded, and every group's attributes; and DIR/ctab/ctab.b2z (a
+                           CTable) with DIR/ctab/manifest.json (every member's chunks)
     stores.py read PATH    print the same description of one store, read with mode='r', as
                            JSON; then open a copy with mode='a' (which extracts a .b2z and so
                            checks every member's CRC-32) and close it unchanged
@@ -172,7 +173,8 @@ def gen(d):
     shutil.rmtree(x)
     with blosc2.TreeStore(ctab, mode="r") as ts:
         keys = sorted(ts.keys())
-    manifest["ctab"] = {"members": members, "keys": keys}
+    with open(os.path.join(d, "ctab", "manifest.json"), "w") as f:
+        json.dump({"members": members, "keys": keys}, f, indent=1, sort_keys=True)
     with open(os.path.join(d, "manifest.json"), "w") as f:
         json.dump(manifest, f, indent=1, sort_keys=True, default=str)
 

@@ -25,6 +25,7 @@ use serde_json::Value;
 
 use super::ContainerError;
 use super::source::{IoStats, Source};
+use crate::codec::MAX_BUFFERSIZE;
 
 pub(crate) mod blsk;
 
@@ -249,10 +250,23 @@ impl Carray {
         let len = shape[0];
         let nchunks = if object { len } else { len.div_ceil(chunklen) };
         // Bytes per chunk and in total must fit; nchunks must be addressable.
-        chunklen
+        let chunk_bytes = chunklen
             .checked_mul(atomsize)
-            .and_then(|_| len.checked_mul(atomsize))
+            .filter(|_| len.checked_mul(atomsize).is_some())
             .ok_or_else(|| overflow("chunklen"))?;
+        // Each chunk is one Blosc1 chunk, which holds at most MAX_BUFFERSIZE bytes; readers
+        // size their buffers from chunklen x row size, so a larger product is refused here.
+        if chunk_bytes > MAX_BUFFERSIZE as u64 {
+            return Err(ContainerError::Malformed {
+                path: storage_path,
+                what: "chunklen".into(),
+                offset: 0,
+                why: format!(
+                    "chunklen {chunklen} x {atomsize}-byte rows is {chunk_bytes} bytes, over the \
+                     {MAX_BUFFERSIZE}-byte maximum of a Blosc chunk"
+                ),
+            });
+        }
         let nchunks = usize::try_from(nchunks).map_err(|_| overflow("shape[0]"))?;
         let mtime = std::fs::metadata(&sizes_path)
             .and_then(|m| m.modified())

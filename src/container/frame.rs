@@ -487,8 +487,18 @@ impl Frame {
             Slot::Stored(o) => {
                 let h = self.stored_header(i, o)?;
                 let n = le_i32(&h, 4).unwrap_or(-1);
-                usize::try_from(n)
-                    .map_err(|_| self.chunk_fault(i, o, format!("negative nbytes {n}")))
+                let n = usize::try_from(n)
+                    .map_err(|_| self.chunk_fault(i, o, format!("negative nbytes {n}")))?;
+                // One chunk cannot hold more than the whole frame: readers size buffers from
+                // this, so a chunk header claiming gigabytes in a small frame is refused.
+                if n as u64 > self.info.nbytes {
+                    return Err(self.chunk_fault(
+                        i,
+                        o,
+                        format!("nbytes {n} exceeds the frame's nbytes {}", self.info.nbytes),
+                    ));
+                }
+                Ok(n)
             }
         }
     }

@@ -20,6 +20,10 @@ struct Handle {
     next: u64,
     /// Every read so far continued the previous one, starting at offset 0.
     from_start: bool,
+    /// Bytes asked for by the reads so far (overlaps counted twice).
+    bytes_read: u64,
+    /// The furthest byte any read reached.
+    max_end: u64,
     /// Opened for writing: its flush and release commit the file's buffer.
     write: bool,
 }
@@ -48,6 +52,8 @@ impl Handles {
                 ino,
                 next: 0,
                 from_start: true,
+                bytes_read: 0,
+                max_end: 0,
                 write,
             },
         );
@@ -87,9 +93,12 @@ impl Handles {
         };
         h.from_start &= offset == h.next;
         h.next = offset.saturating_add(u64::from(size));
+        h.bytes_read = h.bytes_read.saturating_add(u64::from(size));
+        h.max_end = h.max_end.max(h.next);
         Ok(ReadHint {
             pattern,
             streaming: h.from_start,
+            dense: h.bytes_read.saturating_mul(2) >= h.max_end,
         })
     }
 

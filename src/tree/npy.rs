@@ -30,23 +30,17 @@ use crate::reader::{ArrayId, ChunkId, Pattern, RANGE_READ_MAX, ReadData, ReadHin
 const RANDOM: ReadHint = ReadHint {
     pattern: Pattern::Random,
     streaming: false,
+    dense: false,
 };
 
-/// Reads of at least this many bytes that continue the previous one are a scan even when the
-/// handle did not start at offset 0.
-const SCAN_READ_MIN: usize = 512 * 1024;
-
-/// Whether a read of `len` bytes with `hint` belongs to a scan in file order: every read of
-/// its handle so far continued the previous one from offset 0 (`np.load`, `cp`), or it is a
-/// large read continuing the previous one. An mmap reader's page faults, and the readahead
-/// reads that continue a fault (128 KiB), are not: decoding whole chunks and prefetching whole
-/// slabs for them costs far more than the blocks they need.
+/// Whether a read of `len` bytes with `hint` takes whole chunks: one that belongs to a scan,
+/// i.e. its handle's reads cover the file densely up to where they reached (`np.load`, `cp`:
+/// also when their large reads arrive as several requests at once, out of order), and that
+/// is large or continues the previous read. An mmap reader's page faults and the readahead
+/// reads that continue them (up to 1 MiB) are scattered over the file: decoding whole chunks
+/// for them costs far more than the blocks they need.
 fn is_scan(hint: ReadHint, len: usize) -> bool {
-    match hint.pattern {
-        Pattern::Random => false,
-        Pattern::FirstAtZero => len > RANGE_READ_MAX,
-        Pattern::Sequential => hint.streaming || len >= SCAN_READ_MIN,
-    }
+    hint.dense && (len > RANGE_READ_MAX || hint.pattern != Pattern::Random)
 }
 
 /// The byte range `[offset, offset + size)` clipped to `len`, in `u64`.
@@ -115,7 +109,7 @@ impl Tree {
                         .read(id, run.src, run.len as u32, hint, || false)
                         .map_err(|source| TreeError::Container { ino, source })?;
                     if data.len() as u64 == run.len {
-                        if scan {
+                        if scan && hint.pattern != Pattern::Random {
                             self.npy_prefetch(array, &npy, end - hlen);
                         }
                         return Ok(data);
@@ -137,7 +131,7 @@ impl Tree {
             // the block a run falls in unless its chunk is cached. A scan takes whole chunks.
             let scan = is_scan(hint, out.len());
             self.fill_runs(ino, array, runs, !scan, &mut out[at..])?;
-            if scan {
+            if scan && hint.pattern != Pattern::Random {
                 self.npy_prefetch(array, &npy, end - hlen);
             }
         }

@@ -748,7 +748,7 @@ fn container_refuse_fixtures_are_refused() {
 // Hand-built frames (CONTAINER_NOTES 1.9)
 
 /// A memcpyed Blosc2 chunk of `data` with the given typesize.
-fn memcpyed(data: &[u8], typesize: u8) -> Vec<u8> {
+pub(crate) fn memcpyed(data: &[u8], typesize: u8) -> Vec<u8> {
     let n = data.len() as u32;
     let mut c = vec![5, 1, 0x17, typesize];
     c.extend(n.to_le_bytes());
@@ -761,7 +761,7 @@ fn memcpyed(data: &[u8], typesize: u8) -> Vec<u8> {
 
 /// Builds a contiguous frame: header (with `metalayers`), chunk area, index, trailer (with
 /// `vlmeta` as memcpyed chunks of the given msgpack payloads).
-fn build_frame(
+pub(crate) fn build_frame(
     typesize: i32,
     chunksize: i32,
     nbytes: i64,
@@ -860,11 +860,11 @@ fn build_frame(
     f
 }
 
-const ZEROS: i64 = -0x7f00_0000_0000_0000;
+pub(crate) const ZEROS: i64 = -0x7f00_0000_0000_0000;
 
 /// A small frame: 3 chunks of 40 bytes (typesize 4) + a 20-byte last chunk, one zero chunk,
 /// a user metalayer and two vlmetalayers.
-fn small_frame() -> (Vec<u8>, Vec<Vec<u8>>) {
+pub(crate) fn small_frame() -> (Vec<u8>, Vec<Vec<u8>>) {
     let data: Vec<Vec<u8>> = (0..4u8)
         .map(|i| (0..if i == 3 { 20 } else { 40 }).map(|b| b ^ i).collect())
         .collect();
@@ -1168,7 +1168,7 @@ fn container_vlmeta_with_hostile_msgpack_is_kept_raw() {
 // ---------------------------------------------------------------------------------------------
 // Hostile bcolz
 
-fn copy_dir(from: &Path, to: &Path) {
+pub(crate) fn copy_dir(from: &Path, to: &Path) {
     std::fs::create_dir_all(to).unwrap();
     for e in std::fs::read_dir(from).unwrap().flatten() {
         let t = to.join(e.file_name());

@@ -10,6 +10,8 @@ mod crash; // SIGKILL of a read-write mount during commits: old or new chunks, f
 mod describe; // meta/storage names, named metalayers, xattrs and the event log, in process
 mod encoder; // our chunks round-trip and the reference libraries read them
 mod filters; // filters: SIMD vs scalar twins, known vectors, round trips
+mod fuzz; // the fuzz corpora and regression inputs replayed through the fuzz entry functions
+mod hostile; // hostile sizes: clear errors with bounded heap (counting allocator) and time
 mod layering; // the layering rule and module docs, checked on the source text
 mod mount; // real FUSE mounts (skip without /dev/fuse unless B2FS_REQUIRE_FUSE=1)
 mod npy; // array.npy / table.npy: header and data equal np.save of the references; run geometry

@@ -1,0 +1,87 @@
+//! The fuzz targets' inputs replayed under the normal test build: every regression input in
+//! `tests/data/fuzz-regressions/TARGET/` (each was a crash, hang or out-of-memory found by
+//! `scripts/fuzz.sh`, kept after its fix) and the stored corpus `fuzz/corpus/TARGET/`, through
+//! the same entry functions the libFuzzer binaries call (`fuzz/src/lib.rs`, included here).
+//! No nightly toolchain or cargo-fuzz needed: this is the stable-toolchain part of the fuzzing.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+#[path = "../../fuzz/src/lib.rs"]
+#[allow(dead_code)]
+mod entry;
+
+use crate::support::repo_root;
+
+/// The inputs of `dir` (none when it does not exist), sorted by name.
+fn inputs(dir: &Path) -> Vec<PathBuf> {
+    let mut files: Vec<PathBuf> = match std::fs::read_dir(dir) {
+        Ok(rd) => rd
+            .flatten()
+            .map(|e| e.path())
+            .filter(|p| p.is_file())
+            .collect(),
+        Err(_) => Vec::new(),
+    };
+    files.sort();
+    files
+}
+
+/// Runs every input of the target's regression directory and stored corpus through `f`;
+/// fails naming each input that panicked or took over 5 s. Returns how many ran.
+fn replay(target: &str, f: fn(&[u8])) -> usize {
+    let root = repo_root();
+    let mut files = inputs(&root.join("tests/data/fuzz-regressions").join(target));
+    files.extend(inputs(&root.join("fuzz/corpus").join(target)));
+    let mut failures = Vec::new();
+    let start = Instant::now();
+    for p in &files {
+        let data = std::fs::read(p).unwrap();
+        let t = Instant::now();
+        if std::panic::catch_unwind(|| f(&data)).is_err() {
+            failures.push(format!("{}: panicked", p.display()));
+        } else if t.elapsed() > Duration::from_secs(5) {
+            failures.push(format!("{}: took {:?}", p.display(), t.elapsed()));
+        }
+    }
+    eprintln!(
+        "fuzz replay {target}: {} inputs in {:?}",
+        files.len(),
+        start.elapsed()
+    );
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    files.len()
+}
+
+#[test]
+fn fuzz_replay_chunk_decode() {
+    assert!(replay("chunk_decode", entry::chunk_decode) > 0);
+}
+
+#[test]
+fn fuzz_replay_frame_open() {
+    assert!(replay("frame_open", entry::frame_open) > 0);
+}
+
+#[test]
+fn fuzz_replay_bcolz_open() {
+    assert!(replay("bcolz_open", entry::bcolz_open) > 0);
+}
+
+#[test]
+fn fuzz_replay_attrs() {
+    assert!(replay("attrs", entry::attrs) > 0);
+}
+
+#[test]
+fn fuzz_replay_npy_dtype() {
+    assert!(replay("npy_dtype", entry::npy_dtype) > 0);
+}
+
+/// The bcolz input format splits on the separator, at most `max` parts.
+#[test]
+fn fuzz_bcolz_input_splits_into_files() {
+    let parts = entry::split_parts(b"a\n--\nb\n--\n\n--\nc\n--\nd", 4);
+    assert_eq!(parts, [&b"a"[..], b"b", b"", b"c\n--\nd"]);
+    assert_eq!(entry::split_parts(b"", 6), [&b""[..]]);
+}
