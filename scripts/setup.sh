@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# Installs what b2fs's tests and demo need, if absent: with apt-get, fuse3 (fusermount3,
-# mount.fuse3), attr (getfattr), vim (the editor tests) and rclone (the HTTP range server of
-# the remote tests); a Python venv in .venv with the pinned reference libraries (the test
-# oracle only), maturin (the wheel test builds the pip package with it) and moto[server] (the
-# S3 server of the remote tests).
+# Installs what b2fs's tests and demo need, if absent: fuse3 (fusermount3, mount.fuse3), attr
+# (getfattr), vim (the editor tests) and rclone (the plain HTTP range server of the remote tests)
+# with apt-get, and a Python venv in .venv with the pinned reference libraries (the test oracle
+# only), maturin (the wheel test builds the pip package with it) and moto[server] (the S3
+# server of the remote tests).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 

@@ -13,8 +13,8 @@ cargo fmt --all -- --check
 if grep -rlP '[^\x00-\x7F]' src tests/it benches Cargo.toml; then
     echo "non-ASCII characters in the files above" >&2; exit 1
 fi
-cargo clippy --all-targets --locked -- -D warnings
 # Remote sources (S3/HTTP) are the non-default `remote` feature: lint both builds, test with it.
+cargo clippy --all-targets --locked -- -D warnings
 cargo clippy --all-targets --locked --features remote -- -D warnings
 RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --document-private-items --locked --quiet --features remote
 cargo test --locked --features remote

@@ -35,14 +35,6 @@ Mount options (-o, comma-separated, may repeat):
                   re-reads of data larger than cache_size come from the kernel
   debug           verbose logging
 
-Generic options that mount(8), fstab and mount.fuse3 pass (defaults, auto, noauto, user,
-users, owner, group, _netdev, nofail, dev, nodev, suid, nosuid, exec, noexec, the atime
-and sync families, x-*, comment=) are accepted and ignored: b2fs always mounts
-nodev,nosuid and shows no executable files. `b2fs SOURCE MOUNTPOINT -o OPTS` (how
-mount.fuse3 runs it) is `b2fs mount SOURCE MOUNTPOINT -o OPTS`, so
-`mount -t fuse.b2fs SOURCE MOUNTPOINT -o ro` and this fstab line work:
-  /data/a.b2nd  /mnt/a  fuse.b2fs  ro,noauto,user  0 0
-
 Remote sources (SOURCE = s3://BUCKET/KEY or http(s)://HOST/PATH; always read-only):
   endpoint=URL    S3 endpoint (path-style; http:// allowed), else AWS_ENDPOINT_URL
   region=NAME     S3 region (else AWS_REGION / AWS_DEFAULT_REGION, else us-east-1)
@@ -50,6 +42,14 @@ Remote sources (SOURCE = s3://BUCKET/KEY or http(s)://HOST/PATH; always read-onl
   remote_cache=SIZE  budget of fetched compressed chunks kept in memory (default 256M)
   remote_timeout=SECS  deadline of one request attempt (default 10)
   remote_retries=N  retries of a failed request, with backoff (default 3)
+
+Generic options that mount(8), fstab and mount.fuse3 pass (defaults, auto, noauto, user,
+users, owner, group, _netdev, nofail, dev, nodev, suid, nosuid, exec, noexec, the atime
+and sync families, x-*, comment=) are accepted and ignored: b2fs always mounts
+nodev,nosuid and shows no executable files. `b2fs SOURCE MOUNTPOINT -o OPTS` (how
+mount.fuse3 runs it) is `b2fs mount SOURCE MOUNTPOINT -o OPTS`, so
+`mount -t fuse.b2fs SOURCE MOUNTPOINT -o ro` and this fstab line work:
+  /data/a.b2nd  /mnt/a  fuse.b2fs  ro,noauto,user  0 0
 
 Without -f, b2fs mounts in the background and returns once the mount is live; the
 daemon logs to $XDG_RUNTIME_DIR/b2fs-PID.log (/tmp/b2fs-PID.log when XDG_RUNTIME_DIR is
