@@ -76,14 +76,14 @@ fn classify(e: object_store::Error) -> RemoteError {
         E::Precondition { .. } => RemoteErrorKind::Changed,
         _ => {
             let l = chain.to_ascii_lowercase();
-            if l.contains("403") || l.contains("forbidden") || l.contains("access denied") {
+            if has_status(&l, "403") || l.contains("forbidden") || l.contains("access denied") {
                 RemoteErrorKind::Denied
-            } else if l.contains("301") || l.contains("authorizationheadermalformed") {
+            } else if has_status(&l, "301") || l.contains("authorizationheadermalformed") {
                 // S3's answer to a request signed for the wrong region.
                 RemoteErrorKind::Denied
             } else if l.contains("range request not supported")
                 || l.contains("unexpected range")
-                || l.contains("416")
+                || has_status(&l, "416")
             {
                 RemoteErrorKind::Protocol
             } else {
@@ -92,6 +92,20 @@ fn classify(e: object_store::Error) -> RemoteError {
         }
     };
     RemoteError::new(kind, chain)
+}
+
+/// Whether `text` holds the HTTP status `code` as a number of its own: not a part of a longer
+/// number, a duration (`in 301.739us`) or a port.
+fn has_status(text: &str, code: &str) -> bool {
+    let b = text.as_bytes();
+    text.match_indices(code).any(|(i, _)| {
+        let before = i.checked_sub(1).map(|j| b[j]);
+        let after = b.get(i + code.len()).copied();
+        let free_before =
+            !matches!(before, Some(c) if c.is_ascii_digit() || c == b'.' || c == b':');
+        let free_after = !matches!(after, Some(c) if c.is_ascii_alphanumeric() || c == b'.');
+        free_before && free_after
+    })
 }
 
 /// An error and its sources, joined with `: `, without repeats, on one line.
@@ -302,5 +316,19 @@ impl Client {
             }
             got
         }
+    }
+}
+
+#[cfg(test)]
+mod status_tests {
+    use super::has_status;
+
+    #[test]
+    fn statuses_are_numbers_of_their_own_not_durations() {
+        assert!(has_status("client error with status 403 forbidden", "403"));
+        assert!(has_status("http status 301 moved permanently", "301"));
+        assert!(!has_status("error performing get in 301.739\u{b5}s", "301"));
+        assert!(!has_status("connect to 127.0.0.1:4031 refused", "403"));
+        assert!(!has_status("took 1403 ms", "403"));
     }
 }
