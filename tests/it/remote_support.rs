@@ -126,7 +126,20 @@ pub fn rclone(test: &str, dir: &Path) -> Option<Server> {
 
 /// One HTTP/1.1 request on a fresh connection: `(status, body)`.
 pub fn http(port: u16, method: &str, path: &str, headers: &[&str], body: &[u8]) -> (u16, Vec<u8>) {
-    let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    // A server started by another test may still be binding or restarting its listener under
+    // load: retry a refused connection for a few seconds before failing.
+    let mut tries = 0;
+    let mut s = loop {
+        match TcpStream::connect(("127.0.0.1", port)) {
+            Ok(s) => break s,
+            Err(e) if tries < 50 => {
+                tries += 1;
+                let _ = e;
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            Err(e) => panic!("127.0.0.1:{port}: {e}"),
+        }
+    };
     s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
     let mut req = format!(
         "{method} {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Length: {}\r\nConnection: close\r\n",
