@@ -87,47 +87,33 @@ impl Generated {
     }
 }
 
-/// The NPY view of one array, replaced when a commit changes the array's shape.
+/// A value replaced as a whole when what it describes changes (a commit); readers keep the
+/// version they got.
 #[derive(Debug)]
-pub struct NpyCell(RwLock<Arc<Npy>>);
+pub struct Swap<T>(RwLock<Arc<T>>);
 
-impl NpyCell {
-    /// A cell holding `npy`.
-    pub fn new(npy: Npy) -> NpyCell {
-        NpyCell(RwLock::new(Arc::new(npy)))
+impl<T> Swap<T> {
+    /// A cell holding `value`.
+    pub fn new(value: T) -> Swap<T> {
+        Swap(RwLock::new(Arc::new(value)))
     }
 
-    /// The view now.
-    pub fn get(&self) -> Arc<Npy> {
+    /// The value now.
+    pub fn get(&self) -> Arc<T> {
         self.0.read().clone()
     }
 
-    /// Replaces the view.
-    pub fn set(&self, npy: Npy) {
-        *self.0.write() = Arc::new(npy);
+    /// Replaces the value.
+    pub fn set(&self, value: T) {
+        *self.0.write() = Arc::new(value);
     }
 }
+
+/// The NPY view of one array, replaced when a commit changes the array's shape.
+pub type NpyCell = Swap<Npy>;
 
 /// The NPY view of a ctable, replaced when a commit changes its row count.
-#[derive(Debug)]
-pub struct TableCell(RwLock<Arc<TableNpy>>);
-
-impl TableCell {
-    /// A cell holding `npy`.
-    pub fn new(npy: TableNpy) -> TableCell {
-        TableCell(RwLock::new(Arc::new(npy)))
-    }
-
-    /// The view now.
-    pub fn get(&self) -> Arc<TableNpy> {
-        self.0.read().clone()
-    }
-
-    /// Replaces the view.
-    pub fn set(&self, npy: TableNpy) {
-        *self.0.write() = Arc::new(npy);
-    }
-}
+pub type TableCell = Swap<TableNpy>;
 
 /// What a file node is.
 #[derive(Debug)]

@@ -43,12 +43,6 @@ fn is_scan(hint: ReadHint, len: usize) -> bool {
     hint.dense && (len > RANGE_READ_MAX || hint.pattern != Pattern::Random)
 }
 
-/// The byte range `[offset, offset + size)` clipped to `len`, in `u64`.
-fn window64(len: u64, offset: u64, size: u32) -> (u64, u64) {
-    let start = offset.min(len);
-    (start, start.saturating_add(u64::from(size)).min(len))
-}
-
 impl Tree {
     /// The NPY view of `array`.
     fn npy_view(&self, array: ArrayId) -> Option<Arc<Npy>> {
@@ -90,15 +84,14 @@ impl Tree {
         hint: ReadHint,
     ) -> Result<ReadData, TreeError> {
         let npy = self.npy_view(array).ok_or(TreeError::NotFound)?;
-        let header = npy.header();
-        let hlen = header.len() as u64;
-        let (start, end) = window64(npy.len(), offset, size);
-        if start >= end {
+        let w = npy.window(offset, size as usize);
+        if w.out_len == 0 {
             return Ok(ReadData::Owned(Vec::new()));
         }
+        let data_len = w.data.end - w.data.start;
         // A window inside one run of one chunk (1-D arrays, bcolz): zero-copy from the cache.
-        if start >= hlen {
-            let mut runs = npy.layout().runs(start - hlen, end - start);
+        if w.header.is_empty() {
+            let mut runs = npy.layout().runs(w.data.start, data_len);
             if let (Some(run), None) = (runs.next(), runs.next()) {
                 let id = ChunkId::new(array, run.chunk as usize);
                 if !self.has_edit(id) {
@@ -110,29 +103,24 @@ impl Tree {
                         .map_err(|source| TreeError::Container { ino, source })?;
                     if data.len() as u64 == run.len {
                         if scan && hint.pattern != Pattern::Random {
-                            self.npy_prefetch(array, &npy, end - hlen);
+                            self.npy_prefetch(array, &npy, w.data.end);
                         }
                         return Ok(data);
                     }
                 }
             }
         }
-        let mut out = vec![0u8; (end - start) as usize];
-        if start < hlen {
-            let h = &header[start as usize..end.min(hlen) as usize];
-            out[..h.len()].copy_from_slice(h);
-        }
-        if end > hlen {
-            let data_start = start.max(hlen) - hlen;
-            let at = (data_start + hlen - start) as usize;
-            let runs = npy.layout().runs(data_start, end - hlen - data_start);
+        let mut out = vec![0u8; w.out_len];
+        out[..w.header.len()].copy_from_slice(&npy.header()[w.header.clone()]);
+        if data_len > 0 {
+            let runs = npy.layout().runs(w.data.start, data_len);
             // Not a scan (an mmap reader's page faults and the readahead that continues them,
             // a seek-and-read): each run goes through the reader's plan, which decodes only
             // the block a run falls in unless its chunk is cached. A scan takes whole chunks.
             let scan = is_scan(hint, out.len());
-            self.fill_runs(ino, array, runs, !scan, &mut out[at..])?;
+            self.fill_runs(ino, array, runs, !scan, &mut out[w.data_dst..])?;
             if scan && hint.pattern != Pattern::Random {
-                self.npy_prefetch(array, &npy, end - hlen);
+                self.npy_prefetch(array, &npy, w.data.end);
             }
         }
         Ok(ReadData::Owned(out))
@@ -164,12 +152,16 @@ impl Tree {
                 why: "its decoded bytes are shorter than its shape needs".into(),
             },
         };
+        // One look at the edits per read, not one lock per run (a 1 MiB read of an N-dim
+        // array is hundreds of runs).
+        let edited =
+            self.options.writable && self.edits.lock().chunks.keys().any(|id| id.array == array);
         let mut held: Option<(usize, crate::reader::Bytes)> = None;
         for run in runs {
             let id = ChunkId::new(array, run.chunk as usize);
             let (src, len, dst) = (run.src as usize, run.len as usize, run.dst as usize);
             let dst = &mut out[dst..dst + len];
-            if self.options.writable {
+            if edited {
                 let edits = self.edits.lock();
                 if let Some(buf) = edits.chunks.get(&id) {
                     let bytes = buf.data.get(src..src + len).ok_or_else(|| short(id))?;
@@ -332,20 +324,13 @@ impl Tree {
         _hint: ReadHint,
     ) -> Result<ReadData, TreeError> {
         let (t, columns) = self.table_view(ino).ok_or(TreeError::NotFound)?;
-        let header = t.header();
-        let hlen = header.len() as u64;
-        let (start, end) = window64(t.len(), offset, size);
-        let mut out = vec![0u8; (end - start) as usize];
-        if start < hlen {
-            let h = &header[start as usize..end.min(hlen) as usize];
-            out[..h.len()].copy_from_slice(h);
-        }
-        if end > hlen {
-            let data_start = start.max(hlen) - hlen;
-            let at = (data_start + hlen - start) as usize;
-            let out = &mut out[at..];
+        let w = t.window(offset, size as usize);
+        let mut out = vec![0u8; w.out_len];
+        out[..w.header.len()].copy_from_slice(&t.header()[w.header.clone()]);
+        if w.data.end > w.data.start {
+            let out = &mut out[w.data_dst..];
             let mut held: Option<(ChunkId, crate::reader::Bytes)> = None;
-            for p in t.pieces(data_start, end - hlen - data_start) {
+            for p in t.pieces(w.data.start, w.data.end - w.data.start) {
                 let array = *columns.get(p.column).ok_or(TreeError::NotFound)?;
                 let id = ChunkId::new(array, p.chunk as usize);
                 if held.as_ref().is_none_or(|(k, _)| *k != id) {
