@@ -241,7 +241,16 @@ impl ChunkReader {
         self.core.store(id.array).chunk_nbytes(id.index)
     }
 
-    /// The whole decoded chunk `id` (cached; a large one decoded on several threads).
+    /// Whether a chunk of `nbytes` decodes to more than the decoded-chunk cache holds. Such a
+    /// chunk (a 2 GiB chunk of zeros takes 32 bytes in a frame) is never decoded whole by a
+    /// read: [`ChunkReader::read`] decodes only the blocks each read overlaps, so a mount's
+    /// memory stays within its cache budget whatever sizes a source declares.
+    pub fn over_budget(&self, nbytes: usize) -> bool {
+        nbytes > self.core.cache.budget()
+    }
+
+    /// The whole decoded chunk `id` (cached; a large one decoded on several threads). Callers
+    /// that only read must check [`ChunkReader::over_budget`] first.
     ///
     /// # Errors
     /// When the chunk cannot be read or decoded.
@@ -270,19 +279,35 @@ impl ChunkReader {
             return Ok(ReadData::Owned(Vec::new()));
         }
         let cached = core.cache.get(&id);
-        let plan = plan::plan(
-            hint.pattern,
-            r.clone(),
-            nbytes,
-            self.options.range_factor,
-            cached.is_some() || core.cache.contains_or_loading(&id),
-        );
+        let plan = if self.over_budget(nbytes) {
+            Plan::Small
+        } else {
+            plan::plan(
+                hint.pattern,
+                r.clone(),
+                nbytes,
+                self.options.range_factor,
+                cached.is_some() || core.cache.contains_or_loading(&id),
+            )
+        };
         match plan {
             Plan::Small => {
                 if let Some(hit) = self.small_read(id, nbytes, r.clone())? {
                     return Ok(hit);
                 }
                 let out = core.decode_range(id, r.start, vec![0u8; r.len()])?;
+                if out.len() < r.len() {
+                    // The chunk decodes to less than the size the source gives it (`r` is
+                    // within that size): the error a whole decode gives.
+                    return Err(ContainerError::Chunk {
+                        path: core.store(id.array).path().to_path_buf(),
+                        index: id.index,
+                        source: crate::codec::CodecError::OutputSize {
+                            expected: r.start + out.len(),
+                            actual: nbytes,
+                        },
+                    });
+                }
                 Ok(ReadData::Owned(out))
             }
             Plan::Whole | Plan::WholeNoPrefetch => {
