@@ -311,3 +311,53 @@ fn hostile_mount_of_2_gib_chunks_keeps_rss_under_the_cache_budget() {
     );
     assert!(took < Duration::from_secs(60), "reads took {took:?}");
 }
+
+#[test]
+fn hostile_tree_ctable_columns_of_2_pow_62_chunks_is_refused() {
+    // Three int8 columns of 2^62 one-row chunks each: 3 * 2^62 chunk files, more than the
+    // inode numbers below the scratch files (2^62). Before this was refused, the table opened
+    // and the chunk files of every column after the first could not be looked up.
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path().join("ct");
+    copy_dir(&data_dir().join("bcolz/ctable_3cols"), &d);
+    for col in ["id", "val", "name"] {
+        let storage = d.join(col).join("meta/storage");
+        let mut v: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(&storage).unwrap()).unwrap();
+        v["chunklen"] = 1.into();
+        v["dtype"] = "int8".into();
+        v["dflt"] = 0.into();
+        std::fs::write(&storage, v.to_string()).unwrap();
+        std::fs::write(
+            d.join(col).join("meta/sizes"),
+            "{\"shape\": [4611686018427387904], \"nbytes\": 1, \"cbytes\": 1}",
+        )
+        .unwrap();
+    }
+    let r = within_budget("3 x 2^62 chunks: tree", || Tree::from_source(&d, options()));
+    let e = r.err().expect("a table of 3 x 2^62 chunk files opened");
+    let msg = e.to_string();
+    assert!(
+        msg.contains("ct") && msg.contains("more chunk files than b2fs can number"),
+        "{msg}"
+    );
+    // One such column alone is numbered (2^62 - 1 chunks would be; 2^62 is one too many).
+    let tmp = tempfile::tempdir().unwrap();
+    let c = tmp.path().join("carray");
+    copy_dir(&d.join("id"), &c);
+    std::fs::write(
+        c.join("meta/sizes"),
+        "{\"shape\": [4611686018427387000], \"nbytes\": 1, \"cbytes\": 1}",
+    )
+    .unwrap();
+    let t = within_budget("2^62 - 904 chunks: tree", || {
+        Tree::from_source(&c, options()).unwrap()
+    });
+    let data = ino(&t, "data");
+    let last = t
+        .readdir(data, 4611686018427387000 + 1)
+        .unwrap()
+        .next()
+        .unwrap();
+    assert_eq!(t.lookup(data, &last.name).unwrap().ino, last.ino);
+}
