@@ -197,7 +197,7 @@ pub struct Tree {
     events: events::EventLog,
 }
 
-/// Refuses a layout whose chunk files cannot all have inode numbers below the scratch files'
+/// Refuses a layout whose chunk files cannot all have inode numbers below the scratch files
 /// ([`inode::SCRATCH_BASE`], 2^62): a hostile bcolz ctable whose columns declare 2^62 chunks
 /// each would otherwise open with the files of every column after the first unreachable.
 fn numberable(layout: &Layout, path: &Path) -> Result<(), ContainerError> {
