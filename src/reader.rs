@@ -334,6 +334,18 @@ impl ChunkReader {
         Ok((core.chunk(id, true)?, 0))
     }
 
+    /// As [`ChunkReader::covering`], but only what is cached already (the whole chunk, or the
+    /// decoded block `offset` falls in): `None` rather than a decode.
+    pub fn covering_cached(&self, id: ChunkId, offset: usize) -> Option<(Bytes, usize)> {
+        let core = &self.core;
+        if let Some(bytes) = core.cache.get(&id) {
+            return Some((bytes, 0));
+        }
+        let bs = *core.block_sizes.lock().get(&id)?;
+        let block = core.blocks.get(&(id, offset.checked_div(bs)?))?;
+        Some((block, offset / bs * bs))
+    }
+
     /// Asks the prefetch threads for the chunks after `id` (whose size is `nbytes`): the
     /// policy of chunk files, read one after the other.
     pub fn prefetch_after(&self, id: ChunkId, nbytes: usize) {
