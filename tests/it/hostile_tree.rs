@@ -335,7 +335,7 @@ fn hostile_tree_ctable_columns_of_2_pow_62_chunks_is_refused() {
         .unwrap();
     }
     let r = within_budget("3 x 2^62 chunks: tree", || Tree::from_source(&d, options()));
-    let e = r.err().expect("a table of 3 x 2^62 chunk files opened");
+    let e = r.expect_err("a table of 3 x 2^62 chunk files opened");
     let msg = e.to_string();
     assert!(
         msg.contains("ct") && msg.contains("more chunk files than b2fs can number"),
