@@ -15,6 +15,7 @@ pub mod convert;
 pub mod mount;
 
 use std::ffi::OsStr;
+use std::sync::Arc;
 use std::time::Duration;
 
 use fuser::{
@@ -59,13 +60,13 @@ pub enum CachePolicy {
 /// The [`fuser::Filesystem`] over a [`Tree`].
 #[derive(Debug)]
 pub struct FuseAdapter {
-    tree: Tree,
+    tree: Arc<Tree>,
     policy: CachePolicy,
 }
 
 impl FuseAdapter {
     /// Serves `tree` with file content cached as `policy` says.
-    pub fn new(tree: Tree, policy: CachePolicy) -> FuseAdapter {
+    pub fn new(tree: Arc<Tree>, policy: CachePolicy) -> FuseAdapter {
         FuseAdapter { tree, policy }
     }
 

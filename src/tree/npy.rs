@@ -20,11 +20,12 @@
 
 use std::sync::Arc;
 
+use super::handle::Pinned;
 use super::layout::{FileKind, NodeKind};
 use super::{Entry, Tree, TreeError};
 use crate::container::ndim::Run;
 use crate::container::npy::{Npy, TableNpy};
-use crate::reader::{ArrayId, ChunkId, Pattern, RANGE_READ_MAX, ReadData, ReadHint};
+use crate::reader::{ArrayId, ChunkId, ChunkStore, Pattern, RANGE_READ_MAX, ReadData, ReadHint};
 
 /// The hint of a read that is not part of a scan.
 const RANDOM: ReadHint = ReadHint {
@@ -82,8 +83,15 @@ impl Tree {
         offset: u64,
         size: u32,
         hint: ReadHint,
+        pinned: Option<&Pinned>,
     ) -> Result<ReadData, TreeError> {
-        let npy = self.npy_view(array).ok_or(TreeError::NotFound)?;
+        // A read-only descriptor reads the version it opened, without anyone's buffers.
+        let npy = match pinned.and_then(|p| p.npy.clone()) {
+            Some(npy) => npy,
+            None => self.npy_view(array).ok_or(TreeError::NotFound)?,
+        };
+        let store = self.version_of(pinned, array);
+        let buffers = pinned.is_none();
         let w = npy.window(offset, size as usize);
         if w.out_len == 0 {
             return Ok(ReadData::Owned(Vec::new()));
@@ -94,12 +102,12 @@ impl Tree {
             let mut runs = npy.layout().runs(w.data.start, data_len);
             if let (Some(run), None) = (runs.next(), runs.next()) {
                 let id = ChunkId::new(array, run.chunk as usize);
-                if !self.has_edit(id) {
+                if !(buffers && self.has_edit(id)) {
                     let scan = is_scan(hint, run.len as usize);
                     let hint = if scan { hint } else { RANDOM };
                     let data = self
                         .reader
-                        .read(id, run.src, run.len as u32, hint, || false)
+                        .read_in(store.as_ref(), id, run.src, run.len as u32, hint, || false)
                         .map_err(|source| TreeError::Container { ino, source })?;
                     if data.len() as u64 == run.len {
                         if scan && hint.pattern != Pattern::Random {
@@ -118,7 +126,8 @@ impl Tree {
             // a seek-and-read): each run goes through the reader's plan, which decodes only
             // the block a run falls in unless its chunk is cached. A scan takes whole chunks.
             let scan = is_scan(hint, out.len());
-            self.fill_runs(ino, array, runs, !scan, &mut out[w.data_dst..])?;
+            let into = &mut out[w.data_dst..];
+            self.fill_runs(ino, (store.as_ref(), array, buffers), runs, !scan, into)?;
             if scan && hint.pattern != Pattern::Random {
                 self.npy_prefetch(array, &npy, w.data.end);
             }
@@ -137,7 +146,7 @@ impl Tree {
     fn fill_runs(
         &self,
         ino: u64,
-        array: ArrayId,
+        (store, array, buffers): (&dyn ChunkStore, ArrayId, bool),
         runs: impl Iterator<Item = Run>,
         small: bool,
         out: &mut [u8],
@@ -146,7 +155,7 @@ impl Tree {
         let short = |id: ChunkId| TreeError::Container {
             ino,
             source: crate::container::ContainerError::Malformed {
-                path: self.reader.store(id.array).path().to_path_buf(),
+                path: store.path().to_path_buf(),
                 offset: 0,
                 what: format!("chunk {}", id.index),
                 why: "its decoded bytes are shorter than its shape needs".into(),
@@ -154,8 +163,9 @@ impl Tree {
         };
         // One look at the edits per read, not one lock per run (a 1 MiB read of an N-dim
         // array is hundreds of runs).
-        let edited =
-            self.options.writable && self.edits.lock().chunks.keys().any(|id| id.array == array);
+        let edited = buffers
+            && self.options.writable
+            && self.edits.lock().chunks.keys().any(|id| id.array == array);
         let mut held: Option<(usize, crate::reader::Bytes)> = None;
         for run in runs {
             let id = ChunkId::new(array, run.chunk as usize);
@@ -172,7 +182,7 @@ impl Tree {
             if small {
                 let got = self
                     .reader
-                    .read(id, run.src, run.len as u32, RANDOM, || false)
+                    .read_in(store, id, run.src, run.len as u32, RANDOM, || false)
                     .map_err(eio)?;
                 if got.len() != len {
                     return Err(short(id));
@@ -181,7 +191,7 @@ impl Tree {
                 continue;
             }
             if held.as_ref().is_none_or(|(k, _)| *k != id.index) {
-                held = Some((id.index, self.reader.chunk(id).map_err(eio)?));
+                held = Some((id.index, self.reader.chunk_in(store, id).map_err(eio)?));
             }
             let Some((_, bytes)) = &held else { continue };
             dst.copy_from_slice(bytes.get(src..src + len).ok_or_else(|| short(id))?);
@@ -322,8 +332,10 @@ impl Tree {
         offset: u64,
         size: u32,
         _hint: ReadHint,
+        pinned: Option<&Pinned>,
     ) -> Result<ReadData, TreeError> {
         let (t, columns) = self.table_view(ino).ok_or(TreeError::NotFound)?;
+        let t = pinned.and_then(|p| p.table.clone()).unwrap_or(t);
         let w = t.window(offset, size as usize);
         let mut out = vec![0u8; w.out_len];
         out[..w.header.len()].copy_from_slice(&t.header()[w.header.clone()]);
@@ -334,9 +346,10 @@ impl Tree {
                 let array = *columns.get(p.column).ok_or(TreeError::NotFound)?;
                 let id = ChunkId::new(array, p.chunk as usize);
                 if held.as_ref().is_none_or(|(k, _)| *k != id) {
+                    let store = self.version_of(pinned, array);
                     let bytes = self
                         .reader
-                        .chunk(id)
+                        .chunk_in(store.as_ref(), id)
                         .map_err(|source| TreeError::Container { ino, source })?;
                     held = Some((id, bytes));
                 }
