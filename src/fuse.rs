@@ -62,12 +62,23 @@ pub enum CachePolicy {
 pub struct FuseAdapter {
     tree: Arc<Tree>,
     policy: CachePolicy,
+    /// The policy decided when the kernel connected (never `Auto`), for the mounting code.
+    decided: std::sync::Arc<std::sync::OnceLock<CachePolicy>>,
 }
 
 impl FuseAdapter {
     /// Serves `tree` with file content cached as `policy` says.
     pub fn new(tree: Arc<Tree>, policy: CachePolicy) -> FuseAdapter {
-        FuseAdapter { tree, policy }
+        FuseAdapter {
+            tree,
+            policy,
+            decided: Default::default(),
+        }
+    }
+
+    /// Where the policy decided at the kernel's connection will be (set by `init`).
+    pub(crate) fn decided(&self) -> std::sync::Arc<std::sync::OnceLock<CachePolicy>> {
+        self.decided.clone()
     }
 
     /// The tree being served.
@@ -148,6 +159,7 @@ impl Filesystem for FuseAdapter {
             };
         }
         log::debug!("file content policy: {:?}", self.policy);
+        let _ = self.decided.set(self.policy);
         Ok(())
     }
 

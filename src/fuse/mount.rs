@@ -84,7 +84,8 @@ impl MountConfig {
 }
 
 /// Mounts `tree` at `mountpoint`; the mount is live (the kernel handshake done) when this
-/// returns. Run the session with [`Session::run`]; unmount with its unmounter.
+/// returns, with the cache policy decided at the handshake (never [`CachePolicy::Auto`]).
+/// Run the session with [`Session::run`]; unmount with its unmounter.
 ///
 /// # Errors
 /// When the mount fails (no `/dev/fuse`, no `fusermount3`, mountpoint missing or busy).
@@ -92,15 +93,14 @@ pub fn session(
     tree: Tree,
     mountpoint: &Path,
     cfg: &MountConfig,
-) -> io::Result<Session<FuseAdapter>> {
+) -> io::Result<(Session<FuseAdapter>, CachePolicy)> {
     let tree = Arc::new(tree);
-    let session = Session::new(
-        FuseAdapter::new(tree.clone(), cfg.policy),
-        mountpoint,
-        &cfg.to_fuser(),
-    )?;
+    let adapter = FuseAdapter::new(tree.clone(), cfg.policy);
+    let decided = adapter.decided();
+    let session = Session::new(adapter, mountpoint, &cfg.to_fuser())?;
+    let policy = decided.get().copied().unwrap_or(cfg.policy);
     spawn_follower(Arc::downgrade(&tree), session.notifier());
-    Ok(session)
+    Ok((session, policy))
 }
 
 /// Starts the thread that follows the source: every [`FOLLOW_EVERY`] it asks the tree to
@@ -144,5 +144,5 @@ pub fn spawn_mount(
     mountpoint: &Path,
     cfg: &MountConfig,
 ) -> io::Result<BackgroundSession> {
-    session(tree, mountpoint, cfg)?.spawn()
+    session(tree, mountpoint, cfg)?.0.spawn()
 }

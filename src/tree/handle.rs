@@ -48,15 +48,57 @@ struct Handle {
     next: u64,
     /// Every read so far continued the previous one, starting at offset 0.
     from_start: bool,
-    /// Bytes asked for by the reads so far (overlaps counted twice).
-    bytes_read: u64,
-    /// The furthest byte any read reached.
-    max_end: u64,
+    /// The current stream: the span its reads covered and the bytes they asked for.
+    stream: Stream,
+    /// Reads recorded so far.
+    reads: u64,
     /// Opened for writing: its flush and release commit the file's buffer.
     write: bool,
     /// Read-only handles: the version they read (`None`: writers read the file's buffer and
     /// the current version, so they see their own writes).
     pinned: Option<Arc<Pinned>>,
+}
+
+/// How far apart two reads may be and still belong to one stream: the requests of one large
+/// read may be served out of order (several FUSE threads, asynchronous direct I/O).
+const STREAM_GAP: u64 = 8 << 20;
+
+/// A run of reads that continue one another: the span they cover and the bytes they asked
+/// for.
+#[derive(Debug, Clone, Copy, Default)]
+struct Stream {
+    start: u64,
+    end: u64,
+    bytes: u64,
+}
+
+impl Stream {
+    /// Adds a read of `size` bytes at `offset` (or starts a new stream with it, when it is far
+    /// from this one) and returns the stream's bytes, or 0 when the reads cover their span
+    /// more than twice over (the same regions read again and again are no scan).
+    fn record(&mut self, offset: u64, size: u64) -> u64 {
+        let end = offset.saturating_add(size);
+        let near = self.bytes > 0
+            && offset <= self.end.saturating_add(STREAM_GAP)
+            && end.saturating_add(STREAM_GAP) >= self.start;
+        if near {
+            self.start = self.start.min(offset);
+            self.end = self.end.max(end);
+            self.bytes = self.bytes.saturating_add(size);
+        } else {
+            *self = Stream {
+                start: offset,
+                end,
+                bytes: size,
+            };
+        }
+        let span = self.end - self.start;
+        if self.bytes > span.saturating_mul(2) {
+            0
+        } else {
+            self.bytes
+        }
+    }
 }
 
 /// The open handles of a tree.
@@ -83,8 +125,8 @@ impl Handles {
                 ino,
                 next: 0,
                 from_start: true,
-                bytes_read: 0,
-                max_end: 0,
+                stream: Stream::default(),
+                reads: 0,
                 write,
                 pinned,
             },
@@ -123,28 +165,24 @@ impl Handles {
         } else {
             Pattern::Random
         };
-        let first = h.bytes_read == 0;
+        let first = h.reads == 0;
         h.from_start &= offset == h.next;
         h.next = offset.saturating_add(u64::from(size));
-        h.bytes_read = h.bytes_read.saturating_add(u64::from(size));
-        h.max_end = h.max_end.max(h.next);
+        h.reads += 1;
         let hint = ReadHint {
             pattern,
             streaming: h.from_start,
-            // Reads that cover the file about once: an mmap reader's readahead reads the same
-            // regions again and again, far more bytes than the file holds.
-            dense: h.bytes_read.saturating_mul(2) >= h.max_end
-                && h.bytes_read <= h.max_end.saturating_mul(2),
+            stream: h.stream.record(offset, u64::from(size)),
         };
         Ok((hint, h.pinned.clone(), first))
     }
 
     /// Makes a read-only `fh` read `pinned` from now on, when its only read so far is the one
-    /// of `size` bytes that failed (no other read, in flight or done, used the old version);
-    /// returns whether it did.
-    pub(crate) fn repin(&self, fh: u64, size: u32, pinned: Arc<Pinned>) -> bool {
+    /// that failed (no other read, in flight or done, used the old version); returns whether
+    /// it did.
+    pub(crate) fn repin(&self, fh: u64, pinned: Arc<Pinned>) -> bool {
         match self.map.lock().get_mut(&fh) {
-            Some(h) if !h.write && h.bytes_read == u64::from(size) => {
+            Some(h) if !h.write && h.reads == 1 => {
                 h.pinned = Some(pinned);
                 true
             }
@@ -181,5 +219,51 @@ impl Handles {
     /// Number of open handles.
     pub(crate) fn len(&self) -> usize {
         self.map.lock().len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MIB: u64 = 1 << 20;
+
+    #[test]
+    fn a_scan_grows_one_stream_even_out_of_order() {
+        let mut s = Stream::default();
+        assert_eq!(s.record(0, MIB), MIB);
+        // The requests of one large read served out of order.
+        assert_eq!(s.record(2 * MIB, MIB), 2 * MIB);
+        assert_eq!(s.record(MIB, MIB), 3 * MIB);
+        for i in 3..32 {
+            s.record(i * MIB, MIB);
+        }
+        assert_eq!(s.record(32 * MIB, MIB), 33 * MIB);
+    }
+
+    #[test]
+    fn jumps_start_new_streams_and_rereads_are_no_scan() {
+        let mut s = Stream::default();
+        for i in 0..4 {
+            s.record(500 * MIB + i * MIB, MIB);
+        }
+        // A window elsewhere: a new stream of its own.
+        assert_eq!(s.record(100 * MIB, MIB), MIB);
+        // The same region read again and again: not a scan.
+        for _ in 0..4 {
+            s.record(100 * MIB, MIB);
+        }
+        assert_eq!(s.record(100 * MIB, MIB), 0);
+    }
+
+    #[test]
+    fn handles_report_their_stream_in_the_hint() {
+        let h = Handles::new();
+        let fh = h.open(7, false);
+        let hint = h.record_read(fh, 7, 0, 4096).unwrap();
+        assert_eq!((hint.pattern, hint.stream), (Pattern::FirstAtZero, 4096));
+        let hint = h.record_read(fh, 7, 1 << 30, 4096).unwrap();
+        assert_eq!((hint.pattern, hint.stream), (Pattern::Random, 4096));
+        assert!(h.record_read(fh, 8, 0, 1).is_err());
     }
 }

@@ -25,23 +25,29 @@ use super::layout::{FileKind, NodeKind};
 use super::{Entry, Tree, TreeError};
 use crate::container::ndim::Run;
 use crate::container::npy::{Npy, TableNpy};
-use crate::reader::{ArrayId, ChunkId, ChunkStore, Pattern, RANGE_READ_MAX, ReadData, ReadHint};
+use crate::reader::{ArrayId, ChunkId, ChunkStore, Pattern, ReadData, ReadHint};
 
 /// The hint of a read that is not part of a scan.
 const RANDOM: ReadHint = ReadHint {
     pattern: Pattern::Random,
     streaming: false,
-    dense: false,
+    stream: 0,
 };
 
-/// Whether a read of `len` bytes with `hint` takes whole chunks: one that belongs to a scan,
-/// i.e. its handle's reads cover the file densely up to where they reached (`np.load`, `cp`:
-/// also when their large reads arrive as several requests at once, out of order), and that
-/// is large or continues the previous read. An mmap reader's page faults and the readahead
-/// reads that continue them (up to 1 MiB) are scattered over the file: decoding whole chunks
-/// for them costs far more than the blocks they need.
-fn is_scan(hint: ReadHint, len: usize) -> bool {
-    hint.dense && (len > RANGE_READ_MAX || hint.pattern != Pattern::Random)
+/// Bytes a handle reads in one stream before its reads take whole chunks (and prefetch):
+/// enough that the readahead around an mmap reader's page faults (up to a few MiB per jump)
+/// never counts as a scan, and little beside a scan of a large array (the blocks decoded for
+/// its first 16 MiB are decoded again with their chunks: under 2% of a 1 GiB `np.load`).
+const SCAN_MIN: u64 = 16 << 20;
+
+/// Whether a read with `hint` of a file of `len` bytes takes whole chunks: one that belongs
+/// to a scan (`np.load`, `cp`, an mmap reader going through the array in order), i.e. its
+/// handle has read at least [`SCAN_MIN`] bytes in one stream, or half the file. Every other
+/// read decodes only the blocks its runs touch: a header read, a page fault and the
+/// readahead around it need a few rows of a few chunks, and decoding the whole chunks for
+/// them costs far more.
+fn is_scan(hint: ReadHint, len: u64) -> bool {
+    hint.stream >= SCAN_MIN.min(len / 2).max(1)
 }
 
 impl Tree {
@@ -103,14 +109,14 @@ impl Tree {
             if let (Some(run), None) = (runs.next(), runs.next()) {
                 let id = ChunkId::new(array, run.chunk as usize);
                 if !(buffers && self.has_edit(id)) {
-                    let scan = is_scan(hint, run.len as usize);
+                    let scan = is_scan(hint, npy.len());
                     let hint = if scan { hint } else { RANDOM };
                     let data = self
                         .reader
                         .read_in(store.as_ref(), id, run.src, run.len as u32, hint, || false)
                         .map_err(|source| TreeError::Container { ino, source })?;
                     if data.len() as u64 == run.len {
-                        if scan && hint.pattern != Pattern::Random {
+                        if scan {
                             self.npy_prefetch(array, &npy, w.data.end);
                         }
                         return Ok(data);
@@ -122,13 +128,13 @@ impl Tree {
         out[..w.header.len()].copy_from_slice(&npy.header()[w.header.clone()]);
         if data_len > 0 {
             let runs = npy.layout().runs(w.data.start, data_len);
-            // Not a scan (an mmap reader's page faults and the readahead that continues them,
-            // a seek-and-read): each run goes through the reader's plan, which decodes only
-            // the block a run falls in unless its chunk is cached. A scan takes whole chunks.
-            let scan = is_scan(hint, out.len());
+            // Not a scan (an mmap reader's page faults and the readahead around them, a
+            // seek-and-read): each run takes the block it falls in, unless its chunk is
+            // cached. A scan takes whole chunks.
+            let scan = is_scan(hint, npy.len());
             let into = &mut out[w.data_dst..];
             self.fill_runs(ino, (store.as_ref(), array, buffers), runs, !scan, into)?;
-            if scan && hint.pattern != Pattern::Random {
+            if scan {
                 self.npy_prefetch(array, &npy, w.data.end);
             }
         }
@@ -141,8 +147,8 @@ impl Tree {
     }
 
     /// Copies `runs` of chunks of `array` into `out`: from edit buffers where a chunk has one,
-    /// else through the reader (per run through its small-read path when `small`, else whole
-    /// chunks, each fetched once per group of consecutive runs).
+    /// else through the reader (the block each run falls in when `small`, else whole chunks;
+    /// either fetched once per group of consecutive runs it covers).
     fn fill_runs(
         &self,
         ino: u64,
@@ -166,7 +172,8 @@ impl Tree {
         let edited = buffers
             && self.options.writable
             && self.edits.lock().chunks.keys().any(|id| id.array == array);
-        let mut held: Option<(usize, crate::reader::Bytes)> = None;
+        // The chunk index, the decoded bytes held and where they start in that chunk.
+        let mut held: Option<(usize, crate::reader::Bytes, usize)> = None;
         for run in runs {
             let id = ChunkId::new(array, run.chunk as usize);
             let (src, len, dst) = (run.src as usize, run.len as usize, run.dst as usize);
@@ -179,22 +186,28 @@ impl Tree {
                     continue;
                 }
             }
-            if small {
-                let got = self
-                    .reader
-                    .read_in(store, id, run.src, run.len as u32, RANDOM, || false)
-                    .map_err(eio)?;
-                if got.len() != len {
-                    return Err(short(id));
+            let covers = |(k, bytes, at): &(usize, crate::reader::Bytes, usize)| {
+                *k == id.index && src >= *at && src + len <= at + bytes.len()
+            };
+            if !held.as_ref().is_some_and(covers) {
+                let (bytes, at) = if small {
+                    self.reader.covering(store, id, src).map_err(eio)?
+                } else {
+                    (self.reader.chunk_in(store, id).map_err(eio)?, 0)
+                };
+                held = Some((id.index, bytes, at));
+                if !held.as_ref().is_some_and(covers) {
+                    // A run across blocks (or past a short chunk's end): the whole chunk.
+                    held = Some((id.index, self.reader.chunk_in(store, id).map_err(eio)?, 0));
                 }
-                dst.copy_from_slice(&got);
+            }
+            let Some((_, bytes, at)) = &held else {
                 continue;
-            }
-            if held.as_ref().is_none_or(|(k, _)| *k != id.index) {
-                held = Some((id.index, self.reader.chunk_in(store, id).map_err(eio)?));
-            }
-            let Some((_, bytes)) = &held else { continue };
-            dst.copy_from_slice(bytes.get(src..src + len).ok_or_else(|| short(id))?);
+            };
+            let piece = bytes
+                .get(src - at..src - at + len)
+                .ok_or_else(|| short(id))?;
+            dst.copy_from_slice(piece);
         }
         Ok(())
     }

@@ -42,7 +42,7 @@ impl Tree {
             true => None,
             false => {
                 let p = self.pin(ino);
-                if !self.handles.repin(fh, size, p.clone()) {
+                if !self.handles.repin(fh, p.clone()) {
                     return res;
                 }
                 log::info!(
