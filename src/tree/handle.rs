@@ -259,10 +259,12 @@ mod tests {
     #[test]
     fn handles_report_their_stream_in_the_hint() {
         let h = Handles::new();
-        let fh = h.open(7, false);
-        let hint = h.record_read(fh, 7, 0, 4096).unwrap();
+        let fh = h.open(7, false, None);
+        let (hint, _, first) = h.record_read(fh, 7, 0, 4096).unwrap();
+        assert!(first);
         assert_eq!((hint.pattern, hint.stream), (Pattern::FirstAtZero, 4096));
-        let hint = h.record_read(fh, 7, 1 << 30, 4096).unwrap();
+        let (hint, _, first) = h.record_read(fh, 7, 1 << 30, 4096).unwrap();
+        assert!(!first);
         assert_eq!((hint.pattern, hint.stream), (Pattern::Random, 4096));
         assert!(h.record_read(fh, 8, 0, 1).is_err());
     }

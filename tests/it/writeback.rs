@@ -897,7 +897,6 @@ fn writeback_b2lock_sidecar_is_honored() {
     };
     assert_eq!(os_err(edit(true)), Some(libc::ESTALE));
     edit(false).unwrap();
-    drop(edit);
     assert!(racer.wait().unwrap().success());
     m.umount();
     assert_eq!(
