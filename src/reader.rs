@@ -437,6 +437,24 @@ impl ChunkReader {
         Ok((core.chunk(&at, true)?, 0))
     }
 
+    /// As [`ChunkReader::covering`], but only what is cached already (the whole chunk, or the
+    /// decoded block `offset` falls in): `None` rather than a decode.
+    pub fn covering_cached(
+        &self,
+        store: &dyn ChunkStore,
+        id: ChunkId,
+        offset: usize,
+    ) -> Option<(Bytes, usize)> {
+        let core = &self.core;
+        let key = At::new(store, id).key;
+        if let Some(bytes) = core.cache.get(&key) {
+            return Some((bytes, 0));
+        }
+        let bs = *core.block_sizes.lock().get(&key)?;
+        let block = core.blocks.get(&(key, offset.checked_div(bs)?))?;
+        Some((block, offset / bs * bs))
+    }
+
     /// Asks the prefetch threads for the chunks after `id` (whose size is `nbytes`): the
     /// policy of chunk files, read one after the other.
     pub fn prefetch_after(&self, id: ChunkId, nbytes: usize) {

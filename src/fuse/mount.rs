@@ -97,8 +97,15 @@ pub fn session(
     let tree = Arc::new(tree);
     let adapter = FuseAdapter::new(tree.clone(), cfg.policy);
     let decided = adapter.decided();
+    let pusher = adapter.pusher_slot();
     let session = Session::new(adapter, mountpoint, &cfg.to_fuser())?;
     let policy = decided.get().copied().unwrap_or(cfg.policy);
+    match super::push::Pusher::start(session.notifier()) {
+        Ok(p) => {
+            let _ = pusher.set(p);
+        }
+        Err(e) => log::warn!("no page pusher thread ({e}): mmap readers fault once per page"),
+    }
     spawn_follower(Arc::downgrade(&tree), session.notifier());
     Ok((session, policy))
 }

@@ -190,6 +190,14 @@ impl Handles {
         }
     }
 
+    /// Counts `len` bytes at `offset` as read by `fh` for its stream (pages b2fs handed to
+    /// the kernel's cache for it, which its reader will not ask for).
+    pub(crate) fn credit(&self, fh: u64, offset: u64, len: u64) {
+        if let Some(h) = self.map.lock().get_mut(&fh) {
+            h.stream.record(offset, len);
+        }
+    }
+
     /// Whether `fh` is open for `ino` and for writing.
     pub(crate) fn writes(&self, fh: u64, ino: u64) -> bool {
         self.map

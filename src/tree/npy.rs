@@ -34,6 +34,21 @@ const RANDOM: ReadHint = ReadHint {
     stream: 0,
 };
 
+/// Size of the kernel's page-cache pages offered by [`Tree::pages_near`].
+const PAGE: u64 = 4096;
+
+/// Largest read taken for a page fault by [`Tree::pages_near`].
+const FAULT_MAX: u64 = 64 << 10;
+
+/// Most pages below a page fault offered after it.
+const NEAR_PAGES: u64 = 32;
+
+/// Most blocks decoded for the pages below a page fault.
+const BELOW_DECODES: usize = 2;
+
+/// Most bytes after a page fault offered after it.
+const FORWARD_MAX: u64 = 1 << 20;
+
 /// Bytes a handle reads in one stream before its reads take whole chunks (and prefetch):
 /// enough that the readahead around an mmap reader's page faults (up to a few MiB per jump)
 /// never counts as a scan, and little beside a scan of a large array (the blocks decoded for
@@ -139,6 +154,114 @@ impl Tree {
             }
         }
         Ok(ReadData::Owned(out))
+    }
+
+    /// After a page-fault read of `array.npy` (inode `ino`, handle `fh`) at `offset`
+    /// (page-aligned, at most [`FAULT_MAX`] bytes): pages an mmap reader needs next, as far as
+    /// the blocks or chunks already decoded hold them, to be offered to the kernel's page
+    /// cache (each saves a round trip):
+    /// - the pages that follow in file order (up to [`FORWARD_MAX`]; one contiguous range),
+    ///   which a scan reads next; they count as read by `fh`, so its stream grows into a
+    ///   scan as if it had asked for them;
+    /// - the pages below it (the same columns of the next rows of an N-dim array), which a
+    ///   reader going down a window or a column reads next: a 64-row window then faults about
+    ///   once per block it crosses instead of 64 times.
+    ///
+    /// Nothing on a read-write tree (pages of chunks with pending edits must not outlive
+    /// them), for reads that are not page-sized, and for the header page.
+    pub fn pages_near(&self, ino: u64, fh: u64, offset: u64, size: u32) -> Vec<(u64, Vec<u8>)> {
+        let mut pages = Vec::new();
+        if self.options.writable || offset % PAGE != 0 || size == 0 || u64::from(size) > FAULT_MAX {
+            return pages;
+        }
+        let Ok(Entry::File(FileKind::Npy(array, _))) = self.entry(ino) else {
+            return pages;
+        };
+        let Some(npy) = self.npy_view(*array) else {
+            return pages;
+        };
+        // The version now: the pages go to the kernel's cache, which every descriptor shares
+        // (and which the follower clears when the source changes).
+        let store = self.reader.pinned(*array);
+        let store = store.as_ref();
+        let read_end = offset + u64::from(size);
+        // Forward: page by page while the pieces are cached, then one range.
+        let mut forward = Vec::new();
+        let mut at = read_end;
+        while at < npy.len() && at - read_end < FORWARD_MAX {
+            let end = (at + PAGE).min(npy.len());
+            match self.cached_page((store, *array), &npy, at, (end - at) as usize, &mut 0) {
+                Some(page) => forward.extend_from_slice(&page),
+                None => break,
+            }
+            at = end;
+        }
+        let forward_end = read_end + forward.len() as u64;
+        if !forward.is_empty() {
+            self.handles.credit(fh, read_end, forward.len() as u64);
+            pages.push((read_end, forward));
+        }
+        // Below: the same columns of the next rows.
+        let shape = npy.shape();
+        if shape.len() < 2 {
+            return pages;
+        }
+        let rows: u64 = shape[..shape.len() - 1].iter().product();
+        let stride = npy.layout().data_len() / rows.max(1);
+        if stride < PAGE {
+            return pages;
+        }
+        // Rows whose pages are shifted against the fault's (a row length that is no multiple
+        // of the page) may need a block beside the fault's.
+        let mut decodes = BELOW_DECODES;
+        for k in 1..=NEAR_PAGES {
+            let at = (offset + k * stride) / PAGE * PAGE;
+            if at < forward_end {
+                continue;
+            }
+            let end = (at + PAGE).min(npy.len());
+            if at >= end {
+                break;
+            }
+            match self.cached_page((store, *array), &npy, at, (end - at) as usize, &mut decodes) {
+                Some(page) => pages.push((at, page)),
+                None => break,
+            }
+        }
+        pages
+    }
+
+    /// Bytes `[at, at + len)` of the data part of `array.npy`, when every run of them is in a
+    /// cached chunk or block, or in one of at most `*decodes` more blocks (decoded here, and
+    /// counted down).
+    fn cached_page(
+        &self,
+        (store, array): (&dyn ChunkStore, ArrayId),
+        npy: &Npy,
+        at: u64,
+        len: usize,
+        decodes: &mut usize,
+    ) -> Option<Vec<u8>> {
+        let w = npy.window(at, len);
+        if !w.header.is_empty() || w.out_len != len {
+            return None;
+        }
+        let mut page = vec![0u8; len];
+        for run in npy.layout().runs(w.data.start, w.data.end - w.data.start) {
+            let id = ChunkId::new(array, run.chunk as usize);
+            let (src, n, dst) = (run.src as usize, run.len as usize, run.dst as usize);
+            let (bytes, start) = match self.reader.covering_cached(store, id, src) {
+                Some(piece) => piece,
+                None if *decodes > 0 => {
+                    *decodes -= 1;
+                    self.reader.covering(store, id, src).ok()?
+                }
+                None => return None,
+            };
+            let piece = bytes.get(src.checked_sub(start)?..src - start + n)?;
+            page.get_mut(dst..dst + n)?.copy_from_slice(piece);
+        }
+        Some(page)
     }
 
     /// Whether chunk `id` has an edit buffer.
