@@ -42,6 +42,7 @@ pub mod embed;
 pub mod zip;
 
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 
 use serde_json::Value;
@@ -147,6 +148,8 @@ struct Shared {
     zip: Option<zip::ZipIndex>,
     estore: Option<Estore>,
     scratch: OnceLock<Result<tempfile::TempDir, String>>,
+    /// Leaves opened so far ([`Collection::leaves_opened`]).
+    opened: AtomicUsize,
 }
 
 impl Collection {
@@ -201,6 +204,12 @@ impl Collection {
             Node::Group(g) => Some(g),
             _ => None,
         }
+    }
+
+    /// How many times a leaf of this collection was opened (its headers and index read):
+    /// what shows that opening a collection, and mounting it, opens no leaf.
+    pub fn leaves_opened(&self) -> usize {
+        self.shared.opened.load(Ordering::Relaxed)
     }
 
     /// Every leaf, depth first in name order (not those of nested stores).
@@ -345,6 +354,7 @@ impl Leaf {
     }
 
     fn open_now(&self) -> Result<Container, ContainerError> {
+        self.shared.opened.fetch_add(1, Ordering::Relaxed);
         let store = &self.shared.path;
         match &self.location {
             Location::Member { index, .. } => {
@@ -531,6 +541,7 @@ pub fn open_store(path: &Path) -> Result<Collection, ContainerError> {
         zip,
         estore: Some(estore),
         scratch: OnceLock::new(),
+        opened: AtomicUsize::new(0),
     });
     let marker = shared.estore.as_ref().and_then(Estore::marker);
     let root = build_tree(path, keyed, &shared);
