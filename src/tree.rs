@@ -81,10 +81,10 @@ pub mod xattr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use parking_lot::{Mutex, RwLock};
+use parking_lot::Mutex;
 
 use crate::container::ContainerError;
-use crate::container::store::{Collection, Opened};
+use crate::container::store::Opened;
 use crate::reader::{
     AppendVec, ArrayId, CacheStats, ChunkId, ChunkReader, Committer, LiveArray, ReaderOptions,
 };
@@ -195,7 +195,7 @@ pub struct Tree {
     table: Option<PathBuf>,
     /// The collection the arrays are leaves of, if the source is one (replaced after
     /// commits).
-    collection: Option<RwLock<Arc<Collection>>>,
+    collection: Option<layout::CollectionCell>,
     /// The collection's path (it does not change when the collection is reopened).
     collection_path: Option<PathBuf>,
     owner: Owner,
@@ -265,8 +265,8 @@ impl Tree {
             files: files.into_iter().collect(),
             grow: Mutex::new(()),
             table,
-            collection_path: collection.as_ref().map(|c| c.path().to_path_buf()),
-            collection: collection.map(RwLock::new),
+            collection_path: collection.as_ref().map(|c| c.read().path().to_path_buf()),
+            collection,
             owner,
             options,
             handles: Handles::new(),

@@ -206,6 +206,24 @@ impl Collection {
         }
     }
 
+    /// The opened `embed.b2e` of a store (its frame), for write-back.
+    pub(crate) fn estore_array(&self) -> Option<&Array> {
+        self.shared.estore.as_ref().map(Estore::array)
+    }
+
+    /// The decompressed bytes `[offset, offset + len)` of the store's `embed.b2e` stream (an
+    /// embedded value's cframe).
+    ///
+    /// # Errors
+    /// When the store has no estore or the range cannot be read.
+    pub(crate) fn read_embedded(&self, offset: u64, len: u64) -> Result<Vec<u8>, ContainerError> {
+        self.shared
+            .estore
+            .as_ref()
+            .ok_or_else(|| internal(&self.path))?
+            .read(offset, len)
+    }
+
     /// How many times a leaf of this collection was opened (its headers and index read):
     /// what shows that opening a collection, and mounting it, opens no leaf.
     pub fn leaves_opened(&self) -> usize {

@@ -27,7 +27,9 @@
 use std::sync::{Arc, OnceLock};
 
 use super::inode::{ARRAY_STRIDE, CHUNK_BASE, MAX_GROWING_ARRAYS};
-use super::layout::{AttrsOwner, FileKind, Generated, Layout, NodeKind, Owner, ROOT_INO};
+use super::layout::{
+    AttrsOwner, CollectionCell, FileKind, Generated, Layout, NodeKind, Owner, ROOT_INO,
+};
 use super::view::{self, Adding};
 use super::{ArrayFiles, Tree, TreeError, display_chain};
 use crate::container::store::{self, Collection, Group, Leaf, Node, Opened};
@@ -52,14 +54,21 @@ pub fn layout(collection: Collection) -> Result<Layout, ContainerError> {
     let collection = Arc::new(collection);
     let mut layout = Layout::new(Owner::of(collection.path()));
     layout.set_collection(collection.clone());
-    add_group(&mut layout, ROOT_INO, collection.root(), true)?;
+    let cell = layout.collection.clone();
+    add_group(&mut layout, ROOT_INO, collection.root(), cell.as_ref())?;
     Ok(layout)
 }
 
-/// Adds group `g`'s `__attrs__` and children under directory `dir`; `top`: a group of the
-/// mounted collection itself (not of a nested store), whose leaves and attributes commit.
-fn add_group(layout: &mut Layout, dir: u64, g: &Group, top: bool) -> Result<(), ContainerError> {
-    let owner = if top {
+/// Adds group `g`'s `__attrs__` and children under directory `dir`; `top`: the cell of the
+/// mounted collection when `g` is one of its groups (not of a nested store): its leaves and
+/// attributes commit, and are looked up in the collection as it is when first accessed.
+fn add_group(
+    layout: &mut Layout,
+    dir: u64,
+    g: &Group,
+    top: Option<&CollectionCell>,
+) -> Result<(), ContainerError> {
+    let owner = if top.is_some() {
         AttrsOwner::Group(g.key.clone())
     } else {
         AttrsOwner::ReadOnly
@@ -68,7 +77,14 @@ fn add_group(layout: &mut Layout, dir: u64, g: &Group, top: bool) -> Result<(), 
         None => Generated::new(view::json_file(&serde_json::json!({}))),
         Some(carrier) => {
             let (carrier, key) = (carrier.clone(), g.key.clone());
+            let cell = top.cloned();
             Generated::lazy(move || {
+                // A commit may have moved the carrier (a rebuilt zip): take today's.
+                let now = cell.as_ref().and_then(|c| {
+                    let c = c.read().clone();
+                    c.group(&key).and_then(|g| g.carrier().cloned())
+                });
+                let carrier = now.unwrap_or_else(|| carrier.clone());
                 let attrs = match carrier.array() {
                     Ok(a) => a.attrs().clone(),
                     Err(e) => {
@@ -97,12 +113,12 @@ fn add_group(layout: &mut Layout, dir: u64, g: &Group, top: bool) -> Result<(), 
             }
             Node::Store(nested) => {
                 let sub_dir = layout.dir(dir, name);
-                add_group(layout, sub_dir, nested.root(), false)?;
+                add_group(layout, sub_dir, nested.root(), None)?;
             }
             Node::Leaf(leaf) => {
                 let lazy = LazyLeaf {
                     leaf: leaf.clone(),
-                    top,
+                    top: top.is_some(),
                     built: OnceLock::new(),
                 };
                 layout.lazy_leaf(dir, name, lazy);
@@ -112,9 +128,15 @@ fn add_group(layout: &mut Layout, dir: u64, g: &Group, top: bool) -> Result<(), 
     Ok(())
 }
 
-/// Lays out the content of leaf directory `at` in `sub` (opening the leaf).
-fn lay_out_leaf(sub: &mut Layout, at: u64, lazy: &LazyLeaf) -> Result<(), ContainerError> {
-    match lazy.leaf.open_owned()? {
+/// Lays out the content of leaf directory `at` in `sub` (opening `leaf`, which is `lazy`'s
+/// leaf as the collection holds it now).
+fn lay_out_leaf(
+    sub: &mut Layout,
+    at: u64,
+    lazy: &LazyLeaf,
+    leaf: &Leaf,
+) -> Result<(), ContainerError> {
+    match leaf.open_owned()? {
         Container::Array(array) => {
             let how = if lazy.top {
                 Adding::Leaf(lazy.leaf.key().to_owned())
@@ -169,7 +191,21 @@ impl Tree {
         let nodes = self.nodes.len() as u64;
         let arrays = u32::try_from(self.reader.arrays()).map_err(|e| e.to_string())?;
         let mut sub = Layout::subtree(ino, nodes, arrays, self.owner);
-        lay_out_leaf(&mut sub, ino, lazy).map_err(|e| display_chain(&e))?;
+        // A leaf of the mounted collection is opened as the collection is now: a commit may
+        // have rebuilt it (a `.b2z` commit moves every member). Nested stores are never
+        // rewritten.
+        let now = match (&self.collection, lazy.top) {
+            (Some(cell), true) => {
+                let c = cell.read().clone();
+                match c.find(lazy.leaf.key()) {
+                    Some(Node::Leaf(l)) => Some(l.clone()),
+                    _ => return Err("it is no longer one of the collection's leaves".into()),
+                }
+            }
+            _ => None,
+        };
+        let leaf = now.as_deref().unwrap_or(&lazy.leaf);
+        lay_out_leaf(&mut sub, ino, lazy, leaf).map_err(|e| display_chain(&e))?;
         let Layout {
             nodes: mut new_nodes,
             stores,

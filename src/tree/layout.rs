@@ -146,6 +146,10 @@ impl<T> Swap<T> {
     }
 }
 
+/// The mounted collection as it is now: replaced after every commit (a `.b2z` commit moves
+/// every member), shared by the tree and what it renders on first access.
+pub type CollectionCell = Arc<RwLock<Arc<Collection>>>;
+
 /// The NPY view of one array, replaced when a commit changes the array's shape.
 pub type NpyCell = Swap<Npy>;
 
@@ -219,7 +223,7 @@ pub struct Layout {
     pub(crate) table: Option<PathBuf>,
     /// The collection (store, directory of sources) the arrays are leaves of, if the source
     /// is one.
-    pub(crate) collection: Option<Arc<Collection>>,
+    pub(crate) collection: Option<CollectionCell>,
     pub(crate) owner: Owner,
 }
 
@@ -384,7 +388,7 @@ impl Layout {
     /// Marks the source as `collection`, whose leaves are the arrays added with
     /// [`LiveArray::leaf`].
     pub fn set_collection(&mut self, collection: Arc<Collection>) {
-        self.collection = Some(collection);
+        self.collection = Some(Arc::new(RwLock::new(collection)));
     }
 
     /// Number of arrays added so far.
