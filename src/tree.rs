@@ -32,6 +32,7 @@
 //! | `edit.rs` | buffered edits (keyed by chunk, not by file) and the write operations |
 //! | `commit.rs` | when and how buffers are committed, refused, dropped; the kernel-cache rules |
 //! | `scratch.rs` | editors' temp files in the root, rename over `__attrs__` |
+//! | `collection.rs` | stores and directories of sources: groups, leaves laid out on first access, reloads after commits |
 //!
 //! Subtleties and who handles them:
 //! - **Stable inode numbers** (`inode.rs`); **readdir offsets are positions** (`dir.rs`).

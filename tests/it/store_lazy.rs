@@ -148,3 +148,59 @@ fn store_lazy_broken_leaf_is_eio_on_first_access_only_for_it() {
 fn hex(b: &[u8]) -> String {
     b.iter().map(|x| format!("{x:02x}")).collect()
 }
+
+/// FUSE worker threads lay out leaves at the same time: each leaf is laid out once (the open
+/// counter equals the number of distinct leaves), every thread gets the same inode numbers
+/// for the same path, and every leaf's chunk holds its own values.
+#[test]
+fn store_lazy_leaves_laid_out_from_many_threads_once_each() {
+    let Some(py) = support::python("store_lazy_leaves_laid_out_from_many_threads_once_each") else {
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let p = tmp.path().join("some.b2z");
+    support::run_python(
+        &py,
+        &[
+            "scripts/oracle/stores.py",
+            "many",
+            p.to_str().unwrap(),
+            "200",
+        ],
+    );
+    let t = Tree::from_source(&p, TreeOptions::default()).unwrap();
+    let seen: Vec<Vec<(u64, u64)>> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..4)
+            .map(|k| {
+                let t = &t;
+                s.spawn(move || {
+                    // Every thread walks the same 50 leaves, each in its own order.
+                    (0..50)
+                        .map(|j| {
+                            let i = (j * 7 + k * 13) % 50;
+                            let path = format!("g{}/a{i}/data/00000000.bin", i % 100);
+                            let f = lookup(t, &path);
+                            let data = read_all(t, f);
+                            let want: Vec<u8> = (0..4i32)
+                                .flat_map(|v| (v + i as i32).to_le_bytes())
+                                .collect();
+                            assert_eq!(data, want, "{path}");
+                            (i as u64, f)
+                        })
+                        .collect()
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    let mut by_leaf = std::collections::HashMap::new();
+    for (i, ino) in seen.into_iter().flatten() {
+        assert_eq!(
+            *by_leaf.entry(i).or_insert(ino),
+            ino,
+            "leaf a{i}: two inode numbers"
+        );
+    }
+    assert_eq!(by_leaf.len(), 50);
+    assert_eq!(t.leaves_opened(), Some(50));
+}
