@@ -181,9 +181,8 @@ fn store_lazy_leaves_laid_out_from_many_threads_once_each() {
                             let path = format!("g{}/a{i}/data/00000000.bin", i % 100);
                             let f = lookup(t, &path);
                             let data = read_all(t, f);
-                            let want: Vec<u8> = (0..4i32)
-                                .flat_map(|v| (v + i as i32).to_le_bytes())
-                                .collect();
+                            let want: Vec<u8> =
+                                (0..4i32).flat_map(|v| (v + i).to_le_bytes()).collect();
                             assert_eq!(data, want, "{path}");
                             (i as u64, f)
                         })
