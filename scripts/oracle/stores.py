@@ -12,6 +12,8 @@ python-blosc2 reads back from them, for tests/it/store.rs.
                            measurement)
     stores.py crashgen PATH  a TreeStore (.b2z, or .b2d) for the crash tests: /edit (float64, 4 chunks)
                            and /big (32 MiB of noise, so a commit copying it takes a while)
+    stores.py embedgen PATH  a TreeStore (.b2z, or .b2d) with threshold=1024: /tiny and the
+                           root __vlmeta__ carrier embedded in embed.b2e, /big a member
     stores.py digest PATH  sha256 of store[key][...] for every array key and the root
                            attributes, read with mode='r' and from a copy opened with mode='a'
                            (which extracts the .b2z and so checks every CRC-32), as JSON
@@ -213,6 +215,14 @@ def crashgen(path):
         ts.vlmeta["title"] = "crash"
 
 
+def embedgen(path):
+    import blosc2
+    with blosc2.TreeStore(path, mode="w", threshold=1024) as ts:
+        ts["/tiny"] = np.arange(5, dtype=np.int16)
+        ts["/big"] = blosc2.arange(3000, dtype=np.int32, chunks=(1000,))
+        ts.vlmeta["title"] = "embedded"
+
+
 def digest(path):
     import blosc2
 
@@ -249,6 +259,8 @@ def main():
         many(sys.argv[2], int(sys.argv[3]))
     elif cmd == "crashgen":
         crashgen(sys.argv[2])
+    elif cmd == "embedgen":
+        embedgen(sys.argv[2])
     elif cmd == "digest":
         print(json.dumps(digest(sys.argv[2]), sort_keys=True, default=str))
     else:

@@ -204,3 +204,82 @@ fn store_b2d_leaf_commit_in_place_old_or_new_at_every_step() {
     }
     assert!(steps >= 3, "only {steps} steps");
 }
+
+/// An embedded value's edit (its new cframe appended to `embed.b2e`) stopped after every
+/// durable step, in a `.b2z` and a `.b2d`: python-blosc2 reads the old or the new value in
+/// modes 'r' and 'a', and the other member and the (embedded) attributes as they were.
+#[test]
+fn store_embedded_value_edit_old_or_new_at_every_step() {
+    use b2fs::codec;
+    use b2fs::container::store::{Location, Node, open_store};
+    use b2fs::container::write::{Edit, chunk_cparams, commit_member_with_crash_after};
+
+    let Some(py) = crate::support::python("store_embedded_value_edit_old_or_new_at_every_step")
+    else {
+        return;
+    };
+    let new: Vec<u8> = [9i16, 8, 7, 6, 5]
+        .iter()
+        .flat_map(|v| v.to_le_bytes())
+        .collect();
+    for name in ["emb.b2z", "emb.b2d"] {
+        let dir = tempfile::tempdir().unwrap();
+        let src = dir.path().join(name);
+        run_python(
+            &py,
+            &[
+                "scripts/oracle/stores.py",
+                "embedgen",
+                src.to_str().unwrap(),
+            ],
+        );
+        let first = digest(&py, &src);
+        let mut steps = 0;
+        loop {
+            let tmp = tempfile::tempdir().unwrap();
+            let p = tmp.path().join(name);
+            let ok = std::process::Command::new("cp")
+                .arg("-r")
+                .arg(&src)
+                .arg(&p)
+                .status()
+                .unwrap();
+            assert!(ok.success());
+            let c = open_store(&p).unwrap();
+            let Some(Node::Leaf(leaf)) = c.find("/tiny") else {
+                panic!("/tiny");
+            };
+            assert!(
+                matches!(leaf.location(), Location::Embedded { .. }),
+                "{name}"
+            );
+            let chunk = codec::compress(&new, &chunk_cparams(leaf.array().unwrap()).unwrap());
+            let edit = Edit {
+                updates: vec![(0, chunk.unwrap())],
+                ..Edit::default()
+            };
+            let done = commit_member_with_crash_after(&c, leaf, &edit, steps).unwrap();
+            drop(c);
+            let now = digest(&py, &p);
+            assert_eq!(
+                now["r"], now["a"],
+                "{name} step {steps}: 'r' and 'a' differ"
+            );
+            for key in ["/big", "/__attrs__"] {
+                assert_eq!(now["r"][key], first["r"][key], "{name} step {steps}: {key}");
+            }
+            let tiny = now["r"]["/tiny"].as_str().unwrap();
+            if done {
+                assert_eq!(tiny, sha256_hex(&new), "{name}: the new value");
+                break;
+            }
+            assert!(
+                tiny == first["r"]["/tiny"] || tiny == sha256_hex(&new),
+                "{name} step {steps}: /tiny is neither old nor new"
+            );
+            steps += 1;
+            assert!(steps < 20, "{name}: commit never completes");
+        }
+        assert!(steps >= 2, "{name}: only {steps} steps");
+    }
+}
