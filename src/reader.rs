@@ -121,10 +121,11 @@ pub struct ReadHint {
     /// Every read of the handle so far continued the previous one from offset 0: reaching the
     /// chunk's end streams it once (when the caller also confirms it is the sole reader).
     pub streaming: bool,
-    /// The handle's reads so far, this one included, cover the bytes up to the furthest one
-    /// about once (between half and twice): a scan, possibly served out of order, as opposed
-    /// to scattered or repeated reads (an mmap reader's page faults and their readahead).
-    pub dense: bool,
+    /// Bytes of the handle's current stream, this read included: reads that continue one
+    /// another (requests of one large read served out of order count) and cover their span
+    /// about once. A scan grows it without end; an mmap reader's page faults and the
+    /// readahead around them start a new stream at every jump.
+    pub stream: u64,
 }
 
 /// Tuning knobs of a [`ChunkReader`].
@@ -315,6 +316,48 @@ impl ChunkReader {
                 Ok(ReadData::Chunk(bytes, r))
             }
         }
+    }
+
+    /// Decoded bytes of chunk `id` around byte `offset`, and where they start in the chunk:
+    /// the whole chunk when it is cached or being loaded; else the block `offset` falls in
+    /// (decoded once into the block cache) when the chunk has two blocks or more; else the
+    /// whole chunk. What a scattered read of many small runs (an `array.npy` window) takes
+    /// for each run, so that it decodes only the blocks it touches.
+    ///
+    /// # Errors
+    /// When the chunk cannot be read or decoded.
+    pub fn covering(&self, id: ChunkId, offset: usize) -> Result<(Bytes, usize), ContainerError> {
+        let core = &self.core;
+        if let Some(bytes) = core.cache.get(&id) {
+            return Ok((bytes, 0));
+        }
+        if !core.cache.contains_or_loading(&id) {
+            let nbytes = self.chunk_nbytes(id)?;
+            let bs = core.block_size_for_cache(id, nbytes);
+            if bs > 0 && offset < nbytes {
+                let start = offset / bs * bs;
+                let len = bs.min(nbytes - start);
+                let block = core.blocks.get_or_load((id, offset / bs), || {
+                    core.decode_range(id, start, core.blocks.buffer(len))
+                })?;
+                if block.len() == len {
+                    return Ok((block, start));
+                }
+            }
+        }
+        Ok((core.chunk(id, true)?, 0))
+    }
+
+    /// As [`ChunkReader::covering`], but only what is cached already (the whole chunk, or the
+    /// decoded block `offset` falls in): `None` rather than a decode.
+    pub fn covering_cached(&self, id: ChunkId, offset: usize) -> Option<(Bytes, usize)> {
+        let core = &self.core;
+        if let Some(bytes) = core.cache.get(&id) {
+            return Some((bytes, 0));
+        }
+        let bs = *core.block_sizes.lock().get(&id)?;
+        let block = core.blocks.get(&(id, offset.checked_div(bs)?))?;
+        Some((block, offset / bs * bs))
     }
 
     /// Asks the prefetch threads for the chunks after `id` (whose size is `nbytes`): the

@@ -76,7 +76,8 @@ impl MountConfig {
 }
 
 /// Mounts `tree` at `mountpoint`; the mount is live (the kernel handshake done) when this
-/// returns. Run the session with [`Session::run`]; unmount with its unmounter.
+/// returns, with the cache policy decided at the handshake (never [`CachePolicy::Auto`]).
+/// Run the session with [`Session::run`]; unmount with its unmounter.
 ///
 /// # Errors
 /// When the mount fails (no `/dev/fuse`, no `fusermount3`, mountpoint missing or busy).
@@ -84,12 +85,19 @@ pub fn session(
     tree: Tree,
     mountpoint: &Path,
     cfg: &MountConfig,
-) -> io::Result<Session<FuseAdapter>> {
-    Session::new(
-        FuseAdapter::new(tree, cfg.policy),
-        mountpoint,
-        &cfg.to_fuser(),
-    )
+) -> io::Result<(Session<FuseAdapter>, CachePolicy)> {
+    let adapter = FuseAdapter::new(tree, cfg.policy);
+    let decided = adapter.decided();
+    let pusher = adapter.pusher_slot();
+    let session = Session::new(adapter, mountpoint, &cfg.to_fuser())?;
+    let policy = decided.get().copied().unwrap_or(cfg.policy);
+    match super::push::Pusher::start(session.notifier()) {
+        Ok(p) => {
+            let _ = pusher.set(p);
+        }
+        Err(e) => log::warn!("no page pusher thread ({e}): mmap readers fault once per page"),
+    }
+    Ok((session, policy))
 }
 
 /// Mounts `tree` at `mountpoint` served by background threads; dropping the returned session
@@ -102,5 +110,5 @@ pub fn spawn_mount(
     mountpoint: &Path,
     cfg: &MountConfig,
 ) -> io::Result<BackgroundSession> {
-    session(tree, mountpoint, cfg)?.spawn()
+    session(tree, mountpoint, cfg)?.0.spawn()
 }

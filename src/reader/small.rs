@@ -72,7 +72,7 @@ impl Core {
     /// The block size by which chunk `id` is worth caching: the header's, when the chunk has
     /// at least two blocks; 0 otherwise (or when the header cannot be read here: the decode
     /// path then reports any error). Reads only the header, once per chunk.
-    fn block_size_for_cache(&self, id: ChunkId, nbytes: usize) -> usize {
+    pub(super) fn block_size_for_cache(&self, id: ChunkId, nbytes: usize) -> usize {
         if let Some(&bs) = self.block_sizes.lock().get(&id) {
             return bs;
         }
