@@ -16,6 +16,7 @@ pub mod mount;
 mod push;
 
 use std::ffi::OsStr;
+use std::sync::Arc;
 use std::time::Duration;
 
 use fuser::{
@@ -60,7 +61,7 @@ pub enum CachePolicy {
 /// The [`fuser::Filesystem`] over a [`Tree`].
 #[derive(Debug)]
 pub struct FuseAdapter {
-    tree: Tree,
+    tree: Arc<Tree>,
     policy: CachePolicy,
     /// The policy decided when the kernel connected (never `Auto`), for the mounting code.
     decided: std::sync::Arc<std::sync::OnceLock<CachePolicy>>,
@@ -70,7 +71,7 @@ pub struct FuseAdapter {
 
 impl FuseAdapter {
     /// Serves `tree` with file content cached as `policy` says.
-    pub fn new(tree: Tree, policy: CachePolicy) -> FuseAdapter {
+    pub fn new(tree: Arc<Tree>, policy: CachePolicy) -> FuseAdapter {
         FuseAdapter {
             tree,
             policy,

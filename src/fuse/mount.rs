@@ -1,13 +1,21 @@
 //! Mounting: [`MountConfig`] to [`fuser::Config`], a foreground [`Session`] (the command line
-//! runs it and unmounts it on a signal), and a background mount for tests and benchmarks.
+//! runs it and unmounts it on a signal), and a background mount for tests and benchmarks;
+//! and the follower thread that asks the tree to follow its source every second and sends
+//! the kernel the invalidations the tree lists (issue 12, [`crate::tree::Invalidation`]).
 
+use std::ffi::OsStr;
 use std::io;
 use std::path::Path;
+use std::sync::{Arc, Weak};
+use std::time::Duration;
 
-use fuser::{BackgroundSession, Config, MountOption, Session, SessionACL};
+use fuser::{BackgroundSession, Config, INodeNo, MountOption, Notifier, Session, SessionACL};
 
 use super::{CachePolicy, FuseAdapter};
-use crate::tree::Tree;
+use crate::tree::{Invalidation, Tree};
+
+/// How often the follower thread checks the source (the issue's "within 1 s").
+const FOLLOW_EVERY: Duration = Duration::from_secs(1);
 
 /// How to mount.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -86,7 +94,8 @@ pub fn session(
     mountpoint: &Path,
     cfg: &MountConfig,
 ) -> io::Result<(Session<FuseAdapter>, CachePolicy)> {
-    let adapter = FuseAdapter::new(tree, cfg.policy);
+    let tree = Arc::new(tree);
+    let adapter = FuseAdapter::new(tree.clone(), cfg.policy);
     let decided = adapter.decided();
     let pusher = adapter.pusher_slot();
     let session = Session::new(adapter, mountpoint, &cfg.to_fuser())?;
@@ -97,7 +106,39 @@ pub fn session(
         }
         Err(e) => log::warn!("no page pusher thread ({e}): mmap readers fault once per page"),
     }
+    spawn_follower(Arc::downgrade(&tree), session.notifier());
     Ok((session, policy))
+}
+
+/// Starts the thread that follows the source: every [`FOLLOW_EVERY`] it asks the tree to
+/// check it, and it sends the invalidations the tree lists (after those checks, or after a
+/// check an open or lookup made) through `notifier`. It ends with the tree; it waits without
+/// holding it, so unmounting is never delayed. Failed notifications (inodes the kernel has
+/// forgotten) are ignored.
+fn spawn_follower(tree: Weak<Tree>, notifier: Notifier) {
+    let Some(follow) = tree.upgrade().map(|t| t.follower()) else {
+        return;
+    };
+    let run = move || {
+        loop {
+            for inv in follow.wait(FOLLOW_EVERY) {
+                let _ = match inv {
+                    Invalidation::Inode(ino) => notifier.inval_inode(INodeNo(ino), 0, 0),
+                    Invalidation::Entry { parent, name } => {
+                        notifier.inval_entry(INodeNo(parent), OsStr::new(&name))
+                    }
+                };
+            }
+            let Some(tree) = tree.upgrade() else { return };
+            tree.follow_source();
+        }
+    };
+    if let Err(e) = std::thread::Builder::new()
+        .name("b2fs-follow".into())
+        .spawn(run)
+    {
+        log::warn!("cannot start the thread that follows the source: {e}");
+    }
 }
 
 /// Mounts `tree` at `mountpoint` served by background threads; dropping the returned session

@@ -26,6 +26,7 @@
 
 use std::sync::{Arc, OnceLock};
 
+use super::commit::Refreshed;
 use super::inode::{ARRAY_STRIDE, CHUNK_BASE, MAX_GROWING_ARRAYS};
 use super::layout::{
     AttrsOwner, CollectionCell, FileKind, Generated, Layout, NodeKind, Owner, ROOT_INO,
@@ -264,7 +265,7 @@ impl Tree {
     /// After a commit to the mounted collection: opens it again and reloads every leaf array
     /// from it (a `.b2z` commit rewrites the zip, so every member may have moved), and renders
     /// their generated files again.
-    pub(crate) fn refresh_collection(&self) -> Result<(), ContainerError> {
+    pub(crate) fn refresh_collection(&self, change: Refreshed<'_>) -> Result<(), ContainerError> {
         let Some(cell) = &self.collection else {
             return Ok(());
         };
@@ -298,7 +299,7 @@ impl Tree {
                     });
                 }
             };
-            live.replace(array);
+            live.replace(array, change.of(ArrayId(a as u32)));
             self.rerender_sizes(ArrayId(a as u32));
         }
         *cell.write() = Arc::new(fresh);

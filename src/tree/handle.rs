@@ -1,19 +1,47 @@
-//! Open file handles: which inode each is for, whether it writes, and its access pattern
-//! (where its next sequential read starts), from which every read gets a [`ReadHint`].
+//! Open file handles: which inode each is for, whether it writes, the version a read-only one
+//! reads ([`Pinned`]), and its access pattern (where its next sequential read starts), from
+//! which every read gets a [`ReadHint`].
 //!
 //! The table has its own lock, taken first whenever another tree lock is needed too (see
 //! the lock order in [`super`]).
 
 use std::collections::HashMap;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use parking_lot::Mutex;
 
 use super::TreeError;
-use crate::reader::{Pattern, ReadHint};
+use crate::container::npy::{Npy, TableNpy};
+use crate::reader::{ArrayId, ChunkStore, Pattern, ReadHint};
+
+/// What a read-only descriptor reads, fixed at open: the versions of the arrays its file
+/// shows, and the generated content or NPY view of that moment. Every read through it sees
+/// that one version (or fails), never bytes of two.
+#[derive(Debug, Default)]
+pub(crate) struct Pinned {
+    /// Per array the file shows: the version opened.
+    pub(crate) stores: Vec<(ArrayId, Arc<dyn ChunkStore>)>,
+    /// `array.npy`: its view (header, shape) of that version.
+    pub(crate) npy: Option<Arc<Npy>>,
+    /// `table.npy`: its view of that version.
+    pub(crate) table: Option<Arc<TableNpy>>,
+    /// A generated file's content.
+    pub(crate) content: Option<Arc<[u8]>>,
+}
+
+impl Pinned {
+    /// The version of `array` pinned, if the file shows it.
+    pub(crate) fn store(&self, array: ArrayId) -> Option<&Arc<dyn ChunkStore>> {
+        self.stores
+            .iter()
+            .find(|(a, _)| *a == array)
+            .map(|(_, s)| s)
+    }
+}
 
 /// Per-open-file state.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 struct Handle {
     ino: u64,
     /// Where a sequential scan's next read starts.
@@ -22,8 +50,13 @@ struct Handle {
     from_start: bool,
     /// The current stream: the span its reads covered and the bytes they asked for.
     stream: Stream,
+    /// Reads recorded so far.
+    reads: u64,
     /// Opened for writing: its flush and release commit the file's buffer.
     write: bool,
+    /// Read-only handles: the version they read (`None`: writers read the file's buffer and
+    /// the current version, so they see their own writes).
+    pinned: Option<Arc<Pinned>>,
 }
 
 /// How far apart two reads may be and still belong to one stream: the requests of one large
@@ -83,8 +116,8 @@ impl Handles {
         }
     }
 
-    /// Registers a new handle of `ino`; returns its number.
-    pub(crate) fn open(&self, ino: u64, write: bool) -> u64 {
+    /// Registers a new handle of `ino` reading `pinned` (see [`Handle`]); returns its number.
+    pub(crate) fn open(&self, ino: u64, write: bool, pinned: Option<Arc<Pinned>>) -> u64 {
         let fh = self.next_fh.fetch_add(1, Ordering::Relaxed);
         self.map.lock().insert(
             fh,
@@ -93,7 +126,9 @@ impl Handles {
                 next: 0,
                 from_start: true,
                 stream: Stream::default(),
+                reads: 0,
                 write,
+                pinned,
             },
         );
         fh
@@ -110,14 +145,14 @@ impl Handles {
     }
 
     /// Records a read of `size` bytes at `offset` through `fh` (which must be open for
-    /// `ino`) and says how it continues the handle's earlier reads.
+    /// `ino`) and says how it continues the handle's earlier reads, and what it reads.
     pub(crate) fn record_read(
         &self,
         fh: u64,
         ino: u64,
         offset: u64,
         size: u32,
-    ) -> Result<ReadHint, TreeError> {
+    ) -> Result<(ReadHint, Option<Arc<Pinned>>, bool), TreeError> {
         let mut map = self.map.lock();
         let h = map
             .get_mut(&fh)
@@ -130,13 +165,29 @@ impl Handles {
         } else {
             Pattern::Random
         };
+        let first = h.reads == 0;
         h.from_start &= offset == h.next;
         h.next = offset.saturating_add(u64::from(size));
-        Ok(ReadHint {
+        h.reads += 1;
+        let hint = ReadHint {
             pattern,
             streaming: h.from_start,
             stream: h.stream.record(offset, u64::from(size)),
-        })
+        };
+        Ok((hint, h.pinned.clone(), first))
+    }
+
+    /// Makes a read-only `fh` read `pinned` from now on, when its only read so far is the one
+    /// that failed (no other read, in flight or done, used the old version); returns whether
+    /// it did.
+    pub(crate) fn repin(&self, fh: u64, pinned: Arc<Pinned>) -> bool {
+        match self.map.lock().get_mut(&fh) {
+            Some(h) if !h.write && h.reads == 1 => {
+                h.pinned = Some(pinned);
+                true
+            }
+            _ => false,
+        }
     }
 
     /// Counts `len` bytes at `offset` as read by `fh` for its stream (pages b2fs handed to
@@ -216,10 +267,10 @@ mod tests {
     #[test]
     fn handles_report_their_stream_in_the_hint() {
         let h = Handles::new();
-        let fh = h.open(7, false);
-        let hint = h.record_read(fh, 7, 0, 4096).unwrap();
+        let fh = h.open(7, false, None);
+        let hint = h.record_read(fh, 7, 0, 4096).unwrap().0;
         assert_eq!((hint.pattern, hint.stream), (Pattern::FirstAtZero, 4096));
-        let hint = h.record_read(fh, 7, 1 << 30, 4096).unwrap();
+        let hint = h.record_read(fh, 7, 1 << 30, 4096).unwrap().0;
         assert_eq!((hint.pattern, hint.stream), (Pattern::Random, 4096));
         assert!(h.record_read(fh, 8, 0, 1).is_err());
     }

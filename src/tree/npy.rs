@@ -20,11 +20,12 @@
 
 use std::sync::Arc;
 
+use super::handle::Pinned;
 use super::layout::{FileKind, NodeKind};
 use super::{Entry, Tree, TreeError};
 use crate::container::ndim::Run;
 use crate::container::npy::{Npy, TableNpy};
-use crate::reader::{ArrayId, ChunkId, Pattern, ReadData, ReadHint};
+use crate::reader::{ArrayId, ChunkId, ChunkStore, Pattern, ReadData, ReadHint};
 
 /// The hint of a read that is not part of a scan.
 const RANDOM: ReadHint = ReadHint {
@@ -103,8 +104,15 @@ impl Tree {
         offset: u64,
         size: u32,
         hint: ReadHint,
+        pinned: Option<&Pinned>,
     ) -> Result<ReadData, TreeError> {
-        let npy = self.npy_view(array).ok_or(TreeError::NotFound)?;
+        // A read-only descriptor reads the version it opened, without anyone's buffers.
+        let npy = match pinned.and_then(|p| p.npy.clone()) {
+            Some(npy) => npy,
+            None => self.npy_view(array).ok_or(TreeError::NotFound)?,
+        };
+        let store = self.version_of(pinned, array);
+        let buffers = pinned.is_none();
         let w = npy.window(offset, size as usize);
         if w.out_len == 0 {
             return Ok(ReadData::Owned(Vec::new()));
@@ -115,12 +123,12 @@ impl Tree {
             let mut runs = npy.layout().runs(w.data.start, data_len);
             if let (Some(run), None) = (runs.next(), runs.next()) {
                 let id = ChunkId::new(array, run.chunk as usize);
-                if !self.has_edit(id) {
+                if !(buffers && self.has_edit(id)) {
                     let scan = is_scan(hint, npy.len());
                     let hint = if scan { hint } else { RANDOM };
                     let data = self
                         .reader
-                        .read(id, run.src, run.len as u32, hint, || false)
+                        .read_in(store.as_ref(), id, run.src, run.len as u32, hint, || false)
                         .map_err(|source| TreeError::Container { ino, source })?;
                     if data.len() as u64 == run.len {
                         if scan {
@@ -139,7 +147,8 @@ impl Tree {
             // seek-and-read): each run takes the block it falls in, unless its chunk is
             // cached. A scan takes whole chunks.
             let scan = is_scan(hint, npy.len());
-            self.fill_runs(ino, array, runs, !scan, &mut out[w.data_dst..])?;
+            let into = &mut out[w.data_dst..];
+            self.fill_runs(ino, (store.as_ref(), array, buffers), runs, !scan, into)?;
             if scan {
                 self.npy_prefetch(array, &npy, w.data.end);
             }
@@ -171,13 +180,17 @@ impl Tree {
         let Some(npy) = self.npy_view(*array) else {
             return pages;
         };
+        // The version now: the pages go to the kernel's cache, which every descriptor shares
+        // (and which the follower clears when the source changes).
+        let store = self.reader.pinned(*array);
+        let store = store.as_ref();
         let read_end = offset + u64::from(size);
         // Forward: page by page while the pieces are cached, then one range.
         let mut forward = Vec::new();
         let mut at = read_end;
         while at < npy.len() && at - read_end < FORWARD_MAX {
             let end = (at + PAGE).min(npy.len());
-            match self.cached_page(*array, &npy, at, (end - at) as usize, &mut 0) {
+            match self.cached_page((store, *array), &npy, at, (end - at) as usize, &mut 0) {
                 Some(page) => forward.extend_from_slice(&page),
                 None => break,
             }
@@ -210,7 +223,7 @@ impl Tree {
             if at >= end {
                 break;
             }
-            match self.cached_page(*array, &npy, at, (end - at) as usize, &mut decodes) {
+            match self.cached_page((store, *array), &npy, at, (end - at) as usize, &mut decodes) {
                 Some(page) => pages.push((at, page)),
                 None => break,
             }
@@ -223,7 +236,7 @@ impl Tree {
     /// counted down).
     fn cached_page(
         &self,
-        array: ArrayId,
+        (store, array): (&dyn ChunkStore, ArrayId),
         npy: &Npy,
         at: u64,
         len: usize,
@@ -237,11 +250,11 @@ impl Tree {
         for run in npy.layout().runs(w.data.start, w.data.end - w.data.start) {
             let id = ChunkId::new(array, run.chunk as usize);
             let (src, n, dst) = (run.src as usize, run.len as usize, run.dst as usize);
-            let (bytes, start) = match self.reader.covering_cached(id, src) {
+            let (bytes, start) = match self.reader.covering_cached(store, id, src) {
                 Some(piece) => piece,
                 None if *decodes > 0 => {
                     *decodes -= 1;
-                    self.reader.covering(id, src).ok()?
+                    self.reader.covering(store, id, src).ok()?
                 }
                 None => return None,
             };
@@ -262,7 +275,7 @@ impl Tree {
     fn fill_runs(
         &self,
         ino: u64,
-        array: ArrayId,
+        (store, array, buffers): (&dyn ChunkStore, ArrayId, bool),
         runs: impl Iterator<Item = Run>,
         small: bool,
         out: &mut [u8],
@@ -271,7 +284,7 @@ impl Tree {
         let short = |id: ChunkId| TreeError::Container {
             ino,
             source: crate::container::ContainerError::Malformed {
-                path: self.reader.store(id.array).path().to_path_buf(),
+                path: store.path().to_path_buf(),
                 offset: 0,
                 what: format!("chunk {}", id.index),
                 why: "its decoded bytes are shorter than its shape needs".into(),
@@ -279,8 +292,9 @@ impl Tree {
         };
         // One look at the edits per read, not one lock per run (a 1 MiB read of an N-dim
         // array is hundreds of runs).
-        let edited =
-            self.options.writable && self.edits.lock().chunks.keys().any(|id| id.array == array);
+        let edited = buffers
+            && self.options.writable
+            && self.edits.lock().chunks.keys().any(|id| id.array == array);
         // The chunk index, the decoded bytes held and where they start in that chunk.
         let mut held: Option<(usize, crate::reader::Bytes, usize)> = None;
         for run in runs {
@@ -300,14 +314,14 @@ impl Tree {
             };
             if !held.as_ref().is_some_and(covers) {
                 let (bytes, at) = if small {
-                    self.reader.covering(id, src).map_err(eio)?
+                    self.reader.covering(store, id, src).map_err(eio)?
                 } else {
-                    (self.reader.chunk(id).map_err(eio)?, 0)
+                    (self.reader.chunk_in(store, id).map_err(eio)?, 0)
                 };
                 held = Some((id.index, bytes, at));
                 if !held.as_ref().is_some_and(covers) {
                     // A run across blocks (or past a short chunk's end): the whole chunk.
-                    held = Some((id.index, self.reader.chunk(id).map_err(eio)?, 0));
+                    held = Some((id.index, self.reader.chunk_in(store, id).map_err(eio)?, 0));
                 }
             }
             let Some((_, bytes, at)) = &held else {
@@ -454,8 +468,10 @@ impl Tree {
         offset: u64,
         size: u32,
         _hint: ReadHint,
+        pinned: Option<&Pinned>,
     ) -> Result<ReadData, TreeError> {
         let (t, columns) = self.table_view(ino).ok_or(TreeError::NotFound)?;
+        let t = pinned.and_then(|p| p.table.clone()).unwrap_or(t);
         let w = t.window(offset, size as usize);
         let mut out = vec![0u8; w.out_len];
         out[..w.header.len()].copy_from_slice(&t.header()[w.header.clone()]);
@@ -466,9 +482,10 @@ impl Tree {
                 let array = *columns.get(p.column).ok_or(TreeError::NotFound)?;
                 let id = ChunkId::new(array, p.chunk as usize);
                 if held.as_ref().is_none_or(|(k, _)| *k != id) {
+                    let store = self.version_of(pinned, array);
                     let bytes = self
                         .reader
-                        .chunk(id)
+                        .chunk_in(store.as_ref(), id)
                         .map_err(|source| TreeError::Container { ino, source })?;
                     held = Some((id, bytes));
                 }

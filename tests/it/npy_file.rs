@@ -47,6 +47,19 @@ fn read_all(t: &Tree, ino: u64, step: u32) -> Vec<u8> {
     out
 }
 
+/// The first `len` bytes of file `ino` read through open handle `fh`.
+fn read_fh(t: &Tree, ino: u64, fh: u64, len: usize) -> Vec<u8> {
+    let mut out = Vec::new();
+    while out.len() < len {
+        let got = t.read(ino, fh, out.len() as u64, 1 << 20).unwrap();
+        if got.is_empty() {
+            break;
+        }
+        out.extend_from_slice(&got);
+    }
+    out
+}
+
 fn read_at(t: &Tree, ino: u64, offset: u64, size: u32) -> Vec<u8> {
     let fh = t.open(ino, libc::O_RDONLY).unwrap();
     let got = t.read(ino, fh, offset, size).unwrap().to_vec();
@@ -212,19 +225,24 @@ fn npy_tree_edits_show_in_both_views_and_commit_as_one() {
         assert_eq!(t.write(npy, fh, at, &vals).unwrap(), 80);
         want[at as usize..at as usize + 80].copy_from_slice(&vals);
     }
-    // array.npy shows it, and so does chunk 0's file (row 55, column 45: inside chunk 0's
-    // block grid at block (3, 1), item (7, 21)) before any commit.
-    assert_eq!(read_all(&t, npy, 4096), want);
+    // Descriptors opened for writing see the buffers: array.npy shows it, and so does chunk
+    // 0's file (row 55, column 45: inside chunk 0's block grid at block (3, 1), item
+    // (7, 21)) before any commit. A read-only descriptor reads the committed version.
+    assert_eq!(read_fh(&t, npy, fh, want.len()), want);
+    assert_eq!(read_all(&t, npy, 4096), before);
     let c0 = ino(&t, "data/00000000.bin");
+    let cfh = t.open(c0, libc::O_RDWR).unwrap();
     let block_items = 16 * 24;
     let item = (3 * 3 + 1) * block_items + 7 * 24 + 21; // blocks per chunk row: ceil(50/24)=3
-    let got = read_at(&t, c0, (item * 8) as u64, 8);
+    let got = t.read(c0, cfh, (item * 8) as u64, 8).unwrap().to_vec();
     assert_eq!(got, (-99.5f64).to_le_bytes());
     // An edit through the chunk file shows in array.npy at once: item (0, 0) of chunk 0.
-    let cfh = t.open(c0, libc::O_RDWR).unwrap();
     t.write(c0, cfh, 0, &123.0f64.to_le_bytes()).unwrap();
     want[hlen..hlen + 8].copy_from_slice(&123.0f64.to_le_bytes());
-    assert_eq!(read_at(&t, npy, hlen as u64, 8), 123.0f64.to_le_bytes());
+    assert_eq!(
+        t.read(npy, fh, hlen as u64, 8).unwrap().to_vec(),
+        123.0f64.to_le_bytes()
+    );
     // One fsync of array.npy commits every edited chunk of the array (four here).
     t.fsync(npy, fh).unwrap();
     t.release(fh).unwrap();
