@@ -875,6 +875,7 @@ fn writeback_b2lock_sidecar_is_honored() {
             "import sys, blosc2\n\
              sys.stdin.readline()\n\
              s = blosc2.open(sys.argv[1], mode='a', locking=True); s.vlmeta['py'] = 1\n\
+             del s\n\
              print('done', flush=True)",
         ])
         .arg(&src)
