@@ -23,8 +23,8 @@ pub fn as_url(source: &std::path::Path) -> Option<&str> {
 /// [`Error::Source`] when the object is not a container.
 #[cfg(feature = "remote")]
 pub fn open(url: &str, opts: &RemoteOptions) -> Result<Container, Error> {
-    use crate::remote::RemoteErrorKind as K;
-    let object = crate::remote::open(url, opts).map_err(|e| Error::Remote {
+    use crate::remote::{RemoteError, RemoteErrorKind as K};
+    let remote_err = |e: RemoteError| Error::Remote {
         url: url.to_owned(),
         code: match e.kind {
             K::Network => super::EXIT_NETWORK,
@@ -33,12 +33,44 @@ pub fn open(url: &str, opts: &RemoteOptions) -> Result<Container, Error> {
             K::Changed => super::EXIT_OTHER,
         },
         why: e.why,
-    })?;
-    let container =
-        crate::container::open_bytes(object.byte_source()).map_err(|e| Error::Source {
-            path: url.into(),
-            source: e,
-        })?;
+    };
+    let source_err = |e| Error::Source {
+        path: url.into(),
+        source: e,
+    };
+    // A prefix (a sparse frame or bcolz root): a URL ending in '/', or an S3 URL that names
+    // no object but has objects under it.
+    let is_s3 = url
+        .get(..5)
+        .is_some_and(|p| p.eq_ignore_ascii_case("s3://"));
+    let object = if url.ends_with('/') {
+        Err(None)
+    } else {
+        match crate::remote::open(url, opts) {
+            Ok(o) => Ok(o),
+            Err(e) if e.kind == K::NotFound && is_s3 => Err(Some(e)),
+            Err(e) => return Err(remote_err(e)),
+        }
+    };
+    let object = match object {
+        Ok(o) => o,
+        Err(not_found) => {
+            let prefix = match crate::remote::open_prefix(url, opts) {
+                Ok(p) => p,
+                Err(e) if e.kind == K::NotFound => return Err(remote_err(not_found.unwrap_or(e))),
+                Err(e) => return Err(remote_err(e)),
+            };
+            let container = crate::container::open_tree(prefix.byte_tree()).map_err(source_err)?;
+            log::info!(
+                "{url}: container opened with {} requests ({} bytes) for {} objects",
+                prefix.stats().requests(),
+                prefix.stats().bytes(),
+                prefix.len()
+            );
+            return Ok(container);
+        }
+    };
+    let container = crate::container::open_bytes(object.byte_source()).map_err(source_err)?;
     log::info!(
         "{url}: container opened with {} requests ({} bytes)",
         object.stats().requests(),
