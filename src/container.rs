@@ -317,6 +317,23 @@ impl Array {
         Array::from_frame(path.to_path_buf(), SourceKind::Cframe, f, stats)
     }
 
+    /// [`Array::open_frame_at`] of a frame held by a byte source that is not a local file (a
+    /// remote object, or a member of a remote `.b2z`); the array's path is the source's name.
+    ///
+    /// # Errors
+    ///
+    /// As [`open`].
+    pub fn open_frame_bytes(
+        bytes: Arc<dyn ByteSource>,
+        offset: u64,
+    ) -> Result<Array, ContainerError> {
+        let stats = Arc::new(IoStats::default());
+        let src = source::Source::from_bytes(bytes, Arc::clone(&stats));
+        let path = src.path().to_path_buf();
+        let f = frame::Frame::open_source(src, offset, None, Arc::clone(&stats))?;
+        Array::from_frame(path, SourceKind::Cframe, f, stats)
+    }
+
     fn from_frame(
         path: PathBuf,
         kind: SourceKind,

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use super::Error;
 use super::args::parse_size;
-use crate::container::Container;
+use crate::container::Opened;
 use crate::remote::RemoteOptions;
 
 /// The source argument as a URL, when it is one.
@@ -15,14 +15,15 @@ pub fn as_url(source: &std::path::Path) -> Option<&str> {
     source.to_str().filter(|s| crate::remote::is_url(s))
 }
 
-/// Opens the container at `url`, logging how many requests that took.
+/// Opens the source at `url` (a frame, a `.b2z` store, or a prefix holding a sparse frame or
+/// a bcolz root), logging how many requests that took.
 ///
 /// # Errors
 /// [`Error::Remote`] with the class's exit code (3: the object is missing, refused or not
 /// readable by ranges; 6: the endpoint cannot be reached or keeps failing), or
 /// [`Error::Source`] when the object is not a container.
 #[cfg(feature = "remote")]
-pub fn open(url: &str, opts: &RemoteOptions) -> Result<Container, Error> {
+pub fn open(url: &str, opts: &RemoteOptions) -> Result<Opened, Error> {
     use crate::remote::{RemoteError, RemoteErrorKind as K};
     let remote_err = |e: RemoteError| Error::Remote {
         url: url.to_owned(),
@@ -67,16 +68,25 @@ pub fn open(url: &str, opts: &RemoteOptions) -> Result<Container, Error> {
                 prefix.stats().bytes(),
                 prefix.len()
             );
-            return Ok(container);
+            return Ok(Opened::Single(container));
         }
     };
-    let container = crate::container::open_bytes(object.byte_source()).map_err(source_err)?;
+    let bytes = object.byte_source();
+    let mut magic = [0u8; 4];
+    let zip = bytes.len() >= 4
+        && bytes.read_exact_at(0, &mut magic).is_ok()
+        && (magic == *b"PK\x03\x04" || magic == *b"PK\x05\x06");
+    let opened = if zip {
+        Opened::Collection(crate::container::store::open_store_bytes(bytes).map_err(source_err)?)
+    } else {
+        Opened::Single(crate::container::open_bytes(bytes).map_err(source_err)?)
+    };
     log::info!(
         "{url}: container opened with {} requests ({} bytes)",
         object.stats().requests(),
         object.stats().bytes()
     );
-    Ok(container)
+    Ok(opened)
 }
 
 /// Without the `remote` feature a URL is a usage error.
@@ -84,7 +94,7 @@ pub fn open(url: &str, opts: &RemoteOptions) -> Result<Container, Error> {
 /// # Errors
 /// Always [`Error::Usage`].
 #[cfg(not(feature = "remote"))]
-pub fn open(url: &str, _opts: &RemoteOptions) -> Result<Container, Error> {
+pub fn open(url: &str, _opts: &RemoteOptions) -> Result<Opened, Error> {
     Err(Error::Usage(format!(
         "{url}: this b2fs was built without the 'remote' feature"
     )))

@@ -3,7 +3,9 @@
 //! from one listing plus one parallel round of metadata GETs, reads every chunk with the
 //! bytes of the same directory opened locally (one GET per cold chunk file, none when
 //! cached), fails with EIO (never other bytes) when a chunk object is replaced, and mounts
-//! through the CLI with every file equal to a local mount of the same directory.
+//! through the CLI with every file equal to a local mount of the same directory. And `.b2z`
+//! stores written by python-blosc2, over S3 and HTTP, through the tree: every chunk file,
+//! `array.npy` and `__attrs__` as python-blosc2 reads them.
 
 use std::path::{Path, PathBuf};
 
@@ -220,4 +222,60 @@ fn remote_prefix_mounts_and_info_match_local_mounts() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(3), "{err}");
     assert_eq!(err.lines().count(), 1, "{err}");
+}
+
+#[test]
+fn remote_b2z_stores_over_s3_and_http_show_python_blosc2_bytes_through_the_tree() {
+    use b2fs::tree::{Tree, TreeOptions};
+    let t = "remote_b2z_stores_over_s3_and_http_show_python_blosc2_bytes_through_the_tree";
+    let Some(py) = python(t) else {
+        return;
+    };
+    let Some(moto) = moto(t) else {
+        return;
+    };
+    let (dir, manifest) = crate::store_tree::gen_stores(&py);
+    let Some(http) = crate::remote_support::rclone(t, dir.path()) else {
+        return;
+    };
+    let proxy = Proxy::start(moto.port);
+    let s3_opts = RemoteOptions {
+        endpoint: Some(proxy.url.clone()),
+        no_sign_request: true,
+        ..RemoteOptions::default()
+    };
+    let mut checked = 0;
+    for (name, desc) in manifest.as_object().unwrap() {
+        if !name.ends_with(".b2z") {
+            continue;
+        }
+        let bytes = std::fs::read(dir.path().join(name)).unwrap();
+        put_object(&moto, name, &bytes, true);
+        for url in [
+            format!("s3://{BUCKET}/{name}"),
+            format!("{}/{name}", http.url),
+        ] {
+            let before = proxy.requests();
+            let obj = b2fs::remote::open(&url, &s3_opts).unwrap();
+            let c = container::store::open_store_bytes(obj.byte_source())
+                .unwrap_or_else(|e| panic!("{url}: {e}"));
+            let opened = obj.stats().requests();
+            if url.starts_with("s3://") {
+                assert_eq!(proxy.requests() - before, opened);
+            }
+            // These stores are smaller than the head and tail an open fetches: the central
+            // directory and embed.b2e come from those two GETs.
+            assert_eq!(opened, 2, "{url}: requests to open");
+            let tree = Tree::from_collection(c, TreeOptions::default()).unwrap();
+            let n = crate::store_tree::check_store(&tree, desc)
+                .unwrap_or_else(|e| panic!("{url}: {e}"));
+            assert!(n > 0, "{url}: no leaf checked");
+            checked += 1;
+            // Everything read once is cached: reading it all again costs no request.
+            let again = obj.stats().requests();
+            crate::store_tree::check_store(&tree, desc).unwrap();
+            assert_eq!(obj.stats().requests(), again, "{url}: cached");
+        }
+    }
+    assert!(checked >= 4, "{checked} remote stores checked");
 }
