@@ -62,6 +62,9 @@ pub struct RemoteOptions {
     pub timeout: Duration,
     /// `remote_retries=N`: retries of a failed request (5xx, reset, timeout), with backoff.
     pub retries: usize,
+    /// `ca_file=PATH`: PEM certificates trusted for HTTPS besides the system's (which
+    /// `SSL_CERT_FILE` / `SSL_CERT_DIR` replace, as for OpenSSL).
+    pub ca_file: Option<std::path::PathBuf>,
 }
 
 impl Default for RemoteOptions {
@@ -73,6 +76,7 @@ impl Default for RemoteOptions {
             cache_bytes: 256 << 20,
             timeout: Duration::from_secs(10),
             retries: 3,
+            ca_file: None,
         }
     }
 }

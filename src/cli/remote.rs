@@ -146,6 +146,11 @@ pub fn set_option(o: &mut RemoteOptions, key: &str, value: Option<&str>) -> Resu
                 .filter(|n| *n <= 20)
                 .ok_or_else(|| format!("option 'remote_retries': expected 0..20, got '{v}'"))?;
         }
+        "ca_file" => {
+            // Absolute: the daemon does not run where the command was typed.
+            let v = need()?;
+            o.ca_file = Some(std::path::absolute(v).unwrap_or_else(|_| v.into()));
+        }
         _ => return Ok(false),
     }
     Ok(true)
@@ -173,6 +178,9 @@ pub fn to_arg(o: &RemoteOptions) -> Vec<String> {
     if o.retries != d.retries {
         v.push(format!("remote_retries={}", o.retries));
     }
+    if let Some(ca) = &o.ca_file {
+        v.push(format!("ca_file={}", ca.display()));
+    }
     v
 }
 
@@ -190,6 +198,7 @@ mod tests {
             ("remote_cache", Some("64M")),
             ("remote_timeout", Some("0.5")),
             ("remote_retries", Some("0")),
+            ("ca_file", Some("/etc/b2fs/ca.pem")),
         ] {
             assert_eq!(set_option(&mut o, k, v), Ok(true), "{k}");
         }

@@ -198,10 +198,22 @@ impl Client {
         // A prefix (`.../dir/`) is the path without its last slash.
         let path = StorePath::from_url_path(key.trim_end_matches('/'))
             .map_err(|e| config(e.to_string()))?;
-        let client_opts = ClientOptions::new()
+        let mut client_opts = ClientOptions::new()
             .with_timeout(opts.timeout)
             .with_connect_timeout(opts.timeout.min(Duration::from_secs(5)))
             .with_allow_http(true);
+        if let Some(ca) = &opts.ca_file {
+            let pem =
+                std::fs::read(ca).map_err(|e| config(format!("ca_file {}: {e}", ca.display())))?;
+            let certs = object_store::Certificate::from_pem_bundle(&pem)
+                .map_err(|e| config(format!("ca_file {}: {}", ca.display(), one_line(&e))))?;
+            if certs.is_empty() {
+                return Err(config(format!("ca_file {}: no certificate", ca.display())));
+            }
+            for c in certs {
+                client_opts = client_opts.with_root_certificate(c);
+            }
+        }
         let deadline = opts.deadline();
         let retry = RetryConfig {
             backoff: BackoffConfig {
