@@ -18,9 +18,9 @@
 //!   each object read whole in one GET into the same kind of cache.
 //!
 //! Knows nothing of FUSE or the tree; of the container layer it knows only the `ByteSource`
-//! trait it implements. No caller ever waits without a deadline: a read that cannot get its
-//! bytes in time fails (EIO above), and a changed object (HTTP 412) fails every later read of
-//! it, logged once naming the object, never mixing versions.
+//! and `ByteTree` traits it implements. No caller ever waits without a deadline: a read that
+//! cannot get its bytes in time fails (EIO above), and a changed object (HTTP 412) fails every
+//! later read of it, logged once naming the object, never mixing versions.
 
 #[cfg(feature = "remote")]
 mod cache;
