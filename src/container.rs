@@ -66,7 +66,7 @@ pub use error::ContainerError;
 pub use files::{ByteTree, open_tree};
 pub use frame::{FrameInfo, Vlmetalayer};
 pub use ndim::{Grid, NdMeta};
-pub use source::{ByteSource, IoStats};
+pub use source::{ByteSource, FileState, IoStats};
 pub use store::{Collection, Opened, open_any};
 
 use crate::codec::ChunkHeader;
@@ -672,6 +672,27 @@ impl Array {
         match &self.inner {
             Inner::Frame(f) => f.changed_on_disk(),
             Inner::Bcolz(c) => Ok(c.changed_on_disk()),
+        }
+    }
+
+    /// The files whose `stat` changes when another writer changes the array (frame file or
+    /// `chunks.b2frame`; bcolz `meta/sizes`, `meta/storage`, `__attrs__`); none for remote
+    /// sources. See [`FileState::stat`].
+    pub fn watched_files(&self) -> Vec<PathBuf> {
+        match &self.inner {
+            Inner::Frame(f) => f.watched_files(),
+            Inner::Bcolz(c) => c.watched_files(),
+        }
+    }
+
+    /// The state of a contiguous frame's open file now (one `fstat`: which file, length,
+    /// mtime): what tells whether another writer changed its bytes since a read began.
+    /// `None` for sparse frames, bcolz and remote sources, whose chunks live in files of
+    /// their own.
+    pub fn file_state(&self) -> Option<FileState> {
+        match &self.inner {
+            Inner::Frame(f) if f.is_contiguous() => f.source().file_state(),
+            _ => None,
         }
     }
 

@@ -13,8 +13,10 @@
 
 pub mod convert;
 pub mod mount;
+mod push;
 
 use std::ffi::OsStr;
+use std::sync::Arc;
 use std::time::Duration;
 
 use fuser::{
@@ -59,14 +61,33 @@ pub enum CachePolicy {
 /// The [`fuser::Filesystem`] over a [`Tree`].
 #[derive(Debug)]
 pub struct FuseAdapter {
-    tree: Tree,
+    tree: Arc<Tree>,
     policy: CachePolicy,
+    /// The policy decided when the kernel connected (never `Auto`), for the mounting code.
+    decided: std::sync::Arc<std::sync::OnceLock<CachePolicy>>,
+    /// Where pages offered to the kernel go, once the session exists (see [`push`]).
+    pusher: std::sync::Arc<std::sync::OnceLock<push::Pusher>>,
 }
 
 impl FuseAdapter {
     /// Serves `tree` with file content cached as `policy` says.
-    pub fn new(tree: Tree, policy: CachePolicy) -> FuseAdapter {
-        FuseAdapter { tree, policy }
+    pub fn new(tree: Arc<Tree>, policy: CachePolicy) -> FuseAdapter {
+        FuseAdapter {
+            tree,
+            policy,
+            decided: Default::default(),
+            pusher: Default::default(),
+        }
+    }
+
+    /// Where the mounting code puts the page pusher once it has the session's notifier.
+    pub(crate) fn pusher_slot(&self) -> std::sync::Arc<std::sync::OnceLock<push::Pusher>> {
+        self.pusher.clone()
+    }
+
+    /// Where the policy decided at the kernel's connection will be (set by `init`).
+    pub(crate) fn decided(&self) -> std::sync::Arc<std::sync::OnceLock<CachePolicy>> {
+        self.decided.clone()
     }
 
     /// The tree being served.
@@ -147,6 +168,7 @@ impl Filesystem for FuseAdapter {
             };
         }
         log::debug!("file content policy: {:?}", self.policy);
+        let _ = self.decided.set(self.policy);
         Ok(())
     }
 
@@ -203,7 +225,17 @@ impl Filesystem for FuseAdapter {
         reply: ReplyData,
     ) {
         match self.tree.read(ino.0, fh.0, offset, size) {
-            Ok(data) => reply.data(&data),
+            Ok(data) => {
+                // With direct I/O only page faults of mmap readers fill the page cache: offer
+                // the pages the fault's decode made cheap (see `Tree::pages_near`) before
+                // the answer lets the reader run on.
+                if self.policy == CachePolicy::DirectIo {
+                    if let Some(pusher) = self.pusher.get() {
+                        pusher.offer(ino.0, self.tree.pages_near(ino.0, fh.0, offset, size));
+                    }
+                }
+                reply.data(&data);
+            }
             Err(e) => {
                 log_error(&self.tree, "read", ino, &e);
                 reply.error(errno(&e));

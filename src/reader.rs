@@ -14,9 +14,14 @@
 //! Subtleties and who handles them:
 //! - **One decode per chunk.** Every cache is single-flight ([`ChunkCache`]); a reader that
 //!   arrives while its chunk is being prefetched waits for that decode.
+//! - **Versions.** Every cache is keyed by [`ChunkKey`]: the chunk and its stamp in the store
+//!   version read ([`ChunkStore::stamp`]). A descriptor reads through the version it pinned
+//!   ([`ChunkReader::read_in`], [`Snapshot`], `version.rs`), so a commit or another writer
+//!   never gives it bytes of another version, and changed chunks never hit old copies.
 //! - **Invalidation races.** [`ChunkReader::forget`] drops blocks, then bumps a generation
 //!   counter, then drops pages and whole chunks, joining loads in flight; a small read that
-//!   cut pages from a block it got before the bump takes them back (`small.rs`).
+//!   cut pages from a block it got before the bump takes them back (`small.rs`). Dropping is
+//!   for memory only: correctness comes from the stamps.
 //! - **Scans.** A chunk one reader streamed from start to end is recycled first
 //!   ([`ChunkCache::streamed`]); prefetch goes no deeper than the cache holds beside the chunk
 //!   being read. What to prefetch is the caller's choice ([`ChunkReader::prefetch`]): chunk
@@ -35,6 +40,7 @@ mod plan;
 mod prefetch;
 mod small;
 pub mod store;
+mod version;
 
 use std::collections::HashMap;
 use std::ops::{Deref, Range};
@@ -47,9 +53,10 @@ use crate::cache::ChunkCache;
 pub use crate::cache::{Bytes, CacheStats};
 use crate::container::ContainerError;
 
-pub use live::{ChunkEdit, Committer, LiveArray};
+pub use live::{Change, ChunkEdit, Committer, LiveArray};
 pub use plan::{Pattern, Plan};
 pub use store::ChunkStore;
+pub use version::Snapshot;
 
 /// One array of a mount (a frame, a carray, a ctable column): an index into the reader's
 /// stores, stable for the life of the mount.
@@ -79,8 +86,39 @@ impl ChunkId {
     }
 }
 
+/// One version of one chunk: the key of every cache. `stamp` is the store's
+/// [`ChunkStore::stamp`]: equal stamps of one chunk mean equal bytes, so a commit or a change
+/// by another writer gives the changed chunks new stamps and leaves the others' cached copies
+/// in use, and a descriptor that pinned an older version keeps hitting that version's copies.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ChunkKey {
+    /// The chunk.
+    pub id: ChunkId,
+    /// Its version.
+    pub stamp: u64,
+}
+
+/// One chunk of one version of a store, as the decoders take it.
+#[derive(Clone, Copy)]
+struct At<'a> {
+    store: &'a dyn ChunkStore,
+    key: ChunkKey,
+}
+
+impl<'a> At<'a> {
+    fn new(store: &'a dyn ChunkStore, id: ChunkId) -> At<'a> {
+        At {
+            store,
+            key: ChunkKey {
+                id,
+                stamp: store.stamp(id.index),
+            },
+        }
+    }
+}
+
 /// One block of one chunk (the key of the block and page caches: a block or page number).
-type BlockKey = (ChunkId, usize);
+type BlockKey = (ChunkKey, usize);
 
 /// Largest read served by a range decode. Kernel readahead of a sequential scan arrives as
 /// 128 KiB+ requests, possibly out of order across worker threads; only small reads are
@@ -119,10 +157,11 @@ pub struct ReadHint {
     /// Every read of the handle so far continued the previous one from offset 0: reaching the
     /// chunk's end streams it once (when the caller also confirms it is the sole reader).
     pub streaming: bool,
-    /// The handle's reads so far, this one included, cover the bytes up to the furthest one
-    /// about once (between half and twice): a scan, possibly served out of order, as opposed
-    /// to scattered or repeated reads (an mmap reader's page faults and their readahead).
-    pub dense: bool,
+    /// Bytes of the handle's current stream, this read included: reads that continue one
+    /// another (requests of one large read served out of order count) and cover their span
+    /// about once. A scan grows it without end; an mmap reader's page faults and the
+    /// readahead around them start a new stream at every jump.
+    pub stream: u64,
 }
 
 /// Tuning knobs of a [`ChunkReader`].
@@ -149,10 +188,10 @@ pub struct ReaderOptions {
 struct Core {
     stores: Vec<Arc<dyn ChunkStore>>,
     /// Decompressed chunks.
-    cache: ChunkCache<ChunkId>,
+    cache: ChunkCache<ChunkKey>,
     /// Compressed chunks kept for range decodes: a random small read must not re-read a
     /// whole compressed chunk from the source each time.
-    compressed: ChunkCache<ChunkId>,
+    compressed: ChunkCache<ChunkKey>,
     /// Decoded blocks of chunks read at random in small pieces.
     blocks: ChunkCache<BlockKey>,
     /// The 4 KiB pages small random reads asked for, cut from the blocks decoded for them.
@@ -160,7 +199,7 @@ struct Core {
     /// Bumped by every invalidation before it drops pages (see `small.rs`).
     page_gen: AtomicU64,
     /// Block sizes of the chunks `blocks` has seen (0: not worth caching by block).
-    block_sizes: Mutex<HashMap<ChunkId, usize>>,
+    block_sizes: Mutex<HashMap<ChunkKey, usize>>,
     decode_threads: usize,
     parallel_decode_min: usize,
 }
@@ -170,15 +209,35 @@ impl Core {
         self.stores[array.index()].as_ref()
     }
 
-    /// The whole decompressed chunk, from the cache or decoded once. `split`: decode a large
-    /// chunk on several threads (a reader waits for it); prefetch threads decode alone.
-    fn chunk(&self, id: ChunkId, split: bool) -> Result<Bytes, ContainerError> {
-        self.cache.get_or_load(id, || self.decode(id, split))
+    /// The version of `array` reads start from now ([`ChunkStore::pin`]).
+    fn pinned(&self, array: ArrayId) -> Arc<dyn ChunkStore> {
+        let store = &self.stores[array.index()];
+        store.pin().unwrap_or_else(|| store.clone())
     }
 
-    /// A prefetch of a whole chunk, kept ahead of its reader ([`ChunkCache::load_ahead`]).
+    /// The key of chunk `id` as its store is now.
+    fn current_key(&self, id: ChunkId) -> ChunkKey {
+        ChunkKey {
+            id,
+            stamp: self.store(id.array).stamp(id.index),
+        }
+    }
+
+    /// The whole decompressed chunk, from the cache or decoded once. `split`: decode a large
+    /// chunk on several threads (a reader waits for it); prefetch threads decode alone.
+    fn chunk(&self, at: &At<'_>, split: bool) -> Result<Bytes, ContainerError> {
+        self.cache.get_or_load(at.key, || self.decode(at, split))
+    }
+
+    /// A prefetch of a whole chunk of the store as it is now, kept ahead of its reader
+    /// ([`ChunkCache::load_ahead`]).
     fn chunk_ahead(&self, id: ChunkId) -> Result<Bytes, ContainerError> {
-        self.cache.load_ahead(id, || self.decode(id, false))
+        let store = self.pinned(id.array);
+        let at = At::new(store.as_ref(), id);
+        if self.cache.contains_or_loading(&at.key) {
+            return Ok(Bytes::default());
+        }
+        self.cache.load_ahead(at.key, || self.decode(&at, false))
     }
 }
 
@@ -228,6 +287,12 @@ impl ChunkReader {
         self.core.store(array)
     }
 
+    /// The version of `array` as it is now, fixed: reads through it see that version only
+    /// (what a descriptor pins at open, see [`ChunkStore::pin`]).
+    pub fn pinned(&self, array: ArrayId) -> Arc<dyn ChunkStore> {
+        self.core.pinned(array)
+    }
+
     /// Number of chunks of `array` now.
     pub fn nchunks(&self, array: ArrayId) -> usize {
         self.core.store(array).nchunks()
@@ -246,7 +311,15 @@ impl ChunkReader {
     /// # Errors
     /// When the chunk cannot be read or decoded.
     pub fn chunk(&self, id: ChunkId) -> Result<Bytes, ContainerError> {
-        self.core.chunk(id, true)
+        self.chunk_in(self.core.pinned(id.array).as_ref(), id)
+    }
+
+    /// The whole decoded chunk `id` of `store`, a version of its array ([`ChunkReader::pinned`]).
+    ///
+    /// # Errors
+    /// When the chunk cannot be read or decoded.
+    pub fn chunk_in(&self, store: &dyn ChunkStore, id: ChunkId) -> Result<Bytes, ContainerError> {
+        self.core.chunk(&At::new(store, id), true)
     }
 
     /// Bytes `[offset, offset + size)` of chunk `id` (fewer only at its end). `sole_reader`
@@ -263,26 +336,46 @@ impl ChunkReader {
         hint: ReadHint,
         sole_reader: impl FnOnce() -> bool,
     ) -> Result<ReadData, ContainerError> {
+        let store = self.core.pinned(id.array);
+        self.read_in(store.as_ref(), id, offset, size, hint, sole_reader)
+    }
+
+    /// [`ChunkReader::read`] of the version `store` of the array ([`ChunkReader::pinned`]):
+    /// the bytes that version holds, or an error, never another version's.
+    ///
+    /// # Errors
+    /// When the chunk cannot be read or decoded.
+    pub fn read_in(
+        &self,
+        store: &dyn ChunkStore,
+        id: ChunkId,
+        offset: u64,
+        size: u32,
+        hint: ReadHint,
+        sole_reader: impl FnOnce() -> bool,
+    ) -> Result<ReadData, ContainerError> {
         let core = &self.core;
-        let nbytes = self.chunk_nbytes(id)?;
+        let at = At::new(store, id);
+        let key = at.key;
+        let nbytes = store.chunk_nbytes(id.index)?;
         let r = window(nbytes, offset, size);
         if r.is_empty() {
             return Ok(ReadData::Owned(Vec::new()));
         }
-        let cached = core.cache.get(&id);
+        let cached = core.cache.get(&key);
         let plan = plan::plan(
             hint.pattern,
             r.clone(),
             nbytes,
             self.options.range_factor,
-            cached.is_some() || core.cache.contains_or_loading(&id),
+            cached.is_some() || core.cache.contains_or_loading(&key),
         );
         match plan {
             Plan::Small => {
-                if let Some(hit) = self.small_read(id, nbytes, r.clone())? {
+                if let Some(hit) = self.small_read(&at, nbytes, r.clone())? {
                     return Ok(hit);
                 }
-                let out = core.decode_range(id, r.start, vec![0u8; r.len()])?;
+                let out = core.decode_range(&at, r.start, vec![0u8; r.len()])?;
                 Ok(ReadData::Owned(out))
             }
             Plan::Whole | Plan::WholeNoPrefetch => {
@@ -290,17 +383,76 @@ impl ChunkReader {
                 // prefetches started earlier would take cores from its decode.
                 let bytes = match cached {
                     Some(b) => b,
-                    None => core.chunk(id, true)?,
+                    None => core.chunk(&at, true)?,
                 };
                 if plan == Plan::Whole {
                     self.prefetch_after(id, nbytes);
                 }
                 if hint.streaming && r.end == nbytes && sole_reader() {
-                    core.cache.streamed(&id);
+                    core.cache.streamed(&key);
                 }
+                // A size read from a header another writer changed must not cut past the
+                // bytes decoded (a read then fails its version check, or is short).
+                let r = r.start.min(bytes.len())..r.end.min(bytes.len());
                 Ok(ReadData::Chunk(bytes, r))
             }
         }
+    }
+
+    /// Decoded bytes of chunk `id` of version `store` around byte `offset`, and where they
+    /// start in the chunk:
+    /// the whole chunk when it is cached or being loaded; else the block `offset` falls in
+    /// (decoded once into the block cache) when the chunk has two blocks or more; else the
+    /// whole chunk. What a scattered read of many small runs (an `array.npy` window) takes
+    /// for each run, so that it decodes only the blocks it touches.
+    ///
+    /// # Errors
+    /// When the chunk cannot be read or decoded.
+    pub fn covering(
+        &self,
+        store: &dyn ChunkStore,
+        id: ChunkId,
+        offset: usize,
+    ) -> Result<(Bytes, usize), ContainerError> {
+        let core = &self.core;
+        let at = At::new(store, id);
+        let key = at.key;
+        if let Some(bytes) = core.cache.get(&key) {
+            return Ok((bytes, 0));
+        }
+        if !core.cache.contains_or_loading(&key) {
+            let nbytes = store.chunk_nbytes(id.index)?;
+            let bs = core.block_size_for_cache(&at, nbytes);
+            if bs > 0 && offset < nbytes {
+                let start = offset / bs * bs;
+                let len = bs.min(nbytes - start);
+                let block = core.blocks.get_or_load((key, offset / bs), || {
+                    core.decode_range(&at, start, core.blocks.buffer(len))
+                })?;
+                if block.len() == len {
+                    return Ok((block, start));
+                }
+            }
+        }
+        Ok((core.chunk(&at, true)?, 0))
+    }
+
+    /// As [`ChunkReader::covering`], but only what is cached already (the whole chunk, or the
+    /// decoded block `offset` falls in): `None` rather than a decode.
+    pub fn covering_cached(
+        &self,
+        store: &dyn ChunkStore,
+        id: ChunkId,
+        offset: usize,
+    ) -> Option<(Bytes, usize)> {
+        let core = &self.core;
+        let key = At::new(store, id).key;
+        if let Some(bytes) = core.cache.get(&key) {
+            return Some((bytes, 0));
+        }
+        let bs = *core.block_sizes.lock().get(&key)?;
+        let block = core.blocks.get(&(key, offset.checked_div(bs)?))?;
+        Some((block, offset / bs * bs))
     }
 
     /// Asks the prefetch threads for the chunks after `id` (whose size is `nbytes`): the
@@ -328,25 +480,30 @@ impl ChunkReader {
     pub fn prefetch(&self, ids: impl IntoIterator<Item = ChunkId>) {
         let Some(p) = &self.prefetch else { return };
         for id in ids {
-            if !self.core.cache.contains_or_loading(&id) {
+            if !self
+                .core
+                .cache
+                .contains_or_loading(&self.core.current_key(id))
+            {
                 p.request(id);
             }
         }
     }
 
-    /// Drops everything cached of the chunks `which` selects, joining loads in flight (see
-    /// [`ChunkCache::purge_where`]). Loads that start later read the swapped-in source, since
-    /// loaders fetch it inside their closures. Pages are dropped after the blocks they are cut
-    /// from, behind a generation bump (see `small.rs`).
+    /// Drops every cached version of the chunks `which` selects, joining loads in flight (see
+    /// [`ChunkCache::purge_where`]): memory no current reader will ask for. Correctness does
+    /// not depend on it: versions are keyed by stamp ([`ChunkKey`]), so a changed chunk is
+    /// never served from a copy of its old bytes. Pages are dropped after the blocks they are
+    /// cut from, behind a generation bump (see `small.rs`).
     pub fn forget(&self, which: impl Fn(ChunkId) -> bool) {
         let core = &self.core;
-        core.block_sizes.lock().retain(|&id, _| !which(id));
-        core.blocks.purge_where(|&(id, _)| which(id));
+        core.block_sizes.lock().retain(|k, _| !which(k.id));
+        core.blocks.purge_where(|(k, _)| which(k.id));
         core.page_gen
             .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-        core.pages.purge_where(|&(id, _)| which(id));
+        core.pages.purge_where(|(k, _)| which(k.id));
         for cache in [&core.cache, &core.compressed] {
-            cache.purge_where(|&id| which(id));
+            cache.purge_where(|k| which(k.id));
         }
     }
 

@@ -26,12 +26,13 @@
 //! | `inode.rs` | the numbering plan: nodes, chunk files per array, scratch files |
 //! | `layout.rs`, `view.rs` | the nodes a source shows and the rules that choose them |
 //! | `dir.rs` | listings and chunk file names |
-//! | `handle.rs` | open handles and the access pattern of each ([`crate::reader::ReadHint`]) |
+//! | `handle.rs` | open handles, the version a read-only one pinned, the access pattern ([`crate::reader::ReadHint`]) |
 //! | `read.rs` | what a read returns, per kind of file |
 //! | `npy.rs` | `array.npy` / `table.npy`: bytes assembled from chunks, writes split into chunk edits |
 //! | `edit.rs` | buffered edits (keyed by chunk, not by file) and the write operations |
 //! | `commit.rs` | when and how buffers are committed, refused, dropped; the kernel-cache rules |
 //! | `scratch.rs` | editors' temp files in the root, rename over `__attrs__` |
+//! | `follow.rs` | noticing other writers' changes: reloads and the kernel invalidations |
 //!
 //! Subtleties and who handles them:
 //! - **Stable inode numbers** (`inode.rs`); **readdir offsets are positions** (`dir.rs`).
@@ -45,12 +46,17 @@
 //!   and on release (`commit.rs`); commits are serialised by the committer lock.
 //! - **ctables**: a commit that changes a column's row count resizes every column
 //!   (`commit.rs`); opening one read-write first trims columns longer than the first.
-//! - **Other writers**: a commit that finds the source changed on disk (ESTALE) reloads every
-//!   array and drops cached chunks, so a retry applies to what is stored now.
+//! - **One version per descriptor** (issue 12): a read-only descriptor reads the array
+//!   version it pinned at open (`read.rs`, [`crate::reader::Snapshot`]), never bytes of two.
+//! - **Other writers**: the tree follows changes to the source (`follow.rs`: at open, lookup,
+//!   and every second from the adapter); a commit that finds the source changed on disk
+//!   (ESTALE) reloads every array and drops cached chunks, so a retry applies to what is
+//!   stored now.
 //!
 //! Lock order (parking_lot mutexes are not reentrant): `handles` before `edits` before
 //! `scratch` before `kcache`; the `committer` is taken before any of them and held for a whole
-//! commit. `Tree::entry` takes `edits` and `scratch` itself: never call it (or `getattr`,
+//! commit (a reload after another writer takes it too). `follow.rs`'s own locks are leaves.
+//! `Tree::entry` takes `edits` and `scratch` itself: never call it (or `getattr`,
 //! `lookup`) with either held. No lock is held across a decode except the committer's.
 
 pub mod attr;
@@ -60,6 +66,7 @@ mod dir;
 mod edit;
 pub mod error;
 pub mod events;
+mod follow;
 mod handle;
 pub mod inode;
 pub mod layout;
@@ -92,6 +99,7 @@ pub use crate::reader::{RANGE_READ_MAX, ReadData};
 pub use attr::{Attr, DirEntry, EntryKind, StatFs};
 pub use dir::{ReadDir, chunk_name};
 pub use error::{TreeError, display_chain};
+pub use follow::{Follow, Invalidation};
 pub use layout::{Layout, Owner, ROOT_INO};
 
 /// Preferred I/O size reported in `stat` (`st_blksize`): the largest FUSE request. `cat`,
@@ -195,6 +203,8 @@ pub struct Tree {
     committer: Mutex<Committer>,
     /// Issue 15: recent refusals and errors, for `b2fs log` ([`events`]).
     events: events::EventLog,
+    /// Issue 12: following changes other writers make to the source (`follow.rs`).
+    follow: Arc<Follow>,
 }
 
 impl Tree {
@@ -266,6 +276,7 @@ impl Tree {
             kcache: Mutex::new(KernelCache::default()),
             committer: Mutex::new(Committer::new()),
             events: events::EventLog::default(),
+            follow: Arc::default(),
         }
     }
 
@@ -371,6 +382,7 @@ impl Tree {
         if name.len() > NAME_MAX {
             return Err(TreeError::NameTooLong);
         }
+        self.follow_at_lookup();
         let Entry::Dir(node, data) = self.entry(parent)? else {
             return Err(TreeError::NotADirectory(parent));
         };
@@ -457,7 +469,9 @@ impl Tree {
         if let Entry::Dir(..) = self.entry(ino)? {
             return Err(TreeError::IsADirectory(ino));
         }
-        let fh = self.handles.open(ino, write);
+        self.follow_at_open(ino);
+        let pinned = (!write).then(|| self.pin(ino));
+        let fh = self.handles.open(ino, write, pinned);
         if write && flags & libc::O_TRUNC != 0 {
             if let Err(e) = self.set_size(ino, 0) {
                 let _ = self.handles.close(fh);

@@ -4,6 +4,9 @@ Usage:
   npy_check.py save SRC OUT.npy      np.save(OUT, blosc2.open(SRC)[...]) (bcolz: carray[:])
   npy_check.py gen2d OUT.b2nd        a 2-D float64 b2nd whose chunk and block shapes do not
                                      divide its shape (several chunks per slab)
+  npy_check.py gen2dwide OUT.b2nd    the same with rows of 8,800 bytes (over a page, not a
+                                     multiple of it) and blocks narrower than a chunk
+  npy_check.py genbcolz2d OUT        the gen2d values as a bcolz carray (chunks of 37 rows)
   npy_check.py mount MNT SRC         through a mounted SRC: np.load of MNT/array.npy equals
                                      the reference; 200 random windows of np.load(mmap_mode='r')
                                      equal the reference's; prints "ok N"
@@ -39,6 +42,18 @@ def main():
         out = sys.argv[2]
         a = np.arange(230 * 170, dtype=np.float64).reshape(230, 170) * 0.5
         blosc2.asarray(a, urlpath=out, mode="w", chunks=(60, 50), blocks=(16, 24))
+    elif cmd == "gen2dwide":
+        import blosc2
+
+        out = sys.argv[2]
+        a = np.arange(300 * 1100, dtype=np.float64).reshape(300, 1100) * 0.25
+        blosc2.asarray(a, urlpath=out, mode="w", chunks=(70, 300), blocks=(20, 120))
+    elif cmd == "genbcolz2d":
+        import bcolz
+
+        out = sys.argv[2]
+        a = np.arange(230 * 170, dtype=np.float64).reshape(230, 170) * 0.5
+        bcolz.carray(a, rootdir=out, mode="w", chunklen=37).flush()
     elif cmd == "mount":
         mnt, src = sys.argv[2], sys.argv[3]
         ref = read_ref(src)

@@ -213,10 +213,10 @@ fn serve(
         },
         read_only: opts.read_only,
     };
-    let mut session = crate::fuse::mount::session(tree, mountpoint, &cfg)
+    let (mut session, policy) = crate::fuse::mount::session(tree, mountpoint, &cfg)
         .map_err(|e| classify_mount_error(mountpoint, e))?;
     log::info!("mounted {} at {}", source.display(), mountpoint.display());
-    raise_readahead(mountpoint);
+    set_readahead(mountpoint, policy);
     ready(mountpoint);
     signals::spawn_unmounter(
         signals,
@@ -230,16 +230,28 @@ fn serve(
     Ok(())
 }
 
-/// Kernel readahead for the mount, in KiB.
+/// Kernel readahead of a mount whose files are read through the page cache, in KiB.
 const READAHEAD_KB: u32 = 4096;
 
-/// Raises the kernel's readahead window for this mount (its backing device info) from the
-/// 128 KiB FUSE negotiates to [`READAHEAD_KB`], so a sequential read through the page cache
-/// reaches b2fs as ~1 MiB requests instead of 128 KiB ones (measured: cold sequential
-/// keep_cache reads were ~3x slower than direct_io without it). Needs root; a failure only
-/// costs speed. The device number comes from `/proc/self/mountinfo`: a `stat` of the
-/// mountpoint would ask this very process, which does not serve requests yet.
-fn raise_readahead(mountpoint: &Path) {
+/// Sets the kernel's readahead window for this mount (its backing device info), which FUSE
+/// negotiates as 128 KiB:
+/// - through the page cache ([`CachePolicy::KeepCache`]): raised to [`READAHEAD_KB`], so a
+///   sequential read reaches b2fs as ~1 MiB requests instead of 128 KiB ones (measured: cold
+///   sequential keep_cache reads were ~3x slower without it);
+/// - with direct I/O, reads bypass the page cache and only mmap readers use it: there the
+///   readahead is the read-around of a page fault, which for an `array.npy` window asks for
+///   whole rows of the array across every chunk column around each faulting row. Set to 0:
+///   a fault reads its page (measured on 64x64 windows of a 1 GiB 2-D array through
+///   `np.load(mmap_mode='r')`, BENCHMARKS.md: 4 MiB read-around 34 windows/s, none 217/s).
+///
+/// Needs root; a failure only costs speed. The device number comes from
+/// `/proc/self/mountinfo`: a `stat` of the mountpoint would ask this very process, which does
+/// not serve requests yet.
+fn set_readahead(mountpoint: &Path, policy: CachePolicy) {
+    let kb = match policy {
+        CachePolicy::DirectIo => 0,
+        CachePolicy::KeepCache | CachePolicy::Auto => READAHEAD_KB,
+    };
     let info = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
     let dev = info.lines().find_map(|l| {
         let mut f = l.split(' ');
@@ -252,8 +264,8 @@ fn raise_readahead(mountpoint: &Path) {
         return;
     };
     let path = format!("/sys/class/bdi/{dev}/read_ahead_kb");
-    match std::fs::write(&path, READAHEAD_KB.to_string()) {
-        Ok(()) => log::debug!("readahead: {path} = {READAHEAD_KB}"),
+    match std::fs::write(&path, kb.to_string()) {
+        Ok(()) => log::debug!("readahead: {path} = {kb}"),
         Err(e) => log::debug!("readahead: cannot write {path}: {e}"),
     }
 }

@@ -416,6 +416,18 @@ impl Carray {
             && same("__attrs__", &self.attrs, self.attrs_file))
     }
 
+    /// The files another writer changes when it changes the carray: `meta/sizes` (its commit
+    /// point), `meta/storage`, `__attrs__` (none for blsk, which is never written).
+    pub(crate) fn watched_files(&self) -> Vec<PathBuf> {
+        if self.is_blsk() {
+            return Vec::new();
+        }
+        ["meta/sizes", "meta/storage", "__attrs__"]
+            .iter()
+            .map(|f| self.root.join(f))
+            .collect()
+    }
+
     /// Modification time of `meta/sizes` (bcolz's commit point).
     pub(crate) fn mtime(&self) -> SystemTime {
         self.mtime

@@ -419,6 +419,20 @@ impl Frame {
         &self.info
     }
 
+    /// The file another writer changes when it changes the frame (the frame file, or a
+    /// sparse frame's `chunks.b2frame`); none for a remote source.
+    pub(crate) fn watched_files(&self) -> Vec<PathBuf> {
+        if self.src.byte_source().is_some() {
+            return Vec::new();
+        }
+        vec![self.src.path().to_path_buf()]
+    }
+
+    /// Whether the frame is contiguous (its chunks live in the frame file).
+    pub(crate) fn is_contiguous(&self) -> bool {
+        self.dir.is_none()
+    }
+
     /// The file holding the header (the frame file or `chunks.b2frame`).
     pub(crate) fn source(&self) -> &Source {
         &self.src

@@ -89,6 +89,34 @@ enum Backend {
     Bytes(Arc<dyn ByteSource>),
 }
 
+/// What `fstat` says of an open file: which file it is and the length and modification time
+/// a change of its bytes moves ([`crate::container::Array::file_state`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FileState {
+    /// Device and inode: which file.
+    pub id: (u64, u64),
+    /// Length in bytes.
+    pub len: u64,
+    /// Modification time.
+    pub mtime: SystemTime,
+}
+
+impl FileState {
+    /// The state of the file at `path` now (`None`: missing or unreadable).
+    pub fn stat(path: &Path) -> Option<FileState> {
+        std::fs::metadata(path).ok().map(|m| FileState::of(&m))
+    }
+
+    fn of(meta: &std::fs::Metadata) -> FileState {
+        use std::os::unix::fs::MetadataExt;
+        FileState {
+            id: (meta.dev(), meta.ino()),
+            len: meta.len(),
+            mtime: meta.modified().unwrap_or(SystemTime::UNIX_EPOCH),
+        }
+    }
+}
+
 /// One open file of a source, read with `pread` (or from a [`ByteSource`]).
 #[derive(Debug)]
 pub(crate) struct Source {
@@ -145,6 +173,15 @@ impl Source {
             backend: Backend::Bytes(bytes),
             stats,
             map: None,
+        }
+    }
+
+    /// The state of the open file now (one `fstat`); `None` for a byte source or when
+    /// `fstat` fails.
+    pub(crate) fn file_state(&self) -> Option<FileState> {
+        match &self.backend {
+            Backend::File(file) => file.metadata().ok().map(|m| FileState::of(&m)),
+            Backend::Bytes(_) => None,
         }
     }
 

@@ -1,13 +1,21 @@
 //! Mounting: [`MountConfig`] to [`fuser::Config`], a foreground [`Session`] (the command line
-//! runs it and unmounts it on a signal), and a background mount for tests and benchmarks.
+//! runs it and unmounts it on a signal), and a background mount for tests and benchmarks;
+//! and the follower thread that asks the tree to follow its source every second and sends
+//! the kernel the invalidations the tree lists (issue 12, [`crate::tree::Invalidation`]).
 
+use std::ffi::OsStr;
 use std::io;
 use std::path::Path;
+use std::sync::{Arc, Weak};
+use std::time::Duration;
 
-use fuser::{BackgroundSession, Config, MountOption, Session, SessionACL};
+use fuser::{BackgroundSession, Config, INodeNo, MountOption, Notifier, Session, SessionACL};
 
 use super::{CachePolicy, FuseAdapter};
-use crate::tree::Tree;
+use crate::tree::{Invalidation, Tree};
+
+/// How often the follower thread checks the source (the issue's "within 1 s").
+const FOLLOW_EVERY: Duration = Duration::from_secs(1);
 
 /// How to mount.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -76,7 +84,8 @@ impl MountConfig {
 }
 
 /// Mounts `tree` at `mountpoint`; the mount is live (the kernel handshake done) when this
-/// returns. Run the session with [`Session::run`]; unmount with its unmounter.
+/// returns, with the cache policy decided at the handshake (never [`CachePolicy::Auto`]).
+/// Run the session with [`Session::run`]; unmount with its unmounter.
 ///
 /// # Errors
 /// When the mount fails (no `/dev/fuse`, no `fusermount3`, mountpoint missing or busy).
@@ -84,12 +93,52 @@ pub fn session(
     tree: Tree,
     mountpoint: &Path,
     cfg: &MountConfig,
-) -> io::Result<Session<FuseAdapter>> {
-    Session::new(
-        FuseAdapter::new(tree, cfg.policy),
-        mountpoint,
-        &cfg.to_fuser(),
-    )
+) -> io::Result<(Session<FuseAdapter>, CachePolicy)> {
+    let tree = Arc::new(tree);
+    let adapter = FuseAdapter::new(tree.clone(), cfg.policy);
+    let decided = adapter.decided();
+    let pusher = adapter.pusher_slot();
+    let session = Session::new(adapter, mountpoint, &cfg.to_fuser())?;
+    let policy = decided.get().copied().unwrap_or(cfg.policy);
+    match super::push::Pusher::start(session.notifier()) {
+        Ok(p) => {
+            let _ = pusher.set(p);
+        }
+        Err(e) => log::warn!("no page pusher thread ({e}): mmap readers fault once per page"),
+    }
+    spawn_follower(Arc::downgrade(&tree), session.notifier());
+    Ok((session, policy))
+}
+
+/// Starts the thread that follows the source: every [`FOLLOW_EVERY`] it asks the tree to
+/// check it, and it sends the invalidations the tree lists (after those checks, or after a
+/// check an open or lookup made) through `notifier`. It ends with the tree; it waits without
+/// holding it, so unmounting is never delayed. Failed notifications (inodes the kernel has
+/// forgotten) are ignored.
+fn spawn_follower(tree: Weak<Tree>, notifier: Notifier) {
+    let Some(follow) = tree.upgrade().map(|t| t.follower()) else {
+        return;
+    };
+    let run = move || {
+        loop {
+            for inv in follow.wait(FOLLOW_EVERY) {
+                let _ = match inv {
+                    Invalidation::Inode(ino) => notifier.inval_inode(INodeNo(ino), 0, 0),
+                    Invalidation::Entry { parent, name } => {
+                        notifier.inval_entry(INodeNo(parent), OsStr::new(&name))
+                    }
+                };
+            }
+            let Some(tree) = tree.upgrade() else { return };
+            tree.follow_source();
+        }
+    };
+    if let Err(e) = std::thread::Builder::new()
+        .name("b2fs-follow".into())
+        .spawn(run)
+    {
+        log::warn!("cannot start the thread that follows the source: {e}");
+    }
 }
 
 /// Mounts `tree` at `mountpoint` served by background threads; dropping the returned session
@@ -102,5 +151,5 @@ pub fn spawn_mount(
     mountpoint: &Path,
     cfg: &MountConfig,
 ) -> io::Result<BackgroundSession> {
-    session(tree, mountpoint, cfg)?.spawn()
+    session(tree, mountpoint, cfg)?.0.spawn()
 }

@@ -4,7 +4,7 @@
 
 use std::borrow::Cow;
 
-use super::{ChunkId, Core, partial};
+use super::{At, Core, partial};
 use crate::codec::{self, CodecError};
 use crate::container::ContainerError;
 
@@ -17,10 +17,10 @@ thread_local! {
 }
 
 impl Core {
-    /// Decodes chunk `id` whole into a cache buffer.
-    pub(super) fn decode(&self, id: ChunkId, split: bool) -> Result<Vec<u8>, ContainerError> {
-        let store = self.store(id.array);
-        let index = id.index;
+    /// Decodes chunk `at` whole into a cache buffer.
+    pub(super) fn decode(&self, at: &At<'_>, split: bool) -> Result<Vec<u8>, ContainerError> {
+        let store = at.store;
+        let index = at.key.id.index;
         let chunk_err = |source| ContainerError::Chunk {
             path: store.path().to_path_buf(),
             index,
@@ -118,16 +118,16 @@ impl Core {
         })
     }
 
-    /// Bytes `[offset, offset + out.len())` of chunk `id` decoded into `out`, decoding only
+    /// Bytes `[offset, offset + out.len())` of chunk `at` decoded into `out`, decoding only
     /// the blocks they overlap; truncated to what the chunk holds.
     pub(super) fn decode_range(
         &self,
-        id: ChunkId,
+        at: &At<'_>,
         offset: usize,
         mut out: Vec<u8>,
     ) -> Result<Vec<u8>, ContainerError> {
-        let store = self.store(id.array);
-        let index = id.index;
+        let (store, id) = (at.store, at.key);
+        let index = id.id.index;
         let len = out.len();
         let decode =
             |chunk: &[u8], out: &mut [u8]| guarded(|| codec::decompress_range(chunk, offset, out));

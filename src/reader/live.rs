@@ -2,19 +2,29 @@
 //! every commit; and [`Committer`]: one commit of decoded chunk edits (compressed with the
 //! parameters the existing chunks use) or of attributes.
 //!
-//! Readers holding the old `Arc<Array>` finish with the old source (whole chunks, old or new,
-//! never a mix); readers that start after the swap see the new one.
+//! Readers holding an old [`Snapshot`] keep reading that version (see [`super::version`]);
+//! readers that pin after the swap see the new one.
 
 use std::borrow::Cow;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use parking_lot::RwLock;
+use parking_lot::{Mutex, RwLock};
 
 use super::store::ChunkStore;
+use super::version::{Snapshot, Stamps, Trust};
 use crate::codec::encode::Encoder;
 use crate::container::store::{Collection, Leaf, Node};
-use crate::container::{self, Array, Container, ContainerError, write};
+use crate::container::{self, Array, Container, ContainerError, FileState, write};
+
+/// The state of `array`'s watched files now.
+fn fingerprint(array: &Array) -> Vec<Option<FileState>> {
+    array
+        .watched_files()
+        .iter()
+        .map(|f| FileState::stat(f))
+        .collect()
+}
 
 /// Leaf `key` of `collection`.
 fn leaf_of<'c>(collection: &'c Collection, key: &str) -> Result<&'c Leaf, ContainerError> {
@@ -27,11 +37,25 @@ fn leaf_of<'c>(collection: &'c Collection, key: &str) -> Result<&'c Leaf, Contai
     }
 }
 
-/// One array of the mounted source, replaceable after a commit.
+/// Which chunks of a reopened array may hold other bytes than before.
+#[derive(Debug, Clone, Copy)]
+pub enum Change<'a> {
+    /// The mount's own commit: these chunks, and those from the old last one on (appended,
+    /// removed, or a last chunk a table resize extended).
+    Own(&'a [usize]),
+    /// Another writer: any chunk (its cached copies are not used again).
+    Foreign,
+}
+
+/// One array of the mounted source, replaceable after a commit or a change by another
+/// writer: readers pin its current [`Snapshot`].
 #[derive(Debug)]
 pub struct LiveArray {
     path: PathBuf,
-    array: RwLock<Arc<Array>>,
+    snap: RwLock<Arc<Snapshot>>,
+    /// The state of the watched files ([`Array::watched_files`]) taken before the current
+    /// version was opened: a difference means another writer changed the source since.
+    seen: Mutex<Vec<Option<FileState>>>,
     /// The key of the collection leaf it is (`None`: a source of its own).
     leaf: Option<String>,
 }
@@ -39,9 +63,15 @@ pub struct LiveArray {
 impl LiveArray {
     /// Wraps an opened array.
     pub fn new(array: Array) -> LiveArray {
+        let trust = Trust::of(&array);
         LiveArray {
             path: array.path().to_path_buf(),
-            array: RwLock::new(Arc::new(array)),
+            seen: Mutex::new(fingerprint(&array)),
+            snap: RwLock::new(Arc::new(Snapshot::new(
+                Arc::new(array),
+                Stamps::fresh(),
+                trust,
+            ))),
             leaf: None,
         }
     }
@@ -60,14 +90,57 @@ impl LiveArray {
         self.leaf.as_deref()
     }
 
-    /// Makes `array` current (a leaf reopened from its collection after a commit).
-    pub fn replace(&self, array: Array) {
-        *self.array.write() = Arc::new(array);
+    /// Makes `array` current (reopened after `change`).
+    pub fn replace(&self, array: Array, change: Change<'_>) {
+        *self.seen.lock() = fingerprint(&array);
+        self.install(array, change);
+    }
+
+    fn install(&self, array: Array, change: Change<'_>) {
+        let old = self.snapshot();
+        let (old_n, new_n) = (old.array().nchunks(), array.nchunks());
+        let same_file = match (old.array().file_state(), array.file_state()) {
+            (Some(a), Some(b)) => a.id == b.id,
+            _ => false,
+        };
+        let (stamps, trust) = match change {
+            Change::Own(edited) => {
+                let tail = old_n.min(new_n).saturating_sub(1)..new_n;
+                let stamps = old.stamps().next(edited.iter().copied().chain(tail), new_n);
+                let trust = if same_file {
+                    old.trust().settle(&array);
+                    old.trust().clone()
+                } else {
+                    Trust::of(&array)
+                };
+                (stamps, trust)
+            }
+            Change::Foreign => {
+                if same_file {
+                    old.trust().overwritten();
+                }
+                (Stamps::fresh(), Trust::of(&array))
+            }
+        };
+        *self.snap.write() = Arc::new(Snapshot::new(Arc::new(array), stamps, trust));
+    }
+
+    /// Whether the watched files differ from what the current version was opened from (a few
+    /// `stat`s: another writer changed the source, or the mount's own commit runs now).
+    pub fn changed_on_disk(&self) -> bool {
+        let files = self.get().watched_files();
+        let now: Vec<Option<FileState>> = files.iter().map(|f| FileState::stat(f)).collect();
+        now != *self.seen.lock()
     }
 
     /// The array as it is now.
     pub fn get(&self) -> Arc<Array> {
-        self.array.read().clone()
+        self.snap.read().array().clone()
+    }
+
+    /// The version of the array as it is now.
+    pub fn snapshot(&self) -> Arc<Snapshot> {
+        self.snap.read().clone()
     }
 
     /// Where the array lives.
@@ -75,14 +148,18 @@ impl LiveArray {
         &self.path
     }
 
-    /// Reopens the array from disk and makes it current.
+    /// Reopens the array from disk and makes it current (after `change`).
     ///
     /// # Errors
     /// When the source no longer opens as a single array.
-    pub fn reload(&self) -> Result<(), ContainerError> {
+    pub fn reload(&self, change: Change<'_>) -> Result<(), ContainerError> {
+        // Taken before the open: a change while it opens shows as a change later.
+        let files = self.get().watched_files();
+        let seen: Vec<Option<FileState>> = files.iter().map(|f| FileState::stat(f)).collect();
         match container::open(&self.path)? {
             Container::Array(a) => {
-                *self.array.write() = Arc::new(a);
+                self.install(a, change);
+                *self.seen.lock() = seen;
                 Ok(())
             }
             Container::Table(_) => Err(ContainerError::Unsupported {
@@ -90,6 +167,18 @@ impl LiveArray {
                 what: "reopening a column after a commit: it opened as a ctable".into(),
             }),
         }
+    }
+
+    /// Runs the mount's own commit `f` to the file of the current version: versions pinned
+    /// by readers keep reading while it appends.
+    fn committing<T>(&self, f: impl FnOnce(&Array) -> T) -> T {
+        let snap = self.snapshot();
+        snap.trust().begin_commit();
+        let res = f(snap.array());
+        // The file this version reads, as it is now (appended to, or left alone when the
+        // commit renamed a new file in).
+        snap.trust().end_commit(snap.array());
+        res
     }
 
     /// Whether the array is 1-D (may gain or lose chunks): frames without an N-dim
@@ -116,35 +205,20 @@ impl ChunkStore for LiveArray {
         self.get().nchunks()
     }
 
+    fn stamp(&self, index: usize) -> u64 {
+        self.snapshot().stamp(index)
+    }
+
+    fn pin(&self) -> Option<Arc<dyn ChunkStore>> {
+        Some(self.snapshot())
+    }
+
     fn chunk_nbytes(&self, index: usize) -> Result<usize, ContainerError> {
         self.get().chunk_nbytes(index)
     }
 
     fn chunk_bytes(&self, index: usize) -> Result<Cow<'_, [u8]>, ContainerError> {
-        Ok(Cow::Owned(self.get().chunk_bytes(index)?.into_owned()))
-    }
-
-    fn chunk_bytes_into(&self, index: usize, buf: &mut Vec<u8>) -> Result<usize, ContainerError> {
-        self.get().chunk_bytes_into(index, buf)
-    }
-
-    fn with_mapped_chunk(
-        &self,
-        index: usize,
-        partial: bool,
-        f: &mut dyn FnMut(&[u8]),
-    ) -> Result<bool, ContainerError> {
-        self.get().with_mapped_chunk(index, partial, f)
-    }
-
-    fn chunk_read_at(
-        &self,
-        index: usize,
-        offset: u64,
-        buf: &mut [u8],
-    ) -> Result<bool, ContainerError> {
-        let a = self.get();
-        ChunkStore::chunk_read_at(a.as_ref(), index, offset, buf)
+        Ok(Cow::Owned(self.snapshot().chunk_bytes(index)?.into_owned()))
     }
 }
 
@@ -243,8 +317,11 @@ impl Committer {
         let Some(edit) = self.edit(&live.path, &array, edits)? else {
             return Ok(());
         };
-        write::commit(&array, &edit)?;
-        live.reload()
+        let edited: Vec<usize> = edits.iter().map(|e| e.index).collect();
+        live.committing(|array| {
+            write::commit(array, &edit)?;
+            live.reload(Change::Own(&edited))
+        })
     }
 
     /// Commits `edits` of `live`, a column of the ctable at `table`, with
@@ -307,7 +384,7 @@ impl Committer {
         let Some(edit) = self.edit(&live.path, &array, edits)? else {
             return Ok(());
         };
-        write::commit_member(collection, leaf_of(collection, key)?, &edit)
+        live.committing(|_| write::commit_member(collection, leaf_of(collection, key)?, &edit))
     }
 
     /// Stores `attrs` as the attributes of leaf `key` of `collection`.
@@ -353,8 +430,10 @@ impl Committer {
             attrs: Some(attrs),
             ..Default::default()
         };
-        write::commit(&live.get(), &edit)?;
-        live.reload()
+        live.committing(|array| {
+            write::commit(array, &edit)?;
+            live.reload(Change::Own(&[]))
+        })
     }
 
     /// Stores `attrs` as the root attributes of the ctable at `table`.

@@ -57,9 +57,6 @@ fn run(core: &Core, rx: &Mutex<Receiver<ChunkId>>) {
     loop {
         let next = rx.lock().recv();
         let Ok(id) = next else { return };
-        if core.cache.contains_or_loading(&id) {
-            continue;
-        }
         if let Err(e) = core.chunk_ahead(id) {
             log::debug!(
                 "prefetch of chunk {} failed: {}",

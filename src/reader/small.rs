@@ -13,7 +13,7 @@ use std::ops::Range;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
-use super::{ChunkId, ChunkReader, Core, ReadData, partial};
+use super::{At, ChunkKey, ChunkReader, Core, ReadData, partial};
 use crate::container::ContainerError;
 
 /// Granule of the page cache.
@@ -28,16 +28,17 @@ impl ChunkReader {
     /// caller range-decodes it).
     pub(super) fn small_read(
         &self,
-        id: ChunkId,
+        at: &At<'_>,
         nbytes: usize,
         r: Range<usize>,
     ) -> Result<Option<ReadData>, ContainerError> {
         let core = &self.core;
+        let id = at.key;
         let (p0, p1) = (r.start / PAGE, (r.end - 1) / PAGE);
         if let Some(hit) = core.cached_pages(id, p0, p1, r.clone()) {
             return Ok(Some(hit));
         }
-        let bs = core.block_size_for_cache(id, nbytes);
+        let bs = core.block_size_for_cache(at, nbytes);
         if bs == 0 || r.start / bs != (r.end - 1) / bs {
             return Ok(None);
         }
@@ -48,7 +49,7 @@ impl ChunkReader {
         // faults than the decode.
         let generation = core.page_gen.load(Ordering::SeqCst);
         let block = core.blocks.get_or_load((id, b), || {
-            core.decode_range(id, start, core.blocks.buffer(len))
+            core.decode_range(at, start, core.blocks.buffer(len))
         })?;
         if block.len() != len {
             return Ok(None);
@@ -72,11 +73,12 @@ impl Core {
     /// The block size by which chunk `id` is worth caching: the header's, when the chunk has
     /// at least two blocks; 0 otherwise (or when the header cannot be read here: the decode
     /// path then reports any error). Reads only the header, once per chunk.
-    fn block_size_for_cache(&self, id: ChunkId, nbytes: usize) -> usize {
+    pub(super) fn block_size_for_cache(&self, at: &At<'_>, nbytes: usize) -> usize {
+        let id = at.key;
         if let Some(&bs) = self.block_sizes.lock().get(&id) {
             return bs;
         }
-        let bs = partial::read_header(self.store(id.array), id.index)
+        let bs = partial::read_header(at.store, id.id.index)
             .map(|h| (h.block_size(), h.nbytes))
             .filter(|&(b, n)| b > 0 && b.saturating_mul(2) <= nbytes && n == nbytes)
             .map_or(0, |(b, _)| b);
@@ -90,7 +92,13 @@ impl Core {
 
     /// Window `r` of chunk `id` when every page `p0..=p1` it covers is in the page cache:
     /// zero-copy for one page, assembled for several.
-    fn cached_pages(&self, id: ChunkId, p0: usize, p1: usize, r: Range<usize>) -> Option<ReadData> {
+    fn cached_pages(
+        &self,
+        id: ChunkKey,
+        p0: usize,
+        p1: usize,
+        r: Range<usize>,
+    ) -> Option<ReadData> {
         if p0 == p1 {
             let page = self.pages.get(&(id, p0))?;
             let at = p0 * PAGE;

@@ -9,6 +9,7 @@
 use std::borrow::Cow;
 use std::fmt::Debug;
 use std::path::Path;
+use std::sync::Arc;
 
 use crate::container::{Array, ContainerError};
 
@@ -20,6 +21,20 @@ pub trait ChunkStore: Send + Sync + Debug {
 
     /// Number of chunks.
     fn nchunks(&self) -> usize;
+
+    /// The version of chunk `index`'s bytes: two reads of one chunk with equal stamps see
+    /// equal bytes (the reader's cache key, [`super::ChunkKey`]). 0 for stores that never
+    /// change.
+    fn stamp(&self, index: usize) -> u64 {
+        let _ = index;
+        0
+    }
+
+    /// This store as it is now, fixed (a live array's current [`super::Snapshot`]), for a
+    /// descriptor to read one version through; `None` when the store never changes.
+    fn pin(&self) -> Option<Arc<dyn ChunkStore>> {
+        None
+    }
 
     /// Uncompressed size of chunk `index` in bytes (the size of its file).
     ///

@@ -20,6 +20,7 @@
 
 use std::sync::Arc;
 
+use super::commit::Refreshed;
 use super::layout::{AttrsOwner, FileKind, Generated, Layout, Owner, ROOT_INO};
 use super::view::{self, Adding};
 use super::{Tree, display_chain};
@@ -110,7 +111,7 @@ impl Tree {
     /// After a commit to the mounted collection: opens it again and reloads every leaf array
     /// from it (a `.b2z` commit rewrites the zip, so every member may have moved), and renders
     /// their generated files again.
-    pub(crate) fn refresh_collection(&self) -> Result<(), ContainerError> {
+    pub(crate) fn refresh_collection(&self, change: Refreshed<'_>) -> Result<(), ContainerError> {
         let Some(cell) = &self.collection else {
             return Ok(());
         };
@@ -144,7 +145,7 @@ impl Tree {
                     });
                 }
             };
-            live.replace(array);
+            live.replace(array, change.of(ArrayId(a as u32)));
             self.rerender_sizes(ArrayId(a as u32));
         }
         *cell.write() = Arc::new(fresh);

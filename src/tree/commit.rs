@@ -26,7 +26,30 @@ use super::edit::{BufState, ChunkBuf};
 use super::layout::{AttrsOwner, FileKind, NodeKind};
 use super::{Entry, Tree, TreeError, display_chain, view};
 use crate::container::ContainerError;
-use crate::reader::{ArrayId, ChunkEdit, ChunkId, Committer};
+use crate::reader::{ArrayId, Change, ChunkEdit, ChunkId, Committer};
+
+/// What a reload of the arrays follows.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Refreshed<'a> {
+    /// The mount's own commit of these chunks of this array (other arrays: a table resize).
+    Own(ArrayId, &'a [usize]),
+    /// Another writer.
+    Foreign,
+}
+
+impl<'a> Refreshed<'a> {
+    /// A commit that edited no chunk (attributes).
+    pub(crate) const NONE: Refreshed<'static> = Refreshed::Own(ArrayId(u32::MAX), &[]);
+
+    /// The change of `array`'s chunks.
+    pub(crate) fn of(self, array: ArrayId) -> Change<'a> {
+        match self {
+            Refreshed::Own(a, edited) if a == array => Change::Own(edited),
+            Refreshed::Own(..) => Change::Own(&[]),
+            Refreshed::Foreign => Change::Foreign,
+        }
+    }
+}
 
 /// What asks for a commit.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -50,11 +73,12 @@ pub(crate) struct KernelCache {
 
 impl Tree {
     /// Whether the kernel may keep its cached pages of `ino` when it is opened: yes on a
-    /// read-only tree; on a read-write one not for `__attrs__` files (a refused edit restores
+    /// read-only tree until the source changes under it; on a read-write one not for `__attrs__` files (a refused edit restores
     /// the stored content) nor for a file whose content changed since its last open.
     pub fn keep_cache(&self, ino: u64) -> bool {
         if !self.options.writable {
-            return true;
+            // Until another writer changes the source (issue 12).
+            return !self.kcache.lock().foreign;
         }
         if let Ok(Entry::File(FileKind::Attrs(..))) = self.entry(ino) {
             return false;
@@ -250,20 +274,27 @@ impl Tree {
         let res = match (&self.table, live.leaf_key(), &self.collection) {
             (_, Some(key), Some(c)) => {
                 let c = c.read().clone();
+                let indexes: Vec<usize> = bufs.iter().map(|(i, _)| *i).collect();
                 committer
                     .commit_leaf(&c, key, live, &edits)
-                    .and_then(|()| self.refresh_collection())
+                    .and_then(|()| self.refresh_collection(Refreshed::Own(array, &indexes)))
             }
             (Some(table), _, _) => committer.commit_column(table, live, &edits),
             _ => committer.commit_chunks(live, &edits),
         };
         let stale = matches!(res, Err(ContainerError::Changed { .. }));
         if stale && self.collection.is_some() {
-            let _ = self.refresh_collection();
+            let _ = self.refresh_collection(Refreshed::Foreign);
         }
         if (stale || (res.is_ok() && self.table.is_some())) && self.collection.is_none() {
             // Every column (a table commit may resize them all; a stale view may be anywhere).
-            self.refresh(stale)
+            let indexes: Vec<usize> = bufs.iter().map(|(i, _)| *i).collect();
+            let change = if stale {
+                Refreshed::Foreign
+            } else {
+                Refreshed::Own(array, &indexes)
+            };
+            self.refresh(change)
                 .map_err(|source| TreeError::Commit { ino, source })?;
         } else if res.is_ok() {
             self.rerender_sizes(array);
@@ -321,7 +352,7 @@ impl Tree {
                         let c = c.read().clone();
                         committer
                             .commit_leaf_attrs(&c, key, value)
-                            .and_then(|()| self.refresh_collection())
+                            .and_then(|()| self.refresh_collection(Refreshed::Own(*id, &[])))
                     }
                     None => committer.commit_attrs(live, value),
                 }
@@ -334,7 +365,7 @@ impl Tree {
                 let c = c.read().clone();
                 committer
                     .commit_group_attrs(&c, key, &value)
-                    .and_then(|()| self.refresh_collection())
+                    .and_then(|()| self.refresh_collection(Refreshed::NONE))
             }
             (AttrsOwner::Group(_) | AttrsOwner::ReadOnly, _) => return Err(TreeError::ReadOnly),
         };
@@ -351,7 +382,7 @@ impl Tree {
                 // Another writer changed the source: show what is stored now; the edit is
                 // dropped (it would silently replace that writer's attributes).
                 log::warn!("inode {ino}: __attrs__ not saved: {}", display_chain(&e));
-                if self.refresh(true).is_ok() {
+                if self.refresh(Refreshed::Foreign).is_ok() {
                     if let AttrsOwner::Array(id) = owner {
                         if let Some(live) = self.live.get(id.index()).and_then(Option::as_ref) {
                             stored.set(view::json_file(live.get().attrs()));
@@ -374,9 +405,11 @@ impl Tree {
         Ok(())
     }
 
-    /// Reloads every array and drops cached copies of the chunks that may differ: with `all`,
-    /// every chunk; else those from the last chunk both versions have on.
-    fn refresh(&self, all: bool) -> Result<(), ContainerError> {
+    /// Reloads every array and drops cached copies of the chunks that may differ: after
+    /// another writer, every chunk; else those the commit edited and those from the last
+    /// chunk both versions have on.
+    pub(crate) fn refresh(&self, change: Refreshed<'_>) -> Result<(), ContainerError> {
+        let all = matches!(change, Refreshed::Foreign);
         if all {
             self.kcache.lock().foreign = true;
         }
@@ -384,7 +417,7 @@ impl Tree {
             let Some(live) = live else { continue };
             let array = ArrayId(a as u32);
             let old_n = live.get().nchunks();
-            live.reload()?;
+            live.reload(change.of(array))?;
             let new_n = live.get().nchunks();
             if all {
                 self.reader.forget(|id| id.array == array);

@@ -275,14 +275,19 @@ impl Tree {
     ) -> Result<T, TreeError> {
         let loaded = self.edits.lock().chunks.contains_key(&id);
         if !loaded {
-            // Decode outside the lock; the first writer's copy wins.
-            let bytes = self
-                .reader
-                .chunk(id)
-                .map_err(|source| TreeError::Container {
-                    ino: self.inodes.chunk_ino(id),
-                    source,
-                })?;
+            // Decode outside the lock; the first writer's copy wins. A version another writer
+            // replaced meanwhile (issue 12): follow the source, then decode the new one.
+            let bytes = match self.reader.chunk(id) {
+                Err(crate::container::ContainerError::Changed { .. }) => {
+                    self.follow_source();
+                    self.reader.chunk(id)
+                }
+                res => res,
+            }
+            .map_err(|source| TreeError::Container {
+                ino: self.inodes.chunk_ino(id),
+                source,
+            })?;
             self.edits
                 .lock()
                 .chunks

@@ -1,31 +1,104 @@
-//! Open file handles: which inode each is for, whether it writes, and its access pattern
-//! (where its next sequential read starts), from which every read gets a [`ReadHint`].
+//! Open file handles: which inode each is for, whether it writes, the version a read-only one
+//! reads ([`Pinned`]), and its access pattern (where its next sequential read starts), from
+//! which every read gets a [`ReadHint`].
 //!
 //! The table has its own lock, taken first whenever another tree lock is needed too (see
 //! the lock order in [`super`]).
 
 use std::collections::HashMap;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use parking_lot::Mutex;
 
 use super::TreeError;
-use crate::reader::{Pattern, ReadHint};
+use crate::container::npy::{Npy, TableNpy};
+use crate::reader::{ArrayId, ChunkStore, Pattern, ReadHint};
+
+/// What a read-only descriptor reads, fixed at open: the versions of the arrays its file
+/// shows, and the generated content or NPY view of that moment. Every read through it sees
+/// that one version (or fails), never bytes of two.
+#[derive(Debug, Default)]
+pub(crate) struct Pinned {
+    /// Per array the file shows: the version opened.
+    pub(crate) stores: Vec<(ArrayId, Arc<dyn ChunkStore>)>,
+    /// `array.npy`: its view (header, shape) of that version.
+    pub(crate) npy: Option<Arc<Npy>>,
+    /// `table.npy`: its view of that version.
+    pub(crate) table: Option<Arc<TableNpy>>,
+    /// A generated file's content.
+    pub(crate) content: Option<Arc<[u8]>>,
+}
+
+impl Pinned {
+    /// The version of `array` pinned, if the file shows it.
+    pub(crate) fn store(&self, array: ArrayId) -> Option<&Arc<dyn ChunkStore>> {
+        self.stores
+            .iter()
+            .find(|(a, _)| *a == array)
+            .map(|(_, s)| s)
+    }
+}
 
 /// Per-open-file state.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 struct Handle {
     ino: u64,
     /// Where a sequential scan's next read starts.
     next: u64,
     /// Every read so far continued the previous one, starting at offset 0.
     from_start: bool,
-    /// Bytes asked for by the reads so far (overlaps counted twice).
-    bytes_read: u64,
-    /// The furthest byte any read reached.
-    max_end: u64,
+    /// The current stream: the span its reads covered and the bytes they asked for.
+    stream: Stream,
+    /// Reads recorded so far.
+    reads: u64,
     /// Opened for writing: its flush and release commit the file's buffer.
     write: bool,
+    /// Read-only handles: the version they read (`None`: writers read the file's buffer and
+    /// the current version, so they see their own writes).
+    pinned: Option<Arc<Pinned>>,
+}
+
+/// How far apart two reads may be and still belong to one stream: the requests of one large
+/// read may be served out of order (several FUSE threads, asynchronous direct I/O).
+const STREAM_GAP: u64 = 8 << 20;
+
+/// A run of reads that continue one another: the span they cover and the bytes they asked
+/// for.
+#[derive(Debug, Clone, Copy, Default)]
+struct Stream {
+    start: u64,
+    end: u64,
+    bytes: u64,
+}
+
+impl Stream {
+    /// Adds a read of `size` bytes at `offset` (or starts a new stream with it, when it is far
+    /// from this one) and returns the stream's bytes, or 0 when the reads cover their span
+    /// more than twice over (the same regions read again and again are no scan).
+    fn record(&mut self, offset: u64, size: u64) -> u64 {
+        let end = offset.saturating_add(size);
+        let near = self.bytes > 0
+            && offset <= self.end.saturating_add(STREAM_GAP)
+            && end.saturating_add(STREAM_GAP) >= self.start;
+        if near {
+            self.start = self.start.min(offset);
+            self.end = self.end.max(end);
+            self.bytes = self.bytes.saturating_add(size);
+        } else {
+            *self = Stream {
+                start: offset,
+                end,
+                bytes: size,
+            };
+        }
+        let span = self.end - self.start;
+        if self.bytes > span.saturating_mul(2) {
+            0
+        } else {
+            self.bytes
+        }
+    }
 }
 
 /// The open handles of a tree.
@@ -43,8 +116,8 @@ impl Handles {
         }
     }
 
-    /// Registers a new handle of `ino`; returns its number.
-    pub(crate) fn open(&self, ino: u64, write: bool) -> u64 {
+    /// Registers a new handle of `ino` reading `pinned` (see [`Handle`]); returns its number.
+    pub(crate) fn open(&self, ino: u64, write: bool, pinned: Option<Arc<Pinned>>) -> u64 {
         let fh = self.next_fh.fetch_add(1, Ordering::Relaxed);
         self.map.lock().insert(
             fh,
@@ -52,9 +125,10 @@ impl Handles {
                 ino,
                 next: 0,
                 from_start: true,
-                bytes_read: 0,
-                max_end: 0,
+                stream: Stream::default(),
+                reads: 0,
                 write,
+                pinned,
             },
         );
         fh
@@ -71,14 +145,14 @@ impl Handles {
     }
 
     /// Records a read of `size` bytes at `offset` through `fh` (which must be open for
-    /// `ino`) and says how it continues the handle's earlier reads.
+    /// `ino`) and says how it continues the handle's earlier reads, and what it reads.
     pub(crate) fn record_read(
         &self,
         fh: u64,
         ino: u64,
         offset: u64,
         size: u32,
-    ) -> Result<ReadHint, TreeError> {
+    ) -> Result<(ReadHint, Option<Arc<Pinned>>, bool), TreeError> {
         let mut map = self.map.lock();
         let h = map
             .get_mut(&fh)
@@ -91,18 +165,37 @@ impl Handles {
         } else {
             Pattern::Random
         };
+        let first = h.reads == 0;
         h.from_start &= offset == h.next;
         h.next = offset.saturating_add(u64::from(size));
-        h.bytes_read = h.bytes_read.saturating_add(u64::from(size));
-        h.max_end = h.max_end.max(h.next);
-        Ok(ReadHint {
+        h.reads += 1;
+        let hint = ReadHint {
             pattern,
             streaming: h.from_start,
-            // Reads that cover the file about once: an mmap reader's readahead reads the same
-            // regions again and again, far more bytes than the file holds.
-            dense: h.bytes_read.saturating_mul(2) >= h.max_end
-                && h.bytes_read <= h.max_end.saturating_mul(2),
-        })
+            stream: h.stream.record(offset, u64::from(size)),
+        };
+        Ok((hint, h.pinned.clone(), first))
+    }
+
+    /// Makes a read-only `fh` read `pinned` from now on, when its only read so far is the one
+    /// that failed (no other read, in flight or done, used the old version); returns whether
+    /// it did.
+    pub(crate) fn repin(&self, fh: u64, pinned: Arc<Pinned>) -> bool {
+        match self.map.lock().get_mut(&fh) {
+            Some(h) if !h.write && h.reads == 1 => {
+                h.pinned = Some(pinned);
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// Counts `len` bytes at `offset` as read by `fh` for its stream (pages b2fs handed to
+    /// the kernel's cache for it, which its reader will not ask for).
+    pub(crate) fn credit(&self, fh: u64, offset: u64, len: u64) {
+        if let Some(h) = self.map.lock().get_mut(&fh) {
+            h.stream.record(offset, len);
+        }
     }
 
     /// Whether `fh` is open for `ino` and for writing.
@@ -134,5 +227,51 @@ impl Handles {
     /// Number of open handles.
     pub(crate) fn len(&self) -> usize {
         self.map.lock().len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MIB: u64 = 1 << 20;
+
+    #[test]
+    fn a_scan_grows_one_stream_even_out_of_order() {
+        let mut s = Stream::default();
+        assert_eq!(s.record(0, MIB), MIB);
+        // The requests of one large read served out of order.
+        assert_eq!(s.record(2 * MIB, MIB), 2 * MIB);
+        assert_eq!(s.record(MIB, MIB), 3 * MIB);
+        for i in 3..32 {
+            s.record(i * MIB, MIB);
+        }
+        assert_eq!(s.record(32 * MIB, MIB), 33 * MIB);
+    }
+
+    #[test]
+    fn jumps_start_new_streams_and_rereads_are_no_scan() {
+        let mut s = Stream::default();
+        for i in 0..4 {
+            s.record(500 * MIB + i * MIB, MIB);
+        }
+        // A window elsewhere: a new stream of its own.
+        assert_eq!(s.record(100 * MIB, MIB), MIB);
+        // The same region read again and again: not a scan.
+        for _ in 0..4 {
+            s.record(100 * MIB, MIB);
+        }
+        assert_eq!(s.record(100 * MIB, MIB), 0);
+    }
+
+    #[test]
+    fn handles_report_their_stream_in_the_hint() {
+        let h = Handles::new();
+        let fh = h.open(7, false, None);
+        let hint = h.record_read(fh, 7, 0, 4096).unwrap().0;
+        assert_eq!((hint.pattern, hint.stream), (Pattern::FirstAtZero, 4096));
+        let hint = h.record_read(fh, 7, 1 << 30, 4096).unwrap().0;
+        assert_eq!((hint.pattern, hint.stream), (Pattern::Random, 4096));
+        assert!(h.record_read(fh, 8, 0, 1).is_err());
     }
 }

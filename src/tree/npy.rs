@@ -20,27 +20,49 @@
 
 use std::sync::Arc;
 
+use super::handle::Pinned;
 use super::layout::{FileKind, NodeKind};
 use super::{Entry, Tree, TreeError};
 use crate::container::ndim::Run;
 use crate::container::npy::{Npy, TableNpy};
-use crate::reader::{ArrayId, ChunkId, Pattern, RANGE_READ_MAX, ReadData, ReadHint};
+use crate::reader::{ArrayId, ChunkId, ChunkStore, Pattern, ReadData, ReadHint};
 
 /// The hint of a read that is not part of a scan.
 const RANDOM: ReadHint = ReadHint {
     pattern: Pattern::Random,
     streaming: false,
-    dense: false,
+    stream: 0,
 };
 
-/// Whether a read of `len` bytes with `hint` takes whole chunks: one that belongs to a scan,
-/// i.e. its handle's reads cover the file densely up to where they reached (`np.load`, `cp`:
-/// also when their large reads arrive as several requests at once, out of order), and that
-/// is large or continues the previous read. An mmap reader's page faults and the readahead
-/// reads that continue them (up to 1 MiB) are scattered over the file: decoding whole chunks
-/// for them costs far more than the blocks they need.
-fn is_scan(hint: ReadHint, len: usize) -> bool {
-    hint.dense && (len > RANGE_READ_MAX || hint.pattern != Pattern::Random)
+/// Size of the kernel's page-cache pages offered by [`Tree::pages_near`].
+const PAGE: u64 = 4096;
+
+/// Largest read taken for a page fault by [`Tree::pages_near`].
+const FAULT_MAX: u64 = 64 << 10;
+
+/// Most pages below a page fault offered after it.
+const NEAR_PAGES: u64 = 32;
+
+/// Most blocks decoded for the pages below a page fault.
+const BELOW_DECODES: usize = 2;
+
+/// Most bytes after a page fault offered after it.
+const FORWARD_MAX: u64 = 1 << 20;
+
+/// Bytes a handle reads in one stream before its reads take whole chunks (and prefetch):
+/// enough that the readahead around an mmap reader's page faults (up to a few MiB per jump)
+/// never counts as a scan, and little beside a scan of a large array (the blocks decoded for
+/// its first 16 MiB are decoded again with their chunks: under 2% of a 1 GiB `np.load`).
+const SCAN_MIN: u64 = 16 << 20;
+
+/// Whether a read with `hint` of a file of `len` bytes takes whole chunks: one that belongs
+/// to a scan (`np.load`, `cp`, an mmap reader going through the array in order), i.e. its
+/// handle has read at least [`SCAN_MIN`] bytes in one stream, or half the file. Every other
+/// read decodes only the blocks its runs touch: a header read, a page fault and the
+/// readahead around it need a few rows of a few chunks, and decoding the whole chunks for
+/// them costs far more.
+fn is_scan(hint: ReadHint, len: u64) -> bool {
+    hint.stream >= SCAN_MIN.min(len / 2).max(1)
 }
 
 impl Tree {
@@ -82,8 +104,15 @@ impl Tree {
         offset: u64,
         size: u32,
         hint: ReadHint,
+        pinned: Option<&Pinned>,
     ) -> Result<ReadData, TreeError> {
-        let npy = self.npy_view(array).ok_or(TreeError::NotFound)?;
+        // A read-only descriptor reads the version it opened, without anyone's buffers.
+        let npy = match pinned.and_then(|p| p.npy.clone()) {
+            Some(npy) => npy,
+            None => self.npy_view(array).ok_or(TreeError::NotFound)?,
+        };
+        let store = self.version_of(pinned, array);
+        let buffers = pinned.is_none();
         let w = npy.window(offset, size as usize);
         if w.out_len == 0 {
             return Ok(ReadData::Owned(Vec::new()));
@@ -94,15 +123,15 @@ impl Tree {
             let mut runs = npy.layout().runs(w.data.start, data_len);
             if let (Some(run), None) = (runs.next(), runs.next()) {
                 let id = ChunkId::new(array, run.chunk as usize);
-                if !self.has_edit(id) {
-                    let scan = is_scan(hint, run.len as usize);
+                if !(buffers && self.has_edit(id)) {
+                    let scan = is_scan(hint, npy.len());
                     let hint = if scan { hint } else { RANDOM };
                     let data = self
                         .reader
-                        .read(id, run.src, run.len as u32, hint, || false)
+                        .read_in(store.as_ref(), id, run.src, run.len as u32, hint, || false)
                         .map_err(|source| TreeError::Container { ino, source })?;
                     if data.len() as u64 == run.len {
-                        if scan && hint.pattern != Pattern::Random {
+                        if scan {
                             self.npy_prefetch(array, &npy, w.data.end);
                         }
                         return Ok(data);
@@ -114,16 +143,125 @@ impl Tree {
         out[..w.header.len()].copy_from_slice(&npy.header()[w.header.clone()]);
         if data_len > 0 {
             let runs = npy.layout().runs(w.data.start, data_len);
-            // Not a scan (an mmap reader's page faults and the readahead that continues them,
-            // a seek-and-read): each run goes through the reader's plan, which decodes only
-            // the block a run falls in unless its chunk is cached. A scan takes whole chunks.
-            let scan = is_scan(hint, out.len());
-            self.fill_runs(ino, array, runs, !scan, &mut out[w.data_dst..])?;
-            if scan && hint.pattern != Pattern::Random {
+            // Not a scan (an mmap reader's page faults and the readahead around them, a
+            // seek-and-read): each run takes the block it falls in, unless its chunk is
+            // cached. A scan takes whole chunks.
+            let scan = is_scan(hint, npy.len());
+            let into = &mut out[w.data_dst..];
+            self.fill_runs(ino, (store.as_ref(), array, buffers), runs, !scan, into)?;
+            if scan {
                 self.npy_prefetch(array, &npy, w.data.end);
             }
         }
         Ok(ReadData::Owned(out))
+    }
+
+    /// After a page-fault read of `array.npy` (inode `ino`, handle `fh`) at `offset`
+    /// (page-aligned, at most [`FAULT_MAX`] bytes): pages an mmap reader needs next, as far as
+    /// the blocks or chunks already decoded hold them, to be offered to the kernel's page
+    /// cache (each saves a round trip):
+    /// - the pages that follow in file order (up to [`FORWARD_MAX`]; one contiguous range),
+    ///   which a scan reads next; they count as read by `fh`, so its stream grows into a
+    ///   scan as if it had asked for them;
+    /// - the pages below it (the same columns of the next rows of an N-dim array), which a
+    ///   reader going down a window or a column reads next: a 64-row window then faults about
+    ///   once per block it crosses instead of 64 times.
+    ///
+    /// Nothing on a read-write tree (pages of chunks with pending edits must not outlive
+    /// them), for reads that are not page-sized, and for the header page.
+    pub fn pages_near(&self, ino: u64, fh: u64, offset: u64, size: u32) -> Vec<(u64, Vec<u8>)> {
+        let mut pages = Vec::new();
+        if self.options.writable || offset % PAGE != 0 || size == 0 || u64::from(size) > FAULT_MAX {
+            return pages;
+        }
+        let Ok(Entry::File(FileKind::Npy(array, _))) = self.entry(ino) else {
+            return pages;
+        };
+        let Some(npy) = self.npy_view(*array) else {
+            return pages;
+        };
+        // The version now: the pages go to the kernel's cache, which every descriptor shares
+        // (and which the follower clears when the source changes).
+        let store = self.reader.pinned(*array);
+        let store = store.as_ref();
+        let read_end = offset + u64::from(size);
+        // Forward: page by page while the pieces are cached, then one range.
+        let mut forward = Vec::new();
+        let mut at = read_end;
+        while at < npy.len() && at - read_end < FORWARD_MAX {
+            let end = (at + PAGE).min(npy.len());
+            match self.cached_page((store, *array), &npy, at, (end - at) as usize, &mut 0) {
+                Some(page) => forward.extend_from_slice(&page),
+                None => break,
+            }
+            at = end;
+        }
+        let forward_end = read_end + forward.len() as u64;
+        if !forward.is_empty() {
+            self.handles.credit(fh, read_end, forward.len() as u64);
+            pages.push((read_end, forward));
+        }
+        // Below: the same columns of the next rows.
+        let shape = npy.shape();
+        if shape.len() < 2 {
+            return pages;
+        }
+        let rows: u64 = shape[..shape.len() - 1].iter().product();
+        let stride = npy.layout().data_len() / rows.max(1);
+        if stride < PAGE {
+            return pages;
+        }
+        // Rows whose pages are shifted against the fault's (a row length that is no multiple
+        // of the page) may need a block beside the fault's.
+        let mut decodes = BELOW_DECODES;
+        for k in 1..=NEAR_PAGES {
+            let at = (offset + k * stride) / PAGE * PAGE;
+            if at < forward_end {
+                continue;
+            }
+            let end = (at + PAGE).min(npy.len());
+            if at >= end {
+                break;
+            }
+            match self.cached_page((store, *array), &npy, at, (end - at) as usize, &mut decodes) {
+                Some(page) => pages.push((at, page)),
+                None => break,
+            }
+        }
+        pages
+    }
+
+    /// Bytes `[at, at + len)` of the data part of `array.npy`, when every run of them is in a
+    /// cached chunk or block, or in one of at most `*decodes` more blocks (decoded here, and
+    /// counted down).
+    fn cached_page(
+        &self,
+        (store, array): (&dyn ChunkStore, ArrayId),
+        npy: &Npy,
+        at: u64,
+        len: usize,
+        decodes: &mut usize,
+    ) -> Option<Vec<u8>> {
+        let w = npy.window(at, len);
+        if !w.header.is_empty() || w.out_len != len {
+            return None;
+        }
+        let mut page = vec![0u8; len];
+        for run in npy.layout().runs(w.data.start, w.data.end - w.data.start) {
+            let id = ChunkId::new(array, run.chunk as usize);
+            let (src, n, dst) = (run.src as usize, run.len as usize, run.dst as usize);
+            let (bytes, start) = match self.reader.covering_cached(store, id, src) {
+                Some(piece) => piece,
+                None if *decodes > 0 => {
+                    *decodes -= 1;
+                    self.reader.covering(store, id, src).ok()?
+                }
+                None => return None,
+            };
+            let piece = bytes.get(src.checked_sub(start)?..src - start + n)?;
+            page.get_mut(dst..dst + n)?.copy_from_slice(piece);
+        }
+        Some(page)
     }
 
     /// Whether chunk `id` has an edit buffer.
@@ -132,12 +270,12 @@ impl Tree {
     }
 
     /// Copies `runs` of chunks of `array` into `out`: from edit buffers where a chunk has one,
-    /// else through the reader (per run through its small-read path when `small`, else whole
-    /// chunks, each fetched once per group of consecutive runs).
+    /// else through the reader (the block each run falls in when `small`, else whole chunks;
+    /// either fetched once per group of consecutive runs it covers).
     fn fill_runs(
         &self,
         ino: u64,
-        array: ArrayId,
+        (store, array, buffers): (&dyn ChunkStore, ArrayId, bool),
         runs: impl Iterator<Item = Run>,
         small: bool,
         out: &mut [u8],
@@ -146,7 +284,7 @@ impl Tree {
         let short = |id: ChunkId| TreeError::Container {
             ino,
             source: crate::container::ContainerError::Malformed {
-                path: self.reader.store(id.array).path().to_path_buf(),
+                path: store.path().to_path_buf(),
                 offset: 0,
                 what: format!("chunk {}", id.index),
                 why: "its decoded bytes are shorter than its shape needs".into(),
@@ -154,9 +292,11 @@ impl Tree {
         };
         // One look at the edits per read, not one lock per run (a 1 MiB read of an N-dim
         // array is hundreds of runs).
-        let edited =
-            self.options.writable && self.edits.lock().chunks.keys().any(|id| id.array == array);
-        let mut held: Option<(usize, crate::reader::Bytes)> = None;
+        let edited = buffers
+            && self.options.writable
+            && self.edits.lock().chunks.keys().any(|id| id.array == array);
+        // The chunk index, the decoded bytes held and where they start in that chunk.
+        let mut held: Option<(usize, crate::reader::Bytes, usize)> = None;
         for run in runs {
             let id = ChunkId::new(array, run.chunk as usize);
             let (src, len, dst) = (run.src as usize, run.len as usize, run.dst as usize);
@@ -169,22 +309,28 @@ impl Tree {
                     continue;
                 }
             }
-            if small {
-                let got = self
-                    .reader
-                    .read(id, run.src, run.len as u32, RANDOM, || false)
-                    .map_err(eio)?;
-                if got.len() != len {
-                    return Err(short(id));
+            let covers = |(k, bytes, at): &(usize, crate::reader::Bytes, usize)| {
+                *k == id.index && src >= *at && src + len <= at + bytes.len()
+            };
+            if !held.as_ref().is_some_and(covers) {
+                let (bytes, at) = if small {
+                    self.reader.covering(store, id, src).map_err(eio)?
+                } else {
+                    (self.reader.chunk_in(store, id).map_err(eio)?, 0)
+                };
+                held = Some((id.index, bytes, at));
+                if !held.as_ref().is_some_and(covers) {
+                    // A run across blocks (or past a short chunk's end): the whole chunk.
+                    held = Some((id.index, self.reader.chunk_in(store, id).map_err(eio)?, 0));
                 }
-                dst.copy_from_slice(&got);
+            }
+            let Some((_, bytes, at)) = &held else {
                 continue;
-            }
-            if held.as_ref().is_none_or(|(k, _)| *k != id.index) {
-                held = Some((id.index, self.reader.chunk(id).map_err(eio)?));
-            }
-            let Some((_, bytes)) = &held else { continue };
-            dst.copy_from_slice(bytes.get(src..src + len).ok_or_else(|| short(id))?);
+            };
+            let piece = bytes
+                .get(src - at..src - at + len)
+                .ok_or_else(|| short(id))?;
+            dst.copy_from_slice(piece);
         }
         Ok(())
     }
@@ -322,8 +468,10 @@ impl Tree {
         offset: u64,
         size: u32,
         _hint: ReadHint,
+        pinned: Option<&Pinned>,
     ) -> Result<ReadData, TreeError> {
         let (t, columns) = self.table_view(ino).ok_or(TreeError::NotFound)?;
+        let t = pinned.and_then(|p| p.table.clone()).unwrap_or(t);
         let w = t.window(offset, size as usize);
         let mut out = vec![0u8; w.out_len];
         out[..w.header.len()].copy_from_slice(&t.header()[w.header.clone()]);
@@ -334,9 +482,10 @@ impl Tree {
                 let array = *columns.get(p.column).ok_or(TreeError::NotFound)?;
                 let id = ChunkId::new(array, p.chunk as usize);
                 if held.as_ref().is_none_or(|(k, _)| *k != id) {
+                    let store = self.version_of(pinned, array);
                     let bytes = self
                         .reader
-                        .chunk(id)
+                        .chunk_in(store.as_ref(), id)
                         .map_err(|source| TreeError::Container { ino, source })?;
                     held = Some((id, bytes));
                 }

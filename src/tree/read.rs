@@ -1,10 +1,19 @@
 //! What a read returns, per kind of file: a chunk file's edit buffer or the reader's bytes,
-//! a generated file's current content, `array.npy` assembled by [`super::npy`], a scratch
-//! file's bytes; and each file's size.
+//! a generated file's content, `array.npy` assembled by [`super::npy`], a scratch file's
+//! bytes; and each file's size.
+//!
+//! One version per descriptor: a read-only descriptor reads what it pinned at open
+//! ([`Pinned`]: the array versions, the NPY view, the generated content), never another
+//! descriptor's uncommitted buffer; a descriptor opened for writing reads the file's buffer
+//! and the current version (its own writes, committed or not).
 
+use std::sync::Arc;
+
+use super::handle::Pinned;
+use super::inode::Located;
 use super::layout::FileKind;
 use super::{Entry, Tree, TreeError};
-use crate::reader::{ReadData, window};
+use crate::reader::{ArrayId, ChunkStore, ReadData, window};
 
 impl Tree {
     /// Up to `size` bytes of file `ino` from `offset` (fewer only at the end of the file).
@@ -13,11 +22,70 @@ impl Tree {
     /// [`TreeError::BadHandle`] when `fh` was not opened for `ino`; [`TreeError::IsADirectory`];
     /// [`TreeError::Container`] when a chunk cannot be read or decoded.
     pub fn read(&self, ino: u64, fh: u64, offset: u64, size: u32) -> Result<ReadData, TreeError> {
-        let hint = self.handles.record_read(fh, ino, offset, size)?;
+        let (hint, pinned, first) = self.handles.record_read(fh, ino, offset, size)?;
+        let writer = pinned.is_none();
+        let res = self.read_version(ino, offset, size, hint, pinned);
+        let gone = matches!(
+            &res,
+            Err(TreeError::Container {
+                source: crate::container::ContainerError::Changed { .. },
+                ..
+            })
+        );
+        if !(gone && first) {
+            return res;
+        }
+        // Another writer replaced the version this descriptor opened before it read any of
+        // it: nothing read yet to stay consistent with, so it reads the newest one.
+        self.follow_source();
+        let pinned = match writer {
+            true => None,
+            false => {
+                let p = self.pin(ino);
+                if !self.handles.repin(fh, p.clone()) {
+                    return res;
+                }
+                log::info!(
+                    "inode {ino}: its version was replaced before any read: reads the newest"
+                );
+                Some(p)
+            }
+        };
+        self.read_version(ino, offset, size, hint, pinned)
+    }
+
+    /// [`Tree::read`] of the version `pinned` (`None`: a writer's view).
+    fn read_version(
+        &self,
+        ino: u64,
+        offset: u64,
+        size: u32,
+        hint: crate::reader::ReadHint,
+        pinned: Option<Arc<Pinned>>,
+    ) -> Result<ReadData, TreeError> {
         let fixed = |bytes: std::sync::Arc<[u8]>| {
             let r = window(bytes.len(), offset, size);
             ReadData::Fixed(bytes, r)
         };
+        if let Some(p) = &pinned {
+            if let Some(content) = &p.content {
+                return Ok(fixed(content.clone()));
+            }
+            if let Located::Chunk(id) = self.inodes.locate(ino) {
+                // The version opened, even when the chunk has gone from the current one.
+                if let Some(store) = p.store(id.array) {
+                    if id.index >= store.nchunks() {
+                        return Ok(ReadData::Owned(Vec::new()));
+                    }
+                    return self
+                        .reader
+                        .read_in(store.as_ref(), id, offset, size, hint, || {
+                            self.handles.sole_reader(ino)
+                        })
+                        .map_err(|source| TreeError::Container { ino, source });
+                }
+            }
+        }
         match self.entry(ino)? {
             Entry::Dir(..) => Err(TreeError::IsADirectory(ino)),
             Entry::Scratch => {
@@ -46,10 +114,53 @@ impl Tree {
                     Ok(fixed(stored.get()))
                 }
                 FileKind::Sizes(_, content) => Ok(fixed(content.get())),
-                FileKind::Npy(array, _) => self.npy_read(ino, *array, offset, size, hint),
-                FileKind::TableNpy(..) => self.table_npy_read(ino, offset, size, hint),
+                FileKind::Npy(array, _) => {
+                    self.npy_read(ino, *array, offset, size, hint, pinned.as_deref())
+                }
+                FileKind::TableNpy(..) => {
+                    self.table_npy_read(ino, offset, size, hint, pinned.as_deref())
+                }
             },
         }
+    }
+
+    /// What a read-only descriptor of `ino` opened now reads (see the module doc).
+    pub(crate) fn pin(&self, ino: u64) -> Arc<Pinned> {
+        let mut p = Pinned::default();
+        let pin_array = |p: &mut Pinned, array: ArrayId| {
+            p.stores.push((array, self.reader.pinned(array)));
+        };
+        match self.entry(ino) {
+            Ok(Entry::Chunk(id)) => pin_array(&mut p, id.array),
+            Ok(Entry::File(kind)) => match kind {
+                FileKind::Sizes(_, content) => p.content = Some(content.get()),
+                FileKind::Npy(array, cell) => {
+                    pin_array(&mut p, *array);
+                    p.npy = Some(cell.get());
+                }
+                FileKind::TableNpy(cell, columns) => {
+                    for &a in columns {
+                        pin_array(&mut p, a);
+                    }
+                    p.table = Some(cell.get());
+                }
+                FileKind::Fixed(_) | FileKind::Attrs(..) => {}
+            },
+            _ => {}
+        }
+        Arc::new(p)
+    }
+
+    /// The version of `array` a read through `pinned` sees: the pinned one, else the
+    /// current one.
+    pub(crate) fn version_of(
+        &self,
+        pinned: Option<&Pinned>,
+        array: ArrayId,
+    ) -> Arc<dyn ChunkStore> {
+        pinned
+            .and_then(|p| p.store(array).cloned())
+            .unwrap_or_else(|| self.reader.pinned(array))
     }
 
     /// The size of file `ino` (classified as `entry`) as `stat` shows it: buffered content

@@ -5,6 +5,7 @@ mod support; // fixture paths, the python oracle, the FUSE skip/require policy, 
 mod blsk; // the 2012 blsk layout (docs/BLSK.md) against python-blosc chunks
 mod cli; // the built binary: exit codes, one-line errors, `info`
 mod codec; // decoding every reference-made chunk fixture, hostile chunks, range decode
+mod consistency; // issue 12: one version per open, a mount that follows other writers, the 4+1 stress test
 mod container; // every fixture kind opens with the reference's geometry/metadata; hostile sources
 mod crash; // SIGKILL of a read-write mount during commits: old or new chunks, fsync-acked edits kept
 mod describe; // meta/storage names, named metalayers, xattrs and the event log, in process

@@ -1,0 +1,260 @@
+//! [`Snapshot`]: one version of a live array (the opened array, a stamp per chunk, and what is
+//! known of whether its bytes are still on disk), which a descriptor pins at open so that all
+//! its reads see that one version.
+//!
+//! Subtleties and who handles them:
+//! - **Stamps** ([`Stamps`]): a chunk keeps its stamp from one version to the next unless it
+//!   changed, so the reader's caches (keyed by stamp) keep serving unchanged chunks after a
+//!   commit, and a descriptor holding an old version hits that version's cached copies.
+//! - **Bytes that are gone** ([`Trust`]): the mount's own commits only append to a frame file
+//!   and rewrite its header, so an old version's chunks stay readable. Another writer may
+//!   rewrite a frame in place (python-blosc2 `update_chunk` rewrites the file from the updated
+//!   chunk on, measured with 4.14.1). A contiguous frame's read checks the file with one
+//!   `fstat` after taking its bytes: a file that changed in a way the mount did not make fails
+//!   the read (EIO, naming the chunk) rather than returning bytes of two versions. A frame
+//!   replaced by rename keeps its old file open in the old version, which stays exact.
+//! - Sparse frames, bcolz and remote sources keep one file per chunk (or ETag pinning) and are
+//!   not checked here.
+
+use std::borrow::Cow;
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use parking_lot::Mutex;
+
+use super::store::ChunkStore;
+use crate::container::{Array, ContainerError, FileState};
+
+/// Stamps handed out so far (unique per process: a version never reuses one).
+static NEXT_STAMP: AtomicU64 = AtomicU64::new(1);
+
+fn fresh_stamp() -> u64 {
+    NEXT_STAMP.fetch_add(1, Ordering::Relaxed)
+}
+
+/// Above this many per-chunk stamps a version starts over with one stamp for all.
+const MAX_CHANGED: usize = 1 << 16;
+
+/// The stamps of one version's chunks: `base` unless `changed` says otherwise.
+#[derive(Debug, Clone)]
+pub(crate) struct Stamps {
+    base: u64,
+    changed: Arc<HashMap<usize, u64>>,
+}
+
+impl Stamps {
+    /// New stamps for every chunk (a version nothing is known to share bytes with).
+    pub(crate) fn fresh() -> Stamps {
+        Stamps {
+            base: fresh_stamp(),
+            changed: Arc::default(),
+        }
+    }
+
+    fn get(&self, index: usize) -> u64 {
+        self.changed.get(&index).copied().unwrap_or(self.base)
+    }
+
+    /// The stamps of the next version, of `nchunks` chunks: those `fresh` selects get a new
+    /// stamp, the others keep theirs.
+    pub(crate) fn next(&self, fresh: impl IntoIterator<Item = usize>, nchunks: usize) -> Stamps {
+        let mut changed: HashMap<usize, u64> = self
+            .changed
+            .iter()
+            .filter(|(i, _)| **i < nchunks)
+            .map(|(&i, &s)| (i, s))
+            .collect();
+        let stamp = fresh_stamp();
+        for i in fresh {
+            changed.insert(i, stamp);
+        }
+        if changed.len() > MAX_CHANGED {
+            return Stamps::fresh();
+        }
+        Stamps {
+            base: self.base,
+            changed: Arc::new(changed),
+        }
+    }
+}
+
+/// What is known of the file the chunks of the versions sharing it are read from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum TrustState {
+    /// Every version sharing this has its bytes on disk while the file shows this state.
+    Known(FileState),
+    /// The mount's own commit runs: it only appends and rewrites the header.
+    Committing,
+    /// Another writer changed the file: chunks not cached are gone.
+    Overwritten,
+    /// Not checked (sparse frames, bcolz, remote sources).
+    Unchecked,
+}
+
+/// Shared by the versions of one array read from one file, replaced when another writer
+/// changes it.
+#[derive(Debug)]
+pub(crate) struct Trust(Mutex<TrustState>);
+
+impl Trust {
+    /// The trust of a freshly opened `array`.
+    pub(crate) fn of(array: &Array) -> Arc<Trust> {
+        Arc::new(Trust(Mutex::new(match array.file_state() {
+            Some(s) => TrustState::Known(s),
+            None => TrustState::Unchecked,
+        })))
+    }
+
+    /// The mount's own commit to the file begins.
+    pub(crate) fn begin_commit(&self) {
+        let mut t = self.0.lock();
+        if matches!(*t, TrustState::Known(_)) {
+            *t = TrustState::Committing;
+        }
+    }
+
+    /// The mount's own commit ended; the file is now as `array` (reopened, or the old one
+    /// after a failure) shows it.
+    pub(crate) fn end_commit(&self, array: &Array) {
+        let mut t = self.0.lock();
+        if *t == TrustState::Committing {
+            *t = array
+                .file_state()
+                .map_or(TrustState::Unchecked, TrustState::Known);
+        }
+    }
+
+    /// The file is now as `array` (just reopened after the mount's own commit) shows it.
+    pub(crate) fn settle(&self, array: &Array) {
+        let mut t = self.0.lock();
+        if matches!(*t, TrustState::Known(_) | TrustState::Committing) {
+            *t = array
+                .file_state()
+                .map_or(TrustState::Unchecked, TrustState::Known);
+        }
+    }
+
+    /// Another writer changed the file in place: versions sharing this lose the chunks they
+    /// have not cached.
+    pub(crate) fn overwritten(&self) {
+        let mut t = self.0.lock();
+        if *t != TrustState::Unchecked {
+            *t = TrustState::Overwritten;
+        }
+    }
+}
+
+/// One version of a live array. Reads through it return its bytes or an error.
+#[derive(Debug)]
+pub struct Snapshot {
+    array: Arc<Array>,
+    stamps: Stamps,
+    trust: Arc<Trust>,
+}
+
+impl Snapshot {
+    pub(crate) fn new(array: Arc<Array>, stamps: Stamps, trust: Arc<Trust>) -> Snapshot {
+        Snapshot {
+            array,
+            stamps,
+            trust,
+        }
+    }
+
+    /// The opened array.
+    pub fn array(&self) -> &Arc<Array> {
+        &self.array
+    }
+
+    pub(crate) fn stamps(&self) -> &Stamps {
+        &self.stamps
+    }
+
+    pub(crate) fn trust(&self) -> &Arc<Trust> {
+        &self.trust
+    }
+
+    /// Whether the bytes of chunk `index` just taken are this version's: called after taking
+    /// them, so a change that began while they were read is seen.
+    fn verify(&self, index: usize) -> Result<(), ContainerError> {
+        let state = *self.trust.0.lock();
+        let gone = |why: &str| ContainerError::Changed {
+            path: self.array.path().to_path_buf(),
+            why: format!(
+                "chunk {index} of the version this file was opened with is gone ({why}); \
+                 open the file again for the current version"
+            ),
+        };
+        match state {
+            TrustState::Unchecked | TrustState::Committing => Ok(()),
+            TrustState::Overwritten => Err(gone("another writer rewrote the source")),
+            TrustState::Known(s) => match self.array.file_state() {
+                Some(now) if now != s => Err(gone("another writer is changing the source")),
+                _ => Ok(()),
+            },
+        }
+    }
+}
+
+impl ChunkStore for Snapshot {
+    fn path(&self) -> &Path {
+        self.array.path()
+    }
+
+    fn nchunks(&self) -> usize {
+        self.array.nchunks()
+    }
+
+    fn stamp(&self, index: usize) -> u64 {
+        self.stamps.get(index)
+    }
+
+    fn chunk_nbytes(&self, index: usize) -> Result<usize, ContainerError> {
+        // A header that does not read may be one another writer overwrote: say so.
+        let n = self.array.chunk_nbytes(index);
+        if n.is_err() {
+            self.verify(index)?;
+        }
+        n
+    }
+
+    fn chunk_bytes(&self, index: usize) -> Result<Cow<'_, [u8]>, ContainerError> {
+        let bytes = self.array.chunk_bytes(index)?;
+        self.verify(index)?;
+        Ok(bytes)
+    }
+
+    fn chunk_bytes_into(&self, index: usize, buf: &mut Vec<u8>) -> Result<usize, ContainerError> {
+        let n = self.array.chunk_bytes_into(index, buf)?;
+        self.verify(index)?;
+        Ok(n)
+    }
+
+    fn with_mapped_chunk(
+        &self,
+        index: usize,
+        partial: bool,
+        f: &mut dyn FnMut(&[u8]),
+    ) -> Result<bool, ContainerError> {
+        let mapped = self.array.with_mapped_chunk(index, partial, f)?;
+        if mapped {
+            self.verify(index)?;
+        }
+        Ok(mapped)
+    }
+
+    fn chunk_read_at(
+        &self,
+        index: usize,
+        offset: u64,
+        buf: &mut [u8],
+    ) -> Result<bool, ContainerError> {
+        let read = ChunkStore::chunk_read_at(self.array.as_ref(), index, offset, buf)?;
+        if read {
+            self.verify(index)?;
+        }
+        Ok(read)
+    }
+}

@@ -1,0 +1,243 @@
+//! Following the source (issue 12): when another process changes it (python-blosc2
+//! update/append/resize/vlmeta, bcolz append, a file replaced by rename, a compacted copy
+//! moved in), the tree notices, reloads every array (index, trailer, meta, attributes), stops
+//! using the cached chunks of the old version, renders the generated files again, and lists
+//! what the kernel must forget ([`Invalidation`]) for the fuser adapter to send.
+//!
+//! When: at each open (the arrays the opened file shows: a few `stat`s), at lookups (every
+//! array, at most every [`LOOKUP_EVERY`]), and when the adapter's follower thread calls
+//! [`Tree::follow_source`] (every second). A change is a difference in the `stat` (inode,
+//! size, mtime) of the files [`crate::container::Array::watched_files`] names.
+//!
+//! Subtleties:
+//! - **Descriptors opened before** keep their version ([`crate::reader::Snapshot`]): exact
+//!   for a file replaced by rename (its old file stays open); for a frame rewritten in place,
+//!   chunks they have not cached fail with EIO rather than mixing versions.
+//! - **A source that cannot be read now** (half written, removed, not a container): the
+//!   reload fails, one log line says why, the old version keeps serving what it can (cached
+//!   chunks; reads of others fail with EIO), and reloads are retried, at most twice a second,
+//!   until it opens again (one log line says so).
+//! - **Uncommitted edits** hold the reload back: their commit finds the change and fails with
+//!   ESTALE (then reloads, so a retry applies to what is stored now), as before issue 12.
+//! - **Kernel notifications are sent by the adapter's thread**, never from a FUSE request
+//!   (an entry invalidation waits for the directory lock a lookup in flight holds).
+//! - Collections (stores, directories of sources) and a ctable's root `__attrs__` are not
+//!   followed.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use parking_lot::{Condvar, Mutex};
+
+use super::commit::Refreshed;
+use super::layout::{AttrsOwner, FileKind, NodeKind};
+use super::{Entry, Tree, chunk_name, display_chain, view};
+use crate::reader::ArrayId;
+
+/// Lookups check the source at most this often (an open always checks).
+pub const LOOKUP_EVERY: Duration = Duration::from_millis(50);
+/// After a failed reload, reloads are retried at most this often.
+const RETRY_EVERY: Duration = Duration::from_millis(500);
+/// Most chunk files whose kernel caches one change invalidates one by one.
+const MAX_CHUNK_INVALIDATIONS: usize = 1 << 16;
+
+/// What the kernel must forget after the source changed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Invalidation {
+    /// The cached data and attributes of this inode.
+    Inode(u64),
+    /// The directory entry `name` in directory `parent` (a chunk file that is gone).
+    Entry {
+        /// The directory's inode.
+        parent: u64,
+        /// The entry's name.
+        name: String,
+    },
+}
+
+/// The follower's shared state: invalidations waiting to be sent, and whether the last
+/// reload failed.
+#[derive(Debug, Default)]
+pub struct Follow {
+    pending: Mutex<Vec<Invalidation>>,
+    wake: Condvar,
+    broken: AtomicBool,
+    last_try: Mutex<Option<Instant>>,
+    last_lookup_check: Mutex<Option<Instant>>,
+}
+
+impl Follow {
+    /// The invalidations to send now, waiting up to `timeout` for some.
+    pub fn wait(&self, timeout: Duration) -> Vec<Invalidation> {
+        let mut p = self.pending.lock();
+        if p.is_empty() {
+            let _ = self.wake.wait_for(&mut p, timeout);
+        }
+        std::mem::take(&mut *p)
+    }
+
+    fn push(&self, inv: Vec<Invalidation>) {
+        if inv.is_empty() {
+            return;
+        }
+        self.pending.lock().extend(inv);
+        self.wake.notify_all();
+    }
+}
+
+impl Tree {
+    /// The follower state, for the adapter's thread (waits without holding the tree).
+    pub fn follower(&self) -> Arc<Follow> {
+        self.follow.clone()
+    }
+
+    /// Checks every array's source and reloads the tree when another writer changed it (see
+    /// the module doc); returns whether it did. The kernel invalidations it implies wait in
+    /// [`Follow::wait`].
+    pub fn follow_source(&self) -> bool {
+        let all: Vec<ArrayId> = (0..self.live.len()).map(|a| ArrayId(a as u32)).collect();
+        self.follow(&all)
+    }
+
+    /// At a lookup: [`Tree::follow_source`], at most every [`LOOKUP_EVERY`].
+    pub(crate) fn follow_at_lookup(&self) {
+        {
+            let mut last = self.follow.last_lookup_check.lock();
+            if last.is_some_and(|t| t.elapsed() < LOOKUP_EVERY) {
+                return;
+            }
+            *last = Some(Instant::now());
+        }
+        self.follow_source();
+    }
+
+    /// At an open of `ino`: the arrays it shows.
+    pub(crate) fn follow_at_open(&self, ino: u64) {
+        let arrays: Vec<ArrayId> = match self.entry(ino) {
+            Ok(Entry::Chunk(id)) => vec![id.array],
+            Ok(Entry::File(FileKind::Sizes(a, _) | FileKind::Npy(a, _))) => vec![*a],
+            Ok(Entry::File(FileKind::Attrs(AttrsOwner::Array(a), _))) => vec![*a],
+            Ok(Entry::File(FileKind::TableNpy(_, columns))) => columns.clone(),
+            Ok(Entry::File(FileKind::Fixed(_)) | Entry::Scratch) => return,
+            _ => (0..self.live.len()).map(|a| ArrayId(a as u32)).collect(),
+        };
+        self.follow(&arrays);
+    }
+
+    fn changed(&self, arrays: &[ArrayId]) -> bool {
+        arrays.iter().any(|a| {
+            self.live
+                .get(a.index())
+                .and_then(Option::as_ref)
+                .is_some_and(|l| l.changed_on_disk())
+        })
+    }
+
+    fn follow(&self, arrays: &[ArrayId]) -> bool {
+        if self.collection.is_some() || !self.changed(arrays) {
+            return false;
+        }
+        if self.follow.broken.load(Ordering::Relaxed) {
+            let mut last = self.follow.last_try.lock();
+            if last.is_some_and(|t| t.elapsed() < RETRY_EVERY) {
+                return false;
+            }
+            *last = Some(Instant::now());
+        }
+        if self.has_pending_edits() {
+            return false;
+        }
+        // Serialised with commits: a commit of the mount's own edit also changes the files.
+        let _committer = self.committer.lock();
+        if !self.changed(arrays) || self.has_pending_edits() {
+            return false;
+        }
+        let old_n: Vec<usize> = self.live_nchunks();
+        let source = self.source_name();
+        if let Err(e) = self.refresh(Refreshed::Foreign) {
+            if !self.follow.broken.swap(true, Ordering::Relaxed) {
+                log::warn!(
+                    "{source}: changed on disk and cannot be read now: {}; serving what is \
+                     cached (other reads fail with EIO) until it opens again",
+                    display_chain(&e)
+                );
+            }
+            // What did reload shows: the kernel must forget what it cached of it.
+            self.follow.push(self.invalidations(&old_n));
+            return false;
+        }
+        if self.follow.broken.swap(false, Ordering::Relaxed) {
+            log::warn!("{source}: readable again: reloaded");
+        } else {
+            log::info!("{source}: changed by another writer: reloaded");
+        }
+        self.rerender_attrs();
+        self.follow.push(self.invalidations(&old_n));
+        true
+    }
+
+    /// Whether the mount holds uncommitted edits: their commit must find the change and fail
+    /// with ESTALE (an edit made against what another writer replaced is dropped, not applied
+    /// over it), so the tree does not reload under them; that commit reloads.
+    fn has_pending_edits(&self) -> bool {
+        let edits = self.edits.lock();
+        !edits.chunks.is_empty() || edits.attrs.values().any(|a| a.dirty)
+    }
+
+    fn live_nchunks(&self) -> Vec<usize> {
+        self.live
+            .iter()
+            .map(|l| l.as_ref().map_or(0, |l| l.get().nchunks()))
+            .collect()
+    }
+
+    /// The source path for log lines.
+    fn source_name(&self) -> String {
+        let first = self.live.iter().flatten().next();
+        match (&self.table, first) {
+            (Some(t), _) => t.display().to_string(),
+            (None, Some(l)) => l.path().display().to_string(),
+            (None, None) => "source".into(),
+        }
+    }
+
+    /// Renders the `__attrs__` of every array again from its reloaded source.
+    fn rerender_attrs(&self) {
+        for node in &self.nodes {
+            if let NodeKind::File(FileKind::Attrs(AttrsOwner::Array(a), stored)) = &node.kind {
+                if let Some(live) = self.live.get(a.index()).and_then(Option::as_ref) {
+                    stored.set(view::json_file(live.get().attrs()));
+                }
+            }
+        }
+    }
+
+    /// What the kernel must forget after the arrays changed from `old_n` chunks each: every
+    /// directory and generated file, the chunk files (up to [`MAX_CHUNK_INVALIDATIONS`]), and
+    /// the entries of chunk files that are gone.
+    fn invalidations(&self, old_n: &[usize]) -> Vec<Invalidation> {
+        let mut out: Vec<Invalidation> = (1..=self.nodes.len() as u64)
+            .map(Invalidation::Inode)
+            .collect();
+        let new_n = self.live_nchunks();
+        for (i, node) in self.nodes.iter().enumerate() {
+            let NodeKind::Dir { data: Some(a), .. } = &node.kind else {
+                continue;
+            };
+            let (old, new) = (old_n[a.index()], new_n[a.index()]);
+            let dir = i as u64 + 1;
+            for index in 0..old.max(new).min(MAX_CHUNK_INVALIDATIONS) {
+                let id = crate::reader::ChunkId::new(*a, index);
+                out.push(Invalidation::Inode(self.inodes.chunk_ino(id)));
+            }
+            for index in new..old {
+                out.push(Invalidation::Entry {
+                    parent: dir,
+                    name: chunk_name(index),
+                });
+            }
+        }
+        out
+    }
+}
