@@ -242,6 +242,17 @@ impl Tree {
         Ok(Tree::new(layout, options))
     }
 
+    /// Serves a collection (a store opened by the caller, e.g. from a remote object).
+    ///
+    /// # Errors
+    /// Why its layout cannot be built.
+    pub fn from_collection(
+        collection: crate::container::Collection,
+        options: TreeOptions,
+    ) -> Result<Tree, ContainerError> {
+        Ok(Tree::new(collection::layout(collection)?, options))
+    }
+
     /// Serves `layout`.
     pub fn new(layout: Layout, options: TreeOptions) -> Tree {
         let Layout {

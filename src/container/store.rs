@@ -450,7 +450,10 @@ fn internal(path: &Path) -> ContainerError {
 /// inside the member.
 pub(crate) fn open_member(zip: &zip::ZipIndex, index: usize) -> Result<Array, ContainerError> {
     let w = zip.window(index)?;
-    let a = Array::open_frame_at(zip.path(), w.offset)?;
+    let a = match zip.byte_source() {
+        Some(b) => Array::open_frame_bytes(Arc::clone(b), w.offset)?,
+        None => Array::open_frame_at(zip.path(), w.offset)?,
+    };
     let frame_len = a.frame_info().map_or(0, |i| i.frame_len);
     if frame_len > w.len {
         return Err(ContainerError::Malformed {
@@ -502,30 +505,59 @@ pub fn open_store(path: &Path) -> Result<Collection, ContainerError> {
         let e = Array::open_frame_at(&path.join("embed.b2e"), 0)?;
         (Form::Dir, None, e, files)
     } else {
-        let z = zip::ZipIndex::open(path)?;
-        let ei = z
-            .find("embed.b2e")
-            .ok_or_else(|| ContainerError::NotAContainer {
-                path: path.to_path_buf(),
-                why: "a zip file without an embed.b2e member is not a Blosc2 store".into(),
-            })?;
-        let e = open_member(&z, ei)?;
-        let files = z
-            .names()
-            .iter()
-            .enumerate()
-            .map(|(i, n)| {
-                (
-                    n.clone(),
-                    Location::Member {
-                        index: i,
-                        name: n.clone(),
-                    },
-                )
-            })
-            .collect();
-        (Form::Zip, Some(z), e, files)
+        zip_parts(path, zip::ZipIndex::open(path)?)?
     };
+    collection(path, form, zip, estore_array, files)
+}
+
+/// Opens the `.b2z` store held by a byte source that is not a local file (a remote object):
+/// the zip's central directory and every member are read through it, in place. Its path is
+/// the byte source's name.
+///
+/// # Errors
+/// As [`open_store`].
+pub fn open_store_bytes(bytes: Arc<dyn super::ByteSource>) -> Result<Collection, ContainerError> {
+    let path = PathBuf::from(bytes.name());
+    let (form, zip, estore_array, files) = zip_parts(&path, zip::ZipIndex::open_bytes(bytes)?)?;
+    collection(&path, form, zip, estore_array, files)
+}
+
+type Parts = (Form, Option<zip::ZipIndex>, Array, Vec<(String, Location)>);
+
+/// The parts of a zip store: its `embed.b2e` opened and its members as leaf locations.
+fn zip_parts(path: &Path, z: zip::ZipIndex) -> Result<Parts, ContainerError> {
+    let ei = z
+        .find("embed.b2e")
+        .ok_or_else(|| ContainerError::NotAContainer {
+            path: path.to_path_buf(),
+            why: "a zip file without an embed.b2e member is not a Blosc2 store".into(),
+        })?;
+    let e = open_member(&z, ei)?;
+    let files = z
+        .names()
+        .iter()
+        .enumerate()
+        .map(|(i, n)| {
+            (
+                n.clone(),
+                Location::Member {
+                    index: i,
+                    name: n.clone(),
+                },
+            )
+        })
+        .collect();
+    Ok((Form::Zip, Some(z), e, files))
+}
+
+/// The collection of a store's parts.
+fn collection(
+    path: &Path,
+    form: Form,
+    zip: Option<zip::ZipIndex>,
+    estore_array: Array,
+    files: Vec<(String, Location)>,
+) -> Result<Collection, ContainerError> {
     let estore = Estore::new(estore_array)?;
     let mut keyed: Vec<(String, Location)> = Vec::new();
     for (rel, loc) in files {

@@ -23,6 +23,8 @@ mod remote; // remote sources on moto (S3) and rclone (HTTP) behind a fault-inje
 #[cfg(feature = "remote")]
 mod remote_bench; // remote benchmarks (ignored; BENCHMARKS.md)
 #[cfg(feature = "remote")]
+mod remote_dirs; // sparse frames and bcolz roots under an S3 prefix (listing), on moto
+#[cfg(feature = "remote")]
 mod remote_support; // the servers and the proxy of the remote tests
 mod store; // collections: .b2z/.b2d stores and directories of sources against python-blosc2
 mod store_crash; // SIGKILL of a mount during a .b2z member commit: old or new zip for python-blosc2

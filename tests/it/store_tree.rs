@@ -43,7 +43,7 @@ fn read_all(t: &Tree, ino: u64) -> Vec<u8> {
 }
 
 /// Checks the tree of `store` against python-blosc2's description of it.
-fn check_store(t: &Tree, desc: &Value) -> Result<usize, String> {
+pub(crate) fn check_store(t: &Tree, desc: &Value) -> Result<usize, String> {
     let mut checked = 0;
     for (key, want) in desc["keys"].as_object().unwrap() {
         let nchunks = want["nchunks"].as_u64().unwrap();
@@ -94,7 +94,7 @@ fn want_nbytes(want: &Value) -> usize {
     (items * size) as usize
 }
 
-fn gen_stores(py: &Path) -> (tempfile::TempDir, Value) {
+pub(crate) fn gen_stores(py: &Path) -> (tempfile::TempDir, Value) {
     let dir = tempfile::tempdir().unwrap();
     run_python(
         py,
