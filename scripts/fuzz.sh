@@ -15,7 +15,16 @@
 # 1 GiB) stops the run with a non-zero exit and leaves the input in fuzz/artifacts/TARGET/;
 # make it a fix plus a file in tests/data/fuzz-regressions/TARGET/ (replayed by `cargo test`,
 # tests/it/fuzz.rs). The last line of each run is a summary: target, executions, seconds,
-# exec/s, corpus size.
+# CPU seconds, exec/s, corpus size, coverage.
+#
+# B2FS_FUZZ_RUNS=N stops a run after N executions (or SECONDS, whichever comes first).
+# B2FS_FUZZ_ASAN=0: the throughput build for long runs, the same coverage instrumentation and
+# debug assertions without AddressSanitizer (2-3x more executions per CPU second; Rust code
+# outside `unsafe` is memory safe without it). It lives in fuzz/target-noasan; its one-
+# allocation limit is kept by a limiting allocator in fuzz/src/lib.rs (libFuzzer's
+# -malloc_limit_mb needs the sanitizer); leak detection is lost. CI's short runs keep ASan.
+# Scratch files of the targets (frame_open, bcolz_open write each input to a file) go to
+# /dev/shm when it is writable (B2FS_FUZZ_TMP overrides): no disk I/O per execution.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -27,18 +36,34 @@ TRIPLE=$(rustc +nightly -vV | sed -n 's/^host: //p')
 # codegen unit, host build scripts unsanitised through --target) and run directly: the same
 # binaries, without installing cargo-fuzz first.
 DIRECT=${B2FS_FUZZ_DIRECT:-}
+ASAN=${B2FS_FUZZ_ASAN:-1}
+if [ "$ASAN" = 0 ]; then DIRECT=1; fi
 if [ -z "$DIRECT" ] && ! cargo +nightly fuzz --version >/dev/null 2>&1; then DIRECT=1; fi
 FUZZ_RUSTFLAGS="-Cpasses=sancov-module -Cllvm-args=-sanitizer-coverage-level=4\
  -Cllvm-args=-sanitizer-coverage-inline-8bit-counters -Cllvm-args=-sanitizer-coverage-pc-table\
  -Cllvm-args=-sanitizer-coverage-trace-compares --cfg fuzzing\
- -Cllvm-args=-simplifycfg-branch-fold-threshold=0 -Zsanitizer=address\
+ -Cllvm-args=-simplifycfg-branch-fold-threshold=0\
  -Cllvm-args=-sanitizer-coverage-stack-depth -Cdebug-assertions -Ccodegen-units=1"
+if [ "$ASAN" = 0 ]; then
+    FUZZ_RUSTFLAGS="$FUZZ_RUSTFLAGS --cfg b2fs_fuzz_no_asan"
+    TARGET_DIR=fuzz/target-noasan
+else
+    FUZZ_RUSTFLAGS="$FUZZ_RUSTFLAGS -Zsanitizer=address"
+    TARGET_DIR=fuzz/target
+fi
 export ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_odr_violation=0
+SCRATCH=${B2FS_FUZZ_TMP:-/dev/shm}
+if [ -d "$SCRATCH" ] && [ -w "$SCRATCH" ]; then export TMPDIR=$SCRATCH; fi
+
+usage() {
+    sed -n '2,/^set -euo/p' "$0" | grep '^#' | sed 's/^# \{0,1\}//' >&2
+    exit 2
+}
 
 build_all() {
     if [ -n "$DIRECT" ]; then
         RUSTFLAGS="$FUZZ_RUSTFLAGS" cargo +nightly build --manifest-path fuzz/Cargo.toml \
-            --target "$TRIPLE" --release --config 'profile.release.debug="line-tables-only"' \
+            --target-dir "$TARGET_DIR" --target "$TRIPLE" --release --config 'profile.release.debug="line-tables-only"' \
             --bins
     else
         cargo +nightly fuzz build --debug-assertions
@@ -51,7 +76,7 @@ fuzz_cmd() {
     local t=$1 a
     shift
     if [ -n "$DIRECT" ]; then
-        CMD=("fuzz/target/$TRIPLE/release/$t" -artifact_prefix="fuzz/artifacts/$t/")
+        CMD=("$TARGET_DIR/$TRIPLE/release/$t" -artifact_prefix="fuzz/artifacts/$t/")
         for a in "$@"; do [ "$a" = "--" ] || CMD+=("$a"); done
     else
         CMD=(cargo +nightly fuzz run --debug-assertions "$t" "$@")
@@ -129,6 +154,8 @@ run() {
     log=$LOGS/$t.log
     local extra=()
     if [ "$jobs" -gt 1 ]; then extra=(-fork="$jobs"); fi
+    # B2FS_FUZZ_RUNS=N: stop after N executions (or SECONDS, whichever comes first).
+    if [ -n "${B2FS_FUZZ_RUNS:-}" ]; then extra+=(-runs="$B2FS_FUZZ_RUNS"); fi
     local start=$SECONDS rc=0
     mkdir -p "fuzz/artifacts/$t"
     fuzz_cmd "$t" "fuzz/work/$t" "fuzz/corpus/$t" "$seeddir" -- \
@@ -136,15 +163,18 @@ run() {
         -rss_limit_mb=1024 -malloc_limit_mb=256 -print_final_stats=1 "${extra[@]}"
     /usr/bin/time -f '%U %S' -o "$log.cpu" "${CMD[@]}" > "$log" 2>&1 || rc=$?
     rm -rf "$seeddir"
-    local took=$((SECONDS - start)) runs corp
-    # The last status line: "#RUNS ... corp: FILES/SIZE ...".
-    runs=$(grep -oE '^#[0-9]+' "$log" | tail -1 | tr -d '#' || true)
+    local took=$((SECONDS - start)) runs corp cov
+    # The final stats, else the last status line: "#RUNS ... cov: E ft: F corp: FILES/SIZE".
+    runs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
+    [ -n "$runs" ] || runs=$(grep -oE '^#[0-9]+' "$log" | tail -1 | tr -d '#' || true)
     corp=$(grep -oE 'corp: [0-9]+/[0-9]+[a-zA-Z]*' "$log" | tail -1 | cut -d' ' -f2 || true)
+    cov=$(grep -oE 'cov: [0-9]+ ft: [0-9]+' "$log" | tail -1 | awk '{print $2 "/" $4}' || true)
     # CPU seconds (user + system) of the run: on a shared machine, the wall time overstates it.
     local cpu
     cpu=$(tail -1 "$log.cpu" 2>/dev/null | awk 'NF == 2 {printf "%.1f", $1 + $2}' || true)
     echo "fuzz: $t runs=${runs:-0} seconds=$took cpu_seconds=${cpu:-?}" \
-        "exec/s=$(( ${runs:-0} / (took > 0 ? took : 1) )) corpus=${corp:-?} rc=$rc (log: $log)"
+        "exec/s=$(( ${runs:-0} / (took > 0 ? took : 1) )) corpus=${corp:-?}" \
+        "edges/features=${cov:-?} asan=$ASAN rc=$rc (log: $log)"
     if [ $rc -ne 0 ]; then
         tail -40 "$log" >&2
         return $rc

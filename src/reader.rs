@@ -322,7 +322,16 @@ impl ChunkReader {
         self.core.store(id.array).chunk_nbytes(id.index)
     }
 
-    /// The whole decoded chunk `id` (cached; a large one decoded on several threads).
+    /// Whether a chunk of `nbytes` decodes to more than the decoded-chunk cache holds. Such a
+    /// chunk (a 2 GiB chunk of zeros takes 32 bytes in a frame) is never decoded whole by a
+    /// read: [`ChunkReader::read`] decodes only the blocks each read overlaps, so a mount's
+    /// memory stays within its cache budget whatever sizes a source declares.
+    pub fn over_budget(&self, nbytes: usize) -> bool {
+        nbytes > self.core.cache.budget()
+    }
+
+    /// The whole decoded chunk `id` (cached; a large one decoded on several threads). Callers
+    /// that only read must check [`ChunkReader::over_budget`] first.
     ///
     /// # Errors
     /// When the chunk cannot be read or decoded.
@@ -379,13 +388,17 @@ impl ChunkReader {
             return Ok(ReadData::Owned(Vec::new()));
         }
         let cached = core.cache.get(&key);
-        let plan = plan::plan(
-            hint.pattern,
-            r.clone(),
-            nbytes,
-            self.options.range_factor,
-            cached.is_some() || core.cache.contains_or_loading(&key),
-        );
+        let plan = if self.over_budget(nbytes) {
+            Plan::Small
+        } else {
+            plan::plan(
+                hint.pattern,
+                r.clone(),
+                nbytes,
+                self.options.range_factor,
+                cached.is_some() || core.cache.contains_or_loading(&key),
+            )
+        };
         match plan {
             Plan::Small => {
                 if let Some(hit) = self.small_read(&at, nbytes, r.clone())? {
@@ -438,8 +451,19 @@ impl ChunkReader {
         }
         if !core.cache.contains_or_loading(&key) {
             let nbytes = store.chunk_nbytes(id.index)?;
+            if self.over_budget(nbytes) {
+                // Never the whole chunk: the bytes from `offset`, as a small read takes them.
+                let len = nbytes.saturating_sub(offset).min(RANGE_READ_MAX);
+                let hint = ReadHint {
+                    pattern: Pattern::Random,
+                    streaming: false,
+                    stream: 0,
+                };
+                let got = self.read_in(store, id, offset as u64, len as u32, hint, || false)?;
+                return Ok((Arc::new(got.to_vec()), offset));
+            }
             let bs = core.block_size_for_cache(&at, nbytes);
-            if bs > 0 && offset < nbytes {
+            if bs > 0 && bs <= core.blocks.budget() && offset < nbytes {
                 let start = offset / bs * bs;
                 let len = bs.min(nbytes - start);
                 let block = core.blocks.get_or_load((key, offset / bs), || {

@@ -221,6 +221,30 @@ pub struct Tree {
     follow: Arc<Follow>,
 }
 
+/// Refuses a layout whose chunk files cannot all have inode numbers below the scratch files
+/// ([`inode::SCRATCH_BASE`], 2^62): a hostile bcolz ctable whose columns declare 2^62 chunks
+/// each would otherwise open with the files of every column after the first unreachable.
+fn numberable(layout: &Layout, path: &Path) -> Result<(), ContainerError> {
+    let end = layout
+        .stores
+        .iter()
+        .try_fold(layout.nodes.len() as u64 + 1, |n, s| {
+            n.checked_add(s.nchunks() as u64)
+        });
+    match end {
+        Some(end) if end < inode::SCRATCH_BASE => Ok(()),
+        _ => Err(ContainerError::Malformed {
+            path: path.to_path_buf(),
+            what: "chunk count".into(),
+            offset: 0,
+            why: format!(
+                "its {} arrays declare more chunk files than b2fs can number (2^62)",
+                layout.stores.len()
+            ),
+        }),
+    }
+}
+
 impl Tree {
     /// Opens the source at `path` and builds its tree.
     ///
@@ -229,7 +253,11 @@ impl Tree {
     pub fn from_source(path: &Path, options: TreeOptions) -> Result<Tree, ContainerError> {
         let mut container = match crate::container::store::open_any(path)? {
             Opened::Single(c) => c,
-            Opened::Collection(c) => return Ok(Tree::new(collection::layout(c)?, options)),
+            Opened::Collection(c) => {
+                let layout = collection::layout(c)?;
+                numberable(&layout, path)?;
+                return Ok(Tree::new(layout, options));
+            }
         };
         if options.writable {
             if let crate::container::Container::Table(t) = &container {
@@ -239,6 +267,7 @@ impl Tree {
             }
         }
         let layout = view::layout(container)?;
+        numberable(&layout, path)?;
         Ok(Tree::new(layout, options))
     }
 

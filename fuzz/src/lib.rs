@@ -32,12 +32,69 @@ pub const BCOLZ_SEPARATOR: &[u8] = b"\n--\n";
 
 thread_local! {
     static DECODER: RefCell<Decoder> = RefCell::new(Decoder::with_limit(DECODE_LIMIT));
+    /// The output buffer of [`decode_bounded`], kept across inputs.
+    static OUT: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
     /// A private scratch directory per thread (tests call the entry functions from several
     /// threads at once).
     static SCRATCH: tempfile::TempDir = tempfile::Builder::new()
         .prefix("b2fs-fuzz-")
         .tempdir()
         .expect("creating a scratch directory");
+}
+
+/// The throughput build (`scripts/fuzz.sh`, `B2FS_FUZZ_ASAN=0`) has no AddressSanitizer, and
+/// libFuzzer's `-malloc_limit_mb` needs the sanitizer's allocator hooks: this allocator keeps
+/// that limit instead, aborting (a crash libFuzzer records with its input) on any single
+/// allocation over [`ALLOC_LIMIT`].
+#[cfg(b2fs_fuzz_no_asan)]
+mod alloc_limit {
+    use std::alloc::{GlobalAlloc, Layout, System};
+
+    /// The largest single allocation: libFuzzer's `-malloc_limit_mb=256` of the ASan runs.
+    pub const ALLOC_LIMIT: usize = 256 << 20;
+
+    /// [`System`], refusing any single allocation over [`ALLOC_LIMIT`] with an abort.
+    pub struct Limited;
+
+    fn over(size: usize) -> ! {
+        eprintln!(
+            "==b2fs-fuzz== out-of-memory: one allocation of {size} bytes (limit {ALLOC_LIMIT})"
+        );
+        std::process::abort()
+    }
+
+    // SAFETY: every method forwards to `System` with the caller's arguments unchanged, after a
+    // size check that only aborts; the GlobalAlloc contract is `System`'s.
+    unsafe impl GlobalAlloc for Limited {
+        unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+            if layout.size() > ALLOC_LIMIT {
+                over(layout.size());
+            }
+            // SAFETY: the caller's layout, passed on (see the impl).
+            unsafe { System.alloc(layout) }
+        }
+        unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+            if layout.size() > ALLOC_LIMIT {
+                over(layout.size());
+            }
+            // SAFETY: as `alloc`.
+            unsafe { System.alloc_zeroed(layout) }
+        }
+        unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+            // SAFETY: `ptr` came from `System` with this layout (every allocation goes there).
+            unsafe { System.dealloc(ptr, layout) }
+        }
+        unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+            if new_size > ALLOC_LIMIT {
+                over(new_size);
+            }
+            // SAFETY: as `dealloc`; the new size is the caller's.
+            unsafe { System.realloc(ptr, layout, new_size) }
+        }
+    }
+
+    #[global_allocator]
+    static LIMITED: Limited = Limited;
 }
 
 fn with_decoder<R>(f: impl FnOnce(&mut Decoder) -> R) -> R {
@@ -95,10 +152,23 @@ pub fn chunk_decode(data: &[u8]) {
     });
 }
 
-/// Decodes `chunk` with the bounded decoder, as the filesystem would serve it.
+/// Decodes `chunk` with the bounded decoder, as the filesystem would serve it: whole, into a
+/// buffer reused across inputs (a fresh zeroed buffer of up to [`DECODE_LIMIT`] bytes per
+/// chunk cost more than the decode of most inputs; `chunk_decode` covers the allocating
+/// `decompress`), and a range.
 fn decode_bounded(chunk: &[u8]) {
     with_decoder(|dec| {
-        let _ = dec.decompress(chunk);
+        if let Ok(h) = codec::chunk_info(chunk) {
+            if h.nbytes <= DECODE_LIMIT {
+                OUT.with(|out| {
+                    let mut out = out.borrow_mut();
+                    out.resize(h.nbytes, 0);
+                    let _ = dec.decompress_into(chunk, &mut out[..]);
+                });
+            } else {
+                let _ = dec.decompress(chunk);
+            }
+        }
         let mut buf = [0u8; 100];
         let _ = dec.decompress_range(chunk, 50, &mut buf);
     });
@@ -146,18 +216,24 @@ fn touch_array(a: &Array) {
         let _ = a.chunk_nbytes(i);
         let _ = a.chunk_kind(i);
         let _ = a.chunk_header(i);
-        if let Ok(c) = a.chunk_bytes(i) {
-            decode_bounded(&c);
+        let whole = a.chunk_bytes(i);
+        if let Ok(c) = &whole {
+            decode_bounded(c);
             // The positional read gives the same bytes as the whole read.
             let mut window = vec![0u8; c.len().min(48)];
             if let Ok(true) = a.chunk_read_at(i, 0, &mut window) {
                 assert!(window == c[..window.len()], "chunk_read_at vs chunk_bytes");
             }
             if let Ok(k) = a.chunk_bytes_into(i, &mut buf) {
-                assert!(buf[..k] == *c, "chunk_bytes_into vs chunk_bytes");
+                assert!(buf[..k] == **c, "chunk_bytes_into vs chunk_bytes");
             }
         }
-        let _ = a.with_mapped_chunk(i, false, &mut |c| decode_bounded(c));
+        // The mapped chunk is the same bytes (decoded only when the whole read failed: the
+        // decoder has seen them otherwise).
+        let _ = a.with_mapped_chunk(i, false, &mut |m| match &whole {
+            Ok(c) => assert!(m == &c[..], "with_mapped_chunk vs chunk_bytes"),
+            Err(_) => decode_bounded(m),
+        });
         let _ = a.chunk_read_at(i, u64::MAX - 3, &mut [0u8; 8]);
     }
     let _ = a.chunk_bytes(n);
@@ -239,8 +315,10 @@ pub fn frame_open(data: &[u8]) {
 /// rest of the input).
 pub fn bcolz_open(data: &[u8]) {
     let root = scratch().join("carray");
-    std::fs::create_dir_all(root.join("meta")).expect("scratch dir");
-    std::fs::create_dir_all(root.join("data")).expect("scratch dir");
+    if !root.join("data").is_dir() {
+        std::fs::create_dir_all(root.join("meta")).expect("scratch dir");
+        std::fs::create_dir_all(root.join("data")).expect("scratch dir");
+    }
     let parts = split_parts(data, 6);
     let put = |rel: &str, part: Option<&&[u8]>, keep_empty: bool| {
         let p: &Path = &root.join(rel);

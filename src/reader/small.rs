@@ -39,7 +39,8 @@ impl ChunkReader {
             return Ok(Some(hit));
         }
         let bs = core.block_size_for_cache(at, nbytes);
-        if bs == 0 || r.start / bs != (r.end - 1) / bs {
+        // A block larger than the block cache (a hostile or huge blocksize) is not kept.
+        if bs == 0 || bs > core.blocks.budget() || r.start / bs != (r.end - 1) / bs {
             return Ok(None);
         }
         let b = r.start / bs;

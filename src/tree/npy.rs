@@ -297,6 +297,8 @@ impl Tree {
             && self.edits.lock().chunks.keys().any(|id| id.array == array);
         // The chunk index, the decoded bytes held and where they start in that chunk.
         let mut held: Option<(usize, crate::reader::Bytes, usize)> = None;
+        // Per chunk: whether it may be decoded whole (not over the cache budget).
+        let mut whole: Option<(usize, bool)> = None;
         for run in runs {
             let id = ChunkId::new(array, run.chunk as usize);
             let (src, len, dst) = (run.src as usize, run.len as usize, run.dst as usize);
@@ -313,15 +315,32 @@ impl Tree {
                 *k == id.index && src >= *at && src + len <= at + bytes.len()
             };
             if !held.as_ref().is_some_and(covers) {
-                let (bytes, at) = if small {
+                let fits = match whole {
+                    Some((k, fits)) if k == id.index => fits,
+                    _ => {
+                        let fits = self.fits_whole(id);
+                        whole = Some((id.index, fits));
+                        fits
+                    }
+                };
+                let (bytes, at) = if small || !fits {
                     self.reader.covering(store, id, src).map_err(eio)?
                 } else {
                     (self.reader.chunk_in(store, id).map_err(eio)?, 0)
                 };
                 held = Some((id.index, bytes, at));
                 if !held.as_ref().is_some_and(covers) {
-                    // A run across blocks (or past a short chunk's end): the whole chunk.
-                    held = Some((id.index, self.reader.chunk_in(store, id).map_err(eio)?, 0));
+                    held = Some(if fits {
+                        // A run across blocks (or past a short chunk's end): the whole chunk.
+                        (id.index, self.reader.chunk_in(store, id).map_err(eio)?, 0)
+                    } else {
+                        // A chunk over the cache budget is never whole: this run only.
+                        let got = self
+                            .reader
+                            .read_in(store, id, run.src, run.len as u32, RANDOM, || false)
+                            .map_err(eio)?;
+                        (id.index, std::sync::Arc::new(got.to_vec()), src)
+                    });
                 }
             }
             let Some((_, bytes, at)) = &held else {
@@ -333,6 +352,15 @@ impl Tree {
             dst.copy_from_slice(piece);
         }
         Ok(())
+    }
+
+    /// Whether chunk `id` may be decoded whole for a read: not when it decodes to more than
+    /// the cache budget ([`crate::reader::ChunkReader::over_budget`]; a size that cannot be
+    /// read is left to the decode to report).
+    fn fits_whole(&self, id: ChunkId) -> bool {
+        self.reader
+            .chunk_nbytes(id)
+            .map_or(true, |n| !self.reader.over_budget(n))
     }
 
     /// After a sequential read of `array.npy` up to data byte `end`: asks for the next slab's
@@ -481,6 +509,24 @@ impl Tree {
             for p in t.pieces(w.data.start, w.data.end - w.data.start) {
                 let array = *columns.get(p.column).ok_or(TreeError::NotFound)?;
                 let id = ChunkId::new(array, p.chunk as usize);
+                if !self.fits_whole(id) {
+                    // Only the rows' span of the chunk, through the reader's block reads.
+                    let span = (p.rows - 1) * p.src_stride + p.len;
+                    let span = u32::try_from(span).map_err(|_| TreeError::NotFound)?;
+                    let store = self.version_of(pinned, array);
+                    let got = self
+                        .reader
+                        .read_in(store.as_ref(), id, p.src, span, RANDOM, || false)
+                        .map_err(|source| TreeError::Container { ino, source })?;
+                    for row in 0..p.rows {
+                        let src = (row * p.src_stride) as usize;
+                        let dst = (p.dst + row * p.dst_stride) as usize;
+                        let len = p.len as usize;
+                        let piece = got.get(src..src + len).ok_or(TreeError::NotFound)?;
+                        out[dst..dst + len].copy_from_slice(piece);
+                    }
+                    continue;
+                }
                 if held.as_ref().is_none_or(|(k, _)| *k != id) {
                     let store = self.version_of(pinned, array);
                     let bytes = self

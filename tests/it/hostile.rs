@@ -21,10 +21,10 @@ use crate::support::data_dir;
 
 /// Peak heap of one hostile open or chunk read. The inputs are a few hundred bytes: a bound
 /// of 4 MiB means no declared size was believed (each case declares gigabytes at least).
-const HEAP_BOUND: usize = 4 << 20;
+pub(crate) const HEAP_BOUND: usize = 4 << 20;
 /// Wall time of one hostile open or chunk read (they take microseconds; the margin is for a
 /// loaded machine).
-const TIME_BOUND: Duration = Duration::from_secs(2);
+pub(crate) const TIME_BOUND: Duration = Duration::from_secs(2);
 
 struct Counting;
 
@@ -88,7 +88,7 @@ static ALLOC: Counting = Counting;
 
 /// Runs `f` on this thread and returns its result, the peak heap it allocated beyond what the
 /// thread held before, and its wall time.
-fn measure<R>(f: impl FnOnce() -> R) -> (R, usize, Duration) {
+pub(crate) fn measure<R>(f: impl FnOnce() -> R) -> (R, usize, Duration) {
     let base = LIVE.with(Cell::get);
     PEAK.with(|p| p.set(base));
     let t = Instant::now();
@@ -100,7 +100,7 @@ fn measure<R>(f: impl FnOnce() -> R) -> (R, usize, Duration) {
 
 /// `f` within [`HEAP_BOUND`] and [`TIME_BOUND`].
 #[track_caller]
-fn bounded<R>(what: &str, f: impl FnOnce() -> R) -> R {
+pub(crate) fn bounded<R>(what: &str, f: impl FnOnce() -> R) -> R {
     let (r, peak, took) = measure(f);
     eprintln!("{what}: peak heap {peak} bytes, {took:?}");
     assert!(
@@ -135,11 +135,11 @@ fn assert_mentions(e: &ContainerError, needle: &str) {
 
 /// Byte offsets of the big-endian header fields of [`build_frame`]'s frames.
 const FRAME_LEN_AT: usize = 16;
-const NBYTES_AT: usize = 30;
+pub(crate) const NBYTES_AT: usize = 30;
 const CBYTES_AT: usize = 39;
-const CHUNKSIZE_AT: usize = 58;
+pub(crate) const CHUNKSIZE_AT: usize = 58;
 
-fn patched(f: &[u8], at: usize, bytes: &[u8]) -> Vec<u8> {
+pub(crate) fn patched(f: &[u8], at: usize, bytes: &[u8]) -> Vec<u8> {
     let mut m = f.to_vec();
     m[at..at + bytes.len()].copy_from_slice(bytes);
     m
