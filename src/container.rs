@@ -47,6 +47,7 @@
 pub mod attrs;
 pub mod bcolz;
 pub mod error;
+pub mod files;
 pub mod frame;
 mod mapped;
 mod msgpack;
@@ -62,6 +63,7 @@ use std::sync::Arc;
 use std::time::SystemTime;
 
 pub use error::ContainerError;
+pub use files::{ByteTree, open_tree};
 pub use frame::{FrameInfo, Vlmetalayer};
 pub use ndim::{Grid, NdMeta};
 pub use source::{ByteSource, FileState, IoStats};
@@ -187,37 +189,12 @@ pub fn open(path: &Path) -> Result<Container, ContainerError> {
     if !meta.is_dir() {
         return Err(not_a_container(path, "neither a file nor a directory"));
     }
-    if path.join("__rootdirs__").is_file() {
-        let (attrs, cols) = bcolz::open_ctable(path, &stats)?;
-        let columns = cols
-            .into_iter()
-            .map(|(name, c)| {
-                let col_path = path.join(&name);
-                (name, Array::from_carray(col_path, c, Arc::clone(&stats)))
-            })
-            .collect();
-        return Ok(Container::Table(Table {
-            path: path.to_path_buf(),
-            attrs,
-            columns,
-        }));
-    }
-    if path.join("meta/nrows").is_file() {
+    // A ctable first, then a blsk root, then the other directory kinds.
+    if !path.join("__rootdirs__").is_file() && path.join("meta/nrows").is_file() {
         return bcolz::blsk::open_container(path, stats);
     }
-    let index = path.join("chunks.b2frame");
-    if index.is_file() {
-        let f = frame::Frame::open(&index, 0, Some(path), Arc::clone(&stats))?;
-        return Array::from_frame(path.to_path_buf(), SourceKind::Sframe, f, stats)
-            .map(Container::Array);
-    }
-    if path.join("meta/sizes").is_file() && path.join("meta/storage").is_file() {
-        let c = bcolz::Carray::open(path, Arc::clone(&stats))?;
-        return Ok(Container::Array(Array::from_carray(
-            path.to_path_buf(),
-            c,
-            stats,
-        )));
+    if let Some(c) = files::open_dir(&files::Files::Local, path, &stats)? {
+        return Ok(c);
     }
     if let Some(what) = bcolz::blsk_evidence(path) {
         return Err(ContainerError::Unsupported {
@@ -338,6 +315,23 @@ impl Array {
         let stats = Arc::new(IoStats::default());
         let f = frame::Frame::open(path, offset, None, Arc::clone(&stats))?;
         Array::from_frame(path.to_path_buf(), SourceKind::Cframe, f, stats)
+    }
+
+    /// [`Array::open_frame_at`] of a frame held by a byte source that is not a local file (a
+    /// remote object, or a member of a remote `.b2z`); the array's path is the source's name.
+    ///
+    /// # Errors
+    ///
+    /// As [`open`].
+    pub fn open_frame_bytes(
+        bytes: Arc<dyn ByteSource>,
+        offset: u64,
+    ) -> Result<Array, ContainerError> {
+        let stats = Arc::new(IoStats::default());
+        let src = source::Source::from_bytes(bytes, Arc::clone(&stats));
+        let path = src.path().to_path_buf();
+        let f = frame::Frame::open_source(src, offset, None, Arc::clone(&stats))?;
+        Array::from_frame(path, SourceKind::Cframe, f, stats)
     }
 
     fn from_frame(

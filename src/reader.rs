@@ -33,6 +33,7 @@
 //! decodes a quarter (at most 64 MiB), decoded blocks an eighth (at most 32 MiB), 4 KiB pages
 //! a sixteenth (at most 16 MiB).
 
+pub mod append;
 mod decode;
 pub mod live;
 mod partial;
@@ -53,6 +54,7 @@ use crate::cache::ChunkCache;
 pub use crate::cache::{Bytes, CacheStats};
 use crate::container::ContainerError;
 
+pub use append::AppendVec;
 pub use live::{Change, ChunkEdit, Committer, LiveArray};
 pub use plan::{Pattern, Plan};
 pub use store::ChunkStore;
@@ -186,7 +188,8 @@ pub struct ReaderOptions {
 /// The state prefetch threads share with readers.
 #[derive(Debug)]
 struct Core {
-    stores: Vec<Arc<dyn ChunkStore>>,
+    /// Per array; arrays are added while mounted (a collection leaf opened on first access).
+    stores: AppendVec<Arc<dyn ChunkStore>>,
     /// Decompressed chunks.
     cache: ChunkCache<ChunkKey>,
     /// Compressed chunks kept for range decodes: a random small read must not re-read a
@@ -205,13 +208,20 @@ struct Core {
 }
 
 impl Core {
+    /// # Panics
+    /// For an id this reader did not hand out (a programming error of the tree).
     fn store(&self, array: ArrayId) -> &dyn ChunkStore {
-        self.stores[array.index()].as_ref()
+        match self.stores.get(array.index()) {
+            Some(s) => s.as_ref(),
+            None => panic!("reader: no array {}", array.0),
+        }
     }
 
     /// The version of `array` reads start from now ([`ChunkStore::pin`]).
     fn pinned(&self, array: ArrayId) -> Arc<dyn ChunkStore> {
-        let store = &self.stores[array.index()];
+        let Some(store) = self.stores.get(array.index()) else {
+            panic!("reader: no array {}", array.0);
+        };
         store.pin().unwrap_or_else(|| store.clone())
     }
 
@@ -256,7 +266,7 @@ impl ChunkReader {
         let block_budget = (options.cache_size / 8).min(32 << 20);
         let page_budget = (options.cache_size / 16).min(16 << 20);
         let core = Arc::new(Core {
-            stores,
+            stores: stores.into_iter().collect(),
             cache: ChunkCache::new(
                 options.cache_size - compressed_budget - block_budget - page_budget,
             ),
@@ -280,6 +290,12 @@ impl ChunkReader {
     /// Number of arrays.
     pub fn arrays(&self) -> usize {
         self.core.stores.len()
+    }
+
+    /// Adds an array (a collection leaf opened while mounted); returns its id, the next
+    /// after every existing one.
+    pub fn add(&self, store: Arc<dyn ChunkStore>) -> ArrayId {
+        ArrayId(u32::try_from(self.core.stores.push(store)).unwrap_or(u32::MAX))
     }
 
     /// The store of `array`.

@@ -12,12 +12,15 @@
 //! - `plan`: the request plan. Open = 2 GETs in parallel (head and tail, no HEAD: the size
 //!   comes from `Content-Range`); a chunk read = 1 GET of the whole compressed chunk (the
 //!   container says where chunks lie, [`crate::container::ByteSource::chunk_extents`]);
-//!   sequential chunk access prefetches with a doubling window capped in bytes.
+//!   sequential chunk access prefetches with a doubling window capped in bytes;
+//! - `prefix`: a prefix (`s3://bucket/dir/`, a sparse frame or bcolz root) as a
+//!   [`crate::container::ByteTree`]: listed once, its metadata objects fetched in parallel,
+//!   each object read whole in one GET into the same kind of cache.
 //!
 //! Knows nothing of FUSE or the tree; of the container layer it knows only the `ByteSource`
-//! trait it implements. No caller ever waits without a deadline: a read that cannot get its
-//! bytes in time fails (EIO above), and a changed object (HTTP 412) fails every later read of
-//! it, logged once naming the object, never mixing versions.
+//! and `ByteTree` traits it implements. No caller ever waits without a deadline: a read that
+//! cannot get its bytes in time fails (EIO above), and a changed object (HTTP 412) fails every
+//! later read of it, logged once naming the object, never mixing versions.
 
 #[cfg(feature = "remote")]
 mod cache;
@@ -25,11 +28,15 @@ mod cache;
 mod client;
 #[cfg(feature = "remote")]
 mod plan;
+#[cfg(feature = "remote")]
+mod prefix;
 
 #[cfg(feature = "remote")]
 pub use client::{RemoteError, RemoteErrorKind};
 #[cfg(feature = "remote")]
 pub use plan::{RemoteObject, RemoteStats, open};
+#[cfg(feature = "remote")]
+pub use prefix::{RemotePrefix, open_prefix};
 
 use std::time::Duration;
 
@@ -55,6 +62,9 @@ pub struct RemoteOptions {
     pub timeout: Duration,
     /// `remote_retries=N`: retries of a failed request (5xx, reset, timeout), with backoff.
     pub retries: usize,
+    /// `ca_file=PATH`: PEM certificates trusted for HTTPS besides the system's (which
+    /// `SSL_CERT_FILE` / `SSL_CERT_DIR` replace, as for OpenSSL).
+    pub ca_file: Option<std::path::PathBuf>,
 }
 
 impl Default for RemoteOptions {
@@ -66,6 +76,7 @@ impl Default for RemoteOptions {
             cache_bytes: 256 << 20,
             timeout: Duration::from_secs(10),
             retries: 3,
+            ca_file: None,
         }
     }
 }

@@ -32,6 +32,7 @@
 //! | `edit.rs` | buffered edits (keyed by chunk, not by file) and the write operations |
 //! | `commit.rs` | when and how buffers are committed, refused, dropped; the kernel-cache rules |
 //! | `scratch.rs` | editors' temp files in the root, rename over `__attrs__` |
+//! | `collection.rs` | stores and directories of sources: groups, leaves laid out on first access, reloads after commits |
 //! | `follow.rs` | noticing other writers' changes: reloads and the kernel invalidations |
 //!
 //! Subtleties and who handles them:
@@ -53,11 +54,19 @@
 //!   (ESTALE) reloads every array and drops cached chunks, so a retry applies to what is
 //!   stored now.
 //!
+//! - **Collections grow while mounted**: a leaf's subtree is laid out on first access
+//!   (`collection.rs`); nodes and arrays live in [`AppendVec`]s, so references to existing
+//!   ones stay valid while it is added, and the growing inode plan numbers it (`inode.rs`).
+//!
 //! Lock order (parking_lot mutexes are not reentrant): `handles` before `edits` before
 //! `scratch` before `kcache`; the `committer` is taken before any of them and held for a whole
 //! commit (a reload after another writer takes it too). `follow.rs`'s own locks are leaves.
 //! `Tree::entry` takes `edits` and `scratch` itself: never call it (or `getattr`,
-//! `lookup`) with either held. No lock is held across a decode except the committer's.
+//! `lookup`) with either held. `grow` is taken only by `lookup`/`readdir` of a leaf directory
+//! not laid out yet, with no other lock held (the committer included: `lookup` and `readdir`
+//! are never called with it held), and held while that leaf opens; inside it only the
+//! appends of the [`AppendVec`]s lock. No lock is held across a decode except the
+//! committer's.
 
 pub mod attr;
 mod collection;
@@ -80,12 +89,12 @@ pub mod xattr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use parking_lot::{Mutex, RwLock};
+use parking_lot::Mutex;
 
 use crate::container::ContainerError;
-use crate::container::store::{Collection, Opened};
+use crate::container::store::Opened;
 use crate::reader::{
-    ArrayId, CacheStats, ChunkId, ChunkReader, Committer, LiveArray, ReaderOptions,
+    AppendVec, ArrayId, CacheStats, ChunkId, ChunkReader, Committer, LiveArray, ReaderOptions,
 };
 use commit::KernelCache;
 use edit::Edits;
@@ -181,18 +190,23 @@ struct ArrayFiles {
 /// The virtual filesystem of one mounted source. `Sync`: FUSE worker threads share it.
 #[derive(Debug)]
 pub struct Tree {
-    nodes: Vec<Node>,
+    /// Node `i` has inode `i + 1`; a collection adds its leaves' nodes on first access.
+    nodes: AppendVec<Node>,
     inodes: Inodes,
     reader: ChunkReader,
     /// Per array: the array edits are committed to (`None`: synthetic, not writable).
-    live: Vec<Option<Arc<LiveArray>>>,
+    live: AppendVec<Option<Arc<LiveArray>>>,
     /// Per array: its `meta/sizes` and `array.npy` inodes.
-    files: Vec<ArrayFiles>,
+    files: AppendVec<ArrayFiles>,
+    /// Serialises the laying out of collection leaves (see the lock order above).
+    grow: Mutex<()>,
     /// The ctable the arrays are columns of, if the source is one.
     table: Option<PathBuf>,
     /// The collection the arrays are leaves of, if the source is one (replaced after
     /// commits).
-    collection: Option<RwLock<Arc<Collection>>>,
+    collection: Option<layout::CollectionCell>,
+    /// The collection's path (it does not change when the collection is reopened).
+    collection_path: Option<PathBuf>,
     owner: Owner,
     options: TreeOptions,
     handles: Handles,
@@ -257,6 +271,17 @@ impl Tree {
         Ok(Tree::new(layout, options))
     }
 
+    /// Serves a collection (a store opened by the caller, e.g. from a remote object).
+    ///
+    /// # Errors
+    /// Why its layout cannot be built.
+    pub fn from_collection(
+        collection: crate::container::Collection,
+        options: TreeOptions,
+    ) -> Result<Tree, ContainerError> {
+        Ok(Tree::new(collection::layout(collection)?, options))
+    }
+
     /// Serves `layout`.
     pub fn new(layout: Layout, options: TreeOptions) -> Tree {
         let Layout {
@@ -266,9 +291,14 @@ impl Tree {
             table,
             collection,
             owner,
+            ..
         } = layout;
         let nchunks: Vec<usize> = stores.iter().map(|s| s.nchunks()).collect();
-        let inodes = Inodes::new(nodes.len(), &nchunks, options.writable);
+        let inodes = if collection.is_some() {
+            Inodes::growing()
+        } else {
+            Inodes::new(nodes.len(), &nchunks, options.writable)
+        };
         let mut files = vec![ArrayFiles::default(); stores.len()];
         for (i, node) in nodes.iter().enumerate() {
             let ino = i as u64 + 1;
@@ -279,13 +309,15 @@ impl Tree {
             }
         }
         Tree {
-            nodes,
+            nodes: nodes.into_iter().collect(),
             inodes,
             reader: ChunkReader::new(stores, options.reader()),
-            live,
-            files,
+            live: live.into_iter().collect(),
+            files: files.into_iter().collect(),
+            grow: Mutex::new(()),
             table,
-            collection: collection.map(RwLock::new),
+            collection_path: collection.as_ref().map(|c| c.read().path().to_path_buf()),
+            collection,
             owner,
             options,
             handles: Handles::new(),
@@ -327,9 +359,10 @@ impl Tree {
     pub(crate) fn entry(&self, ino: u64) -> Result<Entry<'_>, TreeError> {
         match self.inodes.locate(ino) {
             Located::Node(i) => {
-                let node = &self.nodes[i];
+                let node = self.nodes.get(i).ok_or(TreeError::NotFound)?;
                 Ok(match &node.kind {
                     NodeKind::Dir { data, .. } => Entry::Dir(node, *data),
+                    NodeKind::Leaf(_) => Entry::Dir(node, None),
                     NodeKind::File(kind) => Entry::File(kind),
                 })
             }
@@ -351,6 +384,22 @@ impl Tree {
         self.nodes.get(usize::try_from(ino.checked_sub(1)?).ok()?)
     }
 
+    /// The children of directory `ino` (`node`): a collection leaf's are laid out on first
+    /// access.
+    ///
+    /// # Errors
+    /// [`TreeError::Unavailable`] (EIO) for a directory whose content cannot be shown.
+    fn children<'a>(&'a self, ino: u64, node: &'a Node) -> Result<&'a [u64], TreeError> {
+        match &node.kind {
+            NodeKind::Dir {
+                error: Some(why), ..
+            } => Err(TreeError::Unavailable(why.to_string())),
+            NodeKind::Dir { children, .. } => Ok(children),
+            NodeKind::Leaf(lazy) => self.leaf_children(ino, lazy),
+            NodeKind::File(_) => Err(TreeError::NotADirectory(ino)),
+        }
+    }
+
     /// The attributes of `ino`.
     ///
     /// # Errors
@@ -359,20 +408,33 @@ impl Tree {
     pub fn getattr(&self, ino: u64) -> Result<Attr, TreeError> {
         let (kind, size, nlink) = match self.entry(ino)? {
             Entry::Dir(node, _) => {
+                // A collection leaf's directory: not opened by a stat; 1 = "count unknown".
                 let NodeKind::Dir { children, .. } = &node.kind else {
-                    unreachable!("Entry::Dir is a directory node")
+                    return Ok(self.dir_attr(ino, 1));
                 };
                 let subdirs = children
                     .iter()
                     .filter(|&&c| {
-                        matches!(self.node(c).map(|n| &n.kind), Some(NodeKind::Dir { .. }))
+                        matches!(
+                            self.node(c).map(|n| &n.kind),
+                            Some(NodeKind::Dir { .. } | NodeKind::Leaf(_))
+                        )
                     })
                     .count();
                 (EntryKind::Directory, 0, 2 + subdirs as u32)
             }
             entry => (EntryKind::File, self.file_size(ino, entry)?, 1),
         };
-        Ok(Attr {
+        Ok(self.attr(ino, kind, size, nlink))
+    }
+
+    /// The attributes of directory `ino` with `nlink` links.
+    fn dir_attr(&self, ino: u64, nlink: u32) -> Attr {
+        self.attr(ino, EntryKind::Directory, 0, nlink)
+    }
+
+    fn attr(&self, ino: u64, kind: EntryKind, size: u64, nlink: u32) -> Attr {
+        Attr {
             ino,
             kind,
             size,
@@ -388,7 +450,7 @@ impl Tree {
             gid: self.owner.gid,
             mtime: self.owner.mtime,
             blksize: BLKSIZE,
-        })
+        }
     }
 
     /// The entry `name` in directory `parent`, with its attributes.
@@ -409,19 +471,14 @@ impl Tree {
             ".." => return self.getattr(node.parent),
             _ => {}
         }
-        if let NodeKind::Dir {
-            error: Some(why), ..
-        } = &node.kind
-        {
-            return Err(TreeError::Unavailable(why.to_string()));
-        }
+        let children = self.children(parent, node)?;
         if let Some(array) = data {
             let index = dir::parse_chunk_name(name).ok_or(TreeError::NotFound)?;
+            if index as u64 >= self.inodes.capacity(array) {
+                return Err(TreeError::NotFound);
+            }
             return self.getattr(self.inodes.chunk_ino(ChunkId::new(array, index)));
         }
-        let NodeKind::Dir { children, .. } = &node.kind else {
-            return Err(TreeError::NotADirectory(parent));
-        };
         let child = children
             .iter()
             .copied()
@@ -446,18 +503,13 @@ impl Tree {
         let Entry::Dir(node, data) = self.entry(ino)? else {
             return Err(TreeError::NotADirectory(ino));
         };
-        let NodeKind::Dir {
-            children, error, ..
-        } = &node.kind
-        else {
-            return Err(TreeError::NotADirectory(ino));
-        };
-        if let Some(why) = error {
-            return Err(TreeError::Unavailable(why.to_string()));
-        }
+        let children = self.children(ino, node)?;
         let len = 2 + match data {
             Some(array) => {
-                let n = self.reader.nchunks(array);
+                let n = self
+                    .reader
+                    .nchunks(array)
+                    .min(self.inodes.capacity(array) as usize);
                 n as u64 + u64::from(self.creating(ChunkId::new(array, n)))
             }
             None => children.len() as u64,
@@ -561,39 +613,5 @@ impl Tree {
             return Err(TreeError::PermissionDenied);
         }
         Ok(())
-    }
-
-    /// Filesystem statistics: the size of every file (chunk files estimated from their first
-    /// chunk), every inode.
-    pub fn statfs(&self) -> StatFs {
-        const BSIZE: u32 = 4096;
-        let mut bytes: u64 = 0;
-        let mut files = self.nodes.len() as u64;
-        for (i, node) in self.nodes.iter().enumerate() {
-            if let NodeKind::File(kind) = &node.kind {
-                let ino = i as u64 + 1;
-                bytes = bytes.saturating_add(self.file_size(ino, Entry::File(kind)).unwrap_or(0));
-            }
-        }
-        for a in 0..self.reader.arrays() {
-            let array = ArrayId(a as u32);
-            let n = self.reader.nchunks(array) as u64;
-            files += n;
-            let first = self
-                .reader
-                .chunk_nbytes(ChunkId::new(array, 0))
-                .unwrap_or(0);
-            bytes = bytes.saturating_add(n.saturating_mul(first as u64));
-        }
-        StatFs {
-            blocks: bytes.div_ceil(u64::from(BSIZE)),
-            bfree: 0,
-            bavail: 0,
-            files,
-            ffree: 0,
-            bsize: BSIZE,
-            namelen: NAME_MAX as u32,
-            frsize: BSIZE,
-        }
     }
 }

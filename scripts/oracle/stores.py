@@ -10,6 +10,13 @@ python-blosc2 reads back from them, for tests/it/store.rs.
                            checks every member's CRC-32) and close it unchanged
     stores.py many PATH N  a .b2z TreeStore with N small external leaves (for the open-time
                            measurement)
+    stores.py crashgen PATH  a TreeStore (.b2z, or .b2d) for the crash tests: /edit (float64, 4 chunks)
+                           and /big (32 MiB of noise, so a commit copying it takes a while)
+    stores.py embedgen PATH  a TreeStore (.b2z, or .b2d) with threshold=1024: /tiny and the
+                           root __vlmeta__ carrier embedded in embed.b2e, /big a member
+    stores.py digest PATH  sha256 of store[key][...] for every array key and the root
+                           attributes, read with mode='r' and from a copy opened with mode='a'
+                           (which extracts the .b2z and so checks every CRC-32), as JSON
 """
 import hashlib
 import json
@@ -198,6 +205,48 @@ def many(path, n):
         shutil.rmtree(d)
 
 
+def crashgen(path):
+    import blosc2
+    rng = np.random.default_rng(7)
+    with blosc2.TreeStore(path, mode="w") as ts:
+        ts["/edit"] = blosc2.asarray(np.arange(200_000, dtype=np.float64), chunks=(50_000,))
+        ts["/big"] = blosc2.asarray(rng.integers(0, 2**63, 4 << 20, dtype=np.int64),
+                                    chunks=(1 << 20,))
+        ts.vlmeta["title"] = "crash"
+
+
+def embedgen(path):
+    import blosc2
+    with blosc2.TreeStore(path, mode="w", threshold=1024) as ts:
+        ts["/tiny"] = np.arange(5, dtype=np.int16)
+        ts["/big"] = blosc2.arange(3000, dtype=np.int32, chunks=(1000,))
+        ts.vlmeta["title"] = "embedded"
+
+
+def digest(path):
+    import blosc2
+
+    def one(ts):
+        out = {k: sha(np.ascontiguousarray(ts[k][...]).tobytes()) for k in sorted(ts.keys())
+               if isinstance(ts[k], blosc2.NDArray)}
+        out["/__attrs__"] = dict(ts.vlmeta[:])
+        return out
+    with blosc2.TreeStore(path, mode="r") as ts:
+        r = one(ts)
+    d = tempfile.mkdtemp()
+    try:
+        cp = os.path.join(d, os.path.basename(path))
+        if os.path.isdir(path):
+            shutil.copytree(path, cp)
+        else:
+            shutil.copy(path, cp)
+        with blosc2.TreeStore(cp, mode="a") as ts:
+            a = one(ts)
+    finally:
+        shutil.rmtree(d)
+    return {"r": r, "a": a}
+
+
 def main():
     cmd = sys.argv[1]
     if cmd == "gen":
@@ -208,6 +257,12 @@ def main():
         print(json.dumps(out, sort_keys=True, default=str))
     elif cmd == "many":
         many(sys.argv[2], int(sys.argv[3]))
+    elif cmd == "crashgen":
+        crashgen(sys.argv[2])
+    elif cmd == "embedgen":
+        embedgen(sys.argv[2])
+    elif cmd == "digest":
+        print(json.dumps(digest(sys.argv[2]), sort_keys=True, default=str))
     else:
         raise SystemExit(f"unknown command {cmd}")
 

@@ -35,13 +35,15 @@ Mount options (-o, comma-separated, may repeat):
                   re-reads of data larger than cache_size come from the kernel
   debug           verbose logging
 
-Remote sources (SOURCE = s3://BUCKET/KEY or http(s)://HOST/PATH; always read-only):
+Remote sources (SOURCE = s3://BUCKET/KEY, s3://BUCKET/PREFIX/ for a sparse frame or bcolz
+root, or http(s)://HOST/PATH; always read-only):
   endpoint=URL    S3 endpoint (path-style; http:// allowed), else AWS_ENDPOINT_URL
   region=NAME     S3 region (else AWS_REGION / AWS_DEFAULT_REGION, else us-east-1)
   no_sign_request anonymous S3 access (else credentials from the AWS_* variables)
   remote_cache=SIZE  budget of fetched compressed chunks kept in memory (default 256M)
   remote_timeout=SECS  deadline of one request attempt (default 10)
   remote_retries=N  retries of a failed request, with backoff (default 3)
+  ca_file=PATH    PEM certificates to trust for HTTPS besides the system's (SSL_CERT_FILE)
 
 Generic options that mount(8), fstab and mount.fuse3 pass (defaults, auto, noauto, user,
 users, owner, group, _netdev, nofail, dev, nodev, suid, nosuid, exec, noexec, the atime

@@ -11,6 +11,7 @@ use std::process::{Command, Stdio};
 
 use super::args::{MountArgs, MountOptions};
 use super::{Error, check_fuse, check_mountpoint, check_source};
+use crate::container::Opened;
 use crate::fuse::{CachePolicy, MountConfig};
 use crate::tree::{Tree, TreeOptions, display_chain};
 
@@ -182,9 +183,13 @@ fn serve(
     };
     let (tree, _source_lock) = match super::remote::as_url(source) {
         Some(url) => {
-            let container = super::remote::open(url, &opts.remote)?;
-            let layout = crate::tree::view::layout(container).map_err(source_err)?;
-            (Tree::new(layout, tree_opts), None)
+            let tree = match super::remote::open(url, &opts.remote)? {
+                Opened::Single(c) => {
+                    Tree::new(crate::tree::view::layout(c).map_err(source_err)?, tree_opts)
+                }
+                Opened::Collection(c) => Tree::from_collection(c, tree_opts).map_err(source_err)?,
+            };
+            (tree, None)
         }
         None => {
             // Held while serving: `b2fs compact` refuses a source whose lock is held (see

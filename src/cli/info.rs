@@ -80,7 +80,13 @@ pub(super) fn info(source: &Path, as_json: bool, options: &[String]) -> Result<(
     let container = match super::remote::as_url(source) {
         Some(url) => {
             let opts = MountOptions::parse(options).map_err(Error::Usage)?;
-            super::remote::open(url, &opts.remote)?
+            match super::remote::open(url, &opts.remote)? {
+                container::Opened::Single(c) => c,
+                container::Opened::Collection(c) => {
+                    collection_info(&c, as_json);
+                    return Ok(());
+                }
+            }
         }
         None => {
             check_source(source)?;

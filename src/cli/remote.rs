@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use super::Error;
 use super::args::parse_size;
-use crate::container::Container;
+use crate::container::Opened;
 use crate::remote::RemoteOptions;
 
 /// The source argument as a URL, when it is one.
@@ -15,16 +15,17 @@ pub fn as_url(source: &std::path::Path) -> Option<&str> {
     source.to_str().filter(|s| crate::remote::is_url(s))
 }
 
-/// Opens the container at `url`, logging how many requests that took.
+/// Opens the source at `url` (a frame, a `.b2z` store, or a prefix holding a sparse frame or
+/// a bcolz root), logging how many requests that took.
 ///
 /// # Errors
 /// [`Error::Remote`] with the class's exit code (3: the object is missing, refused or not
 /// readable by ranges; 6: the endpoint cannot be reached or keeps failing), or
 /// [`Error::Source`] when the object is not a container.
 #[cfg(feature = "remote")]
-pub fn open(url: &str, opts: &RemoteOptions) -> Result<Container, Error> {
-    use crate::remote::RemoteErrorKind as K;
-    let object = crate::remote::open(url, opts).map_err(|e| Error::Remote {
+pub fn open(url: &str, opts: &RemoteOptions) -> Result<Opened, Error> {
+    use crate::remote::{RemoteError, RemoteErrorKind as K};
+    let remote_err = |e: RemoteError| Error::Remote {
         url: url.to_owned(),
         code: match e.kind {
             K::Network => super::EXIT_NETWORK,
@@ -33,18 +34,59 @@ pub fn open(url: &str, opts: &RemoteOptions) -> Result<Container, Error> {
             K::Changed => super::EXIT_OTHER,
         },
         why: e.why,
-    })?;
-    let container =
-        crate::container::open_bytes(object.byte_source()).map_err(|e| Error::Source {
-            path: url.into(),
-            source: e,
-        })?;
+    };
+    let source_err = |e| Error::Source {
+        path: url.into(),
+        source: e,
+    };
+    // A prefix (a sparse frame or bcolz root): a URL ending in '/', or an S3 URL that names
+    // no object but has objects under it.
+    let is_s3 = url
+        .get(..5)
+        .is_some_and(|p| p.eq_ignore_ascii_case("s3://"));
+    let object = if url.ends_with('/') {
+        Err(None)
+    } else {
+        match crate::remote::open(url, opts) {
+            Ok(o) => Ok(o),
+            Err(e) if e.kind == K::NotFound && is_s3 => Err(Some(e)),
+            Err(e) => return Err(remote_err(e)),
+        }
+    };
+    let object = match object {
+        Ok(o) => o,
+        Err(not_found) => {
+            let prefix = match crate::remote::open_prefix(url, opts) {
+                Ok(p) => p,
+                Err(e) if e.kind == K::NotFound => return Err(remote_err(not_found.unwrap_or(e))),
+                Err(e) => return Err(remote_err(e)),
+            };
+            let container = crate::container::open_tree(prefix.byte_tree()).map_err(source_err)?;
+            log::info!(
+                "{url}: container opened with {} requests ({} bytes) for {} objects",
+                prefix.stats().requests(),
+                prefix.stats().bytes(),
+                prefix.len()
+            );
+            return Ok(Opened::Single(container));
+        }
+    };
+    let bytes = object.byte_source();
+    let mut magic = [0u8; 4];
+    let zip = bytes.len() >= 4
+        && bytes.read_exact_at(0, &mut magic).is_ok()
+        && (magic == *b"PK\x03\x04" || magic == *b"PK\x05\x06");
+    let opened = if zip {
+        Opened::Collection(crate::container::store::open_store_bytes(bytes).map_err(source_err)?)
+    } else {
+        Opened::Single(crate::container::open_bytes(bytes).map_err(source_err)?)
+    };
     log::info!(
         "{url}: container opened with {} requests ({} bytes)",
         object.stats().requests(),
         object.stats().bytes()
     );
-    Ok(container)
+    Ok(opened)
 }
 
 /// Without the `remote` feature a URL is a usage error.
@@ -52,7 +94,7 @@ pub fn open(url: &str, opts: &RemoteOptions) -> Result<Container, Error> {
 /// # Errors
 /// Always [`Error::Usage`].
 #[cfg(not(feature = "remote"))]
-pub fn open(url: &str, _opts: &RemoteOptions) -> Result<Container, Error> {
+pub fn open(url: &str, _opts: &RemoteOptions) -> Result<Opened, Error> {
     Err(Error::Usage(format!(
         "{url}: this b2fs was built without the 'remote' feature"
     )))
@@ -104,6 +146,11 @@ pub fn set_option(o: &mut RemoteOptions, key: &str, value: Option<&str>) -> Resu
                 .filter(|n| *n <= 20)
                 .ok_or_else(|| format!("option 'remote_retries': expected 0..20, got '{v}'"))?;
         }
+        "ca_file" => {
+            // Absolute: the daemon does not run where the command was typed.
+            let v = need()?;
+            o.ca_file = Some(std::path::absolute(v).unwrap_or_else(|_| v.into()));
+        }
         _ => return Ok(false),
     }
     Ok(true)
@@ -131,6 +178,9 @@ pub fn to_arg(o: &RemoteOptions) -> Vec<String> {
     if o.retries != d.retries {
         v.push(format!("remote_retries={}", o.retries));
     }
+    if let Some(ca) = &o.ca_file {
+        v.push(format!("ca_file={}", ca.display()));
+    }
     v
 }
 
@@ -148,6 +198,7 @@ mod tests {
             ("remote_cache", Some("64M")),
             ("remote_timeout", Some("0.5")),
             ("remote_retries", Some("0")),
+            ("ca_file", Some("/etc/b2fs/ca.pem")),
         ] {
             assert_eq!(set_option(&mut o, k, v), Ok(true), "{k}");
         }

@@ -24,6 +24,7 @@ use std::time::SystemTime;
 use serde_json::Value;
 
 use super::ContainerError;
+use super::files::Files;
 use super::source::{IoStats, Source};
 use crate::codec::MAX_BUFFERSIZE;
 
@@ -111,9 +112,10 @@ fn json_offset(text: &[u8], e: &serde_json::Error) -> u64 {
     (off + e.column().saturating_sub(1)) as u64
 }
 
-/// Reads and parses a JSON metadata file (whole file; bounded by its real size).
-pub(crate) fn read_json(path: &Path, stats: &Arc<IoStats>) -> Result<Value, ContainerError> {
-    let src = Source::open(path, Arc::clone(stats))?;
+/// Reads and parses a JSON metadata file opened through `files` (whole file; bounded by its
+/// real size).
+fn read_json_in(files: &Files, path: &Path, stats: &Arc<IoStats>) -> Result<Value, ContainerError> {
+    let src = files.open(path, Arc::clone(stats))?;
     if src.len() > MAX_JSON_LEN {
         return Err(ContainerError::Malformed {
             path: path.to_path_buf(),
@@ -157,6 +159,8 @@ fn non_negative(v: &Value, what: &str, path: &Path) -> Result<u64, ContainerErro
 #[derive(Debug)]
 pub(crate) struct Carray {
     root: PathBuf,
+    /// Where its files are opened from.
+    files: Files,
     stats: Arc<IoStats>,
     sizes: Value,
     storage: Value,
@@ -176,16 +180,20 @@ pub(crate) struct Carray {
 }
 
 impl Carray {
-    /// Opens the carray directory `root`.
-    pub(crate) fn open(root: &Path, stats: Arc<IoStats>) -> Result<Carray, ContainerError> {
+    /// Opens the carray directory `root`, its files read through `files`.
+    pub(crate) fn open_in(
+        files: &Files,
+        root: &Path,
+        stats: Arc<IoStats>,
+    ) -> Result<Carray, ContainerError> {
         let sizes_path = root.join("meta/sizes");
         let storage_path = root.join("meta/storage");
-        let sizes = read_json(&sizes_path, &stats)?;
-        let storage = read_json(&storage_path, &stats)?;
+        let sizes = read_json_in(files, &sizes_path, &stats)?;
+        let storage = read_json_in(files, &storage_path, &stats)?;
         let attrs_path = root.join("__attrs__");
-        let attrs_file = attrs_path.exists();
+        let attrs_file = files.exists(&attrs_path);
         let attrs = if attrs_file {
-            read_json(&attrs_path, &stats)?
+            read_json_in(files, &attrs_path, &stats)?
         } else {
             Value::Object(Default::default())
         };
@@ -268,11 +276,10 @@ impl Carray {
             });
         }
         let nchunks = usize::try_from(nchunks).map_err(|_| overflow("shape[0]"))?;
-        let mtime = std::fs::metadata(&sizes_path)
-            .and_then(|m| m.modified())
-            .unwrap_or(SystemTime::UNIX_EPOCH);
+        let mtime = files.mtime(&sizes_path);
         Ok(Carray {
             root: root.to_path_buf(),
+            files: files.clone(),
             stats,
             sizes,
             storage,
@@ -306,7 +313,7 @@ impl Carray {
             return Ok((c.file.clone(), src, c.offset, room));
         }
         let path = self.chunk_path(i);
-        let src = Source::open(&path, Arc::clone(&self.stats))?;
+        let src = self.files.open(&path, Arc::clone(&self.stats))?;
         let room = usize::try_from(src.len())
             .unwrap_or(usize::MAX)
             .saturating_sub(BLP_HEADER_LEN);
@@ -399,9 +406,9 @@ impl Carray {
         }
         let same = |file: &str, parsed: &Value, present: bool| {
             let path = self.root.join(file);
-            match read_json(&path, &self.stats) {
+            match read_json_in(&self.files, &path, &self.stats) {
                 Ok(v) => present && &v == parsed,
-                Err(_) => !present && !path.exists(),
+                Err(_) => !present && !self.files.exists(&path),
             }
         };
         !(same("meta/sizes", &self.sizes, true)
@@ -553,13 +560,15 @@ fn column_name_ok(name: &str) -> bool {
         && !name.contains(['/', '\\', '\0'])
 }
 
-/// Opens a ctable root: `(attrs, [(name, column)])` in `__rootdirs__` order.
-pub(crate) fn open_ctable(
+/// Opens a ctable root (its files read through `files`): `(attrs, [(name, column)])` in
+/// `__rootdirs__` order.
+pub(crate) fn open_ctable_in(
+    files: &Files,
     root: &Path,
     stats: &Arc<IoStats>,
 ) -> Result<(Value, Vec<(String, Carray)>), ContainerError> {
     let rd_path = root.join("__rootdirs__");
-    let rootdirs = read_json(&rd_path, stats)?;
+    let rootdirs = read_json_in(files, &rd_path, stats)?;
     let names_v = field(&rootdirs, "names", &rd_path)?;
     let names = names_v
         .as_array()
@@ -588,12 +597,12 @@ pub(crate) fn open_ctable(
                 why: format!("column {name:?} listed twice"),
             });
         }
-        let col = Carray::open(&root.join(name), Arc::clone(stats))?;
+        let col = Carray::open_in(files, &root.join(name), Arc::clone(stats))?;
         columns.push((name.to_string(), col));
     }
     let attrs_path = root.join("__attrs__");
-    let attrs = if attrs_path.exists() {
-        read_json(&attrs_path, stats)?
+    let attrs = if files.exists(&attrs_path) {
+        read_json_in(files, &attrs_path, stats)?
     } else {
         Value::Object(Default::default())
     };

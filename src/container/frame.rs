@@ -54,6 +54,7 @@ pub use index::{INDEX_LIMIT_FLOOR, MAX_NCHUNKS};
 use self::header::{Prefix, parse_layers, parse_prefix};
 use self::index::{Index, IndexError, Slot, classify, decode_index, le_i32};
 pub(crate) use self::index::{header_kind, special_chunk};
+use super::files::Files;
 use super::msgpack::{Cursor, Fault};
 use super::source::{IoStats, Source};
 use super::{ChunkKind, ContainerError, Metalayer, attrs};
@@ -96,6 +97,8 @@ pub(crate) struct Frame {
     src: Source,
     /// The sparse frame's directory (`None` for a contiguous frame).
     dir: Option<PathBuf>,
+    /// Where the sparse frame's chunk files are opened from.
+    files: Files,
     stats: Arc<IoStats>,
     info: FrameInfo,
     nchunks: usize,
@@ -135,7 +138,19 @@ impl Frame {
         sparse_dir: Option<&Path>,
         stats: Arc<IoStats>,
     ) -> Result<Frame, ContainerError> {
-        let frame = Frame::open_parsed(src, start, sparse_dir, stats)?;
+        Frame::open_source_in(&Files::Local, src, start, sparse_dir, stats)
+    }
+
+    /// [`Frame::open_source`] for a frame whose sparse chunk files are opened through `files`.
+    pub(crate) fn open_source_in(
+        files: &Files,
+        src: Source,
+        start: u64,
+        sparse_dir: Option<&Path>,
+        stats: Arc<IoStats>,
+    ) -> Result<Frame, ContainerError> {
+        let mut frame = Frame::open_parsed(src, start, sparse_dir, stats)?;
+        frame.files = files.clone();
         if let (Some(bytes), None) = (frame.src.byte_source(), &frame.dir) {
             bytes.chunk_extents(frame.chunk_starts(), frame.chunk_area_end());
         }
@@ -364,6 +379,7 @@ impl Frame {
         Ok(Frame {
             src,
             dir: sparse_dir.map(Path::to_path_buf),
+            files: Files::Local,
             stats,
             info,
             nchunks,
@@ -481,7 +497,9 @@ impl Frame {
     /// The first 32 bytes of stored chunk `i` (offset or id `o`).
     fn stored_header(&self, i: usize, o: u64) -> Result<Vec<u8>, ContainerError> {
         if self.dir.is_some() {
-            let src = Source::open(&self.sparse_chunk_path(o), Arc::clone(&self.stats))?;
+            let src = self
+                .files
+                .open(&self.sparse_chunk_path(o), Arc::clone(&self.stats))?;
             src.read_at(0, 32, &format!("chunk {i} header"))
         } else {
             let at = self.info.start + self.info.header_len + o;
@@ -627,7 +645,7 @@ impl Frame {
         };
         if self.dir.is_some() {
             let path = self.sparse_chunk_path(o);
-            let src = Source::open(&path, Arc::clone(&self.stats))?;
+            let src = self.files.open(&path, Arc::clone(&self.stats))?;
             // A chunk file holds exactly one chunk, whose cbytes is an int32.
             let len = usize::try_from(src.len())
                 .ok()
@@ -765,7 +783,7 @@ impl Frame {
         };
         if self.dir.is_some() {
             let path = self.sparse_chunk_path(o);
-            let src = Source::open(&path, Arc::clone(&self.stats))?;
+            let src = self.files.open(&path, Arc::clone(&self.stats))?;
             window(path, src.len())?;
             src.read_exact_at(offset, buf, &format_args!("chunk {i}"))?;
             return Ok(true);

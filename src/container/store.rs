@@ -39,9 +39,11 @@
 
 pub mod dir;
 pub mod embed;
+mod keys;
 pub mod zip;
 
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 
 use serde_json::Value;
@@ -147,6 +149,8 @@ struct Shared {
     zip: Option<zip::ZipIndex>,
     estore: Option<Estore>,
     scratch: OnceLock<Result<tempfile::TempDir, String>>,
+    /// Leaves opened so far ([`Collection::leaves_opened`]).
+    opened: AtomicUsize,
 }
 
 impl Collection {
@@ -201,6 +205,30 @@ impl Collection {
             Node::Group(g) => Some(g),
             _ => None,
         }
+    }
+
+    /// The opened `embed.b2e` of a store (its frame), for write-back.
+    pub(crate) fn estore_array(&self) -> Option<&Array> {
+        self.shared.estore.as_ref().map(Estore::array)
+    }
+
+    /// The decompressed bytes `[offset, offset + len)` of the store's `embed.b2e` stream (an
+    /// embedded value's cframe).
+    ///
+    /// # Errors
+    /// When the store has no estore or the range cannot be read.
+    pub(crate) fn read_embedded(&self, offset: u64, len: u64) -> Result<Vec<u8>, ContainerError> {
+        self.shared
+            .estore
+            .as_ref()
+            .ok_or_else(|| internal(&self.path))?
+            .read(offset, len)
+    }
+
+    /// How many times a leaf of this collection was opened (its headers and index read):
+    /// what shows that opening a collection, and mounting it, opens no leaf.
+    pub fn leaves_opened(&self) -> usize {
+        self.shared.opened.load(Ordering::Relaxed)
     }
 
     /// Every leaf, depth first in name order (not those of nested stores).
@@ -345,6 +373,7 @@ impl Leaf {
     }
 
     fn open_now(&self) -> Result<Container, ContainerError> {
+        self.shared.opened.fetch_add(1, Ordering::Relaxed);
         let store = &self.shared.path;
         match &self.location {
             Location::Member { index, .. } => {
@@ -421,7 +450,10 @@ fn internal(path: &Path) -> ContainerError {
 /// inside the member.
 pub(crate) fn open_member(zip: &zip::ZipIndex, index: usize) -> Result<Array, ContainerError> {
     let w = zip.window(index)?;
-    let a = Array::open_frame_at(zip.path(), w.offset)?;
+    let a = match zip.byte_source() {
+        Some(b) => Array::open_frame_bytes(Arc::clone(b), w.offset)?,
+        None => Array::open_frame_at(zip.path(), w.offset)?,
+    };
     let frame_len = a.frame_info().map_or(0, |i| i.frame_len);
     if frame_len > w.len {
         return Err(ContainerError::Malformed {
@@ -473,30 +505,59 @@ pub fn open_store(path: &Path) -> Result<Collection, ContainerError> {
         let e = Array::open_frame_at(&path.join("embed.b2e"), 0)?;
         (Form::Dir, None, e, files)
     } else {
-        let z = zip::ZipIndex::open(path)?;
-        let ei = z
-            .find("embed.b2e")
-            .ok_or_else(|| ContainerError::NotAContainer {
-                path: path.to_path_buf(),
-                why: "a zip file without an embed.b2e member is not a Blosc2 store".into(),
-            })?;
-        let e = open_member(&z, ei)?;
-        let files = z
-            .names()
-            .iter()
-            .enumerate()
-            .map(|(i, n)| {
-                (
-                    n.clone(),
-                    Location::Member {
-                        index: i,
-                        name: n.clone(),
-                    },
-                )
-            })
-            .collect();
-        (Form::Zip, Some(z), e, files)
+        zip_parts(path, zip::ZipIndex::open(path)?)?
     };
+    collection(path, form, zip, estore_array, files)
+}
+
+/// Opens the `.b2z` store held by a byte source that is not a local file (a remote object):
+/// the zip's central directory and every member are read through it, in place. Its path is
+/// the byte source's name.
+///
+/// # Errors
+/// As [`open_store`].
+pub fn open_store_bytes(bytes: Arc<dyn super::ByteSource>) -> Result<Collection, ContainerError> {
+    let path = PathBuf::from(bytes.name());
+    let (form, zip, estore_array, files) = zip_parts(&path, zip::ZipIndex::open_bytes(bytes)?)?;
+    collection(&path, form, zip, estore_array, files)
+}
+
+type Parts = (Form, Option<zip::ZipIndex>, Array, Vec<(String, Location)>);
+
+/// The parts of a zip store: its `embed.b2e` opened and its members as leaf locations.
+fn zip_parts(path: &Path, z: zip::ZipIndex) -> Result<Parts, ContainerError> {
+    let ei = z
+        .find("embed.b2e")
+        .ok_or_else(|| ContainerError::NotAContainer {
+            path: path.to_path_buf(),
+            why: "a zip file without an embed.b2e member is not a Blosc2 store".into(),
+        })?;
+    let e = open_member(&z, ei)?;
+    let files = z
+        .names()
+        .iter()
+        .enumerate()
+        .map(|(i, n)| {
+            (
+                n.clone(),
+                Location::Member {
+                    index: i,
+                    name: n.clone(),
+                },
+            )
+        })
+        .collect();
+    Ok((Form::Zip, Some(z), e, files))
+}
+
+/// The collection of a store's parts.
+fn collection(
+    path: &Path,
+    form: Form,
+    zip: Option<zip::ZipIndex>,
+    estore_array: Array,
+    files: Vec<(String, Location)>,
+) -> Result<Collection, ContainerError> {
     let estore = Estore::new(estore_array)?;
     let mut keyed: Vec<(String, Location)> = Vec::new();
     for (rel, loc) in files {
@@ -531,9 +592,10 @@ pub fn open_store(path: &Path) -> Result<Collection, ContainerError> {
         zip,
         estore: Some(estore),
         scratch: OnceLock::new(),
+        opened: AtomicUsize::new(0),
     });
     let marker = shared.estore.as_ref().and_then(Estore::marker);
-    let root = build_tree(path, keyed, &shared);
+    let root = keys::build_tree(path, keyed, &shared);
     Ok(Collection {
         path: path.to_path_buf(),
         form,
@@ -541,92 +603,4 @@ pub fn open_store(path: &Path) -> Result<Collection, ContainerError> {
         root,
         shared,
     })
-}
-
-/// Builds the group tree of `keyed` leaves (`/a/b` keys); `__vlmeta__` leaves become their
-/// group's carrier.
-fn build_tree(path: &Path, mut keyed: Vec<(String, Location)>, shared: &Arc<Shared>) -> Group {
-    keyed.sort_by(|a, b| a.0.cmp(&b.0));
-    let mut root = Group {
-        name: String::new(),
-        key: "/".into(),
-        children: Vec::new(),
-        carrier: None,
-    };
-    for (key, location) in keyed {
-        let parts: Vec<&str> = key.split('/').skip(1).collect();
-        if parts
-            .iter()
-            .any(|p| p.is_empty() || *p == "." || *p == "..")
-        {
-            log::warn!("{}: key {key:?} left out (bad path)", path.display());
-            continue;
-        }
-        let Some((last, dirs)) = parts.split_last() else {
-            continue;
-        };
-        let leaf = |name: &str| {
-            Arc::new(Leaf {
-                name: name.to_string(),
-                key: key.clone(),
-                location: location.clone(),
-                shared: Arc::clone(shared),
-                cell: OnceLock::new(),
-            })
-        };
-        if !insert(&mut root, dirs, last, &leaf) {
-            log::warn!(
-                "{}: key {key:?} left out (it is both a group and a leaf)",
-                path.display()
-            );
-        }
-    }
-    sort_group(&mut root);
-    root
-}
-
-/// Inserts leaf `last` under the group path `dirs`; false on a group/leaf clash.
-fn insert(g: &mut Group, dirs: &[&str], last: &str, leaf: &dyn Fn(&str) -> Arc<Leaf>) -> bool {
-    let Some((first, rest)) = dirs.split_first() else {
-        if last == "__vlmeta__" {
-            g.carrier = Some(leaf(last));
-            return true;
-        }
-        if g.children.iter().any(|c| c.name() == last) {
-            return false;
-        }
-        g.children.push(Node::Leaf(leaf(last)));
-        return true;
-    };
-    let pos = g.children.iter().position(|c| c.name() == *first);
-    let i = match pos {
-        Some(i) => i,
-        None => {
-            let key = if g.key == "/" {
-                format!("/{first}")
-            } else {
-                format!("{}/{first}", g.key)
-            };
-            g.children.push(Node::Group(Group {
-                name: (*first).to_string(),
-                key,
-                children: Vec::new(),
-                carrier: None,
-            }));
-            g.children.len() - 1
-        }
-    };
-    match &mut g.children[i] {
-        Node::Group(sub) => insert(sub, rest, last, leaf),
-        _ => false,
-    }
-}
-
-fn sort_group(g: &mut Group) {
-    g.children.sort_by(|a, b| a.name().cmp(b.name()));
-    for c in &mut g.children {
-        if let Node::Group(sub) = c {
-            sort_group(sub);
-        }
-    }
 }

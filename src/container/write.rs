@@ -46,6 +46,7 @@
 
 mod bcolz;
 mod compact;
+mod embed;
 mod frame;
 mod io;
 mod store;

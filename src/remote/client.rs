@@ -192,14 +192,28 @@ impl Client {
         let _ = rustls::crypto::ring::default_provider().install_default();
         let parsed = url::Url::parse(url).map_err(|e| config(format!("bad URL: {e}")))?;
         let key = parsed.path().trim_start_matches('/');
-        if key.is_empty() || key.ends_with('/') {
+        if key.is_empty() {
             return Err(config("the URL names no object".into()));
         }
-        let path = StorePath::from_url_path(key).map_err(|e| config(e.to_string()))?;
-        let client_opts = ClientOptions::new()
+        // A prefix (`.../dir/`) is the path without its last slash.
+        let path = StorePath::from_url_path(key.trim_end_matches('/'))
+            .map_err(|e| config(e.to_string()))?;
+        let mut client_opts = ClientOptions::new()
             .with_timeout(opts.timeout)
             .with_connect_timeout(opts.timeout.min(Duration::from_secs(5)))
             .with_allow_http(true);
+        if let Some(ca) = &opts.ca_file {
+            let pem =
+                std::fs::read(ca).map_err(|e| config(format!("ca_file {}: {e}", ca.display())))?;
+            let certs = object_store::Certificate::from_pem_bundle(&pem)
+                .map_err(|e| config(format!("ca_file {}: {}", ca.display(), one_line(&e))))?;
+            if certs.is_empty() {
+                return Err(config(format!("ca_file {}: no certificate", ca.display())));
+            }
+            for c in certs {
+                client_opts = client_opts.with_root_certificate(c);
+            }
+        }
         let deadline = opts.deadline();
         let retry = RetryConfig {
             backoff: BackoffConfig {
@@ -269,13 +283,28 @@ impl Client {
         range: GetRange,
         pin: &Pin,
     ) -> impl Future<Output = Result<Got, RemoteError>> + Send + 'static {
+        self.get_at(&self.path, range, pin)
+    }
+
+    /// The object's path in the store (a prefix's path without its last slash).
+    pub(crate) fn path(&self) -> &StorePath {
+        &self.path
+    }
+
+    /// [`Client::get`] of the object at `path` of the same store.
+    pub(crate) fn get_at(
+        &self,
+        path: &StorePath,
+        range: GetRange,
+        pin: &Pin,
+    ) -> impl Future<Output = Result<Got, RemoteError>> + Send + 'static {
         let mut opts = GetOptions {
             range: Some(range),
             ..GetOptions::default()
         };
         pin.apply(&mut opts);
         let store = Arc::clone(&self.store);
-        let path = self.path.clone();
+        let path = path.clone();
         let stats = Arc::clone(&self.stats);
         let deadline = self.deadline;
         async move {
@@ -316,6 +345,51 @@ impl Client {
             }
             got
         }
+    }
+
+    /// Lists every object under the prefix `self.path/` (S3 ListObjectsV2, one request per
+    /// page of up to 1,000 keys), within the deadline per page; at most `limit` objects.
+    pub(crate) fn list(&self, limit: usize) -> Result<Vec<ObjectMeta>, RemoteError> {
+        use futures_util::StreamExt;
+        let mut stream = self.store.list(Some(&self.path));
+        let stats = Arc::clone(&self.stats);
+        let deadline = self.deadline;
+        self.rt.block_on(async move {
+            let mut out = Vec::new();
+            // One request per page: counted when a page's first entry (or its end) arrives.
+            stats.requests.fetch_add(1, Ordering::Relaxed);
+            loop {
+                let next = match tokio::time::timeout(deadline, stream.next()).await {
+                    Ok(n) => n,
+                    Err(_) => {
+                        stats.failures.fetch_add(1, Ordering::Relaxed);
+                        return Err(RemoteError::new(
+                            RemoteErrorKind::Network,
+                            format!("no listing within {:.1} s", deadline.as_secs_f64()),
+                        ));
+                    }
+                };
+                match next {
+                    None => return Ok(out),
+                    Some(Err(e)) => {
+                        stats.failures.fetch_add(1, Ordering::Relaxed);
+                        return Err(classify(e));
+                    }
+                    Some(Ok(meta)) => {
+                        if out.len() >= limit {
+                            return Err(RemoteError::new(
+                                RemoteErrorKind::Protocol,
+                                format!("more than {limit} objects under the prefix"),
+                            ));
+                        }
+                        out.push(meta);
+                        if out.len() % 1000 == 0 {
+                            stats.requests.fetch_add(1, Ordering::Relaxed);
+                        }
+                    }
+                }
+            }
+        })
     }
 }
 

@@ -14,11 +14,12 @@
 
 use std::ops::Range;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex};
 use std::time::{Instant, SystemTime};
 
 use bytes::Bytes;
 use object_store::GetRange;
+use parking_lot::RwLock;
 
 use super::RemoteOptions;
 use super::cache::{Begin, ExtentCache, Flight};
@@ -38,29 +39,60 @@ const BEHIND: usize = 8;
 /// The largest prefetch window, in bytes (also at most a quarter of the cache budget).
 const WINDOW_MAX: u64 = 64 << 20;
 
-/// Where stored chunks lie: sorted distinct starts, and the end of the chunk area.
-#[derive(Debug)]
+/// Where stored chunks lie: sorted, disjoint extents `starts[i]..ends[i]` (one frame's, or
+/// the union of the frames of a `.b2z`'s members).
+#[derive(Debug, Default)]
 struct Extents {
     starts: Vec<u64>,
-    end: u64,
+    ends: Vec<u64>,
 }
 
 impl Extents {
+    /// The extents of one frame: chunks at the sorted distinct `starts`, each up to the next,
+    /// the last one up to `end` (the end of the frame's chunk area).
+    fn of_frame(starts: Vec<u64>, end: u64) -> Extents {
+        let mut ends: Vec<u64> = starts.iter().skip(1).copied().collect();
+        if !starts.is_empty() {
+            ends.push(end);
+        }
+        Extents { starts, ends }
+    }
+
+    /// Adds the extents of another frame (one that does not overlap these, as the members of
+    /// a zip do not; overlapping ones are left out).
+    fn merge(&mut self, other: Extents) {
+        let mut all: Vec<(u64, u64)> = self
+            .starts
+            .iter()
+            .copied()
+            .zip(self.ends.iter().copied())
+            .chain(other.starts.into_iter().zip(other.ends))
+            .filter(|(s, e)| s < e)
+            .collect();
+        all.sort_unstable();
+        self.starts.clear();
+        self.ends.clear();
+        for (s, e) in all {
+            if self.ends.last().is_some_and(|&last| s < last) {
+                continue;
+            }
+            self.starts.push(s);
+            self.ends.push(e);
+        }
+    }
+
     /// The extent holding `offset`: its index and byte range.
     fn find(&self, offset: u64) -> Option<(usize, Range<u64>)> {
-        if offset >= self.end {
-            return None;
-        }
         let i = self
             .starts
             .partition_point(|&s| s <= offset)
             .checked_sub(1)?;
-        Some((i, self.range(i)))
+        let r = self.range(i);
+        r.contains(&offset).then_some((i, r))
     }
 
     fn range(&self, i: usize) -> Range<u64> {
-        let end = self.starts.get(i + 1).copied().unwrap_or(self.end);
-        self.starts[i]..end
+        self.starts[i]..self.ends[i]
     }
 }
 
@@ -85,7 +117,7 @@ pub struct RemoteObject {
     head: Bytes,
     /// The tail buffer and its start offset.
     tail: (u64, Bytes),
-    extents: OnceLock<Extents>,
+    extents: RwLock<Extents>,
     cache: Arc<ExtentCache>,
     window_max: u64,
     seq: Mutex<Sequence>,
@@ -142,7 +174,7 @@ pub fn open(url: &str, opts: &RemoteOptions) -> Result<Arc<RemoteObject>, Remote
         mtime,
         head: head.bytes,
         tail: (tail.range.start, tail.bytes),
-        extents: OnceLock::new(),
+        extents: RwLock::new(Extents::default()),
         cache: Arc::new(ExtentCache::new(opts.cache_bytes)),
         window_max,
         seq: Mutex::new(Sequence::default()),
@@ -237,9 +269,10 @@ impl RemoteObject {
 
     /// Records a read of extent `i`; two in order grow the window and prefetch after it.
     fn note_sequential(&self, i: usize) {
-        let Some(ext) = self.extents.get() else {
+        let ext = self.extents.read();
+        if ext.starts.is_empty() {
             return;
-        };
+        }
         let todo = {
             let mut s = self.seq.lock().unwrap_or_else(|p| p.into_inner());
             match s.last {
@@ -284,7 +317,7 @@ impl RemoteObject {
             s.ahead = to.max(s.ahead);
             from..to.max(from)
         };
-        self.prefetch(todo, ext);
+        self.prefetch(todo, &ext);
     }
 
     /// Fetches the extents `todo` that are neither cached nor under way, adjacent ones merged.
@@ -387,7 +420,8 @@ impl ByteSource for Shared {
             return Ok(());
         }
         let end = offset + buf.len() as u64;
-        if let Some((i, r)) = o.extents.get().and_then(|e| e.find(offset)) {
+        let found = o.extents.read().find(offset);
+        if let Some((i, r)) = found {
             if end <= r.end && (r.end - r.start) as usize <= o.cache.budget() {
                 let b = o.extent(i, r.clone())?;
                 if copy_from(buf, r.start, offset, &b) {
@@ -399,7 +433,7 @@ impl ByteSource for Shared {
     }
 
     fn chunk_extents(&self, starts: Vec<u64>, end: u64) {
-        let _ = self.0.extents.set(Extents { starts, end });
+        self.0.extents.write().merge(Extents::of_frame(starts, end));
     }
 
     fn changed(&self) -> bool {
@@ -413,20 +447,30 @@ mod tests {
 
     #[test]
     fn extents_find_the_chunk_holding_an_offset() {
-        let e = Extents {
-            starts: vec![100, 250, 400],
-            end: 1000,
-        };
+        let e = Extents::of_frame(vec![100, 250, 400], 1000);
         assert_eq!(e.find(99), None, "before the first chunk (header)");
         assert_eq!(e.find(100), Some((0, 100..250)));
         assert_eq!(e.find(249), Some((0, 100..250)));
         assert_eq!(e.find(250), Some((1, 250..400)));
         assert_eq!(e.find(999), Some((2, 400..1000)));
         assert_eq!(e.find(1000), None, "past the chunk area (index, trailer)");
-        let none = Extents {
-            starts: vec![],
-            end: 10,
-        };
-        assert_eq!(none.find(5), None);
+        assert_eq!(Extents::of_frame(vec![], 10).find(5), None);
+    }
+
+    #[test]
+    fn extents_of_several_frames_merge_without_overlaps() {
+        let mut e = Extents::of_frame(vec![5000, 6000], 7000);
+        e.merge(Extents::of_frame(vec![100, 250], 400));
+        // Overlaps the first frame's chunks: left out.
+        e.merge(Extents::of_frame(vec![300], 500));
+        assert_eq!(e.find(120), Some((0, 100..250)));
+        assert_eq!(e.find(300), Some((1, 250..400)));
+        assert_eq!(
+            e.find(450),
+            None,
+            "between the frames (index, trailer, zip headers)"
+        );
+        assert_eq!(e.find(6500), Some((3, 6000..7000)));
+        assert_eq!(e.find(7000), None);
     }
 }

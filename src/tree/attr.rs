@@ -1,7 +1,12 @@
 //! The b2fs-owned types the tree answers with: [`Attr`], [`EntryKind`], [`DirEntry`] and
-//! [`StatFs`]. The fuse adapter converts them to fuser's types; nothing here knows fuser.
+//! [`StatFs`], and `statfs` itself. The fuse adapter converts them to fuser's types; nothing
+//! here knows fuser.
 
 use std::time::SystemTime;
+
+use super::layout::{FileKind, NodeKind};
+use super::{Entry, NAME_MAX};
+use crate::reader::{ArrayId, ChunkId};
 
 /// What an inode is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -69,4 +74,46 @@ pub struct StatFs {
     pub namelen: u32,
     /// Fragment size.
     pub frsize: u32,
+}
+
+impl super::Tree {
+    /// Filesystem statistics: the size of every file (chunk files estimated from their first
+    /// chunk), every inode. A collection counts only what was opened so far: leaves not yet
+    /// accessed are one directory each, and a group `__attrs__` not yet read counts 0 bytes
+    /// (statfs opens nothing).
+    pub fn statfs(&self) -> StatFs {
+        const BSIZE: u32 = 4096;
+        let mut bytes: u64 = 0;
+        let mut files = self.nodes.len() as u64;
+        for (i, node) in self.nodes.iter().enumerate() {
+            if let NodeKind::File(kind) = &node.kind {
+                let ino = i as u64 + 1;
+                let size = match kind {
+                    FileKind::Attrs(_, g) if g.rendered_len().is_none() => 0,
+                    _ => self.file_size(ino, Entry::File(kind)).unwrap_or(0),
+                };
+                bytes = bytes.saturating_add(size);
+            }
+        }
+        for a in 0..self.reader.arrays() {
+            let array = ArrayId(a as u32);
+            let n = self.reader.nchunks(array) as u64;
+            files += n;
+            let first = self
+                .reader
+                .chunk_nbytes(ChunkId::new(array, 0))
+                .unwrap_or(0);
+            bytes = bytes.saturating_add(n.saturating_mul(first as u64));
+        }
+        StatFs {
+            blocks: bytes.div_ceil(u64::from(BSIZE)),
+            bfree: 0,
+            bavail: 0,
+            files,
+            ffree: 0,
+            bsize: BSIZE,
+            namelen: NAME_MAX as u32,
+            frsize: BSIZE,
+        }
+    }
 }

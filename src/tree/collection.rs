@@ -5,9 +5,15 @@
 //!
 //! Rules (the container layer's [`crate::container::store`] says what a leaf and a group
 //! are):
-//! - Every leaf is opened when the tree is built (its header, index and trailer; no chunk).
-//!   A leaf that fails to open shows as a directory whose listing fails with EIO, with a log
-//!   line naming the store and the key; every other leaf works.
+//! - Mounting opens no leaf: each leaf is a directory ([`LazyLeaf`]) whose subtree (its
+//!   arrays, their `__attrs__`, `meta/`, `data/`, `array.npy`) is laid out on the first lookup
+//!   in it or listing of it, reading the leaf's header, index and trailer then (no chunk).
+//!   `stat` of the leaf directory does not open it (its link count is 1, "unknown"). The
+//!   subtree's nodes and arrays are numbered after everything that exists, under the tree's
+//!   `grow` lock, so inode numbers handed out never change. A group's `__attrs__` opens its
+//!   `__vlmeta__` carrier on first read or `stat`.
+//! - A leaf that fails to open shows as a directory whose lookups and listing fail with EIO,
+//!   with a log line naming the store and the key; every other leaf works.
 //! - Leaves commit through the collection ([`crate::reader::Committer::commit_leaf`]): a
 //!   `.b2d` leaf or a file of a directory of sources is a frame committed as a single source;
 //!   a `.b2z` member is committed by writing a new zip beside the old one and renaming it
@@ -18,15 +24,28 @@
 //! - Leaves of a store nested in a directory of sources, and ctables inside a collection,
 //!   are read-only (EROFS).
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use super::commit::Refreshed;
-use super::layout::{AttrsOwner, FileKind, Generated, Layout, Owner, ROOT_INO};
+use super::inode::{ARRAY_STRIDE, CHUNK_BASE, MAX_GROWING_ARRAYS};
+use super::layout::{
+    AttrsOwner, CollectionCell, FileKind, Generated, Layout, NodeKind, Owner, ROOT_INO,
+};
 use super::view::{self, Adding};
-use super::{Tree, display_chain};
-use crate::container::store::{self, Collection, Group, Node, Opened};
+use super::{ArrayFiles, Tree, TreeError, display_chain};
+use crate::container::store::{self, Collection, Group, Leaf, Node, Opened};
 use crate::container::{Container, ContainerError};
 use crate::reader::ArrayId;
+
+/// A collection leaf's directory before and after its first access.
+#[derive(Debug)]
+pub struct LazyLeaf {
+    leaf: Arc<Leaf>,
+    /// A leaf of the mounted collection itself (its edits commit), not of a nested store.
+    top: bool,
+    /// Its children once laid out, or why it cannot be shown.
+    built: OnceLock<Result<Vec<u64>, Arc<str>>>,
+}
 
 /// The layout of `collection`.
 ///
@@ -36,30 +55,49 @@ pub fn layout(collection: Collection) -> Result<Layout, ContainerError> {
     let collection = Arc::new(collection);
     let mut layout = Layout::new(Owner::of(collection.path()));
     layout.set_collection(collection.clone());
-    add_group(&mut layout, ROOT_INO, collection.root(), true)?;
+    let cell = layout.collection.clone();
+    add_group(&mut layout, ROOT_INO, collection.root(), cell.as_ref())?;
     Ok(layout)
 }
 
-/// Adds group `g`'s `__attrs__` and children under directory `dir`; `top`: a group of the
-/// mounted collection itself (not of a nested store), whose leaves and attributes commit.
-fn add_group(layout: &mut Layout, dir: u64, g: &Group, top: bool) -> Result<(), ContainerError> {
-    let attrs = match g.attrs() {
-        Ok(v) => v,
-        Err(e) => {
-            log::warn!("group {}: attributes not readable: {e}", g.key);
-            serde_json::Value::Object(Default::default())
-        }
-    };
-    let owner = if top {
+/// Adds group `g`'s `__attrs__` and children under directory `dir`; `top`: the cell of the
+/// mounted collection when `g` is one of its groups (not of a nested store): its leaves and
+/// attributes commit, and are looked up in the collection as it is when first accessed.
+fn add_group(
+    layout: &mut Layout,
+    dir: u64,
+    g: &Group,
+    top: Option<&CollectionCell>,
+) -> Result<(), ContainerError> {
+    let owner = if top.is_some() {
         AttrsOwner::Group(g.key.clone())
     } else {
         AttrsOwner::ReadOnly
     };
-    layout.generated(
-        dir,
-        "__attrs__",
-        FileKind::Attrs(owner, Generated::new(view::json_file(&attrs))),
-    );
+    let attrs = match g.carrier() {
+        None => Generated::new(view::json_file(&serde_json::json!({}))),
+        Some(carrier) => {
+            let (carrier, key) = (carrier.clone(), g.key.clone());
+            let cell = top.cloned();
+            Generated::lazy(move || {
+                // A commit may have moved the carrier (a rebuilt zip): take today's.
+                let now = cell.as_ref().and_then(|c| {
+                    let c = c.read().clone();
+                    c.group(&key).and_then(|g| g.carrier().cloned())
+                });
+                let carrier = now.unwrap_or_else(|| carrier.clone());
+                let attrs = match carrier.array() {
+                    Ok(a) => a.attrs().clone(),
+                    Err(e) => {
+                        log::warn!("group {key}: attributes not readable: {e}");
+                        serde_json::Value::Object(Default::default())
+                    }
+                };
+                view::json_file(&attrs)
+            })
+        }
+    };
+    layout.generated(dir, "__attrs__", FileKind::Attrs(owner, attrs));
     for child in &g.children {
         let name = child.name();
         if !view::valid_name(name) || name == "__attrs__" {
@@ -76,38 +114,154 @@ fn add_group(layout: &mut Layout, dir: u64, g: &Group, top: bool) -> Result<(), 
             }
             Node::Store(nested) => {
                 let sub_dir = layout.dir(dir, name);
-                add_group(layout, sub_dir, nested.root(), false)?;
+                add_group(layout, sub_dir, nested.root(), None)?;
             }
-            Node::Leaf(leaf) => match leaf.open_owned() {
-                Ok(Container::Array(array)) => {
-                    let leaf_dir = layout.dir(dir, name);
-                    let how = if top {
-                        Adding::Leaf(leaf.key().to_owned())
-                    } else {
-                        Adding::ReadOnly
-                    };
-                    view::add_array_as(layout, leaf_dir, array, how)?;
-                }
-                Ok(Container::Table(table)) => {
-                    let leaf_dir = layout.dir(dir, name);
-                    view::add_table(layout, leaf_dir, table, false)?;
-                }
-                Err(e) => {
-                    let why = display_chain(&e);
-                    log::warn!(
-                        "{}: {}: cannot open, its directory gives EIO: {why}",
-                        leaf.store_path().display(),
-                        leaf.key()
-                    );
-                    layout.unreadable_dir(dir, name, &why);
-                }
-            },
+            Node::Leaf(leaf) => {
+                let lazy = LazyLeaf {
+                    leaf: leaf.clone(),
+                    top: top.is_some(),
+                    built: OnceLock::new(),
+                };
+                layout.lazy_leaf(dir, name, lazy);
+            }
         }
     }
     Ok(())
 }
 
+/// Lays out the content of leaf directory `at` in `sub` (opening `leaf`, which is `lazy`'s
+/// leaf as the collection holds it now).
+fn lay_out_leaf(
+    sub: &mut Layout,
+    at: u64,
+    lazy: &LazyLeaf,
+    leaf: &Leaf,
+) -> Result<(), ContainerError> {
+    match leaf.open_owned()? {
+        Container::Array(array) => {
+            let how = if lazy.top {
+                Adding::Leaf(lazy.leaf.key().to_owned())
+            } else {
+                Adding::ReadOnly
+            };
+            view::add_array_as(sub, at, array, how)
+        }
+        Container::Table(table) => view::add_table(sub, at, table, false),
+    }
+}
+
 impl Tree {
+    /// The children of leaf directory `ino` (`lazy`), laid out now if this is the first
+    /// access.
+    ///
+    /// # Errors
+    /// [`TreeError::Unavailable`] (EIO) when the leaf cannot be opened or shown.
+    pub(crate) fn leaf_children<'a>(
+        &'a self,
+        ino: u64,
+        lazy: &'a LazyLeaf,
+    ) -> Result<&'a [u64], TreeError> {
+        let done = |r: &'a Result<Vec<u64>, Arc<str>>| match r {
+            Ok(children) => Ok(children.as_slice()),
+            Err(why) => Err(TreeError::Unavailable(why.to_string())),
+        };
+        if let Some(r) = lazy.built.get() {
+            return done(r);
+        }
+        let _grow = self.grow.lock();
+        if lazy.built.get().is_none() {
+            let r = self.build_leaf(ino, lazy).map_err(|why| {
+                log::warn!(
+                    "{}: {}: cannot open, its directory gives EIO: {why}",
+                    lazy.leaf.store_path().display(),
+                    lazy.leaf.key()
+                );
+                Arc::<str>::from(why)
+            });
+            let _ = lazy.built.set(r);
+        }
+        match lazy.built.get() {
+            Some(r) => done(r),
+            None => Err(TreeError::Unavailable("leaf not laid out".into())),
+        }
+    }
+
+    /// Opens leaf `lazy` and adds its subtree under directory `ino`: arrays to the reader,
+    /// nodes after every existing one. The caller holds `grow`.
+    fn build_leaf(&self, ino: u64, lazy: &LazyLeaf) -> Result<Vec<u64>, String> {
+        let nodes = self.nodes.len() as u64;
+        let arrays = u32::try_from(self.reader.arrays()).map_err(|e| e.to_string())?;
+        let mut sub = Layout::subtree(ino, nodes, arrays, self.owner);
+        // A leaf of the mounted collection is opened as the collection is now: a commit may
+        // have rebuilt it (a `.b2z` commit moves every member). Nested stores are never
+        // rewritten.
+        let now = match (&self.collection, lazy.top) {
+            (Some(cell), true) => {
+                let c = cell.read().clone();
+                match c.find(lazy.leaf.key()) {
+                    Some(Node::Leaf(l)) => Some(l.clone()),
+                    _ => return Err("it is no longer one of the collection's leaves".into()),
+                }
+            }
+            _ => None,
+        };
+        let leaf = now.as_deref().unwrap_or(&lazy.leaf);
+        lay_out_leaf(&mut sub, ino, lazy, leaf).map_err(|e| display_chain(&e))?;
+        let Layout {
+            nodes: mut new_nodes,
+            stores,
+            live,
+            ..
+        } = sub;
+        if nodes + new_nodes.len() as u64 >= CHUNK_BASE
+            || u64::from(arrays) + stores.len() as u64 > MAX_GROWING_ARRAYS
+        {
+            return Err("the mount has no inode numbers left for it".into());
+        }
+        if let Some(s) = stores.iter().find(|s| s.nchunks() as u64 >= ARRAY_STRIDE) {
+            return Err(format!(
+                "{} has {} chunks, more than a collection leaf can show",
+                s.path().display(),
+                s.nchunks()
+            ));
+        }
+        let mut files = vec![ArrayFiles::default(); stores.len()];
+        for (i, node) in new_nodes.iter().enumerate().skip(1) {
+            let file_ino = nodes + i as u64;
+            let slot = match &node.kind {
+                NodeKind::File(FileKind::Sizes(id, _) | FileKind::Npy(id, _)) => {
+                    files.get_mut(id.0.wrapping_sub(arrays) as usize)
+                }
+                _ => None,
+            };
+            match (slot, &node.kind) {
+                (Some(f), NodeKind::File(FileKind::Sizes(..))) => f.sizes = Some(file_ino),
+                (Some(f), _) => f.npy = Some(file_ino),
+                (None, _) => {}
+            }
+        }
+        for ((store, live), files) in stores.into_iter().zip(live).zip(files) {
+            self.reader.add(store);
+            self.live.push(live);
+            self.files.push(files);
+        }
+        let children = match &mut new_nodes[0].kind {
+            NodeKind::Dir { children, .. } => std::mem::take(children),
+            _ => Vec::new(),
+        };
+        for node in new_nodes.into_iter().skip(1) {
+            self.nodes.push(node);
+        }
+        Ok(children)
+    }
+
+    /// Leaves opened by the mounted collection so far (`None`: not a collection): a mount
+    /// opens none; each leaf is opened on first access, and again after every commit that
+    /// rewrites the collection.
+    pub fn leaves_opened(&self) -> Option<usize> {
+        self.collection.as_ref().map(|c| c.read().leaves_opened())
+    }
+
     /// After a commit to the mounted collection: opens it again and reloads every leaf array
     /// from it (a `.b2z` commit rewrites the zip, so every member may have moved), and renders
     /// their generated files again.

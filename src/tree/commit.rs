@@ -92,7 +92,7 @@ impl Tree {
     fn chunk_changed(&self, id: ChunkId) {
         let mut k = self.kcache.lock();
         k.stale.insert(self.inodes.chunk_ino(id));
-        if let Some(npy) = self.files[id.array.index()].npy {
+        if let Some(npy) = self.files.get(id.array.index()).and_then(|f| f.npy) {
             k.stale.insert(npy);
         }
     }
@@ -435,7 +435,7 @@ impl Tree {
     /// Renders `meta/sizes` of `array` again from its (just reopened) source; its
     /// `array.npy` may have changed size too.
     pub(crate) fn rerender_sizes(&self, array: ArrayId) {
-        let files = self.files[array.index()];
+        let files = self.files.get(array.index()).copied().unwrap_or_default();
         let Some(live) = self.live.get(array.index()).and_then(Option::as_ref) else {
             return;
         };

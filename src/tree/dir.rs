@@ -60,7 +60,7 @@ impl Iterator for ReadDir<'_> {
                         let child = self.children[k];
                         let node = self.tree.node(child)?;
                         let kind = match node.kind {
-                            NodeKind::Dir { .. } => EntryKind::Directory,
+                            NodeKind::Dir { .. } | NodeKind::Leaf(_) => EntryKind::Directory,
                             NodeKind::File(_) => EntryKind::File,
                         };
                         (child, kind, node.name.clone())

@@ -18,7 +18,7 @@ use parking_lot::Mutex;
 use super::inode::Located;
 use super::layout::{Node, NodeKind, ROOT_INO};
 use super::{TreeError, chunk_name, display_chain};
-use crate::reader::ArrayId;
+use crate::reader::{AppendVec, ArrayId};
 
 /// Events kept.
 pub const CAPACITY: usize = 64;
@@ -123,7 +123,7 @@ impl EventLog {
 }
 
 /// The inode of the directory that shows the chunk files of `array` (the root when none does).
-pub(crate) fn data_dir_of(nodes: &[Node], array: ArrayId) -> u64 {
+pub(crate) fn data_dir_of(nodes: &AppendVec<Node>, array: ArrayId) -> u64 {
     nodes
         .iter()
         .position(|n| matches!(n.kind, NodeKind::Dir { data: Some(a), .. } if a == array))
@@ -131,7 +131,7 @@ pub(crate) fn data_dir_of(nodes: &[Node], array: ArrayId) -> u64 {
 }
 
 /// `/a/b/leaf`: the path of fixed node `dir` from the root, then `leaf` if any.
-pub(crate) fn node_path(nodes: &[Node], dir: u64, leaf: Option<String>) -> String {
+pub(crate) fn node_path(nodes: &AppendVec<Node>, dir: u64, leaf: Option<String>) -> String {
     let mut parts: Vec<String> = leaf.into_iter().collect();
     let mut ino = dir;
     // At most one step per node: a malformed parent chain cannot loop.
@@ -139,7 +139,10 @@ pub(crate) fn node_path(nodes: &[Node], dir: u64, leaf: Option<String>) -> Strin
         if ino == ROOT_INO {
             break;
         }
-        let Some(n) = ino.checked_sub(1).and_then(|i| nodes.get(i as usize)) else {
+        let Some(n) = ino
+            .checked_sub(1)
+            .and_then(|i| nodes.get(usize::try_from(i).ok()?))
+        else {
             break;
         };
         parts.push(n.name.clone());

@@ -204,7 +204,7 @@ impl Tree {
 
     /// Renders the `__attrs__` of every array again from its reloaded source.
     fn rerender_attrs(&self) {
-        for node in &self.nodes {
+        for node in self.nodes.iter() {
             if let NodeKind::File(FileKind::Attrs(AttrsOwner::Array(a), stored)) = &node.kind {
                 if let Some(live) = self.live.get(a.index()).and_then(Option::as_ref) {
                     stored.set(view::json_file(live.get().attrs()));
@@ -225,7 +225,9 @@ impl Tree {
             let NodeKind::Dir { data: Some(a), .. } = &node.kind else {
                 continue;
             };
-            let (old, new) = (old_n[a.index()], new_n[a.index()]);
+            let (Some(&old), Some(&new)) = (old_n.get(a.index()), new_n.get(a.index())) else {
+                continue;
+            };
             let dir = i as u64 + 1;
             for index in 0..old.max(new).min(MAX_CHUNK_INVALIDATIONS) {
                 let id = crate::reader::ChunkId::new(*a, index);

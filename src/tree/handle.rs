@@ -268,9 +268,11 @@ mod tests {
     fn handles_report_their_stream_in_the_hint() {
         let h = Handles::new();
         let fh = h.open(7, false, None);
-        let hint = h.record_read(fh, 7, 0, 4096).unwrap().0;
+        let (hint, _, first) = h.record_read(fh, 7, 0, 4096).unwrap();
+        assert!(first);
         assert_eq!((hint.pattern, hint.stream), (Pattern::FirstAtZero, 4096));
-        let hint = h.record_read(fh, 7, 1 << 30, 4096).unwrap().0;
+        let (hint, _, first) = h.record_read(fh, 7, 1 << 30, 4096).unwrap();
+        assert!(!first);
         assert_eq!((hint.pattern, hint.stream), (Pattern::Random, 4096));
         assert!(h.record_read(fh, 8, 0, 1).is_err());
     }

@@ -5,6 +5,11 @@
 //! A writable tree with several arrays (a ctable's columns) gives each array
 //! [`ARRAY_STRIDE`] numbers, so any of them can gain chunk files; otherwise arrays are
 //! packed (and only the last one can grow). Numbers never change while mounted.
+//!
+//! A tree that gains nodes and arrays while mounted (a collection, whose leaves are built on
+//! first access) uses the growing plan ([`Inodes::growing`]): nodes are `1..CHUNK_BASE` in
+//! the order they are added, array `a`'s chunk files are `CHUNK_BASE + a * ARRAY_STRIDE +
+//! index`, so nothing added later moves a number handed out earlier.
 
 use crate::reader::{ArrayId, ChunkId};
 
@@ -15,6 +20,12 @@ pub const SCRATCH_BASE: u64 = 1 << 62;
 /// Chunk inode numbers a writable tree with several arrays reserves per array: more than any
 /// source b2fs writes can hold (`MAX_NCHUNKS` of the container layer).
 pub const ARRAY_STRIDE: u64 = 1 << 32;
+
+/// First chunk inode number of the growing plan; nodes are below it.
+pub const CHUNK_BASE: u64 = 1 << 32;
+
+/// Most arrays the growing plan numbers.
+pub const MAX_GROWING_ARRAYS: u64 = (SCRATCH_BASE - CHUNK_BASE) / ARRAY_STRIDE;
 
 /// What an inode number stands for, before anything is checked against the arrays.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -35,6 +46,8 @@ pub struct Inodes {
     nodes: u64,
     /// First chunk inode of each array, increasing.
     bases: Vec<u64>,
+    /// The growing plan: `nodes` and `bases` are unused.
+    growing: bool,
 }
 
 impl Inodes {
@@ -65,13 +78,42 @@ impl Inodes {
         Inodes {
             nodes: nodes as u64,
             bases,
+            growing: false,
         }
+    }
+
+    /// The growing plan (see the module doc): any node below [`CHUNK_BASE`], arrays strided
+    /// from there; existence is the caller's to check.
+    pub fn growing() -> Inodes {
+        Inodes {
+            nodes: 0,
+            bases: Vec::new(),
+            growing: true,
+        }
+    }
+
+    /// Whether this is the growing plan.
+    pub fn is_growing(&self) -> bool {
+        self.growing
     }
 
     /// What `ino` stands for.
     pub fn locate(&self, ino: u64) -> Located {
         if ino == 0 {
             return Located::Nothing;
+        }
+        if self.growing {
+            return match ino {
+                SCRATCH_BASE.. => Located::Scratch,
+                CHUNK_BASE.. => {
+                    let rel = ino - CHUNK_BASE;
+                    Located::Chunk(ChunkId::new(
+                        ArrayId((rel / ARRAY_STRIDE) as u32),
+                        (rel % ARRAY_STRIDE) as usize,
+                    ))
+                }
+                _ => Located::Node((ino - 1) as usize),
+            };
         }
         if ino <= self.nodes {
             return Located::Node((ino - 1) as usize);
@@ -91,20 +133,21 @@ impl Inodes {
 
     /// The inode of chunk file `id`.
     pub fn chunk_ino(&self, id: ChunkId) -> u64 {
+        if self.growing {
+            return CHUNK_BASE + u64::from(id.array.0) * ARRAY_STRIDE + id.index as u64;
+        }
         self.bases[id.array.index()] + id.index as u64
     }
 
     /// How many chunk files array `id` can have: the numbers up to the next array's (or the
     /// scratch files).
     pub fn capacity(&self, id: ArrayId) -> u64 {
+        if self.growing {
+            return ARRAY_STRIDE;
+        }
         let a = id.index();
         let end = self.bases.get(a + 1).copied().unwrap_or(SCRATCH_BASE);
         self.bases.get(a).map_or(0, |&b| end.saturating_sub(b))
-    }
-
-    /// Number of nodes.
-    pub fn nodes(&self) -> usize {
-        self.nodes as usize
     }
 }
 
@@ -150,6 +193,23 @@ mod tests {
             Inodes::new(4, &[2, 2], false).chunk_ino(ChunkId::new(ArrayId(1), 0)),
             7
         );
+    }
+
+    #[test]
+    fn growing_plan_numbers_do_not_depend_on_what_exists() {
+        let p = Inodes::growing();
+        assert_eq!(p.locate(1), Located::Node(0));
+        assert_eq!(
+            p.locate(CHUNK_BASE - 1),
+            Located::Node((CHUNK_BASE - 2) as usize)
+        );
+        assert_eq!(p.locate(CHUNK_BASE), chunk(0, 0));
+        let id = ChunkId::new(ArrayId(7), 12);
+        assert_eq!(p.locate(p.chunk_ino(id)), Located::Chunk(id));
+        let last = ChunkId::new(ArrayId((MAX_GROWING_ARRAYS - 1) as u32), 0);
+        assert!(p.chunk_ino(last) < SCRATCH_BASE);
+        assert_eq!(p.locate(SCRATCH_BASE), Located::Scratch);
+        assert_eq!(p.capacity(ArrayId(3)), ARRAY_STRIDE);
     }
 
     #[test]

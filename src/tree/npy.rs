@@ -68,7 +68,7 @@ fn is_scan(hint: ReadHint, len: u64) -> bool {
 impl Tree {
     /// The NPY view of `array`.
     fn npy_view(&self, array: ArrayId) -> Option<Arc<Npy>> {
-        let ino = self.files[array.index()].npy?;
+        let ino = self.files.get(array.index()).and_then(|f| f.npy)?;
         match self.node(ino).map(|n| &n.kind) {
             Some(NodeKind::File(FileKind::Npy(_, cell))) => Some(cell.get()),
             _ => None,
@@ -82,7 +82,7 @@ impl Tree {
 
     /// Renders the NPY view of `array` again from its (just reopened) source.
     pub(crate) fn npy_changed(&self, array: ArrayId) {
-        let Some(ino) = self.files[array.index()].npy else {
+        let Some(ino) = self.files.get(array.index()).and_then(|f| f.npy) else {
             return;
         };
         let Some(live) = self.live.get(array.index()).and_then(Option::as_ref) else {
@@ -469,7 +469,7 @@ impl Tree {
     /// Renders `table.npy` again from the ctable on disk (after a commit changed its rows).
     pub(crate) fn table_npy_changed(&self) {
         let Some(path) = &self.table else { return };
-        for node in &self.nodes {
+        for node in self.nodes.iter() {
             if let NodeKind::File(FileKind::TableNpy(cell, _)) = &node.kind {
                 match crate::container::open(path) {
                     Ok(crate::container::Container::Table(t)) => match TableNpy::for_table(&t) {

@@ -102,7 +102,7 @@ pub(crate) fn add_table(
             Adding::ReadOnly
         };
         add_array_as(layout, col_dir, column, how)?;
-        ids.push(crate::reader::ArrayId((layout.arrays() - 1) as u32));
+        ids.extend(layout.last_array());
     }
     match table_npy {
         Ok(npy) if ids.len() == ncolumns => {

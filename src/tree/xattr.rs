@@ -362,15 +362,19 @@ impl super::Tree {
             bytes,
             stats,
         };
-        let first = (self.reader.arrays() > 0).then(|| self.reader.store(ArrayId(0)).path());
-        let source = self.table.as_deref().or(first);
-        Target::root(
-            source,
-            self.source_info(ArrayId(0)),
-            cache,
-            self.options.writable,
-            &self.events,
-        )
+        // A collection's root describes the collection, not whichever leaf was opened first.
+        let (source, info) = match &self.collection_path {
+            Some(p) => (Some(p.as_path()), SourceInfo::default()),
+            None => {
+                let first =
+                    (self.reader.arrays() > 0).then(|| self.reader.store(ArrayId(0)).path());
+                (
+                    self.table.as_deref().or(first),
+                    self.source_info(ArrayId(0)),
+                )
+            }
+        };
+        Target::root(source, info, cache, self.options.writable, &self.events)
     }
 
     /// What array `array`'s source records about itself (none for synthetic stores).

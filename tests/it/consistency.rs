@@ -5,11 +5,11 @@
 //! unreadable for a while; each shows after it is noticed, and descriptors opened before keep
 //! their version.
 
-use std::io::{Read, Write};
+use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::time::{Duration, Instant};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
 
 use b2fs::tree::{Invalidation, Tree, TreeOptions};
 use serde_json::Value;
@@ -57,9 +57,48 @@ fn single_value(b: &[u8]) -> Option<u32> {
         .then_some(first)
 }
 
-/// A whole chunk of value `v`.
-fn chunk_of(v: u32) -> Vec<u8> {
-    v.to_le_bytes().repeat(CHUNK / 4)
+/// The writer, in a process of its own (as in the issue): rewrites whole chunk files
+/// `data/0..4.bin` of the mount at `mp` with growing versions (chunk i holds 16 * v + i at
+/// its v-th rewrite; write, fsync, close; an ESTALE fsync is retried) for `secs`; returns the
+/// last acknowledged value of each chunk, the writes and the ESTALE retries. A writer thread
+/// in the test process would not do: any fork of this process (the harness runs other tests
+/// that spawn python) closes a copy of its descriptor, a FLUSH that commits a buffer written
+/// halfway.
+fn writer_process(py: &Path, mp: &Path, secs: Duration) -> (Vec<u32>, u64, u64) {
+    let code = "import errno, os, sys, time, numpy as np\n\
+        mp, end = sys.argv[1], time.time() + float(sys.argv[2])\n\
+        per = 2 * 1024 * 1024 // 4; acked = [0] * 4; writes = stale = 0; v = 1\n\
+        while time.time() < end:\n\
+        \x20   for i in range(4):\n\
+        \x20       value = 16 * v + i\n\
+        \x20       while True:\n\
+        \x20           fd = os.open(f'{mp}/data/{i:08}.bin', os.O_WRONLY)\n\
+        \x20           os.write(fd, np.full(per, value, dtype=np.uint32).tobytes())\n\
+        \x20           try:\n\
+        \x20               os.fsync(fd); os.close(fd); break\n\
+        \x20           except OSError as e:\n\
+        \x20               if e.errno != errno.ESTALE: raise\n\
+        \x20               stale += 1\n\
+        \x20               try: os.close(fd)\n\
+        \x20               except OSError: pass\n\
+        \x20       acked[i] = value; writes += 1\n\
+        \x20   v += 1\n\
+        print(writes, stale, *acked)\n";
+    let out = run_python(
+        py,
+        &[
+            "-c",
+            code,
+            mp.to_str().unwrap(),
+            &secs.as_secs_f64().to_string(),
+        ],
+    );
+    let nums: Vec<u64> = String::from_utf8_lossy(&out)
+        .split_whitespace()
+        .map(|v| v.parse().unwrap())
+        .collect();
+    let acked = nums[2..].iter().map(|&v| v as u32).collect();
+    (acked, nums[0], nums[1])
 }
 
 /// What a reader thread saw.
@@ -138,29 +177,20 @@ fn consistency_whole_file_reads_never_mix_versions() {
             std::thread::spawn(move || reader(files, stop))
         })
         .collect();
-    let deadline = Instant::now() + secs(4);
-    let mut v = 1u32;
-    while Instant::now() < deadline {
-        for (i, f) in files.iter().enumerate() {
-            let mut h = std::fs::OpenOptions::new().write(true).open(f).unwrap();
-            h.write_all(&chunk_of(16 * v + i as u32)).unwrap();
-            h.sync_all().unwrap();
-        }
-        v += 1;
-    }
+    let (acked, writes, _) = writer_process(&py, &m.mp, secs(4));
     stop.store(true, Ordering::Relaxed);
     let seen: Vec<Seen> = readers.into_iter().map(|r| r.join().unwrap()).collect();
-    eprintln!("whole-file reads during {} rewrites: {seen:?}", v - 1);
+    eprintln!("whole-file reads during {writes} rewrites: {seen:?}");
     let total = |f: fn(&Seen) -> u64| seen.iter().map(f).sum::<u64>();
-    assert!(total(|s| s.reads) > 0 && v > 2, "the test did not race");
+    assert!(
+        total(|s| s.reads) > 0 && writes > 8,
+        "the test did not race"
+    );
     assert_eq!(total(|s| s.torn), 0, "torn reads");
     assert_eq!(total(|s| s.went_back), 0, "a version went back");
     assert_eq!(total(|s| s.errors), 0, "read errors");
-    let last = AtomicU64::new(0);
     for (i, f) in files.iter().enumerate() {
-        let got = single_value(&std::fs::read(f).unwrap());
-        assert_eq!(got, Some(16 * (v - 1) + i as u32));
-        last.fetch_add(1, Ordering::Relaxed);
+        assert_eq!(single_value(&std::fs::read(f).unwrap()), Some(acked[i]));
     }
     m.umount();
 }
@@ -529,31 +559,8 @@ fn stress(secs: Duration) {
         .arg(&src)
         .arg(secs.as_secs_f64().to_string());
     let appender = std::thread::spawn(move || appender.output());
-    // The writer: whole chunk files 0..4 with growing versions; records what was acknowledged.
-    let files: Vec<PathBuf> = (0..4)
-        .map(|i| m.path(&format!("data/{i:08}.bin")))
-        .collect();
-    let deadline = Instant::now() + secs;
-    let mut acked = [0u32; 4];
-    let (mut writes, mut stale) = (0u64, 0u64);
-    let mut v = 1u32;
-    while Instant::now() < deadline {
-        for (i, f) in files.iter().enumerate() {
-            let value = 16 * v + i as u32;
-            loop {
-                let mut h = std::fs::OpenOptions::new().write(true).open(f).unwrap();
-                h.write_all(&chunk_of(value)).unwrap();
-                match h.sync_all() {
-                    Ok(()) => break,
-                    Err(e) if e.raw_os_error() == Some(libc::ESTALE) => stale += 1,
-                    Err(e) => panic!("writer: {e}"),
-                }
-            }
-            acked[i] = value;
-            writes += 1;
-        }
-        v += 1;
-    }
+    // The writer, a process of its own: whole chunk files 0..4 with growing versions.
+    let (acked, writes, stale) = writer_process(&py, &m.mp, secs);
     let out = appender.join().unwrap().unwrap();
     assert!(
         out.status.success(),

@@ -24,8 +24,12 @@ mod remote; // remote sources on moto (S3) and rclone (HTTP) behind a fault-inje
 #[cfg(feature = "remote")]
 mod remote_bench; // remote benchmarks (ignored; BENCHMARKS.md)
 #[cfg(feature = "remote")]
+mod remote_dirs; // sparse frames and bcolz roots under an S3 prefix (listing), on moto
+#[cfg(feature = "remote")]
 mod remote_support; // the servers and the proxy of the remote tests
 mod store; // collections: .b2z/.b2d stores and directories of sources against python-blosc2
+mod store_crash; // SIGKILL of a mount during a .b2z member commit: old or new zip for python-blosc2
+mod store_lazy; // collection leaves opened on first access: a 10,000-member store mounts opening none
 mod store_tree; // collections through the tree and a mount: chunks, array.npy, attrs, edits
 mod system; // mount(8)/fstab via mount.fuse3, auto_unmount, umount -l, getfattr, b2fs log, editors
 mod tree; // the in-process filesystem API without a kernel

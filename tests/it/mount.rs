@@ -361,11 +361,16 @@ fn mount_source_truncated_underneath_is_eio_and_the_daemon_survives() {
         let err = std::fs::read(m.path(&format!("data/{i:08}.bin"))).unwrap_err();
         assert_eq!(err.raw_os_error(), Some(libc::EIO), "chunk {i}: {err}");
     }
-    let b = std::fs::read(m.path("data/00000000.bin")).unwrap();
-    assert_eq!(
-        sha256_hex(&b),
-        sc["chunk_list"][0]["sha256"].as_str().unwrap()
-    );
+    // Chunk 0 lies wholly before the cut, but another program changed the file and the
+    // mount has no version of it cached (issue 12): EIO rather than bytes it cannot vouch
+    // for, or (had it been cached) its reference bytes.
+    match std::fs::read(m.path("data/00000000.bin")) {
+        Ok(b) => assert_eq!(
+            sha256_hex(&b),
+            sc["chunk_list"][0]["sha256"].as_str().unwrap()
+        ),
+        Err(e) => assert_eq!(e.raw_os_error(), Some(libc::EIO)),
+    }
     assert!(std::fs::read(m.path("meta/sizes")).is_ok());
     assert!(
         is_mounted(&m.path("")),

@@ -15,7 +15,8 @@ use b2fs::container::{self, Array, Container};
 use b2fs::remote::{RemoteObject, RemoteOptions};
 
 use crate::remote_support::{
-    BUCKET, Fault, Proxy, fetched, local, moto, put_object, python_frame, rclone, s3_fixture,
+    BUCKET, Fault, Proxy, fetched, local, moto, private_ca, put_object, python_frame, rclone,
+    rclone_with, s3_fixture,
 };
 use crate::support::{Mount, b2fs, fuse_available, python, repo_root, sha256_hex};
 
@@ -333,4 +334,67 @@ fn remote_mount_network_faults_are_eio_and_the_mount_recovers() {
     let e = std::fs::read(file(6)).unwrap_err();
     assert_eq!(e.raw_os_error(), Some(libc::EIO), "{e}");
     assert!(crate::support::is_mounted(&m.mp), "the daemon is still up");
+}
+
+#[test]
+fn remote_https_with_a_private_ca_is_trusted_only_when_told() {
+    let t = "remote_https_with_a_private_ca_is_trusted_only_when_told";
+    let Some(py) = python(t) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let tls = tempfile::tempdir().unwrap();
+    let Some((ca_cert, cert, key)) = private_ca(t, tls.path()) else {
+        return;
+    };
+    let frame = python_frame(&py, dir.path(), 6, 32 << 10);
+    let Some(server) = rclone_with(t, dir.path(), Some((&cert, &key))) else {
+        return;
+    };
+    let url = format!("{}/big.b2nd", server.url);
+    assert!(url.starts_with("https://"));
+    // Not trusted: refused, one line naming the URL.
+    let out = b2fs()
+        .args(["info", "-o", "remote_retries=0", &url])
+        .env_remove("SSL_CERT_FILE")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success(),
+        "an untrusted certificate was accepted"
+    );
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.contains(&url), "{err}");
+    // Trusted with -o ca_file=, or the usual SSL_CERT_FILE.
+    let ca = format!("ca_file={}", ca_cert.display());
+    for (opts, env) in [(ca.as_str(), None), ("remote_retries=0", Some(&ca_cert))] {
+        let mut c = b2fs();
+        c.args(["info", "-o", opts, &url]);
+        if let Some(e) = env {
+            c.env("SSL_CERT_FILE", e);
+        }
+        let out = c.output().unwrap();
+        assert!(
+            out.status.success(),
+            "{opts} {env:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(String::from_utf8_lossy(&out.stdout).contains("data/"));
+    }
+    // Every chunk over TLS equals the local frame's.
+    let opts = RemoteOptions {
+        ca_file: Some(ca_cert.clone()),
+        ..RemoteOptions::default()
+    };
+    let (_obj, a) = open_remote(&url, &opts);
+    let want = local(&frame);
+    assert_eq!(a.nchunks(), want.nchunks());
+    for i in 0..a.nchunks() {
+        assert_eq!(
+            a.chunk_bytes(i).unwrap(),
+            want.chunk_bytes(i).unwrap(),
+            "chunk {i}"
+        );
+    }
 }

@@ -96,6 +96,11 @@ pub fn moto(test: &str) -> Option<Server> {
 
 /// Starts `rclone serve http DIR`; `None` (SKIP) when rclone is not installed.
 pub fn rclone(test: &str, dir: &Path) -> Option<Server> {
+    rclone_with(test, dir, None)
+}
+
+/// [`rclone`] over HTTPS with the PEM certificate and key `tls` (`url` is `https://`).
+pub fn rclone_with(test: &str, dir: &Path, tls: Option<(&Path, &Path)>) -> Option<Server> {
     let ok = Command::new("rclone")
         .arg("version")
         .stdout(Stdio::null())
@@ -107,21 +112,97 @@ pub fn rclone(test: &str, dir: &Path) -> Option<Server> {
         return None;
     }
     let port = free_port();
-    let mut child = Command::new("rclone")
-        .args(["serve", "http", "--addr", &format!("127.0.0.1:{port}")])
+    let mut cmd = Command::new("rclone");
+    cmd.args(["serve", "http", "--addr", &format!("127.0.0.1:{port}")])
         .arg(dir)
-        .args(["--config", "/dev/null"])
+        .args(["--config", "/dev/null"]);
+    if let Some((cert, key)) = tls {
+        cmd.arg("--cert").arg(cert).arg("--key").arg(key);
+    }
+    let mut child = cmd
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
     wait_listening(port, &mut child, "rclone serve http");
+    let scheme = if tls.is_some() { "https" } else { "http" };
     Some(Server {
         child,
-        url: format!("http://127.0.0.1:{port}"),
+        url: format!("{scheme}://127.0.0.1:{port}"),
         port,
     })
+}
+
+/// A private CA and a server certificate for 127.0.0.1 it signed, made with `openssl` in
+/// `dir`: `(ca_cert, server_cert, server_key)`; `None` (SKIP) without openssl.
+pub fn private_ca(test: &str, dir: &Path) -> Option<(PathBuf, PathBuf, PathBuf)> {
+    let p = |n: &str| dir.join(n);
+    std::fs::write(
+        p("leaf.ext"),
+        "basicConstraints=critical,CA:FALSE\nsubjectAltName=IP:127.0.0.1\n\
+         extendedKeyUsage=serverAuth\n",
+    )
+    .unwrap();
+    // Run in `dir`: the file names are relative.
+    let steps: [&[&str]; 3] = [
+        &[
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-days",
+            "1",
+            "-subj",
+            "/CN=b2fs test CA",
+            "-keyout",
+            "ca.key",
+            "-out",
+            "ca.pem",
+        ],
+        &[
+            "req",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-subj",
+            "/CN=127.0.0.1",
+            "-keyout",
+            "key.pem",
+            "-out",
+            "leaf.csr",
+        ],
+        &[
+            "x509",
+            "-req",
+            "-days",
+            "1",
+            "-set_serial",
+            "2",
+            "-in",
+            "leaf.csr",
+            "-CA",
+            "ca.pem",
+            "-CAkey",
+            "ca.key",
+            "-extfile",
+            "leaf.ext",
+            "-out",
+            "cert.pem",
+        ],
+    ];
+    for args in steps {
+        match Command::new("openssl").args(args).current_dir(dir).output() {
+            Ok(o) if o.status.success() => {}
+            Ok(o) => panic!("openssl: {}", String::from_utf8_lossy(&o.stderr)),
+            Err(_) => {
+                require_or_skip(test, "no openssl");
+                return None;
+            }
+        }
+    }
+    Some((p("ca.pem"), p("cert.pem"), p("key.pem")))
 }
 
 /// One HTTP/1.1 request on a fresh connection: `(status, body)`.

@@ -292,25 +292,11 @@ fn store_refusals() {
     let p = copy_store(&dir.join("tree.b2z"), &tmp);
     let before = std::fs::read(&p).unwrap();
     let c = open_store(&p).unwrap();
-    // Embedded values are read-only.
-    let Some(Node::Leaf(tiny)) = c.find("/group/sub/tiny") else {
-        panic!("tiny");
-    };
-    let e = commit_member(
-        &c,
-        tiny,
-        &Edit {
-            attrs: Some(json!({})),
-            ..Edit::default()
-        },
-    )
-    .unwrap_err();
-    assert!(e.to_string().contains("embedded"), "{e}");
     // A group without a carrier.
     let e = commit_group_attrs(&c, "/a", &json!({"x": 1})).unwrap_err();
     assert!(e.to_string().contains("carrier"), "{e}");
-    // Root attrs here live in an embedded carrier: refused too.
-    assert!(commit_group_attrs(&c, "/", &json!({"x": 1})).is_err());
+    // A group that does not exist.
+    assert!(commit_group_attrs(&c, "/nope", &json!({"x": 1})).is_err());
     assert_eq!(std::fs::read(&p).unwrap(), before);
 }
 

@@ -43,7 +43,7 @@ fn read_all(t: &Tree, ino: u64) -> Vec<u8> {
 }
 
 /// Checks the tree of `store` against python-blosc2's description of it.
-fn check_store(t: &Tree, desc: &Value) -> Result<usize, String> {
+pub(crate) fn check_store(t: &Tree, desc: &Value) -> Result<usize, String> {
     let mut checked = 0;
     for (key, want) in desc["keys"].as_object().unwrap() {
         let nchunks = want["nchunks"].as_u64().unwrap();
@@ -94,7 +94,7 @@ fn want_nbytes(want: &Value) -> usize {
     (items * size) as usize
 }
 
-fn gen_stores(py: &Path) -> (tempfile::TempDir, Value) {
+pub(crate) fn gen_stores(py: &Path) -> (tempfile::TempDir, Value) {
     let dir = tempfile::tempdir().unwrap();
     run_python(
         py,
@@ -139,10 +139,10 @@ fn store_tree_edits_of_a_member_and_of_store_attrs_reach_python_blosc2() {
         return;
     };
     let (dir, _) = gen_stores(&py);
-    // tree.*: small values (the attribute carriers too) are embedded in embed.b2e, which b2fs
-    // does not rewrite; deflt.*: every value is a member or file of its own.
+    // tree.*: small values (/group/sub/tiny and the attribute carriers) are embedded in
+    // embed.b2e (an edit appends their new cframe to it); deflt.*: every value is a member or
+    // file of its own.
     for name in ["tree.b2z", "tree.b2d", "deflt.b2z", "deflt.b2d"] {
-        let embedded_attrs = name.starts_with("tree");
         let src = dir.path().join(name);
         let t = Tree::from_source(&src, opts(true)).unwrap();
         // Chunk 1 of /temps (2500 float64) becomes all 7.25.
@@ -152,22 +152,31 @@ fn store_tree_edits_of_a_member_and_of_store_attrs_reach_python_blosc2() {
         t.write(f, fh, 0, &new).unwrap();
         t.fsync(f, fh).unwrap();
         t.release(fh).unwrap();
-        // The store's own attributes.
-        let a = ino(&t, "__attrs__").unwrap();
-        let fh = t.open(a, libc::O_WRONLY | libc::O_TRUNC).unwrap();
-        t.write(a, fh, 0, br#"{"title": "edited", "n": 4}"#)
-            .unwrap();
-        let res = t.release(fh);
-        if embedded_attrs {
-            assert_eq!(res.unwrap_err().errno(), libc::EOPNOTSUPP, "{name}");
-        } else {
-            res.unwrap();
+        // The store's own attributes (twice: the second edit of an embedded carrier appends
+        // after the first), a group's, and the chunk of /group/sub/tiny (int16 0..5).
+        let tiny: Vec<u8> = [9i16, 8, 7, 6, 5]
+            .iter()
+            .flat_map(|v| v.to_le_bytes())
+            .collect();
+        for (path, bytes) in [
+            ("__attrs__", &br#"{"title": "first"}"#[..]),
+            ("__attrs__", br#"{"title": "edited", "n": 4}"#),
+            ("group/__attrs__", br#"{"units": "kg"}"#),
+            ("group/sub/tiny/data/00000000.bin", &tiny),
+        ] {
+            let f = ino(&t, path).unwrap();
+            let fh = t.open(f, libc::O_WRONLY | libc::O_TRUNC).unwrap();
+            t.write(f, fh, 0, bytes).unwrap();
+            t.release(fh)
+                .unwrap_or_else(|e| panic!("{name}: {path}: {e}"));
         }
         // The tree shows the committed state, and so does a fresh one.
         let fresh = Tree::from_source(&src, opts(false)).unwrap();
         for tree in [&t, &fresh] {
             let f = ino(tree, "temps/data/00000001.bin").unwrap();
             assert!(read_all(tree, f) == new, "{name}: chunk 1");
+            let f = ino(tree, "group/sub/tiny/data/00000000.bin").unwrap();
+            assert_eq!(read_all(tree, f), tiny, "{name}: tiny");
         }
         let out = run_python(
             &py,
@@ -179,15 +188,25 @@ fn store_tree_edits_of_a_member_and_of_store_attrs_reach_python_blosc2() {
             sha256_hex(&new),
             "{name}: python-blosc2 reads the new chunk"
         );
-        let want_attrs = if embedded_attrs {
-            serde_json::json!({"title": "demo store", "n": 3})
-        } else {
-            serde_json::json!({"title": "edited", "n": 4})
-        };
         assert_eq!(
-            desc["attrs"]["/"], want_attrs,
+            desc["attrs"]["/"],
+            serde_json::json!({"title": "edited", "n": 4}),
             "{name}: python-blosc2 reads the attributes"
         );
+        assert_eq!(
+            desc["attrs"]["/group"],
+            serde_json::json!({"units": "kg"}),
+            "{name}: python-blosc2 reads the group's attributes"
+        );
+        assert_eq!(
+            desc["keys"]["/group/sub/tiny"]["chunks"][0]
+                .as_str()
+                .unwrap(),
+            sha256_hex(&tiny),
+            "{name}: python-blosc2 reads the embedded value's new chunk"
+        );
+        // Mode 'a' opened a copy (a .b2z is extracted: every CRC-32 checked) and saw every key.
+        assert!(desc["append_keys"].as_u64().unwrap() >= 7, "{name}: {desc}");
         // Every other key reads as before in the fresh tree.
         check_store(&fresh, &desc).unwrap();
     }

@@ -866,40 +866,34 @@ fn writeback_b2lock_sidecar_is_honored() {
     // python-blosc2 writes the frame while an edit through the mount is being made: its
     // commit finds the change (ESTALE, the edit dropped); the mount re-read the source, so the
     // retry applies to what is stored now (issue 12: writers racing writers).
-    // The python process starts before the chunk file is opened: a fork with the descriptor
-    // open would close a copy of it (a FLUSH, which commits the edit before python writes).
+    // The racing edit is made by a python process of its own (a fork of this test process,
+    // which runs other tests, would close a copy of an in-process descriptor: a FLUSH that
+    // commits the edit before python-blosc2 writes).
     let c1 = m.path("data/00000001.bin");
-    let mut racer = Command::new(&py)
-        .args([
+    let said = python_says(
+        &py,
+        &[
             "-c",
-            "import sys, blosc2\n\
-             sys.stdin.readline()\n\
-             s = blosc2.open(sys.argv[1], mode='a', locking=True); s.vlmeta['py'] = 1\n\
-             del s\n\
-             print('done', flush=True)",
-        ])
-        .arg(&src)
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut racer_out = std::io::BufReader::new(racer.stdout.take().unwrap());
-    let mut racer_in = racer.stdin.take().unwrap();
-    let mut edit = |racing: bool| {
-        let mut f = std::fs::OpenOptions::new().write(true).open(&c1).unwrap();
-        f.write_all(&[6u8; 16000]).unwrap();
-        if racing {
-            racer_in.write_all(b"go\n").unwrap();
-            let mut line = String::new();
-            std::io::BufRead::read_line(&mut racer_out, &mut line).unwrap();
-            assert_eq!(line.trim(), "done");
-        }
-        f.sync_all()
-    };
-    assert_eq!(os_err(edit(true)), Some(libc::ESTALE));
-    edit(false).unwrap();
-    drop(racer_in);
-    assert!(racer.wait().unwrap().success());
+            "import errno, os, sys, blosc2\n\
+             fd = os.open(sys.argv[2], os.O_WRONLY); os.write(fd, bytes([6]) * 16000)\n\
+             s = blosc2.open(sys.argv[1], mode='a', locking=True); s.vlmeta['py'] = 1; del s\n\
+             try:\n\
+             \x20   os.fsync(fd); print('ok')\n\
+             except OSError as e:\n\
+             \x20   print(errno.errorcode[e.errno])\n\
+             try:\n\
+             \x20   os.close(fd)\n\
+             except OSError:\n\
+             \x20   pass",
+            src.to_str().unwrap(),
+            c1.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(said, "ESTALE");
+    let mut f = std::fs::OpenOptions::new().write(true).open(&c1).unwrap();
+    f.write_all(&[6u8; 16000]).unwrap();
+    f.sync_all().unwrap();
+    drop(f);
     m.umount();
     assert_eq!(
         python_says(

@@ -266,6 +266,7 @@ fn column(
     let root = data.parent().unwrap_or(data).to_path_buf();
     Ok(Carray {
         root,
+        files: crate::container::files::Files::Local,
         stats: Arc::clone(stats),
         sizes: json!({"shape": shape, "nbytes": nbytes, "cbytes": cbytes}),
         storage: storage.clone(),

@@ -70,6 +70,7 @@ pub fn open_frames(path: &Path) -> Result<Collection, ContainerError> {
         zip: None,
         estore: None,
         scratch: OnceLock::new(),
+        opened: Default::default(),
     });
     let root = group(path, "", "/", 0, &shared)?;
     Ok(Collection {

@@ -102,6 +102,11 @@ impl Estore {
         })
     }
 
+    /// The estore's frame.
+    pub(crate) fn array(&self) -> &Array {
+        &self.array
+    }
+
     pub(crate) fn marker(&self) -> Option<Marker> {
         self.marker
     }

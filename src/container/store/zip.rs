@@ -2,7 +2,8 @@
 //! members' names, sizes and CRC-32s, and each member's data window `(offset, length)` found
 //! from its *local* header on first use (`STORES_NOTES.md` 1.2).
 //!
-//! Knows nothing of frames: it hands out byte windows of the zip file. Opening parses the
+//! Knows nothing of frames: it hands out byte windows of the zip file (a local file, or a
+//! [`ByteSource`] such as a remote object, read in blocks). Opening parses the
 //! end-of-central-directory records (ZIP64 included) and the central directory only; no
 //! member's local header or data is read until [`ZipIndex::window`] is called for it.
 //!
@@ -13,12 +14,70 @@
 //! file before it is handed out.
 
 use std::fs::File;
+use std::io::{Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use parking_lot::Mutex;
 use zip::ZipArchive;
 
-use crate::container::ContainerError;
+use crate::container::{ByteSource, ContainerError};
+
+/// What a zip file is read from: a local file, or a byte source (a remote object) read in
+/// blocks, so the zip crate's small reads of a local header cost one range read.
+#[derive(Debug)]
+pub(crate) enum Reader {
+    /// A local file.
+    File(File),
+    /// A byte source, its position and the last block read (start, bytes).
+    Bytes(Arc<dyn ByteSource>, u64, (u64, Vec<u8>)),
+}
+
+/// The block a [`Reader::Bytes`] reads at once.
+const BLOCK: u64 = 16 << 10;
+
+impl Read for Reader {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let (src, pos, block) = match self {
+            Reader::File(f) => return f.read(buf),
+            Reader::Bytes(src, pos, block) => (src, pos, block),
+        };
+        let len = src.len();
+        if *pos >= len || buf.is_empty() {
+            return Ok(0);
+        }
+        let inside = |b: &(u64, Vec<u8>), p: u64| p >= b.0 && p < b.0 + b.1.len() as u64;
+        if !inside(block, *pos) {
+            let n = BLOCK.min(len - *pos);
+            let mut bytes = vec![0u8; usize::try_from(n).unwrap_or(0)];
+            src.read_exact_at(*pos, &mut bytes)?;
+            *block = (*pos, bytes);
+        }
+        let at = usize::try_from(*pos - block.0).unwrap_or(0);
+        let n = buf.len().min(block.1.len() - at);
+        buf[..n].copy_from_slice(&block.1[at..at + n]);
+        *pos += n as u64;
+        Ok(n)
+    }
+}
+
+impl Seek for Reader {
+    fn seek(&mut self, to: SeekFrom) -> std::io::Result<u64> {
+        let (src, pos) = match self {
+            Reader::File(f) => return f.seek(to),
+            Reader::Bytes(src, pos, _) => (src, pos),
+        };
+        let new = match to {
+            SeekFrom::Start(n) => Some(n),
+            SeekFrom::End(d) => src.len().checked_add_signed(d),
+            SeekFrom::Current(d) => pos.checked_add_signed(d),
+        };
+        *pos = new.ok_or_else(|| {
+            std::io::Error::new(std::io::ErrorKind::InvalidInput, "seek before the start")
+        })?;
+        Ok(*pos)
+    }
+}
 
 /// Where a stored member's data lies, read from its local header.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -41,7 +100,9 @@ pub struct ZipIndex {
     names: Vec<String>,
     /// Index into the archive of each name.
     archive_index: Vec<usize>,
-    archive: Mutex<ZipArchive<File>>,
+    archive: Mutex<ZipArchive<Reader>>,
+    /// The byte source the zip is read from, when it is not a local file.
+    bytes: Option<Arc<dyn ByteSource>>,
 }
 
 fn bad_zip(path: &Path, why: impl std::fmt::Display) -> ContainerError {
@@ -67,7 +128,29 @@ impl ZipIndex {
         let file = File::open(path).map_err(io)?;
         let meta = file.metadata().map_err(io)?;
         let (len, mtime) = (meta.len(), meta.modified().map_err(io)?);
-        let archive = ZipArchive::new(file).map_err(|e| match e {
+        ZipIndex::open_reader(path, Reader::File(file), len, mtime, None)
+    }
+
+    /// [`ZipIndex::open`] of the zip file held by a byte source (a remote object); its path
+    /// is the byte source's name. Members are read in place through the byte source.
+    ///
+    /// # Errors
+    /// As [`ZipIndex::open`].
+    pub fn open_bytes(bytes: Arc<dyn ByteSource>) -> Result<ZipIndex, ContainerError> {
+        let path = PathBuf::from(bytes.name());
+        let (len, mtime) = (bytes.len(), bytes.mtime());
+        let reader = Reader::Bytes(Arc::clone(&bytes), 0, (0, Vec::new()));
+        ZipIndex::open_reader(&path, reader, len, mtime, Some(bytes))
+    }
+
+    fn open_reader(
+        path: &Path,
+        reader: Reader,
+        len: u64,
+        mtime: std::time::SystemTime,
+        bytes: Option<Arc<dyn ByteSource>>,
+    ) -> Result<ZipIndex, ContainerError> {
+        let archive = ZipArchive::new(reader).map_err(|e| match e {
             zip::result::ZipError::Io(source) => ContainerError::Io {
                 path: path.to_path_buf(),
                 source,
@@ -92,6 +175,7 @@ impl ZipIndex {
             names,
             archive_index,
             archive: Mutex::new(archive),
+            bytes,
         })
     }
 
@@ -165,6 +249,9 @@ impl ZipIndex {
     /// Whether the zip file's length or modification time differ from what they were when
     /// it was opened (or it cannot be read any more).
     pub fn changed_on_disk(&self) -> bool {
+        if let Some(b) = &self.bytes {
+            return b.changed();
+        }
         match std::fs::metadata(&self.path) {
             Ok(m) => m.len() != self.len || m.modified().ok() != Some(self.mtime),
             Err(_) => true,
@@ -177,8 +264,13 @@ impl ZipIndex {
     }
 
     /// Runs `f` on the archive (for the commit, which byte-copies members).
-    pub(crate) fn with_archive<R>(&self, f: impl FnOnce(&mut ZipArchive<File>) -> R) -> R {
+    pub(crate) fn with_archive<R>(&self, f: impl FnOnce(&mut ZipArchive<Reader>) -> R) -> R {
         f(&mut self.archive.lock())
+    }
+
+    /// The byte source the zip is read from, when it is not a local file.
+    pub fn byte_source(&self) -> Option<&Arc<dyn ByteSource>> {
+        self.bytes.as_ref()
     }
 
     /// The archive index of member `i`.

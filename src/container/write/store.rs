@@ -18,9 +18,12 @@
 //! ignores); after it, the new one. The [`Collection`] is not updated: every member may have
 //! moved, so reopen the store after a commit.
 //!
-//! Refused: embedded values (they live inside `embed.b2e`'s byte stream; rewriting it is not
-//! done), references, new keys and groups (there is no API to create them), attributes of a
-//! group without a `__vlmeta__` carrier (DictStores, groups that never had attributes), and
+//! Embedded values (leaves and `__vlmeta__` carriers inside `embed.b2e`) are edited by
+//! appending their new cframe to the estore's stream (`embed.rs`), which is then committed as
+//! above (a `.b2z` member, or a `.b2d` frame file).
+//!
+//! Refused: references, new keys and groups (there is no API to create them), attributes of
+//! a group without a `__vlmeta__` carrier (DictStores, groups that never had attributes), and
 //! attributes of plain directories.
 
 use std::fs::File;
@@ -118,13 +121,15 @@ fn commit_io(
                 .ok_or_else(|| unsupported(path, "a zip member outside a zip store"))?;
             commit_zip_member(zip, *index, edit, io)
         }
-        Location::Embedded { .. } => Err(unsupported(
-            path,
-            format!(
-                "{}: writing a value embedded in embed.b2e (embedded values are read-only)",
-                leaf.key()
-            ),
-        )),
+        Location::Embedded { offset, len } => {
+            let estore = store
+                .estore_array()
+                .ok_or_else(|| unsupported(path, "an embedded value outside a store"))?;
+            match super::embed::estore_edit(store, estore, leaf.key(), (*offset, *len), edit)? {
+                Some(e) => super::embed::commit_estore(store, estore, &e, io),
+                None => Ok(()),
+            }
+        }
         Location::Reference(_) | Location::Failed(..) => Err(unsupported(
             path,
             format!("{}: not a stored array", leaf.key()),
@@ -162,7 +167,8 @@ fn zip_err(path: &Path, e: zip::result::ZipError) -> ContainerError {
     }
 }
 
-fn commit_zip_member(
+/// Commits `edit` to member `index` of `zip` by rebuilding the zip (the module doc).
+pub(super) fn commit_zip_member(
     zip: &ZipIndex,
     index: usize,
     edit: &Edit,

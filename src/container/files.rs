@@ -1,0 +1,165 @@
+//! Where the files of a directory source (a sparse frame, a bcolz carray or ctable) come
+//! from: the local file system, or a [`ByteTree`], a read-only tree of named byte sources
+//! that is not a local directory (the objects under a remote prefix, `crate::remote`).
+//!
+//! [`Files`] is what the frame and bcolz readers open their files through, by the same paths
+//! either way (a tree's paths are its root joined with the relative names), so they do not
+//! know which one they read. [`open_dir`] holds the directory detection rules of
+//! [`super::open`], shared by both.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::SystemTime;
+
+use super::source::{ByteSource, IoStats, Source};
+use super::{Array, Container, ContainerError, SourceKind, Table, bcolz, frame, not_a_container};
+
+/// A read-only tree of named byte sources that is not the local file system (the objects
+/// under a remote prefix). Names are relative to the root, `/`-separated, without a leading
+/// `/`. Listing happens when the tree is made: asking costs no I/O; reading a file's bytes is
+/// up to its [`ByteSource`].
+pub trait ByteTree: Send + Sync + std::fmt::Debug {
+    /// The tree's root as a path (a URL): the paths of its files are this joined with their
+    /// relative names.
+    fn root(&self) -> &Path;
+    /// The file named `rel`, if there is one.
+    fn file(&self, rel: &str) -> Option<Arc<dyn ByteSource>>;
+    /// Whether `rel` is a directory (some file's name starts with `rel/`).
+    fn is_dir(&self, rel: &str) -> bool;
+}
+
+/// Where a directory source's files are opened from.
+#[derive(Debug, Clone, Default)]
+pub(crate) enum Files {
+    /// The local file system.
+    #[default]
+    Local,
+    /// A byte tree (a remote prefix).
+    Tree(Arc<dyn ByteTree>),
+}
+
+impl Files {
+    /// The relative name of `path` in `tree` (`None`: not under its root).
+    fn rel(tree: &dyn ByteTree, path: &Path) -> Option<String> {
+        let rel = path.strip_prefix(tree.root()).ok()?;
+        let parts: Vec<&str> = rel
+            .components()
+            .map(|c| c.as_os_str().to_str())
+            .collect::<Option<_>>()?;
+        Some(parts.join("/"))
+    }
+
+    /// Opens the file at `path` (`pread` for a local file).
+    pub(crate) fn open(&self, path: &Path, stats: Arc<IoStats>) -> Result<Source, ContainerError> {
+        match self {
+            Files::Local => Source::open(path, stats),
+            Files::Tree(t) => Files::rel(t.as_ref(), path)
+                .and_then(|rel| t.file(&rel))
+                .map(|b| Source::from_bytes(b, stats))
+                .ok_or_else(|| ContainerError::Io {
+                    path: path.to_path_buf(),
+                    source: std::io::Error::new(
+                        std::io::ErrorKind::NotFound,
+                        "no such object under the prefix",
+                    ),
+                }),
+        }
+    }
+
+    /// Whether `path` is a file.
+    pub(crate) fn is_file(&self, path: &Path) -> bool {
+        match self {
+            Files::Local => path.is_file(),
+            Files::Tree(t) => Files::rel(t.as_ref(), path).is_some_and(|r| t.file(&r).is_some()),
+        }
+    }
+
+    /// Whether `path` exists (file or directory).
+    pub(crate) fn exists(&self, path: &Path) -> bool {
+        match self {
+            Files::Local => path.exists(),
+            Files::Tree(t) => {
+                Files::rel(t.as_ref(), path).is_some_and(|r| t.file(&r).is_some() || t.is_dir(&r))
+            }
+        }
+    }
+
+    /// The modification time of the file at `path` (the epoch when it cannot be known).
+    pub(crate) fn mtime(&self, path: &Path) -> SystemTime {
+        match self {
+            Files::Local => std::fs::metadata(path)
+                .and_then(|m| m.modified())
+                .unwrap_or(SystemTime::UNIX_EPOCH),
+            Files::Tree(t) => Files::rel(t.as_ref(), path)
+                .and_then(|r| t.file(&r))
+                .map_or(SystemTime::UNIX_EPOCH, |b| b.mtime()),
+        }
+    }
+}
+
+/// Opens the directory source at `path` read through `files`: a ctable (`__rootdirs__`), a
+/// sparse frame (`chunks.b2frame`) or a carray (`meta/sizes` + `meta/storage`). `Ok(None)`:
+/// none of these (the caller goes on with its other rules).
+pub(crate) fn open_dir(
+    files: &Files,
+    path: &Path,
+    stats: &Arc<IoStats>,
+) -> Result<Option<Container>, ContainerError> {
+    if files.is_file(&path.join("__rootdirs__")) {
+        let (attrs, cols) = bcolz::open_ctable_in(files, path, stats)?;
+        let columns = cols
+            .into_iter()
+            .map(|(name, c)| {
+                let col_path = path.join(&name);
+                (name, Array::from_carray(col_path, c, Arc::clone(stats)))
+            })
+            .collect();
+        return Ok(Some(Container::Table(Table {
+            path: path.to_path_buf(),
+            attrs,
+            columns,
+        })));
+    }
+    let index = path.join("chunks.b2frame");
+    if files.is_file(&index) {
+        let src = files.open(&index, Arc::clone(stats))?;
+        let f = frame::Frame::open_source_in(files, src, 0, Some(path), Arc::clone(stats))?;
+        return Array::from_frame(path.to_path_buf(), SourceKind::Sframe, f, Arc::clone(stats))
+            .map(|a| Some(Container::Array(a)));
+    }
+    if files.is_file(&path.join("meta/sizes")) && files.is_file(&path.join("meta/storage")) {
+        let c = bcolz::Carray::open_in(files, path, Arc::clone(stats))?;
+        return Ok(Some(Container::Array(Array::from_carray(
+            path.to_path_buf(),
+            c,
+            Arc::clone(stats),
+        ))));
+    }
+    Ok(None)
+}
+
+/// Opens the directory source at the root of `tree` (a remote prefix): a sparse frame, a
+/// bcolz carray or a ctable, detected as [`super::open`] detects a local directory. Reads go
+/// through the tree's byte sources; nothing is mapped.
+///
+/// # Errors
+/// As [`super::open`]; [`ContainerError::Unsupported`] for a 2012 `blsk` root;
+/// [`ContainerError::NotAContainer`] for anything else.
+pub fn open_tree(tree: Arc<dyn ByteTree>) -> Result<Container, ContainerError> {
+    let root = tree.root().to_path_buf();
+    let files = Files::Tree(Arc::clone(&tree));
+    let stats = Arc::new(IoStats::default());
+    if let Some(c) = open_dir(&files, &root, &stats)? {
+        return Ok(c);
+    }
+    if tree.file("meta/nrows").is_some() {
+        return Err(ContainerError::Unsupported {
+            path: root,
+            what: "a 2012 blsk root is not read from a remote prefix".into(),
+        });
+    }
+    Err(not_a_container(
+        &root,
+        "the prefix holds no chunks.b2frame, __rootdirs__ or meta/sizes + meta/storage",
+    ))
+}

@@ -1,0 +1,334 @@
+//! A remote prefix (`s3://bucket/dir/`: a sparse frame's directory, a bcolz carray or ctable
+//! root) as a [`ByteTree`] of its objects. The request plan:
+//! - open: one listing of everything under the prefix (S3 ListObjectsV2, one request per
+//!   1,000 keys), which gives every object's size and ETag; then every small object that is
+//!   not chunk data (`chunks.b2frame`, `meta/sizes`, `meta/storage`, `__attrs__`,
+//!   `__rootdirs__`, ...) is fetched in parallel, so the container's open reads them from
+//!   memory: a mount costs the listing plus one parallel round;
+//! - a read of an object fetches the whole object in one GET into the compressed-bytes cache
+//!   (keyed by the object's number in the listing), so a chunk file's header read and body
+//!   read cost one request; an object larger than the cache budget is read by exact ranges;
+//! - every GET carries `If-Match` with the ETag the listing gave (else `If-Unmodified-Since`);
+//!   a 412 marks the tree changed, logged once naming the object, and every later read fails.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant, SystemTime};
+
+use bytes::Bytes;
+use object_store::GetRange;
+use object_store::path::Path as StorePath;
+
+use super::RemoteOptions;
+use super::cache::{Begin, ExtentCache, Flight};
+use super::client::{Client, Pin, RemoteError, RemoteErrorKind, RemoteStats};
+use crate::container::{ByteSource, ByteTree};
+
+/// The most objects a prefix may hold (a million-chunk sparse frame).
+const MAX_OBJECTS: usize = 1 << 20;
+/// Objects up to this size that are not chunk data are fetched at open.
+const WARM_MAX: u64 = 1 << 20;
+
+/// One listed object.
+#[derive(Debug)]
+struct Listed {
+    /// Its name relative to the prefix (`meta/sizes`).
+    rel: String,
+    path: StorePath,
+    url: String,
+    size: u64,
+    mtime: SystemTime,
+    pin: Pin,
+}
+
+/// The objects under a prefix (see the module docs).
+#[derive(Debug)]
+pub struct RemotePrefix {
+    client: Client,
+    root: PathBuf,
+    /// Sorted by `rel`.
+    objects: Vec<Listed>,
+    cache: Arc<ExtentCache>,
+    changed: AtomicBool,
+}
+
+/// Whether the object named `rel` holds chunk data (fetched on demand, not at open).
+fn is_chunk_data(rel: &str) -> bool {
+    rel.ends_with(".chunk") || rel.ends_with(".blp")
+}
+
+/// Lists the prefix `url` (`s3://bucket/dir/` or without the last slash) and fetches its
+/// small metadata objects (see the module docs). `NotFound` when nothing is under it.
+///
+/// # Errors
+/// The class and reason of the failure.
+pub fn open_prefix(url: &str, opts: &RemoteOptions) -> Result<Arc<RemotePrefix>, RemoteError> {
+    let client = Client::new(url, opts)?;
+    let t0 = Instant::now();
+    let metas = client.list(MAX_OBJECTS)?;
+    let base = client.path().as_ref().to_owned();
+    let root_url = url.trim_end_matches('/').to_owned();
+    let mut objects: Vec<Listed> = metas
+        .into_iter()
+        .filter_map(|m| {
+            let rel = m
+                .location
+                .as_ref()
+                .strip_prefix(base.as_str())?
+                .strip_prefix('/')?
+                .to_owned();
+            let mtime = SystemTime::UNIX_EPOCH
+                + Duration::from_millis(u64::try_from(m.last_modified.timestamp_millis()).ok()?);
+            Some(Listed {
+                url: format!("{root_url}/{rel}"),
+                rel,
+                path: m.location.clone(),
+                size: m.size,
+                mtime,
+                pin: Pin {
+                    etag: m.e_tag.clone(),
+                    meta: Some(m),
+                },
+            })
+        })
+        .collect();
+    if objects.is_empty() {
+        return Err(RemoteError::new(
+            RemoteErrorKind::NotFound,
+            "no object under the prefix",
+        ));
+    }
+    objects.sort_by(|a, b| a.rel.cmp(&b.rel));
+    let prefix = Arc::new(RemotePrefix {
+        root: PathBuf::from(&root_url),
+        objects,
+        cache: Arc::new(ExtentCache::new(opts.cache_bytes)),
+        changed: AtomicBool::new(false),
+        client,
+    });
+    let listed = prefix.client.stats.requests();
+    let warm: Vec<(usize, Arc<Flight>)> = (0..prefix.objects.len())
+        .filter(|&i| {
+            let o = &prefix.objects[i];
+            !is_chunk_data(&o.rel) && o.size > 0 && o.size <= WARM_MAX
+        })
+        .filter_map(|i| match prefix.cache.begin(i as u64) {
+            Begin::Lead(f) => {
+                prefix.spawn_whole(i, Arc::clone(&f));
+                Some((i, f))
+            }
+            _ => None,
+        })
+        .collect();
+    for (i, f) in &warm {
+        if let Err(e) = f.wait(prefix.client.deadline) {
+            log::debug!("{}: early fetch failed: {e}", prefix.objects[*i].url);
+        }
+    }
+    log::info!(
+        "{root_url}/: {} objects listed with {listed} requests, {} metadata objects fetched \
+         with {} more, in {:.1} ms",
+        prefix.objects.len(),
+        warm.len(),
+        prefix.client.stats.requests() - listed,
+        t0.elapsed().as_secs_f64() * 1e3
+    );
+    Ok(prefix)
+}
+
+impl RemotePrefix {
+    /// This prefix as the byte tree a directory source is opened from
+    /// ([`crate::container::open_tree`]).
+    pub fn byte_tree(self: &Arc<Self>) -> Arc<dyn ByteTree> {
+        Arc::new(SharedPrefix(Arc::clone(self)))
+    }
+
+    /// The request counters.
+    pub fn stats(&self) -> &RemoteStats {
+        &self.client.stats
+    }
+
+    /// Compressed bytes held by the cache now.
+    pub fn cached_bytes(&self) -> usize {
+        self.cache.used()
+    }
+
+    /// Number of objects listed.
+    pub fn len(&self) -> usize {
+        self.objects.len()
+    }
+
+    /// Whether nothing was listed (never true for an opened prefix).
+    pub fn is_empty(&self) -> bool {
+        self.objects.is_empty()
+    }
+
+    fn find(&self, rel: &str) -> Option<usize> {
+        self.objects
+            .binary_search_by(|o| o.rel.as_str().cmp(rel))
+            .ok()
+    }
+
+    /// Starts a GET of the whole object `i` that completes `flight`.
+    fn spawn_whole(&self, i: usize, flight: Arc<Flight>) {
+        let o = &self.objects[i];
+        let fut = self
+            .client
+            .get_at(&o.path, GetRange::Bounded(0..o.size), &o.pin);
+        let cache = Arc::clone(&self.cache);
+        self.client.rt.spawn(async move {
+            cache.finish(i as u64, &flight, fut.await.map(|g| g.bytes));
+        });
+    }
+
+    /// A failed GET of object `i`: a 412 marks the tree changed (logged once).
+    fn failed(&self, i: usize, e: RemoteError) -> std::io::Error {
+        let url = &self.objects[i].url;
+        if e.kind == RemoteErrorKind::Changed {
+            if !self.changed.swap(true, Ordering::Relaxed) {
+                log::error!(
+                    "{url}: the object changed since the prefix was listed (ETag {} no longer \
+                     matches): every read fails with EIO; remount to read the new version",
+                    self.objects[i].pin.etag.as_deref().unwrap_or("none")
+                );
+            }
+        } else {
+            log::warn!("{url}: GET failed: {e}");
+        }
+        RemoteError::new(e.kind, format!("{url}: {e}")).into_io()
+    }
+
+    fn wait(&self, i: usize, flight: &Flight) -> std::io::Result<Bytes> {
+        flight
+            .wait(self.client.deadline + Duration::from_secs(1))
+            .map_err(|e| self.failed(i, e))
+    }
+
+    /// Fills `buf` with the bytes at `offset` of object `i`.
+    fn read(&self, i: usize, offset: u64, buf: &mut [u8]) -> std::io::Result<()> {
+        if self.changed.load(Ordering::Relaxed) {
+            return Err(RemoteError::new(
+                RemoteErrorKind::Changed,
+                format!(
+                    "{}: the prefix changed since it was listed",
+                    self.root.display()
+                ),
+            )
+            .into_io());
+        }
+        if buf.is_empty() {
+            return Ok(());
+        }
+        let o = &self.objects[i];
+        let whole = if usize::try_from(o.size).is_ok_and(|s| s <= self.cache.budget()) {
+            match self.cache.begin(i as u64) {
+                Begin::Hit(b) => b,
+                Begin::Wait(f) => self.wait(i, &f)?,
+                Begin::Lead(f) => {
+                    self.spawn_whole(i, Arc::clone(&f));
+                    self.wait(i, &f)?
+                }
+            }
+        } else {
+            let range = offset..offset + buf.len() as u64;
+            let fut = self
+                .client
+                .get_at(&o.path, GetRange::Bounded(range), &o.pin);
+            let flight = Arc::new(Flight::default());
+            let f2 = Arc::clone(&flight);
+            self.client.rt.spawn(async move {
+                f2.complete(fut.await.map(|g| g.bytes));
+            });
+            let b = self.wait(i, &flight)?;
+            if b.len() != buf.len() {
+                let short = RemoteError::new(RemoteErrorKind::Protocol, "short range");
+                return Err(self.failed(i, short));
+            }
+            buf.copy_from_slice(&b);
+            return Ok(());
+        };
+        let at = usize::try_from(offset).unwrap_or(usize::MAX);
+        match whole.get(at..at.saturating_add(buf.len())) {
+            Some(src) => {
+                buf.copy_from_slice(src);
+                Ok(())
+            }
+            None => {
+                let short = RemoteError::new(
+                    RemoteErrorKind::Protocol,
+                    format!("{} bytes, not the {} listed", whole.len(), o.size),
+                );
+                Err(self.failed(i, short))
+            }
+        }
+    }
+}
+
+/// The [`ByteTree`] of a shared [`RemotePrefix`].
+#[derive(Debug)]
+struct SharedPrefix(Arc<RemotePrefix>);
+
+impl ByteTree for SharedPrefix {
+    fn root(&self) -> &Path {
+        &self.0.root
+    }
+
+    fn file(&self, rel: &str) -> Option<Arc<dyn ByteSource>> {
+        let i = self.0.find(rel)?;
+        Some(Arc::new(Object(Arc::clone(&self.0), i)))
+    }
+
+    fn is_dir(&self, rel: &str) -> bool {
+        let dir = format!("{}/", rel.trim_end_matches('/'));
+        let at = self
+            .0
+            .objects
+            .partition_point(|o| o.rel.as_str() < dir.as_str());
+        self.0
+            .objects
+            .get(at)
+            .is_some_and(|o| o.rel.starts_with(&dir))
+    }
+}
+
+/// Object `.1` of a prefix, as a byte source.
+#[derive(Debug)]
+struct Object(Arc<RemotePrefix>, usize);
+
+impl ByteSource for Object {
+    fn name(&self) -> &str {
+        &self.0.objects[self.1].url
+    }
+
+    fn len(&self) -> u64 {
+        self.0.objects[self.1].size
+    }
+
+    fn mtime(&self) -> SystemTime {
+        self.0.objects[self.1].mtime
+    }
+
+    fn read_exact_at(&self, offset: u64, buf: &mut [u8]) -> std::io::Result<()> {
+        self.0.read(self.1, offset, buf)
+    }
+
+    fn changed(&self) -> bool {
+        self.0.changed.load(Ordering::Relaxed)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn chunk_data_is_told_from_metadata() {
+        for c in ["0000002A.chunk", "data/__0.blp", "col/data/__12.blp"] {
+            assert!(is_chunk_data(c), "{c}");
+        }
+        for m in ["chunks.b2frame", "meta/sizes", "__attrs__", "__rootdirs__"] {
+            assert!(!is_chunk_data(m), "{m}");
+        }
+    }
+}

@@ -1,0 +1,281 @@
+//! Directory sources under an S3 prefix (moto): a sparse frame written by python-blosc2, a
+//! bcolz carray and a ctable written by bcolz-zipline, uploaded object by object. Each opens
+//! from one listing plus one parallel round of metadata GETs, reads every chunk with the
+//! bytes of the same directory opened locally (one GET per cold chunk file, none when
+//! cached), fails with EIO (never other bytes) when a chunk object is replaced, and mounts
+//! through the CLI with every file equal to a local mount of the same directory. And `.b2z`
+//! stores written by python-blosc2, over S3 and HTTP, through the tree: every chunk file,
+//! `array.npy` and `__attrs__` as python-blosc2 reads them.
+
+use std::path::{Path, PathBuf};
+
+use b2fs::container::{self, Array, Container};
+use b2fs::remote::RemoteOptions;
+
+use crate::remote_support::{BUCKET, Proxy, Server, moto, put_object};
+use crate::support::{Mount, b2fs, fuse_available, python};
+
+const WRITE: &str = r#"
+import sys, numpy as np, blosc2, bcolz
+out = sys.argv[1]
+rng = np.random.default_rng(3)
+a = (rng.standard_normal(120000) * 100).round(1)
+s = blosc2.asarray(a, chunks=(20000,), blocks=(5000,), urlpath=out + "/sp.b2frame",
+                   contiguous=False, mode="w")
+s.schunk.vlmeta["unit"] = "K"
+c = bcolz.carray((np.arange(70000, dtype="i4") * 7919) % 100003, chunklen=8192,
+                 rootdir=out + "/ca", mode="w")
+c.attrs["note"] = "carray"
+c.flush()
+t = bcolz.ctable(columns=[np.arange(30000, dtype="i8"), rng.random(30000)],
+                 names=["id", "x"], chunklen=4096, rootdir=out + "/ct", mode="w")
+t.attrs["note"] = "ctable"
+t.flush()
+"#;
+
+/// Every file under `dir`, relative, sorted.
+fn files_under(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let mut todo = vec![dir.to_path_buf()];
+    while let Some(d) = todo.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                todo.push(p);
+            } else {
+                out.push(p.strip_prefix(dir).unwrap().to_path_buf());
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+/// moto behind a proxy holding the three sources under `pre/` (and a decoy next to one).
+struct Fixture {
+    dir: tempfile::TempDir,
+    moto: Server,
+    proxy: Proxy,
+}
+
+impl Fixture {
+    fn new(test: &str) -> Option<Fixture> {
+        let py = python(test)?;
+        let moto = moto(test)?;
+        let dir = tempfile::tempdir().unwrap();
+        let out = std::process::Command::new(&py)
+            .args(["-c", WRITE])
+            .arg(dir.path())
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "python: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        for rel in files_under(dir.path()) {
+            let bytes = std::fs::read(dir.path().join(&rel)).unwrap();
+            put_object(&moto, &format!("pre/{}", rel.display()), &bytes, true);
+        }
+        // A sibling whose name extends the prefix's: not part of it.
+        put_object(&moto, "pre/sp.b2frame.old", b"decoy", true);
+        let proxy = Proxy::start(moto.port);
+        Some(Fixture { dir, moto, proxy })
+    }
+
+    fn opts(&self) -> RemoteOptions {
+        RemoteOptions {
+            endpoint: Some(self.proxy.url.clone()),
+            no_sign_request: true,
+            ..RemoteOptions::default()
+        }
+    }
+
+    fn local(&self, name: &str) -> PathBuf {
+        self.dir.path().join(name)
+    }
+}
+
+fn arrays(c: &Container) -> Vec<(String, &Array)> {
+    match c {
+        Container::Array(a) => vec![(String::new(), a)],
+        Container::Table(t) => t.columns.iter().map(|(n, a)| (n.clone(), a)).collect(),
+    }
+}
+
+#[test]
+fn remote_prefixes_of_sparse_frames_and_bcolz_roots_read_like_local_directories() {
+    let t = "remote_prefixes_of_sparse_frames_and_bcolz_roots_read_like_local_directories";
+    let Some(f) = Fixture::new(t) else {
+        return;
+    };
+    for name in ["sp.b2frame", "ca", "ct"] {
+        let local_dir = f.local(name);
+        let want = container::open(&local_dir).unwrap();
+        let files = files_under(&local_dir);
+        let metadata = files
+            .iter()
+            .filter(|p| {
+                let s = p.to_string_lossy();
+                !s.ends_with(".chunk") && !s.ends_with(".blp")
+            })
+            .count() as u64;
+        let before = f.proxy.requests();
+        let url = format!("s3://{BUCKET}/pre/{name}/");
+        let prefix = b2fs::remote::open_prefix(&url, &f.opts()).unwrap();
+        assert_eq!(prefix.len(), files.len(), "{name}: the decoy is not listed");
+        let got = container::open_tree(prefix.byte_tree()).unwrap();
+        assert_eq!(
+            f.proxy.requests() - before,
+            1 + metadata,
+            "{name}: one listing and one GET per metadata object, nothing more"
+        );
+        let (wa, ga) = (arrays(&want), arrays(&got));
+        assert_eq!(wa.len(), ga.len(), "{name}: columns");
+        if let (Container::Table(w), Container::Table(g)) = (&want, &got) {
+            assert_eq!(w.attrs, g.attrs, "{name}: table attrs");
+        }
+        for ((wn, w), (gn, g)) in wa.iter().zip(&ga) {
+            assert_eq!(wn, gn);
+            assert_eq!(w.kind(), g.kind(), "{name}/{wn}");
+            assert_eq!(w.geometry(), g.geometry(), "{name}/{wn}");
+            assert_eq!(w.attrs(), g.attrs(), "{name}/{wn}");
+            assert!(w.nchunks() > 2, "{name}/{wn}: several chunks");
+            assert_eq!(w.nchunks(), g.nchunks(), "{name}/{wn}");
+            for i in (0..w.nchunks()).rev() {
+                let before = f.proxy.requests();
+                assert_eq!(w.chunk_bytes(i).unwrap(), g.chunk_bytes(i).unwrap());
+                assert_eq!(f.proxy.requests() - before, 1, "{name}/{wn}: chunk {i}");
+            }
+            let before = f.proxy.requests();
+            for i in 0..w.nchunks() {
+                assert_eq!(w.chunk_bytes(i).unwrap(), g.chunk_bytes(i).unwrap());
+            }
+            assert_eq!(f.proxy.requests(), before, "{name}/{wn}: cached");
+        }
+        assert!(!got_changed(&got));
+    }
+    // A chunk object replaced after the listing: EIO naming it, never the new bytes.
+    let url = format!("s3://{BUCKET}/pre/ca/");
+    let prefix = b2fs::remote::open_prefix(&url, &f.opts()).unwrap();
+    let got = container::open_tree(prefix.byte_tree()).unwrap();
+    let other = std::fs::read(f.local("ca/data/__0.blp")).unwrap();
+    put_object(&f.moto, "pre/ca/data/__1.blp", &other, true);
+    let e = arrays(&got)[0].1.chunk_bytes(1).unwrap_err();
+    assert!(e.to_string().contains("pre/ca/data/__1.blp"), "{e}");
+    assert!(got_changed(&got));
+}
+
+fn got_changed(c: &Container) -> bool {
+    arrays(c)
+        .iter()
+        .any(|(_, a)| a.changed_on_disk().unwrap_or(true))
+}
+
+/// Every file of a mounted tree, relative, with its bytes.
+fn mounted_files(root: &Path) -> Vec<(PathBuf, Vec<u8>)> {
+    files_under(root)
+        .into_iter()
+        .map(|r| {
+            let b = std::fs::read(root.join(&r)).unwrap();
+            (r, b)
+        })
+        .collect()
+}
+
+#[test]
+fn remote_prefix_mounts_and_info_match_local_mounts() {
+    let t = "remote_prefix_mounts_and_info_match_local_mounts";
+    if !fuse_available(t) {
+        return;
+    }
+    let Some(f) = Fixture::new(t) else {
+        return;
+    };
+    let ep = format!("endpoint={},no_sign_request", f.moto.url);
+    for (name, slash) in [("sp.b2frame", "/"), ("ct", "")] {
+        let url = format!("s3://{BUCKET}/pre/{name}{slash}");
+        let out = b2fs().args(["info", "-o", &ep, &url]).output().unwrap();
+        assert!(
+            out.status.success(),
+            "{url}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let remote = Mount::daemon(Path::new(&url), &[&ep]);
+        let local = Mount::daemon(&f.local(name), &["ro"]);
+        let (r, l) = (mounted_files(&remote.mp), mounted_files(&local.mp));
+        assert!(l.len() > 3, "{name}: {} files", l.len());
+        assert_eq!(
+            r.iter().map(|x| &x.0).collect::<Vec<_>>(),
+            l.iter().map(|x| &x.0).collect::<Vec<_>>(),
+            "{name}: same names"
+        );
+        for ((p, rb), (_, lb)) in r.iter().zip(&l) {
+            assert!(rb == lb, "{name}: {} differs", p.display());
+        }
+        remote.umount();
+        local.umount();
+    }
+    // A prefix with nothing under it: the object's own 404, exit 3, one line.
+    let url = format!("s3://{BUCKET}/pre/nothing");
+    let out = b2fs().args(["info", "-o", &ep, &url]).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+}
+
+#[test]
+fn remote_b2z_stores_over_s3_and_http_show_python_blosc2_bytes_through_the_tree() {
+    use b2fs::tree::{Tree, TreeOptions};
+    let t = "remote_b2z_stores_over_s3_and_http_show_python_blosc2_bytes_through_the_tree";
+    let Some(py) = python(t) else {
+        return;
+    };
+    let Some(moto) = moto(t) else {
+        return;
+    };
+    let (dir, manifest) = crate::store_tree::gen_stores(&py);
+    let Some(http) = crate::remote_support::rclone(t, dir.path()) else {
+        return;
+    };
+    let proxy = Proxy::start(moto.port);
+    let s3_opts = RemoteOptions {
+        endpoint: Some(proxy.url.clone()),
+        no_sign_request: true,
+        ..RemoteOptions::default()
+    };
+    let mut checked = 0;
+    for (name, desc) in manifest.as_object().unwrap() {
+        if !name.ends_with(".b2z") {
+            continue;
+        }
+        let bytes = std::fs::read(dir.path().join(name)).unwrap();
+        put_object(&moto, name, &bytes, true);
+        for url in [
+            format!("s3://{BUCKET}/{name}"),
+            format!("{}/{name}", http.url),
+        ] {
+            let before = proxy.requests();
+            let obj = b2fs::remote::open(&url, &s3_opts).unwrap();
+            let c = container::store::open_store_bytes(obj.byte_source())
+                .unwrap_or_else(|e| panic!("{url}: {e}"));
+            let opened = obj.stats().requests();
+            if url.starts_with("s3://") {
+                assert_eq!(proxy.requests() - before, opened);
+            }
+            // These stores are smaller than the head and tail an open fetches: the central
+            // directory and embed.b2e come from those two GETs.
+            assert_eq!(opened, 2, "{url}: requests to open");
+            let tree = Tree::from_collection(c, TreeOptions::default()).unwrap();
+            let n = crate::store_tree::check_store(&tree, desc)
+                .unwrap_or_else(|e| panic!("{url}: {e}"));
+            assert!(n > 0, "{url}: no leaf checked");
+            checked += 1;
+            // Everything read once is cached: reading it all again costs no request.
+            let again = obj.stats().requests();
+            crate::store_tree::check_store(&tree, desc).unwrap();
+            assert_eq!(obj.stats().requests(), again, "{url}: cached");
+        }
+    }
+    assert!(checked >= 4, "{checked} remote stores checked");
+}

@@ -1,0 +1,285 @@
+//! SIGKILL of a read-write mount of a `.b2z` during a commit of one of its members: the
+//! store python-blosc2 opens afterwards (`mode='r'`, and `mode='a'`, which extracts the zip
+//! and checks every CRC-32) holds the old or the new member, never anything else; the other
+//! member and the attributes are untouched; an edit whose fsync was acknowledged is there.
+//! `B2FS_STORE_CRASH_RUNS` sets the number of runs (default 5).
+
+use std::path::Path;
+use std::time::Duration;
+
+use serde_json::Value;
+
+use crate::support::{Mount, fuse_and_python, run_python, sha256_hex};
+
+/// python-blosc2's digest of the store: `{"r": {...}, "a": {...}}` (stores.py digest).
+fn digest(py: &Path, src: &Path) -> Value {
+    let out = run_python(
+        py,
+        &["scripts/oracle/stores.py", "digest", src.to_str().unwrap()],
+    );
+    serde_json::from_slice(&out).expect("digest JSON")
+}
+
+#[test]
+fn store_mount_sigkill_during_a_b2z_commit_leaves_old_or_new() {
+    let Some(py) = fuse_and_python("store_mount_sigkill_during_a_b2z_commit_leaves_old_or_new")
+    else {
+        return;
+    };
+    let runs: usize = std::env::var("B2FS_STORE_CRASH_RUNS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(5);
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("crash.b2z");
+    run_python(
+        &py,
+        &[
+            "scripts/oracle/stores.py",
+            "crashgen",
+            src.to_str().unwrap(),
+        ],
+    );
+    let first = digest(&py, &src);
+    assert_eq!(
+        first["r"], first["a"],
+        "python-blosc2 reads the fresh store"
+    );
+    let (big, attrs) = (first["r"]["/big"].clone(), first["r"]["/__attrs__"].clone());
+    let mut old = first["r"]["/edit"].as_str().unwrap().to_owned();
+    let (mut saw_old, mut saw_new) = (0, 0);
+    for run in 0..runs {
+        let log = dir.path().join(format!("log{run}"));
+        let mut m = Mount::foreground(&src, &log);
+        let npy = m.path("edit/array.npy");
+        // Every item of /edit changes (its 4 chunks in one commit of the member).
+        let mut bytes = std::fs::read(&npy).unwrap();
+        let hlen = bytes.len() - 200_000 * 8;
+        for (i, item) in bytes[hlen..].chunks_exact_mut(8).enumerate() {
+            item.copy_from_slice(&((i * (run + 2)) as f64 * -0.5).to_le_bytes());
+        }
+        let new = sha256_hex(&bytes[hlen..]);
+        let writer = {
+            let (npy, data) = (npy.clone(), bytes.clone());
+            std::thread::spawn(move || {
+                use std::io::Write;
+                let mut f = std::fs::OpenOptions::new().write(true).open(&npy).ok()?;
+                f.write_all(&data).ok()?;
+                f.sync_all().ok()
+            })
+        };
+        // The commit re-encodes /edit and copies the 32 MiB /big into a new zip: kill at
+        // points spread over it.
+        let delay = Duration::from_millis(5 + (run as u64 * 47) % 400);
+        let mut child = m.child.take().unwrap();
+        std::thread::sleep(delay);
+        let _ = child.kill();
+        let _ = child.wait();
+        let acked = writer.join().unwrap().is_some();
+        let _ = std::process::Command::new("fusermount3")
+            .args(["-u", "-z"])
+            .arg(&m.mp)
+            .output();
+        let now = digest(&py, &src);
+        for mode in ["r", "a"] {
+            let d = &now[mode];
+            assert_eq!(d["/big"], big, "run {run} ({mode}): /big changed");
+            assert_eq!(
+                d["/__attrs__"], attrs,
+                "run {run} ({mode}): attributes changed"
+            );
+        }
+        assert_eq!(now["r"], now["a"], "run {run}: 'r' and 'a' differ");
+        let edit = now["r"]["/edit"].as_str().unwrap().to_owned();
+        if edit == new {
+            saw_new += 1;
+        } else {
+            assert_eq!(
+                edit, old,
+                "run {run}: /edit is neither the old nor the new member"
+            );
+            assert!(!acked, "run {run}: an fsync-acknowledged edit was lost");
+            saw_old += 1;
+        }
+        old = edit;
+        drop(m);
+    }
+    println!("store crash runs: {runs}, old {saw_old}, new {saw_new}");
+}
+
+/// `.b2d` leaves are committed in place by the frame commit (shadow append, then the header
+/// as the commit point; README "Write-back"), not by `<leaf>.<pid>.tmp` + rename: stopped
+/// after every durable step, python-blosc2 reads the old or the new leaf in modes 'r' and
+/// 'a'; a completed commit keeps the leaf's inode (links, the `.b2lock` sidecar's file and
+/// a mount's lock stay on it), a reader holding the old header and index still reads the old
+/// chunk, and nothing is left beside the leaf.
+#[test]
+fn store_b2d_leaf_commit_in_place_old_or_new_at_every_step() {
+    use std::os::unix::fs::MetadataExt;
+
+    use b2fs::codec;
+    use b2fs::container::store::{Node, open_store};
+    use b2fs::container::write::{Edit, chunk_cparams, commit_member_with_crash_after};
+
+    let Some(py) =
+        crate::support::python("store_b2d_leaf_commit_in_place_old_or_new_at_every_step")
+    else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("crash.b2d");
+    run_python(
+        &py,
+        &[
+            "scripts/oracle/stores.py",
+            "crashgen",
+            src.to_str().unwrap(),
+        ],
+    );
+    let first = digest(&py, &src);
+    let old_items: Vec<u8> = (0..200_000)
+        .flat_map(|i| f64::from(i).to_le_bytes())
+        .collect();
+    assert_eq!(first["r"]["/edit"], sha256_hex(&old_items));
+    let new0: Vec<u8> = (0..50_000)
+        .flat_map(|i| (f64::from(i) * -2.0).to_le_bytes())
+        .collect();
+    let mut new_items = old_items.clone();
+    new_items[..new0.len()].copy_from_slice(&new0);
+    let new = sha256_hex(&new_items);
+    let mut steps = 0;
+    loop {
+        let tmp = tempfile::tempdir().unwrap();
+        let p = tmp.path().join("crash.b2d");
+        let ok = std::process::Command::new("cp")
+            .arg("-r")
+            .arg(&src)
+            .arg(&p)
+            .status()
+            .unwrap();
+        assert!(ok.success());
+        let leaf_file = p.join("edit.b2nd");
+        let ino = std::fs::metadata(&leaf_file).unwrap().ino();
+        let c = open_store(&p).unwrap();
+        let Some(Node::Leaf(leaf)) = c.find("/edit") else {
+            panic!("/edit");
+        };
+        let before = leaf.array().unwrap();
+        let chunk = codec::compress(&new0, &chunk_cparams(before).unwrap()).unwrap();
+        let edit = Edit {
+            updates: vec![(0, chunk)],
+            ..Edit::default()
+        };
+        let done = commit_member_with_crash_after(&c, leaf, &edit, steps).unwrap();
+        let now = digest(&py, &p);
+        assert_eq!(now["r"], now["a"], "step {steps}: 'r' and 'a' differ");
+        assert_eq!(now["r"]["/big"], first["r"]["/big"], "step {steps}");
+        let edit_now = now["r"]["/edit"].as_str().unwrap();
+        assert!(
+            edit_now == first["r"]["/edit"] || edit_now == new,
+            "step {steps}: /edit is neither old nor new"
+        );
+        if done {
+            assert_eq!(edit_now, new, "a completed commit shows the new leaf");
+            assert_eq!(
+                std::fs::metadata(&leaf_file).unwrap().ino(),
+                ino,
+                "in place"
+            );
+            let old0 = codec::decompress(&before.chunk_bytes(0).unwrap()).unwrap();
+            assert!(old0 == old_items[..new0.len()], "the old reader's chunk 0");
+            let mut names: Vec<String> = std::fs::read_dir(&p)
+                .unwrap()
+                .map(|e| e.unwrap().file_name().into_string().unwrap())
+                .collect();
+            names.sort();
+            assert_eq!(
+                names,
+                ["__vlmeta__.b2f", "big.b2nd", "edit.b2nd", "embed.b2e"]
+            );
+            break;
+        }
+        steps += 1;
+        assert!(steps < 20, "commit never completes");
+    }
+    assert!(steps >= 3, "only {steps} steps");
+}
+
+/// An embedded value's edit (its new cframe appended to `embed.b2e`) stopped after every
+/// durable step, in a `.b2z` and a `.b2d`: python-blosc2 reads the old or the new value in
+/// modes 'r' and 'a', and the other member and the (embedded) attributes as they were.
+#[test]
+fn store_embedded_value_edit_old_or_new_at_every_step() {
+    use b2fs::codec;
+    use b2fs::container::store::{Location, Node, open_store};
+    use b2fs::container::write::{Edit, chunk_cparams, commit_member_with_crash_after};
+
+    let Some(py) = crate::support::python("store_embedded_value_edit_old_or_new_at_every_step")
+    else {
+        return;
+    };
+    let new: Vec<u8> = [9i16, 8, 7, 6, 5]
+        .iter()
+        .flat_map(|v| v.to_le_bytes())
+        .collect();
+    for name in ["emb.b2z", "emb.b2d"] {
+        let dir = tempfile::tempdir().unwrap();
+        let src = dir.path().join(name);
+        run_python(
+            &py,
+            &[
+                "scripts/oracle/stores.py",
+                "embedgen",
+                src.to_str().unwrap(),
+            ],
+        );
+        let first = digest(&py, &src);
+        let mut steps = 0;
+        loop {
+            let tmp = tempfile::tempdir().unwrap();
+            let p = tmp.path().join(name);
+            let ok = std::process::Command::new("cp")
+                .arg("-r")
+                .arg(&src)
+                .arg(&p)
+                .status()
+                .unwrap();
+            assert!(ok.success());
+            let c = open_store(&p).unwrap();
+            let Some(Node::Leaf(leaf)) = c.find("/tiny") else {
+                panic!("/tiny");
+            };
+            assert!(
+                matches!(leaf.location(), Location::Embedded { .. }),
+                "{name}"
+            );
+            let chunk = codec::compress(&new, &chunk_cparams(leaf.array().unwrap()).unwrap());
+            let edit = Edit {
+                updates: vec![(0, chunk.unwrap())],
+                ..Edit::default()
+            };
+            let done = commit_member_with_crash_after(&c, leaf, &edit, steps).unwrap();
+            drop(c);
+            let now = digest(&py, &p);
+            assert_eq!(
+                now["r"], now["a"],
+                "{name} step {steps}: 'r' and 'a' differ"
+            );
+            for key in ["/big", "/__attrs__"] {
+                assert_eq!(now["r"][key], first["r"][key], "{name} step {steps}: {key}");
+            }
+            let tiny = now["r"]["/tiny"].as_str().unwrap();
+            if done {
+                assert_eq!(tiny, sha256_hex(&new), "{name}: the new value");
+                break;
+            }
+            assert!(
+                tiny == first["r"]["/tiny"] || tiny == sha256_hex(&new),
+                "{name} step {steps}: /tiny is neither old nor new"
+            );
+            steps += 1;
+            assert!(steps < 20, "{name}: commit never completes");
+        }
+        assert!(steps >= 2, "{name}: only {steps} steps");
+    }
+}
