@@ -2,9 +2,9 @@
 //! from: the local file system, or a [`ByteTree`], a read-only tree of named byte sources
 //! that is not a local directory (the objects under a remote prefix, `crate::remote`).
 //!
-//! [`Files`] is what the frame and bcolz readers open their files through, by the same paths
+//! `Files` is what the frame and bcolz readers open their files through, by the same paths
 //! either way (a tree's paths are its root joined with the relative names), so they do not
-//! know which one they read. [`open_dir`] holds the directory detection rules of
+//! know which one they read. `open_dir` holds the directory detection rules of
 //! [`super::open`], shared by both.
 
 use std::path::Path;

@@ -2,7 +2,7 @@
 //! every commit; and [`Committer`]: one commit of decoded chunk edits (compressed with the
 //! parameters the existing chunks use) or of attributes.
 //!
-//! Readers holding an old [`Snapshot`] keep reading that version (see [`super::version`]);
+//! Readers holding an old [`Snapshot`] keep reading that version (see `reader/version.rs`);
 //! readers that pin after the swap see the new one.
 
 use std::borrow::Cow;

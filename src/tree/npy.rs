@@ -157,10 +157,10 @@ impl Tree {
     }
 
     /// After a page-fault read of `array.npy` (inode `ino`, handle `fh`) at `offset`
-    /// (page-aligned, at most [`FAULT_MAX`] bytes): pages an mmap reader needs next, as far as
+    /// (page-aligned, at most 64 KiB): pages an mmap reader needs next, as far as
     /// the blocks or chunks already decoded hold them, to be offered to the kernel's page
     /// cache (each saves a round trip):
-    /// - the pages that follow in file order (up to [`FORWARD_MAX`]; one contiguous range),
+    /// - the pages that follow in file order (up to `FORWARD_MAX`, 1 MiB; one contiguous range),
     ///   which a scan reads next; they count as read by `fh`, so its stream grows into a
     ///   scan as if it had asked for them;
     /// - the pages below it (the same columns of the next rows of an N-dim array), which a
