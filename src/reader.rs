@@ -166,6 +166,15 @@ pub struct ReadHint {
     pub stream: u64,
 }
 
+impl ReadHint {
+    /// A read that belongs to no scan.
+    pub const RANDOM: ReadHint = ReadHint {
+        pattern: Pattern::Random,
+        streaming: false,
+        stream: 0,
+    };
+}
+
 /// Tuning knobs of a [`ChunkReader`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ReaderOptions {
@@ -454,24 +463,18 @@ impl ChunkReader {
             if self.over_budget(nbytes) {
                 // Never the whole chunk: the bytes from `offset`, as a small read takes them.
                 let len = nbytes.saturating_sub(offset).min(RANGE_READ_MAX);
-                let hint = ReadHint {
-                    pattern: Pattern::Random,
-                    streaming: false,
-                    stream: 0,
-                };
-                let got = self.read_in(store, id, offset as u64, len as u32, hint, || false)?;
+                let got = self.read_in(
+                    store,
+                    id,
+                    offset as u64,
+                    len as u32,
+                    ReadHint::RANDOM,
+                    || false,
+                )?;
                 return Ok((Arc::new(got.to_vec()), offset));
             }
-            let bs = core.block_size_for_cache(&at, nbytes);
-            if bs > 0 && bs <= core.blocks.budget() && offset < nbytes {
-                let start = offset / bs * bs;
-                let len = bs.min(nbytes - start);
-                let block = core.blocks.get_or_load((key, offset / bs), || {
-                    core.decode_range(&at, start, core.blocks.buffer(len))
-                })?;
-                if block.len() == len {
-                    return Ok((block, start));
-                }
+            if let Some(piece) = core.block_of(&at, nbytes, offset)? {
+                return Ok(piece);
             }
         }
         Ok((core.chunk(&at, true)?, 0))

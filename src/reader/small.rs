@@ -13,7 +13,7 @@ use std::ops::Range;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
-use super::{At, ChunkKey, ChunkReader, Core, ReadData, partial};
+use super::{At, Bytes, ChunkKey, ChunkReader, Core, ReadData, partial};
 use crate::container::ContainerError;
 
 /// Granule of the page cache.
@@ -38,21 +38,13 @@ impl ChunkReader {
         if let Some(hit) = core.cached_pages(id, p0, p1, r.clone()) {
             return Ok(Some(hit));
         }
-        let bs = core.block_size_for_cache(at, nbytes);
-        // A block larger than the block cache (a hostile or huge blocksize) is not kept.
-        if bs == 0 || bs > core.blocks.budget() || r.start / bs != (r.end - 1) / bs {
-            return Ok(None);
-        }
-        let b = r.start / bs;
-        let start = b * bs;
-        let len = bs.min(nbytes - start);
-        // Into a recycled block buffer: a fresh 256 KiB allocation per read costs more page
-        // faults than the decode.
+        // Read before the block: a commit that drops the block after we got it bumps it.
         let generation = core.page_gen.load(Ordering::SeqCst);
-        let block = core.blocks.get_or_load((id, b), || {
-            core.decode_range(at, start, core.blocks.buffer(len))
-        })?;
-        if block.len() != len {
+        let Some((block, start)) = core.block_of(at, nbytes, r.start)? else {
+            return Ok(None);
+        };
+        let len = block.len();
+        if r.end > start + len {
             return Ok(None);
         }
         let pages =
@@ -71,6 +63,30 @@ impl ChunkReader {
 }
 
 impl Core {
+    /// The decoded block of chunk `at` (of `nbytes`) that byte `offset` falls in, from the
+    /// block cache or decoded into it, and where it starts in the chunk; `None` when the chunk
+    /// is not worth caching by block (one block, or a block larger than the block cache: a
+    /// hostile or huge blocksize) or the decode came out short.
+    pub(super) fn block_of(
+        &self,
+        at: &At<'_>,
+        nbytes: usize,
+        offset: usize,
+    ) -> Result<Option<(Bytes, usize)>, ContainerError> {
+        let bs = self.block_size_for_cache(at, nbytes);
+        if bs == 0 || bs > self.blocks.budget() || offset >= nbytes {
+            return Ok(None);
+        }
+        let start = offset / bs * bs;
+        let len = bs.min(nbytes - start);
+        // Into a recycled block buffer: a fresh 256 KiB allocation per read costs more page
+        // faults than the decode.
+        let block = self.blocks.get_or_load((at.key, offset / bs), || {
+            self.decode_range(at, start, self.blocks.buffer(len))
+        })?;
+        Ok((block.len() == len).then_some((block, start)))
+    }
+
     /// The block size by which chunk `id` is worth caching: the header's, when the chunk has
     /// at least two blocks; 0 otherwise (or when the header cannot be read here: the decode
     /// path then reports any error). Reads only the header, once per chunk.

@@ -25,14 +25,7 @@ use super::layout::{FileKind, NodeKind};
 use super::{Entry, Tree, TreeError};
 use crate::container::ndim::Run;
 use crate::container::npy::{Npy, TableNpy};
-use crate::reader::{ArrayId, ChunkId, ChunkStore, Pattern, ReadData, ReadHint};
-
-/// The hint of a read that is not part of a scan.
-const RANDOM: ReadHint = ReadHint {
-    pattern: Pattern::Random,
-    streaming: false,
-    stream: 0,
-};
+use crate::reader::{ArrayId, ChunkId, ChunkStore, ReadData, ReadHint};
 
 /// Size of the kernel's page-cache pages offered by [`Tree::pages_near`].
 const PAGE: u64 = 4096;
@@ -125,7 +118,7 @@ impl Tree {
                 let id = ChunkId::new(array, run.chunk as usize);
                 if !(buffers && self.has_edit(id)) {
                     let scan = is_scan(hint, npy.len());
-                    let hint = if scan { hint } else { RANDOM };
+                    let hint = if scan { hint } else { ReadHint::RANDOM };
                     let data = self
                         .reader
                         .read_in(store.as_ref(), id, run.src, run.len as u32, hint, || false)
@@ -190,9 +183,8 @@ impl Tree {
         let mut at = read_end;
         while at < npy.len() && at - read_end < FORWARD_MAX {
             let end = (at + PAGE).min(npy.len());
-            match self.cached_page((store, *array), &npy, at, (end - at) as usize, &mut 0) {
-                Some(page) => forward.extend_from_slice(&page),
-                None => break,
+            if !self.cached_page((store, *array), &npy, at..end, &mut 0, &mut forward) {
+                break;
             }
             at = end;
         }
@@ -223,45 +215,56 @@ impl Tree {
             if at >= end {
                 break;
             }
-            match self.cached_page((store, *array), &npy, at, (end - at) as usize, &mut decodes) {
-                Some(page) => pages.push((at, page)),
-                None => break,
+            let mut page = Vec::new();
+            if !self.cached_page((store, *array), &npy, at..end, &mut decodes, &mut page) {
+                break;
             }
+            pages.push((at, page));
         }
         pages
     }
 
-    /// Bytes `[at, at + len)` of the data part of `array.npy`, when every run of them is in a
-    /// cached chunk or block, or in one of at most `*decodes` more blocks (decoded here, and
-    /// counted down).
+    /// Appends bytes `span` of `array.npy` to `out`, when they lie in its data part and every
+    /// run of them is in a cached chunk or block, or in one of at most `*decodes` more blocks
+    /// (decoded here, and counted down); otherwise leaves `out` as it was and returns false.
     fn cached_page(
         &self,
         (store, array): (&dyn ChunkStore, ArrayId),
         npy: &Npy,
-        at: u64,
-        len: usize,
+        span: std::ops::Range<u64>,
         decodes: &mut usize,
-    ) -> Option<Vec<u8>> {
-        let w = npy.window(at, len);
+        out: &mut Vec<u8>,
+    ) -> bool {
+        let len = (span.end - span.start) as usize;
+        let w = npy.window(span.start, len);
         if !w.header.is_empty() || w.out_len != len {
-            return None;
+            return false;
         }
-        let mut page = vec![0u8; len];
-        for run in npy.layout().runs(w.data.start, w.data.end - w.data.start) {
-            let id = ChunkId::new(array, run.chunk as usize);
-            let (src, n, dst) = (run.src as usize, run.len as usize, run.dst as usize);
-            let (bytes, start) = match self.reader.covering_cached(store, id, src) {
-                Some(piece) => piece,
-                None if *decodes > 0 => {
-                    *decodes -= 1;
-                    self.reader.covering(store, id, src).ok()?
-                }
-                None => return None,
-            };
-            let piece = bytes.get(src.checked_sub(start)?..src - start + n)?;
-            page.get_mut(dst..dst + n)?.copy_from_slice(piece);
+        let base = out.len();
+        out.resize(base + len, 0);
+        let mut fill = || -> Option<()> {
+            for run in npy.layout().runs(w.data.start, w.data.end - w.data.start) {
+                let id = ChunkId::new(array, run.chunk as usize);
+                let (src, n, dst) = (run.src as usize, run.len as usize, run.dst as usize);
+                let (bytes, start) = match self.reader.covering_cached(store, id, src) {
+                    Some(piece) => piece,
+                    None if *decodes > 0 => {
+                        *decodes -= 1;
+                        self.reader.covering(store, id, src).ok()?
+                    }
+                    None => return None,
+                };
+                let piece = bytes.get(src.checked_sub(start)?..src - start + n)?;
+                out.get_mut(base + dst..base + dst + n)?
+                    .copy_from_slice(piece);
+            }
+            Some(())
+        };
+        let ok = fill().is_some();
+        if !ok {
+            out.truncate(base);
         }
-        Some(page)
+        ok
     }
 
     /// Whether chunk `id` has an edit buffer.
@@ -337,7 +340,9 @@ impl Tree {
                         // A chunk over the cache budget is never whole: this run only.
                         let got = self
                             .reader
-                            .read_in(store, id, run.src, run.len as u32, RANDOM, || false)
+                            .read_in(store, id, run.src, run.len as u32, ReadHint::RANDOM, || {
+                                false
+                            })
                             .map_err(eio)?;
                         (id.index, std::sync::Arc::new(got.to_vec()), src)
                     });
@@ -516,7 +521,7 @@ impl Tree {
                     let store = self.version_of(pinned, array);
                     let got = self
                         .reader
-                        .read_in(store.as_ref(), id, p.src, span, RANDOM, || false)
+                        .read_in(store.as_ref(), id, p.src, span, ReadHint::RANDOM, || false)
                         .map_err(|source| TreeError::Container { ino, source })?;
                     for row in 0..p.rows {
                         let src = (row * p.src_stride) as usize;
