@@ -39,6 +39,7 @@ pub mod live;
 mod partial;
 mod plan;
 mod prefetch;
+mod prints;
 mod small;
 pub mod store;
 mod version;

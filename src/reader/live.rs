@@ -11,6 +11,7 @@ use std::sync::Arc;
 
 use parking_lot::{Mutex, RwLock};
 
+use super::prints::Prints;
 use super::store::ChunkStore;
 use super::version::{Snapshot, Stamps, Trust};
 use crate::codec::encode::Encoder;
@@ -43,7 +44,8 @@ pub enum Change<'a> {
     /// The mount's own commit: these chunks, and those from the old last one on (appended,
     /// removed, or a last chunk a table resize extended).
     Own(&'a [usize]),
-    /// Another writer: any chunk (its cached copies are not used again).
+    /// Another writer: any chunk; those whose compressed bytes still match the print taken
+    /// when they were read whole keep their stamps (and their cached copies).
     Foreign,
 }
 
@@ -58,12 +60,15 @@ pub struct LiveArray {
     seen: Mutex<Vec<Option<FileState>>>,
     /// The key of the collection leaf it is (`None`: a source of its own).
     leaf: Option<String>,
+    /// Prints of the chunks its versions read whole (`prints.rs`).
+    prints: Arc<Prints>,
 }
 
 impl LiveArray {
     /// Wraps an opened array.
     pub fn new(array: Array) -> LiveArray {
         let trust = Trust::of(&array);
+        let prints = Prints::new();
         LiveArray {
             path: array.path().to_path_buf(),
             seen: Mutex::new(fingerprint(&array)),
@@ -71,8 +76,10 @@ impl LiveArray {
                 Arc::new(array),
                 Stamps::fresh(),
                 trust,
+                prints.clone(),
             ))),
             leaf: None,
+            prints,
         }
     }
 
@@ -119,10 +126,43 @@ impl LiveArray {
                 if same_file {
                     old.trust().overwritten();
                 }
-                (Stamps::fresh(), Trust::of(&array))
+                let trust = Trust::of(&array);
+                let array = Arc::new(array);
+                let keep = self.unchanged(&old, &array, &trust);
+                let snap = Snapshot::new(
+                    array,
+                    old.stamps().keeping(&keep),
+                    trust,
+                    self.prints.clone(),
+                );
+                *self.snap.write() = Arc::new(snap);
+                return;
             }
         };
-        *self.snap.write() = Arc::new(Snapshot::new(Arc::new(array), stamps, trust));
+        let snap = Snapshot::new(Arc::new(array), stamps, trust, self.prints.clone());
+        *self.snap.write() = Arc::new(snap);
+    }
+
+    /// The chunks of `old` that `array` (another writer's version, with `trust`) holds with
+    /// the same compressed bytes: those with a print under their stamp in `old` whose bytes
+    /// in `array` hash to it. Reads only those chunks' compressed bytes.
+    fn unchanged(&self, old: &Snapshot, array: &Arc<Array>, trust: &Arc<Trust>) -> Vec<usize> {
+        let n = old.array().nchunks().min(array.nchunks());
+        let printed = self.prints.current(n, |i| old.stamp(i));
+        if printed.is_empty() {
+            return Vec::new();
+        }
+        let probe = Snapshot::new(array.clone(), Stamps::fresh(), trust.clone(), Prints::new());
+        let mut keep = Vec::new();
+        for (index, print) in printed {
+            match probe.print_now(index) {
+                Ok(now) if now == print => keep.push(index),
+                // Changed, or changing again (the next look reloads): a new stamp.
+                Ok(_) | Err(_) => {}
+            }
+        }
+        keep.sort_unstable();
+        keep
     }
 
     /// Whether the watched files differ from what the current version was opened from (a few

@@ -5,7 +5,9 @@
 //! Subtleties and who handles them:
 //! - **Stamps** ([`Stamps`]): a chunk keeps its stamp from one version to the next unless it
 //!   changed, so the reader's caches (keyed by stamp) keep serving unchanged chunks after a
-//!   commit, and a descriptor holding an old version hits that version's cached copies.
+//!   commit, and a descriptor holding an old version hits that version's cached copies. After
+//!   another writer's change, a chunk keeps its stamp only when its compressed bytes still
+//!   match the print taken when it was read whole (`prints.rs`, [`Snapshot::print_now`]).
 //! - **Bytes that are gone** ([`Trust`]): the mount's own commits only append to a frame file
 //!   and rewrite its header, so an old version's chunks stay readable. Another writer may
 //!   rewrite a frame in place (python-blosc2 `update_chunk` rewrites the file from the updated
@@ -24,6 +26,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use parking_lot::Mutex;
 
+use super::prints::{Print, Prints, print_of};
 use super::store::ChunkStore;
 use crate::container::{Array, ContainerError, FileState};
 
@@ -75,6 +78,20 @@ impl Stamps {
         }
         Stamps {
             base: self.base,
+            changed: Arc::new(changed),
+        }
+    }
+
+    /// The stamps of a version another writer made: chunks `keep` (whose bytes did not
+    /// change) keep theirs, every other chunk gets a new one.
+    pub(crate) fn keeping(&self, keep: &[usize]) -> Stamps {
+        let changed: HashMap<usize, u64> = keep
+            .iter()
+            .take(MAX_CHANGED)
+            .map(|&i| (i, self.get(i)))
+            .collect();
+        Stamps {
+            base: fresh_stamp(),
             changed: Arc::new(changed),
         }
     }
@@ -152,14 +169,22 @@ pub struct Snapshot {
     array: Arc<Array>,
     stamps: Stamps,
     trust: Arc<Trust>,
+    /// Shared by every version of the live array.
+    prints: Arc<Prints>,
 }
 
 impl Snapshot {
-    pub(crate) fn new(array: Arc<Array>, stamps: Stamps, trust: Arc<Trust>) -> Snapshot {
+    pub(crate) fn new(
+        array: Arc<Array>,
+        stamps: Stamps,
+        trust: Arc<Trust>,
+        prints: Arc<Prints>,
+    ) -> Snapshot {
         Snapshot {
             array,
             stamps,
             trust,
+            prints,
         }
     }
 
@@ -174,6 +199,36 @@ impl Snapshot {
 
     pub(crate) fn trust(&self) -> &Arc<Trust> {
         &self.trust
+    }
+
+    /// Whether chunk `index` of this version needs a print (none taken under its stamp yet).
+    fn wants_print(&self, index: usize) -> bool {
+        !self.prints.knows(index, self.stamps.get(index))
+    }
+
+    /// Records the print of chunk `index`'s whole compressed `bytes`, read and checked to be
+    /// this version's.
+    fn note(&self, index: usize, print: Print) {
+        self.prints.record(index, self.stamps.get(index), print);
+    }
+
+    /// The print of chunk `index`'s compressed bytes as they are now in this version's
+    /// source (checked as every read is), without recording it.
+    ///
+    /// # Errors
+    /// When they cannot be read, or the source changed while they were.
+    pub(crate) fn print_now(&self, index: usize) -> Result<Print, ContainerError> {
+        let mut print = None;
+        let mapped = self
+            .array
+            .with_mapped_chunk(index, false, &mut |c| print = Some(print_of(c)));
+        let print = match (mapped, print) {
+            (Ok(true), Some(p)) => p,
+            (Err(e), _) => return Err(e),
+            _ => print_of(&self.array.chunk_bytes(index)?),
+        };
+        self.verify(index)?;
+        Ok(print)
     }
 
     /// Whether the bytes of chunk `index` just taken are this version's: called after taking
@@ -223,13 +278,21 @@ impl ChunkStore for Snapshot {
     fn chunk_bytes(&self, index: usize) -> Result<Cow<'_, [u8]>, ContainerError> {
         let bytes = self.array.chunk_bytes(index);
         self.verify(index)?;
-        bytes
+        let bytes = bytes?;
+        if self.wants_print(index) {
+            self.note(index, print_of(&bytes));
+        }
+        Ok(bytes)
     }
 
     fn chunk_bytes_into(&self, index: usize, buf: &mut Vec<u8>) -> Result<usize, ContainerError> {
         let n = self.array.chunk_bytes_into(index, buf);
         self.verify(index)?;
-        n
+        let n = n?;
+        if self.wants_print(index) {
+            self.note(index, print_of(&buf[..n]));
+        }
+        Ok(n)
     }
 
     fn with_mapped_chunk(
@@ -240,9 +303,19 @@ impl ChunkStore for Snapshot {
     ) -> Result<bool, ContainerError> {
         // Checked on failure too: bytes another writer moved fail to parse, and the reason
         // to give is that.
-        let mapped = self.array.with_mapped_chunk(index, partial, f);
+        let wants = !partial && self.wants_print(index);
+        let mut print = None;
+        let mapped = self.array.with_mapped_chunk(index, partial, &mut |c| {
+            f(c);
+            if wants {
+                print = Some(print_of(c));
+            }
+        });
         if !matches!(mapped, Ok(false)) {
             self.verify(index)?;
+        }
+        if let (Ok(true), Some(p)) = (&mapped, print) {
+            self.note(index, p);
         }
         mapped
     }

@@ -13,9 +13,9 @@
 //!   empty `__attrs__` buffer is not committed (nor refused) by a flush either.
 //! - **ctables**: a commit that changes a column's row count goes through
 //!   [`crate::reader::Committer::commit_column`] and every column is reloaded afterwards.
-//! - **Other writers** (ESTALE): every array is reloaded and every cached chunk dropped; the
-//!   edit is dropped, so a retry applies to what is stored now; the kernel keeps no cached
-//!   pages from then on.
+//! - **Other writers** (ESTALE): every array is reloaded and the cached chunks whose bytes
+//!   changed are dropped (`follow.rs`); the edit is dropped, so a retry applies to what is
+//!   stored now; the kernel's pages of the changed files are not kept at their next open.
 //! - **Refused `__attrs__`** content (not a JSON object) stays readable as written until the
 //!   last handle is released (a shell's `>` flushes a duplicate descriptor before writing);
 //!   then the stored attributes show again.
@@ -26,7 +26,7 @@ use super::edit::{BufState, ChunkBuf};
 use super::layout::{AttrsOwner, FileKind, NodeKind};
 use super::{Entry, Tree, TreeError, display_chain, view};
 use crate::container::ContainerError;
-use crate::reader::{ArrayId, Change, ChunkEdit, ChunkId, Committer};
+use crate::reader::{ArrayId, Change, ChunkEdit, ChunkId, ChunkStore, Committer, Snapshot};
 
 /// What a reload of the arrays follows.
 #[derive(Debug, Clone, Copy)]
@@ -66,22 +66,22 @@ pub(crate) struct KernelCache {
     /// Files whose content changed or whose buffered edit was dropped since they were last
     /// opened: their next open must not keep the kernel's pages.
     stale: HashSet<u64>,
-    /// Another writer changed the source during this mount: no file keeps cached pages any
-    /// more (they may hold what that writer replaced, at the same size).
+    /// Another writer changed more chunks than [`super::follow::MAX_CHUNK_INVALIDATIONS`]
+    /// at once: no file keeps cached pages any more (they may hold what that writer
+    /// replaced, at the same size).
     foreign: bool,
 }
 
 impl Tree {
-    /// Whether the kernel may keep its cached pages of `ino` when it is opened: yes on a
-    /// read-only tree until the source changes under it; on a read-write one not for `__attrs__` files (a refused edit restores
-    /// the stored content) nor for a file whose content changed since its last open.
+    /// Whether the kernel may keep its cached pages of `ino` when it is opened: not for a file
+    /// whose content changed since its last open (a commit, another writer: issue 12), nor,
+    /// on a read-write tree, for `__attrs__` files (a refused edit restores the stored
+    /// content).
     pub fn keep_cache(&self, ino: u64) -> bool {
-        if !self.options.writable {
-            // Until another writer changes the source (issue 12).
-            return !self.kcache.lock().foreign;
-        }
-        if let Ok(Entry::File(FileKind::Attrs(..))) = self.entry(ino) {
-            return false;
+        if self.options.writable {
+            if let Ok(Entry::File(FileKind::Attrs(..))) = self.entry(ino) {
+                return false;
+            }
         }
         let mut k = self.kcache.lock();
         !k.foreign && !k.stale.remove(&ino)
@@ -405,31 +405,47 @@ impl Tree {
         Ok(())
     }
 
-    /// Reloads every array and drops cached copies of the chunks that may differ: after
-    /// another writer, every chunk; else those the commit edited and those from the last
-    /// chunk both versions have on.
+    /// Reloads every array and drops cached copies of the chunks whose stamps changed: those
+    /// the commit edited and those from the last chunk both versions have on; after another
+    /// writer, every chunk whose compressed bytes are not known to be the same
+    /// ([`Change::Foreign`]), and the kernel's pages of them and of every generated file are
+    /// not kept at their next open.
     pub(crate) fn refresh(&self, change: Refreshed<'_>) -> Result<(), ContainerError> {
-        let all = matches!(change, Refreshed::Foreign);
-        if all {
-            self.kcache.lock().foreign = true;
+        let foreign = matches!(change, Refreshed::Foreign);
+        if foreign {
+            let mut k = self.kcache.lock();
+            k.stale.extend(1..=self.nodes.len() as u64);
         }
         for (a, live) in self.live.iter().enumerate() {
             let Some(live) = live else { continue };
             let array = ArrayId(a as u32);
-            let old_n = live.get().nchunks();
+            let old = live.snapshot();
             live.reload(change.of(array))?;
-            let new_n = live.get().nchunks();
-            if all {
-                self.reader.forget(|id| id.array == array);
-            } else {
-                let from = old_n.min(new_n).saturating_sub(1);
-                self.reader
-                    .forget(|id| id.array == array && (from..old_n).contains(&id.index));
+            let new = live.snapshot();
+            self.reader
+                .forget(|id| id.array == array && changed(&old, &new, id.index));
+            if foreign {
+                self.kernel_drops(array, &old, &new);
             }
             self.rerender_sizes(array);
         }
         self.table_npy_changed();
         Ok(())
+    }
+
+    /// After another writer: the kernel's pages of the chunk files of `array` whose stamps
+    /// changed from `old` to `new` are not kept at their next open.
+    fn kernel_drops(&self, array: ArrayId, old: &Snapshot, new: &Snapshot) {
+        let n = old.nchunks().max(new.nchunks());
+        let mut k = self.kcache.lock();
+        if n > super::follow::MAX_CHUNK_INVALIDATIONS {
+            k.foreign = true;
+            return;
+        }
+        for index in (0..n).filter(|&i| changed(old, new, i)) {
+            k.stale
+                .insert(self.inodes.chunk_ino(ChunkId::new(array, index)));
+        }
     }
 
     /// Renders `meta/sizes` of `array` again from its (just reopened) source; its
@@ -455,6 +471,12 @@ impl Tree {
             self.kcache.lock().stale.insert(npy);
         }
     }
+}
+
+/// Whether chunk `index` may hold other bytes in version `new` than in `old`: a new stamp, or
+/// a chunk only one of them has.
+pub(crate) fn changed(old: &Snapshot, new: &Snapshot, index: usize) -> bool {
+    index >= old.nchunks().min(new.nchunks()) || old.stamp(index) != new.stamp(index)
 }
 
 /// Parses an `__attrs__` buffer: it must be a JSON object.

@@ -1,8 +1,11 @@
 //! Following the source (issue 12): when another process changes it (python-blosc2
 //! update/append/resize/vlmeta, bcolz append, a file replaced by rename, a compacted copy
-//! moved in), the tree notices, reloads every array (index, trailer, meta, attributes), stops
-//! using the cached chunks of the old version, renders the generated files again, and lists
-//! what the kernel must forget ([`Invalidation`]) for the fuser adapter to send.
+//! moved in), the tree notices, reloads every array (index, trailer, meta, attributes), drops
+//! the cached copies of exactly the chunks whose compressed bytes changed (a chunk read whole
+//! keeps its cached copy when its bytes still hash to the print taken then:
+//! `reader/prints.rs`; chunks never read whole count as changed), renders the generated files
+//! again, and lists what the kernel must forget ([`Invalidation`]: the changed, appended and
+//! removed chunk files, every directory and generated file) for the fuser adapter to send.
 //!
 //! When: at each open (the arrays the opened file shows: a few `stat`s), at lookups (every
 //! array, at most every [`LOOKUP_EVERY`]), and when the adapter's follower thread calls
@@ -30,17 +33,17 @@ use std::time::{Duration, Instant};
 
 use parking_lot::{Condvar, Mutex};
 
-use super::commit::Refreshed;
+use super::commit::{Refreshed, changed};
 use super::layout::{AttrsOwner, FileKind, NodeKind};
 use super::{Entry, Tree, chunk_name, display_chain, view};
-use crate::reader::ArrayId;
+use crate::reader::{ArrayId, ChunkStore, Snapshot};
 
 /// Lookups check the source at most this often (an open always checks).
 pub const LOOKUP_EVERY: Duration = Duration::from_millis(50);
 /// After a failed reload, reloads are retried at most this often.
 const RETRY_EVERY: Duration = Duration::from_millis(500);
 /// Most chunk files whose kernel caches one change invalidates one by one.
-const MAX_CHUNK_INVALIDATIONS: usize = 1 << 16;
+pub(crate) const MAX_CHUNK_INVALIDATIONS: usize = 1 << 16;
 
 /// What the kernel must forget after the source changed.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -153,7 +156,7 @@ impl Tree {
         if !self.changed(arrays) || self.has_pending_edits() {
             return false;
         }
-        let old_n: Vec<usize> = self.live_nchunks();
+        let old = self.snapshots();
         let source = self.source_name();
         if let Err(e) = self.refresh(Refreshed::Foreign) {
             if !self.follow.broken.swap(true, Ordering::Relaxed) {
@@ -164,7 +167,7 @@ impl Tree {
                 );
             }
             // What did reload shows: the kernel must forget what it cached of it.
-            self.follow.push(self.invalidations(&old_n));
+            self.follow.push(self.invalidations(&old, true));
             return false;
         }
         if self.follow.broken.swap(false, Ordering::Relaxed) {
@@ -173,7 +176,7 @@ impl Tree {
             log::info!("{source}: changed by another writer: reloaded");
         }
         self.rerender_attrs();
-        self.follow.push(self.invalidations(&old_n));
+        self.follow.push(self.invalidations(&old, false));
         true
     }
 
@@ -185,10 +188,11 @@ impl Tree {
         !edits.chunks.is_empty() || edits.attrs.values().any(|a| a.dirty)
     }
 
-    fn live_nchunks(&self) -> Vec<usize> {
+    /// The current version of every array.
+    fn snapshots(&self) -> Vec<Option<Arc<Snapshot>>> {
         self.live
             .iter()
-            .map(|l| l.as_ref().map_or(0, |l| l.get().nchunks()))
+            .map(|l| l.as_ref().map(|l| l.snapshot()))
             .collect()
     }
 
@@ -213,27 +217,32 @@ impl Tree {
         }
     }
 
-    /// What the kernel must forget after the arrays changed from `old_n` chunks each: every
-    /// directory and generated file, the chunk files (up to [`MAX_CHUNK_INVALIDATIONS`]), and
-    /// the entries of chunk files that are gone.
-    fn invalidations(&self, old_n: &[usize]) -> Vec<Invalidation> {
+    /// What the kernel must forget after the arrays changed from versions `old`: every
+    /// directory and generated file, the chunk files whose stamps changed (`all`: every chunk
+    /// file, after a failed reload), up to [`MAX_CHUNK_INVALIDATIONS`] per array, and the
+    /// entries of chunk files that are gone.
+    fn invalidations(&self, old: &[Option<Arc<Snapshot>>], all: bool) -> Vec<Invalidation> {
         let mut out: Vec<Invalidation> = (1..=self.nodes.len() as u64)
             .map(Invalidation::Inode)
             .collect();
-        let new_n = self.live_nchunks();
+        let new = self.snapshots();
         for (i, node) in self.nodes.iter().enumerate() {
             let NodeKind::Dir { data: Some(a), .. } = &node.kind else {
                 continue;
             };
-            let (Some(&old), Some(&new)) = (old_n.get(a.index()), new_n.get(a.index())) else {
+            let (Some(Some(old)), Some(Some(new))) = (old.get(a.index()), new.get(a.index()))
+            else {
                 continue;
             };
             let dir = i as u64 + 1;
-            for index in 0..old.max(new).min(MAX_CHUNK_INVALIDATIONS) {
-                let id = crate::reader::ChunkId::new(*a, index);
-                out.push(Invalidation::Inode(self.inodes.chunk_ino(id)));
+            let (old_n, new_n) = (old.nchunks(), new.nchunks());
+            for index in 0..old_n.max(new_n).min(MAX_CHUNK_INVALIDATIONS) {
+                if all || changed(old, new, index) {
+                    let id = crate::reader::ChunkId::new(*a, index);
+                    out.push(Invalidation::Inode(self.inodes.chunk_ino(id)));
+                }
             }
-            for index in new..old {
+            for index in new_n..old_n {
                 out.push(Invalidation::Entry {
                     parent: dir,
                     name: chunk_name(index),

@@ -1,7 +1,7 @@
 //! Issue 12: one version per open, and a mount that follows other writers. Real mounts: whole
 //! chunk files rewritten through the mount while other threads read them whole (no read may
 //! mix two versions), python-blosc2 changing a mounted frame; in process (the Tree API):
-//! python-blosc2 update/append/vlmeta, a compacted copy moved in, a bcolz append, a source
+//! python-blosc2 update/append/vlmeta, a compacted copy moved in, a source
 //! unreadable for a while; each shows after it is noticed, and descriptors opened before keep
 //! their version.
 
@@ -199,7 +199,7 @@ fn consistency_whole_file_reads_never_mix_versions() {
 // following the source (in process: the Tree API; one real mount for the kernel side)
 // ---------------------------------------------------------------------------------------------
 
-fn ino_of(t: &Tree, path: &str) -> u64 {
+pub(crate) fn ino_of(t: &Tree, path: &str) -> u64 {
     let mut ino = b2fs::tree::ROOT_INO;
     for part in path.split('/') {
         ino = t.lookup(ino, part).unwrap().ino;
@@ -208,7 +208,7 @@ fn ino_of(t: &Tree, path: &str) -> u64 {
 }
 
 /// All of file `ino` through handle `fh`, in 64 KiB reads.
-fn read_fh(t: &Tree, ino: u64, fh: u64) -> Result<Vec<u8>, b2fs::tree::TreeError> {
+pub(crate) fn read_fh(t: &Tree, ino: u64, fh: u64) -> Result<Vec<u8>, b2fs::tree::TreeError> {
     let mut out = Vec::new();
     loop {
         let got = t.read(ino, fh, out.len() as u64, 64 << 10)?;
@@ -219,7 +219,7 @@ fn read_fh(t: &Tree, ino: u64, fh: u64) -> Result<Vec<u8>, b2fs::tree::TreeError
     }
 }
 
-fn read_path(t: &Tree, path: &str) -> Vec<u8> {
+pub(crate) fn read_path(t: &Tree, path: &str) -> Vec<u8> {
     let ino = ino_of(t, path);
     let fh = t.open(ino, libc::O_RDONLY).unwrap();
     let out = read_fh(t, ino, fh).unwrap();
@@ -227,11 +227,11 @@ fn read_path(t: &Tree, path: &str) -> Vec<u8> {
     out
 }
 
-fn json(t: &Tree, path: &str) -> Value {
+pub(crate) fn json(t: &Tree, path: &str) -> Value {
     serde_json::from_slice(&read_path(t, path)).unwrap()
 }
 
-fn ro() -> TreeOptions {
+pub(crate) fn ro() -> TreeOptions {
     TreeOptions {
         prefetch_chunks: 0,
         ..TreeOptions::default()
@@ -239,7 +239,7 @@ fn ro() -> TreeOptions {
 }
 
 /// A frame of 4 chunks of 100,000 int32 made by python-blosc2 (chunk i holds i*100000..).
-fn small_frame(py: &Path, path: &Path) {
+pub(crate) fn small_frame(py: &Path, path: &Path) {
     let code = "import sys, numpy as np, blosc2\n\
         blosc2.SChunk(chunksize=400000, data=np.arange(400000, dtype=np.int32), \
         urlpath=sys.argv[1], contiguous=True, mode='w', cparams={'typesize': 4})\n";
@@ -247,7 +247,7 @@ fn small_frame(py: &Path, path: &Path) {
 }
 
 /// Chunk `i` of the frame at `path` as python-blosc2 decompresses it.
-fn py_chunk(py: &Path, path: &Path, i: usize) -> Vec<u8> {
+pub(crate) fn py_chunk(py: &Path, path: &Path, i: usize) -> Vec<u8> {
     let code = "import sys, blosc2\n\
         s = blosc2.open(sys.argv[1])\n\
         sys.stdout.buffer.write(s.decompress_chunk(int(sys.argv[2])))\n";
@@ -355,38 +355,6 @@ fn consistency_tree_follows_a_compacted_copy_moved_in() {
         "the descriptor opened before keeps its version exactly"
     );
     t.release(before).unwrap();
-}
-
-/// A bcolz carray appended to by bcolz: the tree shows the new rows (meta/sizes, the new
-/// chunk file, array.npy) once noticed; chunks that did not change keep their cached copies
-/// only if their stamps say so (here the whole array is reloaded: bcolz may rewrite chunk
-/// files in place).
-#[test]
-fn consistency_tree_follows_a_bcolz_append() {
-    let Some(py) = python("consistency_tree_follows_a_bcolz_append") else {
-        return;
-    };
-    let dir = tempfile::tempdir().unwrap();
-    let src = dir.path().join("c.bcolz");
-    let make = "import sys, numpy as np, bcolz\n\
-        c = bcolz.carray(np.arange(30000, dtype=np.float64), rootdir=sys.argv[1], mode='w', \
-        chunklen=10000)\n\
-        c.flush()\n";
-    run_python(&py, &["-c", make, src.to_str().unwrap()]);
-    let t = Tree::from_source(&src, ro()).unwrap();
-    assert_eq!(json(&t, "meta/sizes")["shape"], serde_json::json!([30000]));
-    let append = "import sys, numpy as np, bcolz\n\
-        c = bcolz.open(sys.argv[1], mode='a')\n\
-        c.append(np.arange(20000, dtype=np.float64) + 0.5)\n\
-        c.flush()\n";
-    run_python(&py, &["-c", append, src.to_str().unwrap()]);
-    assert!(t.follow_source());
-    assert_eq!(json(&t, "meta/sizes")["shape"], serde_json::json!([50000]));
-    let npy = read_path(&t, "array.npy");
-    let data = &npy[npy.len() - 50000 * 8..];
-    let v = |i: usize| f64::from_le_bytes(data[i * 8..i * 8 + 8].try_into().unwrap());
-    assert_eq!((v(29999), v(30000), v(49999)), (29999.0, 0.5, 19999.5));
-    assert_eq!(read_path(&t, "data/00000004.bin").len(), 10000 * 8);
 }
 
 /// A source that is not a container for a while (truncated to garbage by another program):

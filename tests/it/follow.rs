@@ -1,0 +1,203 @@
+//! Issue 12, what another writer changed, exactly: after python-blosc2 or bcolz changes a
+//! source the tree serves, the chunks whose bytes did not change are served from the cache
+//! without a decode, the changed ones show their new bytes, and only their chunk files (and
+//! the generated files) are invalidated in the kernel; collections and ctable attributes are
+//! followed too; a resized b2nd shows its new shape while a descriptor opened before keeps
+//! its version.
+
+use std::path::Path;
+use std::time::Duration;
+
+use b2fs::tree::{Invalidation, Tree};
+
+use crate::consistency::{ino_of, json, py_chunk, read_path, ro};
+use crate::support::{python, run_python};
+
+/// Decodes the tree did so far: whole chunks, blocks and pages loaded into its caches.
+fn decodes(t: &Tree) -> u64 {
+    t.cache_stats().loads + t.block_cache_stats().loads + t.page_cache_stats().loads
+}
+
+/// All of file `path` (a chunk file of at most 1 MiB), read through one descriptor: its second
+/// half, then its first. Reads larger than a range decode's decode the chunk whole; not
+/// starting at 0 keeps it out of the scan policy that recycles a chunk streamed once, so the
+/// chunk stays cached.
+fn read_whole(t: &Tree, path: &str) -> Vec<u8> {
+    let ino = ino_of(t, path);
+    let len = t.getattr(ino).unwrap().size;
+    let fh = t.open(ino, libc::O_RDONLY).unwrap();
+    let half = len / 2;
+    let tail = t.read(ino, fh, half, 1 << 20).unwrap().to_vec();
+    let mut out = t.read(ino, fh, 0, half as u32).unwrap().to_vec();
+    out.extend_from_slice(&tail);
+    assert_eq!(out.len() as u64, len);
+    t.release(fh).unwrap();
+    out
+}
+
+fn chunk(i: usize) -> String {
+    format!("data/{i:08}.bin")
+}
+
+/// Reads every chunk file whole (caching all of them); returns their bytes.
+fn read_all(t: &Tree, n: usize) -> Vec<Vec<u8>> {
+    (0..n).map(|i| read_whole(t, &chunk(i))).collect()
+}
+
+/// After another writer changed chunks `changed` of a source the tree had wholly cached
+/// (`before`: its chunks then, `now`: the reference library's chunks now), and the tree
+/// noticed: the kernel is told to forget exactly those chunk files (and the generated
+/// files), and reads of the other chunks return their bytes without any decode, while the
+/// changed ones decode once each and return the new bytes.
+fn check_exact(t: &Tree, before: &[Vec<u8>], now: &[Vec<u8>], changed: &[usize]) {
+    let sent = t.follower().wait(Duration::ZERO);
+    let sizes = ino_of(t, "meta/sizes");
+    assert!(sent.contains(&Invalidation::Inode(sizes)), "{sent:?}");
+    for i in 0..now.len() {
+        let ino = Invalidation::Inode(ino_of(t, &chunk(i)));
+        let gone = changed.contains(&i) || i >= before.len();
+        assert_eq!(sent.contains(&ino), gone, "chunk {i}: {sent:?}");
+    }
+    let d = decodes(t);
+    for i in (0..now.len()).filter(|i| !changed.contains(i) && *i < before.len()) {
+        assert_eq!(read_whole(t, &chunk(i)), before[i], "chunk {i} kept");
+        assert_eq!(before[i], now[i], "chunk {i} unchanged for the reference");
+        assert!(
+            t.keep_cache(ino_of(t, &chunk(i))),
+            "chunk {i}: kernel cache kept"
+        );
+    }
+    assert_eq!(decodes(t), d, "unchanged chunks were decoded again");
+    for &i in changed {
+        assert!(
+            !t.keep_cache(ino_of(t, &chunk(i))),
+            "chunk {i}: kernel cache dropped"
+        );
+        let got = read_whole(t, &chunk(i));
+        assert_eq!(got, now[i], "chunk {i} shows the new bytes");
+        if i < before.len() {
+            assert_ne!(got, before[i], "chunk {i} changed");
+        }
+    }
+    assert_eq!(
+        decodes(t),
+        d + changed.len() as u64,
+        "one decode per changed chunk"
+    );
+}
+
+/// A frame of 6 chunks of 100,000 random uint32 (incompressible: every chunk has the same
+/// compressed size) but chunk 5, all zeros, made by python-blosc2; `contiguous` or sparse.
+fn random_frame(py: &Path, path: &Path, contiguous: bool) {
+    let code = "import sys, numpy as np, blosc2\n\
+        d = np.random.default_rng(1).integers(0, 2**32, 600000, dtype=np.uint32)\n\
+        d[500000:] = 0\n\
+        blosc2.SChunk(chunksize=400000, data=d, urlpath=sys.argv[1], \
+        contiguous=sys.argv[2] == '1', mode='w', cparams={'typesize': 4})\n";
+    let flag = if contiguous { "1" } else { "0" };
+    run_python(py, &["-c", code, path.to_str().unwrap(), flag]);
+}
+
+/// python-blosc2 `update_chunk` of chunk 3 with other random data of the same compressed
+/// size (so it keeps its size and, in a contiguous frame, its offset); prints both sizes.
+const UPDATE_3: &str = "import sys, numpy as np, blosc2\n\
+    s = blosc2.open(sys.argv[1], mode='a')\n\
+    old = len(s.get_chunk(3))\n\
+    d = np.random.default_rng(2).integers(0, 2**32, 100000, dtype=np.uint32)\n\
+    s.update_chunk(3, blosc2.compress2(d.tobytes(), typesize=4))\n\
+    print(old, len(blosc2.open(sys.argv[1]).get_chunk(3)))\n";
+
+fn update_middle_chunk(contiguous: bool, test: &str) {
+    let Some(py) = python(test) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join(if contiguous {
+        "f.b2frame"
+    } else {
+        "f.b2frame.d"
+    });
+    random_frame(&py, &src, contiguous);
+    let t = Tree::from_source(&src, ro()).unwrap();
+    let before = read_all(&t, 6);
+    for (i, b) in before.iter().enumerate() {
+        assert_eq!(*b, py_chunk(&py, &src, i));
+    }
+    let d = decodes(&t);
+    assert_eq!(read_all(&t, 6), before);
+    assert_eq!(decodes(&t), d, "all cached");
+    let out = run_python(&py, &["-c", UPDATE_3, src.to_str().unwrap()]);
+    let sizes: Vec<u64> = String::from_utf8_lossy(&out)
+        .split_whitespace()
+        .map(|v| v.parse().unwrap())
+        .collect();
+    assert_eq!(
+        sizes[0], sizes[1],
+        "the updated chunk keeps its compressed size"
+    );
+    assert!(t.follow_source(), "the change was not noticed");
+    let now: Vec<Vec<u8>> = (0..6).map(|i| py_chunk(&py, &src, i)).collect();
+    check_exact(&t, &before, &now, &[3]);
+    assert!(!t.follow_source(), "nothing changed since");
+}
+
+/// python-blosc2 updates the middle chunk of a contiguous frame (rewriting the file in place
+/// from that chunk on): only that chunk is decoded again and invalidated.
+#[test]
+fn consistency_follow_update_of_a_middle_chunk_keeps_the_others_cached() {
+    update_middle_chunk(
+        true,
+        "consistency_follow_update_of_a_middle_chunk_keeps_the_others_cached",
+    );
+}
+
+/// The same for a sparse frame (one file per chunk).
+#[test]
+fn consistency_follow_sparse_update_keeps_the_other_chunks_cached() {
+    update_middle_chunk(
+        false,
+        "consistency_follow_sparse_update_keeps_the_other_chunks_cached",
+    );
+}
+
+/// bcolz appends to a carray whose last chunk was partial: the full chunks before it are
+/// served from the cache without a decode; the rewritten last chunk and the new ones show
+/// bcolz's rows.
+#[test]
+fn consistency_follow_bcolz_append_keeps_the_full_chunks_cached() {
+    let Some(py) = python("consistency_follow_bcolz_append_keeps_the_full_chunks_cached") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("c.bcolz");
+    let make = "import sys, numpy as np, bcolz\n\
+        c = bcolz.carray(np.arange(35000, dtype=np.float64), rootdir=sys.argv[1], mode='w', \
+        chunklen=10000)\n\
+        c.flush()\n";
+    run_python(&py, &["-c", make, src.to_str().unwrap()]);
+    let t = Tree::from_source(&src, ro()).unwrap();
+    let before = read_all(&t, 4);
+    assert_eq!(before[3].len(), 5000 * 8);
+    let append = "import sys, numpy as np, bcolz\n\
+        c = bcolz.open(sys.argv[1], mode='a')\n\
+        c.append(np.arange(20000, dtype=np.float64) + 0.5)\n\
+        c.flush()\n";
+    run_python(&py, &["-c", append, src.to_str().unwrap()]);
+    assert!(t.follow_source());
+    assert_eq!(json(&t, "meta/sizes")["shape"], serde_json::json!([55000]));
+    // What bcolz reads now, chunk by chunk (10,000 rows; the last one partial).
+    let read = "import sys, bcolz\n\
+        c = bcolz.open(sys.argv[1])\n\
+        sys.stdout.buffer.write(c[:].tobytes())\n";
+    let all = run_python(&py, &["-c", read, src.to_str().unwrap()]);
+    let now: Vec<Vec<u8>> = all.chunks(10000 * 8).map(<[u8]>::to_vec).collect();
+    assert_eq!(now.len(), 6);
+    check_exact(&t, &before, &now, &[3, 4, 5]);
+    assert_eq!(all.len(), 55000 * 8);
+    let npy = read_path(&t, "array.npy");
+    assert_eq!(
+        &npy[npy.len() - all.len()..],
+        &all[..],
+        "array.npy holds bcolz's rows"
+    );
+}
