@@ -79,6 +79,7 @@ mod follow;
 mod handle;
 pub mod inode;
 pub mod layout;
+mod members;
 mod names;
 mod npy;
 mod read;
@@ -86,6 +87,7 @@ mod scratch;
 pub mod view;
 pub mod xattr;
 
+use std::borrow::Cow;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -294,6 +296,7 @@ impl Tree {
             ..
         } = layout;
         let nchunks: Vec<usize> = stores.iter().map(|s| s.nchunks()).collect();
+        let outer = follow::outer_files(table.as_deref(), collection.as_ref());
         let inodes = if collection.is_some() {
             Inodes::growing()
         } else {
@@ -326,7 +329,7 @@ impl Tree {
             kcache: Mutex::new(KernelCache::default()),
             committer: Mutex::new(Committer::new()),
             events: events::EventLog::default(),
-            follow: Arc::default(),
+            follow: Arc::new(follow::Follow::watching(outer)),
         }
     }
 
@@ -389,13 +392,14 @@ impl Tree {
     ///
     /// # Errors
     /// [`TreeError::Unavailable`] (EIO) for a directory whose content cannot be shown.
-    fn children<'a>(&'a self, ino: u64, node: &'a Node) -> Result<&'a [u64], TreeError> {
+    fn children<'a>(&'a self, ino: u64, node: &'a Node) -> Result<Cow<'a, [u64]>, TreeError> {
         match &node.kind {
             NodeKind::Dir {
                 error: Some(why), ..
             } => Err(TreeError::Unavailable(why.to_string())),
-            NodeKind::Dir { children, .. } => Ok(children),
-            NodeKind::Leaf(lazy) => self.leaf_children(ino, lazy),
+            NodeKind::Dir { children, .. } => Ok(self.members_of(ino, children)),
+            NodeKind::Leaf(_) if self.member_gone(ino) => Err(TreeError::NotFound),
+            NodeKind::Leaf(lazy) => self.leaf_children(ino, lazy).map(Cow::Borrowed),
             NodeKind::File(_) => Err(TreeError::NotADirectory(ino)),
         }
     }

@@ -173,6 +173,12 @@ impl LiveArray {
         now != *self.seen.lock()
     }
 
+    /// Takes the watched files as they are now as seen, without reloading: the source is
+    /// gone from a collection, and its version stays as it is.
+    pub fn settle(&self) {
+        *self.seen.lock() = fingerprint(&self.get());
+    }
+
     /// The array as it is now.
     pub fn get(&self) -> Arc<Array> {
         self.snap.read().array().clone()

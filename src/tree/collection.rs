@@ -40,11 +40,11 @@ use crate::reader::ArrayId;
 /// A collection leaf's directory before and after its first access.
 #[derive(Debug)]
 pub struct LazyLeaf {
-    leaf: Arc<Leaf>,
+    pub(super) leaf: Arc<Leaf>,
     /// A leaf of the mounted collection itself (its edits commit), not of a nested store.
-    top: bool,
+    pub(super) top: bool,
     /// Its children once laid out, or why it cannot be shown.
-    built: OnceLock<Result<Vec<u64>, Arc<str>>>,
+    pub(super) built: OnceLock<Result<Vec<u64>, Arc<str>>>,
 }
 
 /// The layout of `collection`.
@@ -63,7 +63,7 @@ pub fn layout(collection: Collection) -> Result<Layout, ContainerError> {
 /// Adds group `g`'s `__attrs__` and children under directory `dir`; `top`: the cell of the
 /// mounted collection when `g` is one of its groups (not of a nested store): its leaves and
 /// attributes commit, and are looked up in the collection as it is when first accessed.
-fn add_group(
+pub(super) fn add_group(
     layout: &mut Layout,
     dir: u64,
     g: &Group,
@@ -147,6 +147,20 @@ fn lay_out_leaf(
             view::add_array_as(sub, at, array, how)
         }
         Container::Table(table) => view::add_table(sub, at, table, false),
+    }
+}
+
+/// The collection at `path` opened again (after a commit, or another writer's change).
+///
+/// # Errors
+/// When it cannot be opened, or no longer opens as a collection.
+pub(super) fn reopen(path: &std::path::Path) -> Result<Arc<Collection>, ContainerError> {
+    match store::open_any(path)? {
+        Opened::Collection(c) => Ok(Arc::new(c)),
+        Opened::Single(_) => Err(ContainerError::Changed {
+            path: path.to_path_buf(),
+            why: "it no longer opens as a collection".into(),
+        }),
     }
 }
 
@@ -270,15 +284,7 @@ impl Tree {
             return Ok(());
         };
         let path = cell.read().path().to_path_buf();
-        let fresh = match store::open_any(&path)? {
-            Opened::Collection(c) => c,
-            Opened::Single(_) => {
-                return Err(ContainerError::Changed {
-                    path,
-                    why: "it no longer opens as a collection".into(),
-                });
-            }
-        };
+        let fresh = reopen(&path)?;
         for (a, live) in self.live.iter().enumerate() {
             let Some(live) = live else { continue };
             let Some(key) = live.leaf_key() else { continue };
@@ -302,7 +308,9 @@ impl Tree {
             live.replace(array, change.of(ArrayId(a as u32)));
             self.rerender_sizes(ArrayId(a as u32));
         }
-        *cell.write() = Arc::new(fresh);
+        *cell.write() = fresh;
+        // The mount's own commit changed the watched files: not another writer.
+        self.settle_outer(None);
         Ok(())
     }
 }

@@ -395,6 +395,9 @@ impl Tree {
         }
         // The file shows what was written (not a re-rendering of it).
         stored.set(a.data.clone());
+        if matches!(owner, AttrsOwner::Table(_)) {
+            self.settle_outer(None); // the ctable's root `__attrs__`, written by the mount
+        }
         let mut edits = self.edits.lock();
         if let Some(now) = edits.attrs.get_mut(&ino) {
             now.stored = a.data.clone();
@@ -413,8 +416,7 @@ impl Tree {
     pub(crate) fn refresh(&self, change: Refreshed<'_>) -> Result<(), ContainerError> {
         let foreign = matches!(change, Refreshed::Foreign);
         if foreign {
-            let mut k = self.kcache.lock();
-            k.stale.extend(1..=self.nodes.len() as u64);
+            self.generated_stale();
         }
         for (a, live) in self.live.iter().enumerate() {
             let Some(live) = live else { continue };
@@ -433,9 +435,16 @@ impl Tree {
         Ok(())
     }
 
+    /// After another writer: the kernel's pages of every directory and generated file are
+    /// not kept at their next open.
+    pub(crate) fn generated_stale(&self) {
+        let mut k = self.kcache.lock();
+        k.stale.extend(1..=self.nodes.len() as u64);
+    }
+
     /// After another writer: the kernel's pages of the chunk files of `array` whose stamps
     /// changed from `old` to `new` are not kept at their next open.
-    fn kernel_drops(&self, array: ArrayId, old: &Snapshot, new: &Snapshot) {
+    pub(crate) fn kernel_drops(&self, array: ArrayId, old: &Snapshot, new: &Snapshot) {
         let n = old.nchunks().max(new.nchunks());
         let mut k = self.kcache.lock();
         if n > super::follow::MAX_CHUNK_INVALIDATIONS {

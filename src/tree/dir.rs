@@ -4,6 +4,8 @@
 //! offset a previous call returned is exact whatever buffer size the caller had. A data
 //! directory's entries are computed from the array's chunk count, never allocated.
 
+use std::borrow::Cow;
+
 use super::Tree;
 use super::attr::{DirEntry, EntryKind};
 use super::layout::NodeKind;
@@ -30,7 +32,7 @@ pub struct ReadDir<'a> {
     pub(crate) tree: &'a Tree,
     pub(crate) ino: u64,
     pub(crate) parent: u64,
-    pub(crate) children: &'a [u64],
+    pub(crate) children: Cow<'a, [u64]>,
     pub(crate) data: Option<ArrayId>,
     pub(crate) pos: u64,
     pub(crate) len: u64,

@@ -24,18 +24,22 @@
 //!   ESTALE (then reloads, so a retry applies to what is stored now), as before issue 12.
 //! - **Kernel notifications are sent by the adapter's thread**, never from a FUSE request
 //!   (an entry invalidation waits for the directory lock a lookup in flight holds).
-//! - Collections (stores, directories of sources) and a ctable's root `__attrs__` are not
-//!   followed.
+//! - **Beyond the arrays**: a ctable's root `__attrs__`, and a collection's membership and
+//!   group attributes (`members.rs`), are watched as [`outer_files`].
 
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use parking_lot::{Condvar, Mutex};
+use parking_lot::{Condvar, Mutex, RwLock};
 
 use super::commit::{Refreshed, changed};
-use super::layout::{AttrsOwner, FileKind, NodeKind};
+use super::layout::{AttrsOwner, CollectionCell, FileKind, NodeKind, ROOT_INO};
+use super::members::{self, Members};
 use super::{Entry, Tree, chunk_name, display_chain, view};
+use crate::container::{Container, FileState};
 use crate::reader::{ArrayId, ChunkStore, Snapshot};
 
 /// Lookups check the source at most this often (an open always checks).
@@ -59,8 +63,34 @@ pub enum Invalidation {
     },
 }
 
-/// The follower's shared state: invalidations waiting to be sent, and whether the last
-/// reload failed.
+/// The files whose `stat` shows a change no array watches: a ctable's root `__attrs__`; a
+/// collection's zip file, or its directories and `embed.b2e` (`members.rs`).
+pub(crate) fn outer_files(
+    table: Option<&Path>,
+    collection: Option<&CollectionCell>,
+) -> Vec<PathBuf> {
+    match (table, collection) {
+        (Some(t), _) => vec![t.join("__attrs__")],
+        (None, Some(c)) => members::watched(&c.read()),
+        (None, None) => Vec::new(),
+    }
+}
+
+/// [`outer_files`] and their state when the tree last read them.
+#[derive(Debug, Default)]
+struct Outer {
+    files: Vec<PathBuf>,
+    seen: Vec<Option<FileState>>,
+}
+
+impl Outer {
+    fn now(&self) -> Vec<Option<FileState>> {
+        self.files.iter().map(|f| FileState::stat(f)).collect()
+    }
+}
+
+/// The follower's shared state: invalidations waiting to be sent, whether the last reload
+/// failed, the files watched beyond the arrays, and a collection's member changes.
 #[derive(Debug, Default)]
 pub struct Follow {
     pending: Mutex<Vec<Invalidation>>,
@@ -68,9 +98,28 @@ pub struct Follow {
     broken: AtomicBool,
     last_try: Mutex<Option<Instant>>,
     last_lookup_check: Mutex<Option<Instant>>,
+    outer: Mutex<Outer>,
+    pub(crate) members: RwLock<Members>,
 }
 
 impl Follow {
+    /// Watching `files` beyond the arrays ([`outer_files`]), as they are now.
+    pub(crate) fn watching(files: Vec<PathBuf>) -> Follow {
+        let outer = Outer {
+            seen: files.iter().map(|f| FileState::stat(f)).collect(),
+            files,
+        };
+        Follow {
+            outer: Mutex::new(outer),
+            ..Follow::default()
+        }
+    }
+
+    fn outer_changed(&self) -> bool {
+        let o = self.outer.lock();
+        o.now() != o.seen
+    }
+
     /// The invalidations to send now, waiting up to `timeout` for some.
     pub fn wait(&self, timeout: Duration) -> Vec<Invalidation> {
         let mut p = self.pending.lock();
@@ -138,7 +187,7 @@ impl Tree {
     }
 
     fn follow(&self, arrays: &[ArrayId]) -> bool {
-        if self.collection.is_some() || !self.changed(arrays) {
+        if !self.follow.outer_changed() && !self.changed(arrays) {
             return false;
         }
         if self.follow.broken.load(Ordering::Relaxed) {
@@ -153,30 +202,42 @@ impl Tree {
         }
         // Serialised with commits: a commit of the mount's own edit also changes the files.
         let _committer = self.committer.lock();
-        if !self.changed(arrays) || self.has_pending_edits() {
+        if (!self.follow.outer_changed() && !self.changed(arrays)) || self.has_pending_edits() {
             return false;
         }
         let old = self.snapshots();
         let source = self.source_name();
-        if let Err(e) = self.refresh(Refreshed::Foreign) {
-            if !self.follow.broken.swap(true, Ordering::Relaxed) {
-                log::warn!(
-                    "{source}: changed on disk and cannot be read now: {}; serving what is \
+        // Taken before the reload: a change while it runs shows at the next look.
+        let seen = self.follow.outer.lock().now();
+        let reloaded = match &self.collection {
+            Some(_) => self.refresh_members(),
+            None => self.refresh(Refreshed::Foreign).map(|()| Vec::new()),
+        };
+        let entries = match reloaded {
+            Ok(entries) => entries,
+            Err(e) => {
+                if !self.follow.broken.swap(true, Ordering::Relaxed) {
+                    log::warn!(
+                        "{source}: changed on disk and cannot be read now: {}; serving what is \
                      cached (other reads fail with EIO) until it opens again",
-                    display_chain(&e)
-                );
+                        display_chain(&e)
+                    );
+                }
+                // What did reload shows: the kernel must forget what it cached of it.
+                self.follow.push(self.invalidations(&old, true));
+                return false;
             }
-            // What did reload shows: the kernel must forget what it cached of it.
-            self.follow.push(self.invalidations(&old, true));
-            return false;
-        }
+        };
+        self.settle_outer(Some(seen));
         if self.follow.broken.swap(false, Ordering::Relaxed) {
             log::warn!("{source}: readable again: reloaded");
         } else {
             log::info!("{source}: changed by another writer: reloaded");
         }
         self.rerender_attrs();
-        self.follow.push(self.invalidations(&old, false));
+        let mut inv = self.invalidations(&old, false);
+        inv.extend(entries);
+        self.follow.push(inv);
         true
     }
 
@@ -196,22 +257,59 @@ impl Tree {
             .collect()
     }
 
+    /// Takes the [`outer_files`] (listed again: a collection may have new groups) as seen,
+    /// with the states `seen` taken before a reload, or as they are now (`None`: after the
+    /// mount's own commit).
+    pub(crate) fn settle_outer(&self, seen: Option<Vec<Option<FileState>>>) {
+        let files = outer_files(self.table.as_deref(), self.collection.as_ref());
+        let mut o = self.follow.outer.lock();
+        let before: HashMap<PathBuf, Option<FileState>> = match seen {
+            Some(seen) => o.files.iter().cloned().zip(seen).collect(),
+            None => HashMap::new(),
+        };
+        o.seen = files
+            .iter()
+            .map(|f| before.get(f).copied().unwrap_or_else(|| FileState::stat(f)))
+            .collect();
+        o.files = files;
+    }
+
     /// The source path for log lines.
     fn source_name(&self) -> String {
         let first = self.live.iter().flatten().next();
-        match (&self.table, first) {
-            (Some(t), _) => t.display().to_string(),
-            (None, Some(l)) => l.path().display().to_string(),
-            (None, None) => "source".into(),
+        match (&self.table, &self.collection_path, first) {
+            (Some(t), _, _) => t.display().to_string(),
+            (None, Some(c), _) => c.display().to_string(),
+            (None, None, Some(l)) => l.path().display().to_string(),
+            (None, None, None) => "source".into(),
         }
     }
 
-    /// Renders the `__attrs__` of every array again from its reloaded source.
+    /// Renders the `__attrs__` of every array, of the ctable and of every group again from
+    /// the reloaded source.
     fn rerender_attrs(&self) {
+        let table = self
+            .table
+            .as_ref()
+            .and_then(|t| match crate::container::open(t) {
+                Ok(Container::Table(t)) => Some(view::json_file(&t.attrs)),
+                _ => None,
+            });
         for node in self.nodes.iter() {
-            if let NodeKind::File(FileKind::Attrs(AttrsOwner::Array(a), stored)) = &node.kind {
-                if let Some(live) = self.live.get(a.index()).and_then(Option::as_ref) {
-                    stored.set(view::json_file(live.get().attrs()));
+            let NodeKind::File(FileKind::Attrs(owner, stored)) = &node.kind else {
+                continue;
+            };
+            match owner {
+                AttrsOwner::Array(a) => {
+                    if let Some(live) = self.live.get(a.index()).and_then(Option::as_ref) {
+                        stored.set(view::json_file(live.get().attrs()));
+                    }
+                }
+                AttrsOwner::Group(_) => stored.rerender(),
+                AttrsOwner::Table(_) | AttrsOwner::ReadOnly => {
+                    if let Some(t) = table.as_ref().filter(|_| node.parent == ROOT_INO) {
+                        stored.set(t.clone());
+                    }
                 }
             }
         }

@@ -122,6 +122,13 @@ impl Generated {
     pub fn set(&self, bytes: Vec<u8>) {
         *self.now.write() = Some(bytes.into());
     }
+
+    /// Renders lazy content again when next asked for (what it describes changed on disk).
+    pub fn rerender(&self) {
+        if self.render.is_some() {
+            *self.now.write() = None;
+        }
+    }
 }
 
 /// A value replaced as a whole when what it describes changes (a commit); readers keep the

@@ -9,8 +9,9 @@ use std::path::Path;
 use std::time::Duration;
 
 use b2fs::tree::{Invalidation, Tree};
+use serde_json::Value;
 
-use crate::consistency::{ino_of, json, py_chunk, read_path, ro};
+use crate::consistency::{ino_of, json, py_chunk, read_fh, read_path, ro};
 use crate::support::{python, run_python};
 
 /// Decodes the tree did so far: whole chunks, blocks and pages loaded into its caches.
@@ -60,8 +61,8 @@ fn check_exact(t: &Tree, before: &[Vec<u8>], now: &[Vec<u8>], changed: &[usize])
     }
     let d = decodes(t);
     for i in (0..now.len()).filter(|i| !changed.contains(i) && *i < before.len()) {
-        assert_eq!(read_whole(t, &chunk(i)), before[i], "chunk {i} kept");
-        assert_eq!(before[i], now[i], "chunk {i} unchanged for the reference");
+        assert!(read_whole(t, &chunk(i)) == before[i], "chunk {i} kept");
+        assert!(before[i] == now[i], "chunk {i} unchanged for the reference");
         assert!(
             t.keep_cache(ino_of(t, &chunk(i))),
             "chunk {i}: kernel cache kept"
@@ -74,9 +75,9 @@ fn check_exact(t: &Tree, before: &[Vec<u8>], now: &[Vec<u8>], changed: &[usize])
             "chunk {i}: kernel cache dropped"
         );
         let got = read_whole(t, &chunk(i));
-        assert_eq!(got, now[i], "chunk {i} shows the new bytes");
+        assert!(got == now[i], "chunk {i} shows the new bytes");
         if i < before.len() {
-            assert_ne!(got, before[i], "chunk {i} changed");
+            assert!(got != before[i], "chunk {i} changed");
         }
     }
     assert_eq!(
@@ -121,10 +122,10 @@ fn update_middle_chunk(contiguous: bool, test: &str) {
     let t = Tree::from_source(&src, ro()).unwrap();
     let before = read_all(&t, 6);
     for (i, b) in before.iter().enumerate() {
-        assert_eq!(*b, py_chunk(&py, &src, i));
+        assert!(*b == py_chunk(&py, &src, i), "chunk {i}");
     }
     let d = decodes(&t);
-    assert_eq!(read_all(&t, 6), before);
+    assert!(read_all(&t, 6) == before);
     assert_eq!(decodes(&t), d, "all cached");
     let out = run_python(&py, &["-c", UPDATE_3, src.to_str().unwrap()]);
     let sizes: Vec<u64> = String::from_utf8_lossy(&out)
@@ -199,5 +200,109 @@ fn consistency_follow_bcolz_append_keeps_the_full_chunks_cached() {
         &npy[npy.len() - all.len()..],
         &all[..],
         "array.npy holds bcolz's rows"
+    );
+}
+
+/// Whether numpy loads `npy` (the bytes of an `array.npy`) as the array the python
+/// expression `want` gives (`arg` is `sys.argv[2]`; `np` and `blosc2` are imported): same
+/// shape, dtype and values.
+pub(crate) fn npy_is(py: &Path, npy: &[u8], want: &str, arg: &Path) -> bool {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out.npy");
+    std::fs::write(&out, npy).unwrap();
+    let code = format!(
+        "import sys, numpy as np, blosc2\n\
+         got, want = np.load(sys.argv[1]), {want}\n\
+         print(got.shape == want.shape and got.dtype == want.dtype and (got == want).all())\n"
+    );
+    let said = run_python(
+        py,
+        &["-c", &code, out.to_str().unwrap(), arg.to_str().unwrap()],
+    );
+    String::from_utf8_lossy(&said).trim() == "True"
+}
+
+/// Whether the tree's `array.npy` is what python-blosc2 reads of the b2nd at `src`.
+fn npy_matches(py: &Path, t: &Tree, src: &Path) -> bool {
+    let want = "blosc2.open(sys.argv[2])[:]";
+    npy_is(py, &read_path(t, "array.npy"), want, src)
+}
+
+/// Chunk files listed in `data/`.
+fn listed(t: &Tree) -> usize {
+    let data = ino_of(t, "data");
+    t.readdir(data, 0).unwrap().count() - 2
+}
+
+/// python-blosc2 `resize` of a mounted b2nd, growing then shrinking: `meta/sizes`, the chunk
+/// listing and `array.npy` follow (numpy loads the same array python-blosc2 reads); a
+/// descriptor of `meta/sizes` opened before keeps its version exactly, one of `array.npy`
+/// (having read its first bytes) reads its old bytes or fails with EIO (python-blosc2 rewrites
+/// the file in place), never bytes of the new shape.
+fn resize(test: &str, shape: &str, chunks: &str, grow: &str, shrink: &str) {
+    let Some(py) = python(test) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("a.b2nd");
+    let make = "import sys, json, numpy as np, blosc2\n\
+        shape = tuple(json.loads(sys.argv[2])); chunks = tuple(json.loads(sys.argv[3]))\n\
+        d = np.arange(int(np.prod(shape)), dtype=np.int32).reshape(shape)\n\
+        blosc2.asarray(d, urlpath=sys.argv[1], mode='w', chunks=chunks)\n";
+    run_python(&py, &["-c", make, src.to_str().unwrap(), shape, chunks]);
+    let resize = "import sys, json, blosc2\n\
+        a = blosc2.open(sys.argv[1], mode='a')\n\
+        a.resize(tuple(json.loads(sys.argv[2])))\n\
+        print(a.schunk.nchunks)\n";
+    let t = Tree::from_source(&src, ro()).unwrap();
+    assert!(npy_matches(&py, &t, &src));
+    for new in [grow, shrink] {
+        let sizes = ino_of(&t, "meta/sizes");
+        let npy = ino_of(&t, "array.npy");
+        let old_sizes = read_path(&t, "meta/sizes");
+        let old_npy = read_path(&t, "array.npy");
+        let sizes_fh = t.open(sizes, libc::O_RDONLY).unwrap();
+        let npy_fh = t.open(npy, libc::O_RDONLY).unwrap();
+        // A descriptor that read nothing before its version went reads the newest one.
+        let head = t.read(npy, npy_fh, 0, 4096).unwrap().to_vec();
+        assert!(old_npy.starts_with(&head));
+        let said = run_python(&py, &["-c", resize, src.to_str().unwrap(), new]);
+        let nchunks: usize = String::from_utf8_lossy(&said).trim().parse().unwrap();
+        assert!(t.follow_source(), "resize to {new} not noticed");
+        let want: Value = serde_json::from_str(new).unwrap();
+        assert_eq!(json(&t, "meta/sizes")["shape"], want);
+        assert_eq!(json(&t, "meta/sizes")["nchunks"], nchunks);
+        assert_eq!(listed(&t), nchunks);
+        assert!(npy_matches(&py, &t, &src), "array.npy after {new}");
+        // Descriptors opened before.
+        assert_eq!(read_fh(&t, sizes, sizes_fh).unwrap(), old_sizes);
+        match read_fh(&t, npy, npy_fh) {
+            Ok(b) => assert!(b == old_npy, "array.npy opened before {new}: other bytes"),
+            Err(e) => assert_eq!(e.errno(), libc::EIO),
+        }
+        t.release(sizes_fh).unwrap();
+        t.release(npy_fh).unwrap();
+    }
+}
+
+#[test]
+fn consistency_follow_resize_1d() {
+    resize(
+        "consistency_follow_resize_1d",
+        "[100000]",
+        "[10000]",
+        "[155000]",
+        "[42000]",
+    );
+}
+
+#[test]
+fn consistency_follow_resize_2d() {
+    resize(
+        "consistency_follow_resize_2d",
+        "[300, 200]",
+        "[100, 100]",
+        "[400, 350]",
+        "[150, 100]",
     );
 }

@@ -11,7 +11,8 @@ mod crash; // SIGKILL of a read-write mount during commits: old or new chunks, f
 mod describe; // meta/storage names, named metalayers, xattrs and the event log, in process
 mod encoder; // our chunks round-trip and the reference libraries read them
 mod filters; // filters: SIMD vs scalar twins, known vectors, round trips
-mod follow; // issue 12: what another writer changed, exactly: chunks kept, collections, resize
+mod follow; // issue 12: what another writer changed, exactly: chunks kept, resize
+mod follow_store; // issue 12: collections and ctable attributes changed by other writers
 mod fuzz; // the fuzz corpora and regression inputs replayed through the fuzz entry functions
 mod hostile; // hostile sizes: clear errors with bounded heap (counting allocator) and time
 mod hostile_tree; // hostile sizes through the tree API and a mount: reads within the cache budget
