@@ -17,7 +17,9 @@
 //! - **Versions.** Every cache is keyed by [`ChunkKey`]: the chunk and its stamp in the store
 //!   version read ([`ChunkStore::stamp`]). A descriptor reads through the version it pinned
 //!   ([`ChunkReader::read_in`], [`Snapshot`], `version.rs`), so a commit or another writer
-//!   never gives it bytes of another version, and changed chunks never hit old copies.
+//!   never gives it bytes of another version, and changed chunks never hit old copies. After
+//!   another writer's change a chunk keeps its stamp only when its compressed bytes still
+//!   hash to the fingerprint taken when it was read whole (`prints.rs`).
 //! - **Invalidation races.** [`ChunkReader::forget`] drops blocks, then bumps a generation
 //!   counter, then drops pages and whole chunks, joining loads in flight; a small read that
 //!   cut pages from a block it got before the bump takes them back (`small.rs`). Dropping is

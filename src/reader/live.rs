@@ -1,6 +1,8 @@
 //! [`LiveArray`]: one array of the mount as it is now, swapped for the reopened array after
-//! every commit; and [`Committer`]: one commit of decoded chunk edits (compressed with the
-//! parameters the existing chunks use) or of attributes.
+//! every commit and every change another writer made (then the chunks whose compressed bytes
+//! still match their fingerprints, `prints.rs`, keep their stamps); and [`Committer`]: one
+//! commit of decoded chunk edits (compressed with the parameters the existing chunks use) or
+//! of attributes.
 //!
 //! Readers holding an old [`Snapshot`] keep reading that version (see `reader/version.rs`);
 //! readers that pin after the swap see the new one.

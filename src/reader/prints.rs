@@ -15,6 +15,11 @@
 //!   whole chunk: such chunks have no print and get new stamps after another writer's change
 //!   (their cached blocks are dropped).
 //! - **Bounded.** At most [`MAX_PRINTS`] per array, least recently decoded first out.
+//! - **Sources read without a check** (sparse frames, bcolz: one file per chunk, see
+//!   `version.rs`): a chunk file another writer rewrites in the second before the mount
+//!   notices may have blocks cached from its old bytes under the stamp whose print is then
+//!   taken from its new bytes; those blocks would be kept. Contiguous frames are checked at
+//!   every read, so their prints and cached copies always come from one version.
 
 use std::sync::Arc;
 
