@@ -62,10 +62,11 @@
 //! `scratch` before `kcache`; the `committer` is taken before any of them and held for a whole
 //! commit (a reload after another writer takes it too). `follow.rs`'s own locks are leaves.
 //! `Tree::entry` takes `edits` and `scratch` itself: never call it (or `getattr`,
-//! `lookup`) with either held. `grow` is taken only by `lookup`/`readdir` of a leaf directory
-//! not laid out yet, with no other lock held (the committer included: `lookup` and `readdir`
-//! are never called with it held), and held while that leaf opens; inside it only the
-//! appends of the [`AppendVec`]s lock. No lock is held across a decode except the
+//! `lookup`) with either held. `grow` is taken by `lookup`/`readdir` of a leaf directory not
+//! laid out yet, with no other lock held (the committer included: `lookup` and `readdir` are
+//! never called with it held), and held while that leaf opens; and by the reload of a
+//! collection another writer changed (`members.rs`), after the committer; inside it only the
+//! appends of the [`AppendVec`]s and `follow.rs`'s locks lock. No lock is held across a decode except the
 //! committer's.
 
 pub mod attr;
