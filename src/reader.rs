@@ -542,15 +542,23 @@ impl ChunkReader {
     /// never served from a copy of its old bytes. Pages are dropped after the blocks they are
     /// cut from, behind a generation bump (see `small.rs`).
     pub fn forget(&self, which: impl Fn(ChunkId) -> bool) {
+        self.forget_parts(&which);
+        for cache in [&self.core.cache, &self.core.compressed] {
+            cache.purge_where(|k| which(k.id));
+        }
+    }
+
+    /// Drops the decoded blocks and pages (small reads' caches) of the chunks `which`
+    /// selects, keeping whole chunks: after another writer's change, the parts of a chunk
+    /// whose stamp was kept (`prints.rs`) may come from reads older than its fingerprint on a
+    /// source whose reads are not checked (sparse frames, bcolz).
+    pub fn forget_parts(&self, which: impl Fn(ChunkId) -> bool) {
         let core = &self.core;
         core.block_sizes.lock().retain(|k, _| !which(k.id));
         core.blocks.purge_where(|(k, _)| which(k.id));
         core.page_gen
             .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         core.pages.purge_where(|(k, _)| which(k.id));
-        for cache in [&core.cache, &core.compressed] {
-            cache.purge_where(|k| which(k.id));
-        }
     }
 
     /// Counters of the chunk cache.

@@ -15,11 +15,12 @@
 //!   whole chunk: such chunks have no print and get new stamps after another writer's change
 //!   (their cached blocks are dropped).
 //! - **Bounded.** At most [`MAX_PRINTS`] per array, least recently decoded first out.
-//! - **Sources read without a check** (sparse frames, bcolz: one file per chunk, see
-//!   `version.rs`): a chunk file another writer rewrites in the second before the mount
-//!   notices may have blocks cached from its old bytes under the stamp whose print is then
-//!   taken from its new bytes; those blocks would be kept. Contiguous frames are checked at
-//!   every read, so their prints and cached copies always come from one version.
+//! - **What a kept stamp keeps.** Whole chunks (decoded, compressed) are cached by reads of
+//!   whole chunks, which take the print when it is missing: bytes that changed under one
+//!   stamp afterwards show as a print that no longer matches. Blocks and pages of small
+//!   reads may be older than the print on sources whose reads are not checked (sparse frames,
+//!   bcolz: a chunk file rewritten in the second before the mount noticed): the tree drops
+//!   them after every change by another writer ([`super::ChunkReader::forget_parts`]).
 
 use std::sync::Arc;
 

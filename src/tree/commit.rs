@@ -427,6 +427,7 @@ impl Tree {
             self.reader
                 .forget(|id| id.array == array && changed(&old, &new, id.index));
             if foreign {
+                self.reader.forget_parts(|id| id.array == array);
                 self.kernel_drops(array, &old, &new);
             }
             self.rerender_sizes(array);

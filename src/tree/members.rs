@@ -159,6 +159,7 @@ impl Tree {
         let now = live.snapshot();
         self.reader
             .forget(|id| id.array == array && super::commit::changed(&old, &now, id.index));
+        self.reader.forget_parts(|id| id.array == array);
         self.kernel_drops(array, &old, &now);
         self.rerender_sizes(array);
     }
