@@ -245,7 +245,8 @@ fn consistency_follow_ctable_root_attrs() {
 
 /// Through a real read-only mount of a `.b2d`: python-blosc2 changes a member and adds one;
 /// within about a second (no open needed for the listing) `ls` shows the new member and
-/// numpy reads both as python-blosc2 does.
+/// numpy reads both as python-blosc2 does; then it removes a member the kernel had looked
+/// up: within about a second it is gone from the listing and `stat` says ENOENT.
 #[test]
 fn consistency_mount_follows_a_b2d_store() {
     let Some(py) = fuse_and_python("consistency_mount_follows_a_b2d_store") else {
@@ -287,5 +288,15 @@ fn consistency_mount_follows_a_b2d_store() {
     ));
     let d = std::fs::read(m.path("d/array.npy")).unwrap();
     assert!(npy_is(&py, &d, &member("/d"), &src));
+    // A member the kernel has looked up (its entry cached) is removed.
+    assert!(m.path("a").is_dir());
+    let remove = "import sys, blosc2\n\
+        with blosc2.TreeStore(sys.argv[1], mode='a') as ts:\n\
+        \x20   del ts['/a']\n";
+    run_python(&py, &["-c", remove, src.to_str().unwrap()]);
+    std::thread::sleep(Duration::from_millis(1500));
+    assert_eq!(listed(&m.mp), ["__attrs__", "d", "g"]);
+    let gone = std::fs::metadata(m.path("a")).unwrap_err();
+    assert_eq!(gone.raw_os_error(), Some(libc::ENOENT));
     m.umount();
 }
