@@ -182,6 +182,11 @@ impl Tree {
         if let Some(r) = lazy.built.get() {
             return done(r);
         }
+        if lazy.top {
+            // The leaf is opened from the collection as the tree knows it: catch up with
+            // another writer first (a `.b2z` rewritten since moves every member).
+            self.follow_source();
+        }
         let _grow = self.grow.lock();
         if lazy.built.get().is_none() {
             let r = self.build_leaf(ino, lazy).map_err(|why| {
