@@ -25,7 +25,7 @@ use super::RemoteOptions;
 use super::cache::{Begin, ExtentCache, Flight};
 pub use super::client::RemoteStats;
 use super::client::{Client, Got, Pin, RemoteError, RemoteErrorKind};
-use crate::container::ByteSource;
+use crate::container::{ByteSource, ByteView};
 
 /// The head fetched at open.
 const HEAD_LEN: u64 = 64 << 10;
@@ -165,6 +165,7 @@ pub fn open(url: &str, opts: &RemoteOptions) -> Result<Arc<RemoteObject>, Remote
         t0.elapsed().as_secs_f64() * 1e3
     );
     let window_max = WINDOW_MAX.min(opts.cache_bytes as u64 / 4);
+    let (head_bytes, tail_bytes) = (head.bytes(), tail.bytes());
     Ok(Arc::new(RemoteObject {
         pin: Pin {
             etag: head.meta.e_tag.clone(),
@@ -172,8 +173,8 @@ pub fn open(url: &str, opts: &RemoteOptions) -> Result<Arc<RemoteObject>, Remote
         },
         len,
         mtime,
-        head: head.bytes,
-        tail: (tail.range.start, tail.bytes),
+        head: head_bytes,
+        tail: (tail.range.start, tail_bytes),
         extents: RwLock::new(Extents::default()),
         cache: Arc::new(ExtentCache::new(opts.cache_bytes)),
         window_max,
@@ -217,15 +218,27 @@ impl RemoteObject {
         RemoteError::new(e.kind, format!("{url}: {e}")).into_io()
     }
 
-    /// Starts a GET of `range` that completes each flight `(extent, flight)` with its slice
-    /// of the body. The task holds only the cache, never the object (whose runtime it runs on).
+    /// Starts a GET of `range` that completes each flight `(extent, flight)` (adjacent
+    /// extents covering the range, in order) with its own buffer of the cache's pool, filled
+    /// as the body arrives. The task holds only the cache, never the object (whose runtime
+    /// it runs on).
     fn spawn_fetch(&self, range: Range<u64>, flights: Vec<(Range<u64>, Arc<Flight>)>) {
-        let fut = self.client.get(GetRange::Bounded(range.clone()), &self.pin);
+        let lens = flights
+            .iter()
+            .map(|(r, _)| (r.end - r.start) as usize)
+            .collect();
+        let split = Some((lens, self.cache.pool()));
+        let fut = self.client.get_at(
+            self.client.path(),
+            GetRange::Bounded(range.clone()),
+            &self.pin,
+            split,
+        );
         let cache = Arc::clone(&self.cache);
         self.client.rt.spawn(async move {
             let got = fut.await.and_then(|g| {
                 if g.range == range {
-                    Ok(g.bytes)
+                    Ok(g.parts)
                 } else {
                     Err(RemoteError::new(
                         RemoteErrorKind::Protocol,
@@ -233,20 +246,17 @@ impl RemoteObject {
                     ))
                 }
             });
-            let merged = flights.len() > 1;
-            for (er, flight) in flights {
-                let r = got.as_ref().map_err(Clone::clone).map(|b| {
-                    let from = (er.start - range.start) as usize;
-                    let to = (er.end - range.start) as usize;
-                    // A slice would keep the whole merged body alive while any of its
-                    // extents is cached: copy, so the cache's byte count is what it holds.
-                    if merged {
-                        Bytes::copy_from_slice(&b[from..to])
-                    } else {
-                        b.slice(from..to)
+            match got {
+                Ok(parts) => {
+                    for ((er, flight), b) in flights.into_iter().zip(parts) {
+                        cache.finish(er.start, &flight, Ok(b));
                     }
-                });
-                cache.finish(er.start, &flight, r);
+                }
+                Err(e) => {
+                    for (er, flight) in flights {
+                        cache.finish(er.start, &flight, Err(e.clone()));
+                    }
+                }
             }
         });
     }
@@ -351,6 +361,37 @@ impl RemoteObject {
         }
     }
 
+    /// An EIO-class error once the object is known to have changed.
+    fn check_unchanged(&self) -> std::io::Result<()> {
+        if self.changed.load(Ordering::Relaxed) {
+            return Err(RemoteError::new(
+                RemoteErrorKind::Changed,
+                format!(
+                    "{}: the object changed since it was opened",
+                    self.client.url
+                ),
+            )
+            .into_io());
+        }
+        Ok(())
+    }
+
+    /// The `len` bytes at `offset` when they lie inside one chunk extent that fits the
+    /// cache: a view of the extent's buffer (cached, awaited, or fetched now).
+    fn cached_extent(&self, offset: u64, len: usize) -> std::io::Result<Option<Bytes>> {
+        let end = offset + len as u64;
+        let found = self.extents.read().find(offset);
+        let Some((i, r)) = found else {
+            return Ok(None);
+        };
+        if end > r.end || (r.end - r.start) as usize > self.cache.budget() {
+            return Ok(None);
+        }
+        let b = self.extent(i, r.clone())?;
+        let rel = (offset - r.start) as usize;
+        Ok((rel + len <= b.len()).then(|| b.slice(rel..rel + len)))
+    }
+
     /// One exact GET, waited for with a deadline, not cached.
     fn exact(&self, offset: u64, buf: &mut [u8]) -> std::io::Result<()> {
         let range = offset..offset + buf.len() as u64;
@@ -358,7 +399,7 @@ impl RemoteObject {
         let flight = Arc::new(Flight::default());
         let f2 = Arc::clone(&flight);
         self.client.rt.spawn(async move {
-            f2.complete(fut.await.map(|g| g.bytes));
+            f2.complete(fut.await.map(|g| g.bytes()));
         });
         let b = flight
             .wait(self.client.deadline + std::time::Duration::from_secs(1))
@@ -409,27 +450,27 @@ impl ByteSource for Shared {
 
     fn read_exact_at(&self, offset: u64, buf: &mut [u8]) -> std::io::Result<()> {
         let o = &self.0;
-        if o.changed.load(Ordering::Relaxed) {
-            return Err(RemoteError::new(
-                RemoteErrorKind::Changed,
-                format!("{}: the object changed since it was opened", o.client.url),
-            )
-            .into_io());
-        }
+        o.check_unchanged()?;
         if copy_from(buf, 0, offset, &o.head) || copy_from(buf, o.tail.0, offset, &o.tail.1) {
             return Ok(());
         }
-        let end = offset + buf.len() as u64;
-        let found = o.extents.read().find(offset);
-        if let Some((i, r)) = found {
-            if end <= r.end && (r.end - r.start) as usize <= o.cache.budget() {
-                let b = o.extent(i, r.clone())?;
-                if copy_from(buf, r.start, offset, &b) {
-                    return Ok(());
-                }
-            }
+        if let Some(b) = o.cached_extent(offset, buf.len())? {
+            buf.copy_from_slice(&b);
+            return Ok(());
         }
         o.exact(offset, buf)
+    }
+
+    fn view(&self, offset: u64, len: usize) -> Option<std::io::Result<ByteView>> {
+        let o = &self.0;
+        if let Err(e) = o.check_unchanged() {
+            return Some(Err(e));
+        }
+        match o.cached_extent(offset, len) {
+            Ok(Some(b)) => Some(Ok(Box::new(b))),
+            Ok(None) => None,
+            Err(e) => Some(Err(e)),
+        }
     }
 
     fn chunk_extents(&self, starts: Vec<u64>, end: u64) {

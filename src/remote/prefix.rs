@@ -23,7 +23,7 @@ use object_store::path::Path as StorePath;
 use super::RemoteOptions;
 use super::cache::{Begin, ExtentCache, Flight};
 use super::client::{Client, Pin, RemoteError, RemoteErrorKind, RemoteStats};
-use crate::container::{ByteSource, ByteTree};
+use crate::container::{ByteSource, ByteTree, ByteView};
 
 /// The most objects a prefix may hold (a million-chunk sparse frame).
 const MAX_OBJECTS: usize = 1 << 20;
@@ -173,12 +173,13 @@ impl RemotePrefix {
     /// Starts a GET of the whole object `i` that completes `flight`.
     fn spawn_whole(&self, i: usize, flight: Arc<Flight>) {
         let o = &self.objects[i];
+        let split = Some((vec![o.size as usize], self.cache.pool()));
         let fut = self
             .client
-            .get_at(&o.path, GetRange::Bounded(0..o.size), &o.pin);
+            .get_at(&o.path, GetRange::Bounded(0..o.size), &o.pin, split);
         let cache = Arc::clone(&self.cache);
         self.client.rt.spawn(async move {
-            cache.finish(i as u64, &flight, fut.await.map(|g| g.bytes));
+            cache.finish(i as u64, &flight, fut.await.map(|g| g.bytes()));
         });
     }
 
@@ -205,8 +206,8 @@ impl RemotePrefix {
             .map_err(|e| self.failed(i, e))
     }
 
-    /// Fills `buf` with the bytes at `offset` of object `i`.
-    fn read(&self, i: usize, offset: u64, buf: &mut [u8]) -> std::io::Result<()> {
+    /// An EIO-class error once the tree is known to have changed.
+    fn check_unchanged(&self) -> std::io::Result<()> {
         if self.changed.load(Ordering::Relaxed) {
             return Err(RemoteError::new(
                 RemoteErrorKind::Changed,
@@ -217,51 +218,81 @@ impl RemotePrefix {
             )
             .into_io());
         }
-        if buf.is_empty() {
-            return Ok(());
-        }
+        Ok(())
+    }
+
+    /// Object `i` whole (cached, awaited, or fetched now), checked to be its listed size;
+    /// `None` when it is larger than the cache budget.
+    fn whole(&self, i: usize) -> std::io::Result<Option<Bytes>> {
         let o = &self.objects[i];
-        let whole = if usize::try_from(o.size).is_ok_and(|s| s <= self.cache.budget()) {
-            match self.cache.begin(i as u64) {
-                Begin::Hit(b) => b,
-                Begin::Wait(f) => self.wait(i, &f)?,
-                Begin::Lead(f) => {
-                    self.spawn_whole(i, Arc::clone(&f));
-                    self.wait(i, &f)?
-                }
+        if usize::try_from(o.size).map_or(true, |s| s > self.cache.budget()) {
+            return Ok(None);
+        }
+        let whole = match self.cache.begin(i as u64) {
+            Begin::Hit(b) => b,
+            Begin::Wait(f) => self.wait(i, &f)?,
+            Begin::Lead(f) => {
+                self.spawn_whole(i, Arc::clone(&f));
+                self.wait(i, &f)?
             }
-        } else {
-            let range = offset..offset + buf.len() as u64;
-            let fut = self
-                .client
-                .get_at(&o.path, GetRange::Bounded(range), &o.pin);
-            let flight = Arc::new(Flight::default());
-            let f2 = Arc::clone(&flight);
-            self.client.rt.spawn(async move {
-                f2.complete(fut.await.map(|g| g.bytes));
-            });
-            let b = self.wait(i, &flight)?;
-            if b.len() != buf.len() {
-                let short = RemoteError::new(RemoteErrorKind::Protocol, "short range");
-                return Err(self.failed(i, short));
-            }
-            buf.copy_from_slice(&b);
-            return Ok(());
+        };
+        if whole.len() as u64 != o.size {
+            let short = RemoteError::new(
+                RemoteErrorKind::Protocol,
+                format!("{} bytes, not the {} listed", whole.len(), o.size),
+            );
+            return Err(self.failed(i, short));
+        }
+        Ok(Some(whole))
+    }
+
+    /// The `len` bytes at `offset` of object `i` as a view of its cached buffer (`None`:
+    /// the object is too large to cache).
+    fn view(&self, i: usize, offset: u64, len: usize) -> std::io::Result<Option<Bytes>> {
+        self.check_unchanged()?;
+        let Some(whole) = self.whole(i)? else {
+            return Ok(None);
         };
         let at = usize::try_from(offset).unwrap_or(usize::MAX);
-        match whole.get(at..at.saturating_add(buf.len())) {
-            Some(src) => {
-                buf.copy_from_slice(src);
-                Ok(())
-            }
+        match at.checked_add(len).filter(|&end| end <= whole.len()) {
+            Some(end) => Ok(Some(whole.slice(at..end))),
             None => {
                 let short = RemoteError::new(
                     RemoteErrorKind::Protocol,
-                    format!("{} bytes, not the {} listed", whole.len(), o.size),
+                    format!("a read past the end of the object ({} bytes)", whole.len()),
                 );
                 Err(self.failed(i, short))
             }
         }
+    }
+
+    /// Fills `buf` with the bytes at `offset` of object `i`.
+    fn read(&self, i: usize, offset: u64, buf: &mut [u8]) -> std::io::Result<()> {
+        self.check_unchanged()?;
+        if buf.is_empty() {
+            return Ok(());
+        }
+        if let Some(b) = self.view(i, offset, buf.len())? {
+            buf.copy_from_slice(&b);
+            return Ok(());
+        }
+        let o = &self.objects[i];
+        let range = offset..offset + buf.len() as u64;
+        let fut = self
+            .client
+            .get_at(&o.path, GetRange::Bounded(range), &o.pin, None);
+        let flight = Arc::new(Flight::default());
+        let f2 = Arc::clone(&flight);
+        self.client.rt.spawn(async move {
+            f2.complete(fut.await.map(|g| g.bytes()));
+        });
+        let b = self.wait(i, &flight)?;
+        if b.len() != buf.len() {
+            let short = RemoteError::new(RemoteErrorKind::Protocol, "short range");
+            return Err(self.failed(i, short));
+        }
+        buf.copy_from_slice(&b);
+        Ok(())
     }
 }
 
@@ -311,6 +342,14 @@ impl ByteSource for Object {
 
     fn read_exact_at(&self, offset: u64, buf: &mut [u8]) -> std::io::Result<()> {
         self.0.read(self.1, offset, buf)
+    }
+
+    fn view(&self, offset: u64, len: usize) -> Option<std::io::Result<ByteView>> {
+        match self.0.view(self.1, offset, len) {
+            Ok(Some(b)) => Some(Ok(Box::new(b))),
+            Ok(None) => None,
+            Err(e) => Some(Err(e)),
+        }
     }
 
     fn changed(&self) -> bool {

@@ -11,7 +11,7 @@ use crate::remote_support::{BUCKET, Proxy, moto, put_object, python_frame, rclon
 use crate::support::{Mount, fuse_available, python};
 
 /// The pid of the daemon serving `mp` (its command line names the mount point).
-fn daemon_pid(mp: &Path) -> Option<u32> {
+pub fn daemon_pid(mp: &Path) -> Option<u32> {
     let want = mp.to_string_lossy().into_owned();
     std::fs::read_dir("/proc").ok()?.find_map(|e| {
         let e = e.ok()?;
@@ -22,7 +22,7 @@ fn daemon_pid(mp: &Path) -> Option<u32> {
     })
 }
 
-fn vm_hwm_kib(pid: u32) -> u64 {
+pub fn vm_hwm_kib(pid: u32) -> u64 {
     let s = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
     s.lines()
         .find_map(|l| l.strip_prefix("VmHWM:"))
@@ -31,7 +31,7 @@ fn vm_hwm_kib(pid: u32) -> u64 {
 }
 
 /// Reads every data file of the mount in order; returns (bytes, seconds).
-fn stream(m: &Mount) -> (u64, f64) {
+pub fn stream(m: &Mount) -> (u64, f64) {
     let mut names: Vec<_> = std::fs::read_dir(m.path("data"))
         .unwrap()
         .map(|e| e.unwrap().path())
