@@ -34,6 +34,8 @@ mod plan;
 mod pool;
 #[cfg(feature = "remote")]
 mod prefix;
+#[cfg(feature = "remote")]
+mod seq;
 
 #[cfg(feature = "remote")]
 pub use client::{RemoteError, RemoteErrorKind};

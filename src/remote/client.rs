@@ -129,6 +129,7 @@ pub struct RemoteStats {
     requests: AtomicU64,
     bytes: AtomicU64,
     failures: AtomicU64,
+    prefetches: AtomicU64,
 }
 
 impl RemoteStats {
@@ -146,6 +147,17 @@ impl RemoteStats {
     /// Requests that failed (after their retries).
     pub fn failures(&self) -> u64 {
         self.failures.load(Ordering::Relaxed)
+    }
+
+    /// GETs started ahead of any read, by a sequential prefetch (counted in
+    /// [`RemoteStats::requests`] too).
+    pub fn prefetches(&self) -> u64 {
+        self.prefetches.load(Ordering::Relaxed)
+    }
+
+    /// Counts one prefetch GET.
+    pub(crate) fn count_prefetch(&self) {
+        self.prefetches.fetch_add(1, Ordering::Relaxed);
     }
 }
 

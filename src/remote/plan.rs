@@ -25,6 +25,7 @@ use super::RemoteOptions;
 use super::cache::{Begin, ExtentCache, Flight};
 pub use super::client::RemoteStats;
 use super::client::{Client, Got, Pin, RemoteError, RemoteErrorKind};
+use super::seq::Sequence;
 use crate::container::{ByteSource, ByteView};
 
 /// The head fetched at open.
@@ -33,9 +34,6 @@ const HEAD_LEN: u64 = 64 << 10;
 const TAIL_LEN: u64 = 256 << 10;
 /// The largest single GET a prefetch merges adjacent chunks into.
 const MERGE_MAX: u64 = 8 << 20;
-/// How far behind the last chunk read a read may fall without breaking a sequence (readers on
-/// several threads finish out of order).
-const BEHIND: usize = 8;
 /// The largest prefetch window, in bytes (also at most a quarter of the cache budget).
 const WINDOW_MAX: u64 = 64 << 20;
 
@@ -94,17 +92,6 @@ impl Extents {
     fn range(&self, i: usize) -> Range<u64> {
         self.starts[i]..self.ends[i]
     }
-}
-
-/// Sequential-access state of the prefetcher.
-#[derive(Debug, Default)]
-struct Sequence {
-    /// The last extent read.
-    last: Option<usize>,
-    /// The window in extents (0: no prefetch).
-    window: usize,
-    /// Extents before this one are already prefetched or read.
-    ahead: usize,
 }
 
 /// An object opened for reading (see the module docs).
@@ -283,51 +270,25 @@ impl RemoteObject {
         if ext.starts.is_empty() {
             return;
         }
-        let todo = {
-            let mut s = self.seq.lock().unwrap_or_else(|p| p.into_inner());
-            match s.last {
-                Some(l) if l == i => return,
-                // Another reader (the tree's prefetch threads) a little behind: no change.
-                Some(l) if i < l && l - i <= BEHIND => return,
-                // The next chunk, or one inside the window: sequential.
-                Some(l) if i > l && i - l <= s.window + 1 => {
-                    s.window = (s.window * 2).clamp(1, ext.starts.len());
-                }
-                _ => {
-                    s.window = 0;
-                    s.ahead = i + 1;
-                }
-            }
-            s.last = Some(i);
-            if s.window == 0 {
-                return;
-            }
-            // The window after `i`, capped in bytes; only what is not yet asked for is new.
-            let mut to = i + 1;
-            let mut bytes = 0u64;
-            while to < ext.starts.len() && to <= i + s.window {
-                let r = ext.range(to);
-                bytes += r.end - r.start;
-                if bytes > self.window_max {
-                    break;
-                }
-                to += 1;
-            }
-            let from = s.ahead.max(i + 1);
-            // Top up only once at least MERGE_MAX (or half the window) can go in one GET:
-            // one small GET per chunk read would cost a request's overhead per chunk.
-            let new_bytes = (from..to)
-                .map(|j| ext.range(j))
-                .map(|r| r.end - r.start)
-                .sum::<u64>();
-            let ahead_left = from > i + 1;
-            if ahead_left && new_bytes < MERGE_MAX.min(self.window_max / 2) {
-                return;
-            }
-            s.ahead = to.max(s.ahead);
-            from..to.max(from)
+        let len = |j: usize| {
+            let r = ext.range(j);
+            r.end - r.start
         };
-        self.prefetch(todo, &ext);
+        // Top up only once at least MERGE_MAX (or half the window) can go in one GET: one
+        // small GET per chunk read would cost a request's overhead per chunk.
+        let top_up =
+            |new: Range<usize>| new.map(len).sum::<u64>() >= MERGE_MAX.min(self.window_max / 2);
+        let todo = self.seq.lock().unwrap_or_else(|p| p.into_inner()).read(
+            i,
+            ext.starts.len(),
+            self.window_max,
+            len,
+            |_, _| true,
+            top_up,
+        );
+        if let Some(todo) = todo {
+            self.prefetch(todo, &ext);
+        }
     }
 
     /// Fetches the extents `todo` that are neither cached nor under way, adjacent ones merged.
@@ -341,7 +302,7 @@ impl RemoteObject {
                 .is_some_and(|s| s.end == r.start && r.end - s.start <= MERGE_MAX);
             if !adjacent {
                 if let Some(s) = span.take() {
-                    self.spawn_fetch(s, std::mem::take(&mut run));
+                    self.spawn_prefetch(s, std::mem::take(&mut run));
                 }
             }
             match self.cache.begin(r.start) {
@@ -351,14 +312,20 @@ impl RemoteObject {
                 }
                 Begin::Hit(_) | Begin::Wait(_) => {
                     if let Some(s) = span.take() {
-                        self.spawn_fetch(s, std::mem::take(&mut run));
+                        self.spawn_prefetch(s, std::mem::take(&mut run));
                     }
                 }
             }
         }
         if let Some(s) = span {
-            self.spawn_fetch(s, run);
+            self.spawn_prefetch(s, run);
         }
+    }
+
+    /// [`RemoteObject::spawn_fetch`], counted as a prefetch.
+    fn spawn_prefetch(&self, range: Range<u64>, flights: Vec<(Range<u64>, Arc<Flight>)>) {
+        self.client.stats.count_prefetch();
+        self.spawn_fetch(range, flights);
     }
 
     /// An EIO-class error once the object is known to have changed.

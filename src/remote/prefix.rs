@@ -8,12 +8,15 @@
 //! - a read of an object fetches the whole object in one GET into the compressed-bytes cache
 //!   (keyed by the object's number in the listing), so a chunk file's header read and body
 //!   read cost one request; an object larger than the cache budget is read by exact ranges;
+//! - chunk objects read in order (by directory, then chunk number) prefetch the next ones of
+//!   the same directory, one GET each and concurrently, the window doubling up to a byte cap
+//!   (a quarter of the cache budget, at most 64 MiB), as an object's chunks do;
 //! - every GET carries `If-Match` with the ETag the listing gave (else `If-Unmodified-Since`);
 //!   a 412 marks the tree changed, logged once naming the object, and every later read fails.
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
 use bytes::Bytes;
@@ -23,12 +26,15 @@ use object_store::path::Path as StorePath;
 use super::RemoteOptions;
 use super::cache::{Begin, ExtentCache, Flight};
 use super::client::{Client, Pin, RemoteError, RemoteErrorKind, RemoteStats};
+use super::seq::Sequence;
 use crate::container::{ByteSource, ByteTree, ByteView};
 
 /// The most objects a prefix may hold (a million-chunk sparse frame).
 const MAX_OBJECTS: usize = 1 << 20;
 /// Objects up to this size that are not chunk data are fetched at open.
 const WARM_MAX: u64 = 1 << 20;
+/// The largest prefetch window, in bytes (also at most a quarter of the cache budget).
+const WINDOW_MAX: u64 = 64 << 20;
 
 /// One listed object.
 #[derive(Debug)]
@@ -42,6 +48,58 @@ struct Listed {
     pin: Pin,
 }
 
+/// The chunk objects in reading order: by directory, then by chunk number (`__10.blp` after
+/// `__9.blp`, which the listing's name order puts before `__2.blp`).
+#[derive(Debug, Default)]
+struct Chunks {
+    /// Object numbers, in reading order.
+    order: Vec<usize>,
+    /// Each object's position in `order` (`usize::MAX`: not a numbered chunk object).
+    pos: Vec<usize>,
+    /// The directory (one array's chunks) of each position, numbered.
+    group: Vec<u32>,
+}
+
+impl Chunks {
+    fn of(objects: &[Listed]) -> Chunks {
+        let mut numbered: Vec<(&str, u64, usize)> = objects
+            .iter()
+            .enumerate()
+            .filter_map(|(i, o)| chunk_number(&o.rel).map(|(dir, n)| (dir, n, i)))
+            .collect();
+        numbered.sort_unstable();
+        let mut c = Chunks {
+            pos: vec![usize::MAX; objects.len()],
+            ..Chunks::default()
+        };
+        let mut g = 0u32;
+        for (p, &(dir, _, i)) in numbered.iter().enumerate() {
+            if p > 0 && numbered[p - 1].0 != dir {
+                g += 1;
+            }
+            c.order.push(i);
+            c.pos[i] = p;
+            c.group.push(g);
+        }
+        c
+    }
+}
+
+/// The directory and number of a chunk object: `DIR/0000002A.chunk` (hex, a sparse frame's)
+/// or `DIR/__42.blp` (decimal, bcolz's).
+fn chunk_number(rel: &str) -> Option<(&str, u64)> {
+    let (dir, name) = rel.rsplit_once('/').unwrap_or(("", rel));
+    let n = if let Some(hex) = name.strip_suffix(".chunk") {
+        u64::from_str_radix(hex, 16).ok()?
+    } else {
+        name.strip_suffix(".blp")?
+            .strip_prefix("__")?
+            .parse()
+            .ok()?
+    };
+    Some((dir, n))
+}
+
 /// The objects under a prefix (see the module docs).
 #[derive(Debug)]
 pub struct RemotePrefix {
@@ -49,7 +107,11 @@ pub struct RemotePrefix {
     root: PathBuf,
     /// Sorted by `rel`.
     objects: Vec<Listed>,
+    chunks: Chunks,
     cache: Arc<ExtentCache>,
+    /// The largest prefetch window, in bytes.
+    window_max: u64,
+    seq: Mutex<Sequence>,
     changed: AtomicBool,
 }
 
@@ -102,8 +164,11 @@ pub fn open_prefix(url: &str, opts: &RemoteOptions) -> Result<Arc<RemotePrefix>,
     objects.sort_by(|a, b| a.rel.cmp(&b.rel));
     let prefix = Arc::new(RemotePrefix {
         root: PathBuf::from(&root_url),
+        chunks: Chunks::of(&objects),
         objects,
         cache: Arc::new(ExtentCache::new(opts.cache_bytes)),
+        window_max: WINDOW_MAX.min(opts.cache_bytes as u64 / 4),
+        seq: Mutex::new(Sequence::default()),
         changed: AtomicBool::new(false),
         client,
     });
@@ -221,11 +286,45 @@ impl RemotePrefix {
         Ok(())
     }
 
+    /// Whether object `i` is small enough to be fetched whole into the cache.
+    fn cacheable(&self, i: usize) -> bool {
+        usize::try_from(self.objects[i].size).is_ok_and(|s| s <= self.cache.budget())
+    }
+
+    /// Records a read of object `i`; two chunk objects read in order start fetching the next
+    /// ones of the same directory (one GET each, concurrently), the window doubling up to
+    /// its byte cap.
+    fn note_sequential(&self, i: usize) {
+        let c = &self.chunks;
+        let Some(&p) = c.pos.get(i).filter(|&&p| p != usize::MAX) else {
+            return;
+        };
+        let todo = self.seq.lock().unwrap_or_else(|e| e.into_inner()).read(
+            p,
+            c.order.len(),
+            self.window_max,
+            |q| self.objects[c.order[q]].size,
+            |a, b| c.group[a] == c.group[b],
+            |_| true,
+        );
+        for q in todo.unwrap_or_default() {
+            let j = c.order[q];
+            if !self.cacheable(j) {
+                continue;
+            }
+            if let Begin::Lead(f) = self.cache.begin(j as u64) {
+                self.client.stats.count_prefetch();
+                self.spawn_whole(j, f);
+            }
+        }
+    }
+
     /// Object `i` whole (cached, awaited, or fetched now), checked to be its listed size;
     /// `None` when it is larger than the cache budget.
     fn whole(&self, i: usize) -> std::io::Result<Option<Bytes>> {
         let o = &self.objects[i];
-        if usize::try_from(o.size).map_or(true, |s| s > self.cache.budget()) {
+        self.note_sequential(i);
+        if !self.cacheable(i) {
             return Ok(None);
         }
         let whole = match self.cache.begin(i as u64) {
@@ -360,6 +459,47 @@ impl ByteSource for Object {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn chunk_objects_are_read_in_number_order_per_directory() {
+        assert_eq!(chunk_number("0000002A.chunk"), Some(("", 42)));
+        assert_eq!(chunk_number("col/data/__12.blp"), Some(("col/data", 12)));
+        assert_eq!(chunk_number("data/__x.blp"), None);
+        assert_eq!(chunk_number("meta/sizes"), None);
+        let listed = |rel: &str| Listed {
+            rel: rel.to_owned(),
+            path: StorePath::from(rel),
+            url: rel.to_owned(),
+            size: 1,
+            mtime: SystemTime::UNIX_EPOCH,
+            pin: Pin::default(),
+        };
+        // The listing's order (by name).
+        let names = [
+            "a/data/__0.blp",
+            "a/data/__1.blp",
+            "a/data/__10.blp",
+            "a/data/__2.blp",
+            "a/meta/sizes",
+            "b/data/__0.blp",
+        ];
+        let objects: Vec<Listed> = names.iter().map(|n| listed(n)).collect();
+        let c = Chunks::of(&objects);
+        let in_order: Vec<&str> = c.order.iter().map(|&i| names[i]).collect();
+        assert_eq!(
+            in_order,
+            [
+                "a/data/__0.blp",
+                "a/data/__1.blp",
+                "a/data/__2.blp",
+                "a/data/__10.blp",
+                "b/data/__0.blp"
+            ]
+        );
+        assert_eq!(c.group, [0, 0, 0, 0, 1]);
+        assert_eq!(c.pos[4], usize::MAX, "metadata is not in the order");
+        assert_eq!(c.pos[2], 3);
+    }
 
     #[test]
     fn chunk_data_is_told_from_metadata() {
