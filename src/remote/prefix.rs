@@ -1,10 +1,11 @@
 //! A remote prefix (`s3://bucket/dir/`: a sparse frame's directory, a bcolz carray or ctable
-//! root) as a [`ByteTree`] of its objects. The request plan:
+//! root, a `.b2d` store) as a [`ByteTree`] of its objects. The request plan:
 //! - open: one listing of everything under the prefix (S3 ListObjectsV2, one request per
 //!   1,000 keys), which gives every object's size and ETag; then every small object that is
-//!   not chunk data (`chunks.b2frame`, `meta/sizes`, `meta/storage`, `__attrs__`,
-//!   `__rootdirs__`, ...) is fetched in parallel, so the container's open reads them from
-//!   memory: a mount costs the listing plus one parallel round;
+//!   not chunk data nor a store's leaf frame (`chunks.b2frame`, `meta/sizes`, `meta/storage`,
+//!   `__attrs__`, `__rootdirs__`, `embed.b2e`, ...) is fetched in parallel, so the
+//!   container's open reads them from memory: a mount costs the listing plus one parallel
+//!   round;
 //! - a read of an object fetches the whole object in one GET into the compressed-bytes cache
 //!   (keyed by the object's number in the listing), so a chunk file's header read and body
 //!   read cost one request; an object larger than the cache budget is read by exact ranges;
@@ -115,9 +116,12 @@ pub struct RemotePrefix {
     changed: AtomicBool,
 }
 
-/// Whether the object named `rel` holds chunk data (fetched on demand, not at open).
+/// Whether the object named `rel` is fetched on demand, not at open: chunk data, or a leaf
+/// frame of a `.b2d` store (opened when first used).
 fn is_chunk_data(rel: &str) -> bool {
-    rel.ends_with(".chunk") || rel.ends_with(".blp")
+    [".chunk", ".blp", ".b2nd", ".b2f", ".b2b"]
+        .iter()
+        .any(|s| rel.ends_with(s))
 }
 
 /// Lists the prefix `url` (`s3://bucket/dir/` or without the last slash) and fetches its
@@ -407,6 +411,10 @@ impl ByteTree for SharedPrefix {
     fn file(&self, rel: &str) -> Option<Arc<dyn ByteSource>> {
         let i = self.0.find(rel)?;
         Some(Arc::new(Object(Arc::clone(&self.0), i)))
+    }
+
+    fn names(&self) -> Vec<String> {
+        self.0.objects.iter().map(|o| o.rel.clone()).collect()
     }
 
     fn is_dir(&self, rel: &str) -> bool {

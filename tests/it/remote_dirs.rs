@@ -349,3 +349,69 @@ fn remote_prefix_sequential_reads_prefetch_the_next_chunk_objects_once_each() {
         );
     }
 }
+
+#[test]
+fn remote_b2d_stores_under_s3_prefixes_show_python_blosc2_bytes_and_open_leaves_lazily() {
+    use b2fs::tree::{Tree, TreeOptions};
+    let t = "remote_b2d_stores_under_s3_prefixes_show_python_blosc2_bytes_and_open_leaves_lazily";
+    let Some(py) = python(t) else {
+        return;
+    };
+    let Some(moto) = moto(t) else {
+        return;
+    };
+    let (dir, manifest) = crate::store_tree::gen_stores(&py);
+    let proxy = Proxy::start(moto.port);
+    let opts = RemoteOptions {
+        endpoint: Some(proxy.url.clone()),
+        no_sign_request: true,
+        ..RemoteOptions::default()
+    };
+    let ep = format!("endpoint={},no_sign_request", moto.url);
+    let mut checked = 0;
+    for (name, desc) in manifest.as_object().unwrap() {
+        if !name.ends_with(".b2d") {
+            continue;
+        }
+        let files = files_under(&dir.path().join(name));
+        for rel in &files {
+            let bytes = std::fs::read(dir.path().join(name).join(rel)).unwrap();
+            put_object(&moto, &format!("{name}/{}", rel.display()), &bytes, true);
+        }
+        let url = format!("s3://{BUCKET}/{name}/");
+        let before = proxy.requests();
+        let prefix = b2fs::remote::open_prefix(&url, &opts).unwrap();
+        let c = container::store::dir::open_store_tree(prefix.byte_tree())
+            .unwrap_or_else(|e| panic!("{url}: {e}"));
+        // The listing, then embed.b2e and any other small object that is not a leaf frame:
+        // leaves are fetched when first opened.
+        let leaves = files
+            .iter()
+            .filter(|p| {
+                let s = p.to_string_lossy();
+                [".b2nd", ".b2f", ".b2b"].iter().any(|x| s.ends_with(x))
+            })
+            .count();
+        assert!(leaves > 0, "{name}: no leaf frame");
+        let others = (files.len() - leaves) as u64;
+        assert_eq!(
+            proxy.requests() - before,
+            1 + others,
+            "{url}: requests to open"
+        );
+        assert_eq!(c.leaves_opened(), 0, "{url}: leaves open lazily");
+        let tree = Tree::from_collection(c, TreeOptions::default()).unwrap();
+        let n =
+            crate::store_tree::check_store(&tree, desc).unwrap_or_else(|e| panic!("{url}: {e}"));
+        assert!(n > 0, "{url}: no leaf checked");
+        // The command line opens the prefix as the same store.
+        let out = b2fs().args(["info", "-o", &ep, &url]).output().unwrap();
+        assert!(
+            out.status.success(),
+            "{url}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        checked += 1;
+    }
+    assert!(checked >= 2, "{checked} remote .b2d stores checked");
+}
