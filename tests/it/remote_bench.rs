@@ -299,3 +299,64 @@ fn bench_remote_prefix_cold_sequential_read() {
         }
     }
 }
+
+#[test]
+#[ignore]
+fn bench_remote_b2z_many_members_mount_time_and_requests() {
+    let t = "bench_remote_b2z_many_members_mount_time_and_requests";
+    let (Some(py), Some(moto)) = (python(t), moto(t)) else {
+        return;
+    };
+    if !fuse_available(t) {
+        return;
+    }
+    let delayed = Proxy::start(moto.port);
+    delayed.set_delay(Duration::from_millis(20));
+    let dir = tempfile::tempdir().unwrap();
+    for members in [1000, 10000] {
+        let name = format!("many{members}.b2z");
+        let p = dir.path().join(&name);
+        let arg = p.to_str().unwrap();
+        crate::support::run_python(
+            &py,
+            &[
+                "scripts/oracle/stores.py",
+                "many",
+                arg,
+                &members.to_string(),
+            ],
+        );
+        let bytes = std::fs::read(&p).unwrap();
+        put_object(&moto, &name, &bytes, true);
+        let url = format!("s3://{BUCKET}/{name}");
+        for (label, ep) in [("loopback", &moto.url), ("+20 ms", &delayed.url)] {
+            for _ in 0..2 {
+                let m = Mount::empty();
+                let before = delayed.requests();
+                let t0 = Instant::now();
+                let out = m.run_mount(
+                    Path::new(&url),
+                    &[&format!("endpoint={ep},no_sign_request")],
+                );
+                let secs = t0.elapsed().as_secs_f64();
+                assert!(
+                    out.status.success(),
+                    "{}",
+                    String::from_utf8_lossy(&out.stderr)
+                );
+                // One leaf read: its array.npy (opens that member only).
+                let t1 = Instant::now();
+                let npy = std::fs::read(m.path("g7/a7/array.npy")).map(|b| b.len());
+                let leaf = t1.elapsed().as_secs_f64();
+                println!(
+                    "{members} members, {} bytes, {label:8}: mount {secs:.2} s ({} requests \
+                     through the delaying proxy), first leaf array.npy {:?} in {leaf:.3} s",
+                    bytes.len(),
+                    delayed.requests() - before,
+                    npy
+                );
+                m.umount();
+            }
+        }
+    }
+}

@@ -24,7 +24,10 @@ use zip::ZipArchive;
 use crate::container::{ByteSource, ContainerError};
 
 /// What a zip file is read from: a local file, or a byte source (a remote object) read in
-/// blocks, so the zip crate's small reads of a local header cost one range read.
+/// blocks, so the zip crate's small reads of a local header cost one range read; blocks read
+/// one after the other double (16 KiB up to 1 MiB), so a central directory longer than what
+/// the source holds already (a 10,000-member store's) costs a few range reads, not one per
+/// 16 KiB.
 #[derive(Debug)]
 pub(crate) enum Reader {
     /// A local file.
@@ -33,8 +36,10 @@ pub(crate) enum Reader {
     Bytes(Arc<dyn ByteSource>, u64, (u64, Vec<u8>)),
 }
 
-/// The block a [`Reader::Bytes`] reads at once.
+/// The block a [`Reader::Bytes`] reads at once after a seek.
 const BLOCK: u64 = 16 << 10;
+/// The largest block of a run of reads in order.
+const BLOCK_MAX: u64 = 1 << 20;
 
 impl Read for Reader {
     fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
@@ -48,7 +53,13 @@ impl Read for Reader {
         }
         let inside = |b: &(u64, Vec<u8>), p: u64| p >= b.0 && p < b.0 + b.1.len() as u64;
         if !inside(block, *pos) {
-            let n = BLOCK.min(len - *pos);
+            let prev = block.1.len() as u64;
+            let next = if prev > 0 && *pos == block.0 + prev {
+                (prev * 2).min(BLOCK_MAX)
+            } else {
+                BLOCK
+            };
+            let n = next.min(len - *pos);
             let mut bytes = vec![0u8; usize::try_from(n).unwrap_or(0)];
             src.read_exact_at(*pos, &mut bytes)?;
             *block = (*pos, bytes);
