@@ -9,6 +9,17 @@ export B2FS_PYTHON="$PWD/.venv/bin/python"
 if [ "${CI:-}" = "true" ]; then
     export B2FS_REQUIRE_FUSE=1 B2FS_REQUIRE_PYTHON=1 B2FS_REQUIRE_REMOTE=1
 fi
+# The fuzz targets' build (RELIABILITY.md: about 6 CPU-minutes from scratch, nightly, its own
+# target directory) runs from the start at the lowest priority: it takes the CPU the steps
+# below leave idle (set-up, single-threaded links, tests waiting on mounts and Python), and
+# the fuzz runs at the end find it done.
+FUZZ_BUILD=
+if cargo +nightly --version >/dev/null 2>&1; then
+    mkdir -p fuzz/logs
+    setsid nice -n 19 bash scripts/fuzz.sh build > fuzz/logs/build.log 2>&1 &
+    FUZZ_BUILD=$!
+    trap 'kill -- -$FUZZ_BUILD 2>/dev/null || true' EXIT
+fi
 cargo fmt --all -- --check
 if grep -rlP '[^\x00-\x7F]' src tests/it benches Cargo.toml; then
     echo "non-ASCII characters in the files above" >&2; exit 1
@@ -24,7 +35,13 @@ cargo test --locked --features remote --test it -- --ignored wheel_
 # toolchain is present; without cargo-fuzz, scripts/fuzz.sh builds and runs the same libFuzzer
 # binaries directly (no install). `cargo test` above already replayed the stored corpora and
 # regression inputs through the same entry functions on the stable toolchain.
-if cargo +nightly --version >/dev/null 2>&1; then
+if [ -n "$FUZZ_BUILD" ]; then
+    if ! wait "$FUZZ_BUILD"; then
+        tail -n 40 fuzz/logs/build.log >&2
+        echo "the fuzz targets did not build (fuzz/logs/build.log)" >&2
+        exit 1
+    fi
+    trap - EXIT
     bash scripts/fuzz.sh all "${B2FS_FUZZ_SECONDS:-10}"
 else
     echo "SKIP fuzz runs: no nightly toolchain (rustup toolchain install nightly)" >&2
