@@ -148,7 +148,7 @@ impl PoolBuf {
         }
     }
 
-    /// Appends `b` (at most [`PoolBuf::room`] bytes; more is an error of the caller, who
+    /// Appends `b` (at most the room left; more is an error of the caller, who
     /// asked for the length: the excess is dropped).
     pub(crate) fn push(&mut self, b: &[u8]) {
         match &mut self.store {
