@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # Peak memory (VmHWM) of the b2fs daemon while `cat` streams every chunk file of a 4 GiB frame
-# (bench-data/stream4g.b2nd, written by python-blosc2 with LZ4 clevel 1 if absent: 4096 chunks
-# of 1 MiB decoded) mounted from local disk and over HTTP (rclone serve http on 127.0.0.1),
-# with glibc malloc's default (dynamic) mmap threshold and with a fixed one. Rows alternate in
-# one run. Usage: scripts/bench_remote_mem.sh [MIB] (needs a `--features remote` build).
+# (bench-data/stream4096m.b2nd, written by python-blosc2 with LZ4 clevel 1 if absent: 4096
+# chunks of 1 MiB decoded) mounted from local disk and over HTTP (rclone serve http on
+# 127.0.0.1), with `cache_size=64M,remote_cache=64M`; with BEFORE=path/to/b2fs, also that
+# binary over HTTP (an older build to compare). Rows alternate in one run, twice.
+# Usage: [BEFORE=/tmp/b2fs-old] scripts/bench_remote_mem.sh [MIB] (needs a `--features remote`
+# build in target/debug).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 MIB=${1:-4096}
@@ -29,23 +31,25 @@ rclone serve http --addr 127.0.0.1:$PORT bench-data --config /dev/null >/dev/nul
 RCLONE=$!
 trap 'kill $RCLONE' EXIT
 sleep 1
-run() { # NAME SOURCE OPTS [ENV]
-    local mp pid t0 t1
+run() { # NAME SOURCE OPTS [BINARY]
+    local mp pid t0 t1 b=${4:-$B}
     mp=$(mktemp -d)
-    env ${4:-} $B mount -o "$3" "$2" "$mp"
+    $b mount -o "$3" "$2" "$mp"
     pid=$(pgrep -f -- "--daemon-child.*$mp" | head -1)
     t0=$(date +%s.%N)
     cat "$mp"/data/* >/dev/null
     t1=$(date +%s.%N)
     printf '%-28s %6.1f s  VmHWM %4d MiB\n' "$1" "$(echo "$t1 - $t0" | bc)" \
         $(( $(awk '/VmHWM/ {print $2}' /proc/$pid/status) / 1024 ))
-    $B umount "$mp"
+    $b umount "$mp"
     rmdir "$mp"
 }
 echo "$F: $(stat -c %s "$F") bytes; cache_size=64M, remote_cache=64M"
+URL="http://127.0.0.1:$PORT/$(basename "$F")"
 for round in 1 2; do
     run local "$PWD/$F" cache_size=64M,ro
-    run "http" "http://127.0.0.1:$PORT/$(basename "$F")" cache_size=64M,remote_cache=64M
-    run "http mmap_threshold=256K" "http://127.0.0.1:$PORT/$(basename "$F")" \
-        cache_size=64M,remote_cache=64M MALLOC_MMAP_THRESHOLD_=262144
+    if [ -n "${BEFORE:-}" ]; then
+        run "http (BEFORE)" "$URL" cache_size=64M,remote_cache=64M "$BEFORE"
+    fi
+    run "http" "$URL" cache_size=64M,remote_cache=64M
 done

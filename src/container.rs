@@ -66,7 +66,7 @@ pub use error::ContainerError;
 pub use files::{ByteTree, open_tree};
 pub use frame::{FrameInfo, Vlmetalayer};
 pub use ndim::{Grid, NdMeta};
-pub use source::{ByteSource, FileState, IoStats};
+pub use source::{ByteSource, ByteView, FileState, IoStats};
 pub use store::{Collection, Opened, open_any};
 
 use crate::codec::ChunkHeader;

@@ -9,6 +9,8 @@
 //!   its conditions (`If-Match` with the ETag seen at open, else `If-Unmodified-Since`), a
 //!   deadline, bounded retries with backoff, and the classes of failure;
 //! - `cache`: a byte-budgeted LRU of fetched compressed chunk extents, with single flight;
+//! - `pool`: the reused buffers GET bodies are copied into as they arrive (one per extent),
+//!   which go back to the pool when evicted, so a stream does not churn malloc;
 //! - `plan`: the request plan. Open = 2 GETs in parallel (head and tail, no HEAD: the size
 //!   comes from `Content-Range`); a chunk read = 1 GET of the whole compressed chunk (the
 //!   container says where chunks lie, [`crate::container::ByteSource::chunk_extents`]);
@@ -29,7 +31,11 @@ mod client;
 #[cfg(feature = "remote")]
 mod plan;
 #[cfg(feature = "remote")]
+mod pool;
+#[cfg(feature = "remote")]
 mod prefix;
+#[cfg(feature = "remote")]
+mod seq;
 
 #[cfg(feature = "remote")]
 pub use client::{RemoteError, RemoteErrorKind};

@@ -156,6 +156,7 @@ fn collection_info(c: &container::Collection, as_json: bool) {
                     let at = match l.location() {
                         Location::Member { name, .. } => format!("zip member {name}"),
                         Location::File(p) | Location::Source(p) => p.display().to_string(),
+                        Location::TreeFile(rel) => format!("object {rel}"),
                         Location::Embedded { offset, len } => {
                             format!("embed.b2e bytes {offset}..{}", offset + len)
                         }

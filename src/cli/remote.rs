@@ -15,8 +15,8 @@ pub fn as_url(source: &std::path::Path) -> Option<&str> {
     source.to_str().filter(|s| crate::remote::is_url(s))
 }
 
-/// Opens the source at `url` (a frame, a `.b2z` store, or a prefix holding a sparse frame or
-/// a bcolz root), logging how many requests that took.
+/// Opens the source at `url` (a frame, a `.b2z` store, or a prefix holding a sparse frame, a
+/// bcolz root or a `.b2d` store), logging how many requests that took.
 ///
 /// # Errors
 /// [`Error::Remote`] with the class's exit code (3: the object is missing, refused or not
@@ -61,14 +61,21 @@ pub fn open(url: &str, opts: &RemoteOptions) -> Result<Opened, Error> {
                 Err(e) if e.kind == K::NotFound => return Err(remote_err(not_found.unwrap_or(e))),
                 Err(e) => return Err(remote_err(e)),
             };
-            let container = crate::container::open_tree(prefix.byte_tree()).map_err(source_err)?;
+            let tree = prefix.byte_tree();
+            // A `.b2d` store (embed.b2e at the root), else a sparse frame or bcolz root.
+            let opened = if tree.file("embed.b2e").is_some() {
+                let store = crate::container::store::dir::open_store_tree(tree);
+                Opened::Collection(store.map_err(source_err)?)
+            } else {
+                Opened::Single(crate::container::open_tree(tree).map_err(source_err)?)
+            };
             log::info!(
                 "{url}: container opened with {} requests ({} bytes) for {} objects",
                 prefix.stats().requests(),
                 prefix.stats().bytes(),
                 prefix.len()
             );
-            return Ok(Opened::Single(container));
+            return Ok(opened);
         }
     };
     let bytes = object.byte_source();

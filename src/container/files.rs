@@ -26,6 +26,8 @@ pub trait ByteTree: Send + Sync + std::fmt::Debug {
     fn file(&self, rel: &str) -> Option<Arc<dyn ByteSource>>;
     /// Whether `rel` is a directory (some file's name starts with `rel/`).
     fn is_dir(&self, rel: &str) -> bool;
+    /// The relative name of every file, sorted.
+    fn names(&self) -> Vec<String>;
 }
 
 /// Where a directory source's files are opened from.

@@ -78,7 +78,18 @@ pub trait ByteSource: Send + Sync + std::fmt::Debug {
     fn changed(&self) -> bool {
         false
     }
+    /// The `len` bytes at `offset` as a view of memory the source already holds (a chunk
+    /// it fetched whole), so a decoder reads them without a copy; `None` when the source
+    /// keeps no such buffer for that range (then they are read with
+    /// [`ByteSource::read_exact_at`]). The default has none.
+    fn view(&self, offset: u64, len: usize) -> Option<std::io::Result<ByteView>> {
+        let _ = (offset, len);
+        None
+    }
 }
+
+/// Bytes a [`ByteSource`] lends ([`ByteSource::view`]): kept alive until dropped.
+pub type ByteView = Box<dyn AsRef<[u8]> + Send>;
 
 /// Where a [`Source`]'s bytes come from.
 #[derive(Debug)]
@@ -201,9 +212,10 @@ impl Source {
         }
     }
 
-    /// Calls `f` with the `len` bytes at `offset` straight from the file's mapping, without
-    /// copying them; `f` is expected to read about `touched` of them. `None` when there is no usable mapping of that range (not mapped, past the
-    /// mapped length, or the mapping lost pages to a truncation): read them instead. An
+    /// Calls `f` with the `len` bytes at `offset` straight from the file's mapping (or a byte
+    /// source's [`ByteSource::view`]), without copying them; `f` is expected to read about
+    /// `touched` of them. `None` when there is no usable mapping of that range (not mapped,
+    /// past the mapped length, or the mapping lost pages to a truncation): read them instead. An
     /// [`ContainerError::Io`] when the file shrank while `f` ran (`f`'s result is dropped).
     pub(crate) fn with_mapped<R>(
         &self,
@@ -212,6 +224,24 @@ impl Source {
         touched: usize,
         f: impl FnOnce(&[u8]) -> R,
     ) -> Option<Result<R, ContainerError>> {
+        if let (None, Backend::Bytes(b)) = (&self.map, &self.backend) {
+            // A byte source's own buffer (a fetched chunk) stands in for the mapping.
+            let view = match b.view(offset, len)? {
+                Ok(v) => v,
+                Err(source) => {
+                    return Some(Err(ContainerError::Io {
+                        path: self.path.clone(),
+                        source,
+                    }));
+                }
+            };
+            let bytes = (*view).as_ref();
+            if bytes.len() != len {
+                return None;
+            }
+            self.stats.record(touched.min(len));
+            return Some(Ok(f(bytes)));
+        }
         let r = self.map.as_ref()?.with(offset, len, touched, f)?;
         self.stats.record(touched.min(len));
         let shrank =

@@ -118,6 +118,8 @@ pub enum Location {
     },
     /// A frame file of a `.b2d` store.
     File(PathBuf),
+    /// A frame file of a `.b2d` store under a remote prefix: its name in the prefix.
+    TreeFile(String),
     /// An embedded value: `len` bytes at `offset` of `embed.b2e`'s stream.
     Embedded {
         /// Offset in the estore's decompressed stream.
@@ -151,6 +153,8 @@ struct Shared {
     scratch: OnceLock<Result<tempfile::TempDir, String>>,
     /// Leaves opened so far ([`Collection::leaves_opened`]).
     opened: AtomicUsize,
+    /// The tree of a `.b2d` store under a remote prefix ([`Location::TreeFile`]).
+    tree: Option<Arc<dyn super::ByteTree>>,
 }
 
 impl Collection {
@@ -381,6 +385,10 @@ impl Leaf {
                 open_member(zip, *index).map(Container::Array)
             }
             Location::File(p) => Array::open_frame_at(p, 0).map(Container::Array),
+            Location::TreeFile(rel) => {
+                let tree = self.shared.tree.as_ref().ok_or_else(|| internal(store))?;
+                super::open_bytes(tree.file(rel).ok_or_else(|| internal(store))?)
+            }
             Location::Embedded { offset, len } => {
                 let estore = self.shared.estore.as_ref().ok_or_else(|| internal(store))?;
                 let bytes = estore.read(*offset, *len)?;
@@ -507,7 +515,7 @@ pub fn open_store(path: &Path) -> Result<Collection, ContainerError> {
     } else {
         zip_parts(path, zip::ZipIndex::open(path)?)?
     };
-    collection(path, form, zip, estore_array, files)
+    collection(path, (form, zip, estore_array, files), None)
 }
 
 /// Opens the `.b2z` store held by a byte source that is not a local file (a remote object):
@@ -518,8 +526,8 @@ pub fn open_store(path: &Path) -> Result<Collection, ContainerError> {
 /// As [`open_store`].
 pub fn open_store_bytes(bytes: Arc<dyn super::ByteSource>) -> Result<Collection, ContainerError> {
     let path = PathBuf::from(bytes.name());
-    let (form, zip, estore_array, files) = zip_parts(&path, zip::ZipIndex::open_bytes(bytes)?)?;
-    collection(&path, form, zip, estore_array, files)
+    let parts = zip_parts(&path, zip::ZipIndex::open_bytes(bytes)?)?;
+    collection(&path, parts, None)
 }
 
 type Parts = (Form, Option<zip::ZipIndex>, Array, Vec<(String, Location)>);
@@ -550,13 +558,11 @@ fn zip_parts(path: &Path, z: zip::ZipIndex) -> Result<Parts, ContainerError> {
     Ok((Form::Zip, Some(z), e, files))
 }
 
-/// The collection of a store's parts.
+/// The collection of a store's parts (`tree`: the remote prefix of a `.b2d` store).
 fn collection(
     path: &Path,
-    form: Form,
-    zip: Option<zip::ZipIndex>,
-    estore_array: Array,
-    files: Vec<(String, Location)>,
+    (form, zip, estore_array, files): Parts,
+    tree: Option<Arc<dyn super::ByteTree>>,
 ) -> Result<Collection, ContainerError> {
     let estore = Estore::new(estore_array)?;
     let mut keyed: Vec<(String, Location)> = Vec::new();
@@ -593,6 +599,7 @@ fn collection(
         estore: Some(estore),
         scratch: OnceLock::new(),
         opened: AtomicUsize::new(0),
+        tree,
     });
     let marker = shared.estore.as_ref().and_then(Estore::marker);
     let root = keys::build_tree(path, keyed, &shared);

@@ -1,7 +1,9 @@
 //! The cache of fetched compressed bytes: whole chunk extents keyed by their start offset in
 //! the object (the object's version is pinned at open, so a key never names two contents),
 //! least recently used first out, within a byte budget; an extent larger than the budget is
-//! never kept. Single flight: a fetch under way is an [`Flight`] that any other reader of the
+//! never kept. Fetches fill buffers of the cache's [`BufPool`], and the budget bounds all of
+//! them: the extents kept, the idle buffers, and those of GETs still arriving (extents are
+//! evicted to make room for a prefetch window in flight). Single flight: a fetch under way is an [`Flight`] that any other reader of the
 //! same extent waits on, with a deadline, instead of fetching it again.
 
 use std::collections::HashMap;
@@ -12,6 +14,10 @@ use bytes::Bytes;
 use lru::LruCache;
 
 use super::client::{RemoteError, RemoteErrorKind};
+use super::pool::BufPool;
+
+/// The most idle buffer bytes kept for reuse (also at most an eighth of the budget).
+const POOL_MAX: usize = 16 << 20;
 
 /// A fetch under way; completed exactly once.
 #[derive(Debug, Default)]
@@ -75,6 +81,7 @@ struct State {
 #[derive(Debug)]
 pub(crate) struct ExtentCache {
     budget: usize,
+    pool: Arc<BufPool>,
     state: Mutex<State>,
 }
 
@@ -83,6 +90,7 @@ impl ExtentCache {
     pub(crate) fn new(budget: usize) -> ExtentCache {
         ExtentCache {
             budget,
+            pool: BufPool::new((budget / 8).min(POOL_MAX), budget),
             state: Mutex::new(State {
                 lru: LruCache::unbounded(),
                 used: 0,
@@ -93,6 +101,11 @@ impl ExtentCache {
 
     fn lock(&self) -> MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The pool fetches fill their buffers from; evicted extents' buffers go back to it.
+    pub(crate) fn pool(&self) -> Arc<BufPool> {
+        Arc::clone(&self.pool)
     }
 
     /// The budget in bytes.
@@ -138,7 +151,11 @@ impl ExtentCache {
                         s.used -= old.len();
                     }
                     s.used += b.len();
-                    while s.used > self.budget {
+                    // Within the budget: the extents kept, and every buffer of the pool
+                    // (idle ones, and those of GETs still arriving); the one just kept stays.
+                    while s.lru.len() > 1
+                        && (s.used > self.budget || self.pool.held() > self.budget)
+                    {
                         match s.lru.pop_lru() {
                             Some((_, old)) => s.used -= old.len(),
                             None => break,

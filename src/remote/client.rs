@@ -17,6 +17,7 @@ use object_store::{
 };
 
 use super::RemoteOptions;
+use super::pool::{BufPool, PoolBuf};
 
 /// What kind of failure a remote operation met.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -128,6 +129,7 @@ pub struct RemoteStats {
     requests: AtomicU64,
     bytes: AtomicU64,
     failures: AtomicU64,
+    prefetches: AtomicU64,
 }
 
 impl RemoteStats {
@@ -145,6 +147,17 @@ impl RemoteStats {
     /// Requests that failed (after their retries).
     pub fn failures(&self) -> u64 {
         self.failures.load(Ordering::Relaxed)
+    }
+
+    /// GETs started ahead of any read, by a sequential prefetch (counted in
+    /// [`RemoteStats::requests`] too).
+    pub fn prefetches(&self) -> u64 {
+        self.prefetches.load(Ordering::Relaxed)
+    }
+
+    /// Counts one prefetch GET.
+    pub(crate) fn count_prefetch(&self) {
+        self.prefetches.fetch_add(1, Ordering::Relaxed);
     }
 }
 
@@ -177,11 +190,71 @@ pub(crate) struct Client {
     pub(crate) stats: Arc<RemoteStats>,
 }
 
-/// A successful GET: the bytes, where they are, and the object's metadata.
+/// A successful GET: the body (in the parts asked), where it is, and the object's metadata.
 pub(crate) struct Got {
     pub(crate) range: Range<u64>,
     pub(crate) meta: ObjectMeta,
-    pub(crate) bytes: Bytes,
+    pub(crate) parts: Vec<Bytes>,
+}
+
+impl Got {
+    /// The body of a GET asked in one part.
+    pub(crate) fn bytes(&self) -> Bytes {
+        self.parts.first().cloned().unwrap_or_default()
+    }
+}
+
+/// Copies a body, as its pieces arrive, into one buffer per length of `lens` (from `pool`,
+/// else of no pool): exactly that many bytes, or a `Protocol` error naming `range`.
+async fn read_body(
+    mut body: futures_util::stream::BoxStream<'static, object_store::Result<Bytes>>,
+    lens: &[usize],
+    pool: Option<&Arc<BufPool>>,
+    range: &Range<u64>,
+) -> Result<Vec<Bytes>, RemoteError> {
+    use futures_util::StreamExt;
+    let new = |len: usize| match pool {
+        Some(p) => p.take(len),
+        None => PoolBuf::unpooled(len),
+    };
+    let mut parts = Vec::with_capacity(lens.len());
+    let mut cur: Option<PoolBuf> = None;
+    let mut received = 0usize;
+    let bad = |what: &str, n: usize| {
+        RemoteError::new(
+            RemoteErrorKind::Protocol,
+            format!(
+                "{what} body: {n} bytes for the range {}..{}",
+                range.start, range.end
+            ),
+        )
+    };
+    while let Some(piece) = body.next().await {
+        let piece = piece.map_err(classify)?;
+        let mut rest: &[u8] = &piece;
+        received += rest.len();
+        while !rest.is_empty() {
+            let want = match lens.get(parts.len()) {
+                Some(&w) => w,
+                None => return Err(bad("long", received)),
+            };
+            let buf = cur.get_or_insert_with(|| new(want));
+            let n = (want - buf.len()).min(rest.len());
+            buf.push(&rest[..n]);
+            rest = &rest[n..];
+            if buf.len() == want {
+                parts.push(cur.take().map(PoolBuf::freeze).unwrap_or_default());
+            }
+        }
+    }
+    // Parts of no bytes (an empty object) are complete; anything else missing is short.
+    while let Some(&0) = lens.get(parts.len()) {
+        parts.push(Bytes::new());
+    }
+    if cur.is_some() || parts.len() < lens.len() {
+        return Err(bad("short", received));
+    }
+    Ok(parts)
 }
 
 impl Client {
@@ -276,14 +349,14 @@ impl Client {
         })
     }
 
-    /// One GET of `range` under `pin`, within [`Client::deadline`]. The body must be exactly
-    /// the range the server says it sent.
+    /// One GET of `range` under `pin`, within [`Client::deadline`], its body in one buffer of
+    /// no pool. The body must be exactly the range the server says it sent.
     pub(crate) fn get(
         &self,
         range: GetRange,
         pin: &Pin,
     ) -> impl Future<Output = Result<Got, RemoteError>> + Send + 'static {
-        self.get_at(&self.path, range, pin)
+        self.get_at(&self.path, range, pin, None)
     }
 
     /// The object's path in the store (a prefix's path without its last slash).
@@ -291,12 +364,15 @@ impl Client {
         &self.path
     }
 
-    /// [`Client::get`] of the object at `path` of the same store.
+    /// [`Client::get`] of the object at `path` of the same store; with `split`, the body is
+    /// copied as it arrives into one buffer of the pool per part length (which must add up to
+    /// the range), else into one buffer of no pool.
     pub(crate) fn get_at(
         &self,
         path: &StorePath,
         range: GetRange,
         pin: &Pin,
+        split: Option<(Vec<usize>, Arc<BufPool>)>,
     ) -> impl Future<Output = Result<Got, RemoteError>> + Send + 'static {
         let mut opts = GetOptions {
             range: Some(range),
@@ -313,8 +389,24 @@ impl Client {
                 let r = store.get_opts(&path, opts).await.map_err(classify)?;
                 let range = r.range.clone();
                 let meta = r.meta.clone();
-                let bytes = r.bytes().await.map_err(classify)?;
-                Ok::<_, RemoteError>(Got { range, meta, bytes })
+                let total = usize::try_from(range.end.saturating_sub(range.start))
+                    .map_err(|_| RemoteError::new(RemoteErrorKind::Protocol, "range too long"))?;
+                let (lens, pool) = match split {
+                    Some((lens, pool)) => (lens, Some(pool)),
+                    None => (vec![total], None),
+                };
+                if lens.iter().sum::<usize>() != total {
+                    return Err(RemoteError::new(
+                        RemoteErrorKind::Protocol,
+                        format!(
+                            "the range {}..{} is not the one asked",
+                            range.start, range.end
+                        ),
+                    ));
+                }
+                let parts = read_body(r.into_stream(), &lens, pool.as_ref(), &range).await?;
+                stats.bytes.fetch_add(total as u64, Ordering::Relaxed);
+                Ok::<_, RemoteError>(Got { range, meta, parts })
             };
             let got = match tokio::time::timeout(deadline, fetch).await {
                 Ok(r) => r,
@@ -323,23 +415,6 @@ impl Client {
                     format!("no answer within {:.1} s", deadline.as_secs_f64()),
                 )),
             };
-            let got = got.and_then(|g| {
-                let want = g.range.end.saturating_sub(g.range.start);
-                if g.bytes.len() as u64 == want {
-                    stats.bytes.fetch_add(want, Ordering::Relaxed);
-                    Ok(g)
-                } else {
-                    Err(RemoteError::new(
-                        RemoteErrorKind::Protocol,
-                        format!(
-                            "short body: {} bytes for the range {}..{}",
-                            g.bytes.len(),
-                            g.range.start,
-                            g.range.end
-                        ),
-                    ))
-                }
-            });
             if got.is_err() {
                 stats.failures.fetch_add(1, Ordering::Relaxed);
             }

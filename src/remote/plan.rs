@@ -25,7 +25,8 @@ use super::RemoteOptions;
 use super::cache::{Begin, ExtentCache, Flight};
 pub use super::client::RemoteStats;
 use super::client::{Client, Got, Pin, RemoteError, RemoteErrorKind};
-use crate::container::ByteSource;
+use super::seq::Sequence;
+use crate::container::{ByteSource, ByteView};
 
 /// The head fetched at open.
 const HEAD_LEN: u64 = 64 << 10;
@@ -33,9 +34,6 @@ const HEAD_LEN: u64 = 64 << 10;
 const TAIL_LEN: u64 = 256 << 10;
 /// The largest single GET a prefetch merges adjacent chunks into.
 const MERGE_MAX: u64 = 8 << 20;
-/// How far behind the last chunk read a read may fall without breaking a sequence (readers on
-/// several threads finish out of order).
-const BEHIND: usize = 8;
 /// The largest prefetch window, in bytes (also at most a quarter of the cache budget).
 const WINDOW_MAX: u64 = 64 << 20;
 
@@ -96,17 +94,6 @@ impl Extents {
     }
 }
 
-/// Sequential-access state of the prefetcher.
-#[derive(Debug, Default)]
-struct Sequence {
-    /// The last extent read.
-    last: Option<usize>,
-    /// The window in extents (0: no prefetch).
-    window: usize,
-    /// Extents before this one are already prefetched or read.
-    ahead: usize,
-}
-
 /// An object opened for reading (see the module docs).
 #[derive(Debug)]
 pub struct RemoteObject {
@@ -165,6 +152,7 @@ pub fn open(url: &str, opts: &RemoteOptions) -> Result<Arc<RemoteObject>, Remote
         t0.elapsed().as_secs_f64() * 1e3
     );
     let window_max = WINDOW_MAX.min(opts.cache_bytes as u64 / 4);
+    let (head_bytes, tail_bytes) = (head.bytes(), tail.bytes());
     Ok(Arc::new(RemoteObject {
         pin: Pin {
             etag: head.meta.e_tag.clone(),
@@ -172,8 +160,8 @@ pub fn open(url: &str, opts: &RemoteOptions) -> Result<Arc<RemoteObject>, Remote
         },
         len,
         mtime,
-        head: head.bytes,
-        tail: (tail.range.start, tail.bytes),
+        head: head_bytes,
+        tail: (tail.range.start, tail_bytes),
         extents: RwLock::new(Extents::default()),
         cache: Arc::new(ExtentCache::new(opts.cache_bytes)),
         window_max,
@@ -217,15 +205,27 @@ impl RemoteObject {
         RemoteError::new(e.kind, format!("{url}: {e}")).into_io()
     }
 
-    /// Starts a GET of `range` that completes each flight `(extent, flight)` with its slice
-    /// of the body. The task holds only the cache, never the object (whose runtime it runs on).
+    /// Starts a GET of `range` that completes each flight `(extent, flight)` (adjacent
+    /// extents covering the range, in order) with its own buffer of the cache's pool, filled
+    /// as the body arrives. The task holds only the cache, never the object (whose runtime
+    /// it runs on).
     fn spawn_fetch(&self, range: Range<u64>, flights: Vec<(Range<u64>, Arc<Flight>)>) {
-        let fut = self.client.get(GetRange::Bounded(range.clone()), &self.pin);
+        let lens = flights
+            .iter()
+            .map(|(r, _)| (r.end - r.start) as usize)
+            .collect();
+        let split = Some((lens, self.cache.pool()));
+        let fut = self.client.get_at(
+            self.client.path(),
+            GetRange::Bounded(range.clone()),
+            &self.pin,
+            split,
+        );
         let cache = Arc::clone(&self.cache);
         self.client.rt.spawn(async move {
             let got = fut.await.and_then(|g| {
                 if g.range == range {
-                    Ok(g.bytes)
+                    Ok(g.parts)
                 } else {
                     Err(RemoteError::new(
                         RemoteErrorKind::Protocol,
@@ -233,20 +233,17 @@ impl RemoteObject {
                     ))
                 }
             });
-            let merged = flights.len() > 1;
-            for (er, flight) in flights {
-                let r = got.as_ref().map_err(Clone::clone).map(|b| {
-                    let from = (er.start - range.start) as usize;
-                    let to = (er.end - range.start) as usize;
-                    // A slice would keep the whole merged body alive while any of its
-                    // extents is cached: copy, so the cache's byte count is what it holds.
-                    if merged {
-                        Bytes::copy_from_slice(&b[from..to])
-                    } else {
-                        b.slice(from..to)
+            match got {
+                Ok(parts) => {
+                    for ((er, flight), b) in flights.into_iter().zip(parts) {
+                        cache.finish(er.start, &flight, Ok(b));
                     }
-                });
-                cache.finish(er.start, &flight, r);
+                }
+                Err(e) => {
+                    for (er, flight) in flights {
+                        cache.finish(er.start, &flight, Err(e.clone()));
+                    }
+                }
             }
         });
     }
@@ -273,51 +270,25 @@ impl RemoteObject {
         if ext.starts.is_empty() {
             return;
         }
-        let todo = {
-            let mut s = self.seq.lock().unwrap_or_else(|p| p.into_inner());
-            match s.last {
-                Some(l) if l == i => return,
-                // Another reader (the tree's prefetch threads) a little behind: no change.
-                Some(l) if i < l && l - i <= BEHIND => return,
-                // The next chunk, or one inside the window: sequential.
-                Some(l) if i > l && i - l <= s.window + 1 => {
-                    s.window = (s.window * 2).clamp(1, ext.starts.len());
-                }
-                _ => {
-                    s.window = 0;
-                    s.ahead = i + 1;
-                }
-            }
-            s.last = Some(i);
-            if s.window == 0 {
-                return;
-            }
-            // The window after `i`, capped in bytes; only what is not yet asked for is new.
-            let mut to = i + 1;
-            let mut bytes = 0u64;
-            while to < ext.starts.len() && to <= i + s.window {
-                let r = ext.range(to);
-                bytes += r.end - r.start;
-                if bytes > self.window_max {
-                    break;
-                }
-                to += 1;
-            }
-            let from = s.ahead.max(i + 1);
-            // Top up only once at least MERGE_MAX (or half the window) can go in one GET:
-            // one small GET per chunk read would cost a request's overhead per chunk.
-            let new_bytes = (from..to)
-                .map(|j| ext.range(j))
-                .map(|r| r.end - r.start)
-                .sum::<u64>();
-            let ahead_left = from > i + 1;
-            if ahead_left && new_bytes < MERGE_MAX.min(self.window_max / 2) {
-                return;
-            }
-            s.ahead = to.max(s.ahead);
-            from..to.max(from)
+        let len = |j: usize| {
+            let r = ext.range(j);
+            r.end - r.start
         };
-        self.prefetch(todo, &ext);
+        // Top up only once at least MERGE_MAX (or half the window) can go in one GET: one
+        // small GET per chunk read would cost a request's overhead per chunk.
+        let top_up =
+            |new: Range<usize>| new.map(len).sum::<u64>() >= MERGE_MAX.min(self.window_max / 2);
+        let todo = self.seq.lock().unwrap_or_else(|p| p.into_inner()).read(
+            i,
+            ext.starts.len(),
+            self.window_max,
+            len,
+            |_, _| true,
+            top_up,
+        );
+        if let Some(todo) = todo {
+            self.prefetch(todo, &ext);
+        }
     }
 
     /// Fetches the extents `todo` that are neither cached nor under way, adjacent ones merged.
@@ -331,7 +302,7 @@ impl RemoteObject {
                 .is_some_and(|s| s.end == r.start && r.end - s.start <= MERGE_MAX);
             if !adjacent {
                 if let Some(s) = span.take() {
-                    self.spawn_fetch(s, std::mem::take(&mut run));
+                    self.spawn_prefetch(s, std::mem::take(&mut run));
                 }
             }
             match self.cache.begin(r.start) {
@@ -341,14 +312,51 @@ impl RemoteObject {
                 }
                 Begin::Hit(_) | Begin::Wait(_) => {
                     if let Some(s) = span.take() {
-                        self.spawn_fetch(s, std::mem::take(&mut run));
+                        self.spawn_prefetch(s, std::mem::take(&mut run));
                     }
                 }
             }
         }
         if let Some(s) = span {
-            self.spawn_fetch(s, run);
+            self.spawn_prefetch(s, run);
         }
+    }
+
+    /// [`RemoteObject::spawn_fetch`], counted as a prefetch.
+    fn spawn_prefetch(&self, range: Range<u64>, flights: Vec<(Range<u64>, Arc<Flight>)>) {
+        self.client.stats.count_prefetch();
+        self.spawn_fetch(range, flights);
+    }
+
+    /// An EIO-class error once the object is known to have changed.
+    fn check_unchanged(&self) -> std::io::Result<()> {
+        if self.changed.load(Ordering::Relaxed) {
+            return Err(RemoteError::new(
+                RemoteErrorKind::Changed,
+                format!(
+                    "{}: the object changed since it was opened",
+                    self.client.url
+                ),
+            )
+            .into_io());
+        }
+        Ok(())
+    }
+
+    /// The `len` bytes at `offset` when they lie inside one chunk extent that fits the
+    /// cache: a view of the extent's buffer (cached, awaited, or fetched now).
+    fn cached_extent(&self, offset: u64, len: usize) -> std::io::Result<Option<Bytes>> {
+        let end = offset + len as u64;
+        let found = self.extents.read().find(offset);
+        let Some((i, r)) = found else {
+            return Ok(None);
+        };
+        if end > r.end || (r.end - r.start) as usize > self.cache.budget() {
+            return Ok(None);
+        }
+        let b = self.extent(i, r.clone())?;
+        let rel = (offset - r.start) as usize;
+        Ok((rel + len <= b.len()).then(|| b.slice(rel..rel + len)))
     }
 
     /// One exact GET, waited for with a deadline, not cached.
@@ -358,7 +366,7 @@ impl RemoteObject {
         let flight = Arc::new(Flight::default());
         let f2 = Arc::clone(&flight);
         self.client.rt.spawn(async move {
-            f2.complete(fut.await.map(|g| g.bytes));
+            f2.complete(fut.await.map(|g| g.bytes()));
         });
         let b = flight
             .wait(self.client.deadline + std::time::Duration::from_secs(1))
@@ -409,27 +417,27 @@ impl ByteSource for Shared {
 
     fn read_exact_at(&self, offset: u64, buf: &mut [u8]) -> std::io::Result<()> {
         let o = &self.0;
-        if o.changed.load(Ordering::Relaxed) {
-            return Err(RemoteError::new(
-                RemoteErrorKind::Changed,
-                format!("{}: the object changed since it was opened", o.client.url),
-            )
-            .into_io());
-        }
+        o.check_unchanged()?;
         if copy_from(buf, 0, offset, &o.head) || copy_from(buf, o.tail.0, offset, &o.tail.1) {
             return Ok(());
         }
-        let end = offset + buf.len() as u64;
-        let found = o.extents.read().find(offset);
-        if let Some((i, r)) = found {
-            if end <= r.end && (r.end - r.start) as usize <= o.cache.budget() {
-                let b = o.extent(i, r.clone())?;
-                if copy_from(buf, r.start, offset, &b) {
-                    return Ok(());
-                }
-            }
+        if let Some(b) = o.cached_extent(offset, buf.len())? {
+            buf.copy_from_slice(&b);
+            return Ok(());
         }
         o.exact(offset, buf)
+    }
+
+    fn view(&self, offset: u64, len: usize) -> Option<std::io::Result<ByteView>> {
+        let o = &self.0;
+        if let Err(e) = o.check_unchanged() {
+            return Some(Err(e));
+        }
+        match o.cached_extent(offset, len) {
+            Ok(Some(b)) => Some(Ok(Box::new(b))),
+            Ok(None) => None,
+            Err(e) => Some(Err(e)),
+        }
     }
 
     fn chunk_extents(&self, starts: Vec<u64>, end: u64) {

@@ -1,19 +1,23 @@
 //! A remote prefix (`s3://bucket/dir/`: a sparse frame's directory, a bcolz carray or ctable
-//! root) as a [`ByteTree`] of its objects. The request plan:
+//! root, a `.b2d` store) as a [`ByteTree`] of its objects. The request plan:
 //! - open: one listing of everything under the prefix (S3 ListObjectsV2, one request per
 //!   1,000 keys), which gives every object's size and ETag; then every small object that is
-//!   not chunk data (`chunks.b2frame`, `meta/sizes`, `meta/storage`, `__attrs__`,
-//!   `__rootdirs__`, ...) is fetched in parallel, so the container's open reads them from
-//!   memory: a mount costs the listing plus one parallel round;
+//!   not chunk data nor a store's leaf frame (`chunks.b2frame`, `meta/sizes`, `meta/storage`,
+//!   `__attrs__`, `__rootdirs__`, `embed.b2e`, ...) is fetched in parallel, so the
+//!   container's open reads them from memory: a mount costs the listing plus one parallel
+//!   round;
 //! - a read of an object fetches the whole object in one GET into the compressed-bytes cache
 //!   (keyed by the object's number in the listing), so a chunk file's header read and body
 //!   read cost one request; an object larger than the cache budget is read by exact ranges;
+//! - chunk objects read in order (by directory, then chunk number) prefetch the next ones of
+//!   the same directory, one GET each and concurrently, the window doubling up to a byte cap
+//!   (a quarter of the cache budget, at most 64 MiB), as an object's chunks do;
 //! - every GET carries `If-Match` with the ETag the listing gave (else `If-Unmodified-Since`);
 //!   a 412 marks the tree changed, logged once naming the object, and every later read fails.
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
 use bytes::Bytes;
@@ -23,12 +27,15 @@ use object_store::path::Path as StorePath;
 use super::RemoteOptions;
 use super::cache::{Begin, ExtentCache, Flight};
 use super::client::{Client, Pin, RemoteError, RemoteErrorKind, RemoteStats};
-use crate::container::{ByteSource, ByteTree};
+use super::seq::Sequence;
+use crate::container::{ByteSource, ByteTree, ByteView};
 
 /// The most objects a prefix may hold (a million-chunk sparse frame).
 const MAX_OBJECTS: usize = 1 << 20;
 /// Objects up to this size that are not chunk data are fetched at open.
 const WARM_MAX: u64 = 1 << 20;
+/// The largest prefetch window, in bytes (also at most a quarter of the cache budget).
+const WINDOW_MAX: u64 = 64 << 20;
 
 /// One listed object.
 #[derive(Debug)]
@@ -42,6 +49,58 @@ struct Listed {
     pin: Pin,
 }
 
+/// The chunk objects in reading order: by directory, then by chunk number (`__10.blp` after
+/// `__9.blp`, which the listing's name order puts before `__2.blp`).
+#[derive(Debug, Default)]
+struct Chunks {
+    /// Object numbers, in reading order.
+    order: Vec<usize>,
+    /// Each object's position in `order` (`usize::MAX`: not a numbered chunk object).
+    pos: Vec<usize>,
+    /// The directory (one array's chunks) of each position, numbered.
+    group: Vec<u32>,
+}
+
+impl Chunks {
+    fn of(objects: &[Listed]) -> Chunks {
+        let mut numbered: Vec<(&str, u64, usize)> = objects
+            .iter()
+            .enumerate()
+            .filter_map(|(i, o)| chunk_number(&o.rel).map(|(dir, n)| (dir, n, i)))
+            .collect();
+        numbered.sort_unstable();
+        let mut c = Chunks {
+            pos: vec![usize::MAX; objects.len()],
+            ..Chunks::default()
+        };
+        let mut g = 0u32;
+        for (p, &(dir, _, i)) in numbered.iter().enumerate() {
+            if p > 0 && numbered[p - 1].0 != dir {
+                g += 1;
+            }
+            c.order.push(i);
+            c.pos[i] = p;
+            c.group.push(g);
+        }
+        c
+    }
+}
+
+/// The directory and number of a chunk object: `DIR/0000002A.chunk` (hex, a sparse frame's)
+/// or `DIR/__42.blp` (decimal, bcolz's).
+fn chunk_number(rel: &str) -> Option<(&str, u64)> {
+    let (dir, name) = rel.rsplit_once('/').unwrap_or(("", rel));
+    let n = if let Some(hex) = name.strip_suffix(".chunk") {
+        u64::from_str_radix(hex, 16).ok()?
+    } else {
+        name.strip_suffix(".blp")?
+            .strip_prefix("__")?
+            .parse()
+            .ok()?
+    };
+    Some((dir, n))
+}
+
 /// The objects under a prefix (see the module docs).
 #[derive(Debug)]
 pub struct RemotePrefix {
@@ -49,13 +108,20 @@ pub struct RemotePrefix {
     root: PathBuf,
     /// Sorted by `rel`.
     objects: Vec<Listed>,
+    chunks: Chunks,
     cache: Arc<ExtentCache>,
+    /// The largest prefetch window, in bytes.
+    window_max: u64,
+    seq: Mutex<Sequence>,
     changed: AtomicBool,
 }
 
-/// Whether the object named `rel` holds chunk data (fetched on demand, not at open).
+/// Whether the object named `rel` is fetched on demand, not at open: chunk data, or a leaf
+/// frame of a `.b2d` store (opened when first used).
 fn is_chunk_data(rel: &str) -> bool {
-    rel.ends_with(".chunk") || rel.ends_with(".blp")
+    [".chunk", ".blp", ".b2nd", ".b2f", ".b2b"]
+        .iter()
+        .any(|s| rel.ends_with(s))
 }
 
 /// Lists the prefix `url` (`s3://bucket/dir/` or without the last slash) and fetches its
@@ -102,8 +168,11 @@ pub fn open_prefix(url: &str, opts: &RemoteOptions) -> Result<Arc<RemotePrefix>,
     objects.sort_by(|a, b| a.rel.cmp(&b.rel));
     let prefix = Arc::new(RemotePrefix {
         root: PathBuf::from(&root_url),
+        chunks: Chunks::of(&objects),
         objects,
         cache: Arc::new(ExtentCache::new(opts.cache_bytes)),
+        window_max: WINDOW_MAX.min(opts.cache_bytes as u64 / 4),
+        seq: Mutex::new(Sequence::default()),
         changed: AtomicBool::new(false),
         client,
     });
@@ -173,12 +242,13 @@ impl RemotePrefix {
     /// Starts a GET of the whole object `i` that completes `flight`.
     fn spawn_whole(&self, i: usize, flight: Arc<Flight>) {
         let o = &self.objects[i];
+        let split = Some((vec![o.size as usize], self.cache.pool()));
         let fut = self
             .client
-            .get_at(&o.path, GetRange::Bounded(0..o.size), &o.pin);
+            .get_at(&o.path, GetRange::Bounded(0..o.size), &o.pin, split);
         let cache = Arc::clone(&self.cache);
         self.client.rt.spawn(async move {
-            cache.finish(i as u64, &flight, fut.await.map(|g| g.bytes));
+            cache.finish(i as u64, &flight, fut.await.map(|g| g.bytes()));
         });
     }
 
@@ -205,8 +275,8 @@ impl RemotePrefix {
             .map_err(|e| self.failed(i, e))
     }
 
-    /// Fills `buf` with the bytes at `offset` of object `i`.
-    fn read(&self, i: usize, offset: u64, buf: &mut [u8]) -> std::io::Result<()> {
+    /// An EIO-class error once the tree is known to have changed.
+    fn check_unchanged(&self) -> std::io::Result<()> {
         if self.changed.load(Ordering::Relaxed) {
             return Err(RemoteError::new(
                 RemoteErrorKind::Changed,
@@ -217,51 +287,115 @@ impl RemotePrefix {
             )
             .into_io());
         }
-        if buf.is_empty() {
-            return Ok(());
+        Ok(())
+    }
+
+    /// Whether object `i` is small enough to be fetched whole into the cache.
+    fn cacheable(&self, i: usize) -> bool {
+        usize::try_from(self.objects[i].size).is_ok_and(|s| s <= self.cache.budget())
+    }
+
+    /// Records a read of object `i`; two chunk objects read in order start fetching the next
+    /// ones of the same directory (one GET each, concurrently), the window doubling up to
+    /// its byte cap.
+    fn note_sequential(&self, i: usize) {
+        let c = &self.chunks;
+        let Some(&p) = c.pos.get(i).filter(|&&p| p != usize::MAX) else {
+            return;
+        };
+        let todo = self.seq.lock().unwrap_or_else(|e| e.into_inner()).read(
+            p,
+            c.order.len(),
+            self.window_max,
+            |q| self.objects[c.order[q]].size,
+            |a, b| c.group[a] == c.group[b],
+            |_| true,
+        );
+        for q in todo.unwrap_or_default() {
+            let j = c.order[q];
+            if !self.cacheable(j) {
+                continue;
+            }
+            if let Begin::Lead(f) = self.cache.begin(j as u64) {
+                self.client.stats.count_prefetch();
+                self.spawn_whole(j, f);
+            }
         }
+    }
+
+    /// Object `i` whole (cached, awaited, or fetched now), checked to be its listed size;
+    /// `None` when it is larger than the cache budget.
+    fn whole(&self, i: usize) -> std::io::Result<Option<Bytes>> {
         let o = &self.objects[i];
-        let whole = if usize::try_from(o.size).is_ok_and(|s| s <= self.cache.budget()) {
-            match self.cache.begin(i as u64) {
-                Begin::Hit(b) => b,
-                Begin::Wait(f) => self.wait(i, &f)?,
-                Begin::Lead(f) => {
-                    self.spawn_whole(i, Arc::clone(&f));
-                    self.wait(i, &f)?
-                }
+        self.note_sequential(i);
+        if !self.cacheable(i) {
+            return Ok(None);
+        }
+        let whole = match self.cache.begin(i as u64) {
+            Begin::Hit(b) => b,
+            Begin::Wait(f) => self.wait(i, &f)?,
+            Begin::Lead(f) => {
+                self.spawn_whole(i, Arc::clone(&f));
+                self.wait(i, &f)?
             }
-        } else {
-            let range = offset..offset + buf.len() as u64;
-            let fut = self
-                .client
-                .get_at(&o.path, GetRange::Bounded(range), &o.pin);
-            let flight = Arc::new(Flight::default());
-            let f2 = Arc::clone(&flight);
-            self.client.rt.spawn(async move {
-                f2.complete(fut.await.map(|g| g.bytes));
-            });
-            let b = self.wait(i, &flight)?;
-            if b.len() != buf.len() {
-                let short = RemoteError::new(RemoteErrorKind::Protocol, "short range");
-                return Err(self.failed(i, short));
-            }
-            buf.copy_from_slice(&b);
-            return Ok(());
+        };
+        if whole.len() as u64 != o.size {
+            let short = RemoteError::new(
+                RemoteErrorKind::Protocol,
+                format!("{} bytes, not the {} listed", whole.len(), o.size),
+            );
+            return Err(self.failed(i, short));
+        }
+        Ok(Some(whole))
+    }
+
+    /// The `len` bytes at `offset` of object `i` as a view of its cached buffer (`None`:
+    /// the object is too large to cache).
+    fn view(&self, i: usize, offset: u64, len: usize) -> std::io::Result<Option<Bytes>> {
+        self.check_unchanged()?;
+        let Some(whole) = self.whole(i)? else {
+            return Ok(None);
         };
         let at = usize::try_from(offset).unwrap_or(usize::MAX);
-        match whole.get(at..at.saturating_add(buf.len())) {
-            Some(src) => {
-                buf.copy_from_slice(src);
-                Ok(())
-            }
+        match at.checked_add(len).filter(|&end| end <= whole.len()) {
+            Some(end) => Ok(Some(whole.slice(at..end))),
             None => {
                 let short = RemoteError::new(
                     RemoteErrorKind::Protocol,
-                    format!("{} bytes, not the {} listed", whole.len(), o.size),
+                    format!("a read past the end of the object ({} bytes)", whole.len()),
                 );
                 Err(self.failed(i, short))
             }
         }
+    }
+
+    /// Fills `buf` with the bytes at `offset` of object `i`.
+    fn read(&self, i: usize, offset: u64, buf: &mut [u8]) -> std::io::Result<()> {
+        self.check_unchanged()?;
+        if buf.is_empty() {
+            return Ok(());
+        }
+        if let Some(b) = self.view(i, offset, buf.len())? {
+            buf.copy_from_slice(&b);
+            return Ok(());
+        }
+        let o = &self.objects[i];
+        let range = offset..offset + buf.len() as u64;
+        let fut = self
+            .client
+            .get_at(&o.path, GetRange::Bounded(range), &o.pin, None);
+        let flight = Arc::new(Flight::default());
+        let f2 = Arc::clone(&flight);
+        self.client.rt.spawn(async move {
+            f2.complete(fut.await.map(|g| g.bytes()));
+        });
+        let b = self.wait(i, &flight)?;
+        if b.len() != buf.len() {
+            let short = RemoteError::new(RemoteErrorKind::Protocol, "short range");
+            return Err(self.failed(i, short));
+        }
+        buf.copy_from_slice(&b);
+        Ok(())
     }
 }
 
@@ -277,6 +411,10 @@ impl ByteTree for SharedPrefix {
     fn file(&self, rel: &str) -> Option<Arc<dyn ByteSource>> {
         let i = self.0.find(rel)?;
         Some(Arc::new(Object(Arc::clone(&self.0), i)))
+    }
+
+    fn names(&self) -> Vec<String> {
+        self.0.objects.iter().map(|o| o.rel.clone()).collect()
     }
 
     fn is_dir(&self, rel: &str) -> bool {
@@ -313,6 +451,14 @@ impl ByteSource for Object {
         self.0.read(self.1, offset, buf)
     }
 
+    fn view(&self, offset: u64, len: usize) -> Option<std::io::Result<ByteView>> {
+        match self.0.view(self.1, offset, len) {
+            Ok(Some(b)) => Some(Ok(Box::new(b))),
+            Ok(None) => None,
+            Err(e) => Some(Err(e)),
+        }
+    }
+
     fn changed(&self) -> bool {
         self.0.changed.load(Ordering::Relaxed)
     }
@@ -321,6 +467,47 @@ impl ByteSource for Object {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn chunk_objects_are_read_in_number_order_per_directory() {
+        assert_eq!(chunk_number("0000002A.chunk"), Some(("", 42)));
+        assert_eq!(chunk_number("col/data/__12.blp"), Some(("col/data", 12)));
+        assert_eq!(chunk_number("data/__x.blp"), None);
+        assert_eq!(chunk_number("meta/sizes"), None);
+        let listed = |rel: &str| Listed {
+            rel: rel.to_owned(),
+            path: StorePath::from(rel),
+            url: rel.to_owned(),
+            size: 1,
+            mtime: SystemTime::UNIX_EPOCH,
+            pin: Pin::default(),
+        };
+        // The listing's order (by name).
+        let names = [
+            "a/data/__0.blp",
+            "a/data/__1.blp",
+            "a/data/__10.blp",
+            "a/data/__2.blp",
+            "a/meta/sizes",
+            "b/data/__0.blp",
+        ];
+        let objects: Vec<Listed> = names.iter().map(|n| listed(n)).collect();
+        let c = Chunks::of(&objects);
+        let in_order: Vec<&str> = c.order.iter().map(|&i| names[i]).collect();
+        assert_eq!(
+            in_order,
+            [
+                "a/data/__0.blp",
+                "a/data/__1.blp",
+                "a/data/__2.blp",
+                "a/data/__10.blp",
+                "b/data/__0.blp"
+            ]
+        );
+        assert_eq!(c.group, [0, 0, 0, 0, 1]);
+        assert_eq!(c.pos[4], usize::MAX, "metadata is not in the order");
+        assert_eq!(c.pos[2], 3);
+    }
 
     #[test]
     fn chunk_data_is_told_from_metadata() {

@@ -28,6 +28,8 @@ mod remote_bench; // remote benchmarks (ignored; BENCHMARKS.md)
 #[cfg(feature = "remote")]
 mod remote_dirs; // sparse frames and bcolz roots under an S3 prefix (listing), on moto
 #[cfg(feature = "remote")]
+mod remote_mem; // the daemon's peak memory while it streams a frame over HTTP, against a local mount
+#[cfg(feature = "remote")]
 mod remote_support; // the servers and the proxy of the remote tests
 mod store; // collections: .b2z/.b2d stores and directories of sources against python-blosc2
 mod store_crash; // SIGKILL of a mount during a .b2z member commit: old or new zip for python-blosc2

@@ -1,6 +1,7 @@
 //! Benchmarks of remote sources (ignored by default; BENCHMARKS.md records their output):
 //! `cargo test --test it bench_remote -- --ignored --nocapture --test-threads 1`.
-//! `B2FS_BENCH_MIB` sets the frame size of the streaming benchmark (default 512).
+//! `B2FS_BENCH_MIB` sets the frame size of the streaming benchmark (default 512) and of the
+//! sparse frame prefix one (default 128).
 
 use std::io::Read;
 use std::path::Path;
@@ -11,7 +12,7 @@ use crate::remote_support::{BUCKET, Proxy, moto, put_object, python_frame, rclon
 use crate::support::{Mount, fuse_available, python};
 
 /// The pid of the daemon serving `mp` (its command line names the mount point).
-fn daemon_pid(mp: &Path) -> Option<u32> {
+pub fn daemon_pid(mp: &Path) -> Option<u32> {
     let want = mp.to_string_lossy().into_owned();
     std::fs::read_dir("/proc").ok()?.find_map(|e| {
         let e = e.ok()?;
@@ -22,7 +23,7 @@ fn daemon_pid(mp: &Path) -> Option<u32> {
     })
 }
 
-fn vm_hwm_kib(pid: u32) -> u64 {
+pub fn vm_hwm_kib(pid: u32) -> u64 {
     let s = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
     s.lines()
         .find_map(|l| l.strip_prefix("VmHWM:"))
@@ -30,8 +31,16 @@ fn vm_hwm_kib(pid: u32) -> u64 {
         .unwrap_or(0)
 }
 
+/// `B2FS_BENCH_MIB`, else `default`: the size of a benchmark's frame in MiB (1 MiB chunks).
+fn bench_mib(default: usize) -> usize {
+    std::env::var("B2FS_BENCH_MIB")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
 /// Reads every data file of the mount in order; returns (bytes, seconds).
-fn stream(m: &Mount) -> (u64, f64) {
+pub fn stream(m: &Mount) -> (u64, f64) {
     let mut names: Vec<_> = std::fs::read_dir(m.path("data"))
         .unwrap()
         .map(|e| e.unwrap().path())
@@ -119,10 +128,7 @@ fn bench_remote_cold_sequential_read_and_memory() {
     if !fuse_available(t) {
         return;
     }
-    let mib: usize = std::env::var("B2FS_BENCH_MIB")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(512);
+    let mib = bench_mib(512);
     let dir = tempfile::tempdir().unwrap();
     // 1 MiB (131072 f8) chunks.
     let frame = python_frame(&py, dir.path(), mib, 128 << 10);
@@ -224,4 +230,133 @@ fn bench_remote_random_4k_reads_one_get_per_cold_chunk() {
         n as f64 / secs
     );
     m.umount();
+}
+
+#[test]
+#[ignore]
+fn bench_remote_prefix_cold_sequential_read() {
+    let t = "bench_remote_prefix_cold_sequential_read";
+    let (Some(py), Some(moto)) = (python(t), moto(t)) else {
+        return;
+    };
+    if !fuse_available(t) {
+        return;
+    }
+    let mib = bench_mib(128);
+    let dir = tempfile::tempdir().unwrap();
+    let sparse = dir.path().join("sparse.b2frame");
+    // A sparse frame of 1 MiB (131072 f8) chunks, one object each.
+    let script = format!(
+        "import numpy as np, blosc2\n\
+         ci, n = 128 << 10, {mib} * (128 << 10)\n\
+         a = blosc2.empty((n,), dtype='f8', chunks=(ci,), blocks=(ci // 4,), urlpath={p:?}, \
+         mode='w', contiguous=False, cparams={{'clevel': 1, 'codec': blosc2.Codec.LZ4}})\n\
+         rng = np.random.default_rng(7)\n\
+         for i in range(0, n, 32 * ci):\n    \
+             a[i:i + 32 * ci] = (rng.standard_normal(min(32 * ci, n - i)) * 1000).round(2)\n",
+        p = sparse.display().to_string()
+    );
+    crate::support::run_python(&py, &["-c", &script]);
+    let mut size = 0;
+    for e in std::fs::read_dir(&sparse).unwrap() {
+        let p = e.unwrap().path();
+        let bytes = std::fs::read(&p).unwrap();
+        size += bytes.len();
+        let name = p.file_name().unwrap().to_string_lossy().into_owned();
+        put_object(&moto, &format!("sparse/{name}"), &bytes, true);
+    }
+    let delayed = Proxy::start(moto.port);
+    delayed.set_delay(Duration::from_millis(20));
+    let url = format!("s3://{BUCKET}/sparse/");
+    let runs: [(&str, &Path, String); 3] = [
+        ("local", sparse.as_path(), "ro".to_owned()),
+        (
+            "s3 loopback",
+            Path::new(&url),
+            format!("endpoint={},no_sign_request", moto.url),
+        ),
+        (
+            "s3 +20 ms",
+            Path::new(&url),
+            format!("endpoint={},no_sign_request", delayed.url),
+        ),
+    ];
+    println!("sparse frame: {mib} chunk objects of 1 MiB decoded, {size} bytes stored");
+    for round in 0..2 {
+        for (name, src, opts) in &runs {
+            let before = delayed.requests();
+            let t0 = Instant::now();
+            let m = Mount::daemon(src, &[opts]);
+            let mount_s = t0.elapsed().as_secs_f64();
+            let (bytes, secs) = stream(&m);
+            println!(
+                "  round {round} {name:12} mount {mount_s:5.2} s, read {secs:6.2} s, \
+                 {:7.1} MB/s decoded, {} requests through the delaying proxy",
+                bytes as f64 / secs / 1e6,
+                delayed.requests() - before
+            );
+            m.umount();
+        }
+    }
+}
+
+#[test]
+#[ignore]
+fn bench_remote_b2z_many_members_mount_time_and_requests() {
+    let t = "bench_remote_b2z_many_members_mount_time_and_requests";
+    let (Some(py), Some(moto)) = (python(t), moto(t)) else {
+        return;
+    };
+    if !fuse_available(t) {
+        return;
+    }
+    let delayed = Proxy::start(moto.port);
+    delayed.set_delay(Duration::from_millis(20));
+    let dir = tempfile::tempdir().unwrap();
+    for members in [1000, 10000] {
+        let name = format!("many{members}.b2z");
+        let p = dir.path().join(&name);
+        let arg = p.to_str().unwrap();
+        crate::support::run_python(
+            &py,
+            &[
+                "scripts/oracle/stores.py",
+                "many",
+                arg,
+                &members.to_string(),
+            ],
+        );
+        let bytes = std::fs::read(&p).unwrap();
+        put_object(&moto, &name, &bytes, true);
+        let url = format!("s3://{BUCKET}/{name}");
+        for (label, ep) in [("loopback", &moto.url), ("+20 ms", &delayed.url)] {
+            for _ in 0..2 {
+                let m = Mount::empty();
+                let before = delayed.requests();
+                let t0 = Instant::now();
+                let out = m.run_mount(
+                    Path::new(&url),
+                    &[&format!("endpoint={ep},no_sign_request")],
+                );
+                let secs = t0.elapsed().as_secs_f64();
+                assert!(
+                    out.status.success(),
+                    "{}",
+                    String::from_utf8_lossy(&out.stderr)
+                );
+                // One leaf read: its array.npy (opens that member only).
+                let t1 = Instant::now();
+                let npy = std::fs::read(m.path("g7/a7/array.npy")).map(|b| b.len());
+                let leaf = t1.elapsed().as_secs_f64();
+                println!(
+                    "{members} members, {} bytes, {label:8}: mount {secs:.2} s ({} requests \
+                     through the delaying proxy), first leaf array.npy {:?} in {leaf:.3} s",
+                    bytes.len(),
+                    delayed.requests() - before,
+                    npy
+                );
+                m.umount();
+            }
+        }
+    }
 }

@@ -279,3 +279,139 @@ fn remote_b2z_stores_over_s3_and_http_show_python_blosc2_bytes_through_the_tree(
     }
     assert!(checked >= 4, "{checked} remote stores checked");
 }
+
+const WRITE_MANY: &str = r#"
+import sys, numpy as np, blosc2, bcolz
+out = sys.argv[1]
+rng = np.random.default_rng(5)
+a = (rng.standard_normal(40 * 8192) * 100).round(1)
+blosc2.asarray(a, chunks=(8192,), blocks=(2048,), urlpath=out + "/sp.b2frame",
+               contiguous=False, mode="w")
+c = bcolz.carray((np.arange(24 * 1024, dtype="i8") * 7919) % 100003, chunklen=1024,
+                 rootdir=out + "/ca", mode="w")
+c.flush()
+"#;
+
+#[test]
+fn remote_prefix_sequential_reads_prefetch_the_next_chunk_objects_once_each() {
+    let t = "remote_prefix_sequential_reads_prefetch_the_next_chunk_objects_once_each";
+    let Some(py) = python(t) else {
+        return;
+    };
+    let Some(moto) = moto(t) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    crate::support::run_python(&py, &["-c", WRITE_MANY, &dir.path().to_string_lossy()]);
+    for rel in files_under(dir.path()) {
+        let bytes = std::fs::read(dir.path().join(&rel)).unwrap();
+        put_object(&moto, &format!("many/{}", rel.display()), &bytes, true);
+    }
+    let proxy = Proxy::start(moto.port);
+    let opts = RemoteOptions {
+        endpoint: Some(proxy.url.clone()),
+        no_sign_request: true,
+        ..RemoteOptions::default()
+    };
+    // The bcolz carray has more than ten chunk objects: `__10.blp` is listed before
+    // `__2.blp`, but read after `__9.blp`.
+    for name in ["sp.b2frame", "ca"] {
+        let local_dir = dir.path().join(name);
+        let want = container::open(&local_dir).unwrap();
+        let objects = files_under(&local_dir)
+            .iter()
+            .filter(|p| {
+                let s = p.to_string_lossy();
+                s.ends_with(".chunk") || s.ends_with(".blp")
+            })
+            .count() as u64;
+        let prefix =
+            b2fs::remote::open_prefix(&format!("s3://{BUCKET}/many/{name}/"), &opts).unwrap();
+        let got = container::open_tree(prefix.byte_tree()).unwrap();
+        let (w, g) = (arrays(&want)[0].1, arrays(&got)[0].1);
+        assert!(w.nchunks() > 12, "{name}: {} chunks", w.nchunks());
+        assert_eq!(w.nchunks() as u64, objects, "{name}: one object per chunk");
+        let before = (proxy.requests(), prefix.stats().prefetches());
+        for i in 0..w.nchunks() {
+            assert_eq!(
+                w.chunk_bytes(i).unwrap(),
+                g.chunk_bytes(i).unwrap(),
+                "{name} {i}"
+            );
+        }
+        let gets = proxy.requests() - before.0;
+        let ahead = prefix.stats().prefetches() - before.1;
+        assert_eq!(gets, objects, "{name}: every chunk object fetched once");
+        assert_eq!(
+            ahead,
+            objects - 2,
+            "{name}: every chunk object after the first two fetched ahead of its read"
+        );
+    }
+}
+
+#[test]
+fn remote_b2d_stores_under_s3_prefixes_show_python_blosc2_bytes_and_open_leaves_lazily() {
+    use b2fs::tree::{Tree, TreeOptions};
+    let t = "remote_b2d_stores_under_s3_prefixes_show_python_blosc2_bytes_and_open_leaves_lazily";
+    let Some(py) = python(t) else {
+        return;
+    };
+    let Some(moto) = moto(t) else {
+        return;
+    };
+    let (dir, manifest) = crate::store_tree::gen_stores(&py);
+    let proxy = Proxy::start(moto.port);
+    let opts = RemoteOptions {
+        endpoint: Some(proxy.url.clone()),
+        no_sign_request: true,
+        ..RemoteOptions::default()
+    };
+    let ep = format!("endpoint={},no_sign_request", moto.url);
+    let mut checked = 0;
+    for (name, desc) in manifest.as_object().unwrap() {
+        if !name.ends_with(".b2d") {
+            continue;
+        }
+        let files = files_under(&dir.path().join(name));
+        for rel in &files {
+            let bytes = std::fs::read(dir.path().join(name).join(rel)).unwrap();
+            put_object(&moto, &format!("{name}/{}", rel.display()), &bytes, true);
+        }
+        let url = format!("s3://{BUCKET}/{name}/");
+        let before = proxy.requests();
+        let prefix = b2fs::remote::open_prefix(&url, &opts).unwrap();
+        let c = container::store::dir::open_store_tree(prefix.byte_tree())
+            .unwrap_or_else(|e| panic!("{url}: {e}"));
+        // The listing, then embed.b2e and any other small object that is not a leaf frame:
+        // leaves are fetched when first opened.
+        let leaves = files
+            .iter()
+            .filter(|p| {
+                let s = p.to_string_lossy();
+                [".b2nd", ".b2f", ".b2b"].iter().any(|x| s.ends_with(x))
+            })
+            .count();
+        assert!(leaves > 0, "{name}: no leaf frame");
+        let others = (files.len() - leaves) as u64;
+        assert_eq!(
+            proxy.requests() - before,
+            1 + others,
+            "{url}: requests to open"
+        );
+        assert_eq!(c.leaves_opened(), 0, "{url}: leaves open lazily");
+        let tree = Tree::from_collection(c, TreeOptions::default()).unwrap();
+        let n =
+            crate::store_tree::check_store(&tree, desc).unwrap_or_else(|e| panic!("{url}: {e}"));
+        assert!(n > 0, "{url}: no leaf checked");
+        // The command line opens the prefix as the same store.
+        let out = b2fs().args(["info", "-o", &ep, &url]).output().unwrap();
+        assert!(
+            out.status.success(),
+            "{url}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        checked += 1;
+    }
+    assert!(checked >= 2, "{checked} remote .b2d stores checked");
+}

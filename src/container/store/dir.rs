@@ -16,7 +16,7 @@ use std::path::Path;
 use std::sync::{Arc, OnceLock};
 
 use super::{Collection, Form, Group, Leaf, Location, Node, Shared};
-use crate::container::ContainerError;
+use crate::container::{ByteTree, Container, ContainerError, not_a_container};
 
 /// The deepest directory level walked.
 const MAX_DEPTH: usize = 32;
@@ -60,6 +60,30 @@ pub(super) fn walk_store(
     Ok(())
 }
 
+/// Opens the `.b2d` store at the root of `tree` (a remote prefix holding `embed.b2e`): its
+/// files are the tree's objects, each leaf opened through its byte source on first access.
+///
+/// # Errors
+/// [`ContainerError::NotAContainer`] without `embed.b2e`; as [`super::open_store`].
+pub fn open_store_tree(tree: Arc<dyn ByteTree>) -> Result<Collection, ContainerError> {
+    let root = tree.root().to_path_buf();
+    let e = tree
+        .file("embed.b2e")
+        .ok_or_else(|| not_a_container(&root, "the prefix holds no embed.b2e"))?;
+    let estore = match crate::container::open_bytes(e)? {
+        Container::Array(a) => a,
+        Container::Table(_) => {
+            return Err(not_a_container(&root, "its embed.b2e is not a frame"));
+        }
+    };
+    let files = tree
+        .names()
+        .into_iter()
+        .map(|n| (n.clone(), Location::TreeFile(n)))
+        .collect();
+    super::collection(&root, (Form::Dir, None, estore, files), Some(tree))
+}
+
 /// Opens the directory `path` as a collection of the sources in it.
 ///
 /// # Errors
@@ -71,6 +95,7 @@ pub fn open_frames(path: &Path) -> Result<Collection, ContainerError> {
         estore: None,
         scratch: OnceLock::new(),
         opened: Default::default(),
+        tree: None,
     });
     let root = group(path, "", "/", 0, &shared)?;
     Ok(Collection {

@@ -24,31 +24,77 @@ use zip::ZipArchive;
 use crate::container::{ByteSource, ContainerError};
 
 /// What a zip file is read from: a local file, or a byte source (a remote object) read in
-/// blocks, so the zip crate's small reads of a local header cost one range read.
+/// blocks, so the zip crate's small reads of a local header cost one range read; blocks read
+/// one after the other double (16 KiB up to 1 MiB), so a central directory longer than what
+/// the source holds already (a 10,000-member store's) costs a few range reads, not one per
+/// 16 KiB.
 #[derive(Debug)]
 pub(crate) enum Reader {
     /// A local file.
     File(File),
-    /// A byte source, its position and the last block read (start, bytes).
-    Bytes(Arc<dyn ByteSource>, u64, (u64, Vec<u8>)),
+    /// A byte source, its position, the last block read (start, bytes), and the central
+    /// directory read at open (start, bytes; kept while the zip crate reads elsewhere).
+    Bytes(Arc<dyn ByteSource>, u64, (u64, Vec<u8>), (u64, Vec<u8>)),
 }
 
-/// The block a [`Reader::Bytes`] reads at once.
+/// The block a [`Reader::Bytes`] reads at once after a seek.
 const BLOCK: u64 = 16 << 10;
+/// The largest block of a run of reads in order.
+const BLOCK_MAX: u64 = 1 << 20;
+/// The largest central directory read ahead in one block.
+const CD_MAX: u64 = 64 << 20;
+
+/// The central directory of the zip in `src` and where it starts, read in one range when the
+/// end record (in the last 64 KiB + 22 bytes) locates it; `None` for ZIP64 records, a
+/// directory over [`CD_MAX`], or anything that does not add up (the zip crate then finds it
+/// by its own reads, and says what is wrong).
+fn central_directory(src: &dyn ByteSource) -> Option<(u64, Vec<u8>)> {
+    let len = src.len();
+    let n = len.min(22 + 0xFFFF);
+    let mut end = vec![0u8; usize::try_from(n).ok()?];
+    src.read_exact_at(len - n, &mut end).ok()?;
+    let at = end.windows(4).rposition(|w| w == b"PK\x05\x06")?;
+    let rec = end.get(at..at + 22)?;
+    let le32 = |i: usize| {
+        u64::from(u32::from_le_bytes([
+            rec[i],
+            rec[i + 1],
+            rec[i + 2],
+            rec[i + 3],
+        ]))
+    };
+    let (size, offset) = (le32(12), le32(16));
+    if size == 0xFFFF_FFFF || offset == 0xFFFF_FFFF || size > CD_MAX {
+        return None;
+    }
+    if offset.checked_add(size)? > len - n + at as u64 {
+        return None;
+    }
+    let mut cd = vec![0u8; usize::try_from(size).ok()?];
+    src.read_exact_at(offset, &mut cd).ok()?;
+    Some((offset, cd))
+}
 
 impl Read for Reader {
     fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
-        let (src, pos, block) = match self {
+        let (src, pos, block, cd) = match self {
             Reader::File(f) => return f.read(buf),
-            Reader::Bytes(src, pos, block) => (src, pos, block),
+            Reader::Bytes(src, pos, block, cd) => (src, pos, block, cd),
         };
         let len = src.len();
         if *pos >= len || buf.is_empty() {
             return Ok(0);
         }
         let inside = |b: &(u64, Vec<u8>), p: u64| p >= b.0 && p < b.0 + b.1.len() as u64;
+        let block = if inside(cd, *pos) { cd } else { block };
         if !inside(block, *pos) {
-            let n = BLOCK.min(len - *pos);
+            let prev = block.1.len() as u64;
+            let next = if prev > 0 && *pos == block.0 + prev {
+                (prev * 2).min(BLOCK_MAX)
+            } else {
+                BLOCK
+            };
+            let n = next.min(len - *pos);
             let mut bytes = vec![0u8; usize::try_from(n).unwrap_or(0)];
             src.read_exact_at(*pos, &mut bytes)?;
             *block = (*pos, bytes);
@@ -65,7 +111,7 @@ impl Seek for Reader {
     fn seek(&mut self, to: SeekFrom) -> std::io::Result<u64> {
         let (src, pos) = match self {
             Reader::File(f) => return f.seek(to),
-            Reader::Bytes(src, pos, _) => (src, pos),
+            Reader::Bytes(src, pos, ..) => (src, pos),
         };
         let new = match to {
             SeekFrom::Start(n) => Some(n),
@@ -139,7 +185,10 @@ impl ZipIndex {
     pub fn open_bytes(bytes: Arc<dyn ByteSource>) -> Result<ZipIndex, ContainerError> {
         let path = PathBuf::from(bytes.name());
         let (len, mtime) = (bytes.len(), bytes.mtime());
-        let reader = Reader::Bytes(Arc::clone(&bytes), 0, (0, Vec::new()));
+        // The central directory read at once (the reader serves the zip crate's reads of
+        // it from that block): one range read, or none when it lies in bytes the source holds.
+        let cd = central_directory(bytes.as_ref()).unwrap_or_default();
+        let reader = Reader::Bytes(Arc::clone(&bytes), 0, (0, Vec::new()), cd);
         ZipIndex::open_reader(&path, reader, len, mtime, Some(bytes))
     }
 

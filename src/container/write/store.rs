@@ -108,13 +108,15 @@ fn commit_io(
 ) -> Result<(), ContainerError> {
     let path = store.path();
     match leaf.location() {
-        Location::File(_) | Location::Source(_) => match leaf.open().map_err(unwrap)? {
-            Container::Array(a) => super::commit_io(a, edit, io),
-            Container::Table(t) => Err(unsupported(
-                &t.path,
-                "a ctable in a directory: commit its columns with commit_column",
-            )),
-        },
+        Location::File(_) | Location::Source(_) | Location::TreeFile(_) => {
+            match leaf.open().map_err(unwrap)? {
+                Container::Array(a) => super::commit_io(a, edit, io),
+                Container::Table(t) => Err(unsupported(
+                    &t.path,
+                    "a ctable in a directory: commit its columns with commit_column",
+                )),
+            }
+        }
         Location::Member { index, .. } => {
             let zip = store
                 .zip()
