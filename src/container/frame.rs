@@ -13,7 +13,7 @@
 //! writes the index as one repeated-value special chunk.
 //!
 //! Submodules: `header` (the 87-byte prefix, [`FrameInfo`], the metalayer/vlmetalayer
-//! sections, the trailer tail constants) and `index` (nchunks, index decoding, special codes,
+//! sections, the trailer tail constants), `index` (nchunks, index decoding, special codes,
 //! synthesised special chunks), and `chunks` (access to each chunk's bytes). This file opens a
 //! frame from the files on disk.
 //!
