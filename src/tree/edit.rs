@@ -284,9 +284,18 @@ impl Tree {
                 }
                 res => res,
             }
-            .map_err(|source| TreeError::Container {
-                ino: self.inodes.chunk_ino(id),
-                source,
+            .map_err(|source| match source {
+                // Still replaced (another writer is mid-change, or the reload was held back):
+                // the edit has no base of the current version, as a commit against stale
+                // content has none: ESTALE, and a retry after the change applies.
+                crate::container::ContainerError::Changed { .. } => TreeError::Commit {
+                    ino: self.inodes.chunk_ino(id),
+                    source,
+                },
+                source => TreeError::Container {
+                    ino: self.inodes.chunk_ino(id),
+                    source,
+                },
             })?;
             self.edits
                 .lock()

@@ -59,7 +59,7 @@ fn single_value(b: &[u8]) -> Option<u32> {
 
 /// The writer, in a process of its own (as in the issue): rewrites whole chunk files
 /// `data/0..4.bin` of the mount at `mp` with growing versions (chunk i holds 16 * v + i at
-/// its v-th rewrite; write, fsync, close; an ESTALE fsync is retried) for `secs`; returns the
+/// its v-th rewrite; write, fsync, close; an ESTALE write or fsync is retried) for `secs`; returns the
 /// last acknowledged value of each chunk, the writes and the ESTALE retries. A writer thread
 /// in the test process would not do: any fork of this process (the harness runs other tests
 /// that spawn python) closes a copy of its descriptor, a FLUSH that commits a buffer written
@@ -73,8 +73,8 @@ fn writer_process(py: &Path, mp: &Path, secs: Duration) -> (Vec<u32>, u64, u64) 
         \x20       value = 16 * v + i\n\
         \x20       while True:\n\
         \x20           fd = os.open(f'{mp}/data/{i:08}.bin', os.O_WRONLY)\n\
-        \x20           os.write(fd, np.full(per, value, dtype=np.uint32).tobytes())\n\
         \x20           try:\n\
+        \x20               os.write(fd, np.full(per, value, dtype=np.uint32).tobytes())\n\
         \x20               os.fsync(fd); os.close(fd); break\n\
         \x20           except OSError as e:\n\
         \x20               if e.errno != errno.ESTALE: raise\n\
