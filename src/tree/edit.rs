@@ -288,7 +288,7 @@ impl Tree {
                 // Still replaced (another writer is mid-change, or the reload was held back):
                 // the edit has no base of the current version, as a commit against stale
                 // content has none: ESTALE, and a retry after the change applies.
-                crate::container::ContainerError::Changed { .. } => TreeError::Commit {
+                crate::container::ContainerError::Changed { .. } => TreeError::StaleBase {
                     ino: self.inodes.chunk_ino(id),
                     source,
                 },

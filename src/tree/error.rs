@@ -64,6 +64,16 @@ pub enum TreeError {
         /// What the container layer reported.
         source: ContainerError,
     },
+    /// An edit that needs the stored content of a chunk (a partial write of a chunk not yet
+    /// buffered) while another writer is replacing the version it would start from (ESTALE:
+    /// retry once the change is done, as after a commit that found the source changed).
+    #[error("edit of inode {ino} has no current base")]
+    StaleBase {
+        /// The file being edited.
+        ino: u64,
+        /// What the reader reported.
+        source: ContainerError,
+    },
     /// A directory whose content cannot be shown: a collection leaf that failed to open (the
     /// reason, naming the store and the key).
     #[error("unavailable: {0}")]
@@ -98,6 +108,7 @@ impl TreeError {
             TreeError::Refused(_) => libc::EINVAL,
             // Each container failure class gets its own errno; nothing was written for the
             // first four (the checks run before the first write).
+            TreeError::StaleBase { .. } => libc::ESTALE,
             TreeError::Commit { source, .. } => match source {
                 // An edit the format's rules do not allow (README: "errno when refused").
                 ContainerError::Refused { .. } => libc::EINVAL,
@@ -157,6 +168,16 @@ mod tests {
             (TreeError::TooBig("x".into()), libc::EFBIG),
             (TreeError::Refused("x".into()), libc::EINVAL),
             (TreeError::Unavailable("x".into()), libc::EIO),
+            (
+                TreeError::StaleBase {
+                    ino: 3,
+                    source: ContainerError::Changed {
+                        path: PathBuf::from("/x"),
+                        why: "x".into(),
+                    },
+                },
+                libc::ESTALE,
+            ),
             (
                 TreeError::Commit {
                     ino: 3,
