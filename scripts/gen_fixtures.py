@@ -11,7 +11,8 @@ Pinned reference libraries (the venv made by scripts/setup.sh):
 
 Deterministic: every input comes from fixed seeds. The *compressed* bytes of the few chunks
 written with nthreads=2 depend on thread timing (block order), but what they decompress to
-does not. Everything under tests/data/ except README.md is deleted first.
+does not. Everything under tests/data/ except README.md and the *-regressions directories is
+deleted first.
 
 See tests/data/README.md for the layout, the manifest columns and the sidecar JSON schema.
 """
@@ -72,7 +73,8 @@ def versions():
 def clean_output():
     os.makedirs(DATA, exist_ok=True)
     for entry in os.listdir(DATA):
-        if entry == "README.md":
+        # Kept: the README and inputs recorded by fuzzing and property tests.
+        if entry == "README.md" or entry.endswith("-regressions"):
             continue
         p = os.path.join(DATA, entry)
         if os.path.isdir(p) and not os.path.islink(p):

@@ -2,7 +2,7 @@
 //! (partial and whole chunk overwrites, appends, extending the last chunk, `__attrs__`
 //! edits, refused bad JSON, refused N-dim appends) are read back by python-blosc2 and bcolz
 //! from the source itself, which they can still modify afterwards; one test per row of the
-//! README's SEMANTICS table; readers and a writer on the same chunk; ctable columns that grow
+//! the operation table of docs/SEMANTICS.md; readers and a writer on the same chunk; ctable columns that grow
 //! and shrink together (checked against bcolz doing the same row operations); the `.b2lock`
 //! sidecar protocol with python-blosc2 holding the lock or writing meanwhile; `b2fs compact`
 //! refusing a mounted source.

@@ -1328,7 +1328,7 @@ fn writer_ctable_crash_at_every_step() {
     // Growing through a column that is not the first: every other column first, then the
     // first column's meta/sizes. The partial last chunk keeps its rows and gets more (a
     // changed existing row would be visible as soon as its chunk file is renamed in: bcolz
-    // has no multi-file transaction, see the README).
+    // has no multi-file transaction, see docs/SEMANTICS.md).
     let tmp = tempfile::tempdir().expect("tempdir");
     let pristine = gen_ctable(&py, tmp.path());
     let t = open_table(&pristine);
