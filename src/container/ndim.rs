@@ -303,7 +303,7 @@ impl Grid {
 mod tests {
     use super::*;
 
-    /// The real 2-D example of CONTAINER_NOTES 4.3: shape (10,7), chunks (4,4), blocks (2,2),
+    /// The real 2-D example of docs/format/CONTAINERS.md 4.3: shape (10,7), chunks (4,4), blocks (2,2),
     /// `<i4`.
     const AR_B2ND: [u8; 53] = [
         0x97, 0x00, 0x02, 0x92, 0xd3, 0, 0, 0, 0, 0, 0, 0, 0x0a, 0xd3, 0, 0, 0, 0, 0, 0, 0, 0x07,
@@ -396,7 +396,7 @@ mod tests {
 
     #[test]
     fn grid_locate_matches_storage_order() {
-        // The case CONTAINER_NOTES 4.4 verified against C-Blosc2: 576-byte chunks of <i4.
+        // The case docs/format/CONTAINERS.md 4.4 verified against C-Blosc2: 576-byte chunks of <i4.
         let g = Grid::new(&[7, 11, 5], &[5, 4, 3], &[2, 3, 2]).unwrap();
         assert_eq!(g.ext_chunkshape(), [6, 6, 4]);
         assert_eq!(g.items_per_chunk() * 4, 576);

@@ -82,6 +82,13 @@ fn paths_in(text: &str) -> Vec<String> {
         }
         let token: String = bytes[i..j].iter().collect();
         let token = token.trim_end_matches(['.', ',']).to_owned();
+        // Research notes kept outside the repository are named by an upper-case stem ending
+        // in "NOTES" after an underscore: report them as paths, which do not exist here.
+        if token.ends_with("_NOTES") {
+            out.push(token);
+            i = j;
+            continue;
+        }
         // A URL's path is not ours.
         let in_url = i >= 3
             && bytes[..i]
@@ -129,6 +136,11 @@ fn exists(path: &str) -> bool {
     root.join(path).exists()
 }
 
+/// `file:line` of line index `n` of `file`, relative to the repository.
+fn place(root: &Path, file: &Path, n: usize) -> String {
+    format!("{}:{}", file.strip_prefix(root).unwrap().display(), n + 1)
+}
+
 #[test]
 fn every_path_a_comment_names_exists() {
     let root = repo();
@@ -150,11 +162,7 @@ fn every_path_a_comment_names_exists() {
             for p in paths_in(&c) {
                 checked += 1;
                 if !exists(&p) {
-                    missing.push(format!(
-                        "{}:{}: {p}",
-                        f.strip_prefix(&root).unwrap().display(),
-                        n + 1
-                    ));
+                    missing.push(format!("{}: {p}", place(&root, f, n)));
                 }
             }
         }
@@ -200,11 +208,7 @@ fn every_link_of_the_docs_exists() {
                 }
                 checked += 1;
                 if !dir.join(target).exists() {
-                    missing.push(format!(
-                        "{}:{}: {target}",
-                        d.strip_prefix(&root).unwrap().display(),
-                        n + 1
-                    ));
+                    missing.push(format!("{}: {target}", place(&root, d, n)));
                 }
             }
         }
@@ -227,6 +231,8 @@ fn the_path_scanner_finds_what_it_should() {
         ["docs/format/CHUNK.md", "src/tree/*.rs", "BENCHMARKS.md"]
     );
     assert!(paths_in("https://github.com/x/y/blob/main/docs/SEMANTICS.md").is_empty());
+    assert_eq!(paths_in("(CONTAINER_NOTES 1.5)"), ["CONTAINER_NOTES"]);
+    assert!(!exists("CONTAINER_NOTES"));
     assert!(exists("src/tree/*.rs"));
     assert!(!exists("docs/NO_SUCH_FILE.md"));
     assert!(!exists("src/nope*"));

@@ -787,7 +787,7 @@ fn writeback_ctable_columns_grow_and_shrink_together() {
     );
 }
 
-/// The `.b2lock` sidecar protocol (CONTAINER_NOTES 3.6) through a mount: while a
+/// The `.b2lock` sidecar protocol (docs/format/CONTAINERS.md 3.6) through a mount: while a
 /// python-blosc2 handle with `locking=True` holds the lock exclusively, a commit (fsync)
 /// waits and the source is not touched; once released the commit lands, bumps the sidecar's
 /// generation counter, and the locked handle sees the edit. Then python-blosc2 writes the

@@ -231,7 +231,7 @@ pub(super) fn parse_layers<'a>(
     let mut c = Cursor::new(region, file_base);
     c.seek(pos);
     // `93 cd SSSS`: fixarray(3) and the idx_size, which readers ignore; C-Blosc2 checks
-    // neither (a trailer starting `90` was accepted, CONTAINER_NOTES 1.6), so neither do we.
+    // neither (a trailer starting `90` was accepted, docs/format/CONTAINERS.md 1.6), so neither do we.
     c.take(4, what)?;
     c.expect(0xde, what)?;
     let at = c.offset();

@@ -103,7 +103,7 @@ pub(crate) fn special_chunk(
 }
 
 /// Decodes the index chunk found at the start of `region` (file offset `at`): derives
-/// nchunks (CONTAINER_NOTES 1.2), keeps a zeros / repeated-value special index as one value,
+/// nchunks (docs/format/CONTAINERS.md 1.2), keeps a zeros / repeated-value special index as one value,
 /// and decompresses anything else with the codec under `limit`.
 pub(super) fn decode_index(
     region: &[u8],
