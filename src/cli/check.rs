@@ -16,7 +16,7 @@
 //! mapping, others read into a reused per-thread buffer (at most the stored chunk's size).
 
 use std::io::{IsTerminal, Write};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
@@ -35,6 +35,13 @@ pub(super) const WINDOW: usize = 16 << 20;
 const PROGRESS_MIN_CHUNKS: u64 = 64;
 /// Larger compressed buffers are not kept for the thread's next chunk.
 const KEEP_COMPRESSED: usize = 64 << 20;
+/// Chunks a thread claims at a time (a hostile frame may declare millions).
+const BATCH: u64 = 256;
+/// Damaged chunks listed at most (the rest are counted): a hostile frame whose millions of
+/// index entries share one broken chunk must not need gigabytes of report.
+pub const MAX_LISTED: usize = 100_000;
+/// Special chunks (a repeated value, zeros) are checked on their first bytes only.
+const SPECIAL_CHECK: usize = 4096;
 
 /// One array to check.
 #[derive(Debug)]
@@ -77,8 +84,10 @@ pub struct Report {
     pub special: u64,
     /// Uncompressed bytes of the chunks decoded.
     pub decoded_bytes: u64,
-    /// Damaged chunks, in array order then chunk order.
+    /// Damaged chunks, in array order then chunk order (at most [`MAX_LISTED`]).
     pub damaged: Vec<Damage>,
+    /// Damaged chunks in all, listed or not.
+    pub damaged_count: u64,
     /// Structures that cannot be read.
     pub structure: Vec<Problem>,
     /// Leaves not checked, and why (references to remote arrays).
@@ -88,7 +97,7 @@ pub struct Report {
 impl Report {
     /// Whether nothing is damaged.
     pub fn sound(&self) -> bool {
-        self.damaged.is_empty() && self.structure.is_empty()
+        self.damaged_count == 0 && self.structure.is_empty()
     }
 
     /// The JSON form `verify --json` prints (without `source` and `kind`).
@@ -99,7 +108,11 @@ impl Report {
         m.insert("chunks".into(), json!(self.chunks));
         m.insert("special_chunks".into(), json!(self.special));
         m.insert("decoded_bytes".into(), json!(self.decoded_bytes));
-        m.insert("damaged_chunks".into(), json!(self.damaged.len()));
+        m.insert("damaged_chunks".into(), json!(self.damaged_count));
+        m.insert(
+            "damaged_listed".into(),
+            json!(self.damaged.len() as u64 == self.damaged_count),
+        );
         m.insert(
             "damaged".into(),
             Value::Array(self.damaged.iter().map(damage_json).collect()),
@@ -228,6 +241,8 @@ pub(super) fn check(targets: &[Target<'_>], threads: usize, progress: bool, repo
     let done = AtomicU64::new(0);
     let special = AtomicU64::new(0);
     let decoded = AtomicU64::new(0);
+    let count = AtomicU64::new(0);
+    let listed = std::sync::atomic::AtomicUsize::new(0);
     let found: Mutex<Vec<(usize, Damage)>> = Mutex::new(Vec::new());
     let threads = threads.clamp(1, 256).min(usize::try_from(total).unwrap_or(1).max(1));
     let bar = progress && total >= PROGRESS_MIN_CHUNKS && std::io::stderr().is_terminal();
@@ -237,30 +252,43 @@ pub(super) fn check(targets: &[Target<'_>], threads: usize, progress: bool, repo
                 s.spawn(|| {
                     let mut w = Worker::default();
                     loop {
-                        let k = next.fetch_add(1, Ordering::Relaxed);
-                        if k >= total {
+                        let first = next.fetch_add(BATCH, Ordering::Relaxed);
+                        if first >= total {
                             break;
                         }
-                        let t = starts.partition_point(|&st| st <= k) - 1;
-                        let target = &targets[t];
-                        let i = (k - starts[t]) as usize;
-                        match w.check(target.array, i) {
-                            Ok(Outcome::Special) => {
-                                special.fetch_add(1, Ordering::Relaxed);
+                        let end = (first + BATCH).min(total);
+                        let (mut n_special, mut n_decoded, mut n_bad) = (0u64, 0u64, 0u64);
+                        let mut t = starts.partition_point(|&st| st <= first) - 1;
+                        for k in first..end {
+                            while t + 1 < starts.len() && starts[t + 1] <= k {
+                                t += 1;
                             }
-                            Ok(Outcome::Decoded(n)) => {
-                                decoded.fetch_add(n as u64, Ordering::Relaxed);
-                            }
-                            Err(reason) => {
-                                let d = Damage {
-                                    array: target.label.clone(),
-                                    chunk: i,
-                                    reason,
-                                };
-                                found.lock().unwrap_or_else(|e| e.into_inner()).push((t, d));
+                            let target = &targets[t];
+                            let i = (k - starts[t]) as usize;
+                            match w.check_memo(t, target.array, i) {
+                                Ok(Outcome::Special) => n_special += 1,
+                                Ok(Outcome::Decoded(n)) => n_decoded += n as u64,
+                                Err(reason) => {
+                                    n_bad += 1;
+                                    if listed.load(Ordering::Relaxed) < MAX_LISTED {
+                                        listed.fetch_add(1, Ordering::Relaxed);
+                                        let d = Damage {
+                                            array: target.label.clone(),
+                                            chunk: i,
+                                            reason: reason.to_string(),
+                                        };
+                                        found
+                                            .lock()
+                                            .unwrap_or_else(|e| e.into_inner())
+                                            .push((t, d));
+                                    }
+                                }
                             }
                         }
-                        done.fetch_add(1, Ordering::Relaxed);
+                        special.fetch_add(n_special, Ordering::Relaxed);
+                        count.fetch_add(n_bad, Ordering::Relaxed);
+                        decoded.fetch_add(n_decoded, Ordering::Relaxed);
+                        done.fetch_add((first + BATCH).min(total) - first, Ordering::Relaxed);
                     }
                 })
             })
@@ -280,6 +308,7 @@ pub(super) fn check(targets: &[Target<'_>], threads: usize, progress: bool, repo
     });
     report.special += special.into_inner();
     report.decoded_bytes += decoded.into_inner();
+    report.damaged_count += count.into_inner();
     let mut found = found.into_inner().unwrap_or_else(|e| e.into_inner());
     found.sort_by_key(|(t, d)| (*t, d.chunk));
     report.damaged.extend(found.into_iter().map(|(_, d)| d));
@@ -313,9 +342,35 @@ struct Worker {
     decoder: Decoder,
     out: Vec<u8>,
     compressed: Vec<u8>,
+    /// The last stored chunk checked: (target, index entry, last chunk of its array) and the
+    /// outcome. Index entries sharing stored bytes (a repeated index) are decoded once.
+    memo: Option<((usize, i64, bool), Result<usize, Arc<str>>)>,
 }
 
 impl Worker {
+    /// [`Worker::check`] through the memo of the last stored chunk.
+    fn check_memo(&mut self, t: usize, a: &Array, i: usize) -> Result<Outcome, Arc<str>> {
+        let Some(entry) = a.frame_index_entry(i) else {
+            return self.check(a, i).map_err(Arc::from);
+        };
+        if entry < 0 {
+            return Ok(Outcome::Special);
+        }
+        let key = (t, entry, i + 1 == a.nchunks());
+        if let Some((k, r)) = &self.memo {
+            if *k == key {
+                return r.clone().map(Outcome::Decoded);
+            }
+        }
+        let r = self.check(a, i).map_err(Arc::<str>::from);
+        if let Ok(Outcome::Decoded(n)) = &r {
+            self.memo = Some((key, Ok(*n)));
+        } else if let Err(e) = &r {
+            self.memo = Some((key, Err(e.clone())));
+        }
+        r
+    }
+
     /// Checks chunk `i` of `a`: `Err(reason)` when it cannot be read back.
     fn check(&mut self, a: &Array, i: usize) -> Result<Outcome, String> {
         if a.frame_index_entry(i).is_some_and(|e| e < 0) {
@@ -328,6 +383,7 @@ impl Worker {
             decoder,
             out,
             compressed,
+            ..
         } = self;
         let mut res = None;
         let mapped = a.with_mapped_chunk(i, false, &mut |c| {
@@ -390,6 +446,19 @@ fn decode(
         ));
     }
     let n = h.nbytes;
+    if h.special() != codec::SpecialKind::None {
+        // A pattern: its first bytes show the pattern is there; the rest repeats it.
+        let len = n.min(SPECIAL_CHECK);
+        crate::mem::grow_discarding(out, len);
+        let got = dec
+            .decompress_range(chunk, 0, &mut out[..len])
+            .map_err(codec_err)?;
+        return if got == len {
+            Ok(n)
+        } else {
+            Err(format!("decoded {got} bytes, the header says {n}"))
+        };
+    }
     if n <= WHOLE_MAX {
         crate::mem::grow_discarding(out, n);
         dec.decompress_into(chunk, &mut out[..n])

@@ -88,6 +88,14 @@ pub(super) fn salvage(source: &Path, dest: &Path, options: &[String]) -> Result<
     };
     let report = verify::check_opened(&opened, true);
     drop(opened);
+    if report.damaged_count > report.damaged.len() as u64 {
+        return Err(other(format!(
+            "cannot salvage '{}': {} damaged chunks, more than the {} salvage lists",
+            source.display(),
+            report.damaged_count,
+            check::MAX_LISTED
+        )));
+    }
     for d in &report.damaged {
         eprintln!(
             "b2fs salvage: chunk {} of {}: damaged, written as zeros: {}",

@@ -115,7 +115,7 @@ pub(super) fn verify(source: &Path, as_json: bool, options: &[String]) -> Result
         Err(Error::Damaged(format!(
             "{}: {} damaged chunks, {} damaged structures",
             source.display(),
-            report.damaged.len(),
+            report.damaged_count,
             report.structure.len()
         )))
     }
@@ -153,12 +153,18 @@ fn print_text(source: &Path, kind: &str, r: &Report) {
             d.reason
         );
     }
+    if (r.damaged.len() as u64) < r.damaged_count {
+        println!(
+            "... and {} more damaged chunks (not listed)",
+            r.damaged_count - r.damaged.len() as u64
+        );
+    }
     if r.sound() {
         println!("result:   sound");
     } else {
         println!(
             "result:   DAMAGED ({} chunks, {} structures)",
-            r.damaged.len(),
+            r.damaged_count,
             r.structure.len()
         );
     }

@@ -383,8 +383,9 @@ fn verify_and_salvage_bcolz() {
         let blp = p.join("data/__3.blp");
         let len = std::fs::metadata(&blp).unwrap().len();
         smash(&blp, len / 2, 48);
-        // A chunk header: the Blosc1 cbytes of chunk 5.
-        write_at(&p.join("data/__5.blp"), 16 + 12, &0x7fff_0000u32.to_le_bytes());
+        // A chunk header: the Blosc1 format version of chunk 5. (A wrong cbytes is not
+        // damage bcolz sees: C-Blosc 1 decodes without it, b2fs refuses the chunk.)
+        write_at(&p.join("data/__5.blp"), 16, &[9]);
     });
     case(&py, "ctable", "ctable", "ctable", |p| {
         let blp = p.join("y/data/__2.blp");
@@ -408,11 +409,15 @@ fn verify_and_salvage_stores() {
         panic!("no /a")
     };
     let (at, cb) = chunk_at(leaf.array().unwrap(), 3);
-    case(&py, "store", "store.b2z", "store.b2z", |p| smash(p, at + cb / 2, 64));
+    case(&py, "store", "store.b2z", "store.b2z", |p| {
+        smash(p, at + cb / 2, 64);
+        write_at(p, at + 12, &0x7fff_0000u32.to_le_bytes());
+    });
     let g = array(&f.join("store.b2d/g/b.b2nd"));
     let (at, cb) = chunk_at(&g, 1);
     case(&py, "store", "store.b2d", "store.b2d", |p| {
-        smash(&p.join("g/b.b2nd"), at + cb / 2, 64)
+        smash(&p.join("g/b.b2nd"), at + cb / 2, 64);
+        write_at(&p.join("g/b.b2nd"), at + 12, &0x7fff_0000u32.to_le_bytes());
     });
 }
 
