@@ -2,14 +2,18 @@
 # Runs every benchmark (release build), each against C-Blosc2 (python-blosc2) in the same run.
 # Results are printed as tables; BENCHMARKS.md records them with this command.
 #   bash scripts/bench.sh            # all
-#   bash scripts/bench.sh decode     # one of: decode encode read
+#   bash scripts/bench.sh decode     # one of: decode encode read verify
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 export B2FS_PYTHON="$PWD/.venv/bin/python"
 echo "machine: $(nproc) vCPU, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)"
 echo "rustc: $(rustc --version)   commit: $(git rev-parse --short HEAD)"
-for b in ${1:-decode encode read}; do
+for b in ${1:-decode encode read verify}; do
     echo "== $b"
-    cargo bench --bench "$b"
+    if [ "$b" = verify ]; then
+        bash scripts/bench_verify.sh   # b2fs verify vs python-blosc2 over a 1 GiB frame
+    else
+        cargo bench --bench "$b"
+    fi
 done

@@ -1,4 +1,5 @@
-//! The `b2fs` command line: `mount`, `umount`, `info`, `compact`, `log`, `completions`, `man`
+//! The `b2fs` command line: `mount`, `umount`, `info`, `verify`, `salvage`, `compact`, `log`,
+//! `completions`, `man`
 //! (and `b2fs SOURCE MOUNTPOINT -o OPTS`, how mount(8)'s `mount.fuse3` helper calls it:
 //! `fstab`).
 //!
@@ -12,6 +13,7 @@
 //! failure.
 
 pub mod args;
+pub mod check;
 mod compact;
 mod daemon;
 mod docs;
@@ -19,7 +21,9 @@ mod events;
 mod fstab;
 mod info;
 pub mod remote;
+mod salvage;
 mod umount;
+mod verify;
 
 use std::io;
 use std::path::{Path, PathBuf};
@@ -34,6 +38,9 @@ use args::{Cli, Command};
 
 /// Exit code: other failure.
 pub const EXIT_OTHER: u8 = 1;
+/// Exit code: `verify` found damage (the same code as other failures: the report on stdout,
+/// or `--json`, tells which).
+pub const EXIT_DAMAGED: u8 = 1;
 /// Exit code: usage error.
 pub const EXIT_USAGE: u8 = 2;
 /// Exit code: the source is missing or not a container.
@@ -116,6 +123,9 @@ pub enum Error {
         /// The child's one-line message.
         message: String,
     },
+    /// `verify` found damaged chunks or structures (already reported on stdout).
+    #[error("{0}")]
+    Damaged(String),
     /// Anything else.
     #[error("{what}")]
     Other {
@@ -152,6 +162,7 @@ impl Error {
             Error::Mountpoint { .. } | Error::Mount { .. } => EXIT_MOUNTPOINT,
             Error::Fuse(_) => EXIT_FUSE,
             Error::Busy { .. } => EXIT_OTHER,
+            Error::Damaged(_) => EXIT_DAMAGED,
             Error::Daemon { code, .. } | Error::Remote { code, .. } => *code,
             Error::Other { .. } => EXIT_OTHER,
         }
@@ -194,6 +205,8 @@ pub fn run(cli: Cli) -> Result<(), Error> {
         Command::Mount(m) => daemon::mount(m),
         Command::Umount(u) => umount::umount(&u.mountpoint, u.lazy),
         Command::Info(i) => info::info(&i.source, i.json, &i.options),
+        Command::Verify(v) => verify::verify(&v.source, v.json, &v.options),
+        Command::Salvage(s) => salvage::salvage(&s.source, &s.dest, &s.options),
         Command::Compact(c) => compact::compact(&c.source),
         Command::Log(l) => events::log(&l.mountpoint),
         Command::Completions(c) => docs::completions(c.shell),

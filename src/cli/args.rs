@@ -8,9 +8,10 @@ use clap::{Args, Parser, Subcommand};
 /// Exit codes, also printed by `--help`.
 pub const EXIT_CODES_HELP: &str = "\
 Exit codes:
-  0  success
+  0  success (verify: SOURCE is sound)
   1  other failure (I/O error, daemon died, unmount timed out, SOURCE busy: compact of a
-     mounted source, mount of a source being compacted)
+     mounted source, mount of a source being compacted; salvage: DEST exists or SOURCE
+     cannot be salvaged); verify: damage found
   2  usage error (bad arguments or -o options)
   3  SOURCE missing, unreadable or not a Blosc2 frame / b2nd / bcolz directory
   4  MOUNTPOINT missing, not a directory, already mounted or busy (umount: not mounted)
@@ -79,6 +80,15 @@ pub enum Command {
     /// Show, without mounting, what a mount of SOURCE would contain, and its chunk table.
     #[command(after_help = EXIT_CODES_HELP)]
     Info(InfoArgs),
+    /// Check SOURCE: its structure, and every chunk decoded (on every core); report each
+    /// damaged chunk with its array, index and reason (docs/VERIFY.md).
+    #[command(after_help = format!("{VERIFY_HELP}\n\n{EXIT_CODES_HELP}"))]
+    Verify(VerifyArgs),
+    /// Write DEST, a copy of SOURCE of the same kind keeping every chunk that decodes byte
+    /// for byte and each damaged chunk replaced by zeros, listed on stderr and in DEST's
+    /// attributes under `b2fs_salvage` (docs/VERIFY.md). DEST must not exist.
+    #[command(after_help = format!("{SALVAGE_HELP}\n\n{EXIT_CODES_HELP}"))]
+    Salvage(SalvageArgs),
     /// Rewrite a contiguous frame without the dead space edits leave (temp file + rename).
     /// Refused (exit 1, source untouched) while a b2fs mount serves the source.
     #[command(after_help = EXIT_CODES_HELP)]
@@ -141,6 +151,52 @@ pub struct UmountArgs {
     pub lazy: bool,
     /// Where the source is mounted.
     pub mountpoint: PathBuf,
+}
+
+const VERIFY_HELP: &str = "\
+Checks every kind of source: frames, sparse frames, b2nd, bcolz carrays and ctables,
+.b2z/.b2d stores, directories of sources and remote sources (URL, with -o as for mount).
+A chunk is damaged when its bytes cannot be read, its header is invalid, it declares a
+size its slot does not have, or it does not decode. Text report on stdout (a progress bar
+on stderr when it is a terminal); --json prints one object:
+  {\"source\", \"kind\", \"sound\", \"arrays\", \"chunks\", \"special_chunks\",
+   \"decoded_bytes\", \"damaged_chunks\",
+   \"damaged\": [{\"array\": KEY|COLUMN|null, \"chunk\": N, \"reason\": TEXT}, ...],
+   \"structure\": [{\"array\": KEY|null, \"reason\": TEXT}, ...], \"skipped\": [...]}
+Exit 0: sound; 1: damage found; 3: SOURCE missing or not a container.";
+
+const SALVAGE_HELP: &str = "\
+DEST gets the same kind as SOURCE (frame, sparse frame, b2nd, bcolz carray or ctable,
+.b2z/.b2d store, directory of sources; a remote frame or .b2z becomes a local file). Sound
+chunks are copied as stored (not re-encoded); a damaged chunk becomes a chunk of zeros of
+its size. The damaged chunks are listed on stderr and recorded in the attributes of the
+array holding them (frame vlmeta, bcolz __attrs__; a ctable's root __attrs__) under
+b2fs_salvage: {\"source\": SOURCE, \"damaged\": [{\"array\", \"chunk\", \"reason\"}, ...]}.
+A source whose structure cannot be opened (or a store leaf that cannot) is not salvaged.";
+
+/// `b2fs verify`.
+#[derive(Debug, Args)]
+pub struct VerifyArgs {
+    /// The source to check (path or URL).
+    pub source: PathBuf,
+    /// Print one JSON object instead of text.
+    #[arg(long)]
+    pub json: bool,
+    /// Remote source options (endpoint=, region=, no_sign_request, ...), as for mount.
+    #[arg(short = 'o', value_name = "OPTS")]
+    pub options: Vec<String>,
+}
+
+/// `b2fs salvage`.
+#[derive(Debug, Args)]
+pub struct SalvageArgs {
+    /// The damaged source (path or URL).
+    pub source: PathBuf,
+    /// Where to write the salvaged copy (must not exist).
+    pub dest: PathBuf,
+    /// Remote source options (endpoint=, region=, no_sign_request, ...), as for mount.
+    #[arg(short = 'o', value_name = "OPTS")]
+    pub options: Vec<String>,
 }
 
 /// `b2fs info`.

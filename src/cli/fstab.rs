@@ -19,6 +19,8 @@ const SUBCOMMANDS: &[&str] = &[
     "mount",
     "umount",
     "info",
+    "verify",
+    "salvage",
     "compact",
     "log",
     "completions",

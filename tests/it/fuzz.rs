@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 #[path = "../../fuzz/src/lib.rs"]
 #[allow(dead_code)]
-mod entry;
+pub(crate) mod entry;
 
 use crate::support::repo_root;
 

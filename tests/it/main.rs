@@ -38,6 +38,7 @@ mod store_lazy; // collection leaves opened on first access: a 10,000-member sto
 mod store_tree; // collections through the tree and a mount: chunks, array.npy, attrs, edits
 mod system; // mount(8)/fstab via mount.fuse3, auto_unmount, umount -l, getfattr, b2fs log, editors
 mod tree; // the in-process filesystem API without a kernel
+mod verify; // issue 22: `b2fs verify` / `salvage` on damaged reference sources, the hostile corpus
 mod wheel; // the pip wheel (maturin bindings = "bin") installed in a fresh venv mounts the sample
 mod writeback; // read-write mounts: edits checked by the reference libraries
 mod writer; // write-back commits checked by the reference libraries; crash safety; compact

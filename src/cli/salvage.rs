@@ -1,0 +1,434 @@
+//! `b2fs salvage SOURCE DEST`: a copy of SOURCE, of the same kind, in which every chunk that
+//! decodes is kept byte for byte (copied as stored, never re-encoded) and every damaged chunk
+//! ([`super::check`]) is replaced by a chunk of zeros of its size, through the ordinary
+//! write-back ([`crate::container::write`]).
+//!
+//! Order: check SOURCE; copy it (file or directory tree) to a hidden temporary beside DEST;
+//! commit the zero chunks and the `b2fs_salvage` attribute into the copy (frames: vlmeta;
+//! bcolz: `__attrs__`; a ctable: its root `__attrs__`; a store: each damaged leaf's own
+//! attributes); compact a contiguous frame (the replaced chunks leave dead space); then
+//! claim DEST atomically (a hard link for a file, an exclusive `mkdir` replaced by `rename`
+//! for a directory), so an existing DEST is never overwritten. A remote frame or `.b2z` is
+//! first downloaded to the temporary. On failure the temporary is removed.
+//!
+//! Not salvaged (the command fails, DEST is not written): a source whose structure cannot be
+//! opened, and a damaged chunk whose size is unknown. A store whose `embed.b2e` or some leaf
+//! is damaged beyond opening is written with that part as it was, and the command fails
+//! after naming it.
+
+use std::path::{Path, PathBuf};
+
+use serde_json::{Value, json};
+
+use super::check::{self, Damage, Report};
+use super::verify::{self, Open};
+use super::Error;
+use crate::codec::{self, CParams, Codec};
+use crate::container::store::{Group, Leaf, Node};
+use crate::container::write::{self, Edit};
+use crate::container::{self, Array, ChunkKind, Collection, Container, Opened, SourceKind};
+use crate::error::display_chain;
+
+/// The attribute key salvage records the damaged chunks under.
+pub const SALVAGE_KEY: &str = "b2fs_salvage";
+
+fn other(what: impl Into<String>) -> Error {
+    Error::Other {
+        what: what.into(),
+        source: None,
+    }
+}
+
+fn cerr(e: container::ContainerError) -> Error {
+    other(display_chain(&e))
+}
+
+/// Runs `b2fs salvage`.
+pub(super) fn salvage(source: &Path, dest: &Path, options: &[String]) -> Result<(), Error> {
+    if dest.symlink_metadata().is_ok() {
+        return Err(other(format!(
+            "'{}' exists: salvage never overwrites (choose a new DEST)",
+            dest.display()
+        )));
+    }
+    let name = dest
+        .file_name()
+        .ok_or_else(|| Error::Usage(format!("DEST '{}' has no file name", dest.display())))?;
+    let parent = match dest.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    let tmp = parent.join(format!(
+        ".{}.b2fs-salvage-{}",
+        name.to_string_lossy(),
+        std::process::id()
+    ));
+    let _cleanup = Cleanup(tmp.clone());
+    let download = parent.join(format!(
+        ".{}.b2fs-download-{}",
+        name.to_string_lossy(),
+        std::process::id()
+    ));
+    let _cleanup_download = Cleanup(download.clone());
+    let local = match super::remote::as_url(source) {
+        Some(url) => {
+            fetch(url, options, &download)?;
+            download.clone()
+        }
+        None => source.to_path_buf(),
+    };
+    let opened = match verify::open(&local, options)? {
+        Open::Opened(o) => o,
+        Open::Damaged(reason) => {
+            return Err(other(format!(
+                "cannot salvage '{}': its structure is damaged: {reason}",
+                source.display()
+            )));
+        }
+    };
+    let report = verify::check_opened(&opened, true);
+    drop(opened);
+    if report.damaged_count > report.damaged.len() as u64 {
+        return Err(other(format!(
+            "cannot salvage '{}': {} damaged chunks, more than the {} salvage lists",
+            source.display(),
+            report.damaged_count,
+            check::MAX_LISTED
+        )));
+    }
+    for d in &report.damaged {
+        eprintln!(
+            "b2fs salvage: chunk {} of {}: damaged, written as zeros: {}",
+            d.chunk,
+            check::label(&d.array),
+            d.reason
+        );
+    }
+    copy_tree(&local, &tmp)?;
+    let unsalvaged = apply(&tmp, source, &report)?;
+    claim(&tmp, dest)?;
+    eprintln!(
+        "b2fs salvage: {} -> {}: {} of {} chunks kept, {} replaced by zeros",
+        source.display(),
+        dest.display(),
+        report.chunks - report.damaged.len() as u64,
+        report.chunks,
+        report.damaged.len()
+    );
+    if unsalvaged.is_empty() {
+        Ok(())
+    } else {
+        Err(other(format!(
+            "'{}' written, but these parts could not be salvaged and are as in SOURCE: {}",
+            dest.display(),
+            unsalvaged.join("; ")
+        )))
+    }
+}
+
+/// Removes a temporary file or directory when dropped (nothing when it is gone).
+struct Cleanup(PathBuf);
+
+impl Drop for Cleanup {
+    fn drop(&mut self) {
+        match self.0.symlink_metadata() {
+            Ok(m) if m.is_dir() => {
+                let _ = std::fs::remove_dir_all(&self.0);
+            }
+            Ok(_) => {
+                let _ = std::fs::remove_file(&self.0);
+            }
+            Err(_) => {}
+        }
+    }
+}
+
+/// Copies a file, or a directory tree (files and directories; symbolic links are followed).
+fn copy_tree(from: &Path, to: &Path) -> Result<(), Error> {
+    let io = |p: &Path, e: std::io::Error| Error::Other {
+        what: format!("copying '{}'", p.display()),
+        source: Some(e),
+    };
+    let meta = std::fs::metadata(from).map_err(|e| io(from, e))?;
+    if meta.is_file() {
+        std::fs::copy(from, to).map_err(|e| io(from, e))?;
+        return Ok(());
+    }
+    std::fs::create_dir(to).map_err(|e| io(to, e))?;
+    for entry in std::fs::read_dir(from).map_err(|e| io(from, e))? {
+        let entry = entry.map_err(|e| io(from, e))?;
+        copy_tree(&entry.path(), &to.join(entry.file_name()))?;
+    }
+    Ok(())
+}
+
+/// Moves the finished temporary to `dest`, never replacing an existing `dest`.
+fn claim(tmp: &Path, dest: &Path) -> Result<(), Error> {
+    let fail = |e: std::io::Error| Error::Other {
+        what: format!("cannot create '{}'", dest.display()),
+        source: Some(e),
+    };
+    if tmp.is_dir() {
+        // An exclusive mkdir claims the name; rename replaces the empty directory.
+        std::fs::create_dir(dest).map_err(fail)?;
+        if let Err(e) = std::fs::rename(tmp, dest) {
+            let _ = std::fs::remove_dir(dest);
+            return Err(fail(e));
+        }
+    } else {
+        std::fs::hard_link(tmp, dest).map_err(fail)?;
+        let _ = std::fs::remove_file(tmp);
+    }
+    Ok(())
+}
+
+/// The attributes `attrs` plus the salvage record of `damaged`.
+fn with_record(attrs: &Value, source: &Path, damaged: &[&Damage]) -> Value {
+    let mut obj = attrs.as_object().cloned().unwrap_or_default();
+    obj.insert(
+        SALVAGE_KEY.into(),
+        json!({
+            "source": source.display().to_string(),
+            "damaged": damaged.iter().map(|d| check::damage_json(d)).collect::<Vec<_>>(),
+        }),
+    );
+    Value::Object(obj)
+}
+
+/// A chunk of zeros for slot `index` of `a`, in the source's chunk format.
+fn zero_chunk(a: &Array, index: usize) -> Result<Vec<u8>, Error> {
+    let nbytes = a.chunk_nbytes(index).map_err(|e| {
+        other(format!(
+            "chunk {index} of '{}': its size is unknown, it cannot be replaced: {}",
+            a.path().display(),
+            display_chain(&e)
+        ))
+    })?;
+    let ts = a.typesize();
+    let ts = if (1..=255).contains(&ts) { ts } else { 1 };
+    if a.kind() == SourceKind::BcolzCarray {
+        let zeros = vec![0u8; nbytes];
+        codec::compress(&zeros, &CParams::blosc1(Codec::BloscLz, 5, ts, 1))
+            .map_err(|e| other(format!("encoding a chunk of zeros: {e}")))
+    } else {
+        Ok(container::frame::special_chunk(
+            ChunkKind::Zeros,
+            nbytes,
+            ts as u32,
+            0,
+        ))
+    }
+}
+
+/// The edit replacing `damaged` chunks of `a` by zeros and recording them in its attributes.
+fn array_edit(a: &Array, source: &Path, damaged: &[&Damage], attrs: bool) -> Result<Edit, Error> {
+    let mut edit = Edit::default();
+    for d in damaged {
+        edit.updates.push((d.chunk, zero_chunk(a, d.chunk)?));
+    }
+    if attrs {
+        edit.attrs = Some(with_record(a.attrs(), source, damaged));
+    }
+    Ok(edit)
+}
+
+/// Commits the salvage into the copy at `tmp`; returns the parts that could not be salvaged.
+fn apply(tmp: &Path, source: &Path, report: &Report) -> Result<Vec<String>, Error> {
+    let mut unsalvaged: Vec<String> = report
+        .structure
+        .iter()
+        .map(|p| {
+            format!(
+                "{}: {}",
+                p.array.as_deref().unwrap_or("(source)"),
+                p.reason
+            )
+        })
+        .collect();
+    if report.damaged.is_empty() {
+        return Ok(unsalvaged);
+    }
+    let opened = container::open_any(tmp).map_err(cerr)?;
+    match opened {
+        Opened::Single(Container::Array(a)) => {
+            let damaged: Vec<&Damage> = report.damaged.iter().collect();
+            write::commit(&a, &array_edit(&a, source, &damaged, true)?).map_err(cerr)?;
+            if a.kind() == SourceKind::Cframe {
+                drop(a);
+                write::compact(tmp, &mut |_, _| {}).map_err(cerr)?;
+            }
+        }
+        Opened::Single(Container::Table(t)) => {
+            salvage_table(&t, None, source, report)?;
+        }
+        Opened::Collection(_) => {
+            drop(opened);
+            salvage_collection(tmp, source, report, &mut unsalvaged)?;
+        }
+    }
+    Ok(unsalvaged)
+}
+
+/// Commits the zero chunks of a ctable's damaged columns (labels `prefix/col` or `col`) and
+/// the record in its root `__attrs__`.
+fn salvage_table(
+    t: &container::Table,
+    prefix: Option<&str>,
+    source: &Path,
+    report: &Report,
+) -> Result<(), Error> {
+    let mut all = Vec::new();
+    for (name, a) in &t.columns {
+        let label = match prefix {
+            Some(p) => format!("{p}/{name}"),
+            None => name.clone(),
+        };
+        let damaged: Vec<&Damage> = report
+            .damaged
+            .iter()
+            .filter(|d| d.array.as_deref() == Some(&label))
+            .collect();
+        if damaged.is_empty() {
+            continue;
+        }
+        write::commit(a, &array_edit(a, source, &damaged, false)?).map_err(cerr)?;
+        all.extend(damaged);
+    }
+    if !all.is_empty() {
+        write::commit_table_attrs(t, &with_record(&t.attrs, source, &all)).map_err(cerr)?;
+    }
+    Ok(())
+}
+
+/// Every leaf (and `__vlmeta__` carrier) of a collection with its label as [`check`] gives
+/// it, and the collection it belongs to (nested stores included).
+fn labelled_leaves<'a>(
+    c: &'a Collection,
+    prefix: &str,
+    out: &mut Vec<(String, &'a Collection, &'a Leaf)>,
+) {
+    fn group<'a>(
+        c: &'a Collection,
+        g: &'a Group,
+        prefix: &str,
+        out: &mut Vec<(String, &'a Collection, &'a Leaf)>,
+    ) {
+        if let Some(carrier) = g.carrier() {
+            out.push((format!("{prefix}{}", carrier.key()), c, carrier));
+        }
+        for n in &g.children {
+            match n {
+                Node::Group(sub) => group(c, sub, prefix, out),
+                Node::Leaf(l) => out.push((format!("{prefix}{}", l.key()), c, l)),
+                Node::Store(s) => {
+                    let name = format!("{prefix}{}/{}", g.key.trim_end_matches('/'), n.name());
+                    labelled_leaves(s, &name, out);
+                }
+            }
+        }
+    }
+    group(c, c.root(), prefix, out);
+}
+
+/// Salvages the damaged leaves of the collection copied at `tmp`, one leaf per reopening
+/// (a `.b2z` commit rewrites the whole zip).
+fn salvage_collection(
+    tmp: &Path,
+    source: &Path,
+    report: &Report,
+    unsalvaged: &mut Vec<String>,
+) -> Result<(), Error> {
+    let mut pending: Vec<&str> = Vec::new();
+    for d in &report.damaged {
+        let l = d.array.as_deref().unwrap_or_default();
+        if !pending.contains(&l) {
+            pending.push(l);
+        }
+    }
+    let mut done: Vec<String> = Vec::new();
+    loop {
+        let opened = container::open_any(tmp).map_err(cerr)?;
+        let Opened::Collection(c) = &opened else {
+            return Err(other("the copied store no longer opens as a store"));
+        };
+        let mut leaves = Vec::new();
+        labelled_leaves(c, "", &mut leaves);
+        // The next leaf with damage in it (its own label, or one of its columns).
+        let next = leaves.iter().find(|(label, _, _)| {
+            !done.contains(label)
+                && pending.iter().any(|p| {
+                    *p == label.as_str()
+                        || p.strip_prefix(label.as_str())
+                            .is_some_and(|r| r.starts_with('/'))
+                })
+        });
+        let Some((label, store, leaf)) = next else {
+            break;
+        };
+        done.push(label.clone());
+        match leaf.open() {
+            Ok(Container::Array(a)) => {
+                let damaged: Vec<&Damage> = report
+                    .damaged
+                    .iter()
+                    .filter(|d| d.array.as_deref() == Some(label.as_str()))
+                    .collect();
+                let edit = array_edit(a, source, &damaged, true)?;
+                write::commit_member(store, leaf, &edit).map_err(cerr)?;
+            }
+            Ok(Container::Table(t)) => salvage_table(t, Some(label), source, report)?,
+            Err(e) => unsalvaged.push(format!("{label}: {}", display_chain(&*e))),
+        }
+    }
+    for p in pending {
+        let covered = done.iter().any(|l| {
+            p == l
+                || p.strip_prefix(l.as_str())
+                    .is_some_and(|r| r.starts_with('/'))
+        });
+        if !covered {
+            unsalvaged.push(format!("{p}: damaged chunks not rewritten (not a stored leaf)"));
+        }
+    }
+    Ok(())
+}
+
+/// Downloads the remote object at `url` (a frame or `.b2z`) to `to`.
+#[cfg(feature = "remote")]
+fn fetch(url: &str, options: &[String], to: &Path) -> Result<(), Error> {
+    use std::io::Write;
+    let opts = super::args::MountOptions::parse(options).map_err(Error::Usage)?;
+    if url.ends_with('/') {
+        return Err(Error::Usage(format!(
+            "{url}: salvage of a remote prefix (sparse frame, bcolz, .b2d): copy it locally first"
+        )));
+    }
+    let object = crate::remote::open(url, &opts.remote).map_err(|e| Error::Remote {
+        url: url.to_owned(),
+        code: super::EXIT_SOURCE,
+        why: e.why,
+    })?;
+    let bytes = object.byte_source();
+    let io = |e: std::io::Error| Error::Other {
+        what: format!("downloading '{url}'"),
+        source: Some(e),
+    };
+    let mut file = std::fs::File::create(to).map_err(io)?;
+    let mut buf = vec![0u8; 8 << 20];
+    let mut at = 0u64;
+    while at < bytes.len() {
+        let n = (bytes.len() - at).min(buf.len() as u64) as usize;
+        bytes.read_exact_at(at, &mut buf[..n]).map_err(io)?;
+        file.write_all(&buf[..n]).map_err(io)?;
+        at += n as u64;
+    }
+    file.sync_all().map_err(io)
+}
+
+/// Without the `remote` feature a URL is a usage error.
+#[cfg(not(feature = "remote"))]
+fn fetch(url: &str, _options: &[String], _to: &Path) -> Result<(), Error> {
+    Err(Error::Usage(format!(
+        "{url}: this b2fs was built without the 'remote' feature"
+    )))
+}

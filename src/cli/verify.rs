@@ -1,0 +1,171 @@
+//! `b2fs verify SOURCE [--json]`: opens a source of any kind (local or remote), checks its
+//! structure (what opening reads: header, metalayers, index, offsets, trailer, vlmeta, bcolz
+//! metadata, a store's zip and `embed.b2e`; then every leaf of a collection), decodes every
+//! chunk on every core ([`super::check`]) and reports each damaged chunk with its array, index
+//! and reason. Exit 0 when sound, [`super::EXIT_DAMAGED`] when damage was found, 3 when the
+//! source is missing or not a container (`docs/VERIFY.md`).
+
+use std::path::Path;
+
+use serde_json::{Value, json};
+
+use super::args::MountOptions;
+use super::check::{self, Report};
+use super::{Error, check_source};
+use crate::container::{self, ContainerError, Opened};
+use crate::error::display_chain;
+
+/// How opening a source went.
+pub(super) enum Open {
+    /// Opened.
+    Opened(Opened),
+    /// A container whose structure is too damaged to open (the reason).
+    Damaged(String),
+}
+
+/// Whether an open error means "not a container" (exit 3) rather than a damaged one.
+fn not_a_container(e: &ContainerError) -> bool {
+    matches!(
+        e,
+        ContainerError::NotAContainer { .. } | ContainerError::Unsupported { .. }
+    )
+}
+
+/// Opens `source` (a path or URL) for checking: [`Open::Damaged`] for a recognised source
+/// whose structure is broken.
+///
+/// # Errors
+/// [`Error::SourcePath`] / [`Error::Source`] (exit 3) when it is missing or not a container;
+/// [`Error::Remote`] for remote failures; [`Error::Usage`] for bad `-o` options.
+pub(super) fn open(source: &Path, options: &[String]) -> Result<Open, Error> {
+    let source_err = |e| Error::Source {
+        path: source.to_path_buf(),
+        source: e,
+    };
+    let res = match super::remote::as_url(source) {
+        Some(url) => {
+            let opts = MountOptions::parse(options).map_err(Error::Usage)?;
+            match super::remote::open(url, &opts.remote) {
+                Ok(o) => Ok(o),
+                Err(Error::Source { source: e, .. }) => Err(e),
+                Err(e) => return Err(e),
+            }
+        }
+        None => {
+            if !options.is_empty() {
+                MountOptions::parse(options).map_err(Error::Usage)?;
+            }
+            check_source(source)?;
+            container::open_any(source)
+        }
+    };
+    match res {
+        Ok(o) => Ok(Open::Opened(o)),
+        Err(e) if not_a_container(&e) => Err(source_err(e)),
+        Err(e @ ContainerError::Io { .. }) => Err(source_err(e)),
+        Err(e) => Ok(Open::Damaged(display_chain(&e))),
+    }
+}
+
+/// The kind of an opened source, as `info` names it.
+pub(super) fn kind_name(o: &Opened) -> String {
+    match o {
+        Opened::Single(container::Container::Array(a)) => format!("{:?}", a.kind()),
+        Opened::Single(container::Container::Table(_)) => "BcolzCtable".into(),
+        Opened::Collection(c) => format!("collection ({:?})", c.form()),
+    }
+}
+
+/// Checks an opened source on every core.
+pub(super) fn check_opened(o: &Opened, progress: bool) -> Report {
+    let mut report = Report::default();
+    let targets = check::targets(o, &mut report);
+    check::check(&targets, check::default_threads(), progress, &mut report);
+    report
+}
+
+/// Runs `b2fs verify`.
+pub(super) fn verify(source: &Path, as_json: bool, options: &[String]) -> Result<(), Error> {
+    let (kind, report) = match open(source, options)? {
+        Open::Opened(o) => (kind_name(&o), check_opened(&o, true)),
+        Open::Damaged(reason) => {
+            let mut r = Report::default();
+            r.structure.push(check::Problem {
+                array: None,
+                reason,
+            });
+            ("damaged".to_owned(), r)
+        }
+    };
+    if as_json {
+        let mut doc = serde_json::Map::new();
+        doc.insert("source".into(), json!(source.display().to_string()));
+        doc.insert("kind".into(), json!(kind));
+        doc.extend(report.to_json());
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&Value::Object(doc)).unwrap_or_default()
+        );
+    } else {
+        print_text(source, &kind, &report);
+    }
+    if report.sound() {
+        Ok(())
+    } else {
+        Err(Error::Damaged(format!(
+            "{}: {} damaged chunks, {} damaged structures",
+            source.display(),
+            report.damaged_count,
+            report.structure.len()
+        )))
+    }
+}
+
+fn print_text(source: &Path, kind: &str, r: &Report) {
+    println!("source:   {}", source.display());
+    println!("kind:     {kind}");
+    println!(
+        "checked:  {} arrays, {} chunks ({} special), {} decoded",
+        r.arrays,
+        r.chunks,
+        r.special,
+        super::info::human(r.decoded_bytes)
+    );
+    for p in &r.skipped {
+        println!(
+            "skipped:  {}: {}",
+            p.array.as_deref().unwrap_or("-"),
+            p.reason
+        );
+    }
+    for p in &r.structure {
+        println!(
+            "DAMAGED structure {}: {}",
+            p.array.as_deref().unwrap_or("(source)"),
+            p.reason
+        );
+    }
+    for d in &r.damaged {
+        println!(
+            "DAMAGED chunk {} of {}: {}",
+            d.chunk,
+            check::label(&d.array),
+            d.reason
+        );
+    }
+    if (r.damaged.len() as u64) < r.damaged_count {
+        println!(
+            "... and {} more damaged chunks (not listed)",
+            r.damaged_count - r.damaged.len() as u64
+        );
+    }
+    if r.sound() {
+        println!("result:   sound");
+    } else {
+        println!(
+            "result:   DAMAGED ({} chunks, {} structures)",
+            r.damaged_count,
+            r.structure.len()
+        );
+    }
+}

@@ -1,0 +1,592 @@
+//! `b2fs verify` and `b2fs salvage` (issue 22) on damaged copies of sources python-blosc2 and
+//! bcolz wrote (`scripts/oracle/verify_check.py gen`): bytes changed inside compressed
+//! streams, chunk headers, the frame index, a bcolz `.blp`, a missing sparse chunk file, a
+//! store member. `verify` must name exactly the chunks the references cannot read back (no
+//! false alarm on a sound chunk); `salvage`'s output must open in the references with every
+//! readable chunk exact and each damaged one zeros, listed under `b2fs_salvage`. Also: the
+//! fuzz targets' hostile corpus through `verify` (no crash, bounded memory and time), and a
+//! remote frame on moto.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+
+use b2fs::container::{self, Array, Container, Opened};
+use serde_json::Value;
+
+use crate::support::{b2fs, python, run_python};
+
+/// The reference-written sources, generated once per test run.
+fn fixtures(py: &Path) -> &'static Path {
+    static DIR: OnceLock<tempfile::TempDir> = OnceLock::new();
+    DIR.get_or_init(|| {
+        let d = tempfile::tempdir().unwrap();
+        run_python(
+            py,
+            &[
+                "scripts/oracle/verify_check.py",
+                "gen",
+                d.path().to_str().unwrap(),
+            ],
+        );
+        d
+    })
+    .path()
+}
+
+/// Copies a file or directory tree.
+fn copy(from: &Path, to: &Path) {
+    if from.is_file() {
+        std::fs::copy(from, to).unwrap();
+        return;
+    }
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        copy(&e.path(), &to.join(e.file_name()));
+    }
+}
+
+/// Overwrites `len` bytes at `at` of `path` with a pattern that no codec stream survives.
+fn smash(path: &Path, at: u64, len: usize) {
+    use std::os::unix::fs::FileExt;
+    let f = std::fs::OpenOptions::new().write(true).open(path).unwrap();
+    let junk: Vec<u8> = (0..len).map(|i| 0xF0 ^ (i as u8).wrapping_mul(37)).collect();
+    f.write_all_at(&junk, at).unwrap();
+}
+
+fn write_at(path: &Path, at: u64, bytes: &[u8]) {
+    use std::os::unix::fs::FileExt;
+    let f = std::fs::OpenOptions::new().write(true).open(path).unwrap();
+    f.write_all_at(bytes, at).unwrap();
+}
+
+/// The single array of a frame file.
+fn array(path: &Path) -> Array {
+    match container::open(path).unwrap() {
+        Container::Array(a) => a,
+        Container::Table(_) => panic!("a table"),
+    }
+}
+
+/// Absolute file offset of stored chunk `i` of a contiguous frame, and its cbytes.
+fn chunk_at(a: &Array, i: usize) -> (u64, u64) {
+    let info = a.frame_info().unwrap();
+    let e = a.frame_index_entry(i).unwrap();
+    assert!(e >= 0, "chunk {i} is special");
+    let at = info.start + info.header_len + e as u64;
+    (at, a.chunk_header(i).unwrap().cbytes as u64)
+}
+
+/// What the references read from a source: label -> per chunk Some((sha, zeros)) or None,
+/// and the labels they cannot open at all.
+struct Reference {
+    chunks: BTreeMap<String, Vec<Option<(String, bool)>>>,
+    errors: BTreeMap<String, String>,
+    salvage: BTreeMap<String, Value>,
+}
+
+fn reference(py: &Path, kind: &str, path: &Path) -> Reference {
+    let out = run_python(
+        py,
+        &[
+            "scripts/oracle/verify_check.py",
+            "read",
+            kind,
+            path.to_str().unwrap(),
+        ],
+    );
+    let v: Value = serde_json::from_slice(&out).unwrap();
+    let chunks = v["chunks"]
+        .as_object()
+        .unwrap()
+        .iter()
+        .map(|(k, list)| {
+            let list = list
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|c| {
+                    c.as_array().map(|p| {
+                        (
+                            p[0].as_str().unwrap().to_owned(),
+                            p[1].as_bool().unwrap(),
+                        )
+                    })
+                })
+                .collect();
+            (k.clone(), list)
+        })
+        .collect();
+    let errors = v["errors"]
+        .as_object()
+        .unwrap()
+        .iter()
+        .map(|(k, e)| (k.clone(), e.as_str().unwrap_or_default().to_owned()))
+        .collect();
+    let salvage = v["salvage"]
+        .as_object()
+        .unwrap()
+        .iter()
+        .filter(|(_, s)| !s.is_null())
+        .map(|(k, s)| (k.clone(), s.clone()))
+        .collect();
+    Reference {
+        chunks,
+        errors,
+        salvage,
+    }
+}
+
+/// `b2fs verify --json SOURCE`: the exit code and the report.
+fn verify_json(source: &Path) -> (i32, Value) {
+    let out = b2fs()
+        .args(["verify", "--json"])
+        .arg(source)
+        .output()
+        .unwrap();
+    let code = out.status.code().unwrap();
+    let v = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "verify {}: exit {code}, no JSON ({e}): {}",
+            source.display(),
+            String::from_utf8_lossy(&out.stderr)
+        )
+    });
+    (code, v)
+}
+
+/// The label of a damaged entry as the oracle names it ("" for a single array).
+fn label(v: &Value) -> String {
+    v.as_str().unwrap_or_default().to_owned()
+}
+
+/// Checks that verify's damaged chunks are exactly the chunks the reference cannot read
+/// (labels the reference cannot open must be damaged structures or wholly damaged in
+/// verify's report). Returns the damaged (label, chunk) pairs.
+fn agree(source: &Path, report: &Value, r: &Reference) -> BTreeSet<(String, usize)> {
+    let ours: BTreeSet<(String, usize)> = report["damaged"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| (label(&d["array"]), d["chunk"].as_u64().unwrap() as usize))
+        .collect();
+    let theirs: BTreeSet<(String, usize)> = r
+        .chunks
+        .iter()
+        .flat_map(|(l, list)| {
+            list.iter()
+                .enumerate()
+                .filter(|(_, c)| c.is_none())
+                .map(move |(i, _)| (l.clone(), i))
+        })
+        .collect();
+    let ours_opened: BTreeSet<(String, usize)> = ours
+        .iter()
+        .filter(|(l, _)| r.chunks.contains_key(l))
+        .cloned()
+        .collect();
+    assert_eq!(
+        ours_opened,
+        theirs,
+        "{}: verify's damaged chunks vs what the reference cannot read\n{report:#}",
+        source.display()
+    );
+    let structure: BTreeSet<String> = report["structure"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| label(&p["array"]))
+        .collect();
+    for l in r.errors.keys() {
+        let whole = ours.iter().any(|(ol, _)| ol == l);
+        assert!(
+            structure.contains(l) || whole,
+            "{}: the reference cannot open {l:?} ({}), verify reports nothing for it\n{report:#}",
+            source.display(),
+            r.errors[l]
+        );
+    }
+    ours
+}
+
+/// Runs salvage into a fresh DEST and checks it with the reference: every chunk readable,
+/// readable chunks of the damaged source exact, damaged ones zeros, the record present.
+fn salvage_and_check(py: &Path, kind: &str, source: &Path, before: &Reference, damaged: usize) {
+    let dest = source.with_extension("salvaged");
+    let dest = dest.with_file_name(format!(
+        "salvaged-{}",
+        source.file_name().unwrap().to_string_lossy()
+    ));
+    let out = b2fs().arg("salvage").arg(source).arg(&dest).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "salvage {}: {err}", source.display());
+    assert_eq!(
+        err.lines().filter(|l| l.contains("written as zeros")).count(),
+        damaged,
+        "{err}"
+    );
+    let after = reference(py, kind, &dest);
+    assert!(after.errors.is_empty(), "{:?}", after.errors);
+    assert_eq!(
+        after.chunks.keys().collect::<Vec<_>>(),
+        before.chunks.keys().collect::<Vec<_>>()
+    );
+    for (l, list) in &before.chunks {
+        let got = &after.chunks[l];
+        assert_eq!(got.len(), list.len(), "{l}: chunk count");
+        for (i, (was, now)) in list.iter().zip(got).enumerate() {
+            let now = now
+                .as_ref()
+                .unwrap_or_else(|| panic!("{l} chunk {i}: unreadable after salvage"));
+            match was {
+                Some(w) => assert_eq!(w, now, "{l} chunk {i}: changed by salvage"),
+                None => assert!(now.1, "{l} chunk {i}: damaged, but not zeros after salvage"),
+            }
+        }
+    }
+    if damaged > 0 {
+        let recorded: usize = after
+            .salvage
+            .values()
+            .map(|s| s["damaged"].as_array().map_or(0, Vec::len))
+            .sum();
+        assert_eq!(recorded, damaged, "b2fs_salvage: {:?}", after.salvage);
+    }
+    // DEST exists now: a second salvage refuses it and leaves it alone.
+    let again = b2fs().arg("salvage").arg(source).arg(&dest).output().unwrap();
+    assert_eq!(again.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&again.stderr).contains("exists"));
+    let (code, v) = verify_json(&dest);
+    assert_eq!(code, 0, "salvaged copy not sound: {v:#}");
+}
+
+/// One damaged copy: verify agrees with the reference, salvage keeps what is readable.
+fn case(py: &Path, kind: &str, name: &str, src: &str, damage: impl FnOnce(&Path)) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join(name);
+    copy(&fixtures(py).join(src), &path);
+    damage(&path);
+    let r = reference(py, kind, &path);
+    let (code, report) = verify_json(&path);
+    let ours = agree(&path, &report, &r);
+    assert!(
+        !ours.is_empty() || !report["structure"].as_array().unwrap().is_empty(),
+        "{name}: the damage did not damage anything; the case tests nothing"
+    );
+    assert_eq!(code, 1, "{name}: exit code with damage\n{report:#}");
+    eprintln!(
+        "{name}: {} damaged chunks: {:?}",
+        ours.len(),
+        report["damaged"]
+    );
+    if report["structure"].as_array().unwrap().is_empty() {
+        salvage_and_check(py, kind, &path, &r, ours.len());
+    }
+}
+
+#[test]
+fn verify_sound_sources_exit_0() {
+    let Some(py) = python("verify_sound_sources_exit_0") else {
+        return;
+    };
+    let f = fixtures(&py);
+    for (src, kind, arrays) in [
+        ("frame.b2frame", "Cframe", 1),
+        ("sframe", "Sframe", 1),
+        ("arr.b2nd", "Cframe", 1),
+        ("carray", "BcolzCarray", 1),
+        ("ctable", "BcolzCtable", 2),
+        ("store.b2z", "collection (Zip)", 5),
+        ("store.b2d", "collection (Dir)", 5),
+    ] {
+        let (code, v) = verify_json(&f.join(src));
+        assert_eq!(code, 0, "{src}: {v:#}");
+        assert_eq!(v["sound"], true);
+        assert_eq!(v["kind"], kind, "{src}");
+        assert_eq!(v["arrays"], arrays, "{src}: {v:#}");
+        assert!(v["chunks"].as_u64().unwrap() > 0);
+        assert_eq!(v["damaged"], Value::Array(Vec::new()));
+    }
+    // Text form, and the exit codes of what is not a container.
+    let out = b2fs()
+        .arg("verify")
+        .arg(f.join("frame.b2frame"))
+        .output()
+        .unwrap();
+    assert!(String::from_utf8_lossy(&out.stdout).contains("result:   sound"));
+    let junk = f.join("junk.bin");
+    std::fs::write(&junk, b"not a container at all").unwrap();
+    for p in [junk, f.join("missing.b2frame")] {
+        let out = b2fs().arg("verify").arg(&p).output().unwrap();
+        assert_eq!(out.status.code(), Some(3), "{}", p.display());
+        assert_eq!(String::from_utf8_lossy(&out.stderr).lines().count(), 1);
+    }
+}
+
+#[test]
+fn verify_and_salvage_frames() {
+    let Some(py) = python("verify_and_salvage_frames") else {
+        return;
+    };
+    let f = fixtures(&py);
+    let a = array(&f.join("frame.b2frame"));
+    // A compressed stream, and a chunk header's cbytes.
+    let (s2, c2) = chunk_at(&a, 2);
+    let (s5, _) = chunk_at(&a, 5);
+    case(&py, "frame", "streams.b2frame", "frame.b2frame", |p| {
+        smash(p, s2 + c2 / 2, 64);
+        write_at(p, s5 + 12, &0x7fff_0000u32.to_le_bytes());
+    });
+    // The index: chunk 7's entry points into chunk 6.
+    let info = a.frame_info().unwrap();
+    let idx = info.index_offset.unwrap();
+    let e6 = a.frame_index_entry(6).unwrap();
+    let idx_raw = {
+        let bytes = std::fs::read(f.join("frame.b2frame")).unwrap();
+        bytes[idx as usize..(idx + info.index_len) as usize].to_vec()
+    };
+    // Only when the index chunk is stored memcpyed can one entry be changed in place.
+    let memcpyed = idx_raw[2] & 0x02 != 0;
+    case(&py, "frame", "index.b2frame", "frame.b2frame", |p| {
+        if memcpyed {
+            write_at(p, idx + 32 + 7 * 8, &(e6 + 100).to_le_bytes());
+        } else {
+            smash(p, idx + 16, 8);
+        }
+    });
+    // A b2nd array (zstd), one stream.
+    let b = array(&f.join("arr.b2nd"));
+    let (s1, c1) = chunk_at(&b, 1);
+    case(&py, "frame", "arr.b2nd", "arr.b2nd", |p| smash(p, s1 + c1 / 2, 32));
+}
+
+#[test]
+fn verify_and_salvage_sparse_frame() {
+    let Some(py) = python("verify_and_salvage_sparse_frame") else {
+        return;
+    };
+    case(&py, "frame", "sframe", "sframe", |p| {
+        let c3 = p.join("00000003.chunk");
+        let len = std::fs::metadata(&c3).unwrap().len();
+        smash(&c3, len / 2, 64);
+        std::fs::remove_file(p.join("00000006.chunk")).unwrap();
+    });
+}
+
+#[test]
+fn verify_and_salvage_bcolz() {
+    let Some(py) = python("verify_and_salvage_bcolz") else {
+        return;
+    };
+    case(&py, "carray", "carray", "carray", |p| {
+        let blp = p.join("data/__3.blp");
+        let len = std::fs::metadata(&blp).unwrap().len();
+        smash(&blp, len / 2, 48);
+        // A chunk header: the Blosc1 format version of chunk 5. (A wrong cbytes is not
+        // damage bcolz sees: C-Blosc 1 decodes without it, b2fs refuses the chunk.)
+        write_at(&p.join("data/__5.blp"), 16, &[9]);
+    });
+    case(&py, "ctable", "ctable", "ctable", |p| {
+        let blp = p.join("y/data/__2.blp");
+        let len = std::fs::metadata(&blp).unwrap().len();
+        smash(&blp, len / 2, 48);
+    });
+}
+
+#[test]
+fn verify_and_salvage_stores() {
+    let Some(py) = python("verify_and_salvage_stores") else {
+        return;
+    };
+    let f = fixtures(&py);
+    // Chunk 3 of /a inside the zip: its member's frame offset plus the chunk's.
+    let opened = container::open_any(&f.join("store.b2z")).unwrap();
+    let Opened::Collection(c) = &opened else {
+        panic!("not a collection")
+    };
+    let Some(container::store::Node::Leaf(leaf)) = c.find("/a") else {
+        panic!("no /a")
+    };
+    let (at, cb) = chunk_at(leaf.array().unwrap(), 3);
+    case(&py, "store", "store.b2z", "store.b2z", |p| {
+        smash(p, at + cb / 2, 64);
+        write_at(p, at + 12, &0x7fff_0000u32.to_le_bytes());
+    });
+    let g = array(&f.join("store.b2d/g/b.b2nd"));
+    let (at, cb) = chunk_at(&g, 1);
+    case(&py, "store", "store.b2d", "store.b2d", |p| {
+        smash(&p.join("g/b.b2nd"), at + cb / 2, 64);
+        write_at(&p.join("g/b.b2nd"), at + 12, &0x7fff_0000u32.to_le_bytes());
+    });
+}
+
+/// Every input of the fuzz targets' stored corpora (frame files and bcolz carrays) checked
+/// in one `b2fs verify` of a directory of sources: no crash, a JSON report, bounded peak
+/// memory (the child's maximum RSS) and time.
+#[test]
+fn verify_hostile_corpus_bounded() {
+    let root = crate::support::repo_root();
+    let dir = tempfile::tempdir().unwrap();
+    let mut n = 0;
+    for (target, kind) in [("frame_open", 0), ("bcolz_open", 1)] {
+        let mut files: Vec<PathBuf> = std::fs::read_dir(root.join("fuzz/corpus").join(target))
+            .unwrap()
+            .flatten()
+            .map(|e| e.path())
+            .collect();
+        files.extend(
+            std::fs::read_dir(root.join("tests/data/fuzz-regressions").join(target))
+                .into_iter()
+                .flatten()
+                .flatten()
+                .map(|e| e.path()),
+        );
+        for (i, p) in files.iter().enumerate() {
+            let data = std::fs::read(p).unwrap();
+            if kind == 0 {
+                std::fs::write(dir.path().join(format!("f{i:05}.b2frame")), &data).unwrap();
+            } else {
+                let c = dir.path().join(format!("c{i:05}"));
+                std::fs::create_dir_all(c.join("meta")).unwrap();
+                std::fs::create_dir_all(c.join("data")).unwrap();
+                let parts = crate::fuzz::entry::split_parts(&data, 6);
+                let part = |k: usize| parts.get(k).copied();
+                std::fs::write(c.join("meta/sizes"), part(0).unwrap_or_default()).unwrap();
+                std::fs::write(c.join("meta/storage"), part(1).unwrap_or_default()).unwrap();
+                if let Some(a) = part(2).filter(|a| !a.is_empty()) {
+                    std::fs::write(c.join("__attrs__"), a).unwrap();
+                }
+                for k in 0..3 {
+                    if let Some(b) = part(3 + k) {
+                        std::fs::write(c.join(format!("data/__{k}.blp")), b).unwrap();
+                    }
+                }
+            }
+            n += 1;
+        }
+    }
+    let t = std::time::Instant::now();
+    let child = b2fs()
+        .args(["verify", "--json"])
+        .arg(dir.path())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (status, out, err, max_rss_kib) = wait_with_rusage(child);
+    let elapsed = t.elapsed();
+    assert!(
+        matches!(status, Some(0 | 1)),
+        "exit {status:?}: {}",
+        String::from_utf8_lossy(&err)
+    );
+    let v: Value = serde_json::from_slice(&out).expect("a JSON report");
+    let err = String::from_utf8_lossy(&err);
+    assert!(!err.contains("panicked"), "{err}");
+    let structure = v["structure"].as_array().unwrap().len();
+    eprintln!(
+        "hostile corpus: {n} sources, {} arrays, {} chunks, {} damaged chunks, {structure} damaged structures, {elapsed:?}, max RSS {} MiB",
+        v["arrays"],
+        v["chunks"],
+        v["damaged_chunks"],
+        max_rss_kib / 1024
+    );
+    assert!(v["arrays"].as_u64().unwrap() > 100);
+    assert!(
+        max_rss_kib < 1 << 20,
+        "peak RSS {max_rss_kib} KiB over 1 GiB"
+    );
+    assert!(elapsed.as_secs() < 120, "took {elapsed:?}");
+}
+
+/// Waits for `child` with `wait4`, returning its exit code, stdout, stderr and maximum RSS
+/// in KiB (stdout and stderr are drained on threads meanwhile).
+fn wait_with_rusage(mut child: std::process::Child) -> (Option<i32>, Vec<u8>, Vec<u8>, i64) {
+    use std::io::Read;
+    let mut so = child.stdout.take().unwrap();
+    let mut se = child.stderr.take().unwrap();
+    let t1 = std::thread::spawn(move || {
+        let mut b = Vec::new();
+        let _ = so.read_to_end(&mut b);
+        b
+    });
+    let t2 = std::thread::spawn(move || {
+        let mut b = Vec::new();
+        let _ = se.read_to_end(&mut b);
+        b
+    });
+    let pid = child.id() as libc::pid_t;
+    let mut status = 0;
+    // SAFETY: an all-zero rusage is a valid value of this plain C struct.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: `pid` is our own child, not yet waited for; both pointers are valid.
+    let r = unsafe { libc::wait4(pid, &mut status, 0, &mut ru) };
+    assert_eq!(r, pid, "wait4");
+    let code = libc::WIFEXITED(status).then(|| libc::WEXITSTATUS(status));
+    (code, t1.join().unwrap(), t2.join().unwrap(), ru.ru_maxrss)
+}
+
+/// A damaged frame on the local S3 server (moto): `verify URL` reports the chunks a local
+/// verify of the same bytes reports (which the reference agrees with, above), and `salvage
+/// URL DEST` writes a local frame the reference reads whole.
+#[cfg(feature = "remote")]
+#[test]
+fn verify_and_salvage_remote_frame() {
+    use crate::remote_support::{BUCKET, moto, put_object};
+    let t = "verify_and_salvage_remote_frame";
+    let Some(py) = python(t) else {
+        return;
+    };
+    let Some(moto) = moto(t) else {
+        return;
+    };
+    let f = fixtures(&py);
+    let dir = tempfile::tempdir().unwrap();
+    let local = dir.path().join("damaged.b2frame");
+    copy(&f.join("frame.b2frame"), &local);
+    let a = array(&local);
+    let (s4, c4) = chunk_at(&a, 4);
+    drop(a);
+    smash(&local, s4 + c4 / 2, 64);
+    put_object(&moto, "damaged.b2frame", &std::fs::read(&local).unwrap(), true);
+    let url = format!("s3://{BUCKET}/damaged.b2frame");
+    let opts = format!("endpoint={},no_sign_request", moto.url);
+    let out = b2fs()
+        .args(["verify", "--json", "-o", &opts, &url])
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let remote: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let (_, here) = verify_json(&local);
+    assert_eq!(remote["damaged"], here["damaged"]);
+    assert_eq!(remote["chunks"], here["chunks"]);
+    let r = reference(&py, "frame", &local);
+    let damaged = agree(&local, &remote, &r).len();
+    assert_eq!(damaged, 1, "{remote:#}");
+    let dest = dir.path().join("salvaged.b2frame");
+    let out = b2fs()
+        .args(["salvage", "-o", &opts, &url])
+        .arg(&dest)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let after = reference(&py, "frame", &dest);
+    for (i, (was, now)) in r.chunks[""].iter().zip(&after.chunks[""]).enumerate() {
+        let now = now.as_ref().unwrap_or_else(|| panic!("chunk {i} unreadable"));
+        match was {
+            Some(w) => assert_eq!(w, now, "chunk {i}"),
+            None => assert!(now.1, "chunk {i} not zeros"),
+        }
+    }
+    assert_eq!(after.salvage[""]["source"], url);
+}
