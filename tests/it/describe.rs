@@ -188,15 +188,21 @@ fn describe_root_cache_counters_follow_reads() {
     // (`cp -a` and `rsync -aX` copy every listed attribute).
     let names = listed(&t, ROOT_INO);
     assert!(names.contains(&"user.b2fs.source".to_owned()), "{names:?}");
-    for live in ["pid", "version", "writable", "cache_hits", "cache_size", "stats"] {
+    for live in [
+        "pid",
+        "version",
+        "writable",
+        "cache_hits",
+        "cache_size",
+        "stats",
+    ] {
         assert!(!names.contains(&format!("user.b2fs.{live}")), "{names:?}");
     }
     assert_eq!(xattr(&t, ROOT_INO, "pid"), std::process::id().to_string());
     let stats: serde_json::Value = serde_json::from_str(&xattr(&t, ROOT_INO, "stats")).unwrap();
     assert_eq!(stats["cache_hits"], 3);
     assert_eq!(stats["cache_loads"], 1);
-    let info: serde_json::Value =
-        serde_json::from_str(&xattr(&t, ROOT_INO, "inodeinfo")).unwrap();
+    let info: serde_json::Value = serde_json::from_str(&xattr(&t, ROOT_INO, "inodeinfo")).unwrap();
     assert!(info.get("cache_hits").is_none(), "{info}");
     assert!(info.get("kind").is_some(), "{info}");
     assert!(

@@ -272,11 +272,18 @@ fn mount_failures_exit_with_documented_codes() {
     check(&[src.as_os_str(), full.mp.as_os_str()], 4, "not empty");
     assert!(!is_mounted(&full.mp));
     let out = full.run_mount(&src, &["nonempty,ro"]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert!(is_mounted(&full.mp));
     assert!(full.mp.join("array.npy").exists());
     full.umount();
-    assert_eq!(std::fs::read_to_string(full.mp.join("keep.txt")).unwrap(), "mine");
+    assert_eq!(
+        std::fs::read_to_string(full.mp.join("keep.txt")).unwrap(),
+        "mine"
+    );
     check(&[src.as_os_str(), missing.as_os_str()], 4, "missing");
     check(
         &[src.as_os_str(), file_mp.as_os_str()],

@@ -282,7 +282,10 @@ fn system_getfattr_shows_chunk_and_mount_attributes() {
         ("version", env!("CARGO_PKG_VERSION")),
         ("cache_size", "268435456"),
     ] {
-        let out = getfattr(&["-n", &format!("user.b2fs.{name}"), "--only-values"], &m.mp);
+        let out = getfattr(
+            &["-n", &format!("user.b2fs.{name}"), "--only-values"],
+            &m.mp,
+        );
         assert_eq!(String::from_utf8_lossy(&out.stdout), value, "{name}");
     }
     // Read-only: setfattr is refused.
