@@ -11,7 +11,8 @@ Pinned reference libraries (the venv made by scripts/setup.sh):
 
 Deterministic: every input comes from fixed seeds. The *compressed* bytes of the few chunks
 written with nthreads=2 depend on thread timing (block order), but what they decompress to
-does not. Everything under tests/data/ except README.md is deleted first.
+does not. Everything under tests/data/ except README.md and the *-regressions directories is
+deleted first.
 
 See tests/data/README.md for the layout, the manifest columns and the sidecar JSON schema.
 """
@@ -72,7 +73,8 @@ def versions():
 def clean_output():
     os.makedirs(DATA, exist_ok=True)
     for entry in os.listdir(DATA):
-        if entry == "README.md":
+        # Kept: the README and inputs recorded by fuzzing and property tests.
+        if entry == "README.md" or entry.endswith("-regressions"):
             continue
         p = os.path.join(DATA, entry)
         if os.path.isdir(p) and not os.path.islink(p):
@@ -152,7 +154,7 @@ def gen_chunk_matrix():
                     note = []
                     if bs % ts:
                         # C-Blosc2 3.3.5 writes broken chunks when a forced blocksize is not a
-                        # multiple of typesize (CHUNK_FORMAT_NOTES 6.2); round it down.
+                        # multiple of typesize (docs/format/CHUNK.md 6.2); round it down.
                         note.append(f"blocksize {bs} rounded down to a multiple of {ts}")
                         bs -= bs % ts
                     size = common.fix_size_for_pipeline(pipe, ts, size, note)
@@ -481,7 +483,7 @@ def _special_name(chunk):
 
 
 def parse_frame_file(path):
-    """Reads the raw frame layout (CONTAINER_NOTES 1.2-1.6) for the sidecar's 'layout' block."""
+    """Reads the raw frame layout (docs/format/CONTAINERS.md 1.2-1.6) for the sidecar's 'layout' block."""
     with open(path, "rb") as f:
         buf = f.read()
     header_len = struct.unpack_from(">i", buf, 11)[0]
@@ -635,7 +637,7 @@ def gen_frames():
         sc.vlmeta["made_by"] = "b2fs gen_fixtures"
         extra = {"input_sha256": sha256(data)}
         if codec == "lz4":
-            # the in-memory lazy form of chunk 1 (CHUNK_FORMAT_NOTES 5.3), for chunk_info tests
+            # the in-memory lazy form of chunk 1 (docs/format/CHUNK.md 5.3), for chunk_info tests
             extra["lazy_chunk_1_b64"] = b64(sc.get_lazychunk(1))
         done(name, src, sc, extra=extra)
 

@@ -6,7 +6,7 @@
 //! codecs (BloscLZ and LZ4/LZ4HC ours, zlib via flate2, zstd via zstd). It knows
 //! nothing of frames, files or caches: bytes in, bytes out.
 //!
-//! Reference: `shared/spec/CHUNK_FORMAT_NOTES.md` (section numbers in comments refer to it).
+//! Reference: `docs/format/CHUNK.md` (section numbers in comments refer to it).
 
 pub mod compressor;
 pub mod decode;

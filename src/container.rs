@@ -6,8 +6,9 @@
 //! calls the codec only for the frame index chunk and vlmetalayer contents, and to parse a
 //! chunk header on request).
 //!
-//! Reference: `shared/spec/CONTAINER_NOTES.md` (which corrects the seeds in
-//! `shared/seeds/002_...txt`, `003_...txt`; see each submodule's docs for the differences).
+//! Reference: `docs/format/CONTAINERS.md`, which corrects the upstream frame and bcolz
+//! documents where real bytes differ (`docs/format/README.md` names them; see each
+//! submodule's docs for the differences).
 //!
 //! Layout:
 //! - [`source`]: positional reads with bounds checks and I/O counters (no mmap: see there),

@@ -381,7 +381,7 @@ impl Filesystem for FuseAdapter {
         }
     }
 
-    // Changes: the tree decides what is allowed (see the SEMANTICS table in README.md).
+    // Changes: the tree decides what is allowed (see the operation table in docs/SEMANTICS.md).
 
     fn setattr(
         &self,

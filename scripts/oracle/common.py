@@ -143,7 +143,7 @@ def delta_unit(ts):
 def fix_size_for_pipeline(pipe, ts, size, note):
     """C-Blosc2 3.3.5 leaves the tail bytes uninitialised for DELTA when nbytes is not a
     multiple of the delta unit, and for TRUNC_PREC when nbytes is not a multiple of typesize
-    (CHUNK_FORMAT_NOTES 3.4/3.5): round such sizes down so the reference output is exact."""
+    (docs/format/CHUNK.md 3.4/3.5): round such sizes down so the reference output is exact."""
     unit = 1
     if "delta" in pipe and "bytedelta" not in pipe:
         unit = delta_unit(ts)
@@ -332,7 +332,7 @@ def make_b1_case(name, codec, clevel, shuffle, ts, kind, nbytes, seed, blocksize
     expected = blosc.decompress(chunk)
     lossless = "yes" if expected == data else "NO"
     check = "ok" if lossless == "yes" else "c-mismatch"
-    # How C-Blosc2 3.3.5 reads the same Blosc1 chunk. Its bitshuffle tail bug (CHUNK_FORMAT_NOTES
+    # How C-Blosc2 3.3.5 reads the same Blosc1 chunk. Its bitshuffle tail bug (docs/format/CHUNK.md
     # 3.3) returns uninitialised bytes, so the note follows the rule, not the (varying) result.
     c_nbytes, c_bs = struct.unpack_from("<ii", chunk, 4)
     tail_bug = False

@@ -20,7 +20,7 @@ Exit codes:
 const MOUNT_HELP: &str = "\
 Mount options (-o, comma-separated, may repeat):
   ro              read-only: every change gets EROFS (default: read-write, edits are
-                  committed to SOURCE; see SEMANTICS in README.md)
+                  committed to SOURCE; see docs/SEMANTICS.md)
   rw              read-write (the default)
   allow_other     let other users access the mount
   allow_root      let root (and the owner) access the mount

@@ -3,7 +3,7 @@
 //!
 //! This module is pure: bytes in, JSON out and back. It knows nothing of frames or files.
 //!
-//! See `CONTAINER_NOTES.md` section 4.1 (python-blosc2 conventions: `use_bin_type`, tuples as
+//! See `docs/format/CONTAINERS.md` section 4.1 (python-blosc2 conventions: `use_bin_type`, tuples as
 //! arrays starting with `"__tuple__"`, ext types 42-46).
 //!
 //! # The mapping

@@ -5,11 +5,12 @@
 //! This module does not decode chunk data: it returns the Blosc1 chunk inside each `.blp`
 //! file (after the 16-byte bloscpack `blpk` header) and the sizes the metadata implies.
 //!
-//! Spec: `shared/seeds/003_...txt` and `CONTAINER_NOTES.md` section 5, which corrects the seed:
-//! ctable columns live in `root/<name>/` (not `root/data/`), `storage` also has `cname` and
-//! `quantize`, `shuffle` is an int, and the last partial chunk is stored as a **smaller**
-//! chunk (`__K.blp` holds `len % chunklen` items). `shared/seeds/004_...txt` describes the
-//! `blsk` layout, read through `blsk.rs` as `docs/BLSK.md` defines it.
+//! Spec: the bcolz persistence document (seed 003 of `docs/format/README.md`) and
+//! `docs/format/CONTAINERS.md` section 5, which corrects the seed: ctable columns live in
+//! `root/<name>/` (not `root/data/`), `storage` also has `cname` and `quantize`, `shuffle` is
+//! an int, and the last partial chunk is stored as a **smaller** chunk (`__K.blp` holds
+//! `len % chunklen` items). The 2012 carray persistence note (seed 004) describes the `blsk`
+//! layout, read through `blsk.rs` as `docs/BLSK.md` defines it.
 //!
 //! Invariants: nchunks = ceil(len / chunklen) (object dtype: len); chunk sizes come from the
 //! metadata (`chunklen x atomsize`, the leftover for the last chunk), not from the chunk files,
@@ -399,7 +400,7 @@ impl Carray {
     /// Whether `meta/sizes` (bcolz's commit point) or `meta/storage` / `__attrs__` changed
     /// since open: different content, or the file appeared or disappeared. Rewriting a full
     /// chunk file in place does not touch them (bcolz has no multi-file commit, see
-    /// `CONTAINER_NOTES.md` 6.4).
+    /// `docs/format/CONTAINERS.md` 6.4).
     pub(crate) fn changed_on_disk(&self) -> bool {
         if self.is_blsk() {
             return false;
@@ -536,7 +537,7 @@ fn blosc1_check(path: &Path, head: &[u8], room: usize, base: u64) -> Result<usiz
             why: format!("chunk cbytes {cb:?} outside [16, {room}]"),
         })?;
     // C-Blosc 1.x reads only version-2 chunks (1 = pre-1.0); a Blosc2 chunk here is a
-    // damaged carray (`CONTAINER_NOTES.md` 5.1).
+    // damaged carray (`docs/format/CONTAINERS.md` 5.1).
     let version = head.first().copied().unwrap_or(0);
     let flags = head.get(2).copied().unwrap_or(0);
     if !(1..=2).contains(&version) || flags & 0x05 == 0x05 {

@@ -5,12 +5,13 @@
 //! This module does not decode chunk *data* and knows nothing of FUSE or caches; it calls the
 //! codec only for the index chunk and the vlmetalayer contents, which are Blosc2 chunks.
 //!
-//! Spec: `shared/seeds/002_...txt` (CFrame) and `CONTAINER_NOTES.md` sections 1 and 2, which
-//! correct the seed where real bytes differ: chunk offsets are relative to the **end** of the
-//! header; the frame header stores the C API compcode (not the chunk compformat); the trailer
-//! version is a fixint and its vlmetalayers are not wrapped in a bin32; nchunks is derived
-//! (section 1.2); special offsets `0x81...`/`0x82...`/`0x84...` carry no bytes; `fill_special`
-//! writes the index as one repeated-value special chunk.
+//! Spec: the CFrame format (seed 002 of `docs/format/README.md`) and
+//! `docs/format/CONTAINERS.md` sections 1 and 2, which correct the seed where real bytes
+//! differ: chunk offsets are relative to the **end** of the header; the frame header stores
+//! the C API compcode (not the chunk compformat); the trailer version is a fixint and its
+//! vlmetalayers are not wrapped in a bin32; nchunks is derived (section 1.2); special
+//! offsets `0x81...`/`0x82...`/`0x84...` carry no bytes; `fill_special` writes the index as
+//! one repeated-value special chunk.
 //!
 //! Submodules: `header` (the 87-byte prefix, [`FrameInfo`], the metalayer/vlmetalayer
 //! sections, the trailer tail constants), `index` (nchunks, index decoding, special codes,
@@ -395,7 +396,7 @@ impl Frame {
 
     /// Whether the frame changed since it was opened: its file's length or modification time
     /// differ, or its 87-byte header prefix (frame_len, nbytes, cbytes, ...) does. Reads 87
-    /// bytes. C-Blosc2 changes frame_len with almost every mutation (`CONTAINER_NOTES.md`
+    /// bytes. C-Blosc2 changes frame_len with almost every mutation (`docs/format/CONTAINERS.md`
     /// 3.6); the mtime catches same-length edits too.
     pub(crate) fn changed_on_disk(&self) -> Result<bool, ContainerError> {
         if let Some(bytes) = self.src.byte_source() {

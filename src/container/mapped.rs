@@ -27,7 +27,7 @@
 //! change a byte between two reads of it inside a C decoder (libzstd), which no fuzzing of
 //! fixed inputs covers. Only someone who can write the source can do that.
 //!
-//! STYLE.md section 7 allows mmap only for files b2fs will not rewrite during the mount. The
+//! Mapping a file is safe only for files b2fs will not rewrite during the mount. The
 //! guard is what lets writable mounts map too: b2fs's own commits to a contiguous frame append
 //! and then rewrite the header in place (`write/frame.rs`), so they never shrink the file nor
 //! change the bytes of a chunk the index points at; anything else that shrinks it is the case

@@ -5,7 +5,7 @@
 //! It does not decode arbitrary msgpack values into JSON (that is [`super::attrs`]) and it
 //! knows no file paths: a [`Fault`] carries a file offset and the frame parser adds the path.
 //!
-//! See `CONTAINER_NOTES.md` sections 1.2, 1.3, 1.6 and 4.3 for the exact widths C-Blosc2
+//! See `docs/format/CONTAINERS.md` sections 1.2, 1.3, 1.6 and 4.3 for the exact widths C-Blosc2
 //! writes (`d2`/`d3`/`cd`/`de`/`dc`/`c6`/`db`/`ce`). All multi-byte msgpack scalars are
 //! big-endian.
 

@@ -6,8 +6,8 @@
 //! shape) use [`Grid`]. `runs` (a child module) maps byte windows of the array's C-order data
 //! onto stretches of decoded chunks ([`Grid::runs`]), for `array.npy`.
 //!
-//! See `shared/seeds/001_...txt` (b2nd), `shared/seeds/000_...txt` (caterva) and
-//! `CONTAINER_NOTES.md` sections 4.3 and 4.4. Differences from the seeds that real bytes show:
+//! See the B2ND and Caterva metalayer documents (seeds 001 and 000 of `docs/format/README.md`)
+//! and `docs/format/CONTAINERS.md` sections 4.3 and 4.4. Differences from the seeds that real bytes show:
 //! `ndim` is at most 16 (not 127), the dtype is always a `db` str32, and numbers always use the
 //! fixed `d3`/`d2` widths (C-Blosc2 skips the marker and reads a fixed width, so compact
 //! encodings would be misread; b2fs requires the exact markers).
@@ -139,7 +139,7 @@ pub(crate) fn parse_caterva(raw: &[u8], base: u64) -> Result<NdMeta, Fault> {
 #[error("invalid b2nd geometry: {0}")]
 pub struct GridError(pub String);
 
-/// The chunk and block grid of a b2nd array (`CONTAINER_NOTES.md` section 4.4).
+/// The chunk and block grid of a b2nd array (`docs/format/CONTAINERS.md` section 4.4).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Grid {
     shape: Vec<u64>,
@@ -303,7 +303,7 @@ impl Grid {
 mod tests {
     use super::*;
 
-    /// The real 2-D example of CONTAINER_NOTES 4.3: shape (10,7), chunks (4,4), blocks (2,2),
+    /// The real 2-D example of docs/format/CONTAINERS.md 4.3: shape (10,7), chunks (4,4), blocks (2,2),
     /// `<i4`.
     const AR_B2ND: [u8; 53] = [
         0x97, 0x00, 0x02, 0x92, 0xd3, 0, 0, 0, 0, 0, 0, 0, 0x0a, 0xd3, 0, 0, 0, 0, 0, 0, 0, 0x07,
@@ -396,7 +396,7 @@ mod tests {
 
     #[test]
     fn grid_locate_matches_storage_order() {
-        // The case CONTAINER_NOTES 4.4 verified against C-Blosc2: 576-byte chunks of <i4.
+        // The case docs/format/CONTAINERS.md 4.4 verified against C-Blosc2: 576-byte chunks of <i4.
         let g = Grid::new(&[7, 11, 5], &[5, 4, 3], &[2, 3, 2]).unwrap();
         assert_eq!(g.ext_chunkshape(), [6, 6, 4]);
         assert_eq!(g.items_per_chunk() * 4, 576);

@@ -1,5 +1,5 @@
 //! Collections: many sources under one mount. A python-blosc2 store (`.b2z` zip or `.b2d`
-//! directory, TreeStore / DictStore / EmbedStore, `STORES_NOTES.md`) or a plain directory of
+//! directory, TreeStore / DictStore / EmbedStore, `docs/format/STORES.md`) or a plain directory of
 //! frames, sparse frames, bcolz roots and blsk roots. Both open as a [`Collection`]: a tree of
 //! [`Group`]s (with attributes) whose leaves ([`Leaf`]) are opened on first access.
 //!
@@ -29,7 +29,7 @@
 //!   leave out views (like `array.npy`) that would not mean anything;
 //! - a CTable stored in a TreeStore shows as its internal subtree (`_meta`, `_cols/<col>`,
 //!   `_valid_rows`): its columns keep deleted rows, which only `_valid_rows` masks, so they are
-//!   not the table's columns as arrays (see docs in the README).
+//!   not the table's columns as arrays (see docs/COLLECTIONS.md).
 //!
 //! Opening reads the zip's end records and central directory (or walks the directory) and
 //! the estore frame's header, index and trailer; no leaf is touched. A leaf reads its local

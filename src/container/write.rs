@@ -9,7 +9,7 @@
 //! special chunks re-encoded for variable-size frames (`frame.rs`) and the kept rows of the
 //! chunk a ctable column is cut or extended in (`table.rs`).
 //!
-//! Spec: `CONTAINER_NOTES.md` 1 (frame layout), 2 (sparse frames), 3 (how C-Blosc2 mutates),
+//! Spec: `docs/format/CONTAINERS.md` 1 (frame layout), 2 (sparse frames), 3 (how C-Blosc2 mutates),
 //! 4.1/4.3 (vlmeta encoding, the b2nd metalayer), 5 (bcolz) and the safe commit orders of 6.2
 //! (contiguous: shadow append), 6.3 (sparse) and 6.4 (bcolz).
 //!
@@ -90,7 +90,7 @@ impl Edit {
 }
 
 /// Most vlmetalayers a commit writes (C-Blosc2's writer limit; a frame with more gets
-/// corrupted by its next C-Blosc2 append, `CONTAINER_NOTES.md` 1.6).
+/// corrupted by its next C-Blosc2 append, `docs/format/CONTAINERS.md` 1.6).
 pub const MAX_WRITE_VLMETALAYERS: usize = 16;
 
 fn unsupported(path: &Path, what: impl Into<String>) -> ContainerError {
@@ -316,7 +316,7 @@ pub fn chunk_cparams(array: &Array) -> Result<CParams, ContainerError> {
     }
 }
 
-/// Commits `edit` to the source on disk, crash-safely (commit orders of `CONTAINER_NOTES.md`
+/// Commits `edit` to the source on disk, crash-safely (commit orders of `docs/format/CONTAINERS.md`
 /// 6.2-6.4), fsyncing so that when it returns `Ok` the change is durable. The [`Array`] itself
 /// is **not** updated: reopen the source ([`super::open`]) afterwards.
 ///

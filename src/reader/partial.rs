@@ -12,7 +12,7 @@
 //! contiguous frames, sparse frames and bcolz carrays (16-byte Blosc1 headers) all qualify.
 //! Measured: BENCHMARKS.md, random cold 4 KiB reads.
 //!
-//! See: `shared/spec/CHUNK_FORMAT_NOTES.md` section 1 (header, flags, bstarts).
+//! See: `docs/format/CHUNK.md` section 1 (header, flags, bstarts).
 
 use super::store::ChunkStore;
 use crate::codec::{self, SpecialKind, filter_id};

@@ -115,7 +115,7 @@ impl TreeError {
             // first four (the checks run before the first write).
             TreeError::StaleBase { .. } => libc::ESTALE,
             TreeError::Commit { source, .. } => match source {
-                // An edit the format's rules do not allow (README: "errno when refused").
+                // An edit the format's rules do not allow (docs/SEMANTICS.md: "errno when refused").
                 ContainerError::Refused { .. } => libc::EINVAL,
                 // A source feature b2fs cannot write (a codec it cannot encode, ...).
                 ContainerError::Unsupported { .. } => libc::EOPNOTSUPP,

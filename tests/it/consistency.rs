@@ -199,13 +199,7 @@ fn consistency_whole_file_reads_never_mix_versions() {
 // following the source (in process: the Tree API; one real mount for the kernel side)
 // ---------------------------------------------------------------------------------------------
 
-pub(crate) fn ino_of(t: &Tree, path: &str) -> u64 {
-    let mut ino = b2fs::tree::ROOT_INO;
-    for part in path.split('/') {
-        ino = t.lookup(ino, part).unwrap().ino;
-    }
-    ino
-}
+pub(crate) use crate::support::tree_ino as ino_of;
 
 /// All of file `ino` through handle `fh`, in 64 KiB reads.
 pub(crate) fn read_fh(t: &Tree, ino: u64, fh: u64) -> Result<Vec<u8>, b2fs::tree::TreeError> {

@@ -745,7 +745,7 @@ fn container_refuse_fixtures_are_refused() {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Hand-built frames (CONTAINER_NOTES 1.9)
+// Hand-built frames (docs/format/CONTAINERS.md 1.9)
 
 /// A memcpyed Blosc2 chunk of `data` with the given typesize.
 pub(crate) fn memcpyed(data: &[u8], typesize: u8) -> Vec<u8> {
@@ -1726,7 +1726,7 @@ for case in range(count):
         recs.append(record(sc, path, "cframe" if contiguous else "sframe"))
     except Exception as e:
         # C-Blosc2 writes frames it cannot read back (a special chunk in variable-size mode,
-        # CONTAINER_NOTES 1.5); b2fs must only stay calm on them.
+        # docs/format/CONTAINERS.md 1.5); b2fs must only stay calm on them.
         recs.append({"source": path, "reference_error": str(e)})
 json.dump(recs, open(os.path.join(out, "frames.json"), "w"))
 "#;

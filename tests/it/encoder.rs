@@ -607,7 +607,7 @@ fn reference_decodes_our_chunks() {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Worked examples of CHUNK_FORMAT_NOTES.md, byte for byte (no python needed).
+// Worked examples of docs/format/CHUNK.md, byte for byte (no python needed).
 
 fn hex(s: &str) -> Vec<u8> {
     let s: String = s.split_whitespace().collect();

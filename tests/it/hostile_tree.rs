@@ -12,7 +12,7 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use b2fs::tree::{ROOT_INO, Tree, TreeOptions};
+use b2fs::tree::{Tree, TreeOptions};
 
 use crate::container::{ZEROS, build_frame, copy_dir, memcpyed, small_frame};
 use crate::hostile::{CHUNKSIZE_AT, HEAP_BOUND, NBYTES_AT, TIME_BOUND, measure, patched};
@@ -47,13 +47,7 @@ fn within_budget<R>(what: &str, f: impl FnOnce() -> R) -> R {
     r
 }
 
-fn ino(t: &Tree, path: &str) -> u64 {
-    path.split('/').fold(ROOT_INO, |ino, part| {
-        t.lookup(ino, part)
-            .unwrap_or_else(|e| panic!("lookup {path}: {e}"))
-            .ino
-    })
-}
+use crate::support::tree_ino as ino;
 
 /// A frame of four special zero chunks of the Blosc maximum (2 GiB - 33 bytes) each: 8 GiB of
 /// zeros in a few hundred bytes, every size consistent (a source b2fs must serve).

@@ -163,4 +163,47 @@ fn every_module_starts_with_a_doc_comment() {
     );
 }
 
+/// A file longer than this holds more than one concern: split it where a seam shows.
+const MAX_SOURCE_LINES: usize = 800;
+
+#[test]
+fn no_source_file_is_over_800_lines() {
+    let src = support::repo_root().join("src");
+    let mut files = Vec::new();
+    rust_files(&src, &mut files);
+    let long: Vec<String> = files
+        .iter()
+        .filter_map(|f| {
+            let n = fs::read_to_string(f).unwrap().lines().count();
+            (n > MAX_SOURCE_LINES)
+                .then(|| format!("{} ({n} lines)", f.strip_prefix(&src).unwrap().display()))
+        })
+        .collect();
+    assert!(
+        long.is_empty(),
+        "source files over {MAX_SOURCE_LINES} lines: {long:?}"
+    );
+}
+
+#[test]
+fn every_top_level_module_has_a_layering_rule() {
+    let lib = fs::read_to_string(support::repo_root().join("src/lib.rs")).unwrap();
+    let modules: Vec<&str> = lib
+        .lines()
+        .filter_map(|l| {
+            l.trim()
+                .strip_prefix("pub mod ")
+                .or_else(|| l.trim().strip_prefix("mod "))
+        })
+        .map(|m| m.trim_end_matches(';'))
+        .collect();
+    assert!(modules.len() >= 10, "{modules:?}");
+    for m in modules {
+        assert!(
+            ALLOWED.iter().any(|(name, _)| *name == m),
+            "src/lib.rs declares `{m}`, which has no entry in ALLOWED"
+        );
+    }
+}
+
 use crate::support;

@@ -9,7 +9,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use b2fs::tree::{ROOT_INO, Tree, TreeOptions};
+use b2fs::tree::{Tree, TreeOptions};
 use serde_json::Value;
 
 use crate::support::{self, Mount, fuse_and_python, python_says, run_python};
@@ -22,29 +22,11 @@ fn opts(writable: bool) -> TreeOptions {
     }
 }
 
-fn ino(t: &Tree, path: &str) -> u64 {
-    path.split('/')
-        .filter(|p| !p.is_empty())
-        .fold(ROOT_INO, |dir, name| {
-            t.lookup(dir, name)
-                .unwrap_or_else(|e| panic!("{path}: {e}"))
-                .ino
-        })
-}
+use crate::support::tree_ino as ino;
 
 /// The whole file `ino` read through one handle in reads of `step` bytes.
 fn read_all(t: &Tree, ino: u64, step: u32) -> Vec<u8> {
-    let fh = t.open(ino, libc::O_RDONLY).unwrap();
-    let mut out = Vec::new();
-    loop {
-        let got = t.read(ino, fh, out.len() as u64, step).unwrap();
-        if got.is_empty() {
-            break;
-        }
-        out.extend_from_slice(&got);
-    }
-    t.release(fh).unwrap();
-    out
+    support::tree_read(t, ino, step).unwrap()
 }
 
 /// The first `len` bytes of file `ino` read through open handle `fh`.

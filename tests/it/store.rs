@@ -564,7 +564,7 @@ fn store_info_lists_groups_and_leaves() {
     assert_eq!(root["attrs"], want["attrs"]["/"]);
 }
 
-/// A CTable in a TreeStore shows as its internal subtree (README: its columns keep deleted
+/// A CTable in a TreeStore shows as its internal subtree (docs/COLLECTIONS.md: its columns keep deleted
 /// rows, masked only by `_valid_rows`): every member opens with python's chunks.
 #[test]
 fn store_ctable_shows_its_subtree() {

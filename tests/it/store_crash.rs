@@ -108,7 +108,7 @@ fn store_mount_sigkill_during_a_b2z_commit_leaves_old_or_new() {
 }
 
 /// `.b2d` leaves are committed in place by the frame commit (shadow append, then the header
-/// as the commit point; README "Write-back"), not by `<leaf>.<pid>.tmp` + rename: stopped
+/// as the commit point; docs/COLLECTIONS.md "Write-back"), not by `<leaf>.<pid>.tmp` + rename: stopped
 /// after every durable step, python-blosc2 reads the old or the new leaf in modes 'r' and
 /// 'a'; a completed commit keeps the leaf's inode (links, the `.b2lock` sidecar's file and
 /// a mount's lock stay on it), a reader holding the old header and index still reads the old

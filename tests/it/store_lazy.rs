@@ -10,26 +10,10 @@ use b2fs::tree::{ROOT_INO, Tree, TreeOptions};
 
 use crate::support;
 
-fn lookup(t: &Tree, path: &str) -> u64 {
-    path.split('/').fold(ROOT_INO, |dir, name| {
-        t.lookup(dir, name)
-            .unwrap_or_else(|e| panic!("{path}: {e}"))
-            .ino
-    })
-}
+use crate::support::tree_ino as lookup;
 
 fn read_all(t: &Tree, ino: u64) -> Vec<u8> {
-    let fh = t.open(ino, libc::O_RDONLY).unwrap();
-    let mut out = Vec::new();
-    loop {
-        let got = t.read(ino, fh, out.len() as u64, 1 << 20).unwrap();
-        if got.is_empty() {
-            break;
-        }
-        out.extend_from_slice(&got);
-    }
-    t.release(fh).unwrap();
-    out
+    support::tree_read(t, ino, 1 << 20).unwrap()
 }
 
 #[test]

@@ -8,7 +8,7 @@
 
 use std::path::Path;
 
-use b2fs::tree::{ROOT_INO, Tree, TreeOptions};
+use b2fs::tree::{Tree, TreeOptions};
 use serde_json::Value;
 
 use crate::support::{self, Mount, fuse_and_python, run_python, sha256_hex};
@@ -20,26 +20,10 @@ fn opts(writable: bool) -> TreeOptions {
     }
 }
 
-fn ino(t: &Tree, path: &str) -> Result<u64, String> {
-    let mut dir = ROOT_INO;
-    for name in path.split('/').filter(|p| !p.is_empty()) {
-        dir = t.lookup(dir, name).map_err(|e| format!("{path}: {e}"))?.ino;
-    }
-    Ok(dir)
-}
+use crate::support::try_tree_ino as ino;
 
 fn read_all(t: &Tree, ino: u64) -> Vec<u8> {
-    let fh = t.open(ino, libc::O_RDONLY).unwrap();
-    let mut out = Vec::new();
-    loop {
-        let got = t.read(ino, fh, out.len() as u64, 1 << 20).unwrap();
-        if got.is_empty() {
-            break;
-        }
-        out.extend_from_slice(&got);
-    }
-    t.release(fh).unwrap();
-    out
+    support::tree_read(t, ino, 1 << 20).unwrap()
 }
 
 /// Checks the tree of `store` against python-blosc2's description of it.

@@ -1,5 +1,6 @@
 //! Shared test helpers: fixture paths, the python oracle (python-blosc2, blosc, bcolz,
-//! caterva in the project's venv), the FUSE skip/require policy, and sha256.
+//! caterva in the project's venv), the FUSE skip/require policy, sha256, and paths and whole
+//! reads through the in-process [`Tree`].
 
 #![allow(dead_code)]
 
@@ -7,6 +8,38 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
+
+use b2fs::tree::{ROOT_INO, Tree, TreeError};
+
+/// The inode of the slash-separated `path` (empty parts ignored) from the root of `t`.
+#[track_caller]
+pub fn tree_ino(t: &Tree, path: &str) -> u64 {
+    try_tree_ino(t, path).unwrap_or_else(|e| panic!("lookup {e}"))
+}
+
+/// [`tree_ino`], with the failing lookup as an error.
+pub fn try_tree_ino(t: &Tree, path: &str) -> Result<u64, String> {
+    let mut ino = ROOT_INO;
+    for part in path.split('/').filter(|p| !p.is_empty()) {
+        ino = t.lookup(ino, part).map_err(|e| format!("{path}: {e}"))?.ino;
+    }
+    Ok(ino)
+}
+
+/// The whole file `ino` read through one read-only handle, in reads of `step` bytes.
+pub fn tree_read(t: &Tree, ino: u64, step: u32) -> Result<Vec<u8>, TreeError> {
+    let fh = t.open(ino, libc::O_RDONLY)?;
+    let mut out = Vec::new();
+    let res = loop {
+        match t.read(ino, fh, out.len() as u64, step) {
+            Ok(d) if d.is_empty() => break Ok(()),
+            Ok(d) => out.extend_from_slice(&d),
+            Err(e) => break Err(e),
+        }
+    };
+    t.release(fh)?;
+    res.map(|()| out)
+}
 
 /// The repository root.
 pub fn repo_root() -> PathBuf {

@@ -94,7 +94,7 @@ fn in_mount_namespace(script: &str, src: &Path, mp: &Path, tab: &Path) -> Output
         .expect("unshare (util-linux)")
 }
 
-/// The README's `mount -t fuse.b2fs` line and fstab line, through the real mount(8) and
+/// The `mount -t fuse.b2fs` line of docs/CONFIGURATION.md and fstab line, through the real mount(8) and
 /// mount.fuse3 (which call `b2fs SOURCE MOUNTPOINT -o OPTS`), as root.
 #[test]
 fn system_mount_t_fuse_b2fs_and_an_fstab_line() {

@@ -78,37 +78,13 @@ fn bcolz_fixtures(kind: &str) -> Vec<(PathBuf, Value)> {
     out
 }
 
-/// Resolves a slash-separated path from the root.
-#[track_caller]
-pub(crate) fn ino_of(t: &Tree, path: &str) -> u64 {
-    let mut ino = ROOT_INO;
-    for part in path.split('/').filter(|p| !p.is_empty()) {
-        ino = t
-            .lookup(ino, part)
-            .unwrap_or_else(|e| panic!("lookup {path}: {e}"))
-            .ino;
-    }
-    ino
-}
+pub(crate) use crate::support::tree_ino as ino_of;
 
 fn names(t: &Tree, ino: u64) -> Vec<String> {
     t.readdir(ino, 0).unwrap().skip(2).map(|e| e.name).collect()
 }
 
-/// Reads a whole file in `step`-byte reads through one handle.
-fn read_all(t: &Tree, ino: u64, step: u32) -> Result<Vec<u8>, TreeError> {
-    let fh = t.open(ino, libc::O_RDONLY)?;
-    let mut out = Vec::new();
-    let res = loop {
-        match t.read(ino, fh, out.len() as u64, step) {
-            Ok(d) if d.is_empty() => break Ok(()),
-            Ok(d) => out.extend_from_slice(&d),
-            Err(e) => break Err(e),
-        }
-    };
-    t.release(fh).unwrap();
-    res.map(|()| out)
-}
+use crate::support::tree_read as read_all;
 
 pub(crate) fn read_path(t: &Tree, path: &str) -> Vec<u8> {
     read_all(t, ino_of(t, path), 4096).unwrap()

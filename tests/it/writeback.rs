@@ -2,7 +2,7 @@
 //! (partial and whole chunk overwrites, appends, extending the last chunk, `__attrs__`
 //! edits, refused bad JSON, refused N-dim appends) are read back by python-blosc2 and bcolz
 //! from the source itself, which they can still modify afterwards; one test per row of the
-//! README's SEMANTICS table; readers and a writer on the same chunk; ctable columns that grow
+//! the operation table of docs/SEMANTICS.md; readers and a writer on the same chunk; ctable columns that grow
 //! and shrink together (checked against bcolz doing the same row operations); the `.b2lock`
 //! sidecar protocol with python-blosc2 holding the lock or writing meanwhile; `b2fs compact`
 //! refusing a mounted source.
@@ -787,7 +787,7 @@ fn writeback_ctable_columns_grow_and_shrink_together() {
     );
 }
 
-/// The `.b2lock` sidecar protocol (CONTAINER_NOTES 3.6) through a mount: while a
+/// The `.b2lock` sidecar protocol (docs/format/CONTAINERS.md 3.6) through a mount: while a
 /// python-blosc2 handle with `locking=True` holds the lock exclusively, a commit (fsync)
 /// waits and the source is not touched; once released the commit lands, bumps the sidecar's
 /// generation counter, and the locked handle sees the edit. Then python-blosc2 writes the

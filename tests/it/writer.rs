@@ -126,7 +126,7 @@ def mutate_frame(path, chunks, attrs):
         return
     s = o
     # Never all zeros: C-Blosc2 would store a zero chunk as a special offset, which it cannot
-    # read back in a variable-size frame (CONTAINER_NOTES 1.5, "Hazard").
+    # read back in a variable-size frame (docs/format/CONTAINERS.md 1.5, "Hazard").
     new0 = bytes((b + 1) % 256 or 1 for b in reversed(chunks[0]))
     s.update_data(0, new0, copy=True)
     extra = np.arange(100, dtype=np.uint8).tobytes() * s.typesize
@@ -1328,7 +1328,7 @@ fn writer_ctable_crash_at_every_step() {
     // Growing through a column that is not the first: every other column first, then the
     // first column's meta/sizes. The partial last chunk keeps its rows and gets more (a
     // changed existing row would be visible as soon as its chunk file is renamed in: bcolz
-    // has no multi-file transaction, see the README).
+    // has no multi-file transaction, see docs/SEMANTICS.md).
     let tmp = tempfile::tempdir().expect("tempdir");
     let pristine = gen_ctable(&py, tmp.path());
     let t = open_table(&pristine);

@@ -90,7 +90,7 @@ fn attrs_maps_and_ambiguity() {
 
 #[test]
 fn attrs_ext_types() {
-    // np.arange(3, int16) as python-blosc2 packs it (CONTAINER_NOTES 4.1).
+    // np.arange(3, int16) as python-blosc2 packs it (docs/format/CONTAINERS.md 4.1).
     let mut nd = vec![0xc7, 0x25, 0x2e, 0x83, 0xa5];
     nd.extend(b"dtype");
     nd.extend([0x81, 0xa3]);

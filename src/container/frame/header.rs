@@ -2,9 +2,9 @@
 //! section (same structure) and the trailer tail: exact-marker parsing, every field kept in
 //! [`FrameInfo`].
 //!
-//! Knows nothing of chunks or the index. Spec: `shared/seeds/002_...txt` and
-//! `CONTAINER_NOTES.md` 1.2, 1.3 and 1.6 (the trailer version is a fixint and its vlmetalayers
-//! are not wrapped in a bin32, unlike the seed says).
+//! Knows nothing of chunks or the index. Spec: the frame format (seed 002 of
+//! `docs/format/README.md`) and `docs/format/CONTAINERS.md` 1.2, 1.3 and 1.6 (the trailer
+//! version is a fixint and its vlmetalayers are not wrapped in a bin32, unlike the seed says).
 
 use crate::container::msgpack::{Cursor, Fault};
 
@@ -23,7 +23,7 @@ pub const MAX_VLMETALAYERS: usize = 8192;
 /// info` prints.
 ///
 /// The codec, clevel, filters, nthreads and blocksize fields are the defaults of whoever last
-/// wrote the frame, not how its chunks are encoded (`CONTAINER_NOTES.md` 1.2): each chunk's
+/// wrote the frame, not how its chunks are encoded (`docs/format/CONTAINERS.md` 1.2): each chunk's
 /// own header is the authority.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FrameInfo {
@@ -231,7 +231,7 @@ pub(super) fn parse_layers<'a>(
     let mut c = Cursor::new(region, file_base);
     c.seek(pos);
     // `93 cd SSSS`: fixarray(3) and the idx_size, which readers ignore; C-Blosc2 checks
-    // neither (a trailer starting `90` was accepted, CONTAINER_NOTES 1.6), so neither do we.
+    // neither (a trailer starting `90` was accepted, docs/format/CONTAINERS.md 1.6), so neither do we.
     c.take(4, what)?;
     c.expect(0xde, what)?;
     let at = c.offset();

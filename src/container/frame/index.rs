@@ -2,7 +2,7 @@
 //! offset codes, and the 32-byte special chunks C-Blosc2 synthesises for them.
 //!
 //! Knows nothing of files: bytes in, entries out; the codec decodes non-special index chunks.
-//! Spec: `CONTAINER_NOTES.md` 1.2 (nchunks rules) and 1.5 (index encodings, special values;
+//! Spec: `docs/format/CONTAINERS.md` 1.2 (nchunks rules) and 1.5 (index encodings, special values;
 //! `fill_special` writes the index as one repeated-value special chunk, kept here as one value
 //! so a huge nchunks costs no memory).
 
@@ -36,7 +36,7 @@ pub(super) enum Slot {
     Special(ChunkKind),
 }
 
-/// Classifies an index entry (`CONTAINER_NOTES.md` 1.5: bits 56, 58, 57 in that order).
+/// Classifies an index entry (`docs/format/CONTAINERS.md` 1.5: bits 56, 58, 57 in that order).
 pub(super) fn classify(entry: i64) -> Option<Slot> {
     if entry >= 0 {
         return Some(Slot::Stored(entry as u64));
@@ -103,7 +103,7 @@ pub(crate) fn special_chunk(
 }
 
 /// Decodes the index chunk found at the start of `region` (file offset `at`): derives
-/// nchunks (CONTAINER_NOTES 1.2), keeps a zeros / repeated-value special index as one value,
+/// nchunks (docs/format/CONTAINERS.md 1.2), keeps a zeros / repeated-value special index as one value,
 /// and decompresses anything else with the codec under `limit`.
 pub(super) fn decode_index(
     region: &[u8],

@@ -1,4 +1,4 @@
-//! The `embed.b2e` EmbedStore of a `.b2z`/`.b2d` store (`STORES_NOTES.md` 1.4): its marker
+//! The `embed.b2e` EmbedStore of a `.b2z`/`.b2d` store (`docs/format/STORES.md` 1.4): its marker
 //! metalayer (`b2tree`, `b2dict`, `b2embed`), its key map (vlmeta `estore_metadata`:
 //! `embed_map` of `{offset, length}` byte ranges, or `{urlbase, path}` references for remote
 //! arrays), the `_object_registry` a TreeStore keeps, and the bytes of one embedded value

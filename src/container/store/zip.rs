@@ -1,6 +1,6 @@
 //! The zip side of a `.b2z` store: the central directory (through the `zip` crate), the
 //! members' names, sizes and CRC-32s, and each member's data window `(offset, length)` found
-//! from its *local* header on first use (`STORES_NOTES.md` 1.2).
+//! from its *local* header on first use (`docs/format/STORES.md` 1.2).
 //!
 //! Knows nothing of frames: it hands out byte windows of the zip file (a local file, or a
 //! [`ByteSource`] such as a remote object, read in blocks). Opening parses the

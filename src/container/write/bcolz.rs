@@ -2,7 +2,7 @@
 //! bcolz writes (`json.dumps(..., ensure_ascii=True)`: `", "` / `": "` separators, non-ASCII as
 //! `\uXXXX`, then `"\n"`).
 //!
-//! Knows nothing of chunk data (Blosc1 headers only). Spec: `CONTAINER_NOTES.md` 5.1 (layout,
+//! Knows nothing of chunk data (Blosc1 headers only). Spec: `docs/format/CONTAINERS.md` 5.1 (layout,
 //! the `blpk` prefix, the leftover chunk), 5.5 (`__attrs__` must exist) and 6.4 (commit
 //! order): every new or replaced chunk as `__N.blp.b2fs-tmp`, fsync, renamed to `__N.blp`;
 //! data directory fsync; `__attrs__` by temp + rename; `meta/sizes` by temp + rename +
@@ -271,7 +271,7 @@ pub(super) fn prepare<'a>(
 }
 
 impl Prepared<'_> {
-    /// Performs the commit (`CONTAINER_NOTES.md` 6.4). Growing or keeping the length: new
+    /// Performs the commit (`docs/format/CONTAINERS.md` 6.4). Growing or keeping the length: new
     /// and replaced chunk files (temp, fsync, rename), directory fsync, `__attrs__`, then
     /// `meta/sizes` (the commit point: rows past the old length appear), then chunk files
     /// past the new end are removed. Shrinking: `meta/sizes` first (the commit point: every

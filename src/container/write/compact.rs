@@ -2,11 +2,11 @@
 //! order, a fresh index, the trailer verbatim) into a temp file in the same directory, then
 //! fsync, rename over the original and directory fsync.
 //!
-//! A mounted source is refused (`CONTAINER_NOTES.md` has no word on this: it is b2fs's own
+//! A mounted source is refused (`docs/format/CONTAINERS.md` has no word on this: it is b2fs's own
 //! rule): the rename would leave the mount serving the old file while its commits go to the
 //! new one.
 //!
-//! Knows nothing of chunk data (copies stored chunks as they are). Spec: `CONTAINER_NOTES.md`
+//! Knows nothing of chunk data (copies stored chunks as they are). Spec: `docs/format/CONTAINERS.md`
 //! 3.2 (dead space from deletes and other writers; `to_cframe()` compacts the same way) and
 //! 6.1 pitfall 14. The header keeps its length and every field except frame_len and cbytes;
 //! special offsets stay special; two entries sharing one stored chunk keep sharing it.

@@ -1,4 +1,4 @@
-//! Edits of values embedded in a store's `embed.b2e` (`STORES_NOTES.md` 1.4): an embedded
+//! Edits of values embedded in a store's `embed.b2e` (`docs/format/STORES.md` 1.4): an embedded
 //! leaf, or a `__vlmeta__` carrier of a store written with `threshold > 0`, is a cframe inside
 //! the EmbedStore's byte stream. It is edited the way python-blosc2's EmbedStore overwrites a
 //! key (delete, then add at `current_offset`): the value's cframe is copied out to a private

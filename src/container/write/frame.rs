@@ -2,7 +2,7 @@
 //! files and a renamed `chunks.b2frame`; and the byte builders both share (patched header,
 //! memcpyed index chunk, trailer).
 //!
-//! Knows nothing of FUSE or of chunk data (chunk headers only). Spec: `CONTAINER_NOTES.md`
+//! Knows nothing of FUSE or of chunk data (chunk headers only). Spec: `docs/format/CONTAINERS.md`
 //! 1.2-1.6 (header fields, metalayer section, index, trailer), 2 (sparse frames), 3.2 (variable
 //! mode), 4.1 (vlmeta encoding), 4.3 (the b2nd shape int64), 6.2 and 6.3 (commit orders).
 //!
@@ -32,7 +32,7 @@ use crate::codec::{CParams, ChunkFormat, Codec, compress, filter_id};
 use crate::container::frame::Frame;
 use crate::container::{Array, ChunkKind, ContainerError, SourceKind, attrs};
 
-/// Special index entries (`CONTAINER_NOTES.md` 1.5).
+/// Special index entries (`docs/format/CONTAINERS.md` 1.5).
 pub(super) fn special_entry(kind: ChunkKind) -> Option<i64> {
     let top: u64 = match kind {
         ChunkKind::Zeros => 0x81,

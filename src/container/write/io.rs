@@ -2,7 +2,7 @@
 //! fsync), each counted so a test can stop a commit after any step as a crash would, and the
 //! `.b2lock` sidecar lock.
 //!
-//! Knows no format: paths and bytes in. Spec: `CONTAINER_NOTES.md` 3.6 (the sidecar: `flock`
+//! Knows no format: paths and bytes in. Spec: `docs/format/CONTAINERS.md` 3.6 (the sidecar: `flock`
 //! exclusive, u64 generation counter at offset 8, host byte order).
 //!
 //! Invariant: with a step budget, the step that would exceed it is not performed at all and

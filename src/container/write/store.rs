@@ -1,4 +1,4 @@
-//! Write-back into collections (`STORES_NOTES.md` 3): a leaf of a `.b2d` store or of a
+//! Write-back into collections (`docs/format/STORES.md` 3): a leaf of a `.b2d` store or of a
 //! directory of sources is a frame file and takes the single-frame commit as it is; a member
 //! of a `.b2z` store is committed by building a whole new zip beside the old one and renaming
 //! it into place, as python-blosc2 does: a frame inside the zip is never written in place (a

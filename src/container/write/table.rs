@@ -5,7 +5,7 @@
 //! bcolz takes a ctable's length from its **first** column and never compares the columns'
 //! lengths (`bcolz/ctable.py` `_open_ctable`: `self.len = len(self.cols[self.names[0]])`);
 //! other columns longer than the first read fine (`t[:]`, `t[col][:]` of each), a first
-//! column longer than another makes `t[:]` fail. Hence (`CONTAINER_NOTES.md` 5.2, 6.4):
+//! column longer than another makes `t[:]` fail. Hence (`docs/format/CONTAINERS.md` 5.2, 6.4):
 //!
 //! - The edited column gets its edit; every other column is resized to the same row count:
 //!   its rows below the table's current length are kept, new rows hold the column's `dflt`
