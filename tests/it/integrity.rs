@@ -15,8 +15,8 @@ use b2fs::container::{Container, write};
 use b2fs::reader::RECLAIM_SLACK;
 use b2fs::tree::{Tree, TreeOptions};
 
-use crate::support::{Mount, b2fs, fuse_and_python, is_mounted, python_says, run_python};
 use crate::support::tree_ino as ino_of;
+use crate::support::{Mount, b2fs, fuse_and_python, is_mounted, python_says, run_python};
 
 /// Items of one chunk of the test sources (int64: 256 KiB chunks).
 const ITEMS: usize = 32768;
