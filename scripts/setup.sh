@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs what b2fs's tests and demo need, if absent: fuse3 (fusermount3, mount.fuse3), attr
-# (getfattr), vim (the editor tests), rclone (the plain HTTP(S) range server of the remote tests)
+# (getfattr), vim (the editor tests), rsync (the mtime tests), rclone (the plain HTTP(S) range server of the remote tests)
 # and openssl (the remote TLS test makes a private CA with it)
 # with apt-get, and a Python venv in .venv with the pinned reference libraries (the test oracle
 # only), maturin (the wheel test builds the pip package with it) and moto[server] (the S3
@@ -12,6 +12,7 @@ APT=()
 command -v fusermount3 >/dev/null 2>&1 || APT+=(fuse3)
 command -v getfattr >/dev/null 2>&1 || APT+=(attr)
 command -v vim >/dev/null 2>&1 || APT+=(vim-tiny)
+command -v rsync >/dev/null 2>&1 || APT+=(rsync)
 command -v rclone >/dev/null 2>&1 || APT+=(rclone)
 command -v openssl >/dev/null 2>&1 || APT+=(openssl)
 if [ "${#APT[@]}" -gt 0 ]; then

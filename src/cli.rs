@@ -224,8 +224,9 @@ fn check_source(source: &Path) -> Result<(), Error> {
         })
 }
 
-/// Checks that `mp` is an existing directory that is not already a mount point.
-fn check_mountpoint(mp: &Path) -> Result<PathBuf, Error> {
+/// Checks that `mp` is an existing directory that is not already a mount point, and empty
+/// unless `nonempty` (`-o nonempty`).
+fn check_mountpoint(mp: &Path, nonempty: bool) -> Result<PathBuf, Error> {
     let err = |why: String| Error::Mountpoint {
         path: mp.to_path_buf(),
         why,
@@ -245,6 +246,16 @@ fn check_mountpoint(mp: &Path) -> Result<PathBuf, Error> {
     let abs = std::fs::canonicalize(mp).map_err(|e| err(e.to_string()))?;
     if umount::is_mountpoint(&abs) {
         return Err(err("already a mount point (busy)".into()));
+    }
+    if !nonempty {
+        let mut entries = std::fs::read_dir(&abs).map_err(|e| err(e.to_string()))?;
+        if entries.next().is_some() {
+            return Err(err(
+                "not empty: its files would be hidden while mounted (use -o nonempty to mount \
+                 over them)"
+                    .into(),
+            ));
+        }
     }
     Ok(abs)
 }

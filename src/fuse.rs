@@ -21,9 +21,9 @@ use std::time::Duration;
 
 use fuser::{
     AccessFlags, BsdFileFlags, Errno, FileHandle, Filesystem, FopenFlags, Generation, INodeNo,
-    InitFlags, KernelConfig, LockOwner, OpenFlags, RenameFlags, ReplyAttr, ReplyCreate, ReplyData,
-    ReplyDirectory, ReplyEmpty, ReplyEntry, ReplyOpen, ReplyStatfs, ReplyWrite, ReplyXattr,
-    Request, TimeOrNow, WriteFlags,
+    InitFlags, IoctlFlags, KernelConfig, LockOwner, OpenFlags, RenameFlags, ReplyAttr, ReplyCreate,
+    ReplyData, ReplyDirectory, ReplyEmpty, ReplyEntry, ReplyIoctl, ReplyOpen, ReplyStatfs,
+    ReplyWrite, ReplyXattr, Request, TimeOrNow, WriteFlags,
 };
 
 use crate::tree::{Tree, TreeError};
@@ -401,9 +401,10 @@ impl Filesystem for FuseAdapter {
         _flags: Option<BsdFileFlags>,
         reply: ReplyAttr,
     ) {
-        // Times are not stored (touch must work); modes and owners cannot change.
+        // Times are not stored (touch must work); modes and owners cannot change (a change
+        // to what they are already is no change).
         let res = if mode.is_some() || uid.is_some() || gid.is_some() {
-            self.tree.set_mode_owner(ino.0)
+            self.tree.set_mode_owner(ino.0, mode, uid, gid)
         } else {
             Ok(())
         };
@@ -539,11 +540,14 @@ impl Filesystem for FuseAdapter {
         flags: RenameFlags,
         reply: ReplyEmpty,
     ) {
+        // `mv` asks for RENAME_NOREPLACE first (coreutils 9): the tree honours it.
+        let noreplace = flags == RenameFlags::RENAME_NOREPLACE;
         let res = match (name.to_str(), newname.to_str()) {
-            (Some(a), Some(b)) if flags.is_empty() => self.tree.rename(parent.0, a, newparent.0, b),
-            _ => Err(self
-                .tree
-                .refusal(parent.0, "rename with flags or non-UTF-8 names")),
+            (Some(a), Some(b)) if flags.is_empty() || noreplace => {
+                self.tree.rename(parent.0, a, newparent.0, b, noreplace)
+            }
+            (Some(_), Some(_)) => Err(self.tree.refusal(parent.0, "rename with RENAME_EXCHANGE")),
+            _ => Err(self.tree.refusal(parent.0, "rename of non-UTF-8 names")),
         };
         reply_empty(&self.tree, "rename", parent, res, reply);
     }
@@ -560,6 +564,22 @@ impl Filesystem for FuseAdapter {
     ) {
         let res = self.tree.set_xattr(ino.0, &name.to_string_lossy());
         reply_empty(&self.tree, "setxattr", ino, res, reply);
+    }
+
+    /// Unknown ioctls (Python's text-mode `open()` asks `TCGETS`): ENOTTY, as a filesystem
+    /// without ioctls answers, and nothing logged (fuser's default logs each one).
+    fn ioctl(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        _fh: FileHandle,
+        _flags: IoctlFlags,
+        _cmd: u32,
+        _in_data: &[u8],
+        _out_size: u32,
+        reply: ReplyIoctl,
+    ) {
+        reply.error(Errno::ENOTTY);
     }
 
     fn removexattr(&self, _req: &Request, ino: INodeNo, name: &OsStr, reply: ReplyEmpty) {

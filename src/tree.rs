@@ -411,11 +411,16 @@ impl Tree {
     /// [`TreeError::NotFound`] for unknown inodes; [`TreeError::Container`] when a chunk's
     /// size cannot be read.
     pub fn getattr(&self, ino: u64) -> Result<Attr, TreeError> {
-        let (kind, size, nlink) = match self.entry(ino)? {
+        let entry = self.entry(ino)?;
+        let mtime = self.mtime_of(ino, &entry);
+        let (kind, size, nlink) = match entry {
             Entry::Dir(node, _) => {
                 // A collection leaf's directory: not opened by a stat; 1 = "count unknown".
                 let NodeKind::Dir { children, .. } = &node.kind else {
-                    return Ok(self.dir_attr(ino, 1));
+                    return Ok(Attr {
+                        mtime,
+                        ..self.dir_attr(ino, 1)
+                    });
                 };
                 let subdirs = children
                     .iter()
@@ -430,12 +435,46 @@ impl Tree {
             }
             entry => (EntryKind::File, self.file_size(ino, entry)?, 1),
         };
-        Ok(self.attr(ino, kind, size, nlink))
+        Ok(Attr {
+            mtime,
+            ..self.attr(ino, kind, size, nlink)
+        })
     }
 
     /// The attributes of directory `ino` with `nlink` links.
     fn dir_attr(&self, ino: u64, nlink: u32) -> Attr {
         self.attr(ino, EntryKind::Directory, 0, nlink)
+    }
+
+    /// Issue 21: when what `ino` (`entry`) shows last changed, the time `stat` shows (mtime
+    /// and ctime). Chunk files: the commit (or another writer's change the mount followed)
+    /// that last changed that chunk; a data directory: the last change of its chunk count;
+    /// `array.npy`/`table.npy`: the last change of any of their chunks; `meta/sizes` and
+    /// `__attrs__`: the last change of their bytes; the root: the last scratch file created,
+    /// renamed or removed. Everything else, and everything not changed since the mount,
+    /// shows the source's time read at mount. Cheap: no allocation per chunk
+    /// ([`crate::reader::Snapshot::chunk_time`]).
+    fn mtime_of(&self, ino: u64, entry: &Entry<'_>) -> std::time::SystemTime {
+        let snap = |a: ArrayId| {
+            self.live
+                .get(a.index())
+                .and_then(Option::as_ref)
+                .map(|l| l.snapshot())
+        };
+        let t = match entry {
+            Entry::Dir(_, Some(a)) => snap(*a).and_then(|s| s.listed_time()),
+            Entry::Dir(..) if ino == ROOT_INO => self.scratch.lock().changed,
+            Entry::Dir(..) | Entry::File(FileKind::Fixed(_)) => None,
+            Entry::File(FileKind::Attrs(_, g) | FileKind::Sizes(_, g)) => g.changed(),
+            Entry::File(FileKind::Npy(a, _)) => snap(*a).and_then(|s| s.changed_time()),
+            Entry::File(FileKind::TableNpy(_, columns)) => columns
+                .iter()
+                .filter_map(|a| snap(*a).and_then(|s| s.changed_time()))
+                .max(),
+            Entry::Chunk(id) => snap(id.array).and_then(|s| s.chunk_time(id.index)),
+            Entry::Scratch => self.scratch.lock().files.get(&ino).map(|f| f.mtime),
+        };
+        t.unwrap_or(self.owner.mtime)
     }
 
     fn attr(&self, ino: u64, kind: EntryKind, size: u64, nlink: u32) -> Attr {
@@ -509,21 +548,30 @@ impl Tree {
             return Err(TreeError::NotADirectory(ino));
         };
         let children = self.children(ino, node)?;
-        let len = 2 + match data {
-            Some(array) => {
-                let n = self
-                    .reader
-                    .nchunks(array)
-                    .min(self.inodes.capacity(array) as usize);
-                n as u64 + u64::from(self.creating(ChunkId::new(array, n)))
-            }
-            None => children.len() as u64,
+        // The root lists the scratch files that exist now, after its fixed children.
+        let scratch = if ino == ROOT_INO {
+            self.scratch_entries()
+        } else {
+            Vec::new()
         };
+        let len = 2
+            + scratch.len() as u64
+            + match data {
+                Some(array) => {
+                    let n = self
+                        .reader
+                        .nchunks(array)
+                        .min(self.inodes.capacity(array) as usize);
+                    n as u64 + u64::from(self.creating(ChunkId::new(array, n)))
+                }
+                None => children.len() as u64,
+            };
         Ok(ReadDir {
             tree: self,
             ino,
             parent: node.parent,
             children,
+            scratch,
             data,
             pos: offset,
             len,

@@ -35,6 +35,8 @@ Mount options (-o, comma-separated, may repeat):
   keep_cache      read through the kernel page cache instead: slower first reads, but
                   re-reads of data larger than cache_size come from the kernel
   debug           verbose logging
+  nonempty        mount over a directory that is not empty (its files are hidden while
+                  mounted); without it such a mount point is refused
 
 Remote sources (SOURCE = s3://BUCKET/KEY, s3://BUCKET/PREFIX/ for a sparse frame or bcolz
 root, or http(s)://HOST/PATH; always read-only):
@@ -135,7 +137,7 @@ pub struct MountArgs {
     pub options: Vec<String>,
     /// The source to mount.
     pub source: PathBuf,
-    /// An existing empty directory.
+    /// An existing empty directory (or, with `-o nonempty`, any directory).
     pub mountpoint: PathBuf,
     /// Internal: this process is the background daemon; report readiness on stdout.
     #[arg(long, hide = true)]
@@ -231,6 +233,8 @@ pub struct MountOptions {
     pub direct_io: Option<bool>,
     /// `ro`.
     pub read_only: bool,
+    /// `nonempty`: accept a mount point that is not empty.
+    pub nonempty: bool,
     /// The options of a remote source (`endpoint=`, `region=`, ...; see `cli/remote.rs`).
     pub remote: crate::remote::RemoteOptions,
 }
@@ -246,6 +250,7 @@ impl Default for MountOptions {
             debug: false,
             direct_io: None,
             read_only: false,
+            nonempty: false,
             remote: crate::remote::RemoteOptions::default(),
         }
     }
@@ -274,6 +279,7 @@ impl MountOptions {
                 ("allow_root", None) => o.allow_root = true,
                 ("auto_unmount", None) => o.auto_unmount = true,
                 ("debug", None) => o.debug = true,
+                ("nonempty", None) => o.nonempty = true,
                 ("direct_io", None) => o.direct_io = Some(true),
                 ("keep_cache", None) => o.direct_io = Some(false),
                 ("cache_size", Some(v)) => {
@@ -290,7 +296,7 @@ impl MountOptions {
                 (k, v) if super::fstab::is_generic(k, v.is_some()) => {}
                 (
                     "ro" | "rw" | "allow_other" | "allow_root" | "auto_unmount" | "debug"
-                    | "direct_io" | "keep_cache",
+                    | "direct_io" | "keep_cache" | "nonempty",
                     Some(_),
                 ) => {
                     return Err(format!("option '{key}' takes no value"));
@@ -323,6 +329,9 @@ impl MountOptions {
         }
         if self.debug {
             v.push("debug".into());
+        }
+        if self.nonempty {
+            v.push("nonempty".into());
         }
         match self.direct_io {
             Some(true) => v.push("direct_io".into()),
@@ -391,9 +400,13 @@ mod tests {
                 debug: true,
                 direct_io: Some(true),
                 read_only: true,
+                nonempty: false,
                 remote: crate::remote::RemoteOptions::default(),
             }
         );
+        let n = opts(&["nonempty"]).unwrap();
+        assert!(n.nonempty);
+        assert_eq!(MountOptions::parse(&[n.to_arg()]).unwrap(), n);
         // keep_cache and direct_io: the last one wins; both survive the daemon round trip
         let k = opts(&["direct_io,keep_cache"]).unwrap();
         assert_eq!(k.direct_io, Some(false));
@@ -442,6 +455,7 @@ mod tests {
             "ro=1",
             "keep_cache=1",
             "direct_io=yes",
+            "nonempty=1",
         ] {
             assert!(opts(&[bad]).is_err(), "{bad}");
         }

@@ -24,7 +24,7 @@ pub(super) fn mount(args: MountArgs) -> Result<(), Error> {
         return daemon_child(&args, &opts);
     }
     check_local_source(&args.source)?;
-    let mountpoint = check_mountpoint(&args.mountpoint)?;
+    let mountpoint = check_mountpoint(&args.mountpoint, opts.nonempty)?;
     check_fuse()?;
     if args.foreground {
         init_logging(&opts, None);
@@ -94,7 +94,7 @@ fn daemon_child(args: &MountArgs, opts: &MountOptions) -> Result<(), Error> {
     };
     let result = (|| {
         check_local_source(&args.source)?;
-        let mountpoint = check_mountpoint(&args.mountpoint)?;
+        let mountpoint = check_mountpoint(&args.mountpoint, opts.nonempty)?;
         check_fuse()?;
         serve(&args.source, &mountpoint, opts, |_| report("ready"))
     })();

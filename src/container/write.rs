@@ -56,7 +56,7 @@ use std::path::Path;
 
 use serde_json::Value;
 
-pub use compact::compact;
+pub use compact::{Space, compact, compact_mounted, compact_mounted_with_crash_after, space};
 pub use io::SourceLock;
 pub use store::{commit_group_attrs, commit_member, commit_member_with_crash_after};
 pub use table::TableRepair;

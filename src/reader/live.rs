@@ -10,6 +10,7 @@
 use std::borrow::Cow;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::time::SystemTime;
 
 use parking_lot::{Mutex, RwLock};
 
@@ -49,6 +50,25 @@ pub enum Change<'a> {
     /// Another writer: any chunk; those whose compressed bytes still match the print taken
     /// when they were read whole keep their stamps (and their cached copies).
     Foreign,
+    /// The mount's own compaction: the same chunks in a new file; every stamp (and time)
+    /// is kept.
+    Compacted,
+}
+
+/// Issue 21: a contiguous frame is compacted after a commit of the mount when its dead space
+/// (bytes no chunk, index or trailer of the current version uses) exceeds its live bytes plus
+/// this much: the file stays within twice its live bytes, plus this, plus one commit's chunks.
+pub const RECLAIM_SLACK: u64 = 1 << 20;
+
+/// What [`LiveArray::reclaim`] knows of the source's space.
+#[derive(Debug, Default)]
+struct Reclaim {
+    /// Live bytes when last measured (or the file's length when first seen, which is at
+    /// least that): the file is measured again once it is twice that plus
+    /// [`RECLAIM_SLACK`].
+    baseline: Option<u64>,
+    /// The mount's shared lock on the file a compaction renamed in.
+    lock: Option<write::SourceLock>,
 }
 
 /// One array of the mounted source, replaceable after a commit or a change by another
@@ -64,6 +84,8 @@ pub struct LiveArray {
     leaf: Option<String>,
     /// Prints of the chunks its versions read whole (`prints.rs`).
     prints: Arc<Prints>,
+    /// Issue 21: the dead space of its frame, given back by compaction.
+    reclaim: Mutex<Reclaim>,
 }
 
 impl LiveArray {
@@ -82,6 +104,7 @@ impl LiveArray {
             ))),
             leaf: None,
             prints,
+            reclaim: Mutex::default(),
         }
     }
 
@@ -114,8 +137,28 @@ impl LiveArray {
         };
         let (stamps, trust) = match change {
             Change::Own(edited) => {
-                let tail = old_n.min(new_n).saturating_sub(1)..new_n;
-                let stamps = old.stamps().next(edited.iter().copied().chain(tail), new_n);
+                // The last chunk may have been extended or cut (a ctable column resized with
+                // another); not when the count and its size are as before (an attributes edit,
+                // a rewrite of other chunks: issue 21, its time must not move).
+                let last = new_n.checked_sub(1);
+                let same_last = old_n == new_n
+                    && last.is_some_and(|l| {
+                        matches!(
+                            (old.array().chunk_nbytes(l), array.chunk_nbytes(l)),
+                            (Ok(a), Ok(b)) if a == b
+                        )
+                    });
+                let tail = if same_last {
+                    new_n..new_n
+                } else {
+                    old_n.min(new_n).saturating_sub(1)..new_n
+                };
+                let stamps = old.stamps().next(
+                    edited.iter().copied().chain(tail),
+                    old_n,
+                    new_n,
+                    SystemTime::now(),
+                );
                 let trust = if same_file {
                     old.trust().settle(&array);
                     old.trust().clone()
@@ -124,6 +167,7 @@ impl LiveArray {
                 };
                 (stamps, trust)
             }
+            Change::Compacted => (old.stamps().clone(), Trust::of(&array)),
             Change::Foreign => {
                 if same_file {
                     old.trust().overwritten();
@@ -131,9 +175,14 @@ impl LiveArray {
                 let trust = Trust::of(&array);
                 let array = Arc::new(array);
                 let keep = self.unchanged(&old, &array, &trust);
+                // The change happened when the source says it did (its mtime), or now when
+                // that is unknown.
+                let at = Some(array.mtime())
+                    .filter(|t| *t != SystemTime::UNIX_EPOCH)
+                    .unwrap_or_else(SystemTime::now);
                 let snap = Snapshot::new(
                     array,
-                    old.stamps().keeping(&keep),
+                    old.stamps().keeping(&keep, old_n, new_n, at),
                     trust,
                     self.prints.clone(),
                 );
@@ -227,6 +276,69 @@ impl LiveArray {
         // commit renamed a new file in).
         snap.trust().end_commit(snap.array());
         res
+    }
+
+    /// Issue 21, bounded growth: after a commit of the mount, compacts the contiguous frame
+    /// when its dead space passes its live bytes plus [`RECLAIM_SLACK`]
+    /// ([`write::compact_mounted`]: a temp file renamed in; descriptors reading older
+    /// versions keep the old file), then serves the new file with every stamp kept. The
+    /// file is measured (one chunk header per chunk) only once it has grown to twice what
+    /// was live when last measured, so the cost stays proportional to what commits wrote.
+    /// Best effort: a failure is logged and leaves the source as it was. Collection leaves
+    /// (committed through their store) are not compacted here.
+    pub fn reclaim(&self) {
+        if self.leaf.is_some() {
+            return;
+        }
+        let array = self.get();
+        let Some(len) = array.file_state().map(|s| s.len) else {
+            return;
+        };
+        let mut r = self.reclaim.lock();
+        let baseline = *r.baseline.get_or_insert(len);
+        if len <= baseline.saturating_mul(2).saturating_add(RECLAIM_SLACK) {
+            return;
+        }
+        let space = match write::space(&array) {
+            Ok(Some(s)) => s,
+            Ok(None) => return,
+            Err(e) => {
+                log::warn!("{}: cannot measure dead space: {e}", self.path.display());
+                r.baseline = Some(len);
+                return;
+            }
+        };
+        r.baseline = Some(space.live);
+        if space.len <= space.live.saturating_mul(2).saturating_add(RECLAIM_SLACK) {
+            return;
+        }
+        match write::compact_mounted(&array) {
+            Ok(lock) => {
+                r.lock = Some(lock);
+                if let Err(e) = self.reload(Change::Compacted) {
+                    log::warn!(
+                        "{}: compacted, but reopening it failed: {e}",
+                        self.path.display()
+                    );
+                    return;
+                }
+                let now = self.get().file_state().map_or(0, |s| s.len);
+                r.baseline = Some(now);
+                log::info!(
+                    "{}: compacted: {} bytes of dead space given back ({} -> {now} bytes, {} live)",
+                    self.path.display(),
+                    space.len.saturating_sub(now),
+                    space.len,
+                    space.live
+                );
+            }
+            Err(e) => log::warn!(
+                "{}: not compacted ({} bytes, {} live): {e}",
+                self.path.display(),
+                space.len,
+                space.live
+            ),
+        }
     }
 
     /// Whether the array is 1-D (may gain or lose chunks): frames without an N-dim
@@ -369,7 +481,9 @@ impl Committer {
         live.committing(|array| {
             write::commit(array, &edit)?;
             live.reload(Change::Own(&edited))
-        })
+        })?;
+        live.reclaim();
+        Ok(())
     }
 
     /// Commits `edits` of `live`, a column of the ctable at `table`, with
@@ -481,7 +595,9 @@ impl Committer {
         live.committing(|array| {
             write::commit(array, &edit)?;
             live.reload(Change::Own(&[]))
-        })
+        })?;
+        live.reclaim();
+        Ok(())
     }
 
     /// Stores `attrs` as the root attributes of the ctable at `table`.

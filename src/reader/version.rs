@@ -23,6 +23,7 @@ use std::collections::HashMap;
 use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::SystemTime;
 
 use parking_lot::Mutex;
 
@@ -40,19 +41,33 @@ fn fresh_stamp() -> u64 {
 /// Above this many per-chunk stamps a version starts over with one stamp for all.
 const MAX_CHANGED: usize = 1 << 16;
 
-/// The stamps of one version's chunks: `base` unless `changed` says otherwise.
+/// The stamps of one version's chunks: `base` unless `changed` says otherwise; and when
+/// each stamp was handed out (issue 21: the chunk files' mtimes).
+///
+/// Times: a stamp handed out since the array was opened has its time in `times` (when the
+/// change that made it was seen); the stamp of the version opened first has none (the
+/// caller shows the source's own time). `listed` is when the chunk count last changed,
+/// `latest` when anything last did. No allocation per untouched chunk: one entry per
+/// distinct stamp in use, which is at most one per commit still visible.
 #[derive(Debug, Clone)]
 pub(crate) struct Stamps {
     base: u64,
     changed: Arc<HashMap<usize, u64>>,
+    times: Arc<HashMap<u64, SystemTime>>,
+    listed: Option<SystemTime>,
+    latest: Option<SystemTime>,
 }
 
 impl Stamps {
-    /// New stamps for every chunk (a version nothing is known to share bytes with).
+    /// New stamps for every chunk (a version nothing is known to share bytes with), with
+    /// no time of their own (the version the mount opened).
     pub(crate) fn fresh() -> Stamps {
         Stamps {
             base: fresh_stamp(),
             changed: Arc::default(),
+            times: Arc::default(),
+            listed: None,
+            latest: None,
         }
     }
 
@@ -60,9 +75,64 @@ impl Stamps {
         self.changed.get(&index).copied().unwrap_or(self.base)
     }
 
-    /// The stamps of the next version, of `nchunks` chunks: those `fresh` selects get a new
-    /// stamp, the others keep theirs.
-    pub(crate) fn next(&self, fresh: impl IntoIterator<Item = usize>, nchunks: usize) -> Stamps {
+    /// When chunk `index` last changed, if it did since the array was opened.
+    pub(crate) fn time(&self, index: usize) -> Option<SystemTime> {
+        self.times.get(&self.get(index)).copied()
+    }
+
+    /// When the chunk count last changed, if it did since the array was opened.
+    pub(crate) fn listed(&self) -> Option<SystemTime> {
+        self.listed
+    }
+
+    /// When any chunk last changed, if one did since the array was opened.
+    pub(crate) fn latest(&self) -> Option<SystemTime> {
+        self.latest
+    }
+
+    /// A time for a change seen now from `at`, later than every time these stamps hold
+    /// (a clock or a source time that did not move still makes a change visible).
+    fn after_latest(&self, at: SystemTime) -> SystemTime {
+        match self.latest {
+            Some(l) if at <= l => l + std::time::Duration::from_nanos(1),
+            _ => at,
+        }
+    }
+
+    /// The times of the stamps `base` and `changed` use, from `self.times` plus `new`.
+    fn times_of(
+        &self,
+        base: u64,
+        changed: &HashMap<usize, u64>,
+        new: Option<(u64, SystemTime)>,
+    ) -> Arc<HashMap<u64, SystemTime>> {
+        let mut times: HashMap<u64, SystemTime> = HashMap::new();
+        for s in changed.values().copied().chain([base]) {
+            if let Some(t) = self.times.get(&s) {
+                times.insert(s, *t);
+            }
+        }
+        if let Some((s, t)) = new {
+            times.insert(s, t);
+        }
+        Arc::new(times)
+    }
+
+    /// The stamps of the next version, of `nchunks` chunks (the previous one had
+    /// `old_n`), made at `at`: those `fresh` selects get a new stamp, the others keep theirs.
+    pub(crate) fn next(
+        &self,
+        fresh: impl IntoIterator<Item = usize>,
+        old_n: usize,
+        nchunks: usize,
+        at: SystemTime,
+    ) -> Stamps {
+        let at = self.after_latest(at);
+        let listed = if old_n == nchunks {
+            self.listed
+        } else {
+            Some(at)
+        };
         let mut changed: HashMap<usize, u64> = self
             .changed
             .iter()
@@ -70,29 +140,67 @@ impl Stamps {
             .map(|(&i, &s)| (i, s))
             .collect();
         let stamp = fresh_stamp();
+        let mut any = false;
         for i in fresh {
             changed.insert(i, stamp);
+            any = true;
         }
         if changed.len() > MAX_CHANGED {
-            return Stamps::fresh();
+            // Every chunk gets the new stamp (and time).
+            let base = fresh_stamp();
+            return Stamps {
+                base,
+                changed: Arc::default(),
+                times: Arc::new(HashMap::from([(base, at)])),
+                listed,
+                latest: Some(at),
+            };
         }
+        let times = self.times_of(self.base, &changed, any.then_some((stamp, at)));
         Stamps {
             base: self.base,
             changed: Arc::new(changed),
+            times,
+            listed,
+            latest: if any || listed != self.listed {
+                Some(at)
+            } else {
+                self.latest
+            },
         }
     }
 
-    /// The stamps of a version another writer made: chunks `keep` (whose bytes did not
-    /// change) keep theirs, every other chunk gets a new one.
-    pub(crate) fn keeping(&self, keep: &[usize]) -> Stamps {
+    /// The stamps of a version another writer made, seen at `at`, of `nchunks` chunks (the
+    /// previous one had `old_n`): chunks `keep` (whose bytes did not change) keep theirs
+    /// (and their times), every other chunk gets a new one.
+    pub(crate) fn keeping(
+        &self,
+        keep: &[usize],
+        old_n: usize,
+        nchunks: usize,
+        at: SystemTime,
+    ) -> Stamps {
+        let at = self.after_latest(at);
         let changed: HashMap<usize, u64> = keep
             .iter()
             .take(MAX_CHANGED)
             .map(|&i| (i, self.get(i)))
             .collect();
+        let base = fresh_stamp();
+        let times = self.times_of(base, &changed, Some((base, at)));
+        let listed = if old_n == nchunks {
+            self.listed
+        } else {
+            Some(at)
+        };
+        // Every chunk kept, none added or removed: no chunk changed (an attributes edit).
+        let same = changed.len() == nchunks && old_n == nchunks;
         Stamps {
-            base: fresh_stamp(),
+            base,
             changed: Arc::new(changed),
+            times,
+            listed,
+            latest: if same { self.latest } else { Some(at) },
         }
     }
 }
@@ -195,6 +303,22 @@ impl Snapshot {
 
     pub(crate) fn stamps(&self) -> &Stamps {
         &self.stamps
+    }
+
+    /// When chunk `index` last changed (a commit of the mount, or another writer's change
+    /// the mount followed), if it did since the array was opened (issue 21: mtimes).
+    pub fn chunk_time(&self, index: usize) -> Option<SystemTime> {
+        self.stamps.time(index)
+    }
+
+    /// When the chunk count last changed, if it did since the array was opened.
+    pub fn listed_time(&self) -> Option<SystemTime> {
+        self.stamps.listed()
+    }
+
+    /// When any chunk last changed, if one did since the array was opened.
+    pub fn changed_time(&self) -> Option<SystemTime> {
+        self.stamps.latest()
     }
 
     pub(crate) fn trust(&self) -> &Arc<Trust> {

@@ -36,7 +36,8 @@ pub struct Attr {
     pub uid: u32,
     /// Group, taken from the source's metadata.
     pub gid: u32,
-    /// Modification time: the source's.
+    /// Modification time (and change time): when what the file shows last changed, else the
+    /// source's time at mount (issue 21, [`super::Tree::getattr`]).
     pub mtime: SystemTime,
     /// Preferred I/O size in bytes.
     pub blksize: u32,
@@ -58,15 +59,16 @@ pub struct DirEntry {
 /// Filesystem statistics for `statfs`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct StatFs {
-    /// Total data blocks (of `bsize` bytes) the tree's files hold.
+    /// Total data blocks (of `bsize` bytes): what the tree's files hold plus `bfree`.
     pub blocks: u64,
-    /// Free blocks (always 0: read-only).
+    /// Free blocks: on a read-write tree, those of the filesystem holding the source (what
+    /// commits can use); 0 on a read-only one.
     pub bfree: u64,
-    /// Free blocks for unprivileged users (always 0).
+    /// Free blocks for unprivileged users (as `bfree`).
     pub bavail: u64,
-    /// Total inodes.
+    /// Total inodes (the tree's plus `ffree`).
     pub files: u64,
-    /// Free inodes (always 0).
+    /// Free inodes (as `bfree`).
     pub ffree: u64,
     /// Block size.
     pub bsize: u32,
@@ -78,7 +80,8 @@ pub struct StatFs {
 
 impl super::Tree {
     /// Filesystem statistics: the size of every file (chunk files estimated from their first
-    /// chunk), every inode. A collection counts only what was opened so far: leaves not yet
+    /// chunk), every inode; on a read-write tree, plus the free blocks and inodes of the
+    /// filesystem that holds the source (`df MNT` shows them as available: issue 21). A collection counts only what was opened so far: leaves not yet
     /// accessed are one directory each, and a group `__attrs__` not yet read counts 0 bytes
     /// (statfs opens nothing).
     pub fn statfs(&self) -> StatFs {
@@ -105,15 +108,59 @@ impl super::Tree {
                 .unwrap_or(0);
             bytes = bytes.saturating_add(n.saturating_mul(first as u64));
         }
+        let free = if self.options.writable {
+            self.source_free(u64::from(BSIZE))
+        } else {
+            Free::default()
+        };
+        let used = bytes.div_ceil(u64::from(BSIZE));
         StatFs {
-            blocks: bytes.div_ceil(u64::from(BSIZE)),
-            bfree: 0,
-            bavail: 0,
-            files,
-            ffree: 0,
+            blocks: used.saturating_add(free.blocks),
+            bfree: free.blocks,
+            bavail: free.avail,
+            files: files.saturating_add(free.files),
+            ffree: free.files,
             bsize: BSIZE,
             namelen: NAME_MAX as u32,
             frsize: BSIZE,
         }
     }
+
+    /// What the filesystem holding the source has free, in blocks of `bsize` (nothing when
+    /// it cannot be asked: a remote source, a source gone).
+    fn source_free(&self, bsize: u64) -> Free {
+        let Some(path) = self.source_path() else {
+            return Free::default();
+        };
+        match rustix::fs::statvfs(path) {
+            Ok(s) => {
+                let blocks = |n: u64| n.saturating_mul(s.f_frsize.max(1)) / bsize;
+                Free {
+                    blocks: blocks(s.f_bfree),
+                    avail: blocks(s.f_bavail),
+                    files: s.f_ffree,
+                }
+            }
+            Err(_) => Free::default(),
+        }
+    }
+
+    /// The source on disk: the ctable's or collection's path, else the first array's.
+    pub(crate) fn source_path(&self) -> Option<&std::path::Path> {
+        if let Some(t) = &self.table {
+            return Some(t);
+        }
+        if let Some(c) = &self.collection_path {
+            return Some(c);
+        }
+        self.live.iter().flatten().next().map(|l| l.path())
+    }
+}
+
+/// Free space of the source's filesystem, in [`StatFs`] units.
+#[derive(Debug, Default, Clone, Copy)]
+struct Free {
+    blocks: u64,
+    avail: u64,
+    files: u64,
 }

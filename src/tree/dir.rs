@@ -2,7 +2,8 @@
 //!
 //! Offsets are positions: `.` is 0, `..` is 1, then children in order, so resuming at any
 //! offset a previous call returned is exact whatever buffer size the caller had. A data
-//! directory's entries are computed from the array's chunk count, never allocated.
+//! directory's entries are computed from the array's chunk count, never allocated. The root
+//! lists the scratch files that exist when the listing starts after its fixed children.
 
 use std::borrow::Cow;
 
@@ -33,6 +34,8 @@ pub struct ReadDir<'a> {
     pub(crate) ino: u64,
     pub(crate) parent: u64,
     pub(crate) children: Cow<'a, [u64]>,
+    /// The root's scratch files (inode, name), listed after `children`.
+    pub(crate) scratch: Vec<(u64, String)>,
     pub(crate) data: Option<ArrayId>,
     pub(crate) pos: u64,
     pub(crate) len: u64,
@@ -58,6 +61,10 @@ impl Iterator for ReadDir<'_> {
                         EntryKind::File,
                         chunk_name(k),
                     ),
+                    None if k >= self.children.len() => {
+                        let (ino, name) = self.scratch.get(k - self.children.len())?.clone();
+                        (ino, EntryKind::File, name)
+                    }
                     None => {
                         let child = self.children[k];
                         let node = self.tree.node(child)?;

@@ -323,6 +323,7 @@ impl Tree {
             WriteTarget::Scratch => {
                 let mut s = self.scratch.lock();
                 let file = s.files.get_mut(&ino).ok_or(TreeError::NotFound)?;
+                file.mtime = std::time::SystemTime::now();
                 f(&mut file.data, usize::MAX)
             }
             WriteTarget::Attrs => {
@@ -493,7 +494,9 @@ impl Tree {
         }
         let id = match self.entry(ino)? {
             Entry::Scratch => {
-                self.scratch.lock().files.remove(&ino);
+                let mut s = self.scratch.lock();
+                s.files.remove(&ino);
+                s.touch();
                 return Ok(());
             }
             Entry::Chunk(id) => id,

@@ -42,6 +42,10 @@ pub enum TreeError {
     /// then fall back to what works (`chmod`) without a warning.
     #[error("not supported by b2fs: {0}")]
     Unsupported(String),
+    /// A `rename` with `RENAME_NOREPLACE` (what `mv` asks for first) onto a name that
+    /// exists.
+    #[error("{0:?} exists")]
+    Exists(String),
     /// A write to a generated metadata file (`meta/*`).
     #[error("metadata files are generated and cannot be written")]
     MetadataFile,
@@ -103,6 +107,7 @@ impl TreeError {
             TreeError::InvalidArgument(_) => libc::EINVAL,
             TreeError::NotPermitted(_) => libc::EPERM,
             TreeError::Unsupported(_) => libc::EOPNOTSUPP,
+            TreeError::Exists(_) => libc::EEXIST,
             TreeError::MetadataFile => libc::EACCES,
             TreeError::TooBig(_) => libc::EFBIG,
             TreeError::Refused(_) => libc::EINVAL,
@@ -164,6 +169,7 @@ mod tests {
             (TreeError::InvalidArgument("offset"), libc::EINVAL),
             (TreeError::NotPermitted("mkdir".into()), libc::EPERM),
             (TreeError::Unsupported("ACLs".into()), libc::EOPNOTSUPP),
+            (TreeError::Exists("x".into()), libc::EEXIST),
             (TreeError::MetadataFile, libc::EACCES),
             (TreeError::TooBig("x".into()), libc::EFBIG),
             (TreeError::Refused("x".into()), libc::EINVAL),

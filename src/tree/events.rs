@@ -8,7 +8,8 @@
 //! `getattr`, which shells and editors fail on constantly) and editors' ACL copies
 //! (`setxattr` EOPNOTSUPP); at most [`CAPACITY`] events, the
 //! oldest dropped first, each message cut to [`MAX_MESSAGE`] bytes, so the rendering always
-//! fits one extended attribute (64 KiB).
+//! fits one extended attribute (64 KiB). Notices that are no failure (a file created in the
+//! root, which will not persist) are kept the same way, with errno 0, rendered as `note:`.
 
 use std::collections::VecDeque;
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -34,7 +35,7 @@ pub struct Event {
     pub op: String,
     /// The file, relative to the mount root.
     pub path: String,
-    /// The errno the caller got.
+    /// The errno the caller got (0: a notice, not a failure).
     pub errno: i32,
     /// Why, one line (the error chain).
     pub message: String,
@@ -61,6 +62,12 @@ pub fn worth_recording(op: &str, errno: i32) -> bool {
 }
 
 impl EventLog {
+    /// Records a notice about `op` on `path` that is no failure (errno 0): a file created
+    /// where it will not persist.
+    pub fn note(&self, op: &str, path: String, message: &str) {
+        self.record(op, path, 0, message);
+    }
+
     /// Records a failure of `op` on `path` now.
     pub fn record(&self, op: &str, path: String, errno: i32, message: &str) {
         let mut message = message.replace('\n', " ");
@@ -104,6 +111,16 @@ impl EventLog {
             dropped
         );
         for e in &r.events {
+            if e.errno == 0 {
+                out.push_str(&format!(
+                    "{} {} {}: note: {}\n",
+                    utc(e.time),
+                    e.op,
+                    e.path,
+                    e.message
+                ));
+                continue;
+            }
             out.push_str(&format!(
                 "{} {} {}: {} ({}): {}\n",
                 utc(e.time),
@@ -166,6 +183,7 @@ pub fn errno_name(errno: i32) -> String {
         libc::EINVAL => "EINVAL",
         libc::EFBIG => "EFBIG",
         libc::ENOSPC => "ENOSPC",
+        libc::EEXIST => "EEXIST",
         libc::EROFS => "EROFS",
         libc::ENAMETOOLONG => "ENAMETOOLONG",
         libc::ENODATA => "ENODATA",

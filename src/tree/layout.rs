@@ -23,7 +23,8 @@ use crate::reader::{ArrayId, ChunkStore, LiveArray};
 /// Inode number of the root directory.
 pub const ROOT_INO: u64 = 1;
 
-/// Owner and times every inode of a tree shows (the source's).
+/// Owner and times every inode of a tree shows (the source's, as read at mount); times move
+/// per file when content changes (issue 21: [`super::Tree::getattr`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Owner {
     /// User id.
@@ -75,6 +76,16 @@ type Render = Box<dyn Fn() -> Vec<u8> + Send + Sync>;
 pub struct Generated {
     now: RwLock<Option<Arc<[u8]>>>,
     render: Option<Render>,
+    /// Issue 21: when the content last changed since the mount made it first (its mtime),
+    /// and the content before a lazy one was dropped to be rendered again (compared then).
+    changed: RwLock<Changed>,
+}
+
+/// When [`Generated`] content last changed.
+#[derive(Debug, Default)]
+struct Changed {
+    at: Option<SystemTime>,
+    before: Option<Arc<[u8]>>,
 }
 
 impl std::fmt::Debug for Generated {
@@ -91,6 +102,7 @@ impl Generated {
         Generated {
             now: RwLock::new(Some(bytes.into())),
             render: None,
+            changed: RwLock::default(),
         }
     }
 
@@ -100,6 +112,7 @@ impl Generated {
         Generated {
             now: RwLock::new(None),
             render: Some(Box::new(render)),
+            changed: RwLock::default(),
         }
     }
 
@@ -109,7 +122,19 @@ impl Generated {
             return b.clone();
         }
         let made: Arc<[u8]> = self.render.as_ref().map_or_else(Vec::new, |r| r()).into();
-        self.now.write().get_or_insert(made).clone()
+        let got = self.now.write().get_or_insert(made).clone();
+        let mut c = self.changed.write();
+        if let Some(before) = c.before.take() {
+            if before != got {
+                c.at = Some(SystemTime::now());
+            }
+        }
+        got
+    }
+
+    /// When the content last changed, if it did since it was first made.
+    pub fn changed(&self) -> Option<SystemTime> {
+        self.changed.read().at
     }
 
     /// The size of the content if it was rendered already (for `statfs`, which must not
@@ -118,15 +143,22 @@ impl Generated {
         self.now.read().as_ref().map(|b| b.len())
     }
 
-    /// Replaces the content.
+    /// Replaces the content (its time moves when the bytes differ).
     pub fn set(&self, bytes: Vec<u8>) {
-        *self.now.write() = Some(bytes.into());
+        let new: Arc<[u8]> = bytes.into();
+        let old = self.now.write().replace(new.clone());
+        if old.is_some_and(|o| o != new) {
+            self.changed.write().at = Some(SystemTime::now());
+        }
     }
 
-    /// Renders lazy content again when next asked for (what it describes changed on disk).
+    /// Renders lazy content again when next asked for (what it describes changed on disk);
+    /// its time moves then if the bytes differ.
     pub fn rerender(&self) {
         if self.render.is_some() {
-            *self.now.write() = None;
+            if let Some(old) = self.now.write().take() {
+                self.changed.write().before.get_or_insert(old);
+            }
         }
     }
 }

@@ -1,6 +1,11 @@
 //! Editors' scratch files in the mount root (`vim`'s swap and backup files, `sed -i`'s temp
 //! file, Python's `tempfile`): kept in memory only, never stored, gone at unmount; a rename of
 //! one over an `__attrs__` file of the root commits its content as the attributes.
+//!
+//! Issue 21: any other file created in the root (`cp file MNT/`) is one too. It is listed
+//! while it exists (so `ls` shows what `cat` reads) and its creation is logged, in the
+//! daemon's log and in `b2fs log`, as a file that will not persist. Refusing it instead would
+//! break the editors that write a swap or temp file beside the file they save.
 
 use std::collections::HashMap;
 
@@ -15,6 +20,8 @@ pub(crate) struct Scratch {
     pub(crate) name: String,
     /// Its content.
     pub(crate) data: Vec<u8>,
+    /// When it was created or last written.
+    pub(crate) mtime: std::time::SystemTime,
 }
 
 /// The scratch files of a tree, by inode.
@@ -23,6 +30,15 @@ pub(crate) struct ScratchFiles {
     pub(crate) files: HashMap<u64, Scratch>,
     /// Last scratch file number handed out.
     next: u64,
+    /// When a scratch file was last created, renamed or removed (the root's mtime).
+    pub(crate) changed: Option<std::time::SystemTime>,
+}
+
+impl ScratchFiles {
+    /// Notes that the root's list of scratch files changed now.
+    pub(crate) fn touch(&mut self) {
+        self.changed = Some(std::time::SystemTime::now());
+    }
 }
 
 impl Tree {
@@ -54,24 +70,58 @@ impl Tree {
                 Scratch {
                     name: name.to_owned(),
                     data: Vec::new(),
+                    mtime: std::time::SystemTime::now(),
                 },
             );
+            s.touch();
             ino
         };
         let fh = self.open(ino, libc::O_WRONLY)?;
+        let why = "created in the mount root: kept in memory only, not stored in the source, \
+                   gone at unmount";
+        log::info!("/{name}: {why}");
+        self.events.note("create", format!("/{name}"), why);
         Ok((self.getattr(ino)?, fh))
     }
 
-    /// `chmod`/`chown` of `ino`: accepted (and ignored) for scratch files, whose editors copy
-    /// the original's mode; refused for everything else.
+    /// The scratch files of the root as (inode, name), in creation order.
+    pub(crate) fn scratch_entries(&self) -> Vec<(u64, String)> {
+        let s = self.scratch.lock();
+        let mut v: Vec<(u64, String)> = s
+            .files
+            .iter()
+            .map(|(&ino, f)| (ino, f.name.clone()))
+            .collect();
+        v.sort_unstable();
+        v
+    }
+
+    /// `chmod`/`chown` of `ino` to `mode` (permission and type bits as `chmod(2)` passes
+    /// them), `uid`, `gid` (`None`: unchanged): accepted (and ignored) for scratch files,
+    /// whose editors copy the original's mode; accepted as no change when every one given is
+    /// what `ino` has already (vim's `fchmod` to the file's own mode on every save, issue
+    /// 21); refused for everything else.
     ///
     /// # Errors
-    /// As [`Tree::refusal`].
-    pub fn set_mode_owner(&self, ino: u64) -> Result<(), TreeError> {
+    /// As [`Tree::refusal`]; [`TreeError::NotFound`] for unknown inodes.
+    pub fn set_mode_owner(
+        &self,
+        ino: u64,
+        mode: Option<u32>,
+        uid: Option<u32>,
+        gid: Option<u32>,
+    ) -> Result<(), TreeError> {
         if self.options.writable {
             if let Ok(Entry::Scratch) = self.entry(ino) {
                 return Ok(());
             }
+        }
+        let now = self.getattr(ino)?;
+        let same = mode.is_none_or(|m| m & 0o7777 == u32::from(now.perm))
+            && uid.is_none_or(|u| u == now.uid)
+            && gid.is_none_or(|g| g == now.gid);
+        if same {
+            return Ok(());
         }
         Err(self.refusal(ino, "chmod/chown"))
     }
@@ -80,15 +130,19 @@ impl Tree {
     /// an `__attrs__` file of the root, which commits the scratch content as the attributes
     /// (refused content: EINVAL, the scratch file stays).
     ///
+    /// `noreplace` (`RENAME_NOREPLACE`, which `mv` asks for first): an existing `newname`
+    /// fails with EEXIST instead.
+    ///
     /// # Errors
     /// [`TreeError::ReadOnly`]; [`TreeError::NotPermitted`] for any other rename; commit
-    /// errors as [`Tree::flush`].
+    /// errors as [`Tree::flush`]; [`TreeError::Exists`] (`noreplace`).
     pub fn rename(
         &self,
         parent: u64,
         name: &str,
         newparent: u64,
         newname: &str,
+        noreplace: bool,
     ) -> Result<(), TreeError> {
         let from = self.lookup(parent, name)?.ino;
         if !self.options.writable {
@@ -100,12 +154,17 @@ impl Tree {
             )));
         }
         let target = self.lookup(ROOT_INO, newname).ok().map(|a| a.ino);
+        if noreplace && target.is_some() {
+            return Err(TreeError::Exists(newname.to_owned()));
+        }
         let target_entry = target.map(|t| self.entry(t));
         match (target, target_entry) {
             (None, _) => {
-                if let Some(f) = self.scratch.lock().files.get_mut(&from) {
+                let mut s = self.scratch.lock();
+                if let Some(f) = s.files.get_mut(&from) {
                     f.name = newname.to_owned();
                 }
+                s.touch();
                 Ok(())
             }
             (Some(t), Some(Ok(Entry::Scratch))) => {
@@ -114,6 +173,7 @@ impl Tree {
                 if let Some(f) = s.files.get_mut(&from) {
                     f.name = newname.to_owned();
                 }
+                s.touch();
                 Ok(())
             }
             (Some(t), Some(Ok(Entry::File(FileKind::Attrs(..))))) => {
@@ -128,7 +188,9 @@ impl Tree {
                 self.set_attrs_buffer(t, data)?;
                 match self.commit(t, super::commit::Reason::Durable) {
                     Ok(()) => {
-                        self.scratch.lock().files.remove(&from);
+                        let mut s = self.scratch.lock();
+                        s.files.remove(&from);
+                        s.touch();
                         Ok(())
                     }
                     Err(e) => {

@@ -8,11 +8,17 @@
 //! ```text
 //! data/NNNNNNNN.bin  index, codec, codec_id, filters, filters_ids, clevel, typesize,
 //!                    blocksize, nbytes, cbytes, ratio, special, inodeinfo
-//! the mount root     source, kind, version, writable, pid, cache_size, cache_bytes,
-//!                    cache_hits, cache_loads, cache_hit_rate, inodeinfo
-//!                    (and user.b2fs.log, not listed: the recent refusals and errors,
-//!                    see [`super::events`])
+//! the mount root     source, kind, inodeinfo (listed: what the data is);
+//!                    version, writable, pid, cache_size, cache_bytes, cache_hits,
+//!                    cache_loads, cache_hit_rate, stats (JSON of all of these) and log
+//!                    (the recent refusals and errors, see [`super::events`]): read by
+//!                    name only, never listed
 //! ```
+//!
+//! Issue 21: what describes the mounting process rather than the data (its pid, version,
+//! mode and live cache counters) is not listed, so `cp -a`, `rsync -aX` and `getfattr -d`,
+//! which copy or dump every listed `user.` attribute, do not copy a mount's counters onto
+//! the copy as if they were the data's; `getfattr -n user.b2fs.cache_hits` still reads them.
 //!
 //! Chunk keys describe the chunk as stored (a buffered edit not yet committed is not
 //! reflected); `clevel` comes from the source's own record (frame header, bcolz storage),
@@ -156,10 +162,30 @@ impl<'a> Target<'a> {
     }
 }
 
+/// The root's keys that describe the mounting process, not the data: read by name, never
+/// listed (see the module doc).
+pub const LIVE: [&str; 8] = [
+    "version",
+    "writable",
+    "pid",
+    "cache_size",
+    "cache_bytes",
+    "cache_hits",
+    "cache_loads",
+    "cache_hit_rate",
+];
+
+/// The unlisted root attribute holding every root key (listed and [`LIVE`]) as one JSON
+/// object.
+pub const STATS: &str = "user.b2fs.stats";
+
 /// The `name\0name\0...` list `listxattr` returns.
 pub fn list(target: &Target) -> Vec<u8> {
     let mut out = Vec::new();
-    for (key, _) in pairs(target) {
+    let root = matches!(target, Target::Root { .. });
+    let listed = pairs(target);
+    let listed = listed.iter().filter(|(k, _)| !(root && LIVE.contains(k)));
+    for (key, _) in listed {
         out.extend_from_slice(PREFIX.as_bytes());
         out.extend_from_slice(key.as_bytes());
         out.push(0);
@@ -173,10 +199,27 @@ pub fn get(target: &Target, name: &str) -> Option<Vec<u8>> {
         return Some(log.render().into_bytes());
     }
     let key = name.strip_prefix(PREFIX)?;
-    pairs(target)
-        .into_iter()
+    let all = pairs(target);
+    if let (Target::Root { .. }, STATS) = (target, name) {
+        return Some(json_of(all.iter().filter(|(k, _)| *k != "inodeinfo")).into_bytes());
+    }
+    all.into_iter()
         .find(|(k, _)| *k == key)
         .map(|(_, v)| v.into_bytes())
+}
+
+/// `pairs` as one JSON object, numbers as numbers.
+fn json_of<'p>(pairs: impl Iterator<Item = &'p (&'static str, String)>) -> String {
+    let info: Map<String, Value> = pairs
+        .map(|(k, s)| {
+            let val = s
+                .parse::<u64>()
+                .map(Value::from)
+                .unwrap_or_else(|_| Value::from(s.as_str()));
+            ((*k).to_owned(), val)
+        })
+        .collect();
+    Value::Object(info).to_string()
 }
 
 /// The listed attributes of `target`: (key without prefix, value), `inodeinfo` last.
@@ -221,17 +264,10 @@ fn pairs(target: &Target) -> Vec<(&'static str, String)> {
         Target::Other => Vec::new(),
     };
     if !v.is_empty() {
-        let info: Map<String, Value> = v
-            .iter()
-            .map(|(k, s)| {
-                let val = s
-                    .parse::<u64>()
-                    .map(Value::from)
-                    .unwrap_or_else(|_| Value::from(s.as_str()));
-                ((*k).to_owned(), val)
-            })
-            .collect();
-        v.push(("inodeinfo", Value::Object(info).to_string()));
+        // The root's inodeinfo holds what is listed; `stats` holds everything.
+        let root = matches!(target, Target::Root { .. });
+        let info = json_of(v.iter().filter(|(k, _)| !(root && LIVE.contains(k))));
+        v.push(("inodeinfo", info));
     }
     v
 }

@@ -184,8 +184,27 @@ fn describe_root_cache_counters_follow_reads() {
     assert_eq!(xattr(&t, ROOT_INO, "cache_hits"), "3");
     assert_eq!(xattr(&t, ROOT_INO, "cache_hit_rate"), "0.750");
     assert_eq!(xattr(&t, ROOT_INO, "cache_bytes"), "2736");
+    // Issue 21: what describes the mount, not the data, is read by name and never listed
+    // (`cp -a` and `rsync -aX` copy every listed attribute).
     let names = listed(&t, ROOT_INO);
-    assert!(names.contains(&"user.b2fs.pid".to_owned()), "{names:?}");
+    assert!(names.contains(&"user.b2fs.source".to_owned()), "{names:?}");
+    for live in [
+        "pid",
+        "version",
+        "writable",
+        "cache_hits",
+        "cache_size",
+        "stats",
+    ] {
+        assert!(!names.contains(&format!("user.b2fs.{live}")), "{names:?}");
+    }
+    assert_eq!(xattr(&t, ROOT_INO, "pid"), std::process::id().to_string());
+    let stats: serde_json::Value = serde_json::from_str(&xattr(&t, ROOT_INO, "stats")).unwrap();
+    assert_eq!(stats["cache_hits"], 3);
+    assert_eq!(stats["cache_loads"], 1);
+    let info: serde_json::Value = serde_json::from_str(&xattr(&t, ROOT_INO, "inodeinfo")).unwrap();
+    assert!(info.get("cache_hits").is_none(), "{info}");
+    assert!(info.get("kind").is_some(), "{info}");
     assert!(
         !names.contains(&"user.b2fs.log".to_owned()),
         "the log is not listed"

@@ -17,6 +17,7 @@ mod follow_store; // issue 12: collections and ctable attributes changed by othe
 mod fuzz; // the fuzz corpora and regression inputs replayed through the fuzz entry functions
 mod hostile; // hostile sizes: clear errors with bounded heap (counting allocator) and time
 mod hostile_tree; // hostile sizes through the tree API and a mount: reads within the cache budget
+mod integrity; // issue 21: true mtimes (rsync, cp -u, find -newer), bounded growth (compaction, crashes), small things
 mod layering; // the layering rule and module docs, checked on the source text
 mod mount; // real FUSE mounts (skip without /dev/fuse unless B2FS_REQUIRE_FUSE=1)
 mod npy; // array.npy / table.npy: header and data equal np.save of the references; run geometry

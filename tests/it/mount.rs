@@ -257,6 +257,33 @@ fn mount_failures_exit_with_documented_codes() {
     let mp = m.mp.as_os_str();
     check(&[missing.as_os_str(), mp], 3, "missing");
     check(&[not_container.as_os_str(), mp], 3, "notes.txt");
+    // Issue 21: the path once.
+    let out = b2fs()
+        .arg("mount")
+        .arg(&not_container)
+        .arg(mp)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(err.matches("notes.txt").count(), 1, "{err}");
+    // Issue 21: a mount point that is not empty is refused, unless -o nonempty.
+    let full = Mount::empty();
+    std::fs::write(full.mp.join("keep.txt"), "mine").unwrap();
+    check(&[src.as_os_str(), full.mp.as_os_str()], 4, "not empty");
+    assert!(!is_mounted(&full.mp));
+    let out = full.run_mount(&src, &["nonempty,ro"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(is_mounted(&full.mp));
+    assert!(full.mp.join("array.npy").exists());
+    full.umount();
+    assert_eq!(
+        std::fs::read_to_string(full.mp.join("keep.txt")).unwrap(),
+        "mine"
+    );
     check(&[src.as_os_str(), missing.as_os_str()], 4, "missing");
     check(
         &[src.as_os_str(), file_mp.as_os_str()],

@@ -1252,7 +1252,8 @@ fn tree_writable_buffers_commit_on_flush_and_refuse_with_errnos() {
     let (a, fh) = t.create(ROOT_INO, "x.tmp").unwrap();
     t.write(a.ino, fh, 0, br#"{"k": 1}"#).unwrap();
     t.release(fh).unwrap();
-    t.rename(ROOT_INO, "x.tmp", ROOT_INO, "__attrs__").unwrap();
+    t.rename(ROOT_INO, "x.tmp", ROOT_INO, "__attrs__", false)
+        .unwrap();
     assert!(t.lookup(ROOT_INO, "x.tmp").is_err());
     assert_eq!(read_all(&t, attrs, 4096).unwrap(), br#"{"k": 1}"#);
     assert_eq!(t.refusal(ROOT_INO, "mkdir").errno(), libc::EPERM);

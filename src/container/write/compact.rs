@@ -18,7 +18,7 @@ use std::path::Path;
 use super::frame::index_chunk;
 use super::io::{Io, LockMode, SidecarLock, SourceLock};
 use super::{io_err, unsupported};
-use crate::container::{Container, ContainerError, SourceKind};
+use crate::container::{Array, Container, ContainerError, SourceKind};
 
 /// Rewrites the contiguous frame at `path` without dead space (temp file in the same
 /// directory + fsync + rename + directory fsync), calling `progress(done_chunks, total)` as it
@@ -101,4 +101,184 @@ pub fn compact(path: &Path, progress: &mut dyn FnMut(usize, usize)) -> Result<()
         lock.bump()?;
     }
     Ok(())
+}
+
+/// What a contiguous frame's file holds: its length and the bytes its current version uses
+/// (header, stored chunks counted once however many entries share them, index, trailer);
+/// the rest is dead space earlier commits left (see [`compact_mounted`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Space {
+    /// The file's length.
+    pub len: u64,
+    /// The bytes the current version uses.
+    pub live: u64,
+}
+
+/// The [`Space`] of `array` as opened (one chunk header read per stored chunk); `None` when
+/// it is not a contiguous frame at offset 0 of its own file.
+///
+/// # Errors
+/// A chunk header that cannot be read.
+pub fn space(array: &Array) -> Result<Option<Space>, ContainerError> {
+    let (Some(info), Some(state)) = (array.frame_info(), array.file_state()) else {
+        return Ok(None);
+    };
+    if array.kind() != SourceKind::Cframe || info.start != 0 {
+        return Ok(None);
+    }
+    let mut seen = std::collections::HashSet::new();
+    let mut chunks = 0u64;
+    for i in 0..array.nchunks() {
+        match array.frame_index_entry(i) {
+            Some(e) if e >= 0 && seen.insert(e) => {
+                chunks += array.chunk_header(i)?.cbytes as u64;
+            }
+            _ => {}
+        }
+    }
+    // The index chunk and the trailer follow the chunk area (header cbytes).
+    let tail = info
+        .frame_len
+        .saturating_sub(info.header_len.saturating_add(info.cbytes));
+    Ok(Some(Space {
+        len: state.len,
+        live: info.header_len + chunks + tail,
+    }))
+}
+
+/// Rewrites the contiguous frame `array` was opened from without dead space while a mount
+/// serves it (issue 21: the mount's own background compaction, `reader/live.rs`): the
+/// chunks are copied from `array` into `<file>.b2fs-tmp` one by one (memory: one chunk),
+/// the file fsynced, checked again to be the version `array` shows, renamed over the
+/// source, and the directory fsynced. A crash leaves the old file or the new one, with the
+/// same content (and perhaps the temp file, overwritten by the next compaction).
+///
+/// Descriptors reading older versions keep the old file open and read it as before. The
+/// mount's shared source lock is taken on the new file before it is renamed in, and
+/// returned: hold it instead of the old one (`b2fs compact` must keep refusing the source).
+///
+/// # Errors
+/// [`ContainerError::Unsupported`] when `array` is not a writable contiguous frame at offset
+/// 0; [`ContainerError::Changed`] when another writer changed the file since `array` was
+/// opened (nothing renamed; the temp file is removed); [`ContainerError::Io`].
+pub fn compact_mounted(array: &Array) -> Result<SourceLock, ContainerError> {
+    compact_mounted_io(array, &mut Io::new(None))
+}
+
+/// [`compact_mounted`] stopping after `steps` durable steps (write, fsync, rename, directory
+/// fsync), as a crash there would; `Ok(true)` when it completed. For crash tests.
+///
+/// # Errors
+/// As [`compact_mounted`].
+pub fn compact_mounted_with_crash_after(
+    array: &Array,
+    steps: usize,
+) -> Result<bool, ContainerError> {
+    let mut io = Io::new(Some(steps));
+    match compact_mounted_io(array, &mut io) {
+        Ok(_) => Ok(true),
+        Err(_) if io.crashed() => Ok(false),
+        Err(e) => Err(e),
+    }
+}
+
+fn compact_mounted_io(array: &Array, io: &mut Io) -> Result<SourceLock, ContainerError> {
+    use std::io::Write;
+    let path = array.path();
+    let info = match array.frame_info() {
+        Some(i) if array.kind() == SourceKind::Cframe && i.start == 0 => i.clone(),
+        _ => return Err(unsupported(path, "compacting: not a contiguous frame")),
+    };
+    super::writable(array, false)?;
+    let mut sidecar = path.as_os_str().to_os_string();
+    sidecar.push(".b2lock");
+    let lock = SidecarLock::acquire(Path::new(&sidecar))?;
+    super::frame::check_fresh(array)?;
+    let file = std::fs::File::open(path).map_err(|e| io_err(path, e))?;
+    let read = |off: u64, len: u64| -> Result<Vec<u8>, ContainerError> {
+        let mut b = vec![0u8; len as usize];
+        std::os::unix::fs::FileExt::read_exact_at(&file, &mut b, off)
+            .map_err(|e| io_err(path, e))?;
+        Ok(b)
+    };
+    let mut header = read(0, info.header_len)?;
+    let trailer = read(info.frame_len - info.trailer_len, info.trailer_len)?;
+    let mode = file
+        .metadata()
+        .map_err(|e| io_err(path, e))?
+        .permissions()
+        .mode();
+    drop(file);
+
+    let tmp = super::io::tmp_path(path);
+    io.begin_step(&tmp)?;
+    let out = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .open(&tmp)
+        .map_err(|e| io_err(&tmp, e))?;
+    let written = (|| {
+        let mut w = std::io::BufWriter::with_capacity(1 << 20, &out);
+        let err = |e| io_err(&tmp, e);
+        w.write_all(&header).map_err(err)?;
+        let mut pos = 0u64;
+        let mut entries = Vec::with_capacity(array.nchunks());
+        let mut moved: HashMap<i64, i64> = HashMap::new();
+        for i in 0..array.nchunks() {
+            let e = array
+                .frame_index_entry(i)
+                .ok_or_else(|| unsupported(path, format!("chunk {i}: no index entry")))?;
+            let new = if e < 0 {
+                e
+            } else if let Some(&n) = moved.get(&e) {
+                n
+            } else {
+                let bytes = array.chunk_bytes(i)?;
+                w.write_all(&bytes).map_err(err)?;
+                let n = pos as i64;
+                pos += bytes.len() as u64;
+                moved.insert(e, n);
+                n
+            };
+            entries.push(new);
+        }
+        let cbytes = pos;
+        if info.nbytes > 0 {
+            let index = index_chunk(&entries);
+            w.write_all(&index).map_err(err)?;
+            pos += index.len() as u64;
+        }
+        w.write_all(&trailer).map_err(err)?;
+        w.flush().map_err(err)?;
+        Ok::<_, ContainerError>((info.header_len + pos + trailer.len() as u64, cbytes))
+    })();
+    let (frame_len, cbytes) = match written {
+        Ok(v) => v,
+        Err(e) => {
+            let _ = std::fs::remove_file(&tmp);
+            return Err(e);
+        }
+    };
+    header[16..24].copy_from_slice(&frame_len.to_be_bytes());
+    header[39..47].copy_from_slice(&cbytes.to_be_bytes());
+    std::os::unix::fs::FileExt::write_all_at(&out, &header, 0).map_err(|e| io_err(&tmp, e))?;
+    std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(mode))
+        .map_err(|e| io_err(&tmp, e))?;
+    io.sync(&out, &tmp)?;
+    drop(out);
+    // The mount's lock moves to the new file before anyone can find it at `path`.
+    let mounted = SourceLock::acquire(&tmp, LockMode::Mount)?;
+    // Another writer that changed the source meanwhile keeps its change: nothing is renamed.
+    if let Err(e) = super::frame::check_fresh(array) {
+        let _ = std::fs::remove_file(&tmp);
+        return Err(e);
+    }
+    io.rename(&tmp, path)?;
+    io.sync_dir(super::io::parent_dir(path))?;
+    if let Some(lock) = lock {
+        lock.bump()?;
+    }
+    Ok(mounted)
 }

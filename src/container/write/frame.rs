@@ -400,7 +400,7 @@ fn read_header(path: &Path, file: &std::fs::File, len: u64) -> Result<Vec<u8>, C
 }
 
 /// Refuses when the source changed since `array` was opened (its view would be stale).
-fn check_fresh(array: &Array) -> Result<(), ContainerError> {
+pub(super) fn check_fresh(array: &Array) -> Result<(), ContainerError> {
     if array.changed_on_disk()? {
         return Err(changed(
             array.path(),
