@@ -61,6 +61,9 @@ pub(crate) use read::Listing;
 /// opening anything.
 const V2_PROBES: &[&str] = &[".zarray", ".zattrs", ".zgroup", ".zmetadata"];
 
+/// An array's Zarr geometry, or why it has none.
+type GeomOf = Result<Arc<Geom>, String>;
+
 /// The view's state in a tree.
 #[derive(Debug, Default)]
 pub(crate) struct ZarrState {
@@ -73,7 +76,7 @@ pub(crate) struct ZarrState {
     /// The root `zarr.json` of a generation.
     root_json: Mutex<Option<(u64, Arc<[u8]>)>>,
     /// Per array: the geometry of its NPY view of that moment.
-    geoms: Mutex<HashMap<ArrayId, (Arc<Npy>, Result<Arc<Geom>, String>)>>,
+    geoms: Mutex<HashMap<ArrayId, (Arc<Npy>, GeomOf)>>,
     /// Arrays left out, by Zarr path, with the reason.
     omitted: Mutex<BTreeMap<String, String>>,
 }
@@ -242,9 +245,9 @@ impl Tree {
     /// Records that the array at Zarr path `path` is left out of the view, for `why`.
     fn zarr_omit(&self, path: String, why: &str) {
         let mut o = self.zarr.omitted.lock();
-        if !o.contains_key(&path) {
-            log::warn!("zarr/{path}: not in the Zarr view: {why}");
-            o.insert(path, why.to_owned());
+        if let std::collections::btree_map::Entry::Vacant(e) = o.entry(path) {
+            log::warn!("zarr/{}: not in the Zarr view: {why}", e.key());
+            e.insert(why.to_owned());
         }
     }
 

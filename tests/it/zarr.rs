@@ -239,7 +239,7 @@ fn every_reference_case_reads_back_through_the_zarr_view() {
             "{name}: consolidated = the array's own"
         );
         assert_eq!(meta["node_type"], "array");
-        assert_eq!(meta["fill_value"].is_null(), false);
+        assert!(!meta["fill_value"].is_null());
         let (data, header) = npy_data(Path::new(case["npy"].as_str().unwrap()));
         let zshape = dims(&meta["shape"]);
         let nd = meta["dimension_names"].as_array().unwrap();
