@@ -330,7 +330,7 @@ impl Tree {
     }
 
     /// The named children of Zarr directory `z` (not of chunk-tree directories, which are
-    /// listed by [`Listing::chunks`]).
+    /// listed by `Listing::Chunks`).
     pub(crate) fn zarr_children(&self, z: ZNode) -> Result<Vec<(String, ZNode)>, TreeError> {
         let json = "zarr.json".to_owned();
         match z {

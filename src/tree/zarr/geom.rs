@@ -277,7 +277,7 @@ impl Geom {
     }
 
     /// The runs of object bytes `[start, start + len)` in the decoded chunk (chunk number 0
-    /// in the runs stands for the object's chunk), for a [`Source::Relayout`] object.
+    /// in the runs stands for the object's chunk), for a `Source::Relayout` object.
     pub fn runs(&self, start: u64, len: u64) -> Option<NdRuns<'_>> {
         match &self.source {
             Source::Relayout(g) => {
