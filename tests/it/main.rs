@@ -43,3 +43,4 @@ mod verify; // issue 22: `b2fs verify` / `salvage` on damaged reference sources,
 mod wheel; // the pip wheel (maturin bindings = "bin") installed in a fresh venv mounts the sample
 mod writeback; // read-write mounts: edits checked by the reference libraries
 mod writer; // write-back commits checked by the reference libraries; crash safety; compact
+mod zarr; // issue 20: the Zarr view against the references (tree API, numpy through a mount)

@@ -116,9 +116,9 @@ fn tree_frames_list_fixed_entries_and_chunk_files() {
         // sizes) has no item layout: no array.npy.
         let varlen = src.to_string_lossy().contains("varlen");
         let want: &[&str] = if varlen {
-            &["__attrs__", "meta", "data"]
+            &["__attrs__", "meta", "data", "zarr"]
         } else {
-            &["__attrs__", "array.npy", "meta", "data"]
+            &["__attrs__", "array.npy", "meta", "data", "zarr"]
         };
         assert_eq!(names(&t, ROOT_INO), want, "{src:?}");
         assert_eq!(
@@ -775,7 +775,7 @@ fn tree_bcolz_carrays_match_reference() {
         let t = tree(&src);
         assert_eq!(
             names(&t, ROOT_INO),
-            ["__attrs__", "array.npy", "meta", "data"]
+            ["__attrs__", "array.npy", "meta", "data", "zarr"]
         );
         check_carray(&t, "", &sc, &src.display().to_string());
     }
@@ -794,6 +794,7 @@ fn tree_bcolz_ctables_show_one_tree_per_column_in_rootdirs_order() {
                 .map(|n| n.as_str().unwrap().to_owned()),
         );
         want.push("table.npy".to_owned());
+        want.push("zarr".to_owned());
         assert_eq!(names(&t, ROOT_INO), want);
         assert_eq!(json_at(&t, "__attrs__"), sc["attrs"]);
         for (name, col) in sc["columns"].as_object().unwrap() {
