@@ -2,7 +2,10 @@
 # Runs every benchmark (release build), each against C-Blosc2 (python-blosc2) in the same run.
 # Results are printed as tables; BENCHMARKS.md records them with this command.
 #   bash scripts/bench.sh            # all
-#   bash scripts/bench.sh decode     # one of: decode encode read
+#   bash scripts/bench.sh decode     # one of: decode encode read zarr
+# zarr (not in the default list: it makes 2 GB of sources once, and needs .venv-zarr): the
+# Zarr view through xarray and zarr-python against python-blosc2 and a native Zarr copy
+# (scripts/bench_zarr.py, release build).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
@@ -11,5 +14,10 @@ echo "machine: $(nproc) vCPU, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f
 echo "rustc: $(rustc --version)   commit: $(git rev-parse --short HEAD)"
 for b in ${1:-decode encode read}; do
     echo "== $b"
-    cargo bench --bench "$b"
+    if [ "$b" = zarr ]; then
+        cargo build --release --quiet
+        .venv-zarr/bin/python scripts/bench_zarr.py 3 target/release/b2fs 200
+    else
+        cargo bench --bench "$b"
+    fi
 done

@@ -1,9 +1,18 @@
 """Sources for the Zarr view tests (tests/it/zarr_readers.rs) and what the reference libraries
 read from them. Runs in the reference venv (.venv: python-blosc2 4.14.1, bcolz-zipline 1.13).
 
-Usage: zarr_cases.py OUTDIR
+Usage:
+    zarr_cases.py gen OUTDIR         the sources below and their references; prints the cases
+    zarr_cases.py slab2d OUT.b2nd    a 2-D float64 b2nd with slab blocks, chunks not dividing
+                                     the shape (the write tests; npy_check.py gen2d has blocks
+                                     that are not slabs)
+    zarr_cases.py crashgen DIR       DIR/src.b2nd (float64 (600, 500), 60 chunks of (100, 50))
+                                     and DIR/old.npy, DIR/new.npy: its values and the ones the
+                                     crash test's writer puts in every chunk
+    zarr_cases.py crashcheck SRC DIR python-blosc2 reads SRC; every chunk holds DIR/old.npy's
+                                     values or DIR/new.npy's; prints "old N new M"
 
-Writes into OUTDIR the sources (python-blosc2 b2nd arrays of 1-4 dims and many dtypes, with
+`gen` writes into OUTDIR the sources (python-blosc2 b2nd arrays of 1-4 dims and many dtypes, with
 slab blocks and blocks that are not slabs, chunk shapes that do not divide the shape; a plain
 frame without a dtype; bcolz carrays and a ctable whose columns have different chunklens; a
 TreeStore as `.b2z` and as `.b2d` with groups and attributes), one reference `.npy` per array
@@ -30,7 +39,7 @@ import numpy as np
 
 import blosc2
 
-OUT = sys.argv[1] if len(sys.argv) > 1 else None
+OUT = None
 RNG = np.random.default_rng(2020)
 CASES = []
 
@@ -227,12 +236,55 @@ def store_cases():
                       "groups": jsonable(groups), "arrays": arrays})
 
 
+CRASH_CHUNKS = (100, 50)
+
+
+def crashgen(d):
+    os.makedirs(d, exist_ok=True)
+    old = np.arange(600 * 500, dtype=np.float64).reshape(600, 500)
+    blosc2.asarray(old, chunks=CRASH_CHUNKS, blocks=(25, 50), urlpath=os.path.join(d, "src.b2nd"),
+                   mode="w")
+    np.save(os.path.join(d, "old.npy"), old)
+    np.save(os.path.join(d, "new.npy"), old * -0.5 - 1)
+
+
+def crashcheck(src, d):
+    got = blosc2.open(src, mode="r")[...]
+    old, new = np.load(os.path.join(d, "old.npy")), np.load(os.path.join(d, "new.npy"))
+    assert got.shape == old.shape and got.dtype == old.dtype, (got.shape, got.dtype)
+    counts = {"old": 0, "new": 0}
+    c0, c1 = CRASH_CHUNKS
+    for i in range(0, old.shape[0], c0):
+        for j in range(0, old.shape[1], c1):
+            sl = (slice(i, i + c0), slice(j, j + c1))
+            if np.array_equal(got[sl], old[sl]):
+                counts["old"] += 1
+            elif np.array_equal(got[sl], new[sl]):
+                counts["new"] += 1
+            else:
+                raise SystemExit(f"chunk at {i},{j} is neither old nor new")
+    print("old", counts["old"], "new", counts["new"])
+
+
 def main():
-    os.makedirs(os.path.join(OUT, "ref"), exist_ok=True)
-    b2nd_cases()
-    bcolz_cases()
-    store_cases()
-    json.dump(CASES, sys.stdout)
+    global OUT
+    cmd = sys.argv[1]
+    if cmd == "gen":
+        OUT = sys.argv[2]
+        os.makedirs(os.path.join(OUT, "ref"), exist_ok=True)
+        b2nd_cases()
+        bcolz_cases()
+        store_cases()
+        json.dump(CASES, sys.stdout)
+    elif cmd == "slab2d":
+        a = (np.arange(200 * 150, dtype=np.float64) * 0.25).reshape(200, 150)
+        blosc2.asarray(a, chunks=(64, 50), blocks=(16, 50), urlpath=sys.argv[2], mode="w")
+    elif cmd == "crashgen":
+        crashgen(sys.argv[2])
+    elif cmd == "crashcheck":
+        crashcheck(sys.argv[2], sys.argv[3])
+    else:
+        raise SystemExit(f"unknown command {cmd}")
 
 
 if __name__ == "__main__":

@@ -19,7 +19,8 @@ python-blosc2) or .venv-zarr311 (Python 3.11: zarr-python 3.1 only).
                                                mount; saves what the array must now be
     zarr_check.py readonly MNT NAME            the same writes on a read-only mount fail with
                                                EROFS and change nothing; prints "refused N"
-    zarr_check.py crashwrite MNT NAME NEW.npy  `z[...] = new` (every chunk), prints "done"
+    zarr_check.py crashwrite MNT NAME NEW.npy  prints "ready" once the array is open, then
+                                               `z[...] = new` (every chunk), prints "done"
 """
 
 import errno
@@ -396,12 +397,14 @@ def write(mnt, name, expect):
         assert np.array_equal(got, want), f"write {step} ({region}) does not read back"
 
     n0, n1 = want.shape
-    # A whole chunk (1,1), part of chunk (0,0), a region across four chunks or more, the
-    # padded edge chunk.
-    put((slice(c0, 2 * c0), slice(c1, 2 * c1)), np.full((c0, c1), 7, want.dtype))
+    # A whole chunk (an inner one where there is one), part of chunk (0,0), a region across
+    # chunks (four where the grid has two columns), the padded edge chunk.
+    i, j = (1 if n0 >= 2 * c0 else 0), (1 if n1 >= 2 * c1 else 0)
+    put((slice(i * c0, (i + 1) * c0), slice(j * c1, (j + 1) * c1)), np.full((c0, c1), 7, want.dtype))
     put((slice(1, 3), slice(2, 5)), np.arange(6, dtype=want.dtype).reshape(2, 3) - 100)
-    r = (slice(c0 // 2, c0 // 2 + c0 + 3), slice(c1 // 2, c1 // 2 + c1 + 5))
-    put(r, (np.arange((c0 + 3) * (c1 + 5)) * 0.25).astype(want.dtype).reshape(c0 + 3, c1 + 5))
+    r = (slice(c0 // 2, min(n0, c0 // 2 + c0 + 3)), slice(c1 // 2, min(n1, c1 // 2 + c1 + 5)))
+    shape = (r[0].stop - r[0].start, r[1].stop - r[1].start)
+    put(r, (np.arange(shape[0] * shape[1]) * 0.25).astype(want.dtype).reshape(shape))
     put((slice(n0 - 2, n0), slice(n1 - 3, n1)), np.full((2, 3), -1, want.dtype))
     # xarray: a region of whole chunks along the first axis, part of a chunk along the second.
     ds = xr.open_zarr(os.path.join(mnt, "zarr"), consolidated=True)
@@ -465,7 +468,9 @@ def crashwrite(mnt, name, new):
     import zarr
 
     z = zarr.open_array(os.path.join(mnt, "zarr", name), mode="r+")
-    z[...] = np.load(new)
+    new = np.load(new)
+    print("ready", flush=True)
+    z[...] = new
     print("done", flush=True)
 
 
