@@ -90,7 +90,7 @@ fn crash_run(src: &Path, mp: &Path, seed: u64, delay: Duration) -> Vec<usize> {
 
 /// SIGKILLs the daemon `child` after `delay`, then joins the `writer` thread (its commits
 /// fail from then on) and detaches the dead mount at `mp`; the writer's result.
-fn kill_after<T>(
+pub(crate) fn kill_after<T>(
     delay: Duration,
     child: &mut std::process::Child,
     writer: std::thread::JoinHandle<T>,
