@@ -3,7 +3,7 @@
 //! `dask.array.from_zarr` and TensorStore's `zarr3` driver in `.venv-zarr`, zarr-python 3.1
 //! in `.venv-zarr311` (Python 3.11); python-blosc2 and bcolz in `.venv` made the sources and
 //! read them back. The Python side is `scripts/oracle/zarr_cases.py` (sources, references,
-//! crash checks; reference venv) and `scripts/oracle/zarr_check.py` (the readers and writers;
+//! crash checks; reference venv) and `scripts/oracle/zarr_readers.py` (the readers and writers;
 //! Zarr venvs). Also: `dask.distributed` with two worker processes over the view of a source
 //! on a local S3 server (moto), zarr-python and xarray region writes read back by
 //! python-blosc2 and bcolz, a read-only mount refusing them, and SIGKILL of the daemon during
@@ -97,13 +97,13 @@ fn mounted_cases(py: &Path) -> (tempfile::TempDir, Vec<Mount>, PathBuf, usize) {
     (dir, mounts, path, n)
 }
 
-/// Runs `zarr_check.py read CASES READERS` with `zpy` and asserts no problem.
+/// Runs `zarr_readers.py read CASES READERS` with `zpy` and asserts no problem.
 fn read_all(test: &str, zpy: &Path, cases: &Path, readers: &str) {
     let t0 = Instant::now();
     let (ok, out, err) = run(
         zpy,
         &[
-            "scripts/oracle/zarr_check.py",
+            "scripts/oracle/zarr_readers.py",
             "read",
             cases.to_str().unwrap(),
             readers,
@@ -178,7 +178,7 @@ fn zarr_region_writes_of_zarr_python_and_xarray_reach_the_source() {
         let (ok, out, err) = run(
             &zpy,
             &[
-                "scripts/oracle/zarr_check.py",
+                "scripts/oracle/zarr_readers.py",
                 "write",
                 m.mp.to_str().unwrap(),
                 name,
@@ -221,7 +221,7 @@ fn zarr_writes_on_a_read_only_mount_fail_with_erofs_and_change_nothing() {
     let (ok, out, err) = run(
         &zpy,
         &[
-            "scripts/oracle/zarr_check.py",
+            "scripts/oracle/zarr_readers.py",
             "readonly",
             m.mp.to_str().unwrap(),
             "slab",
@@ -277,7 +277,7 @@ fn zarr_sigkill_during_zarr_python_writes_leaves_every_chunk_old_or_new() {
         // killed at a random moment of that.
         let mut writer = Command::new(&zpy)
             .args([
-                "scripts/oracle/zarr_check.py",
+                "scripts/oracle/zarr_readers.py",
                 "crashwrite",
                 m.mp.to_str().unwrap(),
                 "src",
@@ -353,7 +353,7 @@ fn zarr_dask_distributed_two_workers_over_a_mounted_s3_source() {
     let (ok, out, err) = run(
         &zpy,
         &[
-            "scripts/oracle/zarr_check.py",
+            "scripts/oracle/zarr_readers.py",
             "distributed",
             m.mp.to_str().unwrap(),
             "remote2d",

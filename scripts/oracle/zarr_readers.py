@@ -2,25 +2,25 @@
 Zarr venvs: .venv-zarr (Python 3.12: zarr-python 3.4, xarray, dask[distributed], tensorstore,
 python-blosc2) or .venv-zarr311 (Python 3.11: zarr-python 3.1 only).
 
-    zarr_check.py read CASES.json READERS      every case of zarr_cases.py (with "mnt" added:
-                                               where its source is mounted) through the readers
-                                               (comma-separated: zarr, xarray, dask,
-                                               tensorstore) against the reference .npy files;
-                                               prints one JSON summary; exit 1 on a problem
-    zarr_check.py fake CASES.json OUTDIR       a Zarr v3 hierarchy in the documented layout
-                                               written by zarr-python (for checking this
-                                               script without b2fs; prints CASES with "mnt")
-    zarr_check.py distributed MNT NAME SRC     dask.distributed, LocalCluster of 2 worker
-                                               processes, over MNT/zarr/NAME equal to
-                                               python-blosc2's read of SRC; prints "ok PIDS"
-    zarr_check.py write MNT NAME EXPECT.npy    zarr-python `z[region] = v` (a whole chunk, part
-                                               of a chunk, a region across chunks) and
-                                               xarray `to_zarr(region=...)` on a read-write
-                                               mount; saves what the array must now be
-    zarr_check.py readonly MNT NAME            the same writes on a read-only mount fail with
-                                               EROFS and change nothing; prints "refused N"
-    zarr_check.py crashwrite MNT NAME NEW.npy  prints "ready" once the array is open, then
-                                               `z[...] = new` (every chunk), prints "done"
+    zarr_readers.py read CASES.json READERS      every case of zarr_cases.py (with "mnt" added:
+                                                 where its source is mounted) through the readers
+                                                 (comma-separated: zarr, xarray, dask,
+                                                 tensorstore) against the reference .npy files;
+                                                 prints one JSON summary; exit 1 on a problem
+    zarr_readers.py fake CASES.json OUTDIR       a Zarr v3 hierarchy in the documented layout
+                                                 written by zarr-python (for checking this
+                                                 script without b2fs; prints CASES with "mnt")
+    zarr_readers.py distributed MNT NAME SRC     dask.distributed, LocalCluster of 2 worker
+                                                 processes, over MNT/zarr/NAME equal to
+                                                 python-blosc2's read of SRC; prints "ok PIDS"
+    zarr_readers.py write MNT NAME EXPECT.npy    zarr-python `z[region] = v` (a whole chunk, part
+                                                 of a chunk, a region across chunks) and
+                                                 xarray `to_zarr(region=...)` on a read-write
+                                                 mount; saves what the array must now be
+    zarr_readers.py readonly MNT NAME            the same writes on a read-only mount fail with
+                                                 EROFS and change nothing; prints "refused N"
+    zarr_readers.py crashwrite MNT NAME NEW.npy  prints "ready" once the array is open, then
+                                                 `z[...] = new` (every chunk), prints "done"
 """
 
 import errno
