@@ -34,6 +34,7 @@
 //! | `scratch.rs` | editors' temp files in the root, rename over `__attrs__` |
 //! | `collection.rs` | stores and directories of sources: groups, leaves laid out on first access, reloads after commits |
 //! | `follow.rs` | noticing other writers' changes: reloads and the kernel invalidations |
+//! | `zarr.rs`, `zarr/` | the Zarr v3 view in `zarr/`: its inode plan, metadata, chunk objects, writes |
 //!
 //! Subtleties and who handles them:
 //! - **Stable inode numbers** (`inode.rs`); **readdir offsets are positions** (`dir.rs`).
@@ -87,6 +88,7 @@ mod read;
 mod scratch;
 pub mod view;
 pub mod xattr;
+pub mod zarr;
 
 use std::borrow::Cow;
 use std::path::{Path, PathBuf};
@@ -179,8 +181,10 @@ pub(crate) enum Entry<'a> {
     File(&'a FileKind),
     /// A chunk file (stored, or being created).
     Chunk(ChunkId),
-    /// An editor's scratch file in the root.
+    /// An editor's scratch file (in the root or a directory of the Zarr view).
     Scratch,
+    /// A node of the Zarr view (`zarr.rs`).
+    Zarr(zarr::ZNode),
 }
 
 /// Per array: the generated files that describe it.
@@ -222,6 +226,8 @@ pub struct Tree {
     events: events::EventLog,
     /// Issue 12: following changes other writers make to the source (`follow.rs`).
     follow: Arc<Follow>,
+    /// Issue 20: the Zarr view's state (`zarr.rs`).
+    zarr: zarr::ZarrState,
 }
 
 /// Refuses a layout whose chunk files cannot all have inode numbers below the scratch files
@@ -331,6 +337,7 @@ impl Tree {
             committer: Mutex::new(Committer::new()),
             events: events::EventLog::default(),
             follow: Arc::new(follow::Follow::watching(outer)),
+            zarr: zarr::ZarrState::default(),
         }
     }
 
@@ -380,6 +387,10 @@ impl Tree {
                 }
             }
             Located::Scratch if self.scratch.lock().files.contains_key(&ino) => Ok(Entry::Scratch),
+            Located::Zarr => match zarr::ZNode::of(ino) {
+                Some(z) if self.zarr_exists(z) => Ok(Entry::Zarr(z)),
+                _ => Err(TreeError::NotFound),
+            },
             Located::Scratch | Located::Nothing => Err(TreeError::NotFound),
         }
     }
@@ -428,6 +439,7 @@ impl Tree {
                     .count();
                 (EntryKind::Directory, 0, 2 + subdirs as u32)
             }
+            Entry::Zarr(z) => return self.zarr_getattr(ino, z),
             entry => (EntryKind::File, self.file_size(ino, entry)?, 1),
         };
         Ok(self.attr(ino, kind, size, nlink))
@@ -468,7 +480,11 @@ impl Tree {
             return Err(TreeError::NameTooLong);
         }
         self.follow_at_lookup();
-        let Entry::Dir(node, data) = self.entry(parent)? else {
+        let entry = self.entry(parent)?;
+        if let Entry::Zarr(z) = entry {
+            return self.zarr_lookup(parent, z, name);
+        }
+        let Entry::Dir(node, data) = entry else {
             return Err(TreeError::NotADirectory(parent));
         };
         match name {
@@ -490,8 +506,11 @@ impl Tree {
             .find(|&c| self.node(c).is_some_and(|n| n.name == name));
         match child {
             Some(child) => self.getattr(child),
+            None if parent == ROOT_INO && name == self.zarr_name() => {
+                self.getattr(self.zarr_root_ino())
+            }
             None if parent == ROOT_INO => {
-                let ino = self.scratch_ino(name).ok_or(TreeError::NotFound)?;
+                let ino = self.scratch_in(ROOT_INO, name).ok_or(TreeError::NotFound)?;
                 self.getattr(ino)
             }
             None => Err(TreeError::NotFound),
@@ -505,7 +524,22 @@ impl Tree {
     /// # Errors
     /// [`TreeError::NotFound`] or [`TreeError::NotADirectory`].
     pub fn readdir(&self, ino: u64, offset: u64) -> Result<ReadDir<'_>, TreeError> {
-        let Entry::Dir(node, data) = self.entry(ino)? else {
+        let entry = self.entry(ino)?;
+        if let Entry::Zarr(z) = entry {
+            let (parent, listing) = self.zarr_listing(ino, z)?;
+            return Ok(ReadDir {
+                tree: self,
+                ino,
+                parent,
+                children: Cow::Borrowed(&[]),
+                data: None,
+                pos: offset,
+                len: 2 + listing.len(),
+                zarr: Some(listing),
+                view: None,
+            });
+        }
+        let Entry::Dir(node, data) = entry else {
             return Err(TreeError::NotADirectory(ino));
         };
         let children = self.children(ino, node)?;
@@ -519,6 +553,8 @@ impl Tree {
             }
             None => children.len() as u64,
         };
+        // The root lists the Zarr view last.
+        let view = (ino == ROOT_INO).then(|| (self.zarr_root_ino(), self.zarr_name().to_owned()));
         Ok(ReadDir {
             tree: self,
             ino,
@@ -526,7 +562,9 @@ impl Tree {
             children,
             data,
             pos: offset,
-            len,
+            len: len + u64::from(view.is_some()),
+            zarr: None,
+            view,
         })
     }
 
@@ -541,8 +579,12 @@ impl Tree {
         if write {
             self.write_target(ino)?;
         }
-        if let Entry::Dir(..) = self.entry(ino)? {
-            return Err(TreeError::IsADirectory(ino));
+        match self.entry(ino)? {
+            Entry::Dir(..) => return Err(TreeError::IsADirectory(ino)),
+            Entry::Zarr(z) if self.zarr_is_dir(ino, z) => {
+                return Err(TreeError::IsADirectory(ino));
+            }
+            _ => {}
         }
         self.follow_at_open(ino);
         let pinned = (!write).then(|| self.pin(ino));
@@ -588,6 +630,7 @@ impl Tree {
     fn chunk_of(&self, ino: u64) -> Option<ChunkId> {
         match self.inodes.locate(ino) {
             Located::Chunk(id) => Some(id),
+            Located::Zarr => self.zarr_chunk_of(ino),
             _ => None,
         }
     }

@@ -187,6 +187,20 @@ impl Tree {
             // another writer first (a `.b2z` rewritten since moves every member).
             self.follow_source();
         }
+        self.leaf_children_as_is(ino, lazy)
+    }
+
+    /// [`Tree::leaf_children`] without catching up with other writers first (a caller that
+    /// lays out many leaves, the Zarr view's consolidated metadata, follows once itself).
+    pub(crate) fn leaf_children_as_is<'a>(
+        &'a self,
+        ino: u64,
+        lazy: &'a LazyLeaf,
+    ) -> Result<&'a [u64], TreeError> {
+        let done = |r: &'a Result<Vec<u64>, Arc<str>>| match r {
+            Ok(children) => Ok(children.as_slice()),
+            Err(why) => Err(TreeError::Unavailable(why.to_string())),
+        };
         let _grow = self.grow.lock();
         if lazy.built.get().is_none() {
             let r = self.build_leaf(ino, lazy).map_err(|why| {

@@ -83,6 +83,11 @@ impl Tree {
                 return false;
             }
         }
+        if let Ok(Entry::Zarr(super::zarr::ZNode::RootJson | super::zarr::ZNode::Json(_))) =
+            self.entry(ino)
+        {
+            return false; // generated on demand: never cached across opens
+        }
         let mut k = self.kcache.lock();
         !k.foreign && !k.stale.remove(&ino)
     }
@@ -90,8 +95,10 @@ impl Tree {
     /// Marks the files showing chunk `id` (its chunk file and its array's `array.npy`) as
     /// changed for the kernel's cache.
     fn chunk_changed(&self, id: ChunkId) {
+        let zarr = self.zarr_chunk_ino(id);
         let mut k = self.kcache.lock();
         k.stale.insert(self.inodes.chunk_ino(id));
+        k.stale.extend(zarr);
         if let Some(npy) = self.files.get(id.array.index()).and_then(|f| f.npy) {
             k.stale.insert(npy);
         }
@@ -182,6 +189,10 @@ impl Tree {
         let mut committer = self.committer.lock();
         let (array, which): (ArrayId, Vec<ChunkId>) = match self.entry(ino)? {
             Entry::Chunk(id) => (id.array, vec![id]),
+            Entry::Zarr(_) => match self.zarr_chunk_of(ino) {
+                Some(id) => (id.array, vec![id]),
+                None => return Ok(()),
+            },
             Entry::File(FileKind::Npy(array, _)) => {
                 let edits = self.edits.lock();
                 let ids = edits.chunks.keys().copied().filter(|id| id.array == *array);
@@ -395,6 +406,7 @@ impl Tree {
         }
         // The file shows what was written (not a re-rendering of it).
         stored.set(a.data.clone());
+        self.zarr_changed();
         if matches!(owner, AttrsOwner::Table(_)) {
             self.settle_outer(None); // the ctable's root `__attrs__`, written by the mount
         }
@@ -447,20 +459,23 @@ impl Tree {
     /// changed from `old` to `new` are not kept at their next open.
     pub(crate) fn kernel_drops(&self, array: ArrayId, old: &Snapshot, new: &Snapshot) {
         let n = old.nchunks().max(new.nchunks());
-        let mut k = self.kcache.lock();
         if n > super::follow::MAX_CHUNK_INVALIDATIONS {
-            k.foreign = true;
+            self.kcache.lock().foreign = true;
             return;
         }
+        let zarr = |index| self.zarr_chunk_ino(ChunkId::new(array, index));
+        let mut k = self.kcache.lock();
         for index in (0..n).filter(|&i| changed(old, new, i)) {
             k.stale
                 .insert(self.inodes.chunk_ino(ChunkId::new(array, index)));
+            k.stale.extend(zarr(index));
         }
     }
 
     /// Renders `meta/sizes` of `array` again from its (just reopened) source; its
     /// `array.npy` may have changed size too.
     pub(crate) fn rerender_sizes(&self, array: ArrayId) {
+        self.zarr_changed();
         let files = self.files.get(array.index()).copied().unwrap_or_default();
         let Some(live) = self.live.get(array.index()).and_then(Option::as_ref) else {
             return;

@@ -36,6 +36,10 @@ pub struct ReadDir<'a> {
     pub(crate) data: Option<ArrayId>,
     pub(crate) pos: u64,
     pub(crate) len: u64,
+    /// A directory of the Zarr view: its entries.
+    pub(crate) zarr: Option<super::zarr::Listing>,
+    /// The root: the Zarr view's directory (inode, name), listed last.
+    pub(crate) view: Option<(u64, String)>,
 }
 
 impl Iterator for ReadDir<'_> {
@@ -52,12 +56,25 @@ impl Iterator for ReadDir<'_> {
             1 => (self.parent, EntryKind::Directory, "..".to_owned()),
             _ => {
                 let k = (pos - 2) as usize;
+                if let Some(listing) = &self.zarr {
+                    let (ino, kind, name) = listing.get(k as u64)?;
+                    return Some(DirEntry {
+                        ino,
+                        next_offset: pos + 1,
+                        kind,
+                        name,
+                    });
+                }
                 match self.data {
                     Some(array) => (
                         self.tree.inodes.chunk_ino(ChunkId::new(array, k)),
                         EntryKind::File,
                         chunk_name(k),
                     ),
+                    None if k == self.children.len() => {
+                        let (ino, name) = self.view.clone()?;
+                        (ino, EntryKind::Directory, name)
+                    }
                     None => {
                         let child = self.children[k];
                         let node = self.tree.node(child)?;

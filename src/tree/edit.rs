@@ -163,6 +163,8 @@ pub(crate) enum WriteTarget {
     Attrs,
     Chunk(ChunkId),
     Npy(ArrayId),
+    /// A chunk object of the Zarr view (`zarr/write.rs`).
+    Zarr(ChunkId),
 }
 
 impl Tree {
@@ -186,6 +188,10 @@ impl Tree {
         match self.entry(ino) {
             Ok(Entry::Dir(..) | Entry::Chunk(_) | Entry::Scratch) => true,
             Ok(Entry::File(kind)) => matches!(kind, FileKind::Attrs(..) | FileKind::Npy(..)),
+            Ok(Entry::Zarr(z)) => !matches!(
+                z,
+                super::zarr::ZNode::RootJson | super::zarr::ZNode::Json(_)
+            ),
             Err(_) => false,
         }
     }
@@ -212,6 +218,7 @@ impl Tree {
         }
         match self.entry(ino)? {
             Entry::Scratch => Ok(WriteTarget::Scratch),
+            Entry::Zarr(z) => self.zarr_write_target(ino, z).map(WriteTarget::Zarr),
             Entry::Dir(..) => Err(TreeError::IsADirectory(ino)),
             Entry::Chunk(id) => {
                 self.writable_array(id.array)?;
@@ -344,6 +351,9 @@ impl Tree {
             }
             WriteTarget::Chunk(id) => self.with_chunk_buffer(id, f),
             WriteTarget::Npy(_) => Err(TreeError::InvalidArgument("array.npy is not one buffer")),
+            WriteTarget::Zarr(_) => Err(TreeError::InvalidArgument(
+                "a Zarr chunk object is not one buffer",
+            )),
         }
     }
 
@@ -370,6 +380,10 @@ impl Tree {
         let target = self.write_target(ino)?;
         if let WriteTarget::Npy(array) = target {
             self.npy_write(ino, array, offset, data)?;
+            return Ok(data.len() as u32);
+        }
+        if let WriteTarget::Zarr(id) = target {
+            self.zarr_write(id, offset, data)?;
             return Ok(data.len() as u32);
         }
         let start = usize::try_from(offset).map_err(|_| TreeError::TooBig("offset".into()))?;
@@ -404,6 +418,9 @@ impl Tree {
         if let WriteTarget::Npy(array) = target {
             return self.npy_set_size(array, size);
         }
+        if let WriteTarget::Zarr(id) = target {
+            return self.zarr_set_size(id, size);
+        }
         let size = usize::try_from(size).map_err(|_| TreeError::TooBig("size".into()))?;
         self.with_buffer(ino, target, |buf, limit| {
             if size > limit {
@@ -436,7 +453,11 @@ impl Tree {
         if name.len() > super::NAME_MAX {
             return Err(TreeError::NameTooLong);
         }
-        let Entry::Dir(_, data) = self.entry(parent)? else {
+        let entry = self.entry(parent)?;
+        if let Entry::Zarr(z) = entry {
+            return self.zarr_create(parent, z, name);
+        }
+        let Entry::Dir(_, data) = entry else {
             return Err(TreeError::NotADirectory(parent));
         };
         if !self.options.writable {
@@ -444,7 +465,7 @@ impl Tree {
         }
         let Some(array) = data else {
             if parent == super::ROOT_INO {
-                return self.create_scratch(name);
+                return self.create_scratch(parent, name);
             }
             return Err(TreeError::NotPermitted(format!(
                 "creating {name:?}: only data/<nchunks>.bin and scratch files in the root \
@@ -497,6 +518,7 @@ impl Tree {
                 return Ok(());
             }
             Entry::Chunk(id) => id,
+            Entry::Zarr(z) => return self.zarr_unlink(ino, z),
             _ => {
                 return Err(TreeError::NotPermitted(format!(
                     "removing {name:?}: only the last chunk file can be removed"

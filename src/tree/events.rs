@@ -217,7 +217,10 @@ impl super::Tree {
                 data_dir_of(&self.nodes, id.array),
                 Some(chunk_name(id.index)),
             ),
-            Located::Scratch | Located::Nothing => (ROOT_INO, Some(self.scratch_name(ino))),
+            Located::Zarr if self.entry(ino).is_ok() => return self.zarr_path_of(ino),
+            Located::Scratch | Located::Zarr | Located::Nothing => {
+                (ROOT_INO, Some(self.scratch_name(ino)))
+            }
         };
         node_path(&self.nodes, dir, leaf)
     }

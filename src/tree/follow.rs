@@ -168,6 +168,7 @@ impl Tree {
     pub(crate) fn follow_at_open(&self, ino: u64) {
         let arrays: Vec<ArrayId> = match self.entry(ino) {
             Ok(Entry::Chunk(id)) => vec![id.array],
+            Ok(Entry::Zarr(super::zarr::ZNode::Chunks { array, .. })) => vec![array],
             Ok(Entry::File(FileKind::Sizes(a, _) | FileKind::Npy(a, _))) => vec![*a],
             Ok(Entry::File(FileKind::Attrs(AttrsOwner::Array(a), _))) => vec![*a],
             Ok(Entry::File(FileKind::TableNpy(_, columns))) => columns.clone(),
@@ -235,6 +236,7 @@ impl Tree {
             log::info!("{source}: changed by another writer: reloaded");
         }
         self.rerender_attrs();
+        self.zarr_changed();
         let mut inv = self.invalidations(&old, false);
         inv.extend(entries);
         self.follow.push(inv);
@@ -346,7 +348,9 @@ impl Tree {
                     name: chunk_name(index),
                 });
             }
+            out.extend(self.zarr_invalidations(*a, node.parent, (old.as_ref(), new.as_ref()), all));
         }
+        out.extend(self.zarr_meta_invalidations());
         out
     }
 }

@@ -10,6 +10,9 @@
 //! first access) uses the growing plan ([`Inodes::growing`]): nodes are `1..CHUNK_BASE` in
 //! the order they are added, array `a`'s chunk files are `CHUNK_BASE + a * ARRAY_STRIDE +
 //! index`, so nothing added later moves a number handed out earlier.
+//!
+//! The Zarr view numbers its nodes from 2^63 up by arithmetic of its own
+//! (`super::zarr`'s `ino` module).
 
 use crate::reader::{ArrayId, ChunkId};
 
@@ -36,6 +39,8 @@ pub enum Located {
     Chunk(ChunkId),
     /// A scratch file number (it may not exist).
     Scratch,
+    /// A number of the Zarr view ([`super::zarr::ZARR_BASE`] and up; it may not exist).
+    Zarr,
     /// Nothing.
     Nothing,
 }
@@ -101,6 +106,9 @@ impl Inodes {
     pub fn locate(&self, ino: u64) -> Located {
         if ino == 0 {
             return Located::Nothing;
+        }
+        if super::zarr::is_zarr(ino) {
+            return Located::Zarr;
         }
         if self.growing {
             return match ino {
@@ -216,7 +224,12 @@ mod tests {
     fn scratch_numbers_are_above_every_chunk() {
         let p = Inodes::new(4, &[usize::MAX / 2], false);
         assert_eq!(p.locate(SCRATCH_BASE), Located::Scratch);
-        assert_eq!(p.locate(u64::MAX), Located::Scratch);
+        assert_eq!(
+            p.locate(super::super::zarr::ZARR_BASE - 1),
+            Located::Scratch
+        );
+        // The Zarr view's numbers are above the scratch files.
+        assert_eq!(p.locate(u64::MAX), Located::Zarr);
         assert!(matches!(p.locate(SCRATCH_BASE - 1), Located::Chunk(_)));
         // Too many chunks to stride: packed even when writable.
         let big = Inodes::new(4, &[ARRAY_STRIDE as usize, 1], true);

@@ -60,7 +60,7 @@ fn is_scan(hint: ReadHint, len: u64) -> bool {
 
 impl Tree {
     /// The NPY view of `array`.
-    fn npy_view(&self, array: ArrayId) -> Option<Arc<Npy>> {
+    pub(super) fn npy_view(&self, array: ArrayId) -> Option<Arc<Npy>> {
         let ino = self.files.get(array.index()).and_then(|f| f.npy)?;
         match self.node(ino).map(|n| &n.kind) {
             Some(NodeKind::File(FileKind::Npy(_, cell))) => Some(cell.get()),
@@ -275,7 +275,7 @@ impl Tree {
     /// Copies `runs` of chunks of `array` into `out`: from edit buffers where a chunk has one,
     /// else through the reader (the block each run falls in when `small`, else whole chunks;
     /// either fetched once per group of consecutive runs it covers).
-    fn fill_runs(
+    pub(super) fn fill_runs(
         &self,
         ino: u64,
         (store, array, buffers): (&dyn ChunkStore, ArrayId, bool),

@@ -88,6 +88,8 @@ impl Tree {
         }
         match self.entry(ino)? {
             Entry::Dir(..) => Err(TreeError::IsADirectory(ino)),
+            Entry::Zarr(z) if self.zarr_is_dir(ino, z) => Err(TreeError::IsADirectory(ino)),
+            Entry::Zarr(z) => self.zarr_read(ino, z, (offset, size), hint, pinned.as_deref()),
             Entry::Scratch => {
                 let s = self.scratch.lock();
                 let data = s.files.get(&ino).map(|f| f.data.as_slice()).unwrap_or(&[]);
@@ -132,6 +134,7 @@ impl Tree {
         };
         match self.entry(ino) {
             Ok(Entry::Chunk(id)) => pin_array(&mut p, id.array),
+            Ok(Entry::Zarr(z)) => self.zarr_pin(z, &mut p),
             Ok(Entry::File(kind)) => match kind {
                 FileKind::Sizes(_, content) => p.content = Some(content.get()),
                 FileKind::Npy(array, cell) => {
@@ -168,6 +171,7 @@ impl Tree {
     pub(crate) fn file_size(&self, ino: u64, entry: Entry<'_>) -> Result<u64, TreeError> {
         let n = match entry {
             Entry::Dir(..) => 0,
+            Entry::Zarr(z) => return self.zarr_size(z),
             Entry::Scratch => self
                 .scratch
                 .lock()

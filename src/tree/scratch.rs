@@ -1,6 +1,8 @@
 //! Editors' scratch files in the mount root (`vim`'s swap and backup files, `sed -i`'s temp
-//! file, Python's `tempfile`): kept in memory only, never stored, gone at unmount; a rename of
-//! one over an `__attrs__` file of the root commits its content as the attributes.
+//! file, Python's `tempfile`) and temp files in directories of the Zarr view (zarr-python's
+//! `c/0/1.<hex>.partial`): kept in memory only, never stored, gone at unmount; a rename of
+//! one over an `__attrs__` file of the root commits its content as the attributes, over a
+//! chunk object of the Zarr view as that chunk (`zarr/write.rs`).
 
 use std::collections::HashMap;
 
@@ -13,6 +15,8 @@ use super::{Attr, Entry, ROOT_INO, Tree, TreeError};
 pub(crate) struct Scratch {
     /// Its current name.
     pub(crate) name: String,
+    /// The directory it is in (the root, or a directory of the Zarr view).
+    pub(crate) parent: u64,
     /// Its content.
     pub(crate) data: Vec<u8>,
 }
@@ -26,21 +30,43 @@ pub(crate) struct ScratchFiles {
 }
 
 impl Tree {
-    /// The inode of scratch file `name` of the root, if there is one.
-    pub(crate) fn scratch_ino(&self, name: &str) -> Option<u64> {
+    /// The inode of scratch file `name` of directory `parent`, if there is one.
+    pub(crate) fn scratch_in(&self, parent: u64, name: &str) -> Option<u64> {
         let s = self.scratch.lock();
         s.files
             .iter()
-            .find(|(_, f)| f.name == name)
+            .find(|(_, f)| f.name == name && f.parent == parent)
             .map(|(&ino, _)| ino)
     }
 
-    /// Creates the in-memory scratch file `name` in the root and opens it for writing.
-    pub(crate) fn create_scratch(&self, name: &str) -> Result<(Attr, u64), TreeError> {
+    /// The content of scratch file `ino`.
+    pub(crate) fn scratch_data(&self, ino: u64) -> Vec<u8> {
+        let s = self.scratch.lock();
+        s.files
+            .get(&ino)
+            .map(|f| f.data.clone())
+            .unwrap_or_default()
+    }
+
+    /// Renames scratch file `from` to `name` in its directory, replacing scratch file
+    /// `replaced` if given.
+    pub(crate) fn rename_scratch(&self, from: u64, name: &str, replaced: Option<u64>) {
+        let mut s = self.scratch.lock();
+        if let Some(t) = replaced {
+            s.files.remove(&t);
+        }
+        if let Some(f) = s.files.get_mut(&from) {
+            f.name = name.to_owned();
+        }
+    }
+
+    /// Creates the in-memory scratch file `name` in directory `parent` (the root, or one of
+    /// the Zarr view) and opens it for writing.
+    pub(crate) fn create_scratch(&self, parent: u64, name: &str) -> Result<(Attr, u64), TreeError> {
         if name.is_empty() || name.contains('/') || name == "." || name == ".." {
             return Err(TreeError::InvalidArgument("name"));
         }
-        if self.lookup(ROOT_INO, name).is_ok() {
+        if self.lookup(parent, name).is_ok() {
             return Err(TreeError::NotPermitted(format!(
                 "creating {name:?}: it exists"
             )));
@@ -53,6 +79,7 @@ impl Tree {
                 ino,
                 Scratch {
                     name: name.to_owned(),
+                    parent,
                     data: Vec::new(),
                 },
             );
@@ -94,6 +121,10 @@ impl Tree {
         if !self.options.writable {
             return Err(TreeError::ReadOnly);
         }
+        let dir = self.scratch.lock().files.get(&from).map(|f| f.parent);
+        if let Some(dir) = dir.filter(|&d| super::zarr::is_zarr(d)) {
+            return self.zarr_rename(from, dir, newparent, newname);
+        }
         if !matches!(self.entry(from), Ok(Entry::Scratch)) || newparent != ROOT_INO {
             return Err(TreeError::NotPermitted(format!(
                 "renaming {name:?}: only scratch files of the root can be renamed"
@@ -103,17 +134,11 @@ impl Tree {
         let target_entry = target.map(|t| self.entry(t));
         match (target, target_entry) {
             (None, _) => {
-                if let Some(f) = self.scratch.lock().files.get_mut(&from) {
-                    f.name = newname.to_owned();
-                }
+                self.rename_scratch(from, newname, None);
                 Ok(())
             }
             (Some(t), Some(Ok(Entry::Scratch))) => {
-                let mut s = self.scratch.lock();
-                s.files.remove(&t);
-                if let Some(f) = s.files.get_mut(&from) {
-                    f.name = newname.to_owned();
-                }
+                self.rename_scratch(from, newname, Some(t));
                 Ok(())
             }
             (Some(t), Some(Ok(Entry::File(FileKind::Attrs(..))))) => {

@@ -12,6 +12,7 @@
 //!                    cache_hits, cache_loads, cache_hit_rate, inodeinfo
 //!                    (and user.b2fs.log, not listed: the recent refusals and errors,
 //!                    see [`super::events`])
+//! zarr/              zarr_omitted (the arrays the Zarr view leaves out, and why)
 //! ```
 //!
 //! Chunk keys describe the chunk as stored (a buffered edit not yet committed is not
@@ -41,6 +42,9 @@ use crate::reader::{CacheStats, ChunkStore};
 pub const PREFIX: &str = "user.b2fs.";
 /// The root attribute that holds the event log (not listed).
 pub const LOG: &str = "user.b2fs.log";
+/// The attribute of the Zarr view's directory that lists the arrays left out of it, as a
+/// JSON object `{zarr path: why}`.
+pub const ZARR_OMITTED: &str = "user.b2fs.zarr_omitted";
 
 /// Why `setxattr`/`removexattr` of `name` fails with EOPNOTSUPP (`scratch`: on a scratch
 /// file), or `None` when it is refused as any other change.
@@ -311,6 +315,9 @@ impl super::Tree {
     /// # Errors
     /// [`TreeError::NotFound`] for unknown inodes.
     pub fn getxattr(&self, ino: u64, name: &str) -> Result<Option<Vec<u8>>, TreeError> {
+        if ino == self.zarr_root_ino() && name == ZARR_OMITTED {
+            return Ok(Some(self.zarr_omitted()));
+        }
         Ok(get(&self.xattr_target(ino)?, name))
     }
 
@@ -319,6 +326,9 @@ impl super::Tree {
     /// # Errors
     /// [`TreeError::NotFound`] for unknown inodes.
     pub fn listxattr(&self, ino: u64) -> Result<Vec<u8>, TreeError> {
+        if ino == self.zarr_root_ino() {
+            return Ok(format!("{ZARR_OMITTED}\0").into_bytes());
+        }
         Ok(list(&self.xattr_target(ino)?))
     }
 

@@ -152,7 +152,10 @@ fn consistency_follow_directory_of_sources() {
     let two = root.join("two.b2nd");
     run_python(&py, &["-c", b2nd, two.to_str().unwrap(), "50000"]);
     let t = Tree::from_source(&root, ro()).unwrap();
-    assert_eq!(names(&t, ""), ["__attrs__", "f.b2frame", "two.b2nd"]);
+    assert_eq!(
+        names(&t, ""),
+        ["__attrs__", "f.b2frame", "two.b2nd", "zarr"]
+    );
     let frame = root.join("f.b2frame");
     assert!(read_path(&t, "f.b2frame/data/00000002.bin") == py_chunk(&py, &frame, 2));
     let update = "import sys, numpy as np, blosc2\n\
@@ -166,7 +169,7 @@ fn consistency_follow_directory_of_sources() {
     std::fs::remove_file(&two).unwrap();
     assert!(t.follow_source());
     assert!(read_path(&t, "f.b2frame/data/00000002.bin") == py_chunk(&py, &frame, 2));
-    assert_eq!(names(&t, ""), ["__attrs__", "f.b2frame", "sub"]);
+    assert_eq!(names(&t, ""), ["__attrs__", "f.b2frame", "sub", "zarr"]);
     assert!(!exists(&t, "", "two.b2nd"));
     let npy = read_path(&t, "sub/three.b2nd/array.npy");
     assert!(npy_is(&py, &npy, "blosc2.open(sys.argv[2])[:]", &three));
@@ -271,7 +274,7 @@ fn consistency_mount_follows_a_b2d_store() {
         v.sort();
         v
     };
-    assert_eq!(listed(&m.mp), ["__attrs__", "a", "g"]);
+    assert_eq!(listed(&m.mp), ["__attrs__", "a", "g", "zarr"]);
     let edit = "import sys, numpy as np, blosc2\n\
         a = blosc2.open(sys.argv[1] + '/a.b2nd', mode='a')\n\
         a[100:200] = 42\n\
@@ -279,7 +282,7 @@ fn consistency_mount_follows_a_b2d_store() {
         \x20   ts['/d'] = np.arange(40000, dtype=np.uint16)\n";
     run_python(&py, &["-c", edit, src.to_str().unwrap()]);
     std::thread::sleep(Duration::from_millis(1500));
-    assert_eq!(listed(&m.mp), ["__attrs__", "a", "d", "g"]);
+    assert_eq!(listed(&m.mp), ["__attrs__", "a", "d", "g", "zarr"]);
     assert!(npy_is(
         &py,
         &std::fs::read(&a).unwrap(),
@@ -295,7 +298,7 @@ fn consistency_mount_follows_a_b2d_store() {
         \x20   del ts['/a']\n";
     run_python(&py, &["-c", remove, src.to_str().unwrap()]);
     std::thread::sleep(Duration::from_millis(1500));
-    assert_eq!(listed(&m.mp), ["__attrs__", "d", "g"]);
+    assert_eq!(listed(&m.mp), ["__attrs__", "d", "g", "zarr"]);
     let gone = std::fs::metadata(m.path("a")).unwrap_err();
     assert_eq!(gone.raw_os_error(), Some(libc::ENOENT));
     m.umount();

@@ -225,7 +225,10 @@ fn store_mount_lists_groups_and_numpy_loads_a_member() {
         .map(|e| e.unwrap().file_name().into_string().unwrap())
         .collect();
     top.sort();
-    assert_eq!(top, ["__attrs__", "a", "group", "raw", "small", "temps"]);
+    assert_eq!(
+        top,
+        ["__attrs__", "a", "group", "raw", "small", "temps", "zarr"]
+    );
     let leaf = m.path("a/b/c/leaf/array.npy");
     let says = support::python_says(
         &py,

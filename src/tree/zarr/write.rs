@@ -1,0 +1,234 @@
+//! Writing through the view (read-write mounts): zarr-python writes a whole chunk object,
+//! either in place (`open(c/0/1, "wb")`) or into a temp file of the same directory renamed
+//! over it (`c/0/1.<hex>.partial`); it removes the object of a chunk that became all fill
+//! value. Each of these edits the same per-chunk buffer a write of `data/N.bin` or
+//! `array.npy` edits, and commits as they do (one version per commit, crash-safe).
+//!
+//! Rules (`docs/ZARR.md`):
+//! - A write covers any part of a chunk object; bytes past the array's edge (the padding
+//!   of an edge chunk) are accepted and land in the chunk's own padding (b2nd) or are
+//!   dropped (the short last chunk of a linear source). Past the object's size: EFBIG.
+//! - `truncate`/`O_TRUNC` of a chunk object changes nothing (an object always has its size).
+//! - A temp file renamed over a chunk object must have the object's size (else EINVAL, and
+//!   the temp file stays); the rename commits at once.
+//! - Removing a chunk object writes the fill value (zeros) into the chunk and commits: the
+//!   object stays and reads as zeros, which is what Zarr means by a missing chunk.
+//! - `zarr.json` files cannot be changed (EPERM, logged): resize, append and attribute
+//!   edits go through the native tree (`__attrs__`, `data/`).
+//! - A read-only mount refuses everything with EROFS.
+
+use super::geom::Source;
+use super::{Tree, TreeError, ZNode};
+use crate::container::ndim::Run;
+use crate::reader::ChunkId;
+use crate::tree::commit::Reason;
+
+impl Tree {
+    /// The chunk a write to Zarr file `z` edits, after checking it may be written.
+    ///
+    /// # Errors
+    /// [`TreeError::ReadOnly`]; [`TreeError::NotPermitted`] (EPERM, logged) for `zarr.json`;
+    /// [`TreeError::IsADirectory`].
+    pub(crate) fn zarr_write_target(&self, ino: u64, z: ZNode) -> Result<ChunkId, TreeError> {
+        if !self.options.writable {
+            return Err(TreeError::ReadOnly);
+        }
+        match z {
+            ZNode::RootJson | ZNode::Json(_) => Err(zarr_json_refused()),
+            _ => match self.zarr_chunk_of(ino) {
+                Some(id) => {
+                    self.writable_array(id.array)?;
+                    Ok(id)
+                }
+                None if self.zarr_exists(z) => Err(TreeError::IsADirectory(ino)),
+                None => Err(TreeError::NotFound),
+            },
+        }
+    }
+
+    /// Writes `data` at `offset` of the chunk object of chunk `id`: patches its buffer.
+    ///
+    /// # Errors
+    /// [`TreeError::TooBig`] past the object's size; errors loading the chunk.
+    pub(crate) fn zarr_write(
+        &self,
+        id: ChunkId,
+        offset: u64,
+        data: &[u8],
+    ) -> Result<(), TreeError> {
+        let g = self
+            .zarr_geom(id.array, None)
+            .map_err(|_| TreeError::NotFound)?;
+        let end = offset
+            .checked_add(data.len() as u64)
+            .filter(|&e| e <= g.object_len)
+            .ok_or_else(|| {
+                TreeError::TooBig(format!(
+                    "a chunk object has {} bytes; writing up to byte {}",
+                    g.object_len,
+                    offset.saturating_add(data.len() as u64)
+                ))
+            })?;
+        let index = id.index as u64;
+        self.with_chunk_buffer(id, |buf, _| {
+            match &g.source {
+                Source::Prefix => {
+                    let valid = g.valid(index).min(buf.len() as u64).min(end);
+                    if valid > offset {
+                        let (s, e) = (offset as usize, valid as usize);
+                        buf[s..e].copy_from_slice(&data[..e - s]);
+                    }
+                }
+                Source::Relayout(_) => {
+                    let runs = g.runs(offset, end - offset).into_iter().flatten();
+                    for Run { src, len, dst, .. } in runs {
+                        let (src, len, dst) = (src as usize, len as usize, dst as usize);
+                        let slot = buf.get_mut(src..src + len).ok_or_else(|| {
+                            TreeError::Refused(format!(
+                                "chunk {}: shorter than its chunk shape",
+                                id.index
+                            ))
+                        })?;
+                        slot.copy_from_slice(&data[dst..dst + len]);
+                    }
+                }
+            }
+            Ok(())
+        })
+    }
+
+    /// `truncate` of a chunk object to `size`: nothing changes (its size is fixed).
+    ///
+    /// # Errors
+    /// [`TreeError::TooBig`] past the object's size.
+    pub(crate) fn zarr_set_size(&self, id: ChunkId, size: u64) -> Result<(), TreeError> {
+        let g = self
+            .zarr_geom(id.array, None)
+            .map_err(|_| TreeError::NotFound)?;
+        if size > g.object_len {
+            return Err(TreeError::TooBig(format!(
+                "a chunk object has {} bytes, not {size}",
+                g.object_len
+            )));
+        }
+        Ok(())
+    }
+
+    /// Creates temp file `name` in Zarr directory `parent` (`z`) and opens it for writing.
+    ///
+    /// # Errors
+    /// [`TreeError::ReadOnly`]; [`TreeError::NotADirectory`]; [`TreeError::NotPermitted`]
+    /// for a name the view shows.
+    pub(crate) fn zarr_create(
+        &self,
+        parent: u64,
+        z: ZNode,
+        name: &str,
+    ) -> Result<(super::Attr, u64), TreeError> {
+        if !self.options.writable {
+            return Err(TreeError::ReadOnly);
+        }
+        if matches!(z, ZNode::RootJson | ZNode::Json(_)) || self.zarr_chunk_of(parent).is_some() {
+            return Err(TreeError::NotADirectory(parent));
+        }
+        self.create_scratch(parent, name)
+    }
+
+    /// Renames temp file `from` (in Zarr directory `dir`) to `newname` of `newparent`: over a
+    /// chunk object, a whole-object write committed at once.
+    ///
+    /// # Errors
+    /// [`TreeError::NotPermitted`] across directories or over anything but a temp file or
+    /// chunk object; [`TreeError::Refused`] for content of the wrong size; commit errors.
+    pub(crate) fn zarr_rename(
+        &self,
+        from: u64,
+        dir: u64,
+        newparent: u64,
+        newname: &str,
+    ) -> Result<(), TreeError> {
+        if newparent != dir {
+            return Err(TreeError::NotPermitted(
+                "renaming a temp file of the Zarr view into another directory".into(),
+            ));
+        }
+        let target = self.lookup(newparent, newname).ok().map(|a| a.ino);
+        let Some(t) = target else {
+            self.rename_scratch(from, newname, None);
+            return Ok(());
+        };
+        if matches!(self.entry(t), Ok(super::super::Entry::Scratch)) {
+            self.rename_scratch(from, newname, Some(t));
+            return Ok(());
+        }
+        let z = ZNode::of(t).ok_or_else(|| {
+            TreeError::NotPermitted(format!("renaming over {newname:?}: not a chunk object"))
+        })?;
+        let id = self.zarr_write_target(t, z)?;
+        let data = self.scratch_data(from);
+        let want = self.zarr_size(z)?;
+        if data.len() as u64 != want {
+            log::warn!(
+                "{}: a temp file of {} bytes renamed over a chunk object of {want}: refused",
+                self.path_of(t),
+                data.len()
+            );
+            return Err(TreeError::Refused(format!(
+                "a chunk object is replaced only by {want} bytes, not {}",
+                data.len()
+            )));
+        }
+        let res = self
+            .zarr_write(id, 0, &data)
+            .and_then(|()| self.commit(t, Reason::Durable));
+        match res {
+            Ok(()) => {
+                self.scratch.lock().files.remove(&from);
+                Ok(())
+            }
+            Err(e) => {
+                self.drop_pending(t);
+                Err(e)
+            }
+        }
+    }
+
+    /// Removes chunk object `ino` (`z`): the chunk becomes the fill value (zeros), committed
+    /// at once.
+    ///
+    /// # Errors
+    /// [`TreeError::NotPermitted`] for anything but a chunk object; commit errors.
+    pub(crate) fn zarr_unlink(&self, ino: u64, z: ZNode) -> Result<(), TreeError> {
+        let id = match self.zarr_write_target(ino, z) {
+            Err(TreeError::IsADirectory(_)) => {
+                return Err(TreeError::NotPermitted(
+                    "removing a directory of the Zarr view".into(),
+                ));
+            }
+            other => other?,
+        };
+        let res = self
+            .with_chunk_buffer(id, |buf, _| {
+                buf.fill(0);
+                Ok(())
+            })
+            .and_then(|()| self.commit(ino, Reason::Durable));
+        if res.is_err() {
+            self.drop_pending(ino);
+        }
+        res
+    }
+}
+
+/// The refusal of a change to a `zarr.json` file (logged).
+fn zarr_json_refused() -> TreeError {
+    log::warn!(
+        "zarr.json: metadata changes through the Zarr view are refused (EPERM); edit \
+         __attrs__ or the data files of the native tree instead"
+    );
+    TreeError::NotPermitted(
+        "zarr.json cannot be changed: resize and append through data/, attributes through \
+         __attrs__"
+            .into(),
+    )
+}
