@@ -175,14 +175,7 @@ impl Tree {
         ino: u64,
         lazy: &'a LazyLeaf,
     ) -> Result<&'a [u64], TreeError> {
-        let done = |r: &'a Result<Vec<u64>, Arc<str>>| match r {
-            Ok(children) => Ok(children.as_slice()),
-            Err(why) => Err(TreeError::Unavailable(why.to_string())),
-        };
-        if let Some(r) = lazy.built.get() {
-            return done(r);
-        }
-        if lazy.top {
+        if lazy.top && lazy.built.get().is_none() {
             // The leaf is opened from the collection as the tree knows it: catch up with
             // another writer first (a `.b2z` rewritten since moves every member).
             self.follow_source();
@@ -201,6 +194,9 @@ impl Tree {
             Ok(children) => Ok(children.as_slice()),
             Err(why) => Err(TreeError::Unavailable(why.to_string())),
         };
+        if let Some(r) = lazy.built.get() {
+            return done(r);
+        }
         let _grow = self.grow.lock();
         if lazy.built.get().is_none() {
             let r = self.build_leaf(ino, lazy).map_err(|why| {

@@ -573,13 +573,7 @@ impl Tree {
                 level,
                 index,
             } => {
-                let g = self
-                    .zarr_geom(array, None)
-                    .map_err(|_| TreeError::NotFound)?;
-                let level = usize::from(level);
-                if level >= g.ndim() {
-                    return Err(TreeError::NotADirectory(parent));
-                }
+                let (g, level) = self.zarr_chunk_dir(parent, array, level)?;
                 let i = read::parse_key(name).filter(|&i| i < g.grid[level]);
                 match i {
                     Some(i) => ZNode::Chunks {

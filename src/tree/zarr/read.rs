@@ -128,6 +128,24 @@ impl Tree {
         }
     }
 
+    /// The geometry of `array` and `level`, when its chunk-tree node `ino` at `level` is a
+    /// directory.
+    pub(crate) fn zarr_chunk_dir(
+        &self,
+        ino: u64,
+        array: ArrayId,
+        level: u8,
+    ) -> Result<(std::sync::Arc<super::Geom>, usize), TreeError> {
+        let g = self
+            .zarr_geom(array, None)
+            .map_err(|_| TreeError::NotFound)?;
+        let level = usize::from(level);
+        if level >= g.ndim() {
+            return Err(TreeError::NotADirectory(ino));
+        }
+        Ok((g, level))
+    }
+
     /// The listing of Zarr directory `z` and its parent's inode.
     ///
     /// # Errors
@@ -144,13 +162,7 @@ impl Tree {
             index,
         } = z
         {
-            let g = self
-                .zarr_geom(array, None)
-                .map_err(|_| TreeError::NotFound)?;
-            let level = usize::from(level);
-            if level >= g.ndim() {
-                return Err(TreeError::NotADirectory(ino));
-            }
+            let (g, level) = self.zarr_chunk_dir(ino, array, level)?;
             let count = g.grid[level];
             return Ok((
                 parent,
