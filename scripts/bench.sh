@@ -2,7 +2,10 @@
 # Runs every benchmark (release build), each against C-Blosc2 (python-blosc2) in the same run.
 # Results are printed as tables; BENCHMARKS.md records them with this command.
 #   bash scripts/bench.sh            # all
-#   bash scripts/bench.sh decode     # one of: decode encode read verify
+#   bash scripts/bench.sh decode     # one of: decode encode read verify zarr
+# zarr (not in the default list: it makes 2 GB of sources once, and needs .venv-zarr): the
+# Zarr view through xarray and zarr-python against python-blosc2 and a native Zarr copy
+# (scripts/bench_zarr.py, release build).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
@@ -13,6 +16,9 @@ for b in ${1:-decode encode read verify}; do
     echo "== $b"
     if [ "$b" = verify ]; then
         bash scripts/bench_verify.sh   # b2fs verify vs python-blosc2 over a 1 GiB frame
+    elif [ "$b" = zarr ]; then
+        cargo build --release --quiet
+        .venv-zarr/bin/python scripts/bench_zarr.py 3 target/release/b2fs 200
     else
         cargo bench --bench "$b"
     fi

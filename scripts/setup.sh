@@ -5,6 +5,12 @@
 # with apt-get, and a Python venv in .venv with the pinned reference libraries (the test oracle
 # only), maturin (the wheel test builds the pip package with it) and moto[server] (the S3
 # server of the remote tests).
+# The Zarr view's readers (tests/it/zarr_readers.rs, scripts/bench_zarr.py) get two more venvs:
+# .venv-zarr (Python 3.12: zarr-python 3.4, xarray, dask[distributed], tensorstore,
+# python-blosc2) and .venv-zarr311 (Python 3.11: zarr-python 3.1, the line Python 3.11 gets).
+# Python 3.12 is looked for on PATH and in pyenv; without it .venv-zarr is skipped with a
+# message (the tests then SKIP, or fail under B2FS_REQUIRE_PYTHON=1). B2FS_SKIP_ZARR_VENV=1
+# skips both. About 2 minutes and 500 MB on a fresh machine (pandas, tensorstore, numpy).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -37,4 +43,42 @@ fi
 if [ ! -x .venv/bin/moto_server ]; then
     echo "setup: installing moto[server] (S3 server of the remote tests)" >&2
     "$PY" -m pip install -q --disable-pip-version-check "moto[server]==5.2.5"
+fi
+
+# A python3.N interpreter: on PATH, or in pyenv's versions (which need no shell init).
+find_python() {
+    local v=$1 c
+    for c in "$(command -v "python$v" 2>/dev/null)" \
+        "${PYENV_ROOT:-$HOME/.pyenv}"/versions/"$v".*/bin/"python$v"; do
+        if [ -n "$c" ] && [ -x "$c" ] &&
+            "$c" -c "import sys, venv; assert sys.version_info[:2] == tuple(map(int, '$v'.split('.')))" \
+                >/dev/null 2>&1; then
+            echo "$c"
+            return 0
+        fi
+    done
+    return 1
+}
+
+zarr_venv() {  # DIR PYTHON_VERSION IMPORTS PACKAGES...
+    local dir=$1 v=$2 imports=$3 py
+    shift 3
+    if [ -x "$dir/bin/python" ] && "$dir/bin/python" -c "import $imports" >/dev/null 2>&1; then
+        return 0
+    fi
+    if ! py=$(find_python "$v"); then
+        echo "setup: SKIP $dir: no python$v on PATH or in pyenv (the Zarr reader tests skip)" >&2
+        return 0
+    fi
+    echo "setup: creating $dir ($py) with $*" >&2
+    rm -rf "$dir"
+    "$py" -m venv "$dir"
+    "$dir/bin/python" -m pip install -q --disable-pip-version-check "$@"
+}
+
+if [ "${B2FS_SKIP_ZARR_VENV:-}" != "1" ]; then
+    zarr_venv .venv-zarr 3.12 "zarr, xarray, dask.distributed, tensorstore, blosc2" \
+        "zarr==3.4.2" "xarray==2026.9.0" "dask[array,distributed]==2026.8.0" \
+        "tensorstore==0.1.86" "numpy==2.4.6" "blosc2==4.14.1" "pandas==3.1.1"
+    zarr_venv .venv-zarr311 3.11 "zarr" "zarr==3.1.6" "numpy==2.4.6"
 fi

@@ -44,3 +44,4 @@ mod wheel; // the pip wheel (maturin bindings = "bin") installed in a fresh venv
 mod writeback; // read-write mounts: edits checked by the reference libraries
 mod writer; // write-back commits checked by the reference libraries; crash safety; compact
 mod zarr; // issue 20: the Zarr view against the references (tree API, numpy through a mount)
+mod zarr_readers; // issue 20: zarr-python, xarray, dask, TensorStore on the zarr/ view of real mounts

@@ -1,0 +1,367 @@
+//! The `zarr/` view of real mounts read and written by the users' Zarr tools, against the
+//! reference libraries: zarr-python 3.4 (Python 3.12), xarray (`open_zarr`, consolidated),
+//! `dask.array.from_zarr` and TensorStore's `zarr3` driver in `.venv-zarr`, zarr-python 3.1
+//! in `.venv-zarr311` (Python 3.11); python-blosc2 and bcolz in `.venv` made the sources and
+//! read them back. The Python side is `scripts/oracle/zarr_cases.py` (sources, references,
+//! crash checks; reference venv) and `scripts/oracle/zarr_readers.py` (the readers and writers;
+//! Zarr venvs). Also: `dask.distributed` with two worker processes over the view of a source
+//! on a local S3 server (moto), zarr-python and xarray region writes read back by
+//! python-blosc2 and bcolz, a read-only mount refusing them, and SIGKILL of the daemon during
+//! such writes leaving every chunk old or new. Without a Zarr venv the tests print SKIP (run
+//! scripts/setup.sh), and fail under `B2FS_REQUIRE_PYTHON=1`.
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use crate::support::{Mount, fuse_and_python, python_says, repo_root, run_python};
+
+/// The interpreter of a Zarr venv (`B2FS_<ENV>` or the repository's `DIR`) that imports
+/// `imports`; `None` after a visible SKIP line, or a panic under `B2FS_REQUIRE_PYTHON=1`.
+fn zarr_python(test: &str, env: &str, dir: &str, imports: &str) -> Option<PathBuf> {
+    let candidates = [
+        std::env::var_os(env).map(PathBuf::from),
+        Some(repo_root().join(dir).join("bin/python")),
+    ];
+    for py in candidates.into_iter().flatten() {
+        let ok = Command::new(&py)
+            .args(["-c", &format!("import {imports}")])
+            .output()
+            .is_ok_and(|o| o.status.success());
+        if ok {
+            return Some(py);
+        }
+    }
+    if std::env::var("B2FS_REQUIRE_PYTHON").is_ok_and(|v| v == "1" || v == "true") {
+        panic!("{test}: B2FS_REQUIRE_PYTHON=1 but no {dir} with {imports} (run scripts/setup.sh)");
+    }
+    eprintln!("SKIP {test}: no {dir} with {imports} (run scripts/setup.sh)");
+    None
+}
+
+/// `.venv-zarr`: zarr-python 3.4, xarray, dask, distributed, TensorStore, python-blosc2.
+fn zarr34(test: &str) -> Option<PathBuf> {
+    zarr_python(
+        test,
+        "B2FS_ZARR_PYTHON",
+        ".venv-zarr",
+        "zarr, xarray, dask.array, distributed, tensorstore, blosc2",
+    )
+}
+
+/// `.venv-zarr311`: zarr-python 3.1 on Python 3.11.
+fn zarr31(test: &str) -> Option<PathBuf> {
+    zarr_python(test, "B2FS_ZARR311_PYTHON", ".venv-zarr311", "zarr")
+}
+
+/// Runs `py script args...` in the repository; `(success, stdout, stderr)`.
+fn run(py: &Path, args: &[&str]) -> (bool, String, String) {
+    let out = Command::new(py)
+        .args(args)
+        .current_dir(repo_root())
+        .output()
+        .expect("spawn python");
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// Every source of `zarr_cases.py gen`, each mounted read-only; the cases with `"mnt"` set,
+/// written to `cases.json` in the returned directory.
+fn mounted_cases(py: &Path) -> (tempfile::TempDir, Vec<Mount>, PathBuf, usize) {
+    let dir = tempfile::tempdir().unwrap();
+    let out = run_python(
+        py,
+        &[
+            "scripts/oracle/zarr_cases.py",
+            "gen",
+            dir.path().join("src").to_str().unwrap(),
+        ],
+    );
+    let mut cases: Vec<Value> = serde_json::from_slice(&out).expect("case list");
+    assert!(cases.len() >= 25, "{} cases", cases.len());
+    let mut mounts = Vec::new();
+    for c in &mut cases {
+        let m = Mount::daemon(Path::new(c["source"].as_str().unwrap()), &["ro"]);
+        c["mnt"] = Value::from(m.mp.to_str().unwrap());
+        mounts.push(m);
+    }
+    let path = dir.path().join("cases.json");
+    std::fs::write(&path, serde_json::to_vec(&cases).unwrap()).unwrap();
+    let n = cases.len();
+    (dir, mounts, path, n)
+}
+
+/// Runs `zarr_readers.py read CASES READERS` with `zpy` and asserts no problem.
+fn read_all(test: &str, zpy: &Path, cases: &Path, readers: &str) {
+    let t0 = Instant::now();
+    let (ok, out, err) = run(
+        zpy,
+        &[
+            "scripts/oracle/zarr_readers.py",
+            "read",
+            cases.to_str().unwrap(),
+            readers,
+        ],
+    );
+    assert!(ok, "{test}: the Zarr readers disagree:\n{out}\n{err}");
+    eprintln!("{test}: {:.1} s\n{out}", t0.elapsed().as_secs_f64());
+}
+
+#[test]
+fn zarr_python_34_xarray_dask_tensorstore_read_every_source_like_the_references() {
+    let t = "zarr_python_34_xarray_dask_tensorstore_read_every_source_like_the_references";
+    let Some(py) = fuse_and_python(t) else {
+        return;
+    };
+    let Some(zpy) = zarr34(t) else {
+        return;
+    };
+    let (_dir, mounts, cases, _) = mounted_cases(&py);
+    read_all(t, &zpy, &cases, "zarr,xarray,dask,tensorstore");
+    for m in &mounts {
+        m.umount();
+    }
+}
+
+#[test]
+fn zarr_python_31_on_python_311_reads_every_source_like_the_references() {
+    let t = "zarr_python_31_on_python_311_reads_every_source_like_the_references";
+    let Some(py) = fuse_and_python(t) else {
+        return;
+    };
+    let Some(zpy) = zarr31(t) else {
+        return;
+    };
+    let (_dir, mounts, cases, _) = mounted_cases(&py);
+    read_all(t, &zpy, &cases, "zarr");
+    for m in &mounts {
+        m.umount();
+    }
+}
+
+/// A 2-D float64 source made by `script cmd OUT` with the reference venv, in `dir`.
+fn source(py: &Path, dir: &Path, script: &str, cmd: &str, name: &str) -> PathBuf {
+    let src = dir.join(name);
+    run_python(py, &[script, cmd, src.to_str().unwrap()]);
+    src
+}
+
+#[test]
+fn zarr_region_writes_of_zarr_python_and_xarray_reach_the_source() {
+    let t = "zarr_region_writes_of_zarr_python_and_xarray_reach_the_source";
+    let Some(py) = fuse_and_python(t) else {
+        return;
+    };
+    let Some(zpy) = zarr34(t) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let (z, n) = (
+        "scripts/oracle/zarr_cases.py",
+        "scripts/oracle/npy_check.py",
+    );
+    // (source, its array's name in zarr/): slab blocks, blocks that are not slabs, bcolz.
+    let sources = [
+        (source(&py, dir.path(), z, "slab2d", "slab.b2nd"), "slab"),
+        (source(&py, dir.path(), n, "gen2d", "blocks.b2nd"), "blocks"),
+        (source(&py, dir.path(), n, "genbcolz2d", "bc2d"), "bc2d"),
+    ];
+    for (src, name) in &sources {
+        let m = Mount::daemon(src, &[]);
+        let expect = dir.path().join(format!("{name}.expect.npy"));
+        let (ok, out, err) = run(
+            &zpy,
+            &[
+                "scripts/oracle/zarr_readers.py",
+                "write",
+                m.mp.to_str().unwrap(),
+                name,
+                expect.to_str().unwrap(),
+            ],
+        );
+        assert!(ok, "{name}: {out}{err}");
+        assert_eq!(out.trim(), "ok 5", "{name}");
+        m.umount();
+        let says = python_says(
+            &py,
+            &[n, "same", src.to_str().unwrap(), expect.to_str().unwrap()],
+        );
+        assert_eq!(
+            says, "same",
+            "{name}: the reference does not read the writes"
+        );
+    }
+}
+
+#[test]
+fn zarr_writes_on_a_read_only_mount_fail_with_erofs_and_change_nothing() {
+    let t = "zarr_writes_on_a_read_only_mount_fail_with_erofs_and_change_nothing";
+    let Some(py) = fuse_and_python(t) else {
+        return;
+    };
+    let Some(zpy) = zarr34(t) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let src = source(
+        &py,
+        dir.path(),
+        "scripts/oracle/zarr_cases.py",
+        "slab2d",
+        "slab.b2nd",
+    );
+    let before = std::fs::read(&src).unwrap();
+    let m = Mount::daemon(&src, &["ro"]);
+    let (ok, out, err) = run(
+        &zpy,
+        &[
+            "scripts/oracle/zarr_readers.py",
+            "readonly",
+            m.mp.to_str().unwrap(),
+            "slab",
+        ],
+    );
+    assert!(ok, "{out}{err}");
+    assert_eq!(out.trim(), "refused 3");
+    m.umount();
+    assert!(std::fs::read(&src).unwrap() == before, "the source changed");
+}
+
+/// A small xorshift generator: the test needs no cryptographic randomness.
+fn xorshift(x: &mut u64) -> u64 {
+    *x ^= *x << 13;
+    *x ^= *x >> 7;
+    *x ^= *x << 17;
+    *x
+}
+
+#[test]
+fn zarr_sigkill_during_zarr_python_writes_leaves_every_chunk_old_or_new() {
+    let t = "zarr_sigkill_during_zarr_python_writes_leaves_every_chunk_old_or_new";
+    let Some(py) = fuse_and_python(t) else {
+        return;
+    };
+    let Some(zpy) = zarr34(t) else {
+        return;
+    };
+    let runs: usize = std::env::var("B2FS_ZARR_CRASH_RUNS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(4);
+    let dir = tempfile::tempdir().unwrap();
+    let root = std::fs::canonicalize(dir.path()).unwrap();
+    let pristine = root.join("pristine");
+    run_python(
+        &py,
+        &[
+            "scripts/oracle/zarr_cases.py",
+            "crashgen",
+            pristine.to_str().unwrap(),
+        ],
+    );
+    let mut rng = 0x9E37_79B9_7F4A_7C15 ^ u64::from(std::process::id());
+    let (mut olds, mut news) = (0, 0);
+    for r in 0..runs {
+        let run = root.join(format!("run{r}"));
+        std::fs::create_dir(&run).unwrap();
+        let src = run.join("src.b2nd");
+        std::fs::copy(pristine.join("src.b2nd"), &src).unwrap();
+        let mut m = Mount::foreground(&src, &run.join("log"));
+        // The writer opens the array, says "ready", then writes every chunk; the daemon is
+        // killed at a random moment of that.
+        let mut writer = Command::new(&zpy)
+            .args([
+                "scripts/oracle/zarr_readers.py",
+                "crashwrite",
+                m.mp.to_str().unwrap(),
+                "src",
+            ])
+            .arg(pristine.join("new.npy"))
+            .current_dir(repo_root())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let mut lines = BufReader::new(writer.stdout.take().unwrap()).lines();
+        assert_eq!(lines.next().unwrap().unwrap(), "ready");
+        let done = std::thread::spawn(move || {
+            let rest: Vec<String> = lines.map_while(Result::ok).collect();
+            let _ = writer.wait();
+            rest.iter().any(|l| l == "done")
+        });
+        let delay = Duration::from_millis(xorshift(&mut rng) % 400);
+        let mut child = m.child.take().unwrap();
+        let finished = crate::crash::kill_after(delay, &mut child, done, &m.mp);
+        let says = python_says(
+            &py,
+            &[
+                "scripts/oracle/zarr_cases.py",
+                "crashcheck",
+                src.to_str().unwrap(),
+                pristine.to_str().unwrap(),
+            ],
+        );
+        let n: Vec<usize> = says
+            .split_whitespace()
+            .filter_map(|w| w.parse().ok())
+            .collect();
+        assert_eq!(n.len(), 2, "{says}");
+        if finished {
+            eprintln!("{t}: run {r}: the writer finished before the kill ({says})");
+        }
+        olds += n[0];
+        news += n[1];
+        drop(m);
+    }
+    eprintln!("{t}: {runs} runs, chunks old {olds}, new {news}");
+}
+
+#[cfg(feature = "remote")]
+#[test]
+fn zarr_dask_distributed_two_workers_over_a_mounted_s3_source() {
+    use crate::remote_support::{BUCKET, moto, put_object};
+
+    let t = "zarr_dask_distributed_two_workers_over_a_mounted_s3_source";
+    let Some(py) = fuse_and_python(t) else {
+        return;
+    };
+    let Some(zpy) = zarr34(t) else {
+        return;
+    };
+    let Some(moto) = moto(t) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let src = source(
+        &py,
+        dir.path(),
+        "scripts/oracle/npy_check.py",
+        "gen2d",
+        "remote2d.b2nd",
+    );
+    put_object(&moto, "remote2d.b2nd", &std::fs::read(&src).unwrap(), true);
+    let url = format!("s3://{BUCKET}/remote2d.b2nd");
+    let ep = format!("endpoint={},no_sign_request", moto.url);
+    let m = Mount::daemon(Path::new(&url), &[ep.as_str()]);
+    let t0 = Instant::now();
+    let (ok, out, err) = run(
+        &zpy,
+        &[
+            "scripts/oracle/zarr_readers.py",
+            "distributed",
+            m.mp.to_str().unwrap(),
+            "remote2d",
+            src.to_str().unwrap(),
+        ],
+    );
+    assert!(ok, "{out}{err}");
+    assert!(out.starts_with("ok "), "{out}");
+    eprintln!("{t}: {} ({:.1} s)", out.trim(), t0.elapsed().as_secs_f64());
+    m.umount();
+}
