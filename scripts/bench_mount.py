@@ -494,6 +494,7 @@ def main():
             f.write(text)
     if chart:
         import matplotlib
+        import matplotlib.ticker
 
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
@@ -506,6 +507,9 @@ def main():
         ax.scatter(xs, [s[3] for s in summary], color="tab:blue", marker="D", label="target")
         ax.set_xticks(list(xs), [s[0] for s in summary], rotation=30)
         ax.set_yscale("log")
+        ax.yaxis.set_major_formatter(matplotlib.ticker.FormatStrFormatter("%.1fx"))
+        ax.yaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
+        ax.set_yticks([0.1, 0.2, 0.5, 1, 2, 5, 10])
         ax.set_ylabel("b2fs / reference (higher is better)")
         ax.set_title(f"b2fs against its references (issue 25), {rev}")
         ax.legend()
