@@ -122,6 +122,11 @@ fn npy_pages_plain_reads_store_nothing_and_opens_keep_a_mapped_readers_pages() {
     let got = map.bytes(100 * PAGE, PAGE);
     plain.read_exact_at(&mut page, (100 * PAGE) as u64).unwrap();
     assert_eq!(got, page, "the mapping and read(2) agree");
+    // The store thread may finish after the answer (a loaded machine): wait for it.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while map.resident() <= 1 && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
     let after_fault = map.resident();
     assert!(
         after_fault > 1,
@@ -136,7 +141,7 @@ fn npy_pages_plain_reads_store_nothing_and_opens_keep_a_mapped_readers_pages() {
         "an open dropped a mapped reader's pages ({} of {after_fault} left)",
         map.resident()
     );
-    drop(map);
+    drop((map, mapped, _again));
     m.umount();
 }
 
@@ -185,7 +190,6 @@ fn npy_pages_a_commit_still_drops_the_pages_of_what_changed() {
     let new = Map::new(&fresh);
     assert_eq!(first(&new), 42.5);
     assert_eq!(other(&new), 75.0);
-    drop(new);
-    drop(map);
+    drop((new, fresh, map, mapped));
     m.umount();
 }
