@@ -3,7 +3,7 @@
 # (getfattr), vim (the editor tests), rsync (the mtime tests), rclone (the plain HTTP(S) range server of the remote tests)
 # and openssl (the remote TLS test makes a private CA with it)
 # with apt-get, and a Python venv in .venv with the pinned reference libraries (the test oracle
-# only), maturin (the wheel test builds the pip package with it) and moto[server] (the S3
+# only), matplotlib (the benchmark chart), maturin (the wheel test builds the pip package with it) and moto[server] (the S3
 # server of the remote tests).
 # The Zarr view's readers (tests/it/zarr_readers.rs, scripts/bench_zarr.py) get two more venvs:
 # .venv-zarr (Python 3.12: zarr-python 3.4, xarray, dask[distributed], tensorstore,
@@ -39,6 +39,10 @@ fi
 if ! "$PY" -m maturin --version >/dev/null 2>&1; then
     echo "setup: installing maturin into .venv" >&2
     "$PY" -m pip install -q --disable-pip-version-check "maturin>=1.7,<2"
+fi
+if ! "$PY" -c "import matplotlib" >/dev/null 2>&1; then
+    echo "setup: installing matplotlib into .venv (the chart of scripts/bench_mount.py)" >&2
+    "$PY" -m pip install -q --disable-pip-version-check "matplotlib>=3.8,<4"
 fi
 if [ ! -x .venv/bin/moto_server ]; then
     echo "setup: installing moto[server] (S3 server of the remote tests)" >&2

@@ -221,15 +221,23 @@ impl Filesystem for FuseAdapter {
         offset: u64,
         size: u32,
         _flags: OpenFlags,
-        _lock_owner: Option<LockOwner>,
+        lock_owner: Option<LockOwner>,
         reply: ReplyData,
     ) {
+        let fault = self.policy == CachePolicy::DirectIo && is_page_fault(lock_owner);
+        if fault {
+            // The blocks of the pages offered after the fault decode on the other core
+            // while this thread decodes the fault's own.
+            self.tree.fault_ahead(ino.0, offset, size);
+        }
         match self.tree.read(ino.0, fh.0, offset, size) {
             Ok(data) => {
                 // With direct I/O only page faults of mmap readers fill the page cache: offer
                 // the pages the fault's decode made cheap (see `Tree::pages_near`) before
-                // the answer lets the reader run on.
-                if self.policy == CachePolicy::DirectIo {
+                // the answer lets the reader run on. A fault is told from a plain read by
+                // how it reached us (see `is_page_fault`): `read(2)`, `pread(2)` and
+                // `sendfile(2)` of a direct-I/O file never wait for pages nobody maps.
+                if fault {
                     if let Some(pusher) = self.pusher.get() {
                         pusher.offer(ino.0, self.tree.pages_near(ino.0, fh.0, offset, size));
                     }
@@ -586,6 +594,15 @@ impl Filesystem for FuseAdapter {
         let res = self.tree.set_xattr(ino.0, &name.to_string_lossy());
         reply_empty(&self.tree, "removexattr", ino, res, reply);
     }
+}
+
+/// Whether a read of a direct-I/O file is a page fault of an mmap reader (or the kernel's
+/// read-around of one) rather than a `read(2)`-like call: the kernel sends every direct-I/O
+/// read with the calling process's lock owner (`FUSE_READ_LOCKOWNER`, `fuse_send_read`),
+/// while reads that fill page-cache pages (`read_folio`, `readahead`: the only way a
+/// direct-I/O file's pages are filled, i.e. faults of a mapping) carry none.
+fn is_page_fault(lock_owner: Option<LockOwner>) -> bool {
+    lock_owner.is_none()
 }
 
 /// The xattr protocol: `size` 0 asks for the length; a buffer too small is ERANGE.

@@ -501,6 +501,48 @@ impl ChunkReader {
         Some((block, offset / bs * bs))
     }
 
+    /// Asks the prefetch threads to decode, beside the caller, the blocks of version `store`
+    /// that the byte positions `wants` (chunk, offset in it) fall in: at most `max` blocks
+    /// that are neither cached nor loading, never the block of `own` (the one the caller
+    /// decodes itself). What a page fault asks for the pages it will offer next, so that
+    /// their blocks decode on the other core while the fault's own block decodes on its
+    /// thread. Nothing without prefetch threads.
+    pub fn prefetch_blocks(
+        &self,
+        store: &Arc<dyn ChunkStore>,
+        own: (ChunkId, usize),
+        wants: impl IntoIterator<Item = (ChunkId, usize)>,
+        max: usize,
+    ) {
+        let Some(p) = &self.prefetch else { return };
+        let core = &self.core;
+        let block = |(id, offset): (ChunkId, usize)| -> Option<(ChunkKey, usize)> {
+            let at = At::new(store.as_ref(), id);
+            let nbytes = store.chunk_nbytes(id.index).ok()?;
+            let bs = core.block_size_for_cache(&at, nbytes);
+            (bs > 0 && offset < nbytes).then(|| (at.key, offset / bs))
+        };
+        let own = block(own);
+        let mut asked: Vec<(ChunkKey, usize)> = Vec::new();
+        for (id, offset) in wants {
+            if asked.len() >= max {
+                break;
+            }
+            let Some(b) = block((id, offset)) else {
+                continue;
+            };
+            if Some(b) == own
+                || asked.contains(&b)
+                || core.cache.contains_or_loading(&b.0)
+                || core.blocks.contains_or_loading(&b)
+            {
+                continue;
+            }
+            asked.push(b);
+            p.request_block(store.clone(), id, offset);
+        }
+    }
+
     /// Asks the prefetch threads for the chunks after `id` (whose size is `nbytes`): the
     /// policy of chunk files, read one after the other.
     pub fn prefetch_after(&self, id: ChunkId, nbytes: usize) {

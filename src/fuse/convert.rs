@@ -36,12 +36,24 @@ pub fn file_type(kind: EntryKind) -> FileType {
 }
 
 /// Flags for an opened file. `keep` is [`crate::tree::Tree::keep_cache`]: false when the
-/// kernel's cached pages of the file may differ from what is stored (read-write mounts).
+/// kernel's cached pages of the file may differ from what is stored (a commit, another
+/// writer since the file's last open).
+///
+/// With direct I/O the only cached pages are those of mmap readers (their faults, and the
+/// pages b2fs stores after them): an open without `FOPEN_KEEP_CACHE` drops them all, so
+/// one process opening `array.npy` (every `np.load(path, mmap_mode='r')` of a Dask task or
+/// a data-loader worker) would make every other process mapping it fault on every page
+/// again. They are kept like the page cache's (the kernel still drops them at each `mmap()`
+/// of a direct-I/O file).
 pub fn fopen_flags(policy: CachePolicy, keep: bool) -> FopenFlags {
-    match (policy, keep) {
-        (CachePolicy::KeepCache, true) => FopenFlags::FOPEN_KEEP_CACHE,
-        (CachePolicy::KeepCache, false) => FopenFlags::empty(),
-        (CachePolicy::DirectIo | CachePolicy::Auto, _) => FopenFlags::FOPEN_DIRECT_IO,
+    let keep = if keep {
+        FopenFlags::FOPEN_KEEP_CACHE
+    } else {
+        FopenFlags::empty()
+    };
+    match policy {
+        CachePolicy::KeepCache => keep,
+        CachePolicy::DirectIo | CachePolicy::Auto => FopenFlags::FOPEN_DIRECT_IO | keep,
     }
 }
 

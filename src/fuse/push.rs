@@ -10,7 +10,14 @@
 //! next row (measured: stored after the answer, the reader outran the thread and most pages
 //! were asked for anyway). When the queue is full the pages are dropped (they are advice;
 //! the kernel asks for them again when it needs them).
+//!
+//! A worker waits only when the thread had nothing else to store: with several mmap readers
+//! faulting on the same rows, the thread may be blocked on a page another fault holds
+//! locked until its answer, and a worker waiting for the thread then holds up that answer
+//! (both workers waiting made every fault cost the whole wait).
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc::{SyncSender, TrySendError, sync_channel};
 use std::time::Duration;
 
@@ -29,12 +36,16 @@ type Batch = (u64, Vec<(u64, Vec<u8>)>, SyncSender<()>);
 #[derive(Debug)]
 pub(crate) struct Pusher {
     queue: SyncSender<Batch>,
+    /// Batches handed over and not stored yet.
+    pending: Arc<AtomicUsize>,
 }
 
 impl Pusher {
     /// Starts the thread that stores pages through `notifier`.
     pub(crate) fn start(notifier: Notifier) -> std::io::Result<Pusher> {
         let (queue, batches) = sync_channel::<Batch>(QUEUE);
+        let pending = Arc::new(AtomicUsize::new(0));
+        let left = pending.clone();
         std::thread::Builder::new()
             .name("b2fs-push".into())
             .spawn(move || {
@@ -46,28 +57,36 @@ impl Pusher {
                             break;
                         }
                     }
+                    left.fetch_sub(1, Ordering::AcqRel);
                     // The worker may have stopped waiting.
                     let _ = done.try_send(());
                 }
             })?;
-        Ok(Pusher { queue })
+        Ok(Pusher { queue, pending })
     }
 
-    /// Hands `pages` of inode `ino` to the thread (or drops them when it is behind) and
-    /// waits at most [`WAIT`] for them to be stored.
+    /// Hands `pages` of inode `ino` to the thread (or drops them when its queue is full)
+    /// and, when the thread had nothing else to store, waits at most [`WAIT`] for them to
+    /// be stored.
     pub(crate) fn offer(&self, ino: u64, pages: Vec<(u64, Vec<u8>)>) {
         if pages.is_empty() {
             return;
         }
         let (done, stored) = sync_channel(1);
+        let before = self.pending.fetch_add(1, Ordering::AcqRel);
         match self.queue.try_send((ino, pages, done)) {
             Ok(()) => {
-                let _ = stored.recv_timeout(WAIT);
+                if before == 0 {
+                    let _ = stored.recv_timeout(WAIT);
+                }
             }
             Err(TrySendError::Full(_)) => {
+                self.pending.fetch_sub(1, Ordering::AcqRel);
                 log::trace!("page store queue full: pages of inode {ino} dropped");
             }
-            Err(TrySendError::Disconnected(_)) => {}
+            Err(TrySendError::Disconnected(_)) => {
+                self.pending.fetch_sub(1, Ordering::AcqRel);
+            }
         }
     }
 }

@@ -13,7 +13,7 @@ use std::ops::Range;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
-use super::{At, Bytes, ChunkKey, ChunkReader, Core, ReadData, partial};
+use super::{At, Bytes, ChunkId, ChunkKey, ChunkReader, ChunkStore, Core, ReadData, partial};
 use crate::container::ContainerError;
 
 /// Granule of the page cache.
@@ -85,6 +85,25 @@ impl Core {
             self.decode_range(at, start, self.blocks.buffer(len))
         })?;
         Ok((block.len() == len).then_some((block, start)))
+    }
+
+    /// A prefetch of the block of chunk `id` of version `store` that byte `offset` falls in
+    /// (nothing when the whole chunk is cached or loading, or it is not cached by block).
+    pub(super) fn block_ahead(
+        &self,
+        store: &dyn ChunkStore,
+        id: ChunkId,
+        offset: usize,
+    ) -> Result<(), ContainerError> {
+        let at = At::new(store, id);
+        if self.cache.contains_or_loading(&at.key) {
+            return Ok(());
+        }
+        let nbytes = store.chunk_nbytes(id.index)?;
+        if nbytes > self.cache.budget() {
+            return Ok(());
+        }
+        self.block_of(&at, nbytes, offset).map(drop)
     }
 
     /// The block size by which chunk `id` is worth caching: the header's, when the chunk has

@@ -58,6 +58,22 @@ fn is_scan(hint: ReadHint, len: u64) -> bool {
     hint.stream >= SCAN_MIN.min(len / 2).max(1)
 }
 
+/// The page offsets of `array.npy` (shown by `npy`) below the page at `offset`: the same
+/// columns of the next [`NEAR_PAGES`] rows (none for 1-D arrays or rows shorter than a page),
+/// within the file.
+fn below_pages(npy: &Npy, offset: u64) -> impl Iterator<Item = u64> + '_ {
+    let shape = npy.shape();
+    let rows: u64 = match shape.len() {
+        0 | 1 => 0,
+        n => shape[..n - 1].iter().product(),
+    };
+    let stride = npy.layout().data_len().checked_div(rows).unwrap_or(0);
+    let n = if stride < PAGE { 0 } else { NEAR_PAGES };
+    (1..=n)
+        .map(move |k| (offset + k * stride) / PAGE * PAGE)
+        .take_while(|&at| at < npy.len())
+}
+
 impl Tree {
     /// The NPY view of `array`.
     pub(super) fn npy_view(&self, array: ArrayId) -> Option<Arc<Npy>> {
@@ -193,28 +209,15 @@ impl Tree {
             self.handles.credit(fh, read_end, forward.len() as u64);
             pages.push((read_end, forward));
         }
-        // Below: the same columns of the next rows.
-        let shape = npy.shape();
-        if shape.len() < 2 {
-            return pages;
-        }
-        let rows: u64 = shape[..shape.len() - 1].iter().product();
-        let stride = npy.layout().data_len() / rows.max(1);
-        if stride < PAGE {
-            return pages;
-        }
-        // Rows whose pages are shifted against the fault's (a row length that is no multiple
-        // of the page) may need a block beside the fault's.
+        // Below: the same columns of the next rows. Rows whose pages are shifted against the
+        // fault's (a row length that is no multiple of the page) may need a block beside the
+        // fault's.
         let mut decodes = BELOW_DECODES;
-        for k in 1..=NEAR_PAGES {
-            let at = (offset + k * stride) / PAGE * PAGE;
+        for at in below_pages(&npy, offset) {
             if at < forward_end {
                 continue;
             }
             let end = (at + PAGE).min(npy.len());
-            if at >= end {
-                break;
-            }
             let mut page = Vec::new();
             if !self.cached_page((store, *array), &npy, at..end, &mut decodes, &mut page) {
                 break;
@@ -222,6 +225,39 @@ impl Tree {
             pages.push((at, page));
         }
         pages
+    }
+
+    /// Before a page-fault read of `array.npy` (inode `ino`) at `offset` (as
+    /// [`Tree::pages_near`] takes them): asks the reader to decode, on its prefetch threads,
+    /// the blocks that the pages below the fault (the ones [`Tree::pages_near`] offers after
+    /// it) fall in, at most as many as it would decode itself. The fault's own block decodes
+    /// on the caller's thread meanwhile, so one fault uses both cores instead of decoding
+    /// three blocks one after the other.
+    pub fn fault_ahead(&self, ino: u64, offset: u64, size: u32) {
+        if self.options.writable || offset % PAGE != 0 || size == 0 || u64::from(size) > FAULT_MAX {
+            return;
+        }
+        let Ok(Entry::File(FileKind::Npy(array, _))) = self.entry(ino) else {
+            return;
+        };
+        let Some(npy) = self.npy_view(*array) else {
+            return;
+        };
+        let data_at = |at: u64| -> Option<(ChunkId, usize)> {
+            let w = npy.window(at, 1);
+            if !w.header.is_empty() || w.out_len == 0 {
+                return None;
+            }
+            let run = npy.layout().runs(w.data.start, 1).next()?;
+            Some((ChunkId::new(*array, run.chunk as usize), run.src as usize))
+        };
+        let Some(own) = data_at(offset) else {
+            return;
+        };
+        let store = self.reader.pinned(*array);
+        let wants = below_pages(&npy, offset).filter_map(data_at);
+        self.reader
+            .prefetch_blocks(&store, own, wants, BELOW_DECODES);
     }
 
     /// Appends bytes `span` of `array.npy` to `out`, when they lie in its data part and every

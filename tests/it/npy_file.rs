@@ -164,6 +164,58 @@ fn npy_tree_pages_offered_after_a_page_fault_hold_the_file_bytes() {
 }
 
 #[test]
+fn npy_tree_fault_ahead_blocks_decode_once_and_pages_hold_the_file_bytes() {
+    let Some(py) =
+        support::python("npy_tree_fault_ahead_blocks_decode_once_and_pages_hold_the_file_bytes")
+    else {
+        return;
+    };
+    let (_dir, src) = generate(&py, "gen2dwide");
+    let t = Tree::from_source(&src, opts(false)).unwrap();
+    let npy = ino(&t, "array.npy");
+    let whole = read_all(&t, npy, 1 << 20);
+    // With prefetch threads: the blocks below a fault decode on them, beside the fault's.
+    let with_prefetch = TreeOptions {
+        prefetch_chunks: 4,
+        ..opts(false)
+    };
+    let with_prefetch_rw = || TreeOptions {
+        prefetch_chunks: 4,
+        ..opts(true)
+    };
+    let t = Tree::from_source(&src, with_prefetch).unwrap();
+    let fh = t.open(npy, libc::O_RDONLY).unwrap();
+    for fault in [16 * 4096u64, 100 * 4096, 400 * 4096] {
+        t.fault_ahead(npy, fault, 4096);
+        let got = t.read(npy, fh, fault, 4096).unwrap().to_vec();
+        assert_eq!(got, whole[fault as usize..fault as usize + 4096]);
+        let pages = t.pages_near(npy, fh, fault, 4096);
+        assert!(pages.len() > 1, "pages below the fault at {fault}");
+        for (at, bytes) in &pages {
+            let at = *at as usize;
+            assert_eq!(bytes[..], whole[at..at + bytes.len()], "page at {at}");
+        }
+    }
+    assert!(t.block_cache_stats().loads > 0);
+    // Nothing is asked for on a read-write tree (its pages are never offered).
+    let w = Tree::from_source(&src, with_prefetch_rw()).unwrap();
+    w.fault_ahead(npy, 16 * 4096, 4096);
+    std::thread::sleep(Duration::from_millis(200));
+    assert_eq!(w.block_cache_stats().loads, 0);
+    // The same on a read-only tree decodes below the fault without any read.
+    let r = Tree::from_source(&src, with_prefetch).unwrap();
+    r.fault_ahead(npy, 16 * 4096, 4096);
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while r.block_cache_stats().loads == 0 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no block decoded ahead"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+#[test]
 fn npy_tree_chunk_files_and_array_npy_share_one_decode_per_chunk() {
     let Some(py) = support::python("npy_tree_chunk_files_and_array_npy_share_one_decode_per_chunk")
     else {

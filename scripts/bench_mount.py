@@ -1,0 +1,521 @@
+#!/usr/bin/env python3
+"""Every read pattern of issue 25 through a b2fs mount against python-blosc2 in-process,
+alternating in every round, each side in a fresh process (cold caches on both sides; the
+source files stay in the page cache).
+
+    .venv/bin/python scripts/bench_mount.py ROUNDS BINARY [--write BENCHMARKS.md] [--chart PNG]
+                                          [--only KEY,KEY...] [--ab OTHER_BINARY]
+    e.g. .venv/bin/python scripts/bench_mount.py 3 target/release/b2fs \\
+             --write BENCHMARKS.md --chart docs/bench.png
+
+Sources (made once in bench-data/issue25/ by python-blosc2, float64, noisy values):
+    seq.b2nd    256 MiB 1-D, chunks of 8 MiB, ZSTD clevel 5 + SHUFFLE
+    win.b2nd    256 MiB 2-D (4096, 8192), chunks (1024, 1024), python-blosc2's defaults
+                (ZSTD clevel 5 + SHUFFLE, blocks (16, 1024))
+    multi/      a directory of 4 sources of 64 MiB (1-D, as seq.b2nd)
+
+Each pattern prints b2fs / python (or b2fs / its own reference: tmpfs, one reader) per round;
+the summary is the median of the per-round ratios, with the best round. With --write the
+summary and the per-round detail replace the block between the `bench_mount` markers of the
+given markdown file; with --chart a bar chart of the medians against their targets is saved
+(matplotlib). --ab also mounts OTHER_BINARY in every round of the sequential patterns (seq,
+load) and prints this binary's rate over it (a same-run A/B against, say, main's build).
+
+"warm" 4 KiB reads (plain4k) read a 16 MiB region of the file once, then time a second pass
+over it (a region b2fs's default 256 MiB cache holds; the same offsets on a tmpfs copy).
+"""
+
+import glob
+import json
+import os
+import random
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+DATA = os.path.join(ROOT, "bench-data", "issue25")
+SEQ = os.path.join(DATA, "seq.b2nd")
+WIN = os.path.join(DATA, "win.b2nd")
+MULTI = os.path.join(DATA, "multi")
+WSHAPE = (4096, 8192)
+NWIN = 300
+NRAND = 2000
+MARK_BEGIN = "<!-- bench_mount: begin (scripts/bench_mount.py writes this block) -->"
+MARK_END = "<!-- bench_mount: end -->"
+
+
+# ---------------------------------------------------------------- sources
+
+
+def gen():
+    import blosc2
+
+    os.makedirs(MULTI, exist_ok=True)
+
+    def one_d(path, nitems, clevel):
+        if os.path.exists(path):
+            return
+        tmp = path + ".tmp"
+        cp = blosc2.CParams(codec=blosc2.Codec.ZSTD, clevel=clevel,
+                            filters=[blosc2.Filter.SHUFFLE], nthreads=2)
+        arr = blosc2.empty((nitems,), dtype=np.float64, chunks=(1 << 20,), urlpath=tmp,
+                           mode="w", cparams=cp)
+        rng = np.random.default_rng(len(path))
+        for s in range(0, nitems, 1 << 20):
+            e = min(s + (1 << 20), nitems)
+            x = np.linspace(s, e, e - s, endpoint=False) * 1e-3
+            arr[s:e] = np.round(np.sin(x) * 1000 + rng.normal(0, 1, e - s), 3)
+        del arr
+        os.replace(tmp, path)
+
+    one_d(SEQ, (256 << 20) // 8, 5)
+    for i in range(4):
+        one_d(os.path.join(MULTI, f"a{i}.b2nd"), (64 << 20) // 8, 5)
+    if not os.path.exists(WIN):
+        tmp = WIN + ".tmp"
+        arr = blosc2.empty(WSHAPE, dtype=np.float64, chunks=(1024, 1024), urlpath=tmp,
+                           mode="w")
+        rng = np.random.default_rng(42)
+        for r in range(0, WSHAPE[0], 1024):
+            x = np.linspace(r, r + 1024, 1024 * WSHAPE[1], endpoint=False)
+            x = x.reshape(1024, WSHAPE[1])
+            arr[r:r + 1024, :] = np.round(np.sin(x * 1e-3) * 1000 + rng.normal(0, 1, x.shape), 3)
+        del arr
+        os.replace(tmp, WIN)
+
+
+def warm_sources():
+    for p in [SEQ, WIN, *glob.glob(os.path.join(MULTI, "*"))]:
+        with open(p, "rb") as f:
+            while f.read(1 << 24):
+                pass
+
+
+# ---------------------------------------------------------------- children (one measurement)
+
+
+def windows(n, seed):
+    rng = np.random.default_rng(seed)
+    return [(int(rng.integers(0, WSHAPE[0] - 64)), int(rng.integers(0, WSHAPE[1] - 64)))
+            for _ in range(n)]
+
+
+def rand_offsets(n, size, seed, align):
+    rng = random.Random(seed)
+    return [rng.randrange(0, (size - 4096) // align) * align for _ in range(n)]
+
+
+def read_files(paths, bs):
+    buf = memoryview(bytearray(bs))
+    total = 0
+    for p in paths:
+        fd = os.open(p, os.O_RDONLY)
+        while (n := os.readv(fd, [buf])) > 0:
+            total += n
+        os.close(fd)
+    return total
+
+
+def child(kind, path, arg):
+    """Runs one measurement in this (fresh) process; prints JSON {seconds, n, check}."""
+    out = {}
+    if kind.startswith("py-"):
+        import blosc2
+
+        blosc2.set_nthreads(2)
+    t = time.perf_counter()
+    if kind == "py-seq":
+        # Keep the array: python-blosc2 crashes when its schunk outlives it.
+        arr = blosc2.open(path, mode="r")
+        schunk = arr.schunk
+        out["n"] = sum(len(schunk.decompress_chunk(i)) for i in range(schunk.nchunks))
+    elif kind == "mnt-seq":
+        files = sorted(glob.glob(os.path.join(path, "data", "*.bin")))
+        out["n"] = read_files(files, 1 << 20)
+    elif kind == "py-load":
+        out["n"] = blosc2.open(path, mode="r")[...].nbytes
+    elif kind == "mnt-load":
+        out["n"] = np.load(path).nbytes
+    elif kind in ("py-win", "mnt-win"):
+        arr = (blosc2.open(path, mode="r") if kind == "py-win"
+               else np.load(path, mmap_mode="r"))
+        ws = windows(NWIN, int(arg))
+        s = 0.0
+        t = time.perf_counter()
+        for r, c in ws:
+            s += float(np.array(arr[r:r + 64, c:c + 64])[0, 0])
+        out["seconds"] = time.perf_counter() - t
+        t2 = time.perf_counter()
+        for r, c in ws:
+            s += float(np.array(arr[r:r + 64, c:c + 64])[0, 0])
+        out["again"] = time.perf_counter() - t2
+        out["n"], out["check"] = NWIN, s
+    elif kind == "py-rand1d":
+        arr = blosc2.open(path, mode="r")
+        schunk = arr.schunk
+        offs = rand_offsets(NRAND, schunk.nbytes, 5, 8)
+        t = time.perf_counter()
+        out["check"] = sum(schunk.get_slice(o // 8, o // 8 + 512)[0] for o in offs)
+        out["n"] = NRAND
+    elif kind == "mnt-rand1d":
+        chunk = 8 << 20
+        files = sorted(glob.glob(os.path.join(path, "data", "*.bin")))
+        offs = rand_offsets(NRAND, len(files) * chunk, 5, 8)
+        fds = [os.open(f, os.O_RDONLY) for f in files]
+        t = time.perf_counter()
+        out["check"] = sum(os.pread(fds[o // chunk], 4096, o % chunk)[0] for o in offs)
+        out["n"] = NRAND
+    elif kind == "py-rand2d":
+        arr = blosc2.open(path, mode="r")
+        rng = np.random.default_rng(9)
+        rcs = [(int(rng.integers(0, WSHAPE[0])), int(rng.integers(0, WSHAPE[1] - 512)))
+               for _ in range(NRAND)]
+        t = time.perf_counter()
+        out["check"] = float(sum(arr[r, c:c + 512][0] for r, c in rcs))
+        out["n"] = NRAND
+    elif kind == "mnt-rand2d":
+        rng = np.random.default_rng(9)
+        rcs = [(int(rng.integers(0, WSHAPE[0])), int(rng.integers(0, WSHAPE[1] - 512)))
+               for _ in range(NRAND)]
+        fd = os.open(path, os.O_RDONLY)
+        hlen = len(os.pread(fd, 4096, 0).split(b"\n", 1)[0]) + 1
+        t = time.perf_counter()
+        s = 0.0
+        for r, c in rcs:
+            b = os.pread(fd, 4096, hlen + (r * WSHAPE[1] + c) * 8)
+            s += float(np.frombuffer(b, np.float64, 1)[0])
+        out["check"], out["n"] = s, NRAND
+    elif kind == "plain-4k":
+        # Warm 4 KiB random preads of aligned pages (fio psync randread's pattern): one pass
+        # to warm, one timed.
+        files = path.split(",")
+        size = min([os.path.getsize(f) for f in files] + [16 << 20])
+        offs = rand_offsets(NRAND * 5, size, 3, 4096)
+        fds = [os.open(f, os.O_RDONLY) for f in files]
+        for i, o in enumerate(offs):
+            os.pread(fds[i % len(fds)], 4096, o)
+        t = time.perf_counter()
+        for i, o in enumerate(offs):
+            os.pread(fds[i % len(fds)], 4096, o)
+        out["n"] = len(offs)
+    elif kind == "dd":
+        subprocess.run(["dd", f"if={path}", "of=/dev/null", f"bs={arg}"], check=True,
+                       capture_output=True)
+        out["n"] = os.path.getsize(path)
+    elif kind == "stream-leaves":
+        leaves = path.split(",")
+        procs = [subprocess.Popen([sys.executable, __file__, "child", "mnt-seq", leaf, "0"],
+                                  stdout=subprocess.PIPE) for leaf in leaves]
+        out["n"] = sum(json.loads(p.communicate()[0])["n"] for p in procs)
+    else:
+        raise SystemExit(f"unknown child {kind}")
+    out.setdefault("seconds", time.perf_counter() - t)
+    print(json.dumps(out), flush=True)
+
+
+def run(kind, path, arg="0"):
+    res = subprocess.run([sys.executable, __file__, "child", kind, path, str(arg)],
+                         check=True, capture_output=True, text=True)
+    return json.loads(res.stdout)
+
+
+# ---------------------------------------------------------------- mounts
+
+
+def is_mounted(mp):
+    with open("/proc/self/mountinfo") as f:
+        return any(line.split()[4] == mp for line in f)
+
+
+class Mounted:
+    """A fresh foreground mount of SOURCE (read-only, extra options) at a temp mount point."""
+
+    def __init__(self, binary, source, opts=()):
+        self.binary, self.mp = binary, os.path.realpath(tempfile.mkdtemp())
+        o = ",".join(["ro", *opts])
+        self.proc = subprocess.Popen([binary, "mount", "-f", "-o", o, source, self.mp],
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        for _ in range(500):
+            if is_mounted(self.mp):
+                break
+            time.sleep(0.02)
+        else:
+            raise SystemExit(f"{binary}: mount of {source} did not come up")
+
+    def hwm_mib(self):
+        with open(f"/proc/{self.proc.pid}/status") as f:
+            return next(int(x.split()[1]) // 1024 for x in f if x.startswith("VmHWM"))
+
+    def close(self):
+        subprocess.run([self.binary, "umount", self.mp], check=False, capture_output=True)
+        self.proc.wait()
+        os.rmdir(self.mp)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+# ---------------------------------------------------------------- patterns
+
+
+def rate(d):
+    return d["n"] / d["seconds"]
+
+
+# A binary to compare with in the same rounds (--ab), for the sequential patterns.
+AB = None
+
+
+def ab(kind, src, rel, ours):
+    """` | --ab binary X MiB/s (ours / it)` when --ab is given."""
+    if AB is None:
+        return ""
+    with Mounted(AB, src) as m:
+        other = run(kind, os.path.join(m.mp, rel) if rel else m.mp)
+    return (f"; {os.path.basename(AB)} {rate(other) / 2**20:.0f} MiB/s,"
+            f" this / it {rate(ours) / rate(other):.2f}x")
+
+
+def p_seq_chunks(b):
+    py = run("py-seq", SEQ)
+    with Mounted(b, SEQ) as m:
+        ours = run("mnt-seq", m.mp)
+    assert py["n"] == ours["n"], (py, ours)
+    return rate(ours) / rate(py), (f"python {rate(py) / 2**20:.0f} MiB/s, b2fs {rate(ours) / 2**20:.0f} MiB/s"
+                                   + ab("mnt-seq", SEQ, "", ours))
+
+
+def p_load(b):
+    py = run("py-load", WIN)
+    with Mounted(b, WIN) as m:
+        ours = run("mnt-load", os.path.join(m.mp, "array.npy"))
+    return rate(ours) / rate(py), (f"python {rate(py) / 2**20:.0f} MiB/s, b2fs {rate(ours) / 2**20:.0f} MiB/s"
+                                   + ab("mnt-load", WIN, "array.npy", ours))
+
+
+def p_windows(opts):
+    def f(b, seed=[0]):
+        seed[0] += 1
+        py = run("py-win", WIN, seed[0])
+        with Mounted(b, WIN, opts) as m:
+            ours = run("mnt-win", os.path.join(m.mp, "array.npy"), seed[0])
+        assert py["check"] == ours["check"], "the windows differ"
+        again = (ours["n"] / ours["again"]) / rate(py)
+        return rate(ours) / rate(py), (f"python {rate(py):.0f}/s, b2fs {rate(ours):.0f}/s, "
+                                       f"b2fs again {ours['n'] / ours['again']:.0f}/s ({again:.0f}x)")
+    return f
+
+
+def p_rand1d(b):
+    py = run("py-rand1d", SEQ)
+    with Mounted(b, SEQ) as m:
+        ours = run("mnt-rand1d", m.mp)
+    return rate(ours) / rate(py), f"python {rate(py):.0f}/s, b2fs {rate(ours):.0f}/s"
+
+
+def p_rand2d(b):
+    py = run("py-rand2d", WIN)
+    with Mounted(b, WIN) as m:
+        ours = run("mnt-rand2d", os.path.join(m.mp, "array.npy"))
+    assert abs(py["check"] - ours["check"]) < 1e-6 * abs(py["check"]) + 1e-6
+    return rate(ours) / rate(py), f"python {rate(py):.0f}/s, b2fs {rate(ours):.0f}/s"
+
+
+def p_plain4k(b):
+    shm = tempfile.mkdtemp(dir="/dev/shm")
+    try:
+        with Mounted(b, WIN) as m:
+            npy = os.path.join(m.mp, "array.npy")
+            ours = run("plain-4k", npy)
+            shutil.copy(npy, os.path.join(shm, "array.npy"))
+            chunks = ",".join(sorted(glob.glob(os.path.join(m.mp, "data", "*.bin")))[:2])
+            onchunks = run("plain-4k", chunks)
+        tmpfs = run("plain-4k", os.path.join(shm, "array.npy"))
+    finally:
+        shutil.rmtree(shm)
+    return rate(ours) / rate(tmpfs), (f"tmpfs {rate(tmpfs):.0f}/s, b2fs array.npy {rate(ours):.0f}/s,"
+                                      f" b2fs chunk files {rate(onchunks):.0f}/s")
+
+
+def p_dd(b):
+    with Mounted(b, WIN) as m:
+        small = run("dd", os.path.join(m.mp, "array.npy"), "4k")
+    with Mounted(b, WIN) as m:
+        big = run("dd", os.path.join(m.mp, "array.npy"), "1M")
+    return rate(small) / rate(big), (f"bs=1M {rate(big) / 2**20:.0f} MiB/s,"
+                                     f" bs=4k {rate(small) / 2**20:.0f} MiB/s")
+
+
+def many_readers(npy, nproc, opener=False):
+    """`nproc` processes each mapping `npy` once and reading the same windows twice (two
+    epochs, each in its own order); with `opener`, another process opens and closes the
+    file in a loop meanwhile. Returns each reader's windows/s."""
+    code = (
+        "import sys, time, numpy as np, random\n"
+        "m = np.load(sys.argv[1], mmap_mode='r')\n"
+        "rng = np.random.default_rng(3)\n"
+        f"ws = [(int(rng.integers(0, {WSHAPE[0] - 64})), int(rng.integers(0, {WSHAPE[1] - 64})))"
+        f" for _ in range({NWIN})]\n"
+        "s = 0.0\n"
+        "t = time.perf_counter()\n"
+        "for e in range(2):\n"
+        "    random.Random(int(sys.argv[2]) * 10 + e).shuffle(ws)\n"
+        "    for r, c in ws:\n"
+        "        s += float(np.array(m[r:r + 64, c:c + 64])[0, 0])\n"
+        "print(2 * len(ws) / (time.perf_counter() - t))\n"
+    )
+    op = None
+    if opener:
+        op = subprocess.Popen([sys.executable, "-c",
+                               "import os, sys\nwhile True:\n"
+                               "    fd = os.open(sys.argv[1], os.O_RDONLY); os.read(fd, 128); os.close(fd)\n",
+                               npy])
+    procs = [subprocess.Popen([sys.executable, "-c", code, npy, str(i)], stdout=subprocess.PIPE,
+                              text=True) for i in range(nproc)]
+    rates = [float(p.communicate()[0]) for p in procs]
+    if op:
+        op.kill()
+        op.wait()
+    return rates
+
+
+def p_many(b):
+    with Mounted(b, WIN) as m:
+        alone = many_readers(os.path.join(m.mp, "array.npy"), 1)[0]
+    with Mounted(b, WIN) as m:
+        four = many_readers(os.path.join(m.mp, "array.npy"), 4)
+    return min(four) / alone, (f"alone {alone:.0f}/s, 4 readers "
+                               + "/".join(f"{r:.0f}" for r in four) + " per s")
+
+
+def p_opener(b):
+    with Mounted(b, WIN) as m:
+        alone = many_readers(os.path.join(m.mp, "array.npy"), 1)[0]
+    with Mounted(b, WIN) as m:
+        busy = many_readers(os.path.join(m.mp, "array.npy"), 1, opener=True)[0]
+    return busy / alone, f"alone {alone:.0f}/s, while another process opens the file {busy:.0f}/s"
+
+
+def p_scaling(b):
+    leaves = [os.path.join("{mp}", f"a{i}.b2nd") for i in range(4)]
+    with Mounted(b, MULTI) as m:
+        one = run("stream-leaves", leaves[0].format(mp=m.mp))
+    with Mounted(b, MULTI) as m:
+        four = run("stream-leaves", ",".join(x.format(mp=m.mp) for x in leaves))
+        hwm = m.hwm_mib()
+    return rate(four) / rate(one), (f"1 reader {rate(one) / 2**20:.0f} MiB/s, 4 readers"
+                                    f" {rate(four) / 2**20:.0f} MiB/s, daemon peak RSS {hwm} MiB"
+                                    " (cache_size 256 MiB)")
+
+
+PATTERNS = [
+    # (key, description, target, function)
+    ("seq", "cold sequential read of every chunk file (1 MiB reads) / `decompress_chunk`", 1.2, p_seq_chunks),
+    ("load", "cold `np.load(array.npy)` / `arr[...]` (2-D)", 1.2, p_load),
+    ("win", "300 random 64x64 windows, `mmap_mode='r'` / `arr[w]`, default mount", 1.0, p_windows(())),
+    ("win-kc", "300 random 64x64 windows, `mmap_mode='r'` / `arr[w]`, `-o keep_cache`", 1.0,
+     p_windows(("keep_cache",))),
+    ("rand1d", "2000 cold 4 KiB `pread`s of chunk files / `get_slice`", 1.0, p_rand1d),
+    ("rand2d", "2000 cold 4 KiB `pread`s of `array.npy` / `arr[r, c:c+512]`", 1.0, p_rand2d),
+    ("plain4k", "warm 4 KiB random `pread`s of `array.npy` / the same file on tmpfs", 0.2, p_plain4k),
+    ("dd", "`dd bs=4k` / `dd bs=1M` of `array.npy`", 0.5, p_dd),
+    ("many", "4 processes mapping `array.npy`: slowest / one alone", 0.5, p_many),
+    ("opener", "a mapped reader while another process opens the file / alone", 0.5, p_opener),
+    ("scale", "4 readers streaming 4 arrays / 1 reader (aggregate)", 1.6, p_scaling),
+]
+
+
+def load_avg():
+    with open("/proc/loadavg") as f:
+        return f.read().split()[0]
+
+
+def main():
+    if sys.argv[1] == "child":
+        child(sys.argv[2], sys.argv[3], sys.argv[4])
+        return
+    rounds, binary = int(sys.argv[1]), os.path.realpath(sys.argv[2])
+    args = sys.argv[3:]
+    write = args[args.index("--write") + 1] if "--write" in args else None
+    chart = args[args.index("--chart") + 1] if "--chart" in args else None
+    only = args[args.index("--only") + 1].split(",") if "--only" in args else None
+    global AB
+    AB = os.path.realpath(args[args.index("--ab") + 1]) if "--ab" in args else None
+    pats = [p for p in PATTERNS if only is None or p[0] in only]
+    gen()
+    warm_sources()
+    results = {k: [] for k, *_ in pats}
+    loads = []
+    for r in range(1, rounds + 1):
+        for key, desc, target, f in pats:
+            loads.append(float(load_avg()))
+            ratio, detail = f(binary)
+            results[key].append((ratio, detail))
+            print(f"round {r} {key}: {ratio:.2f}x (target {target}x) {detail}", flush=True)
+    rev = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
+                         text=True).stdout.strip()
+    head = (f"`{' '.join(['.venv/bin/python', 'scripts/bench_mount.py', *sys.argv[1:]])}` on "
+            f"`{rev}`, {os.cpu_count()} vCPUs, load average {min(loads):.1f}-{max(loads):.1f}"
+            f" during the run, {time.strftime('%Y-%m-%d %H:%M')}")
+    lines = [MARK_BEGIN, "", head, "",
+             "| pattern | target | median | best | met |", "| --- | --- | --- | --- | --- |"]
+    summary = []
+    for key, desc, target, _ in pats:
+        ratios = [x for x, _ in results[key]]
+        med, best = statistics.median(ratios), max(ratios)
+        summary.append((key, med, best, target))
+        lines.append(f"| {desc} | >= {target} | **{med:.2f}x** | {best:.2f}x |"
+                     f" {'yes' if med >= target else 'no'} |")
+    lines += ["", "Per round:", ""]
+    for key, desc, target, _ in pats:
+        for i, (ratio, detail) in enumerate(results[key], 1):
+            lines.append(f"- {key}, round {i}: {ratio:.2f}x ({detail})")
+    lines += ["", MARK_END]
+    block = "\n".join(lines)
+    print(block)
+    if write:
+        text = open(write).read()
+        if MARK_BEGIN in text and MARK_END in text:
+            pre, rest = text.split(MARK_BEGIN, 1)
+            post = rest.split(MARK_END, 1)[1]
+            text = pre + block + post
+        else:
+            text = text + "\n" + block + "\n"
+        with open(write, "w") as f:
+            f.write(text)
+    if chart:
+        import matplotlib
+        import matplotlib.ticker
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+
+        fig, ax = plt.subplots(figsize=(9, 4))
+        xs = range(len(summary))
+        ax.bar(xs, [s[1] for s in summary], color=["tab:green" if s[1] >= s[3] else "tab:red"
+                                                   for s in summary], label="median ratio")
+        ax.scatter(xs, [s[2] for s in summary], color="black", marker="_", s=200, label="best round")
+        ax.scatter(xs, [s[3] for s in summary], color="tab:blue", marker="D", label="target")
+        ax.set_xticks(list(xs), [s[0] for s in summary], rotation=30)
+        ax.set_yscale("log")
+        ax.yaxis.set_major_formatter(matplotlib.ticker.FormatStrFormatter("%.1fx"))
+        ax.yaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
+        ax.set_yticks([0.1, 0.2, 0.5, 1, 2, 5, 10])
+        ax.set_ylabel("b2fs / reference (higher is better)")
+        ax.set_title(f"b2fs against its references (issue 25), {rev}")
+        ax.legend()
+        fig.tight_layout()
+        fig.savefig(chart, dpi=100)
+
+
+if __name__ == "__main__":
+    main()

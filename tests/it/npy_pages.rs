@@ -1,0 +1,195 @@
+//! The kernel's pages of `array.npy` on real mounts (issue 25), seen through `mincore(2)` of a
+//! shared mapping: plain `pread`s of page-aligned 4 KiB are not taken for page faults (no
+//! pages are stored for them); a fault still gets its neighbours stored; an `open` of the file
+//! by another process keeps a mapped reader's pages; and a commit of a chunk the file shows
+//! still drops them at the next open (a new mapping shows the new bytes).
+
+use std::fs::File;
+use std::os::fd::AsRawFd;
+use std::os::unix::fs::FileExt;
+use std::path::Path;
+use std::process::Command;
+
+use crate::support::{Mount, fuse_and_python, run_python};
+
+const PAGE: usize = 4096;
+
+/// A read-only shared mapping of a whole file, unmapped on drop.
+struct Map {
+    ptr: *mut libc::c_void,
+    len: usize,
+}
+
+impl Map {
+    fn new(f: &File) -> Map {
+        let len = f.metadata().unwrap().len() as usize;
+        // SAFETY: a fresh read-only shared mapping of a file we keep open; checked for failure.
+        let ptr = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ,
+                libc::MAP_SHARED,
+                f.as_raw_fd(),
+                0,
+            )
+        };
+        assert_ne!(ptr, libc::MAP_FAILED, "mmap of array.npy");
+        Map { ptr, len }
+    }
+
+    /// The byte at `at`, read through the mapping (a page fault when its page is not cached).
+    fn byte(&self, at: usize) -> u8 {
+        assert!(at < self.len);
+        // SAFETY: `at` is inside the mapping, which lives as long as `self`.
+        unsafe { std::ptr::read_volatile((self.ptr as *const u8).add(at)) }
+    }
+
+    /// Bytes `at..at + n` read through the mapping.
+    fn bytes(&self, at: usize, n: usize) -> Vec<u8> {
+        (at..at + n).map(|i| self.byte(i)).collect()
+    }
+
+    /// How many pages of the file are in the kernel's page cache.
+    fn resident(&self) -> usize {
+        let mut vec = vec![0u8; self.len.div_ceil(PAGE)];
+        // SAFETY: `vec` has one byte per page of the mapping.
+        let rc = unsafe { libc::mincore(self.ptr, self.len, vec.as_mut_ptr()) };
+        assert_eq!(rc, 0, "mincore");
+        vec.iter().filter(|&&b| b & 1 == 1).count()
+    }
+}
+
+impl Drop for Map {
+    fn drop(&mut self) {
+        // SAFETY: the mapping made in `new`, unmapped once.
+        unsafe { libc::munmap(self.ptr, self.len) };
+    }
+}
+
+/// A 300 x 1100 float64 b2nd (rows of 8,800 bytes, chunks 70 x 300, blocks 20 x 120): its
+/// `array.npy` holds 645 pages.
+fn gen_wide(py: &Path) -> (tempfile::TempDir, std::path::PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("a.b2nd");
+    run_python(
+        py,
+        &[
+            "scripts/oracle/npy_check.py",
+            "gen2dwide",
+            src.to_str().unwrap(),
+        ],
+    );
+    (dir, src)
+}
+
+/// Another process opens and closes `path` (reading one byte).
+fn open_elsewhere(path: &Path) {
+    let st = Command::new("head")
+        .args(["-c", "1"])
+        .arg(path)
+        .stdout(std::process::Stdio::null())
+        .status()
+        .unwrap();
+    assert!(st.success());
+}
+
+#[test]
+fn npy_pages_plain_reads_store_nothing_and_opens_keep_a_mapped_readers_pages() {
+    let Some(py) = fuse_and_python(
+        "npy_pages_plain_reads_store_nothing_and_opens_keep_a_mapped_readers_pages",
+    ) else {
+        return;
+    };
+    let (_dir, src) = gen_wide(&py);
+    let m = Mount::daemon(&src, &["ro"]);
+    let path = m.path("array.npy");
+    let mapped = File::open(&path).unwrap();
+    let map = Map::new(&mapped);
+    assert_eq!(map.resident(), 0, "a fresh mapping of a direct-I/O file");
+    // Plain page-aligned 4 KiB reads (fio psync, dd bs=4k): nothing stored around them.
+    let plain = File::open(&path).unwrap();
+    let mut page = vec![0u8; PAGE];
+    for p in [16, 17, 100, 300] {
+        plain.read_exact_at(&mut page, (p * PAGE) as u64).unwrap();
+    }
+    assert_eq!(
+        map.resident(),
+        0,
+        "plain reads were served as page faults (pages stored for them)"
+    );
+    // A page fault: its page and the neighbours its decode holds.
+    let got = map.bytes(100 * PAGE, PAGE);
+    plain.read_exact_at(&mut page, (100 * PAGE) as u64).unwrap();
+    assert_eq!(got, page, "the mapping and read(2) agree");
+    // The store thread may finish after the answer (a loaded machine): wait for it.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while map.resident() <= 1 && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    let after_fault = map.resident();
+    assert!(
+        after_fault > 1,
+        "a fault stores the pages near it ({after_fault} resident)"
+    );
+    // Another process opening the file (np.load(mmap_mode='r') in a worker) keeps them.
+    open_elsewhere(&path);
+    drop(plain);
+    let _again = File::open(&path).unwrap();
+    assert!(
+        map.resident() >= after_fault,
+        "an open dropped a mapped reader's pages ({} of {after_fault} left)",
+        map.resident()
+    );
+    drop((map, mapped, _again));
+    m.umount();
+}
+
+#[test]
+fn npy_pages_a_commit_still_drops_the_pages_of_what_changed() {
+    let Some(py) = fuse_and_python("npy_pages_a_commit_still_drops_the_pages_of_what_changed")
+    else {
+        return;
+    };
+    let (_dir, src) = gen_wide(&py);
+    let m = Mount::daemon(&src, &[]);
+    let path = m.path("array.npy");
+    let mapped = File::open(&path).unwrap();
+    let map = Map::new(&mapped);
+    let mut head = vec![0u8; 256];
+    mapped.read_exact_at(&mut head, 0).unwrap();
+    let hlen = head.iter().position(|&b| b == b'\n').unwrap() + 1;
+    // Item (0, 0) (0.0) and item (0, 1) of chunk 1 (column 300: 75.0) through the mapping.
+    let first = |map: &Map| f64::from_le_bytes(map.bytes(hlen, 8).try_into().unwrap());
+    let col300 = hlen + 300 * 8;
+    let other = |map: &Map| f64::from_le_bytes(map.bytes(col300, 8).try_into().unwrap());
+    assert_eq!(first(&map), 0.0);
+    assert_eq!(other(&map), 75.0);
+    let cached = map.resident();
+    assert!(cached >= 1);
+    // An open with nothing changed keeps them.
+    open_elsewhere(&path);
+    assert!(map.resident() >= cached, "an open dropped unchanged pages");
+    // Item (0, 0) changed through chunk file 0 and committed at its close.
+    {
+        let f = std::fs::OpenOptions::new()
+            .write(true)
+            .open(m.path("data/00000000.bin"))
+            .unwrap();
+        f.write_all_at(&42.5f64.to_le_bytes(), 0).unwrap();
+    }
+    // The next open of array.npy drops its pages (the mapping's own descriptor still reads
+    // the version it opened); a new mapping shows the commit.
+    open_elsewhere(&path);
+    assert_eq!(
+        map.resident(),
+        0,
+        "an open after a commit kept the file's pages"
+    );
+    let fresh = File::open(&path).unwrap();
+    let new = Map::new(&fresh);
+    assert_eq!(first(&new), 42.5);
+    assert_eq!(other(&new), 75.0);
+    drop((new, fresh, map, mapped));
+    m.umount();
+}
