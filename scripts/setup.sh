@@ -37,3 +37,17 @@ if [ ! -x .venv/bin/moto_server ]; then
     echo "setup: installing moto[server] (S3 server of the remote tests)" >&2
     "$PY" -m pip install -q --disable-pip-version-check "moto[server]==5.2.5"
 fi
+# Caterva2's server (the Caterva2 tests start cat2-server on 127.0.0.1): it needs Python 3.12,
+# so it lives in a venv of its own, .venv-cat2 (about 2.5 min to install here).
+CAT2_PY="${CAT2_PYTHON:-/root/.pyenv/versions/3.12.1/bin/python3.12}"
+if [ ! -x .venv-cat2/bin/python ] || ! .venv-cat2/bin/python -c "import caterva2.services.server" >/dev/null 2>&1; then
+    if [ -x "$CAT2_PY" ] || command -v python3.12 >/dev/null 2>&1; then
+        [ -x "$CAT2_PY" ] || CAT2_PY="$(command -v python3.12)"
+        echo "setup: creating .venv-cat2 with caterva2[server] (the Caterva2 tests' server)" >&2
+        "$CAT2_PY" -m venv .venv-cat2
+        .venv-cat2/bin/python -m pip install -q --disable-pip-version-check \
+            "caterva2[server]==2026.9.2"
+    else
+        echo "setup: no Python 3.12: the Caterva2 tests will skip (set CAT2_PYTHON)" >&2
+    fi
+fi

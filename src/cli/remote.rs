@@ -213,11 +213,9 @@ pub fn set_option(o: &mut RemoteOptions, key: &str, value: Option<&str>) -> Resu
         }
         "cache_dir_size" => {
             let v = need()?;
-            o.cache_dir_size = parse_size(v)
-                .filter(|&n| n >= 1 << 20)
-                .ok_or_else(|| {
-                    format!("option 'cache_dir_size': expected a size of 1M or more, got '{v}'")
-                })? as u64;
+            o.cache_dir_size = parse_size(v).filter(|&n| n >= 1 << 20).ok_or_else(|| {
+                format!("option 'cache_dir_size': expected a size of 1M or more, got '{v}'")
+            })? as u64;
         }
         "caterva2" => {
             if value.is_some() {

@@ -69,9 +69,7 @@ fn parse(url: &str) -> Option<Target> {
     let segments: Vec<String> = parsed
         .path_segments()?
         .filter(|s| !s.is_empty())
-        .map(|s| {
-            percent_decode(s)
-        })
+        .map(|s| percent_decode(s))
         .collect();
     let origin = parsed.origin().ascii_serialization();
     let at = segments.iter().position(|s| s == "roots");
@@ -94,7 +92,11 @@ fn percent_decode(s: &str) -> String {
     let mut i = 0;
     while i < b.len() {
         let hex = |c: u8| (c as char).to_digit(16);
-        match (b[i], b.get(i + 1).and_then(|&c| hex(c)), b.get(i + 2).and_then(|&c| hex(c))) {
+        match (
+            b[i],
+            b.get(i + 1).and_then(|&c| hex(c)),
+            b.get(i + 2).and_then(|&c| hex(c)),
+        ) {
             (b'%', Some(h), Some(l)) => {
                 out.push((h * 16 + l) as u8);
                 i += 3;
@@ -273,7 +275,12 @@ async fn login(
             let (k, v) = kv.split_once('=')?;
             (k.trim() == "c2subauth").then(|| v.trim().to_owned())
         })
-        .ok_or_else(|| err(RemoteErrorKind::Protocol, format!("{what}: no c2subauth cookie")))
+        .ok_or_else(|| {
+            err(
+                RemoteErrorKind::Protocol,
+                format!("{what}: no c2subauth cookie"),
+            )
+        })
 }
 
 /// `GET url` within `deadline`: the body (at most [`LIST_MAX`] bytes) of a 2xx answer.
@@ -304,12 +311,14 @@ async fn get_json(
         serde_json::from_slice(&body)
             .map_err(|e| err(RemoteErrorKind::Protocol, format!("{url}: not JSON: {e}")))
     };
-    tokio::time::timeout(deadline, fetch).await.unwrap_or_else(|_| {
-        Err(err(
-            RemoteErrorKind::Network,
-            format!("{url}: no answer within {:.1} s", deadline.as_secs_f64()),
-        ))
-    })
+    tokio::time::timeout(deadline, fetch)
+        .await
+        .unwrap_or_else(|_| {
+            Err(err(
+                RemoteErrorKind::Network,
+                format!("{url}: no answer within {:.1} s", deadline.as_secs_f64()),
+            ))
+        })
 }
 
 /// The URL path segments of `text` (`ROOT/dir/x.b2nd`), percent-encoded for a URL.
@@ -457,9 +466,9 @@ impl Caterva2 {
             let api = self.api_path(root);
             let url = format!("{base}/api/list/{}", encode_path(&api));
             let v = rt.block_on(get_json(http, &url, deadline))?;
-            let list = v.as_array().ok_or_else(|| {
-                err(RemoteErrorKind::Protocol, format!("{url}: not a JSON list"))
-            })?;
+            let list = v
+                .as_array()
+                .ok_or_else(|| err(RemoteErrorKind::Protocol, format!("{url}: not a JSON list")))?;
             for name in list.iter().filter_map(|n| n.as_str()) {
                 if all.len() >= FILES_MAX {
                     return Err(err(
@@ -524,7 +533,10 @@ impl Caterva2 {
         let mut out = Vec::with_capacity(rels.len());
         for batch in rels.chunks(OPEN_PARALLEL) {
             std::thread::scope(|s| {
-                let handles: Vec<_> = batch.iter().map(|r| s.spawn(move || self.open(r))).collect();
+                let handles: Vec<_> = batch
+                    .iter()
+                    .map(|r| s.spawn(move || self.open(r)))
+                    .collect();
                 for h in handles {
                     out.push(h.join().unwrap_or_else(|_| {
                         Err(err(RemoteErrorKind::Protocol, "store open panicked"))
@@ -546,7 +558,11 @@ impl ByteTree for Caterva2 {
     }
 
     fn open_file(&self, rel: &str) -> std::io::Result<Arc<dyn ByteSource>> {
-        if self.names.binary_search_by(|n| n.as_str().cmp(rel)).is_err() {
+        if self
+            .names
+            .binary_search_by(|n| n.as_str().cmp(rel))
+            .is_err()
+        {
             return Err(std::io::Error::new(
                 std::io::ErrorKind::NotFound,
                 format!("{rel} is not one of the datasets listed"),

@@ -259,7 +259,10 @@ impl DiskCache {
         let pending = &self.stats.pending;
         if pending.fetch_add(n, Ordering::AcqRel) + n > PENDING_MAX {
             pending.fetch_sub(n, Ordering::AcqRel);
-            log::debug!("disk cache: {} bytes waiting, not storing more", PENDING_MAX);
+            log::debug!(
+                "disk cache: {} bytes waiting, not storing more",
+                PENDING_MAX
+            );
             return;
         }
         let me = Arc::clone(self);
@@ -465,7 +468,10 @@ mod tests {
     fn the_bound_holds_and_least_recently_used_go_first() {
         let dir = tempfile::tempdir().unwrap();
         let c = DiskCache::open(dir.path(), 64 << 10).unwrap();
-        let e = |i: u64| c.entry("s3://b/k", "\"e\"", i * 4096..(i + 1) * 4096).unwrap();
+        let e = |i: u64| {
+            c.entry("s3://b/k", "\"e\"", i * 4096..(i + 1) * 4096)
+                .unwrap()
+        };
         // Modification times are as coarse as the kernel's tick: space the stores.
         let store = |i: u64| {
             std::thread::sleep(Duration::from_millis(10));

@@ -194,7 +194,11 @@ pub(crate) fn open_with(
     log::info!(
         "{url}: {len} bytes, ETag {}, opened with 2 requests ({} bytes) in {:.1} ms",
         head.meta.e_tag.as_deref().unwrap_or("none"),
-        head.parts.iter().chain(&tail.parts).map(Bytes::len).sum::<usize>(),
+        head.parts
+            .iter()
+            .chain(&tail.parts)
+            .map(Bytes::len)
+            .sum::<usize>(),
         t0.elapsed().as_secs_f64() * 1e3
     );
     let window_max = WINDOW_MAX.min(opts.cache_bytes as u64 / 4);
@@ -359,7 +363,8 @@ impl RemoteObject {
             Begin::Wait(f) => f,
             Begin::Lead(f) => {
                 if let Some(b) = self.from_disk(&range) {
-                    self.cache.finish(self.key_base + range.start, &f, Ok(b.clone()));
+                    self.cache
+                        .finish(self.key_base + range.start, &f, Ok(b.clone()));
                     return Ok(b);
                 }
                 self.spawn_fetch(range.clone(), vec![(range.clone(), Arc::clone(&f))]);

@@ -165,7 +165,11 @@ impl PoolBuf {
     ///
     /// # Errors
     /// The reader's, or `UnexpectedEof` when it ends first.
-    pub(crate) fn fill_from(&mut self, r: &mut impl std::io::Read, n: usize) -> std::io::Result<()> {
+    pub(crate) fn fill_from(
+        &mut self,
+        r: &mut impl std::io::Read,
+        n: usize,
+    ) -> std::io::Result<()> {
         match &mut self.store {
             Store::Heap(v) => {
                 let at = v.len();

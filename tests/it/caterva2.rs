@@ -68,7 +68,11 @@ fn cat2(test: &str) -> Option<Cat2> {
         std::fs::create_dir_all(server.join(root)).unwrap();
     }
     let conf = state.path().join("caterva2.toml");
-    std::fs::write(&conf, "[server]\nlogin = true\nregister = false\nmaxusers = 5\n").unwrap();
+    std::fs::write(
+        &conf,
+        "[server]\nlogin = true\nregister = false\nmaxusers = 5\n",
+    )
+    .unwrap();
     let port = TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
@@ -234,7 +238,11 @@ fn caterva2_public_and_login_roots_mount_as_collections_with_reference_bytes() {
     let local = Mount::daemon(&public, &["ro"]);
     let files = files_under(&local.mp);
     assert_eq!(files_under(&m.mp), files);
-    assert!(files.iter().any(|f| f.ends_with("dir1/sub/sc.b2frame/data/00000000.bin")));
+    assert!(
+        files
+            .iter()
+            .any(|f| f.ends_with("dir1/sub/sc.b2frame/data/00000000.bin"))
+    );
     assert!(files.iter().any(|f| f.ends_with("st.b2z/g/b/array.npy")));
     for f in &files {
         let (got, want) = (
@@ -247,7 +255,11 @@ fn caterva2_public_and_login_roots_mount_as_collections_with_reference_bytes() {
     // And the arrays are what python-blosc2 reads.
     for (file, path, key) in [
         ("ds-1d.b2nd/array.npy", public.join("ds-1d.b2nd"), None),
-        ("dir1/ds-2d.b2nd/array.npy", public.join("dir1/ds-2d.b2nd"), None),
+        (
+            "dir1/ds-2d.b2nd/array.npy",
+            public.join("dir1/ds-2d.b2nd"),
+            None,
+        ),
         ("big.b2nd/array.npy", public.join("big.b2nd"), None),
         ("st.b2z/g/b/array.npy", public.join("st.b2z"), Some("/g/b")),
     ] {
@@ -273,7 +285,10 @@ fn caterva2_public_and_login_roots_mount_as_collections_with_reference_bytes() {
         &m,
         &shared_url,
         "ro",
-        &[("B2FS_CATERVA2_USER", USER), ("B2FS_CATERVA2_PASSWORD", "wrong-pass")],
+        &[
+            ("B2FS_CATERVA2_USER", USER),
+            ("B2FS_CATERVA2_PASSWORD", "wrong-pass"),
+        ],
     );
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(3), "{err}");
@@ -283,9 +298,16 @@ fn caterva2_public_and_login_roots_mount_as_collections_with_reference_bytes() {
         &m,
         &shared_url,
         "ro",
-        &[("B2FS_CATERVA2_USER", USER), ("B2FS_CATERVA2_PASSWORD", PASSWORD)],
+        &[
+            ("B2FS_CATERVA2_USER", USER),
+            ("B2FS_CATERVA2_PASSWORD", PASSWORD),
+        ],
     );
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let got = std::fs::read(m.path("secret.b2nd/array.npy")).unwrap();
     assert!(got == npy_of(&py, &shared.join("secret.b2nd"), None));
     let cmdlines = std::fs::read_dir("/proc")
@@ -310,7 +332,11 @@ fn caterva2_public_and_login_roots_mount_as_collections_with_reference_bytes() {
         .output()
         .unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert!(text.contains("30000"), "{text}");
 }
 
@@ -370,7 +396,10 @@ fn caterva2_changed_dataset_and_stopped_server_fail_with_eio_and_the_mount_lives
     let e = std::fs::read(m.path("dir1/sub/sc.b2frame/data/00000000.bin")).unwrap_err();
     assert_eq!(e.raw_os_error(), Some(libc::EIO), "{e}");
     assert!(t0.elapsed() < Duration::from_secs(10), "{:?}", t0.elapsed());
-    assert!(TcpStream::connect(("127.0.0.1", srv.port)).is_err(), "the server is gone");
+    assert!(
+        TcpStream::connect(("127.0.0.1", srv.port)).is_err(),
+        "the server is gone"
+    );
     assert_eq!(std::fs::read(m.path("ds-1d.b2nd/array.npy")).unwrap(), ds1);
     assert!(std::fs::read_dir(&m.mp).unwrap().count() >= 4);
     assert!(is_mounted(&m.mp), "the mount lives");

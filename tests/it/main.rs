@@ -3,9 +3,9 @@
 mod support; // fixture paths, the python oracle, the FUSE skip/require policy, hashing
 
 mod blsk; // the 2012 blsk layout (docs/BLSK.md) against python-blosc chunks
-mod cli; // the built binary: exit codes, one-line errors, `info`
 #[cfg(feature = "remote")]
 mod caterva2; // Caterva2 roots mounted from a real cat2-server: listing, login, changes, a stopped server
+mod cli; // the built binary: exit codes, one-line errors, `info`
 mod codec; // decoding every reference-made chunk fixture, hostile chunks, range decode
 mod consistency; // issue 12: one version per open, a mount that follows other writers, the 4+1 stress test
 mod container; // every fixture kind opens with the reference's geometry/metadata; hostile sources
