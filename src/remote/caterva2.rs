@@ -69,7 +69,7 @@ fn parse(url: &str) -> Option<Target> {
     let segments: Vec<String> = parsed
         .path_segments()?
         .filter(|s| !s.is_empty())
-        .map(|s| percent_decode(s))
+        .map(percent_decode)
         .collect();
     let origin = parsed.origin().ascii_serialization();
     let at = segments.iter().position(|s| s == "roots");

@@ -338,7 +338,7 @@ impl RemoteObject {
     }
 
     /// Extent `range` read from the disk cache, checked.
-    fn from_disk(&self, range: &Range<u64>) -> Option<Bytes> {
+    fn read_disk(&self, range: &Range<u64>) -> Option<Bytes> {
         let e = self.disk_entry(range)?;
         let (d, _) = self.disk.as_ref()?;
         let len = usize::try_from(range.end - range.start).ok()?;
@@ -362,7 +362,7 @@ impl RemoteObject {
             Begin::Hit(b) => return Ok(b),
             Begin::Wait(f) => f,
             Begin::Lead(f) => {
-                if let Some(b) = self.from_disk(&range) {
+                if let Some(b) = self.read_disk(&range) {
                     self.cache
                         .finish(self.key_base + range.start, &f, Ok(b.clone()));
                     return Ok(b);

@@ -189,7 +189,7 @@ pub fn open_prefix(url: &str, opts: &RemoteOptions) -> Result<Arc<RemotePrefix>,
         })
         .filter_map(|i| match prefix.cache.begin(i as u64) {
             Begin::Lead(f) => {
-                if let Some(b) = prefix.from_disk(i) {
+                if let Some(b) = prefix.read_disk(i) {
                     prefix.cache.finish(i as u64, &f, Ok(b));
                     return None;
                 }
@@ -259,7 +259,7 @@ impl RemotePrefix {
     }
 
     /// Object `i` read whole from the disk cache, checked.
-    fn from_disk(&self, i: usize) -> Option<Bytes> {
+    fn read_disk(&self, i: usize) -> Option<Bytes> {
         let (d, e) = self.disk_entry(i)?;
         let len = usize::try_from(self.objects[i].size).ok()?;
         let b = d.get(&e, len, Some(&self.cache.pool()))?;
@@ -370,7 +370,7 @@ impl RemotePrefix {
         let whole = match self.cache.begin(i as u64) {
             Begin::Hit(b) => b,
             Begin::Wait(f) => self.wait(i, &f)?,
-            Begin::Lead(f) => match self.from_disk(i) {
+            Begin::Lead(f) => match self.read_disk(i) {
                 Some(b) => {
                     self.cache.finish(i as u64, &f, Ok(b.clone()));
                     b
