@@ -86,3 +86,17 @@ if [ "${B2FS_SKIP_ZARR_VENV:-}" != "1" ]; then
         "tensorstore==0.1.86" "numpy==2.4.6" "blosc2==4.14.1" "pandas==3.1.1"
     zarr_venv .venv-zarr311 3.11 "zarr" "zarr==3.1.6" "numpy==2.4.6"
 fi
+
+# Caterva2's server (the Caterva2 tests start cat2-server on 127.0.0.1): it needs Python 3.12,
+# so it lives in a venv of its own, .venv-cat2 (about 2.5 min to install here).
+if [ ! -x .venv-cat2/bin/python ] || ! .venv-cat2/bin/python -c "import caterva2.services.server" >/dev/null 2>&1; then
+    if CAT2_PY="${CAT2_PYTHON:-$(find_python 3.12)}"; then
+        rm -rf .venv-cat2
+        echo "setup: creating .venv-cat2 with caterva2[server] (the Caterva2 tests' server)" >&2
+        "$CAT2_PY" -m venv .venv-cat2
+        .venv-cat2/bin/python -m pip install -q --disable-pip-version-check \
+            "caterva2[server]==2026.9.2"
+    else
+        echo "setup: no Python 3.12: the Caterva2 tests will skip (set CAT2_PYTHON)" >&2
+    fi
+fi

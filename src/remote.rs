@@ -15,6 +15,10 @@
 //!   comes from `Content-Range`); a chunk read = 1 GET of the whole compressed chunk (the
 //!   container says where chunks lie, [`crate::container::ByteSource::chunk_extents`]);
 //!   sequential chunk access prefetches with a doubling window capped in bytes;
+//! - `disk`: the disk cache of those extents (`-o cache_dir=`), shared by processes, keyed
+//!   by object and version, checked when read back, bounded with LRU eviction;
+//! - `caterva2`: a Caterva2 server's root or directory (its listing API) as a collection
+//!   whose datasets open through the same plan, on one shared runtime and login cookie;
 //! - `prefix`: a prefix (`s3://bucket/dir/`, a sparse frame or bcolz root) as a
 //!   [`crate::container::ByteTree`]: listed once, its metadata objects fetched in parallel,
 //!   each object read whole in one GET into the same kind of cache.
@@ -27,7 +31,11 @@
 #[cfg(feature = "remote")]
 mod cache;
 #[cfg(feature = "remote")]
+mod caterva2;
+#[cfg(feature = "remote")]
 mod client;
+#[cfg(feature = "remote")]
+mod disk;
 #[cfg(feature = "remote")]
 mod plan;
 #[cfg(feature = "remote")]
@@ -38,7 +46,11 @@ mod prefix;
 mod seq;
 
 #[cfg(feature = "remote")]
+pub use caterva2::{Caterva2, Caterva2Target, looks_like_caterva2, open_caterva2};
+#[cfg(feature = "remote")]
 pub use client::{RemoteError, RemoteErrorKind};
+#[cfg(feature = "remote")]
+pub use disk::{DiskCache, DiskStats};
 #[cfg(feature = "remote")]
 pub use plan::{RemoteObject, RemoteStats, open};
 #[cfg(feature = "remote")]
@@ -71,6 +83,18 @@ pub struct RemoteOptions {
     /// `ca_file=PATH`: PEM certificates trusted for HTTPS besides the system's (which
     /// `SSL_CERT_FILE` / `SSL_CERT_DIR` replace, as for OpenSSL).
     pub ca_file: Option<std::path::PathBuf>,
+    /// `cache_dir=DIR`: keep fetched compressed chunks on disk there (shared by mounts).
+    pub cache_dir: Option<std::path::PathBuf>,
+    /// `cache_dir_size=SIZE`: the bound of the disk cache, in bytes.
+    pub cache_dir_size: u64,
+    /// `caterva2`: the URL is a Caterva2 server's root, directory or dataset.
+    pub caterva2: bool,
+    /// `c2_user=NAME`: log in to the Caterva2 server as this user (else
+    /// `B2FS_CATERVA2_USER`).
+    pub c2_user: Option<String>,
+    /// `c2_password_file=PATH`: the Caterva2 password is this file's first line (else
+    /// `B2FS_CATERVA2_PASSWORD`).
+    pub c2_password_file: Option<std::path::PathBuf>,
 }
 
 impl Default for RemoteOptions {
@@ -83,6 +107,11 @@ impl Default for RemoteOptions {
             timeout: Duration::from_secs(10),
             retries: 3,
             ca_file: None,
+            cache_dir: None,
+            cache_dir_size: 4 << 30,
+            caterva2: false,
+            c2_user: None,
+            c2_password_file: None,
         }
     }
 }

@@ -39,7 +39,7 @@ Mount options (-o, comma-separated, may repeat):
                   mounted); without it such a mount point is refused
 
 Remote sources (SOURCE = s3://BUCKET/KEY, s3://BUCKET/PREFIX/ for a sparse frame or bcolz
-root, or http(s)://HOST/PATH; always read-only):
+root, http(s)://HOST/PATH, or http(s)://HOST/roots/ROOT[/PATH] of Caterva2; read-only):
   endpoint=URL    S3 endpoint (path-style; http:// allowed), else AWS_ENDPOINT_URL
   region=NAME     S3 region (else AWS_REGION / AWS_DEFAULT_REGION, else us-east-1)
   no_sign_request anonymous S3 access (else credentials from the AWS_* variables)
@@ -47,6 +47,13 @@ root, or http(s)://HOST/PATH; always read-only):
   remote_timeout=SECS  deadline of one request attempt (default 10)
   remote_retries=N  retries of a failed request, with backoff (default 3)
   ca_file=PATH    PEM certificates to trust for HTTPS besides the system's (SSL_CERT_FILE)
+  cache_dir=DIR   keep fetched compressed chunks on disk in DIR, shared by mounts (checked,
+                  keyed by object and ETag); remounts read them with no GET
+  cache_dir_size=SIZE  bound of cache_dir, least recently used out (default 4G)
+  caterva2        the URL is a Caterva2 server's (implied by a /roots/@ROOT path: a root,
+                  directory or dataset as its web UI shows it)
+  c2_user=NAME    log in to Caterva2 as NAME (else B2FS_CATERVA2_USER)
+  c2_password_file=PATH  the Caterva2 password's file (else B2FS_CATERVA2_PASSWORD)
 
 Generic options that mount(8), fstab and mount.fuse3 pass (defaults, auto, noauto, user,
 users, owner, group, _netdev, nofail, dev, nodev, suid, nosuid, exec, noexec, the atime

@@ -39,6 +39,12 @@ pub fn open(url: &str, opts: &RemoteOptions) -> Result<Opened, Error> {
         path: url.into(),
         source: e,
     };
+    if opts.caterva2 || crate::remote::looks_like_caterva2(url) {
+        return open_caterva2(url, opts).map_err(|e| match e {
+            Caterva2Error::Remote(e) => remote_err(e),
+            Caterva2Error::Source(e) => source_err(e),
+        });
+    }
     // A prefix (a sparse frame or bcolz root): a URL ending in '/', or an S3 URL that names
     // no object but has objects under it.
     let is_s3 = url
@@ -93,6 +99,49 @@ pub fn open(url: &str, opts: &RemoteOptions) -> Result<Opened, Error> {
         object.stats().requests(),
         object.stats().bytes()
     );
+    Ok(opened)
+}
+
+/// Why a Caterva2 source did not open.
+#[cfg(feature = "remote")]
+enum Caterva2Error {
+    Remote(crate::remote::RemoteError),
+    Source(crate::container::ContainerError),
+}
+
+/// Opens a Caterva2 root, directory or dataset: a dataset as a single source, a `.b2z` as
+/// a store, a directory as a collection of its datasets and stores.
+#[cfg(feature = "remote")]
+fn open_caterva2(url: &str, opts: &RemoteOptions) -> Result<Opened, Caterva2Error> {
+    use crate::container::store;
+    use crate::remote::Caterva2Target as T;
+    let opened = match crate::remote::open_caterva2(url, opts).map_err(Caterva2Error::Remote)? {
+        T::Dataset(o) => Opened::Single(
+            crate::container::open_bytes(o.byte_source()).map_err(Caterva2Error::Source)?,
+        ),
+        T::Store(o) => Opened::Collection(
+            store::open_store_bytes(o.byte_source()).map_err(Caterva2Error::Source)?,
+        ),
+        T::Dir(c2, objects) => {
+            let mut stores = Vec::new();
+            for (rel, o) in objects {
+                match store::open_store_bytes(o.byte_source()) {
+                    Ok(c) => {
+                        let dir = rel.rsplit_once('/').map_or("", |(d, _)| d).to_owned();
+                        stores.push((dir, c));
+                    }
+                    Err(e) => log::warn!("{url}: {rel}: not shown: {e}"),
+                }
+            }
+            log::info!(
+                "{url}: {} datasets, {} stores, {} requests so far",
+                c2.len(),
+                stores.len(),
+                c2.stats().requests()
+            );
+            Opened::Collection(store::dir::open_listed(c2, stores))
+        }
+    };
     Ok(opened)
 }
 
@@ -158,6 +207,27 @@ pub fn set_option(o: &mut RemoteOptions, key: &str, value: Option<&str>) -> Resu
             let v = need()?;
             o.ca_file = Some(std::path::absolute(v).unwrap_or_else(|_| v.into()));
         }
+        "cache_dir" => {
+            let v = need()?;
+            o.cache_dir = Some(std::path::absolute(v).unwrap_or_else(|_| v.into()));
+        }
+        "cache_dir_size" => {
+            let v = need()?;
+            o.cache_dir_size = parse_size(v).filter(|&n| n >= 1 << 20).ok_or_else(|| {
+                format!("option 'cache_dir_size': expected a size of 1M or more, got '{v}'")
+            })? as u64;
+        }
+        "caterva2" => {
+            if value.is_some() {
+                return Err("option 'caterva2' takes no value".into());
+            }
+            o.caterva2 = true;
+        }
+        "c2_user" => o.c2_user = Some(need()?.to_owned()),
+        "c2_password_file" => {
+            let v = need()?;
+            o.c2_password_file = Some(std::path::absolute(v).unwrap_or_else(|_| v.into()));
+        }
         _ => return Ok(false),
     }
     Ok(true)
@@ -188,6 +258,21 @@ pub fn to_arg(o: &RemoteOptions) -> Vec<String> {
     if let Some(ca) = &o.ca_file {
         v.push(format!("ca_file={}", ca.display()));
     }
+    if let Some(d) = &o.cache_dir {
+        v.push(format!("cache_dir={}", d.display()));
+    }
+    if o.cache_dir_size != d.cache_dir_size {
+        v.push(format!("cache_dir_size={}", o.cache_dir_size));
+    }
+    if o.caterva2 {
+        v.push("caterva2".into());
+    }
+    if let Some(u) = &o.c2_user {
+        v.push(format!("c2_user={u}"));
+    }
+    if let Some(f) = &o.c2_password_file {
+        v.push(format!("c2_password_file={}", f.display()));
+    }
     v
 }
 
@@ -206,6 +291,11 @@ mod tests {
             ("remote_timeout", Some("0.5")),
             ("remote_retries", Some("0")),
             ("ca_file", Some("/etc/b2fs/ca.pem")),
+            ("cache_dir", Some("/var/cache/b2fs")),
+            ("cache_dir_size", Some("2G")),
+            ("caterva2", None),
+            ("c2_user", Some("me@example.com")),
+            ("c2_password_file", Some("/etc/b2fs/c2pass")),
         ] {
             assert_eq!(set_option(&mut o, k, v), Ok(true), "{k}");
         }
@@ -228,6 +318,9 @@ mod tests {
             ("remote_cache", Some("lots")),
             ("remote_timeout", Some("0")),
             ("remote_retries", Some("99")),
+            ("cache_dir_size", Some("1K")),
+            ("caterva2", Some("yes")),
+            ("c2_user", None),
         ] {
             assert!(set_option(&mut o, k, v).is_err(), "{k}={v:?}");
         }

@@ -24,6 +24,16 @@ pub trait ByteTree: Send + Sync + std::fmt::Debug {
     fn root(&self) -> &Path;
     /// The file named `rel`, if there is one.
     fn file(&self, rel: &str) -> Option<Arc<dyn ByteSource>>;
+    /// [`ByteTree::file`] for a file that is a collection's leaf, with why it cannot be
+    /// opened (a tree whose files open lazily, over the network, says more than "absent").
+    ///
+    /// # Errors
+    /// Why the file cannot be read; by default, that the tree has no such file.
+    fn open_file(&self, rel: &str) -> std::io::Result<Arc<dyn ByteSource>> {
+        self.file(rel).ok_or_else(|| {
+            std::io::Error::new(std::io::ErrorKind::NotFound, format!("no file {rel}"))
+        })
+    }
     /// Whether `rel` is a directory (some file's name starts with `rel/`).
     fn is_dir(&self, rel: &str) -> bool;
     /// The relative name of every file, sorted.

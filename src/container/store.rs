@@ -118,7 +118,8 @@ pub enum Location {
     },
     /// A frame file of a `.b2d` store.
     File(PathBuf),
-    /// A frame file of a `.b2d` store under a remote prefix: its name in the prefix.
+    /// A frame file of a byte tree (a `.b2d` store under a remote prefix, a directory of a
+    /// remote server): its name in the tree.
     TreeFile(String),
     /// An embedded value: `len` bytes at `offset` of `embed.b2e`'s stream.
     Embedded {
@@ -153,7 +154,8 @@ struct Shared {
     scratch: OnceLock<Result<tempfile::TempDir, String>>,
     /// Leaves opened so far ([`Collection::leaves_opened`]).
     opened: AtomicUsize,
-    /// The tree of a `.b2d` store under a remote prefix ([`Location::TreeFile`]).
+    /// The byte tree of a `.b2d` store under a remote prefix, or of a remote directory of
+    /// sources ([`Location::TreeFile`]).
     tree: Option<Arc<dyn super::ByteTree>>,
 }
 
@@ -387,7 +389,11 @@ impl Leaf {
             Location::File(p) => Array::open_frame_at(p, 0).map(Container::Array),
             Location::TreeFile(rel) => {
                 let tree = self.shared.tree.as_ref().ok_or_else(|| internal(store))?;
-                super::open_bytes(tree.file(rel).ok_or_else(|| internal(store))?)
+                let bytes = tree.open_file(rel).map_err(|source| ContainerError::Io {
+                    path: store.join(rel),
+                    source,
+                })?;
+                super::open_bytes(bytes)
             }
             Location::Embedded { offset, len } => {
                 let estore = self.shared.estore.as_ref().ok_or_else(|| internal(store))?;

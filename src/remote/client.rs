@@ -130,6 +130,7 @@ pub struct RemoteStats {
     bytes: AtomicU64,
     failures: AtomicU64,
     prefetches: AtomicU64,
+    disk_hits: AtomicU64,
 }
 
 impl RemoteStats {
@@ -155,6 +156,16 @@ impl RemoteStats {
         self.prefetches.load(Ordering::Relaxed)
     }
 
+    /// Extents and objects read from the disk cache instead of fetched.
+    pub fn disk_hits(&self) -> u64 {
+        self.disk_hits.load(Ordering::Relaxed)
+    }
+
+    /// Counts one read from the disk cache.
+    pub(crate) fn count_disk_hit(&self) {
+        self.disk_hits.fetch_add(1, Ordering::Relaxed);
+    }
+
     /// Counts one prefetch GET.
     pub(crate) fn count_prefetch(&self) {
         self.prefetches.fetch_add(1, Ordering::Relaxed);
@@ -178,13 +189,16 @@ impl Pin {
     }
 }
 
-/// One object: its store, its path in the store, and the runtime its requests run on.
+/// One object: its store, its path in the store, and the runtime its requests run on (the
+/// store and the runtime may be shared with other objects of the same server).
 #[derive(Debug)]
 pub(crate) struct Client {
     pub(crate) url: String,
+    /// What names the object for the disk cache: its URL, with the endpoint of an S3 one.
+    pub(crate) identity: String,
     store: Arc<dyn ObjectStore>,
     path: StorePath,
-    pub(crate) rt: tokio::runtime::Runtime,
+    pub(crate) rt: Arc<tokio::runtime::Runtime>,
     /// The deadline of one GET, retries included.
     pub(crate) deadline: Duration,
     pub(crate) stats: Arc<RemoteStats>,
@@ -257,46 +271,74 @@ async fn read_body(
     Ok(parts)
 }
 
+fn config(why: String) -> RemoteError {
+    RemoteError::new(RemoteErrorKind::Config, why)
+}
+
+/// The HTTP client options of `opts`: timeouts, plain HTTP allowed, the `ca_file`.
+pub(crate) fn client_options(opts: &RemoteOptions) -> Result<ClientOptions, RemoteError> {
+    // reqwest is built without a TLS crypto provider (no aws-lc): install ring's, once.
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let mut client_opts = ClientOptions::new()
+        .with_timeout(opts.timeout)
+        .with_connect_timeout(opts.timeout.min(Duration::from_secs(5)))
+        .with_allow_http(true);
+    if let Some(ca) = &opts.ca_file {
+        let pem =
+            std::fs::read(ca).map_err(|e| config(format!("ca_file {}: {e}", ca.display())))?;
+        let certs = object_store::Certificate::from_pem_bundle(&pem)
+            .map_err(|e| config(format!("ca_file {}: {}", ca.display(), one_line(&e))))?;
+        if certs.is_empty() {
+            return Err(config(format!("ca_file {}: no certificate", ca.display())));
+        }
+        for c in certs {
+            client_opts = client_opts.with_root_certificate(c);
+        }
+    }
+    Ok(client_opts)
+}
+
+/// The retries of `opts`: bounded, with backoff, within [`RemoteOptions::deadline`].
+pub(crate) fn retry_config(opts: &RemoteOptions) -> RetryConfig {
+    RetryConfig {
+        backoff: BackoffConfig {
+            init_backoff: Duration::from_millis(50),
+            max_backoff: Duration::from_secs(2),
+            base: 2.0,
+        },
+        max_retries: opts.retries,
+        retry_timeout: opts.deadline(),
+    }
+}
+
+/// The runtime requests run on: two worker threads.
+pub(crate) fn runtime() -> Result<Arc<tokio::runtime::Runtime>, RemoteError> {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .thread_name("b2fs-remote")
+        .enable_all()
+        .build()
+        .map(Arc::new)
+        .map_err(|e| config(format!("cannot start the I/O runtime: {e}")))
+}
+
+/// The store path of a URL's path (a prefix's without its last slash).
+pub(crate) fn store_path(parsed: &url::Url) -> Result<StorePath, RemoteError> {
+    let key = parsed.path().trim_start_matches('/');
+    if key.is_empty() {
+        return Err(config("the URL names no object".into()));
+    }
+    StorePath::from_url_path(key.trim_end_matches('/')).map_err(|e| config(e.to_string()))
+}
+
 impl Client {
     /// A client for `url` (`s3://bucket/key`, `http(s)://host/path`).
     pub(crate) fn new(url: &str, opts: &RemoteOptions) -> Result<Client, RemoteError> {
-        let config = |why: String| RemoteError::new(RemoteErrorKind::Config, why);
-        // reqwest is built without a TLS crypto provider (no aws-lc): install ring's, once.
-        let _ = rustls::crypto::ring::default_provider().install_default();
         let parsed = url::Url::parse(url).map_err(|e| config(format!("bad URL: {e}")))?;
-        let key = parsed.path().trim_start_matches('/');
-        if key.is_empty() {
-            return Err(config("the URL names no object".into()));
-        }
-        // A prefix (`.../dir/`) is the path without its last slash.
-        let path = StorePath::from_url_path(key.trim_end_matches('/'))
-            .map_err(|e| config(e.to_string()))?;
-        let mut client_opts = ClientOptions::new()
-            .with_timeout(opts.timeout)
-            .with_connect_timeout(opts.timeout.min(Duration::from_secs(5)))
-            .with_allow_http(true);
-        if let Some(ca) = &opts.ca_file {
-            let pem =
-                std::fs::read(ca).map_err(|e| config(format!("ca_file {}: {e}", ca.display())))?;
-            let certs = object_store::Certificate::from_pem_bundle(&pem)
-                .map_err(|e| config(format!("ca_file {}: {}", ca.display(), one_line(&e))))?;
-            if certs.is_empty() {
-                return Err(config(format!("ca_file {}: no certificate", ca.display())));
-            }
-            for c in certs {
-                client_opts = client_opts.with_root_certificate(c);
-            }
-        }
+        let path = store_path(&parsed)?;
+        let client_opts = client_options(opts)?;
         let deadline = opts.deadline();
-        let retry = RetryConfig {
-            backoff: BackoffConfig {
-                init_backoff: Duration::from_millis(50),
-                max_backoff: Duration::from_secs(2),
-                base: 2.0,
-            },
-            max_retries: opts.retries,
-            retry_timeout: deadline,
-        };
+        let retry = retry_config(opts);
         let store: Arc<dyn ObjectStore> = match parsed.scheme().to_ascii_lowercase().as_str() {
             "s3" => {
                 let bucket = parsed
@@ -333,20 +375,40 @@ impl Client {
             }
             other => return Err(config(format!("unsupported scheme '{other}'"))),
         };
-        let rt = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .thread_name("b2fs-remote")
-            .enable_all()
-            .build()
-            .map_err(|e| config(format!("cannot start the I/O runtime: {e}")))?;
+        let identity = match &opts.endpoint {
+            Some(e) if parsed.scheme().eq_ignore_ascii_case("s3") => format!("{e} {url}"),
+            _ => url.to_owned(),
+        };
         Ok(Client {
             url: url.to_owned(),
+            identity,
             store,
             path,
-            rt,
+            rt: runtime()?,
             deadline,
             stats: Arc::new(RemoteStats::default()),
         })
+    }
+
+    /// A client for the object at `path` of `store` (named `url`), on `rt`, counting in
+    /// `stats`: an object of a server whose store and runtime are shared.
+    pub(crate) fn of_store(
+        url: &str,
+        store: Arc<dyn ObjectStore>,
+        path: StorePath,
+        rt: Arc<tokio::runtime::Runtime>,
+        opts: &RemoteOptions,
+        stats: Arc<RemoteStats>,
+    ) -> Client {
+        Client {
+            url: url.to_owned(),
+            identity: url.to_owned(),
+            store,
+            path,
+            rt,
+            deadline: opts.deadline(),
+            stats,
+        }
     }
 
     /// One GET of `range` under `pin`, within [`Client::deadline`], its body in one buffer of
@@ -383,10 +445,20 @@ impl Client {
         let path = path.clone();
         let stats = Arc::clone(&self.stats);
         let deadline = self.deadline;
+        let etag = pin.etag.clone();
         async move {
             stats.requests.fetch_add(1, Ordering::Relaxed);
             let fetch = async {
                 let r = store.get_opts(&path, opts).await.map_err(classify)?;
+                // A server that ignores If-Match (Caterva2's) still tells by its ETag.
+                if let (Some(want), Some(got)) = (&etag, &r.meta.e_tag) {
+                    if want != got {
+                        return Err(RemoteError::new(
+                            RemoteErrorKind::Changed,
+                            format!("ETag {got}, not the {want} seen at open"),
+                        ));
+                    }
+                }
                 let range = r.range.clone();
                 let meta = r.meta.clone();
                 let total = usize::try_from(range.end.saturating_sub(range.start))

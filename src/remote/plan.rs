@@ -9,8 +9,11 @@
 //!   (1, 2, 4, ... chunks) up to a byte cap (a quarter of the cache budget, at most 64 MiB),
 //!   adjacent chunks merged into GETs of up to 8 MiB that run concurrently; reads a few chunks
 //!   behind (other threads) leave it alone, any other jump resets it;
-//! - every GET is conditional on the version seen at open; a 412 marks the object changed,
-//!   logged once naming it, and every later read fails.
+//! - every GET is conditional on the version seen at open; a 412 (or an answer with another
+//!   ETag) marks the object changed, logged once naming it, and every later read fails;
+//! - with a disk cache, an extent is looked up there before it is fetched (a prefetch leaves
+//!   extents on disk to the read), and every extent fetched is stored there, keyed by the
+//!   object's identity and the version seen at open.
 
 use std::ops::Range;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -25,6 +28,7 @@ use super::RemoteOptions;
 use super::cache::{Begin, ExtentCache, Flight};
 pub use super::client::RemoteStats;
 use super::client::{Client, Got, Pin, RemoteError, RemoteErrorKind};
+use super::disk::{DiskCache, Entry};
 use super::seq::Sequence;
 use crate::container::{ByteSource, ByteView};
 
@@ -105,10 +109,40 @@ pub struct RemoteObject {
     /// The tail buffer and its start offset.
     tail: (u64, Bytes),
     extents: RwLock<Extents>,
+    /// The extent cache, maybe shared with the other objects of a server: this object's
+    /// extents are keyed by `key_base` plus their offset.
     cache: Arc<ExtentCache>,
+    key_base: u64,
     window_max: u64,
     seq: Mutex<Sequence>,
     changed: AtomicBool,
+    /// The disk cache and this object's version in its keys.
+    disk: Option<(Arc<DiskCache>, String)>,
+}
+
+/// The version of an object in disk cache keys: its ETag, else its Last-Modified and size.
+pub(crate) fn version(meta: &object_store::ObjectMeta) -> String {
+    match &meta.e_tag {
+        Some(e) => format!("etag {e}"),
+        None => format!(
+            "modified {} size {}",
+            meta.last_modified.timestamp_millis(),
+            meta.size
+        ),
+    }
+}
+
+/// The disk cache `opts` names, if any (a cache that cannot be opened is logged and left
+/// out: reads go on without it).
+pub(crate) fn disk_cache(opts: &RemoteOptions) -> Option<Arc<DiskCache>> {
+    let dir = opts.cache_dir.as_ref()?;
+    match DiskCache::open(dir, opts.cache_dir_size) {
+        Ok(c) => Some(c),
+        Err(e) => {
+            log::warn!("{e}: no disk cache");
+            None
+        }
+    }
 }
 
 /// Opens the object at `url`: two GETs in parallel (see the module docs).
@@ -117,7 +151,21 @@ pub struct RemoteObject {
 /// The class and reason of the failure (missing object, refused access, unreachable
 /// endpoint, a server without range support).
 pub fn open(url: &str, opts: &RemoteOptions) -> Result<Arc<RemoteObject>, RemoteError> {
-    let client = Client::new(url, opts)?;
+    open_with(Client::new(url, opts)?, opts, None)
+}
+
+/// Objects sharing one extent cache are told apart by this many low bits of its keys: the
+/// offset (an object that does not fit gets a cache of its own).
+pub(crate) const SHARED_KEY_BITS: u32 = 44;
+
+/// [`open`] through `client`; `shared`: an extent cache shared with other objects, and this
+/// object's number among them.
+pub(crate) fn open_with(
+    client: Client,
+    opts: &RemoteOptions,
+    shared: Option<(Arc<ExtentCache>, u64)>,
+) -> Result<Arc<RemoteObject>, RemoteError> {
+    let url = client.url.clone();
     let t0 = Instant::now();
     let none = Pin::default();
     let head = client.get(GetRange::Bounded(0..HEAD_LEN), &none);
@@ -143,17 +191,29 @@ pub fn open(url: &str, opts: &RemoteOptions) -> Result<Arc<RemoteObject>, Remote
         + std::time::Duration::from_millis(
             u64::try_from(head.meta.last_modified.timestamp_millis()).unwrap_or(0),
         );
-    let stats = &client.stats;
     log::info!(
-        "{url}: {len} bytes, ETag {}, opened with {} requests ({} bytes) in {:.1} ms",
+        "{url}: {len} bytes, ETag {}, opened with 2 requests ({} bytes) in {:.1} ms",
         head.meta.e_tag.as_deref().unwrap_or("none"),
-        stats.requests(),
-        stats.bytes(),
+        head.parts
+            .iter()
+            .chain(&tail.parts)
+            .map(Bytes::len)
+            .sum::<usize>(),
         t0.elapsed().as_secs_f64() * 1e3
     );
     let window_max = WINDOW_MAX.min(opts.cache_bytes as u64 / 4);
     let (head_bytes, tail_bytes) = (head.bytes(), tail.bytes());
+    let disk = disk_cache(opts).map(|d| (d, version(&head.meta)));
+    let (cache, key_base) = match shared {
+        Some((c, n)) if len < 1 << SHARED_KEY_BITS && n < 1 << (64 - SHARED_KEY_BITS) => {
+            (c, n << SHARED_KEY_BITS)
+        }
+        _ => (Arc::new(ExtentCache::new(opts.cache_bytes)), 0),
+    };
     Ok(Arc::new(RemoteObject {
+        disk,
+        cache,
+        key_base,
         pin: Pin {
             etag: head.meta.e_tag.clone(),
             meta: Some(head.meta),
@@ -163,7 +223,6 @@ pub fn open(url: &str, opts: &RemoteOptions) -> Result<Arc<RemoteObject>, Remote
         head: head_bytes,
         tail: (tail.range.start, tail_bytes),
         extents: RwLock::new(Extents::default()),
-        cache: Arc::new(ExtentCache::new(opts.cache_bytes)),
         window_max,
         seq: Mutex::new(Sequence::default()),
         changed: AtomicBool::new(false),
@@ -181,6 +240,11 @@ impl RemoteObject {
     /// The request counters.
     pub fn stats(&self) -> &RemoteStats {
         &self.client.stats
+    }
+
+    /// The disk cache's counters, when there is one.
+    pub fn disk_stats(&self) -> Option<&super::DiskStats> {
+        self.disk.as_ref().map(|(d, _)| d.stats())
     }
 
     /// Compressed bytes held by the extent cache now.
@@ -222,6 +286,8 @@ impl RemoteObject {
             split,
         );
         let cache = Arc::clone(&self.cache);
+        let base = self.key_base;
+        let disk = self.disk_entries(&flights);
         self.client.rt.spawn(async move {
             let got = fut.await.and_then(|g| {
                 if g.range == range {
@@ -235,26 +301,72 @@ impl RemoteObject {
             });
             match got {
                 Ok(parts) => {
+                    if let Some((d, entries)) = disk {
+                        for (e, b) in entries.into_iter().zip(&parts) {
+                            if let Some(e) = e {
+                                d.put_later(e, b.clone());
+                            }
+                        }
+                    }
                     for ((er, flight), b) in flights.into_iter().zip(parts) {
-                        cache.finish(er.start, &flight, Ok(b));
+                        cache.finish(base + er.start, &flight, Ok(b));
                     }
                 }
                 Err(e) => {
                     for (er, flight) in flights {
-                        cache.finish(er.start, &flight, Err(e.clone()));
+                        cache.finish(base + er.start, &flight, Err(e.clone()));
                     }
                 }
             }
         });
     }
 
-    /// The bytes of extent `i` (`range`): cached, awaited, or fetched now.
+    /// The disk cache entry of extent `range`, if there is a disk cache.
+    fn disk_entry(&self, range: &Range<u64>) -> Option<Entry> {
+        let (d, version) = self.disk.as_ref()?;
+        d.entry(&self.client.identity, version, range.clone())
+    }
+
+    /// The disk cache and the entries of `flights`' extents, if there is a disk cache.
+    fn disk_entries(
+        &self,
+        flights: &[(Range<u64>, Arc<Flight>)],
+    ) -> Option<(Arc<DiskCache>, Vec<Option<Entry>>)> {
+        let (d, _) = self.disk.as_ref()?;
+        let entries = flights.iter().map(|(r, _)| self.disk_entry(r)).collect();
+        Some((Arc::clone(d), entries))
+    }
+
+    /// Extent `range` read from the disk cache, checked.
+    fn read_disk(&self, range: &Range<u64>) -> Option<Bytes> {
+        let e = self.disk_entry(range)?;
+        let (d, _) = self.disk.as_ref()?;
+        let len = usize::try_from(range.end - range.start).ok()?;
+        let b = d.get(&e, len, Some(&self.cache.pool()))?;
+        self.client.stats.count_disk_hit();
+        Some(b)
+    }
+
+    /// Whether extent `range` is in the disk cache (not checked).
+    fn on_disk(&self, range: &Range<u64>) -> bool {
+        match (self.disk_entry(range), &self.disk) {
+            (Some(e), Some((d, _))) => d.has(&e),
+            _ => false,
+        }
+    }
+
+    /// The bytes of extent `i` (`range`): cached, awaited, read from disk, or fetched now.
     fn extent(&self, i: usize, range: Range<u64>) -> std::io::Result<Bytes> {
         self.note_sequential(i);
-        let flight = match self.cache.begin(range.start) {
+        let flight = match self.cache.begin(self.key_base + range.start) {
             Begin::Hit(b) => return Ok(b),
             Begin::Wait(f) => f,
             Begin::Lead(f) => {
+                if let Some(b) = self.read_disk(&range) {
+                    self.cache
+                        .finish(self.key_base + range.start, &f, Ok(b.clone()));
+                    return Ok(b);
+                }
                 self.spawn_fetch(range.clone(), vec![(range.clone(), Arc::clone(&f))]);
                 f
             }
@@ -305,7 +417,14 @@ impl RemoteObject {
                     self.spawn_prefetch(s, std::mem::take(&mut run));
                 }
             }
-            match self.cache.begin(r.start) {
+            // On disk: left to the read, which finds it there.
+            if self.on_disk(&r) {
+                if let Some(s) = span.take() {
+                    self.spawn_prefetch(s, std::mem::take(&mut run));
+                }
+                continue;
+            }
+            match self.cache.begin(self.key_base + r.start) {
                 Begin::Lead(f) => {
                     run.push((r.clone(), f));
                     span = Some(span.map_or(r.clone(), |s| s.start..r.end));

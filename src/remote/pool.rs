@@ -161,6 +161,30 @@ impl PoolBuf {
         }
     }
 
+    /// Appends exactly `n` bytes read from `r` (at most the room left).
+    ///
+    /// # Errors
+    /// The reader's, or `UnexpectedEof` when it ends first.
+    pub(crate) fn fill_from(
+        &mut self,
+        r: &mut impl std::io::Read,
+        n: usize,
+    ) -> std::io::Result<()> {
+        match &mut self.store {
+            Store::Heap(v) => {
+                let at = v.len();
+                v.resize(at + n, 0);
+                r.read_exact(&mut v[at..])
+            }
+            Store::Mapped(m, len) => {
+                let n = n.min(m.len() - *len);
+                r.read_exact(&mut m[*len..*len + n])?;
+                *len += n;
+                Ok(())
+            }
+        }
+    }
+
     /// The bytes written, shared; the buffer returns to its pool when the last view drops.
     pub(crate) fn freeze(mut self) -> Bytes {
         match &mut self.store {

@@ -13,7 +13,9 @@
 //!   the same directory, one GET each and concurrently, the window doubling up to a byte cap
 //!   (a quarter of the cache budget, at most 64 MiB), as an object's chunks do;
 //! - every GET carries `If-Match` with the ETag the listing gave (else `If-Unmodified-Since`);
-//!   a 412 marks the tree changed, logged once naming the object, and every later read fails.
+//!   a 412 marks the tree changed, logged once naming the object, and every later read fails;
+//! - with a disk cache, an object is looked up there (by its URL and listed version) before
+//!   it is fetched whole, and stored there once fetched; a remount costs the listing only.
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -27,6 +29,7 @@ use object_store::path::Path as StorePath;
 use super::RemoteOptions;
 use super::cache::{Begin, ExtentCache, Flight};
 use super::client::{Client, Pin, RemoteError, RemoteErrorKind, RemoteStats};
+use super::disk::{DiskCache, Entry};
 use super::seq::Sequence;
 use crate::container::{ByteSource, ByteTree, ByteView};
 
@@ -114,6 +117,7 @@ pub struct RemotePrefix {
     window_max: u64,
     seq: Mutex<Sequence>,
     changed: AtomicBool,
+    disk: Option<Arc<DiskCache>>,
 }
 
 /// Whether the object named `rel` is fetched on demand, not at open: chunk data, or a leaf
@@ -174,6 +178,7 @@ pub fn open_prefix(url: &str, opts: &RemoteOptions) -> Result<Arc<RemotePrefix>,
         window_max: WINDOW_MAX.min(opts.cache_bytes as u64 / 4),
         seq: Mutex::new(Sequence::default()),
         changed: AtomicBool::new(false),
+        disk: super::plan::disk_cache(opts),
         client,
     });
     let listed = prefix.client.stats.requests();
@@ -184,6 +189,10 @@ pub fn open_prefix(url: &str, opts: &RemoteOptions) -> Result<Arc<RemotePrefix>,
         })
         .filter_map(|i| match prefix.cache.begin(i as u64) {
             Begin::Lead(f) => {
+                if let Some(b) = prefix.read_disk(i) {
+                    prefix.cache.finish(i as u64, &f, Ok(b));
+                    return None;
+                }
                 prefix.spawn_whole(i, Arc::clone(&f));
                 Some((i, f))
             }
@@ -239,7 +248,27 @@ impl RemotePrefix {
             .ok()
     }
 
-    /// Starts a GET of the whole object `i` that completes `flight`.
+    /// The disk cache entry of object `i` (whole), if there is a disk cache.
+    fn disk_entry(&self, i: usize) -> Option<(Arc<DiskCache>, Entry)> {
+        let d = self.disk.as_ref()?;
+        let o = &self.objects[i];
+        let meta = o.pin.meta.as_ref()?;
+        let id = format!("{}/{}", self.client.identity.trim_end_matches('/'), o.rel);
+        let e = d.entry(&id, &super::plan::version(meta), 0..o.size)?;
+        Some((Arc::clone(d), e))
+    }
+
+    /// Object `i` read whole from the disk cache, checked.
+    fn read_disk(&self, i: usize) -> Option<Bytes> {
+        let (d, e) = self.disk_entry(i)?;
+        let len = usize::try_from(self.objects[i].size).ok()?;
+        let b = d.get(&e, len, Some(&self.cache.pool()))?;
+        self.client.stats.count_disk_hit();
+        Some(b)
+    }
+
+    /// Starts a GET of the whole object `i` that completes `flight` (and stores it in the
+    /// disk cache).
     fn spawn_whole(&self, i: usize, flight: Arc<Flight>) {
         let o = &self.objects[i];
         let split = Some((vec![o.size as usize], self.cache.pool()));
@@ -247,8 +276,13 @@ impl RemotePrefix {
             .client
             .get_at(&o.path, GetRange::Bounded(0..o.size), &o.pin, split);
         let cache = Arc::clone(&self.cache);
+        let disk = self.disk_entry(i);
         self.client.rt.spawn(async move {
-            cache.finish(i as u64, &flight, fut.await.map(|g| g.bytes()));
+            let got = fut.await.map(|g| g.bytes());
+            if let (Ok(b), Some((d, e))) = (&got, disk) {
+                d.put_later(e, b.clone());
+            }
+            cache.finish(i as u64, &flight, got);
         });
     }
 
@@ -313,7 +347,9 @@ impl RemotePrefix {
         );
         for q in todo.unwrap_or_default() {
             let j = c.order[q];
-            if !self.cacheable(j) {
+            // On disk: left to the read, which finds it there.
+            let on_disk = self.disk_entry(j).is_some_and(|(d, e)| d.has(&e));
+            if !self.cacheable(j) || on_disk {
                 continue;
             }
             if let Begin::Lead(f) = self.cache.begin(j as u64) {
@@ -334,10 +370,16 @@ impl RemotePrefix {
         let whole = match self.cache.begin(i as u64) {
             Begin::Hit(b) => b,
             Begin::Wait(f) => self.wait(i, &f)?,
-            Begin::Lead(f) => {
-                self.spawn_whole(i, Arc::clone(&f));
-                self.wait(i, &f)?
-            }
+            Begin::Lead(f) => match self.read_disk(i) {
+                Some(b) => {
+                    self.cache.finish(i as u64, &f, Ok(b.clone()));
+                    b
+                }
+                None => {
+                    self.spawn_whole(i, Arc::clone(&f));
+                    self.wait(i, &f)?
+                }
+            },
         };
         if whole.len() as u64 != o.size {
             let short = RemoteError::new(

@@ -3,6 +3,8 @@
 mod support; // fixture paths, the python oracle, the FUSE skip/require policy, hashing
 
 mod blsk; // the 2012 blsk layout (docs/BLSK.md) against python-blosc chunks
+#[cfg(feature = "remote")]
+mod caterva2; // Caterva2 roots mounted from a real cat2-server: listing, login, changes, a stopped server
 mod cli; // the built binary: exit codes, one-line errors, `info`
 mod codec; // decoding every reference-made chunk fixture, hostile chunks, range decode
 mod consistency; // issue 12: one version per open, a mount that follows other writers, the 4+1 stress test
@@ -30,6 +32,8 @@ mod remote; // remote sources on moto (S3) and rclone (HTTP) behind a fault-inje
 mod remote_bench; // remote benchmarks (ignored; BENCHMARKS.md)
 #[cfg(feature = "remote")]
 mod remote_dirs; // sparse frames and bcolz roots under an S3 prefix (listing), on moto
+#[cfg(feature = "remote")]
+mod remote_disk; // the disk cache of remote chunks: remounts with no chunk GET, versions, damage, bound, sharing
 #[cfg(feature = "remote")]
 mod remote_mem; // the daemon's peak memory while it streams a frame over HTTP, against a local mount
 #[cfg(feature = "remote")]

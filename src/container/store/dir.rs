@@ -84,6 +84,42 @@ pub fn open_store_tree(tree: Arc<dyn ByteTree>) -> Result<Collection, ContainerE
     super::collection(&root, (Form::Dir, None, estore, files), Some(tree))
 }
 
+/// A directory of sources whose files are the frames of `tree` (a remote server's
+/// directory: every name is a frame, opened through the tree on first access), with the
+/// already opened `stores` (`(dir, store)`: a `.b2z` store in directory `dir`, `""` the
+/// root) among them. Leaves keep their file names; directories are groups.
+pub fn open_listed(tree: Arc<dyn ByteTree>, stores: Vec<(String, Collection)>) -> Collection {
+    let path = tree.root().to_path_buf();
+    let keyed = tree
+        .names()
+        .into_iter()
+        .map(|n| (format!("/{n}"), Location::TreeFile(n)))
+        .collect();
+    let shared = Arc::new(Shared {
+        path: path.clone(),
+        zip: None,
+        estore: None,
+        scratch: OnceLock::new(),
+        opened: Default::default(),
+        tree: Some(tree),
+    });
+    let mut root = super::keys::build_tree(&path, keyed, &shared);
+    for (dir, store) in stores {
+        let name = Node::Store(Box::new(store));
+        let shown = name.name().to_owned();
+        if !super::keys::add_node(&mut root, &dir, name) {
+            log::warn!("{}: {dir}/{shown}: name taken, not shown", path.display());
+        }
+    }
+    Collection {
+        path,
+        form: Form::Frames,
+        marker: None,
+        root,
+        shared,
+    }
+}
+
 /// Opens the directory `path` as a collection of the sources in it.
 ///
 /// # Errors

@@ -55,16 +55,40 @@ pub(super) fn build_tree(
 
 /// Inserts leaf `last` under the group path `dirs`; false on a group/leaf clash.
 fn insert(g: &mut Group, dirs: &[&str], last: &str, leaf: &dyn Fn(&str) -> Arc<Leaf>) -> bool {
-    let Some((first, rest)) = dirs.split_first() else {
-        if last == "__vlmeta__" {
-            g.carrier = Some(leaf(last));
-            return true;
-        }
-        if g.children.iter().any(|c| c.name() == last) {
-            return false;
-        }
-        g.children.push(Node::Leaf(leaf(last)));
+    let Some(g) = group_at(g, dirs) else {
+        return false;
+    };
+    if last == "__vlmeta__" {
+        g.carrier = Some(leaf(last));
         return true;
+    }
+    if g.children.iter().any(|c| c.name() == last) {
+        return false;
+    }
+    g.children.push(Node::Leaf(leaf(last)));
+    true
+}
+
+/// Adds `node` to the group at `/`-separated `dir` under `root` (made if absent; `""`: the
+/// root itself), keeping children sorted; false when a leaf is in the way or the name is
+/// taken.
+pub(super) fn add_node(root: &mut Group, dir: &str, node: Node) -> bool {
+    let dirs: Vec<&str> = dir.split('/').filter(|p| !p.is_empty()).collect();
+    let Some(g) = group_at(root, &dirs) else {
+        return false;
+    };
+    if g.children.iter().any(|c| c.name() == node.name()) {
+        return false;
+    }
+    g.children.push(node);
+    g.children.sort_by(|a, b| a.name().cmp(b.name()));
+    true
+}
+
+/// The group at path `dirs` under `g`, made if absent; `None` when a leaf is in the way.
+fn group_at<'a>(g: &'a mut Group, dirs: &[&str]) -> Option<&'a mut Group> {
+    let Some((first, rest)) = dirs.split_first() else {
+        return Some(g);
     };
     let pos = g.children.iter().position(|c| c.name() == *first);
     let i = match pos {
@@ -85,8 +109,8 @@ fn insert(g: &mut Group, dirs: &[&str], last: &str, leaf: &dyn Fn(&str) -> Arc<L
         }
     };
     match &mut g.children[i] {
-        Node::Group(sub) => insert(sub, rest, last, leaf),
-        _ => false,
+        Node::Group(sub) => group_at(sub, rest),
+        _ => None,
     }
 }
 

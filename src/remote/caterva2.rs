@@ -1,0 +1,616 @@
+//! Caterva2 sources: a root, directory or dataset of a Caterva2 server (the Blosc
+//! community's HTTP server of Blosc2 datasets), named by the URL its web UI shows
+//! (`http(s)://HOST[:PORT][/PREFIX]/roots/ROOT[/PATH]`).
+//!
+//! The request plan:
+//! - login (when a user is given): one `POST /auth/jwt/login` with the user and password as
+//!   a form; the `c2subauth` cookie it sets goes on every later request;
+//! - a directory or root: one `GET /api/list/ROOT[/PATH]` (every file below it, recursively)
+//!   is the whole listing. Datasets (`.b2nd`, `.b2frame`, `.b2f`) are leaves, opened on first
+//!   access; `.b2z` stores are opened at listing time (2 GETs each, in parallel), so their
+//!   members show; other files (`.b2` SChunks of uploaded files, HDF5) are not shown;
+//! - a dataset: `GET /api/fetch/ROOT/PATH` answers the stored file, with byte ranges and an
+//!   ETag, so it opens and reads through exactly the plan of an `https://` frame
+//!   ([`super::plan`]): 2 GETs to open, one per chunk, prefetch, the disk cache. The server
+//!   ignores `If-Match`: every answer's ETag is compared with the one seen at open instead
+//!   (a dataset changed on the server fails its reads with EIO, never mixes versions).
+//!
+//! All the objects of one server share one store (HTTP client, connection pool, cookie), one
+//! runtime, one request count and one extent cache (the `remote_cache` budget is the
+//! mount's, not each dataset's).
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use object_store::ObjectStore;
+use object_store::path::Path as StorePath;
+use reqwest::header::{self, HeaderMap, HeaderValue};
+
+use super::RemoteOptions;
+use super::cache::ExtentCache;
+use super::client::{Client, RemoteError, RemoteErrorKind, RemoteStats};
+use super::plan::{RemoteObject, open_with};
+use crate::container::{ByteSource, ByteTree};
+
+/// File names shown as datasets (leaves).
+const DATASETS: &[&str] = &[".b2nd", ".b2frame", ".b2f"];
+/// File names opened as stores.
+const STORES: &[&str] = &[".b2z"];
+/// The longest listing read (bytes of JSON).
+const LIST_MAX: usize = 64 << 20;
+/// The most files a listing may name.
+const FILES_MAX: usize = 1 << 20;
+/// The most `.b2z` stores opened at once at listing time.
+const OPEN_PARALLEL: usize = 8;
+
+/// Where a Caterva2 URL points, parsed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Target {
+    /// `http(s)://HOST[:PORT][/PREFIX]`, no trailing slash.
+    base: String,
+    /// `ROOT[/PATH]` (as the API names it), no leading or trailing slash.
+    path: String,
+}
+
+/// Whether `url` looks like a Caterva2 web UI URL: a `roots` segment followed by a root
+/// whose name starts with `@` (`/roots/@public/...`). Others need `-o caterva2`.
+pub fn looks_like_caterva2(url: &str) -> bool {
+    parse(url).is_some_and(|t| t.path.starts_with('@'))
+}
+
+/// Splits `url` at its `roots` segment; a URL without one is a server's base (every root).
+fn parse(url: &str) -> Option<Target> {
+    let parsed = url::Url::parse(url).ok()?;
+    if !matches!(parsed.scheme(), "http" | "https") || parsed.host_str().is_none() {
+        return None;
+    }
+    let segments: Vec<String> = parsed
+        .path_segments()?
+        .filter(|s| !s.is_empty())
+        .map(percent_decode)
+        .collect();
+    let origin = parsed.origin().ascii_serialization();
+    let at = segments.iter().position(|s| s == "roots");
+    let (prefix, path) = match at {
+        Some(i) => (&segments[..i], segments[i + 1..].join("/")),
+        None => (&segments[..], String::new()),
+    };
+    let mut base = origin;
+    for p in prefix {
+        base.push('/');
+        base.push_str(p);
+    }
+    Some(Target { base, path })
+}
+
+/// `s` with its `%XX` escapes decoded (bytes that do not form UTF-8 are replaced).
+fn percent_decode(s: &str) -> String {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        let hex = |c: u8| (c as char).to_digit(16);
+        match (
+            b[i],
+            b.get(i + 1).and_then(|&c| hex(c)),
+            b.get(i + 2).and_then(|&c| hex(c)),
+        ) {
+            (b'%', Some(h), Some(l)) => {
+                out.push((h * 16 + l) as u8);
+                i += 3;
+            }
+            (c, _, _) => {
+                out.push(c);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// What a Caterva2 URL opened as.
+#[derive(Debug)]
+pub enum Caterva2Target {
+    /// One dataset (`.b2nd`, `.b2frame`): a frame.
+    Dataset(Arc<RemoteObject>),
+    /// One `.b2z` store: a zip.
+    Store(Arc<RemoteObject>),
+    /// A root or directory: its datasets as a tree, and its `.b2z` stores opened (`(dir,
+    /// object)`, `dir` relative to the directory).
+    Dir(Arc<Caterva2>, Vec<(String, Arc<RemoteObject>)>),
+}
+
+/// A Caterva2 server's directory (or root, or every root): its datasets as a byte tree.
+#[derive(Debug)]
+pub struct Caterva2 {
+    /// The URL as given (the tree's root).
+    url: PathBuf,
+    target: Target,
+    /// Dataset names relative to the directory, sorted.
+    names: Vec<String>,
+    store: Arc<dyn ObjectStore>,
+    rt: Arc<tokio::runtime::Runtime>,
+    opts: RemoteOptions,
+    stats: Arc<RemoteStats>,
+    cache: Arc<ExtentCache>,
+    next: AtomicU64,
+}
+
+fn err(kind: RemoteErrorKind, why: impl Into<String>) -> RemoteError {
+    RemoteError::new(kind, why)
+}
+
+/// The class of an HTTP status of the API.
+fn status_error(status: reqwest::StatusCode, what: &str) -> RemoteError {
+    let kind = match status.as_u16() {
+        401 | 403 => RemoteErrorKind::Denied,
+        404 => RemoteErrorKind::NotFound,
+        500..=599 => RemoteErrorKind::Network,
+        _ => RemoteErrorKind::Protocol,
+    };
+    let hint = if kind == RemoteErrorKind::Denied {
+        " (log in: -o c2_user=NAME,c2_password_file=FILE, or B2FS_CATERVA2_USER and \
+         B2FS_CATERVA2_PASSWORD)"
+    } else {
+        ""
+    };
+    err(kind, format!("{what}: HTTP {status}{hint}"))
+}
+
+fn reqwest_error(e: reqwest::Error, what: &str) -> RemoteError {
+    let mut why = e.to_string();
+    let mut src = std::error::Error::source(&e);
+    while let Some(s) = src {
+        let t = s.to_string();
+        if !why.contains(&t) {
+            why = format!("{why}: {t}");
+        }
+        src = s.source();
+    }
+    err(RemoteErrorKind::Network, format!("{what}: {why}"))
+}
+
+/// The user and password to log in with: `-o c2_user=` or `B2FS_CATERVA2_USER`, and the
+/// first line of `-o c2_password_file=` or `B2FS_CATERVA2_PASSWORD`. `None`: anonymous.
+fn credentials(opts: &RemoteOptions) -> Result<Option<(String, String)>, RemoteError> {
+    let user = opts
+        .c2_user
+        .clone()
+        .or_else(|| std::env::var("B2FS_CATERVA2_USER").ok())
+        .filter(|u| !u.is_empty());
+    let Some(user) = user else {
+        return Ok(None);
+    };
+    let password = match &opts.c2_password_file {
+        Some(f) => std::fs::read_to_string(f)
+            .map_err(|e| {
+                err(
+                    RemoteErrorKind::Config,
+                    format!("c2_password_file {}: {e}", f.display()),
+                )
+            })?
+            .lines()
+            .next()
+            .unwrap_or_default()
+            .to_owned(),
+        None => std::env::var("B2FS_CATERVA2_PASSWORD").map_err(|_| {
+            err(
+                RemoteErrorKind::Config,
+                format!(
+                    "user {user} has no password: give -o c2_password_file=FILE or \
+                     B2FS_CATERVA2_PASSWORD"
+                ),
+            )
+        })?,
+    };
+    Ok(Some((user, password)))
+}
+
+/// The API client (login, listing) of `opts`: timeouts, the `ca_file`, default `headers`.
+fn api_client(opts: &RemoteOptions, headers: HeaderMap) -> Result<reqwest::Client, RemoteError> {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let mut b = reqwest::Client::builder()
+        .timeout(opts.timeout)
+        .connect_timeout(opts.timeout.min(Duration::from_secs(5)))
+        .redirect(reqwest::redirect::Policy::none())
+        .default_headers(headers);
+    if let Some(ca) = &opts.ca_file {
+        let pem = std::fs::read(ca).map_err(|e| {
+            err(
+                RemoteErrorKind::Config,
+                format!("ca_file {}: {e}", ca.display()),
+            )
+        })?;
+        let certs = reqwest::Certificate::from_pem_bundle(&pem).map_err(|e| {
+            err(
+                RemoteErrorKind::Config,
+                format!("ca_file {}: {e}", ca.display()),
+            )
+        })?;
+        for c in certs {
+            b = b.add_root_certificate(c);
+        }
+    }
+    b.build()
+        .map_err(|e| reqwest_error(e, "cannot make an HTTP client"))
+}
+
+/// Logs in at `base`: the `c2subauth` cookie's value.
+async fn login(
+    http: &reqwest::Client,
+    base: &str,
+    user: &str,
+    password: &str,
+) -> Result<String, RemoteError> {
+    let form = url::form_urlencoded::Serializer::new(String::new())
+        .append_pair("username", user)
+        .append_pair("password", password)
+        .finish();
+    let what = format!("{base}: login as {user}");
+    let r = http
+        .post(format!("{base}/auth/jwt/login"))
+        .header(header::CONTENT_TYPE, "application/x-www-form-urlencoded")
+        .body(form)
+        .send()
+        .await
+        .map_err(|e| reqwest_error(e, &what))?;
+    let status = r.status();
+    if status.as_u16() == 400 || status.as_u16() == 401 {
+        return Err(err(
+            RemoteErrorKind::Denied,
+            format!("{what}: refused (HTTP {status}: wrong user or password)"),
+        ));
+    }
+    if !status.is_success() {
+        return Err(status_error(status, &what));
+    }
+    r.headers()
+        .get_all(header::SET_COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .find_map(|c| {
+            let (kv, _) = c.split_once(';').unwrap_or((c, ""));
+            let (k, v) = kv.split_once('=')?;
+            (k.trim() == "c2subauth").then(|| v.trim().to_owned())
+        })
+        .ok_or_else(|| {
+            err(
+                RemoteErrorKind::Protocol,
+                format!("{what}: no c2subauth cookie"),
+            )
+        })
+}
+
+/// `GET url` within `deadline`: the body (at most [`LIST_MAX`] bytes) of a 2xx answer.
+async fn get_json(
+    http: &reqwest::Client,
+    url: &str,
+    deadline: Duration,
+) -> Result<serde_json::Value, RemoteError> {
+    let fetch = async {
+        let mut r = http
+            .get(url)
+            .send()
+            .await
+            .map_err(|e| reqwest_error(e, url))?;
+        if !r.status().is_success() {
+            return Err(status_error(r.status(), url));
+        }
+        let mut body = Vec::new();
+        while let Some(piece) = r.chunk().await.map_err(|e| reqwest_error(e, url))? {
+            if body.len() + piece.len() > LIST_MAX {
+                return Err(err(
+                    RemoteErrorKind::Protocol,
+                    format!("{url}: an answer longer than {LIST_MAX} bytes"),
+                ));
+            }
+            body.extend_from_slice(&piece);
+        }
+        serde_json::from_slice(&body)
+            .map_err(|e| err(RemoteErrorKind::Protocol, format!("{url}: not JSON: {e}")))
+    };
+    tokio::time::timeout(deadline, fetch)
+        .await
+        .unwrap_or_else(|_| {
+            Err(err(
+                RemoteErrorKind::Network,
+                format!("{url}: no answer within {:.1} s", deadline.as_secs_f64()),
+            ))
+        })
+}
+
+/// The URL path segments of `text` (`ROOT/dir/x.b2nd`), percent-encoded for a URL.
+fn encode_path(text: &str) -> String {
+    let mut u = url::Url::parse("http://x/").expect("a constant URL");
+    if let Ok(mut s) = u.path_segments_mut() {
+        s.extend(text.split('/').filter(|p| !p.is_empty()));
+    }
+    u.path().trim_start_matches('/').to_owned()
+}
+
+/// Opens the Caterva2 URL `url` (see the module docs).
+///
+/// # Errors
+/// The class and reason of the failure: a refused login or root (`Denied`), a missing root
+/// or path (`NotFound`), an unreachable server (`Network`).
+pub fn open_caterva2(url: &str, opts: &RemoteOptions) -> Result<Caterva2Target, RemoteError> {
+    let target = parse(url).ok_or_else(|| {
+        err(
+            RemoteErrorKind::Config,
+            "not a Caterva2 URL (http(s)://HOST[:PORT][/PREFIX]/roots/ROOT[/PATH])",
+        )
+    })?;
+    let rt = super::client::runtime()?;
+    let deadline = opts.deadline();
+    // Login (when a user is given), then the cookie goes on every request.
+    let mut headers = HeaderMap::new();
+    if let Some((user, password)) = credentials(opts)? {
+        let http = api_client(opts, HeaderMap::new())?;
+        let cookie = rt.block_on(async {
+            tokio::time::timeout(deadline, login(&http, &target.base, &user, &password))
+                .await
+                .unwrap_or_else(|_| {
+                    Err(err(
+                        RemoteErrorKind::Network,
+                        format!("{}: no answer to the login", target.base),
+                    ))
+                })
+        })?;
+        let v = HeaderValue::from_str(&format!("c2subauth={cookie}"))
+            .map_err(|e| err(RemoteErrorKind::Protocol, format!("login cookie: {e}")))?;
+        headers.insert(header::COOKIE, v);
+        log::info!("{}: logged in as {user}", target.base);
+    }
+    let http = api_client(opts, headers.clone())?;
+    let origin = url::Url::parse(&target.base)
+        .map(|u| u.origin().ascii_serialization())
+        .map_err(|e| err(RemoteErrorKind::Config, format!("bad URL: {e}")))?;
+    let store: Arc<dyn ObjectStore> = Arc::new(
+        object_store::http::HttpBuilder::new()
+            .with_url(origin)
+            .with_client_options(super::client::client_options(opts)?.with_default_headers(headers))
+            .with_retry(super::client::retry_config(opts))
+            .build()
+            .map_err(|e| err(RemoteErrorKind::Config, e.to_string()))?,
+    );
+    let c2 = Caterva2 {
+        url: PathBuf::from(url.trim_end_matches('/')),
+        target,
+        names: Vec::new(),
+        store,
+        rt,
+        opts: opts.clone(),
+        stats: Arc::new(RemoteStats::default()),
+        cache: Arc::new(ExtentCache::new(opts.cache_bytes)),
+        next: AtomicU64::new(0),
+    };
+    let path = c2.target.path.clone();
+    if DATASETS.iter().any(|s| path.ends_with(s)) {
+        return c2.open("").map(Caterva2Target::Dataset);
+    }
+    if STORES.iter().any(|s| path.ends_with(s)) {
+        return c2.open("").map(Caterva2Target::Store);
+    }
+    c2.list(&http)
+}
+
+impl Caterva2 {
+    /// The request counters of every object of the server.
+    pub fn stats(&self) -> &RemoteStats {
+        &self.stats
+    }
+
+    /// Number of datasets listed.
+    pub fn len(&self) -> usize {
+        self.names.len()
+    }
+
+    /// Whether no dataset was listed.
+    pub fn is_empty(&self) -> bool {
+        self.names.is_empty()
+    }
+
+    /// The API path of `rel` (relative to the directory).
+    fn api_path(&self, rel: &str) -> String {
+        [self.target.path.as_str(), rel]
+            .iter()
+            .filter(|p| !p.is_empty())
+            .copied()
+            .collect::<Vec<_>>()
+            .join("/")
+    }
+
+    /// Opens dataset `rel` through `GET /api/fetch/...` (the plan of an HTTP frame).
+    fn open(&self, rel: &str) -> Result<Arc<RemoteObject>, RemoteError> {
+        let api = self.api_path(rel);
+        let url = format!("{}/api/fetch/{}", self.target.base, encode_path(&api));
+        let mut parts: Vec<&str> = Vec::new();
+        let base_path = url::Url::parse(&self.target.base)
+            .map(|u| u.path().to_owned())
+            .unwrap_or_default();
+        parts.extend(base_path.split('/').filter(|p| !p.is_empty()));
+        parts.extend(["api", "fetch"]);
+        parts.extend(api.split('/').filter(|p| !p.is_empty()));
+        let path: StorePath = parts.into_iter().collect();
+        let client = Client::of_store(
+            &url,
+            Arc::clone(&self.store),
+            path,
+            Arc::clone(&self.rt),
+            &self.opts,
+            Arc::clone(&self.stats),
+        );
+        let n = self.next.fetch_add(1, Ordering::Relaxed);
+        open_with(client, &self.opts, Some((Arc::clone(&self.cache), n)))
+    }
+
+    /// Lists the directory (one request) and opens its `.b2z` stores.
+    fn list(mut self, http: &reqwest::Client) -> Result<Caterva2Target, RemoteError> {
+        let t0 = std::time::Instant::now();
+        let deadline = self.opts.deadline();
+        let rt = Arc::clone(&self.rt);
+        let base = self.target.base.clone();
+        // A server's base URL: every root, each listed.
+        let roots: Vec<String> = if self.target.path.is_empty() {
+            let v = rt.block_on(get_json(http, &format!("{base}/api/roots"), deadline))?;
+            v.as_object()
+                .map(|o| o.keys().cloned().collect())
+                .unwrap_or_default()
+        } else {
+            vec![String::new()]
+        };
+        let mut all: Vec<String> = Vec::new();
+        for root in &roots {
+            let api = self.api_path(root);
+            let url = format!("{base}/api/list/{}", encode_path(&api));
+            let v = rt.block_on(get_json(http, &url, deadline))?;
+            let list = v
+                .as_array()
+                .ok_or_else(|| err(RemoteErrorKind::Protocol, format!("{url}: not a JSON list")))?;
+            for name in list.iter().filter_map(|n| n.as_str()) {
+                if all.len() >= FILES_MAX {
+                    return Err(err(
+                        RemoteErrorKind::Protocol,
+                        format!("{url}: more than {FILES_MAX} files"),
+                    ));
+                }
+                let rel = if root.is_empty() {
+                    name.to_owned()
+                } else {
+                    format!("{root}/{name}")
+                };
+                all.push(rel);
+            }
+        }
+        let listed = self.stats.requests();
+        let (mut names, mut stores, mut hidden) = (Vec::new(), Vec::new(), 0usize);
+        for rel in all {
+            let bad = rel
+                .split('/')
+                .any(|p| p.is_empty() || p == "." || p == "..");
+            if bad {
+                log::warn!("{}: {rel:?} not shown (bad path)", self.url.display());
+            } else if DATASETS.iter().any(|s| rel.ends_with(s)) {
+                names.push(rel);
+            } else if STORES.iter().any(|s| rel.ends_with(s)) {
+                stores.push(rel);
+            } else {
+                hidden += 1;
+            }
+        }
+        names.sort();
+        let opened = self.open_stores(&stores);
+        let mut shown_stores = Vec::new();
+        for (rel, r) in stores.into_iter().zip(opened) {
+            match r {
+                Ok(o) => shown_stores.push((rel, o)),
+                Err(e) => {
+                    // Shown as a leaf whose open fails (EIO, logged again then).
+                    log::warn!("{}: {rel}: {e}", self.url.display());
+                    names.push(rel);
+                }
+            }
+        }
+        names.sort();
+        self.names = names;
+        log::info!(
+            "{}: {} datasets and {} stores listed with {} requests ({} more to open the \
+             stores), {hidden} other files not shown, in {:.1} ms",
+            self.url.display(),
+            self.names.len(),
+            shown_stores.len(),
+            roots.len() + usize::from(self.target.path.is_empty()),
+            self.stats.requests() - listed,
+            t0.elapsed().as_secs_f64() * 1e3
+        );
+        Ok(Caterva2Target::Dir(Arc::new(self), shown_stores))
+    }
+
+    /// Opens the stores `rels`, [`OPEN_PARALLEL`] at a time.
+    fn open_stores(&self, rels: &[String]) -> Vec<Result<Arc<RemoteObject>, RemoteError>> {
+        let mut out = Vec::with_capacity(rels.len());
+        for batch in rels.chunks(OPEN_PARALLEL) {
+            std::thread::scope(|s| {
+                let handles: Vec<_> = batch
+                    .iter()
+                    .map(|r| s.spawn(move || self.open(r)))
+                    .collect();
+                for h in handles {
+                    out.push(h.join().unwrap_or_else(|_| {
+                        Err(err(RemoteErrorKind::Protocol, "store open panicked"))
+                    }));
+                }
+            });
+        }
+        out
+    }
+}
+
+impl ByteTree for Caterva2 {
+    fn root(&self) -> &Path {
+        &self.url
+    }
+
+    fn file(&self, rel: &str) -> Option<Arc<dyn ByteSource>> {
+        self.open_file(rel).ok()
+    }
+
+    fn open_file(&self, rel: &str) -> std::io::Result<Arc<dyn ByteSource>> {
+        if self
+            .names
+            .binary_search_by(|n| n.as_str().cmp(rel))
+            .is_err()
+        {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::NotFound,
+                format!("{rel} is not one of the datasets listed"),
+            ));
+        }
+        match self.open(rel) {
+            Ok(o) => Ok(o.byte_source()),
+            Err(e) => Err(e.into_io()),
+        }
+    }
+
+    fn is_dir(&self, rel: &str) -> bool {
+        let dir = format!("{}/", rel.trim_end_matches('/'));
+        self.names.iter().any(|n| n.starts_with(&dir))
+    }
+
+    fn names(&self) -> Vec<String> {
+        self.names.clone()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn web_ui_urls_split_into_server_and_api_path() {
+        let t = |u: &str| parse(u).unwrap();
+        assert_eq!(
+            t("http://127.0.0.1:8000/roots/@public"),
+            Target {
+                base: "http://127.0.0.1:8000".into(),
+                path: "@public".into()
+            }
+        );
+        assert_eq!(
+            t("https://cat2.cloud/demo/roots/@public/dir1/ds-2d.b2nd"),
+            Target {
+                base: "https://cat2.cloud/demo".into(),
+                path: "@public/dir1/ds-2d.b2nd".into()
+            }
+        );
+        assert_eq!(t("http://h/roots/%40public/a%20b/").path, "@public/a b");
+        assert_eq!(t("http://h:1/demo").path, "", "a base: every root");
+        assert!(looks_like_caterva2("http://h/roots/@public/x"));
+        assert!(!looks_like_caterva2("http://h/data/roots/x.b2nd"));
+        assert!(!looks_like_caterva2("http://h/x.b2nd"));
+        assert!(!looks_like_caterva2("s3://b/roots/@public"));
+        assert_eq!(encode_path("@public/a b/x.b2nd"), "@public/a%20b/x.b2nd");
+    }
+}

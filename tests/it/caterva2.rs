@@ -1,0 +1,407 @@
+//! Caterva2 sources against a real `cat2-server` (the `caterva2` package from the registry,
+//! in `.venv-cat2`, made by scripts/setup.sh) started on 127.0.0.1 with login enabled, and
+//! datasets written by python-blosc2: a public root mounted as a collection equal, file for
+//! file, to a local mount of the same directory (and its arrays to what python-blosc2 reads),
+//! from one listing request plus the `.b2z` store's open, leaves opened lazily; a
+//! login-protected root refused without credentials and mounted with them (environment or
+//! password file); a dataset changed on the server while mounted (EIO, never a mix); the
+//! server stopped under a mount (EIO within the deadline, the mount alive). A missing
+//! `.venv-cat2` is a visible SKIP, or a failure under `B2FS_REQUIRE_REMOTE=1`.
+
+use std::net::{TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::remote_support::Proxy;
+use crate::support::{Mount, b2fs, fuse_available, is_mounted, python, repo_root, run_python};
+
+const USER: &str = "user@example.com";
+const PASSWORD: &str = "foobar11";
+
+/// A `cat2-server` with login, its state in a temporary directory; killed when dropped.
+struct Cat2 {
+    child: Child,
+    port: u16,
+    /// `http://127.0.0.1:PORT`.
+    url: String,
+    state: tempfile::TempDir,
+}
+
+impl Drop for Cat2 {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Cat2 {
+    /// The directory of root `@public` or `@shared`.
+    fn root(&self, name: &str) -> PathBuf {
+        self.state.path().join("server").join(name)
+    }
+
+    /// Stops the server (by its pid).
+    fn stop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn skip(test: &str, why: &str) {
+    if std::env::var("B2FS_REQUIRE_REMOTE").is_ok_and(|v| v == "1" || v == "true") {
+        panic!("{test}: B2FS_REQUIRE_REMOTE=1 but {why} (run scripts/setup.sh)");
+    }
+    eprintln!("SKIP {test}: {why} (run scripts/setup.sh)");
+}
+
+/// Starts `cat2-server` with login and a user; `None` (SKIP) without `.venv-cat2`.
+fn cat2(test: &str) -> Option<Cat2> {
+    let py = repo_root().join(".venv-cat2/bin/python");
+    if !py.exists() {
+        skip(test, "no .venv-cat2 (caterva2's server)");
+        return None;
+    }
+    let state = tempfile::tempdir().unwrap();
+    let server = state.path().join("server");
+    for root in ["public", "shared"] {
+        std::fs::create_dir_all(server.join(root)).unwrap();
+    }
+    let conf = state.path().join("caterva2.toml");
+    std::fs::write(
+        &conf,
+        "[server]\nlogin = true\nregister = false\nmaxusers = 5\n",
+    )
+    .unwrap();
+    let port = TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let mut child = Command::new(&py)
+        .args(["-m", "caterva2.services.server"])
+        .arg(format!("--conf={}", conf.display()))
+        .arg(format!("--statedir={}", server.display()))
+        .arg(format!("--listen=127.0.0.1:{port}"))
+        .env("CATERVA2_SECRET", "b2fs-test-secret")
+        .current_dir(state.path())
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(state.path().join("server.log")).unwrap())
+        .spawn()
+        .unwrap();
+    let t0 = Instant::now();
+    while TcpStream::connect(("127.0.0.1", port)).is_err() {
+        if let Ok(Some(st)) = child.try_wait() {
+            panic!(
+                "cat2-server exited ({st}): {}",
+                std::fs::read_to_string(state.path().join("server.log")).unwrap_or_default()
+            );
+        }
+        assert!(t0.elapsed() < Duration::from_secs(60), "cat2-server not up");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let add = format!(
+        "import pathlib, sys\nfrom caterva2.services import srv_utils\n\
+         srv_utils.add_user({USER:?}, password={PASSWORD:?}, is_superuser=True, \
+         state_dir=pathlib.Path(sys.argv[1]))\n"
+    );
+    let out = Command::new(&py)
+        .args(["-c", &add])
+        .arg(&server)
+        .env("CATERVA2_SECRET", "b2fs-test-secret")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "add user: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    Some(Cat2 {
+        child,
+        port,
+        url: format!("http://127.0.0.1:{port}"),
+        state,
+    })
+}
+
+/// Writes the datasets with python-blosc2 into `public` and `shared` (see the module doc).
+const WRITE: &str = r#"
+import sys, os, numpy as np, blosc2
+pub, shared = sys.argv[1], sys.argv[2]
+rng = np.random.default_rng(11)
+os.makedirs(pub + "/dir1/sub", exist_ok=True)
+blosc2.asarray(np.arange(100000, dtype="f8") / 7, chunks=(10000,), blocks=(2500,),
+               urlpath=pub + "/ds-1d.b2nd", mode="w")
+a = blosc2.asarray((rng.standard_normal((400, 300)) * 100).astype("i4"), chunks=(100, 150),
+                   blocks=(50, 50), urlpath=pub + "/dir1/ds-2d.b2nd", mode="w")
+a.schunk.vlmeta["unit"] = "mK"
+blosc2.asarray(rng.standard_normal(400000), chunks=(50000,), urlpath=pub + "/big.b2nd",
+               mode="w", cparams={"clevel": 1})
+s = blosc2.SChunk(chunksize=40000, data=np.arange(50000, dtype="i8").tobytes(),
+                  urlpath=pub + "/dir1/sub/sc.b2frame", mode="w", cparams={"typesize": 8})
+with blosc2.TreeStore(pub + "/st.b2z", mode="w") as st:
+    st["/a"] = blosc2.asarray(np.arange(5000, dtype="i2"), chunks=(1000,))
+    st["/g/b"] = blosc2.asarray(np.linspace(0, 1, 3000), chunks=(1000,))
+open(pub + "/readme.txt", "w").write("not a dataset")
+blosc2.asarray(np.arange(30000, dtype="u2"), chunks=(7000,), urlpath=shared + "/secret.b2nd",
+               mode="w")
+"#;
+
+/// Every file under `dir`, relative, sorted.
+fn files_under(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let mut todo = vec![dir.to_path_buf()];
+    while let Some(d) = todo.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                todo.push(p);
+            } else {
+                out.push(p.strip_prefix(dir).unwrap().to_path_buf());
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+/// `np.save` of what python-blosc2 reads from the array at `path` (`key`: a store member).
+fn npy_of(py: &Path, path: &Path, key: Option<&str>) -> Vec<u8> {
+    let script = "import sys, io, numpy as np, blosc2\n\
+                  p, k = sys.argv[1], sys.argv[2]\n\
+                  a = blosc2.TreeStore(p, mode='r')[k] if k else blosc2.open(p)\n\
+                  b = io.BytesIO(); np.save(b, a[:]); sys.stdout.buffer.write(b.getvalue())\n";
+    let p = path.display().to_string();
+    run_python(py, &["-c", script, &p, key.unwrap_or("")])
+}
+
+/// `b2fs mount -o OPTS URL MP` with `env`; the command's output.
+fn mount_with(m: &Mount, url: &str, opts: &str, env: &[(&str, &str)]) -> std::process::Output {
+    let mut c = b2fs();
+    c.args(["mount", "-o", opts, url]).arg(&m.mp);
+    c.env_remove("B2FS_CATERVA2_USER");
+    c.env_remove("B2FS_CATERVA2_PASSWORD");
+    for (k, v) in env {
+        c.env(k, v);
+    }
+    c.output().unwrap()
+}
+
+#[test]
+fn caterva2_public_and_login_roots_mount_as_collections_with_reference_bytes() {
+    let t = "caterva2_public_and_login_roots_mount_as_collections_with_reference_bytes";
+    if !fuse_available(t) {
+        return;
+    }
+    let Some(py) = python(t) else {
+        return;
+    };
+    let Some(srv) = cat2(t) else {
+        return;
+    };
+    let (public, shared) = (srv.root("public"), srv.root("shared"));
+    run_python(
+        &py,
+        &[
+            "-c",
+            WRITE,
+            &public.display().to_string(),
+            &shared.display().to_string(),
+        ],
+    );
+    let proxy = Proxy::start(srv.port);
+    // The public root as the web UI names it: one listing, and the store's open.
+    let url = format!("{}/roots/@public", proxy.url);
+    let before = proxy.requests();
+    let m = Mount::daemon(Path::new(&url), &["remote_timeout=5"]);
+    let at_mount = proxy.requests() - before;
+    assert_eq!(at_mount, 3, "one listing, two GETs to open st.b2z");
+    let mut top: Vec<String> = std::fs::read_dir(&m.mp)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    top.sort();
+    assert_eq!(
+        top,
+        ["__attrs__", "big.b2nd", "dir1", "ds-1d.b2nd", "st.b2z"],
+        "datasets keep their names; readme.txt is not shown"
+    );
+    for name in &top {
+        std::fs::metadata(m.path(name)).unwrap();
+    }
+    assert_eq!(proxy.requests() - before, at_mount, "listing opens no leaf");
+    // Each leaf opens on first access with two requests.
+    std::fs::read_dir(m.path("ds-1d.b2nd")).unwrap().count();
+    assert_eq!(proxy.requests() - before, at_mount + 2);
+    // Every file equals a local mount's of the same directory.
+    let local = Mount::daemon(&public, &["ro"]);
+    let files = files_under(&local.mp);
+    assert_eq!(files_under(&m.mp), files);
+    assert!(
+        files
+            .iter()
+            .any(|f| f.ends_with("dir1/sub/sc.b2frame/data/00000000.bin"))
+    );
+    assert!(files.iter().any(|f| f.ends_with("st.b2z/g/b/array.npy")));
+    for f in &files {
+        let (got, want) = (
+            std::fs::read(m.mp.join(f)).unwrap(),
+            std::fs::read(local.mp.join(f)).unwrap(),
+        );
+        assert!(got == want, "{}", f.display());
+    }
+    local.umount();
+    // And the arrays are what python-blosc2 reads.
+    for (file, path, key) in [
+        ("ds-1d.b2nd/array.npy", public.join("ds-1d.b2nd"), None),
+        (
+            "dir1/ds-2d.b2nd/array.npy",
+            public.join("dir1/ds-2d.b2nd"),
+            None,
+        ),
+        ("big.b2nd/array.npy", public.join("big.b2nd"), None),
+        ("st.b2z/g/b/array.npy", public.join("st.b2z"), Some("/g/b")),
+    ] {
+        let got = std::fs::read(m.path(file)).unwrap();
+        assert!(got == npy_of(&py, &path, key), "{file}");
+    }
+    let attrs = std::fs::read_to_string(m.path("dir1/ds-2d.b2nd/__attrs__")).unwrap();
+    assert!(attrs.contains("mK"), "{attrs}");
+    let w = std::fs::OpenOptions::new()
+        .write(true)
+        .open(m.path("ds-1d.b2nd/data/00000000.bin"));
+    assert_eq!(w.unwrap_err().raw_os_error(), Some(libc::EROFS));
+    m.umount();
+
+    // The login-protected root: refused without credentials, one line saying how to log in.
+    let shared_url = format!("{}/roots/@shared", srv.url);
+    let m = Mount::empty();
+    let out = mount_with(&m, &shared_url, "ro", &[]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{err}");
+    assert!(err.contains("401") && err.contains("c2_user"), "{err}");
+    let out = mount_with(
+        &m,
+        &shared_url,
+        "ro",
+        &[
+            ("B2FS_CATERVA2_USER", USER),
+            ("B2FS_CATERVA2_PASSWORD", "wrong-pass"),
+        ],
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{err}");
+    assert!(err.contains("wrong user or password"), "{err}");
+    // With the environment: mounted, the password nowhere in the daemon's command line.
+    let out = mount_with(
+        &m,
+        &shared_url,
+        "ro",
+        &[
+            ("B2FS_CATERVA2_USER", USER),
+            ("B2FS_CATERVA2_PASSWORD", PASSWORD),
+        ],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let got = std::fs::read(m.path("secret.b2nd/array.npy")).unwrap();
+    assert!(got == npy_of(&py, &shared.join("secret.b2nd"), None));
+    let cmdlines = std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(|e| std::fs::read(e.ok()?.path().join("cmdline")).ok())
+        .filter(|c| String::from_utf8_lossy(c).contains(&shared_url))
+        .collect::<Vec<_>>();
+    assert!(!cmdlines.is_empty(), "the daemon runs");
+    for c in cmdlines {
+        assert!(!String::from_utf8_lossy(&c).contains(PASSWORD));
+    }
+    m.umount();
+    // With a password file, through `b2fs info` of one dataset.
+    let pw = srv.state.path().join("c2pass");
+    std::fs::write(&pw, format!("{PASSWORD}\n")).unwrap();
+    let out = b2fs()
+        .args(["info", "-o"])
+        .arg(format!("c2_user={USER},c2_password_file={}", pw.display()))
+        .arg(format!("{shared_url}/secret.b2nd"))
+        .env_remove("B2FS_CATERVA2_USER")
+        .env_remove("B2FS_CATERVA2_PASSWORD")
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(text.contains("30000"), "{text}");
+}
+
+#[test]
+fn caterva2_changed_dataset_and_stopped_server_fail_with_eio_and_the_mount_lives() {
+    let t = "caterva2_changed_dataset_and_stopped_server_fail_with_eio_and_the_mount_lives";
+    if !fuse_available(t) {
+        return;
+    }
+    let Some(py) = python(t) else {
+        return;
+    };
+    let Some(mut srv) = cat2(t) else {
+        return;
+    };
+    let (public, shared) = (srv.root("public"), srv.root("shared"));
+    let (p, s) = (public.display().to_string(), shared.display().to_string());
+    run_python(&py, &["-c", WRITE, &p, &s]);
+    let url = format!("{}/roots/@public", srv.url);
+    let m = Mount::daemon(
+        Path::new(&url),
+        &["remote_timeout=1,remote_retries=1,cache_size=0"],
+    );
+    let chunk = |name: &str, i: usize| std::fs::read(m.path(&format!("{name}/data/{i:08}.bin")));
+    let want_big0 = chunk("big.b2nd", 0).unwrap();
+    assert_eq!(want_big0.len(), 50000 * 8);
+    // Rewritten on the server: other values, same geometry. A chunk not read before fails
+    // with EIO (the server ignores If-Match: the answer's ETag tells), never new bytes.
+    let rewrite = "import sys, numpy as np, blosc2\n\
+                   rng = np.random.default_rng(99)\n\
+                   blosc2.asarray(rng.standard_normal(400000), chunks=(50000,), \
+                   urlpath=sys.argv[1], mode='w', cparams={'clevel': 1})\n\
+                   blosc2.asarray((rng.standard_normal((400, 300)) * 100).astype('i4'), \
+                   chunks=(100, 150), blocks=(50, 50), urlpath=sys.argv[2], mode='w')\n";
+    let big = public.join("big.b2nd");
+    let ds2 = public.join("dir1/ds-2d.b2nd");
+    run_python(
+        &py,
+        &[
+            "-c",
+            rewrite,
+            &big.display().to_string(),
+            &ds2.display().to_string(),
+        ],
+    );
+    let e = chunk("big.b2nd", 5).unwrap_err();
+    assert_eq!(e.raw_os_error(), Some(libc::EIO), "{e}");
+    assert!(is_mounted(&m.mp));
+    // A leaf first opened after the change shows the new version, as python-blosc2 reads it.
+    let got = std::fs::read(m.path("dir1/ds-2d.b2nd/array.npy")).unwrap();
+    assert!(got == npy_of(&py, &ds2, None), "the new version");
+    // The server stopped: reads that need it fail with EIO within the deadline (1 s x 2
+    // attempts + 2 s); what was read before still reads; the mount stays.
+    let ds1 = std::fs::read(m.path("ds-1d.b2nd/array.npy")).unwrap();
+    srv.stop();
+    let t0 = Instant::now();
+    let e = std::fs::read(m.path("dir1/sub/sc.b2frame/data/00000000.bin")).unwrap_err();
+    assert_eq!(e.raw_os_error(), Some(libc::EIO), "{e}");
+    assert!(t0.elapsed() < Duration::from_secs(10), "{:?}", t0.elapsed());
+    assert!(
+        TcpStream::connect(("127.0.0.1", srv.port)).is_err(),
+        "the server is gone"
+    );
+    assert_eq!(std::fs::read(m.path("ds-1d.b2nd/array.npy")).unwrap(), ds1);
+    assert!(std::fs::read_dir(&m.mp).unwrap().count() >= 4);
+    assert!(is_mounted(&m.mp), "the mount lives");
+    m.umount();
+}
