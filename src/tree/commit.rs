@@ -1,9 +1,14 @@
-//! When and how buffered edits reach the source: fsync, every close of a handle opened for
-//! writing, and release commit (`commit`); a refused or failed commit drops the buffer
+//! When and how buffered edits reach the source: fsync, a close of a handle opened for
+//! writing by the process that opened it, and release commit (`commit`); a refused or failed commit drops the buffer
 //! (`drop_pending`); after a commit the arrays are reloaded, cached chunks dropped and
 //! generated files rendered again; and what the kernel may keep cached ([`KernelCache`]).
 //!
 //! Subtleties:
+//! - **Who commits at close** (issue 21): a FLUSH commits only when it comes from the process
+//!   that opened the handle ([`super::Pid`]). A forked child or a program the descriptor was
+//!   passed to closes its copy while the opener may be halfway through its writes: that close
+//!   commits nothing, and the opener's own close still reports the commit's errors. fsync
+//!   from any process commits; the release (last close) commits what is left.
 //! - **What one commit covers.** A chunk file commits its chunk; `array.npy` commits every
 //!   edited chunk of its array in one container commit (old or new after a crash, for all of
 //!   them); `__attrs__` its attributes.
@@ -109,8 +114,21 @@ impl Tree {
         }
     }
 
-    /// `close(2)` of a descriptor of file `ino` (may come several times): when `fh` was opened
-    /// for writing, commits the file's buffer if it has changes.
+    /// `close(2)` of a descriptor of file `ino` by this process ([`Tree::flush_by`] with
+    /// [`super::Pid::current`]).
+    ///
+    /// # Errors
+    /// As [`Tree::flush_by`].
+    pub fn flush(&self, ino: u64, fh: u64) -> Result<(), TreeError> {
+        self.flush_by(ino, fh, super::Pid::current())
+    }
+
+    /// `close(2)` of a descriptor of file `ino` by process `by` (may come several times, from
+    /// every process holding a copy of the descriptor): when `fh` was opened for writing by
+    /// `by`, commits the file's buffer if it has changes. A close by any other process (a
+    /// forked child, a program the descriptor was passed to) commits nothing: the buffer may
+    /// hold half of what the opener is writing; the opener's close, an fsync or the release
+    /// commits it.
     ///
     /// # Errors
     /// [`TreeError::Refused`] for `__attrs__` content that is not a JSON object (the stored
@@ -121,8 +139,17 @@ impl Tree {
     /// dropped here, as the release would drop it: the kernel sends the release after
     /// `close(2)` has returned, and a program that looks again right after a refused close
     /// must see the stored file.
-    pub fn flush(&self, ino: u64, fh: u64) -> Result<(), TreeError> {
-        if !self.handles.is_writer(fh) {
+    pub fn flush_by(&self, ino: u64, fh: u64, by: super::Pid) -> Result<(), TreeError> {
+        let Some(opener) = self.handles.writer_opened_by(fh) else {
+            return Ok(());
+        };
+        if opener != by {
+            log::debug!(
+                "inode {ino}: close by process {} of a descriptor process {} opened: nothing \
+                 committed (the opener's close, fsync or the last close commits)",
+                by.0,
+                opener.0
+            );
             return Ok(());
         }
         let res = self.commit(ino, Reason::Close);

@@ -424,7 +424,7 @@ impl Tree {
         res
     }
 
-    /// Creates `name` in directory `parent` and opens it for writing: only the next chunk
+    /// Creates `name` in directory `parent` and opens it for writing, for this process: only the next chunk
     /// file (`data/<nchunks>.bin`) of a 1-D source (ctable columns included: the append
     /// grows every column), which becomes an append when committed (nothing is appended if
     /// it stays empty), or a scratch file in the root. Returns its attributes and a handle.
@@ -433,6 +433,19 @@ impl Tree {
     /// [`TreeError::ReadOnly`]; [`TreeError::NotPermitted`] for any other name or place;
     /// [`TreeError::Refused`] for an N-dim array.
     pub fn create(&self, parent: u64, name: &str) -> Result<(super::Attr, u64), TreeError> {
+        self.create_by(parent, name, super::Pid::current())
+    }
+
+    /// [`Tree::create`] for process `by` (the handle's opener, as [`Tree::open_by`]).
+    ///
+    /// # Errors
+    /// As [`Tree::create`].
+    pub fn create_by(
+        &self,
+        parent: u64,
+        name: &str,
+        by: super::Pid,
+    ) -> Result<(super::Attr, u64), TreeError> {
         if name.len() > super::NAME_MAX {
             return Err(TreeError::NameTooLong);
         }
@@ -444,7 +457,7 @@ impl Tree {
         }
         let Some(array) = data else {
             if parent == super::ROOT_INO {
-                return self.create_scratch(name);
+                return self.create_scratch(name, by);
             }
             return Err(TreeError::NotPermitted(format!(
                 "creating {name:?}: only data/<nchunks>.bin and scratch files in the root \
@@ -476,7 +489,7 @@ impl Tree {
             .entry(id)
             .or_insert_with(ChunkBuf::creating);
         let ino = self.inodes.chunk_ino(id);
-        let fh = self.open(ino, libc::O_WRONLY)?;
+        let fh = self.open_by(ino, libc::O_WRONLY, by)?;
         Ok((self.getattr(ino)?, fh))
     }
 

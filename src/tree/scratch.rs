@@ -36,7 +36,11 @@ impl Tree {
     }
 
     /// Creates the in-memory scratch file `name` in the root and opens it for writing.
-    pub(crate) fn create_scratch(&self, name: &str) -> Result<(Attr, u64), TreeError> {
+    pub(crate) fn create_scratch(
+        &self,
+        name: &str,
+        by: super::Pid,
+    ) -> Result<(Attr, u64), TreeError> {
         if name.is_empty() || name.contains('/') || name == "." || name == ".." {
             return Err(TreeError::InvalidArgument("name"));
         }
@@ -58,7 +62,7 @@ impl Tree {
             );
             ino
         };
-        let fh = self.open(ino, libc::O_WRONLY)?;
+        let fh = self.open_by(ino, libc::O_WRONLY, by)?;
         Ok((self.getattr(ino)?, fh))
     }
 
