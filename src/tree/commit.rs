@@ -102,6 +102,15 @@ impl Tree {
         }
     }
 
+    /// Crash tests without a kernel: the next commit of a frame or carray source (chunks or
+    /// `__attrs__`) performs only `steps` durable steps (each write, fsync, rename or unlink
+    /// counts one) and fails with EIO as if the daemon had died there. The files are left as
+    /// that crash would leave them; drop the tree and open the source again, as a restarted
+    /// daemon would (this tree's state no longer matches them).
+    pub fn simulate_crash_after(&self, steps: usize) {
+        self.committer.lock().crash_after(steps);
+    }
+
     /// `fsync(2)` of file `ino`: commits its buffer; durable when this returns `Ok`.
     ///
     /// # Errors
