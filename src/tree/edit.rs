@@ -267,49 +267,72 @@ impl Tree {
     }
 
     /// Runs `f` on the buffer of chunk `id` (created from the stored chunk on first use) and
-    /// the most bytes it may hold; marks it edited.
+    /// the most bytes it may hold; marks it edited. When `f` fails on a buffer made for it
+    /// (nothing edited yet), the buffer goes: issue 21, a write refused with EFBIG left an
+    /// unedited copy of the chunk that held back following other writers for good and later
+    /// showed (and became the base of) a version they had replaced.
     pub(crate) fn with_chunk_buffer<T>(
         &self,
         id: ChunkId,
         f: impl FnOnce(&mut Vec<u8>, usize) -> Result<T, TreeError>,
     ) -> Result<T, TreeError> {
-        let loaded = self.edits.lock().chunks.contains_key(&id);
-        if !loaded {
-            // Decode outside the lock; the first writer's copy wins. A version another writer
-            // replaced meanwhile (issue 12): follow the source, then decode the new one.
-            let bytes = match self.reader.chunk(id) {
-                Err(crate::container::ContainerError::Changed { .. }) => {
-                    self.follow_source();
-                    self.reader.chunk(id)
-                }
-                res => res,
-            }
-            .map_err(|source| match source {
-                // Still replaced (another writer is mid-change, or the reload was held back):
-                // the edit has no base of the current version, as a commit against stale
-                // content has none: ESTALE, and a retry after the change applies.
-                crate::container::ContainerError::Changed { .. } => TreeError::StaleBase {
-                    ino: self.inodes.chunk_ino(id),
-                    source,
-                },
-                source => TreeError::Container {
-                    ino: self.inodes.chunk_ino(id),
-                    source,
-                },
-            })?;
-            self.edits
-                .lock()
-                .chunks
-                .entry(id)
-                .or_insert_with(|| ChunkBuf::loaded(bytes.to_vec()));
-        }
         let limit = self.chunk_limit(id)?;
-        let mut edits = self.edits.lock();
+        let mut edits = loop {
+            if !self.edits.lock().chunks.contains_key(&id) {
+                let bytes = self.base_of(id)?;
+                self.edits
+                    .lock()
+                    .chunks
+                    .entry(id)
+                    .or_insert_with(|| ChunkBuf::loaded(bytes));
+            }
+            let edits = self.edits.lock();
+            // Gone meanwhile (another thread's failed first write): load it again.
+            if edits.chunks.contains_key(&id) {
+                break edits;
+            }
+        };
         let c = edits.chunks.get_mut(&id).ok_or(TreeError::NotFound)?;
-        let out = f(&mut c.data, limit)?;
-        c.state = BufState::Edited;
-        c.version += 1;
-        Ok(out)
+        match f(&mut c.data, limit) {
+            Ok(out) => {
+                c.state = BufState::Edited;
+                c.version += 1;
+                Ok(out)
+            }
+            Err(e) => {
+                if c.state == BufState::Clean {
+                    edits.chunks.remove(&id);
+                }
+                Err(e)
+            }
+        }
+    }
+
+    /// The stored bytes of chunk `id`, the base of its buffer. Decoded outside the edits
+    /// lock; the first writer's copy wins. A version another writer replaced meanwhile (issue
+    /// 12): follow the source, then decode the new one.
+    fn base_of(&self, id: ChunkId) -> Result<Vec<u8>, TreeError> {
+        let bytes = match self.reader.chunk(id) {
+            Err(crate::container::ContainerError::Changed { .. }) => {
+                self.follow_source();
+                self.reader.chunk(id)
+            }
+            res => res,
+        }
+        .map_err(|source| match source {
+            // Still replaced (another writer is mid-change, or the reload was held back):
+            // the edit has no base of the current version, as a commit against stale
+            // content has none: ESTALE, and a retry after the change applies.
+            crate::container::ContainerError::Changed { .. } => TreeError::StaleBase {
+                ino: self.inodes.chunk_ino(id),
+                source,
+            },
+            source => TreeError::Container {
+                ino: self.inodes.chunk_ino(id),
+                source,
+            },
+        })?;
+        Ok(bytes.to_vec())
     }
 
     /// Runs `f` on the buffer of file `ino` (what `target` says it is).
