@@ -21,6 +21,9 @@
 //! - **Other writers** (ESTALE): every array is reloaded and the cached chunks whose bytes
 //!   changed are dropped (`follow.rs`); the edit is dropped, so a retry applies to what is
 //!   stored now; the kernel's pages of the changed files are not kept at their next open.
+//!   Every other edit still buffered then was made against the replaced version too: it is
+//!   marked stale, and its own commit fails with ESTALE in turn (issue 21: it used to be
+//!   committed over that writer's change).
 //! - **Refused `__attrs__`** content (not a JSON object) stays readable as written until the
 //!   last handle is released (a shell's `>` flushes a duplicate descriptor before writing);
 //!   then the stored attributes show again.
@@ -172,14 +175,12 @@ impl Tree {
     }
 
     /// Forgets the buffered edit of `ino` after a failed or refused commit: chunk buffers are
-    /// dropped (the kernel's pages of them are stale from now on), an `__attrs__` buffer shows
-    /// the stored attributes again.
+    /// dropped (the kernel's pages of them are stale from now on), an `__attrs__` buffer too
+    /// (the file shows the stored attributes again).
     pub(crate) fn drop_pending(&self, ino: u64) {
         let dropped: Vec<ChunkId> = {
             let mut edits = self.edits.lock();
-            if let Some(a) = edits.attrs.get_mut(&ino) {
-                a.revert();
-            }
+            edits.attrs.remove(&ino);
             let which: Vec<ChunkId> = match self.chunk_of(ino) {
                 Some(id) => vec![id],
                 None => match self.npy_array_of(ino) {
@@ -249,7 +250,13 @@ impl Tree {
         if bufs.is_empty() {
             return Ok(());
         }
-        let res = self.commit_chunk_bufs(ino, array, &bufs, &mut committer);
+        let res = match self.replaced_base(array, &bufs) {
+            Some(source) => {
+                self.follow_replaced();
+                Err(TreeError::Commit { ino, source })
+            }
+            None => self.commit_chunk_bufs(ino, array, &bufs, &mut committer),
+        };
         let mut edits = self.edits.lock();
         let stale = res.as_ref().is_err_and(|e| e.errno() == libc::ESTALE);
         for (index, c) in &bufs {
@@ -277,6 +284,39 @@ impl Tree {
             }
         }
         res
+    }
+
+    /// Why buffers `bufs` of `array` cannot be committed because another writer replaced
+    /// what they were made against (issue 21): one of them was buffered when the mount
+    /// followed such a change, or the source changed since the mount last read it (checked
+    /// here, before any refusal, for frames and carrays; the container layer checks again).
+    /// Such an edit is dropped with ESTALE, whatever else is wrong with it: committing it
+    /// would put back, around its own bytes, what that writer replaced.
+    fn replaced_base(&self, array: ArrayId, bufs: &[(usize, ChunkBuf)]) -> Option<ContainerError> {
+        let live = self.live.get(array.index()).and_then(Option::as_ref)?;
+        let why = if bufs.iter().any(|(_, c)| c.stale) {
+            "the edit was made against chunks another writer has replaced since"
+        } else if self.collection.is_none() && live.changed_on_disk() {
+            "the source changed on disk since the mount read it"
+        } else {
+            return None;
+        };
+        Some(ContainerError::Changed {
+            path: live.path().to_path_buf(),
+            why: why.into(),
+        })
+    }
+
+    /// After a commit found its edit stale: the mount follows the source now, so a retry
+    /// applies to what is stored.
+    fn follow_replaced(&self) {
+        let res = match self.collection {
+            Some(_) => self.refresh_collection(Refreshed::Foreign).map(|_| ()),
+            None => self.refresh(Refreshed::Foreign),
+        };
+        if let Err(e) = res {
+            log::warn!("reload after a stale edit failed: {}", display_chain(&e));
+        }
     }
 
     /// Commits chunk buffers `bufs` of `array` (for inode `ino`) in one commit, then shows the
@@ -380,7 +420,15 @@ impl Tree {
             TreeError::Refused(format!("__attrs__: {why}"))
         };
         let value = parse_attrs(&a.data).map_err(refuse)?;
+        let live_path = |id: &ArrayId| {
+            let live = self.live.get(id.index()).and_then(Option::as_ref);
+            live.map_or_else(Default::default, |l| l.path().to_path_buf())
+        };
         let res = match (owner, &self.collection) {
+            (AttrsOwner::Array(id), _) if a.stale => Err(ContainerError::Changed {
+                path: live_path(id),
+                why: "the attributes were edited against a version another writer replaced".into(),
+            }),
             (AttrsOwner::Array(id), Some(c)) => {
                 let live = self.writable_array(*id)?;
                 match live.leaf_key() {
@@ -435,11 +483,13 @@ impl Tree {
             self.settle_outer(None); // the ctable's root `__attrs__`, written by the mount
         }
         let mut edits = self.edits.lock();
-        if let Some(now) = edits.attrs.get_mut(&ino) {
-            now.stored = a.data.clone();
-            if now.version == a.version {
-                now.dirty = false;
-            }
+        if edits
+            .attrs
+            .get(&ino)
+            .is_some_and(|now| now.version == a.version)
+        {
+            // Nothing newer: the file shows what is stored (and a reload renders it anew).
+            edits.attrs.remove(&ino);
         }
         Ok(())
     }
@@ -453,6 +503,10 @@ impl Tree {
         let foreign = matches!(change, Refreshed::Foreign);
         if foreign {
             self.generated_stale();
+            // Edits still buffered were made against what that writer replaced.
+            let mut edits = self.edits.lock();
+            edits.chunks.values_mut().for_each(|c| c.stale = true);
+            edits.attrs.values_mut().for_each(|a| a.stale = true);
         }
         for (a, live) in self.live.iter().enumerate() {
             let Some(live) = live else { continue };
@@ -469,6 +523,11 @@ impl Tree {
             self.rerender_sizes(array);
         }
         self.table_npy_changed();
+        if foreign {
+            // Issue 21: a reload after a stale commit showed the old attributes for good
+            // (the follower saw nothing left to follow).
+            self.rerender_attrs();
+        }
         Ok(())
     }
 

@@ -11,10 +11,11 @@
 //!   Edited --O_TRUNC open----------> EmptiedByTrunc (a flush does not commit it: a shell's
 //!                                    `>` closes a duplicate descriptor before writing)
 //!   any    --refused/failed commit-> (none), the file's kernel pages marked stale
+//!   any    --another writer's change followed-> stale: its commit fails with ESTALE
 //! ```
 //!
-//! `__attrs__` buffers are keyed by inode (one file per attribute set) and keep the stored
-//! bytes to show again when an edit is refused.
+//! `__attrs__` buffers are keyed by inode (one file per attribute set) and live while they
+//! differ from what is stored (a refused or committed edit removes its buffer).
 
 use std::collections::HashMap;
 
@@ -45,6 +46,9 @@ pub(crate) struct ChunkBuf {
     pub(crate) creating: bool,
     /// Bumped by every change, so a commit only cleans what it stored.
     pub(crate) version: u64,
+    /// Made against a version another writer has since replaced (the mount followed that
+    /// change while this edit was buffered): its commit fails with ESTALE and drops it.
+    pub(crate) stale: bool,
 }
 
 impl ChunkBuf {
@@ -55,6 +59,7 @@ impl ChunkBuf {
             state: BufState::Clean,
             creating: false,
             version: 0,
+            stale: false,
         }
     }
 
@@ -65,6 +70,7 @@ impl ChunkBuf {
             state: BufState::Edited,
             creating: true,
             version: 0,
+            stale: false,
         }
     }
 
@@ -75,6 +81,7 @@ impl ChunkBuf {
             state: BufState::Edited,
             creating: false,
             version: 0,
+            stale: false,
         }
     }
 
@@ -84,25 +91,20 @@ impl ChunkBuf {
     }
 }
 
-/// The content of an `__attrs__` file being edited.
+/// The content of an `__attrs__` file being edited. It lives only while it differs from what
+/// is stored: a commit or a refusal removes it, so the file shows its stored content again,
+/// which a reload after another writer's change renders anew (issue 21: a buffer kept after
+/// its commit showed the mount's last text over that writer's attributes).
 #[derive(Debug, Clone)]
 pub(crate) struct AttrsBuf {
     /// The bytes readers see.
     pub(crate) data: Vec<u8>,
-    /// The bytes of the last stored version (shown again when an edit is refused).
-    pub(crate) stored: Vec<u8>,
     /// Whether they differ from what is stored.
     pub(crate) dirty: bool,
     /// Bumped by every change.
     pub(crate) version: u64,
-}
-
-impl AttrsBuf {
-    /// Shows the stored attributes again.
-    pub(crate) fn revert(&mut self) {
-        self.data = self.stored.clone();
-        self.dirty = false;
-    }
+    /// Made against attributes another writer has since replaced (as [`ChunkBuf::stale`]).
+    pub(crate) stale: bool,
 }
 
 /// All pending edits.
@@ -356,9 +358,9 @@ impl Tree {
                 let mut edits = self.edits.lock();
                 let a = edits.attrs.entry(ino).or_insert_with(|| AttrsBuf {
                     data: stored.to_vec(),
-                    stored: stored.to_vec(),
                     dirty: false,
                     version: 0,
+                    stale: false,
                 });
                 let out = f(&mut a.data, usize::MAX)?;
                 a.dirty = true;

@@ -136,9 +136,7 @@ impl Tree {
                         Ok(())
                     }
                     Err(e) => {
-                        if let Some(a) = self.edits.lock().attrs.get_mut(&t) {
-                            a.revert();
-                        }
+                        self.edits.lock().attrs.remove(&t);
                         Err(e)
                     }
                 }
