@@ -624,3 +624,34 @@ pub(crate) fn repair_table(t: &crate::container::Table) -> bool {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn attrs_must_be_a_json_object() {
+        assert_eq!(
+            parse_attrs(br#"{"a": [1, 2]}"#),
+            Ok(serde_json::json!({"a": [1, 2]}))
+        );
+        assert!(parse_attrs(b"{}").is_ok());
+        assert!(parse_attrs(b"[1]").unwrap_err().contains("not an object"));
+        assert!(parse_attrs(b"").unwrap_err().contains("not JSON"));
+        assert!(
+            parse_attrs(b"{\"a\": 1} x")
+                .unwrap_err()
+                .contains("not JSON")
+        );
+    }
+
+    #[test]
+    fn an_own_commit_names_its_chunks_only_for_its_array() {
+        let edited = [1, 4];
+        let own = Refreshed::Own(ArrayId(2), &edited);
+        assert!(matches!(own.of(ArrayId(2)), Change::Own(c) if c == [1, 4]));
+        assert!(matches!(own.of(ArrayId(0)), Change::Own([])));
+        assert!(matches!(Refreshed::NONE.of(ArrayId(0)), Change::Own([])));
+        assert!(matches!(Refreshed::Foreign.of(ArrayId(0)), Change::Foreign));
+    }
+}

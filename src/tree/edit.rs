@@ -565,3 +565,70 @@ impl Tree {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn id(index: usize) -> ChunkId {
+        ChunkId::new(ArrayId(0), index)
+    }
+
+    #[test]
+    fn a_buffer_is_dirty_until_clean_and_windows_stop_at_its_end() {
+        let mut e = Edits::default();
+        e.chunks.insert(id(0), ChunkBuf::loaded(vec![1, 2, 3, 4]));
+        assert!(!e.chunks[&id(0)].dirty());
+        assert_eq!(e.chunk_window(id(0), 1, 2), Some(vec![2, 3]));
+        assert_eq!(e.chunk_window(id(0), 3, 100), Some(vec![4]));
+        assert_eq!(e.chunk_window(id(0), 9, 1), Some(vec![]));
+        assert_eq!(e.chunk_window(id(1), 0, 1), None);
+        assert_eq!(e.chunk_len(id(0)), Some(4));
+        assert!(ChunkBuf::removal().dirty() && ChunkBuf::creating().dirty());
+    }
+
+    #[test]
+    fn o_trunc_marks_only_an_existing_buffer() {
+        let mut e = Edits::default();
+        e.emptied_by_trunc(Some(id(0)));
+        assert!(e.chunks.is_empty());
+        e.chunks.insert(id(0), ChunkBuf::loaded(Vec::new()));
+        e.emptied_by_trunc(Some(id(0)));
+        e.emptied_by_trunc(None);
+        assert_eq!(e.chunks[&id(0)].state, BufState::EmptiedByTrunc);
+        assert!(e.chunks[&id(0)].dirty());
+    }
+
+    #[test]
+    fn only_an_empty_creation_is_dropped() {
+        let mut e = Edits::default();
+        e.chunks.insert(id(3), ChunkBuf::creating());
+        e.chunks.insert(id(2), ChunkBuf::removal());
+        e.drop_empty_creation(Some(id(2)));
+        assert!(e.chunks.contains_key(&id(2)), "a removal is no creation");
+        let mut written = ChunkBuf::creating();
+        written.data.push(1);
+        e.chunks.insert(id(4), written);
+        e.drop_empty_creation(Some(id(4)));
+        assert!(e.chunks.contains_key(&id(4)), "a creation with data stays");
+        e.drop_empty_creation(Some(id(3)));
+        assert!(!e.chunks.contains_key(&id(3)));
+    }
+
+    #[test]
+    fn attrs_windows_stop_at_the_end() {
+        let mut e = Edits::default();
+        e.attrs.insert(
+            7,
+            AttrsBuf {
+                data: b"not json".to_vec(),
+                dirty: true,
+                version: 3,
+                stale: false,
+            },
+        );
+        assert_eq!(e.attrs_window(7, 4, 100), Some(b"json".to_vec()));
+        assert_eq!(e.attrs_window(8, 0, 1), None);
+        assert_eq!(e.attrs_len(7), Some(8));
+    }
+}
