@@ -195,8 +195,15 @@ impl Filesystem for FuseAdapter {
         }
     }
 
-    fn open(&self, _req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
-        match self.tree.open(ino.0, flags.0) {
+    fn open(&self, req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
+        // Only a handle opened for writing keeps its opener (its FLUSH commits only for that
+        // process): spare read-only opens the /proc read that finds the thread group.
+        let read_only = flags.0 & libc::O_ACCMODE == libc::O_RDONLY && flags.0 & libc::O_TRUNC == 0;
+        let by = match read_only {
+            true => crate::tree::Pid(req.pid()),
+            false => convert::caller(req.pid()),
+        };
+        match self.tree.open_by(ino.0, flags.0, by) {
             Ok(fh) => {
                 let mut fopen = convert::fopen_flags(self.policy, self.tree.keep_cache(ino.0));
                 // A read-only handle has nothing to commit on close: spare the close(2) of
@@ -272,7 +279,7 @@ impl Filesystem for FuseAdapter {
 
     fn flush(
         &self,
-        _req: &Request,
+        req: &Request,
         ino: INodeNo,
         fh: FileHandle,
         _lock_owner: LockOwner,
@@ -282,7 +289,7 @@ impl Filesystem for FuseAdapter {
             &self.tree,
             "flush",
             ino,
-            self.tree.flush(ino.0, fh.0),
+            self.tree.flush_by(ino.0, fh.0, convert::caller(req.pid())),
             reply,
         );
     }
@@ -452,7 +459,7 @@ impl Filesystem for FuseAdapter {
 
     fn create(
         &self,
-        _req: &Request,
+        req: &Request,
         parent: INodeNo,
         name: &OsStr,
         _mode: u32,
@@ -461,7 +468,9 @@ impl Filesystem for FuseAdapter {
         reply: ReplyCreate,
     ) {
         let res = match name.to_str() {
-            Some(name) => self.tree.create(parent.0, name),
+            Some(name) => self
+                .tree
+                .create_by(parent.0, name, convert::caller(req.pid())),
             None => Err(TreeError::NotPermitted("a name that is not UTF-8".into())),
         };
         match res {

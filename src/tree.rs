@@ -44,8 +44,9 @@
 //! - **A chunk that fails to decode** fails reads of the files that need it with
 //!   [`TreeError::Container`] (EIO); every other file keeps working.
 //! - **Read-only or read-write** ([`TreeOptions::writable`]): read-only refuses every change
-//!   with EROFS. Read-write commits on fsync, on every close of a handle opened for writing,
-//!   and on release (`commit.rs`); commits are serialised by the committer lock.
+//!   with EROFS. Read-write commits on fsync, on a close of a handle opened for writing by
+//!   the process that opened it ([`Pid`]: a forked child's close commits nothing), and on
+//!   release (`commit.rs`); commits are serialised by the committer lock.
 //! - **ctables**: a commit that changes a column's row count resizes every column
 //!   (`commit.rs`); opening one read-write first trims columns longer than the first.
 //! - **One version per descriptor** (issue 12): a read-only descriptor reads the array
@@ -114,6 +115,7 @@ pub use attr::{Attr, DirEntry, EntryKind, StatFs};
 pub use dir::{ReadDir, chunk_name};
 pub use error::{TreeError, display_chain};
 pub use follow::{Follow, Invalidation};
+pub use handle::Pid;
 pub use layout::{Layout, Owner, ROOT_INO};
 
 /// Preferred I/O size reported in `stat` (`st_blksize`): the largest FUSE request. `cat`,
@@ -485,6 +487,8 @@ impl Tree {
                 .max(),
             Entry::Chunk(id) => snap(id.array).and_then(|s| s.chunk_time(id.index)),
             Entry::Scratch => self.scratch.lock().files.get(&ino).map(|f| f.mtime),
+            // The Zarr view shows the source's time (`zarr_getattr`).
+            Entry::Zarr(_) => None,
         };
         t.unwrap_or(self.owner.mtime)
     }
@@ -571,6 +575,7 @@ impl Tree {
                 ino,
                 parent,
                 children: Cow::Borrowed(&[]),
+                scratch: Vec::new(),
                 data: None,
                 pos: offset,
                 len: 2 + listing.len(),
@@ -616,13 +621,22 @@ impl Tree {
         })
     }
 
-    /// Opens file `ino`; `flags` are the `open(2)` flags. Returns a handle for
-    /// [`Tree::read`] and [`Tree::release`].
+    /// Opens file `ino` for this process ([`Tree::open_by`] with [`Pid::current`]).
+    ///
+    /// # Errors
+    /// As [`Tree::open_by`].
+    pub fn open(&self, ino: u64, flags: i32) -> Result<u64, TreeError> {
+        self.open_by(ino, flags, Pid::current())
+    }
+
+    /// Opens file `ino` for process `by`; `flags` are the `open(2)` flags. Returns a handle
+    /// for [`Tree::read`] and [`Tree::release`]. A handle opened for writing remembers `by`:
+    /// only that process's close commits at [`Tree::flush_by`].
     ///
     /// # Errors
     /// [`TreeError::ReadOnly`] for a write access (or `O_TRUNC`) on a read-only tree or to a
     /// file that cannot be written; [`TreeError::IsADirectory`]; [`TreeError::NotFound`].
-    pub fn open(&self, ino: u64, flags: i32) -> Result<u64, TreeError> {
+    pub fn open_by(&self, ino: u64, flags: i32, by: Pid) -> Result<u64, TreeError> {
         let write = flags & libc::O_ACCMODE != libc::O_RDONLY || flags & libc::O_TRUNC != 0;
         if write {
             self.write_target(ino)?;
@@ -636,7 +650,7 @@ impl Tree {
         }
         self.follow_at_open(ino);
         let pinned = (!write).then(|| self.pin(ino));
-        let fh = self.handles.open(ino, write, pinned);
+        let fh = self.handles.open(ino, write, pinned, by);
         if write && flags & libc::O_TRUNC != 0 {
             if let Err(e) = self.set_size(ino, 0) {
                 let _ = self.handles.close(fh);

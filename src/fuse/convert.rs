@@ -1,10 +1,11 @@
-//! Conversions from the tree's types to fuser's: [`Attr`] to [`FileAttr`], [`EntryKind`] to
-//! [`FileType`], and the open flags each [`CachePolicy`] asks for.
+//! Conversions between the tree's types and fuser's: [`Attr`] to [`FileAttr`], [`EntryKind`]
+//! to [`FileType`], the open flags each [`CachePolicy`] asks for, and the process a request
+//! comes from ([`caller`]).
 
 use fuser::{FileAttr, FileType, FopenFlags, INodeNo};
 
 use super::CachePolicy;
-use crate::tree::{Attr, EntryKind};
+use crate::tree::{Attr, EntryKind, Pid};
 
 /// fuser's view of an [`Attr`]; every time field is the source's mtime.
 pub fn file_attr(a: &Attr) -> FileAttr {
@@ -64,5 +65,55 @@ pub fn opendir_flags(writable: bool) -> FopenFlags {
         FopenFlags::empty()
     } else {
         FopenFlags::FOPEN_KEEP_CACHE | FopenFlags::FOPEN_CACHE_DIR
+    }
+}
+
+/// The process (thread group) that thread `tid` belongs to: a FUSE request carries the
+/// caller's thread id, and a thread other than the main one has an id of its own. Read from
+/// `Tgid:` in `/proc/TID/status`; when that cannot be read (the thread is gone, or the caller
+/// is outside the daemon's pid namespace and the kernel sent 0) the thread id itself, which
+/// is the thread group's id for single-threaded programs.
+pub fn caller(tid: u32) -> Pid {
+    let tgid = std::fs::read_to_string(format!("/proc/{tid}/status"))
+        .ok()
+        .and_then(|s| tgid_of(&s));
+    Pid(tgid.unwrap_or(tid))
+}
+
+/// The `Tgid:` field of a `/proc/PID/status` text.
+fn tgid_of(status: &str) -> Option<u32> {
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("Tgid:"))
+        .and_then(|v| v.trim().parse().ok())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_thread_maps_to_its_process() {
+        assert_eq!(
+            tgid_of("Name:\tx\nUmask:\t0022\nTgid:\t4242\nPid:\t4250\n"),
+            Some(4242)
+        );
+        assert_eq!(tgid_of("Name:\tx\n"), None);
+        // This test runs on a thread of the test harness, not its main thread.
+        let tid = this_thread_id();
+        assert_eq!(caller(tid), Pid::current());
+        assert_eq!(caller(u32::MAX), Pid(u32::MAX));
+    }
+
+    /// This thread's id, from `/proc/thread-self` (no libc call needed).
+    fn this_thread_id() -> u32 {
+        std::fs::read_link("/proc/thread-self")
+            .unwrap()
+            .file_name()
+            .unwrap()
+            .to_str()
+            .unwrap()
+            .parse()
+            .unwrap()
     }
 }

@@ -398,12 +398,40 @@ pub struct ChunkEdit<'a> {
 #[derive(Debug, Default)]
 pub struct Committer {
     encoder: Encoder,
+    /// Crash tests: the next frame or carray commit performs only this many durable steps
+    /// ([`write::commit_with_crash_after`]) and then fails as a crash there would.
+    crash_after: Option<usize>,
 }
 
 impl Committer {
     /// A committer with a fresh encoder.
     pub fn new() -> Committer {
         Committer::default()
+    }
+
+    /// Crash tests: the next commit of chunks or attributes of a single array
+    /// ([`Committer::commit_chunks`], [`Committer::commit_attrs`]) stops after `steps` durable
+    /// steps, leaving the files as a crash there would, and fails with an I/O error when it
+    /// was cut short. The caller must then abandon the array and reopen the source, as a
+    /// restarted daemon would.
+    pub fn crash_after(&mut self, steps: usize) {
+        self.crash_after = Some(steps);
+    }
+
+    /// [`write::commit`], or its crash-test variant when [`Committer::crash_after`] asked.
+    fn write(&mut self, array: &Array, edit: &write::Edit) -> Result<(), ContainerError> {
+        let Some(steps) = self.crash_after.take() else {
+            return write::commit(array, edit);
+        };
+        match write::commit_with_crash_after(array, edit, steps)? {
+            true => Ok(()),
+            false => Err(ContainerError::Io {
+                path: array.path().to_path_buf(),
+                source: std::io::Error::other(format!(
+                    "simulated crash after {steps} durable steps of the commit"
+                )),
+            }),
+        }
     }
 
     /// The container edit `edits` of `array` stand for: updates, an append, the removal of
@@ -479,7 +507,7 @@ impl Committer {
         };
         let edited: Vec<usize> = edits.iter().map(|e| e.index).collect();
         live.committing(|array| {
-            write::commit(array, &edit)?;
+            self.write(array, &edit)?;
             live.reload(Change::Own(&edited))
         })?;
         live.reclaim();
@@ -593,7 +621,7 @@ impl Committer {
             ..Default::default()
         };
         live.committing(|array| {
-            write::commit(array, &edit)?;
+            self.write(array, &edit)?;
             live.reload(Change::Own(&[]))
         })?;
         live.reclaim();

@@ -1,9 +1,14 @@
-//! When and how buffered edits reach the source: fsync, every close of a handle opened for
-//! writing, and release commit (`commit`); a refused or failed commit drops the buffer
+//! When and how buffered edits reach the source: fsync, a close of a handle opened for
+//! writing by the process that opened it, and release commit (`commit`); a refused or failed commit drops the buffer
 //! (`drop_pending`); after a commit the arrays are reloaded, cached chunks dropped and
 //! generated files rendered again; and what the kernel may keep cached ([`KernelCache`]).
 //!
 //! Subtleties:
+//! - **Who commits at close** (issue 21): a FLUSH commits only when it comes from the process
+//!   that opened the handle ([`super::Pid`]). A forked child or a program the descriptor was
+//!   passed to closes its copy while the opener may be halfway through its writes: that close
+//!   commits nothing, and the opener's own close still reports the commit's errors. fsync
+//!   from any process commits; the release (last close) commits what is left.
 //! - **What one commit covers.** A chunk file commits its chunk; `array.npy` commits every
 //!   edited chunk of its array in one container commit (old or new after a crash, for all of
 //!   them); `__attrs__` its attributes.
@@ -16,6 +21,9 @@
 //! - **Other writers** (ESTALE): every array is reloaded and the cached chunks whose bytes
 //!   changed are dropped (`follow.rs`); the edit is dropped, so a retry applies to what is
 //!   stored now; the kernel's pages of the changed files are not kept at their next open.
+//!   Every other edit still buffered then was made against the replaced version too: it is
+//!   marked stale, and its own commit fails with ESTALE in turn (issue 21: it used to be
+//!   committed over that writer's change).
 //! - **Refused `__attrs__`** content (not a JSON object) stays readable as written until the
 //!   last handle is released (a shell's `>` flushes a duplicate descriptor before writing);
 //!   then the stored attributes show again.
@@ -104,6 +112,15 @@ impl Tree {
         }
     }
 
+    /// Crash tests without a kernel: the next commit of a frame or carray source (chunks or
+    /// `__attrs__`) performs only `steps` durable steps (each write, fsync, rename or unlink
+    /// counts one) and fails with EIO as if the daemon had died there. The files are left as
+    /// that crash would leave them; drop the tree and open the source again, as a restarted
+    /// daemon would (this tree's state no longer matches them).
+    pub fn simulate_crash_after(&self, steps: usize) {
+        self.committer.lock().crash_after(steps);
+    }
+
     /// `fsync(2)` of file `ino`: commits its buffer; durable when this returns `Ok`.
     ///
     /// # Errors
@@ -116,8 +133,21 @@ impl Tree {
         }
     }
 
-    /// `close(2)` of a descriptor of file `ino` (may come several times): when `fh` was opened
-    /// for writing, commits the file's buffer if it has changes.
+    /// `close(2)` of a descriptor of file `ino` by this process ([`Tree::flush_by`] with
+    /// [`super::Pid::current`]).
+    ///
+    /// # Errors
+    /// As [`Tree::flush_by`].
+    pub fn flush(&self, ino: u64, fh: u64) -> Result<(), TreeError> {
+        self.flush_by(ino, fh, super::Pid::current())
+    }
+
+    /// `close(2)` of a descriptor of file `ino` by process `by` (may come several times, from
+    /// every process holding a copy of the descriptor): when `fh` was opened for writing by
+    /// `by`, commits the file's buffer if it has changes. A close by any other process (a
+    /// forked child, a program the descriptor was passed to) commits nothing: the buffer may
+    /// hold half of what the opener is writing; the opener's close, an fsync or the release
+    /// commits it.
     ///
     /// # Errors
     /// [`TreeError::Refused`] for `__attrs__` content that is not a JSON object (the stored
@@ -128,8 +158,17 @@ impl Tree {
     /// dropped here, as the release would drop it: the kernel sends the release after
     /// `close(2)` has returned, and a program that looks again right after a refused close
     /// must see the stored file.
-    pub fn flush(&self, ino: u64, fh: u64) -> Result<(), TreeError> {
-        if !self.handles.is_writer(fh) {
+    pub fn flush_by(&self, ino: u64, fh: u64, by: super::Pid) -> Result<(), TreeError> {
+        let Some(opener) = self.handles.writer_opened_by(fh) else {
+            return Ok(());
+        };
+        if opener != by {
+            log::debug!(
+                "inode {ino}: close by process {} of a descriptor process {} opened: nothing \
+                 committed (the opener's close, fsync or the last close commits)",
+                by.0,
+                opener.0
+            );
             return Ok(());
         }
         let res = self.commit(ino, Reason::Close);
@@ -143,14 +182,12 @@ impl Tree {
     }
 
     /// Forgets the buffered edit of `ino` after a failed or refused commit: chunk buffers are
-    /// dropped (the kernel's pages of them are stale from now on), an `__attrs__` buffer shows
-    /// the stored attributes again.
+    /// dropped (the kernel's pages of them are stale from now on), an `__attrs__` buffer too
+    /// (the file shows the stored attributes again).
     pub(crate) fn drop_pending(&self, ino: u64) {
         let dropped: Vec<ChunkId> = {
             let mut edits = self.edits.lock();
-            if let Some(a) = edits.attrs.get_mut(&ino) {
-                a.revert();
-            }
+            edits.attrs.remove(&ino);
             let which: Vec<ChunkId> = match self.chunk_of(ino) {
                 Some(id) => vec![id],
                 None => match self.npy_array_of(ino) {
@@ -224,7 +261,13 @@ impl Tree {
         if bufs.is_empty() {
             return Ok(());
         }
-        let res = self.commit_chunk_bufs(ino, array, &bufs, &mut committer);
+        let res = match self.replaced_base(array, &bufs) {
+            Some(source) => {
+                self.follow_replaced();
+                Err(TreeError::Commit { ino, source })
+            }
+            None => self.commit_chunk_bufs(ino, array, &bufs, &mut committer),
+        };
         let mut edits = self.edits.lock();
         let stale = res.as_ref().is_err_and(|e| e.errno() == libc::ESTALE);
         for (index, c) in &bufs {
@@ -252,6 +295,39 @@ impl Tree {
             }
         }
         res
+    }
+
+    /// Why buffers `bufs` of `array` cannot be committed because another writer replaced
+    /// what they were made against (issue 21): one of them was buffered when the mount
+    /// followed such a change, or the source changed since the mount last read it (checked
+    /// here, before any refusal, for frames and carrays; the container layer checks again).
+    /// Such an edit is dropped with ESTALE, whatever else is wrong with it: committing it
+    /// would put back, around its own bytes, what that writer replaced.
+    fn replaced_base(&self, array: ArrayId, bufs: &[(usize, ChunkBuf)]) -> Option<ContainerError> {
+        let live = self.live.get(array.index()).and_then(Option::as_ref)?;
+        let why = if bufs.iter().any(|(_, c)| c.stale) {
+            "the edit was made against chunks another writer has replaced since"
+        } else if self.collection.is_none() && live.changed_on_disk() {
+            "the source changed on disk since the mount read it"
+        } else {
+            return None;
+        };
+        Some(ContainerError::Changed {
+            path: live.path().to_path_buf(),
+            why: why.into(),
+        })
+    }
+
+    /// After a commit found its edit stale: the mount follows the source now, so a retry
+    /// applies to what is stored.
+    fn follow_replaced(&self) {
+        let res = match self.collection {
+            Some(_) => self.refresh_collection(Refreshed::Foreign).map(|_| ()),
+            None => self.refresh(Refreshed::Foreign),
+        };
+        if let Err(e) = res {
+            log::warn!("reload after a stale edit failed: {}", display_chain(&e));
+        }
     }
 
     /// Commits chunk buffers `bufs` of `array` (for inode `ino`) in one commit, then shows the
@@ -355,7 +431,15 @@ impl Tree {
             TreeError::Refused(format!("__attrs__: {why}"))
         };
         let value = parse_attrs(&a.data).map_err(refuse)?;
+        let live_path = |id: &ArrayId| {
+            let live = self.live.get(id.index()).and_then(Option::as_ref);
+            live.map_or_else(Default::default, |l| l.path().to_path_buf())
+        };
         let res = match (owner, &self.collection) {
+            (AttrsOwner::Array(id), _) if a.stale => Err(ContainerError::Changed {
+                path: live_path(id),
+                why: "the attributes were edited against a version another writer replaced".into(),
+            }),
             (AttrsOwner::Array(id), Some(c)) => {
                 let live = self.writable_array(*id)?;
                 match live.leaf_key() {
@@ -411,11 +495,13 @@ impl Tree {
             self.settle_outer(None); // the ctable's root `__attrs__`, written by the mount
         }
         let mut edits = self.edits.lock();
-        if let Some(now) = edits.attrs.get_mut(&ino) {
-            now.stored = a.data.clone();
-            if now.version == a.version {
-                now.dirty = false;
-            }
+        if edits
+            .attrs
+            .get(&ino)
+            .is_some_and(|now| now.version == a.version)
+        {
+            // Nothing newer: the file shows what is stored (and a reload renders it anew).
+            edits.attrs.remove(&ino);
         }
         Ok(())
     }
@@ -429,6 +515,10 @@ impl Tree {
         let foreign = matches!(change, Refreshed::Foreign);
         if foreign {
             self.generated_stale();
+            // Edits still buffered were made against what that writer replaced.
+            let mut edits = self.edits.lock();
+            edits.chunks.values_mut().for_each(|c| c.stale = true);
+            edits.attrs.values_mut().for_each(|a| a.stale = true);
         }
         for (a, live) in self.live.iter().enumerate() {
             let Some(live) = live else { continue };
@@ -445,6 +535,11 @@ impl Tree {
             self.rerender_sizes(array);
         }
         self.table_npy_changed();
+        if foreign {
+            // Issue 21: a reload after a stale commit showed the old attributes for good
+            // (the follower saw nothing left to follow).
+            self.rerender_attrs();
+        }
         Ok(())
     }
 
@@ -542,5 +637,36 @@ pub(crate) fn repair_table(t: &crate::container::Table) -> bool {
             log::warn!("{}: not repaired: {}", t.path.display(), display_chain(&e));
             false
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn attrs_must_be_a_json_object() {
+        assert_eq!(
+            parse_attrs(br#"{"a": [1, 2]}"#),
+            Ok(serde_json::json!({"a": [1, 2]}))
+        );
+        assert!(parse_attrs(b"{}").is_ok());
+        assert!(parse_attrs(b"[1]").unwrap_err().contains("not an object"));
+        assert!(parse_attrs(b"").unwrap_err().contains("not JSON"));
+        assert!(
+            parse_attrs(b"{\"a\": 1} x")
+                .unwrap_err()
+                .contains("not JSON")
+        );
+    }
+
+    #[test]
+    fn an_own_commit_names_its_chunks_only_for_its_array() {
+        let edited = [1, 4];
+        let own = Refreshed::Own(ArrayId(2), &edited);
+        assert!(matches!(own.of(ArrayId(2)), Change::Own(c) if c == [1, 4]));
+        assert!(matches!(own.of(ArrayId(0)), Change::Own([])));
+        assert!(matches!(Refreshed::NONE.of(ArrayId(0)), Change::Own([])));
+        assert!(matches!(Refreshed::Foreign.of(ArrayId(0)), Change::Foreign));
     }
 }

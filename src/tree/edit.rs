@@ -11,10 +11,11 @@
 //!   Edited --O_TRUNC open----------> EmptiedByTrunc (a flush does not commit it: a shell's
 //!                                    `>` closes a duplicate descriptor before writing)
 //!   any    --refused/failed commit-> (none), the file's kernel pages marked stale
+//!   any    --another writer's change followed-> stale: its commit fails with ESTALE
 //! ```
 //!
-//! `__attrs__` buffers are keyed by inode (one file per attribute set) and keep the stored
-//! bytes to show again when an edit is refused.
+//! `__attrs__` buffers are keyed by inode (one file per attribute set) and live while they
+//! differ from what is stored (a refused or committed edit removes its buffer).
 
 use std::collections::HashMap;
 
@@ -45,6 +46,9 @@ pub(crate) struct ChunkBuf {
     pub(crate) creating: bool,
     /// Bumped by every change, so a commit only cleans what it stored.
     pub(crate) version: u64,
+    /// Made against a version another writer has since replaced (the mount followed that
+    /// change while this edit was buffered): its commit fails with ESTALE and drops it.
+    pub(crate) stale: bool,
 }
 
 impl ChunkBuf {
@@ -55,6 +59,7 @@ impl ChunkBuf {
             state: BufState::Clean,
             creating: false,
             version: 0,
+            stale: false,
         }
     }
 
@@ -65,6 +70,7 @@ impl ChunkBuf {
             state: BufState::Edited,
             creating: true,
             version: 0,
+            stale: false,
         }
     }
 
@@ -75,6 +81,7 @@ impl ChunkBuf {
             state: BufState::Edited,
             creating: false,
             version: 0,
+            stale: false,
         }
     }
 
@@ -84,25 +91,20 @@ impl ChunkBuf {
     }
 }
 
-/// The content of an `__attrs__` file being edited.
+/// The content of an `__attrs__` file being edited. It lives only while it differs from what
+/// is stored: a commit or a refusal removes it, so the file shows its stored content again,
+/// which a reload after another writer's change renders anew (issue 21: a buffer kept after
+/// its commit showed the mount's last text over that writer's attributes).
 #[derive(Debug, Clone)]
 pub(crate) struct AttrsBuf {
     /// The bytes readers see.
     pub(crate) data: Vec<u8>,
-    /// The bytes of the last stored version (shown again when an edit is refused).
-    pub(crate) stored: Vec<u8>,
     /// Whether they differ from what is stored.
     pub(crate) dirty: bool,
     /// Bumped by every change.
     pub(crate) version: u64,
-}
-
-impl AttrsBuf {
-    /// Shows the stored attributes again.
-    pub(crate) fn revert(&mut self) {
-        self.data = self.stored.clone();
-        self.dirty = false;
-    }
+    /// Made against attributes another writer has since replaced (as [`ChunkBuf::stale`]).
+    pub(crate) stale: bool,
 }
 
 /// All pending edits.
@@ -274,49 +276,72 @@ impl Tree {
     }
 
     /// Runs `f` on the buffer of chunk `id` (created from the stored chunk on first use) and
-    /// the most bytes it may hold; marks it edited.
+    /// the most bytes it may hold; marks it edited. When `f` fails on a buffer made for it
+    /// (nothing edited yet), the buffer goes: issue 21, a write refused with EFBIG left an
+    /// unedited copy of the chunk that held back following other writers for good and later
+    /// showed (and became the base of) a version they had replaced.
     pub(crate) fn with_chunk_buffer<T>(
         &self,
         id: ChunkId,
         f: impl FnOnce(&mut Vec<u8>, usize) -> Result<T, TreeError>,
     ) -> Result<T, TreeError> {
-        let loaded = self.edits.lock().chunks.contains_key(&id);
-        if !loaded {
-            // Decode outside the lock; the first writer's copy wins. A version another writer
-            // replaced meanwhile (issue 12): follow the source, then decode the new one.
-            let bytes = match self.reader.chunk(id) {
-                Err(crate::container::ContainerError::Changed { .. }) => {
-                    self.follow_source();
-                    self.reader.chunk(id)
-                }
-                res => res,
-            }
-            .map_err(|source| match source {
-                // Still replaced (another writer is mid-change, or the reload was held back):
-                // the edit has no base of the current version, as a commit against stale
-                // content has none: ESTALE, and a retry after the change applies.
-                crate::container::ContainerError::Changed { .. } => TreeError::StaleBase {
-                    ino: self.inodes.chunk_ino(id),
-                    source,
-                },
-                source => TreeError::Container {
-                    ino: self.inodes.chunk_ino(id),
-                    source,
-                },
-            })?;
-            self.edits
-                .lock()
-                .chunks
-                .entry(id)
-                .or_insert_with(|| ChunkBuf::loaded(bytes.to_vec()));
-        }
         let limit = self.chunk_limit(id)?;
-        let mut edits = self.edits.lock();
+        let mut edits = loop {
+            if !self.edits.lock().chunks.contains_key(&id) {
+                let bytes = self.base_of(id)?;
+                self.edits
+                    .lock()
+                    .chunks
+                    .entry(id)
+                    .or_insert_with(|| ChunkBuf::loaded(bytes));
+            }
+            let edits = self.edits.lock();
+            // Gone meanwhile (another thread's failed first write): load it again.
+            if edits.chunks.contains_key(&id) {
+                break edits;
+            }
+        };
         let c = edits.chunks.get_mut(&id).ok_or(TreeError::NotFound)?;
-        let out = f(&mut c.data, limit)?;
-        c.state = BufState::Edited;
-        c.version += 1;
-        Ok(out)
+        match f(&mut c.data, limit) {
+            Ok(out) => {
+                c.state = BufState::Edited;
+                c.version += 1;
+                Ok(out)
+            }
+            Err(e) => {
+                if c.state == BufState::Clean {
+                    edits.chunks.remove(&id);
+                }
+                Err(e)
+            }
+        }
+    }
+
+    /// The stored bytes of chunk `id`, the base of its buffer. Decoded outside the edits
+    /// lock; the first writer's copy wins. A version another writer replaced meanwhile (issue
+    /// 12): follow the source, then decode the new one.
+    fn base_of(&self, id: ChunkId) -> Result<Vec<u8>, TreeError> {
+        let bytes = match self.reader.chunk(id) {
+            Err(crate::container::ContainerError::Changed { .. }) => {
+                self.follow_source();
+                self.reader.chunk(id)
+            }
+            res => res,
+        }
+        .map_err(|source| match source {
+            // Still replaced (another writer is mid-change, or the reload was held back):
+            // the edit has no base of the current version, as a commit against stale
+            // content has none: ESTALE, and a retry after the change applies.
+            crate::container::ContainerError::Changed { .. } => TreeError::StaleBase {
+                ino: self.inodes.chunk_ino(id),
+                source,
+            },
+            source => TreeError::Container {
+                ino: self.inodes.chunk_ino(id),
+                source,
+            },
+        })?;
+        Ok(bytes.to_vec())
     }
 
     /// Runs `f` on the buffer of file `ino` (what `target` says it is).
@@ -341,9 +366,9 @@ impl Tree {
                 let mut edits = self.edits.lock();
                 let a = edits.attrs.entry(ino).or_insert_with(|| AttrsBuf {
                     data: stored.to_vec(),
-                    stored: stored.to_vec(),
                     dirty: false,
                     version: 0,
+                    stale: false,
                 });
                 let out = f(&mut a.data, usize::MAX)?;
                 a.dirty = true;
@@ -442,7 +467,7 @@ impl Tree {
         res
     }
 
-    /// Creates `name` in directory `parent` and opens it for writing: only the next chunk
+    /// Creates `name` in directory `parent` and opens it for writing, for this process: only the next chunk
     /// file (`data/<nchunks>.bin`) of a 1-D source (ctable columns included: the append
     /// grows every column), which becomes an append when committed (nothing is appended if
     /// it stays empty), or a scratch file in the root. Returns its attributes and a handle.
@@ -451,12 +476,25 @@ impl Tree {
     /// [`TreeError::ReadOnly`]; [`TreeError::NotPermitted`] for any other name or place;
     /// [`TreeError::Refused`] for an N-dim array.
     pub fn create(&self, parent: u64, name: &str) -> Result<(super::Attr, u64), TreeError> {
+        self.create_by(parent, name, super::Pid::current())
+    }
+
+    /// [`Tree::create`] for process `by` (the handle's opener, as [`Tree::open_by`]).
+    ///
+    /// # Errors
+    /// As [`Tree::create`].
+    pub fn create_by(
+        &self,
+        parent: u64,
+        name: &str,
+        by: super::Pid,
+    ) -> Result<(super::Attr, u64), TreeError> {
         if name.len() > super::NAME_MAX {
             return Err(TreeError::NameTooLong);
         }
         let entry = self.entry(parent)?;
         if let Entry::Zarr(z) = entry {
-            return self.zarr_create(parent, z, name);
+            return self.zarr_create(parent, z, name, by);
         }
         let Entry::Dir(_, data) = entry else {
             return Err(TreeError::NotADirectory(parent));
@@ -466,7 +504,7 @@ impl Tree {
         }
         let Some(array) = data else {
             if parent == super::ROOT_INO {
-                return self.create_scratch(parent, name);
+                return self.create_scratch(parent, name, by);
             }
             return Err(TreeError::NotPermitted(format!(
                 "creating {name:?}: only data/<nchunks>.bin and scratch files in the root \
@@ -498,7 +536,7 @@ impl Tree {
             .entry(id)
             .or_insert_with(ChunkBuf::creating);
         let ino = self.inodes.chunk_ino(id);
-        let fh = self.open(ino, libc::O_WRONLY)?;
+        let fh = self.open_by(ino, libc::O_WRONLY, by)?;
         Ok((self.getattr(ino)?, fh))
     }
 
@@ -550,5 +588,72 @@ impl Tree {
         )?;
         self.edits.lock().chunks.remove(&id);
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn id(index: usize) -> ChunkId {
+        ChunkId::new(ArrayId(0), index)
+    }
+
+    #[test]
+    fn a_buffer_is_dirty_until_clean_and_windows_stop_at_its_end() {
+        let mut e = Edits::default();
+        e.chunks.insert(id(0), ChunkBuf::loaded(vec![1, 2, 3, 4]));
+        assert!(!e.chunks[&id(0)].dirty());
+        assert_eq!(e.chunk_window(id(0), 1, 2), Some(vec![2, 3]));
+        assert_eq!(e.chunk_window(id(0), 3, 100), Some(vec![4]));
+        assert_eq!(e.chunk_window(id(0), 9, 1), Some(vec![]));
+        assert_eq!(e.chunk_window(id(1), 0, 1), None);
+        assert_eq!(e.chunk_len(id(0)), Some(4));
+        assert!(ChunkBuf::removal().dirty() && ChunkBuf::creating().dirty());
+    }
+
+    #[test]
+    fn o_trunc_marks_only_an_existing_buffer() {
+        let mut e = Edits::default();
+        e.emptied_by_trunc(Some(id(0)));
+        assert!(e.chunks.is_empty());
+        e.chunks.insert(id(0), ChunkBuf::loaded(Vec::new()));
+        e.emptied_by_trunc(Some(id(0)));
+        e.emptied_by_trunc(None);
+        assert_eq!(e.chunks[&id(0)].state, BufState::EmptiedByTrunc);
+        assert!(e.chunks[&id(0)].dirty());
+    }
+
+    #[test]
+    fn only_an_empty_creation_is_dropped() {
+        let mut e = Edits::default();
+        e.chunks.insert(id(3), ChunkBuf::creating());
+        e.chunks.insert(id(2), ChunkBuf::removal());
+        e.drop_empty_creation(Some(id(2)));
+        assert!(e.chunks.contains_key(&id(2)), "a removal is no creation");
+        let mut written = ChunkBuf::creating();
+        written.data.push(1);
+        e.chunks.insert(id(4), written);
+        e.drop_empty_creation(Some(id(4)));
+        assert!(e.chunks.contains_key(&id(4)), "a creation with data stays");
+        e.drop_empty_creation(Some(id(3)));
+        assert!(!e.chunks.contains_key(&id(3)));
+    }
+
+    #[test]
+    fn attrs_windows_stop_at_the_end() {
+        let mut e = Edits::default();
+        e.attrs.insert(
+            7,
+            AttrsBuf {
+                data: b"not json".to_vec(),
+                dirty: true,
+                version: 3,
+                stale: false,
+            },
+        );
+        assert_eq!(e.attrs_window(7, 4, 100), Some(b"json".to_vec()));
+        assert_eq!(e.attrs_window(8, 0, 1), None);
+        assert_eq!(e.attrs_len(7), Some(8));
     }
 }

@@ -289,7 +289,7 @@ impl Tree {
 
     /// Renders the `__attrs__` of every array, of the ctable and of every group again from
     /// the reloaded source.
-    fn rerender_attrs(&self) {
+    pub(crate) fn rerender_attrs(&self) {
         let table = self
             .table
             .as_ref()

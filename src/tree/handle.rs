@@ -2,6 +2,9 @@
 //! reads ([`Pinned`]), and its access pattern (where its next sequential read starts), from
 //! which every read gets a [`ReadHint`].
 //!
+//! Each handle remembers the process that opened it ([`Pid`]): only that process's close
+//! commits at FLUSH (see [`super::Tree::flush_by`]).
+//!
 //! The table has its own lock, taken first whenever another tree lock is needed too (see
 //! the lock order in [`super`]).
 
@@ -14,6 +17,19 @@ use parking_lot::Mutex;
 use super::TreeError;
 use crate::container::npy::{Npy, TableNpy};
 use crate::reader::{ArrayId, ChunkStore, Pattern, ReadHint};
+
+/// A process as the tree sees a caller: its thread-group id (what `getpid(2)` returns in it).
+/// The adapter maps the kernel's thread id to it; in-process callers use [`Pid::current`].
+/// Only compared for equality: whether a close comes from the process that opened the file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Pid(pub u32);
+
+impl Pid {
+    /// This process.
+    pub fn current() -> Pid {
+        Pid(std::process::id())
+    }
+}
 
 /// What a read-only descriptor reads, fixed at open: the versions of the arrays its file
 /// shows, and the generated content or NPY view of that moment. Every read through it sees
@@ -52,8 +68,10 @@ struct Handle {
     stream: Stream,
     /// Reads recorded so far.
     reads: u64,
-    /// Opened for writing: its flush and release commit the file's buffer.
+    /// Opened for writing: its opener's flush and its release commit the file's buffer.
     write: bool,
+    /// The process that opened it.
+    opener: Pid,
     /// Read-only handles: the version they read (`None`: writers read the file's buffer and
     /// the current version, so they see their own writes).
     pinned: Option<Arc<Pinned>>,
@@ -116,8 +134,15 @@ impl Handles {
         }
     }
 
-    /// Registers a new handle of `ino` reading `pinned` (see [`Handle`]); returns its number.
-    pub(crate) fn open(&self, ino: u64, write: bool, pinned: Option<Arc<Pinned>>) -> u64 {
+    /// Registers a new handle of `ino` opened by `opener`, reading `pinned` (see [`Handle`]);
+    /// returns its number.
+    pub(crate) fn open(
+        &self,
+        ino: u64,
+        write: bool,
+        pinned: Option<Arc<Pinned>>,
+        opener: Pid,
+    ) -> u64 {
         let fh = self.next_fh.fetch_add(1, Ordering::Relaxed);
         self.map.lock().insert(
             fh,
@@ -128,6 +153,7 @@ impl Handles {
                 stream: Stream::default(),
                 reads: 0,
                 write,
+                opener,
                 pinned,
             },
         );
@@ -211,6 +237,15 @@ impl Handles {
         self.map.lock().get(&fh).is_some_and(|h| h.write)
     }
 
+    /// The process that opened `fh`, when it is open for writing.
+    pub(crate) fn writer_opened_by(&self, fh: u64) -> Option<Pid> {
+        self.map
+            .lock()
+            .get(&fh)
+            .filter(|h| h.write)
+            .map(|h| h.opener)
+    }
+
     /// Whether a handle other than `except` has `ino` open for writing.
     pub(crate) fn other_writer(&self, ino: u64, except: Option<u64>) -> bool {
         self.map
@@ -267,7 +302,7 @@ mod tests {
     #[test]
     fn handles_report_their_stream_in_the_hint() {
         let h = Handles::new();
-        let fh = h.open(7, false, None);
+        let fh = h.open(7, false, None, Pid(1));
         let (hint, _, first) = h.record_read(fh, 7, 0, 4096).unwrap();
         assert!(first);
         assert_eq!((hint.pattern, hint.stream), (Pattern::FirstAtZero, 4096));

@@ -466,6 +466,21 @@ impl Tree {
         let skip = (data_start + hlen - offset) as usize;
         let data = &data[skip..];
         let runs: Vec<Run> = npy.layout().runs(data_start, data.len() as u64).collect();
+        // All or nothing (issue 21): a chunk whose buffer is shorter than its shape (truncated
+        // through its chunk file) refuses the write before any chunk is patched.
+        for r in &runs {
+            let id = ChunkId::new(array, r.chunk as usize);
+            let have = match self.edits.lock().chunk_len(id) {
+                Some(n) => n as u64,
+                None => self.reader.chunk_nbytes(id).map_or(u64::MAX, |n| n as u64),
+            };
+            if have < r.src + r.len {
+                return Err(TreeError::Refused(format!(
+                    "array.npy: chunk {} is shorter than its shape",
+                    r.chunk
+                )));
+            }
+        }
         let mut i = 0;
         while i < runs.len() {
             let chunk = runs[i].chunk;

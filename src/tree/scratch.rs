@@ -78,8 +78,13 @@ impl Tree {
     }
 
     /// Creates the in-memory scratch file `name` in directory `parent` (the root, or one of
-    /// the Zarr view) and opens it for writing.
-    pub(crate) fn create_scratch(&self, parent: u64, name: &str) -> Result<(Attr, u64), TreeError> {
+    /// the Zarr view) and opens it for writing, for process `by` (see [`Tree::open_by`]).
+    pub(crate) fn create_scratch(
+        &self,
+        parent: u64,
+        name: &str,
+        by: super::Pid,
+    ) -> Result<(Attr, u64), TreeError> {
         if name.is_empty() || name.contains('/') || name == "." || name == ".." {
             return Err(TreeError::InvalidArgument("name"));
         }
@@ -104,11 +109,13 @@ impl Tree {
             s.touch();
             ino
         };
-        let fh = self.open(ino, libc::O_WRONLY)?;
-        let why = "created in the mount root: kept in memory only, not stored in the source, \
-                   gone at unmount";
-        log::info!("/{name}: {why}");
-        self.events.note("create", format!("/{name}"), why);
+        let fh = self.open_by(ino, libc::O_WRONLY, by)?;
+        if parent == ROOT_INO {
+            let why = "created in the mount root: kept in memory only, not stored in the source, \
+                       gone at unmount";
+            log::info!("/{name}: {why}");
+            self.events.note("create", format!("/{name}"), why);
+        }
         Ok((self.getattr(ino)?, fh))
     }
 
@@ -218,9 +225,7 @@ impl Tree {
                         Ok(())
                     }
                     Err(e) => {
-                        if let Some(a) = self.edits.lock().attrs.get_mut(&t) {
-                            a.revert();
-                        }
+                        self.edits.lock().attrs.remove(&t);
                         Err(e)
                     }
                 }

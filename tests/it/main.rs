@@ -16,11 +16,13 @@ mod encoder; // our chunks round-trip and the reference libraries read them
 mod filters; // filters: SIMD vs scalar twins, known vectors, round trips
 mod follow; // issue 12: what another writer changed, exactly: chunks kept, resize
 mod follow_store; // issue 12: collections and ctable attributes changed by other writers
+mod fork; // issue 21: a close by a forked child or another process commits nothing (real mounts)
 mod fuzz; // the fuzz corpora and regression inputs replayed through the fuzz entry functions
 mod hostile; // hostile sizes: clear errors with bounded heap (counting allocator) and time
 mod hostile_tree; // hostile sizes through the tree API and a mount: reads within the cache budget
 mod integrity; // issue 21: true mtimes (rsync, cp -u, find -newer), bounded growth (compaction, crashes), small things
 mod layering; // the layering rule and module docs, checked on the source text
+mod model; // issue 21: a proptest reference model of the write rules through the in-process tree
 mod mount; // real FUSE mounts (skip without /dev/fuse unless B2FS_REQUIRE_FUSE=1)
 mod npy; // array.npy / table.npy: header and data equal np.save of the references; run geometry
 mod npy_file; // array.npy / table.npy through the tree and real mounts: reads, edits, crashes

@@ -124,6 +124,7 @@ impl Tree {
         parent: u64,
         z: ZNode,
         name: &str,
+        by: super::Pid,
     ) -> Result<(super::Attr, u64), TreeError> {
         if !self.options.writable {
             return Err(TreeError::ReadOnly);
@@ -131,7 +132,7 @@ impl Tree {
         if matches!(z, ZNode::RootJson | ZNode::Json(_)) || self.zarr_chunk_of(parent).is_some() {
             return Err(TreeError::NotADirectory(parent));
         }
-        self.create_scratch(parent, name)
+        self.create_scratch(parent, name, by)
     }
 
     /// Renames temp file `from` (in Zarr directory `dir`) to `newname` of `newparent`: over a
