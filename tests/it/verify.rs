@@ -403,6 +403,7 @@ fn verify_and_salvage_bcolz() {
         let blp = p.join("y/data/__2.blp");
         let len = std::fs::metadata(&blp).unwrap().len();
         smash(&blp, len / 2, 48);
+        write_at(&blp, 16, &[9]);
     });
 }
 
