@@ -16,8 +16,8 @@
 //! mapping, others read into a reused per-thread buffer (at most the stored chunk's size).
 
 use std::io::{IsTerminal, Write};
-use std::sync::{Arc, Mutex};
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
@@ -244,7 +244,9 @@ pub(super) fn check(targets: &[Target<'_>], threads: usize, progress: bool, repo
     let count = AtomicU64::new(0);
     let listed = std::sync::atomic::AtomicUsize::new(0);
     let found: Mutex<Vec<(usize, Damage)>> = Mutex::new(Vec::new());
-    let threads = threads.clamp(1, 256).min(usize::try_from(total).unwrap_or(1).max(1));
+    let threads = threads
+        .clamp(1, 256)
+        .min(usize::try_from(total).unwrap_or(1).max(1));
     let bar = progress && total >= PROGRESS_MIN_CHUNKS && std::io::stderr().is_terminal();
     std::thread::scope(|s| {
         let handles: Vec<_> = (0..threads)

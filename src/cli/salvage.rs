@@ -20,9 +20,9 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{Value, json};
 
+use super::Error;
 use super::check::{self, Damage, Report};
 use super::verify::{self, Open};
-use super::Error;
 use crate::codec::{self, CParams, Codec};
 use crate::container::store::{Group, Leaf, Node};
 use crate::container::write::{self, Edit};
@@ -237,13 +237,7 @@ fn apply(tmp: &Path, source: &Path, report: &Report) -> Result<Vec<String>, Erro
     let mut unsalvaged: Vec<String> = report
         .structure
         .iter()
-        .map(|p| {
-            format!(
-                "{}: {}",
-                p.array.as_deref().unwrap_or("(source)"),
-                p.reason
-            )
-        })
+        .map(|p| format!("{}: {}", p.array.as_deref().unwrap_or("(source)"), p.reason))
         .collect();
     if report.damaged.is_empty() {
         return Ok(unsalvaged);
@@ -387,7 +381,9 @@ fn salvage_collection(
                     .is_some_and(|r| r.starts_with('/'))
         });
         if !covered {
-            unsalvaged.push(format!("{p}: damaged chunks not rewritten (not a stored leaf)"));
+            unsalvaged.push(format!(
+                "{p}: damaged chunks not rewritten (not a stored leaf)"
+            ));
         }
     }
     Ok(())
