@@ -56,7 +56,7 @@ pub(super) struct Target<'a> {
 /// A damaged chunk.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Damage {
-    /// The array's label (see [`Target::label`]).
+    /// The array's label (`Target::label`).
     pub array: Option<String>,
     /// The chunk index.
     pub chunk: usize,
