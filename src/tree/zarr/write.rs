@@ -124,7 +124,7 @@ impl Tree {
         parent: u64,
         z: ZNode,
         name: &str,
-        by: super::Pid,
+        by: crate::tree::Pid,
     ) -> Result<(super::Attr, u64), TreeError> {
         if !self.options.writable {
             return Err(TreeError::ReadOnly);
