@@ -14,6 +14,7 @@
 pub mod args;
 mod compact;
 mod daemon;
+mod devfd;
 mod docs;
 mod events;
 mod fstab;
