@@ -3,8 +3,8 @@
 # (getfattr), vim (the editor tests), rclone (the plain HTTP(S) range server of the remote tests)
 # and openssl (the remote TLS test makes a private CA with it)
 # with apt-get, and a Python venv in .venv with the pinned reference libraries (the test oracle
-# only), maturin (the wheel test builds the pip package with it) and moto[server] (the S3
-# server of the remote tests).
+# only), maturin, ziglang and auditwheel (the wheel test builds the pip package with them)
+# and moto[server] (the S3 server of the remote tests).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -32,6 +32,12 @@ fi
 if ! "$PY" -m maturin --version >/dev/null 2>&1; then
     echo "setup: installing maturin into .venv" >&2
     "$PY" -m pip install -q --disable-pip-version-check "maturin>=1.7,<2"
+fi
+# The wheel test links the manylinux2014 binary with zig (maturin's `zig cc`) and checks the
+# wheel with auditwheel.
+if ! "$PY" -m ziglang version >/dev/null 2>&1 || ! "$PY" -m auditwheel --version >/dev/null 2>&1; then
+    echo "setup: installing ziglang and auditwheel into .venv (wheel test)" >&2
+    "$PY" -m pip install -q --disable-pip-version-check "ziglang==0.17.1" "auditwheel==6.8.2"
 fi
 if [ ! -x .venv/bin/moto_server ]; then
     echo "setup: installing moto[server] (S3 server of the remote tests)" >&2
