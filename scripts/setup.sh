@@ -3,14 +3,15 @@
 # (getfattr), vim (the editor tests), rsync (the mtime tests), rclone (the plain HTTP(S) range server of the remote tests)
 # and openssl (the remote TLS test makes a private CA with it)
 # with apt-get, and a Python venv in .venv with the pinned reference libraries (the test oracle
-# only), matplotlib (the benchmark chart), maturin (the wheel test builds the pip package with it) and moto[server] (the S3
-# server of the remote tests).
+# only), matplotlib (the benchmark chart), maturin, ziglang and auditwheel (the wheel test
+# builds the pip package with them) and moto[server] (the S3 server of the remote tests).
 # The Zarr view's readers (tests/it/zarr_readers.rs, scripts/bench_zarr.py) get two more venvs:
 # .venv-zarr (Python 3.12: zarr-python 3.4, xarray, dask[distributed], tensorstore,
 # python-blosc2) and .venv-zarr311 (Python 3.11: zarr-python 3.1, the line Python 3.11 gets).
 # Python 3.12 is looked for on PATH and in pyenv; without it .venv-zarr is skipped with a
 # message (the tests then SKIP, or fail under B2FS_REQUIRE_PYTHON=1). B2FS_SKIP_ZARR_VENV=1
 # skips both. About 2 minutes and 500 MB on a fresh machine (pandas, tensorstore, numpy).
+# The Caterva2 tests' server gets .venv-cat2 (Python 3.12, caterva2[server]).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -43,6 +44,12 @@ fi
 if ! "$PY" -c "import matplotlib" >/dev/null 2>&1; then
     echo "setup: installing matplotlib into .venv (the chart of scripts/bench_mount.py)" >&2
     "$PY" -m pip install -q --disable-pip-version-check "matplotlib>=3.8,<4"
+fi
+# The wheel test links the manylinux2014 binary with zig (maturin's `zig cc`) and checks the
+# wheel with auditwheel.
+if ! "$PY" -m ziglang version >/dev/null 2>&1 || ! "$PY" -m auditwheel --version >/dev/null 2>&1; then
+    echo "setup: installing ziglang and auditwheel into .venv (wheel test)" >&2
+    "$PY" -m pip install -q --disable-pip-version-check "ziglang==0.17.1" "auditwheel==6.8.2"
 fi
 if [ ! -x .venv/bin/moto_server ]; then
     echo "setup: installing moto[server] (S3 server of the remote tests)" >&2

@@ -16,6 +16,7 @@ pub mod args;
 pub mod check;
 mod compact;
 mod daemon;
+mod devfd;
 mod docs;
 mod events;
 mod fstab;

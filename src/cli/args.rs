@@ -144,7 +144,9 @@ pub struct MountArgs {
     pub options: Vec<String>,
     /// The source to mount.
     pub source: PathBuf,
-    /// An existing empty directory (or, with `-o nonempty`, any directory).
+    /// An existing empty directory (or, with `-o nonempty`, any directory), or /dev/fd/N: the
+    /// open /dev/fuse descriptor of a mount another process made (mount.fuse3 -o
+    /// drop_privileges, a container's privileged side), which b2fs serves without mounting.
     pub mountpoint: PathBuf,
     /// Internal: this process is the background daemon; report readiness on stdout.
     #[arg(long, hide = true)]

@@ -1,45 +1,107 @@
 //! `b2fs mount`: checks, the background daemon (re-exec with a readiness pipe), logging, and
-//! the foreground session that unmounts on SIGINT/SIGTERM/SIGHUP.
+//! the foreground session that unmounts on SIGINT/SIGTERM/SIGHUP. The mount point is a
+//! directory b2fs mounts on, or `/dev/fd/N`, the open `/dev/fuse` descriptor of a mount another
+//! process made, which b2fs serves without mounting (see `devfd`).
 //!
 //! Readiness protocol: the daemon child's stdout is a pipe to the parent. The child writes
 //! exactly one line, `ready` once the kernel handshake is done (the mount is live), or
 //! `error CODE MESSAGE` when it fails, and never writes to stdout again.
 
 use std::io::{BufRead, BufReader, Write};
+use std::os::fd::RawFd;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 use super::args::{MountArgs, MountOptions};
-use super::{Error, check_fuse, check_mountpoint, check_source};
+use super::{Error, check_fuse, check_mountpoint, check_source, devfd};
 use crate::container::Opened;
 use crate::fuse::{CachePolicy, MountConfig};
 use crate::tree::{Tree, TreeOptions, display_chain};
 
+/// Where a mount is served.
+#[derive(Debug)]
+enum Target {
+    /// A directory b2fs mounts on (absolute, checked).
+    Dir(PathBuf),
+    /// An open `/dev/fuse` descriptor whose mount another process made, and the `/dev/fd/N`
+    /// path it was given as.
+    Fd(RawFd, PathBuf),
+}
+
+impl Target {
+    /// Checks the mount point and what mounting on it needs.
+    fn check(mountpoint: &Path, opts: &MountOptions) -> Result<Target, Error> {
+        let Some(fd) = devfd::parse(mountpoint) else {
+            let dir = check_mountpoint(mountpoint, opts.nonempty)?;
+            check_fuse()?;
+            return Ok(Target::Dir(dir));
+        };
+        devfd::check(fd, mountpoint)?;
+        if opts.auto_unmount {
+            return Err(Error::Usage(
+                "option 'auto_unmount' does not apply to a /dev/fd/N mount point: the \
+                 process that mounted unmounts"
+                    .into(),
+            ));
+        }
+        Ok(Target::Fd(fd, mountpoint.to_path_buf()))
+    }
+
+    /// The mount point as given (a directory, or `/dev/fd/N`).
+    fn path(&self) -> &Path {
+        match self {
+            Target::Dir(p) | Target::Fd(_, p) => p,
+        }
+    }
+}
+
 /// Runs `b2fs mount`.
 pub(super) fn mount(args: MountArgs) -> Result<(), Error> {
-    let mut opts = MountOptions::parse(&args.options).map_err(Error::Usage)?;
-    // Remote sources are read-only.
-    opts.read_only |= super::remote::as_url(&args.source).is_some();
-    if args.daemon_child {
-        return daemon_child(&args, &opts);
-    }
-    check_local_source(&args.source)?;
-    let mountpoint = check_mountpoint(&args.mountpoint, opts.nonempty)?;
-    check_fuse()?;
-    if args.foreground {
-        init_logging(&opts, None);
-        serve(&args.source, &mountpoint, &opts, |_| {})
-    } else {
-        spawn_daemon(&args.source, &mountpoint, &opts)
+    let result = (|| {
+        let mut opts = MountOptions::parse(&args.options).map_err(Error::Usage)?;
+        // Remote sources are read-only.
+        opts.read_only |= super::remote::as_url(&args.source).is_some();
+        if args.daemon_child {
+            return daemon_child(&args, &opts);
+        }
+        check_local_source(&args.source)?;
+        let target = Target::check(&args.mountpoint, &opts)?;
+        if args.foreground {
+            init_logging(&opts, None);
+            serve(&args.source, &target, &opts, |_| {})
+        } else {
+            spawn_daemon(&args.source, &target, &opts)
+        }
+    })();
+    match (result, devfd::parse(&args.mountpoint)) {
+        // A mount exists on that descriptor and b2fs cannot remove it: say so in the one
+        // error line (the daemon child's goes to its parent, which says it).
+        (Err(e), Some(fd)) if !args.daemon_child && devfd::check(fd, &args.mountpoint).is_ok() => {
+            Err(Error::Daemon {
+                code: e.exit_code(),
+                message: format!("{}; {}", display_chain(&e), devfd::LEFT_BEHIND),
+            })
+        }
+        (result, _) => result,
     }
 }
 
 /// Starts the daemon child and waits for its readiness line.
-fn spawn_daemon(source: &Path, mountpoint: &Path, opts: &MountOptions) -> Result<(), Error> {
+fn spawn_daemon(source: &Path, target: &Target, opts: &MountOptions) -> Result<(), Error> {
     let exe = std::env::current_exe().map_err(|e| Error::other("cannot find own binary", e))?;
     let source = match super::remote::as_url(source) {
         Some(_) => source.to_path_buf(),
         None => std::path::absolute(source).map_err(|e| Error::other("source path", e))?,
+    };
+    // The child inherits a /dev/fd/N descriptor (it is not close-on-exec), under a number its
+    // replaced standard streams do not take.
+    let (mountpoint, _dup) = match target {
+        Target::Dir(dir) => (dir.clone(), None),
+        Target::Fd(fd, _) => {
+            let (n, dup) = devfd::for_child(*fd)
+                .map_err(|e| Error::other("cannot pass the /dev/fuse descriptor on", e))?;
+            (PathBuf::from(format!("/dev/fd/{n}")), dup)
+        }
     };
     use std::os::unix::process::CommandExt;
     let mut child = Command::new(exe)
@@ -49,7 +111,7 @@ fn spawn_daemon(source: &Path, mountpoint: &Path, opts: &MountOptions) -> Result
         .arg("-o")
         .arg(opts.to_arg())
         .arg(&source)
-        .arg(mountpoint)
+        .arg(&mountpoint)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
@@ -94,9 +156,8 @@ fn daemon_child(args: &MountArgs, opts: &MountOptions) -> Result<(), Error> {
     };
     let result = (|| {
         check_local_source(&args.source)?;
-        let mountpoint = check_mountpoint(&args.mountpoint, opts.nonempty)?;
-        check_fuse()?;
-        serve(&args.source, &mountpoint, opts, |_| report("ready"))
+        let target = Target::check(&args.mountpoint, opts)?;
+        serve(&args.source, &target, opts, |_| report("ready"))
     })();
     if let Err(e) = &result {
         let msg = display_chain(e);
@@ -161,11 +222,12 @@ fn redirect_stderr(f: &std::fs::File) {
     }
 }
 
-/// Builds the tree, mounts it, calls `ready` once the mount is live, and serves until
-/// unmounted (by a signal, `b2fs umount` or `fusermount3 -u`).
+/// Builds the tree, mounts it (or connects to the mount on a `/dev/fd/N` descriptor), calls
+/// `ready` once the mount is live, and serves until unmounted (by a signal, `b2fs umount` or
+/// `fusermount3 -u`; a `/dev/fd/N` mount by whoever mounted it, and a signal then ends b2fs).
 fn serve(
     source: &Path,
-    mountpoint: &Path,
+    target: &Target,
     opts: &MountOptions,
     ready: impl FnOnce(&Path),
 ) -> Result<(), Error> {
@@ -213,16 +275,27 @@ fn serve(
         },
         read_only: opts.read_only,
     };
-    let (mut session, policy) = crate::fuse::mount::session(tree, mountpoint, &cfg)
-        .map_err(|e| classify_mount_error(mountpoint, e))?;
+    let mountpoint = target.path();
+    let (mut session, policy) = match target {
+        Target::Dir(dir) => crate::fuse::mount::session(tree, dir, &cfg)
+            .map_err(|e| classify_mount_error(dir, e))?,
+        Target::Fd(fd, path) => crate::fuse::mount::session_on_fd(tree, devfd::take(*fd), &cfg)
+            .map_err(|e| Error::Mount {
+                path: path.clone(),
+                source: e,
+            })?,
+    };
     log::info!("mounted {} at {}", source.display(), mountpoint.display());
-    set_readahead(mountpoint, policy);
+    let unmounter = match target {
+        Target::Dir(dir) => {
+            set_readahead(dir, policy);
+            Some(session.unmount_callable())
+        }
+        // Another process mounted; the readahead of its mount is its business.
+        Target::Fd(..) => None,
+    };
     ready(mountpoint);
-    signals::spawn_unmounter(
-        signals,
-        session.unmount_callable(),
-        mountpoint.to_path_buf(),
-    );
+    signals::spawn_unmounter(signals, unmounter, mountpoint.to_path_buf());
     session
         .run()
         .map_err(|e| Error::other("FUSE session failed", e))?;
@@ -311,8 +384,14 @@ mod signals {
     }
 
     /// Waits for one of the blocked signals, then unmounts (lazily, so open files do not
-    /// keep the process alive forever); the session loop then ends.
-    pub(super) fn spawn_unmounter(blocked: Blocked, mut unmounter: SessionUnmounter, mp: PathBuf) {
+    /// keep the process alive forever); the session loop then ends. Without an unmounter (a
+    /// `/dev/fd/N` mount another process made, which b2fs cannot unmount), the process exits:
+    /// the kernel closes the connection and the mounter unmounts.
+    pub(super) fn spawn_unmounter(
+        blocked: Blocked,
+        unmounter: Option<SessionUnmounter>,
+        mp: PathBuf,
+    ) {
         let spawned = std::thread::Builder::new()
             .name("b2fs-signals".into())
             .spawn(move || {
@@ -325,6 +404,13 @@ mod signals {
                     log::error!("sigwait failed ({r}); signals will not unmount");
                     return;
                 }
+                let Some(mut unmounter) = unmounter else {
+                    log::info!(
+                        "signal {sig}: closing the FUSE connection of {} (its mounter unmounts)",
+                        mp.display()
+                    );
+                    std::process::exit(0);
+                };
                 log::info!("signal {sig}: unmounting {}", mp.display());
                 if let Err(e) = unmounter.unmount() {
                     log::error!("unmount of {} failed: {e}", mp.display());

@@ -1,10 +1,12 @@
 //! Mounting: [`MountConfig`] to [`fuser::Config`], a foreground [`Session`] (the command line
-//! runs it and unmounts it on a signal), and a background mount for tests and benchmarks;
-//! and the follower thread that asks the tree to follow its source every second and sends
+//! runs it and unmounts it on a signal) on a mount b2fs makes or on an open `/dev/fuse`
+//! descriptor whose mount another process made ([`session_on_fd`]), and a background mount for
+//! tests and benchmarks; and the follower thread that asks the tree to follow its source every second and sends
 //! the kernel the invalidations the tree lists (issue 12, [`crate::tree::Invalidation`]).
 
 use std::ffi::OsStr;
 use std::io;
+use std::os::fd::OwnedFd;
 use std::path::Path;
 use std::sync::{Arc, Weak};
 use std::time::Duration;
@@ -94,11 +96,53 @@ pub fn session(
     mountpoint: &Path,
     cfg: &MountConfig,
 ) -> io::Result<(Session<FuseAdapter>, CachePolicy)> {
+    start(tree, cfg, |adapter| {
+        Session::new(adapter, mountpoint, &cfg.to_fuser())
+    })
+}
+
+/// Serves `tree` on `fd`, an open `/dev/fuse` descriptor whose mount another process made
+/// (libfuse's `/dev/fd/N` convention: `mount.fuse3 -o drop_privileges`, a container's
+/// privileged side, a CSI node plugin). The kernel handshake is done when this returns, as
+/// for [`session`]; nothing is mounted or unmounted here: the session ends when whoever
+/// mounted unmounts (the kernel then closes the connection). `mount_options`,
+/// `auto_unmount` and `fsname` of `cfg` are the mounter's business and unused. Worker
+/// threads share `fd` unless `/dev/fuse` itself can be opened here to clone it (an
+/// unprivileged container may have the descriptor and no device node).
+///
+/// # Errors
+/// When the handshake fails (`fd` is not a FUSE connection, or it was closed).
+pub fn session_on_fd(
+    tree: Tree,
+    fd: OwnedFd,
+    cfg: &MountConfig,
+) -> io::Result<(Session<FuseAdapter>, CachePolicy)> {
+    let mut config = cfg.to_fuser();
+    config.mount_options.clear();
+    config.clone_fd = config.clone_fd
+        && std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open("/dev/fuse")
+            .is_ok();
+    let acl = config.acl;
+    start(tree, cfg, |adapter| {
+        Session::from_fd(adapter, fd, acl, config)
+    })
+}
+
+/// Makes the session with `connect` (which does the kernel handshake), then starts the page
+/// pusher and the follower thread on it.
+fn start(
+    tree: Tree,
+    cfg: &MountConfig,
+    connect: impl FnOnce(FuseAdapter) -> io::Result<Session<FuseAdapter>>,
+) -> io::Result<(Session<FuseAdapter>, CachePolicy)> {
     let tree = Arc::new(tree);
     let adapter = FuseAdapter::new(tree.clone(), cfg.policy);
     let decided = adapter.decided();
     let pusher = adapter.pusher_slot();
-    let session = Session::new(adapter, mountpoint, &cfg.to_fuser())?;
+    let session = connect(adapter)?;
     let policy = decided.get().copied().unwrap_or(cfg.policy);
     match super::push::Pusher::start(session.notifier()) {
         Ok(p) => {

@@ -11,6 +11,7 @@ mod consistency; // issue 12: one version per open, a mount that follows other w
 mod container; // every fixture kind opens with the reference's geometry/metadata; hostile sources
 mod crash; // SIGKILL of a read-write mount during commits: old or new chunks, fsync-acked edits kept
 mod describe; // meta/storage names, named metalayers, xattrs and the event log, in process
+mod devfd; // /dev/fd/N mount points: mount(8) -o drop_privileges and fstab, as root
 mod docs; // every path a comment names and every link of the docs exists in the repository
 mod encoder; // our chunks round-trip and the reference libraries read them
 mod filters; // filters: SIMD vs scalar twins, known vectors, round trips

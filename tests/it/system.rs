@@ -14,7 +14,7 @@ fn sample() -> PathBuf {
     crate::support::repo_root().join("examples/sample.b2nd")
 }
 
-fn text(o: &Output) -> String {
+pub(crate) fn text(o: &Output) -> String {
     format!(
         "status {}\nstdout: {}\nstderr: {}",
         o.status,
@@ -64,7 +64,7 @@ fn kill9(pid: u32) {
     assert!(st.success());
 }
 
-fn is_root() -> bool {
+pub(crate) fn is_root() -> bool {
     std::fs::read_to_string("/proc/self/status")
         .unwrap_or_default()
         .lines()
@@ -77,7 +77,7 @@ fn is_root() -> bool {
 /// a `b2fs` symlink to the built binary: mount(8) runs its helpers without the caller's PATH,
 /// so `mount.fuse3` finds FUSE programs in the standard directories only, and the test must not
 /// install anything on the machine. `$SRC`, `$MP`, `$TAB` are set.
-fn in_mount_namespace(script: &str, src: &Path, mp: &Path, tab: &Path) -> Output {
+pub(crate) fn in_mount_namespace(script: &str, src: &Path, mp: &Path, tab: &Path) -> Output {
     let bin = tempfile::tempdir().unwrap();
     std::os::unix::fs::symlink(env!("CARGO_BIN_EXE_b2fs"), bin.path().join("b2fs")).unwrap();
     let setup = format!(

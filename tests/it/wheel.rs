@@ -1,21 +1,27 @@
-//! The pip package: `maturin build` on the repository's `pyproject.toml` (`bindings = "bin"`)
-//! makes a wheel that carries the `b2fs` binary; installed into a fresh venv (no index, no
-//! network) its `b2fs` command runs and mounts the sample.
+//! The pip package: `maturin build` on the repository's `pyproject.toml` (`bindings = "bin"`,
+//! `features = ["remote"]`, `compatibility = "manylinux2014"`) makes a wheel that carries the
+//! `b2fs` binary, tagged `manylinux_2_17` (auditwheel agrees: no glibc symbol newer than
+//! 2.17); installed into a fresh venv of another Python version (no index, no network), its
+//! `b2fs` command mounts a local source, an `s3://` object on moto and an `https://` URL
+//! served by rclone with a private CA (with the `remote` feature, through rustls and ring).
 //!
-//! Cost: the wheel is built in the target directory this test run uses, with the `dev`
-//! profile, whose dependencies `cargo test` has already built: only the b2fs crate is compiled
-//! again (measured 47-95 s on the loaded 2-core machine, 2-5 s when up to date; a release wheel is
-//! `maturin build --release`, the same steps with the release profile).
+//! Cost: one build serves every check. The wheel is built in the target directory this test
+//! run uses, with the `dev` profile, whose dependencies `cargo test` has already built: only
+//! the b2fs binary crate is compiled again, and linked by zig against glibc 2.17 (maturin's
+//! own `maturin zig cc` wrapper, given as `-C linker` to that crate alone, so no dependency is
+//! rebuilt). Releases use `maturin build --release --zig` (docs/INSTALL.md), which links the
+//! same way and also compiles the C dependencies with zig, in a separate target directory:
+//! a full build, too slow for CI (measured in docs/INSTALL.md).
 //!
 //! It is `#[ignore]`d in the parallel run: cargo replaces `target/debug/b2fs`, which every
 //! other test spawns, with the dev-profile binary (a test saw ENOENT in that window);
 //! `scripts/test.sh` (and so CI) runs it on its own after the suite.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Command, Output};
 use std::time::Instant;
 
-use crate::support::{Mount, fuse_available, python, repo_root};
+use crate::support::{Mount, fuse_available, python, repo_root, sha256_hex};
 
 /// The target directory of the `b2fs` binary under test, and the profile to build the wheel
 /// with: `release` when the tests run in release, else `dev`, which shares the dependencies
@@ -32,67 +38,186 @@ fn built_profile() -> (PathBuf, &'static str) {
     (target, profile)
 }
 
+fn says(o: &Output) -> String {
+    format!(
+        "{}\n{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+/// Whether `python -m module arg` succeeds in the venv of `py`; else a SKIP (a failure under
+/// `B2FS_REQUIRE_PYTHON`).
+fn has_module(test: &str, py: &Path, module: &str, arg: &str) -> bool {
+    let what = module;
+    let ok = Command::new(py)
+        .args(["-m", module, arg])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !ok {
+        assert!(
+            std::env::var("B2FS_REQUIRE_PYTHON").is_err(),
+            "{test}: no {what} in the venv (run scripts/setup.sh)"
+        );
+        eprintln!("SKIP {test}: no {what} in the venv (run scripts/setup.sh)");
+    }
+    ok
+}
+
+/// A Python other than the project venv's (another minor version), for the fresh venv: the
+/// pyenv versions the development machines have, else `python3.X` on `PATH`.
+fn other_python(project: &Path) -> Option<PathBuf> {
+    let version = |p: &Path| {
+        Command::new(p)
+            .args(["-c", "import sys; print(sys.version_info[:2])"])
+            .output()
+            .ok()
+            .filter(|o| o.status.success())
+            .map(|o| o.stdout)
+    };
+    let ours = version(project)?;
+    let mut candidates: Vec<PathBuf> = std::fs::read_dir("/root/.pyenv/versions")
+        .into_iter()
+        .flatten()
+        .filter_map(|e| Some(e.ok()?.path().join("bin/python3")))
+        .collect();
+    // Newest first (3.13 before 3.9).
+    let key = |p: &PathBuf| -> Vec<u32> {
+        let dir = p
+            .parent()
+            .and_then(|b| b.parent())
+            .and_then(|d| d.file_name());
+        let name = dir.and_then(|n| n.to_str()).unwrap_or("");
+        name.split('.').filter_map(|x| x.parse().ok()).collect()
+    };
+    candidates.sort_by_key(|p| std::cmp::Reverse(key(p)));
+    candidates.extend(["python3.13", "python3.12", "python3.11", "python3.10"].map(PathBuf::from));
+    candidates
+        .into_iter()
+        .find(|c| version(c).is_some_and(|v| v != ours && v >= b"(3, 8)".to_vec()))
+}
+
+/// The linker wrapper for the b2fs binary crate: maturin's `zig cc` for this machine's
+/// architecture and glibc 2.17 (what `maturin build --zig` uses for manylinux2014).
+fn zig_linker(dir: &Path, py: &Path) -> PathBuf {
+    let path = dir.join("zig-cc-glibc2.17");
+    let script = format!(
+        "#!/bin/sh\nexec '{}' -m maturin zig cc -- -g -fno-sanitize=all -target {}-linux-gnu.2.17 \"$@\"\n",
+        py.display(),
+        std::env::consts::ARCH
+    );
+    std::fs::write(&path, script).unwrap();
+    let mut perms = std::fs::metadata(&path).unwrap().permissions();
+    std::os::unix::fs::PermissionsExt::set_mode(&mut perms, 0o755);
+    std::fs::set_permissions(&path, perms).unwrap();
+    path
+}
+
 #[test]
 #[ignore = "rebuilds target/debug/b2fs (dev profile) under the other tests' feet: \
             scripts/test.sh runs it alone after the suite (--ignored wheel_)"]
-fn wheel_installs_a_b2fs_command_that_mounts_the_sample() {
-    let test = "wheel_installs_a_b2fs_command_that_mounts_the_sample";
+fn wheel_is_manylinux2014_and_mounts_local_s3_and_https_sources_from_another_python() {
+    let test = "wheel_is_manylinux2014_and_mounts_local_s3_and_https_sources_from_another_python";
     let Some(py) = python(test) else {
         return;
     };
-    let has_maturin = Command::new(&py)
-        .args(["-m", "maturin", "--version"])
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !has_maturin {
-        assert!(
-            std::env::var("B2FS_REQUIRE_PYTHON").is_err(),
-            "{test}: no maturin in the venv (run scripts/setup.sh)"
-        );
-        eprintln!("SKIP {test}: no maturin in the venv (run scripts/setup.sh)");
+    if !has_module(test, &py, "maturin", "--version")
+        || !has_module(test, &py, "ziglang", "version")
+    {
         return;
     }
     let tmp = tempfile::tempdir().unwrap();
     let wheels = tmp.path().join("wheels");
     let (target, profile) = built_profile();
+    let linker = zig_linker(tmp.path(), &py);
+    // `python3 -m ziglang` is how maturin's zig wrapper finds zig: the venv's bin/ first.
+    let venv_bin = py.parent().unwrap();
+    let path = format!(
+        "{}:{}",
+        venv_bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
     let started = Instant::now();
     let out = Command::new(&py)
         .args(["-m", "maturin", "build", "--locked", "--profile", profile])
         .arg("--out")
         .arg(&wheels)
+        .arg("--")
+        .arg("-C")
+        .arg(format!("linker={}", linker.display()))
+        // The dev profile's debug info (over 200 MB) is not needed in the wheel: without it
+        // the link and the zip take seconds, not minutes.
+        .args(["-C", "strip=debuginfo"])
         .current_dir(repo_root())
         .env("CARGO_TARGET_DIR", &target)
+        .env("PATH", &path)
         .output()
         .unwrap();
     eprintln!(
         "{test}: maturin build --profile {profile} took {:.1}s",
         started.elapsed().as_secs_f64()
     );
-    assert!(
-        out.status.success(),
-        "maturin build failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert!(out.status.success(), "maturin build failed: {}", says(&out));
     let wheel = std::fs::read_dir(&wheels)
         .unwrap()
         .map(|e| e.unwrap().path())
         .find(|p| p.extension().is_some_and(|e| e == "whl"))
         .expect("a .whl in the output directory");
     let name = wheel.file_name().unwrap().to_string_lossy().into_owned();
-    assert!(
-        name.starts_with(&format!("b2fs-{}-", env!("CARGO_PKG_VERSION"))),
+    let arch = std::env::consts::ARCH;
+    // The platform tags, in the order maturin writes them.
+    let tags = name
+        .strip_prefix(&format!("b2fs-{}-py3-none-", env!("CARGO_PKG_VERSION")))
+        .and_then(|t| t.strip_suffix(".whl"))
+        .map(|t| {
+            let mut v: Vec<&str> = t.split('.').collect();
+            v.sort();
+            v
+        });
+    assert_eq!(
+        tags,
+        Some(vec![
+            format!("manylinux2014_{arch}").as_str(),
+            format!("manylinux_2_17_{arch}").as_str()
+        ]),
         "{name}"
     );
+    // auditwheel (the PyPA tool) agrees: nothing but glibc, no symbol newer than 2.17.
+    if has_module(test, &py, "auditwheel", "--version") {
+        let out = Command::new(&py)
+            .args(["-m", "auditwheel", "show"])
+            .arg(&wheel)
+            .output()
+            .unwrap();
+        let shown = says(&out);
+        assert!(out.status.success(), "{shown}");
+        let flat = shown.split_whitespace().collect::<Vec<_>>().join(" ");
+        assert!(
+            flat.contains(&format!(
+                "is consistent with the following platform tag: \"manylinux_2_17_{arch}\""
+            )),
+            "{shown}"
+        );
+        eprintln!("{test}: auditwheel show: {flat}");
+    }
 
-    // A fresh venv (without its own pip: the project venv's pip installs into it, which
-    // spares ensurepip's ~10 s), the wheel installed from the file alone.
+    // A fresh venv of another Python version (without its own pip: the project venv's pip
+    // installs into it, which spares ensurepip's ~10 s), the wheel installed from the file.
+    let other = other_python(&py);
+    let base = match &other {
+        Some(p) => p.clone(),
+        None => {
+            eprintln!("{test}: no other Python version found, the venv uses the project's");
+            py.clone()
+        }
+    };
     let venv = tmp.path().join("venv");
-    let st = Command::new(&py)
+    let st = Command::new(&base)
         .args(["-m", "venv", "--without-pip"])
         .arg(&venv)
         .status()
         .unwrap();
-    assert!(st.success(), "python -m venv");
+    assert!(st.success(), "{} -m venv", base.display());
     let out = Command::new(&py)
         .args(["-m", "pip", "--python"])
         .arg(venv.join("bin/python"))
@@ -100,11 +225,7 @@ fn wheel_installs_a_b2fs_command_that_mounts_the_sample() {
         .arg(&wheel)
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "pip install: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert!(out.status.success(), "pip install: {}", says(&out));
     let installed = venv.join("bin/b2fs");
     let v = Command::new(&installed).arg("--version").output().unwrap();
     assert_eq!(
@@ -112,41 +233,82 @@ fn wheel_installs_a_b2fs_command_that_mounts_the_sample() {
         format!("b2fs {}", env!("CARGO_PKG_VERSION"))
     );
     eprintln!(
-        "{test}: built, installed and ran in {:.1}s",
+        "{test}: built, audited, installed into {} and ran in {:.1}s",
+        base.display(),
         started.elapsed().as_secs_f64()
     );
 
     if !fuse_available(test) {
         return;
     }
-    // The installed command mounts (its daemon re-executes the installed binary).
-    let m = Mount::empty();
     let sample = repo_root().join("examples/sample.b2nd");
-    let out = Command::new(&installed)
-        .args(["mount", "-o", "ro"])
-        .arg(&sample)
-        .arg(&m.mp)
-        .output()
-        .unwrap();
+    mounts_the_sample(&installed, &sample, &[]);
+    #[cfg(feature = "remote")]
+    remote_mounts(test, &installed, &sample);
+}
+
+/// The installed command mounts `source` (its daemon re-executes the installed binary) and
+/// every chunk file has the bytes python-blosc2 decoded (`examples/sample.json`).
+fn mounts_the_sample(installed: &Path, source: &Path, opts: &[&str]) {
+    let sc: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(repo_root().join("examples/sample.json")).unwrap())
+            .unwrap();
+    let m = Mount::empty();
+    let mut c = Command::new(installed);
+    c.arg("mount");
+    for o in opts {
+        c.args(["-o", o]);
+    }
+    let out = c.arg(source).arg(&m.mp).output().unwrap();
     assert!(
         out.status.success(),
-        "installed b2fs mount: {}",
-        String::from_utf8_lossy(&out.stderr)
+        "installed b2fs mount {}: {}",
+        source.display(),
+        says(&out)
     );
     let sizes = std::fs::read_to_string(m.path("meta/sizes")).unwrap();
     assert!(sizes.contains("\"nbytes\": 10944"), "{sizes}");
-    assert_eq!(
-        std::fs::read(m.path("data/00000003.bin")).unwrap().len(),
-        2736
-    );
-    let out = Command::new(&installed)
+    for ch in sc["chunk_list"].as_array().unwrap() {
+        let f = m.path(&format!("data/{:08}.bin", ch["index"].as_u64().unwrap()));
+        let bytes = std::fs::read(&f).unwrap();
+        assert_eq!(
+            sha256_hex(&bytes),
+            ch["sha256"].as_str().unwrap(),
+            "{}",
+            source.display()
+        );
+    }
+    let out = Command::new(installed)
         .arg("umount")
         .arg(&m.mp)
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert!(out.status.success(), "{}", says(&out));
+}
+
+/// The installed command mounts the sample from moto (`s3://`) and from rclone over HTTPS
+/// with a private CA (`ca_file=`): the wheel carries the `remote` feature and its TLS works.
+#[cfg(feature = "remote")]
+fn remote_mounts(test: &str, installed: &Path, sample: &Path) {
+    use crate::remote_support::{BUCKET, moto, private_ca, put_object, rclone_with};
+
+    let Some(moto) = moto(test) else {
+        return;
+    };
+    put_object(&moto, "sample.b2nd", &std::fs::read(sample).unwrap(), true);
+    let s3 = format!("s3://{BUCKET}/sample.b2nd");
+    let ep = format!("endpoint={},no_sign_request", moto.url);
+    mounts_the_sample(installed, Path::new(&s3), &[&ep]);
+
+    let tls = tempfile::tempdir().unwrap();
+    let Some((ca_cert, cert, key)) = private_ca(test, tls.path()) else {
+        return;
+    };
+    let Some(server) = rclone_with(test, sample.parent().unwrap(), Some((&cert, &key))) else {
+        return;
+    };
+    let url = format!("{}/sample.b2nd", server.url);
+    assert!(url.starts_with("https://"), "{url}");
+    let ca = format!("ca_file={}", ca_cert.display());
+    mounts_the_sample(installed, Path::new(&url), &[&ca]);
 }
