@@ -338,6 +338,9 @@ enum Outcome {
     Decoded(usize),
 }
 
+/// Which stored chunk a memo is for: (target, index entry, last chunk of its array).
+type MemoKey = (usize, i64, bool);
+
 /// One checking thread's decoder and buffers.
 #[derive(Default)]
 struct Worker {
@@ -346,7 +349,7 @@ struct Worker {
     compressed: Vec<u8>,
     /// The last stored chunk checked: (target, index entry, last chunk of its array) and the
     /// outcome. Index entries sharing stored bytes (a repeated index) are decoded once.
-    memo: Option<((usize, i64, bool), Result<usize, Arc<str>>)>,
+    memo: Option<(MemoKey, Result<usize, Arc<str>>)>,
 }
 
 impl Worker {

@@ -18,7 +18,7 @@ use crate::error::display_chain;
 /// How opening a source went.
 pub(super) enum Open {
     /// Opened.
-    Opened(Opened),
+    Opened(Box<Opened>),
     /// A container whose structure is too damaged to open (the reason).
     Damaged(String),
 }
@@ -60,7 +60,7 @@ pub(super) fn open(source: &Path, options: &[String]) -> Result<Open, Error> {
         }
     };
     match res {
-        Ok(o) => Ok(Open::Opened(o)),
+        Ok(o) => Ok(Open::Opened(Box::new(o))),
         Err(e) if not_a_container(&e) => Err(source_err(e)),
         Err(e @ ContainerError::Io { .. }) => Err(source_err(e)),
         Err(e) => Ok(Open::Damaged(display_chain(&e))),

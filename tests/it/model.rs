@@ -399,7 +399,7 @@ impl Run {
                     self.tree.write(a.ino, fh, 0, data).unwrap();
                 }
                 self.tree.release(fh).unwrap();
-                let t = errno(self.tree.rename(ROOT_INO, "x.tmp", ROOT_INO, "__attrs__"));
+                let t = errno(self.tree.rename(ROOT_INO, "x.tmp", ROOT_INO, "__attrs__", false));
                 if t.is_err() {
                     self.tree.unlink(ROOT_INO, "x.tmp").unwrap();
                 }

@@ -452,10 +452,10 @@ fn writes_through_the_view_commit_what_python_blosc2_reads() {
         t.write(short.ino, fh2, 0, &obj[..5]).unwrap();
         t.release(fh2).unwrap();
         let err = t
-            .rename(ino(&t, cdir), "bad.partial", ino(&t, cdir), first)
+            .rename(ino(&t, cdir), "bad.partial", ino(&t, cdir), first, false)
             .unwrap_err();
         assert_eq!(err.errno(), libc::EINVAL);
-        t.rename(ino(&t, cdir), "0.abc.partial", ino(&t, cdir), first)
+        t.rename(ino(&t, cdir), "0.abc.partial", ino(&t, cdir), first, false)
             .unwrap();
         assert!(t.lookup(ino(&t, cdir), "0.abc.partial").is_err());
         apply(&mut want, &vec![0; nd], &obj);
