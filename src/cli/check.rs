@@ -10,7 +10,7 @@
 //! (zeros, NaN, uninitialised) have no bytes and are sound by construction.
 //!
 //! Memory is bounded whatever the input: chunks are decoded into one reused buffer per
-//! thread, whole up to [`WHOLE_MAX`] bytes and by windows of about [`WINDOW`] bytes (whole
+//! thread, whole up to `WHOLE_MAX` bytes and by windows of about `WINDOW` bytes (whole
 //! blocks) beyond, so a chunk declaring gigabytes costs at most a window plus the codec's own
 //! block scratch; compressed bytes of contiguous frames are decoded straight from the
 //! mapping, others read into a reused per-thread buffer (at most the stored chunk's size).

@@ -217,7 +217,12 @@ impl Tree {
                 .get_or_init(|| {
                     let path = (self.reader.arrays() > 0)
                         .then(|| self.reader.store(ArrayId(0)).path().to_path_buf());
-                    let is_dir = path.as_deref().is_some_and(std::path::Path::is_dir);
+                    // Sparse frames and bcolz roots are directories, local or under a remote
+                    // prefix (whose URL is no local directory).
+                    let dir_kind = self.live.get(0).and_then(Option::as_ref).is_some_and(|l| {
+                        !matches!(l.get().kind(), crate::container::SourceKind::Cframe)
+                    });
+                    let is_dir = dir_kind || path.as_deref().is_some_and(std::path::Path::is_dir);
                     path.map_or_else(|| "array".into(), |p| names::stem(&p, is_dir))
                 })
                 .clone();

@@ -224,7 +224,14 @@ fn caterva2_public_and_login_roots_mount_as_collections_with_reference_bytes() {
     top.sort();
     assert_eq!(
         top,
-        ["__attrs__", "big.b2nd", "dir1", "ds-1d.b2nd", "st.b2z"],
+        [
+            "__attrs__",
+            "big.b2nd",
+            "dir1",
+            "ds-1d.b2nd",
+            "st.b2z",
+            "zarr"
+        ],
         "datasets keep their names; readme.txt is not shown"
     );
     for name in &top {
