@@ -23,7 +23,8 @@
 //!   stored now; the kernel's pages of the changed files are not kept at their next open.
 //!   Every other edit still buffered then was made against the replaced version too: it is
 //!   marked stale, and its own commit fails with ESTALE in turn (issue 21: it used to be
-//!   committed over that writer's change).
+//!   committed over that writer's change). Such a commit reloads only when the source changed
+//!   on disk again since (`follow_replaced`), so an edit made after the reload commits.
 //! - **Refused `__attrs__`** content (not a JSON object) stays readable as written until the
 //!   last handle is released (a shell's `>` flushes a duplicate descriptor before writing);
 //!   then the stored attributes show again.
@@ -57,6 +58,17 @@ impl<'a> Refreshed<'a> {
             Refreshed::Foreign => Change::Foreign,
         }
     }
+}
+
+/// What [`Tree::follow_replaced`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Followed {
+    /// The source changed on disk: reloaded.
+    Reloaded,
+    /// Nothing changed on disk since the reload that marked the edit stale.
+    Unchanged,
+    /// The reload failed (logged).
+    Failed,
 }
 
 /// What asks for a commit.
@@ -263,7 +275,7 @@ impl Tree {
         }
         let res = match self.replaced_base(array, &bufs) {
             Some(source) => {
-                self.follow_replaced();
+                self.follow_replaced(false);
                 Err(TreeError::Commit { ino, source })
             }
             None => self.commit_chunk_bufs(ino, array, &bufs, &mut committer),
@@ -318,15 +330,29 @@ impl Tree {
         })
     }
 
-    /// After a commit found its edit stale: the mount follows the source now, so a retry
-    /// applies to what is stored.
-    fn follow_replaced(&self) {
+    /// After a commit failed with ESTALE: when the source changed on disk since the mount last
+    /// read it (`changed`: the container layer found so), the mount follows it now, so a retry
+    /// applies to what is stored. When it did not (the edit was marked stale at an earlier
+    /// reload that followed that change), nothing is reloaded (issue 21): a reload marks every
+    /// buffered edit stale, and edits made since that reload, from the current version, would
+    /// fail with ESTALE though no other writer touched the source again.
+    fn follow_replaced(&self, changed: bool) -> Followed {
+        let changed = changed
+            || self.collection.is_some()
+            || self.live.iter().flatten().any(|l| l.changed_on_disk());
+        if !changed {
+            return Followed::Unchanged;
+        }
         let res = match self.collection {
             Some(_) => self.refresh_collection(Refreshed::Foreign).map(|_| ()),
             None => self.refresh(Refreshed::Foreign),
         };
-        if let Err(e) = res {
-            log::warn!("reload after a stale edit failed: {}", display_chain(&e));
+        match res {
+            Ok(()) => Followed::Reloaded,
+            Err(e) => {
+                log::warn!("reload after a stale edit failed: {}", display_chain(&e));
+                Followed::Failed
+            }
         }
     }
 
@@ -477,13 +503,20 @@ impl Tree {
                 // Another writer changed the source: show what is stored now; the edit is
                 // dropped (it would silently replace that writer's attributes).
                 log::warn!("inode {ino}: __attrs__ not saved: {}", display_chain(&e));
-                if self.refresh(Refreshed::Foreign).is_ok() {
-                    if let AttrsOwner::Array(id) = owner {
-                        if let Some(live) = self.live.get(id.index()).and_then(Option::as_ref) {
-                            stored.set(view::json_file(live.get().attrs()));
-                            self.edits.lock().attrs.remove(&ino);
+                match self.follow_replaced(!a.stale) {
+                    Followed::Reloaded => {
+                        if let AttrsOwner::Array(id) = owner {
+                            if let Some(live) = self.live.get(id.index()).and_then(Option::as_ref) {
+                                stored.set(view::json_file(live.get().attrs()));
+                                self.edits.lock().attrs.remove(&ino);
+                            }
                         }
                     }
+                    // Already showing what is stored (the reload that marked it stale).
+                    Followed::Unchanged => {
+                        self.edits.lock().attrs.remove(&ino);
+                    }
+                    Followed::Failed => {}
                 }
             }
             return Err(e);

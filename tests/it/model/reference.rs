@@ -23,7 +23,9 @@
 //! - Another writer: while the mount holds no buffered edit it follows the source (at an
 //!   open, and on the follower's tick); an edit buffered before the mount follows the change
 //!   is dropped at its commit with ESTALE (its base was replaced; for chunks before any
-//!   refusal, for `__attrs__` after the JSON check), and the mount follows then.
+//!   refusal, for `__attrs__` after the JSON check), and the mount follows then if the source
+//!   changed since it last read it (not again for an edit marked stale at an earlier reload:
+//!   edits made since that reload commit).
 //! - A crash during a commit leaves the old or the new source, for every chunk of the commit.
 
 use std::collections::BTreeMap;
@@ -522,7 +524,11 @@ impl Model {
                         self.bufs.remove(k);
                     }
                 }
-                self.reload();
+                // The mount re-reads only when the source changed since it last read it: an
+                // edit marked stale at an earlier re-read leaves the edits made since alone.
+                if self.foreign {
+                    self.reload();
+                }
                 Err(libc::ESTALE)
             }
             Err(e) => Err(e),
