@@ -15,7 +15,8 @@
 //! Sparse order (6.3): each new chunk in a fresh-id file (fsync), directory fsync, the new
 //! `chunks.b2frame` in a temp file (fsync) renamed over the old one, directory fsync, then
 //! leftover chunk files of an earlier crash are removed; the chunk files this commit no longer
-//! references are removed once no frame opened before it is open (`frame/retire.rs`).
+//! references are removed once no frame opened before it is open
+//! (`src/container/frame/retire.rs`).
 
 use std::borrow::Cow;
 use std::collections::HashSet;
