@@ -94,9 +94,10 @@ struct Inner<K: Hash + Eq> {
     spare: Vec<Vec<u8>>,
     /// Streamed entries, oldest first (all of them are in `lru`).
     streamed: VecDeque<K>,
-    /// Keys of streamed entries evicted recently, oldest first, and the same as a set.
+    /// Keys of streamed entries evicted recently, oldest first, and the same with the
+    /// number of loads started when each was evicted.
     ghost_order: VecDeque<K>,
-    ghosts: HashSet<K>,
+    ghosts: HashMap<K, u64>,
     /// Cached keys known to be reused (streamed again while a ghost, or hit again after
     /// being streamed): streaming them once more does not demote them.
     reused: HashSet<K>,
@@ -129,8 +130,8 @@ impl<K: Hash + Eq + Clone> Inner<K> {
         self.ahead.remove(key);
     }
 
-    fn add_ghost(&mut self, key: K) {
-        if self.ghosts.insert(key.clone()) {
+    fn add_ghost(&mut self, key: K, loads: u64) {
+        if self.ghosts.insert(key.clone(), loads).is_none() {
             self.ghost_order.push_back(key);
         }
         while self.ghost_order.len() > MAX_GHOSTS {
@@ -206,7 +207,7 @@ impl<K: Hash + Eq + Clone> ChunkCache<K> {
                 spare: Vec::new(),
                 streamed: VecDeque::new(),
                 ghost_order: VecDeque::new(),
-                ghosts: HashSet::new(),
+                ghosts: HashMap::new(),
                 reused: HashSet::new(),
                 ahead: HashSet::new(),
             }),
@@ -272,7 +273,7 @@ impl<K: Hash + Eq + Clone> ChunkCache<K> {
         if !inner.lru.contains(key) {
             return;
         }
-        if inner.ghosts.remove(key) {
+        if inner.ghosts.remove(key).is_some() {
             // The second pass over it: keep it like any other entry from now on.
             inner.reused.insert(key.clone());
             return;
@@ -286,6 +287,15 @@ impl<K: Hash + Eq + Clone> ChunkCache<K> {
         }
     }
 
+    /// Whether `key` was streamed and then evicted during the last `within` loads: a scan
+    /// has just read it, so decoding it ahead again would be wasted (a prefetch left behind
+    /// by a scan that went another way, or by another reader).
+    pub fn streamed_lately(&self, key: &K, within: u64) -> bool {
+        let inner = self.inner.lock();
+        let now = self.loads.load(Ordering::Relaxed);
+        inner.ghosts.get(key).is_some_and(|&at| now - at <= within)
+    }
+
     /// Evicts the oldest streamed entry (recycling its buffer); false when there is none.
     fn evict_streamed(&self, inner: &mut Inner<K>) -> bool {
         let Some(key) = inner.streamed.pop_front() else {
@@ -295,7 +305,7 @@ impl<K: Hash + Eq + Clone> ChunkCache<K> {
         if let Some(v) = inner.lru.pop(&key) {
             self.evicted(inner, v);
         }
-        inner.add_ghost(key);
+        inner.add_ghost(key, self.loads.load(Ordering::Relaxed));
         true
     }
 

@@ -130,6 +130,10 @@ type BlockKey = (ChunkKey, usize);
 /// treated as random access.
 pub const RANGE_READ_MAX: usize = 64 * 1024;
 
+/// A chunk streamed and evicted during this many of the latest loads of whole chunks is not
+/// decoded ahead again ([`ChunkCache::streamed_lately`]): a scan has just read it.
+const LATELY: u64 = 4;
+
 /// Bytes a read returns: a window of a cached chunk, of a generated file, or bytes made for
 /// this read only.
 #[derive(Debug)]
@@ -256,7 +260,7 @@ impl Core {
     fn chunk_ahead(&self, id: ChunkId) -> Result<Bytes, ContainerError> {
         let store = self.pinned(id.array);
         let at = At::new(store.as_ref(), id);
-        if self.cache.contains_or_loading(&at.key) {
+        if self.cache.contains_or_loading(&at.key) || self.cache.streamed_lately(&at.key, LATELY) {
             return Ok(Bytes::default());
         }
         self.cache.load_ahead(at.key, || self.decode(&at, false))
@@ -268,6 +272,8 @@ impl Core {
 pub struct ChunkReader {
     core: Arc<Core>,
     prefetch: Option<prefetch::Prefetcher>,
+    /// Whether and which way each array's chunk files are being scanned.
+    scans: prefetch::Scans,
     options: ReaderOptions,
 }
 
@@ -295,6 +301,7 @@ impl ChunkReader {
         ChunkReader {
             core,
             prefetch,
+            scans: Default::default(),
             options,
         }
     }
@@ -427,7 +434,7 @@ impl ChunkReader {
                     None => core.chunk(&at, true)?,
                 };
                 if plan == Plan::Whole {
-                    self.prefetch_after(id, nbytes);
+                    self.prefetch_after(id, nbytes, r.start == 0);
                 }
                 if hint.streaming && r.end == nbytes && sole_reader() {
                     core.cache.streamed(&key);
@@ -543,13 +550,25 @@ impl ChunkReader {
         }
     }
 
-    /// Asks the prefetch threads for the chunks after `id` (whose size is `nbytes`): the
-    /// policy of chunk files, read one after the other.
-    pub fn prefetch_after(&self, id: ChunkId, nbytes: usize) {
-        let nchunks = self.nchunks(id.array);
+    /// Asks the prefetch threads for the chunks after `id` (whose size is `nbytes`), or
+    /// before it when the reads of its array go down, or none when they jump around: the
+    /// policy of chunk files, read one after the other. `starts`: this read is the first of
+    /// the chunk (a step of the scan).
+    pub fn prefetch_after(&self, id: ChunkId, nbytes: usize, starts: bool) {
         let depth = self.prefetch_depth(nbytes);
-        let next = id.index + 1..(id.index + 1 + depth).min(nchunks);
-        self.prefetch(next.map(|index| ChunkId::new(id.array, index)));
+        if depth == 0 {
+            return;
+        }
+        let at = |index| ChunkId::new(id.array, index);
+        let index = id.index;
+        match self.scans.way(id, starts) {
+            None => {}
+            Some(true) => self.prefetch((index.saturating_sub(depth)..index).rev().map(at)),
+            Some(false) => {
+                let end = (index + 1 + depth).min(self.nchunks(id.array));
+                self.prefetch((index + 1..end).map(at));
+            }
+        }
     }
 
     /// How many chunks of `nbytes` a prefetch may ask for: no deeper than the cache holds next
@@ -568,11 +587,9 @@ impl ChunkReader {
     pub fn prefetch(&self, ids: impl IntoIterator<Item = ChunkId>) {
         let Some(p) = &self.prefetch else { return };
         for id in ids {
-            if !self
-                .core
-                .cache
-                .contains_or_loading(&self.core.current_key(id))
-            {
+            let key = self.core.current_key(id);
+            let cache = &self.core.cache;
+            if !cache.contains_or_loading(&key) && !cache.streamed_lately(&key, LATELY) {
                 p.request(id);
             }
         }

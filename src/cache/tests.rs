@@ -283,3 +283,31 @@ fn cache_streamed_entry_read_again_or_streamed_twice_is_kept() {
     assert!(c.get(&30).is_none());
     assert_eq!(c.get(&0).unwrap()[0], 0);
 }
+
+#[test]
+fn cache_knows_which_evicted_entries_were_streamed_lately() {
+    let c = ChunkCache::<u32>::new(100 * 64);
+    for k in 0..20 {
+        load(&c, k, 64, 1);
+        c.streamed(&k);
+    }
+    // Streamed entries are evicted in order (their buffers serve the next loads): the ones
+    // before `gone` are ghosts, the last of them evicted during the last few loads.
+    let gone = (0..20).find(|k| c.contains_or_loading(k)).unwrap();
+    assert!(gone > 5, "{gone}");
+    assert!(c.streamed_lately(&(gone - 1), 8));
+    assert!(!c.streamed_lately(&0, 8), "evicted more than 8 loads ago");
+    assert!(c.streamed_lately(&0, 20));
+    assert!(!c.streamed_lately(&gone, 100), "cached, not a ghost");
+    assert!(!c.streamed_lately(&99, 100), "never seen");
+    // Ten more loads later, the newest ghost is no longer recent.
+    for k in 100..110 {
+        load(&c, k, 64, 1);
+    }
+    assert!(!c.streamed_lately(&(gone - 1), 8));
+    assert!(c.streamed_lately(&(gone - 1), 16));
+    // A ghost streamed again is a second pass: no longer a ghost.
+    load(&c, 0, 64, 2);
+    c.streamed(&0);
+    assert!(!c.streamed_lately(&0, 100));
+}

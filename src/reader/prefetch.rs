@@ -6,14 +6,21 @@
 //! while its chunk is being prefetched waits for that decode instead of starting another. A
 //! full queue drops requests (prefetching is advice), and a failed prefetch is only logged at
 //! debug level: the reader that needs the chunk reports the error.
+//!
+//! A chunk is queued once however many readers ask for it ([`Prefetcher::request`]), and
+//! chunk files are prefetched only along a scan ([`Scans`]): in the direction it goes (Dask
+//! computes an array's chunks from the last one down, so prefetching the chunks after the one
+//! being read would decode again the chunks just read), and not at all for reads that jump
+//! from chunk to chunk (zarr-python reading windows reads whole chunk objects at random).
 
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::sync::mpsc::{Receiver, SyncSender, TrySendError, sync_channel};
 use std::thread::JoinHandle;
 
 use parking_lot::Mutex;
 
-use super::{ChunkId, ChunkStore, Core};
+use super::{ArrayId, ChunkId, ChunkStore, Core};
 
 /// One request: a whole chunk of the array as it is now, or the block of a chunk of one
 /// version that a byte falls in.
@@ -25,22 +32,78 @@ pub(crate) enum Job {
 /// Queue length: a few chunks per thread are enough to keep them busy.
 const QUEUE: usize = 8;
 
+/// How far the direction vote of a scan goes either way: a few steps the other way (readers
+/// working side by side start their chunks a little out of order) do not turn it.
+const VOTES: i8 = 4;
+
+/// The largest step between chunk starts that continues a scan (readers side by side, each
+/// on its own chunk, start theirs a few chunks apart).
+const NEAR: usize = 8;
+
 #[derive(Debug)]
 pub(crate) struct Prefetcher {
     tx: Option<SyncSender<Job>>,
     threads: Vec<JoinHandle<()>>,
+    /// Chunks queued and not yet taken by a thread.
+    queued: Arc<Mutex<HashSet<ChunkId>>>,
+}
+
+/// Whether the chunk reads of each array are a scan, and which way it goes, from the steps
+/// between the chunks reads start on.
+#[derive(Debug, Default)]
+pub(crate) struct Scans {
+    arrays: Mutex<HashMap<ArrayId, Scan>>,
+}
+
+/// The chunk reads of one array.
+#[derive(Debug, Clone, Copy)]
+struct Scan {
+    /// The chunk the latest read that started a chunk was of.
+    last: usize,
+    /// The direction vote: +1 for each step up, -1 down, within `-VOTES..=VOTES`.
+    vote: i8,
+    /// How many of the latest steps (up to 2) were at most [`NEAR`] chunks.
+    near: u8,
+}
+
+impl Scans {
+    /// Whether the reads of `id`'s array scan it, and if so whether downwards, after noting
+    /// that a read of chunk `id` starts when `starts` (its first bytes). The first read of an
+    /// array and a read of its first chunk count as (re)starting a scan up (`cat data/*`);
+    /// other reads as a scan when the last two steps were near.
+    pub(crate) fn way(&self, id: ChunkId, starts: bool) -> Option<bool> {
+        let mut arrays = self.arrays.lock();
+        let scan = arrays.entry(id.array).or_insert(Scan {
+            last: id.index,
+            vote: 0,
+            near: 2,
+        });
+        if starts && id.index != scan.last {
+            let up = id.index > scan.last;
+            let near = id.index.abs_diff(scan.last) <= NEAR;
+            scan.vote = (scan.vote + if up { 1 } else { -1 }).clamp(-VOTES, VOTES);
+            scan.near = match (id.index, near) {
+                (0, _) => 2,
+                (_, true) => (scan.near + 1).min(2),
+                (_, false) => 0,
+            };
+            scan.last = id.index;
+        }
+        (scan.near == 2).then_some(scan.vote < 0)
+    }
 }
 
 impl Prefetcher {
     pub(crate) fn start(core: Arc<Core>, nthreads: usize) -> Prefetcher {
         let (tx, rx) = sync_channel::<Job>(QUEUE);
         let rx = Arc::new(Mutex::new(rx));
+        let queued = Arc::new(Mutex::new(HashSet::new()));
         let threads = (0..nthreads)
             .filter_map(|i| {
-                let (core, rx) = (core.clone(), rx.clone());
+                let (core, rx, queued) = (core.clone(), rx.clone(), queued.clone());
                 std::thread::Builder::new()
                     .name(format!("b2fs-prefetch-{i}"))
-                    .spawn(move || run(&core, &rx))
+                    .spawn(move || run(&core, &rx, &queued))
                     .map_err(|e| log::warn!("cannot start prefetch thread: {e}"))
                     .ok()
             })
@@ -48,12 +111,18 @@ impl Prefetcher {
         Prefetcher {
             tx: Some(tx),
             threads,
+            queued,
         }
     }
 
-    /// Asks for chunk `id` to be decoded into the cache soon.
+    /// Asks for chunk `id` to be decoded into the cache soon, unless it is queued already.
     pub(crate) fn request(&self, id: ChunkId) {
-        self.send(Job::Chunk(id));
+        if !self.queued.lock().insert(id) {
+            return;
+        }
+        if !self.send(Job::Chunk(id)) {
+            self.queued.lock().remove(&id);
+        }
     }
 
     /// Asks for the block of chunk `id` of `store` holding byte `offset` to be decoded into
@@ -62,21 +131,25 @@ impl Prefetcher {
         self.send(Job::Block(store, id, offset));
     }
 
-    fn send(&self, job: Job) {
-        if let Some(tx) = &self.tx {
-            match tx.try_send(job) {
-                Ok(()) | Err(TrySendError::Full(_)) | Err(TrySendError::Disconnected(_)) => {}
-            }
+    /// Queues `job`; false when the queue is full (the job is dropped).
+    fn send(&self, job: Job) -> bool {
+        let Some(tx) = &self.tx else { return false };
+        match tx.try_send(job) {
+            Ok(()) => true,
+            Err(TrySendError::Full(_)) | Err(TrySendError::Disconnected(_)) => false,
         }
     }
 }
 
-fn run(core: &Core, rx: &Mutex<Receiver<Job>>) {
+fn run(core: &Core, rx: &Mutex<Receiver<Job>>, queued: &Mutex<HashSet<ChunkId>>) {
     loop {
         let next = rx.lock().recv();
         let Ok(job) = next else { return };
         let (id, res) = match job {
-            Job::Chunk(id) => (id, core.chunk_ahead(id).map(drop)),
+            Job::Chunk(id) => {
+                queued.lock().remove(&id);
+                (id, core.chunk_ahead(id).map(drop))
+            }
             Job::Block(store, id, offset) => (id, core.block_ahead(store.as_ref(), id, offset)),
         };
         if let Err(e) = res {
@@ -95,5 +168,44 @@ impl Drop for Prefetcher {
         for t in self.threads.drain(..) {
             let _ = t.join();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn scans_follow_the_steps_between_chunk_starts() {
+        let s = Scans::default();
+        let at = |i| ChunkId::new(ArrayId(0), i);
+        let (up, down) = (Some(false), Some(true));
+        assert_eq!(s.way(at(90), true), up, "no step yet: a scan up");
+        assert_eq!(s.way(at(89), true), down);
+        // Later reads of the same chunk, and reads that do not start one, are no steps.
+        assert_eq!(s.way(at(89), true), down);
+        assert_eq!(s.way(at(20), false), down);
+        for i in (80..89).rev() {
+            assert_eq!(s.way(at(i), true), down);
+        }
+        // Readers side by side start their chunks a little out of order: one step up does
+        // not turn a scan that goes down.
+        assert_eq!(s.way(at(83), true), down);
+        assert_eq!(s.way(at(82), true), down);
+        // A run of steps up does; another array has its own scan.
+        for i in 83..88 {
+            s.way(at(i), true);
+        }
+        assert_eq!(s.way(at(88), true), up);
+        assert_eq!(s.way(ChunkId::new(ArrayId(1), 5), true), up);
+        // Reads that jump around are no scan, even when two follow each other; two near
+        // steps in a row make one again.
+        assert_eq!(s.way(at(10), true), None);
+        assert_eq!(s.way(at(11), true), None);
+        assert_eq!(s.way(at(60), true), None);
+        assert_eq!(s.way(at(61), true), None);
+        assert_eq!(s.way(at(62), true), up);
+        // Back to the first chunk: a scan starting over.
+        assert_eq!(s.way(at(0), true), up);
     }
 }

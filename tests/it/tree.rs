@@ -637,6 +637,24 @@ fn tree_second_scan_with_a_small_cache_decodes_each_chunk_once_more() {
     }
 }
 
+/// A scan from the last chunk down (the order Dask computes an array's chunks in) prefetches
+/// the chunks below the one it reads, and decodes each chunk once: prefetching the ones above
+/// would decode again the chunks it has just read.
+#[test]
+fn tree_descending_scan_prefetches_downwards_and_decodes_each_chunk_once() {
+    let (t, sc, n) = small_cache_tree(7.0);
+    for (k, i) in (0..n).rev().enumerate() {
+        read_checked(&t, &sc, i, 1 << 20);
+        // From the second chunk on the scan goes down: the two chunks below are prefetched.
+        if k > 0 {
+            wait_for_loads(&t, (k + 3).min(n) as u64);
+        }
+    }
+    let st = t.cache_stats();
+    assert_eq!(st.loads, n as u64, "each chunk decoded once: {st:?}");
+    assert!(st.hits >= n as u64 - 3, "chunks come from prefetch: {st:?}");
+}
+
 /// A cache with room for one chunk only: prefetching the next chunk would evict the one being
 /// read, between its pieces. No prefetch then, and each chunk is decoded once.
 #[test]
