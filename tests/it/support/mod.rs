@@ -102,7 +102,7 @@ pub fn run_python(py: &Path, args: &[&str]) -> Vec<u8> {
 }
 
 /// [`run_python`] with arguments of any kind (script, words, paths): `oracle(&py,
-/// &[&"scripts/oracle/x.py", &"gen", &dir])`.
+/// &[&"scripts/oracle/fork.py", &"gen", &src])`.
 pub fn oracle(py: &Path, args: &[&dyn AsRef<OsStr>]) -> Vec<u8> {
     let out = Command::new(py)
         .args(args.iter().map(|a| a.as_ref()))
