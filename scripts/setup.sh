@@ -29,32 +29,35 @@ if [ "${#APT[@]}" -gt 0 ]; then
     DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${APT[@]}" >/dev/null
 fi
 
-PY=.venv/bin/python
-if ! "$PY" -c "import blosc2, blosc, bcolz, caterva, numpy, msgpack" >/dev/null 2>&1; then
-    echo "setup: creating .venv with the reference libraries" >&2
-    python3 -m venv .venv
-    "$PY" -m pip install -q --disable-pip-version-check \
-        "blosc2==4.14.1" "blosc==1.11.4" "caterva==0.7.3" "bcolz-zipline==1.13.0" \
-        "numpy" "msgpack"
-fi
-if ! "$PY" -m maturin --version >/dev/null 2>&1; then
-    echo "setup: installing maturin into .venv" >&2
-    "$PY" -m pip install -q --disable-pip-version-check "maturin>=1.7,<2"
-fi
-if ! "$PY" -c "import matplotlib" >/dev/null 2>&1; then
-    echo "setup: installing matplotlib into .venv (the chart of scripts/bench_mount.py)" >&2
-    "$PY" -m pip install -q --disable-pip-version-check "matplotlib>=3.8,<4"
-fi
-# The wheel test links the manylinux2014 binary with zig (maturin's `zig cc`) and checks the
-# wheel with auditwheel.
-if ! "$PY" -m ziglang version >/dev/null 2>&1 || ! "$PY" -m auditwheel --version >/dev/null 2>&1; then
-    echo "setup: installing ziglang and auditwheel into .venv (wheel test)" >&2
-    "$PY" -m pip install -q --disable-pip-version-check "ziglang==0.17.1" "auditwheel==6.8.2"
-fi
-if [ ! -x .venv/bin/moto_server ]; then
-    echo "setup: installing moto[server] (S3 server of the remote tests)" >&2
-    "$PY" -m pip install -q --disable-pip-version-check "moto[server]==5.2.5"
-fi
+# Pip: one install per venv, no byte-compiling at install (Python compiles what a test
+# imports, once), downloads cached in pip's cache (PIP_CACHE_DIR, default ~/.cache/pip).
+PIP_FLAGS=(-q --disable-pip-version-check --no-compile)
+
+# .venv: what is missing, in one pip install.
+main_venv() {
+    local py=.venv/bin/python want=()
+    if ! "$py" -c "import blosc2, blosc, bcolz, caterva, numpy, msgpack" >/dev/null 2>&1; then
+        if [ ! -x "$py" ]; then
+            echo "setup: creating .venv" >&2
+            python3 -m venv .venv
+        fi
+        want+=("blosc2==4.14.1" "blosc==1.11.4" "caterva==0.7.3" "bcolz-zipline==1.13.0" "numpy"
+            "msgpack")
+    fi
+    "$py" -m maturin --version >/dev/null 2>&1 || want+=("maturin>=1.7,<2")
+    # matplotlib: the chart of scripts/bench_mount.py.
+    "$py" -c "import matplotlib" >/dev/null 2>&1 || want+=("matplotlib>=3.8,<4")
+    # The wheel test links the manylinux2014 binary with zig (maturin's `zig cc`) and checks
+    # the wheel with auditwheel.
+    "$py" -m ziglang version >/dev/null 2>&1 || want+=("ziglang==0.17.1")
+    "$py" -m auditwheel --version >/dev/null 2>&1 || want+=("auditwheel==6.8.2")
+    # moto[server]: the S3 server of the remote tests.
+    [ -x .venv/bin/moto_server ] || want+=("moto[server]==5.2.5")
+    if [ "${#want[@]}" -gt 0 ]; then
+        echo "setup: installing into .venv: ${want[*]}" >&2
+        "$py" -m pip install "${PIP_FLAGS[@]}" "${want[@]}"
+    fi
+}
 
 # A python3.N interpreter: on PATH, or in pyenv's versions (which need no shell init).
 find_python() {
@@ -84,26 +87,54 @@ zarr_venv() {  # DIR PYTHON_VERSION IMPORTS PACKAGES...
     echo "setup: creating $dir ($py) with $*" >&2
     rm -rf "$dir"
     "$py" -m venv "$dir"
-    "$dir/bin/python" -m pip install -q --disable-pip-version-check "$@"
+    "$dir/bin/python" -m pip install "${PIP_FLAGS[@]}" "$@"
 }
 
-if [ "${B2FS_SKIP_ZARR_VENV:-}" != "1" ]; then
+zarr_venvs() {
     zarr_venv .venv-zarr 3.12 "zarr, xarray, dask.distributed, tensorstore, blosc2" \
         "zarr==3.4.2" "xarray==2026.9.0" "dask[array,distributed]==2026.8.0" \
         "tensorstore==0.1.86" "numpy==2.4.6" "blosc2==4.14.1" "pandas==3.1.1"
-    zarr_venv .venv-zarr311 3.11 "zarr" "zarr==3.1.6" "numpy==2.4.6"
-fi
+}
 
 # Caterva2's server (the Caterva2 tests start cat2-server on 127.0.0.1): it needs Python 3.12,
-# so it lives in a venv of its own, .venv-cat2 (about 2.5 min to install here).
-if [ ! -x .venv-cat2/bin/python ] || ! .venv-cat2/bin/python -c "import caterva2.services.server" >/dev/null 2>&1; then
-    if CAT2_PY="${CAT2_PYTHON:-$(find_python 3.12)}"; then
+# so it lives in a venv of its own, .venv-cat2. Its server module refuses to import without
+# CATERVA2_SECRET: the check sets one, else every run would build the venv again.
+cat2_venv() {
+    if [ -x .venv-cat2/bin/python ] && CATERVA2_SECRET=setup-check \
+        .venv-cat2/bin/python -c "import caterva2.services.server" >/dev/null 2>&1; then
+        return 0
+    fi
+    local py
+    if py="${CAT2_PYTHON:-$(find_python 3.12)}"; then
         rm -rf .venv-cat2
         echo "setup: creating .venv-cat2 with caterva2[server] (the Caterva2 tests' server)" >&2
-        "$CAT2_PY" -m venv .venv-cat2
-        .venv-cat2/bin/python -m pip install -q --disable-pip-version-check \
-            "caterva2[server]==2026.9.2"
+        "$py" -m venv .venv-cat2
+        .venv-cat2/bin/python -m pip install "${PIP_FLAGS[@]}" "caterva2[server]==2026.9.2"
     else
         echo "setup: no Python 3.12: the Caterva2 tests will skip (set CAT2_PYTHON)" >&2
     fi
+}
+
+# The venvs are independent: they are made side by side (downloads and unpacking overlap),
+# each one's messages printed when it is done; any failure fails the set-up.
+LOGS=$(mktemp -d)
+trap 'rm -rf "$LOGS"' EXIT
+JOBS=(main_venv cat2_venv)
+if [ "${B2FS_SKIP_ZARR_VENV:-}" != "1" ]; then
+    JOBS+=(zarr_venvs "zarr_venv .venv-zarr311 3.11 zarr zarr==3.1.6 numpy==2.4.6")
 fi
+PIDS=()
+for j in "${JOBS[@]}"; do
+    # shellcheck disable=SC2086 # a job is a function name and its words
+    $j > "$LOGS/${#PIDS[@]}.log" 2>&1 &
+    PIDS+=($!)
+done
+STATUS=0
+for i in "${!PIDS[@]}"; do
+    if ! wait "${PIDS[$i]}"; then
+        echo "setup: FAILED: ${JOBS[$i]}" >&2
+        STATUS=1
+    fi
+    cat "$LOGS/$i.log" >&2
+done
+exit $STATUS

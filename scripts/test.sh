@@ -11,7 +11,20 @@ step() {
     "$@"
     echo "time: $((SECONDS - start)) s, $((SECONDS - T0)) s in all: $*" >&2
 }
-step bash scripts/setup.sh
+# The set-up (apt packages and Python venvs: mostly network and unpacking) runs beside the
+# lints and the test build, which need none of it; the tests wait for it.
+SETUP_LOG=$(mktemp)
+bash scripts/setup.sh > "$SETUP_LOG" 2>&1 &
+SETUP=$!
+CHILDREN=$SETUP
+trap 'kill -TERM -- $CHILDREN 2>/dev/null || true; rm -f "$SETUP_LOG"' EXIT
+setup_done() {
+    local rc=0
+    wait "$SETUP" || rc=$?
+    CHILDREN=${CHILDREN#"$SETUP"}
+    cat "$SETUP_LOG" >&2
+    [ $rc -eq 0 ] || { echo "scripts/setup.sh failed ($rc)" >&2; return $rc; }
+}
 export B2FS_PYTHON="$PWD/.venv/bin/python"
 if [ "${CI:-}" = "true" ]; then
     export B2FS_REQUIRE_FUSE=1 B2FS_REQUIRE_PYTHON=1 B2FS_REQUIRE_REMOTE=1
@@ -25,7 +38,7 @@ if cargo +nightly --version >/dev/null 2>&1; then
     mkdir -p fuzz/logs
     setsid nice -n 19 bash scripts/fuzz.sh build > fuzz/logs/build.log 2>&1 &
     FUZZ_BUILD=$!
-    trap 'kill -- -$FUZZ_BUILD 2>/dev/null || true' EXIT
+    CHILDREN="$CHILDREN -$FUZZ_BUILD"
 fi
 step cargo fmt --all -- --check
 if grep -rlP '[^\x00-\x7F]' src tests/it benches Cargo.toml; then
@@ -37,8 +50,11 @@ fi
 step cargo clippy --all-targets --locked --features remote -- -D warnings
 step cargo clippy --lib --bins --locked -- -D warnings
 RUSTDOCFLAGS="-D warnings" step cargo doc --no-deps --document-private-items --locked --quiet --features remote
+step cargo test --locked --features remote --no-run
+step setup_done
 step cargo test --locked --features remote
-# The pip wheel test rebuilds target/debug/b2fs with maturin: alone, after the suite.
+# The pip wheel test relinks target/debug/b2fs with maturin (the `dev` profile is the `test`
+# profile's settings, so nothing else is compiled again): alone, after the suite.
 step cargo test --locked --features remote --test it -- --ignored wheel_
 # Fuzzing (RELIABILITY.md): every fuzz target for a short bounded time where a nightly
 # toolchain is present; without cargo-fuzz, scripts/fuzz.sh builds and runs the same libFuzzer
@@ -50,7 +66,6 @@ if [ -n "$FUZZ_BUILD" ]; then
         echo "the fuzz targets did not build (fuzz/logs/build.log)" >&2
         exit 1
     fi
-    trap - EXIT
     step bash scripts/fuzz.sh all "${B2FS_FUZZ_SECONDS:-10}"
 else
     echo "SKIP fuzz runs: no nightly toolchain (rustup toolchain install nightly)" >&2

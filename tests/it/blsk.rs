@@ -40,9 +40,7 @@ fn generate(test: &str) -> Option<(tempfile::TempDir, Value)> {
 
 #[test]
 fn blsk_flat_root_is_an_array() {
-    let Some((tmp, m)) = generate("blsk_flat_root_is_an_array") else {
-        return;
-    };
+    let (tmp, m) = or_skip!(generate("blsk_flat_root_is_an_array"));
     let Container::Array(a) = open(&tmp.path().join("flat")).unwrap() else {
         panic!("not an array");
     };
@@ -66,9 +64,7 @@ fn blsk_flat_root_is_an_array() {
 
 #[test]
 fn blsk_nested_root_is_a_table() {
-    let Some((tmp, m)) = generate("blsk_nested_root_is_a_table") else {
-        return;
-    };
+    let (tmp, m) = or_skip!(generate("blsk_nested_root_is_a_table"));
     let Container::Table(t) = open(&tmp.path().join("nested")).unwrap() else {
         panic!("not a table");
     };
@@ -101,9 +97,7 @@ fn refused(root: &Path, what: &str) {
 
 #[test]
 fn blsk_damaged_roots_refused() {
-    let Some((tmp, _)) = generate("blsk_damaged_roots_refused") else {
-        return;
-    };
+    let (tmp, _) = or_skip!(generate("blsk_damaged_roots_refused"));
     let flat = tmp.path().join("flat");
     let sc = flat.join("data/__2__.bin");
     let good = std::fs::read(&sc).unwrap();
@@ -168,9 +162,7 @@ fn blsk_damaged_roots_refused() {
 #[test]
 fn blsk_tree_shows_json_meta_and_array_npy() {
     use b2fs::tree::{ROOT_INO, Tree, TreeOptions};
-    let Some((tmp, m)) = generate("blsk_tree_shows_json_meta_and_array_npy") else {
-        return;
-    };
+    let (tmp, m) = or_skip!(generate("blsk_tree_shows_json_meta_and_array_npy"));
     let py = support::python("blsk_tree_shows_json_meta_and_array_npy").unwrap();
     let opts = TreeOptions {
         prefetch_chunks: 0,

@@ -13,8 +13,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::remote_support::Proxy;
-use crate::support::{Mount, b2fs, fuse_available, is_mounted, python, repo_root, run_python};
+use crate::support::remote::Proxy;
+use crate::support::{Mount, b2fs, fuse_and_python, is_mounted, repo_root, run_python};
 
 const USER: &str = "user@example.com";
 const PASSWORD: &str = "foobar11";
@@ -106,16 +106,11 @@ fn cat2(test: &str) -> Option<Cat2> {
          srv_utils.add_user({USER:?}, password={PASSWORD:?}, is_superuser=True, \
          state_dir=pathlib.Path(sys.argv[1]))\n"
     );
-    let out = Command::new(&py)
-        .args(["-c", &add])
-        .arg(&server)
-        .env("CATERVA2_SECRET", "b2fs-test-secret")
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "add user: {}",
-        String::from_utf8_lossy(&out.stderr)
+    crate::support::ok(
+        Command::new(&py)
+            .args(["-c", &add])
+            .arg(&server)
+            .env("CATERVA2_SECRET", "b2fs-test-secret"),
     );
     Some(Cat2 {
         child,
@@ -148,24 +143,6 @@ blosc2.asarray(np.arange(30000, dtype="u2"), chunks=(7000,), urlpath=shared + "/
                mode="w")
 "#;
 
-/// Every file under `dir`, relative, sorted.
-fn files_under(dir: &Path) -> Vec<PathBuf> {
-    let mut out = Vec::new();
-    let mut todo = vec![dir.to_path_buf()];
-    while let Some(d) = todo.pop() {
-        for e in std::fs::read_dir(&d).unwrap() {
-            let p = e.unwrap().path();
-            if p.is_dir() {
-                todo.push(p);
-            } else {
-                out.push(p.strip_prefix(dir).unwrap().to_path_buf());
-            }
-        }
-    }
-    out.sort();
-    out
-}
-
 /// `np.save` of what python-blosc2 reads from the array at `path` (`key`: a store member).
 fn npy_of(py: &Path, path: &Path, key: Option<&str>) -> Vec<u8> {
     let script = "import sys, io, numpy as np, blosc2\n\
@@ -191,15 +168,8 @@ fn mount_with(m: &Mount, url: &str, opts: &str, env: &[(&str, &str)]) -> std::pr
 #[test]
 fn caterva2_public_and_login_roots_mount_as_collections_with_reference_bytes() {
     let t = "caterva2_public_and_login_roots_mount_as_collections_with_reference_bytes";
-    if !fuse_available(t) {
-        return;
-    }
-    let Some(py) = python(t) else {
-        return;
-    };
-    let Some(srv) = cat2(t) else {
-        return;
-    };
+    let py = or_skip!(fuse_and_python(t));
+    let srv = or_skip!(cat2(t));
     let (public, shared) = (srv.root("public"), srv.root("shared"));
     run_python(
         &py,
@@ -243,8 +213,8 @@ fn caterva2_public_and_login_roots_mount_as_collections_with_reference_bytes() {
     assert_eq!(proxy.requests() - before, at_mount + 2);
     // Every file equals a local mount's of the same directory.
     let local = Mount::daemon(&public, &["ro"]);
-    let files = files_under(&local.mp);
-    assert_eq!(files_under(&m.mp), files);
+    let files = crate::support::files_under(&local.mp);
+    assert_eq!(crate::support::files_under(&m.mp), files);
     assert!(
         files
             .iter()
@@ -350,12 +320,7 @@ fn caterva2_public_and_login_roots_mount_as_collections_with_reference_bytes() {
 #[test]
 fn caterva2_changed_dataset_and_stopped_server_fail_with_eio_and_the_mount_lives() {
     let t = "caterva2_changed_dataset_and_stopped_server_fail_with_eio_and_the_mount_lives";
-    if !fuse_available(t) {
-        return;
-    }
-    let Some(py) = python(t) else {
-        return;
-    };
+    let py = or_skip!(fuse_and_python(t));
     let Some(mut srv) = cat2(t) else {
         return;
     };

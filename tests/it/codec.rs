@@ -119,9 +119,7 @@ impl Lcg {
 
 #[test]
 fn fixtures_decode_to_manifest_sha256() {
-    let Some(fx) = fixtures_or_skip("fixtures_decode_to_manifest_sha256") else {
-        return;
-    };
+    let fx = or_skip!(fixtures_or_skip("fixtures_decode_to_manifest_sha256"));
     let mut dec = Decoder::new();
     let mut failures = Vec::new();
     for f in fx {
@@ -156,9 +154,7 @@ fn fixtures_decode_to_manifest_sha256() {
 
 #[test]
 fn fixture_headers_match_manifest() {
-    let Some(fx) = fixtures_or_skip("fixture_headers_match_manifest") else {
-        return;
-    };
+    let fx = or_skip!(fixtures_or_skip("fixture_headers_match_manifest"));
     let mut failures = Vec::new();
     for f in fx {
         let h = match codec::chunk_info(&f.bytes) {
@@ -232,9 +228,7 @@ fn quirk_fixtures_never_panic_and_ok_rows_match() {
 
 #[test]
 fn into_and_range_match_full_decode() {
-    let Some(fx) = fixtures_or_skip("into_and_range_match_full_decode") else {
-        return;
-    };
+    let fx = or_skip!(fixtures_or_skip("into_and_range_match_full_decode"));
     let mut dec = Decoder::new();
     let mut rng = Lcg(0x5eed);
     let mut buf = Vec::new();
@@ -297,9 +291,7 @@ fn into_and_range_match_full_decode() {
 
 #[test]
 fn range_decodes_only_overlapping_blocks() {
-    let Some(fx) = fixtures_or_skip("range_decodes_only_overlapping_blocks") else {
-        return;
-    };
+    let fx = or_skip!(fixtures_or_skip("range_decodes_only_overlapping_blocks"));
     let mut checked = 0;
     for f in fx {
         let h = ChunkHeader::parse(&f.bytes).unwrap();
@@ -325,9 +317,7 @@ fn range_decodes_only_overlapping_blocks() {
 
 #[test]
 fn no_output_leak() {
-    let Some(fx) = fixtures_or_skip("no_output_leak") else {
-        return;
-    };
+    let fx = or_skip!(fixtures_or_skip("no_output_leak"));
     let mut dec = Decoder::new();
     let mut leaks = Vec::new();
     for f in fx {
@@ -362,9 +352,9 @@ fn no_output_leak() {
 
 #[test]
 fn limit_refuses_large_chunks_before_allocating() {
-    let Some(fx) = fixtures_or_skip("limit_refuses_large_chunks_before_allocating") else {
-        return;
-    };
+    let fx = or_skip!(fixtures_or_skip(
+        "limit_refuses_large_chunks_before_allocating"
+    ));
     let f = fx
         .iter()
         .max_by_key(|f| ChunkHeader::parse(&f.bytes).map(|h| h.nbytes).unwrap_or(0))
@@ -414,10 +404,9 @@ for codec in [C.ZSTD, C.LZ4, C.BLOSCLZ]:
 
 #[test]
 fn vl_dictionary_and_threaded_chunks_match_the_reference() {
-    let Some(py) = crate::support::python("vl_dictionary_and_threaded_chunks_match_the_reference")
-    else {
-        return;
-    };
+    let py = or_skip!(crate::support::python(
+        "vl_dictionary_and_threaded_chunks_match_the_reference"
+    ));
     let dir = tempfile::tempdir().unwrap();
     let dir_arg = dir.path().to_str().unwrap();
     let manifest = crate::support::run_python(&py, &["-c", ORACLE_SCRIPT, dir_arg]);

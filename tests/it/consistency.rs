@@ -22,10 +22,7 @@ const CHUNK: usize = 2 << 20;
 
 /// How long the timed tests run: `B2FS_STRESS_SECS` (default `default`).
 fn secs(default: u64) -> Duration {
-    let s = std::env::var("B2FS_STRESS_SECS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default);
+    let s = crate::support::env_or("B2FS_STRESS_SECS", default);
     Duration::from_secs(s)
 }
 
@@ -110,6 +107,22 @@ struct Seen {
     errors: u64,
 }
 
+impl Seen {
+    /// Counts one whole read `b` of file `f`: torn (values of two versions), or going back
+    /// from `last`, the value this file showed before (which it then moves to).
+    fn count(&mut self, f: &Path, b: &[u8], last: &mut u32) {
+        self.reads += 1;
+        match single_value(b) {
+            None => {
+                self.torn += 1;
+                eprintln!("torn read of {}: {}", f.display(), describe(b));
+            }
+            Some(v) if v < *last => self.went_back += 1,
+            Some(v) => *last = v,
+        }
+    }
+}
+
 /// Reads chunk files `files` whole with open/read/close until `stop`, counting reads that mix
 /// versions and values going back for one file (versions only grow in these tests).
 fn reader(files: Vec<PathBuf>, stop: Arc<AtomicBool>) -> Seen {
@@ -125,15 +138,7 @@ fn reader(files: Vec<PathBuf>, stop: Arc<AtomicBool>) -> Seen {
                     continue;
                 }
             }
-            seen.reads += 1;
-            match single_value(&b) {
-                None => {
-                    seen.torn += 1;
-                    eprintln!("torn read of {}: {}", f.display(), describe(&b));
-                }
-                Some(v) if v < last[i] => seen.went_back += 1,
-                Some(v) => last[i] = v,
-            }
+            seen.count(f, &b, &mut last[i]);
         }
     }
     seen
@@ -160,9 +165,9 @@ fn describe(b: &[u8]) -> String {
 /// (1,502 of 95,808 reads did before descriptors pinned one version).
 #[test]
 fn consistency_whole_file_reads_never_mix_versions() {
-    let Some(py) = fuse_and_python("consistency_whole_file_reads_never_mix_versions") else {
-        return;
-    };
+    let py = or_skip!(fuse_and_python(
+        "consistency_whole_file_reads_never_mix_versions"
+    ));
     let dir = tempfile::tempdir().unwrap();
     let src = frame(&py, dir.path(), 4);
     let m = Mount::daemon(&src, &[]);
@@ -232,6 +237,14 @@ pub(crate) fn ro() -> TreeOptions {
     }
 }
 
+/// A fresh [`small_frame`] in a temp directory and a read-only tree of it.
+fn small_frame_tree(py: &Path) -> (tempfile::TempDir, PathBuf, Tree) {
+    let (dir, src) = crate::support::temp_path("f.b2frame");
+    small_frame(py, &src);
+    let t = Tree::from_source(&src, ro()).unwrap();
+    (dir, src, t)
+}
+
 /// A frame of 4 chunks of 100,000 int32 made by python-blosc2 (chunk i holds i*100000..).
 pub(crate) fn small_frame(py: &Path, path: &Path) {
     let code = "import sys, numpy as np, blosc2\n\
@@ -256,13 +269,10 @@ pub(crate) fn py_chunk(py: &Path, path: &Path, i: usize) -> Vec<u8> {
 /// bytes of the new one.
 #[test]
 fn consistency_tree_follows_python_blosc2_update_append_vlmeta() {
-    let Some(py) = python("consistency_tree_follows_python_blosc2_update_append_vlmeta") else {
-        return;
-    };
-    let dir = tempfile::tempdir().unwrap();
-    let src = dir.path().join("f.b2frame");
-    small_frame(&py, &src);
-    let t = Tree::from_source(&src, ro()).unwrap();
+    let py = or_skip!(python(
+        "consistency_tree_follows_python_blosc2_update_append_vlmeta"
+    ));
+    let (_dir, src, t) = small_frame_tree(&py);
     let old1 = read_path(&t, "data/00000001.bin");
     assert_eq!(old1, py_chunk(&py, &src, 1));
     let c1 = ino_of(&t, "data/00000001.bin");
@@ -315,13 +325,8 @@ fn consistency_tree_follows_python_blosc2_update_append_vlmeta() {
 /// opens see the new file.
 #[test]
 fn consistency_tree_follows_a_compacted_copy_moved_in() {
-    let Some(py) = python("consistency_tree_follows_a_compacted_copy_moved_in") else {
-        return;
-    };
-    let dir = tempfile::tempdir().unwrap();
-    let src = dir.path().join("f.b2frame");
-    small_frame(&py, &src);
-    let t = Tree::from_source(&src, ro()).unwrap();
+    let py = or_skip!(python("consistency_tree_follows_a_compacted_copy_moved_in"));
+    let (dir, src, t) = small_frame_tree(&py);
     let c3 = ino_of(&t, "data/00000003.bin");
     let old3 = read_path(&t, "data/00000003.bin");
     let before = t.open(c3, libc::O_RDONLY).unwrap();
@@ -356,11 +361,10 @@ fn consistency_tree_follows_a_compacted_copy_moved_in() {
 /// recovers when a valid frame is back.
 #[test]
 fn consistency_tree_survives_an_unreadable_source_and_recovers() {
-    let Some(py) = python("consistency_tree_survives_an_unreadable_source_and_recovers") else {
-        return;
-    };
-    let dir = tempfile::tempdir().unwrap();
-    let src = dir.path().join("f.b2frame");
+    let py = or_skip!(python(
+        "consistency_tree_survives_an_unreadable_source_and_recovers"
+    ));
+    let (dir, src) = crate::support::temp_path("f.b2frame");
     small_frame(&py, &src);
     let good = std::fs::read(&src).unwrap();
     let t = Tree::from_source(&src, ro()).unwrap();
@@ -390,11 +394,8 @@ fn consistency_tree_survives_an_unreadable_source_and_recovers() {
 /// needed for `stat`) `ls`, `stat` and `cat` show the new state.
 #[test]
 fn consistency_mount_follows_python_blosc2() {
-    let Some(py) = fuse_and_python("consistency_mount_follows_python_blosc2") else {
-        return;
-    };
-    let dir = tempfile::tempdir().unwrap();
-    let src = dir.path().join("f.b2frame");
+    let py = or_skip!(fuse_and_python("consistency_mount_follows_python_blosc2"));
+    let (_dir, src) = crate::support::temp_path("f.b2frame");
     small_frame(&py, &src);
     let m = Mount::daemon(&src, &["ro"]);
     let sizes = m.path("meta/sizes");
@@ -458,18 +459,10 @@ fn stress_reader(mp: PathBuf, stop: Arc<AtomicBool>) -> (Seen, Vec<i32>) {
                 errnos.push(e.raw_os_error().unwrap_or(0));
                 continue;
             }
-            seen.reads += 1;
             if last.len() <= i {
                 last.resize(i + 1, 0);
             }
-            match single_value(&b) {
-                None => {
-                    seen.torn += 1;
-                    eprintln!("torn read of {}: {}", f.display(), describe(&b));
-                }
-                Some(v) if v < last[i] => seen.went_back += 1,
-                Some(v) => last[i] = v,
-            }
+            seen.count(f, &b, &mut last[i]);
         }
     }
     (seen, errnos)
@@ -481,9 +474,9 @@ fn stress_reader(mp: PathBuf, stop: Arc<AtomicBool>) -> (Seen, Vec<i32>) {
 /// version, the daemon stays up, and python-blosc2 reads the last acknowledged write of each
 /// chunk and every chunk it appended. A commit racing python's append is ESTALE and retried.
 fn stress(secs: Duration) {
-    let Some(py) = fuse_and_python("consistency_stress_four_readers_one_writer_and_python") else {
-        return;
-    };
+    let py = or_skip!(fuse_and_python(
+        "consistency_stress_four_readers_one_writer_and_python"
+    ));
     let dir = tempfile::tempdir().unwrap();
     let src = frame(&py, dir.path(), 4);
     // The sidecar exists from the start, so every commit of the mount takes the lock.

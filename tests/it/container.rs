@@ -940,8 +940,7 @@ fn container_array_is_send_and_sync() {
     assert_send_sync::<Container>();
     // And chunks can be read from many threads at once.
     let (f, data) = small_frame();
-    let dir = tempfile::tempdir().unwrap();
-    let p = dir.path().join("f.b2frame");
+    let (_dir, p) = crate::support::temp_path("f.b2frame");
     std::fs::write(&p, &f).unwrap();
     let a = Arc::new(open_array(&p));
     let threads: Vec<_> = (0..4)
@@ -981,8 +980,7 @@ fn container_million_chunk_frame_opens_without_reading_chunks() {
         &[],
         &[("k", vec![0x01])],
     );
-    let dir = tempfile::tempdir().unwrap();
-    let p = dir.path().join("million.b2frame");
+    let (_dir, p) = crate::support::temp_path("million.b2frame");
     std::fs::write(&p, &f).unwrap();
 
     let t = std::time::Instant::now();
@@ -1031,8 +1029,7 @@ fn container_repeated_value_index_is_not_expanded() {
     idx[12..16].copy_from_slice(&40u32.to_le_bytes());
     idx[31] = 0x30;
     idx[32..40].copy_from_slice(&ZEROS.to_le_bytes());
-    let dir = tempfile::tempdir().unwrap();
-    let p = dir.path().join("zeros.b2frame");
+    let (_dir, p) = crate::support::temp_path("zeros.b2frame");
     std::fs::write(&p, &f).unwrap();
     let a = open_array(&p);
     assert_eq!(a.nchunks(), n as usize);
@@ -1045,8 +1042,7 @@ fn container_repeated_value_index_is_not_expanded() {
 // Hostile frames
 
 fn open_bytes(bytes: &[u8]) -> Result<Container, ContainerError> {
-    let dir = tempfile::tempdir().unwrap();
-    let p = dir.path().join("hostile.b2frame");
+    let (_dir, p) = crate::support::temp_path("hostile.b2frame");
     std::fs::write(&p, bytes).unwrap();
     container::open(&p)
 }
@@ -1370,10 +1366,7 @@ fn container_mutated_frames_never_panic() {
     let corpus = mutation_corpus();
     let tmp = tempfile::tempdir().unwrap();
     let path = tmp.path().join("mutant");
-    let cases: u32 = std::env::var("B2FS_CASES")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(4000);
+    let cases: u32 = crate::support::env_or("B2FS_CASES", 4000);
     let config = ProptestConfig {
         cases,
         failure_persistence: None,
@@ -1493,11 +1486,9 @@ fn container_open_reads_no_chunk_data_on_fixtures() {
 /// intended Python values, and its chunks as our data.
 #[test]
 fn container_attrs_json_to_msgpack_reads_back_in_python_blosc2() {
-    let Some(py) =
-        crate::support::python("container_attrs_json_to_msgpack_reads_back_in_python_blosc2")
-    else {
-        return;
-    };
+    let py = or_skip!(crate::support::python(
+        "container_attrs_json_to_msgpack_reads_back_in_python_blosc2"
+    ));
     let values = [
         ("s", json!("K\u{e9}lvin")),
         ("i", json!(42)),
@@ -1531,8 +1522,7 @@ fn container_attrs_json_to_msgpack_reads_back_in_python_blosc2() {
         .collect();
     let data: Vec<u8> = (0..64u8).collect();
     let f = build_frame(4, 64, 64, &memcpyed(&data, 4), &[0], &[], &vlmeta);
-    let dir = tempfile::tempdir().unwrap();
-    let p = dir.path().join("interop.b2frame");
+    let (_dir, p) = crate::support::temp_path("interop.b2frame");
     std::fs::write(&p, &f).unwrap();
     // Our own reader gives the same JSON back.
     let a = open_array(&p);
@@ -1731,16 +1721,16 @@ for case in range(count):
 json.dump(recs, open(os.path.join(out, "frames.json"), "w"))
 "#;
 
-/// Fresh random frames from python-blosc2 on every run (seed printed; `B2FS_SEED` replays,
-/// `B2FS_ORACLE_FRAMES` sets the count, default 40): geometry, metalayers, vlmeta (content,
-/// JSON and byte-exact re-encoding), every chunk's size and decoded sha256, and for NDArrays
-/// the logical array rebuilt through the grid (compared with the numpy input).
-#[test]
-fn container_oracle_random_frames_match_python_blosc2() {
-    let test = "container_oracle_random_frames_match_python_blosc2";
-    let Some(py) = crate::support::python(test) else {
-        return;
-    };
+/// A fresh random set made by the python `code` (arguments: seed, count, output directory;
+/// it writes `json` there): the seed (`B2FS_SEED` replays a run, printed), the directory and
+/// the parsed records. The count comes from `count.0` (default `count.1`).
+fn random_set(
+    test: &str,
+    py: &Path,
+    code: &str,
+    count: (&str, usize),
+    (what, json): (&str, &str),
+) -> (u64, tempfile::TempDir, Value) {
     let seed: u64 = std::env::var("B2FS_SEED")
         .ok()
         .and_then(|s| s.trim().parse().ok())
@@ -1749,24 +1739,33 @@ fn container_oracle_random_frames_match_python_blosc2() {
                 .duration_since(std::time::UNIX_EPOCH)
                 .map_or(1, |d| d.as_nanos() as u64 % 1_000_000_007)
         });
-    let count: usize = std::env::var("B2FS_ORACLE_FRAMES")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(40);
-    eprintln!("{test}: seed {seed} (replay with B2FS_SEED={seed}), {count} frames");
+    let count: usize = crate::support::env_or(count.0, count.1);
+    eprintln!("{test}: seed {seed} (replay with B2FS_SEED={seed}), {count} {what}");
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().to_str().unwrap();
     crate::support::run_python(
-        &py,
-        &[
-            "-c",
-            ORACLE_FRAMES_PY,
-            &seed.to_string(),
-            &count.to_string(),
-            out,
-        ],
+        py,
+        &["-c", code, &seed.to_string(), &count.to_string(), out],
     );
-    let recs = load(&dir.path().join("frames.json"));
+    let recs = load(&dir.path().join(json));
+    (seed, dir, recs)
+}
+
+/// Fresh random frames from python-blosc2 on every run (seed printed; `B2FS_SEED` replays,
+/// `B2FS_ORACLE_FRAMES` sets the count, default 40): geometry, metalayers, vlmeta (content,
+/// JSON and byte-exact re-encoding), every chunk's size and decoded sha256, and for NDArrays
+/// the logical array rebuilt through the grid (compared with the numpy input).
+#[test]
+fn container_oracle_random_frames_match_python_blosc2() {
+    let test = "container_oracle_random_frames_match_python_blosc2";
+    let py = or_skip!(crate::support::python(test));
+    let (seed, _dir, recs) = random_set(
+        test,
+        &py,
+        ORACLE_FRAMES_PY,
+        ("B2FS_ORACLE_FRAMES", 40),
+        ("frames", "frames.json"),
+    );
     let mut r = Report::default();
     for rec in recs.as_array().unwrap() {
         let path = PathBuf::from(rec["source"].as_str().unwrap());
@@ -2053,35 +2052,14 @@ fn carray_logical_bytes(a: &Array) -> Result<Vec<u8>, String> {
 #[test]
 fn container_oracle_random_bcolz_match_reference() {
     let test = "container_oracle_random_bcolz_match_reference";
-    let Some(py) = crate::support::python(test) else {
-        return;
-    };
-    let seed: u64 = std::env::var("B2FS_SEED")
-        .ok()
-        .and_then(|s| s.trim().parse().ok())
-        .unwrap_or_else(|| {
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map_or(1, |d| d.as_nanos() as u64 % 1_000_000_007)
-        });
-    let count: usize = std::env::var("B2FS_ORACLE_BCOLZ")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(30);
-    eprintln!("{test}: seed {seed} (replay with B2FS_SEED={seed}), {count} directories");
-    let dir = tempfile::tempdir().unwrap();
-    let out = dir.path().to_str().unwrap();
-    crate::support::run_python(
+    let py = or_skip!(crate::support::python(test));
+    let (seed, _dir, recs) = random_set(
+        test,
         &py,
-        &[
-            "-c",
-            ORACLE_BCOLZ_PY,
-            &seed.to_string(),
-            &count.to_string(),
-            out,
-        ],
+        ORACLE_BCOLZ_PY,
+        ("B2FS_ORACLE_BCOLZ", 30),
+        ("directories", "bcolz.json"),
     );
-    let recs = load(&dir.path().join("bcolz.json"));
     let mut r = Report::default();
     for rec in recs.as_array().unwrap() {
         let path = PathBuf::from(rec["source"].as_str().unwrap());
@@ -2202,9 +2180,9 @@ fn container_changed_on_disk_detects_rewrites() {
 /// each chunk's Blosc1 header.
 #[test]
 fn container_bcolz_object_dtype_reads_each_pickle() {
-    let Some(py) = crate::support::python("container_bcolz_object_dtype_reads_each_pickle") else {
-        return;
-    };
+    let py = or_skip!(crate::support::python(
+        "container_bcolz_object_dtype_reads_each_pickle"
+    ));
     let tmp = tempfile::tempdir().unwrap();
     let d = tmp.path().join("obj");
     let script = r#"

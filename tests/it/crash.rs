@@ -9,24 +9,13 @@
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Command;
+use std::time::Duration;
 
 use serde_json::json;
 
-use crate::support::{fuse_and_python, is_mounted, python_says, run_python};
-
-/// A small xorshift generator: the test needs no cryptographic randomness.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-}
+use crate::support::crash::{Rng, foreground, kill_after, kill_delay, run_copy};
+use crate::support::{b2fs, fuse_and_python, ok, python_says};
 
 fn pattern(len: usize, seed: u64) -> Vec<u8> {
     (0..len as u64)
@@ -38,19 +27,7 @@ fn pattern(len: usize, seed: u64) -> Vec<u8> {
 /// append one, SIGKILL the daemon after `delay`, lazily unmount. Returns the chunks whose
 /// fsync succeeded.
 fn crash_run(src: &Path, mp: &Path, seed: u64, delay: Duration) -> Vec<usize> {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_b2fs"))
-        .args(["mount", "-f"])
-        .arg(src)
-        .arg(mp)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while !is_mounted(mp) {
-        assert!(Instant::now() < deadline, "mount did not come up");
-        std::thread::sleep(Duration::from_millis(5));
-    }
+    let mut child = foreground(src, mp);
     let data = mp.join("data");
     let writer = std::thread::spawn(move || {
         let mut acked = Vec::new();
@@ -88,60 +65,21 @@ fn crash_run(src: &Path, mp: &Path, seed: u64, delay: Duration) -> Vec<usize> {
     kill_after(delay, &mut child, writer, mp)
 }
 
-/// SIGKILLs the daemon `child` after `delay`, then joins the `writer` thread (its commits
-/// fail from then on) and detaches the dead mount at `mp`; the writer's result.
-pub(crate) fn kill_after<T>(
-    delay: Duration,
-    child: &mut std::process::Child,
-    writer: std::thread::JoinHandle<T>,
-    mp: &Path,
-) -> T {
-    std::thread::sleep(delay);
-    let _ = child.kill(); // SIGKILL
-    let _ = child.wait();
-    let acked = writer.join().unwrap();
-    let _ = Command::new("fusermount3")
-        .args(["-u", "-z"])
-        .arg(mp)
-        .output();
-    acked
-}
-
 fn crash_test(test: &str, runs: usize) {
-    let Some(py) = fuse_and_python(test) else {
-        return;
-    };
+    let py = or_skip!(fuse_and_python(test));
     let dir = tempfile::tempdir().unwrap();
     let root = std::fs::canonicalize(dir.path()).unwrap();
     let pristine = root.join("pristine");
     std::fs::create_dir(&pristine).unwrap();
-    run_python(
-        &py,
-        &[
-            "scripts/oracle/writeback.py",
-            "gen",
-            pristine.to_str().unwrap(),
-        ],
-    );
+    crate::support::oracle(&py, &[&"scripts/oracle/writeback.py", &"gen", &pristine]);
     let kinds = ["cframe.b2frame", "sframe.b2frame", "carr"];
-    let mut rng = Rng(0x9E37_79B9_7F4A_7C15 ^ u64::from(std::process::id()));
+    let mut rng = Rng::per_run(1);
     let mut manifest = Vec::new();
     for r in 0..runs {
         let kind = kinds[r % kinds.len()];
-        let run = root.join(format!("run{r}"));
-        std::fs::create_dir(&run).unwrap();
-        let src: PathBuf = run.join(kind);
-        let copy = Command::new("cp")
-            .arg("-a")
-            .arg(pristine.join(kind))
-            .arg(&src)
-            .status()
-            .unwrap();
-        assert!(copy.success());
-        let mp = run.join("mnt");
-        std::fs::create_dir(&mp).unwrap();
+        let (src, mp) = run_copy(&root, r, &pristine.join(kind));
         let seed = 100 + (rng.next() % 100);
-        let delay = Duration::from_micros(rng.next() % 40_000);
+        let delay = kill_delay(&mut rng, r / kinds.len(), 0, 40);
         let acked = crash_run(&src, &mp, seed, delay);
         manifest.push(json!({
             "kind": if kind == "carr" { "carr" } else { "frame" },
@@ -172,10 +110,7 @@ fn crash_sigkill_during_commits_small() {
 #[test]
 #[ignore = "hundreds of mounts: run with --ignored crash"]
 fn crash_sigkill_during_commits_many() {
-    let runs = std::env::var("B2FS_CRASH_RUNS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(300);
+    let runs = crate::support::env_or("B2FS_CRASH_RUNS", 300);
     crash_test("crash_sigkill_during_commits_many", runs);
 }
 
@@ -183,19 +118,7 @@ fn crash_sigkill_during_commits_many() {
 /// last chunk of column b (200 rows) and then appends whole chunks (300 rows) to it, each with
 /// fsync; SIGKILL after `delay`. Returns how many of those steps were acknowledged.
 fn crash_table_run(src: &Path, mp: &Path, seed: u64, delay: Duration) -> usize {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_b2fs"))
-        .args(["mount", "-f"])
-        .arg(src)
-        .arg(mp)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while !is_mounted(mp) {
-        assert!(Instant::now() < deadline, "mount did not come up");
-        std::thread::sleep(Duration::from_millis(5));
-    }
+    let mut child = foreground(src, mp);
     let data = mp.join("b/data");
     let writer = std::thread::spawn(move || {
         let mut acked = 0;
@@ -225,39 +148,18 @@ fn crash_table_run(src: &Path, mp: &Path, seed: u64, delay: Duration) -> usize {
 }
 
 fn crash_table_test(test: &str, runs: usize) {
-    let Some(py) = fuse_and_python(test) else {
-        return;
-    };
+    let py = or_skip!(fuse_and_python(test));
     let dir = tempfile::tempdir().unwrap();
     let root = std::fs::canonicalize(dir.path()).unwrap();
-    let pristine = root.join("pristine");
-    run_python(
-        &py,
-        &[
-            "scripts/oracle/writeback.py",
-            "ctable",
-            pristine.to_str().unwrap(),
-        ],
-    );
-    let mut rng = Rng(0x2545_F491_4F6C_DD1D ^ u64::from(std::process::id()));
+    // The pristine table (named as each run's copy: ct2).
+    let pristine = root.join("ct2");
+    crate::support::oracle(&py, &[&"scripts/oracle/writeback.py", &"ctable", &pristine]);
+    let mut rng = Rng::per_run(2);
     let mut manifest = Vec::new();
     for r in 0..runs {
-        let run = root.join(format!("run{r}"));
-        std::fs::create_dir(&run).unwrap();
-        let src = run.join("ct2");
-        assert!(
-            Command::new("cp")
-                .arg("-a")
-                .arg(&pristine)
-                .arg(&src)
-                .status()
-                .unwrap()
-                .success()
-        );
-        let mp = run.join("mnt");
-        std::fs::create_dir(&mp).unwrap();
+        let (src, mp) = run_copy(&root, r, &pristine);
         let seed = 100 + (rng.next() % 100);
-        let delay = Duration::from_micros(rng.next() % 150_000);
+        let delay = kill_delay(&mut rng, r, 0, 150);
         let acked = crash_table_run(&src, &mp, seed, delay);
         manifest.push(json!({
             "kind": "ctable",
@@ -286,37 +188,11 @@ fn crash_table_test(test: &str, runs: usize) {
     for r in &manifest {
         let src = PathBuf::from(r["src"].as_str().unwrap());
         let mp = src.parent().unwrap().join("mnt");
-        let out = Command::new(env!("CARGO_BIN_EXE_b2fs"))
-            .arg("mount")
-            .arg(&src)
-            .arg(&mp)
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let out = Command::new(env!("CARGO_BIN_EXE_b2fs"))
-            .arg("umount")
-            .arg(&mp)
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        ok(b2fs().arg("mount").arg(&src).arg(&mp));
+        ok(b2fs().arg("umount").arg(&mp));
     }
     assert_eq!(
-        python_says(
-            &py,
-            &[
-                "scripts/oracle/crash_check.py",
-                m.to_str().unwrap(),
-                "repaired",
-            ],
-        ),
+        crate::support::oracle_says(&py, &[&"scripts/oracle/crash_check.py", &m, &"repaired"]),
         runs.to_string()
     );
     let acked: usize = manifest
@@ -334,9 +210,6 @@ fn crash_sigkill_during_ctable_commits_small() {
 #[test]
 #[ignore = "hundreds of mounts: run with --ignored crash"]
 fn crash_sigkill_during_ctable_commits_many() {
-    let runs = std::env::var("B2FS_CRASH_RUNS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(200);
+    let runs = crate::support::env_or("B2FS_CRASH_RUNS", 200);
     crash_table_test("crash_sigkill_during_ctable_commits_many", runs);
 }

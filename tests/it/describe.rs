@@ -59,9 +59,9 @@ fn listed(t: &Tree, ino: u64) -> Vec<String> {
 
 #[test]
 fn describe_names_metalayer_and_xattrs_match_python_blosc2() {
-    let Some(py) = python("describe_names_metalayer_and_xattrs_match_python_blosc2") else {
-        return;
-    };
+    let py = or_skip!(python(
+        "describe_names_metalayer_and_xattrs_match_python_blosc2"
+    ));
     let dir = tempfile::tempdir().unwrap();
     let out = run_python(&py, &["-c", GEN, dir.path().to_str().unwrap()]);
     let cases: Vec<Value> = serde_json::from_slice(&out).unwrap();
@@ -213,17 +213,9 @@ fn describe_root_cache_counters_follow_reads() {
 
 #[test]
 fn describe_event_log_keeps_refusals_with_their_path_and_reason() {
-    let dir = tempfile::tempdir().unwrap();
-    let src = dir.path().join("s.b2nd");
+    let (_dir, src) = crate::support::temp_path("s.b2nd");
     std::fs::copy(repo_root().join("examples/sample.b2nd"), &src).unwrap();
-    let t = Tree::from_source(
-        &src,
-        TreeOptions {
-            writable: true,
-            ..TreeOptions::default()
-        },
-    )
-    .unwrap();
+    let t = crate::support::rw_tree(&src);
     let log = |t: &Tree| {
         String::from_utf8(t.getxattr(ROOT_INO, "user.b2fs.log").unwrap().unwrap()).unwrap()
     };
@@ -266,17 +258,9 @@ fn describe_event_log_keeps_refusals_with_their_path_and_reason() {
 
 #[test]
 fn describe_setxattr_is_refused_the_way_copying_tools_expect() {
-    let dir = tempfile::tempdir().unwrap();
-    let src = dir.path().join("s.b2nd");
+    let (_dir, src) = crate::support::temp_path("s.b2nd");
     std::fs::copy(repo_root().join("examples/sample.b2nd"), &src).unwrap();
-    let rw = Tree::from_source(
-        &src,
-        TreeOptions {
-            writable: true,
-            ..TreeOptions::default()
-        },
-    )
-    .unwrap();
+    let rw = crate::support::rw_tree(&src);
     let errno = |r: Result<(), b2fs::tree::TreeError>| r.unwrap_err().errno();
     let (_attr, fh) = rw.create(ROOT_INO, "sedXYZ").unwrap();
     let scratch = rw.lookup(ROOT_INO, "sedXYZ").unwrap().ino;

@@ -5,31 +5,8 @@
 //! `allow_other` reaches the kernel and b2fs's own access check, a SIGTERM ends the daemon,
 //! and a refused start says what it leaves behind. As root, in a private mount namespace.
 
-use std::path::Path;
-
-use crate::support::{Mount, fuse_available, is_mounted};
-use crate::system::{in_mount_namespace, is_root, text};
-
-/// Whether the test can run here (FUSE, root, mount.fuse3), else prints why it skips.
-fn can_run(test: &str) -> bool {
-    if !fuse_available(test) {
-        return false;
-    }
-    if !is_root() {
-        eprintln!("SKIP {test}: mount(8) with drop_privileges needs root");
-        return false;
-    }
-    let helper =
-        Path::new("/sbin/mount.fuse3").exists() || Path::new("/usr/sbin/mount.fuse3").exists();
-    if !helper {
-        assert!(
-            std::env::var("B2FS_REQUIRE_FUSE").is_err(),
-            "{test}: no mount.fuse3 (package fuse3)"
-        );
-        eprintln!("SKIP {test}: no mount.fuse3");
-    }
-    helper
-}
+use crate::support::is_mounted;
+use crate::system::{in_mount_namespace, text};
 
 /// Shell functions of the scripts below: the process serving `$MP` (from its root's
 /// `user.b2fs.pid`), and a bounded wait for a process to be gone (or a zombie).
@@ -49,21 +26,10 @@ as_nobody() { setpriv --reuid=65534 --regid=65534 --clear-groups "$@"; }
 #[test]
 fn devfd_mount_drop_privileges_serves_the_descriptor_until_umount() {
     let test = "devfd_mount_drop_privileges_serves_the_descriptor_until_umount";
-    if !can_run(test) {
-        return;
-    }
-    let src = crate::support::repo_root().join("examples/sample.b2nd");
-    let m = Mount::empty();
-    let tab = tempfile::NamedTempFile::new().unwrap();
-    std::fs::write(
-        tab.path(),
-        format!(
-            "{} {} fuse.b2fs ro,noauto,drop_privileges,nodev,nosuid 0 0\n",
-            src.display(),
-            m.mp.display()
-        ),
-    )
-    .unwrap();
+    let (src, m, tab) = or_skip!(crate::system::mount_t_setup(
+        test,
+        "ro,noauto,drop_privileges,nodev,nosuid"
+    ));
     // Each step prints what the test checks; `sh -e` stops at the first failure.
     let script = format!(
         "{HELPERS}{}",
@@ -131,12 +97,7 @@ echo done
 #[test]
 fn devfd_refused_start_and_sigterm_leave_a_disconnected_mount_to_umount() {
     let test = "devfd_refused_start_and_sigterm_leave_a_disconnected_mount_to_umount";
-    if !can_run(test) {
-        return;
-    }
-    let src = crate::support::repo_root().join("examples/sample.b2nd");
-    let m = Mount::empty();
-    let tab = tempfile::NamedTempFile::new().unwrap();
+    let (src, m, tab) = or_skip!(crate::system::mount_t_setup(test, ""));
     let script = format!(
         "{HELPERS}{}",
         r#"
@@ -168,11 +129,15 @@ echo "after umount: $(findmnt -n "$MP" | wc -l) mounts"
             && lines[1].contains("left disconnected: unmount it"),
         "{report}"
     );
-    assert_eq!(lines[2], "not connected", "{report}");
-    assert_eq!(lines[3], "after umount: 0 mounts", "{report}");
-    assert_eq!(lines[4], "daemon gone", "{report}");
-    assert_eq!(lines[5], "not connected", "{report}");
-    assert_eq!(lines[6], "after umount: 0 mounts", "{report}");
+    let umounted = "after umount: 0 mounts";
+    let rest = [
+        "not connected",
+        umounted,
+        "daemon gone",
+        "not connected",
+        umounted,
+    ];
+    assert_eq!(lines[2..], rest, "{report}");
     assert!(!is_mounted(&m.mp));
 }
 
@@ -184,12 +149,7 @@ echo "after umount: $(findmnt -n "$MP" | wc -l) mounts"
 #[test]
 fn devfd_an_unprivileged_user_serves_the_mount_root_made() {
     let test = "devfd_an_unprivileged_user_serves_the_mount_root_made";
-    if !can_run(test) {
-        return;
-    }
-    let src = crate::support::repo_root().join("examples/sample.b2nd");
-    let m = Mount::empty();
-    let tab = tempfile::NamedTempFile::new().unwrap();
+    let (src, m, tab) = or_skip!(crate::system::mount_t_setup(test, ""));
     // The mount point must be reachable by user 65534.
     let mut perms = std::fs::metadata(&m.mp).unwrap().permissions();
     std::os::unix::fs::PermissionsExt::set_mode(&mut perms, 0o755);

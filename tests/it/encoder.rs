@@ -77,9 +77,7 @@ print("\n".join(out))
 
 #[test]
 fn tune_matches_reference() {
-    let Some(py) = python("encoder::tune_matches_reference") else {
-        return;
-    };
+    let py = or_skip!(python("encoder::tune_matches_reference"));
     let mut rng = Rng(0x5eed_0001);
     let sizes = [
         0usize,
@@ -392,9 +390,7 @@ fn byte_exact_cases(seed: u64, count: usize) -> Vec<Case> {
 
 #[test]
 fn blosclz_chunks_byte_exact() {
-    let Some(py) = python("encoder::blosclz_chunks_byte_exact") else {
-        return;
-    };
+    let py = or_skip!(python("encoder::blosclz_chunks_byte_exact"));
     let cases = byte_exact_cases(0x0b10_c1a2, 1000);
     let reference = reference_chunks(&py, &cases);
     let mut enc = b2fs::codec::encode::Encoder::new();
@@ -522,9 +518,7 @@ fn expected_output(case: &Case, chunk: &[u8]) -> Vec<u8> {
 
 #[test]
 fn reference_decodes_our_chunks() {
-    let Some(py) = python("encoder::reference_decodes_our_chunks") else {
-        return;
-    };
+    let py = or_skip!(python("encoder::reference_decodes_our_chunks"));
     let mut cases = interop_cases(0x1e7e_0a11, 700);
     // The tails C leaves uninitialised (section 3.4, 3.5): a partial DELTA word and a partial
     // TRUNC_PREC element in the leftover block, for every codec.
@@ -572,13 +566,7 @@ fn reference_decodes_our_chunks() {
         )
         .unwrap();
     }
-    let out = run_python(
-        &py,
-        &[
-            "scripts/oracle/decompress_dir.py",
-            dir.path().to_str().unwrap(),
-        ],
-    );
+    let out = crate::support::oracle(&py, &[&"scripts/oracle/decompress_dir.py", &dir.path()]);
     let report: serde_json::Value = serde_json::from_slice(&out).unwrap();
     let passed = report["passed"].as_u64().unwrap() as usize;
     let failed = report["failed"].as_array().unwrap();
@@ -932,10 +920,9 @@ fn typesize_over_255_and_unaligned_blocksize_refused_unlike_c() {
     assert_eq!((ours[3], &ours[8..12]), (1, &39_900u32.to_le_bytes()[..]));
     assert_eq!(b2fs::codec::decompress(&ours).unwrap(), data);
 
-    let Some(py) = python("encoder::typesize_over_255_and_unaligned_blocksize_refused_unlike_c")
-    else {
-        return;
-    };
+    let py = or_skip!(python(
+        "encoder::typesize_over_255_and_unaligned_blocksize_refused_unlike_c"
+    ));
     let dir = tempfile::tempdir().unwrap();
     let raw = dir.path().join("data.raw");
     std::fs::write(&raw, &data).unwrap();
@@ -960,9 +947,7 @@ fn typesize_over_255_and_unaligned_blocksize_refused_unlike_c() {
 fn itemsize_over_255_b2nd_writes_back() {
     use b2fs::container::write::{Edit, chunk_cparams, commit};
     use b2fs::container::{self, Container};
-    let Some(py) = python("encoder::itemsize_over_255_b2nd_writes_back") else {
-        return;
-    };
+    let py = or_skip!(python("encoder::itemsize_over_255_b2nd_writes_back"));
     const WRITE_PY: &str = r#"
 import sys, blosc2, numpy as np
 dt = np.dtype([("a", "i4"), ("b", "S296")])
@@ -1139,9 +1124,7 @@ mod props {
 /// vs zlib-ng, zstd-sys vs the bundled zstd): counted, and total sizes must stay within 3%.
 #[test]
 fn other_codecs_against_reference() {
-    let Some(py) = python("encoder::other_codecs_against_reference") else {
-        return;
-    };
+    let py = or_skip!(python("encoder::other_codecs_against_reference"));
     let mut cases = byte_exact_cases(0x07e5_c0de, 400);
     let mut rng = Rng(99);
     for c in &mut cases {
@@ -1194,9 +1177,7 @@ fn other_codecs_against_reference() {
 /// chunks equal C-Blosc2's byte for byte. Guards optimisations of the hash-chain search.
 #[test]
 fn lz4hc_every_level_byte_exact() {
-    let Some(py) = python("encoder::lz4hc_every_level_byte_exact") else {
-        return;
-    };
+    let py = or_skip!(python("encoder::lz4hc_every_level_byte_exact"));
     let mut rng = Rng(0x4c5a_3448);
     let mut cases = Vec::new();
     for (kind, ts) in [(1, 4), (2, 8), (4, 1), (6, 1), (7, 2)] {

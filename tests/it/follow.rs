@@ -109,9 +109,7 @@ const UPDATE_3: &str = "import sys, numpy as np, blosc2\n\
     print(old, len(blosc2.open(sys.argv[1]).get_chunk(3)))\n";
 
 fn update_middle_chunk(contiguous: bool, test: &str) {
-    let Some(py) = python(test) else {
-        return;
-    };
+    let py = or_skip!(python(test));
     let dir = tempfile::tempdir().unwrap();
     let src = dir.path().join(if contiguous {
         "f.b2frame"
@@ -166,11 +164,10 @@ fn consistency_follow_sparse_update_keeps_the_other_chunks_cached() {
 /// bcolz's rows.
 #[test]
 fn consistency_follow_bcolz_append_keeps_the_full_chunks_cached() {
-    let Some(py) = python("consistency_follow_bcolz_append_keeps_the_full_chunks_cached") else {
-        return;
-    };
-    let dir = tempfile::tempdir().unwrap();
-    let src = dir.path().join("c.bcolz");
+    let py = or_skip!(python(
+        "consistency_follow_bcolz_append_keeps_the_full_chunks_cached"
+    ));
+    let (_dir, src) = crate::support::temp_path("c.bcolz");
     let make = "import sys, numpy as np, bcolz\n\
         c = bcolz.carray(np.arange(35000, dtype=np.float64), rootdir=sys.argv[1], mode='w', \
         chunklen=10000)\n\
@@ -240,11 +237,8 @@ fn listed(t: &Tree) -> usize {
 /// (having read its first bytes) reads its old bytes or fails with EIO (python-blosc2 rewrites
 /// the file in place), never bytes of the new shape.
 fn resize(test: &str, shape: &str, chunks: &str, grow: &str, shrink: &str) {
-    let Some(py) = python(test) else {
-        return;
-    };
-    let dir = tempfile::tempdir().unwrap();
-    let src = dir.path().join("a.b2nd");
+    let py = or_skip!(python(test));
+    let (_dir, src) = crate::support::temp_path("a.b2nd");
     let make = "import sys, json, numpy as np, blosc2\n\
         shape = tuple(json.loads(sys.argv[2])); chunks = tuple(json.loads(sys.argv[3]))\n\
         d = np.arange(int(np.prod(shape)), dtype=np.int32).reshape(shape)\n\

@@ -63,11 +63,10 @@ fn member(key: &str) -> String {
 /// before keeps working.
 #[test]
 fn consistency_follow_b2d_member_changed_added_removed() {
-    let Some(py) = python("consistency_follow_b2d_member_changed_added_removed") else {
-        return;
-    };
-    let dir = tempfile::tempdir().unwrap();
-    let src = dir.path().join("s.b2d");
+    let py = or_skip!(python(
+        "consistency_follow_b2d_member_changed_added_removed"
+    ));
+    let (_dir, src) = crate::support::temp_path("s.b2d");
     run_python(&py, &["-c", MAKE_B2D, src.to_str().unwrap()]);
     let t = Tree::from_source(&src, ro()).unwrap();
     assert!(npy_is(
@@ -139,11 +138,8 @@ fn consistency_follow_b2d_member_changed_added_removed() {
 /// member, and no longer the removed one.
 #[test]
 fn consistency_follow_directory_of_sources() {
-    let Some(py) = python("consistency_follow_directory_of_sources") else {
-        return;
-    };
-    let dir = tempfile::tempdir().unwrap();
-    let root = dir.path().join("sources");
+    let py = or_skip!(python("consistency_follow_directory_of_sources"));
+    let (_dir, root) = crate::support::temp_path("sources");
     std::fs::create_dir(&root).unwrap();
     crate::consistency::small_frame(&py, &root.join("f.b2frame"));
     let b2nd = "import sys, numpy as np, blosc2\n\
@@ -181,11 +177,8 @@ fn consistency_follow_directory_of_sources() {
 /// member; a descriptor opened before reads its old version exactly (the old zip stays open).
 #[test]
 fn consistency_follow_b2z_replaced() {
-    let Some(py) = python("consistency_follow_b2z_replaced") else {
-        return;
-    };
-    let dir = tempfile::tempdir().unwrap();
-    let src = dir.path().join("s.b2z");
+    let py = or_skip!(python("consistency_follow_b2z_replaced"));
+    let (_dir, src) = crate::support::temp_path("s.b2z");
     run_python(&py, &["-c", MAKE_B2D, src.to_str().unwrap()]);
     let t = Tree::from_source(&src, ro()).unwrap();
     let old = read_path(&t, "a/array.npy");
@@ -221,11 +214,8 @@ fn consistency_follow_b2z_replaced() {
 /// bcolz sets a root attribute of a ctable the tree serves: `__attrs__` shows it.
 #[test]
 fn consistency_follow_ctable_root_attrs() {
-    let Some(py) = python("consistency_follow_ctable_root_attrs") else {
-        return;
-    };
-    let dir = tempfile::tempdir().unwrap();
-    let src = dir.path().join("t.bcolz");
+    let py = or_skip!(python("consistency_follow_ctable_root_attrs"));
+    let (_dir, src) = crate::support::temp_path("t.bcolz");
     let make = "import sys, numpy as np, bcolz\n\
         t = bcolz.ctable(columns=[np.arange(1000), np.arange(1000.)], names=['i', 'f'], \
         rootdir=sys.argv[1], mode='w')\n\
@@ -252,11 +242,8 @@ fn consistency_follow_ctable_root_attrs() {
 /// up: within about a second it is gone from the listing and `stat` says ENOENT.
 #[test]
 fn consistency_mount_follows_a_b2d_store() {
-    let Some(py) = fuse_and_python("consistency_mount_follows_a_b2d_store") else {
-        return;
-    };
-    let dir = tempfile::tempdir().unwrap();
-    let src = dir.path().join("s.b2d");
+    let py = or_skip!(fuse_and_python("consistency_mount_follows_a_b2d_store"));
+    let (_dir, src) = crate::support::temp_path("s.b2d");
     run_python(&py, &["-c", MAKE_B2D, src.to_str().unwrap()]);
     let m = Mount::daemon(&src, &["ro"]);
     let a = m.path("a/array.npy");

@@ -114,8 +114,7 @@ pub(crate) fn bounded<R>(what: &str, f: impl FnOnce() -> R) -> R {
 /// Opens `bytes` as a frame file under the bounds; the error it must give.
 #[track_caller]
 fn frame_error(what: &str, bytes: &[u8]) -> ContainerError {
-    let dir = tempfile::tempdir().unwrap();
-    let p = dir.path().join("hostile.b2frame");
+    let (_dir, p) = crate::support::temp_path("hostile.b2frame");
     std::fs::write(&p, bytes).unwrap();
     match bounded(what, || container::open(&p)) {
         Ok(_) => panic!("{what}: opened"),
@@ -154,8 +153,7 @@ fn the_array(c: Container) -> Array {
 
 /// `f` opened from a temporary file (unbounded: a well-formed frame, to find its layout).
 fn open_ok(f: &[u8]) -> Array {
-    let dir = tempfile::tempdir().unwrap();
-    let p = dir.path().join("ok.b2frame");
+    let (_dir, p) = crate::support::temp_path("ok.b2frame");
     std::fs::write(&p, f).unwrap();
     the_array(container::open(&p).unwrap())
 }
@@ -188,8 +186,7 @@ fn hostile_frame_chunksize_of_2_gib() {
     let (f, _) = small_frame();
     let m = patched(&f, CHUNKSIZE_AT, &i32::MAX.to_be_bytes());
     let m = patched(&m, NBYTES_AT, &(4 * i64::from(i32::MAX)).to_be_bytes());
-    let dir = tempfile::tempdir().unwrap();
-    let p = dir.path().join("hostile.b2frame");
+    let (_dir, p) = crate::support::temp_path("hostile.b2frame");
     std::fs::write(&p, &m).unwrap();
     let a = the_array(bounded("chunksize 2^31-1: open", || container::open(&p)).unwrap());
     assert_eq!(a.chunk_nbytes(0).unwrap(), i32::MAX as usize);
@@ -300,8 +297,7 @@ fn hostile_chunk_header_of_2_gib_in_a_fixed_size_frame() {
     // is the frame's, and decoding the chunk into it is an error (EIO for its file).
     let (f, _) = small_frame();
     let hl = open_ok(&f).frame_info().unwrap().header_len as usize;
-    let dir = tempfile::tempdir().unwrap();
-    let p = dir.path().join("hostile.b2frame");
+    let (_dir, p) = crate::support::temp_path("hostile.b2frame");
     std::fs::write(&p, patched(&f, hl + 4, &(i32::MAX - 32).to_le_bytes())).unwrap();
     let a = the_array(bounded("chunk nbytes 2^31-33: open", || container::open(&p)).unwrap());
     let n = a.chunk_nbytes(0).unwrap();
@@ -327,8 +323,7 @@ fn hostile_chunk_header_of_2_gib_in_a_variable_size_frame() {
     let ok = open_ok(&f);
     assert_eq!(ok.chunk_nbytes(0).unwrap(), 40);
     let hl = ok.frame_info().unwrap().header_len as usize;
-    let dir = tempfile::tempdir().unwrap();
-    let p = dir.path().join("hostile.b2frame");
+    let (_dir, p) = crate::support::temp_path("hostile.b2frame");
     std::fs::write(&p, patched(&f, hl + 4, &(i32::MAX - 32).to_le_bytes())).unwrap();
     let a = the_array(
         bounded("variable chunk nbytes 2^31-33: open", || {

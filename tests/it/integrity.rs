@@ -8,15 +8,17 @@
 use std::collections::HashMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
-use std::time::{Duration, Instant, SystemTime};
+use std::process::{Command, Output};
+use std::time::{Duration, SystemTime};
 
 use b2fs::container::{Container, write};
 use b2fs::reader::RECLAIM_SLACK;
-use b2fs::tree::{Tree, TreeOptions};
+use b2fs::tree::Tree;
 
+use crate::support::crash::{Rng, kill_delay};
+use crate::support::ok as run;
 use crate::support::tree_ino as ino_of;
-use crate::support::{Mount, b2fs, fuse_and_python, is_mounted, python_says, run_python};
+use crate::support::{Mount, b2fs, fuse_and_python, python_says, run_python, wait_until};
 
 /// Items of one chunk of the test sources (int64: 256 KiB chunks).
 const ITEMS: usize = 32768;
@@ -83,17 +85,6 @@ fn mtime(p: &Path) -> SystemTime {
         .unwrap()
 }
 
-fn run(cmd: &mut Command) -> Output {
-    let out = cmd.output().unwrap_or_else(|e| panic!("{cmd:?}: {e}"));
-    assert!(
-        out.status.success(),
-        "{cmd:?}: {}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    out
-}
-
 fn text(o: &Output) -> String {
     String::from_utf8_lossy(&o.stdout).into_owned()
 }
@@ -132,10 +123,9 @@ fn newer(mp: &Path, stamp: &Path, kind: &str) -> Vec<String> {
 
 #[test]
 fn integrity_times_move_with_content_for_rsync_cp_u_and_find() {
-    let Some(py) = fuse_and_python("integrity_times_move_with_content_for_rsync_cp_u_and_find")
-    else {
-        return;
-    };
+    let py = or_skip!(fuse_and_python(
+        "integrity_times_move_with_content_for_rsync_cp_u_and_find"
+    ));
     let (_dir, root) = temp_root();
     let src = root.join("a.b2nd");
     make_source(&py, &src, 3);
@@ -224,11 +214,10 @@ fn integrity_times_move_with_content_for_rsync_cp_u_and_find() {
             src.to_str().unwrap(),
         ],
     );
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while mtime(&chunk(0)) == old {
-        assert!(Instant::now() < deadline, "chunk 0's time never moved");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    assert!(
+        wait_until(Duration::from_secs(10), || mtime(&chunk(0)) != old),
+        "chunk 0's time never moved"
+    );
     assert!(mtime(&chunk(0)) > t1);
     assert_eq!(
         mtime(&chunk(2)),
@@ -269,23 +258,15 @@ fn read_all(t: &Tree, ino: u64, fh: u64) -> Vec<u8> {
 
 #[test]
 fn integrity_space_stays_bounded_under_a_rewrite_loop() {
-    let Some(py) = crate::support::python("integrity_space_stays_bounded_under_a_rewrite_loop")
-    else {
-        return;
-    };
+    let py = or_skip!(crate::support::python(
+        "integrity_space_stays_bounded_under_a_rewrite_loop"
+    ));
     let (_dir, root) = temp_root();
     let src = root.join("a.b2nd");
     let n = 8;
     make_source(&py, &src, n);
     let start = std::fs::metadata(&src).unwrap().len();
-    let t = Tree::from_source(
-        &src,
-        TreeOptions {
-            writable: true,
-            ..TreeOptions::default()
-        },
-    )
-    .unwrap();
+    let t = crate::support::rw_tree(&src);
     // A descriptor opened before any commit pins the first version.
     let pinned_ino = ino_of(&t, "data/00000003.bin");
     let pinned = t.open(pinned_ino, libc::O_RDONLY).unwrap();
@@ -339,23 +320,14 @@ fn integrity_space_stays_bounded_under_a_rewrite_loop() {
 
 #[test]
 fn integrity_space_every_crash_point_of_a_compaction_leaves_the_content() {
-    let Some(py) = crate::support::python(
+    let py = or_skip!(crate::support::python(
         "integrity_space_every_crash_point_of_a_compaction_leaves_the_content",
-    ) else {
-        return;
-    };
+    ));
     let (_dir, root) = temp_root();
     let pristine = root.join("pristine.b2nd");
     make_source(&py, &pristine, 4);
     {
-        let t = Tree::from_source(
-            &pristine,
-            TreeOptions {
-                writable: true,
-                ..TreeOptions::default()
-            },
-        )
-        .unwrap();
+        let t = crate::support::rw_tree(&pristine);
         // Dead space below the threshold: the mount has not compacted it.
         for k in 0..5 {
             rewrite(&t, k % 4, &noise(CHUNK, 100 + k as u64));
@@ -416,19 +388,7 @@ fn kill_run(
     seed: u64,
     delay: Duration,
 ) -> Vec<(usize, u64, bool)> {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_b2fs"))
-        .args(["mount", "-f"])
-        .arg(src)
-        .arg(mp)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while !is_mounted(mp) {
-        assert!(Instant::now() < deadline, "mount did not come up");
-        std::thread::sleep(Duration::from_millis(5));
-    }
+    let mut child = crate::support::crash::foreground(src, mp);
     let data = mp.join("data");
     let writer = std::thread::spawn(move || {
         let mut writes = Vec::new();
@@ -449,38 +409,30 @@ fn kill_run(
         }
         writes
     });
-    crate::crash::kill_after(delay, &mut child, writer, mp)
+    crate::support::crash::kill_after(delay, &mut child, writer, mp)
 }
 
 #[test]
 fn integrity_space_sigkill_during_rewrites_that_compact_keeps_old_or_new() {
-    let Some(py) =
-        fuse_and_python("integrity_space_sigkill_during_rewrites_that_compact_keeps_old_or_new")
-    else {
-        return;
-    };
+    let py = or_skip!(fuse_and_python(
+        "integrity_space_sigkill_during_rewrites_that_compact_keeps_old_or_new"
+    ));
     let (_dir, root) = temp_root();
     let pristine = root.join("pristine.b2nd");
     let n = 4;
     make_source(&py, &pristine, n);
     let first = hashes(&py, &pristine);
-    let runs = std::env::var("B2FS_CRASH_RUNS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(4);
+    let runs = crate::support::env_or("B2FS_CRASH_RUNS", 4);
     let mut compacted_runs = 0;
     let mut acked_total = 0;
+    let mut rng = Rng::per_run(3);
     let mut checks = Vec::new();
     for r in 0..runs {
-        let run_dir = root.join(format!("run{r}"));
-        std::fs::create_dir(&run_dir).unwrap();
-        let src = run_dir.join("a.b2nd");
-        std::fs::copy(&pristine, &src).unwrap();
+        let (src, mp) = crate::support::crash::run_copy(&root, r, &pristine);
         let before = inode(&src);
-        let mp = run_dir.join("mnt");
-        std::fs::create_dir(&mp).unwrap();
         let seed = 1000 * (r as u64 + 1);
-        let delay = Duration::from_millis(400 + 250 * r as u64);
+        // Late enough for a few compactions, spread over the next second.
+        let delay = kill_delay(&mut rng, r, 400, 1000);
         let writes = kill_run(&src, &mp, n, seed, delay);
         if inode(&src) != before {
             compacted_runs += 1;
@@ -532,9 +484,9 @@ fn b2fs_log(mp: &Path) -> String {
 
 #[test]
 fn integrity_small_things_standard_tools_ran_into() {
-    let Some(py) = fuse_and_python("integrity_small_things_standard_tools_ran_into") else {
-        return;
-    };
+    let py = or_skip!(fuse_and_python(
+        "integrity_small_things_standard_tools_ran_into"
+    ));
     let (_dir, root) = temp_root();
     let src = root.join("s.b2nd");
     std::fs::copy(
@@ -584,12 +536,12 @@ fn integrity_small_things_standard_tools_ran_into() {
 
     // Python's text-mode open asks TCGETS: ENOTTY, quietly.
     for _ in 0..3 {
-        python_says(
+        crate::support::oracle_says(
             &py,
             &[
-                "-c",
-                "import sys; print(open(sys.argv[1]).read(1))",
-                attrs.to_str().unwrap(),
+                &"-c",
+                &"import sys; print(open(sys.argv[1]).read(1))",
+                &attrs,
             ],
         );
     }

@@ -1,6 +1,7 @@
 //! The one integration-test binary of b2fs. Each module tests one layer or one concern.
 
-mod support; // fixture paths, the python oracle, the FUSE skip/require policy, hashing
+#[macro_use]
+mod support; // shared helpers (tests/it/support/): fixtures, the python oracle, skip/require, mounts, kill-and-check, servers
 
 mod blsk; // the 2012 blsk layout (docs/BLSK.md) against python-blosc chunks
 #[cfg(feature = "remote")]
@@ -39,8 +40,6 @@ mod remote_dirs; // sparse frames and bcolz roots under an S3 prefix (listing), 
 mod remote_disk; // the disk cache of remote chunks: remounts with no chunk GET, versions, damage, bound, sharing
 #[cfg(feature = "remote")]
 mod remote_mem; // the daemon's peak memory while it streams a frame over HTTP, against a local mount
-#[cfg(feature = "remote")]
-mod remote_support; // the servers and the proxy of the remote tests
 mod store; // collections: .b2z/.b2d stores and directories of sources against python-blosc2
 mod store_crash; // SIGKILL of a mount during a .b2z member commit: old or new zip for python-blosc2
 mod store_lazy; // collection leaves opened on first access: a 10,000-member store mounts opening none

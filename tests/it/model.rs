@@ -668,10 +668,7 @@ fn model_sparse_version_outlives_own_commit() {
 /// The model test: `B2FS_MODEL_CASES` random cases (default 64) of up to 40 steps.
 #[test]
 fn model_tree_follows_the_write_rules() {
-    let cases = std::env::var("B2FS_MODEL_CASES")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(64);
+    let cases = crate::support::env_or("B2FS_MODEL_CASES", 64);
     let persistence = repo_root().join("tests/data/model.proptest-regressions");
     let persistence: &'static str =
         Box::leak(persistence.to_string_lossy().into_owned().into_boxed_str());

@@ -126,9 +126,7 @@ fn mount_every_frame_and_bcolz_fixture_reads_reference_bytes() {
 
 #[test]
 fn mount_numpy_fromfile_equals_blosc2_chunk() {
-    let Some(py) = fuse_and_python("mount_numpy_fromfile_equals_blosc2_chunk") else {
-        return;
-    };
+    let py = or_skip!(fuse_and_python("mount_numpy_fromfile_equals_blosc2_chunk"));
     let (src, _) = sample();
     let m = Mount::daemon(&src, &[]);
     let code = format!(
@@ -151,10 +149,9 @@ print("ok", a.schunk.nchunks)
 /// policy (direct I/O with `FUSE_DIRECT_IO_ALLOW_MMAP`) and the two explicit ones.
 #[test]
 fn mount_numpy_memmap_equals_blosc2_chunk_in_every_cache_mode() {
-    let Some(py) = fuse_and_python("mount_numpy_memmap_equals_blosc2_chunk_in_every_cache_mode")
-    else {
-        return;
-    };
+    let py = or_skip!(fuse_and_python(
+        "mount_numpy_memmap_equals_blosc2_chunk_in_every_cache_mode"
+    ));
     let (src, _) = sample();
     for opts in [&[][..], &["keep_cache"][..], &["direct_io"][..]] {
         let m = Mount::daemon(&src, opts);
@@ -331,8 +328,7 @@ fn mount_corrupt_chunk_is_eio_for_that_file_and_logged() {
         return;
     }
     let sc = sidecar(&data_dir().join("frames/schunk_zstd.json"));
-    let dir = tempfile::tempdir().unwrap();
-    let src = dir.path().join("corrupt.b2frame");
+    let (dir, src) = crate::support::temp_path("corrupt.b2frame");
     let mut bytes = std::fs::read(data_dir().join("frames/schunk_zstd.b2frame")).unwrap();
     let at = (sc["layout"]["header_len"].as_u64().unwrap()
         + sc["layout"]["index_entries"][1].as_u64().unwrap()) as usize;
@@ -371,8 +367,7 @@ fn mount_source_truncated_underneath_is_eio_and_the_daemon_survives() {
         return;
     }
     let sc = sidecar(&data_dir().join("frames/schunk_zstd.json"));
-    let dir = tempfile::tempdir().unwrap();
-    let src = dir.path().join("cut.b2frame");
+    let (dir, src) = crate::support::temp_path("cut.b2frame");
     std::fs::copy(data_dir().join("frames/schunk_zstd.b2frame"), &src).unwrap();
     let log = dir.path().join("stderr.log");
     let m = Mount::foreground(&src, &log);

@@ -124,9 +124,9 @@ fn check_table(name: &str, source: &Path, want: &[u8]) -> Result<(), String> {
 
 #[test]
 fn npy_files_equal_numpy_save_of_the_references() {
-    let Some(py) = support::python("npy_files_equal_numpy_save_of_the_references") else {
-        return;
-    };
+    let py = or_skip!(support::python(
+        "npy_files_equal_numpy_save_of_the_references"
+    ));
     let dir = tempfile::tempdir().unwrap();
     let out = support::run_python(
         &py,

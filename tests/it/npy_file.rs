@@ -12,15 +12,10 @@ use std::time::Duration;
 use b2fs::tree::{Tree, TreeOptions};
 use serde_json::Value;
 
-use crate::support::{self, Mount, fuse_and_python, python_says, run_python};
+use crate::support::crash::{Rng, kill_delay, kill_mount_after, write_and_fsync};
+use crate::support::{self, Mount, fuse_and_python, run_python};
 
-fn opts(writable: bool) -> TreeOptions {
-    TreeOptions {
-        writable,
-        prefetch_chunks: 0,
-        ..TreeOptions::default()
-    }
-}
+use crate::support::no_prefetch as opts;
 
 use crate::support::tree_ino as ino;
 
@@ -62,9 +57,9 @@ fn cases(py: &Path) -> (tempfile::TempDir, Vec<Value>) {
 
 #[test]
 fn npy_tree_files_equal_numpy_save_in_reads_of_any_size() {
-    let Some(py) = support::python("npy_tree_files_equal_numpy_save_in_reads_of_any_size") else {
-        return;
-    };
+    let py = or_skip!(support::python(
+        "npy_tree_files_equal_numpy_save_in_reads_of_any_size"
+    ));
     let (_dir, cases) = cases(&py);
     assert!(cases.len() >= 40, "{} cases", cases.len());
     let mut checked = 0;
@@ -129,10 +124,9 @@ fn generate(py: &Path, cmd: &str) -> (tempfile::TempDir, PathBuf) {
 
 #[test]
 fn npy_tree_pages_offered_after_a_page_fault_hold_the_file_bytes() {
-    let Some(py) = support::python("npy_tree_pages_offered_after_a_page_fault_hold_the_file_bytes")
-    else {
-        return;
-    };
+    let py = or_skip!(support::python(
+        "npy_tree_pages_offered_after_a_page_fault_hold_the_file_bytes"
+    ));
     let (_dir, src) = generate(&py, "gen2dwide");
     let t = Tree::from_source(&src, opts(false)).unwrap();
     let npy = ino(&t, "array.npy");
@@ -165,11 +159,9 @@ fn npy_tree_pages_offered_after_a_page_fault_hold_the_file_bytes() {
 
 #[test]
 fn npy_tree_fault_ahead_blocks_decode_once_and_pages_hold_the_file_bytes() {
-    let Some(py) =
-        support::python("npy_tree_fault_ahead_blocks_decode_once_and_pages_hold_the_file_bytes")
-    else {
-        return;
-    };
+    let py = or_skip!(support::python(
+        "npy_tree_fault_ahead_blocks_decode_once_and_pages_hold_the_file_bytes"
+    ));
     let (_dir, src) = generate(&py, "gen2dwide");
     let t = Tree::from_source(&src, opts(false)).unwrap();
     let npy = ino(&t, "array.npy");
@@ -217,10 +209,9 @@ fn npy_tree_fault_ahead_blocks_decode_once_and_pages_hold_the_file_bytes() {
 
 #[test]
 fn npy_tree_chunk_files_and_array_npy_share_one_decode_per_chunk() {
-    let Some(py) = support::python("npy_tree_chunk_files_and_array_npy_share_one_decode_per_chunk")
-    else {
-        return;
-    };
+    let py = or_skip!(support::python(
+        "npy_tree_chunk_files_and_array_npy_share_one_decode_per_chunk"
+    ));
     let (_dir, src) = gen2d(&py);
     let t = Tree::from_source(&src, opts(false)).unwrap();
     let nchunks = t.readdir(ino(&t, "data"), 0).unwrap().len() as u64 - 2;
@@ -240,9 +231,9 @@ fn npy_tree_chunk_files_and_array_npy_share_one_decode_per_chunk() {
 
 #[test]
 fn npy_tree_edits_show_in_both_views_and_commit_as_one() {
-    let Some(py) = support::python("npy_tree_edits_show_in_both_views_and_commit_as_one") else {
-        return;
-    };
+    let py = or_skip!(support::python(
+        "npy_tree_edits_show_in_both_views_and_commit_as_one"
+    ));
     let (dir, src) = gen2d(&py);
     let t = Tree::from_source(&src, opts(true)).unwrap();
     let npy = ino(&t, "array.npy");
@@ -285,25 +276,18 @@ fn npy_tree_edits_show_in_both_views_and_commit_as_one() {
     assert_eq!(read_all(&fresh, ino(&fresh, "array.npy"), 1 << 20), want);
     let expect = dir.path().join("expect.npy");
     std::fs::write(&expect, &want).unwrap();
-    let says = python_says(
+    let says = crate::support::oracle_says(
         &py,
-        &[
-            "scripts/oracle/npy_check.py",
-            "same",
-            src.to_str().unwrap(),
-            expect.to_str().unwrap(),
-        ],
+        &[&"scripts/oracle/npy_check.py", &"same", &src, &expect],
     );
     assert_eq!(says, "same", "python-blosc2 reads the edited array");
 }
 
 #[test]
 fn npy_tree_header_and_size_changes_are_refused_and_change_nothing() {
-    let Some(py) =
-        support::python("npy_tree_header_and_size_changes_are_refused_and_change_nothing")
-    else {
-        return;
-    };
+    let py = or_skip!(support::python(
+        "npy_tree_header_and_size_changes_are_refused_and_change_nothing"
+    ));
     let (_dir, src) = gen2d(&py);
     let stored = std::fs::read(&src).unwrap();
     let t = Tree::from_source(&src, opts(true)).unwrap();
@@ -342,23 +326,18 @@ fn npy_tree_header_and_size_changes_are_refused_and_change_nothing() {
 
 #[test]
 fn npy_mount_np_load_and_mmap_windows_in_every_cache_mode() {
-    let Some(py) = fuse_and_python("npy_mount_np_load_and_mmap_windows_in_every_cache_mode") else {
-        return;
-    };
+    let py = or_skip!(fuse_and_python(
+        "npy_mount_np_load_and_mmap_windows_in_every_cache_mode"
+    ));
     let (_dir, src) = gen2d(&py);
     let (_wide_dir, wide) = generate(&py, "gen2dwide");
     let bcolz = support::data_dir().join("bcolz/carray_f8");
     for source in [src.as_path(), wide.as_path(), bcolz.as_path()] {
         for mode in [&[][..], &["keep_cache"][..], &["ro"][..]] {
             let m = Mount::daemon(source, mode);
-            let says = python_says(
+            let says = crate::support::oracle_says(
                 &py,
-                &[
-                    "scripts/oracle/npy_check.py",
-                    "mount",
-                    m.mp.to_str().unwrap(),
-                    source.to_str().unwrap(),
-                ],
+                &[&"scripts/oracle/npy_check.py", &"mount", &m.mp, &source],
             );
             assert_eq!(says, "ok 200", "{} {mode:?}", source.display());
             m.umount();
@@ -368,10 +347,9 @@ fn npy_mount_np_load_and_mmap_windows_in_every_cache_mode() {
 
 #[test]
 fn npy_mount_pwrite_and_mmap_r_plus_edits_reach_the_source() {
-    let Some(py) = fuse_and_python("npy_mount_pwrite_and_mmap_r_plus_edits_reach_the_source")
-    else {
-        return;
-    };
+    let py = or_skip!(fuse_and_python(
+        "npy_mount_pwrite_and_mmap_r_plus_edits_reach_the_source"
+    ));
     let cases = [
         ("gen2d", &[][..]),
         ("gen2d", &["keep_cache"][..]),
@@ -381,25 +359,15 @@ fn npy_mount_pwrite_and_mmap_r_plus_edits_reach_the_source() {
         let (dir, src) = generate(&py, gen_cmd);
         let expect = dir.path().join("expect.npy");
         let m = Mount::daemon(&src, mode);
-        let says = python_says(
+        let says = crate::support::oracle_says(
             &py,
-            &[
-                "scripts/oracle/npy_check.py",
-                "edit",
-                m.mp.to_str().unwrap(),
-                expect.to_str().unwrap(),
-            ],
+            &[&"scripts/oracle/npy_check.py", &"edit", &m.mp, &expect],
         );
         assert_eq!(says, "ok", "{gen_cmd} {mode:?}");
         m.umount();
-        let says = python_says(
+        let says = crate::support::oracle_says(
             &py,
-            &[
-                "scripts/oracle/npy_check.py",
-                "same",
-                src.to_str().unwrap(),
-                expect.to_str().unwrap(),
-            ],
+            &[&"scripts/oracle/npy_check.py", &"same", &src, &expect],
         );
         assert_eq!(
             says, "same",
@@ -410,28 +378,16 @@ fn npy_mount_pwrite_and_mmap_r_plus_edits_reach_the_source() {
 
 #[test]
 fn npy_mount_sigkill_during_a_multi_chunk_commit_leaves_old_or_new() {
-    let Some(py) =
-        fuse_and_python("npy_mount_sigkill_during_a_multi_chunk_commit_leaves_old_or_new")
-    else {
-        return;
-    };
-    let runs = std::env::var("B2FS_NPY_CRASH_RUNS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(6);
+    let py = or_skip!(fuse_and_python(
+        "npy_mount_sigkill_during_a_multi_chunk_commit_leaves_old_or_new"
+    ));
+    let runs = crate::support::env_or("B2FS_NPY_CRASH_RUNS", 6);
     let (dir, src) = gen2d(&py);
     let old = dir.path().join("old.npy");
-    run_python(
-        &py,
-        &[
-            "scripts/oracle/npy_check.py",
-            "save",
-            src.to_str().unwrap(),
-            old.to_str().unwrap(),
-        ],
-    );
+    crate::support::oracle(&py, &[&"scripts/oracle/npy_check.py", &"save", &src, &old]);
     let mut old_bytes = std::fs::read(&old).unwrap();
     let (mut saw_old, mut saw_new) = (0, 0);
+    let mut rng = Rng::per_run(5);
     for run in 0..runs {
         let log = dir.path().join(format!("log{run}"));
         let mut m = Mount::foreground(&src, &log);
@@ -444,37 +400,13 @@ fn npy_mount_sigkill_during_a_multi_chunk_commit_leaves_old_or_new() {
         }
         let new_path = dir.path().join(format!("new{run}.npy"));
         std::fs::write(&new_path, &new_bytes).unwrap();
-        let writer = {
-            let (npy, data) = (npy.clone(), new_bytes.clone());
-            std::thread::spawn(move || {
-                use std::io::Write;
-                let mut f = std::fs::OpenOptions::new().write(true).open(&npy).ok()?;
-                f.write_all(&data).ok()?;
-                f.sync_all().ok()
-            })
-        };
+        let writer = write_and_fsync(npy.clone(), new_bytes.clone());
         // 5 ms to 200 ms, again and again: a long form (B2FS_NPY_CRASH_RUNS) keeps killing
         // during the commit rather than ever later after it.
-        let delay = Duration::from_millis(5 + 13 * (run % 16) as u64);
-        let mut child = m.child.take().unwrap();
-        std::thread::sleep(delay);
-        let _ = child.kill();
-        let _ = child.wait();
-        let acked = writer.join().unwrap().is_some();
-        let _ = std::process::Command::new("fusermount3")
-            .args(["-u", "-z"])
-            .arg(&m.mp)
-            .output();
+        let delay = kill_delay(&mut rng, run, 5, 200);
+        let acked = kill_mount_after(&mut m, delay, writer).is_some();
         let now = dir.path().join("now.npy");
-        run_python(
-            &py,
-            &[
-                "scripts/oracle/npy_check.py",
-                "save",
-                src.to_str().unwrap(),
-                now.to_str().unwrap(),
-            ],
-        );
+        crate::support::oracle(&py, &[&"scripts/oracle/npy_check.py", &"save", &src, &now]);
         let now_bytes = std::fs::read(&now).unwrap();
         if now_bytes == new_bytes {
             saw_new += 1;

@@ -10,7 +10,7 @@ use std::os::unix::fs::FileExt;
 use std::path::Path;
 use std::process::Command;
 
-use crate::support::{Mount, fuse_and_python, run_python};
+use crate::support::{Mount, fuse_and_python};
 
 const PAGE: usize = 4096;
 
@@ -70,16 +70,8 @@ impl Drop for Map {
 /// A 300 x 1100 float64 b2nd (rows of 8,800 bytes, chunks 70 x 300, blocks 20 x 120): its
 /// `array.npy` holds 645 pages.
 fn gen_wide(py: &Path) -> (tempfile::TempDir, std::path::PathBuf) {
-    let dir = tempfile::tempdir().unwrap();
-    let src = dir.path().join("a.b2nd");
-    run_python(
-        py,
-        &[
-            "scripts/oracle/npy_check.py",
-            "gen2dwide",
-            src.to_str().unwrap(),
-        ],
-    );
+    let (dir, src) = crate::support::temp_path("a.b2nd");
+    crate::support::oracle(py, &[&"scripts/oracle/npy_check.py", &"gen2dwide", &src]);
     (dir, src)
 }
 
@@ -96,11 +88,9 @@ fn open_elsewhere(path: &Path) {
 
 #[test]
 fn npy_pages_plain_reads_store_nothing_and_opens_keep_a_mapped_readers_pages() {
-    let Some(py) = fuse_and_python(
+    let py = or_skip!(fuse_and_python(
         "npy_pages_plain_reads_store_nothing_and_opens_keep_a_mapped_readers_pages",
-    ) else {
-        return;
-    };
+    ));
     let (_dir, src) = gen_wide(&py);
     let m = Mount::daemon(&src, &["ro"]);
     let path = m.path("array.npy");
@@ -147,10 +137,9 @@ fn npy_pages_plain_reads_store_nothing_and_opens_keep_a_mapped_readers_pages() {
 
 #[test]
 fn npy_pages_a_commit_still_drops_the_pages_of_what_changed() {
-    let Some(py) = fuse_and_python("npy_pages_a_commit_still_drops_the_pages_of_what_changed")
-    else {
-        return;
-    };
+    let py = or_skip!(fuse_and_python(
+        "npy_pages_a_commit_still_drops_the_pages_of_what_changed"
+    ));
     let (_dir, src) = gen_wide(&py);
     let m = Mount::daemon(&src, &[]);
     let path = m.path("array.npy");

@@ -54,10 +54,7 @@ fn seed() -> u64 {
 }
 
 fn count() -> usize {
-    std::env::var("B2FS_ORACLE_COUNT")
-        .ok()
-        .and_then(|s| s.trim().parse().ok())
-        .unwrap_or(300)
+    crate::support::env_or("B2FS_ORACLE_COUNT", 300)
 }
 
 fn describe(row: &HashMap<String, String>) -> String {
@@ -115,9 +112,7 @@ fn check_dir(dir: &Path) -> (usize, Vec<String>) {
 #[test]
 fn random_chunks_decode_like_the_reference() {
     let test = "oracle::random_chunks_decode_like_the_reference";
-    let Some(py) = support::python(test) else {
-        return;
-    };
+    let py = or_skip!(support::python(test));
     let seed = seed();
     let count = count();
     eprintln!("{test}: seed {seed} (replay with B2FS_SEED={seed}), {count} chunks");

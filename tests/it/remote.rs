@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use b2fs::container::{self, Array, Container};
 use b2fs::remote::{RemoteObject, RemoteOptions};
 
-use crate::remote_support::{
+use crate::support::remote::{
     BUCKET, Fault, Proxy, fetched, local, moto, private_ca, put_object, python_frame, rclone,
     rclone_with, s3_fixture,
 };
@@ -48,9 +48,7 @@ fn open_remote(url: &str, opts: &RemoteOptions) -> (Arc<RemoteObject>, Array) {
 #[test]
 fn remote_open_takes_two_requests_and_each_cold_chunk_one_get() {
     let t = "remote_open_takes_two_requests_and_each_cold_chunk_one_get";
-    let Some(f) = s3_fixture(t, 12, 32 << 10, "plan.b2nd") else {
-        return;
-    };
+    let f = or_skip!(s3_fixture(t, 12, 32 << 10, "plan.b2nd"));
     let (want, cold) = (f.local(), f.cold());
     let (obj, a) = open_remote(&s3("plan.b2nd"), &anon(&f.proxy.url));
     assert_eq!(f.proxy.requests(), 2, "open: head and tail, nothing else");
@@ -82,9 +80,7 @@ fn remote_open_takes_two_requests_and_each_cold_chunk_one_get() {
 #[test]
 fn remote_sequential_reads_prefetch_within_the_cache_budget() {
     let t = "remote_sequential_reads_prefetch_within_the_cache_budget";
-    let Some(f) = s3_fixture(t, 24, 32 << 10, "seq.b2nd") else {
-        return;
-    };
+    let f = or_skip!(s3_fixture(t, 24, 32 << 10, "seq.b2nd"));
     let want = f.local();
     let budget = 2 << 20;
     let opts = RemoteOptions {
@@ -112,9 +108,7 @@ fn remote_sequential_reads_prefetch_within_the_cache_budget() {
 #[test]
 fn remote_faults_give_right_bytes_or_an_error_and_recover() {
     let t = "remote_faults_give_right_bytes_or_an_error_and_recover";
-    let Some(f) = s3_fixture(t, 16, 32 << 10, "faults.b2nd") else {
-        return;
-    };
+    let f = or_skip!(s3_fixture(t, 16, 32 << 10, "faults.b2nd"));
     let (want, cold) = (f.local(), f.cold());
     assert!(
         [0, 3, 6, 9, 12, 14].iter().all(|i| cold.contains(i)),
@@ -161,9 +155,7 @@ fn remote_faults_give_right_bytes_or_an_error_and_recover() {
 #[test]
 fn remote_replaced_object_fails_every_read_never_mixes_versions() {
     let t = "remote_replaced_object_fails_every_read_never_mixes_versions";
-    let Some(f) = s3_fixture(t, 8, 32 << 10, "replaced.b2nd") else {
-        return;
-    };
+    let f = or_skip!(s3_fixture(t, 8, 32 << 10, "replaced.b2nd"));
     let want = f.local();
     let (_obj, a) = open_remote(&s3("replaced.b2nd"), &anon(&f.proxy.url));
     assert_eq!(a.chunk_bytes(2).unwrap(), want.chunk_bytes(2).unwrap());
@@ -183,14 +175,10 @@ fn remote_replaced_object_fails_every_read_never_mixes_versions() {
 #[test]
 fn remote_http_range_server_reads_like_a_local_file() {
     let t = "remote_http_range_server_reads_like_a_local_file";
-    let Some(py) = python(t) else {
-        return;
-    };
+    let py = or_skip!(python(t));
     let dir = tempfile::tempdir().unwrap();
     let frame = python_frame(&py, dir.path(), 10, 32 << 10);
-    let Some(server) = rclone(t, dir.path()) else {
-        return;
-    };
+    let server = or_skip!(rclone(t, dir.path()));
     let proxy = Proxy::start(server.port);
     let want = local(&frame);
     let cold = fetched(&want, std::fs::metadata(&frame).unwrap().len());
@@ -230,9 +218,7 @@ fn one_line_naming(out: &std::process::Output, url: &str, code: i32) {
 #[test]
 fn remote_info_signed_and_its_failures_exit_with_documented_codes() {
     let t = "remote_info_signed_and_its_failures_exit_with_documented_codes";
-    let Some(moto) = moto(t) else {
-        return;
-    };
+    let moto = or_skip!(moto(t));
     let sample = std::fs::read(repo_root().join("examples/sample.b2nd")).unwrap();
     put_object(&moto, "private.b2nd", &sample, false);
     put_object(&moto, "text.b2nd", b"not a frame at all", true);
@@ -265,17 +251,13 @@ fn remote_mounts_of_s3_and_http_read_reference_bytes_and_refuse_writes() {
     if !fuse_available(t) {
         return;
     }
-    let Some(moto) = moto(t) else {
-        return;
-    };
+    let moto = or_skip!(moto(t));
     let src = repo_root().join("examples/sample.b2nd");
     let sc: serde_json::Value =
         serde_json::from_slice(&std::fs::read(repo_root().join("examples/sample.json")).unwrap())
             .unwrap();
     put_object(&moto, "sample.b2nd", &std::fs::read(&src).unwrap(), true);
-    let Some(http) = rclone(t, src.parent().unwrap()) else {
-        return;
-    };
+    let http = or_skip!(rclone(t, src.parent().unwrap()));
     let ep = format!("endpoint={},no_sign_request", moto.url);
     let s3_url = s3("sample.b2nd");
     let http_url = format!("{}/sample.b2nd", http.url);
@@ -307,9 +289,7 @@ fn remote_mount_network_faults_are_eio_and_the_mount_recovers() {
     if !fuse_available(t) {
         return;
     }
-    let Some(f) = s3_fixture(t, 8, 32 << 10, "mounted.b2nd") else {
-        return;
-    };
+    let f = or_skip!(s3_fixture(t, 8, 32 << 10, "mounted.b2nd"));
     let m = Mount::daemon(
         Path::new(&s3("mounted.b2nd")),
         &[&format!(
@@ -339,18 +319,12 @@ fn remote_mount_network_faults_are_eio_and_the_mount_recovers() {
 #[test]
 fn remote_https_with_a_private_ca_is_trusted_only_when_told() {
     let t = "remote_https_with_a_private_ca_is_trusted_only_when_told";
-    let Some(py) = python(t) else {
-        return;
-    };
+    let py = or_skip!(python(t));
     let dir = tempfile::tempdir().unwrap();
     let tls = tempfile::tempdir().unwrap();
-    let Some((ca_cert, cert, key)) = private_ca(t, tls.path()) else {
-        return;
-    };
+    let (ca_cert, cert, key) = or_skip!(private_ca(t, tls.path()));
     let frame = python_frame(&py, dir.path(), 6, 32 << 10);
-    let Some(server) = rclone_with(t, dir.path(), Some((&cert, &key))) else {
-        return;
-    };
+    let server = or_skip!(rclone_with(t, dir.path(), Some((&cert, &key))));
     let url = format!("{}/big.b2nd", server.url);
     assert!(url.starts_with("https://"));
     // Not trusted: refused, one line naming the URL.

@@ -8,7 +8,7 @@ use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use crate::remote_support::{BUCKET, Proxy, moto, put_object, python_frame, rclone, s3_fixture};
+use crate::support::remote::{BUCKET, Proxy, moto, put_object, python_frame, rclone, s3_fixture};
 use crate::support::{Mount, fuse_available, python};
 
 /// The pid of the daemon serving `mp` (its command line names the mount point).
@@ -33,10 +33,7 @@ pub fn vm_hwm_kib(pid: u32) -> u64 {
 
 /// `B2FS_BENCH_MIB`, else `default`: the size of a benchmark's frame in MiB (1 MiB chunks).
 fn bench_mib(default: usize) -> usize {
-    std::env::var("B2FS_BENCH_MIB")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
+    crate::support::env_or("B2FS_BENCH_MIB", default)
 }
 
 /// Reads every data file of the mount in order; returns (bytes, seconds).
@@ -69,9 +66,7 @@ fn bench_remote_mount_requests_and_time_at_20ms_rtt() {
     if !fuse_available(t) {
         return;
     }
-    let Some(f) = s3_fixture(t, 64, 128 << 10, "rtt.b2nd") else {
-        return;
-    };
+    let f = or_skip!(s3_fixture(t, 64, 128 << 10, "rtt.b2nd"));
     let (proxy, frame) = (&f.proxy, &f.frame);
     proxy.set_delay(Duration::from_millis(20));
     let url = format!("s3://{BUCKET}/rtt.b2nd");
@@ -196,9 +191,7 @@ fn bench_remote_random_4k_reads_one_get_per_cold_chunk() {
     if !fuse_available(t) {
         return;
     }
-    let Some(f) = s3_fixture(t, 64, 128 << 10, "rand.b2nd") else {
-        return;
-    };
+    let f = or_skip!(s3_fixture(t, 64, 128 << 10, "rand.b2nd"));
     let proxy = &f.proxy;
     let url = format!("s3://{BUCKET}/rand.b2nd");
     let m = Mount::daemon(

@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use b2fs::container::{self, Array, Container};
 use b2fs::remote::RemoteOptions;
 
-use crate::remote_support::{BUCKET, Proxy, Server, moto, put_object};
+use crate::support::remote::{BUCKET, Proxy, Server, moto, put_object};
 use crate::support::{Mount, b2fs, fuse_available, python};
 
 const WRITE: &str = r#"
@@ -33,24 +33,6 @@ t.attrs["note"] = "ctable"
 t.flush()
 "#;
 
-/// Every file under `dir`, relative, sorted.
-fn files_under(dir: &Path) -> Vec<PathBuf> {
-    let mut out = Vec::new();
-    let mut todo = vec![dir.to_path_buf()];
-    while let Some(d) = todo.pop() {
-        for e in std::fs::read_dir(&d).unwrap() {
-            let p = e.unwrap().path();
-            if p.is_dir() {
-                todo.push(p);
-            } else {
-                out.push(p.strip_prefix(dir).unwrap().to_path_buf());
-            }
-        }
-    }
-    out.sort();
-    out
-}
-
 /// moto behind a proxy holding the three sources under `pre/` (and a decoy next to one).
 struct Fixture {
     dir: tempfile::TempDir,
@@ -63,17 +45,12 @@ impl Fixture {
         let py = python(test)?;
         let moto = moto(test)?;
         let dir = tempfile::tempdir().unwrap();
-        let out = std::process::Command::new(&py)
-            .args(["-c", WRITE])
-            .arg(dir.path())
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "python: {}",
-            String::from_utf8_lossy(&out.stderr)
+        crate::support::ok(
+            std::process::Command::new(&py)
+                .args(["-c", WRITE])
+                .arg(dir.path()),
         );
-        for rel in files_under(dir.path()) {
+        for rel in crate::support::files_under(dir.path()) {
             let bytes = std::fs::read(dir.path().join(&rel)).unwrap();
             put_object(&moto, &format!("pre/{}", rel.display()), &bytes, true);
         }
@@ -106,13 +83,11 @@ fn arrays(c: &Container) -> Vec<(String, &Array)> {
 #[test]
 fn remote_prefixes_of_sparse_frames_and_bcolz_roots_read_like_local_directories() {
     let t = "remote_prefixes_of_sparse_frames_and_bcolz_roots_read_like_local_directories";
-    let Some(f) = Fixture::new(t) else {
-        return;
-    };
+    let f = or_skip!(Fixture::new(t));
     for name in ["sp.b2frame", "ca", "ct"] {
         let local_dir = f.local(name);
         let want = container::open(&local_dir).unwrap();
-        let files = files_under(&local_dir);
+        let files = crate::support::files_under(&local_dir);
         let metadata = files
             .iter()
             .filter(|p| {
@@ -174,7 +149,7 @@ fn got_changed(c: &Container) -> bool {
 
 /// Every file of a mounted tree, relative, with its bytes.
 fn mounted_files(root: &Path) -> Vec<(PathBuf, Vec<u8>)> {
-    files_under(root)
+    crate::support::files_under(root)
         .into_iter()
         .map(|r| {
             let b = std::fs::read(root.join(&r)).unwrap();
@@ -189,9 +164,7 @@ fn remote_prefix_mounts_and_info_match_local_mounts() {
     if !fuse_available(t) {
         return;
     }
-    let Some(f) = Fixture::new(t) else {
-        return;
-    };
+    let f = or_skip!(Fixture::new(t));
     let ep = format!("endpoint={},no_sign_request", f.moto.url);
     for (name, slash) in [("sp.b2frame", "/"), ("ct", "")] {
         let url = format!("s3://{BUCKET}/pre/{name}{slash}");
@@ -228,16 +201,10 @@ fn remote_prefix_mounts_and_info_match_local_mounts() {
 fn remote_b2z_stores_over_s3_and_http_show_python_blosc2_bytes_through_the_tree() {
     use b2fs::tree::{Tree, TreeOptions};
     let t = "remote_b2z_stores_over_s3_and_http_show_python_blosc2_bytes_through_the_tree";
-    let Some(py) = python(t) else {
-        return;
-    };
-    let Some(moto) = moto(t) else {
-        return;
-    };
+    let py = or_skip!(python(t));
+    let moto = or_skip!(moto(t));
     let (dir, manifest) = crate::store_tree::gen_stores(&py);
-    let Some(http) = crate::remote_support::rclone(t, dir.path()) else {
-        return;
-    };
+    let http = or_skip!(crate::support::remote::rclone(t, dir.path()));
     let proxy = Proxy::start(moto.port);
     let s3_opts = RemoteOptions {
         endpoint: Some(proxy.url.clone()),
@@ -295,15 +262,11 @@ c.flush()
 #[test]
 fn remote_prefix_sequential_reads_prefetch_the_next_chunk_objects_once_each() {
     let t = "remote_prefix_sequential_reads_prefetch_the_next_chunk_objects_once_each";
-    let Some(py) = python(t) else {
-        return;
-    };
-    let Some(moto) = moto(t) else {
-        return;
-    };
+    let py = or_skip!(python(t));
+    let moto = or_skip!(moto(t));
     let dir = tempfile::tempdir().unwrap();
     crate::support::run_python(&py, &["-c", WRITE_MANY, &dir.path().to_string_lossy()]);
-    for rel in files_under(dir.path()) {
+    for rel in crate::support::files_under(dir.path()) {
         let bytes = std::fs::read(dir.path().join(&rel)).unwrap();
         put_object(&moto, &format!("many/{}", rel.display()), &bytes, true);
     }
@@ -318,7 +281,7 @@ fn remote_prefix_sequential_reads_prefetch_the_next_chunk_objects_once_each() {
     for name in ["sp.b2frame", "ca"] {
         let local_dir = dir.path().join(name);
         let want = container::open(&local_dir).unwrap();
-        let objects = files_under(&local_dir)
+        let objects = crate::support::files_under(&local_dir)
             .iter()
             .filter(|p| {
                 let s = p.to_string_lossy();
@@ -354,12 +317,8 @@ fn remote_prefix_sequential_reads_prefetch_the_next_chunk_objects_once_each() {
 fn remote_b2d_stores_under_s3_prefixes_show_python_blosc2_bytes_and_open_leaves_lazily() {
     use b2fs::tree::{Tree, TreeOptions};
     let t = "remote_b2d_stores_under_s3_prefixes_show_python_blosc2_bytes_and_open_leaves_lazily";
-    let Some(py) = python(t) else {
-        return;
-    };
-    let Some(moto) = moto(t) else {
-        return;
-    };
+    let py = or_skip!(python(t));
+    let moto = or_skip!(moto(t));
     let (dir, manifest) = crate::store_tree::gen_stores(&py);
     let proxy = Proxy::start(moto.port);
     let opts = RemoteOptions {
@@ -373,7 +332,7 @@ fn remote_b2d_stores_under_s3_prefixes_show_python_blosc2_bytes_and_open_leaves_
         if !name.ends_with(".b2d") {
             continue;
         }
-        let files = files_under(&dir.path().join(name));
+        let files = crate::support::files_under(&dir.path().join(name));
         for rel in &files {
             let bytes = std::fs::read(dir.path().join(name).join(rel)).unwrap();
             put_object(&moto, &format!("{name}/{}", rel.display()), &bytes, true);

@@ -13,10 +13,10 @@ use std::time::{Duration, Instant};
 use b2fs::container::{self, Array, Container};
 use b2fs::remote::{RemoteObject, RemoteOptions};
 
-use crate::remote_support::{
+use crate::support::remote::{
     BUCKET, Proxy, fetched, local, put_object, python_frame, rclone, s3_fixture,
 };
-use crate::support::{Mount, fuse_available, python};
+use crate::support::{Mount, fuse_and_python};
 
 fn open_remote(url: &str, opts: &RemoteOptions) -> (Arc<RemoteObject>, Array) {
     let obj = b2fs::remote::open(url, opts).unwrap_or_else(|e| panic!("{url}: {e}"));
@@ -99,12 +99,8 @@ fn read_all(a: &Array, want: &Array, what: &str) {
 #[test]
 fn disk_cache_remount_reads_a_seen_source_with_no_chunk_get_on_s3_and_http() {
     let t = "disk_cache_remount_reads_a_seen_source_with_no_chunk_get_on_s3_and_http";
-    let Some(f) = s3_fixture(t, 10, 32 << 10, "seen.b2nd") else {
-        return;
-    };
-    let Some(server) = rclone(t, f.frame.parent().unwrap()) else {
-        return;
-    };
+    let f = or_skip!(s3_fixture(t, 10, 32 << 10, "seen.b2nd"));
+    let server = or_skip!(rclone(t, f.frame.parent().unwrap()));
     let http = Proxy::start(server.port);
     let want = f.local();
     let cold = f.cold();
@@ -157,9 +153,7 @@ fn disk_cache_remount_reads_a_seen_source_with_no_chunk_get_on_s3_and_http() {
 #[test]
 fn disk_cache_refetches_changed_objects_and_corrupt_entries() {
     let t = "disk_cache_refetches_changed_objects_and_corrupt_entries";
-    let Some(f) = s3_fixture(t, 8, 32 << 10, "changing.b2nd") else {
-        return;
-    };
+    let f = or_skip!(s3_fixture(t, 8, 32 << 10, "changing.b2nd"));
     let cache = tempfile::tempdir().unwrap();
     let opts = RemoteOptions {
         endpoint: Some(f.proxy.url.clone()),
@@ -236,9 +230,7 @@ fn disk_cache_refetches_changed_objects_and_corrupt_entries() {
 #[test]
 fn disk_cache_size_bound_holds_while_a_larger_source_streams() {
     let t = "disk_cache_size_bound_holds_while_a_larger_source_streams";
-    let Some(f) = s3_fixture(t, 24, 32 << 10, "big.b2nd") else {
-        return;
-    };
+    let f = or_skip!(s3_fixture(t, 24, 32 << 10, "big.b2nd"));
     let want = f.local();
     let frame_len = std::fs::metadata(&f.frame).unwrap().len();
     let bound: u64 = 1 << 20;
@@ -279,17 +271,10 @@ fn disk_cache_size_bound_holds_while_a_larger_source_streams() {
 #[test]
 fn disk_cache_two_mounts_share_one_directory_and_a_remount_gets_no_chunk() {
     let t = "disk_cache_two_mounts_share_one_directory_and_a_remount_gets_no_chunk";
-    if !fuse_available(t) {
-        return;
-    }
-    let Some(py) = python(t) else {
-        return;
-    };
+    let py = or_skip!(fuse_and_python(t));
     let dir = tempfile::tempdir().unwrap();
     let frame = python_frame(&py, dir.path(), 12, 32 << 10);
-    let Some(server) = rclone(t, dir.path()) else {
-        return;
-    };
+    let server = or_skip!(rclone(t, dir.path()));
     let proxy = Proxy::start(server.port);
     let want = local(&frame);
     let cold = fetched(&want, std::fs::metadata(&frame).unwrap().len());

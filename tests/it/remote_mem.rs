@@ -7,8 +7,8 @@
 use std::path::Path;
 
 use crate::remote_bench::{daemon_pid, stream, vm_hwm_kib};
-use crate::remote_support::rclone;
-use crate::support::{Mount, fuse_available, python, run_python};
+use crate::support::remote::rclone;
+use crate::support::{Mount, fuse_and_python, run_python};
 
 /// Chunks (1 MiB decoded each) of the streamed frame.
 const CHUNKS: usize = 256;
@@ -52,17 +52,10 @@ fn peak_while_streaming(source: &Path, opts: &str) -> (u64, u64) {
 #[test]
 fn remote_stream_memory_stays_within_the_budgets_plus_a_constant() {
     let t = "remote_stream_memory_stays_within_the_budgets_plus_a_constant";
-    if !fuse_available(t) {
-        return;
-    }
-    let Some(py) = python(t) else {
-        return;
-    };
+    let py = or_skip!(fuse_and_python(t));
     let dir = tempfile::tempdir().unwrap();
     let frame = write_frame(&py, dir.path());
-    let Some(http) = rclone(t, dir.path()) else {
-        return;
-    };
+    let http = or_skip!(rclone(t, dir.path()));
     let b = BUDGET_MIB;
     let (local_bytes, local) = peak_while_streaming(&frame, &format!("cache_size={b}M,ro"));
     let url = format!("{}/stream.b2nd", http.url);

@@ -88,9 +88,7 @@ fn check_against(c: &Collection, want: &Value, name: &str) {
 
 #[test]
 fn store_every_kind_matches_python() {
-    let Some((_py, dir, manifest)) = fixtures("store_every_kind_matches_python") else {
-        return;
-    };
+    let (_py, dir, manifest) = or_skip!(fixtures("store_every_kind_matches_python"));
     for (name, want) in manifest.as_object().unwrap() {
         let c = collection(&dir.join(name));
         let form = if name.ends_with(".b2z") {
@@ -123,9 +121,7 @@ fn store_every_kind_matches_python() {
 
 #[test]
 fn store_open_reads_no_leaf() {
-    let Some((_py, dir, _)) = fixtures("store_open_reads_no_leaf") else {
-        return;
-    };
+    let (_py, dir, _) = or_skip!(fixtures("store_open_reads_no_leaf"));
     let c = open_store(&dir.join("deflt.b2z")).unwrap();
     assert!(c.leaves().iter().all(|l| !l.is_open()));
     let leaf = c.leaves()[0].clone();
@@ -136,20 +132,10 @@ fn store_open_reads_no_leaf() {
 
 #[test]
 fn store_of_10000_members_opens_fast() {
-    let Some(py) = support::python("store_of_10000_members_opens_fast") else {
-        return;
-    };
+    let py = or_skip!(support::python("store_of_10000_members_opens_fast"));
     let tmp = tempfile::tempdir().unwrap();
     let p = tmp.path().join("many.b2z");
-    support::run_python(
-        &py,
-        &[
-            "scripts/oracle/stores.py",
-            "many",
-            p.to_str().unwrap(),
-            "10000",
-        ],
-    );
+    crate::support::oracle(&py, &[&"scripts/oracle/stores.py", &"many", &p, &"10000"]);
     let t = Instant::now();
     let c = open_store(&p).unwrap();
     let took = t.elapsed();
@@ -192,9 +178,7 @@ fn python_reads(py: &Path, path: &Path) -> Value {
 
 #[test]
 fn store_b2z_commit_read_by_python() {
-    let Some((py, dir, manifest)) = fixtures("store_b2z_commit_read_by_python") else {
-        return;
-    };
+    let (py, dir, manifest) = or_skip!(fixtures("store_b2z_commit_read_by_python"));
     let tmp = tempfile::tempdir().unwrap();
     for name in ["deflt.b2z", "zip64.b2z"] {
         let p = copy_store(&dir.join(name), &tmp);
@@ -285,9 +269,7 @@ fn count_groups(c: &Collection) -> usize {
 
 #[test]
 fn store_refusals() {
-    let Some((_py, dir, _)) = fixtures("store_refusals") else {
-        return;
-    };
+    let (_py, dir, _) = or_skip!(fixtures("store_refusals"));
     let tmp = tempfile::tempdir().unwrap();
     let p = copy_store(&dir.join("tree.b2z"), &tmp);
     let before = std::fs::read(&p).unwrap();
@@ -302,10 +284,7 @@ fn store_refusals() {
 
 #[test]
 fn store_b2z_crash_at_every_step_leaves_old_or_new() {
-    let Some((py, dir, manifest)) = fixtures("store_b2z_crash_at_every_step_leaves_old_or_new")
-    else {
-        return;
-    };
+    let (py, dir, manifest) = or_skip!(fixtures("store_b2z_crash_at_every_step_leaves_old_or_new"));
     let old = &manifest["deflt.b2z"]["keys"]["/temps"]["chunks"];
     let mut steps = 0;
     loop {
@@ -344,9 +323,7 @@ fn store_b2z_crash_at_every_step_leaves_old_or_new() {
 /// A zip whose bytes were cut or patched: refused with one line, never a panic.
 #[test]
 fn store_damaged_zips_refused() {
-    let Some((_py, dir, _)) = fixtures("store_damaged_zips_refused") else {
-        return;
-    };
+    let (_py, dir, _) = or_skip!(fixtures("store_damaged_zips_refused"));
     let good = std::fs::read(dir.join("deflt.b2z")).unwrap();
     let tmp = tempfile::tempdir().unwrap();
     let eocd = good
@@ -413,9 +390,7 @@ fn store_damaged_zips_refused() {
 
 #[test]
 fn store_b2d_leaf_commit_in_place() {
-    let Some((py, dir, manifest)) = fixtures("store_b2d_leaf_commit_in_place") else {
-        return;
-    };
+    let (py, dir, manifest) = or_skip!(fixtures("store_b2d_leaf_commit_in_place"));
     let tmp = tempfile::tempdir().unwrap();
     let p = tmp.path().join("deflt.b2d");
     let status = std::process::Command::new("cp")
@@ -456,9 +431,7 @@ fn store_b2d_leaf_commit_in_place() {
 
 #[test]
 fn directory_of_sources_is_a_collection() {
-    let Some((py, dir, _)) = fixtures("directory_of_sources_is_a_collection") else {
-        return;
-    };
+    let (py, dir, _) = or_skip!(fixtures("directory_of_sources_is_a_collection"));
     let tmp = tempfile::tempdir().unwrap();
     let root = tmp.path();
     let code = format!(
@@ -525,18 +498,12 @@ fn directory_of_sources_is_a_collection() {
 
 #[test]
 fn store_info_lists_groups_and_leaves() {
-    let Some((_py, dir, manifest)) = fixtures("store_info_lists_groups_and_leaves") else {
-        return;
-    };
-    let out = support::b2fs()
-        .args(["info", "--json", dir.join("tree.b2z").to_str().unwrap()])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let (_py, dir, manifest) = or_skip!(fixtures("store_info_lists_groups_and_leaves"));
+    let out = crate::support::ok(support::b2fs().args([
+        "info",
+        "--json",
+        dir.join("tree.b2z").to_str().unwrap(),
+    ]));
     let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(doc["kind"], json!("collection"));
     assert_eq!(doc["marker"], json!("b2tree"));
@@ -547,13 +514,7 @@ fn store_info_lists_groups_and_leaves() {
         .iter()
         .map(|l| l["key"].as_str().unwrap())
         .collect();
-    let mut expected: Vec<&str> = want["keys"]
-        .as_object()
-        .unwrap()
-        .keys()
-        .map(String::as_str)
-        .collect();
-    expected.sort();
+    let expected = sorted_keys(&want["keys"]);
     assert_eq!(keys, expected);
     let root = doc["groups"]
         .as_array()
@@ -568,9 +529,7 @@ fn store_info_lists_groups_and_leaves() {
 /// rows, masked only by `_valid_rows`): every member opens with python's chunks.
 #[test]
 fn store_ctable_shows_its_subtree() {
-    let Some((_py, dir, _)) = fixtures("store_ctable_shows_its_subtree") else {
-        return;
-    };
+    let (_py, dir, _) = or_skip!(fixtures("store_ctable_shows_its_subtree"));
     let want: Value =
         serde_json::from_slice(&std::fs::read(dir.join("ctab/manifest.json")).unwrap()).unwrap();
     assert_eq!(
@@ -580,13 +539,7 @@ fn store_ctable_shows_its_subtree() {
     );
     let c = open_store(&dir.join("ctab/ctab.b2z")).unwrap();
     let keys: Vec<&str> = c.leaves().iter().map(|l| l.key()).collect();
-    let mut expected: Vec<&str> = want["members"]
-        .as_object()
-        .unwrap()
-        .keys()
-        .map(String::as_str)
-        .collect();
-    expected.sort();
+    let expected = sorted_keys(&want["members"]);
     assert_eq!(keys, expected);
     for l in c.leaves() {
         let shas: Vec<Value> = chunk_shas(l.array().unwrap())
@@ -601,9 +554,7 @@ fn store_ctable_shows_its_subtree() {
 /// the store (python-blosc2 4.14.1 does the same).
 #[test]
 fn store_deflated_members() {
-    let Some((py, dir, _)) = fixtures("store_deflated_members") else {
-        return;
-    };
+    let (py, dir, _) = or_skip!(fixtures("store_deflated_members"));
     let tmp = tempfile::tempdir().unwrap();
     let (leaf, all) = (tmp.path().join("leaf.b2z"), tmp.path().join("all.b2z"));
     let code = format!(
@@ -632,4 +583,11 @@ fn store_deflated_members() {
     assert_eq!(r.array().unwrap().nchunks(), 3);
     let e = open_store(&all).unwrap_err().to_string();
     assert!(e.contains("embed.b2e") && e.contains("compressed"), "{e}");
+}
+
+/// The keys of JSON object `v`, sorted.
+fn sorted_keys(v: &Value) -> Vec<&str> {
+    let mut keys: Vec<&str> = v.as_object().unwrap().keys().map(String::as_str).collect();
+    keys.sort();
+    keys
 }

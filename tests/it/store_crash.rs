@@ -5,10 +5,10 @@
 //! `B2FS_STORE_CRASH_RUNS` sets the number of runs (default 5).
 
 use std::path::Path;
-use std::time::Duration;
 
 use serde_json::Value;
 
+use crate::support::crash::{Rng, kill_delay, kill_mount_after, write_and_fsync};
 use crate::support::{Mount, fuse_and_python, run_python, sha256_hex};
 
 /// python-blosc2's digest of the store: `{"r": {...}, "a": {...}}` (stores.py digest).
@@ -22,24 +22,12 @@ fn digest(py: &Path, src: &Path) -> Value {
 
 #[test]
 fn store_mount_sigkill_during_a_b2z_commit_leaves_old_or_new() {
-    let Some(py) = fuse_and_python("store_mount_sigkill_during_a_b2z_commit_leaves_old_or_new")
-    else {
-        return;
-    };
-    let runs: usize = std::env::var("B2FS_STORE_CRASH_RUNS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(5);
-    let dir = tempfile::tempdir().unwrap();
-    let src = dir.path().join("crash.b2z");
-    run_python(
-        &py,
-        &[
-            "scripts/oracle/stores.py",
-            "crashgen",
-            src.to_str().unwrap(),
-        ],
-    );
+    let py = or_skip!(fuse_and_python(
+        "store_mount_sigkill_during_a_b2z_commit_leaves_old_or_new"
+    ));
+    let runs: usize = crate::support::env_or("B2FS_STORE_CRASH_RUNS", 5);
+    let (dir, src) = crate::support::temp_path("crash.b2z");
+    crate::support::oracle(&py, &[&"scripts/oracle/stores.py", &"crashgen", &src]);
     let first = digest(&py, &src);
     assert_eq!(
         first["r"], first["a"],
@@ -48,6 +36,7 @@ fn store_mount_sigkill_during_a_b2z_commit_leaves_old_or_new() {
     let (big, attrs) = (first["r"]["/big"].clone(), first["r"]["/__attrs__"].clone());
     let mut old = first["r"]["/edit"].as_str().unwrap().to_owned();
     let (mut saw_old, mut saw_new) = (0, 0);
+    let mut rng = Rng::per_run(4);
     for run in 0..runs {
         let log = dir.path().join(format!("log{run}"));
         let mut m = Mount::foreground(&src, &log);
@@ -59,27 +48,11 @@ fn store_mount_sigkill_during_a_b2z_commit_leaves_old_or_new() {
             item.copy_from_slice(&((i * (run + 2)) as f64 * -0.5).to_le_bytes());
         }
         let new = sha256_hex(&bytes[hlen..]);
-        let writer = {
-            let (npy, data) = (npy.clone(), bytes.clone());
-            std::thread::spawn(move || {
-                use std::io::Write;
-                let mut f = std::fs::OpenOptions::new().write(true).open(&npy).ok()?;
-                f.write_all(&data).ok()?;
-                f.sync_all().ok()
-            })
-        };
+        let writer = write_and_fsync(npy.clone(), bytes.clone());
         // The commit re-encodes /edit and copies the 32 MiB /big into a new zip: kill at
         // points spread over it.
-        let delay = Duration::from_millis(5 + (run as u64 * 47) % 400);
-        let mut child = m.child.take().unwrap();
-        std::thread::sleep(delay);
-        let _ = child.kill();
-        let _ = child.wait();
-        let acked = writer.join().unwrap().is_some();
-        let _ = std::process::Command::new("fusermount3")
-            .args(["-u", "-z"])
-            .arg(&m.mp)
-            .output();
+        let delay = kill_delay(&mut rng, run, 5, 400);
+        let acked = kill_mount_after(&mut m, delay, writer).is_some();
         let now = digest(&py, &src);
         for mode in ["r", "a"] {
             let d = &now[mode];
@@ -121,21 +94,11 @@ fn store_b2d_leaf_commit_in_place_old_or_new_at_every_step() {
     use b2fs::container::store::{Node, open_store};
     use b2fs::container::write::{Edit, chunk_cparams, commit_member_with_crash_after};
 
-    let Some(py) =
-        crate::support::python("store_b2d_leaf_commit_in_place_old_or_new_at_every_step")
-    else {
-        return;
-    };
-    let dir = tempfile::tempdir().unwrap();
-    let src = dir.path().join("crash.b2d");
-    run_python(
-        &py,
-        &[
-            "scripts/oracle/stores.py",
-            "crashgen",
-            src.to_str().unwrap(),
-        ],
-    );
+    let py = or_skip!(crate::support::python(
+        "store_b2d_leaf_commit_in_place_old_or_new_at_every_step"
+    ));
+    let (_dir, src) = crate::support::temp_path("crash.b2d");
+    crate::support::oracle(&py, &[&"scripts/oracle/stores.py", &"crashgen", &src]);
     let first = digest(&py, &src);
     let old_items: Vec<u8> = (0..200_000)
         .flat_map(|i| f64::from(i).to_le_bytes())
@@ -151,13 +114,7 @@ fn store_b2d_leaf_commit_in_place_old_or_new_at_every_step() {
     loop {
         let tmp = tempfile::tempdir().unwrap();
         let p = tmp.path().join("crash.b2d");
-        let ok = std::process::Command::new("cp")
-            .arg("-r")
-            .arg(&src)
-            .arg(&p)
-            .status()
-            .unwrap();
-        assert!(ok.success());
+        crate::support::copy_all(&src, &p);
         let leaf_file = p.join("edit.b2nd");
         let ino = std::fs::metadata(&leaf_file).unwrap().ino();
         let c = open_store(&p).unwrap();
@@ -214,10 +171,9 @@ fn store_embedded_value_edit_old_or_new_at_every_step() {
     use b2fs::container::store::{Location, Node, open_store};
     use b2fs::container::write::{Edit, chunk_cparams, commit_member_with_crash_after};
 
-    let Some(py) = crate::support::python("store_embedded_value_edit_old_or_new_at_every_step")
-    else {
-        return;
-    };
+    let py = or_skip!(crate::support::python(
+        "store_embedded_value_edit_old_or_new_at_every_step"
+    ));
     let new: Vec<u8> = [9i16, 8, 7, 6, 5]
         .iter()
         .flat_map(|v| v.to_le_bytes())
@@ -225,26 +181,13 @@ fn store_embedded_value_edit_old_or_new_at_every_step() {
     for name in ["emb.b2z", "emb.b2d"] {
         let dir = tempfile::tempdir().unwrap();
         let src = dir.path().join(name);
-        run_python(
-            &py,
-            &[
-                "scripts/oracle/stores.py",
-                "embedgen",
-                src.to_str().unwrap(),
-            ],
-        );
+        crate::support::oracle(&py, &[&"scripts/oracle/stores.py", &"embedgen", &src]);
         let first = digest(&py, &src);
         let mut steps = 0;
         loop {
             let tmp = tempfile::tempdir().unwrap();
             let p = tmp.path().join(name);
-            let ok = std::process::Command::new("cp")
-                .arg("-r")
-                .arg(&src)
-                .arg(&p)
-                .status()
-                .unwrap();
-            assert!(ok.success());
+            crate::support::copy_all(&src, &p);
             let c = open_store(&p).unwrap();
             let Some(Node::Leaf(leaf)) = c.find("/tiny") else {
                 panic!("/tiny");

@@ -18,11 +18,9 @@ fn read_all(t: &Tree, ino: u64) -> Vec<u8> {
 
 #[test]
 fn store_lazy_10000_members_mount_opens_none_and_one_access_opens_one() {
-    let Some(py) =
-        support::python("store_lazy_10000_members_mount_opens_none_and_one_access_opens_one")
-    else {
-        return;
-    };
+    let py = or_skip!(support::python(
+        "store_lazy_10000_members_mount_opens_none_and_one_access_opens_one"
+    ));
     let tmp = tempfile::tempdir().unwrap();
     let p = tmp.path().join("many.b2z");
     let arg = p.to_str().unwrap();
@@ -91,10 +89,9 @@ fn store_lazy_10000_members_mount_opens_none_and_one_access_opens_one() {
 /// access, while `stat` of it and every other leaf work.
 #[test]
 fn store_lazy_broken_leaf_is_eio_on_first_access_only_for_it() {
-    let Some(py) = support::python("store_lazy_broken_leaf_is_eio_on_first_access_only_for_it")
-    else {
-        return;
-    };
+    let py = or_skip!(support::python(
+        "store_lazy_broken_leaf_is_eio_on_first_access_only_for_it"
+    ));
     let tmp = tempfile::tempdir().unwrap();
     let p = tmp.path().join("few.b2z");
     support::run_python(
@@ -138,20 +135,12 @@ fn hex(b: &[u8]) -> String {
 /// for the same path, and every leaf's chunk holds its own values.
 #[test]
 fn store_lazy_leaves_laid_out_from_many_threads_once_each() {
-    let Some(py) = support::python("store_lazy_leaves_laid_out_from_many_threads_once_each") else {
-        return;
-    };
+    let py = or_skip!(support::python(
+        "store_lazy_leaves_laid_out_from_many_threads_once_each"
+    ));
     let tmp = tempfile::tempdir().unwrap();
     let p = tmp.path().join("some.b2z");
-    support::run_python(
-        &py,
-        &[
-            "scripts/oracle/stores.py",
-            "many",
-            p.to_str().unwrap(),
-            "200",
-        ],
-    );
+    crate::support::oracle(&py, &[&"scripts/oracle/stores.py", &"many", &p, &"200"]);
     let t = Tree::from_source(&p, TreeOptions::default()).unwrap();
     let seen: Vec<Vec<(u64, u64)>> = std::thread::scope(|s| {
         let handles: Vec<_> = (0..4)

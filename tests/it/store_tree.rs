@@ -80,14 +80,7 @@ fn want_nbytes(want: &Value) -> usize {
 
 pub(crate) fn gen_stores(py: &Path) -> (tempfile::TempDir, Value) {
     let dir = tempfile::tempdir().unwrap();
-    run_python(
-        py,
-        &[
-            "scripts/oracle/stores.py",
-            "gen",
-            dir.path().to_str().unwrap(),
-        ],
-    );
+    crate::support::oracle(py, &[&"scripts/oracle/stores.py", &"gen", &dir.path()]);
     let manifest: Value =
         serde_json::from_slice(&std::fs::read(dir.path().join("manifest.json")).unwrap()).unwrap();
     (dir, manifest)
@@ -95,11 +88,9 @@ pub(crate) fn gen_stores(py: &Path) -> (tempfile::TempDir, Value) {
 
 #[test]
 fn store_tree_every_store_shows_groups_leaves_chunks_npy_and_attrs() {
-    let Some(py) =
-        support::python("store_tree_every_store_shows_groups_leaves_chunks_npy_and_attrs")
-    else {
-        return;
-    };
+    let py = or_skip!(support::python(
+        "store_tree_every_store_shows_groups_leaves_chunks_npy_and_attrs"
+    ));
     let (dir, manifest) = gen_stores(&py);
     let mut failures = Vec::new();
     let mut stores = 0;
@@ -117,11 +108,9 @@ fn store_tree_every_store_shows_groups_leaves_chunks_npy_and_attrs() {
 
 #[test]
 fn store_tree_edits_of_a_member_and_of_store_attrs_reach_python_blosc2() {
-    let Some(py) =
-        support::python("store_tree_edits_of_a_member_and_of_store_attrs_reach_python_blosc2")
-    else {
-        return;
-    };
+    let py = or_skip!(support::python(
+        "store_tree_edits_of_a_member_and_of_store_attrs_reach_python_blosc2"
+    ));
     let (dir, _) = gen_stores(&py);
     // tree.*: small values (/group/sub/tiny and the attribute carriers) are embedded in
     // embed.b2e (an edit appends their new cframe to it); deflt.*: every value is a member or
@@ -198,9 +187,9 @@ fn store_tree_edits_of_a_member_and_of_store_attrs_reach_python_blosc2() {
 
 #[test]
 fn store_mount_lists_groups_and_numpy_loads_a_member() {
-    let Some(py) = fuse_and_python("store_mount_lists_groups_and_numpy_loads_a_member") else {
-        return;
-    };
+    let py = or_skip!(fuse_and_python(
+        "store_mount_lists_groups_and_numpy_loads_a_member"
+    ));
     let (dir, manifest) = gen_stores(&py);
     let src = dir.path().join("tree.b2z");
     let m = Mount::daemon(&src, &["ro"]);

@@ -8,7 +8,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
-use crate::support::{Mount, b2fs, fuse_and_python, fuse_available, is_mounted, python_says};
+use crate::support::{
+    Mount, b2fs, fuse_and_python, fuse_available, is_mounted, python_says, wait_until,
+};
 
 fn sample() -> PathBuf {
     crate::support::repo_root().join("examples/sample.b2nd")
@@ -25,22 +27,9 @@ pub(crate) fn text(o: &Output) -> String {
 
 /// A copy of the sample in a fresh directory, for read-write mounts.
 fn sample_copy() -> (tempfile::TempDir, PathBuf) {
-    let dir = tempfile::tempdir().unwrap();
-    let src = dir.path().join("sample.b2nd");
+    let (dir, src) = crate::support::temp_path("sample.b2nd");
     std::fs::copy(sample(), &src).unwrap();
     (dir, src)
-}
-
-/// Waits until `cond` holds, for at most `secs` seconds.
-fn wait_for(secs: u64, mut cond: impl FnMut() -> bool) -> bool {
-    let deadline = Instant::now() + Duration::from_secs(secs);
-    while Instant::now() < deadline {
-        if cond() {
-            return true;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    cond()
 }
 
 /// The process id serving the mount at `mp`, from its root's `user.b2fs.pid`.
@@ -94,17 +83,15 @@ pub(crate) fn in_mount_namespace(script: &str, src: &Path, mp: &Path, tab: &Path
         .expect("unshare (util-linux)")
 }
 
-/// The `mount -t fuse.b2fs` line of docs/CONFIGURATION.md and fstab line, through the real mount(8) and
-/// mount.fuse3 (which call `b2fs SOURCE MOUNTPOINT -o OPTS`), as root.
-#[test]
-fn system_mount_t_fuse_b2fs_and_an_fstab_line() {
-    let test = "system_mount_t_fuse_b2fs_and_an_fstab_line";
+/// Whether `mount -t fuse.b2fs` can run here (FUSE, root, the mount.fuse3 helper), else
+/// prints why the test skips (a failure under `B2FS_REQUIRE_FUSE` for a missing helper).
+pub(crate) fn can_mount_t(test: &str) -> bool {
     if !fuse_available(test) {
-        return;
+        return false;
     }
     if !is_root() {
         eprintln!("SKIP {test}: mount(8) needs root");
-        return;
+        return false;
     }
     let helper =
         Path::new("/sbin/mount.fuse3").exists() || Path::new("/usr/sbin/mount.fuse3").exists();
@@ -114,20 +101,38 @@ fn system_mount_t_fuse_b2fs_and_an_fstab_line() {
             "{test}: no mount.fuse3 (package fuse3)"
         );
         eprintln!("SKIP {test}: no mount.fuse3");
-        return;
     }
-    let src = sample();
-    let m = Mount::empty();
+    helper
+}
+
+/// What a mount(8) test needs where [`can_mount_t`]: the sample, an empty mount point and a
+/// temp fstab with the line `SAMPLE MP fuse.b2fs OPTS 0 0` (no line for empty `opts`).
+pub(crate) fn mount_t_setup(
+    test: &str,
+    opts: &str,
+) -> Option<(PathBuf, Mount, tempfile::NamedTempFile)> {
+    if !can_mount_t(test) {
+        return None;
+    }
+    let (src, m) = (sample(), Mount::empty());
     let tab = tempfile::NamedTempFile::new().unwrap();
-    std::fs::write(
-        tab.path(),
-        format!(
-            "# b2fs test\n{} {} fuse.b2fs ro,noauto,user,_netdev,nofail 0 0\n",
+    if !opts.is_empty() {
+        let line = format!(
+            "{} {} fuse.b2fs {opts} 0 0\n",
             src.display(),
             m.mp.display()
-        ),
-    )
-    .unwrap();
+        );
+        std::fs::write(tab.path(), line).unwrap();
+    }
+    Some((src, m, tab))
+}
+
+/// The `mount -t fuse.b2fs` line of docs/CONFIGURATION.md and fstab line, through the real mount(8) and
+/// mount.fuse3 (which call `b2fs SOURCE MOUNTPOINT -o OPTS`), as root.
+#[test]
+fn system_mount_t_fuse_b2fs_and_an_fstab_line() {
+    let test = "system_mount_t_fuse_b2fs_and_an_fstab_line";
+    let (src, m, tab) = or_skip!(mount_t_setup(test, "ro,noauto,user,_netdev,nofail"));
     // Each step prints what the test checks; `sh -e` stops at the first failure.
     let script = r#"
 mount -t fuse.b2fs "$SRC" "$MP" -o ro,allow_other
@@ -161,9 +166,7 @@ echo done
     );
     assert_eq!(lines[2], "after umount: 0 mounts", "{report}");
     assert!(fuse_type(lines[3].trim_start_matches("fstab ")), "{report}");
-    assert_eq!(lines[4], "1", "{report}");
-    assert_eq!(lines[5], "write refused", "{report}");
-    assert_eq!(lines[6], "done", "{report}");
+    assert_eq!(lines[4..], ["1", "write refused", "done"], "{report}");
     // Everything happened in the namespace: nothing is left mounted here.
     assert!(!is_mounted(&m.mp));
 }
@@ -177,7 +180,7 @@ fn system_auto_unmount_removes_the_mount_of_a_killed_daemon() {
     let pid = daemon_pid(&m.mp);
     kill9(pid);
     assert!(
-        wait_for(10, || !is_mounted(&m.mp)),
+        wait_until(Duration::from_secs(10), || !is_mounted(&m.mp)),
         "auto_unmount: the mount outlived its SIGKILLed daemon"
     );
     // Without auto_unmount the same kill leaves a dead mount behind (the Mount guard
@@ -185,7 +188,7 @@ fn system_auto_unmount_removes_the_mount_of_a_killed_daemon() {
     let control = Mount::daemon(&sample(), &["ro"]);
     let pid = daemon_pid(&control.mp);
     kill9(pid);
-    assert!(wait_for(5, || !alive(pid)));
+    assert!(wait_until(Duration::from_secs(5), || !alive(pid)));
     std::thread::sleep(Duration::from_millis(300));
     assert!(
         is_mounted(&control.mp),
@@ -217,7 +220,7 @@ fn system_lazy_umount_detaches_and_open_files_keep_reading() {
     assert!(alive(pid));
     drop(f);
     assert!(
-        wait_for(10, || !alive(pid)),
+        wait_until(Duration::from_secs(10), || !alive(pid)),
         "daemon exits after the last close"
     );
     // Not mounted any more: umount says so (exit 4).
@@ -235,9 +238,9 @@ fn getfattr(args: &[&str], path: &Path) -> Output {
 
 #[test]
 fn system_getfattr_shows_chunk_and_mount_attributes() {
-    let Some(py) = fuse_and_python("system_getfattr_shows_chunk_and_mount_attributes") else {
-        return;
-    };
+    let py = or_skip!(fuse_and_python(
+        "system_getfattr_shows_chunk_and_mount_attributes"
+    ));
     let src = sample();
     let m = Mount::daemon(&src, &["ro"]);
     let chunk = m.path("data/00000002.bin");
@@ -357,9 +360,9 @@ fn system_log_shows_the_refusal_a_shell_never_sees() {
 
 #[test]
 fn system_editors_replace_attrs_without_warnings() {
-    let Some(py) = fuse_and_python("system_editors_replace_attrs_without_warnings") else {
-        return;
-    };
+    let py = or_skip!(fuse_and_python(
+        "system_editors_replace_attrs_without_warnings"
+    ));
     let (_dir, src) = sample_copy();
     let m = Mount::daemon(&src, &[]);
     let attrs = m.path("__attrs__");
@@ -407,12 +410,12 @@ fn system_editors_replace_attrs_without_warnings() {
     assert_eq!(units(&m), "F");
     m.umount();
     // What python-blosc2 reads from the source after the three edits.
-    let stored = python_says(
+    let stored = crate::support::oracle_says(
         &py,
         &[
-            "-c",
-            "import blosc2, sys; a = blosc2.open(sys.argv[1]); print(a.schunk.vlmeta['units'], a.schunk.vlmeta['via'])",
-            src.to_str().unwrap(),
+            &"-c",
+            &"import blosc2, sys; a = blosc2.open(sys.argv[1]); print(a.schunk.vlmeta['units'], a.schunk.vlmeta['via'])",
+            &src,
         ],
     );
     assert_eq!(stored, "F python");

@@ -474,11 +474,8 @@ fn tree_block_cache_forgets_a_chunk_when_it_is_committed() {
 /// bytes python-blosc2 reports; a committed edit replaces them.
 #[test]
 fn tree_random_reads_keep_their_pages_until_a_commit() {
-    let Some(py) = python("tree_random_reads_keep_their_pages_until_a_commit") else {
-        return;
-    };
-    let dir = tempfile::tempdir().unwrap();
-    let src = dir.path().join("pages.b2frame");
+    let py = or_skip!(python("tree_random_reads_keep_their_pages_until_a_commit"));
+    let (_dir, src) = crate::support::temp_path("pages.b2frame");
     let code = r#"
 import sys, blosc2, numpy as np
 s = blosc2.SChunk(chunksize=256 * 1024, urlpath=sys.argv[1], contiguous=True, mode="w",
@@ -490,12 +487,12 @@ for i in range(4):
 "#;
     run_python(&py, &["-c", code, src.to_str().unwrap()]);
     let want: Vec<Vec<u8>> = {
-        let out = run_python(
+        let out = crate::support::oracle(
             &py,
             &[
-                "-c",
-                "import sys, blosc2; s = blosc2.open(sys.argv[1]); sys.stdout.buffer.write(b''.join(s.decompress_chunk(i) for i in range(s.nchunks)))",
-                src.to_str().unwrap(),
+                &"-c",
+                &"import sys, blosc2; s = blosc2.open(sys.argv[1]); sys.stdout.buffer.write(b''.join(s.decompress_chunk(i) for i in range(s.nchunks)))",
+                &src,
             ],
         );
         out.chunks(256 * 1024).map(<[u8]>::to_vec).collect()

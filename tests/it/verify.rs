@@ -21,14 +21,7 @@ fn fixtures(py: &Path) -> &'static Path {
     static DIR: OnceLock<tempfile::TempDir> = OnceLock::new();
     DIR.get_or_init(|| {
         let d = tempfile::tempdir().unwrap();
-        run_python(
-            py,
-            &[
-                "scripts/oracle/verify_check.py",
-                "gen",
-                d.path().to_str().unwrap(),
-            ],
-        );
+        crate::support::oracle(py, &[&"scripts/oracle/verify_check.py", &"gen", &d.path()]);
         d
     })
     .path()
@@ -297,9 +290,7 @@ fn case(py: &Path, kind: &str, name: &str, src: &str, damage: impl FnOnce(&Path)
 
 #[test]
 fn verify_sound_sources_exit_0() {
-    let Some(py) = python("verify_sound_sources_exit_0") else {
-        return;
-    };
+    let py = or_skip!(python("verify_sound_sources_exit_0"));
     let f = fixtures(&py);
     for (src, kind, arrays) in [
         ("frame.b2frame", "Cframe", 1),
@@ -336,9 +327,7 @@ fn verify_sound_sources_exit_0() {
 
 #[test]
 fn verify_and_salvage_frames() {
-    let Some(py) = python("verify_and_salvage_frames") else {
-        return;
-    };
+    let py = or_skip!(python("verify_and_salvage_frames"));
     let f = fixtures(&py);
     let a = array(&f.join("frame.b2frame"));
     // A compressed stream, and a chunk header's cbytes.
@@ -375,9 +364,7 @@ fn verify_and_salvage_frames() {
 
 #[test]
 fn verify_and_salvage_sparse_frame() {
-    let Some(py) = python("verify_and_salvage_sparse_frame") else {
-        return;
-    };
+    let py = or_skip!(python("verify_and_salvage_sparse_frame"));
     case(&py, "frame", "sframe", "sframe", |p| {
         let c3 = p.join("00000003.chunk");
         let len = std::fs::metadata(&c3).unwrap().len();
@@ -388,9 +375,7 @@ fn verify_and_salvage_sparse_frame() {
 
 #[test]
 fn verify_and_salvage_bcolz() {
-    let Some(py) = python("verify_and_salvage_bcolz") else {
-        return;
-    };
+    let py = or_skip!(python("verify_and_salvage_bcolz"));
     case(&py, "carray", "carray", "carray", |p| {
         let blp = p.join("data/__3.blp");
         let len = std::fs::metadata(&blp).unwrap().len();
@@ -409,9 +394,7 @@ fn verify_and_salvage_bcolz() {
 
 #[test]
 fn verify_and_salvage_stores() {
-    let Some(py) = python("verify_and_salvage_stores") else {
-        return;
-    };
+    let py = or_skip!(python("verify_and_salvage_stores"));
     let f = fixtures(&py);
     // Chunk 3 of /a inside the zip: its member's frame offset plus the chunk's.
     let opened = container::open_any(&f.join("store.b2z")).unwrap();
@@ -547,14 +530,10 @@ fn wait_with_rusage(mut child: std::process::Child) -> (Option<i32>, Vec<u8>, Ve
 #[cfg(feature = "remote")]
 #[test]
 fn verify_and_salvage_remote_frame() {
-    use crate::remote_support::{BUCKET, moto, put_object};
+    use crate::support::remote::{BUCKET, moto, put_object};
     let t = "verify_and_salvage_remote_frame";
-    let Some(py) = python(t) else {
-        return;
-    };
-    let Some(moto) = moto(t) else {
-        return;
-    };
+    let py = or_skip!(python(t));
+    let moto = or_skip!(moto(t));
     let f = fixtures(&py);
     let dir = tempfile::tempdir().unwrap();
     let local = dir.path().join("damaged.b2frame");
@@ -589,16 +568,7 @@ fn verify_and_salvage_remote_frame() {
     let damaged = agree(&local, &remote, &r).len();
     assert_eq!(damaged, 1, "{remote:#}");
     let dest = dir.path().join("salvaged.b2frame");
-    let out = b2fs()
-        .args(["salvage", "-o", &opts, &url])
-        .arg(&dest)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    crate::support::ok(b2fs().args(["salvage", "-o", &opts, &url]).arg(&dest));
     let after = reference(&py, "frame", &dest);
     for (i, (was, now)) in r.chunks[""].iter().zip(&after.chunks[""]).enumerate() {
         let now = now

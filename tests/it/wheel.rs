@@ -6,10 +6,11 @@
 //! served by rclone with a private CA (with the `remote` feature, through rustls and ring).
 //!
 //! Cost: one build serves every check. The wheel is built in the target directory this test
-//! run uses, with the `dev` profile, whose dependencies `cargo test` has already built: only
-//! the b2fs binary crate is compiled again, and linked by zig against glibc 2.17 (maturin's
-//! own `maturin zig cc` wrapper, given as `-C linker` to that crate alone, so no dependency is
-//! rebuilt). Releases use `maturin build --release --zig` (docs/INSTALL.md), which links the
+//! run uses, with the `dev` profile, whose settings the `test` profile inherits unchanged
+//! (Cargo.toml): the library and every dependency are the ones `cargo test` built, and only
+//! the five-line b2fs binary crate is compiled again, linked by zig against glibc 2.17
+//! (maturin's own `maturin zig cc` wrapper, given as `-C linker` to that crate alone). The
+//! test prints what cargo compiled; anything beyond the binary is a regression of that. Releases use `maturin build --release --zig` (docs/INSTALL.md), which links the
 //! same way and also compiles the C dependencies with zig, in a separate target directory:
 //! a full build, too slow for CI (measured in docs/INSTALL.md).
 //!
@@ -118,9 +119,7 @@ fn zig_linker(dir: &Path, py: &Path) -> PathBuf {
             scripts/test.sh runs it alone after the suite (--ignored wheel_)"]
 fn wheel_is_manylinux2014_and_mounts_local_s3_and_https_sources_from_another_python() {
     let test = "wheel_is_manylinux2014_and_mounts_local_s3_and_https_sources_from_another_python";
-    let Some(py) = python(test) else {
-        return;
-    };
+    let py = or_skip!(python(test));
     if !has_module(test, &py, "maturin", "--version")
         || !has_module(test, &py, "ziglang", "version")
     {
@@ -158,6 +157,17 @@ fn wheel_is_manylinux2014_and_mounts_local_s3_and_https_sources_from_another_pyt
         started.elapsed().as_secs_f64()
     );
     assert!(out.status.success(), "maturin build failed: {}", says(&out));
+    // What cargo compiled (and, with CARGO_LOG=cargo::core::compiler::fingerprint=info in the
+    // environment, why it found each unit dirty).
+    let err = String::from_utf8_lossy(&out.stderr);
+    let compiled: Vec<&str> = err
+        .lines()
+        .filter_map(|l| l.trim_start().strip_prefix("Compiling "))
+        .collect();
+    eprintln!("{test}: cargo compiled {compiled:?}");
+    for l in err.lines().filter(|l| l.contains("dirty")) {
+        eprintln!("{test}: {l}");
+    }
     let wheel = std::fs::read_dir(&wheels)
         .unwrap()
         .map(|e| e.unwrap().path())
@@ -290,23 +300,21 @@ fn mounts_the_sample(installed: &Path, source: &Path, opts: &[&str]) {
 /// with a private CA (`ca_file=`): the wheel carries the `remote` feature and its TLS works.
 #[cfg(feature = "remote")]
 fn remote_mounts(test: &str, installed: &Path, sample: &Path) {
-    use crate::remote_support::{BUCKET, moto, private_ca, put_object, rclone_with};
+    use crate::support::remote::{BUCKET, moto, private_ca, put_object, rclone_with};
 
-    let Some(moto) = moto(test) else {
-        return;
-    };
+    let moto = or_skip!(moto(test));
     put_object(&moto, "sample.b2nd", &std::fs::read(sample).unwrap(), true);
     let s3 = format!("s3://{BUCKET}/sample.b2nd");
     let ep = format!("endpoint={},no_sign_request", moto.url);
     mounts_the_sample(installed, Path::new(&s3), &[&ep]);
 
     let tls = tempfile::tempdir().unwrap();
-    let Some((ca_cert, cert, key)) = private_ca(test, tls.path()) else {
-        return;
-    };
-    let Some(server) = rclone_with(test, sample.parent().unwrap(), Some((&cert, &key))) else {
-        return;
-    };
+    let (ca_cert, cert, key) = or_skip!(private_ca(test, tls.path()));
+    let server = or_skip!(rclone_with(
+        test,
+        sample.parent().unwrap(),
+        Some((&cert, &key))
+    ));
     let url = format!("{}/sample.b2nd", server.url);
     assert!(url.starts_with("https://"), "{url}");
     let ca = format!("ca_file={}", ca_cert.display());

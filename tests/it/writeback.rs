@@ -23,14 +23,7 @@ fn os_err<T: std::fmt::Debug>(r: std::io::Result<T>) -> Option<i32> {
 
 fn gen_fixtures(py: &Path) -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
-    run_python(
-        py,
-        &[
-            "scripts/oracle/writeback.py",
-            "gen",
-            dir.path().to_str().unwrap(),
-        ],
-    );
+    crate::support::oracle(py, &[&"scripts/oracle/writeback.py", &"gen", &dir.path()]);
     dir
 }
 
@@ -184,9 +177,9 @@ fn edit_case(dir: &Path, case: &Case) {
 
 #[test]
 fn writeback_edits_are_read_by_the_reference_libraries() {
-    let Some(py) = fuse_and_python("writeback_edits_are_read_by_the_reference_libraries") else {
-        return;
-    };
+    let py = or_skip!(fuse_and_python(
+        "writeback_edits_are_read_by_the_reference_libraries"
+    ));
     let dir = gen_fixtures(&py);
     let cases = [
         ("cframe.b2frame", "", true, 0),
@@ -214,13 +207,9 @@ fn writeback_edits_are_read_by_the_reference_libraries() {
             .arg("/tmp/wbdbg")
             .status();
     }
-    let out = run_python(
+    let out = crate::support::oracle(
         &py,
-        &[
-            "scripts/oracle/writeback.py",
-            "check",
-            dir.path().to_str().unwrap(),
-        ],
+        &[&"scripts/oracle/writeback.py", &"check", &dir.path()],
     );
     let checked: Vec<String> = serde_json::from_slice(&out).unwrap();
     assert_eq!(checked.len(), cases.len(), "{checked:?}");
@@ -233,10 +222,9 @@ fn writeback_refused_operations_have_their_errno_and_change_nothing() {
     if !fuse_available("writeback_refused_operations_have_their_errno_and_change_nothing") {
         return;
     }
-    let Some(py) = python("writeback_refused_operations_have_their_errno_and_change_nothing")
-    else {
-        return;
-    };
+    let py = or_skip!(python(
+        "writeback_refused_operations_have_their_errno_and_change_nothing"
+    ));
     let dir = gen_fixtures(&py);
     let src = dir.path().join("cframe.b2frame");
     let before = std::fs::read(&src).unwrap();
@@ -342,9 +330,9 @@ fn writeback_refused_operations_have_their_errno_and_change_nothing() {
 /// Removing the last chunk (unlink) and truncating it to 0; an all-zero chunk written back.
 #[test]
 fn writeback_unlink_last_chunk_and_zero_chunk() {
-    let Some(py) = fuse_and_python("writeback_unlink_last_chunk_and_zero_chunk") else {
-        return;
-    };
+    let py = or_skip!(fuse_and_python(
+        "writeback_unlink_last_chunk_and_zero_chunk"
+    ));
     let dir = gen_fixtures(&py);
     let src = dir.path().join("sframe.b2frame");
     let m = Mount::daemon(&src, &[]);
@@ -373,9 +361,9 @@ fn writeback_unlink_last_chunk_and_zero_chunk() {
 /// on any Linux filesystem (commits are atomic either way).
 #[test]
 fn writeback_readers_see_whole_chunks_during_commits() {
-    let Some(py) = fuse_and_python("writeback_readers_see_whole_chunks_during_commits") else {
-        return;
-    };
+    let py = or_skip!(fuse_and_python(
+        "writeback_readers_see_whole_chunks_during_commits"
+    ));
     let dir = gen_fixtures(&py);
     let src = dir.path().join("cframe.b2frame");
     let m = Mount::daemon(&src, &["direct_io"]);
@@ -410,13 +398,13 @@ fn writeback_readers_see_whole_chunks_during_commits() {
     }
     m.umount();
     assert_eq!(
-        python_says(
+        crate::support::oracle_says(
             &py,
             &[
-                "-c",
-                "import sys, blosc2; s = blosc2.open(sys.argv[1]); print(s.decompress_chunk(0) == bytes([20]) * 16000)",
-                src.to_str().unwrap(),
-            ],
+                &"-c",
+                &"import sys, blosc2; s = blosc2.open(sys.argv[1]); print(s.decompress_chunk(0) == bytes([20]) * 16000)",
+                &src
+            ]
         ),
         "True"
     );
@@ -427,9 +415,9 @@ fn writeback_readers_see_whole_chunks_during_commits() {
 /// `b2fs compact` after updates leaves what python-blosc2 reads.
 #[test]
 fn writeback_attr_limit_truncate_last_touch_and_compact() {
-    let Some(py) = fuse_and_python("writeback_attr_limit_truncate_last_touch_and_compact") else {
-        return;
-    };
+    let py = or_skip!(fuse_and_python(
+        "writeback_attr_limit_truncate_last_touch_and_compact"
+    ));
     let dir = gen_fixtures(&py);
     let src = dir.path().join("cframe.b2frame");
     let m = Mount::daemon(&src, &[]);
@@ -461,16 +449,7 @@ fn writeback_attr_limit_truncate_last_touch_and_compact() {
     }
     m.umount();
     let before = std::fs::metadata(&src).unwrap().len();
-    let out = Command::new(env!("CARGO_BIN_EXE_b2fs"))
-        .arg("compact")
-        .arg(&src)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    crate::support::ok(crate::support::b2fs().arg("compact").arg(&src));
     assert!(std::fs::metadata(&src).unwrap().len() < before);
     assert_eq!(
         python_says(
@@ -487,12 +466,12 @@ fn writeback_attr_limit_truncate_last_touch_and_compact() {
 
     // the only chunk of a contiguous frame cannot be removed
     let one = dir.path().join("one.b2frame");
-    run_python(
+    crate::support::oracle(
         &py,
         &[
-            "-c",
-            "import sys, blosc2, numpy as np; s = blosc2.SChunk(chunksize=400, urlpath=sys.argv[1], contiguous=True, mode='w'); s.append_data(np.arange(100, dtype=np.int32))",
-            one.to_str().unwrap(),
+            &"-c",
+            &"import sys, blosc2, numpy as np; s = blosc2.SChunk(chunksize=400, urlpath=sys.argv[1], contiguous=True, mode='w'); s.append_data(np.arange(100, dtype=np.int32))",
+            &one,
         ],
     );
     let m = Mount::daemon(&one, &[]);
@@ -508,9 +487,9 @@ fn writeback_attr_limit_truncate_last_touch_and_compact() {
 /// never stored.
 #[test]
 fn writeback_attrs_through_temp_file_and_rename() {
-    let Some(py) = fuse_and_python("writeback_attrs_through_temp_file_and_rename") else {
-        return;
-    };
+    let py = or_skip!(fuse_and_python(
+        "writeback_attrs_through_temp_file_and_rename"
+    ));
     let dir = gen_fixtures(&py);
     for name in ["cframe.b2frame", "carr"] {
         let src = dir.path().join(name);
@@ -557,9 +536,9 @@ fn writeback_attrs_through_temp_file_and_rename() {
 /// access.
 #[test]
 fn writeback_open_python_handle_sees_the_edit() {
-    let Some(py) = fuse_and_python("writeback_open_python_handle_sees_the_edit") else {
-        return;
-    };
+    let py = or_skip!(fuse_and_python(
+        "writeback_open_python_handle_sees_the_edit"
+    ));
     let dir = gen_fixtures(&py);
     let src = dir.path().join("cframe.b2frame");
     let mut child = Command::new(&py)
@@ -630,44 +609,21 @@ fn column_bytes(m: &Mount, col: &str) -> Vec<u8> {
 /// set the written rows); bcolz then appends to the result.
 #[test]
 fn writeback_ctable_columns_grow_and_shrink_together() {
-    let Some(py) = fuse_and_python("writeback_ctable_columns_grow_and_shrink_together") else {
-        return;
-    };
+    let py = or_skip!(fuse_and_python(
+        "writeback_ctable_columns_grow_and_shrink_together"
+    ));
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path();
     let src = root.join("ct2");
     let pristine = root.join("pristine");
-    run_python(
-        &py,
-        &[
-            "scripts/oracle/writeback.py",
-            "ctable",
-            src.to_str().unwrap(),
-        ],
-    );
-    assert!(
-        Command::new("cp")
-            .arg("-a")
-            .arg(&src)
-            .arg(&pristine)
-            .status()
-            .unwrap()
-            .success()
-    );
+    crate::support::oracle(&py, &[&"scripts/oracle/writeback.py", &"ctable", &src]);
+    crate::support::copy_all(&src, &pristine);
     let m = Mount::daemon(&src, &[]);
     let mut steps = Vec::new();
     let mut snap = |ops: Value| {
         let k = steps.len();
         let to = root.join(format!("snap{k}"));
-        assert!(
-            Command::new("cp")
-                .arg("-a")
-                .arg(&src)
-                .arg(&to)
-                .status()
-                .unwrap()
-                .success()
-        );
+        crate::support::copy_all(&src, &to);
         steps.push(serde_json::json!({"path": to, "ops": ops}));
     };
     let raw = |name: &str, bytes: &[u8]| -> String {
@@ -677,14 +633,7 @@ fn writeback_ctable_columns_grow_and_shrink_together() {
     };
     // Rows of valid values for a column: its own rows 0.. cycled from `shift`.
     let rows_like = |col: &str, atom: usize, n: usize, shift: usize| -> Vec<u8> {
-        let all = column_bytes(&m, col);
-        let have = all.len() / atom;
-        (0..n)
-            .flat_map(|r| {
-                let at = (r + shift) % have * atom;
-                all[at..at + atom].to_vec()
-            })
-            .collect()
+        crate::support::cycled_items(&column_bytes(&m, col), atom, n, shift)
     };
 
     // 1. Extend the last chunk of b (float64, 300 rows a chunk, 2500 = 8 x 300 + 100) by 200
@@ -775,14 +724,7 @@ fn writeback_ctable_columns_grow_and_shrink_together() {
                                   "mutate": true});
     std::fs::write(&spec, body.to_string()).unwrap();
     assert_eq!(
-        python_says(
-            &py,
-            &[
-                "scripts/oracle/writeback.py",
-                "ctable_ops",
-                spec.to_str().unwrap(),
-            ],
-        ),
+        crate::support::oracle_says(&py, &[&"scripts/oracle/writeback.py", &"ctable_ops", &spec]),
         "5"
     );
 }
@@ -795,9 +737,7 @@ fn writeback_ctable_columns_grow_and_shrink_together() {
 /// python's change kept), and a retry, against the reloaded source, succeeds.
 #[test]
 fn writeback_b2lock_sidecar_is_honored() {
-    let Some(py) = fuse_and_python("writeback_b2lock_sidecar_is_honored") else {
-        return;
-    };
+    let py = or_skip!(fuse_and_python("writeback_b2lock_sidecar_is_honored"));
     let dir = gen_fixtures(&py);
     let src = dir.path().join("cframe.b2frame");
     let lock = dir.path().join("cframe.b2frame.b2lock");
@@ -915,9 +855,9 @@ fn writeback_b2lock_sidecar_is_honored() {
 /// compacts.
 #[test]
 fn writeback_compact_refuses_a_mounted_source() {
-    let Some(py) = fuse_and_python("writeback_compact_refuses_a_mounted_source") else {
-        return;
-    };
+    let py = or_skip!(fuse_and_python(
+        "writeback_compact_refuses_a_mounted_source"
+    ));
     let dir = gen_fixtures(&py);
     let src = dir.path().join("cframe.b2frame");
     let m = Mount::daemon(&src, &[]);
@@ -962,11 +902,8 @@ fn writeback_compact_refuses_a_mounted_source() {
 /// not EINVAL; nothing changes.
 #[test]
 fn writeback_unencodable_codec_is_eopnotsupp() {
-    let Some(py) = fuse_and_python("writeback_unencodable_codec_is_eopnotsupp") else {
-        return;
-    };
-    let dir = tempfile::tempdir().unwrap();
-    let src = dir.path().join("zfp.b2nd");
+    let py = or_skip!(fuse_and_python("writeback_unencodable_codec_is_eopnotsupp"));
+    let (_dir, src) = crate::support::temp_path("zfp.b2nd");
     run_python(
         &py,
         &[
@@ -993,9 +930,7 @@ fn writeback_unencodable_codec_is_eopnotsupp() {
 /// is replaced (the shell's early close of its duplicate descriptor commits nothing).
 #[test]
 fn writeback_o_trunc_without_write() {
-    let Some(py) = fuse_and_python("writeback_o_trunc_without_write") else {
-        return;
-    };
+    let py = or_skip!(fuse_and_python("writeback_o_trunc_without_write"));
     let dir = gen_fixtures(&py);
     let src = dir.path().join("cframe.b2frame");
     let m = Mount::daemon(&src, &[]);

@@ -981,18 +981,12 @@ fn writer_refusals_leave_source_unchanged() {
     );
     refused(
         "frames/b2nd_1d_f8.b2nd",
-        |a| Edit {
-            updates: vec![(1, encode(a, &pattern(a.chunksize() - 8, 1)))],
-            ..Edit::default()
-        },
+        |a| update(1, encode(a, &pattern(a.chunksize() - 8, 1))),
         "every chunk of this array has",
     );
     refused(
         "frames/schunk_lz4.b2frame",
-        |a| Edit {
-            updates: vec![(0, encode(a, &pattern(1000, 1)))],
-            ..Edit::default()
-        },
+        |a| update(0, encode(a, &pattern(1000, 1))),
         "the chunk it replaces has 64000",
     );
     refused(
@@ -1018,10 +1012,7 @@ fn writer_refusals_leave_source_unchanged() {
     );
     refused(
         "frames/schunk_lz4.b2frame",
-        |a| Edit {
-            updates: vec![(5, encode(a, &pattern(64000, 1)))],
-            ..Edit::default()
-        },
+        |a| update(5, encode(a, &pattern(64000, 1))),
         "updating chunk 5",
     );
     refused(
@@ -1125,14 +1116,7 @@ fn rows_of(a: &Array) -> usize {
 /// `n` rows of valid values of column `a`: its own rows, starting at row `shift`, cycled.
 fn rows_like(a: &Array, n: usize, shift: usize) -> Vec<u8> {
     let (_, atom) = chunk_geometry(a);
-    let all = chunks_of(a).concat();
-    let have = all.len() / atom;
-    (0..n)
-        .flat_map(|r| {
-            let at = (r + shift) % have * atom;
-            all[at..at + atom].to_vec()
-        })
-        .collect()
+    crate::support::cycled_items(&chunks_of(a).concat(), atom, n, shift)
 }
 
 /// A fresh ctable "ct2" of the reference generator (6 columns, chunklens 300..4000, dflts).
@@ -1159,9 +1143,7 @@ fn assert_table_rows(path: &Path, rows: usize, what: &str) {
 
 #[test]
 fn writer_ctable_commit_column_resizes_every_column() {
-    let Some(py) = python("writer_ctable_commit_column_resizes_every_column") else {
-        return;
-    };
+    let py = or_skip!(python("writer_ctable_commit_column_resizes_every_column"));
     let tmp = tempfile::tempdir().expect("tempdir");
     let pristine = gen_ctable(&py, tmp.path());
     let work = tmp.path().join("t");
@@ -1358,9 +1340,7 @@ fn ctable_crash_case(py: &Path, tmp: &Path, pristine: &Path, col: usize, edit: &
 
 #[test]
 fn writer_ctable_crash_at_every_step() {
-    let Some(py) = python("writer_ctable_crash_at_every_step") else {
-        return;
-    };
+    let py = or_skip!(python("writer_ctable_crash_at_every_step"));
     // Growing through a column that is not the first: every other column first, then the
     // first column's meta/sizes. The partial last chunk keeps its rows and gets more (a
     // changed existing row would be visible as soon as its chunk file is renamed in: bcolz
@@ -1392,9 +1372,7 @@ fn writer_ctable_crash_at_every_step() {
 
 #[test]
 fn writer_ctable_refusals_leave_the_table_unchanged() {
-    let Some(py) = python("writer_ctable_refusals_leave_the_table_unchanged") else {
-        return;
-    };
+    let py = or_skip!(python("writer_ctable_refusals_leave_the_table_unchanged"));
     let tmp = tempfile::tempdir().expect("tempdir");
     let path = gen_ctable(&py, tmp.path());
     let before = tree_hash(&path);
@@ -1647,4 +1625,12 @@ fn writer_frame_with_junk_tail_commits_over_it() {
         },
         Some(json!({"keys": ["tail"], "values": {"tail": true}})),
     );
+}
+
+/// An edit that replaces chunk `i` with `chunk`.
+fn update(i: usize, chunk: Vec<u8>) -> Edit {
+    Edit {
+        updates: vec![(i, chunk)],
+        ..Edit::default()
+    }
 }

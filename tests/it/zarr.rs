@@ -7,42 +7,20 @@
 //! real mount, numpy alone reads the view (`scripts/oracle/zarr_check.py`).
 
 use std::path::Path;
+use std::time::Duration;
 
-use b2fs::tree::{ROOT_INO, Tree, TreeOptions};
+use b2fs::tree::{Tree, TreeOptions};
 use serde_json::Value;
 
+use crate::support::crash::{Rng, kill_delay, kill_mount_after};
 use crate::support::{self, Mount, fuse_and_python, python, python_says, run_python};
 
-fn opts(writable: bool) -> TreeOptions {
-    TreeOptions {
-        writable,
-        prefetch_chunks: 0,
-        ..TreeOptions::default()
-    }
-}
+use crate::support::no_prefetch as opts;
 
-fn ino(t: &Tree, path: &str) -> u64 {
-    path.split('/')
-        .filter(|p| !p.is_empty())
-        .fold(ROOT_INO, |dir, name| {
-            t.lookup(dir, name)
-                .unwrap_or_else(|e| panic!("{path}: {e}"))
-                .ino
-        })
-}
+use crate::support::tree_ino as ino;
 
 fn read_all(t: &Tree, ino: u64, step: u32) -> Vec<u8> {
-    let fh = t.open(ino, libc::O_RDONLY).unwrap();
-    let mut out = Vec::new();
-    loop {
-        let got = t.read(ino, fh, out.len() as u64, step).unwrap();
-        if got.is_empty() {
-            break;
-        }
-        out.extend_from_slice(&got);
-    }
-    t.release(fh).unwrap();
-    out
+    crate::support::tree_read(t, ino, step).unwrap()
 }
 
 fn json_at(t: &Tree, path: &str) -> Value {
@@ -186,9 +164,9 @@ fn source_chunks(t: &Tree, meta: &Value, npy_shape: &[u64]) -> Vec<u64> {
 
 #[test]
 fn every_reference_case_reads_back_through_the_zarr_view() {
-    let Some(py) = python("every_reference_case_reads_back_through_the_zarr_view") else {
-        return;
-    };
+    let py = or_skip!(python(
+        "every_reference_case_reads_back_through_the_zarr_view"
+    ));
     let dir = tempfile::tempdir().unwrap();
     let out = run_python(
         &py,
@@ -281,9 +259,9 @@ fn every_reference_case_reads_back_through_the_zarr_view() {
 
 #[test]
 fn a_ctable_is_one_array_per_column_sharing_the_row_dimension() {
-    let Some(py) = python("a_ctable_is_one_array_per_column_sharing_the_row_dimension") else {
-        return;
-    };
+    let py = or_skip!(python(
+        "a_ctable_is_one_array_per_column_sharing_the_row_dimension"
+    ));
     let dir = tempfile::tempdir().unwrap();
     let out = run_python(
         &py,
@@ -310,18 +288,11 @@ fn a_ctable_is_one_array_per_column_sharing_the_row_dimension() {
 
 #[test]
 fn a_collection_mounts_lazily_and_consolidates_on_first_read() {
-    let Some(py) = python("a_collection_mounts_lazily_and_consolidates_on_first_read") else {
-        return;
-    };
+    let py = or_skip!(python(
+        "a_collection_mounts_lazily_and_consolidates_on_first_read"
+    ));
     let dir = tempfile::tempdir().unwrap();
-    run_python(
-        &py,
-        &[
-            "scripts/oracle/stores.py",
-            "gen",
-            dir.path().to_str().unwrap(),
-        ],
-    );
+    crate::support::oracle(&py, &[&"scripts/oracle/stores.py", &"gen", &dir.path()]);
     let t = Tree::from_source(&dir.path().join("tree.b2z"), opts(false)).unwrap();
     assert_eq!(t.leaves_opened(), Some(0));
     let mut top = names(&t, "zarr");
@@ -398,9 +369,9 @@ fn reference_sha(py: &Path, src: &Path) -> String {
 
 #[test]
 fn writes_through_the_view_commit_what_python_blosc2_reads() {
-    let Some(py) = python("writes_through_the_view_commit_what_python_blosc2_reads") else {
-        return;
-    };
+    let py = or_skip!(python(
+        "writes_through_the_view_commit_what_python_blosc2_reads"
+    ));
     let dir = tempfile::tempdir().unwrap();
     let out = run_python(
         &py,
@@ -549,9 +520,7 @@ fn writes_through_the_view_commit_what_python_blosc2_reads() {
 
 #[test]
 fn a_mount_shows_the_view_to_numpy() {
-    let Some(py) = fuse_and_python("a_mount_shows_the_view_to_numpy") else {
-        return;
-    };
+    let py = or_skip!(fuse_and_python("a_mount_shows_the_view_to_numpy"));
     let dir = tempfile::tempdir().unwrap();
     let out = run_python(
         &py,
@@ -577,11 +546,9 @@ fn a_mount_shows_the_view_to_numpy() {
 
 #[test]
 fn zarr_python_style_writes_through_a_mount_are_read_back_by_python_blosc2() {
-    let Some(py) =
-        fuse_and_python("zarr_python_style_writes_through_a_mount_are_read_back_by_python_blosc2")
-    else {
-        return;
-    };
+    let py = or_skip!(fuse_and_python(
+        "zarr_python_style_writes_through_a_mount_are_read_back_by_python_blosc2"
+    ));
     let dir = tempfile::tempdir().unwrap();
     let out = run_python(
         &py,
@@ -657,17 +624,11 @@ fn an_identical_rewrite_of_a_zarr_json_through_a_mount_changes_nothing() {
 
 #[test]
 fn a_sigkill_during_a_zarr_chunk_commit_leaves_the_old_or_the_new_chunk() {
-    let Some(py) =
-        fuse_and_python("a_sigkill_during_a_zarr_chunk_commit_leaves_the_old_or_the_new_chunk")
-    else {
-        return;
-    };
-    let runs = std::env::var("B2FS_ZARR_CRASH_RUNS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(4);
-    let dir = tempfile::tempdir().unwrap();
-    let src = dir.path().join("crash.b2nd");
+    let py = or_skip!(fuse_and_python(
+        "a_sigkill_during_a_zarr_chunk_commit_leaves_the_old_or_the_new_chunk"
+    ));
+    let runs = crate::support::env_or("B2FS_ZARR_CRASH_RUNS", 4);
+    let (dir, src) = crate::support::temp_path("crash.b2nd");
     let raw = dir.path().join("raw");
     let (src_s, raw_s) = (src.to_str().unwrap(), raw.to_str().unwrap());
     run_python(&py, &["scripts/oracle/zarr_check.py", "gen", src_s]);
@@ -676,6 +637,7 @@ fn a_sigkill_during_a_zarr_chunk_commit_leaves_the_old_or_the_new_chunk() {
     let half = old.len() / 2;
     let runs = runs.max(2);
     let (mut saw_old, mut saw_new) = (0, 0);
+    let mut rng = Rng::per_run(6);
     for run in 0..runs {
         let log = dir.path().join(format!("log{run}"));
         let mut m = Mount::foreground(&src, &log);
@@ -697,22 +659,17 @@ fn a_sigkill_during_a_zarr_chunk_commit_leaves_the_old_or_the_new_chunk() {
         });
         // The kill lands 40 to 460 ms into the rename (the chunk decoded, patched, encoded
         // and written: 16 MiB), again and again in a long form (B2FS_ZARR_CRASH_RUNS).
-        let delay = std::time::Duration::from_millis(40 + 60 * (run % 8) as u64);
-        let mut child = m.child.take().unwrap();
-        let _ = wait.recv_timeout(std::time::Duration::from_secs(60));
+        let delay = kill_delay(&mut rng, run, 40, 420);
+        let _ = wait.recv_timeout(Duration::from_secs(60));
         // Run 0 is the control: the kill comes after the rename returned (new, for sure).
-        let mut writer = Some(writer);
-        let mut join = || writer.take().map(|w| w.join().unwrap().is_some());
-        let early = if run == 0 { join() } else { None };
-        std::thread::sleep(delay);
-        let _ = child.kill();
-        let _ = child.wait();
-        let acked = early.or_else(join).unwrap_or(false);
+        let writer = if run == 0 {
+            let done = writer.join().unwrap();
+            std::thread::spawn(move || done)
+        } else {
+            writer
+        };
+        let acked = kill_mount_after(&mut m, delay, writer).is_some();
         assert!(run > 0 || acked, "the rename over the chunk object failed");
-        let _ = std::process::Command::new("fusermount3")
-            .args(["-u", "-z"])
-            .arg(&m.mp)
-            .output();
         run_python(&py, &["scripts/oracle/zarr_check.py", "raw", src_s, raw_s]);
         let now = std::fs::read(&raw).unwrap();
         if now == new {
@@ -730,15 +687,11 @@ fn a_sigkill_during_a_zarr_chunk_commit_leaves_the_old_or_the_new_chunk() {
 
 #[test]
 fn a_big_store_mounts_opening_no_leaf_and_consolidates_on_the_first_read() {
-    let Some(py) = python("a_big_store_mounts_opening_no_leaf_and_consolidates_on_the_first_read")
-    else {
-        return;
-    };
+    let py = or_skip!(python(
+        "a_big_store_mounts_opening_no_leaf_and_consolidates_on_the_first_read"
+    ));
     // B2FS_ZARR_MEMBERS=10000 for the measurement docs/ZARR.md quotes.
-    let n: usize = std::env::var("B2FS_ZARR_MEMBERS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(2000);
+    let n: usize = crate::support::env_or("B2FS_ZARR_MEMBERS", 2000);
     let tmp = tempfile::tempdir().unwrap();
     let p = tmp.path().join("many.b2z");
     run_python(
@@ -819,12 +772,10 @@ fn a_big_store_mounts_opening_no_leaf_and_consolidates_on_the_first_read() {
 
 #[test]
 fn the_view_follows_another_writer_and_a_descriptor_keeps_its_version() {
-    let Some(py) = python("the_view_follows_another_writer_and_a_descriptor_keeps_its_version")
-    else {
-        return;
-    };
-    let dir = tempfile::tempdir().unwrap();
-    let src = dir.path().join("grow.b2nd");
+    let py = or_skip!(python(
+        "the_view_follows_another_writer_and_a_descriptor_keeps_its_version"
+    ));
+    let (_dir, src) = crate::support::temp_path("grow.b2nd");
     let make = "import sys, numpy as np, blosc2\n\
         blosc2.asarray(np.arange(1000, dtype=np.int64), chunks=(300,), blocks=(100,), \
         urlpath=sys.argv[1], mode='w')\n";

@@ -13,10 +13,11 @@
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use serde_json::Value;
 
+use crate::support::crash::{Rng, kill_delay, kill_mount_after};
 use crate::support::{Mount, fuse_and_python, python_says, repo_root, run_python};
 
 /// The interpreter of a Zarr venv (`B2FS_<ENV>` or the repository's `DIR`) that imports
@@ -116,12 +117,8 @@ fn read_all(test: &str, zpy: &Path, cases: &Path, readers: &str) {
 #[test]
 fn zarr_python_34_xarray_dask_tensorstore_read_every_source_like_the_references() {
     let t = "zarr_python_34_xarray_dask_tensorstore_read_every_source_like_the_references";
-    let Some(py) = fuse_and_python(t) else {
-        return;
-    };
-    let Some(zpy) = zarr34(t) else {
-        return;
-    };
+    let py = or_skip!(fuse_and_python(t));
+    let zpy = or_skip!(zarr34(t));
     let (_dir, mounts, cases, _) = mounted_cases(&py);
     read_all(t, &zpy, &cases, "zarr,xarray,dask,tensorstore");
     for m in &mounts {
@@ -132,12 +129,8 @@ fn zarr_python_34_xarray_dask_tensorstore_read_every_source_like_the_references(
 #[test]
 fn zarr_python_31_on_python_311_reads_every_source_like_the_references() {
     let t = "zarr_python_31_on_python_311_reads_every_source_like_the_references";
-    let Some(py) = fuse_and_python(t) else {
-        return;
-    };
-    let Some(zpy) = zarr31(t) else {
-        return;
-    };
+    let py = or_skip!(fuse_and_python(t));
+    let zpy = or_skip!(zarr31(t));
     let (_dir, mounts, cases, _) = mounted_cases(&py);
     read_all(t, &zpy, &cases, "zarr");
     for m in &mounts {
@@ -155,12 +148,8 @@ fn source(py: &Path, dir: &Path, script: &str, cmd: &str, name: &str) -> PathBuf
 #[test]
 fn zarr_region_writes_of_zarr_python_and_xarray_reach_the_source() {
     let t = "zarr_region_writes_of_zarr_python_and_xarray_reach_the_source";
-    let Some(py) = fuse_and_python(t) else {
-        return;
-    };
-    let Some(zpy) = zarr34(t) else {
-        return;
-    };
+    let py = or_skip!(fuse_and_python(t));
+    let zpy = or_skip!(zarr34(t));
     let dir = tempfile::tempdir().unwrap();
     let (z, n) = (
         "scripts/oracle/zarr_cases.py",
@@ -202,12 +191,8 @@ fn zarr_region_writes_of_zarr_python_and_xarray_reach_the_source() {
 #[test]
 fn zarr_writes_on_a_read_only_mount_fail_with_erofs_and_change_nothing() {
     let t = "zarr_writes_on_a_read_only_mount_fail_with_erofs_and_change_nothing";
-    let Some(py) = fuse_and_python(t) else {
-        return;
-    };
-    let Some(zpy) = zarr34(t) else {
-        return;
-    };
+    let py = or_skip!(fuse_and_python(t));
+    let zpy = or_skip!(zarr34(t));
     let dir = tempfile::tempdir().unwrap();
     let src = source(
         &py,
@@ -233,39 +218,20 @@ fn zarr_writes_on_a_read_only_mount_fail_with_erofs_and_change_nothing() {
     assert!(std::fs::read(&src).unwrap() == before, "the source changed");
 }
 
-/// A small xorshift generator: the test needs no cryptographic randomness.
-fn xorshift(x: &mut u64) -> u64 {
-    *x ^= *x << 13;
-    *x ^= *x >> 7;
-    *x ^= *x << 17;
-    *x
-}
-
 #[test]
 fn zarr_sigkill_during_zarr_python_writes_leaves_every_chunk_old_or_new() {
     let t = "zarr_sigkill_during_zarr_python_writes_leaves_every_chunk_old_or_new";
-    let Some(py) = fuse_and_python(t) else {
-        return;
-    };
-    let Some(zpy) = zarr34(t) else {
-        return;
-    };
-    let runs: usize = std::env::var("B2FS_ZARR_CRASH_RUNS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(4);
+    let py = or_skip!(fuse_and_python(t));
+    let zpy = or_skip!(zarr34(t));
+    let runs: usize = crate::support::env_or("B2FS_ZARR_CRASH_RUNS", 4);
     let dir = tempfile::tempdir().unwrap();
     let root = std::fs::canonicalize(dir.path()).unwrap();
     let pristine = root.join("pristine");
-    run_python(
+    crate::support::oracle(
         &py,
-        &[
-            "scripts/oracle/zarr_cases.py",
-            "crashgen",
-            pristine.to_str().unwrap(),
-        ],
+        &[&"scripts/oracle/zarr_cases.py", &"crashgen", &pristine],
     );
-    let mut rng = 0x9E37_79B9_7F4A_7C15 ^ u64::from(std::process::id());
+    let mut rng = Rng::per_run(7);
     let (mut olds, mut news) = (0, 0);
     for r in 0..runs {
         let run = root.join(format!("run{r}"));
@@ -295,16 +261,15 @@ fn zarr_sigkill_during_zarr_python_writes_leaves_every_chunk_old_or_new() {
             let _ = writer.wait();
             rest.iter().any(|l| l == "done")
         });
-        let delay = Duration::from_millis(xorshift(&mut rng) % 400);
-        let mut child = m.child.take().unwrap();
-        let finished = crate::crash::kill_after(delay, &mut child, done, &m.mp);
-        let says = python_says(
+        let delay = kill_delay(&mut rng, r, 0, 400);
+        let finished = kill_mount_after(&mut m, delay, done);
+        let says = crate::support::oracle_says(
             &py,
             &[
-                "scripts/oracle/zarr_cases.py",
-                "crashcheck",
-                src.to_str().unwrap(),
-                pristine.to_str().unwrap(),
+                &"scripts/oracle/zarr_cases.py",
+                &"crashcheck",
+                &src,
+                &pristine,
             ],
         );
         let n: Vec<usize> = says
@@ -325,18 +290,12 @@ fn zarr_sigkill_during_zarr_python_writes_leaves_every_chunk_old_or_new() {
 #[cfg(feature = "remote")]
 #[test]
 fn zarr_dask_distributed_two_workers_over_a_mounted_s3_source() {
-    use crate::remote_support::{BUCKET, moto, put_object};
+    use crate::support::remote::{BUCKET, moto, put_object};
 
     let t = "zarr_dask_distributed_two_workers_over_a_mounted_s3_source";
-    let Some(py) = fuse_and_python(t) else {
-        return;
-    };
-    let Some(zpy) = zarr34(t) else {
-        return;
-    };
-    let Some(moto) = moto(t) else {
-        return;
-    };
+    let py = or_skip!(fuse_and_python(t));
+    let zpy = or_skip!(zarr34(t));
+    let moto = or_skip!(moto(t));
     let dir = tempfile::tempdir().unwrap();
     let src = source(
         &py,

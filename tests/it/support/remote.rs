@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 
 use b2fs::container::{self, Array, Container};
 
-use super::support::{python, repo_root};
+use super::{python, repo_root};
 
 /// The bucket every moto test uses.
 pub const BUCKET: &str = "b2fs-test";
@@ -438,9 +438,7 @@ fn serve_conn(
         if up.write_all(&req).is_err() || up.read_to_end(&mut resp).is_err() {
             return;
         }
-        let Some(split) = resp.windows(4).position(|w| w == b"\r\n\r\n") else {
-            return;
-        };
+        let split = or_skip!(resp.windows(4).position(|w| w == b"\r\n\r\n"));
         let (rhead, rbody) = (&resp[..split], &resp[split + 4..]);
         let mut out = Vec::new();
         for line in String::from_utf8_lossy(rhead).split("\r\n") {

@@ -1,0 +1,244 @@
+//! Shared test helpers, one place each: fixture paths, the python oracle (python-blosc2,
+//! blosc, bcolz, caterva in the project's venv), the FUSE/Python/server skip-or-require
+//! policy, sha256, and commands that must succeed (here); paths and whole reads through the
+//! in-process [`Tree`](b2fs::tree::Tree) (`tree`); mounts, foreground daemons and mount
+//! checks (`mount`); the kill-and-check loop of the crash tests with its one delay policy
+//! (`crash`); waits that poll for a condition (`wait`); the servers and the fault-injecting
+//! proxy of the remote tests (`remote`).
+
+#![allow(dead_code)]
+
+/// The value of an `Option` whose `None` means "skip this test": a missing reference, FUSE or
+/// server has printed its SKIP line (or failed under `B2FS_REQUIRE_*`), and the test returns.
+macro_rules! or_skip {
+    ($e:expr) => {
+        match $e {
+            Some(v) => v,
+            None => return,
+        }
+    };
+}
+
+pub mod crash;
+pub mod mount;
+#[cfg(feature = "remote")]
+pub mod remote;
+pub mod tree;
+pub mod wait;
+
+use std::collections::HashMap;
+use std::ffi::OsStr;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+pub use mount::{Mount, b2fs, is_mounted};
+pub use tree::{no_prefetch, rw_tree, tree_ino, tree_read, try_tree_ino};
+pub use wait::wait_until;
+
+/// The repository root.
+pub fn repo_root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// `tests/data`, where the committed fixtures live.
+pub fn data_dir() -> PathBuf {
+    repo_root().join("tests/data")
+}
+
+/// Lowercase hex sha256 of `bytes`.
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    use sha2::Digest;
+    let digest = sha2::Sha256::digest(bytes);
+    digest.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// The value of environment variable `name` (a run count, a seed...), or `default` when it
+/// is unset or does not parse.
+pub fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(default)
+}
+
+fn env_flag(name: &str) -> bool {
+    std::env::var(name)
+        .map(|v| v == "1" || v == "true")
+        .unwrap_or(false)
+}
+
+/// The python interpreter with the reference libraries, or `None` (after printing a visible
+/// SKIP line) when there is none. Panics instead of skipping when `B2FS_REQUIRE_PYTHON=1`.
+/// Looks at `B2FS_PYTHON`, then the repository's `.venv`.
+pub fn python(test: &str) -> Option<PathBuf> {
+    let candidates = [
+        std::env::var_os("B2FS_PYTHON").map(PathBuf::from),
+        Some(repo_root().join(".venv/bin/python")),
+    ];
+    for py in candidates.into_iter().flatten() {
+        let ok = Command::new(&py)
+            .args(["-c", "import blosc2, blosc, bcolz, numpy"])
+            .output()
+            .map(|o| o.status.success())
+            .unwrap_or(false);
+        if ok {
+            return Some(py);
+        }
+    }
+    if env_flag("B2FS_REQUIRE_PYTHON") {
+        panic!(
+            "{test}: B2FS_REQUIRE_PYTHON=1 but no python with blosc2/blosc/bcolz (run scripts/setup.sh)"
+        );
+    }
+    eprintln!("SKIP {test}: no python with the reference libraries (run scripts/setup.sh)");
+    None
+}
+
+/// Runs a python script (`scripts/NAME` relative path or inline code with `-c`) and returns
+/// its stdout; panics with stderr on failure.
+pub fn run_python(py: &Path, args: &[&str]) -> Vec<u8> {
+    let args: Vec<&dyn AsRef<OsStr>> = args.iter().map(|a| a as &dyn AsRef<OsStr>).collect();
+    oracle(py, &args)
+}
+
+/// [`run_python`] with arguments of any kind (script, words, paths): `oracle(&py,
+/// &[&"scripts/oracle/fork.py", &"gen", &src])`.
+pub fn oracle(py: &Path, args: &[&dyn AsRef<OsStr>]) -> Vec<u8> {
+    let out = Command::new(py)
+        .args(args.iter().map(|a| a.as_ref()))
+        .current_dir(repo_root())
+        .output()
+        .expect("spawn python");
+    assert!(
+        out.status.success(),
+        "python {:?} failed: {}",
+        args.iter().map(|a| a.as_ref()).collect::<Vec<_>>(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out.stdout
+}
+
+/// [`oracle`]'s stdout as trimmed text: what a one-line oracle check printed.
+pub fn oracle_says(py: &Path, args: &[&dyn AsRef<OsStr>]) -> String {
+    String::from_utf8_lossy(&oracle(py, args))
+        .trim()
+        .to_string()
+}
+
+/// [`run_python`]'s stdout as trimmed text: what a one-line oracle check printed.
+pub fn python_says(py: &Path, args: &[&str]) -> String {
+    String::from_utf8_lossy(&run_python(py, args))
+        .trim()
+        .to_string()
+}
+
+/// Whether real-mount tests can run: `/dev/fuse` and `fusermount3` present. Prints a visible
+/// SKIP line when not; panics instead when `B2FS_REQUIRE_FUSE=1` (CI sets it).
+pub fn fuse_available(test: &str) -> bool {
+    let dev = Path::new("/dev/fuse").exists();
+    let fusermount = Command::new("fusermount3")
+        .arg("--version")
+        .output()
+        .map(|o| o.status.success())
+        .unwrap_or(false);
+    if dev && fusermount {
+        return true;
+    }
+    let why = if dev {
+        "fusermount3 missing"
+    } else {
+        "/dev/fuse missing"
+    };
+    if env_flag("B2FS_REQUIRE_FUSE") {
+        panic!("{test}: B2FS_REQUIRE_FUSE=1 but {why}");
+    }
+    eprintln!("SKIP {test}: {why}");
+    false
+}
+
+/// The python with the reference libraries, when FUSE is usable too: the guard of tests that
+/// mount and then check with a reference library (each half skips or fails as above).
+pub fn fuse_and_python(test: &str) -> Option<PathBuf> {
+    if !fuse_available(test) {
+        return None;
+    }
+    python(test)
+}
+
+/// Parses a MANIFEST.tsv into one map (column name -> value) per row.
+pub fn read_manifest(path: &Path) -> Vec<HashMap<String, String>> {
+    let text = std::fs::read_to_string(path)
+        .unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()));
+    let mut lines = text.lines();
+    let header: Vec<&str> = lines.next().expect("manifest header").split('\t').collect();
+    lines
+        .filter(|l| !l.is_empty())
+        .map(|l| {
+            header
+                .iter()
+                .zip(l.split('\t'))
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect()
+        })
+        .collect()
+}
+
+/// Runs `cmd` and returns its output; panics with its stderr unless it succeeded.
+#[track_caller]
+pub fn ok(cmd: &mut Command) -> Output {
+    let out = cmd
+        .output()
+        .unwrap_or_else(|e| panic!("spawn {cmd:?}: {e}"));
+    assert!(
+        out.status.success(),
+        "{cmd:?}: {}\n{}{}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+/// `cp -a FROM TO`: a file or a whole directory copied with its modes and times.
+#[track_caller]
+pub fn copy_all(from: &Path, to: &Path) {
+    ok(Command::new("cp").arg("-a").arg(from).arg(to));
+}
+
+/// `n` items of `atom` bytes taken from the whole items of `all`, starting at item `shift`,
+/// cycled: valid values of a column, in another order.
+pub fn cycled_items(all: &[u8], atom: usize, n: usize, shift: usize) -> Vec<u8> {
+    let have = all.len() / atom;
+    (0..n)
+        .flat_map(|r| {
+            let at = (r + shift) % have * atom;
+            all[at..at + atom].to_vec()
+        })
+        .collect()
+}
+
+/// A fresh temp directory and the path `name` in it (not created): where a test makes its
+/// source. The directory lives as long as the returned guard.
+pub fn temp_path(name: &str) -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join(name);
+    (dir, path)
+}
+
+/// Every file under `dir`, relative to it, sorted.
+pub fn files_under(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let mut todo = vec![dir.to_path_buf()];
+    while let Some(d) = todo.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                todo.push(p);
+            } else {
+                out.push(p.strip_prefix(dir).unwrap().to_path_buf());
+            }
+        }
+    }
+    out.sort();
+    out
+}

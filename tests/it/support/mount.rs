@@ -1,0 +1,134 @@
+//! Real mounts of the built `b2fs`: the command, whether a directory is a mount point, and
+//! [`Mount`], a mount point that is unmounted (and its foreground daemon killed) when dropped.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::Duration;
+
+use super::wait::wait_until;
+
+/// The built `b2fs` binary.
+pub fn b2fs() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_b2fs"))
+}
+
+/// Whether `dir` is a mount point now (compared in canonical form, as `/proc` shows it).
+pub fn is_mounted(dir: &Path) -> bool {
+    let dir = match (dir.parent(), dir.file_name()) {
+        (Some(parent), Some(name)) => std::fs::canonicalize(parent)
+            .map(|p| p.join(name))
+            .unwrap_or_else(|_| dir.to_path_buf()),
+        _ => dir.to_path_buf(),
+    };
+    std::fs::read_to_string("/proc/self/mountinfo")
+        .unwrap()
+        .lines()
+        .filter_map(|l| l.split(' ').nth(4))
+        .any(|mp| Path::new(mp) == dir)
+}
+
+/// A mount point in a temp dir; on drop it is unmounted (lazily, forcefully) and a
+/// foreground `b2fs` process is killed, so a failing test never leaves a mount behind.
+pub struct Mount {
+    /// The mount point.
+    pub mp: PathBuf,
+    _dir: tempfile::TempDir,
+    /// The `b2fs mount -f` process of [`Mount::foreground`].
+    pub child: Option<Child>,
+}
+
+impl Mount {
+    /// An empty mount point (nothing mounted yet).
+    pub fn empty() -> Mount {
+        let dir = tempfile::tempdir().unwrap();
+        let mp = std::fs::canonicalize(dir.path()).unwrap().join("mnt");
+        std::fs::create_dir(&mp).unwrap();
+        Mount {
+            mp,
+            _dir: dir,
+            child: None,
+        }
+    }
+
+    /// `b2fs mount [-o OPT]... SOURCE MP` in daemon mode; panics unless it succeeds and the
+    /// mount is live when the command returns.
+    pub fn daemon(source: &Path, opts: &[&str]) -> Mount {
+        let m = Mount::empty();
+        let out = m.run_mount(source, opts);
+        assert!(
+            out.status.success(),
+            "mount failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(
+            is_mounted(&m.mp),
+            "mount returned before the mount was live"
+        );
+        m
+    }
+
+    /// Runs `b2fs mount [-o OPT]... SOURCE MP` and returns what it did.
+    pub fn run_mount(&self, source: &Path, opts: &[&str]) -> Output {
+        let mut c = b2fs();
+        c.arg("mount");
+        for o in opts {
+            c.args(["-o", o]);
+        }
+        c.arg(source).arg(&self.mp).output().unwrap()
+    }
+
+    /// `b2fs mount -f SOURCE MP` with stderr going to `log`; waits until mounted.
+    pub fn foreground(source: &Path, log: &Path) -> Mount {
+        let mut m = Mount::empty();
+        let child = b2fs()
+            .args(["mount", "-f"])
+            .arg(source)
+            .arg(&m.mp)
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(log).unwrap())
+            .spawn()
+            .unwrap();
+        m.child = Some(child);
+        let child = m.child.as_mut().unwrap();
+        let up = wait_until(Duration::from_secs(20), || {
+            is_mounted(&m.mp) || child.try_wait().unwrap().is_some()
+        });
+        if let Some(st) = child.try_wait().unwrap() {
+            panic!(
+                "b2fs mount -f exited early ({st}): {}",
+                std::fs::read_to_string(log).unwrap_or_default()
+            );
+        }
+        assert!(up, "mount -f did not come up");
+        m
+    }
+
+    /// A path inside the mount.
+    pub fn path(&self, rel: &str) -> PathBuf {
+        self.mp.join(rel)
+    }
+
+    /// `b2fs umount`, waiting until the mount is gone (so every commit is done).
+    pub fn umount(&self) {
+        super::ok(b2fs().arg("umount").arg(&self.mp));
+        assert!(
+            wait_until(Duration::from_secs(10), || !is_mounted(&self.mp)),
+            "still mounted after b2fs umount"
+        );
+    }
+}
+
+impl Drop for Mount {
+    fn drop(&mut self) {
+        if is_mounted(&self.mp) {
+            let _ = Command::new("fusermount3")
+                .args(["-u", "-z"])
+                .arg(&self.mp)
+                .output();
+        }
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
