@@ -5,7 +5,10 @@
 //! from one listing request plus the `.b2z` store's open, leaves opened lazily; a
 //! login-protected root refused without credentials and mounted with them (environment or
 //! password file); a dataset changed on the server while mounted (EIO, never a mix); the
-//! server stopped under a mount (EIO within the deadline, the mount alive). A missing
+//! server stopped under a mount (EIO within the deadline, the mount alive); the login
+//! cookie refused after a server restart with another secret (as an expired one is) and
+//! renewed by one login; a plain DictStore `.b2z`, which the server answers 500 for, an EIO
+//! leaf with the reason in `b2fs log` while the rest reads. A missing
 //! `.venv-cat2` is a visible SKIP, or a failure under `B2FS_REQUIRE_REMOTE=1`.
 
 use std::net::{TcpListener, TcpStream};
@@ -46,6 +49,13 @@ impl Cat2 {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+
+    /// Stops the server and starts it again on the same port and state, signing cookies
+    /// with `secret`: every cookie of the old secret is refused (401) from then on.
+    fn restart(&mut self, secret: &str) {
+        self.stop();
+        self.child = serve(self.state.path(), self.port, secret);
+    }
 }
 
 fn skip(test: &str, why: &str) {
@@ -53,6 +63,38 @@ fn skip(test: &str, why: &str) {
         panic!("{test}: B2FS_REQUIRE_REMOTE=1 but {why} (run scripts/setup.sh)");
     }
     eprintln!("SKIP {test}: {why} (run scripts/setup.sh)");
+}
+
+/// Starts `cat2-server` of the state in `state` (made by [`cat2`]) on `port`, signing its
+/// login cookies with `secret`, and waits until it answers; its access log goes to
+/// `state/access.log`, the rest to `state/server.log`.
+fn serve(state: &Path, port: u16, secret: &str) -> Child {
+    let py = repo_root().join(".venv-cat2/bin/python");
+    let mut child = Command::new(&py)
+        .args(["-m", "caterva2.services.server"])
+        .arg(format!("--conf={}", state.join("caterva2.toml").display()))
+        .arg(format!("--statedir={}", state.join("server").display()))
+        .arg(format!("--listen=127.0.0.1:{port}"))
+        .env("CATERVA2_SECRET", secret)
+        .env("PYTHONUNBUFFERED", "1")
+        .current_dir(state)
+        .stdin(Stdio::null())
+        .stdout(std::fs::File::create(state.join("access.log")).unwrap())
+        .stderr(std::fs::File::create(state.join("server.log")).unwrap())
+        .spawn()
+        .unwrap();
+    let t0 = Instant::now();
+    while TcpStream::connect(("127.0.0.1", port)).is_err() {
+        if let Ok(Some(st)) = child.try_wait() {
+            panic!(
+                "cat2-server exited ({st}): {}",
+                std::fs::read_to_string(state.join("server.log")).unwrap_or_default()
+            );
+        }
+        assert!(t0.elapsed() < Duration::from_secs(60), "cat2-server not up");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    child
 }
 
 /// Starts `cat2-server` with login and a user; `None` (SKIP) without `.venv-cat2`.
@@ -78,29 +120,7 @@ fn cat2(test: &str) -> Option<Cat2> {
         .local_addr()
         .unwrap()
         .port();
-    let mut child = Command::new(&py)
-        .args(["-m", "caterva2.services.server"])
-        .arg(format!("--conf={}", conf.display()))
-        .arg(format!("--statedir={}", server.display()))
-        .arg(format!("--listen=127.0.0.1:{port}"))
-        .env("CATERVA2_SECRET", "b2fs-test-secret")
-        .current_dir(state.path())
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(std::fs::File::create(state.path().join("server.log")).unwrap())
-        .spawn()
-        .unwrap();
-    let t0 = Instant::now();
-    while TcpStream::connect(("127.0.0.1", port)).is_err() {
-        if let Ok(Some(st)) = child.try_wait() {
-            panic!(
-                "cat2-server exited ({st}): {}",
-                std::fs::read_to_string(state.path().join("server.log")).unwrap_or_default()
-            );
-        }
-        assert!(t0.elapsed() < Duration::from_secs(60), "cat2-server not up");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    let child = serve(state.path(), port, "b2fs-test-secret");
     let add = format!(
         "import pathlib, sys\nfrom caterva2.services import srv_utils\n\
          srv_utils.add_user({USER:?}, password={PASSWORD:?}, is_superuser=True, \
@@ -163,6 +183,27 @@ fn mount_with(m: &Mount, url: &str, opts: &str, env: &[(&str, &str)]) -> std::pr
         c.env(k, v);
     }
     c.output().unwrap()
+}
+
+/// The reference Python and a started server, when FUSE, Python and `.venv-cat2` are there
+/// (else a SKIP, or a failure under the `B2FS_REQUIRE_*` variables).
+fn started(t: &str) -> Option<(PathBuf, Cat2)> {
+    let py = fuse_and_python(t)?;
+    cat2(t).map(|srv| (py, srv))
+}
+
+/// `b2fs mount -o ro URL MP` logged in as the test user through the environment.
+fn mount_logged_in(m: &Mount, url: &str) {
+    let env = [
+        ("B2FS_CATERVA2_USER", USER),
+        ("B2FS_CATERVA2_PASSWORD", PASSWORD),
+    ];
+    let out = mount_with(m, url, "ro", &env);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 #[test]
@@ -271,20 +312,7 @@ fn caterva2_public_and_login_roots_mount_as_collections_with_reference_bytes() {
     assert_eq!(out.status.code(), Some(3), "{err}");
     assert!(err.contains("wrong user or password"), "{err}");
     // With the environment: mounted, the password nowhere in the daemon's command line.
-    let out = mount_with(
-        &m,
-        &shared_url,
-        "ro",
-        &[
-            ("B2FS_CATERVA2_USER", USER),
-            ("B2FS_CATERVA2_PASSWORD", PASSWORD),
-        ],
-    );
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    mount_logged_in(&m, &shared_url);
     let got = std::fs::read(m.path("secret.b2nd/array.npy")).unwrap();
     assert!(got == npy_of(&py, &shared.join("secret.b2nd"), None));
     let cmdlines = std::fs::read_dir("/proc")
@@ -320,8 +348,7 @@ fn caterva2_public_and_login_roots_mount_as_collections_with_reference_bytes() {
 #[test]
 fn caterva2_changed_dataset_and_stopped_server_fail_with_eio_and_the_mount_lives() {
     let t = "caterva2_changed_dataset_and_stopped_server_fail_with_eio_and_the_mount_lives";
-    let py = or_skip!(fuse_and_python(t));
-    let Some(mut srv) = cat2(t) else {
+    let Some((py, mut srv)) = started(t) else {
         return;
     };
     let (public, shared) = (srv.root("public"), srv.root("shared"));
@@ -375,5 +402,63 @@ fn caterva2_changed_dataset_and_stopped_server_fail_with_eio_and_the_mount_lives
     assert_eq!(std::fs::read(m.path("ds-1d.b2nd/array.npy")).unwrap(), ds1);
     assert!(std::fs::read_dir(&m.mp).unwrap().count() >= 4);
     assert!(is_mounted(&m.mp), "the mount lives");
+    m.umount();
+}
+
+#[test]
+fn caterva2_a_refused_login_cookie_is_renewed_by_logging_in_again() {
+    let t = "caterva2_a_refused_login_cookie_is_renewed_by_logging_in_again";
+    let Some((py, mut srv)) = started(t) else {
+        return;
+    };
+    let shared = srv.root("shared");
+    let write = "import sys, numpy as np, blosc2\n\
+                 rng = np.random.default_rng(5)\n\
+                 blosc2.asarray(rng.standard_normal(400000), chunks=(50000,), \
+                 urlpath=sys.argv[1], mode='w', cparams={'clevel': 1})\n";
+    let src = shared.join("noisy.b2nd");
+    run_python(&py, &["-c", write, src.to_str().unwrap()]);
+    // A plain DictStore .b2z, which the server fails on (HTTP 500 to its fetch).
+    let dict = "import sys, numpy as np, blosc2\n\
+                with blosc2.DictStore(sys.argv[1], mode='w') as d:\n\
+                \x20   d['/a'] = blosc2.asarray(np.arange(5000, dtype='i2'), chunks=(1000,))\n";
+    run_python(
+        &py,
+        &["-c", dict, shared.join("dict.b2z").to_str().unwrap()],
+    );
+    let m = Mount::empty();
+    let url = format!("{}/roots/@shared", srv.url);
+    mount_logged_in(&m, &url);
+    // One chunk read with the first login's cookie (the last one: no prefetch after it).
+    let last = std::fs::read(m.path("noisy.b2nd/data/00000007.bin")).unwrap();
+    assert_eq!(last.len(), 50000 * 8);
+    // The server restarts with another secret: the mount's cookie is refused from now on,
+    // as an expired one is. The other chunks' GETs are refused once, the mount logs in
+    // again, and every byte equals what python-blosc2 reads.
+    srv.restart("another-secret");
+    let got = std::fs::read(m.path("noisy.b2nd/array.npy")).unwrap();
+    assert!(
+        got == npy_of(&py, &src, None),
+        "array.npy after the renewal"
+    );
+    let access = std::fs::read_to_string(srv.state.path().join("access.log")).unwrap();
+    let refused = access
+        .lines()
+        .filter(|l| l.contains("/noisy.b2nd") && l.contains(" 401"))
+        .count();
+    let logins = access
+        .lines()
+        .filter(|l| l.contains("/auth/jwt/login"))
+        .count();
+    assert!(refused >= 1, "the old cookie was never refused:\n{access}");
+    assert_eq!(logins, 1, "one login after the restart:\n{access}");
+    // The DictStore: a leaf giving EIO, with the server's failure named in the mount's log;
+    // the rest of the mount works.
+    let e = std::fs::read_dir(m.path("dict.b2z")).and_then(|mut d| d.next().transpose());
+    assert_eq!(e.unwrap_err().raw_os_error(), Some(libc::EIO));
+    let log = b2fs().arg("log").arg(&m.mp).output().unwrap();
+    let log = String::from_utf8_lossy(&log.stdout);
+    assert!(log.contains("DictStore") && log.contains("500"), "{log}");
+    assert!(is_mounted(&m.mp));
     m.umount();
 }
