@@ -86,6 +86,7 @@ mod members;
 mod names;
 mod npy;
 mod read;
+mod reload;
 mod scratch;
 pub mod view;
 pub mod xattr;
@@ -99,9 +100,8 @@ use parking_lot::Mutex;
 
 use crate::container::ContainerError;
 use crate::container::store::Opened;
-use crate::reader::{
-    AppendVec, ArrayId, CacheStats, ChunkId, ChunkReader, Committer, LiveArray, ReaderOptions,
-};
+use crate::commit::Committer;
+use crate::reader::{AppendVec, ArrayId, CacheStats, ChunkId, ChunkReader, LiveArray, ReaderOptions};
 use commit::KernelCache;
 use edit::Edits;
 use handle::Handles;

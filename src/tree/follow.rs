@@ -35,7 +35,7 @@ use std::time::{Duration, Instant};
 
 use parking_lot::{Condvar, Mutex, RwLock};
 
-use super::commit::{Refreshed, changed};
+use super::reload::{Refreshed, changed};
 use super::layout::{AttrsOwner, CollectionCell, FileKind, NodeKind, ROOT_INO};
 use super::members::{self, Members};
 use super::{Entry, Tree, chunk_name, display_chain, view};
@@ -210,10 +210,7 @@ impl Tree {
         let source = self.source_name();
         // Taken before the reload: a change while it runs shows at the next look.
         let seen = self.follow.outer.lock().now();
-        let reloaded = match &self.collection {
-            Some(_) => self.refresh_members(),
-            None => self.refresh(Refreshed::Foreign).map(|()| Vec::new()),
-        };
+        let reloaded = self.reload(Refreshed::Foreign, None);
         let entries = match reloaded {
             Ok(entries) => entries,
             Err(e) => {
@@ -235,7 +232,6 @@ impl Tree {
         } else {
             log::info!("{source}: changed by another writer: reloaded");
         }
-        self.rerender_attrs();
         self.zarr_changed();
         let mut inv = self.invalidations(&old, false);
         inv.extend(entries);

@@ -6,7 +6,7 @@
 use super::{Tree, ZNode};
 use crate::reader::{ArrayId, ChunkId, ChunkStore, Snapshot};
 use crate::tree::Invalidation;
-use crate::tree::commit::changed;
+use crate::tree::reload::changed;
 use crate::tree::layout::NodeKind;
 
 impl Tree {
