@@ -207,7 +207,9 @@ impl Committer {
                 match container_edit.attrs.is_some() {
                     true => write::commit_member(collection, leaf, &container_edit)?,
                     false => {
-                        live.committing(|_| write::commit_member(collection, leaf, &container_edit))?;
+                        live.committing(|_| {
+                            write::commit_member(collection, leaf, &container_edit)
+                        })?;
                     }
                 }
                 Ok(Committed::Written)

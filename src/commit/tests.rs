@@ -14,7 +14,9 @@ fn copy(name: &str) -> (PathBuf, PathBuf) {
     let dir = std::env::temp_dir().join(format!("b2fs-commit-{}-{n}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
-    let from = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/frames").join(name);
+    let from = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/data/frames")
+        .join(name);
     let to = dir.join(name);
     std::fs::copy(from, &to).unwrap();
     (dir, to)
@@ -54,7 +56,10 @@ fn a_chunk_edit_reaches_the_file_and_the_live_array() {
     assert_eq!(chunk_on_disk(&path, 1), new);
     assert_ne!(chunk_on_disk(&path, 1), old);
     // The live array is the new version already, other chunks untouched.
-    assert_eq!(decompress(&live.get().chunk_bytes(1).unwrap()).unwrap(), new);
+    assert_eq!(
+        decompress(&live.get().chunk_bytes(1).unwrap()).unwrap(),
+        new
+    );
     assert!(!live.changed_on_disk());
     assert_eq!(live.get().nchunks(), nchunks);
     let _ = std::fs::remove_dir_all(dir);
@@ -99,7 +104,9 @@ fn refused_edits_leave_the_source_byte_identical() {
         data: &[1],
         append: false,
     }];
-    let e = c.commit(Target::Table(&path), Edit::Chunks(&one)).unwrap_err();
+    let e = c
+        .commit(Target::Table(&path), Edit::Chunks(&one))
+        .unwrap_err();
     assert!(matches!(e, ContainerError::Refused { .. }), "{e}");
     // A created chunk file still empty: nothing to do.
     let creating = [ChunkEdit {
@@ -163,7 +170,10 @@ fn a_crash_cut_commit_fails_and_leaves_old_or_new() {
         c.crash_after(steps);
         let res = c.commit(Target::Array(&live), Edit::Chunks(&edit));
         let now = chunk_on_disk(&path, 0);
-        assert!(now == old || now == new, "steps {steps}: neither old nor new");
+        assert!(
+            now == old || now == new,
+            "steps {steps}: neither old nor new"
+        );
         if res.is_ok() {
             assert_eq!(now, new, "steps {steps}: ok but not committed");
         }

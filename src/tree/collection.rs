@@ -31,7 +31,7 @@ use super::layout::{
     AttrsOwner, CollectionCell, FileKind, Generated, Layout, NodeKind, Owner, ROOT_INO,
 };
 use super::view::{self, Adding};
-use super::{ArrayFiles, Tree, TreeError, display_chain};
+use super::{ArrayEntry, Tree, TreeError, display_chain};
 use crate::container::store::{self, Collection, Group, Leaf, Node, Opened};
 use crate::container::{Container, ContainerError};
 
@@ -222,7 +222,7 @@ impl Tree {
         // A leaf of the mounted collection is opened as the collection is now: a commit may
         // have rebuilt it (a `.b2z` commit moves every member). Nested stores are never
         // rewritten.
-        let now = match (&self.collection, lazy.top) {
+        let now = match (self.mounted.collection(), lazy.top) {
             (Some(cell), true) => {
                 let c = cell.read().clone();
                 match c.find(lazy.leaf.key()) {
@@ -252,12 +252,18 @@ impl Tree {
                 s.nchunks()
             ));
         }
-        let mut files = vec![ArrayFiles::default(); stores.len()];
+        let mut entries: Vec<ArrayEntry> = live
+            .into_iter()
+            .map(|live| ArrayEntry {
+                live,
+                ..ArrayEntry::default()
+            })
+            .collect();
         for (i, node) in new_nodes.iter().enumerate().skip(1) {
             let file_ino = nodes + i as u64;
             let slot = match &node.kind {
                 NodeKind::File(FileKind::Sizes(id, _) | FileKind::Npy(id, _)) => {
-                    files.get_mut(id.0.wrapping_sub(arrays) as usize)
+                    entries.get_mut(id.0.wrapping_sub(arrays) as usize)
                 }
                 _ => None,
             };
@@ -267,10 +273,8 @@ impl Tree {
                 (None, _) => {}
             }
         }
-        for ((store, live), files) in stores.into_iter().zip(live).zip(files) {
-            self.reader.add(store);
-            self.live.push(live);
-            self.files.push(files);
+        for (store, entry) in stores.into_iter().zip(entries) {
+            self.add_array(store, entry);
         }
         let children = match &mut new_nodes[0].kind {
             NodeKind::Dir { children, .. } => std::mem::take(children),
@@ -286,6 +290,6 @@ impl Tree {
     /// opens none; each leaf is opened on first access, and again after every commit that
     /// rewrites the collection.
     pub fn leaves_opened(&self) -> Option<usize> {
-        self.collection.as_ref().map(|c| c.read().leaves_opened())
+        self.mounted.collection().map(|c| c.read().leaves_opened())
     }
 }

@@ -1,7 +1,7 @@
 //! When and how buffered edits reach the source: fsync, a close of a handle opened for
 //! writing by the process that opened it, and release commit (`commit`); a refused or failed commit drops the buffer
 //! (`drop_pending`); after a commit the arrays are reloaded, cached chunks dropped and
-//! generated files rendered again; and what the kernel may keep cached ([`KernelCache`]).
+//! generated files rendered again (`reload.rs`); and what the kernel may keep cached ([`KernelCache`]).
 //!
 //! Subtleties:
 //! - **Who commits at close** (issue 21): a FLUSH commits only when it comes from the process
@@ -17,7 +17,7 @@
 //!   by fsync or the last close; a created chunk file still empty is never committed; an
 //!   empty `__attrs__` buffer is not committed (nor refused) by a flush either.
 //! - **ctables**: a commit that changes a column's row count goes through
-//!   [`crate::reader::Committer::commit_column`] and every column is reloaded afterwards.
+//!   [`crate::commit::Target::Column`] and every column is reloaded afterwards (`reload.rs`).
 //! - **Other writers** (ESTALE): every array is reloaded and the cached chunks whose bytes
 //!   changed are dropped (`follow.rs`); the edit is dropped, so a retry applies to what is
 //!   stored now; the kernel's pages of the changed files are not kept at their next open.
@@ -33,7 +33,7 @@ use std::collections::HashSet;
 use super::edit::{BufState, ChunkBuf};
 use super::layout::{AttrsOwner, FileKind, NodeKind};
 use super::reload::Refreshed;
-use super::{Entry, Tree, TreeError, display_chain, view};
+use super::{Entry, Mounted, Tree, TreeError, display_chain, view};
 use crate::commit::{ChunkEdit, Committed, Committer, Edit, Target};
 use crate::container::ContainerError;
 use crate::reader::{ArrayId, ChunkId};
@@ -86,7 +86,7 @@ impl Tree {
         let mut k = self.kcache.lock();
         k.stale.insert(self.inodes.chunk_ino(id));
         k.stale.extend(zarr);
-        if let Some(npy) = self.files.get(id.array.index()).and_then(|f| f.npy) {
+        if let Some(npy) = self.arrays.get(id.array.index()).and_then(|f| f.npy) {
             k.stale.insert(npy);
         }
     }
@@ -283,10 +283,10 @@ impl Tree {
     /// Such an edit is dropped with ESTALE, whatever else is wrong with it: committing it
     /// would put back, around its own bytes, what that writer replaced.
     fn replaced_base(&self, array: ArrayId, bufs: &[(usize, ChunkBuf)]) -> Option<ContainerError> {
-        let live = self.live.get(array.index()).and_then(Option::as_ref)?;
+        let live = self.live(array)?;
         let why = if bufs.iter().any(|(_, c)| c.stale) {
             "the edit was made against chunks another writer has replaced since"
-        } else if self.collection.is_none() && live.changed_on_disk() {
+        } else if self.mounted.collection().is_none() && live.changed_on_disk() {
             "the source changed on disk since the mount read it"
         } else {
             return None;
@@ -318,11 +318,11 @@ impl Tree {
         committer: &mut Committer,
     ) -> Result<(), TreeError> {
         let live = self.writable_array(array)?;
-        if self.table.is_some() {
+        if self.mounted.table().is_some() {
             // A row-count change writes every column: each must be writable (else EROFS, as
             // for the edited one).
-            for a in 0..self.live.len() {
-                self.writable_array(ArrayId(a as u32))?;
+            for a in self.array_ids() {
+                self.writable_array(a)?;
             }
         }
         let edits: Vec<ChunkEdit<'_>> = bufs
@@ -335,14 +335,14 @@ impl Tree {
             .collect();
         let indexes: Vec<usize> = bufs.iter().map(|(i, _)| *i).collect();
         let before = live.snapshot();
-        let collection = self.collection.as_ref().map(|c| c.read().clone());
-        let target = match (&self.table, live.leaf_key(), &collection) {
-            (_, Some(key), Some(collection)) => Target::Leaf {
+        let collection = self.mounted.collection().map(|c| c.read().clone());
+        let target = match (&self.mounted, live.leaf_key(), &collection) {
+            (Mounted::Collection { .. }, Some(key), Some(collection)) => Target::Leaf {
                 collection,
                 key,
                 live,
             },
-            (Some(table), _, _) => Target::Column { table, live },
+            (Mounted::Table(table), ..) => Target::Column { table, live },
             _ => Target::Array(live),
         };
         let res = committer.commit(target, Edit::Chunks(&edits));
@@ -361,7 +361,7 @@ impl Tree {
         };
         if let Err(source) = reloaded {
             // After a stale commit to a collection the stale error is the answer.
-            if !(stale && self.collection.is_some()) {
+            if !(stale && self.mounted.collection().is_some()) {
                 return Err(TreeError::Commit { ino, source });
             }
         }
@@ -370,7 +370,8 @@ impl Tree {
                 self.chunk_changed(ChunkId::new(array, index));
             }
         }
-        res.map(|_| ()).map_err(|source| TreeError::Commit { ino, source })
+        res.map(|_| ())
+            .map_err(|source| TreeError::Commit { ino, source })
     }
 
     /// The answer to an `__attrs__` commit of `ino` (owned by `owner`) that failed with `e`:
@@ -383,7 +384,10 @@ impl Tree {
                 "inode {ino}: __attrs__ not saved, the stored attributes are kept: {}",
                 display_chain(&e)
             );
-            return Err(TreeError::Refused(format!("__attrs__: {}", display_chain(&e))));
+            return Err(TreeError::Refused(format!(
+                "__attrs__: {}",
+                display_chain(&e)
+            )));
         }
         if e.errno() == libc::ESTALE {
             log::warn!("inode {ino}: __attrs__ not saved: {}", display_chain(&e));
@@ -391,7 +395,7 @@ impl Tree {
                 if let (AttrsOwner::Array(id), Ok(Entry::File(FileKind::Attrs(_, stored)))) =
                     (owner, self.entry(ino))
                 {
-                    if let Some(live) = self.live.get(id.index()).and_then(Option::as_ref) {
+                    if let Some(live) = self.live(*id) {
                         stored.set(view::json_file(live.get().attrs()));
                         self.edits.lock().attrs.remove(&ino);
                     }
@@ -436,10 +440,10 @@ impl Tree {
         };
         let value = parse_attrs(&a.data).map_err(refuse)?;
         let live_path = |id: &ArrayId| {
-            let live = self.live.get(id.index()).and_then(Option::as_ref);
+            let live = self.live(*id);
             live.map_or_else(Default::default, |l| l.path().to_path_buf())
         };
-        let collection = self.collection.as_ref().map(|c| c.read().clone());
+        let collection = self.mounted.collection().map(|c| c.read().clone());
         let (target, after) = match (owner, &collection) {
             (AttrsOwner::Array(id), _) if a.stale => {
                 let source = ContainerError::Changed {

@@ -75,7 +75,7 @@ impl Tree {
     /// The children of directory `ino` whose fixed children are `fixed`: with the members
     /// added since the mount, without those removed.
     pub(crate) fn members_of<'a>(&self, ino: u64, fixed: &'a [u64]) -> Cow<'a, [u64]> {
-        if self.collection.is_none() {
+        if self.mounted.collection().is_none() {
             return Cow::Borrowed(fixed);
         }
         let m = self.follow.members.read();
@@ -95,7 +95,7 @@ impl Tree {
 
     /// Whether the member shown by directory `ino` was removed by another writer.
     pub(crate) fn member_gone(&self, ino: u64) -> bool {
-        self.collection.is_some() && self.follow.members.read().gone.contains(&ino)
+        self.mounted.collection().is_some() && self.follow.members.read().gone.contains(&ino)
     }
 
     /// Brings the members shown in directory `dir` (group `g` of the reopened collection)
@@ -172,7 +172,7 @@ impl Tree {
         let nodes = self.nodes.len() as u64;
         let arrays = u32::try_from(self.reader.arrays()).ok()?;
         let mut sub = Layout::subtree(dir, nodes, arrays, self.owner);
-        let cell = self.collection.as_ref()?;
+        let cell = self.mounted.collection()?;
         let made = match child {
             Node::Leaf(leaf) => Ok(sub.lazy_leaf(
                 dir,

@@ -66,7 +66,7 @@ impl Tree {
         done: Option<(ArrayId, Arc<Snapshot>)>,
     ) -> Result<Vec<Invalidation>, ContainerError> {
         let foreign = matches!(change, Refreshed::Foreign);
-        let fresh = match &self.collection {
+        let fresh = match self.mounted.collection() {
             Some(cell) => Some(super::collection::reopen(cell.read().path())?),
             None => None,
         };
@@ -77,9 +77,7 @@ impl Tree {
             edits.chunks.values_mut().for_each(|c| c.stale = true);
             edits.attrs.values_mut().for_each(|a| a.stale = true);
         }
-        for (a, live) in self.live.iter().enumerate() {
-            let Some(live) = live else { continue };
-            let array = ArrayId(a as u32);
+        for (array, live) in self.lives() {
             let old = match &done {
                 Some((id, before)) if *id == array => before.clone(),
                 _ => {
@@ -105,7 +103,7 @@ impl Tree {
         }
         self.table_npy_changed();
         let mut entries = Vec::new();
-        if let (Some(cell), Some(fresh)) = (&self.collection, fresh) {
+        if let (Some(cell), Some(fresh)) = (self.mounted.collection(), fresh) {
             *cell.write() = fresh.clone();
             if foreign {
                 let _grow = self.grow.lock();
@@ -203,11 +201,13 @@ impl Tree {
     /// `array.npy` may have changed size too.
     pub(crate) fn rerender_sizes(&self, array: ArrayId) {
         self.zarr_changed();
-        let files = self.files.get(array.index()).copied().unwrap_or_default();
-        let Some(live) = self.live.get(array.index()).and_then(Option::as_ref) else {
+        let Some(entry) = self.arrays.get(array.index()) else {
             return;
         };
-        if let Some(ino) = files.sizes {
+        let Some(live) = &entry.live else {
+            return;
+        };
+        if let Some(ino) = entry.sizes {
             if let Some(NodeKind::File(FileKind::Sizes(_, content))) =
                 self.node(ino).map(|n| &n.kind)
             {
@@ -218,7 +218,7 @@ impl Tree {
                 self.kcache.lock().stale.insert(ino);
             }
         }
-        if let Some(npy) = files.npy {
+        if let Some(npy) = entry.npy {
             self.npy_changed(array);
             self.kcache.lock().stale.insert(npy);
         }

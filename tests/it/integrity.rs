@@ -11,8 +11,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant, SystemTime};
 
-use b2fs::container::{Container, write};
 use b2fs::commit::RECLAIM_SLACK;
+use b2fs::container::{Container, write};
 use b2fs::tree::{Tree, TreeOptions};
 
 use crate::support::tree_ino as ino_of;

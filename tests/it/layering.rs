@@ -20,8 +20,14 @@ const ALLOWED: &[(&str, &[&str])] = &[
         "reader",
         &["cache", "codec", "container", "error", "mem", "reader"],
     ),
-    ("commit", &["codec", "commit", "container", "error", "reader"]),
-    ("tree", &["codec", "commit", "container", "error", "reader", "tree"]),
+    (
+        "commit",
+        &["codec", "commit", "container", "error", "reader"],
+    ),
+    (
+        "tree",
+        &["codec", "commit", "container", "error", "reader", "tree"],
+    ),
     ("fuse", &["error", "fuse", "tree"]),
     // A remote object is a byte source below the container layer: it implements the
     // container's `ByteSource` trait and uses nothing else of it.
