@@ -188,12 +188,26 @@ pub fn main() -> ExitCode {
             return ExitCode::from(code);
         }
     };
+    if !matches!(cli.command, Command::Mount(_)) {
+        default_sigpipe();
+    }
     match run(cli) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("b2fs: {}", display_chain(&e));
             ExitCode::from(e.exit_code())
         }
+    }
+}
+
+/// Gives SIGPIPE its default action back (Rust ignores it), so that a command that prints
+/// (`b2fs info ... | head`) ends quietly when its reader goes away instead of panicking on
+/// the broken pipe. Not for `mount`: the daemon must outlive whoever reads its output.
+fn default_sigpipe() {
+    // SAFETY: signal(2) with SIG_DFL installs no handler code; it runs before any thread is
+    // started, so nothing else is changing signal dispositions at the same time.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
     }
 }
 

@@ -193,12 +193,14 @@ def bench(path, reps):
     blosc2.set_nthreads(2)
     v = blosc2.open(path, mode="r")
     s = v.schunk if hasattr(v, "schunk") else v
-    s.dparams = {"nthreads": 2}
+    s.dparams = blosc2.DParams(nthreads=2)
+    # Its fastest way: every chunk into one reused buffer (no fresh allocation per chunk).
+    dst = np.empty(s.chunksize, dtype=np.uint8)
     best = None
     for _ in range(reps):
         t = time.perf_counter()
         for i in range(s.nchunks):
-            s.decompress_chunk(i)
+            s.decompress_chunk(i, dst)
         dt = time.perf_counter() - t
         best = dt if best is None else min(best, dt)
     print(f"{best:.4f}")

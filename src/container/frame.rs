@@ -43,6 +43,7 @@
 mod chunks;
 mod header;
 mod index;
+pub(crate) mod retire;
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
@@ -112,6 +113,9 @@ pub(crate) struct Frame {
     variable_special_size: OnceLock<Option<usize>>,
     /// The 87-byte prefix as read at open (for [`Frame::changed_on_disk`]).
     prefix: Vec<u8>,
+    /// A local sparse frame's version span: the chunk files later commits replace stay until
+    /// it is dropped ([`retire`]).
+    generation: Option<Arc<retire::Generation>>,
 }
 
 impl Frame {
@@ -152,8 +156,15 @@ impl Frame {
         sparse_dir: Option<&Path>,
         stats: Arc<IoStats>,
     ) -> Result<Frame, ContainerError> {
+        // Taken before the index is read: a commit meanwhile ends this generation, so the
+        // files of the version read stay while this frame is open.
+        let generation = match (sparse_dir, files) {
+            (Some(dir), Files::Local) => Some(retire::current(dir)),
+            _ => None,
+        };
         let mut frame = Frame::open_parsed(src, start, sparse_dir, stats)?;
         frame.files = files.clone();
+        frame.generation = generation;
         if let (Some(bytes), None) = (frame.src.byte_source(), &frame.dir) {
             bytes.chunk_extents(frame.chunk_starts(), frame.chunk_area_end());
         }
@@ -391,6 +402,7 @@ impl Frame {
             vlmeta,
             variable_special_size: OnceLock::new(),
             prefix,
+            generation: None,
         })
     }
 

@@ -39,6 +39,7 @@
 
 pub mod dir;
 pub mod embed;
+mod head;
 mod keys;
 pub mod zip;
 
@@ -354,6 +355,60 @@ impl Leaf {
         self.open_now()
     }
 
+    /// Opens the leaf again for its metadata (a many-member store's consolidated Zarr
+    /// metadata): the same [`Container`] as [`Leaf::open_owned`], but a frame leaf's bytes
+    /// are read in one window at its start (the whole frame up to 128 KiB) and, for a larger
+    /// frame, one at its end, instead of five reads (`head.rs`); an embedded value is
+    /// decoded in memory, not into a temporary file. Other leaves (sources of a directory)
+    /// open as [`Leaf::open_owned`] does. Counted as an open; not cached, not logged.
+    ///
+    /// # Errors
+    /// Why the leaf cannot be opened (the same as [`Leaf::open_owned`]'s).
+    pub fn open_head(&self) -> Result<Container, ContainerError> {
+        let store = &self.shared.path;
+        let io = |path: &Path, source| ContainerError::Io {
+            path: path.to_path_buf(),
+            source,
+        };
+        let windowed = |w: head::Windowed| Array::open_frame_bytes(Arc::new(w), 0);
+        let array = match &self.location {
+            Location::Member { index, .. } => {
+                let zip = self.shared.zip.as_ref().ok_or_else(|| internal(store))?;
+                let (backing, mtime) = zip.backing().ok_or_else(|| internal(store))?;
+                self.shared.opened.fetch_add(1, Ordering::Relaxed);
+                let w = zip.window(*index)?;
+                let name = zip.path().display().to_string();
+                let a = windowed(head::Windowed::read(
+                    &name, backing, w.offset, w.len, mtime,
+                )?)?;
+                check_member(zip, *index, &w, &a)?;
+                a
+            }
+            Location::File(p) => {
+                self.shared.opened.fetch_add(1, Ordering::Relaxed);
+                let file = std::fs::File::open(p).map_err(|e| io(p, e))?;
+                let meta = file.metadata().map_err(|e| io(p, e))?;
+                if !meta.is_file() {
+                    return self.open_now();
+                }
+                let mtime = meta.modified().unwrap_or(std::time::SystemTime::UNIX_EPOCH);
+                let backing = head::Backing::File(Arc::new(file));
+                let name = p.display().to_string();
+                windowed(head::Windowed::read(&name, backing, 0, meta.len(), mtime)?)?
+            }
+            Location::Embedded { offset, len } => {
+                let estore = self.shared.estore.as_ref().ok_or_else(|| internal(store))?;
+                self.shared.opened.fetch_add(1, Ordering::Relaxed);
+                let bytes = estore.read(*offset, *len)?;
+                let name = format!("{}: embedded {}", store.display(), self.key);
+                let mtime = std::time::SystemTime::UNIX_EPOCH;
+                windowed(head::Windowed::in_memory(&name, bytes, mtime))?
+            }
+            _ => return self.open_now(),
+        };
+        Ok(Container::Array(array))
+    }
+
     /// [`Leaf::open`] for a leaf that must be one array.
     ///
     /// # Errors
@@ -468,6 +523,17 @@ pub(crate) fn open_member(zip: &zip::ZipIndex, index: usize) -> Result<Array, Co
         Some(b) => Array::open_frame_bytes(Arc::clone(b), w.offset)?,
         None => Array::open_frame_at(zip.path(), w.offset)?,
     };
+    check_member(zip, index, &w, &a)?;
+    Ok(a)
+}
+
+/// Checks that the frame `a` opened in member `index` (window `w`) of `zip` ends inside it.
+fn check_member(
+    zip: &zip::ZipIndex,
+    index: usize,
+    w: &zip::Window,
+    a: &Array,
+) -> Result<(), ContainerError> {
     let frame_len = a.frame_info().map_or(0, |i| i.frame_len);
     if frame_len > w.len {
         return Err(ContainerError::Malformed {
@@ -480,7 +546,7 @@ pub(crate) fn open_member(zip: &zip::ZipIndex, index: usize) -> Result<Array, Co
             ),
         });
     }
-    Ok(a)
+    Ok(())
 }
 
 /// Opens `path` as a single source ([`super::open`]'s rules), a store (zip file or directory

@@ -23,7 +23,8 @@
 //!   stored now; the kernel's pages of the changed files are not kept at their next open.
 //!   Every other edit still buffered then was made against the replaced version too: it is
 //!   marked stale, and its own commit fails with ESTALE in turn (issue 21: it used to be
-//!   committed over that writer's change).
+//!   committed over that writer's change). Such a commit reloads only when the source changed
+//!   on disk again since (`follow_replaced`), so an edit made after the reload commits.
 //! - **Refused `__attrs__`** content (not a JSON object) stays readable as written until the
 //!   last handle is released (a shell's `>` flushes a duplicate descriptor before writing);
 //!   then the stored attributes show again.
@@ -37,6 +38,17 @@ use super::{Entry, Mounted, Tree, TreeError, display_chain, view};
 use crate::commit::{ChunkEdit, Committed, Committer, Edit, Target};
 use crate::container::ContainerError;
 use crate::reader::{ArrayId, ChunkId};
+
+/// What [`Tree::follow_replaced`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Followed {
+    /// The source changed on disk: reloaded.
+    Reloaded,
+    /// Nothing changed on disk since the reload that marked the edit stale.
+    Unchanged,
+    /// The reload failed (logged).
+    Failed,
+}
 
 /// What asks for a commit.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -242,7 +254,7 @@ impl Tree {
         }
         let res = match self.replaced_base(array, &bufs) {
             Some(source) => {
-                self.follow_replaced();
+                self.follow_replaced(false);
                 Err(TreeError::Commit { ino, source })
             }
             None => self.commit_chunk_bufs(ino, array, &bufs, &mut committer),
@@ -297,11 +309,25 @@ impl Tree {
         })
     }
 
-    /// After a commit found its edit stale: the mount follows the source now, so a retry
-    /// applies to what is stored.
-    fn follow_replaced(&self) {
-        if let Err(e) = self.reload(Refreshed::Foreign, None) {
-            log::warn!("reload after a stale edit failed: {}", display_chain(&e));
+    /// After a commit failed with ESTALE: when the source changed on disk since the mount last
+    /// read it (`changed`: the container layer found so), the mount follows it now, so a retry
+    /// applies to what is stored. When it did not (the edit was marked stale at an earlier
+    /// reload that followed that change), nothing is reloaded (issue 21): a reload marks every
+    /// buffered edit stale, and edits made since that reload, from the current version, would
+    /// fail with ESTALE though no other writer touched the source again.
+    fn follow_replaced(&self, changed: bool) -> Followed {
+        let changed = changed
+            || self.mounted.collection().is_some()
+            || self.lives().any(|(_, l)| l.changed_on_disk());
+        if !changed {
+            return Followed::Unchanged;
+        }
+        match self.reload(Refreshed::Foreign, None) {
+            Ok(_) => Followed::Reloaded,
+            Err(e) => {
+                log::warn!("reload after a stale edit failed: {}", display_chain(&e));
+                Followed::Failed
+            }
         }
     }
 
@@ -374,11 +400,17 @@ impl Tree {
             .map_err(|source| TreeError::Commit { ino, source })
     }
 
-    /// The answer to an `__attrs__` commit of `ino` (owned by `owner`) that failed with `e`:
-    /// EINVAL is a refusal (the stored attributes are kept); after another writer (ESTALE)
-    /// the file shows what is stored now and the edit is dropped (it would silently replace
-    /// that writer's attributes).
-    fn attrs_not_saved(&self, ino: u64, owner: &AttrsOwner, e: TreeError) -> Result<(), TreeError> {
+    /// The answer to an `__attrs__` commit of `ino` (owned by `owner`; `stale`: its edit was
+    /// marked stale) that failed with `e`: EINVAL is a refusal (the stored attributes are
+    /// kept); after another writer (ESTALE) the file shows what is stored now and the edit is
+    /// dropped (it would silently replace that writer's attributes).
+    fn attrs_not_saved(
+        &self,
+        ino: u64,
+        owner: &AttrsOwner,
+        stale: bool,
+        e: TreeError,
+    ) -> Result<(), TreeError> {
         if e.errno() == libc::EINVAL {
             log::warn!(
                 "inode {ino}: __attrs__ not saved, the stored attributes are kept: {}",
@@ -391,15 +423,22 @@ impl Tree {
         }
         if e.errno() == libc::ESTALE {
             log::warn!("inode {ino}: __attrs__ not saved: {}", display_chain(&e));
-            if self.reload(Refreshed::Foreign, None).is_ok() {
-                if let (AttrsOwner::Array(id), Ok(Entry::File(FileKind::Attrs(_, stored)))) =
-                    (owner, self.entry(ino))
-                {
-                    if let Some(live) = self.live(*id) {
-                        stored.set(view::json_file(live.get().attrs()));
-                        self.edits.lock().attrs.remove(&ino);
+            match self.follow_replaced(!stale) {
+                Followed::Reloaded => {
+                    if let (AttrsOwner::Array(id), Ok(Entry::File(FileKind::Attrs(_, stored)))) =
+                        (owner, self.entry(ino))
+                    {
+                        if let Some(live) = self.live(*id) {
+                            stored.set(view::json_file(live.get().attrs()));
+                            self.edits.lock().attrs.remove(&ino);
+                        }
                     }
                 }
+                // Already showing what is stored (the reload that marked it stale).
+                Followed::Unchanged => {
+                    self.edits.lock().attrs.remove(&ino);
+                }
+                Followed::Failed => {}
             }
         }
         Err(e)
@@ -451,7 +490,12 @@ impl Tree {
                     why: "the attributes were edited against a version another writer replaced"
                         .into(),
                 };
-                return self.attrs_not_saved(ino, owner, TreeError::Commit { ino, source });
+                return self.attrs_not_saved(
+                    ino,
+                    owner,
+                    a.stale,
+                    TreeError::Commit { ino, source },
+                );
             }
             (AttrsOwner::Array(id), Some(collection)) => {
                 let live = self.writable_array(*id)?;
@@ -485,7 +529,7 @@ impl Tree {
             _ => return Err(TreeError::MetadataFile),
         };
         if let Err(source) = res {
-            return self.attrs_not_saved(ino, owner, TreeError::Commit { ino, source });
+            return self.attrs_not_saved(ino, owner, a.stale, TreeError::Commit { ino, source });
         }
         // The file shows what was written (not a re-rendering of it).
         stored.set(a.data.clone());

@@ -165,8 +165,8 @@ pub(crate) enum WriteTarget {
     Attrs,
     Chunk(ChunkId),
     Npy(ArrayId),
-    /// A chunk object of the Zarr view (`zarr/write.rs`).
-    Zarr(ChunkId),
+    /// A chunk object or a `zarr.json` of the Zarr view (`zarr/write.rs`).
+    Zarr(super::zarr::ZarrTarget),
 }
 
 impl Tree {

@@ -19,15 +19,17 @@
 //!
 //! Where each concern lives: `ino.rs` (the inode plan: arithmetic, no allocation per node),
 //! `geom.rs` (dtype, shape, chunk grid, and where an object's bytes are in the decoded chunk),
-//! `meta.rs` (the `zarr.json` documents), `names.rs`, `read.rs` (listings and object bytes),
+//! `meta.rs` (the `zarr.json` documents), `quick.rs` (the metadata of collection leaves not
+//! laid out yet, from their headers), `names.rs`, `read.rs` (listings and object bytes),
 //! `write.rs` (writes, renames of temp files over chunk objects, unlink), `follow.rs` (what
 //! the kernel must forget after another writer).
 //!
 //! Subtleties:
 //! - **Lazy.** Nothing here runs at mount. A collection leaf is opened when a lookup goes
-//!   into its Zarr directory, as for its native one; the root `zarr.json` opens every leaf (it
-//!   holds their metadata) when first read or `stat`ed, and is kept until something changes
-//!   (a generation counter bumped by commits and reloads).
+//!   into its Zarr directory, as for its native one; the root `zarr.json` reads every leaf's
+//!   header (it holds their metadata; `quick.rs`, without laying the leaves out) when first
+//!   read or `stat`ed, and is kept until something changes (a generation counter bumped by
+//!   commits and reloads).
 //! - **Geometry follows the NPY view** of each array ([`Geom::of`]), which commits and
 //!   other writers' changes already keep current: `zarr.json`, the chunk tree and
 //!   `array.npy` always agree. A read-only descriptor reads the version it opened.
@@ -39,6 +41,7 @@ mod geom;
 mod ino;
 mod meta;
 mod names;
+mod quick;
 mod read;
 mod write;
 
@@ -56,10 +59,15 @@ use crate::reader::{ArrayId, ChunkId};
 pub use geom::Geom;
 pub use ino::{ZARR_BASE, ZNode, is_zarr};
 pub(crate) use read::Listing;
+pub(crate) use write::ZarrTarget;
 
 /// The names zarr-python probes for Zarr v2 metadata: answered ENOENT at once, without
 /// opening anything.
 const V2_PROBES: &[&str] = &[".zarray", ".zattrs", ".zgroup", ".zmetadata"];
+
+/// Why an array without an NPY view (a special object, an unknown dtype) has no Zarr
+/// geometry.
+const NO_NPY: &str = "it has no NPY view (see the log for why)";
 
 /// An array's Zarr geometry, or why it has none.
 type GeomOf = Result<Arc<Geom>, String>;
@@ -155,7 +163,7 @@ impl Tree {
     ) -> Result<Arc<Geom>, String> {
         let npy = match npy.or_else(|| self.npy_view(array)) {
             Some(n) => n,
-            None => return Err("it has no NPY view (see the log for why)".into()),
+            None => return Err(NO_NPY.into()),
         };
         let mut geoms = self.zarr.geoms.lock();
         match geoms.get(&array) {
@@ -402,10 +410,14 @@ impl Tree {
             && matches!(self.zarr_dir_kind(n), Ok(DirKind::Group))
     }
 
-    /// The `zarr.json` object of array `a` in native directory `n`, of geometry `g`.
+    /// The `zarr.json` object of the array in native directory `n`, of geometry `g`.
     fn zarr_array_json(&self, n: u64, g: &Geom) -> Value {
+        self.zarr_array_json_with(n, g, &self.zarr_attrs(n))
+    }
+
+    /// [`Tree::zarr_array_json`] with the array's attributes `attrs` known.
+    fn zarr_array_json_with(&self, n: u64, g: &Geom, attrs: &Value) -> Value {
         let name = self.zarr_node_name(n);
-        let attrs = self.zarr_attrs(n);
         let parent = self.node(n).map(|x| x.parent).filter(|_| n != ROOT_INO);
         let first = parent.filter(|&p| self.zarr_is_table(p)).map(|p| {
             let columns: Vec<String> = self
@@ -417,8 +429,8 @@ impl Tree {
             let refs: Vec<&str> = columns.iter().map(String::as_str).collect();
             names::row_dimension(&refs)
         });
-        let dims = names::dimension_names(&name, g.ndim(), &attrs, first.as_deref());
-        meta::array(g, &attrs, &dims)
+        let dims = names::dimension_names(&name, g.ndim(), attrs, first.as_deref());
+        meta::array(g, attrs, &dims)
     }
 
     /// The `zarr.json` object of Zarr directory `Dir(n)`.
@@ -433,7 +445,8 @@ impl Tree {
     }
 
     /// The root `zarr.json`: the root group with the consolidated metadata of the whole
-    /// hierarchy (every collection leaf is opened for it), built once per generation.
+    /// hierarchy (every collection leaf's header is read for it, `quick.rs`), built once per
+    /// generation.
     pub(crate) fn zarr_root_json(&self) -> Arc<[u8]> {
         let generation = self.zarr.generation.load(Ordering::Relaxed);
         if let Some((g, bytes)) = self.zarr.root_json.lock().as_ref() {
@@ -476,6 +489,19 @@ impl Tree {
             } else {
                 format!("{prefix}/{name}")
             };
+            // A leaf not laid out yet: from its header, without laying it out.
+            let quick = self.zarr_unbuilt_leaf(n).and_then(|l| self.zarr_quick(l));
+            match quick {
+                Some(Ok((g, attrs))) => {
+                    flat.insert(key, self.zarr_array_json_with(n, &g, &attrs));
+                    continue;
+                }
+                Some(Err(why)) => {
+                    self.zarr_omit(key, &why);
+                    continue;
+                }
+                None => {}
+            }
             match self.zarr_dir_kind(n) {
                 Ok(DirKind::Array(a)) => match self.zarr_geom(a, None) {
                     Ok(g) => {

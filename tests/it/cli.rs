@@ -236,3 +236,28 @@ fn cli_mount_fuse3_style_command_line_is_a_mount() {
     ]);
     assert_fails(&o, 2, "unknown mount option 'bogus'");
 }
+
+/// `b2fs info ... | head -c 0`: a command whose reader has gone ends by SIGPIPE, as `cat`
+/// does, without a panic message on stderr.
+#[test]
+fn cli_info_into_a_closed_pipe_ends_quietly() {
+    use std::os::unix::process::ExitStatusExt;
+
+    let frame = data_dir().join("frames/b2nd_2d_f8_lz4.b2nd");
+    let (reader, writer) = std::io::pipe().unwrap();
+    // No reader: the child's first write gets EPIPE.
+    drop(reader);
+    let out = Command::new(env!("CARGO_BIN_EXE_b2fs"))
+        .args(["info", "--json", frame.to_str().unwrap()])
+        .stdout(writer)
+        .output()
+        .unwrap();
+    let err = stderr(&out);
+    assert!(!err.contains("panicked"), "{err}");
+    assert_eq!(
+        out.status.signal(),
+        Some(libc::SIGPIPE),
+        "{:?}: {err}",
+        out.status
+    );
+}

@@ -349,9 +349,23 @@ fn a_collection_mounts_lazily_and_consolidates_on_first_read() {
         serde_json::json!([10, 15])
     );
     assert_eq!(md["group/counts"]["data_type"], "int32");
-    // The leaf's own document equals its consolidated entry; its data equals the reference.
+    // Every array's own document (from its laid-out native tree) equals its consolidated
+    // entry (read from the leaf's header); its data equals the reference.
+    let arrays: Vec<&String> = md
+        .iter()
+        .filter(|(_, v)| v["node_type"] == "array")
+        .map(|(k, _)| k)
+        .collect();
+    assert!(arrays.len() >= 4, "{arrays:?}");
+    for key in arrays {
+        let own = json_at(&t, &format!("zarr/{key}/zarr.json"));
+        assert_eq!(
+            own,
+            md[key.as_str()],
+            "{key}: own zarr.json = consolidated entry"
+        );
+    }
     let leaf = json_at(&t, "zarr/a/b/c/leaf/zarr.json");
-    assert_eq!(leaf, md["a/b/c/leaf"]);
     let got = assemble(&t, "a/b/c/leaf", &leaf, 333);
     let want: Vec<u8> = (0..600).flat_map(|i| (i as f32).to_le_bytes()).collect();
     assert!(got == want);
@@ -500,9 +514,21 @@ fn writes_through_the_view_commit_what_python_blosc2_reads() {
         t.unlink(ino(&t, parent), leaf).unwrap();
         assert!(read_all(&t, ino(&t, &sp), 1 << 20).iter().all(|&b| b == 0));
         apply(&mut want, &second, &vec![0; per * item]);
-        // Metadata cannot change through zarr.json.
+        // Metadata cannot change through zarr.json; its own bytes written back change
+        // nothing.
         let j = ino(&t, &format!("zarr/{name}/zarr.json"));
-        assert_eq!(t.open(j, libc::O_WRONLY).unwrap_err().errno(), libc::EPERM);
+        let doc = read_all(&t, j, 1 << 20);
+        let fh = t.open(j, libc::O_WRONLY).unwrap();
+        assert_eq!(t.write(j, fh, 0, &doc).unwrap() as usize, doc.len());
+        let mut changed = doc.clone();
+        changed[1] ^= 1;
+        assert_eq!(
+            t.write(j, fh, 0, &changed).unwrap_err().errno(),
+            libc::EPERM
+        );
+        assert_eq!(t.write(j, fh, 1, &doc).unwrap_err().errno(), libc::EPERM);
+        t.release(fh).unwrap();
+        assert_eq!(read_all(&t, j, 1 << 20), doc);
         drop(t);
         assert_eq!(
             reference_sha(&py, src),
@@ -577,6 +603,56 @@ fn zarr_python_style_writes_through_a_mount_are_read_back_by_python_blosc2() {
     m.umount();
     // The script printed the sha256 python-blosc2 must now read.
     assert_eq!(reference_sha(&py, src), said);
+}
+
+#[test]
+fn an_identical_rewrite_of_a_zarr_json_through_a_mount_changes_nothing() {
+    let Some(py) =
+        fuse_and_python("an_identical_rewrite_of_a_zarr_json_through_a_mount_changes_nothing")
+    else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("same.b2nd");
+    let make = "import sys, numpy as np, blosc2\n\
+        a = blosc2.asarray(np.arange(600, dtype=np.float32).reshape(20, 30), chunks=(10, 15), \
+        urlpath=sys.argv[1], mode='w')\n\
+        a.vlmeta['units'] = 'm'\n";
+    run_python(&py, &["-c", make, src.to_str().unwrap()]);
+    let before = std::fs::read(&src).unwrap();
+    let m = Mount::daemon(&src, &["rw"]);
+    for rel in ["zarr/same/zarr.json", "zarr/zarr.json"] {
+        let path = m.path(rel);
+        let doc = std::fs::read(&path).unwrap();
+        assert!(doc.len() > 100, "{rel}");
+        // In place (open with O_TRUNC, write, close), as json.dump into open(path, "w") does.
+        std::fs::write(&path, &doc).unwrap_or_else(|e| panic!("{rel}: {e}"));
+        assert_eq!(std::fs::read(&path).unwrap(), doc, "{rel}");
+        // Through a temp file renamed over it.
+        let tmp = path.with_file_name(".zarr.json.tmp");
+        std::fs::write(&tmp, &doc).unwrap();
+        std::fs::rename(&tmp, &path).unwrap_or_else(|e| panic!("{rel}: rename: {e}"));
+        assert_eq!(std::fs::read(&path).unwrap(), doc, "{rel} after the rename");
+        assert!(!tmp.exists(), "{rel}: the temp file stays");
+        // A change is refused (EPERM), in place and by rename.
+        let changed = String::from_utf8(doc.clone())
+            .unwrap()
+            .replace("\"zarr_format\": 3", "\"zarr_format\": 2");
+        assert_ne!(changed.as_bytes(), &doc[..]);
+        let err = std::fs::write(&path, &changed).unwrap_err();
+        assert_eq!(err.raw_os_error(), Some(libc::EPERM), "{rel}: {err}");
+        std::fs::write(&tmp, &changed).unwrap();
+        let err = std::fs::rename(&tmp, &path).unwrap_err();
+        assert_eq!(err.raw_os_error(), Some(libc::EPERM), "{rel}: {err}");
+        std::fs::remove_file(&tmp).unwrap();
+        assert_eq!(
+            std::fs::read(&path).unwrap(),
+            doc,
+            "{rel} after the refusals"
+        );
+    }
+    m.umount();
+    assert!(std::fs::read(&src).unwrap() == before, "the source changed");
 }
 
 #[test]
@@ -701,8 +777,17 @@ fn a_big_store_mounts_opening_no_leaf_and_consolidates_on_the_first_read() {
         "zarr/zarr.json of a {n}-member .b2z: {size} bytes, built in {first:?} (first \
          lookup), read in {again:?}"
     );
-    // Every leaf (and the root attributes' carrier).
+    // Every leaf's header was read (and the root attributes' carrier), but no leaf was laid
+    // out: a leaf's Zarr directory's link count stays 1 ("unknown") until it is.
     assert!(t.leaves_opened().unwrap() >= n);
+    let nlink = |path: &str| t.getattr(ino(&t, path)).unwrap().nlink;
+    for i in [0, n / 3, n - 1] {
+        assert_eq!(
+            nlink(&format!("zarr/g{}/a{i}", i % 100)),
+            1,
+            "a{i} was laid out"
+        );
+    }
     let md = root["consolidated_metadata"]["metadata"]
         .as_object()
         .unwrap();
@@ -711,6 +796,20 @@ fn a_big_store_mounts_opening_no_leaf_and_consolidates_on_the_first_read() {
     let key = format!("g{}/a{i}", i % 100);
     assert_eq!(md[&key]["shape"], serde_json::json!([4]));
     assert_eq!(root["attributes"]["n"], n);
+    // The consolidated entries equal the leaves' own documents (laid out now).
+    for i in [0, i, n - 1] {
+        let key = format!("g{}/a{i}", i % 100);
+        assert_eq!(
+            json_at(&t, &format!("zarr/{key}/zarr.json")),
+            md[&key],
+            "{key}"
+        );
+        assert_eq!(
+            nlink(&format!("zarr/g{}/a{i}", i % 100)),
+            2,
+            "a{i} laid out"
+        );
+    }
     let got = assemble(&t, &key, &md[&key], 1 << 20);
     let want: Vec<u8> = (0..4)
         .flat_map(|k: i32| (k + i as i32).to_le_bytes())

@@ -149,6 +149,9 @@ pub struct ZipIndex {
     archive: Mutex<ZipArchive<Reader>>,
     /// The byte source the zip is read from, when it is not a local file.
     bytes: Option<Arc<dyn ByteSource>>,
+    /// The local zip file opened at open (a second descriptor of it), for reads of member
+    /// bytes that need no seek ([`ZipIndex::backing`]).
+    file: Option<Arc<File>>,
 }
 
 fn bad_zip(path: &Path, why: impl std::fmt::Display) -> ContainerError {
@@ -174,7 +177,10 @@ impl ZipIndex {
         let file = File::open(path).map_err(io)?;
         let meta = file.metadata().map_err(io)?;
         let (len, mtime) = (meta.len(), meta.modified().map_err(io)?);
-        ZipIndex::open_reader(path, Reader::File(file), len, mtime, None)
+        let second = Arc::new(file.try_clone().map_err(io)?);
+        let mut z = ZipIndex::open_reader(path, Reader::File(file), len, mtime, None)?;
+        z.file = Some(second);
+        Ok(z)
     }
 
     /// [`ZipIndex::open`] of the zip file held by a byte source (a remote object); its path
@@ -225,6 +231,7 @@ impl ZipIndex {
             archive_index,
             archive: Mutex::new(archive),
             bytes,
+            file: None,
         })
     }
 
@@ -315,6 +322,17 @@ impl ZipIndex {
     /// Runs `f` on the archive (for the commit, which byte-copies members).
     pub(crate) fn with_archive<R>(&self, f: impl FnOnce(&mut ZipArchive<Reader>) -> R) -> R {
         f(&mut self.archive.lock())
+    }
+
+    /// What member bytes are read from (the zip file as opened, or its byte source), and the
+    /// zip's modification time at open.
+    pub(crate) fn backing(&self) -> Option<(super::head::Backing, std::time::SystemTime)> {
+        let b = match (&self.bytes, &self.file) {
+            (Some(b), _) => super::head::Backing::Bytes(Arc::clone(b)),
+            (None, Some(f)) => super::head::Backing::File(Arc::clone(f)),
+            (None, None) => return None,
+        };
+        Some((b, self.mtime))
     }
 
     /// The byte source the zip is read from, when it is not a local file.

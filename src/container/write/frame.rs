@@ -13,8 +13,10 @@
 //! of the old header looks at has changed.
 //!
 //! Sparse order (6.3): each new chunk in a fresh-id file (fsync), directory fsync, the new
-//! `chunks.b2frame` in a temp file (fsync) renamed over the old one, directory fsync, then the
-//! chunk files no longer referenced are removed.
+//! `chunks.b2frame` in a temp file (fsync) renamed over the old one, directory fsync, then
+//! leftover chunk files of an earlier crash are removed; the chunk files this commit no longer
+//! references are removed once no frame opened before it is open
+//! (`src/container/frame/retire.rs`).
 
 use std::borrow::Cow;
 use std::collections::HashSet;
@@ -29,7 +31,7 @@ use super::{
     Edit, MAX_WRITE_VLMETALAYERS, Slot, changed, header_special, io_err, plan, refused, unsupported,
 };
 use crate::codec::{CParams, ChunkFormat, Codec, compress, filter_id};
-use crate::container::frame::Frame;
+use crate::container::frame::{Frame, retire};
 use crate::container::{Array, ChunkKind, ContainerError, SourceKind, attrs};
 
 /// Special index entries (`docs/format/CONTAINERS.md` 1.5).
@@ -536,10 +538,11 @@ fn commit_sparse(
         .filter(|&e| e >= 0)
         .map(|e| e as u64)
         .collect();
+    let on_disk = chunk_file_ids(dir)?;
     let mut next = old_ids
         .iter()
         .copied()
-        .chain(chunk_file_ids(dir)?)
+        .chain(on_disk.iter().copied())
         .max()
         .map_or(0, |m| m + 1);
     // Ids, cbytes and the new chunks.b2frame are settled before the first write.
@@ -599,9 +602,27 @@ fn commit_sparse(
         .filter(|&&e| e >= 0)
         .map(|&e| e as u64)
         .collect();
-    for id in old_ids.difference(&live) {
-        io.remove(&chunk_file(dir, *id))?;
+    // Leftovers no version references (a crash after an earlier commit's rename): removed
+    // now, but for the files retire.rs keeps for frames opened before an earlier commit.
+    let waiting = retire::pending(dir);
+    for id in on_disk
+        .iter()
+        .filter(|id| !old_ids.contains(id) && !live.contains(id))
+    {
+        let p = chunk_file(dir, *id);
+        if !p.file_name().is_some_and(|n| waiting.contains(n)) {
+            io.remove(&p)?;
+        }
     }
+    // The files this commit replaced: removed once no frame opened before it is open
+    // (a read-only descriptor keeps reading the version of its open).
+    retire::retire(
+        dir,
+        old_ids
+            .difference(&live)
+            .map(|id| chunk_file(dir, *id))
+            .collect(),
+    );
     if let Some(lock) = lock {
         lock.bump()?;
     }

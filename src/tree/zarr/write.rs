@@ -14,7 +14,10 @@
 //! - Removing a chunk object writes the fill value (zeros) into the chunk and commits: the
 //!   object stays and reads as zeros, which is what Zarr means by a missing chunk.
 //! - `zarr.json` files cannot be changed (EPERM, logged): resize, append and attribute
-//!   edits go through the native tree (`__attrs__`, `data/`).
+//!   edits go through the native tree (`__attrs__`, `data/`). Writing back the bytes it
+//!   holds (tools that rewrite metadata they did not change) succeeds and changes nothing,
+//!   in place or through a temp file renamed over it; `truncate`/`O_TRUNC` of it are
+//!   accepted and change nothing (the rewrite that follows must then be identical).
 //! - A read-only mount refuses everything with EROFS.
 
 use super::geom::Source;
@@ -23,22 +26,30 @@ use crate::container::ndim::Run;
 use crate::reader::ChunkId;
 use crate::tree::commit::Reason;
 
+/// What a write to a file of the view changes.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum ZarrTarget {
+    /// The chunk object of this chunk: its buffer.
+    Chunk(ChunkId),
+    /// A `zarr.json` (`RootJson` or `Json`): nothing; only its own bytes may be written.
+    Json(ZNode),
+}
+
 impl Tree {
-    /// The chunk a write to Zarr file `z` edits, after checking it may be written.
+    /// What a write to Zarr file `z` changes, after checking it may be written.
     ///
     /// # Errors
-    /// [`TreeError::ReadOnly`]; [`TreeError::NotPermitted`] (EPERM, logged) for `zarr.json`;
-    /// [`TreeError::IsADirectory`].
-    pub(crate) fn zarr_write_target(&self, ino: u64, z: ZNode) -> Result<ChunkId, TreeError> {
+    /// [`TreeError::ReadOnly`]; [`TreeError::IsADirectory`].
+    pub(crate) fn zarr_write_target(&self, ino: u64, z: ZNode) -> Result<ZarrTarget, TreeError> {
         if !self.options.writable {
             return Err(TreeError::ReadOnly);
         }
         match z {
-            ZNode::RootJson | ZNode::Json(_) => Err(zarr_json_refused()),
+            ZNode::RootJson | ZNode::Json(_) => Ok(ZarrTarget::Json(z)),
             _ => match self.zarr_chunk_of(ino) {
                 Some(id) => {
                     self.writable_array(id.array)?;
-                    Ok(id)
+                    Ok(ZarrTarget::Chunk(id))
                 }
                 None if self.zarr_exists(z) => Err(TreeError::IsADirectory(ino)),
                 None => Err(TreeError::NotFound),
@@ -46,16 +57,54 @@ impl Tree {
         }
     }
 
-    /// Writes `data` at `offset` of the chunk object of chunk `id`: patches its buffer.
+    /// The chunk a change of Zarr file `z` edits; a `zarr.json` is refused.
     ///
     /// # Errors
-    /// [`TreeError::TooBig`] past the object's size; errors loading the chunk.
+    /// As [`Tree::zarr_write_target`]; [`TreeError::NotPermitted`] (EPERM, logged) for a
+    /// `zarr.json`.
+    fn zarr_chunk_target(&self, ino: u64, z: ZNode) -> Result<ChunkId, TreeError> {
+        match self.zarr_write_target(ino, z)? {
+            ZarrTarget::Chunk(id) => Ok(id),
+            ZarrTarget::Json(_) => Err(zarr_json_refused()),
+        }
+    }
+
+    /// Writes `data` at `offset` of Zarr file `target`: patches a chunk object's buffer;
+    /// to a `zarr.json`, bytes equal to those it holds there are accepted (and change
+    /// nothing).
+    ///
+    /// # Errors
+    /// [`TreeError::TooBig`] past a chunk object's size; errors loading the chunk;
+    /// [`TreeError::NotPermitted`] (EPERM, logged) for a change to a `zarr.json`.
     pub(crate) fn zarr_write(
         &self,
-        id: ChunkId,
+        target: ZarrTarget,
         offset: u64,
         data: &[u8],
     ) -> Result<(), TreeError> {
+        match target {
+            ZarrTarget::Chunk(id) => self.zarr_chunk_write(id, offset, data),
+            ZarrTarget::Json(z) => self.zarr_json_rewrite(z, offset, data),
+        }
+    }
+
+    /// A write of `data` at `offset` of `zarr.json` `z`: accepted when it writes the bytes
+    /// the file holds there.
+    fn zarr_json_rewrite(&self, z: ZNode, offset: u64, data: &[u8]) -> Result<(), TreeError> {
+        let doc = self.zarr_json(z)?;
+        let same = usize::try_from(offset)
+            .ok()
+            .and_then(|s| doc.get(s..s.checked_add(data.len())?))
+            .is_some_and(|held| held == data);
+        if same {
+            Ok(())
+        } else {
+            Err(zarr_json_refused())
+        }
+    }
+
+    /// Writes `data` at `offset` of the chunk object of chunk `id`: patches its buffer.
+    fn zarr_chunk_write(&self, id: ChunkId, offset: u64, data: &[u8]) -> Result<(), TreeError> {
         let g = self
             .zarr_geom(id.array, None)
             .map_err(|_| TreeError::NotFound)?;
@@ -97,11 +146,18 @@ impl Tree {
         })
     }
 
-    /// `truncate` of a chunk object to `size`: nothing changes (its size is fixed).
+    /// `truncate` of a chunk object or `zarr.json` to `size`: nothing changes (their sizes
+    /// are fixed).
     ///
     /// # Errors
-    /// [`TreeError::TooBig`] past the object's size.
-    pub(crate) fn zarr_set_size(&self, id: ChunkId, size: u64) -> Result<(), TreeError> {
+    /// [`TreeError::TooBig`] past a chunk object's size; [`TreeError::NotPermitted`] past a
+    /// `zarr.json`'s.
+    pub(crate) fn zarr_set_size(&self, target: ZarrTarget, size: u64) -> Result<(), TreeError> {
+        let id = match target {
+            ZarrTarget::Chunk(id) => id,
+            ZarrTarget::Json(z) if size <= self.zarr_json(z)?.len() as u64 => return Ok(()),
+            ZarrTarget::Json(_) => return Err(zarr_json_refused()),
+        };
         let g = self
             .zarr_geom(id.array, None)
             .map_err(|_| TreeError::NotFound)?;
@@ -165,8 +221,16 @@ impl Tree {
         let z = ZNode::of(t).ok_or_else(|| {
             TreeError::NotPermitted(format!("renaming over {newname:?}: not a chunk object"))
         })?;
-        let id = self.zarr_write_target(t, z)?;
         let data = self.scratch_data(from);
+        let id = match self.zarr_write_target(t, z)? {
+            ZarrTarget::Chunk(id) => id,
+            // The same bytes renamed over a `zarr.json`: nothing changes, the temp file goes.
+            ZarrTarget::Json(z) if *self.zarr_json(z)? == *data => {
+                self.scratch.lock().files.remove(&from);
+                return Ok(());
+            }
+            ZarrTarget::Json(_) => return Err(zarr_json_refused()),
+        };
         let want = self.zarr_size(z)?;
         if data.len() as u64 != want {
             log::warn!(
@@ -180,7 +244,7 @@ impl Tree {
             )));
         }
         let res = self
-            .zarr_write(id, 0, &data)
+            .zarr_chunk_write(id, 0, &data)
             .and_then(|()| self.commit(t, Reason::Durable));
         match res {
             Ok(()) => {
@@ -200,7 +264,7 @@ impl Tree {
     /// # Errors
     /// [`TreeError::NotPermitted`] for anything but a chunk object; commit errors.
     pub(crate) fn zarr_unlink(&self, ino: u64, z: ZNode) -> Result<(), TreeError> {
-        let id = match self.zarr_write_target(ino, z) {
+        let id = match self.zarr_chunk_target(ino, z) {
             Err(TreeError::IsADirectory(_)) => {
                 return Err(TreeError::NotPermitted(
                     "removing a directory of the Zarr view".into(),

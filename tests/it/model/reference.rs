@@ -23,7 +23,9 @@
 //! - Another writer: while the mount holds no buffered edit it follows the source (at an
 //!   open, and on the follower's tick); an edit buffered before the mount follows the change
 //!   is dropped at its commit with ESTALE (its base was replaced; for chunks before any
-//!   refusal, for `__attrs__` after the JSON check), and the mount follows then.
+//!   refusal, for `__attrs__` after the JSON check), and the mount follows then if the source
+//!   changed since it last read it (not again for an edit marked stale at an earlier reload:
+//!   edits made since that reload commit).
 //! - A crash during a commit leaves the old or the new source, for every chunk of the commit.
 
 use std::collections::BTreeMap;
@@ -110,8 +112,6 @@ struct Handle {
     opener: u8,
     /// Read-only descriptors of chunk files and `array.npy`: the version opened.
     pinned: Option<Vec<Vec<u8>>>,
-    /// How many commits the mount had made at its open.
-    at: u64,
 }
 
 /// What an operation returns: a value or an errno.
@@ -134,8 +134,6 @@ pub struct Model {
     attrs: Option<AttrsBuf>,
     handles: BTreeMap<u64, Handle>,
     next: u64,
-    /// Commits the mount made (each writes the source, even with the same bytes).
-    commits: u64,
 }
 
 fn window(data: &[u8], off: usize, len: usize) -> Vec<u8> {
@@ -163,19 +161,12 @@ impl Model {
             attrs: None,
             handles: BTreeMap::new(),
             next: 0,
-            commits: 0,
         }
     }
 
     /// The open descriptors (model ids), in order.
     pub fn handles(&self) -> Vec<u64> {
         self.handles.keys().copied().collect()
-    }
-
-    /// Whether `h` is a read-only descriptor opened before the mount's last commit.
-    pub fn pinned_behind(&self, h: u64) -> bool {
-        let x = &self.handles[&h];
-        x.pinned.is_some() && x.at != self.commits
     }
 
     /// Whether `h` was opened for writing.
@@ -241,7 +232,6 @@ impl Model {
                 write: mode.writes(),
                 opener,
                 pinned,
-                at: self.commits,
             },
         );
         if mode.truncates() {
@@ -507,7 +497,6 @@ impl Model {
                     }
                 }
                 if changed || !set.is_empty() {
-                    self.commits += 1;
                     self.disk = disk.clone();
                     self.view = disk;
                     self.disk_attrs = attrs;
@@ -522,7 +511,11 @@ impl Model {
                         self.bufs.remove(k);
                     }
                 }
-                self.reload();
+                // The mount re-reads only when the source changed since it last read it: an
+                // edit marked stale at an earlier re-read leaves the edits made since alone.
+                if self.foreign {
+                    self.reload();
+                }
                 Err(libc::ESTALE)
             }
             Err(e) => Err(e),
