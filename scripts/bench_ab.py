@@ -101,23 +101,23 @@ def main():
     args = ap.parse_args()
     pristine = os.path.join(ROOT, "bench-data", f"ab-commit-{args.mib}m.b2nd")
     make_source(pristine, args.mib)
-    mounts = {b: [] for b in args.binaries}
-    commits = {b: [] for b in args.binaries}
+    ids = range(len(args.binaries))  # by position: the same binary may be given twice
+    mounts = {b: [] for b in ids}
+    commits = {b: [] for b in ids}
     for r in range(args.rounds):
-        order = args.binaries if r % 2 == 0 else list(reversed(args.binaries))
-        for b in order:
-            m, ts = one_round(b, pristine, args.chunks, seed=r)
+        for b in (ids if r % 2 == 0 else reversed(ids)):
+            m, ts = one_round(args.binaries[b], pristine, args.chunks, seed=r)
             mounts[b].append(m)
             commits[b].extend(ts)
-    first = args.binaries[0]
+    first = 0
     base_m = statistics.median(mounts[first])
     base_c = statistics.median(commits[first])
     print(f"{args.rounds} rounds, {args.chunks} commits of 1 MiB chunks per round, "
           f"{args.mib} MiB frame")
     print(f"{'binary':40} {'mount ms':>9} {'x':>6} {'commit ms':>10} {'x':>6} {'commits/s':>10}")
-    for b in args.binaries:
+    for b in ids:
         m, c = statistics.median(mounts[b]), statistics.median(commits[b])
-        print(f"{b:40} {m * 1e3:9.1f} {m / base_m:6.2f} {c * 1e3:10.2f} {c / base_c:6.2f} "
+        print(f"{args.binaries[b]:40} {m * 1e3:9.1f} {m / base_m:6.2f} {c * 1e3:10.2f} {c / base_c:6.2f} "
               f"{1 / c:10.1f}")
 
 
