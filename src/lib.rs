@@ -4,7 +4,8 @@
 //!
 //! ```text
 //! cli -> fuse -> tree -> reader -> container -> codec
-//!                          \-----> cache      (both use mem; every layer uses error)
+//!                    \--> commit -> reader, container, codec   (the write path)
+//!                          reader -> cache   (both use mem; every layer uses error)
 //! cli -> remote -> container (implements its ByteSource: remote objects below the container)
 //! ```
 //!
@@ -15,7 +16,9 @@
 //! - [`cache`]: a byte-budgeted LRU of decompressed chunks shared by worker threads.
 //! - [`mem`]: large reusable buffers whose first touch is cheap (huge pages).
 //! - [`reader`]: decoded bytes of any window of any chunk through the caches, with prefetch;
-//!   the live (swappable) arrays and their commits. Knows chunks, not files.
+//!   the live (swappable) arrays. Knows chunks, not files.
+//! - [`commit`]: the write path beside the reader: one entry, `commit(target, edit)`, over
+//!   the container layer's crash-safe commits.
 //! - [`error`]: one-line display of an error chain.
 //! - [`tree`]: the filesystem logic as an in-process API (lookup, getattr, readdir, read, ...)
 //!   that tests drive without a kernel.
@@ -27,6 +30,7 @@
 pub mod cache;
 pub mod cli;
 pub mod codec;
+pub mod commit;
 pub mod container;
 pub mod error;
 pub mod fuse;

@@ -58,7 +58,7 @@ pub use crate::cache::{Bytes, CacheStats};
 use crate::container::ContainerError;
 
 pub use append::AppendVec;
-pub use live::{Change, ChunkEdit, Committer, LiveArray, RECLAIM_SLACK};
+pub use live::{Change, LiveArray};
 pub use plan::{Pattern, Plan};
 pub use store::ChunkStore;
 pub use version::Snapshot;

@@ -23,6 +23,7 @@
 //! | file | owns |
 //! | --- | --- |
 //! | `tree.rs` | [`Tree`]: each operation classifies its inode (`Entry`) and delegates |
+//! | `registry.rs` | one entry per array (its writable array, its generated files) beside the reader's store, and what is mounted (`Mounted`) |
 //! | `inode.rs` | the numbering plan: nodes, chunk files per array, scratch files |
 //! | `layout.rs`, `view.rs` | the nodes a source shows and the rules that choose them |
 //! | `dir.rs` | listings and chunk file names |
@@ -30,7 +31,8 @@
 //! | `read.rs` | what a read returns, per kind of file |
 //! | `npy.rs` | `array.npy` / `table.npy`: bytes assembled from chunks, writes split into chunk edits |
 //! | `edit.rs` | buffered edits (keyed by chunk, not by file) and the write operations |
-//! | `commit.rs` | when and how buffers are committed, refused, dropped; the kernel-cache rules |
+//! | `commit.rs` | when buffers are committed (through [`crate::commit`]), refused, dropped; the kernel-cache rules |
+//! | `reload.rs` | the one path for "the source changed: reload and propagate" (own commits and other writers) |
 //! | `scratch.rs` | editors' temp files in the root, rename over `__attrs__` |
 //! | `collection.rs` | stores and directories of sources: groups, leaves laid out on first access, reloads after commits |
 //! | `follow.rs` | noticing other writers' changes: reloads and the kernel invalidations |
@@ -86,27 +88,29 @@ mod members;
 mod names;
 mod npy;
 mod read;
+mod registry;
+mod reload;
 mod scratch;
 pub mod view;
 pub mod xattr;
 pub mod zarr;
 
 use std::borrow::Cow;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 
 use parking_lot::Mutex;
 
+use crate::commit::Committer;
 use crate::container::ContainerError;
 use crate::container::store::Opened;
-use crate::reader::{
-    AppendVec, ArrayId, CacheStats, ChunkId, ChunkReader, Committer, LiveArray, ReaderOptions,
-};
+use crate::reader::{AppendVec, ArrayId, CacheStats, ChunkId, ChunkReader, ReaderOptions};
 use commit::KernelCache;
 use edit::Edits;
 use handle::Handles;
 use inode::{Inodes, Located};
 use layout::{FileKind, Node, NodeKind};
+use registry::{ArrayEntry, Mounted};
 use scratch::ScratchFiles;
 
 pub use crate::reader::ChunkStore;
@@ -189,13 +193,6 @@ pub(crate) enum Entry<'a> {
     Zarr(zarr::ZNode),
 }
 
-/// Per array: the generated files that describe it.
-#[derive(Debug, Default, Clone, Copy)]
-struct ArrayFiles {
-    sizes: Option<u64>,
-    npy: Option<u64>,
-}
-
 /// The virtual filesystem of one mounted source. `Sync`: FUSE worker threads share it.
 #[derive(Debug)]
 pub struct Tree {
@@ -203,19 +200,12 @@ pub struct Tree {
     nodes: AppendVec<Node>,
     inodes: Inodes,
     reader: ChunkReader,
-    /// Per array: the array edits are committed to (`None`: synthetic, not writable).
-    live: AppendVec<Option<Arc<LiveArray>>>,
-    /// Per array: its `meta/sizes` and `array.npy` inodes.
-    files: AppendVec<ArrayFiles>,
+    /// Per array (by [`ArrayId`]): its registry entry.
+    arrays: AppendVec<ArrayEntry>,
     /// Serialises the laying out of collection leaves (see the lock order above).
     grow: Mutex<()>,
-    /// The ctable the arrays are columns of, if the source is one.
-    table: Option<PathBuf>,
-    /// The collection the arrays are leaves of, if the source is one (replaced after
-    /// commits).
-    collection: Option<layout::CollectionCell>,
-    /// The collection's path (it does not change when the collection is reopened).
-    collection_path: Option<PathBuf>,
+    /// What is mounted: one array, a ctable, a collection.
+    mounted: Mounted,
     owner: Owner,
     options: TreeOptions,
     handles: Handles,
@@ -311,25 +301,36 @@ impl Tree {
         } else {
             Inodes::new(nodes.len(), &nchunks, options.writable)
         };
-        let mut files = vec![ArrayFiles::default(); stores.len()];
+        let mut arrays: Vec<ArrayEntry> = live
+            .into_iter()
+            .map(|live| ArrayEntry {
+                live,
+                ..ArrayEntry::default()
+            })
+            .collect();
         for (i, node) in nodes.iter().enumerate() {
             let ino = i as u64 + 1;
             match &node.kind {
-                NodeKind::File(FileKind::Sizes(id, _)) => files[id.index()].sizes = Some(ino),
-                NodeKind::File(FileKind::Npy(id, _)) => files[id.index()].npy = Some(ino),
+                NodeKind::File(FileKind::Sizes(id, _)) => arrays[id.index()].sizes = Some(ino),
+                NodeKind::File(FileKind::Npy(id, _)) => arrays[id.index()].npy = Some(ino),
                 _ => {}
             }
         }
+        let mounted = match (table, collection) {
+            (_, Some(cell)) => {
+                let path = cell.read().path().to_path_buf();
+                Mounted::Collection { cell, path }
+            }
+            (Some(t), None) => Mounted::Table(t),
+            (None, None) => Mounted::Single,
+        };
         Tree {
             nodes: nodes.into_iter().collect(),
             inodes,
             reader: ChunkReader::new(stores, options.reader()),
-            live: live.into_iter().collect(),
-            files: files.into_iter().collect(),
+            arrays: arrays.into_iter().collect(),
             grow: Mutex::new(()),
-            table,
-            collection_path: collection.as_ref().map(|c| c.read().path().to_path_buf()),
-            collection,
+            mounted,
             owner,
             options,
             handles: Handles::new(),
@@ -469,12 +470,7 @@ impl Tree {
     /// shows the source's time read at mount. Cheap: no allocation per chunk
     /// ([`crate::reader::Snapshot::chunk_time`]).
     fn mtime_of(&self, ino: u64, entry: &Entry<'_>) -> std::time::SystemTime {
-        let snap = |a: ArrayId| {
-            self.live
-                .get(a.index())
-                .and_then(Option::as_ref)
-                .map(|l| l.snapshot())
-        };
+        let snap = |a: ArrayId| self.live(a).map(|l| l.snapshot());
         let t = match entry {
             Entry::Dir(_, Some(a)) => snap(*a).and_then(|s| s.listed_time()),
             Entry::Dir(..) if ino == ROOT_INO => self.scratch.lock().changed,

@@ -1,8 +1,8 @@
 //! [`LiveArray`]: one array of the mount as it is now, swapped for the reopened array after
 //! every commit and every change another writer made (then the chunks whose compressed bytes
-//! still match their fingerprints, `prints.rs`, keep their stamps); and [`Committer`]: one
-//! commit of decoded chunk edits (compressed with the parameters the existing chunks use) or
-//! of attributes.
+//! still match their fingerprints, `prints.rs`, keep their stamps). Commits themselves are
+//! not the reader's: `crate::commit` writes, then calls [`LiveArray::committing`] and
+//! [`LiveArray::reload`].
 //!
 //! Readers holding an old [`Snapshot`] keep reading that version (see `reader/version.rs`);
 //! readers that pin after the swap see the new one.
@@ -17,8 +17,6 @@ use parking_lot::{Mutex, RwLock};
 use super::prints::Prints;
 use super::store::ChunkStore;
 use super::version::{Snapshot, Stamps, Trust};
-use crate::codec::encode::Encoder;
-use crate::container::store::{Collection, Leaf, Node};
 use crate::container::{self, Array, Container, ContainerError, FileState, write};
 
 /// The state of `array`'s watched files now.
@@ -28,17 +26,6 @@ fn fingerprint(array: &Array) -> Vec<Option<FileState>> {
         .iter()
         .map(|f| FileState::stat(f))
         .collect()
-}
-
-/// Leaf `key` of `collection`.
-fn leaf_of<'c>(collection: &'c Collection, key: &str) -> Result<&'c Leaf, ContainerError> {
-    match collection.find(key) {
-        Some(Node::Leaf(l)) => Ok(l),
-        _ => Err(ContainerError::Changed {
-            path: collection.path().to_path_buf(),
-            why: format!("{key} is no longer one of its leaves"),
-        }),
-    }
 }
 
 /// Which chunks of a reopened array may hold other bytes than before.
@@ -55,22 +42,6 @@ pub enum Change<'a> {
     Compacted,
 }
 
-/// Issue 21: a contiguous frame is compacted after a commit of the mount when its dead space
-/// (bytes no chunk, index or trailer of the current version uses) exceeds its live bytes plus
-/// this much: the file stays within twice its live bytes, plus this, plus one commit's chunks.
-pub const RECLAIM_SLACK: u64 = 1 << 20;
-
-/// What [`LiveArray::reclaim`] knows of the source's space.
-#[derive(Debug, Default)]
-struct Reclaim {
-    /// Live bytes when last measured (or the file's length when first seen, which is at
-    /// least that): the file is measured again once it is twice that plus
-    /// [`RECLAIM_SLACK`].
-    baseline: Option<u64>,
-    /// The mount's shared lock on the file a compaction renamed in.
-    lock: Option<write::SourceLock>,
-}
-
 /// One array of the mounted source, replaceable after a commit or a change by another
 /// writer: readers pin its current [`Snapshot`].
 #[derive(Debug)]
@@ -84,8 +55,6 @@ pub struct LiveArray {
     leaf: Option<String>,
     /// Prints of the chunks its versions read whole (`prints.rs`).
     prints: Arc<Prints>,
-    /// Issue 21: the dead space of its frame, given back by compaction.
-    reclaim: Mutex<Reclaim>,
 }
 
 impl LiveArray {
@@ -104,7 +73,6 @@ impl LiveArray {
             ))),
             leaf: None,
             prints,
-            reclaim: Mutex::default(),
         }
     }
 
@@ -266,9 +234,9 @@ impl LiveArray {
         }
     }
 
-    /// Runs the mount's own commit `f` to the file of the current version: versions pinned
-    /// by readers keep reading while it appends.
-    fn committing<T>(&self, f: impl FnOnce(&Array) -> T) -> T {
+    /// Runs the mount's own commit `f` to the file of the current version (`crate::commit`):
+    /// versions pinned by readers keep reading while it appends.
+    pub fn committing<T>(&self, f: impl FnOnce(&Array) -> T) -> T {
         let snap = self.snapshot();
         snap.trust().begin_commit();
         let res = f(snap.array());
@@ -276,69 +244,6 @@ impl LiveArray {
         // commit renamed a new file in).
         snap.trust().end_commit(snap.array());
         res
-    }
-
-    /// Issue 21, bounded growth: after a commit of the mount, compacts the contiguous frame
-    /// when its dead space passes its live bytes plus [`RECLAIM_SLACK`]
-    /// ([`write::compact_mounted`]: a temp file renamed in; descriptors reading older
-    /// versions keep the old file), then serves the new file with every stamp kept. The
-    /// file is measured (one chunk header per chunk) only once it has grown to twice what
-    /// was live when last measured, so the cost stays proportional to what commits wrote.
-    /// Best effort: a failure is logged and leaves the source as it was. Collection leaves
-    /// (committed through their store) are not compacted here.
-    pub fn reclaim(&self) {
-        if self.leaf.is_some() {
-            return;
-        }
-        let array = self.get();
-        let Some(len) = array.file_state().map(|s| s.len) else {
-            return;
-        };
-        let mut r = self.reclaim.lock();
-        let baseline = *r.baseline.get_or_insert(len);
-        if len <= baseline.saturating_mul(2).saturating_add(RECLAIM_SLACK) {
-            return;
-        }
-        let space = match write::space(&array) {
-            Ok(Some(s)) => s,
-            Ok(None) => return,
-            Err(e) => {
-                log::warn!("{}: cannot measure dead space: {e}", self.path.display());
-                r.baseline = Some(len);
-                return;
-            }
-        };
-        r.baseline = Some(space.live);
-        if space.len <= space.live.saturating_mul(2).saturating_add(RECLAIM_SLACK) {
-            return;
-        }
-        match write::compact_mounted(&array) {
-            Ok(lock) => {
-                r.lock = Some(lock);
-                if let Err(e) = self.reload(Change::Compacted) {
-                    log::warn!(
-                        "{}: compacted, but reopening it failed: {e}",
-                        self.path.display()
-                    );
-                    return;
-                }
-                let now = self.get().file_state().map_or(0, |s| s.len);
-                r.baseline = Some(now);
-                log::info!(
-                    "{}: compacted: {} bytes of dead space given back ({} -> {now} bytes, {} live)",
-                    self.path.display(),
-                    space.len.saturating_sub(now),
-                    space.len,
-                    space.live
-                );
-            }
-            Err(e) => log::warn!(
-                "{}: not compacted ({} bytes, {} live): {e}",
-                self.path.display(),
-                space.len,
-                space.live
-            ),
-        }
     }
 
     /// Whether the array is 1-D (may gain or lose chunks): frames without an N-dim
@@ -379,271 +284,5 @@ impl ChunkStore for LiveArray {
 
     fn chunk_bytes(&self, index: usize) -> Result<Cow<'_, [u8]>, ContainerError> {
         Ok(Cow::Owned(self.snapshot().chunk_bytes(index)?.into_owned()))
-    }
-}
-
-/// The new decoded content of one chunk, as a commit takes it.
-#[derive(Debug, Clone, Copy)]
-pub struct ChunkEdit<'a> {
-    /// Chunk index.
-    pub index: usize,
-    /// The whole decoded chunk as it should become (empty: remove the last chunk).
-    pub data: &'a [u8],
-    /// A chunk being created (`data/<nchunks>.bin`): an append (nothing while empty).
-    pub append: bool,
-}
-
-/// Performs commits, one at a time (callers serialise them by holding it), reusing one
-/// encoder.
-#[derive(Debug, Default)]
-pub struct Committer {
-    encoder: Encoder,
-    /// Crash tests: the next frame or carray commit performs only this many durable steps
-    /// ([`write::commit_with_crash_after`]) and then fails as a crash there would.
-    crash_after: Option<usize>,
-}
-
-impl Committer {
-    /// A committer with a fresh encoder.
-    pub fn new() -> Committer {
-        Committer::default()
-    }
-
-    /// Crash tests: the next commit of chunks or attributes of a single array
-    /// ([`Committer::commit_chunks`], [`Committer::commit_attrs`]) stops after `steps` durable
-    /// steps, leaving the files as a crash there would, and fails with an I/O error when it
-    /// was cut short. The caller must then abandon the array and reopen the source, as a
-    /// restarted daemon would.
-    pub fn crash_after(&mut self, steps: usize) {
-        self.crash_after = Some(steps);
-    }
-
-    /// [`write::commit`], or its crash-test variant when [`Committer::crash_after`] asked.
-    fn write(&mut self, array: &Array, edit: &write::Edit) -> Result<(), ContainerError> {
-        let Some(steps) = self.crash_after.take() else {
-            return write::commit(array, edit);
-        };
-        match write::commit_with_crash_after(array, edit, steps)? {
-            true => Ok(()),
-            false => Err(ContainerError::Io {
-                path: array.path().to_path_buf(),
-                source: std::io::Error::other(format!(
-                    "simulated crash after {steps} durable steps of the commit"
-                )),
-            }),
-        }
-    }
-
-    /// The container edit `edits` of `array` stand for: updates, an append, the removal of
-    /// the last chunk (an empty chunk that is the last); `None` when nothing is to be done
-    /// (created chunk files still empty).
-    fn edit(
-        &mut self,
-        path: &Path,
-        array: &Array,
-        edits: &[ChunkEdit<'_>],
-    ) -> Result<Option<write::Edit>, ContainerError> {
-        let nchunks = array.nchunks();
-        let mut edit = write::Edit::default();
-        let mut params = None;
-        for chunk in edits {
-            if chunk.data.is_empty() {
-                if chunk.append {
-                    continue;
-                }
-                if chunk.index + 1 != nchunks {
-                    return Err(ContainerError::Refused {
-                        path: path.to_path_buf(),
-                        why: format!(
-                            "emptying chunk {} (only the last chunk can be removed)",
-                            chunk.index
-                        ),
-                    });
-                }
-                edit.truncate = Some(chunk.index);
-                continue;
-            }
-            let params = match &params {
-                Some(p) => p,
-                None => params.insert(write::chunk_cparams(array)?),
-            };
-            let bytes =
-                self.encoder
-                    .compress(chunk.data, params)
-                    .map_err(|e| ContainerError::Chunk {
-                        path: path.to_path_buf(),
-                        index: chunk.index,
-                        source: e,
-                    })?;
-            // A created chunk file that exists by now (a ctable column grown by a commit of
-            // another column while it was being written) replaces that chunk.
-            if !chunk.append || chunk.index < nchunks {
-                edit.updates.push((chunk.index, bytes));
-            } else if chunk.index == nchunks + edit.appends.len() {
-                edit.appends.push(bytes);
-            } else {
-                return Err(ContainerError::Refused {
-                    path: path.to_path_buf(),
-                    why: format!("appending chunk {}: the source has {nchunks}", chunk.index),
-                });
-            }
-        }
-        Ok((!edit.is_empty()).then_some(edit))
-    }
-
-    /// Commits `edits` to `live` in one commit (old or new after a crash, for all of them),
-    /// then reloads it.
-    ///
-    /// # Errors
-    /// What [`write::commit`] or the encoder report.
-    pub fn commit_chunks(
-        &mut self,
-        live: &LiveArray,
-        edits: &[ChunkEdit<'_>],
-    ) -> Result<(), ContainerError> {
-        let array = live.get();
-        let Some(edit) = self.edit(&live.path, &array, edits)? else {
-            return Ok(());
-        };
-        let edited: Vec<usize> = edits.iter().map(|e| e.index).collect();
-        live.committing(|array| {
-            self.write(array, &edit)?;
-            live.reload(Change::Own(&edited))
-        })?;
-        live.reclaim();
-        Ok(())
-    }
-
-    /// Commits `edits` of `live`, a column of the ctable at `table`, with
-    /// [`write::commit_column`]: when they change the column's row count, every column of the
-    /// table is resized with it. The caller reloads every column afterwards.
-    ///
-    /// # Errors
-    /// [`ContainerError::Changed`] when the column changed on disk since `live` was loaded;
-    /// what [`write::commit_column`] or the encoder report.
-    pub fn commit_column(
-        &mut self,
-        table: &Path,
-        live: &LiveArray,
-        edits: &[ChunkEdit<'_>],
-    ) -> Result<(), ContainerError> {
-        let array = live.get();
-        let Some(edit) = self.edit(&live.path, &array, edits)? else {
-            return Ok(());
-        };
-        if array.changed_on_disk()? {
-            return Err(ContainerError::Changed {
-                path: live.path.clone(),
-                why: "meta/sizes, meta/storage or __attrs__ differ".into(),
-            });
-        }
-        let table = match container::open(table)? {
-            Container::Table(t) => t,
-            Container::Array(_) => {
-                return Err(ContainerError::Changed {
-                    path: table.to_path_buf(),
-                    why: "it no longer opens as a ctable".into(),
-                });
-            }
-        };
-        let column = table
-            .columns
-            .iter()
-            .position(|(_, a)| a.path() == live.path)
-            .ok_or_else(|| ContainerError::Changed {
-                path: table.path.clone(),
-                why: format!("{} is no longer one of its columns", live.path.display()),
-            })?;
-        write::commit_column(&table, column, &edit)
-    }
-
-    /// Commits `edits` of `live`, the array of leaf `key` of `collection`, through
-    /// [`write::commit_member`] (a `.b2z` member: a new zip beside the old one, renamed
-    /// over it). The caller reopens the collection and reloads its leaves afterwards.
-    ///
-    /// # Errors
-    /// As [`write::commit_member`]; [`ContainerError::Changed`] when the leaf is gone.
-    pub fn commit_leaf(
-        &mut self,
-        collection: &Collection,
-        key: &str,
-        live: &LiveArray,
-        edits: &[ChunkEdit<'_>],
-    ) -> Result<(), ContainerError> {
-        let array = live.get();
-        let Some(edit) = self.edit(&live.path, &array, edits)? else {
-            return Ok(());
-        };
-        live.committing(|_| write::commit_member(collection, leaf_of(collection, key)?, &edit))
-    }
-
-    /// Stores `attrs` as the attributes of leaf `key` of `collection`.
-    ///
-    /// # Errors
-    /// As [`Committer::commit_leaf`].
-    pub fn commit_leaf_attrs(
-        &mut self,
-        collection: &Collection,
-        key: &str,
-        attrs: serde_json::Value,
-    ) -> Result<(), ContainerError> {
-        let edit = write::Edit {
-            attrs: Some(attrs),
-            ..Default::default()
-        };
-        write::commit_member(collection, leaf_of(collection, key)?, &edit)
-    }
-
-    /// Stores `attrs` as the attributes of the group `key` of `collection`.
-    ///
-    /// # Errors
-    /// As [`write::commit_group_attrs`].
-    pub fn commit_group_attrs(
-        &mut self,
-        collection: &Collection,
-        key: &str,
-        attrs: &serde_json::Value,
-    ) -> Result<(), ContainerError> {
-        write::commit_group_attrs(collection, key, attrs)
-    }
-
-    /// Stores `attrs` (a JSON object) as the attributes of `live`, then reloads it.
-    ///
-    /// # Errors
-    /// What [`write::commit`] reports.
-    pub fn commit_attrs(
-        &mut self,
-        live: &LiveArray,
-        attrs: serde_json::Value,
-    ) -> Result<(), ContainerError> {
-        let edit = write::Edit {
-            attrs: Some(attrs),
-            ..Default::default()
-        };
-        live.committing(|array| {
-            self.write(array, &edit)?;
-            live.reload(Change::Own(&[]))
-        })?;
-        live.reclaim();
-        Ok(())
-    }
-
-    /// Stores `attrs` as the root attributes of the ctable at `table`.
-    ///
-    /// # Errors
-    /// [`ContainerError::Changed`] when it no longer opens as a ctable; what
-    /// [`write::commit_table_attrs`] reports.
-    pub fn commit_table_attrs(
-        &mut self,
-        table: &Path,
-        attrs: &serde_json::Value,
-    ) -> Result<(), ContainerError> {
-        match container::open(table)? {
-            Container::Table(t) => write::commit_table_attrs(&t, attrs),
-            Container::Array(_) => Err(ContainerError::Changed {
-                path: table.to_path_buf(),
-                why: "it no longer opens as a ctable".into(),
-            }),
-        }
     }
 }

@@ -147,13 +147,13 @@ impl super::Tree {
 
     /// The source on disk: the ctable's or collection's path, else the first array's.
     pub(crate) fn source_path(&self) -> Option<&std::path::Path> {
-        if let Some(t) = &self.table {
+        if let Some(t) = self.mounted.table() {
             return Some(t);
         }
-        if let Some(c) = &self.collection_path {
+        if let Some(c) = self.mounted.collection_path() {
             return Some(c);
         }
-        self.live.iter().flatten().next().map(|l| l.path())
+        self.lives().map(|(_, l)| l).next().map(|l| l.path())
     }
 }
 

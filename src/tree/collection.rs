@@ -14,7 +14,7 @@
 //!   `__vlmeta__` carrier on first read or `stat`.
 //! - A leaf that fails to open shows as a directory whose lookups and listing fail with EIO,
 //!   with a log line naming the store and the key; every other leaf works.
-//! - Leaves commit through the collection ([`crate::reader::Committer::commit_leaf`]): a
+//! - Leaves commit through the collection ([`crate::commit::Target::Leaf`]): a
 //!   `.b2d` leaf or a file of a directory of sources is a frame committed as a single source;
 //!   a `.b2z` member is committed by writing a new zip beside the old one and renaming it
 //!   over it. After any commit the collection is opened again and every leaf reloaded from
@@ -26,16 +26,14 @@
 
 use std::sync::{Arc, OnceLock};
 
-use super::commit::Refreshed;
 use super::inode::{ARRAY_STRIDE, CHUNK_BASE, MAX_GROWING_ARRAYS};
 use super::layout::{
     AttrsOwner, CollectionCell, FileKind, Generated, Layout, NodeKind, Owner, ROOT_INO,
 };
 use super::view::{self, Adding};
-use super::{ArrayFiles, Tree, TreeError, display_chain};
+use super::{ArrayEntry, Tree, TreeError, display_chain};
 use crate::container::store::{self, Collection, Group, Leaf, Node, Opened};
 use crate::container::{Container, ContainerError};
-use crate::reader::ArrayId;
 
 /// A collection leaf's directory before and after its first access.
 #[derive(Debug)]
@@ -224,7 +222,7 @@ impl Tree {
         // A leaf of the mounted collection is opened as the collection is now: a commit may
         // have rebuilt it (a `.b2z` commit moves every member). Nested stores are never
         // rewritten.
-        let now = match (&self.collection, lazy.top) {
+        let now = match (self.mounted.collection(), lazy.top) {
             (Some(cell), true) => {
                 let c = cell.read().clone();
                 match c.find(lazy.leaf.key()) {
@@ -254,12 +252,18 @@ impl Tree {
                 s.nchunks()
             ));
         }
-        let mut files = vec![ArrayFiles::default(); stores.len()];
+        let mut entries: Vec<ArrayEntry> = live
+            .into_iter()
+            .map(|live| ArrayEntry {
+                live,
+                ..ArrayEntry::default()
+            })
+            .collect();
         for (i, node) in new_nodes.iter().enumerate().skip(1) {
             let file_ino = nodes + i as u64;
             let slot = match &node.kind {
                 NodeKind::File(FileKind::Sizes(id, _) | FileKind::Npy(id, _)) => {
-                    files.get_mut(id.0.wrapping_sub(arrays) as usize)
+                    entries.get_mut(id.0.wrapping_sub(arrays) as usize)
                 }
                 _ => None,
             };
@@ -269,10 +273,8 @@ impl Tree {
                 (None, _) => {}
             }
         }
-        for ((store, live), files) in stores.into_iter().zip(live).zip(files) {
-            self.reader.add(store);
-            self.live.push(live);
-            self.files.push(files);
+        for (store, entry) in stores.into_iter().zip(entries) {
+            self.add_array(store, entry);
         }
         let children = match &mut new_nodes[0].kind {
             NodeKind::Dir { children, .. } => std::mem::take(children),
@@ -288,44 +290,6 @@ impl Tree {
     /// opens none; each leaf is opened on first access, and again after every commit that
     /// rewrites the collection.
     pub fn leaves_opened(&self) -> Option<usize> {
-        self.collection.as_ref().map(|c| c.read().leaves_opened())
-    }
-
-    /// After a commit to the mounted collection: opens it again and reloads every leaf array
-    /// from it (a `.b2z` commit rewrites the zip, so every member may have moved), and renders
-    /// their generated files again.
-    pub(crate) fn refresh_collection(&self, change: Refreshed<'_>) -> Result<(), ContainerError> {
-        let Some(cell) = &self.collection else {
-            return Ok(());
-        };
-        let path = cell.read().path().to_path_buf();
-        let fresh = reopen(&path)?;
-        for (a, live) in self.live.iter().enumerate() {
-            let Some(live) = live else { continue };
-            let Some(key) = live.leaf_key() else { continue };
-            let array = match fresh.find(key) {
-                Some(Node::Leaf(leaf)) => match leaf.open_owned()? {
-                    Container::Array(array) => array,
-                    Container::Table(t) => {
-                        return Err(ContainerError::Changed {
-                            path: t.path,
-                            why: format!("{key} is now a table"),
-                        });
-                    }
-                },
-                _ => {
-                    return Err(ContainerError::Changed {
-                        path: path.clone(),
-                        why: format!("{key} is no longer one of its leaves"),
-                    });
-                }
-            };
-            live.replace(array, change.of(ArrayId(a as u32)));
-            self.rerender_sizes(ArrayId(a as u32));
-        }
-        *cell.write() = fresh;
-        // The mount's own commit changed the watched files: not another writer.
-        self.settle_outer(None);
-        Ok(())
+        self.mounted.collection().map(|c| c.read().leaves_opened())
     }
 }

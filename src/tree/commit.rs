@@ -1,7 +1,7 @@
 //! When and how buffered edits reach the source: fsync, a close of a handle opened for
 //! writing by the process that opened it, and release commit (`commit`); a refused or failed commit drops the buffer
 //! (`drop_pending`); after a commit the arrays are reloaded, cached chunks dropped and
-//! generated files rendered again; and what the kernel may keep cached ([`KernelCache`]).
+//! generated files rendered again (`reload.rs`); and what the kernel may keep cached ([`KernelCache`]).
 //!
 //! Subtleties:
 //! - **Who commits at close** (issue 21): a FLUSH commits only when it comes from the process
@@ -17,7 +17,7 @@
 //!   by fsync or the last close; a created chunk file still empty is never committed; an
 //!   empty `__attrs__` buffer is not committed (nor refused) by a flush either.
 //! - **ctables**: a commit that changes a column's row count goes through
-//!   [`crate::reader::Committer::commit_column`] and every column is reloaded afterwards.
+//!   [`crate::commit::Target::Column`] and every column is reloaded afterwards (`reload.rs`).
 //! - **Other writers** (ESTALE): every array is reloaded and the cached chunks whose bytes
 //!   changed are dropped (`follow.rs`); the edit is dropped, so a retry applies to what is
 //!   stored now; the kernel's pages of the changed files are not kept at their next open.
@@ -33,32 +33,11 @@ use std::collections::HashSet;
 
 use super::edit::{BufState, ChunkBuf};
 use super::layout::{AttrsOwner, FileKind, NodeKind};
-use super::{Entry, Tree, TreeError, display_chain, view};
+use super::reload::Refreshed;
+use super::{Entry, Mounted, Tree, TreeError, display_chain, view};
+use crate::commit::{ChunkEdit, Committed, Committer, Edit, Target};
 use crate::container::ContainerError;
-use crate::reader::{ArrayId, Change, ChunkEdit, ChunkId, ChunkStore, Committer, Snapshot};
-
-/// What a reload of the arrays follows.
-#[derive(Debug, Clone, Copy)]
-pub(crate) enum Refreshed<'a> {
-    /// The mount's own commit of these chunks of this array (other arrays: a table resize).
-    Own(ArrayId, &'a [usize]),
-    /// Another writer.
-    Foreign,
-}
-
-impl<'a> Refreshed<'a> {
-    /// A commit that edited no chunk (attributes).
-    pub(crate) const NONE: Refreshed<'static> = Refreshed::Own(ArrayId(u32::MAX), &[]);
-
-    /// The change of `array`'s chunks.
-    pub(crate) fn of(self, array: ArrayId) -> Change<'a> {
-        match self {
-            Refreshed::Own(a, edited) if a == array => Change::Own(edited),
-            Refreshed::Own(..) => Change::Own(&[]),
-            Refreshed::Foreign => Change::Foreign,
-        }
-    }
-}
+use crate::reader::{ArrayId, ChunkId};
 
 /// What [`Tree::follow_replaced`] did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -85,11 +64,11 @@ pub(crate) enum Reason {
 pub(crate) struct KernelCache {
     /// Files whose content changed or whose buffered edit was dropped since they were last
     /// opened: their next open must not keep the kernel's pages.
-    stale: HashSet<u64>,
+    pub(super) stale: HashSet<u64>,
     /// Another writer changed more chunks than [`super::follow::MAX_CHUNK_INVALIDATIONS`]
     /// at once: no file keeps cached pages any more (they may hold what that writer
     /// replaced, at the same size).
-    foreign: bool,
+    pub(super) foreign: bool,
 }
 
 impl Tree {
@@ -119,7 +98,7 @@ impl Tree {
         let mut k = self.kcache.lock();
         k.stale.insert(self.inodes.chunk_ino(id));
         k.stale.extend(zarr);
-        if let Some(npy) = self.files.get(id.array.index()).and_then(|f| f.npy) {
+        if let Some(npy) = self.arrays.get(id.array.index()).and_then(|f| f.npy) {
             k.stale.insert(npy);
         }
     }
@@ -316,10 +295,10 @@ impl Tree {
     /// Such an edit is dropped with ESTALE, whatever else is wrong with it: committing it
     /// would put back, around its own bytes, what that writer replaced.
     fn replaced_base(&self, array: ArrayId, bufs: &[(usize, ChunkBuf)]) -> Option<ContainerError> {
-        let live = self.live.get(array.index()).and_then(Option::as_ref)?;
+        let live = self.live(array)?;
         let why = if bufs.iter().any(|(_, c)| c.stale) {
             "the edit was made against chunks another writer has replaced since"
-        } else if self.collection.is_none() && live.changed_on_disk() {
+        } else if self.mounted.collection().is_none() && live.changed_on_disk() {
             "the source changed on disk since the mount read it"
         } else {
             return None;
@@ -338,17 +317,13 @@ impl Tree {
     /// fail with ESTALE though no other writer touched the source again.
     fn follow_replaced(&self, changed: bool) -> Followed {
         let changed = changed
-            || self.collection.is_some()
-            || self.live.iter().flatten().any(|l| l.changed_on_disk());
+            || self.mounted.collection().is_some()
+            || self.lives().any(|(_, l)| l.changed_on_disk());
         if !changed {
             return Followed::Unchanged;
         }
-        let res = match self.collection {
-            Some(_) => self.refresh_collection(Refreshed::Foreign).map(|_| ()),
-            None => self.refresh(Refreshed::Foreign),
-        };
-        match res {
-            Ok(()) => Followed::Reloaded,
+        match self.reload(Refreshed::Foreign, None) {
+            Ok(_) => Followed::Reloaded,
             Err(e) => {
                 log::warn!("reload after a stale edit failed: {}", display_chain(&e));
                 Followed::Failed
@@ -369,11 +344,11 @@ impl Tree {
         committer: &mut Committer,
     ) -> Result<(), TreeError> {
         let live = self.writable_array(array)?;
-        if self.table.is_some() {
+        if self.mounted.table().is_some() {
             // A row-count change writes every column: each must be writable (else EROFS, as
             // for the edited one).
-            for a in 0..self.live.len() {
-                self.writable_array(ArrayId(a as u32))?;
+            for a in self.array_ids() {
+                self.writable_array(a)?;
             }
         }
         let edits: Vec<ChunkEdit<'_>> = bufs
@@ -384,43 +359,89 @@ impl Tree {
                 append: c.creating,
             })
             .collect();
-        let res = match (&self.table, live.leaf_key(), &self.collection) {
-            (_, Some(key), Some(c)) => {
-                let c = c.read().clone();
-                let indexes: Vec<usize> = bufs.iter().map(|(i, _)| *i).collect();
-                committer
-                    .commit_leaf(&c, key, live, &edits)
-                    .and_then(|()| self.refresh_collection(Refreshed::Own(array, &indexes)))
-            }
-            (Some(table), _, _) => committer.commit_column(table, live, &edits),
-            _ => committer.commit_chunks(live, &edits),
+        let indexes: Vec<usize> = bufs.iter().map(|(i, _)| *i).collect();
+        let before = live.snapshot();
+        let collection = self.mounted.collection().map(|c| c.read().clone());
+        let target = match (&self.mounted, live.leaf_key(), &collection) {
+            (Mounted::Collection { .. }, Some(key), Some(collection)) => Target::Leaf {
+                collection,
+                key,
+                live,
+            },
+            (Mounted::Table(table), ..) => Target::Column { table, live },
+            _ => Target::Array(live),
         };
+        let res = committer.commit(target, Edit::Chunks(&edits));
         let stale = matches!(res, Err(ContainerError::Changed { .. }));
-        if stale && self.collection.is_some() {
-            let _ = self.refresh_collection(Refreshed::Foreign);
-        }
-        if (stale || (res.is_ok() && self.table.is_some())) && self.collection.is_none() {
-            // Every column (a table commit may resize them all; a stale view may be anywhere).
-            let indexes: Vec<usize> = bufs.iter().map(|(i, _)| *i).collect();
-            let change = if stale {
-                Refreshed::Foreign
-            } else {
-                Refreshed::Own(array, &indexes)
-            };
-            self.refresh(change)
-                .map_err(|source| TreeError::Commit { ino, source })?;
-        } else if res.is_ok() {
-            self.rerender_sizes(array);
+        let reloaded = match &res {
+            Ok(Committed::Nothing) => return Ok(()),
+            // Every column (a table commit may resize them all), every leaf (a `.b2z`
+            // commit moves every member), or the array its commit reloaded.
+            Ok(Committed::Written) => self.reload(Refreshed::Own(array, &indexes), None),
+            Ok(Committed::Reloaded) => {
+                self.reload(Refreshed::Own(array, &indexes), Some((array, before)))
+            }
+            // A stale view may be anywhere: every array.
+            Err(_) if stale => self.reload(Refreshed::Foreign, None),
+            Err(_) => Ok(Vec::new()),
+        };
+        if let Err(source) = reloaded {
+            // After a stale commit to a collection the stale error is the answer.
+            if !(stale && self.mounted.collection().is_some()) {
+                return Err(TreeError::Commit { ino, source });
+            }
         }
         if res.is_ok() {
-            let indexes: HashSet<usize> = bufs.iter().map(|(i, _)| *i).collect();
-            self.reader
-                .forget(|id| id.array == array && indexes.contains(&id.index));
             for &index in &indexes {
                 self.chunk_changed(ChunkId::new(array, index));
             }
         }
-        res.map_err(|source| TreeError::Commit { ino, source })
+        res.map(|_| ())
+            .map_err(|source| TreeError::Commit { ino, source })
+    }
+
+    /// The answer to an `__attrs__` commit of `ino` (owned by `owner`; `stale`: its edit was
+    /// marked stale) that failed with `e`: EINVAL is a refusal (the stored attributes are
+    /// kept); after another writer (ESTALE) the file shows what is stored now and the edit is
+    /// dropped (it would silently replace that writer's attributes).
+    fn attrs_not_saved(
+        &self,
+        ino: u64,
+        owner: &AttrsOwner,
+        stale: bool,
+        e: TreeError,
+    ) -> Result<(), TreeError> {
+        if e.errno() == libc::EINVAL {
+            log::warn!(
+                "inode {ino}: __attrs__ not saved, the stored attributes are kept: {}",
+                display_chain(&e)
+            );
+            return Err(TreeError::Refused(format!(
+                "__attrs__: {}",
+                display_chain(&e)
+            )));
+        }
+        if e.errno() == libc::ESTALE {
+            log::warn!("inode {ino}: __attrs__ not saved: {}", display_chain(&e));
+            match self.follow_replaced(!stale) {
+                Followed::Reloaded => {
+                    if let (AttrsOwner::Array(id), Ok(Entry::File(FileKind::Attrs(_, stored)))) =
+                        (owner, self.entry(ino))
+                    {
+                        if let Some(live) = self.live(*id) {
+                            stored.set(view::json_file(live.get().attrs()));
+                            self.edits.lock().attrs.remove(&ino);
+                        }
+                    }
+                }
+                // Already showing what is stored (the reload that marked it stale).
+                Followed::Unchanged => {
+                    self.edits.lock().attrs.remove(&ino);
+                }
+                Followed::Failed => {}
+            }
+        }
+        Err(e)
     }
 
     /// Issue 15: whether the `__attrs__` buffer of `ino` is empty. A close does not commit
@@ -458,68 +479,57 @@ impl Tree {
         };
         let value = parse_attrs(&a.data).map_err(refuse)?;
         let live_path = |id: &ArrayId| {
-            let live = self.live.get(id.index()).and_then(Option::as_ref);
+            let live = self.live(*id);
             live.map_or_else(Default::default, |l| l.path().to_path_buf())
         };
-        let res = match (owner, &self.collection) {
-            (AttrsOwner::Array(id), _) if a.stale => Err(ContainerError::Changed {
-                path: live_path(id),
-                why: "the attributes were edited against a version another writer replaced".into(),
-            }),
-            (AttrsOwner::Array(id), Some(c)) => {
+        let collection = self.mounted.collection().map(|c| c.read().clone());
+        let (target, after) = match (owner, &collection) {
+            (AttrsOwner::Array(id), _) if a.stale => {
+                let source = ContainerError::Changed {
+                    path: live_path(id),
+                    why: "the attributes were edited against a version another writer replaced"
+                        .into(),
+                };
+                return self.attrs_not_saved(
+                    ino,
+                    owner,
+                    a.stale,
+                    TreeError::Commit { ino, source },
+                );
+            }
+            (AttrsOwner::Array(id), Some(collection)) => {
                 let live = self.writable_array(*id)?;
                 match live.leaf_key() {
-                    Some(key) => {
-                        let c = c.read().clone();
-                        committer
-                            .commit_leaf_attrs(&c, key, value)
-                            .and_then(|()| self.refresh_collection(Refreshed::Own(*id, &[])))
-                    }
-                    None => committer.commit_attrs(live, value),
+                    Some(key) => (
+                        Target::Leaf {
+                            collection,
+                            key,
+                            live,
+                        },
+                        Some(Refreshed::Own(*id, &[])),
+                    ),
+                    None => (Target::Array(live), None),
                 }
             }
-            (AttrsOwner::Array(id), None) => {
-                committer.commit_attrs(self.writable_array(*id)?, value)
-            }
-            (AttrsOwner::Table(path), _) => committer.commit_table_attrs(path, &value),
-            (AttrsOwner::Group(key), Some(c)) => {
-                let c = c.read().clone();
-                committer
-                    .commit_group_attrs(&c, key, &value)
-                    .and_then(|()| self.refresh_collection(Refreshed::NONE))
+            (AttrsOwner::Array(id), None) => (Target::Array(self.writable_array(*id)?), None),
+            (AttrsOwner::Table(path), _) => (Target::Table(path), None),
+            (AttrsOwner::Group(key), Some(collection)) => {
+                (Target::Group { collection, key }, Some(Refreshed::NONE))
             }
             (AttrsOwner::Group(_) | AttrsOwner::ReadOnly, _) => return Err(TreeError::ReadOnly),
         };
+        let res = committer
+            .commit(target, Edit::Attrs(value))
+            .and_then(|_| match after {
+                Some(change) => self.reload(change, None).map(|_| ()),
+                None => Ok(()),
+            });
         let stored = match self.entry(ino)? {
             Entry::File(FileKind::Attrs(_, stored)) => stored,
             _ => return Err(TreeError::MetadataFile),
         };
         if let Err(source) = res {
-            let e = TreeError::Commit { ino, source };
-            if e.errno() == libc::EINVAL {
-                return Err(refuse(display_chain(&e)));
-            }
-            if e.errno() == libc::ESTALE {
-                // Another writer changed the source: show what is stored now; the edit is
-                // dropped (it would silently replace that writer's attributes).
-                log::warn!("inode {ino}: __attrs__ not saved: {}", display_chain(&e));
-                match self.follow_replaced(!a.stale) {
-                    Followed::Reloaded => {
-                        if let AttrsOwner::Array(id) = owner {
-                            if let Some(live) = self.live.get(id.index()).and_then(Option::as_ref) {
-                                stored.set(view::json_file(live.get().attrs()));
-                                self.edits.lock().attrs.remove(&ino);
-                            }
-                        }
-                    }
-                    // Already showing what is stored (the reload that marked it stale).
-                    Followed::Unchanged => {
-                        self.edits.lock().attrs.remove(&ino);
-                    }
-                    Followed::Failed => {}
-                }
-            }
-            return Err(e);
+            return self.attrs_not_saved(ino, owner, a.stale, TreeError::Commit { ino, source });
         }
         // The file shows what was written (not a re-rendering of it).
         stored.set(a.data.clone());
@@ -538,98 +548,6 @@ impl Tree {
         }
         Ok(())
     }
-
-    /// Reloads every array and drops cached copies of the chunks whose stamps changed: those
-    /// the commit edited and those from the last chunk both versions have on; after another
-    /// writer, every chunk whose compressed bytes are not known to be the same
-    /// ([`Change::Foreign`]), and the kernel's pages of them and of every generated file are
-    /// not kept at their next open.
-    pub(crate) fn refresh(&self, change: Refreshed<'_>) -> Result<(), ContainerError> {
-        let foreign = matches!(change, Refreshed::Foreign);
-        if foreign {
-            self.generated_stale();
-            // Edits still buffered were made against what that writer replaced.
-            let mut edits = self.edits.lock();
-            edits.chunks.values_mut().for_each(|c| c.stale = true);
-            edits.attrs.values_mut().for_each(|a| a.stale = true);
-        }
-        for (a, live) in self.live.iter().enumerate() {
-            let Some(live) = live else { continue };
-            let array = ArrayId(a as u32);
-            let old = live.snapshot();
-            live.reload(change.of(array))?;
-            let new = live.snapshot();
-            self.reader
-                .forget(|id| id.array == array && changed(&old, &new, id.index));
-            if foreign {
-                self.reader.forget_parts(|id| id.array == array);
-                self.kernel_drops(array, &old, &new);
-            }
-            self.rerender_sizes(array);
-        }
-        self.table_npy_changed();
-        if foreign {
-            // Issue 21: a reload after a stale commit showed the old attributes for good
-            // (the follower saw nothing left to follow).
-            self.rerender_attrs();
-        }
-        Ok(())
-    }
-
-    /// After another writer: the kernel's pages of every directory and generated file are
-    /// not kept at their next open.
-    pub(crate) fn generated_stale(&self) {
-        let mut k = self.kcache.lock();
-        k.stale.extend(1..=self.nodes.len() as u64);
-    }
-
-    /// After another writer: the kernel's pages of the chunk files of `array` whose stamps
-    /// changed from `old` to `new` are not kept at their next open.
-    pub(crate) fn kernel_drops(&self, array: ArrayId, old: &Snapshot, new: &Snapshot) {
-        let n = old.nchunks().max(new.nchunks());
-        if n > super::follow::MAX_CHUNK_INVALIDATIONS {
-            self.kcache.lock().foreign = true;
-            return;
-        }
-        let zarr = |index| self.zarr_chunk_ino(ChunkId::new(array, index));
-        let mut k = self.kcache.lock();
-        for index in (0..n).filter(|&i| changed(old, new, i)) {
-            k.stale
-                .insert(self.inodes.chunk_ino(ChunkId::new(array, index)));
-            k.stale.extend(zarr(index));
-        }
-    }
-
-    /// Renders `meta/sizes` of `array` again from its (just reopened) source; its
-    /// `array.npy` may have changed size too.
-    pub(crate) fn rerender_sizes(&self, array: ArrayId) {
-        self.zarr_changed();
-        let files = self.files.get(array.index()).copied().unwrap_or_default();
-        let Some(live) = self.live.get(array.index()).and_then(Option::as_ref) else {
-            return;
-        };
-        if let Some(ino) = files.sizes {
-            if let Some(NodeKind::File(FileKind::Sizes(_, content))) =
-                self.node(ino).map(|n| &n.kind)
-            {
-                match view::sizes(&live.get()) {
-                    Ok(v) => content.set(view::json_file(&v)),
-                    Err(e) => log::warn!("meta/sizes not updated: {}", display_chain(&e)),
-                }
-                self.kcache.lock().stale.insert(ino);
-            }
-        }
-        if let Some(npy) = files.npy {
-            self.npy_changed(array);
-            self.kcache.lock().stale.insert(npy);
-        }
-    }
-}
-
-/// Whether chunk `index` may hold other bytes in version `new` than in `old`: a new stamp, or
-/// a chunk only one of them has.
-pub(crate) fn changed(old: &Snapshot, new: &Snapshot, index: usize) -> bool {
-    index >= old.nchunks().min(new.nchunks()) || old.stamp(index) != new.stamp(index)
 }
 
 /// Parses an `__attrs__` buffer: it must be a JSON object.
@@ -691,15 +609,5 @@ mod tests {
                 .unwrap_err()
                 .contains("not JSON")
         );
-    }
-
-    #[test]
-    fn an_own_commit_names_its_chunks_only_for_its_array() {
-        let edited = [1, 4];
-        let own = Refreshed::Own(ArrayId(2), &edited);
-        assert!(matches!(own.of(ArrayId(2)), Change::Own(c) if c == [1, 4]));
-        assert!(matches!(own.of(ArrayId(0)), Change::Own([])));
-        assert!(matches!(Refreshed::NONE.of(ArrayId(0)), Change::Own([])));
-        assert!(matches!(Refreshed::Foreign.of(ArrayId(0)), Change::Foreign));
     }
 }

@@ -201,11 +201,7 @@ impl Tree {
     /// The writable array `id`, or [`TreeError::ReadOnly`] (logged with the reason) when the
     /// source cannot be written.
     pub(crate) fn writable_array(&self, id: ArrayId) -> Result<&Arc<LiveArray>, TreeError> {
-        let live = self
-            .live
-            .get(id.index())
-            .and_then(Option::as_ref)
-            .ok_or(TreeError::ReadOnly)?;
+        let live = self.live(id).ok_or(TreeError::ReadOnly)?;
         if let Some(why) = live.why_not_writable() {
             log::info!("not writable: {}", super::display_chain(&why));
             return Err(TreeError::ReadOnly);
@@ -232,7 +228,7 @@ impl Tree {
             }
             Entry::File(FileKind::Attrs(AttrsOwner::ReadOnly, _)) => Err(TreeError::ReadOnly),
             Entry::File(FileKind::Attrs(AttrsOwner::Group(_), _)) => {
-                if self.collection.is_none() {
+                if self.mounted.collection().is_none() {
                     return Err(TreeError::ReadOnly);
                 }
                 Ok(WriteTarget::Attrs)

@@ -35,9 +35,9 @@ use std::time::{Duration, Instant};
 
 use parking_lot::{Condvar, Mutex, RwLock};
 
-use super::commit::{Refreshed, changed};
 use super::layout::{AttrsOwner, CollectionCell, FileKind, NodeKind, ROOT_INO};
 use super::members::{self, Members};
+use super::reload::{Refreshed, changed};
 use super::{Entry, Tree, chunk_name, display_chain, view};
 use crate::container::{Container, FileState};
 use crate::reader::{ArrayId, ChunkStore, Snapshot};
@@ -148,7 +148,7 @@ impl Tree {
     /// the module doc); returns whether it did. The kernel invalidations it implies wait in
     /// [`Follow::wait`].
     pub fn follow_source(&self) -> bool {
-        let all: Vec<ArrayId> = (0..self.live.len()).map(|a| ArrayId(a as u32)).collect();
+        let all: Vec<ArrayId> = self.array_ids();
         self.follow(&all)
     }
 
@@ -173,18 +173,15 @@ impl Tree {
             Ok(Entry::File(FileKind::Attrs(AttrsOwner::Array(a), _))) => vec![*a],
             Ok(Entry::File(FileKind::TableNpy(_, columns))) => columns.clone(),
             Ok(Entry::File(FileKind::Fixed(_)) | Entry::Scratch) => return,
-            _ => (0..self.live.len()).map(|a| ArrayId(a as u32)).collect(),
+            _ => self.array_ids(),
         };
         self.follow(&arrays);
     }
 
     fn changed(&self, arrays: &[ArrayId]) -> bool {
-        arrays.iter().any(|a| {
-            self.live
-                .get(a.index())
-                .and_then(Option::as_ref)
-                .is_some_and(|l| l.changed_on_disk())
-        })
+        arrays
+            .iter()
+            .any(|a| self.live(*a).is_some_and(|l| l.changed_on_disk()))
     }
 
     fn follow(&self, arrays: &[ArrayId]) -> bool {
@@ -210,10 +207,7 @@ impl Tree {
         let source = self.source_name();
         // Taken before the reload: a change while it runs shows at the next look.
         let seen = self.follow.outer.lock().now();
-        let reloaded = match &self.collection {
-            Some(_) => self.refresh_members(),
-            None => self.refresh(Refreshed::Foreign).map(|()| Vec::new()),
-        };
+        let reloaded = self.reload(Refreshed::Foreign, None);
         let entries = match reloaded {
             Ok(entries) => entries,
             Err(e) => {
@@ -235,7 +229,6 @@ impl Tree {
         } else {
             log::info!("{source}: changed by another writer: reloaded");
         }
-        self.rerender_attrs();
         self.zarr_changed();
         let mut inv = self.invalidations(&old, false);
         inv.extend(entries);
@@ -253,9 +246,9 @@ impl Tree {
 
     /// The current version of every array.
     fn snapshots(&self) -> Vec<Option<Arc<Snapshot>>> {
-        self.live
+        self.arrays
             .iter()
-            .map(|l| l.as_ref().map(|l| l.snapshot()))
+            .map(|e| e.live.as_ref().map(|l| l.snapshot()))
             .collect()
     }
 
@@ -263,7 +256,7 @@ impl Tree {
     /// with the states `seen` taken before a reload, or as they are now (`None`: after the
     /// mount's own commit).
     pub(crate) fn settle_outer(&self, seen: Option<Vec<Option<FileState>>>) {
-        let files = outer_files(self.table.as_deref(), self.collection.as_ref());
+        let files = outer_files(self.mounted.table(), self.mounted.collection());
         let mut o = self.follow.outer.lock();
         let before: HashMap<PathBuf, Option<FileState>> = match seen {
             Some(seen) => o.files.iter().cloned().zip(seen).collect(),
@@ -278,8 +271,8 @@ impl Tree {
 
     /// The source path for log lines.
     fn source_name(&self) -> String {
-        let first = self.live.iter().flatten().next();
-        match (&self.table, &self.collection_path, first) {
+        let first = self.lives().map(|(_, l)| l).next();
+        match (self.mounted.table(), self.mounted.collection_path(), first) {
             (Some(t), _, _) => t.display().to_string(),
             (None, Some(c), _) => c.display().to_string(),
             (None, None, Some(l)) => l.path().display().to_string(),
@@ -291,8 +284,8 @@ impl Tree {
     /// the reloaded source.
     pub(crate) fn rerender_attrs(&self) {
         let table = self
-            .table
-            .as_ref()
+            .mounted
+            .table()
             .and_then(|t| match crate::container::open(t) {
                 Ok(Container::Table(t)) => Some(view::json_file(&t.attrs)),
                 _ => None,
@@ -303,7 +296,7 @@ impl Tree {
             };
             match owner {
                 AttrsOwner::Array(a) => {
-                    if let Some(live) = self.live.get(a.index()).and_then(Option::as_ref) {
+                    if let Some(live) = self.live(*a) {
                         stored.set(view::json_file(live.get().attrs()));
                     }
                 }

@@ -28,12 +28,9 @@ use std::sync::OnceLock;
 
 use super::Tree;
 use super::collection::{LazyLeaf, add_group};
-use super::commit::Refreshed;
 use super::follow::Invalidation;
 use super::layout::{Layout, NodeKind};
 use crate::container::store::{Collection, Form, Group, Node};
-use crate::container::{Container, ContainerError};
-use crate::reader::ArrayId;
 
 /// Directory entries changed since the mount by another writer of the collection.
 #[derive(Debug, Default)]
@@ -78,7 +75,7 @@ impl Tree {
     /// The children of directory `ino` whose fixed children are `fixed`: with the members
     /// added since the mount, without those removed.
     pub(crate) fn members_of<'a>(&self, ino: u64, fixed: &'a [u64]) -> Cow<'a, [u64]> {
-        if self.collection.is_none() {
+        if self.mounted.collection().is_none() {
             return Cow::Borrowed(fixed);
         }
         let m = self.follow.members.read();
@@ -98,76 +95,13 @@ impl Tree {
 
     /// Whether the member shown by directory `ino` was removed by another writer.
     pub(crate) fn member_gone(&self, ino: u64) -> bool {
-        self.collection.is_some() && self.follow.members.read().gone.contains(&ino)
-    }
-
-    /// After another writer changed the collection: opens it again, reloads the leaf arrays
-    /// laid out so far (those whose member is gone keep their version, and stop being
-    /// watched), updates the members shown, and returns the directory entries the kernel
-    /// must forget.
-    ///
-    /// # Errors
-    /// When the collection cannot be opened (then nothing changed).
-    pub(crate) fn refresh_members(&self) -> Result<Vec<Invalidation>, ContainerError> {
-        let Some(cell) = &self.collection else {
-            return Ok(Vec::new());
-        };
-        let path = cell.read().path().to_path_buf();
-        let fresh = super::collection::reopen(&path)?;
-        self.generated_stale();
-        for (a, live) in self.live.iter().enumerate() {
-            let Some(live) = live else { continue };
-            let Some(key) = live.leaf_key() else { continue };
-            let array = ArrayId(a as u32);
-            let opened = match fresh.find(key) {
-                Some(Node::Leaf(leaf)) => leaf.open_owned(),
-                _ => {
-                    live.settle();
-                    continue;
-                }
-            };
-            match opened {
-                Ok(Container::Array(new)) => self.reload_leaf(array, live, new),
-                Ok(Container::Table(_)) => live.settle(),
-                Err(e) => {
-                    log::warn!(
-                        "{}: {key}: changed and cannot be opened now: {}; serving what is \
-                         cached",
-                        path.display(),
-                        super::display_chain(&e)
-                    );
-                    live.settle();
-                }
-            }
-        }
-        *cell.write() = fresh.clone();
-        let mut out = Vec::new();
-        let _grow = self.grow.lock();
-        self.follow_group(super::layout::ROOT_INO, fresh.root(), &mut out);
-        Ok(out)
-    }
-
-    /// Replaces leaf array `array` (`live`) by `new`, another writer's version.
-    fn reload_leaf(
-        &self,
-        array: ArrayId,
-        live: &crate::reader::LiveArray,
-        new: crate::container::Array,
-    ) {
-        let old = live.snapshot();
-        live.replace(new, Refreshed::Foreign.of(array));
-        let now = live.snapshot();
-        self.reader
-            .forget(|id| id.array == array && super::commit::changed(&old, &now, id.index));
-        self.reader.forget_parts(|id| id.array == array);
-        self.kernel_drops(array, &old, &now);
-        self.rerender_sizes(array);
+        self.mounted.collection().is_some() && self.follow.members.read().gone.contains(&ino)
     }
 
     /// Brings the members shown in directory `dir` (group `g` of the reopened collection)
     /// up to date, and those of its sub-groups; adds to `out` the entries the kernel must
     /// forget. The caller holds `grow`.
-    fn follow_group(&self, dir: u64, g: &Group, out: &mut Vec<Invalidation>) {
+    pub(crate) fn follow_group(&self, dir: u64, g: &Group, out: &mut Vec<Invalidation>) {
         let fixed = match self.node(dir).map(|n| &n.kind) {
             Some(NodeKind::Dir { children, .. }) => children.clone(),
             _ => return,
@@ -238,7 +172,7 @@ impl Tree {
         let nodes = self.nodes.len() as u64;
         let arrays = u32::try_from(self.reader.arrays()).ok()?;
         let mut sub = Layout::subtree(dir, nodes, arrays, self.owner);
-        let cell = self.collection.as_ref()?;
+        let cell = self.mounted.collection()?;
         let made = match child {
             Node::Leaf(leaf) => Ok(sub.lazy_leaf(
                 dir,

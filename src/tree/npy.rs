@@ -77,7 +77,7 @@ fn below_pages(npy: &Npy, offset: u64) -> impl Iterator<Item = u64> + '_ {
 impl Tree {
     /// The NPY view of `array`.
     pub(super) fn npy_view(&self, array: ArrayId) -> Option<Arc<Npy>> {
-        let ino = self.files.get(array.index()).and_then(|f| f.npy)?;
+        let ino = self.arrays.get(array.index()).and_then(|f| f.npy)?;
         match self.node(ino).map(|n| &n.kind) {
             Some(NodeKind::File(FileKind::Npy(_, cell))) => Some(cell.get()),
             _ => None,
@@ -91,10 +91,10 @@ impl Tree {
 
     /// Renders the NPY view of `array` again from its (just reopened) source.
     pub(crate) fn npy_changed(&self, array: ArrayId) {
-        let Some(ino) = self.files.get(array.index()).and_then(|f| f.npy) else {
+        let Some(ino) = self.arrays.get(array.index()).and_then(|f| f.npy) else {
             return;
         };
-        let Some(live) = self.live.get(array.index()).and_then(Option::as_ref) else {
+        let Some(live) = self.live(array) else {
             return;
         };
         if let Some(NodeKind::File(FileKind::Npy(_, cell))) = self.node(ino).map(|n| &n.kind) {
@@ -524,7 +524,9 @@ impl Tree {
 
     /// Renders `table.npy` again from the ctable on disk (after a commit changed its rows).
     pub(crate) fn table_npy_changed(&self) {
-        let Some(path) = &self.table else { return };
+        let Some(path) = self.mounted.table() else {
+            return;
+        };
         for node in self.nodes.iter() {
             if let NodeKind::File(FileKind::TableNpy(cell, _)) = &node.kind {
                 match crate::container::open(path) {

@@ -409,15 +409,12 @@ impl super::Tree {
             stats,
         };
         // A collection's root describes the collection, not whichever leaf was opened first.
-        let (source, info) = match &self.collection_path {
-            Some(p) => (Some(p.as_path()), SourceInfo::default()),
+        let (source, info) = match self.mounted.collection_path() {
+            Some(p) => (Some(p), SourceInfo::default()),
             None => {
                 let first =
                     (self.reader.arrays() > 0).then(|| self.reader.store(ArrayId(0)).path());
-                (
-                    self.table.as_deref().or(first),
-                    self.source_info(ArrayId(0)),
-                )
+                (self.mounted.table().or(first), self.source_info(ArrayId(0)))
             }
         };
         Target::root(source, info, cache, self.options.writable, &self.events)
@@ -425,7 +422,7 @@ impl super::Tree {
 
     /// What array `array`'s source records about itself (none for synthetic stores).
     fn source_info(&self, array: ArrayId) -> SourceInfo {
-        let live = self.live.get(array.index()).and_then(Option::as_ref);
+        let live = self.live(array);
         live.map(|l| SourceInfo::of(&l.get())).unwrap_or_default()
     }
 }

@@ -227,7 +227,7 @@ impl Tree {
                         .then(|| self.reader.store(ArrayId(0)).path().to_path_buf());
                     // Sparse frames and bcolz roots are directories, local or under a remote
                     // prefix (whose URL is no local directory).
-                    let dir_kind = self.live.get(0).and_then(Option::as_ref).is_some_and(|l| {
+                    let dir_kind = self.live(ArrayId(0)).is_some_and(|l| {
                         !matches!(l.get().kind(), crate::container::SourceKind::Cframe)
                     });
                     let is_dir = dir_kind || path.as_deref().is_some_and(std::path::Path::is_dir);
@@ -404,7 +404,7 @@ impl Tree {
     /// Whether native directory `n` is a ctable (its arrays share their first dimension).
     fn zarr_is_table(&self, n: u64) -> bool {
         if n == ROOT_INO {
-            return self.table.is_some();
+            return self.mounted.table().is_some();
         }
         matches!(self.node(n).map(|n| &n.kind), Some(NodeKind::Leaf(_)))
             && matches!(self.zarr_dir_kind(n), Ok(DirKind::Group))

@@ -11,9 +11,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::time::{Duration, SystemTime};
 
+use b2fs::commit::RECLAIM_SLACK;
 use b2fs::container::{Container, write};
-use b2fs::reader::RECLAIM_SLACK;
-use b2fs::tree::Tree;
+use b2fs::tree::{Tree, TreeOptions};
 
 use crate::support::crash::{Rng, kill_delay};
 use crate::support::ok as run;

@@ -20,7 +20,14 @@ const ALLOWED: &[(&str, &[&str])] = &[
         "reader",
         &["cache", "codec", "container", "error", "mem", "reader"],
     ),
-    ("tree", &["codec", "container", "error", "reader", "tree"]),
+    (
+        "commit",
+        &["codec", "commit", "container", "error", "reader"],
+    ),
+    (
+        "tree",
+        &["codec", "commit", "container", "error", "reader", "tree"],
+    ),
     ("fuse", &["error", "fuse", "tree"]),
     // A remote object is a byte source below the container layer: it implements the
     // container's `ByteSource` trait and uses nothing else of it.
@@ -30,6 +37,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
         &[
             "cli",
             "codec",
+            "commit",
             "container",
             "cache",
             "error",

@@ -147,7 +147,7 @@ pub fn space(array: &Array) -> Result<Option<Space>, ContainerError> {
 }
 
 /// Rewrites the contiguous frame `array` was opened from without dead space while a mount
-/// serves it (issue 21: the mount's own background compaction, `reader/live.rs`): the
+/// serves it (issue 21: the mount's own background compaction, `src/commit.rs`): the
 /// chunks are copied from `array` into `<file>.b2fs-tmp` one by one (memory: one chunk),
 /// the file fsynced, checked again to be the version `array` shows, renamed over the
 /// source, and the directory fsynced. A crash leaves the old file or the new one, with the

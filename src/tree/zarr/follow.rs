@@ -6,8 +6,8 @@
 use super::{Tree, ZNode};
 use crate::reader::{ArrayId, ChunkId, ChunkStore, Snapshot};
 use crate::tree::Invalidation;
-use crate::tree::commit::changed;
 use crate::tree::layout::NodeKind;
+use crate::tree::reload::changed;
 
 impl Tree {
     /// The invalidations of array `array` (shown by native directory `dir`) after it changed

@@ -40,7 +40,7 @@ impl Tree {
     pub(super) fn zarr_quick(&self, lazy: &LazyLeaf) -> Option<Quick> {
         // A leaf of the mounted collection is read as the collection is now (a `.b2z`
         // commit moves every member), as laying it out would.
-        let now = match (&self.collection, lazy.top) {
+        let now = match (self.mounted.collection(), lazy.top) {
             (Some(cell), true) => {
                 let c = cell.read().clone();
                 match c.find(lazy.leaf.key()) {

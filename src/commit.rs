@@ -1,0 +1,428 @@
+//! Commits: the mount's write path, beside the [`crate::reader`] (which only reads). One
+//! entry, [`Committer::commit`]: a [`Target`] (a single array, a ctable column, a collection
+//! leaf, a ctable's or a group's attributes) and an [`Edit`] (decoded chunk contents, or
+//! attributes) make one crash-safe container commit ([`crate::container::write`]): old or
+//! new after a crash, for every chunk of the edit.
+//!
+//! ```text
+//! Committer::commit(Target, Edit)
+//!   -> container_edit()        decoded chunks compressed with the parameters the existing
+//!                              chunks use (one encoder reused by every commit)
+//!   -> container::write::*     the commit itself (frames, bcolz, ctable columns, stores)
+//!   -> LiveArray::reload       a single array is reopened at once (inside its commit window,
+//!                              so versions pinned by readers keep reading while it appends)
+//!   -> reclaim()               issue 21: a contiguous frame's dead space given back
+//! ```
+//!
+//! What is reloaded after the commit, besides a single array, is the caller's: a ctable commit
+//! may resize every column, a `.b2z` commit moves every member ([`Committed`] says which).
+//! Commits are serialised by the caller (the tree holds its committer lock for a whole
+//! commit and the reload after it).
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+use crate::codec::encode::Encoder;
+use crate::container::store::{Collection, Leaf, Node};
+use crate::container::{self, Array, Container, ContainerError, write};
+use crate::reader::{Change, LiveArray};
+
+#[cfg(test)]
+mod tests;
+
+/// Issue 21: a contiguous frame is compacted after a commit of the mount when its dead space
+/// (bytes no chunk, index or trailer of the current version uses) exceeds its live bytes plus
+/// this much: the file stays within twice its live bytes, plus this, plus one commit's chunks.
+pub const RECLAIM_SLACK: u64 = 1 << 20;
+
+/// The new decoded content of one chunk, as a commit takes it.
+#[derive(Debug, Clone, Copy)]
+pub struct ChunkEdit<'a> {
+    /// Chunk index.
+    pub index: usize,
+    /// The whole decoded chunk as it should become (empty: remove the last chunk).
+    pub data: &'a [u8],
+    /// A chunk being created (`data/<nchunks>.bin`): an append (nothing while empty).
+    pub append: bool,
+}
+
+/// What a commit writes to.
+#[derive(Debug, Clone, Copy)]
+pub enum Target<'a> {
+    /// A single array (a frame, a b2nd/caterva array, a bcolz carray), or a ctable column's
+    /// attributes: committed, then reloaded at once.
+    Array(&'a LiveArray),
+    /// Chunks of a column of the ctable at `table`: a change of its row count resizes every
+    /// column ([`write::commit_column`]); the caller reloads every column.
+    Column {
+        /// The ctable's directory.
+        table: &'a Path,
+        /// The column.
+        live: &'a LiveArray,
+    },
+    /// Leaf `key` of `collection` ([`write::commit_member`]: a `.b2z` member is committed by
+    /// a new zip renamed over the old one); the caller reopens the collection.
+    Leaf {
+        /// The collection as the mount knows it now.
+        collection: &'a Collection,
+        /// The leaf's key.
+        key: &'a str,
+        /// The leaf's array.
+        live: &'a LiveArray,
+    },
+    /// The root attributes of the ctable at this path.
+    Table(&'a Path),
+    /// The attributes of group `key` of `collection` (its `__vlmeta__` carrier).
+    Group {
+        /// The collection as the mount knows it now.
+        collection: &'a Collection,
+        /// The group's key.
+        key: &'a str,
+    },
+}
+
+/// What a commit changes.
+#[derive(Debug, Clone)]
+pub enum Edit<'a> {
+    /// Chunks, all in one commit.
+    Chunks(&'a [ChunkEdit<'a>]),
+    /// The attributes (a JSON object).
+    Attrs(serde_json::Value),
+}
+
+/// What a commit did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Committed {
+    /// Nothing was to be done (chunk files being created, still empty).
+    Nothing,
+    /// Written; the target ([`Target::Array`]) is reloaded already.
+    Reloaded,
+    /// Written; what shows the target must be reloaded by the caller.
+    Written,
+}
+
+/// What [`Committer`] knows of one frame's space (issue 21, bounded growth).
+#[derive(Debug, Default)]
+struct Reclaim {
+    /// Live bytes when last measured (or the file's length when first seen, which is at
+    /// least that): the file is measured again once it is twice that plus
+    /// [`RECLAIM_SLACK`].
+    baseline: Option<u64>,
+    /// The mount's shared lock on the file a compaction renamed in.
+    lock: Option<write::SourceLock>,
+}
+
+/// Performs commits, one at a time (callers serialise them by holding it), reusing one
+/// encoder.
+#[derive(Debug, Default)]
+pub struct Committer {
+    encoder: Encoder,
+    /// Crash tests: the next frame or carray commit performs only this many durable steps
+    /// ([`write::commit_with_crash_after`]) and then fails as a crash there would.
+    crash_after: Option<usize>,
+    /// Per single-array source (by path): its dead space, given back by compaction.
+    reclaim: HashMap<PathBuf, Reclaim>,
+}
+
+impl Committer {
+    /// A committer with a fresh encoder.
+    pub fn new() -> Committer {
+        Committer::default()
+    }
+
+    /// Crash tests: the next commit to a [`Target::Array`] stops after `steps` durable steps,
+    /// leaving the files as a crash there would, and fails with an I/O error when it was cut
+    /// short. The caller must then abandon the array and reopen the source, as a restarted
+    /// daemon would.
+    pub fn crash_after(&mut self, steps: usize) {
+        self.crash_after = Some(steps);
+    }
+
+    /// Commits `edit` to `target` (see the module doc).
+    ///
+    /// # Errors
+    /// [`ContainerError::Changed`] when the source changed on disk since the mount read it
+    /// (another writer) or a leaf or table is gone; [`ContainerError::Refused`] for an edit
+    /// the source cannot take (a chunk of the wrong size, emptying a chunk that is not the
+    /// last, chunks of attributes-only targets); what the container layer or the encoder
+    /// report.
+    pub fn commit(
+        &mut self,
+        target: Target<'_>,
+        edit: Edit<'_>,
+    ) -> Result<Committed, ContainerError> {
+        let edited: Vec<usize> = match edit {
+            Edit::Chunks(chunks) => chunks.iter().map(|c| c.index).collect(),
+            Edit::Attrs(_) => Vec::new(),
+        };
+        let container_edit = match edit {
+            Edit::Chunks(chunks) => {
+                let Some(live) = target.live() else {
+                    return Err(ContainerError::Refused {
+                        path: target.path(),
+                        why: "chunks of something that holds only attributes".into(),
+                    });
+                };
+                match self.container_edit(&live.get(), chunks)? {
+                    Some(e) => e,
+                    None => return Ok(Committed::Nothing),
+                }
+            }
+            Edit::Attrs(attrs) => write::Edit {
+                attrs: Some(attrs),
+                ..Default::default()
+            },
+        };
+        match target {
+            Target::Array(live) => self.commit_array(live, &container_edit, &edited),
+            // A column's attributes are its own carray's.
+            Target::Column { live, .. } if container_edit.attrs.is_some() => {
+                self.commit_array(live, &container_edit, &edited)
+            }
+            Target::Column { table, live } => {
+                if live.get().changed_on_disk()? {
+                    return Err(ContainerError::Changed {
+                        path: live.path().to_path_buf(),
+                        why: "meta/sizes, meta/storage or __attrs__ differ".into(),
+                    });
+                }
+                let table = open_table(table)?;
+                let column = table
+                    .columns
+                    .iter()
+                    .position(|(_, a)| a.path() == live.path())
+                    .ok_or_else(|| ContainerError::Changed {
+                        path: table.path.clone(),
+                        why: format!("{} is no longer one of its columns", live.path().display()),
+                    })?;
+                write::commit_column(&table, column, &container_edit)?;
+                Ok(Committed::Written)
+            }
+            Target::Leaf {
+                collection,
+                key,
+                live,
+            } => {
+                let leaf = leaf_of(collection, key)?;
+                match container_edit.attrs.is_some() {
+                    true => write::commit_member(collection, leaf, &container_edit)?,
+                    false => {
+                        live.committing(|_| {
+                            write::commit_member(collection, leaf, &container_edit)
+                        })?;
+                    }
+                }
+                Ok(Committed::Written)
+            }
+            Target::Table(path) => {
+                let attrs = container_edit.attrs.unwrap_or_default();
+                write::commit_table_attrs(&open_table(path)?, &attrs)?;
+                Ok(Committed::Written)
+            }
+            Target::Group { collection, key } => {
+                let attrs = container_edit.attrs.unwrap_or_default();
+                write::commit_group_attrs(collection, key, &attrs)?;
+                Ok(Committed::Written)
+            }
+        }
+    }
+
+    /// Commits `edit` (of chunks `edited`) to the single array `live`, reloads it inside the
+    /// commit window (versions pinned by readers keep reading while it appends), then gives
+    /// back dead space.
+    fn commit_array(
+        &mut self,
+        live: &LiveArray,
+        edit: &write::Edit,
+        edited: &[usize],
+    ) -> Result<Committed, ContainerError> {
+        live.committing(|array| {
+            self.write(array, edit)?;
+            live.reload(Change::Own(edited))
+        })?;
+        self.reclaim(live);
+        Ok(Committed::Reloaded)
+    }
+
+    /// [`write::commit`], or its crash-test variant when [`Committer::crash_after`] asked.
+    fn write(&mut self, array: &Array, edit: &write::Edit) -> Result<(), ContainerError> {
+        let Some(steps) = self.crash_after.take() else {
+            return write::commit(array, edit);
+        };
+        match write::commit_with_crash_after(array, edit, steps)? {
+            true => Ok(()),
+            false => Err(ContainerError::Io {
+                path: array.path().to_path_buf(),
+                source: std::io::Error::other(format!(
+                    "simulated crash after {steps} durable steps of the commit"
+                )),
+            }),
+        }
+    }
+
+    /// The container edit `edits` of `array` stand for: updates, an append, the removal of
+    /// the last chunk (an empty chunk that is the last); `None` when nothing is to be done
+    /// (created chunk files still empty).
+    fn container_edit(
+        &mut self,
+        array: &Array,
+        edits: &[ChunkEdit<'_>],
+    ) -> Result<Option<write::Edit>, ContainerError> {
+        let path = array.path();
+        let nchunks = array.nchunks();
+        let mut edit = write::Edit::default();
+        let mut params = None;
+        for chunk in edits {
+            if chunk.data.is_empty() {
+                if chunk.append {
+                    continue;
+                }
+                if chunk.index + 1 != nchunks {
+                    return Err(ContainerError::Refused {
+                        path: path.to_path_buf(),
+                        why: format!(
+                            "emptying chunk {} (only the last chunk can be removed)",
+                            chunk.index
+                        ),
+                    });
+                }
+                edit.truncate = Some(chunk.index);
+                continue;
+            }
+            let params = match &params {
+                Some(p) => p,
+                None => params.insert(write::chunk_cparams(array)?),
+            };
+            let bytes =
+                self.encoder
+                    .compress(chunk.data, params)
+                    .map_err(|e| ContainerError::Chunk {
+                        path: path.to_path_buf(),
+                        index: chunk.index,
+                        source: e,
+                    })?;
+            // A created chunk file that exists by now (a ctable column grown by a commit of
+            // another column while it was being written) replaces that chunk.
+            if !chunk.append || chunk.index < nchunks {
+                edit.updates.push((chunk.index, bytes));
+            } else if chunk.index == nchunks + edit.appends.len() {
+                edit.appends.push(bytes);
+            } else {
+                return Err(ContainerError::Refused {
+                    path: path.to_path_buf(),
+                    why: format!("appending chunk {}: the source has {nchunks}", chunk.index),
+                });
+            }
+        }
+        Ok((!edit.is_empty()).then_some(edit))
+    }
+
+    /// Issue 21, bounded growth: after a commit of the mount, compacts the contiguous frame
+    /// of `live` when its dead space passes its live bytes plus [`RECLAIM_SLACK`]
+    /// ([`write::compact_mounted`]: a temp file renamed in; descriptors reading older
+    /// versions keep the old file), then serves the new file with every stamp kept. The
+    /// file is measured (one chunk header per chunk) only once it has grown to twice what
+    /// was live when last measured, so the cost stays proportional to what commits wrote.
+    /// Best effort: a failure is logged and leaves the source as it was. Collection leaves
+    /// (committed through their store) are not compacted here.
+    fn reclaim(&mut self, live: &LiveArray) {
+        if live.leaf_key().is_some() {
+            return;
+        }
+        let array = live.get();
+        let Some(len) = array.file_state().map(|s| s.len) else {
+            return;
+        };
+        let path = live.path();
+        let r = self.reclaim.entry(path.to_path_buf()).or_default();
+        let baseline = *r.baseline.get_or_insert(len);
+        if len <= baseline.saturating_mul(2).saturating_add(RECLAIM_SLACK) {
+            return;
+        }
+        let space = match write::space(&array) {
+            Ok(Some(s)) => s,
+            Ok(None) => return,
+            Err(e) => {
+                log::warn!("{}: cannot measure dead space: {e}", path.display());
+                r.baseline = Some(len);
+                return;
+            }
+        };
+        r.baseline = Some(space.live);
+        if space.len <= space.live.saturating_mul(2).saturating_add(RECLAIM_SLACK) {
+            return;
+        }
+        match write::compact_mounted(&array) {
+            Ok(lock) => {
+                r.lock = Some(lock);
+                if let Err(e) = live.reload(Change::Compacted) {
+                    log::warn!(
+                        "{}: compacted, but reopening it failed: {e}",
+                        path.display()
+                    );
+                    return;
+                }
+                let now = live.get().file_state().map_or(0, |s| s.len);
+                r.baseline = Some(now);
+                log::info!(
+                    "{}: compacted: {} bytes of dead space given back ({} -> {now} bytes, {} live)",
+                    path.display(),
+                    space.len.saturating_sub(now),
+                    space.len,
+                    space.live
+                );
+            }
+            Err(e) => log::warn!(
+                "{}: not compacted ({} bytes, {} live): {e}",
+                path.display(),
+                space.len,
+                space.live
+            ),
+        }
+    }
+}
+
+impl<'a> Target<'a> {
+    /// The array whose chunks the target holds, if it holds chunks.
+    fn live(&self) -> Option<&'a LiveArray> {
+        match *self {
+            Target::Array(live) | Target::Column { live, .. } | Target::Leaf { live, .. } => {
+                Some(live)
+            }
+            Target::Table(_) | Target::Group { .. } => None,
+        }
+    }
+
+    /// Where it lives, for errors.
+    fn path(&self) -> PathBuf {
+        match *self {
+            Target::Array(live) | Target::Column { live, .. } | Target::Leaf { live, .. } => {
+                live.path().to_path_buf()
+            }
+            Target::Table(path) => path.to_path_buf(),
+            Target::Group { collection, .. } => collection.path().to_path_buf(),
+        }
+    }
+}
+
+/// The ctable at `path`, opened now.
+fn open_table(path: &Path) -> Result<container::Table, ContainerError> {
+    match container::open(path)? {
+        Container::Table(t) => Ok(t),
+        Container::Array(_) => Err(ContainerError::Changed {
+            path: path.to_path_buf(),
+            why: "it no longer opens as a ctable".into(),
+        }),
+    }
+}
+
+/// Leaf `key` of `collection`.
+fn leaf_of<'c>(collection: &'c Collection, key: &str) -> Result<&'c Leaf, ContainerError> {
+    match collection.find(key) {
+        Some(Node::Leaf(l)) => Ok(l),
+        _ => Err(ContainerError::Changed {
+            path: collection.path().to_path_buf(),
+            why: format!("{key} is no longer one of its leaves"),
+        }),
+    }
+}
