@@ -13,7 +13,7 @@ use std::time::{Duration, SystemTime};
 
 use b2fs::commit::RECLAIM_SLACK;
 use b2fs::container::{Container, write};
-use b2fs::tree::{Tree, TreeOptions};
+use b2fs::tree::Tree;
 
 use crate::support::crash::{Rng, kill_delay};
 use crate::support::ok as run;
