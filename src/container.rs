@@ -635,6 +635,15 @@ impl Array {
         }
     }
 
+    /// The one entry every chunk of a frame shares, when its index is a special repeated-value
+    /// (or zeros) chunk (frames only; `None` for an explicit index). No I/O.
+    pub fn frame_repeated_entry(&self) -> Option<i64> {
+        match &self.inner {
+            Inner::Frame(f) => f.repeated_entry(),
+            Inner::Bcolz(_) => None,
+        }
+    }
+
     /// `meta/sizes` as parsed, keys in file order (bcolz only).
     pub fn bcolz_sizes(&self) -> Option<&serde_json::Value> {
         match &self.inner {

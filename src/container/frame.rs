@@ -24,7 +24,8 @@
 //! 3. the rest of the header (metalayer section) up to header_len;
 //! 4. the index chunk (if nbytes > 0) at F + header_len + cbytes (sparse: F + header_len),
 //!    decoded into one `i64` per chunk, or kept as one value when it is a special chunk;
-//!    every regular offset is bound-checked against cbytes (sparse: a u32 chunk id);
+//!    every regular offset is bound-checked against cbytes (sparse: a u32 chunk id); a
+//!    repeated stored entry may not claim more chunks than cbytes holds 32-byte headers;
 //! 5. the trailer, whose vlmetalayer chunks are decompressed and mapped to JSON.
 //!
 //! Beyond C-Blosc2: a special index entry in a variable-size frame (chunksize 0) has no size,
@@ -358,6 +359,23 @@ impl Frame {
             Index::Repeated(e) => {
                 if nchunks > 0 {
                     check(0, *e)?;
+                }
+                // Issue 22: every chunk at one stored offset (or chunk file). C-Blosc2 never
+                // shares a chunk's bytes between chunks; more chunks than the chunk area holds
+                // chunk headers is a count the file cannot hold, refused here at no cost
+                // rather than walked chunk by chunk (hostile inputs declare 200 M).
+                let stored = matches!(classify(*e), Some(Slot::Stored(_)));
+                let room = info.cbytes / 32;
+                if stored && nchunks > 1 && nchunks as u64 > room {
+                    return Err(fault(
+                        "index chunk",
+                        info.index_offset.unwrap_or(0),
+                        format!(
+                            "{nchunks} chunks all at one stored entry {e}: a chunk area of {} \
+                             bytes holds at most {room} chunks",
+                            info.cbytes
+                        ),
+                    ));
                 }
             }
         }

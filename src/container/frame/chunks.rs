@@ -13,6 +13,14 @@ impl Frame {
         }
     }
 
+    /// The entry every chunk shares when the index is a repeated value (`None`: explicit).
+    pub(crate) fn repeated_entry(&self) -> Option<i64> {
+        match &self.index {
+            Index::Explicit(_) => None,
+            Index::Repeated(e) => Some(*e),
+        }
+    }
+
     fn no_such(&self, index: usize) -> ContainerError {
         ContainerError::NoSuchChunk {
             path: self.display_path(),
