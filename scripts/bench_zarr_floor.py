@@ -23,6 +23,8 @@ import sys
 import tempfile
 import time
 
+from bench_zarr import Mounted  # the same fresh `-o ro` mount as the Zarr bench
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SRC = os.path.join(ROOT, "bench-data", "npy2d.b2nd")
 RAW = "/dev/shm/b2fs-bench-npy2d-raw.zarr"
@@ -69,25 +71,9 @@ def make_raw():
     zarr.consolidate_metadata(RAW)
 
 
-def is_mounted(mp):
-    with open("/proc/self/mountinfo") as f:
-        return any(line.split()[4] == mp for line in f)
-
-
 def mounted_run(binary, mp, kind, path, name=""):
-    proc = subprocess.Popen([binary, "mount", "-f", "-o", "ro", SRC, mp],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        for _ in range(2000):
-            if is_mounted(mp):
-                break
-            time.sleep(0.005)
-        else:
-            raise SystemExit("the mount did not come up")
+    with Mounted(binary, SRC, mp):
         return run(kind, path, name)
-    finally:
-        subprocess.run([binary, "umount", mp], check=False)
-        proc.wait()
 
 
 def main():
