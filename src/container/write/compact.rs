@@ -47,12 +47,7 @@ pub fn compact(path: &Path, progress: &mut dyn FnMut(usize, usize)) -> Result<()
         .ok_or_else(|| unsupported(path, "compacting: not a frame"))?
         .clone();
     let file = std::fs::File::open(path).map_err(|e| io_err(path, e))?;
-    let read = |off: u64, len: u64| -> Result<Vec<u8>, ContainerError> {
-        let mut b = vec![0u8; len as usize];
-        std::os::unix::fs::FileExt::read_exact_at(&file, &mut b, off)
-            .map_err(|e| io_err(path, e))?;
-        Ok(b)
-    };
+    let read = |off: u64, len: u64| read_range(&file, path, off, len);
     let mut out = read(0, info.header_len)?;
     let total = array.nchunks();
     let mut entries = Vec::with_capacity(total);
@@ -195,12 +190,7 @@ fn compact_mounted_io(array: &Array, io: &mut Io) -> Result<SourceLock, Containe
     let lock = SidecarLock::acquire(Path::new(&sidecar))?;
     super::frame::check_fresh(array)?;
     let file = std::fs::File::open(path).map_err(|e| io_err(path, e))?;
-    let read = |off: u64, len: u64| -> Result<Vec<u8>, ContainerError> {
-        let mut b = vec![0u8; len as usize];
-        std::os::unix::fs::FileExt::read_exact_at(&file, &mut b, off)
-            .map_err(|e| io_err(path, e))?;
-        Ok(b)
-    };
+    let read = |off: u64, len: u64| read_range(&file, path, off, len);
     let mut header = read(0, info.header_len)?;
     let trailer = read(info.frame_len - info.trailer_len, info.trailer_len)?;
     let mode = file
@@ -281,4 +271,16 @@ fn compact_mounted_io(array: &Array, io: &mut Io) -> Result<SourceLock, Containe
         lock.bump()?;
     }
     Ok(mounted)
+}
+
+/// `len` bytes of `file` (the frame at `path`) from `off`.
+fn read_range(
+    file: &std::fs::File,
+    path: &Path,
+    off: u64,
+    len: u64,
+) -> Result<Vec<u8>, ContainerError> {
+    let mut b = vec![0u8; len as usize];
+    std::os::unix::fs::FileExt::read_exact_at(file, &mut b, off).map_err(|e| io_err(path, e))?;
+    Ok(b)
 }
