@@ -126,53 +126,13 @@ fn wheel_is_manylinux2014_and_mounts_local_s3_and_https_sources_from_another_pyt
         return;
     }
     let tmp = tempfile::tempdir().unwrap();
-    let wheels = tmp.path().join("wheels");
-    let (target, profile) = built_profile();
-    let linker = zig_linker(tmp.path(), &py);
-    // `python3 -m ziglang` is how maturin's zig wrapper finds zig: the venv's bin/ first.
-    let venv_bin = py.parent().unwrap();
-    let path = format!(
-        "{}:{}",
-        venv_bin.display(),
-        std::env::var("PATH").unwrap_or_default()
-    );
     let started = Instant::now();
-    let out = Command::new(&py)
-        .args(["-m", "maturin", "build", "--locked", "--profile", profile])
-        .arg("--out")
-        .arg(&wheels)
-        .arg("--")
-        .arg("-C")
-        .arg(format!("linker={}", linker.display()))
-        // The dev profile's debug info (over 200 MB) is not needed in the wheel: without it
-        // the link and the zip take seconds, not minutes.
-        .args(["-C", "strip=debuginfo"])
-        .current_dir(repo_root())
-        .env("CARGO_TARGET_DIR", &target)
-        .env("PATH", &path)
-        .output()
-        .unwrap();
-    eprintln!(
-        "{test}: maturin build --profile {profile} took {:.1}s",
-        started.elapsed().as_secs_f64()
-    );
-    assert!(out.status.success(), "maturin build failed: {}", says(&out));
-    // What cargo compiled (and, with CARGO_LOG=cargo::core::compiler::fingerprint=info in the
-    // environment, why it found each unit dirty).
-    let err = String::from_utf8_lossy(&out.stderr);
-    let compiled: Vec<&str> = err
-        .lines()
-        .filter_map(|l| l.trim_start().strip_prefix("Compiling "))
-        .collect();
-    eprintln!("{test}: cargo compiled {compiled:?}");
-    for l in err.lines().filter(|l| l.contains("dirty")) {
-        eprintln!("{test}: {l}");
-    }
-    let wheel = std::fs::read_dir(&wheels)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .find(|p| p.extension().is_some_and(|e| e == "whl"))
-        .expect("a .whl in the output directory");
+    // B2FS_TEST_WHEEL: check a wheel built elsewhere (a release wheel of `maturin build
+    // --release --zig`, docs/INSTALL.md) instead of building one.
+    let wheel = match std::env::var_os("B2FS_TEST_WHEEL") {
+        Some(w) => PathBuf::from(w),
+        None => build_wheel(test, tmp.path(), &py),
+    };
     let name = wheel.file_name().unwrap().to_string_lossy().into_owned();
     let arch = std::env::consts::ARCH;
     // The platform tags, in the order maturin writes them.
@@ -319,4 +279,56 @@ fn remote_mounts(test: &str, installed: &Path, sample: &Path) {
     assert!(url.starts_with("https://"), "{url}");
     let ca = format!("ca_file={}", ca_cert.display());
     mounts_the_sample(installed, Path::new(&url), &[&ca]);
+}
+
+/// Builds the wheel in the target directory of this test run (see the module comment) and
+/// returns its path.
+fn build_wheel(test: &str, dir: &Path, py: &Path) -> PathBuf {
+    let wheels = dir.join("wheels");
+    let (target, profile) = built_profile();
+    let linker = zig_linker(dir, py);
+    // `python3 -m ziglang` is how maturin's zig wrapper finds zig: the venv's bin/ first.
+    let venv_bin = py.parent().unwrap();
+    let path = format!(
+        "{}:{}",
+        venv_bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let started = Instant::now();
+    let out = Command::new(py)
+        .args(["-m", "maturin", "build", "--locked", "--profile", profile])
+        .arg("--out")
+        .arg(&wheels)
+        .arg("--")
+        .arg("-C")
+        .arg(format!("linker={}", linker.display()))
+        // The dev profile's debug info (over 200 MB) is not needed in the wheel: without it
+        // the link and the zip take seconds, not minutes.
+        .args(["-C", "strip=debuginfo"])
+        .current_dir(repo_root())
+        .env("CARGO_TARGET_DIR", &target)
+        .env("PATH", &path)
+        .output()
+        .unwrap();
+    eprintln!(
+        "{test}: maturin build --profile {profile} took {:.1}s",
+        started.elapsed().as_secs_f64()
+    );
+    assert!(out.status.success(), "maturin build failed: {}", says(&out));
+    // What cargo compiled (and, with CARGO_LOG=cargo::core::compiler::fingerprint=info in the
+    // environment, why it found each unit dirty).
+    let err = String::from_utf8_lossy(&out.stderr);
+    let compiled: Vec<&str> = err
+        .lines()
+        .filter_map(|l| l.trim_start().strip_prefix("Compiling "))
+        .collect();
+    eprintln!("{test}: cargo compiled {compiled:?}");
+    for l in err.lines().filter(|l| l.contains("dirty")) {
+        eprintln!("{test}: {l}");
+    }
+    std::fs::read_dir(&wheels)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.extension().is_some_and(|e| e == "whl"))
+        .expect("a .whl in the output directory")
 }
