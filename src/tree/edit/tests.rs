@@ -117,6 +117,14 @@ fn read(t: &Tree, path: &str) -> Vec<u8> {
     got
 }
 
+/// A copy of fixture `name`, its chunks as stored, and a writable tree over it.
+fn writable(name: &str) -> (tempfile::TempDir, PathBuf, Vec<Vec<u8>>, Tree) {
+    let (dir, path) = copy(name);
+    let stored = on_disk(&path);
+    let t = tree(&path, true);
+    (dir, path, stored, t)
+}
+
 /// Every chunk of the source at `path` as it is on disk now, decoded.
 fn on_disk(path: &Path) -> Vec<Vec<u8>> {
     let Container::Array(a) = container::open(path).unwrap() else {
@@ -146,9 +154,7 @@ fn refused(fixture: &str, errno: i32, refused: impl FnOnce(&Tree) -> Result<(), 
 /// descriptor") until and after the commit; a new open sees the commit.
 #[test]
 fn a_partial_write_is_seen_by_its_writer_until_committed_at_close() {
-    let (_dir, path) = copy(ONE_D);
-    let stored = on_disk(&path);
-    let t = tree(&path, true);
+    let (_dir, path, stored, t) = writable(ONE_D);
     let c1 = ino(&t, "data/00000001.bin");
     let fh = t.open(c1, libc::O_RDWR).unwrap();
     assert_eq!(t.write(c1, fh, 16, &[0xAB; 8]).unwrap(), 8);
@@ -176,9 +182,7 @@ fn a_partial_write_is_seen_by_its_writer_until_committed_at_close() {
 
 #[test]
 fn a_write_through_array_npy_lands_in_the_chunk_it_falls_in() {
-    let (_dir, path) = copy(TWO_D);
-    let stored = on_disk(&path);
-    let t = tree(&path, true);
+    let (_dir, path, stored, t) = writable(TWO_D);
     let npy = ino(&t, "array.npy");
     let whole = read(&t, "array.npy");
     let data = whole.len() - 10 * 7 * 4;
@@ -287,13 +291,11 @@ fn a_chunk_that_is_not_the_last_keeps_its_size() {
 
 #[test]
 fn the_last_chunk_of_a_1d_source_may_shrink_grow_go_and_come_after() {
-    let (_dir, path) = copy(SCHUNK);
-    let stored = on_disk(&path);
+    let (_dir, path, stored, t) = writable(SCHUNK);
     assert_eq!(
         stored.iter().map(Vec::len).collect::<Vec<_>>(),
         [65536, 65536, 100]
     );
-    let t = tree(&path, true);
     let last = ino(&t, "data/00000002.bin");
     // Shrunk by truncate(2): committed at once.
     t.set_size(last, 40).unwrap();
@@ -349,9 +351,7 @@ fn a_b2nd_chunk_keeps_its_size_but_the_last_may_go() {
     refused(ONE_D, libc::EINVAL, |t| {
         t.set_size(ino(t, "data/00000003.bin"), 800)
     });
-    let (_dir, path) = copy(ONE_D);
-    let stored = on_disk(&path);
-    let t = tree(&path, true);
+    let (_dir, path, stored, t) = writable(ONE_D);
     t.unlink(ino(&t, "data"), "00000003.bin").unwrap();
     assert_eq!(on_disk(&path)[..], stored[..3]);
     let sizes: serde_json::Value = serde_json::from_slice(&read(&t, "meta/sizes")).unwrap();
