@@ -24,17 +24,10 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+mod common;
+use common::{is_mounted, python, root};
+
 const MIB: f64 = 1024.0 * 1024.0;
-
-fn root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
-
-fn python() -> PathBuf {
-    std::env::var_os("B2FS_PYTHON")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| root().join(".venv/bin/python"))
-}
 
 fn sh(cmd: &str, args: &[&str]) -> String {
     Command::new(cmd)
@@ -42,14 +35,6 @@ fn sh(cmd: &str, args: &[&str]) -> String {
         .output()
         .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
         .unwrap_or_default()
-}
-
-fn is_mounted(dir: &Path) -> bool {
-    std::fs::read_to_string("/proc/self/mountinfo")
-        .unwrap_or_default()
-        .lines()
-        .filter_map(|l| l.split(' ').nth(4))
-        .any(|mp| Path::new(mp) == dir)
 }
 
 /// A foreground `b2fs mount -f` child (so its pid is known), unmounted on drop.

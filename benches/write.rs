@@ -12,23 +12,8 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-fn root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
-
-fn python() -> PathBuf {
-    std::env::var_os("B2FS_PYTHON")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| root().join(".venv/bin/python"))
-}
-
-fn is_mounted(dir: &Path) -> bool {
-    std::fs::read_to_string("/proc/self/mountinfo")
-        .unwrap_or_default()
-        .lines()
-        .filter_map(|l| l.split(' ').nth(4))
-        .any(|mp| Path::new(mp) == dir)
-}
+mod common;
+use common::{is_mounted, python, root};
 
 /// The source of `mib` MiB, generated once.
 fn source(mib: u64) -> PathBuf {

@@ -12,12 +12,13 @@ the daemon's peak RSS, and the rate over python's in the same round. On machines
 second vCPU comes and goes only same-round ratios mean anything.
 """
 
-import json
 import os
 import subprocess
 import sys
 import tempfile
 import time
+
+import benchlib
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PY = sys.executable
@@ -26,29 +27,12 @@ BENCH = os.path.join(ROOT, "scripts", "bench_read.py")
 
 
 def run_json(*args):
-    return json.loads(subprocess.run([PY, BENCH, *args], check=True, capture_output=True).stdout)
-
-
-def is_mounted(mp):
-    with open("/proc/self/mountinfo") as f:
-        return any(line.split()[4] == mp for line in f)
+    return benchlib.child_json(BENCH, *args)
 
 
 def b2fs_pass(binary, mp):
-    proc = subprocess.Popen([binary, "mount", "-f", "-o", "ro", SRC, mp],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        for _ in range(500):
-            if is_mounted(mp):
-                break
-            time.sleep(0.02)
-        d = run_json("read-mount", mp, str(proc.pid))
-        with open(f"/proc/{proc.pid}/status") as f:
-            hwm = next(int(l.split()[1]) // 1024 for l in f if l.startswith("VmHWM"))
-    finally:
-        subprocess.run([binary, "umount", mp], check=False)
-        proc.wait()
-    return d, hwm
+    with benchlib.Mount(binary, SRC, mp) as m:
+        return run_json("read-mount", mp, m.pid), m.hwm_mib()
 
 
 def main():

@@ -19,13 +19,14 @@ import argparse
 import os
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 
 import blosc2
 import numpy as np
+
+import benchlib
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CHUNK = 1 << 20
@@ -43,11 +44,6 @@ def make_source(path, mib):
     os.rename(tmp, path)
 
 
-def is_mounted(mp):
-    with open("/proc/self/mountinfo") as f:
-        return any(line.split()[4] == mp for line in f)
-
-
 def one_round(binary, pristine, chunks, seed):
     """Mount time (s) and per-commit times (s) of `binary` on a fresh copy of `pristine`."""
     work = tempfile.mkdtemp(prefix="b2fs-ab-")
@@ -55,16 +51,9 @@ def one_round(binary, pristine, chunks, seed):
     mp = os.path.join(work, "mnt")
     os.mkdir(mp)
     shutil.copyfile(pristine, src)
-    t0 = time.perf_counter()
-    proc = subprocess.Popen([binary, "mount", "-f", "-o", "rw", src, mp],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        while not is_mounted(mp):
-            if proc.poll() is not None or time.perf_counter() - t0 > 30:
-                raise SystemExit(f"{binary}: the mount did not come up")
-            time.sleep(0.002)
+    with benchlib.Mount(binary, src, mp, opts=("rw",)) as m:
         os.listdir(mp)
-        mount_s = time.perf_counter() - t0
+        mount_s = time.perf_counter() - m.t0
         data = os.path.join(mp, "data")
         names = sorted(os.listdir(data))
         picks = np.linspace(0, len(names) - 1, num=min(chunks, len(names))).astype(int)
@@ -80,9 +69,6 @@ def one_round(binary, pristine, chunks, seed):
             os.close(fd)
             times.append(time.perf_counter() - t)
             written[int(i)] = new
-    finally:
-        subprocess.run([binary, "umount", mp], check=False, capture_output=True)
-        proc.wait()
     a = blosc2.open(src)
     for i, new in written.items():
         got = a.schunk.decompress_chunk(i)

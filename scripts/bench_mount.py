@@ -38,6 +38,8 @@ import time
 
 import numpy as np
 
+import benchlib
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DATA = os.path.join(ROOT, "bench-data", "issue25")
 SEQ = os.path.join(DATA, "seq.b2nd")
@@ -111,17 +113,6 @@ def rand_offsets(n, size, seed, align):
     return [rng.randrange(0, (size - 4096) // align) * align for _ in range(n)]
 
 
-def read_files(paths, bs):
-    buf = memoryview(bytearray(bs))
-    total = 0
-    for p in paths:
-        fd = os.open(p, os.O_RDONLY)
-        while (n := os.readv(fd, [buf])) > 0:
-            total += n
-        os.close(fd)
-    return total
-
-
 def child(kind, path, arg):
     """Runs one measurement in this (fresh) process; prints JSON {seconds, n, check}."""
     out = {}
@@ -137,7 +128,7 @@ def child(kind, path, arg):
         out["n"] = sum(len(schunk.decompress_chunk(i)) for i in range(schunk.nchunks))
     elif kind == "mnt-seq":
         files = sorted(glob.glob(os.path.join(path, "data", "*.bin")))
-        out["n"] = read_files(files, 1 << 20)
+        out["n"] = benchlib.read_files(files, 1 << 20)
     elif kind == "py-load":
         out["n"] = blosc2.open(path, mode="r")[...].nbytes
     elif kind == "mnt-load":
@@ -220,48 +211,12 @@ def child(kind, path, arg):
 
 
 def run(kind, path, arg="0"):
-    res = subprocess.run([sys.executable, __file__, "child", kind, path, str(arg)],
-                         check=True, capture_output=True, text=True)
-    return json.loads(res.stdout)
+    return benchlib.child_json(__file__, "child", kind, path, arg)
 
 
-# ---------------------------------------------------------------- mounts
-
-
-def is_mounted(mp):
-    with open("/proc/self/mountinfo") as f:
-        return any(line.split()[4] == mp for line in f)
-
-
-class Mounted:
+def Mounted(binary, source, opts=()):
     """A fresh foreground mount of SOURCE (read-only, extra options) at a temp mount point."""
-
-    def __init__(self, binary, source, opts=()):
-        self.binary, self.mp = binary, os.path.realpath(tempfile.mkdtemp())
-        o = ",".join(["ro", *opts])
-        self.proc = subprocess.Popen([binary, "mount", "-f", "-o", o, source, self.mp],
-                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        for _ in range(500):
-            if is_mounted(self.mp):
-                break
-            time.sleep(0.02)
-        else:
-            raise SystemExit(f"{binary}: mount of {source} did not come up")
-
-    def hwm_mib(self):
-        with open(f"/proc/{self.proc.pid}/status") as f:
-            return next(int(x.split()[1]) // 1024 for x in f if x.startswith("VmHWM"))
-
-    def close(self):
-        subprocess.run([self.binary, "umount", self.mp], check=False, capture_output=True)
-        self.proc.wait()
-        os.rmdir(self.mp)
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
+    return benchlib.Mount(binary, source, opts=("ro", *opts))
 
 
 # ---------------------------------------------------------------- patterns

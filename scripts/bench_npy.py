@@ -17,12 +17,13 @@ Printed: seconds, MiB/s (load) or windows/s, and b2fs over python in the same ro
 
 import json
 import os
-import subprocess
 import sys
 import tempfile
 import time
 
 import numpy as np
+
+import benchlib
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SRC = os.path.join(ROOT, "bench-data", "npy2d.b2nd")
@@ -83,28 +84,12 @@ def child(kind, path, n):
 
 
 def run(kind, path, n=0):
-    out = subprocess.run([sys.executable, __file__, "child", kind, path, str(n)],
-                         check=True, capture_output=True, text=True).stdout
-    return json.loads(out)
-
-
-def is_mounted(mp):
-    with open("/proc/self/mountinfo") as f:
-        return any(line.split()[4] == mp for line in f)
+    return benchlib.child_json(__file__, "child", kind, path, n)
 
 
 def mounted(binary, mp, fn):
-    proc = subprocess.Popen([binary, "mount", "-f", "-o", "ro", SRC, mp],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        for _ in range(500):
-            if is_mounted(mp):
-                break
-            time.sleep(0.02)
+    with benchlib.Mount(binary, SRC, mp):
         return fn(os.path.join(mp, "array.npy"))
-    finally:
-        subprocess.run([binary, "umount", mp], check=False)
-        proc.wait()
 
 
 def main():

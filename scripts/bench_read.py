@@ -23,6 +23,8 @@ import time
 import blosc2
 import numpy as np
 
+import benchlib
+
 CHUNK_ITEMS = 1 << 20  # 8 MiB of float64
 
 
@@ -114,14 +116,8 @@ def read_mount(mountpoint, pid):
         return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
     files = sorted(glob.glob(os.path.join(mountpoint, "data", "*.bin")))
-    buf = memoryview(bytearray(1 << 20))
     d0, c0, t0 = daemon_cpu(), os.times(), time.perf_counter()
-    total = 0
-    for path in files:
-        fd = os.open(path, os.O_RDONLY)
-        while (n := os.readv(fd, [buf])) > 0:
-            total += n
-        os.close(fd)
+    total = benchlib.read_files(files)
     secs = time.perf_counter() - t0
     c1, d1 = os.times(), daemon_cpu()
     reader = (c1.user - c0.user) + (c1.system - c0.system)

@@ -35,6 +35,8 @@ import time
 
 import numpy as np
 
+import benchlib
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DATA = os.path.join(ROOT, "bench-data")
 SRC = os.path.join(DATA, "npy2d.b2nd")
@@ -136,36 +138,7 @@ def child(kind, path, n):
 
 
 def run(kind, path, n=0):
-    out = subprocess.run([sys.executable, __file__, "child", kind, path, str(n)],
-                         check=True, capture_output=True, text=True).stdout
-    return json.loads(out)
-
-
-def is_mounted(mp):
-    with open("/proc/self/mountinfo") as f:
-        return any(line.split()[4] == mp for line in f)
-
-
-class Mounted:
-    def __init__(self, binary, src, mp):
-        self.binary, self.mp = binary, mp
-        t = time.perf_counter()
-        self.proc = subprocess.Popen([binary, "mount", "-f", "-o", "ro", src, mp],
-                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        for _ in range(1000):
-            if is_mounted(mp):
-                break
-            time.sleep(0.005)
-        else:
-            raise SystemExit("the mount did not come up")
-        self.mount_seconds = time.perf_counter() - t
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        subprocess.run([self.binary, "umount", self.mp], check=False)
-        self.proc.wait()
+    return benchlib.child_json(__file__, "child", kind, path, n)
 
 
 def main():
@@ -195,7 +168,7 @@ def main():
     try:
         for r in range(1, rounds + 1):
             py = run("py-load", SRC)
-            with Mounted(binary, SRC, mp):
+            with benchlib.Mount(binary, SRC, mp):
                 ours = run("xr-load", os.path.join(mp, "zarr"))
             nat = run("zarr-native", NATIVE)
             natx = run("xr-native", native_group)
@@ -209,7 +182,7 @@ def main():
                   f" | native zarr-python {gib / nat['seconds']:.2f} GiB/s"
                   f" | native xarray {gib / natx['seconds']:.2f} GiB/s", flush=True)
             t0 = time.perf_counter()
-            with Mounted(binary, MANY, mp) as m:
+            with benchlib.Mount(binary, MANY, mp) as m:
                 raw = run("meta-raw", os.path.join(mp, "zarr"))
                 first = run("meta", os.path.join(mp, "zarr"))
                 mount_to_open = time.perf_counter() - t0
@@ -224,7 +197,7 @@ def main():
                   f"{first['seconds']:.3f} s (mount to opened {mount_to_open:.2f} s with imports), "
                   f"again {second['seconds']:.3f} s, {first['check']} nodes", flush=True)
             pyw = run("py-win", SRC, nwin)
-            with Mounted(binary, SRC, mp):
+            with benchlib.Mount(binary, SRC, mp):
                 ourw = run("zarr-win", os.path.join(mp, "zarr", "npy2d"), nwin)
             natw = run("zarr-win", NATIVE, nwin)
             assert pyw["check"] == ourw["check"] == natw["check"], "the windows differ"

@@ -18,12 +18,11 @@ Prints each round and the fastest and median of each.
 import json
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 
-from bench_zarr import Mounted  # the same fresh `-o ro` mount as the Zarr bench
+import benchlib
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SRC = os.path.join(ROOT, "bench-data", "npy2d.b2nd")
@@ -51,9 +50,7 @@ def child(kind, path, name):
 
 
 def run(kind, path, name=""):
-    out = subprocess.run([sys.executable, "-W", "ignore", __file__, "child", kind, path, name],
-                         check=True, capture_output=True, text=True).stdout
-    return json.loads(out)
+    return benchlib.child_json(__file__, "child", kind, path, name, flags=("-W", "ignore"))
 
 
 def make_raw():
@@ -72,7 +69,7 @@ def make_raw():
 
 
 def mounted_run(binary, mp, kind, path, name=""):
-    with Mounted(binary, SRC, mp):
+    with benchlib.Mount(binary, SRC, mp):
         return run(kind, path, name)
 
 

@@ -29,25 +29,7 @@ impl Fixture {
 
     /// The parameters a failure message needs.
     fn describe(&self) -> String {
-        let keys = [
-            "format",
-            "codec",
-            "clevel",
-            "filters",
-            "filters_meta",
-            "typesize",
-            "splitmode",
-            "blocksize",
-            "datakind",
-            "nthreads",
-            "nbytes",
-            "hdr_version",
-            "hdr_flags",
-            "special",
-            "dict",
-            "note",
-        ];
-        let parts: Vec<String> = keys
+        let parts: Vec<String> = crate::oracle::PARAMS
             .iter()
             .filter(|k| self.cols.contains_key(**k))
             .map(|k| format!("{k}={}", self.col(k)))

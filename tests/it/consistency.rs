@@ -14,7 +14,7 @@ use std::time::Duration;
 use b2fs::tree::{Invalidation, Tree, TreeOptions};
 use serde_json::Value;
 
-use crate::support::{Mount, b2fs, fuse_and_python, python, run_python};
+use crate::support::{Mount, b2fs, fuse_and_python, python, run_python, wait_until};
 
 /// Chunk size of the test frames: 2 MiB, as in the issue's measurement (several FUSE reads
 /// and writes per whole-file read or write).
@@ -381,11 +381,14 @@ fn consistency_tree_survives_an_unreadable_source_and_recovers() {
     let err = read_fh(&t, c2, fh).unwrap_err();
     t.release(fh).unwrap();
     assert_eq!(err.errno(), libc::EIO);
-    std::thread::sleep(Duration::from_millis(600)); // past the retry pause
     let tmp = dir.path().join("back.b2frame");
     std::fs::write(&tmp, &good).unwrap();
     std::fs::rename(&tmp, &src).unwrap();
-    assert!(t.follow_source(), "recovered");
+    // Loaded again once the retry pause after the failure has passed.
+    assert!(
+        wait_until(Duration::from_secs(10), || t.follow_source()),
+        "recovered"
+    );
     assert_eq!(read_path(&t, "data/00000002.bin"), py_chunk(&py, &src, 2));
 }
 
@@ -409,9 +412,14 @@ fn consistency_mount_follows_python_blosc2() {
         s.update_chunk(1, blosc2.compress2(np.full(100000, 7, dtype=np.int32).tobytes(), typesize=4))\n\
         s.append_data(np.arange(100000, dtype=np.int32))\n";
     run_python(&py, &["-c", code, src.to_str().unwrap()]);
-    std::thread::sleep(Duration::from_millis(1500));
-    // stat first (no open): the follower's invalidation made the kernel ask again.
-    assert!(std::fs::metadata(m.path("array.npy")).unwrap().len() > old_len);
+    // stat first (no open): the follower's invalidation makes the kernel ask again (the
+    // attributes of a read-only mount are cached for a day otherwise).
+    assert!(
+        wait_until(Duration::from_secs(10), || {
+            std::fs::metadata(m.path("array.npy")).unwrap().len() > old_len
+        }),
+        "the new size of array.npy was not shown"
+    );
     let names: Vec<String> = std::fs::read_dir(m.path("data"))
         .unwrap()
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
@@ -523,7 +531,10 @@ fn stress(secs: Duration) {
         String::from_utf8_lossy(&out.stderr)
     );
     let appended: usize = String::from_utf8_lossy(&out.stdout).trim().parse().unwrap();
-    std::thread::sleep(Duration::from_millis(300));
+    // The readers go on until the mount lists every appended chunk.
+    let listed = wait_until(Duration::from_secs(20), || {
+        chunk_files(&m.mp).len() == 4 + appended
+    });
     stop.store(true, Ordering::Relaxed);
     let results: Vec<(Seen, Vec<i32>)> = readers.into_iter().map(|r| r.join().unwrap()).collect();
     let seen: Vec<&Seen> = results.iter().map(|(s, _)| s).collect();
@@ -553,7 +564,7 @@ fn stress(secs: Duration) {
     );
     // Daemon alive: the mount still answers, with every appended chunk listed.
     assert!(crate::support::is_mounted(&m.mp), "the daemon died");
-    std::thread::sleep(Duration::from_millis(1200));
+    assert!(listed, "appended chunks missing from the listing");
     assert_eq!(chunk_files(&m.mp).len(), 4 + appended);
     m.umount();
     let code = "import sys, numpy as np, blosc2\n\

@@ -6,7 +6,7 @@
 //! and a refused start says what it leaves behind. As root, in a private mount namespace.
 
 use crate::support::is_mounted;
-use crate::system::{in_mount_namespace, text};
+use crate::system::namespace_lines;
 
 /// Shell functions of the scripts below: the process serving `$MP` (from its root's
 /// `user.b2fs.pid`), and a bounded wait for a process to be gone (or a zombie).
@@ -52,11 +52,7 @@ echo "after b2fs umount: $(findmnt -n "$MP" | wc -l) mounts, daemon $(gone $PID)
 echo done
 "#
     );
-    let out = in_mount_namespace(&script, &src, &m.mp, tab.path());
-    let report = text(&out);
-    assert!(out.status.success(), "{report}");
-    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    let lines: Vec<&str> = stdout.lines().collect();
+    let (lines, report) = namespace_lines(&script, &src, &m.mp, tab.path());
     assert_eq!(lines.len(), 10, "{report}");
     // mount.fuse3 mounted (type with the subtype), with the options it was given.
     assert!(lines[0].starts_with("type fuse.b2fs ro,"), "{report}");
@@ -115,11 +111,7 @@ umount "$MP"
 echo "after umount: $(findmnt -n "$MP" | wc -l) mounts"
 "#
     );
-    let out = in_mount_namespace(&script, &src, &m.mp, tab.path());
-    let report = text(&out);
-    assert!(out.status.success(), "{report}");
-    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    let lines: Vec<&str> = stdout.lines().collect();
+    let (lines, report) = namespace_lines(&script, &src, &m.mp, tab.path());
     assert_eq!(lines.len(), 7, "{report}");
     // mount(8) passes on b2fs's exit code for a missing source (3), and its one line.
     assert_eq!(lines[0], "refused 3", "{report}");
@@ -177,11 +169,7 @@ wait $PID && echo "exit 0" || echo "exit $?"
 grep -c "mounted .* at /dev/fd/3" "$MP.log"
 "#
     );
-    let out = in_mount_namespace(&script, &src, &m.mp, tab.path());
-    let report = text(&out);
-    assert!(out.status.success(), "{report}");
-    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    let lines: Vec<&str> = stdout.lines().collect();
+    let (lines, report) = namespace_lines(&script, &src, &m.mp, tab.path());
     assert_eq!(
         lines,
         [

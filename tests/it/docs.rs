@@ -167,14 +167,12 @@ fn every_path_a_comment_names_exists() {
             }
         }
     }
-    assert!(
-        checked > 50,
-        "only {checked} paths found: the scan is broken"
-    );
-    assert!(
-        missing.is_empty(),
-        "comments name paths that do not exist:\n{}",
-        missing.join("\n")
+    all_found(
+        checked,
+        50,
+        "paths",
+        &missing,
+        "comments name paths that do not exist",
     );
 }
 
@@ -213,15 +211,24 @@ fn every_link_of_the_docs_exists() {
             }
         }
     }
-    assert!(
-        checked > 20,
-        "only {checked} links found: the scan is broken"
+    all_found(
+        checked,
+        20,
+        "links",
+        &missing,
+        "links to files that do not exist",
     );
+}
+
+/// Fails when the scan checked `min` `what` or fewer (it is broken) or found any `missing`
+/// (listed after `why`).
+#[track_caller]
+fn all_found(checked: usize, min: usize, what: &str, missing: &[String], why: &str) {
     assert!(
-        missing.is_empty(),
-        "links to files that do not exist:\n{}",
-        missing.join("\n")
+        checked > min,
+        "only {checked} {what} found: the scan is broken"
     );
+    assert!(missing.is_empty(), "{why}:\n{}", missing.join("\n"));
 }
 
 #[test]

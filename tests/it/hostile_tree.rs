@@ -16,7 +16,7 @@ use b2fs::tree::{Tree, TreeOptions};
 
 use crate::container::{ZEROS, build_frame, copy_dir, memcpyed, small_frame};
 use crate::hostile::{CHUNKSIZE_AT, HEAP_BOUND, NBYTES_AT, TIME_BOUND, measure, patched};
-use crate::support::{data_dir, fuse_available, is_mounted};
+use crate::support::{data_dir, fuse, is_mounted};
 
 /// The cache budget of the trees and the mount of these tests.
 const CACHE: usize = 16 << 20;
@@ -247,9 +247,9 @@ fn peak_rss(pid: u32) -> u64 {
 
 #[test]
 fn hostile_mount_of_2_gib_chunks_keeps_rss_under_the_cache_budget() {
-    if !fuse_available("hostile_mount_of_2_gib_chunks_keeps_rss_under_the_cache_budget") {
-        return;
-    }
+    or_skip!(fuse(
+        "hostile_mount_of_2_gib_chunks_keeps_rss_under_the_cache_budget"
+    ));
     let dir = tempfile::tempdir().unwrap();
     let src = write_frame(dir.path(), &zero_chunks_frame());
     let mp = dir.path().join("mnt");

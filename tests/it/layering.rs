@@ -64,6 +64,27 @@ const UNSAFE_ALLOWED: &[&str] = &[
     "mem.rs",
 ];
 
+/// The crate's `src/` and every Rust file below it.
+fn src_files() -> (PathBuf, Vec<PathBuf>) {
+    let src = support::repo_root().join("src");
+    let mut files = Vec::new();
+    rust_files(&src, &mut files);
+    (src, files)
+}
+
+/// `report(text)` of every Rust file of `src/`: the path (below `src/`) of each file it says
+/// something of, followed by what it says.
+fn src_files_where(report: impl Fn(&str) -> Option<String>) -> Vec<String> {
+    let (src, files) = src_files();
+    files
+        .iter()
+        .filter_map(|f| {
+            let said = report(&fs::read_to_string(f).unwrap())?;
+            Some(format!("{}{said}", f.strip_prefix(&src).unwrap().display()))
+        })
+        .collect()
+}
+
 fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
     for entry in fs::read_dir(dir).unwrap() {
         let path = entry.unwrap().path();
@@ -112,9 +133,7 @@ fn words_after<'a>(code: &'a str, prefix: &str) -> Vec<&'a str> {
 
 #[test]
 fn layers_only_use_the_layers_below() {
-    let src = support::repo_root().join("src");
-    let mut files = Vec::new();
-    rust_files(&src, &mut files);
+    let (src, files) = src_files();
     assert!(files.len() > 20, "found only {} source files", files.len());
     let mut violations = Vec::new();
     for file in &files {
@@ -156,17 +175,7 @@ fn layers_only_use_the_layers_below() {
 
 #[test]
 fn every_module_starts_with_a_doc_comment() {
-    let src = support::repo_root().join("src");
-    let mut files = Vec::new();
-    rust_files(&src, &mut files);
-    let missing: Vec<String> = files
-        .iter()
-        .filter(|f| {
-            let text = fs::read_to_string(f).unwrap();
-            !text.trim_start().starts_with("//!")
-        })
-        .map(|f| f.strip_prefix(&src).unwrap().display().to_string())
-        .collect();
+    let missing = src_files_where(|text| (!text.trim_start().starts_with("//!")).then(String::new));
     assert!(
         missing.is_empty(),
         "modules without a leading //! doc: {missing:?}"
@@ -178,17 +187,10 @@ const MAX_SOURCE_LINES: usize = 800;
 
 #[test]
 fn no_source_file_is_over_800_lines() {
-    let src = support::repo_root().join("src");
-    let mut files = Vec::new();
-    rust_files(&src, &mut files);
-    let long: Vec<String> = files
-        .iter()
-        .filter_map(|f| {
-            let n = fs::read_to_string(f).unwrap().lines().count();
-            (n > MAX_SOURCE_LINES)
-                .then(|| format!("{} ({n} lines)", f.strip_prefix(&src).unwrap().display()))
-        })
-        .collect();
+    let long = src_files_where(|text| {
+        let n = text.lines().count();
+        (n > MAX_SOURCE_LINES).then(|| format!(" ({n} lines)"))
+    });
     assert!(
         long.is_empty(),
         "source files over {MAX_SOURCE_LINES} lines: {long:?}"

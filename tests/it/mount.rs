@@ -13,8 +13,8 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 use crate::support::{
-    Mount, b2fs, data_dir, fuse_and_python, fuse_available, is_mounted, python_says, repo_root,
-    sha256_hex,
+    Mount, b2fs, chunk_files_match, data_dir, fuse, fuse_and_python, is_mounted, python_says,
+    repo_root, sha256_hex,
 };
 
 fn sidecar(path: &Path) -> Value {
@@ -30,9 +30,7 @@ fn sample() -> (PathBuf, Value) {
 
 #[test]
 fn mount_daemon_lists_tree_and_chunks_match_reference() {
-    if !fuse_available("mount_daemon_lists_tree_and_chunks_match_reference") {
-        return;
-    }
+    or_skip!(fuse("mount_daemon_lists_tree_and_chunks_match_reference"));
     let (src, sc) = sample();
     let m = Mount::daemon(&src, &[]);
     let mut top: Vec<String> = std::fs::read_dir(&m.mp)
@@ -77,9 +75,9 @@ fn mount_daemon_lists_tree_and_chunks_match_reference() {
 
 #[test]
 fn mount_every_frame_and_bcolz_fixture_reads_reference_bytes() {
-    if !fuse_available("mount_every_frame_and_bcolz_fixture_reads_reference_bytes") {
-        return;
-    }
+    or_skip!(fuse(
+        "mount_every_frame_and_bcolz_fixture_reads_reference_bytes"
+    ));
     for name in [
         "schunk_zstd",
         "b2nd_3d_f4_pad",
@@ -91,17 +89,7 @@ fn mount_every_frame_and_bcolz_fixture_reads_reference_bytes() {
             .join("frames")
             .join(sc["source"].as_str().unwrap());
         let m = Mount::daemon(&src, &["cache_size=1M"]);
-        let mut all = Vec::new();
-        for c in sc["chunk_list"].as_array().unwrap() {
-            let f = m.path(&format!("data/{:08}.bin", c["index"].as_u64().unwrap()));
-            let bytes = std::fs::read(&f).unwrap();
-            assert_eq!(
-                sha256_hex(&bytes),
-                c["sha256"].as_str().unwrap(),
-                "{name} {f:?}"
-            );
-            all.extend(bytes);
-        }
+        let all = chunk_files_match(&m.mp, &sc, name);
         assert_eq!(sha256_hex(&all), sc["chunks_sha256"].as_str().unwrap());
     }
     let sc = sidecar(&data_dir().join("bcolz/ctable_3cols.json"));
@@ -177,9 +165,7 @@ print("ok", a.schunk.nchunks)
 
 #[test]
 fn mount_foreground_sigterm_unmounts_cleanly() {
-    if !fuse_available("mount_foreground_sigterm_unmounts_cleanly") {
-        return;
-    }
+    or_skip!(fuse("mount_foreground_sigterm_unmounts_cleanly"));
     let (src, _) = sample();
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("stderr.log");
@@ -208,9 +194,7 @@ fn mount_foreground_sigterm_unmounts_cleanly() {
 
 #[test]
 fn mount_umount_waits_for_the_foreground_process() {
-    if !fuse_available("mount_umount_waits_for_the_foreground_process") {
-        return;
-    }
+    or_skip!(fuse("mount_umount_waits_for_the_foreground_process"));
     let (src, _) = sample();
     let dir = tempfile::tempdir().unwrap();
     let mut m = Mount::foreground(&src, &dir.path().join("stderr.log"));
@@ -232,9 +216,7 @@ fn mount_umount_waits_for_the_foreground_process() {
 
 #[test]
 fn mount_failures_exit_with_documented_codes() {
-    if !fuse_available("mount_failures_exit_with_documented_codes") {
-        return;
-    }
+    or_skip!(fuse("mount_failures_exit_with_documented_codes"));
     let (src, _) = sample();
     let dir = tempfile::tempdir().unwrap();
     let not_container = dir.path().join("notes.txt");
@@ -324,9 +306,7 @@ fn mount_failures_exit_with_documented_codes() {
 
 #[test]
 fn mount_corrupt_chunk_is_eio_for_that_file_and_logged() {
-    if !fuse_available("mount_corrupt_chunk_is_eio_for_that_file_and_logged") {
-        return;
-    }
+    or_skip!(fuse("mount_corrupt_chunk_is_eio_for_that_file_and_logged"));
     let sc = sidecar(&data_dir().join("frames/schunk_zstd.json"));
     let (dir, src) = crate::support::temp_path("corrupt.b2frame");
     let mut bytes = std::fs::read(data_dir().join("frames/schunk_zstd.b2frame")).unwrap();
@@ -363,9 +343,9 @@ fn mount_corrupt_chunk_is_eio_for_that_file_and_logged() {
 /// mount keeps answering.
 #[test]
 fn mount_source_truncated_underneath_is_eio_and_the_daemon_survives() {
-    if !fuse_available("mount_source_truncated_underneath_is_eio_and_the_daemon_survives") {
-        return;
-    }
+    or_skip!(fuse(
+        "mount_source_truncated_underneath_is_eio_and_the_daemon_survives"
+    ));
     let sc = sidecar(&data_dir().join("frames/schunk_zstd.json"));
     let (dir, src) = crate::support::temp_path("cut.b2frame");
     std::fs::copy(data_dir().join("frames/schunk_zstd.b2frame"), &src).unwrap();
@@ -409,9 +389,7 @@ fn mount_source_truncated_underneath_is_eio_and_the_daemon_survives() {
 
 #[test]
 fn mount_is_read_only() {
-    if !fuse_available("mount_is_read_only") {
-        return;
-    }
+    or_skip!(fuse("mount_is_read_only"));
     let (src, _) = sample();
     let m = Mount::daemon(&src, &["ro"]);
     let erofs = |r: std::io::Result<()>| r.unwrap_err().raw_os_error();

@@ -122,15 +122,21 @@ fn generate(py: &Path, cmd: &str) -> (tempfile::TempDir, PathBuf) {
     (dir, src)
 }
 
+/// The `gen2dwide` array, the inode of its `array.npy` and that file's bytes.
+fn wide(py: &Path) -> (tempfile::TempDir, PathBuf, u64, Vec<u8>) {
+    let (dir, src) = generate(py, "gen2dwide");
+    let t = Tree::from_source(&src, opts(false)).unwrap();
+    let npy = ino(&t, "array.npy");
+    let whole = read_all(&t, npy, 1 << 20);
+    (dir, src, npy, whole)
+}
+
 #[test]
 fn npy_tree_pages_offered_after_a_page_fault_hold_the_file_bytes() {
     let py = or_skip!(support::python(
         "npy_tree_pages_offered_after_a_page_fault_hold_the_file_bytes"
     ));
-    let (_dir, src) = generate(&py, "gen2dwide");
-    let t = Tree::from_source(&src, opts(false)).unwrap();
-    let npy = ino(&t, "array.npy");
-    let whole = read_all(&t, npy, 1 << 20);
+    let (_dir, src, npy, whole) = wide(&py);
     // A fresh tree: nothing cached but what the fault decodes.
     let t = Tree::from_source(&src, opts(false)).unwrap();
     let fh = t.open(npy, libc::O_RDONLY).unwrap();
@@ -162,10 +168,7 @@ fn npy_tree_fault_ahead_blocks_decode_once_and_pages_hold_the_file_bytes() {
     let py = or_skip!(support::python(
         "npy_tree_fault_ahead_blocks_decode_once_and_pages_hold_the_file_bytes"
     ));
-    let (_dir, src) = generate(&py, "gen2dwide");
-    let t = Tree::from_source(&src, opts(false)).unwrap();
-    let npy = ino(&t, "array.npy");
-    let whole = read_all(&t, npy, 1 << 20);
+    let (_dir, src, npy, whole) = wide(&py);
     // With prefetch threads: the blocks below a fault decode on them, beside the fault's.
     let with_prefetch = TreeOptions {
         prefetch_chunks: 4,
@@ -189,22 +192,18 @@ fn npy_tree_fault_ahead_blocks_decode_once_and_pages_hold_the_file_bytes() {
         }
     }
     assert!(t.block_cache_stats().loads > 0);
-    // Nothing is asked for on a read-write tree (its pages are never offered).
+    // Nothing is asked for on a read-write tree (its pages are never offered), while the
+    // same call on a read-only tree, made after it, decodes below the fault without any read:
+    // once that has happened the read-write tree had as long to do the same.
     let w = Tree::from_source(&src, with_prefetch_rw()).unwrap();
-    w.fault_ahead(npy, 16 * 4096, 4096);
-    std::thread::sleep(Duration::from_millis(200));
-    assert_eq!(w.block_cache_stats().loads, 0);
-    // The same on a read-only tree decodes below the fault without any read.
     let r = Tree::from_source(&src, with_prefetch).unwrap();
+    w.fault_ahead(npy, 16 * 4096, 4096);
     r.fault_ahead(npy, 16 * 4096, 4096);
-    let deadline = std::time::Instant::now() + Duration::from_secs(10);
-    while r.block_cache_stats().loads == 0 {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "no block decoded ahead"
-        );
-        std::thread::sleep(Duration::from_millis(5));
-    }
+    assert!(
+        support::wait_until(Duration::from_secs(10), || r.block_cache_stats().loads > 0),
+        "no block decoded ahead"
+    );
+    assert_eq!(w.block_cache_stats().loads, 0);
 }
 
 #[test]

@@ -14,8 +14,8 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use crate::support;
 
-/// Manifest columns shown next to a failing chunk.
-const PARAMS: &[&str] = &[
+/// Manifest columns shown next to a failing chunk (here and in `codec.rs`), where present.
+pub(crate) const PARAMS: &[&str] = &[
     "format",
     "codec",
     "clevel",
@@ -28,6 +28,7 @@ const PARAMS: &[&str] = &[
     "nthreads",
     "nbytes",
     "cbytes",
+    "hdr_version",
     "hdr_flags",
     "nblocks",
     "special",

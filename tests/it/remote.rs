@@ -18,7 +18,7 @@ use crate::support::remote::{
     BUCKET, Fault, Proxy, fetched, local, moto, private_ca, put_object, python_frame, rclone,
     rclone_with, s3_fixture,
 };
-use crate::support::{Mount, b2fs, fuse_available, python, repo_root, sha256_hex};
+use crate::support::{Mount, b2fs, fuse, python, repo_root, sha256_hex};
 
 fn anon(endpoint: &str) -> RemoteOptions {
     RemoteOptions {
@@ -248,9 +248,7 @@ fn remote_info_signed_and_its_failures_exit_with_documented_codes() {
 #[test]
 fn remote_mounts_of_s3_and_http_read_reference_bytes_and_refuse_writes() {
     let t = "remote_mounts_of_s3_and_http_read_reference_bytes_and_refuse_writes";
-    if !fuse_available(t) {
-        return;
-    }
+    or_skip!(fuse(t));
     let moto = or_skip!(moto(t));
     let src = repo_root().join("examples/sample.b2nd");
     let sc: serde_json::Value =
@@ -286,9 +284,7 @@ fn remote_mounts_of_s3_and_http_read_reference_bytes_and_refuse_writes() {
 #[test]
 fn remote_mount_network_faults_are_eio_and_the_mount_recovers() {
     let t = "remote_mount_network_faults_are_eio_and_the_mount_recovers";
-    if !fuse_available(t) {
-        return;
-    }
+    or_skip!(fuse(t));
     let f = or_skip!(s3_fixture(t, 8, 32 << 10, "mounted.b2nd"));
     let m = Mount::daemon(
         Path::new(&s3("mounted.b2nd")),

@@ -9,7 +9,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use crate::support::remote::{BUCKET, Proxy, moto, put_object, python_frame, rclone, s3_fixture};
-use crate::support::{Mount, fuse_available, python};
+use crate::support::{Mount, fuse, python};
 
 /// The pid of the daemon serving `mp` (its command line names the mount point).
 pub fn daemon_pid(mp: &Path) -> Option<u32> {
@@ -63,9 +63,7 @@ pub fn stream(m: &Mount) -> (u64, f64) {
 #[ignore]
 fn bench_remote_mount_requests_and_time_at_20ms_rtt() {
     let t = "bench_remote_mount_requests_and_time_at_20ms_rtt";
-    if !fuse_available(t) {
-        return;
-    }
+    or_skip!(fuse(t));
     let f = or_skip!(s3_fixture(t, 64, 128 << 10, "rtt.b2nd"));
     let (proxy, frame) = (&f.proxy, &f.frame);
     proxy.set_delay(Duration::from_millis(20));
@@ -120,9 +118,7 @@ fn bench_remote_cold_sequential_read_and_memory() {
     let (Some(py), Some(moto)) = (python(t), moto(t)) else {
         return;
     };
-    if !fuse_available(t) {
-        return;
-    }
+    or_skip!(fuse(t));
     let mib = bench_mib(512);
     let dir = tempfile::tempdir().unwrap();
     // 1 MiB (131072 f8) chunks.
@@ -188,9 +184,7 @@ fn bench_remote_cold_sequential_read_and_memory() {
 #[ignore]
 fn bench_remote_random_4k_reads_one_get_per_cold_chunk() {
     let t = "bench_remote_random_4k_reads_one_get_per_cold_chunk";
-    if !fuse_available(t) {
-        return;
-    }
+    or_skip!(fuse(t));
     let f = or_skip!(s3_fixture(t, 64, 128 << 10, "rand.b2nd"));
     let proxy = &f.proxy;
     let url = format!("s3://{BUCKET}/rand.b2nd");
@@ -232,9 +226,7 @@ fn bench_remote_prefix_cold_sequential_read() {
     let (Some(py), Some(moto)) = (python(t), moto(t)) else {
         return;
     };
-    if !fuse_available(t) {
-        return;
-    }
+    or_skip!(fuse(t));
     let mib = bench_mib(128);
     let dir = tempfile::tempdir().unwrap();
     let sparse = dir.path().join("sparse.b2frame");
@@ -300,9 +292,7 @@ fn bench_remote_b2z_many_members_mount_time_and_requests() {
     let (Some(py), Some(moto)) = (python(t), moto(t)) else {
         return;
     };
-    if !fuse_available(t) {
-        return;
-    }
+    or_skip!(fuse(t));
     let delayed = Proxy::start(moto.port);
     delayed.set_delay(Duration::from_millis(20));
     let dir = tempfile::tempdir().unwrap();

@@ -13,7 +13,7 @@ use b2fs::container::{self, Array, Container};
 use b2fs::remote::RemoteOptions;
 
 use crate::support::remote::{BUCKET, Proxy, Server, moto, put_object};
-use crate::support::{Mount, b2fs, fuse_available, python};
+use crate::support::{Mount, b2fs, fuse, python};
 
 const WRITE: &str = r#"
 import sys, numpy as np, blosc2, bcolz
@@ -161,9 +161,7 @@ fn mounted_files(root: &Path) -> Vec<(PathBuf, Vec<u8>)> {
 #[test]
 fn remote_prefix_mounts_and_info_match_local_mounts() {
     let t = "remote_prefix_mounts_and_info_match_local_mounts";
-    if !fuse_available(t) {
-        return;
-    }
+    or_skip!(fuse(t));
     let f = or_skip!(Fixture::new(t));
     let ep = format!("endpoint={},no_sign_request", f.moto.url);
     for (name, slash) in [("sp.b2frame", "/"), ("ct", "")] {

@@ -9,6 +9,7 @@ use std::path::Path;
 use serde_json::Value;
 
 use crate::support::crash::{Rng, kill_delay, kill_mount_after, write_and_fsync};
+use crate::support::steps::every_commit_step;
 use crate::support::{Mount, fuse_and_python, run_python, sha256_hex};
 
 /// python-blosc2's digest of the store: `{"r": {...}, "a": {...}}` (stores.py digest).
@@ -110,8 +111,7 @@ fn store_b2d_leaf_commit_in_place_old_or_new_at_every_step() {
     let mut new_items = old_items.clone();
     new_items[..new0.len()].copy_from_slice(&new0);
     let new = sha256_hex(&new_items);
-    let mut steps = 0;
-    loop {
+    every_commit_step("b2d leaf", 3, |steps| {
         let tmp = tempfile::tempdir().unwrap();
         let p = tmp.path().join("crash.b2d");
         crate::support::copy_all(&src, &p);
@@ -154,12 +154,10 @@ fn store_b2d_leaf_commit_in_place_old_or_new_at_every_step() {
                 names,
                 ["__vlmeta__.b2f", "big.b2nd", "edit.b2nd", "embed.b2e"]
             );
-            break;
+            return true;
         }
-        steps += 1;
-        assert!(steps < 20, "commit never completes");
-    }
-    assert!(steps >= 3, "only {steps} steps");
+        false
+    });
 }
 
 /// An embedded value's edit (its new cframe appended to `embed.b2e`) stopped after every
@@ -183,8 +181,7 @@ fn store_embedded_value_edit_old_or_new_at_every_step() {
         let src = dir.path().join(name);
         crate::support::oracle(&py, &[&"scripts/oracle/stores.py", &"embedgen", &src]);
         let first = digest(&py, &src);
-        let mut steps = 0;
-        loop {
+        every_commit_step(name, 2, |steps| {
             let tmp = tempfile::tempdir().unwrap();
             let p = tmp.path().join(name);
             crate::support::copy_all(&src, &p);
@@ -214,15 +211,13 @@ fn store_embedded_value_edit_old_or_new_at_every_step() {
             let tiny = now["r"]["/tiny"].as_str().unwrap();
             if done {
                 assert_eq!(tiny, sha256_hex(&new), "{name}: the new value");
-                break;
+                return true;
             }
             assert!(
                 tiny == first["r"]["/tiny"] || tiny == sha256_hex(&new),
                 "{name} step {steps}: /tiny is neither old nor new"
             );
-            steps += 1;
-            assert!(steps < 20, "{name}: commit never completes");
-        }
-        assert!(steps >= 2, "{name}: only {steps} steps");
+            false
+        });
     }
 }

@@ -9,7 +9,7 @@ use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
 use crate::support::{
-    Mount, b2fs, fuse_and_python, fuse_available, is_mounted, python_says, wait_until,
+    Mount, b2fs, fuse, fuse_and_python, fuse_available, is_mounted, python_says, wait_until,
 };
 
 fn sample() -> PathBuf {
@@ -83,6 +83,22 @@ pub(crate) fn in_mount_namespace(script: &str, src: &Path, mp: &Path, tab: &Path
         .expect("unshare (util-linux)")
 }
 
+/// [`in_mount_namespace`], which must succeed: the lines of its stdout, and its whole output
+/// as text for failure messages.
+#[track_caller]
+pub(crate) fn namespace_lines(
+    script: &str,
+    src: &Path,
+    mp: &Path,
+    tab: &Path,
+) -> (Vec<String>, String) {
+    let out = in_mount_namespace(script, src, mp, tab);
+    let report = text(&out);
+    assert!(out.status.success(), "{report}");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    (stdout.lines().map(str::to_owned).collect(), report)
+}
+
 /// Whether `mount -t fuse.b2fs` can run here (FUSE, root, the mount.fuse3 helper), else
 /// prints why the test skips (a failure under `B2FS_REQUIRE_FUSE` for a missing helper).
 pub(crate) fn can_mount_t(test: &str) -> bool {
@@ -147,17 +163,13 @@ if echo '{}' 2>/dev/null > "$MP/__attrs__"; then echo "write accepted"; else ech
 b2fs umount "$MP"
 echo done
 "#;
-    let out = in_mount_namespace(script, &src, &m.mp, tab.path());
-    let report = text(&out);
-    assert!(out.status.success(), "{report}");
-    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    let lines: Vec<&str> = stdout.lines().collect();
+    let (lines, report) = namespace_lines(script, &src, &m.mp, tab.path());
     // The type is `fuse` when b2fs mounts directly as root (fuser's mount(2) call has no
     // subtype), `fuse.b2fs` when it goes through fusermount3.
     let fuse_type = |l: &str| {
         l.starts_with("fstype fuse options ro,") || l.starts_with("fstype fuse.b2fs options ro,")
     };
-    assert!(fuse_type(lines[0]), "{report}");
+    assert!(fuse_type(&lines[0]), "{report}");
     assert!(lines[0].contains("allow_other"), "{report}");
     // The first value of the sample: 273.15 (K), as od prints it.
     assert!(
@@ -173,23 +185,22 @@ echo done
 
 #[test]
 fn system_auto_unmount_removes_the_mount_of_a_killed_daemon() {
-    if !fuse_available("system_auto_unmount_removes_the_mount_of_a_killed_daemon") {
-        return;
-    }
+    or_skip!(fuse(
+        "system_auto_unmount_removes_the_mount_of_a_killed_daemon"
+    ));
+    // A control mount without auto_unmount, killed first: the same kill leaves a dead mount
+    // behind (the Mount guard detaches it), so the check below can fail.
+    let control = Mount::daemon(&sample(), &["ro"]);
     let m = Mount::daemon(&sample(), &["ro,auto_unmount"]);
-    let pid = daemon_pid(&m.mp);
+    let (control_pid, pid) = (daemon_pid(&control.mp), daemon_pid(&m.mp));
+    kill9(control_pid);
+    assert!(wait_until(Duration::from_secs(5), || !alive(control_pid)));
     kill9(pid);
     assert!(
         wait_until(Duration::from_secs(10), || !is_mounted(&m.mp)),
         "auto_unmount: the mount outlived its SIGKILLed daemon"
     );
-    // Without auto_unmount the same kill leaves a dead mount behind (the Mount guard
-    // detaches it): the check above can fail.
-    let control = Mount::daemon(&sample(), &["ro"]);
-    let pid = daemon_pid(&control.mp);
-    kill9(pid);
-    assert!(wait_until(Duration::from_secs(5), || !alive(pid)));
-    std::thread::sleep(Duration::from_millis(300));
+    // The auto_unmount mount, killed later, is gone: the control had at least as long.
     assert!(
         is_mounted(&control.mp),
         "a killed daemon's mount stays without auto_unmount"
@@ -198,9 +209,9 @@ fn system_auto_unmount_removes_the_mount_of_a_killed_daemon() {
 
 #[test]
 fn system_lazy_umount_detaches_and_open_files_keep_reading() {
-    if !fuse_available("system_lazy_umount_detaches_and_open_files_keep_reading") {
-        return;
-    }
+    or_skip!(fuse(
+        "system_lazy_umount_detaches_and_open_files_keep_reading"
+    ));
     use std::io::Read;
     let m = Mount::daemon(&sample(), &["ro"]);
     let pid = daemon_pid(&m.mp);
@@ -307,9 +318,7 @@ fn system_getfattr_shows_chunk_and_mount_attributes() {
 
 #[test]
 fn system_log_shows_the_refusal_a_shell_never_sees() {
-    if !fuse_available("system_log_shows_the_refusal_a_shell_never_sees") {
-        return;
-    }
+    or_skip!(fuse("system_log_shows_the_refusal_a_shell_never_sees"));
     let (_dir, src) = sample_copy();
     let m = Mount::daemon(&src, &[]);
     let attrs = m.path("__attrs__");

@@ -354,7 +354,11 @@ fn tree_small_first_read_at_offset_zero_is_not_a_scan() {
     let ino = ino_of(&t, "data/00000001.bin");
     let fh = t.open(ino, libc::O_RDONLY).unwrap();
     let head = t.read(ino, fh, 0, 100).unwrap().to_vec();
-    std::thread::sleep(Duration::from_millis(100));
+    // A scan of chunk 0 on another tree, started after the head read, prefetches chunk 1:
+    // once it has, a prefetch the head read had asked for would have run too.
+    let control = tree(&src);
+    read_all(&control, ino_of(&control, "data/00000000.bin"), 1 << 20).unwrap();
+    wait_for_loads(&control, 2);
     assert_eq!(
         t.cache_stats().loads,
         0,
@@ -660,7 +664,11 @@ fn tree_cache_of_one_chunk_does_not_prefetch_over_the_reader() {
     for i in 0..n {
         read_checked(&t, &sc, i, 100);
     }
-    std::thread::sleep(Duration::from_millis(50));
+    // A tree with room for more, reading chunk 0 after those reads, prefetches the next two:
+    // once it has, a prefetch the reads above had asked for would have run too.
+    let (control, _, _) = small_cache_tree(7.0);
+    read_checked(&control, &sc, 0, 1 << 20);
+    wait_for_loads(&control, 3.min(n as u64));
     let st = t.cache_stats();
     assert_eq!(st.loads, n as u64, "each chunk decoded once: {st:?}");
 }

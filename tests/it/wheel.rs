@@ -22,7 +22,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::time::Instant;
 
-use crate::support::{Mount, fuse_available, python, repo_root, sha256_hex};
+use crate::support::{Mount, chunk_files_match, fuse, python, repo_root};
 
 /// The target directory of the `b2fs` binary under test, and the profile to build the wheel
 /// with: `release` when the tests run in release, else `dev`, which shares the dependencies
@@ -208,9 +208,7 @@ fn wheel_is_manylinux2014_and_mounts_local_s3_and_https_sources_from_another_pyt
         started.elapsed().as_secs_f64()
     );
 
-    if !fuse_available(test) {
-        return;
-    }
+    or_skip!(fuse(test));
     let sample = repo_root().join("examples/sample.b2nd");
     mounts_the_sample(&installed, &sample, &[]);
     #[cfg(feature = "remote")]
@@ -238,16 +236,7 @@ fn mounts_the_sample(installed: &Path, source: &Path, opts: &[&str]) {
     );
     let sizes = std::fs::read_to_string(m.path("meta/sizes")).unwrap();
     assert!(sizes.contains("\"nbytes\": 10944"), "{sizes}");
-    for ch in sc["chunk_list"].as_array().unwrap() {
-        let f = m.path(&format!("data/{:08}.bin", ch["index"].as_u64().unwrap()));
-        let bytes = std::fs::read(&f).unwrap();
-        assert_eq!(
-            sha256_hex(&bytes),
-            ch["sha256"].as_str().unwrap(),
-            "{}",
-            source.display()
-        );
-    }
+    chunk_files_match(&m.mp, &sc, &source.display().to_string());
     let out = Command::new(installed)
         .arg("umount")
         .arg(&m.mp)

@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use crate::support::{Mount, fuse_and_python, fuse_available, python, python_says, run_python};
+use crate::support::{Mount, fuse, fuse_and_python, python, python_says, run_python};
 
 fn os_err<T: std::fmt::Debug>(r: std::io::Result<T>) -> Option<i32> {
     r.unwrap_err().raw_os_error()
@@ -219,9 +219,9 @@ fn writeback_edits_are_read_by_the_reference_libraries() {
 /// unchanged.
 #[test]
 fn writeback_refused_operations_have_their_errno_and_change_nothing() {
-    if !fuse_available("writeback_refused_operations_have_their_errno_and_change_nothing") {
-        return;
-    }
+    or_skip!(fuse(
+        "writeback_refused_operations_have_their_errno_and_change_nothing"
+    ));
     let py = or_skip!(python(
         "writeback_refused_operations_have_their_errno_and_change_nothing"
     ));

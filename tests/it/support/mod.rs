@@ -23,6 +23,7 @@ pub mod crash;
 pub mod mount;
 #[cfg(feature = "remote")]
 pub mod remote;
+pub mod steps;
 pub mod tree;
 pub mod wait;
 
@@ -50,6 +51,25 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
     use sha2::Digest;
     let digest = sha2::Sha256::digest(bytes);
     digest.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Reads every chunk file `data/<index>.bin` below `root` (a mount point) that sidecar `sc`
+/// lists in its `chunk_list`, checks each against the sidecar's sha256 (`what` names the
+/// source in a failure), and returns their bytes one after the other.
+#[track_caller]
+pub fn chunk_files_match(root: &Path, sc: &serde_json::Value, what: &str) -> Vec<u8> {
+    let mut all = Vec::new();
+    for c in sc["chunk_list"].as_array().unwrap() {
+        let f = root.join(format!("data/{:08}.bin", c["index"].as_u64().unwrap()));
+        let bytes = std::fs::read(&f).unwrap();
+        assert_eq!(
+            sha256_hex(&bytes),
+            c["sha256"].as_str().unwrap(),
+            "{what} {f:?}"
+        );
+        all.extend(bytes);
+    }
+    all
 }
 
 /// The value of environment variable `name` (a run count, a seed...), or `default` when it
@@ -130,6 +150,11 @@ pub fn python_says(py: &Path, args: &[&str]) -> String {
     String::from_utf8_lossy(&run_python(py, args))
         .trim()
         .to_string()
+}
+
+/// [`fuse_available`] for [`or_skip!`]: `or_skip!(fuse(test));`.
+pub fn fuse(test: &str) -> Option<()> {
+    fuse_available(test).then_some(())
 }
 
 /// Whether real-mount tests can run: `/dev/fuse` and `fusermount3` present. Prints a visible

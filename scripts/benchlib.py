@@ -1,0 +1,87 @@
+"""What the bench scripts share: a fresh foreground b2fs mount that is waited for by polling
+the mount table, a measurement run in a fresh Python process that prints one JSON line, and
+reading files whole in fixed-size reads.
+
+The scripts import it by name (`import benchlib`): Python puts the running script's folder,
+scripts/, first on the import path.
+"""
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+POLL_SECONDS = 0.002  # how often the mount table is read while a mount comes up
+MOUNT_TIMEOUT = 30.0  # seconds before a mount that has not come up ends the bench
+
+
+def is_mounted(mp):
+    """Whether the mount table of this process lists a mount at the absolute path MP."""
+    with open("/proc/self/mountinfo") as f:
+        return any(line.split()[4] == mp for line in f)
+
+
+def child_json(script, *args, flags=()):
+    """Runs `python [FLAGS] SCRIPT ARGS...` in a fresh process; its stdout parsed as JSON."""
+    out = subprocess.run([sys.executable, *flags, script, *map(str, args)],
+                         check=True, capture_output=True, text=True).stdout
+    return json.loads(out)
+
+
+def read_files(paths, bs=1 << 20):
+    """Reads each file of PATHS to its end in BS-byte reads into one buffer; the bytes read."""
+    buf = memoryview(bytearray(bs))
+    total = 0
+    for p in paths:
+        fd = os.open(p, os.O_RDONLY)
+        while (n := os.readv(fd, [buf])) > 0:
+            total += n
+        os.close(fd)
+    return total
+
+
+class Mount:
+    """`BINARY mount -f -o OPTS SOURCE MP` until closed: the constructor returns once the mount
+    table lists MP (`mount_seconds` after the process start), and ends the bench if the
+    process exits or MOUNT_TIMEOUT passes first. Without MP a temporary mount point is made
+    and removed at close. Use it as a context manager."""
+
+    def __init__(self, binary, source, mp=None, opts=("ro",)):
+        self.binary = binary
+        self.own_mp = mp is None
+        self.mp = os.path.realpath(tempfile.mkdtemp() if mp is None else mp)
+        self.t0 = time.perf_counter()
+        self.proc = subprocess.Popen([binary, "mount", "-f", "-o", ",".join(opts), source, self.mp],
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        while not is_mounted(self.mp):
+            if self.proc.poll() is not None or time.perf_counter() - self.t0 > MOUNT_TIMEOUT:
+                self.close()
+                raise SystemExit(f"{binary}: the mount of {source} did not come up")
+            time.sleep(POLL_SECONDS)
+        self.mount_seconds = time.perf_counter() - self.t0
+
+    @property
+    def pid(self):
+        """The daemon's process id."""
+        return self.proc.pid
+
+    def hwm_mib(self):
+        """The daemon's peak resident set so far, in MiB."""
+        with open(f"/proc/{self.proc.pid}/status") as f:
+            return next(int(x.split()[1]) // 1024 for x in f if x.startswith("VmHWM"))
+
+    def close(self):
+        """Unmounts, waits for the daemon to exit, removes a temporary mount point."""
+        if self.proc.poll() is None:
+            subprocess.run([self.binary, "umount", self.mp], check=False, capture_output=True)
+        self.proc.wait()
+        if self.own_mp:
+            os.rmdir(self.mp)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
