@@ -18,6 +18,7 @@
 //! that (bcolz reads only the first items) is valid, and only the first `chunk_nbytes` bytes
 //! are data. The `.blp` header is not validated (bcolz does not either).
 
+use std::ops::Range;
 use std::path::{Component, Path, PathBuf};
 use std::sync::Arc;
 use std::time::SystemTime;
@@ -372,6 +373,42 @@ impl Carray {
         self.nchunks
     }
 
+    /// The chunks that have bytes to read, as sorted, disjoint runs of indices: a blsk root,
+    /// every chunk (its superchunk indexes, read at open, locate each); otherwise the chunks
+    /// whose file `data/__N.blp` exists, from one listing of `data/` (a missing `data/` has
+    /// none). The cost is the files present, never the chunk count `meta/sizes` declares
+    /// (a damaged `shape` may declare 1e15 chunks). Files named for an index past
+    /// [`Carray::nchunks`] (leftovers of a longer carray) and other names are not chunks.
+    ///
+    /// # Errors
+    /// [`ContainerError::Io`] when `data/` exists but cannot be listed.
+    pub(crate) fn present_chunks(&self) -> Result<Vec<Range<usize>>, ContainerError> {
+        if self.blsk.is_some() {
+            return Ok(vec![0..self.nchunks]);
+        }
+        let data = self.root.join("data");
+        let names = match self.files.list_dir(&data) {
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
+            Err(source) => return Err(ContainerError::Io { path: data, source }),
+        };
+        let mut present: Vec<usize> = names
+            .iter()
+            .filter_map(|n| chunk_file_index(n))
+            .filter(|&i| i < self.nchunks)
+            .collect();
+        present.sort_unstable();
+        present.dedup();
+        let mut runs: Vec<Range<usize>> = Vec::new();
+        for i in present {
+            match runs.last_mut() {
+                Some(r) if r.end == i => r.end += 1,
+                _ => runs.push(i..i + 1),
+            }
+        }
+        Ok(runs)
+    }
+
     /// Nominal chunk size (chunklen x atomsize; 0 for object dtype).
     pub(crate) fn chunksize(&self) -> u64 {
         self.chunklen * self.atomsize
@@ -521,6 +558,14 @@ impl Carray {
     }
 }
 
+/// The chunk index a file of `data/` is named for (`__N.blp`, N written as [`Carray`] names
+/// it: decimal without leading zeros), or `None`.
+fn chunk_file_index(name: &str) -> Option<usize> {
+    let n = name.strip_prefix("__")?.strip_suffix(".blp")?;
+    let canonical = n == "0" || (!n.starts_with('0') && n.bytes().all(|b| b.is_ascii_digit()));
+    if canonical { n.parse().ok() } else { None }
+}
+
 /// The cbytes of the Blosc1 chunk whose 16-byte header is `head`, stored at offset `base` of
 /// `path` with `room` bytes available, checked to fit; a chunk that is not Blosc1 is an error.
 fn blosc1_check(path: &Path, head: &[u8], room: usize, base: u64) -> Result<usize, ContainerError> {
@@ -668,6 +713,17 @@ mod tests {
         assert_eq!(i("[('a', '<i4')]"), None);
         assert_eq!(i(""), None);
         assert_eq!(i("<i99999999999999999999999"), None);
+    }
+
+    #[test]
+    fn chunk_files_are_named_as_carray_names_them() {
+        assert_eq!(chunk_file_index("__0.blp"), Some(0));
+        assert_eq!(chunk_file_index("__553023.blp"), Some(553_023));
+        for bad in [
+            "__00.blp", "__07.blp", "__.blp", "__-1.blp", "__1.blpx", "_1.blp", "__1a.blp",
+        ] {
+            assert_eq!(chunk_file_index(bad), None, "{bad}");
+        }
     }
 
     #[test]
