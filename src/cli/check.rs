@@ -428,17 +428,22 @@ fn missing(
     if have == n {
         return;
     }
-    let mut gaps = Vec::new();
-    let mut at = 0;
-    for r in present.iter().chain(std::iter::once(&(n..n))) {
-        if r.start > at && gaps.len() < MISSING_RUNS {
-            gaps.push(at..r.start);
-        }
-        at = r.end;
-    }
+    // The runs of missing chunks, from the runs present (and the end).
+    let gaps = || {
+        let mut at = 0;
+        present
+            .iter()
+            .cloned()
+            .chain(std::iter::once(n..n))
+            .filter_map(move |r| {
+                let gap = at..r.start;
+                at = r.end;
+                (!gap.is_empty()).then_some(gap)
+            })
+    };
     let count = (n - have) as u64;
     let budget = listed.min(MAX_LISTED.saturating_sub(found.len()));
-    for i in gaps.iter().flat_map(Clone::clone).take(budget) {
+    for i in gaps().flatten().take(budget) {
         let file = target.array.bcolz_chunk_path(i).unwrap_or_default();
         found.push((
             t,
@@ -455,7 +460,7 @@ fn missing(
         array: target.label.clone(),
         declared: n as u64,
         count,
-        runs: gaps,
+        runs: gaps().take(MISSING_RUNS).collect(),
     });
 }
 

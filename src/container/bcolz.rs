@@ -312,7 +312,7 @@ impl Carray {
         if let Some(c) = self.blsk.as_ref().and_then(|b| b.get(i)) {
             let src = Source::open(&c.file, Arc::clone(&self.stats))?;
             let room = usize::try_from(c.room).unwrap_or(usize::MAX);
-            return Ok((c.file.clone(), src, c.offset, room));
+            return Ok((c.file.to_path_buf(), src, c.offset, room));
         }
         let path = self.chunk_path(i);
         let src = self.files.open(&path, Arc::clone(&self.stats))?;
@@ -474,7 +474,7 @@ impl Carray {
     /// Path of chunk file `i` (blsk: the superchunk file holding it).
     pub(crate) fn chunk_path(&self, i: usize) -> PathBuf {
         if let Some(c) = self.blsk.as_ref().and_then(|b| b.get(i)) {
-            return c.file.clone();
+            return c.file.to_path_buf();
         }
         self.root.join(format!("data/__{i}.blp"))
     }
@@ -713,6 +713,29 @@ mod tests {
         assert_eq!(i("[('a', '<i4')]"), None);
         assert_eq!(i(""), None);
         assert_eq!(i("<i99999999999999999999999"), None);
+    }
+
+    #[test]
+    fn present_chunks_come_from_the_listing_not_the_declared_count() {
+        let d = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(d.path().join("meta")).unwrap();
+        // 1e18 rows of chunklen 1: 1e18 chunks declared.
+        std::fs::write(
+            d.path().join("meta/sizes"),
+            r#"{"shape": [1000000000000000000]}"#,
+        )
+        .unwrap();
+        let storage = r#"{"dtype": "int8", "chunklen": 1}"#;
+        std::fs::write(d.path().join("meta/storage"), storage).unwrap();
+        let open = || Carray::open_in(&Files::Local, d.path(), Arc::default()).unwrap();
+        assert_eq!(open().present_chunks().unwrap(), Vec::<Range<usize>>::new());
+        std::fs::create_dir(d.path().join("data")).unwrap();
+        for f in [
+            "__0.blp", "__1.blp", "__3.blp", "__03.blp", "__7.blp", "x.blp", "__5",
+        ] {
+            std::fs::write(d.path().join("data").join(f), b"").unwrap();
+        }
+        assert_eq!(open().present_chunks().unwrap(), vec![0..2, 3..4, 7..8]);
     }
 
     #[test]

@@ -418,7 +418,7 @@ fn carray_declaring(py: &Path, dir: &Path, name: &str, rows: u64) -> PathBuf {
 /// and salvage refuses it at once in one line, writing nothing.
 #[test]
 fn verify_bcolz_declaring_more_chunks_than_files_is_bounded() {
-    const MISSING_LISTED: usize = 1_000;
+    use b2fs::cli::check::MISSING_LISTED;
     let py = or_skip!(python(
         "verify_bcolz_declaring_more_chunks_than_files_is_bounded"
     ));
