@@ -305,7 +305,7 @@ pub(super) fn check(
         let present = a.bcolz_present_chunks();
         let bcolz = present.is_some();
         let runs = match present {
-            None => vec![0..a.nchunks()],
+            None => std::iter::once(0..a.nchunks()).collect(),
             Some(Ok(runs)) => runs,
             Some(Err(e)) => {
                 report.structure.push(Problem {

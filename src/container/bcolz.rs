@@ -384,7 +384,7 @@ impl Carray {
     /// [`ContainerError::Io`] when `data/` exists but cannot be listed.
     pub(crate) fn present_chunks(&self) -> Result<Vec<Range<usize>>, ContainerError> {
         if self.blsk.is_some() {
-            return Ok(vec![0..self.nchunks]);
+            return Ok(std::iter::once(0..self.nchunks).collect());
         }
         let data = self.root.join("data");
         let names = match self.files.list_dir(&data) {

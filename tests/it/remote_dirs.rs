@@ -120,7 +120,7 @@ fn remote_prefixes_of_sparse_frames_and_bcolz_roots_read_like_local_directories(
             // The chunk files present: from the prefix's listing, without a request.
             let before = f.proxy.requests();
             if let Some(present) = g.bcolz_present_chunks() {
-                let all = vec![0..w.nchunks()];
+                let all: Vec<_> = std::iter::once(0..w.nchunks()).collect();
                 assert_eq!(present.unwrap(), all, "{name}/{wn}: chunk files listed");
                 assert_eq!(w.bcolz_present_chunks().unwrap().unwrap(), all);
             }
