@@ -59,6 +59,7 @@ pub mod store;
 pub mod write;
 
 use std::borrow::Cow;
+use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::SystemTime;
@@ -656,6 +657,29 @@ impl Array {
     pub fn bcolz_storage(&self) -> Option<&serde_json::Value> {
         match &self.inner {
             Inner::Bcolz(c) => Some(c.storage()),
+            Inner::Frame(_) => None,
+        }
+    }
+
+    /// The chunks that have stored bytes, as sorted, disjoint runs of indices (bcolz only;
+    /// frames: `None`, every index entry is a slot). A bcolz chunk whose file `data/__N.blp`
+    /// is missing is in no run. One listing of `data/`: the cost is the files present, not
+    /// the chunk count `meta/sizes` declares.
+    ///
+    /// # Errors
+    /// [`ContainerError::Io`] when `data/` cannot be listed.
+    pub fn bcolz_present_chunks(&self) -> Option<Result<Vec<Range<usize>>, ContainerError>> {
+        match &self.inner {
+            Inner::Bcolz(c) => Some(c.present_chunks()),
+            Inner::Frame(_) => None,
+        }
+    }
+
+    /// The file chunk `index` is stored in (bcolz only: `data/__N.blp`, or a blsk root's
+    /// superchunk file).
+    pub fn bcolz_chunk_path(&self, index: usize) -> Option<PathBuf> {
+        match &self.inner {
+            Inner::Bcolz(c) => Some(c.chunk_path(index)),
             Inner::Frame(_) => None,
         }
     }

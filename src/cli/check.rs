@@ -16,6 +16,7 @@
 //! mapping, others read into a reused per-thread buffer (at most the stored chunk's size).
 
 use std::io::{IsTerminal, Write};
+use std::ops::Range;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -40,6 +41,12 @@ const BATCH: u64 = 256;
 /// Damaged chunks listed at most (the rest are counted): a hostile frame whose millions of
 /// index entries share one broken chunk must not need gigabytes of report.
 pub const MAX_LISTED: usize = 100_000;
+/// Missing chunk files `verify` lists as damaged chunks per array (all are counted, and
+/// their runs summed up in [`Report::missing`]): a `meta/sizes` declaring 1e15 chunks beside
+/// ten files is one damaged number, not a million-line report.
+pub const MISSING_LISTED: usize = 1_000;
+/// Runs of missing chunks listed per array in [`Missing::runs`].
+pub const MISSING_RUNS: usize = 1_000;
 /// Special chunks (a repeated value, zeros) are checked on their first bytes only.
 const SPECIAL_CHECK: usize = 4096;
 
@@ -62,6 +69,8 @@ pub struct Damage {
     pub chunk: usize,
     /// Why it cannot be read back.
     pub reason: String,
+    /// Whether its chunk file is missing (a bcolz `.blp`; also in [`Report::missing`]).
+    pub missing: bool,
 }
 
 /// A structure that cannot be read (a leaf that does not open, a whole source).
@@ -71,6 +80,19 @@ pub struct Problem {
     pub array: Option<String>,
     /// Why.
     pub reason: String,
+}
+
+/// The chunk files a bcolz array lacks.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Missing {
+    /// The array's label (`Target::label`).
+    pub array: Option<String>,
+    /// Chunks its metadata declares.
+    pub declared: u64,
+    /// Chunks without a file (each is also a damaged chunk).
+    pub count: u64,
+    /// The missing chunks as runs of indices, the first [`MISSING_RUNS`] of them.
+    pub runs: Vec<Range<usize>>,
 }
 
 /// What a check found.
@@ -88,6 +110,8 @@ pub struct Report {
     pub damaged: Vec<Damage>,
     /// Damaged chunks in all, listed or not.
     pub damaged_count: u64,
+    /// bcolz arrays with missing chunk files, in array order.
+    pub missing: Vec<Missing>,
     /// Structures that cannot be read.
     pub structure: Vec<Problem>,
     /// Leaves not checked, and why (references to remote arrays).
@@ -124,6 +148,22 @@ impl Report {
                     .collect(),
             )
         };
+        m.insert(
+            "missing".into(),
+            Value::Array(
+                self.missing
+                    .iter()
+                    .map(|x| {
+                        json!({
+                            "array": x.array,
+                            "declared_chunks": x.declared,
+                            "missing_chunks": x.count,
+                            "runs": x.runs.iter().map(|r| [r.start, r.end - 1]).collect::<Vec<_>>(),
+                        })
+                    })
+                    .collect(),
+            ),
+        );
         m.insert("structure".into(), problems(&self.structure));
         m.insert("skipped".into(), problems(&self.skipped));
         m
@@ -225,24 +265,68 @@ fn g_key(g: &Group) -> &str {
     g.key.trim_end_matches('/')
 }
 
+/// One stretch of the walk: chunks `first..` of target `target`, from position `start` of
+/// the whole walk up to the next segment's start.
+struct Segment {
+    target: usize,
+    first: usize,
+    start: u64,
+}
+
 /// Checks every chunk of every target on `threads` threads, adding to `report`; draws a
-/// progress bar on stderr when `progress` and stderr is a terminal.
-pub(super) fn check(targets: &[Target<'_>], threads: usize, progress: bool, report: &mut Report) {
+/// progress bar on stderr when `progress` and stderr is a terminal. Of a bcolz array's
+/// chunks whose file is missing, the first `missing_listed` are listed as damaged (all are
+/// counted, and summed up in [`Report::missing`]).
+pub(super) fn check(
+    targets: &[Target<'_>],
+    threads: usize,
+    progress: bool,
+    missing_listed: usize,
+    report: &mut Report,
+) {
     report.arrays += targets.len();
-    // Chunk k of the whole run is chunk k - starts[t] of target t.
-    let mut starts = Vec::with_capacity(targets.len());
+    let mut segments = Vec::with_capacity(targets.len());
     let mut total = 0u64;
-    for t in targets {
-        starts.push(total);
-        let n = t.array.nchunks() as u64;
+    // Missing chunk files, listed before the walk (they take no decoding).
+    let mut found_missing: Vec<(usize, Damage)> = Vec::new();
+    for (t, target) in targets.iter().enumerate() {
+        let a = target.array;
+        let n = a.nchunks() as u64;
         report.chunks += n;
         // An index that is one repeated special entry (python-blosc2's `zeros` of any size):
         // every chunk is special, counted at once rather than walked (hostile inputs declare
         // hundreds of millions).
-        if t.array.frame_repeated_entry().is_some_and(|e| e < 0) {
+        if a.frame_repeated_entry().is_some_and(|e| e < 0) {
             report.special += n;
-        } else {
-            total += n;
+            continue;
+        }
+        // A bcolz array: only the chunks whose file is there are walked (its `meta/sizes`
+        // may declare 1e15 chunks); the others are counted at once.
+        let present = a.bcolz_present_chunks();
+        let bcolz = present.is_some();
+        let runs = match present {
+            None => std::iter::once(0..a.nchunks()).collect(),
+            Some(Ok(runs)) => runs,
+            Some(Err(e)) => {
+                report.structure.push(Problem {
+                    array: target.label.clone(),
+                    reason: display_chain(&e),
+                });
+                continue;
+            }
+        };
+        for r in &runs {
+            if !r.is_empty() {
+                segments.push(Segment {
+                    target: t,
+                    first: r.start,
+                    start: total,
+                });
+                total += r.len() as u64;
+            }
+        }
+        if bcolz {
+            missing(t, target, &runs, missing_listed, report, &mut found_missing);
         }
     }
     let next = AtomicU64::new(0);
@@ -250,7 +334,7 @@ pub(super) fn check(targets: &[Target<'_>], threads: usize, progress: bool, repo
     let special = AtomicU64::new(0);
     let decoded = AtomicU64::new(0);
     let count = AtomicU64::new(0);
-    let listed = std::sync::atomic::AtomicUsize::new(0);
+    let listed = std::sync::atomic::AtomicUsize::new(found_missing.len());
     let found: Mutex<Vec<(usize, Damage)>> = Mutex::new(Vec::new());
     let threads = threads
         .clamp(1, 256)
@@ -268,13 +352,14 @@ pub(super) fn check(targets: &[Target<'_>], threads: usize, progress: bool, repo
                         }
                         let end = (first + BATCH).min(total);
                         let (mut n_special, mut n_decoded, mut n_bad) = (0u64, 0u64, 0u64);
-                        let mut t = starts.partition_point(|&st| st <= first) - 1;
+                        let mut g = segments.partition_point(|sg| sg.start <= first) - 1;
                         for k in first..end {
-                            while t + 1 < starts.len() && starts[t + 1] <= k {
-                                t += 1;
+                            while segments.get(g + 1).is_some_and(|sg| sg.start <= k) {
+                                g += 1;
                             }
+                            let Segment { target: t, .. } = segments[g];
                             let target = &targets[t];
-                            let i = (k - starts[t]) as usize;
+                            let i = segments[g].first + (k - segments[g].start) as usize;
                             match w.check_memo(t, target.array, i) {
                                 Ok(Outcome::Special) => n_special += 1,
                                 Ok(Outcome::Decoded(n)) => n_decoded += n as u64,
@@ -286,6 +371,7 @@ pub(super) fn check(targets: &[Target<'_>], threads: usize, progress: bool, repo
                                             array: target.label.clone(),
                                             chunk: i,
                                             reason: reason.to_string(),
+                                            missing: false,
                                         };
                                         found
                                             .lock()
@@ -320,8 +406,62 @@ pub(super) fn check(targets: &[Target<'_>], threads: usize, progress: bool, repo
     report.decoded_bytes += decoded.into_inner();
     report.damaged_count += count.into_inner();
     let mut found = found.into_inner().unwrap_or_else(|e| e.into_inner());
+    found.extend(found_missing);
     found.sort_by_key(|(t, d)| (*t, d.chunk));
     report.damaged.extend(found.into_iter().map(|(_, d)| d));
+}
+
+/// Counts and lists the chunks of bcolz target `t` that are in none of the sorted `present`
+/// runs: a [`Missing`] summary in `report`, and the first `listed` as damaged chunks into
+/// `found` (within [`MAX_LISTED`] in all). Costs the runs present and the chunks listed,
+/// not the chunks missing.
+fn missing(
+    t: usize,
+    target: &Target<'_>,
+    present: &[Range<usize>],
+    listed: usize,
+    report: &mut Report,
+    found: &mut Vec<(usize, Damage)>,
+) {
+    let n = target.array.nchunks();
+    let have: usize = present.iter().map(ExactSizeIterator::len).sum();
+    if have == n {
+        return;
+    }
+    // The runs of missing chunks, from the runs present (and the end).
+    let gaps = || {
+        let mut at = 0;
+        present
+            .iter()
+            .cloned()
+            .chain(std::iter::once(n..n))
+            .filter_map(move |r| {
+                let gap = at..r.start;
+                at = r.end;
+                (!gap.is_empty()).then_some(gap)
+            })
+    };
+    let count = (n - have) as u64;
+    let budget = listed.min(MAX_LISTED.saturating_sub(found.len()));
+    for i in gaps().flatten().take(budget) {
+        let file = target.array.bcolz_chunk_path(i).unwrap_or_default();
+        found.push((
+            t,
+            Damage {
+                array: target.label.clone(),
+                chunk: i,
+                reason: format!("its chunk file {} is missing", file.display()),
+                missing: true,
+            },
+        ));
+    }
+    report.damaged_count += count;
+    report.missing.push(Missing {
+        array: target.label.clone(),
+        declared: n as u64,
+        count,
+        runs: gaps().take(MISSING_RUNS).collect(),
+    });
 }
 
 fn draw(done: u64, total: u64, started: Instant) {

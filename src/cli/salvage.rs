@@ -23,6 +23,8 @@ use serde_json::{Value, json};
 use super::Error;
 use super::check::{self, Damage, Report};
 use super::verify::{self, Open};
+
+mod space;
 use crate::codec::{self, CParams, Codec};
 use crate::container::store::{Group, Leaf, Node};
 use crate::container::write::{self, Edit};
@@ -86,16 +88,13 @@ pub(super) fn salvage(source: &Path, dest: &Path, options: &[String]) -> Result<
             )));
         }
     };
-    let report = verify::check_opened(&opened, true);
-    drop(opened);
+    let report = verify::check_opened(&opened, true, check::MAX_LISTED);
     if report.damaged_count > report.damaged.len() as u64 {
-        return Err(other(format!(
-            "cannot salvage '{}': {} damaged chunks, more than the {} salvage lists",
-            source.display(),
-            report.damaged_count,
-            check::MAX_LISTED
-        )));
+        return Err(other(too_many(source, &report)));
     }
+    let need = space::needed(&opened, &local, &report)?;
+    drop(opened);
+    space::check(&parent, &need, source)?;
     for d in &report.damaged {
         eprintln!(
             "b2fs salvage: chunk {} of {}: damaged, written as zeros: {}",
@@ -123,6 +122,27 @@ pub(super) fn salvage(source: &Path, dest: &Path, options: &[String]) -> Result<
             dest.display(),
             unsalvaged.join("; ")
         )))
+    }
+}
+
+/// Why a source with more damaged chunks than salvage replaces is refused: one line, naming
+/// the bcolz array whose `meta/sizes` declares far more chunks than it has files, if any.
+fn too_many(source: &Path, report: &Report) -> String {
+    let base = format!(
+        "cannot salvage '{}': {} damaged chunks, more than the {} salvage replaces",
+        source.display(),
+        report.damaged_count,
+        check::MAX_LISTED
+    );
+    match report.missing.iter().max_by_key(|m| m.count) {
+        Some(m) if m.count > check::MAX_LISTED as u64 => format!(
+            "{base}: {} has {} chunk files of the {} its meta/sizes declares (is meta/sizes \
+             damaged?)",
+            check::label(&m.array),
+            m.declared - m.count,
+            m.declared
+        ),
+        _ => base,
     }
 }
 

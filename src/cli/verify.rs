@@ -76,18 +76,25 @@ pub(super) fn kind_name(o: &Opened) -> String {
     }
 }
 
-/// Checks an opened source on every core.
-pub(super) fn check_opened(o: &Opened, progress: bool) -> Report {
+/// Checks an opened source on every core, listing at most `missing_listed` missing chunk
+/// files per bcolz array as damaged chunks.
+pub(super) fn check_opened(o: &Opened, progress: bool, missing_listed: usize) -> Report {
     let mut report = Report::default();
     let targets = check::targets(o, &mut report);
-    check::check(&targets, check::default_threads(), progress, &mut report);
+    check::check(
+        &targets,
+        check::default_threads(),
+        progress,
+        missing_listed,
+        &mut report,
+    );
     report
 }
 
 /// Runs `b2fs verify`.
 pub(super) fn verify(source: &Path, as_json: bool, options: &[String]) -> Result<(), Error> {
     let (kind, report) = match open(source, options)? {
-        Open::Opened(o) => (kind_name(&o), check_opened(&o, true)),
+        Open::Opened(o) => (kind_name(&o), check_opened(&o, true, check::MISSING_LISTED)),
         Open::Damaged(reason) => {
             let mut r = Report::default();
             r.structure.push(check::Problem {
@@ -121,6 +128,9 @@ pub(super) fn verify(source: &Path, as_json: bool, options: &[String]) -> Result
     }
 }
 
+/// Runs of missing chunks the text report shows per array (`--json` has more).
+const MISSING_RUNS_SHOWN: usize = 10;
+
 fn print_text(source: &Path, kind: &str, r: &Report) {
     println!("source:   {}", source.display());
     println!("kind:     {kind}");
@@ -145,7 +155,33 @@ fn print_text(source: &Path, kind: &str, r: &Report) {
             p.reason
         );
     }
-    for d in &r.damaged {
+    for m in &r.missing {
+        let runs: Vec<String> = m
+            .runs
+            .iter()
+            .take(MISSING_RUNS_SHOWN)
+            .map(|g| match g.len() {
+                1 => g.start.to_string(),
+                _ => format!("{}-{}", g.start, g.end - 1),
+            })
+            .collect();
+        let more = if m.runs.len() > MISSING_RUNS_SHOWN
+            || m.count > m.runs.iter().map(|g| g.len() as u64).sum()
+        {
+            ", ..."
+        } else {
+            ""
+        };
+        println!(
+            "MISSING  {} of {} chunk files of {}: chunks {}{more}",
+            m.count,
+            m.declared,
+            check::label(&m.array),
+            runs.join(", ")
+        );
+    }
+    // Missing chunks are summed up above, one line per array.
+    for d in r.damaged.iter().filter(|d| !d.missing) {
         println!(
             "DAMAGED chunk {} of {}: {}",
             d.chunk,
@@ -153,10 +189,12 @@ fn print_text(source: &Path, kind: &str, r: &Report) {
             d.reason
         );
     }
-    if (r.damaged.len() as u64) < r.damaged_count {
+    let missing: u64 = r.missing.iter().map(|m| m.count).sum();
+    let shown = r.damaged.iter().filter(|d| !d.missing).count() as u64;
+    if shown + missing < r.damaged_count {
         println!(
             "... and {} more damaged chunks (not listed)",
-            r.damaged_count - r.damaged.len() as u64
+            r.damaged_count - shown - missing
         );
     }
     if r.sound() {

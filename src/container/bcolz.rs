@@ -18,6 +18,7 @@
 //! that (bcolz reads only the first items) is valid, and only the first `chunk_nbytes` bytes
 //! are data. The `.blp` header is not validated (bcolz does not either).
 
+use std::ops::Range;
 use std::path::{Component, Path, PathBuf};
 use std::sync::Arc;
 use std::time::SystemTime;
@@ -311,7 +312,7 @@ impl Carray {
         if let Some(c) = self.blsk.as_ref().and_then(|b| b.get(i)) {
             let src = Source::open(&c.file, Arc::clone(&self.stats))?;
             let room = usize::try_from(c.room).unwrap_or(usize::MAX);
-            return Ok((c.file.clone(), src, c.offset, room));
+            return Ok((c.file.to_path_buf(), src, c.offset, room));
         }
         let path = self.chunk_path(i);
         let src = self.files.open(&path, Arc::clone(&self.stats))?;
@@ -370,6 +371,42 @@ impl Carray {
     /// Number of chunks.
     pub(crate) fn nchunks(&self) -> usize {
         self.nchunks
+    }
+
+    /// The chunks that have bytes to read, as sorted, disjoint runs of indices: a blsk root,
+    /// every chunk (its superchunk indexes, read at open, locate each); otherwise the chunks
+    /// whose file `data/__N.blp` exists, from one listing of `data/` (a missing `data/` has
+    /// none). The cost is the files present, never the chunk count `meta/sizes` declares
+    /// (a damaged `shape` may declare 1e15 chunks). Files named for an index past
+    /// [`Carray::nchunks`] (leftovers of a longer carray) and other names are not chunks.
+    ///
+    /// # Errors
+    /// [`ContainerError::Io`] when `data/` exists but cannot be listed.
+    pub(crate) fn present_chunks(&self) -> Result<Vec<Range<usize>>, ContainerError> {
+        if self.blsk.is_some() {
+            return Ok(std::iter::once(0..self.nchunks).collect());
+        }
+        let data = self.root.join("data");
+        let names = match self.files.list_dir(&data) {
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
+            Err(source) => return Err(ContainerError::Io { path: data, source }),
+        };
+        let mut present: Vec<usize> = names
+            .iter()
+            .filter_map(|n| chunk_file_index(n))
+            .filter(|&i| i < self.nchunks)
+            .collect();
+        present.sort_unstable();
+        present.dedup();
+        let mut runs: Vec<Range<usize>> = Vec::new();
+        for i in present {
+            match runs.last_mut() {
+                Some(r) if r.end == i => r.end += 1,
+                _ => runs.push(i..i + 1),
+            }
+        }
+        Ok(runs)
     }
 
     /// Nominal chunk size (chunklen x atomsize; 0 for object dtype).
@@ -437,7 +474,7 @@ impl Carray {
     /// Path of chunk file `i` (blsk: the superchunk file holding it).
     pub(crate) fn chunk_path(&self, i: usize) -> PathBuf {
         if let Some(c) = self.blsk.as_ref().and_then(|b| b.get(i)) {
-            return c.file.clone();
+            return c.file.to_path_buf();
         }
         self.root.join(format!("data/__{i}.blp"))
     }
@@ -519,6 +556,14 @@ impl Carray {
         src.read_exact_at(base + offset, buf, &"blosc1 chunk")?;
         Ok(true)
     }
+}
+
+/// The chunk index a file of `data/` is named for (`__N.blp`, N written as [`Carray`] names
+/// it: decimal without leading zeros), or `None`.
+fn chunk_file_index(name: &str) -> Option<usize> {
+    let n = name.strip_prefix("__")?.strip_suffix(".blp")?;
+    let canonical = n == "0" || (!n.starts_with('0') && n.bytes().all(|b| b.is_ascii_digit()));
+    if canonical { n.parse().ok() } else { None }
 }
 
 /// The cbytes of the Blosc1 chunk whose 16-byte header is `head`, stored at offset `base` of
@@ -668,6 +713,40 @@ mod tests {
         assert_eq!(i("[('a', '<i4')]"), None);
         assert_eq!(i(""), None);
         assert_eq!(i("<i99999999999999999999999"), None);
+    }
+
+    #[test]
+    fn present_chunks_come_from_the_listing_not_the_declared_count() {
+        let d = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(d.path().join("meta")).unwrap();
+        // 1e18 rows of chunklen 1: 1e18 chunks declared.
+        std::fs::write(
+            d.path().join("meta/sizes"),
+            r#"{"shape": [1000000000000000000]}"#,
+        )
+        .unwrap();
+        let storage = r#"{"dtype": "int8", "chunklen": 1}"#;
+        std::fs::write(d.path().join("meta/storage"), storage).unwrap();
+        let open = || Carray::open_in(&Files::Local, d.path(), Arc::default()).unwrap();
+        assert_eq!(open().present_chunks().unwrap(), Vec::<Range<usize>>::new());
+        std::fs::create_dir(d.path().join("data")).unwrap();
+        for f in [
+            "__0.blp", "__1.blp", "__3.blp", "__03.blp", "__7.blp", "x.blp", "__5",
+        ] {
+            std::fs::write(d.path().join("data").join(f), b"").unwrap();
+        }
+        assert_eq!(open().present_chunks().unwrap(), vec![0..2, 3..4, 7..8]);
+    }
+
+    #[test]
+    fn chunk_files_are_named_as_carray_names_them() {
+        assert_eq!(chunk_file_index("__0.blp"), Some(0));
+        assert_eq!(chunk_file_index("__553023.blp"), Some(553_023));
+        for bad in [
+            "__00.blp", "__07.blp", "__.blp", "__-1.blp", "__1.blpx", "_1.blp", "__1a.blp",
+        ] {
+            assert_eq!(chunk_file_index(bad), None, "{bad}");
+        }
     }
 
     #[test]

@@ -96,6 +96,35 @@ impl Files {
         }
     }
 
+    /// The names of the entries directly in the directory `dir` (unsorted; a tree: its files
+    /// and subdirectories under `dir/`). One listing: its cost is the entries present.
+    ///
+    /// # Errors
+    /// Why `dir` cannot be listed (a tree: never; a missing directory lists nothing there).
+    pub(crate) fn list_dir(&self, dir: &Path) -> std::io::Result<Vec<String>> {
+        match self {
+            Files::Local => std::fs::read_dir(dir)?
+                .map(|e| e.map(|e| e.file_name().to_string_lossy().into_owned()))
+                .collect(),
+            Files::Tree(t) => {
+                let Some(rel) = Files::rel(t.as_ref(), dir) else {
+                    return Ok(Vec::new());
+                };
+                let prefix = if rel.is_empty() { rel } else { rel + "/" };
+                let mut out: Vec<String> = t
+                    .names()
+                    .into_iter()
+                    .filter_map(|n| {
+                        let rest = n.strip_prefix(&prefix)?;
+                        Some(rest.split('/').next().unwrap_or(rest).to_owned())
+                    })
+                    .collect();
+                out.dedup();
+                Ok(out)
+            }
+        }
+    }
+
     /// The modification time of the file at `path` (the epoch when it cannot be known).
     pub(crate) fn mtime(&self, path: &Path) -> SystemTime {
         match self {

@@ -117,6 +117,14 @@ fn remote_prefixes_of_sparse_frames_and_bcolz_roots_read_like_local_directories(
             assert_eq!(w.attrs(), g.attrs(), "{name}/{wn}");
             assert!(w.nchunks() > 2, "{name}/{wn}: several chunks");
             assert_eq!(w.nchunks(), g.nchunks(), "{name}/{wn}");
+            // The chunk files present: from the prefix's listing, without a request.
+            let before = f.proxy.requests();
+            if let Some(present) = g.bcolz_present_chunks() {
+                let all: Vec<_> = std::iter::once(0..w.nchunks()).collect();
+                assert_eq!(present.unwrap(), all, "{name}/{wn}: chunk files listed");
+                assert_eq!(w.bcolz_present_chunks().unwrap().unwrap(), all);
+            }
+            assert_eq!(f.proxy.requests(), before, "{name}/{wn}: listing");
             for i in (0..w.nchunks()).rev() {
                 let before = f.proxy.requests();
                 assert_eq!(w.chunk_bytes(i).unwrap(), g.chunk_bytes(i).unwrap());

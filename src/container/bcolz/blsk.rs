@@ -9,7 +9,7 @@
 //! The result is a [`Carray`] whose chunks are located in superchunk files, so everything
 //! that reads a bcolz carray reads it; writing is refused (`write.rs`).
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 use std::time::SystemTime;
 
@@ -22,8 +22,8 @@ use crate::container::{Array, Container, ContainerError, Table};
 /// Where one Blosc1 chunk of a blsk carray lies.
 #[derive(Debug, Clone)]
 pub(crate) struct Chunk {
-    /// The superchunk file.
-    pub(crate) file: PathBuf,
+    /// The superchunk file (shared by its chunks: an index entry of 8 bytes costs 32 here).
+    pub(crate) file: Arc<Path>,
     /// Offset of the chunk in the file.
     pub(crate) offset: u64,
     /// Bytes up to the next chunk (or the end of the file): the chunk plus its free space.
@@ -325,6 +325,7 @@ fn superchunk(src: &Source, itemsize: usize, out: &mut Vec<Chunk>) -> Result<(),
         .chunks_exact(8)
         .map(|b| u64::from_le_bytes(b.try_into().unwrap_or_default()))
         .collect();
+    let file: Arc<Path> = Arc::from(path);
     for (k, &o) in offsets.iter().enumerate() {
         let next = offsets.get(k + 1).copied().unwrap_or(src.len());
         if o < index_end || next <= o || next > src.len() {
@@ -336,7 +337,7 @@ fn superchunk(src: &Source, itemsize: usize, out: &mut Vec<Chunk>) -> Result<(),
             ));
         }
         out.push(Chunk {
-            file: path.to_path_buf(),
+            file: Arc::clone(&file),
             offset: o,
             room: next - o,
         });

@@ -1,0 +1,125 @@
+//! The room `b2fs salvage` needs, checked before it writes anything: the copy of SOURCE
+//! plus the chunks of zeros that replace the damaged ones (a bcolz chunk of zeros is a
+//! `.blp` file of its own), against the space free where DEST goes, and the zero chunks'
+//! bytes (held in memory for the commit) against [`MAX_ZERO_BYTES`].
+
+use std::collections::HashMap;
+use std::path::Path;
+
+use super::super::Error;
+use super::super::check::{self, Report};
+use super::{other, zero_chunk};
+use crate::container::Opened;
+
+/// Most bytes of zero chunks one salvage writes (they are built in memory for the commit).
+pub(super) const MAX_ZERO_BYTES: u64 = 1 << 30;
+/// What a small file takes on disk at least (one block).
+const BLOCK: u64 = 4096;
+
+/// What a salvage will write.
+pub(super) struct Need {
+    /// Bytes of the copy of SOURCE.
+    copy: u64,
+    /// Bytes of the zero chunks, as encoded.
+    zeros: u64,
+    /// Bytes on disk of the zero chunks (each at least a block).
+    zeros_on_disk: u64,
+    /// Chunks replaced.
+    chunks: usize,
+}
+
+/// What salvaging the damaged chunks of `report` from `opened` (read from `local`) writes.
+/// One chunk of zeros is encoded per array and chunk size, not per chunk.
+///
+/// # Errors
+/// When the size of `local` cannot be read.
+pub(super) fn needed(opened: &Opened, local: &Path, report: &Report) -> Result<Need, Error> {
+    let mut scratch = Report::default();
+    let targets = check::targets(opened, &mut scratch);
+    let by_label: HashMap<&Option<String>, &crate::container::Array> =
+        targets.iter().map(|t| (&t.label, t.array)).collect();
+    let mut encoded: HashMap<(&Option<String>, usize), u64> = HashMap::new();
+    let (mut zeros, mut zeros_on_disk) = (0u64, 0u64);
+    for d in &report.damaged {
+        let Some(a) = by_label.get(&d.array) else {
+            continue;
+        };
+        // A size that cannot be known fails the salvage later, naming the chunk.
+        let Ok(nbytes) = a.chunk_nbytes(d.chunk) else {
+            continue;
+        };
+        let len = match encoded.get(&(&d.array, nbytes)) {
+            Some(&n) => n,
+            None => {
+                let n = zero_chunk(a, d.chunk)?.len() as u64;
+                encoded.insert((&d.array, nbytes), n);
+                n
+            }
+        };
+        zeros += len;
+        zeros_on_disk += len.div_ceil(BLOCK).max(1) * BLOCK;
+    }
+    Ok(Need {
+        copy: tree_bytes(local)?,
+        zeros,
+        zeros_on_disk,
+        chunks: report.damaged.len(),
+    })
+}
+
+/// Bytes of the file or directory tree at `path` (on-disk blocks: a file of `n` bytes counts
+/// whole blocks).
+fn tree_bytes(path: &Path) -> Result<u64, Error> {
+    let io = |e: std::io::Error| Error::Other {
+        what: format!("reading '{}'", path.display()),
+        source: Some(e),
+    };
+    let meta = std::fs::metadata(path).map_err(io)?;
+    if meta.is_file() {
+        return Ok(meta.len().div_ceil(BLOCK) * BLOCK);
+    }
+    let mut total = BLOCK;
+    for entry in std::fs::read_dir(path).map_err(io)? {
+        total += tree_bytes(&entry.map_err(io)?.path())?;
+    }
+    Ok(total)
+}
+
+fn human(n: u64) -> String {
+    super::super::info::human(n)
+}
+
+/// Refuses a salvage whose zero chunks pass [`MAX_ZERO_BYTES`] or that does not fit the space
+/// free in `parent` (DEST's directory), in one line.
+///
+/// # Errors
+/// [`Error::Other`] saying why.
+pub(super) fn check(parent: &Path, need: &Need, source: &Path) -> Result<(), Error> {
+    if need.zeros > MAX_ZERO_BYTES {
+        return Err(other(format!(
+            "cannot salvage '{}': its {} damaged chunks become {} of zero chunks, over the {} \
+             salvage writes",
+            source.display(),
+            need.chunks,
+            human(need.zeros),
+            human(MAX_ZERO_BYTES)
+        )));
+    }
+    let total = need.copy.saturating_add(need.zeros_on_disk);
+    if let Ok(s) = rustix::fs::statvfs(parent) {
+        let free = s.f_bavail.saturating_mul(s.f_frsize.max(1));
+        if total > free {
+            return Err(other(format!(
+                "cannot salvage '{}': DEST needs about {} (a copy of {} and {} chunks of zeros), \
+                 {} is free in '{}'",
+                source.display(),
+                human(total),
+                human(need.copy),
+                need.chunks,
+                human(free),
+                parent.display()
+            )));
+        }
+    }
+    Ok(())
+}
