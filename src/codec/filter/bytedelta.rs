@@ -89,6 +89,7 @@ pub fn decode_buggy(typesize: usize, src: &[u8], dst: &mut [u8]) -> Result<(), C
 
 /// [`decode_buggy`] in place.
 pub fn decode_buggy_in_place(typesize: usize, buf: &mut [u8]) {
+    #[cfg(target_arch = "x86_64")]
     let level = SimdLevel::detect();
     let s = stream_len(typesize, buf.len());
     if s == 0 {
