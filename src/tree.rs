@@ -634,9 +634,12 @@ impl Tree {
     /// file that cannot be written; [`TreeError::IsADirectory`]; [`TreeError::NotFound`].
     pub fn open_by(&self, ino: u64, flags: i32, by: Pid) -> Result<u64, TreeError> {
         let write = flags & libc::O_ACCMODE != libc::O_RDONLY || flags & libc::O_TRUNC != 0;
-        if write {
-            self.write_target(ino)?;
-        }
+        // Decided once: a writer's writes probe neither the tree's options nor the source.
+        let target = if write {
+            Some(self.write_target(ino)?)
+        } else {
+            None
+        };
         match self.entry(ino)? {
             Entry::Dir(..) => return Err(TreeError::IsADirectory(ino)),
             Entry::Zarr(z) if self.zarr_is_dir(ino, z) => {
@@ -645,8 +648,11 @@ impl Tree {
             _ => {}
         }
         self.follow_at_open(ino);
-        let pinned = (!write).then(|| self.pin(ino));
-        let fh = self.handles.open(ino, write, pinned, by);
+        let mode = match target {
+            Some(target) => handle::Mode::Write(target),
+            None => handle::Mode::Read(self.pin(ino)),
+        };
+        let fh = self.handles.open(ino, mode, by);
         if write && flags & libc::O_TRUNC != 0 {
             if let Err(e) = self.set_size(ino, 0) {
                 let _ = self.handles.close(fh);

@@ -1,6 +1,7 @@
-//! Open file handles: which inode each is for, whether it writes, the version a read-only one
-//! reads ([`Pinned`]), and its access pattern (where its next sequential read starts), from
-//! which every read gets a [`ReadHint`].
+//! Open file handles: which inode each is for, its [`Mode`] decided at open (the version a
+//! read-only one reads, or what a writer's writes change, its writability checked once then),
+//! and its access pattern (where its next sequential read starts), from which every read gets
+//! a [`ReadHint`].
 //!
 //! Each handle remembers the process that opened it ([`Pid`]): only that process's close
 //! commits at FLUSH (see [`super::Tree::flush_by`]).
@@ -15,6 +16,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use parking_lot::Mutex;
 
 use super::TreeError;
+use super::edit::WriteTarget;
 use crate::container::npy::{Npy, TableNpy};
 use crate::reader::{ArrayId, ChunkStore, Pattern, ReadHint};
 
@@ -56,6 +58,23 @@ impl Pinned {
     }
 }
 
+/// What a handle is for, decided once at open.
+#[derive(Debug, Clone)]
+pub(crate) enum Mode {
+    /// Read-only: the version it reads (every read sees that one version, or fails).
+    Read(Arc<Pinned>),
+    /// Open for writing: what its writes change. The tree and the source were found writable
+    /// at open ([`super::Tree::write_target`]), so a write probes nothing on disk; writers
+    /// read the file's buffer and the current version, so they see their own writes.
+    Write(WriteTarget),
+}
+
+impl Mode {
+    fn writes(&self) -> bool {
+        matches!(self, Mode::Write(_))
+    }
+}
+
 /// Per-open-file state.
 #[derive(Debug, Clone)]
 struct Handle {
@@ -68,13 +87,10 @@ struct Handle {
     stream: Stream,
     /// Reads recorded so far.
     reads: u64,
-    /// Opened for writing: its opener's flush and its release commit the file's buffer.
-    write: bool,
+    /// Read-only or writing (its opener's flush and its release commit the file's buffer).
+    mode: Mode,
     /// The process that opened it.
     opener: Pid,
-    /// Read-only handles: the version they read (`None`: writers read the file's buffer and
-    /// the current version, so they see their own writes).
-    pinned: Option<Arc<Pinned>>,
 }
 
 /// How far apart two reads may be and still belong to one stream: the requests of one large
@@ -134,15 +150,8 @@ impl Handles {
         }
     }
 
-    /// Registers a new handle of `ino` opened by `opener`, reading `pinned` (see [`Handle`]);
-    /// returns its number.
-    pub(crate) fn open(
-        &self,
-        ino: u64,
-        write: bool,
-        pinned: Option<Arc<Pinned>>,
-        opener: Pid,
-    ) -> u64 {
+    /// Registers a new handle of `ino` in `mode` opened by `opener`; returns its number.
+    pub(crate) fn open(&self, ino: u64, mode: Mode, opener: Pid) -> u64 {
         let fh = self.next_fh.fetch_add(1, Ordering::Relaxed);
         self.map.lock().insert(
             fh,
@@ -152,9 +161,8 @@ impl Handles {
                 from_start: true,
                 stream: Stream::default(),
                 reads: 0,
-                write,
+                mode,
                 opener,
-                pinned,
             },
         );
         fh
@@ -167,7 +175,7 @@ impl Handles {
             .lock()
             .remove(&fh)
             .ok_or(TreeError::BadHandle(fh))?;
-        Ok((h.ino, h.write))
+        Ok((h.ino, h.mode.writes()))
     }
 
     /// Records a read of `size` bytes at `offset` through `fh` (which must be open for
@@ -200,7 +208,11 @@ impl Handles {
             streaming: h.from_start,
             stream: h.stream.record(offset, u64::from(size)),
         };
-        Ok((hint, h.pinned.clone(), first))
+        let pinned = match &h.mode {
+            Mode::Read(p) => Some(p.clone()),
+            Mode::Write(_) => None,
+        };
+        Ok((hint, pinned, first))
     }
 
     /// Makes a read-only `fh` read `pinned` from now on, when its only read so far is the one
@@ -208,8 +220,8 @@ impl Handles {
     /// it did.
     pub(crate) fn repin(&self, fh: u64, pinned: Arc<Pinned>) -> bool {
         match self.map.lock().get_mut(&fh) {
-            Some(h) if !h.write && h.reads == 1 => {
-                h.pinned = Some(pinned);
+            Some(h) if !h.mode.writes() && h.reads == 1 => {
+                h.mode = Mode::Read(pinned);
                 true
             }
             _ => false,
@@ -224,17 +236,21 @@ impl Handles {
         }
     }
 
-    /// Whether `fh` is open for `ino` and for writing.
-    pub(crate) fn writes(&self, fh: u64, ino: u64) -> bool {
-        self.map
-            .lock()
-            .get(&fh)
-            .is_some_and(|h| h.ino == ino && h.write)
+    /// What a write through `fh` changes, when it is open for `ino` and for writing.
+    pub(crate) fn write_target(&self, fh: u64, ino: u64) -> Option<WriteTarget> {
+        match self.map.lock().get(&fh) {
+            Some(Handle {
+                ino: i,
+                mode: Mode::Write(target),
+                ..
+            }) if *i == ino => Some(*target),
+            _ => None,
+        }
     }
 
     /// Whether `fh` is open for writing.
     pub(crate) fn is_writer(&self, fh: u64) -> bool {
-        self.map.lock().get(&fh).is_some_and(|h| h.write)
+        self.map.lock().get(&fh).is_some_and(|h| h.mode.writes())
     }
 
     /// The process that opened `fh`, when it is open for writing.
@@ -242,7 +258,7 @@ impl Handles {
         self.map
             .lock()
             .get(&fh)
-            .filter(|h| h.write)
+            .filter(|h| h.mode.writes())
             .map(|h| h.opener)
     }
 
@@ -251,7 +267,7 @@ impl Handles {
         self.map
             .lock()
             .iter()
-            .any(|(&fh, h)| Some(fh) != except && h.ino == ino && h.write)
+            .any(|(&fh, h)| Some(fh) != except && h.ino == ino && h.mode.writes())
     }
 
     /// Whether exactly one handle has `ino` open.
@@ -302,7 +318,7 @@ mod tests {
     #[test]
     fn handles_report_their_stream_in_the_hint() {
         let h = Handles::new();
-        let fh = h.open(7, false, None, Pid(1));
+        let fh = h.open(7, Mode::Read(Arc::default()), Pid(1));
         let (hint, _, first) = h.record_read(fh, 7, 0, 4096).unwrap();
         assert!(first);
         assert_eq!((hint.pattern, hint.stream), (Pattern::FirstAtZero, 4096));
