@@ -27,7 +27,7 @@
 //! | `inode.rs` | the numbering plan: nodes, chunk files per array, scratch files |
 //! | `layout.rs`, `view.rs` | the nodes a source shows and the rules that choose them |
 //! | `dir.rs` | listings and chunk file names |
-//! | `handle.rs` | open handles, the version a read-only one pinned, the access pattern ([`crate::reader::ReadHint`]) |
+//! | `handle.rs` | open handles: the mode decided at open (the version a read-only one pinned, or what a writer writes), the access pattern ([`crate::reader::Access`]) |
 //! | `read.rs` | what a read returns, per kind of file |
 //! | `npy.rs` | `array.npy` / `table.npy`: bytes assembled from chunks, writes split into chunk edits |
 //! | `edit.rs` | buffered edits (keyed by chunk, not by file) and the write operations |

@@ -42,22 +42,6 @@ const BELOW_DECODES: usize = 2;
 /// Most bytes after a page fault offered after it.
 const FORWARD_MAX: u64 = 1 << 20;
 
-/// Bytes a handle reads in one stream before its reads take whole chunks (and prefetch):
-/// enough that the readahead around an mmap reader's page faults (up to a few MiB per jump)
-/// never counts as a scan, and little beside a scan of a large array (the blocks decoded for
-/// its first 16 MiB are decoded again with their chunks: under 2% of a 1 GiB `np.load`).
-const SCAN_MIN: u64 = 16 << 20;
-
-/// Whether a read with `hint` of a file of `len` bytes takes whole chunks: one that belongs
-/// to a scan (`np.load`, `cp`, an mmap reader going through the array in order), i.e. its
-/// handle has read at least [`SCAN_MIN`] bytes in one stream, or half the file. Every other
-/// read decodes only the blocks its runs touch: a header read, a page fault and the
-/// readahead around it need a few rows of a few chunks, and decoding the whole chunks for
-/// them costs far more.
-fn is_scan(hint: ReadHint, len: u64) -> bool {
-    hint.stream >= SCAN_MIN.min(len / 2).max(1)
-}
-
 /// The page offsets of `array.npy` (shown by `npy`) below the page at `offset`: the same
 /// columns of the next [`NEAR_PAGES`] rows (none for 1-D arrays or rows shorter than a page),
 /// within the file.
@@ -133,7 +117,7 @@ impl Tree {
             if let (Some(run), None) = (runs.next(), runs.next()) {
                 let id = ChunkId::new(array, run.chunk as usize);
                 if !(buffers && self.has_edit(id)) {
-                    let scan = is_scan(hint, npy.len());
+                    let scan = hint.scan(npy.len());
                     let hint = if scan { hint } else { ReadHint::RANDOM };
                     let data = self
                         .reader
@@ -155,7 +139,7 @@ impl Tree {
             // Not a scan (an mmap reader's page faults and the readahead around them, a
             // seek-and-read): each run takes the block it falls in, unless its chunk is
             // cached. A scan takes whole chunks.
-            let scan = is_scan(hint, npy.len());
+            let scan = hint.scan(npy.len());
             let into = &mut out[w.data_dst..];
             self.fill_runs(ino, (store.as_ref(), array, buffers), runs, !scan, into)?;
             if scan {
