@@ -9,6 +9,9 @@
 //! - **Small windows** (a page fault of an `mmap` reader, a seek-and-read): each run is read
 //!   through the reader's small-read path, which decodes only the block it falls in and keeps
 //!   it. **Large or sequential windows** take whole chunks from the cache, each once per read.
+//!   Either way the runs are assembled by the reader ([`crate::reader::ChunkReader::gather`]);
+//!   this module adds the edit buffers and picks the path from the handle's
+//!   [`ReadHint::scan`].
 //! - **Prefetch by slab.** A scan in file order of an N-dim array needs, for every item row,
 //!   all the chunks of one row of the chunk grid (a slab): the read asks for the next slab's
 //!   chunks, no more than the cache holds beside the current slab.
@@ -292,9 +295,9 @@ impl Tree {
         self.options.writable && self.edits.lock().chunks.contains_key(&id)
     }
 
-    /// Copies `runs` of chunks of `array` into `out`: from edit buffers where a chunk has one,
-    /// else through the reader (the block each run falls in when `small`, else whole chunks;
-    /// either fetched once per group of consecutive runs it covers).
+    /// Copies `runs` of chunks of `array` into `out` ([`crate::reader::ChunkReader::gather`]:
+    /// the block each run falls in when `small`, else whole chunks), from edit buffers where
+    /// a chunk has one and `buffers` says the reader sees them.
     pub(super) fn fill_runs(
         &self,
         ino: u64,
@@ -303,89 +306,21 @@ impl Tree {
         small: bool,
         out: &mut [u8],
     ) -> Result<(), TreeError> {
-        let eio = |source| TreeError::Container { ino, source };
-        let short = |id: ChunkId| TreeError::Container {
-            ino,
-            source: crate::container::ContainerError::Malformed {
-                path: store.path().to_path_buf(),
-                offset: 0,
-                what: format!("chunk {}", id.index),
-                why: "its decoded bytes are shorter than its shape needs".into(),
-            },
-        };
         // One look at the edits per read, not one lock per run (a 1 MiB read of an N-dim
         // array is hundreds of runs).
         let edited = buffers
             && self.options.writable
             && self.edits.lock().chunks.keys().any(|id| id.array == array);
-        // The chunk index, the decoded bytes held and where they start in that chunk.
-        let mut held: Option<(usize, crate::reader::Bytes, usize)> = None;
-        // Per chunk: whether it may be decoded whole (not over the cache budget).
-        let mut whole: Option<(usize, bool)> = None;
-        for run in runs {
-            let id = ChunkId::new(array, run.chunk as usize);
-            let (src, len, dst) = (run.src as usize, run.len as usize, run.dst as usize);
-            let dst = &mut out[dst..dst + len];
-            if edited {
-                let edits = self.edits.lock();
-                if let Some(buf) = edits.chunks.get(&id) {
-                    let bytes = buf.data.get(src..src + len).ok_or_else(|| short(id))?;
-                    dst.copy_from_slice(bytes);
-                    continue;
-                }
-            }
-            let covers = |(k, bytes, at): &(usize, crate::reader::Bytes, usize)| {
-                *k == id.index && src >= *at && src + len <= at + bytes.len()
-            };
-            if !held.as_ref().is_some_and(covers) {
-                let fits = match whole {
-                    Some((k, fits)) if k == id.index => fits,
-                    _ => {
-                        let fits = self.fits_whole(id);
-                        whole = Some((id.index, fits));
-                        fits
-                    }
-                };
-                let (bytes, at) = if small || !fits {
-                    self.reader.covering(store, id, src).map_err(eio)?
-                } else {
-                    (self.reader.chunk_in(store, id).map_err(eio)?, 0)
-                };
-                held = Some((id.index, bytes, at));
-                if !held.as_ref().is_some_and(covers) {
-                    held = Some(if fits {
-                        // A run across blocks (or past a short chunk's end): the whole chunk.
-                        (id.index, self.reader.chunk_in(store, id).map_err(eio)?, 0)
-                    } else {
-                        // A chunk over the cache budget is never whole: this run only.
-                        let got = self
-                            .reader
-                            .read_in(store, id, run.src, run.len as u32, ReadHint::RANDOM, || {
-                                false
-                            })
-                            .map_err(eio)?;
-                        (id.index, std::sync::Arc::new(got.to_vec()), src)
-                    });
-                }
-            }
-            let Some((_, bytes, at)) = &held else {
-                continue;
-            };
-            let piece = bytes
-                .get(src - at..src - at + len)
-                .ok_or_else(|| short(id))?;
-            dst.copy_from_slice(piece);
-        }
-        Ok(())
-    }
-
-    /// Whether chunk `id` may be decoded whole for a read: not when it decodes to more than
-    /// the cache budget ([`crate::reader::ChunkReader::over_budget`]; a size that cannot be
-    /// read is left to the decode to report).
-    fn fits_whole(&self, id: ChunkId) -> bool {
+        let mut from_buffer = |id: ChunkId, src: usize, dst: &mut [u8]| {
+            let edits = self.edits.lock();
+            let bytes = edits.chunks.get(&id)?.data.get(src..src + dst.len());
+            Some(bytes.map(|b| dst.copy_from_slice(b)).is_some())
+        };
+        let edited: Option<&mut dyn FnMut(ChunkId, usize, &mut [u8]) -> Option<bool>> =
+            if edited { Some(&mut from_buffer) } else { None };
         self.reader
-            .chunk_nbytes(id)
-            .map_or(true, |n| !self.reader.over_budget(n))
+            .gather((store, array), runs, small, out, edited)
+            .map_err(|source| TreeError::Container { ino, source })
     }
 
     /// After a sequential read of `array.npy` up to data byte `end`: asks for the next slab's
@@ -551,7 +486,7 @@ impl Tree {
             for p in t.pieces(w.data.start, w.data.end - w.data.start) {
                 let array = *columns.get(p.column).ok_or(TreeError::NotFound)?;
                 let id = ChunkId::new(array, p.chunk as usize);
-                if !self.fits_whole(id) {
+                if !self.reader.fits_whole(id) {
                     // Only the rows' span of the chunk, through the reader's block reads.
                     let span = (p.rows - 1) * p.src_stride + p.len;
                     let span = u32::try_from(span).map_err(|_| TreeError::NotFound)?;
