@@ -59,9 +59,9 @@ use crate::cache::ChunkCache;
 pub use crate::cache::{Bytes, CacheStats};
 use crate::container::ContainerError;
 
+pub use access::{Access, Pattern, ReadHint};
 pub use append::AppendVec;
 pub use live::{Change, LiveArray};
-pub use access::{Access, Pattern, ReadHint};
 pub use plan::Plan;
 pub use store::ChunkStore;
 pub use version::Snapshot;

@@ -93,7 +93,6 @@ impl ChunkReader {
     /// the cache budget ([`ChunkReader::over_budget`]; a size that cannot be read is left to
     /// the decode to report).
     pub fn fits_whole(&self, id: ChunkId) -> bool {
-        self.chunk_nbytes(id)
-            .map_or(true, |n| !self.over_budget(n))
+        self.chunk_nbytes(id).map_or(true, |n| !self.over_budget(n))
     }
 }

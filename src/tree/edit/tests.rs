@@ -105,8 +105,14 @@ fn a_write_is_seen_by_every_file_of_the_chunk_and_reaches_the_source_at_release(
     t.release(fh).unwrap();
     let after = on_disk(&path);
     assert_eq!(after[1], chunk);
-    assert_eq!((&after[0], &after[2], &after[3]), (&before[0], &before[2], &before[3]));
-    assert!(t.edits.lock().chunks.is_empty(), "a committed buffer is dropped");
+    assert_eq!(
+        (&after[0], &after[2], &after[3]),
+        (&before[0], &before[2], &before[3])
+    );
+    assert!(
+        t.edits.lock().chunks.is_empty(),
+        "a committed buffer is dropped"
+    );
 }
 
 #[test]
@@ -173,7 +179,11 @@ fn a_refused_first_write_leaves_no_buffer() {
     // Chunk 0 is no last chunk: it holds exactly its stored bytes.
     let err = t.write(c0, fh, CHUNK_BYTES as u64, b"x").unwrap_err();
     assert_eq!(err.errno(), libc::EFBIG);
-    assert!(t.edits.lock().chunks.is_empty(), "{:?}", t.edits.lock().chunks);
+    assert!(
+        t.edits.lock().chunks.is_empty(),
+        "{:?}",
+        t.edits.lock().chunks
+    );
     t.release(fh).unwrap();
     assert_eq!(on_disk(&path), before);
 }
@@ -188,10 +198,7 @@ fn writability_is_decided_at_open() {
     std::os::unix::fs::PermissionsExt::set_mode(&mut perm, 0o444);
     std::fs::set_permissions(&path, perm).unwrap();
     // The source turned read-only: a new writer is refused at open...
-    assert_eq!(
-        t.open(c0, libc::O_WRONLY).unwrap_err().errno(),
-        libc::EROFS
-    );
+    assert_eq!(t.open(c0, libc::O_WRONLY).unwrap_err().errno(), libc::EROFS);
     assert_eq!(t.set_size(c0, 0).unwrap_err().errno(), libc::EROFS);
     // ...the open one writes its buffer, and its commit is refused: the source is unchanged.
     assert_eq!(t.write(c0, fh, 0, b"x").unwrap(), 1);
@@ -260,8 +267,14 @@ fn a_read_only_tree_refuses_every_change() {
     }
     let data = ino(&t, "data");
     assert_eq!(t.set_size(c0, 0).unwrap_err().errno(), libc::EROFS);
-    assert_eq!(t.create(data, "00000004.bin").unwrap_err().errno(), libc::EROFS);
-    assert_eq!(t.unlink(data, "00000003.bin").unwrap_err().errno(), libc::EROFS);
+    assert_eq!(
+        t.create(data, "00000004.bin").unwrap_err().errno(),
+        libc::EROFS
+    );
+    assert_eq!(
+        t.unlink(data, "00000003.bin").unwrap_err().errno(),
+        libc::EROFS
+    );
 }
 
 fn id(index: usize) -> ChunkId {
