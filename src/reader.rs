@@ -38,7 +38,7 @@
 mod access;
 pub mod append;
 mod decode;
-mod gather;
+pub mod gather;
 pub mod live;
 mod partial;
 mod plan;

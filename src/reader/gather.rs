@@ -8,6 +8,11 @@ use super::{ArrayId, Bytes, ChunkId, ChunkReader, ChunkStore, ReadHint};
 use crate::container::ContainerError;
 use crate::container::ndim::Run;
 
+/// Fills a run of a chunk from a buffer the caller holds for it: `(chunk, offset in the
+/// decoded chunk, destination)`; `None` when it holds none, `Some(false)` when its buffer is
+/// shorter than the run.
+pub type FromBuffer<'a> = &'a mut dyn FnMut(ChunkId, usize, &mut [u8]) -> Option<bool>;
+
 impl ChunkReader {
     /// Copies `runs` of chunks of `array` (the version `store`) into `out`: the block each
     /// run falls in when `small` (a page fault, a seek-and-read), else whole chunks (a scan);
@@ -23,7 +28,7 @@ impl ChunkReader {
         runs: impl Iterator<Item = Run>,
         small: bool,
         out: &mut [u8],
-        mut edited: Option<&mut dyn FnMut(ChunkId, usize, &mut [u8]) -> Option<bool>>,
+        mut edited: Option<FromBuffer<'_>>,
     ) -> Result<(), ContainerError> {
         let short = |id: ChunkId| ContainerError::Malformed {
             path: store.path().to_path_buf(),

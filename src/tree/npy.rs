@@ -316,7 +316,7 @@ impl Tree {
             let bytes = edits.chunks.get(&id)?.data.get(src..src + dst.len());
             Some(bytes.map(|b| dst.copy_from_slice(b)).is_some())
         };
-        let edited: Option<&mut dyn FnMut(ChunkId, usize, &mut [u8]) -> Option<bool>> =
+        let edited: Option<crate::reader::gather::FromBuffer<'_>> =
             if edited { Some(&mut from_buffer) } else { None };
         self.reader
             .gather((store, array), runs, small, out, edited)
