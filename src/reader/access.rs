@@ -47,7 +47,7 @@ impl ReadHint {
     };
 
     /// Whether this read of a file of `len` bytes belongs to a scan (`np.load`, `cp`, an mmap
-    /// reader going through the file in order): its handle has read at least [`SCAN_MIN`]
+    /// reader going through the file in order): its handle has read at least `SCAN_MIN`
     /// bytes in one stream, or half the file. Other reads of an assembled file decode only
     /// the blocks they touch: a header read, a page fault and the readahead around it need a
     /// few rows of a few chunks, and decoding whole chunks for them costs far more.
