@@ -1,8 +1,8 @@
-//! Edits without a kernel: a [`Tree`] over a copy of a frame python-blosc2 wrote
-//! (`tests/data/frames`: `b2nd_1d_f8.b2nd`, 1,000 f8 in 4 chunks of 300 items, each decoded
-//! chunk padded to 320; `schunk_zstd.b2frame`, chunks of 65,536, 65,536 and 100 bytes), driven
-//! through `open`/`write`/`set_size`/`create`/`unlink`/`release` as the FUSE
-//! adapter drives it; what a commit stored is read back from the file by the container layer.
+//! The write rules without a kernel: a [`Tree`] over a copy of a frame python-blosc2 wrote
+//! (tests/data/frames, see GENERATED.json there) is edited through the calls the FUSE adapter
+//! makes (`open`, `write`, `set_size`, `create`, `unlink`, `flush`, `release`); what reached
+//! the file is read back by opening it again from disk. A refused edit must name its errno and
+//! leave the file byte-identical.
 
 use std::path::{Path, PathBuf};
 
@@ -11,271 +11,7 @@ use crate::codec::decode::decompress;
 use crate::container::{self, Container};
 use crate::tree::{ROOT_INO, TreeOptions};
 
-/// Bytes of `array.npy` one chunk of `b2nd_1d_f8.b2nd` holds (300 f8).
-const CHUNK: usize = 2400;
-
-/// Bytes of one decoded chunk of `b2nd_1d_f8.b2nd` (its chunk files' size).
-const CHUNK_BYTES: usize = 2560;
-
-/// A read-write tree over a fresh copy of `b2nd_1d_f8.b2nd`, and the copy's path.
-fn writable_tree() -> (Tree, PathBuf) {
-    writable_tree_of("b2nd_1d_f8.b2nd")
-}
-
-/// A read-write tree over a fresh copy of fixture `name`, and the copy's path.
-fn writable_tree_of(name: &str) -> (Tree, PathBuf) {
-    static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
-    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let dir = std::env::temp_dir().join(format!("b2fs-edit-{}-{n}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    let from = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/data/frames")
-        .join(name);
-    let path = dir.join(name);
-    std::fs::copy(from, &path).unwrap();
-    let options = TreeOptions {
-        writable: true,
-        ..TreeOptions::default()
-    };
-    (Tree::from_source(&path, options).unwrap(), path)
-}
-
-/// The inode of `path` (`/`-separated, from the root).
-fn ino(t: &Tree, path: &str) -> u64 {
-    path.split('/')
-        .fold(ROOT_INO, |dir, name| t.lookup(dir, name).unwrap().ino)
-}
-
-/// The chunks of the source at `path` as they are on disk, decoded.
-fn on_disk(path: &Path) -> Vec<Vec<u8>> {
-    let Container::Array(a) = container::open(path).unwrap() else {
-        panic!("a table")
-    };
-    (0..a.nchunks())
-        .map(|i| decompress(&a.chunk_bytes(i).unwrap()).unwrap())
-        .collect()
-}
-
-/// All bytes of file `ino` through a new read-only handle (the committed version: a
-/// read-only descriptor reads no one's buffers).
-fn read_all(t: &Tree, ino: u64) -> Vec<u8> {
-    let fh = t.open(ino, libc::O_RDONLY).unwrap();
-    let out = read_through(t, ino, fh);
-    t.release(fh).unwrap();
-    out
-}
-
-/// All bytes of file `ino` through handle `fh` (a writer's: with the buffers).
-fn read_through(t: &Tree, ino: u64, fh: u64) -> Vec<u8> {
-    let mut out = Vec::new();
-    loop {
-        let got = t.read(ino, fh, out.len() as u64, 1 << 16).unwrap();
-        if got.is_empty() {
-            break;
-        }
-        out.extend_from_slice(&got);
-    }
-    out
-}
-
-#[test]
-fn a_write_is_seen_by_every_file_of_the_chunk_and_reaches_the_source_at_release() {
-    let (t, path) = writable_tree();
-    let before = on_disk(&path);
-    assert_eq!(before.len(), 4);
-    let c1 = ino(&t, "data/00000001.bin");
-    let npy = ino(&t, "array.npy");
-    let fh = t.open(c1, libc::O_RDWR).unwrap();
-    assert_eq!(t.write(c1, fh, 8, &[7u8; 16]).unwrap(), 16);
-    // Before any commit: writers of the chunk file and of array.npy read the buffer;
-    // read-only descriptors and the source the committed version.
-    let chunk = read_through(&t, c1, fh);
-    assert_eq!(&chunk[8..24], &[7u8; 16]);
-    assert_eq!(chunk[..8], before[1][..8]);
-    assert_eq!(read_all(&t, c1), before[1]);
-    let npy_fh = t.open(npy, libc::O_RDWR).unwrap();
-    let whole = read_through(&t, npy, npy_fh);
-    let header = whole.len() - 1000 * 8;
-    assert_eq!(&whole[header + CHUNK + 8..header + CHUNK + 24], &[7u8; 16]);
-    assert_eq!(on_disk(&path), before);
-    // Either writer's close commits the buffer both files share.
-    t.release(npy_fh).unwrap();
-    assert_eq!(on_disk(&path)[1], chunk);
-    t.release(fh).unwrap();
-    let after = on_disk(&path);
-    assert_eq!(after[1], chunk);
-    assert_eq!(
-        (&after[0], &after[2], &after[3]),
-        (&before[0], &before[2], &before[3])
-    );
-    assert!(
-        t.edits.lock().chunks.is_empty(),
-        "a committed buffer is dropped"
-    );
-}
-
-#[test]
-fn a_write_through_array_npy_patches_the_chunks_it_covers_and_keeps_the_header() {
-    let (t, path) = writable_tree();
-    let before = on_disk(&path);
-    let npy = ino(&t, "array.npy");
-    let whole = read_all(&t, npy);
-    let header = whole.len() - 1000 * 8;
-    let fh = t.open(npy, libc::O_RDWR).unwrap();
-    // The header's own last bytes, then the first item's first bytes.
-    let mut data = whole[header - 4..header].to_vec();
-    data.extend_from_slice(&[9u8; 4]);
-    assert_eq!(t.write(npy, fh, (header - 4) as u64, &data).unwrap(), 8);
-    // Across the boundary of chunks 0 and 1.
-    let at = header + CHUNK - 8;
-    assert_eq!(t.write(npy, fh, at as u64, &[9u8; 16]).unwrap(), 16);
-    // A changed header byte is refused and patches nothing.
-    let mut bad = whole[..header].to_vec();
-    bad[header - 2] ^= 1;
-    bad.extend_from_slice(&[5u8; 8]);
-    let err = t.write(npy, fh, 0, &bad).unwrap_err();
-    assert!(matches!(err, TreeError::Refused(_)), "{err:?}");
-    // Past its end: EFBIG; its size is fixed.
-    let err = t.write(npy, fh, whole.len() as u64, &[1]).unwrap_err();
-    assert_eq!(err.errno(), libc::EFBIG);
-    assert!(matches!(t.set_size(npy, 10), Err(TreeError::Refused(_))));
-    t.release(fh).unwrap();
-    let after = on_disk(&path);
-    assert_eq!(&after[0][..4], &[9u8; 4]);
-    assert_eq!(&after[0][CHUNK - 8..CHUNK], &[9u8; 8]);
-    assert_eq!(&after[1][..8], &[9u8; 8]);
-    assert_eq!(after[0][4..CHUNK - 8], before[0][4..CHUNK - 8]);
-    assert_eq!(after[0][CHUNK..], before[0][CHUNK..], "the padding is kept");
-    assert_eq!(after[1][8..], before[1][8..]);
-    assert_eq!(&read_all(&t, npy)[at..at + 16], &[9u8; 16]);
-}
-
-#[test]
-fn writes_need_a_handle_opened_for_writing_that_file() {
-    let (t, path) = writable_tree();
-    let before = on_disk(&path);
-    let c0 = ino(&t, "data/00000000.bin");
-    let c1 = ino(&t, "data/00000001.bin");
-    let ro = t.open(c0, libc::O_RDONLY).unwrap();
-    assert_eq!(t.write(c0, ro, 0, b"x").unwrap_err().errno(), libc::EBADF);
-    let w = t.open(c0, libc::O_WRONLY).unwrap();
-    assert_eq!(t.write(c1, w, 0, b"x").unwrap_err().errno(), libc::EBADF);
-    assert_eq!(t.write(c0, 999, 0, b"x").unwrap_err().errno(), libc::EBADF);
-    t.release(ro).unwrap();
-    t.release(w).unwrap();
-    assert_eq!(on_disk(&path), before);
-    // Metadata files cannot be opened for writing.
-    let sizes = t.open(ino(&t, "meta/sizes"), libc::O_WRONLY);
-    assert!(matches!(sizes, Err(TreeError::MetadataFile)), "{sizes:?}");
-}
-
-#[test]
-fn a_refused_first_write_leaves_no_buffer() {
-    let (t, path) = writable_tree();
-    let before = on_disk(&path);
-    let c0 = ino(&t, "data/00000000.bin");
-    let fh = t.open(c0, libc::O_WRONLY).unwrap();
-    // Chunk 0 is no last chunk: it holds exactly its stored bytes.
-    let err = t.write(c0, fh, CHUNK_BYTES as u64, b"x").unwrap_err();
-    assert_eq!(err.errno(), libc::EFBIG);
-    assert!(
-        t.edits.lock().chunks.is_empty(),
-        "{:?}",
-        t.edits.lock().chunks
-    );
-    t.release(fh).unwrap();
-    assert_eq!(on_disk(&path), before);
-}
-
-#[test]
-fn writability_is_decided_at_open() {
-    let (t, path) = writable_tree();
-    let before = on_disk(&path);
-    let c0 = ino(&t, "data/00000000.bin");
-    let fh = t.open(c0, libc::O_WRONLY).unwrap();
-    let mut perm = std::fs::metadata(&path).unwrap().permissions();
-    std::os::unix::fs::PermissionsExt::set_mode(&mut perm, 0o444);
-    std::fs::set_permissions(&path, perm).unwrap();
-    // The source turned read-only: a new writer is refused at open...
-    assert_eq!(t.open(c0, libc::O_WRONLY).unwrap_err().errno(), libc::EROFS);
-    assert_eq!(t.set_size(c0, 0).unwrap_err().errno(), libc::EROFS);
-    // ...the open one writes its buffer, and its commit is refused: the source is unchanged.
-    assert_eq!(t.write(c0, fh, 0, b"x").unwrap(), 1);
-    assert_eq!(t.release(fh).unwrap_err().errno(), libc::EROFS);
-    assert_eq!(on_disk(&path), before);
-    assert!(t.edits.lock().chunks.is_empty());
-}
-
-#[test]
-fn the_next_chunk_file_is_created_and_appended_at_release() {
-    let (t, path) = writable_tree_of("schunk_zstd.b2frame");
-    let before = on_disk(&path);
-    assert_eq!(before.len(), 3);
-    let data = ino(&t, "data");
-    let wrong = t.create(data, "00000009.bin").unwrap_err();
-    assert!(matches!(wrong, TreeError::NotPermitted(_)), "{wrong:?}");
-    // Created and closed empty: nothing is appended.
-    let (attr, fh) = t.create(data, "00000003.bin").unwrap();
-    assert_eq!(t.lookup(data, "00000003.bin").unwrap().ino, attr.ino);
-    t.release(fh).unwrap();
-    assert_eq!(on_disk(&path), before);
-    assert!(t.lookup(data, "00000003.bin").is_err());
-    // Created and written: an append of the bytes written.
-    let (attr, fh) = t.create(data, "00000003.bin").unwrap();
-    assert_eq!(t.write(attr.ino, fh, 0, &[3u8; 80]).unwrap(), 80);
-    assert_eq!(read_through(&t, attr.ino, fh), vec![3u8; 80]);
-    t.release(fh).unwrap();
-    let after = on_disk(&path);
-    assert_eq!(after[..3], before[..]);
-    assert_eq!(after[3], vec![3u8; 80]);
-}
-
-#[test]
-fn only_the_last_chunk_is_removed_and_truncate_commits_at_once() {
-    let (t, path) = writable_tree_of("schunk_zstd.b2frame");
-    let before = on_disk(&path);
-    let data = ino(&t, "data");
-    let err = t.unlink(data, "00000000.bin").unwrap_err();
-    assert!(matches!(err, TreeError::NotPermitted(_)), "{err:?}");
-    t.unlink(data, "00000002.bin").unwrap();
-    assert_eq!(on_disk(&path), before[..2]);
-    assert!(t.lookup(data, "00000002.bin").is_err());
-    // truncate(2) of the (new) last chunk, without a handle: committed at once.
-    let c1 = ino(&t, "data/00000001.bin");
-    t.set_size(c1, 40).unwrap();
-    let after = on_disk(&path);
-    assert_eq!(after[1], before[1][..40]);
-    // Growing a middle chunk past its stored size: EFBIG, nothing changes.
-    let c0 = ino(&t, "data/00000000.bin");
-    let err = t.set_size(c0, before[0].len() as u64 + 1).unwrap_err();
-    assert_eq!(err.errno(), libc::EFBIG);
-    assert_eq!(on_disk(&path), after);
-    assert!(t.edits.lock().chunks.is_empty());
-    // Size 0 of the last chunk removes it.
-    t.set_size(c1, 0).unwrap();
-    assert_eq!(on_disk(&path), after[..1]);
-}
-
-#[test]
-fn a_read_only_tree_refuses_every_change() {
-    let (_, path) = writable_tree();
-    let t = Tree::from_source(&path, TreeOptions::default()).unwrap();
-    let c0 = ino(&t, "data/00000000.bin");
-    for flags in [libc::O_WRONLY, libc::O_RDWR, libc::O_RDONLY | libc::O_TRUNC] {
-        assert_eq!(t.open(c0, flags).unwrap_err().errno(), libc::EROFS);
-    }
-    let data = ino(&t, "data");
-    assert_eq!(t.set_size(c0, 0).unwrap_err().errno(), libc::EROFS);
-    assert_eq!(
-        t.create(data, "00000004.bin").unwrap_err().errno(),
-        libc::EROFS
-    );
-    assert_eq!(
-        t.unlink(data, "00000003.bin").unwrap_err().errno(),
-        libc::EROFS
-    );
-}
+// The buffers alone.
 
 fn id(index: usize) -> ChunkId {
     ChunkId::new(ArrayId(0), index)
@@ -337,4 +73,344 @@ fn attrs_windows_stop_at_the_end() {
     assert_eq!(e.attrs_window(7, 4, 100), Some(b"json".to_vec()));
     assert_eq!(e.attrs_window(8, 0, 1), None);
     assert_eq!(e.attrs_len(7), Some(8));
+}
+
+// Whole trees.
+
+/// 1-D, `<f8`, 1,000 items in chunks of 300 (4 chunks of 2,560 bytes: padded to blocks).
+const ONE_D: &str = "b2nd_1d_f8.b2nd";
+/// A plain SChunk (no N-dim metalayer), typesize 4: chunks of 65,536, 65,536 and 100 bytes.
+const SCHUNK: &str = "schunk_zstd.b2frame";
+/// 2-D, `<i4`, shape (10, 7) in 6 chunks of 64 bytes.
+const TWO_D: &str = "b2nd_2d_i4_odd.b2nd";
+
+/// A copy of fixture `name` in a directory of its own (removed with the guard).
+fn copy(name: &str) -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let to = dir.path().join(name);
+    let from = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/frames");
+    std::fs::copy(from.join(name), &to).unwrap();
+    (dir, to)
+}
+
+fn tree(path: &Path, writable: bool) -> Tree {
+    let options = TreeOptions {
+        writable,
+        prefetch_chunks: 0,
+        ..TreeOptions::default()
+    };
+    Tree::from_source(path, options).unwrap()
+}
+
+fn ino(t: &Tree, path: &str) -> u64 {
+    path.split('/')
+        .fold(ROOT_INO, |at, name| t.lookup(at, name).unwrap().ino)
+}
+
+/// The whole file `path` of the tree, read through a fresh read-only handle.
+fn read(t: &Tree, path: &str) -> Vec<u8> {
+    let ino = ino(t, path);
+    let fh = t.open(ino, libc::O_RDONLY).unwrap();
+    let size = t.getattr(ino).unwrap().size;
+    let got = t.read(ino, fh, 0, size as u32).unwrap().to_vec();
+    t.release(fh).unwrap();
+    got
+}
+
+/// A copy of fixture `name`, its chunks as stored, and a writable tree over it.
+fn writable(name: &str) -> (tempfile::TempDir, PathBuf, Vec<Vec<u8>>, Tree) {
+    let (dir, path) = copy(name);
+    let stored = on_disk(&path);
+    let t = tree(&path, true);
+    (dir, path, stored, t)
+}
+
+/// Every chunk of the source at `path` as it is on disk now, decoded.
+fn on_disk(path: &Path) -> Vec<Vec<u8>> {
+    let Container::Array(a) = container::open(path).unwrap() else {
+        panic!("a table")
+    };
+    (0..a.nchunks())
+        .map(|i| decompress(&a.chunk_bytes(i).unwrap()).unwrap())
+        .collect()
+}
+
+/// Runs `refused` on a writable tree over a copy of `fixture`, expects errno `errno`, and
+/// checks that the file is byte-identical and the tree shows the stored chunks again.
+fn refused(fixture: &str, errno: i32, refused: impl FnOnce(&Tree) -> Result<(), TreeError>) {
+    let (_dir, path) = copy(fixture);
+    let before = std::fs::read(&path).unwrap();
+    let t = tree(&path, true);
+    let err = refused(&t).expect_err("the edit was accepted");
+    assert_eq!(err.errno(), errno, "{err}");
+    assert_eq!(std::fs::read(&path).unwrap(), before, "the source changed");
+    for (i, chunk) in on_disk(&path).iter().enumerate() {
+        assert_eq!(&read(&t, &format!("data/{}", dir::chunk_name(i))), chunk);
+    }
+}
+
+/// A partial write is read by the descriptor that wrote it at once; a read-only descriptor
+/// reads the committed version as it was at its open (docs/SEMANTICS.md, "One version per
+/// descriptor") until and after the commit; a new open sees the commit.
+#[test]
+fn a_partial_write_is_seen_by_its_writer_until_committed_at_close() {
+    let (_dir, path, stored, t) = writable(ONE_D);
+    let c1 = ino(&t, "data/00000001.bin");
+    let fh = t.open(c1, libc::O_RDWR).unwrap();
+    assert_eq!(t.write(c1, fh, 16, &[0xAB; 8]).unwrap(), 8);
+    let mut want = stored[1].clone();
+    want[16..24].fill(0xAB);
+    assert_eq!(t.read(c1, fh, 0, 4096).unwrap().to_vec(), want);
+    let before = t.open(c1, libc::O_RDONLY).unwrap();
+    assert_eq!(t.read(c1, before, 0, 4096).unwrap().to_vec(), stored[1]);
+    assert_eq!(on_disk(&path), stored);
+    t.release(fh).unwrap();
+    let now = on_disk(&path);
+    assert_eq!(now[1], want);
+    assert_eq!(
+        [&now[0], &now[2], &now[3]],
+        [&stored[0], &stored[2], &stored[3]]
+    );
+    assert_eq!(t.read(c1, before, 0, 4096).unwrap().to_vec(), stored[1]);
+    t.release(before).unwrap();
+    assert_eq!(read(&t, "data/00000001.bin"), want);
+    // array.npy shows the chunk's items 300.. after its header.
+    let npy = read(&t, "array.npy");
+    let at = npy.len() - 1000 * 8 + 300 * 8 + 16;
+    assert_eq!(npy[at..at + 8], [0xAB; 8]);
+}
+
+#[test]
+fn a_write_through_array_npy_lands_in_the_chunk_it_falls_in() {
+    let (_dir, path, stored, t) = writable(TWO_D);
+    let npy = ino(&t, "array.npy");
+    let whole = read(&t, "array.npy");
+    let data = whole.len() - 10 * 7 * 4;
+    let fh = t.open(npy, libc::O_WRONLY).unwrap();
+    // The header rewritten as it is and the first item: accepted.
+    let mut head = whole[..data + 4].to_vec();
+    head[data..].copy_from_slice(&(-5i32).to_le_bytes());
+    t.write(npy, fh, 0, &head).unwrap();
+    t.flush(npy, fh).unwrap();
+    t.release(fh).unwrap();
+    let now = on_disk(&path);
+    assert_eq!(now[0][..4], (-5i32).to_le_bytes());
+    assert_eq!(now[0][4..], stored[0][4..]);
+    assert_eq!(now[1..], stored[1..]);
+}
+
+#[test]
+fn a_changed_array_npy_header_is_einval() {
+    refused(TWO_D, libc::EINVAL, |t| {
+        let npy = ino(t, "array.npy");
+        let fh = t.open(npy, libc::O_WRONLY).unwrap();
+        let res = t.write(npy, fh, 10, b"X").map(drop);
+        t.release(fh).unwrap();
+        res
+    });
+}
+
+#[test]
+fn array_npy_keeps_its_size() {
+    refused(TWO_D, libc::EFBIG, |t| {
+        let npy = ino(t, "array.npy");
+        let len = t.getattr(npy).unwrap().size;
+        let fh = t.open(npy, libc::O_WRONLY).unwrap();
+        let res = t.write(npy, fh, len - 2, &[0; 4]).map(drop);
+        t.release(fh).unwrap();
+        res
+    });
+    refused(TWO_D, libc::EINVAL, |t| {
+        let npy = ino(t, "array.npy");
+        let len = t.getattr(npy).unwrap().size;
+        t.set_size(npy, len).unwrap();
+        t.set_size(npy, len - 1)
+    });
+}
+
+#[test]
+fn a_write_past_what_a_chunk_holds_is_efbig() {
+    // An N-dim chunk holds its stored size; so does a 1-D chunk that is not the last.
+    refused(TWO_D, libc::EFBIG, |t| {
+        let c = ino(t, "data/00000002.bin");
+        let fh = t.open(c, libc::O_WRONLY).unwrap();
+        let res = t.write(c, fh, 60, &[1; 8]).map(drop);
+        t.release(fh).unwrap();
+        res
+    });
+    refused(ONE_D, libc::EFBIG, |t| {
+        t.set_size(ino(t, "data/00000000.bin"), 2561)
+    });
+}
+
+#[test]
+fn read_only_trees_metadata_and_directories_refuse_writes() {
+    let (_dir, path) = copy(ONE_D);
+    let before = std::fs::read(&path).unwrap();
+    let ro = tree(&path, false);
+    for file in ["data/00000000.bin", "array.npy", "__attrs__"] {
+        let e = ro.open(ino(&ro, file), libc::O_WRONLY).unwrap_err();
+        assert_eq!(e.errno(), libc::EROFS, "{file}: {e}");
+    }
+    let e = ro.set_size(ino(&ro, "data/00000003.bin"), 0).unwrap_err();
+    assert_eq!(e.errno(), libc::EROFS);
+    let e = ro.unlink(ino(&ro, "data"), "00000003.bin").unwrap_err();
+    assert_eq!(e.errno(), libc::EROFS);
+    let rw = tree(&path, true);
+    let e = rw.open(ino(&rw, "meta/sizes"), libc::O_WRONLY).unwrap_err();
+    assert_eq!(e.errno(), libc::EACCES, "{e}");
+    let e = rw.open(ino(&rw, "data"), libc::O_WRONLY).unwrap_err();
+    assert_eq!(e.errno(), libc::EISDIR, "{e}");
+    // A handle opened for reading does not write.
+    let c0 = ino(&rw, "data/00000000.bin");
+    let fh = rw.open(c0, libc::O_RDONLY).unwrap();
+    assert_eq!(rw.write(c0, fh, 0, b"x").unwrap_err().errno(), libc::EBADF);
+    rw.release(fh).unwrap();
+    assert_eq!(std::fs::read(&path).unwrap(), before);
+}
+
+#[test]
+fn a_chunk_that_is_not_the_last_keeps_its_size() {
+    // truncate(2) without a handle commits at once: refused, dropped.
+    refused(ONE_D, libc::EINVAL, |t| {
+        t.set_size(ino(t, "data/00000001.bin"), 100)
+    });
+    refused(TWO_D, libc::EINVAL, |t| {
+        t.set_size(ino(t, "data/00000005.bin"), 0)
+    });
+    // O_TRUNC and nothing written: a close does not commit that (a shell's `>` closes a
+    // duplicate first), the last release does, and is refused.
+    refused(ONE_D, libc::EINVAL, |t| {
+        let c = ino(t, "data/00000001.bin");
+        let fh = t.open(c, libc::O_WRONLY | libc::O_TRUNC).unwrap();
+        assert_eq!(t.getattr(c).unwrap().size, 0);
+        t.flush(c, fh).unwrap();
+        t.release(fh)
+    });
+}
+
+#[test]
+fn the_last_chunk_of_a_1d_source_may_shrink_grow_go_and_come_after() {
+    let (_dir, path, stored, t) = writable(SCHUNK);
+    assert_eq!(
+        stored.iter().map(Vec::len).collect::<Vec<_>>(),
+        [65536, 65536, 100]
+    );
+    let last = ino(&t, "data/00000002.bin");
+    // Shrunk by truncate(2): committed at once.
+    t.set_size(last, 40).unwrap();
+    assert_eq!(on_disk(&path)[2], stored[2][..40]);
+    // Grown by a write past its end, up to the chunk size and no further.
+    let fh = t.open(last, libc::O_WRONLY).unwrap();
+    t.write(last, fh, 40, &[7; 24]).unwrap();
+    let e = t.write(last, fh, 65536 - 4, &[7; 8]).unwrap_err();
+    assert_eq!(e.errno(), libc::EFBIG, "{e}");
+    t.release(fh).unwrap();
+    let now = on_disk(&path);
+    assert_eq!(now[2][..40], stored[2][..40]);
+    assert_eq!(now[2][40..], [7; 24]);
+    assert_eq!(now[..2], stored[..2]);
+    // Removed: two chunks left; a chunk that is not the last cannot go.
+    let data = ino(&t, "data");
+    t.unlink(data, "00000002.bin").unwrap();
+    assert_eq!(on_disk(&path)[..], stored[..2]);
+    let e = t.unlink(data, "00000000.bin").unwrap_err();
+    assert_eq!(e.errno(), libc::EPERM, "{e}");
+    // Created: only the next name, filled by writes and appended at the last close.
+    let e = t.create(data, "00000007.bin").unwrap_err();
+    assert_eq!(e.errno(), libc::EPERM, "{e}");
+    let (attr, fh) = t.create(data, "00000002.bin").unwrap();
+    assert_eq!(attr.size, 0);
+    let new: Vec<u8> = (0..4096u32).map(|i| (i % 251) as u8).collect();
+    t.write(attr.ino, fh, 0, &new[..1000]).unwrap();
+    t.write(attr.ino, fh, 1000, &new[1000..]).unwrap();
+    assert_eq!(on_disk(&path).len(), 2, "appended before the close");
+    t.release(fh).unwrap();
+    let now = on_disk(&path);
+    assert_eq!(now[..2], stored[..2]);
+    assert_eq!(now[2], new);
+    // Created and closed empty: nothing appended.
+    let before = std::fs::read(&path).unwrap();
+    let (_, fh) = t.create(data, "00000003.bin").unwrap();
+    t.release(fh).unwrap();
+    assert_eq!(std::fs::read(&path).unwrap(), before);
+    // O_TRUNC and closed without a write: the last chunk is removed.
+    let fh = t.open(attr.ino, libc::O_WRONLY | libc::O_TRUNC).unwrap();
+    t.flush(attr.ino, fh).unwrap();
+    assert_eq!(
+        on_disk(&path).len(),
+        3,
+        "removed at a close before the last"
+    );
+    t.release(fh).unwrap();
+    assert_eq!(on_disk(&path)[..], stored[..2]);
+}
+
+#[test]
+fn a_b2nd_chunk_keeps_its_size_but_the_last_may_go() {
+    refused(ONE_D, libc::EINVAL, |t| {
+        t.set_size(ino(t, "data/00000003.bin"), 800)
+    });
+    let (_dir, path, stored, t) = writable(ONE_D);
+    t.unlink(ino(&t, "data"), "00000003.bin").unwrap();
+    assert_eq!(on_disk(&path)[..], stored[..3]);
+    let sizes: serde_json::Value = serde_json::from_slice(&read(&t, "meta/sizes")).unwrap();
+    assert_eq!(sizes["shape"], serde_json::json!([900]));
+}
+
+#[test]
+fn an_n_dim_array_does_not_grow() {
+    refused(TWO_D, libc::EINVAL, |t| {
+        t.create(ino(t, "data"), "00000006.bin").map(drop)
+    });
+    refused(TWO_D, libc::EPERM, |t| {
+        t.unlink(ino(t, "data"), "00000005.bin")
+    });
+}
+
+#[test]
+fn attrs_take_a_json_object_only() {
+    let (_dir, path) = copy(ONE_D);
+    let t = tree(&path, true);
+    let a = ino(&t, "__attrs__");
+    let fh = t.open(a, libc::O_WRONLY | libc::O_TRUNC).unwrap();
+    t.write(a, fh, 0, br#"{"unit": "m"}"#).unwrap();
+    t.release(fh).unwrap();
+    let Container::Array(stored) = container::open(&path).unwrap() else {
+        panic!("a table")
+    };
+    assert_eq!(stored.attrs(), &serde_json::json!({"unit": "m"}));
+    let before = std::fs::read(&path).unwrap();
+    for bad in [&b"[1, 2]"[..], b"{not json"] {
+        let fh = t.open(a, libc::O_WRONLY | libc::O_TRUNC).unwrap();
+        t.write(a, fh, 0, bad).unwrap();
+        let e = t.release(fh).unwrap_err();
+        assert_eq!(e.errno(), libc::EINVAL, "{e}");
+        assert_eq!(std::fs::read(&path).unwrap(), before);
+    }
+    let shown: serde_json::Value = serde_json::from_slice(&read(&t, "__attrs__")).unwrap();
+    assert_eq!(shown, serde_json::json!({"unit": "m"}));
+}
+
+/// Whether a file may be written is decided at open, as `open(2)` checks permissions
+/// (`Mode::Write` in `tree/handle.rs`): a source made read-only after a writer opened it
+/// refuses new writers (EROFS), the open one's writes are buffered and its commit is refused
+/// (EROFS), and the source stays as it was. A writer's handle writes only its own file.
+#[test]
+fn writability_is_decided_at_open() {
+    let (_dir, path, stored, t) = writable(ONE_D);
+    let c0 = ino(&t, "data/00000000.bin");
+    let c1 = ino(&t, "data/00000001.bin");
+    let fh = t.open(c0, libc::O_WRONLY).unwrap();
+    assert_eq!(t.write(c1, fh, 0, b"x").unwrap_err().errno(), libc::EBADF);
+    let mut perm = std::fs::metadata(&path).unwrap().permissions();
+    std::os::unix::fs::PermissionsExt::set_mode(&mut perm, 0o444);
+    std::fs::set_permissions(&path, perm).unwrap();
+    let e = t.open(c0, libc::O_WRONLY).unwrap_err();
+    assert_eq!(e.errno(), libc::EROFS, "{e}");
+    assert_eq!(t.set_size(c0, 0).unwrap_err().errno(), libc::EROFS);
+    assert_eq!(t.write(c0, fh, 0, b"x").unwrap(), 1);
+    assert_eq!(t.release(fh).unwrap_err().errno(), libc::EROFS);
+    assert_eq!(on_disk(&path), stored);
+    assert!(t.edits.lock().chunks.is_empty());
 }
