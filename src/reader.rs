@@ -3,7 +3,7 @@
 //! `array.npy`). It knows nothing of inodes, handles or files: it works on [`ChunkId`]s.
 //!
 //! ```text
-//! ChunkReader::read(ChunkId, window, ReadHint)
+//! ChunkReader::read(ChunkId, window, ReadHint)   (the hint: access::Access, one per handle)
 //!   -> plan::plan()          which path: cached chunk, pages, block, range decode, whole chunk
 //!   -> small::*              decoded blocks and 4 KiB pages of small random reads
 //!   -> decode::*             whole-chunk decodes (split over threads), range decodes
@@ -35,8 +35,10 @@
 //! decodes a quarter (at most 64 MiB), decoded blocks an eighth (at most 32 MiB), 4 KiB pages
 //! a sixteenth (at most 16 MiB).
 
+mod access;
 pub mod append;
 mod decode;
+pub mod gather;
 pub mod live;
 mod partial;
 mod plan;
@@ -57,9 +59,10 @@ use crate::cache::ChunkCache;
 pub use crate::cache::{Bytes, CacheStats};
 use crate::container::ContainerError;
 
+pub use access::{Access, Pattern, ReadHint};
 pub use append::AppendVec;
 pub use live::{Change, LiveArray};
-pub use plan::{Pattern, Plan};
+pub use plan::Plan;
 pub use store::ChunkStore;
 pub use version::Snapshot;
 
@@ -156,30 +159,6 @@ impl Deref for ReadData {
             ReadData::Owned(v) => v,
         }
     }
-}
-
-/// What the caller knows of the access a read belongs to.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ReadHint {
-    /// How the read continues the earlier reads of its handle.
-    pub pattern: Pattern,
-    /// Every read of the handle so far continued the previous one from offset 0: reaching the
-    /// chunk's end streams it once (when the caller also confirms it is the sole reader).
-    pub streaming: bool,
-    /// Bytes of the handle's current stream, this read included: reads that continue one
-    /// another (requests of one large read served out of order count) and cover their span
-    /// about once. A scan grows it without end; an mmap reader's page faults and the
-    /// readahead around them start a new stream at every jump.
-    pub stream: u64,
-}
-
-impl ReadHint {
-    /// A read that belongs to no scan.
-    pub const RANDOM: ReadHint = ReadHint {
-        pattern: Pattern::Random,
-        streaming: false,
-        stream: 0,
-    };
 }
 
 /// Tuning knobs of a [`ChunkReader`].

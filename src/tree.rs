@@ -27,7 +27,7 @@
 //! | `inode.rs` | the numbering plan: nodes, chunk files per array, scratch files |
 //! | `layout.rs`, `view.rs` | the nodes a source shows and the rules that choose them |
 //! | `dir.rs` | listings and chunk file names |
-//! | `handle.rs` | open handles, the version a read-only one pinned, the access pattern ([`crate::reader::ReadHint`]) |
+//! | `handle.rs` | open handles: the mode decided at open (the version a read-only one pinned, or what a writer writes), the access pattern ([`crate::reader::Access`]) |
 //! | `read.rs` | what a read returns, per kind of file |
 //! | `npy.rs` | `array.npy` / `table.npy`: bytes assembled from chunks, writes split into chunk edits |
 //! | `edit.rs` | buffered edits (keyed by chunk, not by file) and the write operations |
@@ -634,9 +634,12 @@ impl Tree {
     /// file that cannot be written; [`TreeError::IsADirectory`]; [`TreeError::NotFound`].
     pub fn open_by(&self, ino: u64, flags: i32, by: Pid) -> Result<u64, TreeError> {
         let write = flags & libc::O_ACCMODE != libc::O_RDONLY || flags & libc::O_TRUNC != 0;
-        if write {
-            self.write_target(ino)?;
-        }
+        // Decided once: a writer's writes probe neither the tree's options nor the source.
+        let target = if write {
+            Some(self.write_target(ino)?)
+        } else {
+            None
+        };
         match self.entry(ino)? {
             Entry::Dir(..) => return Err(TreeError::IsADirectory(ino)),
             Entry::Zarr(z) if self.zarr_is_dir(ino, z) => {
@@ -645,8 +648,11 @@ impl Tree {
             _ => {}
         }
         self.follow_at_open(ino);
-        let pinned = (!write).then(|| self.pin(ino));
-        let fh = self.handles.open(ino, write, pinned, by);
+        let mode = match target {
+            Some(target) => handle::Mode::Write(target),
+            None => handle::Mode::Read(self.pin(ino)),
+        };
+        let fh = self.handles.open(ino, mode, by);
         if write && flags & libc::O_TRUNC != 0 {
             if let Err(e) = self.set_size(ino, 0) {
                 let _ = self.handles.close(fh);

@@ -1,5 +1,6 @@
 //! The read plan: which path a read of one chunk takes, as a pure function of what the caller
-//! knows of the access and of the chunk (unit-tested on its own).
+//! knows of the access (the [`Pattern`] of `access.rs`) and of the chunk (unit-tested on its
+//! own).
 //!
 //! - A read that continues a scan (or a first read at offset 0 that is large or takes the
 //!   whole chunk) decodes the whole chunk through the cache and prefetches.
@@ -15,17 +16,7 @@
 use std::ops::Range;
 
 use super::RANGE_READ_MAX;
-
-/// How a read continues the earlier reads of its handle.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Pattern {
-    /// The handle's first read, at offset 0.
-    FirstAtZero,
-    /// Where the previous read ended, or back at offset 0.
-    Sequential,
-    /// Anywhere else.
-    Random,
-}
+use super::access::Pattern;
 
 /// The path a read takes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -250,9 +250,10 @@ impl Tree {
     }
 
     /// The most bytes chunk file `id` may hold: its chunk size for the last (or a new) chunk
-    /// of a 1-D source (ctable columns included), else its stored size.
+    /// of a 1-D source (ctable columns included), else its stored size. Its callers have
+    /// checked the source is writable ([`Tree::write_target`], at open for a handle).
     pub(crate) fn chunk_limit(&self, id: ChunkId) -> Result<usize, TreeError> {
-        let live = self.writable_array(id.array)?;
+        let live = self.live(id.array).ok_or(TreeError::ReadOnly)?;
         let array = live.get();
         let stored = if id.index < array.nchunks() {
             array
@@ -396,10 +397,13 @@ impl Tree {
     /// [`TreeError::TooBig`] past what the file may hold, [`TreeError::Refused`] for a write
     /// that changes `array.npy`'s header, [`TreeError::BadHandle`].
     pub fn write(&self, ino: u64, fh: u64, offset: u64, data: &[u8]) -> Result<u32, TreeError> {
-        if !self.handles.writes(fh, ino) {
-            return Err(TreeError::BadHandle(fh));
-        }
-        let target = self.write_target(ino)?;
+        // What the handle writes was decided, and the source found writable, at open.
+        let target = self
+            .handles
+            .write_target(fh, ino)
+            .ok_or(TreeError::BadHandle(fh))?;
+        // The file may have gone since (the last chunk removed): ENOENT, as at open.
+        self.entry(ino)?;
         if let WriteTarget::Npy(array) = target {
             self.npy_write(ino, array, offset, data)?;
             return Ok(data.len() as u32);

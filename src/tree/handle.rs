@@ -1,6 +1,7 @@
-//! Open file handles: which inode each is for, whether it writes, the version a read-only one
-//! reads ([`Pinned`]), and its access pattern (where its next sequential read starts), from
-//! which every read gets a [`ReadHint`].
+//! Open file handles: which inode each is for, its [`Mode`] decided at open (the version a
+//! read-only one reads, or what a writer's writes change, its writability checked once then),
+//! and its [`Access`] (the reader's one access-pattern detector, shared with `array.npy` and
+//! the Zarr view), from which every read gets a [`ReadHint`].
 //!
 //! Each handle remembers the process that opened it ([`Pid`]): only that process's close
 //! commits at FLUSH (see [`super::Tree::flush_by`]).
@@ -15,8 +16,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use parking_lot::Mutex;
 
 use super::TreeError;
+use super::edit::WriteTarget;
 use crate::container::npy::{Npy, TableNpy};
-use crate::reader::{ArrayId, ChunkStore, Pattern, ReadHint};
+use crate::reader::{Access, ArrayId, ChunkStore, ReadHint};
 
 /// A process as the tree sees a caller: its thread-group id (what `getpid(2)` returns in it).
 /// The adapter maps the kernel's thread id to it; in-process callers use [`Pid::current`].
@@ -56,67 +58,33 @@ impl Pinned {
     }
 }
 
+/// What a handle is for, decided once at open.
+#[derive(Debug, Clone)]
+pub(crate) enum Mode {
+    /// Read-only: the version it reads (every read sees that one version, or fails).
+    Read(Arc<Pinned>),
+    /// Open for writing: what its writes change. The tree and the source were found writable
+    /// at open ([`super::Tree::write_target`]), so a write probes nothing on disk; writers
+    /// read the file's buffer and the current version, so they see their own writes.
+    Write(WriteTarget),
+}
+
+impl Mode {
+    fn writes(&self) -> bool {
+        matches!(self, Mode::Write(_))
+    }
+}
+
 /// Per-open-file state.
 #[derive(Debug, Clone)]
 struct Handle {
     ino: u64,
-    /// Where a sequential scan's next read starts.
-    next: u64,
-    /// Every read so far continued the previous one, starting at offset 0.
-    from_start: bool,
-    /// The current stream: the span its reads covered and the bytes they asked for.
-    stream: Stream,
-    /// Reads recorded so far.
-    reads: u64,
-    /// Opened for writing: its opener's flush and its release commit the file's buffer.
-    write: bool,
+    /// Its reads so far: the access pattern every read's hint comes from.
+    access: Access,
+    /// Read-only or writing (its opener's flush and its release commit the file's buffer).
+    mode: Mode,
     /// The process that opened it.
     opener: Pid,
-    /// Read-only handles: the version they read (`None`: writers read the file's buffer and
-    /// the current version, so they see their own writes).
-    pinned: Option<Arc<Pinned>>,
-}
-
-/// How far apart two reads may be and still belong to one stream: the requests of one large
-/// read may be served out of order (several FUSE threads, asynchronous direct I/O).
-const STREAM_GAP: u64 = 8 << 20;
-
-/// A run of reads that continue one another: the span they cover and the bytes they asked
-/// for.
-#[derive(Debug, Clone, Copy, Default)]
-struct Stream {
-    start: u64,
-    end: u64,
-    bytes: u64,
-}
-
-impl Stream {
-    /// Adds a read of `size` bytes at `offset` (or starts a new stream with it, when it is far
-    /// from this one) and returns the stream's bytes, or 0 when the reads cover their span
-    /// more than twice over (the same regions read again and again are no scan).
-    fn record(&mut self, offset: u64, size: u64) -> u64 {
-        let end = offset.saturating_add(size);
-        let near = self.bytes > 0
-            && offset <= self.end.saturating_add(STREAM_GAP)
-            && end.saturating_add(STREAM_GAP) >= self.start;
-        if near {
-            self.start = self.start.min(offset);
-            self.end = self.end.max(end);
-            self.bytes = self.bytes.saturating_add(size);
-        } else {
-            *self = Stream {
-                start: offset,
-                end,
-                bytes: size,
-            };
-        }
-        let span = self.end - self.start;
-        if self.bytes > span.saturating_mul(2) {
-            0
-        } else {
-            self.bytes
-        }
-    }
 }
 
 /// The open handles of a tree.
@@ -134,27 +102,16 @@ impl Handles {
         }
     }
 
-    /// Registers a new handle of `ino` opened by `opener`, reading `pinned` (see [`Handle`]);
-    /// returns its number.
-    pub(crate) fn open(
-        &self,
-        ino: u64,
-        write: bool,
-        pinned: Option<Arc<Pinned>>,
-        opener: Pid,
-    ) -> u64 {
+    /// Registers a new handle of `ino` in `mode` opened by `opener`; returns its number.
+    pub(crate) fn open(&self, ino: u64, mode: Mode, opener: Pid) -> u64 {
         let fh = self.next_fh.fetch_add(1, Ordering::Relaxed);
         self.map.lock().insert(
             fh,
             Handle {
                 ino,
-                next: 0,
-                from_start: true,
-                stream: Stream::default(),
-                reads: 0,
-                write,
+                access: Access::default(),
+                mode,
                 opener,
-                pinned,
             },
         );
         fh
@@ -167,7 +124,7 @@ impl Handles {
             .lock()
             .remove(&fh)
             .ok_or(TreeError::BadHandle(fh))?;
-        Ok((h.ino, h.write))
+        Ok((h.ino, h.mode.writes()))
     }
 
     /// Records a read of `size` bytes at `offset` through `fh` (which must be open for
@@ -184,23 +141,13 @@ impl Handles {
             .get_mut(&fh)
             .filter(|h| h.ino == ino)
             .ok_or(TreeError::BadHandle(fh))?;
-        let pattern = if offset == 0 && h.next == 0 {
-            Pattern::FirstAtZero
-        } else if offset == 0 || offset == h.next {
-            Pattern::Sequential
-        } else {
-            Pattern::Random
+        let first = h.access.reads() == 0;
+        let hint = h.access.record(offset, u64::from(size));
+        let pinned = match &h.mode {
+            Mode::Read(p) => Some(p.clone()),
+            Mode::Write(_) => None,
         };
-        let first = h.reads == 0;
-        h.from_start &= offset == h.next;
-        h.next = offset.saturating_add(u64::from(size));
-        h.reads += 1;
-        let hint = ReadHint {
-            pattern,
-            streaming: h.from_start,
-            stream: h.stream.record(offset, u64::from(size)),
-        };
-        Ok((hint, h.pinned.clone(), first))
+        Ok((hint, pinned, first))
     }
 
     /// Makes a read-only `fh` read `pinned` from now on, when its only read so far is the one
@@ -208,8 +155,8 @@ impl Handles {
     /// it did.
     pub(crate) fn repin(&self, fh: u64, pinned: Arc<Pinned>) -> bool {
         match self.map.lock().get_mut(&fh) {
-            Some(h) if !h.write && h.reads == 1 => {
-                h.pinned = Some(pinned);
+            Some(h) if !h.mode.writes() && h.access.reads() == 1 => {
+                h.mode = Mode::Read(pinned);
                 true
             }
             _ => false,
@@ -220,21 +167,25 @@ impl Handles {
     /// the kernel's cache for it, which its reader will not ask for).
     pub(crate) fn credit(&self, fh: u64, offset: u64, len: u64) {
         if let Some(h) = self.map.lock().get_mut(&fh) {
-            h.stream.record(offset, len);
+            h.access.credit(offset, len);
         }
     }
 
-    /// Whether `fh` is open for `ino` and for writing.
-    pub(crate) fn writes(&self, fh: u64, ino: u64) -> bool {
-        self.map
-            .lock()
-            .get(&fh)
-            .is_some_and(|h| h.ino == ino && h.write)
+    /// What a write through `fh` changes, when it is open for `ino` and for writing.
+    pub(crate) fn write_target(&self, fh: u64, ino: u64) -> Option<WriteTarget> {
+        match self.map.lock().get(&fh) {
+            Some(Handle {
+                ino: i,
+                mode: Mode::Write(target),
+                ..
+            }) if *i == ino => Some(*target),
+            _ => None,
+        }
     }
 
     /// Whether `fh` is open for writing.
     pub(crate) fn is_writer(&self, fh: u64) -> bool {
-        self.map.lock().get(&fh).is_some_and(|h| h.write)
+        self.map.lock().get(&fh).is_some_and(|h| h.mode.writes())
     }
 
     /// The process that opened `fh`, when it is open for writing.
@@ -242,7 +193,7 @@ impl Handles {
         self.map
             .lock()
             .get(&fh)
-            .filter(|h| h.write)
+            .filter(|h| h.mode.writes())
             .map(|h| h.opener)
     }
 
@@ -251,7 +202,7 @@ impl Handles {
         self.map
             .lock()
             .iter()
-            .any(|(&fh, h)| Some(fh) != except && h.ino == ino && h.write)
+            .any(|(&fh, h)| Some(fh) != except && h.ino == ino && h.mode.writes())
     }
 
     /// Whether exactly one handle has `ino` open.
@@ -268,41 +219,12 @@ impl Handles {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    const MIB: u64 = 1 << 20;
-
-    #[test]
-    fn a_scan_grows_one_stream_even_out_of_order() {
-        let mut s = Stream::default();
-        assert_eq!(s.record(0, MIB), MIB);
-        // The requests of one large read served out of order.
-        assert_eq!(s.record(2 * MIB, MIB), 2 * MIB);
-        assert_eq!(s.record(MIB, MIB), 3 * MIB);
-        for i in 3..32 {
-            s.record(i * MIB, MIB);
-        }
-        assert_eq!(s.record(32 * MIB, MIB), 33 * MIB);
-    }
-
-    #[test]
-    fn jumps_start_new_streams_and_rereads_are_no_scan() {
-        let mut s = Stream::default();
-        for i in 0..4 {
-            s.record(500 * MIB + i * MIB, MIB);
-        }
-        // A window elsewhere: a new stream of its own.
-        assert_eq!(s.record(100 * MIB, MIB), MIB);
-        // The same region read again and again: not a scan.
-        for _ in 0..4 {
-            s.record(100 * MIB, MIB);
-        }
-        assert_eq!(s.record(100 * MIB, MIB), 0);
-    }
+    use crate::reader::Pattern;
 
     #[test]
     fn handles_report_their_stream_in_the_hint() {
         let h = Handles::new();
-        let fh = h.open(7, false, None, Pid(1));
+        let fh = h.open(7, Mode::Read(Arc::default()), Pid(1));
         let (hint, _, first) = h.record_read(fh, 7, 0, 4096).unwrap();
         assert!(first);
         assert_eq!((hint.pattern, hint.stream), (Pattern::FirstAtZero, 4096));

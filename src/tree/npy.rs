@@ -9,6 +9,9 @@
 //! - **Small windows** (a page fault of an `mmap` reader, a seek-and-read): each run is read
 //!   through the reader's small-read path, which decodes only the block it falls in and keeps
 //!   it. **Large or sequential windows** take whole chunks from the cache, each once per read.
+//!   Either way the runs are assembled by the reader ([`crate::reader::ChunkReader::gather`]);
+//!   this module adds the edit buffers and picks the path from the handle's
+//!   [`ReadHint::scan`].
 //! - **Prefetch by slab.** A scan in file order of an N-dim array needs, for every item row,
 //!   all the chunks of one row of the chunk grid (a slab): the read asks for the next slab's
 //!   chunks, no more than the cache holds beside the current slab.
@@ -41,22 +44,6 @@ const BELOW_DECODES: usize = 2;
 
 /// Most bytes after a page fault offered after it.
 const FORWARD_MAX: u64 = 1 << 20;
-
-/// Bytes a handle reads in one stream before its reads take whole chunks (and prefetch):
-/// enough that the readahead around an mmap reader's page faults (up to a few MiB per jump)
-/// never counts as a scan, and little beside a scan of a large array (the blocks decoded for
-/// its first 16 MiB are decoded again with their chunks: under 2% of a 1 GiB `np.load`).
-const SCAN_MIN: u64 = 16 << 20;
-
-/// Whether a read with `hint` of a file of `len` bytes takes whole chunks: one that belongs
-/// to a scan (`np.load`, `cp`, an mmap reader going through the array in order), i.e. its
-/// handle has read at least [`SCAN_MIN`] bytes in one stream, or half the file. Every other
-/// read decodes only the blocks its runs touch: a header read, a page fault and the
-/// readahead around it need a few rows of a few chunks, and decoding the whole chunks for
-/// them costs far more.
-fn is_scan(hint: ReadHint, len: u64) -> bool {
-    hint.stream >= SCAN_MIN.min(len / 2).max(1)
-}
 
 /// The page offsets of `array.npy` (shown by `npy`) below the page at `offset`: the same
 /// columns of the next [`NEAR_PAGES`] rows (none for 1-D arrays or rows shorter than a page),
@@ -133,7 +120,7 @@ impl Tree {
             if let (Some(run), None) = (runs.next(), runs.next()) {
                 let id = ChunkId::new(array, run.chunk as usize);
                 if !(buffers && self.has_edit(id)) {
-                    let scan = is_scan(hint, npy.len());
+                    let scan = hint.scan(npy.len());
                     let hint = if scan { hint } else { ReadHint::RANDOM };
                     let data = self
                         .reader
@@ -155,7 +142,7 @@ impl Tree {
             // Not a scan (an mmap reader's page faults and the readahead around them, a
             // seek-and-read): each run takes the block it falls in, unless its chunk is
             // cached. A scan takes whole chunks.
-            let scan = is_scan(hint, npy.len());
+            let scan = hint.scan(npy.len());
             let into = &mut out[w.data_dst..];
             self.fill_runs(ino, (store.as_ref(), array, buffers), runs, !scan, into)?;
             if scan {
@@ -308,9 +295,9 @@ impl Tree {
         self.options.writable && self.edits.lock().chunks.contains_key(&id)
     }
 
-    /// Copies `runs` of chunks of `array` into `out`: from edit buffers where a chunk has one,
-    /// else through the reader (the block each run falls in when `small`, else whole chunks;
-    /// either fetched once per group of consecutive runs it covers).
+    /// Copies `runs` of chunks of `array` into `out` ([`crate::reader::ChunkReader::gather`]:
+    /// the block each run falls in when `small`, else whole chunks), from edit buffers where
+    /// a chunk has one and `buffers` says the reader sees them.
     pub(super) fn fill_runs(
         &self,
         ino: u64,
@@ -319,89 +306,21 @@ impl Tree {
         small: bool,
         out: &mut [u8],
     ) -> Result<(), TreeError> {
-        let eio = |source| TreeError::Container { ino, source };
-        let short = |id: ChunkId| TreeError::Container {
-            ino,
-            source: crate::container::ContainerError::Malformed {
-                path: store.path().to_path_buf(),
-                offset: 0,
-                what: format!("chunk {}", id.index),
-                why: "its decoded bytes are shorter than its shape needs".into(),
-            },
-        };
         // One look at the edits per read, not one lock per run (a 1 MiB read of an N-dim
         // array is hundreds of runs).
         let edited = buffers
             && self.options.writable
             && self.edits.lock().chunks.keys().any(|id| id.array == array);
-        // The chunk index, the decoded bytes held and where they start in that chunk.
-        let mut held: Option<(usize, crate::reader::Bytes, usize)> = None;
-        // Per chunk: whether it may be decoded whole (not over the cache budget).
-        let mut whole: Option<(usize, bool)> = None;
-        for run in runs {
-            let id = ChunkId::new(array, run.chunk as usize);
-            let (src, len, dst) = (run.src as usize, run.len as usize, run.dst as usize);
-            let dst = &mut out[dst..dst + len];
-            if edited {
-                let edits = self.edits.lock();
-                if let Some(buf) = edits.chunks.get(&id) {
-                    let bytes = buf.data.get(src..src + len).ok_or_else(|| short(id))?;
-                    dst.copy_from_slice(bytes);
-                    continue;
-                }
-            }
-            let covers = |(k, bytes, at): &(usize, crate::reader::Bytes, usize)| {
-                *k == id.index && src >= *at && src + len <= at + bytes.len()
-            };
-            if !held.as_ref().is_some_and(covers) {
-                let fits = match whole {
-                    Some((k, fits)) if k == id.index => fits,
-                    _ => {
-                        let fits = self.fits_whole(id);
-                        whole = Some((id.index, fits));
-                        fits
-                    }
-                };
-                let (bytes, at) = if small || !fits {
-                    self.reader.covering(store, id, src).map_err(eio)?
-                } else {
-                    (self.reader.chunk_in(store, id).map_err(eio)?, 0)
-                };
-                held = Some((id.index, bytes, at));
-                if !held.as_ref().is_some_and(covers) {
-                    held = Some(if fits {
-                        // A run across blocks (or past a short chunk's end): the whole chunk.
-                        (id.index, self.reader.chunk_in(store, id).map_err(eio)?, 0)
-                    } else {
-                        // A chunk over the cache budget is never whole: this run only.
-                        let got = self
-                            .reader
-                            .read_in(store, id, run.src, run.len as u32, ReadHint::RANDOM, || {
-                                false
-                            })
-                            .map_err(eio)?;
-                        (id.index, std::sync::Arc::new(got.to_vec()), src)
-                    });
-                }
-            }
-            let Some((_, bytes, at)) = &held else {
-                continue;
-            };
-            let piece = bytes
-                .get(src - at..src - at + len)
-                .ok_or_else(|| short(id))?;
-            dst.copy_from_slice(piece);
-        }
-        Ok(())
-    }
-
-    /// Whether chunk `id` may be decoded whole for a read: not when it decodes to more than
-    /// the cache budget ([`crate::reader::ChunkReader::over_budget`]; a size that cannot be
-    /// read is left to the decode to report).
-    fn fits_whole(&self, id: ChunkId) -> bool {
+        let mut from_buffer = |id: ChunkId, src: usize, dst: &mut [u8]| {
+            let edits = self.edits.lock();
+            let bytes = edits.chunks.get(&id)?.data.get(src..src + dst.len());
+            Some(bytes.map(|b| dst.copy_from_slice(b)).is_some())
+        };
+        let edited: Option<crate::reader::gather::FromBuffer<'_>> =
+            if edited { Some(&mut from_buffer) } else { None };
         self.reader
-            .chunk_nbytes(id)
-            .map_or(true, |n| !self.reader.over_budget(n))
+            .gather((store, array), runs, small, out, edited)
+            .map_err(|source| TreeError::Container { ino, source })
     }
 
     /// After a sequential read of `array.npy` up to data byte `end`: asks for the next slab's
@@ -567,7 +486,7 @@ impl Tree {
             for p in t.pieces(w.data.start, w.data.end - w.data.start) {
                 let array = *columns.get(p.column).ok_or(TreeError::NotFound)?;
                 let id = ChunkId::new(array, p.chunk as usize);
-                if !self.fits_whole(id) {
+                if !self.reader.fits_whole(id) {
                     // Only the rows' span of the chunk, through the reader's block reads.
                     let span = (p.rows - 1) * p.src_stride + p.len;
                     let span = u32::try_from(span).map_err(|_| TreeError::NotFound)?;

@@ -391,3 +391,26 @@ fn attrs_take_a_json_object_only() {
     let shown: serde_json::Value = serde_json::from_slice(&read(&t, "__attrs__")).unwrap();
     assert_eq!(shown, serde_json::json!({"unit": "m"}));
 }
+
+/// Whether a file may be written is decided at open, as `open(2)` checks permissions
+/// (`Mode::Write` in `tree/handle.rs`): a source made read-only after a writer opened it
+/// refuses new writers (EROFS), the open one's writes are buffered and its commit is refused
+/// (EROFS), and the source stays as it was. A writer's handle writes only its own file.
+#[test]
+fn writability_is_decided_at_open() {
+    let (_dir, path, stored, t) = writable(ONE_D);
+    let c0 = ino(&t, "data/00000000.bin");
+    let c1 = ino(&t, "data/00000001.bin");
+    let fh = t.open(c0, libc::O_WRONLY).unwrap();
+    assert_eq!(t.write(c1, fh, 0, b"x").unwrap_err().errno(), libc::EBADF);
+    let mut perm = std::fs::metadata(&path).unwrap().permissions();
+    std::os::unix::fs::PermissionsExt::set_mode(&mut perm, 0o444);
+    std::fs::set_permissions(&path, perm).unwrap();
+    let e = t.open(c0, libc::O_WRONLY).unwrap_err();
+    assert_eq!(e.errno(), libc::EROFS, "{e}");
+    assert_eq!(t.set_size(c0, 0).unwrap_err().errno(), libc::EROFS);
+    assert_eq!(t.write(c0, fh, 0, b"x").unwrap(), 1);
+    assert_eq!(t.release(fh).unwrap_err().errno(), libc::EROFS);
+    assert_eq!(on_disk(&path), stored);
+    assert!(t.edits.lock().chunks.is_empty());
+}
