@@ -4,12 +4,26 @@
 # of skipping.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-# Each step prints how long it took (docs/DEVELOPMENT.md, "Where CI's time goes").
+# Each step prints how long it took, in wall seconds and in CPU seconds (user + system of every
+# process it waited for, from bash's `times`: on the 2-core machine the CPU count is what adds
+# up; docs/DEVELOPMENT.md, "Where CI's time goes").
 T0=$SECONDS
+TIMES=$(mktemp)
+cpu_now() {  # CPU: user + system seconds (x100) of this shell's waited-for children
+    times > "$TIMES"  # in this shell: a $(...) subshell would count only its own children
+    CPU=$(sed -n 2p "$TIMES" | tr 'ms' '  ' |
+        awk '{ printf "%d", ($1 * 60 + $2 + $3 * 60 + $4) * 100 + 0.5 }')
+}
+cpu_now
+CPU0=$CPU
 step() {
-    local start=$SECONDS
+    local start=$SECONDS cpu
+    cpu_now
+    cpu=$CPU
     "$@"
-    echo "time: $((SECONDS - start)) s, $((SECONDS - T0)) s in all: $*" >&2
+    cpu_now
+    echo "time: $((SECONDS - start)) s, $(((CPU - cpu) / 100)) CPU-s; $((SECONDS - T0)) s," \
+        "$(((CPU - CPU0) / 100)) CPU-s in all: $*" >&2
 }
 # The set-up (apt packages and Python venvs: mostly network and unpacking) runs beside the
 # lints and the test build, which need none of it; the tests wait for it.
@@ -17,7 +31,7 @@ SETUP_LOG=$(mktemp)
 bash scripts/setup.sh > "$SETUP_LOG" 2>&1 &
 SETUP=$!
 CHILDREN=$SETUP
-trap 'kill -TERM -- $CHILDREN 2>/dev/null || true; rm -f "$SETUP_LOG"' EXIT
+trap 'kill -TERM -- $CHILDREN 2>/dev/null || true; rm -f "$SETUP_LOG" "$TIMES"' EXIT
 setup_done() {
     local rc=0
     wait "$SETUP" || rc=$?
