@@ -42,6 +42,10 @@ setup_done() {
 export B2FS_PYTHON="$PWD/.venv/bin/python"
 if [ "${CI:-}" = "true" ]; then
     export B2FS_REQUIRE_FUSE=1 B2FS_REQUIRE_PYTHON=1 B2FS_REQUIRE_REMOTE=1
+    # A fresh clone has no incremental state to reuse: the crate's units compile without
+    # writing one (fewer, larger codegen units, no dependency graph saved). Exported, so every
+    # cargo below (and the wheel test's maturin) sees the same setting and reuses the builds.
+    export CARGO_INCREMENTAL=${CARGO_INCREMENTAL:-0}
 fi
 # Fuzzing: B2FS_FUZZ_SECONDS per target (10 by default; 0 in CI, where the budget is 15
 # minutes on 2 cores). The fuzz targets' build (nightly, AddressSanitizer, its own target
