@@ -4,12 +4,26 @@
 # of skipping.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-# Each step prints how long it took (docs/DEVELOPMENT.md, "Where CI's time goes").
+# Each step prints how long it took, in wall seconds and in CPU seconds (user + system of every
+# process it waited for, from bash's `times`: on the 2-core machine the CPU count is what adds
+# up; docs/DEVELOPMENT.md, "Where CI's time goes").
 T0=$SECONDS
+TIMES=$(mktemp)
+cpu_now() {  # CPU: user + system seconds (x100) of this shell's waited-for children
+    times > "$TIMES"  # in this shell: a $(...) subshell would count only its own children
+    CPU=$(sed -n 2p "$TIMES" | tr 'ms' '  ' |
+        awk '{ printf "%d", ($1 * 60 + $2 + $3 * 60 + $4) * 100 + 0.5 }')
+}
+cpu_now
+CPU0=$CPU
 step() {
-    local start=$SECONDS
+    local start=$SECONDS cpu
+    cpu_now
+    cpu=$CPU
     "$@"
-    echo "time: $((SECONDS - start)) s, $((SECONDS - T0)) s in all: $*" >&2
+    cpu_now
+    echo "time: $((SECONDS - start)) s, $(((CPU - cpu) / 100)) CPU-s; $((SECONDS - T0)) s," \
+        "$(((CPU - CPU0) / 100)) CPU-s in all: $*" >&2
 }
 # The set-up (apt packages and Python venvs: mostly network and unpacking) runs beside the
 # lints and the test build, which need none of it; the tests wait for it.
@@ -17,7 +31,7 @@ SETUP_LOG=$(mktemp)
 bash scripts/setup.sh > "$SETUP_LOG" 2>&1 &
 SETUP=$!
 CHILDREN=$SETUP
-trap 'kill -TERM -- $CHILDREN 2>/dev/null || true; rm -f "$SETUP_LOG"' EXIT
+trap 'kill -TERM -- $CHILDREN 2>/dev/null || true; rm -f "$SETUP_LOG" "$TIMES"' EXIT
 setup_done() {
     local rc=0
     wait "$SETUP" || rc=$?
@@ -28,17 +42,31 @@ setup_done() {
 export B2FS_PYTHON="$PWD/.venv/bin/python"
 if [ "${CI:-}" = "true" ]; then
     export B2FS_REQUIRE_FUSE=1 B2FS_REQUIRE_PYTHON=1 B2FS_REQUIRE_REMOTE=1
+    # A fresh clone has no incremental state to reuse: the crate's units compile without
+    # writing one (fewer, larger codegen units, no dependency graph saved). Exported, so every
+    # cargo below (and the wheel test's maturin) sees the same setting and reuses the builds.
+    export CARGO_INCREMENTAL=${CARGO_INCREMENTAL:-0}
 fi
-# The fuzz targets' build (RELIABILITY.md: about 6 CPU-minutes from scratch, nightly, its own
-# target directory) runs from the start at the lowest priority: it takes the CPU the steps
-# below leave idle (set-up, single-threaded links, tests waiting on mounts and Python), and
-# the fuzz runs at the end find it done.
+# Fuzzing: B2FS_FUZZ_SECONDS per target (10 by default; 0 in CI, where the budget is 15
+# minutes on 2 cores). The fuzz targets' build (nightly, AddressSanitizer, its own target
+# directory: every dependency compiled a third time, about 6 CPU-minutes from scratch, plus
+# 5 x 11 CPU-s of runs) is most of what a 10 s run costs, and `cargo test` below replays the
+# stored corpora and regression inputs through the same entry functions on the stable toolchain
+# anyway. Longer runs are `scripts/fuzz.sh` (RELIABILITY.md). When it runs, the build starts
+# here at the lowest priority: it takes the CPU the steps below leave idle, and the fuzz runs at
+# the end find it done.
+FUZZ_SECONDS=${B2FS_FUZZ_SECONDS:-10}
+[ "${CI:-}" = "true" ] && FUZZ_SECONDS=${B2FS_FUZZ_SECONDS:-0}
 FUZZ_BUILD=
-if cargo +nightly --version >/dev/null 2>&1; then
+if [ "$FUZZ_SECONDS" = 0 ]; then
+    echo "fuzz runs off (B2FS_FUZZ_SECONDS=0, CI's default); the corpora are replayed by cargo test" >&2
+elif cargo +nightly --version >/dev/null 2>&1; then
     mkdir -p fuzz/logs
     setsid nice -n 19 bash scripts/fuzz.sh build > fuzz/logs/build.log 2>&1 &
     FUZZ_BUILD=$!
     CHILDREN="$CHILDREN -$FUZZ_BUILD"
+else
+    echo "SKIP fuzz runs: no nightly toolchain (rustup toolchain install nightly)" >&2
 fi
 step cargo fmt --all -- --check
 if grep -rlP '[^\x00-\x7F]' src tests/it benches Cargo.toml; then
@@ -56,17 +84,16 @@ step cargo test --locked --features remote
 # The pip wheel test relinks target/debug/b2fs with maturin (the `dev` profile is the `test`
 # profile's settings, so nothing else is compiled again): alone, after the suite.
 step cargo test --locked --features remote --test it -- --ignored wheel_
-# Fuzzing (RELIABILITY.md): every fuzz target for a short bounded time where a nightly
-# toolchain is present; without cargo-fuzz, scripts/fuzz.sh builds and runs the same libFuzzer
-# binaries directly (no install). `cargo test` above already replayed the stored corpora and
-# regression inputs through the same entry functions on the stable toolchain.
-if [ -n "$FUZZ_BUILD" ]; then
+# Fuzzing (RELIABILITY.md), when on: every fuzz target for a short bounded time; without
+# cargo-fuzz, scripts/fuzz.sh builds and runs the same libFuzzer binaries directly.
+fuzz_build_done() {
     if ! wait "$FUZZ_BUILD"; then
         tail -n 40 fuzz/logs/build.log >&2
         echo "the fuzz targets did not build (fuzz/logs/build.log)" >&2
-        exit 1
+        return 1
     fi
-    step bash scripts/fuzz.sh all "${B2FS_FUZZ_SECONDS:-10}"
-else
-    echo "SKIP fuzz runs: no nightly toolchain (rustup toolchain install nightly)" >&2
+}
+if [ -n "$FUZZ_BUILD" ]; then
+    step fuzz_build_done
+    step bash scripts/fuzz.sh all "$FUZZ_SECONDS"
 fi

@@ -13,6 +13,7 @@
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+use std::sync::Mutex;
 use std::time::Instant;
 
 use serde_json::Value;
@@ -21,20 +22,31 @@ use crate::support::crash::{Rng, kill_delay, kill_mount_after};
 use crate::support::{Mount, fuse_and_python, python_says, repo_root, run_python};
 
 /// The interpreter of a Zarr venv (`B2FS_<ENV>` or the repository's `DIR`) that imports
-/// `imports`; `None` after a visible SKIP line, or a panic under `B2FS_REQUIRE_PYTHON=1`.
+/// `imports`; `None` after a visible SKIP line, or a panic under `B2FS_REQUIRE_PYTHON=1`. The
+/// import probe (3.3 CPU-s for `.venv-zarr`) runs once per venv and test process.
 fn zarr_python(test: &str, env: &str, dir: &str, imports: &str) -> Option<PathBuf> {
-    let candidates = [
-        std::env::var_os(env).map(PathBuf::from),
-        Some(repo_root().join(dir).join("bin/python")),
-    ];
-    for py in candidates.into_iter().flatten() {
-        let ok = Command::new(&py)
-            .args(["-c", &format!("import {imports}")])
-            .output()
-            .is_ok_and(|o| o.status.success());
-        if ok {
-            return Some(py);
+    static FOUND: Mutex<Vec<(String, Option<PathBuf>)>> = Mutex::new(Vec::new());
+    let mut found = FOUND.lock().unwrap_or_else(|e| e.into_inner());
+    let py = match found.iter().find(|(d, _)| d == dir) {
+        Some((_, py)) => py.clone(),
+        None => {
+            let candidates = [
+                std::env::var_os(env).map(PathBuf::from),
+                Some(repo_root().join(dir).join("bin/python")),
+            ];
+            let py = candidates.into_iter().flatten().find(|py| {
+                Command::new(py)
+                    .args(["-c", &format!("import {imports}")])
+                    .output()
+                    .is_ok_and(|o| o.status.success())
+            });
+            found.push((dir.to_string(), py.clone()));
+            py
         }
+    };
+    drop(found);
+    if py.is_some() {
+        return py;
     }
     if std::env::var("B2FS_REQUIRE_PYTHON").is_ok_and(|v| v == "1" || v == "true") {
         panic!("{test}: B2FS_REQUIRE_PYTHON=1 but no {dir} with {imports} (run scripts/setup.sh)");

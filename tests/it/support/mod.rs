@@ -89,21 +89,26 @@ fn env_flag(name: &str) -> bool {
 
 /// The python interpreter with the reference libraries, or `None` (after printing a visible
 /// SKIP line) when there is none. Panics instead of skipping when `B2FS_REQUIRE_PYTHON=1`.
-/// Looks at `B2FS_PYTHON`, then the repository's `.venv`.
+/// Looks at `B2FS_PYTHON`, then the repository's `.venv`. The probe (an interpreter importing
+/// the references: about 0.8 CPU-s, mostly python-blosc2's own imports) runs once per test
+/// process, not once per test: the answer cannot change while the tests run.
 pub fn python(test: &str) -> Option<PathBuf> {
-    let candidates = [
-        std::env::var_os("B2FS_PYTHON").map(PathBuf::from),
-        Some(repo_root().join(".venv/bin/python")),
-    ];
-    for py in candidates.into_iter().flatten() {
-        let ok = Command::new(&py)
-            .args(["-c", "import blosc2, blosc, bcolz, numpy"])
-            .output()
-            .map(|o| o.status.success())
-            .unwrap_or(false);
-        if ok {
-            return Some(py);
-        }
+    static FOUND: std::sync::OnceLock<Option<PathBuf>> = std::sync::OnceLock::new();
+    let found = FOUND.get_or_init(|| {
+        let candidates = [
+            std::env::var_os("B2FS_PYTHON").map(PathBuf::from),
+            Some(repo_root().join(".venv/bin/python")),
+        ];
+        candidates.into_iter().flatten().find(|py| {
+            Command::new(py)
+                .args(["-c", "import blosc2, blosc, bcolz, numpy"])
+                .output()
+                .map(|o| o.status.success())
+                .unwrap_or(false)
+        })
+    });
+    if found.is_some() {
+        return found.clone();
     }
     if env_flag("B2FS_REQUIRE_PYTHON") {
         panic!(

@@ -1,0 +1,363 @@
+//! Writes through the Zarr view (tree API and real mounts) committed as python-blosc2 reads
+//! them back; identical `zarr.json` rewrites; SIGKILL during a chunk commit; another writer.
+
+use std::path::Path;
+use std::time::Duration;
+
+use b2fs::tree::Tree;
+use serde_json::Value;
+
+use super::{assemble, dims, ino, itemsize, json_at, npy_data, read_all};
+use crate::support::crash::{Rng, kill_delay, kill_mount_after};
+use crate::support::no_prefetch as opts;
+use crate::support::{self, Mount, fuse_and_python, python, python_says, run_python};
+
+fn reference_sha(py: &Path, src: &Path) -> String {
+    python_says(
+        py,
+        &[
+            "-c",
+            "import sys, hashlib, blosc2, numpy as np; \
+             a = blosc2.open(sys.argv[1])[...]; \
+             print(hashlib.sha256(np.ascontiguousarray(a).tobytes()).hexdigest())",
+            src.to_str().unwrap(),
+        ],
+    )
+}
+
+#[test]
+fn writes_through_the_view_commit_what_python_blosc2_reads() {
+    let py = or_skip!(python(
+        "writes_through_the_view_commit_what_python_blosc2_reads"
+    ));
+    let dir = tempfile::tempdir().unwrap();
+    let out = run_python(
+        &py,
+        &["scripts/oracle/npy_cases.py", dir.path().to_str().unwrap()],
+    );
+    let cases: Vec<Value> = serde_json::from_slice(&out).unwrap();
+    // f4_2d: slab blocks? no: blocks (4,3) in chunks (10,7): a re-layout; u8_2d: blocks
+    // (6,4) in chunks (13,4): slabs (a prefix).
+    for name in ["f4_2d", "u8_2d", "f8_3d"] {
+        let case = cases.iter().find(|c| c["name"] == name).unwrap();
+        let src = Path::new(case["source"].as_str().unwrap());
+        let (mut want, _) = npy_data(Path::new(case["npy"].as_str().unwrap()));
+        let t = Tree::from_source(src, opts(true)).unwrap();
+        let meta = json_at(&t, &format!("zarr/{name}/zarr.json"));
+        let shape = dims(&meta["shape"]);
+        let chunks = dims(&meta["chunk_grid"]["configuration"]["chunk_shape"]);
+        let item = itemsize(&meta["data_type"]) as usize;
+        let per: usize = chunks.iter().product::<u64>() as usize;
+        let nd = shape.len();
+        let zeros = vec!["0"; nd].join("/");
+        let last: Vec<String> = shape
+            .iter()
+            .zip(&chunks)
+            .map(|(s, c)| (s.div_ceil(*c) - 1).to_string())
+            .collect();
+        let last = last.join("/");
+        // Applies object bytes `obj` of chunk `coords` to the expected array.
+        let apply = |want: &mut Vec<u8>, coords: &[u64], obj: &[u8]| {
+            for local in 0..per as u64 {
+                let (mut rest, mut global, mut inside) = (local, 0u64, true);
+                for d in (0..nd).rev() {
+                    let l = rest % chunks[d];
+                    rest /= chunks[d];
+                    let g = coords[d] * chunks[d] + l;
+                    inside &= g < shape[d];
+                    global += g * shape[d + 1..].iter().product::<u64>();
+                }
+                if inside {
+                    let (s, d) = (local as usize * item, global as usize * item);
+                    want[d..d + item].copy_from_slice(&obj[s..s + item]);
+                }
+            }
+        };
+        let pattern = |seed: u8| -> Vec<u8> {
+            (0..per * item)
+                .map(|i| (i as u8).wrapping_mul(31) ^ seed)
+                .collect()
+        };
+        // 1. zarr-python's way: a temp file in the chunk's directory renamed over it.
+        let cdir = format!(
+            "zarr/{name}/c/{}",
+            zeros.rsplit_once('/').map_or("", |p| p.0)
+        );
+        let cdir = cdir.trim_end_matches('/');
+        let first = zeros.rsplit('/').next().unwrap();
+        let (attr, fh) = t.create(ino(&t, cdir), "0.abc.partial").unwrap();
+        let obj = pattern(1);
+        t.write(attr.ino, fh, 0, &obj[..100]).unwrap();
+        t.write(attr.ino, fh, 100, &obj[100..]).unwrap();
+        t.release(fh).unwrap();
+        // A temp file of the wrong size is refused, and stays.
+        let (short, fh2) = t.create(ino(&t, cdir), "bad.partial").unwrap();
+        t.write(short.ino, fh2, 0, &obj[..5]).unwrap();
+        t.release(fh2).unwrap();
+        let err = t
+            .rename(ino(&t, cdir), "bad.partial", ino(&t, cdir), first, false)
+            .unwrap_err();
+        assert_eq!(err.errno(), libc::EINVAL);
+        t.rename(ino(&t, cdir), "0.abc.partial", ino(&t, cdir), first, false)
+            .unwrap();
+        assert!(t.lookup(ino(&t, cdir), "0.abc.partial").is_err());
+        apply(&mut want, &vec![0; nd], &obj);
+        // Reads see it at once, through the view and the native files.
+        let path0 = format!("zarr/{name}/c/{zeros}");
+        assert!(read_all(&t, ino(&t, &path0), 4096) == obj);
+        // 2. in place, in two writes across the object, O_TRUNC first.
+        let lastp = format!("zarr/{name}/c/{last}");
+        let o = ino(&t, &lastp);
+        let fh = t.open(o, libc::O_WRONLY | libc::O_TRUNC).unwrap();
+        assert_eq!(t.getattr(o).unwrap().size, (per * item) as u64);
+        let obj2 = pattern(7);
+        let half = obj2.len() / 2 + 3;
+        t.write(o, fh, 0, &obj2[..half]).unwrap();
+        t.write(o, fh, half as u64, &obj2[half..]).unwrap();
+        let past = t.write(o, fh, (per * item) as u64, &[1]).unwrap_err();
+        assert_eq!(past.errno(), libc::EFBIG);
+        t.release(fh).unwrap();
+        let lc: Vec<u64> = last.split('/').map(|x| x.parse().unwrap()).collect();
+        apply(&mut want, &lc, &obj2);
+        // 3. a chunk that became all fill value is removed: it reads as zeros.
+        let grid: Vec<u64> = shape
+            .iter()
+            .zip(&chunks)
+            .map(|(s, c)| s.div_ceil(*c))
+            .collect();
+        let mut second = vec![0u64; nd];
+        let mut rest = 1u64;
+        for d in (0..nd).rev() {
+            second[d] = rest % grid[d];
+            rest /= grid[d];
+        }
+        let sp = format!(
+            "zarr/{name}/c/{}",
+            second
+                .iter()
+                .map(u64::to_string)
+                .collect::<Vec<_>>()
+                .join("/")
+        );
+        let (parent, leaf) = sp.rsplit_once('/').unwrap();
+        t.unlink(ino(&t, parent), leaf).unwrap();
+        assert!(read_all(&t, ino(&t, &sp), 1 << 20).iter().all(|&b| b == 0));
+        apply(&mut want, &second, &vec![0; per * item]);
+        // Metadata cannot change through zarr.json; its own bytes written back change
+        // nothing.
+        let j = ino(&t, &format!("zarr/{name}/zarr.json"));
+        let doc = read_all(&t, j, 1 << 20);
+        let fh = t.open(j, libc::O_WRONLY).unwrap();
+        assert_eq!(t.write(j, fh, 0, &doc).unwrap() as usize, doc.len());
+        let mut changed = doc.clone();
+        changed[1] ^= 1;
+        assert_eq!(
+            t.write(j, fh, 0, &changed).unwrap_err().errno(),
+            libc::EPERM
+        );
+        assert_eq!(t.write(j, fh, 1, &doc).unwrap_err().errno(), libc::EPERM);
+        t.release(fh).unwrap();
+        assert_eq!(read_all(&t, j, 1 << 20), doc);
+        drop(t);
+        assert_eq!(
+            reference_sha(&py, src),
+            support::sha256_hex(&want),
+            "{name}: python-blosc2 reads other data than was written"
+        );
+        // A read-only tree refuses every change with EROFS.
+        let ro = Tree::from_source(src, opts(false)).unwrap();
+        let o = ino(&ro, &path0);
+        assert_eq!(ro.open(o, libc::O_WRONLY).unwrap_err().errno(), libc::EROFS);
+        let (parent, leaf) = path0.rsplit_once('/').unwrap();
+        assert_eq!(
+            ro.unlink(ino(&ro, parent), leaf).unwrap_err().errno(),
+            libc::EROFS
+        );
+    }
+}
+
+#[test]
+fn zarr_python_style_writes_through_a_mount_are_read_back_by_python_blosc2() {
+    let py = or_skip!(fuse_and_python(
+        "zarr_python_style_writes_through_a_mount_are_read_back_by_python_blosc2"
+    ));
+    let dir = tempfile::tempdir().unwrap();
+    let out = run_python(
+        &py,
+        &["scripts/oracle/npy_cases.py", dir.path().to_str().unwrap()],
+    );
+    let cases: Vec<Value> = serde_json::from_slice(&out).unwrap();
+    let case = cases.iter().find(|c| c["name"] == "f8_3d").unwrap();
+    let src = Path::new(case["source"].as_str().unwrap());
+    let m = Mount::daemon(src, &["rw"]);
+    let said = python_says(
+        &py,
+        &[
+            "scripts/oracle/zarr_check.py",
+            "--write",
+            m.path("zarr").to_str().unwrap(),
+            src.to_str().unwrap(),
+        ],
+    );
+    m.umount();
+    // The script printed the sha256 python-blosc2 must now read.
+    assert_eq!(reference_sha(&py, src), said);
+}
+
+#[test]
+fn an_identical_rewrite_of_a_zarr_json_through_a_mount_changes_nothing() {
+    let Some(py) =
+        fuse_and_python("an_identical_rewrite_of_a_zarr_json_through_a_mount_changes_nothing")
+    else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("same.b2nd");
+    let make = "import sys, numpy as np, blosc2\n\
+        a = blosc2.asarray(np.arange(600, dtype=np.float32).reshape(20, 30), chunks=(10, 15), \
+        urlpath=sys.argv[1], mode='w')\n\
+        a.vlmeta['units'] = 'm'\n";
+    run_python(&py, &["-c", make, src.to_str().unwrap()]);
+    let before = std::fs::read(&src).unwrap();
+    let m = Mount::daemon(&src, &["rw"]);
+    for rel in ["zarr/same/zarr.json", "zarr/zarr.json"] {
+        let path = m.path(rel);
+        let doc = std::fs::read(&path).unwrap();
+        assert!(doc.len() > 100, "{rel}");
+        // In place (open with O_TRUNC, write, close), as json.dump into open(path, "w") does.
+        std::fs::write(&path, &doc).unwrap_or_else(|e| panic!("{rel}: {e}"));
+        assert_eq!(std::fs::read(&path).unwrap(), doc, "{rel}");
+        // Through a temp file renamed over it.
+        let tmp = path.with_file_name(".zarr.json.tmp");
+        std::fs::write(&tmp, &doc).unwrap();
+        std::fs::rename(&tmp, &path).unwrap_or_else(|e| panic!("{rel}: rename: {e}"));
+        assert_eq!(std::fs::read(&path).unwrap(), doc, "{rel} after the rename");
+        assert!(!tmp.exists(), "{rel}: the temp file stays");
+        // A change is refused (EPERM), in place and by rename.
+        let changed = String::from_utf8(doc.clone())
+            .unwrap()
+            .replace("\"zarr_format\": 3", "\"zarr_format\": 2");
+        assert_ne!(changed.as_bytes(), &doc[..]);
+        let err = std::fs::write(&path, &changed).unwrap_err();
+        assert_eq!(err.raw_os_error(), Some(libc::EPERM), "{rel}: {err}");
+        std::fs::write(&tmp, &changed).unwrap();
+        let err = std::fs::rename(&tmp, &path).unwrap_err();
+        assert_eq!(err.raw_os_error(), Some(libc::EPERM), "{rel}: {err}");
+        std::fs::remove_file(&tmp).unwrap();
+        assert_eq!(
+            std::fs::read(&path).unwrap(),
+            doc,
+            "{rel} after the refusals"
+        );
+    }
+    m.umount();
+    assert!(std::fs::read(&src).unwrap() == before, "the source changed");
+}
+
+#[test]
+fn a_sigkill_during_a_zarr_chunk_commit_leaves_the_old_or_the_new_chunk() {
+    let py = or_skip!(fuse_and_python(
+        "a_sigkill_during_a_zarr_chunk_commit_leaves_the_old_or_the_new_chunk"
+    ));
+    let runs = crate::support::env_or("B2FS_ZARR_CRASH_RUNS", 4);
+    let (dir, src) = crate::support::temp_path("crash.b2nd");
+    let raw = dir.path().join("raw");
+    let (src_s, raw_s) = (src.to_str().unwrap(), raw.to_str().unwrap());
+    run_python(&py, &["scripts/oracle/zarr_check.py", "gen", src_s]);
+    run_python(&py, &["scripts/oracle/zarr_check.py", "raw", src_s, raw_s]);
+    let mut old = std::fs::read(&raw).unwrap();
+    let half = old.len() / 2;
+    let runs = runs.max(2);
+    let (mut saw_old, mut saw_new) = (0, 0);
+    let mut rng = Rng::per_run(6);
+    for run in 0..runs {
+        let log = dir.path().join(format!("log{run}"));
+        let mut m = Mount::foreground(&src, &log);
+        // Chunk (0, 0) is the first half of the array: zarr-python's temp file + rename.
+        let obj: Vec<u8> = (0..half / 8)
+            .flat_map(|i| ((i + run * 7) as f64 * -1.5).to_le_bytes())
+            .collect();
+        let mut new = obj.clone();
+        new.extend_from_slice(&old[half..]);
+        let (tmp, target) = (
+            m.path("zarr/crash/c/0/0.x.partial"),
+            m.path("zarr/crash/c/0/0"),
+        );
+        let (written, wait) = std::sync::mpsc::channel();
+        let writer = std::thread::spawn(move || {
+            std::fs::write(&tmp, &obj).ok()?;
+            written.send(()).ok()?;
+            std::fs::rename(&tmp, &target).ok()
+        });
+        // The kill lands 40 to 460 ms into the rename (the chunk decoded, patched, encoded
+        // and written: 16 MiB), again and again in a long form (B2FS_ZARR_CRASH_RUNS).
+        let delay = kill_delay(&mut rng, run, 40, 420);
+        let _ = wait.recv_timeout(Duration::from_secs(60));
+        // Run 0 is the control: the kill comes after the rename returned (new, for sure).
+        let writer = if run == 0 {
+            let done = writer.join().unwrap();
+            std::thread::spawn(move || done)
+        } else {
+            writer
+        };
+        let acked = kill_mount_after(&mut m, delay, writer).is_some();
+        assert!(run > 0 || acked, "the rename over the chunk object failed");
+        run_python(&py, &["scripts/oracle/zarr_check.py", "raw", src_s, raw_s]);
+        let now = std::fs::read(&raw).unwrap();
+        if now == new {
+            saw_new += 1;
+        } else {
+            assert!(now == old, "run {run}: neither the old nor the new array");
+            assert!(!acked, "run {run}: a rename that returned was lost");
+            saw_old += 1;
+        }
+        old = now;
+        drop(m);
+    }
+    println!("zarr crash runs: {runs}, old {saw_old}, new {saw_new}");
+}
+
+#[test]
+fn the_view_follows_another_writer_and_a_descriptor_keeps_its_version() {
+    let py = or_skip!(python(
+        "the_view_follows_another_writer_and_a_descriptor_keeps_its_version"
+    ));
+    let (_dir, src) = crate::support::temp_path("grow.b2nd");
+    let make = "import sys, numpy as np, blosc2\n\
+        blosc2.asarray(np.arange(1000, dtype=np.int64), chunks=(300,), blocks=(100,), \
+        urlpath=sys.argv[1], mode='w')\n";
+    run_python(&py, &["-c", make, src.to_str().unwrap()]);
+    let t = Tree::from_source(&src, opts(false)).unwrap();
+    let meta = json_at(&t, "zarr/grow/zarr.json");
+    assert_eq!(meta["shape"], serde_json::json!([1000]));
+    // A descriptor of zarr.json and one of chunk c/0 opened before the change.
+    let j = ino(&t, "zarr/grow/zarr.json");
+    let jfh = t.open(j, libc::O_RDONLY).unwrap();
+    let c0 = ino(&t, "zarr/grow/c/0");
+    let cfh = t.open(c0, libc::O_RDONLY).unwrap();
+    let grow = "import sys, numpy as np, blosc2\n\
+        a = blosc2.open(sys.argv[1], mode='a')\n\
+        a.resize((1500,))\n\
+        a[:] = np.arange(1500, dtype=np.int64) * 3\n\
+        a.vlmeta['units'] = 'm'\n";
+    run_python(&py, &["-c", grow, src.to_str().unwrap()]);
+    assert!(t.follow_source());
+    let meta = json_at(&t, "zarr/grow/zarr.json");
+    assert_eq!(meta["shape"], serde_json::json!([1500]));
+    assert_eq!(meta["attributes"]["units"], "m");
+    let root = json_at(&t, "zarr/zarr.json");
+    assert_eq!(root["consolidated_metadata"]["metadata"]["grow"], meta);
+    let got = assemble(&t, "grow", &meta, 4096);
+    let want: Vec<u8> = (0..1500i64).flat_map(|i| (i * 3).to_le_bytes()).collect();
+    assert!(got == want, "the chunk objects show the new data");
+    // The descriptors opened before read the version they opened, or fail; never a mix.
+    let old: Value = serde_json::from_slice(&t.read(j, jfh, 0, 1 << 20).unwrap()).unwrap();
+    assert_eq!(old["shape"], serde_json::json!([1000]));
+    if let Ok(bytes) = t.read(c0, cfh, 0, 1 << 20) {
+        let first: Vec<u8> = (0..300i64).flat_map(i64::to_le_bytes).collect();
+        let now: Vec<u8> = (0..300i64).flat_map(|i| (i * 3).to_le_bytes()).collect();
+        assert!(bytes.to_vec() == first || bytes.to_vec() == now);
+    }
+    t.release(jfh).unwrap();
+    t.release(cfh).unwrap();
+}
