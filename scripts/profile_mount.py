@@ -13,7 +13,7 @@ page stores; waits; ...) and by thread. The perf data is kept in /tmp/b2fs-profi
 `perf report -i`. --zstd also counts the daemon's calls of ZSTD_decompressDCtx (one per
 zstd stream: 8 per block of the float64 arrays python-blosc2 writes by default, whose blocks
 are split in one stream per byte) with a uprobe, i.e. how many blocks the pattern decoded.
-Run it under /work/bin/quiet or on an idle machine; it needs root (perf, uprobes, FUSE).
+Run it on an idle machine (other builds stopped); it needs root (perf, uprobes, FUSE).
 """
 
 import collections
