@@ -18,8 +18,9 @@ Each pattern prints b2fs / python (or b2fs / its own reference: tmpfs, one reade
 the summary is the median of the per-round ratios, with the best round. With --write the
 summary and the per-round detail replace the block between the `bench_mount` markers of the
 given markdown file; with --chart a bar chart of the medians against their targets is saved
-(matplotlib). --ab also mounts OTHER_BINARY in every round of the sequential patterns (seq,
-load) and prints this binary's rate over it (a same-run A/B against, say, main's build).
+(matplotlib). --ab also mounts OTHER_BINARY in every round of the patterns seq, load, win,
+win-kc and rand1d and prints this binary's rate over it (a same-run A/B against, say, main's
+build).
 
 "warm" 4 KiB reads (plain4k) read a 16 MiB region of the file once, then time a second pass
 over it (a region b2fs's default 256 MiB cache holds; the same offsets on a tmpfs copy).
@@ -226,18 +227,18 @@ def rate(d):
     return d["n"] / d["seconds"]
 
 
-# A binary to compare with in the same rounds (--ab), for the sequential patterns.
+# A binary to compare with in the same rounds (--ab): seq, load, win, win-kc, rand1d.
 AB = None
 
 
-def ab(kind, src, rel, ours):
-    """` | --ab binary X MiB/s (ours / it)` when --ab is given."""
+def ab(kind, src, rel, ours, arg="0", opts=(), per_s=False):
+    """` | --ab binary X MiB/s (ours / it)` when --ab is given (X per s with per_s)."""
     if AB is None:
         return ""
-    with Mounted(AB, src) as m:
-        other = run(kind, os.path.join(m.mp, rel) if rel else m.mp)
-    return (f"; {os.path.basename(AB)} {rate(other) / 2**20:.0f} MiB/s,"
-            f" this / it {rate(ours) / rate(other):.2f}x")
+    with Mounted(AB, src, opts) as m:
+        other = run(kind, os.path.join(m.mp, rel) if rel else m.mp, arg)
+    shown = f"{rate(other):.0f}/s" if per_s else f"{rate(other) / 2**20:.0f} MiB/s"
+    return f"; {os.path.basename(AB)} {shown}, this / it {rate(ours) / rate(other):.2f}x"
 
 
 def p_seq_chunks(b):
@@ -266,7 +267,9 @@ def p_windows(opts):
         assert py["check"] == ours["check"], "the windows differ"
         again = (ours["n"] / ours["again"]) / rate(py)
         return rate(ours) / rate(py), (f"python {rate(py):.0f}/s, b2fs {rate(ours):.0f}/s, "
-                                       f"b2fs again {ours['n'] / ours['again']:.0f}/s ({again:.0f}x)")
+                                       f"b2fs again {ours['n'] / ours['again']:.0f}/s ({again:.0f}x)"
+                                       + ab("mnt-win", WIN, "array.npy", ours, seed[0], opts,
+                                            per_s=True))
     return f
 
 
@@ -274,7 +277,8 @@ def p_rand1d(b):
     py = run("py-rand1d", SEQ)
     with Mounted(b, SEQ) as m:
         ours = run("mnt-rand1d", m.mp)
-    return rate(ours) / rate(py), f"python {rate(py):.0f}/s, b2fs {rate(ours):.0f}/s"
+    return rate(ours) / rate(py), (f"python {rate(py):.0f}/s, b2fs {rate(ours):.0f}/s"
+                                   + ab("mnt-rand1d", SEQ, "", ours, per_s=True))
 
 
 def p_rand2d(b):

@@ -14,6 +14,7 @@ pub mod encode;
 pub mod error;
 pub mod filter;
 pub mod header;
+mod streams;
 pub mod tune;
 
 pub use decode::{Decoder, chunk_info, decompress, decompress_into, decompress_range};

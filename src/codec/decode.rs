@@ -9,6 +9,7 @@
 use super::compressor::{MAX_DICT_SIZE, StreamDecoders};
 use super::filter::Pipeline;
 use super::header::{ChunkHeader, SpecialKind};
+use super::streams::{Piece, decode_pieces};
 use super::{Codec, CodecError};
 
 /// Parses and checks a chunk header (every field, section 1.5 checks). Needs only the header
@@ -122,6 +123,9 @@ struct Blocks<'a> {
     bs: usize,
     /// Offset of the bstarts array.
     bstarts_at: usize,
+    /// The decode is a small read's (at most two blocks): a block's streams may be decoded
+    /// on two threads (`streams.rs`).
+    small: bool,
 }
 
 const ZEROS: [u8; 1] = [0];
@@ -324,6 +328,7 @@ impl Decoder {
             dict,
             nblocks,
             bstarts_at,
+            small: false,
         })
     }
 
@@ -352,7 +357,8 @@ impl Decoder {
                 })?;
                 out.copy_from_slice(src);
             }
-            Body::Blocks(b) => {
+            Body::Blocks(mut b) => {
+                b.small = n <= 2 * b.bs;
                 if b.codec == Codec::Zstd {
                     self.streams
                         .prepare_zstd(b.dict)
@@ -578,7 +584,9 @@ fn decode_block(
     b.pipeline.backward(src, dst, block0)
 }
 
-/// Reads the streams of block `j` into `out` (the filtered block, section 2.3).
+/// Reads the streams of block `j` into `out` (the filtered block, section 2.3): each stream
+/// is checked and located first, then decoded (`streams.rs`: on two threads for a small
+/// read's block, `b.small`).
 fn read_streams(
     streams: &mut StreamDecoders,
     b: &Blocks<'_>,
@@ -598,7 +606,9 @@ fn read_streams(
         ));
     }
     let mut pos = bstart(b, j)?;
-    for (s, o) in out.chunks_exact_mut(neblock).enumerate() {
+    let mut pieces = Vec::with_capacity(nstreams);
+    let mut starts = Vec::with_capacity(nstreams);
+    for s in 0..nstreams {
         let csize = read_i32(chunk, pos).ok_or_else(|| {
             corrupt(
                 j,
@@ -607,8 +617,9 @@ fn read_streams(
             )
         })?;
         pos += 4;
+        starts.push(pos);
         if csize == 0 {
-            o.fill(0);
+            pieces.push(Piece::Zeros);
         } else if csize < 0 {
             let token = chunk.get(pos).copied();
             if csize < -255 || token != Some(1) {
@@ -620,7 +631,7 @@ fn read_streams(
             }
             pos += 1;
             // -csize is 1..=255 here.
-            o.fill(csize.unsigned_abs() as u8);
+            pieces.push(Piece::Run(csize.unsigned_abs() as u8));
         } else {
             let csize = csize.unsigned_abs() as usize;
             if csize > neblock {
@@ -640,19 +651,17 @@ fn read_streams(
                     ),
                 )
             })?;
-            if csize == neblock {
-                o.copy_from_slice(payload);
-            } else {
-                streams
-                    .decode(b.codec, payload, o, b.dict)
-                    .map_err(|reason| {
-                        corrupt(j, s, format!("{reason} (stream at offset {pos})"))
-                    })?;
-            }
+            pieces.push(match csize == neblock {
+                true => Piece::Raw(payload),
+                false => Piece::Coded(payload),
+            });
             pos += csize;
         }
     }
-    Ok(())
+    decode_pieces(streams, b.codec, b.dict, &pieces, out, b.small).map_err(|(s, reason)| {
+        let at = starts.get(s).copied().unwrap_or(0);
+        corrupt(j, s, format!("{reason} (stream at offset {at})"))
+    })
 }
 
 #[cfg(test)]
