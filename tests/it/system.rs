@@ -188,21 +188,26 @@ fn system_auto_unmount_removes_the_mount_of_a_killed_daemon() {
     or_skip!(fuse(
         "system_auto_unmount_removes_the_mount_of_a_killed_daemon"
     ));
-    // A control mount without auto_unmount, killed first: the same kill leaves a dead mount
-    // behind (the Mount guard detaches it), so the check below can fail.
-    let control = Mount::daemon(&sample(), &["ro"]);
     let m = Mount::daemon(&sample(), &["ro,auto_unmount"]);
-    let (control_pid, pid) = (daemon_pid(&control.mp), daemon_pid(&m.mp));
-    kill9(control_pid);
-    assert!(wait_until(Duration::from_secs(5), || !alive(control_pid)));
+    let pid = daemon_pid(&m.mp);
+    let started = Instant::now();
     kill9(pid);
     assert!(
         wait_until(Duration::from_secs(10), || !is_mounted(&m.mp)),
         "auto_unmount: the mount outlived its SIGKILLed daemon"
     );
-    // The auto_unmount mount, killed later, is gone: the control had at least as long.
+    let took = started.elapsed();
+    // Without auto_unmount the same kill leaves a dead mount behind (the Mount guard
+    // detaches it), so the check above can fail: given twice the time the auto_unmount
+    // mount took to go, the control mount is still there.
+    let control = Mount::daemon(&sample(), &["ro"]);
+    let pid = daemon_pid(&control.mp);
+    kill9(pid);
+    assert!(wait_until(Duration::from_secs(5), || !alive(pid)));
     assert!(
-        is_mounted(&control.mp),
+        !wait_until(took * 2 + Duration::from_millis(50), || !is_mounted(
+            &control.mp
+        )),
         "a killed daemon's mount stays without auto_unmount"
     );
 }

@@ -736,7 +736,17 @@ fn wait_with_rusage(
     let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
     let started = std::time::Instant::now();
     let mut killed = false;
+    // The child's own peak (VmHWM of its mm), sampled while it runs: `ru_maxrss` is no measure
+    // of it, since exec records the spawning process's high-water mark into the child's
+    // (the test binary, running other tests beside, may have passed 256 MiB). A sample every
+    // millisecond misses at most the growth of the child's last millisecond (under 1 MiB at
+    // this machine's rate of touching fresh memory); a child that exits before the first
+    // sample has had no time to grow.
+    let mut peak_kib = 0i64;
     loop {
+        if let Some(kib) = vm_hwm_kib(pid) {
+            peak_kib = peak_kib.max(kib);
+        }
         let flags = if killed { 0 } else { libc::WNOHANG };
         // SAFETY: `pid` is our own child, not yet reaped; both pointers are valid.
         let r = unsafe { libc::wait4(pid, &mut status, flags, &mut ru) };
@@ -749,7 +759,7 @@ fn wait_with_rusage(
             unsafe { libc::kill(pid, libc::SIGKILL) };
             killed = true;
         } else {
-            std::thread::sleep(std::time::Duration::from_millis(5));
+            std::thread::sleep(std::time::Duration::from_millis(1));
         }
     }
     let code = libc::WIFEXITED(status).then(|| libc::WEXITSTATUS(status));
@@ -757,9 +767,19 @@ fn wait_with_rusage(
         code,
         t1.join().unwrap(),
         t2.join().unwrap(),
-        ru.ru_maxrss,
+        peak_kib,
         killed,
     )
+}
+
+/// The peak resident set (VmHWM) of live process `pid` in KiB; `None` once it has exited.
+fn vm_hwm_kib(pid: libc::pid_t) -> Option<i64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.split_whitespace().next())
+        .and_then(|v| v.parse().ok())
 }
 
 /// A damaged frame on the local S3 server (moto): `verify URL` reports the chunks a local
