@@ -184,6 +184,9 @@ echo done
 }
 
 #[test]
+#[ignore = "flaky beside the parallel suite (about one run in five: the fusermount3 helper is \
+            gone and the mount stays; cause not found): scripts/test.sh runs it alone after \
+            the suite (--ignored system_auto_unmount)"]
 fn system_auto_unmount_removes_the_mount_of_a_killed_daemon() {
     or_skip!(fuse(
         "system_auto_unmount_removes_the_mount_of_a_killed_daemon"
@@ -192,10 +195,15 @@ fn system_auto_unmount_removes_the_mount_of_a_killed_daemon() {
     let pid = daemon_pid(&m.mp);
     let started = Instant::now();
     kill9(pid);
-    assert!(
-        wait_until(Duration::from_secs(10), || !is_mounted(&m.mp)),
-        "auto_unmount: the mount outlived its SIGKILLed daemon"
-    );
+    if !wait_until(Duration::from_secs(10), || !is_mounted(&m.mp)) {
+        // What was left: the fusermount3 that should have unmounted, and who holds what.
+        let ps = Command::new("sh")
+            .args(["-c", "ps -eo pid,ppid,stat,etime,args | grep -E 'fusermount|b2fs' | grep -v grep; grep fuse /proc/mounts"])
+            .output()
+            .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+            .unwrap_or_default();
+        panic!("auto_unmount: the mount outlived its SIGKILLed daemon {pid}:\n{ps}");
+    }
     let took = started.elapsed();
     // Without auto_unmount the same kill leaves a dead mount behind (the Mount guard
     // detaches it), so the check above can fail: given twice the time the auto_unmount
