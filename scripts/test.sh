@@ -83,10 +83,12 @@ step setup_done
 step cargo test --locked --features remote
 # The pip wheel test relinks target/debug/b2fs with maturin (the `dev` profile is the `test`
 # profile's settings, so nothing else is compiled again): alone, after the suite.
-step cargo test --locked --features remote --test it -- --ignored wheel_
-# auto_unmount under SIGKILL, alone too: beside the parallel suite the mount sometimes stays
-# (the fusermount3 helper is gone; cause not found, tests/it/system.rs).
-step cargo test --locked --features remote --test it -- --ignored system_auto_unmount
+# auto_unmount under SIGKILL runs here too, before it (one thread, in name order): beside the
+# parallel suite its mount sometimes stays (the fusermount3 helper is gone; cause not found,
+# tests/it/system.rs). One invocation: a cargo test after maturin recompiles dependencies
+# (reqwest, object_store: other features) and the test binary, 145 s in a fresh clone.
+step cargo test --locked --features remote --test it -- --ignored --test-threads 1 \
+    system_auto_unmount wheel_
 # Fuzzing (RELIABILITY.md), when on: every fuzz target for a short bounded time; without
 # cargo-fuzz, scripts/fuzz.sh builds and runs the same libFuzzer binaries directly.
 fuzz_build_done() {
