@@ -46,6 +46,7 @@ mod prefetch;
 mod prints;
 mod small;
 pub mod store;
+mod swap;
 mod version;
 
 use std::collections::HashMap;
@@ -60,6 +61,7 @@ pub use crate::cache::{Bytes, CacheStats};
 use crate::container::ContainerError;
 
 pub use access::{Access, Pattern, ReadHint};
+pub use swap::Swap;
 pub use append::AppendVec;
 pub use live::{Change, LiveArray};
 pub use plan::Plan;

@@ -318,7 +318,7 @@ impl Tree {
         }
         let mounted = match (table, collection) {
             (_, Some(cell)) => {
-                let path = cell.read().path().to_path_buf();
+                let path = cell.with(|c| c.path().to_path_buf());
                 Mounted::Collection { cell, path }
             }
             (Some(t), None) => Mounted::Table(t),

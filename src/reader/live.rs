@@ -12,10 +12,11 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::SystemTime;
 
-use parking_lot::{Mutex, RwLock};
+use parking_lot::Mutex;
 
 use super::prints::Prints;
 use super::store::ChunkStore;
+use super::swap::Swap;
 use super::version::{Snapshot, Stamps, Trust};
 use crate::container::{self, Array, Container, ContainerError, FileState, write};
 
@@ -47,7 +48,7 @@ pub enum Change<'a> {
 #[derive(Debug)]
 pub struct LiveArray {
     path: PathBuf,
-    snap: RwLock<Arc<Snapshot>>,
+    snap: Swap<Snapshot>,
     /// The state of the watched files ([`Array::watched_files`]) taken before the current
     /// version was opened: a difference means another writer changed the source since.
     seen: Mutex<Vec<Option<FileState>>>,
@@ -65,12 +66,12 @@ impl LiveArray {
         LiveArray {
             path: array.path().to_path_buf(),
             seen: Mutex::new(fingerprint(&array)),
-            snap: RwLock::new(Arc::new(Snapshot::new(
+            snap: Swap::new(Snapshot::new(
                 Arc::new(array),
                 Stamps::fresh(),
                 trust,
                 prints.clone(),
-            ))),
+            )),
             leaf: None,
             prints,
         }
@@ -154,12 +155,12 @@ impl LiveArray {
                     trust,
                     self.prints.clone(),
                 );
-                *self.snap.write() = Arc::new(snap);
+                self.snap.set(snap);
                 return;
             }
         };
         let snap = Snapshot::new(Arc::new(array), stamps, trust, self.prints.clone());
-        *self.snap.write() = Arc::new(snap);
+        self.snap.set(snap);
     }
 
     /// The chunks of `old` that `array` (another writer's version, with `trust`) holds with
@@ -200,12 +201,12 @@ impl LiveArray {
 
     /// The array as it is now.
     pub fn get(&self) -> Arc<Array> {
-        self.snap.read().array().clone()
+        self.snap.with(|s| s.array().clone())
     }
 
     /// The version of the array as it is now.
     pub fn snapshot(&self) -> Arc<Snapshot> {
-        self.snap.read().clone()
+        self.snap.get()
     }
 
     /// Where the array lives.

@@ -80,7 +80,7 @@ pub(super) fn add_group(
             Generated::lazy(move || {
                 // A commit may have moved the carrier (a rebuilt zip): take today's.
                 let now = cell.as_ref().and_then(|c| {
-                    let c = c.read().clone();
+                    let c = c.get();
                     c.group(&key).and_then(|g| g.carrier().cloned())
                 });
                 let carrier = now.unwrap_or_else(|| carrier.clone());
@@ -224,7 +224,7 @@ impl Tree {
         // rewritten.
         let now = match (self.mounted.collection(), lazy.top) {
             (Some(cell), true) => {
-                let c = cell.read().clone();
+                let c = cell.get();
                 match c.find(lazy.leaf.key()) {
                     Some(Node::Leaf(l)) => Some(l.clone()),
                     _ => return Err("it is no longer one of the collection's leaves".into()),
@@ -290,6 +290,6 @@ impl Tree {
     /// opens none; each leaf is opened on first access, and again after every commit that
     /// rewrites the collection.
     pub fn leaves_opened(&self) -> Option<usize> {
-        self.mounted.collection().map(|c| c.read().leaves_opened())
+        self.mounted.collection().map(|c| c.with(|c| c.leaves_opened()))
     }
 }

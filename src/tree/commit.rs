@@ -361,7 +361,7 @@ impl Tree {
             .collect();
         let indexes: Vec<usize> = bufs.iter().map(|(i, _)| *i).collect();
         let before = live.snapshot();
-        let collection = self.mounted.collection().map(|c| c.read().clone());
+        let collection = self.mounted.collection().map(|c| c.get());
         let target = match (&self.mounted, live.leaf_key(), &collection) {
             (Mounted::Collection { .. }, Some(key), Some(collection)) => Target::Leaf {
                 collection,
@@ -482,7 +482,7 @@ impl Tree {
             let live = self.live(*id);
             live.map_or_else(Default::default, |l| l.path().to_path_buf())
         };
-        let collection = self.mounted.collection().map(|c| c.read().clone());
+        let collection = self.mounted.collection().map(|c| c.get());
         let (target, after) = match (owner, &collection) {
             (AttrsOwner::Array(id), _) if a.stale => {
                 let source = ContainerError::Changed {

@@ -71,7 +71,7 @@ pub(crate) fn outer_files(
 ) -> Vec<PathBuf> {
     match (table, collection) {
         (Some(t), _) => vec![t.join("__attrs__")],
-        (None, Some(c)) => members::watched(&c.read()),
+        (None, Some(c)) => c.with(members::watched),
         (None, None) => Vec::new(),
     }
 }

@@ -18,7 +18,7 @@ use parking_lot::RwLock;
 use crate::container::Array;
 use crate::container::npy::{Npy, TableNpy};
 use crate::container::store::Collection;
-use crate::reader::{ArrayId, ChunkStore, LiveArray};
+use crate::reader::{ArrayId, ChunkStore, LiveArray, Swap};
 
 /// Inode number of the root directory.
 pub const ROOT_INO: u64 = 1;
@@ -163,31 +163,9 @@ impl Generated {
     }
 }
 
-/// A value replaced as a whole when what it describes changes (a commit); readers keep the
-/// version they got.
-#[derive(Debug)]
-pub struct Swap<T>(RwLock<Arc<T>>);
-
-impl<T> Swap<T> {
-    /// A cell holding `value`.
-    pub fn new(value: T) -> Swap<T> {
-        Swap(RwLock::new(Arc::new(value)))
-    }
-
-    /// The value now.
-    pub fn get(&self) -> Arc<T> {
-        self.0.read().clone()
-    }
-
-    /// Replaces the value.
-    pub fn set(&self, value: T) {
-        *self.0.write() = Arc::new(value);
-    }
-}
-
 /// The mounted collection as it is now: replaced after every commit (a `.b2z` commit moves
 /// every member), shared by the tree and what it renders on first access.
-pub type CollectionCell = Arc<RwLock<Arc<Collection>>>;
+pub type CollectionCell = Arc<Swap<Collection>>;
 
 /// The NPY view of one array, replaced when a commit changes the array's shape.
 pub type NpyCell = Swap<Npy>;
@@ -427,7 +405,7 @@ impl Layout {
     /// Marks the source as `collection`, whose leaves are the arrays added with
     /// [`LiveArray::leaf`].
     pub fn set_collection(&mut self, collection: Arc<Collection>) {
-        self.collection = Some(Arc::new(RwLock::new(collection)));
+        self.collection = Some(Arc::new(Swap::new(collection)));
     }
 
     /// Number of arrays added so far.

@@ -67,7 +67,7 @@ impl Tree {
     ) -> Result<Vec<Invalidation>, ContainerError> {
         let foreign = matches!(change, Refreshed::Foreign);
         let fresh = match self.mounted.collection() {
-            Some(cell) => Some(super::collection::reopen(cell.read().path())?),
+            Some(cell) => Some(super::collection::reopen(cell.get().path())?),
             None => None,
         };
         if foreign {
@@ -104,7 +104,7 @@ impl Tree {
         self.table_npy_changed();
         let mut entries = Vec::new();
         if let (Some(cell), Some(fresh)) = (self.mounted.collection(), fresh) {
-            *cell.write() = fresh.clone();
+            cell.set(fresh.clone());
             if foreign {
                 let _grow = self.grow.lock();
                 self.follow_group(super::layout::ROOT_INO, fresh.root(), &mut entries);

@@ -42,7 +42,7 @@ impl Tree {
         // commit moves every member), as laying it out would.
         let now = match (self.mounted.collection(), lazy.top) {
             (Some(cell), true) => {
-                let c = cell.read().clone();
+                let c = cell.get();
                 match c.find(lazy.leaf.key()) {
                     Some(Node::Leaf(l)) => Some(l.clone()),
                     _ => return None,

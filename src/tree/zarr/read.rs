@@ -11,7 +11,7 @@
 use super::geom::Source;
 use super::{Tree, TreeError, ZNode};
 use crate::container::ndim::Run;
-use crate::reader::{ArrayId, ChunkId, ReadData, ReadHint};
+use crate::reader::{ArrayId, ChunkId, Pattern, ReadData, ReadHint};
 use crate::tree::attr::EntryKind;
 use crate::tree::handle::Pinned;
 use crate::tree::layout::ROOT_INO;
@@ -273,7 +273,12 @@ impl Tree {
                     .into_iter()
                     .flatten()
                     .map(|r| Run { chunk: index, ..r });
-                self.fill_runs(ino, (store.as_ref(), array, buffers), runs, false, &mut out)?;
+                // Zarr readers read an object whole, from its start (the handle's first read
+                // at 0, then sequential ones): those take whole chunks through the cache. A
+                // read elsewhere (a tool seeking into the object) takes only the blocks its
+                // runs fall in, as a page fault of `array.npy` does.
+                let small = hint.pattern == Pattern::Random;
+                self.fill_runs(ino, (store.as_ref(), array, buffers), runs, small, &mut out)?;
                 Ok(ReadData::Owned(out))
             }
         }
