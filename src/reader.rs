@@ -61,11 +61,11 @@ pub use crate::cache::{Bytes, CacheStats};
 use crate::container::ContainerError;
 
 pub use access::{Access, Pattern, ReadHint};
-pub use swap::Swap;
 pub use append::AppendVec;
 pub use live::{Change, LiveArray};
 pub use plan::Plan;
 pub use store::ChunkStore;
+pub use swap::Swap;
 pub use version::Snapshot;
 
 /// One array of a mount (a frame, a carray, a ctable column): an index into the reader's

@@ -290,6 +290,8 @@ impl Tree {
     /// opens none; each leaf is opened on first access, and again after every commit that
     /// rewrites the collection.
     pub fn leaves_opened(&self) -> Option<usize> {
-        self.mounted.collection().map(|c| c.with(|c| c.leaves_opened()))
+        self.mounted
+            .collection()
+            .map(|c| c.with(|c| c.leaves_opened()))
     }
 }

@@ -2,7 +2,7 @@
 //! blosc, bcolz, caterva in the project's venv), the FUSE/Python/server skip-or-require
 //! policy, sha256, and commands that must succeed (here); paths and whole reads through the
 //! in-process [`Tree`](b2fs::tree::Tree) (`tree`); mounts, foreground daemons and mount
-//! checks (`mount`); the kill-and-check loop of the crash tests with its one delay policy
+//! checks (`mount`); the oracles' warm interpreters (`forkserver`); the kill-and-check loop of the crash tests with its one delay policy
 //! (`crash`); waits that poll for a condition (`wait`); the servers and the fault-injecting
 //! proxy of the remote tests (`remote`).
 
@@ -20,6 +20,7 @@ macro_rules! or_skip {
 }
 
 pub mod crash;
+pub mod forkserver;
 pub mod mount;
 #[cfg(feature = "remote")]
 pub mod remote;
@@ -129,6 +130,16 @@ pub fn run_python(py: &Path, args: &[&str]) -> Vec<u8> {
 /// [`run_python`] with arguments of any kind (script, words, paths): `oracle(&py,
 /// &[&"scripts/oracle/fork.py", &"gen", &src])`.
 pub fn oracle(py: &Path, args: &[&dyn AsRef<OsStr>]) -> Vec<u8> {
+    if let Some(ran) = forkserver::run(py, args, &repo_root()) {
+        assert!(
+            ran.code == 0,
+            "python {:?} failed ({}): {}",
+            args.iter().map(|a| a.as_ref()).collect::<Vec<_>>(),
+            ran.code,
+            String::from_utf8_lossy(&ran.stderr)
+        );
+        return ran.stdout;
+    }
     let out = Command::new(py)
         .args(args.iter().map(|a| a.as_ref()))
         .current_dir(repo_root())
