@@ -85,8 +85,8 @@ step cargo test --locked --features remote
 # profile's settings, so nothing else is compiled again): alone, after the suite.
 # auto_unmount under SIGKILL runs here too, before it (one thread, in name order): beside the
 # parallel suite its mount sometimes stays (the fusermount3 helper is gone; cause not found,
-# tests/it/system.rs). One invocation: a cargo test after maturin recompiles dependencies
-# (reqwest, object_store: other features) and the test binary, 145 s in a fresh clone.
+# tests/it/system.rs). maturin's build compiles the binary crate alone (Cargo.toml's feature
+# unification; tests/it/wheel.rs keeps cargo test's own variables out of maturin's cargo).
 step cargo test --locked --features remote --test it -- --ignored --test-threads 1 \
     system_auto_unmount wheel_
 # Fuzzing (RELIABILITY.md), when on: every fuzz target for a short bounded time; without

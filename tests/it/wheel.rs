@@ -295,6 +295,12 @@ fn build_wheel(test: &str, dir: &Path, py: &Path) -> PathBuf {
         // the link and the zip take seconds, not minutes.
         .args(["-C", "strip=debuginfo"])
         .current_dir(repo_root())
+        // Not the variables `cargo test` set for this test process (CARGO_MANIFEST_DIR,
+        // CARGO_PKG_*, ...): build scripts watch some of them (ring's does), so cargo would
+        // run ring's again and compile ring, rustls, reqwest and object_store once more here,
+        // and again for the next `cargo test` (~140 CPU-s each way).
+        .env_clear()
+        .envs(std::env::vars_os().filter(|(k, _)| !set_by_cargo_for_tests(k)))
         .env("CARGO_TARGET_DIR", &target)
         .env("PATH", &path)
         .output()
@@ -320,4 +326,23 @@ fn build_wheel(test: &str, dir: &Path, py: &Path) -> PathBuf {
         .map(|e| e.unwrap().path())
         .find(|p| p.extension().is_some_and(|e| e == "whl"))
         .expect("a .whl in the output directory")
+}
+
+/// Whether `name` is one of the variables cargo sets for the programs it runs (a test binary,
+/// a build script), not one of the environment's own.
+fn set_by_cargo_for_tests(name: &std::ffi::OsStr) -> bool {
+    let name = name.to_string_lossy();
+    [
+        "CARGO_PKG_",
+        "CARGO_MANIFEST_",
+        "CARGO_BIN_",
+        "CARGO_CRATE_",
+        "CARGO_CFG_",
+    ]
+    .iter()
+    .any(|p| name.starts_with(p))
+        || matches!(
+            &*name,
+            "CARGO_PRIMARY_PACKAGE" | "CARGO_TARGET_TMPDIR" | "CARGO_RUSTC_CURRENT_DIR" | "OUT_DIR"
+        )
 }
