@@ -110,6 +110,14 @@ fn assemble(t: &Tree, array: &str, meta: &Value, step: u32) -> Vec<u8> {
         assert_eq!(t.getattr(o).unwrap().size, per_chunk * item, "{path}");
         let bytes = read_all(t, o, step);
         assert_eq!(bytes.len() as u64, per_chunk * item, "{path}");
+        // A read inside the object as its handle's first (a tool seeking into it: only the
+        // blocks its runs fall in are decoded) gives the same bytes.
+        let fh = t.open(o, libc::O_RDONLY).unwrap();
+        let at = bytes.len() / 3;
+        let inside = t.read(o, fh, at as u64, 4099).unwrap();
+        t.release(fh).unwrap();
+        let end = (at + 4099).min(bytes.len());
+        assert!(inside[..] == bytes[at..end], "{path}: a read at {at}");
         for local in 0..per_chunk {
             let mut rest = local;
             let mut global = 0u64;
