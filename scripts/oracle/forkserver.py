@@ -27,6 +27,7 @@ for name in ("numpy", "blosc2", "blosc", "bcolz"):
 import atexit  # noqa: E402
 import runpy  # noqa: E402
 import traceback  # noqa: E402
+import types  # noqa: E402
 
 
 def runnable(argv):
@@ -58,7 +59,10 @@ def child(req):
                 sys.argv = ["-c"] + argv[2:]
                 sys.path[0] = ""
                 compiled = compile(argv[1], "<string>", "exec")
-                exec(compiled, {"__name__": "__main__", "__builtins__": __builtins__})
+                main = types.ModuleType("__main__")
+                main.__builtins__ = __builtins__
+                sys.modules["__main__"] = main  # as `python -c`: pickle, `import __main__`
+                exec(compiled, main.__dict__)
             else:
                 sys.argv = list(argv)
                 sys.path[0] = os.path.dirname(os.path.abspath(argv[0]))
