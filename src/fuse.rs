@@ -246,7 +246,8 @@ impl Filesystem for FuseAdapter {
                 // `sendfile(2)` of a direct-I/O file never wait for pages nobody maps.
                 if fault {
                     if let Some(pusher) = self.pusher.get() {
-                        pusher.offer(ino.0, self.tree.pages_near(ino.0, fh.0, offset, size));
+                        let pages = self.tree.pages_near(ino.0, fh.0, offset, size);
+                        pusher.offer(ino.0, offset..offset + u64::from(size), pages);
                     }
                 }
                 reply.data(&data);
