@@ -17,7 +17,10 @@
 //! answer is stored, the pages of earlier faults included: when the thread falls behind (a
 //! busy machine), a reader that outran it faults on a page still queued, and answering that
 //! fault at once would let it outrun the thread on every row of its window, each fault
-//! queueing the same rows again (measured: 13 faults per 64-row window instead of 2).
+//! queueing the same rows again (measured: 13 faults per 64-row window instead of 2). A fault
+//! takes its pages out of the queue when its request arrives; if the thread is storing one of
+//! them already (queued by another reader's fault, locked by the kernel for this one), that
+//! store waits for this answer, so the worker answers without waiting for the thread.
 
 use std::collections::HashSet;
 use std::sync::mpsc::{SyncSender, TrySendError, sync_channel};
@@ -49,6 +52,8 @@ struct State {
     /// Tickets of the latest batch handed over, and of the latest one stored.
     handed: u64,
     done: u64,
+    /// The page `(inode, offset)` being stored now.
+    storing: Option<(u64, u64)>,
 }
 
 impl Shared {
@@ -57,21 +62,41 @@ impl Shared {
     }
 }
 
+impl State {
+    /// Takes the pages of `reading` of inode `ino` out of the queue.
+    fn cancel(&mut self, ino: u64, reading: std::ops::Range<u64>) {
+        if self.queued.is_empty() {
+            return;
+        }
+        let mut at = reading.start / PAGE * PAGE;
+        while at < reading.end {
+            self.queued.remove(&(ino, at));
+            at += PAGE;
+        }
+    }
+}
+
 /// The storing thread's queue; the thread ends when this is dropped.
 #[derive(Debug)]
 pub(crate) struct Pusher {
     queue: SyncSender<Batch>,
     shared: Arc<Shared>,
+    /// Longest a worker waits ([`WAIT`]; longer in tests).
+    wait: Duration,
 }
 
 impl Pusher {
     /// Starts the thread that stores pages through `notifier`.
     pub(crate) fn start(notifier: Notifier) -> std::io::Result<Pusher> {
-        Pusher::start_with(move |ino, offset, bytes| notifier.store(INodeNo(ino), offset, bytes))
+        Pusher::start_with(WAIT, move |ino, offset, bytes| {
+            notifier.store(INodeNo(ino), offset, bytes)
+        })
     }
 
-    /// Starts the thread that stores each page with `store(inode, offset, bytes)`.
+    /// Starts the thread that stores each page with `store(inode, offset, bytes)`; workers
+    /// wait at most `wait` for it.
     fn start_with(
+        wait: Duration,
         mut store: impl FnMut(u64, u64, &[u8]) -> std::io::Result<()> + Send + 'static,
     ) -> std::io::Result<Pusher> {
         let (queue, batches) = sync_channel::<Batch>(QUEUE);
@@ -85,41 +110,55 @@ impl Pusher {
                     for (offset, bytes) in pages {
                         // Taken out of the queue by a fault that reads it, or not wanted any
                         // more after a failed store of this file.
-                        if !theirs.lock().queued.remove(&(ino, offset)) || failed {
-                            continue;
+                        {
+                            let mut state = theirs.lock();
+                            if !state.queued.remove(&(ino, offset)) || failed {
+                                continue;
+                            }
+                            state.storing = Some((ino, offset));
                         }
                         if let Err(e) = store(ino, offset, &bytes) {
                             // The file was forgotten or the mount is going away.
                             log::debug!("store of inode {ino} at {offset}: {e}");
                             failed = true;
                         }
+                        theirs.lock().storing = None;
                     }
                     theirs.lock().done = ticket;
                     theirs.stored.notify_all();
                 }
             })?;
-        Ok(Pusher { queue, shared })
+        Ok(Pusher {
+            queue,
+            shared,
+            wait,
+        })
+    }
+
+    /// Before a page fault of inode `ino` that reads the pages of `reading` is served: takes
+    /// them out of the queue (the answer fills them; a store of one would wait for it).
+    pub(crate) fn reading(&self, ino: u64, reading: std::ops::Range<u64>) {
+        let mut state = self.shared.lock();
+        state.cancel(ino, reading);
     }
 
     /// After a page fault of inode `ino` that reads the pages of `reading` (which the answer
     /// fills: they are taken out of the queue): hands those of `pages` that are not queued yet
     /// to the thread (or drops them when its queue is full), then waits at most [`WAIT`] until
-    /// every page queued so far is stored.
+    /// every page queued so far is stored; not at all when the thread is storing one of the
+    /// fault's own pages (queued before the fault came: that store waits for this answer).
     pub(crate) fn offer(
         &self,
         ino: u64,
         reading: std::ops::Range<u64>,
         mut pages: Vec<(u64, Vec<u8>)>,
     ) {
-        let target = {
+        let (target, blocked) = {
             let mut state = self.shared.lock();
-            if !state.queued.is_empty() {
-                let mut at = reading.start / PAGE * PAGE;
-                while at < reading.end {
-                    state.queued.remove(&(ino, at));
-                    at += PAGE;
-                }
-            }
+            state.cancel(ino, reading.clone());
+            let blocked = state
+                .storing
+                .is_some_and(|(i, at)| i == ino && reading.contains(&at));
             pages.retain(|(offset, _)| state.queued.insert((ino, *offset)));
             if !pages.is_empty() {
                 let ticket = state.handed + 1;
@@ -136,9 +175,12 @@ impl Pusher {
                     }
                 }
             }
-            state.handed
+            (state.handed, blocked)
         };
-        let deadline = Instant::now() + WAIT;
+        if blocked {
+            return;
+        }
+        let deadline = Instant::now() + self.wait;
         let mut state = self.shared.lock();
         while state.done < target {
             let left = deadline.saturating_duration_since(Instant::now());
@@ -170,7 +212,7 @@ mod tests {
         let (tx, rx) = channel();
         let (gate_tx, gate) = channel::<()>();
         let gate = Mutex::new(gate);
-        let pusher = Pusher::start_with(move |ino, offset, bytes| {
+        let pusher = Pusher::start_with(WAIT, move |ino, offset, bytes| {
             // The first store waits for the test: the queue fills behind it.
             if offset == 0 {
                 let _ = gate.lock().unwrap().recv();
@@ -206,10 +248,49 @@ mod tests {
     }
 
     #[test]
+    fn a_fault_whose_own_page_is_being_stored_does_not_wait_for_the_thread() {
+        let (tx, rx) = channel();
+        let (gate_tx, gate) = channel::<()>();
+        let gate = Mutex::new(gate);
+        // A worker that waited would wait a minute.
+        let pusher = Pusher::start_with(Duration::from_secs(60), move |ino, offset, _| {
+            if offset == 0 {
+                let _ = gate.lock().unwrap().recv();
+            }
+            tx.send((ino, offset)).unwrap();
+            Ok(())
+        })
+        .unwrap();
+        std::thread::scope(|s| {
+            s.spawn(|| pusher.offer(7, PAGE * 100..PAGE * 101, vec![(0, page(1))]));
+            // The thread is storing page 0 (held up): a fault reading page 0 comes.
+            let deadline = Instant::now() + Duration::from_secs(10);
+            while pusher.shared.lock().storing.is_none() && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            assert_eq!(pusher.shared.lock().storing, Some((7, 0)));
+            pusher.reading(7, 0..PAGE);
+            let t = Instant::now();
+            pusher.offer(7, 0..PAGE, vec![(PAGE, page(2))]);
+            assert!(
+                t.elapsed() < Duration::from_secs(30),
+                "waited {:?}",
+                t.elapsed()
+            );
+            gate_tx.send(()).unwrap();
+        });
+        // Its pages were still handed over.
+        let got: Vec<(u64, u64)> = (0..2)
+            .map(|_| rx.recv_timeout(Duration::from_secs(10)).expect("a store"))
+            .collect();
+        assert_eq!(got, vec![(7, 0), (7, PAGE)]);
+    }
+
+    #[test]
     fn a_worker_waits_at_most_the_bound_for_a_thread_that_is_held_up() {
         let (gate_tx, gate) = channel::<()>();
         let gate = Mutex::new(gate);
-        let pusher = Pusher::start_with(move |_, _, _| {
+        let pusher = Pusher::start_with(WAIT, move |_, _, _| {
             let _ = gate.lock().unwrap().recv();
             Ok(())
         })
