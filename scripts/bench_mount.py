@@ -19,7 +19,7 @@ the summary is the median of the per-round ratios, with the best round. With --w
 summary and the per-round detail replace the block between the `bench_mount` markers of the
 given markdown file; with --chart a bar chart of the medians against their targets is saved
 (matplotlib). --ab also mounts OTHER_BINARY in every round of the patterns seq, load, win,
-win-kc and rand1d and prints this binary's rate over it (a same-run A/B against, say, main's
+win-kc, rand1d and many and prints this binary's rate over it (a same-run A/B against, say, main's
 build).
 
 "warm" 4 KiB reads (plain4k) read a 16 MiB region of the file once, then time a second pass
@@ -248,7 +248,7 @@ def rate(d):
     return d["n"] / d["seconds"]
 
 
-# A binary to compare with in the same rounds (--ab): seq, load, win, win-kc, rand1d.
+# A binary to compare with in the same rounds (--ab): seq, load, win, win-kc, rand1d, many.
 AB = None
 
 
@@ -373,8 +373,14 @@ def p_many(b):
         alone = many_readers(os.path.join(m.mp, "array.npy"), 1)[0]
     with Mounted(b, WIN) as m:
         four = many_readers(os.path.join(m.mp, "array.npy"), 4)
+    other = ""
+    if AB is not None:
+        with Mounted(AB, WIN) as m:
+            theirs = many_readers(os.path.join(m.mp, "array.npy"), 4)
+        other = (f"; {os.path.basename(AB)} 4 readers " + "/".join(f"{r:.0f}" for r in theirs)
+                 + f" per s, slowest this / it {min(four) / min(theirs):.2f}x")
     return min(four) / alone, (f"alone {alone:.0f}/s, 4 readers "
-                               + "/".join(f"{r:.0f}" for r in four) + " per s")
+                               + "/".join(f"{r:.0f}" for r in four) + " per s" + other)
 
 
 def p_opener(b):

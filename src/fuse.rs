@@ -236,6 +236,9 @@ impl Filesystem for FuseAdapter {
             // The blocks of the pages offered after the fault decode on the other core
             // while this thread decodes the fault's own.
             self.tree.fault_ahead(ino.0, offset, size);
+            if let Some(pusher) = self.pusher.get() {
+                pusher.reading(ino.0, offset..offset + u64::from(size));
+            }
         }
         match self.tree.read(ino.0, fh.0, offset, size) {
             Ok(data) => {
@@ -246,7 +249,8 @@ impl Filesystem for FuseAdapter {
                 // `sendfile(2)` of a direct-I/O file never wait for pages nobody maps.
                 if fault {
                     if let Some(pusher) = self.pusher.get() {
-                        pusher.offer(ino.0, self.tree.pages_near(ino.0, fh.0, offset, size));
+                        let pages = self.tree.pages_near(ino.0, fh.0, offset, size);
+                        pusher.offer(ino.0, offset..offset + u64::from(size), pages);
                     }
                 }
                 reply.data(&data);
