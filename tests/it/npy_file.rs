@@ -12,7 +12,7 @@ use std::time::Duration;
 use b2fs::tree::{Tree, TreeOptions};
 use serde_json::Value;
 
-use crate::support::crash::{Rng, kill_delay, kill_mount_after, write_and_fsync};
+use crate::support::crash::{OldOrNew, Rng, kill_delay, kill_mount_after, write_and_fsync};
 use crate::support::{self, Mount, fuse_and_python, run_python};
 
 use crate::support::no_prefetch as opts;
@@ -385,7 +385,7 @@ fn npy_mount_sigkill_during_a_multi_chunk_commit_leaves_old_or_new() {
     let old = dir.path().join("old.npy");
     crate::support::oracle(&py, &[&"scripts/oracle/npy_check.py", &"save", &src, &old]);
     let mut old_bytes = std::fs::read(&old).unwrap();
-    let (mut saw_old, mut saw_new) = (0, 0);
+    let mut verdict = OldOrNew::default();
     let mut rng = Rng::per_run(5);
     for run in 0..runs {
         let log = dir.path().join(format!("log{run}"));
@@ -407,20 +407,14 @@ fn npy_mount_sigkill_during_a_multi_chunk_commit_leaves_old_or_new() {
         let now = dir.path().join("now.npy");
         crate::support::oracle(&py, &[&"scripts/oracle/npy_check.py", &"save", &src, &now]);
         let now_bytes = std::fs::read(&now).unwrap();
-        if now_bytes == new_bytes {
-            saw_new += 1;
-        } else {
-            assert!(
-                now_bytes == old_bytes,
-                "run {run}: neither the old nor the new array"
-            );
-            assert!(!acked, "run {run}: an fsync-acknowledged edit was lost");
-            saw_old += 1;
-        }
+        verdict.check(run, (&now_bytes[..], &old_bytes[..], &new_bytes[..]), acked);
         // The next run starts from what is stored now.
         old_bytes = now_bytes;
         let _ = std::fs::remove_file(&new_path);
         drop(m);
     }
-    println!("npy crash runs: {runs}, old {saw_old}, new {saw_new}");
+    println!(
+        "npy crash runs: {runs}, old {}, new {}",
+        verdict.old, verdict.new
+    );
 }

@@ -8,7 +8,7 @@ use std::path::Path;
 
 use serde_json::Value;
 
-use crate::support::crash::{Rng, kill_delay, kill_mount_after, write_and_fsync};
+use crate::support::crash::{OldOrNew, Rng, kill_delay, kill_mount_after, write_and_fsync};
 use crate::support::steps::every_commit_step;
 use crate::support::{Mount, fuse_and_python, run_python, sha256_hex};
 
@@ -36,7 +36,7 @@ fn store_mount_sigkill_during_a_b2z_commit_leaves_old_or_new() {
     );
     let (big, attrs) = (first["r"]["/big"].clone(), first["r"]["/__attrs__"].clone());
     let mut old = first["r"]["/edit"].as_str().unwrap().to_owned();
-    let (mut saw_old, mut saw_new) = (0, 0);
+    let mut verdict = OldOrNew::default();
     let mut rng = Rng::per_run(4);
     for run in 0..runs {
         let log = dir.path().join(format!("log{run}"));
@@ -65,20 +65,14 @@ fn store_mount_sigkill_during_a_b2z_commit_leaves_old_or_new() {
         }
         assert_eq!(now["r"], now["a"], "run {run}: 'r' and 'a' differ");
         let edit = now["r"]["/edit"].as_str().unwrap().to_owned();
-        if edit == new {
-            saw_new += 1;
-        } else {
-            assert_eq!(
-                edit, old,
-                "run {run}: /edit is neither the old nor the new member"
-            );
-            assert!(!acked, "run {run}: an fsync-acknowledged edit was lost");
-            saw_old += 1;
-        }
+        verdict.check(run, (edit.as_str(), old.as_str(), new.as_str()), acked);
         old = edit;
         drop(m);
     }
-    println!("store crash runs: {runs}, old {saw_old}, new {saw_new}");
+    println!(
+        "store crash runs: {runs}, old {}, new {}",
+        verdict.old, verdict.new
+    );
 }
 
 /// `.b2d` leaves are committed in place by the frame commit (shadow append, then the header

@@ -1,7 +1,8 @@
 //! The kill-and-check loop of the crash tests: a read-write mount served by a foreground
 //! daemon, a writer thread committing through it, a SIGKILL of the daemon after a delay,
 //! then the dead mount detached and the writer's acknowledgements handed back for the
-//! reference library to check. One delay policy for every such test: [`kill_delay`].
+//! reference library to check. One delay policy for every such test: [`kill_delay`]; one
+//! verdict on what a run left: [`OldOrNew`].
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -107,4 +108,34 @@ pub fn kill_after<T>(delay: Duration, child: &mut Child, writer: JoinHandle<T>, 
         .arg(mp)
         .output();
     acked
+}
+
+/// The verdict of a kill-and-check loop, run after run: what the source holds after the kill
+/// is the old value or the new one, never anything else, and the new one whenever the writer's
+/// call returned (an acknowledged write is never lost). Counts both outcomes for the report.
+#[derive(Debug, Default)]
+pub struct OldOrNew {
+    /// Runs that left the old value.
+    pub old: usize,
+    /// Runs that left the new value.
+    pub new: usize,
+}
+
+impl OldOrNew {
+    /// Checks run `run`: the source now holds `now`; the writer was acknowledged (`acked`).
+    #[track_caller]
+    pub fn check<T: PartialEq + ?Sized>(
+        &mut self,
+        run: usize,
+        (now, old, new): (&T, &T, &T),
+        acked: bool,
+    ) {
+        if now == new {
+            self.new += 1;
+        } else {
+            assert!(now == old, "run {run}: neither the old nor the new value");
+            assert!(!acked, "run {run}: an acknowledged write was lost");
+            self.old += 1;
+        }
+    }
 }
