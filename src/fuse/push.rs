@@ -23,6 +23,7 @@
 //! store waits for this answer, so the worker answers without waiting for the thread.
 
 use std::collections::HashSet;
+use std::ops::Range;
 use std::sync::mpsc::{SyncSender, TrySendError, sync_channel};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
@@ -35,7 +36,8 @@ const QUEUE: usize = 64;
 /// Longest a worker waits for the pages queued before its answer to be stored.
 const WAIT: Duration = Duration::from_millis(2);
 
-/// One file's pages (`(offset, bytes)`) and the batch's ticket.
+/// One file's ranges of pages (`(offset, bytes)`: one page, or many in a row) and the batch's
+/// ticket.
 type Batch = (u64, Vec<(u64, Vec<u8>)>, u64);
 
 /// What the workers and the thread share.
@@ -47,13 +49,14 @@ struct Shared {
 
 #[derive(Debug, Default)]
 struct State {
-    /// Pages `(inode, offset)` queued and not stored yet.
+    /// Pages `(inode, offset)` queued and not stored yet, page by page (a range offered
+    /// covers many).
     queued: HashSet<(u64, u64)>,
     /// Tickets of the latest batch handed over, and of the latest one stored.
     handed: u64,
     done: u64,
-    /// The page `(inode, offset)` being stored now.
-    storing: Option<(u64, u64)>,
+    /// The pages `(inode, range)` being stored now.
+    storing: Option<(u64, Range<u64>)>,
 }
 
 impl Shared {
@@ -63,6 +66,31 @@ impl Shared {
 }
 
 impl State {
+    /// Takes pages `pages` (indices from the range's first) of the range at `offset` of inode
+    /// `ino` out of the queue while they are queued, from `*k` on: the run of them that is,
+    /// after skipping those that are not (stored by an earlier range, read by a fault).
+    fn take_run(
+        &mut self,
+        ino: u64,
+        offset: u64,
+        pages: usize,
+        k: &mut usize,
+    ) -> Option<Range<usize>> {
+        let mut taken = |k: usize| self.queued.remove(&(ino, offset + k as u64 * PAGE));
+        while *k < pages && !taken(*k) {
+            *k += 1;
+        }
+        if *k == pages {
+            return None;
+        }
+        let start = *k;
+        *k += 1;
+        while *k < pages && taken(*k) {
+            *k += 1;
+        }
+        Some(start..*k)
+    }
+
     /// Takes the pages of `reading` of inode `ino` out of the queue.
     fn cancel(&mut self, ino: u64, reading: std::ops::Range<u64>) {
         if self.queued.is_empty() {
@@ -105,24 +133,40 @@ impl Pusher {
         std::thread::Builder::new()
             .name("b2fs-push".into())
             .spawn(move || {
-                for (ino, pages, ticket) in batches {
+                for (ino, ranges, ticket) in batches {
                     let mut failed = false;
-                    for (offset, bytes) in pages {
-                        // Taken out of the queue by a fault that reads it, or not wanted any
-                        // more after a failed store of this file.
-                        {
-                            let mut state = theirs.lock();
-                            if !state.queued.remove(&(ino, offset)) || failed {
+                    for (offset, bytes) in ranges {
+                        // The runs of the range's pages still queued: the others were taken
+                        // out by a fault that reads them or stored by an earlier range. After
+                        // a failed store of this file, taken out and not stored.
+                        let pages = bytes.len().div_ceil(PAGE as usize);
+                        let mut k = 0;
+                        loop {
+                            let run = {
+                                let mut state = theirs.lock();
+                                let Some(run) = state.take_run(ino, offset, pages, &mut k) else {
+                                    break;
+                                };
+                                let at = offset + run.start as u64 * PAGE;
+                                let end = offset + run.end as u64 * PAGE;
+                                if !failed {
+                                    state.storing = Some((ino, at..end));
+                                }
+                                run
+                            };
+                            if failed {
                                 continue;
                             }
-                            state.storing = Some((ino, offset));
+                            let at = offset + run.start as u64 * PAGE;
+                            let piece = &bytes[run.start * PAGE as usize
+                                ..(run.end * PAGE as usize).min(bytes.len())];
+                            if let Err(e) = store(ino, at, piece) {
+                                // The file was forgotten or the mount is going away.
+                                log::debug!("store of inode {ino} at {at}: {e}");
+                                failed = true;
+                            }
+                            theirs.lock().storing = None;
                         }
-                        if let Err(e) = store(ino, offset, &bytes) {
-                            // The file was forgotten or the mount is going away.
-                            log::debug!("store of inode {ino} at {offset}: {e}");
-                            failed = true;
-                        }
-                        theirs.lock().storing = None;
                     }
                     theirs.lock().done = ticket;
                     theirs.stored.notify_all();
@@ -143,8 +187,9 @@ impl Pusher {
     }
 
     /// After a page fault of inode `ino` that reads the pages of `reading` (which the answer
-    /// fills: they are taken out of the queue): hands those of `pages` that are not queued yet
-    /// to the thread (or drops them when its queue is full), then waits at most [`WAIT`] until
+    /// fills: they are taken out of the queue): hands the ranges of `pages` with a page not
+    /// queued yet to the thread (or drops them when its queue is full; the thread stores only
+    /// the pages nobody stored or read meanwhile), then waits at most [`WAIT`] until
     /// every page queued so far is stored; not at all when the thread is storing one of the
     /// fault's own pages (queued before the fault came: that store waits for this answer).
     pub(crate) fn offer(
@@ -156,21 +201,37 @@ impl Pusher {
         let (target, blocked) = {
             let mut state = self.shared.lock();
             state.cancel(ino, reading.clone());
-            let blocked = state
-                .storing
-                .is_some_and(|(i, at)| i == ino && reading.contains(&at));
-            pages.retain(|(offset, _)| state.queued.insert((ino, *offset)));
+            let mut blocked = state.storing.as_ref().is_some_and(|(i, at)| {
+                *i == ino && at.start < reading.end && reading.start < at.end
+            });
+            pages.retain(|(offset, bytes)| {
+                let mut new = false;
+                for k in 0..bytes.len().div_ceil(PAGE as usize) {
+                    new |= state.queued.insert((ino, offset + k as u64 * PAGE));
+                }
+                new
+            });
             if !pages.is_empty() {
                 let ticket = state.handed + 1;
-                let offsets: Vec<u64> = pages.iter().map(|(o, _)| *o).collect();
                 match self.queue.try_send((ino, pages, ticket)) {
                     Ok(()) => state.handed = ticket,
                     Err(e) => {
-                        for o in offsets {
-                            state.queued.remove(&(ino, o));
+                        // Not stored: no page of these ranges stays queued (some may have been
+                        // queued by an earlier batch, which then skips them: pages are advice).
+                        let (full, (_, ranges, _)) = match e {
+                            TrySendError::Full(batch) => (true, batch),
+                            TrySendError::Disconnected(batch) => (false, batch),
+                        };
+                        for (offset, bytes) in ranges {
+                            for k in 0..bytes.len().div_ceil(PAGE as usize) {
+                                state.queued.remove(&(ino, offset + k as u64 * PAGE));
+                            }
                         }
-                        if let TrySendError::Full(_) = e {
+                        if full {
                             log::trace!("page store queue full: pages of inode {ino} dropped");
+                        } else {
+                            // The thread is gone: nothing will be stored, nothing to wait for.
+                            blocked = true;
                         }
                     }
                 }
@@ -248,6 +309,43 @@ mod tests {
     }
 
     #[test]
+    fn a_range_of_pages_is_stored_by_runs_without_its_faulted_or_already_queued_pages() {
+        let (tx, rx) = channel();
+        let (gate_tx, gate) = channel::<()>();
+        let gate = Mutex::new(gate);
+        let pusher = Pusher::start_with(WAIT, move |ino, offset, bytes| {
+            if offset == 0 {
+                let _ = gate.lock().unwrap().recv();
+            }
+            tx.send((ino, offset / PAGE, bytes.len() as u64 / PAGE))
+                .unwrap();
+            Ok(())
+        })
+        .unwrap();
+        let range = |first: u64, n: u64| (first * PAGE, vec![5u8; (n * PAGE) as usize]);
+        std::thread::scope(|s| {
+            // The thread is held up on page 0 while: a fault offers pages 12-15 as one range
+            // (the pages after a fault, `FORWARD_MAX`), a fault reads page 14 from the queue,
+            // and a fault offers pages 15-17 (15 already queued).
+            s.spawn(|| pusher.offer(7, 1 << 20..(1 << 20) + PAGE, vec![(0, page(1))]));
+            let deadline = Instant::now() + Duration::from_secs(10);
+            while pusher.shared.lock().storing.is_none() && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            pusher.offer(7, 11 * PAGE..12 * PAGE, vec![range(12, 4)]);
+            pusher.reading(7, 14 * PAGE..15 * PAGE);
+            pusher.offer(7, 14 * PAGE..15 * PAGE, vec![range(15, 3)]);
+            gate_tx.send(()).unwrap();
+        });
+        let got: Vec<(u64, u64, u64)> = (0..4)
+            .map(|_| rx.recv_timeout(Duration::from_secs(10)).expect("a store"))
+            .collect();
+        // (inode, first page, pages): each page once, page 14 not at all.
+        assert_eq!(got, vec![(7, 0, 1), (7, 12, 2), (7, 15, 1), (7, 16, 2)]);
+        assert!(rx.recv_timeout(Duration::from_millis(100)).is_err());
+    }
+
+    #[test]
     fn a_fault_whose_own_page_is_being_stored_does_not_wait_for_the_thread() {
         let (tx, rx) = channel();
         let (gate_tx, gate) = channel::<()>();
@@ -268,7 +366,7 @@ mod tests {
             while pusher.shared.lock().storing.is_none() && Instant::now() < deadline {
                 std::thread::sleep(Duration::from_millis(1));
             }
-            assert_eq!(pusher.shared.lock().storing, Some((7, 0)));
+            assert_eq!(pusher.shared.lock().storing, Some((7, 0..PAGE)));
             pusher.reading(7, 0..PAGE);
             let t = Instant::now();
             pusher.offer(7, 0..PAGE, vec![(PAGE, page(2))]);
