@@ -163,14 +163,43 @@ impl Drop for Cleanup {
     }
 }
 
-/// Copies a file, or a directory tree (files and directories; symbolic links are followed).
+/// What a salvage copies at `path`: a file (`Some(its length)`; a symbolic link to a file
+/// counts as that file) or a directory (`None`). A symbolic link to a directory is refused:
+/// following it could loop for ever (`data/x -> ..`), and no container holds one.
+///
+/// # Errors
+/// When `path` cannot be read, or is a symbolic link to a directory.
+pub(super) fn copied_node(path: &Path) -> Result<Option<u64>, Error> {
+    let io = |e: std::io::Error| Error::Other {
+        what: format!("reading '{}'", path.display()),
+        source: Some(e),
+    };
+    let own = std::fs::symlink_metadata(path).map_err(io)?;
+    let meta = if own.file_type().is_symlink() {
+        std::fs::metadata(path).map_err(io)?
+    } else {
+        own.clone()
+    };
+    if meta.is_file() {
+        return Ok(Some(meta.len()));
+    }
+    if own.file_type().is_symlink() {
+        return Err(other(format!(
+            "'{}' is a symbolic link to a directory: not copied (it could loop)",
+            path.display()
+        )));
+    }
+    Ok(None)
+}
+
+/// Copies a file, or a directory tree (files and directories; a symbolic link to a file is
+/// copied as the file, one to a directory refused: [`copied_node`]).
 fn copy_tree(from: &Path, to: &Path) -> Result<(), Error> {
     let io = |p: &Path, e: std::io::Error| Error::Other {
         what: format!("copying '{}'", p.display()),
         source: Some(e),
     };
-    let meta = std::fs::metadata(from).map_err(|e| io(from, e))?;
-    if meta.is_file() {
+    if copied_node(from)?.is_some() {
         std::fs::copy(from, to).map_err(|e| io(from, e))?;
         return Ok(());
     }
@@ -241,10 +270,24 @@ fn zero_chunk(a: &Array, index: usize) -> Result<Vec<u8>, Error> {
 }
 
 /// The edit replacing `damaged` chunks of `a` by zeros and recording them in its attributes.
+/// One chunk of zeros is encoded per chunk size, not per damaged chunk (a bcolz chunk can be
+/// up to 2 GiB of zeros to compress).
 fn array_edit(a: &Array, source: &Path, damaged: &[&Damage], attrs: bool) -> Result<Edit, Error> {
     let mut edit = Edit::default();
+    let mut made: std::collections::HashMap<usize, Vec<u8>> = std::collections::HashMap::new();
     for d in damaged {
-        edit.updates.push((d.chunk, zero_chunk(a, d.chunk)?));
+        let size = a.chunk_nbytes(d.chunk).ok();
+        let chunk = match size.and_then(|n| made.get(&n)) {
+            Some(c) => c.clone(),
+            None => {
+                let c = zero_chunk(a, d.chunk)?;
+                if let Some(n) = size {
+                    made.insert(n, c.clone());
+                }
+                c
+            }
+        };
+        edit.updates.push((d.chunk, chunk));
     }
     if attrs {
         edit.attrs = Some(with_record(a.attrs(), source, damaged));

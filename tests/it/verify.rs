@@ -488,6 +488,39 @@ fn verify_bcolz_declaring_more_chunks_than_files_is_bounded() {
     }
 }
 
+/// A bcolz root holding a symbolic link to a directory (`data/loop -> ..`: not a chunk name,
+/// so the carray still opens): salvage refuses it in one line, before writing anything,
+/// instead of following the link for ever (it overflowed the stack); the source is untouched.
+#[test]
+fn salvage_refuses_a_symbolic_link_to_a_directory_in_the_source() {
+    let py = or_skip!(python(
+        "salvage_refuses_a_symbolic_link_to_a_directory_in_the_source"
+    ));
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("c.bcolz");
+    copy(&fixtures(&py).join("carray"), &p);
+    std::fs::remove_file(p.join("data/__3.blp")).unwrap();
+    std::os::unix::fs::symlink("..", p.join("data/loop")).unwrap();
+    let listing = |p: &Path| {
+        let mut names: Vec<_> = std::fs::read_dir(p.join("data"))
+            .unwrap()
+            .flatten()
+            .map(|e| e.file_name())
+            .collect();
+        names.sort();
+        names
+    };
+    let before = listing(&p);
+    let dest = dir.path().join("rescued.bcolz");
+    let out = b2fs().arg("salvage").arg(&p).arg(&dest).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.contains("symbolic link to a directory"), "{err}");
+    assert!(!dest.exists());
+    assert_eq!(listing(&p), before);
+}
+
 #[test]
 fn verify_and_salvage_stores() {
     let py = or_skip!(python("verify_and_salvage_stores"));

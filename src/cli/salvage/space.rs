@@ -1,15 +1,18 @@
 //! The room `b2fs salvage` needs, checked before it writes anything: the copy of SOURCE
-//! plus the chunks of zeros that replace the damaged ones (a bcolz chunk of zeros is a
-//! `.blp` file of its own), against the space free where DEST goes, and the zero chunks'
-//! bytes (held in memory for the commit) against [`MAX_ZERO_BYTES`].
+//! (twice for a contiguous frame, which the salvage compacts into a second file, and for a
+//! `.b2z`, whose commit rewrites the zip beside it) plus the chunks of zeros that replace the
+//! damaged ones (a bcolz chunk of zeros is a `.blp` file of its own; in a frame it is an index
+//! entry), against the space free where DEST goes, and the zero chunks' bytes (held in memory
+//! for the commit) against [`MAX_ZERO_BYTES`].
 
 use std::collections::HashMap;
 use std::path::Path;
 
 use super::super::Error;
 use super::super::check::{self, Report};
-use super::{other, zero_chunk};
-use crate::container::Opened;
+use super::{copied_node, other, zero_chunk};
+use crate::container::store::Form;
+use crate::container::{Container, Opened, SourceKind};
 
 /// Most bytes of zero chunks one salvage writes (they are built in memory for the commit).
 pub(super) const MAX_ZERO_BYTES: u64 = 1 << 30;
@@ -18,7 +21,7 @@ const BLOCK: u64 = 4096;
 
 /// What a salvage will write.
 pub(super) struct Need {
-    /// Bytes of the copy of SOURCE.
+    /// Bytes of the copy of SOURCE (twice when the salvage rewrites it beside itself).
     copy: u64,
     /// Bytes of the zero chunks, as encoded.
     zeros: u64,
@@ -57,10 +60,24 @@ pub(super) fn needed(opened: &Opened, local: &Path, report: &Report) -> Result<N
             }
         };
         zeros += len;
-        zeros_on_disk += len.div_ceil(BLOCK).max(1) * BLOCK;
+        zeros_on_disk += if a.kind() == SourceKind::BcolzCarray {
+            len.div_ceil(BLOCK).max(1) * BLOCK
+        } else {
+            len
+        };
     }
+    let copy = tree_bytes(local)?;
+    let rewritten = match opened {
+        Opened::Single(Container::Array(a)) => a.kind() == SourceKind::Cframe,
+        Opened::Collection(c) => c.form() == Form::Zip,
+        Opened::Single(_) => false,
+    };
     Ok(Need {
-        copy: tree_bytes(local)?,
+        copy: if rewritten && !report.damaged.is_empty() {
+            copy.saturating_mul(2)
+        } else {
+            copy
+        },
         zeros,
         zeros_on_disk,
         chunks: report.damaged.len(),
@@ -74,9 +91,8 @@ fn tree_bytes(path: &Path) -> Result<u64, Error> {
         what: format!("reading '{}'", path.display()),
         source: Some(e),
     };
-    let meta = std::fs::metadata(path).map_err(io)?;
-    if meta.is_file() {
-        return Ok(meta.len().div_ceil(BLOCK) * BLOCK);
+    if let Some(len) = copied_node(path)? {
+        return Ok(len.div_ceil(BLOCK) * BLOCK);
     }
     let mut total = BLOCK;
     for entry in std::fs::read_dir(path).map_err(io)? {
