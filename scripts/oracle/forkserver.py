@@ -24,7 +24,6 @@ for name in ("numpy", "blosc2", "blosc", "bcolz"):
     except Exception:  # noqa: BLE001 - a venv without it: its oracles import it themselves
         pass
 
-import atexit  # noqa: E402
 import runpy  # noqa: E402
 import traceback  # noqa: E402
 import types  # noqa: E402
@@ -40,7 +39,7 @@ def runnable(argv):
 
 
 def child(req):
-    """Runs one request in the forked child; never returns."""
+    """Runs one request in the forked child; never returns (raises SystemExit)."""
     code = 1
     try:
         os.chdir(req["cwd"])
@@ -66,7 +65,7 @@ def child(req):
             else:
                 sys.argv = list(argv)
                 sys.path[0] = os.path.dirname(os.path.abspath(argv[0]))
-                runpy.run_path(argv[0], run_name="__main__")
+                runpy.run_path(os.path.abspath(argv[0]), run_name="__main__")
             code = 0
         except SystemExit as e:
             if e.code is None:
@@ -79,15 +78,11 @@ def child(req):
         except BaseException:  # noqa: BLE001 - reported as python would, exit status 1
             traceback.print_exc()
             code = 1
-        atexit._run_exitfuncs()
     except BaseException:  # noqa: BLE001 - set-up failed: say why on the request's stderr
         traceback.print_exc()
-    finally:
-        try:
-            sys.stdout.flush()
-            sys.stderr.flush()
-        finally:
-            os._exit(code)
+    # The child leaves as `python ARGS` does: out through main() and the interpreter's normal
+    # exit (non-daemon threads joined, atexit handlers, buffers flushed, objects finalized).
+    raise SystemExit(code)
 
 
 def main():

@@ -10,7 +10,7 @@
 //! (Cargo.toml): the library and every dependency are the ones `cargo test` built, and only
 //! the five-line b2fs binary crate is compiled again, linked by zig against glibc 2.17
 //! (maturin's own `maturin zig cc` wrapper, given as `-C linker` to that crate alone). The
-//! test prints what cargo compiled; anything beyond the binary is a regression of that. Releases use `maturin build --release --zig` (docs/INSTALL.md), which links the
+//! test fails if cargo compiled anything but the b2fs crate. Releases use `maturin build --release --zig` (docs/INSTALL.md), which links the
 //! same way and also compiles the C dependencies with zig, in a separate target directory:
 //! a full build, too slow for CI (measured in docs/INSTALL.md).
 //!
@@ -284,7 +284,15 @@ fn build_wheel(test: &str, dir: &Path, py: &Path) -> PathBuf {
         std::env::var("PATH").unwrap_or_default()
     );
     let started = Instant::now();
-    let out = Command::new(py)
+    let mut maturin = Command::new(py);
+    // Not the variables `cargo test` set for this test process (CARGO_MANIFEST_DIR,
+    // CARGO_PKG_*, ...): build scripts watch some of them (ring's does), so cargo would run
+    // ring's again and compile ring, rustls, reqwest and object_store once more here, and
+    // again for the next `cargo test` (~140 CPU-s each way).
+    for (name, _) in std::env::vars_os().filter(|(k, _)| set_by_cargo_for_tests(k)) {
+        maturin.env_remove(name);
+    }
+    let out = maturin
         .args(["-m", "maturin", "build", "--locked", "--profile", profile])
         .arg("--out")
         .arg(&wheels)
@@ -295,12 +303,6 @@ fn build_wheel(test: &str, dir: &Path, py: &Path) -> PathBuf {
         // the link and the zip take seconds, not minutes.
         .args(["-C", "strip=debuginfo"])
         .current_dir(repo_root())
-        // Not the variables `cargo test` set for this test process (CARGO_MANIFEST_DIR,
-        // CARGO_PKG_*, ...): build scripts watch some of them (ring's does), so cargo would
-        // run ring's again and compile ring, rustls, reqwest and object_store once more here,
-        // and again for the next `cargo test` (~140 CPU-s each way).
-        .env_clear()
-        .envs(std::env::vars_os().filter(|(k, _)| !set_by_cargo_for_tests(k)))
         .env("CARGO_TARGET_DIR", &target)
         .env("PATH", &path)
         .output()
@@ -321,6 +323,14 @@ fn build_wheel(test: &str, dir: &Path, py: &Path) -> PathBuf {
     for l in err.lines().filter(|l| l.contains("dirty")) {
         eprintln!("{test}: {l}");
     }
+    // With `remote` (the wheel's feature set, as CI runs it) this run's `cargo test` built
+    // every dependency with the features and variables the wheel's build sees: only the
+    // binary crate (relinked with zig) is compiled again; any other unit is ~140 CPU-s of CI
+    // time lost (Cargo.toml's feature unification).
+    assert!(
+        !cfg!(feature = "remote") || compiled.iter().all(|c| c.starts_with("b2fs v")),
+        "the wheel's build compiled more than b2fs: {compiled:?}"
+    );
     std::fs::read_dir(&wheels)
         .unwrap()
         .map(|e| e.unwrap().path())

@@ -61,9 +61,20 @@ pub fn run(py: &Path, args: &[&dyn AsRef<OsStr>], cwd: &Path) -> Option<Ran> {
         "err": err.to_str()?,
     });
     let mut answer = String::new();
-    let asked = writeln!(server.requests, "{request}").and_then(|()| server.requests.flush());
-    if asked.is_err() || server.answers.read_line(&mut answer).unwrap_or(0) == 0 {
-        return None; // the server died: dropped here, the caller spawns
+    if writeln!(server.requests, "{request}")
+        .and_then(|()| server.requests.flush())
+        .is_err()
+    {
+        return None; // the server died before the request: dropped here, the caller spawns
+    }
+    if server.answers.read_line(&mut answer).unwrap_or(0) == 0 {
+        // Died during the run: the oracle may have run (and had its effects), so it is not
+        // run again; the caller reports the failure.
+        return Some(Ran {
+            code: -1,
+            stdout: Vec::new(),
+            stderr: b"the oracle's fork server died during the run".to_vec(),
+        });
     }
     let code: i32 = match answer.trim() {
         "spawn" => {
