@@ -559,8 +559,9 @@ impl Carray {
 }
 
 /// The chunk index a file of `data/` is named for (`__N.blp`, N written as [`Carray`] names
-/// it: decimal without leading zeros), or `None`.
-fn chunk_file_index(name: &str) -> Option<usize> {
+/// it: decimal without leading zeros), or `None`. The one parser of these names (remote
+/// prefixes order their chunk objects by it too).
+pub(crate) fn chunk_file_index(name: &str) -> Option<usize> {
     let n = name.strip_prefix("__")?.strip_suffix(".blp")?;
     let canonical = n == "0" || (!n.starts_with('0') && n.bytes().all(|b| b.is_ascii_digit()));
     if canonical { n.parse().ok() } else { None }

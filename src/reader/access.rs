@@ -3,7 +3,9 @@
 //! gives each a [`ReadHint`], which says how the read continues the earlier ones
 //! ([`Pattern`], the read plan's input), whether the handle streams the file from its start,
 //! and how long its current stream is ([`ReadHint::scan`], whether an assembled file's read
-//! takes whole chunks).
+//! takes whole chunks). A re-laid-out Zarr object is one chunk read whole by Zarr readers: it
+//! takes the whole chunk unless the read is [`Pattern::Random`] (`scan`'s length threshold is
+//! for files of many chunks, like `array.npy`).
 
 /// How a read continues the earlier reads of its handle.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

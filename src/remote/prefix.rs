@@ -96,10 +96,7 @@ fn chunk_number(rel: &str) -> Option<(&str, u64)> {
     let n = if let Some(hex) = name.strip_suffix(".chunk") {
         u64::from_str_radix(hex, 16).ok()?
     } else {
-        name.strip_suffix(".blp")?
-            .strip_prefix("__")?
-            .parse()
-            .ok()?
+        crate::container::bcolz::chunk_file_index(name)? as u64
     };
     Some((dir, n))
 }
@@ -515,6 +512,8 @@ mod tests {
         assert_eq!(chunk_number("0000002A.chunk"), Some(("", 42)));
         assert_eq!(chunk_number("col/data/__12.blp"), Some(("col/data", 12)));
         assert_eq!(chunk_number("data/__x.blp"), None);
+        // Named as bcolz names chunks only (the carray ignores "__007.blp").
+        assert_eq!(chunk_number("data/__007.blp"), None);
         assert_eq!(chunk_number("meta/sizes"), None);
         let listed = |rel: &str| Listed {
             rel: rel.to_owned(),
