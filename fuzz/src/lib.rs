@@ -243,7 +243,7 @@ fn touch_array(a: &Array) {
 /// An NPY header is whole 64-byte blocks starting with the magic.
 fn check_npy_header(h: &[u8]) {
     assert!(h.starts_with(b"\x93NUMPY"), "NPY magic");
-    assert_eq!(h.len() % npy::ARRAY_ALIGN, 0, "NPY header length");
+    assert_eq!(h.len() % npy::DATA_ALIGN, 0, "NPY header length");
     assert_eq!(h.last(), Some(&b'\n'), "NPY header end");
 }
 

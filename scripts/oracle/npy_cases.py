@@ -4,7 +4,8 @@ Usage: npy_cases.py OUTDIR
 
 Writes into OUTDIR, for each case NAME, a source made by the reference library (python-blosc2
 4.14 b2nd arrays and plain frames, caterva 0.7.3 arrays, bcolz-zipline 1.13 carrays and
-ctables) and NAME.npy = what `np.save` writes for its data as the reference reads it:
+ctables) and NAME.npy = what `np.save` writes for its data as the reference reads it, the data
+aligned to a page as in b2fs's array.npy (npy_ref.py):
 `blosc2.open(src)[...]` (b2nd), `carray[:]`, `ctable[:]` (table.npy of a ctable), and for
 sources without a dtype the documented stand-in (`|V<typesize>` items, `|u1` for typesize 1).
 Prints one JSON list of {"name", "source", "npy", "kind"} (kind: array | table) to stdout.
@@ -21,6 +22,7 @@ import sys
 import numpy as np
 
 import blosc2
+import npy_ref
 
 OUT = sys.argv[1]
 CASES = []
@@ -29,7 +31,7 @@ RNG = np.random.default_rng(1234)
 
 def save(name, arr):
     buf = io.BytesIO()
-    np.save(buf, arr)
+    npy_ref.save(buf, arr)
     path = os.path.join(OUT, name + ".npy")
     with open(path, "wb") as f:
         f.write(buf.getvalue())

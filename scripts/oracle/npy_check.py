@@ -1,7 +1,9 @@
-"""What the reference libraries read from a source, as the bytes np.save writes for it.
+"""What the reference libraries read from a source, as the bytes b2fs's array.npy holds for it
+(`np.save` with the data aligned to a page: npy_ref.py).
 
 Usage:
-  npy_check.py save SRC OUT.npy      np.save(OUT, blosc2.open(SRC)[...]) (bcolz: carray[:])
+  npy_check.py save SRC OUT.npy      np.save(OUT, blosc2.open(SRC)[...]) (bcolz: carray[:]), data
+                                     aligned to a page
   npy_check.py gen2d OUT.b2nd        a 2-D float64 b2nd whose chunk and block shapes do not
                                      divide its shape (several chunks per slab)
   npy_check.py gen2dwide OUT.b2nd    the same with rows of 8,800 bytes (over a page, not a
@@ -21,6 +23,8 @@ import sys
 
 import numpy as np
 
+import npy_ref
+
 
 def read_ref(src):
     if os.path.isdir(src) and os.path.exists(os.path.join(src, "meta", "sizes")):
@@ -35,7 +39,7 @@ def read_ref(src):
 def main():
     cmd = sys.argv[1]
     if cmd == "save":
-        np.save(sys.argv[3], read_ref(sys.argv[2]))
+        npy_ref.save(sys.argv[3], read_ref(sys.argv[2]))
     elif cmd == "gen2d":
         import blosc2
 

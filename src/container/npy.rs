@@ -1,6 +1,6 @@
 //! The NPY file of an array (`array.npy`) and of a bcolz ctable (`table.npy`): the header bytes
-//! exactly as `numpy.save` writes them, the file size and data offset, and where each byte of
-//! the data part lives in the source's decoded chunks. Pure: no I/O, no decoding, no cache
+//! as `numpy.save` writes them with the data aligned to a page (below), the file size and data
+//! offset, and where each byte of the data part lives in the source's decoded chunks. Pure: no I/O, no decoding, no cache
 //! (the tree layer reads the chunks; [`assemble`] is a reference reader for tests).
 //!
 //! The data part is the array's items in C order, unpadded: `arr[...]` for b2nd (python-blosc2),
@@ -20,7 +20,17 @@
 //! is not Latin-1, UTF-8 encoded), then
 //! `{'descr': ..., 'fortran_order': False, 'shape': (...), }` plus 21 minus the digits of
 //! `shape[0]` spaces (numpy's room for growth), padded with spaces and one `\n` so the data
-//! starts on a multiple of 64 (a full 64 bytes of padding when already aligned).
+//! starts on a multiple of [`DATA_ALIGN`] (a full one of padding when already aligned).
+//!
+//! **Why a page, not numpy's 64 bytes.** The data part starts on a page boundary, so a page of
+//! the file holds items of as few chunks as the array's layout allows. With numpy's 128-byte
+//! header every other page of a row of a 2-D array began with the last items of the chunk to
+//! its left: an `mmap` reader, which faults whole pages, made b2fs decode that neighbour's
+//! block too, 7.8 blocks per random 64x64 window against python-blosc2's 5.25 (BENCHMARKS.md,
+//! "Session 11: windows"); aligned, windows ran 1.47-1.59x faster. The header stays what
+//! numpy writes (`numpy.save` with `numpy.lib.format.ARRAY_ALIGN` set to 4096 gives the same
+//! bytes) and any NPY reader takes it: the format allows any padding that keeps the alignment,
+//! and `numpy.load` reads headers of up to 10,000 bytes by default.
 
 pub mod dtype;
 pub mod layout;
@@ -35,8 +45,9 @@ pub use dtype::Dtype;
 pub use layout::{Layout, Runs, Slab, assemble};
 pub use table::{TableColumn, TableNpy, TablePiece, assemble_table};
 
-/// Alignment of the data part (`numpy.lib.format.ARRAY_ALIGN`).
-pub const ARRAY_ALIGN: usize = 64;
+/// Alignment of the data part: a page (`numpy.lib.format.ARRAY_ALIGN` is 64; see the module
+/// docs for why b2fs pads further).
+pub const DATA_ALIGN: usize = 4096;
 
 /// Why an array gets no NPY file.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
@@ -49,7 +60,7 @@ pub struct NpyError {
 }
 
 /// The NPY header bytes `np.save` writes for an array of `shape` whose descr literal is
-/// `descr` (as [`Dtype::npy_descr`] returns it).
+/// `descr` (as [`Dtype::npy_descr`] returns it), with the data aligned to [`DATA_ALIGN`].
 pub fn header(descr: &str, shape: &[u64]) -> Vec<u8> {
     let mut text = format!(
         "{{'descr': {descr}, 'fortran_order': False, 'shape': {}, }}",
@@ -68,7 +79,7 @@ pub fn header(descr: &str, shape: &[u64]) -> Vec<u8> {
     };
     let hlen = body.len() + 1;
     let padded = |len_bytes: usize| {
-        let pad = ARRAY_ALIGN - (6 + 2 + len_bytes + hlen) % ARRAY_ALIGN;
+        let pad = DATA_ALIGN - (6 + 2 + len_bytes + hlen) % DATA_ALIGN;
         (pad, hlen + pad)
     };
     let (major, len_bytes) = match (latin1, padded(2).1 <= usize::from(u16::MAX)) {
@@ -291,7 +302,7 @@ impl Npy {
         self.data_offset().saturating_add(self.layout.data_len())
     }
 
-    /// Whether the file is empty (never: the header is at least 64 bytes).
+    /// Whether the file is empty (never: the header is at least [`DATA_ALIGN`] bytes).
     pub fn is_empty(&self) -> bool {
         false
     }
@@ -342,26 +353,27 @@ mod tests {
 
     #[test]
     fn header_matches_numpy_save() {
-        // np.save(BytesIO, np.zeros(5, '<f4')) header text and length, numpy 2.4.
+        // np.save(BytesIO, np.zeros(5, '<f4')) header text, numpy 2.4, with its ARRAY_ALIGN
+        // set to 4096 (scripts/oracle/npy_ref.py): 4,096 bytes, header length 0x0ff6.
         let h = header("'<f4'", &[5]);
-        assert_eq!(h.len(), 128);
-        assert_eq!(&h[..10], b"\x93NUMPY\x01\x00\x76\x00");
+        assert_eq!(h.len(), 4096);
+        assert_eq!(&h[..10], b"\x93NUMPY\x01\x00\xf6\x0f");
         let text = std::str::from_utf8(&h[10..]).unwrap();
         assert!(text.starts_with("{'descr': '<f4', 'fortran_order': False, 'shape': (5,), }"));
         assert!(text.ends_with(" \n"));
         // 0-d: no growth padding.
         let h = header("'<f8'", &[]);
-        assert_eq!(h.len(), 128);
+        assert_eq!(h.len(), 4096);
         assert!(h[10..].starts_with(b"{'descr': '<f8', 'fortran_order': False, 'shape': (), } "));
         // A long descr needs version 2.0.
         let long = format!("'|V{}'", "9".repeat(70_000));
         let h = header(&long, &[1]);
         assert_eq!(&h[6..8], &[2, 0]);
-        assert_eq!(h.len() % 64, 0);
+        assert_eq!(h.len() % DATA_ALIGN, 0);
         // A non-Latin-1 name needs 3.0.
         let h = header("[('\u{65e5}', '|u1')]", &[3]);
         assert_eq!(&h[6..8], &[3, 0]);
-        assert_eq!(h.len() % 64, 0);
+        assert_eq!(h.len() % DATA_ALIGN, 0);
         let hl = u32::from_le_bytes(h[8..12].try_into().unwrap()) as usize;
         assert_eq!(hl + 12, h.len());
     }

@@ -163,12 +163,14 @@ blosc2.asarray(np.arange(30000, dtype="u2"), chunks=(7000,), urlpath=shared + "/
                mode="w")
 "#;
 
-/// `np.save` of what python-blosc2 reads from the array at `path` (`key`: a store member).
+/// `np.save` of what python-blosc2 reads from the array at `path` (`key`: a store member),
+/// the data aligned to a page as in `array.npy` (`scripts/oracle/npy_ref.py`).
 fn npy_of(py: &Path, path: &Path, key: Option<&str>) -> Vec<u8> {
     let script = "import sys, io, numpy as np, blosc2\n\
+                  sys.path.insert(0, 'scripts/oracle'); import npy_ref\n\
                   p, k = sys.argv[1], sys.argv[2]\n\
                   a = blosc2.TreeStore(p, mode='r')[k] if k else blosc2.open(p)\n\
-                  b = io.BytesIO(); np.save(b, a[:]); sys.stdout.buffer.write(b.getvalue())\n";
+                  b = io.BytesIO(); npy_ref.save(b, a[:]); sys.stdout.buffer.write(b.getvalue())\n";
     let p = path.display().to_string();
     run_python(py, &["-c", script, &p, key.unwrap_or("")])
 }

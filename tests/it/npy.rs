@@ -1,6 +1,7 @@
 //! `array.npy` / `table.npy` without a kernel: the NPY header and the C-order data assembled
 //! from decoded chunks (b2fs's codec through `Array::chunk_bytes`) must equal, byte for byte,
-//! what `np.save` writes for the reference's read of each source (`scripts/oracle/npy_cases.py`:
+//! what `np.save` writes, data aligned to a page (`scripts/oracle/npy_ref.py`), for the
+//! reference's read of each source (`scripts/oracle/npy_cases.py`:
 //! b2nd of 1 to 4 dims and many dtypes, plain frames, caterva, bcolz carrays and a ctable),
 //! for the whole file and for windows at odd offsets across chunk and block edges. Property
 //! tests check the run geometry against `Grid::locate` item by item, and `table.npy` pieces
@@ -52,7 +53,7 @@ fn data_after_header<'w>(header: &[u8], len: u64, want: &'w [u8]) -> Result<&'w 
             String::from_utf8_lossy(&want[..want.len().min(header.len())])
         ));
     }
-    if len != want.len() as u64 || header.len() % 64 != 0 {
+    if len != want.len() as u64 || header.len() % 4096 != 0 {
         return Err(format!("size {len} (reference {})", want.len()));
     }
     Ok(&want[header.len()..])

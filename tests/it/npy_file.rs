@@ -1,5 +1,5 @@
 //! `array.npy` and `table.npy` as files: through the tree API (no kernel) every reference case
-//! of `scripts/oracle/npy_cases.py` reads back as `np.save` writes it, in reads of any size and
+//! of `scripts/oracle/npy_cases.py` reads back as `np.save` writes it (data page-aligned), in reads of any size and
 //! offset; the chunk files and `array.npy` share one cache and one edit buffer; edits through
 //! `array.npy` commit in one commit that python-blosc2 reads; header and size changes are
 //! refused. Through real mounts: `np.load`, `mmap_mode='r'` windows, `os.pwrite` and
