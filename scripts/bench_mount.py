@@ -122,6 +122,7 @@ def child(kind, path, arg):
 
         blosc2.set_nthreads(2)
     t = time.perf_counter()
+    cpu = time.process_time()  # every thread of this process (python-blosc2's decoders too)
     if kind == "py-seq":
         # Keep the array: python-blosc2 crashes when its schunk outlives it.
         arr = blosc2.open(path, mode="r")
@@ -229,6 +230,7 @@ def child(kind, path, arg):
     else:
         raise SystemExit(f"unknown child {kind}")
     out.setdefault("seconds", time.perf_counter() - t)
+    out.setdefault("cpu", time.process_time() - cpu)
     print(json.dumps(out), flush=True)
 
 
@@ -262,20 +264,37 @@ def ab(kind, src, rel, ours, arg="0", opts=(), per_s=False):
     return f"; {os.path.basename(AB)} {shown}, this / it {rate(ours) / rate(other):.2f}x"
 
 
+def cpu_per_mib(py, ours, daemon):
+    """`; CPU per MiB ...`: python-blosc2's process (all its threads) against b2fs's reader
+    plus daemon, over the timed part. When both sides keep the machine's cores busy, the rate
+    ratio cannot exceed the inverse ratio of these."""
+    mib = py["n"] / 2**20
+    mine = (ours["cpu"] + daemon) / mib * 1e3
+    theirs = py["cpu"] / mib * 1e3
+    return (f"; CPU per MiB python {theirs:.2f} ms, b2fs {mine:.2f} ms (reader"
+            f" {ours['cpu'] / mib * 1e3:.2f} + daemon {daemon / mib * 1e3:.2f}),"
+            f" python / b2fs {theirs / mine:.2f}")
+
+
 def p_seq_chunks(b):
     py = run("py-seq", SEQ)
     with Mounted(b, SEQ) as m:
+        c0 = m.cpu_seconds()
         ours = run("mnt-seq", m.mp)
+        daemon = m.cpu_seconds() - c0
     assert py["n"] == ours["n"], (py, ours)
     return rate(ours) / rate(py), (f"python {rate(py) / 2**20:.0f} MiB/s, b2fs {rate(ours) / 2**20:.0f} MiB/s"
-                                   + ab("mnt-seq", SEQ, "", ours))
+                                   + cpu_per_mib(py, ours, daemon) + ab("mnt-seq", SEQ, "", ours))
 
 
 def p_load(b):
     py = run("py-load", WIN)
     with Mounted(b, WIN) as m:
+        c0 = m.cpu_seconds()
         ours = run("mnt-load", os.path.join(m.mp, "array.npy"))
+        daemon = m.cpu_seconds() - c0
     return rate(ours) / rate(py), (f"python {rate(py) / 2**20:.0f} MiB/s, b2fs {rate(ours) / 2**20:.0f} MiB/s"
+                                   + cpu_per_mib(py, ours, daemon)
                                    + ab("mnt-load", WIN, "array.npy", ours))
 
 

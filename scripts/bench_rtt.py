@@ -48,12 +48,6 @@ def reader(path, n, pin):
     return float(subprocess.run(cmd, check=True, capture_output=True, text=True).stdout)
 
 
-def cpu_seconds(pid):
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 def one(spec, n, pin):
     """Reads/s and daemon CPU microseconds per read of one fresh mount of SPEC."""
     env, _, binary = spec.rpartition("@")
@@ -67,9 +61,9 @@ def one(spec, n, pin):
                 for tid in os.listdir(f"/proc/{m.pid}/task"):
                     subprocess.run(["taskset", "-p", "-c", "0", tid], check=True,
                                    capture_output=True)
-            before = cpu_seconds(m.pid)
+            before = m.cpu_seconds()
             rate = reader(os.path.join(m.mp, "array.npy"), n, pin)
-            used = cpu_seconds(m.pid) - before
+            used = m.cpu_seconds() - before
     finally:
         os.environ.clear()
         os.environ.update(saved)

@@ -72,6 +72,12 @@ class Mount:
         with open(f"/proc/{self.proc.pid}/status") as f:
             return next(int(x.split()[1]) // 1024 for x in f if x.startswith("VmHWM"))
 
+    def cpu_seconds(self):
+        """The daemon's CPU time so far (user + system, every thread), in seconds."""
+        with open(f"/proc/{self.proc.pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
     def close(self):
         """Unmounts, waits for the daemon to exit, removes a temporary mount point."""
         if self.proc.poll() is None:

@@ -38,6 +38,14 @@ pub trait ByteTree: Send + Sync + std::fmt::Debug {
     fn is_dir(&self, rel: &str) -> bool;
     /// The relative name of every file, sorted.
     fn names(&self) -> Vec<String>;
+    /// The relative names of the files whose name starts with `prefix`, sorted (a directory
+    /// listing's: what `names` holds under `dir/`). Trees that keep their names sorted
+    /// answer from that range alone instead of copying every name.
+    fn names_under(&self, prefix: &str) -> Vec<String> {
+        let mut names = self.names();
+        names.retain(|n| n.starts_with(prefix));
+        names
+    }
 }
 
 /// Where a directory source's files are opened from.
@@ -112,7 +120,7 @@ impl Files {
                 };
                 let prefix = if rel.is_empty() { rel } else { rel + "/" };
                 let mut out: Vec<String> = t
-                    .names()
+                    .names_under(&prefix)
                     .into_iter()
                     .filter_map(|n| {
                         let rest = n.strip_prefix(&prefix)?;

@@ -438,6 +438,16 @@ impl RemotePrefix {
     }
 }
 
+/// The items of `sorted` (sorted by `name`) whose name starts with `prefix`: one range.
+fn sorted_under<'a, T>(sorted: &'a [T], name: impl Fn(&T) -> &str, prefix: &str) -> &'a [T] {
+    let at = sorted.partition_point(|o| name(o) < prefix);
+    let len = sorted[at..]
+        .iter()
+        .take_while(|o| name(o).starts_with(prefix))
+        .count();
+    &sorted[at..at + len]
+}
+
 /// The [`ByteTree`] of a shared [`RemotePrefix`].
 #[derive(Debug)]
 struct SharedPrefix(Arc<RemotePrefix>);
@@ -454,6 +464,15 @@ impl ByteTree for SharedPrefix {
 
     fn names(&self) -> Vec<String> {
         self.0.objects.iter().map(|o| o.rel.clone()).collect()
+    }
+
+    fn names_under(&self, prefix: &str) -> Vec<String> {
+        // `objects` is sorted by name: the names under `prefix` are one range of it (a
+        // ctable's every column lists its own `data/` without copying the others' chunks).
+        sorted_under(&self.0.objects, |o| o.rel.as_str(), prefix)
+            .iter()
+            .map(|o| o.rel.clone())
+            .collect()
     }
 
     fn is_dir(&self, rel: &str) -> bool {
@@ -548,6 +567,24 @@ mod tests {
         assert_eq!(c.group, [0, 0, 0, 0, 1]);
         assert_eq!(c.pos[4], usize::MAX, "metadata is not in the order");
         assert_eq!(c.pos[2], 3);
+    }
+
+    #[test]
+    fn the_names_under_a_directory_are_one_range_of_the_sorted_listing() {
+        let names = [
+            "__attrs__",
+            "a/data/__0.blp",
+            "a/data/__1.blp",
+            "a/data2/__0.blp",
+            "a/meta/sizes",
+            "b/data/__0.blp",
+        ];
+        let under = |p: &str| sorted_under(&names, |n| n, p).to_vec();
+        assert_eq!(under("a/data/"), ["a/data/__0.blp", "a/data/__1.blp"]);
+        assert_eq!(under("a/"), names[1..5]);
+        assert_eq!(under(""), names);
+        assert!(under("c/").is_empty());
+        assert!(under("zz").is_empty());
     }
 
     #[test]

@@ -1,0 +1,47 @@
+#!/usr/bin/env python3
+"""Same-run A/B of two b2fs builds on one read pattern, alternating fresh mounts.
+
+    .venv/bin/python scripts/bench_ab_child.py KIND SOURCE REL ROUNDS BINARY_A BINARY_B
+    e.g. .venv/bin/python scripts/bench_ab_child.py mnt-load win array.npy 8 NEW OLD
+
+KIND is a mount child of scripts/bench_mount.py (mnt-seq, mnt-load, mnt-win, mnt-rand1d,
+mnt-rand2d), SOURCE `win` or `seq` (its data), REL the path the child reads inside the mount
+(`-` for the mount itself). Each round mounts each build in turn (the order swapped every
+round), runs the child and records its rate, the daemon's CPU time over the run (from
+/proc/PID/stat) and its peak RSS; prints the per-round rate ratios A / B, their median and
+each build's median daemon CPU. Run it on an idle machine.
+"""
+
+import os
+import statistics
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import bench_mount as bm  # noqa: E402
+
+
+def main():
+    kind, source, rel, rounds, *bins = sys.argv[1:]
+    src = {"win": bm.WIN, "seq": bm.SEQ}[source]
+    bm.gen()
+    bm.warm_sources()
+    res = {b: [] for b in bins}
+    for i in range(int(rounds)):
+        for b in bins if i % 2 == 0 else bins[::-1]:
+            with bm.Mounted(b, src) as m:
+                c0 = m.cpu_seconds()
+                r = bm.run(kind, os.path.join(m.mp, rel) if rel != "-" else m.mp, "1")
+                res[b].append((bm.rate(r), m.cpu_seconds() - c0, m.hwm_mib()))
+        print(f"round {i + 1}: " + "; ".join(
+            f"{os.path.basename(b)} {res[b][-1][0] / 2**20:.0f} MiB/s, daemon CPU"
+            f" {res[b][-1][1]:.2f} s, peak RSS {res[b][-1][2]} MiB" for b in bins), flush=True)
+    a, b = bins
+    ratios = [x[0] / y[0] for x, y in zip(res[a], res[b])]
+    print("rate A / B per round", [round(r, 2) for r in ratios], "median",
+          round(statistics.median(ratios), 2))
+    print("median daemon CPU (s):", {os.path.basename(k): round(statistics.median(v[1] for v in res[k]), 3)
+                                    for k in bins})
+
+
+if __name__ == "__main__":
+    main()
