@@ -13,6 +13,11 @@
 //! their contents, and an allocation the kernel cannot back with huge pages simply gets
 //! 4 KiB pages.
 
+/// The kernel's page: the granule of its page cache, of what an `mmap` reader faults in, and so
+/// of the pages b2fs offers and caches for small reads (4 KiB on the x86-64 and arm64 kernels
+/// b2fs runs on).
+pub const PAGE: usize = 4096;
+
 /// Size of an x86-64 transparent huge page; smaller buffers are allocated the ordinary way.
 pub const HUGE_PAGE: usize = 2 << 20;
 

@@ -59,6 +59,7 @@ use parking_lot::Mutex;
 use crate::cache::ChunkCache;
 pub use crate::cache::{Bytes, CacheStats};
 use crate::container::ContainerError;
+pub use crate::mem::PAGE;
 
 pub use access::{Access, Pattern, ReadHint};
 pub use append::AppendVec;

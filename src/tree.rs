@@ -114,7 +114,7 @@ use registry::{ArrayEntry, Mounted};
 use scratch::ScratchFiles;
 
 pub use crate::reader::ChunkStore;
-pub use crate::reader::{RANGE_READ_MAX, ReadData};
+pub use crate::reader::{PAGE, RANGE_READ_MAX, ReadData};
 pub use attr::{Attr, DirEntry, EntryKind, StatFs};
 pub use dir::{ReadDir, chunk_name};
 pub use error::{TreeError, display_chain};

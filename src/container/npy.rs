@@ -47,7 +47,7 @@ pub use table::{TableColumn, TableNpy, TablePiece, assemble_table};
 
 /// Alignment of the data part: a page (`numpy.lib.format.ARRAY_ALIGN` is 64; see the module
 /// docs for why b2fs pads further).
-pub const DATA_ALIGN: usize = 4096;
+pub const DATA_ALIGN: usize = crate::mem::PAGE;
 
 /// Why an array gets no NPY file.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]

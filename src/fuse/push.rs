@@ -256,8 +256,8 @@ impl Pusher {
     }
 }
 
-/// Size of the kernel's page-cache pages.
-const PAGE: u64 = 4096;
+/// The kernel's page ([`crate::tree::PAGE`]), as a file offset.
+const PAGE: u64 = crate::tree::PAGE as u64;
 
 #[cfg(test)]
 mod tests {

@@ -15,9 +15,7 @@ use std::sync::atomic::Ordering;
 
 use super::{At, Bytes, ChunkId, ChunkKey, ChunkReader, ChunkStore, Core, ReadData, partial};
 use crate::container::ContainerError;
-
-/// Granule of the page cache.
-const PAGE: usize = 4096;
+use crate::mem::PAGE;
 
 /// Most chunks whose block size [`Core::block_size_for_cache`] remembers.
 const MAX_BLOCK_SIZES: usize = 1 << 20;

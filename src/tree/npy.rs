@@ -30,8 +30,9 @@ use crate::container::ndim::Run;
 use crate::container::npy::{Npy, TableNpy};
 use crate::reader::{ArrayId, ChunkId, ChunkStore, ReadData, ReadHint};
 
-/// Size of the kernel's page-cache pages offered by [`Tree::pages_near`].
-const PAGE: u64 = 4096;
+/// The kernel's page ([`super::PAGE`]), as a file offset: the pages [`Tree::pages_near`]
+/// offers.
+const PAGE: u64 = super::PAGE as u64;
 
 /// Largest read taken for a page fault by [`Tree::pages_near`].
 const FAULT_MAX: u64 = 64 << 10;
