@@ -92,7 +92,8 @@ pub(super) fn salvage(source: &Path, dest: &Path, options: &[String]) -> Result<
     if report.damaged_count > report.damaged.len() as u64 {
         return Err(other(too_many(source, &report)));
     }
-    let need = space::needed(&opened, &local, &report)?;
+    let zeros = ZeroChunks::default();
+    let need = space::needed(&opened, &local, &report, &zeros)?;
     drop(opened);
     space::check(&parent, &need, source)?;
     for d in &report.damaged {
@@ -104,7 +105,7 @@ pub(super) fn salvage(source: &Path, dest: &Path, options: &[String]) -> Result<
         );
     }
     copy_tree(&local, &tmp)?;
-    let unsalvaged = apply(&tmp, source, &report)?;
+    let unsalvaged = apply(&tmp, source, &report, &zeros)?;
     claim(&tmp, dest)?;
     eprintln!(
         "b2fs salvage: {} -> {}: {} of {} chunks kept, {} replaced by zeros",
@@ -244,50 +245,59 @@ fn with_record(attrs: &Value, source: &Path, damaged: &[&Damage]) -> Value {
     Value::Object(obj)
 }
 
-/// A chunk of zeros for slot `index` of `a`, in the source's chunk format.
-fn zero_chunk(a: &Array, index: usize) -> Result<Vec<u8>, Error> {
-    let nbytes = a.chunk_nbytes(index).map_err(|e| {
-        other(format!(
-            "chunk {index} of '{}': its size is unknown, it cannot be replaced: {}",
-            a.path().display(),
-            display_chain(&e)
-        ))
-    })?;
-    let ts = a.typesize();
-    let ts = if (1..=255).contains(&ts) { ts } else { 1 };
-    if a.kind() == SourceKind::BcolzCarray {
-        let zeros = vec![0u8; nbytes];
-        codec::compress(&zeros, &CParams::blosc1(Codec::BloscLz, 5, ts, 1))
-            .map_err(|e| other(format!("encoding a chunk of zeros: {e}")))
-    } else {
-        Ok(container::frame::special_chunk(
-            ChunkKind::Zeros,
-            nbytes,
-            ts as u32,
-            0,
-        ))
+/// The chunks of zeros of one salvage, encoded once per format, size and typesize: the
+/// space check measures them ([`space::needed`]) and the commit writes the same bytes (a bcolz
+/// chunk can be up to 2 GiB of zeros to compress; most damaged chunks share one size).
+#[derive(Default)]
+pub(super) struct ZeroChunks(
+    std::cell::RefCell<std::collections::HashMap<(bool, usize, usize), Vec<u8>>>,
+);
+
+impl ZeroChunks {
+    /// A chunk of zeros for slot `index` of `a`, in the source's chunk format.
+    ///
+    /// # Errors
+    /// When the slot's size is unknown, or the chunk cannot be encoded.
+    pub(super) fn for_slot(&self, a: &Array, index: usize) -> Result<Vec<u8>, Error> {
+        let nbytes = a.chunk_nbytes(index).map_err(|e| {
+            other(format!(
+                "chunk {index} of '{}': its size is unknown, it cannot be replaced: {}",
+                a.path().display(),
+                display_chain(&e)
+            ))
+        })?;
+        let ts = a.typesize();
+        let ts = if (1..=255).contains(&ts) { ts } else { 1 };
+        let bcolz = a.kind() == SourceKind::BcolzCarray;
+        if let Some(c) = self.0.borrow().get(&(bcolz, nbytes, ts)) {
+            return Ok(c.clone());
+        }
+        let chunk = if bcolz {
+            let zeros = vec![0u8; nbytes];
+            codec::compress(&zeros, &CParams::blosc1(Codec::BloscLz, 5, ts, 1))
+                .map_err(|e| other(format!("encoding a chunk of zeros: {e}")))?
+        } else {
+            container::frame::special_chunk(ChunkKind::Zeros, nbytes, ts as u32, 0)
+        };
+        self.0
+            .borrow_mut()
+            .insert((bcolz, nbytes, ts), chunk.clone());
+        Ok(chunk)
     }
 }
 
-/// The edit replacing `damaged` chunks of `a` by zeros and recording them in its attributes.
-/// One chunk of zeros is encoded per chunk size, not per damaged chunk (a bcolz chunk can be
-/// up to 2 GiB of zeros to compress).
-fn array_edit(a: &Array, source: &Path, damaged: &[&Damage], attrs: bool) -> Result<Edit, Error> {
+/// The edit replacing `damaged` chunks of `a` by `zeros` and recording them in its
+/// attributes.
+fn array_edit(
+    a: &Array,
+    source: &Path,
+    damaged: &[&Damage],
+    attrs: bool,
+    zeros: &ZeroChunks,
+) -> Result<Edit, Error> {
     let mut edit = Edit::default();
-    let mut made: std::collections::HashMap<usize, Vec<u8>> = std::collections::HashMap::new();
     for d in damaged {
-        let size = a.chunk_nbytes(d.chunk).ok();
-        let chunk = match size.and_then(|n| made.get(&n)) {
-            Some(c) => c.clone(),
-            None => {
-                let c = zero_chunk(a, d.chunk)?;
-                if let Some(n) = size {
-                    made.insert(n, c.clone());
-                }
-                c
-            }
-        };
-        edit.updates.push((d.chunk, chunk));
+        edit.updates.push((d.chunk, zeros.for_slot(a, d.chunk)?));
     }
     if attrs {
         edit.attrs = Some(with_record(a.attrs(), source, damaged));
@@ -296,7 +306,12 @@ fn array_edit(a: &Array, source: &Path, damaged: &[&Damage], attrs: bool) -> Res
 }
 
 /// Commits the salvage into the copy at `tmp`; returns the parts that could not be salvaged.
-fn apply(tmp: &Path, source: &Path, report: &Report) -> Result<Vec<String>, Error> {
+fn apply(
+    tmp: &Path,
+    source: &Path,
+    report: &Report,
+    zeros: &ZeroChunks,
+) -> Result<Vec<String>, Error> {
     let mut unsalvaged: Vec<String> = report
         .structure
         .iter()
@@ -309,18 +324,18 @@ fn apply(tmp: &Path, source: &Path, report: &Report) -> Result<Vec<String>, Erro
     match opened {
         Opened::Single(Container::Array(a)) => {
             let damaged: Vec<&Damage> = report.damaged.iter().collect();
-            write::commit(&a, &array_edit(&a, source, &damaged, true)?).map_err(cerr)?;
+            write::commit(&a, &array_edit(&a, source, &damaged, true, zeros)?).map_err(cerr)?;
             if a.kind() == SourceKind::Cframe {
                 drop(a);
                 write::compact(tmp, &mut |_, _| {}).map_err(cerr)?;
             }
         }
         Opened::Single(Container::Table(t)) => {
-            salvage_table(&t, None, source, report)?;
+            salvage_table(&t, None, source, report, zeros)?;
         }
         Opened::Collection(_) => {
             drop(opened);
-            salvage_collection(tmp, source, report, &mut unsalvaged)?;
+            salvage_collection(tmp, source, report, &mut unsalvaged, zeros)?;
         }
     }
     Ok(unsalvaged)
@@ -333,6 +348,7 @@ fn salvage_table(
     prefix: Option<&str>,
     source: &Path,
     report: &Report,
+    zeros: &ZeroChunks,
 ) -> Result<(), Error> {
     let mut all = Vec::new();
     for (name, a) in &t.columns {
@@ -348,7 +364,7 @@ fn salvage_table(
         if damaged.is_empty() {
             continue;
         }
-        write::commit(a, &array_edit(a, source, &damaged, false)?).map_err(cerr)?;
+        write::commit(a, &array_edit(a, source, &damaged, false, zeros)?).map_err(cerr)?;
         all.extend(damaged);
     }
     if !all.is_empty() {
@@ -394,6 +410,7 @@ fn salvage_collection(
     source: &Path,
     report: &Report,
     unsalvaged: &mut Vec<String>,
+    zeros: &ZeroChunks,
 ) -> Result<(), Error> {
     let mut pending: Vec<&str> = Vec::new();
     for d in &report.damaged {
@@ -430,10 +447,10 @@ fn salvage_collection(
                     .iter()
                     .filter(|d| d.array.as_deref() == Some(label.as_str()))
                     .collect();
-                let edit = array_edit(a, source, &damaged, true)?;
+                let edit = array_edit(a, source, &damaged, true, zeros)?;
                 write::commit_member(store, leaf, &edit).map_err(cerr)?;
             }
-            Ok(Container::Table(t)) => salvage_table(t, Some(label), source, report)?,
+            Ok(Container::Table(t)) => salvage_table(t, Some(label), source, report, zeros)?,
             Err(e) => unsalvaged.push(format!("{label}: {}", display_chain(&*e))),
         }
     }

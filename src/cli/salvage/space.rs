@@ -10,7 +10,7 @@ use std::path::Path;
 
 use super::super::Error;
 use super::super::check::{self, Report};
-use super::{copied_node, other, zero_chunk};
+use super::{ZeroChunks, copied_node, other};
 use crate::container::store::Form;
 use crate::container::{Container, Opened, SourceKind};
 
@@ -32,33 +32,31 @@ pub(super) struct Need {
 }
 
 /// What salvaging the damaged chunks of `report` from `opened` (read from `local`) writes.
-/// One chunk of zeros is encoded per array and chunk size, not per chunk.
+/// The chunks of zeros are measured as `zero_chunks` encodes them (once per format, size and
+/// typesize), and the commit later writes those same bytes.
 ///
 /// # Errors
 /// When the size of `local` cannot be read.
-pub(super) fn needed(opened: &Opened, local: &Path, report: &Report) -> Result<Need, Error> {
+pub(super) fn needed(
+    opened: &Opened,
+    local: &Path,
+    report: &Report,
+    zero_chunks: &ZeroChunks,
+) -> Result<Need, Error> {
     let mut scratch = Report::default();
     let targets = check::targets(opened, &mut scratch);
     let by_label: HashMap<&Option<String>, &crate::container::Array> =
         targets.iter().map(|t| (&t.label, t.array)).collect();
-    let mut encoded: HashMap<(&Option<String>, usize), u64> = HashMap::new();
     let (mut zeros, mut zeros_on_disk) = (0u64, 0u64);
     for d in &report.damaged {
         let Some(a) = by_label.get(&d.array) else {
             continue;
         };
         // A size that cannot be known fails the salvage later, naming the chunk.
-        let Ok(nbytes) = a.chunk_nbytes(d.chunk) else {
+        if a.chunk_nbytes(d.chunk).is_err() {
             continue;
-        };
-        let len = match encoded.get(&(&d.array, nbytes)) {
-            Some(&n) => n,
-            None => {
-                let n = zero_chunk(a, d.chunk)?.len() as u64;
-                encoded.insert((&d.array, nbytes), n);
-                n
-            }
-        };
+        }
+        let len = zero_chunks.for_slot(a, d.chunk)?.len() as u64;
         zeros += len;
         zeros_on_disk += if a.kind() == SourceKind::BcolzCarray {
             len.div_ceil(BLOCK).max(1) * BLOCK
