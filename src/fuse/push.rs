@@ -65,6 +65,11 @@ impl Shared {
     }
 }
 
+/// The offsets of the pages of `len` bytes at `offset` (page-aligned; the last may be short).
+fn page_offsets(offset: u64, len: usize) -> impl Iterator<Item = u64> {
+    (0..len.div_ceil(PAGE as usize) as u64).map(move |k| offset + k * PAGE)
+}
+
 impl State {
     /// Takes pages `pages` (indices from the range's first) of the range at `offset` of inode
     /// `ino` out of the queue while they are queued, from `*k` on: the run of them that is,
@@ -96,10 +101,10 @@ impl State {
         if self.queued.is_empty() {
             return;
         }
-        let mut at = reading.start / PAGE * PAGE;
-        while at < reading.end {
+        let start = reading.start / PAGE * PAGE;
+        let len = usize::try_from(reading.end.saturating_sub(start)).unwrap_or(usize::MAX);
+        for at in page_offsets(start, len) {
             self.queued.remove(&(ino, at));
-            at += PAGE;
         }
     }
 }
@@ -142,22 +147,21 @@ impl Pusher {
                         let pages = bytes.len().div_ceil(PAGE as usize);
                         let mut k = 0;
                         loop {
-                            let run = {
+                            let (run, at) = {
                                 let mut state = theirs.lock();
                                 let Some(run) = state.take_run(ino, offset, pages, &mut k) else {
                                     break;
                                 };
                                 let at = offset + run.start as u64 * PAGE;
-                                let end = offset + run.end as u64 * PAGE;
                                 if !failed {
+                                    let end = offset + run.end as u64 * PAGE;
                                     state.storing = Some((ino, at..end));
                                 }
-                                run
+                                (run, at)
                             };
                             if failed {
                                 continue;
                             }
-                            let at = offset + run.start as u64 * PAGE;
                             let piece = &bytes[run.start * PAGE as usize
                                 ..(run.end * PAGE as usize).min(bytes.len())];
                             if let Err(e) = store(ino, at, piece) {
@@ -205,11 +209,9 @@ impl Pusher {
                 *i == ino && at.start < reading.end && reading.start < at.end
             });
             pages.retain(|(offset, bytes)| {
-                let mut new = false;
-                for k in 0..bytes.len().div_ceil(PAGE as usize) {
-                    new |= state.queued.insert((ino, offset + k as u64 * PAGE));
-                }
-                new
+                // Every page is queued (no short-circuit); the range goes when one is new.
+                page_offsets(*offset, bytes.len())
+                    .fold(false, |new, at| state.queued.insert((ino, at)) | new)
             });
             if !pages.is_empty() {
                 let ticket = state.handed + 1;
@@ -223,8 +225,8 @@ impl Pusher {
                             TrySendError::Disconnected(batch) => (false, batch),
                         };
                         for (offset, bytes) in ranges {
-                            for k in 0..bytes.len().div_ceil(PAGE as usize) {
-                                state.queued.remove(&(ino, offset + k as u64 * PAGE));
+                            for at in page_offsets(offset, bytes.len()) {
+                                state.queued.remove(&(ino, at));
                             }
                         }
                         if full {
@@ -262,42 +264,64 @@ const PAGE: u64 = crate::tree::PAGE as u64;
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::sync::mpsc::channel;
+    use std::sync::mpsc::{Receiver, Sender, channel};
 
     fn page(b: u8) -> Vec<u8> {
         vec![b; PAGE as usize]
     }
 
-    #[test]
-    fn each_page_is_stored_once_and_a_faulted_page_not_at_all() {
+    /// What the test thread reports of each store: `(inode, offset, bytes)`.
+    type Stored = Receiver<(u64, u64, Vec<u8>)>;
+
+    /// A pusher (workers wait at most `wait`) whose thread reports each store as
+    /// `(inode, offset, bytes)` and is held up on the store of offset 0 until the gate is
+    /// sent to.
+    fn gated(wait: Duration) -> (Pusher, Stored, Sender<()>) {
         let (tx, rx) = channel();
         let (gate_tx, gate) = channel::<()>();
         let gate = Mutex::new(gate);
-        let pusher = Pusher::start_with(WAIT, move |ino, offset, bytes| {
-            // The first store waits for the test: the queue fills behind it.
+        let pusher = Pusher::start_with(wait, move |ino, offset, bytes| {
             if offset == 0 {
                 let _ = gate.lock().unwrap().recv();
             }
-            tx.send((ino, offset, bytes[0])).unwrap();
+            tx.send((ino, offset, bytes.to_vec())).unwrap();
             Ok(())
         })
         .unwrap();
+        (pusher, rx, gate_tx)
+    }
+
+    /// Waits (polling, 10 s at most) until the thread is storing something.
+    fn until_storing(pusher: &Pusher) {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while pusher.shared.lock().storing.is_none() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+
+    /// The next `n` stores, mapped by `f`.
+    fn stores<T>(rx: &Stored, n: usize, f: impl Fn((u64, u64, Vec<u8>)) -> T) -> Vec<T> {
+        (0..n)
+            .map(|_| f(rx.recv_timeout(Duration::from_secs(10)).expect("a store")))
+            .collect()
+    }
+
+    #[test]
+    fn each_page_is_stored_once_and_a_faulted_page_not_at_all() {
+        let (pusher, rx, gate) = gated(WAIT);
         // A batch the thread is held up on, then two faults outrunning it: the second
         // offers pages the first queued, and reads one of them.
         std::thread::scope(|s| {
             s.spawn(|| pusher.offer(7, 1 << 20..(1 << 20) + PAGE, vec![(0, page(1))]));
-            std::thread::sleep(Duration::from_millis(20));
+            until_storing(&pusher);
             let p = |o: u64, b| (o * PAGE, page(b));
             pusher.offer(7, 10 * PAGE..11 * PAGE, vec![p(11, 2), p(12, 2), p(13, 2)]);
             pusher.offer(7, 11 * PAGE..12 * PAGE, vec![p(12, 3), p(13, 3), p(14, 3)]);
             pusher.offer(8, 0..PAGE, vec![p(12, 4)]);
-            gate_tx.send(()).unwrap();
+            gate.send(()).unwrap();
         });
         // Stored in order, each page once: the batch of inode 8 is the last one.
-        let mut got = Vec::new();
-        while got.last().is_none_or(|&(ino, _, _)| ino != 8) {
-            got.push(rx.recv_timeout(Duration::from_secs(10)).expect("a store"));
-        }
+        let got = stores(&rx, 5, |(ino, offset, bytes)| (ino, offset, bytes[0]));
         let want = vec![
             (7, 0, 1),
             (7, 12 * PAGE, 2),
@@ -306,66 +330,40 @@ mod tests {
             (8, 12 * PAGE, 4),
         ];
         assert_eq!(got, want);
+        assert!(rx.recv_timeout(Duration::from_millis(100)).is_err());
     }
 
     #[test]
     fn a_range_of_pages_is_stored_by_runs_without_its_faulted_or_already_queued_pages() {
-        let (tx, rx) = channel();
-        let (gate_tx, gate) = channel::<()>();
-        let gate = Mutex::new(gate);
-        let pusher = Pusher::start_with(WAIT, move |ino, offset, bytes| {
-            if offset == 0 {
-                let _ = gate.lock().unwrap().recv();
-            }
-            tx.send((ino, offset / PAGE, bytes.len() as u64 / PAGE))
-                .unwrap();
-            Ok(())
-        })
-        .unwrap();
+        let (pusher, rx, gate) = gated(WAIT);
         let range = |first: u64, n: u64| (first * PAGE, vec![5u8; (n * PAGE) as usize]);
         std::thread::scope(|s| {
             // The thread is held up on page 0 while: a fault offers pages 12-15 as one range
             // (the pages after a fault, `FORWARD_MAX`), a fault reads page 14 from the queue,
             // and a fault offers pages 15-17 (15 already queued).
             s.spawn(|| pusher.offer(7, 1 << 20..(1 << 20) + PAGE, vec![(0, page(1))]));
-            let deadline = Instant::now() + Duration::from_secs(10);
-            while pusher.shared.lock().storing.is_none() && Instant::now() < deadline {
-                std::thread::sleep(Duration::from_millis(1));
-            }
+            until_storing(&pusher);
             pusher.offer(7, 11 * PAGE..12 * PAGE, vec![range(12, 4)]);
             pusher.reading(7, 14 * PAGE..15 * PAGE);
             pusher.offer(7, 14 * PAGE..15 * PAGE, vec![range(15, 3)]);
-            gate_tx.send(()).unwrap();
+            gate.send(()).unwrap();
         });
-        let got: Vec<(u64, u64, u64)> = (0..4)
-            .map(|_| rx.recv_timeout(Duration::from_secs(10)).expect("a store"))
-            .collect();
         // (inode, first page, pages): each page once, page 14 not at all.
+        let got = stores(&rx, 4, |(ino, offset, bytes)| {
+            (ino, offset / PAGE, bytes.len() as u64 / PAGE)
+        });
         assert_eq!(got, vec![(7, 0, 1), (7, 12, 2), (7, 15, 1), (7, 16, 2)]);
         assert!(rx.recv_timeout(Duration::from_millis(100)).is_err());
     }
 
     #[test]
     fn a_fault_whose_own_page_is_being_stored_does_not_wait_for_the_thread() {
-        let (tx, rx) = channel();
-        let (gate_tx, gate) = channel::<()>();
-        let gate = Mutex::new(gate);
         // A worker that waited would wait a minute.
-        let pusher = Pusher::start_with(Duration::from_secs(60), move |ino, offset, _| {
-            if offset == 0 {
-                let _ = gate.lock().unwrap().recv();
-            }
-            tx.send((ino, offset)).unwrap();
-            Ok(())
-        })
-        .unwrap();
+        let (pusher, rx, gate) = gated(Duration::from_secs(60));
         std::thread::scope(|s| {
             s.spawn(|| pusher.offer(7, PAGE * 100..PAGE * 101, vec![(0, page(1))]));
             // The thread is storing page 0 (held up): a fault reading page 0 comes.
-            let deadline = Instant::now() + Duration::from_secs(10);
-            while pusher.shared.lock().storing.is_none() && Instant::now() < deadline {
-                std::thread::sleep(Duration::from_millis(1));
-            }
+            until_storing(&pusher);
             assert_eq!(pusher.shared.lock().storing, Some((7, 0..PAGE)));
             pusher.reading(7, 0..PAGE);
             let t = Instant::now();
@@ -375,12 +373,10 @@ mod tests {
                 "waited {:?}",
                 t.elapsed()
             );
-            gate_tx.send(()).unwrap();
+            gate.send(()).unwrap();
         });
         // Its pages were still handed over.
-        let got: Vec<(u64, u64)> = (0..2)
-            .map(|_| rx.recv_timeout(Duration::from_secs(10)).expect("a store"))
-            .collect();
+        let got = stores(&rx, 2, |(ino, offset, _)| (ino, offset));
         assert_eq!(got, vec![(7, 0), (7, PAGE)]);
     }
 
