@@ -438,14 +438,13 @@ impl RemotePrefix {
     }
 }
 
-/// The items of `sorted` (sorted by `name`) whose name starts with `prefix`: one range.
+/// The items of `sorted` (sorted by `name`) whose name starts with `prefix`: one range, found
+/// by two binary searches (the names before it sort below `prefix`, those after it above
+/// every name it starts).
 fn sorted_under<'a, T>(sorted: &'a [T], name: impl Fn(&T) -> &str, prefix: &str) -> &'a [T] {
-    let at = sorted.partition_point(|o| name(o) < prefix);
-    let len = sorted[at..]
-        .iter()
-        .take_while(|o| name(o).starts_with(prefix))
-        .count();
-    &sorted[at..at + len]
+    let start = sorted.partition_point(|o| name(o) < prefix);
+    let end = sorted.partition_point(|o| name(o) < prefix || name(o).starts_with(prefix));
+    &sorted[start..end]
 }
 
 /// The [`ByteTree`] of a shared [`RemotePrefix`].
@@ -477,14 +476,7 @@ impl ByteTree for SharedPrefix {
 
     fn is_dir(&self, rel: &str) -> bool {
         let dir = format!("{}/", rel.trim_end_matches('/'));
-        let at = self
-            .0
-            .objects
-            .partition_point(|o| o.rel.as_str() < dir.as_str());
-        self.0
-            .objects
-            .get(at)
-            .is_some_and(|o| o.rel.starts_with(&dir))
+        !sorted_under(&self.0.objects, |o| o.rel.as_str(), &dir).is_empty()
     }
 }
 
