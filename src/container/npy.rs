@@ -1,7 +1,8 @@
 //! The NPY file of an array (`array.npy`) and of a bcolz ctable (`table.npy`): the header bytes
 //! as `numpy.save` writes them with the data aligned to a page (below), the file size and data
-//! offset, and where each byte of the data part lives in the source's decoded chunks. Pure: no I/O, no decoding, no cache
-//! (the tree layer reads the chunks; [`assemble`] is a reference reader for tests).
+//! offset, and where each byte of the data part lives in the source's decoded chunks. Pure: no
+//! I/O, no decoding, no cache (the tree layer reads the chunks; [`assemble`] is a reference
+//! reader for tests).
 //!
 //! The data part is the array's items in C order, unpadded: `arr[...]` for b2nd (python-blosc2),
 //! `carray[:]` / `ctable[:]` for bcolz.
@@ -27,7 +28,7 @@
 //! header every other page of a row of a 2-D array began with the last items of the chunk to
 //! its left: an `mmap` reader, which faults whole pages, made b2fs decode that neighbour's
 //! block too, 7.8 blocks per random 64x64 window against python-blosc2's 5.25 (BENCHMARKS.md,
-//! "Session 11: windows"); aligned, windows ran 1.47-1.59x faster. The header stays what
+//! "Session 11: windows"); aligned, windows ran 1.15-1.41x faster in same-run A/Bs. The header stays what
 //! numpy writes (`numpy.save` with `numpy.lib.format.ARRAY_ALIGN` set to 4096 gives the same
 //! bytes) and any NPY reader takes it: the format allows any padding that keeps the alignment,
 //! and `numpy.load` reads headers of up to 10,000 bytes by default.
