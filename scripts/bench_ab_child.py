@@ -25,15 +25,15 @@ def main():
     src = {"win": bm.WIN, "seq": bm.SEQ}[source]
     bm.gen()
     bm.warm_sources()
+    # Byte rates for the scans, operations per second for the others.
+    unit, scale = ("MiB/s", 2**20) if kind in ("mnt-seq", "mnt-load") else ("/s", 1)
     res = {b: [] for b in bins}
     for i in range(int(rounds)):
         for b in bins if i % 2 == 0 else bins[::-1]:
-            with bm.Mounted(b, src) as m:
-                c0 = m.cpu_seconds()
-                r = bm.run(kind, os.path.join(m.mp, rel) if rel != "-" else m.mp, "1")
-                res[b].append((bm.rate(r), m.cpu_seconds() - c0, m.hwm_mib()))
+            got, daemon, hwm = bm.run_mounted(b, src, kind, "" if rel == "-" else rel, arg="1")
+            res[b].append((bm.rate(got), daemon, hwm))
         print(f"round {i + 1}: " + "; ".join(
-            f"{os.path.basename(b)} {res[b][-1][0] / 2**20:.0f} MiB/s, daemon CPU"
+            f"{os.path.basename(b)} {res[b][-1][0] / scale:.0f} {unit}, daemon CPU"
             f" {res[b][-1][1]:.2f} s, peak RSS {res[b][-1][2]} MiB" for b in bins), flush=True)
     a, b = bins
     ratios = [x[0] / y[0] for x, y in zip(res[a], res[b])]

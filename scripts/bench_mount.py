@@ -243,6 +243,15 @@ def Mounted(binary, source, opts=()):
     return benchlib.Mount(binary, source, opts=("ro", *opts))
 
 
+def run_mounted(binary, source, kind, rel="", opts=(), arg="0"):
+    """Child `kind` reading `rel` (the mount itself when empty) of a fresh mount of `source`
+    by `binary`: its result, the daemon's CPU seconds over the run and its peak RSS (MiB)."""
+    with Mounted(binary, source, opts) as m:
+        c0 = m.cpu_seconds()
+        got = run(kind, os.path.join(m.mp, rel) if rel else m.mp, arg)
+        return got, m.cpu_seconds() - c0, m.hwm_mib()
+
+
 # ---------------------------------------------------------------- patterns
 
 
@@ -278,10 +287,7 @@ def cpu_per_mib(py, ours, daemon):
 
 def p_seq_chunks(b):
     py = run("py-seq", SEQ)
-    with Mounted(b, SEQ) as m:
-        c0 = m.cpu_seconds()
-        ours = run("mnt-seq", m.mp)
-        daemon = m.cpu_seconds() - c0
+    ours, daemon, _ = run_mounted(b, SEQ, "mnt-seq")
     assert py["n"] == ours["n"], (py, ours)
     return rate(ours) / rate(py), (f"python {rate(py) / 2**20:.0f} MiB/s, b2fs {rate(ours) / 2**20:.0f} MiB/s"
                                    + cpu_per_mib(py, ours, daemon) + ab("mnt-seq", SEQ, "", ours))
@@ -289,10 +295,7 @@ def p_seq_chunks(b):
 
 def p_load(b):
     py = run("py-load", WIN)
-    with Mounted(b, WIN) as m:
-        c0 = m.cpu_seconds()
-        ours = run("mnt-load", os.path.join(m.mp, "array.npy"))
-        daemon = m.cpu_seconds() - c0
+    ours, daemon, _ = run_mounted(b, WIN, "mnt-load", "array.npy")
     return rate(ours) / rate(py), (f"python {rate(py) / 2**20:.0f} MiB/s, b2fs {rate(ours) / 2**20:.0f} MiB/s"
                                    + cpu_per_mib(py, ours, daemon)
                                    + ab("mnt-load", WIN, "array.npy", ours))
