@@ -100,7 +100,8 @@ pub struct Missing {
 pub struct Report {
     /// Arrays checked.
     pub arrays: usize,
-    /// Chunks checked.
+    /// Chunks checked (read and decoded, or special): a bcolz chunk whose file is missing is
+    /// not checked, it is counted in [`Report::missing`] ([`Report::missing_chunks`]).
     pub chunks: u64,
     /// Chunks stored as special index entries (no bytes to decode).
     pub special: u64,
@@ -124,12 +125,19 @@ impl Report {
         self.damaged_count == 0 && self.structure.is_empty()
     }
 
+    /// Chunks declared but not checked because their bcolz chunk file is missing (each is
+    /// also a damaged chunk).
+    pub fn missing_chunks(&self) -> u64 {
+        self.missing.iter().map(|m| m.count).sum()
+    }
+
     /// The JSON form `verify --json` prints (without `source` and `kind`).
     pub fn to_json(&self) -> serde_json::Map<String, Value> {
         let mut m = serde_json::Map::new();
         m.insert("sound".into(), json!(self.sound()));
         m.insert("arrays".into(), json!(self.arrays));
         m.insert("chunks".into(), json!(self.chunks));
+        m.insert("missing_chunks".into(), json!(self.missing_chunks()));
         m.insert("special_chunks".into(), json!(self.special));
         m.insert("decoded_bytes".into(), json!(self.decoded_bytes));
         m.insert("damaged_chunks".into(), json!(self.damaged_count));
@@ -292,11 +300,11 @@ pub(super) fn check(
     for (t, target) in targets.iter().enumerate() {
         let a = target.array;
         let n = a.nchunks() as u64;
-        report.chunks += n;
         // An index that is one repeated special entry (python-blosc2's `zeros` of any size):
         // every chunk is special, counted at once rather than walked (hostile inputs declare
         // hundreds of millions).
         if a.frame_repeated_entry().is_some_and(|e| e < 0) {
+            report.chunks += n;
             report.special += n;
             continue;
         }
@@ -323,6 +331,7 @@ pub(super) fn check(
                     start: total,
                 });
                 total += r.len() as u64;
+                report.chunks += r.len() as u64;
             }
         }
         if bcolz {

@@ -107,13 +107,16 @@ pub(super) fn salvage(source: &Path, dest: &Path, options: &[String]) -> Result<
     copy_tree(&local, &tmp)?;
     let unsalvaged = apply(&tmp, source, &report, &zeros)?;
     claim(&tmp, dest)?;
+    // Every damaged chunk is listed here (more are refused above), missing ones included.
+    let declared = report.chunks + report.missing_chunks();
     eprintln!(
-        "b2fs salvage: {} -> {}: {} of {} chunks kept, {} replaced by zeros",
+        "b2fs salvage: {} -> {}: {} of {declared} chunks kept, {} replaced by zeros ({} of \
+         them missing chunk files)",
         source.display(),
         dest.display(),
-        report.chunks - report.damaged.len() as u64,
-        report.chunks,
-        report.damaged.len()
+        declared - report.damaged.len() as u64,
+        report.damaged.len(),
+        report.missing_chunks()
     );
     if unsalvaged.is_empty() {
         Ok(())

@@ -120,11 +120,20 @@ pub(super) fn verify(source: &Path, as_json: bool, options: &[String]) -> Result
         Ok(())
     } else {
         Err(Error::Damaged(format!(
-            "{}: {} damaged chunks, {} damaged structures",
+            "{}: {} damaged chunks{}, {} damaged structures",
             source.display(),
             report.damaged_count,
+            missing_part(&report),
             report.structure.len()
         )))
+    }
+}
+
+/// ` (N of them missing)` when chunk files are missing, else nothing.
+fn missing_part(r: &Report) -> String {
+    match r.missing_chunks() {
+        0 => String::new(),
+        n => format!(" ({n} of them missing)"),
     }
 }
 
@@ -141,6 +150,12 @@ fn print_text(source: &Path, kind: &str, r: &Report) {
         r.special,
         super::info::human(r.decoded_bytes)
     );
+    if r.missing_chunks() > 0 {
+        println!(
+            "missing:  {} chunks (their chunk files are not there: not checked)",
+            r.missing_chunks()
+        );
+    }
     for p in &r.skipped {
         println!(
             "skipped:  {}: {}",
@@ -201,8 +216,9 @@ fn print_text(source: &Path, kind: &str, r: &Report) {
         println!("result:   sound");
     } else {
         println!(
-            "result:   DAMAGED ({} chunks, {} structures)",
+            "result:   DAMAGED ({} chunks{}, {} structures)",
             r.damaged_count,
+            missing_part(r),
             r.structure.len()
         );
     }

@@ -401,6 +401,44 @@ fn verify_and_salvage_bcolz() {
     });
 }
 
+/// A carray bcolz wrote, three of its ten chunk files removed: `verify` says it checked the
+/// seven chunks whose files are there and counts the three missing ones apart (JSON and
+/// text), and `salvage`'s summary counts the ten chunks, seven kept.
+#[test]
+fn verify_counts_missing_chunk_files_apart_from_the_chunks_it_checked() {
+    let py = or_skip!(python(
+        "verify_counts_missing_chunk_files_apart_from_the_chunks_it_checked"
+    ));
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("holes");
+    copy(&fixtures(&py).join("carray"), &p);
+    for h in [2, 6, 7] {
+        std::fs::remove_file(p.join(format!("data/__{h}.blp"))).unwrap();
+    }
+    let (code, v) = verify_json(&p);
+    assert_eq!(code, 1, "{v:#}");
+    assert_eq!(v["missing"][0]["declared_chunks"], 10, "{v:#}");
+    assert_eq!(v["chunks"], 7, "{v:#}");
+    assert_eq!(v["missing_chunks"], 3, "{v:#}");
+    assert_eq!(v["damaged_chunks"], 3, "{v:#}");
+    let out = b2fs().arg("verify").arg(&p).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("checked:  1 arrays, 7 chunks"), "{text}");
+    assert!(text.contains("missing:  3 chunks"), "{text}");
+    assert!(
+        text.contains("result:   DAMAGED (3 chunks (3 of them missing), 0 structures)"),
+        "{text}"
+    );
+    let dest = dir.path().join("rescued");
+    let out = b2fs().arg("salvage").arg(&p).arg(&dest).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(
+        err.contains("7 of 10 chunks kept, 3 replaced by zeros (3 of them missing chunk files)"),
+        "{err}"
+    );
+}
+
 /// A bcolz-written carray whose `meta/sizes` says `rows` rows (chunklen 1024, ten chunk files).
 fn carray_declaring(py: &Path, dir: &Path, name: &str, rows: u64) -> PathBuf {
     let p = dir.join(name);
@@ -451,7 +489,9 @@ fn verify_bcolz_declaring_more_chunks_than_files_is_bounded() {
         );
         assert_eq!(r.code, Some(1));
         let v: Value = serde_json::from_slice(&r.out).unwrap();
-        assert_eq!(v["chunks"], declared);
+        // Checked: the chunk files present; the missing ones are counted apart.
+        assert_eq!(v["chunks"], 10 - holes.len() as u64, "{name}");
+        assert_eq!(v["missing_chunks"], missing, "{name}");
         // Chunk 9 is the file of the 784-row leftover, now a full chunk's slot: too short.
         assert_eq!(v["damaged_chunks"], missing + 1, "{name}");
         assert_eq!(v["damaged_listed"], false);
