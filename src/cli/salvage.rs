@@ -88,12 +88,15 @@ pub(super) fn salvage(source: &Path, dest: &Path, options: &[String]) -> Result<
             )));
         }
     };
-    let report = verify::check_opened(&opened, true, check::MAX_LISTED);
-    if report.damaged_count > report.damaged.len() as u64 {
+    // More damaged chunks than salvage replaces: the check stops as soon as it knows (before
+    // decoding anything when the missing bcolz chunk files alone are too many).
+    let limit = check::MAX_LISTED as u64;
+    let report = verify::check_opened(&opened, true, check::MAX_LISTED, Some(limit));
+    if report.gave_up || report.damaged_count > report.damaged.len() as u64 {
         return Err(other(too_many(source, &report)));
     }
     let zeros = ZeroChunks::default();
-    let need = space::needed(&opened, &local, &report, &zeros)?;
+    let need = space::needed(&opened, &local, &report, &zeros, source)?;
     drop(opened);
     space::check(&parent, &need, source)?;
     for d in &report.damaged {
@@ -133,8 +136,9 @@ pub(super) fn salvage(source: &Path, dest: &Path, options: &[String]) -> Result<
 /// the bcolz array whose `meta/sizes` declares far more chunks than it has files, if any.
 fn too_many(source: &Path, report: &Report) -> String {
     let base = format!(
-        "cannot salvage '{}': {} damaged chunks, more than the {} salvage replaces",
+        "cannot salvage '{}': {}{} damaged chunks, more than the {} salvage replaces",
         source.display(),
+        if report.gave_up { "at least " } else { "" },
         report.damaged_count,
         check::MAX_LISTED
     );
@@ -248,12 +252,27 @@ fn with_record(attrs: &Value, source: &Path, damaged: &[&Damage]) -> Value {
     Value::Object(obj)
 }
 
+/// The size of slot `index` of `a`.
+///
+/// # Errors
+/// When it is unknown (the chunk cannot be replaced), saying which chunk.
+pub(super) fn slot_nbytes(a: &Array, index: usize) -> Result<usize, Error> {
+    a.chunk_nbytes(index).map_err(|e| {
+        other(format!(
+            "chunk {index} of '{}': its size is unknown, it cannot be replaced: {}",
+            a.path().display(),
+            display_chain(&e)
+        ))
+    })
+}
+
 /// The chunks of zeros of one salvage, encoded once per format, size and typesize: the
-/// space check measures them ([`space::needed`]) and the commit writes the same bytes (a bcolz
-/// chunk can be up to 2 GiB of zeros to compress; most damaged chunks share one size).
+/// space check measures them ([`space::needed`]) and the commit writes the same bytes. Each
+/// is built in the time of its output ([`codec::compress_zeros`]: a bcolz chunk of 2 GiB of
+/// zeros is about 8 MiB, encoded from one block).
 #[derive(Default)]
 pub(super) struct ZeroChunks(
-    std::cell::RefCell<std::collections::HashMap<(bool, usize, usize), Vec<u8>>>,
+    std::cell::RefCell<std::collections::HashMap<(bool, usize, usize), std::rc::Rc<Vec<u8>>>>,
 );
 
 impl ZeroChunks {
@@ -261,27 +280,20 @@ impl ZeroChunks {
     ///
     /// # Errors
     /// When the slot's size is unknown, or the chunk cannot be encoded.
-    pub(super) fn for_slot(&self, a: &Array, index: usize) -> Result<Vec<u8>, Error> {
-        let nbytes = a.chunk_nbytes(index).map_err(|e| {
-            other(format!(
-                "chunk {index} of '{}': its size is unknown, it cannot be replaced: {}",
-                a.path().display(),
-                display_chain(&e)
-            ))
-        })?;
+    pub(super) fn for_slot(&self, a: &Array, index: usize) -> Result<std::rc::Rc<Vec<u8>>, Error> {
+        let nbytes = slot_nbytes(a, index)?;
         let ts = a.typesize();
         let ts = if (1..=255).contains(&ts) { ts } else { 1 };
         let bcolz = a.kind() == SourceKind::BcolzCarray;
         if let Some(c) = self.0.borrow().get(&(bcolz, nbytes, ts)) {
             return Ok(c.clone());
         }
-        let chunk = if bcolz {
-            let zeros = vec![0u8; nbytes];
-            codec::compress(&zeros, &CParams::blosc1(Codec::BloscLz, 5, ts, 1))
+        let chunk = std::rc::Rc::new(if bcolz {
+            codec::compress_zeros(nbytes, &CParams::blosc1(Codec::BloscLz, 5, ts, 1))
                 .map_err(|e| other(format!("encoding a chunk of zeros: {e}")))?
         } else {
             container::frame::special_chunk(ChunkKind::Zeros, nbytes, ts as u32, 0)
-        };
+        });
         self.0
             .borrow_mut()
             .insert((bcolz, nbytes, ts), chunk.clone());
@@ -300,7 +312,8 @@ fn array_edit(
 ) -> Result<Edit, Error> {
     let mut edit = Edit::default();
     for d in damaged {
-        edit.updates.push((d.chunk, zeros.for_slot(a, d.chunk)?));
+        edit.updates
+            .push((d.chunk, zeros.for_slot(a, d.chunk)?.as_ref().clone()));
     }
     if attrs {
         edit.attrs = Some(with_record(a.attrs(), source, damaged));

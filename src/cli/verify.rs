@@ -77,8 +77,14 @@ pub(super) fn kind_name(o: &Opened) -> String {
 }
 
 /// Checks an opened source on every core, listing at most `missing_listed` missing chunk
-/// files per bcolz array as damaged chunks.
-pub(super) fn check_opened(o: &Opened, progress: bool, missing_listed: usize) -> Report {
+/// files per bcolz array as damaged chunks, and giving up over `give_up_over` damaged
+/// chunks ([`check::check`]).
+pub(super) fn check_opened(
+    o: &Opened,
+    progress: bool,
+    missing_listed: usize,
+    give_up_over: Option<u64>,
+) -> Report {
     let mut report = Report::default();
     let targets = check::targets(o, &mut report);
     check::check(
@@ -86,6 +92,7 @@ pub(super) fn check_opened(o: &Opened, progress: bool, missing_listed: usize) ->
         check::default_threads(),
         progress,
         missing_listed,
+        give_up_over,
         &mut report,
     );
     report
@@ -94,7 +101,10 @@ pub(super) fn check_opened(o: &Opened, progress: bool, missing_listed: usize) ->
 /// Runs `b2fs verify`.
 pub(super) fn verify(source: &Path, as_json: bool, options: &[String]) -> Result<(), Error> {
     let (kind, report) = match open(source, options)? {
-        Open::Opened(o) => (kind_name(&o), check_opened(&o, true, check::MISSING_LISTED)),
+        Open::Opened(o) => (
+            kind_name(&o),
+            check_opened(&o, true, check::MISSING_LISTED, None),
+        ),
         Open::Damaged(reason) => {
             let mut r = Report::default();
             r.structure.push(check::Problem {

@@ -509,15 +509,27 @@ fn verify_bcolz_declaring_more_chunks_than_files_is_bounded() {
             "{name}: {declared} chunks declared, verify {:?}, peak RSS {} KiB",
             r.took, r.max_rss_kib
         );
-        // Salvage: refused at once, one line naming meta/sizes, nothing written.
+        // Salvage: refused at once, one line naming meta/sizes, nothing written. The missing
+        // chunks alone are over the 100,000 salvage replaces: it refuses before listing any
+        // of them or decoding a chunk ("at least": the ten files were not decoded).
         let dest = dir.path().join(format!("{name}-salvaged"));
-        let t = std::time::Instant::now();
-        let out = b2fs().arg("salvage").arg(&p).arg(&dest).output().unwrap();
-        let err = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(1), "{err}");
-        assert!(t.elapsed() < std::time::Duration::from_secs(10));
+        let mut cmd = b2fs();
+        cmd.arg("salvage").arg(&p).arg(&dest);
+        let s = timed_run(cmd);
+        let err = &s.err;
+        assert_eq!(s.code, Some(1), "{err}");
+        assert!(s.took < std::time::Duration::from_secs(10));
+        assert!(s.max_rss_kib < 32 << 10, "peak RSS {} KiB", s.max_rss_kib);
         assert_eq!(err.lines().count(), 1, "{err}");
         assert!(err.contains("meta/sizes declares"), "{err}");
+        assert!(
+            err.contains(&format!("at least {missing} damaged chunks")),
+            "{err}"
+        );
+        eprintln!(
+            "{name}: salvage refused in {:?}, peak RSS {} KiB",
+            s.took, s.max_rss_kib
+        );
         assert!(!dest.exists());
         let left: Vec<_> = std::fs::read_dir(dir.path())
             .unwrap()
@@ -526,6 +538,50 @@ fn verify_bcolz_declaring_more_chunks_than_files_is_bounded() {
             .collect();
         assert!(left.is_empty(), "temporaries left: {left:?}");
     }
+}
+
+/// A carray bcolz wrote, its `meta/storage` chunklen raised to chunks of 2 GiB and its
+/// `meta/sizes` declaring 300 of them: every chunk is damaged (the ten files are too short
+/// for their slots, the rest are missing), and their chunks of zeros would take about
+/// 2.3 GiB, over the 1 GiB salvage writes. The refusal is cheap: one line, in well under a
+/// second and a few MiB (each chunk of zeros is built from one block; encoding one from
+/// 2 GiB of zeros took 2 GiB and seconds before the cap was checked), nothing written.
+#[test]
+fn salvage_refuses_zero_chunks_over_the_cap_before_encoding_them_in_full() {
+    let py = or_skip!(python(
+        "salvage_refuses_zero_chunks_over_the_cap_before_encoding_them_in_full"
+    ));
+    let dir = tempfile::tempdir().unwrap();
+    let chunklen = b2fs::codec::MAX_BUFFERSIZE as u64 / 8;
+    let p = carray_declaring(&py, dir.path(), "big", chunklen * 300);
+    let storage = p.join("meta/storage");
+    let mut v: Value = serde_json::from_slice(&std::fs::read(&storage).unwrap()).unwrap();
+    v["chunklen"] = serde_json::json!(chunklen);
+    std::fs::write(&storage, serde_json::to_vec(&v).unwrap()).unwrap();
+    let (code, report) = verify_json(&p);
+    assert_eq!(code, 1);
+    assert_eq!(report["damaged_chunks"], 300, "{report:#}");
+    let dest = dir.path().join("rescued");
+    let mut cmd = b2fs();
+    cmd.arg("salvage").arg(&p).arg(&dest);
+    let r = timed_run(cmd);
+    assert_eq!(r.code, Some(1), "{}", r.err);
+    assert_eq!(r.err.lines().count(), 1, "{}", r.err);
+    assert!(r.err.contains("of zero chunks"), "{}", r.err);
+    assert!(
+        r.took < std::time::Duration::from_secs(5),
+        "refused in {:?}",
+        r.took
+    );
+    assert!(r.max_rss_kib < 128 << 10, "peak RSS {} KiB", r.max_rss_kib);
+    eprintln!("refused in {:?}, peak RSS {} KiB", r.took, r.max_rss_kib);
+    assert!(!dest.exists());
+    let left: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().starts_with('.'))
+        .collect();
+    assert!(left.is_empty(), "temporaries left: {left:?}");
 }
 
 /// A bcolz root holding a symbolic link to a directory (`data/loop -> ..`: not a chunk name,
@@ -649,10 +705,15 @@ struct Run {
 }
 
 fn verify_run(source: &Path) -> Run {
+    let mut cmd = b2fs();
+    cmd.args(["verify", "--json"]).arg(source);
+    timed_run(cmd)
+}
+
+/// Runs `cmd` as [`verify_run`] runs verify (under [`HOSTILE_LIMIT`], peak RSS sampled).
+fn timed_run(mut cmd: std::process::Command) -> Run {
     let t = std::time::Instant::now();
-    let child = b2fs()
-        .args(["verify", "--json"])
-        .arg(source)
+    let child = cmd
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .spawn()
