@@ -26,6 +26,7 @@ use super::verify::{self, Open};
 
 mod space;
 use crate::codec::{self, CParams, Codec};
+use crate::container::frame::Damaged;
 use crate::container::store::{Group, Leaf, Node};
 use crate::container::write::{self, Edit};
 use crate::container::{self, Array, ChunkKind, Collection, Container, Opened, SourceKind};
@@ -79,8 +80,9 @@ pub(super) fn salvage(source: &Path, dest: &Path, options: &[String]) -> Result<
         }
         None => source.to_path_buf(),
     };
-    let opened = match verify::open(&local, options)? {
-        Open::Opened(o) => o,
+    let (opened, lenient) = match verify::open(&local, options)? {
+        Open::Opened(o) => (o, Vec::new()),
+        Open::Lenient(o, damaged) => (o, damaged),
         Open::Damaged(reason) => {
             return Err(other(format!(
                 "cannot salvage '{}': its structure is damaged: {reason}",
@@ -99,6 +101,10 @@ pub(super) fn salvage(source: &Path, dest: &Path, options: &[String]) -> Result<
     let need = space::needed(&opened, &local, &report, &zeros, source)?;
     drop(opened);
     space::check(&parent, &need, source)?;
+    for d in &lenient {
+        let fate = if d.recovered { "rebuilt" } else { "lost" };
+        eprintln!("b2fs salvage: {} ({fate} in DEST)", d.reason);
+    }
     for d in &report.damaged {
         eprintln!(
             "b2fs salvage: chunk {} of {}: damaged, written as zeros: {}",
@@ -108,7 +114,11 @@ pub(super) fn salvage(source: &Path, dest: &Path, options: &[String]) -> Result<
         );
     }
     copy_tree(&local, &tmp)?;
-    let unsalvaged = apply(&tmp, source, &report, &zeros)?;
+    let unsalvaged = if lenient.is_empty() {
+        apply(&tmp, source, &report, &zeros)?
+    } else {
+        rebuild(&tmp, source, &report, &zeros, &lenient)?
+    };
     claim(&tmp, dest)?;
     // Every damaged chunk is listed here (more are refused above), missing ones included.
     let declared = report.chunks + report.missing_chunks();
@@ -239,17 +249,45 @@ fn claim(tmp: &Path, dest: &Path) -> Result<(), Error> {
     Ok(())
 }
 
-/// The attributes `attrs` plus the salvage record of `damaged`.
-fn with_record(attrs: &Value, source: &Path, damaged: &[&Damage]) -> Value {
+/// The attributes `attrs` plus the salvage record of `damaged` (and of the damaged parts of
+/// a frame's structure, when there are).
+fn with_record(attrs: &Value, source: &Path, damaged: &[&Damage], structure: &[Damaged]) -> Value {
     let mut obj = attrs.as_object().cloned().unwrap_or_default();
-    obj.insert(
-        SALVAGE_KEY.into(),
-        json!({
-            "source": source.display().to_string(),
-            "damaged": damaged.iter().map(|d| check::damage_json(d)).collect::<Vec<_>>(),
-        }),
-    );
+    let mut record = json!({
+        "source": source.display().to_string(),
+        "damaged": damaged.iter().map(|d| check::damage_json(d)).collect::<Vec<_>>(),
+    });
+    if !structure.is_empty() {
+        record["structure"] = structure.iter().map(|d| json!(d.reason)).collect();
+    }
+    obj.insert(SALVAGE_KEY.into(), record);
     Value::Object(obj)
+}
+
+/// Salvages the copy at `tmp` of a contiguous frame opened leniently (`structure`: its
+/// damaged index, trailer or vlmetalayers): one commit of the zero chunks and the record
+/// writes a new index and trailer after the old ones (the commit locates the chunks as the
+/// lenient open did), and compaction drops the old ones. Returns the parts whose content is
+/// lost (attributes).
+fn rebuild(
+    tmp: &Path,
+    source: &Path,
+    report: &Report,
+    zeros: &ZeroChunks,
+    structure: &[Damaged],
+) -> Result<Vec<String>, Error> {
+    let (a, _) = Array::open_frame_lenient(tmp).map_err(cerr)?;
+    let damaged: Vec<&Damage> = report.damaged.iter().collect();
+    let mut edit = array_edit(&a, source, &damaged, false, zeros)?;
+    edit.attrs = Some(with_record(a.attrs(), source, &damaged, structure));
+    write::commit(&a, &edit).map_err(cerr)?;
+    drop(a);
+    write::compact(tmp, &mut |_, _| {}).map_err(cerr)?;
+    Ok(structure
+        .iter()
+        .filter(|d| !d.recovered)
+        .map(|d| d.reason.clone())
+        .collect())
 }
 
 /// The size of slot `index` of `a`.
@@ -316,7 +354,7 @@ fn array_edit(
             .push((d.chunk, zeros.for_slot(a, d.chunk)?.as_ref().clone()));
     }
     if attrs {
-        edit.attrs = Some(with_record(a.attrs(), source, damaged));
+        edit.attrs = Some(with_record(a.attrs(), source, damaged, &[]));
     }
     Ok(edit)
 }
@@ -384,7 +422,7 @@ fn salvage_table(
         all.extend(damaged);
     }
     if !all.is_empty() {
-        write::commit_table_attrs(t, &with_record(&t.attrs, source, &all)).map_err(cerr)?;
+        write::commit_table_attrs(t, &with_record(&t.attrs, source, &all, &[])).map_err(cerr)?;
     }
     Ok(())
 }

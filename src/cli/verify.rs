@@ -12,7 +12,8 @@ use serde_json::{Value, json};
 use super::args::MountOptions;
 use super::check::{self, Report};
 use super::{Error, check_source};
-use crate::container::{self, ContainerError, Opened};
+use crate::container::frame::Damaged;
+use crate::container::{self, Array, Container, ContainerError, Opened};
 use crate::error::display_chain;
 
 /// How opening a source went.
@@ -21,6 +22,29 @@ pub(super) enum Open {
     Opened(Box<Opened>),
     /// A container whose structure is too damaged to open (the reason).
     Damaged(String),
+    /// A contiguous frame opened leniently, and the parts it did without
+    /// ([`crate::container::frame::Damaged`]: index, trailer, vlmetalayers).
+    Lenient(Box<Opened>, Vec<Damaged>),
+}
+
+/// A local contiguous frame that does not open (`strict`), opened leniently: its chunks can
+/// still be checked (and salvaged) when only its index, trailer or vlmetalayers are damaged.
+/// `None` when it is no such frame.
+fn lenient(source: &Path, strict: &ContainerError) -> Option<Open> {
+    if !source.is_file() {
+        return None;
+    }
+    match Array::open_frame_lenient(source) {
+        Ok((a, damaged)) if !damaged.is_empty() => Some(Open::Lenient(
+            Box::new(Opened::Single(Container::Array(a))),
+            damaged,
+        )),
+        // It opens strictly now: changed meanwhile; the strict error stands.
+        Ok(_) => Some(Open::Damaged(display_chain(strict))),
+        // Not a frame: the strict error; a frame: the lenient one says why it stops.
+        Err(ContainerError::NotAContainer { .. }) => None,
+        Err(e) => Some(Open::Damaged(display_chain(&e))),
+    }
 }
 
 /// Whether an open error means "not a container" (exit 3) rather than a damaged one.
@@ -63,7 +87,7 @@ pub(super) fn open(source: &Path, options: &[String]) -> Result<Open, Error> {
         Ok(o) => Ok(Open::Opened(Box::new(o))),
         Err(e) if not_a_container(&e) => Err(source_err(e)),
         Err(e @ ContainerError::Io { .. }) => Err(source_err(e)),
-        Err(e) => Ok(Open::Damaged(display_chain(&e))),
+        Err(e) => Ok(lenient(source, &e).unwrap_or_else(|| Open::Damaged(display_chain(&e)))),
     }
 }
 
@@ -105,6 +129,11 @@ pub(super) fn verify(source: &Path, as_json: bool, options: &[String]) -> Result
             kind_name(&o),
             check_opened(&o, true, check::MISSING_LISTED, None),
         ),
+        Open::Lenient(o, damaged) => {
+            let mut r = check_opened(&o, true, check::MISSING_LISTED, None);
+            r.structure.splice(0..0, damaged.into_iter().map(problem));
+            (kind_name(&o), r)
+        }
         Open::Damaged(reason) => {
             let mut r = Report::default();
             r.structure.push(check::Problem {
@@ -144,6 +173,14 @@ fn missing_part(r: &Report) -> String {
     match r.missing_chunks() {
         0 => String::new(),
         n => format!(" ({n} of them missing)"),
+    }
+}
+
+/// A damaged part of a leniently opened frame as a damaged structure of the source.
+pub(super) fn problem(d: Damaged) -> check::Problem {
+    check::Problem {
+        array: None,
+        reason: d.reason,
     }
 }
 
