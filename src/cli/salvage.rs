@@ -11,8 +11,11 @@
 //! for a directory), so an existing DEST is never overwritten. A remote frame or `.b2z` is
 //! first downloaded to the temporary. On failure the temporary is removed.
 //!
+//! A contiguous frame whose index, trailer or vlmetalayers are damaged is opened leniently
+//! ([`crate::container::frame::lenient`]) and rebuilt by the commit ([`rebuild`]).
+//!
 //! Not salvaged (the command fails, DEST is not written): a source whose structure cannot be
-//! opened, and a damaged chunk whose size is unknown. A store whose `embed.b2e` or some leaf
+//! opened (leniently either), and a damaged chunk whose size is unknown. A store whose `embed.b2e` or some leaf
 //! is damaged beyond opening is written with that part as it was, and the command fails
 //! after naming it.
 

@@ -135,7 +135,8 @@ fn walk(src: &Source, info: &FrameInfo, start: u64) -> Result<Vec<i64>, String> 
     }
     let last = info.nbytes - (n - 1) * size;
     let base = start + info.header_len;
-    let mut entries = Vec::with_capacity(n as usize);
+    // Bounded by the bytes there are, whatever the header claims.
+    let mut entries = Vec::with_capacity(n.min(src.len() / 32) as usize);
     let mut pos = 0u64;
     while pos < info.cbytes {
         let i = entries.len() as u64;
