@@ -20,6 +20,7 @@
 //! after naming it.
 
 use std::path::{Path, PathBuf};
+use std::rc::Rc;
 
 use serde_json::{Value, json};
 
@@ -312,16 +313,17 @@ pub(super) fn slot_nbytes(a: &Array, index: usize) -> Result<usize, Error> {
 /// is built in the time of its output ([`codec::compress_zeros`]: a bcolz chunk of 2 GiB of
 /// zeros is about 8 MiB, encoded from one block).
 #[derive(Default)]
-pub(super) struct ZeroChunks(
-    std::cell::RefCell<std::collections::HashMap<(bool, usize, usize), std::rc::Rc<Vec<u8>>>>,
-);
+pub(super) struct ZeroChunks(std::cell::RefCell<std::collections::HashMap<ZeroKey, Rc<Vec<u8>>>>);
+
+/// Which chunk of zeros: (bcolz, its size, its typesize).
+type ZeroKey = (bool, usize, usize);
 
 impl ZeroChunks {
     /// A chunk of zeros for slot `index` of `a`, in the source's chunk format.
     ///
     /// # Errors
     /// When the slot's size is unknown, or the chunk cannot be encoded.
-    pub(super) fn for_slot(&self, a: &Array, index: usize) -> Result<std::rc::Rc<Vec<u8>>, Error> {
+    pub(super) fn for_slot(&self, a: &Array, index: usize) -> Result<Rc<Vec<u8>>, Error> {
         let nbytes = slot_nbytes(a, index)?;
         let ts = a.typesize();
         let ts = if (1..=255).contains(&ts) { ts } else { 1 };
@@ -329,7 +331,7 @@ impl ZeroChunks {
         if let Some(c) = self.0.borrow().get(&(bcolz, nbytes, ts)) {
             return Ok(c.clone());
         }
-        let chunk = std::rc::Rc::new(if bcolz {
+        let chunk = Rc::new(if bcolz {
             codec::compress_zeros(nbytes, &CParams::blosc1(Codec::BloscLz, 5, ts, 1))
                 .map_err(|e| other(format!("encoding a chunk of zeros: {e}")))?
         } else {

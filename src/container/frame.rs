@@ -205,12 +205,7 @@ impl Frame {
         mut lenient: Option<&mut Vec<Damaged>>,
     ) -> Result<Frame, ContainerError> {
         let path = &src.path().to_path_buf();
-        let mal = |f: Fault| ContainerError::Malformed {
-            path: path.to_path_buf(),
-            what: f.what,
-            offset: f.offset,
-            why: f.why,
-        };
+        let mal = malformed(path);
         let fault = |what: &str, offset: u64, why: String| mal(Fault::new(what, offset, why));
 
         // 1. Header prefix.
@@ -461,12 +456,7 @@ fn read_index(
     limit: usize,
 ) -> Result<(usize, Index), ContainerError> {
     let path = &src.path().to_path_buf();
-    let mal = |f: Fault| ContainerError::Malformed {
-        path: path.to_path_buf(),
-        what: f.what,
-        offset: f.offset,
-        why: f.why,
-    };
+    let mal = malformed(path);
     let fault = |what: &str, offset: u64, why: String| mal(Fault::new(what, offset, why));
     let abs = |o: u64| start + o;
     let (nchunks, index) = if nbytes == 0 {
@@ -495,7 +485,7 @@ fn read_index(
         info.index_offset = Some(abs(idx_start));
         info.index_len = region_len as u64;
         let region = src.read_at(abs(idx_start), region_len, "index chunk")?;
-        decode_index(&region, &info, abs(idx_start), limit).map_err(|e| match e {
+        decode_index(&region, info, abs(idx_start), limit).map_err(|e| match e {
             IndexError::Fault(f) => mal(f),
             IndexError::Codec(source) => ContainerError::Chunk {
                 path: path.to_path_buf(),
@@ -564,4 +554,14 @@ fn read_index(
         }
     }
     Ok((nchunks, index))
+}
+
+/// The [`ContainerError::Malformed`] of `path` a parse fault makes.
+fn malformed(path: &Path) -> impl Fn(Fault) -> ContainerError + Copy + '_ {
+    move |f: Fault| ContainerError::Malformed {
+        path: path.to_path_buf(),
+        what: f.what,
+        offset: f.offset,
+        why: f.why,
+    }
 }

@@ -526,6 +526,27 @@ fn verify_and_salvage_bcolz() {
     });
 }
 
+/// A refused salvage into `dest` (in `dir`) wrote nothing: no DEST, no temporary left.
+fn nothing_written(dir: &Path, dest: &Path) {
+    assert!(!dest.exists());
+    let left: Vec<_> = std::fs::read_dir(dir)
+        .unwrap()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().starts_with('.'))
+        .collect();
+    assert!(left.is_empty(), "temporaries left: {left:?}");
+}
+
+/// A copy `dir/name` of the carray bcolz wrote, chunk files `holes` removed.
+fn carray_without(py: &Path, dir: &Path, name: &str, holes: &[usize]) -> PathBuf {
+    let p = dir.join(name);
+    copy(&fixtures(py).join("carray"), &p);
+    for h in holes {
+        std::fs::remove_file(p.join(format!("data/__{h}.blp"))).unwrap();
+    }
+    p
+}
+
 /// A carray bcolz wrote, three of its ten chunk files removed: `verify` says it checked the
 /// seven chunks whose files are there and counts the three missing ones apart (JSON and
 /// text), and `salvage`'s summary counts the ten chunks, seven kept.
@@ -535,11 +556,7 @@ fn verify_counts_missing_chunk_files_apart_from_the_chunks_it_checked() {
         "verify_counts_missing_chunk_files_apart_from_the_chunks_it_checked"
     ));
     let dir = tempfile::tempdir().unwrap();
-    let p = dir.path().join("holes");
-    copy(&fixtures(&py).join("carray"), &p);
-    for h in [2, 6, 7] {
-        std::fs::remove_file(p.join(format!("data/__{h}.blp"))).unwrap();
-    }
+    let p = carray_without(&py, dir.path(), "holes", &[2, 6, 7]);
     let (code, v) = verify_json(&p);
     assert_eq!(code, 1, "{v:#}");
     assert_eq!(v["missing"][0]["declared_chunks"], 10, "{v:#}");
@@ -655,13 +672,7 @@ fn verify_bcolz_declaring_more_chunks_than_files_is_bounded() {
             "{name}: salvage refused in {:?}, peak RSS {} KiB",
             s.took, s.max_rss_kib
         );
-        assert!(!dest.exists());
-        let left: Vec<_> = std::fs::read_dir(dir.path())
-            .unwrap()
-            .flatten()
-            .filter(|e| e.file_name().to_string_lossy().starts_with('.'))
-            .collect();
-        assert!(left.is_empty(), "temporaries left: {left:?}");
+        nothing_written(dir.path(), &dest);
     }
 }
 
@@ -700,13 +711,7 @@ fn salvage_refuses_zero_chunks_over_the_cap_before_encoding_them_in_full() {
     );
     assert!(r.max_rss_kib < 128 << 10, "peak RSS {} KiB", r.max_rss_kib);
     eprintln!("refused in {:?}, peak RSS {} KiB", r.took, r.max_rss_kib);
-    assert!(!dest.exists());
-    let left: Vec<_> = std::fs::read_dir(dir.path())
-        .unwrap()
-        .flatten()
-        .filter(|e| e.file_name().to_string_lossy().starts_with('.'))
-        .collect();
-    assert!(left.is_empty(), "temporaries left: {left:?}");
+    nothing_written(dir.path(), &dest);
 }
 
 /// A bcolz root holding a symbolic link to a directory (`data/loop -> ..`: not a chunk name,
@@ -718,9 +723,7 @@ fn salvage_refuses_a_symbolic_link_to_a_directory_in_the_source() {
         "salvage_refuses_a_symbolic_link_to_a_directory_in_the_source"
     ));
     let dir = tempfile::tempdir().unwrap();
-    let p = dir.path().join("c.bcolz");
-    copy(&fixtures(&py).join("carray"), &p);
-    std::fs::remove_file(p.join("data/__3.blp")).unwrap();
+    let p = carray_without(&py, dir.path(), "c.bcolz", &[3]);
     std::os::unix::fs::symlink("..", p.join("data/loop")).unwrap();
     let listing = |p: &Path| {
         let mut names: Vec<_> = std::fs::read_dir(p.join("data"))

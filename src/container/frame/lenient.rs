@@ -62,8 +62,10 @@ impl Frame {
 }
 
 impl crate::container::Array {
-    /// Opens the contiguous frame file `path` leniently ([`Frame::open_lenient`]), with the
-    /// parts it did without.
+    /// Opens the contiguous frame file `path` leniently, for `b2fs verify` and `b2fs
+    /// salvage`: a damaged index, trailer or vlmetalayer is done without (an index rebuilt
+    /// from the chunk headers when that is unambiguous, attributes lost) and returned as a
+    /// [`Damaged`] part.
     ///
     /// # Errors
     /// As [`crate::container::open`], for what a lenient open cannot do without.
