@@ -661,7 +661,8 @@ fn verify_bcolz_declaring_more_chunks_than_files_is_bounded() {
         let err = &s.err;
         assert_eq!(s.code, Some(1), "{err}");
         assert!(s.took < std::time::Duration::from_secs(10));
-        assert!(s.max_rss_kib < 32 << 10, "peak RSS {} KiB", s.max_rss_kib);
+        // Listing 100,000 missing chunks first took 27 MiB (0.12 s) for "many"; now 3-7 MiB.
+        assert!(s.max_rss_kib < 16 << 10, "peak RSS {} KiB", s.max_rss_kib);
         assert_eq!(err.lines().count(), 1, "{err}");
         assert!(err.contains("meta/sizes declares"), "{err}");
         assert!(
@@ -679,9 +680,9 @@ fn verify_bcolz_declaring_more_chunks_than_files_is_bounded() {
 /// A carray bcolz wrote, its `meta/storage` chunklen raised to chunks of 2 GiB and its
 /// `meta/sizes` declaring 300 of them: every chunk is damaged (the ten files are too short
 /// for their slots, the rest are missing), and their chunks of zeros would take about
-/// 2.3 GiB, over the 1 GiB salvage writes. The refusal is cheap: one line, in well under a
-/// second and a few MiB (each chunk of zeros is built from one block; encoding one from
-/// 2 GiB of zeros took 2 GiB and seconds before the cap was checked), nothing written.
+/// 2.3 GiB, over the 1 GiB salvage writes. The refusal is cheap: one line, nothing written,
+/// in 35 ms at 16 MiB peak RSS here (each chunk of zeros is built from one block; before,
+/// one was encoded from 2 GiB of zeros first: 3.3 s on the same machine).
 #[test]
 fn salvage_refuses_zero_chunks_over_the_cap_before_encoding_them_in_full() {
     let py = or_skip!(python(
@@ -705,7 +706,7 @@ fn salvage_refuses_zero_chunks_over_the_cap_before_encoding_them_in_full() {
     assert_eq!(r.err.lines().count(), 1, "{}", r.err);
     assert!(r.err.contains("of zero chunks"), "{}", r.err);
     assert!(
-        r.took < std::time::Duration::from_secs(5),
+        r.took < std::time::Duration::from_millis(1500),
         "refused in {:?}",
         r.took
     );
