@@ -18,7 +18,7 @@ mod streams;
 pub mod tune;
 
 pub use decode::{Decoder, chunk_info, decompress, decompress_into, decompress_range};
-pub use encode::{Blocksize, CParams, ChunkFormat, SplitMode, compress};
+pub use encode::{Blocksize, CParams, ChunkFormat, SplitMode, compress, compress_zeros};
 pub use error::CodecError;
 pub use header::{ChunkHeader, SpecialKind};
 

@@ -100,7 +100,8 @@ pub struct Missing {
 pub struct Report {
     /// Arrays checked.
     pub arrays: usize,
-    /// Chunks checked.
+    /// Chunks checked (read and decoded, or special): a bcolz chunk whose file is missing is
+    /// not checked, it is counted in [`Report::missing`] ([`Report::missing_chunks`]).
     pub chunks: u64,
     /// Chunks stored as special index entries (no bytes to decode).
     pub special: u64,
@@ -116,6 +117,9 @@ pub struct Report {
     pub structure: Vec<Problem>,
     /// Leaves not checked, and why (references to remote arrays).
     pub skipped: Vec<Problem>,
+    /// Whether the check stopped early, its damaged chunks over the caller's limit
+    /// (`damaged_count` is then a lower bound).
+    pub gave_up: bool,
 }
 
 impl Report {
@@ -124,12 +128,19 @@ impl Report {
         self.damaged_count == 0 && self.structure.is_empty()
     }
 
+    /// Chunks declared but not checked because their bcolz chunk file is missing (each is
+    /// also a damaged chunk).
+    pub fn missing_chunks(&self) -> u64 {
+        self.missing.iter().map(|m| m.count).sum()
+    }
+
     /// The JSON form `verify --json` prints (without `source` and `kind`).
     pub fn to_json(&self) -> serde_json::Map<String, Value> {
         let mut m = serde_json::Map::new();
         m.insert("sound".into(), json!(self.sound()));
         m.insert("arrays".into(), json!(self.arrays));
         m.insert("chunks".into(), json!(self.chunks));
+        m.insert("missing_chunks".into(), json!(self.missing_chunks()));
         m.insert("special_chunks".into(), json!(self.special));
         m.insert("decoded_bytes".into(), json!(self.decoded_bytes));
         m.insert("damaged_chunks".into(), json!(self.damaged_count));
@@ -276,12 +287,15 @@ struct Segment {
 /// Checks every chunk of every target on `threads` threads, adding to `report`; draws a
 /// progress bar on stderr when `progress` and stderr is a terminal. Of a bcolz array's
 /// chunks whose file is missing, the first `missing_listed` are listed as damaged (all are
-/// counted, and summed up in [`Report::missing`]).
+/// counted, and summed up in [`Report::missing`]). With `give_up_over`, the check stops as
+/// soon as it has found more damaged chunks than that ([`Report::gave_up`]): before listing
+/// any missing chunk or decoding anything when the missing chunks alone are more.
 pub(super) fn check(
     targets: &[Target<'_>],
     threads: usize,
     progress: bool,
     missing_listed: usize,
+    give_up_over: Option<u64>,
     report: &mut Report,
 ) {
     report.arrays += targets.len();
@@ -289,14 +303,15 @@ pub(super) fn check(
     let mut total = 0u64;
     // Missing chunk files, listed before the walk (they take no decoding).
     let mut found_missing: Vec<(usize, Damage)> = Vec::new();
+    let mut bcolz_runs: Vec<(usize, Vec<Range<usize>>)> = Vec::new();
     for (t, target) in targets.iter().enumerate() {
         let a = target.array;
         let n = a.nchunks() as u64;
-        report.chunks += n;
         // An index that is one repeated special entry (python-blosc2's `zeros` of any size):
         // every chunk is special, counted at once rather than walked (hostile inputs declare
         // hundreds of millions).
         if a.frame_repeated_entry().is_some_and(|e| e < 0) {
+            report.chunks += n;
             report.special += n;
             continue;
         }
@@ -323,11 +338,32 @@ pub(super) fn check(
                     start: total,
                 });
                 total += r.len() as u64;
+                report.chunks += r.len() as u64;
             }
         }
         if bcolz {
-            missing(t, target, &runs, missing_listed, report, &mut found_missing);
+            bcolz_runs.push((t, runs));
         }
+    }
+    let missing_total: u64 = bcolz_runs
+        .iter()
+        .map(|(t, runs)| {
+            let have: usize = runs.iter().map(ExactSizeIterator::len).sum();
+            targets[*t].array.nchunks().saturating_sub(have) as u64
+        })
+        .sum();
+    let over = |n: u64| give_up_over.is_some_and(|limit| n > limit);
+    let listed = if over(missing_total) {
+        0
+    } else {
+        missing_listed
+    };
+    for (t, runs) in &bcolz_runs {
+        missing(*t, &targets[*t], runs, listed, report, &mut found_missing);
+    }
+    if over(missing_total) {
+        report.gave_up = true;
+        return;
     }
     let next = AtomicU64::new(0);
     let done = AtomicU64::new(0);
@@ -335,6 +371,7 @@ pub(super) fn check(
     let decoded = AtomicU64::new(0);
     let count = AtomicU64::new(0);
     let listed = std::sync::atomic::AtomicUsize::new(found_missing.len());
+    let gave_up = std::sync::atomic::AtomicBool::new(false);
     let found: Mutex<Vec<(usize, Damage)>> = Mutex::new(Vec::new());
     let threads = threads
         .clamp(1, 256)
@@ -346,6 +383,10 @@ pub(super) fn check(
                 s.spawn(|| {
                     let mut w = Worker::default();
                     loop {
+                        if over(count.load(Ordering::Relaxed) + missing_total) {
+                            gave_up.store(true, Ordering::Relaxed);
+                            break;
+                        }
                         let first = next.fetch_add(BATCH, Ordering::Relaxed);
                         if first >= total {
                             break;
@@ -402,6 +443,7 @@ pub(super) fn check(
             let _ = h.join();
         }
     });
+    report.gave_up |= gave_up.into_inner();
     report.special += special.into_inner();
     report.decoded_bytes += decoded.into_inner();
     report.damaged_count += count.into_inner();

@@ -11,12 +11,16 @@
 //! for a directory), so an existing DEST is never overwritten. A remote frame or `.b2z` is
 //! first downloaded to the temporary. On failure the temporary is removed.
 //!
+//! A contiguous frame whose index, trailer or vlmetalayers are damaged is opened leniently
+//! ([`crate::container::frame::lenient`]) and rebuilt by the commit ([`rebuild`]).
+//!
 //! Not salvaged (the command fails, DEST is not written): a source whose structure cannot be
-//! opened, and a damaged chunk whose size is unknown. A store whose `embed.b2e` or some leaf
+//! opened (leniently either), and a damaged chunk whose size is unknown. A store whose `embed.b2e` or some leaf
 //! is damaged beyond opening is written with that part as it was, and the command fails
 //! after naming it.
 
 use std::path::{Path, PathBuf};
+use std::rc::Rc;
 
 use serde_json::{Value, json};
 
@@ -26,6 +30,7 @@ use super::verify::{self, Open};
 
 mod space;
 use crate::codec::{self, CParams, Codec};
+use crate::container::frame::Damaged;
 use crate::container::store::{Group, Leaf, Node};
 use crate::container::write::{self, Edit};
 use crate::container::{self, Array, ChunkKind, Collection, Container, Opened, SourceKind};
@@ -79,8 +84,9 @@ pub(super) fn salvage(source: &Path, dest: &Path, options: &[String]) -> Result<
         }
         None => source.to_path_buf(),
     };
-    let opened = match verify::open(&local, options)? {
-        Open::Opened(o) => o,
+    let (opened, lenient) = match verify::open(&local, options)? {
+        Open::Opened(o) => (o, Vec::new()),
+        Open::Lenient(o, damaged) => (o, damaged),
         Open::Damaged(reason) => {
             return Err(other(format!(
                 "cannot salvage '{}': its structure is damaged: {reason}",
@@ -88,14 +94,21 @@ pub(super) fn salvage(source: &Path, dest: &Path, options: &[String]) -> Result<
             )));
         }
     };
-    let report = verify::check_opened(&opened, true, check::MAX_LISTED);
-    if report.damaged_count > report.damaged.len() as u64 {
+    // More damaged chunks than salvage replaces: the check stops as soon as it knows (before
+    // decoding anything when the missing bcolz chunk files alone are too many).
+    let limit = check::MAX_LISTED as u64;
+    let report = verify::check_opened(&opened, true, check::MAX_LISTED, Some(limit));
+    if report.gave_up || report.damaged_count > report.damaged.len() as u64 {
         return Err(other(too_many(source, &report)));
     }
     let zeros = ZeroChunks::default();
-    let need = space::needed(&opened, &local, &report, &zeros)?;
+    let need = space::needed(&opened, &local, &report, &zeros, source)?;
     drop(opened);
     space::check(&parent, &need, source)?;
+    for d in &lenient {
+        let fate = if d.recovered { "rebuilt" } else { "lost" };
+        eprintln!("b2fs salvage: {} ({fate} in DEST)", d.reason);
+    }
     for d in &report.damaged {
         eprintln!(
             "b2fs salvage: chunk {} of {}: damaged, written as zeros: {}",
@@ -105,15 +118,22 @@ pub(super) fn salvage(source: &Path, dest: &Path, options: &[String]) -> Result<
         );
     }
     copy_tree(&local, &tmp)?;
-    let unsalvaged = apply(&tmp, source, &report, &zeros)?;
+    let unsalvaged = if lenient.is_empty() {
+        apply(&tmp, source, &report, &zeros)?
+    } else {
+        rebuild(&tmp, source, &report, &zeros, &lenient)?
+    };
     claim(&tmp, dest)?;
+    // Every damaged chunk is listed here (more are refused above), missing ones included.
+    let declared = report.chunks + report.missing_chunks();
     eprintln!(
-        "b2fs salvage: {} -> {}: {} of {} chunks kept, {} replaced by zeros",
+        "b2fs salvage: {} -> {}: {} of {declared} chunks kept, {} replaced by zeros ({} of \
+         them missing chunk files)",
         source.display(),
         dest.display(),
-        report.chunks - report.damaged.len() as u64,
-        report.chunks,
-        report.damaged.len()
+        declared - report.damaged.len() as u64,
+        report.damaged.len(),
+        report.missing_chunks()
     );
     if unsalvaged.is_empty() {
         Ok(())
@@ -130,8 +150,9 @@ pub(super) fn salvage(source: &Path, dest: &Path, options: &[String]) -> Result<
 /// the bcolz array whose `meta/sizes` declares far more chunks than it has files, if any.
 fn too_many(source: &Path, report: &Report) -> String {
     let base = format!(
-        "cannot salvage '{}': {} damaged chunks, more than the {} salvage replaces",
+        "cannot salvage '{}': {}{} damaged chunks, more than the {} salvage replaces",
         source.display(),
+        if report.gave_up { "at least " } else { "" },
         report.damaged_count,
         check::MAX_LISTED
     );
@@ -232,53 +253,90 @@ fn claim(tmp: &Path, dest: &Path) -> Result<(), Error> {
     Ok(())
 }
 
-/// The attributes `attrs` plus the salvage record of `damaged`.
-fn with_record(attrs: &Value, source: &Path, damaged: &[&Damage]) -> Value {
+/// The attributes `attrs` plus the salvage record of `damaged` (and of the damaged parts of
+/// a frame's structure, when there are).
+fn with_record(attrs: &Value, source: &Path, damaged: &[&Damage], structure: &[Damaged]) -> Value {
     let mut obj = attrs.as_object().cloned().unwrap_or_default();
-    obj.insert(
-        SALVAGE_KEY.into(),
-        json!({
-            "source": source.display().to_string(),
-            "damaged": damaged.iter().map(|d| check::damage_json(d)).collect::<Vec<_>>(),
-        }),
-    );
+    let mut record = json!({
+        "source": source.display().to_string(),
+        "damaged": damaged.iter().map(|d| check::damage_json(d)).collect::<Vec<_>>(),
+    });
+    if !structure.is_empty() {
+        record["structure"] = structure.iter().map(|d| json!(d.reason)).collect();
+    }
+    obj.insert(SALVAGE_KEY.into(), record);
     Value::Object(obj)
 }
 
+/// Salvages the copy at `tmp` of a contiguous frame opened leniently (`structure`: its
+/// damaged index, trailer or vlmetalayers): one commit of the zero chunks and the record
+/// writes a new index and trailer after the old ones (the commit locates the chunks as the
+/// lenient open did), and compaction drops the old ones. Returns the parts whose content is
+/// lost (attributes).
+fn rebuild(
+    tmp: &Path,
+    source: &Path,
+    report: &Report,
+    zeros: &ZeroChunks,
+    structure: &[Damaged],
+) -> Result<Vec<String>, Error> {
+    let (a, _) = Array::open_frame_lenient(tmp).map_err(cerr)?;
+    let damaged: Vec<&Damage> = report.damaged.iter().collect();
+    let mut edit = array_edit(&a, source, &damaged, false, zeros)?;
+    edit.attrs = Some(with_record(a.attrs(), source, &damaged, structure));
+    write::commit(&a, &edit).map_err(cerr)?;
+    drop(a);
+    write::compact(tmp, &mut |_, _| {}).map_err(cerr)?;
+    Ok(structure
+        .iter()
+        .filter(|d| !d.recovered)
+        .map(|d| d.reason.clone())
+        .collect())
+}
+
+/// The size of slot `index` of `a`.
+///
+/// # Errors
+/// When it is unknown (the chunk cannot be replaced), saying which chunk.
+pub(super) fn slot_nbytes(a: &Array, index: usize) -> Result<usize, Error> {
+    a.chunk_nbytes(index).map_err(|e| {
+        other(format!(
+            "chunk {index} of '{}': its size is unknown, it cannot be replaced: {}",
+            a.path().display(),
+            display_chain(&e)
+        ))
+    })
+}
+
 /// The chunks of zeros of one salvage, encoded once per format, size and typesize: the
-/// space check measures them ([`space::needed`]) and the commit writes the same bytes (a bcolz
-/// chunk can be up to 2 GiB of zeros to compress; most damaged chunks share one size).
+/// space check measures them ([`space::needed`]) and the commit writes the same bytes. Each
+/// is built in the time of its output ([`codec::compress_zeros`]: a bcolz chunk of 2 GiB of
+/// zeros is about 8 MiB, encoded from one block).
 #[derive(Default)]
-pub(super) struct ZeroChunks(
-    std::cell::RefCell<std::collections::HashMap<(bool, usize, usize), Vec<u8>>>,
-);
+pub(super) struct ZeroChunks(std::cell::RefCell<std::collections::HashMap<ZeroKey, Rc<Vec<u8>>>>);
+
+/// Which chunk of zeros: (bcolz, its size, its typesize).
+type ZeroKey = (bool, usize, usize);
 
 impl ZeroChunks {
     /// A chunk of zeros for slot `index` of `a`, in the source's chunk format.
     ///
     /// # Errors
     /// When the slot's size is unknown, or the chunk cannot be encoded.
-    pub(super) fn for_slot(&self, a: &Array, index: usize) -> Result<Vec<u8>, Error> {
-        let nbytes = a.chunk_nbytes(index).map_err(|e| {
-            other(format!(
-                "chunk {index} of '{}': its size is unknown, it cannot be replaced: {}",
-                a.path().display(),
-                display_chain(&e)
-            ))
-        })?;
+    pub(super) fn for_slot(&self, a: &Array, index: usize) -> Result<Rc<Vec<u8>>, Error> {
+        let nbytes = slot_nbytes(a, index)?;
         let ts = a.typesize();
         let ts = if (1..=255).contains(&ts) { ts } else { 1 };
         let bcolz = a.kind() == SourceKind::BcolzCarray;
         if let Some(c) = self.0.borrow().get(&(bcolz, nbytes, ts)) {
             return Ok(c.clone());
         }
-        let chunk = if bcolz {
-            let zeros = vec![0u8; nbytes];
-            codec::compress(&zeros, &CParams::blosc1(Codec::BloscLz, 5, ts, 1))
+        let chunk = Rc::new(if bcolz {
+            codec::compress_zeros(nbytes, &CParams::blosc1(Codec::BloscLz, 5, ts, 1))
                 .map_err(|e| other(format!("encoding a chunk of zeros: {e}")))?
         } else {
             container::frame::special_chunk(ChunkKind::Zeros, nbytes, ts as u32, 0)
-        };
+        });
         self.0
             .borrow_mut()
             .insert((bcolz, nbytes, ts), chunk.clone());
@@ -297,10 +355,11 @@ fn array_edit(
 ) -> Result<Edit, Error> {
     let mut edit = Edit::default();
     for d in damaged {
-        edit.updates.push((d.chunk, zeros.for_slot(a, d.chunk)?));
+        edit.updates
+            .push((d.chunk, zeros.for_slot(a, d.chunk)?.as_ref().clone()));
     }
     if attrs {
-        edit.attrs = Some(with_record(a.attrs(), source, damaged));
+        edit.attrs = Some(with_record(a.attrs(), source, damaged, &[]));
     }
     Ok(edit)
 }
@@ -368,7 +427,7 @@ fn salvage_table(
         all.extend(damaged);
     }
     if !all.is_empty() {
-        write::commit_table_attrs(t, &with_record(&t.attrs, source, &all)).map_err(cerr)?;
+        write::commit_table_attrs(t, &with_record(&t.attrs, source, &all, &[])).map_err(cerr)?;
     }
     Ok(())
 }

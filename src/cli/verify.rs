@@ -1,6 +1,7 @@
 //! `b2fs verify SOURCE [--json]`: opens a source of any kind (local or remote), checks its
 //! structure (what opening reads: header, metalayers, index, offsets, trailer, vlmeta, bcolz
-//! metadata, a store's zip and `embed.b2e`; then every leaf of a collection), decodes every
+//! metadata, a store's zip and `embed.b2e`; then every leaf of a collection; a contiguous
+//! frame that does not open is opened leniently, [`lenient`]), decodes every
 //! chunk on every core ([`super::check`]) and reports each damaged chunk with its array, index
 //! and reason. Exit 0 when sound, [`super::EXIT_DAMAGED`] when damage was found, 3 when the
 //! source is missing or not a container (`docs/VERIFY.md`).
@@ -12,7 +13,8 @@ use serde_json::{Value, json};
 use super::args::MountOptions;
 use super::check::{self, Report};
 use super::{Error, check_source};
-use crate::container::{self, ContainerError, Opened};
+use crate::container::frame::Damaged;
+use crate::container::{self, Array, Container, ContainerError, Opened};
 use crate::error::display_chain;
 
 /// How opening a source went.
@@ -21,6 +23,29 @@ pub(super) enum Open {
     Opened(Box<Opened>),
     /// A container whose structure is too damaged to open (the reason).
     Damaged(String),
+    /// A contiguous frame opened leniently, and the parts it did without
+    /// ([`crate::container::frame::Damaged`]: index, trailer, vlmetalayers).
+    Lenient(Box<Opened>, Vec<Damaged>),
+}
+
+/// A local contiguous frame that does not open (`strict`), opened leniently: its chunks can
+/// still be checked (and salvaged) when only its index, trailer or vlmetalayers are damaged.
+/// `None` when it is no such frame.
+fn lenient(source: &Path, strict: &ContainerError) -> Option<Open> {
+    if !source.is_file() {
+        return None;
+    }
+    match Array::open_frame_lenient(source) {
+        Ok((a, damaged)) if !damaged.is_empty() => Some(Open::Lenient(
+            Box::new(Opened::Single(Container::Array(a))),
+            damaged,
+        )),
+        // It opens strictly now: changed meanwhile; the strict error stands.
+        Ok(_) => Some(Open::Damaged(display_chain(strict))),
+        // Not a frame: the strict error; a frame: the lenient one says why it stops.
+        Err(ContainerError::NotAContainer { .. }) => None,
+        Err(e) => Some(Open::Damaged(display_chain(&e))),
+    }
 }
 
 /// Whether an open error means "not a container" (exit 3) rather than a damaged one.
@@ -63,7 +88,7 @@ pub(super) fn open(source: &Path, options: &[String]) -> Result<Open, Error> {
         Ok(o) => Ok(Open::Opened(Box::new(o))),
         Err(e) if not_a_container(&e) => Err(source_err(e)),
         Err(e @ ContainerError::Io { .. }) => Err(source_err(e)),
-        Err(e) => Ok(Open::Damaged(display_chain(&e))),
+        Err(e) => Ok(lenient(source, &e).unwrap_or_else(|| Open::Damaged(display_chain(&e)))),
     }
 }
 
@@ -77,8 +102,14 @@ pub(super) fn kind_name(o: &Opened) -> String {
 }
 
 /// Checks an opened source on every core, listing at most `missing_listed` missing chunk
-/// files per bcolz array as damaged chunks.
-pub(super) fn check_opened(o: &Opened, progress: bool, missing_listed: usize) -> Report {
+/// files per bcolz array as damaged chunks, and giving up over `give_up_over` damaged
+/// chunks ([`check::check`]).
+pub(super) fn check_opened(
+    o: &Opened,
+    progress: bool,
+    missing_listed: usize,
+    give_up_over: Option<u64>,
+) -> Report {
     let mut report = Report::default();
     let targets = check::targets(o, &mut report);
     check::check(
@@ -86,6 +117,7 @@ pub(super) fn check_opened(o: &Opened, progress: bool, missing_listed: usize) ->
         check::default_threads(),
         progress,
         missing_listed,
+        give_up_over,
         &mut report,
     );
     report
@@ -94,7 +126,15 @@ pub(super) fn check_opened(o: &Opened, progress: bool, missing_listed: usize) ->
 /// Runs `b2fs verify`.
 pub(super) fn verify(source: &Path, as_json: bool, options: &[String]) -> Result<(), Error> {
     let (kind, report) = match open(source, options)? {
-        Open::Opened(o) => (kind_name(&o), check_opened(&o, true, check::MISSING_LISTED)),
+        Open::Opened(o) => (
+            kind_name(&o),
+            check_opened(&o, true, check::MISSING_LISTED, None),
+        ),
+        Open::Lenient(o, damaged) => {
+            let mut r = check_opened(&o, true, check::MISSING_LISTED, None);
+            r.structure.splice(0..0, damaged.into_iter().map(problem));
+            (kind_name(&o), r)
+        }
         Open::Damaged(reason) => {
             let mut r = Report::default();
             r.structure.push(check::Problem {
@@ -120,11 +160,28 @@ pub(super) fn verify(source: &Path, as_json: bool, options: &[String]) -> Result
         Ok(())
     } else {
         Err(Error::Damaged(format!(
-            "{}: {} damaged chunks, {} damaged structures",
+            "{}: {} damaged chunks{}, {} damaged structures",
             source.display(),
             report.damaged_count,
+            missing_part(&report),
             report.structure.len()
         )))
+    }
+}
+
+/// ` (N of them missing)` when chunk files are missing, else nothing.
+fn missing_part(r: &Report) -> String {
+    match r.missing_chunks() {
+        0 => String::new(),
+        n => format!(" ({n} of them missing)"),
+    }
+}
+
+/// A damaged part of a leniently opened frame as a damaged structure of the source.
+pub(super) fn problem(d: Damaged) -> check::Problem {
+    check::Problem {
+        array: None,
+        reason: d.reason,
     }
 }
 
@@ -141,6 +198,12 @@ fn print_text(source: &Path, kind: &str, r: &Report) {
         r.special,
         super::info::human(r.decoded_bytes)
     );
+    if r.missing_chunks() > 0 {
+        println!(
+            "missing:  {} chunks (their chunk files are not there: not checked)",
+            r.missing_chunks()
+        );
+    }
     for p in &r.skipped {
         println!(
             "skipped:  {}: {}",
@@ -201,8 +264,9 @@ fn print_text(source: &Path, kind: &str, r: &Report) {
         println!("result:   sound");
     } else {
         println!(
-            "result:   DAMAGED ({} chunks, {} structures)",
+            "result:   DAMAGED ({} chunks{}, {} structures)",
             r.damaged_count,
+            missing_part(r),
             r.structure.len()
         );
     }

@@ -36,6 +36,8 @@
 //! this encoder refuses both. To re-encode an existing chunk alike, pass its header's typesize
 //! (1 for such large types) and [`Blocksize::explicit_or_auto`] of its header's blocksize.
 
+use std::ops::Range;
+
 use super::compressor::blosclz_encode::{BloscLzEncoder, Variant};
 use super::compressor::lz4_encode::Lz4Encoder;
 use super::filter::Pipeline;
@@ -179,6 +181,44 @@ impl CParams {
 /// Compresses `src` into one chunk.
 pub fn compress(src: &[u8], params: &CParams) -> Result<Vec<u8>, CodecError> {
     Encoder::new().compress(src, params)
+}
+
+/// The chunk [`compress`] writes for `nbytes` zeros, in the time and memory of its output
+/// (a chunk declaring 2 GiB of zeros is encoded from one block of them, not 2 GiB): blocks are
+/// encoded independently, so every full block of zeros encodes to the same bytes, which are
+/// encoded once and repeated.
+pub fn compress_zeros(nbytes: usize, params: &CParams) -> Result<Vec<u8>, CodecError> {
+    let plan = plan(nbytes, params)?;
+    let mut header = [0u8; 32];
+    write_header(&mut header, &plan, params, nbytes);
+    let hlen = plan.hlen;
+    let mut out = Vec::new();
+    if !plan.memcpyed {
+        out.extend_from_slice(&header[..hlen]);
+        let zeros = vec![0u8; plan.tuning.blocksize.min(nbytes)];
+        let src = Source::Zeros(&zeros, nbytes);
+        if Encoder::new()
+            .compress_blocks(src, &plan, &mut out)?
+            .is_some()
+        {
+            return Ok(out);
+        }
+    }
+    header[2] |= flag::MEMCPYED;
+    put_i32(&mut header, 12, hlen + nbytes);
+    out.clear();
+    out.extend_from_slice(&header[..hlen]);
+    out.resize(hlen + nbytes, 0);
+    Ok(out)
+}
+
+/// What [`Encoder::compress_blocks`] encodes.
+#[derive(Clone, Copy)]
+enum Source<'a> {
+    /// These bytes.
+    Bytes(&'a [u8]),
+    /// This many zeros, from a buffer of at least one block of them.
+    Zeros(&'a [u8], usize),
 }
 
 /// Largest blocksize C-Blosc2's reader accepts in a header (section 1.5), and so the largest
@@ -340,7 +380,7 @@ impl Encoder {
             out.clear();
             out.reserve(plan.destsize);
             out.extend_from_slice(&header[..hlen]);
-            if let Some(len) = self.compress_blocks(src, &plan, out)? {
+            if let Some(len) = self.compress_blocks(Source::Bytes(src), &plan, out)? {
                 return Ok(len);
             }
         }
@@ -359,13 +399,18 @@ impl Encoder {
     /// the memcpy fallback).
     fn compress_blocks(
         &mut self,
-        src: &[u8],
+        source: Source<'_>,
         plan: &Plan,
         out: &mut Vec<u8>,
     ) -> Result<Option<usize>, CodecError> {
         let params = &plan.params;
         let hlen = plan.hlen;
-        let nbytes = src.len();
+        let (src, nbytes, zeros) = match source {
+            Source::Bytes(b) => (b, b.len(), false),
+            Source::Zeros(z, n) => (z, n, true),
+        };
+        // Zeros: the bytes of the first full block and its stream counts, repeated.
+        let mut first_full: Option<(Range<usize>, usize, usize)> = None;
         let bs = plan.tuning.blocksize;
         let nblocks = nbytes.div_ceil(bs);
         let leftover = nbytes % bs;
@@ -402,9 +447,23 @@ impl Encoder {
             let start = j * bs;
             let is_leftover = leftover > 0 && j == nblocks - 1;
             let bsize = if is_leftover { leftover } else { bs };
-            let block = &src[start..start + bsize];
+            let block = if zeros {
+                &src[..bsize]
+            } else {
+                &src[start..start + bsize]
+            };
             let bstart = out.len();
             put_i32(out, hlen + 4 * j, bstart);
+            if let (false, Some((r, zs, ts))) = (is_leftover, &first_full) {
+                if bstart + r.len() > destsize {
+                    return Ok(None);
+                }
+                out.extend_from_within(r.clone());
+                zero_streams += zs;
+                total_streams += ts;
+                continue;
+            }
+            let counts = (zero_streams, total_streams);
 
             let filtered: &[u8] = if filtering {
                 let dst = &mut self.filtered[..bsize];
@@ -462,6 +521,10 @@ impl Encoder {
                     out.extend_from_slice(&(c as u32).to_le_bytes());
                     out.extend_from_slice(&self.cbuf[..c]);
                 }
+            }
+            if zeros && !is_leftover {
+                let (zs, ts) = (zero_streams - counts.0, total_streams - counts.1);
+                first_full = Some((bstart..out.len(), zs, ts));
             }
         }
 

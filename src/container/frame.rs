@@ -44,6 +44,7 @@
 mod chunks;
 mod header;
 mod index;
+pub(crate) mod lenient;
 pub(crate) mod retire;
 
 use std::path::{Path, PathBuf};
@@ -59,6 +60,7 @@ pub use index::{INDEX_LIMIT_FLOOR, MAX_NCHUNKS};
 use self::header::{Prefix, parse_layers, parse_prefix};
 use self::index::{Index, IndexError, Slot, classify, decode_index, le_i32};
 pub(crate) use self::index::{header_kind, special_chunk};
+pub use self::lenient::Damaged;
 use super::files::Files;
 use super::msgpack::{Cursor, Fault};
 use super::source::{IoStats, Source};
@@ -163,7 +165,7 @@ impl Frame {
             (Some(dir), Files::Local) => Some(retire::current(dir)),
             _ => None,
         };
-        let mut frame = Frame::open_parsed(src, start, sparse_dir, stats)?;
+        let mut frame = Frame::open_parsed(src, start, sparse_dir, stats, None)?;
         frame.files = files.clone();
         frame.generation = generation;
         if let (Some(bytes), None) = (frame.src.byte_source(), &frame.dir) {
@@ -191,19 +193,19 @@ impl Frame {
         self.info.start + self.info.header_len + self.info.cbytes
     }
 
+    /// Opens a frame from `src`. With `lenient` (a contiguous frame, for `b2fs verify` and
+    /// `b2fs salvage`: [`lenient`]), a damaged index, trailer or vlmetalayer is recorded
+    /// there instead of failing the open, and done without (an index rebuilt from the chunk
+    /// headers when that is unambiguous; attributes lost).
     fn open_parsed(
         src: Source,
         start: u64,
         sparse_dir: Option<&Path>,
         stats: Arc<IoStats>,
+        mut lenient: Option<&mut Vec<Damaged>>,
     ) -> Result<Frame, ContainerError> {
         let path = &src.path().to_path_buf();
-        let mal = |f: Fault| ContainerError::Malformed {
-            path: path.to_path_buf(),
-            what: f.what,
-            offset: f.offset,
-            why: f.why,
-        };
+        let mal = malformed(path);
         let fault = |what: &str, offset: u64, why: String| mal(Fault::new(what, offset, why));
 
         // 1. Header prefix.
@@ -241,18 +243,31 @@ impl Frame {
 
         // 2. Trailer tail.
         let tail_at = abs(info.frame_len - TRAILER_TAIL_LEN as u64);
-        let tail = src.read_at(tail_at, TRAILER_TAIL_LEN, "trailer tail")?;
-        let mut tc = Cursor::new(&tail, tail_at);
-        tc.expect(0xce, "trailer_len").map_err(mal)?;
-        let trailer_len = u64::from(tc.be_u32("trailer_len").map_err(mal)?);
-        if trailer_len < 25 || trailer_len > info.frame_len - HEADER_PREFIX_LEN as u64 {
-            return Err(fault(
-                "trailer_len",
-                tail_at + 1,
-                format!("{trailer_len} outside [25, frame_len - 87]"),
-            ));
-        }
-        info.trailer_len = trailer_len;
+        let read_tail = || -> Result<u64, ContainerError> {
+            let tail = src.read_at(tail_at, TRAILER_TAIL_LEN, "trailer tail")?;
+            let mut tc = Cursor::new(&tail, tail_at);
+            tc.expect(0xce, "trailer_len").map_err(mal)?;
+            let trailer_len = u64::from(tc.be_u32("trailer_len").map_err(mal)?);
+            if trailer_len < 25 || trailer_len > info.frame_len - HEADER_PREFIX_LEN as u64 {
+                return Err(fault(
+                    "trailer_len",
+                    tail_at + 1,
+                    format!("{trailer_len} outside [25, frame_len - 87]"),
+                ));
+            }
+            Ok(trailer_len)
+        };
+        // Lenient: without the trailer's length, the index is read up to the frame's end
+        // (its chunk says its own length) and the trailer is lost.
+        let trailer_len = match (read_tail(), lenient.as_deref_mut()) {
+            (Ok(n), _) => Some(n),
+            (Err(e), Some(damaged)) if nbytes > 0 => {
+                damaged.push(Damaged::lost("trailer", &e));
+                None
+            }
+            (Err(e), _) => return Err(e),
+        };
+        info.trailer_len = trailer_len.unwrap_or(0);
 
         // 3. The rest of the header: the metalayers.
         let mut header = prefix.clone();
@@ -280,105 +295,25 @@ impl Frame {
         .collect::<Vec<_>>();
 
         // 4. nchunks and the index.
-        let data_end = info.frame_len - trailer_len;
+        let data_end = info.frame_len - trailer_len.unwrap_or(0);
         let limit = INDEX_LIMIT_FLOOR
             .max(usize::try_from(src.len().saturating_mul(64)).unwrap_or(usize::MAX));
-        let (nchunks, index) = if nbytes == 0 {
-            (0, Index::Explicit(Vec::new()))
-        } else {
-            if info.chunksize < 0 {
-                return Err(fault(
-                    "chunksize",
-                    start + 58,
-                    format!("chunksize {} with nbytes {nbytes}", info.chunksize),
-                ));
+        let read = read_index(
+            &src,
+            &mut info,
+            start,
+            sparse_dir,
+            (nbytes, cbytes),
+            data_end,
+            limit,
+        );
+        let (nchunks, index) = match (read, lenient.as_deref_mut()) {
+            (Ok(read), _) => read,
+            (Err(e), Some(damaged)) if sparse_dir.is_none() && nbytes > 0 => {
+                lenient::locate(&src, &info, start, e, damaged)?
             }
-            let idx_start = if sparse_dir.is_some() {
-                info.header_len
-            } else {
-                info.header_len.saturating_add(cbytes as u64)
-            };
-            if idx_start >= data_end {
-                return Err(fault(
-                    "cbytes",
-                    start + 39,
-                    format!(
-                        "index would start at {idx_start}, at or after the trailer at {data_end}"
-                    ),
-                ));
-            }
-            let region_len = (data_end - idx_start) as usize;
-            info.index_offset = Some(abs(idx_start));
-            info.index_len = region_len as u64;
-            let region = src.read_at(abs(idx_start), region_len, "index chunk")?;
-            decode_index(&region, &info, abs(idx_start), limit).map_err(|e| match e {
-                IndexError::Fault(f) => mal(f),
-                IndexError::Codec(source) => ContainerError::Chunk {
-                    path: path.to_path_buf(),
-                    index: usize::MAX,
-                    source,
-                },
-            })?
+            (Err(e), _) => return Err(e),
         };
-        // Bound-check stored entries.
-        let check = |i: usize, e: i64| -> Result<(), ContainerError> {
-            match classify(e) {
-                None => Err(fault(
-                    "index entry",
-                    info.index_offset.unwrap_or(0),
-                    format!("chunk {i}: invalid special value 0x{:016x}", e as u64),
-                )),
-                Some(Slot::Stored(o)) => {
-                    let ok = if sparse_dir.is_some() {
-                        o <= u64::from(u32::MAX)
-                    } else {
-                        o.checked_add(32).is_some_and(|end| end <= info.cbytes)
-                    };
-                    if ok {
-                        Ok(())
-                    } else {
-                        Err(fault(
-                            "index entry",
-                            info.index_offset.unwrap_or(0),
-                            format!(
-                                "chunk {i}: offset {o} outside the chunk area of {} bytes",
-                                info.cbytes
-                            ),
-                        ))
-                    }
-                }
-                Some(Slot::Special(_)) => Ok(()),
-            }
-        };
-        match &index {
-            Index::Explicit(v) => {
-                for (i, &e) in v.iter().enumerate() {
-                    check(i, e)?;
-                }
-            }
-            Index::Repeated(e) => {
-                if nchunks > 0 {
-                    check(0, *e)?;
-                }
-                // Issue 22: every chunk at one stored offset (or chunk file). C-Blosc2 never
-                // shares a chunk's bytes between chunks; more chunks than the chunk area holds
-                // chunk headers is a count the file cannot hold, refused here at no cost
-                // rather than walked chunk by chunk (hostile inputs declare 200 M).
-                let stored = matches!(classify(*e), Some(Slot::Stored(_)));
-                let room = info.cbytes / 32;
-                if stored && nchunks > 1 && nchunks as u64 > room {
-                    return Err(fault(
-                        "index chunk",
-                        info.index_offset.unwrap_or(0),
-                        format!(
-                            "{nchunks} chunks all at one stored entry {e}: a chunk area of {} \
-                             bytes holds at most {room} chunks",
-                            info.cbytes
-                        ),
-                    ));
-                }
-            }
-        }
 
         // 5. Trailer.
         let t_start = if nbytes > 0 {
@@ -387,9 +322,23 @@ impl Frame {
             info.header_len
         };
         let t_len = (info.frame_len - t_start) as usize;
-        let trailer = src.read_at(abs(t_start), t_len, "trailer")?;
-        let layers =
-            parse_layers(&trailer, abs(t_start), 2, MAX_VLMETALAYERS, "trailer").map_err(mal)?;
+        let trailer = match trailer_len {
+            Some(_) => src.read_at(abs(t_start), t_len, "trailer")?,
+            None => Vec::new(),
+        };
+        let layers = match trailer_len.map(|_| {
+            parse_layers(&trailer, abs(t_start), 2, MAX_VLMETALAYERS, "trailer").map_err(mal)
+        }) {
+            None => Vec::new(),
+            Some(Ok(layers)) => layers,
+            Some(Err(e)) => match lenient.as_deref_mut() {
+                Some(damaged) => {
+                    damaged.push(Damaged::lost("trailer", &e));
+                    Vec::new()
+                }
+                None => return Err(e),
+            },
+        };
         let mut vlmeta = Vec::with_capacity(layers.len());
         for (name, chunk, at) in layers {
             let content = Decoder::with_limit(vlmeta_limit(chunk.len(), limit))
@@ -399,7 +348,15 @@ impl Frame {
                     name: name.clone(),
                     offset: at,
                     source,
-                })?;
+                });
+            let content = match (content, lenient.as_deref_mut()) {
+                (Ok(c), _) => c,
+                (Err(e), Some(damaged)) => {
+                    damaged.push(Damaged::lost("vlmetalayer", &e));
+                    continue;
+                }
+                (Err(e), None) => return Err(e),
+            };
             vlmeta.push(Vlmetalayer {
                 json: attrs::content_to_json(&content),
                 name,
@@ -484,5 +441,127 @@ impl Frame {
     /// Vlmetalayers in trailer order.
     pub(crate) fn vlmetalayers(&self) -> &[Vlmetalayer] {
         &self.vlmeta
+    }
+}
+
+/// Step 4 of opening a frame: nchunks and the index chunk (between the chunk area, or the
+/// header for a sparse frame, and `data_end`), every stored entry bound-checked.
+fn read_index(
+    src: &Source,
+    info: &mut FrameInfo,
+    start: u64,
+    sparse_dir: Option<&Path>,
+    (nbytes, cbytes): (i64, i64),
+    data_end: u64,
+    limit: usize,
+) -> Result<(usize, Index), ContainerError> {
+    let path = &src.path().to_path_buf();
+    let mal = malformed(path);
+    let fault = |what: &str, offset: u64, why: String| mal(Fault::new(what, offset, why));
+    let abs = |o: u64| start + o;
+    let (nchunks, index) = if nbytes == 0 {
+        (0, Index::Explicit(Vec::new()))
+    } else {
+        if info.chunksize < 0 {
+            return Err(fault(
+                "chunksize",
+                start + 58,
+                format!("chunksize {} with nbytes {nbytes}", info.chunksize),
+            ));
+        }
+        let idx_start = if sparse_dir.is_some() {
+            info.header_len
+        } else {
+            info.header_len.saturating_add(cbytes as u64)
+        };
+        if idx_start >= data_end {
+            return Err(fault(
+                "cbytes",
+                start + 39,
+                format!("index would start at {idx_start}, at or after the trailer at {data_end}"),
+            ));
+        }
+        let region_len = (data_end - idx_start) as usize;
+        info.index_offset = Some(abs(idx_start));
+        info.index_len = region_len as u64;
+        let region = src.read_at(abs(idx_start), region_len, "index chunk")?;
+        decode_index(&region, info, abs(idx_start), limit).map_err(|e| match e {
+            IndexError::Fault(f) => mal(f),
+            IndexError::Codec(source) => ContainerError::Chunk {
+                path: path.to_path_buf(),
+                index: usize::MAX,
+                source,
+            },
+        })?
+    };
+    // Bound-check stored entries.
+    let check = |i: usize, e: i64| -> Result<(), ContainerError> {
+        match classify(e) {
+            None => Err(fault(
+                "index entry",
+                info.index_offset.unwrap_or(0),
+                format!("chunk {i}: invalid special value 0x{:016x}", e as u64),
+            )),
+            Some(Slot::Stored(o)) => {
+                let ok = if sparse_dir.is_some() {
+                    o <= u64::from(u32::MAX)
+                } else {
+                    o.checked_add(32).is_some_and(|end| end <= info.cbytes)
+                };
+                if ok {
+                    Ok(())
+                } else {
+                    Err(fault(
+                        "index entry",
+                        info.index_offset.unwrap_or(0),
+                        format!(
+                            "chunk {i}: offset {o} outside the chunk area of {} bytes",
+                            info.cbytes
+                        ),
+                    ))
+                }
+            }
+            Some(Slot::Special(_)) => Ok(()),
+        }
+    };
+    match &index {
+        Index::Explicit(v) => {
+            for (i, &e) in v.iter().enumerate() {
+                check(i, e)?;
+            }
+        }
+        Index::Repeated(e) => {
+            if nchunks > 0 {
+                check(0, *e)?;
+            }
+            // Issue 22: every chunk at one stored offset (or chunk file). C-Blosc2 never
+            // shares a chunk's bytes between chunks; more chunks than the chunk area holds
+            // chunk headers is a count the file cannot hold, refused here at no cost
+            // rather than walked chunk by chunk (hostile inputs declare 200 M).
+            let stored = matches!(classify(*e), Some(Slot::Stored(_)));
+            let room = info.cbytes / 32;
+            if stored && nchunks > 1 && nchunks as u64 > room {
+                return Err(fault(
+                    "index chunk",
+                    info.index_offset.unwrap_or(0),
+                    format!(
+                        "{nchunks} chunks all at one stored entry {e}: a chunk area of {} \
+                         bytes holds at most {room} chunks",
+                        info.cbytes
+                    ),
+                ));
+            }
+        }
+    }
+    Ok((nchunks, index))
+}
+
+/// The [`ContainerError::Malformed`] of `path` a parse fault makes.
+fn malformed(path: &Path) -> impl Fn(Fault) -> ContainerError + Copy + '_ {
+    move |f: Fault| ContainerError::Malformed {
+        path: path.to_path_buf(),
+        what: f.what,
+        offset: f.offset,
+        why: f.why,
     }
 }

@@ -445,7 +445,7 @@ impl Tree {
             return self.npy_set_size(array, size);
         }
         if let WriteTarget::Zarr(id) = target {
-            return self.zarr_set_size(id, size);
+            return self.zarr_set_size(ino, id, size);
         }
         let size = usize::try_from(size).map_err(|_| TreeError::TooBig("size".into()))?;
         self.with_buffer(ino, target, |buf, limit| {

@@ -362,6 +362,131 @@ fn verify_and_salvage_frames() {
     });
 }
 
+/// Runs salvage SOURCE DEST: exit code and stderr.
+fn salvage_run(source: &Path, dest: &Path) -> (Option<i32>, String) {
+    let out = b2fs()
+        .arg("salvage")
+        .arg(source)
+        .arg(dest)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    (out.status.code(), err)
+}
+
+/// The damaged-structure reasons of a verify report, joined.
+fn structure(report: &Value) -> String {
+    report["structure"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["reason"].as_str().unwrap().to_owned())
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// A frame python-blosc2 wrote whose index or trailer is damaged: python-blosc2 cannot open
+/// it; `verify` opens it leniently, says which part is damaged and still checks every chunk
+/// (located by walking their headers when the index is gone); `salvage` writes a sound frame
+/// with every readable chunk exact (damaged ones zeros), the index rebuilt and what the
+/// damaged trailer held lost (exit 1, DEST written). A frame whose index and a chunk header
+/// are both destroyed cannot be walked safely: verify says why, salvage writes nothing.
+#[test]
+fn verify_and_salvage_a_frame_with_a_damaged_index_or_trailer() {
+    let py = or_skip!(python(
+        "verify_and_salvage_a_frame_with_a_damaged_index_or_trailer"
+    ));
+    let f = fixtures(&py);
+    let src = f.join("frame.b2frame");
+    let a = array(&src);
+    let n = a.nchunks();
+    let idx = a.frame_info().unwrap().index_offset.unwrap();
+    let good = reference(&py, "frame", &src);
+    let (s3, c3) = chunk_at(&a, 3);
+    let (s2, _) = chunk_at(&a, 2);
+    let bytes = std::fs::read(&src).unwrap();
+    let vl = &a.vlmetalayers()[0].chunk;
+    let vl_at = bytes.windows(vl.len()).position(|w| w == &vl[..]).unwrap() as u64;
+    let dir = tempfile::tempdir().unwrap();
+    // Each case: (name, damage, chunks damaged, a structure reason, salvage exit code).
+    type Damage = fn(&Path, u64, u64, u64, u64);
+    let cases: [(&str, Damage, &[usize], &str, i32); 2] = [
+        (
+            "index",
+            |p, idx, s3, c3, _| {
+                smash(p, idx + 4, 12);
+                smash(p, s3 + c3 / 2, 64);
+            },
+            &[3],
+            "located by walking their headers",
+            0,
+        ),
+        (
+            "trailer",
+            |p, _, _, _, vl_at| smash(p, vl_at, 16),
+            &[],
+            "vlmetalayer damaged",
+            1,
+        ),
+    ];
+    for (name, damage, want, reason, code) in cases {
+        let p = dir.path().join(format!("{name}.b2frame"));
+        copy(&src, &p);
+        damage(&p, idx, s3, c3, vl_at);
+        if name == "index" {
+            let r = reference(&py, "frame", &p);
+            assert!(!r.errors.is_empty(), "{name}: python-blosc2 opens it");
+        }
+        let (exit, v) = verify_json(&p);
+        assert_eq!(exit, 1, "{name}: {v:#}");
+        assert!(structure(&v).contains(reason), "{name}: {v:#}");
+        assert_eq!(v["chunks"], n, "{name}: {v:#}");
+        let damaged: Vec<u64> = v["damaged"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|d| d["chunk"].as_u64().unwrap())
+            .collect();
+        assert_eq!(damaged, want.iter().map(|&i| i as u64).collect::<Vec<_>>());
+        let dest = dir.path().join(format!("salvaged-{name}.b2frame"));
+        let (exit, err) = salvage_run(&p, &dest);
+        assert_eq!(exit, Some(code), "{name}: {err}");
+        assert!(err.contains(reason), "{name}: {err}");
+        let after = reference(&py, "frame", &dest);
+        assert!(after.errors.is_empty(), "{name}: {:?}", after.errors);
+        for (i, (was, now)) in good.chunks[""].iter().zip(&after.chunks[""]).enumerate() {
+            let now = now.as_ref().unwrap();
+            if want.contains(&i) {
+                assert!(now.1, "{name}: chunk {i} not zeros");
+            } else {
+                assert_eq!(was.as_ref(), Some(now), "{name}: chunk {i} changed");
+            }
+        }
+        assert_eq!(after.chunks[""].len(), n, "{name}");
+        let record = &after.salvage[""];
+        assert_eq!(record["damaged"].as_array().unwrap().len(), want.len());
+        assert!(record["structure"][0].as_str().unwrap().contains(reason));
+        let (exit, v) = verify_json(&dest);
+        assert_eq!(exit, 0, "{name}: salvaged copy not sound: {v:#}");
+    }
+    // The index and chunk 2's header destroyed: chunk 2 cannot be told from what follows.
+    let p = dir.path().join("both.b2frame");
+    copy(&src, &p);
+    smash(&p, idx + 4, 12);
+    smash(&p, s2, 16);
+    let (exit, v) = verify_json(&p);
+    assert_eq!(exit, 1);
+    let why = structure(&v);
+    assert!(why.contains("cannot be located without it"), "{why}");
+    assert!(why.contains("chunk 2's header"), "{why}");
+    let dest = dir.path().join("salvaged-both.b2frame");
+    let (exit, err) = salvage_run(&p, &dest);
+    assert_eq!(exit, Some(1), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.contains("cannot be located"), "{err}");
+    assert!(!dest.exists());
+}
+
 #[test]
 fn verify_and_salvage_sparse_frame() {
     let py = or_skip!(python("verify_and_salvage_sparse_frame"));
@@ -399,6 +524,61 @@ fn verify_and_salvage_bcolz() {
     case(&py, "ctable", "ctable-hole", "ctable", |p| {
         std::fs::remove_file(p.join("x/data/__1.blp")).unwrap();
     });
+}
+
+/// A refused salvage into `dest` (in `dir`) wrote nothing: no DEST, no temporary left.
+fn nothing_written(dir: &Path, dest: &Path) {
+    assert!(!dest.exists());
+    let left: Vec<_> = std::fs::read_dir(dir)
+        .unwrap()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().starts_with('.'))
+        .collect();
+    assert!(left.is_empty(), "temporaries left: {left:?}");
+}
+
+/// A copy `dir/name` of the carray bcolz wrote, chunk files `holes` removed.
+fn carray_without(py: &Path, dir: &Path, name: &str, holes: &[usize]) -> PathBuf {
+    let p = dir.join(name);
+    copy(&fixtures(py).join("carray"), &p);
+    for h in holes {
+        std::fs::remove_file(p.join(format!("data/__{h}.blp"))).unwrap();
+    }
+    p
+}
+
+/// A carray bcolz wrote, three of its ten chunk files removed: `verify` says it checked the
+/// seven chunks whose files are there and counts the three missing ones apart (JSON and
+/// text), and `salvage`'s summary counts the ten chunks, seven kept.
+#[test]
+fn verify_counts_missing_chunk_files_apart_from_the_chunks_it_checked() {
+    let py = or_skip!(python(
+        "verify_counts_missing_chunk_files_apart_from_the_chunks_it_checked"
+    ));
+    let dir = tempfile::tempdir().unwrap();
+    let p = carray_without(&py, dir.path(), "holes", &[2, 6, 7]);
+    let (code, v) = verify_json(&p);
+    assert_eq!(code, 1, "{v:#}");
+    assert_eq!(v["missing"][0]["declared_chunks"], 10, "{v:#}");
+    assert_eq!(v["chunks"], 7, "{v:#}");
+    assert_eq!(v["missing_chunks"], 3, "{v:#}");
+    assert_eq!(v["damaged_chunks"], 3, "{v:#}");
+    let out = b2fs().arg("verify").arg(&p).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("checked:  1 arrays, 7 chunks"), "{text}");
+    assert!(text.contains("missing:  3 chunks"), "{text}");
+    assert!(
+        text.contains("result:   DAMAGED (3 chunks (3 of them missing), 0 structures)"),
+        "{text}"
+    );
+    let dest = dir.path().join("rescued");
+    let out = b2fs().arg("salvage").arg(&p).arg(&dest).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(
+        err.contains("7 of 10 chunks kept, 3 replaced by zeros (3 of them missing chunk files)"),
+        "{err}"
+    );
 }
 
 /// A bcolz-written carray whose `meta/sizes` says `rows` rows (chunklen 1024, ten chunk files).
@@ -451,7 +631,9 @@ fn verify_bcolz_declaring_more_chunks_than_files_is_bounded() {
         );
         assert_eq!(r.code, Some(1));
         let v: Value = serde_json::from_slice(&r.out).unwrap();
-        assert_eq!(v["chunks"], declared);
+        // Checked: the chunk files present; the missing ones are counted apart.
+        assert_eq!(v["chunks"], 10 - holes.len() as u64, "{name}");
+        assert_eq!(v["missing_chunks"], missing, "{name}");
         // Chunk 9 is the file of the 784-row leftover, now a full chunk's slot: too short.
         assert_eq!(v["damaged_chunks"], missing + 1, "{name}");
         assert_eq!(v["damaged_listed"], false);
@@ -469,23 +651,68 @@ fn verify_bcolz_declaring_more_chunks_than_files_is_bounded() {
             "{name}: {declared} chunks declared, verify {:?}, peak RSS {} KiB",
             r.took, r.max_rss_kib
         );
-        // Salvage: refused at once, one line naming meta/sizes, nothing written.
+        // Salvage: refused at once, one line naming meta/sizes, nothing written. The missing
+        // chunks alone are over the 100,000 salvage replaces: it refuses before listing any
+        // of them or decoding a chunk ("at least": the ten files were not decoded).
         let dest = dir.path().join(format!("{name}-salvaged"));
-        let t = std::time::Instant::now();
-        let out = b2fs().arg("salvage").arg(&p).arg(&dest).output().unwrap();
-        let err = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(1), "{err}");
-        assert!(t.elapsed() < std::time::Duration::from_secs(10));
+        let mut cmd = b2fs();
+        cmd.arg("salvage").arg(&p).arg(&dest);
+        let s = timed_run(cmd);
+        let err = &s.err;
+        assert_eq!(s.code, Some(1), "{err}");
+        assert!(s.took < std::time::Duration::from_secs(10));
+        // Listing 100,000 missing chunks first took 27 MiB (0.12 s) for "many"; now 3-7 MiB.
+        assert!(s.max_rss_kib < 16 << 10, "peak RSS {} KiB", s.max_rss_kib);
         assert_eq!(err.lines().count(), 1, "{err}");
         assert!(err.contains("meta/sizes declares"), "{err}");
-        assert!(!dest.exists());
-        let left: Vec<_> = std::fs::read_dir(dir.path())
-            .unwrap()
-            .flatten()
-            .filter(|e| e.file_name().to_string_lossy().starts_with('.'))
-            .collect();
-        assert!(left.is_empty(), "temporaries left: {left:?}");
+        assert!(
+            err.contains(&format!("at least {missing} damaged chunks")),
+            "{err}"
+        );
+        eprintln!(
+            "{name}: salvage refused in {:?}, peak RSS {} KiB",
+            s.took, s.max_rss_kib
+        );
+        nothing_written(dir.path(), &dest);
     }
+}
+
+/// A carray bcolz wrote, its `meta/storage` chunklen raised to chunks of 2 GiB and its
+/// `meta/sizes` declaring 300 of them: every chunk is damaged (the ten files are too short
+/// for their slots, the rest are missing), and their chunks of zeros would take about
+/// 2.3 GiB, over the 1 GiB salvage writes. The refusal is cheap: one line, nothing written,
+/// in 35 ms at 16 MiB peak RSS here (each chunk of zeros is built from one block; before,
+/// one was encoded from 2 GiB of zeros first: 3.3 s on the same machine).
+#[test]
+fn salvage_refuses_zero_chunks_over_the_cap_before_encoding_them_in_full() {
+    let py = or_skip!(python(
+        "salvage_refuses_zero_chunks_over_the_cap_before_encoding_them_in_full"
+    ));
+    let dir = tempfile::tempdir().unwrap();
+    let chunklen = b2fs::codec::MAX_BUFFERSIZE as u64 / 8;
+    let p = carray_declaring(&py, dir.path(), "big", chunklen * 300);
+    let storage = p.join("meta/storage");
+    let mut v: Value = serde_json::from_slice(&std::fs::read(&storage).unwrap()).unwrap();
+    v["chunklen"] = serde_json::json!(chunklen);
+    std::fs::write(&storage, serde_json::to_vec(&v).unwrap()).unwrap();
+    let (code, report) = verify_json(&p);
+    assert_eq!(code, 1);
+    assert_eq!(report["damaged_chunks"], 300, "{report:#}");
+    let dest = dir.path().join("rescued");
+    let mut cmd = b2fs();
+    cmd.arg("salvage").arg(&p).arg(&dest);
+    let r = timed_run(cmd);
+    assert_eq!(r.code, Some(1), "{}", r.err);
+    assert_eq!(r.err.lines().count(), 1, "{}", r.err);
+    assert!(r.err.contains("of zero chunks"), "{}", r.err);
+    assert!(
+        r.took < std::time::Duration::from_millis(1500),
+        "refused in {:?}",
+        r.took
+    );
+    assert!(r.max_rss_kib < 128 << 10, "peak RSS {} KiB", r.max_rss_kib);
+    eprintln!("refused in {:?}, peak RSS {} KiB", r.took, r.max_rss_kib);
+    nothing_written(dir.path(), &dest);
 }
 
 /// A bcolz root holding a symbolic link to a directory (`data/loop -> ..`: not a chunk name,
@@ -497,9 +724,7 @@ fn salvage_refuses_a_symbolic_link_to_a_directory_in_the_source() {
         "salvage_refuses_a_symbolic_link_to_a_directory_in_the_source"
     ));
     let dir = tempfile::tempdir().unwrap();
-    let p = dir.path().join("c.bcolz");
-    copy(&fixtures(&py).join("carray"), &p);
-    std::fs::remove_file(p.join("data/__3.blp")).unwrap();
+    let p = carray_without(&py, dir.path(), "c.bcolz", &[3]);
     std::os::unix::fs::symlink("..", p.join("data/loop")).unwrap();
     let listing = |p: &Path| {
         let mut names: Vec<_> = std::fs::read_dir(p.join("data"))
@@ -609,10 +834,15 @@ struct Run {
 }
 
 fn verify_run(source: &Path) -> Run {
+    let mut cmd = b2fs();
+    cmd.args(["verify", "--json"]).arg(source);
+    timed_run(cmd)
+}
+
+/// Runs `cmd` as [`verify_run`] runs verify (under [`HOSTILE_LIMIT`], peak RSS sampled).
+fn timed_run(mut cmd: std::process::Command) -> Run {
     let t = std::time::Instant::now();
-    let child = b2fs()
-        .args(["verify", "--json"])
-        .arg(source)
+    let child = cmd
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .spawn()

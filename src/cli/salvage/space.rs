@@ -3,14 +3,16 @@
 //! `.b2z`, whose commit rewrites the zip beside it) plus the chunks of zeros that replace the
 //! damaged ones (a bcolz chunk of zeros is a `.blp` file of its own; in a frame it is an index
 //! entry), against the space free where DEST goes, and the zero chunks' bytes (held in memory
-//! for the commit) against [`MAX_ZERO_BYTES`].
+//! for the commit) against [`MAX_ZERO_BYTES`]. Everything that can refuse a salvage is checked
+//! here, before anything is written, at the cost of encoding at most [`MAX_ZERO_BYTES`] (plus
+//! one chunk) of zero chunks, in the time of their output.
 
 use std::collections::HashMap;
 use std::path::Path;
 
 use super::super::Error;
 use super::super::check::{self, Report};
-use super::{ZeroChunks, copied_node, other};
+use super::{ZeroChunks, copied_node, other, slot_nbytes};
 use crate::container::store::Form;
 use crate::container::{Container, Opened, SourceKind};
 
@@ -23,48 +25,62 @@ const BLOCK: u64 = 4096;
 pub(super) struct Need {
     /// Bytes of the copy of SOURCE (twice when the salvage rewrites it beside itself).
     copy: u64,
-    /// Bytes of the zero chunks, as encoded.
-    zeros: u64,
     /// Bytes on disk of the zero chunks (each at least a block).
     zeros_on_disk: u64,
     /// Chunks replaced.
     chunks: usize,
 }
 
-/// What salvaging the damaged chunks of `report` from `opened` (read from `local`) writes.
-/// The chunks of zeros are measured as `zero_chunks` encodes them (once per format, size and
-/// typesize), and the commit later writes those same bytes.
+/// What salvaging the damaged chunks of `report` from `opened` (read from `local`) writes,
+/// refusing the run as soon as it is known that it must be refused. First what costs no
+/// encoding: the copy's size (a symbolic link to a directory in SOURCE refuses it) and the
+/// size of every damaged chunk's slot (one that cannot be known refuses it); then the chunks
+/// of zeros, as `zero_chunks` encodes them (once per format, size and typesize, in the time
+/// of their output: the commit later writes those same bytes), stopping as soon as their sum
+/// passes [`MAX_ZERO_BYTES`].
 ///
 /// # Errors
-/// When the size of `local` cannot be read.
+/// When the size of `local` cannot be read, a slot's size is unknown, or the chunks of zeros
+/// pass [`MAX_ZERO_BYTES`] (one line saying why).
 pub(super) fn needed(
     opened: &Opened,
     local: &Path,
     report: &Report,
     zero_chunks: &ZeroChunks,
+    source: &Path,
 ) -> Result<Need, Error> {
+    let copy = tree_bytes(local)?;
     let mut scratch = Report::default();
     let targets = check::targets(opened, &mut scratch);
     let by_label: HashMap<&Option<String>, &crate::container::Array> =
         targets.iter().map(|t| (&t.label, t.array)).collect();
+    let damaged: Vec<(&crate::container::Array, usize)> = report
+        .damaged
+        .iter()
+        .filter_map(|d| Some((*by_label.get(&d.array)?, d.chunk)))
+        .collect();
+    for &(a, i) in &damaged {
+        slot_nbytes(a, i)?;
+    }
     let (mut zeros, mut zeros_on_disk) = (0u64, 0u64);
-    for d in &report.damaged {
-        let Some(a) = by_label.get(&d.array) else {
-            continue;
-        };
-        // A size that cannot be known fails the salvage later, naming the chunk.
-        if a.chunk_nbytes(d.chunk).is_err() {
-            continue;
-        }
-        let len = zero_chunks.for_slot(a, d.chunk)?.len() as u64;
+    for &(a, i) in &damaged {
+        let len = zero_chunks.for_slot(a, i)?.len() as u64;
         zeros += len;
+        if zeros > MAX_ZERO_BYTES {
+            return Err(other(format!(
+                "cannot salvage '{}': its {} damaged chunks become more than {} of zero \
+                 chunks, the most salvage writes",
+                source.display(),
+                report.damaged.len(),
+                human(MAX_ZERO_BYTES)
+            )));
+        }
         zeros_on_disk += if a.kind() == SourceKind::BcolzCarray {
             len.div_ceil(BLOCK).max(1) * BLOCK
         } else {
             len
         };
     }
-    let copy = tree_bytes(local)?;
     let rewritten = match opened {
         Opened::Single(Container::Array(a)) => a.kind() == SourceKind::Cframe,
         Opened::Collection(c) => c.form() == Form::Zip,
@@ -76,7 +92,6 @@ pub(super) fn needed(
         } else {
             copy
         },
-        zeros,
         zeros_on_disk,
         chunks: report.damaged.len(),
     })
@@ -103,22 +118,12 @@ fn human(n: u64) -> String {
     super::super::info::human(n)
 }
 
-/// Refuses a salvage whose zero chunks pass [`MAX_ZERO_BYTES`] or that does not fit the space
-/// free in `parent` (DEST's directory), in one line.
+/// Refuses a salvage that does not fit the space free in `parent` (DEST's directory), in one
+/// line.
 ///
 /// # Errors
 /// [`Error::Other`] saying why.
 pub(super) fn check(parent: &Path, need: &Need, source: &Path) -> Result<(), Error> {
-    if need.zeros > MAX_ZERO_BYTES {
-        return Err(other(format!(
-            "cannot salvage '{}': its {} damaged chunks become {} of zero chunks, over the {} \
-             salvage writes",
-            source.display(),
-            need.chunks,
-            human(need.zeros),
-            human(MAX_ZERO_BYTES)
-        )));
-    }
     let total = need.copy.saturating_add(need.zeros_on_disk);
     if let Ok(s) = rustix::fs::statvfs(parent) {
         let free = s.f_bavail.saturating_mul(s.f_frsize.max(1));

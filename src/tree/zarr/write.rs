@@ -16,8 +16,9 @@
 //! - `zarr.json` files cannot be changed (EPERM, logged): resize, append and attribute
 //!   edits go through the native tree (`__attrs__`, `data/`). Writing back the bytes it
 //!   holds (tools that rewrite metadata they did not change) succeeds and changes nothing,
-//!   in place or through a temp file renamed over it; `truncate`/`O_TRUNC` of it are
-//!   accepted and change nothing (the rewrite that follows must then be identical).
+//!   in place or through a temp file renamed over it; `O_TRUNC`, and `ftruncate` to 0 on
+//!   a handle open for writing, are accepted and change nothing (the rewrite that follows
+//!   must then be identical); a `truncate` to any other size but its own is EPERM.
 //! - A read-only mount refuses everything with EROFS.
 
 use super::geom::Source;
@@ -146,17 +147,30 @@ impl Tree {
         })
     }
 
-    /// `truncate` of a chunk object or `zarr.json` to `size`: nothing changes (their sizes
-    /// are fixed).
+    /// `truncate` of chunk object or `zarr.json` `ino` to `size`: nothing changes (their sizes
+    /// are fixed). A `zarr.json` takes its own size, and 0 while a handle has it open for
+    /// writing (`O_TRUNC`, or `ftruncate` before a rewrite, which must then be identical);
+    /// any other size would say the file changed when it did not, so it is refused.
     ///
     /// # Errors
-    /// [`TreeError::TooBig`] past a chunk object's size; [`TreeError::NotPermitted`] past a
-    /// `zarr.json`'s.
-    pub(crate) fn zarr_set_size(&self, target: ZarrTarget, size: u64) -> Result<(), TreeError> {
+    /// [`TreeError::TooBig`] past a chunk object's size; [`TreeError::NotPermitted`] for any
+    /// other size of a `zarr.json`.
+    pub(crate) fn zarr_set_size(
+        &self,
+        ino: u64,
+        target: ZarrTarget,
+        size: u64,
+    ) -> Result<(), TreeError> {
         let id = match target {
             ZarrTarget::Chunk(id) => id,
-            ZarrTarget::Json(z) if size <= self.zarr_json(z)?.len() as u64 => return Ok(()),
-            ZarrTarget::Json(_) => return Err(zarr_json_refused()),
+            ZarrTarget::Json(z) => {
+                let same = size == self.zarr_json(z)?.len() as u64;
+                let rewrite = size == 0 && self.handles.other_writer(ino, None);
+                return match same || rewrite {
+                    true => Ok(()),
+                    false => Err(zarr_json_refused()),
+                };
+            }
         };
         let g = self
             .zarr_geom(id.array, None)

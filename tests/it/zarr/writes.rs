@@ -244,6 +244,11 @@ fn an_identical_rewrite_of_a_zarr_json_through_a_mount_changes_nothing() {
         let err = std::fs::rename(&tmp, &path).unwrap_err();
         assert_eq!(err.raw_os_error(), Some(libc::EPERM), "{rel}: {err}");
         std::fs::remove_file(&tmp).unwrap();
+        // A shorter truncate (a setattr through the kernel) is refused too.
+        let f = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
+        let err = f.set_len(10).unwrap_err();
+        assert_eq!(err.raw_os_error(), Some(libc::EPERM), "{rel}: {err}");
+        drop(f);
         assert_eq!(
             std::fs::read(&path).unwrap(),
             doc,
@@ -251,6 +256,54 @@ fn an_identical_rewrite_of_a_zarr_json_through_a_mount_changes_nothing() {
         );
     }
     m.umount();
+    assert!(std::fs::read(&src).unwrap() == before, "the source changed");
+}
+
+/// A `zarr.json` truncated to any size but its own is refused with EPERM and left as it was
+/// (it was accepted and changed nothing: the file silently kept its size); `O_TRUNC`, and
+/// `ftruncate` to 0 on a descriptor open for writing, still start an identical rewrite. Tree
+/// API on a b2nd python-blosc2 wrote.
+#[test]
+fn truncating_a_zarr_json_is_refused_unless_it_starts_a_rewrite() {
+    let py = or_skip!(python(
+        "truncating_a_zarr_json_is_refused_unless_it_starts_a_rewrite"
+    ));
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("t.b2nd");
+    let make = "import sys, numpy as np, blosc2\n\
+        blosc2.asarray(np.arange(600, dtype=np.float32).reshape(20, 30), chunks=(10, 15), \
+        urlpath=sys.argv[1], mode='w')\n";
+    run_python(&py, &["-c", make, src.to_str().unwrap()]);
+    let before = std::fs::read(&src).unwrap();
+    let t = Tree::from_source(&src, opts(true)).unwrap();
+    for rel in ["zarr/t/zarr.json", "zarr/zarr.json"] {
+        let o = ino(&t, rel);
+        let doc = read_all(&t, o, 4096);
+        let len = doc.len() as u64;
+        assert!(len > 100, "{rel}");
+        // No descriptor open: shorter, 0 and longer are refused; its own size is accepted.
+        for size in [len - 1, 10, 0, len + 1] {
+            let err = t.set_size(o, size).unwrap_err();
+            assert_eq!(err.errno(), libc::EPERM, "{rel} to {size}: {err}");
+            assert_eq!(t.getattr(o).unwrap().size, len, "{rel}");
+        }
+        t.set_size(o, len).unwrap();
+        // O_TRUNC, then the same bytes in two writes.
+        let fh = t.open(o, libc::O_WRONLY | libc::O_TRUNC).unwrap();
+        t.write(o, fh, 0, &doc[..50]).unwrap();
+        t.write(o, fh, 50, &doc[50..]).unwrap();
+        t.release(fh).unwrap();
+        // ftruncate to 0 on a descriptor open for writing, then the same bytes; a shorter
+        // size on it is still refused.
+        let fh = t.open(o, libc::O_WRONLY).unwrap();
+        let err = t.set_size(o, 5).unwrap_err();
+        assert_eq!(err.errno(), libc::EPERM, "{rel}: {err}");
+        t.set_size(o, 0).unwrap();
+        t.write(o, fh, 0, &doc).unwrap();
+        t.release(fh).unwrap();
+        assert!(read_all(&t, o, 4096) == doc, "{rel}");
+    }
+    drop(t);
     assert!(std::fs::read(&src).unwrap() == before, "the source changed");
 }
 

@@ -1,0 +1,184 @@
+//! A lenient open of a damaged contiguous frame, for `b2fs verify` and `b2fs salvage` only
+//! (mounts and every other caller open strictly): the header prefix and the metalayers must
+//! parse (without them nothing can be located), but a damaged index, trailer or vlmetalayer
+//! is recorded as a [`Damaged`] part instead of failing the open.
+//!
+//! - **Trailer or a vlmetalayer**: the chunks are still located by the index; the attributes
+//!   that cannot be read are lost.
+//! - **Index**: the chunks are located by walking their 32-byte headers from the start of the
+//!   chunk area (C-Blosc2 appends each chunk right after the previous one), and only when the
+//!   result is unambiguous: a fixed chunk size, every header declaring that size (the last
+//!   chunk the remainder of `nbytes`), as many chunks as `nbytes / chunksize` and the walk
+//!   ending exactly at `cbytes`. A frame with special chunks (zeros, NaN: no bytes in the
+//!   chunk area), updated chunks (their old bytes stay as dead space) or a destroyed chunk
+//!   header cannot be walked safely: which bytes are chunk `i` is then unknown, and the open
+//!   fails saying so.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use super::index::{Index, MAX_NCHUNKS};
+use super::{Frame, FrameInfo};
+use crate::codec::ChunkHeader;
+use crate::container::ContainerError;
+use crate::container::source::{IoStats, Source};
+use crate::error::display_chain;
+
+/// A part of a frame a lenient open did without.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Damaged {
+    /// The part (`index`, `trailer`, `vlmetalayer`) and why it cannot be read, one line.
+    pub reason: String,
+    /// Whether what it held was recovered (an index rebuilt from the chunk headers) rather
+    /// than lost (attributes).
+    pub recovered: bool,
+}
+
+impl Damaged {
+    /// A part whose content is lost.
+    pub(super) fn lost(part: &str, e: &ContainerError) -> Damaged {
+        Damaged {
+            reason: format!("{part} damaged: {}: what it held is lost", display_chain(e)),
+            recovered: false,
+        }
+    }
+}
+
+impl Frame {
+    /// Opens the contiguous frame file `path` leniently: the parts it did without are pushed
+    /// to `damaged` ([`Damaged`]).
+    ///
+    /// # Errors
+    /// As a strict open, for a damaged header or metalayers, or an index whose chunks cannot
+    /// be located.
+    pub(crate) fn open_lenient(
+        path: &Path,
+        stats: Arc<IoStats>,
+        damaged: &mut Vec<Damaged>,
+    ) -> Result<Frame, ContainerError> {
+        let src = Source::open_mapped(path, Arc::clone(&stats))?;
+        Frame::open_parsed(src, 0, None, stats, Some(damaged))
+    }
+}
+
+impl crate::container::Array {
+    /// Opens the contiguous frame file `path` leniently, for `b2fs verify` and `b2fs
+    /// salvage`: a damaged index, trailer or vlmetalayer is done without (an index rebuilt
+    /// from the chunk headers when that is unambiguous, attributes lost) and returned as a
+    /// [`Damaged`] part.
+    ///
+    /// # Errors
+    /// As [`crate::container::open`], for what a lenient open cannot do without.
+    pub fn open_frame_lenient(
+        path: &Path,
+    ) -> Result<(crate::container::Array, Vec<Damaged>), ContainerError> {
+        let stats = Arc::new(IoStats::default());
+        let mut damaged = Vec::new();
+        let f = Frame::open_lenient(path, Arc::clone(&stats), &mut damaged)?;
+        let a = Self::from_frame(
+            path.to_path_buf(),
+            crate::container::SourceKind::Cframe,
+            f,
+            stats,
+        )?;
+        Ok((a, damaged))
+    }
+}
+
+/// The chunks of a contiguous frame whose index could not be read (`err`), located by
+/// walking their headers; records the rebuilt index in `damaged`.
+///
+/// # Errors
+/// `err`, saying why the chunks cannot be located without the index.
+pub(super) fn locate(
+    src: &Source,
+    info: &FrameInfo,
+    start: u64,
+    err: ContainerError,
+    damaged: &mut Vec<Damaged>,
+) -> Result<(usize, Index), ContainerError> {
+    match walk(src, info, start) {
+        Ok(entries) => {
+            damaged.push(Damaged {
+                reason: format!(
+                    "index damaged: {}: its {} chunks were located by walking their headers",
+                    display_chain(&err),
+                    entries.len()
+                ),
+                recovered: true,
+            });
+            Ok((entries.len(), Index::Explicit(entries)))
+        }
+        Err(why) => Err(ContainerError::Malformed {
+            path: src.path().to_path_buf(),
+            what: "index chunk".into(),
+            offset: info.index_offset.unwrap_or(start + info.header_len),
+            why: format!(
+                "{}; the chunks cannot be located without it: {why}",
+                display_chain(&err)
+            ),
+        }),
+    }
+}
+
+/// The offsets (from the end of the header) of the chunks found one after the other in the
+/// chunk area, when they are exactly the chunks the header declares (module doc).
+fn walk(src: &Source, info: &FrameInfo, start: u64) -> Result<Vec<i64>, String> {
+    let size = u64::try_from(info.chunksize)
+        .ok()
+        .filter(|&c| c > 0)
+        .ok_or("a variable-size frame (chunksize 0): the chunks' sizes cannot be checked")?;
+    let n = info.nbytes.div_ceil(size);
+    if n > MAX_NCHUNKS || n > info.cbytes / 32 {
+        return Err(format!(
+            "{n} chunks declared, more than the chunk area of {} bytes holds",
+            info.cbytes
+        ));
+    }
+    let last = info.nbytes - (n - 1) * size;
+    let base = start + info.header_len;
+    // Bounded by the bytes there are, whatever the header claims.
+    let mut entries = Vec::with_capacity(n.min(src.len() / 32) as usize);
+    let mut pos = 0u64;
+    while pos < info.cbytes {
+        let i = entries.len() as u64;
+        if i == n {
+            return Err(format!(
+                "bytes follow the {n} chunks the header declares at offset {}: dead space or \
+                 updated chunks, so which bytes are which chunk is unknown",
+                base + pos
+            ));
+        }
+        let at = base + pos;
+        let bytes = src
+            .read_at(at, 32.min((info.cbytes - pos) as usize), "chunk header")
+            .map_err(|e| display_chain(&e))?;
+        let h = ChunkHeader::parse(&bytes)
+            .map_err(|e| format!("chunk {i}'s header at offset {at}: {e}"))?;
+        let want = if i + 1 == n { last } else { size };
+        if h.nbytes as u64 != want {
+            return Err(format!(
+                "chunk {i}'s header at offset {at} says {} bytes, not {want}: a special chunk \
+                 (no bytes) or a damaged header, so the chunks after it cannot be placed",
+                h.nbytes
+            ));
+        }
+        if h.cbytes < 32 || pos + h.cbytes as u64 > info.cbytes {
+            return Err(format!(
+                "chunk {i}'s header at offset {at} says {} compressed bytes, past the chunk \
+                 area",
+                h.cbytes
+            ));
+        }
+        entries.push(pos as i64);
+        pos += h.cbytes as u64;
+    }
+    if entries.len() as u64 != n {
+        return Err(format!(
+            "{} chunks in the chunk area, the header declares {n}: special chunks (zeros, \
+             NaN) have no bytes there, so their places are unknown",
+            entries.len()
+        ));
+    }
+    Ok(entries)
+}
