@@ -19,8 +19,12 @@ the summary is the median of the per-round ratios, with the best round. With --w
 summary and the per-round detail replace the block between the `bench_mount` markers of the
 given markdown file; with --chart a bar chart of the medians against their targets is saved
 (matplotlib). --ab also mounts OTHER_BINARY in every round of the patterns seq, load, win,
-win-kc, rand1d and many and prints this binary's rate over it (a same-run A/B against, say, main's
-build).
+win-kc, strips, mmsum, rand1d and many and prints this binary's rate over it (a same-run A/B
+against, say, main's build).
+
+Two patterns are not the issue's own but the same kind of read, with its targets: `strips`
+(tall 4096x64 column strips through a map: the windows' faults at full height) and `mmsum`
+(a reduction over a map of the whole array: every page faulted in file order).
 
 "warm" 4 KiB reads (plain4k) read a 16 MiB region of the file once, then time a second pass
 over it (a region b2fs's default 256 MiB cache holds; the same offsets on a tmpfs copy).
@@ -49,6 +53,7 @@ MULTI = os.path.join(DATA, "multi256")  # four 256 MiB leaves (64 MiB read in ~7
 WSHAPE = (4096, 8192)
 NWIN = 300
 NRAND = 2000
+NSTRIPS = 8
 MARK_BEGIN = "<!-- bench_mount: begin (scripts/bench_mount.py writes this block) -->"
 MARK_END = "<!-- bench_mount: end -->"
 
@@ -149,6 +154,23 @@ def child(kind, path, arg):
             s += float(np.array(arr[r:r + 64, c:c + 64])[0, 0])
         out["again"] = time.perf_counter() - t2
         out["n"], out["check"] = NWIN, s
+    elif kind in ("py-strips", "mnt-strips"):
+        # Tall column strips (every row, 64 columns) at random columns: a model's feature
+        # columns, a time series per pixel; through a map, 4096 faults of one page per strip.
+        arr = (blosc2.open(path, mode="r") if kind == "py-strips"
+               else np.load(path, mmap_mode="r"))
+        rng = np.random.default_rng(int(arg))
+        cols = [int(rng.integers(0, WSHAPE[1] - 64)) for _ in range(NSTRIPS)]
+        t = time.perf_counter()
+        out["check"] = sum(float(np.array(arr[:, c:c + 64]).sum()) for c in cols)
+        out["n"] = NSTRIPS
+    elif kind in ("py-mmsum", "mnt-mmsum"):
+        # A reduction over the whole array: through a map, every page faulted in file order.
+        if kind == "py-mmsum":
+            out["check"] = float(blosc2.open(path, mode="r")[...].sum())
+        else:
+            out["check"] = float(np.load(path, mmap_mode="r").sum())
+        out["n"] = WSHAPE[0] * WSHAPE[1] * 8
     elif kind == "py-rand1d":
         arr = blosc2.open(path, mode="r")
         schunk = arr.schunk
@@ -316,6 +338,27 @@ def p_windows(opts):
     return f
 
 
+def p_strips(b, seed=[0]):
+    seed[0] += 1
+    py = run("py-strips", WIN, seed[0])
+    with Mounted(b, WIN) as m:
+        ours = run("mnt-strips", os.path.join(m.mp, "array.npy"), seed[0])
+    assert abs(py["check"] - ours["check"]) <= 1e-9 * abs(py["check"]), "the strips differ"
+    return rate(ours) / rate(py), (f"python {rate(py):.1f}/s, b2fs {rate(ours):.1f}/s"
+                                   + ab("mnt-strips", WIN, "array.npy", ours, seed[0],
+                                        per_s=True))
+
+
+def p_mmsum(b):
+    py = run("py-mmsum", WIN)
+    with Mounted(b, WIN) as m:
+        ours = run("mnt-mmsum", os.path.join(m.mp, "array.npy"))
+    assert abs(py["check"] - ours["check"]) <= 1e-9 * abs(py["check"]), "the sums differ"
+    return rate(ours) / rate(py), (f"python {rate(py) / 2**20:.0f} MiB/s,"
+                                   f" b2fs {rate(ours) / 2**20:.0f} MiB/s"
+                                   + ab("mnt-mmsum", WIN, "array.npy", ours))
+
+
 def p_rand1d(b):
     py = run("py-rand1d", SEQ)
     with Mounted(b, SEQ) as m:
@@ -432,6 +475,9 @@ PATTERNS = [
     ("win", "300 random 64x64 windows, `mmap_mode='r'` / `arr[w]`, default mount", 1.0, p_windows(())),
     ("win-kc", "300 random 64x64 windows, `mmap_mode='r'` / `arr[w]`, `-o keep_cache`", 1.0,
      p_windows(("keep_cache",))),
+    ("strips", "8 random column strips (4096x64), `mmap_mode='r'` / `arr[:, c:c+64]`", 1.0,
+     p_strips),
+    ("mmsum", "`np.load(array.npy, mmap_mode='r').sum()` / `arr[...].sum()`", 1.0, p_mmsum),
     ("rand1d", "2000 cold 4 KiB `pread`s of chunk files / `get_slice`", 1.0, p_rand1d),
     ("rand2d", "2000 cold 4 KiB `pread`s of `array.npy` / `arr[r, c:c+512]`", 1.0, p_rand2d),
     ("plain4k", "warm 4 KiB random `pread`s of `array.npy` / the same file on tmpfs", 0.2, p_plain4k),

@@ -6,8 +6,8 @@
 
 KIND is a child of bench_mount.py that reads through a mount: mnt-win (300 random 64x64
 windows of win.b2nd's array.npy through np.load(mmap_mode='r')), mnt-rand1d (2000 cold 4 KiB
-preads of seq.b2nd's chunk files), mnt-rand2d, mnt-seq, mnt-load. It mounts the pattern's
-source with BINARY, runs `perf record -F 4999 -g -p DAEMON` while the child runs, and prints
+preads of seq.b2nd's chunk files), mnt-rand2d, mnt-seq, mnt-load, mnt-strips, mnt-mmsum.
+It mounts the pattern's source with BINARY, runs `perf record -F 4999 -g -p DAEMON` while the child runs, and prints
 the daemon's samples by category (decode, with the page faults inside it; FUSE replies and
 page stores; waits; ...) and by thread. The perf data is kept in /tmp/b2fs-profile.data for
 `perf report -i`. --zstd also counts the daemon's calls of ZSTD_decompressDCtx (one per
@@ -29,7 +29,8 @@ import bench_mount as bm  # noqa: E402
 DATA = "/tmp/b2fs-profile.data"
 SOURCES = {"mnt-win": (bm.WIN, "array.npy", "1"), "mnt-rand1d": (bm.SEQ, "", "0"),
            "mnt-rand2d": (bm.WIN, "array.npy", "0"), "mnt-seq": (bm.SEQ, "", "0"),
-           "mnt-load": (bm.WIN, "array.npy", "0")}
+           "mnt-load": (bm.WIN, "array.npy", "0"), "mnt-strips": (bm.WIN, "array.npy", "1"),
+           "mnt-mmsum": (bm.WIN, "array.npy", "0")}
 
 # First match wins; the decoder's frames (libzstd's Huffman loop is hand-written assembly
 # without unwind info: its samples have no caller and no symbol) before everything else.
