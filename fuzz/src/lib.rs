@@ -300,6 +300,12 @@ pub fn frame_open(data: &[u8]) {
     if let Ok(c) = container::open(&path) {
         touch(&c);
     }
+    // The lenient open of `b2fs verify` / `b2fs salvage`: a damaged index, trailer or
+    // vlmetalayer is done without, the index rebuilt from the chunk headers when it can be.
+    if let Ok((a, _damaged)) = Array::open_frame_lenient(&path) {
+        touch_array(&a);
+        touch_npy(&a);
+    }
     // Also as a frame embedded after a few bytes of something else.
     if data.len() > 8 {
         if let Ok(a) = Array::open_frame_at(&path, 8) {
