@@ -1,12 +1,15 @@
-//! Pages offered to the kernel's page cache (`FUSE_NOTIFY_STORE`) from a thread of their own,
-//! after the read that made them cheap has been answered.
+//! Pages offered to the kernel's page cache (`FUSE_NOTIFY_STORE`) from threads of their own,
+//! before the read that made them cheap is answered.
 //!
-//! Why a thread: storing a page locks it in the kernel, and a page being read by a request
+//! Why threads: storing a page locks it in the kernel, and a page being read by a request
 //! that a FUSE worker has not answered yet stays locked until that answer. A worker that
 //! stored pages itself could wait on a request only it would serve (two workers storing the
-//! pages the other one is serving would wait forever). Workers hand pages over with a
-//! bounded queue, then wait for the thread a short, bounded time before they answer their
-//! own read: the pages are then in the cache before the reader runs on and faults on the
+//! pages the other one is serving would wait forever); a storing thread serves no request, so
+//! whatever it waits for is answered. Workers hand pages over with a bounded queue per
+//! thread, a fault's pages split in as many batches as there are threads ([`THREADS`]: each
+//! store is a system call of about 4 us per page, and one thread storing a fault's 32 pages
+//! left the other core idle while the reader waited), then wait for the threads a short,
+//! bounded time before they answer their own read: the pages are then in the cache before the reader runs on and faults on the
 //! next row (measured: stored after the answer, the reader outran the thread and most pages
 //! were asked for anyway). When the queue is full the pages are dropped (they are advice;
 //! the kernel asks for them again when it needs them).
@@ -14,24 +17,29 @@
 //! Each page is queued once: a page already waiting in the queue is not handed over again,
 //! and a page that a fault asks for is taken out of the queue (the fault's answer fills it;
 //! storing it would wait for that answer). A worker waits until everything queued before its
-//! answer is stored, the pages of earlier faults included: when the thread falls behind (a
+//! answer is stored, the pages of earlier faults included (batches are numbered; a batch
+//! counts as stored once it and every batch before it are): when the threads fall behind (a
 //! busy machine), a reader that outran it faults on a page still queued, and answering that
 //! fault at once would let it outrun the thread on every row of its window, each fault
 //! queueing the same rows again (measured: 13 faults per 64-row window instead of 2). A fault
 //! takes its pages out of the queue when its request arrives; if the thread is storing one of
 //! them already (queued by another reader's fault, locked by the kernel for this one), that
-//! store waits for this answer, so the worker answers without waiting for the thread.
+//! store waits for this answer, so the worker answers without waiting for the threads.
 
-use std::collections::HashSet;
+use std::collections::{BTreeSet, HashSet};
 use std::ops::Range;
-use std::sync::mpsc::{SyncSender, TrySendError, sync_channel};
+use std::sync::mpsc::{Receiver, SyncSender, TrySendError, sync_channel};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use fuser::{INodeNo, Notifier};
 
-/// Batches of pages waiting for the thread.
+/// Batches of pages waiting for each thread.
 const QUEUE: usize = 64;
+
+/// Threads storing pages: a fault's pages are split between them (measured on 2 cores: a
+/// fault's 32 pages took 125 us on one thread, and the second core idled meanwhile).
+const THREADS: usize = 2;
 
 /// Longest a worker waits for the pages queued before its answer to be stored.
 const WAIT: Duration = Duration::from_millis(2);
@@ -52,11 +60,14 @@ struct State {
     /// Pages `(inode, offset)` queued and not stored yet, page by page (a range offered
     /// covers many).
     queued: HashSet<(u64, u64)>,
-    /// Tickets of the latest batch handed over, and of the latest one stored.
+    /// Tickets of the latest batch handed over, and of the latest one stored with every
+    /// batch before it.
     handed: u64,
     done: u64,
-    /// The pages `(inode, range)` being stored now.
-    storing: Option<(u64, Range<u64>)>,
+    /// Tickets stored while an earlier one was still being stored (by another thread).
+    finished: BTreeSet<u64>,
+    /// The pages `(inode, range)` each thread is storing now.
+    storing: Vec<Option<(u64, Range<u64>)>>,
 }
 
 impl Shared {
@@ -71,6 +82,22 @@ fn page_offsets(offset: u64, len: usize) -> impl Iterator<Item = u64> {
 }
 
 impl State {
+    /// Records batch `ticket` as stored and moves `done` past every ticket stored in a row.
+    fn finish(&mut self, ticket: u64) {
+        self.finished.insert(ticket);
+        while self.finished.remove(&(self.done + 1)) {
+            self.done += 1;
+        }
+    }
+
+    /// Whether a thread is storing a page of `reading` of inode `ino`.
+    fn storing_any(&self, ino: u64, reading: &Range<u64>) -> bool {
+        self.storing
+            .iter()
+            .flatten()
+            .any(|(i, at)| *i == ino && at.start < reading.end && reading.start < at.end)
+    }
+
     /// Takes pages `pages` (indices from the range's first) of the range at `offset` of inode
     /// `ino` out of the queue while they are queued, from `*k` on: the run of them that is,
     /// after skipping those that are not (stored by an earlier range, read by a fault).
@@ -109,77 +136,50 @@ impl State {
     }
 }
 
-/// The storing thread's queue; the thread ends when this is dropped.
+/// The storing threads' queues; the threads end when this is dropped.
 #[derive(Debug)]
 pub(crate) struct Pusher {
-    queue: SyncSender<Batch>,
+    queues: Vec<SyncSender<Batch>>,
     shared: Arc<Shared>,
     /// Longest a worker waits ([`WAIT`]; longer in tests).
     wait: Duration,
+    /// Threads storing pages (a fault's pages are split between them).
+    threads: usize,
 }
 
 impl Pusher {
-    /// Starts the thread that stores pages through `notifier`.
+    /// Starts the threads that store pages through `notifier`.
     pub(crate) fn start(notifier: Notifier) -> std::io::Result<Pusher> {
-        Pusher::start_with(WAIT, move |ino, offset, bytes| {
+        Pusher::start_with(WAIT, THREADS, move |ino, offset, bytes| {
             notifier.store(INodeNo(ino), offset, bytes)
         })
     }
 
-    /// Starts the thread that stores each page with `store(inode, offset, bytes)`; workers
-    /// wait at most `wait` for it.
+    /// Starts `threads` threads that store each page with `store(inode, offset, bytes)`;
+    /// workers wait at most `wait` for them.
     fn start_with(
         wait: Duration,
-        mut store: impl FnMut(u64, u64, &[u8]) -> std::io::Result<()> + Send + 'static,
+        threads: usize,
+        store: impl Fn(u64, u64, &[u8]) -> std::io::Result<()> + Send + Sync + 'static,
     ) -> std::io::Result<Pusher> {
-        let (queue, batches) = sync_channel::<Batch>(QUEUE);
+        let threads = threads.max(1);
         let shared = Arc::new(Shared::default());
-        let theirs = shared.clone();
-        std::thread::Builder::new()
-            .name("b2fs-push".into())
-            .spawn(move || {
-                for (ino, ranges, ticket) in batches {
-                    let mut failed = false;
-                    for (offset, bytes) in ranges {
-                        // The runs of the range's pages still queued: the others were taken
-                        // out by a fault that reads them or stored by an earlier range. After
-                        // a failed store of this file, taken out and not stored.
-                        let pages = bytes.len().div_ceil(PAGE as usize);
-                        let mut k = 0;
-                        loop {
-                            let (run, at) = {
-                                let mut state = theirs.lock();
-                                let Some(run) = state.take_run(ino, offset, pages, &mut k) else {
-                                    break;
-                                };
-                                let at = offset + run.start as u64 * PAGE;
-                                if !failed {
-                                    let end = offset + run.end as u64 * PAGE;
-                                    state.storing = Some((ino, at..end));
-                                }
-                                (run, at)
-                            };
-                            if failed {
-                                continue;
-                            }
-                            let piece = &bytes[run.start * PAGE as usize
-                                ..(run.end * PAGE as usize).min(bytes.len())];
-                            if let Err(e) = store(ino, at, piece) {
-                                // The file was forgotten or the mount is going away.
-                                log::debug!("store of inode {ino} at {at}: {e}");
-                                failed = true;
-                            }
-                            theirs.lock().storing = None;
-                        }
-                    }
-                    theirs.lock().done = ticket;
-                    theirs.stored.notify_all();
-                }
-            })?;
+        shared.lock().storing = vec![None; threads];
+        let store = Arc::new(store);
+        let mut queues = Vec::new();
+        for n in 0..threads {
+            let (queue, batches) = sync_channel::<Batch>(QUEUE);
+            queues.push(queue);
+            let (theirs, store) = (shared.clone(), store.clone());
+            std::thread::Builder::new()
+                .name("b2fs-push".into())
+                .spawn(move || store_batches(n, &theirs, &batches, &*store))?;
+        }
         Ok(Pusher {
-            queue,
+            queues,
             shared,
             wait,
+            threads,
         })
     }
 
@@ -192,10 +192,11 @@ impl Pusher {
 
     /// After a page fault of inode `ino` that reads the pages of `reading` (which the answer
     /// fills: they are taken out of the queue): hands the ranges of `pages` with a page not
-    /// queued yet to the thread (or drops them when its queue is full; the thread stores only
-    /// the pages nobody stored or read meanwhile), then waits at most [`WAIT`] until
-    /// every page queued so far is stored; not at all when the thread is storing one of the
-    /// fault's own pages (queued before the fault came: that store waits for this answer).
+    /// queued yet to the threads, split between them (or drops a batch when its thread's queue
+    /// is full; the threads store only the pages nobody stored or read meanwhile), then waits
+    /// at most [`WAIT`] until every page queued so far is stored; not at all when a thread is
+    /// storing one of the fault's own pages (queued before the fault came: that store waits
+    /// for this answer).
     pub(crate) fn offer(
         &self,
         ino: u64,
@@ -205,17 +206,15 @@ impl Pusher {
         let (target, blocked) = {
             let mut state = self.shared.lock();
             state.cancel(ino, reading.clone());
-            let mut blocked = state.storing.as_ref().is_some_and(|(i, at)| {
-                *i == ino && at.start < reading.end && reading.start < at.end
-            });
+            let mut blocked = state.storing_any(ino, &reading);
             pages.retain(|(offset, bytes)| {
                 // Every page is queued (no short-circuit); the range goes when one is new.
                 page_offsets(*offset, bytes.len())
                     .fold(false, |new, at| state.queued.insert((ino, at)) | new)
             });
-            if !pages.is_empty() {
+            for (n, batch) in split(pages, self.threads).into_iter().enumerate() {
                 let ticket = state.handed + 1;
-                match self.queue.try_send((ino, pages, ticket)) {
+                match self.queues[n].try_send((ino, batch, ticket)) {
                     Ok(()) => state.handed = ticket,
                     Err(e) => {
                         // Not stored: no page of these ranges stays queued (some may have been
@@ -258,12 +257,86 @@ impl Pusher {
     }
 }
 
+/// Splits the ranges `pages` into at most `n` batches of about as many pages each, in order.
+fn split(pages: Vec<(u64, Vec<u8>)>, n: usize) -> Vec<Vec<(u64, Vec<u8>)>> {
+    let total: usize = pages
+        .iter()
+        .map(|(_, b)| b.len().div_ceil(PAGE as usize))
+        .sum();
+    if pages.is_empty() {
+        return Vec::new();
+    }
+    let per = total.div_ceil(n.max(1)).max(1);
+    let mut out: Vec<Vec<(u64, Vec<u8>)>> = vec![Vec::new()];
+    let mut in_last = 0;
+    for range in pages {
+        if in_last >= per {
+            out.push(Vec::new());
+            in_last = 0;
+        }
+        in_last += range.1.len().div_ceil(PAGE as usize);
+        out.last_mut().expect("one batch at least").push(range);
+    }
+    out
+}
+
+/// One storing thread (number `n`): stores the batches it takes from `batches` with `store`.
+fn store_batches(
+    n: usize,
+    theirs: &Shared,
+    batches: &Receiver<Batch>,
+    store: &(impl Fn(u64, u64, &[u8]) -> std::io::Result<()> + ?Sized),
+) {
+    loop {
+        let next = batches.recv();
+        let Ok((ino, ranges, ticket)) = next else {
+            return;
+        };
+        let mut failed = false;
+        for (offset, bytes) in ranges {
+            // The runs of the range's pages still queued: the others were taken out by a
+            // fault that reads them or stored by an earlier range. After a failed store of
+            // this file, taken out and not stored.
+            let pages = bytes.len().div_ceil(PAGE as usize);
+            let mut k = 0;
+            loop {
+                let (run, at) = {
+                    let mut state = theirs.lock();
+                    let Some(run) = state.take_run(ino, offset, pages, &mut k) else {
+                        break;
+                    };
+                    let at = offset + run.start as u64 * PAGE;
+                    if !failed {
+                        let end = offset + run.end as u64 * PAGE;
+                        state.storing[n] = Some((ino, at..end));
+                    }
+                    (run, at)
+                };
+                if failed {
+                    continue;
+                }
+                let piece =
+                    &bytes[run.start * PAGE as usize..(run.end * PAGE as usize).min(bytes.len())];
+                if let Err(e) = store(ino, at, piece) {
+                    // The file was forgotten or the mount is going away.
+                    log::debug!("store of inode {ino} at {at}: {e}");
+                    failed = true;
+                }
+                theirs.lock().storing[n] = None;
+            }
+        }
+        theirs.lock().finish(ticket);
+        theirs.stored.notify_all();
+    }
+}
+
 /// The kernel's page ([`crate::tree::PAGE`]), as a file offset.
 const PAGE: u64 = crate::tree::PAGE as u64;
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::sync::atomic::Ordering;
     use std::sync::mpsc::{Receiver, Sender, channel};
 
     fn page(b: u8) -> Vec<u8> {
@@ -273,14 +346,19 @@ mod tests {
     /// What the test thread reports of each store: `(inode, offset, bytes)`.
     type Stored = Receiver<(u64, u64, Vec<u8>)>;
 
-    /// A pusher (workers wait at most `wait`) whose thread reports each store as
+    /// A pusher of one thread (workers wait at most `wait`) that reports each store as
     /// `(inode, offset, bytes)` and is held up on the store of offset 0 until the gate is
     /// sent to.
     fn gated(wait: Duration) -> (Pusher, Stored, Sender<()>) {
+        gated_threads(wait, 1)
+    }
+
+    /// [`gated`] with `threads` storing threads.
+    fn gated_threads(wait: Duration, threads: usize) -> (Pusher, Stored, Sender<()>) {
         let (tx, rx) = channel();
         let (gate_tx, gate) = channel::<()>();
         let gate = Mutex::new(gate);
-        let pusher = Pusher::start_with(wait, move |ino, offset, bytes| {
+        let pusher = Pusher::start_with(wait, threads, move |ino, offset, bytes| {
             if offset == 0 {
                 let _ = gate.lock().unwrap().recv();
             }
@@ -294,7 +372,8 @@ mod tests {
     /// Waits (polling, 10 s at most) until the thread is storing something.
     fn until_storing(pusher: &Pusher) {
         let deadline = Instant::now() + Duration::from_secs(10);
-        while pusher.shared.lock().storing.is_none() && Instant::now() < deadline {
+        while pusher.shared.lock().storing.iter().all(Option::is_none) && Instant::now() < deadline
+        {
             std::thread::sleep(Duration::from_millis(1));
         }
     }
@@ -364,7 +443,7 @@ mod tests {
             s.spawn(|| pusher.offer(7, PAGE * 100..PAGE * 101, vec![(0, page(1))]));
             // The thread is storing page 0 (held up): a fault reading page 0 comes.
             until_storing(&pusher);
-            assert_eq!(pusher.shared.lock().storing, Some((7, 0..PAGE)));
+            assert_eq!(pusher.shared.lock().storing[0], Some((7, 0..PAGE)));
             pusher.reading(7, 0..PAGE);
             let t = Instant::now();
             pusher.offer(7, 0..PAGE, vec![(PAGE, page(2))]);
@@ -381,10 +460,79 @@ mod tests {
     }
 
     #[test]
+    fn a_faults_pages_are_stored_by_both_threads_and_the_worker_waits_for_both() {
+        // Workers would wait a minute: the gate, not the bound, must end the wait.
+        let (pusher, rx, gate) = gated_threads(Duration::from_secs(60), 2);
+        let answered = std::sync::atomic::AtomicBool::new(false);
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                // Two batches: page 0 (its thread held up) and page 5.
+                pusher.offer(
+                    7,
+                    100 * PAGE..101 * PAGE,
+                    vec![(0, page(1)), (5 * PAGE, page(2))],
+                );
+                answered.store(true, Ordering::SeqCst);
+            });
+            // Page 5 is stored while the other thread is held up on page 0...
+            assert_eq!(
+                stores(&rx, 1, |(ino, offset, _)| (ino, offset)),
+                vec![(7, 5 * PAGE)]
+            );
+            // ...and the worker still waits for page 0, queued before its answer.
+            assert!(
+                !answered.load(Ordering::SeqCst),
+                "answered before page 0 was stored"
+            );
+            gate.send(()).unwrap();
+        });
+        assert!(answered.load(Ordering::SeqCst));
+        assert_eq!(
+            stores(&rx, 1, |(ino, offset, _)| (ino, offset)),
+            vec![(7, 0)]
+        );
+    }
+
+    #[test]
+    fn batches_count_as_stored_once_every_earlier_one_is() {
+        let mut state = State::default();
+        state.finish(2);
+        state.finish(3);
+        assert_eq!(state.done, 0, "batch 1 is still being stored");
+        state.finish(1);
+        assert_eq!(state.done, 3);
+        state.finish(5);
+        assert_eq!(state.done, 3);
+        assert!(state.finished.contains(&5));
+    }
+
+    #[test]
+    fn split_cuts_between_ranges_into_batches_of_about_as_many_pages() {
+        let r = |first: u64, n: u64| (first * PAGE, vec![0u8; (n * PAGE) as usize]);
+        let firsts = |batches: Vec<Vec<(u64, Vec<u8>)>>| -> Vec<Vec<u64>> {
+            batches
+                .into_iter()
+                .map(|b| b.into_iter().map(|(o, _)| o / PAGE).collect())
+                .collect()
+        };
+        assert!(split(Vec::new(), 2).is_empty());
+        assert_eq!(firsts(split(vec![r(0, 1)], 2)), vec![vec![0]]);
+        let below: Vec<_> = (1..=4).map(|k| r(k * 16, 1)).collect();
+        assert_eq!(
+            firsts(split(below.clone(), 2)),
+            vec![vec![16, 32], vec![48, 64]]
+        );
+        assert_eq!(firsts(split(below, 1)), vec![vec![16, 32, 48, 64]]);
+        // A forward range of 3 pages, then 3 single pages: 6 pages, 3 a batch.
+        let mixed = vec![r(1, 3), r(16, 1), r(32, 1), r(48, 1)];
+        assert_eq!(firsts(split(mixed, 2)), vec![vec![1], vec![16, 32, 48]]);
+    }
+
+    #[test]
     fn a_worker_waits_at_most_the_bound_for_a_thread_that_is_held_up() {
         let (gate_tx, gate) = channel::<()>();
         let gate = Mutex::new(gate);
-        let pusher = Pusher::start_with(WAIT, move |_, _, _| {
+        let pusher = Pusher::start_with(WAIT, THREADS, move |_, _, _| {
             let _ = gate.lock().unwrap().recv();
             Ok(())
         })
