@@ -458,7 +458,10 @@ fn tree_small_read_across_a_block_boundary_caches_both_blocks() {
     assert_eq!(&again[..], &whole[off..off + size as usize]);
     let b = t.block_cache_stats();
     assert_eq!(b.loads, 2, "the re-read decoded again: {b:?}");
-    assert!(b.hits >= first.hits + 2, "the re-read missed the blocks: {b:?}");
+    assert!(
+        b.hits >= first.hits + 2,
+        "the re-read missed the blocks: {b:?}"
+    );
     assert_eq!(t.cache_stats().loads, 0, "the whole chunk was decoded");
     t.release(fh).unwrap();
 }
