@@ -367,6 +367,40 @@ mod tests {
         assert!(Mapping::new(&f, 0).is_none(), "empty files are not mapped");
     }
 
+    /// Drops queued for the dropping thread while readers go on: every read still sees the
+    /// file's bytes, the thread runs each drop (the flag clears), and a mapping dropped by
+    /// its owner while a drop of it is queued is unmapped by that thread afterwards.
+    #[test]
+    fn drops_run_on_their_thread_and_reads_see_the_file() {
+        let mut f = tempfile::tempfile().unwrap();
+        let data: Vec<u8> = (0..(3 << 20) as u32).map(|i| (i * 13 + 5) as u8).collect();
+        f.write_all(&data).unwrap();
+        let m = Mapping::new(&f, data.len() as u64).expect("mapped");
+        for round in 0..20usize {
+            let at = round * 100_003 % (data.len() - 65_536);
+            let sum = |b: &[u8]| b.iter().map(|&x| u64::from(x)).sum::<u64>();
+            // Each read counts as a whole DROP_EVERY: every one asks for a drop.
+            let got = m.with(at as u64, 65_536, DROP_EVERY, sum).unwrap().unwrap();
+            assert_eq!(got, sum(&data[at..at + 65_536]), "round {round}");
+        }
+        let start = std::time::Instant::now();
+        while m.map.drop_queued.load(Ordering::Acquire) {
+            assert!(start.elapsed().as_secs() < 10, "the queued drop never ran");
+            std::thread::yield_now();
+        }
+        let weak = Arc::downgrade(&m.map);
+        let _ = m.with(0, 10, DROP_EVERY, |b| b[0]);
+        drop(m);
+        let start = std::time::Instant::now();
+        while weak.strong_count() > 0 {
+            assert!(
+                start.elapsed().as_secs() < 10,
+                "the mapping was never unmapped"
+            );
+            std::thread::yield_now();
+        }
+    }
+
     #[test]
     fn truncation_underneath_is_an_error_not_a_crash() {
         let mut f = tempfile::tempfile().unwrap();
