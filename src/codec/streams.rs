@@ -11,13 +11,15 @@
 //! then both threads take stream indices from one atomic counter, so whoever is faster does
 //! more and a helper that wakes late costs nothing: the caller may have taken every stream
 //! by then. The caller always leaves with the job finished by both: it takes the job back if
-//! the helper never picked it up, else it waits until the helper has left it. Panics of the
+//! the helper never picked it up, else it waits until the helper has left it, spinning for
+//! the helper's last stream a while ([`END_SPIN`]) before it sleeps. Panics of the
 //! decoders are caught per stream on both threads (an error of that stream), so no unwinding
 //! ever leaves the job while the helper may still write into it.
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Condvar, Mutex, OnceLock};
+use std::time::{Duration, Instant};
 
 use super::Codec;
 use super::compressor::StreamDecoders;
@@ -144,9 +146,9 @@ fn decode_piece(
 struct Handed(*const Job<'static>);
 
 // SAFETY: the pointer is only dereferenced by the helper between taking it from the slot and
-// leaving the job (both under the slot's mutex), and the caller keeps the job alive and
-// unmoved until then (`Helper::run_with`). Everything the helper touches through it is
-// `Sync` (slices of bytes, atomics, a mutex) or its own part of `out`.
+// leaving the job (publishing its ticket in `Helper::done`), and the caller keeps the job
+// alive and unmoved until then (`Helper::run_with`). Everything the helper touches through it
+// is `Sync` (slices of bytes, atomics, a mutex) or its own part of `out`.
 unsafe impl Send for Handed {}
 
 /// What the helper is doing.
@@ -157,13 +159,24 @@ struct Slot {
     working: Option<u64>,
     /// Ticket of the job in `job`.
     ticket: u64,
+    /// A caller sleeps on the condvar until the helper leaves its job.
+    caller_sleeps: bool,
 }
 
 /// The helper thread's mailbox.
 struct Helper {
     slot: Mutex<Slot>,
     wake: Condvar,
+    /// The ticket of the last job the helper left (read without the lock by a caller that
+    /// spins for it).
+    done: AtomicU64,
 }
+
+/// How long a caller that has run out of streams spins for the helper to finish its last
+/// one before it sleeps. The helper's last stream is one of a block's (about 20 us of zstd
+/// here); sleeping instead costs a futex wait, the helper's wake-up call and this thread's
+/// wake-up on its vCPU, 10-20 us on the VMs measured (BENCHMARKS.md, session 12).
+const END_SPIN: Duration = Duration::from_micros(100);
 
 /// The process's helper, started on first use; `None` when it cannot be started.
 fn helper() -> Option<&'static Helper> {
@@ -174,8 +187,10 @@ fn helper() -> Option<&'static Helper> {
                 job: None,
                 working: None,
                 ticket: 0,
+                caller_sleeps: false,
             }),
             wake: Condvar::new(),
+            done: AtomicU64::new(0),
         }));
         std::thread::Builder::new()
             .name("b2fs-streams".into())
@@ -199,14 +214,18 @@ impl Helper {
                 slot = self.wake.wait(slot).unwrap_or_else(|p| p.into_inner());
                 continue;
             };
-            slot.working = Some(slot.ticket);
+            let ticket = slot.ticket;
+            slot.working = Some(ticket);
             drop(slot);
-            // SAFETY: see `Handed`: the caller waits for `working` to change before its job
-            // goes away.
+            // SAFETY: see `Handed`: the caller waits for `done` to reach its ticket or for
+            // `working` to change before its job goes away.
             unsafe { &*job }.run(&mut streams);
             slot = self.lock();
             slot.working = None;
-            self.wake.notify_all();
+            self.done.store(ticket, Ordering::Release);
+            if slot.caller_sleeps {
+                self.wake.notify_all();
+            }
         }
     }
 
@@ -233,8 +252,23 @@ impl Helper {
             slot.job = None;
             return;
         }
-        while slot.working == Some(ticket) {
-            slot = self.wake.wait(slot).unwrap_or_else(|p| p.into_inner());
+        if slot.working != Some(ticket) {
+            return;
+        }
+        // The helper is on its last stream of ours: spin for it a while rather than sleep.
+        drop(slot);
+        let start = Instant::now();
+        while self.done.load(Ordering::Acquire) != ticket {
+            if start.elapsed() >= END_SPIN {
+                let mut slot = self.lock();
+                while slot.working == Some(ticket) {
+                    slot.caller_sleeps = true;
+                    slot = self.wake.wait(slot).unwrap_or_else(|p| p.into_inner());
+                }
+                slot.caller_sleeps = false;
+                return;
+            }
+            std::hint::spin_loop();
         }
     }
 }

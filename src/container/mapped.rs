@@ -33,12 +33,15 @@
 //! change the bytes of a chunk the index points at; anything else that shrinks it is the case
 //! above. Every 8 MiB read through a mapping, its pages are dropped from the page table
 //! (`MADV_DONTNEED`; the page cache keeps them), so the process's RSS does not grow by every
-//! chunk it reads.
+//! chunk it reads. The drop runs on a thread of its own (`b2fs-drops`), not on the reader's
+//! path: unmapping some 2,000 pages takes 0.4-0.5 ms on the VMs measured, which a cold 4 KiB
+//! read waited for once every 32 reads (BENCHMARKS.md, session 12).
 
 use std::fs::File;
 use std::io;
-use std::sync::OnceLock;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::mpsc::{Sender, channel};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use memmap2::{Mmap, MmapOptions, UncheckedAdvice};
 
@@ -79,10 +82,30 @@ static PREVIOUS: OnceLock<libc::sigaction> = OnceLock::new();
 /// Whether the guard is installed (mappings are not used when installing failed).
 static INSTALLED: OnceLock<bool> = OnceLock::new();
 
+/// The mapped range, shared with the thread that drops its pages (which keeps it mapped
+/// while it works on it).
+#[derive(Debug)]
+struct Mapped {
+    map: Mmap,
+    /// A drop of its pages is queued and has not started yet.
+    drop_queued: AtomicBool,
+}
+
+impl Mapped {
+    /// Drops every page of the mapping from the page table.
+    fn drop_pages(&self) {
+        // SAFETY: MADV_DONTNEED on a shared, read-only file mapping only removes page table
+        // entries: the next access maps the same page-cache pages again, so a reader still
+        // inside the range (another thread) sees the same bytes, after a minor fault. Pages
+        // the SIGBUS guard replaced (anonymous zero pages) read as zeros again.
+        let _ = unsafe { self.map.unchecked_advise(UncheckedAdvice::DontNeed) };
+    }
+}
+
 /// A read-only shared mapping of a whole file, registered with the SIGBUS guard.
 #[derive(Debug)]
 pub(crate) struct Mapping {
-    map: Mmap,
+    map: Arc<Mapped>,
     slot: usize,
     /// Bytes read through the mapping since its pages were last dropped.
     touched: AtomicUsize,
@@ -113,7 +136,10 @@ impl Mapping {
                 slot.end.store(start + len, Ordering::Release);
                 slot.start.store(start, Ordering::Release);
                 return Some(Mapping {
-                    map,
+                    map: Arc::new(Mapped {
+                        map,
+                        drop_queued: AtomicBool::new(false),
+                    }),
                     slot: i,
                     touched: AtomicUsize::new(0),
                 });
@@ -125,7 +151,7 @@ impl Mapping {
     /// Mapped length in bytes.
     #[cfg(test)]
     pub(crate) fn len(&self) -> usize {
-        self.map.len()
+        self.map.map.len()
     }
 
     /// Counts `len` bytes read through the mapping; every [`DROP_EVERY`] bytes, drops all of
@@ -133,17 +159,21 @@ impl Mapping {
     /// but the process's RSS would otherwise grow by every chunk read: with this it stays
     /// within the cache budget plus about [`DROP_EVERY`]. Batched rather than per read: each
     /// drop flushes the TLB on every CPU running a thread of the process, and dropping after
-    /// every chunk measured slower.
+    /// every chunk measured slower. Queued for the dropping thread (at most one queued drop
+    /// per mapping); done here when that thread cannot be started.
     fn release_pages(&self, len: usize) {
         let before = self.touched.fetch_add(len, Ordering::AcqRel);
         if before.saturating_add(len) < DROP_EVERY {
             return;
         }
         self.touched.store(0, Ordering::Release);
-        // SAFETY: MADV_DONTNEED on a shared, read-only file mapping only removes page table
-        // entries: the next access maps the same page-cache pages again, so a reader still
-        // inside the range (another thread) sees the same bytes, after a minor fault.
-        let _ = unsafe { self.map.unchecked_advise(UncheckedAdvice::DontNeed) };
+        if self.map.drop_queued.swap(true, Ordering::AcqRel) {
+            return; // a drop not started yet will take these pages too
+        }
+        if !queue_drop(&self.map) {
+            self.map.drop_queued.store(false, Ordering::Release);
+            self.map.drop_pages();
+        }
     }
 
     /// Whether a page of this mapping was ever lost (the file shrank): the mapping then no
@@ -166,7 +196,7 @@ impl Mapping {
         f: impl FnOnce(&[u8]) -> R,
     ) -> Option<io::Result<R>> {
         let start = usize::try_from(offset).ok()?;
-        let bytes = self.map.get(start..start.checked_add(len)?)?;
+        let bytes = self.map.map.get(start..start.checked_add(len)?)?;
         let faults = &TABLE[self.slot].faults;
         if faults.load(Ordering::Acquire) != 0 {
             return None;
@@ -182,10 +212,35 @@ impl Mapping {
 
 impl Drop for Mapping {
     fn drop(&mut self) {
-        // Unregister before `map` unmaps the range (nobody reads it any more: `&mut self`).
+        // Unregister before the range is unmapped (nobody reads it any more: `&mut self`),
+        // which happens when the last `Arc` of it goes: here, or after a queued drop.
         let slot = &TABLE[self.slot];
         slot.start.store(0, Ordering::Release);
     }
+}
+
+/// Queues a drop of `map`'s pages for the process's dropping thread (started on first use);
+/// false when that thread cannot be started. The queue holds at most one entry per live
+/// mapping (`Mapped::drop_queued`).
+fn queue_drop(map: &Arc<Mapped>) -> bool {
+    static QUEUE: OnceLock<Option<Mutex<Sender<Arc<Mapped>>>>> = OnceLock::new();
+    let queue = QUEUE.get_or_init(|| {
+        let (tx, rx) = channel::<Arc<Mapped>>();
+        std::thread::Builder::new()
+            .name("b2fs-drops".into())
+            .spawn(move || {
+                while let Ok(m) = rx.recv() {
+                    // Cleared first: reads counted from here on queue the next drop.
+                    m.drop_queued.store(false, Ordering::Release);
+                    m.drop_pages();
+                }
+            })
+            .ok()
+            .map(|_| Mutex::new(tx))
+    });
+    queue
+        .as_ref()
+        .is_some_and(|tx| tx.lock().is_ok_and(|tx| tx.send(Arc::clone(map)).is_ok()))
 }
 
 /// Installs the SIGBUS guard once per process; `None` when it could not be installed.
@@ -310,6 +365,40 @@ mod tests {
         assert!(m.with(99_999, 2, 2, |_| ()).is_none(), "past the end");
         assert!(m.with(u64::MAX, 1, 1, |_| ()).is_none());
         assert!(Mapping::new(&f, 0).is_none(), "empty files are not mapped");
+    }
+
+    /// Drops queued for the dropping thread while readers go on: every read still sees the
+    /// file's bytes, the thread runs each drop (the flag clears), and a mapping dropped by
+    /// its owner while a drop of it is queued is unmapped by that thread afterwards.
+    #[test]
+    fn drops_run_on_their_thread_and_reads_see_the_file() {
+        let mut f = tempfile::tempfile().unwrap();
+        let data: Vec<u8> = (0..(3 << 20) as u32).map(|i| (i * 13 + 5) as u8).collect();
+        f.write_all(&data).unwrap();
+        let m = Mapping::new(&f, data.len() as u64).expect("mapped");
+        for round in 0..20usize {
+            let at = round * 100_003 % (data.len() - 65_536);
+            let sum = |b: &[u8]| b.iter().map(|&x| u64::from(x)).sum::<u64>();
+            // Each read counts as a whole DROP_EVERY: every one asks for a drop.
+            let got = m.with(at as u64, 65_536, DROP_EVERY, sum).unwrap().unwrap();
+            assert_eq!(got, sum(&data[at..at + 65_536]), "round {round}");
+        }
+        let start = std::time::Instant::now();
+        while m.map.drop_queued.load(Ordering::Acquire) {
+            assert!(start.elapsed().as_secs() < 10, "the queued drop never ran");
+            std::thread::yield_now();
+        }
+        let weak = Arc::downgrade(&m.map);
+        let _ = m.with(0, 10, DROP_EVERY, |b| b[0]);
+        drop(m);
+        let start = std::time::Instant::now();
+        while weak.strong_count() > 0 {
+            assert!(
+                start.elapsed().as_secs() < 10,
+                "the mapping was never unmapped"
+            );
+            std::thread::yield_now();
+        }
     }
 
     #[test]

@@ -22,8 +22,10 @@ const MAX_BLOCK_SIZES: usize = 1 << 20;
 
 impl ChunkReader {
     /// Window `r` of chunk `id` (of `nbytes`) from the page cache, or from its block (decoded
-    /// and kept, with the pages this read wanted); `None` when the window spans blocks (the
-    /// caller range-decodes it).
+    /// and kept, with the pages this read wanted), or from the two blocks it straddles
+    /// (both decoded and kept: a range decode of the window would decode the first block a
+    /// second time); `None` when the window spans more than two blocks or the chunk is not
+    /// cached by block (the caller range-decodes it).
     pub(super) fn small_read(
         &self,
         at: &At<'_>,
@@ -41,26 +43,52 @@ impl ChunkReader {
         let Some((block, start)) = core.block_of(at, nbytes, r.start)? else {
             return Ok(None);
         };
-        let len = block.len();
-        if r.end > start + len {
+        let end = start + block.len();
+        if r.end <= end {
+            core.keep_pages(id, &block, start, nbytes, p0..=p1, generation);
+            return Ok(Some(ReadData::Chunk(block, r.start - start..r.end - start)));
+        }
+        let Some((next, next_start)) = core.block_of(at, nbytes, end)? else {
+            return Ok(None);
+        };
+        if next_start != end || r.end > end + next.len() {
             return Ok(None);
         }
-        let pages =
-            (p0..=p1).filter(|&p| p * PAGE >= start && ((p + 1) * PAGE).min(nbytes) <= start + len);
-        for p in pages.clone() {
-            let (lo, hi) = (p * PAGE, ((p + 1) * PAGE).min(nbytes));
-            let page = block[lo - start..hi - start].to_vec();
-            core.pages.insert((id, p), Arc::new(page));
-        }
-        if core.page_gen.load(Ordering::SeqCst) != generation {
-            // The block may predate a commit: its pages must not outlive it.
-            pages.for_each(|p| core.pages.remove(&(id, p)));
-        }
-        Ok(Some(ReadData::Chunk(block, r.start - start..r.end - start)))
+        core.keep_pages(id, &block, start, nbytes, p0..=p1, generation);
+        core.keep_pages(id, &next, end, nbytes, p0..=p1, generation);
+        let mut out = Vec::with_capacity(r.len());
+        out.extend_from_slice(&block[r.start - start..]);
+        out.extend_from_slice(&next[..r.end - end]);
+        Ok(Some(ReadData::Owned(out)))
     }
 }
 
 impl Core {
+    /// Keeps the pages of `p0..=p1` that lie wholly inside `block` (starting at `start` of a
+    /// chunk of `nbytes`) in the page cache, unless a commit bumped the page generation since
+    /// `generation` was read (the block may predate it: its pages must not outlive it).
+    fn keep_pages(
+        &self,
+        id: ChunkKey,
+        block: &[u8],
+        start: usize,
+        nbytes: usize,
+        pages: std::ops::RangeInclusive<usize>,
+        generation: u64,
+    ) {
+        let len = block.len();
+        let pages =
+            pages.filter(|&p| p * PAGE >= start && ((p + 1) * PAGE).min(nbytes) <= start + len);
+        for p in pages.clone() {
+            let (lo, hi) = (p * PAGE, ((p + 1) * PAGE).min(nbytes));
+            self.pages
+                .insert((id, p), Arc::new(block[lo - start..hi - start].to_vec()));
+        }
+        if self.page_gen.load(Ordering::SeqCst) != generation {
+            pages.for_each(|p| self.pages.remove(&(id, p)));
+        }
+    }
+
     /// The decoded block of chunk `at` (of `nbytes`) that byte `offset` falls in, from the
     /// block cache or decoded into it, and where it starts in the chunk; `None` when the chunk
     /// is not worth caching by block (one block, or a block larger than the block cache: a

@@ -428,6 +428,44 @@ fn tree_random_small_reads_cache_decoded_blocks() {
     t.release(fh).unwrap();
 }
 
+/// A small read that straddles two blocks decodes each of them once into the block cache
+/// and is served from both: read again, it decodes nothing.
+#[test]
+fn tree_small_read_across_a_block_boundary_caches_both_blocks() {
+    // Chunks of 10,240 bytes in four 2,560-byte blocks (python-blosc2, LZ4).
+    let src = data_dir().join("frames/b2nd_2d_f8_lz4.b2nd");
+    let whole = {
+        let t = tree(&src);
+        read_path(&t, "data/00000001.bin")
+    };
+    let t = Tree::from_source(
+        &src,
+        TreeOptions {
+            prefetch_chunks: 0,
+            ..opts()
+        },
+    )
+    .unwrap();
+    let ino = ino_of(&t, "data/00000001.bin");
+    let fh = t.open(ino, libc::O_RDONLY).unwrap();
+    // Across the boundary of blocks 1 and 2, away from the chunk's start (not a scan).
+    let (off, size) = (2 * 2560 - 100, 300u32);
+    let got = t.read(ino, fh, off as u64, size).unwrap();
+    assert_eq!(&got[..], &whole[off..off + size as usize]);
+    let first = t.block_cache_stats();
+    assert_eq!(first.loads, 2, "each block decoded once: {first:?}");
+    let again = t.read(ino, fh, off as u64, size).unwrap();
+    assert_eq!(&again[..], &whole[off..off + size as usize]);
+    let b = t.block_cache_stats();
+    assert_eq!(b.loads, 2, "the re-read decoded again: {b:?}");
+    assert!(
+        b.hits >= first.hits + 2,
+        "the re-read missed the blocks: {b:?}"
+    );
+    assert_eq!(t.cache_stats().loads, 0, "the whole chunk was decoded");
+    t.release(fh).unwrap();
+}
+
 /// A committed edit is what small random reads of a handle opened after it see, though the
 /// old blocks were cached; the handle opened before keeps its version (issue 12).
 #[test]
