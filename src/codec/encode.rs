@@ -188,37 +188,30 @@ pub fn compress(src: &[u8], params: &CParams) -> Result<Vec<u8>, CodecError> {
 /// encoded independently, so every full block of zeros encodes to the same bytes, which are
 /// encoded once and repeated.
 pub fn compress_zeros(nbytes: usize, params: &CParams) -> Result<Vec<u8>, CodecError> {
-    let plan = plan(nbytes, params)?;
-    let mut header = [0u8; 32];
-    write_header(&mut header, &plan, params, nbytes);
-    let hlen = plan.hlen;
+    let blocksize = plan(nbytes, params)?.tuning.blocksize;
+    let zeros = vec![0u8; blocksize.min(nbytes)];
     let mut out = Vec::new();
-    if !plan.memcpyed {
-        out.extend_from_slice(&header[..hlen]);
-        let zeros = vec![0u8; plan.tuning.blocksize.min(nbytes)];
-        let src = Source::Zeros(&zeros, nbytes);
-        if Encoder::new()
-            .compress_blocks(src, &plan, &mut out)?
-            .is_some()
-        {
-            return Ok(out);
-        }
-    }
-    header[2] |= flag::MEMCPYED;
-    put_i32(&mut header, 12, hlen + nbytes);
-    out.clear();
-    out.extend_from_slice(&header[..hlen]);
-    out.resize(hlen + nbytes, 0);
+    Encoder::new().compress_source(Source::Zeros(&zeros, nbytes), params, &mut out)?;
     Ok(out)
 }
 
-/// What [`Encoder::compress_blocks`] encodes.
+/// What [`Encoder::compress_source`] encodes.
 #[derive(Clone, Copy)]
 enum Source<'a> {
     /// These bytes.
     Bytes(&'a [u8]),
     /// This many zeros, from a buffer of at least one block of them.
     Zeros(&'a [u8], usize),
+}
+
+impl Source<'_> {
+    /// Bytes it stands for.
+    fn len(&self) -> usize {
+        match *self {
+            Source::Bytes(b) => b.len(),
+            Source::Zeros(_, n) => n,
+        }
+    }
 }
 
 /// Largest blocksize C-Blosc2's reader accepts in a header (section 1.5), and so the largest
@@ -358,12 +351,27 @@ impl Encoder {
         params: &CParams,
         out: &mut Vec<u8>,
     ) -> Result<usize, CodecError> {
-        let plan = plan(src.len(), params)?;
+        self.compress_source(Source::Bytes(src), params, out)
+    }
+
+    /// [`Encoder::compress_into`] of `source`: bytes, or zeros without a buffer of all of them
+    /// ([`compress_zeros`]).
+    fn compress_source(
+        &mut self,
+        source: Source<'_>,
+        params: &CParams,
+        out: &mut Vec<u8>,
+    ) -> Result<usize, CodecError> {
+        let nbytes = source.len();
+        let plan = plan(nbytes, params)?;
         let hlen = plan.hlen;
         let mut header = [0u8; 32];
-        write_header(&mut header, &plan, params, src.len());
+        write_header(&mut header, &plan, params, nbytes);
 
-        if plan.blosc2 && params.allow_special && !plan.memcpyed {
+        if let (Source::Bytes(src), true) = (
+            source,
+            plan.blosc2 && params.allow_special && !plan.memcpyed,
+        ) {
             let lossy = plan.filters.contains(&filter_id::TRUNC_PREC);
             if !lossy && is_all_nan(src, plan.typesize) {
                 header[2] = 0x05;
@@ -380,17 +388,20 @@ impl Encoder {
             out.clear();
             out.reserve(plan.destsize);
             out.extend_from_slice(&header[..hlen]);
-            if let Some(len) = self.compress_blocks(Source::Bytes(src), &plan, out)? {
+            if let Some(len) = self.compress_blocks(source, &plan, out)? {
                 return Ok(len);
             }
         }
         // MEMCPYED, decided up front or as the fallback (flags otherwise unchanged).
         header[2] |= flag::MEMCPYED;
-        put_i32(&mut header, 12, hlen + src.len());
+        put_i32(&mut header, 12, hlen + nbytes);
         out.clear();
-        out.reserve(hlen + src.len());
+        out.reserve(hlen + nbytes);
         out.extend_from_slice(&header[..hlen]);
-        out.extend_from_slice(src);
+        match source {
+            Source::Bytes(src) => out.extend_from_slice(src),
+            Source::Zeros(..) => out.resize(hlen + nbytes, 0),
+        }
         Ok(out.len())
     }
 
