@@ -372,11 +372,10 @@ fn tree_small_first_read_at_offset_zero_is_not_a_scan() {
     assert_eq!(next, &whole[100..200]);
 }
 
-/// Random small reads decode whole blocks once and serve re-reads of the same blocks from
-/// the block cache, with the reference bytes, and never decode the whole chunk.
-#[test]
-fn tree_random_small_reads_cache_decoded_blocks() {
-    // Chunks of 10,240 bytes in four 2,560-byte blocks (python-blosc2, LZ4).
+/// Chunk file 1 of a python-blosc2 LZ4 b2nd whose chunks are 10,240 bytes in four
+/// 2,560-byte blocks: its bytes, read through a tree of its own, and a tree without prefetch
+/// (small reads go by block) with the file opened read-only (inode, handle).
+fn chunk_opened_without_prefetch() -> (Vec<u8>, Tree, u64, u64) {
     let src = data_dir().join("frames/b2nd_2d_f8_lz4.b2nd");
     let whole = {
         let t = tree(&src);
@@ -392,6 +391,14 @@ fn tree_random_small_reads_cache_decoded_blocks() {
     .unwrap();
     let ino = ino_of(&t, "data/00000001.bin");
     let fh = t.open(ino, libc::O_RDONLY).unwrap();
+    (whole, t, ino, fh)
+}
+
+/// Random small reads decode whole blocks once and serve re-reads of the same blocks from
+/// the block cache, with the reference bytes, and never decode the whole chunk.
+#[test]
+fn tree_random_small_reads_cache_decoded_blocks() {
+    let (whole, t, ino, fh) = chunk_opened_without_prefetch();
     let len = whole.len() as u64;
     let mut st = 99u64;
     let windows: Vec<(u64, u32)> = (0..200)
@@ -432,22 +439,7 @@ fn tree_random_small_reads_cache_decoded_blocks() {
 /// and is served from both: read again, it decodes nothing.
 #[test]
 fn tree_small_read_across_a_block_boundary_caches_both_blocks() {
-    // Chunks of 10,240 bytes in four 2,560-byte blocks (python-blosc2, LZ4).
-    let src = data_dir().join("frames/b2nd_2d_f8_lz4.b2nd");
-    let whole = {
-        let t = tree(&src);
-        read_path(&t, "data/00000001.bin")
-    };
-    let t = Tree::from_source(
-        &src,
-        TreeOptions {
-            prefetch_chunks: 0,
-            ..opts()
-        },
-    )
-    .unwrap();
-    let ino = ino_of(&t, "data/00000001.bin");
-    let fh = t.open(ino, libc::O_RDONLY).unwrap();
+    let (whole, t, ino, fh) = chunk_opened_without_prefetch();
     // Across the boundary of blocks 1 and 2, away from the chunk's start (not a scan).
     let (off, size) = (2 * 2560 - 100, 300u32);
     let got = t.read(ino, fh, off as u64, size).unwrap();
