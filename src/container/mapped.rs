@@ -41,7 +41,7 @@ use std::fs::File;
 use std::io;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::mpsc::{Sender, channel};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, OnceLock};
 
 use memmap2::{Mmap, MmapOptions, UncheckedAdvice};
 
@@ -223,7 +223,8 @@ impl Drop for Mapping {
 /// false when that thread cannot be started. The queue holds at most one entry per live
 /// mapping (`Mapped::drop_queued`).
 fn queue_drop(map: &Arc<Mapped>) -> bool {
-    static QUEUE: OnceLock<Option<Mutex<Sender<Arc<Mapped>>>>> = OnceLock::new();
+    // `Sender` is `Sync`: the reading threads share it without a lock.
+    static QUEUE: OnceLock<Option<Sender<Arc<Mapped>>>> = OnceLock::new();
     let queue = QUEUE.get_or_init(|| {
         let (tx, rx) = channel::<Arc<Mapped>>();
         std::thread::Builder::new()
@@ -236,11 +237,11 @@ fn queue_drop(map: &Arc<Mapped>) -> bool {
                 }
             })
             .ok()
-            .map(|_| Mutex::new(tx))
+            .map(|_| tx)
     });
     queue
         .as_ref()
-        .is_some_and(|tx| tx.lock().is_ok_and(|tx| tx.send(Arc::clone(map)).is_ok()))
+        .is_some_and(|tx| tx.send(Arc::clone(map)).is_ok())
 }
 
 /// Installs the SIGBUS guard once per process; `None` when it could not be installed.
