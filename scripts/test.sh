@@ -40,6 +40,12 @@ setup_done() {
     [ $rc -eq 0 ] || { echo "scripts/setup.sh failed ($rc)" >&2; return $rc; }
 }
 export B2FS_PYTHON="$PWD/.venv/bin/python"
+# Daemons log to $XDG_RUNTIME_DIR/b2fs-PID.log, or /tmp without it (root on CI): the suite's
+# hundreds of mounts log under target/ instead of leaving their logs in /tmp.
+if [ -z "${XDG_RUNTIME_DIR:-}" ]; then
+    export XDG_RUNTIME_DIR="$PWD/target/test-logs"
+    rm -rf "$XDG_RUNTIME_DIR" && mkdir -p "$XDG_RUNTIME_DIR"
+fi
 if [ "${CI:-}" = "true" ]; then
     export B2FS_REQUIRE_FUSE=1 B2FS_REQUIRE_PYTHON=1 B2FS_REQUIRE_REMOTE=1
     # A fresh clone has no incremental state to reuse: the crate's units compile without
