@@ -16,8 +16,9 @@ use std::time::{Duration, Instant};
 use b2fs::codec;
 use b2fs::container::{self, Array, Container, ContainerError};
 
-use crate::container::{build_frame, copy_dir, memcpyed, small_frame};
+use crate::support::copy_dir;
 use crate::support::data_dir;
+use crate::support::frames::{build_frame, memcpyed, small_frame};
 
 /// Peak heap of one hostile open or chunk read. The inputs are a few hundred bytes: a bound
 /// of 4 MiB means no declared size was believed (each case declares gigabytes at least).

@@ -14,8 +14,9 @@ use std::time::{Duration, Instant};
 
 use b2fs::tree::{Tree, TreeOptions};
 
-use crate::container::{ZEROS, build_frame, copy_dir, memcpyed, small_frame};
 use crate::hostile::{CHUNKSIZE_AT, HEAP_BOUND, NBYTES_AT, TIME_BOUND, measure, patched};
+use crate::support::copy_dir;
+use crate::support::frames::{ZEROS, build_frame, memcpyed, small_frame};
 use crate::support::{data_dir, fuse, is_mounted};
 
 /// The cache budget of the trees and the mount of these tests.

@@ -3,7 +3,7 @@
 //! policy, sha256, and commands that must succeed (here); paths and whole reads through the
 //! in-process [`Tree`](b2fs::tree::Tree) (`tree`); mounts, foreground daemons and mount
 //! checks (`mount`); the oracles' warm interpreters (`forkserver`); the kill-and-check loop of the crash tests with its one delay policy
-//! (`crash`); waits that poll for a condition (`wait`); the servers and the fault-injecting
+//! (`crash`); hand-built chunks and frames (`frames`); waits that poll for a condition (`wait`); the servers and the fault-injecting
 //! proxy of the remote tests (`remote`).
 
 #![allow(dead_code)]
@@ -21,6 +21,7 @@ macro_rules! or_skip {
 
 pub mod crash;
 pub mod forkserver;
+pub mod frames;
 pub mod mount;
 #[cfg(feature = "remote")]
 pub mod remote;
@@ -244,6 +245,20 @@ pub fn ok(cmd: &mut Command) -> Output {
 #[track_caller]
 pub fn copy_all(from: &Path, to: &Path) {
     ok(Command::new("cp").arg("-a").arg(from).arg(to));
+}
+
+/// Copies directory `from` to `to` (created; its parents too), file by file: unlike
+/// [`copy_all`], `to` may exist already.
+pub fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap().flatten() {
+        let t = to.join(e.file_name());
+        if e.path().is_dir() {
+            copy_dir(&e.path(), &t);
+        } else {
+            std::fs::copy(e.path(), &t).unwrap();
+        }
+    }
 }
 
 /// `n` items of `atom` bytes taken from the whole items of `all`, starting at item `shift`,
