@@ -1,10 +1,11 @@
-//! Shared test helpers, one place each: fixture paths, the python oracle (python-blosc2,
-//! blosc, bcolz, caterva in the project's venv), the FUSE/Python/server skip-or-require
-//! policy, sha256, and commands that must succeed (here); paths and whole reads through the
-//! in-process [`Tree`](b2fs::tree::Tree) (`tree`); mounts, foreground daemons and mount
-//! checks (`mount`); the oracles' warm interpreters (`forkserver`); the kill-and-check loop of the crash tests with its one delay policy
-//! (`crash`); hand-built chunks and frames (`frames`); waits that poll for a condition (`wait`); the servers and the fault-injecting
-//! proxy of the remote tests (`remote`).
+//! Shared test helpers, one place each: fixture paths, the python oracle (python-blosc2, blosc,
+//! bcolz, caterva in the project's venv), the FUSE/Python/server skip-or-require policy,
+//! sha256, and commands that must succeed (here); paths and whole reads through the in-process
+//! [`Tree`](b2fs::tree::Tree) (`tree`); mounts, foreground daemons and mount checks (`mount`);
+//! the oracles' warm interpreters (`forkserver`); the kill-and-check loop of the crash tests
+//! with its one delay policy (`crash`); hand-built chunks and frames (`frames`); waits that
+//! poll for a condition (`wait`); the servers and the fault-injecting proxy of the remote tests
+//! (`remote`).
 
 #![allow(dead_code)]
 
