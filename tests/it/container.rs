@@ -15,7 +15,7 @@ use proptest::prelude::*;
 use serde_json::{Value, json};
 
 use crate::support::frames::{ZEROS, build_frame, memcpyed, small_frame};
-use crate::support::{copy_dir, data_dir, repo_root, sha256_hex};
+use crate::support::{copy_tree, data_dir, repo_root, sha256_hex};
 
 mod hand_built;
 mod hostile;
@@ -710,7 +710,7 @@ fn container_refuse_fixtures_are_refused() {
                 // by the magic alone) and refused.
                 let tmp = tempfile::tempdir().unwrap();
                 let d = tmp.path().join("b");
-                copy_dir(&p, &d);
+                copy_tree(&p, &d);
                 std::fs::remove_file(d.join("meta/nrows")).unwrap();
                 let err = container::open(&d).unwrap_err();
                 assert!(err.to_string().contains("__.bin"), "{err}");

@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 use b2fs::codec;
 use b2fs::container::{self, Array, Container, ContainerError};
 
-use crate::support::copy_dir;
+use crate::support::copy_tree;
 use crate::support::data_dir;
 use crate::support::frames::{build_frame, memcpyed, small_frame};
 
@@ -371,7 +371,7 @@ fn hostile_chunk_of_2_gib_alone_is_refused_before_allocation() {
 fn carray_error(what: &str, edit: &dyn Fn(&Path)) -> ContainerError {
     let tmp = tempfile::tempdir().unwrap();
     let d = tmp.path().join("carray");
-    copy_dir(&data_dir().join("bcolz/carray_i4_leftover"), &d);
+    copy_tree(&data_dir().join("bcolz/carray_i4_leftover"), &d);
     edit(&d);
     match bounded(what, || container::open(&d)) {
         Ok(_) => panic!("{what}: opened"),
@@ -407,7 +407,7 @@ fn hostile_bcolz_shape_of_2_pow_60_rows_is_bounded() {
     // reading a chunk that has no file is an error.
     let tmp = tempfile::tempdir().unwrap();
     let d = tmp.path().join("carray");
-    copy_dir(&data_dir().join("bcolz/carray_i4_leftover"), &d);
+    copy_tree(&data_dir().join("bcolz/carray_i4_leftover"), &d);
     write(
         &d,
         "meta/sizes",

@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use b2fs::tree::{Tree, TreeOptions};
 
 use crate::hostile::{CHUNKSIZE_AT, HEAP_BOUND, NBYTES_AT, TIME_BOUND, measure, patched};
-use crate::support::copy_dir;
+use crate::support::copy_tree;
 use crate::support::frames::{ZEROS, build_frame, memcpyed, small_frame};
 use crate::support::{data_dir, fuse, is_mounted};
 
@@ -168,7 +168,7 @@ fn hostile_tree_chunksize_of_2_gib_with_40_byte_chunks_is_eio() {
 fn hostile_tree_bcolz_of_2_pow_60_rows_lists_stats_and_fails_reads_in_bounds() {
     let tmp = tempfile::tempdir().unwrap();
     let d = tmp.path().join("carray");
-    copy_dir(&data_dir().join("bcolz/carray_i4_leftover"), &d);
+    copy_tree(&data_dir().join("bcolz/carray_i4_leftover"), &d);
     std::fs::write(
         d.join("meta/sizes"),
         "{\"shape\": [1152921504606846976], \"nbytes\": 1, \"cbytes\": 1}",
@@ -318,7 +318,7 @@ fn hostile_tree_ctable_columns_of_2_pow_62_chunks_is_refused() {
     // and the chunk files of every column after the first could not be looked up.
     let tmp = tempfile::tempdir().unwrap();
     let d = tmp.path().join("ct");
-    copy_dir(&data_dir().join("bcolz/ctable_3cols"), &d);
+    copy_tree(&data_dir().join("bcolz/ctable_3cols"), &d);
     for col in ["id", "val", "name"] {
         let storage = d.join(col).join("meta/storage");
         let mut v: serde_json::Value =
@@ -343,7 +343,7 @@ fn hostile_tree_ctable_columns_of_2_pow_62_chunks_is_refused() {
     // One such column alone is numbered (2^62 - 1 chunks would be; 2^62 is one too many).
     let tmp = tempfile::tempdir().unwrap();
     let c = tmp.path().join("carray");
-    copy_dir(&d.join("id"), &c);
+    copy_tree(&d.join("id"), &c);
     std::fs::write(
         c.join("meta/sizes"),
         "{\"shape\": [4611686018427387000], \"nbytes\": 1, \"cbytes\": 1}",

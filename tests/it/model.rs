@@ -26,7 +26,7 @@ use proptest::prelude::*;
 use proptest::test_runner::{Config, FileFailurePersistence, RngSeed, TestCaseError, TestRunner};
 use serde_json::Value;
 
-use crate::support::{data_dir, repo_root};
+use crate::support::{copy_tree, data_dir, repo_root};
 use ops::{ATTRS_TEXTS, Op};
 use reference::{File, Geometry, Model, Out};
 
@@ -39,19 +39,6 @@ enum Seed {
     PySparse,
     /// The b2nd with every chunk rewritten by b2fs.
     B2fsB2nd,
-}
-
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for e in std::fs::read_dir(from).unwrap() {
-        let e = e.unwrap();
-        let dst = to.join(e.file_name());
-        if e.file_type().unwrap().is_dir() {
-            copy_dir(&e.path(), &dst);
-        } else {
-            std::fs::copy(e.path(), dst).unwrap();
-        }
-    }
 }
 
 fn open_array(src: &Path) -> container::Array {
@@ -116,7 +103,7 @@ fn make_source(seed: Seed, dir: &Path) -> PathBuf {
         }
         Seed::PySparse => {
             let src = dir.join("s.b2frame");
-            copy_dir(&data_dir().join("frames/schunk_sparse.b2frame"), &src);
+            copy_tree(&data_dir().join("frames/schunk_sparse.b2frame"), &src);
             src
         }
     }

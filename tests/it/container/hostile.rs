@@ -126,7 +126,7 @@ fn container_hostile_bcolz_is_error() {
     let src = data_dir().join("bcolz/carray_i4_leftover");
     let case = |name: &str, f: &dyn Fn(&Path)| -> ContainerError {
         let d = tmp.path().join(name);
-        copy_dir(&src, &d);
+        copy_tree(&src, &d);
         f(&d);
         container::open(&d).map(|_| ()).unwrap_err()
     };
@@ -177,7 +177,7 @@ fn container_hostile_bcolz_is_error() {
     .enumerate()
     {
         let d = tmp.path().join(format!("table{i}"));
-        copy_dir(&table, &d);
+        copy_tree(&table, &d);
         std::fs::write(d.join("__rootdirs__"), format!("{{\"names\": {names}}}\n")).unwrap();
         let e = container::open(&d).map(|_| ()).unwrap_err();
         assert!(
@@ -188,7 +188,7 @@ fn container_hostile_bcolz_is_error() {
     }
     // A chunk file whose Blosc1 cbytes lies.
     let d = tmp.path().join("liar");
-    copy_dir(&src, &d);
+    copy_tree(&src, &d);
     let blp = d.join("data/__0.blp");
     let mut b = std::fs::read(&blp).unwrap();
     b[28..32].copy_from_slice(&i32::MAX.to_le_bytes());
@@ -222,7 +222,7 @@ fn container_unknown_sources_are_not_containers() {
     ));
     // A sparse frame directory with a missing chunk file: open works, the read names the file.
     let d = tmp.path().join("sparse");
-    copy_dir(&data_dir().join("frames/schunk_sparse.b2frame"), &d);
+    copy_tree(&data_dir().join("frames/schunk_sparse.b2frame"), &d);
     std::fs::remove_file(d.join("00000002.chunk")).unwrap();
     let a = open_array(&d);
     let e = a.chunk_bytes(2).unwrap_err();
@@ -348,7 +348,7 @@ fn container_mutated_sparse_frames_never_panic() {
     let tmp = tempfile::tempdir().unwrap();
     let src = data_dir().join("frames/b2nd_sparse.b2nd");
     let d = tmp.path().join("s");
-    copy_dir(&src, &d);
+    copy_tree(&src, &d);
     let index = std::fs::read(src.join("chunks.b2frame")).unwrap();
     let chunk0 = std::fs::read(src.join("00000000.chunk")).unwrap();
     let config = ProptestConfig {
@@ -390,7 +390,7 @@ fn container_mutated_bcolz_never_panics() {
     let tmp = tempfile::tempdir().unwrap();
     let src = data_dir().join("bcolz/carray_i4_leftover");
     let d = tmp.path().join("c");
-    copy_dir(&src, &d);
+    copy_tree(&src, &d);
     let files = [
         "meta/sizes",
         "meta/storage",

@@ -630,7 +630,7 @@ fn container_changed_on_disk_detects_rewrites() {
     assert!(a.changed_on_disk().unwrap());
     // Sparse frame.
     let d = tmp.path().join("s");
-    copy_dir(&data_dir().join("frames/schunk_sparse.b2frame"), &d);
+    copy_tree(&data_dir().join("frames/schunk_sparse.b2frame"), &d);
     let a = open_array(&d);
     assert!(!a.changed_on_disk().unwrap());
     let mut idx = std::fs::read(d.join("chunks.b2frame")).unwrap();
@@ -639,7 +639,7 @@ fn container_changed_on_disk_detects_rewrites() {
     assert!(a.changed_on_disk().unwrap());
     // bcolz: a chunk rewrite is invisible, a sizes commit is not.
     let c = tmp.path().join("c");
-    copy_dir(&data_dir().join("bcolz/carray_i4_leftover"), &c);
+    copy_tree(&data_dir().join("bcolz/carray_i4_leftover"), &c);
     let a = open_array(&c);
     assert!(!a.changed_on_disk().unwrap());
     let blp = std::fs::read(c.join("data/__0.blp")).unwrap();

@@ -248,17 +248,18 @@ pub fn copy_all(from: &Path, to: &Path) {
     ok(Command::new("cp").arg("-a").arg(from).arg(to));
 }
 
-/// Copies directory `from` to `to` (created; its parents too), file by file: unlike
-/// [`copy_all`], `to` may exist already.
-pub fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for e in std::fs::read_dir(from).unwrap().flatten() {
-        let t = to.join(e.file_name());
-        if e.path().is_dir() {
-            copy_dir(&e.path(), &t);
-        } else {
-            std::fs::copy(e.path(), &t).unwrap();
+/// Copies `src` (a file or a directory tree) to `dst`, creating `dst`'s parents: unlike
+/// [`copy_all`], `dst` may exist already.
+pub fn copy_tree(src: &Path, dst: &Path) {
+    if src.is_dir() {
+        std::fs::create_dir_all(dst).expect("mkdir");
+        for e in std::fs::read_dir(src).expect("read_dir") {
+            let e = e.expect("entry");
+            copy_tree(&e.path(), &dst.join(e.file_name()));
         }
+    } else {
+        std::fs::create_dir_all(dst.parent().expect("parent")).expect("mkdir");
+        std::fs::copy(src, dst).expect("copy");
     }
 }
 
