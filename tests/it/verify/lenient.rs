@@ -1,0 +1,106 @@
+//! Frames whose index or trailer is damaged: `verify` opens them leniently and `salvage`
+//! rebuilds a sound frame, or both say why they cannot.
+
+use super::*;
+
+/// A frame python-blosc2 wrote whose index or trailer is damaged: python-blosc2 cannot open
+/// it; `verify` opens it leniently, says which part is damaged and still checks every chunk
+/// (located by walking their headers when the index is gone); `salvage` writes a sound frame
+/// with every readable chunk exact (damaged ones zeros), the index rebuilt and what the
+/// damaged trailer held lost (exit 1, DEST written). A frame whose index and a chunk header
+/// are both destroyed cannot be walked safely: verify says why, salvage writes nothing.
+#[test]
+fn verify_and_salvage_a_frame_with_a_damaged_index_or_trailer() {
+    let py = or_skip!(python(
+        "verify_and_salvage_a_frame_with_a_damaged_index_or_trailer"
+    ));
+    let f = fixtures(&py);
+    let src = f.join("frame.b2frame");
+    let a = array(&src);
+    let n = a.nchunks();
+    let idx = a.frame_info().unwrap().index_offset.unwrap();
+    let good = reference(&py, "frame", &src);
+    let (s3, c3) = chunk_at(&a, 3);
+    let (s2, _) = chunk_at(&a, 2);
+    let bytes = std::fs::read(&src).unwrap();
+    let vl = &a.vlmetalayers()[0].chunk;
+    let vl_at = bytes.windows(vl.len()).position(|w| w == &vl[..]).unwrap() as u64;
+    let dir = tempfile::tempdir().unwrap();
+    // Each case: (name, damage, chunks damaged, a structure reason, salvage exit code).
+    type Damage = fn(&Path, u64, u64, u64, u64);
+    let cases: [(&str, Damage, &[usize], &str, i32); 2] = [
+        (
+            "index",
+            |p, idx, s3, c3, _| {
+                smash(p, idx + 4, 12);
+                smash(p, s3 + c3 / 2, 64);
+            },
+            &[3],
+            "located by walking their headers",
+            0,
+        ),
+        (
+            "trailer",
+            |p, _, _, _, vl_at| smash(p, vl_at, 16),
+            &[],
+            "vlmetalayer damaged",
+            1,
+        ),
+    ];
+    for (name, damage, want, reason, code) in cases {
+        let p = dir.path().join(format!("{name}.b2frame"));
+        copy_tree(&src, &p);
+        damage(&p, idx, s3, c3, vl_at);
+        if name == "index" {
+            let r = reference(&py, "frame", &p);
+            assert!(!r.errors.is_empty(), "{name}: python-blosc2 opens it");
+        }
+        let (exit, v) = verify_json(&p);
+        assert_eq!(exit, 1, "{name}: {v:#}");
+        assert!(structure(&v).contains(reason), "{name}: {v:#}");
+        assert_eq!(v["chunks"], n, "{name}: {v:#}");
+        let damaged: Vec<u64> = v["damaged"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|d| d["chunk"].as_u64().unwrap())
+            .collect();
+        assert_eq!(damaged, want.iter().map(|&i| i as u64).collect::<Vec<_>>());
+        let dest = dir.path().join(format!("salvaged-{name}.b2frame"));
+        let (exit, err) = salvage_run(&p, &dest);
+        assert_eq!(exit, Some(code), "{name}: {err}");
+        assert!(err.contains(reason), "{name}: {err}");
+        let after = reference(&py, "frame", &dest);
+        assert!(after.errors.is_empty(), "{name}: {:?}", after.errors);
+        for (i, (was, now)) in good.chunks[""].iter().zip(&after.chunks[""]).enumerate() {
+            let now = now.as_ref().unwrap();
+            if want.contains(&i) {
+                assert!(now.1, "{name}: chunk {i} not zeros");
+            } else {
+                assert_eq!(was.as_ref(), Some(now), "{name}: chunk {i} changed");
+            }
+        }
+        assert_eq!(after.chunks[""].len(), n, "{name}");
+        let record = &after.salvage[""];
+        assert_eq!(record["damaged"].as_array().unwrap().len(), want.len());
+        assert!(record["structure"][0].as_str().unwrap().contains(reason));
+        let (exit, v) = verify_json(&dest);
+        assert_eq!(exit, 0, "{name}: salvaged copy not sound: {v:#}");
+    }
+    // The index and chunk 2's header destroyed: chunk 2 cannot be told from what follows.
+    let p = dir.path().join("both.b2frame");
+    copy_tree(&src, &p);
+    smash(&p, idx + 4, 12);
+    smash(&p, s2, 16);
+    let (exit, v) = verify_json(&p);
+    assert_eq!(exit, 1);
+    let why = structure(&v);
+    assert!(why.contains("cannot be located without it"), "{why}");
+    assert!(why.contains("chunk 2's header"), "{why}");
+    let dest = dir.path().join("salvaged-both.b2frame");
+    let (exit, err) = salvage_run(&p, &dest);
+    assert_eq!(exit, Some(1), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.contains("cannot be located"), "{err}");
+    assert!(!dest.exists());
+}
