@@ -2,7 +2,8 @@
 # Runs every benchmark (release build), each against C-Blosc2 (python-blosc2) in the same run.
 # Results are printed as tables; BENCHMARKS.md records them with this command.
 #   bash scripts/bench.sh            # all
-#   bash scripts/bench.sh decode     # one of: decode encode read verify mount zarr
+#   bash scripts/bench.sh decode     # one of: decode encode filters read verify mount zarr
+# filters: the filter kernels at every SIMD level, compared with each other (no reference).
 # zarr (not in the default list: it makes 2 GB of sources once, and needs .venv-zarr): the
 # Zarr view through xarray and zarr-python against python-blosc2 and a native Zarr copy
 # (scripts/bench_zarr.py, release build).
@@ -15,7 +16,7 @@ bash scripts/setup.sh
 export B2FS_PYTHON="$PWD/.venv/bin/python"
 echo "machine: $(nproc) vCPU, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)"
 echo "rustc: $(rustc --version)   commit: $(git rev-parse --short HEAD)"
-for b in ${1:-decode encode read verify mount}; do
+for b in ${1:-decode encode filters read verify mount}; do
     echo "== $b"
     if [ "$b" = verify ]; then
         bash scripts/bench_verify.sh   # b2fs verify vs python-blosc2 over a 1 GiB frame
