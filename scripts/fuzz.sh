@@ -18,6 +18,9 @@
 # CPU seconds, exec/s, corpus size, coverage.
 #
 # B2FS_FUZZ_RUNS=N stops a run after N executions (or SECONDS, whichever comes first).
+# B2FS_FUZZ_TIMEOUT=S: the per-input timeout (10 s). A run on a machine where something may
+# stop it for a while (a benchmark lock that SIGSTOPs nice-19 processes) needs more than that
+# pause, or the pause is reported as a timeout of whatever input was running.
 # B2FS_FUZZ_ASAN=0: the throughput build for long runs, the same coverage instrumentation and
 # debug assertions without AddressSanitizer (2-3x more executions per CPU second; Rust code
 # outside `unsafe` is memory safe without it). It lives in fuzz/target-noasan; its one-
@@ -159,7 +162,7 @@ run() {
     local start=$SECONDS rc=0
     mkdir -p "fuzz/artifacts/$t"
     fuzz_cmd "$t" "fuzz/work/$t" "fuzz/corpus/$t" "$seeddir" -- \
-        -max_total_time="$secs" -max_len="$(max_len "$t")" -timeout=10 \
+        -max_total_time="$secs" -max_len="$(max_len "$t")" -timeout="${B2FS_FUZZ_TIMEOUT:-10}" \
         -rss_limit_mb=1024 -malloc_limit_mb=256 -print_final_stats=1 "${extra[@]}"
     /usr/bin/time -f '%U %S' -o "$log.cpu" "${CMD[@]}" > "$log" 2>&1 || rc=$?
     rm -rf "$seeddir"
