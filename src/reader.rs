@@ -150,6 +150,8 @@ pub enum ReadData {
     Fixed(Arc<[u8]>, Range<usize>),
     /// Bytes made for this read only (range decode, assembled windows), or nothing (EOF).
     Owned(Vec<u8>),
+    /// Bytes assembled for this read in a pooled buffer ([`crate::mem::Reused`]).
+    Reused(crate::mem::Reused),
 }
 
 impl Deref for ReadData {
@@ -160,6 +162,7 @@ impl Deref for ReadData {
             ReadData::Chunk(b, r) => &b[r.clone()],
             ReadData::Fixed(b, r) => &b[r.clone()],
             ReadData::Owned(v) => v,
+            ReadData::Reused(v) => v,
         }
     }
 }
