@@ -137,7 +137,7 @@ impl Tree {
             }
         }
         // Every byte is written below: the header's, then the runs', which tile the data.
-        let mut out = crate::mem::Reused::take(w.out_len);
+        let mut out = crate::reader::Reused::take(w.out_len);
         out[..w.header.len()].copy_from_slice(&npy.header()[w.header.clone()]);
         if data_len > 0 {
             let runs = npy.layout().runs(w.data.start, data_len);
