@@ -17,7 +17,9 @@ pub mod header;
 mod streams;
 pub mod tune;
 
-pub use decode::{Decoder, chunk_info, decompress, decompress_into, decompress_range};
+pub use decode::{
+    Decoder, Seen, chunk_info, decompress, decompress_into, decompress_range, decompress_range_seen,
+};
 pub use encode::{Blocksize, CParams, ChunkFormat, SplitMode, compress, compress_zeros};
 pub use error::CodecError;
 pub use header::{ChunkHeader, SpecialKind};

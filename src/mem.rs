@@ -106,9 +106,92 @@ fn advise_huge(buf: &Vec<u8>) {
     }
 }
 
+/// A buffer for the bytes of one read that are assembled rather than cut from a cache (a
+/// 1 MiB read of an N-dim `array.npy` is hundreds of runs of eight chunks), taken from a small
+/// process-wide pool and given back when dropped (after the reply was written). A fresh
+/// zeroed megabyte per read costs a `memset`, and fresh pages whenever the allocator hands
+/// out new ones: 4-6% of the daemon's CPU in a `np.load` (BENCHMARKS.md, session 13).
+#[derive(Debug)]
+pub struct Reused(Vec<u8>);
+
+/// Buffers the pool keeps (a few FUSE threads each hold one while they answer).
+const REUSED_KEEP: usize = 4;
+
+/// Buffers smaller than this are allocated the ordinary way and not kept.
+const REUSED_MIN: usize = 64 << 10;
+
+/// Larger buffers are not kept (the pool's memory stays within 4 x 4 MiB).
+const REUSED_MAX: usize = 4 << 20;
+
+static REUSED: parking_lot::Mutex<Vec<Vec<u8>>> = parking_lot::Mutex::new(Vec::new());
+
+impl Reused {
+    /// A buffer of `len` bytes whose contents are **unspecified** (bytes of an earlier read,
+    /// or zeros): the caller overwrites every byte before the buffer is read.
+    pub fn take(len: usize) -> Reused {
+        if (REUSED_MIN..=REUSED_MAX).contains(&len) {
+            let mut pool = REUSED.lock();
+            if let Some(i) = pool.iter().position(|b| b.capacity() >= len) {
+                let mut buf = pool.swap_remove(i);
+                drop(pool);
+                if buf.len() >= len {
+                    buf.truncate(len);
+                } else {
+                    buf.resize(len, 0);
+                }
+                return Reused(buf);
+            }
+        }
+        Reused(vec![0u8; len])
+    }
+}
+
+impl std::ops::Deref for Reused {
+    type Target = [u8];
+
+    fn deref(&self) -> &[u8] {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for Reused {
+    fn deref_mut(&mut self) -> &mut [u8] {
+        &mut self.0
+    }
+}
+
+impl Drop for Reused {
+    fn drop(&mut self) {
+        let cap = self.0.capacity();
+        if (REUSED_MIN..=REUSED_MAX).contains(&cap) {
+            let mut pool = REUSED.lock();
+            if pool.len() < REUSED_KEEP {
+                pool.push(std::mem::take(&mut self.0));
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn reused_buffers_have_the_length_asked_and_come_back() {
+        let mut a = Reused::take(300 << 10);
+        a.fill(7);
+        let at = a.as_ptr();
+        drop(a);
+        // Another test's buffers may be in the pool: take them all and look for ours.
+        let got: Vec<Reused> = (0..REUSED_KEEP).map(|_| Reused::take(200 << 10)).collect();
+        assert!(got.iter().all(|b| b.len() == 200 << 10));
+        assert!(
+            got.iter().any(|b| b.as_ptr() == at && b[0] == 7),
+            "reused, not cleared"
+        );
+        let small = Reused::take(100);
+        assert_eq!(&small[..], &[0u8; 100][..]);
+    }
 
     #[test]
     fn zeroed_buffers_are_zero_and_exact_length() {

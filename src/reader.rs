@@ -59,7 +59,7 @@ use parking_lot::Mutex;
 use crate::cache::ChunkCache;
 pub use crate::cache::{Bytes, CacheStats};
 use crate::container::ContainerError;
-pub use crate::mem::PAGE;
+pub use crate::mem::{PAGE, Reused};
 
 pub use access::{Access, Pattern, ReadHint};
 pub use append::AppendVec;
@@ -150,6 +150,8 @@ pub enum ReadData {
     Fixed(Arc<[u8]>, Range<usize>),
     /// Bytes made for this read only (range decode, assembled windows), or nothing (EOF).
     Owned(Vec<u8>),
+    /// Bytes assembled for this read in a pooled buffer ([`Reused`]).
+    Reused(Reused),
 }
 
 impl Deref for ReadData {
@@ -160,6 +162,7 @@ impl Deref for ReadData {
             ReadData::Chunk(b, r) => &b[r.clone()],
             ReadData::Fixed(b, r) => &b[r.clone()],
             ReadData::Owned(v) => v,
+            ReadData::Reused(v) => v,
         }
     }
 }

@@ -6,6 +6,8 @@
 //! are found through their own bstart only (C writes them in completion order when threaded);
 //! VL chunks are the one place where a neighbouring bstart gives a size.
 
+use std::ops::Range;
+
 use super::compressor::{MAX_DICT_SIZE, StreamDecoders};
 use super::filter::Pipeline;
 use super::header::{ChunkHeader, SpecialKind};
@@ -38,6 +40,23 @@ pub fn decompress_into(chunk: &[u8], out: &mut [u8]) -> Result<usize, CodecError
 pub fn decompress_range(chunk: &[u8], offset: usize, out: &mut [u8]) -> Result<usize, CodecError> {
     with_thread_decoder(|d| d.decompress_range(chunk, offset, out))
 }
+
+/// [`decompress_range`] that also tells `seen` of each block of a regular chunk it decoded,
+/// on the decoding thread, right after the block's streams were read (while they are still
+/// in the CPU's cache): the block's number and the bytes of `chunk` its streams took, from
+/// its bstart to the end of its last stream. Special, memcpyed and VL chunks tell nothing.
+pub fn decompress_range_seen(
+    chunk: &[u8],
+    offset: usize,
+    out: &mut [u8],
+    seen: Seen<'_>,
+) -> Result<usize, CodecError> {
+    with_thread_decoder(|d| d.decompress_range_seen(chunk, offset, out, seen))
+}
+
+/// What [`decompress_range_seen`] calls for each block it decoded: its number and the
+/// bytes of the chunk its streams took.
+pub type Seen<'f> = &'f mut dyn FnMut(usize, Range<usize>);
 
 /// Scratch the per-thread decoder keeps between calls; larger buffers (a hostile or huge
 /// blocksize) are freed after the call.
@@ -209,7 +228,7 @@ impl Decoder {
     pub fn decompress(&mut self, chunk: &[u8]) -> Result<Vec<u8>, CodecError> {
         let (hdr, body) = self.prepare(chunk)?;
         let mut out = vec![0u8; hdr.nbytes];
-        self.decode_range(&hdr, body, 0, &mut out)?;
+        self.decode_range(&hdr, body, 0, &mut out, &mut |_, _| {})?;
         Ok(out)
     }
 
@@ -222,7 +241,7 @@ impl Decoder {
                 actual: out.len(),
             });
         }
-        self.decode_range(&hdr, body, 0, out)
+        self.decode_range(&hdr, body, 0, out, &mut |_, _| {})
     }
 
     /// See [`decompress_range`].
@@ -232,8 +251,19 @@ impl Decoder {
         offset: usize,
         out: &mut [u8],
     ) -> Result<usize, CodecError> {
+        self.decompress_range_seen(chunk, offset, out, &mut |_, _| {})
+    }
+
+    /// See [`decompress_range_seen`].
+    pub fn decompress_range_seen(
+        &mut self,
+        chunk: &[u8],
+        offset: usize,
+        out: &mut [u8],
+        seen: Seen<'_>,
+    ) -> Result<usize, CodecError> {
         let (hdr, body) = self.prepare(chunk)?;
-        self.decode_range(&hdr, body, offset, out)
+        self.decode_range(&hdr, body, offset, out, seen)
     }
 
     /// Header checks, limit, and the body's layout (sections 1.5, 2.1, 2.2, 5.2).
@@ -339,6 +369,7 @@ impl Decoder {
         body: Body<'_>,
         offset: usize,
         out: &mut [u8],
+        seen: Seen<'_>,
     ) -> Result<usize, CodecError> {
         let nbytes = hdr.nbytes;
         if offset >= nbytes {
@@ -367,7 +398,7 @@ impl Decoder {
                 if b.hdr.is_vl() {
                     self.vl_range(&b, offset, out)?;
                 } else {
-                    self.blocks_range(&b, offset, out)?;
+                    self.blocks_range(&b, offset, out, seen)?;
                 }
             }
         }
@@ -381,6 +412,7 @@ impl Decoder {
         b: &Blocks<'_>,
         offset: usize,
         out: &mut [u8],
+        seen: Seen<'_>,
     ) -> Result<(), CodecError> {
         let Decoder {
             scratch, streams, ..
@@ -397,7 +429,7 @@ impl Decoder {
         let b0_in_out = offset == 0 && end >= bs0;
         if delta && last > 0 && !b0_in_out {
             let dst = scratch_slice(&mut scratch.block0, bs0);
-            decode_block(streams, &mut scratch.filtered, b, 0, dst, None)?;
+            decode_block(streams, &mut scratch.filtered, b, 0, dst, None, seen)?;
         }
         for j in first..=last {
             let bstart = j * bs;
@@ -412,10 +444,26 @@ impl Decoder {
                 let (dst_lo, dst_hi) = (lo - bs0, hi - bs0);
                 if whole {
                     let dst = &mut tail[dst_lo..dst_hi];
-                    decode_block(streams, &mut scratch.filtered, b, j, dst, Some(block0))?;
+                    decode_block(
+                        streams,
+                        &mut scratch.filtered,
+                        b,
+                        j,
+                        dst,
+                        Some(block0),
+                        seen,
+                    )?;
                 } else {
                     let tmp = scratch_slice(&mut scratch.block, bend - bstart);
-                    decode_block(streams, &mut scratch.filtered, b, j, tmp, Some(block0))?;
+                    decode_block(
+                        streams,
+                        &mut scratch.filtered,
+                        b,
+                        j,
+                        tmp,
+                        Some(block0),
+                        seen,
+                    )?;
                     tail[dst_lo..dst_hi].copy_from_slice(&tmp[lo - bstart..hi - bstart]);
                 }
                 continue;
@@ -424,13 +472,13 @@ impl Decoder {
             let (dst_lo, dst_hi) = (lo - offset, hi - offset);
             if whole {
                 let dst = &mut out[dst_lo..dst_hi];
-                decode_block(streams, &mut scratch.filtered, b, j, dst, block0)?;
+                decode_block(streams, &mut scratch.filtered, b, j, dst, block0, seen)?;
             } else if j == 0 && delta && last > 0 && !b0_in_out {
                 // Already decoded as the reference.
                 out[dst_lo..dst_hi].copy_from_slice(&scratch.block0[lo..hi]);
             } else {
                 let tmp = scratch_slice(&mut scratch.block, bend - bstart);
-                decode_block(streams, &mut scratch.filtered, b, j, tmp, block0)?;
+                decode_block(streams, &mut scratch.filtered, b, j, tmp, block0, seen)?;
                 out[dst_lo..dst_hi].copy_from_slice(&tmp[lo - bstart..hi - bstart]);
             }
         }
@@ -575,12 +623,13 @@ fn decode_block(
     j: usize,
     dst: &mut [u8],
     block0: Option<&[u8]>,
+    seen: Seen<'_>,
 ) -> Result<(), CodecError> {
     if b.pipeline.is_noop_backward() {
-        return read_streams(streams, b, j, dst);
+        return read_streams(streams, b, j, dst, seen);
     }
     let src = scratch_slice(filtered, dst.len());
-    read_streams(streams, b, j, src)?;
+    read_streams(streams, b, j, src, seen)?;
     b.pipeline.backward(src, dst, block0)
 }
 
@@ -592,6 +641,7 @@ fn read_streams(
     b: &Blocks<'_>,
     j: usize,
     out: &mut [u8],
+    seen: Seen<'_>,
 ) -> Result<(), CodecError> {
     let chunk = b.chunk;
     let bsize = out.len();
@@ -605,7 +655,8 @@ fn read_streams(
             format!("block of {bsize} bytes does not split into {nstreams} streams"),
         ));
     }
-    let mut pos = bstart(b, j)?;
+    let first = bstart(b, j)?;
+    let mut pos = first;
     let mut pieces = Vec::with_capacity(nstreams);
     let mut starts = Vec::with_capacity(nstreams);
     for s in 0..nstreams {
@@ -661,7 +712,9 @@ fn read_streams(
     decode_pieces(streams, b.codec, b.dict, &pieces, out, b.small).map_err(|(s, reason)| {
         let at = starts.get(s).copied().unwrap_or(0);
         corrupt(j, s, format!("{reason} (stream at offset {at})"))
-    })
+    })?;
+    seen(j, first..pos);
+    Ok(())
 }
 
 #[cfg(test)]

@@ -1,9 +1,12 @@
 //! Decoding chunks: whole chunks into cache buffers (straight from a source's mapping when it
 //! has one, else through a reused per-thread buffer of compressed bytes), split over threads
-//! for a reader that waits, and range decodes of the blocks a small read overlaps.
+//! for a reader that waits, and range decodes of the blocks a small read overlaps. A whole
+//! chunk decoded from a mapping that still needs its fingerprint hashes each block on the
+//! thread that decodes it, right after its streams were read (`prints.rs`).
 
 use std::borrow::Cow;
 
+use super::prints::{self, Print, SeenBlock};
 use super::{At, Core, partial};
 use crate::codec::{self, CodecError};
 use crate::container::ContainerError;
@@ -30,8 +33,11 @@ impl Core {
         // Straight from the source's mapping when it has one: no copy of the compressed
         // bytes, and no buffer for them.
         let mut from_map = None;
+        let print = store.wants_print(index);
         let mapped = store.with_mapped_chunk(index, false, &mut |chunk| {
-            from_map = Some(self.decode_chunk(chunk, nbytes, split));
+            let (res, took) = self.decode_chunk(chunk, nbytes, split, print);
+            from_map = Some(res);
+            took
         });
         match (mapped, from_map) {
             (Ok(true), Some(res)) => return res.map_err(chunk_err),
@@ -49,7 +55,7 @@ impl Core {
         let res = COMPRESSED.with(|cell| {
             let mut compressed = cell.borrow_mut();
             let clen = store.chunk_bytes_into(index, &mut compressed)?;
-            let res = self.decode_chunk(&compressed[..clen], nbytes, split);
+            let (res, _) = self.decode_chunk(&compressed[..clen], nbytes, split, false);
             if compressed.capacity() > KEEP_COMPRESSED {
                 *compressed = Vec::new(); // an outsized chunk: do not keep its buffer
             }
@@ -60,43 +66,60 @@ impl Core {
 
     /// Decodes the compressed chunk `chunk` into a cache buffer and keeps its first `nbytes`.
     /// The chunk may hold more than the file shows (a bcolz leftover chunk rewritten full):
-    /// it is decoded whole.
+    /// it is decoded whole. With `print`, also the chunk's fingerprint, its blocks hashed
+    /// as they are decoded (none when the decode failed).
     fn decode_chunk(
         &self,
         chunk: &[u8],
         nbytes: usize,
         split: bool,
-    ) -> Result<Vec<u8>, CodecError> {
-        let stored = codec::chunk_info(chunk)?.nbytes;
+        print: bool,
+    ) -> (Result<Vec<u8>, CodecError>, Option<Print>) {
+        let stored = match codec::chunk_info(chunk) {
+            Ok(h) => h.nbytes,
+            Err(e) => return (Err(e), None),
+        };
         if stored < nbytes {
-            return Err(CodecError::OutputSize {
+            let e = CodecError::OutputSize {
                 expected: stored,
                 actual: nbytes,
-            });
+            };
+            return (Err(e), None);
         }
         let mut buf = self.cache.buffer(stored);
-        match self.decode_into(chunk, &mut buf, split) {
-            Ok(()) => {
+        match self.decode_into(chunk, &mut buf, split, print) {
+            Ok(seen) => {
                 buf.truncate(nbytes);
-                Ok(buf)
+                let print = print.then(|| prints::print_with(chunk, &seen));
+                (Ok(buf), print)
             }
             Err(e) => {
                 self.cache.recycle(buf);
-                Err(e)
+                (Err(e), None)
             }
         }
     }
 
     /// Decodes a whole chunk into `out` (exactly its nbytes). A large chunk is cut at block
     /// boundaries and the parts are decoded on scoped threads with range decodes, so one cold
-    /// chunk uses every core (C-Blosc2 does the same with its nthreads).
-    fn decode_into(&self, chunk: &[u8], out: &mut [u8], split: bool) -> Result<(), CodecError> {
+    /// chunk uses every core (C-Blosc2 does the same with its nthreads). With `print`, the
+    /// hash of each block's bytes, taken by the thread that decoded it.
+    fn decode_into(
+        &self,
+        chunk: &[u8],
+        out: &mut [u8],
+        split: bool,
+        print: bool,
+    ) -> Result<Vec<SeenBlock>, CodecError> {
         let parts = if split { self.decode_threads.max(1) } else { 1 };
         let blocksize = codec::chunk_info(chunk)?.blocksize;
         let special_or_small = out.len() < self.parallel_decode_min || blocksize == 0;
         let nblocks = out.len().div_ceil(blocksize.max(1));
+        if !print && (parts < 2 || special_or_small || nblocks < 2) {
+            return guarded(|| codec::decompress_into(chunk, out)).map(|_| Vec::new());
+        }
         if parts < 2 || special_or_small || nblocks < 2 {
-            return guarded(|| codec::decompress_into(chunk, out)).map(|_| ());
+            return range_exact(chunk, 0, out, print);
         }
         let per = nblocks.div_ceil(parts) * blocksize;
         std::thread::scope(|scope| {
@@ -108,13 +131,17 @@ impl Core {
                 rest = tail;
                 let at = offset;
                 offset += per;
-                handles.push(scope.spawn(move || range_exact(chunk, at, part)));
+                handles.push(scope.spawn(move || range_exact(chunk, at, part, print)));
             }
-            let first = range_exact(chunk, offset, rest);
+            let first = range_exact(chunk, offset, rest, print);
             handles
                 .into_iter()
                 .map(|h| h.join().unwrap_or(Err(panicked())))
-                .fold(first, |acc, r| acc.and(r))
+                .fold(first, |acc, r| {
+                    let (mut acc, r) = (acc?, r?);
+                    acc.extend(r);
+                    Ok(acc)
+                })
         })
     }
 
@@ -138,6 +165,7 @@ impl Core {
         let mut from_map = None;
         let mapped = store.with_mapped_chunk(index, true, &mut |c| {
             from_map = Some(decode(c, &mut out));
+            None
         })?;
         let partial = if mapped {
             from_map
@@ -180,11 +208,23 @@ fn guarded<T>(f: impl FnOnce() -> Result<T, CodecError>) -> Result<T, CodecError
     std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).unwrap_or_else(|_| Err(panicked()))
 }
 
-/// Range-decodes exactly `out.len()` bytes at `offset`.
-fn range_exact(chunk: &[u8], offset: usize, out: &mut [u8]) -> Result<(), CodecError> {
-    let n = guarded(|| codec::decompress_range(chunk, offset, out))?;
+/// Range-decodes exactly `out.len()` bytes at `offset`; with `print`, hashes each block's
+/// bytes right after its streams were read.
+fn range_exact(
+    chunk: &[u8],
+    offset: usize,
+    out: &mut [u8],
+    print: bool,
+) -> Result<Vec<SeenBlock>, CodecError> {
+    let mut seen = Vec::new();
+    let mut note = |_, range| {
+        if print {
+            seen.extend(prints::seen_block(chunk, range));
+        }
+    };
+    let n = guarded(|| codec::decompress_range_seen(chunk, offset, out, &mut note))?;
     if n == out.len() {
-        Ok(())
+        Ok(seen)
     } else {
         Err(CodecError::OutputSize {
             expected: offset + n,

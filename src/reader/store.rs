@@ -60,7 +60,9 @@ pub trait ChunkStore: Send + Sync + Debug {
     /// Calls `f` with the complete compressed chunk `index` without copying it, when the store
     /// has it in memory (a mapped frame); `Ok(false)` and `f` not called otherwise (use
     /// [`ChunkStore::chunk_bytes_into`]). `partial`: `f` reads only a few of the chunk's
-    /// pages (a range decode).
+    /// pages (a range decode). `f` returns the chunk's fingerprint (`prints.rs`) when it took
+    /// it while decoding (asked by [`ChunkStore::wants_print`]): a store that keeps prints
+    /// records that one instead of hashing the bytes again.
     ///
     /// # Errors
     /// When the bytes are not a well-formed chunk entry, or the source shrank while `f` ran.
@@ -68,10 +70,18 @@ pub trait ChunkStore: Send + Sync + Debug {
         &self,
         index: usize,
         partial: bool,
-        f: &mut dyn FnMut(&[u8]),
+        f: &mut dyn FnMut(&[u8]) -> Option<u128>,
     ) -> Result<bool, ContainerError> {
         let _ = (index, partial, f);
         Ok(false)
+    }
+
+    /// Whether the store keeps fingerprints and has none for chunk `index` in its version
+    /// yet: a whole-chunk decode through [`ChunkStore::with_mapped_chunk`] then takes the
+    /// print block by block as it decodes (`prints.rs`).
+    fn wants_print(&self, index: usize) -> bool {
+        let _ = index;
+        false
     }
 
     /// Reads `buf.len()` bytes of chunk `index`'s compressed bytes starting at `offset`
@@ -116,9 +126,11 @@ impl ChunkStore for Array {
         &self,
         index: usize,
         partial: bool,
-        f: &mut dyn FnMut(&[u8]),
+        f: &mut dyn FnMut(&[u8]) -> Option<u128>,
     ) -> Result<bool, ContainerError> {
-        Array::with_mapped_chunk(self, index, partial, f)
+        Array::with_mapped_chunk(self, index, partial, &mut |c| {
+            f(c);
+        })
     }
 
     fn chunk_read_at(

@@ -325,11 +325,6 @@ impl Snapshot {
         &self.trust
     }
 
-    /// Whether chunk `index` of this version needs a print (none taken under its stamp yet).
-    fn wants_print(&self, index: usize) -> bool {
-        !self.prints.knows(index, self.stamps.get(index))
-    }
-
     /// Records the print of chunk `index`'s whole compressed `bytes`, read and checked to be
     /// this version's.
     fn note(&self, index: usize, print: Print) {
@@ -419,20 +414,26 @@ impl ChunkStore for Snapshot {
         Ok(n)
     }
 
+    /// Whether chunk `index` of this version needs a print (none taken under its stamp yet).
+    fn wants_print(&self, index: usize) -> bool {
+        !self.prints.knows(index, self.stamps.get(index))
+    }
+
     fn with_mapped_chunk(
         &self,
         index: usize,
         partial: bool,
-        f: &mut dyn FnMut(&[u8]),
+        f: &mut dyn FnMut(&[u8]) -> Option<u128>,
     ) -> Result<bool, ContainerError> {
         // Checked on failure too: bytes another writer moved fail to parse, and the reason
         // to give is that.
         let wants = !partial && self.wants_print(index);
         let mut print = None;
         let mapped = self.array.with_mapped_chunk(index, partial, &mut |c| {
-            f(c);
+            // The print `f` took while decoding `c` block by block, else taken here.
+            let took = f(c);
             if wants {
-                print = Some(print_of(c));
+                print = Some(took.unwrap_or_else(|| print_of(c)));
             }
         });
         if !matches!(mapped, Ok(false)) {

@@ -136,7 +136,8 @@ impl Tree {
                 }
             }
         }
-        let mut out = vec![0u8; w.out_len];
+        // Every byte is written below: the header's, then the runs', which tile the data.
+        let mut out = crate::reader::Reused::take(w.out_len);
         out[..w.header.len()].copy_from_slice(&npy.header()[w.header.clone()]);
         if data_len > 0 {
             let runs = npy.layout().runs(w.data.start, data_len);
@@ -150,7 +151,7 @@ impl Tree {
                 self.npy_prefetch(array, &npy, w.data.end);
             }
         }
-        Ok(ReadData::Owned(out))
+        Ok(ReadData::Reused(out))
     }
 
     /// After a page-fault read of `array.npy` (inode `ino`, handle `fh`) at `offset`

@@ -159,6 +159,55 @@ fn consistency_follow_sparse_update_keeps_the_other_chunks_cached() {
     );
 }
 
+/// python-blosc2 sets one element of a b2nd of 6 chunks of 8 blocks (ZSTD + SHUFFLE, written
+/// on two threads, so blocks are stored in the order they finished), rewriting its chunk 3 in
+/// place: the change is seen through the fingerprints the whole-chunk decodes took block by
+/// block (on one thread, or split over two); the other chunks keep their cached copies,
+/// kernel caches and mtimes, chunk 3 gets a new mtime and shows the new bytes.
+#[test]
+fn consistency_follow_one_element_of_a_chunk_of_blocks_is_seen_through_block_prints() {
+    let py = or_skip!(python(
+        "consistency_follow_one_element_of_a_chunk_of_blocks_is_seen_through_block_prints"
+    ));
+    let make = "import sys, numpy as np, blosc2\n\
+        x = np.linspace(0, 60, 6 * 65536)\n\
+        d = np.round(np.sin(x) * 1000 + np.random.default_rng(3).normal(0, 1, x.size), 3)\n\
+        cp = blosc2.CParams(codec=blosc2.Codec.ZSTD, clevel=5, nthreads=2, \
+        filters=[blosc2.Filter.SHUFFLE])\n\
+        blosc2.asarray(d, urlpath=sys.argv[1], mode='w', chunks=(65536,), blocks=(8192,), \
+        cparams=cp)\n";
+    let set = "import sys, blosc2\n\
+        a = blosc2.open(sys.argv[1], mode='a')\n\
+        a[3 * 65536 + 5 * 8192 + 17] = 12345.5\n";
+    for split in [false, true] {
+        let (_dir, src) = crate::support::temp_path("a.b2nd");
+        run_python(&py, &["-c", make, src.to_str().unwrap()]);
+        let opts = b2fs::tree::TreeOptions {
+            decode_threads: if split { 2 } else { 1 },
+            parallel_decode_min: 1 << 16,
+            ..ro()
+        };
+        let t = Tree::from_source(&src, opts).unwrap();
+        let before = read_all(&t, 6);
+        let mtime = |i| t.getattr(ino_of(&t, &chunk(i))).unwrap().mtime;
+        let times: Vec<_> = (0..6).map(mtime).collect();
+        run_python(&py, &["-c", set, src.to_str().unwrap()]);
+        assert!(
+            t.follow_source(),
+            "split {split}: the change was not noticed"
+        );
+        let get = "import sys, blosc2\n\
+            a = blosc2.open(sys.argv[1]); s = a.schunk\n\
+            sys.stdout.buffer.write(b''.join(s.decompress_chunk(i) for i in range(6)))\n";
+        let all = run_python(&py, &["-c", get, src.to_str().unwrap()]);
+        let now: Vec<Vec<u8>> = all.chunks(65536 * 8).map(<[u8]>::to_vec).collect();
+        check_exact(&t, &before, &now, &[3]);
+        for (i, &was) in times.iter().enumerate() {
+            assert_eq!(mtime(i) == was, i != 3, "split {split}: mtime of chunk {i}");
+        }
+    }
+}
+
 /// bcolz appends to a carray whose last chunk was partial: the full chunks before it are
 /// served from the cache without a decode; the rewritten last chunk and the new ones show
 /// bcolz's rows.
