@@ -39,6 +39,7 @@ mod access;
 pub mod append;
 mod decode;
 pub mod gather;
+mod keep;
 pub mod live;
 mod partial;
 mod plan;
@@ -199,6 +200,9 @@ struct Core {
     pages: ChunkCache<BlockKey>,
     /// Bumped by every invalidation before it drops pages (see `small.rs`).
     page_gen: AtomicU64,
+    /// Page copies handed to the pages thread, and made (`keep.rs`).
+    pages_queued: AtomicU64,
+    pages_done: AtomicU64,
     /// Block sizes of the chunks `blocks` has seen (0: not worth caching by block).
     block_sizes: Mutex<HashMap<ChunkKey, usize>>,
     decode_threads: usize,
@@ -274,6 +278,8 @@ impl ChunkReader {
             blocks: ChunkCache::new(block_budget),
             pages: ChunkCache::new(page_budget),
             page_gen: AtomicU64::new(0),
+            pages_queued: AtomicU64::new(0),
+            pages_done: AtomicU64::new(0),
             block_sizes: Mutex::new(HashMap::new()),
             decode_threads: options.decode_threads,
             parallel_decode_min: options.parallel_decode_min,
@@ -405,7 +411,7 @@ impl ChunkReader {
                 if let Some(hit) = self.small_read(&at, nbytes, r.clone())? {
                     return Ok(hit);
                 }
-                let out = core.decode_range(&at, r.start, vec![0u8; r.len()])?;
+                let out = core.decode_range(&at, r.start, vec![0u8; r.len()], true)?;
                 Ok(ReadData::Owned(out))
             }
             Plan::Whole | Plan::WholeNoPrefetch => {
@@ -465,7 +471,7 @@ impl ChunkReader {
                 )?;
                 return Ok((Arc::new(got.to_vec()), offset));
             }
-            if let Some(piece) = core.block_of(&at, nbytes, offset)? {
+            if let Some(piece) = core.block_of(&at, nbytes, offset, false)? {
                 return Ok(piece);
             }
         }
