@@ -6,8 +6,10 @@
 //! ChunkReader::read(ChunkId, window, ReadHint)   (the hint: access::Access, one per handle)
 //!   -> plan::plan()          which path: cached chunk, pages, block, range decode, whole chunk
 //!   -> small::*              decoded blocks and 4 KiB pages of small random reads
+//!   -> keep::*               those pages copied into the page cache off the read's path
 //!   -> decode::*             whole-chunk decodes (split over threads), range decodes
-//!   -> partial::*            only the compressed bytes a range decode needs
+//!   -> partial::*            only the compressed bytes a range decode needs (read first by
+//!                            small reads; window faults take them from the source's mapping)
 //!   -> prefetch::Prefetcher  whole chunks decoded ahead of a scan
 //! ```
 //!
@@ -22,7 +24,8 @@
 //!   hash to the fingerprint taken when it was read whole (`prints.rs`).
 //! - **Invalidation races.** [`ChunkReader::forget`] drops blocks, then bumps a generation
 //!   counter, then drops pages and whole chunks, joining loads in flight; a small read that
-//!   cut pages from a block it got before the bump takes them back (`small.rs`). Dropping is
+//!   cut pages from a block it got before the bump takes them back, and the pages thread
+//!   keeps none for a read that saw an older generation (`small.rs`, `keep.rs`). Dropping is
 //!   for memory only: correctness comes from the stamps.
 //! - **Scans.** A chunk one reader streamed from start to end is recycled first
 //!   ([`ChunkCache::streamed`]); prefetch goes no deeper than the cache holds beside the chunk
