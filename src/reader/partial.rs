@@ -172,8 +172,8 @@ fn fill(
             .filter(|&s| s > start)
             .min()
             .unwrap_or(cbytes);
-        if start < data_at || end > cbytes {
-            return Ok(None);
+        if start < data_at || start >= end || end > cbytes {
+            return Ok(None); // let the whole-chunk path report it
         }
         lo = lo.min(start);
         hi = hi.max(end);
