@@ -6,8 +6,10 @@
 //! ChunkReader::read(ChunkId, window, ReadHint)   (the hint: access::Access, one per handle)
 //!   -> plan::plan()          which path: cached chunk, pages, block, range decode, whole chunk
 //!   -> small::*              decoded blocks and 4 KiB pages of small random reads
+//!   -> keep::*               those pages copied into the page cache off the read's path
 //!   -> decode::*             whole-chunk decodes (split over threads), range decodes
-//!   -> partial::*            only the compressed bytes a range decode needs
+//!   -> partial::*            only the compressed bytes a range decode needs (read first by
+//!                            small reads; window faults take them from the source's mapping)
 //!   -> prefetch::Prefetcher  whole chunks decoded ahead of a scan
 //! ```
 //!
@@ -22,7 +24,8 @@
 //!   hash to the fingerprint taken when it was read whole (`prints.rs`).
 //! - **Invalidation races.** [`ChunkReader::forget`] drops blocks, then bumps a generation
 //!   counter, then drops pages and whole chunks, joining loads in flight; a small read that
-//!   cut pages from a block it got before the bump takes them back (`small.rs`). Dropping is
+//!   cut pages from a block it got before the bump takes them back, and the pages thread
+//!   keeps none for a read that saw an older generation (`small.rs`, `keep.rs`). Dropping is
 //!   for memory only: correctness comes from the stamps.
 //! - **Scans.** A chunk one reader streamed from start to end is recycled first
 //!   ([`ChunkCache::streamed`]); prefetch goes no deeper than the cache holds beside the chunk
@@ -39,6 +42,7 @@ mod access;
 pub mod append;
 mod decode;
 pub mod gather;
+mod keep;
 pub mod live;
 mod partial;
 mod plan;
@@ -202,6 +206,9 @@ struct Core {
     pages: ChunkCache<BlockKey>,
     /// Bumped by every invalidation before it drops pages (see `small.rs`).
     page_gen: AtomicU64,
+    /// Page copies handed to the pages thread, and made (`keep.rs`).
+    pages_queued: AtomicU64,
+    pages_done: AtomicU64,
     /// Block sizes of the chunks `blocks` has seen (0: not worth caching by block).
     block_sizes: Mutex<HashMap<ChunkKey, usize>>,
     decode_threads: usize,
@@ -277,6 +284,8 @@ impl ChunkReader {
             blocks: ChunkCache::new(block_budget),
             pages: ChunkCache::new(page_budget),
             page_gen: AtomicU64::new(0),
+            pages_queued: AtomicU64::new(0),
+            pages_done: AtomicU64::new(0),
             block_sizes: Mutex::new(HashMap::new()),
             decode_threads: options.decode_threads,
             parallel_decode_min: options.parallel_decode_min,
@@ -408,7 +417,7 @@ impl ChunkReader {
                 if let Some(hit) = self.small_read(&at, nbytes, r.clone())? {
                     return Ok(hit);
                 }
-                let out = core.decode_range(&at, r.start, vec![0u8; r.len()])?;
+                let out = core.decode_range(&at, r.start, vec![0u8; r.len()], true)?;
                 Ok(ReadData::Owned(out))
             }
             Plan::Whole | Plan::WholeNoPrefetch => {
@@ -468,7 +477,7 @@ impl ChunkReader {
                 )?;
                 return Ok((Arc::new(got.to_vec()), offset));
             }
-            if let Some(piece) = core.block_of(&at, nbytes, offset)? {
+            if let Some(piece) = core.block_of(&at, nbytes, offset, false)? {
                 return Ok(piece);
             }
         }

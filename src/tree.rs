@@ -364,6 +364,12 @@ impl Tree {
         self.reader.page_cache_stats()
     }
 
+    /// Whether the pages small reads keep have all reached the page cache (they are copied
+    /// there off the read's path).
+    pub fn pages_settled(&self) -> bool {
+        self.reader.pages_settled()
+    }
+
     /// Bytes held by the chunk cache now.
     pub fn cache_bytes(&self) -> usize {
         self.reader.cache_bytes()

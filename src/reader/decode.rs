@@ -146,34 +146,50 @@ impl Core {
     }
 
     /// Bytes `[offset, offset + out.len())` of chunk `at` decoded into `out`, decoding only
-    /// the blocks they overlap; truncated to what the chunk holds.
+    /// the blocks they overlap; truncated to what the chunk holds. `small`: a small read's
+    /// (a `read` call of a chunk file), whose compressed bytes are read (`pread`) rather than
+    /// taken from the source's mapping.
     pub(super) fn decode_range(
         &self,
         at: &At<'_>,
         offset: usize,
         mut out: Vec<u8>,
+        small: bool,
     ) -> Result<Vec<u8>, ContainerError> {
         let (store, id) = (at.store, at.key);
         let index = id.id.index;
         let len = out.len();
         let decode =
             |chunk: &[u8], out: &mut [u8]| guarded(|| codec::decompress_range(chunk, offset, out));
-        // Straight from the source's mapping when it has one: the decode touches only the
-        // pages of the header, the block-start table and the blocks it needs, with no read
-        // call and no copy. Else a compressed chunk kept from earlier reads beats partial
-        // reads from the source.
-        let mut from_map = None;
-        let mapped = store.with_mapped_chunk(index, true, &mut |c| {
-            from_map = Some(decode(c, &mut out));
-            None
-        })?;
-        let partial = if mapped {
-            from_map
-        } else if self.compressed.contains_or_loading(&id) {
-            None
-        } else {
-            partial::with_partial_chunk(store, index, offset, len, |c| decode(c, &mut out))?
+        let read_parts = |out: &mut Vec<u8>| {
+            partial::with_partial_chunk(store, index, offset, len, |c| decode(c, out))
         };
+        let kept = self.compressed.contains_or_loading(&id);
+        // A small read reads what it needs into a small buffer: through the mapping, it
+        // faults in pages the mapping must later drop (its RSS is bounded), and the drops
+        // and re-faults cost more than the copy (BENCHMARKS.md, session 13).
+        let pread_first = small && !kept;
+        let mut partial = if pread_first {
+            read_parts(&mut out)?
+        } else {
+            None
+        };
+        if partial.is_none() {
+            // Straight from the source's mapping when it has one: the decode touches only
+            // the pages of the header, the block-start table and the blocks it needs, with no
+            // read call and no copy. Else a compressed chunk kept from earlier reads beats
+            // partial reads from the source.
+            let mut from_map = None;
+            let mapped = store.with_mapped_chunk(index, true, &mut |c| {
+                from_map = Some(decode(c, &mut out));
+                None
+            })?;
+            if mapped {
+                partial = from_map;
+            } else if !kept && !pread_first {
+                partial = read_parts(&mut out)?;
+            }
+        }
         let res = match partial {
             Some(res) => res,
             None => {

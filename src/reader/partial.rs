@@ -2,9 +2,13 @@
 //! and the streams of the blocks a read overlaps, as C-Blosc2 does with its "lazy chunks",
 //! instead of the whole compressed chunk (megabytes for a 4 KiB read).
 //!
-//! The result is a (reused, per-thread) buffer the size of the whole chunk in which only
-//! those bytes are filled; a range decode of the read's window looks at nothing else. Chunks whose range decode needs more than its own blocks
-//! are not handled here and go the whole-chunk way: memcpyed, special, VL-block and
+//! The result is a compact chunk in a reused per-thread buffer: the header with its cbytes
+//! cut, the block-start table with the needed blocks' starts moved, and those blocks'
+//! streams right after the table. It is a valid chunk for a range decode of the read's
+//! window (the decoder reads no other block's start), and it takes a block's worth of
+//! memory, always the same pages, instead of a chunk-sized buffer whose pages a run of
+//! random reads would fault in one by one. Chunks whose range decode needs more than its own
+//! blocks are not handled here and go the whole-chunk way: memcpyed, special, VL-block and
 //! dictionary chunks, and DELTA (which also needs block 0).
 //!
 //! The bytes come from [`ChunkStore::chunk_read_at`] (for an [`crate::container::Array`]:
@@ -23,16 +27,19 @@ use crate::container::ContainerError;
 const MAX_BSTARTS: usize = 64 * 1024;
 
 thread_local! {
-    /// The chunk-sized buffer partial reads fill, reused: bytes outside the filled ranges
-    /// are stale but never looked at by a range decode of the window.
+    /// The buffer partial reads build their compact chunk in, reused.
     static PARTIAL: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
 }
+
+/// Largest partial-read buffer a thread keeps for the next read (a read of many blocks
+/// may need more, once).
+const KEEP_PARTIAL: usize = 4 << 20;
 
 /// Bytes read eagerly with the header: enough for the block-start table of up to 1024 blocks.
 const HEAD_READ: usize = 32 + 4096;
 
-/// Calls `f` with a chunk-sized buffer in which only what decoding `[offset, offset + len)`
-/// needs is filled; `None` when the store cannot read parts of chunks or the chunk's layout
+/// Calls `f` with a compact chunk that holds what decoding `[offset, offset + len)` needs
+/// (see above); `None` when the store cannot read parts of chunks or the chunk's layout
 /// needs more.
 ///
 /// # Errors
@@ -46,10 +53,16 @@ pub(crate) fn with_partial_chunk<R>(
 ) -> Result<Option<R>, ContainerError> {
     PARTIAL.with(|cell| {
         let mut buf = cell.borrow_mut();
-        let Some(cbytes) = fill(store, index, offset, len, &mut buf)? else {
-            return Ok(None);
+        let filled = fill(store, index, offset, len, &mut buf);
+        let res = match filled {
+            Ok(Some(n)) => Ok(Some(f(&buf[..n]))),
+            Ok(None) => Ok(None),
+            Err(e) => Err(e),
         };
-        Ok(Some(f(&buf[..cbytes])))
+        if buf.capacity() > KEEP_PARTIAL {
+            *buf = Vec::new();
+        }
+        res
     })
 }
 
@@ -81,10 +94,11 @@ pub(crate) fn read_header(store: &dyn ChunkStore, index: usize) -> Option<codec:
     codec::chunk_info(&head[..len]).ok()
 }
 
-/// Fills `buf` (grown to the chunk's cbytes) and returns cbytes, or `None` (see above).
+/// Builds the compact chunk in `buf` (grown as needed) and returns its length, or `None`
+/// (see above).
 ///
 /// Works for 32-byte Blosc2 headers and 16-byte Blosc1 ones (bcolz): the block-start table
-/// follows the header either way.
+/// follows the header either way, and cbytes is bytes 12..16 of both.
 fn fill(
     store: &dyn ChunkStore,
     index: usize,
@@ -132,45 +146,52 @@ fn fill(
         return Ok(None);
     }
     let blocksize = h.block_size();
-    let table = h.nblocks() * 4;
-    if table > MAX_BSTARTS || header_len + table > cbytes || offset + len > h.nbytes {
+    let table_at = header_len;
+    let data_at = table_at + h.nblocks() * 4;
+    if data_at - table_at > MAX_BSTARTS || data_at > cbytes || offset + len > h.nbytes {
         return Ok(None);
     }
-    if buf.len() < cbytes {
-        buf.resize(cbytes, 0);
+    if data_at > eager {
+        buf.resize(data_at, 0);
+        store.chunk_read_at(index, eager as u64, &mut buf[eager..data_at])?;
     }
-    if header_len + table > eager {
-        store.chunk_read_at(index, eager as u64, &mut buf[eager..header_len + table])?;
-    }
-    let bstarts: Vec<usize> = buf[header_len..header_len + table]
-        .chunks_exact(4)
-        .map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]) as usize)
-        .collect();
+    let bstart = |buf: &[u8], j: usize| {
+        let at = table_at + 4 * j;
+        u32::from_le_bytes([buf[at], buf[at + 1], buf[at + 2], buf[at + 3]]) as usize
+    };
     let first = offset / blocksize;
     let last = (offset + len - 1) / blocksize;
     // Each needed block's streams run from its start to the next larger start (starts need
     // not be increasing: multi-threaded writers store blocks in completion order).
     let mut lo = usize::MAX;
     let mut hi = 0;
-    for &start in &bstarts[first..=last] {
-        let end = bstarts
-            .iter()
-            .copied()
+    for j in first..=last {
+        let start = bstart(buf, j);
+        let end = (0..h.nblocks())
+            .map(|k| bstart(buf, k))
             .filter(|&s| s > start)
             .min()
             .unwrap_or(cbytes);
-        if start < header_len + table || end > cbytes {
-            return Ok(None);
+        if start < data_at || start >= end || end > cbytes {
+            return Ok(None); // let the whole-chunk path report it
         }
         lo = lo.min(start);
         hi = hi.max(end);
     }
-    // Bytes already read with the header need not be read again.
-    let from = lo.max(eager.min(hi));
-    if from < hi {
-        store.chunk_read_at(index, from as u64, &mut buf[from..hi])?;
+    // The compact chunk: header and table, then bytes [lo, hi) of the chunk (every needed
+    // stream), with the needed starts and cbytes moved to match.
+    let compact = data_at + (hi - lo);
+    if buf.len() < compact {
+        buf.resize(compact, 0);
     }
-    Ok(Some(cbytes))
+    store.chunk_read_at(index, lo as u64, &mut buf[data_at..compact])?;
+    for j in first..=last {
+        let moved = bstart(buf, j) - lo + data_at;
+        let at = table_at + 4 * j;
+        buf[at..at + 4].copy_from_slice(&(moved as u32).to_le_bytes());
+    }
+    buf[12..16].copy_from_slice(&(compact as u32).to_le_bytes());
+    Ok(Some(compact))
 }
 
 #[cfg(test)]

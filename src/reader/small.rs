@@ -13,7 +13,7 @@ use std::ops::Range;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
-use super::{At, Bytes, ChunkId, ChunkKey, ChunkReader, ChunkStore, Core, ReadData, partial};
+use super::{At, Bytes, ChunkId, ChunkKey, ChunkReader, ChunkStore, Core, ReadData, keep, partial};
 use crate::container::ContainerError;
 use crate::mem::PAGE;
 
@@ -40,26 +40,39 @@ impl ChunkReader {
         }
         // Read before the block: a commit that drops the block after we got it bumps it.
         let generation = core.page_gen.load(Ordering::SeqCst);
-        let Some((block, start)) = core.block_of(at, nbytes, r.start)? else {
+        let Some((block, start)) = core.block_of(at, nbytes, r.start, true)? else {
             return Ok(None);
         };
         let end = start + block.len();
         if r.end <= end {
-            core.keep_pages(id, &block, start, nbytes, p0..=p1, generation);
+            self.keep(id, &block, (start, nbytes), p0..=p1, generation);
             return Ok(Some(ReadData::Chunk(block, r.start - start..r.end - start)));
         }
-        let Some((next, next_start)) = core.block_of(at, nbytes, end)? else {
+        let Some((next, next_start)) = core.block_of(at, nbytes, end, true)? else {
             return Ok(None);
         };
         if next_start != end || r.end > end + next.len() {
             return Ok(None);
         }
-        core.keep_pages(id, &block, start, nbytes, p0..=p1, generation);
-        core.keep_pages(id, &next, end, nbytes, p0..=p1, generation);
+        self.keep(id, &block, (start, nbytes), p0..=p1, generation);
+        self.keep(id, &next, (end, nbytes), p0..=p1, generation);
         let mut out = Vec::with_capacity(r.len());
         out.extend_from_slice(&block[r.start - start..]);
         out.extend_from_slice(&next[..r.end - end]);
         Ok(Some(ReadData::Owned(out)))
+    }
+
+    /// Keeps the pages of `pages` that lie wholly inside `block` (at `start` of a chunk of
+    /// `nbytes`) in the page cache, off the read's path (`keep.rs`).
+    fn keep(
+        &self,
+        id: ChunkKey,
+        block: &Bytes,
+        (start, nbytes): (usize, usize),
+        pages: std::ops::RangeInclusive<usize>,
+        generation: u64,
+    ) {
+        keep::keep_later(&self.core, id, block, (start, nbytes), pages, generation);
     }
 }
 
@@ -67,7 +80,7 @@ impl Core {
     /// Keeps the pages of `p0..=p1` that lie wholly inside `block` (starting at `start` of a
     /// chunk of `nbytes`) in the page cache, unless a commit bumped the page generation since
     /// `generation` was read (the block may predate it: its pages must not outlive it).
-    fn keep_pages(
+    pub(super) fn keep_pages(
         &self,
         id: ChunkKey,
         block: &[u8],
@@ -76,6 +89,9 @@ impl Core {
         pages: std::ops::RangeInclusive<usize>,
         generation: u64,
     ) {
+        if self.page_gen.load(Ordering::SeqCst) != generation {
+            return; // a commit came between the read and this copy
+        }
         let len = block.len();
         let pages =
             pages.filter(|&p| p * PAGE >= start && ((p + 1) * PAGE).min(nbytes) <= start + len);
@@ -92,12 +108,14 @@ impl Core {
     /// The decoded block of chunk `at` (of `nbytes`) that byte `offset` falls in, from the
     /// block cache or decoded into it, and where it starts in the chunk; `None` when the chunk
     /// is not worth caching by block (one block, or a block larger than the block cache: a
-    /// hostile or huge blocksize) or the decode came out short.
+    /// hostile or huge blocksize) or the decode came out short. `small`: for a small read
+    /// ([`Core::decode_range`]).
     pub(super) fn block_of(
         &self,
         at: &At<'_>,
         nbytes: usize,
         offset: usize,
+        small: bool,
     ) -> Result<Option<(Bytes, usize)>, ContainerError> {
         let bs = self.block_size_for_cache(at, nbytes);
         if bs == 0 || bs > self.blocks.budget() || offset >= nbytes {
@@ -108,7 +126,7 @@ impl Core {
         // Into a recycled block buffer: a fresh 256 KiB allocation per read costs more page
         // faults than the decode.
         let block = self.blocks.get_or_load((at.key, offset / bs), || {
-            self.decode_range(at, start, self.blocks.buffer(len))
+            self.decode_range(at, start, self.blocks.buffer(len), small)
         })?;
         Ok((block.len() == len).then_some((block, start)))
     }
@@ -129,7 +147,7 @@ impl Core {
         if nbytes > self.cache.budget() {
             return Ok(());
         }
-        self.block_of(&at, nbytes, offset).map(drop)
+        self.block_of(&at, nbytes, offset, false).map(drop)
     }
 
     /// The block size by which chunk `id` is worth caching: the header's, when the chunk has

@@ -40,6 +40,7 @@ mod remote_dirs; // sparse frames and bcolz roots under an S3 prefix (listing), 
 mod remote_disk; // the disk cache of remote chunks: remounts with no chunk GET, versions, damage, bound, sharing
 #[cfg(feature = "remote")]
 mod remote_mem; // the daemon's peak memory while it streams a frame over HTTP, against a local mount
+mod small_reads; // issue 25: cold small reads of chunk files read only their blocks' streams, python-blosc2's bytes
 mod store; // collections: .b2z/.b2d stores and directories of sources against python-blosc2
 mod store_crash; // SIGKILL of a mount during a .b2z member commit: old or new zip for python-blosc2
 mod store_lazy; // collection leaves opened on first access: a 10,000-member store mounts opening none

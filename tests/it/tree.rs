@@ -555,6 +555,11 @@ for i in range(4):
     };
     let check = |t: &Tree, want: &[u8]| check_fh(t, fh, want);
     check(&t, &want[2]);
+    // The pages are copied into the page cache off the reads' path.
+    assert!(
+        crate::support::wait_until(std::time::Duration::from_secs(10), || t.pages_settled()),
+        "the pages were never kept"
+    );
     let (pages, blocks) = (t.page_cache_stats(), t.block_cache_stats());
     check(&t, &want[2]);
     let (pages2, blocks2) = (t.page_cache_stats(), t.block_cache_stats());
