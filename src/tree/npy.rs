@@ -292,8 +292,8 @@ impl Tree {
     /// three blocks one after the other.
     ///
     /// Returns whether the fault continues a walk down a column (a tall strip, a window
-    /// taller than two faults): it is at least the [`WALK_FAULTS`]th fault in a row, each
-    /// one within the rows below the one before ([`RecentFaults`]). Such a fault gets
+    /// taller than two faults): it is at least the third fault in a row, each one within
+    /// the rows below the one before (the tree remembers its latest faults). Such a fault gets
     /// [`Tree::walk_ahead`] once its pages are stored; the first two faults of a walk do not
     /// (a 64-row window faults twice), so random windows do not decode rows they will not
     /// read.
