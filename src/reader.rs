@@ -504,14 +504,14 @@ impl ChunkReader {
 
     /// Asks the prefetch threads to decode, beside the caller, the blocks of version `store`
     /// that the byte positions `wants` (chunk, offset in it) fall in: at most `max` blocks
-    /// that are neither cached nor loading, never the block of `own` (the one the caller
-    /// decodes itself). What a page fault asks for the pages it will offer next, so that
+    /// that are neither cached nor loading, never the block of `own` (when given: the one the
+    /// caller decodes itself). What a page fault asks for the pages it will offer next, so that
     /// their blocks decode on the other core while the fault's own block decodes on its
     /// thread. Nothing without prefetch threads.
     pub fn prefetch_blocks(
         &self,
         store: &Arc<dyn ChunkStore>,
-        own: (ChunkId, usize),
+        own: Option<(ChunkId, usize)>,
         wants: impl IntoIterator<Item = (ChunkId, usize)>,
         max: usize,
     ) {
@@ -523,7 +523,7 @@ impl ChunkReader {
             let bs = core.block_size_for_cache(&at, nbytes);
             (bs > 0 && offset < nbytes).then(|| (at.key, offset / bs))
         };
-        let own = block(own);
+        let own = own.and_then(block);
         let mut asked: Vec<(ChunkKey, usize)> = Vec::new();
         for (id, offset) in wants {
             if asked.len() >= max {

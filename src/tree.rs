@@ -212,6 +212,8 @@ pub struct Tree {
     edits: Mutex<Edits>,
     scratch: Mutex<ScratchFiles>,
     kcache: Mutex<KernelCache>,
+    /// The latest page faults of `array.npy` files (walks down a column, see `npy.rs`).
+    faults: Mutex<npy::RecentFaults>,
     /// Serialises commits; one encoder reused by all of them.
     committer: Mutex<Committer>,
     /// Issue 15: recent refusals and errors, for `b2fs log` ([`events`]).
@@ -337,6 +339,7 @@ impl Tree {
             edits: Mutex::new(Edits::default()),
             scratch: Mutex::new(ScratchFiles::default()),
             kcache: Mutex::new(KernelCache::default()),
+            faults: Mutex::default(),
             committer: Mutex::new(Committer::new()),
             events: events::EventLog::default(),
             follow: Arc::new(follow::Follow::watching(outer)),

@@ -8,6 +8,8 @@ Usage:
                                      divide its shape (several chunks per slab)
   npy_check.py gen2dwide OUT.b2nd    the same with rows of 8,800 bytes (over a page, not a
                                      multiple of it) and blocks narrower than a chunk
+  npy_check.py gen2dtall OUT.b2nd    256 x 1024 float64 (rows of two pages), chunks of 128
+                                     rows, blocks of 16 rows and one page of a row
   npy_check.py genbcolz2d OUT        the gen2d values as a bcolz carray (chunks of 37 rows)
   npy_check.py mount MNT SRC         through a mounted SRC: np.load of MNT/array.npy equals
                                      the reference; 200 random windows of np.load(mmap_mode='r')
@@ -52,6 +54,12 @@ def main():
         out = sys.argv[2]
         a = np.arange(300 * 1100, dtype=np.float64).reshape(300, 1100) * 0.25
         blosc2.asarray(a, urlpath=out, mode="w", chunks=(70, 300), blocks=(20, 120))
+    elif cmd == "gen2dtall":
+        import blosc2
+
+        out = sys.argv[2]
+        a = np.arange(256 * 1024, dtype=np.float64).reshape(256, 1024) * 0.5
+        blosc2.asarray(a, urlpath=out, mode="w", chunks=(128, 1024), blocks=(16, 512))
     elif cmd == "genbcolz2d":
         import bcolz
 

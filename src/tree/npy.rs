@@ -46,20 +46,76 @@ const BELOW_DECODES: usize = 2;
 /// Most bytes after a page fault offered after it.
 const FORWARD_MAX: u64 = 1 << 20;
 
-/// The page offsets of `array.npy` (shown by `npy`) below the page at `offset`: the same
-/// columns of the next [`NEAR_PAGES`] rows (none for 1-D arrays or rows shorter than a page),
-/// within the file.
-fn below_pages(npy: &Npy, offset: u64) -> impl Iterator<Item = u64> + '_ {
+/// Page faults in a row down one column (each at most [`NEAR_PAGES`] + 1 rows below the one
+/// before) from which a reader counts as walking down it: a 64-row window faults twice.
+const WALK_FAULTS: u32 = 3;
+
+/// Page faults of `array.npy` files remembered to tell walks down a column.
+const RECENT_FAULTS: usize = 16;
+
+/// The latest page faults of `array.npy` files, `(inode, offset, faults in a row down its
+/// column up to this one)`, newest last.
+#[derive(Debug, Default)]
+pub(super) struct RecentFaults(std::collections::VecDeque<(u64, u64, u32)>);
+
+impl RecentFaults {
+    /// Notes a fault of inode `ino` at `offset` (rows `stride` bytes long, at least a page)
+    /// and returns how many faults in a row walked down its column to it: one more than a
+    /// recent fault of the same file at most [`NEAR_PAGES`] + 1 rows above it in the same
+    /// column (within a page: faults are page-aligned), else 1.
+    fn note(&mut self, ino: u64, offset: u64, stride: u64) -> u32 {
+        let above = |&&(i, at, _): &&(u64, u64, u32)| {
+            let d = offset.wrapping_sub(at);
+            let (rows, shift) = (d / stride, d % stride);
+            i == ino
+                && at < offset
+                && (shift < PAGE || stride - shift < PAGE)
+                && (1..=NEAR_PAGES + 1).contains(&(rows + u64::from(stride - shift < PAGE)))
+        };
+        let n = self
+            .0
+            .iter()
+            .rev()
+            .find(above)
+            .map_or(1, |f| f.2.saturating_add(1));
+        if self.0.len() >= RECENT_FAULTS {
+            self.0.pop_front();
+        }
+        self.0.push_back((ino, offset, n));
+        n
+    }
+}
+
+/// The bytes from one row of `array.npy` (shown by `npy`) to the next: 0 for 1-D arrays.
+fn row_stride(npy: &Npy) -> u64 {
     let shape = npy.shape();
     let rows: u64 = match shape.len() {
         0 | 1 => 0,
         n => shape[..n - 1].iter().product(),
     };
-    let stride = npy.layout().data_len().checked_div(rows).unwrap_or(0);
+    npy.layout().data_len().checked_div(rows).unwrap_or(0)
+}
+
+/// The page offsets of `array.npy` (shown by `npy`) below the page at `offset`: the same
+/// columns of the next [`NEAR_PAGES`] rows (none for 1-D arrays or rows shorter than a page),
+/// within the file.
+fn below_pages(npy: &Npy, offset: u64) -> impl Iterator<Item = u64> + '_ {
+    let stride = row_stride(npy);
     let n = if stride < PAGE { 0 } else { NEAR_PAGES };
     (1..=n)
         .map(move |k| (offset + k * stride) / PAGE * PAGE)
         .take_while(|&at| at < npy.len())
+}
+
+/// Where byte `at` of `array.npy` (shown by `npy`, of `array`) lies: its chunk and its offset
+/// in the decoded chunk; `None` in the header or past the end.
+fn data_at(npy: &Npy, array: ArrayId, at: u64) -> Option<(ChunkId, usize)> {
+    let w = npy.window(at, 1);
+    if !w.header.is_empty() || w.out_len == 0 {
+        return None;
+    }
+    let run = npy.layout().runs(w.data.start, 1).next()?;
+    Some((ChunkId::new(array, run.chunk as usize), run.src as usize))
 }
 
 impl Tree {
@@ -216,37 +272,72 @@ impl Tree {
         pages
     }
 
+    /// The array and NPY view of `array.npy` (inode `ino`) for a page-fault read of `size`
+    /// bytes at `offset` that gets pages offered ([`Tree::pages_near`]): none on a read-write
+    /// tree, for reads that are not page-sized, or of another file.
+    fn fault_view(&self, ino: u64, offset: u64, size: u32) -> Option<(ArrayId, Arc<Npy>)> {
+        if self.options.writable || offset % PAGE != 0 || size == 0 || u64::from(size) > FAULT_MAX {
+            return None;
+        }
+        let Ok(Entry::File(FileKind::Npy(array, _))) = self.entry(ino) else {
+            return None;
+        };
+        Some((*array, self.npy_view(*array)?))
+    }
+
     /// Before a page-fault read of `array.npy` (inode `ino`) at `offset` (as
     /// [`Tree::pages_near`] takes them): asks the reader to decode, on its prefetch threads,
     /// the blocks that the pages below the fault (the ones [`Tree::pages_near`] offers after
     /// it) fall in, at most as many as it would decode itself. The fault's own block decodes
     /// on the caller's thread meanwhile, so one fault uses both cores instead of decoding
     /// three blocks one after the other.
-    pub fn fault_ahead(&self, ino: u64, offset: u64, size: u32) {
-        if self.options.writable || offset % PAGE != 0 || size == 0 || u64::from(size) > FAULT_MAX {
+    ///
+    /// Returns whether the fault continues a walk down a column (a tall strip, a window
+    /// taller than two faults): it is at least the third fault in a row, each one within
+    /// the rows below the one before (the tree remembers its latest faults). Such a fault gets
+    /// [`Tree::walk_ahead`] once its pages are stored; the first two faults of a walk do not
+    /// (a 64-row window faults twice), so random windows do not decode rows they will not
+    /// read.
+    pub fn fault_ahead(&self, ino: u64, offset: u64, size: u32) -> bool {
+        let Some((array, npy)) = self.fault_view(ino, offset, size) else {
+            return false;
+        };
+        let Some(own) = data_at(&npy, array, offset) else {
+            return false;
+        };
+        let store = self.reader.pinned(array);
+        let stride = row_stride(&npy);
+        let walking = stride >= PAGE && self.faults.lock().note(ino, offset, stride) >= WALK_FAULTS;
+        let wants = below_pages(&npy, offset).filter_map(|at| data_at(&npy, array, at));
+        self.reader
+            .prefetch_blocks(&store, Some(own), wants, BELOW_DECODES);
+        walking
+    }
+
+    /// After a page fault of `array.npy` (inode `ino`) at `offset` that continues a walk down
+    /// a column ([`Tree::fault_ahead`] said so) has had its pages stored: asks the prefetch
+    /// threads for the blocks the walk's next fault reads (the row after the pages offered
+    /// below this one, and the rows below that), at most as many as a fault asks for. They
+    /// decode while the reader walks through the stored rows, which otherwise leaves a core
+    /// idle, so the next fault finds them decoded or decoding.
+    pub fn walk_ahead(&self, ino: u64, offset: u64, size: u32) {
+        let Some((array, npy)) = self.fault_view(ino, offset, size) else {
+            return;
+        };
+        let stride = row_stride(&npy);
+        if stride < PAGE {
             return;
         }
-        let Ok(Entry::File(FileKind::Npy(array, _))) = self.entry(ino) else {
+        let next = (offset + (NEAR_PAGES + 1) * stride) / PAGE * PAGE;
+        if next >= npy.len() {
             return;
-        };
-        let Some(npy) = self.npy_view(*array) else {
-            return;
-        };
-        let data_at = |at: u64| -> Option<(ChunkId, usize)> {
-            let w = npy.window(at, 1);
-            if !w.header.is_empty() || w.out_len == 0 {
-                return None;
-            }
-            let run = npy.layout().runs(w.data.start, 1).next()?;
-            Some((ChunkId::new(*array, run.chunk as usize), run.src as usize))
-        };
-        let Some(own) = data_at(offset) else {
-            return;
-        };
-        let store = self.reader.pinned(*array);
-        let wants = below_pages(&npy, offset).filter_map(data_at);
+        }
+        let store = self.reader.pinned(array);
+        let wants = std::iter::once(next)
+            .chain(below_pages(&npy, next))
+            .filter_map(|at| data_at(&npy, array, at));
         self.reader
-            .prefetch_blocks(&store, own, wants, BELOW_DECODES);
+            .prefetch_blocks(&store, None, wants, BELOW_DECODES);
     }
 
     /// Appends bytes `span` of `array.npy` to `out`, when they lie in its data part and every
@@ -525,5 +616,44 @@ impl Tree {
             }
         }
         Ok(ReadData::Owned(out))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn faults_down_one_column_count_as_a_walk() {
+        let mut f = RecentFaults::default();
+        // Rows of 16 pages: a 64-row window faults twice, a strip once every 33 rows.
+        let row = 16 * PAGE;
+        let at = |r: u64, page: u64| 4 * PAGE + r * row + page * PAGE;
+        assert_eq!(f.note(7, at(10, 3), row), 1);
+        assert_eq!(f.note(7, at(43, 3), row), 2);
+        assert_eq!(f.note(7, at(0, 9), row), 1, "another column");
+        assert_eq!(f.note(8, at(76, 3), row), 1, "another file");
+        assert_eq!(f.note(7, at(76, 3), row), 3);
+        assert_eq!(f.note(7, at(77, 3), row), 4, "a row not stored: one below");
+        assert_eq!(
+            f.note(7, at(111, 3), row),
+            1,
+            "34 rows below: no fault of this walk"
+        );
+        assert_eq!(f.note(7, at(33, 9), row), 2);
+        assert_eq!(f.note(7, at(60, 12), row), 1);
+        assert_eq!(f.note(7, at(50, 12), row), 1, "above: no walk down");
+        // Rows of 8,800 bytes: the same column lies at another place of the page each row.
+        let (row, base) = (8800, 2 * PAGE);
+        let page = |r: u64| (base + r * row + 100) / PAGE * PAGE;
+        assert_eq!(f.note(9, page(0), row), 1);
+        assert_eq!(f.note(9, page(33), row), 2);
+        assert_eq!(f.note(9, page(50), row), 3);
+        assert_eq!(f.note(9, page(83), row), 4);
+        // Only the latest faults are remembered.
+        for k in 0..RECENT_FAULTS as u64 {
+            f.note(10, k * PAGE, row);
+        }
+        assert_eq!(f.note(9, page(100), row), 1);
     }
 }

@@ -207,6 +207,82 @@ fn npy_tree_fault_ahead_blocks_decode_once_and_pages_hold_the_file_bytes() {
 }
 
 #[test]
+fn npy_tree_a_walk_down_a_column_gets_its_next_blocks_decoded_ahead() {
+    let py = or_skip!(support::python(
+        "npy_tree_a_walk_down_a_column_gets_its_next_blocks_decoded_ahead"
+    ));
+    // 256 x 1024 float64, blocks of 16 rows and one page of a row: a fault's own block and the
+    // two below it hold all the 32 rows of pages it offers.
+    let (_dir, src) = generate(&py, "gen2dtall");
+    let whole = {
+        let t = Tree::from_source(&src, opts(false)).unwrap();
+        read_all(&t, ino(&t, "array.npy"), 1 << 20)
+    };
+    // A fresh tree: nothing cached but what the faults decode.
+    let t = Tree::from_source(
+        &src,
+        TreeOptions {
+            prefetch_chunks: 4,
+            ..opts(false)
+        },
+    )
+    .unwrap();
+    let npy = ino(&t, "array.npy");
+    // The page of row `r` at byte `col` of the row (8,192 bytes) as a mapped reader faults on
+    // it: the data part starts on a page.
+    let hlen = whole.len() as u64 - 256 * 8192;
+    assert_eq!(hlen % 4096, 0);
+    let page = |r: u64, col: u64| hlen + r * 8192 + col / 4096 * 4096;
+    let fault = |at: u64| {
+        // A handle per fault: the pages offered count as read by it, and the reads of one
+        // handle could grow into a scan that decodes whole chunks ahead.
+        let fh = t.open(npy, libc::O_RDONLY).unwrap();
+        let walking = t.fault_ahead(npy, at, 4096);
+        let got = t.read(npy, fh, at, 4096).unwrap().to_vec();
+        assert_eq!(got, whole[at as usize..at as usize + 4096], "fault at {at}");
+        for (p, bytes) in t.pages_near(npy, fh, at, 4096) {
+            assert_eq!(
+                bytes[..],
+                whole[p as usize..p as usize + bytes.len()],
+                "page at {p}"
+            );
+        }
+        t.release(fh).unwrap();
+        walking
+    };
+    // A 64-row window faults twice down its column: no walk.
+    assert!(!fault(page(10, 5000)));
+    assert!(!fault(page(43, 5000)));
+    // Another column: each fault at most 33 rows below the one before. From the third on the
+    // reader walks. Every block that fault asked for is decoded once its pages are gathered
+    // (rows 67-98: blocks 80-95 and 96-111); the walk's next fault (row 99) reads rows
+    // 99-131, and the two blocks it lacks (112-127, 128-143) are asked for ahead.
+    assert!(!fault(page(0, 100)));
+    assert!(!fault(page(20, 100)));
+    assert!(fault(page(53, 100)));
+    assert!(fault(page(66, 100)));
+    // The prefetch queue drops requests while it is full (they are advice; the faults above
+    // may have filled it): asked again until taken. A block asked for while it is being
+    // decoded or cached is not asked for twice.
+    let loads = t.block_cache_stats().loads;
+    assert!(
+        support::wait_until(Duration::from_secs(10), || {
+            t.walk_ahead(npy, page(66, 100), 4096);
+            t.block_cache_stats().loads >= loads + 2
+        }),
+        "the blocks of the walk's next rows were not decoded ahead"
+    );
+    assert_eq!(
+        t.block_cache_stats().loads,
+        loads + 2,
+        "each block decoded once"
+    );
+    assert!(fault(page(99, 100)), "the walk goes on");
+    // Rows further below than a fault's pages reach start a new walk.
+    assert!(!fault(page(200, 100)));
+}
+
+#[test]
 fn npy_tree_chunk_files_and_array_npy_share_one_decode_per_chunk() {
     let py = or_skip!(support::python(
         "npy_tree_chunk_files_and_array_npy_share_one_decode_per_chunk"

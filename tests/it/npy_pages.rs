@@ -75,6 +75,42 @@ fn gen_wide(py: &Path) -> (tempfile::TempDir, std::path::PathBuf) {
     (dir, src)
 }
 
+#[test]
+fn npy_pages_tall_column_strips_through_a_map_read_the_arrays_values() {
+    let py = or_skip!(fuse_and_python(
+        "npy_pages_tall_column_strips_through_a_map_read_the_arrays_values",
+    ));
+    // 256 x 1024 float64 written by python-blosc2: item (r, c) is (r * 1024 + c) / 2.
+    let (_dir, src) = crate::support::temp_path("a.b2nd");
+    crate::support::oracle(
+        py.as_path(),
+        &[&"scripts/oracle/npy_check.py", &"gen2dtall", &src],
+    );
+    let m = Mount::daemon(&src, &["ro"]);
+    let mapped = File::open(m.path("array.npy")).unwrap();
+    let map = Map::new(&mapped);
+    let hlen = map.len - 256 * 1024 * 8;
+    // Every row of 64 columns at a few places (the second straddles two pages): a walk down
+    // each column, its later faults with the blocks below decoded ahead.
+    for c0 in [0usize, 480, 700, 960] {
+        for r in 0..256usize {
+            let at = hlen + (r * 1024 + c0) * 8;
+            let got = map.bytes(at, 64 * 8);
+            for (k, item) in got.chunks_exact(8).enumerate() {
+                let want = ((r * 1024 + c0 + k) as f64) / 2.0;
+                assert_eq!(
+                    f64::from_le_bytes(item.try_into().unwrap()),
+                    want,
+                    "item ({r}, {})",
+                    c0 + k
+                );
+            }
+        }
+    }
+    drop((map, mapped));
+    m.umount();
+}
+
 /// Another process opens and closes `path` (reading one byte).
 fn open_elsewhere(path: &Path) {
     let st = Command::new("head")
