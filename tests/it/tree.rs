@@ -14,6 +14,7 @@ use b2fs::tree::{
 };
 use serde_json::Value;
 
+use crate::support::tree::no_prefetch;
 use crate::support::{data_dir, python, repo_root, run_python, sha256_hex};
 
 // ---------------------------------------------------------------------------------------------
@@ -30,11 +31,8 @@ fn tree(path: &Path) -> Tree {
 
 /// A tree that never prefetches: a read decodes nothing but what it asked for.
 fn tree_without_prefetch(path: &Path) -> Tree {
-    let o = TreeOptions {
-        prefetch_chunks: 0,
-        ..opts()
-    };
-    Tree::from_source(path, o).unwrap_or_else(|e| panic!("{}: {e:?}", path.display()))
+    Tree::from_source(path, no_prefetch(false))
+        .unwrap_or_else(|e| panic!("{}: {e:?}", path.display()))
 }
 
 fn sidecar(path: &Path) -> Value {

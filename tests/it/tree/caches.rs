@@ -59,14 +59,7 @@ fn chunk_opened_without_prefetch() -> (Vec<u8>, Tree, u64, u64) {
         let t = tree(&src);
         read_path(&t, "data/00000001.bin")
     };
-    let t = Tree::from_source(
-        &src,
-        TreeOptions {
-            prefetch_chunks: 0,
-            ..opts()
-        },
-    )
-    .unwrap();
+    let t = Tree::from_source(&src, no_prefetch(false)).unwrap();
     let ino = ino_of(&t, "data/00000001.bin");
     let fh = t.open(ino, libc::O_RDONLY).unwrap();
     (whole, t, ino, fh)
@@ -141,15 +134,7 @@ fn tree_small_read_across_a_block_boundary_caches_both_blocks() {
 #[test]
 fn tree_block_cache_forgets_a_chunk_when_it_is_committed() {
     let (_dir, src) = fixture_copy("frames/b2nd_2d_f8_lz4.b2nd");
-    let t = Tree::from_source(
-        &src,
-        TreeOptions {
-            writable: true,
-            prefetch_chunks: 0,
-            ..opts()
-        },
-    )
-    .unwrap();
+    let t = Tree::from_source(&src, no_prefetch(true)).unwrap();
     let ino = ino_of(&t, "data/00000000.bin");
     let size = t.getattr(ino).unwrap().size as usize;
     let reader = t.open(ino, libc::O_RDONLY).unwrap();
@@ -210,15 +195,7 @@ for i in range(4):
         out.chunks(256 * 1024).map(<[u8]>::to_vec).collect()
     };
     assert_eq!(want.len(), 4);
-    let t = Tree::from_source(
-        &src,
-        TreeOptions {
-            writable: true,
-            prefetch_chunks: 0,
-            ..opts()
-        },
-    )
-    .unwrap();
+    let t = Tree::from_source(&src, no_prefetch(true)).unwrap();
     let ino = ino_of(&t, "data/00000002.bin");
     let fh = t.open(ino, libc::O_RDONLY).unwrap();
     // Page-aligned 4 KiB reads in a scattered order, then a few unaligned ones.
@@ -390,16 +367,7 @@ fn tree_cache_of_one_chunk_does_not_prefetch_over_the_reader() {
 fn tree_concurrent_readers_decode_each_chunk_once() {
     let src = data_dir().join("frames/schunk_zlib.b2frame");
     let sc = sidecar(&data_dir().join("frames/schunk_zlib.json"));
-    let t = Arc::new(
-        Tree::from_source(
-            &src,
-            TreeOptions {
-                prefetch_chunks: 0,
-                ..opts()
-            },
-        )
-        .unwrap(),
-    );
+    let t = Arc::new(Tree::from_source(&src, no_prefetch(false)).unwrap());
     let nchunks = sc["nchunks"].as_u64().unwrap() as usize;
     let handles: Vec<_> = (0..6)
         .map(|k| {
