@@ -55,23 +55,8 @@ pub(crate) fn build_frame(
     h.push(0x93);
     h.push(0xcd);
     h.extend(((7 + names) as u16).to_be_bytes());
-    h.push(0xde);
-    h.extend((metalayers.len() as u16).to_be_bytes());
-    let mut off = 87 + 7 + names + 3;
-    for (n, c) in metalayers {
-        h.push(0xa0 | n.len() as u8);
-        h.extend(n.as_bytes());
-        h.push(0xd2);
-        h.extend((off as i32).to_be_bytes());
-        off += 5 + c.len();
-    }
-    h.push(0xdc);
-    h.extend((metalayers.len() as u16).to_be_bytes());
-    for (_, c) in metalayers {
-        h.push(0xc6);
-        h.extend((c.len() as u32).to_be_bytes());
-        h.extend(c);
-    }
+    let entries: Vec<(&str, &[u8])> = metalayers.iter().map(|(n, c)| (*n, &c[..])).collect();
+    push_offsets_and_contents(&mut h, &entries);
     let header_len = h.len() as i32;
     h[11..15].copy_from_slice(&header_len.to_be_bytes());
     let mut f = h;
@@ -85,24 +70,13 @@ pub(crate) fn build_frame(
     let names: usize = vlmeta.iter().map(|(n, _)| 6 + n.len()).sum();
     let mut t = vec![0x94, 0x01, 0x93, 0xcd];
     t.extend(((6 + names) as u16).to_be_bytes());
-    t.push(0xde);
-    t.extend((vlmeta.len() as u16).to_be_bytes());
     let chunks: Vec<Vec<u8>> = vlmeta.iter().map(|(_, c)| memcpyed(c, 1)).collect();
-    let mut off = t.len() + names + 3;
-    for ((n, _), c) in vlmeta.iter().zip(&chunks) {
-        t.push(0xa0 | n.len() as u8);
-        t.extend(n.as_bytes());
-        t.push(0xd2);
-        t.extend((off as i32).to_be_bytes());
-        off += 5 + c.len();
-    }
-    t.push(0xdc);
-    t.extend((vlmeta.len() as u16).to_be_bytes());
-    for c in &chunks {
-        t.push(0xc6);
-        t.extend((c.len() as u32).to_be_bytes());
-        t.extend(c);
-    }
+    let entries: Vec<(&str, &[u8])> = vlmeta
+        .iter()
+        .zip(&chunks)
+        .map(|((n, _), c)| (*n, &c[..]))
+        .collect();
+    push_offsets_and_contents(&mut t, &entries);
     let trailer_len = (t.len() + 23) as u32;
     t.push(0xce);
     t.extend(trailer_len.to_be_bytes());
@@ -143,4 +117,28 @@ pub(crate) fn small_frame() -> (Vec<u8>, Vec<Vec<u8>>) {
         &[("unit", vec![0xa1, b'm']), ("n", vec![0x2a])],
     );
     (f, data)
+}
+
+/// Appends what a frame holds for its metalayers (header) and vlmetalayers (trailer): a
+/// msgpack map from each name to the offset, from the start of `buf`, of its content, then
+/// the array of the contents (bin32 each).
+fn push_offsets_and_contents(buf: &mut Vec<u8>, entries: &[(&str, &[u8])]) {
+    buf.push(0xde);
+    buf.extend((entries.len() as u16).to_be_bytes());
+    let names: usize = entries.iter().map(|(n, _)| 6 + n.len()).sum();
+    let mut off = buf.len() + names + 3;
+    for (n, c) in entries {
+        buf.push(0xa0 | n.len() as u8);
+        buf.extend(n.as_bytes());
+        buf.push(0xd2);
+        buf.extend((off as i32).to_be_bytes());
+        off += 5 + c.len();
+    }
+    buf.push(0xdc);
+    buf.extend((entries.len() as u16).to_be_bytes());
+    for (_, c) in entries {
+        buf.push(0xc6);
+        buf.extend((c.len() as u32).to_be_bytes());
+        buf.extend(*c);
+    }
 }
