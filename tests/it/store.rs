@@ -134,11 +134,9 @@ fn store_open_reads_no_leaf() {
 #[test]
 fn store_of_10000_members_opens_fast() {
     let py = or_skip!(support::python("store_of_10000_members_opens_fast"));
-    let tmp = tempfile::tempdir().unwrap();
-    let p = tmp.path().join("many.b2z");
-    crate::support::oracle(&py, &[&"scripts/oracle/stores.py", &"many", &p, &"10000"]);
+    let p = support::many_members_store(&py);
     let t = Instant::now();
-    let c = open_store(&p).unwrap();
+    let c = open_store(p).unwrap();
     let took = t.elapsed();
     eprintln!("open_store of 10000 members: {took:?}");
     assert_eq!(c.leaves().len(), 10000);

@@ -49,6 +49,20 @@ pub fn data_dir() -> PathBuf {
     repo_root().join("tests/data")
 }
 
+/// A python-blosc2 `.b2z` of 10,000 small members (`scripts/oracle/stores.py many`: member
+/// `g{i % 100}/a{i}` holds the int32 values `i..i + 4`), generated once per test run (about
+/// 10 CPU-s) and shared: the tests that use it only read it, or copy it first.
+pub fn many_members_store(py: &Path) -> &'static Path {
+    static STORE: std::sync::OnceLock<(tempfile::TempDir, PathBuf)> = std::sync::OnceLock::new();
+    let (_, path) = STORE.get_or_init(|| {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("many.b2z");
+        oracle(py, &[&"scripts/oracle/stores.py", &"many", &path, &"10000"]);
+        (dir, path)
+    });
+    path
+}
+
 /// Lowercase hex sha256 of `bytes`.
 pub fn sha256_hex(bytes: &[u8]) -> String {
     use sha2::Digest;
