@@ -46,6 +46,16 @@ if [ -z "${XDG_RUNTIME_DIR:-}" ]; then
     export XDG_RUNTIME_DIR="$PWD/target/test-logs"
     rm -rf "$XDG_RUNTIME_DIR" && mkdir -p "$XDG_RUNTIME_DIR"
 fi
+# Python writes the bytecode of what the tests import into the venvs (gitignored), once: with
+# PYTHONDONTWRITEBYTECODE set (this machine's environment sets it) and venvs made without
+# bytecode (scripts/setup.sh), every interpreter of the suite compiled its imports again
+# (importing numpy, python-blosc2, bcolz, moto's server and boto3: 3.1 CPU-s instead of 0.9).
+# A fresh clone's tests took 280 s in CI's steps, against 145-160 s in a clone whose venvs
+# had their bytecode (session 14, docs/DEVELOPMENT.md).
+unset PYTHONDONTWRITEBYTECODE
+# Three test threads on two vCPUs: the tests wait on mounts, daemons and interpreters a third
+# of the time (1.6 cores busy with two threads); 131 s instead of 144 for the suite (session 14).
+export RUST_TEST_THREADS=${RUST_TEST_THREADS:-3}
 if [ "${CI:-}" = "true" ]; then
     export B2FS_REQUIRE_FUSE=1 B2FS_REQUIRE_PYTHON=1 B2FS_REQUIRE_REMOTE=1
     # A fresh clone has no incremental state to reuse: the crate's units compile without
