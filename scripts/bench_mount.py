@@ -20,7 +20,7 @@ summary and the per-round detail replace the block between the `bench_mount` mar
 given markdown file; with --chart a bar chart of the medians against their targets is saved
 (matplotlib). --ab also mounts OTHER_BINARY in every round of the patterns seq, load, win,
 win-kc, strips, mmsum, rand1d and many and prints this binary's rate over it (a same-run A/B
-against, say, main's build).
+against, say, main's build); the other binary reads first in odd rounds, second in even ones.
 
 Two patterns are not the issue's own but the same kind of read, with its targets: `strips`
 (tall 4096x64 column strips through a map: the windows' faults at full height) and `mmsum`
@@ -281,18 +281,35 @@ def rate(d):
     return d["n"] / d["seconds"]
 
 
-# A binary to compare with in the same rounds (--ab): seq, load, win, win-kc, rand1d, many.
+# A binary to compare with in the same rounds (--ab): seq, load, win, win-kc, strips, mmsum,
+# rand1d, many.
 AB = None
+# The round being run (1, 2, ...): with --ab, the other binary runs first in odd rounds.
+ROUND = 1
 
 
-def ab(kind, src, rel, ours, arg="0", opts=(), per_s=False):
-    """` | --ab binary X MiB/s (ours / it)` when --ab is given (X per s with per_s)."""
+def with_other(measure, kind, src, rel, arg="0", opts=(), per_s=False):
+    """Runs `measure()` (this binary's side, a child result or a tuple starting with one) and,
+    with --ab, the same child `kind` on a mount of `src` by the other binary: before `measure`
+    in odd rounds, after it in even ones, since the second reader of a round can find the
+    memory the first freed already backed by the host. Returns what `measure` returned and
+    the detail's `; other X MiB/s, this / it R` (X per s with `per_s`), empty without --ab."""
     if AB is None:
-        return ""
-    with Mounted(AB, src, opts) as m:
-        other = run(kind, os.path.join(m.mp, rel) if rel else m.mp, arg)
-    shown = f"{rate(other):.0f}/s" if per_s else f"{rate(other) / 2**20:.0f} MiB/s"
-    return f"; {os.path.basename(AB)} {shown}, this / it {rate(ours) / rate(other):.2f}x"
+        return measure(), ""
+
+    def other():
+        with Mounted(AB, src, opts) as m:
+            return run(kind, os.path.join(m.mp, rel) if rel else m.mp, arg)
+
+    if ROUND % 2:
+        theirs = other()
+        got = measure()
+    else:
+        got = measure()
+        theirs = other()
+    ours = got[0] if isinstance(got, tuple) else got
+    shown = f"{rate(theirs):.0f}/s" if per_s else f"{rate(theirs) / 2**20:.0f} MiB/s"
+    return got, f"; {os.path.basename(AB)} {shown}, this / it {rate(ours) / rate(theirs):.2f}x"
 
 
 def cpu_per_mib(py, ours, daemon):
@@ -309,62 +326,58 @@ def cpu_per_mib(py, ours, daemon):
 
 def p_seq_chunks(b):
     py = run("py-seq", SEQ)
-    ours, daemon, _ = run_mounted(b, SEQ, "mnt-seq")
+    (ours, daemon, _), vs = with_other(lambda: run_mounted(b, SEQ, "mnt-seq"), "mnt-seq", SEQ, "")
     assert py["n"] == ours["n"], (py, ours)
     return rate(ours) / rate(py), (f"python {rate(py) / 2**20:.0f} MiB/s, b2fs {rate(ours) / 2**20:.0f} MiB/s"
-                                   + cpu_per_mib(py, ours, daemon) + ab("mnt-seq", SEQ, "", ours))
+                                   + cpu_per_mib(py, ours, daemon) + vs)
 
 
 def p_load(b):
     py = run("py-load", WIN)
-    ours, daemon, _ = run_mounted(b, WIN, "mnt-load", "array.npy")
+    (ours, daemon, _), vs = with_other(lambda: run_mounted(b, WIN, "mnt-load", "array.npy"),
+                                       "mnt-load", WIN, "array.npy")
     return rate(ours) / rate(py), (f"python {rate(py) / 2**20:.0f} MiB/s, b2fs {rate(ours) / 2**20:.0f} MiB/s"
-                                   + cpu_per_mib(py, ours, daemon)
-                                   + ab("mnt-load", WIN, "array.npy", ours))
+                                   + cpu_per_mib(py, ours, daemon) + vs)
 
 
 def p_windows(opts):
     def f(b, seed=[0]):
         seed[0] += 1
         py = run("py-win", WIN, seed[0])
-        with Mounted(b, WIN, opts) as m:
-            ours = run("mnt-win", os.path.join(m.mp, "array.npy"), seed[0])
+        ours, vs = with_other(lambda: run_mounted(b, WIN, "mnt-win", "array.npy", opts,
+                                                  seed[0])[0],
+                              "mnt-win", WIN, "array.npy", seed[0], opts, per_s=True)
         assert py["check"] == ours["check"], "the windows differ"
         again = (ours["n"] / ours["again"]) / rate(py)
         return rate(ours) / rate(py), (f"python {rate(py):.0f}/s, b2fs {rate(ours):.0f}/s, "
                                        f"b2fs again {ours['n'] / ours['again']:.0f}/s ({again:.0f}x)"
-                                       + ab("mnt-win", WIN, "array.npy", ours, seed[0], opts,
-                                            per_s=True))
+                                       + vs)
     return f
 
 
 def p_strips(b, seed=[0]):
     seed[0] += 1
     py = run("py-strips", WIN, seed[0])
-    with Mounted(b, WIN) as m:
-        ours = run("mnt-strips", os.path.join(m.mp, "array.npy"), seed[0])
+    ours, vs = with_other(lambda: run_mounted(b, WIN, "mnt-strips", "array.npy", (), seed[0])[0],
+                          "mnt-strips", WIN, "array.npy", seed[0], per_s=True)
     assert abs(py["check"] - ours["check"]) <= 1e-9 * abs(py["check"]), "the strips differ"
-    return rate(ours) / rate(py), (f"python {rate(py):.1f}/s, b2fs {rate(ours):.1f}/s"
-                                   + ab("mnt-strips", WIN, "array.npy", ours, seed[0],
-                                        per_s=True))
+    return rate(ours) / rate(py), f"python {rate(py):.1f}/s, b2fs {rate(ours):.1f}/s" + vs
 
 
 def p_mmsum(b):
     py = run("py-mmsum", WIN)
-    with Mounted(b, WIN) as m:
-        ours = run("mnt-mmsum", os.path.join(m.mp, "array.npy"))
+    ours, vs = with_other(lambda: run_mounted(b, WIN, "mnt-mmsum", "array.npy")[0],
+                          "mnt-mmsum", WIN, "array.npy")
     assert abs(py["check"] - ours["check"]) <= 1e-9 * abs(py["check"]), "the sums differ"
     return rate(ours) / rate(py), (f"python {rate(py) / 2**20:.0f} MiB/s,"
-                                   f" b2fs {rate(ours) / 2**20:.0f} MiB/s"
-                                   + ab("mnt-mmsum", WIN, "array.npy", ours))
+                                   f" b2fs {rate(ours) / 2**20:.0f} MiB/s" + vs)
 
 
 def p_rand1d(b):
     py = run("py-rand1d", SEQ)
-    with Mounted(b, SEQ) as m:
-        ours = run("mnt-rand1d", m.mp)
-    return rate(ours) / rate(py), (f"python {rate(py):.0f}/s, b2fs {rate(ours):.0f}/s"
-                                   + ab("mnt-rand1d", SEQ, "", ours, per_s=True))
+    ours, vs = with_other(lambda: run_mounted(b, SEQ, "mnt-rand1d")[0], "mnt-rand1d", SEQ, "",
+                          per_s=True)
+    return rate(ours) / rate(py), f"python {rate(py):.0f}/s, b2fs {rate(ours):.0f}/s" + vs
 
 
 def p_rand2d(b):
@@ -509,7 +522,9 @@ def main():
     warm_sources()
     results = {k: [] for k, *_ in pats}
     loads = []
+    global ROUND
     for r in range(1, rounds + 1):
+        ROUND = r
         for key, desc, target, f in pats:
             loads.append(float(load_avg()))
             ratio, detail = f(binary)
