@@ -82,17 +82,20 @@ fn gen_wide(py: &Path) -> (tempfile::TempDir, std::path::PathBuf) {
     (dir, src)
 }
 
+/// A 256 x 1024 float64 b2nd written by python-blosc2 (rows of two pages, chunks of 128 rows,
+/// blocks of 16 rows and one page of a row): item (r, c) is (r * 1024 + c) / 2.
+fn gen_tall(py: &Path) -> (tempfile::TempDir, std::path::PathBuf) {
+    let (dir, src) = crate::support::temp_path("a.b2nd");
+    crate::support::oracle(py, &[&"scripts/oracle/npy_check.py", &"gen2dtall", &src]);
+    (dir, src)
+}
+
 #[test]
 fn npy_pages_tall_column_strips_through_a_map_read_the_arrays_values() {
     let py = or_skip!(fuse_and_python(
         "npy_pages_tall_column_strips_through_a_map_read_the_arrays_values",
     ));
-    // 256 x 1024 float64 written by python-blosc2: item (r, c) is (r * 1024 + c) / 2.
-    let (_dir, src) = crate::support::temp_path("a.b2nd");
-    crate::support::oracle(
-        py.as_path(),
-        &[&"scripts/oracle/npy_check.py", &"gen2dtall", &src],
-    );
+    let (_dir, src) = gen_tall(&py);
     let m = Mount::daemon(&src, &["ro"]);
     let mapped = File::open(m.path("array.npy")).unwrap();
     let map = Map::new(&mapped);
@@ -123,13 +126,8 @@ fn npy_pages_keep_cache_faults_read_their_page_and_store_the_rows_below() {
     let py = or_skip!(fuse_and_python(
         "npy_pages_keep_cache_faults_read_their_page_and_store_the_rows_below",
     ));
-    // 256 x 1024 float64 (rows of two pages, blocks of 16 rows and one page of a row): item
-    // (r, c) is (r * 1024 + c) / 2; 2 MiB of data, less than one 4 MiB read-around.
-    let (_dir, src) = crate::support::temp_path("a.b2nd");
-    crate::support::oracle(
-        py.as_path(),
-        &[&"scripts/oracle/npy_check.py", &"gen2dtall", &src],
-    );
+    // 2 MiB of data: less than one 4 MiB read-around.
+    let (_dir, src) = gen_tall(&py);
     let m = Mount::daemon(&src, &["ro", "keep_cache"]);
     let path = m.path("array.npy");
     let mapped = File::open(&path).unwrap();
