@@ -1,15 +1,17 @@
 #!/usr/bin/env python3
 """Same-run A/B of two b2fs builds on one read pattern, alternating fresh mounts.
 
-    .venv/bin/python scripts/bench_ab_child.py KIND SOURCE REL ROUNDS BINARY_A BINARY_B
+    .venv/bin/python scripts/bench_ab_child.py KIND SOURCE REL ROUNDS BINARY_A BINARY_B [--opts O]
     e.g. .venv/bin/python scripts/bench_ab_child.py mnt-load win array.npy 8 NEW OLD
+         .venv/bin/python scripts/bench_ab_child.py mnt-win win array.npy 8 NEW OLD --opts keep_cache
 
 KIND is a mount child of scripts/bench_mount.py (mnt-seq, mnt-load, mnt-win, mnt-rand1d,
 mnt-rand2d), SOURCE `win` or `seq` (its data), REL the path the child reads inside the mount
 (`-` for the mount itself). Each round mounts each build in turn (the order swapped every
 round), runs the child and records its rate, the daemon's CPU time over the run (from
 /proc/PID/stat) and its peak RSS; prints the per-round rate ratios A / B, their median and
-each build's median daemon CPU. Run it on an idle machine.
+each build's median daemon CPU. --opts adds mount options to `ro` (e.g. keep_cache). Run it on
+an idle machine.
 """
 
 import os
@@ -21,7 +23,13 @@ import bench_mount as bm  # noqa: E402
 
 
 def main():
-    kind, source, rel, rounds, *bins = sys.argv[1:]
+    args = sys.argv[1:]
+    opts = ()
+    if "--opts" in args:
+        i = args.index("--opts")
+        opts = tuple(args[i + 1].split(","))
+        del args[i:i + 2]
+    kind, source, rel, rounds, *bins = args
     src = {"win": bm.WIN, "seq": bm.SEQ}[source]
     bm.gen()
     bm.warm_sources()
@@ -30,7 +38,8 @@ def main():
     res = {b: [] for b in bins}
     for i in range(int(rounds)):
         for b in bins if i % 2 == 0 else bins[::-1]:
-            got, daemon, hwm = bm.run_mounted(b, src, kind, "" if rel == "-" else rel, arg="1")
+            got, daemon, hwm = bm.run_mounted(b, src, kind, "" if rel == "-" else rel, opts,
+                                             arg="1")
             res[b].append((bm.rate(got), daemon, hwm))
         print(f"round {i + 1}: " + "; ".join(
             f"{os.path.basename(b)} {res[b][-1][0] / scale:.0f} {unit}, daemon CPU"

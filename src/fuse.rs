@@ -231,7 +231,7 @@ impl Filesystem for FuseAdapter {
         lock_owner: Option<LockOwner>,
         reply: ReplyData,
     ) {
-        let fault = self.policy == CachePolicy::DirectIo && is_page_fault(lock_owner);
+        let fault = is_page_fault(self.policy, lock_owner, size);
         let mut walking = false;
         if fault {
             // The blocks of the pages offered after the fault decode on the other core
@@ -243,10 +243,9 @@ impl Filesystem for FuseAdapter {
         }
         match self.tree.read(ino.0, fh.0, offset, size) {
             Ok(data) => {
-                // With direct I/O only page faults of mmap readers fill the page cache: offer
-                // the pages the fault's decode made cheap (see `Tree::pages_near`) before
-                // the answer lets the reader run on. A fault is told from a plain read by
-                // how it reached us (see `is_page_fault`): `read(2)`, `pread(2)` and
+                // Offer the pages the fault's decode made cheap (see `Tree::pages_near`)
+                // before the answer lets the reader run on. A fault is told from a plain
+                // read by how it reached us (see `is_page_fault`): `read(2)`, `pread(2)` and
                 // `sendfile(2)` of a direct-I/O file never wait for pages nobody maps.
                 if fault {
                     if let Some(pusher) = self.pusher.get() {
@@ -615,13 +614,25 @@ impl Filesystem for FuseAdapter {
     }
 }
 
-/// Whether a read of a direct-I/O file is a page fault of an mmap reader (or the kernel's
-/// read-around of one) rather than a `read(2)`-like call: the kernel sends every direct-I/O
-/// read with the calling process's lock owner (`FUSE_READ_LOCKOWNER`, `fuse_send_read`),
-/// while reads that fill page-cache pages (`read_folio`, `readahead`: the only way a
-/// direct-I/O file's pages are filled, i.e. faults of a mapping) carry none.
-fn is_page_fault(lock_owner: Option<LockOwner>) -> bool {
-    lock_owner.is_none()
+/// Whether a read is a page fault of an mmap reader (or the kernel's read-around of one)
+/// rather than a `read(2)`-like call.
+/// - Direct I/O: the kernel sends every direct-I/O read with the calling process's lock owner
+///   (`FUSE_READ_LOCKOWNER`, `fuse_send_read`), while reads that fill page-cache pages
+///   (`read_folio`, `readahead`: the only way a direct-I/O file's pages are filled, i.e.
+///   faults of a mapping) carry none.
+/// - Through the page cache (`-o keep_cache`): every read fills pages. The mount's readahead
+///   is one page (see `set_readahead` of the daemon), so a fault asks for its page alone,
+///   while a `read(2)` of more than a page is read ahead in larger requests: a read of at
+///   most a page is taken for a fault. A `read(2)` of at most a page then gets its
+///   neighbours stored as a fault does (into the page cache, which keeps them).
+fn is_page_fault(policy: CachePolicy, lock_owner: Option<LockOwner>, size: u32) -> bool {
+    let fills_pages = lock_owner.is_none();
+    match policy {
+        CachePolicy::DirectIo => fills_pages,
+        CachePolicy::KeepCache | CachePolicy::Auto => {
+            fills_pages && size as usize <= crate::tree::PAGE
+        }
+    }
 }
 
 /// The xattr protocol: `size` 0 asks for the length; a buffer too small is ERANGE.

@@ -303,19 +303,25 @@ fn serve(
     Ok(())
 }
 
-/// Kernel readahead of a mount whose files are read through the page cache, in KiB.
-const READAHEAD_KB: u32 = 4096;
+/// Kernel readahead of a mount whose files are read through the page cache, in KiB: one page.
+const READAHEAD_KB: u32 = 4;
 
 /// Sets the kernel's readahead window for this mount (its backing device info), which FUSE
-/// negotiates as 128 KiB:
-/// - through the page cache ([`CachePolicy::KeepCache`]): raised to [`READAHEAD_KB`], so a
-///   sequential read reaches b2fs as ~1 MiB requests instead of 128 KiB ones (measured: cold
-///   sequential keep_cache reads were ~3x slower without it);
-/// - with direct I/O, reads bypass the page cache and only mmap readers use it: there the
-///   readahead is the read-around of a page fault, which for an `array.npy` window asks for
-///   whole rows of the array across every chunk column around each faulting row. Set to 0:
-///   a fault reads its page (measured on 64x64 windows of a 1 GiB 2-D array through
-///   `np.load(mmap_mode='r')`, BENCHMARKS.md: 4 MiB read-around 34 windows/s, none 217/s).
+/// negotiates as 128 KiB. The readahead window is also the read-around of an mmap reader's
+/// page fault: for an `array.npy` window it asks for whole rows of the array across every
+/// chunk column around the faulting row (and the rows after it, as the reader's walk hits
+/// the read-around's mark), so a fault decodes dozens of blocks its reader never touches.
+/// - with direct I/O, reads bypass the page cache and only mmap readers use it: set to 0, a
+///   fault reads its page (measured on 64x64 windows of a 1 GiB 2-D array through
+///   `np.load(mmap_mode='r')`, BENCHMARKS.md: 4 MiB read-around 34 windows/s, none 217/s);
+/// - through the page cache ([`CachePolicy::KeepCache`]): one page ([`READAHEAD_KB`]). A
+///   fault then reads its own page (and b2fs stores its neighbours, as with direct I/O),
+///   while a `read(2)` larger than the window is still read ahead in requests of the
+///   device's I/O size (`io_pages`, 128 KiB for FUSE). 0 would read every `read(2)` one page
+///   per request. Measured (BENCHMARKS.md, "Session 14: windows"): 4 MiB read `array.npy`
+///   whole in the first ~25 of 300 random windows (1 MiB requests, 12 MiB per window); over
+///   a 1 GiB array, 50-141 windows/s against 370-499 with one page. Sequential reads and `np.load` ran at 0.97x with 128 KiB requests (within noise), a
+///   mapped scan at 0.70x and `dd bs=4k` at 0.76x (they lost the readahead they used).
 ///
 /// Needs root; a failure only costs speed. The device number comes from
 /// `/proc/self/mountinfo`: a `stat` of the mountpoint would ask this very process, which does

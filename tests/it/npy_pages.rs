@@ -2,7 +2,9 @@
 //! shared mapping: plain `pread`s of page-aligned 4 KiB are not taken for page faults (no
 //! pages are stored for them); a fault still gets its neighbours stored; an `open` of the file
 //! by another process keeps a mapped reader's pages; and a commit of a chunk the file shows
-//! still drops them at the next open (a new mapping shows the new bytes).
+//! still drops them at the next open (a new mapping shows the new bytes). On `-o keep_cache`
+//! a fault reads its own page, not the kernel's read-around of whole rows, and gets the rows
+//! below stored as with direct I/O.
 
 use std::fs::File;
 use std::os::fd::AsRawFd;
@@ -50,13 +52,18 @@ impl Map {
         (at..at + n).map(|i| self.byte(i)).collect()
     }
 
-    /// How many pages of the file are in the kernel's page cache.
-    fn resident(&self) -> usize {
+    /// Which pages of the file are in the kernel's page cache.
+    fn residency(&self) -> Vec<bool> {
         let mut vec = vec![0u8; self.len.div_ceil(PAGE)];
         // SAFETY: `vec` has one byte per page of the mapping.
         let rc = unsafe { libc::mincore(self.ptr, self.len, vec.as_mut_ptr()) };
         assert_eq!(rc, 0, "mincore");
-        vec.iter().filter(|&&b| b & 1 == 1).count()
+        vec.iter().map(|&b| b & 1 == 1).collect()
+    }
+
+    /// How many pages of the file are in the kernel's page cache.
+    fn resident(&self) -> usize {
+        self.residency().into_iter().filter(|&r| r).count()
     }
 }
 
@@ -75,17 +82,20 @@ fn gen_wide(py: &Path) -> (tempfile::TempDir, std::path::PathBuf) {
     (dir, src)
 }
 
+/// A 256 x 1024 float64 b2nd written by python-blosc2 (rows of two pages, chunks of 128 rows,
+/// blocks of 16 rows and one page of a row): item (r, c) is (r * 1024 + c) / 2.
+fn gen_tall(py: &Path) -> (tempfile::TempDir, std::path::PathBuf) {
+    let (dir, src) = crate::support::temp_path("a.b2nd");
+    crate::support::oracle(py, &[&"scripts/oracle/npy_check.py", &"gen2dtall", &src]);
+    (dir, src)
+}
+
 #[test]
 fn npy_pages_tall_column_strips_through_a_map_read_the_arrays_values() {
     let py = or_skip!(fuse_and_python(
         "npy_pages_tall_column_strips_through_a_map_read_the_arrays_values",
     ));
-    // 256 x 1024 float64 written by python-blosc2: item (r, c) is (r * 1024 + c) / 2.
-    let (_dir, src) = crate::support::temp_path("a.b2nd");
-    crate::support::oracle(
-        py.as_path(),
-        &[&"scripts/oracle/npy_check.py", &"gen2dtall", &src],
-    );
+    let (_dir, src) = gen_tall(&py);
     let m = Mount::daemon(&src, &["ro"]);
     let mapped = File::open(m.path("array.npy")).unwrap();
     let map = Map::new(&mapped);
@@ -107,6 +117,62 @@ fn npy_pages_tall_column_strips_through_a_map_read_the_arrays_values() {
             }
         }
     }
+    drop((map, mapped));
+    m.umount();
+}
+
+#[test]
+fn npy_pages_keep_cache_faults_read_their_page_and_store_the_rows_below() {
+    let py = or_skip!(fuse_and_python(
+        "npy_pages_keep_cache_faults_read_their_page_and_store_the_rows_below",
+    ));
+    // 2 MiB of data: less than one 4 MiB read-around.
+    let (_dir, src) = gen_tall(&py);
+    let m = Mount::daemon(&src, &["ro", "keep_cache"]);
+    let path = m.path("array.npy");
+    let mapped = File::open(&path).unwrap();
+    let map = Map::new(&mapped);
+    let hlen = map.len - 256 * 1024 * 8;
+    let pages = map.len.div_ceil(PAGE);
+    assert_eq!(map.resident(), 0, "a fresh mount");
+    // Item (100, 600) through the mapping: one fault.
+    let at = hlen + (100 * 1024 + 600) * 8;
+    let item = f64::from_le_bytes(map.bytes(at, 8).try_into().unwrap());
+    assert_eq!(item, (100.0 * 1024.0 + 600.0) / 2.0);
+    // The 32 rows below are stored before the answer (the worker waits for the store
+    // threads, boundedly): wait for them on a loaded machine.
+    let page_of = |r: usize| (hlen + (r * 1024 + 600) * 8) / PAGE;
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let stored = || {
+        let res = map.residency();
+        (101..=132).all(|r| res[page_of(r)])
+    };
+    while !stored() && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    assert!(stored(), "a fault on keep_cache stores the rows below it");
+    let resident = map.resident();
+    assert!(
+        resident < pages / 4,
+        "one fault read {resident} of {pages} pages: the kernel's read-around of whole rows"
+    );
+    // The rows below read through the mapping without asking b2fs (a fault would store the
+    // rows below it) and hold the array's values.
+    for r in 101..=132 {
+        let at = hlen + (r * 1024 + 600) * 8;
+        let got = f64::from_le_bytes(map.bytes(at, 8).try_into().unwrap());
+        assert_eq!(got, (r as f64 * 1024.0 + 600.0) / 2.0, "item ({r}, 600)");
+    }
+    // (A fault among them would store up to 32 more rows; pages after the fault's own in
+    // its row may still be landing.)
+    let after = map.resident();
+    assert!(
+        after < resident + 8,
+        "rows below the fault faulted again ({after} resident, {resident} before)"
+    );
+    // keep_cache: another process opening the file keeps the pages.
+    open_elsewhere(&path);
+    assert!(map.resident() >= resident, "an open dropped the pages");
     drop((map, mapped));
     m.umount();
 }
