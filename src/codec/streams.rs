@@ -159,8 +159,11 @@ struct Slot {
     working: Option<u64>,
     /// Ticket of the job in `job`.
     ticket: u64,
-    /// A caller sleeps on the condvar until the helper leaves its job.
-    caller_sleeps: bool,
+    /// Callers sleeping on the condvar until the helper leaves their job. A count, not a
+    /// flag: a caller woken late (after another caller's job was published and the other
+    /// caller went to sleep) must not clear the other's mark, or the helper would leave that
+    /// job without waking its caller, which would then sleep for ever.
+    callers_sleeping: u32,
 }
 
 /// The helper thread's mailbox.
@@ -187,7 +190,7 @@ fn helper() -> Option<&'static Helper> {
                 job: None,
                 working: None,
                 ticket: 0,
-                caller_sleeps: false,
+                callers_sleeping: 0,
             }),
             wake: Condvar::new(),
             done: AtomicU64::new(0),
@@ -223,7 +226,7 @@ impl Helper {
             slot = self.lock();
             slot.working = None;
             self.done.store(ticket, Ordering::Release);
-            if slot.caller_sleeps {
+            if slot.callers_sleeping > 0 {
                 self.wake.notify_all();
             }
         }
@@ -261,11 +264,11 @@ impl Helper {
         while self.done.load(Ordering::Acquire) != ticket {
             if start.elapsed() >= END_SPIN {
                 let mut slot = self.lock();
+                slot.callers_sleeping += 1;
                 while slot.working == Some(ticket) {
-                    slot.caller_sleeps = true;
                     slot = self.wake.wait(slot).unwrap_or_else(|p| p.into_inner());
                 }
-                slot.caller_sleeps = false;
+                slot.callers_sleeping -= 1;
                 return;
             }
             std::hint::spin_loop();
