@@ -310,6 +310,52 @@ mod tests {
         }
     }
 
+    /// Callers that share the helper from several threads all return, with their bytes: each
+    /// waits for the helper to leave its job and is woken when it does. Session 14's hang (a
+    /// shared flag for the sleepers lost a wake-up when an earlier caller, woken late, left
+    /// its wait after the next caller had gone to sleep; BENCHMARKS.md) needs that late
+    /// wake-up: this stress did not reproduce it on the old code in a few runs (also with 8
+    /// threads x 1,000 jobs), so it guards the hand-over in general, not that interleaving.
+    #[test]
+    fn many_callers_sharing_the_helper_all_return() {
+        // A fast first stream (one byte repeated) for the caller and a slow second one (four
+        // random bits per byte: all Huffman-coded literals) for the helper: the caller runs
+        // out first and sleeps until the helper leaves the job.
+        let len = 512 * 1024;
+        let fast = vec![5u8; len];
+        let mut x = 1u32;
+        let slow: Vec<u8> = (0..len)
+            .map(|_| {
+                x = x.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
+                (x >> 28) as u8
+            })
+            .collect();
+        let coded = [zstd_piece(&fast), zstd_piece(&slow)];
+        let want = [fast, slow].concat();
+        let (done, finished) = std::sync::mpsc::channel();
+        for _ in 0..4 {
+            let (coded, want, done) = (coded.clone(), want.clone(), done.clone());
+            std::thread::spawn(move || {
+                let pieces = [Piece::Coded(&coded[0]), Piece::Coded(&coded[1])];
+                let mut streams = StreamDecoders::new();
+                let mut out = vec![0u8; want.len()];
+                for _ in 0..300 {
+                    decode_pieces(&mut streams, Codec::Zstd, None, &pieces, &mut out, true)
+                        .unwrap();
+                    assert!(out == want);
+                }
+                done.send(()).unwrap();
+            });
+        }
+        for caller in 0..4 {
+            finished
+                .recv_timeout(Duration::from_secs(60))
+                .unwrap_or_else(|_| {
+                    panic!("only {caller} of 4 callers returned within 60 s: one sleeps for ever")
+                });
+        }
+    }
+
     #[test]
     fn the_first_bad_stream_is_reported_and_the_others_still_decoded() {
         let len = 16 * 1024;
