@@ -558,6 +558,27 @@ impl Array {
         }
     }
 
+    /// [`Array::chunk_read_at`] for a caller that holds chunk `index`'s `cbytes`, read from
+    /// its header in this array earlier: a contiguous frame then reads the window alone,
+    /// checked against them, without reading the header again.
+    ///
+    /// # Errors
+    ///
+    /// As [`Array::chunk_read_at`].
+    pub fn chunk_read_within(
+        &self,
+        index: usize,
+        offset: u64,
+        buf: &mut [u8],
+        cbytes: u64,
+    ) -> Result<bool, ContainerError> {
+        self.check_index(index)?;
+        match &self.inner {
+            Inner::Frame(f) => f.chunk_read_within(index, offset, buf, cbytes),
+            Inner::Bcolz(c) => c.chunk_read_at(index, offset, buf),
+        }
+    }
+
     /// The parsed header of chunk `index` (frames: the 32-byte Blosc2 header, synthesised for
     /// special offsets; bcolz: the 16-byte Blosc1 header). Reads only the header.
     ///

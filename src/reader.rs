@@ -9,7 +9,8 @@
 //!   -> keep::*               those pages copied into the page cache off the read's path
 //!   -> decode::*             whole-chunk decodes (split over threads), range decodes
 //!   -> partial::*            only the compressed bytes a range decode needs (read first by
-//!                            small reads; window faults take them from the source's mapping)
+//!                            small reads, with each chunk's header and block-start table kept;
+//!                            window faults take them from the source's mapping)
 //!   -> prefetch::Prefetcher  whole chunks decoded ahead of a scan
 //! ```
 //!
@@ -36,7 +37,7 @@
 //!
 //! Memory: the decoded-chunk cache takes 9/16 of `cache_size`; compressed chunks kept for range
 //! decodes a quarter (at most 64 MiB), decoded blocks an eighth (at most 32 MiB), 4 KiB pages
-//! a sixteenth (at most 16 MiB).
+//! a sixteenth (at most 16 MiB); chunk headers and block-start tables at most 4 MiB.
 
 mod access;
 pub mod append;
@@ -211,6 +212,8 @@ struct Core {
     pages_done: AtomicU64,
     /// Block sizes of the chunks `blocks` has seen (0: not worth caching by block).
     block_sizes: Mutex<HashMap<ChunkKey, usize>>,
+    /// Headers and block-start tables of the chunks small reads read in part.
+    layouts: partial::Layouts,
     decode_threads: usize,
     parallel_decode_min: usize,
 }
@@ -287,6 +290,7 @@ impl ChunkReader {
             pages_queued: AtomicU64::new(0),
             pages_done: AtomicU64::new(0),
             block_sizes: Mutex::new(HashMap::new()),
+            layouts: partial::Layouts::default(),
             decode_threads: options.decode_threads,
             parallel_decode_min: options.parallel_decode_min,
         });
@@ -608,6 +612,7 @@ impl ChunkReader {
     pub fn forget_parts(&self, which: impl Fn(ChunkId) -> bool) {
         let core = &self.core;
         core.block_sizes.lock().retain(|k, _| !which(k.id));
+        core.layouts.forget(&which);
         core.blocks.purge_where(|(k, _)| which(k.id));
         core.page_gen
             .fetch_add(1, std::sync::atomic::Ordering::SeqCst);

@@ -162,7 +162,7 @@ impl Core {
         let decode =
             |chunk: &[u8], out: &mut [u8]| guarded(|| codec::decompress_range(chunk, offset, out));
         let read_parts = |out: &mut Vec<u8>| {
-            partial::with_partial_chunk(store, index, offset, len, |c| decode(c, out))
+            partial::with_partial_chunk(store, &self.layouts, id, (offset, len), |c| decode(c, out))
         };
         let kept = self.compressed.contains_or_loading(&id);
         // A small read reads what it needs into a small buffer: through the mapping, it

@@ -14,11 +14,21 @@
 //! The bytes come from [`ChunkStore::chunk_read_at`] (for an [`crate::container::Array`]:
 //! `Array::chunk_read_at`, which bound-checks every window against the chunk's cbytes), so
 //! contiguous frames, sparse frames and bcolz carrays (16-byte Blosc1 headers) all qualify.
-//! Measured: BENCHMARKS.md, random cold 4 KiB reads.
+//! A chunk's header and block-start table are read once per chunk version and kept
+//! ([`Layouts`]); later reads of the chunk read their streams alone, with
+//! [`ChunkStore::chunk_read_within`] (a contiguous frame: one `pread`, where the header, the
+//! table, the frame's check of the chunk's cbytes and the streams took four). Measured:
+//! BENCHMARKS.md, random cold 4 KiB reads (sessions 13 and 14).
 //!
 //! See: `docs/format/CHUNK.md` section 1 (header, flags, bstarts).
 
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+
 use super::store::ChunkStore;
+use super::{ChunkId, ChunkKey};
 use crate::codec::{self, SpecialKind, filter_id};
 use crate::container::ContainerError;
 
@@ -38,22 +48,115 @@ const KEEP_PARTIAL: usize = 4 << 20;
 /// Bytes read eagerly with the header: enough for the block-start table of up to 1024 blocks.
 const HEAD_READ: usize = 32 + 4096;
 
-/// Calls `f` with a compact chunk that holds what decoding `[offset, offset + len)` needs
-/// (see above); `None` when the store cannot read parts of chunks or the chunk's layout
-/// needs more.
+/// Most bytes of chunk layouts [`Layouts`] keeps (a chunk of 64 blocks takes about 600);
+/// past it, it starts over.
+const LAYOUTS_BUDGET: usize = 4 << 20;
+
+/// What a chunk's partial reads need besides its streams.
+#[derive(Debug, Clone)]
+enum Layout {
+    /// Its range decodes need more than their blocks' streams (see above), or the store
+    /// cannot read parts of it: the whole-chunk way.
+    Whole,
+    /// Its header and block-start table.
+    Parts(Arc<Table>),
+}
+
+/// A chunk's header and block-start table, as stored, and what partial reads take from them.
+#[derive(Debug)]
+struct Table {
+    /// The chunk's bytes before its first stream: the header, then the table.
+    head: Box<[u8]>,
+    /// Every block's start, sorted: a block's streams end at the next larger start.
+    sorted: Box<[u32]>,
+    cbytes: usize,
+    blocksize: usize,
+    nbytes: usize,
+}
+
+impl Layout {
+    /// Bytes this entry takes in [`Layouts`] (counted against [`LAYOUTS_BUDGET`]).
+    fn weight(&self) -> usize {
+        64 + match self {
+            Layout::Whole => 0,
+            Layout::Parts(t) => t.head.len() + 4 * t.sorted.len(),
+        }
+    }
+}
+
+/// The layouts of the chunks partial reads have seen, by chunk version ([`ChunkKey`]): a
+/// cold small read of a chunk seen before reads only its blocks' streams, with one `pread`,
+/// instead of the header and table again first (three more). Bounded by
+/// [`LAYOUTS_BUDGET`]; a commit or another writer's change gives changed chunks new keys,
+/// and [`Layouts::forget`] drops the entries of chunks whose key outlives a change.
+#[derive(Debug, Default)]
+pub(super) struct Layouts {
+    /// The entries, and the bytes they take.
+    inner: Mutex<(HashMap<ChunkKey, Layout>, usize)>,
+}
+
+impl Layouts {
+    fn get(&self, key: &ChunkKey) -> Option<Layout> {
+        self.inner.lock().0.get(key).cloned()
+    }
+
+    fn insert(&self, key: ChunkKey, layout: Layout) {
+        let mut inner = self.inner.lock();
+        let (map, bytes) = &mut *inner;
+        if *bytes + layout.weight() > LAYOUTS_BUDGET {
+            map.clear();
+            *bytes = 0;
+        }
+        *bytes += layout.weight();
+        if let Some(old) = map.insert(key, layout) {
+            *bytes -= old.weight();
+        }
+    }
+
+    /// Drops the layouts of the chunks `which` selects (every version).
+    pub(super) fn forget(&self, which: impl Fn(ChunkId) -> bool) {
+        let mut inner = self.inner.lock();
+        let (map, bytes) = &mut *inner;
+        map.retain(|k, layout| {
+            let keep = !which(k.id);
+            if !keep {
+                *bytes -= layout.weight();
+            }
+            keep
+        });
+    }
+}
+
+/// Calls `f` with a compact chunk of chunk `key` (of version `store`) that holds what
+/// decoding `[offset, offset + len)` needs (see above); `None` when the store cannot read
+/// parts of chunks or the chunk's layout needs more. The chunk's layout comes from
+/// `layouts`, or is read and kept there.
 ///
 /// # Errors
 /// When a read fails.
 pub(crate) fn with_partial_chunk<R>(
     store: &dyn ChunkStore,
-    index: usize,
-    offset: usize,
-    len: usize,
+    layouts: &Layouts,
+    key: ChunkKey,
+    (offset, len): (usize, usize),
     f: impl FnOnce(&[u8]) -> R,
 ) -> Result<Option<R>, ContainerError> {
+    let layout = match layouts.get(&key) {
+        Some(layout) => layout,
+        None => match read_layout(store, key.id.index)? {
+            Some(layout) => {
+                layouts.insert(key, layout.clone());
+                layout
+            }
+            None => return Ok(None),
+        },
+    };
+    let Layout::Parts(table) = layout else {
+        return Ok(None);
+    };
     PARTIAL.with(|cell| {
         let mut buf = cell.borrow_mut();
-        let filled = fill(store, index, offset, len, &mut buf);
+        let filled = fill(store, key.id.index, &table, offset, len, &mut buf);
         let res = match filled {
             Ok(Some(n)) => Ok(Some(f(&buf[..n]))),
             Ok(None) => Ok(None),
@@ -94,41 +197,33 @@ pub(crate) fn read_header(store: &dyn ChunkStore, index: usize) -> Option<codec:
     codec::chunk_info(&head[..len]).ok()
 }
 
-/// Builds the compact chunk in `buf` (grown as needed) and returns its length, or `None`
-/// (see above).
+/// Reads chunk `index`'s layout: its header and block-start table, or [`Layout::Whole`];
+/// `None` (nothing to keep) when they do not parse or changed while they were read (the
+/// whole-chunk path then reports why).
 ///
 /// Works for 32-byte Blosc2 headers and 16-byte Blosc1 ones (bcolz): the block-start table
 /// follows the header either way, and cbytes is bytes 12..16 of both.
-fn fill(
-    store: &dyn ChunkStore,
-    index: usize,
-    offset: usize,
-    len: usize,
-    buf: &mut Vec<u8>,
-) -> Result<Option<usize>, ContainerError> {
+fn read_layout(store: &dyn ChunkStore, index: usize) -> Result<Option<Layout>, ContainerError> {
     // The common 16 bytes first: they say how long the header and the chunk are.
     let mut head = [0u8; 16];
-    if len == 0 || !store.chunk_read_at(index, 0, &mut head)? {
-        return Ok(None);
+    if !store.chunk_read_at(index, 0, &mut head)? {
+        return Ok(Some(Layout::Whole));
     }
     let header_len = header_len(&head);
     let cbytes = i32::from_le_bytes([head[12], head[13], head[14], head[15]]);
     let Ok(cbytes) = usize::try_from(cbytes) else {
-        return Ok(None); // let the whole-chunk path report it
+        return Ok(None);
     };
     if cbytes < header_len {
         return Ok(None);
     }
     // Header and table in one read when the table is small (the usual case).
-    let eager = HEAD_READ.min(cbytes);
-    if buf.len() < eager {
-        buf.resize(eager, 0);
-    }
-    store.chunk_read_at(index, 0, &mut buf[..eager])?;
+    let mut buf = vec![0u8; HEAD_READ.min(cbytes)];
+    store.chunk_read_at(index, 0, &mut buf)?;
     if buf[..16] != head {
-        return Ok(None); // changed underneath; let the whole-chunk path decide
+        return Ok(None); // changed underneath
     }
-    let Ok(h) = codec::chunk_info(&buf[..eager]) else {
+    let Ok(h) = codec::chunk_info(&buf) else {
         return Ok(None);
     };
     let whole_chunk_only = h.cbytes != cbytes
@@ -142,37 +237,61 @@ fn fill(
         || h.has_delta()
         || h.filters.contains(&filter_id::DELTA)
         || h.block_size() == 0;
-    if whole_chunk_only {
-        return Ok(None);
+    let data_at = header_len + h.nblocks() * 4;
+    if whole_chunk_only || data_at - header_len > MAX_BSTARTS || data_at > cbytes {
+        return Ok(Some(Layout::Whole));
     }
-    let blocksize = h.block_size();
-    let table_at = header_len;
-    let data_at = table_at + h.nblocks() * 4;
-    if data_at - table_at > MAX_BSTARTS || data_at > cbytes || offset + len > h.nbytes {
-        return Ok(None);
-    }
+    let eager = buf.len();
     if data_at > eager {
         buf.resize(data_at, 0);
-        store.chunk_read_at(index, eager as u64, &mut buf[eager..data_at])?;
+        store.chunk_read_at(index, eager as u64, &mut buf[eager..])?;
+    }
+    buf.truncate(data_at);
+    let mut sorted: Box<[u32]> = buf[header_len..]
+        .chunks_exact(4)
+        .map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+        .collect();
+    sorted.sort_unstable();
+    Ok(Some(Layout::Parts(Arc::new(Table {
+        head: buf.into_boxed_slice(),
+        sorted,
+        cbytes,
+        blocksize: h.block_size(),
+        nbytes: h.nbytes,
+    }))))
+}
+
+/// Builds the compact chunk of chunk `index`, whose layout is `t`, in `buf` (grown as
+/// needed) and returns its length, or `None` (see above). Reads the needed blocks' streams
+/// only.
+fn fill(
+    store: &dyn ChunkStore,
+    index: usize,
+    t: &Table,
+    offset: usize,
+    len: usize,
+    buf: &mut Vec<u8>,
+) -> Result<Option<usize>, ContainerError> {
+    let data_at = t.head.len();
+    let table_at = data_at - 4 * t.sorted.len();
+    if len == 0 || offset + len > t.nbytes {
+        return Ok(None);
     }
     let bstart = |buf: &[u8], j: usize| {
         let at = table_at + 4 * j;
         u32::from_le_bytes([buf[at], buf[at + 1], buf[at + 2], buf[at + 3]]) as usize
     };
-    let first = offset / blocksize;
-    let last = (offset + len - 1) / blocksize;
+    let first = offset / t.blocksize;
+    let last = (offset + len - 1) / t.blocksize;
     // Each needed block's streams run from its start to the next larger start (starts need
     // not be increasing: multi-threaded writers store blocks in completion order).
     let mut lo = usize::MAX;
     let mut hi = 0;
     for j in first..=last {
-        let start = bstart(buf, j);
-        let end = (0..h.nblocks())
-            .map(|k| bstart(buf, k))
-            .filter(|&s| s > start)
-            .min()
-            .unwrap_or(cbytes);
-        if start < data_at || start >= end || end > cbytes {
+        let start = bstart(&t.head, j);
+        let next = t.sorted.partition_point(|&s| s as usize <= start);
+        let end = t.sorted.get(next).map_or(t.cbytes, |&s| s as usize);
+        if start < data_at || start >= end || end > t.cbytes {
             return Ok(None); // let the whole-chunk path report it
         }
         lo = lo.min(start);
@@ -184,7 +303,11 @@ fn fill(
     if buf.len() < compact {
         buf.resize(compact, 0);
     }
-    store.chunk_read_at(index, lo as u64, &mut buf[data_at..compact])?;
+    buf[..data_at].copy_from_slice(&t.head);
+    let streams = &mut buf[data_at..compact];
+    if !store.chunk_read_within(index, lo as u64, streams, t.cbytes as u64)? {
+        return Ok(None);
+    }
     for j in first..=last {
         let moved = bstart(buf, j) - lo + data_at;
         let at = table_at + 4 * j;
@@ -226,6 +349,7 @@ mod tests {
         ] {
             let mut used_here = 0;
             let a = fixture(name);
+            let layouts = Layouts::default();
             for index in 0..a.nchunks() {
                 let full = a.chunk_bytes(index).unwrap().into_owned();
                 let nbytes = a.chunk_nbytes(index).unwrap();
@@ -240,7 +364,11 @@ mod tests {
                         continue;
                     }
                     let mut got = vec![0u8; len];
-                    let decoded = with_partial_chunk(&a, index, off, len, |sparse| {
+                    let key = ChunkKey {
+                        id: ChunkId::new(super::super::ArrayId(0), index),
+                        stamp: 0,
+                    };
+                    let decoded = with_partial_chunk(&a, &layouts, key, (off, len), |sparse| {
                         decompress_range(sparse, off, &mut got)
                     })
                     .unwrap();

@@ -99,6 +99,23 @@ pub trait ChunkStore: Send + Sync + Debug {
         let _ = (index, offset, buf);
         Ok(false)
     }
+
+    /// [`ChunkStore::chunk_read_at`] for a caller that holds chunk `index`'s `cbytes`, read
+    /// from its header in this version of the store earlier: the store may then skip
+    /// reading the header again to check the window.
+    ///
+    /// # Errors
+    /// When the read fails.
+    fn chunk_read_within(
+        &self,
+        index: usize,
+        offset: u64,
+        buf: &mut [u8],
+        cbytes: u64,
+    ) -> Result<bool, ContainerError> {
+        let _ = cbytes;
+        self.chunk_read_at(index, offset, buf)
+    }
 }
 
 impl ChunkStore for Array {
@@ -140,5 +157,15 @@ impl ChunkStore for Array {
         buf: &mut [u8],
     ) -> Result<bool, ContainerError> {
         Array::chunk_read_at(self, index, offset, buf)
+    }
+
+    fn chunk_read_within(
+        &self,
+        index: usize,
+        offset: u64,
+        buf: &mut [u8],
+        cbytes: u64,
+    ) -> Result<bool, ContainerError> {
+        Array::chunk_read_within(self, index, offset, buf, cbytes)
     }
 }

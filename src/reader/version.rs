@@ -451,7 +451,31 @@ impl ChunkStore for Snapshot {
         offset: u64,
         buf: &mut [u8],
     ) -> Result<bool, ContainerError> {
-        let read = ChunkStore::chunk_read_at(self.array.as_ref(), index, offset, buf);
+        self.checked(index, self.array.chunk_read_at(index, offset, buf))
+    }
+
+    fn chunk_read_within(
+        &self,
+        index: usize,
+        offset: u64,
+        buf: &mut [u8],
+        cbytes: u64,
+    ) -> Result<bool, ContainerError> {
+        self.checked(
+            index,
+            self.array.chunk_read_within(index, offset, buf, cbytes),
+        )
+    }
+}
+
+impl Snapshot {
+    /// `read`, a read of chunk `index`'s bytes just made, once [`Snapshot::verify`] passed
+    /// (unless nothing was read).
+    fn checked(
+        &self,
+        index: usize,
+        read: Result<bool, ContainerError>,
+    ) -> Result<bool, ContainerError> {
         if !matches!(read, Ok(false)) {
             self.verify(index)?;
         }
