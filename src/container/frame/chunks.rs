@@ -277,11 +277,15 @@ impl Frame {
 
     /// A chunk's cbytes (read from its header at offset `o` of the chunk area), checked to be
     /// a whole header at least and to fit the room left in the frame.
-    fn checked_cbytes(&self, i: usize, o: u64, cb: i32) -> Result<usize, ContainerError> {
+    fn checked_cbytes<C>(&self, i: usize, o: u64, cb: C) -> Result<usize, ContainerError>
+    where
+        C: TryInto<u64> + std::fmt::Display + Copy,
+    {
         let room = self.info.cbytes - o;
-        usize::try_from(cb)
+        cb.try_into()
             .ok()
-            .filter(|&c| c >= 32 && c as u64 <= room)
+            .filter(|&c| (32..=room).contains(&c))
+            .and_then(|c| usize::try_from(c).ok())
             .ok_or_else(|| {
                 self.chunk_fault(i, o, format!("chunk cbytes {cb} outside [32, {room}]"))
             })
@@ -336,13 +340,8 @@ impl Frame {
         let at = self.info.start + self.info.header_len + o;
         let room = self.info.cbytes - o;
         let cbytes = |head: &[u8]| {
-            let cb = le_i32(head, 12).unwrap_or(-1);
-            u64::try_from(cb)
-                .ok()
-                .filter(|&c| c >= 32 && c <= room)
-                .ok_or_else(|| {
-                    self.chunk_fault(i, o, format!("chunk cbytes {cb} outside [32, {room}]"))
-                })
+            let cb = self.checked_cbytes(i, o, le_i32(head, 12).unwrap_or(-1))?;
+            Ok::<u64, ContainerError>(cb as u64)
         };
         if offset == 0 && buf.len() >= 16 {
             // The header comes with the window: one read.
@@ -377,11 +376,7 @@ impl Frame {
             Slot::Stored(o) if self.dir.is_none() => o,
             _ => return self.chunk_read_at(i, offset, buf),
         };
-        let room = self.info.cbytes - o;
-        if !(32..=room).contains(&cbytes) {
-            let why = format!("chunk cbytes {cbytes} outside [32, {room}]");
-            return Err(self.chunk_fault(i, o, why));
-        }
+        self.checked_cbytes(i, o, cbytes)?;
         window_in(self.src.path().to_path_buf(), i, offset, buf.len(), cbytes)?;
         let at = self.info.start + self.info.header_len + o + offset;
         self.src
