@@ -320,8 +320,9 @@ const READAHEAD_KB: u32 = 4;
 ///   device's I/O size (`io_pages`, 128 KiB for FUSE). 0 would read every `read(2)` one page
 ///   per request. Measured (BENCHMARKS.md, "Session 14: windows"): 4 MiB read `array.npy`
 ///   whole in the first ~25 of 300 random windows (1 MiB requests, 12 MiB per window); over
-///   a 1 GiB array, 50-141 windows/s against 370-499 with one page. Sequential reads and `np.load` ran at 0.97x with 128 KiB requests (within noise), a
-///   mapped scan at 0.70x and `dd bs=4k` at 0.76x (they lost the readahead they used).
+///   a 1 GiB array, 50-141 windows/s against 370-499 with one page. Sequential reads and
+///   `np.load` ran at 0.97x with 128 KiB requests (within noise), a mapped scan at 0.70x and
+///   `dd bs=4k` at 0.76x (they lost the readahead they used).
 ///
 /// Needs root; a failure only costs speed. The device number comes from
 /// `/proc/self/mountinfo`: a `stat` of the mountpoint would ask this very process, which does
