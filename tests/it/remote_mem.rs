@@ -6,7 +6,7 @@
 
 use std::path::Path;
 
-use crate::remote_bench::{daemon_pid, stream, vm_hwm_kib};
+use crate::support::mount::{daemon_pid, stream, vm_hwm_kib};
 use crate::support::remote::rclone;
 use crate::support::{Mount, fuse_and_python, run_python};
 

@@ -1,9 +1,10 @@
 //! Real mounts of the built `b2fs`: the command, whether a directory is a mount point, and
 //! [`Mount`], a mount point that is unmounted (and its foreground daemon killed) when dropped.
 
+use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use super::wait::wait_until;
 
@@ -131,4 +132,48 @@ impl Drop for Mount {
             let _ = c.wait();
         }
     }
+}
+
+/// The pid of the daemon serving `mp` (its command line names the mount point).
+pub fn daemon_pid(mp: &Path) -> Option<u32> {
+    let want = mp.to_string_lossy().into_owned();
+    std::fs::read_dir("/proc").ok()?.find_map(|e| {
+        let e = e.ok()?;
+        let pid: u32 = e.file_name().to_str()?.parse().ok()?;
+        let cmd = std::fs::read(e.path().join("cmdline")).ok()?;
+        let cmd = String::from_utf8_lossy(&cmd);
+        (cmd.contains("--daemon-child") && cmd.split('\0').any(|a| a == want)).then_some(pid)
+    })
+}
+
+/// The peak resident size (`VmHWM`) of process `pid` in KiB; 0 if it cannot be read.
+pub fn vm_hwm_kib(pid: u32) -> u64 {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    s.lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap_or(0)
+}
+
+/// Reads every data file of the mount in order; returns (bytes, seconds).
+pub fn stream(m: &Mount) -> (u64, f64) {
+    let mut names: Vec<_> = std::fs::read_dir(m.path("data"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    names.sort();
+    let t0 = Instant::now();
+    let mut total = 0u64;
+    let mut buf = vec![0u8; 1 << 20];
+    for n in names {
+        let mut f = std::fs::File::open(n).unwrap();
+        loop {
+            let k = f.read(&mut buf).unwrap();
+            if k == 0 {
+                break;
+            }
+            total += k as u64;
+        }
+    }
+    (total, t0.elapsed().as_secs_f64())
 }

@@ -1,66 +1,74 @@
-//! Benchmarks of remote sources (ignored by default; BENCHMARKS.md records their output):
-//! `cargo test --test it bench_remote -- --ignored --nocapture --test-threads 1`.
+//! Benchmarks of remote sources through real mounts, against a local mount of the same frame
+//! or the server's own rate in the same run (BENCHMARKS.md, "Remote sources", records their
+//! output). Harness-free; needs `--features remote`, `/dev/fuse`, the project's `.venv` (moto)
+//! and rclone (scripts/setup.sh installs both):
+//!
+//! ```sh
+//! cargo bench --features remote --bench remote            # all of them
+//! cargo bench --features remote --bench remote -- mount   # those whose name contains "mount"
+//! ```
+//!
 //! `B2FS_BENCH_MIB` sets the frame size of the streaming benchmark (default 512) and of the
-//! sparse frame prefix one (default 128).
+//! sparse frame prefix one (default 128). They reuse the integration tests' helpers
+//! (`tests/it/support/`: the servers, the fault-injecting proxy, mounts); a missing server or
+//! FUSE prints a SKIP line, as in the tests.
 
-use std::io::Read;
 use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use crate::support::remote::{BUCKET, Proxy, moto, put_object, python_frame, rclone, s3_fixture};
-use crate::support::{Mount, fuse, python};
+#[macro_use]
+#[allow(unused_imports)] // the tests' re-exports that no benchmark uses
+#[path = "../tests/it/support/mod.rs"]
+mod support;
 
-/// The pid of the daemon serving `mp` (its command line names the mount point).
-pub fn daemon_pid(mp: &Path) -> Option<u32> {
-    let want = mp.to_string_lossy().into_owned();
-    std::fs::read_dir("/proc").ok()?.find_map(|e| {
-        let e = e.ok()?;
-        let pid: u32 = e.file_name().to_str()?.parse().ok()?;
-        let cmd = std::fs::read(e.path().join("cmdline")).ok()?;
-        let cmd = String::from_utf8_lossy(&cmd);
-        (cmd.contains("--daemon-child") && cmd.split('\0').any(|a| a == want)).then_some(pid)
-    })
-}
+use support::mount::{daemon_pid, stream, vm_hwm_kib};
+use support::remote::{BUCKET, Proxy, moto, put_object, python_frame, rclone, s3_fixture};
+use support::{Mount, fuse, python};
 
-pub fn vm_hwm_kib(pid: u32) -> u64 {
-    let s = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    s.lines()
-        .find_map(|l| l.strip_prefix("VmHWM:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .unwrap_or(0)
+/// The benchmarks, by name; `cargo bench --bench remote -- WORD` runs those whose name holds WORD.
+const BENCHES: [(&str, fn()); 5] = [
+    (
+        "bench_remote_mount_requests_and_time_at_20ms_rtt",
+        bench_remote_mount_requests_and_time_at_20ms_rtt,
+    ),
+    (
+        "bench_remote_cold_sequential_read_and_memory",
+        bench_remote_cold_sequential_read_and_memory,
+    ),
+    (
+        "bench_remote_random_4k_reads_one_get_per_cold_chunk",
+        bench_remote_random_4k_reads_one_get_per_cold_chunk,
+    ),
+    (
+        "bench_remote_prefix_cold_sequential_read",
+        bench_remote_prefix_cold_sequential_read,
+    ),
+    (
+        "bench_remote_b2z_many_members_mount_time_and_requests",
+        bench_remote_b2z_many_members_mount_time_and_requests,
+    ),
+];
+
+fn main() {
+    // `cargo bench` passes `--bench`; any other argument filters by name.
+    let words: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|a| !a.starts_with("--"))
+        .collect();
+    for (name, bench) in BENCHES {
+        if words.is_empty() || words.iter().any(|w| name.contains(w.as_str())) {
+            println!("== {name}");
+            bench();
+        }
+    }
 }
 
 /// `B2FS_BENCH_MIB`, else `default`: the size of a benchmark's frame in MiB (1 MiB chunks).
 fn bench_mib(default: usize) -> usize {
-    crate::support::env_or("B2FS_BENCH_MIB", default)
+    support::env_or("B2FS_BENCH_MIB", default)
 }
 
-/// Reads every data file of the mount in order; returns (bytes, seconds).
-pub fn stream(m: &Mount) -> (u64, f64) {
-    let mut names: Vec<_> = std::fs::read_dir(m.path("data"))
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .collect();
-    names.sort();
-    let t0 = Instant::now();
-    let mut total = 0u64;
-    let mut buf = vec![0u8; 1 << 20];
-    for n in names {
-        let mut f = std::fs::File::open(n).unwrap();
-        loop {
-            let k = f.read(&mut buf).unwrap();
-            if k == 0 {
-                break;
-            }
-            total += k as u64;
-        }
-    }
-    (total, t0.elapsed().as_secs_f64())
-}
-
-#[test]
-#[ignore]
 fn bench_remote_mount_requests_and_time_at_20ms_rtt() {
     let t = "bench_remote_mount_requests_and_time_at_20ms_rtt";
     or_skip!(fuse(t));
@@ -111,8 +119,6 @@ fn bench_remote_mount_requests_and_time_at_20ms_rtt() {
     );
 }
 
-#[test]
-#[ignore]
 fn bench_remote_cold_sequential_read_and_memory() {
     let t = "bench_remote_cold_sequential_read_and_memory";
     let (Some(py), Some(moto)) = (python(t), moto(t)) else {
@@ -180,8 +186,6 @@ fn bench_remote_cold_sequential_read_and_memory() {
     }
 }
 
-#[test]
-#[ignore]
 fn bench_remote_random_4k_reads_one_get_per_cold_chunk() {
     let t = "bench_remote_random_4k_reads_one_get_per_cold_chunk";
     or_skip!(fuse(t));
@@ -219,8 +223,6 @@ fn bench_remote_random_4k_reads_one_get_per_cold_chunk() {
     m.umount();
 }
 
-#[test]
-#[ignore]
 fn bench_remote_prefix_cold_sequential_read() {
     let t = "bench_remote_prefix_cold_sequential_read";
     let (Some(py), Some(moto)) = (python(t), moto(t)) else {
@@ -241,7 +243,7 @@ fn bench_remote_prefix_cold_sequential_read() {
              a[i:i + 32 * ci] = (rng.standard_normal(min(32 * ci, n - i)) * 1000).round(2)\n",
         p = sparse.display().to_string()
     );
-    crate::support::run_python(&py, &["-c", &script]);
+    support::run_python(&py, &["-c", &script]);
     let mut size = 0;
     for e in std::fs::read_dir(&sparse).unwrap() {
         let p = e.unwrap().path();
@@ -285,8 +287,6 @@ fn bench_remote_prefix_cold_sequential_read() {
     }
 }
 
-#[test]
-#[ignore]
 fn bench_remote_b2z_many_members_mount_time_and_requests() {
     let t = "bench_remote_b2z_many_members_mount_time_and_requests";
     let (Some(py), Some(moto)) = (python(t), moto(t)) else {
@@ -300,7 +300,7 @@ fn bench_remote_b2z_many_members_mount_time_and_requests() {
         let name = format!("many{members}.b2z");
         let p = dir.path().join(&name);
         let arg = p.to_str().unwrap();
-        crate::support::run_python(
+        support::run_python(
             &py,
             &[
                 "scripts/oracle/stores.py",
