@@ -95,7 +95,14 @@ pub struct RemoteOptions {
     /// `c2_password_file=PATH`: the Caterva2 password is this file's first line (else
     /// `B2FS_CATERVA2_PASSWORD`).
     pub c2_password_file: Option<std::path::PathBuf>,
+    /// `c2_relist=SECS`: how often a mounted Caterva2 root or directory is listed again to
+    /// show datasets added and hide those removed since (`None`, `c2_relist=0`: never).
+    pub c2_relist: Option<Duration>,
 }
+
+/// How often a mounted Caterva2 directory is listed again by default: one small request every
+/// 10 s of an idle mount, and a new dataset shows within about that long.
+pub const C2_RELIST: Duration = Duration::from_secs(10);
 
 impl Default for RemoteOptions {
     fn default() -> Self {
@@ -112,6 +119,7 @@ impl Default for RemoteOptions {
             caterva2: false,
             c2_user: None,
             c2_password_file: None,
+            c2_relist: Some(C2_RELIST),
         }
     }
 }

@@ -54,6 +54,8 @@ root, http(s)://HOST/PATH, or http(s)://HOST/roots/ROOT[/PATH] of Caterva2; read
                   directory or dataset as its web UI shows it)
   c2_user=NAME    log in to Caterva2 as NAME (else B2FS_CATERVA2_USER)
   c2_password_file=PATH  the Caterva2 password's file (else B2FS_CATERVA2_PASSWORD)
+  c2_relist=SECS  list a Caterva2 root or directory again this often, showing datasets
+                  added and hiding those removed since (default 10; 0: never)
 
 Generic options that mount(8), fstab and mount.fuse3 pass (defaults, auto, noauto, user,
 users, owner, group, _netdev, nofail, dev, nodev, suid, nosuid, exec, noexec, the atime

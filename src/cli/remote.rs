@@ -123,22 +123,16 @@ fn open_caterva2(url: &str, opts: &RemoteOptions) -> Result<Opened, Caterva2Erro
             store::open_store_bytes(o.byte_source()).map_err(Caterva2Error::Source)?,
         ),
         T::Dir(c2, objects) => {
-            let mut stores = Vec::new();
-            for (rel, o) in objects {
-                match store::open_store_bytes(o.byte_source()) {
-                    Ok(c) => {
-                        let dir = rel.rsplit_once('/').map_or("", |(d, _)| d).to_owned();
-                        stores.push((dir, c));
-                    }
-                    Err(e) => log::warn!("{url}: {rel}: not shown: {e}"),
-                }
-            }
             log::info!(
                 "{url}: {} datasets, {} stores, {} requests so far",
                 c2.len(),
-                stores.len(),
+                objects.len(),
                 c2.stats().requests()
             );
+            let stores = objects
+                .into_iter()
+                .map(|(rel, o)| (rel, o.byte_source()))
+                .collect();
             Opened::Collection(store::dir::open_listed(c2, stores))
         }
     };
@@ -193,6 +187,15 @@ pub fn set_option(o: &mut RemoteOptions, key: &str, value: Option<&str>) -> Resu
                 .filter(|s: &f64| *s > 0.0 && *s <= 3600.0)
                 .ok_or_else(|| format!("option 'remote_timeout': expected seconds, got '{v}'"))?;
             o.timeout = Duration::from_secs_f64(secs);
+        }
+        "c2_relist" => {
+            let v = need()?;
+            let secs: f64 = v
+                .parse()
+                .ok()
+                .filter(|s: &f64| (0.0..=86400.0).contains(s))
+                .ok_or_else(|| format!("option 'c2_relist': expected seconds, got '{v}'"))?;
+            o.c2_relist = (secs > 0.0).then(|| Duration::from_secs_f64(secs));
         }
         "remote_retries" => {
             let v = need()?;
@@ -273,6 +276,10 @@ pub fn to_arg(o: &RemoteOptions) -> Vec<String> {
     if let Some(f) = &o.c2_password_file {
         v.push(format!("c2_password_file={}", f.display()));
     }
+    if o.c2_relist != d.c2_relist {
+        let secs = o.c2_relist.map_or(0.0, |t| t.as_secs_f64());
+        v.push(format!("c2_relist={secs}"));
+    }
     v
 }
 
@@ -296,9 +303,11 @@ mod tests {
             ("caterva2", None),
             ("c2_user", Some("me@example.com")),
             ("c2_password_file", Some("/etc/b2fs/c2pass")),
+            ("c2_relist", Some("2.5")),
         ] {
             assert_eq!(set_option(&mut o, k, v), Ok(true), "{k}");
         }
+        assert_eq!(o.c2_relist, Some(Duration::from_millis(2500)));
         assert_eq!(o.cache_bytes, 64 << 20);
         assert_eq!(o.timeout, Duration::from_millis(500));
         let mut back = RemoteOptions::default();
@@ -321,9 +330,23 @@ mod tests {
             ("cache_dir_size", Some("1K")),
             ("caterva2", Some("yes")),
             ("c2_user", None),
+            ("c2_relist", Some("-1")),
+            ("c2_relist", None),
         ] {
             assert!(set_option(&mut o, k, v).is_err(), "{k}={v:?}");
         }
+        let mut off = RemoteOptions::default();
+        assert_eq!(set_option(&mut off, "c2_relist", Some("0")), Ok(true));
+        assert_eq!(off.c2_relist, None, "0: never listed again");
+        let mut back = RemoteOptions::default();
+        for a in to_arg(&off) {
+            let (k, v) = a.split_once('=').unwrap();
+            set_option(&mut back, k, Some(v)).unwrap();
+        }
+        assert_eq!(
+            back.c2_relist, None,
+            "c2_relist=0 survives the daemon's round trip"
+        );
         assert!(to_arg(&RemoteOptions::default()).is_empty());
     }
 }

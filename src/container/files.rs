@@ -46,6 +46,29 @@ pub trait ByteTree: Send + Sync + std::fmt::Debug {
         names.retain(|n| n.starts_with(prefix));
         names
     }
+    /// How often the tree should be listed again to follow files added and removed since it
+    /// was made; `None` (the default): never, its listing is fixed.
+    fn relist_every(&self) -> Option<std::time::Duration> {
+        None
+    }
+    /// Lists the tree again (see [`ByteTree::relist_every`]; by default there is nothing to
+    /// list again: [`Relist::Unchanged`]).
+    ///
+    /// # Errors
+    /// Why the listing could not be read now (the tree as it was keeps serving).
+    fn relist(&self) -> std::io::Result<Relist> {
+        Ok(Relist::Unchanged)
+    }
+}
+
+/// What listing a [`ByteTree`] again found.
+#[derive(Debug)]
+pub enum Relist {
+    /// The same names as before.
+    Unchanged,
+    /// Other names: the tree as it is now, and its stores opened (`(name, bytes)`: a store
+    /// file's relative name and its bytes, as the tree's first listing gives them).
+    Changed(Arc<dyn ByteTree>, Vec<(String, Arc<dyn ByteSource>)>),
 }
 
 /// Where a directory source's files are opened from.

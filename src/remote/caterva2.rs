@@ -10,7 +10,9 @@
 //! - a directory or root: one `GET /api/list/ROOT[/PATH]` (every file below it, recursively)
 //!   is the whole listing. Datasets (`.b2nd`, `.b2frame`, `.b2f`) are leaves, opened on first
 //!   access; `.b2z` stores are opened at listing time (2 GETs each, in parallel), so their
-//!   members show; other files (`.b2` SChunks of uploaded files, HDF5) are not shown;
+//!   members show; other files (`.b2` SChunks of uploaded files, HDF5) are not shown. The
+//!   mount lists it again every `c2_relist` ([`ByteTree::relist`]: the same request; stores
+//!   opened before are not opened again);
 //! - a dataset: `GET /api/fetch/ROOT/PATH` answers the stored file, with byte ranges and an
 //!   ETag, so it opens and reads through exactly the plan of an `https://` frame
 //!   ([`super::plan`]): 2 GETs to open, one per chunk, prefetch, the disk cache. The server
@@ -21,10 +23,13 @@
 //! runtime, one request count and one extent cache (the `remote_cache` budget is the
 //! mount's, not each dataset's).
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
+
+use parking_lot::Mutex;
 
 use object_store::ObjectStore;
 use object_store::path::Path as StorePath;
@@ -34,7 +39,7 @@ use super::RemoteOptions;
 use super::cache::ExtentCache;
 use super::client::{Client, RemoteError, RemoteErrorKind, RemoteStats};
 use super::plan::{RemoteObject, open_with};
-use crate::container::{ByteSource, ByteTree};
+use crate::container::{ByteSource, ByteTree, Relist};
 
 mod session;
 
@@ -142,12 +147,32 @@ pub struct Caterva2 {
     target: Target,
     /// Dataset names relative to the directory, sorted.
     names: Vec<String>,
+    /// Every dataset and store name the server listed, sorted: what a later listing is
+    /// compared with ([`ByteTree::relist`]).
+    listed: Vec<String>,
     store: Arc<dyn ObjectStore>,
+    /// The client of the API's JSON requests (the listings), with the login cookie.
+    http: reqwest::Client,
     rt: Arc<tokio::runtime::Runtime>,
     opts: RemoteOptions,
     stats: Arc<RemoteStats>,
     cache: Arc<ExtentCache>,
-    next: AtomicU64,
+    next: Arc<AtomicU64>,
+    /// The `.b2z` stores opened so far, by name, shared by every listing of the mount: a
+    /// store listed again is not opened again.
+    stores: Arc<Mutex<HashMap<String, Arc<RemoteObject>>>>,
+}
+
+/// One listing of a Caterva2 directory, sorted by name.
+struct Listing {
+    /// Datasets (leaves).
+    datasets: Vec<String>,
+    /// `.b2z` stores.
+    stores: Vec<String>,
+    /// Files of other kinds, not shown.
+    hidden: usize,
+    /// The list requests made (one per root).
+    requests: usize,
 }
 
 fn err(kind: RemoteErrorKind, why: impl Into<String>) -> RemoteError {
@@ -404,12 +429,15 @@ pub fn open_caterva2(url: &str, opts: &RemoteOptions) -> Result<Caterva2Target, 
         url: PathBuf::from(url.trim_end_matches('/')),
         target,
         names: Vec::new(),
+        listed: Vec::new(),
         store,
+        http,
         rt,
         opts: opts.clone(),
         stats: Arc::new(RemoteStats::default()),
         cache: Arc::new(ExtentCache::new(opts.cache_bytes)),
-        next: AtomicU64::new(0),
+        next: Arc::new(AtomicU64::new(0)),
+        stores: Arc::default(),
     };
     let path = c2.target.path.clone();
     if DATASETS.iter().any(|s| path.ends_with(s)) {
@@ -418,7 +446,7 @@ pub fn open_caterva2(url: &str, opts: &RemoteOptions) -> Result<Caterva2Target, 
     if STORES.iter().any(|s| path.ends_with(s)) {
         return c2.open("").map(Caterva2Target::Store);
     }
-    c2.list(&http)
+    c2.list()
 }
 
 impl Caterva2 {
@@ -476,15 +504,16 @@ impl Caterva2 {
         })
     }
 
-    /// Lists the directory (one request) and opens its `.b2z` stores.
-    fn list(mut self, http: &reqwest::Client) -> Result<Caterva2Target, RemoteError> {
-        let t0 = std::time::Instant::now();
+    /// Reads the directory's listing: one request (one per root for a server's base URL).
+    fn listing(&self) -> Result<Listing, RemoteError> {
         let deadline = self.opts.deadline();
-        let rt = Arc::clone(&self.rt);
-        let base = self.target.base.clone();
+        let base = &self.target.base;
+        let http = &self.http;
         // A server's base URL: every root, each listed.
         let roots: Vec<String> = if self.target.path.is_empty() {
-            let v = rt.block_on(get_json(http, &format!("{base}/api/roots"), deadline))?;
+            let v = self
+                .rt
+                .block_on(get_json(http, &format!("{base}/api/roots"), deadline))?;
             v.as_object()
                 .map(|o| o.keys().cloned().collect())
                 .unwrap_or_default()
@@ -495,7 +524,7 @@ impl Caterva2 {
         for root in &roots {
             let api = self.api_path(root);
             let url = format!("{base}/api/list/{}", encode_path(&api));
-            let v = rt.block_on(get_json(http, &url, deadline))?;
+            let v = self.rt.block_on(get_json(http, &url, deadline))?;
             let list = v
                 .as_array()
                 .ok_or_else(|| err(RemoteErrorKind::Protocol, format!("{url}: not a JSON list")))?;
@@ -514,8 +543,12 @@ impl Caterva2 {
                 all.push(rel);
             }
         }
-        let listed = self.stats.requests();
-        let (mut names, mut stores, mut hidden) = (Vec::new(), Vec::new(), 0usize);
+        let mut out = Listing {
+            datasets: Vec::new(),
+            stores: Vec::new(),
+            hidden: 0,
+            requests: roots.len() + usize::from(self.target.path.is_empty()),
+        };
         for rel in all {
             let bad = rel
                 .split('/')
@@ -523,39 +556,92 @@ impl Caterva2 {
             if bad {
                 log::warn!("{}: {rel:?} not shown (bad path)", self.url.display());
             } else if DATASETS.iter().any(|s| rel.ends_with(s)) {
-                names.push(rel);
+                out.datasets.push(rel);
             } else if STORES.iter().any(|s| rel.ends_with(s)) {
-                stores.push(rel);
+                out.stores.push(rel);
             } else {
-                hidden += 1;
+                out.hidden += 1;
             }
         }
-        names.sort();
-        let opened = self.open_stores(&stores);
-        let mut shown_stores = Vec::new();
-        for (rel, r) in stores.into_iter().zip(opened) {
+        out.datasets.sort();
+        out.stores.sort();
+        Ok(out)
+    }
+
+    /// This directory as `listing` shows it: its datasets as the tree's names, its stores
+    /// opened (those opened before are not opened again; one that fails to open is a leaf
+    /// whose open fails, logged again then).
+    fn with_listing(&self, listing: &Listing) -> (Caterva2, Vec<(String, Arc<RemoteObject>)>) {
+        let known = self.stores.lock().clone();
+        let fresh: Vec<String> = listing
+            .stores
+            .iter()
+            .filter(|r| !known.contains_key(*r))
+            .cloned()
+            .collect();
+        let opened = self.open_stores(&fresh);
+        let mut names = listing.datasets.clone();
+        let mut shown = Vec::new();
+        for (rel, r) in fresh.into_iter().zip(opened) {
             match r {
-                Ok(o) => shown_stores.push((rel, o)),
+                Ok(o) => {
+                    self.stores.lock().insert(rel, o);
+                }
                 Err(e) => {
-                    // Shown as a leaf whose open fails (EIO, logged again then).
                     log::warn!("{}: {rel}: {e}", self.url.display());
                     names.push(rel);
                 }
             }
         }
+        let stores = self.stores.lock();
+        for rel in &listing.stores {
+            if let Some(o) = stores.get(rel) {
+                shown.push((rel.clone(), Arc::clone(o)));
+            }
+        }
         names.sort();
-        self.names = names;
+        let mut listed: Vec<String> = listing
+            .datasets
+            .iter()
+            .chain(&listing.stores)
+            .cloned()
+            .collect();
+        listed.sort();
+        let c2 = Caterva2 {
+            url: self.url.clone(),
+            target: self.target.clone(),
+            names,
+            listed,
+            store: Arc::clone(&self.store),
+            http: self.http.clone(),
+            rt: Arc::clone(&self.rt),
+            opts: self.opts.clone(),
+            stats: Arc::clone(&self.stats),
+            cache: Arc::clone(&self.cache),
+            next: Arc::clone(&self.next),
+            stores: Arc::clone(&self.stores),
+        };
+        (c2, shown)
+    }
+
+    /// Lists the directory (one request) and opens its `.b2z` stores.
+    fn list(self) -> Result<Caterva2Target, RemoteError> {
+        let t0 = std::time::Instant::now();
+        let listing = self.listing()?;
+        let listed = self.stats.requests();
+        let (c2, shown) = self.with_listing(&listing);
         log::info!(
             "{}: {} datasets and {} stores listed with {} requests ({} more to open the \
-             stores), {hidden} other files not shown, in {:.1} ms",
-            self.url.display(),
-            self.names.len(),
-            shown_stores.len(),
-            roots.len() + usize::from(self.target.path.is_empty()),
-            self.stats.requests() - listed,
+             stores), {} other files not shown, in {:.1} ms",
+            c2.url.display(),
+            c2.names.len(),
+            shown.len(),
+            listing.requests,
+            c2.stats.requests() - listed,
+            listing.hidden,
             t0.elapsed().as_secs_f64() * 1e3
         );
-        Ok(Caterva2Target::Dir(Arc::new(self), shown_stores))
+        Ok(Caterva2Target::Dir(Arc::new(c2), shown))
     }
 
     /// Opens the stores `rels`, [`OPEN_PARALLEL`] at a time.
@@ -611,6 +697,36 @@ impl ByteTree for Caterva2 {
 
     fn names(&self) -> Vec<String> {
         self.names.clone()
+    }
+
+    fn relist_every(&self) -> Option<Duration> {
+        self.opts.c2_relist
+    }
+
+    fn relist(&self) -> std::io::Result<Relist> {
+        let listing = self.listing().map_err(RemoteError::into_io)?;
+        let same = listing.datasets.len() + listing.stores.len() == self.listed.len()
+            && listing
+                .datasets
+                .iter()
+                .chain(&listing.stores)
+                .all(|n| self.listed.binary_search(n).is_ok());
+        if same {
+            return Ok(Relist::Unchanged);
+        }
+        let (c2, shown) = self.with_listing(&listing);
+        log::info!(
+            "{}: listed again: {} datasets and {} stores (were {} names)",
+            self.url.display(),
+            listing.datasets.len(),
+            listing.stores.len(),
+            self.listed.len()
+        );
+        let stores = shown
+            .into_iter()
+            .map(|(rel, o)| (rel, o.byte_source()))
+            .collect();
+        Ok(Relist::Changed(Arc::new(c2), stores))
     }
 }
 

@@ -26,6 +26,9 @@
 //!   (an entry invalidation waits for the directory lock a lookup in flight holds).
 //! - **Beyond the arrays**: a ctable's root `__attrs__`, and a collection's membership and
 //!   group attributes (`members.rs`), are watched as [`outer_files`].
+//! - **Remote collections** have no files to `stat`: a Caterva2 directory is listed again
+//!   by the follower thread every [`Collection::relist_every`], and a listing that names
+//!   other datasets is reloaded like a local directory whose entries changed.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -39,7 +42,7 @@ use super::layout::{AttrsOwner, CollectionCell, FileKind, NodeKind, ROOT_INO};
 use super::members::{self, Members};
 use super::reload::{Refreshed, changed};
 use super::{Entry, Tree, chunk_name, display_chain, view};
-use crate::container::{Container, FileState};
+use crate::container::{Collection, Container, FileState};
 use crate::reader::{ArrayId, ChunkStore, Snapshot};
 
 /// Lookups check the source at most this often (an open always checks).
@@ -100,6 +103,12 @@ pub struct Follow {
     last_lookup_check: Mutex<Option<Instant>>,
     outer: Mutex<Outer>,
     pub(crate) members: RwLock<Members>,
+    /// A remote collection's listing: when it was last read, whether the last read failed,
+    /// and the collection it showed when that differs from the mounted one, waiting for the
+    /// reload.
+    last_relist: Mutex<Option<Instant>>,
+    relist_failed: AtomicBool,
+    relisted: Mutex<Option<Arc<Collection>>>,
 }
 
 impl Follow {
@@ -116,8 +125,16 @@ impl Follow {
     }
 
     fn outer_changed(&self) -> bool {
+        if self.relisted.lock().is_some() {
+            return true;
+        }
         let o = self.outer.lock();
         o.now() != o.seen
+    }
+
+    /// The collection a new listing showed, if one waits for the reload.
+    pub(crate) fn take_relisted(&self) -> Option<Arc<Collection>> {
+        self.relisted.lock().take()
     }
 
     /// The invalidations to send now, waiting up to `timeout` for some.
@@ -147,12 +164,19 @@ impl Tree {
     /// Checks every array's source and reloads the tree when another writer changed it (see
     /// the module doc); returns whether it did. The kernel invalidations it implies wait in
     /// [`Follow::wait`].
+    ///
+    /// A remote collection that asks for it ([`Collection::relist_every`]: a Caterva2
+    /// directory) is also listed again here when that long has passed, so that datasets
+    /// added to the server show and those removed leave: on the adapter's thread, never in
+    /// a FUSE request (a listing waits for the network).
     pub fn follow_source(&self) -> bool {
+        self.relist_if_due();
         let all: Vec<ArrayId> = self.array_ids();
         self.follow(&all)
     }
 
-    /// At a lookup: [`Tree::follow_source`], at most every [`LOOKUP_EVERY`].
+    /// At a lookup: what [`Tree::follow_source`] checks but the listing of a remote
+    /// collection, at most every [`LOOKUP_EVERY`].
     pub(crate) fn follow_at_lookup(&self) {
         {
             let mut last = self.follow.last_lookup_check.lock();
@@ -161,7 +185,53 @@ impl Tree {
             }
             *last = Some(Instant::now());
         }
-        self.follow_source();
+        let all: Vec<ArrayId> = self.array_ids();
+        self.follow(&all);
+    }
+
+    /// Lists a remote collection again when [`Collection::relist_every`] has passed since
+    /// the last listing (the mount's counts as the first), and keeps what it shows when its
+    /// names differ, for [`Tree::follow`] to reload. A listing that fails is logged once
+    /// (and once when listing works again); the mount keeps showing what it showed.
+    fn relist_if_due(&self) {
+        let Some(cell) = self.mounted.collection() else {
+            return;
+        };
+        let collection = cell.get();
+        let Some(every) = collection.relist_every() else {
+            return;
+        };
+        {
+            let mut last = self.follow.last_relist.lock();
+            match *last {
+                None => {
+                    *last = Some(Instant::now());
+                    return;
+                }
+                Some(t) if t.elapsed() < every => return,
+                Some(_) => *last = Some(Instant::now()),
+            }
+        }
+        let source = self.source_name();
+        match collection.relisted() {
+            Ok(fresh) => {
+                if self.follow.relist_failed.swap(false, Ordering::Relaxed) {
+                    log::warn!("{source}: listed again");
+                }
+                if let Some(fresh) = fresh {
+                    *self.follow.relisted.lock() = Some(Arc::new(fresh));
+                }
+            }
+            Err(e) => {
+                if !self.follow.relist_failed.swap(true, Ordering::Relaxed) {
+                    log::warn!(
+                        "{source}: cannot be listed again now: {}; showing what it listed \
+                         before",
+                        display_chain(&e)
+                    );
+                }
+            }
+        }
     }
 
     /// At an open of `ino`: the arrays it shows.

@@ -67,7 +67,11 @@ impl Tree {
     ) -> Result<Vec<Invalidation>, ContainerError> {
         let foreign = matches!(change, Refreshed::Foreign);
         let fresh = match self.mounted.collection() {
-            Some(cell) => Some(super::collection::reopen(cell.get().path())?),
+            // A remote collection's new listing, or the local one opened again.
+            Some(cell) => Some(match self.follow.take_relisted() {
+                Some(listed) => listed,
+                None => super::collection::reopen(cell.get().path())?,
+            }),
             None => None,
         };
         if foreign {

@@ -8,7 +8,9 @@
 //! server stopped under a mount (EIO within the deadline, the mount alive); the login
 //! cookie refused after a server restart with another secret (as an expired one is) and
 //! renewed by one login; a plain DictStore `.b2z`, which the server answers 500 for, an EIO
-//! leaf with the reason in `b2fs log` while the rest reads. A missing
+//! leaf with the reason in `b2fs log` while the rest reads; datasets and stores added to and
+//! removed from the server while mounted, shown and hidden by the next listing (`c2_relist`),
+//! with nothing but listings while nothing changes. A missing
 //! `.venv-cat2` is a visible SKIP, or a failure under `B2FS_REQUIRE_REMOTE=1`.
 
 use std::net::{TcpListener, TcpStream};
@@ -227,7 +229,8 @@ fn caterva2_public_and_login_roots_mount_as_collections_with_reference_bytes() {
     // The public root as the web UI names it: one listing, and the store's open.
     let url = format!("{}/roots/@public", proxy.url);
     let before = proxy.requests();
-    let m = Mount::daemon(Path::new(&url), &["remote_timeout=5"]);
+    // Not listed again while the requests are counted (that is the next test's).
+    let m = Mount::daemon(Path::new(&url), &["remote_timeout=5,c2_relist=0"]);
     let at_mount = proxy.requests() - before;
     assert_eq!(at_mount, 3, "one listing, two GETs to open st.b2z");
     let mut top: Vec<String> = std::fs::read_dir(&m.mp)
@@ -463,4 +466,136 @@ fn caterva2_a_refused_login_cookie_is_renewed_by_logging_in_again() {
     assert!(log.contains("DictStore") && log.contains("500"), "{log}");
     assert!(is_mounted(&m.mp));
     m.umount();
+}
+
+/// Requests of the server's access log whose line holds `what` (`/api/list/`, `/api/fetch/`).
+fn logged(srv: &Cat2, what: &str) -> usize {
+    std::fs::read_to_string(srv.state.path().join("access.log"))
+        .unwrap_or_default()
+        .lines()
+        .filter(|l| l.contains(what))
+        .count()
+}
+
+/// The names the mount's root directory lists now.
+fn listed(m: &Mount) -> Vec<String> {
+    let mut v: Vec<String> = std::fs::read_dir(&m.mp)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    v.sort();
+    v
+}
+
+#[test]
+fn caterva2_datasets_added_and_removed_on_the_server_show_and_leave() {
+    let t = "caterva2_datasets_added_and_removed_on_the_server_show_and_leave";
+    let Some((py, srv)) = started(t) else {
+        return;
+    };
+    let (public, shared) = (srv.root("public"), srv.root("shared"));
+    let (p, s) = (public.display().to_string(), shared.display().to_string());
+    run_python(&py, &["-c", WRITE, &p, &s]);
+    let url = format!("{}/roots/@public", srv.url);
+    let log = srv.state.path().join("b2fs.log");
+    let m = Mount::foreground_with(
+        Path::new(&url),
+        &["ro,remote_timeout=1,remote_retries=0,c2_relist=0.3"],
+        &log,
+    );
+    let before = listed(&m);
+    assert!(before.contains(&"big.b2nd".to_owned()), "{before:?}");
+    // A leaf opened before the change, and one listed but never opened (removed later).
+    let ds1 = std::fs::read(m.path("ds-1d.b2nd/array.npy")).unwrap();
+    // Listed again with nothing changed: only listings, no dataset or store opened again.
+    let (lists, fetches) = (logged(&srv, "/api/list/"), logged(&srv, "/api/fetch/"));
+    assert!(
+        crate::support::wait_until(Duration::from_secs(20), || logged(&srv, "/api/list/")
+            >= lists + 3),
+        "not listed again: {}",
+        std::fs::read_to_string(srv.state.path().join("access.log")).unwrap_or_default()
+    );
+    assert_eq!(
+        logged(&srv, "/api/fetch/"),
+        fetches,
+        "an unchanged listing opens nothing"
+    );
+    assert_eq!(listed(&m), before);
+    // The server's directory changes: a dataset and a store added (each written beside the
+    // root, then renamed in, as an upload lands), one in a new directory, one removed.
+    let add = "import sys, os, numpy as np, blosc2\n\
+               pub, tmp = sys.argv[1], sys.argv[2]\n\
+               def land(name, write):\n    \
+                   t = os.path.join(tmp, os.path.basename(name)); write(t)\n    \
+                   os.makedirs(os.path.dirname(os.path.join(pub, name)), exist_ok=True)\n    \
+                   os.replace(t, os.path.join(pub, name))\n\
+               land('new.b2nd', lambda p: blosc2.asarray(np.arange(12000, dtype='i4') * 3, \
+                    chunks=(5000,), urlpath=p, mode='w'))\n\
+               land('dir2/deep.b2nd', lambda p: blosc2.asarray(np.linspace(-1, 1, 7000), \
+                    chunks=(2000,), urlpath=p, mode='w'))\n\
+               def store(p):\n    \
+                   with blosc2.TreeStore(p, mode='w') as st:\n        \
+                       st['/x'] = blosc2.asarray(np.arange(900, dtype='u8'), chunks=(400,))\n\
+               land('st2.b2z', store)\n\
+               os.remove(os.path.join(pub, 'big.b2nd'))\n";
+    let tmp = srv.state.path().join("landing");
+    std::fs::create_dir_all(&tmp).unwrap();
+    run_python(&py, &["-c", add, &p, &tmp.display().to_string()]);
+    let want: Vec<String> = {
+        let mut w: Vec<String> = before
+            .iter()
+            .filter(|n| *n != "big.b2nd")
+            .cloned()
+            .chain(["dir2", "new.b2nd", "st2.b2z"].map(String::from))
+            .collect();
+        w.sort();
+        w
+    };
+    assert!(
+        crate::support::wait_until(Duration::from_secs(20), || listed(&m) == want),
+        "the mount lists {:?}, the server holds {want:?}",
+        listed(&m)
+    );
+    // What was added reads as python-blosc2 reads it.
+    for (file, path, key) in [
+        ("new.b2nd/array.npy", public.join("new.b2nd"), None),
+        (
+            "dir2/deep.b2nd/array.npy",
+            public.join("dir2/deep.b2nd"),
+            None,
+        ),
+        ("st2.b2z/x/array.npy", public.join("st2.b2z"), Some("/x")),
+    ] {
+        let got = std::fs::read(m.path(file)).unwrap();
+        assert!(got == npy_of(&py, &path, key), "{file}");
+    }
+    // What was removed is gone; what was opened before still reads the same.
+    let e = std::fs::metadata(m.path("big.b2nd")).unwrap_err();
+    assert_eq!(e.raw_os_error(), Some(libc::ENOENT), "{e}");
+    assert!(std::fs::read(m.path("ds-1d.b2nd/array.npy")).unwrap() == ds1);
+    // A listing that fails (the server gone) keeps what the mount shows, said once in the log.
+    let mut srv = srv;
+    srv.stop();
+    let said = |what: &str| {
+        std::fs::read_to_string(&log)
+            .unwrap_or_default()
+            .matches(what)
+            .count()
+    };
+    assert!(
+        crate::support::wait_until(Duration::from_secs(20), || said("cannot be listed again")
+            > 0),
+        "{}",
+        std::fs::read_to_string(&log).unwrap_or_default()
+    );
+    assert_eq!(listed(&m), want);
+    assert!(std::fs::read(m.path("ds-1d.b2nd/array.npy")).unwrap() == ds1);
+    assert!(is_mounted(&m.mp));
+    assert!(said("listed again:") >= 1, "the change was logged");
+    m.umount();
+    assert_eq!(
+        said("cannot be listed again"),
+        1,
+        "one line, however many failures"
+    );
 }

@@ -16,7 +16,7 @@ use std::path::Path;
 use std::sync::{Arc, OnceLock};
 
 use super::{Collection, Form, Group, Leaf, Location, Node, Shared};
-use crate::container::{ByteTree, Container, ContainerError, not_a_container};
+use crate::container::{ByteSource, ByteTree, Container, ContainerError, Relist, not_a_container};
 
 /// The deepest directory level walked.
 const MAX_DEPTH: usize = 32;
@@ -85,10 +85,14 @@ pub fn open_store_tree(tree: Arc<dyn ByteTree>) -> Result<Collection, ContainerE
 }
 
 /// A directory of sources whose files are the frames of `tree` (a remote server's
-/// directory: every name is a frame, opened through the tree on first access), with the
-/// already opened `stores` (`(dir, store)`: a `.b2z` store in directory `dir`, `""` the
-/// root) among them. Leaves keep their file names; directories are groups.
-pub fn open_listed(tree: Arc<dyn ByteTree>, stores: Vec<(String, Collection)>) -> Collection {
+/// directory: every name is a frame, opened through the tree on first access), with its
+/// `.b2z` stores among them (`(name, bytes)`: the store file's name relative to the root and
+/// its bytes, opened here; one that does not open as a store is logged and not shown).
+/// Leaves keep their file names; directories are groups.
+pub fn open_listed(
+    tree: Arc<dyn ByteTree>,
+    stores: Vec<(String, Arc<dyn ByteSource>)>,
+) -> Collection {
     let path = tree.root().to_path_buf();
     let keyed = tree
         .names()
@@ -104,10 +108,18 @@ pub fn open_listed(tree: Arc<dyn ByteTree>, stores: Vec<(String, Collection)>) -
         tree: Some(tree),
     });
     let mut root = super::keys::build_tree(&path, keyed, &shared);
-    for (dir, store) in stores {
+    for (rel, bytes) in stores {
+        let store = match super::open_store_bytes(bytes) {
+            Ok(c) => c,
+            Err(e) => {
+                log::warn!("{}: {rel}: not shown: {e}", path.display());
+                continue;
+            }
+        };
+        let dir = rel.rsplit_once('/').map_or("", |(d, _)| d);
         let name = Node::Store(Box::new(store));
         let shown = name.name().to_owned();
-        if !super::keys::add_node(&mut root, &dir, name) {
+        if !super::keys::add_node(&mut root, dir, name) {
             log::warn!("{}: {dir}/{shown}: name taken, not shown", path.display());
         }
     }
@@ -117,6 +129,35 @@ pub fn open_listed(tree: Arc<dyn ByteTree>, stores: Vec<(String, Collection)>) -
         marker: None,
         root,
         shared,
+    }
+}
+
+impl Collection {
+    /// How often this collection should be listed again ([`Collection::relisted`]): for a
+    /// remote server's directory whose tree asks for it; `None` for the rest (local
+    /// collections are followed by the `stat` of their files).
+    pub fn relist_every(&self) -> Option<std::time::Duration> {
+        self.shared.tree.as_ref().and_then(|t| t.relist_every())
+    }
+
+    /// The collection as its server lists it now, when that listing names other files than
+    /// this one's (`None`: the same, or a collection that is not listed again).
+    ///
+    /// # Errors
+    /// [`ContainerError::Io`] when the listing cannot be read now.
+    pub fn relisted(&self) -> Result<Option<Collection>, ContainerError> {
+        let Some(tree) = self
+            .shared
+            .tree
+            .as_ref()
+            .filter(|_| self.form == Form::Frames)
+        else {
+            return Ok(None);
+        };
+        match tree.relist().map_err(|e| io(&self.path, e))? {
+            Relist::Unchanged => Ok(None),
+            Relist::Changed(tree, stores) => Ok(Some(open_listed(tree, stores))),
+        }
     }
 }
 

@@ -80,9 +80,15 @@ impl Mount {
 
     /// `b2fs mount -f SOURCE MP` with stderr going to `log`; waits until mounted.
     pub fn foreground(source: &Path, log: &Path) -> Mount {
+        Mount::foreground_with(source, &[], log)
+    }
+
+    /// [`Mount::foreground`] with `-o OPT` for each of `opts`.
+    pub fn foreground_with(source: &Path, opts: &[&str], log: &Path) -> Mount {
         let mut m = Mount::empty();
         let child = b2fs()
             .args(["mount", "-f"])
+            .args(opts.iter().flat_map(|o| ["-o", o]))
             .arg(source)
             .arg(&m.mp)
             .stdout(Stdio::null())
