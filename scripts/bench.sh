@@ -2,8 +2,10 @@
 # Runs every benchmark (release build), each against C-Blosc2 (python-blosc2) in the same run.
 # Results are printed as tables; BENCHMARKS.md records them with this command.
 #   bash scripts/bench.sh            # all
-#   bash scripts/bench.sh decode     # one of: decode encode filters read verify mount zarr
+#   bash scripts/bench.sh decode     # one of: decode encode filters read verify mount zarr remote
 # filters: the filter kernels at every SIMD level, compared with each other (no reference).
+# remote (not in the default list: it needs moto and rclone from scripts/setup.sh, and takes
+# minutes): benches/remote.rs, remote mounts against a local mount or the server's own rate.
 # zarr (not in the default list: it makes 2 GB of sources once, and needs .venv-zarr): the
 # Zarr view through xarray and zarr-python against python-blosc2 and a native Zarr copy
 # (scripts/bench_zarr.py, release build).
@@ -23,6 +25,8 @@ for b in ${1:-decode encode filters read verify mount}; do
     elif [ "$b" = zarr ]; then
         cargo build --release --quiet
         .venv-zarr/bin/python scripts/bench_zarr.py 3 target/release/b2fs 200
+    elif [ "$b" = remote ]; then
+        cargo bench --features remote --bench remote
     elif [ "$b" = mount ]; then
         cargo build --release
         .venv/bin/python scripts/bench_mount.py "${B2FS_ROUNDS:-3}" target/release/b2fs \
