@@ -730,6 +730,16 @@ impl Array {
         }
     }
 
+    /// The byte source of a frame read through one (a remote object), which the mount's
+    /// follower asks whether it changed and opens again ([`ByteSource::poll_changed`],
+    /// [`ByteSource::reopen`]); `None` for local files and bcolz.
+    pub fn byte_source(&self) -> Option<&Arc<dyn ByteSource>> {
+        match &self.inner {
+            Inner::Frame(f) => f.source().byte_source(),
+            Inner::Bcolz(_) => None,
+        }
+    }
+
     /// The files whose `stat` changes when another writer changes the array (frame file or
     /// `chunks.b2frame`; bcolz `meta/sizes`, `meta/storage`, `__attrs__`); none for remote
     /// sources. See [`FileState::stat`].

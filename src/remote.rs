@@ -95,6 +95,9 @@ pub struct RemoteOptions {
     /// `c2_password_file=PATH`: the Caterva2 password is this file's first line (else
     /// `B2FS_CATERVA2_PASSWORD`).
     pub c2_password_file: Option<std::path::PathBuf>,
+    /// `remote_recheck=SECS`: how often a mounted remote frame (one object) is asked whether
+    /// it changed on the server, to open it again when it did (`None`, `0`: never).
+    pub remote_recheck: Option<Duration>,
     /// `c2_relist=SECS`: how often a mounted Caterva2 root or directory is listed again to
     /// show datasets added and hide those removed since (`None`, `c2_relist=0`: never).
     pub c2_relist: Option<Duration>,
@@ -103,6 +106,10 @@ pub struct RemoteOptions {
 /// How often a mounted Caterva2 directory is listed again by default: one small request every
 /// 10 s of an idle mount, and a new dataset shows within about that long.
 pub const C2_RELIST: Duration = Duration::from_secs(10);
+
+/// How often a mounted remote frame is asked whether it changed, by default: one GET of one
+/// byte every 10 s, and a replaced object shows within about that long.
+pub const REMOTE_RECHECK: Duration = Duration::from_secs(10);
 
 impl Default for RemoteOptions {
     fn default() -> Self {
@@ -120,6 +127,7 @@ impl Default for RemoteOptions {
             c2_user: None,
             c2_password_file: None,
             c2_relist: Some(C2_RELIST),
+            remote_recheck: Some(REMOTE_RECHECK),
         }
     }
 }

@@ -92,6 +92,9 @@ pub fn open(url: &str, opts: &RemoteOptions) -> Result<Opened, Error> {
     let opened = if zip {
         Opened::Collection(crate::container::store::open_store_bytes(bytes).map_err(source_err)?)
     } else {
+        if let Some(every) = opts.remote_recheck {
+            object.follow_every(every, opts);
+        }
         Opened::Single(crate::container::open_bytes(bytes).map_err(source_err)?)
     };
     log::info!(
@@ -116,9 +119,14 @@ fn open_caterva2(url: &str, opts: &RemoteOptions) -> Result<Opened, Caterva2Erro
     use crate::container::store;
     use crate::remote::Caterva2Target as T;
     let opened = match crate::remote::open_caterva2(url, opts).map_err(Caterva2Error::Remote)? {
-        T::Dataset(o) => Opened::Single(
-            crate::container::open_bytes(o.byte_source()).map_err(Caterva2Error::Source)?,
-        ),
+        T::Dataset(o) => {
+            if let Some(every) = opts.remote_recheck {
+                o.follow_every(every, opts);
+            }
+            Opened::Single(
+                crate::container::open_bytes(o.byte_source()).map_err(Caterva2Error::Source)?,
+            )
+        }
         T::Store(o) => Opened::Collection(
             store::open_store_bytes(o.byte_source()).map_err(Caterva2Error::Source)?,
         ),
@@ -187,6 +195,15 @@ pub fn set_option(o: &mut RemoteOptions, key: &str, value: Option<&str>) -> Resu
                 .filter(|s: &f64| *s > 0.0 && *s <= 3600.0)
                 .ok_or_else(|| format!("option 'remote_timeout': expected seconds, got '{v}'"))?;
             o.timeout = Duration::from_secs_f64(secs);
+        }
+        "remote_recheck" => {
+            let v = need()?;
+            let secs: f64 = v
+                .parse()
+                .ok()
+                .filter(|s: &f64| (0.0..=86400.0).contains(s))
+                .ok_or_else(|| format!("option 'remote_recheck': expected seconds, got '{v}'"))?;
+            o.remote_recheck = (secs > 0.0).then(|| Duration::from_secs_f64(secs));
         }
         "c2_relist" => {
             let v = need()?;
@@ -276,6 +293,10 @@ pub fn to_arg(o: &RemoteOptions) -> Vec<String> {
     if let Some(f) = &o.c2_password_file {
         v.push(format!("c2_password_file={}", f.display()));
     }
+    if o.remote_recheck != d.remote_recheck {
+        let secs = o.remote_recheck.map_or(0.0, |t| t.as_secs_f64());
+        v.push(format!("remote_recheck={secs}"));
+    }
     if o.c2_relist != d.c2_relist {
         let secs = o.c2_relist.map_or(0.0, |t| t.as_secs_f64());
         v.push(format!("c2_relist={secs}"));
@@ -304,10 +325,12 @@ mod tests {
             ("c2_user", Some("me@example.com")),
             ("c2_password_file", Some("/etc/b2fs/c2pass")),
             ("c2_relist", Some("2.5")),
+            ("remote_recheck", Some("4")),
         ] {
             assert_eq!(set_option(&mut o, k, v), Ok(true), "{k}");
         }
         assert_eq!(o.c2_relist, Some(Duration::from_millis(2500)));
+        assert_eq!(o.remote_recheck, Some(Duration::from_secs(4)));
         assert_eq!(o.cache_bytes, 64 << 20);
         assert_eq!(o.timeout, Duration::from_millis(500));
         let mut back = RemoteOptions::default();
@@ -331,6 +354,7 @@ mod tests {
             ("caterva2", Some("yes")),
             ("c2_user", None),
             ("c2_relist", Some("-1")),
+            ("remote_recheck", Some("soon")),
             ("c2_relist", None),
         ] {
             assert!(set_option(&mut o, k, v).is_err(), "{k}={v:?}");

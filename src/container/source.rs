@@ -78,6 +78,18 @@ pub trait ByteSource: Send + Sync + std::fmt::Debug {
     fn changed(&self) -> bool {
         false
     }
+    /// Whether a source that can be opened again ([`ByteSource::reopen`]) changed since it
+    /// was opened, asking where it lives when that is due (a followed remote object asks its
+    /// server at most every so often). The mount's follower calls it about once a second.
+    /// The default: false (nothing to follow).
+    fn poll_changed(&self) -> bool {
+        false
+    }
+    /// The source opened again as it is now, when it can be (a followed remote object);
+    /// `None` by default.
+    fn reopen(&self) -> Option<std::io::Result<Arc<dyn ByteSource>>> {
+        None
+    }
     /// The `len` bytes at `offset` as a view of memory the source already holds (a chunk
     /// it fetched whole), so a decoder reads them without a copy; `None` when the source
     /// keeps no such buffer for that range (then they are read with

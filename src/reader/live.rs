@@ -187,8 +187,15 @@ impl LiveArray {
 
     /// Whether the watched files differ from what the current version was opened from (a few
     /// `stat`s: another writer changed the source, or the mount's own commit runs now).
+    ///
+    /// A followed remote source has no files: its byte source asks its server when that is
+    /// due ([`crate::container::ByteSource::poll_changed`]).
     pub fn changed_on_disk(&self) -> bool {
-        let files = self.get().watched_files();
+        let array = self.get();
+        if let Some(bytes) = array.byte_source() {
+            return bytes.poll_changed();
+        }
+        let files = array.watched_files();
         let now: Vec<Option<FileState>> = files.iter().map(|f| FileState::stat(f)).collect();
         now != *self.seen.lock()
     }
@@ -218,11 +225,21 @@ impl LiveArray {
     ///
     /// # Errors
     /// When the source no longer opens as a single array.
+    /// A followed remote source is opened again through its byte source
+    /// ([`crate::container::ByteSource::reopen`]).
     pub fn reload(&self, change: Change<'_>) -> Result<(), ContainerError> {
         // Taken before the open: a change while it opens shows as a change later.
         let files = self.get().watched_files();
         let seen: Vec<Option<FileState>> = files.iter().map(|f| FileState::stat(f)).collect();
-        match container::open(&self.path)? {
+        let reopened = self.get().byte_source().and_then(|b| b.reopen());
+        let opened = match reopened {
+            Some(bytes) => container::open_bytes(bytes.map_err(|source| ContainerError::Io {
+                path: self.path.clone(),
+                source,
+            })?)?,
+            None => container::open(&self.path)?,
+        };
+        match opened {
             Container::Array(a) => {
                 self.install(a, change);
                 *self.seen.lock() = seen;

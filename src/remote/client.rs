@@ -191,7 +191,7 @@ impl Pin {
 
 /// One object: its store, its path in the store, and the runtime its requests run on (the
 /// store and the runtime may be shared with other objects of the same server).
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub(crate) struct Client {
     pub(crate) url: String,
     /// What names the object for the disk cache: its URL, with the endpoint of an S3 one.

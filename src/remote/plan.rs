@@ -10,7 +10,9 @@
 //!   adjacent chunks merged into GETs of up to 8 MiB that run concurrently; reads a few chunks
 //!   behind (other threads) leave it alone, any other jump resets it;
 //! - every GET is conditional on the version seen at open; a 412 (or an answer with another
-//!   ETag) marks the object changed, logged once naming it, and every later read fails;
+//!   ETag) marks the object changed, logged once naming it, and every later read fails; a
+//!   followed object ([`RemoteObject::follow_every`]: one mounted alone) is also asked every
+//!   so often for its first byte, unconditionally, and opened again when it changed;
 //! - with a disk cache, an extent is looked up there before it is fetched (a prefetch leaves
 //!   extents on disk to the read), and every extent fetched is stored there, keyed by the
 //!   object's identity and the version seen at open.
@@ -18,7 +20,7 @@
 use std::ops::Range;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Instant, SystemTime};
+use std::time::{Duration, Instant, SystemTime};
 
 use bytes::Bytes;
 use object_store::GetRange;
@@ -118,6 +120,16 @@ pub struct RemoteObject {
     changed: AtomicBool,
     /// The disk cache and this object's version in its keys.
     disk: Option<(Arc<DiskCache>, String)>,
+    /// Following the object ([`RemoteObject::follow_every`]): off unless a mount asks.
+    follow: Mutex<Option<Following>>,
+}
+
+/// How a followed object is checked and opened again.
+#[derive(Debug)]
+struct Following {
+    every: Duration,
+    last: Instant,
+    opts: RemoteOptions,
 }
 
 /// The version of an object in disk cache keys: its ETag, else its Last-Modified and size.
@@ -227,6 +239,7 @@ pub(crate) fn open_with(
         seq: Mutex::new(Sequence::default()),
         changed: AtomicBool::new(false),
         client,
+        follow: Mutex::new(None),
     }))
 }
 
@@ -252,14 +265,95 @@ impl RemoteObject {
         self.cache.used()
     }
 
+    /// Follows the object: [`ByteSource::poll_changed`] asks the server every `every`
+    /// whether it still holds the version opened (one GET of its first byte), and
+    /// [`ByteSource::reopen`] opens it again with `opts` (a single-source mount; the objects
+    /// of a collection are not followed one by one).
+    pub fn follow_every(&self, every: Duration, opts: &RemoteOptions) {
+        *self.follow.lock().unwrap_or_else(|e| e.into_inner()) = Some(Following {
+            every,
+            last: Instant::now(),
+            opts: opts.clone(),
+        });
+    }
+
+    fn following(&self) -> std::sync::MutexGuard<'_, Option<Following>> {
+        self.follow.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Whether the followed object changed on the server: known from a refused read, or
+    /// asked now when its interval has passed (a failed question is not a change); false
+    /// for an object that is not followed.
+    fn poll_changed(&self) -> bool {
+        {
+            let mut f = self.following();
+            let Some(f) = f.as_mut() else {
+                return false;
+            };
+            if self.changed.load(Ordering::Relaxed) {
+                return true;
+            }
+            if f.last.elapsed() < f.every {
+                return false;
+            }
+            f.last = Instant::now();
+        }
+        let url = &self.client.url;
+        let got = self
+            .client
+            .rt
+            .block_on(self.client.get(GetRange::Bounded(0..1), &Pin::default()));
+        let meta = match got {
+            Ok(g) => g.meta,
+            Err(e) => {
+                log::debug!("{url}: could not ask whether it changed: {e}");
+                return false;
+            }
+        };
+        let was = self.pin.meta.as_ref();
+        let same = match (&self.pin.etag, &meta.e_tag) {
+            (Some(a), Some(b)) => a == b,
+            _ => was.is_some_and(|w| w.last_modified == meta.last_modified),
+        } && meta.size == self.len;
+        if !same && !self.changed.swap(true, Ordering::Relaxed) {
+            log::info!(
+                "{url}: changed on the server (ETag {}, was {}; {} bytes, were {}): the \
+                 mount opens it again",
+                meta.e_tag.as_deref().unwrap_or("none"),
+                self.pin.etag.as_deref().unwrap_or("none"),
+                meta.size,
+                self.len
+            );
+        }
+        !same
+    }
+
+    /// The object opened again as the server holds it now, followed as this one is; `None`
+    /// when this one is not followed.
+    fn reopen(&self) -> Option<Result<Arc<RemoteObject>, RemoteError>> {
+        let (every, opts) = {
+            let f = self.following();
+            let f = f.as_ref()?;
+            (f.every, f.opts.clone())
+        };
+        Some(open_with(self.client.clone(), &opts, None).inspect(|o| {
+            o.follow_every(every, &opts);
+        }))
+    }
+
     /// A failed GET: a 412 marks the object changed (logged once); returned as an I/O error.
     fn failed(&self, e: RemoteError, what: &Range<u64>) -> std::io::Error {
         let url = &self.client.url;
         if e.kind == RemoteErrorKind::Changed {
+            let then = if self.following().is_some() {
+                "the mount opens it again; reads of this version fail with EIO"
+            } else {
+                "every read fails with EIO; remount to read the new version"
+            };
             if !self.changed.swap(true, Ordering::Relaxed) {
                 log::error!(
                     "{url}: the object changed since it was opened (ETag {} no longer \
-                     matches): every read fails with EIO; remount to read the new version",
+                     matches): {then}",
                     self.pin.etag.as_deref().unwrap_or("none")
                 );
             }
@@ -565,6 +659,15 @@ impl ByteSource for Shared {
 
     fn changed(&self) -> bool {
         self.0.changed.load(Ordering::Relaxed)
+    }
+
+    fn poll_changed(&self) -> bool {
+        self.0.poll_changed()
+    }
+
+    fn reopen(&self) -> Option<std::io::Result<Arc<dyn ByteSource>>> {
+        let o = self.0.reopen()?;
+        Some(o.map(|o| o.byte_source()).map_err(RemoteError::into_io))
     }
 }
 

@@ -2,7 +2,8 @@
 //! a fault-injecting proxy that counts requests: the request plan (2 requests to open, one
 //! GET per cold chunk, none for a cached one, prefetch on sequential reads), faults (5xx,
 //! reset, stall, truncated body: right bytes or an error, never wrong bytes, and recovery), an
-//! object replaced under an open source, `b2fs info URL` failures with their exit codes, and
+//! object replaced under an open source (and a mount that follows it, `remote_recheck`),
+//! `b2fs info URL` failures with their exit codes, and
 //! real FUSE mounts of S3 and HTTP sources. Every compared byte comes from the same frame
 //! opened locally (written by python-blosc2, or the committed sample with its reference
 //! sha256s).
@@ -289,7 +290,8 @@ fn remote_mount_network_faults_are_eio_and_the_mount_recovers() {
     let m = Mount::daemon(
         Path::new(&s3("mounted.b2nd")),
         &[&format!(
-            "endpoint={},no_sign_request,remote_timeout=0.5,remote_retries=1,cache_size=0",
+            "endpoint={},no_sign_request,remote_timeout=0.5,remote_retries=1,cache_size=0,\
+             remote_recheck=0",
             f.proxy.url
         )],
     );
@@ -310,6 +312,58 @@ fn remote_mount_network_faults_are_eio_and_the_mount_recovers() {
     let e = std::fs::read(file(6)).unwrap_err();
     assert_eq!(e.raw_os_error(), Some(libc::EIO), "{e}");
     assert!(crate::support::is_mounted(&m.mp), "the daemon is still up");
+}
+
+#[test]
+fn remote_mount_follows_an_object_replaced_on_the_server() {
+    let t = "remote_mount_follows_an_object_replaced_on_the_server";
+    or_skip!(fuse(t));
+    let py = or_skip!(python(t));
+    let f = or_skip!(s3_fixture(t, 6, 32 << 10, "followed.b2nd"));
+    let m = Mount::daemon(
+        Path::new(&s3("followed.b2nd")),
+        &[&format!(
+            "endpoint={},no_sign_request,remote_timeout=2,remote_recheck=0.3",
+            f.proxy.url
+        )],
+    );
+    let chunks = |m: &Mount| std::fs::read_dir(m.path("data")).unwrap().count();
+    let v1 = f.local();
+    assert_eq!(chunks(&m), 6);
+    let first = std::fs::read(m.path("data/00000000.bin")).unwrap();
+    assert_eq!(
+        first,
+        b2fs::codec::decompress(&v1.chunk_bytes(0).unwrap()).unwrap()
+    );
+    // Nothing changed: the checks (one GET of a byte each) reload nothing.
+    let asked = f.proxy.requests();
+    assert!(crate::support::wait_until(Duration::from_secs(20), || {
+        f.proxy.requests() >= asked + 3
+    }));
+    assert_eq!(std::fs::read(m.path("data/00000000.bin")).unwrap(), first);
+    // Replaced by another python-blosc2 frame, with more chunks and other values.
+    let dir = tempfile::tempdir().unwrap();
+    let v2_path = python_frame(&py, dir.path(), 9, 16 << 10);
+    put_object(
+        &f.moto,
+        "followed.b2nd",
+        &std::fs::read(&v2_path).unwrap(),
+        true,
+    );
+    let v2 = local(&v2_path);
+    assert!(
+        crate::support::wait_until(Duration::from_secs(20), || chunks(&m) == 9),
+        "the mount still shows {} chunks",
+        chunks(&m)
+    );
+    for i in 0..9 {
+        let got = std::fs::read(m.path(&format!("data/{i:08}.bin"))).unwrap();
+        let want = b2fs::codec::decompress(&v2.chunk_bytes(i).unwrap()).unwrap();
+        assert!(got == want, "chunk {i} is the new version's");
+    }
+    let sizes = std::fs::read_to_string(m.path("meta/sizes")).unwrap();
+    assert!(sizes.contains(&format!("{}", 9 * (16 << 10))), "{sizes}");
+    m.umount();
 }
 
 #[test]

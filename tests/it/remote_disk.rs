@@ -282,7 +282,11 @@ fn disk_cache_two_mounts_share_one_directory_and_a_remount_gets_no_chunk() {
         .map(|i| b2fs::codec::decompress(&want.chunk_bytes(i).unwrap()).unwrap())
         .collect();
     let cache = tempfile::tempdir().unwrap();
-    let opt = format!("cache_dir={},cache_dir_size=64M", cache.path().display());
+    // Not asked whether it changed (`remote_recheck`): the requests are counted below.
+    let opt = format!(
+        "cache_dir={},cache_dir_size=64M,remote_recheck=0",
+        cache.path().display()
+    );
     let url = format!("{}/big.b2nd", proxy.url);
     // Two mounts at once, read concurrently (each in its own order): right bytes.
     let a = Mount::daemon(Path::new(&url), &[&opt]);
