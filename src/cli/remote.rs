@@ -158,6 +158,17 @@ pub fn open(url: &str, _opts: &RemoteOptions) -> Result<Opened, Error> {
     )))
 }
 
+/// The value of an interval option (`remote_recheck`, `c2_relist`): seconds up to a day,
+/// `0` for never (`None`).
+fn interval(key: &str, v: &str) -> Result<Option<Duration>, String> {
+    let secs: f64 = v
+        .parse()
+        .ok()
+        .filter(|s: &f64| (0.0..=86400.0).contains(s))
+        .ok_or_else(|| format!("option '{key}': expected seconds, got '{v}'"))?;
+    Ok((secs > 0.0).then(|| Duration::from_secs_f64(secs)))
+}
+
 /// Applies one `-o` option to `o` if it is a remote one: `Ok(true)` when it was, `Ok(false)`
 /// when `key` is not a remote option.
 ///
@@ -196,24 +207,8 @@ pub fn set_option(o: &mut RemoteOptions, key: &str, value: Option<&str>) -> Resu
                 .ok_or_else(|| format!("option 'remote_timeout': expected seconds, got '{v}'"))?;
             o.timeout = Duration::from_secs_f64(secs);
         }
-        "remote_recheck" => {
-            let v = need()?;
-            let secs: f64 = v
-                .parse()
-                .ok()
-                .filter(|s: &f64| (0.0..=86400.0).contains(s))
-                .ok_or_else(|| format!("option 'remote_recheck': expected seconds, got '{v}'"))?;
-            o.remote_recheck = (secs > 0.0).then(|| Duration::from_secs_f64(secs));
-        }
-        "c2_relist" => {
-            let v = need()?;
-            let secs: f64 = v
-                .parse()
-                .ok()
-                .filter(|s: &f64| (0.0..=86400.0).contains(s))
-                .ok_or_else(|| format!("option 'c2_relist': expected seconds, got '{v}'"))?;
-            o.c2_relist = (secs > 0.0).then(|| Duration::from_secs_f64(secs));
-        }
+        "remote_recheck" => o.remote_recheck = interval(key, need()?)?,
+        "c2_relist" => o.c2_relist = interval(key, need()?)?,
         "remote_retries" => {
             let v = need()?;
             o.retries = v
