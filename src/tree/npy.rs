@@ -305,8 +305,8 @@ impl Tree {
     /// Returns whether the fault continues a walk down a column (a tall strip, a window
     /// taller than two faults): it is at least the third fault in a row, each one within
     /// the rows below the one before (the tree remembers its latest faults). Such a fault
-    /// also asks, right away, for the blocks of the walk's next [`WALK_AHEAD`] faults
-    /// ([`Tree::walk_ahead`]): they decode on both cores while this fault's pages are stored
+    /// also asks, right away, for the blocks of the walk's next two faults (`WALK_AHEAD`,
+    /// [`Tree::walk_ahead`]): they decode on both cores while this fault's pages are stored
     /// and the reader walks through them, so the next fault finds its blocks decoded. The
     /// first two faults of a walk do not (a 64-row window faults twice), so random windows
     /// do not decode rows they will not read.
@@ -331,10 +331,10 @@ impl Tree {
 
     /// For a page fault of `array.npy` (inode `ino`) at `offset` that continues a walk down a
     /// column ([`Tree::fault_ahead`] says so and calls this itself): asks the prefetch threads
-    /// for the blocks the walk's next [`WALK_AHEAD`] faults read (the row after the pages
-    /// offered below this fault and the rows below it, then the same after those), at most
-    /// as many per fault as a fault asks for. Blocks cached or being decoded are not asked for
-    /// again, so asking twice costs no decode.
+    /// for the blocks the walk's next two faults (`WALK_AHEAD`) read (the row after the
+    /// pages offered below this fault and the rows below it, then the same after those), at
+    /// most as many per fault as a fault asks for. Blocks cached or being decoded are not
+    /// asked for again, so asking twice costs no decode.
     pub fn walk_ahead(&self, ino: u64, offset: u64, size: u32) {
         let Some((array, npy)) = self.fault_view(ino, offset, size) else {
             return;
