@@ -232,11 +232,11 @@ impl Filesystem for FuseAdapter {
         reply: ReplyData,
     ) {
         let fault = is_page_fault(self.policy, lock_owner, size);
-        let mut walking = false;
         if fault {
             // The blocks of the pages offered after the fault decode on the other core
-            // while this thread decodes the fault's own.
-            walking = self.tree.fault_ahead(ino.0, offset, size);
+            // while this thread decodes the fault's own; a reader walking down a column has
+            // the blocks of its next faults asked for too.
+            self.tree.fault_ahead(ino.0, offset, size);
             if let Some(pusher) = self.pusher.get() {
                 pusher.reading(ino.0, offset..offset + u64::from(size));
             }
@@ -251,11 +251,6 @@ impl Filesystem for FuseAdapter {
                     if let Some(pusher) = self.pusher.get() {
                         let pages = self.tree.pages_near(ino.0, fh.0, offset, size);
                         pusher.offer(ino.0, offset..offset + u64::from(size), pages);
-                        if walking {
-                            // A reader walking down a column: the blocks of its next fault
-                            // decode while it walks through the rows just stored.
-                            self.tree.walk_ahead(ino.0, offset, size);
-                        }
                     }
                 }
                 reply.data(&data);

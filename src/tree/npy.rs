@@ -46,6 +46,10 @@ const BELOW_DECODES: usize = 2;
 /// Most bytes after a page fault offered after it.
 const FORWARD_MAX: u64 = 1 << 20;
 
+/// Faults of a walk down a column whose blocks a fault of it asks for ahead, on top of its
+/// own: the next one and the one after (its rows and the rows below them).
+const WALK_AHEAD: u64 = 2;
+
 /// Page faults in a row down one column (each at most [`NEAR_PAGES`] + 1 rows below the one
 /// before) from which a reader counts as walking down it: a 64-row window faults twice.
 const WALK_FAULTS: u32 = 3;
@@ -60,9 +64,13 @@ pub(super) struct RecentFaults(std::collections::VecDeque<(u64, u64, u32)>);
 
 impl RecentFaults {
     /// Notes a fault of inode `ino` at `offset` (rows `stride` bytes long, at least a page)
-    /// and returns how many faults in a row walked down its column to it: one more than a
-    /// recent fault of the same file at most [`NEAR_PAGES`] + 1 rows above it in the same
-    /// column (within a page: faults are page-aligned), else 1.
+    /// and returns how many faults in a row walked down its column to it: one more than one
+    /// of the file's latest two faults when that one lies at most [`NEAR_PAGES`] + 1 rows
+    /// above it in the same column (within a page: faults are page-aligned), else 1. Only
+    /// the latest two: a reader walking down a column faults on nothing else meanwhile (or
+    /// on the next page of the same rows, when its columns straddle two pages), while a
+    /// reader of whole rows through a map (a sum over the file) faults on every column of
+    /// a row before it comes back to the first one, 33 rows below.
     fn note(&mut self, ino: u64, offset: u64, stride: u64) -> u32 {
         let above = |&&(i, at, _): &&(u64, u64, u32)| {
             let d = offset.wrapping_sub(at);
@@ -76,6 +84,8 @@ impl RecentFaults {
             .0
             .iter()
             .rev()
+            .filter(|f| f.0 == ino)
+            .take(2)
             .find(above)
             .map_or(1, |f| f.2.saturating_add(1));
         if self.0.len() >= RECENT_FAULTS {
@@ -294,10 +304,12 @@ impl Tree {
     ///
     /// Returns whether the fault continues a walk down a column (a tall strip, a window
     /// taller than two faults): it is at least the third fault in a row, each one within
-    /// the rows below the one before (the tree remembers its latest faults). Such a fault gets
-    /// [`Tree::walk_ahead`] once its pages are stored; the first two faults of a walk do not
-    /// (a 64-row window faults twice), so random windows do not decode rows they will not
-    /// read.
+    /// the rows below the one before (the tree remembers its latest faults). Such a fault
+    /// also asks, right away, for the blocks of the walk's next two faults (`WALK_AHEAD`,
+    /// [`Tree::walk_ahead`]): they decode on both cores while this fault's pages are stored
+    /// and the reader walks through them, so the next fault finds its blocks decoded. The
+    /// first two faults of a walk do not (a 64-row window faults twice), so random windows
+    /// do not decode rows they will not read.
     pub fn fault_ahead(&self, ino: u64, offset: u64, size: u32) -> bool {
         let Some((array, npy)) = self.fault_view(ino, offset, size) else {
             return false;
@@ -311,33 +323,43 @@ impl Tree {
         let wants = below_pages(&npy, offset).filter_map(|at| data_at(&npy, array, at));
         self.reader
             .prefetch_blocks(&store, Some(own), wants, BELOW_DECODES);
+        if walking {
+            self.walk_blocks(&store, array, &npy, offset);
+        }
         walking
     }
 
-    /// After a page fault of `array.npy` (inode `ino`) at `offset` that continues a walk down
-    /// a column ([`Tree::fault_ahead`] said so) has had its pages stored: asks the prefetch
-    /// threads for the blocks the walk's next fault reads (the row after the pages offered
-    /// below this one, and the rows below that), at most as many as a fault asks for. They
-    /// decode while the reader walks through the stored rows, which otherwise leaves a core
-    /// idle, so the next fault finds them decoded or decoding.
+    /// For a page fault of `array.npy` (inode `ino`) at `offset` that continues a walk down a
+    /// column ([`Tree::fault_ahead`] says so and calls this itself): asks the prefetch threads
+    /// for the blocks the walk's next two faults (`WALK_AHEAD`) read (the row after the
+    /// pages offered below this fault and the rows below it, then the same after those), at
+    /// most as many per fault as a fault asks for. Blocks cached or being decoded are not
+    /// asked for again, so asking twice costs no decode.
     pub fn walk_ahead(&self, ino: u64, offset: u64, size: u32) {
         let Some((array, npy)) = self.fault_view(ino, offset, size) else {
             return;
         };
-        let stride = row_stride(&npy);
+        let store = self.reader.pinned(array);
+        self.walk_blocks(&store, array, &npy, offset);
+    }
+
+    /// [`Tree::walk_ahead`] of `array` (shown by `npy`, read through `store`).
+    fn walk_blocks(&self, store: &Arc<dyn ChunkStore>, array: ArrayId, npy: &Npy, offset: u64) {
+        let stride = row_stride(npy);
         if stride < PAGE {
             return;
         }
-        let next = (offset + (NEAR_PAGES + 1) * stride) / PAGE * PAGE;
-        if next >= npy.len() {
-            return;
+        for k in 1..=WALK_AHEAD {
+            let next = (offset + k * (NEAR_PAGES + 1) * stride) / PAGE * PAGE;
+            if next >= npy.len() {
+                return;
+            }
+            let wants = std::iter::once(next)
+                .chain(below_pages(npy, next))
+                .filter_map(|at| data_at(npy, array, at));
+            self.reader
+                .prefetch_blocks(store, None, wants, BELOW_DECODES);
         }
-        let store = self.reader.pinned(array);
-        let wants = std::iter::once(next)
-            .chain(below_pages(&npy, next))
-            .filter_map(|at| data_at(&npy, array, at));
-        self.reader
-            .prefetch_blocks(&store, None, wants, BELOW_DECODES);
     }
 
     /// Appends bytes `span` of `array.npy` to `out`, when they lie in its data part and every
@@ -640,9 +662,26 @@ mod tests {
             1,
             "34 rows below: no fault of this walk"
         );
-        assert_eq!(f.note(7, at(33, 9), row), 2);
+        assert_eq!(
+            f.note(7, at(33, 9), row),
+            1,
+            "the fault above is not among the file's latest two"
+        );
         assert_eq!(f.note(7, at(60, 12), row), 1);
         assert_eq!(f.note(7, at(50, 12), row), 1, "above: no walk down");
+        // A strip whose columns straddle two pages faults on both, row after row.
+        assert_eq!(f.note(7, at(100, 4), row), 1);
+        assert_eq!(f.note(7, at(100, 5), row), 1);
+        assert_eq!(f.note(7, at(133, 4), row), 2);
+        assert_eq!(f.note(7, at(133, 5), row), 2);
+        assert_eq!(f.note(7, at(166, 4), row), 3);
+        // Whole rows through a map: every column of a row faults before the first one
+        // again, 33 rows below: no walk.
+        for r in [200, 233, 266] {
+            for page in 0..16 {
+                assert_eq!(f.note(11, at(r, page), row), 1, "row {r}, page {page}");
+            }
+        }
         // Rows of 8,800 bytes: the same column lies at another place of the page each row.
         let (row, base) = (8800, 2 * PAGE);
         let page = |r: u64| (base + r * row + 100) / PAGE * PAGE;

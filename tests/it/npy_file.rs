@@ -253,10 +253,16 @@ fn npy_tree_a_walk_down_a_column_gets_its_next_blocks_decoded_ahead() {
     // A 64-row window faults twice down its column: no walk.
     assert!(!fault(page(10, 5000)));
     assert!(!fault(page(43, 5000)));
-    // Another column: each fault at most 33 rows below the one before. From the third on the
-    // reader walks. Every block that fault asked for is decoded once its pages are gathered
-    // (rows 67-98: blocks 80-95 and 96-111); the walk's next fault (row 99) reads rows
-    // 99-131, and the two blocks it lacks (112-127, 128-143) are asked for ahead.
+    // Another column (blocks of 16 rows: block k holds rows 16k..16k+15 of it): each fault at
+    // most 33 rows below the one before. From the third on the reader walks, and each walking
+    // fault asks at once for the blocks of the walk's next two faults (the fault 33 rows below
+    // and its 32 rows of pages, then the same 33 rows further), skipping blocks cached or
+    // being decoded. Block by block (the window's loads above are not counted):
+    // - row 0: its own block 0 and the two below its pages (rows 1-32): 0, 1, 2;
+    // - row 20: rows 21-52: block 3;
+    // - row 53, walking: rows 54-85: 4, 5; ahead rows 86-118: 6, 7; rows 119-151: 8, 9;
+    // - row 66, walking: rows 67-98 and 99-131 are asked for already; rows 132-164: 10.
+    let before = t.block_cache_stats().loads;
     assert!(!fault(page(0, 100)));
     assert!(!fault(page(20, 100)));
     assert!(fault(page(53, 100)));
@@ -264,20 +270,27 @@ fn npy_tree_a_walk_down_a_column_gets_its_next_blocks_decoded_ahead() {
     // The prefetch queue drops requests while it is full (they are advice; the faults above
     // may have filled it): asked again until taken. A block asked for while it is being
     // decoded or cached is not asked for twice.
-    let loads = t.block_cache_stats().loads;
-    assert!(
-        support::wait_until(Duration::from_secs(10), || {
-            t.walk_ahead(npy, page(66, 100), 4096);
-            t.block_cache_stats().loads >= loads + 2
-        }),
-        "the blocks of the walk's next rows were not decoded ahead"
-    );
-    assert_eq!(
-        t.block_cache_stats().loads,
-        loads + 2,
-        "each block decoded once"
-    );
+    let ahead = |at: u64, loads: u64| {
+        assert!(
+            support::wait_until(Duration::from_secs(10), || {
+                t.walk_ahead(npy, at, 4096);
+                t.block_cache_stats().loads >= before + loads
+            }),
+            "the blocks of the walk's next two faults were not decoded ahead ({} loads)",
+            t.block_cache_stats().loads - before
+        );
+        assert_eq!(
+            t.block_cache_stats().loads - before,
+            loads,
+            "each block decoded once, none beyond the walk's next two faults"
+        );
+    };
+    ahead(page(66, 100), 11);
+    // The next fault finds its own block and the blocks of its pages (rows 99-131: 6, 7, 8)
+    // decoded, and asks only for the two blocks its own next two faults lack (rows 165-197:
+    // 11, 12).
     assert!(fault(page(99, 100)), "the walk goes on");
+    ahead(page(99, 100), 13);
     // Rows further below than a fault's pages reach start a new walk.
     assert!(!fault(page(200, 100)));
 }
