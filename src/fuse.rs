@@ -244,18 +244,28 @@ impl Filesystem for FuseAdapter {
         match self.tree.read(ino.0, fh.0, offset, size) {
             Ok(data) => {
                 // Offer the pages the fault's decode made cheap (see `Tree::pages_near`)
-                // before the answer lets the reader run on. A fault is told from a plain
-                // read by how it reached us (see `is_page_fault`): `read(2)`, `pread(2)` and
-                // `sendfile(2)` of a direct-I/O file never wait for pages nobody maps.
+                // before the answer lets the reader run on: the answer goes once they are
+                // stored (see `push`). A fault is told from a plain read by how it reached
+                // us (see `is_page_fault`): `read(2)`, `pread(2)` and `sendfile(2)` of a
+                // direct-I/O file never wait for pages nobody maps.
                 if fault {
                     if let Some(pusher) = self.pusher.get() {
                         let pages = self.tree.pages_near(ino.0, fh.0, offset, size);
-                        pusher.offer(ino.0, offset..offset + u64::from(size), pages);
-                        if walking {
-                            // A reader walking down a column: the blocks of its next fault
-                            // decode while it walks through the rows just stored.
-                            self.tree.walk_ahead(ino.0, offset, size);
-                        }
+                        let tree = walking.then(|| self.tree.clone());
+                        let answer = Box::new(move || {
+                            if let Some(tree) = tree {
+                                // A reader walking down a column: the blocks of its next
+                                // fault decode while it walks through the rows just stored.
+                                tree.walk_ahead(ino.0, offset, size);
+                            }
+                            reply.data(&data);
+                        });
+                        return pusher.offer(
+                            ino.0,
+                            offset..offset + u64::from(size),
+                            pages,
+                            answer,
+                        );
                     }
                 }
                 reply.data(&data);
