@@ -244,13 +244,16 @@ impl Filesystem for FuseAdapter {
         match self.tree.read(ino.0, fh.0, offset, size) {
             Ok(data) => {
                 // Offer the pages the fault's decode made cheap (see `Tree::pages_near`)
-                // before the answer lets the reader run on. A fault is told from a plain
-                // read by how it reached us (see `is_page_fault`): `read(2)`, `pread(2)` and
-                // `sendfile(2)` of a direct-I/O file never wait for pages nobody maps.
+                // before the answer lets the reader run on: the answer goes once they are
+                // stored (see `push`). A fault is told from a plain read by how it reached
+                // us (see `is_page_fault`): `read(2)`, `pread(2)` and `sendfile(2)` of a
+                // direct-I/O file never wait for pages nobody maps.
                 if fault {
                     if let Some(pusher) = self.pusher.get() {
                         let pages = self.tree.pages_near(ino.0, fh.0, offset, size);
-                        pusher.offer(ino.0, offset..offset + u64::from(size), pages);
+                        let answer = Box::new(move || reply.data(&data));
+                        let reading = offset..offset + u64::from(size);
+                        return pusher.offer(ino.0, reading, pages, answer);
                     }
                 }
                 reply.data(&data);

@@ -233,7 +233,9 @@ impl Tree {
     ///
     /// Nothing on a read-write tree (pages of chunks with pending edits must not outlive
     /// them), for reads that are not page-sized, and for the header page.
-    pub fn pages_near(&self, ino: u64, fh: u64, offset: u64, size: u32) -> Vec<(u64, Vec<u8>)> {
+    ///
+    /// A page that lies in one decoded block (or chunk) is a window of it, not a copy.
+    pub fn pages_near(&self, ino: u64, fh: u64, offset: u64, size: u32) -> Vec<(u64, ReadData)> {
         let mut pages = Vec::new();
         if self.options.writable || offset % PAGE != 0 || size == 0 || u64::from(size) > FAULT_MAX {
             return pages;
@@ -262,7 +264,7 @@ impl Tree {
         let forward_end = read_end + forward.len() as u64;
         if !forward.is_empty() {
             self.handles.credit(fh, read_end, forward.len() as u64);
-            pages.push((read_end, forward));
+            pages.push((read_end, ReadData::Owned(forward)));
         }
         // Below: the same columns of the next rows. Rows whose pages are shifted against the
         // fault's (a row length that is no multiple of the page) may need a block beside the
@@ -273,13 +275,47 @@ impl Tree {
                 continue;
             }
             let end = (at + PAGE).min(npy.len());
-            let mut page = Vec::new();
-            if !self.cached_page((store, *array), &npy, at..end, &mut decodes, &mut page) {
+            let Some(page) = self.page_of((store, *array), &npy, at..end, &mut decodes) else {
                 break;
-            }
+            };
             pages.push((at, page));
         }
         pages
+    }
+
+    /// Bytes `span` of `array.npy` (at most a page) as [`Tree::cached_page`] finds them: a
+    /// window of the block or chunk that holds them all when one does (no copy), else a copy.
+    fn page_of(
+        &self,
+        (store, array): (&dyn ChunkStore, ArrayId),
+        npy: &Npy,
+        span: std::ops::Range<u64>,
+        decodes: &mut usize,
+    ) -> Option<ReadData> {
+        let len = (span.end - span.start) as usize;
+        let w = npy.window(span.start, len);
+        if !w.header.is_empty() || w.out_len != len {
+            return None;
+        }
+        let mut runs = npy.layout().runs(w.data.start, w.data.end - w.data.start);
+        if let (Some(run), None) = (runs.next(), runs.next()) {
+            let id = ChunkId::new(array, run.chunk as usize);
+            let src = run.src as usize;
+            let (bytes, start) = match self.reader.covering_cached(store, id, src) {
+                Some(piece) => piece,
+                None if *decodes > 0 => {
+                    *decodes -= 1;
+                    self.reader.covering(store, id, src).ok()?
+                }
+                None => return None,
+            };
+            let from = src.checked_sub(start)?;
+            let to = from.checked_add(len)?;
+            return (to <= bytes.len()).then(|| ReadData::Chunk(bytes, from..to));
+        }
+        let mut page = Vec::new();
+        self.cached_page((store, array), npy, span, decodes, &mut page)
+            .then_some(ReadData::Owned(page))
     }
 
     /// The array and NPY view of `array.npy` (inode `ino`) for a page-fault read of `size`

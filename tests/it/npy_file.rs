@@ -9,7 +9,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use b2fs::tree::{Tree, TreeOptions};
+use b2fs::tree::{ReadData, Tree, TreeOptions};
 use serde_json::Value;
 
 use crate::support::crash::{OldOrNew, Rng, kill_delay, kill_mount_after, write_and_fsync};
@@ -293,6 +293,44 @@ fn npy_tree_a_walk_down_a_column_gets_its_next_blocks_decoded_ahead() {
     ahead(page(99, 100), 13);
     // Rows further below than a fault's pages reach start a new walk.
     assert!(!fault(page(200, 100)));
+}
+
+#[test]
+fn npy_tree_the_pages_below_a_page_fault_are_windows_of_their_blocks() {
+    let py = or_skip!(support::python(
+        "npy_tree_the_pages_below_a_page_fault_are_windows_of_their_blocks"
+    ));
+    // 256 x 1024 float64, blocks of 16 rows and one page of a row: each page of the data
+    // lies in one block.
+    let (_dir, src) = generate(&py, "gen2dtall");
+    let whole = {
+        let t = Tree::from_source(&src, opts(false)).unwrap();
+        read_all(&t, ino(&t, "array.npy"), 1 << 20)
+    };
+    let t = Tree::from_source(&src, opts(false)).unwrap();
+    let npy = ino(&t, "array.npy");
+    let hlen = whole.len() as u64 - 256 * 8192;
+    let fh = t.open(npy, libc::O_RDONLY).unwrap();
+    let bytes_at = |at: u64, len: usize| &whole[at as usize..at as usize + len];
+    let fault = hlen + 10 * 8192;
+    assert_eq!(
+        t.read(npy, fh, fault, 4096).unwrap()[..],
+        *bytes_at(fault, 4096)
+    );
+    // The pages below it (rows 11-42, in its block and the two below it) are handed over
+    // as windows of those blocks, not copies.
+    let pages = t.pages_near(npy, fh, fault, 4096);
+    let below: Vec<_> = pages.iter().filter(|(p, _)| *p >= fault + 8192).collect();
+    assert_eq!(below.len(), 32, "pages below the fault");
+    for (p, bytes) in &pages {
+        assert_eq!(bytes[..], *bytes_at(*p, bytes.len()), "page at {p}");
+    }
+    for (p, bytes) in below {
+        assert!(
+            matches!(bytes, ReadData::Chunk(..)),
+            "page at {p} was copied"
+        );
+    }
 }
 
 #[test]
