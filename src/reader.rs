@@ -6,7 +6,9 @@
 //! ChunkReader::read(ChunkId, window, ReadHint)   (the hint: access::Access, one per handle)
 //!   -> plan::plan()          which path: cached chunk, pages, block, range decode, whole chunk
 //!   -> small::*              decoded blocks and 4 KiB pages of small random reads
-//!   -> keep::*               those pages copied into the page cache off the read's path
+//!   -> keep::*               those pages copied into the page cache off the read's path,
+//!                            and blocks small reads decoded up to their shuffle unshuffled
+//!                            into the block cache there
 //!   -> decode::*             whole-chunk decodes (split over threads), range decodes
 //!   -> partial::*            only the compressed bytes a range decode needs (read first by
 //!                            small reads, with each chunk's header and block-start table kept;
@@ -37,7 +39,9 @@
 //!
 //! Memory: the decoded-chunk cache takes 9/16 of `cache_size`; compressed chunks kept for range
 //! decodes a quarter (at most 64 MiB), decoded blocks an eighth (at most 32 MiB), 4 KiB pages
-//! a sixteenth (at most 16 MiB); chunk headers and block-start tables at most 4 MiB.
+//! a sixteenth (at most 16 MiB); chunk headers and block-start tables at most 4 MiB; blocks
+//! decoded up to their shuffle waiting for the pages thread at most 17 of 1 MiB, and 4 MiB of
+//! their spare buffers.
 
 mod access;
 pub mod append;
@@ -214,6 +218,8 @@ struct Core {
     block_sizes: Mutex<HashMap<ChunkKey, usize>>,
     /// Headers and block-start tables of the chunks small reads read in part.
     layouts: partial::Layouts,
+    /// Blocks small reads decoded up to their shuffle, until the pages thread caches them.
+    filtered: keep::Filtered,
     decode_threads: usize,
     parallel_decode_min: usize,
 }
@@ -291,6 +297,7 @@ impl ChunkReader {
             pages_done: AtomicU64::new(0),
             block_sizes: Mutex::new(HashMap::new()),
             layouts: partial::Layouts::default(),
+            filtered: keep::Filtered::default(),
             decode_threads: options.decode_threads,
             parallel_decode_min: options.parallel_decode_min,
         });
@@ -502,7 +509,12 @@ impl ChunkReader {
             return Some((bytes, 0));
         }
         let bs = *core.block_sizes.lock().get(&key)?;
-        let block = core.blocks.get(&(key, offset.checked_div(bs)?))?;
+        let j = offset.checked_div(bs)?;
+        // A block a small read decoded up to its shuffle counts as cached (`keep.rs`).
+        let block = core
+            .blocks
+            .get(&(key, j))
+            .or_else(|| keep::Filtered::cache_now(core, (key, j)))?;
         Some((block, offset / bs * bs))
     }
 
@@ -616,6 +628,9 @@ impl ChunkReader {
         core.blocks.purge_where(|(k, _)| which(k.id));
         core.page_gen
             .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        // Blocks the pages thread cached between the first purge and the bump.
+        core.blocks.purge_where(|(k, _)| which(k.id));
+        core.filtered.forget(|k| which(k.id));
         core.pages.purge_where(|(k, _)| which(k.id));
     }
 

@@ -14,6 +14,9 @@ use super::header::{ChunkHeader, SpecialKind};
 use super::streams::{Piece, decode_pieces};
 use super::{Codec, CodecError};
 
+mod filtered;
+pub use filtered::{block_len, decompress_block_filtered};
+
 /// Parses and checks a chunk header (every field, section 1.5 checks). Needs only the header
 /// bytes (16, or 32 for an extended header), not the whole chunk.
 pub fn chunk_info(chunk: &[u8]) -> Result<ChunkHeader, CodecError> {

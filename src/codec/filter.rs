@@ -257,6 +257,23 @@ impl Pipeline {
         (0..6).all(|i| matches!(self.step(i, true), Ok(None)))
     }
 
+    /// The group size of the one byte shuffle that decoding undoes, when that is all it does:
+    /// `Some(t)` when every slot is empty or TRUNC_PREC except SHUFFLE slots of which exactly
+    /// one has a group size `t > 1`, `Some(1)` when there is nothing to undo, `None`
+    /// otherwise. Then any part of a decoded block is [`shuffle::unshuffle_range`] of the
+    /// filtered block.
+    pub fn shuffle_only(&self) -> Option<usize> {
+        let mut only = 1;
+        for i in 0..6 {
+            match self.step(i, true) {
+                Ok(None) => {}
+                Ok(Some(Step::Shuffle(t))) if only == 1 => only = t,
+                _ => return None,
+            }
+        }
+        Some(only)
+    }
+
     /// Whether some slot is DELTA (then block 0 must be decoded before the others).
     pub fn has_delta(&self) -> bool {
         self.filters.contains(&DELTA)

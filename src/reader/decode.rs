@@ -220,7 +220,7 @@ fn panicked() -> CodecError {
 
 /// Runs a decoder call, turning a panic into an error: a decoder bug on hostile input must
 /// cost one file an EIO, not a FUSE worker thread (and with it the mount).
-fn guarded<T>(f: impl FnOnce() -> Result<T, CodecError>) -> Result<T, CodecError> {
+pub(super) fn guarded<T>(f: impl FnOnce() -> Result<T, CodecError>) -> Result<T, CodecError> {
     std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).unwrap_or_else(|_| Err(panicked()))
 }
 

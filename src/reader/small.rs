@@ -14,6 +14,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 use super::{At, Bytes, ChunkId, ChunkKey, ChunkReader, ChunkStore, Core, ReadData, keep, partial};
+use crate::codec;
 use crate::container::ContainerError;
 use crate::mem::PAGE;
 
@@ -40,6 +41,9 @@ impl ChunkReader {
         }
         // Read before the block: a commit that drops the block after we got it bumps it.
         let generation = core.page_gen.load(Ordering::SeqCst);
+        if let Some(hit) = self.small_read_filtered(at, nbytes, r.clone(), generation)? {
+            return Ok(Some(hit));
+        }
         let Some((block, start)) = core.block_of(at, nbytes, r.start, true)? else {
             return Ok(None);
         };
@@ -60,6 +64,66 @@ impl ChunkReader {
         out.extend_from_slice(&block[r.start - start..]);
         out.extend_from_slice(&next[..r.end - end]);
         Ok(Some(ReadData::Owned(out)))
+    }
+
+    /// Window `r` of chunk `at` (of `nbytes`) when it lies in one block that is neither
+    /// cached nor loading and whose filters are at most a byte shuffle: the block's streams
+    /// are decoded (read in part, `partial.rs`) and only `r` is unshuffled; the pages thread
+    /// unshuffles the whole block into the block cache and keeps the read's pages
+    /// (`keep.rs`), and until then reads of the block unshuffle their bytes from it. `None`:
+    /// the caller takes the block way (as do errors, which it then reports).
+    fn small_read_filtered(
+        &self,
+        at: &At<'_>,
+        nbytes: usize,
+        r: Range<usize>,
+        generation: u64,
+    ) -> Result<Option<ReadData>, ContainerError> {
+        let core = &self.core;
+        let bs = core.block_size_for_cache(at, nbytes);
+        if bs == 0 || bs > core.blocks.budget() {
+            return Ok(None);
+        }
+        let j = r.start / bs;
+        let start = j * bs;
+        let len = codec::block_len(nbytes, bs, j);
+        if r.end > start + len || len > keep::FILTERED_MAX {
+            return Ok(None);
+        }
+        let key = (at.key, j);
+        let part = r.start - start..r.end - start;
+        let cut = |filtered: &[u8], t: usize| {
+            let mut out = vec![0u8; part.len()];
+            let ok = filtered.len() == len
+                && codec::filter::shuffle::unshuffle_range(t, filtered, part.clone(), &mut out)
+                    .is_ok();
+            ok.then_some(ReadData::Owned(out))
+        };
+        let pages = r.start / PAGE..=(r.end - 1) / PAGE;
+        if let Some((filtered, t, _)) = core.filtered.get(&key) {
+            let data = cut(&filtered, t);
+            keep::keep_filtered_later(core, key, filtered, t, (start, nbytes), pages, generation);
+            return Ok(data);
+        }
+        if core.blocks.contains_or_loading(&key) || core.compressed.contains_or_loading(&at.key) {
+            return Ok(None);
+        }
+        let mut buf = core.filtered.buffer(len);
+        let got =
+            partial::with_partial_chunk(at.store, &core.layouts, at.key, (start, len), |c| {
+                super::decode::guarded(|| codec::decompress_block_filtered(c, j, &mut buf))
+            })?;
+        let Some(Ok(Some(t))) = got else {
+            core.filtered.recycle(buf);
+            return Ok(None);
+        };
+        let Some(data) = cut(&buf, t) else {
+            core.filtered.recycle(buf);
+            return Ok(None);
+        };
+        let buf = Arc::new(buf);
+        keep::keep_filtered_later(core, key, buf, t, (start, nbytes), pages, generation);
+        Ok(Some(data))
     }
 
     /// Keeps the pages of `pages` that lie wholly inside `block` (at `start` of a chunk of
@@ -196,5 +260,83 @@ impl Core {
             out.extend_from_slice(page.get(from..to)?);
         }
         (out.len() == r.len()).then_some(ReadData::Owned(out))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::{ArrayId, ChunkId, ReadHint, ReaderOptions};
+    use super::*;
+    use crate::container::{self, Container};
+    use std::time::{Duration, Instant};
+
+    /// A reader without prefetch over one python-blosc2 fixture (`tests/data/frames`).
+    fn reader(name: &str) -> (ChunkReader, Arc<dyn ChunkStore>) {
+        let p = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/data/frames")
+            .join(name);
+        let Container::Array(a) = container::open(&p).unwrap() else {
+            panic!("{name}: not an array");
+        };
+        let store: Arc<dyn ChunkStore> = Arc::new(a);
+        let options = ReaderOptions {
+            cache_size: 64 << 20,
+            prefetch_chunks: 0,
+            prefetch_threads: 0,
+            range_factor: 2,
+            decode_threads: 1,
+            parallel_decode_min: usize::MAX,
+        };
+        (ChunkReader::new(vec![store.clone()], options), store)
+    }
+
+    /// Small reads of every block of chunk 1, at unaligned offsets, equal the whole chunk's
+    /// decode; then waits for the pages thread and says whether it recycled buffers of
+    /// blocks decoded up to their shuffle (only the filtered way makes them).
+    fn small_reads_went_filtered(name: &str) -> bool {
+        let (r, store) = reader(name);
+        let id = ChunkId::new(ArrayId(0), 1);
+        let whole = codec::decompress(&store.chunk_bytes(1).unwrap()).unwrap();
+        let bs = codec::chunk_info(&store.chunk_bytes(1).unwrap())
+            .unwrap()
+            .block_size();
+        assert!(whole.len() >= 4 * bs, "{name}: too few blocks");
+        for pass in 0..2 {
+            for (k, j) in [2usize, 0, 3, 1].into_iter().enumerate() {
+                let off = j * bs + 13 + 7 * k + pass;
+                let got = r.read(id, off as u64, 50, ReadHint::RANDOM, || false);
+                assert_eq!(got.unwrap()[..], whole[off..off + 50], "{name} pass {pass}");
+            }
+        }
+        let start = Instant::now();
+        while !r.pages_settled() {
+            assert!(
+                start.elapsed() < Duration::from_secs(10),
+                "pages never settled"
+            );
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        let core = &r.core;
+        assert!(
+            core.filtered.pending.lock().is_empty(),
+            "{name}: blocks left pending"
+        );
+        let key = At::new(store.as_ref(), id).key;
+        for j in 0..4 {
+            assert!(
+                core.blocks.contains_or_loading(&(key, j)),
+                "{name}: block {j} not cached"
+            );
+        }
+        !core.filtered.pool.lock().is_empty()
+    }
+
+    /// A python-blosc2 float64 array with SHUFFLE alone (its default): small reads decode
+    /// a block up to its shuffle, unshuffle their own bytes, and the pages thread caches
+    /// the whole block.
+    #[test]
+    fn small_reads_of_shuffled_blocks_unshuffle_only_their_bytes() {
+        assert!(small_reads_went_filtered("b2nd_2d_f8_lz4.b2nd"));
+        assert!(small_reads_went_filtered("b2nd_2d_i8_zstd9.b2nd"));
     }
 }

@@ -54,6 +54,71 @@ pub fn unshuffle_with(
     Ok(())
 }
 
+/// Bytes `range` of the unshuffle of `src` (a whole shuffled block) into `dst` (exactly
+/// `range.len()` bytes): what [`unshuffle`] would write there, reading only the bytes they
+/// come from. Byte `k` of element `e` of the block is at `k * m + e` of `src`, where `m` is
+/// its number of whole elements, and the last `src.len() % typesize` bytes are stored as
+/// they are: a small read of a block needs only its own bytes unshuffled, not the block.
+///
+/// # Errors
+/// `OutputSize` when `dst` is not `range.len()` bytes or `range` is not inside `src`.
+pub fn unshuffle_range(
+    typesize: usize,
+    src: &[u8],
+    range: std::ops::Range<usize>,
+    dst: &mut [u8],
+) -> Result<(), CodecError> {
+    check_len(range.len(), dst.len())?;
+    check_len(src.len(), src.len().max(range.end))?;
+    let t = typesize;
+    let m = if t > 1 { src.len() / t } else { 0 };
+    let body = m * t;
+    if m == 0 {
+        dst.copy_from_slice(&src[range]);
+        return Ok(());
+    }
+    // Whole elements in the middle through the kernel, the bytes around them one by one.
+    let first = range.start.div_ceil(t).min(m);
+    let last = (range.end.min(body) / t).max(first);
+    let mut at = range.start;
+    let mut out = 0;
+    let byte = |i: usize| {
+        if i < body {
+            src[(i % t) * m + i / t]
+        } else {
+            src[i]
+        }
+    };
+    while at < range.end && at < first * t {
+        dst[out] = byte(at);
+        (at, out) = (at + 1, out + 1);
+    }
+    if last > first && at == first * t {
+        let n = (last - first) * t;
+        let part = &mut dst[out..out + n];
+        #[cfg(target_arch = "x86_64")]
+        let done = super::shuffle_simd::unshuffle_from_rows(
+            SimdLevel::detect(),
+            t,
+            &src[..body],
+            m,
+            first,
+            part,
+        );
+        #[cfg(not(target_arch = "x86_64"))]
+        let done = false;
+        if !done {
+            scalar::unshuffle_rows(t, &src[..body], m, part, first);
+        }
+        (at, out) = (at + n, out + n);
+    }
+    while at < range.end {
+        dst[out] = byte(at);
+        (at, out) = (at + 1, out + 1);
+    }
+    Ok(())
+}
+
 /// Writes the `src.len() / t` elements of `src` as `t` rows of `m` bytes in `dst` (row matrix
 /// of a tile), with SIMD when available.
 pub(crate) fn shuffle_rows_with(level: SimdLevel, t: usize, src: &[u8], dst: &mut [u8], m: usize) {
@@ -194,5 +259,39 @@ pub mod scalar {
             }
             e0 += len;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every range of blocks of every typesize (with leftover bytes) equals that range of the
+    /// whole unshuffle (the best SIMD level here; whole elements go through its kernels).
+    #[test]
+    fn unshuffle_range_matches_the_whole_unshuffle() {
+        for t in [1usize, 2, 3, 4, 7, 8, 12, 16, 23] {
+            for len in [0usize, 5, 100, 1000, 4096 + 3, 16384 + 11] {
+                let src: Vec<u8> = (0..len).map(|i| (i * 31 + i / 7) as u8).collect();
+                let mut whole = vec![0u8; len];
+                unshuffle(t, &src, &mut whole).unwrap();
+                let ranges = [
+                    (0, len),
+                    (1, len / 2),
+                    (len / 3, len),
+                    (len / 2, len / 2 + 7),
+                ];
+                let more = (0..len.min(40)).map(|a| (a, len - a / 2));
+                for (lo, hi) in ranges.into_iter().chain(more) {
+                    let (lo, hi) = (lo.min(len), hi.min(len).max(lo.min(len)));
+                    let mut got = vec![0u8; hi - lo];
+                    unshuffle_range(t, &src, lo..hi, &mut got).unwrap();
+                    assert_eq!(got, whole[lo..hi], "t {t} len {len} {lo}..{hi}");
+                }
+            }
+        }
+        let mut out = [0u8; 4];
+        assert!(unshuffle_range(4, &[0; 8], 6..10, &mut out).is_err());
+        assert!(unshuffle_range(4, &[0; 8], 0..3, &mut out).is_err());
     }
 }

@@ -66,7 +66,8 @@ fn chunk_opened_without_prefetch() -> (Vec<u8>, Tree, u64, u64) {
 }
 
 /// Random small reads decode whole blocks once and serve re-reads of the same blocks from
-/// the block cache, with the reference bytes, and never decode the whole chunk.
+/// the block cache (or, until the pages thread has cached it, from the block decoded up to
+/// its shuffle), with the reference bytes, and never decode the whole chunk.
 #[test]
 fn tree_random_small_reads_cache_decoded_blocks() {
     let (whole, t, ino, fh) = chunk_opened_without_prefetch();
@@ -87,6 +88,11 @@ fn tree_random_small_reads_cache_decoded_blocks() {
             let (s, e) = (off as usize, (off + u64::from(size)).min(len) as usize);
             assert_eq!(&got[..], &whole[s..e], "pass {pass} window ({off}, {size})");
         }
+        // A block decoded up to its shuffle is cached by the pages thread (`keep.rs`).
+        assert!(
+            crate::support::wait_until(std::time::Duration::from_secs(10), || t.pages_settled()),
+            "the blocks were never cached"
+        );
         let b = t.block_cache_stats();
         assert!(b.loads > 0, "pass {pass}: blocks were never cached: {b:?}");
         if pass == 0 {
@@ -141,6 +147,11 @@ fn tree_block_cache_forgets_a_chunk_when_it_is_committed() {
     let window = |t: &Tree| t.read(ino, reader, 3000, 64).unwrap().to_vec();
     let old = window(&t);
     assert_eq!(window(&t), old);
+    // The block is cached by the pages thread (`keep.rs`).
+    assert!(crate::support::wait_until(
+        std::time::Duration::from_secs(10),
+        || t.pages_settled()
+    ));
     assert!(
         t.block_cache_stats().hits > 0,
         "{:?}",
