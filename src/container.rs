@@ -540,6 +540,10 @@ impl Array {
     /// prefix. `Ok(false)` (and `buf` untouched) when the chunk has no stored bytes (a special
     /// index entry, whose chunk [`Array::chunk_bytes`] synthesises).
     ///
+    /// `known`: chunk `index`'s `cbytes`, when the caller read them from its header in this
+    /// array earlier: a contiguous frame then reads the window alone, checked against them,
+    /// without reading the header again (`None`: the header is read).
+    ///
     /// # Errors
     ///
     /// [`ContainerError::NoSuchChunk`]; [`ContainerError::ChunkWindow`] when the window is not
@@ -550,31 +554,11 @@ impl Array {
         index: usize,
         offset: u64,
         buf: &mut [u8],
+        known: Option<u64>,
     ) -> Result<bool, ContainerError> {
         self.check_index(index)?;
         match &self.inner {
-            Inner::Frame(f) => f.chunk_read_at(index, offset, buf),
-            Inner::Bcolz(c) => c.chunk_read_at(index, offset, buf),
-        }
-    }
-
-    /// [`Array::chunk_read_at`] for a caller that holds chunk `index`'s `cbytes`, read from
-    /// its header in this array earlier: a contiguous frame then reads the window alone,
-    /// checked against them, without reading the header again.
-    ///
-    /// # Errors
-    ///
-    /// As [`Array::chunk_read_at`].
-    pub fn chunk_read_within(
-        &self,
-        index: usize,
-        offset: u64,
-        buf: &mut [u8],
-        cbytes: u64,
-    ) -> Result<bool, ContainerError> {
-        self.check_index(index)?;
-        match &self.inner {
-            Inner::Frame(f) => f.chunk_read_within(index, offset, buf, cbytes),
+            Inner::Frame(f) => f.chunk_read_at(index, offset, buf, known),
             Inner::Bcolz(c) => c.chunk_read_at(index, offset, buf),
         }
     }

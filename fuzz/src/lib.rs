@@ -221,7 +221,7 @@ fn touch_array(a: &Array) {
             decode_bounded(c);
             // The positional read gives the same bytes as the whole read.
             let mut window = vec![0u8; c.len().min(48)];
-            if let Ok(true) = a.chunk_read_at(i, 0, &mut window) {
+            if let Ok(true) = a.chunk_read_at(i, 0, &mut window, None) {
                 assert!(window == c[..window.len()], "chunk_read_at vs chunk_bytes");
             }
             if let Ok(k) = a.chunk_bytes_into(i, &mut buf) {
@@ -234,7 +234,7 @@ fn touch_array(a: &Array) {
             Ok(c) => assert!(m == &c[..], "with_mapped_chunk vs chunk_bytes"),
             Err(_) => decode_bounded(m),
         });
-        let _ = a.chunk_read_at(i, u64::MAX - 3, &mut [0u8; 8]);
+        let _ = a.chunk_read_at(i, u64::MAX - 3, &mut [0u8; 8], None);
     }
     let _ = a.chunk_bytes(n);
     let _ = a.changed_on_disk();

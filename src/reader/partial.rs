@@ -16,8 +16,9 @@
 //! contiguous frames, sparse frames and bcolz carrays (16-byte Blosc1 headers) all qualify.
 //! A chunk's header and block-start table are read once per chunk version and kept
 //! ([`Layouts`]); later reads of the chunk read their streams alone, with
-//! [`ChunkStore::chunk_read_within`] (a contiguous frame: one `pread`, where the header, the
-//! table, the frame's check of the chunk's cbytes and the streams took four). Measured:
+//! [`ChunkStore::chunk_read_at`] given the `cbytes` already known (a contiguous frame: one
+//! `pread`, where the header, the table, the frame's check of the chunk's cbytes and the
+//! streams took four). Measured:
 //! BENCHMARKS.md, random cold 4 KiB reads (sessions 13 and 14).
 //!
 //! See: `docs/format/CHUNK.md` section 1 (header, flags, bstarts).
@@ -183,7 +184,8 @@ fn header_len(head: &[u8; 16]) -> usize {
 /// read parts of chunks, the chunk stores no bytes (special) or the header does not parse
 /// (the whole-chunk path then reports why).
 pub(crate) fn read_header(store: &dyn ChunkStore, index: usize) -> Option<codec::ChunkHeader> {
-    let read = |at: u64, buf: &mut [u8]| matches!(store.chunk_read_at(index, at, buf), Ok(true));
+    let read =
+        |at: u64, buf: &mut [u8]| matches!(store.chunk_read_at(index, at, buf, None), Ok(true));
     let mut head = [0u8; 32];
     let mut first = [0u8; 16];
     if !read(0, &mut first) {
@@ -206,7 +208,7 @@ pub(crate) fn read_header(store: &dyn ChunkStore, index: usize) -> Option<codec:
 fn read_layout(store: &dyn ChunkStore, index: usize) -> Result<Option<Layout>, ContainerError> {
     // The common 16 bytes first: they say how long the header and the chunk are.
     let mut head = [0u8; 16];
-    if !store.chunk_read_at(index, 0, &mut head)? {
+    if !store.chunk_read_at(index, 0, &mut head, None)? {
         return Ok(Some(Layout::Whole));
     }
     let header_len = header_len(&head);
@@ -219,7 +221,7 @@ fn read_layout(store: &dyn ChunkStore, index: usize) -> Result<Option<Layout>, C
     }
     // Header and table in one read when the table is small (the usual case).
     let mut buf = vec![0u8; HEAD_READ.min(cbytes)];
-    store.chunk_read_at(index, 0, &mut buf)?;
+    store.chunk_read_at(index, 0, &mut buf, None)?;
     if buf[..16] != head {
         return Ok(None); // changed underneath
     }
@@ -244,7 +246,7 @@ fn read_layout(store: &dyn ChunkStore, index: usize) -> Result<Option<Layout>, C
     let eager = buf.len();
     if data_at > eager {
         buf.resize(data_at, 0);
-        store.chunk_read_at(index, eager as u64, &mut buf[eager..])?;
+        store.chunk_read_at(index, eager as u64, &mut buf[eager..], None)?;
     }
     buf.truncate(data_at);
     let mut sorted: Box<[u32]> = buf[header_len..]
@@ -305,7 +307,7 @@ fn fill(
     }
     buf[..data_at].copy_from_slice(&t.head);
     let streams = &mut buf[data_at..compact];
-    if !store.chunk_read_within(index, lo as u64, streams, t.cbytes as u64)? {
+    if !store.chunk_read_at(index, lo as u64, streams, Some(t.cbytes as u64))? {
         return Ok(None);
     }
     for j in first..=last {

@@ -87,6 +87,9 @@ pub trait ChunkStore: Send + Sync + Debug {
     /// Reads `buf.len()` bytes of chunk `index`'s compressed bytes starting at `offset`
     /// (relative to the chunk start), without reading the rest of the chunk. `Ok(false)` when
     /// this store cannot read part of a chunk (the caller then uses [`ChunkStore::chunk_bytes`]).
+    /// `known`: the chunk's `cbytes`, when the caller read them from its header in this
+    /// version of the store earlier (the store may then skip reading the header again to
+    /// check the window).
     ///
     /// # Errors
     /// When the read fails.
@@ -95,26 +98,10 @@ pub trait ChunkStore: Send + Sync + Debug {
         index: usize,
         offset: u64,
         buf: &mut [u8],
+        known: Option<u64>,
     ) -> Result<bool, ContainerError> {
-        let _ = (index, offset, buf);
+        let _ = (index, offset, buf, known);
         Ok(false)
-    }
-
-    /// [`ChunkStore::chunk_read_at`] for a caller that holds chunk `index`'s `cbytes`, read
-    /// from its header in this version of the store earlier: the store may then skip
-    /// reading the header again to check the window.
-    ///
-    /// # Errors
-    /// When the read fails.
-    fn chunk_read_within(
-        &self,
-        index: usize,
-        offset: u64,
-        buf: &mut [u8],
-        cbytes: u64,
-    ) -> Result<bool, ContainerError> {
-        let _ = cbytes;
-        self.chunk_read_at(index, offset, buf)
     }
 }
 
@@ -155,17 +142,8 @@ impl ChunkStore for Array {
         index: usize,
         offset: u64,
         buf: &mut [u8],
+        known: Option<u64>,
     ) -> Result<bool, ContainerError> {
-        Array::chunk_read_at(self, index, offset, buf)
-    }
-
-    fn chunk_read_within(
-        &self,
-        index: usize,
-        offset: u64,
-        buf: &mut [u8],
-        cbytes: u64,
-    ) -> Result<bool, ContainerError> {
-        Array::chunk_read_within(self, index, offset, buf, cbytes)
+        Array::chunk_read_at(self, index, offset, buf, known)
     }
 }

@@ -450,21 +450,9 @@ impl ChunkStore for Snapshot {
         index: usize,
         offset: u64,
         buf: &mut [u8],
+        known: Option<u64>,
     ) -> Result<bool, ContainerError> {
-        self.checked(index, self.array.chunk_read_at(index, offset, buf))
-    }
-
-    fn chunk_read_within(
-        &self,
-        index: usize,
-        offset: u64,
-        buf: &mut [u8],
-        cbytes: u64,
-    ) -> Result<bool, ContainerError> {
-        self.checked(
-            index,
-            self.array.chunk_read_within(index, offset, buf, cbytes),
-        )
+        self.checked(index, self.array.chunk_read_at(index, offset, buf, known))
     }
 }
 

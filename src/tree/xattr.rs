@@ -284,7 +284,7 @@ fn chunk_pairs(
     clevel: Option<u8>,
 ) -> Vec<(&'static str, String)> {
     let mut head = [0u8; codec::MAX_OVERHEAD];
-    let header = match store.chunk_read_at(index, 0, &mut head) {
+    let header = match store.chunk_read_at(index, 0, &mut head, None) {
         Ok(true) => codec::chunk_info(&head).ok(),
         _ => None,
     };

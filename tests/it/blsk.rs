@@ -56,7 +56,7 @@ fn blsk_flat_root_is_an_array() {
     // A window of a chunk reads the same bytes as the whole chunk.
     let whole = a.chunk_bytes(4).unwrap();
     let mut part = vec![0u8; 20];
-    assert!(a.chunk_read_at(4, 10, &mut part).unwrap());
+    assert!(a.chunk_read_at(4, 10, &mut part, None).unwrap());
     assert_eq!(part, whole[10..30]);
     // Read-only.
     assert!(b2fs::container::write::check_writable(&a).is_some());

@@ -73,7 +73,7 @@ fn remote_open_takes_two_requests_and_each_cold_chunk_one_get() {
     for i in [5usize, 1, 9] {
         assert_eq!(a.chunk_bytes(i).unwrap(), want.chunk_bytes(i).unwrap());
         let mut head = [0u8; 16];
-        assert!(a.chunk_read_at(i, 0, &mut head).unwrap());
+        assert!(a.chunk_read_at(i, 0, &mut head, None).unwrap());
     }
     assert_eq!(f.proxy.requests(), before, "cached chunks cost no request");
 }

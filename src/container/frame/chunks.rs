@@ -318,11 +318,17 @@ impl Frame {
     /// The window is checked against the chunk's cbytes (contiguous: from its header, read
     /// together with the window when the window starts at 0; sparse: the chunk file's length,
     /// the whole file being the chunk) and is an error outside it.
+    ///
+    /// `known`: chunk `i`'s `cbytes`, when the caller read them from its header in this
+    /// frame earlier: a contiguous frame then checks them against the room the frame has for
+    /// the chunk and the window against them, and reads the window alone (one read, not
+    /// two). Sparse frames read as without them.
     pub(crate) fn chunk_read_at(
         &self,
         i: usize,
         offset: u64,
         buf: &mut [u8],
+        known: Option<u64>,
     ) -> Result<bool, ContainerError> {
         let o = match self.slot(i)? {
             Slot::Special(_) => return Ok(false),
@@ -338,6 +344,13 @@ impl Frame {
             return Ok(true);
         }
         let at = self.info.start + self.info.header_len + o;
+        if let Some(cb) = known {
+            self.checked_cbytes(i, o, cb)?;
+            window(self.src.path().to_path_buf(), cb)?;
+            self.src
+                .read_exact_at(at + offset, buf, &format_args!("chunk {i}"))?;
+            return Ok(true);
+        }
         let room = self.info.cbytes - o;
         let cbytes = |head: &[u8]| {
             let cb = self.checked_cbytes(i, o, le_i32(head, 12).unwrap_or(-1))?;
@@ -358,29 +371,6 @@ impl Frame {
         window(self.src.path().to_path_buf(), cbytes(&head)?)?;
         self.src
             .read_exact_at(at + offset, buf, &format_args!("chunk {i}"))?;
-        Ok(true)
-    }
-
-    /// [`Frame::chunk_read_at`] for a caller that holds chunk `i`'s `cbytes`, read from its
-    /// header in this frame earlier: a contiguous frame checks the window against them and
-    /// them against the room the frame has for the chunk, and reads the window alone (one
-    /// read instead of two). Sparse frames read as `chunk_read_at` does.
-    pub(crate) fn chunk_read_within(
-        &self,
-        i: usize,
-        offset: u64,
-        buf: &mut [u8],
-        cbytes: u64,
-    ) -> Result<bool, ContainerError> {
-        let o = match self.slot(i)? {
-            Slot::Stored(o) if self.dir.is_none() => o,
-            _ => return self.chunk_read_at(i, offset, buf),
-        };
-        self.checked_cbytes(i, o, cbytes)?;
-        window_in(self.src.path().to_path_buf(), i, offset, buf.len(), cbytes)?;
-        let at = self.info.start + self.info.header_len + o + offset;
-        self.src
-            .read_exact_at(at, buf, &format_args!("chunk {i}"))?;
         Ok(true)
     }
 }

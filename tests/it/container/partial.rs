@@ -46,7 +46,7 @@ fn container_chunk_read_at_matches_chunk_bytes_for_every_fixture_kind() {
             let full = a.chunk_bytes(i).unwrap().into_owned();
             let special = a.frame_index_entry(i).is_some_and(|e| e < 0);
             let mut probe = [0u8; 1];
-            let stored = a.chunk_read_at(i, 0, &mut probe).unwrap();
+            let stored = a.chunk_read_at(i, 0, &mut probe, None).unwrap();
             assert_eq!(stored, !special, "{name} chunk {i}: stored bytes or not");
             if !stored {
                 continue;
@@ -61,7 +61,7 @@ fn container_chunk_read_at_matches_chunk_bytes_for_every_fixture_kind() {
             }
             for (off, len) in spans {
                 let mut buf = vec![0xA5u8; len as usize];
-                let ok = a.chunk_read_at(i, off, &mut buf);
+                let ok = a.chunk_read_at(i, off, &mut buf, None);
                 assert!(
                     matches!(ok, Ok(true)),
                     "{name} chunk {i} [{off}, +{len}): {ok:?}"
@@ -82,7 +82,7 @@ fn container_chunk_read_at_matches_chunk_bytes_for_every_fixture_kind() {
                 (u64::MAX - 1, 4),
             ] {
                 let mut buf = vec![0u8; len as usize];
-                let r = a.chunk_read_at(i, off, &mut buf);
+                let r = a.chunk_read_at(i, off, &mut buf, None);
                 assert!(
                     matches!(r, Err(ContainerError::ChunkWindow { .. })),
                     "{name} chunk {i} [{off}, +{len}): {r:?}"
@@ -90,7 +90,7 @@ fn container_chunk_read_at_matches_chunk_bytes_for_every_fixture_kind() {
             }
         }
         let mut buf = [0u8; 4];
-        let r = a.chunk_read_at(a.nchunks(), 0, &mut buf);
+        let r = a.chunk_read_at(a.nchunks(), 0, &mut buf, None);
         assert!(
             matches!(r, Err(ContainerError::NoSuchChunk { .. })),
             "{name}: {r:?}"
