@@ -79,10 +79,12 @@ pub trait ByteSource: Send + Sync + std::fmt::Debug {
         false
     }
     /// Whether a source that can be opened again ([`ByteSource::reopen`]) changed since it
-    /// was opened, asking where it lives when that is due (a followed remote object asks its
-    /// server at most every so often). The mount's follower calls it about once a second.
-    /// The default: false (nothing to follow).
-    fn poll_changed(&self) -> bool {
+    /// was opened. With `ask`, it may ask where it lives when that is due (a followed remote
+    /// object asks its server at most every so often): only the mount's follower thread asks,
+    /// about once a second, never a file system request. The default: false (nothing to
+    /// follow).
+    fn poll_changed(&self, ask: bool) -> bool {
+        let _ = ask;
         false
     }
     /// The source opened again as it is now, when it can be (a followed remote object);

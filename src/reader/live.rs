@@ -188,16 +188,25 @@ impl LiveArray {
     /// Whether the watched files differ from what the current version was opened from (a few
     /// `stat`s: another writer changed the source, or the mount's own commit runs now).
     ///
-    /// A followed remote source has no files: its byte source asks its server when that is
-    /// due ([`crate::container::ByteSource::poll_changed`]).
+    /// A followed remote source has no files: what its byte source knows
+    /// ([`crate::container::ByteSource::poll_changed`]; the follower thread asks the server,
+    /// [`LiveArray::ask_source`]).
     pub fn changed_on_disk(&self) -> bool {
         let array = self.get();
         if let Some(bytes) = array.byte_source() {
-            return bytes.poll_changed();
+            return bytes.poll_changed(false);
         }
         let files = array.watched_files();
         let now: Vec<Option<FileState>> = files.iter().map(|f| FileState::stat(f)).collect();
         now != *self.seen.lock()
+    }
+
+    /// For the follower thread: lets a followed remote source ask its server whether it
+    /// changed, when that is due (network I/O; [`LiveArray::changed_on_disk`] then tells).
+    pub fn ask_source(&self) {
+        if let Some(bytes) = self.get().byte_source() {
+            bytes.poll_changed(true);
+        }
     }
 
     /// Takes the watched files as they are now as seen, without reloading: the source is

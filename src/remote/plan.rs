@@ -281,10 +281,10 @@ impl RemoteObject {
         self.follow.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Whether the followed object changed on the server: known from a refused read, or
-    /// asked now when its interval has passed (a failed question is not a change); false
-    /// for an object that is not followed.
-    fn poll_changed(&self) -> bool {
+    /// Whether the followed object changed on the server: known from a refused read or an
+    /// earlier question, or, with `ask`, asked now when its interval has passed (a failed
+    /// question is not a change); false for an object that is not followed.
+    fn poll_changed(&self, ask: bool) -> bool {
         {
             let mut f = self.following();
             let Some(f) = f.as_mut() else {
@@ -293,7 +293,7 @@ impl RemoteObject {
             if self.changed.load(Ordering::Relaxed) {
                 return true;
             }
-            if f.last.elapsed() < f.every {
+            if !ask || f.last.elapsed() < f.every {
                 return false;
             }
             f.last = Instant::now();
@@ -661,8 +661,8 @@ impl ByteSource for Shared {
         self.0.changed.load(Ordering::Relaxed)
     }
 
-    fn poll_changed(&self) -> bool {
-        self.0.poll_changed()
+    fn poll_changed(&self, ask: bool) -> bool {
+        self.0.poll_changed(ask)
     }
 
     fn reopen(&self) -> Option<std::io::Result<Arc<dyn ByteSource>>> {

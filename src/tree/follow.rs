@@ -167,10 +167,15 @@ impl Tree {
     ///
     /// A remote collection that asks for it ([`Collection::relist_every`]: a Caterva2
     /// directory) is also listed again here when that long has passed, so that datasets
-    /// added to the server show and those removed leave: on the adapter's thread, never in
-    /// a FUSE request (a listing waits for the network).
+    /// added to the server show and those removed leave, and a remote frame mounted alone
+    /// asks its server whether it changed (`remote_recheck`): on the adapter's thread, never
+    /// in a FUSE request (both wait for the network).
     pub fn follow_source(&self) -> bool {
         self.relist_if_due();
+        // A followed remote frame asks its server here, off the file system's requests.
+        for (_, live) in self.lives() {
+            live.ask_source();
+        }
         let all: Vec<ArrayId> = self.array_ids();
         self.follow(&all)
     }
