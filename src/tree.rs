@@ -682,11 +682,12 @@ impl Tree {
         if !write {
             return Ok(());
         }
-        let res = self.commit(ino, commit::Reason::Durable);
+        let mut res = self.commit(ino, commit::Reason::Durable);
         let still_open = self.handles.other_writer(ino, None);
         if !still_open {
             // A created chunk file closed empty: nothing is appended.
             self.edits.lock().drop_empty_creation(self.chunk_of(ino));
+            res = res.and(self.zarr_rewrite_finished(ino));
         }
         if res.is_err() && !still_open {
             self.drop_pending(ino);

@@ -409,7 +409,7 @@ impl Tree {
             return Ok(data.len() as u32);
         }
         if let WriteTarget::Zarr(id) = target {
-            self.zarr_write(id, offset, data)?;
+            self.zarr_write(ino, id, offset, data)?;
             return Ok(data.len() as u32);
         }
         let start = usize::try_from(offset).map_err(|_| TreeError::TooBig("offset".into()))?;

@@ -87,6 +87,10 @@ pub(crate) struct ZarrState {
     geoms: Mutex<HashMap<ArrayId, (Arc<Npy>, GeomOf)>>,
     /// Arrays left out, by Zarr path, with the reason.
     omitted: Mutex<BTreeMap<String, String>>,
+    /// `zarr.json` inodes emptied by a writer (`O_TRUNC`, `ftruncate` to 0), with the byte
+    /// ranges written back since (`zarr/write.rs`): the last writer's release checks that
+    /// the whole file was.
+    rewrites: Mutex<HashMap<u64, Vec<std::ops::Range<u64>>>>,
 }
 
 /// What a Zarr directory mirroring a native directory is.

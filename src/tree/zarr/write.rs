@@ -18,7 +18,9 @@
 //!   holds (tools that rewrite metadata they did not change) succeeds and changes nothing,
 //!   in place or through a temp file renamed over it; `O_TRUNC`, and `ftruncate` to 0 on
 //!   a handle open for writing, are accepted and change nothing (the rewrite that follows
-//!   must then be identical); a `truncate` to any other size but its own is EPERM.
+//!   must then be identical, and whole: the last writer's release of a `zarr.json` emptied
+//!   and not written back in full, as `: > zarr.json` does, is EPERM and logged, the file
+//!   unchanged); a `truncate` to any other size but its own is EPERM.
 //! - A read-only mount refuses everything with EROFS.
 
 use super::geom::Source;
@@ -79,28 +81,71 @@ impl Tree {
     /// [`TreeError::NotPermitted`] (EPERM, logged) for a change to a `zarr.json`.
     pub(crate) fn zarr_write(
         &self,
+        ino: u64,
         target: ZarrTarget,
         offset: u64,
         data: &[u8],
     ) -> Result<(), TreeError> {
         match target {
             ZarrTarget::Chunk(id) => self.zarr_chunk_write(id, offset, data),
-            ZarrTarget::Json(z) => self.zarr_json_rewrite(z, offset, data),
+            ZarrTarget::Json(z) => self.zarr_json_rewrite(ino, z, offset, data),
         }
     }
 
-    /// A write of `data` at `offset` of `zarr.json` `z`: accepted when it writes the bytes
-    /// the file holds there.
-    fn zarr_json_rewrite(&self, z: ZNode, offset: u64, data: &[u8]) -> Result<(), TreeError> {
+    /// A write of `data` at `offset` of `zarr.json` `z` (inode `ino`): accepted when it
+    /// writes the bytes the file holds there (and noted, when a writer emptied the file).
+    fn zarr_json_rewrite(
+        &self,
+        ino: u64,
+        z: ZNode,
+        offset: u64,
+        data: &[u8],
+    ) -> Result<(), TreeError> {
         let doc = self.zarr_json(z)?;
         let same = usize::try_from(offset)
             .ok()
             .and_then(|s| doc.get(s..s.checked_add(data.len())?))
             .is_some_and(|held| held == data);
-        if same {
-            Ok(())
-        } else {
-            Err(zarr_json_refused())
+        if !same {
+            return Err(zarr_json_refused());
+        }
+        if let Some(written) = self.zarr.rewrites.lock().get_mut(&ino) {
+            add_range(written, offset..offset + data.len() as u64);
+        }
+        Ok(())
+    }
+
+    /// The last writer of `ino` closed: when it was a `zarr.json` emptied by a writer
+    /// (`O_TRUNC`, `ftruncate` to 0), every byte must have been written back. The file never
+    /// changed either way; this tells the program (and `b2fs log`) that the emptying it
+    /// asked for did not happen, as `: > zarr.json` would otherwise pass in silence.
+    ///
+    /// # Errors
+    /// [`TreeError::NotPermitted`] (EPERM, logged) when part of the file was not written back.
+    pub(crate) fn zarr_rewrite_finished(&self, ino: u64) -> Result<(), TreeError> {
+        let Some(written) = self.zarr.rewrites.lock().remove(&ino) else {
+            return Ok(());
+        };
+        let z = match self.entry(ino) {
+            Ok(super::super::Entry::Zarr(z)) => z,
+            _ => return Ok(()),
+        };
+        let len = self.zarr_json(z)?.len() as u64;
+        match written.as_slice() {
+            [whole] if whole.start == 0 && whole.end >= len => Ok(()),
+            [] if len == 0 => Ok(()),
+            _ => {
+                log::warn!(
+                    "{}: emptied (O_TRUNC or truncate to 0) and not written back whole; it \
+                     is unchanged",
+                    self.zarr_path_of(ino)
+                );
+                Err(TreeError::NotPermitted(
+                    "zarr.json was emptied and not written back whole: it is unchanged \
+                     (metadata cannot be changed through the Zarr view)"
+                        .into(),
+                ))
+            }
         }
     }
 
@@ -166,6 +211,10 @@ impl Tree {
             ZarrTarget::Json(z) => {
                 let same = size == self.zarr_json(z)?.len() as u64;
                 let rewrite = size == 0 && self.handles.other_writer(ino, None);
+                if rewrite && !same {
+                    // What is written back from here on must add up to the whole file.
+                    self.zarr.rewrites.lock().insert(ino, Vec::new());
+                }
                 return match same || rewrite {
                     true => Ok(()),
                     false => Err(zarr_json_refused()),
@@ -300,6 +349,23 @@ impl Tree {
 }
 
 /// The refusal of a change to a `zarr.json` file (logged).
+/// Adds `new` to the sorted, disjoint `ranges`, merging what touches or overlaps it.
+fn add_range(ranges: &mut Vec<std::ops::Range<u64>>, new: std::ops::Range<u64>) {
+    if new.is_empty() {
+        return;
+    }
+    let mut merged = new;
+    ranges.retain(|r| {
+        let touches = r.start <= merged.end && merged.start <= r.end;
+        if touches {
+            merged = merged.start.min(r.start)..merged.end.max(r.end);
+        }
+        !touches
+    });
+    let at = ranges.partition_point(|r| r.start < merged.start);
+    ranges.insert(at, merged);
+}
+
 fn zarr_json_refused() -> TreeError {
     log::warn!(
         "zarr.json: metadata changes through the Zarr view are refused (EPERM); edit \

@@ -10,7 +10,7 @@ use serde_json::Value;
 use super::{assemble, dims, ino, itemsize, json_at, npy_data, read_all};
 use crate::support::crash::{OldOrNew, Rng, kill_delay, kill_mount_after};
 use crate::support::no_prefetch as opts;
-use crate::support::{self, Mount, fuse_and_python, python, python_says, run_python};
+use crate::support::{self, Mount, b2fs, fuse_and_python, python, python_says, run_python};
 
 fn reference_sha(py: &Path, src: &Path) -> String {
     python_says(
@@ -249,6 +249,24 @@ fn an_identical_rewrite_of_a_zarr_json_through_a_mount_changes_nothing() {
         let err = f.set_len(10).unwrap_err();
         assert_eq!(err.raw_os_error(), Some(libc::EPERM), "{rel}: {err}");
         drop(f);
+        // `: > zarr.json`: emptied and never written back. close(2) cannot say so (the
+        // kernel releases after it returns); `b2fs log` does, and the file is unchanged.
+        drop(std::fs::File::create(&path).unwrap());
+        let said = (0..100).find_map(|_| {
+            let log = b2fs().arg("log").arg(&m.mp).output().unwrap();
+            let log = String::from_utf8_lossy(&log.stdout).into_owned();
+            let told = log.lines().any(|l| {
+                l.contains(&format!("/{rel}"))
+                    && l.contains("release")
+                    && l.contains("not written back whole")
+            });
+            if told {
+                return Some(log);
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+            None
+        });
+        assert!(said.is_some(), "{rel}: `b2fs log` never told the refusal");
         assert_eq!(
             std::fs::read(&path).unwrap(),
             doc,
@@ -302,6 +320,35 @@ fn truncating_a_zarr_json_is_refused_unless_it_starts_a_rewrite() {
         t.write(o, fh, 0, &doc).unwrap();
         t.release(fh).unwrap();
         assert!(read_all(&t, o, 4096) == doc, "{rel}");
+        // Written back whole out of order (the second half first) is the same rewrite.
+        let fh = t.open(o, libc::O_WRONLY | libc::O_TRUNC).unwrap();
+        t.write(o, fh, 60, &doc[60..]).unwrap();
+        t.write(o, fh, 0, &doc[..60]).unwrap();
+        t.release(fh).unwrap();
+        // Emptied and not written back (`: > zarr.json`), or only in part: the last
+        // release says EPERM; the file is unchanged either way.
+        for part in [0, 60, doc.len() - 1] {
+            let fh = t.open(o, libc::O_WRONLY | libc::O_TRUNC).unwrap();
+            t.write(o, fh, 0, &doc[..part]).unwrap();
+            let err = t.release(fh).unwrap_err();
+            assert_eq!(
+                err.errno(),
+                libc::EPERM,
+                "{rel}, {part} bytes written: {err}"
+            );
+            assert!(read_all(&t, o, 4096) == doc, "{rel}");
+        }
+        // A gap in the middle is not whole either; two writers: only the last release checks.
+        let fh = t.open(o, libc::O_WRONLY | libc::O_TRUNC).unwrap();
+        let fh2 = t.open(o, libc::O_WRONLY).unwrap();
+        t.write(o, fh, 0, &doc[..40]).unwrap();
+        t.write(o, fh2, 50, &doc[50..]).unwrap();
+        t.release(fh).unwrap();
+        assert_eq!(t.release(fh2).unwrap_err().errno(), libc::EPERM, "{rel}");
+        // The next identical rewrite starts afresh.
+        let fh = t.open(o, libc::O_WRONLY | libc::O_TRUNC).unwrap();
+        t.write(o, fh, 0, &doc).unwrap();
+        t.release(fh).unwrap();
     }
     drop(t);
     assert!(std::fs::read(&src).unwrap() == before, "the source changed");
