@@ -95,8 +95,9 @@ pub struct RemoteOptions {
     /// `c2_password_file=PATH`: the Caterva2 password is this file's first line (else
     /// `B2FS_CATERVA2_PASSWORD`).
     pub c2_password_file: Option<std::path::PathBuf>,
-    /// `remote_recheck=SECS`: how often a mounted remote frame (one object) is asked whether
-    /// it changed on the server, to open it again when it did (`None`, `0`: never).
+    /// `remote_recheck=SECS`: how often a mounted remote frame (one object, or an opened
+    /// dataset of a Caterva2 directory) is asked whether it changed on the server, to open it
+    /// again when it did (`None`, `0`: never).
     pub remote_recheck: Option<Duration>,
     /// `c2_relist=SECS`: how often a mounted Caterva2 root or directory is listed again to
     /// show datasets added and hide those removed since (`None`, `c2_relist=0`: never).

@@ -46,8 +46,9 @@ root, http(s)://HOST/PATH, or http(s)://HOST/roots/ROOT[/PATH] of Caterva2; read
   remote_cache=SIZE  budget of fetched compressed chunks kept in memory (default 256M)
   remote_timeout=SECS  deadline of one request attempt (default 10)
   remote_retries=N  retries of a failed request, with backoff (default 3)
-  remote_recheck=SECS  ask this often whether a mounted frame changed on the server, and
-                  open it again when it did (default 10; 0: never, its reads then fail)
+  remote_recheck=SECS  ask this often whether a mounted frame (or an opened dataset of a
+                  Caterva2 directory) changed on the server, and open it again when it did
+                  (default 10; 0: never, its reads then fail)
   ca_file=PATH    PEM certificates to trust for HTTPS besides the system's (SSL_CERT_FILE)
   cache_dir=DIR   keep fetched compressed chunks on disk in DIR, shared by mounts (checked,
                   keyed by object and ETag); remounts read them with no GET

@@ -685,7 +685,14 @@ impl ByteTree for Caterva2 {
             ));
         }
         match self.open(rel) {
-            Ok(o) => Ok(o.byte_source()),
+            Ok(o) => {
+                // Asked whether it changed on the server as a dataset mounted alone is
+                // (`remote_recheck`); the mount then opens it again through the listing.
+                if let Some(every) = self.opts.remote_recheck {
+                    o.follow_every(every, &self.opts);
+                }
+                Ok(o.byte_source())
+            }
             Err(e) => Err(e.into_io()),
         }
     }

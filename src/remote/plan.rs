@@ -267,8 +267,8 @@ impl RemoteObject {
 
     /// Follows the object: [`ByteSource::poll_changed`] asks the server every `every`
     /// whether it still holds the version opened (one GET of its first byte), and
-    /// [`ByteSource::reopen`] opens it again with `opts` (a single-source mount; the objects
-    /// of a collection are not followed one by one).
+    /// [`ByteSource::reopen`] opens it again with `opts` (a single-source mount; a Caterva2
+    /// directory's datasets are followed too, and opened again through the directory).
     pub fn follow_every(&self, every: Duration, opts: &RemoteOptions) {
         *self.follow.lock().unwrap_or_else(|e| e.into_inner()) = Some(Following {
             every,

@@ -70,6 +70,9 @@ impl Tree {
             // A remote collection's new listing, or the local one opened again.
             Some(cell) => Some(match self.follow.take_relisted() {
                 Some(listed) => listed,
+                // A dataset of a remote server's directory changed there: its leaves open
+                // again from the server through the collection as it is.
+                None if cell.get().opens_leaves_anew() => cell.get(),
                 None => super::collection::reopen(cell.get().path())?,
             }),
             None => None,

@@ -350,6 +350,48 @@ fn caterva2_public_and_login_roots_mount_as_collections_with_reference_bytes() {
     assert!(text.contains("30000"), "{text}");
 }
 
+/// A dataset of a mounted Caterva2 directory rewritten on the server (more chunks, other
+/// values) is asked about every `remote_recheck` and opened again: within seconds the mount
+/// reads the new version as python-blosc2 reads it; a dataset left alone keeps its bytes.
+#[test]
+fn caterva2_directory_mount_follows_a_dataset_rewritten_on_the_server() {
+    let t = "caterva2_directory_mount_follows_a_dataset_rewritten_on_the_server";
+    let Some((py, srv)) = started(t) else {
+        return;
+    };
+    let (public, shared) = (srv.root("public"), srv.root("shared"));
+    let (p, s) = (public.display().to_string(), shared.display().to_string());
+    run_python(&py, &["-c", WRITE, &p, &s]);
+    let url = format!("{}/roots/@public", srv.url);
+    let m = Mount::daemon(
+        Path::new(&url),
+        &["ro,remote_timeout=2,c2_relist=0,remote_recheck=0.3"],
+    );
+    let big = public.join("big.b2nd");
+    let old = std::fs::read(m.path("big.b2nd/array.npy")).unwrap();
+    assert!(old == npy_of(&py, &big, None), "the version mounted");
+    let ds1 = std::fs::read(m.path("ds-1d.b2nd/array.npy")).unwrap();
+    let rewrite = "import sys, numpy as np, blosc2\n\
+                   rng = np.random.default_rng(5)\n\
+                   blosc2.asarray(rng.standard_normal(470000), chunks=(50000,), \
+                   urlpath=sys.argv[1], mode='w', cparams={'clevel': 1})\n";
+    run_python(&py, &["-c", rewrite, &big.display().to_string()]);
+    let want = npy_of(&py, &big, None);
+    assert!(want.len() > old.len(), "the new version has more chunks");
+    let now = || std::fs::read(m.path("big.b2nd/array.npy"));
+    assert!(
+        crate::support::wait_until(Duration::from_secs(20), || now()
+            .is_ok_and(|got| got == want)),
+        "the mount never showed the new version ({:?} bytes, want {})",
+        now().map(|g| g.len()),
+        want.len()
+    );
+    let chunks = std::fs::read_dir(m.path("big.b2nd/data")).unwrap().count();
+    assert_eq!(chunks, 10, "470000 items in chunks of 50000");
+    assert!(std::fs::read(m.path("ds-1d.b2nd/array.npy")).unwrap() == ds1);
+    m.umount();
+}
+
 #[test]
 fn caterva2_changed_dataset_and_stopped_server_fail_with_eio_and_the_mount_lives() {
     let t = "caterva2_changed_dataset_and_stopped_server_fail_with_eio_and_the_mount_lives";
@@ -362,7 +404,9 @@ fn caterva2_changed_dataset_and_stopped_server_fail_with_eio_and_the_mount_lives
     let url = format!("{}/roots/@public", srv.url);
     let m = Mount::daemon(
         Path::new(&url),
-        &["remote_timeout=1,remote_retries=1,cache_size=0"],
+        // Not followed (`remote_recheck=0`): that is the next test's; here a read of the
+        // changed dataset must meet the change.
+        &["remote_timeout=1,remote_retries=1,cache_size=0,remote_recheck=0"],
     );
     let chunk = |name: &str, i: usize| std::fs::read(m.path(&format!("{name}/data/{i:08}.bin")));
     let want_big0 = chunk("big.b2nd", 0).unwrap();
