@@ -89,12 +89,12 @@ pub fn open(url: &str, opts: &RemoteOptions) -> Result<Opened, Error> {
     let zip = bytes.len() >= 4
         && bytes.read_exact_at(0, &mut magic).is_ok()
         && (magic == *b"PK\x03\x04" || magic == *b"PK\x05\x06");
+    if let Some(every) = opts.remote_recheck {
+        object.follow_every(every, opts);
+    }
     let opened = if zip {
         Opened::Collection(crate::container::store::open_store_bytes(bytes).map_err(source_err)?)
     } else {
-        if let Some(every) = opts.remote_recheck {
-            object.follow_every(every, opts);
-        }
         Opened::Single(crate::container::open_bytes(bytes).map_err(source_err)?)
     };
     log::info!(
@@ -127,9 +127,14 @@ fn open_caterva2(url: &str, opts: &RemoteOptions) -> Result<Opened, Caterva2Erro
                 crate::container::open_bytes(o.byte_source()).map_err(Caterva2Error::Source)?,
             )
         }
-        T::Store(o) => Opened::Collection(
-            store::open_store_bytes(o.byte_source()).map_err(Caterva2Error::Source)?,
-        ),
+        T::Store(o) => {
+            if let Some(every) = opts.remote_recheck {
+                o.follow_every(every, opts);
+            }
+            Opened::Collection(
+                store::open_store_bytes(o.byte_source()).map_err(Caterva2Error::Source)?,
+            )
+        }
         T::Dir(c2, objects) => {
             log::info!(
                 "{url}: {} datasets, {} stores, {} requests so far",

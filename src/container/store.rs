@@ -186,6 +186,30 @@ impl Collection {
         self.shared.zip.as_ref()
     }
 
+    /// Whether the store's own object (a followed remote `.b2z`) changed on its server: what
+    /// is known, or asked now when `ask` and due ([`super::ByteSource::poll_changed`]; only
+    /// the mount's follower thread asks). False for every other collection.
+    pub fn source_changed(&self, ask: bool) -> bool {
+        self.zip()
+            .and_then(zip::ZipIndex::byte_source)
+            .is_some_and(|b| b.poll_changed(ask))
+    }
+
+    /// The store opened again from its followed object as the server holds it now (a remote
+    /// `.b2z` replaced there); `None` for collections opened from a path or a listing.
+    ///
+    /// # Errors
+    /// When the object cannot be fetched or no longer opens as a store.
+    pub fn reopened_from_source(&self) -> Option<Result<Collection, ContainerError>> {
+        let bytes = self.zip()?.byte_source()?.reopen()?;
+        let path = self.path.clone();
+        Some(
+            bytes
+                .map_err(|source| ContainerError::Io { path, source })
+                .and_then(open_store_bytes),
+        )
+    }
+
     /// The node at `key` (`/a/b`; `/` is not a node: use [`Collection::root`]).
     pub fn find(&self, key: &str) -> Option<&Node> {
         let mut group = &self.root;

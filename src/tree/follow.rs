@@ -172,7 +172,11 @@ impl Tree {
     /// in a FUSE request (both wait for the network).
     pub fn follow_source(&self) -> bool {
         self.relist_if_due();
-        // A followed remote frame asks its server here, off the file system's requests.
+        // A followed remote frame or `.b2z` asks its server here, off the file system's
+        // requests.
+        if let Some(cell) = self.mounted.collection() {
+            cell.get().source_changed(true);
+        }
         for (_, live) in self.lives() {
             live.ask_source();
         }
@@ -253,6 +257,16 @@ impl Tree {
         self.follow(&arrays);
     }
 
+    /// Whether what holds the arrays changed: the watched files beyond them, a new listing,
+    /// or a followed remote `.b2z` (what its object knows; the follower thread asks).
+    fn outer_changed(&self) -> bool {
+        self.follow.outer_changed()
+            || self
+                .mounted
+                .collection()
+                .is_some_and(|cell| cell.get().source_changed(false))
+    }
+
     fn changed(&self, arrays: &[ArrayId]) -> bool {
         arrays
             .iter()
@@ -260,7 +274,7 @@ impl Tree {
     }
 
     fn follow(&self, arrays: &[ArrayId]) -> bool {
-        if !self.follow.outer_changed() && !self.changed(arrays) {
+        if !self.outer_changed() && !self.changed(arrays) {
             return false;
         }
         if self.follow.broken.load(Ordering::Relaxed) {
@@ -275,7 +289,7 @@ impl Tree {
         }
         // Serialised with commits: a commit of the mount's own edit also changes the files.
         let _committer = self.committer.lock();
-        if (!self.follow.outer_changed() && !self.changed(arrays)) || self.has_pending_edits() {
+        if (!self.outer_changed() && !self.changed(arrays)) || self.has_pending_edits() {
             return false;
         }
         let old = self.snapshots();

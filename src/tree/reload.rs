@@ -73,7 +73,11 @@ impl Tree {
                 // A dataset of a remote server's directory changed there: its leaves open
                 // again from the server through the collection as it is.
                 None if cell.get().opens_leaves_anew() => cell.get(),
-                None => super::collection::reopen(cell.get().path())?,
+                // A remote `.b2z` replaced on its server: fetched and opened again.
+                None => match cell.get().reopened_from_source() {
+                    Some(reopened) => Arc::new(reopened?),
+                    None => super::collection::reopen(cell.get().path())?,
+                },
             }),
             None => None,
         };

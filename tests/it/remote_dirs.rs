@@ -8,6 +8,7 @@
 //! `array.npy` and `__attrs__` as python-blosc2 reads them.
 
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use b2fs::container::{self, Array, Container};
 use b2fs::remote::RemoteOptions;
@@ -379,4 +380,85 @@ fn remote_b2d_stores_under_s3_prefixes_show_python_blosc2_bytes_and_open_leaves_
         checked += 1;
     }
     assert!(checked >= 2, "{checked} remote .b2d stores checked");
+}
+
+/// Writes a TreeStore `.b2z` at argv[1]: version argv[2] (1: `/a` and `/g/b`; 2: `/a` with
+/// other values and more chunks, `/c` added, `/g/b` removed).
+const STORE_VERSION: &str = r#"
+import sys, numpy as np, blosc2
+path, v = sys.argv[1], int(sys.argv[2])
+with blosc2.TreeStore(path, mode="w") as st:
+    if v == 1:
+        st["/a"] = blosc2.asarray(np.arange(6000, dtype="i4"), chunks=(2000,))
+        st["/g/b"] = blosc2.asarray(np.linspace(0, 1, 3000), chunks=(1000,))
+    else:
+        st["/a"] = blosc2.asarray(np.arange(9000, dtype="i4") * -3, chunks=(2000,))
+        st["/c"] = blosc2.asarray(np.arange(700, dtype="u2"), chunks=(300,))
+"#;
+
+/// The `array.npy` python-blosc2 and `scripts/oracle/npy_ref.py` make of member `key` of
+/// the store at `path`.
+fn member_npy(py: &Path, path: &Path, key: &str) -> Vec<u8> {
+    let script = "import sys, io, blosc2\n\
+                  sys.path.insert(0, 'scripts/oracle'); import npy_ref\n\
+                  a = blosc2.TreeStore(sys.argv[1], mode='r')[sys.argv[2]]\n\
+                  b = io.BytesIO(); npy_ref.save(b, a[:]); sys.stdout.buffer.write(b.getvalue())\n";
+    let out = std::process::Command::new(py)
+        .args(["-c", script, &path.display().to_string(), key])
+        .current_dir(crate::support::repo_root())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out.stdout
+}
+
+/// A `.b2z` mounted from S3 and replaced there by python-blosc2 (a member changed and
+/// grown, one added, one removed) is asked about every `remote_recheck` and opened again:
+/// within seconds the mount shows the new store as python-blosc2 reads it.
+#[test]
+fn remote_b2z_mount_follows_a_store_replaced_on_the_server() {
+    let t = "remote_b2z_mount_follows_a_store_replaced_on_the_server";
+    or_skip!(fuse(t));
+    let py = or_skip!(python(t));
+    let moto = or_skip!(moto(t));
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("st.b2z");
+    let write = |v: &str| {
+        crate::support::run_python(&py, &["-c", STORE_VERSION, &store.to_string_lossy(), v]);
+        put_object(&moto, "followed.b2z", &std::fs::read(&store).unwrap(), true);
+    };
+    write("1");
+    let m = Mount::daemon(
+        Path::new(&format!("s3://{BUCKET}/followed.b2z")),
+        &[&format!(
+            "endpoint={},no_sign_request,remote_timeout=2,remote_recheck=0.3",
+            moto.url
+        )],
+    );
+    let a1 = std::fs::read(m.path("a/array.npy")).unwrap();
+    assert!(a1 == member_npy(&py, &store, "/a"), "version 1");
+    assert!(m.path("g/b/array.npy").exists());
+    write("2");
+    let a2 = member_npy(&py, &store, "/a");
+    assert!(a2.len() > a1.len());
+    let now = || std::fs::read(m.path("a/array.npy"));
+    assert!(
+        crate::support::wait_until(Duration::from_secs(20), || now().is_ok_and(|got| got == a2)),
+        "the mount never showed the new /a ({:?} bytes, want {})",
+        now().map(|g| g.len()),
+        a2.len()
+    );
+    let c = std::fs::read(m.path("c/array.npy")).unwrap();
+    assert!(c == member_npy(&py, &store, "/c"), "the member added");
+    let e = std::fs::metadata(m.path("g/b")).unwrap_err();
+    assert_eq!(
+        e.raw_os_error(),
+        Some(libc::ENOENT),
+        "the member removed: {e}"
+    );
+    m.umount();
 }
