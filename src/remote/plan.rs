@@ -284,8 +284,13 @@ impl RemoteObject {
     /// Whether the followed object changed on the server: known from a refused read or an
     /// earlier question, or, with `ask`, asked now when its interval has passed (a failed
     /// question is not a change); false for an object that is not followed.
+    ///
+    /// The question gets one attempt's time (`remote_timeout`), not a read's retries: the
+    /// follower asks its objects one after another, and a server that does not answer must
+    /// not hold the others' questions (or the kernel invalidations the same thread sends)
+    /// for the whole read deadline each.
     fn poll_changed(&self, ask: bool) -> bool {
-        {
+        let patience = {
             let mut f = self.following();
             let Some(f) = f.as_mut() else {
                 return false;
@@ -297,16 +302,25 @@ impl RemoteObject {
                 return false;
             }
             f.last = Instant::now();
-        }
+            f.opts.timeout
+        };
         let url = &self.client.url;
+        let question = self.client.get(GetRange::Bounded(0..1), &Pin::default());
         let got = self
             .client
             .rt
-            .block_on(self.client.get(GetRange::Bounded(0..1), &Pin::default()));
+            .block_on(async { tokio::time::timeout(patience, question).await });
         let meta = match got {
-            Ok(g) => g.meta,
-            Err(e) => {
+            Ok(Ok(g)) => g.meta,
+            Ok(Err(e)) => {
                 log::debug!("{url}: could not ask whether it changed: {e}");
+                return false;
+            }
+            Err(_) => {
+                log::debug!(
+                    "{url}: could not ask whether it changed: no answer within {:.1} s",
+                    patience.as_secs_f64()
+                );
                 return false;
             }
         };

@@ -422,3 +422,36 @@ fn remote_https_with_a_private_ca_is_trusted_only_when_told() {
         );
     }
 }
+
+/// The follower's question whether an object changed gets one attempt's time
+/// (`remote_timeout`), not a read's deadline with its retries: a stalled server costs the
+/// follower (which asks every followed object in turn) half a second here, not two, and a
+/// question without an answer is no change; a replaced object is one.
+#[test]
+fn remote_follow_question_to_a_stalled_server_waits_one_attempt() {
+    let t = "remote_follow_question_to_a_stalled_server_waits_one_attempt";
+    let f = or_skip!(s3_fixture(t, 4, 32 << 10, "asked.b2nd"));
+    let opts = RemoteOptions {
+        timeout: Duration::from_millis(500),
+        retries: 3,
+        ..anon(&f.proxy.url)
+    };
+    let obj = b2fs::remote::open(&s3("asked.b2nd"), &opts).unwrap();
+    obj.follow_every(Duration::ZERO, &opts);
+    let bytes = obj.byte_source();
+    assert!(!bytes.poll_changed(true), "unchanged");
+    f.proxy.set_fault(Fault::Stall, None);
+    let t0 = Instant::now();
+    let changed = bytes.poll_changed(true);
+    let took = t0.elapsed();
+    f.proxy.set_fault(Fault::None, None);
+    assert!(!changed, "a question without an answer is no change");
+    // A read's deadline here: 4 attempts of 0.5 s (2.2 s measured before this was bounded);
+    // one attempt: 0.52 s.
+    assert!(took < Duration::from_millis(1500), "{took:?}");
+    let mut other = std::fs::read(&f.frame).unwrap();
+    let n = other.len();
+    other[n / 2] ^= 0xff;
+    put_object(&f.moto, "asked.b2nd", &other, true);
+    assert!(bytes.poll_changed(true), "replaced on the server");
+}
