@@ -28,10 +28,9 @@ pub const HUGE_PAGE: usize = 2 << 20;
 ///
 /// A large buffer is not touched here: it is allocated zeroed (`calloc`, which takes fresh
 /// pages from the kernel and does not write them) and advised before its first write, so its
-/// pages are faulted in by whoever writes them first. A chunk decoded on two threads then
-/// faults its two halves on two cores, where writing zeros first kept the reader waiting
-/// while one thread faulted in all 8 MiB (BENCHMARKS.md, session 16), and no byte is
-/// written twice.
+/// pages are faulted in by whoever writes them first: each byte of a fresh chunk buffer is
+/// written once (by the decode) rather than twice, and a chunk decoded on two threads faults
+/// its two halves on two cores (BENCHMARKS.md, session 16).
 pub fn zeroed(len: usize) -> Vec<u8> {
     let buf = vec![0u8; len];
     if len >= HUGE_PAGE {
