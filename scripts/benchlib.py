@@ -23,10 +23,24 @@ def is_mounted(mp):
         return any(line.split()[4] == mp for line in f)
 
 
+def child_env():
+    """The environment of every measured child: this one's, with OPENBLAS_NUM_THREADS=1 unless
+    it is set. `import numpy` starts OpenBLAS's thread pool, whose worker spins on a core for
+    about 0.1 s of CPU before it sleeps (2^28 cycles, OpenBLAS's default thread timeout): it
+    ran through the first 40 ms of a mount child's timed scan (which starts right after its
+    imports) and took a whole core from the daemon, while a python-blosc2 child spends that
+    time importing blosc2. No child calls BLAS; with one BLAS thread there is no worker
+    (BENCHMARKS.md, session 16: mount scans +20%, python-blosc2's unchanged)."""
+    env = dict(os.environ)
+    env.setdefault("OPENBLAS_NUM_THREADS", "1")
+    return env
+
+
 def child_json(script, *args, flags=()):
-    """Runs `python [FLAGS] SCRIPT ARGS...` in a fresh process; its stdout parsed as JSON."""
+    """Runs `python [FLAGS] SCRIPT ARGS...` in a fresh process (environment `child_env()`); its
+    stdout parsed as JSON."""
     out = subprocess.run([sys.executable, *flags, script, *map(str, args)],
-                         check=True, capture_output=True, text=True).stdout
+                         check=True, capture_output=True, text=True, env=child_env()).stdout
     return json.loads(out)
 
 

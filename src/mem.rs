@@ -25,17 +25,19 @@ pub const PAGE: usize = 4096;
 pub const HUGE_PAGE: usize = 2 << 20;
 
 /// A zero-filled buffer of `len` bytes, advised for huge pages when it is large.
+///
+/// A large buffer is not touched here: it is allocated zeroed (`calloc`, which takes fresh
+/// pages from the kernel and does not write them) and advised before its first write, so its
+/// pages are faulted in by whoever writes them first: each byte of a fresh chunk buffer is
+/// written once (by the decode) rather than twice, and a chunk decoded on two threads faults
+/// its two halves on two cores (BENCHMARKS.md, session 16).
 pub fn zeroed(len: usize) -> Vec<u8> {
-    if len < HUGE_PAGE {
-        let buf = vec![0u8; len];
-        if len >= POPULATE_MIN {
-            populate(&buf);
-        }
-        return buf;
+    let buf = vec![0u8; len];
+    if len >= HUGE_PAGE {
+        advise_huge(&buf);
+    } else if len >= POPULATE_MIN {
+        populate(&buf);
     }
-    let mut buf = Vec::with_capacity(len);
-    advise_huge(&buf);
-    buf.resize(len, 0);
     buf
 }
 
@@ -87,7 +89,8 @@ pub fn grow_discarding(buf: &mut Vec<u8>, len: usize) {
     *buf = fresh;
 }
 
-/// Advises the whole 2 MiB-aligned pages inside `buf`'s allocation for huge pages.
+/// Advises the whole 2 MiB-aligned pages inside `buf`'s allocation (its capacity) for huge
+/// pages. Before their first write: pages faulted in already keep their size.
 fn advise_huge(buf: &Vec<u8>) {
     let start = buf.as_ptr() as usize;
     let end = start.saturating_add(buf.capacity());
@@ -200,6 +203,32 @@ mod tests {
             assert_eq!(b.len(), len);
             assert!(b.iter().all(|&x| x == 0), "len {len}");
         }
+    }
+
+    #[test]
+    fn a_large_zeroed_buffer_is_not_faulted_in_until_written() {
+        // Above glibc's largest mmap threshold (32 MiB): always fresh pages from the kernel.
+        let len = 40 << 20;
+        let mut buf = zeroed(len);
+        let resident = |buf: &[u8]| {
+            let start = buf.as_ptr() as usize / PAGE * PAGE;
+            let span = buf.as_ptr() as usize + buf.len() - start;
+            let mut pages = vec![0u8; span.div_ceil(PAGE)];
+            // SAFETY: [start, start + span) is mapped (it holds `buf`, rounded down to its
+            // page); mincore only reports residency into `pages`, one byte per page.
+            let r = unsafe { libc::mincore(start as *mut libc::c_void, span, pages.as_mut_ptr()) };
+            assert_eq!(r, 0, "mincore: {}", std::io::Error::last_os_error());
+            pages.iter().filter(|&&p| p & 1 != 0).count()
+        };
+        // At most the allocator's header page (and a huge page around it).
+        assert!(
+            resident(&buf) * PAGE <= HUGE_PAGE,
+            "{} pages resident",
+            resident(&buf)
+        );
+        buf[len / 2] = 1;
+        assert!(resident(&buf) >= 1);
+        assert_eq!(buf.iter().map(|&b| usize::from(b)).sum::<usize>(), 1);
     }
 
     #[test]
