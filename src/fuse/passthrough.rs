@@ -143,6 +143,8 @@ impl Passthrough {
             }
             Err(e) => {
                 self.refuse(&format!("the kernel refused a backing file ({e})"));
+                drop(file);
+                tree.drop_backing_files();
                 live.start(ino, fh, Served::Ordinary { opens: 1 });
                 None
             }

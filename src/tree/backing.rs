@@ -250,6 +250,15 @@ impl Tree {
         }
     }
 
+    /// Drops every backing file kept (the kernel refused passthrough: none will be used).
+    pub fn drop_backing_files(&self) {
+        let mut st = self.backings.state.lock();
+        let inos: Vec<u64> = st.files.keys().copied().collect();
+        for ino in inos {
+            st.drop_slot(ino);
+        }
+    }
+
     /// Counters of the backing files.
     pub fn backing_stats(&self) -> BackingStats {
         let st = self.backings.state.lock();

@@ -2,10 +2,11 @@
 //! without asking b2fs. Through the tree API (no kernel): a backing file holds the file's
 //! bytes, is filled once and reused, and respects its budget. Through real mounts (skipped
 //! visibly without `/dev/fuse`, never under `B2FS_REQUIRE_FUSE=1`): `pread`, mmap and
-//! `np.load` against python-blosc2, a mapping that is the memory file itself (so faults never
-//! reach b2fs), one fill for several opens, a file above the budget read the ordinary way, a
-//! source python-blosc2 rewrote seen by the next open, and `-o passthrough` refused on a
-//! read-write mount.
+//! `np.load` against python-blosc2, maps and `pread`s that never reach b2fs (its cache counters
+//! stay still), one fill for several opens, a file above the budget read the ordinary way, a
+//! source python-blosc2 rewrote seen by the next open (and, by the kernel's rule, not while an
+//! earlier descriptor of the file is open), `-o passthrough` refused on a read-write mount,
+//! and a daemon without `CAP_SYS_ADMIN` falling back with one log line.
 
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
@@ -130,6 +131,12 @@ fn passthrough_tree_backing_file_is_filled_once_and_bounded() {
     );
     assert_eq!(small.backing_stats().files, 2);
     assert!(small.backing_stats().bytes <= 1 << 20);
+    drop(_held1);
+    small.drop_backing_files();
+    assert_eq!(
+        (small.backing_stats().files, small.backing_stats().bytes),
+        (0, 0)
+    );
 
     // A writable tree never backs a file.
     let rw = Tree::from_source(
@@ -311,4 +318,98 @@ fn passthrough_is_refused_on_a_read_write_mount() {
         "{err}"
     );
     assert!(!crate::support::is_mounted(&m.mp));
+}
+
+/// The kernel's rule (docs/SEMANTICS.md): while a descriptor of `array.npy` is open, a new
+/// open of it reads the same backing file, the version that descriptor opened, even after
+/// the mount followed python-blosc2's rewrite of the source; once it is closed, a new open
+/// reads the new version.
+#[test]
+fn passthrough_mount_open_descriptor_keeps_its_version_for_new_opens() {
+    let py = or_skip!(fuse_and_python(
+        "passthrough_mount_open_descriptor_keeps_its_version_for_new_opens"
+    ));
+    let (dir, src) = crate::support::temp_path("a.b2nd");
+    array(&py, &src, 6);
+    let log = logged(dir.path());
+    let m = Mount::foreground_with(&src, &["ro,passthrough"], &log);
+    let npy = m.path("array.npy");
+    let held = std::fs::File::open(&npy).unwrap();
+    let old = std::fs::read(&npy).unwrap();
+    if std::fs::read_to_string(&log)
+        .unwrap()
+        .contains("every file is served through b2fs")
+    {
+        eprintln!("passthrough refused by the kernel here: nothing to check");
+        return;
+    }
+    array(&py, &src, 7);
+    // The mount has followed once a chunk file (not held open) shows the new chunk 0.
+    let code = "import sys, blosc2\n\
+        a = blosc2.open(sys.argv[1])\n\
+        print(open(sys.argv[2], 'rb').read() == a.schunk.decompress_chunk(0))\n";
+    let chunk0 = m.path("data/00000000.bin");
+    let args = ["-c", code, src.to_str().unwrap(), chunk0.to_str().unwrap()];
+    assert!(
+        wait_until(Duration::from_secs(10), || python_says(&py, &args)
+            == "True"),
+        "the mount never showed the rewritten chunk 0"
+    );
+    assert_eq!(
+        std::fs::read(&npy).unwrap(),
+        old,
+        "a new open while one is live reads the live one's version"
+    );
+    drop(held);
+    assert!(
+        wait_until(Duration::from_secs(10), || std::fs::read(&npy).unwrap()
+            != old),
+        "after the last close a new open reads the new version"
+    );
+    let code = "import sys, numpy as np, blosc2\n\
+        print(np.array_equal(np.load(sys.argv[2]), blosc2.open(sys.argv[1])[:]))\n";
+    let args = ["-c", code, src.to_str().unwrap(), npy.to_str().unwrap()];
+    assert_eq!(python_says(&py, &args), "True");
+    m.umount();
+}
+
+/// A daemon without `CAP_SYS_ADMIN` (mount.fuse3's `drop_privileges`: it mounts, then runs
+/// b2fs on the `/dev/fuse` descriptor with no capabilities): the kernel refuses the backing
+/// file (EPERM), the daemon says so once, and every read is served the ordinary way with the
+/// same bytes as a mount without the option.
+#[test]
+fn passthrough_without_cap_sys_admin_falls_back_with_one_log_line() {
+    let test = "passthrough_without_cap_sys_admin_falls_back_with_one_log_line";
+    let (src, m, tab) = or_skip!(crate::system::mount_t_setup(test, ""));
+    let logs = tempfile::tempdir().unwrap();
+    let script = format!(
+        r#"export XDG_RUNTIME_DIR='{}'
+mount -t fuse.b2fs "$SRC" "$MP" -o ro,passthrough,drop_privileges
+echo "npy $(sha256sum < "$MP/array.npy" | cut -c1-64)"
+echo "again $(sha256sum < "$MP/array.npy" | cut -c1-64)"
+echo "chunk $(sha256sum < "$MP/data/00000003.bin" | cut -c1-64)"
+umount "$MP"
+"#,
+        logs.path().display()
+    );
+    let (lines, report) = crate::system::namespace_lines(&script, &src, &m.mp, tab.path());
+    let plain = Mount::daemon(&src, &["ro"]);
+    let sha = |p: &str| crate::support::sha256_hex(&std::fs::read(plain.path(p)).unwrap());
+    let npy = sha("array.npy");
+    assert_eq!(
+        lines,
+        [
+            format!("npy {npy}"),
+            format!("again {npy}"),
+            format!("chunk {}", sha("data/00000003.bin"))
+        ],
+        "{report}"
+    );
+    let log: String = std::fs::read_dir(logs.path())
+        .unwrap()
+        .map(|e| std::fs::read_to_string(e.unwrap().path()).unwrap())
+        .collect();
+    let refused = "the kernel refused a backing file";
+    assert_eq!(log.matches(refused).count(), 1, "{log}");
+    assert!(log.contains("every file is served through b2fs"), "{log}");
 }
