@@ -85,7 +85,7 @@ impl FuseAdapter {
     }
 
     /// Serves data files by FUSE passthrough where the kernel allows it (read-only trees
-    /// only: a writable tree keeps the ordinary path; see [`passthrough`]).
+    /// only: a writable tree keeps the ordinary path; see `src/fuse/passthrough.rs`).
     pub fn with_passthrough(mut self) -> FuseAdapter {
         if self.tree.is_writable() {
             log::warn!("passthrough: a read-write mount serves every file through b2fs");
