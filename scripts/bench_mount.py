@@ -31,6 +31,11 @@ over it (a region b2fs's default 256 MiB cache holds; the same offsets on a tmpf
 plain4k-kc and dd-kc are plain4k and dd on a `-o keep_cache` mount: the issue asks for these
 targets on every mount mode, and the default mount's direct I/O puts them below its floor
 (BENCHMARKS.md, "Session 11: small reads" and "Session 15: direct I/O or the page cache").
+
+The -pt patterns mount with `-o ro,passthrough` (root, Linux 6.9+): the first open of
+`array.npy` decodes it whole into a memory file the kernel then reads without b2fs. load-pt
+and win-pt time that first open with the rest (win-pt from before `np.load(mmap_mode='r')`,
+unlike win); plain4k-pt and dd-pt time warm passes and show the first open's time beside.
 """
 
 import glob
@@ -157,6 +162,33 @@ def child(kind, path, arg):
             s += float(np.array(arr[r:r + 64, c:c + 64])[0, 0])
         out["again"] = time.perf_counter() - t2
         out["n"], out["check"] = NWIN, s
+    elif kind == "mnt-win-open":
+        # The windows of mnt-win timed from before `np.load(..., mmap_mode='r')`: with
+        # passthrough the open decodes the whole file, and mnt-win's clock starts after it.
+        ws = windows(NWIN, int(arg))
+        s = 0.0
+        t = time.perf_counter()
+        arr = np.load(path, mmap_mode="r")
+        out["open"] = time.perf_counter() - t
+        # Whether any fault reached b2fs: its chunk cache counters (every read through b2fs
+        # looks there) do not move when the kernel serves the map from passthrough's file.
+        root = os.path.dirname(path)
+        counters = lambda: [os.getxattr(root, "user.b2fs." + k) for k in ("cache_hits",
+                                                                          "cache_loads")]
+        before = counters()
+        for r, c in ws:
+            s += float(np.array(arr[r:r + 64, c:c + 64])[0, 0])
+        out["seconds"] = time.perf_counter() - t
+        t2 = time.perf_counter()
+        for r, c in ws:
+            s += float(np.array(arr[r:r + 64, c:c + 64])[0, 0])
+        out["again"] = time.perf_counter() - t2
+        out["bypassed"] = counters() == before
+        out["n"], out["check"] = NWIN, s
+    elif kind == "open":
+        # One open and close of the file (with passthrough, the first one fills its backing).
+        os.close(os.open(path, os.O_RDONLY))
+        out["n"] = 1
     elif kind in ("py-strips", "mnt-strips"):
         # Tall column strips (every row, 64 columns) at random columns: a model's feature
         # columns, a time series per pixel; through a map, 4096 faults of one page per strip.
@@ -421,6 +453,84 @@ def p_dd(opts):
     return f
 
 
+def p_plain4k_pt(b):
+    """plain4k on a `-o passthrough` mount, with what the first open (the fill) costs."""
+    shm = tempfile.mkdtemp(dir="/dev/shm")
+    try:
+        with Mounted(b, WIN, ("passthrough",)) as m:
+            npy = os.path.join(m.mp, "array.npy")
+            first = run("open", npy)
+            ours = run("plain-4k", npy)
+            shutil.copy(npy, os.path.join(shm, "array.npy"))
+            chunks = ",".join(sorted(glob.glob(os.path.join(m.mp, "data", "*.bin")))[:2])
+            onchunks = run("plain-4k", chunks)
+        tmpfs = run("plain-4k", os.path.join(shm, "array.npy"))
+    finally:
+        shutil.rmtree(shm)
+    return rate(ours) / rate(tmpfs), (f"tmpfs {rate(tmpfs):.0f}/s, b2fs array.npy"
+                                      f" {rate(ours):.0f}/s, b2fs chunk files"
+                                      f" {rate(onchunks):.0f}/s (warm passes); the first open"
+                                      f" of array.npy (its decode) took {first['seconds']:.2f} s")
+
+
+def p_dd_pt(b):
+    """dd on a `-o passthrough` mount: the first dd's open decodes the file (its time is
+    shown); the ratio is of the dd's after it (same mount, the backing file kept)."""
+    shm = tempfile.mkdtemp(dir="/dev/shm")
+    try:
+        with Mounted(b, WIN, ("passthrough",)) as m:
+            npy = os.path.join(m.mp, "array.npy")
+            first = run("dd", npy, "1M")
+            big = run("dd", npy, "1M")
+            small = run("dd", npy, "4k")
+            shutil.copy(npy, os.path.join(shm, "array.npy"))
+        tbig = run("dd", os.path.join(shm, "array.npy"), "1M")
+        tsmall = run("dd", os.path.join(shm, "array.npy"), "4k")
+    finally:
+        shutil.rmtree(shm)
+    return rate(small) / rate(big), (f"first dd bs=1M (with the decode at open)"
+                                     f" {rate(first) / 2**20:.0f} MiB/s, then bs=1M"
+                                     f" {rate(big) / 2**20:.0f} MiB/s, bs=4k"
+                                     f" {rate(small) / 2**20:.0f} MiB/s; the same file on tmpfs:"
+                                     f" bs=1M {rate(tbig) / 2**20:.0f} MiB/s, bs=4k"
+                                     f" {rate(tsmall) / 2**20:.0f} MiB/s"
+                                     f" ({rate(tsmall) / rate(tbig):.2f}x)")
+
+
+def p_load_pt(b):
+    """np.load on a fresh `-o passthrough` mount (the open decodes the file: included), then
+    again on the same mount (the backing file kept)."""
+    py = run("py-load", WIN)
+    with Mounted(b, WIN, ("passthrough",)) as m:
+        npy = os.path.join(m.mp, "array.npy")
+        c0 = m.cpu_seconds()
+        ours = run("mnt-load", npy)
+        daemon = m.cpu_seconds() - c0
+        again = run("mnt-load", npy)
+    return rate(ours) / rate(py), (f"python {rate(py) / 2**20:.0f} MiB/s, b2fs {rate(ours) / 2**20:.0f}"
+                                   f" MiB/s (first open: decode included), again"
+                                   f" {rate(again) / 2**20:.0f} MiB/s"
+                                   + cpu_per_mib(py, ours, daemon))
+
+
+def p_windows_pt(b, seed=[0]):
+    """The windows on a fresh `-o passthrough` mount, timed from before the map's open (which
+    decodes the whole file); the second pass and a second process are shown too."""
+    seed[0] += 1
+    py = run("py-win", WIN, seed[0])
+    with Mounted(b, WIN, ("passthrough",)) as m:
+        npy = os.path.join(m.mp, "array.npy")
+        ours = run("mnt-win-open", npy, seed[0])
+        second = run("mnt-win-open", npy, seed[0])
+    assert py["check"] == ours["check"] == second["check"], "the windows differ"
+    assert ours["bypassed"] and second["bypassed"], "faults of array.npy reached b2fs"
+    return rate(ours) / rate(py), (f"python {rate(py):.0f}/s, b2fs {rate(ours):.0f}/s"
+                                   f" (open {ours['open']:.2f} s included), again in that"
+                                   f" map {ours['n'] / ours['again']:.0f}/s; a second process:"
+                                   f" open {second['open'] * 1e3:.1f} ms,"
+                                   f" {rate(second):.0f}/s with it")
+
+
 def many_readers(npy, nproc, opener=False):
     """`nproc` processes each mapping `npy` once and reading the same windows twice (two
     epochs, each in its own order); with `opener`, another process opens and closes the
@@ -506,6 +616,14 @@ PATTERNS = [
     ("plain4k-kc", "the same, `-o keep_cache`", 0.2, p_plain4k(("keep_cache",))),
     ("dd", "`dd bs=4k` / `dd bs=1M` of `array.npy`", 0.5, p_dd(())),
     ("dd-kc", "the same, `-o keep_cache`", 0.5, p_dd(("keep_cache",))),
+    ("load-pt", "cold `np.load(array.npy)` / `arr[...]`, `-o ro,passthrough` (decode at open"
+     " included)", 1.2, p_load_pt),
+    ("win-pt", "300 random 64x64 windows / `arr[w]`, `-o ro,passthrough`, timed from the open"
+     " (its decode included)", 1.0, p_windows_pt),
+    ("plain4k-pt", "warm 4 KiB random `pread`s of `array.npy` / tmpfs, `-o ro,passthrough`",
+     0.2, p_plain4k_pt),
+    ("dd-pt", "`dd bs=4k` / `dd bs=1M` of `array.npy`, `-o ro,passthrough` (after a first dd)",
+     0.5, p_dd_pt),
     ("many", "4 processes mapping `array.npy`: slowest / one alone", 0.5, p_many),
     ("opener", "a mapped reader while another process opens the file / alone", 0.5, p_opener),
     ("scale", "4 readers streaming 4 arrays / 1 reader (aggregate)", 1.6, p_scaling),

@@ -13,6 +13,7 @@
 
 pub mod convert;
 pub mod mount;
+mod passthrough;
 mod push;
 
 use std::ffi::OsStr;
@@ -67,6 +68,8 @@ pub struct FuseAdapter {
     decided: std::sync::Arc<std::sync::OnceLock<CachePolicy>>,
     /// Where pages offered to the kernel go, once the session exists (see [`push`]).
     pusher: std::sync::Arc<std::sync::OnceLock<push::Pusher>>,
+    /// `-o passthrough`: data files served from backing files (see [`passthrough`]).
+    passthrough: Option<passthrough::Passthrough>,
 }
 
 impl FuseAdapter {
@@ -77,7 +80,19 @@ impl FuseAdapter {
             policy,
             decided: Default::default(),
             pusher: Default::default(),
+            passthrough: None,
         }
+    }
+
+    /// Serves data files by FUSE passthrough where the kernel allows it (read-only trees
+    /// only: a writable tree keeps the ordinary path; see `src/fuse/passthrough.rs`).
+    pub fn with_passthrough(mut self) -> FuseAdapter {
+        if self.tree.is_writable() {
+            log::warn!("passthrough: a read-write mount serves every file through b2fs");
+        } else {
+            self.passthrough = Some(passthrough::Passthrough::new());
+        }
+        self
     }
 
     /// Where the mounting code puts the page pusher once it has the session's notifier.
@@ -167,6 +182,15 @@ impl Filesystem for FuseAdapter {
                 (_, true) => CachePolicy::DirectIo,
             };
         }
+        if let Some(pt) = &self.passthrough {
+            // Backing files are memory files (tmpfs, not stacked): depth 1.
+            let ok = config.add_capabilities(InitFlags::FUSE_PASSTHROUGH).is_ok()
+                && config.set_max_stack_depth(1).is_ok();
+            match ok {
+                true => log::info!("passthrough: data files are served from backing files"),
+                false => pt.refuse("the kernel does not offer FUSE_PASSTHROUGH (Linux 6.9+)"),
+            }
+        }
         log::debug!("file content policy: {:?}", self.policy);
         let _ = self.decided.set(self.policy);
         Ok(())
@@ -205,6 +229,17 @@ impl Filesystem for FuseAdapter {
         };
         match self.tree.open_by(ino.0, flags.0, by) {
             Ok(fh) => {
+                if let Some(pt) = self.passthrough.as_ref().filter(|_| read_only) {
+                    if let Some(id) = pt.open(&self.tree, ino.0, fh, &reply) {
+                        // Neither KEEP_CACHE (the kernel refuses it) nor DIRECT_IO (reads
+                        // would reach b2fs again); nothing to flush.
+                        return reply.opened_passthrough(
+                            FileHandle(fh),
+                            FopenFlags::FOPEN_NOFLUSH,
+                            &id,
+                        );
+                    }
+                }
                 let mut fopen = convert::fopen_flags(self.policy, self.tree.keep_cache(ino.0));
                 // A read-only handle has nothing to commit on close: spare the close(2) of
                 // every chunk file a scan opens its synchronous FLUSH round trip.
@@ -275,6 +310,9 @@ impl Filesystem for FuseAdapter {
         _flush: bool,
         reply: ReplyEmpty,
     ) {
+        if let Some(pt) = &self.passthrough {
+            pt.release(fh.0);
+        }
         match self.tree.release(fh.0) {
             Ok(()) => reply.ok(),
             Err(e) => {

@@ -36,6 +36,7 @@
 //! | `scratch.rs` | editors' temp files in the root, rename over `__attrs__` |
 //! | `collection.rs` | stores and directories of sources: groups, leaves laid out on first access, reloads after commits |
 //! | `follow.rs` | noticing other writers' changes: reloads and the kernel invalidations |
+//! | `backing.rs` | memory files holding whole decoded files for FUSE passthrough, within a budget |
 //! | `zarr.rs`, `zarr/` | the Zarr v3 view in `zarr/`: its inode plan, metadata, chunk objects, writes |
 //!
 //! Subtleties and who handles them:
@@ -74,6 +75,7 @@
 //! committer's.
 
 pub mod attr;
+mod backing;
 mod collection;
 mod commit;
 mod dir;
@@ -116,6 +118,7 @@ use scratch::ScratchFiles;
 pub use crate::reader::ChunkStore;
 pub use crate::reader::{PAGE, RANGE_READ_MAX, ReadData};
 pub use attr::{Attr, DirEntry, EntryKind, StatFs};
+pub use backing::BackingStats;
 pub use dir::{ReadDir, chunk_name};
 pub use error::{TreeError, display_chain};
 pub use follow::{Follow, Invalidation};
@@ -149,6 +152,9 @@ pub struct TreeOptions {
     /// Accept edits and commit them to the source (a read-write mount). When false every
     /// change is [`TreeError::ReadOnly`].
     pub writable: bool,
+    /// Bytes of decoded file content kept in memory files for FUSE passthrough
+    /// ([`Tree::backing_file`]; `-o passthrough`); 0: no file is backed.
+    pub backing_budget: u64,
 }
 
 impl Default for TreeOptions {
@@ -161,6 +167,7 @@ impl Default for TreeOptions {
             decode_threads: std::thread::available_parallelism().map_or(1, |n| n.get().min(4)),
             parallel_decode_min: 1 << 20,
             writable: false,
+            backing_budget: 0,
         }
     }
 }
@@ -222,6 +229,8 @@ pub struct Tree {
     follow: Arc<Follow>,
     /// Issue 20: the Zarr view's state (`zarr.rs`).
     zarr: zarr::ZarrState,
+    /// Memory files holding whole files for FUSE passthrough (`backing.rs`).
+    backings: backing::Backings,
 }
 
 /// Refuses a layout whose chunk files cannot all have inode numbers below the scratch files
@@ -344,6 +353,7 @@ impl Tree {
             events: events::EventLog::default(),
             follow: Arc::new(follow::Follow::watching(outer)),
             zarr: zarr::ZarrState::default(),
+            backings: backing::Backings::new(),
         }
     }
 

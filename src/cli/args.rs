@@ -34,6 +34,14 @@ Mount options (-o, comma-separated, may repeat):
                   the kernel can mmap such files: Linux 6.6 and later)
   keep_cache      read through the kernel page cache instead: slower first reads, but
                   re-reads of data larger than cache_size come from the kernel
+  passthrough     (read-only mounts, root) serve array.npy, table.npy and chunk files by
+                  FUSE passthrough (Linux 6.9+): the first open of a file decodes it whole
+                  into memory, then its reads and mmap faults never reach b2fs (tmpfs
+                  speed) and later opens reuse it; refused on a read-write mount; without
+                  CAP_SYS_ADMIN or kernel support, one log line and the ordinary path
+  passthrough_budget=SIZE  memory for passthrough's decoded files, K/M/G suffixes
+                  (default: a quarter of RAM); a larger file, or one that does not fit
+                  beside the files in use, is served the ordinary way
   debug           verbose logging
   nonempty        mount over a directory that is not empty (its files are hidden while
                   mounted); without it such a mount point is refused
@@ -249,6 +257,10 @@ pub struct MountOptions {
     pub read_only: bool,
     /// `nonempty`: accept a mount point that is not empty.
     pub nonempty: bool,
+    /// `passthrough`.
+    pub passthrough: bool,
+    /// `passthrough_budget=`, in bytes; `None`: the default (a quarter of RAM).
+    pub passthrough_budget: Option<usize>,
     /// The options of a remote source (`endpoint=`, `region=`, ...; see `cli/remote.rs`).
     pub remote: crate::remote::RemoteOptions,
 }
@@ -265,6 +277,8 @@ impl Default for MountOptions {
             direct_io: None,
             read_only: false,
             nonempty: false,
+            passthrough: false,
+            passthrough_budget: None,
             remote: crate::remote::RemoteOptions::default(),
         }
     }
@@ -294,6 +308,13 @@ impl MountOptions {
                 ("auto_unmount", None) => o.auto_unmount = true,
                 ("debug", None) => o.debug = true,
                 ("nonempty", None) => o.nonempty = true,
+                ("passthrough", None) => o.passthrough = true,
+                ("passthrough_budget", Some(v)) => {
+                    o.passthrough_budget =
+                        Some(parse_size(v).ok_or_else(|| {
+                            format!("option 'passthrough_budget': bad size '{v}'")
+                        })?);
+                }
                 ("direct_io", None) => o.direct_io = Some(true),
                 ("keep_cache", None) => o.direct_io = Some(false),
                 ("cache_size", Some(v)) => {
@@ -310,12 +331,12 @@ impl MountOptions {
                 (k, v) if super::fstab::is_generic(k, v.is_some()) => {}
                 (
                     "ro" | "rw" | "allow_other" | "allow_root" | "auto_unmount" | "debug"
-                    | "direct_io" | "keep_cache" | "nonempty",
+                    | "direct_io" | "keep_cache" | "nonempty" | "passthrough",
                     Some(_),
                 ) => {
                     return Err(format!("option '{key}' takes no value"));
                 }
-                ("cache_size" | "threads", None) => {
+                ("cache_size" | "threads" | "passthrough_budget", None) => {
                     return Err(format!("option '{key}' needs a value ({key}=...)"));
                 }
                 _ if super::remote::set_option(&mut o.remote, key, value)? => {}
@@ -346,6 +367,12 @@ impl MountOptions {
         }
         if self.nonempty {
             v.push("nonempty".into());
+        }
+        if self.passthrough {
+            v.push("passthrough".into());
+        }
+        if let Some(n) = self.passthrough_budget {
+            v.push(format!("passthrough_budget={n}"));
         }
         match self.direct_io {
             Some(true) => v.push("direct_io".into()),
@@ -415,9 +442,18 @@ mod tests {
                 direct_io: Some(true),
                 read_only: true,
                 nonempty: false,
+                passthrough: false,
+                passthrough_budget: None,
                 remote: crate::remote::RemoteOptions::default(),
             }
         );
+        let p = opts(&["ro,passthrough,passthrough_budget=1G"]).unwrap();
+        assert!(p.passthrough && p.read_only);
+        assert_eq!(p.passthrough_budget, Some(1 << 30));
+        assert_eq!(MountOptions::parse(&[p.to_arg()]).unwrap(), p);
+        assert!(opts(&["passthrough=1"]).is_err());
+        assert!(opts(&["passthrough_budget"]).is_err());
+        assert!(opts(&["passthrough_budget=lots"]).is_err());
         let n = opts(&["nonempty"]).unwrap();
         assert!(n.nonempty);
         assert_eq!(MountOptions::parse(&[n.to_arg()]).unwrap(), n);

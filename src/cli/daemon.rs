@@ -61,6 +61,13 @@ pub(super) fn mount(args: MountArgs) -> Result<(), Error> {
         let mut opts = MountOptions::parse(&args.options).map_err(Error::Usage)?;
         // Remote sources are read-only.
         opts.read_only |= super::remote::as_url(&args.source).is_some();
+        if opts.passthrough && !opts.read_only {
+            return Err(Error::Usage(
+                "option 'passthrough' needs a read-only mount (-o ro,passthrough): the \
+                 kernel would send writes to the backing files, past b2fs"
+                    .into(),
+            ));
+        }
         if args.daemon_child {
             return daemon_child(&args, &opts);
         }
@@ -222,6 +229,19 @@ fn redirect_stderr(f: &std::fs::File) {
     }
 }
 
+/// `passthrough_budget`'s default: a quarter of the machine's memory (`MemTotal` of
+/// `/proc/meminfo`), or 1 GiB when it cannot be read.
+fn default_backing_budget() -> u64 {
+    std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|m| {
+            let line = m.lines().find(|l| l.starts_with("MemTotal:"))?;
+            let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+            Some(kib * 1024 / 4)
+        })
+        .unwrap_or(1 << 30)
+}
+
 /// Builds the tree, mounts it (or connects to the mount on a `/dev/fd/N` descriptor), calls
 /// `ready` once the mount is live, and serves until unmounted (by a signal, `b2fs umount` or
 /// `fusermount3 -u`; a `/dev/fd/N` mount by whoever mounted it, and a signal then ends b2fs).
@@ -237,6 +257,12 @@ fn serve(
     let tree_opts = TreeOptions {
         cache_size: opts.cache_size,
         writable: !opts.read_only,
+        backing_budget: match opts.passthrough {
+            true => opts
+                .passthrough_budget
+                .map_or_else(default_backing_budget, |n| n as u64),
+            false => 0,
+        },
         ..TreeOptions::default()
     };
     let source_err = |e| Error::Source {
@@ -274,6 +300,7 @@ fn serve(
             None => CachePolicy::Auto,
         },
         read_only: opts.read_only,
+        passthrough: opts.passthrough,
     };
     let mountpoint = target.path();
     let (mut session, policy) = match target {

@@ -38,6 +38,9 @@ pub struct MountConfig {
     pub policy: CachePolicy,
     /// Mount read-only (the kernel refuses every change with EROFS).
     pub read_only: bool,
+    /// Serve data files by FUSE passthrough where the kernel allows it (read-only trees
+    /// only; the tree's [`crate::tree::TreeOptions::backing_budget`] bounds the memory).
+    pub passthrough: bool,
 }
 
 impl Default for MountConfig {
@@ -50,6 +53,7 @@ impl Default for MountConfig {
             threads: 2,
             policy: CachePolicy::default(),
             read_only: true,
+            passthrough: false,
         }
     }
 }
@@ -139,7 +143,10 @@ fn start(
     connect: impl FnOnce(FuseAdapter) -> io::Result<Session<FuseAdapter>>,
 ) -> io::Result<(Session<FuseAdapter>, CachePolicy)> {
     let tree = Arc::new(tree);
-    let adapter = FuseAdapter::new(tree.clone(), cfg.policy);
+    let mut adapter = FuseAdapter::new(tree.clone(), cfg.policy);
+    if cfg.passthrough {
+        adapter = adapter.with_passthrough();
+    }
     let decided = adapter.decided();
     let pusher = adapter.pusher_slot();
     let session = connect(adapter)?;

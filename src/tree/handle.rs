@@ -150,6 +150,18 @@ impl Handles {
         Ok((hint, pinned, first))
     }
 
+    /// What the read-only `fh`, open for `ino`, reads (`None` for a writer or another file).
+    pub(crate) fn pinned(&self, fh: u64, ino: u64) -> Option<Arc<Pinned>> {
+        match self.map.lock().get(&fh) {
+            Some(Handle {
+                ino: i,
+                mode: Mode::Read(p),
+                ..
+            }) if *i == ino => Some(p.clone()),
+            _ => None,
+        }
+    }
+
     /// Makes a read-only `fh` read `pinned` from now on, when its only read so far is the one
     /// that failed (no other read, in flight or done, used the old version); returns whether
     /// it did.

@@ -1,0 +1,415 @@
+//! `-o passthrough` (read-only mounts): data files served from memory files the kernel reads
+//! without asking b2fs. Through the tree API (no kernel): a backing file holds the file's
+//! bytes, is filled once and reused, and respects its budget. Through real mounts (skipped
+//! visibly without `/dev/fuse`, never under `B2FS_REQUIRE_FUSE=1`): `pread`, mmap and
+//! `np.load` against python-blosc2, maps and `pread`s that never reach b2fs (its cache counters
+//! stay still), one fill for several opens, a file above the budget read the ordinary way, a
+//! source python-blosc2 rewrote seen by the next open (and, by the kernel's rule, not while an
+//! earlier descriptor of the file is open), `-o passthrough` refused on a read-write mount,
+//! and a daemon without `CAP_SYS_ADMIN` falling back with one log line.
+
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use b2fs::tree::{Tree, TreeOptions};
+
+use crate::support::{Mount, fuse_and_python, python, python_says, run_python, wait_until};
+
+/// A 2-D float64 b2nd array (300 x 1000, chunks 64 x 1000, so 5 chunks of 512,000 bytes
+/// but the last) made by python-blosc2 with `seed`.
+fn array(py: &Path, path: &Path, seed: u32) {
+    let code = "import sys, numpy as np, blosc2\n\
+        rng = np.random.default_rng(int(sys.argv[2]))\n\
+        a = rng.standard_normal((300, 1000))\n\
+        blosc2.asarray(a, urlpath=sys.argv[1], mode='w', chunks=(64, 1000), blocks=(16, 1000))\n";
+    run_python(py, &["-c", code, path.to_str().unwrap(), &seed.to_string()]);
+}
+
+fn tree(src: &Path, budget: u64) -> Tree {
+    let opts = TreeOptions {
+        backing_budget: budget,
+        ..TreeOptions::default()
+    };
+    Tree::from_source(src, opts).unwrap()
+}
+
+/// Inode of `path` in `t`, one name at a time from the root.
+fn ino(t: &Tree, path: &str) -> u64 {
+    path.split('/').fold(b2fs::tree::ROOT_INO, |dir, name| {
+        t.lookup(dir, name).unwrap().ino
+    })
+}
+
+/// The whole file `ino` read through the tree.
+fn read_all(t: &Tree, ino: u64) -> Vec<u8> {
+    let fh = t.open(ino, libc::O_RDONLY).unwrap();
+    let mut out = Vec::new();
+    loop {
+        let d = t.read(ino, fh, out.len() as u64, 1 << 20).unwrap();
+        if d.is_empty() {
+            break;
+        }
+        out.extend_from_slice(&d);
+    }
+    t.release(fh).unwrap();
+    out
+}
+
+/// The content of a backing file.
+fn content(f: &std::fs::File) -> Vec<u8> {
+    let len = f.metadata().unwrap().len() as usize;
+    let mut b = vec![0u8; len];
+    f.read_exact_at(&mut b, 0).unwrap();
+    b
+}
+
+#[test]
+fn passthrough_tree_backing_file_is_filled_once_and_bounded() {
+    let py = or_skip!(python(
+        "passthrough_tree_backing_file_is_filled_once_and_bounded"
+    ));
+    let (_dir, src) = crate::support::temp_path("a.b2nd");
+    array(&py, &src, 1);
+    // array.npy: 128-byte header + 2,400,000 bytes; chunk 0: 512,000 bytes.
+    let t = tree(&src, 3 << 20);
+    let npy = ino(&t, "array.npy");
+    let want = read_all(&t, npy);
+    let fh = t.open(npy, libc::O_RDONLY).unwrap();
+    let f = t.backing_file(npy, fh).expect("array.npy fits the budget");
+    assert_eq!(content(&f), want);
+    // Sealed: the memory file cannot be written, even by b2fs.
+    assert!(f.write_at(b"x", 0).is_err());
+    let fh2 = t.open(npy, libc::O_RDONLY).unwrap();
+    let f2 = t.backing_file(npy, fh2).unwrap();
+    assert!(std::sync::Arc::ptr_eq(&f, &f2), "a second open reuses it");
+    let s = t.backing_stats();
+    assert_eq!((s.fills, s.reuses, s.files), (1, 1, 1));
+    assert_eq!(s.bytes, want.len() as u64);
+    // A chunk file fits beside it; a second array.npy-sized file would not while it is held.
+    let c0 = ino(&t, "data/00000000.bin");
+    let fc = t.open(c0, libc::O_RDONLY).unwrap();
+    let chunk = t.backing_file(c0, fc).expect("a chunk fits");
+    assert_eq!(content(&chunk), read_all(&t, c0));
+    assert_eq!(t.backing_stats().files, 2);
+    // Generated files are never backed.
+    let sizes = ino(&t, "meta/sizes");
+    let fs = t.open(sizes, libc::O_RDONLY).unwrap();
+    assert!(t.backing_file(sizes, fs).is_none());
+    for fh in [fh, fh2, fc, fs] {
+        t.release(fh).unwrap();
+    }
+
+    // A budget below the file: never backed, counted, and reads go on the ordinary way.
+    let small = tree(&src, 1 << 20);
+    let npy = ino(&small, "array.npy");
+    let fh = small.open(npy, libc::O_RDONLY).unwrap();
+    assert!(small.backing_file(npy, fh).is_none());
+    assert_eq!(small.backing_stats().refused, 1);
+    // Two chunks fit the 1 MiB budget only once the first is no longer held: the held one
+    // is never dropped for room, an unheld one is (least recently used first).
+    let (c0, c1) = (
+        ino(&small, "data/00000000.bin"),
+        ino(&small, "data/00000001.bin"),
+    );
+    let (f0, f1) = (
+        small.open(c0, libc::O_RDONLY).unwrap(),
+        small.open(c1, libc::O_RDONLY).unwrap(),
+    );
+    let held = small.backing_file(c0, f0).unwrap();
+    let c2 = ino(&small, "data/00000002.bin");
+    let f2 = small.open(c2, libc::O_RDONLY).unwrap();
+    let _held1 = small.backing_file(c1, f1).unwrap();
+    assert!(
+        small.backing_file(c2, f2).is_none(),
+        "both kept ones are held"
+    );
+    drop(held);
+    assert!(
+        small.backing_file(c2, f2).is_some(),
+        "the unheld chunk 0 made room"
+    );
+    assert_eq!(small.backing_stats().files, 2);
+    assert!(small.backing_stats().bytes <= 1 << 20);
+    drop(_held1);
+    small.drop_backing_files();
+    assert_eq!(
+        (small.backing_stats().files, small.backing_stats().bytes),
+        (0, 0)
+    );
+
+    // A writable tree never backs a file.
+    let rw = Tree::from_source(
+        &src,
+        TreeOptions {
+            backing_budget: 1 << 30,
+            writable: true,
+            ..TreeOptions::default()
+        },
+    )
+    .unwrap();
+    let npy = ino(&rw, "array.npy");
+    let fh = rw.open(npy, libc::O_RDONLY).unwrap();
+    assert!(rw.backing_file(npy, fh).is_none());
+}
+
+/// Lines of the daemon's log `log` saying a backing file of inode `ino` was filled.
+fn fills(log: &Path, ino: u64) -> usize {
+    let text = std::fs::read_to_string(log).unwrap_or_default();
+    let needle = format!("passthrough: inode {ino}: backing file filled");
+    text.lines().filter(|l| l.contains(&needle)).count()
+}
+
+/// The python check of a mounted array: `np.load` with and without mmap, 200 random
+/// `pread`s of `array.npy` against python-blosc2's array (after the header), every chunk file
+/// against `decompress_chunk`, and whether the map and the `pread`s of `array.npy` were served
+/// without b2fs (its cache counters did not move). Prints "ok BYPASSED INO".
+const CHECK: &str = r#"
+import io, os, sys, numpy as np, blosc2
+src, mp = sys.argv[1], sys.argv[2]
+ref = blosc2.open(src)[:]
+path = os.path.join(mp, "array.npy")
+with open(path, "rb") as f:
+    # b2fs pads the header so that the data is page-aligned (tests/it/npy.rs checks it).
+    np.lib.format.read_magic(f); np.lib.format.read_array_header_1_0(f); h = f.tell()
+    header = os.pread(f.fileno(), h, 0)
+want = header + ref.tobytes()
+assert np.array_equal(np.load(path), ref)
+m = np.load(path, mmap_mode="r")
+# Whether b2fs saw any read of array.npy once it was open: its chunk cache counters (every
+# read through b2fs looks there) stay the same when the kernel serves the map and the
+# preads from the memory file. (/proc/self/maps shows the mount's path, device and inode
+# for a passthrough mapping too.)
+def counters():
+    return [os.getxattr(mp, "user.b2fs." + k) for k in ("cache_hits", "cache_loads")]
+before = counters()
+assert np.array_equal(m, ref)
+del m
+rng = np.random.default_rng(0)
+fd = os.open(path, os.O_RDONLY)
+assert os.fstat(fd).st_size == len(want)
+for off in rng.integers(0, len(want) - 1, 200):
+    off = int(off); n = int(rng.integers(1, 65536))
+    assert os.pread(fd, n, off) == want[off:off + n], off
+os.close(fd)
+bypassed = counters() == before
+arr = blosc2.open(src); s = arr.schunk  # keep arr: its schunk must not outlive it
+for i in range(s.nchunks):
+    with open(os.path.join(mp, "data", "%08d.bin" % i), "rb") as f:
+        assert f.read() == s.decompress_chunk(i), i
+print("ok", bypassed, os.stat(path).st_ino)
+"#;
+
+fn check(py: &Path, src: &Path, mp: &Path) -> (bool, u64) {
+    let out = python_says(
+        py,
+        &["-c", CHECK, src.to_str().unwrap(), mp.to_str().unwrap()],
+    );
+    let w: Vec<&str> = out.split_whitespace().collect();
+    assert_eq!(w.first(), Some(&"ok"), "{out}");
+    (w[1] == "True", w[2].parse().unwrap())
+}
+
+fn logged(dir: &Path) -> PathBuf {
+    dir.join("b2fs.log")
+}
+
+#[test]
+fn passthrough_mount_reads_python_blosc2_bytes_from_one_fill() {
+    let py = or_skip!(fuse_and_python(
+        "passthrough_mount_reads_python_blosc2_bytes_from_one_fill"
+    ));
+    let (dir, src) = crate::support::temp_path("a.b2nd");
+    array(&py, &src, 2);
+    let log = logged(dir.path());
+    let m = Mount::foreground_with(&src, &["ro,passthrough"], &log);
+    let (bypassed, npy) = check(&py, &src, &m.mp);
+    let text = std::fs::read_to_string(&log).unwrap();
+    if text.contains("every file is served through b2fs") {
+        // The kernel refused (no CAP_SYS_ADMIN, Linux < 6.9): the ordinary path served the
+        // right bytes; say so rather than pass silently.
+        assert!(!bypassed);
+        eprintln!("passthrough refused by the kernel here; ordinary path checked: {text}");
+        return;
+    }
+    assert!(
+        bypassed,
+        "the map and preads of array.npy reached b2fs: {text}"
+    );
+    // np.load twice, the pread loop: three opens of array.npy, one decode.
+    assert_eq!(fills(&log, npy), 1, "{text}");
+    // Again, in a new process: no new fill.
+    check(&py, &src, &m.mp);
+    assert_eq!(fills(&log, npy), 1, "{text}");
+    m.umount();
+}
+
+#[test]
+fn passthrough_mount_serves_a_file_above_the_budget_the_ordinary_way() {
+    let py = or_skip!(fuse_and_python(
+        "passthrough_mount_serves_a_file_above_the_budget_the_ordinary_way"
+    ));
+    let (dir, src) = crate::support::temp_path("a.b2nd");
+    array(&py, &src, 3);
+    let log = logged(dir.path());
+    // array.npy (2.4 MB) is above 1 MiB; its 512,000-byte chunk files fit.
+    let m = Mount::foreground_with(&src, &["ro,passthrough,passthrough_budget=1M"], &log);
+    let (bypassed, npy) = check(&py, &src, &m.mp);
+    assert!(!bypassed, "array.npy is not backed: its reads reach b2fs");
+    assert_eq!(fills(&log, npy), 0);
+    let text = std::fs::read_to_string(&log).unwrap();
+    assert!(
+        text.contains(&format!("inode {npy} (")) && text.contains("does not fit"),
+        "{text}"
+    );
+    m.umount();
+}
+
+#[test]
+fn passthrough_mount_new_open_sees_a_source_python_blosc2_rewrote() {
+    let py = or_skip!(fuse_and_python(
+        "passthrough_mount_new_open_sees_a_source_python_blosc2_rewrote"
+    ));
+    let (dir, src) = crate::support::temp_path("a.b2nd");
+    array(&py, &src, 4);
+    let log = logged(dir.path());
+    let m = Mount::foreground_with(&src, &["ro,passthrough"], &log);
+    let (_, npy) = check(&py, &src, &m.mp);
+    // python-blosc2 writes another array over the source (same shape: same size).
+    array(&py, &src, 5);
+    let now = || {
+        let code = "import sys, numpy as np, blosc2\n\
+            print(np.array_equal(np.load(sys.argv[2]), blosc2.open(sys.argv[1])[:]))\n";
+        let p = m.path("array.npy");
+        python_says(
+            &py,
+            &["-c", code, src.to_str().unwrap(), p.to_str().unwrap()],
+        ) == "True"
+    };
+    assert!(
+        wait_until(Duration::from_secs(10), now),
+        "a new open of array.npy never showed the rewritten source"
+    );
+    check(&py, &src, &m.mp);
+    let text = std::fs::read_to_string(&log).unwrap();
+    if !text.contains("every file is served through b2fs") {
+        assert_eq!(fills(&log, npy), 2, "one fill per version: {text}");
+    }
+    m.umount();
+}
+
+#[test]
+fn passthrough_is_refused_on_a_read_write_mount() {
+    or_skip!(crate::support::fuse(
+        "passthrough_is_refused_on_a_read_write_mount"
+    ));
+    let (_dir, src) = crate::support::temp_path("a.b2nd");
+    std::fs::copy(
+        crate::support::repo_root().join("examples/sample.b2nd"),
+        &src,
+    )
+    .unwrap();
+    let m = Mount::empty();
+    let out = m.run_mount(&src, &["passthrough"]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("'passthrough' needs a read-only mount"),
+        "{err}"
+    );
+    assert!(!crate::support::is_mounted(&m.mp));
+}
+
+/// The kernel's rule (docs/SEMANTICS.md): while a descriptor of `array.npy` is open, a new
+/// open of it reads the same backing file, the version that descriptor opened, even after
+/// the mount followed python-blosc2's rewrite of the source; once it is closed, a new open
+/// reads the new version.
+#[test]
+fn passthrough_mount_open_descriptor_keeps_its_version_for_new_opens() {
+    let py = or_skip!(fuse_and_python(
+        "passthrough_mount_open_descriptor_keeps_its_version_for_new_opens"
+    ));
+    let (dir, src) = crate::support::temp_path("a.b2nd");
+    array(&py, &src, 6);
+    let log = logged(dir.path());
+    let m = Mount::foreground_with(&src, &["ro,passthrough"], &log);
+    let npy = m.path("array.npy");
+    let held = std::fs::File::open(&npy).unwrap();
+    let old = std::fs::read(&npy).unwrap();
+    if std::fs::read_to_string(&log)
+        .unwrap()
+        .contains("every file is served through b2fs")
+    {
+        eprintln!("passthrough refused by the kernel here: nothing to check");
+        return;
+    }
+    array(&py, &src, 7);
+    // The mount has followed once a chunk file (not held open) shows the new chunk 0.
+    let code = "import sys, blosc2\n\
+        a = blosc2.open(sys.argv[1])\n\
+        print(open(sys.argv[2], 'rb').read() == a.schunk.decompress_chunk(0))\n";
+    let chunk0 = m.path("data/00000000.bin");
+    let args = ["-c", code, src.to_str().unwrap(), chunk0.to_str().unwrap()];
+    assert!(
+        wait_until(Duration::from_secs(10), || python_says(&py, &args)
+            == "True"),
+        "the mount never showed the rewritten chunk 0"
+    );
+    assert_eq!(
+        std::fs::read(&npy).unwrap(),
+        old,
+        "a new open while one is live reads the live one's version"
+    );
+    drop(held);
+    assert!(
+        wait_until(Duration::from_secs(10), || std::fs::read(&npy).unwrap()
+            != old),
+        "after the last close a new open reads the new version"
+    );
+    let code = "import sys, numpy as np, blosc2\n\
+        print(np.array_equal(np.load(sys.argv[2]), blosc2.open(sys.argv[1])[:]))\n";
+    let args = ["-c", code, src.to_str().unwrap(), npy.to_str().unwrap()];
+    assert_eq!(python_says(&py, &args), "True");
+    m.umount();
+}
+
+/// A daemon without `CAP_SYS_ADMIN` (mount.fuse3's `drop_privileges`: it mounts, then runs
+/// b2fs on the `/dev/fuse` descriptor with no capabilities): the kernel refuses the backing
+/// file (EPERM), the daemon says so once, and every read is served the ordinary way with the
+/// same bytes as a mount without the option.
+#[test]
+fn passthrough_without_cap_sys_admin_falls_back_with_one_log_line() {
+    let test = "passthrough_without_cap_sys_admin_falls_back_with_one_log_line";
+    let (src, m, tab) = or_skip!(crate::system::mount_t_setup(test, ""));
+    let logs = tempfile::tempdir().unwrap();
+    let script = format!(
+        r#"export XDG_RUNTIME_DIR='{}'
+mount -t fuse.b2fs "$SRC" "$MP" -o ro,passthrough,drop_privileges
+echo "npy $(sha256sum < "$MP/array.npy" | cut -c1-64)"
+echo "again $(sha256sum < "$MP/array.npy" | cut -c1-64)"
+echo "chunk $(sha256sum < "$MP/data/00000003.bin" | cut -c1-64)"
+umount "$MP"
+"#,
+        logs.path().display()
+    );
+    let (lines, report) = crate::system::namespace_lines(&script, &src, &m.mp, tab.path());
+    let plain = Mount::daemon(&src, &["ro"]);
+    let sha = |p: &str| crate::support::sha256_hex(&std::fs::read(plain.path(p)).unwrap());
+    let npy = sha("array.npy");
+    assert_eq!(
+        lines,
+        [
+            format!("npy {npy}"),
+            format!("again {npy}"),
+            format!("chunk {}", sha("data/00000003.bin"))
+        ],
+        "{report}"
+    );
+    let log: String = std::fs::read_dir(logs.path())
+        .unwrap()
+        .map(|e| std::fs::read_to_string(e.unwrap().path()).unwrap())
+        .collect();
+    let refused = "the kernel refused a backing file";
+    assert_eq!(log.matches(refused).count(), 1, "{log}");
+    assert!(log.contains("every file is served through b2fs"), "{log}");
+}
