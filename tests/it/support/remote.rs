@@ -208,20 +208,31 @@ pub fn private_ca(test: &str, dir: &Path) -> Option<(PathBuf, PathBuf, PathBuf)>
 /// One HTTP/1.1 request on a fresh connection: `(status, body)`.
 pub fn http(port: u16, method: &str, path: &str, headers: &[&str], body: &[u8]) -> (u16, Vec<u8>) {
     // A server started by another test may still be binding or restarting its listener under
-    // load: retry a refused connection for a few seconds before failing.
-    let mut tries = 0;
-    let mut s = loop {
-        match TcpStream::connect(("127.0.0.1", port)) {
-            Ok(s) => break s,
-            Err(e) if tries < 50 => {
-                tries += 1;
-                let _ = e;
-                std::thread::sleep(Duration::from_millis(100));
-            }
-            Err(e) => panic!("127.0.0.1:{port}: {e}"),
+    // load, or close a connection before it took the whole body (moto under load: a broken
+    // pipe in the middle of a PUT): the request is sent again, a few times, before failing.
+    let mut last = String::new();
+    for attempt in 0..50 {
+        if attempt > 0 {
+            std::thread::sleep(Duration::from_millis(100));
         }
-    };
-    s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+        match http_once(port, method, path, headers, body) {
+            Ok(answer) => return answer,
+            Err(e) => last = e.to_string(),
+        }
+    }
+    panic!("{method} 127.0.0.1:{port}{path}: {last}");
+}
+
+/// One attempt of [`http`]: an I/O error before the answer was read is returned.
+fn http_once(
+    port: u16,
+    method: &str,
+    path: &str,
+    headers: &[&str],
+    body: &[u8],
+) -> std::io::Result<(u16, Vec<u8>)> {
+    let mut s = TcpStream::connect(("127.0.0.1", port))?;
+    s.set_read_timeout(Some(Duration::from_secs(30)))?;
     let mut req = format!(
         "{method} {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Length: {}\r\nConnection: close\r\n",
         body.len()
@@ -231,8 +242,8 @@ pub fn http(port: u16, method: &str, path: &str, headers: &[&str], body: &[u8]) 
         req.push_str("\r\n");
     }
     req.push_str("\r\n");
-    s.write_all(req.as_bytes()).unwrap();
-    s.write_all(body).unwrap();
+    s.write_all(req.as_bytes())?;
+    s.write_all(body)?;
     let mut resp = Vec::new();
     let _ = s.read_to_end(&mut resp);
     let text = String::from_utf8_lossy(&resp);
@@ -245,7 +256,7 @@ pub fn http(port: u16, method: &str, path: &str, headers: &[&str], body: &[u8]) 
         Some(i) => resp[i + 4..].to_vec(),
         None => Vec::new(),
     };
-    (status, body)
+    Ok((status, body))
 }
 
 /// Uploads `bytes` to `s3://BUCKET/key` on moto (`public`: readable without credentials).
