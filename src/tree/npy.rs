@@ -37,30 +37,60 @@ const PAGE: u64 = super::PAGE as u64;
 /// Largest read taken for a page fault by [`Tree::pages_near`].
 const FAULT_MAX: u64 = 64 << 10;
 
-/// Most pages below a page fault offered after it.
-const NEAR_PAGES: u64 = 32;
+/// Most pages below a page fault offered after it: a 64-row window (an image patch, a
+/// training sample) then faults once, not twice (BENCHMARKS.md, "Session 16: windows").
+const NEAR_PAGES: u64 = 64;
 
-/// Most blocks decoded for the pages below a page fault.
-const BELOW_DECODES: usize = 2;
+/// Most blocks decoded for the pages below a page fault (its 64 rows below lie in 5 blocks
+/// of python-blosc2's 16 rows for 2-D float64 arrays: its own and 4 more).
+const BELOW_DECODES: usize = 4;
+
+/// The same two for a fault of a reader going through the file in order (its file's latest
+/// fault lies less than a row before it: a mapped scan, `np.load(mmap_mode='r').sum()`):
+/// such a reader faults on the other columns of the rows before it comes back to this one,
+/// and the forward pages of its later faults overlap the rows below (measured: 64 rows
+/// there stored more pages twice and made the mapped sum 5% slower).
+const SCAN_PAGES: u64 = 32;
+const SCAN_DECODES: usize = 2;
 
 /// Most bytes after a page fault offered after it.
 const FORWARD_MAX: u64 = 1 << 20;
 
 /// Faults of a walk down a column whose blocks a fault of it asks for ahead, on top of its
-/// own: the next one and the one after (its rows and the rows below them).
-const WALK_AHEAD: u64 = 2;
+/// own: the next one (its row and the rows below it).
+const WALK_AHEAD: u64 = 1;
 
 /// Page faults in a row down one column (each at most [`NEAR_PAGES`] + 1 rows below the one
-/// before) from which a reader counts as walking down it: a 64-row window faults twice.
+/// before) from which a reader counts as walking down it: a window of up to 130 rows
+/// faults at most twice.
 const WALK_FAULTS: u32 = 3;
 
 /// Page faults of `array.npy` files remembered to tell walks down a column.
 const RECENT_FAULTS: usize = 16;
 
 /// The latest page faults of `array.npy` files, `(inode, offset, faults in a row down its
-/// column up to this one)`, newest last.
+/// column up to this one, whether it continues a scan in file order)`, newest last.
 #[derive(Debug, Default)]
-pub(super) struct RecentFaults(std::collections::VecDeque<(u64, u64, u32)>);
+pub(super) struct RecentFaults(std::collections::VecDeque<(u64, u64, u32, bool)>);
+
+/// How far below a page fault [`Tree::pages_near`] offers pages: rows, and blocks decoded for
+/// them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Reach {
+    rows: u64,
+    decodes: usize,
+}
+
+impl Reach {
+    const NEAR: Reach = Reach {
+        rows: NEAR_PAGES,
+        decodes: BELOW_DECODES,
+    };
+    const SCAN: Reach = Reach {
+        rows: SCAN_PAGES,
+        decodes: SCAN_DECODES,
+    };
+}
 
 impl RecentFaults {
     /// Notes a fault of inode `ino` at `offset` (rows `stride` bytes long, at least a page)
@@ -70,9 +100,18 @@ impl RecentFaults {
     /// the latest two: a reader walking down a column faults on nothing else meanwhile (or
     /// on the next page of the same rows, when its columns straddle two pages), while a
     /// reader of whole rows through a map (a sum over the file) faults on every column of
-    /// a row before it comes back to the first one, 33 rows below.
+    /// a row before it comes back to the first one, 33 or 65 rows below.
+    ///
+    /// The fault continues a scan in file order when the file's latest fault lies before it,
+    /// less than a row before ([`RecentFaults::reach`]).
     fn note(&mut self, ino: u64, offset: u64, stride: u64) -> u32 {
-        let above = |&&(i, at, _): &&(u64, u64, u32)| {
+        let scan = self
+            .0
+            .iter()
+            .rev()
+            .find(|f| f.0 == ino)
+            .is_some_and(|f| f.1 < offset && offset - f.1 < stride);
+        let above = |&&(i, at, ..): &&(u64, u64, u32, bool)| {
             let d = offset.wrapping_sub(at);
             let (rows, shift) = (d / stride, d % stride);
             i == ino
@@ -91,8 +130,21 @@ impl RecentFaults {
         if self.0.len() >= RECENT_FAULTS {
             self.0.pop_front();
         }
-        self.0.push_back((ino, offset, n));
+        self.0.push_back((ino, offset, n, scan));
         n
+    }
+
+    /// How far below the fault of inode `ino` at `offset` (its latest one noted) pages are
+    /// offered: [`SCAN_PAGES`] when it continues a scan in file order, else [`NEAR_PAGES`]
+    /// (also for a fault not noted).
+    fn reach(&self, ino: u64, offset: u64) -> Reach {
+        let scan = self
+            .0
+            .iter()
+            .rev()
+            .find(|f| f.0 == ino && f.1 == offset)
+            .is_some_and(|f| f.3);
+        if scan { Reach::SCAN } else { Reach::NEAR }
     }
 }
 
@@ -107,11 +159,11 @@ fn row_stride(npy: &Npy) -> u64 {
 }
 
 /// The page offsets of `array.npy` (shown by `npy`) below the page at `offset`: the same
-/// columns of the next [`NEAR_PAGES`] rows (none for 1-D arrays or rows shorter than a page),
-/// within the file.
-fn below_pages(npy: &Npy, offset: u64) -> impl Iterator<Item = u64> + '_ {
+/// columns of the next `rows` rows (none for 1-D arrays or rows shorter than a page), within
+/// the file.
+fn below_pages(npy: &Npy, offset: u64, rows: u64) -> impl Iterator<Item = u64> + '_ {
     let stride = row_stride(npy);
-    let n = if stride < PAGE { 0 } else { NEAR_PAGES };
+    let n = if stride < PAGE { 0 } else { rows };
     (1..=n)
         .map(move |k| (offset + k * stride) / PAGE * PAGE)
         .take_while(|&at| at < npy.len())
@@ -227,9 +279,10 @@ impl Tree {
     /// - the pages that follow in file order (up to `FORWARD_MAX`, 1 MiB; one contiguous range),
     ///   which a scan reads next; they count as read by `fh`, so its stream grows into a
     ///   scan as if it had asked for them;
-    /// - the pages below it (the same columns of the next rows of an N-dim array), which a
-    ///   reader going down a window or a column reads next: a 64-row window then faults about
-    ///   once per block it crosses instead of 64 times.
+    /// - the pages below it (the same columns of the next 64 rows of an N-dim array, 32 when
+    ///   the fault continues a scan in file order: [`Tree::fault_ahead`] noted which), which
+    ///   a reader going down a window or a column reads next: a 64-row window then faults
+    ///   once instead of 64 times.
     ///
     /// Nothing on a read-write tree (pages of chunks with pending edits must not outlive
     /// them), for reads that are not page-sized, and for the header page.
@@ -269,8 +322,9 @@ impl Tree {
         // Below: the same columns of the next rows. Rows whose pages are shifted against the
         // fault's (a row length that is no multiple of the page) may need a block beside the
         // fault's.
-        let mut decodes = BELOW_DECODES;
-        for at in below_pages(&npy, offset) {
+        let reach = self.faults.lock().reach(ino, offset);
+        let mut decodes = reach.decodes;
+        for at in below_pages(&npy, offset, reach.rows) {
             if at < forward_end {
                 continue;
             }
@@ -336,15 +390,16 @@ impl Tree {
     /// the blocks that the pages below the fault (the ones [`Tree::pages_near`] offers after
     /// it) fall in, at most as many as it would decode itself. The fault's own block decodes
     /// on the caller's thread meanwhile, so one fault uses both cores instead of decoding
-    /// three blocks one after the other.
+    /// five blocks one after the other. Notes the fault, which decides how far below it the
+    /// pages go (not as far when it continues a scan in file order, see `SCAN_PAGES`).
     ///
     /// Returns whether the fault continues a walk down a column (a tall strip, a window
     /// taller than two faults): it is at least the third fault in a row, each one within
     /// the rows below the one before (the tree remembers its latest faults). Such a fault
-    /// also asks, right away, for the blocks of the walk's next two faults (`WALK_AHEAD`,
+    /// also asks, right away, for the blocks of the walk's next fault (`WALK_AHEAD`,
     /// [`Tree::walk_ahead`]): they decode on both cores while this fault's pages are stored
     /// and the reader walks through them, so the next fault finds its blocks decoded. The
-    /// first two faults of a walk do not (a 64-row window faults twice), so random windows
+    /// first two faults of a walk do not (a 64-row window faults once), so random windows
     /// do not decode rows they will not read.
     pub fn fault_ahead(&self, ino: u64, offset: u64, size: u32) -> bool {
         let Some((array, npy)) = self.fault_view(ino, offset, size) else {
@@ -355,10 +410,16 @@ impl Tree {
         };
         let store = self.reader.pinned(array);
         let stride = row_stride(&npy);
-        let walking = stride >= PAGE && self.faults.lock().note(ino, offset, stride) >= WALK_FAULTS;
-        let wants = below_pages(&npy, offset).filter_map(|at| data_at(&npy, array, at));
+        let (walking, reach) = if stride >= PAGE {
+            let mut faults = self.faults.lock();
+            let n = faults.note(ino, offset, stride);
+            (n >= WALK_FAULTS, faults.reach(ino, offset))
+        } else {
+            (false, Reach::NEAR)
+        };
+        let wants = below_pages(&npy, offset, reach.rows).filter_map(|at| data_at(&npy, array, at));
         self.reader
-            .prefetch_blocks(&store, Some(own), wants, BELOW_DECODES);
+            .prefetch_blocks(&store, Some(own), wants, reach.decodes);
         if walking {
             self.walk_blocks(&store, array, &npy, offset);
         }
@@ -367,9 +428,8 @@ impl Tree {
 
     /// For a page fault of `array.npy` (inode `ino`) at `offset` that continues a walk down a
     /// column ([`Tree::fault_ahead`] says so and calls this itself): asks the prefetch threads
-    /// for the blocks the walk's next two faults (`WALK_AHEAD`) read (the row after the
-    /// pages offered below this fault and the rows below it, then the same after those), at
-    /// most as many per fault as a fault asks for. Blocks cached or being decoded are not
+    /// for the blocks the walk's next fault (`WALK_AHEAD`) reads (the row after the pages
+    /// offered below this fault and the rows below it), at most as many as a fault asks for. Blocks cached or being decoded are not
     /// asked for again, so asking twice costs no decode.
     pub fn walk_ahead(&self, ino: u64, offset: u64, size: u32) {
         let Some((array, npy)) = self.fault_view(ino, offset, size) else {
@@ -391,7 +451,7 @@ impl Tree {
                 return;
             }
             let wants = std::iter::once(next)
-                .chain(below_pages(npy, next))
+                .chain(below_pages(npy, next, NEAR_PAGES))
                 .filter_map(|at| data_at(npy, array, at));
             self.reader
                 .prefetch_blocks(store, None, wants, BELOW_DECODES);
@@ -678,57 +738,4 @@ impl Tree {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn faults_down_one_column_count_as_a_walk() {
-        let mut f = RecentFaults::default();
-        // Rows of 16 pages: a 64-row window faults twice, a strip once every 33 rows.
-        let row = 16 * PAGE;
-        let at = |r: u64, page: u64| 4 * PAGE + r * row + page * PAGE;
-        assert_eq!(f.note(7, at(10, 3), row), 1);
-        assert_eq!(f.note(7, at(43, 3), row), 2);
-        assert_eq!(f.note(7, at(0, 9), row), 1, "another column");
-        assert_eq!(f.note(8, at(76, 3), row), 1, "another file");
-        assert_eq!(f.note(7, at(76, 3), row), 3);
-        assert_eq!(f.note(7, at(77, 3), row), 4, "a row not stored: one below");
-        assert_eq!(
-            f.note(7, at(111, 3), row),
-            1,
-            "34 rows below: no fault of this walk"
-        );
-        assert_eq!(
-            f.note(7, at(33, 9), row),
-            1,
-            "the fault above is not among the file's latest two"
-        );
-        assert_eq!(f.note(7, at(60, 12), row), 1);
-        assert_eq!(f.note(7, at(50, 12), row), 1, "above: no walk down");
-        // A strip whose columns straddle two pages faults on both, row after row.
-        assert_eq!(f.note(7, at(100, 4), row), 1);
-        assert_eq!(f.note(7, at(100, 5), row), 1);
-        assert_eq!(f.note(7, at(133, 4), row), 2);
-        assert_eq!(f.note(7, at(133, 5), row), 2);
-        assert_eq!(f.note(7, at(166, 4), row), 3);
-        // Whole rows through a map: every column of a row faults before the first one
-        // again, 33 rows below: no walk.
-        for r in [200, 233, 266] {
-            for page in 0..16 {
-                assert_eq!(f.note(11, at(r, page), row), 1, "row {r}, page {page}");
-            }
-        }
-        // Rows of 8,800 bytes: the same column lies at another place of the page each row.
-        let (row, base) = (8800, 2 * PAGE);
-        let page = |r: u64| (base + r * row + 100) / PAGE * PAGE;
-        assert_eq!(f.note(9, page(0), row), 1);
-        assert_eq!(f.note(9, page(33), row), 2);
-        assert_eq!(f.note(9, page(50), row), 3);
-        assert_eq!(f.note(9, page(83), row), 4);
-        // Only the latest faults are remembered.
-        for k in 0..RECENT_FAULTS as u64 {
-            f.note(10, k * PAGE, row);
-        }
-        assert_eq!(f.note(9, page(100), row), 1);
-    }
-}
+mod tests;

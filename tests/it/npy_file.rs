@@ -212,7 +212,7 @@ fn npy_tree_a_walk_down_a_column_gets_its_next_blocks_decoded_ahead() {
         "npy_tree_a_walk_down_a_column_gets_its_next_blocks_decoded_ahead"
     ));
     // 256 x 1024 float64, blocks of 16 rows and one page of a row: a fault's own block and the
-    // two below it hold all the 32 rows of pages it offers.
+    // four below it hold all the 64 rows of pages it offers.
     let (_dir, src) = generate(&py, "gen2dtall");
     let whole = {
         let t = Tree::from_source(&src, opts(false)).unwrap();
@@ -250,23 +250,21 @@ fn npy_tree_a_walk_down_a_column_gets_its_next_blocks_decoded_ahead() {
         t.release(fh).unwrap();
         walking
     };
-    // A 64-row window faults twice down its column: no walk.
+    // A 64-row window faults once; one of 130 rows twice down its column: no walk.
     assert!(!fault(page(10, 5000)));
-    assert!(!fault(page(43, 5000)));
+    assert!(!fault(page(75, 5000)));
     // Another column (blocks of 16 rows: block k holds rows 16k..16k+15 of it): each fault at
-    // most 33 rows below the one before. From the third on the reader walks, and each walking
-    // fault asks at once for the blocks of the walk's next two faults (the fault 33 rows below
-    // and its 32 rows of pages, then the same 33 rows further), skipping blocks cached or
-    // being decoded. Block by block (the window's loads above are not counted):
-    // - row 0: its own block 0 and the two below its pages (rows 1-32): 0, 1, 2;
-    // - row 20: rows 21-52: block 3;
-    // - row 53, walking: rows 54-85: 4, 5; ahead rows 86-118: 6, 7; rows 119-151: 8, 9;
-    // - row 66, walking: rows 67-98 and 99-131 are asked for already; rows 132-164: 10.
+    // most 65 rows below the one before. From the third on the reader walks, and each walking
+    // fault asks at once for the blocks of the walk's next fault (the fault 65 rows below and
+    // its 64 rows of pages), skipping blocks cached or being decoded. Block by block (the
+    // window's loads above are not counted):
+    // - row 0: its own block 0 and the four below its pages (rows 1-64): 0, 1, 2, 3, 4;
+    // - row 20: rows 21-84: block 5;
+    // - row 53, walking: rows 54-117: 6, 7; ahead rows 118-182: 8, 9, 10, 11.
     let before = t.block_cache_stats().loads;
     assert!(!fault(page(0, 100)));
     assert!(!fault(page(20, 100)));
     assert!(fault(page(53, 100)));
-    assert!(fault(page(66, 100)));
     // The prefetch queue drops requests while it is full (they are advice; the faults above
     // may have filled it): asked again until taken. A block asked for while it is being
     // decoded or cached is not asked for twice.
@@ -276,21 +274,20 @@ fn npy_tree_a_walk_down_a_column_gets_its_next_blocks_decoded_ahead() {
                 t.walk_ahead(npy, at, 4096);
                 t.block_cache_stats().loads >= before + loads
             }),
-            "the blocks of the walk's next two faults were not decoded ahead ({} loads)",
+            "the blocks of the walk's next fault were not decoded ahead ({} loads)",
             t.block_cache_stats().loads - before
         );
         assert_eq!(
             t.block_cache_stats().loads - before,
             loads,
-            "each block decoded once, none beyond the walk's next two faults"
+            "each block decoded once, none beyond the walk's next fault"
         );
     };
-    ahead(page(66, 100), 11);
-    // The next fault finds its own block and the blocks of its pages (rows 99-131: 6, 7, 8)
-    // decoded, and asks only for the two blocks its own next two faults lack (rows 165-197:
-    // 11, 12).
-    assert!(fault(page(99, 100)), "the walk goes on");
-    ahead(page(99, 100), 13);
+    ahead(page(53, 100), 12);
+    // The next fault finds its own block and the blocks of its pages (rows 67-130: 4-8)
+    // decoded, and asks only for the block its own next fault lacks (rows 131-195: 12).
+    assert!(fault(page(66, 100)), "the walk goes on");
+    ahead(page(66, 100), 13);
     // Rows further below than a fault's pages reach start a new walk.
     assert!(!fault(page(200, 100)));
 }
@@ -317,11 +314,11 @@ fn npy_tree_the_pages_below_a_page_fault_are_windows_of_their_blocks() {
         t.read(npy, fh, fault, 4096).unwrap()[..],
         *bytes_at(fault, 4096)
     );
-    // The pages below it (rows 11-42, in its block and the two below it) are handed over
+    // The pages below it (rows 11-74, in its block and the four below it) are handed over
     // as windows of those blocks, not copies.
     let pages = t.pages_near(npy, fh, fault, 4096);
     let below: Vec<_> = pages.iter().filter(|(p, _)| *p >= fault + 8192).collect();
-    assert_eq!(below.len(), 32, "pages below the fault");
+    assert_eq!(below.len(), 64, "pages below the fault");
     for (p, bytes) in &pages {
         assert_eq!(bytes[..], *bytes_at(*p, bytes.len()), "page at {p}");
     }

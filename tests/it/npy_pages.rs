@@ -139,13 +139,13 @@ fn npy_pages_keep_cache_faults_read_their_page_and_store_the_rows_below() {
     let at = hlen + (100 * 1024 + 600) * 8;
     let item = f64::from_le_bytes(map.bytes(at, 8).try_into().unwrap());
     assert_eq!(item, (100.0 * 1024.0 + 600.0) / 2.0);
-    // The 32 rows below are stored before the answer (the worker waits for the store
+    // The 64 rows below are stored before the answer (the answer waits for the store
     // threads, boundedly): wait for them on a loaded machine.
     let page_of = |r: usize| (hlen + (r * 1024 + 600) * 8) / PAGE;
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
     let stored = || {
         let res = map.residency();
-        (101..=132).all(|r| res[page_of(r)])
+        (101..=164).all(|r| res[page_of(r)])
     };
     while !stored() && std::time::Instant::now() < deadline {
         std::thread::sleep(std::time::Duration::from_millis(10));
@@ -158,12 +158,12 @@ fn npy_pages_keep_cache_faults_read_their_page_and_store_the_rows_below() {
     );
     // The rows below read through the mapping without asking b2fs (a fault would store the
     // rows below it) and hold the array's values.
-    for r in 101..=132 {
+    for r in 101..=164 {
         let at = hlen + (r * 1024 + 600) * 8;
         let got = f64::from_le_bytes(map.bytes(at, 8).try_into().unwrap());
         assert_eq!(got, (r as f64 * 1024.0 + 600.0) / 2.0, "item ({r}, 600)");
     }
-    // (A fault among them would store up to 32 more rows; pages after the fault's own in
+    // (A fault among them would store up to 64 more rows; pages after the fault's own in
     // its row may still be landing.)
     let after = map.resident();
     assert!(

@@ -1,0 +1,90 @@
+//! Unit tests of `npy.rs`: how page faults are told apart (walks down a column, scans in file
+//! order).
+
+use super::*;
+
+#[test]
+fn faults_down_one_column_count_as_a_walk() {
+    let mut f = RecentFaults::default();
+    // Rows of 16 pages: a 64-row window faults once, a strip once every 65 rows.
+    let row = 16 * PAGE;
+    let at = |r: u64, page: u64| 4 * PAGE + r * row + page * PAGE;
+    assert_eq!(f.note(7, at(10, 3), row), 1);
+    assert_eq!(f.note(7, at(75, 3), row), 2);
+    assert_eq!(f.note(7, at(0, 9), row), 1, "another column");
+    assert_eq!(f.note(8, at(140, 3), row), 1, "another file");
+    assert_eq!(f.note(7, at(140, 3), row), 3);
+    assert_eq!(f.note(7, at(141, 3), row), 4, "a row not stored: one below");
+    assert_eq!(
+        f.note(7, at(207, 3), row),
+        1,
+        "66 rows below: no fault of this walk"
+    );
+    assert_eq!(
+        f.note(7, at(60, 9), row),
+        1,
+        "the fault above is not among the file's latest two"
+    );
+    assert_eq!(f.note(7, at(160, 12), row), 1);
+    assert_eq!(f.note(7, at(150, 12), row), 1, "above: no walk down");
+    // A strip whose columns straddle two pages faults on both, row after row.
+    assert_eq!(f.note(7, at(200, 4), row), 1);
+    assert_eq!(f.note(7, at(200, 5), row), 1);
+    assert_eq!(f.note(7, at(265, 4), row), 2);
+    assert_eq!(f.note(7, at(265, 5), row), 2);
+    assert_eq!(f.note(7, at(330, 4), row), 3);
+    // Whole rows through a map: every column of a row faults before the first one
+    // again, 33 rows below: no walk.
+    for r in [400, 433, 466] {
+        for page in 0..16 {
+            assert_eq!(f.note(11, at(r, page), row), 1, "row {r}, page {page}");
+        }
+    }
+    // Rows of 8,800 bytes: the same column lies at another place of the page each row.
+    let (row, base) = (8800, 2 * PAGE);
+    let page = |r: u64| (base + r * row + 100) / PAGE * PAGE;
+    assert_eq!(f.note(9, page(0), row), 1);
+    assert_eq!(f.note(9, page(65), row), 2);
+    assert_eq!(f.note(9, page(100), row), 3);
+    assert_eq!(f.note(9, page(165), row), 4);
+    // Only the latest faults are remembered.
+    for k in 0..RECENT_FAULTS as u64 {
+        f.note(10, k * PAGE, row);
+    }
+    assert_eq!(f.note(9, page(200), row), 1);
+}
+
+#[test]
+fn faults_of_a_scan_in_file_order_offer_fewer_rows_below() {
+    let mut f = RecentFaults::default();
+    let row = 16 * PAGE;
+    let at = |r: u64, page: u64| 4 * PAGE + r * row + page * PAGE;
+    assert_eq!(f.reach(7, at(0, 0)), Reach::NEAR, "a fault not noted");
+    f.note(7, at(10, 3), row);
+    assert_eq!(f.reach(7, at(10, 3)), Reach::NEAR, "the file's first fault");
+    f.note(8, at(10, 4), row);
+    assert_eq!(
+        f.reach(8, at(10, 4)),
+        Reach::NEAR,
+        "another file's fault before it"
+    );
+    // A mapped scan: the next faults lie after the latest, within a row.
+    f.note(7, at(10, 5), row);
+    assert_eq!(f.reach(7, at(10, 5)), Reach::SCAN);
+    f.note(7, at(11, 1), row);
+    assert_eq!(
+        f.reach(7, at(11, 1)),
+        Reach::SCAN,
+        "the next row, before its column"
+    );
+    // A row or more after the latest, or before it: a window somewhere else.
+    f.note(7, at(12, 1), row);
+    assert_eq!(f.reach(7, at(12, 1)), Reach::NEAR);
+    f.note(7, at(12, 0), row);
+    assert_eq!(f.reach(7, at(12, 0)), Reach::NEAR);
+    assert_eq!(
+        f.reach(7, at(10, 5)),
+        Reach::SCAN,
+        "each fault keeps its own"
+    );
+}
