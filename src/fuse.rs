@@ -75,24 +75,15 @@ pub struct FuseAdapter {
 impl FuseAdapter {
     /// Serves `tree` with file content cached as `policy` says.
     pub fn new(tree: Arc<Tree>, policy: CachePolicy) -> FuseAdapter {
+        // Passthrough where the tree backs files (read-only, `-o passthrough`'s budget).
+        let passthrough = tree.backs_files().then(passthrough::Passthrough::new);
         FuseAdapter {
             tree,
             policy,
             decided: Default::default(),
             pusher: Default::default(),
-            passthrough: None,
+            passthrough,
         }
-    }
-
-    /// Serves data files by FUSE passthrough where the kernel allows it (read-only trees
-    /// only: a writable tree keeps the ordinary path; see `src/fuse/passthrough.rs`).
-    pub fn with_passthrough(mut self) -> FuseAdapter {
-        if self.tree.is_writable() {
-            log::warn!("passthrough: a read-write mount serves every file through b2fs");
-        } else {
-            self.passthrough = Some(passthrough::Passthrough::new());
-        }
-        self
     }
 
     /// Where the mounting code puts the page pusher once it has the session's notifier.

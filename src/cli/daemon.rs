@@ -300,7 +300,6 @@ fn serve(
             None => CachePolicy::Auto,
         },
         read_only: opts.read_only,
-        passthrough: opts.passthrough,
     };
     let mountpoint = target.path();
     let (mut session, policy) = match target {

@@ -195,19 +195,36 @@ impl Collection {
             .is_some_and(|b| b.poll_changed(ask))
     }
 
-    /// The store opened again from its followed object as the server holds it now (a remote
-    /// `.b2z` replaced there); `None` for collections opened from a path or a listing.
+    /// The collection opened again as its source is now (after a commit, or another writer's
+    /// change): a local store or directory from its path; a followed remote `.b2z` fetched
+    /// again from its server; a remote server's listed directory is `this` itself, whose
+    /// leaves open anew from the server at every [`Leaf::open_owned`] (names added or removed
+    /// there come from [`Collection::relisted`]).
     ///
     /// # Errors
-    /// When the object cannot be fetched or no longer opens as a store.
-    pub fn reopened_from_source(&self) -> Option<Result<Collection, ContainerError>> {
-        let bytes = self.zip()?.byte_source()?.reopen()?;
-        let path = self.path.clone();
-        Some(
-            bytes
-                .map_err(|source| ContainerError::Io { path, source })
-                .and_then(open_store_bytes),
-        )
+    /// When it cannot be opened now, or no longer opens as a collection.
+    pub fn reopened(this: &Arc<Collection>) -> Result<Arc<Collection>, ContainerError> {
+        if this.opens_leaves_anew() {
+            return Ok(Arc::clone(this));
+        }
+        let path = &this.path;
+        let remote = this.zip().and_then(zip::ZipIndex::byte_source);
+        let opened = match remote.and_then(|b| b.reopen()) {
+            Some(bytes) => Opened::Collection(open_store_bytes(bytes.map_err(|source| {
+                ContainerError::Io {
+                    path: path.clone(),
+                    source,
+                }
+            })?)?),
+            None => open_any(path)?,
+        };
+        match opened {
+            Opened::Collection(c) => Ok(Arc::new(c)),
+            Opened::Single(_) => Err(ContainerError::Changed {
+                path: path.clone(),
+                why: "it no longer opens as a collection".into(),
+            }),
+        }
     }
 
     /// The node at `key` (`/a/b`; `/` is not a node: use [`Collection::root`]).

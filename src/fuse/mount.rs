@@ -38,9 +38,6 @@ pub struct MountConfig {
     pub policy: CachePolicy,
     /// Mount read-only (the kernel refuses every change with EROFS).
     pub read_only: bool,
-    /// Serve data files by FUSE passthrough where the kernel allows it (read-only trees
-    /// only; the tree's [`crate::tree::TreeOptions::backing_budget`] bounds the memory).
-    pub passthrough: bool,
 }
 
 impl Default for MountConfig {
@@ -53,7 +50,6 @@ impl Default for MountConfig {
             threads: 2,
             policy: CachePolicy::default(),
             read_only: true,
-            passthrough: false,
         }
     }
 }
@@ -143,10 +139,7 @@ fn start(
     connect: impl FnOnce(FuseAdapter) -> io::Result<Session<FuseAdapter>>,
 ) -> io::Result<(Session<FuseAdapter>, CachePolicy)> {
     let tree = Arc::new(tree);
-    let mut adapter = FuseAdapter::new(tree.clone(), cfg.policy);
-    if cfg.passthrough {
-        adapter = adapter.with_passthrough();
-    }
+    let adapter = FuseAdapter::new(tree.clone(), cfg.policy);
     let decided = adapter.decided();
     let pusher = adapter.pusher_slot();
     let session = connect(adapter)?;

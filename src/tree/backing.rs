@@ -174,7 +174,7 @@ impl Tree {
     /// tree then report the error as usual). The caller keeps the returned file for as long
     /// as the kernel may use it: a held backing is never dropped for room.
     pub fn backing_file(&self, ino: u64, fh: u64) -> Option<Arc<File>> {
-        if self.options.writable || self.options.backing_budget == 0 || !self.backed_kind(ino) {
+        if !self.backs_files() || !self.backed_kind(ino) {
             return None;
         }
         let pinned = self.handles.pinned(fh, ino)?;
@@ -248,6 +248,12 @@ impl Tree {
                 None
             }
         }
+    }
+
+    /// Whether this tree backs files for passthrough: read-only, with a budget
+    /// ([`super::TreeOptions::backing_budget`], `-o passthrough`).
+    pub fn backs_files(&self) -> bool {
+        !self.options.writable && self.options.backing_budget > 0
     }
 
     /// Drops every backing file kept (the kernel refused passthrough: none will be used).

@@ -32,7 +32,7 @@ use super::layout::{
 };
 use super::view::{self, Adding};
 use super::{ArrayEntry, Tree, TreeError, display_chain};
-use crate::container::store::{self, Collection, Group, Leaf, Node, Opened};
+use crate::container::store::{Collection, Group, Leaf, Node};
 use crate::container::{Container, ContainerError};
 
 /// A collection leaf's directory before and after its first access.
@@ -145,20 +145,6 @@ fn lay_out_leaf(
             view::add_array_as(sub, at, array, how)
         }
         Container::Table(table) => view::add_table(sub, at, table, false),
-    }
-}
-
-/// The collection at `path` opened again (after a commit, or another writer's change).
-///
-/// # Errors
-/// When it cannot be opened, or no longer opens as a collection.
-pub(super) fn reopen(path: &std::path::Path) -> Result<Arc<Collection>, ContainerError> {
-    match store::open_any(path)? {
-        Opened::Collection(c) => Ok(Arc::new(c)),
-        Opened::Single(_) => Err(ContainerError::Changed {
-            path: path.to_path_buf(),
-            why: "it no longer opens as a collection".into(),
-        }),
     }
 }
 

@@ -429,8 +429,9 @@ impl Tree {
     /// For a page fault of `array.npy` (inode `ino`) at `offset` that continues a walk down a
     /// column ([`Tree::fault_ahead`] says so and calls this itself): asks the prefetch threads
     /// for the blocks the walk's next fault (`WALK_AHEAD`) reads (the row after the pages
-    /// offered below this fault and the rows below it), at most as many as a fault asks for. Blocks cached or being decoded are not
-    /// asked for again, so asking twice costs no decode.
+    /// offered below this fault and the rows below it), at most as many as a fault asks for.
+    /// Blocks cached or being decoded are not asked for again, so asking twice costs no
+    /// decode.
     pub fn walk_ahead(&self, ino: u64, offset: u64, size: u32) {
         let Some((array, npy)) = self.fault_view(ino, offset, size) else {
             return;

@@ -18,7 +18,7 @@ use std::sync::Arc;
 use super::follow::Invalidation;
 use super::layout::{FileKind, NodeKind};
 use super::{Tree, display_chain, view};
-use crate::container::store::Node;
+use crate::container::store::{Collection, Node};
 use crate::container::{Container, ContainerError};
 use crate::reader::{ArrayId, Change, ChunkId, ChunkStore, LiveArray, Snapshot};
 
@@ -70,14 +70,7 @@ impl Tree {
             // A remote collection's new listing, or the local one opened again.
             Some(cell) => Some(match self.follow.take_relisted() {
                 Some(listed) => listed,
-                // A dataset of a remote server's directory changed there: its leaves open
-                // again from the server through the collection as it is.
-                None if cell.get().opens_leaves_anew() => cell.get(),
-                // A remote `.b2z` replaced on its server: fetched and opened again.
-                None => match cell.get().reopened_from_source() {
-                    Some(reopened) => Arc::new(reopened?),
-                    None => super::collection::reopen(cell.get().path())?,
-                },
+                None => Collection::reopened(&cell.get())?,
             }),
             None => None,
         };

@@ -142,9 +142,10 @@ impl Collection {
 
     /// Whether this is a remote server's listed directory ([`open_listed`]), whose leaves
     /// are opened again from the server at every [`super::Leaf::open_owned`]: after one of
-    /// them changed there, the collection itself is what "opened again" gives (a new
-    /// listing is only needed when the names change: [`Collection::relisted`]).
-    pub fn opens_leaves_anew(&self) -> bool {
+    /// them changed there, the collection itself is what "opened again" gives
+    /// ([`Collection::reopened`]; a new listing is only needed when the names change:
+    /// [`Collection::relisted`]).
+    pub(super) fn opens_leaves_anew(&self) -> bool {
         self.form == Form::Frames && self.shared.tree.is_some()
     }
 
