@@ -69,14 +69,16 @@ pub struct FuseAdapter {
     /// Where pages offered to the kernel go, once the session exists (see [`push`]).
     pusher: std::sync::Arc<std::sync::OnceLock<push::Pusher>>,
     /// `-o passthrough`: data files served from backing files (see [`passthrough`]).
-    passthrough: Option<passthrough::Passthrough>,
+    passthrough: Option<Arc<passthrough::Passthrough>>,
 }
 
 impl FuseAdapter {
     /// Serves `tree` with file content cached as `policy` says.
     pub fn new(tree: Arc<Tree>, policy: CachePolicy) -> FuseAdapter {
         // Passthrough where the tree backs files (read-only, `-o passthrough`'s budget).
-        let passthrough = tree.backs_files().then(passthrough::Passthrough::new);
+        let passthrough = tree
+            .backs_files()
+            .then(|| Arc::new(passthrough::Passthrough::new()));
         FuseAdapter {
             tree,
             policy,
@@ -220,24 +222,35 @@ impl Filesystem for FuseAdapter {
         };
         match self.tree.open_by(ino.0, flags.0, by) {
             Ok(fh) => {
-                if let Some(pt) = self.passthrough.as_ref().filter(|_| read_only) {
-                    if let Some(id) = pt.open(&self.tree, ino.0, fh, &reply) {
-                        // Neither KEEP_CACHE (the kernel refuses it) nor DIRECT_IO (reads
-                        // would reach b2fs again); nothing to flush.
-                        return reply.opened_passthrough(
-                            FileHandle(fh),
-                            FopenFlags::FOPEN_NOFLUSH,
-                            &id,
-                        );
-                    }
-                }
                 let mut fopen = convert::fopen_flags(self.policy, self.tree.keep_cache(ino.0));
                 // A read-only handle has nothing to commit on close: spare the close(2) of
                 // every chunk file a scan opens its synchronous FLUSH round trip.
                 if flags.0 & libc::O_ACCMODE == libc::O_RDONLY {
                     fopen |= FopenFlags::FOPEN_NOFLUSH;
                 }
-                reply.opened(FileHandle(fh), fopen)
+                let Some(pt) = self.passthrough.as_ref().filter(|_| read_only) else {
+                    return reply.opened(FileHandle(fh), fopen);
+                };
+                // Neither KEEP_CACHE (the kernel refuses it) nor DIRECT_IO (reads would reach
+                // b2fs again) with passthrough; nothing to flush.
+                let answer = move |id: Option<Arc<fuser::BackingId>>, reply: ReplyOpen| match id {
+                    Some(id) => {
+                        reply.opened_passthrough(FileHandle(fh), FopenFlags::FOPEN_NOFLUSH, &id)
+                    }
+                    None => reply.opened(FileHandle(fh), fopen),
+                };
+                match pt.open_now(&self.tree, ino.0, fh, &reply) {
+                    Ok(id) => answer(id, reply),
+                    // A first open decodes the whole file: not on this worker, which the
+                    // mount's other requests (and other first opens) need meanwhile.
+                    Err(()) => {
+                        let (pt2, tree) = (pt.clone(), self.tree.clone());
+                        pt.open_later(Box::new(move || {
+                            let id = pt2.open(&tree, ino.0, fh, &reply);
+                            answer(id, reply)
+                        }));
+                    }
+                }
             }
             Err(e) => {
                 log_error(&self.tree, "open", ino, &e);

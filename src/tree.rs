@@ -118,7 +118,7 @@ use scratch::ScratchFiles;
 pub use crate::reader::ChunkStore;
 pub use crate::reader::{PAGE, RANGE_READ_MAX, ReadData};
 pub use attr::{Attr, DirEntry, EntryKind, StatFs};
-pub use backing::BackingStats;
+pub use backing::{BackingNow, BackingStats};
 pub use dir::{ReadDir, chunk_name};
 pub use error::{TreeError, display_chain};
 pub use follow::{Follow, Invalidation};

@@ -19,13 +19,14 @@
 
 use std::collections::HashMap;
 use std::fs::File;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{Sender, channel};
+use std::sync::{Arc, OnceLock};
 
 use fuser::{BackingId, ReplyOpen};
 use parking_lot::Mutex;
 
-use crate::tree::Tree;
+use crate::tree::{BackingNow, Tree};
 
 /// How the live opens of an inode are served.
 #[derive(Debug)]
@@ -75,12 +76,65 @@ impl Live {
     }
 }
 
+/// Threads answering the opens that fill a backing file. Two: a fill already decodes on
+/// every core (the tree's sequential read path), so more would only hold more memory at
+/// once; two let a second first open proceed while one waits on a slow source. Further
+/// fills queue (their openers wait; the mount's other requests do not).
+const FILL_THREADS: usize = 2;
+
+type Job = Box<dyn FnOnce() + Send>;
+
+/// The threads of [`FILL_THREADS`], started at the first fill; they end when the mount's
+/// adapter (and with it the sender) is dropped.
+#[derive(Debug, Default)]
+struct FillPool {
+    jobs: OnceLock<Option<Sender<Job>>>,
+}
+
+impl FillPool {
+    /// Runs `job` on a pool thread; on this thread when none can be started (logged once).
+    fn run(&self, job: Job) {
+        let jobs = self.jobs.get_or_init(|| {
+            let (tx, rx) = channel::<Job>();
+            let rx = Arc::new(Mutex::new(rx));
+            for i in 0..FILL_THREADS {
+                let rx = rx.clone();
+                let spawned = std::thread::Builder::new()
+                    .name(format!("b2fs-fill-{i}"))
+                    .spawn(move || {
+                        loop {
+                            let job = rx.lock().recv();
+                            match job {
+                                Ok(job) => job(),
+                                Err(_) => return, // the mount is gone
+                            }
+                        }
+                    });
+                if let Err(e) = spawned {
+                    log::warn!("passthrough: no fill thread ({e}): first opens hold a FUSE worker");
+                    return (i > 0).then_some(tx);
+                }
+            }
+            Some(tx)
+        });
+        match jobs {
+            Some(tx) => {
+                if let Err(e) = tx.send(job) {
+                    (e.0)(); // every pool thread is gone: answer here
+                }
+            }
+            None => job(),
+        }
+    }
+}
+
 /// The passthrough state of a mount.
 #[derive(Debug)]
 pub(crate) struct Passthrough {
     /// False once the kernel refused (then every open is ordinary).
     on: AtomicBool,
     live: Mutex<Live>,
+    fills: FillPool,
 }
 
 impl Passthrough {
@@ -88,6 +142,7 @@ impl Passthrough {
         Passthrough {
             on: AtomicBool::new(true),
             live: Mutex::default(),
+            fills: FillPool::default(),
         }
     }
 
@@ -103,9 +158,34 @@ impl Passthrough {
         self.on.load(Ordering::Relaxed)
     }
 
+    /// How to answer the read-only open `fh` of `ino` without waiting: with passthrough
+    /// (`Some(id)`), the ordinary way (`None`: the file is not backed, the kernel refused, or
+    /// `ino` has live ordinary opens), or `Err(())` when the answer needs a fill (one decode
+    /// of the whole file, or a wait for another open's): then call [`Passthrough::open`] from
+    /// a thread that may wait, [`Passthrough::open_later`].
+    pub(crate) fn open_now(
+        &self,
+        tree: &Tree,
+        ino: u64,
+        fh: u64,
+        reply: &ReplyOpen,
+    ) -> Result<Option<Arc<BackingId>>, ()> {
+        if let Some(id) = self.live.lock().join(ino, fh) {
+            return Ok(id);
+        }
+        if !self.is_on() {
+            return Ok(self.start(tree, ino, fh, None, reply));
+        }
+        match tree.backing_now(ino, fh) {
+            BackingNow::Kept(file) => Ok(self.start(tree, ino, fh, Some(file), reply)),
+            BackingNow::NotBacked => Ok(self.start(tree, ino, fh, None, reply)),
+            BackingNow::Fill => Err(()),
+        }
+    }
+
     /// The backing id to answer the read-only open `fh` of `ino` with, or `None` for an
-    /// ordinary answer (the file is not backed, the kernel refused, or `ino` has live
-    /// ordinary opens). Fills the backing file on the first open (see [`Tree::backing_file`]).
+    /// ordinary answer (as [`Passthrough::open_now`]). Fills the backing file on the first
+    /// open (see [`Tree::backing_file`]): this may take as long as a decode of the file.
     pub(crate) fn open(
         &self,
         tree: &Tree,
@@ -121,6 +201,25 @@ impl Passthrough {
             true => tree.backing_file(ino, fh),
             false => None,
         };
+        self.start(tree, ino, fh, file, reply)
+    }
+
+    /// Runs `answer` (which calls [`Passthrough::open`] and replies) on a thread of the fill
+    /// pool, so that the FUSE worker goes back to other requests while a file is decoded.
+    pub(crate) fn open_later(&self, answer: Box<dyn FnOnce() + Send>) {
+        self.fills.run(answer);
+    }
+
+    /// Counts `fh` as the first live open of `ino`, served from `file` when the kernel takes
+    /// it, else the ordinary way; or joins the opens of `ino` answered meanwhile.
+    fn start(
+        &self,
+        tree: &Tree,
+        ino: u64,
+        fh: u64,
+        file: Option<Arc<File>>,
+        reply: &ReplyOpen,
+    ) -> Option<Arc<BackingId>> {
         let mut live = self.live.lock();
         if let Some(id) = live.join(ino, fh) {
             return id; // another open of `ino` was answered meanwhile

@@ -55,6 +55,19 @@ pub struct BackingStats {
     pub files: u64,
 }
 
+/// What an open would get from [`Tree::backing_file`] without waiting ([`Tree::backing_now`]).
+#[derive(Debug)]
+pub enum BackingNow {
+    /// The backing kept from an earlier open of the same version (counted as a reuse).
+    Kept(Arc<File>),
+    /// The file is never backed: a writable tree, or not a chunk file, `array.npy` or
+    /// `table.npy`.
+    NotBacked,
+    /// Ask [`Tree::backing_file`], which may fill the file (one decode of all of it), wait
+    /// for another open's fill, or refuse it (the budget).
+    Fill,
+}
+
 /// The version a backing file holds: the identities of what its descriptor pinned. Weak
 /// references keep the addresses from being reused while the entry exists.
 #[derive(Debug)]
@@ -122,6 +135,19 @@ struct State {
 }
 
 impl State {
+    /// The kept backing of `ino` when it holds version `pinned` of `size` bytes, counted as
+    /// a reuse; ticks the clock either way.
+    fn reuse(&mut self, ino: u64, pinned: &Pinned, size: u64) -> Option<Arc<File>> {
+        self.clock += 1;
+        let slot = self.files.get_mut(&ino)?;
+        if !slot.version.is(pinned) || slot.size != size {
+            return None;
+        }
+        slot.used_at = self.clock;
+        self.stats.reuses += 1;
+        Some(slot.file.clone())
+    }
+
     /// Drops the backing of `ino`, if kept.
     fn drop_slot(&mut self, ino: u64) {
         if let Some(old) = self.files.remove(&ino) {
@@ -188,16 +214,10 @@ impl Tree {
             }
             b.filled.wait(&mut st);
         }
-        st.clock += 1;
-        let now = st.clock;
-        if let Some(slot) = st.files.get_mut(&ino) {
-            if slot.version.is(&pinned) && slot.size == size {
-                slot.used_at = now;
-                let file = slot.file.clone();
-                st.stats.reuses += 1;
-                return Some(file);
-            }
+        if let Some(file) = st.reuse(ino, &pinned, size) {
+            return Some(file);
         }
+        let now = st.clock;
         st.drop_slot(ino);
         if size > budget || !st.make_room(size, budget) {
             st.stats.refused += 1;
@@ -247,6 +267,31 @@ impl Tree {
                 );
                 None
             }
+        }
+    }
+
+    /// What [`Tree::backing_file`] gives the open `fh` of `ino` when that needs no fill and
+    /// no wait: for an open that must not hold its thread for a whole decode (the FUSE
+    /// adapter answers [`BackingNow::Fill`] opens from a thread of their own).
+    pub fn backing_now(&self, ino: u64, fh: u64) -> BackingNow {
+        if !self.backs_files() || !self.backed_kind(ino) {
+            return BackingNow::NotBacked;
+        }
+        let (Some(pinned), Some(size)) = (
+            self.handles.pinned(fh, ino),
+            self.entry(ino)
+                .ok()
+                .and_then(|e| self.file_size(ino, e).ok()),
+        ) else {
+            return BackingNow::Fill; // `backing_file` tells why (cheaply)
+        };
+        let mut st = self.backings.state.lock();
+        if st.filling.contains(&ino) {
+            return BackingNow::Fill;
+        }
+        match st.reuse(ino, &pinned, size) {
+            Some(file) => BackingNow::Kept(file),
+            None => BackingNow::Fill,
         }
     }
 

@@ -413,3 +413,73 @@ umount "$MP"
     assert_eq!(log.matches(refused).count(), 1, "{log}");
     assert!(log.contains("every file is served through b2fs"), "{log}");
 }
+
+/// A first open decodes its whole file into the backing file on a thread of its own, not on
+/// a FUSE worker: four first opens of chunk files held by a stalled S3 server (more than the
+/// mount's two workers) leave the mount answering `stat`, `ls` and reads of a file opened
+/// before; once the server answers, every opener gets python-blosc2's bytes. (Before, two
+/// such opens held both workers and the whole mount waited for the server.)
+#[cfg(feature = "remote")]
+#[test]
+fn passthrough_first_opens_held_by_a_stalled_source_leave_the_mount_answering() {
+    use crate::support::remote::{BUCKET, Fault, s3_fixture};
+    let t = "passthrough_first_opens_held_by_a_stalled_source_leave_the_mount_answering";
+    or_skip!(crate::support::fuse(t));
+    let f = or_skip!(s3_fixture(t, 12, 32 << 10, "held.b2nd"));
+    let m = Mount::daemon(
+        Path::new(&format!("s3://{BUCKET}/held.b2nd")),
+        &[&format!(
+            "ro,passthrough,endpoint={},no_sign_request,remote_timeout=3,remote_retries=20,\
+             remote_recheck=0",
+            f.proxy.url
+        )],
+    );
+    let want = f.local();
+    let decoded = |i: usize| b2fs::codec::decompress(&want.chunk_bytes(i).unwrap()).unwrap();
+    let cold = f.cold();
+    assert!(cold.len() >= 5, "chunks that cost a GET: {cold:?}");
+    let first = m.path(&format!("data/{:08}.bin", cold[0]));
+    let opened = std::fs::File::open(&first).unwrap();
+    let mut head = vec![0u8; 4096];
+    opened.read_exact_at(&mut head, 0).unwrap();
+    assert_eq!(head, decoded(cold[0])[..4096]);
+
+    let asked = f.proxy.requests();
+    f.proxy.set_fault(Fault::Stall, None);
+    let openers: Vec<_> = cold[1..5]
+        .iter()
+        .map(|&i| {
+            let p = m.path(&format!("data/{i:08}.bin"));
+            std::thread::spawn(move || (i, std::fs::read(p)))
+        })
+        .collect();
+    // The openers' fills have asked the server (each for its own chunk) before the checks
+    // below; this wait only makes the check meaningful and asserts nothing.
+    wait_until(Duration::from_secs(10), || f.proxy.requests() >= asked + 4);
+    let (tx, rx) = std::sync::mpsc::channel();
+    let (root, mp_first) = (m.mp.clone(), first.clone());
+    std::thread::spawn(move || {
+        let listed = std::fs::read_dir(root.join("data")).map(|d| d.count());
+        let size = std::fs::metadata(&mp_first).map(|md| md.len());
+        let mut again = vec![0u8; 4096];
+        let read = opened.read_exact_at(&mut again, 8192).map(|_| again);
+        let _ = tx.send((listed, size, read));
+    });
+    // A deadline that only a mount waiting for the server misses (its attempts time out
+    // every 3 s and are retried 20 times): the answers come in milliseconds otherwise.
+    let got = rx.recv_timeout(Duration::from_secs(20));
+    f.proxy.set_fault(Fault::None, None);
+    let (listed, size, read) = got.expect("the mount answers while first opens wait on the server");
+    assert_eq!(listed.unwrap(), 12);
+    assert_eq!(size.unwrap(), decoded(cold[0]).len() as u64);
+    assert_eq!(read.unwrap(), decoded(cold[0])[8192..8192 + 4096]);
+    for o in openers {
+        let (i, bytes) = o.join().unwrap();
+        assert_eq!(
+            bytes.unwrap(),
+            decoded(i),
+            "chunk {i} through its backing file"
+        );
+    }
+    m.umount();
+}
