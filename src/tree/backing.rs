@@ -17,8 +17,9 @@
 //!   replaces them; when the budget is taken by backings still in use, the file is not backed.
 //!   The caller then serves the file the ordinary way. Backings the caller still holds (an
 //!   open the kernel serves from one) are never dropped, and a backing replaced by a new
-//!   version while still held is no longer counted: its memory is freed at its last close
-//!   (and, for a mapped file, its last unmap).
+//!   version while still held keeps counting until its holders let go (its memory is freed
+//!   at its last close; a process that still maps the file after that holds the memory
+//!   until its last unmap, which the tree cannot see).
 
 use std::collections::{HashMap, HashSet};
 use std::fs::File;
@@ -49,7 +50,7 @@ pub struct BackingStats {
     pub refused: u64,
     /// Backing files dropped (for room, or because their version was replaced).
     pub dropped: u64,
-    /// Bytes of the backing files kept now.
+    /// Bytes of the backing files kept now, and of replaced ones still held open.
     pub bytes: u64,
     /// Backing files kept now.
     pub files: u64,
@@ -123,8 +124,11 @@ struct Slot {
 
 #[derive(Debug, Default)]
 struct State {
-    /// Bytes of the kept files plus those being filled.
+    /// Bytes of the kept files, those being filled and the retired ones still held.
     used: u64,
+    /// Backings dropped from `files` while still held (a newer version replaced them under
+    /// an open descriptor), with their sizes: they hold memory until released.
+    retired: Vec<(Weak<File>, u64)>,
     clock: u64,
     files: HashMap<u64, Slot>,
     /// Inodes being filled now (a second open of one waits for the first).
@@ -148,17 +152,36 @@ impl State {
         Some(slot.file.clone())
     }
 
-    /// Drops the backing of `ino`, if kept.
+    /// Drops the backing of `ino`, if kept. One still held by the caller (an open the
+    /// kernel serves from it: the file was replaced by a newer version meanwhile) stays
+    /// counted in `used` until its holders let go (see [`State::forget_released`]).
     fn drop_slot(&mut self, ino: u64) {
         if let Some(old) = self.files.remove(&ino) {
-            self.used -= old.size;
             self.stats.dropped += 1;
+            match Arc::strong_count(&old.file) {
+                1 => self.used -= old.size,
+                _ => self.retired.push((Arc::downgrade(&old.file), old.size)),
+            }
         }
+    }
+
+    /// Stops counting the retired backings nobody holds any more.
+    fn forget_released(&mut self) {
+        let mut freed = 0;
+        self.retired.retain(|(file, size)| {
+            let held = file.strong_count() > 0;
+            if !held {
+                freed += size;
+            }
+            held
+        });
+        self.used -= freed;
     }
 
     /// Drops unused backings, least recently used first, until `size` more bytes fit in
     /// `budget`; false when they cannot (the rest is in use).
     fn make_room(&mut self, size: u64, budget: u64) -> bool {
+        self.forget_released();
         while self.used.saturating_add(size) > budget {
             let victim = self
                 .files
@@ -312,7 +335,8 @@ impl Tree {
 
     /// Counters of the backing files.
     pub fn backing_stats(&self) -> BackingStats {
-        let st = self.backings.state.lock();
+        let mut st = self.backings.state.lock();
+        st.forget_released();
         BackingStats {
             bytes: st.used,
             files: st.files.len() as u64,

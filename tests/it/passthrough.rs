@@ -64,6 +64,39 @@ fn content(f: &std::fs::File) -> Vec<u8> {
     b
 }
 
+/// A backing file replaced by a newer version while an open still holds it keeps counting
+/// against the budget until it is released: the budget bounds the memory the backing files
+/// hold, versions included.
+#[test]
+fn passthrough_tree_backing_replaced_while_held_counts_until_released() {
+    let t = "passthrough_tree_backing_replaced_while_held_counts_until_released";
+    let py = or_skip!(python(t));
+    let (_dir, src) = crate::support::temp_path("a.b2nd");
+    array(&py, &src, 1);
+    // array.npy: 2,404,096 bytes (a page of header); room for one version, not two.
+    let t = tree(&src, 4 << 20);
+    let npy = ino(&t, "array.npy");
+    let fh1 = t.open(npy, libc::O_RDONLY).unwrap();
+    let v1 = t.backing_file(npy, fh1).expect("version 1 fits");
+    let size = content(&v1).len() as u64;
+    array(&py, &src, 2); // python-blosc2 rewrites the source
+    assert!(wait_until(Duration::from_secs(10), || t.follow_source()));
+    let want = read_all(&t, npy);
+    let fh2 = t.open(npy, libc::O_RDONLY).unwrap();
+    assert!(
+        t.backing_file(npy, fh2).is_none(),
+        "version 1 is still held: version 2 does not fit beside it"
+    );
+    assert_eq!(t.backing_stats().bytes, size, "version 1 still counts");
+    drop(v1);
+    t.release(fh1).unwrap();
+    let v2 = t.backing_file(npy, fh2).expect("version 1 was released");
+    assert_eq!(content(&v2), want);
+    let s = t.backing_stats();
+    assert_eq!((s.bytes, s.files), (size, 1));
+    t.release(fh2).unwrap();
+}
+
 #[test]
 fn passthrough_tree_backing_file_is_filled_once_and_bounded() {
     let py = or_skip!(python(
