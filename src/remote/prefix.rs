@@ -43,6 +43,10 @@ use crate::container::{ByteSource, ByteTree, ByteView, Relist};
 const MAX_OBJECTS: usize = 1 << 20;
 /// Objects up to this size that are not chunk data are fetched at open.
 const WARM_MAX: u64 = 1 << 20;
+/// How long a prefix opened again is handed to the next arrays reopened from the old one (one
+/// reload reopens every array of the mount within it); later, it is opened again (a reload
+/// that failed on a half-uploaded version must not get that listing back for good).
+const SHARE_NEXT: Duration = Duration::from_secs(1);
 /// The largest prefetch window, in bytes (also at most a quarter of the cache budget).
 const WINDOW_MAX: u64 = 64 << 20;
 
@@ -127,8 +131,9 @@ pub struct RemotePrefix {
     follow: Mutex<Option<Following>>,
     /// A listing since the open showed other objects (names, sizes or ETags).
     moved: AtomicBool,
-    /// The prefix opened again after a change, shared by every array reopened from this one.
-    next: Mutex<Option<Arc<RemotePrefix>>>,
+    /// The prefix opened again after a change and when, shared by every array reopened from
+    /// this one within [`SHARE_NEXT`].
+    next: Mutex<Option<(Instant, Arc<RemotePrefix>)>>,
 }
 
 /// How a followed prefix is listed again ([`RemotePrefix::follow_every`]).
@@ -341,7 +346,8 @@ impl RemotePrefix {
     }
 
     /// The prefix opened again as the server holds it now, followed as this one is (one
-    /// open shared by every caller); `None` when this one is not followed.
+    /// open shared by the callers within [`SHARE_NEXT`]); `None` when this one is not
+    /// followed.
     fn reopen(&self) -> Option<Result<Arc<RemotePrefix>, RemoteError>> {
         let (every, opts) = {
             let f = lock(&self.follow);
@@ -349,13 +355,13 @@ impl RemotePrefix {
             (f.every, f.opts.clone())
         };
         let mut next = lock(&self.next);
-        if let Some(n) = next.as_ref() {
+        if let Some((_, n)) = next.as_ref().filter(|(at, _)| at.elapsed() < SHARE_NEXT) {
             return Some(Ok(Arc::clone(n)));
         }
         let opened = open_prefix(&self.url, &opts);
         if let Ok(p) = &opened {
             p.follow_every(every, &opts);
-            *next = Some(Arc::clone(p));
+            *next = Some((Instant::now(), Arc::clone(p)));
         }
         Some(opened)
     }
