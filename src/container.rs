@@ -65,7 +65,7 @@ use std::sync::Arc;
 use std::time::SystemTime;
 
 pub use error::ContainerError;
-pub use files::{ByteTree, Relist, open_tree};
+pub use files::{ByteTree, Relist, open_tree, open_tree_at};
 pub use frame::{FrameInfo, Vlmetalayer};
 pub use ndim::{Grid, NdMeta};
 pub use source::{ByteSource, ByteView, FileState, IoStats};

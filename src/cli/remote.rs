@@ -67,6 +67,9 @@ pub fn open(url: &str, opts: &RemoteOptions) -> Result<Opened, Error> {
                 Err(e) if e.kind == K::NotFound => return Err(remote_err(not_found.unwrap_or(e))),
                 Err(e) => return Err(remote_err(e)),
             };
+            if let Some(every) = opts.remote_recheck {
+                prefix.follow_every(every, opts);
+            }
             let tree = prefix.byte_tree();
             // A `.b2d` store (embed.b2e at the root), else a sparse frame or bcolz root.
             let opened = if tree.file("embed.b2e").is_some() {

@@ -162,7 +162,7 @@ fn non_negative(v: &Value, what: &str, path: &Path) -> Result<u64, ContainerErro
 pub(crate) struct Carray {
     root: PathBuf,
     /// Where its files are opened from.
-    files: Files,
+    pub(crate) files: Files,
     stats: Arc<IoStats>,
     sizes: Value,
     storage: Value,

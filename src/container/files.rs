@@ -59,6 +59,18 @@ pub trait ByteTree: Send + Sync + std::fmt::Debug {
     fn relist(&self) -> std::io::Result<Relist> {
         Ok(Relist::Unchanged)
     }
+    /// Whether the files changed where the tree lives since it was listed: what is known, or,
+    /// with `ask`, asked now when that is due (a followed remote prefix listed again; only
+    /// the mount's follower thread asks). False by default: nothing to follow.
+    fn poll_changed(&self, ask: bool) -> bool {
+        let _ = ask;
+        false
+    }
+    /// The tree listed again as it is now, with its stores opened ([`Relist::Changed`]), when
+    /// it is followed ([`ByteTree::poll_changed`]); `None` by default.
+    fn reopen(&self) -> Option<std::io::Result<Relist>> {
+        None
+    }
 }
 
 /// What listing a [`ByteTree`] again found.
@@ -82,6 +94,14 @@ pub(crate) enum Files {
 }
 
 impl Files {
+    /// The byte tree the files are opened from (`None`: the local file system).
+    pub(crate) fn tree(&self) -> Option<&Arc<dyn ByteTree>> {
+        match self {
+            Files::Local => None,
+            Files::Tree(t) => Some(t),
+        }
+    }
+
     /// The relative name of `path` in `tree` (`None`: not under its root).
     fn rel(tree: &dyn ByteTree, path: &Path) -> Option<String> {
         let rel = path.strip_prefix(tree.root()).ok()?;
@@ -208,6 +228,35 @@ pub(crate) fn open_dir(
         ))));
     }
     Ok(None)
+}
+
+impl Array {
+    /// The byte tree a directory source (sparse frame, bcolz carray or column) was opened
+    /// from (a remote prefix), which the mount's follower asks whether it changed and lists
+    /// again ([`ByteTree::poll_changed`], [`ByteTree::reopen`]); `None` for local files and
+    /// sources of one object.
+    pub fn byte_tree(&self) -> Option<&Arc<dyn ByteTree>> {
+        match &self.inner {
+            super::Inner::Frame(f) => f.files.tree(),
+            super::Inner::Bcolz(c) => c.files.tree(),
+        }
+    }
+}
+
+/// Opens the directory source at `path` under the root of `tree` (the root itself, or a
+/// ctable's column directory): what a followed prefix's array is opened again from.
+///
+/// # Errors
+/// As [`open_tree`]; [`ContainerError::NotAContainer`] when `path` holds no source.
+pub fn open_tree_at(tree: Arc<dyn ByteTree>, path: &Path) -> Result<Container, ContainerError> {
+    let files = Files::Tree(tree);
+    let stats = Arc::new(IoStats::default());
+    open_dir(&files, path, &stats)?.ok_or_else(|| {
+        not_a_container(
+            path,
+            "the prefix holds no chunks.b2frame, __rootdirs__ or meta/sizes + meta/storage",
+        )
+    })
 }
 
 /// Opens the directory source at the root of `tree` (a remote prefix): a sparse frame, a

@@ -105,7 +105,7 @@ pub(crate) struct Frame {
     /// The sparse frame's directory (`None` for a contiguous frame).
     dir: Option<PathBuf>,
     /// Where the sparse frame's chunk files are opened from.
-    files: Files,
+    pub(crate) files: Files,
     stats: Arc<IoStats>,
     info: FrameInfo,
     nchunks: usize,

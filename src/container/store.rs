@@ -39,6 +39,7 @@
 
 pub mod dir;
 pub mod embed;
+mod follow;
 mod head;
 mod keys;
 pub mod zip;
@@ -50,6 +51,7 @@ use std::sync::{Arc, OnceLock};
 use serde_json::Value;
 
 pub use embed::Marker;
+pub use follow::Followed;
 
 use super::{Array, Container, ContainerError};
 use embed::{Entry, Estore};
@@ -186,26 +188,31 @@ impl Collection {
         self.shared.zip.as_ref()
     }
 
-    /// Whether the store's own object (a followed remote `.b2z`) changed on its server: what
-    /// is known, or asked now when `ask` and due ([`super::ByteSource::poll_changed`]; only
-    /// the mount's follower thread asks). False for every other collection.
+    /// Whether the collection's followed remote sources ([`Collection::followed`]) changed
+    /// on their servers: what is known, or asked now when `ask` and due (each of them, one
+    /// after another; the mount's follower asks them concurrently itself). False for local
+    /// collections.
     pub fn source_changed(&self, ask: bool) -> bool {
-        self.zip()
-            .and_then(zip::ZipIndex::byte_source)
-            .is_some_and(|b| b.poll_changed(ask))
+        let mut changed = false;
+        for f in self.followed() {
+            changed |= f.poll_changed(ask);
+        }
+        changed
     }
 
     /// The collection opened again as its source is now (after a commit, or another writer's
     /// change): a local store or directory from its path; a followed remote `.b2z` fetched
-    /// again from its server; a remote server's listed directory is `this` itself, whose
-    /// leaves open anew from the server at every [`Leaf::open_owned`] (names added or removed
-    /// there come from [`Collection::relisted`]).
+    /// again from its server; a `.b2d` under a followed prefix from the prefix listed again;
+    /// a remote server's listed directory is `this` itself, whose leaves open anew from the
+    /// server at every [`Leaf::open_owned`] (names added or removed there come from
+    /// [`Collection::relisted`]), or, when one of its `.b2z` stores changed, the directory
+    /// listed again with that store opened again (`follow.rs`).
     ///
     /// # Errors
     /// When it cannot be opened now, or no longer opens as a collection.
     pub fn reopened(this: &Arc<Collection>) -> Result<Arc<Collection>, ContainerError> {
-        if this.opens_leaves_anew() {
-            return Ok(Arc::clone(this));
+        if let Some(again) = follow::reopened_remote(this)? {
+            return Ok(again);
         }
         let path = &this.path;
         let remote = this.zip().and_then(zip::ZipIndex::byte_source);

@@ -10,6 +10,7 @@
 use std::borrow::Cow;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::SystemTime;
 
 use parking_lot::Mutex;
@@ -56,6 +57,10 @@ pub struct LiveArray {
     leaf: Option<String>,
     /// Prints of the chunks its versions read whole (`prints.rs`).
     prints: Arc<Prints>,
+    /// A remote source settled for good ([`LiveArray::settle`]: gone from its collection,
+    /// or in a nested store replaced by a new one): no longer asked, and its known change
+    /// no longer reloads the tree (until [`LiveArray::replace`] makes it current again).
+    retired: AtomicBool,
 }
 
 impl LiveArray {
@@ -74,6 +79,7 @@ impl LiveArray {
             )),
             leaf: None,
             prints,
+            retired: AtomicBool::new(false),
         }
     }
 
@@ -94,6 +100,7 @@ impl LiveArray {
     /// Makes `array` current (reopened after `change`).
     pub fn replace(&self, array: Array, change: Change<'_>) {
         *self.seen.lock() = fingerprint(&array);
+        self.retired.store(false, Ordering::Relaxed);
         self.install(array, change);
     }
 
@@ -188,13 +195,16 @@ impl LiveArray {
     /// Whether the watched files differ from what the current version was opened from (a few
     /// `stat`s: another writer changed the source, or the mount's own commit runs now).
     ///
-    /// A followed remote source has no files: what its byte source knows
-    /// ([`crate::container::ByteSource::poll_changed`]; the follower thread asks the server,
-    /// [`LiveArray::ask_source`]).
+    /// A followed remote source has no files: what its byte tree (a prefix) or byte source
+    /// knows ([`crate::container::ByteSource::poll_changed`]; the follower thread asks the
+    /// server, [`LiveArray::ask_source`]); nothing once it is retired.
     pub fn changed_on_disk(&self) -> bool {
         let array = self.get();
+        if let Some(tree) = array.byte_tree() {
+            return !self.retired.load(Ordering::Relaxed) && tree.poll_changed(false);
+        }
         if let Some(bytes) = array.byte_source() {
-            return bytes.poll_changed(false);
+            return !self.retired.load(Ordering::Relaxed) && bytes.poll_changed(false);
         }
         let files = array.watched_files();
         let now: Vec<Option<FileState>> = files.iter().map(|f| FileState::stat(f)).collect();
@@ -204,15 +214,33 @@ impl LiveArray {
     /// For the follower thread: lets a followed remote source ask its server whether it
     /// changed, when that is due (network I/O; [`LiveArray::changed_on_disk`] then tells).
     pub fn ask_source(&self) {
-        if let Some(bytes) = self.get().byte_source() {
+        if self.retired.load(Ordering::Relaxed) {
+            return;
+        }
+        let array = self.get();
+        if let Some(tree) = array.byte_tree() {
+            tree.poll_changed(true);
+        } else if let Some(bytes) = array.byte_source() {
             bytes.poll_changed(true);
         }
     }
 
+    /// Whether asking this array's source ([`LiveArray::ask_source`]) may wait for a server.
+    pub fn asks_a_server(&self) -> bool {
+        let array = self.get();
+        !self.retired.load(Ordering::Relaxed)
+            && (array.byte_tree().is_some() || array.byte_source().is_some())
+    }
+
     /// Takes the watched files as they are now as seen, without reloading: the source is
-    /// gone from a collection, and its version stays as it is.
+    /// gone from a collection, and its version stays as it is. A remote source is retired:
+    /// its server is no longer asked about it.
     pub fn settle(&self) {
-        *self.seen.lock() = fingerprint(&self.get());
+        let array = self.get();
+        *self.seen.lock() = fingerprint(&array);
+        if array.byte_tree().is_some() || array.byte_source().is_some() {
+            self.retired.store(true, Ordering::Relaxed);
+        }
     }
 
     /// The array as it is now.
@@ -240,13 +268,24 @@ impl LiveArray {
         // Taken before the open: a change while it opens shows as a change later.
         let files = self.get().watched_files();
         let seen: Vec<Option<FileState>> = files.iter().map(|f| FileState::stat(f)).collect();
-        let reopened = self.get().byte_source().and_then(|b| b.reopen());
-        let opened = match reopened {
-            Some(bytes) => container::open_bytes(bytes.map_err(|source| ContainerError::Io {
-                path: self.path.clone(),
-                source,
-            })?)?,
-            None => container::open(&self.path)?,
+        let io = |source| ContainerError::Io {
+            path: self.path.clone(),
+            source,
+        };
+        let array = self.get();
+        let opened = if let Some(tree) = array.byte_tree() {
+            // A prefix listed again (shared by the arrays of the tree: one listing).
+            let now = match tree.reopen() {
+                Some(Ok(container::Relist::Changed(now, _))) => now,
+                Some(Err(e)) => return Err(io(e)),
+                Some(Ok(container::Relist::Unchanged)) | None => Arc::clone(tree),
+            };
+            container::open_tree_at(now, &self.path)?
+        } else {
+            match array.byte_source().and_then(|b| b.reopen()) {
+                Some(bytes) => container::open_bytes(bytes.map_err(io)?)?,
+                None => container::open(&self.path)?,
+            }
         };
         match opened {
             Container::Array(a) => {

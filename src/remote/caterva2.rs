@@ -573,10 +573,11 @@ impl Caterva2 {
     /// whose open fails, logged again then).
     fn with_listing(&self, listing: &Listing) -> (Caterva2, Vec<(String, Arc<RemoteObject>)>) {
         let known = self.stores.lock().clone();
+        // Opened again: stores not opened yet, and those that changed on the server since.
         let fresh: Vec<String> = listing
             .stores
             .iter()
-            .filter(|r| !known.contains_key(*r))
+            .filter(|r| known.get(*r).is_none_or(|o| o.byte_source().changed()))
             .cloned()
             .collect();
         let opened = self.open_stores(&fresh);
@@ -585,6 +586,11 @@ impl Caterva2 {
         for (rel, r) in fresh.into_iter().zip(opened) {
             match r {
                 Ok(o) => {
+                    // Asked whether it changed on the server as a `.b2z` mounted alone is
+                    // (`remote_recheck`); the mount then lists the directory again.
+                    if let Some(every) = self.opts.remote_recheck {
+                        o.follow_every(every, &self.opts);
+                    }
                     self.stores.lock().insert(rel, o);
                 }
                 Err(e) => {
@@ -735,35 +741,22 @@ impl ByteTree for Caterva2 {
             .collect();
         Ok(Relist::Changed(Arc::new(c2), stores))
     }
+
+    /// The directory listed again (one request) with its changed `.b2z` stores opened again
+    /// (the others kept): after one of them changed on the server.
+    fn reopen(&self) -> Option<std::io::Result<Relist>> {
+        let listing = match self.listing() {
+            Ok(l) => l,
+            Err(e) => return Some(Err(e.into_io())),
+        };
+        let (c2, shown) = self.with_listing(&listing);
+        let stores = shown
+            .into_iter()
+            .map(|(rel, o)| (rel, o.byte_source()))
+            .collect();
+        Some(Ok(Relist::Changed(Arc::new(c2), stores)))
+    }
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn web_ui_urls_split_into_server_and_api_path() {
-        let t = |u: &str| parse(u).unwrap();
-        assert_eq!(
-            t("http://127.0.0.1:8000/roots/@public"),
-            Target {
-                base: "http://127.0.0.1:8000".into(),
-                path: "@public".into()
-            }
-        );
-        assert_eq!(
-            t("https://cat2.cloud/demo/roots/@public/dir1/ds-2d.b2nd"),
-            Target {
-                base: "https://cat2.cloud/demo".into(),
-                path: "@public/dir1/ds-2d.b2nd".into()
-            }
-        );
-        assert_eq!(t("http://h/roots/%40public/a%20b/").path, "@public/a b");
-        assert_eq!(t("http://h:1/demo").path, "", "a base: every root");
-        assert!(looks_like_caterva2("http://h/roots/@public/x"));
-        assert!(!looks_like_caterva2("http://h/data/roots/x.b2nd"));
-        assert!(!looks_like_caterva2("http://h/x.b2nd"));
-        assert!(!looks_like_caterva2("s3://b/roots/@public"));
-        assert_eq!(encode_path("@public/a b/x.b2nd"), "@public/a%20b/x.b2nd");
-    }
-}
+mod tests;

@@ -495,12 +495,16 @@ impl Client {
     }
 
     /// Lists every object under the prefix `self.path/` (S3 ListObjectsV2, one request per
-    /// page of up to 1,000 keys), within the deadline per page; at most `limit` objects.
-    pub(crate) fn list(&self, limit: usize) -> Result<Vec<ObjectMeta>, RemoteError> {
+    /// page of up to 1,000 keys), each page within `deadline` (at open the read deadline;
+    /// the follower's question, one attempt's `remote_timeout`); at most `limit` objects.
+    pub(crate) fn list_within(
+        &self,
+        limit: usize,
+        deadline: Duration,
+    ) -> Result<Vec<ObjectMeta>, RemoteError> {
         use futures_util::StreamExt;
         let mut stream = self.store.list(Some(&self.path));
         let stats = Arc::clone(&self.stats);
-        let deadline = self.deadline;
         self.rt.block_on(async move {
             let mut out = Vec::new();
             // One request per page: counted when a page's first entry (or its end) arrives.

@@ -15,7 +15,13 @@
 //! - every GET carries `If-Match` with the ETag the listing gave (else `If-Unmodified-Since`);
 //!   a 412 marks the tree changed, logged once naming the object, and every later read fails;
 //! - with a disk cache, an object is looked up there (by its URL and listed version) before
-//!   it is fetched whole, and stored there once fetched; a remount costs the listing only.
+//!   it is fetched whole, and stored there once fetched; a remount costs the listing only;
+//! - followed ([`RemotePrefix::follow_every`], `remote_recheck`): the follower thread lists
+//!   the prefix again when that is due (one listing, no GET, given one attempt's
+//!   `remote_timeout`); other names, sizes or ETags mark it moved, and the mount opens it
+//!   again ([`ByteTree::reopen`]: one new prefix, listed and warmed once, shared by every
+//!   array opened from this one). Readers of the old version keep reading the objects whose
+//!   ETag still matches; the others fail with EIO (a 412), never with the new bytes.
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -31,12 +37,16 @@ use super::cache::{Begin, ExtentCache, Flight};
 use super::client::{Client, Pin, RemoteError, RemoteErrorKind, RemoteStats};
 use super::disk::{DiskCache, Entry};
 use super::seq::Sequence;
-use crate::container::{ByteSource, ByteTree, ByteView};
+use crate::container::{ByteSource, ByteTree, ByteView, Relist};
 
 /// The most objects a prefix may hold (a million-chunk sparse frame).
 const MAX_OBJECTS: usize = 1 << 20;
 /// Objects up to this size that are not chunk data are fetched at open.
 const WARM_MAX: u64 = 1 << 20;
+/// How long a prefix opened again is handed to the next arrays reopened from the old one (one
+/// reload reopens every array of the mount within it); later, it is opened again (a reload
+/// that failed on a half-uploaded version must not get that listing back for good).
+const SHARE_NEXT: Duration = Duration::from_secs(1);
 /// The largest prefetch window, in bytes (also at most a quarter of the cache budget).
 const WINDOW_MAX: u64 = 64 << 20;
 
@@ -115,27 +125,35 @@ pub struct RemotePrefix {
     seq: Mutex<Sequence>,
     changed: AtomicBool,
     disk: Option<Arc<DiskCache>>,
+    /// The URL it was opened from.
+    url: String,
+    /// Following it (off unless a mount asks).
+    follow: Mutex<Option<Following>>,
+    /// A listing since the open showed other objects (names, sizes or ETags).
+    moved: AtomicBool,
+    /// The prefix opened again after a change and when, shared by every array reopened from
+    /// this one within [`SHARE_NEXT`].
+    next: Mutex<Option<(Instant, Arc<RemotePrefix>)>>,
 }
 
-/// Whether the object named `rel` is fetched on demand, not at open: chunk data, or a leaf
-/// frame of a `.b2d` store (opened when first used).
-fn is_chunk_data(rel: &str) -> bool {
-    [".chunk", ".blp", ".b2nd", ".b2f", ".b2b"]
-        .iter()
-        .any(|s| rel.ends_with(s))
+/// How a followed prefix is listed again ([`RemotePrefix::follow_every`]).
+#[derive(Debug)]
+struct Following {
+    every: Duration,
+    last: Instant,
+    opts: RemoteOptions,
 }
 
-/// Lists the prefix `url` (`s3://bucket/dir/` or without the last slash) and fetches its
-/// small metadata objects (see the module docs). `NotFound` when nothing is under it.
-///
-/// # Errors
-/// The class and reason of the failure.
-pub fn open_prefix(url: &str, opts: &RemoteOptions) -> Result<Arc<RemotePrefix>, RemoteError> {
-    let client = Client::new(url, opts)?;
-    let t0 = Instant::now();
-    let metas = client.list(MAX_OBJECTS)?;
+/// Locks `m`, whatever a panicking holder left.
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// The objects under the client's prefix, sorted by name, each page of the listing given
+/// `patience`.
+fn listed(client: &Client, root_url: &str, patience: Duration) -> Result<Vec<Listed>, RemoteError> {
+    let metas = client.list_within(MAX_OBJECTS, patience)?;
     let base = client.path().as_ref().to_owned();
-    let root_url = url.trim_end_matches('/').to_owned();
     let mut objects: Vec<Listed> = metas
         .into_iter()
         .filter_map(|m| {
@@ -160,13 +178,48 @@ pub fn open_prefix(url: &str, opts: &RemoteOptions) -> Result<Arc<RemotePrefix>,
             })
         })
         .collect();
+    objects.sort_by(|a, b| a.rel.cmp(&b.rel));
+    Ok(objects)
+}
+
+/// Whether two listings name the same versions: the same names and sizes, and the same
+/// ETags (modification times when the server gives none).
+fn same_listing(a: &[Listed], b: &[Listed]) -> bool {
+    a.len() == b.len()
+        && a.iter().zip(b).all(|(x, y)| {
+            x.rel == y.rel
+                && x.size == y.size
+                && match (&x.pin.etag, &y.pin.etag) {
+                    (Some(p), Some(q)) => p == q,
+                    _ => x.mtime == y.mtime,
+                }
+        })
+}
+
+/// Whether the object named `rel` is fetched on demand, not at open: chunk data, or a leaf
+/// frame of a `.b2d` store (opened when first used).
+fn is_chunk_data(rel: &str) -> bool {
+    [".chunk", ".blp", ".b2nd", ".b2f", ".b2b"]
+        .iter()
+        .any(|s| rel.ends_with(s))
+}
+
+/// Lists the prefix `url` (`s3://bucket/dir/` or without the last slash) and fetches its
+/// small metadata objects (see the module docs). `NotFound` when nothing is under it.
+///
+/// # Errors
+/// The class and reason of the failure.
+pub fn open_prefix(url: &str, opts: &RemoteOptions) -> Result<Arc<RemotePrefix>, RemoteError> {
+    let client = Client::new(url, opts)?;
+    let t0 = Instant::now();
+    let root_url = url.trim_end_matches('/').to_owned();
+    let objects = listed(&client, &root_url, client.deadline)?;
     if objects.is_empty() {
         return Err(RemoteError::new(
             RemoteErrorKind::NotFound,
             "no object under the prefix",
         ));
     }
-    objects.sort_by(|a, b| a.rel.cmp(&b.rel));
     let prefix = Arc::new(RemotePrefix {
         root: PathBuf::from(&root_url),
         chunks: Chunks::of(&objects),
@@ -177,6 +230,10 @@ pub fn open_prefix(url: &str, opts: &RemoteOptions) -> Result<Arc<RemotePrefix>,
         changed: AtomicBool::new(false),
         disk: super::plan::disk_cache(opts),
         client,
+        url: url.to_owned(),
+        follow: Mutex::new(None),
+        moved: AtomicBool::new(false),
+        next: Mutex::new(None),
     });
     let listed = prefix.client.stats.requests();
     let warm: Vec<(usize, Arc<Flight>)> = (0..prefix.objects.len())
@@ -239,6 +296,76 @@ impl RemotePrefix {
         self.objects.is_empty()
     }
 
+    /// Follows the prefix: [`ByteTree::poll_changed`] lists it again every `every` (see the
+    /// module docs), and [`ByteTree::reopen`] opens it again with `opts`.
+    pub fn follow_every(&self, every: Duration, opts: &RemoteOptions) {
+        *lock(&self.follow) = Some(Following {
+            every,
+            last: Instant::now(),
+            opts: opts.clone(),
+        });
+    }
+
+    /// Whether the followed prefix changed on the server: known from a refused read or an
+    /// earlier listing, or, with `ask`, listed again now when its interval has passed (a
+    /// listing that fails is no change); false when it is not followed. The listing gets
+    /// one attempt's time (`remote_timeout`) per page, not a read's retries.
+    fn poll_changed(&self, ask: bool) -> bool {
+        let patience = {
+            let mut f = lock(&self.follow);
+            let Some(f) = f.as_mut() else {
+                return false;
+            };
+            if self.changed.load(Ordering::Relaxed) || self.moved.load(Ordering::Relaxed) {
+                return true;
+            }
+            if !ask || f.last.elapsed() < f.every {
+                return false;
+            }
+            f.last = Instant::now();
+            f.opts.timeout
+        };
+        let root = self.root.display();
+        let now = match listed(&self.client, &root.to_string(), patience) {
+            Ok(now) => now,
+            Err(e) => {
+                log::debug!("{root}/: could not list it again: {e}");
+                return false;
+            }
+        };
+        let same = same_listing(&self.objects, &now);
+        if !same && !self.moved.swap(true, Ordering::Relaxed) {
+            log::info!(
+                "{root}/: changed on the server ({} objects listed, were {}): the mount opens \
+                 it again",
+                now.len(),
+                self.objects.len()
+            );
+        }
+        !same
+    }
+
+    /// The prefix opened again as the server holds it now, followed as this one is (one
+    /// open shared by the callers within [`SHARE_NEXT`]); `None` when this one is not
+    /// followed.
+    fn reopen(&self) -> Option<Result<Arc<RemotePrefix>, RemoteError>> {
+        let (every, opts) = {
+            let f = lock(&self.follow);
+            let f = f.as_ref()?;
+            (f.every, f.opts.clone())
+        };
+        let mut next = lock(&self.next);
+        if let Some((_, n)) = next.as_ref().filter(|(at, _)| at.elapsed() < SHARE_NEXT) {
+            return Some(Ok(Arc::clone(n)));
+        }
+        let opened = open_prefix(&self.url, &opts);
+        if let Ok(p) = &opened {
+            p.follow_every(every, &opts);
+            *next = Some((Instant::now(), Arc::clone(p)));
+        }
+        Some(opened)
+    }
+
     fn find(&self, rel: &str) -> Option<usize> {
         self.objects
             .binary_search_by(|o| o.rel.as_str().cmp(rel))
@@ -287,10 +414,15 @@ impl RemotePrefix {
     fn failed(&self, i: usize, e: RemoteError) -> std::io::Error {
         let url = &self.objects[i].url;
         if e.kind == RemoteErrorKind::Changed {
+            let then = if lock(&self.follow).is_some() {
+                "the mount opens the prefix again; reads of this version fail with EIO"
+            } else {
+                "every read fails with EIO; remount to read the new version"
+            };
             if !self.changed.swap(true, Ordering::Relaxed) {
                 log::error!(
                     "{url}: the object changed since the prefix was listed (ETag {} no longer \
-                     matches): every read fails with EIO; remount to read the new version",
+                     matches): {then}",
                     self.objects[i].pin.etag.as_deref().unwrap_or("none")
                 );
             }
@@ -478,6 +610,18 @@ impl ByteTree for SharedPrefix {
         let dir = format!("{}/", rel.trim_end_matches('/'));
         !sorted_under(&self.0.objects, |o| o.rel.as_str(), &dir).is_empty()
     }
+
+    fn poll_changed(&self, ask: bool) -> bool {
+        self.0.poll_changed(ask)
+    }
+
+    fn reopen(&self) -> Option<std::io::Result<Relist>> {
+        let p = self.0.reopen()?;
+        Some(
+            p.map(|p| Relist::Changed(p.byte_tree(), Vec::new()))
+                .map_err(RemoteError::into_io),
+        )
+    }
 }
 
 /// Object `.1` of a prefix, as a byte source.
@@ -511,6 +655,10 @@ impl ByteSource for Object {
 
     fn changed(&self) -> bool {
         self.0.changed.load(Ordering::Relaxed)
+    }
+
+    fn poll_changed(&self, ask: bool) -> bool {
+        self.0.poll_changed(ask)
     }
 }
 

@@ -29,6 +29,10 @@
 //! - **Remote collections** have no files to `stat`: a Caterva2 directory is listed again
 //!   by the follower thread every [`Collection::relist_every`], and a listing that names
 //!   other datasets is reloaded like a local directory whose entries changed.
+//! - **Remote questions run concurrently**: the follower thread asks every followed remote
+//!   source (each opened array's object or prefix, a collection's [`Collection::followed`],
+//!   the listing) at once, [`ASK_PARALLEL`] at a time, each given one `remote_timeout`: a
+//!   round with the server down costs about one timeout, not one per source.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -49,6 +53,8 @@ use crate::reader::{ArrayId, ChunkStore, Snapshot};
 pub const LOOKUP_EVERY: Duration = Duration::from_millis(50);
 /// After a failed reload, reloads are retried at most this often.
 const RETRY_EVERY: Duration = Duration::from_millis(500);
+/// Most questions to servers the follower thread asks at once.
+pub(crate) const ASK_PARALLEL: usize = 8;
 /// Most chunk files whose kernel caches one change invalidates one by one.
 pub(crate) const MAX_CHUNK_INVALIDATIONS: usize = 1 << 16;
 
@@ -155,6 +161,38 @@ impl Follow {
     }
 }
 
+/// One question the follower asks a server.
+type Question<'a> = Box<dyn FnOnce() + Send + 'a>;
+
+/// Asks every question of `asks`, [`ASK_PARALLEL`] at once: a round costs about its
+/// slowest question, not their sum. One question (or none) runs on the calling thread.
+fn ask_all(asks: Vec<Question<'_>>) {
+    if asks.len() <= 1 {
+        asks.into_iter().for_each(|a| a());
+        return;
+    }
+    let helpers = asks.len().min(ASK_PARALLEL) - 1;
+    let queue = Mutex::new(asks.into_iter());
+    let work = || {
+        loop {
+            let next = queue.lock().next();
+            match next {
+                Some(a) => a(),
+                None => break,
+            }
+        }
+    };
+    std::thread::scope(|s| {
+        for _ in 0..helpers {
+            // A thread that cannot be made leaves its share to the others (and the caller).
+            let _ = std::thread::Builder::new()
+                .name("b2fs-ask".into())
+                .spawn_scoped(s, work);
+        }
+        work();
+    });
+}
+
 impl Tree {
     /// The follower state, for the adapter's thread (waits without holding the tree).
     pub fn follower(&self) -> Arc<Follow> {
@@ -171,15 +209,24 @@ impl Tree {
     /// asks its server whether it changed (`remote_recheck`): on the adapter's thread, never
     /// in a FUSE request (both wait for the network).
     pub fn follow_source(&self) -> bool {
-        self.relist_if_due();
-        // A followed remote frame or `.b2z` asks its server here, off the file system's
-        // requests.
+        // Followed remote sources ask their servers here, off the file system's requests,
+        // all at once (each within one `remote_timeout`).
+        let mut asks: Vec<Question<'_>> = Vec::new();
         if let Some(cell) = self.mounted.collection() {
-            cell.get().source_changed(true);
+            let collection = cell.get();
+            if collection.relist_every().is_some() {
+                asks.push(Box::new(|| self.relist_if_due()));
+            }
+            for f in collection.followed() {
+                asks.push(Box::new(move || {
+                    f.poll_changed(true);
+                }));
+            }
         }
-        for (_, live) in self.lives() {
-            live.ask_source();
+        for (_, live) in self.lives().filter(|(_, l)| l.asks_a_server()) {
+            asks.push(Box::new(move || live.ask_source()));
         }
+        ask_all(asks);
         let all: Vec<ArrayId> = self.array_ids();
         self.follow(&all)
     }

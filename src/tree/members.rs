@@ -16,8 +16,12 @@
 //!   the listing, lookups of its name fail with ENOENT, and descriptors opened before keep
 //!   reading their version. A member added again under the same name shows in the same
 //!   directory again. New members get inodes after every existing node.
-//! - **Nested stores** (a `.b2d` or `.b2z` inside a directory of sources) are read-only and
-//!   not followed: their content stays as it was at the first access.
+//! - **Nested stores** (a `.b2d` or `.b2z` inside a directory of sources) are read-only. Local
+//!   ones are not followed: their content stays as it was at the first access. A remote
+//!   `.b2z` of a server's listed directory is followed ([`Collection::followed`]): when it
+//!   changed there, its directory is **replaced** by a new one of the same name (a new inode,
+//!   laid out from the store opened again; the old one leaves for good, and descriptors
+//!   opened in it keep reading their version).
 //! - A ctable member's columns are not arrays of the collection's leaves: they are not
 //!   reloaded (their `meta/sizes` and chunk files stay as first laid out).
 
@@ -39,6 +43,8 @@ pub(crate) struct Members {
     added: HashMap<u64, Vec<u64>>,
     /// Children (leaf or group directories) whose member is gone.
     gone: HashSet<u64>,
+    /// Directories of nested stores replaced by a new directory (also in `gone`, for good).
+    replaced: HashSet<u64>,
 }
 
 /// The files and directories whose `stat` shows that another writer changed `collection`'s
@@ -98,10 +104,16 @@ impl Tree {
         self.mounted.collection().is_some() && self.follow.members.read().gone.contains(&ino)
     }
 
-    /// Brings the members shown in directory `dir` (group `g` of the reopened collection)
-    /// up to date, and those of its sub-groups; adds to `out` the entries the kernel must
-    /// forget. The caller holds `grow`.
-    pub(crate) fn follow_group(&self, dir: u64, g: &Group, out: &mut Vec<Invalidation>) {
+    /// Brings the members shown in directory `dir` (group `g` of the reopened collection;
+    /// `old`: the group as the collection showed it before) up to date, and those of its
+    /// sub-groups; adds to `out` the entries the kernel must forget. The caller holds `grow`.
+    pub(crate) fn follow_group(
+        &self,
+        dir: u64,
+        g: &Group,
+        old: Option<&Group>,
+        out: &mut Vec<Invalidation>,
+    ) {
         let fixed = match self.node(dir).map(|n| &n.kind) {
             Some(NodeKind::Dir { children, .. }) => children.clone(),
             _ => return,
@@ -114,7 +126,9 @@ impl Tree {
         let mut names: HashMap<&str, u64> = HashMap::new();
         for &c in &shown {
             let Some(node) = self.node(c) else { continue };
-            if !matches!(node.kind, NodeKind::Dir { .. } | NodeKind::Leaf(_)) {
+            if !matches!(node.kind, NodeKind::Dir { .. } | NodeKind::Leaf(_))
+                || self.follow.members.read().replaced.contains(&c)
+            {
                 continue;
             }
             names.insert(node.name.as_str(), c);
@@ -139,10 +153,29 @@ impl Tree {
             if !super::view::valid_name(name) || name == "__attrs__" {
                 continue;
             }
+            let before = old.and_then(|o| o.child(name));
             match (names.get(name), child) {
                 (Some(&ino), Node::Group(sub)) => {
                     if matches!(self.node(ino).map(|n| &n.kind), Some(NodeKind::Dir { .. })) {
-                        self.follow_group(ino, sub, out);
+                        let before = match before {
+                            Some(Node::Group(b)) => Some(b),
+                            _ => None,
+                        };
+                        self.follow_group(ino, sub, before, out);
+                    }
+                }
+                (Some(&ino), Node::Store(_)) if matches!(before, Some(Node::Store(b)) if b.source_changed(false)) =>
+                {
+                    // Changed on its server: a new directory of the same name.
+                    if let Some(new) = self.add_member(dir, child) {
+                        let mut m = self.follow.members.write();
+                        m.gone.insert(ino);
+                        m.replaced.insert(ino);
+                        m.added.entry(dir).or_default().push(new);
+                        out.push(Invalidation::Entry {
+                            parent: dir,
+                            name: name.to_owned(),
+                        });
                     }
                 }
                 (Some(_), _) => {}

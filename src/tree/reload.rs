@@ -108,10 +108,12 @@ impl Tree {
         self.table_npy_changed();
         let mut entries = Vec::new();
         if let (Some(cell), Some(fresh)) = (self.mounted.collection(), fresh) {
+            let old = cell.get();
             cell.set(fresh.clone());
             if foreign {
                 let _grow = self.grow.lock();
-                self.follow_group(super::layout::ROOT_INO, fresh.root(), &mut entries);
+                let root = super::layout::ROOT_INO;
+                self.follow_group(root, fresh.root(), Some(old.root()), &mut entries);
             } else {
                 // The mount's own commit changed the watched files: not another writer.
                 self.settle_outer(None);
@@ -134,10 +136,15 @@ impl Tree {
         live: &LiveArray,
         change: Change<'_>,
     ) -> Result<bool, ContainerError> {
+        let foreign = matches!(change, Change::Foreign);
         let Some(key) = live.leaf_key() else {
+            // A leaf of a nested store: it keeps its version (a store replaced on its server
+            // shows as a new directory, `members.rs`), and its change is taken as seen.
+            if foreign && live.changed_on_disk() {
+                live.settle();
+            }
             return Ok(false);
         };
-        let foreign = matches!(change, Change::Foreign);
         let opened = match fresh.find(key) {
             Some(Node::Leaf(leaf)) => leaf.open_owned(),
             _ if foreign => {

@@ -25,11 +25,11 @@ const USER: &str = "user@example.com";
 const PASSWORD: &str = "foobar11";
 
 /// A `cat2-server` with login, its state in a temporary directory; killed when dropped.
-struct Cat2 {
+pub(crate) struct Cat2 {
     child: Child,
-    port: u16,
+    pub(crate) port: u16,
     /// `http://127.0.0.1:PORT`.
-    url: String,
+    pub(crate) url: String,
     state: tempfile::TempDir,
 }
 
@@ -42,7 +42,7 @@ impl Drop for Cat2 {
 
 impl Cat2 {
     /// The directory of root `@public` or `@shared`.
-    fn root(&self, name: &str) -> PathBuf {
+    pub(crate) fn root(&self, name: &str) -> PathBuf {
         self.state.path().join("server").join(name)
     }
 
@@ -167,7 +167,7 @@ blosc2.asarray(np.arange(30000, dtype="u2"), chunks=(7000,), urlpath=shared + "/
 
 /// `np.save` of what python-blosc2 reads from the array at `path` (`key`: a store member),
 /// the data aligned to a page as in `array.npy` (`scripts/oracle/npy_ref.py`).
-fn npy_of(py: &Path, path: &Path, key: Option<&str>) -> Vec<u8> {
+pub(crate) fn npy_of(py: &Path, path: &Path, key: Option<&str>) -> Vec<u8> {
     let script = "import sys, io, numpy as np, blosc2\n\
                   sys.path.insert(0, 'scripts/oracle'); import npy_ref\n\
                   p, k = sys.argv[1], sys.argv[2]\n\
@@ -191,7 +191,7 @@ fn mount_with(m: &Mount, url: &str, opts: &str, env: &[(&str, &str)]) -> std::pr
 
 /// The reference Python and a started server, when FUSE, Python and `.venv-cat2` are there
 /// (else a SKIP, or a failure under the `B2FS_REQUIRE_*` variables).
-fn started(t: &str) -> Option<(PathBuf, Cat2)> {
+pub(crate) fn started(t: &str) -> Option<(PathBuf, Cat2)> {
     let py = fuse_and_python(t)?;
     cat2(t).map(|srv| (py, srv))
 }

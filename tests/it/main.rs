@@ -6,6 +6,8 @@ mod support; // shared helpers (tests/it/support/): fixtures, the python oracle,
 mod blsk; // the 2012 blsk layout (docs/BLSK.md) against python-blosc chunks
 #[cfg(feature = "remote")]
 mod caterva2; // Caterva2 roots mounted from a real cat2-server: listing, login, changes, a stopped server
+#[cfg(feature = "remote")]
+mod caterva2_follow; // following a Caterva2 directory's .b2z stores; a follow round with the server stalled
 mod cli; // the built binary: exit codes, one-line errors, `info`
 mod codec; // decoding every reference-made chunk fixture, hostile chunks, range decode
 mod consistency; // issue 12: one version per open, a mount that follows other writers, the 4+1 stress test
@@ -37,6 +39,8 @@ mod remote; // remote sources on moto (S3) and rclone (HTTP) behind a fault-inje
 mod remote_dirs; // sparse frames and bcolz roots under an S3 prefix (listing), on moto
 #[cfg(feature = "remote")]
 mod remote_disk; // the disk cache of remote chunks: remounts with no chunk GET, versions, damage, bound, sharing
+#[cfg(feature = "remote")]
+mod remote_follow; // following S3 prefixes: sparse frames, bcolz roots and .b2d stores changed on the server
 #[cfg(feature = "remote")]
 mod remote_mem; // the daemon's peak memory while it streams a frame over HTTP, against a local mount
 mod small_reads; // issue 25: cold small reads of chunk files read only their blocks' streams, python-blosc2's bytes

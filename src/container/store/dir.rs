@@ -140,15 +140,6 @@ impl Collection {
         self.shared.tree.as_ref().and_then(|t| t.relist_every())
     }
 
-    /// Whether this is a remote server's listed directory ([`open_listed`]), whose leaves
-    /// are opened again from the server at every [`super::Leaf::open_owned`]: after one of
-    /// them changed there, the collection itself is what "opened again" gives
-    /// ([`Collection::reopened`]; a new listing is only needed when the names change:
-    /// [`Collection::relisted`]).
-    pub(super) fn opens_leaves_anew(&self) -> bool {
-        self.form == Form::Frames && self.shared.tree.is_some()
-    }
-
     /// The collection as its server lists it now, when that listing names other files than
     /// this one's (`None`: the same, or a collection that is not listed again).
     ///
