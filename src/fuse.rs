@@ -11,7 +11,6 @@
 //! TTLs are zero and listings are not cached (commits change sizes and add or remove chunk
 //! files); written data goes through the kernel page cache write-through.
 
-mod ahead;
 pub mod convert;
 pub mod mount;
 mod passthrough;
@@ -69,8 +68,6 @@ pub struct FuseAdapter {
     decided: std::sync::Arc<std::sync::OnceLock<CachePolicy>>,
     /// Where pages offered to the kernel go, once the session exists (see [`push`]).
     pusher: std::sync::Arc<std::sync::OnceLock<push::Pusher>>,
-    /// Where pages ahead of streaming readers are stored from (see [`ahead`]).
-    ahead: std::sync::Arc<std::sync::OnceLock<ahead::Ahead>>,
     /// `-o passthrough`: data files served from backing files (see [`passthrough`]).
     passthrough: Option<passthrough::Passthrough>,
 }
@@ -85,7 +82,6 @@ impl FuseAdapter {
             policy,
             decided: Default::default(),
             pusher: Default::default(),
-            ahead: Default::default(),
             passthrough,
         }
     }
@@ -93,11 +89,6 @@ impl FuseAdapter {
     /// Where the mounting code puts the page pusher once it has the session's notifier.
     pub(crate) fn pusher_slot(&self) -> std::sync::Arc<std::sync::OnceLock<push::Pusher>> {
         self.pusher.clone()
-    }
-
-    /// Where the mounting code puts the push-ahead thread's handle.
-    pub(crate) fn ahead_slot(&self) -> std::sync::Arc<std::sync::OnceLock<ahead::Ahead>> {
-        self.ahead.clone()
     }
 
     /// Where the policy decided at the kernel's connection will be (set by `init`).
@@ -266,16 +257,7 @@ impl Filesystem for FuseAdapter {
         lock_owner: Option<LockOwner>,
         reply: ReplyData,
     ) {
-        // A read that continues a stream whose pages are stored ahead (see `ahead`) is no
-        // page fault, whatever its size.
-        let streaming = match self.ahead.get() {
-            Some(a) if self.policy == CachePolicy::KeepCache && self.tree.streams_ahead(ino.0) => {
-                let plain = lock_owner.is_none() && size as usize > crate::tree::PAGE;
-                a.reading(ino.0, fh.0, offset, size, plain)
-            }
-            _ => false,
-        };
-        let fault = !streaming && is_page_fault(self.policy, lock_owner, size);
+        let fault = is_page_fault(self.policy, lock_owner, size);
         if fault {
             // The blocks of the pages offered after the fault decode on the other core
             // while this thread decodes the fault's own; a reader walking down a column has
@@ -321,9 +303,6 @@ impl Filesystem for FuseAdapter {
     ) {
         if let Some(pt) = &self.passthrough {
             pt.release(fh.0);
-        }
-        if let Some(a) = self.ahead.get() {
-            a.released(fh.0);
         }
         match self.tree.release(fh.0) {
             Ok(()) => reply.ok(),

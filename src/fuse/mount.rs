@@ -142,17 +142,8 @@ fn start(
     let adapter = FuseAdapter::new(tree.clone(), cfg.policy);
     let decided = adapter.decided();
     let pusher = adapter.pusher_slot();
-    let ahead = adapter.ahead_slot();
     let session = connect(adapter)?;
     let policy = decided.get().copied().unwrap_or(cfg.policy);
-    if policy == CachePolicy::KeepCache && !tree.is_writable() {
-        match super::ahead::Ahead::start(Arc::downgrade(&tree), session.notifier()) {
-            Ok(a) => {
-                let _ = ahead.set(a);
-            }
-            Err(e) => log::warn!("no push-ahead thread ({e}): streams read 128 KiB a request"),
-        }
-    }
     match super::push::Pusher::start(session.notifier()) {
         Ok(p) => {
             let _ = pusher.set(p);

@@ -126,17 +126,6 @@ impl Tree {
         }
     }
 
-    /// Whether plain reads of file `ino` that stream through the kernel's page cache may have
-    /// the pages ahead of them stored (`array.npy`, `table.npy` of a read-only tree: on a
-    /// read-write one, pages of chunks with pending edits must not outlive them).
-    pub fn streams_ahead(&self, ino: u64) -> bool {
-        !self.options.writable
-            && matches!(
-                self.entry(ino),
-                Ok(Entry::File(FileKind::Npy(..) | FileKind::TableNpy(..)))
-            )
-    }
-
     /// What a read-only descriptor of `ino` opened now reads (see the module doc).
     pub(crate) fn pin(&self, ino: u64) -> Arc<Pinned> {
         let mut p = Pinned::default();
