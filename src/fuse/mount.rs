@@ -6,7 +6,7 @@
 
 use std::ffi::OsStr;
 use std::io;
-use std::os::fd::OwnedFd;
+use std::os::fd::{AsFd, OwnedFd};
 use std::path::Path;
 use std::sync::{Arc, Weak};
 use std::time::Duration;
@@ -142,7 +142,12 @@ fn start(
     let adapter = FuseAdapter::new(tree.clone(), cfg.policy);
     let decided = adapter.decided();
     let pusher = adapter.pusher_slot();
+    let turns = adapter.turns();
     let session = connect(adapter)?;
+    match session.as_fd().try_clone_to_owned() {
+        Ok(fd) => turns.watch(fd),
+        Err(e) => log::warn!("workers cannot see queued requests ({e}): they take turns less"),
+    }
     let policy = decided.get().copied().unwrap_or(cfg.policy);
     match super::push::Pusher::start(session.notifier()) {
         Ok(p) => {
