@@ -408,9 +408,6 @@ impl<K: Hash + Eq + Clone> ChunkCache<K> {
             };
             if let Some(flight) = waiting {
                 self.waits.fetch_add(1, Ordering::Relaxed);
-                if matches!(*flight.state.lock(), FlightState::Pending) {
-                    crate::blocking::will_block();
-                }
                 let mut state = flight.state.lock();
                 while matches!(*state, FlightState::Pending) {
                     flight.cv.wait(&mut state);

@@ -15,7 +15,6 @@ pub mod convert;
 pub mod mount;
 mod passthrough;
 mod push;
-mod turns;
 
 use std::ffi::OsStr;
 use std::sync::Arc;
@@ -71,9 +70,6 @@ pub struct FuseAdapter {
     pusher: std::sync::Arc<std::sync::OnceLock<push::Pusher>>,
     /// `-o passthrough`: data files served from backing files (see [`passthrough`]).
     passthrough: Option<passthrough::Passthrough>,
-    /// How the workers take turns at the device (see [`turns`]): every callback that can
-    /// block takes a turn first, and answers before the turn ends.
-    turns: Arc<turns::Turns>,
 }
 
 impl FuseAdapter {
@@ -87,18 +83,12 @@ impl FuseAdapter {
             decided: Default::default(),
             pusher: Default::default(),
             passthrough,
-            turns: turns::Turns::new(),
         }
     }
 
     /// Where the mounting code puts the page pusher once it has the session's notifier.
     pub(crate) fn pusher_slot(&self) -> std::sync::Arc<std::sync::OnceLock<push::Pusher>> {
         self.pusher.clone()
-    }
-
-    /// The workers' turn-taking, for the mounting code to give it the device.
-    pub(crate) fn turns(&self) -> Arc<turns::Turns> {
-        self.turns.clone()
     }
 
     /// Where the policy decided at the kernel's connection will be (set by `init`).
@@ -197,20 +187,7 @@ impl Filesystem for FuseAdapter {
         Ok(())
     }
 
-    fn destroy(&mut self) {
-        let t = self.turns.stats();
-        log::debug!(
-            "worker turns: {} waits, {} hand-offs, {} for queued requests, {} returns after \
-             the bound",
-            t.parks,
-            t.handoffs,
-            t.queued,
-            t.fallbacks
-        );
-    }
-
     fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
-        let _turn = self.turns.begin();
         let Some(name) = name.to_str() else {
             return reply.error(Errno::ENOENT);
         };
@@ -224,7 +201,6 @@ impl Filesystem for FuseAdapter {
     }
 
     fn getattr(&self, _req: &Request, ino: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
-        let _turn = self.turns.begin();
         match self.tree.getattr(ino.0) {
             Ok(attr) => reply.attr(&self.ttl(), &convert::file_attr(&attr)),
             Err(e) => {
@@ -235,7 +211,6 @@ impl Filesystem for FuseAdapter {
     }
 
     fn open(&self, req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
-        let _turn = self.turns.begin();
         // Only a handle opened for writing keeps its opener (its FLUSH commits only for that
         // process): spare read-only opens the /proc read that finds the thread group.
         let read_only = flags.0 & libc::O_ACCMODE == libc::O_RDONLY && flags.0 & libc::O_TRUNC == 0;
@@ -282,7 +257,6 @@ impl Filesystem for FuseAdapter {
         lock_owner: Option<LockOwner>,
         reply: ReplyData,
     ) {
-        let _turn = self.turns.begin();
         let fault = is_page_fault(self.policy, lock_owner, size);
         if fault {
             // The blocks of the pages offered after the fault decode on the other core
@@ -327,7 +301,6 @@ impl Filesystem for FuseAdapter {
         _flush: bool,
         reply: ReplyEmpty,
     ) {
-        let _turn = self.turns.begin();
         if let Some(pt) = &self.passthrough {
             pt.release(fh.0);
         }
@@ -348,7 +321,6 @@ impl Filesystem for FuseAdapter {
         _lock_owner: LockOwner,
         reply: ReplyEmpty,
     ) {
-        let _turn = self.turns.begin();
         reply_empty(
             &self.tree,
             "flush",
@@ -366,7 +338,6 @@ impl Filesystem for FuseAdapter {
         _datasync: bool,
         reply: ReplyEmpty,
     ) {
-        let _turn = self.turns.begin();
         reply_empty(
             &self.tree,
             "fsync",
@@ -377,7 +348,6 @@ impl Filesystem for FuseAdapter {
     }
 
     fn opendir(&self, _req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
-        let _turn = self.turns.begin();
         match self.tree.readdir(ino.0, 0) {
             Ok(_) => reply.opened(
                 FileHandle(0),
@@ -398,7 +368,6 @@ impl Filesystem for FuseAdapter {
         offset: u64,
         mut reply: ReplyDirectory,
     ) {
-        let _turn = self.turns.begin();
         match self.tree.readdir(ino.0, offset) {
             Ok(entries) => {
                 for e in entries {
@@ -422,7 +391,6 @@ impl Filesystem for FuseAdapter {
     }
 
     fn statfs(&self, _req: &Request, _ino: INodeNo, reply: ReplyStatfs) {
-        let _turn = self.turns.begin();
         let s = self.tree.statfs();
         reply.statfs(
             s.blocks, s.bfree, s.bavail, s.files, s.ffree, s.bsize, s.namelen, s.frsize,
@@ -430,7 +398,6 @@ impl Filesystem for FuseAdapter {
     }
 
     fn access(&self, _req: &Request, ino: INodeNo, mask: AccessFlags, reply: ReplyEmpty) {
-        let _turn = self.turns.begin();
         match self.tree.access(ino.0, mask.bits()) {
             Ok(()) => reply.ok(),
             Err(e) => {
@@ -441,7 +408,6 @@ impl Filesystem for FuseAdapter {
     }
 
     fn getxattr(&self, _req: &Request, ino: INodeNo, name: &OsStr, size: u32, reply: ReplyXattr) {
-        let _turn = self.turns.begin();
         let res = match name.to_str() {
             Some(name) => self.tree.getxattr(ino.0, name),
             None => Ok(None),
@@ -457,7 +423,6 @@ impl Filesystem for FuseAdapter {
     }
 
     fn listxattr(&self, _req: &Request, ino: INodeNo, size: u32, reply: ReplyXattr) {
-        let _turn = self.turns.begin();
         match self.tree.listxattr(ino.0) {
             Ok(names) => reply_xattr(&names, size, reply),
             Err(e) => {
@@ -487,7 +452,6 @@ impl Filesystem for FuseAdapter {
         _flags: Option<BsdFileFlags>,
         reply: ReplyAttr,
     ) {
-        let _turn = self.turns.begin();
         // Times are not stored (touch must work); modes and owners cannot change (a change
         // to what they are already is no change).
         let res = if mode.is_some() || uid.is_some() || gid.is_some() {
@@ -520,7 +484,6 @@ impl Filesystem for FuseAdapter {
         _lock_owner: Option<LockOwner>,
         reply: ReplyWrite,
     ) {
-        let _turn = self.turns.begin();
         match self.tree.write(ino.0, fh.0, offset, data) {
             Ok(n) => reply.written(n),
             Err(e) => {
@@ -540,7 +503,6 @@ impl Filesystem for FuseAdapter {
         _flags: i32,
         reply: ReplyCreate,
     ) {
-        let _turn = self.turns.begin();
         let res = match name.to_str() {
             Some(name) => self
                 .tree
@@ -588,7 +550,6 @@ impl Filesystem for FuseAdapter {
     }
 
     fn unlink(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
-        let _turn = self.turns.begin();
         let res = match name.to_str() {
             Some(name) => self.tree.unlink(parent.0, name),
             None => Err(TreeError::NotFound),
@@ -632,7 +593,6 @@ impl Filesystem for FuseAdapter {
         flags: RenameFlags,
         reply: ReplyEmpty,
     ) {
-        let _turn = self.turns.begin();
         // `mv` asks for RENAME_NOREPLACE first (coreutils 9): the tree honours it.
         let noreplace = flags == RenameFlags::RENAME_NOREPLACE;
         let res = match (name.to_str(), newname.to_str()) {
@@ -655,7 +615,6 @@ impl Filesystem for FuseAdapter {
         _position: u32,
         reply: ReplyEmpty,
     ) {
-        let _turn = self.turns.begin();
         let res = self.tree.set_xattr(ino.0, &name.to_string_lossy());
         reply_empty(&self.tree, "setxattr", ino, res, reply);
     }
@@ -677,7 +636,6 @@ impl Filesystem for FuseAdapter {
     }
 
     fn removexattr(&self, _req: &Request, ino: INodeNo, name: &OsStr, reply: ReplyEmpty) {
-        let _turn = self.turns.begin();
         let res = self.tree.set_xattr(ino.0, &name.to_string_lossy());
         reply_empty(&self.tree, "removexattr", ino, res, reply);
     }

@@ -13,8 +13,6 @@
 //!   it knows nothing of frames or files.
 //! - [`container`]: sources on disk (contiguous and sparse frames, b2nd/caterva metalayers,
 //!   bcolz carray/ctable). Geometry, metadata and each chunk's compressed bytes. No FUSE.
-//! - [`blocking`]: the hint that a thread is about to block (cache, reader, remote and tree
-//!   give it; the FUSE workers listen).
 //! - [`cache`]: a byte-budgeted LRU of decompressed chunks shared by worker threads.
 //! - [`mem`]: large reusable buffers whose first touch is cheap (huge pages).
 //! - [`reader`]: decoded bytes of any window of any chunk through the caches, with prefetch;
@@ -29,7 +27,6 @@
 //!   (feature `remote`).
 //! - [`cli`]: the `b2fs` command (mount, umount, info).
 
-pub mod blocking;
 pub mod cache;
 pub mod cli;
 pub mod codec;

@@ -253,10 +253,7 @@ impl Core {
     /// The whole decompressed chunk, from the cache or decoded once. `split`: decode a large
     /// chunk on several threads (a reader waits for it); prefetch threads decode alone.
     fn chunk(&self, at: &At<'_>, split: bool) -> Result<Bytes, ContainerError> {
-        self.cache.get_or_load(at.key, || {
-            crate::blocking::will_block();
-            self.decode(at, split)
-        })
+        self.cache.get_or_load(at.key, || self.decode(at, split))
     }
 
     /// A prefetch of a whole chunk of the store as it is now, kept ahead of its reader

@@ -6,7 +6,7 @@
 
 use std::ffi::OsStr;
 use std::io;
-use std::os::fd::{AsFd, OwnedFd};
+use std::os::fd::OwnedFd;
 use std::path::Path;
 use std::sync::{Arc, Weak};
 use std::time::Duration;
@@ -32,7 +32,10 @@ pub struct MountConfig {
     /// unmounts once the FUSE connection closes). Implies `allow_root` unless `allow_other`
     /// is set (fuser needs one of them for it).
     pub auto_unmount: bool,
-    /// FUSE worker threads.
+    /// FUSE worker threads. The kernel hands each request to the idle worker that has waited
+    /// longest, so two idle workers take a lone reader's requests in turn; one worker taking
+    /// every request while the others stand by until it blocks was measured and not kept
+    /// (BENCHMARKS.md, "Session 17: one hot FUSE worker").
     pub threads: usize,
     /// Page cache or direct I/O for file content.
     pub policy: CachePolicy,
@@ -142,12 +145,7 @@ fn start(
     let adapter = FuseAdapter::new(tree.clone(), cfg.policy);
     let decided = adapter.decided();
     let pusher = adapter.pusher_slot();
-    let turns = adapter.turns();
     let session = connect(adapter)?;
-    match session.as_fd().try_clone_to_owned() {
-        Ok(fd) => turns.watch(fd),
-        Err(e) => log::warn!("workers cannot see queued requests ({e}): they take turns less"),
-    }
     let policy = decided.get().copied().unwrap_or(cfg.policy);
     match super::push::Pusher::start(session.notifier()) {
         Ok(p) => {

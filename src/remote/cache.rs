@@ -39,14 +39,6 @@ impl Flight {
     /// Waits for the result until `deadline`.
     pub(crate) fn wait(&self, deadline: Duration) -> Result<Bytes, RemoteError> {
         let until = Instant::now() + deadline;
-        if self
-            .done
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .is_none()
-        {
-            crate::blocking::will_block();
-        }
         let mut d = self.done.lock().unwrap_or_else(|p| p.into_inner());
         loop {
             if let Some(r) = d.as_ref() {

@@ -186,12 +186,6 @@ impl Tree {
             if !st.filling.contains(&ino) {
                 break;
             }
-            drop(st);
-            crate::blocking::will_block();
-            st = b.state.lock();
-            if !st.filling.contains(&ino) {
-                break;
-            }
             b.filled.wait(&mut st);
         }
         st.clock += 1;
@@ -220,7 +214,6 @@ impl Tree {
         st.filling.insert(ino);
         drop(st);
         let started = std::time::Instant::now();
-        crate::blocking::will_block();
         let res = self.fill_backing(ino, fh, size);
         let mut st = b.state.lock();
         st.filling.remove(&ino);

@@ -214,11 +214,7 @@ impl Tree {
         if !self.options.writable {
             return Ok(());
         }
-        // Another commit holds the committer: this one blocks (see `crate::blocking`).
-        let mut committer = self.committer.try_lock().unwrap_or_else(|| {
-            crate::blocking::will_block();
-            self.committer.lock()
-        });
+        let mut committer = self.committer.lock();
         let (array, which): (ArrayId, Vec<ChunkId>) = match self.entry(ino)? {
             Entry::Chunk(id) => (id.array, vec![id]),
             Entry::Zarr(_) => match self.zarr_chunk_of(ino) {
@@ -256,7 +252,6 @@ impl Tree {
         if bufs.is_empty() {
             return Ok(());
         }
-        crate::blocking::will_block();
         let res = match self.replaced_base(array, &bufs) {
             Some(source) => {
                 self.follow_replaced(false);

@@ -315,9 +315,9 @@ fn remote_mount_network_faults_are_eio_and_the_mount_recovers() {
 }
 
 /// A read whose fetch the server holds keeps one FUSE worker waiting; the mount still answers
-/// `stat`, a listing and another file's read meanwhile (the workers take turns at the device,
-/// `src/fuse/turns.rs`: the waiting one is handed the device), and the held read gets its
-/// bytes once the server answers.
+/// `stat`, a listing and another file's read meanwhile (another worker reads the device), and
+/// the held read gets its bytes once the server answers. A guard for any change to how the
+/// workers take requests (BENCHMARKS.md, "Session 17: one hot FUSE worker").
 #[test]
 fn remote_mount_answers_others_while_a_read_waits_on_a_held_fetch() {
     let t = "remote_mount_answers_others_while_a_read_waits_on_a_held_fetch";
