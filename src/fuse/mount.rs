@@ -32,7 +32,10 @@ pub struct MountConfig {
     /// unmounts once the FUSE connection closes). Implies `allow_root` unless `allow_other`
     /// is set (fuser needs one of them for it).
     pub auto_unmount: bool,
-    /// FUSE worker threads.
+    /// FUSE worker threads. The kernel hands each request to the idle worker that has waited
+    /// longest, so two idle workers take a lone reader's requests in turn; one worker taking
+    /// every request while the others stand by until it blocks was measured and not kept
+    /// (BENCHMARKS.md, "Session 17: one hot FUSE worker").
     pub threads: usize,
     /// Page cache or direct I/O for file content.
     pub policy: CachePolicy,

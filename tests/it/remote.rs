@@ -19,7 +19,7 @@ use crate::support::remote::{
     BUCKET, Fault, Proxy, fetched, local, moto, private_ca, put_object, python_frame, rclone,
     rclone_with, s3_fixture,
 };
-use crate::support::{Mount, b2fs, fuse, python, repo_root, sha256_hex};
+use crate::support::{Mount, b2fs, fuse, python, repo_root, sha256_hex, wait_until};
 
 fn anon(endpoint: &str) -> RemoteOptions {
     RemoteOptions {
@@ -312,6 +312,66 @@ fn remote_mount_network_faults_are_eio_and_the_mount_recovers() {
     let e = std::fs::read(file(6)).unwrap_err();
     assert_eq!(e.raw_os_error(), Some(libc::EIO), "{e}");
     assert!(crate::support::is_mounted(&m.mp), "the daemon is still up");
+}
+
+/// A read whose fetch the server holds keeps one FUSE worker waiting; the mount still answers
+/// `stat`, a listing and another file's read meanwhile (another worker reads the device), and
+/// the held read gets its bytes once the server answers. A guard for any change to how the
+/// workers take requests (BENCHMARKS.md, "Session 17: one hot FUSE worker").
+#[test]
+fn remote_mount_answers_others_while_a_read_waits_on_a_held_fetch() {
+    let t = "remote_mount_answers_others_while_a_read_waits_on_a_held_fetch";
+    or_skip!(fuse(t));
+    let f = or_skip!(s3_fixture(t, 8, 32 << 10, "held.b2nd"));
+    let m = Mount::daemon(
+        Path::new(&s3("held.b2nd")),
+        &[&format!(
+            "endpoint={},no_sign_request,remote_timeout=120,cache_size=0,remote_recheck=0",
+            f.proxy.url
+        )],
+    );
+    let want = f.local();
+    let decoded = |i: usize| b2fs::codec::decompress(&want.chunk_bytes(i).unwrap()).unwrap();
+    let file = |i: usize| m.path(&format!("data/{i:08}.bin"));
+    // Requests enough for both workers to have taken turns (one then waits for the other).
+    for _ in 0..8 {
+        std::fs::metadata(file(1)).unwrap();
+        assert_eq!(std::fs::read_dir(m.path("data")).unwrap().count(), 8);
+    }
+    let before = f.proxy.requests();
+    f.proxy.set_fault(Fault::Hold, Some(1));
+    let held = {
+        let p = file(3);
+        std::thread::spawn(move || std::fs::read(p))
+    };
+    assert!(
+        wait_until(Duration::from_secs(60), || f.proxy.requests() > before),
+        "the read's fetch never reached the server"
+    );
+    let others = {
+        let (zero, data, five) = (file(0), m.path("data"), file(5));
+        std::thread::spawn(move || {
+            let len = std::fs::metadata(zero).unwrap().len();
+            let names = std::fs::read_dir(data).unwrap().count();
+            (len, names, std::fs::read(five).unwrap())
+        })
+    };
+    // A bound to fail rather than hang: the others need no held request.
+    assert!(
+        wait_until(Duration::from_secs(60), || others.is_finished()),
+        "the mount stopped answering while one read waited"
+    );
+    let (len, names, five) = others.join().unwrap();
+    assert_eq!(len, decoded(0).len() as u64);
+    assert_eq!(names, 8);
+    assert_eq!(five, decoded(5));
+    assert!(
+        !held.is_finished(),
+        "the held read was answered before its fetch"
+    );
+    f.proxy.set_fault(Fault::None, None);
+    assert_eq!(held.join().unwrap().unwrap(), decoded(3));
+    m.umount();
 }
 
 #[test]

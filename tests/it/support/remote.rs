@@ -280,6 +280,8 @@ pub enum Fault {
     None,
     /// Never answer (hold the connection).
     Stall,
+    /// Hold the request until the fault is changed, then forward it.
+    Hold,
     /// Close the connection without an answer.
     Reset,
     /// Answer this status with an empty body.
@@ -429,6 +431,11 @@ fn serve_conn(
                     return;
                 }
                 continue;
+            }
+            Fault::Hold => {
+                while !stop.load(Ordering::Relaxed) && state.lock().unwrap().fault == Fault::Hold {
+                    std::thread::sleep(Duration::from_millis(10));
+                }
             }
             Fault::None | Fault::Truncate => {}
         }
