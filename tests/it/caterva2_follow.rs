@@ -5,6 +5,7 @@
 //! every opened dataset together, not one each, while an unchanged round asks each opened
 //! dataset once.
 
+use crate::support::remote::STORE_VERSION;
 use std::os::unix::fs::FileExt;
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -17,20 +18,6 @@ use crate::caterva2::{npy_of, started};
 use crate::support::remote::{Fault, Proxy};
 use crate::support::tree::{tree_ino, tree_read};
 use crate::support::{Mount, run_python, wait_until};
-
-/// Writes a TreeStore `.b2z` at argv[1]: version argv[2] (1: `/a` and `/g/b`; 2: `/a` with
-/// other values and more chunks, `/c` added, `/g/b` removed).
-const STORE_VERSION: &str = r#"
-import sys, numpy as np, blosc2
-path, v = sys.argv[1], int(sys.argv[2])
-with blosc2.TreeStore(path, mode="w") as st:
-    if v == 1:
-        st["/a"] = blosc2.asarray(np.arange(6000, dtype="i4"), chunks=(2000,))
-        st["/g/b"] = blosc2.asarray(np.linspace(0, 1, 3000), chunks=(1000,))
-    else:
-        st["/a"] = blosc2.asarray(np.arange(9000, dtype="i4") * -3, chunks=(2000,))
-        st["/c"] = blosc2.asarray(np.arange(700, dtype="u2"), chunks=(300,))
-"#;
 
 #[test]
 fn caterva2_directory_mount_follows_a_b2z_store_rewritten_on_the_server() {

@@ -7,6 +7,7 @@
 //! stores written by python-blosc2, over S3 and HTTP, through the tree: every chunk file,
 //! `array.npy` and `__attrs__` as python-blosc2 reads them.
 
+use crate::support::remote::STORE_VERSION;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -381,20 +382,6 @@ fn remote_b2d_stores_under_s3_prefixes_show_python_blosc2_bytes_and_open_leaves_
     }
     assert!(checked >= 2, "{checked} remote .b2d stores checked");
 }
-
-/// Writes a TreeStore `.b2z` at argv[1]: version argv[2] (1: `/a` and `/g/b`; 2: `/a` with
-/// other values and more chunks, `/c` added, `/g/b` removed).
-const STORE_VERSION: &str = r#"
-import sys, numpy as np, blosc2
-path, v = sys.argv[1], int(sys.argv[2])
-with blosc2.TreeStore(path, mode="w") as st:
-    if v == 1:
-        st["/a"] = blosc2.asarray(np.arange(6000, dtype="i4"), chunks=(2000,))
-        st["/g/b"] = blosc2.asarray(np.linspace(0, 1, 3000), chunks=(1000,))
-    else:
-        st["/a"] = blosc2.asarray(np.arange(9000, dtype="i4") * -3, chunks=(2000,))
-        st["/c"] = blosc2.asarray(np.arange(700, dtype="u2"), chunks=(300,))
-"#;
 
 /// The `array.npy` python-blosc2 and `scripts/oracle/npy_ref.py` make of member `key` of
 /// the store at `path`.

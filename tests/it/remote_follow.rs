@@ -5,6 +5,7 @@
 //! a descriptor opened before keeps the bytes of its version, and an unchanged prefix costs
 //! one listing per question; a question to a stalled server waits one `remote_timeout`.
 
+use crate::support::remote::STORE_VERSION;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -135,21 +136,6 @@ fn remote_prefix_mounts_follow_sparse_frames_and_bcolz_roots_changed_on_the_serv
     m.umount();
     mc.umount();
 }
-
-/// Writes a TreeStore at argv[1] (a `.b2d` directory): version argv[2] (1: `/a` and `/g/b`;
-/// 2: `/a` with other values and more chunks, `/c` added, `/g/b` removed).
-const STORE_VERSION: &str = r#"
-import sys, shutil, numpy as np, blosc2
-path, v = sys.argv[1], int(sys.argv[2])
-shutil.rmtree(path, ignore_errors=True)
-with blosc2.TreeStore(path, mode="w") as st:
-    if v == 1:
-        st["/a"] = blosc2.asarray(np.arange(6000, dtype="i4"), chunks=(2000,))
-        st["/g/b"] = blosc2.asarray(np.linspace(0, 1, 3000), chunks=(1000,))
-    else:
-        st["/a"] = blosc2.asarray(np.arange(9000, dtype="i4") * -3, chunks=(2000,))
-        st["/c"] = blosc2.asarray(np.arange(700, dtype="u2"), chunks=(300,))
-"#;
 
 /// A `.b2d` store under a prefix rewritten by python-blosc2 (a member changed and grown,
 /// one added, one removed: objects uploaded and deleted) shows as python-blosc2 reads it.

@@ -562,3 +562,20 @@ pub fn s3_fixture(test: &str, nchunks: usize, chunk_items: usize, key: &str) -> 
         frame,
     })
 }
+
+/// Writes a python-blosc2 TreeStore at argv[1] (a `.b2z` file or a `.b2d` directory, replaced
+/// whole): version argv[2] (1: `/a` and `/g/b`; 2: `/a` with other values and more chunks,
+/// `/c` added, `/g/b` removed).
+pub const STORE_VERSION: &str = r#"
+import sys, os, shutil, numpy as np, blosc2
+path, v = sys.argv[1], int(sys.argv[2])
+if os.path.isdir(path):
+    shutil.rmtree(path)
+with blosc2.TreeStore(path, mode="w") as st:
+    if v == 1:
+        st["/a"] = blosc2.asarray(np.arange(6000, dtype="i4"), chunks=(2000,))
+        st["/g/b"] = blosc2.asarray(np.linspace(0, 1, 3000), chunks=(1000,))
+    else:
+        st["/a"] = blosc2.asarray(np.arange(9000, dtype="i4") * -3, chunks=(2000,))
+        st["/c"] = blosc2.asarray(np.arange(700, dtype="u2"), chunks=(300,))
+"#;
