@@ -46,7 +46,7 @@ use super::layout::{AttrsOwner, CollectionCell, FileKind, NodeKind, ROOT_INO};
 use super::members::{self, Members};
 use super::reload::{Refreshed, changed};
 use super::{Entry, Tree, chunk_name, display_chain, view};
-use crate::container::{Collection, Container, FileState};
+use crate::container::{Collection, Container, ContainerError, FileState};
 use crate::reader::{ArrayId, ChunkStore, Snapshot};
 
 /// Lookups check the source at most this often (an open always checks).
@@ -416,16 +416,25 @@ impl Tree {
         }
     }
 
+    /// The mounted ctable opened again as its source holds it now: from the byte tree its
+    /// columns were (re)opened from (a followed remote prefix, listed again by their
+    /// reload), else from disk; `None` when no ctable is mounted.
+    pub(crate) fn open_table(&self) -> Option<Result<Container, ContainerError>> {
+        let path = self.mounted.table()?;
+        let tree = self.lives().find_map(|(_, l)| l.get().byte_tree().cloned());
+        Some(match tree {
+            Some(tree) => crate::container::open_tree_at(tree, path),
+            None => crate::container::open(path),
+        })
+    }
+
     /// Renders the `__attrs__` of every array, of the ctable and of every group again from
     /// the reloaded source.
     pub(crate) fn rerender_attrs(&self) {
-        let table = self
-            .mounted
-            .table()
-            .and_then(|t| match crate::container::open(t) {
-                Ok(Container::Table(t)) => Some(view::json_file(&t.attrs)),
-                _ => None,
-            });
+        let table = match self.open_table() {
+            Some(Ok(Container::Table(t))) => Some(view::json_file(&t.attrs)),
+            _ => None,
+        };
         for node in self.nodes.iter() {
             let NodeKind::File(FileKind::Attrs(owner, stored)) = &node.kind else {
                 continue;

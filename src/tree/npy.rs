@@ -653,20 +653,25 @@ impl Tree {
         }
     }
 
-    /// Renders `table.npy` again from the ctable on disk (after a commit changed its rows).
+    /// Renders `table.npy` again from the ctable as its source holds it now (after a commit or
+    /// another writer changed its rows; a remote ctable from its prefix listed again).
     pub(crate) fn table_npy_changed(&self) {
-        let Some(path) = self.mounted.table() else {
+        if self.mounted.table().is_none() {
             return;
-        };
+        }
         for node in self.nodes.iter() {
             if let NodeKind::File(FileKind::TableNpy(cell, _)) = &node.kind {
-                match crate::container::open(path) {
-                    Ok(crate::container::Container::Table(t)) => match TableNpy::for_table(&t) {
-                        Ok(npy) => cell.set(npy),
-                        Err(e) => log::warn!("table.npy not updated: {e}"),
-                    },
-                    Ok(_) => log::warn!("table.npy not updated: no longer a ctable"),
-                    Err(e) => log::warn!("table.npy not updated: {}", super::display_chain(&e)),
+                match self.open_table() {
+                    Some(Ok(crate::container::Container::Table(t))) => {
+                        match TableNpy::for_table(&t) {
+                            Ok(npy) => cell.set(npy),
+                            Err(e) => log::warn!("table.npy not updated: {e}"),
+                        }
+                    }
+                    Some(Ok(_)) | None => log::warn!("table.npy not updated: no longer a ctable"),
+                    Some(Err(e)) => {
+                        log::warn!("table.npy not updated: {}", super::display_chain(&e))
+                    }
                 }
             }
         }

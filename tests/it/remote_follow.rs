@@ -1,7 +1,7 @@
-//! Following the objects of an S3 prefix (moto): a sparse frame, a bcolz carray and a `.b2d`
-//! store uploaded object by object, mounted with `remote_recheck`, then changed on the
-//! server by python-blosc2 / bcolz (chunks rewritten, appended, members added and removed,
-//! objects deleted). The mount shows the new version as the writer reads it within seconds,
+//! Following the objects of an S3 prefix (moto): a sparse frame, a bcolz carray and ctable,
+//! and a `.b2d` store uploaded object by object, mounted with `remote_recheck`, then changed
+//! on the server by python-blosc2 / bcolz (chunks rewritten, appended, a ctable's root
+//! attributes set, members added and removed, objects deleted). The mount shows the new version as the writer reads it within seconds,
 //! a descriptor opened before keeps the bytes of its version, and an unchanged prefix costs
 //! one listing per question; a question to a stalled server waits one `remote_timeout`.
 
@@ -135,6 +135,83 @@ fn remote_prefix_mounts_follow_sparse_frames_and_bcolz_roots_changed_on_the_serv
     drop(held);
     m.umount();
     mc.umount();
+}
+
+/// Waits until the mounted JSON file `rel` reads `want`.
+fn shows_json(m: &Mount, rel: &str, want: &serde_json::Value) {
+    let now = || {
+        std::fs::read(m.path(rel))
+            .ok()
+            .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok())
+    };
+    assert!(
+        wait_until(Duration::from_secs(30), || now().as_ref() == Some(want)),
+        "{rel}: the mount never showed {want} (shows {:?})",
+        now()
+    );
+}
+
+/// A bcolz ctable under a prefix: bcolz rewrites the table's root attributes (only the root
+/// `__attrs__` object is uploaded again) and the mount's root `__attrs__` shows them, as
+/// bcolz reads them; then bcolz appends rows and `table.npy` shows them.
+#[test]
+fn remote_prefix_mount_follows_a_ctables_root_attrs_and_rows() {
+    let t = "remote_prefix_mount_follows_a_ctables_root_attrs_and_rows";
+    or_skip!(fuse(t));
+    let py = or_skip!(python(t));
+    let moto = or_skip!(moto(t));
+    let dir = tempfile::tempdir().unwrap();
+    let ct = dir.path().join("ct");
+    let cts = ct.display().to_string();
+    let v1 = "import sys, numpy as np, bcolz\n\
+              t = bcolz.ctable(columns=[np.arange(20000, dtype='i8'), np.arange(20000.)], \
+              names=['i', 'f'], chunklen=4096, rootdir=sys.argv[1], mode='w')\n\
+              t.attrs['k'] = 1\n\
+              t.flush()\n";
+    run_python(&py, &["-c", v1, &cts]);
+    let files = sync(&moto, &ct, "t/ct", &[]);
+    let m = Mount::daemon(
+        Path::new(&format!("s3://{BUCKET}/t/ct/")),
+        &[&mount_opts(&moto.url)],
+    );
+    // What bcolz reads as the table's attributes.
+    let attrs = |py: &Path| -> serde_json::Value {
+        let script = "import sys, json, bcolz\n\
+                      print(json.dumps(dict(bcolz.open(sys.argv[1]).attrs)))\n";
+        serde_json::from_slice(&run_python(py, &["-c", script, &cts])).unwrap()
+    };
+    let a1 = attrs(&py);
+    assert_eq!(a1["k"], 1);
+    shows_json(&m, "__attrs__", &a1);
+    let npy_ct = |py: &Path| npy(py, &ct, "bcolz.open(p)[:]");
+    assert!(
+        std::fs::read(m.path("table.npy")).unwrap() == npy_ct(&py),
+        "v1"
+    );
+    let set = "import sys, bcolz\n\
+               t = bcolz.open(sys.argv[1], mode='a')\n\
+               t.attrs['k'] = 5\n\
+               t.attrs['who'] = 'bcolz'\n\
+               t.flush()\n";
+    run_python(&py, &["-c", set, &cts]);
+    let a2 = attrs(&py);
+    assert_eq!((&a2["k"], &a2["who"]), (&5.into(), &"bcolz".into()));
+    put_object(
+        &moto,
+        "t/ct/__attrs__",
+        &std::fs::read(ct.join("__attrs__")).unwrap(),
+        true,
+    );
+    shows_json(&m, "__attrs__", &a2);
+    let append = "import sys, numpy as np, bcolz\n\
+                  t = bcolz.open(sys.argv[1], mode='a')\n\
+                  t.append([np.arange(7000, dtype='i8') * -1, np.full(7000, 2.5)])\n\
+                  t.flush()\n";
+    run_python(&py, &["-c", append, &cts]);
+    sync(&moto, &ct, "t/ct", &files);
+    shows(&m, "table.npy", &npy_ct(&py));
+    shows_json(&m, "__attrs__", &a2);
+    m.umount();
 }
 
 /// A `.b2d` store under a prefix rewritten by python-blosc2 (a member changed and grown,
