@@ -116,6 +116,20 @@ def warm_sources():
 # ---------------------------------------------------------------- children (one measurement)
 
 
+def read_windows(arr, ws, t, out):
+    """Reads the 64x64 windows `ws` of `arr` twice into `out`: "seconds" from `t` to the end
+    of the first pass, "again" the second pass (page-cache speed), "n" and a "check" sum."""
+    s = 0.0
+    for r, c in ws:
+        s += float(np.array(arr[r:r + 64, c:c + 64])[0, 0])
+    out["seconds"] = time.perf_counter() - t
+    t2 = time.perf_counter()
+    for r, c in ws:
+        s += float(np.array(arr[r:r + 64, c:c + 64])[0, 0])
+    out["again"] = time.perf_counter() - t2
+    out["n"], out["check"] = len(ws), s
+
+
 def windows(n, seed):
     rng = np.random.default_rng(seed)
     return [(int(rng.integers(0, WSHAPE[0] - 64)), int(rng.integers(0, WSHAPE[1] - 64)))
@@ -151,22 +165,11 @@ def child(kind, path, arg):
     elif kind in ("py-win", "mnt-win"):
         arr = (blosc2.open(path, mode="r") if kind == "py-win"
                else np.load(path, mmap_mode="r"))
-        ws = windows(NWIN, int(arg))
-        s = 0.0
-        t = time.perf_counter()
-        for r, c in ws:
-            s += float(np.array(arr[r:r + 64, c:c + 64])[0, 0])
-        out["seconds"] = time.perf_counter() - t
-        t2 = time.perf_counter()
-        for r, c in ws:
-            s += float(np.array(arr[r:r + 64, c:c + 64])[0, 0])
-        out["again"] = time.perf_counter() - t2
-        out["n"], out["check"] = NWIN, s
+        read_windows(arr, windows(NWIN, int(arg)), time.perf_counter(), out)
     elif kind == "mnt-win-open":
         # The windows of mnt-win timed from before `np.load(..., mmap_mode='r')`: with
         # passthrough the open decodes the whole file, and mnt-win's clock starts after it.
         ws = windows(NWIN, int(arg))
-        s = 0.0
         t = time.perf_counter()
         arr = np.load(path, mmap_mode="r")
         out["open"] = time.perf_counter() - t
@@ -176,15 +179,8 @@ def child(kind, path, arg):
         counters = lambda: [os.getxattr(root, "user.b2fs." + k) for k in ("cache_hits",
                                                                           "cache_loads")]
         before = counters()
-        for r, c in ws:
-            s += float(np.array(arr[r:r + 64, c:c + 64])[0, 0])
-        out["seconds"] = time.perf_counter() - t
-        t2 = time.perf_counter()
-        for r, c in ws:
-            s += float(np.array(arr[r:r + 64, c:c + 64])[0, 0])
-        out["again"] = time.perf_counter() - t2
+        read_windows(arr, ws, t, out)
         out["bypassed"] = counters() == before
-        out["n"], out["check"] = NWIN, s
     elif kind == "open":
         # One open and close of the file (with passthrough, the first one fills its backing).
         os.close(os.open(path, os.O_RDONLY))

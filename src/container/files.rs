@@ -66,6 +66,11 @@ pub trait ByteTree: Send + Sync + std::fmt::Debug {
         let _ = ask;
         false
     }
+    /// Whether `poll_changed(true)` would list the tree again now (followed, its interval
+    /// passed, no change known yet). False by default.
+    fn asks_now(&self) -> bool {
+        false
+    }
     /// The tree listed again as it is now, with its stores opened ([`Relist::Changed`]), when
     /// it is followed ([`ByteTree::poll_changed`]); `None` by default.
     fn reopen(&self) -> Option<std::io::Result<Relist>> {

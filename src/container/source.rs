@@ -87,6 +87,12 @@ pub trait ByteSource: Send + Sync + std::fmt::Debug {
         let _ = ask;
         false
     }
+    /// Whether `poll_changed(true)` would ask where the source lives now (followed, its
+    /// interval passed, no change known yet): the follower asks only such sources. False by
+    /// default.
+    fn asks_now(&self) -> bool {
+        false
+    }
     /// The source opened again as it is now, when it can be (a followed remote object);
     /// `None` by default.
     fn reopen(&self) -> Option<std::io::Result<Arc<dyn ByteSource>>> {

@@ -188,16 +188,11 @@ impl Collection {
         self.shared.zip.as_ref()
     }
 
-    /// Whether the collection's followed remote sources ([`Collection::followed`]) changed
-    /// on their servers: what is known, or asked now when `ask` and due (each of them, one
-    /// after another; the mount's follower asks them concurrently itself). False for local
-    /// collections.
-    pub fn source_changed(&self, ask: bool) -> bool {
-        let mut changed = false;
-        for f in self.followed() {
-            changed |= f.poll_changed(ask);
-        }
-        changed
+    /// Whether the collection's followed remote sources ([`Collection::followed`]) are known
+    /// to have changed on their servers (the mount's follower asks them, each through
+    /// [`Followed::poll_changed`]). False for local collections.
+    pub fn source_changed(&self) -> bool {
+        self.followed().iter().any(|f| f.poll_changed(false))
     }
 
     /// The collection opened again as its source is now (after a commit, or another writer's

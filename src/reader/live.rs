@@ -225,11 +225,15 @@ impl LiveArray {
         }
     }
 
-    /// Whether asking this array's source ([`LiveArray::ask_source`]) may wait for a server.
-    pub fn asks_a_server(&self) -> bool {
+    /// Whether [`LiveArray::ask_source`] would ask a server now (a followed remote source
+    /// whose interval has passed): the follower asks only those.
+    pub fn asks_now(&self) -> bool {
         let array = self.get();
         !self.retired.load(Ordering::Relaxed)
-            && (array.byte_tree().is_some() || array.byte_source().is_some())
+            && match array.byte_tree() {
+                Some(tree) => tree.asks_now(),
+                None => array.byte_source().is_some_and(|b| b.asks_now()),
+            }
     }
 
     /// Takes the watched files as they are now as seen, without reloading: the source is

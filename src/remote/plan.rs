@@ -124,12 +124,40 @@ pub struct RemoteObject {
     follow: Mutex<Option<Following>>,
 }
 
-/// How a followed object is checked and opened again.
+/// How a followed remote source (an object here, a prefix in `prefix.rs`) is asked whether
+/// it changed, and opened again.
 #[derive(Debug)]
-struct Following {
-    every: Duration,
+pub(super) struct Following {
+    pub(super) every: Duration,
     last: Instant,
-    opts: RemoteOptions,
+    pub(super) opts: RemoteOptions,
+}
+
+impl Following {
+    /// Asked every `every` from now on; opened again with `opts`.
+    pub(super) fn new(every: Duration, opts: &RemoteOptions) -> Following {
+        Following {
+            every,
+            last: Instant::now(),
+            opts: opts.clone(),
+        }
+    }
+
+    /// Whether its interval has passed since it was last asked.
+    pub(super) fn is_due(&self) -> bool {
+        self.last.elapsed() >= self.every
+    }
+
+    /// When due, counts a question as asked now and gives its patience: one attempt's
+    /// `remote_timeout`, not a read's retries (a server that does not answer must not hold
+    /// the follower's round, or the kernel invalidations it sends, for a read's deadline).
+    pub(super) fn ask(&mut self) -> Option<Duration> {
+        if !self.is_due() {
+            return None;
+        }
+        self.last = Instant::now();
+        Some(self.opts.timeout)
+    }
 }
 
 /// The version of an object in disk cache keys: its ETag, else its Last-Modified and size.
@@ -270,11 +298,13 @@ impl RemoteObject {
     /// [`ByteSource::reopen`] opens it again with `opts` (a single-source mount; a Caterva2
     /// directory's datasets are followed too, and opened again through the directory).
     pub fn follow_every(&self, every: Duration, opts: &RemoteOptions) {
-        *self.follow.lock().unwrap_or_else(|e| e.into_inner()) = Some(Following {
-            every,
-            last: Instant::now(),
-            opts: opts.clone(),
-        });
+        *self.following() = Some(Following::new(every, opts));
+    }
+
+    /// Whether the follower has a question due for the server ([`ByteSource::asks_now`]).
+    fn asks_now(&self) -> bool {
+        !self.changed.load(Ordering::Relaxed)
+            && self.following().as_ref().is_some_and(Following::is_due)
     }
 
     fn following(&self) -> std::sync::MutexGuard<'_, Option<Following>> {
@@ -283,12 +313,8 @@ impl RemoteObject {
 
     /// Whether the followed object changed on the server: known from a refused read or an
     /// earlier question, or, with `ask`, asked now when its interval has passed (a failed
-    /// question is not a change); false for an object that is not followed.
-    ///
-    /// The question gets one attempt's time (`remote_timeout`), not a read's retries: the
-    /// follower asks its objects one after another, and a server that does not answer must
-    /// not hold the others' questions (or the kernel invalidations the same thread sends)
-    /// for the whole read deadline each.
+    /// question is not a change); false for an object that is not followed. The question
+    /// gets one attempt's time ([`Following::ask`]).
     fn poll_changed(&self, ask: bool) -> bool {
         let patience = {
             let mut f = self.following();
@@ -298,11 +324,13 @@ impl RemoteObject {
             if self.changed.load(Ordering::Relaxed) {
                 return true;
             }
-            if !ask || f.last.elapsed() < f.every {
+            if !ask {
                 return false;
             }
-            f.last = Instant::now();
-            f.opts.timeout
+            match f.ask() {
+                Some(patience) => patience,
+                None => return false,
+            }
         };
         let url = &self.client.url;
         let question = self.client.get(GetRange::Bounded(0..1), &Pin::default());
@@ -679,6 +707,10 @@ impl ByteSource for Shared {
         self.0.poll_changed(ask)
     }
 
+    fn asks_now(&self) -> bool {
+        self.0.asks_now()
+    }
+
     fn reopen(&self) -> Option<std::io::Result<Arc<dyn ByteSource>>> {
         let o = self.0.reopen()?;
         Some(o.map(|o| o.byte_source()).map_err(RemoteError::into_io))
@@ -688,6 +720,24 @@ impl ByteSource for Shared {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn following_asks_once_per_interval_with_one_attempts_patience() {
+        let opts = RemoteOptions {
+            timeout: Duration::from_millis(700),
+            ..RemoteOptions::default()
+        };
+        let mut later = Following::new(Duration::from_secs(3600), &opts);
+        assert!(!later.is_due());
+        assert_eq!(later.ask(), None, "not due: nothing asked, nothing stamped");
+        let mut now = Following::new(Duration::ZERO, &opts);
+        assert!(now.is_due());
+        assert_eq!(now.ask(), Some(Duration::from_millis(700)));
+        let mut second = Following::new(Duration::from_millis(50), &opts);
+        second.last -= Duration::from_millis(60);
+        assert_eq!(second.ask(), Some(Duration::from_millis(700)));
+        assert!(!second.is_due(), "asked: due again one interval later");
+    }
 
     #[test]
     fn extents_find_the_chunk_holding_an_offset() {

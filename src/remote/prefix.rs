@@ -36,6 +36,7 @@ use super::RemoteOptions;
 use super::cache::{Begin, ExtentCache, Flight};
 use super::client::{Client, Pin, RemoteError, RemoteErrorKind, RemoteStats};
 use super::disk::{DiskCache, Entry};
+use super::plan::Following;
 use super::seq::Sequence;
 use crate::container::{ByteSource, ByteTree, ByteView, Relist};
 
@@ -134,14 +135,6 @@ pub struct RemotePrefix {
     /// The prefix opened again after a change and when, shared by every array reopened from
     /// this one within [`SHARE_NEXT`].
     next: Mutex<Option<(Instant, Arc<RemotePrefix>)>>,
-}
-
-/// How a followed prefix is listed again ([`RemotePrefix::follow_every`]).
-#[derive(Debug)]
-struct Following {
-    every: Duration,
-    last: Instant,
-    opts: RemoteOptions,
 }
 
 /// Locks `m`, whatever a panicking holder left.
@@ -299,11 +292,14 @@ impl RemotePrefix {
     /// Follows the prefix: [`ByteTree::poll_changed`] lists it again every `every` (see the
     /// module docs), and [`ByteTree::reopen`] opens it again with `opts`.
     pub fn follow_every(&self, every: Duration, opts: &RemoteOptions) {
-        *lock(&self.follow) = Some(Following {
-            every,
-            last: Instant::now(),
-            opts: opts.clone(),
-        });
+        *lock(&self.follow) = Some(Following::new(every, opts));
+    }
+
+    /// Whether the follower has a listing due ([`ByteTree::asks_now`]).
+    fn asks_now(&self) -> bool {
+        !self.changed.load(Ordering::Relaxed)
+            && !self.moved.load(Ordering::Relaxed)
+            && lock(&self.follow).as_ref().is_some_and(Following::is_due)
     }
 
     /// Whether the followed prefix changed on the server: known from a refused read or an
@@ -319,11 +315,13 @@ impl RemotePrefix {
             if self.changed.load(Ordering::Relaxed) || self.moved.load(Ordering::Relaxed) {
                 return true;
             }
-            if !ask || f.last.elapsed() < f.every {
+            if !ask {
                 return false;
             }
-            f.last = Instant::now();
-            f.opts.timeout
+            match f.ask() {
+                Some(patience) => patience,
+                None => return false,
+            }
         };
         let root = self.root.display();
         let now = match listed(&self.client, &root.to_string(), patience) {
@@ -615,6 +613,10 @@ impl ByteTree for SharedPrefix {
         self.0.poll_changed(ask)
     }
 
+    fn asks_now(&self) -> bool {
+        self.0.asks_now()
+    }
+
     fn reopen(&self) -> Option<std::io::Result<Relist>> {
         let p = self.0.reopen()?;
         Some(
@@ -659,6 +661,10 @@ impl ByteSource for Object {
 
     fn poll_changed(&self, ask: bool) -> bool {
         self.0.poll_changed(ask)
+    }
+
+    fn asks_now(&self) -> bool {
+        self.0.asks_now()
     }
 }
 

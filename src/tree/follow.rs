@@ -46,6 +46,7 @@ use super::layout::{AttrsOwner, CollectionCell, FileKind, NodeKind, ROOT_INO};
 use super::members::{self, Members};
 use super::reload::{Refreshed, changed};
 use super::{Entry, Tree, chunk_name, display_chain, view};
+use crate::container::store::Followed;
 use crate::container::{Collection, Container, ContainerError, FileState};
 use crate::reader::{ArrayId, ChunkStore, Snapshot};
 
@@ -213,19 +214,19 @@ impl Tree {
         // all at once (each within one `remote_timeout`).
         let mut asks: Vec<Question<'_>> = Vec::new();
         if let Some(cell) = self.mounted.collection() {
-            let collection = cell.get();
-            if collection.relist_every().is_some() {
+            if self.relist_due() {
                 asks.push(Box::new(|| self.relist_if_due()));
             }
-            for f in collection.followed() {
+            for f in cell.get().followed().into_iter().filter(Followed::asks_now) {
                 asks.push(Box::new(move || {
                     f.poll_changed(true);
                 }));
             }
         }
-        for (_, live) in self.lives().filter(|(_, l)| l.asks_a_server()) {
+        for (_, live) in self.lives().filter(|(_, l)| l.asks_now()) {
             asks.push(Box::new(move || live.ask_source()));
         }
+        // Only questions due now: most rounds ask nothing and start no thread.
         ask_all(asks);
         let all: Vec<ArrayId> = self.array_ids();
         self.follow(&all)
@@ -249,6 +250,17 @@ impl Tree {
     /// the last listing (the mount's counts as the first), and keeps what it shows when its
     /// names differ, for [`Tree::follow`] to reload. A listing that fails is logged once
     /// (and once when listing works again); the mount keeps showing what it showed.
+    /// Whether [`Tree::relist_if_due`] would list the collection again now (or note its first
+    /// round).
+    fn relist_due(&self) -> bool {
+        let every = self
+            .mounted
+            .collection()
+            .and_then(|c| c.get().relist_every());
+        let last = *self.follow.last_relist.lock();
+        every.is_some_and(|every| last.is_none_or(|t| t.elapsed() >= every))
+    }
+
     fn relist_if_due(&self) {
         let Some(cell) = self.mounted.collection() else {
             return;
@@ -311,7 +323,7 @@ impl Tree {
             || self
                 .mounted
                 .collection()
-                .is_some_and(|cell| cell.get().source_changed(false))
+                .is_some_and(|cell| cell.get().source_changed())
     }
 
     fn changed(&self, arrays: &[ArrayId]) -> bool {

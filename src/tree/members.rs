@@ -164,7 +164,7 @@ impl Tree {
                         self.follow_group(ino, sub, before, out);
                     }
                 }
-                (Some(&ino), Node::Store(_)) if matches!(before, Some(Node::Store(b)) if b.source_changed(false)) =>
+                (Some(&ino), Node::Store(_)) if matches!(before, Some(Node::Store(b)) if b.source_changed()) =>
                 {
                     // Changed on its server: a new directory of the same name.
                     if let Some(new) = self.add_member(dir, child) {

@@ -30,6 +30,14 @@ impl Followed {
             Followed::Tree(t) => t.poll_changed(ask),
         }
     }
+
+    /// Whether `poll_changed(true)` would ask its server now.
+    pub fn asks_now(&self) -> bool {
+        match self {
+            Followed::Bytes(b) => b.asks_now(),
+            Followed::Tree(t) => t.asks_now(),
+        }
+    }
 }
 
 impl Collection {
