@@ -45,8 +45,11 @@ pub fn open(url: &str, opts: &RemoteOptions) -> Result<Opened, Error> {
             Caterva2Error::Source(e) => source_err(e),
         });
     }
-    // A prefix (a sparse frame or bcolz root): a URL ending in '/', or an S3 URL that names
-    // no object but has objects under it.
+    // A prefix (a sparse frame or bcolz root): a URL ending in '/', or a URL that names no
+    // object but has objects under it. S3 answers a GET of a prefix with 404; a WebDAV
+    // server (the listing an HTTP prefix needs: PROPFIND) answers a GET of a collection with
+    // 405, which the client reports as not found too. A plain web server cannot list: there
+    // the object's own error is the one to report, not the failed listing's.
     let is_s3 = url
         .get(..5)
         .is_some_and(|p| p.eq_ignore_ascii_case("s3://"));
@@ -55,7 +58,7 @@ pub fn open(url: &str, opts: &RemoteOptions) -> Result<Opened, Error> {
     } else {
         match crate::remote::open(url, opts) {
             Ok(o) => Ok(o),
-            Err(e) if e.kind == K::NotFound && is_s3 => Err(Some(e)),
+            Err(e) if e.kind == K::NotFound => Err(Some(e)),
             Err(e) => return Err(remote_err(e)),
         }
     };
@@ -64,8 +67,16 @@ pub fn open(url: &str, opts: &RemoteOptions) -> Result<Opened, Error> {
         Err(not_found) => {
             let prefix = match crate::remote::open_prefix(url, opts) {
                 Ok(p) => p,
-                Err(e) if e.kind == K::NotFound => return Err(remote_err(not_found.unwrap_or(e))),
-                Err(e) => return Err(remote_err(e)),
+                Err(e) => {
+                    return Err(match not_found {
+                        Some(_) if is_s3 && e.kind != K::NotFound => remote_err(e),
+                        Some(first) => {
+                            log::debug!("{url}: not an object; as a prefix: {}", e.why);
+                            remote_err(first)
+                        }
+                        None => remote_err(e),
+                    });
+                }
             };
             if let Some(every) = opts.remote_recheck {
                 prefix.follow_every(every, opts);

@@ -1,7 +1,8 @@
-//! Following the objects of an S3 prefix (moto): a sparse frame, a bcolz carray and ctable,
-//! and a `.b2d` store uploaded object by object, mounted with `remote_recheck`, then changed
-//! on the server by python-blosc2 / bcolz (chunks rewritten, appended, a ctable's root
-//! attributes set, members added and removed, objects deleted). The mount shows the new version as the writer reads it within seconds,
+//! Following the objects of a prefix on S3 (moto) or on a WebDAV server (`rclone serve
+//! webdav`): a sparse frame, a bcolz carray and ctable, and a `.b2d` store uploaded object by
+//! object, mounted with `remote_recheck`, then changed on the server by python-blosc2 / bcolz
+//! (chunks rewritten, appended, a ctable's root attributes set, members added and removed,
+//! objects deleted). The mount shows the new version as the writer reads it within seconds,
 //! a descriptor opened before keeps the bytes of its version, and an unchanged prefix costs
 //! one listing per question; a question to a stalled server waits one `remote_timeout`.
 
@@ -13,7 +14,7 @@ use std::time::{Duration, Instant};
 use b2fs::container::{self, Container, Relist};
 use b2fs::remote::RemoteOptions;
 
-use crate::support::remote::{BUCKET, Fault, Proxy, Server, http, moto, put_object};
+use crate::support::remote::{BUCKET, Fault, Proxy, Server, http, moto, put_object, rclone_webdav};
 use crate::support::{Mount, files_under, fuse, python, run_python, wait_until};
 
 /// Uploads every file under `dir` as `key/REL` and deletes the objects of `before` (names
@@ -321,4 +322,53 @@ fn remote_prefix_follow_question_is_one_listing_and_waits_one_attempt() {
     // The version opened before: an unchanged chunk reads, the rewritten one fails.
     assert_eq!(old.chunk_bytes(2).unwrap(), local.chunk_bytes(2).unwrap());
     assert!(old.chunk_bytes(0).is_err(), "never the new bytes");
+}
+
+/// An HTTP prefix on a WebDAV server (`rclone serve webdav`: its `PROPFIND` lists the
+/// prefix), named without and with the trailing '/': a sparse frame and a bcolz carray
+/// mount and read as python-blosc2 and bcolz read them; rewritten and appended to in place
+/// on the server, both mounts show the new versions.
+#[test]
+fn http_prefix_mounts_list_through_webdav_and_follow_changes_on_the_server() {
+    let t = "http_prefix_mounts_list_through_webdav_and_follow_changes_on_the_server";
+    or_skip!(fuse(t));
+    let py = or_skip!(python(t));
+    let dir = tempfile::tempdir().unwrap();
+    let (sp, ca) = (dir.path().join("sp.b2frame"), dir.path().join("ca"));
+    let v1 = "import sys, numpy as np, blosc2, bcolz\n\
+              blosc2.asarray(np.arange(60000, dtype='f8').reshape(600, 100), \
+              chunks=(200, 100), urlpath=sys.argv[1], contiguous=False, mode='w')\n\
+              c = bcolz.carray(np.arange(50000, dtype='i4'), chunklen=8192, \
+              rootdir=sys.argv[2], mode='w'); c.flush()\n";
+    let (sps, cas) = (sp.display().to_string(), ca.display().to_string());
+    run_python(&py, &["-c", v1, &sps, &cas]);
+    let server = or_skip!(rclone_webdav(t, dir.path()));
+    let opts = "remote_timeout=2,remote_recheck=0.3";
+    // No trailing '/': the GET of the collection fails (405), and the listing finds it.
+    let m = Mount::daemon(Path::new(&format!("{}/sp.b2frame", server.url)), &[opts]);
+    let mc = Mount::daemon(Path::new(&format!("{}/ca/", server.url)), &[opts]);
+    let npy_sp = |py: &Path| npy(py, &sp, "blosc2.open(p)[:]");
+    let npy_ca = |py: &Path| npy(py, &ca, "bcolz.open(p)[:]");
+    assert!(
+        std::fs::read(m.path("array.npy")).unwrap() == npy_sp(&py),
+        "v1"
+    );
+    assert!(
+        std::fs::read(mc.path("array.npy")).unwrap() == npy_ca(&py),
+        "v1"
+    );
+    let v2 = "import sys, numpy as np, blosc2, bcolz\n\
+              s = blosc2.open(sys.argv[1], mode='a')\n\
+              s[0:10] = -1.0\n\
+              s.resize((800, 100))\n\
+              s[600:] = 5.0\n\
+              c = bcolz.open(sys.argv[2], mode='a')\n\
+              c.append(np.arange(20000, dtype='i4') * -1); c.flush()\n";
+    run_python(&py, &["-c", v2, &sps, &cas]);
+    shows(&m, "array.npy", &npy_sp(&py));
+    let chunks = std::fs::read_dir(m.path("data")).unwrap().count();
+    assert_eq!(chunks, 4, "800 rows in chunks of 200");
+    shows(&mc, "array.npy", &npy_ca(&py));
+    m.umount();
+    mc.umount();
 }

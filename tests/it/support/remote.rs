@@ -101,6 +101,17 @@ pub fn rclone(test: &str, dir: &Path) -> Option<Server> {
 
 /// [`rclone`] over HTTPS with the PEM certificate and key `tls` (`url` is `https://`).
 pub fn rclone_with(test: &str, dir: &Path, tls: Option<(&Path, &Path)>) -> Option<Server> {
+    rclone_serve(test, "http", dir, tls)
+}
+
+/// Starts `rclone serve webdav DIR`: plain HTTP GETs, and the `PROPFIND` listings an HTTP
+/// prefix mount needs (`rclone serve http` answers no listing); `None` (SKIP) without rclone.
+pub fn rclone_webdav(test: &str, dir: &Path) -> Option<Server> {
+    rclone_serve(test, "webdav", dir, None)
+}
+
+/// Starts `rclone serve MODE DIR` (`http` or `webdav`), over HTTPS with `tls`.
+fn rclone_serve(test: &str, mode: &str, dir: &Path, tls: Option<(&Path, &Path)>) -> Option<Server> {
     let ok = Command::new("rclone")
         .arg("version")
         .stdout(Stdio::null())
@@ -113,9 +124,14 @@ pub fn rclone_with(test: &str, dir: &Path, tls: Option<(&Path, &Path)>) -> Optio
     }
     let port = free_port();
     let mut cmd = Command::new("rclone");
-    cmd.args(["serve", "http", "--addr", &format!("127.0.0.1:{port}")])
+    cmd.args(["serve", mode, "--addr", &format!("127.0.0.1:{port}")])
         .arg(dir)
         .args(["--config", "/dev/null"]);
+    if mode == "webdav" {
+        // rclone keeps directory listings for 5 minutes by default: a server that lists
+        // what it holds now is what the follow tests need.
+        cmd.args(["--dir-cache-time", "0s"]);
+    }
     if let Some((cert, key)) = tls {
         cmd.arg("--cert").arg(cert).arg("--key").arg(key);
     }
@@ -125,7 +141,7 @@ pub fn rclone_with(test: &str, dir: &Path, tls: Option<(&Path, &Path)>) -> Optio
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    wait_listening(port, &mut child, "rclone serve http");
+    wait_listening(port, &mut child, &format!("rclone serve {mode}"));
     let scheme = if tls.is_some() { "https" } else { "http" };
     Some(Server {
         child,
