@@ -139,6 +139,20 @@ impl ExtentCache {
         Begin::Lead(f)
     }
 
+    /// The extents cached now, least recently used first (no recency change).
+    pub(crate) fn extents(&self) -> Vec<(u64, Bytes)> {
+        let s = self.lock();
+        s.lru.iter().rev().map(|(k, b)| (*k, b.clone())).collect()
+    }
+
+    /// Keeps `bytes` as `key`'s extent, as a fetch of it would, unless it is cached or being
+    /// fetched already.
+    pub(crate) fn seed(&self, key: u64, bytes: Bytes) {
+        if let Begin::Lead(f) = self.begin(key) {
+            self.finish(key, &f, Ok(bytes));
+        }
+    }
+
     /// Ends the fetch of `key` that [`ExtentCache::begin`] handed out: keeps the bytes (when
     /// they fit the budget, evicting the least recently used) and wakes its waiters.
     pub(crate) fn finish(&self, key: u64, flight: &Flight, r: Result<Bytes, RemoteError>) {
@@ -177,6 +191,31 @@ mod tests {
             Begin::Lead(f) => f,
             _ => panic!("{key} should be fetched"),
         }
+    }
+
+    #[test]
+    fn extents_come_least_recent_first_and_seeds_keep_what_is_there() {
+        let c = ExtentCache::new(100);
+        for k in 0..3u64 {
+            let f = lead(&c, k);
+            c.finish(k, &f, Ok(Bytes::from(vec![k as u8; 10])));
+        }
+        assert!(matches!(c.begin(0), Begin::Hit(_)), "0 used last");
+        let keys: Vec<u64> = c.extents().iter().map(|(k, _)| *k).collect();
+        assert_eq!(keys, [1, 2, 0]);
+        let d = ExtentCache::new(100);
+        let f = lead(&d, 7);
+        d.seed(7, Bytes::from_static(b"seeded"));
+        d.seed(1, Bytes::from_static(b"one"));
+        d.seed(1, Bytes::from_static(b"again"));
+        assert!(matches!(d.begin(1), Begin::Hit(b) if &b[..] == b"one"));
+        assert!(
+            matches!(d.begin(7), Begin::Wait(_)),
+            "a fetch under way is not replaced"
+        );
+        d.finish(7, &f, Ok(Bytes::from_static(b"fetched")));
+        assert!(matches!(d.begin(7), Begin::Hit(b) if &b[..] == b"fetched"));
+        assert_eq!(d.used(), 3 + 7);
     }
 
     #[test]

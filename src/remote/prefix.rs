@@ -20,7 +20,8 @@
 //!   the prefix again when that is due (one listing, no GET, given one attempt's
 //!   `remote_timeout`); other names, sizes or ETags mark it moved, and the mount opens it
 //!   again ([`ByteTree::reopen`]: one new prefix, listed and warmed once, shared by every
-//!   array opened from this one). Readers of the old version keep reading the objects whose
+//!   array opened from this one, which starts with the old one's cached bytes of the objects
+//!   listed as before). Readers of the old version keep reading the objects whose
 //!   ETag still matches; the others fail with EIO (a 412), never with the new bytes.
 
 use std::path::{Path, PathBuf};
@@ -203,6 +204,18 @@ fn is_chunk_data(rel: &str) -> bool {
 /// # Errors
 /// The class and reason of the failure.
 pub fn open_prefix(url: &str, opts: &RemoteOptions) -> Result<Arc<RemotePrefix>, RemoteError> {
+    open_prefix_after(url, opts, None)
+}
+
+/// [`open_prefix`] of a prefix opened before as `before`: the objects listed with the same
+/// name, size and ETag (modification time when the server gives none) start with the bytes
+/// `before` holds in memory, so a change of one object costs a GET of that object, not of
+/// every object read again (the buffers are shared, not copied).
+fn open_prefix_after(
+    url: &str,
+    opts: &RemoteOptions,
+    before: Option<&RemotePrefix>,
+) -> Result<Arc<RemotePrefix>, RemoteError> {
     let client = Client::new(url, opts)?;
     let t0 = Instant::now();
     let root_url = url.trim_end_matches('/').to_owned();
@@ -228,6 +241,9 @@ pub fn open_prefix(url: &str, opts: &RemoteOptions) -> Result<Arc<RemotePrefix>,
         moved: AtomicBool::new(false),
         next: Mutex::new(None),
     });
+    if let Some(before) = before {
+        prefix.seed_from(before);
+    }
     let listed = prefix.client.stats.requests();
     let warm: Vec<(usize, Arc<Flight>)> = (0..prefix.objects.len())
         .filter(|&i| {
@@ -356,12 +372,34 @@ impl RemotePrefix {
         if let Some((_, n)) = next.as_ref().filter(|(at, _)| at.elapsed() < SHARE_NEXT) {
             return Some(Ok(Arc::clone(n)));
         }
-        let opened = open_prefix(&self.url, &opts);
+        let opened = open_prefix_after(&self.url, &opts, Some(self));
         if let Ok(p) = &opened {
             p.follow_every(every, &opts);
             *next = Some((Instant::now(), Arc::clone(p)));
         }
         Some(opened)
+    }
+
+    /// Seeds the cache with the bytes `before` holds of the objects this listing names as
+    /// `before`'s did ([`open_prefix_after`]), least recently used first.
+    fn seed_from(&self, before: &RemotePrefix) {
+        for (key, bytes) in before.cache.extents() {
+            let Some(old) = usize::try_from(key)
+                .ok()
+                .and_then(|i| before.objects.get(i))
+            else {
+                continue;
+            };
+            let Some(i) = self.find(&old.rel) else {
+                continue;
+            };
+            if same_listing(
+                std::slice::from_ref(old),
+                std::slice::from_ref(&self.objects[i]),
+            ) {
+                self.cache.seed(i as u64, bytes);
+            }
+        }
     }
 
     fn find(&self, rel: &str) -> Option<usize> {

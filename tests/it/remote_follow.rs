@@ -257,7 +257,8 @@ fn remote_b2d_prefix_mount_follows_members_changed_added_and_removed() {
 /// while nothing changed; a stalled server costs one `remote_timeout`, not a read's
 /// deadline, and is no change; a chunk object rewritten is a change, and the prefix opened
 /// again reads the new chunk while the version opened before still reads its unchanged
-/// chunks (their ETags still match) and fails on the rewritten one, never new bytes.
+/// chunks (their ETags still match) and fails on the rewritten one, never new bytes; the
+/// prefix opened again reads the unchanged chunks the old one held without a request.
 #[test]
 fn remote_prefix_follow_question_is_one_listing_and_waits_one_attempt() {
     let t = "remote_prefix_follow_question_is_one_listing_and_waits_one_attempt";
@@ -285,6 +286,10 @@ fn remote_prefix_follow_question_is_one_listing_and_waits_one_attempt() {
     let Container::Array(old) = container::open_tree(tree.clone()).unwrap() else {
         panic!("not an array")
     };
+    // Chunks 1-3 read (and cached) before the change; chunk 0 not.
+    for i in 1..4 {
+        old.chunk_bytes(i).unwrap();
+    }
     let before = proxy.requests();
     for _ in 0..3 {
         assert!(!tree.poll_changed(true), "unchanged");
@@ -312,6 +317,19 @@ fn remote_prefix_follow_question_is_one_listing_and_waits_one_attempt() {
     let Container::Array(local) = container::open(&sp).unwrap() else {
         panic!("not an array")
     };
+    // The prefix opened again starts with the unchanged objects the old one held: their
+    // reads cost no request; the rewritten chunk costs its GET.
+    let before = proxy.requests();
+    for i in 1..4 {
+        assert_eq!(new.chunk_bytes(i).unwrap(), local.chunk_bytes(i).unwrap());
+    }
+    assert_eq!(
+        proxy.requests() - before,
+        0,
+        "unchanged chunks come from memory"
+    );
+    assert_eq!(new.chunk_bytes(0).unwrap(), local.chunk_bytes(0).unwrap());
+    assert_eq!(proxy.requests() - before, 1, "the rewritten chunk: one GET");
     for i in 0..local.nchunks() {
         assert_eq!(
             new.chunk_bytes(i).unwrap(),
