@@ -304,7 +304,7 @@ impl Filesystem for FuseAdapter {
         reply: ReplyEmpty,
     ) {
         if let Some(pt) = &self.passthrough {
-            pt.release(fh.0);
+            pt.release(&self.tree, fh.0);
         }
         match self.tree.release(fh.0) {
             Ok(()) => reply.ok(),

@@ -5,8 +5,9 @@
 //!
 //! No open waits for a fill: an open of a file whose backing file is not filled yet is
 //! answered at once the ordinary way (direct I/O, served by b2fs as on a mount without the
-//! option), and the fill is queued on threads of its own at low priority; the opens after
-//! it (once every ordinary open of the file is closed, below) pass through.
+//! option). When the last ordinary open of the file closes (the kernel would not let any open
+//! of it pass through before, below), its fill is queued on threads of its own at low
+//! priority, so it never competes with those opens' reads; the opens after it pass through.
 //!
 //! The kernel's rules, kept here (`fs/fuse/iomode.c`, `fs/fuse/backing.c`; measured on Linux
 //! 6.18 in BENCHMARKS.md, "Session 18: passthrough without the first open's wait"):
@@ -150,6 +151,8 @@ pub(crate) struct Passthrough {
     fills: FillPool,
     /// Inodes whose fill is queued or running.
     queued: Mutex<HashSet<u64>>,
+    /// Inodes opened the ordinary way for want of a backing file: filled at their last close.
+    wanted: Mutex<HashSet<u64>>,
 }
 
 impl Passthrough {
@@ -159,6 +162,7 @@ impl Passthrough {
             live: Mutex::default(),
             fills: FillPool::default(),
             queued: Mutex::default(),
+            wanted: Mutex::default(),
         }
     }
 
@@ -178,8 +182,8 @@ impl Passthrough {
     /// ordinary answer; never waits for a fill. Passthrough when `ino` has live passthrough
     /// opens, or none live and a backing file kept for the version `fh` pinned; ordinary when
     /// the file is not backed, the kernel refused, `ino` has live ordinary opens, or its
-    /// backing file is not filled yet: then a fill is queued (see [`Passthrough::fill_later`])
-    /// and a later open, once every ordinary one is closed, passes through.
+    /// backing file is not filled yet: then it is filled at the last close of its ordinary
+    /// opens ([`Passthrough::release`]), and the opens after that pass through.
     pub(crate) fn open(
         self: &Arc<Self>,
         tree: &Arc<Tree>,
@@ -198,7 +202,9 @@ impl Passthrough {
             BackingNow::NotBacked => self.start(tree, ino, fh, None, reply),
             BackingNow::Fill => {
                 let id = self.start(tree, ino, fh, None, reply);
-                self.fill_later(tree, ino);
+                if id.is_none() {
+                    self.wanted.lock().insert(ino); // filled at the last ordinary close
+                }
                 id
             }
         }
@@ -273,17 +279,27 @@ impl Passthrough {
 
     /// Forgets handle `fh`; at the last close of its inode, its backing id is released
     /// (the tree keeps the backing file for the next open, within its budget).
-    pub(crate) fn release(&self, fh: u64) {
+    /// At the last close of an inode whose opens were answered the ordinary way for want of
+    /// a backing file, queues its fill: the fill never competes with those opens' reads (nor
+    /// evicts the chunks they have in b2fs's cache), and the kernel could not pass the file
+    /// through before that close anyway.
+    pub(crate) fn release(self: &Arc<Self>, tree: &Arc<Tree>, fh: u64) {
         let mut live = self.live.lock();
         let Some(ino) = live.by_fh.remove(&fh) else {
             return;
         };
-        if let Some(served) = live.by_ino.get_mut(&ino) {
-            let opens = served.opens();
-            *opens = opens.saturating_sub(1);
-            if *opens == 0 {
-                live.by_ino.remove(&ino);
-            }
+        let Some(served) = live.by_ino.get_mut(&ino) else {
+            return;
+        };
+        let opens = served.opens();
+        *opens = opens.saturating_sub(1);
+        if *opens > 0 {
+            return;
+        }
+        live.by_ino.remove(&ino);
+        drop(live);
+        if self.wanted.lock().remove(&ino) {
+            self.fill_later(tree, ino);
         }
     }
 }
