@@ -87,10 +87,13 @@ impl Live {
     }
 }
 
-/// Threads filling backing files. Two: a fill already decodes on every core (the tree's
-/// sequential read path), so more would only hold more memory at once; two let a second file
-/// fill while one waits on a slow source. Further fills queue; no open waits for any of them.
-const FILL_THREADS: usize = 2;
+/// Threads filling backing files: one. No open waits for a fill, so more threads would only
+/// make the mount's backing files passthrough-ready sooner, and two fills side by side can
+/// cost many times their work: an `array.npy` fill (each 1 MiB read spans a row of chunks)
+/// beside a chunk file's fill took 50-106 s instead of 0.3-0.5 s in 3 of 5 rounds
+/// (BENCHMARKS.md, "Session 18: passthrough without the first open's wait"). Fills queue;
+/// one held by a slow source delays the others (their files stay served by b2fs meanwhile).
+const FILL_THREADS: usize = 1;
 
 /// The nice value of the fill threads (and of the decode threads they start, which inherit
 /// it): a fill takes the CPU that the mount's readers leave idle.
@@ -98,7 +101,7 @@ const FILL_NICE: i32 = 19;
 
 type Job = Box<dyn FnOnce() + Send>;
 
-/// The threads of [`FILL_THREADS`], started at the first fill; they end when the mount's
+/// The thread(s) of [`FILL_THREADS`], started at the first fill; they end when the mount's
 /// adapter (and with it the sender) is dropped.
 #[derive(Debug, Default)]
 struct FillPool {
