@@ -20,7 +20,8 @@ summary and the per-round detail replace the block between the `bench_mount` mar
 given markdown file; with --chart a bar chart of the medians against their targets is saved
 (matplotlib). --ab also mounts OTHER_BINARY in every round of the patterns seq, load, win,
 win-kc, strips, mmsum, rand1d and many and prints this binary's rate over it (a same-run A/B
-against, say, main's build); the other binary reads first in odd rounds, second in even ones.
+against, say, main's build; load-pt and win-pt too, the other binary's first open on its own
+fresh mount); the other binary reads first in odd rounds, second in even ones.
 
 Two patterns are not the issue's own but the same kind of read, with its targets: `strips`
 (tall 4096x64 column strips through a map: the windows' faults at full height) and `mmsum`
@@ -32,10 +33,14 @@ plain4k-kc and dd-kc are plain4k and dd on a `-o keep_cache` mount: the issue as
 targets on every mount mode, and the default mount's direct I/O puts them below its floor
 (BENCHMARKS.md, "Session 11: small reads" and "Session 15: direct I/O or the page cache").
 
-The -pt patterns mount with `-o ro,passthrough` (root, Linux 6.9+): the first open of
-`array.npy` decodes it whole into a memory file the kernel then reads without b2fs. load-pt
-and win-pt time that first open with the rest (win-pt from before `np.load(mmap_mode='r')`,
-unlike win); plain4k-pt and dd-pt time warm passes and show the first open's time beside.
+The -pt patterns mount with `-o ro,passthrough` (root, Linux 6.9+): b2fs fills a memory file
+with the whole decoded `array.npy`, which the kernel then reads without b2fs. Since session 18
+the first open returns at once and is served by b2fs the ordinary way while the file fills in
+the background; opens after the fill (once the first is closed) pass through (before, the first
+open waited for the fill). load-pt and win-pt time the first open with the rest (win-pt from
+before `np.load(mmap_mode='r')`, unlike win), and with --ab the other binary's too; plain4k-pt
+and dd-pt wait for the fill (`user.b2fs.backing_fills`; a binary without it filled at the open)
+and time passes after it.
 """
 
 import glob
@@ -291,6 +296,23 @@ def run(kind, path, arg="0"):
     return benchlib.child_json(__file__, "child", kind, path, arg)
 
 
+def wait_backed(mp, fills, timeout=300.0):
+    """Waits until the passthrough mount at `mp` has filled `fills` backing files (its root's
+    `user.b2fs.backing_fills`); at once for a binary without that attribute (it filled each
+    file at its first open). The seconds waited."""
+    t = time.perf_counter()
+    while True:
+        try:
+            done = int(os.getxattr(mp, "user.b2fs.backing_fills"))
+        except OSError:
+            return 0.0
+        if done >= fills:
+            return time.perf_counter() - t
+        if time.perf_counter() - t > timeout:
+            raise SystemExit(f"{mp}: {done} of {fills} backing files filled after {timeout} s")
+        time.sleep(0.01)
+
+
 def Mounted(binary, source, opts=()):
     """A fresh foreground mount of SOURCE (read-only, extra options) at a temp mount point."""
     return benchlib.Mount(binary, source, opts=("ro", *opts))
@@ -313,7 +335,7 @@ def rate(d):
 
 
 # A binary to compare with in the same rounds (--ab): seq, load, win, win-kc, strips, mmsum,
-# rand1d, many.
+# rand1d, many, load-pt, win-pt.
 AB = None
 # The round being run (1, 2, ...): with --ab, the other binary runs first in odd rounds.
 ROUND = 1
@@ -427,16 +449,21 @@ def p_plain4k(opts):
         try:
             with Mounted(b, WIN, opts) as m:
                 npy = os.path.join(m.mp, "array.npy")
+                chunks = sorted(glob.glob(os.path.join(m.mp, "data", "*.bin")))[:2]
                 first = run("open", npy) if "passthrough" in opts else None
+                if first:
+                    for c in chunks:
+                        run("open", c)
+                    first["fill"] = wait_backed(m.mp, 3)
                 ours = run("plain-4k", npy)
                 shutil.copy(npy, os.path.join(shm, "array.npy"))
-                chunks = ",".join(sorted(glob.glob(os.path.join(m.mp, "data", "*.bin")))[:2])
-                onchunks = run("plain-4k", chunks)
+                onchunks = run("plain-4k", ",".join(chunks))
             tmpfs = run("plain-4k", os.path.join(shm, "array.npy"))
         finally:
             shutil.rmtree(shm)
-        opened = (f" (warm passes); the first open of array.npy (its decode) took"
-                  f" {first['seconds']:.2f} s" if first else "")
+        opened = (f" (warm passes); the first open of array.npy took {first['seconds']:.3f} s,"
+                  f" then {first['fill']:.2f} s until its and the chunk files' fills were"
+                  f" done" if first else "")
         return rate(ours) / rate(tmpfs), (f"tmpfs {rate(tmpfs):.0f}/s, b2fs array.npy"
                                           f" {rate(ours):.0f}/s, b2fs chunk files"
                                           f" {rate(onchunks):.0f}/s" + opened)
@@ -455,13 +482,14 @@ def p_dd(opts):
 
 
 def p_dd_pt(b):
-    """dd on a `-o passthrough` mount: the first dd's open decodes the file (its time is
-    shown); the ratio is of the dd's after it (same mount, the backing file kept)."""
+    """dd on a `-o passthrough` mount: the first dd (its rate shown) starts the fill; the
+    ratio is of the dd's after the fill (same mount, the backing file kept)."""
     shm = tempfile.mkdtemp(dir="/dev/shm")
     try:
         with Mounted(b, WIN, ("passthrough",)) as m:
             npy = os.path.join(m.mp, "array.npy")
             first = run("dd", npy, "1M")
+            fill = wait_backed(m.mp, 1)
             big = run("dd", npy, "1M")
             small = run("dd", npy, "4k")
             shutil.copy(npy, os.path.join(shm, "array.npy"))
@@ -469,8 +497,8 @@ def p_dd_pt(b):
         tsmall = run("dd", os.path.join(shm, "array.npy"), "4k")
     finally:
         shutil.rmtree(shm)
-    return rate(small) / rate(big), (f"first dd bs=1M (with the decode at open)"
-                                     f" {rate(first) / 2**20:.0f} MiB/s, then bs=1M"
+    return rate(small) / rate(big), (f"first dd bs=1M {rate(first) / 2**20:.0f} MiB/s,"
+                                     f" {fill:.2f} s more until the fill was done, then bs=1M"
                                      f" {rate(big) / 2**20:.0f} MiB/s, bs=4k"
                                      f" {rate(small) / 2**20:.0f} MiB/s; the same file on tmpfs:"
                                      f" bs=1M {rate(tbig) / 2**20:.0f} MiB/s, bs=4k"
@@ -479,37 +507,57 @@ def p_dd_pt(b):
 
 
 def p_load_pt(b):
-    """np.load on a fresh `-o passthrough` mount (the open decodes the file: included), then
-    again on the same mount (the backing file kept)."""
+    """np.load on a fresh `-o passthrough` mount (its first open: before session 18 it waited
+    for the whole file's decode), then again on the same mount once the fill is done (the
+    backing file kept)."""
     py = run("py-load", WIN)
-    with Mounted(b, WIN, ("passthrough",)) as m:
-        npy = os.path.join(m.mp, "array.npy")
-        c0 = m.cpu_seconds()
-        ours = run("mnt-load", npy)
-        daemon = m.cpu_seconds() - c0
-        again = run("mnt-load", npy)
+
+    def measure():
+        with Mounted(b, WIN, ("passthrough",)) as m:
+            npy = os.path.join(m.mp, "array.npy")
+            c0 = m.cpu_seconds()
+            ours = run("mnt-load", npy)
+            daemon = m.cpu_seconds() - c0
+            wait_backed(m.mp, 1)
+            again = run("mnt-load", npy)
+        return ours, daemon, again
+
+    (ours, daemon, again), vs = with_other(measure, "mnt-load", WIN, "array.npy",
+                                           opts=("passthrough",))
     return rate(ours) / rate(py), (f"python {rate(py) / 2**20:.0f} MiB/s, b2fs {rate(ours) / 2**20:.0f}"
-                                   f" MiB/s (first open: decode included), again"
+                                   f" MiB/s (first open), again after the fill"
                                    f" {rate(again) / 2**20:.0f} MiB/s"
-                                   + cpu_per_mib(py, ours, daemon))
+                                   + cpu_per_mib(py, ours, daemon) + vs)
 
 
 def p_windows_pt(b, seed=[0]):
-    """The windows on a fresh `-o passthrough` mount, timed from before the map's open (which
-    decodes the whole file); the second pass and a second process are shown too."""
+    """The windows on a fresh `-o passthrough` mount, timed from before the map's open (before
+    session 18 that open decoded the whole file); the second pass and a second process (after
+    the fill: its map passes through) are shown too."""
     seed[0] += 1
     py = run("py-win", WIN, seed[0])
-    with Mounted(b, WIN, ("passthrough",)) as m:
-        npy = os.path.join(m.mp, "array.npy")
-        ours = run("mnt-win-open", npy, seed[0])
-        second = run("mnt-win-open", npy, seed[0])
+
+    def measure():
+        with Mounted(b, WIN, ("passthrough",)) as m:
+            npy = os.path.join(m.mp, "array.npy")
+            ours = run("mnt-win-open", npy, seed[0])
+            fill = wait_backed(m.mp, 1)
+            c0 = m.cpu_seconds()
+            second = run("mnt-win-open", npy, seed[0])
+            second["daemon"] = m.cpu_seconds() - c0
+        return ours, second, fill
+
+    (ours, second, fill), vs = with_other(measure, "mnt-win-open", WIN, "array.npy", seed[0],
+                                          opts=("passthrough",), per_s=True)
     assert py["check"] == ours["check"] == second["check"], "the windows differ"
-    assert ours["bypassed"] and second["bypassed"], "faults of array.npy reached b2fs"
+    assert second["bypassed"], "faults of array.npy reached b2fs after its fill"
     return rate(ours) / rate(py), (f"python {rate(py):.0f}/s, b2fs {rate(ours):.0f}/s"
-                                   f" (open {ours['open']:.2f} s included), again in that"
-                                   f" map {ours['n'] / ours['again']:.0f}/s; a second process:"
+                                   f" (open {ours['open'] * 1e3:.1f} ms included), again in that"
+                                   f" map {ours['n'] / ours['again']:.0f}/s; a second process"
+                                   f" ({fill:.2f} s after the first, until the fill was done):"
                                    f" open {second['open'] * 1e3:.1f} ms,"
-                                   f" {rate(second):.0f}/s with it")
+                                   f" {rate(second):.0f}/s with it (daemon CPU meanwhile"
+                                   f" {second['daemon']:.2f} s)" + vs)
 
 
 def many_readers(npy, nproc, opener=False):
@@ -597,13 +645,14 @@ PATTERNS = [
     ("plain4k-kc", "the same, `-o keep_cache`", 0.2, p_plain4k(("keep_cache",))),
     ("dd", "`dd bs=4k` / `dd bs=1M` of `array.npy`", 0.5, p_dd(())),
     ("dd-kc", "the same, `-o keep_cache`", 0.5, p_dd(("keep_cache",))),
-    ("load-pt", "cold `np.load(array.npy)` / `arr[...]`, `-o ro,passthrough` (decode at open"
-     " included)", 1.2, p_load_pt),
-    ("win-pt", "300 random 64x64 windows / `arr[w]`, `-o ro,passthrough`, timed from the open"
-     " (its decode included)", 1.0, p_windows_pt),
+    ("load-pt", "cold `np.load(array.npy)` / `arr[...]`, `-o ro,passthrough` (the first open"
+     " of a fresh mount)", 1.2, p_load_pt),
+    ("win-pt", "300 random 64x64 windows / `arr[w]`, `-o ro,passthrough`, timed from the first"
+     " open of a fresh mount", 1.0, p_windows_pt),
     ("plain4k-pt", "warm 4 KiB random `pread`s of `array.npy` / tmpfs, `-o ro,passthrough`",
      0.2, p_plain4k(("passthrough",))),
-    ("dd-pt", "`dd bs=4k` / `dd bs=1M` of `array.npy`, `-o ro,passthrough` (after a first dd)",
+    ("dd-pt", "`dd bs=4k` / `dd bs=1M` of `array.npy`, `-o ro,passthrough` (after a first dd"
+     " and its fill)",
      0.5, p_dd_pt),
     ("many", "4 processes mapping `array.npy`: slowest / one alone", 0.5, p_many),
     ("opener", "a mapped reader while another process opens the file / alone", 0.5, p_opener),

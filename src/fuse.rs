@@ -231,25 +231,14 @@ impl Filesystem for FuseAdapter {
                 let Some(pt) = self.passthrough.as_ref().filter(|_| read_only) else {
                     return reply.opened(FileHandle(fh), fopen);
                 };
+                // Never waits for a fill: a file not filled yet is opened the ordinary way.
                 // Neither KEEP_CACHE (the kernel refuses it) nor DIRECT_IO (reads would reach
                 // b2fs again) with passthrough; nothing to flush.
-                let answer = move |id: Option<Arc<fuser::BackingId>>, reply: ReplyOpen| match id {
+                match pt.open(&self.tree, ino.0, fh, &reply) {
                     Some(id) => {
                         reply.opened_passthrough(FileHandle(fh), FopenFlags::FOPEN_NOFLUSH, &id)
                     }
                     None => reply.opened(FileHandle(fh), fopen),
-                };
-                match pt.open_now(&self.tree, ino.0, fh, &reply) {
-                    Ok(id) => answer(id, reply),
-                    // A first open decodes the whole file: not on this worker, which the
-                    // mount's other requests (and other first opens) need meanwhile.
-                    Err(()) => {
-                        let (pt2, tree) = (pt.clone(), self.tree.clone());
-                        pt.open_later(Box::new(move || {
-                            let id = pt2.open(&tree, ino.0, fh, &reply);
-                            answer(id, reply)
-                        }));
-                    }
                 }
             }
             Err(e) => {
@@ -315,7 +304,7 @@ impl Filesystem for FuseAdapter {
         reply: ReplyEmpty,
     ) {
         if let Some(pt) = &self.passthrough {
-            pt.release(fh.0);
+            pt.release(&self.tree, fh.0);
         }
         match self.tree.release(fh.0) {
             Ok(()) => reply.ok(),

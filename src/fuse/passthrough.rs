@@ -3,13 +3,24 @@
 //! [`Tree::backing_file`] fills with the whole decoded file), and the kernel then serves its
 //! reads and page faults from that file without asking b2fs.
 //!
-//! The kernel's rules, kept here (`fs/fuse/iomode.c`, `fs/fuse/backing.c`):
+//! No open waits for a fill: an open of a file whose backing file is not filled yet is
+//! answered at once the ordinary way (direct I/O, served by b2fs as on a mount without the
+//! option). When the last ordinary open of the file closes (the kernel would not let any open
+//! of it pass through before, below), its fill is queued on threads of its own at low
+//! priority, so it never competes with those opens' reads; the opens after it pass through.
+//!
+//! The kernel's rules, kept here (`fs/fuse/iomode.c`, `fs/fuse/backing.c`; measured on Linux
+//! 6.18 in BENCHMARKS.md, "Session 18: passthrough without the first open's wait"):
 //! - one backing file per inode while any open of it is live: an open of an inode with live
 //!   passthrough opens reuses their backing id (another one would fail with EIO), even when
 //!   the tree has followed the source to a newer version since (see docs/SEMANTICS.md);
-//! - all opens of an inode alike while any is live: an inode with live ordinary opens (a
-//!   file the budget did not fit, a mapped direct-I/O file) gets ordinary opens until they
-//!   are all closed, and one with live passthrough opens gets passthrough opens;
+//! - all opens of an inode alike while any is live: with a passthrough open live, an
+//!   ordinary open fails with EIO, and an `mmap` of a direct-I/O descriptor opened before
+//!   fails with ENODEV; with a cached open live, or a direct-I/O descriptor that was ever
+//!   mapped (until its close, or its last unmap when that comes later), a passthrough open
+//!   fails with EIO. b2fs cannot see maps, so an inode with live ordinary opens gets ordinary
+//!   opens until they are all closed (its RELEASE comes after the kernel let go), and one
+//!   with live passthrough opens gets passthrough opens;
 //! - no `FOPEN_KEEP_CACHE` (nor `FOPEN_DIRECT_IO`, which would send reads to b2fs again)
 //!   with `FOPEN_PASSTHROUGH`.
 //!
@@ -17,7 +28,7 @@
 //! backing registration fails: EPERM without `CAP_SYS_ADMIN`), one line is logged and every
 //! file is served the ordinary way: never an error to a reader.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::fs::File;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{Sender, channel};
@@ -76,15 +87,21 @@ impl Live {
     }
 }
 
-/// Threads answering the opens that fill a backing file. Two: a fill already decodes on
-/// every core (the tree's sequential read path), so more would only hold more memory at
-/// once; two let a second first open proceed while one waits on a slow source. Further
-/// fills queue (their openers wait; the mount's other requests do not).
-const FILL_THREADS: usize = 2;
+/// Threads filling backing files: one. No open waits for a fill, so more threads would only
+/// make the mount's backing files passthrough-ready sooner, and two fills side by side can
+/// cost many times their work: an `array.npy` fill (each 1 MiB read spans a row of chunks)
+/// beside a chunk file's fill took 50-106 s instead of 0.3-0.5 s in 3 of 5 rounds
+/// (BENCHMARKS.md, "Session 18: passthrough without the first open's wait"). Fills queue;
+/// one held by a slow source delays the others (their files stay served by b2fs meanwhile).
+const FILL_THREADS: usize = 1;
+
+/// The nice value of the fill threads (and of the decode threads they start, which inherit
+/// it): a fill takes the CPU that the mount's readers leave idle.
+const FILL_NICE: i32 = 19;
 
 type Job = Box<dyn FnOnce() + Send>;
 
-/// The threads of [`FILL_THREADS`], started at the first fill; they end when the mount's
+/// The thread(s) of [`FILL_THREADS`], started at the first fill; they end when the mount's
 /// adapter (and with it the sender) is dropped.
 #[derive(Debug, Default)]
 struct FillPool {
@@ -92,7 +109,8 @@ struct FillPool {
 }
 
 impl FillPool {
-    /// Runs `job` on a pool thread; on this thread when none can be started (logged once).
+    /// Runs `job` on a pool thread; drops it when none can be started (logged once): the
+    /// file is then served the ordinary way.
     fn run(&self, job: Job) {
         let jobs = self.jobs.get_or_init(|| {
             let (tx, rx) = channel::<Job>();
@@ -102,6 +120,10 @@ impl FillPool {
                 let spawned = std::thread::Builder::new()
                     .name(format!("b2fs-fill-{i}"))
                     .spawn(move || {
+                        // This thread only (Linux: the nice value is per thread).
+                        if let Err(e) = rustix::process::setpriority_process(None, FILL_NICE) {
+                            log::debug!("passthrough: fill thread keeps its priority ({e})");
+                        }
                         loop {
                             let job = rx.lock().recv();
                             match job {
@@ -111,19 +133,14 @@ impl FillPool {
                         }
                     });
                 if let Err(e) = spawned {
-                    log::warn!("passthrough: no fill thread ({e}): first opens hold a FUSE worker");
+                    log::warn!("passthrough: no fill thread ({e}): files are served through b2fs");
                     return (i > 0).then_some(tx);
                 }
             }
             Some(tx)
         });
-        match jobs {
-            Some(tx) => {
-                if let Err(e) = tx.send(job) {
-                    (e.0)(); // every pool thread is gone: answer here
-                }
-            }
-            None => job(),
+        if let Some(tx) = jobs {
+            let _ = tx.send(job);
         }
     }
 }
@@ -135,6 +152,10 @@ pub(crate) struct Passthrough {
     on: AtomicBool,
     live: Mutex<Live>,
     fills: FillPool,
+    /// Inodes whose fill is queued or running.
+    queued: Mutex<HashSet<u64>>,
+    /// Inodes opened the ordinary way for want of a backing file: filled at their last close.
+    wanted: Mutex<HashSet<u64>>,
 }
 
 impl Passthrough {
@@ -143,6 +164,8 @@ impl Passthrough {
             on: AtomicBool::new(true),
             live: Mutex::default(),
             fills: FillPool::default(),
+            queued: Mutex::default(),
+            wanted: Mutex::default(),
         }
     }
 
@@ -158,37 +181,15 @@ impl Passthrough {
         self.on.load(Ordering::Relaxed)
     }
 
-    /// How to answer the read-only open `fh` of `ino` without waiting: with passthrough
-    /// (`Some(id)`), the ordinary way (`None`: the file is not backed, the kernel refused, or
-    /// `ino` has live ordinary opens), or `Err(())` when the answer needs a fill (one decode
-    /// of the whole file, or a wait for another open's): then call [`Passthrough::open`] from
-    /// a thread that may wait, [`Passthrough::open_later`].
-    pub(crate) fn open_now(
-        &self,
-        tree: &Tree,
-        ino: u64,
-        fh: u64,
-        reply: &ReplyOpen,
-    ) -> Result<Option<Arc<BackingId>>, ()> {
-        if let Some(id) = self.live.lock().join(ino, fh) {
-            return Ok(id);
-        }
-        if !self.is_on() {
-            return Ok(self.start(tree, ino, fh, None, reply));
-        }
-        match tree.backing_now(ino, fh) {
-            BackingNow::Kept(file) => Ok(self.start(tree, ino, fh, Some(file), reply)),
-            BackingNow::NotBacked => Ok(self.start(tree, ino, fh, None, reply)),
-            BackingNow::Fill => Err(()),
-        }
-    }
-
     /// The backing id to answer the read-only open `fh` of `ino` with, or `None` for an
-    /// ordinary answer (as [`Passthrough::open_now`]). Fills the backing file on the first
-    /// open (see [`Tree::backing_file`]): this may take as long as a decode of the file.
+    /// ordinary answer; never waits for a fill. Passthrough when `ino` has live passthrough
+    /// opens, or none live and a backing file kept for the version `fh` pinned; ordinary when
+    /// the file is not backed, the kernel refused, `ino` has live ordinary opens, or its
+    /// backing file is not filled yet: then it is filled at the last close of its ordinary
+    /// opens ([`Passthrough::release`]), and the opens after that pass through.
     pub(crate) fn open(
-        &self,
-        tree: &Tree,
+        self: &Arc<Self>,
+        tree: &Arc<Tree>,
         ino: u64,
         fh: u64,
         reply: &ReplyOpen,
@@ -196,18 +197,47 @@ impl Passthrough {
         if let Some(id) = self.live.lock().join(ino, fh) {
             return id;
         }
-        // No lock held while a first open fills the file (a second one waits in the tree).
-        let file = match self.is_on() {
-            true => tree.backing_file(ino, fh),
-            false => None,
-        };
-        self.start(tree, ino, fh, file, reply)
+        if !self.is_on() {
+            return self.start(tree, ino, fh, None, reply);
+        }
+        match tree.backing_now(ino, fh) {
+            BackingNow::Kept(file) => self.start(tree, ino, fh, Some(file), reply),
+            BackingNow::NotBacked => self.start(tree, ino, fh, None, reply),
+            BackingNow::Fill => {
+                let id = self.start(tree, ino, fh, None, reply);
+                if id.is_none() {
+                    self.wanted.lock().insert(ino); // filled at the last ordinary close
+                }
+                id
+            }
+        }
     }
 
-    /// Runs `answer` (which calls [`Passthrough::open`] and replies) on a thread of the fill
-    /// pool, so that the FUSE worker goes back to other requests while a file is decoded.
-    pub(crate) fn open_later(&self, answer: Box<dyn FnOnce() + Send>) {
-        self.fills.run(answer);
+    /// Queues the fill of the backing file of `ino` (one decode of the whole file, through a
+    /// descriptor of its own, at the fill threads' low priority), unless one is queued or
+    /// running. The tree keeps the file for the next open (or refuses it: the budget).
+    fn fill_later(self: &Arc<Self>, tree: &Arc<Tree>, ino: u64) {
+        if !self.queued.lock().insert(ino) {
+            return;
+        }
+        let (pt, tree) = (self.clone(), tree.clone());
+        self.fills.run(Box::new(move || {
+            if pt.is_on() {
+                match tree.open(ino, libc::O_RDONLY) {
+                    Ok(fh) => {
+                        drop(tree.backing_file(ino, fh));
+                        if let Err(e) = tree.release(fh) {
+                            log::debug!("passthrough: inode {ino}: fill's release: {e}");
+                        }
+                    }
+                    Err(e) => log::debug!("passthrough: inode {ino}: no fill ({e})"),
+                }
+            }
+            if !pt.is_on() {
+                tree.drop_backing_files(); // refused while this one filled
+            }
+            pt.queued.lock().remove(&ino);
+        }));
     }
 
     /// Counts `fh` as the first live open of `ino`, served from `file` when the kernel takes
@@ -252,17 +282,27 @@ impl Passthrough {
 
     /// Forgets handle `fh`; at the last close of its inode, its backing id is released
     /// (the tree keeps the backing file for the next open, within its budget).
-    pub(crate) fn release(&self, fh: u64) {
+    /// At the last close of an inode whose opens were answered the ordinary way for want of
+    /// a backing file, queues its fill: the fill never competes with those opens' reads (nor
+    /// evicts the chunks they have in b2fs's cache), and the kernel could not pass the file
+    /// through before that close anyway.
+    pub(crate) fn release(self: &Arc<Self>, tree: &Arc<Tree>, fh: u64) {
         let mut live = self.live.lock();
         let Some(ino) = live.by_fh.remove(&fh) else {
             return;
         };
-        if let Some(served) = live.by_ino.get_mut(&ino) {
-            let opens = served.opens();
-            *opens = opens.saturating_sub(1);
-            if *opens == 0 {
-                live.by_ino.remove(&ino);
-            }
+        let Some(served) = live.by_ino.get_mut(&ino) else {
+            return;
+        };
+        let opens = served.opens();
+        *opens = opens.saturating_sub(1);
+        if *opens > 0 {
+            return;
+        }
+        live.by_ino.remove(&ino);
+        drop(live);
+        if self.wanted.lock().remove(&ino) {
+            self.fill_later(tree, ino);
         }
     }
 }

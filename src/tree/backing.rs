@@ -3,10 +3,12 @@
 //! holds its whole decoded content, so that the kernel can serve reads and page faults of
 //! the file from it without asking b2fs (see `src/fuse/passthrough.rs` for the kernel side).
 //!
-//! - **Filled once per version**: at the first open of a file, through the tree's own read
-//!   path on that open's descriptor ([`Tree::read`], sequential 1 MiB reads, so the reader
-//!   prefetches and decodes ahead on every core as for `cat`), then sealed against writes and
-//!   size changes. The next open of the same version reuses it with no decode.
+//! - **Filled once per version**: when the caller asks ([`Tree::backing_file`]; the FUSE
+//!   adapter asks from a thread of its own once the first opens of the file are closed),
+//!   through the tree's own read path on a descriptor the caller opened ([`Tree::read`],
+//!   sequential 1 MiB reads, so the reader prefetches and decodes ahead on every core as for
+//!   `cat`), then sealed against writes and size changes. The next open of the same version
+//!   reuses it with no decode.
 //! - **One version per file**: a backing remembers the version its descriptor pinned (the
 //!   array versions and NPY view, by identity; see [`super::handle::Pinned`]). An open that
 //!   pins another version (another writer changed the source and the tree followed) gets a
@@ -295,7 +297,8 @@ impl Tree {
 
     /// What [`Tree::backing_file`] gives the open `fh` of `ino` when that needs no fill and
     /// no wait: for an open that must not hold its thread for a whole decode (the FUSE
-    /// adapter answers [`BackingNow::Fill`] opens from a thread of their own).
+    /// adapter answers [`BackingNow::Fill`] opens the ordinary way and fills the file later,
+    /// on a thread of its own).
     pub fn backing_now(&self, ino: u64, fh: u64) -> BackingNow {
         if !self.backs_files() || !self.backed_kind(ino) {
             return BackingNow::NotBacked;

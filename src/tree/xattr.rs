@@ -10,7 +10,8 @@
 //!                    blocksize, nbytes, cbytes, ratio, special, inodeinfo
 //! the mount root     source, kind, inodeinfo (listed: what the data is);
 //!                    version, writable, pid, cache_size, cache_bytes, cache_hits,
-//!                    cache_loads, cache_hit_rate, stats (JSON of all of these) and log
+//!                    cache_loads, cache_hit_rate, on a passthrough mount backing_fills,
+//!                    backing_files and backing_bytes, stats (JSON of all of these) and log
 //!                    (the recent refusals and errors, see [`super::events`]): read by
 //!                    name only, never listed
 //! zarr/              zarr_omitted (the arrays the Zarr view leaves out, and why)
@@ -36,6 +37,7 @@ use std::path::Path;
 
 use serde_json::{Map, Value};
 
+use super::backing::BackingStats;
 use super::events::EventLog;
 use super::names::{codec_name, filter_name};
 use super::{Entry, ROOT_INO, TreeError};
@@ -131,6 +133,8 @@ pub enum Target<'a> {
         writable: bool,
         /// The chunk cache.
         cache: CacheView,
+        /// The passthrough backing files, on a tree that backs files (`-o passthrough`).
+        backing: Option<BackingStats>,
         /// The recent refusals and errors.
         log: &'a EventLog,
     },
@@ -161,14 +165,24 @@ impl<'a> Target<'a> {
             info,
             writable,
             cache,
+            backing: None,
             log,
         }
+    }
+
+    /// This root, with the counters of its passthrough backing files (`backing_fills`,
+    /// `backing_files`, `backing_bytes`; see [`BackingStats`]).
+    pub fn with_backing(mut self, stats: BackingStats) -> Target<'a> {
+        if let Target::Root { backing, .. } = &mut self {
+            *backing = Some(stats);
+        }
+        self
     }
 }
 
 /// The root's keys that describe the mounting process, not the data: read by name, never
 /// listed (see the module doc).
-pub const LIVE: [&str; 8] = [
+pub const LIVE: [&str; 11] = [
     "version",
     "writable",
     "pid",
@@ -177,6 +191,9 @@ pub const LIVE: [&str; 8] = [
     "cache_hits",
     "cache_loads",
     "cache_hit_rate",
+    "backing_fills",
+    "backing_files",
+    "backing_bytes",
 ];
 
 /// The unlisted root attribute holding every root key (listed and [`LIVE`]) as one JSON
@@ -234,6 +251,7 @@ fn pairs(target: &Target) -> Vec<(&'static str, String)> {
             info,
             writable,
             cache,
+            backing,
             ..
         } => {
             let stats = cache.stats;
@@ -258,6 +276,13 @@ fn pairs(target: &Target) -> Vec<(&'static str, String)> {
                 ("cache_loads", stats.loads.to_string()),
                 ("cache_hit_rate", rate),
             ]);
+            if let Some(b) = backing {
+                v.extend([
+                    ("backing_fills", b.fills.to_string()),
+                    ("backing_files", b.files.to_string()),
+                    ("backing_bytes", b.bytes.to_string()),
+                ]);
+            }
             v
         }
         Target::Chunk {
@@ -417,7 +442,11 @@ impl super::Tree {
                 (self.mounted.table().or(first), self.source_info(ArrayId(0)))
             }
         };
-        Target::root(source, info, cache, self.options.writable, &self.events)
+        let root = Target::root(source, info, cache, self.options.writable, &self.events);
+        match self.backs_files() {
+            true => root.with_backing(self.backing_stats()),
+            false => root,
+        }
     }
 
     /// What array `array`'s source records about itself (none for synthetic stores).

@@ -3,10 +3,12 @@
 //! bytes, is filled once and reused, and respects its budget. Through real mounts (skipped
 //! visibly without `/dev/fuse`, never under `B2FS_REQUIRE_FUSE=1`): `pread`, mmap and
 //! `np.load` against python-blosc2, maps and `pread`s that never reach b2fs (its cache counters
-//! stay still), one fill for several opens, a file above the budget read the ordinary way, a
-//! source python-blosc2 rewrote seen by the next open (and, by the kernel's rule, not while an
-//! earlier descriptor of the file is open), `-o passthrough` refused on a read-write mount,
-//! and a daemon without `CAP_SYS_ADMIN` falling back with one log line.
+//! stay still), one fill for several opens, first opens served by b2fs without waiting for a
+//! fill (the file fills after they close; no open or map of it fails meanwhile, nor a stalled
+//! remote source holds them), a file above the budget read the ordinary way, a source
+//! python-blosc2 rewrote seen by the next open (and, by the kernel's rule, not while an
+//! earlier passthrough descriptor of the file is open), `-o passthrough` refused on a
+//! read-write mount, and a daemon without `CAP_SYS_ADMIN` falling back with one log line.
 
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
@@ -196,10 +198,28 @@ fn fills(log: &Path, ino: u64) -> usize {
 /// The python check of a mounted array: `np.load` with and without mmap, 200 random
 /// `pread`s of `array.npy` against python-blosc2's array (after the header), every chunk file
 /// against `decompress_chunk`, and whether the map and the `pread`s of `array.npy` were served
-/// without b2fs (its cache counters did not move). Prints "ok BYPASSED INO".
+/// without b2fs (its cache counters did not move). With `wait` (argv 3), the map waits until a
+/// new open of `array.npy` passes through (its backing file is filled after the first opens,
+/// which are served the ordinary way, are closed; at most 30 s). Prints "ok BYPASSED INO".
 const CHECK: &str = r#"
-import io, os, sys, numpy as np, blosc2
-src, mp = sys.argv[1], sys.argv[2]
+import io, os, sys, time, numpy as np, blosc2
+src, mp, wait = sys.argv[1], sys.argv[2], sys.argv[3] == "wait"
+def counters():
+    return [os.getxattr(mp, "user.b2fs." + k) for k in ("cache_hits", "cache_loads")]
+def passes_through(path):
+    # Whether a new open of `path` is served without b2fs: a whole read of it leaves b2fs's
+    # chunk cache counters (every read through b2fs looks there) where they were.
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        before = counters()
+        os.pread(fd, os.fstat(fd).st_size, 0)
+        return counters() == before
+    finally:
+        os.close(fd)
+def wait_through(path, seconds=30.0):
+    end = time.monotonic() + seconds
+    while not passes_through(path) and time.monotonic() < end:
+        time.sleep(0.02)
 ref = blosc2.open(src)[:]
 path = os.path.join(mp, "array.npy")
 with open(path, "rb") as f:
@@ -208,13 +228,12 @@ with open(path, "rb") as f:
     header = os.pread(f.fileno(), h, 0)
 want = header + ref.tobytes()
 assert np.array_equal(np.load(path), ref)
+if wait:
+    wait_through(path)
 m = np.load(path, mmap_mode="r")
-# Whether b2fs saw any read of array.npy once it was open: its chunk cache counters (every
-# read through b2fs looks there) stay the same when the kernel serves the map and the
-# preads from the memory file. (/proc/self/maps shows the mount's path, device and inode
-# for a passthrough mapping too.)
-def counters():
-    return [os.getxattr(mp, "user.b2fs." + k) for k in ("cache_hits", "cache_loads")]
+# Whether b2fs saw any read of array.npy once it was open: its chunk cache counters stay the
+# same when the kernel serves the map and the preads from the memory file.
+# (/proc/self/maps shows the mount's path, device and inode for a passthrough mapping too.)
 before = counters()
 assert np.array_equal(m, ref)
 del m
@@ -233,10 +252,18 @@ for i in range(s.nchunks):
 print("ok", bypassed, os.stat(path).st_ino)
 "#;
 
-fn check(py: &Path, src: &Path, mp: &Path) -> (bool, u64) {
+/// [`CHECK`] on the mount at `mp` of `src`; `wait`: for `array.npy` to pass through.
+fn check(py: &Path, src: &Path, mp: &Path, wait: bool) -> (bool, u64) {
+    let wait = if wait { "wait" } else { "nowait" };
     let out = python_says(
         py,
-        &["-c", CHECK, src.to_str().unwrap(), mp.to_str().unwrap()],
+        &[
+            "-c",
+            CHECK,
+            src.to_str().unwrap(),
+            mp.to_str().unwrap(),
+            wait,
+        ],
     );
     let w: Vec<&str> = out.split_whitespace().collect();
     assert_eq!(w.first(), Some(&"ok"), "{out}");
@@ -256,7 +283,7 @@ fn passthrough_mount_reads_python_blosc2_bytes_from_one_fill() {
     array(&py, &src, 2);
     let log = logged(dir.path());
     let m = Mount::foreground_with(&src, &["ro,passthrough"], &log);
-    let (bypassed, npy) = check(&py, &src, &m.mp);
+    let (bypassed, npy) = check(&py, &src, &m.mp, true);
     let text = std::fs::read_to_string(&log).unwrap();
     if text.contains("every file is served through b2fs") {
         // The kernel refused (no CAP_SYS_ADMIN, Linux < 6.9): the ordinary path served the
@@ -269,11 +296,104 @@ fn passthrough_mount_reads_python_blosc2_bytes_from_one_fill() {
         bypassed,
         "the map and preads of array.npy reached b2fs: {text}"
     );
-    // np.load twice, the pread loop: three opens of array.npy, one decode.
+    // The header's open, np.load twice, the waits' and the pread loop's opens: one decode.
     assert_eq!(fills(&log, npy), 1, "{text}");
     // Again, in a new process: no new fill.
-    check(&py, &src, &m.mp);
+    check(&py, &src, &m.mp, true);
     assert_eq!(fills(&log, npy), 1, "{text}");
+    m.umount();
+}
+
+/// The life of `array.npy` on a passthrough mount (python): its first open and a second one
+/// while the first is live are served by b2fs (their reads and maps move its cache counters,
+/// and give python-blosc2's bytes) and fill nothing meanwhile (the log has no fill line for
+/// it: neither open waited for one); after both close, the file fills, and a new open and a
+/// second one beside it pass through (their maps and `pread`s give the same bytes, the
+/// counters stay still). Every open and map succeeds (the kernel fails an open with EIO, or a
+/// map with ENODEV, when the two kinds of open mix on one inode). Prints "ok INO".
+const LIFE: &str = r#"
+import mmap, os, sys, time, numpy as np, blosc2
+src, mp, log = sys.argv[1], sys.argv[2], sys.argv[3]
+path = os.path.join(mp, "array.npy")
+ino = os.stat(path).st_ino
+ref = blosc2.open(src)[:]
+def counters():
+    return [os.getxattr(mp, "user.b2fs." + k) for k in ("cache_hits", "cache_loads")]
+def fills():
+    line = "passthrough: inode %d: backing file filled" % ino
+    return sum(line in l for l in open(log))
+def check(fd, want=None):
+    # A map of the whole file and 50 preads, against python-blosc2's array after the header.
+    size = os.fstat(fd).st_size
+    m = mmap.mmap(fd, size, prot=mmap.PROT_READ)
+    data = np.frombuffer(m, dtype=ref.dtype, offset=size - ref.nbytes).reshape(ref.shape)
+    assert np.array_equal(data, ref)
+    del data
+    got = bytes(m)
+    m.close()
+    rng = np.random.default_rng(fd)
+    for off in rng.integers(0, size - 1, 50):
+        off = int(off); n = int(rng.integers(1, 65536))
+        assert os.pread(fd, n, off) == got[off:off + n], off
+    return got
+before = counters()
+first = os.open(path, os.O_RDONLY)
+whole = check(first)
+second = os.open(path, os.O_RDONLY)
+assert check(second) == whole
+assert counters() != before, "the first opens were served by b2fs"
+assert fills() == 0, "nothing filled while the first opens are live"
+os.close(first); os.close(second)
+end = time.monotonic() + 30
+while fills() == 0 and time.monotonic() < end:
+    time.sleep(0.02)
+assert fills() == 1, "filled after the last close"
+before = counters()
+third = os.open(path, os.O_RDONLY)
+if "every file is served through b2fs" in open(log).read():
+    print("refused")  # no CAP_SYS_ADMIN: the kernel refused the backing file
+    sys.exit(0)
+assert check(third) == whole
+fourth = os.open(path, os.O_RDONLY)
+assert check(fourth) == whole
+assert np.array_equal(np.load(path), ref)
+assert counters() == before, "opens after the fill pass through"
+os.close(third); os.close(fourth)
+print("ok", ino)
+"#;
+
+#[test]
+fn passthrough_mount_first_opens_are_served_by_b2fs_until_their_last_close() {
+    let py = or_skip!(fuse_and_python(
+        "passthrough_mount_first_opens_are_served_by_b2fs_until_their_last_close"
+    ));
+    let (dir, src) = crate::support::temp_path("a.b2nd");
+    array(&py, &src, 8);
+    let log = logged(dir.path());
+    let m = Mount::foreground_with(&src, &["ro,passthrough"], &log);
+    let probe = std::fs::read_to_string(&log).unwrap();
+    if probe.contains("every file is served through b2fs") {
+        eprintln!("passthrough refused by the kernel here: nothing to check: {probe}");
+        return;
+    }
+    let (s, mp, l) = (
+        src.to_str().unwrap(),
+        m.mp.to_str().unwrap(),
+        log.to_str().unwrap(),
+    );
+    let out = python_says(&py, &["-c", LIFE, s, mp, l]);
+    if out == "refused" {
+        eprintln!("passthrough refused by the kernel here: the ordinary opens were checked");
+        return;
+    }
+    let w: Vec<&str> = out.split_whitespace().collect();
+    assert_eq!(w.first(), Some(&"ok"), "{out}");
+    let text = std::fs::read_to_string(&log).unwrap();
+    assert!(
+        !text.contains("every file is served through b2fs"),
+        "{text}"
+    );
+    assert_eq!(fills(&log, w[1].parse().unwrap()), 1, "{text}");
     m.umount();
 }
 
@@ -287,7 +407,7 @@ fn passthrough_mount_serves_a_file_above_the_budget_the_ordinary_way() {
     let log = logged(dir.path());
     // array.npy (2.4 MB) is above 1 MiB; its 512,000-byte chunk files fit.
     let m = Mount::foreground_with(&src, &["ro,passthrough,passthrough_budget=1M"], &log);
-    let (bypassed, npy) = check(&py, &src, &m.mp);
+    let (bypassed, npy) = check(&py, &src, &m.mp, false);
     assert!(!bypassed, "array.npy is not backed: its reads reach b2fs");
     assert_eq!(fills(&log, npy), 0);
     let text = std::fs::read_to_string(&log).unwrap();
@@ -307,7 +427,7 @@ fn passthrough_mount_new_open_sees_a_source_python_blosc2_rewrote() {
     array(&py, &src, 4);
     let log = logged(dir.path());
     let m = Mount::foreground_with(&src, &["ro,passthrough"], &log);
-    let (_, npy) = check(&py, &src, &m.mp);
+    let (_, npy) = check(&py, &src, &m.mp, true);
     // python-blosc2 writes another array over the source (same shape: same size).
     array(&py, &src, 5);
     let now = || {
@@ -323,7 +443,7 @@ fn passthrough_mount_new_open_sees_a_source_python_blosc2_rewrote() {
         wait_until(Duration::from_secs(10), now),
         "a new open of array.npy never showed the rewritten source"
     );
-    check(&py, &src, &m.mp);
+    check(&py, &src, &m.mp, true);
     let text = std::fs::read_to_string(&log).unwrap();
     if !text.contains("every file is served through b2fs") {
         assert_eq!(fills(&log, npy), 2, "one fill per version: {text}");
@@ -353,10 +473,10 @@ fn passthrough_is_refused_on_a_read_write_mount() {
     assert!(!crate::support::is_mounted(&m.mp));
 }
 
-/// The kernel's rule (docs/SEMANTICS.md): while a descriptor of `array.npy` is open, a new
-/// open of it reads the same backing file, the version that descriptor opened, even after
-/// the mount followed python-blosc2's rewrite of the source; once it is closed, a new open
-/// reads the new version.
+/// The kernel's rule (docs/SEMANTICS.md): while a passthrough descriptor of `array.npy` is
+/// open, a new open of it reads the same backing file, the version that descriptor opened,
+/// even after the mount followed python-blosc2's rewrite of the source; once it is closed, a
+/// new open reads the new version.
 #[test]
 fn passthrough_mount_open_descriptor_keeps_its_version_for_new_opens() {
     let py = or_skip!(fuse_and_python(
@@ -367,8 +487,16 @@ fn passthrough_mount_open_descriptor_keeps_its_version_for_new_opens() {
     let log = logged(dir.path());
     let m = Mount::foreground_with(&src, &["ro,passthrough"], &log);
     let npy = m.path("array.npy");
+    // The first open is served the ordinary way; its backing file fills after its close.
+    let first = std::fs::read(&npy).unwrap();
+    let ino = std::os::unix::fs::MetadataExt::ino(&std::fs::metadata(&npy).unwrap());
+    assert!(
+        wait_until(Duration::from_secs(30), || fills(&log, ino) == 1),
+        "array.npy was never filled after its first open closed"
+    );
     let held = std::fs::File::open(&npy).unwrap();
     let old = std::fs::read(&npy).unwrap();
+    assert_eq!(old, first);
     if std::fs::read_to_string(&log)
         .unwrap()
         .contains("every file is served through b2fs")
@@ -447,11 +575,12 @@ umount "$MP"
     assert!(log.contains("every file is served through b2fs"), "{log}");
 }
 
-/// A first open decodes its whole file into the backing file on a thread of its own, not on
-/// a FUSE worker: four first opens of chunk files held by a stalled S3 server (more than the
-/// mount's two workers) leave the mount answering `stat`, `ls` and reads of a file opened
-/// before; once the server answers, every opener gets python-blosc2's bytes. (Before, two
-/// such opens held both workers and the whole mount waited for the server.)
+/// No first open waits for its file's fill, nor for the source: four first opens of chunk
+/// files held by a stalled S3 server (more than the mount's two workers) return while it
+/// stalls, and the mount keeps answering `stat`, `ls` and reads of a file opened before;
+/// once the server answers, each of the four descriptors reads python-blosc2's bytes (served
+/// by b2fs: their backing files fill after they close). (Session 17: these opens waited for
+/// the fill, on threads of their own.)
 #[cfg(feature = "remote")]
 #[test]
 fn passthrough_first_opens_held_by_a_stalled_source_leave_the_mount_answering() {
@@ -476,19 +605,23 @@ fn passthrough_first_opens_held_by_a_stalled_source_leave_the_mount_answering() 
     let mut head = vec![0u8; 4096];
     opened.read_exact_at(&mut head, 0).unwrap();
     assert_eq!(head, decoded(cold[0])[..4096]);
-
-    let asked = f.proxy.requests();
-    f.proxy.set_fault(Fault::Stall, None);
-    let openers: Vec<_> = cold[1..5]
+    let paths: Vec<(usize, PathBuf)> = cold[1..5]
         .iter()
-        .map(|&i| {
-            let p = m.path(&format!("data/{i:08}.bin"));
-            std::thread::spawn(move || (i, std::fs::read(p)))
-        })
+        .map(|&i| (i, m.path(&format!("data/{i:08}.bin"))))
         .collect();
-    // The openers' fills have asked the server (each for its own chunk) before the checks
-    // below; this wait only makes the check meaningful and asserts nothing.
-    wait_until(Duration::from_secs(10), || f.proxy.requests() >= asked + 4);
+    for (_, p) in &paths {
+        std::fs::metadata(p).unwrap(); // looked up before the stall
+    }
+
+    f.proxy.set_fault(Fault::Stall, None);
+    let (sent, opens) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let files: Vec<_> = paths
+            .into_iter()
+            .map(|(i, p)| (i, std::fs::File::open(p)))
+            .collect();
+        let _ = sent.send(files);
+    });
     let (tx, rx) = std::sync::mpsc::channel();
     let (root, mp_first) = (m.mp.clone(), first.clone());
     std::thread::spawn(move || {
@@ -501,18 +634,17 @@ fn passthrough_first_opens_held_by_a_stalled_source_leave_the_mount_answering() 
     // A deadline that only a mount waiting for the server misses (its attempts time out
     // every 3 s and are retried 20 times): the answers come in milliseconds otherwise.
     let got = rx.recv_timeout(Duration::from_secs(20));
+    let files = opens.recv_timeout(Duration::from_secs(20));
     f.proxy.set_fault(Fault::None, None);
-    let (listed, size, read) = got.expect("the mount answers while first opens wait on the server");
+    let (listed, size, read) = got.expect("the mount answers while the server stalls");
     assert_eq!(listed.unwrap(), 12);
     assert_eq!(size.unwrap(), decoded(cold[0]).len() as u64);
     assert_eq!(read.unwrap(), decoded(cold[0])[8192..8192 + 4096]);
-    for o in openers {
-        let (i, bytes) = o.join().unwrap();
-        assert_eq!(
-            bytes.unwrap(),
-            decoded(i),
-            "chunk {i} through its backing file"
-        );
+    let files = files.expect("first opens return while the server stalls");
+    for (i, file) in files {
+        let mut bytes = Vec::new();
+        std::io::Read::read_to_end(&mut file.unwrap(), &mut bytes).unwrap();
+        assert_eq!(bytes, decoded(i), "chunk {i} through b2fs");
     }
     m.umount();
 }
