@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs what b2fs's tests and demo need, if absent: fuse3 (fusermount3, mount.fuse3), attr
-# (getfattr), vim (the editor tests), rsync (the mtime tests), rclone (the plain HTTP(S) range server of the remote tests)
+# (getfattr), vim (the editor tests), rsync (the mtime tests), rclone (the plain HTTP(S) range server and the WebDAV server of the remote tests)
 # and openssl (the remote TLS test makes a private CA with it)
 # with apt-get, and a Python venv in .venv with the pinned reference libraries (the test oracle
 # only), matplotlib (the benchmark chart), maturin, ziglang and auditwheel (the wheel test
