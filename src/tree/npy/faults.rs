@@ -33,7 +33,7 @@ struct Fault {
     before_end: u64,
 }
 
-/// How far below a page fault [`Tree::pages_near`] offers pages: rows, and blocks decoded for
+/// How far below a page fault [`crate::tree::Tree::pages_near`] offers pages: rows, and blocks decoded for
 /// them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) struct Reach {
