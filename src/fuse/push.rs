@@ -48,7 +48,7 @@ use std::io::IoSlice;
 
 use fuser::{INodeNo, Notifier};
 
-use crate::reader::Pieces;
+use crate::tree::Pieces;
 
 /// Batches of pages waiting for each thread.
 const QUEUE: usize = 64;

@@ -2,7 +2,7 @@
 //! batch they wait for, pages offered for after an answer.
 
 use super::*;
-use crate::reader::ReadData;
+use crate::tree::ReadData;
 use std::sync::mpsc::{Receiver, Sender, channel};
 
 fn page(b: u8) -> Pieces {
