@@ -13,6 +13,7 @@
 
 pub mod convert;
 pub mod mount;
+mod notify;
 mod passthrough;
 mod push;
 
@@ -278,10 +279,10 @@ impl Filesystem for FuseAdapter {
                 // direct-I/O file never wait for pages nobody maps.
                 if fault {
                     if let Some(pusher) = self.pusher.get() {
-                        let pages = self.tree.pages_near(ino.0, fh.0, offset, size);
+                        let (pages, later) = self.tree.pages_near(ino.0, fh.0, offset, size);
                         let answer = Box::new(move || reply.data(&data));
                         let reading = offset..offset + u64::from(size);
-                        return pusher.offer(ino.0, reading, pages, answer);
+                        return pusher.offer(ino.0, reading, (pages, later), answer);
                     }
                 }
                 reply.data(&data);

@@ -116,7 +116,7 @@ use registry::{ArrayEntry, Mounted};
 use scratch::ScratchFiles;
 
 pub use crate::reader::ChunkStore;
-pub use crate::reader::{PAGE, RANGE_READ_MAX, ReadData};
+pub use crate::reader::{PAGE, Pieces, RANGE_READ_MAX, ReadData};
 pub use attr::{Attr, DirEntry, EntryKind, StatFs};
 pub use backing::{BackingNow, BackingStats};
 pub use dir::{ReadDir, chunk_name};
@@ -124,6 +124,7 @@ pub use error::{TreeError, display_chain};
 pub use follow::{Follow, Invalidation};
 pub use handle::Pid;
 pub use layout::{Layout, Owner, ROOT_INO};
+pub use npy::Offered;
 
 /// Preferred I/O size reported in `stat` (`st_blksize`): the largest FUSE request. `cat`,
 /// `cp` and stdio size their buffers from it, and with direct I/O every `read()` is one round

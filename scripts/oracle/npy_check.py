@@ -10,6 +10,9 @@ Usage:
                                      multiple of it) and blocks narrower than a chunk
   npy_check.py gen2dtall OUT.b2nd    256 x 1024 float64 (rows of two pages), chunks of 128
                                      rows, blocks of 16 rows and one page of a row
+  npy_check.py gen2dscan OUT SEED    1024 x 2048 float64 (16 MiB; rows of 4 pages), chunks of
+                                     256 x 512, blocks of 16 x 512: values from SEED
+  npy_check.py sha SRC               the sha256 of the reference's array bytes (C order)
   npy_check.py genbcolz2d OUT        the gen2d values as a bcolz carray (chunks of 37 rows)
   npy_check.py mount MNT SRC         through a mounted SRC: np.load of MNT/array.npy equals
                                      the reference; 200 random windows of np.load(mmap_mode='r')
@@ -60,6 +63,16 @@ def main():
         out = sys.argv[2]
         a = np.arange(256 * 1024, dtype=np.float64).reshape(256, 1024) * 0.5
         blosc2.asarray(a, urlpath=out, mode="w", chunks=(128, 1024), blocks=(16, 512))
+    elif cmd == "gen2dscan":
+        import blosc2
+
+        out, seed = sys.argv[2], int(sys.argv[3])
+        a = np.random.default_rng(seed).standard_normal((1024, 2048)).round(2)
+        blosc2.asarray(a, urlpath=out, mode="w", chunks=(256, 512), blocks=(16, 512))
+    elif cmd == "sha":
+        import hashlib
+
+        print(hashlib.sha256(np.ascontiguousarray(read_ref(sys.argv[2])).tobytes()).hexdigest())
     elif cmd == "genbcolz2d":
         import bcolz
 

@@ -147,7 +147,12 @@ fn start(
     let pusher = adapter.pusher_slot();
     let session = connect(adapter)?;
     let policy = decided.get().copied().unwrap_or(cfg.policy);
-    match super::push::Pusher::start(session.notifier()) {
+    // The page stores' own descriptor of the device (see `notify.rs`).
+    let device = std::os::fd::AsFd::as_fd(&session).try_clone_to_owned();
+    if let Err(e) = &device {
+        log::debug!("no descriptor of the FUSE device for page stores ({e}): fuser's notifier");
+    }
+    match super::push::Pusher::start(session.notifier(), device.ok()) {
         Ok(p) => {
             let _ = pusher.set(p);
         }

@@ -44,9 +44,11 @@ use std::sync::mpsc::{Receiver, SyncSender, TrySendError, sync_channel};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
+use std::io::IoSlice;
+
 use fuser::{INodeNo, Notifier};
 
-use crate::tree::ReadData;
+use crate::tree::Pieces;
 
 /// Batches of pages waiting for each thread.
 const QUEUE: usize = 64;
@@ -60,7 +62,10 @@ const WAIT: Duration = Duration::from_millis(2);
 
 /// One file's ranges of pages (`(offset, bytes)`: one page, or many in a row) and the batch's
 /// ticket.
-type Batch = (u64, Vec<(u64, ReadData)>, u64);
+type Batch = (u64, Vec<(u64, Pieces)>, u64);
+
+/// How a storing thread stores bytes at an offset of an inode: the windows of one range.
+type Store = dyn Fn(u64, u64, &[IoSlice<'_>]) -> std::io::Result<()> + Send + Sync;
 
 /// A fault's answer (the reply to its FUSE request), sent once every page queued before it is
 /// stored: by the storing thread that finishes the last of those batches.
@@ -201,11 +206,21 @@ pub(crate) struct Pusher {
 }
 
 impl Pusher {
-    /// Starts the threads that store pages through `notifier`.
-    pub(crate) fn start(notifier: Notifier) -> std::io::Result<Pusher> {
-        Pusher::start_with(WAIT, THREADS, move |ino, offset, bytes| {
-            notifier.store(INodeNo(ino), offset, bytes)
-        })
+    /// Starts the threads that store pages: with one `writev` of the windows a range is made
+    /// of on `device` (the session's FUSE device, duplicated: [`super::notify`]) when given,
+    /// else through `notifier`, which takes one slice (the windows copied into one buffer).
+    pub(crate) fn start(
+        notifier: Notifier,
+        device: Option<std::os::fd::OwnedFd>,
+    ) -> std::io::Result<Pusher> {
+        match device {
+            Some(fd) => Pusher::start_with(WAIT, THREADS, move |ino, offset, bytes| {
+                super::notify::store(&fd, ino, offset, bytes)
+            }),
+            None => Pusher::start_with(WAIT, THREADS, move |ino, offset, bytes| {
+                notifier.store(INodeNo(ino), offset, &super::notify::joined_bytes(bytes))
+            }),
+        }
     }
 
     /// Starts `threads` threads that store each page with `store(inode, offset, bytes)`;
@@ -213,12 +228,12 @@ impl Pusher {
     fn start_with(
         wait: Duration,
         threads: usize,
-        store: impl Fn(u64, u64, &[u8]) -> std::io::Result<()> + Send + Sync + 'static,
+        store: impl Fn(u64, u64, &[IoSlice<'_>]) -> std::io::Result<()> + Send + Sync + 'static,
     ) -> std::io::Result<Pusher> {
         let threads = threads.max(1);
         let shared = Arc::new(Shared::default());
         shared.lock().storing = vec![None; threads];
-        let store = Arc::new(store);
+        let store: Arc<Store> = Arc::new(store);
         let mut queues = Vec::new();
         for n in 0..threads {
             let (queue, batches) = sync_channel::<Batch>(QUEUE);
@@ -256,17 +271,33 @@ impl Pusher {
         &self,
         ino: u64,
         reading: std::ops::Range<u64>,
-        mut pages: Vec<(u64, ReadData)>,
+        (mut pages, mut later): crate::tree::Offered,
         answer: Answer,
     ) {
         let mut state = self.shared.lock();
         state.cancel(ino, reading.clone());
         let mut blocked = state.storing_any(ino, &reading);
-        pages.retain(|(offset, bytes)| {
-            // A range goes when one of its pages is not queued yet.
-            page_offsets(*offset, bytes.len()).any(|at| !state.queued.contains_key(&(ino, at)))
-        });
-        for (n, batch) in split(pages, self.threads).into_iter().enumerate() {
+        let mut target = None;
+        for pages in [&mut pages, &mut later] {
+            pages.retain(|(offset, bytes)| {
+                // A range goes when one of its pages is not queued yet.
+                page_offsets(*offset, bytes.len()).any(|at| !state.queued.contains_key(&(ino, at)))
+            });
+        }
+        // The answer waits for `pages` (and what was queued before), not for `later`.
+        let batches = split(pages, self.threads)
+            .into_iter()
+            .map(Some)
+            .chain([None])
+            .chain(split(later, self.threads).into_iter().map(Some));
+        let mut n = 0;
+        for batch in batches {
+            let Some(batch) = batch else {
+                target = Some(state.handed);
+                continue;
+            };
+            let thread = n % self.threads;
+            n += 1;
             let ticket = state.handed + 1;
             // The batch's pages not queued yet are its own (the others stay an earlier one's).
             for (offset, bytes) in &batch {
@@ -274,7 +305,7 @@ impl Pusher {
                     state.queued.entry((ino, at)).or_insert(ticket);
                 }
             }
-            match self.queues[n].try_send((ino, batch, ticket)) {
+            match self.queues[thread].try_send((ino, batch, ticket)) {
                 Ok(()) => state.handed = ticket,
                 Err(e) => {
                     // Not stored: none of its own pages stays queued (and its ticket goes to
@@ -299,7 +330,7 @@ impl Pusher {
                 }
             }
         }
-        let target = state.handed;
+        let target = target.unwrap_or(state.handed);
         if blocked || state.done >= target {
             drop(state);
             return answer();
@@ -314,7 +345,7 @@ impl Pusher {
 }
 
 /// Splits the ranges `pages` into at most `n` batches of about as many pages each, in order.
-fn split(pages: Vec<(u64, ReadData)>, n: usize) -> Vec<Vec<(u64, ReadData)>> {
+fn split(pages: Vec<(u64, Pieces)>, n: usize) -> Vec<Vec<(u64, Pieces)>> {
     let total: usize = pages
         .iter()
         .map(|(_, b)| b.len().div_ceil(PAGE as usize))
@@ -323,7 +354,7 @@ fn split(pages: Vec<(u64, ReadData)>, n: usize) -> Vec<Vec<(u64, ReadData)>> {
         return Vec::new();
     }
     let per = total.div_ceil(n.max(1)).max(1);
-    let mut out: Vec<Vec<(u64, ReadData)>> = vec![Vec::new()];
+    let mut out: Vec<Vec<(u64, Pieces)>> = vec![Vec::new()];
     let mut in_last = 0;
     for range in pages {
         if in_last >= per {
@@ -337,12 +368,7 @@ fn split(pages: Vec<(u64, ReadData)>, n: usize) -> Vec<Vec<(u64, ReadData)>> {
 }
 
 /// One storing thread (number `n`): stores the batches it takes from `batches` with `store`.
-fn store_batches(
-    n: usize,
-    theirs: &Shared,
-    batches: &Receiver<Batch>,
-    store: &(impl Fn(u64, u64, &[u8]) -> std::io::Result<()> + ?Sized),
-) {
+fn store_batches(n: usize, theirs: &Shared, batches: &Receiver<Batch>, store: &Store) {
     // Answers are sent with no lock held (each is a write to the FUSE device).
     let send = |answers: Vec<Answer>| answers.into_iter().for_each(|a| a());
     loop {
@@ -375,9 +401,9 @@ fn store_batches(
                 if failed {
                     continue;
                 }
-                let piece =
-                    &bytes[run.start * PAGE as usize..(run.end * PAGE as usize).min(bytes.len())];
-                if let Err(e) = store(ino, at, piece) {
+                let piece = bytes
+                    .slices(run.start * PAGE as usize..(run.end * PAGE as usize).min(bytes.len()));
+                if let Err(e) = store(ino, at, &piece) {
                     // The file was forgotten or the mount is going away.
                     log::debug!("store of inode {ino} at {at}: {e}");
                     failed = true;
@@ -414,292 +440,4 @@ fn far_future() -> Instant {
 const PAGE: u64 = crate::tree::PAGE as u64;
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use std::sync::mpsc::{Receiver, Sender, channel};
-
-    fn page(b: u8) -> ReadData {
-        ReadData::Owned(vec![b; PAGE as usize])
-    }
-
-    /// What the test thread reports of each store: `(inode, offset, bytes)`.
-    type Stored = Receiver<(u64, u64, Vec<u8>)>;
-
-    /// A pusher of one thread (answers wait at most `wait`) that reports each store as
-    /// `(inode, offset, bytes)` and is held up on the store of offset 0 until the gate is
-    /// sent to.
-    fn gated(wait: Duration) -> (Pusher, Stored, Sender<()>) {
-        gated_threads(wait, 1)
-    }
-
-    /// [`gated`] with `threads` storing threads.
-    fn gated_threads(wait: Duration, threads: usize) -> (Pusher, Stored, Sender<()>) {
-        let (tx, rx) = channel();
-        let (gate_tx, gate) = channel::<()>();
-        let gate = Mutex::new(gate);
-        let pusher = Pusher::start_with(wait, threads, move |ino, offset, bytes| {
-            if offset == 0 {
-                let _ = gate.lock().unwrap().recv();
-            }
-            tx.send((ino, offset, bytes.to_vec())).unwrap();
-            Ok(())
-        })
-        .unwrap();
-        (pusher, rx, gate_tx)
-    }
-
-    /// Waits (polling, 10 s at most) until the thread is storing something.
-    fn until_storing(pusher: &Pusher) {
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while pusher.shared.lock().storing.iter().all(Option::is_none) && Instant::now() < deadline
-        {
-            std::thread::sleep(Duration::from_millis(1));
-        }
-    }
-
-    /// The next `n` stores, mapped by `f`.
-    fn stores<T>(rx: &Stored, n: usize, f: impl Fn((u64, u64, Vec<u8>)) -> T) -> Vec<T> {
-        (0..n)
-            .map(|_| f(rx.recv_timeout(Duration::from_secs(10)).expect("a store")))
-            .collect()
-    }
-
-    /// An answer that does nothing.
-    fn none() -> Answer {
-        Box::new(|| {})
-    }
-
-    /// An answer that reports the name of the thread that sent it.
-    fn reporting() -> (Answer, Receiver<Option<String>>) {
-        let (tx, rx) = channel();
-        let answer = Box::new(move || {
-            let _ = tx.send(std::thread::current().name().map(str::to_owned));
-        });
-        (answer, rx)
-    }
-
-    #[test]
-    fn each_page_is_stored_once_and_a_faulted_page_not_at_all() {
-        let (pusher, rx, gate) = gated(WAIT);
-        // A batch the thread is held up on, then two faults outrunning it: the second
-        // offers pages the first queued, and reads one of them.
-        pusher.offer(7, 1 << 20..(1 << 20) + PAGE, vec![(0, page(1))], none());
-        until_storing(&pusher);
-        let p = |o: u64, b| (o * PAGE, page(b));
-        let offer = |reading, pages| pusher.offer(7, reading, pages, none());
-        offer(10 * PAGE..11 * PAGE, vec![p(11, 2), p(12, 2), p(13, 2)]);
-        offer(11 * PAGE..12 * PAGE, vec![p(12, 3), p(13, 3), p(14, 3)]);
-        pusher.offer(8, 0..PAGE, vec![p(12, 4)], none());
-        gate.send(()).unwrap();
-        // Stored in order, each page once: the batch of inode 8 is the last one.
-        let got = stores(&rx, 5, |(ino, offset, bytes)| (ino, offset, bytes[0]));
-        let want = vec![
-            (7, 0, 1),
-            (7, 12 * PAGE, 2),
-            (7, 13 * PAGE, 2),
-            (7, 14 * PAGE, 3),
-            (8, 12 * PAGE, 4),
-        ];
-        assert_eq!(got, want);
-        assert!(rx.recv_timeout(Duration::from_millis(100)).is_err());
-    }
-
-    #[test]
-    fn a_range_of_pages_is_stored_by_runs_without_its_faulted_or_already_queued_pages() {
-        let (pusher, rx, gate) = gated(WAIT);
-        let range = |first: u64, n: u64| {
-            (
-                first * PAGE,
-                ReadData::Owned(vec![5u8; (n * PAGE) as usize]),
-            )
-        };
-        // The thread is held up on page 0 while: a fault offers pages 12-15 as one range
-        // (the pages after a fault, `FORWARD_MAX`), a fault reads page 14 from the queue,
-        // and a fault offers pages 15-17 (15 already queued).
-        pusher.offer(7, 1 << 20..(1 << 20) + PAGE, vec![(0, page(1))], none());
-        until_storing(&pusher);
-        pusher.offer(7, 11 * PAGE..12 * PAGE, vec![range(12, 4)], none());
-        pusher.reading(7, 14 * PAGE..15 * PAGE);
-        pusher.offer(7, 14 * PAGE..15 * PAGE, vec![range(15, 3)], none());
-        gate.send(()).unwrap();
-        // (inode, first page, pages): each page once, page 14 not at all.
-        let got = stores(&rx, 4, |(ino, offset, bytes)| {
-            (ino, offset / PAGE, bytes.len() as u64 / PAGE)
-        });
-        assert_eq!(got, vec![(7, 0, 1), (7, 12, 2), (7, 15, 1), (7, 16, 2)]);
-        assert!(rx.recv_timeout(Duration::from_millis(100)).is_err());
-    }
-
-    #[test]
-    fn a_page_a_fault_took_out_and_another_queued_again_is_stored_after_its_answer() {
-        // One thread, held up on page 0 until told; the store of page 5 waits for the answer
-        // of the fault that reads page 5, as the kernel's page lock makes it wait.
-        let (tx, rx) = channel();
-        let (gate_tx, gate) = channel::<()>();
-        let (answer_tx, answer_rx) = channel::<()>();
-        let (gate, answer_rx) = (Mutex::new(gate), Mutex::new(answer_rx));
-        let pusher = Pusher::start_with(Duration::from_secs(60), 1, move |_, offset, _| {
-            if offset == 0 {
-                let _ = gate.lock().unwrap().recv();
-            }
-            if offset == 5 * PAGE {
-                let answered = answer_rx
-                    .lock()
-                    .unwrap()
-                    .recv_timeout(Duration::from_secs(10));
-                assert!(
-                    answered.is_ok(),
-                    "the store of page 5 waited for its fault's answer"
-                );
-            }
-            tx.send(offset / PAGE).unwrap();
-            Ok(())
-        })
-        .unwrap();
-        pusher.offer(7, 100 * PAGE..101 * PAGE, vec![(0, page(1))], none());
-        until_storing(&pusher);
-        // A fault queues page 5; a fault reading page 5 takes it out and offers page 20 (its
-        // answer waits for that); another fault queues page 5 again.
-        pusher.offer(7, 101 * PAGE..102 * PAGE, vec![(5 * PAGE, page(2))], none());
-        pusher.reading(7, 5 * PAGE..6 * PAGE);
-        let answer = Box::new(move || answer_tx.send(()).unwrap());
-        pusher.offer(7, 5 * PAGE..6 * PAGE, vec![(20 * PAGE, page(3))], answer);
-        pusher.offer(7, 102 * PAGE..103 * PAGE, vec![(5 * PAGE, page(4))], none());
-        gate_tx.send(()).unwrap();
-        let got: Vec<u64> = (0..3)
-            .map(|_| rx.recv_timeout(Duration::from_secs(20)).expect("a store"))
-            .collect();
-        assert_eq!(got, vec![0, 20, 5]);
-    }
-
-    #[test]
-    fn a_fault_whose_own_page_is_being_stored_is_answered_at_once_by_its_worker() {
-        // An answer left to the threads would wait a minute.
-        let (pusher, rx, gate) = gated(Duration::from_secs(60));
-        pusher.offer(7, PAGE * 100..PAGE * 101, vec![(0, page(1))], none());
-        // The thread is storing page 0 (held up): a fault reading page 0 comes.
-        until_storing(&pusher);
-        assert_eq!(pusher.shared.lock().storing[0], Some((7, 0..PAGE)));
-        pusher.reading(7, 0..PAGE);
-        let (answer, answered) = reporting();
-        pusher.offer(7, 0..PAGE, vec![(PAGE, page(2))], answer);
-        let by = answered.try_recv().expect("answered before offer returned");
-        assert_eq!(by, std::thread::current().name().map(str::to_owned));
-        gate.send(()).unwrap();
-        // Its pages were still handed over.
-        let got = stores(&rx, 2, |(ino, offset, _)| (ino, offset));
-        assert_eq!(got, vec![(7, 0), (7, PAGE)]);
-    }
-
-    #[test]
-    fn a_faults_answer_is_sent_by_the_thread_that_stores_its_last_batch() {
-        // The bound would end the wait after a minute: the gate, not the bound, must end it.
-        let (pusher, rx, gate) = gated_threads(Duration::from_secs(60), 2);
-        // Two batches: page 0 (its thread held up) and page 5.
-        let (answer, answered) = reporting();
-        let pages = vec![(0, page(1)), (5 * PAGE, page(2))];
-        pusher.offer(7, 100 * PAGE..101 * PAGE, pages, answer);
-        // Page 5 is stored while the other thread is held up on page 0...
-        assert_eq!(
-            stores(&rx, 1, |(ino, offset, _)| (ino, offset)),
-            vec![(7, 5 * PAGE)]
-        );
-        // ...and the answer still waits for page 0, queued before it.
-        assert!(
-            answered.recv_timeout(Duration::from_millis(50)).is_err(),
-            "answered before page 0 was stored"
-        );
-        gate.send(()).unwrap();
-        let by = answered
-            .recv_timeout(Duration::from_secs(10))
-            .expect("answered");
-        assert_eq!(by.as_deref(), Some("b2fs-push"), "sent by a storing thread");
-        assert_eq!(
-            stores(&rx, 1, |(ino, offset, _)| (ino, offset)),
-            vec![(7, 0)]
-        );
-    }
-
-    #[test]
-    fn a_fault_with_nothing_to_wait_for_is_answered_by_its_worker() {
-        let (pusher, _rx, _gate) = gated(Duration::from_secs(60));
-        let (answer, answered) = reporting();
-        pusher.offer(7, 0..PAGE, Vec::new(), answer);
-        let by = answered.try_recv().expect("answered before offer returned");
-        assert_eq!(by, std::thread::current().name().map(str::to_owned));
-    }
-
-    #[test]
-    fn batches_count_as_stored_once_every_earlier_one_is() {
-        let mut state = State::default();
-        state.finish(2);
-        state.finish(3);
-        assert_eq!(state.done, 0, "batch 1 is still being stored");
-        state.finish(1);
-        assert_eq!(state.done, 3);
-        state.finish(5);
-        assert_eq!(state.done, 3);
-        assert!(state.finished.contains(&5));
-    }
-
-    #[test]
-    fn split_cuts_between_ranges_into_batches_of_about_as_many_pages() {
-        let r = |first: u64, n: u64| {
-            (
-                first * PAGE,
-                ReadData::Owned(vec![0u8; (n * PAGE) as usize]),
-            )
-        };
-        let firsts = |batches: Vec<Vec<(u64, ReadData)>>| -> Vec<Vec<u64>> {
-            batches
-                .into_iter()
-                .map(|b| b.into_iter().map(|(o, _)| o / PAGE).collect())
-                .collect()
-        };
-        assert!(split(Vec::new(), 2).is_empty());
-        assert_eq!(firsts(split(vec![r(0, 1)], 2)), vec![vec![0]]);
-        let below = || (1..=4).map(|k| r(k * 16, 1)).collect::<Vec<_>>();
-        assert_eq!(firsts(split(below(), 2)), vec![vec![16, 32], vec![48, 64]]);
-        assert_eq!(firsts(split(below(), 1)), vec![vec![16, 32, 48, 64]]);
-        // A forward range of 3 pages, then 3 single pages: 6 pages, 3 a batch.
-        let mixed = vec![r(1, 3), r(16, 1), r(32, 1), r(48, 1)];
-        assert_eq!(firsts(split(mixed, 2)), vec![vec![1], vec![16, 32, 48]]);
-    }
-
-    #[test]
-    fn an_answer_goes_between_two_stores_once_its_wait_is_over() {
-        // One thread, held up on each page until told; answers wait at most 1 ms.
-        let (tx, rx) = channel();
-        let (gate_tx, gate) = channel::<()>();
-        let gate = Mutex::new(gate);
-        let wait = Duration::from_millis(1);
-        let pusher = Pusher::start_with(wait, 1, move |_, offset, _| {
-            let _ = gate.lock().unwrap().recv();
-            tx.send(offset).unwrap();
-            Ok(())
-        })
-        .unwrap();
-        let (answer, answered) = reporting();
-        let t = Instant::now();
-        pusher.offer(
-            1,
-            0..PAGE,
-            vec![(PAGE, page(1)), (2 * PAGE, page(2))],
-            answer,
-        );
-        until_storing(&pusher);
-        while t.elapsed() <= wait {
-            std::thread::sleep(Duration::from_millis(1));
-        }
-        // The first store ends after the wait is over: the answer goes before the second.
-        gate_tx.send(()).unwrap();
-        assert_eq!(rx.recv_timeout(Duration::from_secs(10)), Ok(PAGE));
-        let by = answered
-            .recv_timeout(Duration::from_secs(10))
-            .expect("answered");
-        assert_eq!(by.as_deref(), Some("b2fs-push"));
-        assert!(rx.try_recv().is_err(), "page 2 is still being stored");
-        gate_tx.send(()).unwrap();
-        assert_eq!(rx.recv_timeout(Duration::from_secs(10)), Ok(2 * PAGE));
-    }
-}
+mod tests;

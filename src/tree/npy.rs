@@ -28,7 +28,9 @@ use super::layout::{FileKind, NodeKind};
 use super::{Entry, Tree, TreeError};
 use crate::container::ndim::Run;
 use crate::container::npy::{Npy, TableNpy};
-use crate::reader::{ArrayId, ChunkId, ChunkStore, ReadData, ReadHint};
+use crate::reader::{ArrayId, ChunkId, ChunkStore, Pieces, ReadData, ReadHint};
+use faults::Reach;
+pub(super) use faults::RecentFaults;
 
 /// The kernel's page ([`super::PAGE`]), as a file offset: the pages [`Tree::pages_near`]
 /// offers.
@@ -68,85 +70,9 @@ const WALK_FAULTS: u32 = 3;
 /// Page faults of `array.npy` files remembered to tell walks down a column.
 const RECENT_FAULTS: usize = 16;
 
-/// The latest page faults of `array.npy` files, `(inode, offset, faults in a row down its
-/// column up to this one, whether it continues a scan in file order)`, newest last.
-#[derive(Debug, Default)]
-pub(super) struct RecentFaults(std::collections::VecDeque<(u64, u64, u32, bool)>);
-
-/// How far below a page fault [`Tree::pages_near`] offers pages: rows, and blocks decoded for
-/// them.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct Reach {
-    rows: u64,
-    decodes: usize,
-}
-
-impl Reach {
-    const NEAR: Reach = Reach {
-        rows: NEAR_PAGES,
-        decodes: BELOW_DECODES,
-    };
-    const SCAN: Reach = Reach {
-        rows: SCAN_PAGES,
-        decodes: SCAN_DECODES,
-    };
-}
-
-impl RecentFaults {
-    /// Notes a fault of inode `ino` at `offset` (rows `stride` bytes long, at least a page)
-    /// and returns how many faults in a row walked down its column to it: one more than one
-    /// of the file's latest two faults when that one lies at most [`NEAR_PAGES`] + 1 rows
-    /// above it in the same column (within a page: faults are page-aligned), else 1. Only
-    /// the latest two: a reader walking down a column faults on nothing else meanwhile (or
-    /// on the next page of the same rows, when its columns straddle two pages), while a
-    /// reader of whole rows through a map (a sum over the file) faults on every column of
-    /// a row before it comes back to the first one, 33 or 65 rows below.
-    ///
-    /// The fault continues a scan in file order when the file's latest fault lies before it,
-    /// less than a row before ([`RecentFaults::reach`]).
-    fn note(&mut self, ino: u64, offset: u64, stride: u64) -> u32 {
-        let scan = self
-            .0
-            .iter()
-            .rev()
-            .find(|f| f.0 == ino)
-            .is_some_and(|f| f.1 < offset && offset - f.1 < stride);
-        let above = |&&(i, at, ..): &&(u64, u64, u32, bool)| {
-            let d = offset.wrapping_sub(at);
-            let (rows, shift) = (d / stride, d % stride);
-            i == ino
-                && at < offset
-                && (shift < PAGE || stride - shift < PAGE)
-                && (1..=NEAR_PAGES + 1).contains(&(rows + u64::from(stride - shift < PAGE)))
-        };
-        let n = self
-            .0
-            .iter()
-            .rev()
-            .filter(|f| f.0 == ino)
-            .take(2)
-            .find(above)
-            .map_or(1, |f| f.2.saturating_add(1));
-        if self.0.len() >= RECENT_FAULTS {
-            self.0.pop_front();
-        }
-        self.0.push_back((ino, offset, n, scan));
-        n
-    }
-
-    /// How far below the fault of inode `ino` at `offset` (its latest one noted) pages are
-    /// offered: [`SCAN_PAGES`] when it continues a scan in file order, else [`NEAR_PAGES`]
-    /// (also for a fault not noted).
-    fn reach(&self, ino: u64, offset: u64) -> Reach {
-        let scan = self
-            .0
-            .iter()
-            .rev()
-            .find(|f| f.0 == ino && f.1 == offset)
-            .is_some_and(|f| f.3);
-        if scan { Reach::SCAN } else { Reach::NEAR }
-    }
-}
+/// Pages offered after a page fault, `(offset, bytes)`: those to store before the fault is
+/// answered, and those to store after it ([`Tree::pages_near`]).
+pub type Offered = (Vec<(u64, Pieces)>, Vec<(u64, Pieces)>);
 
 /// The bytes from one row of `array.npy` (shown by `npy`) to the next: 0 for 1-D arrays.
 fn row_stride(npy: &Npy) -> u64 {
@@ -288,41 +214,53 @@ impl Tree {
     /// them), for reads that are not page-sized, and for the header page.
     ///
     /// A page that lies in one decoded block (or chunk) is a window of it, not a copy.
-    pub fn pages_near(&self, ino: u64, fh: u64, offset: u64, size: u32) -> Vec<(u64, ReadData)> {
+    pub fn pages_near(&self, ino: u64, fh: u64, offset: u64, size: u32) -> Offered {
         let mut pages = Vec::new();
+        let later = Vec::new();
         if self.options.writable || offset % PAGE != 0 || size == 0 || u64::from(size) > FAULT_MAX {
-            return pages;
+            return (pages, later);
         }
         let Ok(Entry::File(FileKind::Npy(array, _))) = self.entry(ino) else {
-            return pages;
+            return (pages, later);
         };
         let Some(npy) = self.npy_view(*array) else {
-            return pages;
+            return (pages, later);
         };
         // The version now: the pages go to the kernel's cache, which every descriptor shares
         // (and which the follower clears when the source changes).
         let store = self.reader.pinned(*array);
         let store = store.as_ref();
         let read_end = offset + u64::from(size);
-        // Forward: page by page while the pieces are cached, then one range.
-        let mut forward = Vec::new();
-        let mut at = read_end;
-        while at < npy.len() && at - read_end < FORWARD_MAX {
-            let end = (at + PAGE).min(npy.len());
-            if !self.cached_page((store, *array), &npy, at..end, &mut 0, &mut forward) {
-                break;
+        if self.faults.lock().mapped(ino, offset) {
+            // A mapped scan (`mapped.rs`): windows of blocks, and no credit, so that the
+            // handle's reads stay block reads; no pages below (the next ranges cover them).
+            return self.mapped_pages((ino, offset, read_end), (store, *array), &npy);
+        }
+        let forward_end = {
+            // Forward: page by page while the pieces are cached, then one range.
+            let mut forward = Vec::new();
+            let mut at = read_end;
+            while at < npy.len() && at - read_end < FORWARD_MAX {
+                let end = (at + PAGE).min(npy.len());
+                if !self.cached_page((store, *array), &npy, at..end, &mut 0, &mut forward) {
+                    break;
+                }
+                at = end;
             }
-            at = end;
-        }
-        let forward_end = read_end + forward.len() as u64;
-        if !forward.is_empty() {
-            self.handles.credit(fh, read_end, forward.len() as u64);
-            pages.push((read_end, ReadData::Owned(forward)));
-        }
+            let forward_end = read_end + forward.len() as u64;
+            if !forward.is_empty() {
+                self.handles.credit(fh, read_end, forward.len() as u64);
+                pages.push((read_end, Pieces::from(ReadData::Owned(forward))));
+            }
+            forward_end
+        };
+        self.faults
+            .lock()
+            .forwarded(ino, offset, forward_end, forward_end);
+        let reach = self.faults.lock().reach(ino, offset);
         // Below: the same columns of the next rows. Rows whose pages are shifted against the
         // fault's (a row length that is no multiple of the page) may need a block beside the
         // fault's.
-        let reach = self.faults.lock().reach(ino, offset);
         let mut decodes = reach.decodes;
         for at in below_pages(&npy, offset, reach.rows) {
             if at < forward_end {
@@ -332,9 +270,9 @@ impl Tree {
             let Some(page) = self.page_of((store, *array), &npy, at..end, &mut decodes) else {
                 break;
             };
-            pages.push((at, page));
+            pages.push((at, Pieces::from(page)));
         }
-        pages
+        (pages, later)
     }
 
     /// Bytes `span` of `array.npy` (at most a page) as [`Tree::cached_page`] finds them: a
@@ -413,6 +351,11 @@ impl Tree {
         let (walking, reach) = if stride >= PAGE {
             let mut faults = self.faults.lock();
             let n = faults.note(ino, offset, stride);
+            if faults.mapped(ino, offset) {
+                drop(faults);
+                self.mapped_ahead(&store, array, &npy, offset);
+                return false;
+            }
             (n >= WALK_FAULTS, faults.reach(ino, offset))
         } else {
             (false, Reach::NEAR)
@@ -743,5 +686,7 @@ impl Tree {
     }
 }
 
+mod faults;
+mod mapped;
 #[cfg(test)]
 mod tests;

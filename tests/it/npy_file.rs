@@ -145,22 +145,23 @@ fn npy_tree_pages_offered_after_a_page_fault_hold_the_file_bytes() {
     for fault in [16 * 4096u64, 100 * 4096, 5 * 4096 + 4096 * 64] {
         let got = t.read(npy, fh, fault, 4096).unwrap().to_vec();
         assert_eq!(got, whole[fault as usize..fault as usize + 4096]);
-        let pages = t.pages_near(npy, fh, fault, 4096);
+        let (pages, _) = t.pages_near(npy, fh, fault, 4096);
         assert!(!pages.is_empty(), "the fault's block holds more pages");
         for (at, bytes) in &pages {
             assert_eq!(at % 4096, 0);
             let at = *at as usize;
+            let bytes = bytes.to_vec(0..bytes.len());
             assert_eq!(bytes[..], whole[at..at + bytes.len()], "page at {at}");
             below += usize::from(at as u64 >= fault + row);
         }
     }
     assert!(below > 0, "pages of the rows below are offered");
     // Not after reads that are no page faults, nor on a read-write tree.
-    assert!(t.pages_near(npy, fh, 4097, 4096).is_empty());
+    assert!(t.pages_near(npy, fh, 4097, 4096).0.is_empty());
     let w = Tree::from_source(&src, opts(true)).unwrap();
     let wfh = w.open(npy, libc::O_RDONLY).unwrap();
     w.read(npy, wfh, 16 * 4096, 4096).unwrap();
-    assert!(w.pages_near(npy, wfh, 16 * 4096, 4096).is_empty());
+    assert!(w.pages_near(npy, wfh, 16 * 4096, 4096).0.is_empty());
 }
 
 #[test]
@@ -184,10 +185,11 @@ fn npy_tree_fault_ahead_blocks_decode_once_and_pages_hold_the_file_bytes() {
         t.fault_ahead(npy, fault, 4096);
         let got = t.read(npy, fh, fault, 4096).unwrap().to_vec();
         assert_eq!(got, whole[fault as usize..fault as usize + 4096]);
-        let pages = t.pages_near(npy, fh, fault, 4096);
+        let (pages, _) = t.pages_near(npy, fh, fault, 4096);
         assert!(pages.len() > 1, "pages below the fault at {fault}");
         for (at, bytes) in &pages {
             let at = *at as usize;
+            let bytes = bytes.to_vec(0..bytes.len());
             assert_eq!(bytes[..], whole[at..at + bytes.len()], "page at {at}");
         }
     }
@@ -240,7 +242,8 @@ fn npy_tree_a_walk_down_a_column_gets_its_next_blocks_decoded_ahead() {
         let walking = t.fault_ahead(npy, at, 4096);
         let got = t.read(npy, fh, at, 4096).unwrap().to_vec();
         assert_eq!(got, whole[at as usize..at as usize + 4096], "fault at {at}");
-        for (p, bytes) in t.pages_near(npy, fh, at, 4096) {
+        for (p, bytes) in t.pages_near(npy, fh, at, 4096).0 {
+            let bytes = bytes.to_vec(0..bytes.len());
             assert_eq!(
                 bytes[..],
                 whole[p as usize..p as usize + bytes.len()],
@@ -316,15 +319,16 @@ fn npy_tree_the_pages_below_a_page_fault_are_windows_of_their_blocks() {
     );
     // The pages below it (rows 11-74, in its block and the four below it) are handed over
     // as windows of those blocks, not copies.
-    let pages = t.pages_near(npy, fh, fault, 4096);
+    let (pages, _) = t.pages_near(npy, fh, fault, 4096);
     let below: Vec<_> = pages.iter().filter(|(p, _)| *p >= fault + 8192).collect();
     assert_eq!(below.len(), 64, "pages below the fault");
     for (p, bytes) in &pages {
-        assert_eq!(bytes[..], *bytes_at(*p, bytes.len()), "page at {p}");
+        let got = bytes.to_vec(0..bytes.len());
+        assert_eq!(got[..], *bytes_at(*p, bytes.len()), "page at {p}");
     }
     for (p, bytes) in below {
         assert!(
-            matches!(bytes, ReadData::Chunk(..)),
+            matches!(bytes.as_parts(), [ReadData::Chunk(..)]),
             "page at {p} was copied"
         );
     }
@@ -540,5 +544,80 @@ fn npy_mount_sigkill_during_a_multi_chunk_commit_leaves_old_or_new() {
     println!(
         "npy crash runs: {runs}, old {}, new {}",
         verdict.old, verdict.new
+    );
+}
+
+#[test]
+fn npy_tree_a_mapped_scan_steps_a_range_at_a_time_and_its_pages_hold_python_blosc2s_bytes() {
+    let py = or_skip!(support::python(
+        "npy_tree_a_mapped_scan_steps_a_range_at_a_time_and_its_pages_hold_python_blosc2s_bytes"
+    ));
+    // 1024 x 2048 float64 (16 MiB), chunks 256 x 512, blocks 16 x 512.
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("a.b2nd");
+    support::oracle(
+        &py,
+        &[&"scripts/oracle/npy_check.py", &"gen2dscan", &src, &"1"],
+    );
+    let want = support::oracle_says(&py, &[&"scripts/oracle/npy_check.py", &"sha", &src]);
+    let t = Tree::from_source(
+        &src,
+        TreeOptions {
+            prefetch_chunks: 4,
+            ..opts(false)
+        },
+    )
+    .unwrap();
+    let npy = ino(&t, "array.npy");
+    let len = t.getattr(npy).unwrap().size as usize;
+    let hlen = len - 1024 * 2048 * 8;
+    assert_eq!(hlen % 4096, 0, "the data part starts on a page");
+    // A reader summing the file through a map: it faults on the first page of the data not
+    // in the kernel's cache (here: not offered yet), in file order.
+    let fh = t.open(npy, libc::O_RDONLY).unwrap();
+    let mut file = vec![0u8; len];
+    let mut have = vec![false; len.div_ceil(4096)];
+    let (mut faults, mut later_ranges) = (0, 0);
+    let mut at = hlen as u64;
+    while (at as usize) < len {
+        faults += 1;
+        t.fault_ahead(npy, at, 4096);
+        let got = t.read(npy, fh, at, 4096).unwrap();
+        file[at as usize..at as usize + got.len()].copy_from_slice(&got);
+        have[at as usize / 4096] = true;
+        let (now, later) = t.pages_near(npy, fh, at, 4096);
+        later_ranges += later.len();
+        for (p, bytes) in now.iter().chain(&later) {
+            assert_eq!(p % 4096, 0);
+            let p = *p as usize;
+            file[p..p + bytes.len()].copy_from_slice(&bytes.to_vec(0..bytes.len()));
+            (p / 4096..(p + bytes.len()).div_ceil(4096)).for_each(|k| have[k] = true);
+            // Windows of the decoded blocks (one per row and block), not a copy.
+            if bytes.len() >= 1 << 20 {
+                assert!(
+                    bytes
+                        .as_parts()
+                        .iter()
+                        .all(|w| matches!(w, ReadData::Chunk(..))),
+                    "a range of {} bytes at {p} was copied",
+                    bytes.len()
+                );
+            }
+        }
+        match (at as usize / 4096..have.len()).find(|&k| !have[k]) {
+            Some(k) => at = (k * 4096) as u64,
+            None => break,
+        }
+    }
+    use sha2::Digest;
+    let got = format!("{:x}", sha2::Sha256::digest(&file[hlen..]));
+    assert_eq!(got, want, "the pages offered are python-blosc2's bytes");
+    // Once the reader is seen scanning (a few faults along the first row: how many depends
+    // on the blocks the prefetch threads have decoded by then), a range (1 MiB) a step, each
+    // offered past the next fault's page while the reader sums the one before.
+    assert!(faults <= 48, "{faults} faults for 16 MiB");
+    assert!(
+        later_ranges >= 10,
+        "{later_ranges} ranges offered after the answer"
     );
 }

@@ -286,3 +286,63 @@ fn npy_pages_a_commit_still_drops_the_pages_of_what_changed() {
     drop((new, fresh, map, mapped));
     m.umount();
 }
+
+/// The sha256 of the data part (from `hlen` on) of `map`, read in file order as a sum reads
+/// it (one byte per 512 touched first, so the reader faults page by page in order).
+fn scan_sha(map: &Map, hlen: usize) -> String {
+    use sha2::Digest;
+    let mut order = 0u64;
+    for at in (hlen..map.len).step_by(512) {
+        order = order.wrapping_add(u64::from(map.byte(at)));
+    }
+    assert!(order > 0);
+    let all = map.bytes(hlen, map.len - hlen);
+    format!("{:x}", sha2::Sha256::digest(&all))
+}
+
+#[test]
+fn npy_pages_a_mapped_scan_reads_python_blosc2s_bytes_and_a_source_change_still_shows() {
+    let py = or_skip!(fuse_and_python(
+        "npy_pages_a_mapped_scan_reads_python_blosc2s_bytes_and_a_source_change_still_shows"
+    ));
+    // 1024 x 2048 float64 (16 MiB), chunks 256 x 512, blocks 16 x 512.
+    let (_dir, src) = crate::support::temp_path("a.b2nd");
+    let generate = |seed: &str| {
+        crate::support::oracle(
+            &py,
+            &[&"scripts/oracle/npy_check.py", &"gen2dscan", &src, &seed],
+        );
+        crate::support::oracle_says(&py, &[&"scripts/oracle/npy_check.py", &"sha", &src])
+    };
+    let want = generate("1");
+    let m = Mount::daemon(&src, &["ro"]);
+    let path = m.path("array.npy");
+    let mapped = File::open(&path).unwrap();
+    let map = Map::new(&mapped);
+    let hlen = map.len - 1024 * 2048 * 8;
+    assert_eq!(
+        scan_sha(&map, hlen),
+        want,
+        "a mapped scan reads python-blosc2's bytes"
+    );
+    // The pages the scan was offered are cached.
+    assert!(
+        map.resident() * 2 > map.len / PAGE,
+        "the scan's pages are cached"
+    );
+    drop((map, mapped));
+    // Another writer rewrites the source: a new open and mapping show the new bytes (the
+    // follower checks the source every second), however many pages the scan left cached.
+    let changed = generate("2");
+    assert_ne!(changed, want);
+    let fresh = || {
+        let f = File::open(&path).unwrap();
+        let map = Map::new(&f);
+        scan_sha(&map, hlen)
+    };
+    assert!(
+        crate::support::wait_until(std::time::Duration::from_secs(20), || fresh() == changed),
+        "a mapped scan after the source changed still read the old bytes"
+    );
+    m.umount();
+}

@@ -88,3 +88,31 @@ fn faults_of_a_scan_in_file_order_offer_fewer_rows_below() {
         "each fault keeps its own"
     );
 }
+
+#[test]
+fn a_fault_continues_a_mapped_scan_at_the_page_expected_after_more_than_a_row() {
+    let mut f = RecentFaults::default();
+    let row = 16 * PAGE;
+    let at = |r: u64, page: u64| 4 * PAGE + r * row + page * PAGE;
+    // A window whose columns straddle the end of the pages offered after its first fault
+    // (less than a row): its second fault there is no mapped scan.
+    f.note(7, at(10, 3), row);
+    f.forwarded(7, at(10, 3), at(10, 5), at(10, 5));
+    f.note(7, at(10, 5), row);
+    assert!(!f.mapped(7, at(10, 5)));
+    // More than a row offered: a fault at the expected page continues a mapped scan, and so
+    // does the next one at its expected page, with what the one before offered beyond it.
+    f.forwarded(7, at(10, 5), at(12, 0), at(12, 0));
+    f.note(7, at(12, 0), row);
+    assert!(f.mapped(7, at(12, 0)));
+    f.forwarded(7, at(12, 0), at(14, 0), at(16, 0));
+    f.note(7, at(14, 0), row);
+    assert!(f.mapped(7, at(14, 0)));
+    assert_eq!(f.offered_before(7, at(14, 0)), at(16, 0));
+    // Elsewhere (another page, another file): not.
+    f.forwarded(7, at(14, 0), at(16, 0), at(18, 0));
+    f.note(7, at(16, 1), row);
+    assert!(!f.mapped(7, at(16, 1)));
+    f.note(8, at(18, 0), row);
+    assert!(!f.mapped(8, at(18, 0)));
+}

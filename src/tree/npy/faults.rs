@@ -1,0 +1,152 @@
+//! The latest page faults of `array.npy` files, which tell how a mapped reader goes: down a
+//! column (a walk), through the file in order within a row (a scan), or a range at a time
+//! (a mapped scan, `mapped.rs`).
+
+use super::BELOW_DECODES;
+use super::{NEAR_PAGES, PAGE, RECENT_FAULTS, SCAN_DECODES, SCAN_PAGES};
+
+/// The latest page faults of `array.npy` files, newest last.
+#[derive(Debug, Default)]
+pub(in crate::tree) struct RecentFaults(std::collections::VecDeque<Fault>);
+
+/// A page fault [`RecentFaults`] remembers.
+#[derive(Debug, Clone, Copy)]
+struct Fault {
+    ino: u64,
+    offset: u64,
+    /// Faults in a row down its column up to this one.
+    walk: u32,
+    /// It continues a scan in file order (the file's latest fault lies less than a row
+    /// before it).
+    scan: bool,
+    /// It continues a mapped scan (`mapped.rs`): it lies at the page where the file's
+    /// latest fault expected the next one, after more than a row offered in file order or
+    /// as the step of a mapped scan already.
+    mapped: bool,
+    /// Where the reader is expected to fault next, after the pages offered after it in file
+    /// order (0 before they are).
+    forward_end: u64,
+    /// Where the pages offered after it in file order end (past `forward_end` when pages
+    /// are offered beyond the next fault's page: `mapped.rs`).
+    offered_end: u64,
+    /// The `offered_end` of the file's latest fault before it.
+    before_end: u64,
+}
+
+/// How far below a page fault [`crate::tree::Tree::pages_near`] offers pages: rows, and blocks decoded for
+/// them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Reach {
+    pub(super) rows: u64,
+    pub(super) decodes: usize,
+}
+
+impl Reach {
+    pub(super) const NEAR: Reach = Reach {
+        rows: NEAR_PAGES,
+        decodes: BELOW_DECODES,
+    };
+    pub(super) const SCAN: Reach = Reach {
+        rows: SCAN_PAGES,
+        decodes: SCAN_DECODES,
+    };
+}
+
+impl RecentFaults {
+    /// Notes a fault of inode `ino` at `offset` (rows `stride` bytes long, at least a page)
+    /// and returns how many faults in a row walked down its column to it: one more than one
+    /// of the file's latest two faults when that one lies at most [`NEAR_PAGES`] + 1 rows
+    /// above it in the same column (within a page: faults are page-aligned), else 1. Only
+    /// the latest two: a reader walking down a column faults on nothing else meanwhile (or
+    /// on the next page of the same rows, when its columns straddle two pages), while a
+    /// reader of whole rows through a map (a sum over the file) faults on every column of
+    /// a row before it comes back to the first one, 33 or 65 rows below.
+    ///
+    /// The fault continues a scan in file order when the file's latest fault lies before it,
+    /// less than a row before ([`RecentFaults::reach`]).
+    pub(super) fn note(&mut self, ino: u64, offset: u64, stride: u64) -> u32 {
+        let latest = self.0.iter().rev().find(|f| f.ino == ino);
+        let scan = latest.is_some_and(|f| f.offset < offset && offset - f.offset < stride);
+        // A window whose columns straddle the end of the pages offered after its first
+        // fault faults there too, but those pages were less than a row.
+        let mapped = latest.is_some_and(|f| {
+            f.forward_end == offset
+                && f.offset < offset
+                && (f.mapped || f.forward_end - f.offset > stride)
+        });
+        let before_end = latest.map_or(0, |f| f.offered_end);
+        let above = |&&Fault {
+                         ino: i, offset: at, ..
+                     }: &&Fault| {
+            let d = offset.wrapping_sub(at);
+            let (rows, shift) = (d / stride, d % stride);
+            i == ino
+                && at < offset
+                && (shift < PAGE || stride - shift < PAGE)
+                && (1..=NEAR_PAGES + 1).contains(&(rows + u64::from(stride - shift < PAGE)))
+        };
+        let n = self
+            .0
+            .iter()
+            .rev()
+            .filter(|f| f.ino == ino)
+            .take(2)
+            .find(above)
+            .map_or(1, |f| f.walk.saturating_add(1));
+        if self.0.len() >= RECENT_FAULTS {
+            self.0.pop_front();
+        }
+        self.0.push_back(Fault {
+            ino,
+            offset,
+            walk: n,
+            scan,
+            mapped,
+            forward_end: 0,
+            offered_end: 0,
+            before_end,
+        });
+        n
+    }
+
+    /// The fault of inode `ino` at `offset`, when it is remembered.
+    fn find(&self, ino: u64, offset: u64) -> Option<&Fault> {
+        self.0
+            .iter()
+            .rev()
+            .find(|f| f.ino == ino && f.offset == offset)
+    }
+
+    /// Whether the fault of inode `ino` at `offset` continues a mapped scan.
+    pub(super) fn mapped(&self, ino: u64, offset: u64) -> bool {
+        self.find(ino, offset).is_some_and(|f| f.mapped)
+    }
+
+    /// Notes that the pages offered after the fault of inode `ino` at `offset` in file order
+    /// end at `end`.
+    pub(super) fn forwarded(&mut self, ino: u64, offset: u64, end: u64, offered: u64) {
+        if let Some(f) = self
+            .0
+            .iter_mut()
+            .rev()
+            .find(|f| f.ino == ino && f.offset == offset)
+        {
+            f.forward_end = end;
+            f.offered_end = offered;
+        }
+    }
+
+    /// The `offered_end` of the file's latest fault before the one of inode `ino` at
+    /// `offset`.
+    pub(super) fn offered_before(&self, ino: u64, offset: u64) -> u64 {
+        self.find(ino, offset).map_or(0, |f| f.before_end)
+    }
+
+    /// How far below the fault of inode `ino` at `offset` (its latest one noted) pages are
+    /// offered: [`SCAN_PAGES`] when it continues a scan in file order, else [`NEAR_PAGES`]
+    /// (also for a fault not noted).
+    pub(super) fn reach(&self, ino: u64, offset: u64) -> Reach {
+        let scan = self.find(ino, offset).is_some_and(|f| f.scan);
+        if scan { Reach::SCAN } else { Reach::NEAR }
+    }
+}

@@ -1,0 +1,129 @@
+//! Mapped scans of `array.npy` (`np.load(mmap_mode='r').sum()`): a page fault at the page
+//! right after the range of pages the file's previous fault offered. Such a scan takes
+//! blocks, not whole chunks: the next range's blocks are asked for at each fault (they
+//! decode on the prefetch threads while the reader sums the range before), and the range
+//! offered is made of windows of those blocks, which the page stores hand to one `writev`
+//! without copying them. Blocks recycle their buffers within the block cache, where whole
+//! chunks of a slab-by-slab scan need two slabs of fresh memory (BENCHMARKS.md, "Session 18:
+//! mapped scans").
+
+use std::sync::Arc;
+
+use super::{FORWARD_MAX, Offered, PAGE, data_at};
+use crate::container::npy::Npy;
+use crate::reader::{ArrayId, ChunkId, ChunkStore, Pieces, ReadData};
+use crate::tree::Tree;
+
+/// Ranges of [`FORWARD_MAX`] whose blocks a fault of a mapped scan asks for, from its own
+/// page on: the range up to the next fault's page and the one after it, which this fault
+/// offers, are asked for by the fault before; this fault asks for the range after those, so
+/// it decodes while the reader sums (measured: 1.26x main; ranges of 2 MiB, 1.21x).
+const AHEAD_RANGES: u64 = 3;
+
+/// Most windows a range offered is made of (one `writev` takes 1,024).
+const MAX_PARTS: usize = 900;
+
+/// Most blocks a fault asks for (the prefetch queue drops what does not fit; a block not
+/// asked for is asked again by the next fault, or decoded when its range is offered).
+const MAX_ASKED: usize = 64;
+
+impl Tree {
+    /// For a fault of a mapped scan of `array` (shown by `npy`, read through `store`) at
+    /// `offset`: asks the prefetch threads for the blocks of the range this fault offers and
+    /// of the next ones, in file order (those cached or being decoded are not asked again).
+    pub(super) fn mapped_ahead(
+        &self,
+        store: &Arc<dyn ChunkStore>,
+        array: ArrayId,
+        npy: &Npy,
+        offset: u64,
+    ) {
+        let end = (offset + AHEAD_RANGES * FORWARD_MAX).min(npy.len());
+        let own = data_at(npy, array, offset);
+        let wants = (offset / PAGE..end.div_ceil(PAGE))
+            .map(|p| p * PAGE)
+            .filter_map(|at| data_at(npy, array, at));
+        self.reader.prefetch_blocks(store, own, wants, MAX_ASKED);
+    }
+
+    /// [`Tree::pages_near`] for the fault of a mapped scan of `array.npy` (inode `ino`,
+    /// shown by `npy`, of `array` read through `store`) at `offset`, read up to `read_end`:
+    /// the pages up to the next fault's page, `FORWARD_MAX` on (most of them offered by the
+    /// fault before), to store before the answer; and the range after that page, to store
+    /// after it, while the reader sums the pages before. Leaving that one page out is what
+    /// tells where the reader is: its fault there is the next step.
+    pub(super) fn mapped_pages(
+        &self,
+        (ino, offset, read_end): (u64, u64, u64),
+        (store, array): (&dyn ChunkStore, ArrayId),
+        npy: &Npy,
+    ) -> Offered {
+        let (mut pages, mut later) = (Vec::new(), Vec::new());
+        let before = self.faults.lock().offered_before(ino, offset);
+        let next = (offset + FORWARD_MAX).min(npy.len());
+        let from = before.clamp(read_end, next);
+        let near = self.mapped_forward((store, array), npy, from..next);
+        let near_end = from + near.len() as u64;
+        if !near.is_empty() {
+            pages.push((from, near));
+        }
+        let (mut expected, mut offered) = (near_end, near_end);
+        if near_end == next && next + PAGE < npy.len() {
+            let end = (next + FORWARD_MAX).min(npy.len());
+            let ahead = self.mapped_forward((store, array), npy, next + PAGE..end);
+            if !ahead.is_empty() {
+                (expected, offered) = (next, next + PAGE + ahead.len() as u64);
+                later.push((next + PAGE, ahead));
+            }
+        }
+        self.faults.lock().forwarded(ino, offset, expected, offered);
+        (pages, later)
+    }
+
+    /// Bytes `span` of `array.npy` (shown by `npy`, of `array` read through `store`) as
+    /// windows of the blocks (or chunks) they lie in, decoding those not cached (or waiting
+    /// for their decode): the pages up to the first that cannot be had.
+    pub(super) fn mapped_forward(
+        &self,
+        (store, array): (&dyn ChunkStore, ArrayId),
+        npy: &Npy,
+        span: std::ops::Range<u64>,
+    ) -> Pieces {
+        let mut out = Pieces::new();
+        let len = (span.end - span.start) as usize;
+        let w = npy.window(span.start, len);
+        if !w.header.is_empty() || w.out_len != len {
+            return out;
+        }
+        let mut held: Option<(usize, crate::reader::Bytes, usize)> = None;
+        for run in npy.layout().runs(w.data.start, w.data.end - w.data.start) {
+            let id = ChunkId::new(array, run.chunk as usize);
+            let (src, n) = (run.src as usize, run.len as usize);
+            let covers = |(c, b, at): &(usize, crate::reader::Bytes, usize)| {
+                *c == id.index && src >= *at && src + n <= at + b.len()
+            };
+            if !held.as_ref().is_some_and(covers) {
+                let got = match self.reader.covering_cached(store, id, src) {
+                    Some(piece) => Some(piece),
+                    None => self.reader.covering(store, id, src).ok(),
+                };
+                held = got.map(|(b, at)| (id.index, b, at));
+            }
+            match &held {
+                Some(h) if covers(h) && out.parts() < MAX_PARTS => {
+                    let from = src - h.2;
+                    out.push(ReadData::Chunk(h.1.clone(), from..from + n));
+                }
+                _ => break,
+            }
+        }
+        // Whole pages only (or up to the file's end).
+        if out.len() < len {
+            let whole = out.len() / PAGE as usize * PAGE as usize;
+            let mut cut = Pieces::new();
+            cut.push(ReadData::Owned(out.to_vec(0..whole)));
+            return cut;
+        }
+        out
+    }
+}
