@@ -277,7 +277,6 @@ impl Pusher {
         let mut state = self.shared.lock();
         state.cancel(ino, reading.clone());
         let mut blocked = state.storing_any(ino, &reading);
-        let mut target = None;
         for pages in [&mut pages, &mut later] {
             pages.retain(|(offset, bytes)| {
                 // A range goes when one of its pages is not queued yet.
@@ -285,52 +284,16 @@ impl Pusher {
             });
         }
         // The answer waits for `pages` (and what was queued before), not for `later`.
-        let batches = split(pages, self.threads)
-            .into_iter()
-            .map(Some)
-            .chain([None])
-            .chain(split(later, self.threads).into_iter().map(Some));
         let mut n = 0;
-        for batch in batches {
-            let Some(batch) = batch else {
-                target = Some(state.handed);
-                continue;
-            };
-            let thread = n % self.threads;
+        for batch in split(pages, self.threads) {
+            blocked |= self.hand(&mut state, n, ino, batch);
             n += 1;
-            let ticket = state.handed + 1;
-            // The batch's pages not queued yet are its own (the others stay an earlier one's).
-            for (offset, bytes) in &batch {
-                for at in page_offsets(*offset, bytes.len()) {
-                    state.queued.entry((ino, at)).or_insert(ticket);
-                }
-            }
-            match self.queues[thread].try_send((ino, batch, ticket)) {
-                Ok(()) => state.handed = ticket,
-                Err(e) => {
-                    // Not stored: none of its own pages stays queued (and its ticket goes to
-                    // the next batch).
-                    let (full, (_, ranges, _)) = match e {
-                        TrySendError::Full(batch) => (true, batch),
-                        TrySendError::Disconnected(batch) => (false, batch),
-                    };
-                    for (offset, bytes) in ranges {
-                        for at in page_offsets(offset, bytes.len()) {
-                            if state.queued.get(&(ino, at)) == Some(&ticket) {
-                                state.queued.remove(&(ino, at));
-                            }
-                        }
-                    }
-                    if full {
-                        log::trace!("page store queue full: pages of inode {ino} dropped");
-                    } else {
-                        // The thread is gone: nothing will be stored, nothing to wait for.
-                        blocked = true;
-                    }
-                }
-            }
         }
-        let target = target.unwrap_or(state.handed);
+        let target = state.handed;
+        for batch in split(later, self.threads) {
+            blocked |= self.hand(&mut state, n, ino, batch);
+            n += 1;
+        }
         if blocked || state.done >= target {
             drop(state);
             return answer();
@@ -341,6 +304,44 @@ impl Pusher {
             deadline,
             answer,
         });
+    }
+
+    /// Hands batch number `n` of a fault's pages of inode `ino` to its thread (`n` modulo the
+    /// threads), its pages queued under a new ticket; returns whether that thread is gone
+    /// (nothing it was given will be stored). A full queue drops the batch (its pages are
+    /// advice).
+    fn hand(&self, state: &mut State, n: usize, ino: u64, batch: Vec<(u64, Pieces)>) -> bool {
+        let ticket = state.handed + 1;
+        // The batch's pages not queued yet are its own (the others stay an earlier one's).
+        for (offset, bytes) in &batch {
+            for at in page_offsets(*offset, bytes.len()) {
+                state.queued.entry((ino, at)).or_insert(ticket);
+            }
+        }
+        let e = match self.queues[n % self.threads].try_send((ino, batch, ticket)) {
+            Ok(()) => {
+                state.handed = ticket;
+                return false;
+            }
+            Err(e) => e,
+        };
+        // Not stored: none of its own pages stays queued (and its ticket goes to the next
+        // batch).
+        let (full, (_, ranges, _)) = match e {
+            TrySendError::Full(batch) => (true, batch),
+            TrySendError::Disconnected(batch) => (false, batch),
+        };
+        for (offset, bytes) in ranges {
+            for at in page_offsets(offset, bytes.len()) {
+                if state.queued.get(&(ino, at)) == Some(&ticket) {
+                    state.queued.remove(&(ino, at));
+                }
+            }
+        }
+        if full {
+            log::trace!("page store queue full: pages of inode {ino} dropped");
+        }
+        !full
     }
 }
 

@@ -160,6 +160,25 @@ impl Following {
     }
 }
 
+/// What a followed source's `poll_changed(ask)` knows before asking its server, from its
+/// following state `f` (`None`: not followed) and whether a change is `known` already:
+/// `Err(answer)` when it needs no question (not followed: no change; known: a change; not
+/// asked for, or not due: no change), else `Ok(patience)` for one question, counted as asked.
+pub(super) fn before_asking(
+    f: Option<&mut Following>,
+    known: bool,
+    ask: bool,
+) -> Result<Duration, bool> {
+    let f = f.ok_or(false)?;
+    if known {
+        return Err(true);
+    }
+    if !ask {
+        return Err(false);
+    }
+    f.ask().ok_or(false)
+}
+
 /// The version of an object in disk cache keys: its ETag, else its Last-Modified and size.
 pub(crate) fn version(meta: &object_store::ObjectMeta) -> String {
     match &meta.e_tag {
@@ -316,21 +335,10 @@ impl RemoteObject {
     /// question is not a change); false for an object that is not followed. The question
     /// gets one attempt's time ([`Following::ask`]).
     fn poll_changed(&self, ask: bool) -> bool {
-        let patience = {
-            let mut f = self.following();
-            let Some(f) = f.as_mut() else {
-                return false;
-            };
-            if self.changed.load(Ordering::Relaxed) {
-                return true;
-            }
-            if !ask {
-                return false;
-            }
-            match f.ask() {
-                Some(patience) => patience,
-                None => return false,
-            }
+        let known = self.changed.load(Ordering::Relaxed);
+        let patience = match before_asking(self.following().as_mut(), known, ask) {
+            Ok(patience) => patience,
+            Err(answer) => return answer,
         };
         let url = &self.client.url;
         let question = self.client.get(GetRange::Bounded(0..1), &Pin::default());
@@ -737,6 +745,34 @@ mod tests {
         second.last -= Duration::from_millis(60);
         assert_eq!(second.ask(), Some(Duration::from_millis(700)));
         assert!(!second.is_due(), "asked: due again one interval later");
+    }
+
+    #[test]
+    fn before_asking_answers_what_it_knows_and_asks_only_when_due() {
+        let opts = RemoteOptions {
+            timeout: Duration::from_millis(700),
+            ..RemoteOptions::default()
+        };
+        assert_eq!(before_asking(None, true, true), Err(false), "not followed");
+        let mut due = Following::new(Duration::ZERO, &opts);
+        assert_eq!(
+            before_asking(Some(&mut due), true, true),
+            Err(true),
+            "known"
+        );
+        assert_eq!(
+            before_asking(Some(&mut due), false, false),
+            Err(false),
+            "not asked for"
+        );
+        let ask = before_asking(Some(&mut due), false, true);
+        assert_eq!(ask, Ok(Duration::from_millis(700)));
+        let mut later = Following::new(Duration::from_secs(3600), &opts);
+        assert_eq!(
+            before_asking(Some(&mut later), false, true),
+            Err(false),
+            "not due"
+        );
     }
 
     #[test]

@@ -37,7 +37,7 @@ use super::RemoteOptions;
 use super::cache::{Begin, ExtentCache, Flight};
 use super::client::{Client, Pin, RemoteError, RemoteErrorKind, RemoteStats};
 use super::disk::{DiskCache, Entry};
-use super::plan::Following;
+use super::plan::{Following, before_asking};
 use super::seq::Sequence;
 use crate::container::{ByteSource, ByteTree, ByteView, Relist};
 
@@ -323,21 +323,10 @@ impl RemotePrefix {
     /// listing that fails is no change); false when it is not followed. The listing gets
     /// one attempt's time (`remote_timeout`) per page, not a read's retries.
     fn poll_changed(&self, ask: bool) -> bool {
-        let patience = {
-            let mut f = lock(&self.follow);
-            let Some(f) = f.as_mut() else {
-                return false;
-            };
-            if self.changed.load(Ordering::Relaxed) || self.moved.load(Ordering::Relaxed) {
-                return true;
-            }
-            if !ask {
-                return false;
-            }
-            match f.ask() {
-                Some(patience) => patience,
-                None => return false,
-            }
+        let known = self.changed.load(Ordering::Relaxed) || self.moved.load(Ordering::Relaxed);
+        let patience = match before_asking(lock(&self.follow).as_mut(), known, ask) {
+            Ok(patience) => patience,
+            Err(answer) => return answer,
         };
         let root = self.root.display();
         let now = match listed(&self.client, &root.to_string(), patience) {

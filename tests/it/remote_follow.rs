@@ -45,6 +45,14 @@ fn npy(py: &Path, path: &Path, expr: &str) -> Vec<u8> {
     run_python(py, &["-c", &script, &p])
 }
 
+/// Asserts that the mount's `array.npy` reads `want` now.
+fn assert_npy(m: &Mount, want: &[u8], what: &str) {
+    assert!(
+        std::fs::read(m.path("array.npy")).unwrap() == want,
+        "{what}"
+    );
+}
+
 /// Waits until the mounted file `rel` reads `want`.
 fn shows(m: &Mount, rel: &str, want: &[u8]) {
     let now = || std::fs::read(m.path(rel));
@@ -90,14 +98,8 @@ fn remote_prefix_mounts_follow_sparse_frames_and_bcolz_roots_changed_on_the_serv
     );
     let npy_sp = |py: &Path| npy(py, &sp, "blosc2.open(p)[:]");
     let npy_ca = |py: &Path| npy(py, &ca, "bcolz.open(p)[:]");
-    assert!(
-        std::fs::read(m.path("array.npy")).unwrap() == npy_sp(&py),
-        "v1"
-    );
-    assert!(
-        std::fs::read(mc.path("array.npy")).unwrap() == npy_ca(&py),
-        "v1"
-    );
+    assert_npy(&m, &npy_sp(&py), "v1");
+    assert_npy(&mc, &npy_ca(&py), "v1");
     // A descriptor of chunk 0, opened and read from before the change.
     let old0: Vec<u8> = (0..10000)
         .flat_map(|i| f64::from(i).to_le_bytes())
@@ -367,14 +369,8 @@ fn http_prefix_mounts_list_through_webdav_and_follow_changes_on_the_server() {
     let mc = Mount::daemon(Path::new(&format!("{}/ca/", server.url)), &[opts]);
     let npy_sp = |py: &Path| npy(py, &sp, "blosc2.open(p)[:]");
     let npy_ca = |py: &Path| npy(py, &ca, "bcolz.open(p)[:]");
-    assert!(
-        std::fs::read(m.path("array.npy")).unwrap() == npy_sp(&py),
-        "v1"
-    );
-    assert!(
-        std::fs::read(mc.path("array.npy")).unwrap() == npy_ca(&py),
-        "v1"
-    );
+    assert_npy(&m, &npy_sp(&py), "v1");
+    assert_npy(&mc, &npy_ca(&py), "v1");
     let v2 = "import sys, numpy as np, blosc2, bcolz\n\
               s = blosc2.open(sys.argv[1], mode='a')\n\
               s[0:10] = -1.0\n\
