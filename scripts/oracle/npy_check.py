@@ -69,6 +69,13 @@ def main():
         out, seed = sys.argv[2], int(sys.argv[3])
         a = np.random.default_rng(seed).standard_normal((1024, 2048)).round(2)
         blosc2.asarray(a, urlpath=out, mode="w", chunks=(256, 512), blocks=(16, 512))
+    elif cmd == "gen1dscan":
+        import blosc2
+
+        # The same 16 MiB as gen2dscan, one axis: chunks of 2 MiB, blocks of 128 KiB.
+        out, seed = sys.argv[2], int(sys.argv[3])
+        a = np.random.default_rng(seed).standard_normal(1024 * 2048).round(2)
+        blosc2.asarray(a, urlpath=out, mode="w", chunks=(256 * 1024,), blocks=(16 * 1024,))
     elif cmd == "sha":
         import hashlib
 

@@ -348,18 +348,21 @@ impl Tree {
         };
         let store = self.reader.pinned(array);
         let stride = row_stride(&npy);
+        // Rows shorter than a page (a 1-D array): no walks and no pages below, but mapped
+        // scans all the same (`RecentFaults::note`).
+        let mut faults = self.faults.lock();
+        let n = faults.note(ino, offset, stride);
+        if faults.mapped(ino, offset) {
+            drop(faults);
+            self.mapped_ahead(&store, array, &npy, offset);
+            return false;
+        }
         let (walking, reach) = if stride >= PAGE {
-            let mut faults = self.faults.lock();
-            let n = faults.note(ino, offset, stride);
-            if faults.mapped(ino, offset) {
-                drop(faults);
-                self.mapped_ahead(&store, array, &npy, offset);
-                return false;
-            }
             (n >= WALK_FAULTS, faults.reach(ino, offset))
         } else {
             (false, Reach::NEAR)
         };
+        drop(faults);
         let wants = below_pages(&npy, offset, reach.rows).filter_map(|at| data_at(&npy, array, at));
         self.reader
             .prefetch_blocks(&store, Some(own), wants, reach.decodes);

@@ -553,13 +553,26 @@ fn npy_tree_a_mapped_scan_steps_a_range_at_a_time_and_its_pages_hold_python_blos
         "npy_tree_a_mapped_scan_steps_a_range_at_a_time_and_its_pages_hold_python_blosc2s_bytes"
     ));
     // 1024 x 2048 float64 (16 MiB), chunks 256 x 512, blocks 16 x 512.
+    mapped_scan_steps_by_ranges(&py, "gen2dscan");
+}
+
+#[test]
+fn npy_tree_a_mapped_scan_of_a_1d_array_steps_a_range_at_a_time_too() {
+    let py = or_skip!(support::python(
+        "npy_tree_a_mapped_scan_of_a_1d_array_steps_a_range_at_a_time_too"
+    ));
+    // The same 16 MiB as one axis: rows shorter than a page, yet a scan in file order.
+    mapped_scan_steps_by_ranges(&py, "gen1dscan");
+}
+
+/// A tree-level reader summing `array.npy` of the 16 MiB float64 array `npy_check.py MAKER`
+/// makes, through a map: the pages offered hold python-blosc2's bytes, and once the reader
+/// is seen scanning, a range (1 MiB) a step, each offered past the next fault's page.
+fn mapped_scan_steps_by_ranges(py: &std::path::Path, maker: &str) {
     let dir = tempfile::tempdir().unwrap();
     let src = dir.path().join("a.b2nd");
-    support::oracle(
-        &py,
-        &[&"scripts/oracle/npy_check.py", &"gen2dscan", &src, &"1"],
-    );
-    let want = support::oracle_says(&py, &[&"scripts/oracle/npy_check.py", &"sha", &src]);
+    support::oracle(py, &[&"scripts/oracle/npy_check.py", &maker, &src, &"1"]);
+    let want = support::oracle_says(py, &[&"scripts/oracle/npy_check.py", &"sha", &src]);
     let t = Tree::from_source(
         &src,
         TreeOptions {

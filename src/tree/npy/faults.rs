@@ -23,6 +23,8 @@ struct Fault {
     /// latest fault expected the next one, after more than a row offered in file order or
     /// as the step of a mapped scan already.
     mapped: bool,
+    /// Faults in a row before it, each at the page where the one before expected the next.
+    steps: u32,
     /// Where the reader is expected to fault next, after the pages offered after it in file
     /// order (0 before they are).
     forward_end: u64,
@@ -64,20 +66,34 @@ impl RecentFaults {
     ///
     /// The fault continues a scan in file order when the file's latest fault lies before it,
     /// less than a row before ([`RecentFaults::reach`]).
+    ///
+    /// Rows shorter than a page (`stride` below [`PAGE`]: a 1-D array) have no columns to
+    /// walk down and no rows below: such a fault is never part of a walk, and it continues
+    /// a mapped scan from the third fault in a row at the page the one before expected (a
+    /// slice that only straddles the end of a fault's block faults twice in a row).
     pub(super) fn note(&mut self, ino: u64, offset: u64, stride: u64) -> u32 {
+        let flat = stride < PAGE;
         let latest = self.0.iter().rev().find(|f| f.ino == ino);
-        let scan = latest.is_some_and(|f| f.offset < offset && offset - f.offset < stride);
+        let scan = !flat && latest.is_some_and(|f| f.offset < offset && offset - f.offset < stride);
+        let expected = latest.filter(|f| f.forward_end == offset && f.offset < offset);
+        let steps = expected.map_or(0, |f| f.steps.saturating_add(1));
         // A window whose columns straddle the end of the pages offered after its first
         // fault faults there too, but those pages were less than a row.
-        let mapped = latest.is_some_and(|f| {
-            f.forward_end == offset
-                && f.offset < offset
-                && (f.mapped || f.forward_end - f.offset > stride)
+        let mapped = expected.is_some_and(|f| {
+            f.mapped
+                || if flat {
+                    steps >= 2
+                } else {
+                    f.forward_end - f.offset > stride
+                }
         });
         let before_end = latest.map_or(0, |f| f.offered_end);
         let above = |&&Fault {
                          ino: i, offset: at, ..
                      }: &&Fault| {
+            if flat {
+                return false;
+            }
             let d = offset.wrapping_sub(at);
             let (rows, shift) = (d / stride, d % stride);
             i == ino
@@ -102,6 +118,7 @@ impl RecentFaults {
             walk: n,
             scan,
             mapped,
+            steps,
             forward_end: 0,
             offered_end: 0,
             before_end,

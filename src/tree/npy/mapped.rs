@@ -1,5 +1,6 @@
-//! Mapped scans of `array.npy` (`np.load(mmap_mode='r').sum()`): a page fault at the page
-//! right after the range of pages the file's previous fault offered. Such a scan takes
+//! Mapped scans of `array.npy` (`np.load(mmap_mode='r').sum()`, of any number of
+//! dimensions): a page fault at the page right after the range of pages the file's previous
+//! fault offered. Such a scan takes
 //! blocks, not whole chunks: the next range's blocks are asked for at each fault (they
 //! decode on the prefetch threads while the reader sums the range before), and the range
 //! offered is made of windows of those blocks, which the page stores hand to one `writev`
@@ -96,25 +97,30 @@ impl Tree {
             return out;
         }
         let mut held: Option<(usize, crate::reader::Bytes, usize)> = None;
-        for run in npy.layout().runs(w.data.start, w.data.end - w.data.start) {
+        // A run may span many blocks (the rows of a 1-D array are one run per chunk): a
+        // window of each block it lies in.
+        'runs: for run in npy.layout().runs(w.data.start, w.data.end - w.data.start) {
             let id = ChunkId::new(array, run.chunk as usize);
-            let (src, n) = (run.src as usize, run.len as usize);
-            let covers = |(c, b, at): &(usize, crate::reader::Bytes, usize)| {
-                *c == id.index && src >= *at && src + n <= at + b.len()
-            };
-            if !held.as_ref().is_some_and(covers) {
-                let got = match self.reader.covering_cached(store, id, src) {
-                    Some(piece) => Some(piece),
-                    None => self.reader.covering(store, id, src).ok(),
+            let (mut src, end) = (run.src as usize, (run.src + run.len) as usize);
+            while src < end {
+                let covers = |(c, b, at): &(usize, crate::reader::Bytes, usize)| {
+                    *c == id.index && src >= *at && src < at + b.len()
                 };
-                held = got.map(|(b, at)| (id.index, b, at));
-            }
-            match &held {
-                Some(h) if covers(h) && out.parts() < MAX_PARTS => {
-                    let from = src - h.2;
-                    out.push(ReadData::Chunk(h.1.clone(), from..from + n));
+                if !held.as_ref().is_some_and(covers) {
+                    let got = match self.reader.covering_cached(store, id, src) {
+                        Some(piece) => Some(piece),
+                        None => self.reader.covering(store, id, src).ok(),
+                    };
+                    held = got.map(|(b, at)| (id.index, b, at));
                 }
-                _ => break,
+                match &held {
+                    Some(h) if covers(h) && out.parts() < MAX_PARTS => {
+                        let (from, to) = (src - h.2, (end - h.2).min(h.1.len()));
+                        out.push(ReadData::Chunk(h.1.clone(), from..to));
+                        src += to - from;
+                    }
+                    _ => break 'runs,
+                }
             }
         }
         // Whole pages only (or up to the file's end).

@@ -116,3 +116,38 @@ fn a_fault_continues_a_mapped_scan_at_the_page_expected_after_more_than_a_row() 
     f.note(8, at(18, 0), row);
     assert!(!f.mapped(8, at(18, 0)));
 }
+
+#[test]
+fn faults_of_rows_shorter_than_a_page_are_never_walks_and_step_a_mapped_scan() {
+    let mut f = RecentFaults::default();
+    // A 1-D array (stride 0): faults a page apart are no walk down a column.
+    for k in 0..4 {
+        assert_eq!(f.note(7, (10 + k) * PAGE, 0), 1, "fault {k}");
+        assert_eq!(f.reach(7, (10 + k) * PAGE), Reach::NEAR);
+    }
+    // The third fault in a row where the one before expected the next continues a mapped
+    // scan, even when those offered no page beyond their own reads; the second (a slice
+    // straddling the end of the first fault's block) does not.
+    f.forwarded(7, 13 * PAGE, 14 * PAGE, 14 * PAGE);
+    f.note(7, 14 * PAGE, 0);
+    assert!(!f.mapped(7, 14 * PAGE));
+    f.forwarded(7, 14 * PAGE, 40 * PAGE, 40 * PAGE);
+    f.note(7, 40 * PAGE, 0);
+    assert!(f.mapped(7, 40 * PAGE));
+    // Anywhere else: not (a page further, another file, before it).
+    f.forwarded(7, 40 * PAGE, 300 * PAGE, 300 * PAGE);
+    f.note(7, 301 * PAGE, 0);
+    assert!(!f.mapped(7, 301 * PAGE));
+    f.forwarded(7, 301 * PAGE, 302 * PAGE, 302 * PAGE);
+    f.note(8, 302 * PAGE, 0);
+    assert!(!f.mapped(8, 302 * PAGE));
+    f.note(7, 5 * PAGE, 0);
+    assert!(!f.mapped(7, 5 * PAGE));
+    // Rows of 1,000 bytes (shorter than a page) count the same way.
+    f.forwarded(7, 5 * PAGE, 6 * PAGE, 6 * PAGE);
+    assert_eq!(f.note(7, 6 * PAGE, 1000), 1);
+    assert!(!f.mapped(7, 6 * PAGE));
+    f.forwarded(7, 6 * PAGE, 7 * PAGE, 7 * PAGE);
+    f.note(7, 7 * PAGE, 1000);
+    assert!(f.mapped(7, 7 * PAGE));
+}
