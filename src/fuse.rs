@@ -261,13 +261,19 @@ impl Filesystem for FuseAdapter {
         reply: ReplyData,
     ) {
         let fault = is_page_fault(self.policy, lock_owner, size);
+        let mut outran = false;
         if fault {
+            // A reader that outran the stores of the rows below an earlier fault (stored after
+            // its answer, see `push`) faults on a row still queued: the rows below it are
+            // queued already, and asking for more would decode blocks below the window.
+            if let Some(pusher) = self.pusher.get() {
+                outran = pusher.reading(ino.0, offset..offset + u64::from(size));
+            }
             // The blocks of the pages offered after the fault decode on the other core
             // while this thread decodes the fault's own; a reader walking down a column has
             // the blocks of its next faults asked for too.
-            self.tree.fault_ahead(ino.0, offset, size);
-            if let Some(pusher) = self.pusher.get() {
-                pusher.reading(ino.0, offset..offset + u64::from(size));
+            if !outran {
+                self.tree.fault_ahead(ino.0, offset, size);
             }
         }
         match self.tree.read(ino.0, fh.0, offset, size) {
@@ -279,15 +285,24 @@ impl Filesystem for FuseAdapter {
                 // direct-I/O file never wait for pages nobody maps.
                 if fault {
                     if let Some(pusher) = self.pusher.get() {
-                        let (pages, later) = self.tree.pages_near(ino.0, fh.0, offset, size);
+                        let offered = match outran {
+                            // Its answer still waits for the stores queued before it.
+                            true => Default::default(),
+                            false => self.tree.pages_near(ino.0, fh.0, offset, size),
+                        };
                         let answer = Box::new(move || reply.data(&data));
                         let reading = offset..offset + u64::from(size);
-                        return pusher.offer(ino.0, reading, (pages, later), answer);
+                        return pusher.offer(ino.0, reading, offered, answer);
                     }
                 }
                 reply.data(&data);
             }
             Err(e) => {
+                if fault {
+                    if let Some(pusher) = self.pusher.get() {
+                        pusher.failed(ino.0, offset..offset + u64::from(size));
+                    }
+                }
                 log_error(&self.tree, "read", ino, &e);
                 reply.error(errno(&e));
             }

@@ -7,14 +7,24 @@
 //! stored pages itself could wait on a request only it would serve (two workers storing the
 //! pages the other one is serving would wait forever); a storing thread serves no request, so
 //! whatever it waits for is answered. Workers hand pages over with a bounded queue per
-//! thread, a fault's pages split in as many batches as there are threads ([`THREADS`]: each
+//! thread, a fault's pages dealt to as many batches as there are threads ([`THREADS`]: each
 //! store is a system call of about 4 us per page, and one thread storing a fault's 32 pages
 //! left the other core idle while the reader waited), together with the fault's answer,
-//! which goes only once the pages are stored, or after a short bound ([`WAIT`]): the pages
-//! are then in the cache before the reader runs on and faults on the next row (measured:
-//! stored after the answer, the reader outran the thread and most pages were asked for
-//! anyway). When the queue is full the pages are dropped (they are advice; the kernel asks
+//! which goes only once the pages nearest the fault are stored, or after a short bound
+//! ([`WAIT`]): they are then in the cache before the reader runs on and faults on the next
+//! row (measured: all stored after the answer, the reader outran the thread and most pages
+//! were asked for anyway). When the queue is full the pages are dropped (they are advice; the kernel asks
 //! for them again when it needs them).
+//!
+//! Which pages the answer waits for: a fault's pages are dealt to the threads in turn (with
+//! pages a row apart, one thread stores the odd rows and the other the even ones), and the
+//! answer waits for the first [`EARLY`] of them, the rows nearest the fault; the rows
+//! further below are stored after it, while the reader walks through the first ones
+//! (measured: 1.03x waiting for all 64 rows of a window's fault; BENCHMARKS.md, "Session 19:
+//! windows"). A reader that outruns those stores faults on a row still queued:
+//! [`Pusher::reading`] tells so, and such a fault offers no pages (the rows below it are
+//! queued already; asking for more would decode blocks below the window), and is answered
+//! once what was queued before it is stored, as any fault.
 //!
 //! Who answers: the storing thread that finishes the last batch the answer waits for sends
 //! it (a write to the FUSE device), so the worker goes back to its requests at once, and
@@ -28,9 +38,11 @@
 //!
 //! Each page is queued once: a page already waiting in the queue is not handed over again,
 //! and a page that a fault asks for is taken out of the queue (the fault's answer fills it;
-//! storing it would wait for that answer). An answer waits until everything queued before it
-//! is stored, the pages of earlier faults included (batches are numbered; a batch counts as
-//! stored once it and every batch before it are): when the threads fall behind (a busy
+//! storing it would wait for that answer) and not queued again until that answer is queued
+//! (a store of it meanwhile would wait for the answer, which may wait for that store). An
+//! answer waits until everything queued before it is stored, the pages of earlier faults
+//! included (batches are numbered; a batch counts as stored once it and every batch before
+//! it are): when the threads fall behind (a busy
 //! machine), a reader that outran it faults on a page still queued, and answering that
 //! fault at once would let it outrun the thread on every row of its window, each fault
 //! queueing the same rows again (measured: 13 faults per 64-row window instead of 2). A fault
@@ -56,6 +68,12 @@ const QUEUE: usize = 64;
 /// Threads storing pages: a fault's pages are split between them (measured on 2 cores: a
 /// fault's 32 pages took 125 us on one thread, and the second core idled meanwhile).
 const THREADS: usize = 2;
+
+/// Pages of a fault stored before its answer: the rows nearest it (dealt to the threads in
+/// turn, so both store them), while the rows further below are stored after the answer, as
+/// the reader walks through the first ones (measured: 16, 1.03x storing all before the
+/// answer; BENCHMARKS.md, "Session 19: windows").
+const EARLY: usize = 16;
 
 /// Longest an answer waits for the pages queued before it to be stored.
 const WAIT: Duration = Duration::from_millis(2);
@@ -106,10 +124,17 @@ struct State {
     done: u64,
     /// Tickets stored while an earlier one was still being stored (by another thread).
     finished: BTreeSet<u64>,
-    /// The pages `(inode, range)` each thread is storing now.
-    storing: Vec<Option<(u64, Range<u64>)>>,
+    /// The pages `(inode, range)` each thread is storing now, and their batch's ticket.
+    storing: Vec<Option<(u64, Range<u64>, u64)>>,
+    /// Tickets of batches of rows below a fault stored after its answer ([`EARLY`]), not
+    /// stored yet.
+    rows: std::collections::HashSet<u64>,
     /// Answers of faults waiting for their batches, oldest (lowest target) first.
     answers: std::collections::VecDeque<Pending>,
+    /// Pages `(inode, range)` of faults being served whose answer is not queued yet: the
+    /// kernel holds them locked until the answer, so they are not handed over (a store of
+    /// one would wait for an answer that may wait for it).
+    faulting: Vec<(u64, Range<u64>)>,
 }
 
 impl Shared {
@@ -126,6 +151,7 @@ fn page_offsets(offset: u64, len: usize) -> impl Iterator<Item = u64> {
 impl State {
     /// Records batch `ticket` as stored and moves `done` past every ticket stored in a row.
     fn finish(&mut self, ticket: u64) {
+        self.rows.remove(&ticket);
         self.finished.insert(ticket);
         while self.finished.remove(&(self.done + 1)) {
             self.done += 1;
@@ -149,7 +175,18 @@ impl State {
         self.storing
             .iter()
             .flatten()
-            .any(|(i, at)| *i == ino && at.start < reading.end && reading.start < at.end)
+            .any(|(i, at, _)| *i == ino && at.start < reading.end && reading.start < at.end)
+    }
+
+    /// Whether a thread is storing a page of `reading` of inode `ino` as a row stored after
+    /// its fault's answer.
+    fn storing_rows(&self, ino: u64, reading: &Range<u64>) -> bool {
+        self.storing.iter().flatten().any(|(i, at, ticket)| {
+            *i == ino
+                && at.start < reading.end
+                && reading.start < at.end
+                && self.rows.contains(ticket)
+        })
     }
 
     /// Takes pages `pages` (indices from the range's first) of the range at `offset` of inode
@@ -181,16 +218,41 @@ impl State {
         Some(start..*k)
     }
 
-    /// Takes the pages of `reading` of inode `ino` out of the queue.
-    fn cancel(&mut self, ino: u64, reading: std::ops::Range<u64>) {
+    /// Forgets the fault of inode `ino` reading `reading` ([`Pusher::reading`]).
+    fn unfault(&mut self, ino: u64, reading: &Range<u64>) {
+        if let Some(k) = self
+            .faulting
+            .iter()
+            .position(|(i, r)| *i == ino && r == reading)
+        {
+            self.faulting.swap_remove(k);
+        }
+    }
+
+    /// Whether a range of `len` bytes at `offset` of inode `ino` may be handed over: one of
+    /// its pages is not queued yet, and none is read by a fault being served.
+    fn wanted(&self, ino: u64, offset: u64, len: usize) -> bool {
+        let end = offset + len as u64;
+        let read = |(i, r): &(u64, Range<u64>)| *i == ino && r.start < end && offset < r.end;
+        !self.faulting.iter().any(read)
+            && page_offsets(offset, len).any(|at| !self.queued.contains_key(&(ino, at)))
+    }
+
+    /// Takes the pages of `reading` of inode `ino` out of the queue; returns whether one of
+    /// them was queued as a row stored after its fault's answer.
+    fn cancel(&mut self, ino: u64, reading: std::ops::Range<u64>) -> bool {
         if self.queued.is_empty() {
-            return;
+            return false;
         }
         let start = reading.start / PAGE * PAGE;
         let len = usize::try_from(reading.end.saturating_sub(start)).unwrap_or(usize::MAX);
+        let mut rows = false;
         for at in page_offsets(start, len) {
-            self.queued.remove(&(ino, at));
+            if let Some(ticket) = self.queued.remove(&(ino, at)) {
+                rows |= self.rows.contains(&ticket);
+            }
         }
+        rows
     }
 }
 
@@ -201,7 +263,7 @@ pub(crate) struct Pusher {
     shared: Arc<Shared>,
     /// Longest an answer waits ([`WAIT`]; other bounds in tests).
     wait: Duration,
-    /// Threads storing pages (a fault's pages are split between them).
+    /// Threads storing pages (a fault's pages are dealt to them in turn).
     threads: usize,
 }
 
@@ -252,21 +314,35 @@ impl Pusher {
     }
 
     /// Before a page fault of inode `ino` that reads the pages of `reading` is served: takes
-    /// them out of the queue (the answer fills them; a store of one would wait for it).
-    pub(crate) fn reading(&self, ino: u64, reading: std::ops::Range<u64>) {
+    /// them out of the queue (the answer fills them; a store of one would wait for it), and
+    /// keeps them from being queued until the fault's answer is ([`Pusher::offer`] or
+    /// [`Pusher::failed`]). Returns whether the reader outran the stores: one of the pages
+    /// was queued, or is being stored, as a row below an earlier fault stored after that
+    /// fault's answer ([`EARLY`]); the rows below it are then queued already.
+    pub(crate) fn reading(&self, ino: u64, reading: std::ops::Range<u64>) -> bool {
         let mut state = self.shared.lock();
-        state.cancel(ino, reading);
+        let outran = state.cancel(ino, reading.clone()) || state.storing_rows(ino, &reading);
+        state.faulting.push((ino, reading));
+        outran
+    }
+
+    /// After a page fault announced by [`Pusher::reading`] failed (no pages are offered for
+    /// it): forgets it.
+    pub(crate) fn failed(&self, ino: u64, reading: std::ops::Range<u64>) {
+        self.shared.lock().unfault(ino, &reading);
     }
 
     /// After a page fault of inode `ino` that reads the pages of `reading` (which the answer
     /// fills: they are taken out of the queue): hands the ranges of `pages` with a page not
-    /// queued yet to the threads, split between them (or drops a batch when its thread's queue
-    /// is full; the threads store only the pages nobody stored or read meanwhile), and sends
-    /// the fault's `answer` once every page queued so far is stored, or after at most
-    /// [`WAIT`]: the storing thread that finishes the last of those batches sends it, so the
-    /// worker neither sleeps nor is woken for it. The worker sends it itself, at once, when
-    /// nothing is left to wait for, or when a thread is storing one of the fault's own pages
-    /// (queued before the fault came: that store waits for this answer).
+    /// queued yet (and none read by a fault being served) to the threads, dealt in turn, and
+    /// sends the fault's `answer` once its first [`EARLY`] pages and every page queued before
+    /// it are stored, or after at most [`WAIT`]: the storing thread that finishes the last of
+    /// those batches sends it, so the worker neither sleeps nor is woken for it. The rest of
+    /// `pages` (the rows further below) are stored after the answer, while the reader walks
+    /// through the rows before them, and `later` after those. The worker sends the answer
+    /// itself, at once, when nothing is left to wait for, or when a thread is storing one of
+    /// the fault's own pages (queued before the fault came: that store waits for this
+    /// answer). A batch whose thread's queue is full is dropped (its pages are advice).
     pub(crate) fn offer(
         &self,
         ino: u64,
@@ -276,25 +352,18 @@ impl Pusher {
     ) {
         let mut state = self.shared.lock();
         state.cancel(ino, reading.clone());
-        let mut blocked = state.storing_any(ino, &reading);
+        state.unfault(ino, &reading);
         for pages in [&mut pages, &mut later] {
-            pages.retain(|(offset, bytes)| {
-                // A range goes when one of its pages is not queued yet.
-                page_offsets(*offset, bytes.len()).any(|at| !state.queued.contains_key(&(ino, at)))
-            });
+            pages.retain(|(offset, bytes)| state.wanted(ino, *offset, bytes.len()));
         }
-        // The answer waits for `pages` (and what was queued before), not for `later`.
-        let mut n = 0;
-        for batch in split(pages, self.threads) {
-            blocked |= self.hand(&mut state, n, ino, batch);
-            n += 1;
-        }
+        let rows = pages.split_off(early_cut(&pages));
+        let mut dealt = vec![0; self.threads];
+        let mut gone = self.deal(&mut state, ino, pages, &mut dealt, false);
+        // The answer waits for the batches so far, not for the rows below or `later`.
         let target = state.handed;
-        for batch in split(later, self.threads) {
-            blocked |= self.hand(&mut state, n, ino, batch);
-            n += 1;
-        }
-        if blocked || state.done >= target {
+        gone |= self.deal(&mut state, ino, rows, &mut dealt, true);
+        gone |= self.deal(&mut state, ino, later, &mut dealt, false);
+        if gone || state.storing_any(ino, &reading) || state.done >= target {
             drop(state);
             return answer();
         }
@@ -306,11 +375,47 @@ impl Pusher {
         });
     }
 
+    /// Deals the ranges `pages` of inode `ino` to the threads, each to the one given the
+    /// fewest pages so far (`dealt`), in order: with pages a row apart, one thread takes
+    /// the odd rows and the other the even ones, so the rows nearest the fault are stored
+    /// first. One batch per thread, marked as rows stored after their fault's answer when
+    /// `rows`. Returns whether a thread is gone.
+    fn deal(
+        &self,
+        state: &mut State,
+        ino: u64,
+        pages: Vec<(u64, Pieces)>,
+        dealt: &mut [usize],
+        rows: bool,
+    ) -> bool {
+        let mut batches: Vec<Vec<(u64, Pieces)>> = (0..self.threads).map(|_| Vec::new()).collect();
+        for range in pages {
+            let t = (0..self.threads).min_by_key(|&t| dealt[t]).unwrap_or(0);
+            dealt[t] += range.1.len().div_ceil(PAGE as usize);
+            batches[t].push(range);
+        }
+        let mut gone = false;
+        for (n, batch) in batches.into_iter().enumerate() {
+            if !batch.is_empty() {
+                gone |= self.hand(state, n, ino, batch, rows);
+            }
+        }
+        gone
+    }
+
     /// Hands batch number `n` of a fault's pages of inode `ino` to its thread (`n` modulo the
-    /// threads), its pages queued under a new ticket; returns whether that thread is gone
+    /// threads), its pages queued under a new ticket (noted as rows stored after their
+    /// fault's answer when `rows`); returns whether that thread is gone
     /// (nothing it was given will be stored). A full queue drops the batch (its pages are
     /// advice).
-    fn hand(&self, state: &mut State, n: usize, ino: u64, batch: Vec<(u64, Pieces)>) -> bool {
+    fn hand(
+        &self,
+        state: &mut State,
+        n: usize,
+        ino: u64,
+        batch: Vec<(u64, Pieces)>,
+        rows: bool,
+    ) -> bool {
         let ticket = state.handed + 1;
         // The batch's pages not queued yet are its own (the others stay an earlier one's).
         for (offset, bytes) in &batch {
@@ -321,6 +426,9 @@ impl Pusher {
         let e = match self.queues[n % self.threads].try_send((ino, batch, ticket)) {
             Ok(()) => {
                 state.handed = ticket;
+                if rows {
+                    state.rows.insert(ticket);
+                }
                 return false;
             }
             Err(e) => e,
@@ -345,27 +453,18 @@ impl Pusher {
     }
 }
 
-/// Splits the ranges `pages` into at most `n` batches of about as many pages each, in order.
-fn split(pages: Vec<(u64, Pieces)>, n: usize) -> Vec<Vec<(u64, Pieces)>> {
-    let total: usize = pages
+/// How many of `pages` (ranges in the order they are needed) go before the answer: those
+/// that start within the first [`EARLY`] pages.
+fn early_cut(pages: &[(u64, Pieces)]) -> usize {
+    let mut n = 0;
+    pages
         .iter()
-        .map(|(_, b)| b.len().div_ceil(PAGE as usize))
-        .sum();
-    if pages.is_empty() {
-        return Vec::new();
-    }
-    let per = total.div_ceil(n.max(1)).max(1);
-    let mut out: Vec<Vec<(u64, Pieces)>> = vec![Vec::new()];
-    let mut in_last = 0;
-    for range in pages {
-        if in_last >= per {
-            out.push(Vec::new());
-            in_last = 0;
-        }
-        in_last += range.1.len().div_ceil(PAGE as usize);
-        out.last_mut().expect("one batch at least").push(range);
-    }
-    out
+        .take_while(|(_, bytes)| {
+            let before = n < EARLY;
+            n += bytes.len().div_ceil(PAGE as usize);
+            before
+        })
+        .count()
 }
 
 /// One storing thread (number `n`): stores the batches it takes from `batches` with `store`.
@@ -395,7 +494,7 @@ fn store_batches(n: usize, theirs: &Shared, batches: &Receiver<Batch>, store: &S
                     let at = offset + run.start as u64 * PAGE;
                     if !failed {
                         let end = offset + run.end as u64 * PAGE;
-                        state.storing[n] = Some((ino, at..end));
+                        state.storing[n] = Some((ino, at..end, ticket));
                     }
                     (run, at)
                 };

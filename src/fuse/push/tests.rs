@@ -3,6 +3,7 @@
 
 use super::*;
 use crate::tree::ReadData;
+use std::collections::HashMap;
 use std::sync::mpsc::{Receiver, Sender, channel};
 
 fn page(b: u8) -> Pieces {
@@ -46,7 +47,7 @@ fn until_storing(pusher: &Pusher) {
 }
 
 /// The next `n` stores, mapped by `f`.
-fn stores<T>(rx: &Stored, n: usize, f: impl Fn((u64, u64, Vec<u8>)) -> T) -> Vec<T> {
+fn stores<S, T>(rx: &Receiver<S>, n: usize, f: impl Fn(S) -> T) -> Vec<T> {
     (0..n)
         .map(|_| f(rx.recv_timeout(Duration::from_secs(10)).expect("a store")))
         .collect()
@@ -212,7 +213,8 @@ fn a_fault_whose_own_page_is_being_stored_is_answered_at_once_by_its_worker() {
     );
     // The thread is storing page 0 (held up): a fault reading page 0 comes.
     until_storing(&pusher);
-    assert_eq!(pusher.shared.lock().storing[0], Some((7, 0..PAGE)));
+    let storing = pusher.shared.lock().storing[0].clone();
+    assert_eq!(storing.map(|(ino, at, _)| (ino, at)), Some((7, 0..PAGE)));
     pusher.reading(7, 0..PAGE);
     let (answer, answered) = reporting();
     pusher.offer(7, 0..PAGE, (vec![(PAGE, page(2))], vec![]), answer);
@@ -298,28 +300,157 @@ fn batches_count_as_stored_once_every_earlier_one_is() {
     assert!(state.finished.contains(&5));
 }
 
+/// A page of row `k` (a row is 16 pages: a 2-D array of 8,192 float64 items a row), filled
+/// with its row number.
+fn row(k: u64) -> (u64, Pieces) {
+    (k * 16 * PAGE, page(k as u8))
+}
+
+/// A pusher of `threads` threads that reports each store as `(thread, row, first byte)`
+/// and holds the store of each row in `gated` until its gate (in the same order) is sent to.
+fn rows_gated(threads: usize, gated: &[u64]) -> (Pusher, RowStores, Vec<Sender<()>>) {
+    let (tx, rx) = channel();
+    let mut gates = HashMap::new();
+    let mut senders = Vec::new();
+    for &k in gated {
+        let (gate_tx, gate) = channel::<()>();
+        gates.insert(k * 16 * PAGE, Mutex::new(gate));
+        senders.push(gate_tx);
+    }
+    let pusher = Pusher::start_with(Duration::from_secs(60), threads, move |_, offset, bytes| {
+        if let Some(gate) = gates.get(&offset) {
+            let _ = gate.lock().unwrap().recv();
+        }
+        let bytes = joined(bytes);
+        assert_eq!(bytes.len(), PAGE as usize);
+        tx.send((std::thread::current().id(), offset / PAGE / 16, bytes[0]))
+            .unwrap();
+        Ok(())
+    })
+    .unwrap();
+    (pusher, rx, senders)
+}
+
+/// What [`rows_gated`]'s threads report.
+type RowStores = Receiver<(std::thread::ThreadId, u64, u8)>;
+
 #[test]
-fn split_cuts_between_ranges_into_batches_of_about_as_many_pages() {
-    let r = |first: u64, n: u64| {
-        (
-            first * PAGE,
-            Pieces::from(ReadData::Owned(vec![0u8; (n * PAGE) as usize])),
-        )
-    };
-    let firsts = |batches: Vec<Vec<(u64, Pieces)>>| -> Vec<Vec<u64>> {
-        batches
-            .into_iter()
-            .map(|b| b.into_iter().map(|(o, _)| o / PAGE).collect())
-            .collect()
-    };
-    assert!(split(Vec::new(), 2).is_empty());
-    assert_eq!(firsts(split(vec![r(0, 1)], 2)), vec![vec![0]]);
-    let below = || (1..=4).map(|k| r(k * 16, 1)).collect::<Vec<_>>();
-    assert_eq!(firsts(split(below(), 2)), vec![vec![16, 32], vec![48, 64]]);
-    assert_eq!(firsts(split(below(), 1)), vec![vec![16, 32, 48, 64]]);
-    // A forward range of 3 pages, then 3 single pages: 6 pages, 3 a batch.
-    let mixed = vec![r(1, 3), r(16, 1), r(32, 1), r(48, 1)];
-    assert_eq!(firsts(split(mixed, 2)), vec![vec![1], vec![16, 32, 48]]);
+fn a_faults_nearest_rows_are_stored_in_turn_before_its_answer_and_the_rest_after_it() {
+    // Two threads; the store of row 16 (the last before the answer) and of row 17 (the
+    // first after it) are held up until told. The bound would end the wait after a minute.
+    let (pusher, rx, gates) = rows_gated(2, &[EARLY as u64, EARLY as u64 + 1]);
+    let (answer, answered) = reporting();
+    let rows: Vec<_> = (1..=64).map(row).collect();
+    pusher.offer(7, 0..PAGE, (rows, vec![]), answer);
+    // Rows 1-15 are stored, by both threads; the answer waits for row 16.
+    let first = stores(&rx, EARLY - 1, |s| s);
+    let mut got: Vec<u64> = first.iter().map(|&(_, k, _)| k).collect();
+    got.sort_unstable();
+    assert_eq!(got, (1..EARLY as u64).collect::<Vec<_>>());
+    assert!(
+        answered.recv_timeout(Duration::from_millis(50)).is_err(),
+        "answered before row 16 was stored"
+    );
+    gates[0].send(()).unwrap();
+    // Once row 16 is stored the answer goes, while row 17 is still held up.
+    let by = answered
+        .recv_timeout(Duration::from_secs(10))
+        .expect("answered before row 17 was stored");
+    assert_eq!(by.as_deref(), Some("b2fs-push"));
+    gates[1].send(()).unwrap();
+    let all: Vec<_> = first
+        .into_iter()
+        .chain(stores(&rx, 64 - EARLY + 1, |s| s))
+        .collect();
+    assert!(rx.recv_timeout(Duration::from_millis(100)).is_err());
+    // Each row once, with its own bytes; each thread took every other row, in order.
+    let mut rows: Vec<(u64, u8)> = all.iter().map(|&(_, k, b)| (k, b)).collect();
+    rows.sort_unstable();
+    assert_eq!(rows, (1..=64).map(|k| (k, k as u8)).collect::<Vec<_>>());
+    let odd = all[0].0;
+    let odd_rows = all.iter().filter(|s| s.0 == odd).map(|s| s.1);
+    let even_rows = all.iter().filter(|s| s.0 != odd).map(|s| s.1);
+    let first = all[0].1;
+    assert_eq!(
+        odd_rows.collect::<Vec<_>>(),
+        (0..32).map(|k| first + 2 * k).collect::<Vec<_>>()
+    );
+    let other = 3 - first;
+    assert_eq!(
+        even_rows.collect::<Vec<_>>(),
+        (0..32).map(|k| other + 2 * k).collect::<Vec<_>>()
+    );
+}
+
+#[test]
+fn a_reader_that_outran_the_rows_stored_after_an_answer_is_told_so_and_waits_for_them() {
+    // One thread, held up on row 17 (the first row stored after the answer).
+    let (pusher, rx, gates) = rows_gated(1, &[EARLY as u64 + 1]);
+    let (answer, answered) = reporting();
+    pusher.offer(7, 0..PAGE, ((1..=64).map(row).collect(), vec![]), answer);
+    stores(&rx, EARLY, |_| ());
+    answered
+        .recv_timeout(Duration::from_secs(10))
+        .expect("answered after 16 rows");
+    // A fault on row 30 (queued, stored after the answer) outran the stores; one on row
+    // 5 (stored) or on a row never offered did not.
+    assert!(pusher.reading(7, 30 * 16 * PAGE..(30 * 16 + 1) * PAGE));
+    assert!(!pusher.reading(8, 5 * 16 * PAGE..(5 * 16 + 1) * PAGE));
+    assert!(!pusher.reading(7, 100 * 16 * PAGE..(100 * 16 + 1) * PAGE));
+    // The fault on row 30 offers nothing; its answer still waits for the rows queued.
+    let (answer, answered) = reporting();
+    pusher.offer(
+        7,
+        30 * 16 * PAGE..(30 * 16 + 1) * PAGE,
+        Default::default(),
+        answer,
+    );
+    assert!(
+        answered.recv_timeout(Duration::from_millis(50)).is_err(),
+        "answered while the rows before it were queued"
+    );
+    gates[0].send(()).unwrap();
+    answered
+        .recv_timeout(Duration::from_secs(10))
+        .expect("answered once the rows are stored");
+    // Rows 17-64 stored, without row 30 (the fault's answer fills it).
+    let got = stores(&rx, 64 - EARLY - 1, |(_, k, b)| (k, b));
+    let want: Vec<_> = (EARLY as u64 + 1..=64)
+        .filter(|&k| k != 30)
+        .map(|k| (k, k as u8))
+        .collect();
+    assert_eq!(got, want);
+    assert!(rx.recv_timeout(Duration::from_millis(100)).is_err());
+    // A fault on rows stored before an answer is no overrun either.
+    assert!(!pusher.reading(7, 3 * 16 * PAGE..(3 * 16 + 1) * PAGE));
+}
+
+#[test]
+fn a_page_read_by_a_fault_being_served_is_queued_only_after_its_answer() {
+    // One thread; the kernel holds row 2's page locked from its fault's request to its
+    // answer, so a store of it meanwhile would wait for that answer (and the answer of a
+    // fault that queued it after, for that store).
+    let (pusher, rx, _gates) = rows_gated(1, &[]);
+    let at = |k: u64| k * 16 * PAGE..k * 16 * PAGE + PAGE;
+    assert!(!pusher.reading(7, at(2)));
+    // Another reader's fault offers rows 2 and 3: row 2 is left out.
+    pusher.offer(7, at(1), (vec![row(2), row(3)], vec![]), none());
+    assert_eq!(stores(&rx, 1, |(_, k, b)| (k, b)), vec![(3, 3)]);
+    // Row 2's fault is answered; then row 2 may be queued again.
+    let (answer, answered) = reporting();
+    pusher.offer(7, at(2), Default::default(), answer);
+    answered
+        .recv_timeout(Duration::from_secs(10))
+        .expect("answered");
+    pusher.offer(7, at(1), (vec![row(2)], vec![]), none());
+    assert_eq!(stores(&rx, 1, |(_, k, b)| (k, b)), vec![(2, 2)]);
+    // A fault that failed lets its page be queued again too.
+    assert!(!pusher.reading(7, at(4)));
+    pusher.offer(7, at(1), (vec![row(4)], vec![]), none());
+    pusher.failed(7, at(4));
+    pusher.offer(7, at(1), (vec![row(4), row(5)], vec![]), none());
+    assert_eq!(stores(&rx, 2, |(_, k, b)| (k, b)), vec![(4, 4), (5, 5)]);
+    assert!(rx.recv_timeout(Duration::from_millis(100)).is_err());
 }
 
 #[test]
