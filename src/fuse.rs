@@ -261,11 +261,12 @@ impl Filesystem for FuseAdapter {
         reply: ReplyData,
     ) {
         let fault = is_page_fault(self.policy, lock_owner, size);
+        let mut walking = false;
         if fault {
             // The blocks of the pages offered after the fault decode on the other core
             // while this thread decodes the fault's own; a reader walking down a column has
             // the blocks of its next faults asked for too.
-            self.tree.fault_ahead(ino.0, offset, size);
+            walking = self.tree.fault_ahead(ino.0, offset, size);
             if let Some(pusher) = self.pusher.get() {
                 pusher.reading(ino.0, offset..offset + u64::from(size));
             }
@@ -282,7 +283,13 @@ impl Filesystem for FuseAdapter {
                         let (pages, later) = self.tree.pages_near(ino.0, fh.0, offset, size);
                         let answer = Box::new(move || reply.data(&data));
                         let reading = offset..offset + u64::from(size);
-                        return pusher.offer(ino.0, reading, (pages, later), answer);
+                        pusher.offer(ino.0, reading, (pages, later), answer);
+                        // A walk down a column: its next rows, stored ahead of the reader
+                        // (see `Tree::walk_lead`), prepared once the answer is on its way.
+                        if walking {
+                            pusher.ahead(ino.0, self.tree.walk_lead(ino.0, offset, size));
+                        }
+                        return;
                     }
                 }
                 reply.data(&data);

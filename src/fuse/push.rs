@@ -306,6 +306,20 @@ impl Pusher {
         });
     }
 
+    /// Hands the ranges of `pages` of inode `ino` with a page not queued yet to the threads,
+    /// split between them, with no answer waiting for them: pages a reader is expected to
+    /// fault on soon (the rows ahead of a walk down a column, `Tree::walk_lead`). The answers
+    /// of later faults wait for them as for any page queued before.
+    pub(crate) fn ahead(&self, ino: u64, mut pages: Vec<(u64, Pieces)>) {
+        let mut state = self.shared.lock();
+        pages.retain(|(offset, bytes)| {
+            page_offsets(*offset, bytes.len()).any(|at| !state.queued.contains_key(&(ino, at)))
+        });
+        for (n, batch) in split(pages, self.threads).into_iter().enumerate() {
+            self.hand(&mut state, n, ino, batch);
+        }
+    }
+
     /// Hands batch number `n` of a fault's pages of inode `ino` to its thread (`n` modulo the
     /// threads), its pages queued under a new ticket; returns whether that thread is gone
     /// (nothing it was given will be stored). A full queue drops the batch (its pages are
