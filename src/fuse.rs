@@ -261,7 +261,7 @@ impl Filesystem for FuseAdapter {
         reply: ReplyData,
     ) {
         let fault = is_page_fault(self.policy, lock_owner, size);
-        let mut outran = false;
+        let (mut outran, mut walking) = (false, false);
         if fault {
             // A reader that outran the stores of the rows below an earlier fault (stored after
             // its answer, see `push`) faults on a row still queued: the rows below it are
@@ -273,7 +273,7 @@ impl Filesystem for FuseAdapter {
             // while this thread decodes the fault's own; a reader walking down a column has
             // the blocks of its next faults asked for too.
             if !outran {
-                self.tree.fault_ahead(ino.0, offset, size);
+                walking = self.tree.fault_ahead(ino.0, offset, size);
             }
         }
         match self.tree.read(ino.0, fh.0, offset, size) {
@@ -292,7 +292,13 @@ impl Filesystem for FuseAdapter {
                         };
                         let answer = Box::new(move || reply.data(&data));
                         let reading = offset..offset + u64::from(size);
-                        return pusher.offer(ino.0, reading, offered, answer);
+                        pusher.offer(ino.0, reading, offered, answer);
+                        // A walk down a column: its next rows, stored ahead of the reader
+                        // (see `Tree::walk_lead`), prepared once the answer is on its way.
+                        if walking {
+                            pusher.ahead(ino.0, self.tree.walk_lead(ino.0, offset, size));
+                        }
+                        return;
                     }
                 }
                 reply.data(&data);

@@ -124,7 +124,7 @@ pub use error::{TreeError, display_chain};
 pub use follow::{Follow, Invalidation};
 pub use handle::Pid;
 pub use layout::{Layout, Owner, ROOT_INO};
-pub use npy::Offered;
+pub use npy::{Leads, Offered};
 
 /// Preferred I/O size reported in `stat` (`st_blksize`): the largest FUSE request. `cat`,
 /// `cp` and stdio size their buffers from it, and with direct I/O every `read()` is one round

@@ -403,6 +403,19 @@ impl Pusher {
         gone
     }
 
+    /// Hands the ranges of `pages` of inode `ino` with a page wanted (not queued yet, not
+    /// read by a fault in flight) to the threads, dealt as a fault's, with no answer waiting
+    /// for them: pages a reader is expected to fault on soon (the rows ahead of a walk down a
+    /// column, `Tree::walk_lead`). The answers of later faults wait for them as for any page
+    /// queued before; a fault on one of them is a fault like any other (not marked as rows
+    /// stored after an answer), so the walk it continues is still counted.
+    pub(crate) fn ahead(&self, ino: u64, mut pages: Vec<(u64, Pieces)>) {
+        let mut state = self.shared.lock();
+        pages.retain(|(offset, bytes)| state.wanted(ino, *offset, bytes.len()));
+        let mut dealt = vec![0; self.threads];
+        self.deal(&mut state, ino, pages, &mut dealt, false);
+    }
+
     /// Hands batch number `n` of a fault's pages of inode `ino` to its thread (`n` modulo the
     /// threads), its pages queued under a new ticket (noted as rows stored after their
     /// fault's answer when `rows`); returns whether that thread is gone

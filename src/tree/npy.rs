@@ -29,6 +29,7 @@ use super::{Entry, Tree, TreeError};
 use crate::container::ndim::Run;
 use crate::container::npy::{Npy, TableNpy};
 use crate::reader::{ArrayId, ChunkId, ChunkStore, Pieces, ReadData, ReadHint};
+pub use faults::Leads;
 use faults::Reach;
 pub(super) use faults::RecentFaults;
 
@@ -59,8 +60,11 @@ const SCAN_DECODES: usize = 2;
 const FORWARD_MAX: u64 = 1 << 20;
 
 /// Faults of a walk down a column whose blocks a fault of it asks for ahead, on top of its
-/// own: the next one (its row and the rows below it).
-const WALK_AHEAD: u64 = 1;
+/// own: the next two (each one's row and the rows below it). The rows a walking fault stores
+/// ahead of the reader (`walk.rs`) are the next fault's, whose blocks the fault before asked
+/// for: they are decoded by then (measured: strips 1.05x with one fault ahead, and the rows
+/// ahead stored only as far as decoded, BENCHMARKS.md, "Session 19: column walks").
+const WALK_AHEAD: u64 = 2;
 
 /// Page faults in a row down one column (each at most [`NEAR_PAGES`] + 1 rows below the one
 /// before) from which a reader counts as walking down it: a window of up to 130 rows
@@ -257,13 +261,16 @@ impl Tree {
         self.faults
             .lock()
             .forwarded(ino, offset, forward_end, forward_end);
-        let reach = self.faults.lock().reach(ino, offset);
-        // Below: the same columns of the next rows. Rows whose pages are shifted against the
-        // fault's (a row length that is no multiple of the page) may need a block beside the
-        // fault's.
+        let (reach, led_to) = {
+            let faults = self.faults.lock();
+            (faults.reach(ino, offset), faults.led_to(ino, offset))
+        };
+        // Below: the same columns of the next rows, but those the walk's fault before offered
+        // ahead (`walk.rs`). Rows whose pages are shifted against the fault's (a row length
+        // that is no multiple of the page) may need a block beside the fault's.
         let mut decodes = reach.decodes;
         for at in below_pages(&npy, offset, reach.rows) {
-            if at < forward_end {
+            if at < forward_end || at <= led_to {
                 continue;
             }
             let end = (at + PAGE).min(npy.len());
@@ -334,11 +341,12 @@ impl Tree {
     /// Returns whether the fault continues a walk down a column (a tall strip, a window
     /// taller than two faults): it is at least the third fault in a row, each one within
     /// the rows below the one before (the tree remembers its latest faults). Such a fault
-    /// also asks, right away, for the blocks of the walk's next fault (`WALK_AHEAD`,
+    /// also asks, right away, for the blocks of the walk's next two faults (`WALK_AHEAD`,
     /// [`Tree::walk_ahead`]): they decode on both cores while this fault's pages are stored
-    /// and the reader walks through them, so the next fault finds its blocks decoded. The
-    /// first two faults of a walk do not (a 64-row window faults once), so random windows
-    /// do not decode rows they will not read.
+    /// and the reader walks through them, so the next fault finds its blocks decoded, and
+    /// its rows can be stored ahead ([`Tree::walk_lead`]). The first two faults of a walk do
+    /// not (a 64-row window faults once), so random windows do not decode rows they will
+    /// not read.
     pub fn fault_ahead(&self, ino: u64, offset: u64, size: u32) -> bool {
         let Some((array, npy)) = self.fault_view(ino, offset, size) else {
             return false;
@@ -374,8 +382,9 @@ impl Tree {
 
     /// For a page fault of `array.npy` (inode `ino`) at `offset` that continues a walk down a
     /// column ([`Tree::fault_ahead`] says so and calls this itself): asks the prefetch threads
-    /// for the blocks the walk's next fault (`WALK_AHEAD`) reads (the row after the pages
-    /// offered below this fault and the rows below it), at most as many as a fault asks for.
+    /// for the blocks the walk's next two faults (`WALK_AHEAD`) read (the row after the pages
+    /// offered below this fault and the rows below it, and the same after those), for each
+    /// at most as many as a fault asks for.
     /// Blocks cached or being decoded are not asked for again, so asking twice costs no
     /// decode.
     pub fn walk_ahead(&self, ino: u64, offset: u64, size: u32) {
@@ -693,3 +702,4 @@ mod faults;
 mod mapped;
 #[cfg(test)]
 mod tests;
+mod walk;

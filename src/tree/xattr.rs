@@ -10,7 +10,8 @@
 //!                    blocksize, nbytes, cbytes, ratio, special, inodeinfo
 //! the mount root     source, kind, inodeinfo (listed: what the data is);
 //!                    version, writable, pid, cache_size, cache_bytes, cache_hits,
-//!                    cache_loads, cache_hit_rate, on a passthrough mount backing_fills,
+//!                    cache_loads, cache_hit_rate, walk_lead_pages, walk_lead_reached,
+//!                    on a passthrough mount backing_fills,
 //!                    backing_files and backing_bytes, stats (JSON of all of these) and log
 //!                    (the recent refusals and errors, see [`super::events`]): read by
 //!                    name only, never listed
@@ -40,6 +41,7 @@ use serde_json::{Map, Value};
 use super::backing::BackingStats;
 use super::events::EventLog;
 use super::names::{codec_name, filter_name};
+use super::npy::Leads;
 use super::{Entry, ROOT_INO, TreeError};
 use crate::codec::{self, SpecialKind};
 use crate::container::{Array, SourceKind};
@@ -135,6 +137,8 @@ pub enum Target<'a> {
         cache: CacheView,
         /// The passthrough backing files, on a tree that backs files (`-o passthrough`).
         backing: Option<BackingStats>,
+        /// The pages stored ahead of walks down a column of `array.npy`.
+        leads: Leads,
         /// The recent refusals and errors.
         log: &'a EventLog,
     },
@@ -166,8 +170,18 @@ impl<'a> Target<'a> {
             writable,
             cache,
             backing: None,
+            leads: Leads::default(),
             log,
         }
+    }
+
+    /// This root, with the count of the pages stored ahead of walks down a column
+    /// (`walk_lead_pages`, `walk_lead_reached`; see [`Leads`]).
+    pub fn with_leads(mut self, counted: Leads) -> Target<'a> {
+        if let Target::Root { leads, .. } = &mut self {
+            *leads = counted;
+        }
+        self
     }
 
     /// This root, with the counters of its passthrough backing files (`backing_fills`,
@@ -182,7 +196,7 @@ impl<'a> Target<'a> {
 
 /// The root's keys that describe the mounting process, not the data: read by name, never
 /// listed (see the module doc).
-pub const LIVE: [&str; 11] = [
+pub const LIVE: [&str; 13] = [
     "version",
     "writable",
     "pid",
@@ -194,6 +208,8 @@ pub const LIVE: [&str; 11] = [
     "backing_fills",
     "backing_files",
     "backing_bytes",
+    "walk_lead_pages",
+    "walk_lead_reached",
 ];
 
 /// The unlisted root attribute holding every root key (listed and [`LIVE`]) as one JSON
@@ -252,6 +268,7 @@ fn pairs(target: &Target) -> Vec<(&'static str, String)> {
             writable,
             cache,
             backing,
+            leads,
             ..
         } => {
             let stats = cache.stats;
@@ -275,6 +292,8 @@ fn pairs(target: &Target) -> Vec<(&'static str, String)> {
                 ("cache_hits", stats.hits.to_string()),
                 ("cache_loads", stats.loads.to_string()),
                 ("cache_hit_rate", rate),
+                ("walk_lead_pages", leads.pages.to_string()),
+                ("walk_lead_reached", leads.reached.to_string()),
             ]);
             if let Some(b) = backing {
                 v.extend([
@@ -442,7 +461,8 @@ impl super::Tree {
                 (self.mounted.table().or(first), self.source_info(ArrayId(0)))
             }
         };
-        let root = Target::root(source, info, cache, self.options.writable, &self.events);
+        let root = Target::root(source, info, cache, self.options.writable, &self.events)
+            .with_leads(self.walk_leads());
         match self.backs_files() {
             true => root.with_backing(self.backing_stats()),
             false => root,

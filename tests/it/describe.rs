@@ -194,6 +194,7 @@ fn describe_root_cache_counters_follow_reads() {
         "writable",
         "cache_hits",
         "cache_size",
+        "walk_lead_pages",
         "stats",
     ] {
         assert!(!names.contains(&format!("user.b2fs.{live}")), "{names:?}");
@@ -202,6 +203,9 @@ fn describe_root_cache_counters_follow_reads() {
     let stats: serde_json::Value = serde_json::from_str(&xattr(&t, ROOT_INO, "stats")).unwrap();
     assert_eq!(stats["cache_hits"], 3);
     assert_eq!(stats["cache_loads"], 1);
+    // No page of array.npy was stored ahead of a walk down a column: no faults.
+    assert_eq!(stats["walk_lead_pages"], 0);
+    assert_eq!(stats["walk_lead_reached"], 0);
     let info: serde_json::Value = serde_json::from_str(&xattr(&t, ROOT_INO, "inodeinfo")).unwrap();
     assert!(info.get("cache_hits").is_none(), "{info}");
     assert!(info.get("kind").is_some(), "{info}");

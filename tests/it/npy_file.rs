@@ -258,12 +258,13 @@ fn npy_tree_a_walk_down_a_column_gets_its_next_blocks_decoded_ahead() {
     assert!(!fault(page(75, 5000)));
     // Another column (blocks of 16 rows: block k holds rows 16k..16k+15 of it): each fault at
     // most 65 rows below the one before. From the third on the reader walks, and each walking
-    // fault asks at once for the blocks of the walk's next fault (the fault 65 rows below and
-    // its 64 rows of pages), skipping blocks cached or being decoded. Block by block (the
-    // window's loads above are not counted):
+    // fault asks at once for the blocks of the walk's next two faults (the fault 65 rows below
+    // and its 64 rows of pages, and the same below those), skipping blocks cached or being
+    // decoded. Block by block (the window's loads above are not counted):
     // - row 0: its own block 0 and the four below its pages (rows 1-64): 0, 1, 2, 3, 4;
     // - row 20: rows 21-84: block 5;
-    // - row 53, walking: rows 54-117: 6, 7; ahead rows 118-182: 8, 9, 10, 11.
+    // - row 53, walking: rows 54-117: 6, 7; ahead rows 118-182: 8, 9, 10, 11, and rows
+    //   183-247: 12, 13, 14, 15 (the column's last block: the array has 256 rows).
     let before = t.block_cache_stats().loads;
     assert!(!fault(page(0, 100)));
     assert!(!fault(page(20, 100)));
@@ -286,13 +287,130 @@ fn npy_tree_a_walk_down_a_column_gets_its_next_blocks_decoded_ahead() {
             "each block decoded once, none beyond the walk's next fault"
         );
     };
-    ahead(page(53, 100), 12);
+    ahead(page(53, 100), 16);
     // The next fault finds its own block and the blocks of its pages (rows 67-130: 4-8)
-    // decoded, and asks only for the block its own next fault lacks (rows 131-195: 12).
+    // decoded, and those of its next two faults asked for: it decodes no block again.
     assert!(fault(page(66, 100)), "the walk goes on");
-    ahead(page(66, 100), 13);
+    ahead(page(66, 100), 16);
     // Rows further below than a fault's pages reach start a new walk.
     assert!(!fault(page(200, 100)));
+}
+
+#[test]
+fn npy_tree_a_walk_gets_its_next_rows_offered_ahead_until_it_stops() {
+    let py = or_skip!(support::python(
+        "npy_tree_a_walk_gets_its_next_rows_offered_ahead_until_it_stops"
+    ));
+    // 256 x 1024 float64: rows of two pages, blocks of 16 rows.
+    let (_dir, src) = generate(&py, "gen2dtall");
+    let whole = {
+        let t = Tree::from_source(&src, opts(false)).unwrap();
+        read_all(&t, ino(&t, "array.npy"), 1 << 20)
+    };
+    let hlen = whole.len() as u64 - 256 * 8192;
+    let page = |r: u64, half: u64| hlen + r * 8192 + half * 4096;
+    let check = |pages: &[(u64, b2fs::tree::Pieces)]| {
+        for (p, bytes) in pages {
+            let got = bytes.to_vec(0..bytes.len());
+            assert_eq!(
+                got[..],
+                whole[*p as usize..*p as usize + got.len()],
+                "page {p}"
+            );
+        }
+    };
+    let open = |writable: bool| Tree::from_source(&src, opts(writable)).unwrap();
+    // A page fault as the FUSE adapter serves it: the rows below, then those ahead.
+    let fault_in = |t: &Tree, at: u64| {
+        let npy = ino(t, "array.npy");
+        let fh = t.open(npy, libc::O_RDONLY).unwrap();
+        let walking = t.fault_ahead(npy, at, 4096);
+        let got = t.read(npy, fh, at, 4096).unwrap().to_vec();
+        assert_eq!(got, whole[at as usize..at as usize + 4096], "fault at {at}");
+        let (below, _) = t.pages_near(npy, fh, at, 4096);
+        check(&below);
+        let ahead = t.walk_lead(npy, at, 4096);
+        check(&ahead);
+        t.release(fh).unwrap();
+        (walking, below, ahead)
+    };
+    let t = open(false);
+    let fault = |at: u64| fault_in(&t, at);
+    // The rows ahead are offered as far as their blocks are decoded (by the prefetch threads,
+    // asked two faults ahead): decode those of rows 192-255 here, by reads that are no faults.
+    let fh = t.open(ino(&t, "array.npy"), libc::O_RDONLY).unwrap();
+    for r in 192..256 {
+        for half in [0, 1] {
+            t.read(ino(&t, "array.npy"), fh, page(r, half), 4096)
+                .unwrap();
+        }
+    }
+    t.release(fh).unwrap();
+    let offsets =
+        |pages: &[(u64, b2fs::tree::Pieces)]| pages.iter().map(|p| p.0).collect::<Vec<_>>();
+    // A strip down the first page of each row: its first two faults offer the 64 rows below
+    // them and nothing ahead.
+    for r in [0, 65] {
+        let (walking, below, ahead) = fault(page(r, 0));
+        assert!(!walking && ahead.is_empty(), "row {r}: no walk yet");
+        assert!(offsets(&below).contains(&page(r + 64, 0)));
+    }
+    // The third walks: the rows below it (131-194), then ahead, the rows below the page
+    // where its next fault is expected (row 195), that page left out: 196-255.
+    let (walking, below, ahead) = fault(page(130, 0));
+    assert!(walking);
+    assert!(offsets(&below).contains(&page(194, 0)));
+    assert_eq!(
+        offsets(&ahead),
+        (196..256).map(|r| page(r, 0)).collect::<Vec<_>>()
+    );
+    assert_eq!(
+        t.walk_leads(),
+        b2fs::tree::Leads {
+            pages: 60,
+            reached: 0
+        }
+    );
+    // The next fault comes there: the rows below it are offered already (none again), and
+    // past the array's end there is nothing ahead.
+    let (walking, below, ahead) = fault(page(195, 0));
+    assert!(walking);
+    assert!(
+        below.iter().all(|(p, _)| *p < page(196, 0)),
+        "rows offered twice"
+    );
+    assert!(ahead.is_empty());
+    assert_eq!(
+        t.walk_leads(),
+        b2fs::tree::Leads {
+            pages: 60,
+            reached: 60
+        }
+    );
+    // A walk down the other page of the rows that stops: its third fault offers its rows
+    // ahead, then the reader faults elsewhere, which offers nothing ahead, and the walk's
+    // rows ahead stay counted as not reached.
+    for r in [10, 75] {
+        assert!(fault(page(r, 1)).2.is_empty());
+    }
+    assert_eq!(fault(page(140, 1)).2.len(), 50, "rows 206-255");
+    for r in [5, 100] {
+        let (walking, _, ahead) = fault(page(r, 0));
+        assert!(!walking && ahead.is_empty(), "row {r}: another walk");
+    }
+    assert_eq!(
+        t.walk_leads(),
+        b2fs::tree::Leads {
+            pages: 110,
+            reached: 60
+        }
+    );
+    // Nothing ahead on a read-write tree.
+    let w = open(true);
+    for r in [0, 65, 130] {
+        assert!(fault_in(&w, page(r, 0)).2.is_empty());
+    }
+    assert_eq!(w.walk_leads(), b2fs::tree::Leads::default());
 }
 
 #[test]

@@ -117,6 +117,19 @@ fn npy_pages_tall_column_strips_through_a_map_read_the_arrays_values() {
             }
         }
     }
+    // Rows stored ahead of the walks (as far as their blocks were decoded in time): counted,
+    // and no more reached by a fault where it was expected than were stored.
+    let count = |key: &str| -> u64 {
+        let v = xattr::get(m.path(""), format!("user.b2fs.{key}"))
+            .unwrap()
+            .unwrap();
+        String::from_utf8(v).unwrap().parse().unwrap()
+    };
+    let (ahead, reached) = (count("walk_lead_pages"), count("walk_lead_reached"));
+    assert!(
+        reached <= ahead,
+        "{reached} of {ahead} pages stored ahead reached"
+    );
     drop((map, mapped));
     m.umount();
 }

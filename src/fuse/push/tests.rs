@@ -489,3 +489,28 @@ fn an_answer_goes_between_two_stores_once_its_wait_is_over() {
     gate_tx.send(()).unwrap();
     assert_eq!(rx.recv_timeout(Duration::from_secs(10)), Ok(2 * PAGE));
 }
+
+#[test]
+fn pages_ahead_are_stored_with_no_answer_and_later_answers_wait_for_them() {
+    let (pusher, rx, gate) = gated(Duration::from_secs(10));
+    let p = |o: u64, b| (o * PAGE, page(b));
+    // The rows ahead of a walk: the thread is held up on page 0, nothing answers.
+    pusher.ahead(7, vec![p(0, 1), p(1, 1), p(2, 1)]);
+    until_storing(&pusher);
+    // A page queued already is not queued again.
+    pusher.ahead(7, vec![p(2, 2)]);
+    // The walk's next fault (elsewhere, offering nothing) is answered once they are stored,
+    // by the thread that stores them.
+    let (answer, answered) = reporting();
+    pusher.offer(7, 9 * PAGE..10 * PAGE, (vec![], vec![]), answer);
+    assert!(
+        answered.recv_timeout(Duration::from_millis(100)).is_err(),
+        "answered before the pages ahead were stored"
+    );
+    gate.send(()).unwrap();
+    let got = stores(&rx, 3, |(ino, offset, bytes)| (ino, offset, bytes[0]));
+    assert_eq!(got, vec![(7, 0, 1), (7, PAGE, 1), (7, 2 * PAGE, 1)]);
+    let by = answered.recv_timeout(Duration::from_secs(10)).unwrap();
+    assert_eq!(by.as_deref(), Some("b2fs-push"));
+    assert!(rx.recv_timeout(Duration::from_millis(100)).is_err());
+}

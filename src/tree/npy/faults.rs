@@ -3,11 +3,23 @@
 //! (a mapped scan, `mapped.rs`).
 
 use super::BELOW_DECODES;
-use super::{NEAR_PAGES, PAGE, RECENT_FAULTS, SCAN_DECODES, SCAN_PAGES};
+use super::{NEAR_PAGES, PAGE, RECENT_FAULTS, SCAN_DECODES, SCAN_PAGES, WALK_FAULTS};
 
-/// The latest page faults of `array.npy` files, newest last.
+/// The latest page faults of `array.npy` files, newest last, and the count of the pages
+/// offered ahead of walks.
 #[derive(Debug, Default)]
-pub(in crate::tree) struct RecentFaults(std::collections::VecDeque<Fault>);
+pub(in crate::tree) struct RecentFaults(std::collections::VecDeque<Fault>, Leads);
+
+/// Pages offered ahead of walks down a column (`walk.rs`): all of them, and those whose walk
+/// reached the fault expected below them (the others were offered for nothing, or their walk
+/// is still on its way there).
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Leads {
+    /// Pages offered ahead.
+    pub pages: u64,
+    /// Of those, the pages whose walk faulted where it was expected to, below them.
+    pub reached: u64,
+}
 
 /// A page fault [`RecentFaults`] remembers.
 #[derive(Debug, Clone, Copy)]
@@ -33,6 +45,15 @@ struct Fault {
     offered_end: u64,
     /// The `offered_end` of the file's latest fault before it.
     before_end: u64,
+    /// When it walks and its rows ahead were offered (`walk.rs`): the page where the walk's
+    /// next fault is expected (the page the rows ahead leave out), else 0.
+    lead: u64,
+    /// The last page offered below that expected page (0 when none), and how many were.
+    lead_to: u64,
+    lead_pages: u64,
+    /// Pages below it, up to this one, were offered ahead by the walk's fault before it
+    /// (it lies at the page that fault expected); 0 when none were.
+    led_to: u64,
 }
 
 /// How far below a page fault [`crate::tree::Tree::pages_near`] offers pages: rows, and blocks decoded for
@@ -88,6 +109,24 @@ impl RecentFaults {
                 }
         });
         let before_end = latest.map_or(0, |f| f.offered_end);
+        // The walk's fault before offered the rows below this page ahead: one of the file's
+        // latest two faults (a strip whose columns straddle two pages faults on both).
+        // Counted once: the walk's fault before expects no other fault there.
+        let led = self
+            .0
+            .iter_mut()
+            .rev()
+            .filter(|f| f.ino == ino)
+            .take(2)
+            .find(|f| f.lead == offset && f.lead != 0)
+            .map(|f| {
+                f.lead = 0;
+                (f.lead_to, f.lead_pages)
+            });
+        let led_to = led.map_or(0, |(to, pages)| {
+            self.1.reached = self.1.reached.saturating_add(pages);
+            to
+        });
         let above = |&&Fault {
                          ino: i, offset: at, ..
                      }: &&Fault| {
@@ -122,8 +161,45 @@ impl RecentFaults {
             forward_end: 0,
             offered_end: 0,
             before_end,
+            lead: 0,
+            lead_to: 0,
+            lead_pages: 0,
+            led_to,
         });
         n
+    }
+
+    /// Whether the fault of inode `ino` at `offset` is at least the [`WALK_FAULTS`]th in a row
+    /// down its column (and continues no mapped scan).
+    pub(super) fn walking(&self, ino: u64, offset: u64) -> bool {
+        self.find(ino, offset)
+            .is_some_and(|f| f.walk >= WALK_FAULTS && !f.mapped)
+    }
+
+    /// The last page below the fault of inode `ino` at `offset` that the walk's fault before
+    /// it offered ahead (0 when none did).
+    pub(super) fn led_to(&self, ino: u64, offset: u64) -> u64 {
+        self.find(ino, offset).map_or(0, |f| f.led_to)
+    }
+
+    /// Notes that `pages` pages below page `expected`, up to page `to`, were offered ahead of
+    /// the walking fault of inode `ino` at `offset`, leaving out `expected`: the walk's next
+    /// fault, expected there, finds them offered.
+    pub(super) fn lead(&mut self, (ino, offset): (u64, u64), expected: u64, to: u64, pages: u64) {
+        if let Some(f) = self
+            .0
+            .iter_mut()
+            .rev()
+            .find(|f| f.ino == ino && f.offset == offset)
+        {
+            (f.lead, f.lead_to, f.lead_pages) = (expected, to, pages);
+            self.1.pages = self.1.pages.saturating_add(pages);
+        }
+    }
+
+    /// The pages offered ahead of walks so far.
+    pub(super) fn leads(&self) -> Leads {
+        self.1
     }
 
     /// The fault of inode `ino` at `offset`, when it is remembered.

@@ -151,3 +151,48 @@ fn faults_of_rows_shorter_than_a_page_are_never_walks_and_step_a_mapped_scan() {
     f.note(7, 7 * PAGE, 1000);
     assert!(f.mapped(7, 7 * PAGE));
 }
+
+#[test]
+fn a_walks_next_fault_at_the_page_expected_finds_its_rows_offered_ahead() {
+    let mut f = RecentFaults::default();
+    let row = 16 * PAGE;
+    let at = |r: u64, page: u64| 4 * PAGE + r * row + page * PAGE;
+    for r in [0, 65, 130] {
+        f.note(7, at(r, 3), row);
+    }
+    assert!(f.walking(7, at(130, 3)));
+    assert!(!f.walking(7, at(65, 3)), "the second fault of a walk");
+    // Rows 196-259 offered ahead of the fault at row 130; its next is expected at 195.
+    f.lead((7, at(130, 3)), at(195, 3), at(259, 3), 64);
+    assert_eq!(
+        f.leads(),
+        Leads {
+            pages: 64,
+            reached: 0
+        }
+    );
+    f.note(7, at(195, 3), row);
+    assert_eq!(f.led_to(7, at(195, 3)), at(259, 3));
+    assert_eq!(
+        f.leads(),
+        Leads {
+            pages: 64,
+            reached: 64
+        }
+    );
+    // Another fault there (a duplicate) is not counted again; a fault elsewhere has none.
+    f.note(7, at(195, 3), row);
+    assert_eq!(f.led_to(7, at(195, 3)), 0);
+    f.lead((7, at(195, 3)), at(260, 3), at(324, 3), 64);
+    f.note(7, at(261, 3), row);
+    assert_eq!(f.led_to(7, at(261, 3)), 0, "not the page expected");
+    f.note(8, at(260, 3), row);
+    assert_eq!(f.led_to(8, at(260, 3)), 0, "another file");
+    assert_eq!(
+        f.leads(),
+        Leads {
+            pages: 128,
+            reached: 64
+        }
+    );
+}
