@@ -30,7 +30,10 @@
 //! it (a write to the FUSE device), so the worker goes back to its requests at once, and
 //! nobody sleeps on the answer or is woken for it (a worker that waited was woken across
 //! vCPUs once per fault: BENCHMARKS.md, "Session 15: windows"). An answer whose bound has
-//! passed is sent by a storing thread between two stores. The worker answers itself, at
+//! passed is sent by a storing thread between two stores, or by the deadline keeper
+//! ([`keep_deadlines`]) when no thread gets there: one blocked in a store on a page whose
+//! read the kernel holds back until answers are sent (its limit of pending reads), the
+//! other idle. The worker answers itself, at
 //! once, when nothing is left to store or a thread is storing one of the fault's own pages
 //! (below). A storing thread never waits for an answer it holds: a store waits only for the
 //! page locks of faults whose own pages are not queued before their answer (see below), and
@@ -109,6 +112,9 @@ impl std::fmt::Debug for Pending {
 #[derive(Debug, Default)]
 struct Shared {
     state: Mutex<State>,
+    /// Wakes the deadline keeper ([`keep_deadlines`]) when an answer is queued while it
+    /// sleeps with none to watch, and when the pusher goes away.
+    deadlines: std::sync::Condvar,
 }
 
 #[derive(Debug, Default)]
@@ -135,6 +141,10 @@ struct State {
     /// kernel holds them locked until the answer, so they are not handed over (a store of
     /// one would wait for an answer that may wait for it).
     faulting: Vec<(u64, Range<u64>)>,
+    /// The deadline keeper sleeps until woken (no answer waited for a while).
+    keeper_idle: bool,
+    /// The pusher is gone: the deadline keeper ends.
+    closed: bool,
 }
 
 impl Shared {
@@ -305,6 +315,10 @@ impl Pusher {
                 .name("b2fs-push".into())
                 .spawn(move || store_batches(n, &theirs, &batches, &*store))?;
         }
+        let theirs = shared.clone();
+        std::thread::Builder::new()
+            .name("b2fs-deadlines".into())
+            .spawn(move || keep_deadlines(&theirs))?;
         Ok(Pusher {
             queues,
             shared,
@@ -373,6 +387,9 @@ impl Pusher {
             deadline,
             answer,
         });
+        if state.keeper_idle {
+            self.shared.deadlines.notify_one();
+        }
     }
 
     /// Deals the ranges `pages` of inode `ino` to the threads, each to the one given the
@@ -541,6 +558,73 @@ fn store_batches(n: usize, theirs: &Shared, batches: &Receiver<Batch>, store: &S
             state.ready_answers(Instant::now())
         };
         send(ready);
+    }
+}
+
+impl Drop for Pusher {
+    fn drop(&mut self) {
+        self.shared.lock().closed = true;
+        self.shared.deadlines.notify_one();
+    }
+}
+
+/// How long the deadline keeper goes on looking (every [`KEEPER_GRACE`]) after the last
+/// answer it watched before it sleeps until an answer wakes it: while faults come, it is never
+/// woken for one (a wake-up of an idle vCPU costs a VM exit on the machines measured).
+const KEEPER_GRACE: Duration = Duration::from_millis(50);
+
+/// Least time the deadline keeper sleeps while answers wait: it sends an answer at most this
+/// late after its wait ([`WAIT`]) is over. The storing threads keep to [`WAIT`] itself
+/// whenever they can; the keeper is for when they cannot, and waking it at every answer's
+/// deadline would wake it about once per fault.
+const KEEPER_SLACK: Duration = Duration::from_millis(10);
+
+/// The deadline keeper: sends every answer whose wait ([`WAIT`]) is over (at most
+/// [`KEEPER_SLACK`] late), whatever the storing threads are doing. They send such answers between two stores, but a thread whose
+/// store waits for a page the kernel holds locked sends nothing until that store ends, and an
+/// idle one waits for its next batch: an answer that the locked page's own read waits behind
+/// (the kernel holds back reads beyond its limit of pending ones) would then never go.
+fn keep_deadlines(theirs: &Shared) {
+    let send = |answers: Vec<Answer>| answers.into_iter().for_each(|a| a());
+    let mut state = theirs.lock();
+    let mut watched = Instant::now();
+    loop {
+        if state.closed {
+            return;
+        }
+        let now = Instant::now();
+        let due = match state.answers.front() {
+            Some(p) if p.deadline <= now => state.ready_answers(now),
+            _ => Vec::new(),
+        };
+        if !due.is_empty() {
+            drop(state);
+            send(due);
+            state = theirs.lock();
+            continue;
+        }
+        let next = match state.answers.front() {
+            Some(p) => {
+                watched = now;
+                p.deadline.saturating_duration_since(now).max(KEEPER_SLACK)
+            }
+            None if now.duration_since(watched) < KEEPER_GRACE => KEEPER_GRACE,
+            None => {
+                state.keeper_idle = true;
+                state = theirs
+                    .deadlines
+                    .wait(state)
+                    .unwrap_or_else(|p| p.into_inner());
+                state.keeper_idle = false;
+                watched = Instant::now();
+                continue;
+            }
+        };
+        state = theirs
+            .deadlines
+            .wait_timeout(state, next)
+            .unwrap_or_else(|p| p.into_inner())
+            .0;
     }
 }
 

@@ -95,7 +95,8 @@ fn below_pages(npy: &Npy, offset: u64, rows: u64) -> impl Iterator<Item = u64> +
     let stride = row_stride(npy);
     let n = if stride < PAGE { 0 } else { rows };
     (1..=n)
-        .map(move |k| (offset + k * stride) / PAGE * PAGE)
+        .map_while(move |k| k.checked_mul(stride)?.checked_add(offset))
+        .map(|at| at / PAGE * PAGE)
         .take_while(|&at| at < npy.len())
 }
 
@@ -402,7 +403,11 @@ impl Tree {
             return;
         }
         for k in 1..=WALK_AHEAD {
-            let next = (offset + k * (NEAR_PAGES + 1) * stride) / PAGE * PAGE;
+            let below = (k * (NEAR_PAGES + 1)).checked_mul(stride);
+            let Some(next) = below.and_then(|d| d.checked_add(offset)) else {
+                return;
+            };
+            let next = next / PAGE * PAGE;
             if next >= npy.len() {
                 return;
             }

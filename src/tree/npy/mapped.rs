@@ -97,6 +97,7 @@ impl Tree {
             return out;
         }
         let mut held: Option<(usize, crate::reader::Bytes, usize)> = None;
+        let mut decoded = 0;
         // A run may span many blocks (the rows of a 1-D array are one run per chunk): a
         // window of each block it lies in.
         'runs: for run in npy.layout().runs(w.data.start, w.data.end - w.data.start) {
@@ -107,9 +108,19 @@ impl Tree {
                     *c == id.index && src >= *at && src < at + b.len()
                 };
                 if !held.as_ref().is_some_and(covers) {
+                    // A range is at most MAX_PARTS windows, and decodes at most MAX_ASKED
+                    // blocks itself (tiny blocks: the prefetch threads or the next fault
+                    // do the rest).
+                    if out.parts() >= MAX_PARTS {
+                        break 'runs;
+                    }
                     let got = match self.reader.covering_cached(store, id, src) {
                         Some(piece) => Some(piece),
-                        None => self.reader.covering(store, id, src).ok(),
+                        None if decoded < MAX_ASKED => {
+                            decoded += 1;
+                            self.reader.covering(store, id, src).ok()
+                        }
+                        None => None,
                     };
                     held = got.map(|(b, at)| (id.index, b, at));
                 }

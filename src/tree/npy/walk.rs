@@ -41,7 +41,11 @@ impl Tree {
         if stride < PAGE || !self.faults.lock().walking(ino, offset) {
             return pages;
         }
-        let expected = (offset + (NEAR_PAGES + 1) * stride) / PAGE * PAGE;
+        let below = (NEAR_PAGES + 1).checked_mul(stride);
+        let Some(expected) = below.and_then(|d| d.checked_add(offset)) else {
+            return pages;
+        };
+        let expected = expected / PAGE * PAGE;
         if expected >= npy.len() {
             return pages;
         }
