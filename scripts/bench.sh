@@ -12,6 +12,8 @@
 # `mount` (scripts/bench_mount.py: every read pattern of issue 25 through a real mount against
 # python-blosc2, 3 alternating rounds) rewrites the summary at the top of BENCHMARKS.md and
 # docs/bench.png; set B2FS_AB=/path/to/other/b2fs to add a same-run A/B of the sequential reads.
+# floor (not in the default list): scripts/bench_floor.py, the CPU per mapped strip and window
+# of both sides against the least b2fs could spend (BENCHMARKS.md, "Session 19: the CPU floor").
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
@@ -27,6 +29,9 @@ for b in ${1:-decode encode filters read verify mount}; do
         .venv-zarr/bin/python scripts/bench_zarr.py 3 target/release/b2fs 200
     elif [ "$b" = remote ]; then
         cargo bench --features remote --bench remote
+    elif [ "$b" = floor ]; then
+        cargo build --release --features remote
+        .venv/bin/python scripts/bench_floor.py "${B2FS_ROUNDS:-5}" target/release/b2fs
     elif [ "$b" = mount ]; then
         cargo build --release
         .venv/bin/python scripts/bench_mount.py "${B2FS_ROUNDS:-3}" target/release/b2fs \

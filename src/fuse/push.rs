@@ -13,8 +13,8 @@
 //! which goes only once the pages nearest the fault are stored, or after a short bound
 //! ([`WAIT`]): they are then in the cache before the reader runs on and faults on the next
 //! row (measured: all stored after the answer, the reader outran the thread and most pages
-//! were asked for anyway). When the queue is full the pages are dropped (they are advice; the kernel asks
-//! for them again when it needs them).
+//! were asked for anyway). When the queue is full the pages are dropped (they are advice;
+//! the kernel asks for them again when it needs them).
 //!
 //! Which pages the answer waits for: a fault's pages are dealt to the threads in turn (with
 //! pages a row apart, one thread stores the odd rows and the other the even ones), and the
@@ -33,11 +33,11 @@
 //! passed is sent by a storing thread between two stores, or by the deadline keeper
 //! ([`keep_deadlines`]) when no thread gets there: one blocked in a store on a page whose
 //! read the kernel holds back until answers are sent (its limit of pending reads), the
-//! other idle. The worker answers itself, at
-//! once, when nothing is left to store or a thread is storing one of the fault's own pages
-//! (below). A storing thread never waits for an answer it holds: a store waits only for the
-//! page locks of faults whose own pages are not queued before their answer (see below), and
-//! those are answered by their workers or by batches stored before.
+//! other idle. The worker answers itself, at once, when nothing is left to store or a thread
+//! is storing one of the fault's own pages (below). A storing thread never waits for an
+//! answer it holds: a store waits only for the page locks of faults whose own pages are not
+//! queued before their answer (see below), and those are answered by their workers or by
+//! batches stored before.
 //!
 //! Each page is queued once: a page already waiting in the queue is not handed over again,
 //! and a page that a fault asks for is taken out of the queue (the fault's answer fills it;
@@ -182,20 +182,20 @@ impl State {
 
     /// Whether a thread is storing a page of `reading` of inode `ino`.
     fn storing_any(&self, ino: u64, reading: &Range<u64>) -> bool {
-        self.storing
-            .iter()
-            .flatten()
-            .any(|(i, at, _)| *i == ino && at.start < reading.end && reading.start < at.end)
+        self.storing_where(ino, reading, |_| true)
     }
 
     /// Whether a thread is storing a page of `reading` of inode `ino` as a row stored after
     /// its fault's answer.
     fn storing_rows(&self, ino: u64, reading: &Range<u64>) -> bool {
+        self.storing_where(ino, reading, |ticket| self.rows.contains(&ticket))
+    }
+
+    /// Whether a thread is storing a page of `reading` of inode `ino` for a batch whose ticket
+    /// `which` picks.
+    fn storing_where(&self, ino: u64, reading: &Range<u64>, which: impl Fn(u64) -> bool) -> bool {
         self.storing.iter().flatten().any(|(i, at, ticket)| {
-            *i == ino
-                && at.start < reading.end
-                && reading.start < at.end
-                && self.rows.contains(ticket)
+            *i == ino && at.start < reading.end && reading.start < at.end && which(*ticket)
         })
     }
 
@@ -499,8 +499,6 @@ fn early_cut(pages: &[(u64, Pieces)]) -> usize {
 
 /// One storing thread (number `n`): stores the batches it takes from `batches` with `store`.
 fn store_batches(n: usize, theirs: &Shared, batches: &Receiver<Batch>, store: &Store) {
-    // Answers are sent with no lock held (each is a write to the FUSE device).
-    let send = |answers: Vec<Answer>| answers.into_iter().for_each(|a| a());
     loop {
         let next = batches.recv();
         let Ok((ino, ranges, ticket)) = next else {
@@ -580,12 +578,12 @@ const KEEPER_GRACE: Duration = Duration::from_millis(50);
 const KEEPER_SLACK: Duration = Duration::from_millis(10);
 
 /// The deadline keeper: sends every answer whose wait ([`WAIT`]) is over (at most
-/// [`KEEPER_SLACK`] late), whatever the storing threads are doing. They send such answers between two stores, but a thread whose
-/// store waits for a page the kernel holds locked sends nothing until that store ends, and an
-/// idle one waits for its next batch: an answer that the locked page's own read waits behind
-/// (the kernel holds back reads beyond its limit of pending ones) would then never go.
+/// [`KEEPER_SLACK`] late), whatever the storing threads are doing. They send such answers
+/// between two stores, but a thread whose store waits for a page the kernel holds locked
+/// sends nothing until that store ends, and an idle one waits for its next batch: an answer
+/// that the locked page's own read waits behind (the kernel holds back reads beyond its limit
+/// of pending ones) would then never go.
 fn keep_deadlines(theirs: &Shared) {
-    let send = |answers: Vec<Answer>| answers.into_iter().for_each(|a| a());
     let mut state = theirs.lock();
     let mut watched = Instant::now();
     loop {
@@ -626,6 +624,11 @@ fn keep_deadlines(theirs: &Shared) {
             .unwrap_or_else(|p| p.into_inner())
             .0;
     }
+}
+
+/// Sends `answers` (with no lock held: each is a write to the FUSE device).
+fn send(answers: Vec<Answer>) {
+    answers.into_iter().for_each(|a| a());
 }
 
 /// An instant later than any deadline of a waiting answer.

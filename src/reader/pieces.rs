@@ -57,6 +57,34 @@ impl Pieces {
         &self.parts
     }
 
+    /// Keeps the first `len` bytes (all when there are fewer): windows are shortened, not
+    /// copied (bytes of another kind are copied).
+    pub fn truncate(&mut self, len: usize) {
+        if len >= self.len {
+            return;
+        }
+        let (mut at, mut keep) = (0, 0);
+        for part in &mut self.parts {
+            let n = part.len();
+            if at + n <= len {
+                (at, keep) = (at + n, keep + 1);
+                continue;
+            }
+            let cut = len - at;
+            if cut > 0 {
+                *part = match std::mem::replace(part, ReadData::Owned(Vec::new())) {
+                    ReadData::Chunk(b, r) => ReadData::Chunk(b, r.start..r.start + cut),
+                    ReadData::Fixed(b, r) => ReadData::Fixed(b, r.start..r.start + cut),
+                    other => ReadData::Owned(other[..cut].to_vec()),
+                };
+                keep += 1;
+            }
+            break;
+        }
+        self.parts.truncate(keep);
+        self.len = len;
+    }
+
     /// The windows that hold bytes `range` (clamped to the bytes there are), in order.
     pub fn slices(&self, range: Range<usize>) -> Vec<IoSlice<'_>> {
         let mut out = Vec::new();
@@ -117,6 +145,30 @@ mod tests {
         for (s, e) in [(0, 1), (5, 25), (19, 21), (20, 27), (26, 40), (30, 40)] {
             let want = &all[s.min(27)..e.min(27)];
             assert_eq!(p.to_vec(s..e), want, "{s}..{e}");
+        }
+        // Truncated anywhere: the same bytes up to there, the windows shortened.
+        for len in [27, 26, 25, 24, 20, 21, 19, 1, 0] {
+            let mut q = Pieces::new();
+            q.push(ReadData::Chunk(a.clone(), 10..30));
+            q.push(ReadData::Chunk(b.clone(), 0..5));
+            q.push(ReadData::Owned(vec![7, 8]));
+            q.truncate(len);
+            assert_eq!(q.len(), len);
+            assert_eq!(q.to_vec(0..40), &all[..len], "truncated to {len}");
+            if len > 0 {
+                assert!(
+                    matches!(q.as_parts()[0], ReadData::Chunk(..)),
+                    "copied at {len}"
+                );
+            }
+            let windows = if len > 25 {
+                3
+            } else if len > 20 {
+                2
+            } else {
+                usize::from(len > 0)
+            };
+            assert_eq!(q.parts(), windows, "truncated to {len}");
         }
     }
 }

@@ -88,6 +88,13 @@ fn row_stride(npy: &Npy) -> u64 {
     npy.layout().data_len().checked_div(rows).unwrap_or(0)
 }
 
+/// The page holding the byte `rows` rows of `stride` bytes below byte `offset`; `None` past
+/// what a file offset can hold.
+fn page_below(offset: u64, rows: u64, stride: u64) -> Option<u64> {
+    let at = rows.checked_mul(stride)?.checked_add(offset)?;
+    Some(at / PAGE * PAGE)
+}
+
 /// The page offsets of `array.npy` (shown by `npy`) below the page at `offset`: the same
 /// columns of the next `rows` rows (none for 1-D arrays or rows shorter than a page), within
 /// the file.
@@ -95,8 +102,7 @@ fn below_pages(npy: &Npy, offset: u64, rows: u64) -> impl Iterator<Item = u64> +
     let stride = row_stride(npy);
     let n = if stride < PAGE { 0 } else { rows };
     (1..=n)
-        .map_while(move |k| k.checked_mul(stride)?.checked_add(offset))
-        .map(|at| at / PAGE * PAGE)
+        .map_while(move |k| page_below(offset, k, stride))
         .take_while(|&at| at < npy.len())
 }
 
@@ -259,11 +265,9 @@ impl Tree {
             }
             forward_end
         };
-        self.faults
-            .lock()
-            .forwarded(ino, offset, forward_end, forward_end);
         let (reach, led_to) = {
-            let faults = self.faults.lock();
+            let mut faults = self.faults.lock();
+            faults.forwarded(ino, offset, forward_end, forward_end);
             (faults.reach(ino, offset), faults.led_to(ino, offset))
         };
         // Below: the same columns of the next rows, but those the walk's fault before offered
@@ -301,14 +305,7 @@ impl Tree {
         if let (Some(run), None) = (runs.next(), runs.next()) {
             let id = ChunkId::new(array, run.chunk as usize);
             let src = run.src as usize;
-            let (bytes, start) = match self.reader.covering_cached(store, id, src) {
-                Some(piece) => piece,
-                None if *decodes > 0 => {
-                    *decodes -= 1;
-                    self.reader.covering(store, id, src).ok()?
-                }
-                None => return None,
-            };
+            let (bytes, start) = self.covering_within(store, id, src, decodes)?;
             let from = src.checked_sub(start)?;
             let to = from.checked_add(len)?;
             return (to <= bytes.len()).then(|| ReadData::Chunk(bytes, from..to));
@@ -403,14 +400,10 @@ impl Tree {
             return;
         }
         for k in 1..=WALK_AHEAD {
-            let below = (k * (NEAR_PAGES + 1)).checked_mul(stride);
-            let Some(next) = below.and_then(|d| d.checked_add(offset)) else {
+            let next = page_below(offset, k * (NEAR_PAGES + 1), stride);
+            let Some(next) = next.filter(|&at| at < npy.len()) else {
                 return;
             };
-            let next = next / PAGE * PAGE;
-            if next >= npy.len() {
-                return;
-            }
             let wants = std::iter::once(next)
                 .chain(below_pages(npy, next, NEAR_PAGES))
                 .filter_map(|at| data_at(npy, array, at));
@@ -441,14 +434,7 @@ impl Tree {
             for run in npy.layout().runs(w.data.start, w.data.end - w.data.start) {
                 let id = ChunkId::new(array, run.chunk as usize);
                 let (src, n, dst) = (run.src as usize, run.len as usize, run.dst as usize);
-                let (bytes, start) = match self.reader.covering_cached(store, id, src) {
-                    Some(piece) => piece,
-                    None if *decodes > 0 => {
-                        *decodes -= 1;
-                        self.reader.covering(store, id, src).ok()?
-                    }
-                    None => return None,
-                };
+                let (bytes, start) = self.covering_within(store, id, src, decodes)?;
                 let piece = bytes.get(src.checked_sub(start)?..src - start + n)?;
                 out.get_mut(base + dst..base + dst + n)?
                     .copy_from_slice(piece);
@@ -460,6 +446,23 @@ impl Tree {
             out.truncate(base);
         }
         ok
+    }
+
+    /// The decoded block (or chunk) of chunk `id` that byte `src` of it lies in, and where it
+    /// starts in the chunk: from the caches, else decoded here (or waited for, when a prefetch
+    /// thread is on it) while `*decodes` allows, counted down.
+    fn covering_within(
+        &self,
+        store: &dyn ChunkStore,
+        id: ChunkId,
+        src: usize,
+        decodes: &mut usize,
+    ) -> Option<(crate::reader::Bytes, usize)> {
+        if let Some(piece) = self.reader.covering_cached(store, id, src) {
+            return Some(piece);
+        }
+        *decodes = decodes.checked_sub(1)?;
+        self.reader.covering(store, id, src).ok()
     }
 
     /// Whether chunk `id` has an edit buffer.

@@ -33,7 +33,8 @@ struct Fault {
     scan: bool,
     /// It continues a mapped scan (`mapped.rs`): it lies at the page where the file's
     /// latest fault expected the next one, after more than a row offered in file order or
-    /// as the step of a mapped scan already.
+    /// as the step of a mapped scan already (rows shorter than a page: as the third such
+    /// fault in a row, [`RecentFaults::note`]).
     mapped: bool,
     /// Faults in a row before it, each at the page where the one before expected the next.
     steps: u32,
@@ -56,8 +57,8 @@ struct Fault {
     led_to: u64,
 }
 
-/// How far below a page fault [`crate::tree::Tree::pages_near`] offers pages: rows, and blocks decoded for
-/// them.
+/// How far below a page fault [`crate::tree::Tree::pages_near`] offers pages: rows, and
+/// blocks decoded for them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) struct Reach {
     pub(super) rows: u64,
@@ -186,12 +187,7 @@ impl RecentFaults {
     /// the walking fault of inode `ino` at `offset`, leaving out `expected`: the walk's next
     /// fault, expected there, finds them offered.
     pub(super) fn lead(&mut self, (ino, offset): (u64, u64), expected: u64, to: u64, pages: u64) {
-        if let Some(f) = self
-            .0
-            .iter_mut()
-            .rev()
-            .find(|f| f.ino == ino && f.offset == offset)
-        {
+        if let Some(f) = self.find_mut(ino, offset) {
             (f.lead, f.lead_to, f.lead_pages) = (expected, to, pages);
             self.1.pages = self.1.pages.saturating_add(pages);
         }
@@ -210,6 +206,14 @@ impl RecentFaults {
             .find(|f| f.ino == ino && f.offset == offset)
     }
 
+    /// The same, to note more of it.
+    fn find_mut(&mut self, ino: u64, offset: u64) -> Option<&mut Fault> {
+        self.0
+            .iter_mut()
+            .rev()
+            .find(|f| f.ino == ino && f.offset == offset)
+    }
+
     /// Whether the fault of inode `ino` at `offset` continues a mapped scan.
     pub(super) fn mapped(&self, ino: u64, offset: u64) -> bool {
         self.find(ino, offset).is_some_and(|f| f.mapped)
@@ -218,12 +222,7 @@ impl RecentFaults {
     /// Notes that the pages offered after the fault of inode `ino` at `offset` in file order
     /// end at `end`.
     pub(super) fn forwarded(&mut self, ino: u64, offset: u64, end: u64, offered: u64) {
-        if let Some(f) = self
-            .0
-            .iter_mut()
-            .rev()
-            .find(|f| f.ino == ino && f.offset == offset)
-        {
+        if let Some(f) = self.find_mut(ino, offset) {
             f.forward_end = end;
             f.offered_end = offered;
         }

@@ -97,7 +97,7 @@ impl Tree {
             return out;
         }
         let mut held: Option<(usize, crate::reader::Bytes, usize)> = None;
-        let mut decoded = 0;
+        let mut decodes = MAX_ASKED;
         // A run may span many blocks (the rows of a 1-D array are one run per chunk): a
         // window of each block it lies in.
         'runs: for run in npy.layout().runs(w.data.start, w.data.end - w.data.start) {
@@ -114,14 +114,7 @@ impl Tree {
                     if out.parts() >= MAX_PARTS {
                         break 'runs;
                     }
-                    let got = match self.reader.covering_cached(store, id, src) {
-                        Some(piece) => Some(piece),
-                        None if decoded < MAX_ASKED => {
-                            decoded += 1;
-                            self.reader.covering(store, id, src).ok()
-                        }
-                        None => None,
-                    };
+                    let got = self.covering_within(store, id, src, &mut decodes);
                     held = got.map(|(b, at)| (id.index, b, at));
                 }
                 match &held {
@@ -136,10 +129,7 @@ impl Tree {
         }
         // Whole pages only (or up to the file's end).
         if out.len() < len {
-            let whole = out.len() / PAGE as usize * PAGE as usize;
-            let mut cut = Pieces::new();
-            cut.push(ReadData::Owned(out.to_vec(0..whole)));
-            return cut;
+            out.truncate(out.len() / PAGE as usize * PAGE as usize);
         }
         out
     }

@@ -13,7 +13,7 @@
 //! fault that is no walk ([`Tree::pages_near`]'s rules).
 
 use super::faults::Leads;
-use super::{NEAR_PAGES, PAGE, below_pages, row_stride};
+use super::{NEAR_PAGES, PAGE, below_pages, page_below, row_stride};
 use crate::reader::Pieces;
 use crate::tree::Tree;
 
@@ -41,14 +41,10 @@ impl Tree {
         if stride < PAGE || !self.faults.lock().walking(ino, offset) {
             return pages;
         }
-        let below = (NEAR_PAGES + 1).checked_mul(stride);
-        let Some(expected) = below.and_then(|d| d.checked_add(offset)) else {
+        let expected = page_below(offset, NEAR_PAGES + 1, stride);
+        let Some(expected) = expected.filter(|&at| at < npy.len()) else {
             return pages;
         };
-        let expected = expected / PAGE * PAGE;
-        if expected >= npy.len() {
-            return pages;
-        }
         let store = self.reader.pinned(array);
         // Only blocks decoded already: this runs on a FUSE worker, which waits for no decode.
         let mut decodes = 0;
