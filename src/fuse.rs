@@ -261,13 +261,19 @@ impl Filesystem for FuseAdapter {
         reply: ReplyData,
     ) {
         let fault = is_page_fault(self.policy, lock_owner, size);
-        let (mut outran, mut walking) = (false, false);
+        let (mut outran, mut walking, mut since) = (false, false, 0);
+        // Until its offer: a fault announced to the pusher is forgotten if the read fails or
+        // panics (its pages would be kept out of every later offer).
+        let mut announced = None;
         if fault {
             // A reader that outran the stores of the rows below an earlier fault (stored after
             // its answer, see `push`) faults on a row still queued: the rows below it are
             // queued already, and asking for more would decode blocks below the window.
             if let Some(pusher) = self.pusher.get() {
-                outran = pusher.reading(ino.0, offset..offset + u64::from(size));
+                since = pusher.epoch();
+                let reading = offset..offset + u64::from(size);
+                outran = pusher.reading(ino.0, reading.clone());
+                announced = Some(push::Announced::new(pusher, ino.0, reading));
             }
             // The blocks of the pages offered after the fault decode on the other core
             // while this thread decodes the fault's own; a reader walking down a column has
@@ -276,7 +282,13 @@ impl Filesystem for FuseAdapter {
                 walking = self.tree.fault_ahead(ino.0, offset, size);
             }
         }
-        match self.tree.read(ino.0, fh.0, offset, size) {
+        // A read without a lock owner fills the kernel's page cache (see `is_page_fault`),
+        // which every descriptor shares: it reads the current version.
+        let read = match lock_owner {
+            None => self.tree.read_shared(ino.0, fh.0, offset, size),
+            Some(_) => self.tree.read(ino.0, fh.0, offset, size),
+        };
+        match read {
             Ok(data) => {
                 // Offer the pages the fault's decode made cheap (see `Tree::pages_near`)
                 // before the answer lets the reader run on: the answer goes once they are
@@ -292,11 +304,15 @@ impl Filesystem for FuseAdapter {
                         };
                         let answer = Box::new(move || reply.data(&data));
                         let reading = offset..offset + u64::from(size);
+                        if let Some(a) = announced.take() {
+                            a.offered();
+                        }
                         pusher.offer(ino.0, reading, offered, answer);
                         // A walk down a column: its next rows, stored ahead of the reader
                         // (see `Tree::walk_lead`), prepared once the answer is on its way.
                         if walking {
-                            pusher.ahead(ino.0, self.tree.walk_lead(ino.0, offset, size));
+                            let lead = self.tree.walk_lead(ino.0, offset, size);
+                            pusher.ahead(ino.0, lead, since);
                         }
                         return;
                     }
@@ -304,11 +320,7 @@ impl Filesystem for FuseAdapter {
                 reply.data(&data);
             }
             Err(e) => {
-                if fault {
-                    if let Some(pusher) = self.pusher.get() {
-                        pusher.failed(ino.0, offset..offset + u64::from(size));
-                    }
-                }
+                drop(announced);
                 log_error(&self.tree, "read", ino, &e);
                 reply.error(errno(&e));
             }

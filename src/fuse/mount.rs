@@ -158,7 +158,7 @@ fn start(
         }
         Err(e) => log::warn!("no page pusher thread ({e}): mmap readers fault once per page"),
     }
-    spawn_follower(Arc::downgrade(&tree), session.notifier());
+    spawn_follower(Arc::downgrade(&tree), session.notifier(), pusher);
     Ok((session, policy))
 }
 
@@ -166,14 +166,27 @@ fn start(
 /// check it, and it sends the invalidations the tree lists (after those checks, or after a
 /// check an open or lookup made) through `notifier`. It ends with the tree; it waits without
 /// holding it, so unmounting is never delayed. Failed notifications (inodes the kernel has
-/// forgotten) are ignored.
-fn spawn_follower(tree: Weak<Tree>, notifier: Notifier) {
+/// forgotten) are ignored. Before an inode's pages are invalidated, the page pusher drops
+/// what it still holds of them ([`super::push::Pusher::forget`]): pages read before the
+/// change, stored after the invalidation, would stay in the kernel's cache.
+fn spawn_follower(
+    tree: Weak<Tree>,
+    notifier: Notifier,
+    pusher: Arc<std::sync::OnceLock<super::push::Pusher>>,
+) {
     let Some(follow) = tree.upgrade().map(|t| t.follower()) else {
         return;
     };
     let run = move || {
         loop {
-            for inv in follow.wait(FOLLOW_EVERY) {
+            let invalidations = follow.wait(FOLLOW_EVERY);
+            if let Some(p) = pusher.get() {
+                p.forget(invalidations.iter().filter_map(|inv| match inv {
+                    Invalidation::Inode(ino) => Some(*ino),
+                    Invalidation::Entry { .. } => None,
+                }));
+            }
+            for inv in invalidations {
                 let _ = match inv {
                     Invalidation::Inode(ino) => notifier.inval_inode(INodeNo(ino), 0, 0),
                     Invalidation::Entry { parent, name } => {

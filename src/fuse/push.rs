@@ -81,6 +81,11 @@ const EARLY: usize = 16;
 /// Longest an answer waits for the pages queued before it to be stored.
 const WAIT: Duration = Duration::from_millis(2);
 
+/// Longest [`Pusher::forget`] waits for a store of the forgotten inode in progress (a store
+/// waits at most for a page the kernel holds locked for a read, answered within [`WAIT`] and
+/// the deadline keeper's slack).
+const FORGET_WAIT: Duration = Duration::from_secs(1);
+
 /// One file's ranges of pages (`(offset, bytes)`: one page, or many in a row) and the batch's
 /// ticket.
 type Batch = (u64, Vec<(u64, Pieces)>, u64);
@@ -139,8 +144,12 @@ struct State {
     answers: std::collections::VecDeque<Pending>,
     /// Pages `(inode, range)` of faults being served whose answer is not queued yet: the
     /// kernel holds them locked until the answer, so they are not handed over (a store of
-    /// one would wait for an answer that may wait for it).
-    faulting: Vec<(u64, Range<u64>)>,
+    /// one would wait for an answer that may wait for it). With each, [`State::forgets`]
+    /// when it came: pages it offers are dropped if its inode was forgotten since.
+    faulting: Vec<(u64, Range<u64>, u64)>,
+    /// Calls of [`Pusher::forget`] so far, and the count at the latest one of each inode.
+    forgets: u64,
+    forgotten: HashMap<u64, u64>,
     /// The deadline keeper sleeps until woken (no answer waited for a while).
     keeper_idle: bool,
     /// The pusher is gone: the deadline keeper ends.
@@ -228,22 +237,32 @@ impl State {
         Some(start..*k)
     }
 
-    /// Forgets the fault of inode `ino` reading `reading` ([`Pusher::reading`]).
-    fn unfault(&mut self, ino: u64, reading: &Range<u64>) {
-        if let Some(k) = self
+    /// Forgets the fault of inode `ino` reading `reading` ([`Pusher::reading`]); returns
+    /// whether the inode was forgotten ([`Pusher::forget`]) since the fault came, so that
+    /// what it read may be of the version before (a fault never announced counts as new).
+    fn unfault(&mut self, ino: u64, reading: &Range<u64>) -> bool {
+        let Some(k) = self
             .faulting
             .iter()
-            .position(|(i, r)| *i == ino && r == reading)
-        {
-            self.faulting.swap_remove(k);
-        }
+            .position(|(i, r, _)| *i == ino && r == reading)
+        else {
+            return false;
+        };
+        let (_, _, since) = self.faulting.swap_remove(k);
+        self.forgotten_since(ino, since)
+    }
+
+    /// Whether inode `ino` was forgotten after [`State::forgets`] was `since`.
+    fn forgotten_since(&self, ino: u64, since: u64) -> bool {
+        self.forgotten.get(&ino).is_some_and(|&at| at > since)
     }
 
     /// Whether a range of `len` bytes at `offset` of inode `ino` may be handed over: one of
     /// its pages is not queued yet, and none is read by a fault being served.
     fn wanted(&self, ino: u64, offset: u64, len: usize) -> bool {
         let end = offset + len as u64;
-        let read = |(i, r): &(u64, Range<u64>)| *i == ino && r.start < end && offset < r.end;
+        let read =
+            |(i, r, _): &(u64, Range<u64>, u64)| *i == ino && r.start < end && offset < r.end;
         !self.faulting.iter().any(read)
             && page_offsets(offset, len).any(|at| !self.queued.contains_key(&(ino, at)))
     }
@@ -336,8 +355,52 @@ impl Pusher {
     pub(crate) fn reading(&self, ino: u64, reading: std::ops::Range<u64>) -> bool {
         let mut state = self.shared.lock();
         let outran = state.cancel(ino, reading.clone()) || state.storing_rows(ino, &reading);
-        state.faulting.push((ino, reading));
+        let since = state.forgets;
+        state.faulting.push((ino, reading, since));
         outran
+    }
+
+    /// The count of [`Pusher::forget`] calls so far: what [`Pusher::ahead`] is given, taken
+    /// before the pages it hands over are read from the tree.
+    pub(crate) fn epoch(&self) -> u64 {
+        self.shared.lock().forgets
+    }
+
+    /// Before the kernel is told to drop its cached pages of the inodes `inodes` (the source
+    /// changed, or a commit rewrote them): drops every page of them still queued, keeps the
+    /// pages of faults and walks that began before this call from being queued (they may
+    /// hold the version before), and waits (at most [`FORGET_WAIT`]) for a store of them in
+    /// progress, so that nothing read before the change reaches the kernel's cache after
+    /// its invalidation (nor a store past a shrunken end grows the kernel's idea of the
+    /// size again). One pass over the queue for all of them: a change can name thousands.
+    pub(crate) fn forget(&self, inodes: impl IntoIterator<Item = u64>) {
+        let inodes: std::collections::HashSet<u64> = inodes.into_iter().collect();
+        if inodes.is_empty() {
+            return;
+        }
+        let mut state = self.shared.lock();
+        state.forgets += 1;
+        let at = state.forgets;
+        for &ino in &inodes {
+            state.forgotten.insert(ino, at);
+        }
+        // Batches store only the pages still queued under their ticket.
+        state.queued.retain(|(ino, _), _| !inodes.contains(ino));
+        let until = Instant::now() + FORGET_WAIT;
+        while let Some((ino, ..)) = state
+            .storing
+            .iter()
+            .flatten()
+            .find(|(ino, ..)| inodes.contains(ino))
+        {
+            if Instant::now() >= until {
+                log::debug!("inode {ino}: a page store still runs as its pages are dropped");
+                return;
+            }
+            drop(state);
+            std::thread::sleep(Duration::from_micros(200));
+            state = self.shared.lock();
+        }
     }
 
     /// After a page fault announced by [`Pusher::reading`] failed (no pages are offered for
@@ -366,7 +429,11 @@ impl Pusher {
     ) {
         let mut state = self.shared.lock();
         state.cancel(ino, reading.clone());
-        state.unfault(ino, &reading);
+        if state.unfault(ino, &reading) {
+            // Read from the version before a change the kernel is told (or was told) of.
+            pages.clear();
+            later.clear();
+        }
         for pages in [&mut pages, &mut later] {
             pages.retain(|(offset, bytes)| state.wanted(ino, *offset, bytes.len()));
         }
@@ -425,9 +492,13 @@ impl Pusher {
     /// for them: pages a reader is expected to fault on soon (the rows ahead of a walk down a
     /// column, `Tree::walk_lead`). The answers of later faults wait for them as for any page
     /// queued before; a fault on one of them is a fault like any other (not marked as rows
-    /// stored after an answer), so the walk it continues is still counted.
-    pub(crate) fn ahead(&self, ino: u64, mut pages: Vec<(u64, Pieces)>) {
+    /// stored after an answer), so the walk it continues is still counted. Nothing is handed
+    /// over if the inode was forgotten since [`Pusher::epoch`] was `since`.
+    pub(crate) fn ahead(&self, ino: u64, mut pages: Vec<(u64, Pieces)>, since: u64) {
         let mut state = self.shared.lock();
+        if state.forgotten_since(ino, since) {
+            return;
+        }
         pages.retain(|(offset, bytes)| state.wanted(ino, *offset, bytes.len()));
         let mut dealt = vec![0; self.threads];
         self.deal(&mut state, ino, pages, &mut dealt, false);
@@ -480,6 +551,38 @@ impl Pusher {
             log::trace!("page store queue full: pages of inode {ino} dropped");
         }
         !full
+    }
+}
+
+/// A page fault announced to the pusher ([`Pusher::reading`]) whose pages are not offered
+/// yet: dropped before [`Announced::offered`] (the read failed, or panicked), it tells the
+/// pusher the fault failed ([`Pusher::failed`]), so its pages are not kept out of later
+/// offers for good.
+pub(crate) struct Announced<'a> {
+    pusher: &'a Pusher,
+    ino: u64,
+    reading: Range<u64>,
+}
+
+impl<'a> Announced<'a> {
+    /// The fault of inode `ino` reading `reading`, just announced to `pusher`.
+    pub(crate) fn new(pusher: &'a Pusher, ino: u64, reading: Range<u64>) -> Self {
+        Announced {
+            pusher,
+            ino,
+            reading,
+        }
+    }
+
+    /// Its pages are being offered ([`Pusher::offer`] forgets the fault).
+    pub(crate) fn offered(self) {
+        std::mem::forget(self);
+    }
+}
+
+impl Drop for Announced<'_> {
+    fn drop(&mut self) {
+        self.pusher.failed(self.ino, self.reading.clone());
     }
 }
 

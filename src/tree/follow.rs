@@ -15,7 +15,9 @@
 //! Subtleties:
 //! - **Descriptors opened before** keep their version ([`crate::reader::Snapshot`]): exact
 //!   for a file replaced by rename (its old file stays open); for a frame rewritten in place,
-//!   chunks they have not cached fail with EIO rather than mixing versions.
+//!   chunks they have not cached fail with EIO rather than mixing versions. Reads that fill
+//!   the kernel's page cache (a mapping's faults) read the current version
+//!   ([`Tree::read_shared`]): that cache is shared by every descriptor.
 //! - **A source that cannot be read now** (half written, removed, not a container): the
 //!   reload fails, one log line says why, the old version keeps serving what it can (cached
 //!   chunks; reads of others fail with EIO), and reloads are retried, at most twice a second,

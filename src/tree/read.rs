@@ -5,7 +5,9 @@
 //! One version per descriptor: a read-only descriptor reads what it pinned at open
 //! ([`Pinned`]: the array versions, the NPY view, the generated content), never another
 //! descriptor's uncommitted buffer; a descriptor opened for writing reads the file's buffer
-//! and the current version (its own writes, committed or not).
+//! and the current version (its own writes, committed or not). A read that fills the
+//! kernel's page cache ([`Tree::read_shared`]), which every descriptor shares, reads the
+//! current version.
 
 use std::sync::Arc;
 
@@ -22,7 +24,41 @@ impl Tree {
     /// [`TreeError::BadHandle`] when `fh` was not opened for `ino`; [`TreeError::IsADirectory`];
     /// [`TreeError::Container`] when a chunk cannot be read or decoded.
     pub fn read(&self, ino: u64, fh: u64, offset: u64, size: u32) -> Result<ReadData, TreeError> {
+        self.read_as(ino, fh, offset, size, false)
+    }
+
+    /// [`Tree::read`] of bytes that go into the kernel's page cache of the file, which every
+    /// descriptor of it shares (a page fault of a mapping, a read of a file the kernel
+    /// caches): a read-only descriptor whose version another writer has replaced since its
+    /// open reads the current one. Its version's bytes would stay cached after the follower
+    /// told the kernel to drop the old pages, and every later open would read them.
+    ///
+    /// # Errors
+    /// As [`Tree::read`].
+    pub fn read_shared(
+        &self,
+        ino: u64,
+        fh: u64,
+        offset: u64,
+        size: u32,
+    ) -> Result<ReadData, TreeError> {
+        self.read_as(ino, fh, offset, size, true)
+    }
+
+    /// [`Tree::read`], or [`Tree::read_shared`] when `shared`.
+    fn read_as(
+        &self,
+        ino: u64,
+        fh: u64,
+        offset: u64,
+        size: u32,
+        shared: bool,
+    ) -> Result<ReadData, TreeError> {
         let (hint, pinned, first) = self.handles.record_read(fh, ino, offset, size)?;
+        let pinned = match pinned {
+            Some(p) if shared && self.replaced(&p) => Some(self.pin(ino)),
+            p => p,
+        };
         let writer = pinned.is_none();
         let res = self.read_version(ino, offset, size, hint, pinned);
         let gone = matches!(
@@ -152,6 +188,14 @@ impl Tree {
             _ => {}
         }
         Arc::new(p)
+    }
+
+    /// Whether an array `pinned` holds has a newer version now.
+    fn replaced(&self, pinned: &Pinned) -> bool {
+        pinned
+            .stores
+            .iter()
+            .any(|(array, store)| !Arc::ptr_eq(store, &self.reader.pinned(*array)))
     }
 
     /// The version of `array` a read through `pinned` sees: the pinned one, else the

@@ -356,3 +356,75 @@ fn npy_pages_a_mapped_scan_reads_python_blosc2s_bytes_and_a_source_change_still_
     );
     m.umount();
 }
+
+#[test]
+fn npy_pages_a_source_changed_under_faulting_readers_leaves_no_page_of_the_old_version() {
+    let py = or_skip!(fuse_and_python(
+        "npy_pages_a_source_changed_under_faulting_readers_leaves_no_page_of_the_old_version"
+    ));
+    // 1024 x 2048 float64 (rows of 4 pages), chunks 256 x 512, blocks 16 x 512.
+    // Each version is written beside the source and renamed over it (descriptors opened
+    // before keep reading the old file; one rewritten in place fails their reads with EIO).
+    let (dir, src) = crate::support::temp_path("a.b2nd");
+    let generate = |seed: &str| {
+        let next = dir.path().join("next.b2nd");
+        crate::support::oracle(
+            &py,
+            &[&"scripts/oracle/npy_check.py", &"gen2dscan", &next, &seed],
+        );
+        std::fs::rename(&next, &src).unwrap();
+        crate::support::oracle_says(&py, &[&"scripts/oracle/npy_check.py", &"sha", &src])
+    };
+    generate("1");
+    // On `-o keep_cache` (a mapping of a direct-I/O file drops the file's pages, which would
+    // hide a stale page from the fresh mapping below).
+    let m = Mount::daemon(&src, &["ro", "keep_cache"]);
+    let path = m.path("array.npy");
+    // Readers of 64 x 64 windows through maps of their own, opened again and again, so
+    // that faults (and the rows stored below them) are in flight when the source changes.
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let readers: Vec<_> = (0..2u64)
+        .map(|k| {
+            let (path, stop) = (path.clone(), stop.clone());
+            std::thread::spawn(move || {
+                let mut state = 0x9e37_79b9_7f4a_7c15u64 ^ k;
+                let mut next = |n: u64| {
+                    state ^= state << 13;
+                    state ^= state >> 7;
+                    state ^= state << 17;
+                    state % n
+                };
+                while !stop.load(std::sync::atomic::Ordering::SeqCst) {
+                    let f = File::open(&path).unwrap();
+                    let map = Map::new(&f);
+                    let hlen = map.len - 1024 * 2048 * 8;
+                    for _ in 0..16 {
+                        let (r, c) = (next(1024 - 64), next(2048 - 64));
+                        for row in r..r + 64 {
+                            map.byte(hlen + (row as usize * 2048 + c as usize) * 8);
+                        }
+                    }
+                }
+            })
+        })
+        .collect();
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let changed = generate("2");
+    // The follower notices within a second; the readers go on faulting meanwhile.
+    std::thread::sleep(std::time::Duration::from_millis(2500));
+    stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    readers.into_iter().for_each(|r| r.join().unwrap());
+    // A new open and mapping read the new version in full: no page the kernel caches holds
+    // the old one (a page stored from the old version after the invalidation would stay).
+    let fresh = || {
+        let f = File::open(&path).unwrap();
+        let map = Map::new(&f);
+        let hlen = map.len - 1024 * 2048 * 8;
+        scan_sha(&map, hlen)
+    };
+    assert!(
+        crate::support::wait_until(std::time::Duration::from_secs(10), || fresh() == changed),
+        "after a source change, a new mapping still read pages of the old version"
+    );
+    m.umount();
+}

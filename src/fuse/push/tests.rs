@@ -500,10 +500,10 @@ fn pages_ahead_are_stored_with_no_answer_and_later_answers_wait_for_them() {
     let (pusher, rx, gate) = gated(Duration::from_secs(10));
     let p = |o: u64, b| (o * PAGE, page(b));
     // The rows ahead of a walk: the thread is held up on page 0, nothing answers.
-    pusher.ahead(7, vec![p(0, 1), p(1, 1), p(2, 1)]);
+    pusher.ahead(7, vec![p(0, 1), p(1, 1), p(2, 1)], pusher.epoch());
     until_storing(&pusher);
     // A page queued already is not queued again.
-    pusher.ahead(7, vec![p(2, 2)]);
+    pusher.ahead(7, vec![p(2, 2)], pusher.epoch());
     // The walk's next fault (elsewhere, offering nothing) is answered once they are stored,
     // by the thread that stores them.
     let (answer, answered) = reporting();
@@ -526,7 +526,7 @@ fn an_answer_past_its_wait_goes_while_one_thread_is_held_in_a_store_and_the_othe
     // a read it holds back until answers are sent), the other idle. A fault's answer waits
     // behind that batch: it must still go once its wait is over, sent by the deadline keeper.
     let (pusher, rx, gate) = gated_threads(Duration::from_millis(10), 2);
-    pusher.ahead(7, vec![(0, page(1))]);
+    pusher.ahead(7, vec![(0, page(1))], pusher.epoch());
     until_storing(&pusher);
     let reading = 9 * PAGE..10 * PAGE;
     assert!(!pusher.reading(7, reading.clone()));
@@ -545,7 +545,11 @@ fn an_answer_past_its_wait_goes_while_one_thread_is_held_in_a_store_and_the_othe
 fn pages_ahead_leave_out_the_pages_of_a_fault_in_flight() {
     let (pusher, rx, _gate) = gated_threads(WAIT, 2);
     assert!(!pusher.reading(7, 3 * PAGE..4 * PAGE));
-    pusher.ahead(7, vec![(3 * PAGE, page(3)), (4 * PAGE, page(4))]);
+    pusher.ahead(
+        7,
+        vec![(3 * PAGE, page(3)), (4 * PAGE, page(4))],
+        pusher.epoch(),
+    );
     assert_eq!(
         stores(&rx, 1, |s| s),
         vec![(7, 4 * PAGE, vec![4; PAGE as usize])]
@@ -553,5 +557,92 @@ fn pages_ahead_leave_out_the_pages_of_a_fault_in_flight() {
     assert!(
         rx.recv_timeout(Duration::from_millis(200)).is_err(),
         "the page the fault reads was stored"
+    );
+}
+
+#[test]
+fn a_forgotten_inodes_queued_pages_are_dropped_once_its_store_in_progress_ends() {
+    let (pusher, rx, gate) = gated(Duration::from_secs(10));
+    let p = |o: u64, b| (o * PAGE, page(b));
+    // The thread is held up in a store of inode 7 (page 0); more of inode 7 and a page of
+    // inode 8 wait behind it.
+    pusher.ahead(7, vec![p(0, 1)], pusher.epoch());
+    until_storing(&pusher);
+    pusher.ahead(7, vec![p(12, 2), p(13, 2)], pusher.epoch());
+    pusher.ahead(8, vec![p(12, 3)], pusher.epoch());
+    // The source changed: inode 7 is forgotten before the kernel drops its pages. The
+    // forget waits for the store in progress (which the kernel would otherwise see after
+    // its invalidation).
+    let pusher = Arc::new(pusher);
+    let forgotten = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let forgetting = {
+        let (pusher, forgotten) = (pusher.clone(), forgotten.clone());
+        std::thread::spawn(move || {
+            pusher.forget([7]);
+            forgotten.store(true, std::sync::atomic::Ordering::SeqCst);
+        })
+    };
+    std::thread::sleep(Duration::from_millis(50));
+    assert!(
+        !forgotten.load(std::sync::atomic::Ordering::SeqCst),
+        "the forget returned while a store of the inode was in progress"
+    );
+    gate.send(()).unwrap();
+    forgetting.join().unwrap();
+    // The store in progress ended; the rest of inode 7 was dropped; inode 8's page stays.
+    let got = stores(&rx, 2, |(ino, offset, bytes)| (ino, offset, bytes[0]));
+    assert_eq!(got, vec![(7, 0, 1), (8, 12 * PAGE, 3)]);
+    assert!(rx.recv_timeout(Duration::from_millis(100)).is_err());
+}
+
+#[test]
+fn pages_read_before_a_forget_are_not_stored_after_it_and_later_ones_are() {
+    let (pusher, rx, _gate) = gated_threads(WAIT, 2);
+    let p = |o: u64, b| (o * PAGE, page(b));
+    // A fault comes, the source changes (forget) before its pages are offered: they may be
+    // the version before, so none is stored, but the fault is still answered.
+    let since = pusher.epoch();
+    let reading = 3 * PAGE..4 * PAGE;
+    assert!(!pusher.reading(7, reading.clone()));
+    pusher.forget([7]);
+    let (answer, answered) = reporting();
+    pusher.offer(7, reading, (vec![p(4, 1), p(5, 1)], vec![p(6, 1)]), answer);
+    answered
+        .recv_timeout(Duration::from_secs(2))
+        .expect("the fault was answered");
+    // Nor rows ahead of a walk read before the forget.
+    pusher.ahead(7, vec![p(7, 1)], since);
+    // Another inode's fault, and inode 7's next fault after the forget, are served as ever.
+    let reading = 20 * PAGE..21 * PAGE;
+    assert!(!pusher.reading(7, reading.clone()));
+    pusher.offer(7, reading, (vec![p(21, 2)], vec![]), none());
+    pusher.ahead(7, vec![p(22, 2)], pusher.epoch());
+    let mut got = stores(&rx, 2, |(ino, offset, bytes)| (ino, offset, bytes[0]));
+    got.sort_unstable();
+    assert_eq!(got, vec![(7, 21 * PAGE, 2), (7, 22 * PAGE, 2)]);
+    assert!(rx.recv_timeout(Duration::from_millis(100)).is_err());
+}
+
+#[test]
+fn a_fault_whose_read_ends_without_an_offer_no_longer_keeps_its_pages_out() {
+    let (pusher, rx, _gate) = gated_threads(WAIT, 2);
+    // A fault announced, then its read fails (or panics) before its pages are offered: the
+    // guard forgets it as it is dropped, so its page may be offered again.
+    assert!(!pusher.reading(7, 3 * PAGE..4 * PAGE));
+    drop(Announced::new(&pusher, 7, 3 * PAGE..4 * PAGE));
+    pusher.ahead(7, vec![(3 * PAGE, page(3))], pusher.epoch());
+    assert_eq!(
+        stores(&rx, 1, |s| s),
+        vec![(7, 3 * PAGE, vec![3; PAGE as usize])]
+    );
+    // One offered is not forgotten twice: a second fault on the page stays announced.
+    assert!(!pusher.reading(7, 5 * PAGE..6 * PAGE));
+    assert!(!pusher.reading(7, 5 * PAGE..6 * PAGE));
+    Announced::new(&pusher, 7, 5 * PAGE..6 * PAGE).offered();
+    pusher.offer(7, 5 * PAGE..6 * PAGE, (vec![], vec![]), none());
+    pusher.ahead(7, vec![(5 * PAGE, page(5))], pusher.epoch());
+    assert!(
+        rx.recv_timeout(Duration::from_millis(100)).is_err(),
+        "a page of a fault still in flight was stored"
     );
 }
