@@ -49,7 +49,9 @@ const NEAR_PAGES: u64 = 64;
 const BELOW_DECODES: usize = 4;
 
 /// The same two for a fault of a reader going through the file in order (its file's latest
-/// fault lies less than a row before it: a mapped scan, `np.load(mmap_mode='r').sum()`):
+/// fault lies less than a row before it, and that one's did too, or it walked down a column:
+/// a mapped scan, `np.load(mmap_mode='r').sum()`; the second fault of a row after a window's
+/// first is its second page column, all of whose rows below it reads):
 /// such a reader faults on the other columns of the rows before it comes back to this one,
 /// and the forward pages of its later faults overlap the rows below (measured: 64 rows
 /// there stored more pages twice and made the mapped sum 5% slower).
