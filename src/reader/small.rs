@@ -13,7 +13,9 @@ use std::ops::Range;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
-use super::{At, Bytes, ChunkId, ChunkKey, ChunkReader, ChunkStore, Core, ReadData, keep, partial};
+use super::{
+    At, BlockKey, Bytes, ChunkId, ChunkKey, ChunkReader, ChunkStore, Core, ReadData, keep, partial,
+};
 use crate::codec;
 use crate::container::ContainerError;
 use crate::mem::PAGE;
@@ -211,6 +213,12 @@ impl Core {
         if nbytes > self.cache.budget() {
             return Ok(());
         }
+        // Taken already (by a fault's worker, `ChunkReader::steal_blocks`, or another
+        // prefetch thread): no need to wait for it here.
+        let bs = self.block_size_for_cache(&at, nbytes);
+        if bs > 0 && self.blocks.contains_or_loading(&(at.key, offset / bs)) {
+            return Ok(());
+        }
         self.block_of(&at, nbytes, offset, false).map(drop)
     }
 
@@ -260,6 +268,56 @@ impl Core {
             out.extend_from_slice(page.get(from..to)?);
         }
         (out.len() == r.len()).then_some(ReadData::Owned(out))
+    }
+}
+
+impl ChunkReader {
+    /// Decodes here, into the block cache, blocks of version `store` that the byte positions
+    /// `wants` (chunk, offset in it) fall in: of the first `max` distinct blocks among them
+    /// that are not cached (those being decoded count), the ones nobody has started (neither
+    /// cached nor loading), from the last. What a page fault's worker does once its own block
+    /// is decoded, rather than sleep until the prefetch threads, which take the blocks asked
+    /// for ([`ChunkReader::prefetch_blocks`]) from the first, reach them: measured, the two
+    /// prefetch threads and the stream helper are often woken onto one vCPU, and the fault's
+    /// blocks then decode one after the other there while the worker's vCPU idles
+    /// (BENCHMARKS.md, "Session 20: windows"). Returns how many it decoded.
+    pub fn steal_blocks(
+        &self,
+        store: &Arc<dyn ChunkStore>,
+        wants: impl IntoIterator<Item = (ChunkId, usize)>,
+        max: usize,
+    ) -> usize {
+        let core = &self.core;
+        let mut blocks: Vec<(ChunkId, usize, BlockKey)> = Vec::new();
+        for (id, offset) in wants {
+            if blocks.len() >= max {
+                break;
+            }
+            let at = At::new(store.as_ref(), id);
+            let Ok(nbytes) = store.chunk_nbytes(id.index) else {
+                continue;
+            };
+            let bs = core.block_size_for_cache(&at, nbytes);
+            if bs == 0 || offset >= nbytes || core.cache.contains_or_loading(&at.key) {
+                continue;
+            }
+            let b = (at.key, offset / bs);
+            if blocks.iter().any(|x| x.2 == b)
+                || self.covering_cached(store.as_ref(), id, offset).is_some()
+            {
+                continue;
+            }
+            blocks.push((id, offset, b));
+        }
+        let mut n = 0;
+        for (id, offset, b) in blocks.into_iter().rev() {
+            if !core.blocks.contains_or_loading(&b)
+                && core.block_ahead(store.as_ref(), id, offset).is_ok()
+            {
+                n += 1;
+            }
+        }
+        n
     }
 }
 
@@ -338,5 +396,31 @@ mod tests {
     fn small_reads_of_shuffled_blocks_unshuffle_only_their_bytes() {
         assert!(small_reads_went_filtered("b2nd_2d_f8_lz4.b2nd"));
         assert!(small_reads_went_filtered("b2nd_2d_i8_zstd9.b2nd"));
+    }
+
+    /// A fault's worker decodes the blocks below it that no prefetch thread took, from the
+    /// last: each lands in the block cache with the chunk's bytes, the first `max` not cached
+    /// are all it takes, and a block cached already is neither decoded again nor counted.
+    #[test]
+    fn stolen_blocks_land_in_the_block_cache_with_their_bytes() {
+        let (r, store) = reader("b2nd_2d_f8_lz4.b2nd");
+        let id = ChunkId::new(ArrayId(0), 1);
+        let whole = codec::decompress(&store.chunk_bytes(1).unwrap()).unwrap();
+        let bs = codec::chunk_info(&store.chunk_bytes(1).unwrap())
+            .unwrap()
+            .block_size();
+        assert!(whole.len() >= 4 * bs, "too few blocks");
+        let wants = |blocks: &[usize]| blocks.iter().map(|&j| (id, j * bs + 8)).collect::<Vec<_>>();
+        let cached = |j: usize| r.covering_cached(store.as_ref(), id, j * bs + 8);
+        assert_eq!(r.steal_blocks(&store, wants(&[0, 0, 1, 2, 3]), 3), 3);
+        for j in 0..3 {
+            let (bytes, start) = cached(j).expect("a stolen block is cached");
+            assert_eq!(start, j * bs);
+            assert_eq!(bytes[..], whole[j * bs..(j + 1) * bs], "block {j}");
+        }
+        assert!(cached(3).is_none(), "past the first 3 blocks not cached");
+        assert_eq!(r.steal_blocks(&store, wants(&[0, 1, 2, 3]), 3), 1);
+        assert_eq!(cached(3).unwrap().0[..], whole[3 * bs..4 * bs]);
+        assert_eq!(r.steal_blocks(&store, wants(&[0, 1, 2, 3]), 3), 0);
     }
 }

@@ -49,7 +49,9 @@ const NEAR_PAGES: u64 = 64;
 const BELOW_DECODES: usize = 4;
 
 /// The same two for a fault of a reader going through the file in order (its file's latest
-/// fault lies less than a row before it: a mapped scan, `np.load(mmap_mode='r').sum()`):
+/// fault lies less than a row before it, and that one's did too, or it walked down a column:
+/// a mapped scan, `np.load(mmap_mode='r').sum()`; the second fault of a row after a window's
+/// first is its second page column, all of whose rows below it reads):
 /// such a reader faults on the other columns of the rows before it comes back to this one,
 /// and the forward pages of its later faults overlap the rows below (measured: 64 rows
 /// there stored more pages twice and made the mapped sum 5% slower).
@@ -270,6 +272,13 @@ impl Tree {
             faults.forwarded(ino, offset, forward_end, forward_end);
             (faults.reach(ino, offset), faults.led_to(ino, offset))
         };
+        // The blocks below that no prefetch thread has started: decoded here, from the last,
+        // rather than slept on (`ChunkReader::steal_blocks`).
+        let wants = below_pages(&npy, offset, reach.rows)
+            .filter(|&at| at >= forward_end && at > led_to)
+            .filter_map(|at| data_at(&npy, *array, at));
+        self.reader
+            .steal_blocks(&self.reader.pinned(*array), wants, reach.decodes);
         // Below: the same columns of the next rows, but those the walk's fault before offered
         // ahead (`walk.rs`). Rows whose pages are shifted against the fault's (a row length
         // that is no multiple of the page) may need a block beside the fault's.
@@ -333,8 +342,10 @@ impl Tree {
     /// the blocks that the pages below the fault (the ones [`Tree::pages_near`] offers after
     /// it) fall in, at most as many as it would decode itself. The fault's own block decodes
     /// on the caller's thread meanwhile, so one fault uses both cores instead of decoding
-    /// five blocks one after the other. Notes the fault, which decides how far below it the
-    /// pages go (not as far when it continues a scan in file order, see `SCAN_PAGES`).
+    /// five blocks one after the other; then [`Tree::pages_near`] decodes on that thread,
+    /// from the last, those no prefetch thread has started yet. Notes the fault, which decides
+    /// how far below it the pages go (not as far when it continues a scan in file order, see
+    /// `SCAN_PAGES`).
     ///
     /// Returns whether the fault continues a walk down a column (a tall strip, a window
     /// taller than two faults): it is at least the third fault in a row, each one within

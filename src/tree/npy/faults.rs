@@ -28,8 +28,10 @@ struct Fault {
     offset: u64,
     /// Faults in a row down its column up to this one.
     walk: u32,
-    /// It continues a scan in file order (the file's latest fault lies less than a row
-    /// before it).
+    /// The file's latest fault lies less than a row before it.
+    follows: bool,
+    /// It continues a scan in file order: it follows the file's latest fault, which followed
+    /// the one before (the second fault of a row may be a window's second page column).
     scan: bool,
     /// It continues a mapped scan (`mapped.rs`): it lies at the page where the file's
     /// latest fault expected the next one, after more than a row offered in file order or
@@ -87,7 +89,9 @@ impl RecentFaults {
     /// a row before it comes back to the first one, 33 or 65 rows below.
     ///
     /// The fault continues a scan in file order when the file's latest fault lies before it,
-    /// less than a row before ([`RecentFaults::reach`]).
+    /// less than a row before, and that one did too or walked down a column
+    /// ([`RecentFaults::reach`]): the second fault within a row after a window's first is
+    /// its second page column.
     ///
     /// Rows shorter than a page (`stride` below [`PAGE`]: a 1-D array) have no columns to
     /// walk down and no rows below: such a fault is never part of a walk, and it continues
@@ -96,7 +100,13 @@ impl RecentFaults {
     pub(super) fn note(&mut self, ino: u64, offset: u64, stride: u64) -> u32 {
         let flat = stride < PAGE;
         let latest = self.0.iter().rev().find(|f| f.ino == ino);
-        let scan = !flat && latest.is_some_and(|f| f.offset < offset && offset - f.offset < stride);
+        let follows =
+            !flat && latest.is_some_and(|f| f.offset < offset && offset - f.offset < stride);
+        // A window whose columns straddle two pages faults on the second within the row of
+        // its first fault: all of its rows below are read (measured: 32 rows there made a
+        // third fault at row 33; BENCHMARKS.md, "Session 20: windows"). Not after a fault
+        // of a walk down a column (a strip's later faults: measured slower).
+        let scan = follows && latest.is_some_and(|f| f.follows || f.walk > 1);
         let expected = latest.filter(|f| f.forward_end == offset && f.offset < offset);
         let steps = expected.map_or(0, |f| f.steps.saturating_add(1));
         // A window whose columns straddle the end of the pages offered after its first
@@ -156,6 +166,7 @@ impl RecentFaults {
             ino,
             offset,
             walk: n,
+            follows,
             scan,
             mapped,
             steps,

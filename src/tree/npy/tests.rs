@@ -68,9 +68,16 @@ fn faults_of_a_scan_in_file_order_offer_fewer_rows_below() {
         Reach::NEAR,
         "another file's fault before it"
     );
-    // A mapped scan: the next faults lie after the latest, within a row.
+    // The next fault within the row: a window's second page column, all its rows read.
     f.note(7, at(10, 5), row);
-    assert_eq!(f.reach(7, at(10, 5)), Reach::SCAN);
+    assert_eq!(
+        f.reach(7, at(10, 5)),
+        Reach::NEAR,
+        "the second fault of a row"
+    );
+    // A scan: a third fault after the latest, within a row.
+    f.note(7, at(10, 6), row);
+    assert_eq!(f.reach(7, at(10, 6)), Reach::SCAN);
     f.note(7, at(11, 1), row);
     assert_eq!(
         f.reach(7, at(11, 1)),
@@ -83,7 +90,7 @@ fn faults_of_a_scan_in_file_order_offer_fewer_rows_below() {
     f.note(7, at(12, 0), row);
     assert_eq!(f.reach(7, at(12, 0)), Reach::NEAR);
     assert_eq!(
-        f.reach(7, at(10, 5)),
+        f.reach(7, at(10, 6)),
         Reach::SCAN,
         "each fault keeps its own"
     );
