@@ -78,6 +78,64 @@ fn fuzz_replay_npy_dtype() {
     assert!(replay("npy_dtype", entry::npy_dtype) > 0);
 }
 
+#[test]
+fn fuzz_replay_store_open() {
+    assert!(replay("store_open", entry::store_open) > 0);
+}
+
+#[test]
+fn fuzz_replay_tree_walk() {
+    assert!(replay("tree_walk", entry::tree_walk) > 0);
+}
+
+#[test]
+fn fuzz_replay_tree_edit() {
+    assert!(replay("tree_edit", entry::tree_edit) > 0);
+}
+
+/// The stored `store_open` corpus holds real stores (python-blosc2's, `scripts/oracle/stores.py
+/// fuzzseeds`): some of its inputs open as collections, so the target reaches past the zip.
+#[test]
+fn fuzz_store_corpus_opens() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("seed.b2z");
+    let opened = inputs(&repo_root().join("fuzz/corpus/store_open"))
+        .iter()
+        .filter(|f| {
+            std::fs::copy(f, &p).unwrap();
+            entry::store::opens_as_store(&p)
+        })
+        .count();
+    assert!(
+        opened >= 5,
+        "{opened} stored store_open inputs open as stores"
+    );
+}
+
+/// The `tree_edit` target reaches the commit: on a real frame, a JSON `__attrs__` is
+/// applied, a write to `meta/storage` or to `zarr/zarr.json` refused.
+#[test]
+fn fuzz_tree_edit_seeds_reach_the_commit() {
+    use entry::tree::Outcome;
+    let frame = std::fs::read(repo_root().join("tests/data/frames/b2nd_attrs.b2nd")).unwrap();
+    let input = |op: u8, payload: &[u8]| {
+        let mut v = vec![0, op];
+        v.extend_from_slice(&frame);
+        v.extend_from_slice(entry::tree::EDIT_SEPARATOR);
+        v.extend_from_slice(payload);
+        entry::tree::tree_edit_outcome(&v)
+    };
+    let json = br#"{"title": "edited", "n": [1, 2.5]}"#;
+    for op in [0, 1] {
+        let got = input(op, json);
+        assert!(matches!(got, Outcome::Applied), "op {op}: {got:?}");
+    }
+    for op in [2, 3] {
+        let got = input(op, b"{}");
+        assert!(matches!(got, Outcome::Refused(_)), "op {op}: {got:?}");
+    }
+}
+
 /// The bcolz input format splits on the separator, at most `max` parts.
 #[test]
 fn fuzz_bcolz_input_splits_into_files() {
