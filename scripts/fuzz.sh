@@ -18,8 +18,9 @@
 # CPU seconds, exec/s, corpus size, coverage.
 #
 # B2FS_FUZZ_RUNS=N stops a run after N executions (or SECONDS, whichever comes first).
-# B2FS_FUZZ_TIMEOUT=S: the per-input timeout (10 s). B2FS_FUZZ_RSS_MB: the RSS limit (1024). A run on a machine where something may
-# stop it for a while (a benchmark lock that SIGSTOPs nice-19 processes) needs more than that
+# B2FS_FUZZ_RSS_MB=M: the RSS limit (1024). B2FS_FUZZ_TIMEOUT=S: the per-input timeout
+# (10 s). A run on a machine where something may stop it for a while (a benchmark lock that
+# SIGSTOPs nice-19 processes) needs more than that
 # pause, or the pause is reported as a timeout of whatever input was running.
 # B2FS_FUZZ_ASAN=0: the throughput build for long runs, the same coverage instrumentation and
 # debug assertions without AddressSanitizer (2-3x more executions per CPU second; Rust code
@@ -145,13 +146,14 @@ seeds() {
                 i=$((i + 1))
             done ;;
         store_open)
-            # The stores python-blosc2 writes are stored in fuzz/corpus/store_open (made by
+            # The stores python-blosc2 writes, stored in fuzz/seeds/store_open (made by
             # scripts/oracle/stores.py fuzzseeds); nothing in tests/data is a store.
-            ;;
+            cp fuzz/seeds/store_open/* "$out/" ;;
         tree_walk)
             # A kind byte (0 frame, 1 bcolz carray, 2 .b2z, 3 .b2d: fuzz/src/source.rs), then
             # the source: every frame fixture under 64 KiB, every carray as bcolz_open joins
-            # it; the stores are in fuzz/corpus/tree_walk.
+            # it; the stores (as .b2z and .b2d) are in fuzz/seeds/tree_walk.
+            cp fuzz/seeds/tree_walk/* "$out/"
             seeds bcolz_open "$out/.bcolz"
             for f in $(find tests/data/frames -maxdepth 1 -type f ! -name '*.json' -size -64k); do
                 { printf '\x00'; cat "$f"; } > "$out/frame_$(basename "$f")"
@@ -163,7 +165,8 @@ seeds() {
         tree_edit)
             # A kind byte, an operation byte (fuzz/src/tree.rs: Op, offset), the source, then
             # fuzz/src/tree.rs's EDIT_SEPARATOR and the bytes to write: each operation at
-            # offset 0 on a few frame fixtures; the stores are in fuzz/corpus/tree_edit.
+            # offset 0 on a few frame fixtures; six on two stores are in fuzz/seeds/tree_edit.
+            cp fuzz/seeds/tree_edit/* "$out/"
             for f in tests/data/frames/b2nd_1d_f8.b2nd tests/data/frames/b2nd_attrs.b2nd \
                 tests/data/frames/schunk_lz4.b2frame tests/data/frames/b2nd_2d_i4_odd.b2nd; do
                 for op in 0 1 2 3 4 5 6 7; do
@@ -225,7 +228,9 @@ cmin() {
     "${CMD[@]}" > "$LOGS/$t.cmin.log" 2>&1
     # Inputs equal to a fixture seed are made again by every run: not stored (libFuzzer names
     # merged inputs by their sha1).
-    (cd "$seeddir" && sha1sum -- *) | while read -r sum _; do rm -f "$new/$sum"; done
+    (cd "$seeddir" && find . -type f -exec sha1sum -- {} +) | while read -r sum _; do
+        rm -f "$new/$sum"
+    done
     # Stay under the stored budget: the smallest inputs first.
     local budget=$((${B2FS_FUZZ_CORPUS_KIB:-400} * 1024)) used=0 f size
     rm -rf "fuzz/corpus/$t" "$seeddir"

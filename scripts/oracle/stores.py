@@ -15,7 +15,7 @@ python-blosc2 reads back from them, for tests/it/store.rs.
     stores.py embedgen PATH  a TreeStore (.b2z, or .b2d) with threshold=1024: /tiny and the
                            root __vlmeta__ carrier embedded in embed.b2e, /big a member
     stores.py fuzzseeds DIR  small .b2z stores (a few KiB each) as seeds of the store_open,
-                           tree_walk and tree_edit fuzz targets (fuzz/corpus/, scripts/fuzz.sh)
+                           tree_walk and tree_edit fuzz targets (fuzz/seeds/, scripts/fuzz.sh)
     stores.py digest PATH  sha256 of store[key][...] for every array key and the root
                            attributes, read with mode='r' and from a copy opened with mode='a'
                            (which extracts the .b2z and so checks every CRC-32), as JSON

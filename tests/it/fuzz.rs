@@ -1,6 +1,8 @@
 //! The fuzz targets' inputs replayed under the normal test build: every regression input in
 //! `tests/data/fuzz-regressions/TARGET/` (each was a crash, hang or out-of-memory found by
-//! `scripts/fuzz.sh`, kept after its fix) and the stored corpus `fuzz/corpus/TARGET/`, through
+//! `scripts/fuzz.sh`, kept after its fix), the stored seeds `fuzz/seeds/TARGET/` (stores
+//! python-blosc2 writes, for the targets that take them) and the stored corpus
+//! `fuzz/corpus/TARGET/`, through
 //! the same entry functions the libFuzzer binaries call (`fuzz/src/lib.rs`, included here).
 //! No nightly toolchain or cargo-fuzz needed: this is the stable-toolchain part of the fuzzing.
 
@@ -32,6 +34,7 @@ fn inputs(dir: &Path) -> Vec<PathBuf> {
 fn replay(target: &str, f: fn(&[u8])) -> usize {
     let root = repo_root();
     let mut files = inputs(&root.join("tests/data/fuzz-regressions").join(target));
+    files.extend(inputs(&root.join("fuzz/seeds").join(target)));
     files.extend(inputs(&root.join("fuzz/corpus").join(target)));
     let mut failures = Vec::new();
     let start = Instant::now();
@@ -93,13 +96,13 @@ fn fuzz_replay_tree_edit() {
     assert!(replay("tree_edit", entry::tree_edit) > 0);
 }
 
-/// The stored `store_open` corpus holds real stores (python-blosc2's, `scripts/oracle/stores.py
-/// fuzzseeds`): some of its inputs open as collections, so the target reaches past the zip.
+/// The stored `store_open` seeds are real stores (python-blosc2's, `scripts/oracle/stores.py
+/// fuzzseeds`): they open as collections, so the target reaches past the zip.
 #[test]
 fn fuzz_store_corpus_opens() {
     let dir = tempfile::tempdir().unwrap();
     let p = dir.path().join("seed.b2z");
-    let opened = inputs(&repo_root().join("fuzz/corpus/store_open"))
+    let opened = inputs(&repo_root().join("fuzz/seeds/store_open"))
         .iter()
         .filter(|f| {
             std::fs::copy(f, &p).unwrap();
