@@ -18,8 +18,9 @@
 # CPU seconds, exec/s, corpus size, coverage.
 #
 # B2FS_FUZZ_RUNS=N stops a run after N executions (or SECONDS, whichever comes first).
-# B2FS_FUZZ_TIMEOUT=S: the per-input timeout (10 s). A run on a machine where something may
-# stop it for a while (a benchmark lock that SIGSTOPs nice-19 processes) needs more than that
+# B2FS_FUZZ_RSS_MB=M: the RSS limit (1024). B2FS_FUZZ_TIMEOUT=S: the per-input timeout
+# (10 s). A run on a machine where something may stop it for a while (a benchmark lock that
+# SIGSTOPs nice-19 processes) needs more than that
 # pause, or the pause is reported as a timeout of whatever input was running.
 # B2FS_FUZZ_ASAN=0: the throughput build for long runs, the same coverage instrumentation and
 # debug assertions without AddressSanitizer (2-3x more executions per CPU second; Rust code
@@ -31,7 +32,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
-TARGETS="chunk_decode frame_open bcolz_open attrs npy_dtype"
+TARGETS="chunk_decode frame_open bcolz_open attrs npy_dtype store_open tree_walk tree_edit"
 LOGS=${B2FS_FUZZ_LOGS:-fuzz/logs}
 TRIPLE=$(rustc +nightly -vV | sed -n 's/^host: //p')
 # Without cargo-fuzz (or with B2FS_FUZZ_DIRECT=1) the targets are built with the same cargo
@@ -93,6 +94,7 @@ max_len() {
         frame_open) echo 131072 ;;
         bcolz_open) echo 65536 ;;
         npy_dtype) echo 4096 ;;
+        store_open | tree_walk | tree_edit) echo 65536 ;;
         *) echo 8192 ;;
     esac
 }
@@ -143,6 +145,35 @@ seeds() {
                 printf '%s' "$d" > "$out/fixture_$i"
                 i=$((i + 1))
             done ;;
+        store_open)
+            # The stores python-blosc2 writes, stored in fuzz/seeds/store_open (made by
+            # scripts/oracle/stores.py fuzzseeds); nothing in tests/data is a store.
+            cp fuzz/seeds/store_open/* "$out/" ;;
+        tree_walk)
+            # A kind byte (0 frame, 1 bcolz carray, 2 .b2z, 3 .b2d: fuzz/src/source.rs), then
+            # the source: every frame fixture under 64 KiB, every carray as bcolz_open joins
+            # it; the stores (as .b2z and .b2d) are in fuzz/seeds/tree_walk.
+            cp fuzz/seeds/tree_walk/* "$out/"
+            seeds bcolz_open "$out/.bcolz"
+            for f in $(find tests/data/frames -maxdepth 1 -type f ! -name '*.json' -size -64k); do
+                { printf '\x00'; cat "$f"; } > "$out/frame_$(basename "$f")"
+            done
+            for f in "$out"/.bcolz/*; do
+                { printf '\x01'; cat "$f"; } > "$out/bcolz_$(basename "$f")"
+            done
+            rm -rf "$out/.bcolz" ;;
+        tree_edit)
+            # A kind byte, an operation byte (fuzz/src/tree.rs: Op, offset), the source, then
+            # fuzz/src/tree.rs's EDIT_SEPARATOR and the bytes to write: each operation at
+            # offset 0 on a few frame fixtures; six on two stores are in fuzz/seeds/tree_edit.
+            cp fuzz/seeds/tree_edit/* "$out/"
+            for f in tests/data/frames/b2nd_1d_f8.b2nd tests/data/frames/b2nd_attrs.b2nd \
+                tests/data/frames/schunk_lz4.b2frame tests/data/frames/b2nd_2d_i4_odd.b2nd; do
+                for op in 0 1 2 3 4 5 6 7; do
+                    { printf '\x00'; printf "\\x0$op"; cat "$f"; printf '\n##edit##\n'
+                      printf '{"title": "edited", "n": [1, 2.5]}'; } > "$out/$(basename "$f")_$op"
+                done
+            done ;;
         *) echo "unknown target $t (one of: $TARGETS)" >&2; exit 2 ;;
     esac
 }
@@ -163,7 +194,7 @@ run() {
     mkdir -p "fuzz/artifacts/$t"
     fuzz_cmd "$t" "fuzz/work/$t" "fuzz/corpus/$t" "$seeddir" -- \
         -max_total_time="$secs" -max_len="$(max_len "$t")" -timeout="${B2FS_FUZZ_TIMEOUT:-10}" \
-        -rss_limit_mb=1024 -malloc_limit_mb=256 -print_final_stats=1 "${extra[@]}"
+        -rss_limit_mb="${B2FS_FUZZ_RSS_MB:-1024}" -malloc_limit_mb=256 -print_final_stats=1 "${extra[@]}"
     /usr/bin/time -f '%U %S' -o "$log.cpu" "${CMD[@]}" > "$log" 2>&1 || rc=$?
     rm -rf "$seeddir"
     local took=$((SECONDS - start)) runs corp cov
@@ -197,7 +228,9 @@ cmin() {
     "${CMD[@]}" > "$LOGS/$t.cmin.log" 2>&1
     # Inputs equal to a fixture seed are made again by every run: not stored (libFuzzer names
     # merged inputs by their sha1).
-    (cd "$seeddir" && sha1sum -- *) | while read -r sum _; do rm -f "$new/$sum"; done
+    (cd "$seeddir" && find . -type f -exec sha1sum -- {} +) | while read -r sum _; do
+        rm -f "$new/$sum"
+    done
     # Stay under the stored budget: the smallest inputs first.
     local budget=$((${B2FS_FUZZ_CORPUS_KIB:-400} * 1024)) used=0 f size
     rm -rf "fuzz/corpus/$t" "$seeddir"

@@ -4,7 +4,9 @@
 //! includes this file as a module), so a crash found by the fuzzer stays a failing test until
 //! it is fixed.
 //!
-//! Targets: `chunk_decode`, `frame_open`, `bcolz_open`, `attrs`, `npy_dtype`.
+//! Targets: `chunk_decode`, `frame_open`, `bcolz_open`, `attrs`, `npy_dtype` (this file);
+//! `store_open` (`store.rs`); `tree_walk`, `tree_edit` (`tree.rs`, over sources written by
+//! `source.rs`).
 //!
 //! What a target may do with hostile input: return an error. What it must not do: panic
 //! (including the property checks below), hang, or allocate beyond a bound (libFuzzer's
@@ -17,6 +19,13 @@ use b2fs::codec::{self, Decoder};
 use b2fs::container::npy::{self, Npy, TableNpy};
 use b2fs::container::{self, Array, Container, attrs};
 use serde_json::Value;
+
+pub mod source;
+pub mod store;
+pub mod tree;
+
+pub use store::store_open;
+pub use tree::{tree_edit, tree_walk};
 
 /// Largest uncompressed chunk the targets decode: the decoder refuses bigger declarations
 /// (`CodecError::TooLarge`), so a mutated nbytes field cannot make every run allocate
@@ -101,7 +110,7 @@ fn with_decoder<R>(f: impl FnOnce(&mut Decoder) -> R) -> R {
     DECODER.with(|d| f(&mut d.borrow_mut()))
 }
 
-fn scratch() -> PathBuf {
+pub(crate) fn scratch() -> PathBuf {
     SCRATCH.with(|d| d.path().to_path_buf())
 }
 
@@ -271,7 +280,7 @@ fn touch_npy(a: &Array) {
     }
 }
 
-fn touch(c: &Container) {
+pub(crate) fn touch(c: &Container) {
     match c {
         Container::Array(a) => {
             touch_array(a);

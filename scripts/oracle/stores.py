@@ -14,6 +14,8 @@ python-blosc2 reads back from them, for tests/it/store.rs.
                            and /big (32 MiB of noise, so a commit copying it takes a while)
     stores.py embedgen PATH  a TreeStore (.b2z, or .b2d) with threshold=1024: /tiny and the
                            root __vlmeta__ carrier embedded in embed.b2e, /big a member
+    stores.py fuzzseeds DIR  small .b2z stores (a few KiB each) as seeds of the store_open,
+                           tree_walk and tree_edit fuzz targets (fuzz/seeds/, scripts/fuzz.sh)
     stores.py digest PATH  sha256 of store[key][...] for every array key and the root
                            attributes, read with mode='r' and from a copy opened with mode='a'
                            (which extracts the .b2z and so checks every CRC-32), as JSON
@@ -227,6 +229,44 @@ def embedgen(path):
         ts.vlmeta["title"] = "embedded"
 
 
+def fuzzseeds(d):
+    """Small stores of every kind b2fs opens: TreeStore (members, embedded values, groups with
+    attributes, an SChunk, a 2-D array), DictStore, a ZIP64 one, a CTable in a TreeStore."""
+    import blosc2
+    os.makedirs(d, exist_ok=True)
+    with blosc2.TreeStore(os.path.join(d, "tree.b2z"), mode="w", threshold=64) as ts:
+        ts["/a"] = blosc2.arange(64, dtype=np.int32, chunks=(16,), blocks=(8,))
+        ts["/g/b"] = blosc2.asarray(np.arange(24, dtype=np.float32).reshape(4, 6),
+                                    chunks=(2, 3), blocks=(1, 3))
+        ts["/g/tiny"] = np.arange(3, dtype=np.int16)
+        ts["/raw"] = blosc2.SChunk(chunksize=64, data=np.arange(40, dtype=np.int8).tobytes())
+        ts.vlmeta["title"] = "seed"
+        ts["/g"].vlmeta["units"] = [1, 2.5, "x"]
+    with blosc2.TreeStore(os.path.join(d, "embedded.b2z"), mode="w", threshold=4096) as ts:
+        ts["/e"] = np.arange(6, dtype=np.uint8)
+        ts["/f/s"] = np.array([b"ab", b"c"], dtype="S2")
+        ts.vlmeta["k"] = {"nested": True}
+    with blosc2.DictStore(os.path.join(d, "dict.b2z"), mode="w", threshold=8) as ds:
+        ds["/x"] = np.arange(20, dtype=np.int64)
+        ds["/y/z"] = np.array([True, False, True])
+    old = zipfile.ZIP64_LIMIT
+    zipfile.ZIP64_LIMIT = 100
+    try:
+        with blosc2.TreeStore(os.path.join(d, "zip64.b2z"), mode="w") as ts:
+            ts["/big"] = blosc2.arange(200, dtype=np.int16, chunks=(50,))
+    finally:
+        zipfile.ZIP64_LIMIT = old
+    from dataclasses import dataclass
+
+    @dataclass
+    class Row:
+        a: int
+        b: float
+
+    with blosc2.TreeStore(os.path.join(d, "ctab.b2z"), mode="w") as ts:
+        ts["/t"] = blosc2.CTable(Row, new_data=[(i, i / 2) for i in range(8)])
+
+
 def digest(path):
     import blosc2
 
@@ -265,6 +305,8 @@ def main():
         crashgen(sys.argv[2])
     elif cmd == "embedgen":
         embedgen(sys.argv[2])
+    elif cmd == "fuzzseeds":
+        fuzzseeds(sys.argv[2])
     elif cmd == "digest":
         print(json.dumps(digest(sys.argv[2]), sort_keys=True, default=str))
     else:

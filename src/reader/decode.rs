@@ -66,8 +66,11 @@ impl Core {
 
     /// Decodes the compressed chunk `chunk` into a cache buffer and keeps its first `nbytes`.
     /// The chunk may hold more than the file shows (a bcolz leftover chunk rewritten full):
-    /// it is decoded whole. With `print`, also the chunk's fingerprint, its blocks hashed
-    /// as they are decoded (none when the decode failed).
+    /// then only the blocks of its first `nbytes` are decoded, into a buffer of that size,
+    /// never one of the size its own header claims (up to 2 GiB for a chunk a hostile
+    /// source shows as a few bytes; fuzz target `tree_walk`). With `print`, also the
+    /// chunk's fingerprint, its blocks hashed as they are decoded (none when the decode
+    /// failed).
     fn decode_chunk(
         &self,
         chunk: &[u8],
@@ -86,10 +89,13 @@ impl Core {
             };
             return (Err(e), None);
         }
-        let mut buf = self.cache.buffer(stored);
-        match self.decode_into(chunk, &mut buf, split, print) {
+        let mut buf = self.cache.buffer(nbytes);
+        let res = match stored > nbytes {
+            true => range_exact(chunk, 0, &mut buf, print),
+            false => self.decode_into(chunk, &mut buf, split, print),
+        };
+        match res {
             Ok(seen) => {
-                buf.truncate(nbytes);
                 let print = print.then(|| prints::print_with(chunk, &seen));
                 (Ok(buf), print)
             }

@@ -24,6 +24,13 @@ use super::{Entry, Tree, TreeError, dir};
 use crate::reader::{ArrayId, ChunkId, LiveArray};
 use std::sync::Arc;
 
+/// The most bytes an `__attrs__` buffer or a scratch file may hold (writes and truncations
+/// past it are EFBIG): both live in memory, and without a bound one `truncate -s 1T` of
+/// `__attrs__` asked for a terabyte (a capacity-overflow panic past `isize::MAX`; fuzz target
+/// `tree_edit`, tests/data/fuzz-regressions/tree_edit/). Far above any attribute set the
+/// formats hold in practice (each vlmetalayer is one compressed chunk).
+pub(crate) const MAX_BUFFERED: usize = 64 << 20;
+
 /// Where a chunk buffer is in its life.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum BufState {
@@ -353,7 +360,7 @@ impl Tree {
                 let mut s = self.scratch.lock();
                 let file = s.files.get_mut(&ino).ok_or(TreeError::NotFound)?;
                 file.mtime = std::time::SystemTime::now();
-                f(&mut file.data, usize::MAX)
+                f(&mut file.data, MAX_BUFFERED)
             }
             WriteTarget::Attrs => {
                 let stored = match self.entry(ino)? {
@@ -367,7 +374,7 @@ impl Tree {
                     version: 0,
                     stale: false,
                 });
-                let out = f(&mut a.data, usize::MAX)?;
+                let out = f(&mut a.data, MAX_BUFFERED)?;
                 a.dirty = true;
                 a.version += 1;
                 Ok(out)
@@ -419,7 +426,7 @@ impl Tree {
         self.with_buffer(ino, target, |buf, limit| {
             if end > limit {
                 return Err(TreeError::TooBig(format!(
-                    "writing up to byte {end}: this chunk holds at most {limit} bytes"
+                    "writing up to byte {end}: this file holds at most {limit} bytes"
                 )));
             }
             if buf.len() < end {

@@ -1,6 +1,8 @@
 //! The fuzz targets' inputs replayed under the normal test build: every regression input in
 //! `tests/data/fuzz-regressions/TARGET/` (each was a crash, hang or out-of-memory found by
-//! `scripts/fuzz.sh`, kept after its fix) and the stored corpus `fuzz/corpus/TARGET/`, through
+//! `scripts/fuzz.sh`, kept after its fix), the stored seeds `fuzz/seeds/TARGET/` (stores
+//! python-blosc2 writes, for the targets that take them) and the stored corpus
+//! `fuzz/corpus/TARGET/`, through
 //! the same entry functions the libFuzzer binaries call (`fuzz/src/lib.rs`, included here).
 //! No nightly toolchain or cargo-fuzz needed: this is the stable-toolchain part of the fuzzing.
 
@@ -32,6 +34,7 @@ fn inputs(dir: &Path) -> Vec<PathBuf> {
 fn replay(target: &str, f: fn(&[u8])) -> usize {
     let root = repo_root();
     let mut files = inputs(&root.join("tests/data/fuzz-regressions").join(target));
+    files.extend(inputs(&root.join("fuzz/seeds").join(target)));
     files.extend(inputs(&root.join("fuzz/corpus").join(target)));
     let mut failures = Vec::new();
     let start = Instant::now();
@@ -76,6 +79,64 @@ fn fuzz_replay_attrs() {
 #[test]
 fn fuzz_replay_npy_dtype() {
     assert!(replay("npy_dtype", entry::npy_dtype) > 0);
+}
+
+#[test]
+fn fuzz_replay_store_open() {
+    assert!(replay("store_open", entry::store_open) > 0);
+}
+
+#[test]
+fn fuzz_replay_tree_walk() {
+    assert!(replay("tree_walk", entry::tree_walk) > 0);
+}
+
+#[test]
+fn fuzz_replay_tree_edit() {
+    assert!(replay("tree_edit", entry::tree_edit) > 0);
+}
+
+/// The stored `store_open` seeds are real stores (python-blosc2's, `scripts/oracle/stores.py
+/// fuzzseeds`): they open as collections, so the target reaches past the zip.
+#[test]
+fn fuzz_store_corpus_opens() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("seed.b2z");
+    let opened = inputs(&repo_root().join("fuzz/seeds/store_open"))
+        .iter()
+        .filter(|f| {
+            std::fs::copy(f, &p).unwrap();
+            entry::store::opens_as_store(&p)
+        })
+        .count();
+    assert!(
+        opened >= 5,
+        "{opened} stored store_open inputs open as stores"
+    );
+}
+
+/// The `tree_edit` target reaches the commit: on a real frame, a JSON `__attrs__` is
+/// applied, a write to `meta/storage` or to `zarr/zarr.json` refused.
+#[test]
+fn fuzz_tree_edit_seeds_reach_the_commit() {
+    use entry::tree::Outcome;
+    let frame = std::fs::read(repo_root().join("tests/data/frames/b2nd_attrs.b2nd")).unwrap();
+    let input = |op: u8, payload: &[u8]| {
+        let mut v = vec![0, op];
+        v.extend_from_slice(&frame);
+        v.extend_from_slice(entry::tree::EDIT_SEPARATOR);
+        v.extend_from_slice(payload);
+        entry::tree::tree_edit_outcome(&v)
+    };
+    let json = br#"{"title": "edited", "n": [1, 2.5]}"#;
+    for op in [0, 1] {
+        let got = input(op, json);
+        assert!(matches!(got, Outcome::Applied), "op {op}: {got:?}");
+    }
+    for op in [2, 3] {
+        let got = input(op, b"{}");
+        assert!(matches!(got, Outcome::Refused(_)), "op {op}: {got:?}");
+    }
 }
 
 /// The bcolz input format splits on the separator, at most `max` parts.

@@ -51,8 +51,8 @@ pub(crate) struct Estore {
 }
 
 /// The largest embedded value read into memory (embedded values are small by design: below
-/// the store's threshold).
-const MAX_EMBEDDED: u64 = 1 << 30;
+/// the store's threshold, 0 by default since python-blosc2 4.4.1, 2^16 at most before).
+const MAX_EMBEDDED: u64 = 64 << 20;
 
 impl Estore {
     /// Reads the marker and the key map of the opened estore frame.
@@ -137,24 +137,35 @@ impl Estore {
         if cs == 0 {
             return Err(bad("the estore has no fixed chunksize".into()));
         }
-        let mut out = Vec::with_capacity(len as usize);
+        // The value grows as its bytes are decoded, in steps of at most `STEP`: neither a
+        // declared length nor a chunk's own header (a special chunk of 2 GiB is 32 bytes)
+        // sizes an allocation before the bytes exist (fuzz target `store_open`).
+        const STEP: u64 = 4 << 20;
+        let mut out = Vec::with_capacity(len.min(STEP) as usize);
         let mut at = offset;
+        let mut chunk: Option<(usize, Vec<u8>)> = None;
         while at < end {
             let ci = (at / cs) as usize;
-            let chunk = a.chunk_bytes(ci)?;
-            let data =
-                crate::codec::decompress(&chunk).map_err(|source| ContainerError::Chunk {
+            if chunk.as_ref().is_none_or(|(i, _)| *i != ci) {
+                chunk = Some((ci, a.chunk_bytes(ci)?.into_owned()));
+            }
+            let Some((_, bytes)) = &chunk else { break };
+            let from = (at - ci as u64 * cs) as usize;
+            let want = (end - at).min(cs - from as u64).min(STEP) as usize;
+            let filled = out.len();
+            out.resize(filled + want, 0);
+            let n = crate::codec::decompress_range(bytes, from, &mut out[filled..]).map_err(
+                |source| ContainerError::Chunk {
                     path: a.path().to_path_buf(),
                     index: ci,
                     source,
-                })?;
-            let from = (at - ci as u64 * cs) as usize;
-            let to = ((end - ci as u64 * cs) as usize).min(data.len());
-            if from >= to {
-                return Err(bad(format!("chunk {ci} holds only {} bytes", data.len())));
+                },
+            )?;
+            if n == 0 {
+                return Err(bad(format!("chunk {ci} holds only {from} bytes")));
             }
-            out.extend_from_slice(&data[from..to]);
-            at += (to - from) as u64;
+            out.truncate(filled + n);
+            at += n as u64;
         }
         Ok(out)
     }
