@@ -386,12 +386,15 @@ impl Pusher {
         }
         // Batches store only the pages still queued under their ticket.
         state.queued.retain(|(ino, _), _| !inodes.contains(ino));
+        // Only stores of batches handed before now can hold pages read before the change
+        // (later ones passed the epoch checks of `offer` and `ahead`).
+        let handed = state.handed;
         let until = Instant::now() + FORGET_WAIT;
         while let Some((ino, ..)) = state
             .storing
             .iter()
             .flatten()
-            .find(|(ino, ..)| inodes.contains(ino))
+            .find(|(ino, _, ticket)| inodes.contains(ino) && *ticket <= handed)
         {
             if Instant::now() >= until {
                 log::debug!("inode {ino}: a page store still runs as its pages are dropped");

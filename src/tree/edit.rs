@@ -348,6 +348,22 @@ impl Tree {
         Ok(bytes.to_vec())
     }
 
+    /// The most bytes a scratch file in directory `parent` may hold: [`MAX_BUFFERED`], or
+    /// a chunk object of the array when `parent` is in its Zarr chunk tree (zarr-python
+    /// writes a whole chunk object into a `.partial` file there, then renames it over the
+    /// object; its size is the chunk's, uncompressed).
+    fn scratch_limit(&self, parent: u64) -> usize {
+        let object = match self.entry(parent) {
+            Ok(Entry::Zarr(super::zarr::ZNode::Chunks { array, .. })) => {
+                self.zarr_geom(array, None).ok().map(|g| g.object_len)
+            }
+            _ => None,
+        };
+        object
+            .and_then(|n| usize::try_from(n).ok())
+            .map_or(MAX_BUFFERED, |n| n.max(MAX_BUFFERED))
+    }
+
     /// Runs `f` on the buffer of file `ino` (what `target` says it is).
     fn with_buffer<T>(
         &self,
@@ -357,10 +373,12 @@ impl Tree {
     ) -> Result<T, TreeError> {
         match target {
             WriteTarget::Scratch => {
+                let parent = self.scratch.lock().files.get(&ino).map(|f| f.parent);
+                let limit = self.scratch_limit(parent.ok_or(TreeError::NotFound)?);
                 let mut s = self.scratch.lock();
                 let file = s.files.get_mut(&ino).ok_or(TreeError::NotFound)?;
                 file.mtime = std::time::SystemTime::now();
-                f(&mut file.data, MAX_BUFFERED)
+                f(&mut file.data, limit)
             }
             WriteTarget::Attrs => {
                 let stored = match self.entry(ino)? {

@@ -56,7 +56,7 @@ impl Tree {
     ) -> Result<ReadData, TreeError> {
         let (hint, pinned, first) = self.handles.record_read(fh, ino, offset, size)?;
         let pinned = match pinned {
-            Some(p) if shared && self.replaced(&p) => Some(self.pin(ino)),
+            Some(p) if shared => Some(self.current_for_cache(ino, p)),
             p => p,
         };
         let writer = pinned.is_none();
@@ -190,12 +190,35 @@ impl Tree {
         Arc::new(p)
     }
 
-    /// Whether an array `pinned` holds has a newer version now.
-    fn replaced(&self, pinned: &Pinned) -> bool {
-        pinned
+    /// What a read of file `ino` into the kernel's page cache reads ([`Tree::read_shared`]):
+    /// the version now when anything `pinned` holds (an array's version, the NPY or table
+    /// view, a generated file's content) was replaced since, else `pinned`. A file the
+    /// version now does not show (a chunk gone) keeps `pinned`: its old bytes, not ENOENT.
+    fn current_for_cache(&self, ino: u64, pinned: Arc<Pinned>) -> Arc<Pinned> {
+        fn same<T: ?Sized>(a: &Option<Arc<T>>, b: &Option<Arc<T>>) -> bool {
+            match (a, b) {
+                (Some(a), Some(b)) => Arc::ptr_eq(a, b),
+                (None, None) => true,
+                _ => false,
+            }
+        }
+        let now = self.pin(ino);
+        let shown = now.stores.len() == pinned.stores.len()
+            && now.npy.is_some() == pinned.npy.is_some()
+            && now.table.is_some() == pinned.table.is_some()
+            && now.content.is_some() == pinned.content.is_some();
+        let replaced = pinned
             .stores
             .iter()
-            .any(|(array, store)| !Arc::ptr_eq(store, &self.reader.pinned(*array)))
+            .zip(&now.stores)
+            .any(|((a, s), (b, t))| a != b || !Arc::ptr_eq(s, t))
+            || !same(&pinned.npy, &now.npy)
+            || !same(&pinned.table, &now.table)
+            || !same(&pinned.content, &now.content);
+        match shown && replaced {
+            true => now,
+            false => pinned,
+        }
     }
 
     /// The version of `array` a read through `pinned` sees: the pinned one, else the

@@ -331,6 +331,9 @@ fn consistency_tree_follows_a_compacted_copy_moved_in() {
     let old3 = read_path(&t, "data/00000003.bin");
     let before = t.open(c3, libc::O_RDONLY).unwrap();
     let head = t.read(c3, before, 0, 4096).unwrap().to_vec();
+    let sizes = ino_of(&t, "meta/sizes");
+    let old_sizes = read_path(&t, "meta/sizes");
+    let sizes_before = t.open(sizes, libc::O_RDONLY).unwrap();
     // The copy: updated by python-blosc2, compacted by b2fs, moved over the source.
     let copy = dir.path().join("copy.b2frame");
     std::fs::copy(&src, &copy).unwrap();
@@ -353,6 +356,31 @@ fn consistency_tree_follows_a_compacted_copy_moved_in() {
         rest, old3,
         "the descriptor opened before keeps its version exactly"
     );
+    // But what it reads into the kernel's page cache, which every descriptor shares, is
+    // the version now (`read_shared`: faults, keep_cache reads): chunk files and generated
+    // files alike, while its plain reads keep its version.
+    let new3 = py_chunk(&py, &src, 3);
+    assert_ne!(new3, old3);
+    let shared = t.read_shared(c3, before, 0, 1 << 20).unwrap().to_vec();
+    assert_eq!(
+        shared,
+        new3[..shared.len()],
+        "a cache fill read the old version"
+    );
+    assert_eq!(t.read(c3, before, 0, 4096).unwrap().to_vec(), old3[..4096]);
+    let new_sizes = read_path(&t, "meta/sizes");
+    assert_ne!(new_sizes, old_sizes, "the compacted copy has other sizes");
+    let shared = t
+        .read_shared(sizes, sizes_before, 0, 1 << 20)
+        .unwrap()
+        .to_vec();
+    assert_eq!(
+        shared, new_sizes,
+        "a cache fill of meta/sizes read the old content"
+    );
+    let pinned = t.read(sizes, sizes_before, 0, 1 << 20).unwrap().to_vec();
+    assert_eq!(pinned, old_sizes);
+    t.release(sizes_before).unwrap();
     t.release(before).unwrap();
 }
 

@@ -50,9 +50,11 @@ pub(crate) struct Estore {
     entries: Vec<(String, Entry)>,
 }
 
-/// The largest embedded value read into memory (embedded values are small by design: below
-/// the store's threshold, 0 by default since python-blosc2 4.4.1, 2^16 at most before).
-const MAX_EMBEDDED: u64 = 64 << 20;
+/// The largest embedded value read into memory. Embedded values are small by default (below
+/// the store's threshold: 0 since python-blosc2 4.4.1, 2^16 at most before), but
+/// `DictStore(threshold=None)` embeds every in-memory array whatever its size; the value is
+/// decoded as it grows, so this bounds memory actually decoded, never reserved up front.
+const MAX_EMBEDDED: u64 = 1 << 30;
 
 impl Estore {
     /// Reads the marker and the key map of the opened estore frame.

@@ -458,3 +458,44 @@ fn the_view_follows_another_writer_and_a_descriptor_keeps_its_version() {
     t.release(jfh).unwrap();
     t.release(cfh).unwrap();
 }
+
+/// zarr-python writes a whole chunk object into a `.partial` file in the chunk's directory
+/// and renames it over the object: a chunk object larger than the 64 MiB every other
+/// scratch file may hold (`tree/edit.rs`, `MAX_BUFFERED`) still goes through, and a file past
+/// the object's size is refused with EFBIG.
+#[test]
+fn a_chunk_object_over_64_mib_is_written_through_its_partial_file() {
+    let py = or_skip!(python(
+        "a_chunk_object_over_64_mib_is_written_through_its_partial_file"
+    ));
+    let (_dir, src) = support::temp_path("big.b2nd");
+    // One chunk of 9,437,184 float64 (72 MiB), zeros.
+    run_python(
+        &py,
+        &[
+            "-c",
+            "import sys, numpy as np, blosc2; \
+             blosc2.zeros((9437184,), dtype=np.float64, urlpath=sys.argv[1], mode='w', \
+             chunks=(9437184,), blocks=(65536,))",
+            src.to_str().unwrap(),
+        ],
+    );
+    let t = Tree::from_source(&src, opts(true)).unwrap();
+    let cdir = ino(&t, "zarr/big/c");
+    let len = 9437184usize * 8;
+    let (attr, fh) = t.create(cdir, "0.abc.partial").unwrap();
+    let obj: Vec<u8> = (0..len / 8)
+        .flat_map(|i| (i as f64).to_le_bytes())
+        .collect();
+    for (k, piece) in obj.chunks(1 << 20).enumerate() {
+        t.write(attr.ino, fh, (k << 20) as u64, piece).unwrap();
+    }
+    let past = t.write(attr.ino, fh, len as u64, &[1]).unwrap_err();
+    assert_eq!(past.errno(), libc::EFBIG);
+    t.release(fh).unwrap();
+    t.rename(cdir, "0.abc.partial", cdir, "0", false).unwrap();
+    drop(t);
+    let sha = reference_sha(&py, &src);
+    use sha2::Digest;
+    assert_eq!(sha, format!("{:x}", sha2::Sha256::digest(&obj)));
+}
