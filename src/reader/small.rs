@@ -283,7 +283,7 @@ impl ChunkReader {
     /// (BENCHMARKS.md, "Session 20: windows"). Returns how many it decoded.
     pub fn steal_blocks(
         &self,
-        store: &Arc<dyn ChunkStore>,
+        store: &dyn ChunkStore,
         wants: impl IntoIterator<Item = (ChunkId, usize)>,
         max: usize,
     ) -> usize {
@@ -293,7 +293,7 @@ impl ChunkReader {
             if blocks.len() >= max {
                 break;
             }
-            let at = At::new(store.as_ref(), id);
+            let at = At::new(store, id);
             let Ok(nbytes) = store.chunk_nbytes(id.index) else {
                 continue;
             };
@@ -302,8 +302,7 @@ impl ChunkReader {
                 continue;
             }
             let b = (at.key, offset / bs);
-            if blocks.iter().any(|x| x.2 == b)
-                || self.covering_cached(store.as_ref(), id, offset).is_some()
+            if blocks.iter().any(|x| x.2 == b) || self.covering_cached(store, id, offset).is_some()
             {
                 continue;
             }
@@ -311,9 +310,7 @@ impl ChunkReader {
         }
         let mut n = 0;
         for (id, offset, b) in blocks.into_iter().rev() {
-            if !core.blocks.contains_or_loading(&b)
-                && core.block_ahead(store.as_ref(), id, offset).is_ok()
-            {
+            if !core.blocks.contains_or_loading(&b) && core.block_ahead(store, id, offset).is_ok() {
                 n += 1;
             }
         }
@@ -348,16 +345,20 @@ mod tests {
         (ChunkReader::new(vec![store.clone()], options), store)
     }
 
+    /// Chunk `index` of `store` decoded whole by the codec, and its block size.
+    fn decoded_chunk(store: &dyn ChunkStore, index: usize) -> (Vec<u8>, usize) {
+        let chunk = store.chunk_bytes(index).unwrap();
+        let whole = codec::decompress(&chunk).unwrap();
+        (whole, codec::chunk_info(&chunk).unwrap().block_size())
+    }
+
     /// Small reads of every block of chunk 1, at unaligned offsets, equal the whole chunk's
     /// decode; then waits for the pages thread and says whether it recycled buffers of
     /// blocks decoded up to their shuffle (only the filtered way makes them).
     fn small_reads_went_filtered(name: &str) -> bool {
         let (r, store) = reader(name);
         let id = ChunkId::new(ArrayId(0), 1);
-        let whole = codec::decompress(&store.chunk_bytes(1).unwrap()).unwrap();
-        let bs = codec::chunk_info(&store.chunk_bytes(1).unwrap())
-            .unwrap()
-            .block_size();
+        let (whole, bs) = decoded_chunk(store.as_ref(), 1);
         assert!(whole.len() >= 4 * bs, "{name}: too few blocks");
         for pass in 0..2 {
             for (k, j) in [2usize, 0, 3, 1].into_iter().enumerate() {
@@ -405,22 +406,22 @@ mod tests {
     fn stolen_blocks_land_in_the_block_cache_with_their_bytes() {
         let (r, store) = reader("b2nd_2d_f8_lz4.b2nd");
         let id = ChunkId::new(ArrayId(0), 1);
-        let whole = codec::decompress(&store.chunk_bytes(1).unwrap()).unwrap();
-        let bs = codec::chunk_info(&store.chunk_bytes(1).unwrap())
-            .unwrap()
-            .block_size();
+        let (whole, bs) = decoded_chunk(store.as_ref(), 1);
         assert!(whole.len() >= 4 * bs, "too few blocks");
         let wants = |blocks: &[usize]| blocks.iter().map(|&j| (id, j * bs + 8)).collect::<Vec<_>>();
         let cached = |j: usize| r.covering_cached(store.as_ref(), id, j * bs + 8);
-        assert_eq!(r.steal_blocks(&store, wants(&[0, 0, 1, 2, 3]), 3), 3);
+        assert_eq!(
+            r.steal_blocks(store.as_ref(), wants(&[0, 0, 1, 2, 3]), 3),
+            3
+        );
         for j in 0..3 {
             let (bytes, start) = cached(j).expect("a stolen block is cached");
             assert_eq!(start, j * bs);
             assert_eq!(bytes[..], whole[j * bs..(j + 1) * bs], "block {j}");
         }
         assert!(cached(3).is_none(), "past the first 3 blocks not cached");
-        assert_eq!(r.steal_blocks(&store, wants(&[0, 1, 2, 3]), 3), 1);
+        assert_eq!(r.steal_blocks(store.as_ref(), wants(&[0, 1, 2, 3]), 3), 1);
         assert_eq!(cached(3).unwrap().0[..], whole[3 * bs..4 * bs]);
-        assert_eq!(r.steal_blocks(&store, wants(&[0, 1, 2, 3]), 3), 0);
+        assert_eq!(r.steal_blocks(store.as_ref(), wants(&[0, 1, 2, 3]), 3), 0);
     }
 }

@@ -277,8 +277,7 @@ impl Tree {
         let wants = below_pages(&npy, offset, reach.rows)
             .filter(|&at| at >= forward_end && at > led_to)
             .filter_map(|at| data_at(&npy, *array, at));
-        self.reader
-            .steal_blocks(&self.reader.pinned(*array), wants, reach.decodes);
+        self.reader.steal_blocks(store, wants, reach.decodes);
         // Below: the same columns of the next rows, but those the walk's fault before offered
         // ahead (`walk.rs`). Rows whose pages are shifted against the fault's (a row length
         // that is no multiple of the page) may need a block beside the fault's.

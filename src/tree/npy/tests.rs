@@ -60,35 +60,23 @@ fn faults_of_a_scan_in_file_order_offer_fewer_rows_below() {
     let row = 16 * PAGE;
     let at = |r: u64, page: u64| 4 * PAGE + r * row + page * PAGE;
     assert_eq!(f.reach(7, at(0, 0)), Reach::NEAR, "a fault not noted");
-    f.note(7, at(10, 3), row);
-    assert_eq!(f.reach(7, at(10, 3)), Reach::NEAR, "the file's first fault");
-    f.note(8, at(10, 4), row);
-    assert_eq!(
-        f.reach(8, at(10, 4)),
-        Reach::NEAR,
-        "another file's fault before it"
-    );
-    // The next fault within the row: a window's second page column, all its rows read.
-    f.note(7, at(10, 5), row);
-    assert_eq!(
-        f.reach(7, at(10, 5)),
-        Reach::NEAR,
-        "the second fault of a row"
-    );
-    // A scan: a third fault after the latest, within a row.
-    f.note(7, at(10, 6), row);
-    assert_eq!(f.reach(7, at(10, 6)), Reach::SCAN);
-    f.note(7, at(11, 1), row);
-    assert_eq!(
-        f.reach(7, at(11, 1)),
-        Reach::SCAN,
-        "the next row, before its column"
-    );
-    // A row or more after the latest, or before it: a window somewhere else.
-    f.note(7, at(12, 1), row);
-    assert_eq!(f.reach(7, at(12, 1)), Reach::NEAR);
-    f.note(7, at(12, 0), row);
-    assert_eq!(f.reach(7, at(12, 0)), Reach::NEAR);
+    // Faults in turn (file, row, page): the reach each is given.
+    let faults = [
+        (7, 10, 3, Reach::NEAR, "the file's first fault"),
+        (8, 10, 4, Reach::NEAR, "another file's fault before it"),
+        // The next fault within the row: a window's second page column, all its rows read.
+        (7, 10, 5, Reach::NEAR, "the second fault of a row"),
+        // A scan: a third fault after the latest, within a row.
+        (7, 10, 6, Reach::SCAN, "a third fault within the row"),
+        (7, 11, 1, Reach::SCAN, "the next row, before its column"),
+        // A row or more after the latest, or before it: a window somewhere else.
+        (7, 12, 1, Reach::NEAR, "a row after the latest"),
+        (7, 12, 0, Reach::NEAR, "before the latest"),
+    ];
+    for (file, r, page, want, what) in faults {
+        f.note(file, at(r, page), row);
+        assert_eq!(f.reach(file, at(r, page)), want, "{what}");
+    }
     assert_eq!(
         f.reach(7, at(10, 6)),
         Reach::SCAN,
