@@ -234,6 +234,14 @@ pub struct Tree {
     backings: backing::Backings,
 }
 
+impl Drop for Tree {
+    /// Ends the thread that follows the source at once (it holds only a weak reference to
+    /// the tree, but waits for invalidations up to a second at a time).
+    fn drop(&mut self) {
+        self.follow.close();
+    }
+}
+
 /// Refuses a layout whose chunk files cannot all have inode numbers below the scratch files
 /// ([`inode::SCRATCH_BASE`], 2^62): a hostile bcolz ctable whose columns declare 2^62 chunks
 /// each would otherwise open with the files of every column after the first unreachable.

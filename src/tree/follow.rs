@@ -118,6 +118,10 @@ pub struct Follow {
     last_relist: Mutex<Option<Instant>>,
     relist_failed: AtomicBool,
     relisted: Mutex<Option<Arc<Collection>>>,
+    /// Set when the tree is dropped: [`Follow::wait`] then returns at once, so the thread
+    /// that follows the source (and what it holds: the page pusher and its descriptor of the
+    /// FUSE device) ends with the mount, not up to a wait later.
+    closed: AtomicBool,
 }
 
 impl Follow {
@@ -146,13 +150,27 @@ impl Follow {
         self.relisted.lock().take()
     }
 
-    /// The invalidations to send now, waiting up to `timeout` for some.
+    /// The invalidations to send now, waiting up to `timeout` for some (not at all once the
+    /// tree is gone: [`Follow::is_closed`]).
     pub fn wait(&self, timeout: Duration) -> Vec<Invalidation> {
         let mut p = self.pending.lock();
-        if p.is_empty() {
+        if p.is_empty() && !self.is_closed() {
             let _ = self.wake.wait_for(&mut p, timeout);
         }
         std::mem::take(&mut *p)
+    }
+
+    /// Whether the tree this follows has been dropped (the mount is gone).
+    pub fn is_closed(&self) -> bool {
+        self.closed.load(Ordering::Acquire)
+    }
+
+    /// Marks the tree gone and wakes a [`Follow::wait`] in progress.
+    pub(crate) fn close(&self) {
+        // Under the lock: a waiter between its check and its sleep would miss the wake-up.
+        let _p = self.pending.lock();
+        self.closed.store(true, Ordering::Release);
+        self.wake.notify_all();
     }
 
     fn push(&self, inv: Vec<Invalidation>) {
@@ -504,5 +522,44 @@ impl Tree {
         }
         out.extend(self.zarr_meta_invalidations());
         out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::TreeOptions;
+    use super::*;
+
+    /// The follower thread waits in [`Follow::wait`] a second at a time; dropping the tree
+    /// (unmounting) must wake it at once, or it keeps the page pusher and its descriptor of
+    /// the FUSE device open after the mount is gone.
+    #[test]
+    fn dropping_the_tree_wakes_the_follower_at_once() {
+        let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/frames/b2nd_1d_f8.b2nd");
+        let tree = Tree::from_source(&src, TreeOptions::default()).unwrap();
+        let follow = tree.follower();
+        assert!(!follow.is_closed());
+        let waiter = {
+            let follow = follow.clone();
+            std::thread::spawn(move || {
+                let t = Instant::now();
+                let got = follow.wait(Duration::from_secs(120));
+                (t.elapsed(), got.len())
+            })
+        };
+        // Let the waiter reach its sleep (a wake-up before it would be seen by its check).
+        std::thread::sleep(Duration::from_millis(50));
+        drop(tree);
+        let (waited, got) = waiter.join().unwrap();
+        assert!(follow.is_closed());
+        assert_eq!(got, 0);
+        assert!(
+            waited < Duration::from_secs(60),
+            "the follower slept {waited:?} after the drop"
+        );
+        // Once closed, it never sleeps again.
+        let t = Instant::now();
+        assert!(follow.wait(Duration::from_secs(120)).is_empty());
+        assert!(t.elapsed() < Duration::from_secs(60));
     }
 }
