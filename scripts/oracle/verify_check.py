@@ -44,6 +44,7 @@ def gen(d):
     del s
     s = blosc2.SChunk(chunksize=8192 * 8, data=data, urlpath=os.path.join(d, "sframe"),
                       contiguous=False, mode="w", cparams=cp)
+    s.vlmeta["note"] = "written by python-blosc2"
     del s
     a = (rng.standard_normal((100, 90)) * 100).round(2)
     blosc2.asarray(a, chunks=(40, 30), blocks=(20, 10), urlpath=os.path.join(d, "arr.b2nd"),

@@ -11,8 +11,8 @@
 //! for a directory), so an existing DEST is never overwritten. A remote frame or `.b2z` is
 //! first downloaded to the temporary. On failure the temporary is removed.
 //!
-//! A contiguous frame whose index, trailer or vlmetalayers are damaged is opened leniently
-//! ([`crate::container::frame::lenient`]) and rebuilt by the commit ([`rebuild`]).
+//! A frame (contiguous or sparse) whose index, trailer or vlmetalayers are damaged is opened
+//! leniently ([`crate::container::frame::lenient`]) and rebuilt by the commit ([`rebuild`]).
 //!
 //! Not salvaged (the command fails, DEST is not written): a source whose structure cannot be
 //! opened (leniently either), and a damaged chunk whose size is unknown. A store whose `embed.b2e` or some leaf
@@ -268,11 +268,11 @@ fn with_record(attrs: &Value, source: &Path, damaged: &[&Damage], structure: &[D
     Value::Object(obj)
 }
 
-/// Salvages the copy at `tmp` of a contiguous frame opened leniently (`structure`: its
-/// damaged index, trailer or vlmetalayers): one commit of the zero chunks and the record
-/// writes a new index and trailer after the old ones (the commit locates the chunks as the
-/// lenient open did), and compaction drops the old ones. Returns the parts whose content is
-/// lost (attributes).
+/// Salvages the copy at `tmp` of a frame opened leniently (`structure`: its damaged index,
+/// trailer or vlmetalayers): one commit of the zero chunks and the record writes a new index
+/// and trailer (the commit locates the chunks as the lenient open did): after the old ones
+/// in a contiguous frame, which compaction then drops; a sparse frame's commit writes its
+/// `chunks.b2frame` anew. Returns the parts whose content is lost (attributes).
 fn rebuild(
     tmp: &Path,
     source: &Path,
@@ -285,8 +285,11 @@ fn rebuild(
     let mut edit = array_edit(&a, source, &damaged, false, zeros)?;
     edit.attrs = Some(with_record(a.attrs(), source, &damaged, structure));
     write::commit(&a, &edit).map_err(cerr)?;
+    let contiguous = a.kind() == SourceKind::Cframe;
     drop(a);
-    write::compact(tmp, &mut |_, _| {}).map_err(cerr)?;
+    if contiguous {
+        write::compact(tmp, &mut |_, _| {}).map_err(cerr)?;
+    }
     Ok(structure
         .iter()
         .filter(|d| !d.recovered)

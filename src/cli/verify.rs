@@ -1,7 +1,7 @@
 //! `b2fs verify SOURCE [--json]`: opens a source of any kind (local or remote), checks its
 //! structure (what opening reads: header, metalayers, index, offsets, trailer, vlmeta, bcolz
 //! metadata, a store's zip and `embed.b2e`; then every leaf of a collection; a contiguous
-//! frame that does not open is opened leniently, [`lenient`]), decodes every
+//! frame, contiguous or sparse, that does not open is opened leniently, [`lenient`]), decodes every
 //! chunk on every core ([`super::check`]) and reports each damaged chunk with its array, index
 //! and reason. Exit 0 when sound, [`super::EXIT_DAMAGED`] when damage was found, 3 when the
 //! source is missing or not a container (`docs/VERIFY.md`).
@@ -23,16 +23,16 @@ pub(super) enum Open {
     Opened(Box<Opened>),
     /// A container whose structure is too damaged to open (the reason).
     Damaged(String),
-    /// A contiguous frame opened leniently, and the parts it did without
+    /// A frame opened leniently, and the parts it did without
     /// ([`crate::container::frame::Damaged`]: index, trailer, vlmetalayers).
     Lenient(Box<Opened>, Vec<Damaged>),
 }
 
-/// A local contiguous frame that does not open (`strict`), opened leniently: its chunks can
-/// still be checked (and salvaged) when only its index, trailer or vlmetalayers are damaged.
-/// `None` when it is no such frame.
+/// A local frame (a contiguous frame file or a sparse frame's directory) that does not open
+/// (`strict`), opened leniently: its chunks can still be checked (and salvaged) when only
+/// its index, trailer or vlmetalayers are damaged. `None` when it is no such frame.
 fn lenient(source: &Path, strict: &ContainerError) -> Option<Open> {
-    if !source.is_file() {
+    if !source.is_file() && !source.join("chunks.b2frame").is_file() {
         return None;
     }
     match Array::open_frame_lenient(source) {

@@ -193,10 +193,10 @@ impl Frame {
         self.info.start + self.info.header_len + self.info.cbytes
     }
 
-    /// Opens a frame from `src`. With `lenient` (a contiguous frame, for `b2fs verify` and
-    /// `b2fs salvage`: [`lenient`]), a damaged index, trailer or vlmetalayer is recorded
-    /// there instead of failing the open, and done without (an index rebuilt from the chunk
-    /// headers when that is unambiguous; attributes lost).
+    /// Opens a frame from `src`. With `lenient` (for `b2fs verify` and `b2fs salvage`:
+    /// [`lenient`]), a damaged index, trailer or vlmetalayer is recorded there instead of
+    /// failing the open, and done without (an index rebuilt from the chunk headers, or a
+    /// sparse frame's chunk file names, when that is unambiguous; attributes lost).
     fn open_parsed(
         src: Source,
         start: u64,
@@ -309,9 +309,10 @@ impl Frame {
         );
         let (nchunks, index) = match (read, lenient.as_deref_mut()) {
             (Ok(read), _) => read,
-            (Err(e), Some(damaged)) if sparse_dir.is_none() && nbytes > 0 => {
-                lenient::locate(&src, &info, start, e, damaged)?
-            }
+            (Err(e), Some(damaged)) if nbytes > 0 => match sparse_dir {
+                None => lenient::locate(&src, &info, start, e, damaged)?,
+                Some(dir) => lenient::locate_sparse(&src, &info, dir, e, damaged)?,
+            },
             (Err(e), _) => return Err(e),
         };
 

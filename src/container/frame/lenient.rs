@@ -13,6 +13,15 @@
 //!   chunk area), updated chunks (their old bytes stay as dead space) or a destroyed chunk
 //!   header cannot be walked safely: which bytes are chunk `i` is then unknown, and the open
 //!   fails saying so.
+//! - **A sparse frame's index** (in its `chunks.b2frame`): chunk `i` is taken to be the file
+//!   `%08X.chunk` named `i`, which is how C-Blosc2 names the chunks it appends, and only when
+//!   the directory holds exactly the files `0 .. nbytes / chunksize`: a missing file may have
+//!   been a special chunk (zeros, NaN: no file) and an extra one an updated chunk, so which
+//!   file is chunk `i` is then unknown, and the open fails saying so.
+//!
+//! Both rebuilt indexes assume chunks in the order they were appended: a frame whose chunks
+//! were inserted or moved (`insert_chunk`) stores them in another order than its index, and
+//! nothing left in the file tells which.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -56,16 +65,35 @@ impl Frame {
         stats: Arc<IoStats>,
         damaged: &mut Vec<Damaged>,
     ) -> Result<Frame, ContainerError> {
+        if path.is_dir() {
+            return Frame::open_lenient_sparse(path, stats, damaged);
+        }
         let src = Source::open_mapped(path, Arc::clone(&stats))?;
         Frame::open_parsed(src, 0, None, stats, Some(damaged))
+    }
+
+    /// [`Frame::open_lenient`] of the sparse frame in directory `dir`.
+    fn open_lenient_sparse(
+        dir: &Path,
+        stats: Arc<IoStats>,
+        damaged: &mut Vec<Damaged>,
+    ) -> Result<Frame, ContainerError> {
+        let index = dir.join("chunks.b2frame");
+        // As a strict open: the generation is taken before the index is read.
+        let generation = super::retire::current(dir);
+        let src = Source::open(&index, Arc::clone(&stats))?;
+        let mut f = Frame::open_parsed(src, 0, Some(dir), stats, Some(damaged))?;
+        f.generation = Some(generation);
+        Ok(f)
     }
 }
 
 impl crate::container::Array {
-    /// Opens the contiguous frame file `path` leniently, for `b2fs verify` and `b2fs
-    /// salvage`: a damaged index, trailer or vlmetalayer is done without (an index rebuilt
-    /// from the chunk headers when that is unambiguous, attributes lost) and returned as a
-    /// [`Damaged`] part.
+    /// Opens the frame at `path` (a contiguous frame file, or a sparse frame's directory)
+    /// leniently, for `b2fs verify` and `b2fs salvage`: a damaged index, trailer or
+    /// vlmetalayer is done without (an index rebuilt from the chunk headers or the chunk
+    /// files' names when that is unambiguous, attributes lost) and returned as a [`Damaged`]
+    /// part.
     ///
     /// # Errors
     /// As [`crate::container::open`], for what a lenient open cannot do without.
@@ -75,12 +103,12 @@ impl crate::container::Array {
         let stats = Arc::new(IoStats::default());
         let mut damaged = Vec::new();
         let f = Frame::open_lenient(path, Arc::clone(&stats), &mut damaged)?;
-        let a = Self::from_frame(
-            path.to_path_buf(),
-            crate::container::SourceKind::Cframe,
-            f,
-            stats,
-        )?;
+        let kind = if f.is_contiguous() {
+            crate::container::SourceKind::Cframe
+        } else {
+            crate::container::SourceKind::Sframe
+        };
+        let a = Self::from_frame(path.to_path_buf(), kind, f, stats)?;
         Ok((a, damaged))
     }
 }
@@ -119,6 +147,96 @@ pub(super) fn locate(
             ),
         }),
     }
+}
+
+/// The chunks of the sparse frame in `dir` whose index could not be read (`err`): chunk `i`
+/// is the file named `i` when the directory holds exactly the files of the chunks the header
+/// declares (module doc); records the rebuilt index in `damaged`.
+///
+/// # Errors
+/// `err`, saying why the chunks cannot be located without the index.
+pub(super) fn locate_sparse(
+    src: &Source,
+    info: &FrameInfo,
+    dir: &Path,
+    err: ContainerError,
+    damaged: &mut Vec<Damaged>,
+) -> Result<(usize, Index), ContainerError> {
+    match by_names(info, dir) {
+        Ok(n) => {
+            damaged.push(Damaged {
+                reason: format!(
+                    "index damaged: {}: its {n} chunks were located by their files' names",
+                    display_chain(&err)
+                ),
+                recovered: true,
+            });
+            Ok((n, Index::Explicit((0..n as i64).collect())))
+        }
+        Err(why) => Err(ContainerError::Malformed {
+            path: src.path().to_path_buf(),
+            what: "index chunk".into(),
+            offset: info.index_offset.unwrap_or(info.header_len),
+            why: format!(
+                "{}; the chunks cannot be located without it: {why}",
+                display_chain(&err)
+            ),
+        }),
+    }
+}
+
+/// How many chunks the header of the sparse frame in `dir` declares, when the directory
+/// holds exactly their files `00000000.chunk` onwards (module doc).
+fn by_names(info: &FrameInfo, dir: &Path) -> Result<usize, String> {
+    let size = u64::try_from(info.chunksize)
+        .ok()
+        .filter(|&c| c > 0)
+        .ok_or("a variable-size frame (chunksize 0): the chunks' sizes cannot be checked")?;
+    let n = info.nbytes.div_ceil(size);
+    if n > MAX_NCHUNKS {
+        return Err(format!("{n} chunks declared, more than a frame holds"));
+    }
+    let listing = std::fs::read_dir(dir).map_err(|e| format!("listing {}: {e}", dir.display()))?;
+    // Bounded by the directory, never by the header's count.
+    let mut ids: Vec<u64> = Vec::new();
+    let mut extra: Vec<String> = Vec::new();
+    for entry in listing {
+        let entry = entry.map_err(|e| format!("listing {}: {e}", dir.display()))?;
+        let name = entry.file_name();
+        let name = name.to_string_lossy();
+        let Some(hex) = name.strip_suffix(".chunk").filter(|h| h.len() == 8) else {
+            continue;
+        };
+        match u64::from_str_radix(hex, 16) {
+            Ok(id) if id < n => ids.push(id),
+            _ => extra.push(name.into_owned()),
+        }
+    }
+    ids.sort_unstable();
+    ids.dedup();
+    if (ids.len() as u64) < n {
+        let first = ids
+            .iter()
+            .enumerate()
+            .find(|&(i, &id)| id != i as u64)
+            .map_or(ids.len() as u64, |(i, _)| i as u64);
+        return Err(format!(
+            "{} of the {n} chunk files the header declares are not there (the first: \
+             {first:08X}.chunk): special chunks (zeros, NaN) have no file, so which file is \
+             which chunk is unknown",
+            n - ids.len() as u64
+        ));
+    }
+    if !extra.is_empty() {
+        extra.sort();
+        return Err(format!(
+            "{} chunk files beyond the {n} the header declares (the first: {}): updated or \
+             inserted chunks, so which file is which chunk is unknown",
+            extra.len(),
+            extra[0]
+        ));
+    }
+    Ok(n as usize)
 }
 
 /// The offsets (from the end of the header) of the chunks found one after the other in the

@@ -104,3 +104,132 @@ fn verify_and_salvage_a_frame_with_a_damaged_index_or_trailer() {
     assert!(err.contains("cannot be located"), "{err}");
     assert!(!dest.exists());
 }
+
+/// The same for a sparse frame python-blosc2 wrote: its `chunks.b2frame` index damaged
+/// (chunk `i` is then the file named `i`, as C-Blosc2 names the chunks it appends) or its
+/// trailer. Without the index, a directory that does not hold exactly the declared chunk
+/// files (one missing: it may have been a zero chunk; one extra: an updated one) cannot be
+/// read safely: verify says which file, salvage writes nothing.
+#[test]
+fn verify_and_salvage_a_sparse_frame_with_a_damaged_index_or_trailer() {
+    let py = or_skip!(python(
+        "verify_and_salvage_a_sparse_frame_with_a_damaged_index_or_trailer"
+    ));
+    let f = fixtures(&py);
+    let src = f.join("sframe");
+    let a = array(&src);
+    let n = a.nchunks();
+    assert!(n > 6, "{n} chunks");
+    let idx = a.frame_info().unwrap().index_offset.unwrap();
+    let bytes = std::fs::read(src.join("chunks.b2frame")).unwrap();
+    let vl = &a.vlmetalayers()[0].chunk;
+    let vl_at = bytes.windows(vl.len()).position(|w| w == &vl[..]).unwrap() as u64;
+    drop(a);
+    let good = reference(&py, "frame", &src);
+    assert!(good.errors.is_empty(), "{:?}", good.errors);
+    let dir = tempfile::tempdir().unwrap();
+    let index = |p: &Path| p.join("chunks.b2frame");
+    type Damage = fn(&Path, u64, u64);
+    let cases: [(&str, Damage, &[usize], &str, i32); 2] = [
+        (
+            "index",
+            |p, idx, _| {
+                smash(&p.join("chunks.b2frame"), idx + 4, 12);
+                let c3 = p.join("00000003.chunk");
+                let len = std::fs::metadata(&c3).unwrap().len();
+                smash(&c3, len / 2, 64);
+            },
+            &[3],
+            "located by their files' names",
+            0,
+        ),
+        (
+            "trailer",
+            |p, _, vl_at| smash(&p.join("chunks.b2frame"), vl_at, 16),
+            &[],
+            "vlmetalayer damaged",
+            1,
+        ),
+    ];
+    for (name, damage, want, reason, code) in cases {
+        let p = dir.path().join(name);
+        copy_tree(&src, &p);
+        damage(&p, idx, vl_at);
+        assert!(
+            container::open(&p).is_err(),
+            "{name}: b2fs opens it strictly"
+        );
+        if name == "index" {
+            let r = reference(&py, "frame", &p);
+            assert!(!r.errors.is_empty(), "{name}: python-blosc2 opens it");
+        }
+        let (exit, v) = verify_json(&p);
+        assert_eq!(exit, 1, "{name}: {v:#}");
+        assert!(structure(&v).contains(reason), "{name}: {v:#}");
+        assert_eq!(v["chunks"], n, "{name}: {v:#}");
+        let damaged: Vec<u64> = v["damaged"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|d| d["chunk"].as_u64().unwrap())
+            .collect();
+        assert_eq!(damaged, want.iter().map(|&i| i as u64).collect::<Vec<_>>());
+        let dest = dir.path().join(format!("salvaged-{name}"));
+        let (exit, err) = salvage_run(&p, &dest);
+        assert_eq!(exit, Some(code), "{name}: {err}");
+        assert!(err.contains(reason), "{name}: {err}");
+        let after = reference(&py, "frame", &dest);
+        assert!(after.errors.is_empty(), "{name}: {:?}", after.errors);
+        assert_eq!(after.chunks[""].len(), n, "{name}");
+        for (i, (was, now)) in good.chunks[""].iter().zip(&after.chunks[""]).enumerate() {
+            let now = now.as_ref().unwrap();
+            if want.contains(&i) {
+                assert!(now.1, "{name}: chunk {i} not zeros");
+            } else {
+                assert_eq!(was.as_ref(), Some(now), "{name}: chunk {i} changed");
+            }
+        }
+        let record = &after.salvage[""];
+        assert_eq!(record["damaged"].as_array().unwrap().len(), want.len());
+        assert!(record["structure"][0].as_str().unwrap().contains(reason));
+        let (exit, v) = verify_json(&dest);
+        assert_eq!(exit, 0, "{name}: salvaged copy not sound: {v:#}");
+    }
+    // The index damaged and the files not exactly the declared chunks: which file is which
+    // chunk is unknown.
+    type Files = fn(&Path);
+    let ambiguous: [(&str, Files, &str); 2] = [
+        (
+            "missing",
+            |p| std::fs::remove_file(p.join("00000005.chunk")).unwrap(),
+            "the first: 00000005.chunk",
+        ),
+        (
+            "extra",
+            |p| {
+                std::fs::copy(p.join("00000001.chunk"), p.join("000000FF.chunk")).unwrap();
+            },
+            "beyond the",
+        ),
+    ];
+    for (name, change, says) in ambiguous {
+        let p = dir.path().join(name);
+        copy_tree(&src, &p);
+        smash(&index(&p), idx + 4, 12);
+        change(&p);
+        let (exit, v) = verify_json(&p);
+        assert_eq!(exit, 1, "{name}: {v:#}");
+        let why = structure(&v);
+        assert!(
+            why.contains("cannot be located without it"),
+            "{name}: {why}"
+        );
+        assert!(why.contains(says), "{name}: {why}");
+        let dest = dir.path().join(format!("salvaged-{name}"));
+        let (exit, err) = salvage_run(&p, &dest);
+        assert_eq!(exit, Some(1), "{name}: {err}");
+        assert_eq!(err.lines().count(), 1, "{name}: {err}");
+        assert!(err.contains(says), "{name}: {err}");
+        assert!(!dest.exists(), "{name}");
+    }
+}
