@@ -365,7 +365,7 @@ fn caterva2_directory_mount_follows_a_dataset_rewritten_on_the_server() {
     let url = format!("{}/roots/@public", srv.url);
     let m = Mount::daemon(
         Path::new(&url),
-        &["ro,remote_timeout=2,c2_relist=0,remote_recheck=0.3"],
+        &["ro,remote_timeout=10,c2_relist=0,remote_recheck=0.3"],
     );
     let big = public.join("big.b2nd");
     let old = std::fs::read(m.path("big.b2nd/array.npy")).unwrap();
@@ -380,7 +380,7 @@ fn caterva2_directory_mount_follows_a_dataset_rewritten_on_the_server() {
     assert!(want.len() > old.len(), "the new version has more chunks");
     let now = || std::fs::read(m.path("big.b2nd/array.npy"));
     assert!(
-        crate::support::wait_until(Duration::from_secs(20), || now()
+        crate::support::wait_until(Duration::from_secs(60), || now()
             .is_ok_and(|got| got == want)),
         "the mount never showed the new version ({:?} bytes, want {})",
         now().map(|g| g.len()),

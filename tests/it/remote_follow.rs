@@ -57,15 +57,18 @@ fn assert_npy(m: &Mount, want: &[u8], what: &str) {
 fn shows(m: &Mount, rel: &str, want: &[u8]) {
     let now = || std::fs::read(m.path(rel));
     assert!(
-        wait_until(Duration::from_secs(30), || now().is_ok_and(|g| g == want)),
+        wait_until(Duration::from_secs(60), || now().is_ok_and(|g| g == want)),
         "{rel}: the mount never showed the new version ({:?} bytes, want {})",
         now().map(|g| g.len()),
         want.len()
     );
 }
 
+/// Options of the follow tests' mounts: checks every 0.3 s; a request may take 10 s (moto is
+/// a Python server: on a machine loaded with other tests, 2 s timed reads out and the mount
+/// showed EIO for the whole wait).
 fn mount_opts(url: &str) -> String {
-    format!("endpoint={url},no_sign_request,remote_timeout=2,remote_recheck=0.3")
+    format!("endpoint={url},no_sign_request,remote_timeout=10,remote_recheck=0.3")
 }
 
 /// A sparse frame under a prefix: chunk 0 rewritten and two chunks appended by python-blosc2
@@ -148,7 +151,7 @@ fn shows_json(m: &Mount, rel: &str, want: &serde_json::Value) {
             .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok())
     };
     assert!(
-        wait_until(Duration::from_secs(30), || now().as_ref() == Some(want)),
+        wait_until(Duration::from_secs(60), || now().as_ref() == Some(want)),
         "{rel}: the mount never showed {want} (shows {:?})",
         now()
     );
@@ -363,7 +366,7 @@ fn http_prefix_mounts_list_through_webdav_and_follow_changes_on_the_server() {
     let (sps, cas) = (sp.display().to_string(), ca.display().to_string());
     run_python(&py, &["-c", v1, &sps, &cas]);
     let server = or_skip!(rclone_webdav(t, dir.path()));
-    let opts = "remote_timeout=2,remote_recheck=0.3";
+    let opts = "remote_timeout=10,remote_recheck=0.3";
     // No trailing '/': the GET of the collection fails (405), and the listing finds it.
     let m = Mount::daemon(Path::new(&format!("{}/sp.b2frame", server.url)), &[opts]);
     let mc = Mount::daemon(Path::new(&format!("{}/ca/", server.url)), &[opts]);
