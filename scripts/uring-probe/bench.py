@@ -79,6 +79,10 @@ VARIANTS = {
     "uring": ["--uring"],                             # plain SQE128 rings (libfuse's choice)
     "uringdefer": ["--uring", "--defer"],             # + SINGLE_ISSUER|DEFER_TASKRUN|COOP
     "uringhandoff": ["--uring", "--handoff"],         # answered and committed by a worker
+    "classicw30": ["--work", "30"],                   # every READ spins 30 us (a decode)
+    "uringw30": ["--uring", "--work", "30"],
+    "classicw150": ["--work", "150"],                 # ~ a cold 4 KiB read's block decode
+    "uringw150": ["--uring", "--work", "150"],
 }
 
 

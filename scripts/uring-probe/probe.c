@@ -11,10 +11,11 @@
  * A research probe for b2fs issue 25 (BENCHMARKS.md "Session 21"); not part of the product.
  *
  * usage: probe MOUNTPOINT [--uring] [--threads N] [--depth D] [--size MIB] [--defer]
- *              [--pin-dev CPU] [--handoff]
+ *              [--pin-dev CPU] [--handoff] [--work US]
  * --defer: rings with SINGLE_ISSUER|DEFER_TASKRUN|COOP_TASKRUN (the default is plain SQE128,
  * as libfuse 3.18's, which found those flags slower); --pin-dev: pin the /dev/fuse thread(s);
- * --handoff: each queue thread passes requests to an unpinned worker that answers and commits.
+ * --handoff: each queue thread passes requests to an unpinned worker that answers and commits;
+ * --work US: every READ spins US microseconds before its answer (a stand-in for a decode).
  * Prints "ready <transport>" on stdout once the mount serves requests over the chosen
  * transport (for --uring: once every queue has registered its entries); runs until unmounted.
  */
@@ -34,6 +35,7 @@
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/uio.h>
+#include <time.h>
 #include <unistd.h>
 
 /* ABI 7.42+ pieces the Debian 12 header (7.38) lacks: include/uapi/linux/fuse.h. */
@@ -71,6 +73,7 @@ static int g_uring = 0;
 static int g_threads = 2;
 static int g_depth = 4;
 static int g_pin_dev = -1;
+static long g_work_ns; /* --work US: spin this long in every READ (a decode's stand-in) */
 static uint64_t g_size = 64ull << 20;
 static unsigned char *g_data;
 static int g_ncpu;
@@ -175,6 +178,13 @@ static int handle(const struct fuse_in_header *h, const void *op, const char *pa
         const struct fuse_read_in *in = op;
         if (h->nodeid != FILE_INO)
             return -EISDIR;
+        if (g_work_ns > 0) {
+            struct timespec t0, t;
+            clock_gettime(CLOCK_MONOTONIC, &t0);
+            do
+                clock_gettime(CLOCK_MONOTONIC, &t);
+            while ((t.tv_sec - t0.tv_sec) * 1000000000L + (t.tv_nsec - t0.tv_nsec) < g_work_ns);
+        }
         if (in->offset < g_size) {
             uint64_t n = g_size - in->offset;
             *data = g_data + in->offset;
@@ -465,7 +475,7 @@ int main(int argc, char **argv)
 {
     if (argc < 2) {
         fprintf(stderr, "usage: probe MOUNTPOINT [--uring] [--threads N] [--depth D] "
-                        "[--size MIB] [--defer] [--pin-dev CPU] [--handoff]\n");
+                        "[--size MIB] [--defer] [--pin-dev CPU] [--handoff] [--work US]\n");
         return 2;
     }
     const char *mnt = argv[1];
@@ -473,6 +483,8 @@ int main(int argc, char **argv)
     for (int i = 2; i < argc; i++) {
         if (!strcmp(argv[i], "--uring"))
             g_uring = 1;
+        else if (!strcmp(argv[i], "--work") && i + 1 < argc)
+            g_work_ns = atol(argv[++i]) * 1000;
         else if (!strcmp(argv[i], "--handoff"))
             g_handoff = 1;
         else if (!strcmp(argv[i], "--defer"))
