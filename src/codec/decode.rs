@@ -14,7 +14,9 @@ use super::header::{ChunkHeader, SpecialKind};
 use super::streams::{Piece, decode_pieces};
 use super::{Codec, CodecError};
 
+mod budget;
 mod filtered;
+pub use budget::LARGE_SCRATCH;
 pub use filtered::{block_len, decompress_block_filtered};
 
 /// Parses and checks a chunk header (every field, section 1.5 checks). Needs only the header
@@ -148,6 +150,26 @@ struct Blocks<'a> {
     /// The decode is a small read's (at most two blocks): a block's streams may be decoded
     /// on two threads (`streams.rs`).
     small: bool,
+}
+
+impl Blocks<'_> {
+    /// The most scratch a decode of `[offset, offset + n)` (inside nbytes, `n` > 0) may
+    /// grow: a whole block for a block covered in part, a filtered block when the pipeline
+    /// has work, block 0 when DELTA needs it apart (`blocks_range`); for VL chunks, whose
+    /// block sizes are only read as they are decoded, twice nbytes at most.
+    fn scratch_need(&self, offset: usize, n: usize) -> usize {
+        let nbytes = self.hdr.nbytes;
+        let filtered = !self.pipeline.is_noop_backward();
+        if self.hdr.is_vl() {
+            return nbytes.saturating_mul(1 + usize::from(filtered));
+        }
+        let (bs, end) = (self.bs.max(1), offset + n);
+        let bs0 = bs.min(nbytes);
+        let partial = offset % bs != 0 || (end % bs != 0 && end != nbytes);
+        let block0 =
+            self.pipeline.has_delta() && (end - 1) / bs > 0 && !(offset == 0 && end >= bs0);
+        bs * usize::from(partial) + bs * usize::from(filtered) + bs0 * usize::from(block0)
+    }
 }
 
 const ZEROS: [u8; 1] = [0];
@@ -398,11 +420,20 @@ impl Decoder {
                         .prepare_zstd(b.dict)
                         .map_err(|reason| corrupt(0, 0, reason))?;
                 }
-                if b.hdr.is_vl() {
-                    self.vl_range(&b, offset, out)?;
+                // Large scratch is held under the process-wide budget (`budget.rs`: why it
+                // is sized by the block, not by the range) and freed before the grant goes.
+                let need = b.scratch_need(offset, n);
+                let grant = (need > THREAD_SCRATCH_KEEP).then(|| budget::GLOBAL.acquire(need));
+                let res = if b.hdr.is_vl() {
+                    self.vl_range(&b, offset, out)
                 } else {
-                    self.blocks_range(&b, offset, out, seen)?;
+                    self.blocks_range(&b, offset, out, seen)
+                };
+                if grant.is_some() {
+                    self.shrink_scratch(THREAD_SCRATCH_KEEP);
                 }
+                drop(grant);
+                res?;
             }
         }
         Ok(n)
@@ -721,45 +752,4 @@ fn read_streams(
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn decoder_is_send() {
-        fn send<T: Send>() {}
-        send::<Decoder>();
-    }
-
-    #[test]
-    fn debug_shows_sizes_not_contents() {
-        let mut d = Decoder::new();
-        d.scratch.filtered = vec![7; 1000];
-        let text = format!("{d:?}");
-        assert!(text.contains("filtered: 1000"), "{text}");
-        assert!(text.len() < 300, "{text}");
-    }
-
-    #[test]
-    fn shrink_scratch_frees_large_buffers() {
-        let mut d = Decoder::new();
-        d.scratch.filtered = vec![0; 100];
-        d.scratch.block = vec![0; 10];
-        d.shrink_scratch(50);
-        assert_eq!(d.scratch.filtered.capacity(), 0);
-        assert_eq!(d.scratch.block.len(), 10);
-    }
-
-    #[test]
-    fn pattern_fill_phases() {
-        let p = [1u8, 2, 3];
-        for phase in 0..3 {
-            for n in 0..20 {
-                let mut out = vec![0u8; n];
-                fill_pattern(&mut out, &p, phase);
-                for (i, &v) in out.iter().enumerate() {
-                    assert_eq!(v, p[(phase + i) % 3]);
-                }
-            }
-        }
-    }
-}
+mod tests;

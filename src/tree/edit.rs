@@ -364,11 +364,13 @@ impl Tree {
             .map_or(MAX_BUFFERED, |n| n.max(MAX_BUFFERED))
     }
 
-    /// Runs `f` on the buffer of file `ino` (what `target` says it is).
+    /// Runs `f` on the buffer of file `ino` (what `target` says it is), which it will leave
+    /// `new_len` bytes long (a scratch file must have room for that among the mount's).
     fn with_buffer<T>(
         &self,
         ino: u64,
         target: WriteTarget,
+        new_len: usize,
         f: impl FnOnce(&mut Vec<u8>, usize) -> Result<T, TreeError>,
     ) -> Result<T, TreeError> {
         match target {
@@ -376,6 +378,7 @@ impl Tree {
                 let parent = self.scratch.lock().files.get(&ino).map(|f| f.parent);
                 let limit = self.scratch_limit(parent.ok_or(TreeError::NotFound)?);
                 let mut s = self.scratch.lock();
+                s.room(ino, new_len, limit)?;
                 let file = s.files.get_mut(&ino).ok_or(TreeError::NotFound)?;
                 file.mtime = std::time::SystemTime::now();
                 f(&mut file.data, limit)
@@ -407,7 +410,7 @@ impl Tree {
 
     /// Replaces the `__attrs__` buffer of `ino` with `data`.
     pub(crate) fn set_attrs_buffer(&self, ino: u64, data: Vec<u8>) -> Result<(), TreeError> {
-        self.with_buffer(ino, WriteTarget::Attrs, |buf, _| {
+        self.with_buffer(ino, WriteTarget::Attrs, data.len(), |buf, _| {
             *buf = data;
             Ok(())
         })
@@ -441,13 +444,19 @@ impl Tree {
         let end = start
             .checked_add(data.len())
             .ok_or_else(|| TreeError::TooBig("offset".into()))?;
-        self.with_buffer(ino, target, |buf, limit| {
+        self.with_buffer(ino, target, end, |buf, limit| {
             if end > limit {
                 return Err(TreeError::TooBig(format!(
                     "writing up to byte {end}: this file holds at most {limit} bytes"
                 )));
             }
             if buf.len() < end {
+                // Doubling as a Vec does, but never past what the file may hold (a 64 MiB
+                // scratch file written in small pieces reserved 128 MiB).
+                if end > buf.capacity() {
+                    let want = end.max(buf.capacity().saturating_mul(2)).min(limit);
+                    buf.reserve_exact(want - buf.len());
+                }
                 buf.resize(end, 0);
             }
             buf[start..end].copy_from_slice(data);
@@ -473,7 +482,7 @@ impl Tree {
             return self.zarr_set_size(ino, id, size);
         }
         let size = usize::try_from(size).map_err(|_| TreeError::TooBig("size".into()))?;
-        self.with_buffer(ino, target, |buf, limit| {
+        self.with_buffer(ino, target, size, |buf, limit| {
             if size > limit {
                 return Err(TreeError::TooBig(format!(
                     "size {size}: this file holds at most {limit} bytes"

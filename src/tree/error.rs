@@ -53,6 +53,10 @@ pub enum TreeError {
     /// size for chunks that cannot grow).
     #[error("file too large: {0}")]
     TooBig(String),
+    /// A write, truncation or creation past what the mount keeps in memory for scratch files
+    /// (their count and total size: `scratch.rs`).
+    #[error("no space left for scratch files: {0}")]
+    NoSpace(String),
     /// An edit the source refused: bad `__attrs__` content, a chunk size the format cannot
     /// store, appending to an N-dim array, truncating a middle chunk. Nothing was changed.
     #[error("refused edit: {0}")]
@@ -110,6 +114,7 @@ impl TreeError {
             TreeError::Exists(_) => libc::EEXIST,
             TreeError::MetadataFile => libc::EACCES,
             TreeError::TooBig(_) => libc::EFBIG,
+            TreeError::NoSpace(_) => libc::ENOSPC,
             TreeError::Refused(_) => libc::EINVAL,
             // Each container failure class gets its own errno; nothing was written for the
             // first four (the checks run before the first write).
@@ -172,6 +177,7 @@ mod tests {
             (TreeError::Exists("x".into()), libc::EEXIST),
             (TreeError::MetadataFile, libc::EACCES),
             (TreeError::TooBig("x".into()), libc::EFBIG),
+            (TreeError::NoSpace("x".into()), libc::ENOSPC),
             (TreeError::Refused("x".into()), libc::EINVAL),
             (TreeError::Unavailable("x".into()), libc::EIO),
             (

@@ -15,6 +15,20 @@ use super::inode::SCRATCH_BASE;
 use super::layout::FileKind;
 use super::{Attr, Entry, ROOT_INO, Tree, TreeError};
 
+/// The most scratch files a mount holds at once (in the root and the Zarr view together):
+/// editors keep one to three per file they save, zarr-python one `.partial` file per chunk it
+/// is writing. Creating one more is ENOSPC: each lives in the daemon's memory, and without a
+/// bound a loop of `touch MNT/$i` grew the daemon without end.
+pub(crate) const MAX_SCRATCH_FILES: usize = 1024;
+
+/// The most bytes the scratch files of a mount hold together (each also at most
+/// [`super::edit::MAX_BUFFERED`], or one chunk object of its array in the Zarr view): a write
+/// or truncation that would grow them past it is ENOSPC. Room for zarr-python writing ten
+/// chunk objects of 100 MiB at once (its default concurrency). A scratch file that may hold
+/// more on its own (a chunk object larger than this) may still be written whole: the bound
+/// for its writes is its own limit.
+pub(crate) const MAX_SCRATCH_BYTES: usize = 1 << 30;
+
 /// An editor's temp file in the mount root.
 #[derive(Debug, Clone)]
 pub(crate) struct Scratch {
@@ -29,19 +43,65 @@ pub(crate) struct Scratch {
 }
 
 /// The scratch files of a tree, by inode.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(crate) struct ScratchFiles {
     pub(crate) files: HashMap<u64, Scratch>,
+    /// The most files ([`MAX_SCRATCH_FILES`]; tests lower it).
+    pub(crate) max_files: usize,
+    /// The most bytes together ([`MAX_SCRATCH_BYTES`]; tests lower it).
+    pub(crate) max_bytes: usize,
     /// Last scratch file number handed out.
     next: u64,
     /// When a scratch file was last created, renamed or removed (the root's mtime).
     pub(crate) changed: Option<std::time::SystemTime>,
 }
 
+impl Default for ScratchFiles {
+    fn default() -> Self {
+        ScratchFiles {
+            files: HashMap::new(),
+            max_files: MAX_SCRATCH_FILES,
+            max_bytes: MAX_SCRATCH_BYTES,
+            next: 0,
+            changed: None,
+        }
+    }
+}
+
 impl ScratchFiles {
     /// Notes that the root's list of scratch files changed now.
     pub(crate) fn touch(&mut self) {
         self.changed = Some(std::time::SystemTime::now());
+    }
+
+    /// Checks that scratch file `ino` may grow to `new_len` bytes while the mount's scratch
+    /// files hold at most `max_bytes` together (or `limit`, the file's own bound, when that is
+    /// a chunk object's, larger). Past its own `limit` the caller refuses with EFBIG instead.
+    ///
+    /// # Errors
+    /// [`TreeError::NoSpace`] (logged).
+    pub(crate) fn room(&self, ino: u64, new_len: usize, limit: usize) -> Result<(), TreeError> {
+        let now = self.files.get(&ino).map_or(0, |f| f.data.len());
+        if new_len <= now || new_len > limit {
+            return Ok(());
+        }
+        let total: usize = self.files.values().map(|f| f.data.len()).sum();
+        // A file that may hold more than the usual bound on its own (a Zarr chunk object)
+        // may fill the whole of it.
+        let cap = match limit > super::edit::MAX_BUFFERED {
+            true => self.max_bytes.max(limit),
+            false => self.max_bytes,
+        };
+        if total - now + new_len <= cap {
+            return Ok(());
+        }
+        let name = self.files.get(&ino).map_or("?", |f| f.name.as_str());
+        let why = format!(
+            "growing scratch file {name:?} to {new_len} bytes: the mount's scratch files \
+             hold {total} bytes, at most {cap} together (they live in memory)"
+        );
+        log::warn!("{why}");
+        Err(TreeError::NoSpace(why))
     }
 }
 
@@ -95,6 +155,15 @@ impl Tree {
         }
         let ino = {
             let mut s = self.scratch.lock();
+            if s.files.len() >= s.max_files {
+                let why = format!(
+                    "creating {name:?}: the mount holds {} scratch files, the most it keeps \
+                     in memory",
+                    s.max_files
+                );
+                log::warn!("{why}");
+                return Err(TreeError::NoSpace(why));
+            }
             s.next += 1;
             let ino = SCRATCH_BASE + s.next;
             s.files.insert(

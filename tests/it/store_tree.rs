@@ -224,3 +224,48 @@ fn store_mount_lists_groups_and_numpy_loads_a_member() {
     );
     m.umount();
 }
+
+/// An edit of a value embedded in `embed.b2e` appends its new cframe where the estore's
+/// stream ends; a header whose `nbytes` claims more than the chunks hold (fuzz target
+/// `tree_edit`: one byte of it changed) made the embed map point past the value, so the edit
+/// reported success and the store's attributes read back as `{}`. Now such an estore refuses
+/// the edit (EOPNOTSUPP) and the store is byte for byte as before; an intact one takes it.
+#[test]
+fn store_tree_an_estore_whose_header_claims_more_bytes_refuses_edits() {
+    let seed = support::repo_root().join("fuzz/seeds/store_open/seed_tree.b2z");
+    let stored = std::fs::read(&seed).unwrap();
+    let name_at = stored
+        .windows(9)
+        .position(|w| w == b"embed.b2e")
+        .expect("embed.b2e's local header");
+    let extra = usize::from(u16::from_le_bytes([
+        stored[name_at - 2],
+        stored[name_at - 1],
+    ]));
+    let frame = name_at + 9 + extra;
+    assert_eq!(stored[frame + 29], 0xd3, "the frame's nbytes (int64)");
+    let nbytes = i64::from_be_bytes(stored[frame + 30..frame + 38].try_into().unwrap());
+    let edit = |bytes: &[u8]| {
+        let (_dir, src) = support::temp_path("store.b2z");
+        std::fs::write(&src, bytes).unwrap();
+        let t = Tree::from_source(&src, opts(true)).unwrap();
+        let f = ino(&t, "__attrs__").unwrap();
+        let fh = t.open(f, libc::O_WRONLY | libc::O_TRUNC).unwrap();
+        t.write(f, fh, 0, br#"{"title": "edited"}"#).unwrap();
+        let res = t.release(fh);
+        drop(t);
+        let fresh = Tree::from_source(&src, opts(false)).unwrap();
+        let shown = support::tree_read(&fresh, ino(&fresh, "__attrs__").unwrap(), 1 << 20).ok();
+        (res, std::fs::read(&src).unwrap(), shown)
+    };
+    let (res, _, shown) = edit(&stored);
+    res.unwrap();
+    let shown: Value = serde_json::from_slice(&shown.unwrap()).unwrap();
+    assert_eq!(shown, serde_json::json!({"title": "edited"}));
+    let mut damaged = stored.clone();
+    damaged[frame + 30..frame + 38].copy_from_slice(&(nbytes + 4096).to_be_bytes());
+    let (res, after, _) = edit(&damaged);
+    let err = res.expect_err("the edit of a damaged estore was accepted");
+    assert_eq!(err.errno(), libc::EOPNOTSUPP, "{err}");
+    assert!(after == damaged, "the refused edit changed the store");
+}

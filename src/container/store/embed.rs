@@ -139,9 +139,10 @@ impl Estore {
         if cs == 0 {
             return Err(bad("the estore has no fixed chunksize".into()));
         }
-        // The value grows as its bytes are decoded, in steps of at most `STEP`: neither a
-        // declared length nor a chunk's own header (a special chunk of 2 GiB is 32 bytes)
-        // sizes an allocation before the bytes exist (fuzz target `store_open`).
+        // The value grows as its bytes are decoded, in steps of `STEP` (to the next block
+        // boundary of the chunk, below): neither a declared length nor a special chunk's
+        // header (a special chunk of 2 GiB is 32 bytes) sizes an allocation before the bytes
+        // exist (fuzz target `store_open`).
         const STEP: u64 = 4 << 20;
         let mut out = Vec::with_capacity(len.min(STEP) as usize);
         let mut at = offset;
@@ -152,8 +153,18 @@ impl Estore {
                 chunk = Some((ci, a.chunk_bytes(ci)?.into_owned()));
             }
             let Some((_, bytes)) = &chunk else { break };
-            let from = (at - ci as u64 * cs) as usize;
-            let want = (end - at).min(cs - from as u64).min(STEP) as usize;
+            let from = at - ci as u64 * cs;
+            // A step ends on a block boundary of the chunk (or at the end of the value): a
+            // block decoded in part is decoded whole into the decoder's scratch, and a step
+            // of 4 MiB inside a block of up to 512 MiB decoded that block again for every
+            // step (quadratic time, and a block-sized scratch allocated and freed each
+            // time). The value then grows by up to one block at a time, which the scratch
+            // would have held anyway.
+            let stop = (from + STEP)
+                .next_multiple_of(block_unit(bytes))
+                .min(cs)
+                .min(from + (end - at));
+            let (from, want) = (from as usize, (stop - from) as usize);
             let filled = out.len();
             out.resize(filled + want, 0);
             let n = crate::codec::decompress_range(bytes, from, &mut out[filled..]).map_err(
@@ -170,5 +181,18 @@ impl Estore {
             at += n as u64;
         }
         Ok(out)
+    }
+}
+
+/// The block size of the regular chunk `chunk`, whose range decodes need no scratch when they
+/// start and end on its multiples; 1 for chunks that are decoded without blocks (special,
+/// memcpyed), VL-block chunks and headers that do not parse (the decode then says why).
+fn block_unit(chunk: &[u8]) -> u64 {
+    use crate::codec::header::SpecialKind;
+    match crate::codec::chunk_info(chunk) {
+        Ok(h) if h.special() == SpecialKind::None && !h.memcpyed() && !h.is_vl() => {
+            (h.block_size() as u64).max(1)
+        }
+        _ => 1,
     }
 }

@@ -54,7 +54,7 @@ pub(super) fn estore_edit(
         .get_mut("estore_metadata")
         .and_then(Value::as_object_mut)
         .ok_or_else(|| unsupported(path, "embed.b2e has no estore_metadata map"))?;
-    let end = estore.nbytes();
+    let end = stream_end(estore)?;
     let current = meta.get("current_offset").and_then(Value::as_u64);
     if current.is_some_and(|c| c > end) {
         return Err(unsupported(
@@ -83,6 +83,46 @@ pub(super) fn estore_edit(
     };
     append_bytes(estore, &cframe, &mut out)?;
     Ok(Some(out))
+}
+
+/// Where the estore's stream ends as its chunks hold it (every chunk but the last full, the
+/// last at most full), which must be what its header says: the new cframe is appended after
+/// the last chunk's bytes and the map must point there. A header claiming more (fuzz target
+/// `tree_edit`, one byte of `nbytes` changed) made the map point past the appended value: the
+/// edit reported success and the attributes read back as `{}`. Refused instead (EOPNOTSUPP),
+/// nothing written.
+fn stream_end(estore: &Array) -> Result<u64, ContainerError> {
+    let path = estore.path();
+    let cs = estore.chunksize() as u64;
+    let held = match estore.nchunks().checked_sub(1) {
+        None => Some(0),
+        Some(last) => {
+            let chunk = estore.chunk_bytes(last)?;
+            let info = codec::chunk_info(&chunk).map_err(|source| ContainerError::Chunk {
+                path: path.to_path_buf(),
+                index: last,
+                source,
+            })?;
+            let tail = info.nbytes as u64;
+            (tail <= cs)
+                .then(|| (last as u64).checked_mul(cs)?.checked_add(tail))
+                .flatten()
+        }
+    };
+    match held {
+        Some(held) if held == estore.nbytes() => Ok(held),
+        _ => Err(unsupported(
+            path,
+            format!(
+                "embed.b2e: its header says {} bytes, its chunks hold {} (damaged; not edited)",
+                estore.nbytes(),
+                held.map_or_else(
+                    || "more than its chunk size allows".into(),
+                    |h| h.to_string()
+                )
+            ),
+        )),
+    }
 }
 
 /// Adds to `out` the chunk edits that append `bytes` to the decompressed stream of

@@ -414,3 +414,62 @@ fn writability_is_decided_at_open() {
     assert_eq!(on_disk(&path), stored);
     assert!(t.edits.lock().chunks.is_empty());
 }
+
+/// The scratch files of a mount are bounded together, not only each (session 20 left their
+/// sum open: any number of 64 MiB files in the root): growing them past the mount's bytes
+/// ([`MAX_SCRATCH_BYTES`](crate::tree::scratch::MAX_SCRATCH_BYTES), lowered here to 3 MiB) is
+/// ENOSPC, and so is one file more than its count (lowered to 8); one file past its own bound
+/// is still EFBIG. A refusal changes no file; shrinking or removing files makes room again;
+/// the source is untouched throughout.
+#[test]
+fn the_scratch_files_of_a_mount_are_bounded_in_count_and_in_bytes() {
+    let (_dir, path) = copy(ONE_D);
+    let before = std::fs::read(&path).unwrap();
+    let t = tree(&path, true);
+    {
+        let mut s = t.scratch.lock();
+        assert_eq!(s.max_files, crate::tree::scratch::MAX_SCRATCH_FILES);
+        (s.max_files, s.max_bytes) = (8, 3 << 20);
+    }
+    let mut big = Vec::new();
+    for i in 0..3 {
+        let (a, fh) = t.create(ROOT_INO, &format!("big{i}.swp")).unwrap();
+        t.set_size(a.ino, 1 << 20).unwrap();
+        big.push((a.ino, fh));
+    }
+    let (a, fh) = t.create(ROOT_INO, "one.more").unwrap();
+    let err = t.write(a.ino, fh, 0, b"x").unwrap_err();
+    assert_eq!(err.errno(), libc::ENOSPC, "{err}");
+    assert_eq!(t.set_size(a.ino, 1).unwrap_err().errno(), libc::ENOSPC);
+    let past = t.set_size(a.ino, MAX_BUFFERED as u64 + 1).unwrap_err();
+    assert_eq!(past.errno(), libc::EFBIG, "{past}");
+    assert_eq!(t.getattr(a.ino).unwrap().size, 0);
+    // Rewriting bytes a file holds needs no room; growing one past the rest does not fit.
+    let (b0, fh0) = big[0];
+    t.write(b0, fh0, 5, b"abc").unwrap();
+    assert_eq!(t.scratch_data(b0)[5..8], *b"abc");
+    let err = t.write(b0, fh0, 1 << 20, b"x").unwrap_err();
+    assert_eq!(err.errno(), libc::ENOSPC, "{err}");
+    assert_eq!(t.getattr(b0).unwrap().size, 1 << 20);
+    t.set_size(b0, 8).unwrap();
+    assert_eq!(t.write(a.ino, fh, 0, b"x").unwrap(), 1);
+    t.unlink(ROOT_INO, "big1.swp").unwrap();
+    t.set_size(a.ino, 1 << 20).unwrap();
+    // The count: one more than the most is refused and not listed; a removal makes room.
+    let have = t.scratch_entries().len();
+    for i in have..8 {
+        let (_, fh) = t.create(ROOT_INO, &format!("f{i}")).unwrap();
+        t.release(fh).unwrap();
+    }
+    let err = t.create(ROOT_INO, "too.many").unwrap_err();
+    assert_eq!(err.errno(), libc::ENOSPC, "{err}");
+    assert_eq!(
+        t.lookup(ROOT_INO, "too.many").unwrap_err().errno(),
+        libc::ENOENT
+    );
+    assert_eq!(t.scratch_entries().len(), 8);
+    t.unlink(ROOT_INO, &format!("f{have}")).unwrap();
+    let (_, fh2) = t.create(ROOT_INO, "too.many").unwrap();
+    t.release(fh2).unwrap();
+    assert_eq!(std::fs::read(&path).unwrap(), before, "the source changed");
+}
