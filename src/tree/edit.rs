@@ -381,7 +381,9 @@ impl Tree {
                 s.room(ino, new_len, limit)?;
                 let file = s.files.get_mut(&ino).ok_or(TreeError::NotFound)?;
                 file.mtime = std::time::SystemTime::now();
-                f(&mut file.data, limit)
+                let out = f(&mut file.data, limit);
+                s.fit(ino, limit);
+                out
             }
             WriteTarget::Attrs => {
                 let stored = match self.entry(ino)? {

@@ -120,7 +120,9 @@ pub struct Follow {
     relisted: Mutex<Option<Arc<Collection>>>,
     /// Set when the tree is dropped: [`Follow::wait`] then returns at once, so the thread
     /// that follows the source (and what it holds: the page pusher and its descriptor of the
-    /// FUSE device) ends with the mount, not up to a wait later.
+    /// FUSE device) ends with the mount, not up to a wait later. A check of the source in
+    /// progress holds the tree until it ends (a remote source's questions: up to
+    /// `remote_timeout` each).
     closed: AtomicBool,
 }
 

@@ -77,21 +77,19 @@ impl ScratchFiles {
     /// Checks that scratch file `ino` may grow to `new_len` bytes while the mount's scratch
     /// files hold at most `max_bytes` together (or `limit`, the file's own bound, when that is
     /// a chunk object's, larger). Past its own `limit` the caller refuses with EFBIG instead.
+    /// What is counted is the memory the buffers hold (their capacity), not their lengths:
+    /// a file written to 64 MiB and truncated keeps what it allocated unless it is given
+    /// back ([`ScratchFiles::fit`]).
     ///
     /// # Errors
     /// [`TreeError::NoSpace`] (logged).
     pub(crate) fn room(&self, ino: u64, new_len: usize, limit: usize) -> Result<(), TreeError> {
-        let now = self.files.get(&ino).map_or(0, |f| f.data.len());
+        let now = self.files.get(&ino).map_or(0, |f| f.data.capacity());
         if new_len <= now || new_len > limit {
             return Ok(());
         }
-        let total: usize = self.files.values().map(|f| f.data.len()).sum();
-        // A file that may hold more than the usual bound on its own (a Zarr chunk object)
-        // may fill the whole of it.
-        let cap = match limit > super::edit::MAX_BUFFERED {
-            true => self.max_bytes.max(limit),
-            false => self.max_bytes,
-        };
+        let total = self.held();
+        let cap = self.cap_for(limit);
         if total - now + new_len <= cap {
             return Ok(());
         }
@@ -102,6 +100,36 @@ impl ScratchFiles {
         );
         log::warn!("{why}");
         Err(TreeError::NoSpace(why))
+    }
+
+    /// The bound on the memory all scratch buffers hold, for a file of bound `limit`: a file
+    /// that may hold more than the usual bound on its own (a Zarr chunk object) may fill the
+    /// whole of it.
+    fn cap_for(&self, limit: usize) -> usize {
+        if limit > super::edit::MAX_BUFFERED {
+            self.max_bytes.max(limit)
+        } else {
+            self.max_bytes
+        }
+    }
+
+    /// The memory the scratch buffers hold together.
+    fn held(&self) -> usize {
+        self.files.values().map(|f| f.data.capacity()).sum()
+    }
+
+    /// After a change of scratch file `ino`: gives back what its buffer holds beyond its
+    /// length when the buffers together hold more than [`ScratchFiles::room`] allowed (a
+    /// write's doubling reserved ahead), or when it holds more than twice its length (a
+    /// truncation), so that the memory held is what `room` counts.
+    pub(crate) fn fit(&mut self, ino: u64, limit: usize) {
+        let over = self.held() > self.cap_for(limit);
+        if let Some(f) = self.files.get_mut(&ino) {
+            let len = f.data.len();
+            if over || f.data.capacity() > len.saturating_mul(2) {
+                f.data.shrink_to(len);
+            }
+        }
     }
 }
 

@@ -507,7 +507,13 @@ fn caterva2_a_refused_login_cookie_is_renewed_by_logging_in_again() {
     assert_eq!(e.unwrap_err().raw_os_error(), Some(libc::EIO));
     let log = b2fs().arg("log").arg(&m.mp).output().unwrap();
     let log = String::from_utf8_lossy(&log.stdout);
-    assert!(log.contains("DictStore") && log.contains("500"), "{log}");
+    // The server answers its failure with a 500, or (seen once under heavy load) resets
+    // the connection: either way the leaf's line names what failed.
+    assert!(
+        (log.contains("DictStore") && log.contains("500"))
+            || (log.contains("dict.b2z") && log.contains("Connection reset")),
+        "{log}"
+    );
     assert!(is_mounted(&m.mp));
     m.umount();
 }

@@ -9,7 +9,8 @@
 //! and a hostile chunk of a few bytes (run streams) can ask for that much; a decoder frees
 //! what it holds past 16 MiB after each call (`shrink_scratch`). What is bounded here is the
 //! sum: a decode whose scratch would pass that size first takes a grant of it from one
-//! process-wide [`Budget`] and waits while other decodes hold the rest, so that N decoding
+//! process-wide [`Budget`] and waits, in the order the decodes asked, while other decodes
+//! hold the rest, so that N decoding
 //! threads (FUSE workers, decode and prefetch threads) hold at most [`LARGE_SCRATCH`] of
 //! large scratch together, not N times 1.5 GiB. A decode asking for more than the whole
 //! budget is granted the whole budget (it runs alone).
@@ -19,12 +20,25 @@ use std::sync::{Condvar, Mutex, PoisonError};
 /// The large scratch (bytes past a decoder's kept 16 MiB) all decoders may hold at once.
 pub const LARGE_SCRATCH: usize = 1 << 30;
 
-/// Bytes granted and not yet given back, with the condition their release signals.
+/// Bytes granted and not yet given back, the order of waiters, and the condition a release
+/// or a grant signals.
 #[derive(Debug)]
 pub(crate) struct Budget {
-    held: Mutex<usize>,
+    state: Mutex<State>,
     freed: Condvar,
     cap: usize,
+}
+
+/// What a [`Budget`] holds: bytes granted, and tickets in the order the decodes asked.
+#[derive(Debug)]
+struct State {
+    held: usize,
+    /// The ticket the next decode to ask takes.
+    next: u64,
+    /// The ticket whose turn it is: grants go in the order they were asked for, so a large
+    /// decode (up to the whole budget) is never starved by smaller ones that keep part of it
+    /// held.
+    serving: u64,
 }
 
 /// The process's budget.
@@ -41,25 +55,33 @@ impl Budget {
     /// A budget of `cap` bytes.
     pub(crate) const fn new(cap: usize) -> Budget {
         Budget {
-            held: Mutex::new(0),
+            state: Mutex::new(State {
+                held: 0,
+                next: 0,
+                serving: 0,
+            }),
             freed: Condvar::new(),
             cap,
         }
     }
 
-    /// Waits until `bytes` (at most the whole budget) fit beside what is held, and takes
-    /// them. A grant is taken by a decoder that holds none, so waiting cannot deadlock: each
-    /// holder finishes its decode and gives its grant back.
+    /// Waits for its turn (first asked, first served) and until `bytes` (at most the whole
+    /// budget) fit beside what is held, and takes them. A grant is taken by a decoder that
+    /// holds none, so waiting cannot deadlock: each holder finishes its decode and gives its
+    /// grant back.
     pub(crate) fn acquire(&self, bytes: usize) -> Grant<'_> {
         let bytes = bytes.min(self.cap);
-        let mut held = self.held.lock().unwrap_or_else(PoisonError::into_inner);
-        while *held + bytes > self.cap {
-            held = self
-                .freed
-                .wait(held)
-                .unwrap_or_else(PoisonError::into_inner);
+        let mut st = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        let ticket = st.next;
+        st.next += 1;
+        while st.serving != ticket || st.held + bytes > self.cap {
+            st = self.freed.wait(st).unwrap_or_else(PoisonError::into_inner);
         }
-        *held += bytes;
+        st.held += bytes;
+        st.serving += 1;
+        drop(st);
+        // The next ticket may fit beside this grant.
+        self.freed.notify_all();
         Grant {
             budget: self,
             bytes,
@@ -69,19 +91,22 @@ impl Budget {
     /// Bytes held now.
     #[cfg(test)]
     pub(crate) fn held(&self) -> usize {
-        *self.held.lock().unwrap_or_else(PoisonError::into_inner)
+        self.state
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .held
     }
 }
 
 impl Drop for Grant<'_> {
     fn drop(&mut self) {
-        let mut held = self
+        let mut st = self
             .budget
-            .held
+            .state
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
-        *held -= self.bytes;
-        drop(held);
+        st.held -= self.bytes;
+        drop(st);
         self.budget.freed.notify_all();
     }
 }
@@ -102,6 +127,46 @@ mod tests {
         let all = b.acquire(1 << 40);
         assert_eq!(b.held(), 100);
         drop(all);
+        assert_eq!(b.held(), 0);
+    }
+
+    /// A large grant waiting for the whole budget is served before smaller grants asked
+    /// after it, even while smaller ones would fit beside what is held.
+    #[test]
+    fn grants_are_served_in_the_order_asked() {
+        let b = Budget::new(100);
+        let small = b.acquire(30);
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::scope(|s| {
+            let big_tx = tx.clone();
+            let b = &b;
+            s.spawn(move || {
+                let g = b.acquire(1000);
+                big_tx.send(("big", b.held())).unwrap();
+                drop(g);
+            });
+            // Let the large one take its ticket first.
+            while b.state.lock().unwrap().next < 2 {
+                std::thread::yield_now();
+            }
+            let later_tx = tx.clone();
+            s.spawn(move || {
+                let g = b.acquire(30);
+                later_tx.send(("later", b.held())).unwrap();
+                drop(g);
+            });
+            while b.state.lock().unwrap().next < 3 {
+                std::thread::yield_now();
+            }
+            // 30 + 30 would fit in 100, but the later one waits behind the large one.
+            assert!(
+                rx.recv_timeout(std::time::Duration::from_millis(50))
+                    .is_err()
+            );
+            drop(small);
+            assert_eq!(rx.recv().unwrap(), ("big", 100));
+            assert_eq!(rx.recv().unwrap().0, "later");
+        });
         assert_eq!(b.held(), 0);
     }
 

@@ -166,7 +166,10 @@ pub(super) fn locate_sparse(
         Ok(n) => {
             damaged.push(Damaged {
                 reason: format!(
-                    "index damaged: {}: its {n} chunks were located by their files' names",
+                    "index damaged: {}: its {n} chunks were located by their files' names \
+                     (chunk i in file i, as C-Blosc2 names the chunks it appends: a chunk \
+                     inserted, or appended after a special chunk and updated since, would be \
+                     misplaced)",
                     display_chain(&err)
                 ),
                 recovered: true,
@@ -207,8 +210,9 @@ fn by_names(info: &FrameInfo, dir: &Path) -> Result<usize, String> {
         let Some(hex) = name.strip_suffix(".chunk").filter(|h| h.len() == 8) else {
             continue;
         };
+        // Only C-Blosc2's own spelling (`%08X`): the reader opens exactly that name.
         match u64::from_str_radix(hex, 16) {
-            Ok(id) if id < n => ids.push(id),
+            Ok(id) if id < n && format!("{id:08X}.chunk") == name => ids.push(id),
             _ => extra.push(name.into_owned()),
         }
     }
@@ -235,6 +239,32 @@ fn by_names(info: &FrameInfo, dir: &Path) -> Result<usize, String> {
             extra.len(),
             extra[0]
         ));
+    }
+    // A file whose header declares another size than its place holds another chunk (the
+    // short last chunk, appended after special chunks, lands at a smaller name). A header
+    // that cannot be read says nothing of the place: that chunk is reported damaged.
+    let last = info.nbytes - (n - 1) * size;
+    for i in 0..n {
+        let want = if i + 1 == n { last } else { size };
+        let path = dir.join(format!("{i:08X}.chunk"));
+        let mut head = [0u8; 32];
+        let read = std::fs::File::open(&path).and_then(|mut f| {
+            use std::io::Read;
+            f.read_exact(&mut head)
+        });
+        if let Ok(h) = read
+            .map_err(drop)
+            .and_then(|()| ChunkHeader::parse(&head).map_err(drop))
+        {
+            if h.nbytes as u64 != want {
+                return Err(format!(
+                    "{} says {} bytes, not the {want} of chunk {i}: it holds another chunk, so \
+                     which file is which chunk is unknown",
+                    path.display(),
+                    h.nbytes
+                ));
+            }
+        }
     }
     Ok(n as usize)
 }

@@ -140,9 +140,10 @@ impl Estore {
             return Err(bad("the estore has no fixed chunksize".into()));
         }
         // The value grows as its bytes are decoded, in steps of `STEP` (to the next block
-        // boundary of the chunk, below): neither a declared length nor a special chunk's
-        // header (a special chunk of 2 GiB is 32 bytes) sizes an allocation before the bytes
-        // exist (fuzz target `store_open`).
+        // boundary of the chunk, below): a declared length never sizes an allocation before
+        // the bytes exist (fuzz target `store_open`). A step may allocate up to one block
+        // of the chunk (a header's block size, at most 512 MiB, within `MAX_EMBEDDED` for
+        // the whole value) before it is decoded: outside the decoders' scratch budget.
         const STEP: u64 = 4 << 20;
         let mut out = Vec::with_capacity(len.min(STEP) as usize);
         let mut at = offset;

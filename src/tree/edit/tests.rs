@@ -473,3 +473,52 @@ fn the_scratch_files_of_a_mount_are_bounded_in_count_and_in_bytes() {
     t.release(fh2).unwrap();
     assert_eq!(std::fs::read(&path).unwrap(), before, "the source changed");
 }
+
+/// The bound on scratch files counts the memory their buffers hold, not their lengths: files
+/// written and truncated (an editor's swap file, `O_TRUNC` rewrites) give their memory back,
+/// and a file written in small pieces never holds more than the bound while it grows.
+#[test]
+fn scratch_memory_is_counted_as_held_not_as_shown() {
+    let (_dir, path) = copy(ONE_D);
+    let t = tree(&path, true);
+    let cap = 3usize << 20;
+    {
+        let mut s = t.scratch.lock();
+        (s.max_files, s.max_bytes) = (32, cap);
+    }
+    let held = |t: &Tree| -> usize {
+        t.scratch
+            .lock()
+            .files
+            .values()
+            .map(|f| f.data.capacity())
+            .sum()
+    };
+    let piece = vec![7u8; 64 << 10];
+    for i in 0..8 {
+        let (a, fh) = t.create(ROOT_INO, &format!("s{i}.swp")).unwrap();
+        for k in 0..16 {
+            t.write(a.ino, fh, (k * piece.len()) as u64, &piece)
+                .unwrap();
+        }
+        assert_eq!(t.getattr(a.ino).unwrap().size, 1 << 20);
+        t.set_size(a.ino, 0).unwrap();
+        t.release(fh).unwrap();
+        assert!(held(&t) <= cap, "file {i}: {} bytes held", held(&t));
+    }
+    assert_eq!(held(&t), 0);
+    let (g, fh) = t.create(ROOT_INO, "grow").unwrap();
+    let mut written = 0usize;
+    loop {
+        match t.write(g.ino, fh, written as u64, &piece) {
+            Ok(n) => written += n as usize,
+            Err(e) => {
+                assert_eq!(e.errno(), libc::ENOSPC, "{e}");
+                break;
+            }
+        }
+        assert!(held(&t) <= cap, "at {written}: {} bytes held", held(&t));
+    }
+    assert!(written > cap / 2, "{written}");
+    assert_eq!(t.scratch_data(g.ino), vec![7u8; written]);
+}

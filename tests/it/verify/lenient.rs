@@ -195,10 +195,10 @@ fn verify_and_salvage_a_sparse_frame_with_a_damaged_index_or_trailer() {
         let (exit, v) = verify_json(&dest);
         assert_eq!(exit, 0, "{name}: salvaged copy not sound: {v:#}");
     }
-    // The index damaged and the files not exactly the declared chunks: which file is which
-    // chunk is unknown.
+    // The index damaged and the files not exactly the declared chunks, or one in another
+    // chunk's place: which file is which chunk is unknown.
     type Files = fn(&Path);
-    let ambiguous: [(&str, Files, &str); 2] = [
+    let ambiguous: [(&str, Files, &str); 4] = [
         (
             "missing",
             |p| std::fs::remove_file(p.join("00000005.chunk")).unwrap(),
@@ -210,6 +210,27 @@ fn verify_and_salvage_a_sparse_frame_with_a_damaged_index_or_trailer() {
                 std::fs::copy(p.join("00000001.chunk"), p.join("000000FF.chunk")).unwrap();
             },
             "beyond the",
+        ),
+        (
+            // Not C-Blosc2's spelling: the reader would not open it as chunk 1.
+            "spelling",
+            |p| std::fs::rename(p.join("00000001.chunk"), p.join("+0000001.chunk")).unwrap(),
+            "the first: 00000001.chunk",
+        ),
+        (
+            // The short last chunk's file and chunk 3's swapped: every name there, but a
+            // header declares another size than its place holds.
+            "swapped",
+            |p| {
+                let n = std::fs::read_dir(p).unwrap().count() - 1;
+                let last = p.join(format!("{:08X}.chunk", n - 1));
+                let third = p.join("00000003.chunk");
+                let tmp = p.join("swap");
+                std::fs::rename(&last, &tmp).unwrap();
+                std::fs::rename(&third, &last).unwrap();
+                std::fs::rename(&tmp, &third).unwrap();
+            },
+            "holds another chunk",
         ),
     ];
     for (name, change, says) in ambiguous {
