@@ -55,37 +55,8 @@ fn verify_and_salvage_a_frame_with_a_damaged_index_or_trailer() {
             let r = reference(&py, "frame", &p);
             assert!(!r.errors.is_empty(), "{name}: python-blosc2 opens it");
         }
-        let (exit, v) = verify_json(&p);
-        assert_eq!(exit, 1, "{name}: {v:#}");
-        assert!(structure(&v).contains(reason), "{name}: {v:#}");
-        assert_eq!(v["chunks"], n, "{name}: {v:#}");
-        let damaged: Vec<u64> = v["damaged"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|d| d["chunk"].as_u64().unwrap())
-            .collect();
-        assert_eq!(damaged, want.iter().map(|&i| i as u64).collect::<Vec<_>>());
         let dest = dir.path().join(format!("salvaged-{name}.b2frame"));
-        let (exit, err) = salvage_run(&p, &dest);
-        assert_eq!(exit, Some(code), "{name}: {err}");
-        assert!(err.contains(reason), "{name}: {err}");
-        let after = reference(&py, "frame", &dest);
-        assert!(after.errors.is_empty(), "{name}: {:?}", after.errors);
-        for (i, (was, now)) in good.chunks[""].iter().zip(&after.chunks[""]).enumerate() {
-            let now = now.as_ref().unwrap();
-            if want.contains(&i) {
-                assert!(now.1, "{name}: chunk {i} not zeros");
-            } else {
-                assert_eq!(was.as_ref(), Some(now), "{name}: chunk {i} changed");
-            }
-        }
-        assert_eq!(after.chunks[""].len(), n, "{name}");
-        let record = &after.salvage[""];
-        assert_eq!(record["damaged"].as_array().unwrap().len(), want.len());
-        assert!(record["structure"][0].as_str().unwrap().contains(reason));
-        let (exit, v) = verify_json(&dest);
-        assert_eq!(exit, 0, "{name}: salvaged copy not sound: {v:#}");
+        verify_then_salvage(&py, &p, &dest, &good, n, (want, reason, code), name);
     }
     // The index and chunk 2's header destroyed: chunk 2 cannot be told from what follows.
     let p = dir.path().join("both.b2frame");
@@ -163,37 +134,8 @@ fn verify_and_salvage_a_sparse_frame_with_a_damaged_index_or_trailer() {
             let r = reference(&py, "frame", &p);
             assert!(!r.errors.is_empty(), "{name}: python-blosc2 opens it");
         }
-        let (exit, v) = verify_json(&p);
-        assert_eq!(exit, 1, "{name}: {v:#}");
-        assert!(structure(&v).contains(reason), "{name}: {v:#}");
-        assert_eq!(v["chunks"], n, "{name}: {v:#}");
-        let damaged: Vec<u64> = v["damaged"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|d| d["chunk"].as_u64().unwrap())
-            .collect();
-        assert_eq!(damaged, want.iter().map(|&i| i as u64).collect::<Vec<_>>());
         let dest = dir.path().join(format!("salvaged-{name}"));
-        let (exit, err) = salvage_run(&p, &dest);
-        assert_eq!(exit, Some(code), "{name}: {err}");
-        assert!(err.contains(reason), "{name}: {err}");
-        let after = reference(&py, "frame", &dest);
-        assert!(after.errors.is_empty(), "{name}: {:?}", after.errors);
-        assert_eq!(after.chunks[""].len(), n, "{name}");
-        for (i, (was, now)) in good.chunks[""].iter().zip(&after.chunks[""]).enumerate() {
-            let now = now.as_ref().unwrap();
-            if want.contains(&i) {
-                assert!(now.1, "{name}: chunk {i} not zeros");
-            } else {
-                assert_eq!(was.as_ref(), Some(now), "{name}: chunk {i} changed");
-            }
-        }
-        let record = &after.salvage[""];
-        assert_eq!(record["damaged"].as_array().unwrap().len(), want.len());
-        assert!(record["structure"][0].as_str().unwrap().contains(reason));
-        let (exit, v) = verify_json(&dest);
-        assert_eq!(exit, 0, "{name}: salvaged copy not sound: {v:#}");
+        verify_then_salvage(&py, &p, &dest, &good, n, (want, reason, code), name);
     }
     // The index damaged and the files not exactly the declared chunks, or one in another
     // chunk's place: which file is which chunk is unknown.
@@ -253,4 +195,50 @@ fn verify_and_salvage_a_sparse_frame_with_a_damaged_index_or_trailer() {
         assert!(err.contains(says), "{name}: {err}");
         assert!(!dest.exists(), "{name}");
     }
+}
+
+/// What a damaged copy `p` of a frame with `n` chunks must show: `verify` exits 1, names
+/// `reason` and exactly the chunks `want` as damaged and still checks all `n`; `salvage`
+/// writes `dest` (exit `code`, `reason` on stderr), which python-blosc2 reads with every
+/// other chunk as in `good` and the damaged ones zeros, recorded with `reason`, and which
+/// verifies sound.
+fn verify_then_salvage(
+    py: &Path,
+    p: &Path,
+    dest: &Path,
+    good: &Reference,
+    n: usize,
+    (want, reason, code): (&[usize], &str, i32),
+    name: &str,
+) {
+    let (exit, v) = verify_json(p);
+    assert_eq!(exit, 1, "{name}: {v:#}");
+    assert!(structure(&v).contains(reason), "{name}: {v:#}");
+    assert_eq!(v["chunks"], n, "{name}: {v:#}");
+    let damaged: Vec<u64> = v["damaged"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["chunk"].as_u64().unwrap())
+        .collect();
+    assert_eq!(damaged, want.iter().map(|&i| i as u64).collect::<Vec<_>>());
+    let (exit, err) = salvage_run(p, dest);
+    assert_eq!(exit, Some(code), "{name}: {err}");
+    assert!(err.contains(reason), "{name}: {err}");
+    let after = reference(py, "frame", dest);
+    assert!(after.errors.is_empty(), "{name}: {:?}", after.errors);
+    assert_eq!(after.chunks[""].len(), n, "{name}");
+    for (i, (was, now)) in good.chunks[""].iter().zip(&after.chunks[""]).enumerate() {
+        let now = now.as_ref().unwrap();
+        if want.contains(&i) {
+            assert!(now.1, "{name}: chunk {i} not zeros");
+        } else {
+            assert_eq!(was.as_ref(), Some(now), "{name}: chunk {i} changed");
+        }
+    }
+    let record = &after.salvage[""];
+    assert_eq!(record["damaged"].as_array().unwrap().len(), want.len());
+    assert!(record["structure"][0].as_str().unwrap().contains(reason));
+    let (exit, v) = verify_json(dest);
+    assert_eq!(exit, 0, "{name}: salvaged copy not sound: {v:#}");
 }
