@@ -57,6 +57,7 @@ pub use header::{
 };
 pub use index::{INDEX_LIMIT_FLOOR, MAX_NCHUNKS};
 
+pub(crate) use self::chunks::{sparse_chunk_file, sparse_chunk_id};
 use self::header::{Prefix, parse_layers, parse_prefix};
 use self::index::{Index, IndexError, Slot, classify, decode_index, le_i32};
 pub(crate) use self::index::{header_kind, special_chunk};

@@ -50,8 +50,7 @@ impl Frame {
     }
 
     fn sparse_chunk_path(&self, id: u64) -> PathBuf {
-        let dir = self.dir.as_deref().unwrap_or(Path::new("."));
-        dir.join(format!("{id:08X}.chunk"))
+        sparse_chunk_file(self.dir.as_deref().unwrap_or(Path::new(".")), id)
     }
 
     /// The first 32 bytes of stored chunk `i` (offset or id `o`).
@@ -397,4 +396,18 @@ fn window_in(
         len,
         cbytes,
     })
+}
+
+/// The file of chunk id `id` in the sparse frame directory `dir`: `%08X.chunk`, as C-Blosc2
+/// names them.
+pub(crate) fn sparse_chunk_file(dir: &Path, id: u64) -> PathBuf {
+    dir.join(format!("{id:08X}.chunk"))
+}
+
+/// The chunk id file `name` of a sparse frame directory stands for, when it is spelled as
+/// C-Blosc2 spells them ([`sparse_chunk_file`]: the only name b2fs opens for that id).
+pub(crate) fn sparse_chunk_id(name: &str) -> Option<u64> {
+    let hex = name.strip_suffix(".chunk").filter(|h| h.len() == 8)?;
+    let id = u64::from_str_radix(hex, 16).ok()?;
+    (format!("{id:08X}.chunk") == name).then_some(id)
 }

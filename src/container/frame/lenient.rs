@@ -27,7 +27,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use super::index::{Index, MAX_NCHUNKS};
-use super::{Frame, FrameInfo};
+use super::{Frame, FrameInfo, sparse_chunk_file, sparse_chunk_id};
 use crate::codec::ChunkHeader;
 use crate::container::ContainerError;
 use crate::container::source::{IoStats, Source};
@@ -207,12 +207,12 @@ fn by_names(info: &FrameInfo, dir: &Path) -> Result<usize, String> {
         let entry = entry.map_err(|e| format!("listing {}: {e}", dir.display()))?;
         let name = entry.file_name();
         let name = name.to_string_lossy();
-        let Some(hex) = name.strip_suffix(".chunk").filter(|h| h.len() == 8) else {
+        if name.strip_suffix(".chunk").is_none_or(|h| h.len() != 8) {
             continue;
-        };
-        // Only C-Blosc2's own spelling (`%08X`): the reader opens exactly that name.
-        match u64::from_str_radix(hex, 16) {
-            Ok(id) if id < n && format!("{id:08X}.chunk") == name => ids.push(id),
+        }
+        // Only C-Blosc2's own spelling: the reader opens exactly that name.
+        match sparse_chunk_id(&name) {
+            Some(id) if id < n => ids.push(id),
             _ => extra.push(name.into_owned()),
         }
     }
@@ -246,7 +246,7 @@ fn by_names(info: &FrameInfo, dir: &Path) -> Result<usize, String> {
     let last = info.nbytes - (n - 1) * size;
     for i in 0..n {
         let want = if i + 1 == n { last } else { size };
-        let path = dir.join(format!("{i:08X}.chunk"));
+        let path = sparse_chunk_file(dir, i);
         let mut head = [0u8; 32];
         let read = std::fs::File::open(&path).and_then(|mut f| {
             use std::io::Read;

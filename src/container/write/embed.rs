@@ -35,6 +35,8 @@ pub(super) fn estore_edit(
         return Ok(None);
     }
     let path = store.path();
+    // Where the stream ends now (the new cframe goes there), checked before any work.
+    let end = stream_end(estore)?;
     let bytes = store.read_embedded(offset, len)?;
     let scratch = tempfile::Builder::new()
         .prefix("b2fs-embed-edit-")
@@ -48,13 +50,11 @@ pub(super) fn estore_edit(
     super::compact::compact(&file, &mut |_, _| {})?;
     let cframe = std::fs::read(&file).map_err(|e| io_err(&file, e))?;
 
-    // Where the stream ends now: the new cframe goes there.
     let mut attrs = estore.attrs().clone();
     let meta = attrs
         .get_mut("estore_metadata")
         .and_then(Value::as_object_mut)
         .ok_or_else(|| unsupported(path, "embed.b2e has no estore_metadata map"))?;
-    let end = stream_end(estore)?;
     let current = meta.get("current_offset").and_then(Value::as_u64);
     if current.is_some_and(|c| c > end) {
         return Err(unsupported(

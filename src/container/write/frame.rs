@@ -31,7 +31,7 @@ use super::{
     Edit, MAX_WRITE_VLMETALAYERS, Slot, changed, header_special, io_err, plan, refused, unsupported,
 };
 use crate::codec::{CParams, ChunkFormat, Codec, compress, filter_id};
-use crate::container::frame::{Frame, retire};
+use crate::container::frame::{Frame, retire, sparse_chunk_file, sparse_chunk_id};
 use crate::container::{Array, ChunkKind, ContainerError, SourceKind, attrs};
 
 /// Special index entries (`docs/format/CONTAINERS.md` 1.5).
@@ -500,22 +500,13 @@ fn commit_contiguous(
     Ok(())
 }
 
-fn chunk_file(dir: &Path, id: u64) -> PathBuf {
-    dir.join(format!("{id:08X}.chunk"))
-}
-
-/// Ids of the `XXXXXXXX.chunk` files in `dir`.
+/// Ids of the chunk files in `dir` ([`sparse_chunk_id`]).
 fn chunk_file_ids(dir: &Path) -> Result<Vec<u64>, ContainerError> {
     let rd = std::fs::read_dir(dir).map_err(|e| io_err(dir, e))?;
     let mut ids = Vec::new();
     for e in rd {
         let e = e.map_err(|e| io_err(dir, e))?;
-        let name = e.file_name();
-        let name = name.to_string_lossy();
-        let hex = name.strip_suffix(".chunk").filter(|h| h.len() == 8);
-        if let Some(id) = hex.and_then(|h| u64::from_str_radix(h, 16).ok()) {
-            ids.push(id);
-        }
+        ids.extend(sparse_chunk_id(&e.file_name().to_string_lossy()));
     }
     Ok(ids)
 }
@@ -553,7 +544,7 @@ fn commit_sparse(
         match e {
             Entry::Keep(v) => {
                 if *v >= 0 {
-                    let p = chunk_file(dir, *v as u64);
+                    let p = sparse_chunk_file(dir, *v as u64);
                     cbytes += std::fs::metadata(&p).map_err(|e| io_err(&p, e))?.len();
                 }
                 entries.push(*v);
@@ -562,7 +553,7 @@ fn commit_sparse(
                 if next > u64::from(u32::MAX) {
                     return Err(refused(dir, "no free chunk id (ids are uint32)"));
                 }
-                files.push((chunk_file(dir, next), bytes));
+                files.push((sparse_chunk_file(dir, next), bytes));
                 cbytes += bytes.len() as u64;
                 entries.push(next as i64);
                 next += 1;
@@ -609,7 +600,7 @@ fn commit_sparse(
         .iter()
         .filter(|id| !old_ids.contains(id) && !live.contains(id))
     {
-        let p = chunk_file(dir, *id);
+        let p = sparse_chunk_file(dir, *id);
         if !p.file_name().is_some_and(|n| waiting.contains(n)) {
             io.remove(&p)?;
         }
@@ -620,7 +611,7 @@ fn commit_sparse(
         dir,
         old_ids
             .difference(&live)
-            .map(|id| chunk_file(dir, *id))
+            .map(|id| sparse_chunk_file(dir, *id))
             .collect(),
     );
     if let Some(lock) = lock {
