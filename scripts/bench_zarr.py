@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The Zarr view against python-blosc2 and a native Zarr copy, alternating in every round.
 
-    .venv-zarr/bin/python scripts/bench_zarr.py ROUNDS BINARY [WINDOWS]
+    .venv-zarr/bin/python scripts/bench_zarr.py ROUNDS BINARY [WINDOWS [windows]]
     e.g. .venv-zarr/bin/python scripts/bench_zarr.py 3 target/release/b2fs 200
     (bash scripts/bench.sh zarr runs it with these arguments after a release build)
 
@@ -20,8 +20,10 @@ the page cache, read once before the first round), b2fs through a fresh `-o ro` 
   metadata), then `zarr.open_consolidated(MNT/zarr)` returning with its 10,000 arrays listed,
   in another process (most of it is zarr-python building 10,000 array objects), twice;
 - windows: WINDOWS random 64x64 windows through zarr-python `z[window]` of MNT/zarr/npy2d,
-  python-blosc2 `arr[window]`, and zarr-python on the native copy (same windows everywhere).
-Prints each round, then for every measurement the fastest and the median, and the ratios of
+  the same on a `-o ro,zarr_shards` mount (shards = chunks, inner chunks = blocks: only the
+  blocks a window touches are read), python-blosc2 `arr[window]`, and zarr-python on the
+  native copy (same windows everywhere).
+A last argument `windows` runs only the windows. Prints each round, then for every measurement the fastest and the median, and the ratios of
 python-blosc2's and the native copy's median time to b2fs's (above 1: b2fs is faster).
 """
 
@@ -147,6 +149,7 @@ def main():
         return
     rounds, binary = int(sys.argv[1]), os.path.abspath(sys.argv[2])
     nwin = int(sys.argv[3]) if len(sys.argv) > 3 else 200
+    windows_only = sys.argv[4:5] == ["windows"]
     gen()
     for p in (SRC, NATIVE, MANY):
         warm(p)
@@ -167,45 +170,50 @@ def main():
         zarr.consolidate_metadata(native_group)
     try:
         for r in range(1, rounds + 1):
-            py = run("py-load", SRC)
-            with benchlib.Mount(binary, SRC, mp):
-                ours = run("xr-load", os.path.join(mp, "zarr"))
-            nat = run("zarr-native", NATIVE)
-            natx = run("xr-native", native_group)
-            assert py["check"] == ours["check"] == nat["check"] == natx["check"], "loads differ"
-            for k, v in (("load python-blosc2", py), ("load b2fs xarray", ours),
-                         ("load native zarr-python", nat), ("load native xarray", natx)):
-                note(k, v["seconds"])
-            gib = SHAPE[0] * SHAPE[1] * 8 / 2**30
-            print(f"round {r}: 1 GiB load  python-blosc2 {gib / py['seconds']:.2f} GiB/s"
-                  f" | b2fs+xarray {gib / ours['seconds']:.2f} GiB/s"
-                  f" | native zarr-python {gib / nat['seconds']:.2f} GiB/s"
-                  f" | native xarray {gib / natx['seconds']:.2f} GiB/s", flush=True)
-            t0 = time.perf_counter()
-            with benchlib.Mount(binary, MANY, mp) as m:
-                raw = run("meta-raw", os.path.join(mp, "zarr"))
-                first = run("meta", os.path.join(mp, "zarr"))
-                mount_to_open = time.perf_counter() - t0
-                second = run("meta", os.path.join(mp, "zarr"))
-                mount_s = m.mount_seconds
-            note("10,000-member .b2z: mount", mount_s)
-            note("10,000-member .b2z: first read of zarr/zarr.json", raw["seconds"])
-            note("10,000-member .b2z: first open_consolidated", first["seconds"])
-            note("10,000-member .b2z: second open_consolidated", second["seconds"])
-            print(f"round {r}: 10,000-member .b2z  mount {mount_s:.3f} s, first read of zarr.json "
-                  f"{raw['seconds']:.3f} s, open_consolidated "
-                  f"{first['seconds']:.3f} s (mount to opened {mount_to_open:.2f} s with imports), "
-                  f"again {second['seconds']:.3f} s, {first['check']} nodes", flush=True)
+            if not windows_only:
+                py = run("py-load", SRC)
+                with benchlib.Mount(binary, SRC, mp):
+                    ours = run("xr-load", os.path.join(mp, "zarr"))
+                nat = run("zarr-native", NATIVE)
+                natx = run("xr-native", native_group)
+                assert py["check"] == ours["check"] == nat["check"] == natx["check"], "loads differ"
+                for k, v in (("load python-blosc2", py), ("load b2fs xarray", ours),
+                             ("load native zarr-python", nat), ("load native xarray", natx)):
+                    note(k, v["seconds"])
+                gib = SHAPE[0] * SHAPE[1] * 8 / 2**30
+                print(f"round {r}: 1 GiB load  python-blosc2 {gib / py['seconds']:.2f} GiB/s"
+                      f" | b2fs+xarray {gib / ours['seconds']:.2f} GiB/s"
+                      f" | native zarr-python {gib / nat['seconds']:.2f} GiB/s"
+                      f" | native xarray {gib / natx['seconds']:.2f} GiB/s", flush=True)
+                t0 = time.perf_counter()
+                with benchlib.Mount(binary, MANY, mp) as m:
+                    raw = run("meta-raw", os.path.join(mp, "zarr"))
+                    first = run("meta", os.path.join(mp, "zarr"))
+                    mount_to_open = time.perf_counter() - t0
+                    second = run("meta", os.path.join(mp, "zarr"))
+                    mount_s = m.mount_seconds
+                note("10,000-member .b2z: mount", mount_s)
+                note("10,000-member .b2z: first read of zarr/zarr.json", raw["seconds"])
+                note("10,000-member .b2z: first open_consolidated", first["seconds"])
+                note("10,000-member .b2z: second open_consolidated", second["seconds"])
+                print(f"round {r}: 10,000-member .b2z  mount {mount_s:.3f} s, first read of zarr.json "
+                      f"{raw['seconds']:.3f} s, open_consolidated "
+                      f"{first['seconds']:.3f} s (mount to opened {mount_to_open:.2f} s with imports), "
+                      f"again {second['seconds']:.3f} s, {first['check']} nodes", flush=True)
             pyw = run("py-win", SRC, nwin)
             with benchlib.Mount(binary, SRC, mp):
                 ourw = run("zarr-win", os.path.join(mp, "zarr", "npy2d"), nwin)
+            with benchlib.Mount(binary, SRC, mp, opts=("ro", "zarr_shards")):
+                shw = run("zarr-win", os.path.join(mp, "zarr", "npy2d"), nwin)
             natw = run("zarr-win", NATIVE, nwin)
-            assert pyw["check"] == ourw["check"] == natw["check"], "the windows differ"
+            assert pyw["check"] == ourw["check"] == shw["check"] == natw["check"], "windows differ"
             note("windows python-blosc2", pyw["seconds"])
             note("windows b2fs zarr-python", ourw["seconds"])
+            note("windows b2fs zarr_shards zarr-python", shw["seconds"])
             note("windows native zarr-python", natw["seconds"])
             print(f"round {r}: {nwin} windows 64x64  python-blosc2 {nwin / pyw['seconds']:.0f}/s"
                   f" | b2fs+zarr-python {nwin / ourw['seconds']:.0f}/s"
+                  f" | b2fs zarr_shards {nwin / shw['seconds']:.0f}/s"
                   f" | native zarr-python {nwin / natw['seconds']:.0f}/s", flush=True)
     finally:
         os.rmdir(mp)
@@ -214,13 +222,18 @@ def main():
         print(f"  {k}: {min(v):.3f}, {statistics.median(v):.3f}")
     med = {k: statistics.median(v) for k, v in res.items()}
     print("ratios of medians (other / b2fs; above 1: b2fs faster):")
-    print(f"  load: python-blosc2 {med['load python-blosc2'] / med['load b2fs xarray']:.2f}x, "
-          f"native zarr-python {med['load native zarr-python'] / med['load b2fs xarray']:.2f}x, "
-          f"native xarray {med['load native xarray'] / med['load b2fs xarray']:.2f}x")
+    if not windows_only:
+        print(f"  load: python-blosc2 {med['load python-blosc2'] / med['load b2fs xarray']:.2f}x, "
+              f"native zarr-python {med['load native zarr-python'] / med['load b2fs xarray']:.2f}x, "
+              f"native xarray {med['load native xarray'] / med['load b2fs xarray']:.2f}x")
     print(f"  windows: python-blosc2 "
           f"{med['windows python-blosc2'] / med['windows b2fs zarr-python']:.2f}x, "
           f"native zarr-python "
           f"{med['windows native zarr-python'] / med['windows b2fs zarr-python']:.2f}x")
+    sh = med["windows b2fs zarr_shards zarr-python"]
+    print(f"  windows, -o zarr_shards: python-blosc2 {med['windows python-blosc2'] / sh:.2f}x, "
+          f"native zarr-python {med['windows native zarr-python'] / sh:.2f}x, "
+          f"the plain view {med['windows b2fs zarr-python'] / sh:.2f}x")
 
 
 if __name__ == "__main__":

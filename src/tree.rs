@@ -156,6 +156,10 @@ pub struct TreeOptions {
     /// Bytes of decoded file content kept in memory files for FUSE passthrough
     /// ([`Tree::backing_file`]; `-o passthrough`); 0: no file is backed.
     pub backing_budget: u64,
+    /// Show each b2nd array whose blocks tile its chunks as a sharded Zarr array (shard = the
+    /// source's chunk, inner chunk = one of its blocks: `-o zarr_shards`), so a Zarr reader
+    /// reads a window by the blocks it touches; see `tree/zarr/geom.rs`.
+    pub zarr_shards: bool,
 }
 
 impl Default for TreeOptions {
@@ -169,6 +173,7 @@ impl Default for TreeOptions {
             parallel_decode_min: 1 << 20,
             writable: false,
             backing_budget: 0,
+            zarr_shards: false,
         }
     }
 }

@@ -110,6 +110,10 @@ def main():
         ("bool_3d", (6, 9, 10), (4, 4, 4), (2, 3, 3), "|b1"),
         ("c8_2d", (15, 14), (6, 6), (4, 5), "<c8"),
         ("c16_1d", (100,), (30,), (7,), "<c16"),
+        # Blocks that tile their chunks (the sharded Zarr view): re-laid-out and slab blocks.
+        ("f8_2d_tiled", (40, 30), (16, 10), (4, 5), "<f8"),
+        ("u2_3d_tiled", (9, 8, 6), (4, 4, 6), (2, 2, 3), "<u2"),
+        ("f4_2d_slabs", (50, 12), (20, 12), (5, 12), "<f4"),
         ("struct_2d", (11, 9), (4, 4), (3, 2), struct),
         ("nested_1d", (53,), (20,), (6,), nested),
         ("padded_2d", (10, 7), (4, 4), (2, 3), padded),

@@ -38,6 +38,19 @@ def load_ref(a):
     return np.load(a["npy"])
 
 
+def inner_chunks(meta):
+    """The inner chunk shape of a sharded array's metadata (`-o zarr_shards`), else None."""
+    codecs = meta.get("codecs") or [{}]
+    if codecs[0].get("name") != "sharding_indexed":
+        return None
+    return list(codecs[0]["configuration"]["chunk_shape"])
+
+
+def array_meta(case, path):
+    with open(os.path.join(case["mnt"], "zarr", path, "zarr.json")) as f:
+        return json.load(f)
+
+
 def same_values(got, ref, raw):
     got = np.asarray(got)
     if raw:
@@ -117,14 +130,28 @@ class Checker:
             if [c for c in m["chunk_grid"]["configuration"]["chunk_shape"]] != a["chunks"]:
                 self.bad(case, f"{path}: consolidated chunk_shape {m['chunk_grid']}")
             codecs = [c["name"] for c in m.get("codecs", [])]
-            if codecs != ["bytes"]:
+            inner = inner_chunks(m)
+            index = 0
+            if inner is not None:
+                # A shard per chunk, an inner chunk per block (`-o zarr_shards` only); its
+                # index of (offset, nbytes) per block at the end, no checksum.
+                cfg = m["codecs"][0]["configuration"]
+                if not case.get("sharded"):
+                    self.bad(case, f"{path}: sharded without -o zarr_shards")
+                if [c["name"] for c in cfg["codecs"]] != ["bytes"] or cfg["index_location"] != "end":
+                    self.bad(case, f"{path}: shard codecs {cfg}")
+                if len(inner) != len(a["chunks"]) or any(c % i for c, i in zip(a["chunks"], inner)):
+                    self.bad(case, f"{path}: inner chunks {inner} do not tile {a['chunks']}")
+                index = 16 * int(np.prod([c // i for c, i in zip(a["chunks"], inner)]))
+                self.count("sharded")
+            elif codecs != ["bytes"]:
                 self.bad(case, f"{path}: codecs {codecs}, expected uncompressed ['bytes']")
             if m.get("chunk_key_encoding", {}).get("name") != "default":
                 self.bad(case, f"{path}: chunk_key_encoding {m.get('chunk_key_encoding')}")
             # Every chunk object padded to the full chunk shape, its size exact in stat.
             ref = np.load(a["npy"], mmap_mode="r")
             item = ref.dtype.itemsize if not a["raw"] else 1
-            full = int(np.prod(a["chunks"])) * item
+            full = int(np.prod(a["chunks"])) * item + index
             last = [max(0, -(-s // c) - 1) for s, c in zip(ref.shape, a["chunks"])]
             for key in ({tuple(0 for _ in last), tuple(last)} if ref.size else set()):
                 p = os.path.join(root, path, "c", *map(str, key))
@@ -166,11 +193,15 @@ class Checker:
             ref = load_ref(a)
             # The same array through its own zarr.json (no consolidated metadata).
             z2 = zarr.open_array(os.path.join(root, path), mode="r")
+            inner = inner_chunks(array_meta(case, path))
             for zz, how in ((z, "consolidated"), (z2, "zarr.json")):
                 if tuple(zz.shape) != ref.shape and not a["raw"]:
                     self.bad(case, f"zarr {how}: {path} shape {zz.shape} != {ref.shape}")
-                if list(zz.chunks) != a["chunks"]:
-                    self.bad(case, f"zarr {how}: {path} chunks {zz.chunks} != {a['chunks']}")
+                shards = getattr(zz, "shards", None)
+                got = (list(shards), list(zz.chunks)) if shards else (list(zz.chunks), None)
+                if got != (a["chunks"], inner):
+                    self.bad(case, f"zarr {how}: {path} shards, chunks {got} != "
+                                   f"{a['chunks']}, {inner}")
             got = z[...]
             if not same_values(got, ref, a["raw"]):
                 self.bad(case, f"zarr: {path} values differ ({got.dtype} vs {ref.dtype})")
@@ -243,7 +274,10 @@ class Checker:
                 if a["dims"] is not None and list(v.dims) != a["dims"]:
                     self.bad(case, f"xarray: {path} dims {v.dims} != {a['dims']}")
                 pc = v.encoding.get("preferred_chunks")
-                if pc != dict(zip(v.dims, a["chunks"])):
+                inner = inner_chunks(array_meta(case, path))
+                # xarray prefers a sharded array's inner chunks (xarray #11460) or its shards.
+                ok = [dict(zip(v.dims, c)) for c in (a["chunks"], inner) if c]
+                if pc not in ok:
                     self.bad(case, f"xarray: {path} preferred_chunks {pc} != {a['chunks']}")
                 if not same_values(v.values, ref, a["raw"]):
                     self.bad(case, f"xarray: {path} values differ ({v.dtype} vs {ref.dtype})")
@@ -265,8 +299,9 @@ class Checker:
                 continue  # reported by the zarr reader (when it must be there)
             ref = load_ref(a)
             x = da.from_zarr(root, component=path)
-            want = tuple(min(c, s) for c, s in zip(a["chunks"], x.shape))
-            if x.chunksize != want:
+            want = [tuple(min(c, s) for c, s in zip(ch, x.shape))
+                    for ch in (a["chunks"], inner_chunks(array_meta(case, path))) if ch]
+            if x.chunksize not in want:
                 self.bad(case, f"dask: {path} chunksize {x.chunksize} != {want}")
             if not same_values(x.compute(), ref, a["raw"]):
                 self.bad(case, f"dask: {path} values differ")
@@ -293,7 +328,8 @@ class Checker:
                     continue
                 self.bad(case, f"tensorstore: {path}: {e}")
                 continue
-            if list(t.chunk_layout.read_chunk.shape) != a["chunks"]:
+            want = inner_chunks(array_meta(case, path)) or a["chunks"]
+            if list(t.chunk_layout.read_chunk.shape) != want:
                 self.bad(case, f"tensorstore: {path} read chunk {t.chunk_layout.read_chunk.shape}")
             labels = list(t.domain.labels)
             if a["dims"] is not None and labels != a["dims"]:

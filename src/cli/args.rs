@@ -261,6 +261,8 @@ pub struct MountOptions {
     pub passthrough: bool,
     /// `passthrough_budget=`, in bytes; `None`: the default (a quarter of RAM).
     pub passthrough_budget: Option<usize>,
+    /// `zarr_shards`: the Zarr view shows arrays sharded by block (docs/ZARR.md).
+    pub zarr_shards: bool,
     /// The options of a remote source (`endpoint=`, `region=`, ...; see `cli/remote.rs`).
     pub remote: crate::remote::RemoteOptions,
 }
@@ -279,6 +281,7 @@ impl Default for MountOptions {
             nonempty: false,
             passthrough: false,
             passthrough_budget: None,
+            zarr_shards: false,
             remote: crate::remote::RemoteOptions::default(),
         }
     }
@@ -309,6 +312,7 @@ impl MountOptions {
                 ("debug", None) => o.debug = true,
                 ("nonempty", None) => o.nonempty = true,
                 ("passthrough", None) => o.passthrough = true,
+                ("zarr_shards", None) => o.zarr_shards = true,
                 ("passthrough_budget", Some(v)) => {
                     o.passthrough_budget =
                         Some(parse_size(v).ok_or_else(|| {
@@ -331,7 +335,7 @@ impl MountOptions {
                 (k, v) if super::fstab::is_generic(k, v.is_some()) => {}
                 (
                     "ro" | "rw" | "allow_other" | "allow_root" | "auto_unmount" | "debug"
-                    | "direct_io" | "keep_cache" | "nonempty" | "passthrough",
+                    | "direct_io" | "keep_cache" | "nonempty" | "passthrough" | "zarr_shards",
                     Some(_),
                 ) => {
                     return Err(format!("option '{key}' takes no value"));
@@ -370,6 +374,9 @@ impl MountOptions {
         }
         if self.passthrough {
             v.push("passthrough".into());
+        }
+        if self.zarr_shards {
+            v.push("zarr_shards".into());
         }
         if let Some(n) = self.passthrough_budget {
             v.push(format!("passthrough_budget={n}"));
@@ -444,9 +451,14 @@ mod tests {
                 nonempty: false,
                 passthrough: false,
                 passthrough_budget: None,
+                zarr_shards: false,
                 remote: crate::remote::RemoteOptions::default(),
             }
         );
+        let z = opts(&["ro,zarr_shards"]).unwrap();
+        assert!(z.zarr_shards && z.read_only);
+        assert_eq!(MountOptions::parse(&[z.to_arg()]).unwrap(), z);
+        assert!(opts(&["zarr_shards=1"]).is_err());
         let p = opts(&["ro,passthrough,passthrough_budget=1G"]).unwrap();
         assert!(p.passthrough && p.read_only);
         assert_eq!(p.passthrough_budget, Some(1 << 30));

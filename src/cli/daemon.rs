@@ -263,6 +263,7 @@ fn serve(
                 .map_or_else(default_backing_budget, |n| n as u64),
             false => 0,
         },
+        zarr_shards: opts.zarr_shards,
         ..TreeOptions::default()
     };
     let source_err = |e| Error::Source {

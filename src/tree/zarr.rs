@@ -173,7 +173,8 @@ impl Tree {
         match geoms.get(&array) {
             Some((seen, g)) if Arc::ptr_eq(seen, &npy) => g.clone(),
             _ => {
-                let g = Geom::of(&npy).map(Arc::new);
+                let shards = self.options.zarr_shards;
+                let g = Geom::of(&npy).map(|g| Arc::new(g.sharded(shards)));
                 geoms.insert(array, (npy, g.clone()));
                 g
             }
@@ -594,7 +595,7 @@ impl Tree {
                 if usize::from(level) < g.ndim() {
                     Ok(self.dir_attr(ino, 2))
                 } else {
-                    Ok(self.attr(ino, EntryKind::File, g.object_len, 1))
+                    Ok(self.attr(ino, EntryKind::File, g.object_size(), 1))
                 }
             }
         }

@@ -84,9 +84,10 @@ fn run(py: &Path, args: &[&str]) -> (bool, String, String) {
     )
 }
 
-/// Every source of `zarr_cases.py gen`, each mounted read-only; the cases with `"mnt"` set,
-/// written to `cases.json` in the returned directory.
-fn mounted_cases(py: &Path) -> (tempfile::TempDir, Vec<Mount>, PathBuf, usize) {
+/// Every source of `zarr_cases.py gen`, each mounted with `opts` (`ro`, and `zarr_shards`
+/// for the sharded view); the cases with `"mnt"` (and `"sharded"`) set, written to
+/// `cases.json` in the returned directory.
+fn mounted_cases(py: &Path, opts: &[&str]) -> (tempfile::TempDir, Vec<Mount>, PathBuf, usize) {
     let dir = tempfile::tempdir().unwrap();
     let out = run_python(
         py,
@@ -100,8 +101,9 @@ fn mounted_cases(py: &Path) -> (tempfile::TempDir, Vec<Mount>, PathBuf, usize) {
     assert!(cases.len() >= 25, "{} cases", cases.len());
     let mut mounts = Vec::new();
     for c in &mut cases {
-        let m = Mount::daemon(Path::new(c["source"].as_str().unwrap()), &["ro"]);
+        let m = Mount::daemon(Path::new(c["source"].as_str().unwrap()), opts);
         c["mnt"] = Value::from(m.mp.to_str().unwrap());
+        c["sharded"] = Value::from(opts.contains(&"zarr_shards"));
         mounts.push(m);
     }
     let path = dir.path().join("cases.json");
@@ -110,8 +112,8 @@ fn mounted_cases(py: &Path) -> (tempfile::TempDir, Vec<Mount>, PathBuf, usize) {
     (dir, mounts, path, n)
 }
 
-/// Runs `zarr_readers.py read CASES READERS` with `zpy` and asserts no problem.
-fn read_all(test: &str, zpy: &Path, cases: &Path, readers: &str) {
+/// Runs `zarr_readers.py read CASES READERS` with `zpy` and asserts no problem; its report.
+fn read_all(test: &str, zpy: &Path, cases: &Path, readers: &str) -> Value {
     let t0 = Instant::now();
     let (ok, out, err) = run(
         zpy,
@@ -124,6 +126,7 @@ fn read_all(test: &str, zpy: &Path, cases: &Path, readers: &str) {
     );
     assert!(ok, "{test}: the Zarr readers disagree:\n{out}\n{err}");
     eprintln!("{test}: {:.1} s\n{out}", t0.elapsed().as_secs_f64());
+    serde_json::from_str(&out).expect("the readers' report")
 }
 
 #[test]
@@ -131,8 +134,32 @@ fn zarr_python_34_xarray_dask_tensorstore_read_every_source_like_the_references(
     let t = "zarr_python_34_xarray_dask_tensorstore_read_every_source_like_the_references";
     let py = or_skip!(fuse_and_python(t));
     let zpy = or_skip!(zarr34(t));
-    let (_dir, mounts, cases, _) = mounted_cases(&py);
+    let (_dir, mounts, cases, _) = mounted_cases(&py, &["ro"]);
     read_all(t, &zpy, &cases, "zarr,xarray,dask,tensorstore");
+    for m in &mounts {
+        m.umount();
+    }
+}
+
+/// `-o zarr_shards`: every b2nd array whose blocks tile its chunks shows as shards of its
+/// chunks with its blocks as inner chunks (its objects the chunk as stored plus an index),
+/// and zarr-python 3.4 and 3.1 (whole arrays and windows), xarray, Dask and TensorStore read
+/// every case exactly as the references; at least three arrays are sharded.
+#[test]
+fn zarr_shards_view_reads_every_source_like_the_references() {
+    let t = "zarr_shards_view_reads_every_source_like_the_references";
+    let py = or_skip!(fuse_and_python(t));
+    let zpy = or_skip!(zarr34(t));
+    let (_dir, mounts, cases, _) = mounted_cases(&py, &["ro", "zarr_shards"]);
+    let report = read_all(t, &zpy, &cases, "zarr,xarray,dask,tensorstore");
+    let sharded = report["checked"]["sharded"].as_u64().unwrap_or(0);
+    assert!(
+        sharded >= 3,
+        "{t}: only {sharded} arrays shown sharded: {report}"
+    );
+    if let Some(zpy31) = zarr31(t) {
+        read_all(t, &zpy31, &cases, "zarr");
+    }
     for m in &mounts {
         m.umount();
     }
@@ -143,7 +170,7 @@ fn zarr_python_31_on_python_311_reads_every_source_like_the_references() {
     let t = "zarr_python_31_on_python_311_reads_every_source_like_the_references";
     let py = or_skip!(fuse_and_python(t));
     let zpy = or_skip!(zarr31(t));
-    let (_dir, mounts, cases, _) = mounted_cases(&py);
+    let (_dir, mounts, cases, _) = mounted_cases(&py, &["ro"]);
     read_all(t, &zpy, &cases, "zarr");
     for m in &mounts {
         m.umount();

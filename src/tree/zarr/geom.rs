@@ -15,6 +15,15 @@
 //! | `U<n>` | `fixed_length_utf32` `{length_bytes: 4n}` |
 //! | `V<n>` (and sources with no dtype) | `uint8` with a trailing axis of `n` (raw item bytes) |
 //!
+//! Sharded (`-o zarr_shards`, [`Geom::sharded`]): a b2nd array whose blockshape divides its
+//! chunkshape on every axis is shown with the `sharding_indexed` codec, one shard per source
+//! chunk and one inner chunk per block. The shard object is then the decoded chunk as stored
+//! (blocks one after another, each in C order: what `data/N.bin` holds, so no re-layout),
+//! followed by the index at its end: `(offset, nbytes)` as little-endian `u64` per inner
+//! chunk, in C order over the blocks, `(k * block bytes, block bytes)` for block `k` (no
+//! checksum: the spec's `index_codecs` need only `bytes`). A Zarr reader reads the index, then
+//! only the inner chunks its window touches, and b2fs decodes only those blocks.
+//!
 //! Not shown: records, `S<n>`, `f12`/`f16` (long double), `c24`/`c32`, `M8`/`m8` without a
 //! unit. Byte order goes to the `bytes` codec (`endian`), absent for 1-byte types.
 
@@ -150,6 +159,20 @@ pub enum Source {
     Relayout(Grid),
 }
 
+/// A sharded layout: one shard per source chunk, one inner chunk per block.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Shard {
+    /// The inner chunk shape: the blockshape, then the trailing axes whole.
+    pub inner: Vec<u64>,
+    /// Inner chunks per shard (blocks per chunk).
+    pub count: u64,
+    /// Bytes of each inner chunk.
+    pub inner_bytes: u64,
+}
+
+/// Bytes of one shard index entry (`offset`, `nbytes`: two little-endian `u64`).
+pub const INDEX_ENTRY: u64 = 16;
+
 /// An array's Zarr geometry.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Geom {
@@ -161,8 +184,10 @@ pub struct Geom {
     pub grid: Vec<u64>,
     /// The data type.
     pub dtype: DataType,
-    /// Bytes of every chunk object.
+    /// Bytes of every chunk object's data (a shard's, before its index).
     pub object_len: u64,
+    /// The sharded layout, when the view shows the array sharded.
+    pub shard: Option<Shard>,
     /// How object bytes map to the decoded chunk.
     pub source: Source,
     /// The NPY view's chunk layout (for the valid length of linear chunks).
@@ -246,9 +271,71 @@ impl Geom {
             grid,
             dtype,
             object_len,
+            shard: None,
             source,
             layout,
         })
+    }
+
+    /// This geometry sharded by block when `on` and the array allows it: a b2nd array whose
+    /// blockshape divides its chunkshape on every axis, with more than one block per chunk
+    /// (else it is returned as it is). The shard's data is the decoded chunk in block order
+    /// ([`Source::Prefix`] whatever the blockshape).
+    pub fn sharded(mut self, on: bool) -> Geom {
+        let Layout::Nd { grid, .. } = &self.layout else {
+            return self;
+        };
+        let (cs, bs) = (grid.chunkshape(), grid.blockshape());
+        let divides = !cs.is_empty()
+            && cs.len() == bs.len()
+            && cs.iter().zip(bs).all(|(&c, &b)| b > 0 && c % b == 0);
+        if !on || !divides {
+            return self;
+        }
+        let count = cs.iter().zip(bs).map(|(&c, &b)| c / b).product::<u64>();
+        let mut inner = bs.to_vec();
+        inner.extend_from_slice(&self.chunks[bs.len()..]);
+        let Some(inner_bytes) = product(&inner).and_then(|n| n.checked_mul(self.dtype.itemsize))
+        else {
+            return self;
+        };
+        if count < 2 || inner_bytes.checked_mul(count) != Some(self.object_len) {
+            return self;
+        }
+        self.shard = Some(Shard {
+            inner,
+            count,
+            inner_bytes,
+        });
+        self.source = Source::Prefix;
+        self
+    }
+
+    /// Bytes of every chunk object: the data, and a shard's index after it.
+    pub fn object_size(&self) -> u64 {
+        self.object_len + self.shard.as_ref().map_or(0, |s| s.count * INDEX_ENTRY)
+    }
+
+    /// Bytes `[start, end)` of a shard's index (relative to the index's start; empty when the
+    /// array is not sharded).
+    pub fn shard_index(&self, start: u64, end: u64) -> Vec<u8> {
+        let Some(s) = &self.shard else {
+            return Vec::new();
+        };
+        let end = end.min(s.count * INDEX_ENTRY);
+        let mut out = Vec::with_capacity(end.saturating_sub(start) as usize);
+        let mut at = start - start % INDEX_ENTRY;
+        while at < end {
+            let k = at / INDEX_ENTRY;
+            let mut entry = [0u8; INDEX_ENTRY as usize];
+            entry[..8].copy_from_slice(&(k * s.inner_bytes).to_le_bytes());
+            entry[8..].copy_from_slice(&s.inner_bytes.to_le_bytes());
+            let lo = start.max(at) - at;
+            let hi = end.min(at + INDEX_ENTRY) - at;
+            out.extend_from_slice(&entry[lo as usize..hi as usize]);
+            at += INDEX_ENTRY;
+        }
+        out
     }
 
     /// Number of dimensions (chunk-tree levels below `c`).
@@ -363,6 +450,62 @@ mod tests {
             (g.chunks.clone(), g.grid.clone(), g.object_len),
             (vec![2, 2], vec![3, 1], 16)
         );
+    }
+
+    #[test]
+    fn blocks_that_tile_the_chunk_shard_it_with_an_index_at_the_end() {
+        // Relayout blocks (2x2 in 4x4 chunks): sharded, the data is the chunk as stored.
+        let g = nd(&[10, 7], &[4, 4], &[2, 2], "'<i4'", 4).sharded(true);
+        let s = g.shard.clone().unwrap();
+        assert_eq!((s.inner, s.count, s.inner_bytes), (vec![2, 2], 4, 16));
+        assert_eq!(g.source, Source::Prefix);
+        assert_eq!((g.object_len, g.object_size()), (64, 64 + 4 * 16));
+        let index = g.shard_index(0, 64);
+        let entries: Vec<(u64, u64)> = index
+            .chunks(16)
+            .map(|e| {
+                let w = |b: &[u8]| u64::from_le_bytes(b.try_into().unwrap());
+                (w(&e[..8]), w(&e[8..]))
+            })
+            .collect();
+        assert_eq!(entries, vec![(0, 16), (16, 16), (32, 16), (48, 16)]);
+        // Any window of the index is the same bytes.
+        for (a, b) in [(0, 64), (3, 40), (17, 18), (60, 64), (63, 200)] {
+            assert_eq!(
+                g.shard_index(a, b),
+                index[a as usize..(b as usize).min(64)],
+                "{a}..{b}"
+            );
+        }
+        // Off, blocks that do not divide the chunk, or one block per chunk: not sharded.
+        assert!(
+            nd(&[10, 7], &[4, 4], &[2, 2], "'<i4'", 4)
+                .sharded(false)
+                .shard
+                .is_none()
+        );
+        assert!(
+            nd(&[10, 7], &[4, 4], &[3, 4], "'<i4'", 4)
+                .sharded(true)
+                .shard
+                .is_none()
+        );
+        assert!(
+            nd(&[10, 7], &[4, 4], &[4, 4], "'<i4'", 4)
+                .sharded(true)
+                .shard
+                .is_none()
+        );
+        // A subarray item: the inner chunk keeps the trailing axis whole.
+        let g = nd(&[5, 2], &[4], &[2], "'<f4'", 8).sharded(true);
+        assert_eq!(g.shard.unwrap().inner, vec![2, 2]);
+        // Linear sources have no blockshape.
+        let layout = Layout::Linear {
+            chunk_bytes: 96,
+            data_len: 240,
+        };
+        let g = Geom::of(&Npy::new("'<f8'".into(), vec![10, 3], layout)).unwrap();
+        assert!(g.sharded(true).shard.is_none());
     }
 
     #[test]

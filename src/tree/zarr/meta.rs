@@ -21,10 +21,27 @@ pub fn array(g: &Geom, attrs: &Value, dimension_names: &[String]) -> Value {
         "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": g.chunks}},
         "chunk_key_encoding": {"name": "default", "configuration": {"separator": "/"}},
         "fill_value": g.dtype.fill,
-        "codecs": [bytes],
+        "codecs": [codec(g, bytes)],
         "attributes": object(attrs),
         "dimension_names": dimension_names,
     })
+}
+
+/// The array-to-bytes codec of geometry `g`: `bytes`, or for a sharded array the
+/// `sharding_indexed` codec with `bytes` inside and for the index (at the end, no checksum).
+fn codec(g: &Geom, bytes: Value) -> Value {
+    match &g.shard {
+        None => bytes,
+        Some(s) => json!({
+            "name": "sharding_indexed",
+            "configuration": {
+                "chunk_shape": s.inner,
+                "codecs": [bytes],
+                "index_codecs": [{"name": "bytes", "configuration": {"endian": "little"}}],
+                "index_location": "end",
+            },
+        }),
+    }
 }
 
 /// The `zarr.json` object of a group with attributes `attrs`; `consolidated`: the flattened

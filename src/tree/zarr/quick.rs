@@ -66,6 +66,7 @@ impl Tree {
             }
         };
         let attrs = meta::parse_attrs(&super::super::view::json_file(array.attrs()));
-        Some(Geom::of(&npy).map(|g| (Arc::new(g), attrs)))
+        let shards = self.options.zarr_shards;
+        Some(Geom::of(&npy).map(|g| (Arc::new(g.sharded(shards)), attrs)))
     }
 }

@@ -5,7 +5,8 @@
 //! [`Source::Prefix`] geometry the first bytes of the decoded chunk (zero-copy from the
 //! reader's cache; a linear source's short last chunk is padded with zeros), else the runs
 //! of the one-chunk grid gathered from the block-ordered chunk by the same code `array.npy`
-//! uses (`Tree::fill_runs`). Both read the reader's caches, so each chunk is decoded once
+//! uses (`Tree::fill_runs`). A shard (`-o zarr_shards`) is the decoded chunk as stored
+//! followed by its index, made from the geometry alone ([`super::Geom::shard_index`]). Both read the reader's caches, so each chunk is decoded once
 //! whichever view reads it, and a writer's descriptor sees the chunk's edit buffer.
 
 use super::geom::Source;
@@ -225,9 +226,25 @@ impl Tree {
         let g = self
             .zarr_geom(array, npy)
             .map_err(|_| TreeError::NotFound)?;
-        let end = offset.saturating_add(u64::from(size)).min(g.object_len);
+        let end = offset.saturating_add(u64::from(size)).min(g.object_size());
         if offset >= end {
             return Ok(ReadData::Owned(Vec::new()));
+        }
+        if end > g.object_len {
+            // A shard's index (synthesized), after what the read takes of its data.
+            let data_end = g.object_len.max(offset);
+            let mut out = Vec::with_capacity((end - offset) as usize);
+            if offset < data_end {
+                let n = (data_end - offset) as u32;
+                let hint = ReadHint {
+                    pattern: Pattern::Random,
+                    ..hint
+                };
+                let data = self.zarr_read(ino, z, (offset, n), hint, pinned)?;
+                out.extend_from_slice(&data);
+            }
+            out.extend(g.shard_index(data_end - g.object_len, end - g.object_len));
+            return Ok(ReadData::Owned(out));
         }
         let store = self.version_of(pinned, array);
         if index as usize >= store.nchunks() {
@@ -289,7 +306,7 @@ impl Tree {
         match z {
             ZNode::Chunks { array, .. } => self
                 .zarr_geom(array, None)
-                .map(|g| g.object_len)
+                .map(|g| g.object_size())
                 .map_err(|_| TreeError::NotFound),
             _ => Ok(self.zarr_json(z)?.len() as u64),
         }

@@ -42,7 +42,8 @@ impl Tree {
     /// What a write to Zarr file `z` changes, after checking it may be written.
     ///
     /// # Errors
-    /// [`TreeError::ReadOnly`]; [`TreeError::IsADirectory`].
+    /// [`TreeError::ReadOnly`]; [`TreeError::IsADirectory`]; [`TreeError::NotPermitted`] for
+    /// a shard (`-o zarr_shards`).
     pub(crate) fn zarr_write_target(&self, ino: u64, z: ZNode) -> Result<ZarrTarget, TreeError> {
         if !self.options.writable {
             return Err(TreeError::ReadOnly);
@@ -52,6 +53,17 @@ impl Tree {
             _ => match self.zarr_chunk_of(ino) {
                 Some(id) => {
                     self.writable_array(id.array)?;
+                    if self
+                        .zarr_geom(id.array, None)
+                        .is_ok_and(|g| g.shard.is_some())
+                    {
+                        return Err(TreeError::NotPermitted(
+                            "a shard of the sharded Zarr view (-o zarr_shards) is read-only: \
+                             write chunks through data/, array.npy, or a mount without \
+                             zarr_shards"
+                                .into(),
+                        ));
+                    }
                     Ok(ZarrTarget::Chunk(id))
                 }
                 None if self.zarr_exists(z) => Err(TreeError::IsADirectory(ino)),

@@ -194,3 +194,92 @@ fn a_mount_shows_the_view_to_numpy() {
         m.umount();
     }
 }
+
+/// `-o zarr_shards` through the tree API, on every b2nd case of `npy_cases.py`: an array whose
+/// blocks tile its chunks is sharded (its `zarr.json` says `sharding_indexed` with the
+/// blockshape as inner chunks); each shard object is `data/N.bin` byte for byte followed by an
+/// index of `(k * block bytes, block bytes)`, and `stat` gives that size; a read straddling the
+/// data's end and the index gives both; the other arrays keep the plain layout; on a writable
+/// tree a write to a shard is refused (EPERM) and the chunk stays as it was.
+#[test]
+fn sharded_view_objects_are_the_stored_chunks_and_their_block_index() {
+    let py = or_skip!(python(
+        "sharded_view_objects_are_the_stored_chunks_and_their_block_index"
+    ));
+    let dir = tempfile::tempdir().unwrap();
+    let out = run_python(
+        &py,
+        &["scripts/oracle/npy_cases.py", dir.path().to_str().unwrap()],
+    );
+    let cases: Vec<Value> = serde_json::from_slice(&out).unwrap();
+    let (mut sharded, mut plain) = (0, 0);
+    for case in &cases {
+        let src = Path::new(case["source"].as_str().unwrap());
+        if src.extension().is_none_or(|e| e != "b2nd") {
+            continue;
+        }
+        let mut o = opts(true);
+        o.zarr_shards = true;
+        let t = Tree::from_source(src, o).unwrap();
+        let name = names(&t, "zarr").into_iter().find(|n| n != "zarr.json");
+        let Some(name) = name else { continue }; // no portable type
+        let meta = json_at(&t, &format!("zarr/{name}/zarr.json"));
+        let storage = json_at(&t, "meta/storage");
+        let (cs, bs) = (dims(&storage["chunkshape"]), dims(&storage["blockshape"]));
+        let tiles = !cs.is_empty() && cs.iter().zip(&bs).all(|(c, b)| *b > 0 && c % b == 0);
+        let count: u64 = match tiles {
+            true => cs.iter().zip(&bs).map(|(c, b)| c / b).product(),
+            false => 0,
+        };
+        let codec = &meta["codecs"][0];
+        if !tiles || count < 2 {
+            assert_eq!(codec["name"], "bytes", "{name}: {meta}");
+            plain += 1;
+            continue;
+        }
+        sharded += 1;
+        assert_eq!(codec["name"], "sharding_indexed", "{name}");
+        let inner = dims(&codec["configuration"]["chunk_shape"]);
+        assert_eq!(&inner[..bs.len()], &bs[..], "{name}");
+        let first = format!("zarr/{name}/c/{}", vec!["0"; cs.len().max(1)].join("/"));
+        let (object, chunk) = (ino(&t, &first), ino(&t, "data/00000000.bin"));
+        let data = super::read_all(&t, chunk, 1 << 20);
+        let size = t.getattr(object).unwrap().size;
+        assert_eq!(size, data.len() as u64 + 16 * count, "{name}");
+        let whole = super::read_all(&t, object, 4099);
+        assert!(whole[..data.len()] == data[..], "{name}: the shard's data");
+        let block = data.len() as u64 / count;
+        for (k, e) in whole[data.len()..].chunks(16).enumerate() {
+            let w = |b: &[u8]| u64::from_le_bytes(b.try_into().unwrap());
+            assert_eq!(
+                (w(&e[..8]), w(&e[8..])),
+                (k as u64 * block, block),
+                "{name}: {k}"
+            );
+        }
+        let fh = t.open(object, libc::O_RDONLY).unwrap();
+        let at = data.len() as u64 - 5;
+        let across = t.read(object, fh, at, 30).unwrap();
+        t.release(fh).unwrap();
+        assert!(across[..] == whole[at as usize..at as usize + 30], "{name}");
+        let fh = t
+            .open(object, libc::O_WRONLY)
+            .map(|fh| (fh, t.write(object, fh, 0, b"x")));
+        match fh {
+            Ok((fh, Err(e))) => {
+                assert_eq!(e.errno(), libc::EPERM, "{name}");
+                t.release(fh).unwrap();
+            }
+            Err(e) => assert_eq!(e.errno(), libc::EPERM, "{name}"),
+            Ok((_, Ok(_))) => panic!("{name}: a write to a shard was accepted"),
+        }
+        assert!(
+            super::read_all(&t, chunk, 1 << 20) == data,
+            "{name}: the chunk changed"
+        );
+    }
+    assert!(
+        sharded >= 2 && plain >= 2,
+        "sharded {sharded}, plain {plain}"
+    );
+}
