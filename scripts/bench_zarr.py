@@ -52,6 +52,7 @@ def gen():
     if not os.path.exists(SRC):
         # The same array as bench_npy.py (its generator, run by the reference venv).
         subprocess.run([REFPY, "-c", "import runpy, sys; sys.argv=['x']; "
+                        "sys.path.insert(0, 'scripts'); "
                         "m = runpy.run_path('scripts/bench_npy.py'); m['gen']()"],
                        check=True, cwd=ROOT)
     if not os.path.exists(os.path.join(NATIVE, "zarr.json")):

@@ -16,6 +16,10 @@ pub enum Pattern {
     Sequential,
     /// Anywhere else.
     Random,
+    /// Not from the detector: a part of the chunk its reader chose (a Zarr shard's inner
+    /// chunks, `-o zarr_shards`), to decode by the blocks it overlaps, whatever its size,
+    /// unless it is most of the chunk.
+    Part,
 }
 
 /// What the caller knows of the access a read belongs to.

@@ -7,6 +7,9 @@
 //! - A small read (at most [`RANGE_READ_MAX`], and the chunk more than `range_factor` times
 //!   larger) that is not part of a scan, of a chunk not cached nor being loaded, decodes only
 //!   the blocks it overlaps (pages, block cache, range decode).
+//! - A part of the chunk its reader chose ([`Pattern::Part`]: a Zarr shard's inner chunks),
+//!   at most half the chunk, of a chunk not cached nor being loaded, decodes only the blocks
+//!   it overlaps, whatever its size.
 //! - Anything else takes the whole chunk, without prefetch.
 //!
 //! `head -c`, `dd bs=4k` and magic-number sniffers read a few KiB from the start of a file:
@@ -40,13 +43,16 @@ pub fn plan(
 ) -> Plan {
     let sequential = match pattern {
         Pattern::Sequential => true,
-        Pattern::Random => false,
+        Pattern::Random | Pattern::Part => false,
         Pattern::FirstAtZero => r.end == nbytes || r.len() > RANGE_READ_MAX,
     };
     if sequential {
         return Plan::Whole;
     }
-    let small = r.len() <= RANGE_READ_MAX && nbytes / range_factor.max(1) > r.len();
+    let small = match pattern {
+        Pattern::Part => r.len() <= nbytes / 2,
+        _ => r.len() <= RANGE_READ_MAX && nbytes / range_factor.max(1) > r.len(),
+    };
     if small && !cached {
         Plan::Small
     } else {
@@ -59,6 +65,26 @@ mod tests {
     use super::*;
 
     const MIB: usize = 1 << 20;
+
+    #[test]
+    fn parts_a_reader_chose_decode_their_blocks_unless_most_of_the_chunk() {
+        assert_eq!(
+            plan(Pattern::Part, MIB..2 * MIB, 8 * MIB, 4, false),
+            Plan::Small
+        );
+        assert_eq!(
+            plan(Pattern::Part, 0..4 * MIB, 8 * MIB, 4, false),
+            Plan::Small
+        );
+        assert_eq!(
+            plan(Pattern::Part, 0..5 * MIB, 8 * MIB, 4, false),
+            Plan::WholeNoPrefetch
+        );
+        assert_eq!(
+            plan(Pattern::Part, MIB..2 * MIB, 8 * MIB, 4, true),
+            Plan::WholeNoPrefetch
+        );
+    }
 
     #[test]
     fn scans_take_whole_chunks_and_prefetch() {

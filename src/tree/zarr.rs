@@ -595,7 +595,14 @@ impl Tree {
                 if usize::from(level) < g.ndim() {
                     Ok(self.dir_attr(ino, 2))
                 } else {
-                    Ok(self.attr(ino, EntryKind::File, g.object_size(), 1))
+                    let mut a = self.attr(ino, EntryKind::File, g.object_size(), 1);
+                    if let Some(s) = &g.shard {
+                        // Readers size their buffers from it (Python's `open` takes it as
+                        // its buffer): an inner chunk's, so that a read of a few inner
+                        // chunks asks for those, not for a whole megabyte of blocks.
+                        a.blksize = s.inner_bytes.clamp(4096, u64::from(a.blksize)) as u32;
+                    }
+                    Ok(a)
                 }
             }
         }

@@ -17,6 +17,11 @@ use crate::tree::attr::EntryKind;
 use crate::tree::handle::Pinned;
 use crate::tree::layout::ROOT_INO;
 
+/// Bytes a handle reads from a shard's start, in one stream, before its reads take whole
+/// chunks: more than a few inner chunks (a window's, coalesced by zarr-python up to its
+/// 1 MiB gap), so that a reader of the whole object (`read_bytes()`) decodes the chunk once.
+const SHARD_SCAN_FROM_START: u64 = 1 << 20;
+
 /// The entries of a Zarr directory after `.` and `..`.
 #[derive(Debug, Clone)]
 pub(crate) enum Listing {
@@ -268,6 +273,21 @@ impl Tree {
                     match edited {
                         Some(bytes) => out = bytes,
                         None => {
+                            // A shard's inner chunks are parts its reader chose: only their
+                            // blocks are decoded, however the kernel splits the read into
+                            // requests (a read of 5 inner chunks may arrive as requests
+                            // that continue one another). A stream over half the object, or
+                            // over 1 MiB from its start, is a scan of it (`cp`, a Zarr
+                            // reader's whole-shard read): whole chunk, prefetch.
+                            let scan = hint.scan(g.object_len)
+                                || (hint.streaming && hint.stream > SHARD_SCAN_FROM_START);
+                            let hint = match &g.shard {
+                                Some(_) if !scan => ReadHint {
+                                    pattern: Pattern::Part,
+                                    ..hint
+                                },
+                                _ => hint,
+                            };
                             let sole = || self.handles.sole_reader(ino);
                             let got = self
                                 .reader

@@ -212,7 +212,7 @@ fn sharded_view_objects_are_the_stored_chunks_and_their_block_index() {
         &["scripts/oracle/npy_cases.py", dir.path().to_str().unwrap()],
     );
     let cases: Vec<Value> = serde_json::from_slice(&out).unwrap();
-    let (mut sharded, mut plain) = (0, 0);
+    let (mut sharded, mut plain, mut by_block) = (0, 0, 0);
     for case in &cases {
         let src = Path::new(case["source"].as_str().unwrap());
         if src.extension().is_none_or(|e| e != "b2nd") {
@@ -243,6 +243,25 @@ fn sharded_view_objects_are_the_stored_chunks_and_their_block_index() {
         assert_eq!(&inner[..bs.len()], &bs[..], "{name}");
         let first = format!("zarr/{name}/c/{}", vec!["0"; cs.len().max(1)].join("/"));
         let (object, chunk) = (ino(&t, &first), ino(&t, "data/00000000.bin"));
+        // A Zarr reader's reads of inner chunks (the index, then two blocks from the second,
+        // each handle's first read) decode those blocks only, never the whole chunk.
+        let nbytes = t.getattr(object).unwrap().size - 16 * count;
+        let block = nbytes / count;
+        for (at, len) in [(nbytes, 16 * count), (block, 2 * block)] {
+            let fh = t.open(object, libc::O_RDONLY).unwrap();
+            let got = t.read(object, fh, at, len as u32).unwrap();
+            t.release(fh).unwrap();
+            assert_eq!(got.len() as u64, len, "{name}");
+        }
+        if block >= 4096 {
+            // (Blocks smaller than a page: a small read keeps the page, which spans blocks.)
+            assert_eq!(
+                t.cache_stats().loads,
+                0,
+                "{name}: a whole chunk was decoded"
+            );
+            by_block += 1;
+        }
         let data = super::read_all(&t, chunk, 1 << 20);
         let size = t.getattr(object).unwrap().size;
         assert_eq!(size, data.len() as u64 + 16 * count, "{name}");
