@@ -298,7 +298,7 @@ fn sharded_view_objects_are_the_stored_chunks_and_their_block_index() {
         );
     }
     assert!(
-        sharded >= 2 && plain >= 2,
-        "sharded {sharded}, plain {plain}"
+        sharded >= 2 && plain >= 2 && by_block >= 1,
+        "sharded {sharded}, plain {plain}, checked by block {by_block}"
     );
 }
