@@ -21,8 +21,8 @@ the page cache, read once before the first round), b2fs through a fresh `-o ro` 
   in another process (most of it is zarr-python building 10,000 array objects), twice;
 - windows: WINDOWS random 64x64 windows through zarr-python `z[window]` of MNT/zarr/npy2d,
   the same on a `-o ro,zarr_shards` mount (shards = chunks, inner chunks = blocks: only the
-  blocks a window touches are read), python-blosc2 `arr[window]`, and zarr-python on the
-  native copy (same windows everywhere).
+  blocks a window touches are read), TensorStore's `zarr3` driver on both views,
+  python-blosc2 `arr[window]`, and zarr-python on the native copy (same windows everywhere).
 A last argument `windows` runs only the windows. Prints each round, then for every measurement the fastest and the median, and the ratios of
 python-blosc2's and the native copy's median time to b2fs's (above 1: b2fs is faster).
 """
@@ -118,16 +118,27 @@ def child(kind, path, n):
         t = time.perf_counter()
         g = zarr.open_consolidated(path, mode="r")
         a = np.array([sum(1 for _ in g.arrays()) + sum(1 for _ in g.members(max_depth=None))])
-    elif kind in ("py-win", "zarr-win"):
+    elif kind in ("py-win", "zarr-win", "ts-win"):
         if kind == "py-win":
             import blosc2
 
             blosc2.set_nthreads(2)
             arr = blosc2.open(path, mode="r")
-        else:
+        elif kind == "zarr-win":
             import zarr
 
             arr = zarr.open_array(path, mode="r")
+        else:
+            import tensorstore as ts
+
+            store = ts.open({"driver": "zarr3", "kvstore": {"driver": "file", "path": path + "/"}},
+                            read=True).result()
+
+            class TsWindows:
+                def __getitem__(self, sl):
+                    return store[sl].read().result()
+
+            arr = TsWindows()
         t = time.perf_counter()
         s = 0.0
         for r, c in windows(n):
@@ -206,15 +217,24 @@ def main():
                 ourw = run("zarr-win", os.path.join(mp, "zarr", "npy2d"), nwin)
             with benchlib.Mount(binary, SRC, mp, opts=("ro", "zarr_shards")):
                 shw = run("zarr-win", os.path.join(mp, "zarr", "npy2d"), nwin)
+            with benchlib.Mount(binary, SRC, mp):
+                tsw = run("ts-win", os.path.join(mp, "zarr", "npy2d"), nwin)
+            with benchlib.Mount(binary, SRC, mp, opts=("ro", "zarr_shards")):
+                tsshw = run("ts-win", os.path.join(mp, "zarr", "npy2d"), nwin)
             natw = run("zarr-win", NATIVE, nwin)
-            assert pyw["check"] == ourw["check"] == shw["check"] == natw["check"], "windows differ"
+            assert (pyw["check"] == ourw["check"] == shw["check"] == natw["check"] == tsw["check"]
+                    == tsshw["check"]), "the windows differ"
             note("windows python-blosc2", pyw["seconds"])
             note("windows b2fs zarr-python", ourw["seconds"])
             note("windows b2fs zarr_shards zarr-python", shw["seconds"])
+            note("windows b2fs TensorStore", tsw["seconds"])
+            note("windows b2fs zarr_shards TensorStore", tsshw["seconds"])
             note("windows native zarr-python", natw["seconds"])
             print(f"round {r}: {nwin} windows 64x64  python-blosc2 {nwin / pyw['seconds']:.0f}/s"
                   f" | b2fs+zarr-python {nwin / ourw['seconds']:.0f}/s"
                   f" | b2fs zarr_shards {nwin / shw['seconds']:.0f}/s"
+                  f" | b2fs+TensorStore {nwin / tsw['seconds']:.0f}/s"
+                  f" | b2fs zarr_shards+TensorStore {nwin / tsshw['seconds']:.0f}/s"
                   f" | native zarr-python {nwin / natw['seconds']:.0f}/s", flush=True)
     finally:
         os.rmdir(mp)
@@ -235,6 +255,10 @@ def main():
     print(f"  windows, -o zarr_shards: python-blosc2 {med['windows python-blosc2'] / sh:.2f}x, "
           f"native zarr-python {med['windows native zarr-python'] / sh:.2f}x, "
           f"the plain view {med['windows b2fs zarr-python'] / sh:.2f}x")
+    tsh = med["windows b2fs zarr_shards TensorStore"]
+    print(f"  windows, TensorStore, -o zarr_shards: python-blosc2 "
+          f"{med['windows python-blosc2'] / tsh:.2f}x, "
+          f"the plain view {med['windows b2fs TensorStore'] / tsh:.2f}x")
 
 
 if __name__ == "__main__":
