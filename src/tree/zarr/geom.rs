@@ -280,7 +280,7 @@ impl Geom {
     /// This geometry sharded by block when `on` and the array allows it: a b2nd array whose
     /// blockshape divides its chunkshape on every axis, with more than one block per chunk
     /// (else it is returned as it is). The shard's data is the decoded chunk in block order
-    /// ([`Source::Prefix`] whatever the blockshape).
+    /// (`Source::Prefix` whatever the blockshape).
     pub fn sharded(mut self, on: bool) -> Geom {
         let Layout::Nd { grid, .. } = &self.layout else {
             return self;
