@@ -16,8 +16,13 @@ mod budget;
 mod filtered;
 mod thread;
 pub use budget::LARGE_SCRATCH;
+#[cfg(test)]
+pub(crate) use budget::take_largest_grant_here;
 pub use filtered::{block_len, decompress_block_filtered};
-pub use thread::{Seen, decompress, decompress_into, decompress_range, decompress_range_seen};
+pub use thread::{
+    Seen, decompress, decompress_into, decompress_range, decompress_range_append,
+    decompress_range_seen,
+};
 
 /// Parses and checks a chunk header (every field, section 1.5 checks). Needs only the header
 /// bytes (16, or 32 for an extended header), not the whole chunk.
@@ -246,6 +251,26 @@ impl Decoder {
     ) -> Result<usize, CodecError> {
         let (hdr, body) = self.prepare(chunk)?;
         self.decode_range(&hdr, body, offset, out, seen)
+    }
+
+    /// See [`decompress_range_append`].
+    pub fn decompress_range_append(
+        &mut self,
+        chunk: &[u8],
+        offset: usize,
+        len: usize,
+        out: &mut Vec<u8>,
+    ) -> Result<usize, CodecError> {
+        let (hdr, body) = self.prepare(chunk)?;
+        let n = len.min(hdr.nbytes.saturating_sub(offset));
+        let need = body.scratch_need(offset, n).saturating_add(n);
+        let filled = out.len();
+        budget::with_large_scratch(self, &budget::GLOBAL, need, |d| {
+            out.resize(filled + n, 0);
+            let res = d.decode_granted(&hdr, body, offset, &mut out[filled..], &mut |_, _| {});
+            out.truncate(filled + *res.as_ref().unwrap_or(&0));
+            res
+        })
     }
 
     /// Header checks, limit, and the body's layout (sections 1.5, 2.1, 2.2, 5.2).

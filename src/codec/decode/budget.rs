@@ -51,6 +51,19 @@ struct State {
 /// The process's budget.
 pub(super) static GLOBAL: Budget = Budget::new(LARGE_SCRATCH);
 
+#[cfg(test)]
+thread_local! {
+    /// The largest grant this thread took since the last [`take_largest_grant_here`].
+    static LARGEST_HERE: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
+/// The largest grant the calling thread took (from any budget) since the last call: what a
+/// test's decodes held under the budget, whatever other tests decode at the same time.
+#[cfg(test)]
+pub(crate) fn take_largest_grant_here() -> usize {
+    LARGEST_HERE.with(|l| l.replace(0))
+}
+
 /// A share of a [`Budget`], given back when dropped.
 #[derive(Debug)]
 pub(crate) struct Grant<'b> {
@@ -87,6 +100,8 @@ impl Budget {
         st.held += bytes;
         st.serving += 1;
         drop(st);
+        #[cfg(test)]
+        LARGEST_HERE.with(|l| l.set(l.get().max(bytes)));
         // The next ticket may fit beside this grant.
         self.freed.notify_all();
         Grant {

@@ -39,6 +39,22 @@ pub fn decompress_range_seen(
     with_thread_decoder(|d| d.decompress_range_seen(chunk, offset, out, seen))
 }
 
+/// Appends the bytes `[offset, offset + len)` of the chunk's uncompressed content (clipped to
+/// its end) to `out`, decompressing only the blocks that overlap the range; returns how many.
+/// The bytes `out` grows by are allocated under the decoders' scratch budget together with
+/// the decode's own scratch (`budget.rs`), and held under it until they are decoded: a
+/// caller that reads a long value in block-sized steps (an embedded store value, whose
+/// chunks may declare blocks of up to 512 MiB) does not allocate a step outside it. On an
+/// error `out` keeps its length.
+pub fn decompress_range_append(
+    chunk: &[u8],
+    offset: usize,
+    len: usize,
+    out: &mut Vec<u8>,
+) -> Result<usize, CodecError> {
+    with_thread_decoder(|d| d.decompress_range_append(chunk, offset, len, out))
+}
+
 /// What [`decompress_range_seen`] calls for each block it decoded: its number and the
 /// bytes of the chunk its streams took.
 pub type Seen<'f> = &'f mut dyn FnMut(usize, Range<usize>);
