@@ -235,10 +235,13 @@ impl Tree {
                 Ok(WriteTarget::Attrs)
             }
             Entry::File(FileKind::Attrs(AttrsOwner::ReadOnly, _)) => Err(TreeError::ReadOnly),
-            Entry::File(FileKind::Attrs(AttrsOwner::Group(_), _)) => {
+            Entry::File(FileKind::Attrs(AttrsOwner::Group(_), stored)) => {
                 if self.mounted.collection().is_none() {
                     return Err(TreeError::ReadOnly);
                 }
+                // Attributes that cannot be read are not replaced: an edit would overwrite
+                // what the carrier holds with what the mount could not see (EIO).
+                super::read::generated(stored)?;
                 Ok(WriteTarget::Attrs)
             }
             Entry::File(FileKind::Attrs(AttrsOwner::Table(path), _)) => {
@@ -394,7 +397,7 @@ impl Tree {
             }
             WriteTarget::Attrs => {
                 let stored = match self.entry(ino)? {
-                    Entry::File(FileKind::Attrs(_, stored)) => stored.get(),
+                    Entry::File(FileKind::Attrs(_, stored)) => super::read::generated(stored)?,
                     _ => return Err(TreeError::MetadataFile),
                 };
                 let mut edits = self.edits.lock();

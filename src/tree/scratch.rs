@@ -291,7 +291,13 @@ impl Tree {
                 "renaming {name:?}: only scratch files of the root can be renamed"
             )));
         }
-        let target = self.lookup(ROOT_INO, newname).ok().map(|a| a.ino);
+        // A target that exists but cannot be stat'ed (an `__attrs__` whose carrier does not
+        // read: EIO) is not a free name.
+        let target = match self.lookup(ROOT_INO, newname) {
+            Ok(a) => Some(a.ino),
+            Err(TreeError::NotFound) => None,
+            Err(e) => return Err(e),
+        };
         if noreplace && target.is_some() {
             return Err(TreeError::Exists(newname.to_owned()));
         }
