@@ -19,7 +19,7 @@ pub mod tune;
 
 pub use decode::{
     Decoder, Seen, block_len, chunk_info, decompress, decompress_block_filtered, decompress_into,
-    decompress_range, decompress_range_seen,
+    decompress_range, decompress_range_append, decompress_range_seen,
 };
 pub use encode::{Blocksize, CParams, ChunkFormat, SplitMode, compress, compress_zeros};
 pub use error::CodecError;

@@ -6,8 +6,6 @@
 //! are found through their own bstart only (C writes them in completion order when threaded);
 //! VL chunks are the one place where a neighbouring bstart gives a size.
 
-use std::ops::Range;
-
 use super::compressor::{MAX_DICT_SIZE, StreamDecoders};
 use super::filter::Pipeline;
 use super::header::{ChunkHeader, SpecialKind};
@@ -16,8 +14,15 @@ use super::{Codec, CodecError};
 
 mod budget;
 mod filtered;
+mod thread;
 pub use budget::LARGE_SCRATCH;
+#[cfg(test)]
+pub(crate) use budget::take_largest_grant_here;
 pub use filtered::{block_len, decompress_block_filtered};
+pub use thread::{
+    Seen, decompress, decompress_into, decompress_range, decompress_range_append,
+    decompress_range_seen,
+};
 
 /// Parses and checks a chunk header (every field, section 1.5 checks). Needs only the header
 /// bytes (16, or 32 for an extended header), not the whole chunk.
@@ -25,63 +30,9 @@ pub fn chunk_info(chunk: &[u8]) -> Result<ChunkHeader, CodecError> {
     ChunkHeader::parse(chunk)
 }
 
-/// Decodes a whole chunk into a new vector of `nbytes` bytes.
-///
-/// The free functions use a per-thread [`Decoder`] (so its zstd context and scratch buffers
-/// are reused between calls) with the format's own limit on `nbytes`; use a [`Decoder`] of
-/// your own for a tighter limit.
-pub fn decompress(chunk: &[u8]) -> Result<Vec<u8>, CodecError> {
-    with_thread_decoder(|d| d.decompress(chunk))
-}
-
-/// Decodes a whole chunk into `out`, which must be exactly `nbytes` long. Returns `nbytes`.
-pub fn decompress_into(chunk: &[u8], out: &mut [u8]) -> Result<usize, CodecError> {
-    with_thread_decoder(|d| d.decompress_into(chunk, out))
-}
-
-/// Decodes the bytes `[offset, offset + out.len())` of the chunk's uncompressed content into
-/// `out`, decompressing only the blocks that overlap the range (plus block 0 for DELTA).
-/// Returns the number of bytes written (short at the end of the chunk).
-pub fn decompress_range(chunk: &[u8], offset: usize, out: &mut [u8]) -> Result<usize, CodecError> {
-    with_thread_decoder(|d| d.decompress_range(chunk, offset, out))
-}
-
-/// [`decompress_range`] that also tells `seen` of each block of a regular chunk it decoded,
-/// on the decoding thread, right after the block's streams were read (while they are still
-/// in the CPU's cache): the block's number and the bytes of `chunk` its streams took, from
-/// its bstart to the end of its last stream. Special, memcpyed and VL chunks tell nothing.
-pub fn decompress_range_seen(
-    chunk: &[u8],
-    offset: usize,
-    out: &mut [u8],
-    seen: Seen<'_>,
-) -> Result<usize, CodecError> {
-    with_thread_decoder(|d| d.decompress_range_seen(chunk, offset, out, seen))
-}
-
-/// What [`decompress_range_seen`] calls for each block it decoded: its number and the
-/// bytes of the chunk its streams took.
-pub type Seen<'f> = &'f mut dyn FnMut(usize, Range<usize>);
-
 /// Scratch the per-thread decoder keeps between calls; larger buffers (a hostile or huge
 /// blocksize) are freed after the call.
 const THREAD_SCRATCH_KEEP: usize = 16 << 20;
-
-thread_local! {
-    static THREAD_DECODER: std::cell::RefCell<Decoder> = std::cell::RefCell::new(Decoder::new());
-}
-
-fn with_thread_decoder<R>(f: impl FnOnce(&mut Decoder) -> R) -> R {
-    THREAD_DECODER.with(|cell| match cell.try_borrow_mut() {
-        Ok(mut dec) => {
-            let r = f(&mut dec);
-            dec.shrink_scratch(THREAD_SCRATCH_KEEP);
-            r
-        }
-        // Not reachable (decoding calls nothing back), but never panic over it.
-        Err(_) => f(&mut Decoder::new()),
-    })
-}
 
 /// A reusable decoder: keeps its scratch buffers between calls and caps the size any chunk may
 /// declare.
@@ -132,6 +83,17 @@ enum Body<'a> {
     Raw(&'a [u8]),
     /// Blocks of streams (regular or VL).
     Blocks(Blocks<'a>),
+}
+
+impl Body<'_> {
+    /// [`Blocks::scratch_need`] of a decode of `n` bytes at `offset` (inside nbytes); 0 for
+    /// bodies decoded without scratch.
+    fn scratch_need(&self, offset: usize, n: usize) -> usize {
+        match self {
+            Body::Blocks(b) if n > 0 => b.scratch_need(offset, n),
+            _ => 0,
+        }
+    }
 }
 
 /// A regular or VL chunk ready to decode block by block.
@@ -291,6 +253,26 @@ impl Decoder {
         self.decode_range(&hdr, body, offset, out, seen)
     }
 
+    /// See [`decompress_range_append`].
+    pub fn decompress_range_append(
+        &mut self,
+        chunk: &[u8],
+        offset: usize,
+        len: usize,
+        out: &mut Vec<u8>,
+    ) -> Result<usize, CodecError> {
+        let (hdr, body) = self.prepare(chunk)?;
+        let n = len.min(hdr.nbytes.saturating_sub(offset));
+        let need = body.scratch_need(offset, n).saturating_add(n);
+        let filled = out.len();
+        budget::with_large_scratch(self, &budget::GLOBAL, need, |d| {
+            out.resize(filled + n, 0);
+            let res = d.decode_granted(&hdr, body, offset, &mut out[filled..], &mut |_, _| {});
+            out.truncate(filled + *res.as_ref().unwrap_or(&0));
+            res
+        })
+    }
+
     /// Header checks, limit, and the body's layout (sections 1.5, 2.1, 2.2, 5.2).
     fn prepare<'a>(&self, chunk: &'a [u8]) -> Result<(ChunkHeader, Body<'a>), CodecError> {
         let hdr = ChunkHeader::parse(chunk)?;
@@ -387,8 +369,26 @@ impl Decoder {
         })
     }
 
-    /// Decodes `[offset, offset + out.len())` (clipped to nbytes) of a prepared chunk.
+    /// Decodes `[offset, offset + out.len())` (clipped to nbytes) of a prepared chunk, its
+    /// large scratch held under the process-wide budget (`budget.rs`: why it is sized by the
+    /// block, not by the range) and freed before the grant goes, on a return or a panic.
     fn decode_range(
+        &mut self,
+        hdr: &ChunkHeader,
+        body: Body<'_>,
+        offset: usize,
+        out: &mut [u8],
+        seen: Seen<'_>,
+    ) -> Result<usize, CodecError> {
+        let n = out.len().min(hdr.nbytes.saturating_sub(offset));
+        let need = body.scratch_need(offset, n);
+        budget::with_large_scratch(self, &budget::GLOBAL, need, |d| {
+            d.decode_granted(hdr, body, offset, out, seen)
+        })
+    }
+
+    /// [`Decoder::decode_range`] for a caller that holds the grant its scratch needs.
+    fn decode_granted(
         &mut self,
         hdr: &ChunkHeader,
         body: Body<'_>,
@@ -420,20 +420,11 @@ impl Decoder {
                         .prepare_zstd(b.dict)
                         .map_err(|reason| corrupt(0, 0, reason))?;
                 }
-                // Large scratch is held under the process-wide budget (`budget.rs`: why it
-                // is sized by the block, not by the range) and freed before the grant goes.
-                let need = b.scratch_need(offset, n);
-                let grant = (need > THREAD_SCRATCH_KEEP).then(|| budget::GLOBAL.acquire(need));
-                let res = if b.hdr.is_vl() {
-                    self.vl_range(&b, offset, out)
+                if b.hdr.is_vl() {
+                    self.vl_range(&b, offset, out)?;
                 } else {
-                    self.blocks_range(&b, offset, out, seen)
-                };
-                if grant.is_some() {
-                    self.shrink_scratch(THREAD_SCRATCH_KEEP);
+                    self.blocks_range(&b, offset, out, seen)?;
                 }
-                drop(grant);
-                res?;
             }
         }
         Ok(n)

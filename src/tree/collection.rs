@@ -84,14 +84,23 @@ pub(super) fn add_group(
                     c.group(&key).and_then(|g| g.carrier().cloned())
                 });
                 let carrier = now.unwrap_or_else(|| carrier.clone());
-                let attrs = match carrier.array() {
-                    Ok(a) => a.attrs().clone(),
+                match carrier.array() {
+                    Ok(a) => Ok(view::json_file(a.attrs())),
+                    // Not `{}`: that would say the group has no attributes, and an edit
+                    // would then replace the ones the carrier holds.
                     Err(e) => {
-                        log::warn!("group {key}: attributes not readable: {e}");
-                        serde_json::Value::Object(Default::default())
+                        let why = format!(
+                            "{}: group {}: __attrs__ gives EIO: its carrier {} cannot be \
+                             read: {}",
+                            carrier.store_path().display(),
+                            if key.is_empty() { "/" } else { &key },
+                            carrier.key(),
+                            super::display_chain(&*e)
+                        );
+                        log::warn!("{why}");
+                        Err(why.into())
                     }
-                };
-                view::json_file(&attrs)
+                }
             })
         }
     };

@@ -20,6 +20,7 @@
 use std::collections::HashMap;
 
 use super::layout::{AttrsOwner, FileKind};
+use super::scratch::MAX_SCRATCH_BYTES;
 use super::{Entry, Tree, TreeError, dir};
 use crate::reader::{ArrayId, ChunkId, LiveArray};
 use std::sync::Arc;
@@ -234,10 +235,13 @@ impl Tree {
                 Ok(WriteTarget::Attrs)
             }
             Entry::File(FileKind::Attrs(AttrsOwner::ReadOnly, _)) => Err(TreeError::ReadOnly),
-            Entry::File(FileKind::Attrs(AttrsOwner::Group(_), _)) => {
+            Entry::File(FileKind::Attrs(AttrsOwner::Group(_), stored)) => {
                 if self.mounted.collection().is_none() {
                     return Err(TreeError::ReadOnly);
                 }
+                // Attributes that cannot be read are not replaced: an edit would overwrite
+                // what the carrier holds with what the mount could not see (EIO).
+                super::read::generated(stored)?;
                 Ok(WriteTarget::Attrs)
             }
             Entry::File(FileKind::Attrs(AttrsOwner::Table(path), _)) => {
@@ -351,7 +355,11 @@ impl Tree {
     /// The most bytes a scratch file in directory `parent` may hold: [`MAX_BUFFERED`], or
     /// a chunk object of the array when `parent` is in its Zarr chunk tree (zarr-python
     /// writes a whole chunk object into a `.partial` file there, then renames it over the
-    /// object; its size is the chunk's, uncompressed).
+    /// object; its size is the chunk's, uncompressed), but never more than
+    /// [`MAX_SCRATCH_BYTES`], what all scratch files may hold together: the object's size
+    /// comes from the source's header (its chunk shape), which a hostile source makes as
+    /// large as it likes, and a `truncate` of the `.partial` file to that size allocated it
+    /// (past the cap, EFBIG; a larger chunk object can still be written in place).
     fn scratch_limit(&self, parent: u64) -> usize {
         let object = match self.entry(parent) {
             Ok(Entry::Zarr(super::zarr::ZNode::Chunks { array, .. })) => {
@@ -359,9 +367,11 @@ impl Tree {
             }
             _ => None,
         };
-        object
-            .and_then(|n| usize::try_from(n).ok())
-            .map_or(MAX_BUFFERED, |n| n.max(MAX_BUFFERED))
+        object.map_or(MAX_BUFFERED, |n| {
+            usize::try_from(n)
+                .unwrap_or(usize::MAX)
+                .clamp(MAX_BUFFERED, MAX_SCRATCH_BYTES)
+        })
     }
 
     /// Runs `f` on the buffer of file `ino` (what `target` says it is), which it will leave
@@ -387,7 +397,7 @@ impl Tree {
             }
             WriteTarget::Attrs => {
                 let stored = match self.entry(ino)? {
-                    Entry::File(FileKind::Attrs(_, stored)) => stored.get(),
+                    Entry::File(FileKind::Attrs(_, stored)) => super::read::generated(stored)?,
                     _ => return Err(TreeError::MetadataFile),
                 };
                 let mut edits = self.edits.lock();

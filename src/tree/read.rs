@@ -13,9 +13,16 @@ use std::sync::Arc;
 
 use super::handle::Pinned;
 use super::inode::Located;
-use super::layout::FileKind;
+use super::layout::{FileKind, Generated};
 use super::{Entry, Tree, TreeError};
 use crate::reader::{ArrayId, ChunkStore, ReadData, window};
+
+/// The content of generated file `g` now; EIO ([`TreeError::Unavailable`]) when it cannot be
+/// made (a group's attributes whose carrier does not read, logged where it is rendered).
+pub(super) fn generated(g: &Generated) -> Result<Arc<[u8]>, TreeError> {
+    g.get()
+        .map_err(|why| TreeError::Unavailable(why.to_string()))
+}
 
 impl Tree {
     /// Up to `size` bytes of file `ino` from `offset` (fewer only at the end of the file).
@@ -149,9 +156,9 @@ impl Tree {
                     if let Some(bytes) = self.edits.lock().attrs_window(ino, offset, size) {
                         return Ok(ReadData::Owned(bytes));
                     }
-                    Ok(fixed(stored.get()))
+                    Ok(fixed(generated(stored)?))
                 }
-                FileKind::Sizes(_, content) => Ok(fixed(content.get())),
+                FileKind::Sizes(_, content) => Ok(fixed(generated(content)?)),
                 FileKind::Npy(array, _) => {
                     self.npy_read(ino, *array, offset, size, hint, pinned.as_deref())
                 }
@@ -172,7 +179,7 @@ impl Tree {
             Ok(Entry::Chunk(id)) => pin_array(&mut p, id.array),
             Ok(Entry::Zarr(z)) => self.zarr_pin(z, &mut p),
             Ok(Entry::File(kind)) => match kind {
-                FileKind::Sizes(_, content) => p.content = Some(content.get()),
+                FileKind::Sizes(_, content) => p.content = generated(content).ok(),
                 FileKind::Npy(array, cell) => {
                     pin_array(&mut p, *array);
                     p.npy = Some(cell.get());
@@ -256,9 +263,9 @@ impl Tree {
                 FileKind::Fixed(bytes) => bytes.len(),
                 FileKind::Attrs(_, stored) => match self.edits.lock().attrs_len(ino) {
                     Some(n) => n,
-                    None => stored.get().len(),
+                    None => generated(stored)?.len(),
                 },
-                FileKind::Sizes(_, content) => content.get().len(),
+                FileKind::Sizes(_, content) => generated(content)?.len(),
                 FileKind::Npy(array, _) => return Ok(self.npy_size(*array)),
                 FileKind::TableNpy(..) => return Ok(self.table_npy_size(ino)),
             },

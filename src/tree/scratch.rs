@@ -22,11 +22,12 @@ use super::{Attr, Entry, ROOT_INO, Tree, TreeError};
 pub(crate) const MAX_SCRATCH_FILES: usize = 1024;
 
 /// The most bytes the scratch files of a mount hold together (each also at most
-/// [`super::edit::MAX_BUFFERED`], or one chunk object of its array in the Zarr view): a write
-/// or truncation that would grow them past it is ENOSPC. Room for zarr-python writing ten
-/// chunk objects of 100 MiB at once (its default concurrency). A scratch file that may hold
-/// more on its own (a chunk object larger than this) may still be written whole: the bound
-/// for its writes is its own limit.
+/// [`super::edit::MAX_BUFFERED`], or one chunk object of its array in the Zarr view, up to
+/// this same bound): a write or truncation that would grow them past it is ENOSPC. Room for
+/// zarr-python writing ten chunk objects of 100 MiB at once (its default concurrency). A
+/// `.partial` file is EFBIG past it even when its chunk object is larger (the object's size
+/// is the source header's say, which a hostile source makes as large as it likes); such an
+/// object can be written in place.
 pub(crate) const MAX_SCRATCH_BYTES: usize = 1 << 30;
 
 /// An editor's temp file in the mount root.
@@ -290,7 +291,13 @@ impl Tree {
                 "renaming {name:?}: only scratch files of the root can be renamed"
             )));
         }
-        let target = self.lookup(ROOT_INO, newname).ok().map(|a| a.ino);
+        // A target that exists but cannot be stat'ed (an `__attrs__` whose carrier does not
+        // read: EIO) is not a free name.
+        let target = match self.lookup(ROOT_INO, newname) {
+            Ok(a) => Some(a.ino),
+            Err(TreeError::NotFound) => None,
+            Err(e) => return Err(e),
+        };
         if noreplace && target.is_some() {
             return Err(TreeError::Exists(newname.to_owned()));
         }

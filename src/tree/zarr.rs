@@ -387,23 +387,27 @@ impl Tree {
 
     /// The attributes of native directory `n` as its `__attrs__` file shows them (`{}`
     /// without one).
-    fn zarr_attrs(&self, n: u64) -> Value {
+    ///
+    /// # Errors
+    /// EIO when its `__attrs__` cannot be read (a group's carrier that does not read): the
+    /// metadata must not say the node has no attributes.
+    fn zarr_attrs(&self, n: u64) -> Result<Value, TreeError> {
         let Some(node) = self.node(n) else {
-            return Value::Object(Map::new());
+            return Ok(Value::Object(Map::new()));
         };
         let Ok(children) = self.zarr_native(n, node) else {
-            return Value::Object(Map::new());
+            return Ok(Value::Object(Map::new()));
         };
         for &c in children.iter() {
             if let Some(child) = self.node(c) {
                 if let (NodeKind::File(FileKind::Attrs(_, stored)), "__attrs__") =
                     (&child.kind, child.name.as_str())
                 {
-                    return meta::parse_attrs(&stored.get());
+                    return Ok(meta::parse_attrs(&super::read::generated(stored)?));
                 }
             }
         }
-        Value::Object(Map::new())
+        Ok(Value::Object(Map::new()))
     }
 
     /// Whether native directory `n` is a ctable (its arrays share their first dimension).
@@ -416,8 +420,8 @@ impl Tree {
     }
 
     /// The `zarr.json` object of the array in native directory `n`, of geometry `g`.
-    fn zarr_array_json(&self, n: u64, g: &Geom) -> Value {
-        self.zarr_array_json_with(n, g, &self.zarr_attrs(n))
+    fn zarr_array_json(&self, n: u64, g: &Geom) -> Result<Value, TreeError> {
+        Ok(self.zarr_array_json_with(n, g, &self.zarr_attrs(n)?))
     }
 
     /// [`Tree::zarr_array_json`] with the array's attributes `attrs` known.
@@ -443,20 +447,23 @@ impl Tree {
         match self.zarr_dir_kind(n)? {
             DirKind::Array(a) => {
                 let g = self.zarr_geom(a, None).map_err(|_| TreeError::NotFound)?;
-                Ok(self.zarr_array_json(n, &g))
+                self.zarr_array_json(n, &g)
             }
-            DirKind::Group => Ok(meta::group(&self.zarr_attrs(n), None)),
+            DirKind::Group => Ok(meta::group(&self.zarr_attrs(n)?, None)),
         }
     }
 
     /// The root `zarr.json`: the root group with the consolidated metadata of the whole
     /// hierarchy (every collection leaf's header is read for it, `quick.rs`), built once per
     /// generation.
-    pub(crate) fn zarr_root_json(&self) -> Arc<[u8]> {
+    ///
+    /// # Errors
+    /// EIO when the root's attributes cannot be read.
+    pub(crate) fn zarr_root_json(&self) -> Result<Arc<[u8]>, TreeError> {
         let generation = self.zarr.generation.load(Ordering::Relaxed);
         if let Some((g, bytes)) = self.zarr.root_json.lock().as_ref() {
             if *g == generation {
-                return bytes.clone();
+                return Ok(bytes.clone());
             }
         }
         let started = std::time::Instant::now();
@@ -464,7 +471,7 @@ impl Tree {
         let attrs = if self.root_is_array() {
             Value::Object(Map::new())
         } else {
-            self.zarr_attrs(ROOT_INO)
+            self.zarr_attrs(ROOT_INO)?
         };
         let mut flat = Map::new();
         self.zarr_consolidate(ZNode::Root, "", &mut flat);
@@ -475,7 +482,7 @@ impl Tree {
             started.elapsed().as_secs_f64() * 1e3
         );
         *self.zarr.root_json.lock() = Some((generation, bytes.clone()));
-        bytes
+        Ok(bytes)
     }
 
     /// Adds the metadata of everything below Zarr group `z` (at path `prefix`) to `flat`.
@@ -509,16 +516,22 @@ impl Tree {
             }
             match self.zarr_dir_kind(n) {
                 Ok(DirKind::Array(a)) => match self.zarr_geom(a, None) {
-                    Ok(g) => {
-                        flat.insert(key, self.zarr_array_json(n, &g));
-                    }
+                    Ok(g) => match self.zarr_array_json(n, &g) {
+                        Ok(json) => {
+                            flat.insert(key, json);
+                        }
+                        Err(e) => self.zarr_omit(key, &e.to_string()),
+                    },
                     Err(why) => self.zarr_omit(key, &why),
                 },
-                Ok(DirKind::Group) => {
-                    let attrs = self.zarr_attrs(n);
-                    flat.insert(key.clone(), meta::group(&attrs, Some(Map::new())));
-                    self.zarr_consolidate(child, &key, flat);
-                }
+                Ok(DirKind::Group) => match self.zarr_attrs(n) {
+                    Ok(attrs) => {
+                        flat.insert(key.clone(), meta::group(&attrs, Some(Map::new())));
+                        self.zarr_consolidate(child, &key, flat);
+                    }
+                    // The group and what is below it: its `zarr.json` gives EIO.
+                    Err(e) => self.zarr_omit(key, &e.to_string()),
+                },
                 Err(e) => log::warn!("zarr/{key}: not in the consolidated metadata: {e}"),
             }
         }
@@ -527,7 +540,7 @@ impl Tree {
     /// The content of Zarr metadata file `z` now.
     pub(crate) fn zarr_json(&self, z: ZNode) -> Result<Arc<[u8]>, TreeError> {
         match z {
-            ZNode::RootJson => Ok(self.zarr_root_json()),
+            ZNode::RootJson => self.zarr_root_json(),
             ZNode::Json(n) => Ok(super::view::json_file(&self.zarr_dir_json(n)?).into()),
             _ => Err(TreeError::NotFound),
         }

@@ -269,3 +269,163 @@ fn store_tree_an_estore_whose_header_claims_more_bytes_refuses_edits() {
     assert_eq!(err.errno(), libc::EOPNOTSUPP, "{err}");
     assert!(after == damaged, "the refused edit changed the store");
 }
+
+/// Every file of directory store `dir` with its bytes.
+fn store_bytes(dir: &Path) -> Vec<(std::path::PathBuf, Vec<u8>)> {
+    support::files_under(dir)
+        .into_iter()
+        .map(|p| (p.clone(), std::fs::read(dir.join(&p)).unwrap()))
+        .collect()
+}
+
+/// Writes a `.b2d` TreeStore with python-blosc2: `/g/x`, root attributes `{"title":
+/// "kept"}` and `/g`'s `{"units": "m"}`; with `threshold` 1024 the attribute carriers are
+/// values embedded in `embed.b2e`, else `__vlmeta__.b2f` files.
+fn attrs_store(py: &Path, src: &Path, threshold: &str) {
+    run_python(
+        py,
+        &[
+            "-c",
+            "import sys, numpy as np, blosc2; \
+             t = int(sys.argv[2]); \
+             ts = blosc2.TreeStore(sys.argv[1], mode='w', threshold=t); \
+             ts['/g/x'] = np.arange(10, dtype=np.int64); \
+             ts.vlmeta['title'] = 'kept'; \
+             ts['/g'].vlmeta['units'] = 'm'; \
+             ts.close()",
+            src.to_str().unwrap(),
+            threshold,
+        ],
+    );
+}
+
+/// The inode of `__attrs__` in directory `dir`, from its listing (a lookup stats the file).
+fn attrs_ino(t: &Tree, dir: u64) -> u64 {
+    t.readdir(dir, 0)
+        .unwrap()
+        .find(|e| e.name == "__attrs__")
+        .expect("__attrs__ listed")
+        .ino
+}
+
+/// Checks that `__attrs__` of directory `dir` gives EIO to every read and refuses every
+/// edit with EIO (an editor's truncate-and-write, `truncate(2)`, in the root a temp file
+/// renamed over it), leaving the store byte for byte as it was.
+fn attrs_unreadable_everywhere(t: &Tree, dir: u64, store: &Path) {
+    let before = store_bytes(store);
+    let f = attrs_ino(t, dir);
+    let eio = |r: Result<(), b2fs::tree::TreeError>, what: &str| {
+        let err = r.expect_err(what);
+        assert_eq!(err.errno(), libc::EIO, "{what}: {err}");
+    };
+    eio(support::tree_read(t, f, 4096).map(drop), "read");
+    eio(t.getattr(f).map(drop), "stat");
+    eio(t.lookup(dir, "__attrs__").map(drop), "lookup");
+    eio(
+        t.open(f, libc::O_WRONLY | libc::O_TRUNC).map(drop),
+        "open O_TRUNC",
+    );
+    eio(t.open(f, libc::O_RDWR).map(drop), "open O_RDWR");
+    eio(t.set_size(f, 0), "truncate");
+    let root = b2fs::tree::ROOT_INO;
+    if dir == root {
+        // (Only the root's files can be replaced by a rename.)
+        let (tmp, fh) = t.create(root, "attrs.tmp").unwrap();
+        t.write(tmp.ino, fh, 0, br#"{"title": "overwritten"}"#)
+            .unwrap();
+        t.release(fh).unwrap();
+        eio(
+            t.rename(root, "attrs.tmp", dir, "__attrs__", false),
+            "rename over it",
+        );
+        let names: Vec<String> = t.readdir(root, 0).unwrap().map(|e| e.name).collect();
+        let attrs = names.iter().filter(|n| *n == "__attrs__").count();
+        assert_eq!(attrs, 1, "{names:?}");
+    }
+    assert!(
+        store_bytes(store) == before,
+        "a refused edit changed the store"
+    );
+}
+
+/// A store whose attribute carrier cannot be read (a `__vlmeta__.b2f` file, or a value
+/// embedded in `embed.b2e`, damaged byte-wise) gives EIO for that node's `__attrs__`, on
+/// reads and on edits, and the store stays as it was; other nodes' attributes still read.
+/// Before, such `__attrs__` showed `{}`, as if the node had none, and an edit then replaced
+/// the attributes the carrier held.
+#[test]
+fn store_tree_an_unreadable_attribute_carrier_is_eio_not_empty() {
+    let py = or_skip!(support::python(
+        "store_tree_an_unreadable_attribute_carrier_is_eio_not_empty"
+    ));
+    // A carrier file: `/g`'s, its frame magic damaged.
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("files.b2d");
+    attrs_store(&py, &src, "0");
+    let carrier = src.join("g/__vlmeta__.b2f");
+    let mut bytes = std::fs::read(&carrier).unwrap();
+    let magic = bytes.windows(7).position(|w| w == b"b2frame").unwrap();
+    bytes[magic] = b'X';
+    std::fs::write(&carrier, &bytes).unwrap();
+    let t = Tree::from_source(&src, opts(true)).unwrap();
+    let g = t.lookup(b2fs::tree::ROOT_INO, "g").unwrap().ino;
+    attrs_unreadable_everywhere(&t, g, &src);
+    let root: Value = serde_json::from_slice(&read_all(&t, ino(&t, "__attrs__").unwrap())).unwrap();
+    assert_eq!(root, serde_json::json!({"title": "kept"}));
+    drop(t);
+
+    // Embedded carriers: the chunk of `embed.b2e` that holds them claims more bytes than
+    // the file has (its cbytes field).
+    let src = dir.path().join("embedded.b2d");
+    attrs_store(&py, &src, "1024");
+    let estore = src.join("embed.b2e");
+    let mut bytes = std::fs::read(&estore).unwrap();
+    let header_len = u32::from_be_bytes(bytes[11..15].try_into().unwrap()) as usize;
+    let cbytes = header_len + 12;
+    bytes[cbytes..cbytes + 4].copy_from_slice(&0x7000_0000u32.to_le_bytes());
+    std::fs::write(&estore, &bytes).unwrap();
+    let t = Tree::from_source(&src, opts(true)).unwrap();
+    attrs_unreadable_everywhere(&t, b2fs::tree::ROOT_INO, &src);
+}
+
+/// Through a real mount: `cat` of an `__attrs__` whose carrier cannot be read is EIO, an
+/// edit too, the store is unchanged, and the daemon's log names the store, the group and
+/// the reason.
+#[test]
+fn store_mount_an_unreadable_attribute_carrier_is_eio_and_logged() {
+    let py = or_skip!(fuse_and_python(
+        "store_mount_an_unreadable_attribute_carrier_is_eio_and_logged"
+    ));
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("files.b2d");
+    attrs_store(&py, &src, "0");
+    let carrier = src.join("g/__vlmeta__.b2f");
+    let mut bytes = std::fs::read(&carrier).unwrap();
+    let magic = bytes.windows(7).position(|w| w == b"b2frame").unwrap();
+    bytes[magic] = b'X';
+    std::fs::write(&carrier, &bytes).unwrap();
+    let before = store_bytes(&src);
+    let log = dir.path().join("daemon.log");
+    let m = Mount::foreground(&src, &log);
+    let err = std::fs::read(m.path("g/__attrs__")).unwrap_err();
+    assert_eq!(err.raw_os_error(), Some(libc::EIO), "cat: {err}");
+    let err = std::fs::write(m.path("g/__attrs__"), b"{}").unwrap_err();
+    assert_eq!(err.raw_os_error(), Some(libc::EIO), "edit: {err}");
+    let root: Value = serde_json::from_slice(&std::fs::read(m.path("__attrs__")).unwrap()).unwrap();
+    assert_eq!(root, serde_json::json!({"title": "kept"}));
+    m.umount();
+    assert!(store_bytes(&src) == before, "the store changed");
+    let text = std::fs::read_to_string(&log).unwrap();
+    let line = text
+        .lines()
+        .find(|l| l.contains("__attrs__ gives EIO"))
+        .unwrap_or_else(|| panic!("no log line for the carrier in:\n{text}"));
+    for part in [
+        src.to_str().unwrap(),
+        "group /g",
+        "/g/__vlmeta__",
+        "cannot be read",
+    ] {
+        assert!(line.contains(part), "{part:?} not in {line:?}");
+    }
+}

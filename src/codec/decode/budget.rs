@@ -14,8 +14,15 @@
 //! threads (FUSE workers, decode and prefetch threads) hold at most [`LARGE_SCRATCH`] of
 //! large scratch together, not N times 1.5 GiB. A decode asking for more than the whole
 //! budget is granted the whole budget (it runs alone).
+//!
+//! The grant and the freeing of the scratch it covered are one guard
+//! ([`with_large_scratch`]): they happen when the decode returns and when it unwinds, so a
+//! decode that panics (the daemon catches panics per request, and its thread goes on) keeps
+//! neither its grant nor up to 1.5 GiB of scratch outside the budget.
 
 use std::sync::{Condvar, Mutex, PoisonError};
+
+use super::{Decoder, THREAD_SCRATCH_KEEP};
 
 /// The large scratch (bytes past a decoder's kept 16 MiB) all decoders may hold at once.
 pub const LARGE_SCRATCH: usize = 1 << 30;
@@ -43,6 +50,19 @@ struct State {
 
 /// The process's budget.
 pub(super) static GLOBAL: Budget = Budget::new(LARGE_SCRATCH);
+
+#[cfg(test)]
+thread_local! {
+    /// The largest grant this thread took since the last [`take_largest_grant_here`].
+    static LARGEST_HERE: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
+/// The largest grant the calling thread took (from any budget) since the last call: what a
+/// test's decodes held under the budget, whatever other tests decode at the same time.
+#[cfg(test)]
+pub(crate) fn take_largest_grant_here() -> usize {
+    LARGEST_HERE.with(|l| l.replace(0))
+}
 
 /// A share of a [`Budget`], given back when dropped.
 #[derive(Debug)]
@@ -80,6 +100,8 @@ impl Budget {
         st.held += bytes;
         st.serving += 1;
         drop(st);
+        #[cfg(test)]
+        LARGEST_HERE.with(|l| l.set(l.get().max(bytes)));
         // The next ticket may fit beside this grant.
         self.freed.notify_all();
         Grant {
@@ -95,6 +117,39 @@ impl Budget {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .held
+    }
+}
+
+/// Runs `f` on `dec`; when the decode needs more than the scratch a decoder keeps
+/// ([`THREAD_SCRATCH_KEEP`]), it first takes a grant of `need` bytes from `budget`, and the
+/// decoder's scratch past that size is freed before the grant goes back, whether `f` returns
+/// or unwinds.
+pub(super) fn with_large_scratch<R>(
+    dec: &mut Decoder,
+    budget: &Budget,
+    need: usize,
+    f: impl FnOnce(&mut Decoder) -> R,
+) -> R {
+    if need <= THREAD_SCRATCH_KEEP {
+        return f(dec);
+    }
+    let held = Held {
+        _grant: budget.acquire(need),
+        dec,
+    };
+    f(&mut *held.dec)
+}
+
+/// A decoder holding large scratch under a grant. Dropped (on a return or an unwinding
+/// panic), it frees the scratch; then its fields drop and the grant is given back.
+struct Held<'d, 'b> {
+    dec: &'d mut Decoder,
+    _grant: Grant<'b>,
+}
+
+impl Drop for Held<'_, '_> {
+    fn drop(&mut self) {
+        self.dec.shrink_scratch(THREAD_SCRATCH_KEEP);
     }
 }
 
@@ -168,6 +223,44 @@ mod tests {
             assert_eq!(rx.recv().unwrap().0, "later");
         });
         assert_eq!(b.held(), 0);
+    }
+
+    /// A decode that panics inside its grant (here a closure standing for one: a decode has
+    /// no panic to provoke) gives back both its scratch and its grant as it unwinds, so the
+    /// next decode is granted the whole budget at once. Before, the scratch was freed after
+    /// the decode returned: a panic skipped it, and the thread kept the scratch (up to
+    /// 1.5 GiB) outside the budget until its next call.
+    #[test]
+    fn a_decode_that_panics_gives_back_its_scratch_and_its_grant() {
+        let b = Budget::new(64 << 20);
+        let mut d = Decoder::new();
+        let need = 48 << 20;
+        let unwound = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            with_large_scratch(&mut d, &b, need, |d| {
+                super::super::scratch_slice(&mut d.scratch.block, need);
+                super::super::scratch_slice(&mut d.scratch.filtered, need / 2);
+                assert_eq!(b.held(), need);
+                // A panic without the panic hook's message in the test output.
+                std::panic::resume_unwind(Box::new("a decode bug"));
+            })
+        }));
+        assert!(unwound.is_err());
+        assert_eq!(b.held(), 0, "the grant is given back");
+        let kept = [d.scratch.block.capacity(), d.scratch.filtered.capacity()];
+        assert!(
+            kept.iter().all(|&c| c <= THREAD_SCRATCH_KEEP),
+            "the thread kept {kept:?} bytes of scratch"
+        );
+        // The next decode's grant, of the whole budget, does not wait.
+        let all = b.acquire(64 << 20);
+        assert_eq!(b.held(), 64 << 20);
+        drop(all);
+        // A decode within what a decoder keeps takes no grant and keeps its scratch.
+        with_large_scratch(&mut d, &b, 1 << 20, |d| {
+            super::super::scratch_slice(&mut d.scratch.block, 1 << 20);
+            assert_eq!(b.held(), 0);
+        });
+        assert!(d.scratch.block.capacity() >= 1 << 20);
     }
 
     #[test]

@@ -5,7 +5,8 @@
 //!
 //! [`Pipeline::shuffle_only`]: super::super::filter::Pipeline::shuffle_only
 
-use super::{Body, CodecError, Decoder, read_streams, with_thread_decoder};
+use super::thread::with_thread_decoder;
+use super::{Body, CodecError, Decoder, read_streams};
 use crate::codec::Codec;
 
 /// Decodes the streams of block `block` of `chunk` into `out` (exactly the block's size,

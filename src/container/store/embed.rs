@@ -143,7 +143,10 @@ impl Estore {
         // boundary of the chunk, below): a declared length never sizes an allocation before
         // the bytes exist (fuzz target `store_open`). A step may allocate up to one block
         // of the chunk (a header's block size, at most 512 MiB, within `MAX_EMBEDDED` for
-        // the whole value) before it is decoded: outside the decoders' scratch budget.
+        // the whole value) before it is decoded; that allocation is held under the
+        // decoders' scratch budget with the decode's own scratch until the step is decoded
+        // (`decompress_range_append`), so that threads reading hostile values at once hold
+        // at most the budget in steps not yet decoded.
         const STEP: u64 = 4 << 20;
         let mut out = Vec::with_capacity(len.min(STEP) as usize);
         let mut at = offset;
@@ -166,9 +169,7 @@ impl Estore {
                 .min(cs)
                 .min(from + (end - at));
             let (from, want) = (from as usize, (stop - from) as usize);
-            let filled = out.len();
-            out.resize(filled + want, 0);
-            let n = crate::codec::decompress_range(bytes, from, &mut out[filled..]).map_err(
+            let n = crate::codec::decompress_range_append(bytes, from, want, &mut out).map_err(
                 |source| ContainerError::Chunk {
                     path: a.path().to_path_buf(),
                     index: ci,
@@ -178,7 +179,6 @@ impl Estore {
             if n == 0 {
                 return Err(bad(format!("chunk {ci} holds only {from} bytes")));
             }
-            out.truncate(filled + n);
             at += n as u64;
         }
         Ok(out)
@@ -195,5 +195,105 @@ fn block_unit(chunk: &[u8]) -> u64 {
             (h.block_size() as u64).max(1)
         }
         _ => 1,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::codec::decode::take_largest_grant_here;
+    use crate::codec::{Blocksize, CParams, Codec, compress};
+
+    /// A contiguous frame (`docs/format/CONTAINERS.md` 1.9) of one chunk, `chunk`, holding
+    /// `nbytes` (typesize 1), without metalayers or vlmeta: an estore's stream as `read`
+    /// sees it.
+    fn one_chunk_frame(chunk: &[u8], nbytes: usize) -> Vec<u8> {
+        fn memcpyed(data: &[u8], typesize: u8) -> Vec<u8> {
+            let n = data.len() as u32;
+            let mut c = vec![5, 1, 0x17, typesize];
+            c.extend(n.to_le_bytes());
+            c.extend(n.max(1).to_le_bytes());
+            c.extend((n + 32).to_le_bytes());
+            c.extend([0u8; 16]);
+            c.extend_from_slice(data);
+            c
+        }
+        let empty_map_and_list = [0xde, 0, 0, 0xdc, 0, 0];
+        let mut f = vec![0x9e, 0xa8];
+        f.extend(b"b2frame\0");
+        f.extend([0xd2, 0, 0, 0, 0]); // header_len, patched
+        f.extend([0xcf, 0, 0, 0, 0, 0, 0, 0, 0]); // frame_len, patched
+        f.extend([0xa4, 0x12, 0, 0x55, 0x02]);
+        f.push(0xd3);
+        f.extend((nbytes as i64).to_be_bytes());
+        f.push(0xd3);
+        f.extend((chunk.len() as i64).to_be_bytes());
+        f.push(0xd2);
+        f.extend(1i32.to_be_bytes());
+        f.push(0xd2);
+        f.extend(0i32.to_be_bytes());
+        f.push(0xd2);
+        f.extend((nbytes as i32).to_be_bytes());
+        f.extend([0xd1, 0, 1, 0xd1, 0, 1, 0xc2]);
+        f.extend([0xd8, 0x06, 0, 0, 0, 0, 0, 1, 5, 0, 0, 0, 0, 0, 0, 0, 0, 0]);
+        assert_eq!(f.len(), 87);
+        f.extend([0x93, 0xcd, 0, 7]);
+        f.extend(empty_map_and_list);
+        let header_len = f.len() as i32;
+        f[11..15].copy_from_slice(&header_len.to_be_bytes());
+        f.extend_from_slice(chunk);
+        f.extend(memcpyed(&0i64.to_le_bytes(), 8));
+        let mut t = vec![0x94, 0x01, 0x93, 0xcd, 0, 6];
+        t.extend(empty_map_and_list);
+        let trailer_len = (t.len() + 23) as u32;
+        t.push(0xce);
+        t.extend(trailer_len.to_be_bytes());
+        t.extend([0xd8, 0]);
+        t.extend([0u8; 16]);
+        f.extend(t);
+        let frame_len = f.len() as u64;
+        f[16..24].copy_from_slice(&frame_len.to_be_bytes());
+        f
+    }
+
+    /// An embedded value is decoded in block-sized steps; a step of a chunk with 32 MiB
+    /// blocks (unfiltered: the decode itself needs no scratch) allocates 32 MiB of the value
+    /// before it is decoded, and that allocation is held under the decoders' budget. Before,
+    /// only the decode's own scratch was, and N threads reading values of a hostile estore
+    /// (blocks of up to 512 MiB) each allocated a block outside it.
+    #[test]
+    fn a_block_sized_step_of_an_embedded_value_is_allocated_under_the_decode_budget() {
+        let bs = 32 << 20;
+        let data: Vec<u8> = (0..2 * bs).map(|i| (i / 4096 % 251) as u8).collect();
+        let params = CParams {
+            codec: Codec::Lz4,
+            typesize: 1,
+            filters: [0; 6],
+            blocksize: Blocksize::Explicit(bs),
+            allow_special: false,
+            ..CParams::default()
+        };
+        let chunk = compress(&data, &params).unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("embed.b2e");
+        std::fs::write(&path, one_chunk_frame(&chunk, data.len())).unwrap();
+        let estore = Estore::new(Array::open_frame_at(&path, 0).unwrap()).unwrap();
+        assert!(estore.entries().is_empty());
+        take_largest_grant_here();
+        let value = estore.read(0, bs as u64).unwrap();
+        assert!(value == data[..bs], "the first block, decoded");
+        let granted = take_largest_grant_here();
+        assert!(
+            granted >= bs,
+            "a step of {bs} bytes was allocated under a grant of {granted} bytes"
+        );
+        // A value across both blocks, starting inside the first: right bytes, and no step
+        // allocated outside a grant.
+        let at = bs - 12_345;
+        let value = estore.read(at as u64, 20 << 20).unwrap();
+        assert!(value == data[at..at + (20 << 20)]);
+        assert!(take_largest_grant_here() >= bs);
+        // Past the estore's bytes: refused before anything is allocated.
+        assert!(estore.read(2 * bs as u64 - 10, 11).is_err());
     }
 }

@@ -499,3 +499,53 @@ fn a_chunk_object_over_64_mib_is_written_through_its_partial_file() {
     use sha2::Digest;
     assert_eq!(sha, format!("{:x}", sha2::Sha256::digest(&obj)));
 }
+
+/// A `.partial` file's bound is its chunk object's size, which comes from the source's
+/// header, but never more than the 1 GiB all scratch files may hold together
+/// (`tree/scratch.rs`, `MAX_SCRATCH_BYTES`): for a source whose chunk object has 1.2 GB
+/// (python-blosc2 writes such a chunk of zeros in a few bytes, and a hostile header may
+/// declare any size), growing the file past 1 GiB is EFBIG, not an allocation of the
+/// object's size. Before, `truncate` of the `.partial` file to the object's size allocated it.
+#[test]
+fn a_partial_file_is_bounded_by_the_scratch_bound_whatever_its_object_size() {
+    let py = or_skip!(python(
+        "a_partial_file_is_bounded_by_the_scratch_bound_whatever_its_object_size"
+    ));
+    let (_dir, src) = support::temp_path("huge.b2nd");
+    let len: u64 = 1_200_000_000;
+    run_python(
+        &py,
+        &[
+            "-c",
+            "import sys, numpy as np, blosc2; \
+             n = int(sys.argv[2]); \
+             blosc2.zeros((n,), dtype=np.int8, urlpath=sys.argv[1], mode='w', \
+             chunks=(n,), blocks=(1 << 20,))",
+            src.to_str().unwrap(),
+            &len.to_string(),
+        ],
+    );
+    let before = std::fs::read(&src).unwrap();
+    let t = Tree::from_source(&src, opts(true)).unwrap();
+    let cdir = ino(&t, "zarr/huge/c");
+    assert_eq!(t.getattr(ino(&t, "zarr/huge/c/0")).unwrap().size, len);
+    let (attr, fh) = t.create(cdir, "0.abc.partial").unwrap();
+    let cap = 1u64 << 30;
+    for size in [len, cap + 1] {
+        let err = t.set_size(attr.ino, size).unwrap_err();
+        assert_eq!(err.errno(), libc::EFBIG, "truncate to {size}: {err}");
+    }
+    let err = t.write(attr.ino, fh, cap, &[1]).unwrap_err();
+    assert_eq!(err.errno(), libc::EFBIG, "a write at 1 GiB: {err}");
+    assert_eq!(t.getattr(attr.ino).unwrap().size, 0);
+    // Below the bound it is an ordinary scratch file.
+    assert_eq!(t.write(attr.ino, fh, 4096, b"abc").unwrap(), 3);
+    assert_eq!(t.getattr(attr.ino).unwrap().size, 4099);
+    t.release(fh).unwrap();
+    t.unlink(cdir, "0.abc.partial").unwrap();
+    drop(t);
+    assert!(
+        std::fs::read(&src).unwrap() == before,
+        "the source is unchanged"
+    );
+}
