@@ -15,9 +15,11 @@
 //!   [`crate::container::npy::ctable::MAX_RUNS`] runs or
 //!   [`crate::container::npy::ctable::MAX_MASK_ROWS`] rows gives EFBIG. Every other file
 //!   works.
-//! - **Reads** assemble the requested rows per run of valid rows: for each column, its bytes
-//!   for that stretch of physical rows through the reader (block reads for small windows,
-//!   whole chunks for scans), placed at the column's offset in each record.
+//! - **Reads** assemble the requested rows from each column's bytes for the physical rows
+//!   they span, read through the reader (block reads for small windows, whole chunks for
+//!   scans) once per column when the deleted rows in between are at most as many as the rows
+//!   read, else once per run of valid rows; each row's bytes go to the column's offset in
+//!   its record.
 //! - **One version per view.** A view holds the versions of `_meta`, `_valid_rows` and the
 //!   columns it was rendered from; a read-only descriptor reads the view it opened. When
 //!   the mount follows another writer and any of those arrays was reloaded, the next
@@ -38,6 +40,10 @@ use crate::container::npy::ctable::{
 };
 use crate::container::npy::dtype;
 use crate::reader::{ArrayId, ChunkStore, ReadData, ReadHint};
+
+/// Physical rows `(first, count)` read in one go per column, and the `(logical row,
+/// physical row, rows)` runs placed from them.
+type Span = (u64, u64, Vec<(u64, u64, u64)>);
 
 /// Bytes of the mask read at a time while it is turned into runs.
 const MASK_STEP: u64 = 1 << 20;
@@ -344,15 +350,25 @@ impl Tree {
         }
         let mut rows = vec![0u8; span as usize];
         let small = !hint.scan(t.len());
+        let segments = t.segments(r0, r1);
+        // Reads per column: the physical rows the window's runs span, in one read when the
+        // deleted rows between them are at most as many as the rows read (a table with
+        // scattered deletions: one read, not one per run), else one read per run.
+        let spans: Vec<Span> = match (segments.first(), segments.last()) {
+            (Some(&(_, p0, _)), Some(&(_, p, n))) if p + n - p0 <= 2 * (r1 - r0) => {
+                vec![(p0, p + n - p0, segments)]
+            }
+            _ => segments.iter().map(|&s| (s.1, s.2, vec![s])).collect(),
+        };
         let mut col = Vec::new();
-        for (logical, phys, n) in t.segments(r0, r1) {
+        for (p0, count, segs) in &spans {
             for (c, geo) in view.columns.iter().zip(t.columns()) {
                 if geo.atom == 0 {
                     continue;
                 }
                 col.clear();
-                col.resize((n * geo.atom) as usize, 0);
-                let pieces = c.npy.layout().runs(phys * geo.atom, n * geo.atom);
+                col.resize((count * geo.atom) as usize, 0);
+                let pieces = c.npy.layout().runs(p0 * geo.atom, count * geo.atom);
                 self.fill_runs(
                     ino,
                     (c.store.as_ref(), c.array, false),
@@ -368,9 +384,13 @@ impl Tree {
                     )
                 })?;
                 let atom = geo.atom as usize;
-                for (i, src) in col.chunks_exact(atom).enumerate() {
-                    let at = ((logical - r0 + i as u64) * rb + geo.offset) as usize;
-                    rows[at..at + atom].copy_from_slice(src);
+                for &(logical, phys, n) in segs {
+                    let from = ((phys - p0) * geo.atom) as usize;
+                    let src = &col[from..from + n as usize * atom];
+                    for (i, item) in src.chunks_exact(atom).enumerate() {
+                        let at = ((logical - r0 + i as u64) * rb + geo.offset) as usize;
+                        rows[at..at + atom].copy_from_slice(item);
+                    }
                 }
             }
         }
