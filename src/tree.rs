@@ -34,6 +34,7 @@
 //! | `commit.rs` | when buffers are committed (through [`crate::commit`]), refused, dropped; the kernel-cache rules |
 //! | `reload.rs` | the one path for "the source changed: reload and propagate" (own commits and other writers) |
 //! | `scratch.rs` | editors' temp files in the root, rename over `__attrs__` |
+//! | `ctable.rs` | `table.npy` of a python-blosc2 CTable group in a store: recognised by names, laid out on first access, valid rows as runs |
 //! | `collection.rs` | stores and directories of sources: groups, leaves laid out on first access, reloads after commits |
 //! | `follow.rs` | noticing other writers' changes: reloads and the kernel invalidations |
 //! | `backing.rs` | memory files holding whole decoded files for FUSE passthrough, within a budget |
@@ -78,6 +79,7 @@ pub mod attr;
 mod backing;
 mod collection;
 mod commit;
+mod ctable;
 mod dir;
 mod edit;
 pub mod error;
@@ -514,6 +516,12 @@ impl Tree {
                 .iter()
                 .filter_map(|a| snap(*a).and_then(|s| s.changed_time()))
                 .max(),
+            // As rendered last (a stat renders it first: `file_size`).
+            Entry::File(FileKind::CTableNpy(file)) => file.rendered().and_then(|v| {
+                v.arrays()
+                    .filter_map(|a| snap(a).and_then(|s| s.changed_time()))
+                    .max()
+            }),
             Entry::Chunk(id) => snap(id.array).and_then(|s| s.chunk_time(id.index)),
             Entry::Scratch => self.scratch.lock().files.get(&ino).map(|f| f.mtime),
             // The Zarr view shows the source's time (`zarr_getattr`).

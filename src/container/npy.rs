@@ -33,6 +33,7 @@
 //! bytes) and any NPY reader takes it: the format allows any padding that keeps the alignment,
 //! and `numpy.load` reads headers of up to 10,000 bytes by default.
 
+pub mod ctable;
 pub mod dtype;
 pub mod layout;
 mod literal;

@@ -23,9 +23,13 @@
 //!   (DictStores, plain directories) refuses edits (EINVAL).
 //! - Leaves of a store nested in a directory of sources, and ctables inside a collection,
 //!   are read-only (EROFS).
+//! - A group holding a python-blosc2 CTable (a leaf `_meta`, a leaf `_valid_rows`, a group
+//!   `_cols`) also shows a read-only `table.npy` of its valid rows, laid out on first access
+//!   (`super::ctable`); its subtree is shown as for any group.
 
 use std::sync::{Arc, OnceLock};
 
+use super::ctable::CTableFile;
 use super::inode::{ARRAY_STRIDE, CHUNK_BASE, MAX_GROWING_ARRAYS};
 use super::layout::{
     AttrsOwner, CollectionCell, FileKind, Generated, Layout, NodeKind, Owner, ROOT_INO,
@@ -105,6 +109,13 @@ pub(super) fn add_group(
         }
     };
     layout.generated(dir, "__attrs__", FileKind::Attrs(owner, attrs));
+    // A CTable's group: its `_meta`, `_valid_rows` and `_cols` inodes, for `table.npy`.
+    let ctable = super::ctable::is_ctable_group(
+        g.children
+            .iter()
+            .map(|c| (c.name(), matches!(c, Node::Leaf(_)))),
+    ) && g.child("table.npy").is_none();
+    let (mut meta, mut valid, mut cols) = (None, None, None);
     for child in &g.children {
         let name = child.name();
         if !view::valid_name(name) || name == "__attrs__" {
@@ -118,6 +129,9 @@ pub(super) fn add_group(
             Node::Group(sub) => {
                 let sub_dir = layout.dir(dir, name);
                 add_group(layout, sub_dir, sub, top)?;
+                if name == "_cols" {
+                    cols = Some(sub_dir);
+                }
             }
             Node::Store(nested) => {
                 let sub_dir = layout.dir(dir, name);
@@ -129,9 +143,18 @@ pub(super) fn add_group(
                     top: top.is_some(),
                     built: OnceLock::new(),
                 };
-                layout.lazy_leaf(dir, name, lazy);
+                let ino = layout.lazy_leaf(dir, name, lazy);
+                match name {
+                    "_meta" => meta = Some(ino),
+                    "_valid_rows" => valid = Some(ino),
+                    _ => {}
+                }
             }
         }
+    }
+    if let (true, Some(meta), Some(valid), Some(cols)) = (ctable, meta, valid, cols) {
+        let file = CTableFile::new(g.key.clone(), meta, valid, cols);
+        layout.generated(dir, "table.npy", FileKind::CTableNpy(Box::new(file)));
     }
     Ok(())
 }

@@ -255,7 +255,9 @@ impl Tree {
                 self.writable_array(*id)?;
                 Ok(WriteTarget::Npy(*id))
             }
-            Entry::File(FileKind::TableNpy(..)) => Err(TreeError::ReadOnly),
+            Entry::File(FileKind::TableNpy(..) | FileKind::CTableNpy(_)) => {
+                Err(TreeError::ReadOnly)
+            }
             Entry::File(FileKind::Fixed(_) | FileKind::Sizes(..)) => Err(TreeError::MetadataFile),
         }
     }

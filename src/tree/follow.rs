@@ -332,6 +332,9 @@ impl Tree {
             Ok(Entry::File(FileKind::Sizes(a, _) | FileKind::Npy(a, _))) => vec![*a],
             Ok(Entry::File(FileKind::Attrs(AttrsOwner::Array(a), _))) => vec![*a],
             Ok(Entry::File(FileKind::TableNpy(_, columns))) => columns.clone(),
+            Ok(Entry::File(FileKind::CTableNpy(file))) => file
+                .rendered()
+                .map_or_else(Vec::new, |v| v.arrays().collect()),
             Ok(Entry::File(FileKind::Fixed(_)) | Entry::Scratch) => return,
             _ => self.array_ids(),
         };

@@ -44,6 +44,8 @@ pub(crate) struct Pinned {
     pub(crate) npy: Option<Arc<Npy>>,
     /// `table.npy`: its view of that version.
     pub(crate) table: Option<Arc<TableNpy>>,
+    /// A CTable's `table.npy`: its view of that version (`super::ctable`).
+    pub(crate) ctable: Option<Arc<super::ctable::CTableView>>,
     /// A generated file's content.
     pub(crate) content: Option<Arc<[u8]>>,
 }

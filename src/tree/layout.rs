@@ -196,6 +196,9 @@ pub enum FileKind {
     /// `table.npy`: a ctable's rows as one structured NPY file (read-only), over the arrays
     /// of its columns in `__rootdirs__` order.
     TableNpy(TableCell, Vec<ArrayId>),
+    /// `table.npy` of a python-blosc2 CTable group in a store: its valid rows, laid out on
+    /// first access (`super::ctable`), read-only.
+    CTableNpy(Box<super::ctable::CTableFile>),
 }
 
 /// What a node is.

@@ -165,6 +165,9 @@ impl Tree {
                 FileKind::TableNpy(..) => {
                     self.table_npy_read(ino, offset, size, hint, pinned.as_deref())
                 }
+                FileKind::CTableNpy(file) => {
+                    self.ctable_read(ino, file, (offset, size), hint, pinned.as_deref())
+                }
             },
         }
     }
@@ -190,6 +193,15 @@ impl Tree {
                     }
                     p.table = Some(cell.get());
                 }
+                FileKind::CTableNpy(file) => {
+                    // A view that cannot render pins nothing: its reads fail as its stat does.
+                    if let Ok(view) = self.ctable_view(ino, file) {
+                        for c in &view.columns {
+                            p.stores.push((c.array, c.store()));
+                        }
+                        p.ctable = Some(view);
+                    }
+                }
                 FileKind::Fixed(_) | FileKind::Attrs(..) => {}
             },
             _ => {}
@@ -213,6 +225,7 @@ impl Tree {
         let shown = now.stores.len() == pinned.stores.len()
             && now.npy.is_some() == pinned.npy.is_some()
             && now.table.is_some() == pinned.table.is_some()
+            && now.ctable.is_some() == pinned.ctable.is_some()
             && now.content.is_some() == pinned.content.is_some();
         let replaced = pinned
             .stores
@@ -221,6 +234,7 @@ impl Tree {
             .any(|((a, s), (b, t))| a != b || !Arc::ptr_eq(s, t))
             || !same(&pinned.npy, &now.npy)
             || !same(&pinned.table, &now.table)
+            || !same(&pinned.ctable, &now.ctable)
             || !same(&pinned.content, &now.content);
         match shown && replaced {
             true => now,
@@ -268,6 +282,7 @@ impl Tree {
                 FileKind::Sizes(_, content) => generated(content)?.len(),
                 FileKind::Npy(array, _) => return Ok(self.npy_size(*array)),
                 FileKind::TableNpy(..) => return Ok(self.table_npy_size(ino)),
+                FileKind::CTableNpy(file) => return self.ctable_size(ino, file),
             },
         };
         Ok(n as u64)

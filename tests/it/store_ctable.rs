@@ -1,0 +1,256 @@
+//! python-blosc2 CTables in stores (`scripts/oracle/ctables.py gen`: `.b2z` and `.b2d`, the
+//! store as the table and a table in a TreeStore group, with and without deleted rows, ten
+//! column kinds, several chunks per column): the group's `table.npy` holds exactly
+//! `numpy.asarray(table)` (numpy loads it with `mmap_mode='r'`: same dtype, same rows), read
+//! whole and in odd windows through the tree API, and once through a real mount; writes are
+//! refused (EROFS); a damaged column or mask gives EIO on `table.npy` alone; a mask with too
+//! many runs gives EFBIG; another writer's edit is shown after the mount follows it.
+
+use std::path::{Path, PathBuf};
+
+use b2fs::tree::{Tree, TreeOptions};
+use serde_json::Value;
+
+use crate::support::{self, Mount, fuse_and_python, oracle, oracle_says, tree_ino, tree_read};
+
+fn ro() -> TreeOptions {
+    TreeOptions {
+        writable: false,
+        ..TreeOptions::default()
+    }
+}
+
+/// The stores python-blosc2 wrote and their manifest.
+fn gen_tables(py: &Path) -> (tempfile::TempDir, Value) {
+    let dir = tempfile::tempdir().unwrap();
+    oracle(py, &[&"scripts/oracle/ctables.py", &"gen", &dir.path()]);
+    let manifest = std::fs::read(dir.path().join("manifest.json")).unwrap();
+    (dir, serde_json::from_slice(&manifest).unwrap())
+}
+
+/// The path of `table.npy` in the tree for a table at `group` ("" for the root).
+fn table_path(group: &str) -> String {
+    match group {
+        "" => "table.npy".into(),
+        g => format!("{g}/table.npy"),
+    }
+}
+
+/// The data part of the NPY file `bytes` (after its header).
+fn npy_data(bytes: &[u8]) -> &[u8] {
+    let (major, hlen) = match bytes[6] {
+        1 => (2, u16::from_le_bytes([bytes[8], bytes[9]]) as usize),
+        _ => (
+            4,
+            u32::from_le_bytes([bytes[8], bytes[9], bytes[10], bytes[11]]) as usize,
+        ),
+    };
+    &bytes[8 + major + hlen..]
+}
+
+/// numpy's verdict on `bytes` as the `table.npy` of the table at `group` of `store`.
+fn numpy_agrees(py: &Path, bytes: &[u8], store: &Path, group: &str) -> String {
+    let (_tmp, file) = support::temp_path("table.npy");
+    std::fs::write(&file, bytes).unwrap();
+    oracle_says(
+        py,
+        &[
+            &"scripts/oracle/ctables.py",
+            &"check",
+            &file,
+            &store,
+            &group,
+        ],
+    )
+}
+
+#[test]
+fn store_ctable_table_npy_is_numpy_asarray_of_the_valid_rows() {
+    let py = or_skip!(support::python(
+        "store_ctable_table_npy_is_numpy_asarray_of_the_valid_rows"
+    ));
+    let (dir, manifest) = gen_tables(&py);
+    let mut checked = 0;
+    for (name, m) in manifest.as_object().unwrap() {
+        let src = dir.path().join(name);
+        let group = m["group"].as_str().unwrap();
+        let t = Tree::from_source(&src, ro()).unwrap();
+        let f = tree_ino(&t, &table_path(group));
+        let whole = tree_read(&t, f, 1 << 20).unwrap();
+        assert_eq!(t.getattr(f).unwrap().size, whole.len() as u64, "{name}");
+        assert_eq!(t.getattr(f).unwrap().perm, 0o444, "{name}");
+        // numpy loads it (header, dtype, shape) and it is the table python-blosc2 reads.
+        assert_eq!(numpy_agrees(&py, &whole, &src, group), "ok", "{name}");
+        let want = std::fs::read(dir.path().join(format!("{name}.npy"))).unwrap();
+        assert!(npy_data(&whole) == npy_data(&want), "{name}: rows differ");
+        // Odd windows (across records, runs and chunks) read the same bytes.
+        for step in [4099u32, 65536 + 7, 333] {
+            let by_steps = tree_read(&t, f, step).unwrap();
+            assert!(by_steps == whole, "{name}: reads of {step} bytes");
+        }
+        // The group's own subtree is still there.
+        tree_ino(&t, &format!("{group}/_valid_rows/array.npy"));
+        checked += 1;
+    }
+    assert!(checked >= 7, "{checked} tables");
+}
+
+/// `table.npy` is read-only: opens for writing and truncation are refused with EROFS, on a
+/// read-write tree too.
+#[test]
+fn store_ctable_table_npy_refuses_writes() {
+    let py = or_skip!(support::python("store_ctable_table_npy_refuses_writes"));
+    let (dir, _) = gen_tables(&py);
+    let src = dir.path().join("holes.b2d");
+    let t = support::rw_tree(&src);
+    let f = tree_ino(&t, "table.npy");
+    for flags in [libc::O_WRONLY, libc::O_RDWR, libc::O_WRONLY | libc::O_TRUNC] {
+        let e = t.open(f, flags).unwrap_err();
+        assert_eq!(e.errno(), libc::EROFS, "flags {flags:#x}: {e}");
+    }
+    let e = t.set_size(f, 0).unwrap_err();
+    assert_eq!(e.errno(), libc::EROFS, "{e}");
+    // Still readable, and the store unchanged for python-blosc2.
+    let whole = tree_read(&t, f, 1 << 20).unwrap();
+    assert_eq!(numpy_agrees(&py, &whole, &src, ""), "ok");
+}
+
+/// The offset of the first chunk of the frame file `path` in it.
+fn first_chunk_offset(path: &Path) -> usize {
+    let b2fs::container::Container::Array(a) = b2fs::container::open(path).unwrap() else {
+        panic!("{}: not an array", path.display());
+    };
+    let chunk = a.chunk_bytes(0).unwrap().into_owned();
+    let file = std::fs::read(path).unwrap();
+    file.windows(chunk.len())
+        .position(|w| w == chunk.as_slice())
+        .expect("chunk 0 in its file")
+}
+
+/// Overwrites the first block start of chunk 0 of frame file `path` (after its 32-byte
+/// header) with a value past any chunk: the chunk no longer decodes.
+fn break_first_chunk(path: &Path) {
+    let at = first_chunk_offset(path) + 32;
+    let mut file = std::fs::read(path).unwrap();
+    file[at..at + 4].copy_from_slice(&u32::MAX.to_le_bytes());
+    std::fs::write(path, file).unwrap();
+}
+
+#[test]
+fn store_ctable_a_damaged_column_or_mask_gives_eio_on_table_npy_alone() {
+    let py = or_skip!(support::python(
+        "store_ctable_a_damaged_column_or_mask_gives_eio_on_table_npy_alone"
+    ));
+    let (dir, _) = gen_tables(&py);
+    // A column chunk that does not decode: table.npy is shown, its reads give EIO.
+    let src: PathBuf = dir.path().join("plain.b2d");
+    break_first_chunk(&src.join("_cols/f64.b2nd"));
+    let t = Tree::from_source(&src, ro()).unwrap();
+    let f = tree_ino(&t, "table.npy");
+    assert!(t.getattr(f).unwrap().size > 0);
+    let e = tree_read(&t, f, 1 << 20).unwrap_err();
+    assert_eq!(e.errno(), libc::EIO, "{e}");
+    // Every other column, and the rest of the store, reads.
+    tree_read(&t, tree_ino(&t, "_cols/i8/array.npy"), 1 << 20).unwrap();
+    tree_read(&t, tree_ino(&t, "_valid_rows/array.npy"), 1 << 20).unwrap();
+    // A mask that does not decode: table.npy's stat gives EIO (the mask is read first).
+    let src = dir.path().join("holes.b2d");
+    break_first_chunk(&src.join("_valid_rows.b2nd"));
+    let t = Tree::from_source(&src, ro()).unwrap();
+    let root = b2fs::tree::ROOT_INO;
+    let e = t.lookup(root, "table.npy").unwrap_err();
+    assert_eq!(e.errno(), libc::EIO, "{e}");
+    tree_read(&t, tree_ino(&t, "_cols/f64/array.npy"), 1 << 20).unwrap();
+    // A column gone from the store: EIO too.
+    let src = dir.path().join("nested.b2d");
+    std::fs::remove_file(src.join("g/tab/_cols/s.b2nd")).unwrap();
+    let t = Tree::from_source(&src, ro()).unwrap();
+    let g = tree_ino(&t, "g/tab");
+    assert_eq!(t.lookup(g, "table.npy").unwrap_err().errno(), libc::EIO);
+    tree_read(&t, tree_ino(&t, "x/array.npy"), 1 << 20).unwrap();
+}
+
+/// A mask of 1,050,001 runs of valid rows (every other row of 2.1 M deleted) passes the
+/// bound of runs b2fs keeps: EFBIG, not 16 MiB+ of runs.
+#[test]
+fn store_ctable_a_mask_of_too_many_runs_gives_efbig() {
+    let py = or_skip!(support::python(
+        "store_ctable_a_mask_of_too_many_runs_gives_efbig"
+    ));
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("big.b2d");
+    oracle(&py, &[&"scripts/oracle/ctables.py", &"bigmask", &src]);
+    let t = Tree::from_source(&src, ro()).unwrap();
+    let e = t.lookup(b2fs::tree::ROOT_INO, "table.npy").unwrap_err();
+    assert_eq!(e.errno(), libc::EFBIG, "{e}");
+    tree_read(&t, tree_ino(&t, "_cols/a/array.npy"), 1 << 20).unwrap();
+}
+
+/// Another writer (python-blosc2, mode 'a') deletes and appends rows: once the tree follows
+/// the store, `table.npy` shows the new rows; a descriptor opened before reads the old ones.
+#[test]
+fn store_ctable_table_npy_follows_another_writer() {
+    let py = or_skip!(support::python(
+        "store_ctable_table_npy_follows_another_writer"
+    ));
+    let (dir, _) = gen_tables(&py);
+    for name in ["holes.b2d", "holes.b2z"] {
+        let src = dir.path().join(name);
+        let t = Tree::from_source(&src, ro()).unwrap();
+        let f = tree_ino(&t, "table.npy");
+        let before = tree_read(&t, f, 1 << 20).unwrap();
+        let old_fh = t.open(f, libc::O_RDONLY).unwrap();
+        let first = t.read(f, old_fh, 0, 65536).unwrap().to_vec();
+        assert!(first[..] == before[..65536], "{name}");
+        oracle(&py, &[&"scripts/oracle/ctables.py", &"edit", &src]);
+        t.follow_source();
+        let after = tree_read(&t, f, 1 << 20).unwrap();
+        assert!(after != before, "{name}: table.npy not rendered again");
+        assert_eq!(t.getattr(f).unwrap().size, after.len() as u64, "{name}");
+        assert_eq!(numpy_agrees(&py, &after, &src, ""), "ok", "{name}");
+        // The descriptor opened (and read from) before reads its version, or fails: never
+        // bytes of two versions.
+        let mut old = first;
+        let res = loop {
+            match t.read(f, old_fh, old.len() as u64, 1 << 20) {
+                Ok(d) if d.is_empty() => break Ok(()),
+                Ok(d) => old.extend_from_slice(&d),
+                Err(e) => break Err(e),
+            }
+        };
+        t.release(old_fh).unwrap();
+        if let Err(e) = res {
+            eprintln!("{name}: the old descriptor's read failed: {e}");
+            old.truncate(0);
+        }
+        assert!(
+            old.is_empty() || old == before,
+            "{name}: the old descriptor read {} bytes unlike its version ({} bytes)",
+            old.len(),
+            before.len()
+        );
+    }
+}
+
+#[test]
+fn store_ctable_mount_numpy_memmaps_table_npy() {
+    let py = or_skip!(fuse_and_python(
+        "store_ctable_mount_numpy_memmaps_table_npy"
+    ));
+    let (dir, _) = gen_tables(&py);
+    for (name, group) in [("holes.b2z", ""), ("nested.b2d", "g/tab")] {
+        let src = dir.path().join(name);
+        let m = Mount::daemon(&src, &["ro"]);
+        let file = m.mp.join(table_path(group));
+        let said = oracle_says(
+            &py,
+            &[&"scripts/oracle/ctables.py", &"check", &file, &src, &group],
+        );
+        assert_eq!(said, "ok", "{name}");
+        let e = std::fs::OpenOptions::new()
+            .write(true)
+            .open(&file)
+            .unwrap_err();
+        assert_eq!(e.raw_os_error(), Some(libc::EROFS), "{name}");
+    }
+}
