@@ -230,8 +230,13 @@ impl Tree {
             None => {
                 let f = self.child_named(file.meta, "__attrs__").map_err(fail)?;
                 match self.node(f).map(|n| &n.kind) {
-                    Some(NodeKind::File(FileKind::Attrs(_, g))) => serde_json::from_slice(&g.get())
-                        .map_err(|e| fail(format!("_meta attributes: {e}")))?,
+                    Some(NodeKind::File(FileKind::Attrs(_, g))) => {
+                        let text = g
+                            .get()
+                            .map_err(|e| fail(format!("_meta attributes: {e}")))?;
+                        serde_json::from_slice(&text)
+                            .map_err(|e| fail(format!("_meta attributes: {e}")))?
+                    }
                     _ => return Err(fail("_meta has no attributes".into())),
                 }
             }
