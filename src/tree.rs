@@ -120,6 +120,7 @@ pub use crate::reader::{PAGE, Pieces, RANGE_READ_MAX, ReadData};
 pub use attr::{Attr, DirEntry, EntryKind, StatFs};
 pub use backing::{BackingNow, BackingStats};
 pub use dir::{ReadDir, chunk_name};
+pub use edit::{DEFAULT_EDIT_BUDGET, EditStats};
 pub use error::{TreeError, display_chain};
 pub use follow::{Follow, Invalidation};
 pub use handle::Pid;
@@ -156,6 +157,9 @@ pub struct TreeOptions {
     /// Bytes of decoded file content kept in memory files for FUSE passthrough
     /// ([`Tree::backing_file`]; `-o passthrough`); 0: no file is backed.
     pub backing_budget: u64,
+    /// Bytes of pending chunk edits kept in memory (`edit_budget=`); past it, the least
+    /// recently edited buffers go to a spill file (`edit/pending.rs`).
+    pub edit_budget: usize,
 }
 
 impl Default for TreeOptions {
@@ -169,6 +173,7 @@ impl Default for TreeOptions {
             parallel_decode_min: 1 << 20,
             writable: false,
             backing_budget: 0,
+            edit_budget: edit::DEFAULT_EDIT_BUDGET,
         }
     }
 }
@@ -354,7 +359,7 @@ impl Tree {
             owner,
             options,
             handles: Handles::new(),
-            edits: Mutex::new(Edits::default()),
+            edits: Mutex::new(Edits::new(options.edit_budget, std::env::temp_dir())),
             scratch: Mutex::new(ScratchFiles::default()),
             kcache: Mutex::new(KernelCache::default()),
             faults: Mutex::default(),
