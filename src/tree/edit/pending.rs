@@ -35,7 +35,8 @@
 //! memory is copied on write; a spilled one is brought back into memory), so the commit
 //! stores the version it took and the write is not lost. Such a copy, and the decoded copy
 //! of a chunk loaded outside the lock before room is made for it, are the only bytes outside
-//! the budget: one chunk per writing thread.
+//! the budget: one chunk per writing thread; and a buffer spilled while a commit holds it
+//! stays in memory until that commit ends (it compresses what it took).
 //!
 //! A buffer's life:
 //!
@@ -443,6 +444,11 @@ impl Edits {
                 continue;
             };
             let held = v.capacity();
+            if held == 0 {
+                // Nothing to give back (a removal, a chunk file just created): stays.
+                self.lru.remove(&tick);
+                continue;
+            }
             let slot = self.spill.store(v)?;
             buf.body = Body::Spilled(slot);
             self.memory -= held;
@@ -478,6 +484,7 @@ impl Edits {
             let data = slot.load().map_err(|e| spill_error(self.spill.dir(), e));
             self.spill.release(slot);
             let data = data?;
+            let held = data.capacity();
             // Back in memory: the spilled copy goes when the map lets go of it.
             let buf = self.chunks.get_mut(&id).ok_or(TreeError::NotFound)?;
             let Body::Spilled(old) = std::mem::replace(&mut buf.body, Body::Mem(Arc::new(data)))
@@ -485,7 +492,7 @@ impl Edits {
                 return Err(TreeError::NotFound);
             };
             self.spill.release(old);
-            self.memory += len;
+            self.memory += held;
         }
         let buf = self.chunks.get_mut(&id).ok_or(TreeError::NotFound)?;
         let Body::Mem(v) = &mut buf.body else {
