@@ -30,7 +30,7 @@
 //! | `handle.rs` | open handles: the mode decided at open (the version a read-only one pinned, or what a writer writes), the access pattern ([`crate::reader::Access`]) |
 //! | `read.rs` | what a read returns, per kind of file |
 //! | `npy.rs` | `array.npy` / `table.npy`: bytes assembled from chunks, writes split into chunk edits |
-//! | `edit.rs` | buffered edits (keyed by chunk, not by file) and the write operations |
+//! | `edit.rs` | buffered edits (keyed by chunk, not by file) and the write operations; `edit/pending.rs` the buffers and the bound on their memory (`edit_budget`), `edit/spill.rs` the spill file past it |
 //! | `commit.rs` | when buffers are committed (through [`crate::commit`]), refused, dropped; the kernel-cache rules |
 //! | `reload.rs` | the one path for "the source changed: reload and propagate" (own commits and other writers) |
 //! | `scratch.rs` | editors' temp files in the root, rename over `__attrs__` |

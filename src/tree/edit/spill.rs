@@ -10,9 +10,9 @@
 //!
 //! Space: each spilled chunk takes one [`Slot`], a page-aligned region allocated first-fit
 //! from a free list (regions given back are merged with their neighbours; the file is cut
-//! back when the last region is free, and inner regions are punched out, so the disk the file
-//! holds follows what is spilled now, not the most ever spilled). Chunks of one array have
-//! one size, so regions are reused whole.
+//! back when the regions at its end are free, and inner regions are punched out, so the disk
+//! the file holds follows what is spilled now, not the most ever spilled). Chunks of one
+//! array have one size, so regions are reused whole.
 //!
 //! A slot never changes length: a spilled chunk is patched in place ([`SpillFile::write_at`])
 //! only within its length; a change of length brings it back into memory first. Slots are
@@ -30,8 +30,8 @@ use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-/// The granule of slots: the page, so that a region given back can be punched out whole.
-const ALIGN: u64 = crate::mem::PAGE as u64;
+/// The granule of slots: the page (the page cache's unit, so no two slots share one).
+const ALIGN: u64 = 4096;
 
 /// One spilled chunk: `len` bytes at `offset` of the spill file `file`.
 #[derive(Debug)]
@@ -58,7 +58,7 @@ impl Slot {
 
     /// The whole chunk, read back.
     pub(crate) fn load(&self) -> io::Result<Vec<u8>> {
-        let mut out = crate::mem::zeroed(self.len);
+        let mut out = vec![0; self.len];
         self.read_at(0, &mut out)?;
         Ok(out)
     }
@@ -172,8 +172,7 @@ impl SpillFile {
     }
 
     /// Frees region `[offset, offset + cap)`: merged with free neighbours; the file is cut
-    /// back when it ends the file, else its pages are punched out (best effort: a file
-    /// system without hole punching keeps them until the region is reused).
+    /// back when it ends the file, else its pages are punched out.
     fn give_back(&mut self, file: &File, offset: u64, cap: u64) {
         let i = self.free.partition_point(|&(o, _)| o < offset);
         let (mut start, mut len) = (offset, cap);
@@ -194,24 +193,12 @@ impl SpillFile {
         }
         let pos = self.free.partition_point(|&(o, _)| o < start);
         self.free.insert(pos, (start, len));
-        punch(file, offset, cap);
-    }
-}
-
-/// Frees the disk blocks of `[offset, offset + len)` of `file` (it keeps its length).
-fn punch(file: &File, offset: u64, len: u64) {
-    use std::os::fd::AsRawFd;
-    let (Ok(off), Ok(n)) = (i64::try_from(offset), i64::try_from(len)) else {
-        return;
-    };
-    // SAFETY: fallocate on a descriptor we own, with plain integer arguments; it touches no
-    // memory of ours. A failure (a file system without hole punching) is harmless.
-    unsafe {
-        libc::fallocate(
-            file.as_raw_fd(),
-            libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE,
-            off,
-            n,
+        // Best effort: a file system without hole punching keeps the blocks until reuse.
+        let _ = rustix::fs::fallocate(
+            file,
+            rustix::fs::FallocateFlags::PUNCH_HOLE | rustix::fs::FallocateFlags::KEEP_SIZE,
+            offset,
+            cap,
         );
     }
 }
