@@ -35,13 +35,49 @@ mod tests;
 /// this much: the file stays within twice its live bytes, plus this, plus one commit's chunks.
 pub const RECLAIM_SLACK: u64 = 1 << 20;
 
+/// Where the decoded bytes of a chunk edit come from: memory, or a file the caller keeps
+/// them in. A commit asks for them one chunk at a time and compresses each before it asks
+/// for the next, so chunks kept in a file (the mount's spilled edits) are never all in
+/// memory at once.
+pub trait ChunkBytes: std::fmt::Debug {
+    /// The chunk's length in bytes.
+    fn len(&self) -> usize;
+    /// Whether it is empty.
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+    /// The whole chunk.
+    ///
+    /// # Errors
+    /// Reading it back failed.
+    fn bytes(&self) -> std::io::Result<std::borrow::Cow<'_, [u8]>>;
+}
+
+impl ChunkBytes for Vec<u8> {
+    fn len(&self) -> usize {
+        self.as_slice().len()
+    }
+    fn bytes(&self) -> std::io::Result<std::borrow::Cow<'_, [u8]>> {
+        Ok(std::borrow::Cow::Borrowed(self))
+    }
+}
+
+impl<const N: usize> ChunkBytes for [u8; N] {
+    fn len(&self) -> usize {
+        N
+    }
+    fn bytes(&self) -> std::io::Result<std::borrow::Cow<'_, [u8]>> {
+        Ok(std::borrow::Cow::Borrowed(self))
+    }
+}
+
 /// The new decoded content of one chunk, as a commit takes it.
 #[derive(Debug, Clone, Copy)]
 pub struct ChunkEdit<'a> {
     /// Chunk index.
     pub index: usize,
     /// The whole decoded chunk as it should become (empty: remove the last chunk).
-    pub data: &'a [u8],
+    pub data: &'a dyn ChunkBytes,
     /// A chunk being created (`data/<nchunks>.bin`): an append (nothing while empty).
     pub append: bool,
 }
@@ -293,14 +329,24 @@ impl Committer {
                 Some(p) => p,
                 None => params.insert(write::chunk_cparams(array)?),
             };
+            // One decoded chunk at a time (read back here when the caller keeps it in a file):
+            // only the compressed chunks of the edit are held together.
+            let decoded = chunk.data.bytes().map_err(|e| ContainerError::Io {
+                path: path.to_path_buf(),
+                source: std::io::Error::new(
+                    e.kind(),
+                    format!("reading back the edit of chunk {}: {e}", chunk.index),
+                ),
+            })?;
             let bytes =
                 self.encoder
-                    .compress(chunk.data, params)
+                    .compress(&decoded, params)
                     .map_err(|e| ContainerError::Chunk {
                         path: path.to_path_buf(),
                         index: chunk.index,
                         source: e,
                     })?;
+            drop(decoded);
             // A created chunk file that exists by now (a ctable column grown by a commit of
             // another column while it was being written) replaces that chunk.
             if !chunk.append || chunk.index < nchunks {

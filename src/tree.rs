@@ -30,7 +30,7 @@
 //! | `handle.rs` | open handles: the mode decided at open (the version a read-only one pinned, or what a writer writes), the access pattern ([`crate::reader::Access`]) |
 //! | `read.rs` | what a read returns, per kind of file |
 //! | `npy.rs` | `array.npy` / `table.npy`: bytes assembled from chunks, writes split into chunk edits |
-//! | `edit.rs` | buffered edits (keyed by chunk, not by file) and the write operations |
+//! | `edit.rs` | buffered edits (keyed by chunk, not by file) and the write operations; `edit/pending.rs` the buffers and the bound on their memory (`edit_budget`), `edit/spill.rs` the spill file past it |
 //! | `commit.rs` | when buffers are committed (through [`crate::commit`]), refused, dropped; the kernel-cache rules |
 //! | `reload.rs` | the one path for "the source changed: reload and propagate" (own commits and other writers) |
 //! | `scratch.rs` | editors' temp files in the root, rename over `__attrs__` |
@@ -122,6 +122,7 @@ pub use crate::reader::{PAGE, Pieces, RANGE_READ_MAX, ReadData};
 pub use attr::{Attr, DirEntry, EntryKind, StatFs};
 pub use backing::{BackingNow, BackingStats};
 pub use dir::{ReadDir, chunk_name};
+pub use edit::{DEFAULT_EDIT_BUDGET, EditStats};
 pub use error::{TreeError, display_chain};
 pub use follow::{Follow, Invalidation};
 pub use handle::Pid;
@@ -162,6 +163,9 @@ pub struct TreeOptions {
     /// source's chunk, inner chunk = one of its blocks: `-o zarr_shards`), so a Zarr reader
     /// reads a window by the blocks it touches; see `tree/zarr/geom.rs`.
     pub zarr_shards: bool,
+    /// Bytes of pending chunk edits kept in memory (`edit_budget=`); past it, the least
+    /// recently edited buffers go to a spill file (`edit/pending.rs`).
+    pub edit_budget: usize,
 }
 
 impl Default for TreeOptions {
@@ -176,6 +180,7 @@ impl Default for TreeOptions {
             writable: false,
             backing_budget: 0,
             zarr_shards: false,
+            edit_budget: edit::DEFAULT_EDIT_BUDGET,
         }
     }
 }
@@ -361,7 +366,7 @@ impl Tree {
             owner,
             options,
             handles: Handles::new(),
-            edits: Mutex::new(Edits::default()),
+            edits: Mutex::new(Edits::new(options.edit_budget, std::env::temp_dir())),
             scratch: Mutex::new(ScratchFiles::default()),
             kcache: Mutex::new(KernelCache::default()),
             faults: Mutex::default(),

@@ -20,6 +20,10 @@ Usage:
   npy_check.py edit MNT EXPECT.npy   edits MNT/array.npy with os.pwrite and with
                                      np.load(mmap_mode='r+') + flush, saves what the array
                                      should now be to EXPECT.npy
+  npy_check.py mmapall MNT EXPECT.npy  np.load(mmap_mode='r+') of MNT/array.npy, every item
+                                     replaced (-x - 0.25), flush; saves what the array should
+                                     now be to EXPECT.npy; prints "ok PEAK SPILLS" (the mount
+                                     root's user.b2fs.edit_peak_bytes and edit_spills)
   npy_check.py same SRC EXPECT.npy   prints "same" when the reference reads EXPECT from SRC
 """
 
@@ -135,6 +139,21 @@ def main():
         got = np.load(path)
         assert np.array_equal(got, want), "the mount does not show the edits"
         print("ok")
+    elif cmd == "mmapall":
+        mnt, expect = sys.argv[2], sys.argv[3]
+        path = os.path.join(mnt, "array.npy")
+        want = -np.load(path) - 0.25
+        w = np.load(path, mmap_mode="r+")
+        w[...] = -w - 0.25
+        w.flush()
+        del w
+        np.save(expect, want)
+        got = np.load(path)
+        assert np.array_equal(got, want), "the mount does not show the edits"
+        peak, spills = (
+            int(os.getxattr(mnt, "user.b2fs." + k)) for k in ("edit_peak_bytes", "edit_spills")
+        )
+        print("ok", peak, spills)
     elif cmd == "same":
         ref = read_ref(sys.argv[2])
         want = np.load(sys.argv[3])

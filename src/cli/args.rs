@@ -1,7 +1,7 @@
 //! The command line as clap parses it, and the `-o` mount options with their checks. Pure:
 //! nothing here touches the system, so it is unit-tested on argument arrays.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use clap::{Args, Parser, Subcommand};
 
@@ -42,6 +42,11 @@ Mount options (-o, comma-separated, may repeat):
   passthrough_budget=SIZE  memory for passthrough's decoded files, K/M/G suffixes
                   (default: a quarter of RAM); a larger file, or one that does not fit
                   beside the files in use, is served the ordinary way
+  edit_budget=SIZE  memory for pending (uncommitted) chunk edits, K/M/G suffixes
+                  (default: 1G, at most a quarter of RAM); past it, the least recently
+                  edited chunks go to an unlinked file in spill_dir until their commit
+  spill_dir=PATH  where that file is made (default: $TMPDIR, else /tmp); when it is full
+                  or failing, the write that needed the room fails (ENOSPC or EIO)
   debug           verbose logging
   nonempty        mount over a directory that is not empty (its files are hidden while
                   mounted); without it such a mount point is refused
@@ -263,6 +268,10 @@ pub struct MountOptions {
     pub passthrough_budget: Option<usize>,
     /// `zarr_shards`: the Zarr view shows arrays sharded by block (docs/ZARR.md).
     pub zarr_shards: bool,
+    /// `edit_budget=`, in bytes; `None`: the default (1 GiB, at most a quarter of RAM).
+    pub edit_budget: Option<usize>,
+    /// `spill_dir=` (absolute); `None`: `$TMPDIR`, else `/tmp`.
+    pub spill_dir: Option<PathBuf>,
     /// The options of a remote source (`endpoint=`, `region=`, ...; see `cli/remote.rs`).
     pub remote: crate::remote::RemoteOptions,
 }
@@ -282,6 +291,8 @@ impl Default for MountOptions {
             passthrough: false,
             passthrough_budget: None,
             zarr_shards: false,
+            edit_budget: None,
+            spill_dir: None,
             remote: crate::remote::RemoteOptions::default(),
         }
     }
@@ -319,6 +330,18 @@ impl MountOptions {
                             format!("option 'passthrough_budget': bad size '{v}'")
                         })?);
                 }
+                ("edit_budget", Some(v)) => {
+                    o.edit_budget = Some(
+                        parse_size(v)
+                            .ok_or_else(|| format!("option 'edit_budget': bad size '{v}'"))?,
+                    );
+                }
+                ("spill_dir", Some(v)) if !v.is_empty() => {
+                    if !Path::new(v).is_dir() {
+                        return Err(format!("option 'spill_dir': '{v}' is not a directory"));
+                    }
+                    o.spill_dir = Some(std::path::absolute(v).unwrap_or_else(|_| v.into()));
+                }
                 ("direct_io", None) => o.direct_io = Some(true),
                 ("keep_cache", None) => o.direct_io = Some(false),
                 ("cache_size", Some(v)) => {
@@ -340,7 +363,8 @@ impl MountOptions {
                 ) => {
                     return Err(format!("option '{key}' takes no value"));
                 }
-                ("cache_size" | "threads" | "passthrough_budget", None) => {
+                ("cache_size" | "threads" | "passthrough_budget" | "edit_budget", None)
+                | ("spill_dir", None | Some("")) => {
                     return Err(format!("option '{key}' needs a value ({key}=...)"));
                 }
                 _ if super::remote::set_option(&mut o.remote, key, value)? => {}
@@ -380,6 +404,12 @@ impl MountOptions {
         }
         if let Some(n) = self.passthrough_budget {
             v.push(format!("passthrough_budget={n}"));
+        }
+        if let Some(n) = self.edit_budget {
+            v.push(format!("edit_budget={n}"));
+        }
+        if let Some(d) = &self.spill_dir {
+            v.push(format!("spill_dir={}", d.display()));
         }
         match self.direct_io {
             Some(true) => v.push("direct_io".into()),
@@ -452,6 +482,8 @@ mod tests {
                 passthrough: false,
                 passthrough_budget: None,
                 zarr_shards: false,
+                edit_budget: None,
+                spill_dir: None,
                 remote: crate::remote::RemoteOptions::default(),
             }
         );
@@ -459,6 +491,17 @@ mod tests {
         assert!(z.zarr_shards && z.read_only);
         assert_eq!(MountOptions::parse(&[z.to_arg()]).unwrap(), z);
         assert!(opts(&["zarr_shards=1"]).is_err());
+        let e = opts(&["edit_budget=64M,spill_dir=/var/tmp"]).unwrap();
+        assert_eq!(e.edit_budget, Some(64 << 20));
+        assert_eq!(
+            e.spill_dir.as_deref(),
+            Some(std::path::Path::new("/var/tmp"))
+        );
+        assert_eq!(MountOptions::parse(&[e.to_arg()]).unwrap(), e);
+        let bad_dirs = ["spill_dir", "spill_dir=", "spill_dir=/nonexistent/b2fs"];
+        for bad in ["edit_budget", "edit_budget=x"].into_iter().chain(bad_dirs) {
+            assert!(opts(&[bad]).is_err(), "{bad}");
+        }
         let p = opts(&["ro,passthrough,passthrough_budget=1G"]).unwrap();
         assert!(p.passthrough && p.read_only);
         assert_eq!(p.passthrough_budget, Some(1 << 30));

@@ -232,14 +232,24 @@ fn redirect_stderr(f: &std::fs::File) {
 /// `passthrough_budget`'s default: a quarter of the machine's memory (`MemTotal` of
 /// `/proc/meminfo`), or 1 GiB when it cannot be read.
 fn default_backing_budget() -> u64 {
-    std::fs::read_to_string("/proc/meminfo")
-        .ok()
-        .and_then(|m| {
-            let line = m.lines().find(|l| l.starts_with("MemTotal:"))?;
-            let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
-            Some(kib * 1024 / 4)
-        })
-        .unwrap_or(1 << 30)
+    quarter_of_ram().unwrap_or(1 << 30)
+}
+
+/// A quarter of the machine's memory (`MemTotal` of `/proc/meminfo`), if it can be read.
+fn quarter_of_ram() -> Option<u64> {
+    let m = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = m.lines().find(|l| l.starts_with("MemTotal:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib * 1024 / 4)
+}
+
+/// `edit_budget`'s default: [`crate::tree::DEFAULT_EDIT_BUDGET`] (1 GiB), or a quarter of the
+/// machine's memory when that is less.
+fn default_edit_budget() -> usize {
+    let quarter = quarter_of_ram().and_then(|n| usize::try_from(n).ok());
+    quarter.map_or(crate::tree::DEFAULT_EDIT_BUDGET, |q| {
+        q.min(crate::tree::DEFAULT_EDIT_BUDGET)
+    })
 }
 
 /// Builds the tree, mounts it (or connects to the mount on a `/dev/fd/N` descriptor), calls
@@ -264,6 +274,7 @@ fn serve(
             false => 0,
         },
         zarr_shards: opts.zarr_shards,
+        edit_budget: opts.edit_budget.unwrap_or_else(default_edit_budget),
         ..TreeOptions::default()
     };
     let source_err = |e| Error::Source {
@@ -289,6 +300,9 @@ fn serve(
             (tree, Some(lock))
         }
     };
+    if let Some(dir) = &opts.spill_dir {
+        tree.set_spill_dir(dir.clone());
+    }
     let cfg = MountConfig {
         fsname: source.display().to_string(),
         allow_other: opts.allow_other,

@@ -182,18 +182,13 @@ impl Tree {
             let which: Vec<ChunkId> = match self.chunk_of(ino) {
                 Some(id) => vec![id],
                 None => match self.npy_array_of(ino) {
-                    Some(array) => edits
-                        .chunks
-                        .keys()
-                        .copied()
-                        .filter(|id| id.array == array)
-                        .collect(),
+                    Some(array) => edits.chunk_ids().filter(|id| id.array == array).collect(),
                     None => Vec::new(),
                 },
             };
             which
                 .into_iter()
-                .filter(|id| edits.chunks.remove(id).is_some())
+                .filter(|id| edits.remove_chunk(*id))
                 .collect()
         };
         for id in dropped {
@@ -223,7 +218,7 @@ impl Tree {
             },
             Entry::File(FileKind::Npy(array, _)) => {
                 let edits = self.edits.lock();
-                let ids = edits.chunks.keys().copied().filter(|id| id.array == *array);
+                let ids = edits.chunk_ids().filter(|id| id.array == *array);
                 (*array, ids.collect())
             }
             Entry::File(FileKind::Attrs(owner, _)) => {
@@ -239,11 +234,12 @@ impl Tree {
             let edits = self.edits.lock();
             which
                 .iter()
-                .filter_map(|id| Some((id.index, edits.chunks.get(id)?.clone())))
+                // Shared references (`Arc`), not copies: a writer copies on write.
+                .filter_map(|id| Some((id.index, edits.chunk(*id)?.clone())))
                 .filter(|(_, c)| c.dirty())
                 // Still empty (a shell's `>` closes a duplicate first): wait for the data.
                 .filter(|(_, c)| {
-                    !(c.data.is_empty()
+                    !(c.is_empty()
                         && (c.creating
                             || (c.state == BufState::EmptiedByTrunc && reason == Reason::Close)))
                 })
@@ -263,28 +259,27 @@ impl Tree {
         let stale = res.as_ref().is_err_and(|e| e.errno() == libc::ESTALE);
         for (index, c) in &bufs {
             let id = ChunkId::new(array, *index);
-            let same = edits
-                .chunks
-                .get(&id)
-                .is_some_and(|now| now.version == c.version);
+            let same = edits.chunk(id).is_some_and(|now| now.version == c.version);
             match &res {
                 Ok(()) if same => {
-                    edits.chunks.remove(&id);
+                    edits.remove_chunk(id);
                 }
                 Ok(()) => {
-                    if let Some(now) = edits.chunks.get_mut(&id) {
+                    if let Some(now) = edits.chunk_mut(id) {
                         now.creating = false;
                     }
                 }
                 // Made against content another writer has replaced: dropped.
                 Err(_) if stale => {
-                    if edits.chunks.remove(&id).is_some() {
+                    if edits.remove_chunk(id) {
                         self.chunk_changed(id);
                     }
                 }
                 Err(_) => {}
             }
         }
+        // Spilled regions only this commit still held are given back.
+        edits.release(bufs.into_iter().map(|(_, c)| c).collect());
         res
     }
 
@@ -355,7 +350,7 @@ impl Tree {
             .iter()
             .map(|(index, c)| ChunkEdit {
                 index: *index,
-                data: &c.data,
+                data: c,
                 append: c.creating,
             })
             .collect();

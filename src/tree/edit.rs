@@ -3,21 +3,14 @@
 //!
 //! Chunk buffers are keyed by [`ChunkId`], not by the file that showed the chunk: a write
 //! through `data/N.bin` and one through `array.npy` patch the same buffer, and each file reads
-//! the other's edit at once. A buffer's life:
-//!
-//! ```text
-//!   (none) --first write/truncate--> Edited --commit ok, no newer write--> (none)
-//!   (none) --create data/<n>.bin---> Edited + creating (an append when committed)
-//!   Edited --O_TRUNC open----------> EmptiedByTrunc (a flush does not commit it: a shell's
-//!                                    `>` closes a duplicate descriptor before writing)
-//!   any    --refused/failed commit-> (none), the file's kernel pages marked stale
-//!   any    --another writer's change followed-> stale: its commit fails with ESTALE
-//! ```
-//!
-//! `__attrs__` buffers are keyed by inode (one file per attribute set) and live while they
-//! differ from what is stored (a refused or committed edit removes its buffer).
+//! the other's edit at once. The buffers, their life and the bound on their memory are in
+//! `edit/pending.rs`; the spill file that holds them past that bound in `edit/spill.rs`.
 
-use std::collections::HashMap;
+mod pending;
+mod spill;
+
+pub(crate) use pending::{AttrsBuf, BufState, ChunkBuf, Edits};
+pub use pending::{DEFAULT_EDIT_BUDGET, EditStats};
 
 use super::layout::{AttrsOwner, FileKind};
 use super::scratch::MAX_SCRATCH_BYTES;
@@ -31,140 +24,6 @@ use std::sync::Arc;
 /// `tree_edit`, tests/data/fuzz-regressions/tree_edit/). Far above any attribute set the
 /// formats hold in practice (each vlmetalayer is one compressed chunk).
 pub(crate) const MAX_BUFFERED: usize = 64 << 20;
-
-/// Where a chunk buffer is in its life.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum BufState {
-    /// Loaded, not changed.
-    Clean,
-    /// Changed: to be committed.
-    Edited,
-    /// Emptied by an `O_TRUNC` open and not written since: only fsync and the last close
-    /// commit that.
-    EmptiedByTrunc,
-}
-
-/// The pending content of one chunk.
-#[derive(Debug, Clone)]
-pub(crate) struct ChunkBuf {
-    /// The whole decompressed chunk as it should become.
-    pub(crate) data: Vec<u8>,
-    pub(crate) state: BufState,
-    /// A chunk being created (`data/<nchunks>.bin`), committed as an append.
-    pub(crate) creating: bool,
-    /// Bumped by every change, so a commit only cleans what it stored.
-    pub(crate) version: u64,
-    /// Made against a version another writer has since replaced (the mount followed that
-    /// change while this edit was buffered): its commit fails with ESTALE and drops it.
-    pub(crate) stale: bool,
-}
-
-impl ChunkBuf {
-    /// A buffer holding the stored chunk.
-    fn loaded(data: Vec<u8>) -> ChunkBuf {
-        ChunkBuf {
-            data,
-            state: BufState::Clean,
-            creating: false,
-            version: 0,
-            stale: false,
-        }
-    }
-
-    /// An empty buffer for a chunk file being created.
-    fn creating() -> ChunkBuf {
-        ChunkBuf {
-            data: Vec::new(),
-            state: BufState::Edited,
-            creating: true,
-            version: 0,
-            stale: false,
-        }
-    }
-
-    /// The edit that removes the last chunk.
-    pub(crate) fn removal() -> ChunkBuf {
-        ChunkBuf {
-            data: Vec::new(),
-            state: BufState::Edited,
-            creating: false,
-            version: 0,
-            stale: false,
-        }
-    }
-
-    /// Whether it has something to commit.
-    pub(crate) fn dirty(&self) -> bool {
-        self.state != BufState::Clean
-    }
-}
-
-/// The content of an `__attrs__` file being edited. It lives only while it differs from what
-/// is stored: a commit or a refusal removes it, so the file shows its stored content again,
-/// which a reload after another writer's change renders anew (issue 21: a buffer kept after
-/// its commit showed the mount's last text over that writer's attributes).
-#[derive(Debug, Clone)]
-pub(crate) struct AttrsBuf {
-    /// The bytes readers see.
-    pub(crate) data: Vec<u8>,
-    /// Whether they differ from what is stored.
-    pub(crate) dirty: bool,
-    /// Bumped by every change.
-    pub(crate) version: u64,
-    /// Made against attributes another writer has since replaced (as [`ChunkBuf::stale`]).
-    pub(crate) stale: bool,
-}
-
-/// All pending edits.
-#[derive(Debug, Default)]
-pub(crate) struct Edits {
-    pub(crate) chunks: HashMap<ChunkId, ChunkBuf>,
-    pub(crate) attrs: HashMap<u64, AttrsBuf>,
-}
-
-impl Edits {
-    /// Bytes `[offset, offset + size)` of chunk `id`'s buffer, if it has one.
-    pub(crate) fn chunk_window(&self, id: ChunkId, offset: u64, size: u32) -> Option<Vec<u8>> {
-        let d = &self.chunks.get(&id)?.data;
-        Some(d[crate::reader::window(d.len(), offset, size)].to_vec())
-    }
-
-    /// The size of chunk `id`'s buffer, if it has one.
-    pub(crate) fn chunk_len(&self, id: ChunkId) -> Option<usize> {
-        self.chunks.get(&id).map(|c| c.data.len())
-    }
-
-    /// Bytes of the `__attrs__` buffer of `ino`, if it has one.
-    pub(crate) fn attrs_window(&self, ino: u64, offset: u64, size: u32) -> Option<Vec<u8>> {
-        let d = &self.attrs.get(&ino)?.data;
-        Some(d[crate::reader::window(d.len(), offset, size)].to_vec())
-    }
-
-    /// The size of the `__attrs__` buffer of `ino`, if it has one.
-    pub(crate) fn attrs_len(&self, ino: u64) -> Option<usize> {
-        self.attrs.get(&ino).map(|a| a.data.len())
-    }
-
-    /// Marks the buffer of `id` as emptied by an `O_TRUNC` open.
-    pub(crate) fn emptied_by_trunc(&mut self, id: Option<ChunkId>) {
-        if let Some(c) = id.and_then(|id| self.chunks.get_mut(&id)) {
-            c.state = BufState::EmptiedByTrunc;
-        }
-    }
-
-    /// Drops the buffer of a chunk file being created that is still empty.
-    pub(crate) fn drop_empty_creation(&mut self, id: Option<ChunkId>) {
-        if let Some(id) = id {
-            if self
-                .chunks
-                .get(&id)
-                .is_some_and(|c| c.creating && c.data.is_empty())
-            {
-                self.chunks.remove(&id);
-            }
-        }
-    }
-}
 
 /// What a write to an inode changes.
 #[derive(Debug, Clone, Copy)]
@@ -180,13 +39,7 @@ pub(crate) enum WriteTarget {
 impl Tree {
     /// Whether chunk file `id` is being created (a pending append).
     pub(crate) fn creating(&self, id: ChunkId) -> bool {
-        self.options.writable
-            && self
-                .edits
-                .lock()
-                .chunks
-                .get(&id)
-                .is_some_and(|c| c.creating)
+        self.options.writable && self.edits.lock().chunk(id).is_some_and(|c| c.creating)
     }
 
     /// Whether `ino` shows write permission: a writable tree's directories, chunk files,
@@ -297,34 +150,86 @@ impl Tree {
     ) -> Result<T, TreeError> {
         let limit = self.chunk_limit(id)?;
         let mut edits = loop {
-            if !self.edits.lock().chunks.contains_key(&id) {
+            if !self.edits.lock().has_chunk(id) {
                 let bytes = self.base_of(id)?;
-                self.edits
-                    .lock()
-                    .chunks
-                    .entry(id)
-                    .or_insert_with(|| ChunkBuf::loaded(bytes));
+                let mut edits = self.edits.lock();
+                if !edits.has_chunk(id) {
+                    // Room within the budget first (past it, older buffers spill).
+                    edits
+                        .make_room(bytes.capacity(), id)
+                        .map_err(|e| edits.spill_error(e))?;
+                    edits.insert_chunk(id, ChunkBuf::loaded(bytes));
+                }
             }
             let edits = self.edits.lock();
-            // Gone meanwhile (another thread's failed first write): load it again.
-            if edits.chunks.contains_key(&id) {
+            // Gone meanwhile (another thread's failed first write, or dropped clean to make
+            // room): load it again.
+            if edits.has_chunk(id) {
                 break edits;
             }
         };
-        let c = edits.chunks.get_mut(&id).ok_or(TreeError::NotFound)?;
-        match f(&mut c.data, limit) {
+        match edits.edit_in_memory(id, limit, f) {
             Ok(out) => {
+                let c = edits.chunk_mut(id).ok_or(TreeError::NotFound)?;
                 c.state = BufState::Edited;
                 c.version += 1;
                 Ok(out)
             }
             Err(e) => {
-                if c.state == BufState::Clean {
-                    edits.chunks.remove(&id);
+                if edits.chunk(id).is_some_and(|c| c.state == BufState::Clean) {
+                    edits.remove_chunk(id);
                 }
                 Err(e)
             }
         }
+    }
+
+    /// Patches chunk `id` with `patches` (offset in the chunk, bytes) in place when its buffer
+    /// is in the spill file and they all lie within it (no read back into memory: a pass
+    /// that writes every chunk of a large array keeps spilled chunks spilled); `None` when
+    /// that does not apply (then [`Tree::with_chunk_buffer`]).
+    pub(crate) fn patch_spilled(
+        &self,
+        id: ChunkId,
+        patches: &[(usize, &[u8])],
+    ) -> Option<Result<(), TreeError>> {
+        self.edits.lock().patch_spilled(id, patches)
+    }
+
+    /// Bytes `[offset, offset + size)` of chunk `id`'s pending edit (cut at its end), if it
+    /// has one: from memory or read back from the spill file.
+    ///
+    /// # Errors
+    /// The spill file could not be read ([`Edits::spill_error`]).
+    pub(crate) fn edited_window(
+        &self,
+        id: ChunkId,
+        offset: u64,
+        size: u32,
+    ) -> Result<Option<Vec<u8>>, TreeError> {
+        let edits = self.edits.lock();
+        edits
+            .chunk_window(id, offset, size)
+            .transpose()
+            .map_err(|e| edits.spill_error(e))
+    }
+
+    /// What the pending chunk edits of the mount hold now: memory, its budget, what is
+    /// spilled (`user.b2fs.edit_*` on the mount root).
+    pub fn edit_stats(&self) -> EditStats {
+        self.edits.lock().stats()
+    }
+
+    /// Tests: spills fail with `errno` (`None`: they work again), as when the spill
+    /// directory's file system is full (ENOSPC) or failing (EIO).
+    pub fn fail_spills(&self, errno: Option<i32>) {
+        self.edits.lock().fail_spills(errno);
+    }
+
+    /// Makes the spill file of pending edits past the budget in `dir` (`spill_dir=`; the
+    /// default is `$TMPDIR`, else `/tmp`). Takes effect while nothing is spilled.
+    pub fn set_spill_dir(&self, dir: std::path::PathBuf) {
+        self.edits.lock().set_spill_dir(dir);
     }
 
     /// The stored bytes of chunk `id`, the base of its buffer. Decoded outside the edits
@@ -458,6 +363,11 @@ impl Tree {
         let end = start
             .checked_add(data.len())
             .ok_or_else(|| TreeError::TooBig("offset".into()))?;
+        if let WriteTarget::Chunk(id) = target {
+            if let Some(done) = self.patch_spilled(id, &[(start, data)]) {
+                return done.map(|()| data.len() as u32);
+            }
+        }
         self.with_buffer(ino, target, end, |buf, limit| {
             if end > limit {
                 return Err(TreeError::TooBig(format!(
@@ -578,11 +488,12 @@ impl Tree {
             )));
         }
         let id = ChunkId::new(array, n);
-        self.edits
-            .lock()
-            .chunks
-            .entry(id)
-            .or_insert_with(ChunkBuf::creating);
+        {
+            let mut edits = self.edits.lock();
+            if !edits.has_chunk(id) {
+                edits.insert_chunk(id, ChunkBuf::creating());
+            }
+        }
         let ino = self.inodes.chunk_ino(id);
         let fh = self.open_by(ino, libc::O_WRONLY, by)?;
         Ok((self.getattr(ino)?, fh))
@@ -617,8 +528,8 @@ impl Tree {
         let live = self.writable_array(id.array)?;
         {
             let mut edits = self.edits.lock();
-            if edits.chunks.get(&id).is_some_and(|c| c.creating) {
-                edits.chunks.remove(&id);
+            if edits.chunk(id).is_some_and(|c| c.creating) {
+                edits.remove_chunk(id);
                 return Ok(());
             }
         }
@@ -634,7 +545,7 @@ impl Tree {
             &[(id.index, ChunkBuf::removal())],
             &mut committer,
         )?;
-        self.edits.lock().chunks.remove(&id);
+        self.edits.lock().remove_chunk(id);
         Ok(())
     }
 }

@@ -57,6 +57,17 @@ pub enum TreeError {
     /// (their count and total size: `scratch.rs`).
     #[error("no space left for scratch files: {0}")]
     NoSpace(String),
+    /// Pending edits past the mount's memory budget (`edit_budget=`) could not be written to,
+    /// or read back from, the spill file (`edit/spill.rs`): `errno` is ENOSPC or EDQUOT as the
+    /// file system said, else EIO. The write that needed the room failed; every earlier
+    /// edit is kept.
+    #[error("pending edits could not be spilled: {why}")]
+    Spill {
+        /// The errno the kernel gets.
+        errno: i32,
+        /// What failed, naming the spill directory.
+        why: String,
+    },
     /// An edit the source refused: bad `__attrs__` content, a chunk size the format cannot
     /// store, appending to an N-dim array, truncating a middle chunk. Nothing was changed.
     #[error("refused edit: {0}")]
@@ -115,6 +126,7 @@ impl TreeError {
             TreeError::MetadataFile => libc::EACCES,
             TreeError::TooBig(_) => libc::EFBIG,
             TreeError::NoSpace(_) => libc::ENOSPC,
+            TreeError::Spill { errno, .. } => *errno,
             TreeError::Refused(_) => libc::EINVAL,
             // Each container failure class gets its own errno; nothing was written for the
             // first four (the checks run before the first write).

@@ -414,7 +414,7 @@ impl Tree {
     /// over it), so the tree does not reload under them; that commit reloads.
     fn has_pending_edits(&self) -> bool {
         let edits = self.edits.lock();
-        !edits.chunks.is_empty() || edits.attrs.values().any(|a| a.dirty)
+        edits.has_chunks() || edits.attrs.values().any(|a| a.dirty)
     }
 
     /// The current version of every array.

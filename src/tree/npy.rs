@@ -477,7 +477,7 @@ impl Tree {
 
     /// Whether chunk `id` has an edit buffer.
     fn has_edit(&self, id: ChunkId) -> bool {
-        self.options.writable && self.edits.lock().chunks.contains_key(&id)
+        self.options.writable && self.edits.lock().has_chunk(id)
     }
 
     /// Copies `runs` of chunks of `array` into `out` ([`crate::reader::ChunkReader::gather`]:
@@ -495,17 +495,30 @@ impl Tree {
         // array is hundreds of runs).
         let edited = buffers
             && self.options.writable
-            && self.edits.lock().chunks.keys().any(|id| id.array == array);
-        let mut from_buffer = |id: ChunkId, src: usize, dst: &mut [u8]| {
-            let edits = self.edits.lock();
-            let bytes = edits.chunks.get(&id)?.data.get(src..src + dst.len());
-            Some(bytes.map(|b| dst.copy_from_slice(b)).is_some())
+            && self.edits.lock().chunk_ids().any(|id| id.array == array);
+        // A spilled buffer that cannot be read back fails the read with its own error.
+        let mut failed: Option<std::io::Error> = None;
+        let mut from_buffer = |id: ChunkId, src: usize, dst: &mut [u8]| match self
+            .edits
+            .lock()
+            .copy_chunk(id, src, dst)?
+        {
+            Ok(within) => Some(within),
+            Err(e) => {
+                failed = Some(e);
+                Some(false)
+            }
         };
         let edited: Option<crate::reader::gather::FromBuffer<'_>> =
             if edited { Some(&mut from_buffer) } else { None };
-        self.reader
+        let res = self
+            .reader
             .gather((store, array), runs, small, out, edited)
-            .map_err(|source| TreeError::Container { ino, source })
+            .map_err(|source| TreeError::Container { ino, source });
+        match failed {
+            Some(e) => Err(self.edits.lock().spill_error(e)),
+            None => res,
+        }
     }
 
     /// After a sequential read of `array.npy` up to data byte `end`: asks for the next slab's
@@ -590,6 +603,21 @@ impl Tree {
             let chunk = runs[i].chunk;
             let group = runs[i..].iter().take_while(|r| r.chunk == chunk).count();
             let id = ChunkId::new(array, chunk as usize);
+            let group_runs = &runs[i..i + group];
+            let patches: Vec<(usize, &[u8])> = group_runs
+                .iter()
+                .map(|r| {
+                    (
+                        r.src as usize,
+                        &data[r.dst as usize..(r.dst + r.len) as usize],
+                    )
+                })
+                .collect();
+            if let Some(done) = self.patch_spilled(id, &patches) {
+                done?;
+                i += group;
+                continue;
+            }
             self.with_chunk_buffer(id, |buf, _| {
                 for r in &runs[i..i + group] {
                     let (src, len, dst) = (r.src as usize, r.len as usize, r.dst as usize);

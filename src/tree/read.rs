@@ -142,7 +142,7 @@ impl Tree {
             }
             Entry::Chunk(id) => {
                 if self.options.writable {
-                    if let Some(bytes) = self.edits.lock().chunk_window(id, offset, size) {
+                    if let Some(bytes) = self.edited_window(id, offset, size)? {
                         return Ok(ReadData::Owned(bytes));
                     }
                 }

@@ -78,8 +78,7 @@ impl Tree {
             self.generated_stale();
             // Edits still buffered were made against what that writer replaced.
             let mut edits = self.edits.lock();
-            edits.chunks.values_mut().for_each(|c| c.stale = true);
-            edits.attrs.values_mut().for_each(|a| a.stale = true);
+            edits.mark_stale();
         }
         for (array, live) in self.lives() {
             let old = match &done {

@@ -11,7 +11,9 @@
 //! the mount root     source, kind, inodeinfo (listed: what the data is);
 //!                    version, writable, pid, cache_size, cache_bytes, cache_hits,
 //!                    cache_loads, cache_hit_rate, walk_lead_pages, walk_lead_reached,
-//!                    on a passthrough mount backing_fills,
+//!                    on a read-write mount edit_budget, edit_bytes,
+//!                    edit_peak_bytes, edit_spilled_chunks, edit_spilled_bytes,
+//!                    edit_spills, on a passthrough mount backing_fills,
 //!                    backing_files and backing_bytes, stats (JSON of all of these) and log
 //!                    (the recent refusals and errors, see [`super::events`]): read by
 //!                    name only, never listed
@@ -39,6 +41,7 @@ use std::path::Path;
 use serde_json::{Map, Value};
 
 use super::backing::BackingStats;
+use super::edit::EditStats;
 use super::events::EventLog;
 use super::names::{codec_name, filter_name};
 use super::npy::Leads;
@@ -139,6 +142,8 @@ pub enum Target<'a> {
         backing: Option<BackingStats>,
         /// The pages stored ahead of walks down a column of `array.npy`.
         leads: Leads,
+        /// The pending chunk edits, on a read-write tree.
+        edits: Option<Box<EditStats>>,
         /// The recent refusals and errors.
         log: &'a EventLog,
     },
@@ -171,6 +176,7 @@ impl<'a> Target<'a> {
             cache,
             backing: None,
             leads: Leads::default(),
+            edits: None,
             log,
         }
     }
@@ -180,6 +186,16 @@ impl<'a> Target<'a> {
     pub fn with_leads(mut self, counted: Leads) -> Target<'a> {
         if let Target::Root { leads, .. } = &mut self {
             *leads = counted;
+        }
+        self
+    }
+
+    /// This root, with what its pending chunk edits hold (`edit_budget`, `edit_bytes`,
+    /// `edit_peak_bytes`, `edit_spilled_chunks`, `edit_spilled_bytes`, `edit_spills`; see
+    /// [`EditStats`]).
+    pub fn with_edits(mut self, stats: EditStats) -> Target<'a> {
+        if let Target::Root { edits, .. } = &mut self {
+            *edits = Some(Box::new(stats));
         }
         self
     }
@@ -196,7 +212,7 @@ impl<'a> Target<'a> {
 
 /// The root's keys that describe the mounting process, not the data: read by name, never
 /// listed (see the module doc).
-pub const LIVE: [&str; 13] = [
+pub const LIVE: [&str; 19] = [
     "version",
     "writable",
     "pid",
@@ -210,6 +226,12 @@ pub const LIVE: [&str; 13] = [
     "backing_bytes",
     "walk_lead_pages",
     "walk_lead_reached",
+    "edit_budget",
+    "edit_bytes",
+    "edit_peak_bytes",
+    "edit_spilled_chunks",
+    "edit_spilled_bytes",
+    "edit_spills",
 ];
 
 /// The unlisted root attribute holding every root key (listed and [`LIVE`]) as one JSON
@@ -269,6 +291,7 @@ fn pairs(target: &Target) -> Vec<(&'static str, String)> {
             cache,
             backing,
             leads,
+            edits,
             ..
         } => {
             let stats = cache.stats;
@@ -300,6 +323,16 @@ fn pairs(target: &Target) -> Vec<(&'static str, String)> {
                     ("backing_fills", b.fills.to_string()),
                     ("backing_files", b.files.to_string()),
                     ("backing_bytes", b.bytes.to_string()),
+                ]);
+            }
+            if let Some(e) = edits {
+                v.extend([
+                    ("edit_budget", e.budget.to_string()),
+                    ("edit_bytes", e.memory.to_string()),
+                    ("edit_peak_bytes", e.peak_memory.to_string()),
+                    ("edit_spilled_chunks", e.spilled_chunks.to_string()),
+                    ("edit_spilled_bytes", e.spilled_bytes.to_string()),
+                    ("edit_spills", e.spills.to_string()),
                 ]);
             }
             v
@@ -461,8 +494,11 @@ impl super::Tree {
                 (self.mounted.table().or(first), self.source_info(ArrayId(0)))
             }
         };
-        let root = Target::root(source, info, cache, self.options.writable, &self.events)
+        let mut root = Target::root(source, info, cache, self.options.writable, &self.events)
             .with_leads(self.walk_leads());
+        if self.options.writable {
+            root = root.with_edits(self.edit_stats());
+        }
         match self.backs_files() {
             true => root.with_backing(self.backing_stats()),
             false => root,

@@ -16,6 +16,7 @@ mod crash; // SIGKILL of a read-write mount during commits: old or new chunks, f
 mod describe; // meta/storage names, named metalayers, xattrs and the event log, in process
 mod devfd; // /dev/fd/N mount points: mount(8) -o drop_privileges and fstab, as root
 mod docs; // every path a comment names and every link of the docs exists in the repository
+mod edit_budget; // pending edits past edit_budget: spilled, read back, committed; failing spills
 mod encoder; // our chunks round-trip and the reference libraries read them
 mod filters; // filters: SIMD vs scalar twins, known vectors, round trips
 mod follow; // issue 12: what another writer changed, exactly: chunks kept, resize

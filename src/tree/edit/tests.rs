@@ -20,12 +20,14 @@ fn id(index: usize) -> ChunkId {
 #[test]
 fn a_buffer_is_dirty_until_clean_and_windows_stop_at_its_end() {
     let mut e = Edits::default();
-    e.chunks.insert(id(0), ChunkBuf::loaded(vec![1, 2, 3, 4]));
-    assert!(!e.chunks[&id(0)].dirty());
-    assert_eq!(e.chunk_window(id(0), 1, 2), Some(vec![2, 3]));
-    assert_eq!(e.chunk_window(id(0), 3, 100), Some(vec![4]));
-    assert_eq!(e.chunk_window(id(0), 9, 1), Some(vec![]));
-    assert_eq!(e.chunk_window(id(1), 0, 1), None);
+    e.insert_chunk(id(0), ChunkBuf::loaded(vec![1, 2, 3, 4]));
+    assert!(!e.chunk(id(0)).unwrap().dirty());
+    let window =
+        |e: &Edits, i, offset, size| e.chunk_window(id(i), offset, size).map(|w| w.unwrap());
+    assert_eq!(window(&e, 0, 1, 2), Some(vec![2, 3]));
+    assert_eq!(window(&e, 0, 3, 100), Some(vec![4]));
+    assert_eq!(window(&e, 0, 9, 1), Some(vec![]));
+    assert_eq!(window(&e, 1, 0, 1), None);
     assert_eq!(e.chunk_len(id(0)), Some(4));
     assert!(ChunkBuf::removal().dirty() && ChunkBuf::creating().dirty());
 }
@@ -34,28 +36,31 @@ fn a_buffer_is_dirty_until_clean_and_windows_stop_at_its_end() {
 fn o_trunc_marks_only_an_existing_buffer() {
     let mut e = Edits::default();
     e.emptied_by_trunc(Some(id(0)));
-    assert!(e.chunks.is_empty());
-    e.chunks.insert(id(0), ChunkBuf::loaded(Vec::new()));
+    assert!(!e.has_chunks());
+    e.insert_chunk(id(0), ChunkBuf::loaded(Vec::new()));
     e.emptied_by_trunc(Some(id(0)));
     e.emptied_by_trunc(None);
-    assert_eq!(e.chunks[&id(0)].state, BufState::EmptiedByTrunc);
-    assert!(e.chunks[&id(0)].dirty());
+    assert_eq!(e.chunk(id(0)).unwrap().state, BufState::EmptiedByTrunc);
+    assert!(e.chunk(id(0)).unwrap().dirty());
 }
 
 #[test]
 fn only_an_empty_creation_is_dropped() {
     let mut e = Edits::default();
-    e.chunks.insert(id(3), ChunkBuf::creating());
-    e.chunks.insert(id(2), ChunkBuf::removal());
+    e.insert_chunk(id(3), ChunkBuf::creating());
+    e.insert_chunk(id(2), ChunkBuf::removal());
     e.drop_empty_creation(Some(id(2)));
-    assert!(e.chunks.contains_key(&id(2)), "a removal is no creation");
-    let mut written = ChunkBuf::creating();
-    written.data.push(1);
-    e.chunks.insert(id(4), written);
+    assert!(e.has_chunk(id(2)), "a removal is no creation");
+    e.insert_chunk(id(4), ChunkBuf::creating());
+    e.edit_in_memory(id(4), 10, |b, _| {
+        b.push(1);
+        Ok(())
+    })
+    .unwrap();
     e.drop_empty_creation(Some(id(4)));
-    assert!(e.chunks.contains_key(&id(4)), "a creation with data stays");
+    assert!(e.has_chunk(id(4)), "a creation with data stays");
     e.drop_empty_creation(Some(id(3)));
-    assert!(!e.chunks.contains_key(&id(3)));
+    assert!(!e.has_chunk(id(3)));
 }
 
 #[test]
@@ -412,7 +417,7 @@ fn writability_is_decided_at_open() {
     assert_eq!(t.write(c0, fh, 0, b"x").unwrap(), 1);
     assert_eq!(t.release(fh).unwrap_err().errno(), libc::EROFS);
     assert_eq!(on_disk(&path), stored);
-    assert!(t.edits.lock().chunks.is_empty());
+    assert!(!t.edits.lock().has_chunks());
 }
 
 /// The scratch files of a mount are bounded together, not only each (session 20 left their

@@ -266,7 +266,7 @@ impl Tree {
                 if valid > offset {
                     let n = (valid - offset) as u32;
                     let edited = if buffers {
-                        self.edits.lock().chunk_window(id, offset, n)
+                        self.edited_window(id, offset, n)?
                     } else {
                         None
                     };

@@ -1,0 +1,356 @@
+//! The spill file: where edited chunk buffers go when the mount's pending edits pass their
+//! memory budget (`pending.rs` decides what spills and when; this module owns the file).
+//!
+//! One unlinked temporary file per mount, in the scratch directory (`spill_dir=`, else
+//! `$TMPDIR`, else `/tmp`): `O_TMPFILE` where the filesystem has it, else a file created with
+//! a unique name and unlinked at once. Nothing in it survives the daemon: spilled bytes are
+//! uncommitted edits exactly as bytes in memory are (a crash loses both; what was committed is
+//! in the source). It is created at the first spill, so a mount that never passes its budget
+//! never touches the scratch directory.
+//!
+//! Space: each spilled chunk takes one [`Slot`], a page-aligned region allocated first-fit
+//! from a free list (regions given back are merged with their neighbours; the file is cut
+//! back when the regions at its end are free, and inner regions are punched out, so the disk
+//! the file holds follows what is spilled now, not the most ever spilled). Chunks of one
+//! array have one size, so regions are reused whole.
+//!
+//! A slot never changes length: a spilled chunk is patched in place ([`SpillFile::write_at`])
+//! only within its length; a change of length brings it back into memory first. Slots are
+//! shared (`Arc`) between the buffer map and a commit in progress, which reads them outside
+//! the edits lock: a writer never patches a slot a commit holds (it copies the chunk back
+//! into memory instead, `pending.rs`), and a slot's region is given back only by the last
+//! holder ([`SpillFile::release`], always called under the edits lock).
+//!
+//! Errors are the file system's (`ENOSPC`, `EIO`, ...): the caller fails the write that
+//! needed the room with them, and the buffers stay as they were.
+
+use std::fs::File;
+use std::io;
+use std::os::unix::fs::{FileExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// The granule of slots: the page (the page cache's unit, so no two slots share one).
+const ALIGN: u64 = 4096;
+
+/// One spilled chunk: `len` bytes at `offset` of the spill file `file`.
+#[derive(Debug)]
+pub(crate) struct Slot {
+    file: Arc<File>,
+    offset: u64,
+    /// The region's size (`len` rounded up to [`ALIGN`], at least one page).
+    cap: u64,
+    len: usize,
+}
+
+impl Slot {
+    /// The chunk's length.
+    pub(crate) fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Copies bytes `[at, at + out.len())` of the chunk into `out` (the caller keeps the range
+    /// within the chunk).
+    pub(crate) fn read_at(&self, at: usize, out: &mut [u8]) -> io::Result<()> {
+        debug_assert!(at + out.len() <= self.len);
+        self.file.read_exact_at(out, self.offset + at as u64)
+    }
+
+    /// The whole chunk, read back.
+    pub(crate) fn load(&self) -> io::Result<Vec<u8>> {
+        let mut out = vec![0; self.len];
+        self.read_at(0, &mut out)?;
+        Ok(out)
+    }
+}
+
+/// The spill file of a mount and its free regions.
+#[derive(Debug)]
+pub(crate) struct SpillFile {
+    /// Where the file is made.
+    dir: PathBuf,
+    file: Option<Arc<File>>,
+    /// The file's length: every region lies below it.
+    end: u64,
+    /// Free regions below `end` as (offset, len), sorted by offset, none touching another.
+    free: Vec<(u64, u64)>,
+    /// Tests: the next spill fails with this errno instead of writing.
+    fail: Option<i32>,
+}
+
+impl SpillFile {
+    /// A spill file to be made in `dir` when first needed.
+    pub(crate) fn new(dir: PathBuf) -> SpillFile {
+        SpillFile {
+            dir,
+            file: None,
+            end: 0,
+            free: Vec::new(),
+            fail: None,
+        }
+    }
+
+    /// The directory the file is (or will be) made in.
+    pub(crate) fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// Tests: spills fail with `errno` (`None`: they work again).
+    pub(crate) fn fail_with(&mut self, errno: Option<i32>) {
+        self.fail = errno;
+    }
+
+    /// Bytes of the file's regions in use (what is spilled now, page-rounded).
+    pub(crate) fn used(&self) -> u64 {
+        self.end - self.free.iter().map(|(_, n)| n).sum::<u64>()
+    }
+
+    /// The file, made now if it does not exist yet.
+    fn file(&mut self) -> io::Result<Arc<File>> {
+        if let Some(f) = &self.file {
+            return Ok(f.clone());
+        }
+        let f = Arc::new(open_unlinked(&self.dir)?);
+        self.file = Some(f.clone());
+        Ok(f)
+    }
+
+    /// Writes `data` (a whole chunk) to a free region and returns its slot. On failure the
+    /// region is free again and nothing else changed.
+    pub(crate) fn store(&mut self, data: &[u8]) -> io::Result<Arc<Slot>> {
+        if let Some(errno) = self.fail {
+            return Err(io::Error::from_raw_os_error(errno));
+        }
+        let file = self.file()?;
+        let cap = (data.len() as u64).max(1).next_multiple_of(ALIGN);
+        let offset = self.allocate(cap);
+        if let Err(e) = file.write_all_at(data, offset) {
+            self.give_back(&file, offset, cap);
+            return Err(e);
+        }
+        Ok(Arc::new(Slot {
+            file,
+            offset,
+            cap,
+            len: data.len(),
+        }))
+    }
+
+    /// Patches bytes `[at, at + data.len())` of spilled chunk `slot` (within its length).
+    /// Only for a slot no commit holds (its bytes are that commit's).
+    pub(crate) fn write_at(&self, slot: &Slot, at: usize, data: &[u8]) -> io::Result<()> {
+        if let Some(errno) = self.fail {
+            return Err(io::Error::from_raw_os_error(errno));
+        }
+        if at.checked_add(data.len()).is_none_or(|end| end > slot.len) {
+            return Err(io::Error::from_raw_os_error(libc::EINVAL));
+        }
+        slot.file.write_all_at(data, slot.offset + at as u64)
+    }
+
+    /// Drops one holder of `slot`; the last gives its region back.
+    pub(crate) fn release(&mut self, slot: Arc<Slot>) {
+        if let Some(s) = Arc::into_inner(slot) {
+            self.give_back(&s.file, s.offset, s.cap);
+        }
+    }
+
+    /// A free region of `cap` bytes: the first free one that fits (split), else at the end.
+    fn allocate(&mut self, cap: u64) -> u64 {
+        if let Some(i) = self.free.iter().position(|&(_, n)| n >= cap) {
+            let (offset, n) = self.free[i];
+            if n == cap {
+                self.free.remove(i);
+            } else {
+                self.free[i] = (offset + cap, n - cap);
+            }
+            return offset;
+        }
+        let offset = self.end;
+        self.end += cap;
+        offset
+    }
+
+    /// Frees region `[offset, offset + cap)`: merged with free neighbours; the file is cut
+    /// back when it ends the file, else its pages are punched out.
+    fn give_back(&mut self, file: &File, offset: u64, cap: u64) {
+        let i = self.free.partition_point(|&(o, _)| o < offset);
+        let (mut start, mut len) = (offset, cap);
+        if i < self.free.len() && self.free[i].0 == start + len {
+            len += self.free[i].1;
+            self.free.remove(i);
+        }
+        if i > 0 && self.free[i - 1].0 + self.free[i - 1].1 == start {
+            start = self.free[i - 1].0;
+            len += self.free[i - 1].1;
+            self.free.remove(i - 1);
+        }
+        if start + len >= self.end {
+            self.end = start;
+            // A failure only keeps disk blocks the next spills reuse.
+            let _ = file.set_len(self.end);
+            return;
+        }
+        let pos = self.free.partition_point(|&(o, _)| o < start);
+        self.free.insert(pos, (start, len));
+        // Best effort: a file system without hole punching keeps the blocks until reuse.
+        let _ = rustix::fs::fallocate(
+            file,
+            rustix::fs::FallocateFlags::PUNCH_HOLE | rustix::fs::FallocateFlags::KEEP_SIZE,
+            offset,
+            cap,
+        );
+    }
+}
+
+/// A new read-write file in `dir` that no name points to: `O_TMPFILE`, else a unique name
+/// created exclusively and unlinked at once.
+fn open_unlinked(dir: &Path) -> io::Result<File> {
+    let tmpfile = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .mode(0o600)
+        .custom_flags(libc::O_TMPFILE)
+        .open(dir);
+    match tmpfile {
+        Ok(f) => return Ok(f),
+        // Not supported by this file system or kernel: the portable way below.
+        Err(e)
+            if matches!(
+                e.raw_os_error(),
+                Some(libc::EOPNOTSUPP | libc::EISDIR | libc::EINVAL)
+            ) => {}
+        Err(e) => return Err(e),
+    }
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    loop {
+        let n = NEXT.fetch_add(1, Ordering::Relaxed);
+        let path = dir.join(format!(".b2fs-spill-{}-{n}", std::process::id()));
+        match std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(&path)
+        {
+            Ok(f) => {
+                std::fs::remove_file(&path)?;
+                return Ok(f);
+            }
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pattern(len: usize, seed: u8) -> Vec<u8> {
+        (0..len)
+            .map(|i| (i as u8).wrapping_mul(13) ^ seed)
+            .collect()
+    }
+
+    #[test]
+    fn spilled_chunks_read_back_and_patch_in_place() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut s = SpillFile::new(dir.path().to_path_buf());
+        assert!(s.file.is_none(), "made at the first spill only");
+        let a = s.store(&pattern(10_000, 1)).unwrap();
+        let b = s.store(&pattern(5, 2)).unwrap();
+        assert_eq!(
+            std::fs::read_dir(dir.path()).unwrap().count(),
+            0,
+            "unlinked"
+        );
+        assert_eq!(a.load().unwrap(), pattern(10_000, 1));
+        assert_eq!(b.load().unwrap(), pattern(5, 2));
+        let mut mid = [0u8; 3];
+        a.read_at(4097, &mut mid).unwrap();
+        assert_eq!(mid, pattern(10_000, 1)[4097..4100]);
+        s.write_at(&a, 9_998, &[7, 7]).unwrap();
+        let mut want = pattern(10_000, 1);
+        want[9_998..].copy_from_slice(&[7, 7]);
+        assert_eq!(a.load().unwrap(), want);
+        assert_eq!(
+            b.load().unwrap(),
+            pattern(5, 2),
+            "its neighbour is untouched"
+        );
+        // Past the slot's length: refused, nothing written.
+        assert_eq!(
+            s.write_at(&a, 9_999, &[1, 1]).unwrap_err().raw_os_error(),
+            Some(libc::EINVAL)
+        );
+        assert_eq!(a.load().unwrap(), want);
+        assert_eq!(s.used(), 3 * ALIGN + ALIGN);
+    }
+
+    #[test]
+    fn released_regions_are_reused_merged_and_cut_back() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut s = SpillFile::new(dir.path().to_path_buf());
+        let slots: Vec<_> = (0..4)
+            .map(|i| s.store(&pattern(8192, i)).unwrap())
+            .collect();
+        let file = s.file.clone().unwrap();
+        assert_eq!(file.metadata().unwrap().len(), 4 * 8192);
+        let mut slots = slots.into_iter();
+        let (s0, s1, s2, s3) = (
+            slots.next().unwrap(),
+            slots.next().unwrap(),
+            slots.next().unwrap(),
+            slots.next().unwrap(),
+        );
+        // A holder besides the map (a commit): the region stays until the last one goes.
+        let held = s1.clone();
+        s.release(s1);
+        assert_eq!(s.used(), 4 * 8192);
+        s.release(held);
+        s.release(s2);
+        assert_eq!(s.free, vec![(8192, 2 * 8192)], "neighbours merged");
+        assert_eq!(s.used(), 2 * 8192);
+        // First fit: a smaller chunk takes the front of the free region.
+        let small = s.store(&pattern(100, 9)).unwrap();
+        assert_eq!(small.offset, 8192);
+        assert_eq!(small.load().unwrap(), pattern(100, 9));
+        assert_eq!(s0.load().unwrap(), pattern(8192, 0));
+        assert_eq!(s3.load().unwrap(), pattern(8192, 3));
+        // The last region going cuts the file back to what is still used.
+        s.release(s3);
+        assert_eq!(s.end, 8192 + ALIGN);
+        assert_eq!(file.metadata().unwrap().len(), 8192 + ALIGN);
+        assert!(s.free.is_empty());
+        s.release(small);
+        s.release(s0);
+        assert_eq!((s.end, s.used()), (0, 0));
+        assert_eq!(file.metadata().unwrap().len(), 0);
+    }
+
+    #[test]
+    fn a_failed_spill_changes_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut s = SpillFile::new(dir.path().to_path_buf());
+        let a = s.store(&pattern(100, 1)).unwrap();
+        s.fail_with(Some(libc::ENOSPC));
+        let e = s.store(&pattern(100, 2)).unwrap_err();
+        assert_eq!(e.raw_os_error(), Some(libc::ENOSPC));
+        assert_eq!(
+            s.write_at(&a, 0, &[0]).unwrap_err().raw_os_error(),
+            Some(libc::ENOSPC)
+        );
+        assert_eq!(a.load().unwrap(), pattern(100, 1));
+        assert_eq!(s.used(), ALIGN);
+        s.fail_with(None);
+        assert_eq!(s.store(&[]).unwrap().len(), 0);
+        // A scratch directory that does not exist: the file system's own error.
+        let mut gone = SpillFile::new(dir.path().join("missing"));
+        assert_eq!(
+            gone.store(&[1]).unwrap_err().raw_os_error(),
+            Some(libc::ENOENT)
+        );
+    }
+}
