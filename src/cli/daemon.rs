@@ -72,6 +72,18 @@ pub(super) fn mount(args: MountArgs) -> Result<(), Error> {
             return daemon_child(&args, &opts);
         }
         check_local_source(&args.source)?;
+        if let (Some(dir), Ok(mp)) = (&opts.spill_dir, std::fs::canonicalize(&args.mountpoint)) {
+            // The spill file is written with the edits' lock held: inside the mount, its
+            // writes would wait for the FUSE workers that wait for that lock.
+            let dir = std::fs::canonicalize(dir).unwrap_or_else(|_| dir.clone());
+            if dir.starts_with(&mp) {
+                return Err(Error::Usage(format!(
+                    "option 'spill_dir': {} is inside the mount point {}",
+                    dir.display(),
+                    mp.display()
+                )));
+            }
+        }
         let target = Target::check(&args.mountpoint, &opts)?;
         if args.foreground {
             init_logging(&opts, None);

@@ -149,25 +149,22 @@ impl Tree {
         f: impl FnOnce(&mut Vec<u8>, usize) -> Result<T, TreeError>,
     ) -> Result<T, TreeError> {
         let limit = self.chunk_limit(id)?;
-        let mut edits = loop {
-            if !self.edits.lock().has_chunk(id) {
-                let bytes = self.base_of(id)?;
-                let mut edits = self.edits.lock();
-                if !edits.has_chunk(id) {
-                    // Room within the budget first (past it, older buffers spill).
-                    edits
-                        .make_room(bytes.capacity(), id)
-                        .map_err(|e| edits.spill_error(e))?;
-                    edits.insert_chunk(id, ChunkBuf::loaded(bytes));
-                }
+        let mut edits = self.edits.lock();
+        if !edits.has_chunk(id) {
+            drop(edits);
+            let bytes = self.base_of(id)?;
+            edits = self.edits.lock();
+            if !edits.has_chunk(id) {
+                // Room within the budget first (past it, older buffers spill). The buffer is
+                // edited under this same lock: released in between, another writer's
+                // `make_room` could drop it (clean buffers go first) and the two writers
+                // could decode their chunks again and again, each dropping the other's.
+                edits
+                    .make_room(bytes.capacity(), id)
+                    .map_err(|e| edits.spill_error(e))?;
+                edits.insert_chunk(id, ChunkBuf::loaded(bytes));
             }
-            let edits = self.edits.lock();
-            // Gone meanwhile (another thread's failed first write, or dropped clean to make
-            // room): load it again.
-            if edits.has_chunk(id) {
-                break edits;
-            }
-        };
+        }
         match edits.edit_in_memory(id, limit, f) {
             Ok(out) => {
                 let c = edits.chunk_mut(id).ok_or(TreeError::NotFound)?;

@@ -64,6 +64,31 @@ fn cli_usage_errors_exit_2() {
     assert_eq!(b2fs(&["info"]).status.code(), Some(2));
 }
 
+/// A spill directory inside the mount point is refused before mounting (the spill file is
+/// written under the edits' lock: through the mount, it would wait on itself).
+#[test]
+fn cli_mount_refuses_a_spill_dir_inside_the_mount_point() {
+    let mp = tempfile::tempdir().unwrap();
+    let sub = mp.path().join("spill");
+    std::fs::create_dir(&sub).unwrap();
+    let src = repo_root().join("examples/sample.b2nd");
+    let opt = format!("nonempty,spill_dir={}", sub.display());
+    let o = b2fs(&[
+        "mount",
+        "-o",
+        &opt,
+        src.to_str().unwrap(),
+        mp.path().to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("inside the mount point"),
+        "{}",
+        stderr(&o)
+    );
+    assert!(std::fs::read_dir(&sub).unwrap().next().is_none());
+}
+
 #[test]
 fn cli_info_text_shows_tree_and_chunk_table() {
     let src = repo_root().join("examples/sample.b2nd");

@@ -299,7 +299,14 @@ impl Geom {
         else {
             return self;
         };
-        if count < 2 || inner_bytes.checked_mul(count) != Some(self.object_len) {
+        // An index past an eighth of the data (blocks under 128 bytes) is not worth it, and
+        // its size must not overflow (a reader allocates it whole).
+        let index_ok = count
+            .checked_mul(INDEX_ENTRY)
+            .and_then(|i| i.checked_add(self.object_len))
+            .is_some()
+            && inner_bytes >= 8 * INDEX_ENTRY;
+        if count < 2 || !index_ok || inner_bytes.checked_mul(count) != Some(self.object_len) {
             return self;
         }
         self.shard = Some(Shard {
@@ -454,12 +461,12 @@ mod tests {
 
     #[test]
     fn blocks_that_tile_the_chunk_shard_it_with_an_index_at_the_end() {
-        // Relayout blocks (2x2 in 4x4 chunks): sharded, the data is the chunk as stored.
-        let g = nd(&[10, 7], &[4, 4], &[2, 2], "'<i4'", 4).sharded(true);
+        // Relayout blocks (8x16 in 16x32 chunks): sharded, the data is the chunk as stored.
+        let g = nd(&[40, 70], &[16, 32], &[8, 16], "'<i4'", 4).sharded(true);
         let s = g.shard.clone().unwrap();
-        assert_eq!((s.inner, s.count, s.inner_bytes), (vec![2, 2], 4, 16));
+        assert_eq!((s.inner, s.count, s.inner_bytes), (vec![8, 16], 4, 512));
         assert_eq!(g.source, Source::Prefix);
-        assert_eq!((g.object_len, g.object_size()), (64, 64 + 4 * 16));
+        assert_eq!((g.object_len, g.object_size()), (2048, 2048 + 4 * 16));
         let index = g.shard_index(0, 64);
         let entries: Vec<(u64, u64)> = index
             .chunks(16)
@@ -468,7 +475,10 @@ mod tests {
                 (w(&e[..8]), w(&e[8..]))
             })
             .collect();
-        assert_eq!(entries, vec![(0, 16), (16, 16), (32, 16), (48, 16)]);
+        assert_eq!(
+            entries,
+            vec![(0, 512), (512, 512), (1024, 512), (1536, 512)]
+        );
         // Any window of the index is the same bytes.
         for (a, b) in [(0, 64), (3, 40), (17, 18), (60, 64), (63, 200)] {
             assert_eq!(
@@ -477,7 +487,14 @@ mod tests {
                 "{a}..{b}"
             );
         }
-        // Off, blocks that do not divide the chunk, or one block per chunk: not sharded.
+        // Off, blocks that do not divide the chunk, one block per chunk, or blocks so small
+        // that the index would be over an eighth of the data: not sharded.
+        assert!(
+            nd(&[10, 7], &[4, 4], &[1, 1], "'<i4'", 4)
+                .sharded(true)
+                .shard
+                .is_none()
+        );
         assert!(
             nd(&[10, 7], &[4, 4], &[2, 2], "'<i4'", 4)
                 .sharded(false)
@@ -497,8 +514,8 @@ mod tests {
                 .is_none()
         );
         // A subarray item: the inner chunk keeps the trailing axis whole.
-        let g = nd(&[5, 2], &[4], &[2], "'<f4'", 8).sharded(true);
-        assert_eq!(g.shard.unwrap().inner, vec![2, 2]);
+        let g = nd(&[100, 2], &[64], &[16], "'<f4'", 8).sharded(true);
+        assert_eq!(g.shard.unwrap().inner, vec![16, 2]);
         // Linear sources have no blockshape.
         let layout = Layout::Linear {
             chunk_bytes: 96,
