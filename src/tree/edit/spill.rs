@@ -111,6 +111,14 @@ impl SpillFile {
             return Ok(f.clone());
         }
         let f = Arc::new(open_unlinked(&self.dir)?);
+        // On tmpfs (often `/tmp`) spilled chunks still take memory or swap: say so once.
+        if rustix::fs::fstatfs(&*f).is_ok_and(|st| st.f_type == libc::TMPFS_MAGIC) {
+            log::warn!(
+                "pending edits spill to {}, a tmpfs: they still take memory (or swap); \
+                 set -o spill_dir= to a directory on disk",
+                self.dir.display()
+            );
+        }
         self.file = Some(f.clone());
         Ok(f)
     }

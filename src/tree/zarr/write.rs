@@ -263,6 +263,16 @@ impl Tree {
         if matches!(z, ZNode::RootJson | ZNode::Json(_)) || self.zarr_chunk_of(parent).is_some() {
             return Err(TreeError::NotADirectory(parent));
         }
+        if let ZNode::Chunks { array, .. } = z {
+            if self.zarr_geom(array, None).is_ok_and(|g| g.shard.is_some()) {
+                // Its only use would be a rename over a shard, which is refused.
+                return Err(TreeError::NotPermitted(
+                    "a shard of the sharded Zarr view (-o zarr_shards) is read-only: no temp \
+                     files in its chunk tree"
+                        .into(),
+                ));
+            }
+        }
         self.create_scratch(parent, name, by)
     }
 

@@ -200,7 +200,8 @@ fn a_mount_shows_the_view_to_numpy() {
 /// blockshape as inner chunks); each shard object is `data/N.bin` byte for byte followed by an
 /// index of `(k * block bytes, block bytes)`, and `stat` gives that size; a read straddling the
 /// data's end and the index gives both; the other arrays keep the plain layout; on a writable
-/// tree a write to a shard is refused (EPERM) and the chunk stays as it was.
+/// tree a write to a shard, and a temp file beside it, are refused (EPERM) and the chunk
+/// stays as it was.
 #[test]
 fn sharded_view_objects_are_the_stored_chunks_and_their_block_index() {
     let py = or_skip!(python(
@@ -298,6 +299,10 @@ fn sharded_view_objects_are_the_stored_chunks_and_their_block_index() {
             super::read_all(&t, chunk, 1 << 20) == data,
             "{name}: the chunk changed"
         );
+        // Nor a temp file to rename over a shard (zarr-python's `.partial`).
+        let dir = first.rsplit_once('/').unwrap().0;
+        let temp = t.create(ino(&t, dir), "0.abc.partial").map(|_| ());
+        assert_eq!(temp.unwrap_err().errno(), libc::EPERM, "{name}");
     }
     assert!(
         sharded >= 2 && plain >= 2 && by_block >= 1,
