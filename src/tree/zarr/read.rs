@@ -6,8 +6,9 @@
 //! reader's cache; a linear source's short last chunk is padded with zeros), else the runs
 //! of the one-chunk grid gathered from the block-ordered chunk by the same code `array.npy`
 //! uses (`Tree::fill_runs`). A shard (`-o zarr_shards`) is the decoded chunk as stored
-//! followed by its index, made from the geometry alone ([`super::Geom::shard_index`]). Both read the reader's caches, so each chunk is decoded once
-//! whichever view reads it, and a writer's descriptor sees the chunk's edit buffer.
+//! followed by its index, made from the geometry alone ([`super::Geom::shard_index`]). All
+//! read the reader's caches, so each chunk is decoded once whichever view reads it, and a
+//! writer's descriptor sees the chunk's edit buffer.
 
 use super::geom::Source;
 use super::{Tree, TreeError, ZNode};
@@ -241,10 +242,6 @@ impl Tree {
             let mut out = Vec::with_capacity((end - offset) as usize);
             if offset < data_end {
                 let n = (data_end - offset) as u32;
-                let hint = ReadHint {
-                    pattern: Pattern::Random,
-                    ..hint
-                };
                 let data = self.zarr_read(ino, z, (offset, n), hint, pinned)?;
                 out.extend_from_slice(&data);
                 // (Short when the chunk is gone: the index still goes at its own offset.)
