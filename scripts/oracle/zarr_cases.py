@@ -6,6 +6,8 @@ Usage:
     zarr_cases.py slab2d OUT.b2nd    a 2-D float64 b2nd with slab blocks, chunks not dividing
                                      the shape (the write tests; npy_check.py gen2d has blocks
                                      that are not slabs)
+    zarr_cases.py tiled2d OUT.b2nd   a 2-D float64 b2nd whose (16, 20) blocks tile its (64, 40)
+                                     chunks, which do not divide its (150, 70) shape
     zarr_cases.py crashgen DIR       DIR/src.b2nd (float64 (600, 500), 60 chunks of (100, 50))
                                      and DIR/old.npy, DIR/new.npy: its values and the ones the
                                      crash test's writer puts in every chunk
@@ -279,6 +281,9 @@ def main():
     elif cmd == "slab2d":
         a = (np.arange(200 * 150, dtype=np.float64) * 0.25).reshape(200, 150)
         blosc2.asarray(a, chunks=(64, 50), blocks=(16, 50), urlpath=sys.argv[2], mode="w")
+    elif cmd == "tiled2d":
+        a = (np.arange(150 * 70, dtype=np.float64) * 0.5 - 3).reshape(150, 70)
+        blosc2.asarray(a, chunks=(64, 40), blocks=(16, 20), urlpath=sys.argv[2], mode="w")
     elif cmd == "crashgen":
         crashgen(sys.argv[2])
     elif cmd == "crashcheck":

@@ -16,7 +16,14 @@ python-blosc2) or .venv-zarr311 (Python 3.11: zarr-python 3.1 only).
     zarr_readers.py write MNT NAME EXPECT.npy    zarr-python `z[region] = v` (a whole chunk, part
                                                  of a chunk, a region across chunks) and
                                                  xarray `to_zarr(region=...)` on a read-write
-                                                 mount; saves what the array must now be
+                                                 mount; saves what the array must now be;
+                                                 prints "ok N", "ok N sharded" when the view
+                                                 shows it sharded (regions then by shard);
+                                                 zarr-python's writes only without xarray
+    zarr_readers.py tswrite MNT NAME EXPECT.npy  TensorStore's writes (a region across chunks or
+                                                 shards; a row of them made zeros) on a read-write
+                                                 mount; saves what the array must now be;
+                                                 prints "ok"
     zarr_readers.py readonly MNT NAME            the same writes on a read-only mount fail with
                                                  EROFS and change nothing; prints "refused N"
     zarr_readers.py crashwrite MNT NAME NEW.npy  prints "ready" once the array is open, then
@@ -415,13 +422,18 @@ def distributed(mnt, name, src):
 
 
 def write(mnt, name, expect):
-    import xarray as xr
     import zarr
+
+    try:
+        import xarray as xr
+    except ImportError:  # the zarr 3.1 venv: zarr-python's writes only
+        xr = None
 
     z = zarr.open_array(os.path.join(mnt, "zarr", name), mode="r+")
     want = z[...]
     assert want.ndim == 2, "the write test uses a 2-D array"
-    c0, c1 = z.chunks
+    # Regions by shard when the view shows the array sharded (`-o zarr_shards`).
+    c0, c1 = z.shards or z.chunks
     step = 0
 
     def put(region, vals):
@@ -442,6 +454,10 @@ def write(mnt, name, expect):
     shape = (r[0].stop - r[0].start, r[1].stop - r[1].start)
     put(r, (np.arange(shape[0] * shape[1]) * 0.25).astype(want.dtype).reshape(shape))
     put((slice(n0 - 2, n0), slice(n1 - 3, n1)), np.full((2, 3), -1, want.dtype))
+    if xr is None:
+        np.save(expect, want)
+        print("ok", step, *(["sharded"] if z.shards else []))
+        return
     # xarray: a region of whole chunks along the first axis, part of a chunk along the second.
     ds = xr.open_zarr(os.path.join(mnt, "zarr"), consolidated=True)
     dims = ds[name].dims
@@ -453,7 +469,32 @@ def write(mnt, name, expect):
     got = xr.open_zarr(os.path.join(mnt, "zarr"), consolidated=True)[name].values
     assert np.array_equal(got, want), "xarray region write does not read back"
     np.save(expect, want)
-    print("ok", step + 1)
+    print("ok", step + 1, *(["sharded"] if z.shards else []))
+
+
+def tswrite(mnt, name, expect):
+    """TensorStore writes through its file kvstore: a temp file (`KEY.__lock`, locked, written,
+    fsynced) renamed over the object, its descriptor closed after the rename."""
+    import tensorstore as ts
+
+    spec = {"driver": "zarr3", "kvstore": {"driver": "file", "path": os.path.join(mnt, "zarr", name) + "/"}}
+    t = ts.open(spec, open=True).result()
+    want = t[...].read().result()
+    assert want.ndim == 2, "the write test uses a 2-D array"
+    chunk = t.chunk_layout.write_chunk.shape
+    n0, n1 = want.shape
+    region = (slice(3, min(n0, chunk[0] + 9)), slice(2, min(n1, chunk[1] + 7)))
+    shape = (region[0].stop - region[0].start, region[1].stop - region[1].start)
+    vals = (np.arange(shape[0] * shape[1]) + 0.5).astype(want.dtype).reshape(shape)
+    t[region].write(vals).result()
+    want[region] = vals
+    rows = slice(chunk[0], min(n0, 2 * chunk[0]))
+    t[rows, :].write(np.zeros((rows.stop - rows.start, n1), want.dtype)).result()
+    want[rows, :] = 0
+    got = ts.open(spec, open=True).result()[...].read().result()
+    assert np.array_equal(got, want), "TensorStore's writes do not read back"
+    np.save(expect, want)
+    print("ok")
 
 
 def has_erofs(e):
@@ -520,6 +561,8 @@ def main():
         distributed(*sys.argv[2:5])
     elif cmd == "write":
         write(*sys.argv[2:5])
+    elif cmd == "tswrite":
+        tswrite(*sys.argv[2:5])
     elif cmd == "readonly":
         readonly(*sys.argv[2:4])
     elif cmd == "crashwrite":

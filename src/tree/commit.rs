@@ -206,7 +206,11 @@ impl Tree {
 
     /// Commits the buffers of `ino` if they have changes (`reason`: what asks).
     pub(crate) fn commit(&self, ino: u64, reason: Reason) -> Result<(), TreeError> {
-        if !self.options.writable {
+        // A scratch file is never stored; one renamed over a file is gone, its content
+        // committed by the rename, and a descriptor of it may still be closed or synced
+        // (TensorStore closes its temp file after renaming it over the chunk object).
+        let scratch = ino >= super::inode::SCRATCH_BASE && !super::zarr::is_zarr(ino);
+        if !self.options.writable || scratch {
             return Ok(());
         }
         let mut committer = self.committer.lock();

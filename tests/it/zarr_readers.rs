@@ -227,6 +227,122 @@ fn zarr_region_writes_of_zarr_python_and_xarray_reach_the_source() {
     }
 }
 
+/// `-o zarr_shards` on a read-write mount: zarr-python (3.4 and 3.1) and xarray write whole
+/// shards (a temp file renamed over the shard, inner chunks of the fill value left out, a
+/// shard of fill values removed): the same regions as the plain view's test, by shard,
+/// reach the source as python-blosc2 reads it.
+#[test]
+fn zarr_shard_writes_of_zarr_python_and_xarray_reach_the_source() {
+    let t = "zarr_shard_writes_of_zarr_python_and_xarray_reach_the_source";
+    let py = or_skip!(fuse_and_python(t));
+    let dir = tempfile::tempdir().unwrap();
+    let (z, n) = (
+        "scripts/oracle/zarr_cases.py",
+        "scripts/oracle/npy_check.py",
+    );
+    // (The zarr 3.1 venv has no xarray: zarr-python's four writes only.)
+    for (zpy, version, steps) in [(zarr34(t), "3.4", 5), (zarr31(t), "3.1", 4)] {
+        let zpy = or_skip!(zpy);
+        // (source, its array's name in zarr/): slab blocks, then blocks narrower than the
+        // chunk; edge chunks on both axes.
+        let sources = [
+            (source(&py, dir.path(), z, "slab2d", "slab.b2nd"), "slab"),
+            (source(&py, dir.path(), z, "tiled2d", "tiled.b2nd"), "tiled"),
+        ];
+        for (src, name) in &sources {
+            let m = Mount::daemon(src, &["zarr_shards"]);
+            let expect = dir.path().join(format!("{name}.expect.npy"));
+            let mp = m.mp.to_str().unwrap();
+            let args = ["scripts/oracle/zarr_readers.py", "write", mp, name];
+            let (ok, out, err) = run(&zpy, &[&args[..], &[expect.to_str().unwrap()]].concat());
+            assert!(ok, "zarr {version}, {name}: {out}{err}");
+            let said = format!("ok {steps} sharded");
+            assert_eq!(out.trim(), said, "zarr {version}, {name}");
+            // Every inner chunk of shard (0, 0) of the fill value: zarr-python removes it.
+            let (ok, out, err) = run(
+                &zpy,
+                &[
+                    "-c",
+                    "import sys, zarr, numpy as np; \
+                     z = zarr.open_array(sys.argv[1] + '/zarr/' + sys.argv[2], mode='r+'); \
+                     s0, s1 = z.shards; z[:s0, :s1] = 0; \
+                     assert not z[:s0, :s1].any(); print(s0, s1)",
+                    mp,
+                    name,
+                ],
+            );
+            assert!(ok, "zarr {version}, {name}: {out}{err}");
+            m.umount();
+            let mut want = python_says(
+                &py,
+                &[
+                    "-c",
+                    "import sys, numpy as np; \
+                     a = np.load(sys.argv[1]); s0, s1 = map(int, sys.argv[2:4]); \
+                     a[:s0, :s1] = 0; np.save(sys.argv[1], a); print('saved')",
+                    expect.to_str().unwrap(),
+                    out.split_whitespace().next().unwrap(),
+                    out.split_whitespace().nth(1).unwrap(),
+                ],
+            );
+            assert_eq!(want, "saved");
+            want = python_says(
+                &py,
+                &[n, "same", src.to_str().unwrap(), expect.to_str().unwrap()],
+            );
+            assert_eq!(
+                want, "same",
+                "zarr {version}, {name}: the reference does not read the writes"
+            );
+        }
+    }
+}
+
+/// TensorStore writes (its file kvstore renames a locked temp file over the object and closes
+/// the temp file's descriptor after the rename) on both layouts of the view reach the source
+/// as python-blosc2 reads it.
+#[test]
+fn tensorstore_writes_through_both_layouts_reach_the_source() {
+    let t = "tensorstore_writes_through_both_layouts_reach_the_source";
+    let py = or_skip!(fuse_and_python(t));
+    let zpy = or_skip!(zarr34(t));
+    let dir = tempfile::tempdir().unwrap();
+    for opts in [&[][..], &["zarr_shards"][..]] {
+        let src = source(
+            &py,
+            dir.path(),
+            "scripts/oracle/zarr_cases.py",
+            "tiled2d",
+            "t.b2nd",
+        );
+        let m = Mount::daemon(&src, opts);
+        let expect = dir.path().join("t.expect.npy");
+        let args = [
+            "scripts/oracle/zarr_readers.py",
+            "tswrite",
+            m.mp.to_str().unwrap(),
+            "t",
+        ];
+        let (ok, out, err) = run(&zpy, &[&args[..], &[expect.to_str().unwrap()]].concat());
+        assert!(ok, "{opts:?}: {out}{err}");
+        assert_eq!(out.trim(), "ok", "{opts:?}");
+        m.umount();
+        let says = python_says(
+            &py,
+            &[
+                "scripts/oracle/npy_check.py",
+                "same",
+                src.to_str().unwrap(),
+                expect.to_str().unwrap(),
+            ],
+        );
+        assert_eq!(
+            says, "same",
+            "{opts:?}: the reference does not read the writes"
+        );
+    }
+}
+
 #[test]
 fn zarr_writes_on_a_read_only_mount_fail_with_erofs_and_change_nothing() {
     let t = "zarr_writes_on_a_read_only_mount_fail_with_erofs_and_change_nothing";

@@ -345,6 +345,54 @@ impl Geom {
         out
     }
 
+    /// Where each inner chunk of shard object `data`, as a Zarr writer wrote it (inner chunks
+    /// at any offsets, then the index), starts, in block order; `None` for an inner chunk the
+    /// writer left out (it holds the fill value). The inverse of [`Geom::shard_index`].
+    ///
+    /// # Errors
+    /// Why `data` is not a shard of this array: not sharded, too short for its index, or an
+    /// entry whose inner chunk is not `inner_bytes` long or lies outside the shard's data.
+    pub fn unshard(&self, data: &[u8]) -> Result<Vec<Option<usize>>, String> {
+        let s = self.shard.as_ref().ok_or("the array is not sharded")?;
+        // `sharded` checked that the index's size does not overflow.
+        let index_len = s.count * INDEX_ENTRY;
+        let data_len = (data.len() as u64).checked_sub(index_len).ok_or_else(|| {
+            format!(
+                "{} bytes cannot hold the shard index of {index_len} bytes",
+                data.len()
+            )
+        })?;
+        let le = |b: &[u8]| {
+            let mut a = [0u8; 8];
+            a.copy_from_slice(b);
+            u64::from_le_bytes(a)
+        };
+        let index = &data[data_len as usize..];
+        let entries = index.chunks_exact(INDEX_ENTRY as usize).enumerate();
+        entries
+            .map(|(k, e)| {
+                let (offset, nbytes) = (le(&e[..8]), le(&e[8..]));
+                if (offset, nbytes) == (u64::MAX, u64::MAX) {
+                    return Ok(None);
+                }
+                if nbytes != s.inner_bytes {
+                    return Err(format!(
+                        "inner chunk {k} has {nbytes} bytes, not {} (inner chunks are \
+                         uncompressed)",
+                        s.inner_bytes
+                    ));
+                }
+                match offset.checked_add(nbytes) {
+                    Some(end) if end <= data_len => Ok(Some(offset as usize)),
+                    _ => Err(format!(
+                        "inner chunk {k} (bytes {offset}..+{nbytes}) lies outside the \
+                         shard's {data_len} bytes of data"
+                    )),
+                }
+            })
+            .collect()
+    }
+
     /// Number of dimensions (chunk-tree levels below `c`).
     pub fn ndim(&self) -> usize {
         self.shape.len()
@@ -487,6 +535,37 @@ mod tests {
                 "{a}..{b}"
             );
         }
+        // What a Zarr writer writes back: inner chunks in any order, some left out, spare
+        // bytes; the index at the end.
+        let len = 3 * 512 + 5 + 64;
+        let entry = |shard: &mut Vec<u8>, k: usize, (offset, nbytes): (u64, u64)| {
+            let at = len - 64 + 16 * k;
+            shard[at..at + 8].copy_from_slice(&offset.to_le_bytes());
+            shard[at + 8..at + 16].copy_from_slice(&nbytes.to_le_bytes());
+        };
+        let mut shard = vec![7u8; len];
+        entry(&mut shard, 0, (1024, 512));
+        entry(&mut shard, 1, (u64::MAX, u64::MAX));
+        entry(&mut shard, 2, (0, 512));
+        entry(&mut shard, 3, (512, 512));
+        let at = g.unshard(&shard).unwrap();
+        assert_eq!(at, vec![Some(1024), None, Some(0), Some(512)]);
+        // Its own objects read back as themselves.
+        let mut own = vec![0u8; 2048];
+        own.extend_from_slice(&index);
+        assert_eq!(
+            g.unshard(&own).unwrap(),
+            vec![Some(0), Some(512), Some(1024), Some(1536)]
+        );
+        // Not shards of this array: an inner chunk of another size, one past the data (or
+        // overflowing), an object too short for the index.
+        for bad in [(0, 511), (1030, 512), (u64::MAX - 10, 512), (u64::MAX, 512)] {
+            let mut s = shard.clone();
+            entry(&mut s, 0, bad);
+            assert!(g.unshard(&s).is_err(), "{bad:?}");
+        }
+        assert!(g.unshard(&[0u8; 63]).is_err());
+        assert_eq!(g.unshard(&[0xffu8; 64]).unwrap(), vec![None; 4]);
         // Off, blocks that do not divide the chunk, one block per chunk, or blocks so small
         // that the index would be over an eighth of the data: not sharded.
         assert!(

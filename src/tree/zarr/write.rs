@@ -13,6 +13,13 @@
 //!   the temp file stays); the rename commits at once.
 //! - Removing a chunk object writes the fill value (zeros) into the chunk and commits: the
 //!   object stays and reads as zeros, which is what Zarr means by a missing chunk.
+//! - A shard (`-o zarr_shards`) is replaced whole or removed, as Zarr writers do: a temp
+//!   file renamed over it is read as a shard of the array (inner chunks at any offsets,
+//!   uncompressed, those left out holding the fill value; the index at the end) and
+//!   becomes the chunk's blocks, committed at once; anything else renamed over it is
+//!   refused (EINVAL, logged; the temp file stays). It then reads back in the view's own
+//!   layout (the same values; every inner chunk present, in block order). In-place writes
+//!   and truncates of a shard are EPERM.
 //! - `zarr.json` files cannot be changed (EPERM, logged): resize, append and attribute
 //!   edits go through the native tree (`__attrs__`, `data/`). Writing back the bytes it
 //!   holds (tools that rewrite metadata they did not change) succeeds and changes nothing,
@@ -23,10 +30,10 @@
 //!   unchanged); a `truncate` to any other size but its own is EPERM.
 //! - A read-only mount refuses everything with EROFS.
 
-use super::geom::Source;
+use super::geom::{Geom, Source};
 use super::{Tree, TreeError, ZNode};
 use crate::container::ndim::Run;
-use crate::reader::ChunkId;
+use crate::reader::{ArrayId, ChunkId};
 use crate::tree::commit::Reason;
 
 /// What a write to a file of the view changes.
@@ -39,12 +46,33 @@ pub(crate) enum ZarrTarget {
 }
 
 impl Tree {
-    /// What a write to Zarr file `z` changes, after checking it may be written.
+    /// What an in-place write (or `truncate`) of Zarr file `z` changes, after checking it
+    /// may be written.
     ///
     /// # Errors
-    /// [`TreeError::ReadOnly`]; [`TreeError::IsADirectory`]; [`TreeError::NotPermitted`] for
-    /// a shard (`-o zarr_shards`).
+    /// As [`Tree::zarr_object_target`]; [`TreeError::NotPermitted`] for a shard
+    /// (`-o zarr_shards`), which is replaced whole (a temp file renamed over it) or removed.
     pub(crate) fn zarr_write_target(&self, ino: u64, z: ZNode) -> Result<ZarrTarget, TreeError> {
+        let target = self.zarr_object_target(ino, z)?;
+        if let ZarrTarget::Chunk(id) = target {
+            if self.zarr_sharded(id.array) {
+                return Err(TreeError::NotPermitted(
+                    "a shard of the sharded Zarr view (-o zarr_shards) is written whole: \
+                     rename a temp file over it (as zarr-python and TensorStore do), or write \
+                     through data/ or array.npy"
+                        .into(),
+                ));
+            }
+        }
+        Ok(target)
+    }
+
+    /// What replacing or removing Zarr file `z` whole changes, after checking it may be
+    /// written.
+    ///
+    /// # Errors
+    /// [`TreeError::ReadOnly`]; [`TreeError::IsADirectory`]; [`TreeError::NotFound`].
+    fn zarr_object_target(&self, ino: u64, z: ZNode) -> Result<ZarrTarget, TreeError> {
         if !self.options.writable {
             return Err(TreeError::ReadOnly);
         }
@@ -53,17 +81,6 @@ impl Tree {
             _ => match self.zarr_chunk_of(ino) {
                 Some(id) => {
                     self.writable_array(id.array)?;
-                    if self
-                        .zarr_geom(id.array, None)
-                        .is_ok_and(|g| g.shard.is_some())
-                    {
-                        return Err(TreeError::NotPermitted(
-                            "a shard of the sharded Zarr view (-o zarr_shards) is read-only: \
-                             write chunks through data/, array.npy, or a mount without \
-                             zarr_shards"
-                                .into(),
-                        ));
-                    }
                     Ok(ZarrTarget::Chunk(id))
                 }
                 None if self.zarr_exists(z) => Err(TreeError::IsADirectory(ino)),
@@ -72,16 +89,9 @@ impl Tree {
         }
     }
 
-    /// The chunk a change of Zarr file `z` edits; a `zarr.json` is refused.
-    ///
-    /// # Errors
-    /// As [`Tree::zarr_write_target`]; [`TreeError::NotPermitted`] (EPERM, logged) for a
-    /// `zarr.json`.
-    fn zarr_chunk_target(&self, ino: u64, z: ZNode) -> Result<ChunkId, TreeError> {
-        match self.zarr_write_target(ino, z)? {
-            ZarrTarget::Chunk(id) => Ok(id),
-            ZarrTarget::Json(_) => Err(zarr_json_refused()),
-        }
+    /// Whether array `array` is shown sharded (`-o zarr_shards`).
+    fn zarr_sharded(&self, array: ArrayId) -> bool {
+        self.zarr_geom(array, None).is_ok_and(|g| g.shard.is_some())
     }
 
     /// Writes `data` at `offset` of Zarr file `target`: patches a chunk object's buffer;
@@ -263,16 +273,6 @@ impl Tree {
         if matches!(z, ZNode::RootJson | ZNode::Json(_)) || self.zarr_chunk_of(parent).is_some() {
             return Err(TreeError::NotADirectory(parent));
         }
-        if let ZNode::Chunks { array, .. } = z {
-            if self.zarr_geom(array, None).is_ok_and(|g| g.shard.is_some()) {
-                // Its only use would be a rename over a shard, which is refused.
-                return Err(TreeError::NotPermitted(
-                    "a shard of the sharded Zarr view (-o zarr_shards) is read-only: no temp \
-                     files in its chunk tree"
-                        .into(),
-                ));
-            }
-        }
         self.create_scratch(parent, name, by)
     }
 
@@ -307,7 +307,7 @@ impl Tree {
             TreeError::NotPermitted(format!("renaming over {newname:?}: not a chunk object"))
         })?;
         let data = self.scratch_data(from);
-        let id = match self.zarr_write_target(t, z)? {
+        let id = match self.zarr_object_target(t, z)? {
             ZarrTarget::Chunk(id) => id,
             // The same bytes renamed over a `zarr.json`: nothing changes, the temp file goes.
             ZarrTarget::Json(z) if *self.zarr_json(z)? == *data => {
@@ -316,21 +316,14 @@ impl Tree {
             }
             ZarrTarget::Json(_) => return Err(zarr_json_refused()),
         };
-        let want = self.zarr_size(z)?;
-        if data.len() as u64 != want {
-            log::warn!(
-                "{}: a temp file of {} bytes renamed over a chunk object of {want}: refused",
-                self.path_of(t),
-                data.len()
-            );
-            return Err(TreeError::Refused(format!(
-                "a chunk object is replaced only by {want} bytes, not {}",
-                data.len()
-            )));
-        }
-        let res = self
-            .zarr_chunk_write(id, 0, &data)
-            .and_then(|()| self.commit(t, Reason::Durable));
+        let g = self
+            .zarr_geom(id.array, None)
+            .map_err(|_| TreeError::NotFound)?;
+        let res = match g.shard.is_some() {
+            true => self.zarr_shard_replace(t, id, &g, &data),
+            false => self.zarr_object_replace(t, z, id, &data),
+        };
+        let res = res.and_then(|()| self.commit(t, Reason::Durable));
         match res {
             Ok(()) => {
                 self.scratch.lock().files.remove(&from);
@@ -343,13 +336,84 @@ impl Tree {
         }
     }
 
+    /// Puts `data`, the whole new content of chunk object `t` (`z`, chunk `id`), into the
+    /// chunk's buffer.
+    ///
+    /// # Errors
+    /// [`TreeError::Refused`] for content of the wrong size; errors loading the chunk.
+    fn zarr_object_replace(
+        &self,
+        t: u64,
+        z: ZNode,
+        id: ChunkId,
+        data: &[u8],
+    ) -> Result<(), TreeError> {
+        let want = self.zarr_size(z)?;
+        if data.len() as u64 != want {
+            log::warn!(
+                "{}: a temp file of {} bytes renamed over a chunk object of {want}: refused",
+                self.path_of(t),
+                data.len()
+            );
+            return Err(TreeError::Refused(format!(
+                "a chunk object is replaced only by {want} bytes, not {}",
+                data.len()
+            )));
+        }
+        self.zarr_chunk_write(id, 0, data)
+    }
+
+    /// Puts shard `data`, as a Zarr writer wrote it (inner chunks at any offsets, those it
+    /// left out holding the fill value, then the index), into the buffer of chunk `id`
+    /// (shard object `t`, geometry `g`): inner chunk `k` is block `k` of the chunk.
+    ///
+    /// # Errors
+    /// [`TreeError::Refused`] (logged) for data that is not a shard of this array; errors
+    /// loading the chunk.
+    fn zarr_shard_replace(
+        &self,
+        t: u64,
+        id: ChunkId,
+        g: &Geom,
+        data: &[u8],
+    ) -> Result<(), TreeError> {
+        let starts = g.unshard(data).map_err(|why| {
+            log::warn!(
+                "{}: a temp file of {} bytes renamed over a shard is not a shard of this \
+                 array ({why}): refused",
+                self.path_of(t),
+                data.len()
+            );
+            TreeError::Refused(format!("not a shard of this array: {why}"))
+        })?;
+        let inner = g.shard.as_ref().map_or(0, |s| s.inner_bytes) as usize;
+        self.with_chunk_buffer(id, |buf, _| {
+            let short =
+                || TreeError::Refused(format!("chunk {}: shorter than its chunk shape", id.index));
+            for (k, start) in starts.iter().enumerate() {
+                let slot = buf.get_mut(k * inner..(k + 1) * inner).ok_or_else(short)?;
+                match start {
+                    Some(s) => slot.copy_from_slice(&data[*s..*s + inner]),
+                    None => slot.fill(0),
+                }
+            }
+            Ok(())
+        })
+    }
+
     /// Removes chunk object `ino` (`z`): the chunk becomes the fill value (zeros), committed
     /// at once.
     ///
     /// # Errors
     /// [`TreeError::NotPermitted`] for anything but a chunk object; commit errors.
     pub(crate) fn zarr_unlink(&self, ino: u64, z: ZNode) -> Result<(), TreeError> {
-        let id = match self.zarr_chunk_target(ino, z) {
+        let target = self
+            .zarr_object_target(ino, z)
+            .and_then(|target| match target {
+                ZarrTarget::Chunk(id) => Ok(id),
+                ZarrTarget::Json(_) => Err(zarr_json_refused()),
+            });
+        let id = match target {
             Err(TreeError::IsADirectory(_)) => {
                 return Err(TreeError::NotPermitted(
                     "removing a directory of the Zarr view".into(),

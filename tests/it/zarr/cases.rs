@@ -6,9 +6,9 @@ use std::path::Path;
 use b2fs::tree::Tree;
 use serde_json::Value;
 
-use super::{assemble, dims, ino, json_at, names, npy_data};
+use super::{assemble, dims, ino, json_at, names, npy_data, read_all};
 use crate::support::no_prefetch as opts;
-use crate::support::{Mount, fuse_and_python, python, python_says, run_python};
+use crate::support::{Mount, fuse_and_python, python, python_says, run_python, sha256_hex};
 
 /// Cases whose dtype has no portable Zarr type: left out of the view.
 const OMITTED: &[&str] = &[
@@ -200,8 +200,9 @@ fn a_mount_shows_the_view_to_numpy() {
 /// blockshape as inner chunks); each shard object is `data/N.bin` byte for byte followed by an
 /// index of `(k * block bytes, block bytes)`, and `stat` gives that size; a read straddling the
 /// data's end and the index gives both; the other arrays keep the plain layout; on a writable
-/// tree a write to a shard, and a temp file beside it, are refused (EPERM) and the chunk
-/// stays as it was.
+/// tree an in-place write to a shard is refused (EPERM) and the chunk stays as it was, while a
+/// shard in a Zarr writer's layout renamed over it replaces the chunk's blocks (python-blosc2
+/// reads them back) and removing it zeroes the chunk.
 #[test]
 fn sharded_view_objects_are_the_stored_chunks_and_their_block_index() {
     let py = or_skip!(python(
@@ -299,10 +300,80 @@ fn sharded_view_objects_are_the_stored_chunks_and_their_block_index() {
             super::read_all(&t, chunk, 1 << 20) == data,
             "{name}: the chunk changed"
         );
-        // Nor a temp file to rename over a shard (zarr-python's `.partial`).
-        let dir = first.rsplit_once('/').unwrap().0;
-        let temp = t.create(ino(&t, dir), "0.abc.partial").map(|_| ());
-        assert_eq!(temp.unwrap_err().errno(), libc::EPERM, "{name}");
+        // A shard is replaced whole, as zarr-python and TensorStore write it: a temp file
+        // with the inner chunks in another order and one left out (the fill value), renamed
+        // over the shard; python-blosc2 then reads those blocks in chunk 0.
+        let dir = ino(&t, first.rsplit_once('/').unwrap().0);
+        let leaf = first.rsplit_once('/').unwrap().1;
+        let block = block as usize;
+        let mut written = Vec::new();
+        let mut expect = vec![0u8; data.len()];
+        let mut index = Vec::new();
+        for k in (0..count as usize).rev() {
+            let (offset, nbytes) = match k == 1 {
+                true => (u64::MAX, u64::MAX),
+                false => {
+                    let new: Vec<u8> = (0..block).map(|i| (k * 37 + i % 251) as u8).collect();
+                    expect[k * block..(k + 1) * block].copy_from_slice(&new);
+                    written.extend_from_slice(&new);
+                    ((written.len() - block) as u64, block as u64)
+                }
+            };
+            index.push((k, offset, nbytes));
+        }
+        index.sort();
+        for (_, offset, nbytes) in index {
+            written.extend_from_slice(&offset.to_le_bytes());
+            written.extend_from_slice(&nbytes.to_le_bytes());
+        }
+        // First one that is not a shard of this array (an inner chunk a byte short): EINVAL,
+        // the chunk unchanged, the temp file still there.
+        let mut bad = written.clone();
+        let last = bad.len() - 8;
+        bad[last..].copy_from_slice(&(block as u64 - 1).to_le_bytes());
+        for (temp, bytes) in [("0.bad.partial", &bad), ("0.abc.partial", &written)] {
+            let (attr, fh) = t.create(dir, temp).unwrap();
+            t.write(attr.ino, fh, 0, bytes).unwrap();
+            t.release(fh).unwrap();
+        }
+        let refused = t
+            .rename(dir, "0.bad.partial", dir, leaf, false)
+            .unwrap_err();
+        assert_eq!(refused.errno(), libc::EINVAL, "{name}");
+        assert!(t.lookup(dir, "0.bad.partial").is_ok(), "{name}");
+        assert!(read_all(&t, chunk, 1 << 20) == data, "{name}: changed");
+        t.rename(dir, "0.abc.partial", dir, leaf, false).unwrap();
+        assert!(read_all(&t, chunk, 1 << 20) == expect, "{name}: replaced");
+        let mut own = expect.clone();
+        own.extend_from_slice(&whole[data.len()..]);
+        assert!(
+            read_all(&t, object, 4099) == own,
+            "{name}: the view's layout"
+        );
+        let chunk0 = |src: &Path| {
+            python_says(
+                &py,
+                &[
+                    "-c",
+                    "import sys, hashlib, blosc2; \
+                     a = blosc2.open(sys.argv[1]); \
+                     print(hashlib.sha256(a.schunk.decompress_chunk(0)).hexdigest())",
+                    src.to_str().unwrap(),
+                ],
+            )
+        };
+        assert_eq!(chunk0(src), sha256_hex(&expect), "{name}: python-blosc2");
+        // Removing a shard (a Zarr writer's way to say every inner chunk is the fill value).
+        t.unlink(dir, leaf).unwrap();
+        assert!(
+            read_all(&t, chunk, 1 << 20).iter().all(|&b| b == 0),
+            "{name}"
+        );
+        assert_eq!(
+            chunk0(src),
+            sha256_hex(&vec![0; data.len()]),
+            "{name}: removed"
+        );
     }
     assert!(
         sharded >= 2 && plain >= 2 && by_block >= 1,
