@@ -383,6 +383,21 @@ impl Filesystem for FuseAdapter {
         );
     }
 
+    /// Nothing to do: every change to a directory (a rename over a file, a removal) was
+    /// committed durably when it was made, and scratch files are never stored. (fuser's
+    /// default logs a warning for each mount; TensorStore syncs the directory after each
+    /// rename.)
+    fn fsyncdir(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        _fh: FileHandle,
+        _datasync: bool,
+        reply: ReplyEmpty,
+    ) {
+        reply.ok();
+    }
+
     fn opendir(&self, _req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
         match self.tree.readdir(ino.0, 0) {
             Ok(_) => reply.opened(
