@@ -537,7 +537,8 @@ impl ChunkReader {
         let core = &self.core;
         // A chunk's key, block size and size, looked up once for the wants in a row that lie
         // in it (a mapped scan's come a page at a time: thousands per fault).
-        let mut chunk: Option<(ChunkId, Option<(ChunkKey, usize, usize)>)> = None;
+        type Geometry = (ChunkKey, usize, usize);
+        let mut chunk: Option<(ChunkId, Option<Geometry>)> = None;
         let mut block = |(id, offset): (ChunkId, usize)| -> Option<(ChunkKey, usize)> {
             let (key, bs, nbytes) = match chunk {
                 Some((c, geometry)) if c == id => geometry,

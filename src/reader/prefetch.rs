@@ -66,6 +66,19 @@ struct Queued {
     blocks: HashSet<BlockKey>,
 }
 
+impl Queued {
+    /// Whether chunk `id` may be queued (and notes it queued): it is not queued yet and
+    /// fewer than [`CHUNKS_QUEUED`] chunks are.
+    fn admit_chunk(&mut self, id: ChunkId) -> bool {
+        self.chunks.len() < CHUNKS_QUEUED && self.chunks.insert(id)
+    }
+
+    /// The same for block `key`, up to [`BLOCKS_QUEUED`] blocks.
+    fn admit_block(&mut self, key: BlockKey) -> bool {
+        self.blocks.len() < BLOCKS_QUEUED && self.blocks.insert(key)
+    }
+}
+
 /// Whether the chunk reads of each array are a scan, and which way it goes, from the steps
 /// between the chunks reads start on.
 #[derive(Debug, Default)]
@@ -136,11 +149,8 @@ impl Prefetcher {
     /// Asks for chunk `id` to be decoded into the cache soon, unless it is queued already
     /// (or [`CHUNKS_QUEUED`] chunks are).
     pub(crate) fn request(&self, id: ChunkId) {
-        {
-            let mut q = self.queued.lock();
-            if q.chunks.len() >= CHUNKS_QUEUED || !q.chunks.insert(id) {
-                return;
-            }
+        if !self.queued.lock().admit_chunk(id) {
+            return;
         }
         if !self.send(Job::Chunk(id)) {
             self.queued.lock().chunks.remove(&id);
@@ -157,11 +167,8 @@ impl Prefetcher {
         offset: usize,
         key: BlockKey,
     ) {
-        {
-            let mut q = self.queued.lock();
-            if q.blocks.len() >= BLOCKS_QUEUED || !q.blocks.insert(key) {
-                return;
-            }
+        if !self.queued.lock().admit_block(key) {
+            return;
         }
         if !self.send(Job::Block(store, id, offset, key)) {
             self.queued.lock().blocks.remove(&key);
@@ -247,5 +254,40 @@ mod tests {
         assert_eq!(s.way(at(62), true), up);
         // Back to the first chunk: a scan starting over.
         assert_eq!(s.way(at(0), true), up);
+    }
+
+    #[test]
+    fn chunks_and_blocks_are_queued_once_and_each_up_to_its_bound() {
+        let mut q = Queued::default();
+        let chunk = |i| ChunkId::new(ArrayId(0), i);
+        let block = |i| {
+            let key = ChunkKey {
+                id: chunk(i / 8),
+                stamp: 1,
+            };
+            (key, i % 8)
+        };
+        assert!(q.admit_block(block(0)));
+        assert!(
+            !q.admit_block(block(0)),
+            "a block waiting is not queued again"
+        );
+        assert!(q.admit_chunk(chunk(0)));
+        assert!(!q.admit_chunk(chunk(0)));
+        for i in 1..BLOCKS_QUEUED {
+            assert!(q.admit_block(block(i)), "block {i}");
+        }
+        assert!(
+            !q.admit_block(block(BLOCKS_QUEUED)),
+            "past the bound of blocks"
+        );
+        // Blocks do not take the chunks' room, nor chunks the blocks'.
+        for i in 1..CHUNKS_QUEUED {
+            assert!(q.admit_chunk(chunk(i)), "chunk {i}");
+        }
+        assert!(!q.admit_chunk(chunk(CHUNKS_QUEUED)));
+        // Taken by a thread: the same block may be queued again.
+        q.blocks.remove(&block(0));
+        assert!(q.admit_block(block(0)));
     }
 }
