@@ -11,10 +11,11 @@
 //! [`Prefetcher::request_block`]). At most [`CHUNKS_QUEUED`] chunks wait in the queue, and
 //! at most [`BLOCKS_QUEUED`] blocks: a mapped scan asks for the blocks of the next megabytes
 //! at each fault, so that both cores decode ahead of it (BENCHMARKS.md, "Session 23: mapped
-//! scans"). Chunk files are prefetched only along a scan ([`Scans`]): in the direction it goes (Dask
-//! computes an array's chunks from the last one down, so prefetching the chunks after the one
-//! being read would decode again the chunks just read), and not at all for reads that jump
-//! from chunk to chunk (zarr-python reading windows reads whole chunk objects at random).
+//! scans"). Chunk files are prefetched only along a scan ([`Scans`]): in the direction it
+//! goes (Dask computes an array's chunks from the last one down, so prefetching the chunks
+//! after the one being read would decode again the chunks just read), and not at all for
+//! reads that jump from chunk to chunk (zarr-python reading windows reads whole chunk
+//! objects at random).
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;

@@ -20,8 +20,8 @@ use crate::tree::Tree;
 /// offers, were asked for by the faults before; this fault asks for the ranges after those,
 /// so that both cores decode ahead while the reader sums and the pages are stored (measured:
 /// 3 ranges, 1.26x session 18's main; 6, with room for their blocks in the prefetch queue,
-/// 1.16-1.24x 3 ranges with 8 jobs queued at most: BENCHMARKS.md, "Session 23: mapped
-/// scans").
+/// 1.18x 3 ranges with 8 jobs queued at most, the cores busy 95% of the scan instead of 75%:
+/// BENCHMARKS.md, "Session 23: mapped scans").
 const AHEAD_RANGES: u64 = 6;
 
 /// Most windows a range offered is made of (one `writev` takes 1,024).
