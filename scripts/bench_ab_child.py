@@ -34,7 +34,7 @@ def main():
     bm.gen()
     bm.warm_sources()
     # Byte rates for the scans, operations per second for the others.
-    unit, scale = ("MiB/s", 2**20) if kind in ("mnt-seq", "mnt-load") else ("/s", 1)
+    unit, scale = ("MiB/s", 2**20) if kind in ("mnt-seq", "mnt-load", "mnt-mmsum") else ("/s", 1)
     res = {b: [] for b in bins}
     for i in range(int(rounds)):
         for b in bins if i % 2 == 0 else bins[::-1]:

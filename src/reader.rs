@@ -535,14 +535,28 @@ impl ChunkReader {
     ) {
         let Some(p) = &self.prefetch else { return };
         let core = &self.core;
-        let block = |(id, offset): (ChunkId, usize)| -> Option<(ChunkKey, usize)> {
-            let at = At::new(store.as_ref(), id);
-            let nbytes = store.chunk_nbytes(id.index).ok()?;
-            let bs = core.block_size_for_cache(&at, nbytes);
-            (bs > 0 && offset < nbytes).then(|| (at.key, offset / bs))
+        // A chunk's key, block size and size, looked up once for the wants in a row that lie
+        // in it (a mapped scan's come a page at a time: thousands per fault).
+        type Geometry = (ChunkKey, usize, usize);
+        let mut chunk: Option<(ChunkId, Option<Geometry>)> = None;
+        let mut block = |(id, offset): (ChunkId, usize)| -> Option<(ChunkKey, usize)> {
+            let (key, bs, nbytes) = match chunk {
+                Some((c, geometry)) if c == id => geometry,
+                _ => {
+                    let at = At::new(store.as_ref(), id);
+                    let geometry = store
+                        .chunk_nbytes(id.index)
+                        .ok()
+                        .map(|n| (at.key, core.block_size_for_cache(&at, n), n));
+                    chunk = Some((id, geometry));
+                    geometry
+                }
+            }?;
+            (bs > 0 && offset < nbytes).then(|| (key, offset / bs))
         };
-        let own = own.and_then(block);
+        let own = own.and_then(&mut block);
         let mut asked: Vec<(ChunkKey, usize)> = Vec::new();
+        let mut latest = None;
         for (id, offset) in wants {
             if asked.len() >= max {
                 break;
@@ -550,6 +564,10 @@ impl ChunkReader {
             let Some(b) = block((id, offset)) else {
                 continue;
             };
+            // Wants in a row in one block: looked at once.
+            if latest.replace(b) == Some(b) {
+                continue;
+            }
             if Some(b) == own
                 || asked.contains(&b)
                 || core.cache.contains_or_loading(&b.0)
@@ -558,7 +576,7 @@ impl ChunkReader {
                 continue;
             }
             asked.push(b);
-            p.request_block(store.clone(), id, offset);
+            p.request_block(store.clone(), id, offset, b);
         }
     }
 

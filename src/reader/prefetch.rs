@@ -7,11 +7,15 @@
 //! full queue drops requests (prefetching is advice), and a failed prefetch is only logged at
 //! debug level: the reader that needs the chunk reports the error.
 //!
-//! A chunk is queued once however many readers ask for it ([`Prefetcher::request`]), and
-//! chunk files are prefetched only along a scan ([`Scans`]): in the direction it goes (Dask
-//! computes an array's chunks from the last one down, so prefetching the chunks after the one
-//! being read would decode again the chunks just read), and not at all for reads that jump
-//! from chunk to chunk (zarr-python reading windows reads whole chunk objects at random).
+//! A chunk or block is queued once however many readers ask for it ([`Prefetcher::request`],
+//! [`Prefetcher::request_block`]). At most [`CHUNKS_QUEUED`] chunks wait in the queue, and
+//! at most [`BLOCKS_QUEUED`] blocks: a mapped scan asks for the blocks of the next megabytes
+//! at each fault, so that both cores decode ahead of it (BENCHMARKS.md, "Session 23: mapped
+//! scans"). Chunk files are prefetched only along a scan ([`Scans`]): in the direction it
+//! goes (Dask computes an array's chunks from the last one down, so prefetching the chunks
+//! after the one being read would decode again the chunks just read), and not at all for
+//! reads that jump from chunk to chunk (zarr-python reading windows reads whole chunk
+//! objects at random).
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -20,17 +24,25 @@ use std::thread::JoinHandle;
 
 use parking_lot::Mutex;
 
-use super::{ArrayId, ChunkId, ChunkStore, Core};
+use super::{ArrayId, ChunkId, ChunkKey, ChunkStore, Core};
 
 /// One request: a whole chunk of the array as it is now, or the block of a chunk of one
 /// version that a byte falls in.
 pub(crate) enum Job {
     Chunk(ChunkId),
-    Block(Arc<dyn ChunkStore>, ChunkId, usize),
+    Block(Arc<dyn ChunkStore>, ChunkId, usize, BlockKey),
 }
 
-/// Queue length: a few chunks per thread are enough to keep them busy.
-const QUEUE: usize = 8;
+/// A block of a chunk of one version: the chunk's key and the block's number.
+type BlockKey = (ChunkKey, usize);
+
+/// Most chunks waiting in the queue: a few per thread are enough to keep them busy.
+const CHUNKS_QUEUED: usize = 8;
+
+/// Most blocks waiting in the queue: 8 MiB of python-blosc2's 128 KiB blocks, the blocks a
+/// mapped scan asks for ahead of it (`tree/npy/mapped.rs`; measured: with 8 jobs in all, the
+/// prefetch threads ran dry between its faults and the cores idled 25% of a scan).
+const BLOCKS_QUEUED: usize = 64;
 
 /// How far the direction vote of a scan goes either way: a few steps the other way (readers
 /// working side by side start their chunks a little out of order) do not turn it.
@@ -44,8 +56,28 @@ const NEAR: usize = 8;
 pub(crate) struct Prefetcher {
     tx: Option<SyncSender<Job>>,
     threads: Vec<JoinHandle<()>>,
-    /// Chunks queued and not yet taken by a thread.
-    queued: Arc<Mutex<HashSet<ChunkId>>>,
+    /// Chunks and blocks queued and not yet taken by a thread.
+    queued: Arc<Mutex<Queued>>,
+}
+
+/// What waits in the queue of a [`Prefetcher`].
+#[derive(Debug, Default)]
+struct Queued {
+    chunks: HashSet<ChunkId>,
+    blocks: HashSet<BlockKey>,
+}
+
+impl Queued {
+    /// Whether chunk `id` may be queued (and notes it queued): it is not queued yet and
+    /// fewer than [`CHUNKS_QUEUED`] chunks are.
+    fn admit_chunk(&mut self, id: ChunkId) -> bool {
+        self.chunks.len() < CHUNKS_QUEUED && self.chunks.insert(id)
+    }
+
+    /// The same for block `key`, up to [`BLOCKS_QUEUED`] blocks.
+    fn admit_block(&mut self, key: BlockKey) -> bool {
+        self.blocks.len() < BLOCKS_QUEUED && self.blocks.insert(key)
+    }
 }
 
 /// Whether the chunk reads of each array are a scan, and which way it goes, from the steps
@@ -95,9 +127,9 @@ impl Scans {
 
 impl Prefetcher {
     pub(crate) fn start(core: Arc<Core>, nthreads: usize) -> Prefetcher {
-        let (tx, rx) = sync_channel::<Job>(QUEUE);
+        let (tx, rx) = sync_channel::<Job>(CHUNKS_QUEUED + BLOCKS_QUEUED);
         let rx = Arc::new(Mutex::new(rx));
-        let queued = Arc::new(Mutex::new(HashSet::new()));
+        let queued = Arc::new(Mutex::new(Queued::default()));
         let threads = (0..nthreads)
             .filter_map(|i| {
                 let (core, rx, queued) = (core.clone(), rx.clone(), queued.clone());
@@ -115,20 +147,33 @@ impl Prefetcher {
         }
     }
 
-    /// Asks for chunk `id` to be decoded into the cache soon, unless it is queued already.
+    /// Asks for chunk `id` to be decoded into the cache soon, unless it is queued already
+    /// (or [`CHUNKS_QUEUED`] chunks are).
     pub(crate) fn request(&self, id: ChunkId) {
-        if !self.queued.lock().insert(id) {
+        if !self.queued.lock().admit_chunk(id) {
             return;
         }
         if !self.send(Job::Chunk(id)) {
-            self.queued.lock().remove(&id);
+            self.queued.lock().chunks.remove(&id);
         }
     }
 
-    /// Asks for the block of chunk `id` of `store` holding byte `offset` to be decoded into
-    /// the block cache soon.
-    pub(crate) fn request_block(&self, store: Arc<dyn ChunkStore>, id: ChunkId, offset: usize) {
-        self.send(Job::Block(store, id, offset));
+    /// Asks for the block of chunk `id` of `store` holding byte `offset` (block `key`) to be
+    /// decoded into the block cache soon, unless it is queued already (or [`BLOCKS_QUEUED`]
+    /// blocks are).
+    pub(crate) fn request_block(
+        &self,
+        store: Arc<dyn ChunkStore>,
+        id: ChunkId,
+        offset: usize,
+        key: BlockKey,
+    ) {
+        if !self.queued.lock().admit_block(key) {
+            return;
+        }
+        if !self.send(Job::Block(store, id, offset, key)) {
+            self.queued.lock().blocks.remove(&key);
+        }
     }
 
     /// Queues `job`; false when the queue is full (the job is dropped).
@@ -141,16 +186,19 @@ impl Prefetcher {
     }
 }
 
-fn run(core: &Core, rx: &Mutex<Receiver<Job>>, queued: &Mutex<HashSet<ChunkId>>) {
+fn run(core: &Core, rx: &Mutex<Receiver<Job>>, queued: &Mutex<Queued>) {
     loop {
         let next = rx.lock().recv();
         let Ok(job) = next else { return };
         let (id, res) = match job {
             Job::Chunk(id) => {
-                queued.lock().remove(&id);
+                queued.lock().chunks.remove(&id);
                 (id, core.chunk_ahead(id).map(drop))
             }
-            Job::Block(store, id, offset) => (id, core.block_ahead(store.as_ref(), id, offset)),
+            Job::Block(store, id, offset, key) => {
+                queued.lock().blocks.remove(&key);
+                (id, core.block_ahead(store.as_ref(), id, offset))
+            }
         };
         if let Err(e) = res {
             log::debug!(
@@ -207,5 +255,40 @@ mod tests {
         assert_eq!(s.way(at(62), true), up);
         // Back to the first chunk: a scan starting over.
         assert_eq!(s.way(at(0), true), up);
+    }
+
+    #[test]
+    fn chunks_and_blocks_are_queued_once_and_each_up_to_its_bound() {
+        let mut q = Queued::default();
+        let chunk = |i| ChunkId::new(ArrayId(0), i);
+        let block = |i| {
+            let key = ChunkKey {
+                id: chunk(i / 8),
+                stamp: 1,
+            };
+            (key, i % 8)
+        };
+        assert!(q.admit_block(block(0)));
+        assert!(
+            !q.admit_block(block(0)),
+            "a block waiting is not queued again"
+        );
+        assert!(q.admit_chunk(chunk(0)));
+        assert!(!q.admit_chunk(chunk(0)));
+        for i in 1..BLOCKS_QUEUED {
+            assert!(q.admit_block(block(i)), "block {i}");
+        }
+        assert!(
+            !q.admit_block(block(BLOCKS_QUEUED)),
+            "past the bound of blocks"
+        );
+        // Blocks do not take the chunks' room, nor chunks the blocks'.
+        for i in 1..CHUNKS_QUEUED {
+            assert!(q.admit_chunk(chunk(i)), "chunk {i}");
+        }
+        assert!(!q.admit_chunk(chunk(CHUNKS_QUEUED)));
+        // Taken by a thread: the same block may be queued again.
+        q.blocks.remove(&block(0));
+        assert!(q.admit_block(block(0)));
     }
 }

@@ -17,9 +17,12 @@ use crate::tree::Tree;
 
 /// Ranges of [`FORWARD_MAX`] whose blocks a fault of a mapped scan asks for, from its own
 /// page on: the range up to the next fault's page and the one after it, which this fault
-/// offers, are asked for by the fault before; this fault asks for the range after those, so
-/// it decodes while the reader sums (measured: 1.26x main; ranges of 2 MiB, 1.21x).
-const AHEAD_RANGES: u64 = 3;
+/// offers, were asked for by the faults before; this fault asks for the ranges after those,
+/// so that both cores decode ahead while the reader sums and the pages are stored (measured:
+/// 3 ranges, 1.26x session 18's main; 6, with room for their blocks in the prefetch queue,
+/// 1.18x 3 ranges with 8 jobs queued at most, the cores busy 95% of the scan instead of 75%:
+/// BENCHMARKS.md, "Session 23: mapped scans").
+const AHEAD_RANGES: u64 = 6;
 
 /// Most windows a range offered is made of (one `writev` takes 1,024).
 const MAX_PARTS: usize = 900;
@@ -41,9 +44,21 @@ impl Tree {
     ) {
         let end = (offset + AHEAD_RANGES * FORWARD_MAX).min(npy.len());
         let own = data_at(npy, array, offset);
-        let wants = (offset / PAGE..end.div_ceil(PAGE))
-            .map(|p| p * PAGE)
-            .filter_map(|at| data_at(npy, array, at));
+        let w = npy.window(offset, end.saturating_sub(offset) as usize);
+        if !w.header.is_empty() || w.data.end <= w.data.start {
+            return;
+        }
+        // One pass over the runs of those bytes, a page at a time within each run (so that
+        // every block a run spans is asked for), in file order.
+        let wants = npy
+            .layout()
+            .runs(w.data.start, w.data.end - w.data.start)
+            .flat_map(|run| {
+                let id = ChunkId::new(array, run.chunk as usize);
+                (run.src..run.src.saturating_add(run.len))
+                    .step_by(PAGE as usize)
+                    .map(move |at| (id, at as usize))
+            });
         self.reader.prefetch_blocks(store, own, wants, MAX_ASKED);
     }
 
