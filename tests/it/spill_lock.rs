@@ -308,4 +308,27 @@ fn a_commit_whose_spilled_chunk_cannot_be_read_back_fails_with_eio_and_keeps_the
     let (got, says) = f.stored(&py, &want);
     assert!(got == want);
     assert_eq!(says, "same");
+    // The last close is the end of the edit: when its commit fails that way, the edits go
+    // (nobody is left to retry, and kept they would hold the mount back from following other
+    // writers); what was committed stays.
+    let committed = std::fs::read(&f.src).unwrap();
+    let fh = f.t.open(f.npy, libc::O_RDWR).unwrap();
+    f.t.write(f.npy, fh, f.item(0, 0) as u64, &9.5f64.to_le_bytes())
+        .unwrap();
+    f.t.write(f.npy, fh, f.item(0, 50) as u64, &9.5f64.to_le_bytes())
+        .unwrap();
+    f.t.fail_spill_reads(Some(libc::EIO));
+    assert_eq!(f.t.release(fh).unwrap_err().errno(), libc::EIO);
+    f.t.fail_spill_reads(None);
+    let s = f.t.edit_stats();
+    assert_eq!(
+        (s.memory, s.spilled_chunks, s.spilled_bytes),
+        (0, 0, 0),
+        "{s:?}"
+    );
+    assert!(
+        std::fs::read(&f.src).unwrap() == committed,
+        "the source changed"
+    );
+    assert_eq!(tree_read(&f.t, f.npy, 1 << 20).unwrap(), want);
 }

@@ -48,11 +48,25 @@
 //! bytes or of the slot), drops the lock for the I/O, and takes it again to act on the
 //! result only if the buffer is still what it took. A buffer is in one of three states:
 //!
-//! | state | bytes | readers | a write, a truncation | a commit | a drop | an eviction pass |
-//! | --- | --- | --- | --- | --- | --- | --- |
-//! | `Mem` | memory | copy them under the lock | change them in place (a copy first when another holder has them) | takes an `Arc` of them | frees them | drops a clean one; marks an edited one `Spilling` |
-//! | `Spilling` | memory, being written to a reserved slot by one pass, lock released | as `Mem` | take it back to `Mem` (a copy: the pass holds the bytes), the pass's slot is then discarded | as `Mem` | frees them, the pass's slot is then discarded | skipped (not in the eviction order) |
-//! | `Spilled` | a slot of the spill file | take an `Arc` of the slot, read outside the lock, give it back under it | a patch or a cut in place when the map alone holds the slot; else bring it back: read outside the lock, switch to `Mem` only if the same slot is still there | takes an `Arc` of the slot, reads it back outside the lock | gives the slot back (its region goes with the last holder) | skipped (not in memory) |
+//! - `Mem`: bytes in memory, in the eviction order. Readers copy them under the lock. A write
+//!   or a truncation changes them in place (a copy first when another holder has them). A
+//!   commit takes an `Arc` of them. A drop frees them. An eviction pass drops a clean one and
+//!   marks an edited one `Spilling`.
+//! - `Spilling`: bytes in memory that one pass is writing to a slot reserved for them, with
+//!   the lock released; out of the eviction order. Readers copy the memory, as for `Mem`: it
+//!   is what counts. A write or a truncation takes the buffer back to `Mem` (a copy: the pass
+//!   holds the bytes), and the pass discards its slot when it ends. A commit takes an `Arc` of
+//!   the memory and stores that. A drop (a commit done, a failed last close) frees it, and the
+//!   pass discards its slot. A second pass skips it (its memory counts as freed already).
+//! - `Spilled`: a slot of the spill file. Readers take an `Arc` of the slot under the lock,
+//!   read with the lock released and give it back under it: while anyone besides the map
+//!   holds a slot, nobody changes its bytes. A write within its length patches it in place,
+//!   and a truncation cuts it in place, when the map alone holds the slot; otherwise, and for
+//!   growth, the writer brings it back: it takes an `Arc`, reads (only the prefix a truncation
+//!   keeps) with the lock released, and switches the buffer to `Mem` only if the same slot is
+//!   still there (else it looks again). A commit takes an `Arc` of the slot and reads it back
+//!   outside the lock. A drop gives the slot back (its region is freed by its last holder).
+//!   Passes skip it.
 //!
 //! An eviction pass (`evict::make_room`): under the lock, it picks the least recently edited
 //! buffers (clean ones are dropped at once, edited ones marked `Spilling` with a ticket and
@@ -78,10 +92,12 @@
 //!   (none) --create data/<n>.bin---> Edited + creating (an append when committed)
 //!   Edited --O_TRUNC open----------> EmptiedByTrunc (a flush does not commit it: a shell's
 //!                                    `>` closes a duplicate descriptor before writing)
-//!   any    --refused/failed commit-> (none), the file's kernel pages marked stale
+//!   any    --refused commit, failed last close-> (none), the file's kernel pages marked
+//!                                    stale (a failed fsync or close keeps it: EIO, a spill
+//!                                    read-back error included, and the next fsync retries)
 //!   any    --another writer's change followed-> stale: its commit fails with ESTALE
 //!   in memory --past the budget----> spilling --written--> spilled (same state)
-//!   spilling --written, or edited----> in memory (the spill is discarded)
+//!   spilling --edited, or its write failed--> in memory (that spill is discarded)
 //!   spilled --growth-----------------> in memory (a truncation cuts it in place)
 //! ```
 
