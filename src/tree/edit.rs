@@ -4,12 +4,15 @@
 //! Chunk buffers are keyed by [`ChunkId`], not by the file that showed the chunk: a write
 //! through `data/N.bin` and one through `array.npy` patch the same buffer, and each file reads
 //! the other's edit at once. The buffers, their life and the bound on their memory are in
-//! `edit/pending.rs`; the spill file that holds them past that bound in `edit/spill.rs`.
+//! `edit/pending.rs` (the spill file's I/O, done with the edits lock released, in
+//! `edit/pending/evict.rs`); the spill file that holds them past that bound in
+//! `edit/spill.rs`; reads of edited chunks in `edit/reads.rs`.
 
 mod pending;
+mod reads;
 mod spill;
 
-pub(crate) use pending::{AttrsBuf, BufState, ChunkBuf, Edits};
+pub(crate) use pending::{AttrsBuf, BufState, ChunkBuf, Edits, SpillHook};
 pub use pending::{DEFAULT_EDIT_BUDGET, EditStats};
 
 use super::layout::{AttrsOwner, FileKind};
@@ -148,35 +151,53 @@ impl Tree {
         id: ChunkId,
         f: impl FnOnce(&mut Vec<u8>, usize) -> Result<T, TreeError>,
     ) -> Result<T, TreeError> {
+        self.with_chunk_prefix(id, usize::MAX, f)
+    }
+
+    /// [`Tree::with_chunk_buffer`] for an edit that keeps at most the first `prefix` bytes
+    /// of the chunk (a truncation): a spilled buffer is brought back only that far.
+    fn with_chunk_prefix<T>(
+        &self,
+        id: ChunkId,
+        prefix: usize,
+        mut f: impl FnOnce(&mut Vec<u8>, usize) -> Result<T, TreeError>,
+    ) -> Result<T, TreeError> {
         let limit = self.chunk_limit(id)?;
         let mut edits = self.edits.lock();
-        if !edits.has_chunk(id) {
-            drop(edits);
-            let bytes = self.base_of(id)?;
-            edits = self.edits.lock();
+        // Around again only when the buffer went (committed, dropped) while an eviction pass
+        // or a read-back had the lock released: each time, some other thread's change landed.
+        loop {
             if !edits.has_chunk(id) {
-                // Room within the budget first (past it, older buffers spill). The buffer is
-                // edited under this same lock: released in between, another writer's
-                // `make_room` could drop it (clean buffers go first) and the two writers
-                // could decode their chunks again and again, each dropping the other's.
-                edits
-                    .make_room(bytes.capacity(), id)
-                    .map_err(|e| edits.spill_error(e))?;
-                edits.insert_chunk(id, ChunkBuf::loaded(bytes));
-            }
-        }
-        match edits.edit_in_memory(id, limit, f) {
-            Ok(out) => {
-                let c = edits.chunk_mut(id).ok_or(TreeError::NotFound)?;
-                c.state = BufState::Edited;
-                c.version += 1;
-                Ok(out)
-            }
-            Err(e) => {
-                if edits.chunk(id).is_some_and(|c| c.state == BufState::Clean) {
-                    edits.remove_chunk(id);
+                drop(edits);
+                let bytes = self.base_of(id)?;
+                edits = self.edits.lock();
+                if !edits.has_chunk(id) {
+                    // Room within the budget first (past it, older buffers spill, with the
+                    // lock released). The buffer is edited under the lock it is inserted
+                    // with: released in between, another writer's `make_room` could drop it
+                    // (clean buffers go first) and the two writers could decode their
+                    // chunks again and again, each dropping the other's.
+                    pending::make_room(&mut edits, bytes.capacity(), id)
+                        .map_err(|e| edits.spill_error(e))?;
+                    if !edits.has_chunk(id) {
+                        edits.insert_chunk(id, ChunkBuf::loaded(bytes));
+                    }
                 }
-                Err(e)
+            }
+            match pending::edit_in_memory(&mut edits, id, limit, prefix, f) {
+                Err(back) => f = back,
+                Ok(Ok(out)) => {
+                    let c = edits.chunk_mut(id).ok_or(TreeError::NotFound)?;
+                    c.state = BufState::Edited;
+                    c.version += 1;
+                    return Ok(out);
+                }
+                Ok(Err(e)) => {
+                    if edits.chunk(id).is_some_and(|c| c.state == BufState::Clean) {
+                        edits.remove_chunk(id);
+                    }
+                    return Err(e);
+                }
             }
         }
     }
@@ -193,24 +214,6 @@ impl Tree {
         self.edits.lock().patch_spilled(id, patches)
     }
 
-    /// Bytes `[offset, offset + size)` of chunk `id`'s pending edit (cut at its end), if it
-    /// has one: from memory or read back from the spill file.
-    ///
-    /// # Errors
-    /// The spill file could not be read ([`Edits::spill_error`]).
-    pub(crate) fn edited_window(
-        &self,
-        id: ChunkId,
-        offset: u64,
-        size: u32,
-    ) -> Result<Option<Vec<u8>>, TreeError> {
-        let edits = self.edits.lock();
-        edits
-            .chunk_window(id, offset, size)
-            .transpose()
-            .map_err(|e| edits.spill_error(e))
-    }
-
     /// What the pending chunk edits of the mount hold now: memory, its budget, what is
     /// spilled (`user.b2fs.edit_*` on the mount root).
     pub fn edit_stats(&self) -> EditStats {
@@ -221,6 +224,20 @@ impl Tree {
     /// directory's file system is full (ENOSPC) or failing (EIO).
     pub fn fail_spills(&self, errno: Option<i32>) {
         self.edits.lock().fail_spills(errno);
+    }
+
+    /// Tests: reads of spilled chunks (reads of the files, read-backs at a commit or a length
+    /// change) fail with `errno` (`None`: they work again), as when the spill directory's
+    /// disk fails.
+    pub fn fail_spill_reads(&self, errno: Option<i32>) {
+        self.edits.lock().fail_spill_reads(errno);
+    }
+
+    /// Tests: `hook` is called with each chunk an eviction pass is about to write to the spill
+    /// file, on the writing thread, with the edits lock released (a test blocks it there to
+    /// check what other threads can do meanwhile); `None` removes it.
+    pub fn on_spill_write(&self, hook: Option<Arc<dyn Fn(ChunkId) + Send + Sync>>) {
+        self.edits.lock().set_spill_hook(hook.map(SpillHook));
     }
 
     /// Makes the spill file of pending edits past the budget in `dir` (`spill_dir=`; the
@@ -403,7 +420,7 @@ impl Tree {
             return self.zarr_set_size(ino, id, size);
         }
         let size = usize::try_from(size).map_err(|_| TreeError::TooBig("size".into()))?;
-        self.with_buffer(ino, target, size, |buf, limit| {
+        let resize = |buf: &mut Vec<u8>, limit| {
             if size > limit {
                 return Err(TreeError::TooBig(format!(
                     "size {size}: this file holds at most {limit} bytes"
@@ -411,7 +428,16 @@ impl Tree {
             }
             buf.resize(size, 0);
             Ok(())
-        })?;
+        };
+        match target {
+            // A spilled chunk is cut in place, or brought back only as far as it is kept.
+            WriteTarget::Chunk(id) => {
+                if !self.edits.lock().truncate_spilled(id, size) {
+                    self.with_chunk_prefix(id, size, resize)?;
+                }
+            }
+            _ => self.with_buffer(ino, target, size, resize)?,
+        }
         if self.handles.other_writer(ino, None) {
             return Ok(());
         }

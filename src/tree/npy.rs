@@ -480,47 +480,6 @@ impl Tree {
         self.options.writable && self.edits.lock().has_chunk(id)
     }
 
-    /// Copies `runs` of chunks of `array` into `out` ([`crate::reader::ChunkReader::gather`]:
-    /// the block each run falls in when `small`, else whole chunks), from edit buffers where
-    /// a chunk has one and `buffers` says the reader sees them.
-    pub(super) fn fill_runs(
-        &self,
-        ino: u64,
-        (store, array, buffers): (&dyn ChunkStore, ArrayId, bool),
-        runs: impl Iterator<Item = Run>,
-        small: bool,
-        out: &mut [u8],
-    ) -> Result<(), TreeError> {
-        // One look at the edits per read, not one lock per run (a 1 MiB read of an N-dim
-        // array is hundreds of runs).
-        let edited = buffers
-            && self.options.writable
-            && self.edits.lock().chunk_ids().any(|id| id.array == array);
-        // A spilled buffer that cannot be read back fails the read with its own error.
-        let mut failed: Option<std::io::Error> = None;
-        let mut from_buffer = |id: ChunkId, src: usize, dst: &mut [u8]| match self
-            .edits
-            .lock()
-            .copy_chunk(id, src, dst)?
-        {
-            Ok(within) => Some(within),
-            Err(e) => {
-                failed = Some(e);
-                Some(false)
-            }
-        };
-        let edited: Option<crate::reader::gather::FromBuffer<'_>> =
-            if edited { Some(&mut from_buffer) } else { None };
-        let res = self
-            .reader
-            .gather((store, array), runs, small, out, edited)
-            .map_err(|source| TreeError::Container { ino, source });
-        match failed {
-            Some(e) => Err(self.edits.lock().spill_error(e)),
-            None => res,
-        }
-    }
-
     /// After a sequential read of `array.npy` up to data byte `end`: asks for the next slab's
     /// chunks, as many as fit in the chunk cache beside the current slab (none when prefetch
     /// is off or the cache holds only the chunks being read).

@@ -45,6 +45,7 @@ mod remote_follow; // following S3 prefixes: sparse frames, bcolz roots and .b2d
 #[cfg(feature = "remote")]
 mod remote_mem; // the daemon's peak memory while it streams a frame over HTTP, against a local mount
 mod small_reads; // issue 25: cold small reads of chunk files read only their blocks' streams, python-blosc2's bytes
+mod spill_lock; // the spill file's I/O with the edits lock released: reads and writes during a spill, one read per spilled chunk
 mod store; // collections: .b2z/.b2d stores and directories of sources against python-blosc2
 mod store_crash; // SIGKILL of a mount during a .b2z member commit: old or new zip for python-blosc2
 mod store_ctable; // python-blosc2 CTables in stores: table.npy against numpy.asarray(table), deletions, damage, other writers

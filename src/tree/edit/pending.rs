@@ -19,9 +19,10 @@
 //! A spilled chunk stays in the file until its commit or its drop: reads of it (the chunk
 //! file, `array.npy`, the Zarr view) read the file; a write within its length patches the file
 //! in place ([`Edits::patch_spilled`]), so a pass that writes every chunk once writes each
-//! to the spill file at most once; a change of its length (truncate, growth) brings it back
-//! into memory first. A commit reads spilled chunks back one at a time while compressing
-//! ([`crate::commit::ChunkBytes`]).
+//! to the spill file at most once; a truncation cuts it in place ([`Edits::truncate_spilled`]);
+//! growth brings it back into memory first (a truncation the map cannot do in place brings
+//! back only the prefix it keeps). A commit reads spilled chunks back one at a time while
+//! compressing ([`crate::commit::ChunkBytes`]).
 //!
 //! Why spill rather than commit early or refuse: committing an `array.npy` edit in pieces
 //! would break "one version per open" (a crash would leave half of it), and refusing writes
@@ -38,6 +39,52 @@
 //! the budget: one chunk per writing thread; and a buffer spilled while a commit holds it
 //! stays in memory until that commit ends (it compresses what it took).
 //!
+//! ## The spill file's I/O is outside the edits lock
+//!
+//! The edits lock guards the map and every change of a buffer's state, and every read of an
+//! edited chunk on a writable mount takes it; a spill writes whole chunks, and a spilled
+//! chunk is read back whole at a commit or a length change. None of that I/O is done with the
+//! lock held (`evict.rs`): each holder takes what it needs under the lock (an `Arc` of the
+//! bytes or of the slot), drops the lock for the I/O, and takes it again to act on the
+//! result only if the buffer is still what it took. A buffer is in one of three states:
+//!
+//! - `Mem`: bytes in memory, in the eviction order. Readers copy them under the lock. A write
+//!   or a truncation changes them in place (a copy first when another holder has them). A
+//!   commit takes an `Arc` of them. A drop frees them. An eviction pass drops a clean one and
+//!   marks an edited one `Spilling`.
+//! - `Spilling`: bytes in memory that one pass is writing to a slot reserved for them, with
+//!   the lock released; out of the eviction order. Readers copy the memory, as for `Mem`: it
+//!   is what counts. A write or a truncation takes the buffer back to `Mem` (a copy: the pass
+//!   holds the bytes), and the pass discards its slot when it ends. A commit takes an `Arc` of
+//!   the memory and stores that. A drop (a commit done, a failed last close) frees it, and the
+//!   pass discards its slot. A second pass skips it (its memory counts as freed already).
+//! - `Spilled`: a slot of the spill file. Readers take an `Arc` of the slot under the lock,
+//!   read with the lock released and give it back under it: while anyone besides the map
+//!   holds a slot, nobody changes its bytes. A write within its length patches it in place,
+//!   and a truncation cuts it in place, when the map alone holds the slot; otherwise, and for
+//!   growth, the writer brings it back: it takes an `Arc`, reads (only the prefix a truncation
+//!   keeps) with the lock released, and switches the buffer to `Mem` only if the same slot is
+//!   still there (else it looks again). A commit takes an `Arc` of the slot and reads it back
+//!   outside the lock. A drop gives the slot back (its region is freed by its last holder).
+//!   Passes skip it.
+//!
+//! An eviction pass (`evict::make_room`): under the lock, it picks the least recently edited
+//! buffers (clean ones are dropped at once, edited ones marked `Spilling` with a ticket and
+//! given a reserved slot); lock released, it writes each to its slot; under the lock again,
+//! each buffer still `Spilling` with its ticket becomes `Spilled` (its memory freed), and any
+//! other (taken back by a writer, dropped, committed and dropped, spilled again by another
+//! pass) gives the pass's slot back. A write that fails puts the buffer back in memory at its
+//! place in the eviction order and fails the write that needed the room. So readers of other
+//! chunks, and of the chunk being spilled (its memory is still authoritative), never wait for
+//! the spill file, and a write to a buffer being spilled is never lost: it lands in memory and
+//! the pass's copy is discarded. Buffers being spilled still count in `memory` but not against
+//! the room a second pass makes (`in_flight`), so memory passes the budget by at most the
+//! spills in flight (each pass writes what its writer needs) until they finish.
+//!
+//! Patches of a spilled chunk ([`Edits::patch_spilled`], a write within its length: one
+//! FUSE write, at most 1 MiB) are still written with the lock held, as a change of the
+//! slot's bytes no holder may see half-made.
+//!
 //! A buffer's life:
 //!
 //! ```text
@@ -45,9 +92,13 @@
 //!   (none) --create data/<n>.bin---> Edited + creating (an append when committed)
 //!   Edited --O_TRUNC open----------> EmptiedByTrunc (a flush does not commit it: a shell's
 //!                                    `>` closes a duplicate descriptor before writing)
-//!   any    --refused/failed commit-> (none), the file's kernel pages marked stale
+//!   any    --refused commit, failed last close-> (none), the file's kernel pages marked
+//!                                    stale (a failed fsync or close keeps it: EIO, a spill
+//!                                    read-back error included, and the next fsync retries)
 //!   any    --another writer's change followed-> stale: its commit fails with ESTALE
-//!   in memory --past the budget----> spilled (same state) --length change--> in memory
+//!   in memory --past the budget----> spilling --written--> spilled (same state)
+//!   spilling --edited, or its write failed--> in memory (that spill is discarded)
+//!   spilled --growth-----------------> in memory (a truncation cuts it in place)
 //! ```
 
 use std::collections::{BTreeMap, HashMap};
@@ -58,6 +109,9 @@ use std::sync::Arc;
 use super::spill::{Slot, SpillFile};
 use crate::reader::ChunkId;
 use crate::tree::TreeError;
+
+mod evict;
+pub(crate) use evict::{edit_in_memory, make_room};
 
 /// The default bound on the memory of pending chunk edits: 1 GiB (the daemon lowers it to a
 /// quarter of the machine's memory on a smaller machine).
@@ -80,6 +134,9 @@ pub(crate) enum BufState {
 enum Body {
     /// In memory (shared with a commit in progress, which copies on write).
     Mem(Arc<Vec<u8>>),
+    /// In memory, and being written to the spill file by the eviction pass holding this
+    /// ticket with the lock released: the memory is what counts (`evict.rs`).
+    Spilling(Arc<Vec<u8>>, u64),
     /// In the spill file.
     Spilled(Arc<Slot>),
 }
@@ -136,7 +193,7 @@ impl ChunkBuf {
     /// Its length.
     pub(crate) fn len(&self) -> usize {
         match &self.body {
-            Body::Mem(v) => v.len(),
+            Body::Mem(v) | Body::Spilling(v, _) => v.len(),
             Body::Spilled(s) => s.len(),
         }
     }
@@ -158,7 +215,7 @@ impl ChunkBuf {
             return Ok(false);
         };
         match &self.body {
-            Body::Mem(v) => out.copy_from_slice(&v[src..end]),
+            Body::Mem(v) | Body::Spilling(v, _) => out.copy_from_slice(&v[src..end]),
             Body::Spilled(s) => s.read_at(src, out)?,
         }
         Ok(true)
@@ -171,7 +228,7 @@ impl crate::commit::ChunkBytes for ChunkBuf {
     }
     fn bytes(&self) -> io::Result<std::borrow::Cow<'_, [u8]>> {
         match &self.body {
-            Body::Mem(v) => Ok(std::borrow::Cow::Borrowed(v.as_slice())),
+            Body::Mem(v) | Body::Spilling(v, _) => Ok(std::borrow::Cow::Borrowed(v.as_slice())),
             Body::Spilled(s) => s.load().map(std::borrow::Cow::Owned),
         }
     }
@@ -210,6 +267,20 @@ pub struct EditStats {
     pub spills: u64,
     /// Clean buffers dropped to make room so far.
     pub dropped_clean: u64,
+    /// Reads of the spill file so far (each one `pread`: a commit's read-back of a chunk, a
+    /// read of a spilled chunk's span).
+    pub spill_reads: u64,
+}
+
+/// Tests: called with each chunk an eviction pass is about to write to the spill file, with
+/// the edits lock released ([`crate::tree::Tree::on_spill_write`]).
+#[derive(Clone)]
+pub(crate) struct SpillHook(pub(crate) Arc<dyn Fn(ChunkId) + Send + Sync>);
+
+impl std::fmt::Debug for SpillHook {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("SpillHook")
+    }
 }
 
 /// All pending edits.
@@ -220,11 +291,14 @@ pub(crate) struct Edits {
     /// The buffers in memory by when they were last edited (least recent first).
     lru: BTreeMap<u64, ChunkId>,
     tick: u64,
-    /// Bytes the buffers in memory hold (their allocations).
+    /// Bytes the buffers in memory hold (their allocations), those being spilled included.
     memory: usize,
+    /// Bytes of `memory` that buffers being spilled hold (freed when their passes finish).
+    in_flight: usize,
     budget: usize,
     spill: SpillFile,
     stats: EditStats,
+    hook: Option<SpillHook>,
 }
 
 impl Default for Edits {
@@ -243,9 +317,11 @@ impl Edits {
             lru: BTreeMap::new(),
             tick: 0,
             memory: 0,
+            in_flight: 0,
             budget,
             spill: SpillFile::new(spill_dir),
             stats: EditStats::default(),
+            hook: None,
         }
     }
 
@@ -266,6 +342,16 @@ impl Edits {
         self.spill.fail_with(errno);
     }
 
+    /// Tests: reads of spilled chunks fail with `errno` (`None`: they work again).
+    pub(crate) fn fail_spill_reads(&mut self, errno: Option<i32>) {
+        self.spill.fail_reads_with(errno);
+    }
+
+    /// Tests: `hook` is called with each chunk an eviction pass writes, before it writes it.
+    pub(crate) fn set_spill_hook(&mut self, hook: Option<SpillHook>) {
+        self.hook = hook;
+    }
+
     /// What the chunk buffers hold now.
     pub(crate) fn stats(&self) -> EditStats {
         EditStats {
@@ -273,6 +359,7 @@ impl Edits {
             memory: self.memory,
             spilled_chunks: self.chunks.values().filter(|c| c.spilled()).count(),
             spilled_bytes: self.spill.used(),
+            spill_reads: self.spill.reads(),
             ..self.stats
         }
     }
@@ -309,7 +396,7 @@ impl Edits {
     }
 
     /// Adds `buf` as the buffer of `id` (replacing any). Its room was made by the caller
-    /// ([`Edits::make_room`]).
+    /// (`evict::make_room`).
     pub(crate) fn insert_chunk(&mut self, id: ChunkId, mut buf: ChunkBuf) {
         self.remove_chunk(id);
         if let Body::Mem(v) = &buf.body {
@@ -332,6 +419,11 @@ impl Edits {
                 self.memory -= v.capacity();
                 self.lru.remove(&buf.used);
             }
+            // Its pass finds it gone and gives its slot back.
+            Body::Spilling(v, _) => {
+                self.memory -= v.capacity();
+                self.in_flight -= v.capacity();
+            }
             Body::Spilled(slot) => self.spill.release(slot),
         }
         true
@@ -345,6 +437,21 @@ impl Edits {
                 self.spill.release(slot);
             }
         }
+    }
+
+    /// The slot of chunk `id` when its buffer is spilled: a holder, to read outside the lock
+    /// (while it holds it nobody changes its bytes); give it back with
+    /// [`Edits::release_slot`].
+    pub(crate) fn spilled_slot(&self, id: ChunkId) -> Option<Arc<Slot>> {
+        match &self.chunks.get(&id)?.body {
+            Body::Spilled(s) => Some(s.clone()),
+            _ => None,
+        }
+    }
+
+    /// Gives back a holder of a slot ([`Edits::spilled_slot`]).
+    pub(crate) fn release_slot(&mut self, slot: Arc<Slot>) {
+        self.spill.release(slot);
     }
 
     /// Bytes `[offset, offset + size)` of chunk `id`'s buffer (cut at its end), if it has one.
@@ -407,111 +514,6 @@ impl Edits {
         }
     }
 
-    /// Makes room for `need` more bytes of buffers in memory beside the budget's others:
-    /// evicts the least recently edited buffers other than `keep` (clean ones dropped, edited
-    /// ones spilled) until they fit or only `keep` is left.
-    ///
-    /// # Errors
-    /// The spill file could not be written: nothing changed for the buffer that failed to
-    /// spill (those evicted before it are in the file, as readable as before).
-    pub(crate) fn make_room(&mut self, need: usize, keep: ChunkId) -> io::Result<()> {
-        while self.memory.saturating_add(need) > self.budget {
-            let victim = self
-                .lru
-                .iter()
-                .map(|(&tick, &id)| (tick, id))
-                .find(|&(_, id)| id != keep);
-            let Some((tick, id)) = victim else {
-                return Ok(()); // only `keep`: a chunk larger than the budget
-            };
-            let clean = match self.chunks.get(&id) {
-                Some(buf) if buf.used == tick && !buf.spilled() => buf.state == BufState::Clean,
-                // Not in memory under this tick (cannot happen: kept in step): skipped.
-                _ => {
-                    self.lru.remove(&tick);
-                    continue;
-                }
-            };
-            if clean {
-                self.remove_chunk(id);
-                self.stats.dropped_clean += 1;
-                continue;
-            }
-            let Some(buf) = self.chunks.get_mut(&id) else {
-                continue;
-            };
-            let Body::Mem(v) = &buf.body else {
-                continue;
-            };
-            let held = v.capacity();
-            if held == 0 {
-                // Nothing to give back (a removal, a chunk file just created): stays.
-                self.lru.remove(&tick);
-                continue;
-            }
-            let slot = self.spill.store(v)?;
-            buf.body = Body::Spilled(slot);
-            self.memory -= held;
-            self.lru.remove(&tick);
-            self.stats.spills += 1;
-        }
-        Ok(())
-    }
-
-    /// Runs `f` on chunk `id`'s buffer in memory and the most bytes it may hold (`limit`):
-    /// a spilled buffer is brought back first, and room is made for it to reach `limit`
-    /// (a buffer a commit holds is copied first). Marks it as just edited; the caller sets
-    /// its state.
-    ///
-    /// # Errors
-    /// [`TreeError::NotFound`] without a buffer; the spill file's errors
-    /// ([`spill_error`]); what `f` returns.
-    pub(crate) fn edit_in_memory<T>(
-        &mut self,
-        id: ChunkId,
-        limit: usize,
-        f: impl FnOnce(&mut Vec<u8>, usize) -> Result<T, TreeError>,
-    ) -> Result<T, TreeError> {
-        let (len, held, slot) = match self.chunks.get(&id).map(|c| &c.body) {
-            None => return Err(TreeError::NotFound),
-            Some(Body::Mem(v)) => (v.len(), v.capacity(), None),
-            Some(Body::Spilled(s)) => (s.len(), 0, Some(s.clone())),
-        };
-        let grow = limit.max(len).saturating_sub(held);
-        self.make_room(grow, id)
-            .map_err(|e| spill_error(self.spill.dir(), e))?;
-        if let Some(slot) = slot {
-            let data = slot.load().map_err(|e| spill_error(self.spill.dir(), e));
-            self.spill.release(slot);
-            let data = data?;
-            let held = data.capacity();
-            // Back in memory: the spilled copy goes when the map lets go of it.
-            let buf = self.chunks.get_mut(&id).ok_or(TreeError::NotFound)?;
-            let Body::Spilled(old) = std::mem::replace(&mut buf.body, Body::Mem(Arc::new(data)))
-            else {
-                return Err(TreeError::NotFound);
-            };
-            self.spill.release(old);
-            self.memory += held;
-        }
-        let buf = self.chunks.get_mut(&id).ok_or(TreeError::NotFound)?;
-        let Body::Mem(v) = &mut buf.body else {
-            return Err(TreeError::NotFound);
-        };
-        let before = v.capacity();
-        // Copied here when a commit holds it (it stores what it took).
-        let data = Arc::make_mut(v);
-        let out = f(data, limit);
-        let after = data.capacity();
-        self.memory = self.memory - before + after;
-        self.stats.peak_memory = self.stats.peak_memory.max(self.memory);
-        self.lru.remove(&buf.used);
-        self.tick += 1;
-        buf.used = self.tick;
-        self.lru.insert(self.tick, id);
-        out
-    }
-
     /// Patches the spilled buffer of chunk `id` in place with `patches` (offset in the chunk,
     /// bytes), each within its length, and marks it edited: `None` (nothing done) when it is
     /// not spilled, a commit holds it, or a patch is out of its range.
@@ -537,6 +539,28 @@ impl Edits {
         buf.state = BufState::Edited;
         buf.version += 1;
         Some(Ok(()))
+    }
+
+    /// Cuts the spilled buffer of chunk `id` to `len` bytes in place (nothing read or
+    /// written) and marks it edited: `false` (nothing done) when it is not spilled, another
+    /// holder has its slot (a commit, a reader), or `len` is longer than it is.
+    pub(crate) fn truncate_spilled(&mut self, id: ChunkId, len: usize) -> bool {
+        let Some(buf) = self.chunks.get_mut(&id) else {
+            return false;
+        };
+        let Body::Spilled(slot) = &mut buf.body else {
+            return false;
+        };
+        if len > slot.len() {
+            return false;
+        }
+        let Some(slot) = Arc::get_mut(slot) else {
+            return false;
+        };
+        slot.shrink(len);
+        buf.state = BufState::Edited;
+        buf.version += 1;
+        true
     }
 }
 

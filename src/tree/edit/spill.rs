@@ -14,12 +14,16 @@
 //! the file holds follows what is spilled now, not the most ever spilled). Chunks of one
 //! array have one size, so regions are reused whole.
 //!
-//! A slot never changes length: a spilled chunk is patched in place ([`SpillFile::write_at`])
-//! only within its length; a change of length brings it back into memory first. Slots are
-//! shared (`Arc`) between the buffer map and a commit in progress, which reads them outside
-//! the edits lock: a writer never patches a slot a commit holds (it copies the chunk back
-//! into memory instead, `pending.rs`), and a slot's region is given back only by the last
-//! holder ([`SpillFile::release`], always called under the edits lock).
+//! A slot's region never moves: a spilled chunk is patched in place ([`SpillFile::write_at`])
+//! only within its length, and may be cut shorter in place ([`Slot::shrink`]); growth brings
+//! it back into memory first. A slot is reserved under the edits lock
+//! ([`SpillFile::reserve`]) and filled outside it ([`Slot::fill`]). Slots are shared (`Arc`)
+//! between the buffer map and the holders that read them outside the edits lock (a commit in
+//! progress, a read of `array.npy` or of a chunk file, a writer bringing the chunk back): a
+//! slot is patched or shrunk only while the map is its only holder (a writer that finds
+//! another holder copies the chunk back into memory instead, `pending.rs`), so a holder reads
+//! the bytes it took; and its region is given back only by the last holder
+//! ([`SpillFile::release`], always called under the edits lock).
 //!
 //! Errors are the file system's (`ENOSPC`, `EIO`, ...): the caller fails the write that
 //! needed the room with them, and the buffers stay as they were.
@@ -29,14 +33,26 @@ use std::io;
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicI32, AtomicU64, Ordering};
 
 /// The granule of slots: the page (the page cache's unit, so no two slots share one).
 const ALIGN: u64 = 4096;
+
+/// What the slots of one spill file share with it: counters and test failures, read and set
+/// without the edits lock.
+#[derive(Debug, Default)]
+struct Shared {
+    /// Reads of the file so far (each `pread` of a slot).
+    reads: AtomicU64,
+    /// Tests: reads fail with this errno (0: they work).
+    fail_reads: AtomicI32,
+}
 
 /// One spilled chunk: `len` bytes at `offset` of the spill file `file`.
 #[derive(Debug)]
 pub(crate) struct Slot {
     file: Arc<File>,
+    shared: Arc<Shared>,
     offset: u64,
     /// The region's size (`len` rounded up to [`ALIGN`], at least one page).
     cap: u64,
@@ -49,18 +65,44 @@ impl Slot {
         self.len
     }
 
+    /// Writes the whole chunk `data` (as long as the slot) into the region: once, after
+    /// [`SpillFile::reserve`], before anything reads it.
+    pub(crate) fn fill(&self, data: &[u8]) -> io::Result<()> {
+        if data.len() != self.len {
+            return Err(io::Error::from_raw_os_error(libc::EINVAL));
+        }
+        self.file.write_all_at(data, self.offset)
+    }
+
     /// Copies bytes `[at, at + out.len())` of the chunk into `out` (the caller keeps the range
     /// within the chunk).
     pub(crate) fn read_at(&self, at: usize, out: &mut [u8]) -> io::Result<()> {
         debug_assert!(at + out.len() <= self.len);
-        self.file.read_exact_at(out, self.offset + at as u64)
+        self.shared.reads.fetch_add(1, Ordering::Relaxed);
+        match self.shared.fail_reads.load(Ordering::Relaxed) {
+            0 => self.file.read_exact_at(out, self.offset + at as u64),
+            errno => Err(io::Error::from_raw_os_error(errno)),
+        }
+    }
+
+    /// The first `n` bytes of the chunk (all of it when shorter), read back.
+    pub(crate) fn load_prefix(&self, n: usize) -> io::Result<Vec<u8>> {
+        let mut out = vec![0; n.min(self.len)];
+        if !out.is_empty() {
+            self.read_at(0, &mut out)?;
+        }
+        Ok(out)
     }
 
     /// The whole chunk, read back.
     pub(crate) fn load(&self) -> io::Result<Vec<u8>> {
-        let mut out = vec![0; self.len];
-        self.read_at(0, &mut out)?;
-        Ok(out)
+        self.load_prefix(self.len)
+    }
+
+    /// Cuts the chunk to its first `len` bytes (no longer than it is) in place: nothing is read
+    /// or written. Only for a slot the map alone holds (`Arc::get_mut`).
+    pub(crate) fn shrink(&mut self, len: usize) {
+        self.len = self.len.min(len);
     }
 }
 
@@ -76,6 +118,7 @@ pub(crate) struct SpillFile {
     free: Vec<(u64, u64)>,
     /// Tests: the next spill fails with this errno instead of writing.
     fail: Option<i32>,
+    shared: Arc<Shared>,
 }
 
 impl SpillFile {
@@ -87,6 +130,7 @@ impl SpillFile {
             end: 0,
             free: Vec::new(),
             fail: None,
+            shared: Arc::default(),
         }
     }
 
@@ -98,6 +142,18 @@ impl SpillFile {
     /// Tests: spills fail with `errno` (`None`: they work again).
     pub(crate) fn fail_with(&mut self, errno: Option<i32>) {
         self.fail = errno;
+    }
+
+    /// Tests: reads of spilled chunks (this file's slots, those taken already included) fail
+    /// with `errno` (`None`: they work again).
+    pub(crate) fn fail_reads_with(&self, errno: Option<i32>) {
+        let errno = errno.unwrap_or(0);
+        self.shared.fail_reads.store(errno, Ordering::Relaxed);
+    }
+
+    /// Reads of the file so far (one per `pread` of a slot).
+    pub(crate) fn reads(&self) -> u64 {
+        self.shared.reads.load(Ordering::Relaxed)
     }
 
     /// Bytes of the file's regions in use (what is spilled now, page-rounded).
@@ -123,25 +179,37 @@ impl SpillFile {
         Ok(f)
     }
 
-    /// Writes `data` (a whole chunk) to a free region and returns its slot. On failure the
-    /// region is free again and nothing else changed.
-    pub(crate) fn store(&mut self, data: &[u8]) -> io::Result<Arc<Slot>> {
+    /// A free region for a chunk of `len` bytes (the file made first if need be), to be
+    /// filled ([`Slot::fill`]) before anything reads it; given back by [`SpillFile::release`]
+    /// when the fill fails.
+    pub(crate) fn reserve(&mut self, len: usize) -> io::Result<Arc<Slot>> {
         if let Some(errno) = self.fail {
             return Err(io::Error::from_raw_os_error(errno));
         }
         let file = self.file()?;
-        let cap = (data.len() as u64).max(1).next_multiple_of(ALIGN);
+        let cap = (len as u64).max(1).next_multiple_of(ALIGN);
         let offset = self.allocate(cap);
-        if let Err(e) = file.write_all_at(data, offset) {
-            self.give_back(&file, offset, cap);
-            return Err(e);
-        }
         Ok(Arc::new(Slot {
             file,
+            shared: self.shared.clone(),
             offset,
             cap,
-            len: data.len(),
+            len,
         }))
+    }
+
+    /// Writes `data` (a whole chunk) to a free region and returns its slot: [`reserve`] and
+    /// [`Slot::fill`] at once. On failure the region is free again and nothing else changed.
+    ///
+    /// [`reserve`]: SpillFile::reserve
+    #[cfg(test)]
+    pub(crate) fn store(&mut self, data: &[u8]) -> io::Result<Arc<Slot>> {
+        let slot = self.reserve(data.len())?;
+        if let Err(e) = slot.fill(data) {
+            self.release(slot);
+            return Err(e);
+        }
+        Ok(slot)
     }
 
     /// Patches bytes `[at, at + data.len())` of spilled chunk `slot` (within its length).
