@@ -56,6 +56,12 @@ pub mod ndim;
 pub mod npy;
 pub mod source;
 pub mod store;
+/// Frames and chunks built by hand for unit tests: the integration tests' builder
+/// (`tests/it/support/frames.rs`), one copy for both.
+#[cfg(test)]
+#[path = "../tests/it/support/frames.rs"]
+#[allow(dead_code)]
+pub(crate) mod test_frames;
 pub mod write;
 
 use std::borrow::Cow;

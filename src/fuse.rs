@@ -113,6 +113,10 @@ fn log_error(tree: &Tree, op: &str, ino: INodeNo, e: &TreeError) {
     let chain = crate::tree::display_chain(e);
     match errno {
         libc::ENOENT => log::debug!("{op}(ino {ino}): {chain}"),
+        // Logged where it was found, once per version of the source (a leaf that does not
+        // open, a group's attributes whose carrier does not read, a `table.npy` that cannot
+        // be shown), not at every access.
+        _ if matches!(e, TreeError::Unavailable(_)) => log::debug!("{op}(ino {ino}): {chain}"),
         libc::EIO => log::warn!("{op}(ino {ino}): errno {errno}: {chain}"),
         _ => log::info!("{op}(ino {ino}): errno {errno}: {chain}"),
     }

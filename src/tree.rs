@@ -696,7 +696,11 @@ impl Tree {
         self.follow_at_open(ino);
         let mode = match target {
             Some(target) => handle::Mode::Write(target),
-            None => handle::Mode::Read(self.pin(ino)),
+            None => {
+                let pinned = self.pin(ino);
+                self.check_open_for_read(ino, &pinned)?;
+                handle::Mode::Read(pinned)
+            }
         };
         let fh = self.handles.open(ino, mode, by);
         if write && flags & libc::O_TRUNC != 0 {

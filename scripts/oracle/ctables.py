@@ -24,6 +24,11 @@ tests/it/ctable.rs (b2fs's `table.npy` of a CTable group in a store).
     ctables.py bigmask PATH  a .b2d CTable of one int8 column, 2,100,002 rows, every other
                            row deleted: a mask of 1,050,001 runs of valid rows (more than
                            b2fs keeps: EFBIG)
+    ctables.py zeromask PATH  a .b2d CTable of one int64 column, mask chunks of 1000 rows,
+                           30,000 rows of which the first 20,000 are deleted: python-blosc2
+                           stores those 20 mask chunks as special all-zero chunks (checked
+                           here: 32-byte chunks whose special bits say zeros); prints the
+                           number of mask chunks that are not special
     ctables.py edit STORE  reopen the root CTable of STORE in mode 'a', delete its logical rows
                            1, 2 and 10 and append 3 rows, close (another writer's change)
     ctables.py check NPY STORE GROUP
@@ -160,6 +165,25 @@ def bigmask(path):
     t.close()
 
 
+def zeromask(path):
+    import blosc2
+
+    @dataclass
+    class One:
+        a: int = blosc2.field(blosc2.int64())
+
+    t = blosc2.CTable(One, urlpath=path, mode="w", expected_size=1000)
+    t.extend([(i,) for i in range(30_000)])
+    t.delete(list(range(20_000)))
+    t.close()
+    mask = blosc2.open(os.path.join(path, "_valid_rows.b2nd"))
+    sc = mask.schunk  # (the array kept: its schunk is freed with it)
+    chunks = [sc.get_chunk(i) for i in range(sc.nchunks)]
+    zeros = sum(1 for c in chunks if len(c) == 32 and (c[31] >> 4) & 7 == 1)
+    assert zeros == 20, f"{zeros} special zero mask chunks of {len(chunks)}"
+    print(len(chunks) - zeros)
+
+
 def edit(store):
     import blosc2
 
@@ -188,6 +212,8 @@ def main():
         gen(sys.argv[2])
     elif cmd == "bigmask":
         bigmask(sys.argv[2])
+    elif cmd == "zeromask":
+        zeromask(sys.argv[2])
     elif cmd == "edit":
         edit(sys.argv[2])
     elif cmd == "check":

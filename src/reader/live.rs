@@ -355,4 +355,8 @@ impl ChunkStore for LiveArray {
     fn chunk_bytes(&self, index: usize) -> Result<Cow<'_, [u8]>, ContainerError> {
         Ok(Cow::Owned(self.snapshot().chunk_bytes(index)?.into_owned()))
     }
+
+    fn chunk_kind(&self, index: usize) -> Result<crate::container::ChunkKind, ContainerError> {
+        self.snapshot().chunk_kind(index)
+    }
 }

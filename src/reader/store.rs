@@ -11,7 +11,7 @@ use std::fmt::Debug;
 use std::path::Path;
 use std::sync::Arc;
 
-use crate::container::{Array, ContainerError};
+use crate::container::{Array, ChunkKind, ContainerError};
 
 /// A sequence of Blosc chunks (one array). `Sync`: worker threads share
 /// it.
@@ -41,6 +41,17 @@ pub trait ChunkStore: Send + Sync + Debug {
     /// # Errors
     /// When the size cannot be determined (index out of range, unreadable header).
     fn chunk_nbytes(&self, index: usize) -> Result<usize, ContainerError>;
+
+    /// How chunk `index` is stored, without decoding it (a special chunk of zeros or of
+    /// uninitialised bytes has nothing to decode); [`ChunkKind::Regular`] by default, for a
+    /// store that cannot tell without reading the chunk.
+    ///
+    /// # Errors
+    /// When its header cannot be read.
+    fn chunk_kind(&self, index: usize) -> Result<ChunkKind, ContainerError> {
+        let _ = index;
+        Ok(ChunkKind::Regular)
+    }
 
     /// The complete compressed Blosc chunk `index`.
     ///
@@ -120,6 +131,10 @@ impl ChunkStore for Array {
 
     fn chunk_bytes(&self, index: usize) -> Result<Cow<'_, [u8]>, ContainerError> {
         Array::chunk_bytes(self, index)
+    }
+
+    fn chunk_kind(&self, index: usize) -> Result<ChunkKind, ContainerError> {
+        Array::chunk_kind(self, index)
     }
 
     fn chunk_bytes_into(&self, index: usize, buf: &mut Vec<u8>) -> Result<usize, ContainerError> {

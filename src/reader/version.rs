@@ -394,6 +394,12 @@ impl ChunkStore for Snapshot {
         n
     }
 
+    fn chunk_kind(&self, index: usize) -> Result<crate::container::ChunkKind, ContainerError> {
+        let kind = self.array.chunk_kind(index);
+        self.verify(index)?;
+        kind
+    }
+
     fn chunk_bytes(&self, index: usize) -> Result<Cow<'_, [u8]>, ContainerError> {
         let bytes = self.array.chunk_bytes(index);
         self.verify(index)?;

@@ -9,7 +9,9 @@
 //!   (a store of 10,000 members mounts as fast as before).
 //! - **Laid out on first `stat` or `open`** ([`Tree::ctable_view`]): the group's `_meta`,
 //!   `_valid_rows` and column leaves are laid out as if their directories were visited, the
-//!   schema read from `_meta`'s attributes, and the mask read once into runs of valid rows.
+//!   schema read from `_meta`'s attributes, and the mask read once into runs of valid rows
+//!   (a mask chunk stored as special zeros or uninitialised, a stretch of deleted rows
+//!   python-blosc2 writes that way, is not read: its rows are invalid).
 //!   A table whose schema `table.npy` cannot show, whose column is missing or damaged, gives
 //!   EIO on `table.npy` with a log line; a mask of more than
 //!   [`crate::container::npy::ctable::MAX_RUNS`] runs or
@@ -24,15 +26,24 @@
 //!   columns it was rendered from; a read-only descriptor reads the view it opened. When
 //!   the mount follows another writer and any of those arrays was reloaded, the next
 //!   `stat`, `open` or read renders the view again.
+//! - **A failed read is tried again.** A failure to read what the view is made of (the
+//!   mask, `_meta`'s attributes: an S3 or HTTP hiccup, a file briefly unreadable) is kept
+//!   for [`RETRY_AFTER`]; the first access after that renders the view again (one access
+//!   at a time: the others meanwhile get the kept error). A table that cannot be shown by
+//!   what it holds (its schema, its row counts, too many runs) is kept until an array it
+//!   read changes. A view is swapped in only once wholly rendered. A failure is logged when
+//!   it first happens or its reason changes, and the recovery once.
 //! - Writes, truncation and renames are refused: EROFS (a view, not a stored array).
 
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
 
 use super::handle::Pinned;
 use super::layout::{FileKind, NodeKind};
 use super::{Tree, TreeError};
+use crate::container::ChunkKind;
 use crate::container::npy::Dtype;
 use crate::container::npy::Npy;
 use crate::container::npy::ctable::{
@@ -50,6 +61,10 @@ const MASK_STEP: u64 = 1 << 20;
 
 /// Most bytes a read assembles at once beyond what it returns (two partial records).
 const MAX_READ: u64 = 64 << 20;
+
+/// How long a view that failed to read its arrays keeps the failure before the next access
+/// renders it again.
+pub(crate) const RETRY_AFTER: Duration = Duration::from_secs(1);
 
 /// Whether a group whose children are `(name, is a leaf)` is a CTable's: a leaf `_meta`, a
 /// leaf `_valid_rows` and a group `_cols`.
@@ -106,13 +121,19 @@ struct Rendered {
     /// The arrays read (`_meta`, `_valid_rows`, columns) with the versions read.
     read: Vec<(ArrayId, Arc<dyn ChunkStore>)>,
     view: Result<Arc<CTableView>, Failure>,
+    /// When it was rendered (or last tried again).
+    at: Instant,
 }
 
-/// Why a CTable has no `table.npy` (kept until one of the arrays read changes).
+/// Why a CTable has no `table.npy` (kept until one of the arrays read changes, or for
+/// [`RETRY_AFTER`] when `retry`).
 #[derive(Debug, Clone)]
 struct Failure {
     why: Arc<str>,
     too_big: bool,
+    /// A read failed (I/O, a chunk that did not decode): the next access after
+    /// [`RETRY_AFTER`] tries again.
+    retry: bool,
 }
 
 impl Failure {
@@ -189,20 +210,40 @@ impl Tree {
         ino: u64,
         file: &CTableFile,
     ) -> Result<Arc<CTableView>, TreeError> {
-        {
-            let state = file.state.lock();
-            if let Some(r) = state.as_ref().filter(|r| !self.stale(&r.read)) {
-                return r.view.clone().map_err(|f| f.error());
+        let failed_before = {
+            let mut state = file.state.lock();
+            match state.as_mut().filter(|r| !self.stale(&r.read)) {
+                Some(r) => match &r.view {
+                    Ok(v) => return Ok(v.clone()),
+                    Err(f) if !f.retry || r.at.elapsed() < RETRY_AFTER => {
+                        return Err(f.error());
+                    }
+                    // Tried again by this access alone: the others keep the error meanwhile.
+                    Err(f) => {
+                        r.at = Instant::now();
+                        Some(f.why.clone())
+                    }
+                },
+                None => state
+                    .as_ref()
+                    .and_then(|r| r.view.as_ref().err().map(|f| f.why.clone())),
             }
-        }
+        };
         // Rendered without the lock: laying out leaves takes the tree's own locks.
         let mut read = Vec::new();
         let view = self.render_ctable(ino, file, &mut read).map(Arc::new);
-        if let Err(f) = &view {
-            log::warn!("{}: no table.npy: {}", file.group, f.why);
+        match (&view, &failed_before) {
+            (Err(f), Some(before)) if *before == f.why => {}
+            (Err(f), _) => log::warn!("{}: no table.npy: {}", file.group, f.why),
+            (Ok(_), Some(_)) => log::warn!("{}: table.npy shown again", file.group),
+            (Ok(_), None) => {}
         }
         let out = view.clone().map_err(|f| f.error());
-        *file.state.lock() = Some(Rendered { read, view });
+        *file.state.lock() = Some(Rendered {
+            read,
+            view,
+            at: Instant::now(),
+        });
         out
     }
 
@@ -222,6 +263,11 @@ impl Tree {
         let fail = |why: String| Failure {
             why: why.into(),
             too_big: false,
+            retry: false,
+        };
+        let failed_read = |why: String| Failure {
+            retry: true,
+            ..fail(why)
         };
         let (meta, _) = self.leaf_array(file.meta, "_meta").map_err(fail)?;
         read.push((meta, self.reader.pinned(meta)));
@@ -233,7 +279,7 @@ impl Tree {
                     Some(NodeKind::File(FileKind::Attrs(_, g))) => {
                         let text = g
                             .get()
-                            .map_err(|e| fail(format!("_meta attributes: {e}")))?;
+                            .map_err(|e| failed_read(format!("_meta attributes: {e}")))?;
                         serde_json::from_slice(&text)
                             .map_err(|e| fail(format!("_meta attributes: {e}")))?
                     }
@@ -282,6 +328,7 @@ impl Tree {
             return Err(Failure {
                 why: format!("_valid_rows has {total} rows, more than {MAX_MASK_ROWS}").into(),
                 too_big: true,
+                retry: false,
             });
         }
         let mut runs = RunBuilder::new(MAX_RUNS);
@@ -291,7 +338,23 @@ impl Tree {
             let n = (total - at).min(MASK_STEP);
             buf.clear();
             buf.resize(n as usize, 0);
-            let pieces = valid_npy.layout().runs(at, n);
+            // A chunk stored as all zeros (or uninitialised: read as zeros) marks no row
+            // valid: its pieces are left as the zeros `buf` holds, not decoded.
+            let mut last: Option<(u64, bool)> = None;
+            let pieces = valid_npy.layout().runs(at, n).filter(|r| {
+                let zeros = match last {
+                    Some((chunk, zeros)) if chunk == r.chunk => zeros,
+                    _ => {
+                        let kind = usize::try_from(r.chunk)
+                            .ok()
+                            .and_then(|c| valid_store.chunk_kind(c).ok());
+                        let zeros = matches!(kind, Some(ChunkKind::Zeros | ChunkKind::Uninit));
+                        last = Some((r.chunk, zeros));
+                        zeros
+                    }
+                };
+                !zeros
+            });
             self.fill_runs(
                 ino,
                 (valid_store.as_ref(), valid, false),
@@ -299,10 +362,11 @@ impl Tree {
                 false,
                 &mut buf,
             )
-            .map_err(|e| fail(format!("_valid_rows: {}", super::display_chain(&e))))?;
+            .map_err(|e| failed_read(format!("_valid_rows: {}", super::display_chain(&e))))?;
             runs.push(&buf).map_err(|e| Failure {
                 why: e.to_string().into(),
                 too_big: true,
+                retry: false,
             })?;
             at += n;
         }

@@ -76,6 +76,9 @@ type Render = Box<dyn Fn() -> Result<Vec<u8>, Arc<str>> + Send + Sync>;
 pub struct Generated {
     now: RwLock<Option<Arc<[u8]>>>,
     render: Option<Render>,
+    /// Why lazy content could not be rendered, kept until [`Generated::rerender`] (the
+    /// source changed) so a failure is rendered, and logged, once per source version.
+    failed: RwLock<Option<Arc<str>>>,
     /// Issue 21: when the content last changed since the mount made it first (its mtime),
     /// and the content before a lazy one was dropped to be rendered again (compared then).
     changed: RwLock<Changed>,
@@ -102,6 +105,7 @@ impl Generated {
         Generated {
             now: RwLock::new(Some(bytes.into())),
             render: None,
+            failed: RwLock::default(),
             changed: RwLock::default(),
         }
     }
@@ -114,6 +118,7 @@ impl Generated {
         Generated {
             now: RwLock::new(None),
             render: Some(Box::new(render)),
+            failed: RwLock::default(),
             changed: RwLock::default(),
         }
     }
@@ -121,14 +126,23 @@ impl Generated {
     /// The content now (rendered first if it is lazy and was never asked for).
     ///
     /// # Errors
-    /// Why lazy content cannot be rendered; nothing is kept, so the next call tries again
-    /// (the source may be repaired, and followed, meanwhile).
+    /// Why lazy content cannot be rendered; kept until [`Generated::rerender`] (the mount
+    /// followed a change of the source), so the renderer runs, and logs, once per version.
     pub fn get(&self) -> Result<Arc<[u8]>, Arc<str>> {
         if let Some(b) = self.now.read().as_ref() {
             return Ok(b.clone());
         }
+        if let Some(why) = self.failed.read().as_ref() {
+            return Err(why.clone());
+        }
         let made: Arc<[u8]> = match &self.render {
-            Some(render) => render()?.into(),
+            Some(render) => match render() {
+                Ok(bytes) => bytes.into(),
+                Err(why) => {
+                    self.failed.write().get_or_insert(why.clone());
+                    return Err(why);
+                }
+            },
             None => Arc::new([]),
         };
         let got = self.now.write().get_or_insert(made).clone();
@@ -155,6 +169,7 @@ impl Generated {
     /// Replaces the content (its time moves when the bytes differ).
     pub fn set(&self, bytes: Vec<u8>) {
         let new: Arc<[u8]> = bytes.into();
+        self.failed.write().take();
         let old = self.now.write().replace(new.clone());
         if old.is_some_and(|o| o != new) {
             self.changed.write().at = Some(SystemTime::now());
@@ -165,6 +180,7 @@ impl Generated {
     /// its time moves then if the bytes differ.
     pub fn rerender(&self) {
         if self.render.is_some() {
+            self.failed.write().take();
             if let Some(old) = self.now.write().take() {
                 self.changed.write().before.get_or_insert(old);
             }

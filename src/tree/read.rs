@@ -1,6 +1,7 @@
 //! What a read returns, per kind of file: a chunk file's edit buffer or the reader's bytes,
 //! a generated file's content, `array.npy` assembled by [`super::npy`], a scratch file's
-//! bytes; and each file's size.
+//! bytes; and each file's size. A file whose content cannot be made (a group's `__attrs__`
+//! whose carrier does not read) is shown with size 0 and gives EIO at open and read.
 //!
 //! One version per descriptor: a read-only descriptor reads what it pinned at open
 //! ([`Pinned`]: the array versions, the NPY view, the generated content), never another
@@ -14,6 +15,7 @@ use std::sync::Arc;
 use super::handle::Pinned;
 use super::inode::Located;
 use super::layout::{FileKind, Generated};
+use super::zarr::ZNode;
 use super::{Entry, Tree, TreeError};
 use crate::reader::{ArrayId, ChunkStore, ReadData, window};
 
@@ -172,6 +174,24 @@ impl Tree {
         }
     }
 
+    /// EIO for a read-only open of a file whose content cannot be made, which `stat` shows
+    /// with size 0: a group's `__attrs__` whose carrier does not read (and no edit buffered),
+    /// the Zarr view's `zarr.json` that shows those attributes. `pinned`: what the open
+    /// pinned (a `zarr.json` rendered then is not rendered again).
+    pub(crate) fn check_open_for_read(&self, ino: u64, pinned: &Pinned) -> Result<(), TreeError> {
+        match self.entry(ino)? {
+            Entry::File(FileKind::Attrs(_, stored))
+                if self.edits.lock().attrs_len(ino).is_none() =>
+            {
+                generated(stored).map(drop)
+            }
+            Entry::Zarr(z @ (ZNode::RootJson | ZNode::Json(_))) if pinned.content.is_none() => {
+                self.zarr_json(z).map(drop)
+            }
+            _ => Ok(()),
+        }
+    }
+
     /// What a read-only descriptor of `ino` opened now reads (see the module doc).
     pub(crate) fn pin(&self, ino: u64) -> Arc<Pinned> {
         let mut p = Pinned::default();
@@ -275,9 +295,11 @@ impl Tree {
             },
             Entry::File(kind) => match kind {
                 FileKind::Fixed(bytes) => bytes.len(),
+                // Attributes that cannot be read are listed with size 0 (`ls -l` of the group
+                // works); their open and reads give EIO.
                 FileKind::Attrs(_, stored) => match self.edits.lock().attrs_len(ino) {
                     Some(n) => n,
-                    None => generated(stored)?.len(),
+                    None => stored.get().map_or(0, |b| b.len()),
                 },
                 FileKind::Sizes(_, content) => generated(content)?.len(),
                 FileKind::Npy(array, _) => return Ok(self.npy_size(*array)),

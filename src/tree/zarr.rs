@@ -597,8 +597,9 @@ impl Tree {
                 };
                 Ok(self.dir_attr(ino, nlink))
             }
+            // Size 0 for metadata that cannot be made (`zarr_size`): its open gives EIO.
             ZNode::RootJson | ZNode::Json(_) => {
-                let len = self.zarr_json(z)?.len() as u64;
+                let len = self.zarr_size(z)?;
                 Ok(self.attr(ino, EntryKind::File, len, 1))
             }
             ZNode::Chunks { array, level, .. } => {

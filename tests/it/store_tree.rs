@@ -308,9 +308,11 @@ fn attrs_ino(t: &Tree, dir: u64) -> u64 {
         .ino
 }
 
-/// Checks that `__attrs__` of directory `dir` gives EIO to every read and refuses every
-/// edit with EIO (an editor's truncate-and-write, `truncate(2)`, in the root a temp file
-/// renamed over it), leaving the store byte for byte as it was.
+/// Checks that `__attrs__` of directory `dir` is listed and stats with size 0 (`ls -l` of
+/// the directory works), gives EIO to every open and read, and refuses every edit with EIO
+/// (an editor's truncate-and-write, `truncate(2)`, in the root a temp file renamed over it),
+/// leaving the store byte for byte as it was; the Zarr view's `zarr.json` of the group
+/// likewise (size 0, EIO at open).
 fn attrs_unreadable_everywhere(t: &Tree, dir: u64, store: &Path) {
     let before = store_bytes(store);
     let f = attrs_ino(t, dir);
@@ -319,8 +321,24 @@ fn attrs_unreadable_everywhere(t: &Tree, dir: u64, store: &Path) {
         assert_eq!(err.errno(), libc::EIO, "{what}: {err}");
     };
     eio(support::tree_read(t, f, 4096).map(drop), "read");
-    eio(t.getattr(f).map(drop), "stat");
-    eio(t.lookup(dir, "__attrs__").map(drop), "lookup");
+    eio(t.open(f, libc::O_RDONLY).map(drop), "open");
+    assert_eq!(t.getattr(f).expect("stat").size, 0);
+    assert_eq!(t.lookup(dir, "__attrs__").expect("lookup").ino, f);
+    let zarr = support::try_tree_ino(t, "zarr").expect("the Zarr view");
+    let mut zdir = zarr;
+    if dir != b2fs::tree::ROOT_INO {
+        let name = t
+            .readdir(b2fs::tree::ROOT_INO, 0)
+            .unwrap()
+            .find(|e| e.ino == dir);
+        zdir = t
+            .lookup(zarr, &name.expect("dir in the root").name)
+            .unwrap()
+            .ino;
+    }
+    let json = t.lookup(zdir, "zarr.json").expect("zarr.json looked up");
+    assert_eq!(json.size, 0, "zarr.json");
+    eio(t.open(json.ino, libc::O_RDONLY).map(drop), "open zarr.json");
     eio(
         t.open(f, libc::O_WRONLY | libc::O_TRUNC).map(drop),
         "open O_TRUNC",
@@ -411,15 +429,36 @@ fn store_mount_an_unreadable_attribute_carrier_is_eio_and_logged() {
     assert_eq!(err.raw_os_error(), Some(libc::EIO), "cat: {err}");
     let err = std::fs::write(m.path("g/__attrs__"), b"{}").unwrap_err();
     assert_eq!(err.raw_os_error(), Some(libc::EIO), "edit: {err}");
+    // `ls -l g` works (the file listed, size 0); every later access fails alike, and none
+    // logs again (the source has not changed).
+    let listed: Vec<(String, u64)> = std::fs::read_dir(m.path("g"))
+        .unwrap()
+        .map(|e| e.unwrap())
+        .map(|e| {
+            (
+                e.file_name().into_string().unwrap(),
+                e.metadata().unwrap().len(),
+            )
+        })
+        .collect();
+    assert!(listed.contains(&("__attrs__".into(), 0)), "{listed:?}");
+    for _ in 0..3 {
+        let err = std::fs::read(m.path("g/__attrs__")).unwrap_err();
+        assert_eq!(err.raw_os_error(), Some(libc::EIO), "cat again: {err}");
+        let err = std::fs::read(m.path("zarr/g/zarr.json")).unwrap_err();
+        assert_eq!(err.raw_os_error(), Some(libc::EIO), "zarr.json: {err}");
+    }
     let root: Value = serde_json::from_slice(&std::fs::read(m.path("__attrs__")).unwrap()).unwrap();
     assert_eq!(root, serde_json::json!({"title": "kept"}));
     m.umount();
     assert!(store_bytes(&src) == before, "the store changed");
     let text = std::fs::read_to_string(&log).unwrap();
-    let line = text
+    let lines: Vec<&str> = text
         .lines()
-        .find(|l| l.contains("__attrs__ gives EIO"))
-        .unwrap_or_else(|| panic!("no log line for the carrier in:\n{text}"));
+        .filter(|l| l.contains("__attrs__ gives EIO"))
+        .collect();
+    assert_eq!(lines.len(), 1, "one log line for the carrier in:\n{text}");
+    let line = lines[0];
     for part in [
         src.to_str().unwrap(),
         "group /g",

@@ -204,56 +204,18 @@ mod tests {
     use crate::codec::decode::take_largest_grant_here;
     use crate::codec::{Blocksize, CParams, Codec, compress};
 
-    /// A contiguous frame (`docs/format/CONTAINERS.md` 1.9) of one chunk, `chunk`, holding
-    /// `nbytes` (typesize 1), without metalayers or vlmeta: an estore's stream as `read`
-    /// sees it.
+    /// A contiguous frame of one chunk, `chunk`, holding `nbytes` (typesize 1), without
+    /// metalayers or vlmeta: an estore's stream as `read` sees it.
     fn one_chunk_frame(chunk: &[u8], nbytes: usize) -> Vec<u8> {
-        fn memcpyed(data: &[u8], typesize: u8) -> Vec<u8> {
-            let n = data.len() as u32;
-            let mut c = vec![5, 1, 0x17, typesize];
-            c.extend(n.to_le_bytes());
-            c.extend(n.max(1).to_le_bytes());
-            c.extend((n + 32).to_le_bytes());
-            c.extend([0u8; 16]);
-            c.extend_from_slice(data);
-            c
-        }
-        let empty_map_and_list = [0xde, 0, 0, 0xdc, 0, 0];
-        let mut f = vec![0x9e, 0xa8];
-        f.extend(b"b2frame\0");
-        f.extend([0xd2, 0, 0, 0, 0]); // header_len, patched
-        f.extend([0xcf, 0, 0, 0, 0, 0, 0, 0, 0]); // frame_len, patched
-        f.extend([0xa4, 0x12, 0, 0x55, 0x02]);
-        f.push(0xd3);
-        f.extend((nbytes as i64).to_be_bytes());
-        f.push(0xd3);
-        f.extend((chunk.len() as i64).to_be_bytes());
-        f.push(0xd2);
-        f.extend(1i32.to_be_bytes());
-        f.push(0xd2);
-        f.extend(0i32.to_be_bytes());
-        f.push(0xd2);
-        f.extend((nbytes as i32).to_be_bytes());
-        f.extend([0xd1, 0, 1, 0xd1, 0, 1, 0xc2]);
-        f.extend([0xd8, 0x06, 0, 0, 0, 0, 0, 1, 5, 0, 0, 0, 0, 0, 0, 0, 0, 0]);
-        assert_eq!(f.len(), 87);
-        f.extend([0x93, 0xcd, 0, 7]);
-        f.extend(empty_map_and_list);
-        let header_len = f.len() as i32;
-        f[11..15].copy_from_slice(&header_len.to_be_bytes());
-        f.extend_from_slice(chunk);
-        f.extend(memcpyed(&0i64.to_le_bytes(), 8));
-        let mut t = vec![0x94, 0x01, 0x93, 0xcd, 0, 6];
-        t.extend(empty_map_and_list);
-        let trailer_len = (t.len() + 23) as u32;
-        t.push(0xce);
-        t.extend(trailer_len.to_be_bytes());
-        t.extend([0xd8, 0]);
-        t.extend([0u8; 16]);
-        f.extend(t);
-        let frame_len = f.len() as u64;
-        f[16..24].copy_from_slice(&frame_len.to_be_bytes());
-        f
+        crate::container::test_frames::build_frame(
+            1,
+            nbytes as i32,
+            nbytes as i64,
+            chunk,
+            &[0],
+            &[],
+            &[],
+        )
     }
 
     /// An embedded value is decoded in block-sized steps; a step of a chunk with 32 MiB
