@@ -261,6 +261,9 @@ impl Tree {
         };
         let mut edits = self.edits.lock();
         let stale = res.as_ref().is_err_and(|e| e.errno() == libc::ESTALE);
+        if res.is_ok() || stale {
+            edits.note_stored();
+        }
         for (index, c) in &bufs {
             let id = ChunkId::new(array, *index);
             let same = edits.chunk(id).is_some_and(|now| now.version == c.version);

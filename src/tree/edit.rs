@@ -168,17 +168,24 @@ impl Tree {
         // or a read-back had the lock released: each time, some other thread's change landed.
         loop {
             if !edits.has_chunk(id) {
+                let seen = edits.stored_generation();
                 drop(edits);
                 let bytes = self.base_of(id)?;
                 edits = self.edits.lock();
                 if !edits.has_chunk(id) {
                     // Room within the budget first (past it, older buffers spill, with the
                     // lock released). The buffer is edited under the lock it is inserted
-                    // with: released in between, another writer's `make_room` could drop it
-                    // (clean buffers go first) and the two writers could decode their
-                    // chunks again and again, each dropping the other's.
+                    // with (`edit_in_memory` makes a fresh buffer's room locked): released
+                    // in between, another writer's `make_room` could drop it (clean buffers
+                    // go first) and the two writers could decode their chunks again and
+                    // again, each dropping the other's.
                     pending::make_room(&mut edits, bytes.capacity(), id)
                         .map_err(|e| edits.spill_error(e))?;
+                    // A commit while the lock was released (the base's read, the pass's
+                    // spill I/O) may have stored this chunk anew: that base is stale.
+                    if !edits.has_chunk(id) && edits.stored_generation() != seen {
+                        continue;
+                    }
                     if !edits.has_chunk(id) {
                         edits.insert_chunk(id, ChunkBuf::loaded(bytes));
                     }

@@ -76,9 +76,10 @@ type Render = Box<dyn Fn() -> Result<Vec<u8>, Arc<str>> + Send + Sync>;
 pub struct Generated {
     now: RwLock<Option<Arc<[u8]>>>,
     render: Option<Render>,
-    /// Why lazy content could not be rendered, kept until [`Generated::rerender`] (the
-    /// source changed) so a failure is rendered, and logged, once per source version.
-    failed: RwLock<Option<Arc<str>>>,
+    /// Why lazy content could not be rendered, and since when: kept for
+    /// [`RENDER_RETRY_AFTER`] or until [`Generated::rerender`] (the source changed), so a
+    /// failure is rendered, and logged, at most once a minute.
+    failed: RwLock<Option<(Arc<str>, std::time::Instant)>>,
     /// Issue 21: when the content last changed since the mount made it first (its mtime),
     /// and the content before a lazy one was dropped to be rendered again (compared then).
     changed: RwLock<Changed>,
@@ -98,6 +99,10 @@ impl std::fmt::Debug for Generated {
             .finish_non_exhaustive()
     }
 }
+
+/// How long lazy content that failed to render keeps its failure before the next access
+/// renders it again.
+pub const RENDER_RETRY_AFTER: std::time::Duration = std::time::Duration::from_secs(60);
 
 impl Generated {
     /// Content `bytes`.
@@ -126,20 +131,32 @@ impl Generated {
     /// The content now (rendered first if it is lazy and was never asked for).
     ///
     /// # Errors
-    /// Why lazy content cannot be rendered; kept until [`Generated::rerender`] (the mount
-    /// followed a change of the source), so the renderer runs, and logs, once per version.
+    /// Why lazy content cannot be rendered; kept for [`RENDER_RETRY_AFTER`] (then the next
+    /// access alone renders it again: a remote store's hiccup does not last the mount) or
+    /// until [`Generated::rerender`] (the mount followed a change of the source), so the
+    /// renderer runs, and logs, at most once a minute while it keeps failing.
     pub fn get(&self) -> Result<Arc<[u8]>, Arc<str>> {
         if let Some(b) = self.now.read().as_ref() {
             return Ok(b.clone());
         }
-        if let Some(why) = self.failed.read().as_ref() {
-            return Err(why.clone());
+        {
+            let mut failed = self.failed.write();
+            if let Some((why, at)) = failed.as_mut() {
+                if at.elapsed() < RENDER_RETRY_AFTER {
+                    return Err(why.clone());
+                }
+                // This access tries again; the others keep the error meanwhile.
+                *at = std::time::Instant::now();
+            }
         }
         let made: Arc<[u8]> = match &self.render {
             Some(render) => match render() {
-                Ok(bytes) => bytes.into(),
+                Ok(bytes) => {
+                    self.failed.write().take();
+                    bytes.into()
+                }
                 Err(why) => {
-                    self.failed.write().get_or_insert(why.clone());
+                    *self.failed.write() = Some((why.clone(), std::time::Instant::now()));
                     return Err(why);
                 }
             },

@@ -332,3 +332,49 @@ fn a_commit_whose_spilled_chunk_cannot_be_read_back_fails_with_eio_and_keeps_the
     );
     assert_eq!(tree_read(&f.t, f.npy, 1 << 20).unwrap(), want);
 }
+
+/// A write that makes a new buffer reads its base, then an eviction pass releases the lock;
+/// another handle's write and fsync of that chunk in that window is kept: the stale base is
+/// read again (review of session 23: it was put back over the commit).
+#[test]
+fn a_commit_while_a_new_buffer_waits_for_room_is_not_undone() {
+    let py = or_skip!(support::python(
+        "a_commit_while_a_new_buffer_waits_for_room_is_not_undone"
+    ));
+    let f = Arc::new(Fixture::new(&py, 2));
+    let want = Arc::new(Mutex::new(f.before.clone()));
+    let fh = f.t.open(f.npy, libc::O_RDWR).unwrap();
+    f.put(fh, &want, 0, 0, 1.5);
+    f.put(fh, &want, 0, 50, 2.5);
+    let (entered, go) = hold_first_spill(&f.t);
+    let writer = {
+        let (f, want) = (f.clone(), want.clone());
+        std::thread::spawn(move || f.put(fh, &want, 0, 100, 3.5))
+    };
+    let held = entered.recv_timeout(BLOCKED).expect("spill starts");
+    assert_eq!(held.index, 0);
+    let fh2 = f.t.open(f.npy, libc::O_RDWR).unwrap();
+    f.put(fh2, &want, 1, 101, 7.5); // chunk 2, another handle
+    f.t.fsync(f.npy, fh2).unwrap();
+    {
+        let w = want.lock().unwrap().clone();
+        let (mid, _) = f.stored(&py, &w);
+        let at = f.item(1, 101);
+        assert_eq!(mid[at..at + 8], 7.5f64.to_le_bytes(), "B committed");
+    }
+    go.send(()).unwrap();
+    writer.join().unwrap();
+    f.t.on_spill_write(None);
+    f.t.fsync(f.npy, fh).unwrap();
+    f.t.release(fh2).unwrap();
+    f.t.release(fh).unwrap();
+    let want = want.lock().unwrap().clone();
+    let (got, _) = f.stored(&py, &want);
+    let at = f.item(1, 101);
+    assert_eq!(
+        got[at..at + 8],
+        7.5f64.to_le_bytes(),
+        "B's committed write lost"
+    );
+    assert!(got == want);
+}

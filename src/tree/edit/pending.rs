@@ -299,6 +299,9 @@ pub(crate) struct Edits {
     spill: SpillFile,
     stats: EditStats,
     hook: Option<SpillHook>,
+    /// Bumped (under the lock) by every commit that changed stored chunks: a base read with
+    /// the lock released is stale when this moved meanwhile.
+    stored: u64,
 }
 
 impl Default for Edits {
@@ -316,6 +319,7 @@ impl Edits {
             attrs: HashMap::new(),
             lru: BTreeMap::new(),
             tick: 0,
+            stored: 0,
             memory: 0,
             in_flight: 0,
             budget,
@@ -375,6 +379,16 @@ impl Edits {
     }
 
     /// Whether chunk `id` has a buffer.
+    /// How many commits have changed stored chunks (see [`Edits::note_stored`]).
+    pub(crate) fn stored_generation(&self) -> u64 {
+        self.stored
+    }
+
+    /// A commit changed stored chunks (or found them replaced by another writer).
+    pub(crate) fn note_stored(&mut self) {
+        self.stored = self.stored.wrapping_add(1);
+    }
+
     pub(crate) fn has_chunk(&self, id: ChunkId) -> bool {
         self.chunks.contains_key(&id)
     }

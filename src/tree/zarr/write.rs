@@ -319,12 +319,13 @@ impl Tree {
         let g = self
             .zarr_geom(id.array, None)
             .map_err(|_| TreeError::NotFound)?;
-        let res = match g.shard.is_some() {
-            true => self.zarr_shard_replace(t, id, &g, &data),
-            false => self.zarr_object_replace(t, z, id, &data),
-        };
-        let res = res.and_then(|()| self.commit(t, Reason::Durable));
-        match res {
+        // A refusal (or a failed load) changed nothing: another handle's pending edit of
+        // the chunk stays. A failed commit drops the chunk's edits, as any failed commit.
+        match g.shard.is_some() {
+            true => self.zarr_shard_replace(t, id, &g, &data)?,
+            false => self.zarr_object_replace(t, z, id, &data)?,
+        }
+        match self.commit(t, Reason::Durable) {
             Ok(()) => {
                 self.scratch.lock().files.remove(&from);
                 Ok(())
@@ -421,12 +422,11 @@ impl Tree {
             }
             other => other?,
         };
-        let res = self
-            .with_chunk_buffer(id, |buf, _| {
-                buf.fill(0);
-                Ok(())
-            })
-            .and_then(|()| self.commit(ino, Reason::Durable));
+        self.with_chunk_buffer(id, |buf, _| {
+            buf.fill(0);
+            Ok(())
+        })?;
+        let res = self.commit(ino, Reason::Durable);
         if res.is_err() {
             self.drop_pending(ino);
         }

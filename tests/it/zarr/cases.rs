@@ -380,3 +380,60 @@ fn sharded_view_objects_are_the_stored_chunks_and_their_block_index() {
         "sharded {sharded}, plain {plain}, checked by block {by_block}"
     );
 }
+
+/// A rename over a shard that is refused (not a shard of the array) keeps another handle's
+/// pending edit of the chunk (review of session 23: it was dropped).
+#[test]
+fn a_refused_rename_over_a_shard_keeps_another_handles_edit() {
+    let py = or_skip!(python(
+        "a_refused_rename_over_a_shard_keeps_another_handles_edit"
+    ));
+    let dir = tempfile::tempdir().unwrap();
+    let out = run_python(
+        &py,
+        &["scripts/oracle/npy_cases.py", dir.path().to_str().unwrap()],
+    );
+    let cases: Vec<Value> = serde_json::from_slice(&out).unwrap();
+    for case in &cases {
+        let src = Path::new(case["source"].as_str().unwrap());
+        if src.extension().is_none_or(|e| e != "b2nd") {
+            continue;
+        }
+        let mut o = opts(true);
+        o.zarr_shards = true;
+        let t = Tree::from_source(src, o).unwrap();
+        let Some(name) = names(&t, "zarr").into_iter().find(|n| n != "zarr.json") else {
+            continue;
+        };
+        let meta = json_at(&t, &format!("zarr/{name}/zarr.json"));
+        if meta["codecs"][0]["name"] != "sharding_indexed" {
+            continue;
+        }
+        let storage = json_at(&t, "meta/storage");
+        let cs = dims(&storage["chunkshape"]);
+        let first = format!("zarr/{name}/c/{}", vec!["0"; cs.len().max(1)].join("/"));
+        let chunk = ino(&t, "data/00000000.bin");
+        let (dirp, leaf) = first.rsplit_once('/').unwrap();
+        let dir = ino(&t, dirp);
+        // Another process edits chunk 0 through its chunk file, not yet closed.
+        let cfh = t.open(chunk, libc::O_RDWR).unwrap();
+        let before = super::read_all(&t, chunk, 1 << 20);
+        let mark = before[0].wrapping_add(1);
+        t.write(chunk, cfh, 0, &[mark]).unwrap();
+        // A zarr writer renames garbage over shard 0: refused.
+        let (attr, fh) = t.create(dir, "0.bad.partial").unwrap();
+        t.write(attr.ino, fh, 0, b"not a shard").unwrap();
+        t.release(fh).unwrap();
+        let e = t
+            .rename(dir, "0.bad.partial", dir, leaf, false)
+            .unwrap_err();
+        assert_eq!(e.errno(), libc::EINVAL);
+        // Its close commits it (a dropped edit would commit nothing).
+        t.release(cfh).unwrap();
+        let now = super::read_all(&t, chunk, 1 << 20);
+        assert_eq!(now[0], mark, "{name}: the other handle's edit was dropped");
+        assert!(now[1..] == before[1..], "{name}");
+        return;
+    }
+    panic!("no sharded case");
+}

@@ -220,7 +220,16 @@ where
             Some(Body::Spilled(s)) => (s.len().min(prefix), 0, Some(s.clone())),
         };
         let grow = limit.max(len).saturating_sub(held);
-        let room = if unlocked {
+        // A buffer not edited yet (just loaded for this edit) makes its room with the lock
+        // held: released, another writer's pass could drop it (clean buffers go first) and
+        // two writers could each keep dropping the other's. Nothing to make: no pass.
+        let fresh = edits
+            .chunks
+            .get(&id)
+            .is_some_and(|c| c.state == BufState::Clean);
+        let room = if grow == 0 {
+            Ok(())
+        } else if unlocked && !fresh {
             make_room(edits, grow, id)
         } else {
             edits.make_room_locked(grow, id)
