@@ -28,8 +28,10 @@
 //!   `stat`, `open` or read renders the view again.
 //! - **A failed read is tried again.** A failure to read what the view is made of (the
 //!   mask, `_meta`'s attributes: an S3 or HTTP hiccup, a file briefly unreadable) is kept
-//!   for [`RETRY_AFTER`]; the first access after that renders the view again (one access
-//!   at a time: the others meanwhile get the kept error). A table that cannot be shown by
+//!   for [`RETRY_AFTER`], doubled for each failure in a row with the same reason (up to
+//!   64 times: a mask that never decodes is not read again every second); the first access
+//!   after that renders the view again (one access at a time: the others meanwhile get the
+//!   kept error). A table that cannot be shown by
 //!   what it holds (its schema, its row counts, too many runs) is kept until an array it
 //!   read changes. A view is swapped in only once wholly rendered. A failure is logged when
 //!   it first happens or its reason changes, and the recovery once.
@@ -123,6 +125,17 @@ struct Rendered {
     view: Result<Arc<CTableView>, Failure>,
     /// When it was rendered (or last tried again).
     at: Instant,
+    /// Renders in a row that failed for the same reason: the retry waits
+    /// [`RETRY_AFTER`] doubled for each (up to 64 times), so a mask that never decodes is
+    /// not read again every second.
+    fails: u32,
+}
+
+impl Rendered {
+    /// How long its failure is kept before the next access renders it again.
+    fn retry_after(&self) -> std::time::Duration {
+        RETRY_AFTER * (1u32 << self.fails.saturating_sub(1).min(6))
+    }
 }
 
 /// Why a CTable has no `table.npy` (kept until one of the arrays read changes, or for
@@ -210,23 +223,26 @@ impl Tree {
         ino: u64,
         file: &CTableFile,
     ) -> Result<Arc<CTableView>, TreeError> {
-        let failed_before = {
+        let (failed_before, fails) = {
             let mut state = file.state.lock();
             match state.as_mut().filter(|r| !self.stale(&r.read)) {
                 Some(r) => match &r.view {
                     Ok(v) => return Ok(v.clone()),
-                    Err(f) if !f.retry || r.at.elapsed() < RETRY_AFTER => {
+                    Err(f) if !f.retry || r.at.elapsed() < r.retry_after() => {
                         return Err(f.error());
                     }
                     // Tried again by this access alone: the others keep the error meanwhile.
                     Err(f) => {
                         r.at = Instant::now();
-                        Some(f.why.clone())
+                        (Some(f.why.clone()), r.fails)
                     }
                 },
-                None => state
-                    .as_ref()
-                    .and_then(|r| r.view.as_ref().err().map(|f| f.why.clone())),
+                None => (
+                    state
+                        .as_ref()
+                        .and_then(|r| r.view.as_ref().err().map(|f| f.why.clone())),
+                    0,
+                ),
             }
         };
         // Rendered without the lock: laying out leaves takes the tree's own locks.
@@ -239,10 +255,16 @@ impl Tree {
             (Ok(_), None) => {}
         }
         let out = view.clone().map_err(|f| f.error());
+        let fails = match (&view, &failed_before) {
+            (Ok(_), _) => 0,
+            (Err(f), Some(before)) if *before == f.why => fails.saturating_add(1),
+            (Err(_), _) => 1,
+        };
         *file.state.lock() = Some(Rendered {
             read,
             view,
             at: Instant::now(),
+            fails,
         });
         out
     }
@@ -467,5 +489,33 @@ impl Tree {
         let len = (w.data.end - w.data.start) as usize;
         out[w.data_dst..].copy_from_slice(&rows[from..from + len]);
         Ok(ReadData::Owned(out))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_failure_in_a_row_doubles_the_wait_up_to_64_times() {
+        let after = |fails| {
+            Rendered {
+                read: Vec::new(),
+                view: Err(Failure {
+                    why: "x".into(),
+                    too_big: false,
+                    retry: true,
+                }),
+                at: Instant::now(),
+                fails,
+            }
+            .retry_after()
+        };
+        assert_eq!(after(0), RETRY_AFTER);
+        assert_eq!(after(1), RETRY_AFTER);
+        assert_eq!(after(2), RETRY_AFTER * 2);
+        assert_eq!(after(4), RETRY_AFTER * 8);
+        assert_eq!(after(7), RETRY_AFTER * 64);
+        assert_eq!(after(u32::MAX), RETRY_AFTER * 64);
     }
 }

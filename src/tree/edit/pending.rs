@@ -79,7 +79,10 @@
 //! the spill file, and a write to a buffer being spilled is never lost: it lands in memory and
 //! the pass's copy is discarded. Buffers being spilled still count in `memory` but not against
 //! the room a second pass makes (`in_flight`), so memory passes the budget by at most the
-//! spills in flight (each pass writes what its writer needs) until they finish.
+//! spills in flight (each pass writes what its writer needs) until they finish. A write that
+//! takes back a buffer being spilled copies it (the pass still holds the bytes it writes):
+//! until that pass finishes, its copy is allocated but counted in neither `memory` nor
+//! `in_flight`, so the process holds up to one more chunk per such write than `memory` says.
 //!
 //! Patches of a spilled chunk ([`Edits::patch_spilled`], a write within its length: one
 //! FUSE write, at most 1 MiB) are still written with the lock held, as a change of the
