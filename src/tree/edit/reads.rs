@@ -7,7 +7,9 @@
 //! the lock (while it holds it, nobody patches or cuts it: `edit/pending.rs`), reads, and
 //! gives it back under the lock. A read of runs reads each spilled chunk once, over the span
 //! its runs cover, and copies the runs from that: a 1 MiB read of `array.npy` across a spilled
-//! 2-D chunk is one `pread` of it, not one per row.
+//! 2-D chunk is one `pread` of it, not one per row; runs scattered over much more of a chunk
+//! than they need are read one by one instead (still without the lock), so that a read does
+//! not allocate a large chunk's worth for a few rows.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -17,29 +19,34 @@ use crate::container::ndim::Run;
 use crate::reader::{ArrayId, ChunkId, ChunkStore};
 use crate::tree::{Tree, TreeError};
 
-/// The bytes `[start, start + bytes.len())` of a spilled chunk of `len` bytes, read once for
-/// the runs of one read.
+/// Most bytes a read of runs reads of one spilled chunk beyond those its runs need (times
+/// four, plus this): a span that would be larger (runs scattered over a large chunk) is read
+/// run by run instead, so one read never allocates much more than it returns.
+const SPAN_SLACK: usize = 64 << 10;
+
+/// A spilled chunk of `len` bytes held for the runs of one read (nobody patches or cuts it
+/// while it is held): its bytes `[start, start + bytes.len())` read once when the runs are
+/// close together, else read run by run.
 struct Span {
+    slot: Arc<Slot>,
     start: usize,
     bytes: Vec<u8>,
     len: usize,
 }
 
 impl Span {
-    /// Copies chunk bytes `[src, src + dst.len())` into `dst`: `false` when they are not all
-    /// within the chunk.
-    fn copy(&self, src: usize, dst: &mut [u8]) -> bool {
+    /// Copies chunk bytes `[src, src + dst.len())` into `dst`: `Ok(false)` when they are not
+    /// all within the chunk.
+    fn copy(&self, src: usize, dst: &mut [u8]) -> std::io::Result<bool> {
         let Some(end) = src.checked_add(dst.len()).filter(|&e| e <= self.len) else {
-            return false;
+            return Ok(false);
         };
         let at = src.checked_sub(self.start);
         match at.and_then(|at| self.bytes.get(at..end - self.start)) {
-            Some(piece) => {
-                dst.copy_from_slice(piece);
-                true
-            }
-            None => false,
+            Some(piece) => dst.copy_from_slice(piece),
+            None => self.slot.read_at(src, dst)?,
         }
+        Ok(true)
     }
 }
 
@@ -107,10 +114,11 @@ impl Tree {
         // read with its own errno.
         let mut failed: Option<std::io::Error> = None;
         let mut from_buffer = |id: ChunkId, src: usize, dst: &mut [u8]| {
-            if let Some(span) = spans.get(&id.index) {
-                return Some(span.copy(src, dst));
-            }
-            match self.edits.lock().copy_chunk(id, src, dst)? {
+            let copied = match spans.get(&id.index) {
+                Some(span) => span.copy(src, dst),
+                None => self.edits.lock().copy_chunk(id, src, dst)?,
+            };
+            match copied {
                 Ok(within) => Some(within),
                 Err(e) => {
                     failed = Some(e);
@@ -128,63 +136,114 @@ impl Tree {
                 Some(&mut from_buffer),
             )
             .map_err(container);
+        let mut edits = self.edits.lock();
+        for (_, span) in spans {
+            edits.release_slot(span.slot);
+        }
         match failed {
-            Some(e) => Err(self.edits.lock().spill_error(e)),
+            Some(e) => Err(edits.spill_error(e)),
             None => res,
         }
     }
 
-    /// For each chunk of `array` that `runs` touch and whose buffer is spilled now: the span
-    /// of it the runs cover, read with one `pread` per chunk while the edits lock is released.
+    /// For each chunk of `array` that `runs` touch and whose buffer is spilled now: its slot,
+    /// held until the caller gives it back, and the span of it the runs cover, read with one
+    /// `pread` while the edits lock is released (unless that span is much larger than what
+    /// the runs need: then they read it run by run, still without the lock).
     ///
     /// # Errors
-    /// The spill file could not be read.
+    /// The spill file could not be read (the slots are given back).
     fn spilled_spans(
         &self,
         array: ArrayId,
         runs: &[Run],
     ) -> Result<HashMap<usize, Span>, TreeError> {
-        let mut cover: HashMap<usize, (usize, usize)> = HashMap::new();
+        // Per chunk: the first and last byte the runs cover, and the bytes they need.
+        type Cover = (usize, usize, usize);
+        let mut cover: HashMap<usize, Cover> = HashMap::new();
         for r in runs {
-            let (src, end) = (r.src as usize, (r.src + r.len) as usize);
-            let c = cover.entry(r.chunk as usize).or_insert((src, end));
-            *c = (c.0.min(src), c.1.max(end));
+            let (src, len) = (r.src as usize, r.len as usize);
+            let end = src.saturating_add(len);
+            let c = cover.entry(r.chunk as usize).or_insert((src, end, 0));
+            *c = (c.0.min(src), c.1.max(end), c.2.saturating_add(len));
         }
-        let held: Vec<(usize, Arc<Slot>, (usize, usize))> = {
+        let held: Vec<(usize, Arc<Slot>, Cover)> = {
             let edits = self.edits.lock();
             cover
                 .into_iter()
-                .filter_map(|(c, span)| {
+                .filter_map(|(c, cover)| {
                     let slot = edits.spilled_slot(ChunkId::new(array, c))?;
-                    Some((c, slot, span))
+                    Some((c, slot, cover))
                 })
                 .collect()
         };
-        if held.is_empty() {
-            return Ok(HashMap::new());
-        }
         let mut spans = HashMap::with_capacity(held.len());
         let mut failed = None;
-        for (c, slot, (start, end)) in &held {
+        for (c, slot, (start, end, need)) in held {
             let len = slot.len();
-            let end = (*end).min(len);
-            let start = (*start).min(end);
-            let mut bytes = vec![0; end - start];
+            let end = end.min(len);
+            let start = start.min(end);
+            let close = end - start <= need.saturating_mul(4).saturating_add(SPAN_SLACK);
+            let mut bytes = match close && failed.is_none() {
+                true => vec![0; end - start],
+                false => Vec::new(),
+            };
             if !bytes.is_empty() {
                 if let Err(e) = slot.read_at(start, &mut bytes) {
                     failed = Some(e);
-                    break;
+                    bytes = Vec::new();
                 }
             }
-            spans.insert(*c, Span { start, bytes, len });
-        }
-        let mut edits = self.edits.lock();
-        for (_, slot, _) in held {
-            edits.release_slot(slot);
+            spans.insert(
+                c,
+                Span {
+                    slot,
+                    start,
+                    bytes,
+                    len,
+                },
+            );
         }
         match failed {
-            Some(e) => Err(edits.spill_error(e)),
+            Some(e) => {
+                let mut edits = self.edits.lock();
+                for (_, span) in spans {
+                    edits.release_slot(span.slot);
+                }
+                Err(edits.spill_error(e))
+            }
             None => Ok(spans),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::spill::SpillFile;
+    use super::*;
+
+    #[test]
+    fn a_span_copies_from_its_bytes_or_reads_the_slot_and_refuses_past_the_chunk() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut file = SpillFile::new(dir.path().to_path_buf());
+        let chunk: Vec<u8> = (0..1000u32).map(|i| (i % 251) as u8).collect();
+        let slot = file.reserve(chunk.len()).unwrap();
+        slot.fill(&chunk).unwrap();
+        // Bytes 100..300 read ahead; the rest of the chunk only through the slot.
+        let span = Span {
+            slot: slot.clone(),
+            start: 100,
+            bytes: chunk[100..300].to_vec(),
+            len: chunk.len(),
+        };
+        for (src, n) in [(100, 200), (150, 10), (0, 50), (290, 20), (900, 100)] {
+            let mut dst = vec![0; n];
+            assert!(span.copy(src, &mut dst).unwrap(), "{src}+{n}");
+            assert_eq!(dst, chunk[src..src + n], "{src}+{n}");
+        }
+        assert!(!span.copy(990, &mut [0; 11]).unwrap());
+        assert!(!span.copy(usize::MAX, &mut [0; 2]).unwrap());
+        drop(span);
+        file.release(slot);
     }
 }
