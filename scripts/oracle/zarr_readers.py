@@ -187,6 +187,16 @@ class Checker:
             grp = g[gp] if gp else g
             if dict(grp.attrs) != attrs:
                 self.bad(case, f"group {gp!r} attrs {dict(grp.attrs)} != {attrs}")
+            if gp:
+                # Opened by its own path, a group reads one file too: its zarr.json carries
+                # the consolidated metadata of what is below it.
+                own = zarr.open_group(os.path.join(root, gp), mode="r")
+                cm = own.metadata.consolidated_metadata
+                if cm is None:
+                    self.bad(case, f"group {gp!r} opened by its path: no consolidated metadata")
+                elif sorted(own.array_keys()) != sorted(grp.array_keys()):
+                    self.bad(case, f"group {gp!r} by its path: arrays {sorted(own.array_keys())} "
+                                   f"!= {sorted(grp.array_keys())}")
         names_by_group = {}
         for path, a in case["arrays"].items():
             try:
@@ -270,6 +280,12 @@ class Checker:
             with warnings.catch_warnings():
                 warnings.simplefilter("error", RuntimeWarning)
                 ds = xr.open_zarr(root, group=gp or None, consolidated=True)
+                # The same group by its own path (as users point xarray at a directory):
+                # consolidated too, and the same Dataset.
+                if gp:
+                    own = xr.open_zarr(os.path.join(root, gp), consolidated=True)
+                    if not own.identical(ds):
+                        self.bad(case, f"xarray: group {gp!r} by its path differs from group=")
             for path, a in arrs:
                 name = leaf_of(path)
                 if name not in ds.variables:

@@ -7,7 +7,7 @@
 //! zarr/zarr.json           root group; attributes; consolidated metadata of everything
 //! zarr/<array>/zarr.json   array: shape, data_type, chunk grid = the source's chunks, ...
 //! zarr/<array>/c/i/j/...   chunk objects: the chunk's items in C order, padded to the chunk
-//! zarr/<group>/zarr.json   a collection's group (with its attributes)
+//! zarr/<group>/zarr.json   a collection's group: attributes; consolidated metadata below it
 //! ```
 //!
 //! What maps to what (the view mirrors the native tree; `names.rs` has the names):
@@ -19,23 +19,26 @@
 //!
 //! Where each concern lives: `ino.rs` (the inode plan: arithmetic, no allocation per node),
 //! `geom.rs` (dtype, shape, chunk grid, and where an object's bytes are in the decoded chunk),
-//! `meta.rs` (the `zarr.json` documents), `quick.rs` (the metadata of collection leaves not
-//! laid out yet, from their headers), `names.rs`, `read.rs` (listings and object bytes),
+//! `meta.rs` (the `zarr.json` documents), `consolidated.rs` (the groups' documents with the
+//! consolidated metadata below them, kept per generation), `quick.rs` (the metadata of
+//! collection leaves not laid out yet, from their headers), `names.rs`, `read.rs` (listings
+//! and object bytes),
 //! `write.rs` (writes, renames of temp files over chunk objects, unlink), `follow.rs` (what
 //! the kernel must forget after another writer).
 //!
 //! Subtleties:
 //! - **Lazy.** Nothing here runs at mount. A collection leaf is opened when a lookup goes
-//!   into its Zarr directory, as for its native one; the root `zarr.json` reads every leaf's
-//!   header (it holds their metadata; `quick.rs`, without laying the leaves out) when first
-//!   read or `stat`ed, and is kept until something changes (a generation counter bumped by
-//!   commits and reloads).
+//!   into its Zarr directory, as for its native one; a group's `zarr.json` reads the header
+//!   of every leaf below it (it holds their metadata; `quick.rs`, without laying the leaves
+//!   out) when first read or `stat`ed, and is kept until something changes (a generation
+//!   counter bumped by commits and reloads).
 //! - **Geometry follows the NPY view** of each array ([`Geom::of`]), which commits and
 //!   other writers' changes already keep current: `zarr.json`, the chunk tree and
 //!   `array.npy` always agree. A read-only descriptor reads the version it opened.
 //! - **An array without a Zarr type** (records, `S`, ...) is left out; the reason is logged
 //!   once and kept in the root's `user.b2fs.zarr_omitted` extended attribute.
 
+mod consolidated;
 mod follow;
 mod geom;
 mod ino;
@@ -72,6 +75,9 @@ const NO_NPY: &str = "it has no NPY view (see the log for why)";
 /// An array's Zarr geometry, or why it has none.
 type GeomOf = Result<Arc<Geom>, String>;
 
+/// A document and the generation it was built in.
+type Built = (u64, Arc<[u8]>);
+
 /// The view's state in a tree.
 #[derive(Debug, Default)]
 pub(crate) struct ZarrState {
@@ -81,8 +87,9 @@ pub(crate) struct ZarrState {
     stem: std::sync::OnceLock<String>,
     /// Bumped whenever metadata may have changed (commits, reloads).
     generation: AtomicU64,
-    /// The root `zarr.json` of a generation.
-    root_json: Mutex<Option<(u64, Arc<[u8]>)>>,
+    /// Group `zarr.json` documents (with their consolidated metadata) by inode, with the
+    /// generation each was built in (`consolidated.rs`).
+    group_json: Mutex<HashMap<u64, Built>>,
     /// Per array: the geometry of its NPY view of that moment.
     geoms: Mutex<HashMap<ArrayId, (Arc<Npy>, GeomOf)>>,
     /// Arrays left out, by Zarr path, with the reason.
@@ -442,106 +449,17 @@ impl Tree {
         meta::array(g, attrs, &dims)
     }
 
-    /// The `zarr.json` object of Zarr directory `Dir(n)`.
-    fn zarr_dir_json(&self, n: u64) -> Result<Value, TreeError> {
-        match self.zarr_dir_kind(n)? {
-            DirKind::Array(a) => {
-                let g = self.zarr_geom(a, None).map_err(|_| TreeError::NotFound)?;
-                self.zarr_array_json(n, &g)
-            }
-            DirKind::Group => Ok(meta::group(&self.zarr_attrs(n)?, None)),
-        }
-    }
-
-    /// The root `zarr.json`: the root group with the consolidated metadata of the whole
-    /// hierarchy (every collection leaf's header is read for it, `quick.rs`), built once per
-    /// generation.
-    ///
-    /// # Errors
-    /// EIO when the root's attributes cannot be read.
-    pub(crate) fn zarr_root_json(&self) -> Result<Arc<[u8]>, TreeError> {
-        let generation = self.zarr.generation.load(Ordering::Relaxed);
-        if let Some((g, bytes)) = self.zarr.root_json.lock().as_ref() {
-            if *g == generation {
-                return Ok(bytes.clone());
-            }
-        }
-        let started = std::time::Instant::now();
-        self.follow_source();
-        let attrs = if self.root_is_array() {
-            Value::Object(Map::new())
-        } else {
-            self.zarr_attrs(ROOT_INO)?
-        };
-        let mut flat = Map::new();
-        self.zarr_consolidate(ZNode::Root, "", &mut flat);
-        let n = flat.len();
-        let bytes: Arc<[u8]> = super::view::json_file(&meta::group(&attrs, Some(flat))).into();
-        log::info!(
-            "zarr/zarr.json: consolidated metadata of {n} nodes built in {:.1} ms",
-            started.elapsed().as_secs_f64() * 1e3
-        );
-        *self.zarr.root_json.lock() = Some((generation, bytes.clone()));
-        Ok(bytes)
-    }
-
-    /// Adds the metadata of everything below Zarr group `z` (at path `prefix`) to `flat`.
-    fn zarr_consolidate(&self, z: ZNode, prefix: &str, flat: &mut Map<String, Value>) {
-        let children = match self.zarr_children(z) {
-            Ok(c) => c,
-            Err(e) => {
-                log::warn!("zarr/{prefix}: not in the consolidated metadata: {e}");
-                return;
-            }
-        };
-        for (name, child) in children {
-            let ZNode::Dir(n) = child else { continue };
-            let key = if prefix.is_empty() {
-                name
-            } else {
-                format!("{prefix}/{name}")
-            };
-            // A leaf not laid out yet: from its header, without laying it out.
-            let quick = self.zarr_unbuilt_leaf(n).and_then(|l| self.zarr_quick(l));
-            match quick {
-                Some(Ok((g, attrs))) => {
-                    flat.insert(key, self.zarr_array_json_with(n, &g, &attrs));
-                    continue;
-                }
-                Some(Err(why)) => {
-                    self.zarr_omit(key, &why);
-                    continue;
-                }
-                None => {}
-            }
-            match self.zarr_dir_kind(n) {
-                Ok(DirKind::Array(a)) => match self.zarr_geom(a, None) {
-                    Ok(g) => match self.zarr_array_json(n, &g) {
-                        Ok(json) => {
-                            flat.insert(key, json);
-                        }
-                        Err(e) => self.zarr_omit(key, &e.to_string()),
-                    },
-                    Err(why) => self.zarr_omit(key, &why),
-                },
-                Ok(DirKind::Group) => match self.zarr_attrs(n) {
-                    Ok(attrs) => {
-                        flat.insert(key.clone(), meta::group(&attrs, Some(Map::new())));
-                        self.zarr_consolidate(child, &key, flat);
-                    }
-                    // The group and what is below it: its `zarr.json` gives EIO.
-                    Err(e) => self.zarr_omit(key, &e.to_string()),
-                },
-                Err(e) => log::warn!("zarr/{key}: not in the consolidated metadata: {e}"),
-            }
-        }
-    }
-
     /// The content of Zarr metadata file `z` now.
     pub(crate) fn zarr_json(&self, z: ZNode) -> Result<Arc<[u8]>, TreeError> {
         match z {
             ZNode::RootJson => self.zarr_root_json(),
-            ZNode::Json(n) => Ok(super::view::json_file(&self.zarr_dir_json(n)?).into()),
+            ZNode::Json(n) => match self.zarr_dir_kind(n)? {
+                DirKind::Group => self.zarr_group_json(n),
+                DirKind::Array(a) => {
+                    let g = self.zarr_geom(a, None).map_err(|_| TreeError::NotFound)?;
+                    Ok(super::view::json_file(&self.zarr_array_json(n, &g)?).into())
+                }
+            },
             _ => Err(TreeError::NotFound),
         }
     }

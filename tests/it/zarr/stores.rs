@@ -58,6 +58,32 @@ fn a_collection_mounts_lazily_and_consolidates_on_first_read() {
             "{key}: own zarr.json = consolidated entry"
         );
     }
+    // Every group's own zarr.json carries the consolidated metadata of what is below it,
+    // keyed from the group: the root's entries under its path, nothing else.
+    let groups: Vec<&String> = md
+        .iter()
+        .filter(|(_, v)| v["node_type"] == "group")
+        .map(|(k, _)| k)
+        .collect();
+    assert!(groups.iter().any(|g| g.as_str() == "a/b"), "{groups:?}");
+    for g in groups {
+        let own = json_at(&t, &format!("zarr/{g}/zarr.json"));
+        assert_eq!(own["attributes"], md[g.as_str()]["attributes"], "{g}");
+        assert_eq!(own["consolidated_metadata"]["kind"], "inline", "{g}");
+        let below = own["consolidated_metadata"]["metadata"]
+            .as_object()
+            .unwrap();
+        let prefix = format!("{g}/");
+        let want: serde_json::Map<String, Value> = md
+            .iter()
+            .filter_map(|(k, v)| Some((k.strip_prefix(&prefix)?.to_owned(), v.clone())))
+            .collect();
+        assert!(!want.is_empty(), "{g}: nothing below it");
+        assert_eq!(
+            *below, want,
+            "{g}: its document = the root's entries below it"
+        );
+    }
     let leaf = json_at(&t, "zarr/a/b/c/leaf/zarr.json");
     let got = assemble(&t, "a/b/c/leaf", &leaf, 333);
     let want: Vec<u8> = (0..600).flat_map(|i| (i as f32).to_le_bytes()).collect();
