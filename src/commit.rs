@@ -7,7 +7,10 @@
 //! ```text
 //! Committer::commit(Target, Edit)
 //!   -> container_edit()        decoded chunks compressed with the parameters the existing
-//!                              chunks use (one encoder reused by every commit)
+//!                              chunks use (one encoder reused by every commit), one at a
+//!                              time, into a write::Spool: at most `spool_memory` compressed
+//!                              bytes in memory, the rest in an unlinked file in the spool
+//!                              directory, read back one chunk at a time as the commit writes
 //!   -> container::write::*     the commit itself (frames, bcolz, ctable columns, stores)
 //!   -> LiveArray::reload       a single array is reopened at once (inside its commit window,
 //!                              so versions pinned by readers keep reading while it appends)
@@ -148,11 +151,32 @@ struct Reclaim {
     lock: Option<write::SourceLock>,
 }
 
+/// What the commits of a [`Committer`] held (the mount root's `commit_*` attributes).
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct CommitStats {
+    /// The bound on the compressed bytes one commit holds in memory.
+    pub memory: usize,
+    /// The most compressed bytes one commit held in memory (the chunk being compressed or
+    /// written besides, and the decoded edits the caller holds, not counted).
+    pub peak_bytes: usize,
+    /// Compressed chunks commits kept in their spool file, so far.
+    pub spilled_chunks: u64,
+    /// Their bytes.
+    pub spilled_bytes: u64,
+}
+
 /// Performs commits, one at a time (callers serialise them by holding it), reusing one
 /// encoder.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Committer {
     encoder: Encoder,
+    /// The bound on the compressed bytes of one commit kept in memory ([`write::Spool`]).
+    spool_memory: usize,
+    /// Where a commit's spool file is made past it.
+    spool_dir: PathBuf,
+    /// Tests: a spool's writes and reads back fail with these errnos (0: they work).
+    spool_fail: (i32, i32),
+    stats: CommitStats,
     /// Crash tests: the next frame or carray commit performs only this many durable steps
     /// ([`write::commit_with_crash_after`]) and then fails as a crash there would.
     crash_after: Option<usize>,
@@ -160,10 +184,57 @@ pub struct Committer {
     reclaim: HashMap<PathBuf, Reclaim>,
 }
 
+impl Default for Committer {
+    fn default() -> Committer {
+        Committer {
+            encoder: Encoder::default(),
+            spool_memory: write::DEFAULT_SPOOL_MEMORY,
+            spool_dir: std::env::temp_dir(),
+            spool_fail: (0, 0),
+            stats: CommitStats {
+                memory: write::DEFAULT_SPOOL_MEMORY,
+                ..CommitStats::default()
+            },
+            crash_after: None,
+            reclaim: HashMap::new(),
+        }
+    }
+}
+
 impl Committer {
-    /// A committer with a fresh encoder.
+    /// A committer with a fresh encoder, keeping up to [`write::DEFAULT_SPOOL_MEMORY`] of a
+    /// commit's compressed chunks in memory, the rest in a file in `$TMPDIR`.
     pub fn new() -> Committer {
         Committer::default()
+    }
+
+    /// Keeps at most `bytes` of a commit's compressed chunks in memory; the rest wait in an
+    /// unlinked file made in `dir` (a mount: the smaller of its `edit_budget=` and
+    /// [`write::DEFAULT_SPOOL_MEMORY`], in its `spill_dir=`).
+    pub fn set_spool(&mut self, bytes: usize, dir: PathBuf) {
+        self.spool_memory = bytes;
+        self.spool_dir = dir;
+        self.stats.memory = bytes;
+    }
+
+    /// A committer for a mount whose pending edits may hold `edit_budget` bytes: a commit
+    /// keeps at most the smaller of that and [`write::DEFAULT_SPOOL_MEMORY`] of its
+    /// compressed chunks in memory, the rest in a file in `dir` (the mount's `spill_dir=`).
+    pub fn with_edit_budget(edit_budget: usize, dir: PathBuf) -> Committer {
+        let mut c = Committer::new();
+        c.set_spool(edit_budget.min(write::DEFAULT_SPOOL_MEMORY), dir);
+        c
+    }
+
+    /// Tests: writes to a commit's spool file fail with errno `write`, reads back of it with
+    /// `read` (0: they work).
+    pub fn fail_spool(&mut self, write: i32, read: i32) {
+        self.spool_fail = (write, read);
+    }
+
+    /// What the commits so far held.
+    pub fn stats(&self) -> CommitStats {
+        self.stats
     }
 
     /// Crash tests: the next commit to a [`Target::Array`] stops after `steps` durable steps,
@@ -307,6 +378,8 @@ impl Committer {
         let path = array.path();
         let nchunks = array.nchunks();
         let mut edit = write::Edit::default();
+        let mut spool = write::Spool::new(self.spool_memory, self.spool_dir.clone());
+        spool.fail_with(self.spool_fail.0, self.spool_fail.1);
         let mut params = None;
         for chunk in edits {
             if chunk.data.is_empty() {
@@ -347,6 +420,22 @@ impl Committer {
                         source: e,
                     })?;
             drop(decoded);
+            // Kept in memory while the commit's chunks fit in the bound, else in the spool file
+            // (read back one at a time when written).
+            let bytes = spool.add(bytes).map_err(|e| ContainerError::Io {
+                path: path.to_path_buf(),
+                source: std::io::Error::new(
+                    e.kind(),
+                    format!(
+                        "keeping the compressed chunk {} of the commit in a file in {}: {e}",
+                        chunk.index,
+                        self.spool_dir.display()
+                    ),
+                ),
+            });
+            let s = spool.stats();
+            self.stats.peak_bytes = self.stats.peak_bytes.max(s.peak);
+            let bytes = bytes?;
             // A created chunk file that exists by now (a ctable column grown by a commit of
             // another column while it was being written) replaces that chunk.
             if !chunk.append || chunk.index < nchunks {
@@ -360,6 +449,9 @@ impl Committer {
                 });
             }
         }
+        let s = spool.stats();
+        self.stats.spilled_chunks += s.spilled_chunks;
+        self.stats.spilled_bytes += s.spilled_bytes;
         Ok((!edit.is_empty()).then_some(edit))
     }
 

@@ -370,7 +370,10 @@ impl Tree {
             scratch: Mutex::new(ScratchFiles::default()),
             kcache: Mutex::new(KernelCache::default()),
             faults: Mutex::default(),
-            committer: Mutex::new(Committer::new()),
+            committer: Mutex::new(Committer::with_edit_budget(
+                options.edit_budget,
+                std::env::temp_dir(),
+            )),
             events: events::EventLog::default(),
             follow: Arc::new(follow::Follow::watching(outer)),
             zarr: zarr::ZarrState::default(),

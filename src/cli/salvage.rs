@@ -359,7 +359,7 @@ fn array_edit(
     let mut edit = Edit::default();
     for d in damaged {
         edit.updates
-            .push((d.chunk, zeros.for_slot(a, d.chunk)?.as_ref().clone()));
+            .push((d.chunk, zeros.for_slot(a, d.chunk)?.as_ref().clone().into()));
     }
     if attrs {
         edit.attrs = Some(with_record(a.attrs(), source, damaged, &[]));

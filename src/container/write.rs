@@ -3,7 +3,9 @@
 //! `compact` (a contiguous frame rewritten without dead space).
 //!
 //! This module does not know FUSE, buffers or when to commit: the caller hands it complete,
-//! already compressed chunks (use [`chunk_cparams`] and [`crate::codec::compress`]) and reopens
+//! already compressed chunks (use [`chunk_cparams`] and [`crate::codec::compress`]; a big edit
+//! keeps them in a [`Spool`], which holds a bounded amount in memory and the rest in an
+//! unlinked file, `spool.rs`) and reopens
 //! the source with [`super::open`] afterwards; the [`Array`] given to [`commit`] is never
 //! updated. It decodes chunk data only where a commit must re-store rows it did not get:
 //! special chunks re-encoded for variable-size frames (`frame.rs`) and the kept rows of the
@@ -49,6 +51,7 @@ mod compact;
 mod embed;
 mod frame;
 mod io;
+mod spool;
 mod store;
 mod table;
 
@@ -58,6 +61,7 @@ use serde_json::Value;
 
 pub use compact::{Space, compact, compact_mounted, compact_mounted_with_crash_after, space};
 pub use io::SourceLock;
+pub use spool::{Chunk, DEFAULT_SPOOL_MEMORY, Spool, SpoolStats, open_unlinked};
 pub use store::{commit_group_attrs, commit_member, commit_member_with_crash_after};
 pub use table::TableRepair;
 
@@ -68,10 +72,11 @@ use crate::codec::{Blocksize, CParams, ChunkFormat, ChunkHeader, Codec, SpecialK
 #[derive(Debug, Default, Clone)]
 pub struct Edit {
     /// Replace chunk i with these compressed bytes (a complete chunk in the source's own chunk
-    /// format: Blosc2 for frames, Blosc1 (version 2, 16-byte header) for bcolz).
-    pub updates: Vec<(usize, Vec<u8>)>,
+    /// format: Blosc2 for frames, Blosc1 (version 2, 16-byte header) for bcolz): in memory,
+    /// or in a [`Spool`]'s file, read back one chunk at a time as the commit writes it.
+    pub updates: Vec<(usize, Chunk)>,
     /// Chunks appended after the last one (1-D sources only), in order.
-    pub appends: Vec<Vec<u8>>,
+    pub appends: Vec<Chunk>,
     /// Keep only the first n chunks (1-D sources; removing the last chunk).
     pub truncate: Option<usize>,
     /// New user attributes (a JSON object in the container's attrs mapping) to store as
@@ -469,8 +474,8 @@ pub fn commit_table_attrs(table: &Table, attrs: &Value) -> Result<(), ContainerE
 pub(super) enum Slot<'e> {
     /// Old chunk `i`, unchanged.
     Old(usize),
-    /// New compressed bytes and their parsed header.
-    New(&'e [u8], ChunkHeader),
+    /// New compressed bytes (read back when written) and their parsed header.
+    New(&'e Chunk, ChunkHeader),
 }
 
 /// Applies truncate, updates and appends to the old chunk numbering (no size rules yet):
@@ -509,8 +514,8 @@ pub(super) fn plan<'e>(
         None => old_n,
     };
     let mut slots: Vec<Slot<'e>> = (0..keep).map(Slot::Old).collect();
-    let parse = |what: String, bytes: &'e [u8]| -> Result<ChunkHeader, ContainerError> {
-        let h = ChunkHeader::parse(bytes)
+    let parse = |what: String, bytes: &'e Chunk| -> Result<ChunkHeader, ContainerError> {
+        let h = ChunkHeader::parse(bytes.head())
             .map_err(|e| refused(path, format!("{what}: not a valid chunk: {e}")))?;
         let blosc2 = h.is_extended();
         let ok_format = match format {

@@ -248,9 +248,26 @@ impl Tree {
     }
 
     /// Makes the spill file of pending edits past the budget in `dir` (`spill_dir=`; the
-    /// default is `$TMPDIR`, else `/tmp`). Takes effect while nothing is spilled.
+    /// default is `$TMPDIR`, else `/tmp`), and the spool file of a commit past its memory
+    /// bound ([`crate::commit::Committer::with_edit_budget`]). Takes effect while nothing is
+    /// spilled.
     pub fn set_spill_dir(&self, dir: std::path::PathBuf) {
-        self.edits.lock().set_spill_dir(dir);
+        self.edits.lock().set_spill_dir(dir.clone());
+        let mut c = self.committer.lock();
+        let memory = c.stats().memory;
+        c.set_spool(memory, dir);
+    }
+
+    /// What commits held: their bound on compressed chunks in memory, the most one held,
+    /// and what went to their spool files (`user.b2fs.commit_*` on the mount root).
+    pub fn commit_stats(&self) -> crate::commit::CommitStats {
+        self.committer.lock().stats()
+    }
+
+    /// Tests: writes to a commit's spool file fail with errno `write`, reads back of it with
+    /// `read` (0: they work again), as when the spill directory's disk is full or failing.
+    pub fn fail_commit_spool(&self, write: i32, read: i32) {
+        self.committer.lock().fail_spool(write, read);
     }
 
     /// The stored bytes of chunk `id`, the base of its buffer. Decoded outside the edits

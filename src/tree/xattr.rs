@@ -13,7 +13,8 @@
 //!                    cache_loads, cache_hit_rate, walk_lead_pages, walk_lead_reached,
 //!                    on a read-write mount edit_budget, edit_bytes,
 //!                    edit_peak_bytes, edit_spilled_chunks, edit_spilled_bytes,
-//!                    edit_spills, on a passthrough mount backing_fills,
+//!                    edit_spills, commit_memory, commit_peak_bytes,
+//!                    commit_spilled_chunks, commit_spilled_bytes, on a passthrough mount backing_fills,
 //!                    backing_files and backing_bytes, stats (JSON of all of these) and log
 //!                    (the recent refusals and errors, see [`super::events`]): read by
 //!                    name only, never listed
@@ -47,6 +48,7 @@ use super::names::{codec_name, filter_name};
 use super::npy::Leads;
 use super::{Entry, ROOT_INO, TreeError};
 use crate::codec::{self, SpecialKind};
+use crate::commit::CommitStats;
 use crate::container::{Array, SourceKind};
 use crate::reader::ArrayId;
 use crate::reader::{CacheStats, ChunkStore};
@@ -142,8 +144,8 @@ pub enum Target<'a> {
         backing: Option<BackingStats>,
         /// The pages stored ahead of walks down a column of `array.npy`.
         leads: Leads,
-        /// The pending chunk edits, on a read-write tree.
-        edits: Option<Box<EditStats>>,
+        /// The pending chunk edits and what commits held, on a read-write tree.
+        edits: Option<Box<(EditStats, CommitStats)>>,
         /// The recent refusals and errors.
         log: &'a EventLog,
     },
@@ -192,10 +194,11 @@ impl<'a> Target<'a> {
 
     /// This root, with what its pending chunk edits hold (`edit_budget`, `edit_bytes`,
     /// `edit_peak_bytes`, `edit_spilled_chunks`, `edit_spilled_bytes`, `edit_spills`; see
-    /// [`EditStats`]).
-    pub fn with_edits(mut self, stats: EditStats) -> Target<'a> {
+    /// [`EditStats`]) and what its commits held (`commit_memory`, `commit_peak_bytes`,
+    /// `commit_spilled_chunks`, `commit_spilled_bytes`; see [`CommitStats`]).
+    pub fn with_edits(mut self, stats: EditStats, commits: CommitStats) -> Target<'a> {
         if let Target::Root { edits, .. } = &mut self {
-            *edits = Some(Box::new(stats));
+            *edits = Some(Box::new((stats, commits)));
         }
         self
     }
@@ -212,7 +215,7 @@ impl<'a> Target<'a> {
 
 /// The root's keys that describe the mounting process, not the data: read by name, never
 /// listed (see the module doc).
-pub const LIVE: [&str; 19] = [
+pub const LIVE: [&str; 23] = [
     "version",
     "writable",
     "pid",
@@ -232,6 +235,10 @@ pub const LIVE: [&str; 19] = [
     "edit_spilled_chunks",
     "edit_spilled_bytes",
     "edit_spills",
+    "commit_memory",
+    "commit_peak_bytes",
+    "commit_spilled_chunks",
+    "commit_spilled_bytes",
 ];
 
 /// The unlisted root attribute holding every root key (listed and [`LIVE`]) as one JSON
@@ -325,7 +332,8 @@ fn pairs(target: &Target) -> Vec<(&'static str, String)> {
                     ("backing_bytes", b.bytes.to_string()),
                 ]);
             }
-            if let Some(e) = edits {
+            if let Some(b) = edits {
+                let (e, c) = &**b;
                 v.extend([
                     ("edit_budget", e.budget.to_string()),
                     ("edit_bytes", e.memory.to_string()),
@@ -333,6 +341,10 @@ fn pairs(target: &Target) -> Vec<(&'static str, String)> {
                     ("edit_spilled_chunks", e.spilled_chunks.to_string()),
                     ("edit_spilled_bytes", e.spilled_bytes.to_string()),
                     ("edit_spills", e.spills.to_string()),
+                    ("commit_memory", c.memory.to_string()),
+                    ("commit_peak_bytes", c.peak_bytes.to_string()),
+                    ("commit_spilled_chunks", c.spilled_chunks.to_string()),
+                    ("commit_spilled_bytes", c.spilled_bytes.to_string()),
                 ]);
             }
             v
@@ -497,7 +509,7 @@ impl super::Tree {
         let mut root = Target::root(source, info, cache, self.options.writable, &self.events)
             .with_leads(self.walk_leads());
         if self.options.writable {
-            root = root.with_edits(self.edit_stats());
+            root = root.with_edits(self.edit_stats(), self.commit_stats());
         }
         match self.backs_files() {
             true => root.with_backing(self.backing_stats()),

@@ -10,6 +10,7 @@ mod caterva2; // Caterva2 roots mounted from a real cat2-server: listing, login,
 mod caterva2_follow; // following a Caterva2 directory's .b2z stores; a follow round with the server stalled
 mod cli; // the built binary: exit codes, one-line errors, `info`
 mod codec; // decoding every reference-made chunk fixture, hostile chunks, range decode
+mod commit_spool; // a commit of an edit several times its memory bound holds within it (spool file); failing spools change nothing
 mod consistency; // issue 12: one version per open, a mount that follows other writers, the 4+1 stress test
 mod container; // every fixture kind opens with the reference's geometry/metadata; hostile sources
 mod crash; // SIGKILL of a read-write mount during commits: old or new chunks, fsync-acked edits kept

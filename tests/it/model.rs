@@ -78,7 +78,7 @@ fn commit_in_place(src: &Path, updates: &[(usize, Vec<u8>)], attrs: Option<Value
     let edit = write::Edit {
         updates: updates
             .iter()
-            .map(|(k, d)| (*k, b2fs::codec::compress(d, &params).unwrap()))
+            .map(|(k, d)| (*k, b2fs::codec::compress(d, &params).unwrap().into()))
             .collect(),
         attrs,
         ..Default::default()

@@ -199,7 +199,7 @@ fn store_b2z_commit_read_by_python() {
             new_chunk(a)
         };
         let edit = Edit {
-            updates: vec![(0, chunk)],
+            updates: vec![(0, b2fs::container::write::Chunk::from(chunk))],
             attrs: Some(json!({"edited": "by b2fs"})),
             ..Edit::default()
         };
@@ -294,7 +294,7 @@ fn store_b2z_crash_at_every_step_leaves_old_or_new() {
         };
         let (data, chunk) = new_chunk(leaf.array().unwrap());
         let edit = Edit {
-            updates: vec![(0, chunk)],
+            updates: vec![(0, b2fs::container::write::Chunk::from(chunk))],
             ..Edit::default()
         };
         let done = commit_member_with_crash_after(&c, leaf, &edit, steps).unwrap();
@@ -407,7 +407,7 @@ fn store_b2d_leaf_commit_in_place() {
         &c,
         leaf,
         &Edit {
-            updates: vec![(0, chunk)],
+            updates: vec![(0, b2fs::container::write::Chunk::from(chunk))],
             ..Edit::default()
         },
     )

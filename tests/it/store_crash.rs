@@ -118,7 +118,7 @@ fn store_b2d_leaf_commit_in_place_old_or_new_at_every_step() {
         let before = leaf.array().unwrap();
         let chunk = codec::compress(&new0, &chunk_cparams(before).unwrap()).unwrap();
         let edit = Edit {
-            updates: vec![(0, chunk)],
+            updates: vec![(0, b2fs::container::write::Chunk::from(chunk))],
             ..Edit::default()
         };
         let done = commit_member_with_crash_after(&c, leaf, &edit, steps).unwrap();
@@ -189,7 +189,7 @@ fn store_embedded_value_edit_old_or_new_at_every_step() {
             );
             let chunk = codec::compress(&new, &chunk_cparams(leaf.array().unwrap()).unwrap());
             let edit = Edit {
-                updates: vec![(0, chunk.unwrap())],
+                updates: vec![(0, b2fs::container::write::Chunk::from(chunk.unwrap()))],
                 ..Edit::default()
             };
             let done = commit_member_with_crash_after(&c, leaf, &edit, steps).unwrap();

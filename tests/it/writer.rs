@@ -149,8 +149,8 @@ fn writer_cframe_update_append_after_partial_and_attrs() {
             want[0] = new0.clone();
             want.push(app.clone());
             let edit = Edit {
-                updates: vec![(0, encode(a, &new0))],
-                appends: vec![encode(a, &app)],
+                updates: vec![(0, b2fs::container::write::Chunk::from(encode(a, &new0)))],
+                appends: vec![b2fs::container::write::Chunk::from(encode(a, &app))],
                 truncate: None,
                 attrs: Some(json!({"made_by": "b2fs gen_fixtures", "unit": "m", "n": [1, 2]})),
             };
@@ -169,7 +169,10 @@ fn writer_cframe_append_switches_to_variable_mode() {
     let path = fixture_copy(&tmp, "frames/schunk_lz4.b2frame");
     let a = open_array(&path);
     let edit = Edit {
-        appends: vec![encode(&a, &pattern(1000, 3))],
+        appends: vec![b2fs::container::write::Chunk::from(encode(
+            &a,
+            &pattern(1000, 3),
+        ))],
         ..Edit::default()
     };
     commit(&a, &edit).expect("commit");
@@ -211,8 +214,8 @@ fn writer_sframe_update_append_attrs() {
             want[1] = new1.clone();
             want.push(app.clone());
             let edit = Edit {
-                updates: vec![(1, encode(a, &new1))],
-                appends: vec![encode(a, &app)],
+                updates: vec![(1, b2fs::container::write::Chunk::from(encode(a, &new1)))],
+                appends: vec![b2fs::container::write::Chunk::from(encode(a, &app))],
                 truncate: None,
                 attrs: Some(json!({"k": "v"})),
             };
@@ -271,8 +274,11 @@ fn writer_b2nd_1d_update_zeros_append_attrs() {
             m.shift_remove("neg");
             m.insert("added".into(), json!({"x": [1.5, "y"]}));
             let edit = Edit {
-                updates: vec![(1, encode(a, &new1)), (2, z)],
-                appends: vec![encode(a, &app)],
+                updates: vec![
+                    (1, b2fs::container::write::Chunk::from(encode(a, &new1))),
+                    (2, b2fs::container::write::Chunk::from(z)),
+                ],
+                appends: vec![b2fs::container::write::Chunk::from(encode(a, &app))],
                 truncate: None,
                 attrs: Some(attrs),
             };
@@ -295,7 +301,7 @@ fn writer_b2nd_1d_shape_follows_chunks() {
     commit(
         &a,
         &Edit {
-            appends: vec![app],
+            appends: vec![b2fs::container::write::Chunk::from(app)],
             ..Edit::default()
         },
     )
@@ -331,7 +337,7 @@ fn writer_b2nd_zero_update_is_special_offset() {
     commit(
         &a,
         &Edit {
-            updates: vec![(0, z)],
+            updates: vec![(0, b2fs::container::write::Chunk::from(z))],
             ..Edit::default()
         },
     )
@@ -350,7 +356,7 @@ fn writer_b2nd_2d_update() {
             let new1 = pattern(a.chunksize(), 19);
             want[1] = new1.clone();
             let edit = Edit {
-                updates: vec![(1, encode(a, &new1))],
+                updates: vec![(1, b2fs::container::write::Chunk::from(encode(a, &new1)))],
                 ..Edit::default()
             };
             (edit, want)
@@ -368,7 +374,7 @@ fn writer_caterva_cframe_update() {
             let new2 = pattern(a.chunksize(), 23);
             want[2] = new2.clone();
             let edit = Edit {
-                updates: vec![(2, encode(a, &new2))],
+                updates: vec![(2, b2fs::container::write::Chunk::from(encode(a, &new2)))],
                 ..Edit::default()
             };
             (edit, want)
@@ -444,8 +450,11 @@ fn writer_bcolz_update_grow_leftover_append_attrs() {
             want[2] = full2.clone();
             want.push(tail.clone());
             let edit = Edit {
-                updates: vec![(0, encode(a, &new0)), (2, encode(a, &full2))],
-                appends: vec![encode(a, &tail)],
+                updates: vec![
+                    (0, b2fs::container::write::Chunk::from(encode(a, &new0))),
+                    (2, b2fs::container::write::Chunk::from(encode(a, &full2))),
+                ],
+                appends: vec![b2fs::container::write::Chunk::from(encode(a, &tail))],
                 truncate: None,
                 attrs: Some(json!({"unit": "K\u{e9}lvin", "n": 3})),
             };
@@ -488,7 +497,7 @@ fn writer_ctable_column_update_and_table_attrs() {
     commit(
         col,
         &Edit {
-            updates: vec![(0, encode(col, &new0))],
+            updates: vec![(0, b2fs::container::write::Chunk::from(encode(col, &new0)))],
             ..Edit::default()
         },
     )
@@ -512,7 +521,7 @@ fn writer_ctable_column_update_and_table_attrs() {
 /// An edit that replaces chunk `i` with `chunk`.
 fn update(i: usize, chunk: Vec<u8>) -> Edit {
     Edit {
-        updates: vec![(i, chunk)],
+        updates: vec![(i, b2fs::container::write::Chunk::from(chunk))],
         ..Edit::default()
     }
 }

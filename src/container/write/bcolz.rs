@@ -17,12 +17,12 @@
 //! Known limit (bcolz has no multi-file transaction): a replaced chunk is visible to readers
 //! as soon as its rename lands, before `meta/sizes` changes.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
 use super::io::Io;
-use super::{Edit, Slot, changed, plan, refused, unsupported};
+use super::{Edit, Slot, changed, io_err, plan, refused, unsupported};
 use crate::codec::ChunkFormat;
 use crate::container::bcolz::{BLP_HEADER_LEN, Carray};
 use crate::container::{Array, ContainerError};
@@ -271,36 +271,70 @@ pub(super) fn prepare<'a>(
 }
 
 impl Prepared<'_> {
-    /// Performs the commit (`docs/format/CONTAINERS.md` 6.4). Growing or keeping the length: new
-    /// and replaced chunk files (temp, fsync, rename), directory fsync, `__attrs__`, then
-    /// `meta/sizes` (the commit point: rows past the old length appear), then chunk files
-    /// past the new end are removed. Shrinking: `meta/sizes` first (the commit point: every
-    /// slot still holds at least the rows it must show, since bcolz and b2fs read only the
-    /// first rows of a longer last chunk), then the chunk files, `__attrs__`, removals.
+    /// Performs the commit (`docs/format/CONTAINERS.md` 6.4). First every new chunk is
+    /// written to its temp file (fsync), each read back from the edit's spool as it is
+    /// written: nothing a reader sees has changed yet, so a failure there (a write, a
+    /// read-back) removes those files and leaves the carray byte-identical. Then, growing or
+    /// keeping the length: the temp files renamed over the chunk files, directory fsync,
+    /// `__attrs__`, then `meta/sizes` (the commit point: rows past the old length appear),
+    /// then chunk files past the new end are removed. Shrinking: `meta/sizes` first (the
+    /// commit point: every slot still holds at least the rows it must show, since bcolz and
+    /// b2fs read only the first rows of a longer last chunk), then the renames, `__attrs__`,
+    /// removals.
     pub(super) fn apply(&self, io: &mut Io) -> Result<(), ContainerError> {
+        let staged = self.stage(io)?;
+        self.finish(&staged, io)
+    }
+
+    /// The first part of [`Prepared::apply`]: every new chunk written to its temp file (a
+    /// failure removes those made so far, but after a simulated crash); returns (temp,
+    /// chunk file) pairs for [`Prepared::finish`]. Nothing a reader sees changes.
+    pub(super) fn stage(&self, io: &mut Io) -> Result<Vec<(PathBuf, PathBuf)>, ContainerError> {
+        let data = self.root.join("data");
+        let mut staged = Vec::new();
+        let staging = (|| {
+            for (p, s) in self.slots.iter().enumerate() {
+                if let Slot::New(chunk, _) = s {
+                    let target = data.join(format!("__{p}.blp"));
+                    let tmp = super::io::tmp_path(&target);
+                    let bytes = chunk.bytes().map_err(|e| io_err(&target, e))?;
+                    let mut file = Vec::with_capacity(BLP_HEADER_LEN + bytes.len());
+                    file.extend_from_slice(&BLP_PREFIX);
+                    file.extend_from_slice(&bytes);
+                    drop(bytes);
+                    staged.push((tmp.clone(), target));
+                    io.create(&tmp, &file)?;
+                }
+            }
+            Ok(())
+        })();
+        if let Err(e) = staging {
+            if !io.crashed() {
+                unstage(&staged);
+            }
+            return Err(e);
+        }
+        Ok(staged)
+    }
+
+    /// The rest of [`Prepared::apply`], after [`Prepared::stage`] made `staged`.
+    pub(super) fn finish(
+        &self,
+        staged: &[(PathBuf, PathBuf)],
+        io: &mut Io,
+    ) -> Result<(), ContainerError> {
         let shrinking = self.len < self.old_len;
         let sizes_path = self.root.join("meta/sizes");
+        let data = self.root.join("data");
         if shrinking {
             if let Some(sizes) = &self.sizes {
                 io.replace(&sizes_path, sizes)?;
             }
         }
-        // Chunk files.
-        let data = self.root.join("data");
-        let mut wrote = false;
-        for (p, s) in self.slots.iter().enumerate() {
-            if let Slot::New(bytes, _) = s {
-                let target = data.join(format!("__{p}.blp"));
-                let tmp = super::io::tmp_path(&target);
-                let mut file = Vec::with_capacity(BLP_HEADER_LEN + bytes.len());
-                file.extend_from_slice(&BLP_PREFIX);
-                file.extend_from_slice(bytes);
-                io.create(&tmp, &file)?;
-                io.rename(&tmp, &target)?;
-                wrote = true;
-            }
+        for (tmp, target) in staged {
+            io.rename(tmp, target)?;
         }
-        if wrote {
+        if !staged.is_empty() {
             io.sync_dir(&data)?;
         }
         // Attributes (bcolz cannot open a carray without `__attrs__`).
@@ -321,6 +355,14 @@ impl Prepared<'_> {
             io.remove(&data.join(format!("__{i}.blp")))?;
         }
         Ok(())
+    }
+}
+
+/// Removes temp files [`Prepared::stage`] made (best effort: what is left is never read, and
+/// the next commit of the chunk replaces it).
+pub(super) fn unstage(staged: &[(PathBuf, PathBuf)]) {
+    for (tmp, _) in staged {
+        let _ = std::fs::remove_file(tmp);
     }
 }
 

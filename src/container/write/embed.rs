@@ -160,11 +160,12 @@ fn append_bytes(estore: &Array, bytes: &[u8], out: &mut Edit) -> Result<(), Cont
             let take = (cs - data.len()).min(rest.len());
             data.extend_from_slice(&rest[..take]);
             rest = &rest[take..];
-            out.updates.push((last, compress(last, &data)?));
+            out.updates.push((last, compress(last, &data)?.into()));
         }
     }
     for (k, piece) in rest.chunks(cs).enumerate() {
-        out.appends.push(compress(n + k, piece)?);
+        // In memory: the value's whole cframe is (a value small enough to be embedded).
+        out.appends.push(compress(n + k, piece)?.into());
     }
     Ok(())
 }

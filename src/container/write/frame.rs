@@ -28,7 +28,8 @@ use serde_json::Value;
 
 use super::io::{Io, SidecarLock};
 use super::{
-    Edit, MAX_WRITE_VLMETALAYERS, Slot, changed, header_special, io_err, plan, refused, unsupported,
+    Chunk, Edit, MAX_WRITE_VLMETALAYERS, Slot, changed, header_special, io_err, plan, refused,
+    unsupported,
 };
 use crate::codec::{CParams, ChunkFormat, Codec, compress, filter_id};
 use crate::container::frame::{Frame, retire, sparse_chunk_file, sparse_chunk_id};
@@ -187,8 +188,9 @@ impl Reencoder<'_> {
 enum Entry<'e> {
     /// Keep this index entry (an offset/id of a stored chunk, or a special code).
     Keep(i64),
-    /// Store these bytes (new, or a special chunk materialised for variable mode).
-    Store(Cow<'e, [u8]>),
+    /// Store these bytes (new, or a special chunk materialised for variable mode), read back
+    /// from the edit's spool when the commit writes them.
+    Store(Cow<'e, Chunk>),
 }
 
 /// Everything a frame commit writes besides the chunk bytes.
@@ -284,7 +286,7 @@ fn layout<'e>(array: &Array, f: &Frame, edit: &'e Edit) -> Result<Layout<'e>, Co
                 if e < 0 && switching {
                     // Special offsets have no size in variable mode: store the chunk (its
                     // size is still known from the fixed-size header).
-                    Entry::Store(Cow::Owned(re.regular(&array.chunk_bytes(*i)?)?))
+                    Entry::Store(Cow::Owned(re.regular(&array.chunk_bytes(*i)?)?.into()))
                 } else {
                     Entry::Keep(e)
                 }
@@ -303,7 +305,10 @@ fn layout<'e>(array: &Array, f: &Frame, edit: &'e Edit) -> Result<Layout<'e>, Co
                     {
                         Entry::Keep(code)
                     }
-                    _ => Entry::Store(Cow::Owned(re.regular(bytes)?)),
+                    _ => {
+                        let special = bytes.bytes().map_err(|e| io_err(path, e))?;
+                        Entry::Store(Cow::Owned(re.regular(&special)?.into()))
+                    }
                 },
             },
         };
@@ -466,7 +471,7 @@ fn commit_contiguous(
     // Everything is laid out (and the header patched) before the first write, so a refusal
     // leaves every byte of the file as it was.
     let mut pos = info.frame_len;
-    let mut writes: Vec<(u64, &[u8])> = Vec::new();
+    let mut writes: Vec<(u64, &Chunk)> = Vec::new();
     let mut entries = Vec::with_capacity(l.entries.len());
     for e in &l.entries {
         match e {
@@ -480,17 +485,37 @@ fn commit_contiguous(
     }
     let cbytes = pos - hl;
     let index = index_chunk(&entries);
-    writes.push((pos, &index));
+    let index_at = pos;
     pos += index.len() as u64;
-    writes.push((pos, trailer));
+    let trailer_at = pos;
     pos += trailer.len() as u64;
     let mut header = read_header(path, &file, hl)?;
     patch_header(array, &mut header, l, pos, cbytes, !layers.is_empty())?;
+    let old = file.metadata().map_err(|e| io_err(path, e))?;
 
-    for (at, bytes) in writes {
-        io.write_at(&file, path, at, bytes)?;
+    // Past the old frame_len only, each chunk read back from the edit's spool as it is
+    // written. A failure here (a write, a read-back) leaves the old version as it was: the
+    // file is cut back to its old length and given back its mtime, so the source is
+    // byte-identical again and the mount's next commit does not take it for another
+    // writer's change (not after a simulated crash, which must leave what a crash would).
+    let shadow = (|| {
+        for (at, chunk) in writes {
+            let bytes = chunk.bytes().map_err(|e| io_err(path, e))?;
+            io.write_at(&file, path, at, &bytes)?;
+        }
+        io.write_at(&file, path, index_at, &index)?;
+        io.write_at(&file, path, trailer_at, trailer)?;
+        io.sync(&file, path)
+    })();
+    if let Err(e) = shadow {
+        if !io.crashed() {
+            let _ = file.set_len(old.len());
+            if let Ok(mtime) = old.modified() {
+                let _ = file.set_modified(mtime);
+            }
+        }
+        return Err(e);
     }
-    io.sync(&file, path)?;
     // The commit point: one pwrite of the whole header.
     io.write_at(&file, path, 0, &header)?;
     io.sync(&file, path)?;
@@ -538,7 +563,7 @@ fn commit_sparse(
         .map_or(0, |m| m + 1);
     // Ids, cbytes and the new chunks.b2frame are settled before the first write.
     let mut entries = Vec::with_capacity(l.entries.len());
-    let mut files: Vec<(PathBuf, &[u8])> = Vec::new();
+    let mut files: Vec<(PathBuf, &Chunk)> = Vec::new();
     let mut cbytes = 0u64;
     for e in &l.entries {
         match e {
@@ -580,11 +605,27 @@ fn commit_sparse(
     out.extend_from_slice(&index);
     out.extend_from_slice(trailer);
 
-    for (p, bytes) in &files {
-        io.create(p, bytes)?;
-    }
-    if !files.is_empty() {
-        io.sync_dir(dir)?;
+    // Each new chunk read back from the edit's spool as its file is written. A failure
+    // before the rename below (a write, a read-back) removes the files made so far, so the
+    // source is byte-identical again (not after a simulated crash: a crash leaves them, and
+    // the next commit removes them).
+    let fresh = (|| {
+        for (p, chunk) in &files {
+            let bytes = chunk.bytes().map_err(|e| io_err(p, e))?;
+            io.create(p, &bytes)?;
+        }
+        if !files.is_empty() {
+            io.sync_dir(dir)?;
+        }
+        Ok(())
+    })();
+    if let Err(e) = fresh {
+        if !io.crashed() {
+            for (p, _) in &files {
+                let _ = std::fs::remove_file(p);
+            }
+        }
+        return Err(e);
     }
     // The commit point: the rename of the new chunks.b2frame.
     io.replace(index_path, &out)?;

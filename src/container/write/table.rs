@@ -29,7 +29,7 @@ use serde_json::Value;
 
 use super::bcolz::{Prepared, prepare};
 use super::io::Io;
-use super::{Edit, Slot, plan, refused, unsupported};
+use super::{Chunk, Edit, Slot, plan, refused, unsupported};
 use crate::codec::{self, ChunkFormat, ChunkHeader};
 use crate::container::bcolz::Carray;
 use crate::container::{Array, ContainerError, Inner, Table};
@@ -127,8 +127,23 @@ pub(super) fn commit_column(
     }
     let first_last = len >= l0;
     steps.sort_by_key(|(j, _)| ((*j == 0) == first_last, *j));
+    // Every column's new chunk files are staged (written to temp files, the edit's read back
+    // from its spool) before any column is committed: a failure there leaves the whole table
+    // as it was, not some columns resized.
+    let mut staged: Vec<Vec<_>> = Vec::with_capacity(steps.len());
     for (_, p) in &steps {
-        p.apply(io)?;
+        match p.stage(io) {
+            Ok(s) => staged.push(s),
+            Err(e) => {
+                if !io.crashed() {
+                    staged.iter().for_each(|s| super::bcolz::unstage(s));
+                }
+                return Err(e);
+            }
+        }
+    }
+    for ((_, p), s) in steps.iter().zip(&staged) {
+        p.finish(s, io)?;
     }
     Ok(())
 }
@@ -171,7 +186,7 @@ pub(super) fn repair_table(table: &Table, io: &mut Io) -> Result<TableRepair, Co
 #[derive(Debug)]
 struct Fill {
     k0: usize,
-    bufs: Vec<(Vec<u8>, ChunkHeader)>,
+    bufs: Vec<(Chunk, ChunkHeader)>,
     layout: Vec<usize>,
 }
 
@@ -223,12 +238,13 @@ fn fill(array: &Array, c: &Carray, keep: u64, len: u64) -> Result<Option<Fill>, 
         ));
     }
     let params = super::chunk_cparams(array)?;
-    let compress = |data: &[u8]| -> Result<(Vec<u8>, ChunkHeader), ContainerError> {
+    // At most three fill chunks per column: in memory.
+    let compress = |data: &[u8]| -> Result<(Chunk, ChunkHeader), ContainerError> {
         let bytes = codec::compress(data, &params)
             .map_err(|e| unsupported(path, format!("compressing a fill chunk: {e}")))?;
         let h = ChunkHeader::parse(&bytes)
             .map_err(|e| unsupported(path, format!("compressing a fill chunk: {e}")))?;
-        Ok((bytes, h))
+        Ok((bytes.into(), h))
     };
     // `prefix` followed by fill rows up to `n` rows.
     let filled = |mut data: Vec<u8>, n: u64| -> Vec<u8> {

@@ -30,10 +30,12 @@
 
 use std::fs::File;
 use std::io;
-use std::os::unix::fs::{FileExt, OpenOptionsExt};
+use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicI32, AtomicU64, Ordering};
+
+use crate::container::write::open_unlinked;
 
 /// The granule of slots: the page (the page cache's unit, so no two slots share one).
 const ALIGN: u64 = 4096;
@@ -276,47 +278,6 @@ impl SpillFile {
             offset,
             cap,
         );
-    }
-}
-
-/// A new read-write file in `dir` that no name points to: `O_TMPFILE`, else a unique name
-/// created exclusively and unlinked at once.
-fn open_unlinked(dir: &Path) -> io::Result<File> {
-    let tmpfile = std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .mode(0o600)
-        .custom_flags(libc::O_TMPFILE)
-        .open(dir);
-    match tmpfile {
-        Ok(f) => return Ok(f),
-        // Not supported by this file system or kernel: the portable way below.
-        Err(e)
-            if matches!(
-                e.raw_os_error(),
-                Some(libc::EOPNOTSUPP | libc::EISDIR | libc::EINVAL)
-            ) => {}
-        Err(e) => return Err(e),
-    }
-    use std::sync::atomic::{AtomicU64, Ordering};
-    static NEXT: AtomicU64 = AtomicU64::new(0);
-    loop {
-        let n = NEXT.fetch_add(1, Ordering::Relaxed);
-        let path = dir.join(format!(".b2fs-spill-{}-{n}", std::process::id()));
-        match std::fs::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create_new(true)
-            .mode(0o600)
-            .open(&path)
-        {
-            Ok(f) => {
-                std::fs::remove_file(&path)?;
-                return Ok(f);
-            }
-            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
-            Err(e) => return Err(e),
-        }
     }
 }
 

@@ -286,7 +286,7 @@ print("OK")
                 }
                 let chunk = b2fs::codec::compress(&raw, &params).unwrap();
                 assert_eq!((chunk[3], &chunk[8..12]), (1, &3000u32.to_le_bytes()[..]));
-                updates.push((i, chunk));
+                updates.push((i, chunk.into()));
             }
             std::fs::write(format!("{}.{i}.expect", path.display()), &raw).unwrap();
         }

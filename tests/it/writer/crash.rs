@@ -114,8 +114,14 @@ fn sparse_leftovers_go(src: &Path, what: &str) {
 fn crash_edit(a: &Array) -> Edit {
     let cs = a.chunksize().max(a.chunk_nbytes(0).unwrap_or(1));
     Edit {
-        updates: vec![(0, encode(a, &pattern(cs, 29)))],
-        appends: vec![encode(a, &pattern(cs, 31))],
+        updates: vec![(
+            0,
+            b2fs::container::write::Chunk::from(encode(a, &pattern(cs, 29))),
+        )],
+        appends: vec![b2fs::container::write::Chunk::from(encode(
+            a,
+            &pattern(cs, 31),
+        ))],
         truncate: None,
         attrs: Some(json!({"crash": "test"})),
     }
@@ -147,8 +153,8 @@ fn writer_crash_at_every_step_bcolz() {
         let full2: Vec<u8> = (20..30i32).flat_map(|v| v.to_le_bytes()).collect();
         let app: Vec<u8> = (30..40i32).flat_map(|v| v.to_le_bytes()).collect();
         Edit {
-            updates: vec![(2, encode(a, &full2))],
-            appends: vec![encode(a, &app)],
+            updates: vec![(2, b2fs::container::write::Chunk::from(encode(a, &full2)))],
+            appends: vec![b2fs::container::write::Chunk::from(encode(a, &app))],
             truncate: None,
             attrs: None,
         }

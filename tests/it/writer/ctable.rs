@@ -84,8 +84,11 @@ fn writer_ctable_commit_column_resizes_every_column() {
     let fill = rows_like(col, cl, 11);
     let app = rows_like(col, cl, 23);
     let edit = Edit {
-        updates: vec![(n - 1, encode(col, &fill))],
-        appends: vec![encode(col, &app)],
+        updates: vec![(
+            n - 1,
+            b2fs::container::write::Chunk::from(encode(col, &fill)),
+        )],
+        appends: vec![b2fs::container::write::Chunk::from(encode(col, &app))],
         ..Edit::default()
     };
     commit_column(&t, b, &edit).expect("grow b");
@@ -128,7 +131,7 @@ fn writer_ctable_commit_column_resizes_every_column() {
         &t,
         s,
         &Edit {
-            updates: vec![(2, encode(col, &short))],
+            updates: vec![(2, b2fs::container::write::Chunk::from(encode(col, &short)))],
             ..Edit::default()
         },
     )
@@ -150,7 +153,7 @@ fn writer_ctable_commit_column_resizes_every_column() {
         &t,
         fc,
         &Edit {
-            updates: vec![(0, encode(col, &ext))],
+            updates: vec![(0, b2fs::container::write::Chunk::from(encode(col, &ext)))],
             ..Edit::default()
         },
     )
@@ -165,7 +168,7 @@ fn writer_ctable_commit_column_resizes_every_column() {
         &t,
         u,
         &Edit {
-            updates: vec![(0, encode(col, &u0))],
+            updates: vec![(0, b2fs::container::write::Chunk::from(encode(col, &u0)))],
             ..Edit::default()
         },
     )
@@ -268,8 +271,14 @@ fn writer_ctable_crash_at_every_step() {
     let mut last = chunks_of(col).pop().expect("chunks");
     last.extend(rows_like(col, cl - last.len() / atom, 3));
     let edit = Edit {
-        updates: vec![(col.nchunks() - 1, encode(col, &last))],
-        appends: vec![encode(col, &rows_like(col, cl, 4))],
+        updates: vec![(
+            col.nchunks() - 1,
+            b2fs::container::write::Chunk::from(encode(col, &last)),
+        )],
+        appends: vec![b2fs::container::write::Chunk::from(encode(
+            col,
+            &rows_like(col, cl, 4),
+        ))],
         ..Edit::default()
     };
     let steps = ctable_crash_case(&py, tmp.path(), &pristine, b, &edit);
@@ -295,7 +304,10 @@ fn writer_ctable_refusals_leave_the_table_unchanged() {
     let col = &t.columns[b].1;
     let (cl, _) = chunk_geometry(col);
     let grow = Edit {
-        appends: vec![encode(col, &rows_like(col, cl, 1))],
+        appends: vec![b2fs::container::write::Chunk::from(encode(
+            col,
+            &rows_like(col, cl, 1),
+        ))],
         ..Edit::default()
     };
     let refused = |e: container::ContainerError, why: &str| {
@@ -307,7 +319,10 @@ fn writer_ctable_refusals_leave_the_table_unchanged() {
     };
     // The carray API does not change one column's row count alone.
     let full = Edit {
-        updates: vec![(col.nchunks() - 1, encode(col, &rows_like(col, cl, 1)))],
+        updates: vec![(
+            col.nchunks() - 1,
+            b2fs::container::write::Chunk::from(encode(col, &rows_like(col, cl, 1))),
+        )],
         ..Edit::default()
     };
     refused(

@@ -14,7 +14,7 @@ fn writer_variable_mode_materialises_special_offsets() {
             let app = pattern(8000, 41);
             want.push(app.clone());
             let edit = Edit {
-                appends: vec![encode(a, &app)],
+                appends: vec![b2fs::container::write::Chunk::from(encode(a, &app))],
                 ..Edit::default()
             };
             (edit, want)
@@ -27,7 +27,10 @@ fn writer_variable_mode_materialises_special_offsets() {
     commit(
         &a,
         &Edit {
-            appends: vec![encode(&a, &vec![0u8; 8000])],
+            appends: vec![b2fs::container::write::Chunk::from(encode(
+                &a,
+                &vec![0u8; 8000],
+            ))],
             ..Edit::default()
         },
     )
@@ -91,7 +94,7 @@ fn writer_bcolz_without_attrs_gets_one() {
             let new0 = pattern(want[0].len(), 43);
             want[0] = new0.clone();
             let edit = Edit {
-                updates: vec![(0, encode(a, &new0))],
+                updates: vec![(0, b2fs::container::write::Chunk::from(encode(a, &new0)))],
                 ..Edit::default()
             };
             (edit, want.concat())
@@ -108,7 +111,7 @@ fn writer_empty_frame_first_appends_set_chunksize() {
             assert_eq!(a.frame_info().expect("frame").chunksize, -1);
             let want = vec![pattern(4000, 47), pattern(4000, 53), pattern(1200, 59)];
             let edit = Edit {
-                appends: want.iter().map(|c| encode(a, c)).collect(),
+                appends: want.iter().map(|c| encode(a, c).into()).collect(),
                 ..Edit::default()
             };
             (edit, want)
@@ -121,7 +124,10 @@ fn writer_empty_frame_first_appends_set_chunksize() {
     commit(
         &a,
         &Edit {
-            appends: vec![encode(&a, &pattern(4000, 1)), encode(&a, &pattern(100, 2))],
+            appends: vec![
+                b2fs::container::write::Chunk::from(encode(&a, &pattern(4000, 1))),
+                b2fs::container::write::Chunk::from(encode(&a, &pattern(100, 2))),
+            ],
             ..Edit::default()
         },
     )
@@ -148,7 +154,7 @@ fn writer_frame_with_junk_tail_commits_over_it() {
             let n = a.chunk_nbytes(0).expect("n");
             want[0] = pattern(n, 61);
             let edit = Edit {
-                updates: vec![(0, encode(a, &want[0]))],
+                updates: vec![(0, b2fs::container::write::Chunk::from(encode(a, &want[0])))],
                 attrs: Some(json!({"tail": true})),
                 ..Edit::default()
             };

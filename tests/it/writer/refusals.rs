@@ -44,7 +44,10 @@ fn writer_refusals_leave_source_unchanged() {
     refused(
         "frames/b2nd_2d_f8_lz4.b2nd",
         |a| Edit {
-            appends: vec![encode(a, &pattern(a.chunksize(), 1))],
+            appends: vec![b2fs::container::write::Chunk::from(encode(
+                a,
+                &pattern(a.chunksize(), 1),
+            ))],
             ..Edit::default()
         },
         "2-dimensional",
@@ -62,7 +65,10 @@ fn writer_refusals_leave_source_unchanged() {
     refused(
         "bcolz/carray_i4_leftover",
         |a| Edit {
-            appends: vec![encode(a, &pattern(40, 1))],
+            appends: vec![b2fs::container::write::Chunk::from(encode(
+                a,
+                &pattern(40, 1),
+            ))],
             ..Edit::default()
         },
         "partial chunk can only be the last",
@@ -74,7 +80,12 @@ fn writer_refusals_leave_source_unchanged() {
             let p = codec::CParams::blosc2(codec::Codec::Lz4, 5, 4, 1);
             let _ = a;
             Edit {
-                updates: vec![(0, codec::compress(&pattern(40, 1), &p).expect("c"))],
+                updates: vec![(
+                    0,
+                    b2fs::container::write::Chunk::from(
+                        codec::compress(&pattern(40, 1), &p).expect("c"),
+                    ),
+                )],
                 ..Edit::default()
             }
         },
