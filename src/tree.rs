@@ -73,7 +73,8 @@
 //! laid out yet, with no other lock held (the committer included: `lookup` and `readdir` are
 //! never called with it held), and held while that leaf opens; and by the reload of a
 //! collection another writer changed (`members.rs`), after the committer; inside it only the
-//! appends of the [`AppendVec`]s and `follow.rs`'s locks lock. No lock is held across a decode except the
+//! appends of the [`AppendVec`]s, `follow.rs`'s locks and a leaf's failure record
+//! (`collection.rs`, a leaf lock) lock. No lock is held across a decode except the
 //! committer's.
 
 pub mod attr;

@@ -158,6 +158,26 @@ pub fn npy_cases(py: &Path) -> (tempfile::TempDir, Vec<serde_json::Value>) {
     (dir, cases)
 }
 
+/// The `array.npy` python-blosc2 and `scripts/oracle/npy_ref.py` make of member `key` of
+/// the store at `path`.
+pub fn member_npy(py: &Path, path: &Path, key: &str) -> Vec<u8> {
+    let script = "import sys, io, blosc2\n\
+                  sys.path.insert(0, 'scripts/oracle'); import npy_ref\n\
+                  a = blosc2.TreeStore(sys.argv[1], mode='r')[sys.argv[2]]\n\
+                  b = io.BytesIO(); npy_ref.save(b, a[:]); sys.stdout.buffer.write(b.getvalue())\n";
+    let out = std::process::Command::new(py)
+        .args(["-c", script, &path.display().to_string(), key])
+        .current_dir(crate::support::repo_root())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out.stdout
+}
+
 /// [`run_python`] with arguments of any kind (script, words, paths): `oracle(&py,
 /// &[&"scripts/oracle/fork.py", &"gen", &src])`.
 pub fn oracle(py: &Path, args: &[&dyn AsRef<OsStr>]) -> Vec<u8> {
