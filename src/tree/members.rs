@@ -28,10 +28,9 @@
 use std::borrow::Cow;
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
-use std::sync::OnceLock;
 
 use super::Tree;
-use super::collection::{LazyLeaf, add_group};
+use super::collection::{LazyLeaf, LeafBuild, add_group};
 use super::follow::Invalidation;
 use super::layout::{Layout, NodeKind};
 use crate::container::store::{Collection, Form, Group, Node};
@@ -213,7 +212,7 @@ impl Tree {
                 LazyLeaf {
                     leaf: leaf.clone(),
                     top: true,
-                    built: OnceLock::new(),
+                    built: LeafBuild::default(),
                 },
             )),
             Node::Group(g) => {

@@ -113,6 +113,8 @@ impl Tree {
                 let _grow = self.grow.lock();
                 let root = super::layout::ROOT_INO;
                 self.follow_group(root, fresh.root(), Some(old.root()), &mut entries);
+                // A leaf that failed to open may open in the changed source.
+                self.forget_leaf_failures();
             } else {
                 // The mount's own commit changed the watched files: not another writer.
                 self.settle_outer(None);

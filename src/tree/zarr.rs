@@ -308,7 +308,7 @@ impl Tree {
         }
         let built = match &child.kind {
             NodeKind::Dir { data: None, .. } => true,
-            NodeKind::Leaf(lazy) => lazy.built.get().is_some(),
+            NodeKind::Leaf(lazy) => lazy.built.tried(),
             _ => return None,
         };
         if let Some(why) = names::refused(&child.name) {
@@ -510,7 +510,7 @@ impl Tree {
             ZNode::Dir(n) => {
                 // A collection leaf is not opened by a stat (1 = "count unknown").
                 let nlink = match self.node(n).map(|x| &x.kind) {
-                    Some(NodeKind::Leaf(l)) if l.built.get().is_none() => 1,
+                    Some(NodeKind::Leaf(l)) if !l.built.tried() => 1,
                     _ => 2,
                 };
                 Ok(self.dir_attr(ino, nlink))

@@ -6,47 +6,12 @@
 //! refuses the write that needed the room, keeps every earlier edit and leaves the source
 //! byte-identical until a commit.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
-use b2fs::tree::{ROOT_INO, Tree, TreeOptions};
+use b2fs::tree::{ROOT_INO, Tree};
 
-use crate::support::{self, no_prefetch, run_python, tree_ino as ino, tree_read};
-
-/// Decoded bytes of one chunk of the `gen2d` array: 60 x 50 float64 in blocks of 16 x 24, so
-/// 64 x 72 items (b2nd pads a chunk to whole blocks).
-const CHUNK: usize = 64 * 72 * 8;
-const ROWS: usize = 230;
-const COLS: usize = 170;
-
-/// A fresh `gen2d` array: 230 x 170 float64 in 16 chunks of 60 x 50.
-fn gen2d(py: &Path) -> (tempfile::TempDir, PathBuf) {
-    let dir = tempfile::tempdir().unwrap();
-    let src = dir.path().join("a.b2nd");
-    run_python(
-        py,
-        &[
-            "scripts/oracle/npy_check.py",
-            "gen2d",
-            src.to_str().unwrap(),
-        ],
-    );
-    (dir, src)
-}
-
-/// A read-write tree of `src` keeping at most `budget` bytes of edits in memory, spilling
-/// to `spill`.
-fn budget_tree(src: &Path, budget: usize, spill: &Path) -> Tree {
-    let t = Tree::from_source(
-        src,
-        TreeOptions {
-            edit_budget: budget,
-            ..no_prefetch(true)
-        },
-    )
-    .unwrap();
-    t.set_spill_dir(spill.to_path_buf());
-    t
-}
+use crate::support::gen2d::{CHUNK, COLS, ROWS, budget_tree, gen2d};
+use crate::support::{self, no_prefetch, tree_ino as ino, tree_read};
 
 /// The first `len` bytes of `ino` read through handle `fh` (a writer's: it sees the edits).
 fn read_fh(t: &Tree, ino: u64, fh: u64, len: usize) -> Vec<u8> {

@@ -128,13 +128,7 @@ fn npy_files_equal_numpy_save_of_the_references() {
     let py = or_skip!(support::python(
         "npy_files_equal_numpy_save_of_the_references"
     ));
-    let dir = tempfile::tempdir().unwrap();
-    let out = support::run_python(
-        &py,
-        &["scripts/oracle/npy_cases.py", dir.path().to_str().unwrap()],
-    );
-    let cases: Value = serde_json::from_slice(&out).expect("case list");
-    let cases = cases.as_array().expect("a list");
+    let (_dir, cases) = support::npy_cases(&py);
     assert!(cases.len() >= 40, "{} cases", cases.len());
     let mut failures = Vec::new();
     for c in cases {

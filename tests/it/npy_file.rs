@@ -10,7 +10,6 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use b2fs::tree::{ReadData, Tree, TreeOptions};
-use serde_json::Value;
 
 use crate::support::crash::{OldOrNew, Rng, kill_delay, kill_mount_after, write_and_fsync};
 use crate::support::{self, Mount, fuse_and_python, run_python};
@@ -44,23 +43,12 @@ fn read_at(t: &Tree, ino: u64, offset: u64, size: u32) -> Vec<u8> {
     got
 }
 
-/// The reference cases: (temp dir holding them, the case list).
-fn cases(py: &Path) -> (tempfile::TempDir, Vec<Value>) {
-    let dir = tempfile::tempdir().unwrap();
-    let out = run_python(
-        py,
-        &["scripts/oracle/npy_cases.py", dir.path().to_str().unwrap()],
-    );
-    let cases: Value = serde_json::from_slice(&out).expect("case list");
-    (dir, cases.as_array().expect("a list").clone())
-}
-
 #[test]
 fn npy_tree_files_equal_numpy_save_in_reads_of_any_size() {
     let py = or_skip!(support::python(
         "npy_tree_files_equal_numpy_save_in_reads_of_any_size"
     ));
-    let (_dir, cases) = cases(&py);
+    let (_dir, cases) = support::npy_cases(&py);
     assert!(cases.len() >= 40, "{} cases", cases.len());
     let mut checked = 0;
     for c in &cases {

@@ -14,8 +14,8 @@ use std::time::Duration;
 use b2fs::container::{self, Array, Container};
 use b2fs::remote::RemoteOptions;
 
-use crate::support::remote::{BUCKET, Proxy, Server, moto, put_object};
-use crate::support::{Mount, b2fs, fuse, python};
+use crate::support::remote::{BUCKET, Fault, Proxy, Server, moto, put_object};
+use crate::support::{Mount, b2fs, fuse, member_npy, python};
 
 const WRITE: &str = r#"
 import sys, numpy as np, blosc2, bcolz
@@ -383,26 +383,6 @@ fn remote_b2d_stores_under_s3_prefixes_show_python_blosc2_bytes_and_open_leaves_
     assert!(checked >= 2, "{checked} remote .b2d stores checked");
 }
 
-/// The `array.npy` python-blosc2 and `scripts/oracle/npy_ref.py` make of member `key` of
-/// the store at `path`.
-fn member_npy(py: &Path, path: &Path, key: &str) -> Vec<u8> {
-    let script = "import sys, io, blosc2\n\
-                  sys.path.insert(0, 'scripts/oracle'); import npy_ref\n\
-                  a = blosc2.TreeStore(sys.argv[1], mode='r')[sys.argv[2]]\n\
-                  b = io.BytesIO(); npy_ref.save(b, a[:]); sys.stdout.buffer.write(b.getvalue())\n";
-    let out = std::process::Command::new(py)
-        .args(["-c", script, &path.display().to_string(), key])
-        .current_dir(crate::support::repo_root())
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    out.stdout
-}
-
 /// A `.b2z` mounted from S3 and replaced there by python-blosc2 (a member changed and
 /// grown, one added, one removed) is asked about every `remote_recheck` and opened again:
 /// within seconds the mount shows the new store as python-blosc2 reads it.
@@ -448,4 +428,74 @@ fn remote_b2z_mount_follows_a_store_replaced_on_the_server() {
         "the member removed: {e}"
     );
     m.umount();
+}
+
+/// Two incompressible members, each larger than the head and tail an open of the store
+/// fetches, so opening `/a` asks the server for its bytes.
+const FLAKY_STORE: &str = r#"
+import sys, numpy as np, blosc2
+rng = np.random.default_rng(11)
+with blosc2.TreeStore(sys.argv[1], mode="w") as st:
+    st["/a"] = blosc2.asarray(rng.random(100_000), chunks=(25_000,))
+    st["/b"] = blosc2.asarray(rng.random(100_000), chunks=(25_000,))
+"#;
+
+/// A `.b2z` leaf whose open fails for a server error (HTTP 500, no retries) gives EIO, and
+/// keeps giving it without asking the server again until its back-off has passed (ended
+/// here by the test hook: no timed test); then one access opens it, and it reads
+/// python-blosc2's bytes (src/tree/collection.rs, `LeafBuild`).
+#[test]
+fn remote_b2z_leaf_that_failed_to_open_opens_after_its_back_off() {
+    use b2fs::tree::{Tree, TreeOptions};
+    let t = "remote_b2z_leaf_that_failed_to_open_opens_after_its_back_off";
+    let py = or_skip!(python(t));
+    let moto = or_skip!(moto(t));
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("flaky.b2z");
+    crate::support::run_python(&py, &["-c", FLAKY_STORE, &store.to_string_lossy()]);
+    put_object(&moto, "flaky.b2z", &std::fs::read(&store).unwrap(), true);
+    let proxy = Proxy::start(moto.port);
+    let opts = RemoteOptions {
+        endpoint: Some(proxy.url.clone()),
+        no_sign_request: true,
+        retries: 0,
+        timeout: Duration::from_secs(5),
+        ..RemoteOptions::default()
+    };
+    let obj = b2fs::remote::open(&format!("s3://{BUCKET}/flaky.b2z"), &opts).unwrap();
+    let c = container::store::open_store_bytes(obj.byte_source()).unwrap();
+    let tree = Tree::from_collection(c, TreeOptions::default()).unwrap();
+    let a = crate::support::tree_ino(&tree, "a");
+    let opened = || tree.leaves_opened().unwrap();
+    assert_eq!(opened(), 0, "a mount opens no leaf");
+    // The hiccup: every request fails.
+    proxy.set_fault(Fault::Status(500), None);
+    let e = tree.lookup(a, "array.npy").unwrap_err();
+    assert_eq!(e.errno(), libc::EIO, "{e}");
+    assert_eq!(opened(), 1);
+    // The server answers again, but the back-off has not passed: the failure, no attempt.
+    proxy.set_fault(Fault::None, None);
+    let asked = proxy.requests();
+    for _ in 0..3 {
+        let e = tree.lookup(a, "array.npy").unwrap_err();
+        assert_eq!(e.errno(), libc::EIO, "{e}");
+        assert_eq!(tree.readdir(a, 0).err().map(|e| e.errno()), Some(libc::EIO));
+    }
+    assert_eq!(
+        (opened(), proxy.requests()),
+        (1, asked),
+        "tried again too soon"
+    );
+    // The other leaf was never tried: it opens.
+    let b = crate::support::tree_ino(&tree, "b/array.npy");
+    assert!(crate::support::tree_read(&tree, b, 1 << 20).unwrap() == member_npy(&py, &store, "/b"));
+    // Past the back-off: the next access opens the leaf, and it reads python-blosc2's bytes.
+    tree.end_leaf_back_offs();
+    let npy = tree.lookup(a, "array.npy").unwrap().ino;
+    let got = crate::support::tree_read(&tree, npy, 1 << 20).unwrap();
+    assert!(
+        got == member_npy(&py, &store, "/a"),
+        "the recovered leaf's bytes"
+    );
+    assert_eq!(opened(), 3, "one more attempt for /a, one for /b");
 }

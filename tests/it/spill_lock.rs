@@ -14,14 +14,11 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use b2fs::reader::ChunkId;
-use b2fs::tree::{Tree, TreeOptions};
+use b2fs::tree::Tree;
 
-use crate::support::{self, no_prefetch, run_python, tree_ino as ino, tree_read};
+use crate::support::gen2d::{CHUNK, COLS, ROWS, budget_tree, gen2d};
+use crate::support::{self, no_prefetch, tree_ino as ino, tree_read};
 
-/// Decoded bytes of one chunk of `gen2d` (60 x 50 float64 in blocks of 16 x 24: 64 x 72).
-const CHUNK: usize = 64 * 72 * 8;
-const ROWS: usize = 230;
-const COLS: usize = 170;
 /// How long a step may take before the test calls it blocked (a deadlock detector, far above
 /// anything the steps take: nothing here is timed).
 const BLOCKED: Duration = Duration::from_secs(60);
@@ -41,26 +38,9 @@ impl Fixture {
     /// A fresh `gen2d` array (230 x 170 float64, 16 chunks of 60 x 50) in a read-write tree
     /// keeping at most `chunks` chunks of edits in memory.
     fn new(py: &Path, chunks: usize) -> Fixture {
-        let dir = tempfile::tempdir().unwrap();
-        let src = dir.path().join("a.b2nd");
-        run_python(
-            py,
-            &[
-                "scripts/oracle/npy_check.py",
-                "gen2d",
-                src.to_str().unwrap(),
-            ],
-        );
+        let (dir, src) = gen2d(py);
         let spill = tempfile::tempdir().unwrap();
-        let t = Tree::from_source(
-            &src,
-            TreeOptions {
-                edit_budget: chunks * CHUNK,
-                ..no_prefetch(true)
-            },
-        )
-        .unwrap();
-        t.set_spill_dir(spill.path().to_path_buf());
+        let t = budget_tree(&src, chunks * CHUNK, spill.path());
         let npy = ino(&t, "array.npy");
         let before = tree_read(&t, npy, 1 << 20).unwrap();
         let hlen = before.len() - ROWS * COLS * 8;
@@ -126,19 +106,25 @@ fn hold_first_spill(t: &Tree) -> (Receiver<ChunkId>, Sender<()>) {
     (entered, go)
 }
 
-#[test]
-fn reads_and_writes_go_on_while_a_chunk_is_being_spilled_and_nothing_is_lost() {
-    let py = or_skip!(support::python(
-        "reads_and_writes_go_on_while_a_chunk_is_being_spilled_and_nothing_is_lost"
-    ));
-    let f = Arc::new(Fixture::new(&py, 2));
-    let want = Arc::new(Mutex::new(f.before.clone()));
+/// The scene the lock tests start from, made by [`hold_a_spill`].
+struct HeldSpill {
+    /// The writer's handle of `array.npy`.
+    fh: u64,
+    /// Lets the held spill write go on.
+    go: Sender<()>,
+    /// The thread whose write of chunk 2 waits for that spill.
+    writer: std::thread::JoinHandle<()>,
+}
+
+/// Handle `fh` edits chunks 0 and 1 (row 0, columns 0 and 50: they fill a budget of two
+/// chunks), then a thread's edit of chunk 2 (row 0, column 100) needs room: its pass spills
+/// chunk 0 (the least recently edited, asserted) and is held in that spill write until `go`.
+/// Every edit goes into `want` too.
+fn hold_a_spill(f: &Arc<Fixture>, want: &Arc<Mutex<Vec<u8>>>) -> HeldSpill {
     let fh = f.t.open(f.npy, libc::O_RDWR).unwrap();
-    // Chunks 0 and 1 (row 0, columns 0 and 50) fill the budget.
-    f.put(fh, &want, 0, 0, 1.5);
-    f.put(fh, &want, 0, 50, 2.5);
+    f.put(fh, want, 0, 0, 1.5);
+    f.put(fh, want, 0, 50, 2.5);
     let (entered, go) = hold_first_spill(&f.t);
-    // Chunk 2 needs room: the pass spills chunk 0 (the least recently edited) and is held.
     let writer = {
         let (f, want) = (f.clone(), want.clone());
         std::thread::spawn(move || f.put(fh, &want, 0, 100, 3.5))
@@ -150,6 +136,17 @@ fn reads_and_writes_go_on_while_a_chunk_is_being_spilled_and_nothing_is_lost() {
         held.index, 0,
         "the least recently edited chunk spills first"
     );
+    HeldSpill { fh, go, writer }
+}
+
+#[test]
+fn reads_and_writes_go_on_while_a_chunk_is_being_spilled_and_nothing_is_lost() {
+    let py = or_skip!(support::python(
+        "reads_and_writes_go_on_while_a_chunk_is_being_spilled_and_nothing_is_lost"
+    ));
+    let f = Arc::new(Fixture::new(&py, 2));
+    let want = Arc::new(Mutex::new(f.before.clone()));
+    let HeldSpill { fh, go, writer } = hold_a_spill(&f, &want);
     // Meanwhile, on another thread: reads of chunk 1 (in memory) and of chunk 0 (being
     // spilled: its memory still counts), through its chunk file and array.npy, and writes to
     // both.
@@ -343,16 +340,7 @@ fn a_commit_while_a_new_buffer_waits_for_room_is_not_undone() {
     ));
     let f = Arc::new(Fixture::new(&py, 2));
     let want = Arc::new(Mutex::new(f.before.clone()));
-    let fh = f.t.open(f.npy, libc::O_RDWR).unwrap();
-    f.put(fh, &want, 0, 0, 1.5);
-    f.put(fh, &want, 0, 50, 2.5);
-    let (entered, go) = hold_first_spill(&f.t);
-    let writer = {
-        let (f, want) = (f.clone(), want.clone());
-        std::thread::spawn(move || f.put(fh, &want, 0, 100, 3.5))
-    };
-    let held = entered.recv_timeout(BLOCKED).expect("spill starts");
-    assert_eq!(held.index, 0);
+    let HeldSpill { fh, go, writer } = hold_a_spill(&f, &want);
     let fh2 = f.t.open(f.npy, libc::O_RDWR).unwrap();
     f.put(fh2, &want, 1, 101, 7.5); // chunk 2, another handle
     f.t.fsync(f.npy, fh2).unwrap();

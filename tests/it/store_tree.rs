@@ -468,3 +468,60 @@ fn store_mount_an_unreadable_attribute_carrier_is_eio_and_logged() {
         assert!(line.contains(part), "{part:?} not in {line:?}");
     }
 }
+
+/// A `.b2d` leaf whose member file has a corrupt header cannot be shown for what it holds:
+/// EIO, and not tried again when the back-offs of I/O failures end (one open in all; the
+/// I/O failures' retry: `remote_dirs.rs`). Once the file is whole again and the mount follows the change of the store (its directory's
+/// mtime), the leaf opens and reads python-blosc2's bytes (src/tree/collection.rs).
+#[test]
+fn store_tree_a_corrupt_leaf_stays_failed_until_the_store_changes() {
+    let py = or_skip!(support::python(
+        "store_tree_a_corrupt_leaf_stays_failed_until_the_store_changes"
+    ));
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("s.b2d");
+    run_python(
+        &py,
+        &[
+            "-c",
+            "import sys, numpy as np, blosc2\n\
+             with blosc2.TreeStore(sys.argv[1], mode='w') as st:\n\
+             \x20   st['/a'] = blosc2.asarray(np.arange(50_000, dtype='f8'), chunks=(10_000,))\n\
+             \x20   st['/b'] = blosc2.asarray(np.arange(50_000, dtype='i8'), chunks=(10_000,))\n",
+            src.to_str().unwrap(),
+        ],
+    );
+    let want = support::member_npy(&py, &src, "/a");
+    let member = src.join("a.b2nd");
+    let good = std::fs::read(&member).unwrap();
+    let t = Tree::from_source(&src, opts(false)).unwrap();
+    let a = ino(&t, "a").unwrap();
+    let opened = || t.leaves_opened().unwrap();
+    let eio = |what: &str| {
+        let e = t.lookup(a, "array.npy").unwrap_err();
+        assert_eq!(e.errno(), libc::EIO, "{what}: {e}");
+    };
+    // Corrupt: a failure of what it holds (its directory's mtime unchanged: not followed).
+    let mut bad = good.clone();
+    bad[..32].fill(0);
+    std::fs::write(&member, &bad).unwrap();
+    eio("corrupt");
+    assert_eq!(opened(), 1);
+    t.end_leaf_back_offs();
+    eio("corrupt, after the back-offs end");
+    assert_eq!(opened(), 1, "a corrupt leaf was tried again");
+    // Whole again, and the store's directory changed: the mount follows, the leaf opens.
+    std::fs::write(&member, &good).unwrap();
+    eio("not followed yet");
+    let away = dir.path().join("a.away");
+    std::fs::rename(&member, &away).unwrap();
+    std::fs::rename(&away, &member).unwrap();
+    t.follow_source();
+    let npy = t.lookup(a, "array.npy").unwrap().ino;
+    assert!(
+        read_all(&t, npy) == want,
+        "the leaf's bytes after the change"
+    );
+    // (The store opened again counts its own opens: this one.)
+    assert_eq!(opened(), 1);
+}

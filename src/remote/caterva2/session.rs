@@ -60,7 +60,7 @@ impl Session {
         if now != *refused {
             return Some(now);
         }
-        match super::login(&self.http, &self.base, &self.user, &self.password).await {
+        match super::api::login(&self.http, &self.base, &self.user, &self.password).await {
             Ok(c) => {
                 let v = HeaderValue::from_str(&format!("c2subauth={c}")).ok()?;
                 *self.cookie.lock() = v.clone();

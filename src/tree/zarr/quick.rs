@@ -29,7 +29,7 @@ impl Tree {
     /// The lazy leaf of native directory `n` when it is one not laid out yet.
     pub(super) fn zarr_unbuilt_leaf(&self, n: u64) -> Option<&LazyLeaf> {
         match &self.node(n)?.kind {
-            NodeKind::Leaf(lazy) if lazy.built.get().is_none() => Some(lazy),
+            NodeKind::Leaf(lazy) if !lazy.built.tried() => Some(lazy),
             _ => None,
         }
     }

@@ -23,6 +23,7 @@ macro_rules! or_skip {
 pub mod crash;
 pub mod forkserver;
 pub mod frames;
+pub mod gen2d;
 pub mod mount;
 #[cfg(feature = "remote")]
 pub mod remote;
@@ -141,6 +142,40 @@ pub fn python(test: &str) -> Option<PathBuf> {
 pub fn run_python(py: &Path, args: &[&str]) -> Vec<u8> {
     let args: Vec<&dyn AsRef<OsStr>> = args.iter().map(|a| a as &dyn AsRef<OsStr>).collect();
     oracle(py, &args)
+}
+
+/// The reference cases of `scripts/oracle/npy_cases.py` (every dtype and layout python-blosc2
+/// and bcolz write, with numpy's `np.save` of each), written into a fresh temp dir: (that
+/// dir, which must outlive the cases, and the case list: `name`, `kind`, `source`, `npy`).
+pub fn npy_cases(py: &Path) -> (tempfile::TempDir, Vec<serde_json::Value>) {
+    let dir = tempfile::tempdir().unwrap();
+    let out = run_python(
+        py,
+        &["scripts/oracle/npy_cases.py", dir.path().to_str().unwrap()],
+    );
+    let cases: serde_json::Value = serde_json::from_slice(&out).expect("case list");
+    let cases = cases.as_array().expect("a list").clone();
+    (dir, cases)
+}
+
+/// The `array.npy` python-blosc2 and `scripts/oracle/npy_ref.py` make of member `key` of
+/// the store at `path`.
+pub fn member_npy(py: &Path, path: &Path, key: &str) -> Vec<u8> {
+    let script = "import sys, io, blosc2\n\
+                  sys.path.insert(0, 'scripts/oracle'); import npy_ref\n\
+                  a = blosc2.TreeStore(sys.argv[1], mode='r')[sys.argv[2]]\n\
+                  b = io.BytesIO(); npy_ref.save(b, a[:]); sys.stdout.buffer.write(b.getvalue())\n";
+    let out = std::process::Command::new(py)
+        .args(["-c", script, &path.display().to_string(), key])
+        .current_dir(crate::support::repo_root())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out.stdout
 }
 
 /// [`run_python`] with arguments of any kind (script, words, paths): `oracle(&py,

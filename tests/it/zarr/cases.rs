@@ -8,7 +8,7 @@ use serde_json::Value;
 
 use super::{assemble, dims, ino, json_at, names, npy_data, read_all};
 use crate::support::no_prefetch as opts;
-use crate::support::{Mount, fuse_and_python, python, python_says, run_python, sha256_hex};
+use crate::support::{Mount, fuse_and_python, npy_cases, python, python_says, sha256_hex};
 
 /// Cases whose dtype has no portable Zarr type: left out of the view.
 const OMITTED: &[&str] = &[
@@ -45,19 +45,30 @@ fn source_chunks(t: &Tree, meta: &Value, npy_shape: &[u64]) -> Vec<u64> {
     c.iter().map(|&x| x.max(1)).collect()
 }
 
+/// Each b2nd case of `cases` that the Zarr view shows (a portable type), on a writable tree
+/// with `-o zarr_shards`: (its source, the tree, the array's name in `zarr/`).
+fn sharded_trees(cases: &[Value]) -> impl Iterator<Item = (&Path, Tree, String)> {
+    cases.iter().filter_map(|case| {
+        let src = Path::new(case["source"].as_str().unwrap());
+        if src.extension().is_none_or(|e| e != "b2nd") {
+            return None;
+        }
+        let mut o = opts(true);
+        o.zarr_shards = true;
+        let t = Tree::from_source(src, o).unwrap();
+        let name = names(&t, "zarr").into_iter().find(|n| n != "zarr.json")?;
+        Some((src, t, name))
+    })
+}
+
 #[test]
 fn every_reference_case_reads_back_through_the_zarr_view() {
     let py = or_skip!(python(
         "every_reference_case_reads_back_through_the_zarr_view"
     ));
-    let dir = tempfile::tempdir().unwrap();
-    let out = run_python(
-        &py,
-        &["scripts/oracle/npy_cases.py", dir.path().to_str().unwrap()],
-    );
-    let cases: Value = serde_json::from_slice(&out).unwrap();
+    let (_dir, cases) = npy_cases(&py);
     let mut checked = 0;
-    for case in cases.as_array().unwrap() {
+    for case in &cases {
         let name = case["name"].as_str().unwrap();
         let source = Path::new(case["source"].as_str().unwrap());
         if case["kind"] == "table" {
@@ -145,12 +156,7 @@ fn a_ctable_is_one_array_per_column_sharing_the_row_dimension() {
     let py = or_skip!(python(
         "a_ctable_is_one_array_per_column_sharing_the_row_dimension"
     ));
-    let dir = tempfile::tempdir().unwrap();
-    let out = run_python(
-        &py,
-        &["scripts/oracle/npy_cases.py", dir.path().to_str().unwrap()],
-    );
-    let cases: Vec<Value> = serde_json::from_slice(&out).unwrap();
+    let (_dir, cases) = npy_cases(&py);
     let table = cases.iter().find(|c| c["kind"] == "table").unwrap();
     let t = Tree::from_source(Path::new(table["source"].as_str().unwrap()), opts(false)).unwrap();
     let mut shown = names(&t, "zarr");
@@ -172,12 +178,7 @@ fn a_ctable_is_one_array_per_column_sharing_the_row_dimension() {
 #[test]
 fn a_mount_shows_the_view_to_numpy() {
     let py = or_skip!(fuse_and_python("a_mount_shows_the_view_to_numpy"));
-    let dir = tempfile::tempdir().unwrap();
-    let out = run_python(
-        &py,
-        &["scripts/oracle/npy_cases.py", dir.path().to_str().unwrap()],
-    );
-    let cases: Vec<Value> = serde_json::from_slice(&out).unwrap();
+    let (_dir, cases) = npy_cases(&py);
     for name in ["f8_3d", "u8_2d", "M8ns_1d", "carray_f8_2d"] {
         let case = cases.iter().find(|c| c["name"] == name).unwrap();
         let src = Path::new(case["source"].as_str().unwrap());
@@ -208,23 +209,9 @@ fn sharded_view_objects_are_the_stored_chunks_and_their_block_index() {
     let py = or_skip!(python(
         "sharded_view_objects_are_the_stored_chunks_and_their_block_index"
     ));
-    let dir = tempfile::tempdir().unwrap();
-    let out = run_python(
-        &py,
-        &["scripts/oracle/npy_cases.py", dir.path().to_str().unwrap()],
-    );
-    let cases: Vec<Value> = serde_json::from_slice(&out).unwrap();
+    let (_dir, cases) = npy_cases(&py);
     let (mut sharded, mut plain, mut by_block) = (0, 0, 0);
-    for case in &cases {
-        let src = Path::new(case["source"].as_str().unwrap());
-        if src.extension().is_none_or(|e| e != "b2nd") {
-            continue;
-        }
-        let mut o = opts(true);
-        o.zarr_shards = true;
-        let t = Tree::from_source(src, o).unwrap();
-        let name = names(&t, "zarr").into_iter().find(|n| n != "zarr.json");
-        let Some(name) = name else { continue }; // no portable type
+    for (src, t, name) in sharded_trees(&cases) {
         let meta = json_at(&t, &format!("zarr/{name}/zarr.json"));
         let storage = json_at(&t, "meta/storage");
         let (cs, bs) = (dims(&storage["chunkshape"]), dims(&storage["blockshape"]));
@@ -388,23 +375,8 @@ fn a_refused_rename_over_a_shard_keeps_another_handles_edit() {
     let py = or_skip!(python(
         "a_refused_rename_over_a_shard_keeps_another_handles_edit"
     ));
-    let dir = tempfile::tempdir().unwrap();
-    let out = run_python(
-        &py,
-        &["scripts/oracle/npy_cases.py", dir.path().to_str().unwrap()],
-    );
-    let cases: Vec<Value> = serde_json::from_slice(&out).unwrap();
-    for case in &cases {
-        let src = Path::new(case["source"].as_str().unwrap());
-        if src.extension().is_none_or(|e| e != "b2nd") {
-            continue;
-        }
-        let mut o = opts(true);
-        o.zarr_shards = true;
-        let t = Tree::from_source(src, o).unwrap();
-        let Some(name) = names(&t, "zarr").into_iter().find(|n| n != "zarr.json") else {
-            continue;
-        };
+    let (_dir, cases) = npy_cases(&py);
+    for (_, t, name) in sharded_trees(&cases) {
         let meta = json_at(&t, &format!("zarr/{name}/zarr.json"));
         if meta["codecs"][0]["name"] != "sharding_indexed" {
             continue;

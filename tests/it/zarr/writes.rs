@@ -10,7 +10,9 @@ use serde_json::Value;
 use super::{assemble, dims, ino, itemsize, json_at, npy_data, read_all};
 use crate::support::crash::{OldOrNew, Rng, kill_delay, kill_mount_after};
 use crate::support::no_prefetch as opts;
-use crate::support::{self, Mount, b2fs, fuse_and_python, python, python_says, run_python};
+use crate::support::{
+    self, Mount, b2fs, fuse_and_python, npy_cases, python, python_says, run_python,
+};
 
 fn reference_sha(py: &Path, src: &Path) -> String {
     python_says(
@@ -30,12 +32,7 @@ fn writes_through_the_view_commit_what_python_blosc2_reads() {
     let py = or_skip!(python(
         "writes_through_the_view_commit_what_python_blosc2_reads"
     ));
-    let dir = tempfile::tempdir().unwrap();
-    let out = run_python(
-        &py,
-        &["scripts/oracle/npy_cases.py", dir.path().to_str().unwrap()],
-    );
-    let cases: Vec<Value> = serde_json::from_slice(&out).unwrap();
+    let (_dir, cases) = npy_cases(&py);
     // f4_2d: slab blocks? no: blocks (4,3) in chunks (10,7): a re-layout; u8_2d: blocks
     // (6,4) in chunks (13,4): slabs (a prefix).
     for name in ["f4_2d", "u8_2d", "f8_3d"] {
@@ -181,12 +178,7 @@ fn zarr_python_style_writes_through_a_mount_are_read_back_by_python_blosc2() {
     let py = or_skip!(fuse_and_python(
         "zarr_python_style_writes_through_a_mount_are_read_back_by_python_blosc2"
     ));
-    let dir = tempfile::tempdir().unwrap();
-    let out = run_python(
-        &py,
-        &["scripts/oracle/npy_cases.py", dir.path().to_str().unwrap()],
-    );
-    let cases: Vec<Value> = serde_json::from_slice(&out).unwrap();
+    let (_dir, cases) = npy_cases(&py);
     let case = cases.iter().find(|c| c["name"] == "f8_3d").unwrap();
     let src = Path::new(case["source"].as_str().unwrap());
     let m = Mount::daemon(src, &["rw"]);

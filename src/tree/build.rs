@@ -1,0 +1,210 @@
+//! Building a [`Tree`]: its options ([`TreeOptions`]), opening a source or serving a
+//! collection or a layout, and the check that every file of a layout can be numbered.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+
+use super::commit::{self, KernelCache};
+use super::edit::{self, Edits};
+use super::handle::Handles;
+use super::inode::{self, Inodes};
+use super::layout::{FileKind, Layout, NodeKind};
+use super::registry::{ArrayEntry, Mounted};
+use super::scratch::ScratchFiles;
+use super::{Tree, backing, collection, events, follow, view, zarr};
+use crate::commit::Committer;
+use crate::container::ContainerError;
+use crate::container::store::Opened;
+use crate::reader::{ChunkReader, ReaderOptions};
+
+/// Tuning knobs of a [`Tree`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TreeOptions {
+    /// Byte budget of the caches of decoded data (see [`crate::reader`] for the split).
+    pub cache_size: usize,
+    /// How many chunks ahead a sequential scan prefetches (0 disables prefetching).
+    pub prefetch_chunks: usize,
+    /// Background threads that run prefetches.
+    pub prefetch_threads: usize,
+    /// A cold read decodes only the blocks it overlaps when the chunk is more than this many
+    /// times larger than the read, the read is at most [`RANGE_READ_MAX`](super::RANGE_READ_MAX) bytes, and it is
+    /// not part of a sequential scan.
+    pub range_factor: usize,
+    /// Threads that decode the blocks of one large chunk in parallel (1 = no splitting).
+    pub decode_threads: usize,
+    /// Chunks of at least this many bytes are decoded by `decode_threads` threads.
+    pub parallel_decode_min: usize,
+    /// Accept edits and commit them to the source (a read-write mount). When false every
+    /// change is [`TreeError::ReadOnly`](super::TreeError::ReadOnly).
+    pub writable: bool,
+    /// Bytes of decoded file content kept in memory files for FUSE passthrough
+    /// ([`Tree::backing_file`]; `-o passthrough`); 0: no file is backed.
+    pub backing_budget: u64,
+    /// Show each b2nd array whose blocks tile its chunks as a sharded Zarr array (shard = the
+    /// source's chunk, inner chunk = one of its blocks: `-o zarr_shards`), so a Zarr reader
+    /// reads a window by the blocks it touches; see `tree/zarr/geom.rs`.
+    pub zarr_shards: bool,
+    /// Bytes of pending chunk edits kept in memory (`edit_budget=`); past it, the least
+    /// recently edited buffers go to a spill file (`edit/pending.rs`).
+    pub edit_budget: usize,
+}
+
+impl Default for TreeOptions {
+    fn default() -> Self {
+        TreeOptions {
+            cache_size: 256 << 20,
+            prefetch_chunks: 4,
+            prefetch_threads: 2,
+            range_factor: 4,
+            decode_threads: std::thread::available_parallelism().map_or(1, |n| n.get().min(4)),
+            parallel_decode_min: 1 << 20,
+            writable: false,
+            backing_budget: 0,
+            zarr_shards: false,
+            edit_budget: edit::DEFAULT_EDIT_BUDGET,
+        }
+    }
+}
+
+impl TreeOptions {
+    fn reader(&self) -> ReaderOptions {
+        ReaderOptions {
+            cache_size: self.cache_size,
+            prefetch_chunks: self.prefetch_chunks,
+            prefetch_threads: self.prefetch_threads,
+            range_factor: self.range_factor,
+            decode_threads: self.decode_threads,
+            parallel_decode_min: self.parallel_decode_min,
+        }
+    }
+}
+
+/// Refuses a layout whose chunk files cannot all have inode numbers below the scratch files
+/// ([`inode::SCRATCH_BASE`], 2^62): a hostile bcolz ctable whose columns declare 2^62 chunks
+/// each would otherwise open with the files of every column after the first unreachable.
+fn numberable(layout: &Layout, path: &Path) -> Result<(), ContainerError> {
+    let end = layout
+        .stores
+        .iter()
+        .try_fold(layout.nodes.len() as u64 + 1, |n, s| {
+            n.checked_add(s.nchunks() as u64)
+        });
+    match end {
+        Some(end) if end < inode::SCRATCH_BASE => Ok(()),
+        _ => Err(ContainerError::Malformed {
+            path: path.to_path_buf(),
+            what: "chunk count".into(),
+            offset: 0,
+            why: format!(
+                "its {} arrays declare more chunk files than b2fs can number (2^62)",
+                layout.stores.len()
+            ),
+        }),
+    }
+}
+
+impl Tree {
+    /// Opens the source at `path` and builds its tree.
+    ///
+    /// # Errors
+    /// When the source cannot be opened or its metadata cannot be rendered.
+    pub fn from_source(path: &Path, options: TreeOptions) -> Result<Tree, ContainerError> {
+        let mut container = match crate::container::store::open_any(path)? {
+            Opened::Single(c) => c,
+            Opened::Collection(c) => {
+                let layout = collection::layout(c)?;
+                numberable(&layout, path)?;
+                return Ok(Tree::new(layout, options));
+            }
+        };
+        if options.writable {
+            if let crate::container::Container::Table(t) = &container {
+                if commit::repair_table(t) {
+                    container = crate::container::open(path)?;
+                }
+            }
+        }
+        let layout = view::layout(container)?;
+        numberable(&layout, path)?;
+        Ok(Tree::new(layout, options))
+    }
+
+    /// Serves a collection (a store opened by the caller, e.g. from a remote object).
+    ///
+    /// # Errors
+    /// Why its layout cannot be built.
+    pub fn from_collection(
+        collection: crate::container::Collection,
+        options: TreeOptions,
+    ) -> Result<Tree, ContainerError> {
+        Ok(Tree::new(collection::layout(collection)?, options))
+    }
+
+    /// Serves `layout`.
+    pub fn new(layout: Layout, options: TreeOptions) -> Tree {
+        let Layout {
+            nodes,
+            stores,
+            live,
+            table,
+            collection,
+            owner,
+            ..
+        } = layout;
+        let nchunks: Vec<usize> = stores.iter().map(|s| s.nchunks()).collect();
+        let outer = follow::outer_files(table.as_deref(), collection.as_ref());
+        let inodes = if collection.is_some() {
+            Inodes::growing()
+        } else {
+            Inodes::new(nodes.len(), &nchunks, options.writable)
+        };
+        let mut arrays: Vec<ArrayEntry> = live
+            .into_iter()
+            .map(|live| ArrayEntry {
+                live,
+                ..ArrayEntry::default()
+            })
+            .collect();
+        for (i, node) in nodes.iter().enumerate() {
+            let ino = i as u64 + 1;
+            match &node.kind {
+                NodeKind::File(FileKind::Sizes(id, _)) => arrays[id.index()].sizes = Some(ino),
+                NodeKind::File(FileKind::Npy(id, _)) => arrays[id.index()].npy = Some(ino),
+                _ => {}
+            }
+        }
+        let mounted = match (table, collection) {
+            (_, Some(cell)) => {
+                let path = cell.with(|c| c.path().to_path_buf());
+                Mounted::Collection { cell, path }
+            }
+            (Some(t), None) => Mounted::Table(t),
+            (None, None) => Mounted::Single,
+        };
+        Tree {
+            nodes: nodes.into_iter().collect(),
+            inodes,
+            reader: ChunkReader::new(stores, options.reader()),
+            arrays: arrays.into_iter().collect(),
+            grow: Mutex::new(()),
+            mounted,
+            owner,
+            options,
+            handles: Handles::new(),
+            edits: Mutex::new(Edits::new(options.edit_budget, std::env::temp_dir())),
+            scratch: Mutex::new(ScratchFiles::default()),
+            kcache: Mutex::new(KernelCache::default()),
+            faults: Mutex::default(),
+            committer: Mutex::new(Committer::with_edit_budget(
+                options.edit_budget,
+                std::env::temp_dir(),
+            )),
+            events: events::EventLog::default(),
+            follow: Arc::new(follow::Follow::watching(outer)),
+            zarr: zarr::ZarrState::default(),
+            backings: backing::Backings::new(),
+        }
+    }
+}
