@@ -344,6 +344,7 @@ impl Tree {
                 let failures = lazy.built.laid_out(children);
                 if failures > 0 {
                     log::info!("{store}: {key}: opens now, after {failures} failed attempts");
+                    self.zarr_leaf_recovered(ino);
                 }
             }
             Err(e) => {

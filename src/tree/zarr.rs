@@ -116,6 +116,18 @@ impl Tree {
         self.zarr.generation.fetch_add(1, Ordering::Relaxed);
     }
 
+    /// Collection leaf `n` opened after failed attempts: what the view left out of it (and
+    /// the documents built while it failed) is made again at the next look.
+    pub(crate) fn zarr_leaf_recovered(&self, n: u64) {
+        let path = self.zarr_path(n);
+        let below = format!("{path}/");
+        self.zarr
+            .omitted
+            .lock()
+            .retain(|k, _| *k != path && !k.starts_with(&below));
+        self.zarr_changed();
+    }
+
     /// The name of the view's directory in the root.
     pub(crate) fn zarr_name(&self) -> &str {
         self.zarr.name.get_or_init(|| {

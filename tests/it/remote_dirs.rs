@@ -489,6 +489,17 @@ fn remote_b2z_leaf_that_failed_to_open_opens_after_its_back_off() {
     // The other leaf was never tried: it opens.
     let b = crate::support::tree_ino(&tree, "b/array.npy");
     assert!(crate::support::tree_read(&tree, b, 1 << 20).unwrap() == member_npy(&py, &store, "/b"));
+    // The Zarr view's consolidated metadata built meanwhile leaves the failing leaf out.
+    let members = |t: &Tree| {
+        let root = crate::tree::json_at(t, "zarr/zarr.json");
+        let md = root["consolidated_metadata"]["metadata"]
+            .as_object()
+            .unwrap();
+        let mut keys: Vec<String> = md.keys().cloned().collect();
+        keys.sort();
+        keys
+    };
+    assert_eq!(members(&tree), ["b"], "while /a fails");
     // Past the back-off: the next access opens the leaf, and it reads python-blosc2's bytes.
     tree.end_leaf_back_offs();
     let npy = tree.lookup(a, "array.npy").unwrap().ino;
@@ -498,4 +509,6 @@ fn remote_b2z_leaf_that_failed_to_open_opens_after_its_back_off() {
         "the recovered leaf's bytes"
     );
     assert_eq!(opened(), 3, "one more attempt for /a, one for /b");
+    // ... and the view's documents built while it failed are made again: it is back.
+    assert_eq!(members(&tree), ["a", "b"], "after /a opened");
 }
