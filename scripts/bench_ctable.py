@@ -16,8 +16,28 @@
         np.load(MOUNT/table.npy) (a whole read) against numpy.asarray(CTable.open(SOURCE)) in
         python-blosc2, alternating in each round (rows checked equal once)
 
+    .venv/bin/python scripts/bench_ctable.py gen24 DIR
+        DIR/t24.b2d, DIR/t24.b2z (BENCHMARKS.md, "Session 24"): one CTable of 6,000,000 rows,
+        6 columns (float64, int32, bool, float32, int64, int16; python-blosc2's default chunks),
+        5% of the rows deleted at random and the range 2,000,000-2,300,000
+    .venv/bin/python scripts/bench_ctable.py vs SOURCE BINARY ROUNDS PATTERN[,PATTERN...]
+        each PATTERN through a fresh mount of SOURCE by BINARY (`table.npy`) against
+        python-blosc2 reading the same rows of SOURCE, each side in a fresh process, the order
+        swapped every round; per-round time ratios b2fs / python-blosc2. Patterns:
+        load     np.load(table.npy) / np.asarray(CTable.open(SOURCE))
+        mmsum    np.load(table.npy, mmap_mode='r')['a'].sum() / CTable['a'][:].sum()
+        mmall    every column summed through the map / every column read and summed
+        slices   random slices of 100 rows, np.array(map[s:s + 100]) (1000 of them) /
+                 np.asarray(CTable.slice(s, s + 100, copy=False)) (40: ~75 ms each)
+        The ratios are of operations per second (a slice, or a whole pattern), b2fs over
+        python-blosc2: above 1, b2fs is faster.
+    .venv/bin/python scripts/bench_ctable.py ab SOURCE ROUNDS A B PATTERN[,PATTERN...]
+        same-run A/B of two binaries on the table.npy side of those patterns (a fresh mount
+        and a fresh process each, the order swapped every round): per-round rate ratios A / B
+
 Run under /work/bin/quietlong (or on an idle machine).
 """
+import json
 import os
 import statistics
 import subprocess
@@ -28,6 +48,12 @@ from dataclasses import dataclass
 import numpy as np
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "scripts"))
+import benchlib  # noqa: E402
+
+# Random slices per run through the map, and through python-blosc2 (each of its row slices of a
+# table with deleted rows resolves the live positions of the whole table: ~75 ms a slice).
+SLICES, SLICES_B2, SLICE_ROWS = 1000, 40, 100
 
 
 def gen(d):
@@ -55,6 +81,143 @@ def gen(d):
         t.close()
     subprocess.run([sys.executable, os.path.join(ROOT, "scripts/oracle/stores.py"), "many",
                     os.path.join(d, "many.b2z"), "10000"], check=True)
+
+
+def gen24(d):
+    import blosc2
+
+    @dataclass
+    class R:
+        a: float = blosc2.field(blosc2.float64())
+        b: int = blosc2.field(blosc2.int32())
+        c: bool = blosc2.field(blosc2.bool())
+        d: float = blosc2.field(blosc2.float32())
+        e: int = blosc2.field(blosc2.int64())
+        f: int = blosc2.field(blosc2.int16())
+
+    os.makedirs(d, exist_ok=True)
+    n = 6_000_000
+    rng = np.random.default_rng(24)
+    data = np.zeros(n, dtype=[("a", "<f8"), ("b", "<i4"), ("c", "?"), ("d", "<f4"), ("e", "<i8"),
+                              ("f", "<i2")])
+    data["a"] = rng.normal(size=n)
+    data["b"] = np.arange(n)
+    data["c"] = data["b"] % 7 == 0
+    data["d"] = rng.random(n).astype(np.float32)
+    data["e"] = 1_700_000_000_000 + np.arange(n) * 1000 + rng.integers(0, 999, n)
+    data["f"] = rng.integers(-1000, 1000, n).astype(np.int16)
+    gone = np.union1d(rng.choice(n, n // 20, replace=False), np.arange(2_000_000, 2_300_000))
+    for ext in ("b2d", "b2z"):
+        t = blosc2.CTable(R, new_data=data, urlpath=os.path.join(d, f"t24.{ext}"), mode="w")
+        t.close()
+        t = blosc2.CTable.open(os.path.join(d, f"t24.{ext}"), mode="a")
+        t.delete(gone)  # logical = physical indices: nothing was deleted before
+        t.close()
+
+
+def child(pattern, path, seed):
+    """One measurement in this (fresh) process: PATTERN on `table.npy` at PATH (`fs-*`) or on the
+    CTable at PATH (`b2-*`); prints {"seconds", "n" (bytes or operations), "check"}."""
+    side, what = pattern.split("-", 1)
+    if side == "b2":
+        import blosc2
+    t0 = time.perf_counter()
+    if side == "fs":
+        if what == "load":
+            a = np.load(path)
+            n, check = 1, float(a["a"].sum())
+        else:
+            m = np.load(path, mmap_mode="r")
+    else:
+        t = blosc2.CTable.open(path, mode="r")
+        if what == "load":
+            a = np.asarray(t)
+            n, check = 1, float(a["a"].sum())
+    names = ("a", "b", "c", "d", "e", "f")
+    if what == "mmsum":
+        check = float(m["a"].sum()) if side == "fs" else float(t["a"][:].sum())
+        n = 1
+    elif what == "mmall":
+        if side == "fs":
+            check = sum(float(m[c].sum()) for c in names)
+        else:
+            check = sum(float(t[c][:].sum()) for c in names)
+        n = 1
+    elif what == "slices":
+        rows = m.shape[0] if side == "fs" else t.nrows
+        n = SLICES if side == "fs" else SLICES_B2
+        starts = np.random.default_rng(int(seed)).integers(0, rows - SLICE_ROWS, SLICES)[:n]
+        check = 0.0
+        for s in starts:
+            s = int(s)
+            if side == "fs":
+                got = np.array(m[s:s + SLICE_ROWS])
+            else:
+                got = np.asarray(t.slice(s, s + SLICE_ROWS, copy=False))
+            check += float(got["a"].sum()) + float(got["e"][-1])
+            if s == int(starts[SLICES_B2 - 1]):
+                # The checksum of the slices both sides read.
+                out_check = check
+        check = out_check
+    out = {"seconds": time.perf_counter() - t0, "n": n, "check": check}
+    print(json.dumps(out), flush=True)
+
+
+def fs_round(binary, src, pattern, seed):
+    """`fs-PATTERN` in a fresh process on a fresh mount of SRC by BINARY: (result, daemon CPU)."""
+    with benchlib.Mount(binary, src) as m:
+        c0 = m.cpu_seconds()
+        got = benchlib.child_json(__file__, "child", f"fs-{pattern}",
+                                  os.path.join(m.mp, "table.npy"), seed)
+        return got, m.cpu_seconds() - c0
+
+
+def vs(src, binary, rounds, patterns):
+    for pattern in patterns:
+        fs, b2 = [], []
+        for i in range(rounds):
+            seed = 1000 + i
+            for side in ("fs", "b2") if i % 2 == 0 else ("b2", "fs"):
+                if side == "fs":
+                    got, cpu = fs_round(binary, src, pattern, seed)
+                    fs.append(got)
+                else:
+                    got = benchlib.child_json(__file__, "child", f"b2-{pattern}", src, seed)
+                    b2.append(got)
+            assert abs(fs[-1]["check"] - b2[-1]["check"]) <= 1e-6 * max(1.0, abs(b2[-1]["check"])), \
+                (pattern, fs[-1]["check"], b2[-1]["check"])
+            print(f"{pattern} round {i + 1}: table.npy {fs[-1]['seconds'] * 1e3:.0f} ms for"
+                  f" {fs[-1]['n']} (daemon CPU {cpu:.2f} s), python-blosc2"
+                  f" {b2[-1]['seconds'] * 1e3:.0f} ms for {b2[-1]['n']}", flush=True)
+        m = statistics.median
+
+        def per(x):
+            return x["seconds"] / x["n"] * 1e3
+
+        r = [(x["n"] / x["seconds"]) / (y["n"] / y["seconds"]) for x, y in zip(fs, b2)]
+        print(f"{os.path.basename(src)} {pattern} (ms per operation): table.npy median"
+              f" {m(map(per, fs)):.3g} ({min(map(per, fs)):.3g}-{max(map(per, fs)):.3g}),"
+              f" python-blosc2 {m(map(per, b2)):.3g} ({min(map(per, b2)):.3g}-{max(map(per, b2)):.3g});"
+              f" rate b2fs / python-blosc2 per round {[round(v, 2) for v in r]} median {m(r):.2f}",
+              flush=True)
+
+
+def ab(src, rounds, a, b, patterns):
+    for pattern in patterns:
+        res = {a: [], b: []}
+        for i in range(rounds):
+            seed = 1000 + i
+            for x in (a, b) if i % 2 == 0 else (b, a):
+                got, cpu = fs_round(x, src, pattern, seed)
+                res[x].append((got["n"] / got["seconds"], cpu, got["check"]))
+            assert res[a][-1][2] == res[b][-1][2], (pattern, res[a][-1][2], res[b][-1][2])
+            print(f"{pattern} round {i + 1}: A {res[a][-1][0]:.4g}/s (daemon CPU {res[a][-1][1]:.2f} s),"
+                  f" B {res[b][-1][0]:.4g}/s ({res[b][-1][1]:.2f} s)", flush=True)
+        r = [x[0] / y[0] for x, y in zip(res[a], res[b])]
+        m = statistics.median
+        print(f"{os.path.basename(src)} {pattern}: rate A / B per round {[round(v, 2) for v in r]}"
+              f" median {m(r):.3f} (min {min(r):.2f}, max {max(r):.2f}); median daemon CPU A"
+              f" {m(x[1] for x in res[a]):.3f} s, B {m(x[1] for x in res[b]):.3f} s", flush=True)
 
 
 def mount_ab(src, rounds, a, b):
@@ -137,6 +300,14 @@ def main():
         mount_ab(sys.argv[2], int(sys.argv[3]), sys.argv[4], sys.argv[5])
     elif cmd == "read-ab":
         read_ab(sys.argv[2], int(sys.argv[3]), sys.argv[4], sys.argv[5])
+    elif cmd == "gen24":
+        gen24(sys.argv[2])
+    elif cmd == "child":
+        child(sys.argv[2], sys.argv[3], sys.argv[4])
+    elif cmd == "vs":
+        vs(sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5].split(","))
+    elif cmd == "ab":
+        ab(sys.argv[2], int(sys.argv[3]), sys.argv[4], sys.argv[5], sys.argv[6].split(","))
     elif cmd == "read":
         read(sys.argv[2], sys.argv[3], int(sys.argv[4]))
     else:

@@ -7,6 +7,8 @@
 KIND is a child of bench_mount.py that reads through a mount: mnt-win (300 random 64x64
 windows of win.b2nd's array.npy through np.load(mmap_mode='r')), mnt-rand1d (2000 cold 4 KiB
 preads of seq.b2nd's chunk files), mnt-rand2d, mnt-seq, mnt-load, mnt-strips, mnt-mmsum.
+ct-load, ct-mmsum, ct-mmall, ct-slices: the `table.npy` patterns of scripts/bench_ctable.py
+(`vs`) on bench-data/ctable24/t24.b2d (`bench_ctable.py gen24 bench-data/ctable24`).
 It mounts the pattern's source with BINARY, runs `perf record -F 4999 -g -p DAEMON` while the child runs, and prints
 the daemon's samples by category (decode, with the page faults inside it; FUSE replies and
 page stores; waits; ...) and by thread. The perf data is kept in /tmp/b2fs-profile.data for
@@ -31,6 +33,9 @@ SOURCES = {"mnt-win": (bm.WIN, "array.npy", "1"), "mnt-rand1d": (bm.SEQ, "", "0"
            "mnt-rand2d": (bm.WIN, "array.npy", "0"), "mnt-seq": (bm.SEQ, "", "0"),
            "mnt-load": (bm.WIN, "array.npy", "0"), "mnt-strips": (bm.WIN, "array.npy", "1"),
            "mnt-mmsum": (bm.WIN, "array.npy", "0")}
+CT24 = os.path.join(os.path.dirname(bm.DATA), "ctable24", "t24.b2d")
+SOURCES.update({f"ct-{p}": (CT24, "table.npy", "1000") for p in ("load", "mmsum", "mmall",
+                                                                    "slices")})
 
 # First match wins; the decoder's frames (libzstd's Huffman loop is hand-written assembly
 # without unwind info: its samples have no caller and no symbol) before everything else.
@@ -99,7 +104,11 @@ def main():
             perfs.append(subprocess.Popen(["perf", "stat", "-x,", "-e", probe, "-p", pid,
                                            "-o", DATA + ".count"]))
         time.sleep(0.5)
-        res = bm.run(kind, os.path.join(m.mp, rel) if rel else m.mp, arg)
+        if kind.startswith("ct-"):
+            res = bm.benchlib.child_json(os.path.join(os.path.dirname(__file__), "bench_ctable.py"),
+                                         "child", f"fs-{kind[3:]}", os.path.join(m.mp, rel), arg)
+        else:
+            res = bm.run(kind, os.path.join(m.mp, rel) if rel else m.mp, arg)
         for p in perfs:
             p.send_signal(2)
             p.wait()

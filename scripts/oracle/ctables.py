@@ -29,6 +29,15 @@ tests/it/ctable.rs (b2fs's `table.npy` of a CTable group in a store).
                            stores those 20 mask chunks as special all-zero chunks (checked
                            here: 32-byte chunks whose special bits say zeros); prints the
                            number of mask chunks that are not special
+    ctables.py scan PATH   a CTable of 400,000 rows (float64, int32, bool, int16, float32 and a
+                           (2,) uint8 ndarray; chunks of 50,000 rows, blocks of 10,000) with 5%
+                           of its rows deleted at random and the range 100,000-120,000, in a
+                           .b2d or .b2z (by PATH's suffix); PATH.npy: np.asarray of it
+    ctables.py mapcheck NPY STORE SEED
+                           through np.load(NPY, mmap_mode='r') (a table.npy b2fs serves):
+                           300 random slices of 1-300 rows, then every column summed (a mapped
+                           scan), then the whole map, each equal to np.asarray of the root
+                           CTable of STORE; prints "ok" or raises
     ctables.py edit STORE  reopen the root CTable of STORE in mode 'a', delete its logical rows
                            1, 2 and 10 and append 3 rows, close (another writer's change)
     ctables.py check NPY STORE GROUP
@@ -184,6 +193,55 @@ def zeromask(path):
     print(len(chunks) - zeros)
 
 
+def scan(path):
+    import blosc2
+
+    @dataclass
+    class Scan:
+        a: float = blosc2.field(blosc2.float64(), chunks=(50_000,), blocks=(10_000,))
+        b: int = blosc2.field(blosc2.int32(), chunks=(50_000,), blocks=(10_000,))
+        c: bool = blosc2.field(blosc2.bool(), chunks=(50_000,), blocks=(10_000,))
+        d: int = blosc2.field(blosc2.int16(), chunks=(50_000,), blocks=(10_000,))
+        e: float = blosc2.field(blosc2.float32(), chunks=(50_000,), blocks=(10_000,))
+        v: np.ndarray = blosc2.field(blosc2.ndarray(item_shape=(2,), dtype=np.uint8),
+                                     chunks=(50_000, 2), blocks=(10_000, 2))
+
+    n = 400_000
+    rng = np.random.default_rng()
+    data = np.zeros(n, dtype=[("a", "<f8"), ("b", "<i4"), ("c", "?"), ("d", "<i2"), ("e", "<f4"),
+                              ("v", "u1", (2,))])
+    data["a"] = rng.normal(size=n)
+    data["b"] = np.arange(n)
+    data["c"] = data["b"] % 3 == 0
+    data["d"] = rng.integers(-30000, 30000, n)
+    data["e"] = rng.random(n)
+    data["v"] = rng.integers(0, 256, (n, 2))
+    t = blosc2.CTable(Scan, new_data=data, urlpath=path, mode="w")
+    t.close()
+    t = blosc2.CTable.open(path, mode="a")
+    t.delete(np.union1d(rng.choice(n, n // 20, replace=False), np.arange(100_000, 120_000)))
+    t.close()
+    t = blosc2.CTable.open(path, mode="r")
+    np.save(path + ".npy", np.asarray(t))
+
+
+def mapcheck(npy, store, seed):
+    got = np.load(npy, mmap_mode="r")
+    t, _ = open_table(store, "")
+    want = np.asarray(t)
+    assert got.dtype == want.dtype and got.shape == want.shape, (got.dtype, want.dtype)
+    rng = np.random.default_rng(int(seed))
+    for _ in range(300):
+        n = int(rng.integers(1, 301))
+        s = int(rng.integers(0, want.shape[0] - n))
+        assert np.array_equal(np.array(got[s:s + n]).view(np.uint8), want[s:s + n].view(np.uint8)), \
+            f"rows {s}..{s + n}"
+    for name in want.dtype.names:
+        assert np.array_equal(got[name].sum(axis=0), want[name].sum(axis=0)), name
+    assert np.array_equal(np.asarray(got).view(np.uint8), want.view(np.uint8)), "rows differ"
+    print("ok")
+
+
 def edit(store):
     import blosc2
 
@@ -216,6 +274,10 @@ def main():
         zeromask(sys.argv[2])
     elif cmd == "edit":
         edit(sys.argv[2])
+    elif cmd == "scan":
+        scan(sys.argv[2])
+    elif cmd == "mapcheck":
+        mapcheck(sys.argv[2], sys.argv[3], sys.argv[4])
     elif cmd == "check":
         check(sys.argv[2], sys.argv[3], sys.argv[4])
     else:

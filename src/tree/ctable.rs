@@ -21,7 +21,8 @@
 //!   they span, read through the reader (block reads for small windows, whole chunks for
 //!   scans) once per column when the deleted rows in between are at most as many as the rows
 //!   read, else once per run of valid rows; each row's bytes go to the column's offset in
-//!   its record.
+//!   its record. Page faults of a mapped reader are told apart and a mapped scan is answered
+//!   a range at a time, assembled from the columns' blocks (`src/tree/npy/ctable.rs`).
 //! - **One version per view.** A view holds the versions of `_meta`, `_valid_rows` and the
 //!   columns it was rendered from; a read-only descriptor reads the view it opened. When
 //!   the mount follows another writer and any of those arrays was reloaded, the next
@@ -163,7 +164,7 @@ impl Failure {
 pub(crate) struct ViewColumn {
     pub(crate) array: ArrayId,
     /// The column array's own NPY view (its layout maps row bytes to chunks).
-    npy: Arc<Npy>,
+    pub(crate) npy: Arc<Npy>,
     /// The version read.
     store: Arc<dyn ChunkStore>,
 }

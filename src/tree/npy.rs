@@ -234,7 +234,12 @@ impl Tree {
             return (pages, later);
         }
         let Ok(Entry::File(FileKind::Npy(array, _))) = self.entry(ino) else {
-            return (pages, later);
+            return match self.ctable_fault_view(ino, offset, size) {
+                Some(view) => {
+                    self.ctable_pages_near((ino, offset, offset + u64::from(size)), &view)
+                }
+                None => (pages, later),
+            };
         };
         let Some(npy) = self.npy_view(*array) else {
             return (pages, later);
@@ -357,6 +362,10 @@ impl Tree {
     /// not read.
     pub fn fault_ahead(&self, ino: u64, offset: u64, size: u32) -> bool {
         let Some((array, npy)) = self.fault_view(ino, offset, size) else {
+            // A CTable's `table.npy` (`ctable.rs`): mapped scans, never walks.
+            if let Some(view) = self.ctable_fault_view(ino, offset, size) {
+                self.ctable_fault_ahead(ino, offset, &view);
+            }
             return false;
         };
         let Some(own) = data_at(&npy, array, offset) else {
@@ -703,6 +712,7 @@ impl Tree {
     }
 }
 
+mod ctable;
 mod faults;
 mod mapped;
 #[cfg(test)]

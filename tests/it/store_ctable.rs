@@ -4,7 +4,10 @@
 //! `numpy.asarray(table)` (numpy loads it with `mmap_mode='r'`: same dtype, same rows), read
 //! whole and in odd windows through the tree API, and once through a real mount; writes are
 //! refused (EROFS); a damaged column or mask gives EIO on `table.npy` alone; a mask with too
-//! many runs gives EFBIG; another writer's edit is shown after the mount follows it.
+//! many runs gives EFBIG; another writer's edit is shown after the mount follows it. A mapped
+//! scan of `table.npy` is told by its page faults and offered a range at a time, assembled
+//! from the columns' blocks, and its pages are python-blosc2's rows (through the tree, and
+//! slices and a scan through a kernel mount).
 
 use std::path::{Path, PathBuf};
 
@@ -364,4 +367,111 @@ fn store_ctable_all_zero_mask_chunks_are_not_read() {
     assert_eq!(whole.len() as u64, f.size);
     assert_eq!(npy_data(&whole).len(), 10_000 * 8);
     assert_eq!(numpy_agrees(&py, &whole, &src, ""), "ok");
+}
+
+/// The `scan` table of `scripts/oracle/ctables.py` (400,000 rows, six column kinds, deleted
+/// rows scattered and in a range) as `name` (`.b2d` or `.b2z`) in `dir`, and its rows as
+/// python-blosc2 reads them (an NPY file).
+fn scan_table(py: &Path, dir: &Path, name: &str) -> (PathBuf, Vec<u8>) {
+    let src = dir.join(name);
+    oracle(py, &[&"scripts/oracle/ctables.py", &"scan", &src]);
+    let want = std::fs::read(dir.join(format!("{name}.npy"))).unwrap();
+    (src, want)
+}
+
+/// A tree-level reader summing `table.npy` through a map (it faults on the first page not
+/// offered yet, in file order): the pages offered hold python-blosc2's rows, and once the
+/// reader is seen scanning, a range (1 MiB) is offered a step, past the next fault's page,
+/// assembled from the columns' blocks.
+#[test]
+fn store_ctable_a_mapped_scan_of_table_npy_steps_a_range_at_a_time() {
+    let py = or_skip!(support::python(
+        "store_ctable_a_mapped_scan_of_table_npy_steps_a_range_at_a_time"
+    ));
+    let dir = tempfile::tempdir().unwrap();
+    for name in ["scan.b2d", "scan.b2z"] {
+        let (src, want) = scan_table(&py, dir.path(), name);
+        let options = TreeOptions {
+            prefetch_chunks: 4,
+            ..ro()
+        };
+        let t = Tree::from_source(&src, options).unwrap();
+        let f = tree_ino(&t, "table.npy");
+        let whole = tree_read(&t, f, 1 << 20).unwrap();
+        let len = whole.len();
+        assert!(len > 7 << 20, "{name}: {len} bytes");
+        let fh = t.open(f, libc::O_RDONLY).unwrap();
+        let mut file = vec![0u8; len];
+        let mut have = vec![false; len.div_ceil(4096)];
+        let (mut faults, mut later_ranges, mut at) = (0, 0, 0u64);
+        while (at as usize) < len {
+            faults += 1;
+            t.fault_ahead(f, at, 4096);
+            let got = t.read(f, fh, at, 4096).unwrap();
+            file[at as usize..at as usize + got.len()].copy_from_slice(&got);
+            have[at as usize / 4096] = true;
+            let (now, later) = t.pages_near(f, fh, at, 4096);
+            later_ranges += later.len();
+            for (p, bytes) in now.iter().chain(&later) {
+                assert_eq!(p % 4096, 0);
+                let p = *p as usize;
+                assert!(p + bytes.len() <= len, "{name}: pages past the end");
+                assert!(
+                    bytes.len() % 4096 == 0 || p + bytes.len() == len,
+                    "{name}: part of a page"
+                );
+                file[p..p + bytes.len()].copy_from_slice(&bytes.to_vec(0..bytes.len()));
+                (p / 4096..(p + bytes.len()).div_ceil(4096)).for_each(|k| have[k] = true);
+            }
+            match (at as usize / 4096..have.len()).find(|&k| !have[k]) {
+                Some(k) => at = (k * 4096) as u64,
+                None => break,
+            }
+        }
+        assert!(
+            file == whole,
+            "{name}: the pages offered are table.npy's bytes"
+        );
+        assert!(
+            npy_data(&file) == npy_data(&want),
+            "{name}: the pages offered are python-blosc2's rows"
+        );
+        // Three faults to be seen scanning, then one a range (the ranges offered after the
+        // answer of each: 7.6 MiB in about 8).
+        assert!(faults <= 16, "{name}: {faults} faults");
+        assert!(
+            later_ranges >= 5,
+            "{name}: {later_ranges} ranges after the answer"
+        );
+        t.release(fh).unwrap();
+    }
+}
+
+/// Through a kernel mount, numpy's map of `table.npy` (`mmap_mode='r'`) gives
+/// python-blosc2's rows: random slices (a fault each, offered nothing ahead), then every
+/// column summed (a mapped scan: the ranges offered ahead), then the whole map; on a `.b2d`
+/// and a `.b2z`, each on a fresh mount.
+#[test]
+fn store_ctable_mount_mapped_slices_and_scans_of_table_npy_are_python_blosc2s_rows() {
+    let py = or_skip!(fuse_and_python(
+        "store_ctable_mount_mapped_slices_and_scans_of_table_npy_are_python_blosc2s_rows"
+    ));
+    let dir = tempfile::tempdir().unwrap();
+    let seed = std::process::id().to_string();
+    for name in ["scan.b2d", "scan.b2z"] {
+        let (src, _) = scan_table(&py, dir.path(), name);
+        let m = Mount::daemon(&src, &["ro"]);
+        let file = m.mp.join("table.npy");
+        let said = oracle_says(
+            &py,
+            &[
+                &"scripts/oracle/ctables.py",
+                &"mapcheck",
+                &file,
+                &src,
+                &seed,
+            ],
+        );
+        assert_eq!(said, "ok", "{name} (seed {seed})");
+    }
 }

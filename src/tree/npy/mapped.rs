@@ -22,14 +22,14 @@ use crate::tree::Tree;
 /// 3 ranges, 1.26x session 18's main; 6, with room for their blocks in the prefetch queue,
 /// 1.18x 3 ranges with 8 jobs queued at most, the cores busy 95% of the scan instead of 75%:
 /// BENCHMARKS.md, "Session 23: mapped scans").
-const AHEAD_RANGES: u64 = 6;
+pub(super) const AHEAD_RANGES: u64 = 6;
 
 /// Most windows a range offered is made of (one `writev` takes 1,024).
 const MAX_PARTS: usize = 900;
 
 /// Most blocks a fault asks for (the prefetch queue drops what does not fit; a block not
 /// asked for is asked again by the next fault, or decoded when its range is offered).
-const MAX_ASKED: usize = 64;
+pub(super) const MAX_ASKED: usize = 64;
 
 impl Tree {
     /// For a fault of a mapped scan of `array` (shown by `npy`, read through `store`) at
@@ -75,19 +75,38 @@ impl Tree {
         (store, array): (&dyn ChunkStore, ArrayId),
         npy: &Npy,
     ) -> Offered {
+        self.mapped_offer((ino, offset, read_end), npy.len(), |span| {
+            self.mapped_forward((store, array), npy, span)
+        })
+    }
+
+    /// The offer of a mapped scan's fault of a file of `len` bytes (inode `ino`) at `offset`,
+    /// read up to `read_end` ([`Tree::mapped_pages`]; `table.npy`'s, `ctable.rs`), whose
+    /// pages `forward` gives for a span: whole pages from its start, up to the first that
+    /// cannot be had.
+    pub(super) fn mapped_offer(
+        &self,
+        (ino, offset, read_end): (u64, u64, u64),
+        len: u64,
+        forward: impl Fn(std::ops::Range<u64>) -> Pieces,
+    ) -> Offered {
         let (mut pages, mut later) = (Vec::new(), Vec::new());
         let before = self.faults.lock().offered_before(ino, offset);
-        let next = (offset + FORWARD_MAX).min(npy.len());
+        let next = (offset + FORWARD_MAX).min(len);
         let from = before.clamp(read_end, next);
-        let near = self.mapped_forward((store, array), npy, from..next);
+        let near = if from < next {
+            forward(from..next)
+        } else {
+            Pieces::new()
+        };
         let near_end = from + near.len() as u64;
         if !near.is_empty() {
             pages.push((from, near));
         }
         let (mut expected, mut offered) = (near_end, near_end);
-        if near_end == next && next + PAGE < npy.len() {
-            let end = (next + FORWARD_MAX).min(npy.len());
-            let ahead = self.mapped_forward((store, array), npy, next + PAGE..end);
+        if near_end == next && next + PAGE < len {
+            let end = (next + FORWARD_MAX).min(len);
+            let ahead = forward(next + PAGE..end);
             if !ahead.is_empty() {
                 (expected, offered) = (next, next + PAGE + ahead.len() as u64);
                 later.push((next + PAGE, ahead));
