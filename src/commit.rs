@@ -176,7 +176,8 @@ pub struct Committer {
     spool_dir: PathBuf,
     /// Tests: a spool's writes and reads back fail with these errnos (0: they work).
     spool_fail: (i32, i32),
-    stats: CommitStats,
+    /// Shared with the mount's attribute reads, which must not wait for a running commit.
+    stats: std::sync::Arc<parking_lot::Mutex<CommitStats>>,
     /// Crash tests: the next frame or carray commit performs only this many durable steps
     /// ([`write::commit_with_crash_after`]) and then fails as a crash there would.
     crash_after: Option<usize>,
@@ -191,10 +192,10 @@ impl Default for Committer {
             spool_memory: write::DEFAULT_SPOOL_MEMORY,
             spool_dir: std::env::temp_dir(),
             spool_fail: (0, 0),
-            stats: CommitStats {
+            stats: std::sync::Arc::new(parking_lot::Mutex::new(CommitStats {
                 memory: write::DEFAULT_SPOOL_MEMORY,
                 ..CommitStats::default()
-            },
+            })),
             crash_after: None,
             reclaim: HashMap::new(),
         }
@@ -214,7 +215,7 @@ impl Committer {
     pub fn set_spool(&mut self, bytes: usize, dir: PathBuf) {
         self.spool_memory = bytes;
         self.spool_dir = dir;
-        self.stats.memory = bytes;
+        self.stats.lock().memory = bytes;
     }
 
     /// A committer for a mount whose pending edits may hold `edit_budget` bytes: a commit
@@ -234,7 +235,13 @@ impl Committer {
 
     /// What the commits so far held.
     pub fn stats(&self) -> CommitStats {
-        self.stats
+        *self.stats.lock()
+    }
+
+    /// [`Committer::stats`] as they change, readable while a commit runs (the committer
+    /// itself is held for a whole commit).
+    pub fn stats_handle(&self) -> std::sync::Arc<parking_lot::Mutex<CommitStats>> {
+        self.stats.clone()
     }
 
     /// Crash tests: the next commit to a [`Target::Array`] stops after `steps` durable steps,
@@ -434,7 +441,10 @@ impl Committer {
                 ),
             });
             let s = spool.stats();
-            self.stats.peak_bytes = self.stats.peak_bytes.max(s.peak);
+            {
+                let mut stats = self.stats.lock();
+                stats.peak_bytes = stats.peak_bytes.max(s.peak);
+            }
             let bytes = bytes?;
             // A created chunk file that exists by now (a ctable column grown by a commit of
             // another column while it was being written) replaces that chunk.
@@ -450,8 +460,11 @@ impl Committer {
             }
         }
         let s = spool.stats();
-        self.stats.spilled_chunks += s.spilled_chunks;
-        self.stats.spilled_bytes += s.spilled_bytes;
+        {
+            let mut stats = self.stats.lock();
+            stats.spilled_chunks += s.spilled_chunks;
+            stats.spilled_bytes += s.spilled_bytes;
+        }
         Ok((!edit.is_empty()).then_some(edit))
     }
 

@@ -175,6 +175,8 @@ pub struct Tree {
     faults: Mutex<npy::RecentFaults>,
     /// Serialises commits; one encoder reused by all of them.
     committer: Mutex<Committer>,
+    /// The committer's [`crate::commit::CommitStats`], read without waiting for a commit.
+    commit_stats: std::sync::Arc<Mutex<crate::commit::CommitStats>>,
     /// Issue 15: recent refusals and errors, for `b2fs log` ([`events`]).
     events: events::EventLog,
     /// Issue 12: following changes other writers make to the source (`follow.rs`).

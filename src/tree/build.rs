@@ -183,6 +183,7 @@ impl Tree {
             (Some(t), None) => Mounted::Table(t),
             (None, None) => Mounted::Single,
         };
+        let committer = Committer::with_edit_budget(options.edit_budget, std::env::temp_dir());
         Tree {
             nodes: nodes.into_iter().collect(),
             inodes,
@@ -197,10 +198,8 @@ impl Tree {
             scratch: Mutex::new(ScratchFiles::default()),
             kcache: Mutex::new(KernelCache::default()),
             faults: Mutex::default(),
-            committer: Mutex::new(Committer::with_edit_budget(
-                options.edit_budget,
-                std::env::temp_dir(),
-            )),
+            commit_stats: committer.stats_handle(),
+            committer: Mutex::new(committer),
             events: events::EventLog::default(),
             follow: Arc::new(follow::Follow::watching(outer)),
             zarr: zarr::ZarrState::default(),

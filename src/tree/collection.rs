@@ -134,6 +134,14 @@ impl LeafBuild {
         self.failed.lock().take().map_or(0, |f| f.count)
     }
 
+    /// A test lengthens the back-off by `by` (a leaf that failed for an I/O reason), so that
+    /// no access tries again however slow the machine is.
+    fn delay_back_off(&self, by: Duration) {
+        if let Some(f) = self.failed.lock().as_mut() {
+            f.again = f.again.map(|at| at + by);
+        }
+    }
+
     /// A test ends the back-off: a leaf that failed for an I/O reason may be tried again at
     /// the next access.
     fn end_back_off(&self, now: Instant) {
@@ -310,9 +318,10 @@ impl Tree {
         ino: u64,
         lazy: &'a LazyLeaf,
     ) -> Result<&'a [u64], TreeError> {
-        if lazy.top && !lazy.built.tried() {
-            // The leaf is opened from the collection as the tree knows it: catch up with
-            // another writer first (a `.b2z` rewritten since moves every member).
+        if lazy.top && lazy.built.done().is_none() {
+            // The leaf is opened (or tried again) from the collection as the tree knows it:
+            // catch up with another writer first (a `.b2z` rewritten since moves every
+            // member; following is rate-limited).
             self.follow_source();
         }
         self.leaf_children_as_is(ino, lazy)
@@ -374,6 +383,16 @@ impl Tree {
         for node in self.nodes.iter() {
             if let NodeKind::Leaf(lazy) = &node.kind {
                 lazy.built.end_back_off(now);
+            }
+        }
+    }
+
+    /// Tests: every collection leaf that failed to open for an I/O reason waits `by` longer
+    /// before it is tried again (no timed test: [`Tree::end_leaf_back_offs`] ends it).
+    pub fn delay_leaf_retries(&self, by: Duration) {
+        for node in self.nodes.iter() {
+            if let NodeKind::Leaf(lazy) = &node.kind {
+                lazy.built.delay_back_off(by);
             }
         }
     }

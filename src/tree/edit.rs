@@ -261,7 +261,7 @@ impl Tree {
     /// What commits held: their bound on compressed chunks in memory, the most one held,
     /// and what went to their spool files (`user.b2fs.commit_*` on the mount root).
     pub fn commit_stats(&self) -> crate::commit::CommitStats {
-        self.committer.lock().stats()
+        *self.commit_stats.lock()
     }
 
     /// Tests: writes to a commit's spool file fail with errno `write`, reads back of it with

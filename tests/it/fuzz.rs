@@ -42,8 +42,9 @@ fn thread_cpu() -> Duration {
 }
 
 /// Runs every input of the target's regression directory and stored corpus through `f`;
-/// fails naming each input that panicked or took over 5 s of CPU (a loop that does not end
-/// would keep the test from finishing at all). Returns how many ran.
+/// fails naming each input that panicked, took over 5 s of CPU, or over 2 minutes of wall
+/// time (waiting rather than computing; a benchmark lock may stop the test for a minute).
+/// Returns how many ran.
 fn replay(target: &str, f: fn(&[u8])) -> usize {
     let root = repo_root();
     let mut files = inputs(&root.join("tests/data/fuzz-regressions").join(target));
@@ -53,12 +54,15 @@ fn replay(target: &str, f: fn(&[u8])) -> usize {
     let start = Instant::now();
     for p in &files {
         let data = std::fs::read(p).unwrap();
-        let cpu = thread_cpu();
+        let (cpu, wall) = (thread_cpu(), Instant::now());
         if std::panic::catch_unwind(|| f(&data)).is_err() {
             failures.push(format!("{}: panicked", p.display()));
         } else if thread_cpu().saturating_sub(cpu) > Duration::from_secs(5) {
             let took = thread_cpu().saturating_sub(cpu);
             failures.push(format!("{}: took {took:?} of CPU", p.display()));
+        } else if wall.elapsed() > Duration::from_secs(120) {
+            // An input that waits (a lock, a sleep) rather than computes.
+            failures.push(format!("{}: took {:?}", p.display(), wall.elapsed()));
         }
     }
     eprintln!(

@@ -473,6 +473,8 @@ fn remote_b2z_leaf_that_failed_to_open_opens_after_its_back_off() {
     let e = tree.lookup(a, "array.npy").unwrap_err();
     assert_eq!(e.errno(), libc::EIO, "{e}");
     assert_eq!(opened(), 1);
+    // Its back-off (1 s) made long enough that a slow or stopped test cannot outlive it.
+    tree.delay_leaf_retries(Duration::from_secs(3600));
     // The server answers again, but the back-off has not passed: the failure, no attempt.
     proxy.set_fault(Fault::None, None);
     let asked = proxy.requests();

@@ -530,3 +530,55 @@ mod crash;
 mod ctable;
 mod edges;
 mod refusals;
+
+/// A commit that fails before its commit point leaves the source byte-identical: the sparse
+/// frame's new chunk files go when its new index cannot be written, and a shrinking bcolz
+/// carray's staged chunk files go when its `meta/sizes` cannot be replaced (each temp name
+/// made a directory here, as a full disk fails the same creation).
+#[test]
+fn writer_a_commit_failing_before_its_commit_point_leaves_the_source_as_it_was() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    // Sparse frame: an update makes a new chunk file, then the index's temp file fails.
+    let path = fixture_copy(&tmp, "frames/schunk_sparse.b2frame");
+    let a = open_array(&path);
+    let before = tree_hash(&path);
+    let edit = Edit {
+        updates: vec![updated_chunk(&a, 1, &pattern(4000, 5))],
+        ..Edit::default()
+    };
+    let blocker = path.join("chunks.b2frame.b2fs-tmp");
+    std::fs::create_dir(&blocker).expect("mkdir");
+    let e = commit(&a, &edit).expect_err("the index cannot be written");
+    assert!(e.to_string().contains("b2fs-tmp"), "{e}");
+    std::fs::remove_dir(&blocker).expect("rmdir");
+    assert_eq!(
+        tree_hash(&path),
+        before,
+        "sparse frame: the new chunk file stays"
+    );
+    commit(&a, &edit).expect("the same commit once the disk allows it");
+    assert_eq!(chunks_of(&open_array(&path))[1], pattern(4000, 5));
+
+    // bcolz, shrinking: the chunks are staged, then `meta/sizes` (the commit point) fails.
+    let path = fixture_copy(&tmp, "bcolz/carray_appended");
+    let a = open_array(&path);
+    let n = a.nchunks();
+    assert!(n >= 3, "{n} chunks");
+    let nbytes = a.chunk_nbytes(n - 2).expect("nbytes");
+    let before = tree_hash(&path);
+    let edit = Edit {
+        updates: vec![updated_chunk(&a, n - 2, &pattern(nbytes, 7))],
+        truncate: Some(n - 1),
+        ..Edit::default()
+    };
+    let blocker = path.join("meta/sizes.b2fs-tmp");
+    std::fs::create_dir(&blocker).expect("mkdir");
+    commit(&a, &edit).expect_err("meta/sizes cannot be replaced");
+    std::fs::remove_dir(&blocker).expect("rmdir");
+    assert_eq!(tree_hash(&path), before, "bcolz: a staged chunk file stays");
+}
+
+/// An update of chunk `index` of `a` to `data`, compressed as `a`'s chunks are.
+fn updated_chunk(a: &Array, index: usize, data: &[u8]) -> (usize, b2fs::container::write::Chunk) {
+    (index, b2fs::container::write::Chunk::from(encode(a, data)))
+}

@@ -283,7 +283,13 @@ impl Prepared<'_> {
     /// removals.
     pub(super) fn apply(&self, io: &mut Io) -> Result<(), ContainerError> {
         let staged = self.stage(io)?;
-        self.finish(&staged, io)
+        let done = self.finish(&staged, io);
+        if done.is_err() && !io.crashed() {
+            // The temp files not renamed yet (a `meta/sizes` that could not be replaced, a
+            // rename that failed): never read, removed (the renamed ones are gone already).
+            unstage(&staged);
+        }
+        done
     }
 
     /// The first part of [`Prepared::apply`]: every new chunk written to its temp file (a

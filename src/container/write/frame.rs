@@ -609,6 +609,10 @@ fn commit_sparse(
     // before the rename below (a write, a read-back) removes the files made so far, so the
     // source is byte-identical again (not after a simulated crash: a crash leaves them, and
     // the next commit removes them).
+    // The new index is written to its temp file and renamed in the same scope: a failure up
+    // to the rename (the temp file's creation after the new chunks used the disk's space)
+    // also removes them.
+    let index_tmp = super::io::tmp_path(index_path);
     let fresh = (|| {
         for (p, chunk) in &files {
             let bytes = chunk.bytes().map_err(|e| io_err(p, e))?;
@@ -617,18 +621,21 @@ fn commit_sparse(
         if !files.is_empty() {
             io.sync_dir(dir)?;
         }
-        Ok(())
+        io.create(&index_tmp, &out)?;
+        // The commit point: the rename of the new chunks.b2frame (one that fails changed
+        // nothing).
+        io.rename(&index_tmp, index_path)
     })();
     if let Err(e) = fresh {
         if !io.crashed() {
             for (p, _) in &files {
                 let _ = std::fs::remove_file(p);
             }
+            let _ = std::fs::remove_file(&index_tmp);
         }
         return Err(e);
     }
-    // The commit point: the rename of the new chunks.b2frame.
-    io.replace(index_path, &out)?;
+    io.sync_dir(super::io::parent_dir(index_path))?;
     let live: HashSet<u64> = entries
         .iter()
         .filter(|&&e| e >= 0)

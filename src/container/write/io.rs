@@ -127,8 +127,14 @@ impl Io {
     /// over `target`, the directory fsynced (four steps).
     pub(super) fn replace(&mut self, target: &Path, bytes: &[u8]) -> Result<(), ContainerError> {
         let tmp = tmp_path(target);
-        self.create(&tmp, bytes)?;
-        self.rename(&tmp, target)?;
+        let staged = self.create(&tmp, bytes);
+        let renamed = staged.and_then(|()| self.rename(&tmp, target));
+        if renamed.is_err() && !self.crashed() {
+            // Nothing a reader sees changed: the temp file (a partial one, when it is its
+            // creation that failed) goes too.
+            let _ = std::fs::remove_file(&tmp);
+        }
+        renamed?;
         self.sync_dir(parent_dir(target))
     }
 }

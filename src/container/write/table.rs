@@ -143,7 +143,14 @@ pub(super) fn commit_column(
         }
     }
     for ((_, p), s) in steps.iter().zip(&staged) {
-        p.finish(s, io)?;
+        if let Err(e) = p.finish(s, io) {
+            // This column's temp files not renamed yet and every later column's: never read,
+            // removed (not after a simulated crash, which leaves what a crash leaves).
+            if !io.crashed() {
+                staged.iter().for_each(|s| super::bcolz::unstage(s));
+            }
+            return Err(e);
+        }
     }
     Ok(())
 }

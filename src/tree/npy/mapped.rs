@@ -93,7 +93,9 @@ impl Tree {
         let (mut pages, mut later) = (Vec::new(), Vec::new());
         let before = self.faults.lock().offered_before(ino, offset);
         let next = (offset + FORWARD_MAX).min(len);
-        let from = before.clamp(read_end, next);
+        // A fault's read of the last, partial page ends past the file (the kernel asks for
+        // whole pages): never beyond `next` (`clamp` would panic with min > max).
+        let from = before.max(read_end).min(next);
         let near = if from < next {
             forward(from..next)
         } else {
