@@ -475,15 +475,19 @@ impl Tree {
                         super::display_chain(e)
                     )
                 })?;
-                let atom = geo.atom as usize;
-                for &(logical, phys, n) in segs {
-                    let from = ((phys - p0) * geo.atom) as usize;
-                    let src = &col[from..from + n as usize * atom];
-                    for (i, item) in src.chunks_exact(atom).enumerate() {
-                        let at = ((logical - r0 + i as u64) * rb + geo.offset) as usize;
-                        rows[at..at + atom].copy_from_slice(item);
-                    }
-                }
+                // The mapped scan's placement (fixed-width moves, every range checked).
+                super::npy::place_rows(
+                    &col,
+                    (*p0, segs),
+                    (r0, rb, geo.offset, geo.atom),
+                    &mut rows,
+                )
+                .ok_or_else(|| {
+                    TreeError::Unavailable(format!(
+                        "{}: table.npy: a column's rows do not fit its records",
+                        file.group
+                    ))
+                })?;
             }
         }
         let from = (w.data.start - r0 * rb) as usize;

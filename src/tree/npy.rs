@@ -713,6 +713,7 @@ impl Tree {
 }
 
 mod ctable;
+pub(super) use ctable::place as place_rows;
 mod faults;
 mod mapped;
 #[cfg(test)]

@@ -234,8 +234,9 @@ impl Tree {
 
 /// Places a column's bytes `col` (its physical rows from `p0`) into the records `rows`
 /// (logical rows from `r0`, `rb` bytes each, the field at `offset`, `atom` bytes a row): the
-/// valid rows `segs` (`(logical, physical, rows)`). `None` when they do not fit.
-fn place(
+/// valid rows `segs` (`(logical, physical, rows)`). `None` when they do not fit. Shared
+/// with the ordinary reads of `table.npy` (`Tree::ctable_read`).
+pub(in crate::tree) fn place(
     col: &[u8],
     (p0, segs): (u64, &[(u64, u64, u64)]),
     (r0, rb, offset, atom): (u64, u64, u64, u64),
