@@ -268,6 +268,32 @@ def crashcheck(src, d):
     print("old", counts["old"], "new", counts["new"])
 
 
+def attrgen(out):
+    """A `.b2z` for attribute edits through the view: the store and group /ocean have
+    attributes (their `__vlmeta__` carriers), /ocean/sst too; /atm has none (no carrier)."""
+    with blosc2.TreeStore(out, mode="w") as ts:
+        sst = blosc2.asarray(np.arange(60, dtype="f8").reshape(6, 10), chunks=(3, 10))
+        sst.vlmeta["units"] = "K"
+        ts["/ocean/sst"] = sst
+        ts["/atm/wind"] = np.ones((4, 5), dtype="i2")
+        ts.vlmeta["title"] = "demo"
+        ts.get_subtree("/ocean").vlmeta["source"] = "model"
+
+
+def attrcheck(src):
+    """Prints, as JSON, the attributes python-blosc2 reads back from `src`."""
+    with blosc2.TreeStore(src, mode="r") as ts:
+        # Each array held while its vlmeta is read (a temporary's vlmeta outlives it).
+        sst, wind = ts["/ocean/sst"], ts["/atm/wind"]
+        print(json.dumps({
+            "/": dict(ts.vlmeta),
+            "/ocean": dict(ts.get_subtree("/ocean").vlmeta),
+            "/ocean/sst": dict(sst.vlmeta),
+            "/atm/wind": dict(wind.vlmeta),
+            "shape": list(sst.shape),
+        }, sort_keys=True))
+
+
 def main():
     global OUT
     cmd = sys.argv[1]
@@ -284,6 +310,10 @@ def main():
     elif cmd == "tiled2d":
         a = (np.arange(150 * 70, dtype=np.float64) * 0.5 - 3).reshape(150, 70)
         blosc2.asarray(a, chunks=(64, 40), blocks=(16, 20), urlpath=sys.argv[2], mode="w")
+    elif cmd == "attrgen":
+        attrgen(sys.argv[2])
+    elif cmd == "attrcheck":
+        attrcheck(sys.argv[2])
     elif cmd == "crashgen":
         crashgen(sys.argv[2])
     elif cmd == "crashcheck":

@@ -567,6 +567,39 @@ def crashwrite(mnt, name, new):
     print("done", flush=True)
 
 
+def attrs(mnt):
+    """Attribute edits of zarr-python and xarray through the view of `attrgen`'s store:
+    an array's, a group's and the root group's attributes change; a resize, and attributes
+    of a group without a carrier, are refused and change nothing. Prints one line per
+    outcome."""
+    import xarray as xr
+    import zarr
+
+    root = f"{mnt}/zarr"
+    g = zarr.open_group(root, mode="r+")
+    g.attrs["title"] = "edited"
+    g["ocean/sst"].attrs.update({"units": "degC", "scale": [1, 2.5]})
+    print("array ok")
+    ds = xr.open_zarr(f"{root}/ocean")
+    ds.attrs["history"] = "xarray"
+    ds.to_zarr(f"{root}/ocean", mode="a")
+    print("xarray ok", json.dumps(xr.open_zarr(f"{root}/ocean").attrs, sort_keys=True))
+    try:
+        zarr.open_array(f"{root}/ocean/sst", mode="r+").resize((12, 10))
+        print("resize accepted")
+    except PermissionError:
+        print("resize refused")
+    try:
+        zarr.open_group(f"{root}/atm", mode="r+").attrs["x"] = 1
+        print("no carrier accepted")
+    except OSError as e:
+        print("no carrier refused", errno.errorcode.get(e.errno))
+    # What a fresh reader of the view sees.
+    again = zarr.open_group(root, mode="r")
+    print("view", json.dumps({"/": dict(again.attrs), "/ocean/sst": dict(again["ocean/sst"].attrs)},
+                             sort_keys=True))
+
+
 def main():
     cmd = sys.argv[1]
     if cmd == "read":
@@ -581,6 +614,8 @@ def main():
         tswrite(*sys.argv[2:5])
     elif cmd == "readonly":
         readonly(*sys.argv[2:4])
+    elif cmd == "attrs":
+        attrs(sys.argv[2])
     elif cmd == "crashwrite":
         crashwrite(*sys.argv[2:5])
     else:

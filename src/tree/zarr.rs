@@ -23,7 +23,8 @@
 //! consolidated metadata below them, kept per generation), `quick.rs` (the metadata of
 //! collection leaves not laid out yet, from their headers), `names.rs`, `read.rs` (listings
 //! and object bytes),
-//! `write.rs` (writes, renames of temp files over chunk objects, unlink), `follow.rs` (what
+//! `write.rs` (writes, renames of temp files over chunk objects, unlink), `attrs.rs`
+//! (attribute edits: a new `zarr.json` renamed over the old one), `follow.rs` (what
 //! the kernel must forget after another writer).
 //!
 //! Subtleties:
@@ -38,6 +39,7 @@
 //! - **An array without a Zarr type** (records, `S`, ...) is left out; the reason is logged
 //!   once and kept in the root's `user.b2fs.zarr_omitted` extended attribute.
 
+mod attrs;
 mod consolidated;
 mod follow;
 mod geom;

@@ -479,3 +479,60 @@ fn zarr_dask_distributed_two_workers_over_a_mounted_s3_source() {
     eprintln!("{t}: {} ({:.1} s)", out.trim(), t0.elapsed().as_secs_f64());
     m.umount();
 }
+
+/// Attribute edits as zarr-python and xarray make them (a new `zarr.json` in a temp file
+/// renamed over the old one) reach the source's vlmeta, as python-blosc2 reads it: an
+/// array's, a group's (its `__vlmeta__` carrier) and the store's own; a resize is refused
+/// (EPERM) and so are attributes of a group without a carrier, and neither changes the
+/// source.
+#[test]
+fn zarr_attribute_edits_of_zarr_python_and_xarray_reach_the_source() {
+    let t = "zarr_attribute_edits_of_zarr_python_and_xarray_reach_the_source";
+    let py = or_skip!(fuse_and_python(t));
+    let zpy = or_skip!(zarr34(t));
+    let dir = tempfile::tempdir().unwrap();
+    let z = "scripts/oracle/zarr_cases.py";
+    let src = source(&py, dir.path(), z, "attrgen", "attrs.b2z");
+    let check = |src: &Path| -> Value {
+        serde_json::from_str(&python_says(&py, &[z, "attrcheck", src.to_str().unwrap()])).unwrap()
+    };
+    let before = check(&src);
+    assert_eq!(before["/"], serde_json::json!({"title": "demo"}));
+    assert_eq!(before["/ocean"], serde_json::json!({"source": "model"}));
+    let m = Mount::daemon(&src, &[]);
+    let (ok, out, err) = run(
+        &zpy,
+        &[
+            "scripts/oracle/zarr_readers.py",
+            "attrs",
+            m.mp.to_str().unwrap(),
+        ],
+    );
+    assert!(ok, "{out}{err}");
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines[0], "array ok", "{out}");
+    assert_eq!(
+        lines[1], r#"xarray ok {"history": "xarray", "source": "model"}"#,
+        "{out}"
+    );
+    assert_eq!(lines[2], "resize refused", "{out}");
+    assert_eq!(lines[3], "no carrier refused EINVAL", "{out}");
+    assert_eq!(
+        lines[4],
+        r#"view {"/": {"title": "edited"}, "/ocean/sst": {"scale": [1, 2.5], "units": "degC"}}"#,
+        "{out}"
+    );
+    m.umount();
+    let after = check(&src);
+    assert_eq!(after["/"], serde_json::json!({"title": "edited"}));
+    assert_eq!(
+        after["/ocean"],
+        serde_json::json!({"source": "model", "history": "xarray"})
+    );
+    assert_eq!(
+        after["/ocean/sst"],
+        serde_json::json!({"units": "degC", "scale": [1, 2.5]})
+    );
+    assert_eq!(after["/atm/wind"], before["/atm/wind"]);
+    assert_eq!(after["shape"], serde_json::json!([6, 10]));
+}

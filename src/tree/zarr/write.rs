@@ -20,8 +20,9 @@
 //!   refused (EINVAL, logged; the temp file stays). It then reads back in the view's own
 //!   layout (the same values; every inner chunk present, in block order). In-place writes
 //!   and truncates of a shard are EPERM.
-//! - `zarr.json` files cannot be changed (EPERM, logged): resize, append and attribute
-//!   edits go through the native tree (`__attrs__`, `data/`). Writing back the bytes it
+//! - `zarr.json` files cannot be changed (EPERM, logged), but for their attributes when
+//!   a temp file is renamed over them (`attrs.rs`): resize and append go through the
+//!   native tree (`data/`). Writing back the bytes it
 //!   holds (tools that rewrite metadata they did not change) succeeds and changes nothing,
 //!   in place or through a temp file renamed over it; `O_TRUNC`, and `ftruncate` to 0 on
 //!   a handle open for writing, are accepted and change nothing (the rewrite that follows
@@ -314,7 +315,12 @@ impl Tree {
                 self.scratch.lock().files.remove(&from);
                 return Ok(());
             }
-            ZarrTarget::Json(_) => return Err(zarr_json_refused()),
+            // Other bytes: an attribute edit, or refused (`attrs.rs`).
+            ZarrTarget::Json(z) => {
+                self.zarr_json_replace(t, z, &data)?;
+                self.scratch.lock().files.remove(&from);
+                return Ok(());
+            }
         };
         let g = self
             .zarr_geom(id.array, None)
@@ -434,7 +440,6 @@ impl Tree {
     }
 }
 
-/// The refusal of a change to a `zarr.json` file (logged).
 /// Adds `new` to the sorted, disjoint `ranges`, merging what touches or overlaps it.
 fn add_range(ranges: &mut Vec<std::ops::Range<u64>>, new: std::ops::Range<u64>) {
     if new.is_empty() {
@@ -452,14 +457,16 @@ fn add_range(ranges: &mut Vec<std::ops::Range<u64>>, new: std::ops::Range<u64>) 
     ranges.insert(at, merged);
 }
 
-fn zarr_json_refused() -> TreeError {
+/// The refusal of a change to a `zarr.json` file (logged).
+pub(super) fn zarr_json_refused() -> TreeError {
     log::warn!(
-        "zarr.json: metadata changes through the Zarr view are refused (EPERM); edit \
-         __attrs__ or the data files of the native tree instead"
+        "zarr.json: metadata changes through the Zarr view are refused (EPERM), but for \
+         attributes written as Zarr writers do (a temp file renamed over zarr.json); resize \
+         and append through the data files of the native tree"
     );
     TreeError::NotPermitted(
-        "zarr.json cannot be changed: resize and append through data/, attributes through \
-         __attrs__"
+        "zarr.json cannot be changed but for its attributes, by a temp file renamed over \
+         it: resize and append through data/"
             .into(),
     )
 }

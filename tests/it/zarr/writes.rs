@@ -541,3 +541,130 @@ fn a_partial_file_is_bounded_by_the_scratch_bound_whatever_its_object_size() {
         "the source is unchanged"
     );
 }
+
+/// Renames a temp file holding `doc` over `zarr.json` in Zarr directory `dir` (tree path)
+/// of `t`, as zarr-python writes metadata.
+fn rename_json_over(t: &Tree, dir: &str, doc: &[u8]) -> Result<(), b2fs::tree::TreeError> {
+    let d = ino(t, dir);
+    let tmp = temp_json_name(doc);
+    let (attr, fh) = t.create(d, &tmp).unwrap();
+    t.write(attr.ino, fh, 0, doc).unwrap();
+    t.release(fh).unwrap();
+    t.rename(d, &tmp, d, "zarr.json", false)
+}
+
+/// The temp file [`rename_json_over`] writes `doc` into (one name per content).
+fn temp_json_name(doc: &[u8]) -> String {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    doc.hash(&mut h);
+    format!("zarr.{:016x}.partial", h.finish())
+}
+
+/// A `zarr.json` renamed over the old one with other attributes commits them to the
+/// source's vlmeta (python-blosc2 reads them back); any other change (the shape, the data
+/// type), attributes that are no object and attributes of the root group of a one-array
+/// mount are refused with EPERM and leave the source byte-identical and the temp file in
+/// place; the same attributes with another `consolidated_metadata` change nothing. Tree
+/// API on a b2nd python-blosc2 wrote.
+#[test]
+fn attribute_edits_through_zarr_json_commit_and_every_other_change_is_refused() {
+    let py = or_skip!(python(
+        "attribute_edits_through_zarr_json_commit_and_every_other_change_is_refused"
+    ));
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("temps.b2nd");
+    let make = "import sys, numpy as np, blosc2\n\
+        a = blosc2.asarray(np.arange(600, dtype=np.float32).reshape(20, 30), chunks=(10, 15), \
+        urlpath=sys.argv[1], mode='w')\n\
+        a.vlmeta['units'] = 'm'\n";
+    run_python(&py, &["-c", make, src.to_str().unwrap()]);
+    let vlmeta = || {
+        python_says(
+            &py,
+            &[
+                "-c",
+                "import sys, json, blosc2; a = blosc2.open(sys.argv[1]); \
+                 print(json.dumps(dict(a.vlmeta), sort_keys=True))",
+                src.to_str().unwrap(),
+            ],
+        )
+    };
+    let t = Tree::from_source(&src, opts(true)).unwrap();
+    let shown = json_at(&t, "zarr/temps/zarr.json");
+    assert_eq!(shown["attributes"], serde_json::json!({"units": "m"}));
+    let before = std::fs::read(&src).unwrap();
+    let with = |f: &dyn Fn(&mut Value)| {
+        let mut doc = shown.clone();
+        f(&mut doc);
+        serde_json::to_vec(&doc).unwrap()
+    };
+    // Refused, each leaving the source and the view as they were, and the temp file.
+    let refusals: [(&str, Vec<u8>); 4] = [
+        (
+            "a resize",
+            with(&|d| d["shape"] = serde_json::json!([40, 30])),
+        ),
+        (
+            "another data type",
+            with(&|d| d["data_type"] = "float64".into()),
+        ),
+        (
+            "attributes that are a list",
+            with(&|d| d["attributes"] = serde_json::json!([1])),
+        ),
+        ("no JSON", b"{\"attributes\": ".to_vec()),
+    ];
+    for (what, doc) in &refusals {
+        let err = rename_json_over(&t, "zarr/temps", doc).unwrap_err();
+        assert_eq!(err.errno(), libc::EPERM, "{what}");
+        let tmp = temp_json_name(doc);
+        assert!(t.lookup(ino(&t, "zarr/temps"), &tmp).is_ok(), "{what}");
+        assert!(
+            std::fs::read(&src).unwrap() == before,
+            "{what}: the source changed"
+        );
+        assert_eq!(json_at(&t, "zarr/temps/zarr.json"), shown, "{what}");
+    }
+    // The root group of a one-array mount has no attributes of its own.
+    let root = json_at(&t, "zarr/zarr.json");
+    let mut other = root.clone();
+    other["attributes"] = serde_json::json!({"title": "x"});
+    let err = rename_json_over(&t, "zarr", &serde_json::to_vec(&other).unwrap()).unwrap_err();
+    assert_eq!(err.errno(), libc::EPERM);
+    // Its own attributes without the consolidated metadata (or with another copy of it):
+    // nothing changes, the temp file goes.
+    let mut bare = root.clone();
+    bare.as_object_mut()
+        .unwrap()
+        .remove("consolidated_metadata");
+    let bare = serde_json::to_vec(&bare).unwrap();
+    rename_json_over(&t, "zarr", &bare).unwrap();
+    assert!(t.lookup(ino(&t, "zarr"), &temp_json_name(&bare)).is_err());
+    assert!(std::fs::read(&src).unwrap() == before, "the source changed");
+    // New attributes, with the fill value spelled `0` and zarr-python's empty
+    // `storage_transformers`: committed at the rename.
+    let doc = with(&|d| {
+        d["attributes"] = serde_json::json!({"units": "km", "scale": [1, 2]});
+        d["fill_value"] = 0.into();
+        d["storage_transformers"] = serde_json::json!([]);
+    });
+    rename_json_over(&t, "zarr/temps", &doc).unwrap();
+    assert!(
+        t.lookup(ino(&t, "zarr/temps"), &temp_json_name(&doc))
+            .is_err()
+    );
+    let now = json_at(&t, "zarr/temps/zarr.json");
+    assert_eq!(
+        now["attributes"],
+        serde_json::json!({"units": "km", "scale": [1, 2]})
+    );
+    assert_eq!(now["shape"], shown["shape"]);
+    let root_now = json_at(&t, "zarr/zarr.json");
+    assert_eq!(
+        root_now["consolidated_metadata"]["metadata"]["temps"]["attributes"],
+        now["attributes"]
+    );
+    drop(t);
+    assert_eq!(vlmeta(), r#"{"scale": [1, 2], "units": "km"}"#);
+}

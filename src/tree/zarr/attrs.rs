@@ -1,0 +1,188 @@
+//! Attribute edits through the view (read-write mounts): zarr-python, xarray and the
+//! other Zarr writers change a node's attributes by writing its whole `zarr.json` anew
+//! into a temp file of the same directory and renaming it over the old one. When the new
+//! document differs from the one the view shows only in its `attributes`, they become the
+//! node's `__attrs__` (its vlmeta, a group's carrier, a ctable's attributes) and are
+//! committed at the rename, as a rename over `__attrs__` is; the view then shows them.
+//!
+//! Rules (`docs/ZARR.md`):
+//! - **Only attributes change.** Every other member must be what the view shows (shape,
+//!   data type, chunk grid, codecs, fill value, dimension names, ...), compared as JSON
+//!   values: members' order and number spelling (`0` and `0.0`) do not matter. Two members
+//!   are not compared: a group's `consolidated_metadata` (the view builds its own; zarr-python
+//!   writes back the copy it read, and `consolidate_metadata` a fresh one) and an empty
+//!   `storage_transformers` (zarr-python writes the default the view leaves out). Anything
+//!   else is EPERM, logged with the members that differ, and nothing changes.
+//! - **The new attributes replace the old ones whole**, as a rename over `__attrs__` does;
+//!   they must be a JSON object (EPERM otherwise). Attributes equal to the old ones change
+//!   nothing (a rewrite of metadata a writer did not change, `consolidate_metadata`).
+//! - **A node without a carrier** (the root group of a mount of one array, whose attributes
+//!   are the array's) keeps `{}`: other attributes there are EPERM.
+//! - A failed commit leaves the source as it was, the temp file in place.
+
+use serde_json::{Map, Value};
+
+use super::super::layout::{FileKind, NodeKind};
+use super::super::{ROOT_INO, Tree, TreeError};
+use super::{ZNode, write::zarr_json_refused};
+
+/// The members of a `zarr.json` that a rewrite of its attributes may leave different.
+const NOT_COMPARED: &[&str] = &["attributes", "consolidated_metadata"];
+
+impl Tree {
+    /// `data`, the new content of `zarr.json` `z` (inode `t`), renamed over it: when only
+    /// its attributes differ from the view's document, they are written to the node's
+    /// `__attrs__` and committed.
+    ///
+    /// # Errors
+    /// [`TreeError::NotPermitted`] (EPERM, logged) for any other change, attributes that
+    /// are not an object, or attributes of a node that has none of its own; the carrier's
+    /// refusals ([`TreeError::ReadOnly`] for a read-only one); commit errors.
+    pub(super) fn zarr_json_replace(&self, t: u64, z: ZNode, data: &[u8]) -> Result<(), TreeError> {
+        let path = self.zarr_path_of(t);
+        let refuse = |why: String| {
+            log::warn!("{path}: {why}: refused (EPERM), nothing changed");
+            zarr_json_refused()
+        };
+        let shown: Value = serde_json::from_slice(&self.zarr_json(z)?)
+            .map_err(|e| refuse(format!("the view's own document does not parse ({e})")))?;
+        let new: Value = serde_json::from_slice(data)
+            .map_err(|e| refuse(format!("the new content is not JSON ({e})")))?;
+        let (Value::Object(new), Value::Object(shown)) = (new, shown) else {
+            return Err(refuse("the new content is not a JSON object".into()));
+        };
+        let differ = differing_members(&shown, &new);
+        if !differ.is_empty() {
+            return Err(refuse(format!(
+                "members other than \"attributes\" differ ({}); only attributes can be \
+                 changed through the Zarr view",
+                differ.join(", ")
+            )));
+        }
+        let empty = Value::Object(Map::new());
+        let attrs = new.get("attributes").unwrap_or(&empty);
+        if !attrs.is_object() {
+            return Err(refuse("\"attributes\" is not a JSON object".into()));
+        }
+        if same_json(attrs, shown.get("attributes").unwrap_or(&empty)) {
+            return Ok(());
+        }
+        let Some(carrier) = self.zarr_attrs_carrier(z) else {
+            return Err(refuse(
+                "this group has no attributes of its own (the root group of a mount of one \
+                 array: the array's attributes are in its own zarr.json)"
+                    .into(),
+            ));
+        };
+        self.write_target(carrier)?;
+        self.set_attrs_buffer(carrier, super::super::view::json_file(attrs))?;
+        match self.commit(carrier, crate::tree::commit::Reason::Durable) {
+            Ok(()) => {
+                log::info!("{path}: attributes written to {}", self.path_of(carrier));
+                Ok(())
+            }
+            Err(e) => {
+                self.edits.lock().attrs.remove(&carrier);
+                Err(e)
+            }
+        }
+    }
+
+    /// The `__attrs__` file holding the attributes of Zarr node `z` (`RootJson` or `Json`),
+    /// if it has one.
+    fn zarr_attrs_carrier(&self, z: ZNode) -> Option<u64> {
+        let n = match z {
+            ZNode::RootJson if self.root_is_array() => return None,
+            ZNode::RootJson => ROOT_INO,
+            ZNode::Json(n) => n,
+            _ => return None,
+        };
+        let node = self.node(n)?;
+        let children = self.zarr_native(n, node).ok()?;
+        children.into_iter().find(|&c| {
+            self.node(c).is_some_and(|child| {
+                matches!(child.kind, NodeKind::File(FileKind::Attrs(..)))
+                    && child.name == "__attrs__"
+            })
+        })
+    }
+}
+
+/// The members of `shown` and `new` that differ, but those [`NOT_COMPARED`] and an empty
+/// `storage_transformers` (the default, which the view leaves out).
+fn differing_members(shown: &Map<String, Value>, new: &Map<String, Value>) -> Vec<String> {
+    let defaulted = |m: &Map<String, Value>, k: &str| match m.get(k) {
+        Some(Value::Array(a)) if a.is_empty() && k == "storage_transformers" => None,
+        other => other.cloned(),
+    };
+    let mut keys: Vec<&String> = shown.keys().chain(new.keys()).collect();
+    keys.sort();
+    keys.dedup();
+    keys.into_iter()
+        .filter(|k| !NOT_COMPARED.contains(&k.as_str()))
+        .filter(|k| match (defaulted(shown, k), defaulted(new, k)) {
+            (Some(a), Some(b)) => !same_json(&a, &b),
+            (None, None) => false,
+            _ => true,
+        })
+        .map(|k| format!("\"{k}\""))
+        .collect()
+}
+
+/// JSON equality with numbers compared by value (`0` equals `0.0`), as two writers may
+/// spell the same fill value differently.
+fn same_json(a: &Value, b: &Value) -> bool {
+    match (a, b) {
+        (Value::Number(x), Value::Number(y)) => match (x.is_f64(), y.is_f64()) {
+            (false, false) => x == y,
+            _ => x.as_f64() == y.as_f64(),
+        },
+        (Value::Array(x), Value::Array(y)) => {
+            x.len() == y.len() && x.iter().zip(y).all(|(x, y)| same_json(x, y))
+        }
+        (Value::Object(x), Value::Object(y)) => {
+            x.len() == y.len()
+                && x.iter()
+                    .all(|(k, v)| y.get(k).is_some_and(|w| same_json(v, w)))
+        }
+        _ => a == b,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn numbers_compare_by_value_and_members_by_name() {
+        assert!(same_json(&json!(0), &json!(0.0)));
+        assert!(same_json(
+            &json!({"a": [1, 2.5], "b": "NaN"}),
+            &json!({"b": "NaN", "a": [1.0, 2.5]})
+        ));
+        assert!(!same_json(&json!(1), &json!(2)));
+        assert!(!same_json(&json!({"a": 1}), &json!({"a": 1, "b": 2})));
+        assert!(!same_json(&json!([1]), &json!([1, 1])));
+        assert!(!same_json(&json!("0"), &json!(0)));
+    }
+
+    #[test]
+    fn only_attributes_consolidated_metadata_and_empty_transformers_may_differ() {
+        let shown = json!({"shape": [2, 3], "fill_value": 0.0, "attributes": {}});
+        let shown = shown.as_object().unwrap();
+        let same = json!({"shape": [2, 3], "fill_value": 0, "attributes": {"a": 1},
+            "storage_transformers": [], "consolidated_metadata": {"kind": "inline"}});
+        assert!(differing_members(shown, same.as_object().unwrap()).is_empty());
+        let resized = json!({"shape": [4, 3], "fill_value": 0.0, "storage_transformers": [1]});
+        assert_eq!(
+            differing_members(shown, resized.as_object().unwrap()),
+            ["\"shape\"", "\"storage_transformers\""]
+        );
+        let dropped = json!({"fill_value": 0.0});
+        assert_eq!(
+            differing_members(shown, dropped.as_object().unwrap()),
+            ["\"shape\""]
+        );
+    }
+}
