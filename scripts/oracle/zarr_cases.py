@@ -288,6 +288,7 @@ def attrcheck(src):
         print(json.dumps({
             "/": dict(ts.vlmeta),
             "/ocean": dict(ts.get_subtree("/ocean").vlmeta),
+            "/atm": dict(ts.get_subtree("/atm").vlmeta),
             "/ocean/sst": dict(sst.vlmeta),
             "/atm/wind": dict(wind.vlmeta),
             "shape": list(sst.shape),

@@ -47,6 +47,7 @@
 //! Invariants: no panics on any input; every error names the file and the reason.
 
 mod bcolz;
+mod carrier;
 mod compact;
 mod embed;
 mod frame;
@@ -62,7 +63,10 @@ use serde_json::Value;
 pub use compact::{Space, compact, compact_mounted, compact_mounted_with_crash_after, space};
 pub use io::SourceLock;
 pub use spool::{Chunk, DEFAULT_SPOOL_MEMORY, Spool, SpoolStats, open_unlinked};
-pub use store::{commit_group_attrs, commit_member, commit_member_with_crash_after};
+pub use store::{
+    commit_group_attrs, commit_group_attrs_with_crash_after, commit_member,
+    commit_member_with_crash_after,
+};
 pub use table::TableRepair;
 
 use super::{Array, ChunkKind, ContainerError, Inner, SourceKind, Table};

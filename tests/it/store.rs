@@ -11,7 +11,8 @@ use std::time::Instant;
 use b2fs::codec;
 use b2fs::container::store::{Form, Location, Marker, Node, open_store};
 use b2fs::container::write::{
-    Edit, chunk_cparams, commit_group_attrs, commit_member, commit_member_with_crash_after,
+    Edit, chunk_cparams, commit_group_attrs, commit_group_attrs_with_crash_after, commit_member,
+    commit_member_with_crash_after,
 };
 use b2fs::container::{Collection, Opened, open_any};
 use serde_json::{Value, json};
@@ -273,12 +274,109 @@ fn store_refusals() {
     let p = copy_store(&dir.join("tree.b2z"), &tmp);
     let before = std::fs::read(&p).unwrap();
     let c = open_store(&p).unwrap();
-    // A group without a carrier.
-    let e = commit_group_attrs(&c, "/a", &json!({"x": 1})).unwrap_err();
-    assert!(e.to_string().contains("carrier"), "{e}");
     // A group that does not exist.
     assert!(commit_group_attrs(&c, "/nope", &json!({"x": 1})).is_err());
     assert_eq!(std::fs::read(&p).unwrap(), before);
+    // A group of a DictStore (no carrier: python-blosc2 has no group attributes there,
+    // and a carrier would show as one more key).
+    let p = copy_store(&dir.join("dict.b2z"), &tmp);
+    let before = std::fs::read(&p).unwrap();
+    let c = open_store(&p).unwrap();
+    let e = commit_group_attrs(&c, "/y", &json!({"x": 1})).unwrap_err();
+    assert!(e.to_string().contains("no TreeStore"), "{e}");
+    assert_eq!(std::fs::read(&p).unwrap(), before);
+}
+
+/// A TreeStore group that never had attributes (no `__vlmeta__` carrier) gets a carrier
+/// when they are first written, as python-blosc2 does: in a `.b2z` a new member, in a
+/// `.b2d` a new file; python-blosc2 reads the attributes and every leaf as before, mode 'a'
+/// opens the zip (CRCs checked), b2fs reads them back, and no temporary file stays.
+#[test]
+fn store_a_group_without_attributes_gets_a_carrier_python_blosc2_reads() {
+    let (py, dir, manifest) = or_skip!(fixtures(
+        "store_a_group_without_attributes_gets_a_carrier_python_blosc2_reads"
+    ));
+    for name in ["tree.b2z", "tree.b2d"] {
+        let tmp = tempfile::tempdir().unwrap();
+        let p = tmp.path().join(name);
+        support::copy_tree(&dir.join(name), &p);
+        let c = open_store(&p).unwrap();
+        assert!(c.group("/a/b").unwrap().carrier().is_none(), "{name}");
+        assert!(c.group("/").unwrap().carrier().is_some(), "{name}");
+        let attrs = json!({"title": "deep", "levels": [1, 2, 3]});
+        commit_group_attrs(&c, "/a/b", &attrs).unwrap();
+        drop(c);
+        let got = python_reads(&py, &p);
+        let want = &manifest[name];
+        assert_eq!(got["attrs"]["/a/b"], attrs, "{name}");
+        for (k, v) in want["attrs"].as_object().unwrap() {
+            if k != "/a/b" {
+                assert_eq!(&got["attrs"][k], v, "{name}: {k}");
+            }
+        }
+        assert_eq!(got["keys"], want["keys"], "{name}: the leaves changed");
+        // b2fs finds the new carrier, and a second edit goes through it.
+        let c = open_store(&p).unwrap();
+        let g = c.group("/a/b").unwrap();
+        assert!(g.carrier().is_some(), "{name}");
+        assert_eq!(g.attrs().unwrap(), attrs, "{name}");
+        commit_group_attrs(&c, "/a/b", &json!({"title": "again"})).unwrap();
+        drop(c);
+        assert_eq!(
+            python_reads(&py, &p)["attrs"]["/a/b"],
+            json!({"title": "again"})
+        );
+        let stray: Vec<String> = walk_names(tmp.path())
+            .into_iter()
+            .filter(|n| n.contains("b2fs"))
+            .collect();
+        assert!(stray.is_empty(), "{name}: temporary files left: {stray:?}");
+    }
+}
+
+/// Every file name under `dir`, recursively.
+fn walk_names(dir: &Path) -> Vec<String> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).unwrap() {
+        let e = e.unwrap();
+        if e.file_type().unwrap().is_dir() {
+            out.extend(walk_names(&e.path()));
+        }
+        out.push(e.file_name().to_string_lossy().into_owned());
+    }
+    out
+}
+
+/// A crash at every durable step of a new carrier's commit leaves the store old (the group
+/// without attributes) or new (with them), as python-blosc2 reads it, in both forms.
+#[test]
+fn store_new_carrier_crash_at_every_step_leaves_old_or_new() {
+    let (py, dir, _) = or_skip!(fixtures(
+        "store_new_carrier_crash_at_every_step_leaves_old_or_new"
+    ));
+    for name in ["tree.b2z", "tree.b2d"] {
+        every_commit_step(name, 3, |steps| {
+            let tmp = tempfile::tempdir().unwrap();
+            let p = tmp.path().join(name);
+            support::copy_tree(&dir.join(name), &p);
+            let c = open_store(&p).unwrap();
+            let attrs = json!({"k": 1});
+            let done = commit_group_attrs_with_crash_after(&c, "/a", &attrs, steps).unwrap();
+            drop(c);
+            let got = python_reads(&py, &p);
+            let now = &got["attrs"]["/a"];
+            assert!(
+                *now == json!({}) || *now == attrs,
+                "{name} step {steps}: {now}"
+            );
+            if done {
+                assert_eq!(*now, attrs, "{name}");
+            }
+            let c = open_store(&p).unwrap();
+            assert_eq!(c.leaves().len(), 6, "{name} step {steps}");
+            done
+        });
+    }
 }
 
 #[test]

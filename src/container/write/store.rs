@@ -22,9 +22,9 @@
 //! appending their new cframe to the estore's stream (`embed.rs`), which is then committed as
 //! above (a `.b2z` member, or a `.b2d` frame file).
 //!
-//! Refused: references, new keys and groups (there is no API to create them), attributes of
-//! a group without a `__vlmeta__` carrier (DictStores, groups that never had attributes), and
-//! attributes of plain directories.
+//! A group without a `__vlmeta__` carrier (DictStores, groups that never had attributes)
+//! gets one when its attributes are first written (`carrier.rs`). Refused: references, new
+//! keys and groups (there is no API to create them), and attributes of plain directories.
 
 use std::fs::File;
 use std::io::{Read, Seek, SeekFrom, Write};
@@ -76,28 +76,55 @@ pub fn commit_member_with_crash_after(
 /// carrier. Reopen the store afterwards.
 ///
 /// # Errors
-/// [`ContainerError::Refused`] when the group does not exist or has no carrier; as
+/// [`ContainerError::Refused`] when the group does not exist, or has no carrier and is a
+/// directory of sources (a store's group without one gets one: `carrier.rs`); as
 /// [`commit_member`].
 pub fn commit_group_attrs(
     store: &Collection,
     group_key: &str,
     attrs: &Value,
 ) -> Result<(), ContainerError> {
+    group_attrs_io(store, group_key, attrs, &mut Io::new(None))
+}
+
+/// [`commit_group_attrs`] stopping after `steps` durable steps, as a crash there would;
+/// `Ok(true)` when it completed. For crash tests.
+///
+/// # Errors
+/// As [`commit_group_attrs`].
+pub fn commit_group_attrs_with_crash_after(
+    store: &Collection,
+    group_key: &str,
+    attrs: &Value,
+    steps: usize,
+) -> Result<bool, ContainerError> {
+    let mut io = Io::new(Some(steps));
+    match group_attrs_io(store, group_key, attrs, &mut io) {
+        Ok(()) => Ok(true),
+        Err(_) if io.crashed() => Ok(false),
+        Err(e) => Err(e),
+    }
+}
+
+fn group_attrs_io(
+    store: &Collection,
+    group_key: &str,
+    attrs: &Value,
+    io: &mut Io,
+) -> Result<(), ContainerError> {
     let path = store.path();
     let group = store
         .group(group_key)
         .ok_or_else(|| refused(path, format!("no group {group_key:?}")))?;
-    let carrier = group.carrier().ok_or_else(|| {
-        refused(
-            path,
-            format!("group {group_key:?} has no __vlmeta__ carrier; creating one is not supported"),
-        )
-    })?;
+    let Some(carrier) = group.carrier() else {
+        // python-blosc2 makes a group's carrier when its attributes are first set.
+        return super::carrier::new_carrier(store, group_key, attrs, io);
+    };
     let edit = Edit {
         attrs: Some(attrs.clone()),
         ..Edit::default()
     };
-    commit_member(store, carrier, &edit)
+    commit_io(store, carrier, &edit, io)
 }
 
 fn commit_io(
@@ -148,7 +175,7 @@ fn unwrap(e: std::sync::Arc<ContainerError>) -> ContainerError {
     })
 }
 
-fn scratch_path(zip: &Path) -> std::path::PathBuf {
+pub(super) fn scratch_path(zip: &Path) -> std::path::PathBuf {
     let mut name = zip
         .file_name()
         .map(|n| n.to_os_string())
@@ -220,35 +247,62 @@ fn copy_window(zip: &Path, offset: u64, len: u64, to: &Path) -> Result<(), Conta
     Ok(())
 }
 
-/// Writes the new zip to `<zip>.b2fs-tmp` and renames it over `zip`.
+/// Writes the new zip to `<zip>.b2fs-tmp` and renames it over `zip`: member `index`
+/// replaced by the content of `member`.
 fn write_zip(
     zip: &ZipIndex,
     index: usize,
     member: &Path,
     io: &mut Io,
 ) -> Result<(), ContainerError> {
+    let name = zip.names()[index].clone();
+    build_zip(zip, (zip.archive_index(index), &name), member, io)
+}
+
+/// [`write_zip`] adding a new member `name` with the content of `member` after the others.
+pub(super) fn write_zip_adding(
+    zip: &ZipIndex,
+    name: &str,
+    member: &Path,
+    io: &mut Io,
+) -> Result<(), ContainerError> {
+    build_zip(zip, (None, name), member, io)
+}
+
+/// The new zip: every entry byte-copied but the archive's entry `edited`, written (stored)
+/// as `name` with the content of `member`; with no `edited` entry, `name` is added last.
+fn build_zip(
+    zip: &ZipIndex,
+    (edited, name): (Option<usize>, &str),
+    member: &Path,
+    io: &mut Io,
+) -> Result<(), ContainerError> {
     let path = zip.path();
     let tmp = tmp_path(path);
-    let name = zip.names()[index].clone();
-    let edited = zip.archive_index(index);
     io.begin_step(&tmp)?;
     let file = File::create(&tmp).map_err(|e| io_err(&tmp, e))?;
     let mut data = File::open(member).map_err(|e| io_err(member, e))?;
     let len = data.metadata().map_err(|e| io_err(member, e))?.len();
     let file = zip.with_archive(|ar| -> Result<File, ContainerError> {
         let mut w = ::zip::ZipWriter::new(file);
+        let mut put = |w: &mut ::zip::ZipWriter<File>| -> Result<(), ContainerError> {
+            let opts = ::zip::write::SimpleFileOptions::default()
+                .compression_method(::zip::CompressionMethod::Stored)
+                .large_file(len >= ZIP64_FROM);
+            w.start_file(name, opts).map_err(|e| zip_err(&tmp, e))?;
+            std::io::copy(&mut data, w).map_err(|e| io_err(&tmp, e))?;
+            Ok(())
+        };
         for i in 0..ar.len() {
             if Some(i) == edited {
-                let opts = ::zip::write::SimpleFileOptions::default()
-                    .compression_method(::zip::CompressionMethod::Stored)
-                    .large_file(len >= ZIP64_FROM);
-                w.start_file(name.as_str(), opts)
-                    .map_err(|e| zip_err(&tmp, e))?;
-                std::io::copy(&mut data, &mut w).map_err(|e| io_err(&tmp, e))?;
+                put(&mut w)?;
             } else {
                 let f = ar.by_index_raw(i).map_err(|e| zip_err(path, e))?;
                 w.raw_copy_file(f).map_err(|e| zip_err(&tmp, e))?;
             }
+        }
+        if edited.is_none() {
+            put(&mut w)?;
         }
         let mut file = w.finish().map_err(|e| zip_err(&tmp, e))?;
         file.flush().map_err(|e| io_err(&tmp, e))?;

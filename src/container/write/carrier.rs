@@ -1,0 +1,192 @@
+//! A `__vlmeta__` carrier made for a group of a python-blosc2 store that has none, so that
+//! attributes can be given to any group, as python-blosc2 does when a group's `vlmeta` is
+//! first written (`TreeStore.vlmeta`: an empty SChunk stored at `<group>/__vlmeta__`).
+//!
+//! The carrier is an empty contiguous frame (no chunks, `docs/format/CONTAINERS.md` 1.2: the
+//! header C-Blosc2 writes for `blosc2.SChunk()`, byte for byte) to which the attributes are
+//! committed as vlmeta by the ordinary frame commit, in a scratch file; then:
+//! - `.b2z`: a new zip is built with every member byte-copied and the carrier added as a
+//!   stored member `<group>/__vlmeta__.b2f`, renamed over the old zip (the member commit's
+//!   steps, `store.rs`);
+//! - `.b2d`: the scratch file is created beside the carrier's path, fsynced, linked to
+//!   `<group>/__vlmeta__.b2f` (a link, not a rename: a carrier another writer made
+//!   meanwhile is not replaced, EEXIST) and removed; the directory is fsynced.
+//!
+//! A crash before the rename (zip) or the link (directory) leaves the store as it was and a
+//! stray temporary file, which reading ignores. Only TreeStores (marker `b2tree`) get one:
+//! in a DictStore a carrier would be one more key; plain directories of sources have no
+//! carriers. Both are refused.
+
+use std::path::{Path, PathBuf};
+
+use serde_json::Value;
+
+use super::io::{Io, parent_dir, tmp_path};
+use super::{Edit, frame, io_err, refused};
+use crate::container::store::{Collection, Form, Marker};
+use crate::container::{Array, ContainerError};
+
+/// A contiguous frame of an empty SChunk (typesize 1, ZSTD clevel 5, SHUFFLE, AUTO split:
+/// python-blosc2's defaults), with no metalayers, no chunks and no vlmeta.
+pub(super) fn empty_frame() -> Vec<u8> {
+    let mut h = vec![0x9e, 0xa8];
+    h.extend_from_slice(b"b2frame\0");
+    h.push(0xd2);
+    let header_len_at = h.len();
+    h.extend_from_slice(&[0; 4]);
+    h.push(0xcf);
+    let frame_len_at = h.len();
+    h.extend_from_slice(&[0; 8]);
+    // Flags: version 2 with 64-bit offsets, contiguous, ZSTD (5) at clevel 5, AUTO split.
+    h.extend_from_slice(&[0xa4, 0x12, 0x00, 0x55, 0x02]);
+    h.push(0xd3);
+    h.extend_from_slice(&0i64.to_be_bytes()); // nbytes
+    h.push(0xd3);
+    h.extend_from_slice(&0i64.to_be_bytes()); // cbytes
+    h.push(0xd2);
+    h.extend_from_slice(&1i32.to_be_bytes()); // typesize
+    h.push(0xd2);
+    h.extend_from_slice(&0i32.to_be_bytes()); // blocksize: automatic
+    h.push(0xd2);
+    h.extend_from_slice(&(-1i32).to_be_bytes()); // chunksize: no chunk yet
+    h.extend_from_slice(&[0xd1, 0, 0, 0xd1, 0, 1]); // nthreads (compression, decompression)
+    h.push(0xc2); // no vlmetalayers yet (the commit sets it)
+    // Filters (the last slot SHUFFLE), the codec id, its meta, filters' metas, flags2.
+    h.extend_from_slice(&[0xd8, 0x06, 0, 0, 0, 0, 0, 1, 5, 0, 0, 0, 0, 0, 0, 0, 0, 0]);
+    // The metalayer section: its size, no names, no contents.
+    h.extend_from_slice(&[0x93, 0xcd, 0x00, 0x07, 0xde, 0x00, 0x00, 0xdc, 0x00, 0x00]);
+    let header_len = h.len() as u32;
+    h[header_len_at..header_len_at + 4].copy_from_slice(&header_len.to_be_bytes());
+    h.extend_from_slice(&frame::trailer(&[]));
+    let frame_len = h.len() as u64;
+    h[frame_len_at..frame_len_at + 8].copy_from_slice(&frame_len.to_be_bytes());
+    h
+}
+
+/// The store-relative path of the carrier of group `group_key` (`/` or `/a/b`).
+fn carrier_name(group_key: &str) -> String {
+    let dir = group_key.trim_matches('/');
+    match dir.is_empty() {
+        true => "__vlmeta__.b2f".into(),
+        false => format!("{dir}/__vlmeta__.b2f"),
+    }
+}
+
+/// Gives group `group_key` of `store` (which has no carrier) the attributes `attrs` in a new
+/// carrier (see the module doc). Reopen the store afterwards.
+///
+/// # Errors
+/// [`ContainerError::Refused`] for a directory of sources, or when something already lies
+/// at the carrier's path; [`ContainerError::Changed`] when the zip changed since the store
+/// was opened; the vlmeta commit's refusals (attributes that are no object, keys past 31
+/// bytes); [`ContainerError::Io`].
+pub(super) fn new_carrier(
+    store: &Collection,
+    group_key: &str,
+    attrs: &Value,
+    io: &mut Io,
+) -> Result<(), ContainerError> {
+    let path = store.path();
+    let name = carrier_name(group_key);
+    let edit = Edit {
+        attrs: Some(attrs.clone()),
+        ..Edit::default()
+    };
+    if store.form() != Form::Frames && store.marker() != Some(Marker::Tree) {
+        // In a DictStore a new `<group>/__vlmeta__` would show as one more key.
+        return Err(refused(
+            path,
+            format!(
+                "group {group_key:?} has no __vlmeta__ carrier, and the store is no TreeStore \
+                 (marker {}): python-blosc2 gives attributes to TreeStore groups only",
+                store.marker().map_or("none", Marker::name)
+            ),
+        ));
+    }
+    match store.form() {
+        Form::Frames => Err(refused(
+            path,
+            format!(
+                "group {group_key:?} is a directory of sources, which has no place for \
+                 attributes"
+            ),
+        )),
+        Form::Zip => {
+            let zip = store
+                .zip()
+                .ok_or_else(|| refused(path, "a zip store without its zip"))?;
+            if zip.changed_on_disk() {
+                return Err(super::changed(path, "the zip file's size or mtime changed"));
+            }
+            if zip
+                .names()
+                .iter()
+                .any(|n| n.trim_start_matches('/') == name)
+            {
+                return Err(refused(
+                    path,
+                    format!("{name}: a member of that name exists"),
+                ));
+            }
+            super::check_path_writable(path)?;
+            super::check_path_writable(parent_dir(path))?;
+            let scratch = super::store::scratch_path(path);
+            let result = carrier_file(&scratch, &edit)
+                .and_then(|()| super::store::write_zip_adding(zip, &name, &scratch, io));
+            if result.is_err() && !io.crashed() {
+                let _ = std::fs::remove_file(&scratch);
+                let _ = std::fs::remove_file(tmp_path(path));
+            }
+            result?;
+            io.remove(&scratch)
+        }
+        Form::Dir => {
+            let target: PathBuf = path.join(&name);
+            let dir = parent_dir(&target);
+            if std::fs::symlink_metadata(&target).is_ok() {
+                return Err(refused(path, format!("{name}: a file of that name exists")));
+            }
+            super::check_path_writable(dir)?;
+            let tmp = tmp_path(&target);
+            let result = carrier_file(&tmp, &edit).and_then(|()| {
+                io.begin_step(&target)?;
+                std::fs::hard_link(&tmp, &target).map_err(|e| match e.kind() {
+                    std::io::ErrorKind::AlreadyExists => {
+                        refused(path, format!("{name}: made by another writer meanwhile"))
+                    }
+                    _ => io_err(&target, e),
+                })
+            });
+            if result.is_err() && !io.crashed() {
+                let _ = std::fs::remove_file(&tmp);
+            }
+            result?;
+            io.remove(&tmp)?;
+            io.sync_dir(dir)
+        }
+    }
+}
+
+/// Writes an empty frame to `at` and commits `edit` (its attributes) to it, fsynced.
+fn carrier_file(at: &Path, edit: &Edit) -> Result<(), ContainerError> {
+    std::fs::write(at, empty_frame()).map_err(|e| io_err(at, e))?;
+    let frame = Array::open_frame_at(at, 0)?;
+    super::commit(&frame, edit)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_empty_frame_opens_as_an_empty_schunk() {
+        let dir = tempfile::tempdir().unwrap();
+        let at = dir.path().join("c.b2f");
+        std::fs::write(&at, empty_frame()).unwrap();
+        let a = Array::open_frame_at(&at, 0).unwrap();
+        assert_eq!(a.nchunks(), 0);
+        assert_eq!(empty_frame().len(), 132);
+        assert_eq!(carrier_name("/"), "__vlmeta__.b2f");
+        assert_eq!(carrier_name("/a/b"), "a/b/__vlmeta__.b2f");
+    }
+}
