@@ -10,7 +10,8 @@
 //!   steps, `store.rs`);
 //! - `.b2d`: the scratch file is created beside the carrier's path, fsynced, linked to
 //!   `<group>/__vlmeta__.b2f` (a link, not a rename: a carrier another writer made
-//!   meanwhile is not replaced, EEXIST) and removed; the directory is fsynced.
+//!   meanwhile is not replaced, EEXIST) and removed; the directory is fsynced. On a file
+//!   system without hard links the link fails (EIO, logged) and nothing changes.
 //!
 //! A crash before the rename (zip) or the link (directory) leaves the store as it was and a
 //! stray temporary file, which reading ignores. Only TreeStores (marker `b2tree`) get one:
