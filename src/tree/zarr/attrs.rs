@@ -18,6 +18,7 @@
 //!   nothing (a rewrite of metadata a writer did not change, `consolidate_metadata`).
 //! - **A node without a carrier** (the root group of a mount of one array, whose attributes
 //!   are the array's) keeps `{}`: other attributes there are EPERM.
+//! - A new document larger than twice the view's and 16 MiB is EFBIG (it is parsed whole).
 //! - A failed commit leaves the source as it was, the temp file in place.
 
 use serde_json::{Map, Value};
@@ -25,6 +26,10 @@ use serde_json::{Map, Value};
 use super::super::layout::{FileKind, NodeKind};
 use super::super::{ROOT_INO, Tree, TreeError};
 use super::{ZNode, write::zarr_json_refused};
+
+/// How many bytes a new `zarr.json` may hold beyond twice the view's document (the new
+/// attributes): its JSON is parsed whole.
+const MAX_NEW_ATTRS: usize = 16 << 20;
 
 /// The members of a `zarr.json` that a rewrite of its attributes may leave different.
 const NOT_COMPARED: &[&str] = &["attributes", "consolidated_metadata"];
@@ -44,7 +49,22 @@ impl Tree {
             log::warn!("{path}: {why}: refused (EPERM), nothing changed");
             zarr_json_refused()
         };
-        let shown: Value = serde_json::from_slice(&self.zarr_json(z)?)
+        let doc = self.zarr_json(z)?;
+        // Parsing takes several times a document's size: bounded before it.
+        let most = doc.len().saturating_mul(2).saturating_add(MAX_NEW_ATTRS);
+        if data.len() > most {
+            log::warn!(
+                "{path}: a new zarr.json of {} bytes: refused (EFBIG)",
+                data.len()
+            );
+            return Err(TreeError::TooBig(format!(
+                "a new zarr.json holds at most {most} bytes (this one's twice and {} MiB for \
+                 new attributes), not {}",
+                MAX_NEW_ATTRS >> 20,
+                data.len()
+            )));
+        }
+        let shown: Value = serde_json::from_slice(&doc)
             .map_err(|e| refuse(format!("the view's own document does not parse ({e})")))?;
         let new: Value = serde_json::from_slice(data)
             .map_err(|e| refuse(format!("the new content is not JSON ({e})")))?;

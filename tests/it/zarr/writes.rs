@@ -626,6 +626,15 @@ fn attribute_edits_through_zarr_json_commit_and_every_other_change_is_refused() 
         );
         assert_eq!(json_at(&t, "zarr/temps/zarr.json"), shown, "{what}");
     }
+    // A document past twice the view's and 16 MiB is not parsed: EFBIG.
+    let shown_len = serde_json::to_vec_pretty(&shown).unwrap().len();
+    let mut huge = with(&|d| d["attributes"] = serde_json::json!({"pad": ""}));
+    let pad = 2 * shown_len + (16 << 20);
+    let at = huge.len() - 3;
+    huge.splice(at..at, std::iter::repeat_n(b'x', pad));
+    let err = rename_json_over(&t, "zarr/temps", &huge).unwrap_err();
+    assert_eq!(err.errno(), libc::EFBIG);
+    assert!(std::fs::read(&src).unwrap() == before, "the source changed");
     // The root group of a one-array mount has no attributes of its own.
     let root = json_at(&t, "zarr/zarr.json");
     let mut other = root.clone();
