@@ -124,7 +124,9 @@ fn log_error(tree: &Tree, op: &str, ino: INodeNo, e: &TreeError) {
     }
 }
 
-fn errno(e: &TreeError) -> Errno {
+/// Logs a failed operation ([`log_error`]) and returns the errno to reply with.
+fn failed(tree: &Tree, op: &str, ino: INodeNo, e: &TreeError) -> Errno {
+    log_error(tree, op, ino, e);
     Errno::from_i32(e.errno())
 }
 
@@ -132,10 +134,7 @@ fn errno(e: &TreeError) -> Errno {
 fn reply_empty(tree: &Tree, op: &str, ino: INodeNo, res: Result<(), TreeError>, reply: ReplyEmpty) {
     match res {
         Ok(()) => reply.ok(),
-        Err(e) => {
-            log_error(tree, op, ino, &e);
-            reply.error(errno(&e));
-        }
+        Err(e) => reply.error(failed(tree, op, ino, &e)),
     }
 }
 

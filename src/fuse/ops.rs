@@ -12,7 +12,7 @@ use fuser::{
     ReplyWrite, ReplyXattr, Request, TimeOrNow, WriteFlags,
 };
 
-use super::{CachePolicy, FuseAdapter, convert, errno, log_error, push, reply_empty};
+use super::{CachePolicy, FuseAdapter, convert, failed, push, reply_empty};
 use crate::tree::{Tree, TreeError};
 
 impl Filesystem for FuseAdapter {
@@ -66,20 +66,14 @@ impl Filesystem for FuseAdapter {
         };
         match self.tree.lookup(parent.0, name) {
             Ok(attr) => reply.entry(&self.ttl(), &convert::file_attr(&attr), Generation(0)),
-            Err(e) => {
-                log_error(&self.tree, "lookup", parent, &e);
-                reply.error(errno(&e));
-            }
+            Err(e) => reply.error(failed(&self.tree, "lookup", parent, &e)),
         }
     }
 
     fn getattr(&self, _req: &Request, ino: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
         match self.tree.getattr(ino.0) {
             Ok(attr) => reply.attr(&self.ttl(), &convert::file_attr(&attr)),
-            Err(e) => {
-                log_error(&self.tree, "getattr", ino, &e);
-                reply.error(errno(&e));
-            }
+            Err(e) => reply.error(failed(&self.tree, "getattr", ino, &e)),
         }
     }
 
@@ -112,10 +106,7 @@ impl Filesystem for FuseAdapter {
                     None => reply.opened(FileHandle(fh), fopen),
                 }
             }
-            Err(e) => {
-                log_error(&self.tree, "open", ino, &e);
-                reply.error(errno(&e));
-            }
+            Err(e) => reply.error(failed(&self.tree, "open", ino, &e)),
         }
     }
 
@@ -191,8 +182,7 @@ impl Filesystem for FuseAdapter {
             }
             Err(e) => {
                 drop(announced);
-                log_error(&self.tree, "read", ino, &e);
-                reply.error(errno(&e));
+                reply.error(failed(&self.tree, "read", ino, &e));
             }
         }
     }
@@ -212,10 +202,7 @@ impl Filesystem for FuseAdapter {
         }
         match self.tree.release(fh.0) {
             Ok(()) => reply.ok(),
-            Err(e) => {
-                log_error(&self.tree, "release", ino, &e);
-                reply.error(errno(&e));
-            }
+            Err(e) => reply.error(failed(&self.tree, "release", ino, &e)),
         }
     }
 
@@ -274,10 +261,7 @@ impl Filesystem for FuseAdapter {
                 FileHandle(0),
                 convert::opendir_flags(self.tree.is_writable()),
             ),
-            Err(e) => {
-                log_error(&self.tree, "opendir", ino, &e);
-                reply.error(errno(&e));
-            }
+            Err(e) => reply.error(failed(&self.tree, "opendir", ino, &e)),
         }
     }
 
@@ -304,10 +288,7 @@ impl Filesystem for FuseAdapter {
                 }
                 reply.ok();
             }
-            Err(e) => {
-                log_error(&self.tree, "readdir", ino, &e);
-                reply.error(errno(&e));
-            }
+            Err(e) => reply.error(failed(&self.tree, "readdir", ino, &e)),
         }
     }
 
@@ -321,10 +302,7 @@ impl Filesystem for FuseAdapter {
     fn access(&self, _req: &Request, ino: INodeNo, mask: AccessFlags, reply: ReplyEmpty) {
         match self.tree.access(ino.0, mask.bits()) {
             Ok(()) => reply.ok(),
-            Err(e) => {
-                log_error(&self.tree, "access", ino, &e);
-                reply.error(errno(&e));
-            }
+            Err(e) => reply.error(failed(&self.tree, "access", ino, &e)),
         }
     }
 
@@ -336,20 +314,14 @@ impl Filesystem for FuseAdapter {
         match res {
             Ok(Some(value)) => reply_xattr(&value, size, reply),
             Ok(None) => reply.error(Errno::ENODATA),
-            Err(e) => {
-                log_error(&self.tree, "getxattr", ino, &e);
-                reply.error(errno(&e));
-            }
+            Err(e) => reply.error(failed(&self.tree, "getxattr", ino, &e)),
         }
     }
 
     fn listxattr(&self, _req: &Request, ino: INodeNo, size: u32, reply: ReplyXattr) {
         match self.tree.listxattr(ino.0) {
             Ok(names) => reply_xattr(&names, size, reply),
-            Err(e) => {
-                log_error(&self.tree, "listxattr", ino, &e);
-                reply.error(errno(&e));
-            }
+            Err(e) => reply.error(failed(&self.tree, "listxattr", ino, &e)),
         }
     }
 
@@ -386,10 +358,7 @@ impl Filesystem for FuseAdapter {
         };
         match res.and_then(|()| self.tree.getattr(ino.0)) {
             Ok(attr) => reply.attr(&self.ttl(), &convert::file_attr(&attr)),
-            Err(e) => {
-                log_error(&self.tree, "setattr", ino, &e);
-                reply.error(errno(&e));
-            }
+            Err(e) => reply.error(failed(&self.tree, "setattr", ino, &e)),
         }
     }
 
@@ -407,10 +376,7 @@ impl Filesystem for FuseAdapter {
     ) {
         match self.tree.write(ino.0, fh.0, offset, data) {
             Ok(n) => reply.written(n),
-            Err(e) => {
-                log_error(&self.tree, "write", ino, &e);
-                reply.error(errno(&e));
-            }
+            Err(e) => reply.error(failed(&self.tree, "write", ino, &e)),
         }
     }
 
@@ -438,10 +404,7 @@ impl Filesystem for FuseAdapter {
                 FileHandle(fh),
                 convert::fopen_flags(self.policy, self.tree.keep_cache(attr.ino)),
             ),
-            Err(e) => {
-                log_error(&self.tree, "create", parent, &e);
-                reply.error(errno(&e));
-            }
+            Err(e) => reply.error(failed(&self.tree, "create", parent, &e)),
         }
     }
 
@@ -597,7 +560,5 @@ fn reply_xattr(value: &[u8], size: u32, reply: ReplyXattr) {
 /// The errno for a change the tree never supports (EROFS on a read-only tree, EPERM, or
 /// ENOENT for an unknown inode), logged once.
 fn refuse(tree: &Tree, op: &str, ino: INodeNo) -> Errno {
-    let e = tree.refusal(ino.0, op);
-    log_error(tree, op, ino, &e);
-    errno(&e)
+    failed(tree, op, ino, &tree.refusal(ino.0, op))
 }
