@@ -152,29 +152,39 @@ fn place(root: &Path, file: &Path, n: usize) -> String {
     format!("{}:{}", file.strip_prefix(root).unwrap().display(), n + 1)
 }
 
+/// Every comment of the files under the folders `dirs`: `(file, line index, comment text)`.
+fn comments(root: &Path, dirs: &[&str]) -> Vec<(PathBuf, usize, String)> {
+    let mut files = Vec::new();
+    for dir in dirs {
+        walk(&root.join(dir), &mut files);
+    }
+    let mut out = Vec::new();
+    for f in files {
+        let ext = f.extension().and_then(|e| e.to_str()).unwrap_or("sh");
+        let Ok(text) = fs::read_to_string(&f) else {
+            continue;
+        };
+        let found: Vec<(usize, String)> = text
+            .lines()
+            .enumerate()
+            .filter_map(|(n, line)| Some((n, comment(line, ext)?)))
+            .collect();
+        out.extend(found.into_iter().map(|(n, c)| (f.clone(), n, c)));
+    }
+    out
+}
+
 #[test]
 fn every_path_a_comment_names_exists() {
     let root = repo();
-    let mut files = Vec::new();
-    for dir in ["src", "tests", "benches", "fuzz", "scripts", ".ci"] {
-        walk(&root.join(dir), &mut files);
-    }
     let mut missing = Vec::new();
     let mut checked = 0;
-    for f in &files {
-        let ext = f.extension().and_then(|e| e.to_str()).unwrap_or("sh");
-        let Ok(text) = fs::read_to_string(f) else {
-            continue;
-        };
-        for (n, line) in text.lines().enumerate() {
-            let Some(c) = comment(line, ext) else {
-                continue;
-            };
-            for p in paths_in(&c) {
-                checked += 1;
-                if !exists(&p) {
-                    missing.push(format!("{}: {p}", place(&root, f, n)));
-                }
+    let dirs = ["src", "tests", "benches", "fuzz", "scripts", ".ci"];
+    for (f, n, c) in comments(&root, &dirs) {
+        for p in paths_in(&c) {
+            checked += 1;
+            if !exists(&p) {
+                missing.push(format!("{}: {p}", place(&root, &f, n)));
             }
         }
     }
@@ -295,26 +305,16 @@ fn near(root: &Path, file: &Path, name: &str) -> bool {
 #[test]
 fn every_file_a_comment_names_by_its_name_is_beside_it() {
     let root = repo();
-    let mut files = Vec::new();
-    for dir in ["src", "tests", "benches", "fuzz"] {
-        walk(&root.join(dir), &mut files);
-    }
     let mut missing = Vec::new();
     let mut checked = 0;
-    for f in files
-        .iter()
-        .filter(|f| f.extension().is_some_and(|e| e == "rs"))
-    {
-        let text = fs::read_to_string(f).unwrap();
-        for (n, line) in text.lines().enumerate() {
-            let Some(c) = comment(line, "rs") else {
-                continue;
-            };
-            for name in rs_names_in(&c) {
-                checked += 1;
-                if !near(&root, f, &name) {
-                    missing.push(format!("{}: {name}", place(&root, f, n)));
-                }
+    let rust = comments(&root, &["src", "tests", "benches", "fuzz"])
+        .into_iter()
+        .filter(|(f, ..)| f.extension().is_some_and(|e| e == "rs"));
+    for (f, n, c) in rust {
+        for name in rs_names_in(&c) {
+            checked += 1;
+            if !near(&root, &f, &name) {
+                missing.push(format!("{}: {name}", place(&root, &f, n)));
             }
         }
     }
