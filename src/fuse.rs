@@ -10,12 +10,11 @@
 //! kernel may keep file pages cached across opens (see [`CachePolicy`]). On a read-write mount
 //! TTLs are zero and listings are not cached (commits change sizes and add or remove chunk
 //! files); written data goes through the kernel page cache write-through.
-
 //!
 //! The parts: this file holds the adapter ([`FuseAdapter`]), its cache policy and how a failed
-//! operation is logged and answered; [`ops`] the handlers of the FUSE operations; [`push`]
-//! the pages offered to the kernel after a page fault; [`passthrough`] the data files served
-//! from backing files; [`notify`] the notifications written to the FUSE device; [`convert`]
+//! operation is logged and answered; `ops.rs` the handlers of the FUSE operations; `push.rs`
+//! the pages offered to the kernel after a page fault; `passthrough.rs` the data files served
+//! from backing files; `notify.rs` the notifications written to the FUSE device; [`convert`]
 //! the conversions of the tree's types into fuser's; [`mount`] the mounting.
 
 pub mod convert;
@@ -69,9 +68,9 @@ pub struct FuseAdapter {
     policy: CachePolicy,
     /// The policy decided when the kernel connected (never `Auto`), for the mounting code.
     decided: std::sync::Arc<std::sync::OnceLock<CachePolicy>>,
-    /// Where pages offered to the kernel go, once the session exists (see [`push`]).
+    /// Where pages offered to the kernel go, once the session exists (see `push.rs`).
     pusher: std::sync::Arc<std::sync::OnceLock<push::Pusher>>,
-    /// `-o passthrough`: data files served from backing files (see [`passthrough`]).
+    /// `-o passthrough`: data files served from backing files (see `passthrough.rs`).
     passthrough: Option<Arc<passthrough::Passthrough>>,
 }
 

@@ -31,7 +31,7 @@ impl std::fmt::Debug for Pending {
 #[derive(Debug, Default)]
 pub(super) struct Shared {
     pub(super) state: Mutex<State>,
-    /// Wakes the deadline keeper ([`keep_deadlines`]) when an answer is queued while it
+    /// Wakes the deadline keeper ([`keep_deadlines`](super::threads::keep_deadlines)) when an answer is queued while it
     /// sleeps with none to watch, and when the pusher goes away.
     pub(super) deadlines: std::sync::Condvar,
 }
