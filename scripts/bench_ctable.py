@@ -43,7 +43,7 @@ import statistics
 import subprocess
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import make_dataclass
 
 import numpy as np
 
@@ -56,20 +56,26 @@ import benchlib  # noqa: E402
 SLICES, SLICES_B2, SLICE_ROWS = 1000, 40, 100
 
 
+def schema(cols):
+    """The CTable row class of the columns `cols` ((name, numpy type string), in order) and their
+    records' numpy dtype: what gen and gen24 write."""
+    import blosc2
+
+    kinds = {"<f8": (float, blosc2.float64), "<f4": (float, blosc2.float32),
+             "<i8": (int, blosc2.int64), "<i4": (int, blosc2.int32), "<i2": (int, blosc2.int16),
+             "?": (bool, blosc2.bool)}
+    row = make_dataclass("R", [(name, kinds[t][0], blosc2.field(kinds[t][1]())) for name, t in cols])
+    return row, np.dtype(cols)
+
+
 def gen(d):
     import blosc2
 
-    @dataclass
-    class R:
-        a: float = blosc2.field(blosc2.float64())
-        b: int = blosc2.field(blosc2.int32())
-        c: bool = blosc2.field(blosc2.bool())
-        d: float = blosc2.field(blosc2.float32())
-
+    R, dtype = schema([("a", "<f8"), ("b", "<i4"), ("c", "?"), ("d", "<f4")])
     os.makedirs(d, exist_ok=True)
     n = 4_000_000
     rng = np.random.default_rng(1)
-    data = np.zeros(n, dtype=[("a", "<f8"), ("b", "<i4"), ("c", "?"), ("d", "<f4")])
+    data = np.zeros(n, dtype=dtype)
     data["a"] = rng.random(n)
     data["b"] = np.arange(n)
     data["c"] = data["b"] % 3 == 0
@@ -86,20 +92,12 @@ def gen(d):
 def gen24(d):
     import blosc2
 
-    @dataclass
-    class R:
-        a: float = blosc2.field(blosc2.float64())
-        b: int = blosc2.field(blosc2.int32())
-        c: bool = blosc2.field(blosc2.bool())
-        d: float = blosc2.field(blosc2.float32())
-        e: int = blosc2.field(blosc2.int64())
-        f: int = blosc2.field(blosc2.int16())
-
+    R, dtype = schema([("a", "<f8"), ("b", "<i4"), ("c", "?"), ("d", "<f4"), ("e", "<i8"),
+                       ("f", "<i2")])
     os.makedirs(d, exist_ok=True)
     n = 6_000_000
     rng = np.random.default_rng(24)
-    data = np.zeros(n, dtype=[("a", "<f8"), ("b", "<i4"), ("c", "?"), ("d", "<f4"), ("e", "<i8"),
-                              ("f", "<i2")])
+    data = np.zeros(n, dtype=dtype)
     data["a"] = rng.normal(size=n)
     data["b"] = np.arange(n)
     data["c"] = data["b"] % 7 == 0

@@ -52,11 +52,19 @@
 //! takes its pages out of the queue when its request arrives; if the thread is storing one of
 //! them already (queued by another reader's fault, locked by the kernel for this one), that
 //! store waits for this answer, so the worker answers without waiting for the threads.
+//!
+//! The parts: this file holds the [`Pusher`] the workers call (a fault announced, its pages
+//! offered and dealt to the threads, inodes forgotten); [`state`] the bookkeeping they share
+//! with the threads (which page is queued under which batch, which batches are stored, the
+//! answers waiting); [`threads`] the storing threads and the deadline keeper, who send the
+//! answers.
 
-use std::collections::{BTreeSet, HashMap};
+mod state;
+mod threads;
+
 use std::ops::Range;
-use std::sync::mpsc::{Receiver, SyncSender, TrySendError, sync_channel};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::Arc;
+use std::sync::mpsc::{SyncSender, TrySendError, sync_channel};
 use std::time::{Duration, Instant};
 
 use std::io::IoSlice;
@@ -64,6 +72,8 @@ use std::io::IoSlice;
 use fuser::{INodeNo, Notifier};
 
 use crate::tree::Pieces;
+use state::{Pending, Shared, State, page_offsets};
+use threads::{keep_deadlines, store_batches};
 
 /// Batches of pages waiting for each thread.
 const QUEUE: usize = 64;
@@ -96,194 +106,6 @@ type Store = dyn Fn(u64, u64, &[IoSlice<'_>]) -> std::io::Result<()> + Send + Sy
 /// A fault's answer (the reply to its FUSE request), sent once every page queued before it is
 /// stored: by the storing thread that finishes the last of those batches.
 pub(crate) type Answer = Box<dyn FnOnce() + Send>;
-
-/// An answer waiting for the batches up to `target`, or for `deadline`.
-struct Pending {
-    target: u64,
-    deadline: Instant,
-    answer: Answer,
-}
-
-impl std::fmt::Debug for Pending {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Pending")
-            .field("target", &self.target)
-            .field("deadline", &self.deadline)
-            .finish_non_exhaustive()
-    }
-}
-
-/// What the workers and the threads share.
-#[derive(Debug, Default)]
-struct Shared {
-    state: Mutex<State>,
-    /// Wakes the deadline keeper ([`keep_deadlines`]) when an answer is queued while it
-    /// sleeps with none to watch, and when the pusher goes away.
-    deadlines: std::sync::Condvar,
-}
-
-#[derive(Debug, Default)]
-struct State {
-    /// Pages `(inode, offset)` queued and not stored yet, page by page (a range offered
-    /// covers many), with the ticket of the batch that stores them: a batch stores only the
-    /// pages queued by it, so a page taken out by a fault and queued again after the fault's
-    /// answer is stored by the later batch, never by one that answer waits for.
-    queued: HashMap<(u64, u64), u64>,
-    /// Tickets of the latest batch handed over, and of the latest one stored with every
-    /// batch before it.
-    handed: u64,
-    done: u64,
-    /// Tickets stored while an earlier one was still being stored (by another thread).
-    finished: BTreeSet<u64>,
-    /// The pages `(inode, range)` each thread is storing now, and their batch's ticket.
-    storing: Vec<Option<(u64, Range<u64>, u64)>>,
-    /// Tickets of batches of rows below a fault stored after its answer ([`EARLY`]), not
-    /// stored yet.
-    rows: std::collections::HashSet<u64>,
-    /// Answers of faults waiting for their batches, oldest (lowest target) first.
-    answers: std::collections::VecDeque<Pending>,
-    /// Pages `(inode, range)` of faults being served whose answer is not queued yet: the
-    /// kernel holds them locked until the answer, so they are not handed over (a store of
-    /// one would wait for an answer that may wait for it). With each, [`State::forgets`]
-    /// when it came: pages it offers are dropped if its inode was forgotten since.
-    faulting: Vec<(u64, Range<u64>, u64)>,
-    /// Calls of [`Pusher::forget`] so far, and the count at the latest one of each inode.
-    forgets: u64,
-    forgotten: HashMap<u64, u64>,
-    /// The deadline keeper sleeps until woken (no answer waited for a while).
-    keeper_idle: bool,
-    /// The pusher is gone: the deadline keeper ends.
-    closed: bool,
-}
-
-impl Shared {
-    fn lock(&self) -> MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(|p| p.into_inner())
-    }
-}
-
-/// The offsets of the pages of `len` bytes at `offset` (page-aligned; the last may be short).
-fn page_offsets(offset: u64, len: usize) -> impl Iterator<Item = u64> {
-    (0..len.div_ceil(PAGE as usize) as u64).map(move |k| offset + k * PAGE)
-}
-
-impl State {
-    /// Records batch `ticket` as stored and moves `done` past every ticket stored in a row.
-    fn finish(&mut self, ticket: u64) {
-        self.rows.remove(&ticket);
-        self.finished.insert(ticket);
-        while self.finished.remove(&(self.done + 1)) {
-            self.done += 1;
-        }
-    }
-
-    /// Takes the answers whose batches are all stored, or whose wait is over at `now`.
-    fn ready_answers(&mut self, now: Instant) -> Vec<Answer> {
-        let mut ready = Vec::new();
-        while let Some(p) = self.answers.front() {
-            if p.target > self.done && p.deadline > now {
-                break;
-            }
-            ready.extend(self.answers.pop_front().map(|p| p.answer));
-        }
-        ready
-    }
-
-    /// Whether a thread is storing a page of `reading` of inode `ino`.
-    fn storing_any(&self, ino: u64, reading: &Range<u64>) -> bool {
-        self.storing_where(ino, reading, |_| true)
-    }
-
-    /// Whether a thread is storing a page of `reading` of inode `ino` as a row stored after
-    /// its fault's answer.
-    fn storing_rows(&self, ino: u64, reading: &Range<u64>) -> bool {
-        self.storing_where(ino, reading, |ticket| self.rows.contains(&ticket))
-    }
-
-    /// Whether a thread is storing a page of `reading` of inode `ino` for a batch whose ticket
-    /// `which` picks.
-    fn storing_where(&self, ino: u64, reading: &Range<u64>, which: impl Fn(u64) -> bool) -> bool {
-        self.storing.iter().flatten().any(|(i, at, ticket)| {
-            *i == ino && at.start < reading.end && reading.start < at.end && which(*ticket)
-        })
-    }
-
-    /// Takes pages `pages` (indices from the range's first) of the range at `offset` of inode
-    /// `ino` out of the queue while they are queued by batch `ticket`, from `*k` on: the run
-    /// of them that is, after skipping those that are not (stored by an earlier range, read
-    /// by a fault, queued again by a later batch).
-    fn take_run(
-        &mut self,
-        (ino, offset, ticket): (u64, u64, u64),
-        pages: usize,
-        k: &mut usize,
-    ) -> Option<Range<usize>> {
-        let mut taken = |k: usize| {
-            let page = (ino, offset + k as u64 * PAGE);
-            let ours = self.queued.get(&page) == Some(&ticket);
-            ours && self.queued.remove(&page).is_some()
-        };
-        while *k < pages && !taken(*k) {
-            *k += 1;
-        }
-        if *k == pages {
-            return None;
-        }
-        let start = *k;
-        *k += 1;
-        while *k < pages && taken(*k) {
-            *k += 1;
-        }
-        Some(start..*k)
-    }
-
-    /// Forgets the fault of inode `ino` reading `reading` ([`Pusher::reading`]); returns
-    /// whether the inode was forgotten ([`Pusher::forget`]) since the fault came, so that
-    /// what it read may be of the version before (a fault never announced counts as new).
-    fn unfault(&mut self, ino: u64, reading: &Range<u64>) -> bool {
-        let Some(k) = self
-            .faulting
-            .iter()
-            .position(|(i, r, _)| *i == ino && r == reading)
-        else {
-            return false;
-        };
-        let (_, _, since) = self.faulting.swap_remove(k);
-        self.forgotten_since(ino, since)
-    }
-
-    /// Whether inode `ino` was forgotten after [`State::forgets`] was `since`.
-    fn forgotten_since(&self, ino: u64, since: u64) -> bool {
-        self.forgotten.get(&ino).is_some_and(|&at| at > since)
-    }
-
-    /// Whether a range of `len` bytes at `offset` of inode `ino` may be handed over: one of
-    /// its pages is not queued yet, and none is read by a fault being served.
-    fn wanted(&self, ino: u64, offset: u64, len: usize) -> bool {
-        let end = offset + len as u64;
-        let read =
-            |(i, r, _): &(u64, Range<u64>, u64)| *i == ino && r.start < end && offset < r.end;
-        !self.faulting.iter().any(read)
-            && page_offsets(offset, len).any(|at| !self.queued.contains_key(&(ino, at)))
-    }
-
-    /// Takes the pages of `reading` of inode `ino` out of the queue; returns whether one of
-    /// them was queued as a row stored after its fault's answer.
-    fn cancel(&mut self, ino: u64, reading: std::ops::Range<u64>) -> bool {
-        if self.queued.is_empty() {
-            return false;
-        }
-        let start = reading.start / PAGE * PAGE;
-        let len = usize::try_from(reading.end.saturating_sub(start)).unwrap_or(usize::MAX);
-        let mut rows = false;
-        for at in page_offsets(start, len) {
-            if let Some(ticket) = self.queued.remove(&(ino, at)) {
-                rows |= self.rows.contains(&ticket);
-            }
-        }
-        rows
-    }
-}
 
 /// The storing threads' queues; the threads end when this is dropped.
 #[derive(Debug)]
@@ -601,145 +423,6 @@ fn early_cut(pages: &[(u64, Pieces)]) -> usize {
             before
         })
         .count()
-}
-
-/// One storing thread (number `n`): stores the batches it takes from `batches` with `store`.
-fn store_batches(n: usize, theirs: &Shared, batches: &Receiver<Batch>, store: &Store) {
-    loop {
-        let next = batches.recv();
-        let Ok((ino, ranges, ticket)) = next else {
-            // The mount is going away: whatever still waits is answered.
-            let all = theirs.lock().ready_answers(far_future());
-            return send(all);
-        };
-        let mut failed = false;
-        for (offset, bytes) in ranges {
-            // The runs of the range's pages still queued: the others were taken out by a
-            // fault that reads them or stored by an earlier range. After a failed store of
-            // this file, taken out and not stored.
-            let pages = bytes.len().div_ceil(PAGE as usize);
-            let mut k = 0;
-            loop {
-                let (run, at) = {
-                    let mut state = theirs.lock();
-                    let Some(run) = state.take_run((ino, offset, ticket), pages, &mut k) else {
-                        break;
-                    };
-                    let at = offset + run.start as u64 * PAGE;
-                    if !failed {
-                        let end = offset + run.end as u64 * PAGE;
-                        state.storing[n] = Some((ino, at..end, ticket));
-                    }
-                    (run, at)
-                };
-                if failed {
-                    continue;
-                }
-                let piece = bytes
-                    .slices(run.start * PAGE as usize..(run.end * PAGE as usize).min(bytes.len()));
-                if let Err(e) = store(ino, at, &piece) {
-                    // The file was forgotten or the mount is going away.
-                    log::debug!("store of inode {ino} at {at}: {e}");
-                    failed = true;
-                }
-                // Answers whose wait is over go now, between two stores.
-                let late = {
-                    let mut state = theirs.lock();
-                    state.storing[n] = None;
-                    match state.answers.front() {
-                        Some(p) if p.deadline <= Instant::now() => {
-                            state.ready_answers(Instant::now())
-                        }
-                        _ => Vec::new(),
-                    }
-                };
-                send(late);
-            }
-        }
-        let ready = {
-            let mut state = theirs.lock();
-            state.finish(ticket);
-            state.ready_answers(Instant::now())
-        };
-        send(ready);
-    }
-}
-
-impl Drop for Pusher {
-    fn drop(&mut self) {
-        self.shared.lock().closed = true;
-        self.shared.deadlines.notify_one();
-    }
-}
-
-/// How long the deadline keeper goes on looking (every [`KEEPER_GRACE`]) after the last
-/// answer it watched before it sleeps until an answer wakes it: while faults come, it is never
-/// woken for one (a wake-up of an idle vCPU costs a VM exit on the machines measured).
-const KEEPER_GRACE: Duration = Duration::from_millis(50);
-
-/// Least time the deadline keeper sleeps while answers wait: it sends an answer at most this
-/// late after its wait ([`WAIT`]) is over. The storing threads keep to [`WAIT`] itself
-/// whenever they can; the keeper is for when they cannot, and waking it at every answer's
-/// deadline would wake it about once per fault.
-const KEEPER_SLACK: Duration = Duration::from_millis(10);
-
-/// The deadline keeper: sends every answer whose wait ([`WAIT`]) is over (at most
-/// [`KEEPER_SLACK`] late), whatever the storing threads are doing. They send such answers
-/// between two stores, but a thread whose store waits for a page the kernel holds locked
-/// sends nothing until that store ends, and an idle one waits for its next batch: an answer
-/// that the locked page's own read waits behind (the kernel holds back reads beyond its limit
-/// of pending ones) would then never go.
-fn keep_deadlines(theirs: &Shared) {
-    let mut state = theirs.lock();
-    let mut watched = Instant::now();
-    loop {
-        if state.closed {
-            return;
-        }
-        let now = Instant::now();
-        let due = match state.answers.front() {
-            Some(p) if p.deadline <= now => state.ready_answers(now),
-            _ => Vec::new(),
-        };
-        if !due.is_empty() {
-            drop(state);
-            send(due);
-            state = theirs.lock();
-            continue;
-        }
-        let next = match state.answers.front() {
-            Some(p) => {
-                watched = now;
-                p.deadline.saturating_duration_since(now).max(KEEPER_SLACK)
-            }
-            None if now.duration_since(watched) < KEEPER_GRACE => KEEPER_GRACE,
-            None => {
-                state.keeper_idle = true;
-                state = theirs
-                    .deadlines
-                    .wait(state)
-                    .unwrap_or_else(|p| p.into_inner());
-                state.keeper_idle = false;
-                watched = Instant::now();
-                continue;
-            }
-        };
-        state = theirs
-            .deadlines
-            .wait_timeout(state, next)
-            .unwrap_or_else(|p| p.into_inner())
-            .0;
-    }
-}
-
-/// Sends `answers` (with no lock held: each is a write to the FUSE device).
-fn send(answers: Vec<Answer>) {
-    answers.into_iter().for_each(|a| a());
-}
-
-/// An instant later than any deadline of a waiting answer.
-fn far_future() -> Instant {
-    Instant::now() + Duration::from_secs(3600)
 }
 
 /// The kernel's page ([`crate::tree::PAGE`]), as a file offset.

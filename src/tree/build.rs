@@ -19,22 +19,21 @@ use crate::container::ContainerError;
 use crate::container::store::Opened;
 use crate::reader::{ChunkReader, ReaderOptions};
 
-/// Tuning knobs of a [`Tree`].
+/// Tuning knobs of a [`Tree`]: the reader's ([`ReaderOptions`], documented there) and the
+/// tree's own.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct TreeOptions {
-    /// Byte budget of the caches of decoded data (see [`crate::reader`] for the split).
+    /// The reader's [`ReaderOptions::cache_size`].
     pub cache_size: usize,
-    /// How many chunks ahead a sequential scan prefetches (0 disables prefetching).
+    /// The reader's [`ReaderOptions::prefetch_chunks`].
     pub prefetch_chunks: usize,
-    /// Background threads that run prefetches.
+    /// The reader's [`ReaderOptions::prefetch_threads`].
     pub prefetch_threads: usize,
-    /// A cold read decodes only the blocks it overlaps when the chunk is more than this many
-    /// times larger than the read, the read is at most [`RANGE_READ_MAX`](super::RANGE_READ_MAX) bytes, and it is
-    /// not part of a sequential scan.
+    /// The reader's [`ReaderOptions::range_factor`].
     pub range_factor: usize,
-    /// Threads that decode the blocks of one large chunk in parallel (1 = no splitting).
+    /// The reader's [`ReaderOptions::decode_threads`].
     pub decode_threads: usize,
-    /// Chunks of at least this many bytes are decoded by `decode_threads` threads.
+    /// The reader's [`ReaderOptions::parallel_decode_min`].
     pub parallel_decode_min: usize,
     /// Accept edits and commit them to the source (a read-write mount). When false every
     /// change is [`TreeError::ReadOnly`](super::TreeError::ReadOnly).

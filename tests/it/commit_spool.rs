@@ -106,6 +106,38 @@ fn oracle_reads(py: &Path, dir: &Path, kind: &str, src: &Path, want: &[u8]) -> S
     )
 }
 
+/// `array.npy` of a tree over `src` (spilling to `spill`) with its items overwritten by noise
+/// of `seed` through a handle left open: what each test edits before it commits.
+struct Edited {
+    t: Tree,
+    npy: u64,
+    fh: u64,
+    /// The file before the writes.
+    before: Vec<u8>,
+    /// The length of its NPY header.
+    hlen: usize,
+    /// The items written.
+    want: Vec<u8>,
+}
+
+fn edited(src: &Path, spill: &Path, seed: u64) -> Edited {
+    let t = tree(src, spill);
+    let npy = ino(&t, "array.npy");
+    let before = tree_read(&t, npy, 1 << 20).unwrap();
+    let hlen = before.len() - CHUNKS * CHUNK;
+    let want = noise(CHUNKS * ITEMS, seed);
+    let fh = t.open(npy, libc::O_RDWR).unwrap();
+    write_items(&t, npy, fh, hlen, &want);
+    Edited {
+        t,
+        npy,
+        fh,
+        before,
+        hlen,
+        want,
+    }
+}
+
 #[test]
 fn a_commit_several_times_its_memory_bound_holds_within_it_and_the_references_read_it() {
     let py = or_skip!(support::python(
@@ -115,12 +147,14 @@ fn a_commit_several_times_its_memory_bound_holds_within_it_and_the_references_re
     for (k, (name, kind)) in SOURCES.iter().enumerate() {
         let src = dir.path().join(name);
         let spill = tempfile::tempdir().unwrap();
-        let t = tree(&src, spill.path());
-        let npy = ino(&t, "array.npy");
-        let hlen = tree_read(&t, npy, 1 << 20).unwrap().len() - CHUNKS * CHUNK;
-        let want = noise(CHUNKS * ITEMS, 7 + k as u64);
-        let fh = t.open(npy, libc::O_RDWR).unwrap();
-        write_items(&t, npy, fh, hlen, &want);
+        let Edited {
+            t,
+            npy,
+            fh,
+            hlen,
+            want,
+            ..
+        } = edited(&src, spill.path(), 7 + k as u64);
         assert_eq!(
             t.commit_stats().spilled_chunks,
             0,
@@ -161,14 +195,15 @@ fn a_spool_that_fails_fails_the_commit_leaves_the_source_and_keeps_the_edits() {
     for (k, (name, kind)) in SOURCES.iter().enumerate() {
         let src = dir.path().join(name);
         let spill = tempfile::tempdir().unwrap();
-        let t = tree(&src, spill.path());
-        let npy = ino(&t, "array.npy");
-        let before = tree_read(&t, npy, 1 << 20).unwrap();
-        let hlen = before.len() - CHUNKS * CHUNK;
         let stored = files(&src);
-        let want = noise(CHUNKS * ITEMS, 70 + k as u64);
-        let fh = t.open(npy, libc::O_RDWR).unwrap();
-        write_items(&t, npy, fh, hlen, &want);
+        let Edited {
+            t,
+            npy,
+            fh,
+            before,
+            hlen,
+            want,
+        } = edited(&src, spill.path(), 70 + k as u64);
         // Read back failing (a failing disk), then writing to it (a full one): EIO, and
         // every file of the source as it was (nothing left past a frame's end, no chunk
         // file or temp file made).

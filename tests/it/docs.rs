@@ -1,6 +1,7 @@
 //! Every path a comment or a document names exists in this repository: comments in the code
-//! (`src`, `tests`, `benches`, `fuzz`, `scripts`) and links in the README and `docs/`. A
-//! reader who follows a reference must find the file.
+//! (`src`, `tests`, `benches`, `fuzz`, `scripts`), doc comments included, with the files they
+//! name by their name alone (`mapped.rs`, `tree/edit.rs`); links in the README and `docs/`,
+//! and the paths their text names. A reader who follows a reference must find the file.
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -28,6 +29,16 @@ const MADE_AT_RUN_TIME: &[&str] = &[
     "fuzz/work",          // long fuzz runs' working corpora
     "docs/bench.png",     // drawn by scripts/bench.sh
     "tests/data/scratch", // temporary files of the tests
+];
+
+/// Paths of other projects' trees that a document names, with the project: they are not ours.
+const OTHER_PROJECTS: &[(&str, &str)] = &[
+    ("docs/URING.md", "src/session.rs"), // fuser 0.18.0's sources
+    ("docs/URING.md", "src/request.rs"),
+    ("docs/URING.md", "src/reply.rs"),
+    ("docs/URING.md", "src/channel.rs"),
+    ("docs/URING.md", "src/ll/flags/init_flags.rs"),
+    ("docs/format/STORES.md", "RELEASE_NOTES.md"), // python-blosc2's
 ];
 
 fn repo() -> PathBuf {
@@ -141,29 +152,39 @@ fn place(root: &Path, file: &Path, n: usize) -> String {
     format!("{}:{}", file.strip_prefix(root).unwrap().display(), n + 1)
 }
 
+/// Every comment of the files under the folders `dirs`: `(file, line index, comment text)`.
+fn comments(root: &Path, dirs: &[&str]) -> Vec<(PathBuf, usize, String)> {
+    let mut files = Vec::new();
+    for dir in dirs {
+        walk(&root.join(dir), &mut files);
+    }
+    let mut out = Vec::new();
+    for f in files {
+        let ext = f.extension().and_then(|e| e.to_str()).unwrap_or("sh");
+        let Ok(text) = fs::read_to_string(&f) else {
+            continue;
+        };
+        let found: Vec<(usize, String)> = text
+            .lines()
+            .enumerate()
+            .filter_map(|(n, line)| Some((n, comment(line, ext)?)))
+            .collect();
+        out.extend(found.into_iter().map(|(n, c)| (f.clone(), n, c)));
+    }
+    out
+}
+
 #[test]
 fn every_path_a_comment_names_exists() {
     let root = repo();
-    let mut files = Vec::new();
-    for dir in ["src", "tests", "benches", "fuzz", "scripts", ".ci"] {
-        walk(&root.join(dir), &mut files);
-    }
     let mut missing = Vec::new();
     let mut checked = 0;
-    for f in &files {
-        let ext = f.extension().and_then(|e| e.to_str()).unwrap_or("sh");
-        let Ok(text) = fs::read_to_string(f) else {
-            continue;
-        };
-        for (n, line) in text.lines().enumerate() {
-            let Some(c) = comment(line, ext) else {
-                continue;
-            };
-            for p in paths_in(&c) {
-                checked += 1;
-                if !exists(&p) {
-                    missing.push(format!("{}: {p}", place(&root, f, n)));
-                }
+    let dirs = ["src", "tests", "benches", "fuzz", "scripts", ".ci"];
+    for (f, n, c) in comments(&root, &dirs) {
+        for p in paths_in(&c) {
+            checked += 1;
+            if !exists(&p) {
+                missing.push(format!("{}: {p}", place(&root, &f, n)));
             }
         }
     }
@@ -220,6 +241,133 @@ fn every_link_of_the_docs_exists() {
     );
 }
 
+/// The Rust file names of `text` given without a top-level directory (`mapped.rs`,
+/// `tree/edit.rs`, `super::mapped` is not one): a comment's way of naming a file beside it.
+fn rs_names_in(text: &str) -> Vec<String> {
+    let is_name_char = |c: char| c.is_ascii_lowercase() || c.is_ascii_digit() || "_/".contains(c);
+    let chars: Vec<char> = text.chars().collect();
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < chars.len() {
+        let starts = is_name_char(chars[i])
+            && (i == 0 || !(is_name_char(chars[i - 1]) || "-.:".contains(chars[i - 1])));
+        if !starts {
+            i += 1;
+            continue;
+        }
+        let mut j = i;
+        while j < chars.len() && is_name_char(chars[j]) {
+            j += 1;
+        }
+        let after_ext = j + 3;
+        let is_rs = chars
+            .get(j..after_ext)
+            .is_some_and(|e| e == ['.', 'r', 's'])
+            && chars
+                .get(after_ext)
+                .is_none_or(|&c| !(c.is_ascii_alphanumeric() || c == '_'));
+        let token: String = chars[i..j].iter().collect();
+        if is_rs && !token.starts_with('/') && !ROOTS.iter().any(|r| token.starts_with(r)) {
+            out.push(format!("{token}.rs"));
+        }
+        i = j.max(i + 1);
+    }
+    out
+}
+
+/// Whether the Rust file `name` that a comment of `file` names without a top-level directory
+/// is where a reader looks for it: beside `file`, in the folder of `file`'s module, beside
+/// its parent module, or under `src/`; from outside `src/` (a test naming the module it
+/// tests), also any file of `src/` of that name.
+fn near(root: &Path, file: &Path, name: &str) -> bool {
+    let dir = file.parent().unwrap();
+    let module = file.with_extension("");
+    let mut places = vec![
+        dir.join(name),
+        module.join(name),
+        root.join("src").join(name),
+    ];
+    if let Some(up) = dir.parent() {
+        places.push(up.join(name));
+    }
+    if places.iter().any(|p| p.exists()) {
+        return true;
+    }
+    let in_src = file.starts_with(root.join("src"));
+    let mut sources = Vec::new();
+    walk(&root.join("src"), &mut sources);
+    !in_src
+        && sources
+            .iter()
+            .any(|s| s.to_string_lossy().ends_with(&format!("/{name}")))
+}
+
+#[test]
+fn every_file_a_comment_names_by_its_name_is_beside_it() {
+    let root = repo();
+    let mut missing = Vec::new();
+    let mut checked = 0;
+    let rust = comments(&root, &["src", "tests", "benches", "fuzz"])
+        .into_iter()
+        .filter(|(f, ..)| f.extension().is_some_and(|e| e == "rs"));
+    for (f, n, c) in rust {
+        for name in rs_names_in(&c) {
+            checked += 1;
+            if !near(&root, &f, &name) {
+                missing.push(format!("{}: {name}", place(&root, &f, n)));
+            }
+        }
+    }
+    all_found(
+        checked,
+        50,
+        "file names",
+        &missing,
+        "comments name files that are neither beside them nor in their module's folder",
+    );
+}
+
+#[test]
+fn every_path_the_docs_name_exists() {
+    let root = repo();
+    // Not BENCHMARKS.md: a record of each session, it names the files of the time (some
+    // split or removed since) and experiments' scripts that were never kept.
+    let mut docs = vec![root.join("README.md"), root.join("RELIABILITY.md")];
+    walk(&root.join("docs"), &mut docs);
+    let mut missing = Vec::new();
+    let mut checked = 0;
+    for d in docs
+        .iter()
+        .filter(|d| d.extension().is_some_and(|e| e == "md"))
+    {
+        let rel = d
+            .strip_prefix(&root)
+            .unwrap()
+            .to_string_lossy()
+            .into_owned();
+        let text = fs::read_to_string(d).unwrap();
+        for (n, line) in text.lines().enumerate() {
+            for p in paths_in(line) {
+                if OTHER_PROJECTS.contains(&(rel.as_str(), p.as_str())) {
+                    continue;
+                }
+                checked += 1;
+                // A document named by its bare file name may be the doc's neighbour in its folder.
+                if !exists(&p) && !d.parent().unwrap().join(&p).exists() {
+                    missing.push(format!("{}: {p}", place(&root, d, n)));
+                }
+            }
+        }
+    }
+    all_found(
+        checked,
+        50,
+        "paths",
+        &missing,
+        "documents name paths that do not exist",
+    );
+}
+
 /// Fails when the scan checked `min` `what` or fewer (it is broken) or found any `missing`
 /// (listed after `why`).
 #[track_caller]
@@ -243,4 +391,15 @@ fn the_path_scanner_finds_what_it_should() {
     assert!(exists("src/tree/*.rs"));
     assert!(!exists("docs/NO_SUCH_FILE.md"));
     assert!(!exists("src/nope*"));
+    assert_eq!(
+        rs_names_in("(`mapped.rs`, tree/edit.rs; src/tree.rs, a.b.rs, super::x.rs, lib.rsx)"),
+        ["mapped.rs", "tree/edit.rs"]
+    );
+    let root = repo();
+    let npy = root.join("src/tree/npy.rs");
+    assert!(near(&root, &npy, "mapped.rs"), "in the module's folder");
+    assert!(near(&root, &npy, "edit.rs"), "beside it");
+    assert!(!near(&root, &npy, "no_such.rs"));
+    let test = root.join("tests/it/tree.rs");
+    assert!(near(&root, &test, "keep.rs"), "a test names a file of src/");
 }

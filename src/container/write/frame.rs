@@ -642,7 +642,7 @@ fn commit_sparse(
         .map(|&e| e as u64)
         .collect();
     // Leftovers no version references (a crash after an earlier commit's rename): removed
-    // now, but for the files retire.rs keeps for frames opened before an earlier commit.
+    // now, but for the files `frame/retire.rs` keeps for frames opened before an earlier commit.
     let waiting = retire::pending(dir);
     for id in on_disk
         .iter()

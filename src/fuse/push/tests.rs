@@ -4,6 +4,7 @@
 use super::*;
 use crate::tree::ReadData;
 use std::collections::HashMap;
+use std::sync::Mutex;
 use std::sync::mpsc::{Receiver, Sender, channel};
 
 fn page(b: u8) -> Pieces {

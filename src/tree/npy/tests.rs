@@ -2,6 +2,7 @@
 //! order).
 
 use super::*;
+use faults::Reach;
 
 #[test]
 fn faults_down_one_column_count_as_a_walk() {
