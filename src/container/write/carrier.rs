@@ -8,10 +8,14 @@
 //! - `.b2z`: a new zip is built with every member byte-copied and the carrier added as a
 //!   stored member `<group>/__vlmeta__.b2f`, renamed over the old zip (the member commit's
 //!   steps, `store.rs`);
-//! - `.b2d`: the scratch file is created beside the carrier's path, fsynced, linked to
-//!   `<group>/__vlmeta__.b2f` (a link, not a rename: a carrier another writer made
-//!   meanwhile is not replaced, EEXIST) and removed; the directory is fsynced. On a file
-//!   system without hard links the link fails (EIO, logged) and nothing changes.
+//! - `.b2d`: under the lock of `embed.b2e.b2lock` when there is one (the one python-blosc2's
+//!   `locking=True` handles take), the scratch file is made beside the store (not in it:
+//!   python-blosc2 opens any file of a `.b2d` that reads as a frame as a key), linked to
+//!   `<group>/__vlmeta__.b2f` (a link, not a rename: a carrier another writer made meanwhile
+//!   is not replaced, ESTALE), the directory fsynced (made first when the group has none: its
+//!   leaves all lie in `embed.b2e`), the lock's counter bumped (such handles then look at the
+//!   store again) and the scratch file removed. On a file system without hard links the link
+//!   fails (EIO, logged) and nothing changes.
 //!
 //! A crash before the rename (zip) or the link (directory) leaves the store as it was and a
 //! stray temporary file, which reading ignores. Only TreeStores (marker `b2tree`) get one:
@@ -22,7 +26,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
-use super::io::{Io, parent_dir, tmp_path};
+use super::io::{Io, SidecarLock, parent_dir, tmp_path};
 use super::{Edit, frame, io_err, refused};
 use crate::container::store::{Collection, Form, Marker};
 use crate::container::{Array, ContainerError};
@@ -124,9 +128,9 @@ pub(super) fn new_carrier(
                 .iter()
                 .any(|n| n.trim_start_matches('/') == name)
             {
-                return Err(refused(
+                return Err(super::changed(
                     path,
-                    format!("{name}: a member of that name exists"),
+                    format!("{name}: made by another writer"),
                 ));
             }
             super::check_path_writable(path)?;
@@ -144,16 +148,32 @@ pub(super) fn new_carrier(
         Form::Dir => {
             let target: PathBuf = path.join(&name);
             let dir = parent_dir(&target);
+            // Handles of python-blosc2 that lock the store (`locking=True`) take this lock
+            // for their own mutations, and see the bump below as a change to rescan for.
+            let mut sidecar = path.join("embed.b2e").into_os_string();
+            sidecar.push(".b2lock");
+            let lock = SidecarLock::acquire(Path::new(&sidecar))?;
             if std::fs::symlink_metadata(&target).is_ok() {
-                return Err(refused(path, format!("{name}: a file of that name exists")));
+                return Err(super::changed(
+                    path,
+                    format!("{name}: made by another writer"),
+                ));
             }
-            super::check_path_writable(dir)?;
-            let tmp = tmp_path(&target);
+            super::check_path_writable(path)?;
+            // A group whose leaves all lie in `embed.b2e` has no directory yet (python-blosc2
+            // makes it, too); an empty one left by a crash shows nothing.
+            if !dir.is_dir() {
+                std::fs::create_dir_all(dir).map_err(|e| io_err(dir, e))?;
+                io.sync_dir(parent_dir(dir))?;
+            }
+            // Beside the store, not in it: python-blosc2 opens every file of a `.b2d` that
+            // reads as a frame as one more key, whatever its name.
+            let tmp = tmp_path(path);
             let result = carrier_file(&tmp, &edit).and_then(|()| {
                 io.begin_step(&target)?;
                 std::fs::hard_link(&tmp, &target).map_err(|e| match e.kind() {
                     std::io::ErrorKind::AlreadyExists => {
-                        refused(path, format!("{name}: made by another writer meanwhile"))
+                        super::changed(path, format!("{name}: made by another writer meanwhile"))
                     }
                     _ => io_err(&target, e),
                 })
@@ -162,8 +182,11 @@ pub(super) fn new_carrier(
                 let _ = std::fs::remove_file(&tmp);
             }
             result?;
-            io.remove(&tmp)?;
-            io.sync_dir(dir)
+            io.sync_dir(dir)?;
+            if let Some(lock) = lock {
+                lock.bump()?;
+            }
+            io.remove(&tmp)
         }
     }
 }

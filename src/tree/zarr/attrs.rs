@@ -73,10 +73,15 @@ impl Tree {
         };
         let differ = differing_members(&shown, &new);
         if !differ.is_empty() {
+            // Named up to a few (a hostile document may differ in a million).
+            let more = differ.len().saturating_sub(8);
+            let mut named = differ[..differ.len().min(8)].join(", ");
+            if more > 0 {
+                named.push_str(&format!(" and {more} more"));
+            }
             return Err(refuse(format!(
-                "members other than \"attributes\" differ ({}); only attributes can be \
-                 changed through the Zarr view",
-                differ.join(", ")
+                "members other than \"attributes\" differ ({named}); only attributes can be \
+                 changed through the Zarr view"
             )));
         }
         let empty = Value::Object(Map::new());
@@ -155,7 +160,21 @@ fn same_json(a: &Value, b: &Value) -> bool {
     match (a, b) {
         (Value::Number(x), Value::Number(y)) => match (x.is_f64(), y.is_f64()) {
             (false, false) => x == y,
-            _ => x.as_f64() == y.as_f64(),
+            (true, true) => x.as_f64() == y.as_f64(),
+            // An integer equals a float only when the float holds it exactly.
+            _ => {
+                let (int, float) = if x.is_f64() { (y, x) } else { (x, y) };
+                let exact = |f: f64| {
+                    f.fract() == 0.0 && f.abs() < 9_007_199_254_740_992.0 && {
+                        let i = f as i128;
+                        int.as_i64()
+                            .map(i128::from)
+                            .or(int.as_u64().map(i128::from))
+                            == Some(i)
+                    }
+                };
+                float.as_f64().is_some_and(exact)
+            }
         },
         (Value::Array(x), Value::Array(y)) => {
             x.len() == y.len() && x.iter().zip(y).all(|(x, y)| same_json(x, y))
@@ -185,6 +204,13 @@ mod tests {
         assert!(!same_json(&json!({"a": 1}), &json!({"a": 1, "b": 2})));
         assert!(!same_json(&json!([1]), &json!([1, 1])));
         assert!(!same_json(&json!("0"), &json!(0)));
+        // Not equal by rounding: 2^53 + 1 is no float.
+        assert!(!same_json(
+            &json!(9_007_199_254_740_993_u64),
+            &json!(9_007_199_254_740_992.0)
+        ));
+        assert!(same_json(&json!(-3), &json!(-3.0)));
+        assert!(!same_json(&json!(1), &json!(1.5)));
     }
 
     #[test]
