@@ -345,7 +345,8 @@ pub fn chunk_cparams(array: &Array) -> Result<CParams, ContainerError> {
 /// [`ContainerError::Unsupported`] for a source b2fs cannot write (naming the reason),
 /// [`ContainerError::Changed`] when the source changed on disk since `array` was opened,
 /// [`ContainerError::Io`] for I/O failures (the source then still reads as before or as
-/// after the commit).
+/// after the commit); [`ContainerError::Restored`] for one undone whose modification time
+/// could not be given back.
 pub fn commit(array: &Array, edit: &Edit) -> Result<(), ContainerError> {
     let mut io = io::Io::new(None);
     commit_io(array, edit, &mut io)
@@ -370,6 +371,23 @@ pub fn commit_with_crash_after(
         Err(_) if io.crashed() => Ok(false),
         Err(e) => Err(e),
     }
+}
+
+/// Tests: [`commit`], where giving a file back its modification time (the undoing of a
+/// contiguous frame's commit that failed before its commit point) fails with `errno`.
+///
+/// # Errors
+///
+/// As [`commit`].
+#[doc(hidden)]
+pub fn commit_failing_time_reset(
+    array: &Array,
+    edit: &Edit,
+    errno: i32,
+) -> Result<(), ContainerError> {
+    let mut io = io::Io::new(None);
+    io.fail_times_with(errno);
+    commit_io(array, edit, &mut io)
 }
 
 fn commit_io(array: &Array, edit: &Edit, io: &mut io::Io) -> Result<(), ContainerError> {

@@ -202,3 +202,59 @@ fn a_spool_that_fails_fails_the_commit_leaves_the_source_and_keeps_the_edits() {
         );
     }
 }
+
+/// A contiguous frame's commit that fails before its commit point is undone, but its file
+/// cannot be given back its modification time (a file of another owner, which a read-write
+/// mount may write but whose times only its owner sets): the mount takes the state its own
+/// undoing left as its own, so the edits are kept and a retry commits them (not ESTALE, as
+/// if another writer had changed the file), and python-blosc2 reads the retry.
+#[test]
+fn an_undone_commit_whose_mtime_cannot_be_reset_keeps_the_edits() {
+    let py = or_skip!(support::python(
+        "an_undone_commit_whose_mtime_cannot_be_reset_keeps_the_edits"
+    ));
+    let dir = make_sources(&py);
+    let src = dir.path().join("c.b2nd");
+    let spill = tempfile::tempdir().unwrap();
+    let t = tree(&src, spill.path());
+    let npy = ino(&t, "array.npy");
+    let before = tree_read(&t, npy, 1 << 20).unwrap();
+    let hlen = before.len() - CHUNKS * CHUNK;
+    let stored = std::fs::read(&src).unwrap();
+    let mtime = std::fs::metadata(&src).unwrap().modified().unwrap();
+    let want = noise(CHUNKS * ITEMS, 90);
+    let fh = t.open(npy, libc::O_RDWR).unwrap();
+    write_items(&t, npy, fh, hlen, &want);
+    // The spool cannot be read back: the commit fails after writing past the frame's end,
+    // and the undoing cannot set the time back.
+    t.fail_commit_spool(0, libc::EIO);
+    t.fail_time_reset(libc::EPERM);
+    let e = t.fsync(npy, fh).unwrap_err();
+    assert_eq!(e.errno(), libc::EIO, "{e}");
+    assert!(
+        std::fs::read(&src).unwrap() == stored,
+        "the bytes are undone"
+    );
+    assert_ne!(
+        std::fs::metadata(&src).unwrap().modified().unwrap(),
+        mtime,
+        "the test's premise: the time was not given back"
+    );
+    t.fail_commit_spool(0, 0);
+    t.fail_time_reset(0);
+    let mut mine = Vec::new();
+    while mine.len() < before.len() {
+        let got = t.read(npy, fh, mine.len() as u64, 1 << 20).unwrap();
+        assert!(!got.is_empty());
+        mine.extend_from_slice(&got);
+    }
+    assert!(mine[hlen..] == want[..], "the edits are kept");
+    t.fsync(npy, fh).expect("the retry commits the kept edits");
+    t.release(fh).unwrap();
+    drop(t);
+    assert_eq!(
+        oracle_reads(&py, dir.path(), "b2nd", &src, &want),
+        "same",
+        "the retry is read by python-blosc2"
+    );
+}

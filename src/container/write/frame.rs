@@ -33,7 +33,7 @@ use super::{
 };
 use crate::codec::{CParams, ChunkFormat, Codec, compress, filter_id};
 use crate::container::frame::{Frame, retire, sparse_chunk_file, sparse_chunk_id};
-use crate::container::{Array, ChunkKind, ContainerError, SourceKind, attrs};
+use crate::container::{Array, ChunkKind, ContainerError, FileState, SourceKind, attrs};
 
 /// Special index entries (`docs/format/CONTAINERS.md` 1.5).
 pub(super) fn special_entry(kind: ChunkKind) -> Option<i64> {
@@ -508,13 +508,10 @@ fn commit_contiguous(
         io.sync(&file, path)
     })();
     if let Err(e) = shadow {
-        if !io.crashed() {
-            let _ = file.set_len(old.len());
-            if let Ok(mtime) = old.modified() {
-                let _ = file.set_modified(mtime);
-            }
+        if io.crashed() {
+            return Err(e);
         }
-        return Err(e);
+        return Err(restore(io, &file, path, &old, e));
     }
     // The commit point: one pwrite of the whole header.
     io.write_at(&file, path, 0, &header)?;
@@ -523,6 +520,42 @@ fn commit_contiguous(
         lock.bump()?;
     }
     Ok(())
+}
+
+/// Undoes the shadow writes of a contiguous commit that failed (`e`) before its commit point:
+/// the file cut back to its old length and given back its old mtime (`old`). When the time
+/// cannot be set (a file of another owner on a mount that may write it), the file is still
+/// byte-identical but another writer's change would look the same: the error then says so
+/// ([`ContainerError::Restored`], with the state the file is left in), so the caller can take
+/// that state as its own rather than drop its pending edits as stale. A file that cannot be
+/// cut back keeps the plain error (its bytes past the old end differ: C-Blosc2 finds the
+/// trailer from the file's end).
+fn restore(
+    io: &Io,
+    file: &std::fs::File,
+    path: &Path,
+    old: &std::fs::Metadata,
+    e: ContainerError,
+) -> ContainerError {
+    if file.set_len(old.len()).is_err() {
+        return e;
+    }
+    let reset = match old.modified() {
+        Ok(mtime) => io.set_mtime(file, path, mtime),
+        Err(why) => Err(io_err(path, why)),
+    };
+    let Err(why) = reset else {
+        return e;
+    };
+    match file.metadata() {
+        Ok(now) => ContainerError::Restored {
+            path: path.to_path_buf(),
+            left: Box::new(FileState::of(&now)),
+            why: why.to_string(),
+            source: Box::new(e),
+        },
+        Err(_) => e,
+    }
 }
 
 /// Ids of the chunk files in `dir` ([`sparse_chunk_id`]).

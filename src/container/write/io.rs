@@ -29,6 +29,8 @@ use crate::container::ContainerError;
 pub(super) struct Io {
     budget: Option<usize>,
     crashed: bool,
+    /// Tests: giving a file back its modification time fails with this errno.
+    fail_times: Option<i32>,
 }
 
 impl Io {
@@ -37,7 +39,14 @@ impl Io {
         Io {
             budget,
             crashed: false,
+            fail_times: None,
         }
+    }
+
+    /// Tests: [`Io::set_mtime`] fails with `errno` (as for a file of another owner, whose
+    /// times only its owner may set).
+    pub(super) fn fail_times_with(&mut self, errno: i32) {
+        self.fail_times = Some(errno);
     }
 
     /// Whether the budget ran out (a simulated crash).
@@ -98,6 +107,19 @@ impl Io {
             .map_err(|e| io_err(path, e))?;
         file.write_all_at(bytes, 0).map_err(|e| io_err(path, e))?;
         self.sync(&file, path)
+    }
+
+    /// Gives `file` back the modification time `mtime` (not a durable step: a restore).
+    pub(super) fn set_mtime(
+        &self,
+        file: &File,
+        path: &Path,
+        mtime: std::time::SystemTime,
+    ) -> Result<(), ContainerError> {
+        if let Some(errno) = self.fail_times {
+            return Err(io_err(path, std::io::Error::from_raw_os_error(errno)));
+        }
+        file.set_modified(mtime).map_err(|e| io_err(path, e))
     }
 
     /// Renames `from` over `to` (one step).
