@@ -60,7 +60,7 @@ use std::path::Path;
 use serde_json::Value;
 
 pub use compact::{Space, compact, compact_mounted, compact_mounted_with_crash_after, space};
-pub use io::SourceLock;
+pub use io::{BeforeCreate, SourceLock};
 pub use spool::{Chunk, DEFAULT_SPOOL_MEMORY, Spool, SpoolStats, open_unlinked};
 pub use store::{commit_group_attrs, commit_member, commit_member_with_crash_after};
 pub use table::TableRepair;
@@ -387,6 +387,19 @@ pub fn commit_failing_time_reset(
 ) -> Result<(), ContainerError> {
     let mut io = io::Io::new(None);
     io.fail_times_with(errno);
+    commit_io(array, edit, &mut io)
+}
+
+/// Tests: [`commit`], with `hook` called before each new file the commit makes (a sparse
+/// frame's chunk files), where a test may stand for another writer making it first.
+///
+/// # Errors
+///
+/// As [`commit`].
+#[doc(hidden)]
+pub fn commit_racing(array: &Array, edit: &Edit, hook: BeforeCreate) -> Result<(), ContainerError> {
+    let mut io = io::Io::new(None);
+    io.before_create(hook);
     commit_io(array, edit, &mut io)
 }
 

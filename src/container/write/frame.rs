@@ -12,7 +12,8 @@
 //! header in one `pwrite` at 0 (the commit point); fsync. Before that `pwrite` no byte a reader
 //! of the old header looks at has changed.
 //!
-//! Sparse order (6.3): each new chunk in a fresh-id file (fsync), directory fsync, the new
+//! Sparse order (6.3): each new chunk in a fresh-id file, created where no file is (fsync;
+//! a file another writer made there first is a conflict, not overwritten), directory fsync, the new
 //! `chunks.b2frame` in a temp file (fsync) renamed over the old one, directory fsync, then
 //! leftover chunk files of an earlier crash are removed; the chunk files this commit no longer
 //! references are removed once no frame opened before it is open
@@ -645,11 +646,29 @@ fn commit_sparse(
     // The new index is written to its temp file and renamed in the same scope: a failure up
     // to the rename (the temp file's creation after the new chunks used the disk's space)
     // also removes them.
+    // Only the files this commit made are removed: each is created where no file is, and one
+    // another writer made at a planned name meanwhile (after the listing above) is theirs,
+    // left alone, and the commit fails as for any change of another writer.
     let index_tmp = super::io::tmp_path(index_path);
+    let mut made: Vec<&Path> = Vec::with_capacity(files.len());
     let fresh = (|| {
         for (p, chunk) in &files {
             let bytes = chunk.bytes().map_err(|e| io_err(p, e))?;
-            io.create(p, &bytes)?;
+            match io.create_new(p, &bytes) {
+                Ok(()) => made.push(p),
+                Err(ContainerError::Io { source, .. })
+                    if source.kind() == std::io::ErrorKind::AlreadyExists =>
+                {
+                    return Err(changed(
+                        dir,
+                        format!(
+                            "chunk file {} was made by another writer meanwhile",
+                            p.display()
+                        ),
+                    ));
+                }
+                Err(e) => return Err(e),
+            }
         }
         if !files.is_empty() {
             io.sync_dir(dir)?;
@@ -661,7 +680,7 @@ fn commit_sparse(
     })();
     if let Err(e) = fresh {
         if !io.crashed() {
-            for (p, _) in &files {
+            for p in made {
                 let _ = std::fs::remove_file(p);
             }
             let _ = std::fs::remove_file(&index_tmp);

@@ -24,13 +24,30 @@ use std::path::Path;
 use super::io_err;
 use crate::container::ContainerError;
 
+/// Tests: called with each path a commit is about to create a file at (another writer may
+/// make it first).
+pub type BeforeCreate = Box<dyn FnMut(&Path)>;
+
 /// Performs and counts the durable steps of one commit.
-#[derive(Debug)]
 pub(super) struct Io {
     budget: Option<usize>,
     crashed: bool,
     /// Tests: giving a file back its modification time fails with this errno.
     fail_times: Option<i32>,
+    /// Tests: stands for another writer before each file [`Io::create`] or
+    /// [`Io::create_new`] makes.
+    before_create: Option<BeforeCreate>,
+}
+
+impl std::fmt::Debug for Io {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Io")
+            .field("budget", &self.budget)
+            .field("crashed", &self.crashed)
+            .field("fail_times", &self.fail_times)
+            .field("before_create", &self.before_create.is_some())
+            .finish()
+    }
 }
 
 impl Io {
@@ -40,7 +57,13 @@ impl Io {
             budget,
             crashed: false,
             fail_times: None,
+            before_create: None,
         }
+    }
+
+    /// Tests: `hook` runs before each file [`Io::create`] or [`Io::create_new`] makes.
+    pub(super) fn before_create(&mut self, hook: BeforeCreate) {
+        self.before_create = Some(hook);
     }
 
     /// Tests: [`Io::set_mtime`] fails with `errno` (as for a file of another owner, whose
@@ -99,6 +122,9 @@ impl Io {
     /// Creates (or truncates) `path`, writes `bytes` (one step) and fsyncs it (one step).
     pub(super) fn create(&mut self, path: &Path, bytes: &[u8]) -> Result<(), ContainerError> {
         self.step(path)?;
+        if let Some(hook) = &mut self.before_create {
+            hook(path);
+        }
         let file = OpenOptions::new()
             .write(true)
             .create(true)
@@ -120,6 +146,31 @@ impl Io {
             return Err(io_err(path, std::io::Error::from_raw_os_error(errno)));
         }
         file.set_modified(mtime).map_err(|e| io_err(path, e))
+    }
+
+    /// Creates `path`, which must not exist, writes `bytes` (one step) and fsyncs it (one
+    /// step): a file another writer made there first fails with `AlreadyExists` and is left
+    /// alone; one made but not filled is removed. On success the caller owns the file: it
+    /// removes it when the commit is undone.
+    pub(super) fn create_new(&mut self, path: &Path, bytes: &[u8]) -> Result<(), ContainerError> {
+        self.step(path)?;
+        if let Some(hook) = &mut self.before_create {
+            hook(path);
+        }
+        let file = OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(path)
+            .map_err(|e| io_err(path, e))?;
+        let filled = file
+            .write_all_at(bytes, 0)
+            .map_err(|e| io_err(path, e))
+            .and_then(|()| self.sync(&file, path));
+        if filled.is_err() && !self.crashed() {
+            // Its own file, not filled: removed (a crash leaves it, as a real one would).
+            let _ = std::fs::remove_file(path);
+        }
+        filled
     }
 
     /// Renames `from` over `to` (one step).
