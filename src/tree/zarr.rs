@@ -116,6 +116,12 @@ impl Tree {
         self.zarr.generation.fetch_add(1, Ordering::Relaxed);
     }
 
+    /// Tests: the Zarr view's documents are built again at their next read, as after a
+    /// commit.
+    pub fn zarr_rebuild_documents(&self) {
+        self.zarr_changed();
+    }
+
     /// Collection leaf `n` opened after failed attempts: what the view left out of it (and
     /// the documents built while it failed) is made again at the next look.
     pub(crate) fn zarr_leaf_recovered(&self, n: u64) {
@@ -320,7 +326,9 @@ impl Tree {
         }
         let built = match &child.kind {
             NodeKind::Dir { data: None, .. } => true,
-            NodeKind::Leaf(lazy) => lazy.built.tried(),
+            // A leaf that failed to open is listed (its directory gives EIO), not tried
+            // again by a listing (nor by a consolidation that lists: `consolidated.rs`).
+            NodeKind::Leaf(lazy) => lazy.built.is_laid_out(),
             _ => return None,
         };
         if let Some(why) = names::refused(&child.name) {
