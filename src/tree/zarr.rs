@@ -39,6 +39,7 @@
 //!   once and kept in the root's `user.b2fs.zarr_omitted` extended attribute.
 
 mod consolidated;
+mod docs;
 mod follow;
 mod geom;
 mod ino;
@@ -75,9 +76,6 @@ const NO_NPY: &str = "it has no NPY view (see the log for why)";
 /// An array's Zarr geometry, or why it has none.
 type GeomOf = Result<Arc<Geom>, String>;
 
-/// A document and the generation it was built in.
-type Built = (u64, Arc<[u8]>);
-
 /// The view's state in a tree.
 #[derive(Debug, Default)]
 pub(crate) struct ZarrState {
@@ -88,8 +86,8 @@ pub(crate) struct ZarrState {
     /// Bumped whenever metadata may have changed (commits, reloads).
     generation: AtomicU64,
     /// Group `zarr.json` documents (with their consolidated metadata) by inode, with the
-    /// generation each was built in (`consolidated.rs`).
-    group_json: Mutex<HashMap<u64, Built>>,
+    /// generation each was built in (`consolidated.rs`), within a byte budget (`docs.rs`).
+    group_json: Mutex<docs::DocCache>,
     /// Per array: the geometry of its NPY view of that moment.
     geoms: Mutex<HashMap<ArrayId, (Arc<Npy>, GeomOf)>>,
     /// Arrays left out, by Zarr path, with the reason.
@@ -114,6 +112,18 @@ impl Tree {
     /// is built again when next asked for.
     pub(crate) fn zarr_changed(&self) {
         self.zarr.generation.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Tests: the group documents of the Zarr view are kept within `bytes` (default
+    /// [`docs::DOC_BUDGET`]); the least recently read past it are built again when read.
+    pub fn set_zarr_doc_budget(&self, bytes: usize) {
+        self.zarr.group_json.lock().set_budget(bytes);
+    }
+
+    /// The group documents of the Zarr view kept now: (bytes, documents, documents dropped
+    /// to stay within the budget so far).
+    pub fn zarr_doc_usage(&self) -> (usize, usize, u64) {
+        self.zarr.group_json.lock().usage()
     }
 
     /// Tests: the Zarr view's documents are built again at their next read, as after a

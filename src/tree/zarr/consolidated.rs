@@ -5,7 +5,8 @@
 //!
 //! Rules:
 //! - **Built when first read or `stat`ed** and kept until the view's generation moves (a
-//!   commit, a reload); a collection leaf not laid out yet gives its metadata from its
+//!   commit, a reload), within a byte budget (`docs.rs`: past it the least recently read
+//!   are built again when read); a collection leaf not laid out yet gives its metadata from its
 //!   header (`quick.rs`) without being laid out.
 //! - **Keys are relative to the group** the document belongs to; a nested group's entry has
 //!   an empty `metadata` of its own (zarr-python's flattened form). An array left out of the
@@ -53,10 +54,8 @@ impl Tree {
     fn zarr_consolidated(&self, z: ZNode) -> Result<Arc<[u8]>, TreeError> {
         let key = z.ino().ok_or(TreeError::NotFound)?;
         let generation = self.zarr.generation.load(Ordering::Relaxed);
-        if let Some((g, bytes)) = self.zarr.group_json.lock().get(&key) {
-            if *g == generation {
-                return Ok(bytes.clone());
-            }
+        if let Some(bytes) = self.zarr.group_json.lock().get(key, generation) {
+            return Ok(bytes);
         }
         let started = std::time::Instant::now();
         // Once before every leaf below is opened (lookups follow at most every 50 ms).
@@ -77,10 +76,12 @@ impl Tree {
             if base.is_empty() { "" } else { "/" },
             started.elapsed().as_secs_f64() * 1e3
         );
-        let mut docs = self.zarr.group_json.lock();
-        // Documents of older generations are dropped, not only replaced.
-        docs.retain(|_, (g, _)| *g == generation);
-        docs.insert(key, (generation, bytes.clone()));
+        // Documents of older generations are dropped, not only replaced; past the budget,
+        // the least recently read.
+        self.zarr
+            .group_json
+            .lock()
+            .insert(key, generation, bytes.clone());
         Ok(bytes)
     }
 
