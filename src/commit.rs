@@ -328,11 +328,24 @@ impl Committer {
                 ..Default::default()
             },
         };
+        let spool = container_edit.spool.clone();
+        let res = self.commit_to(target, container_edit, &edited);
+        self.account(spool.as_ref().map(|s| s.lock()).as_deref());
+        res
+    }
+
+    /// [`Committer::commit`] of the container edit `container_edit` (of chunks `edited`).
+    fn commit_to(
+        &mut self,
+        target: Target<'_>,
+        container_edit: write::Edit,
+        edited: &[usize],
+    ) -> Result<Committed, ContainerError> {
         match target {
-            Target::Array(live) => self.commit_array(live, &container_edit, &edited),
+            Target::Array(live) => self.commit_array(live, &container_edit, edited),
             // A column's attributes are its own carray's.
             Target::Column { live, .. } if container_edit.attrs.is_some() => {
-                self.commit_array(live, &container_edit, &edited)
+                self.commit_array(live, &container_edit, edited)
             }
             Target::Column { table, live } => {
                 if live.get().changed_on_disk()? {
@@ -505,13 +518,27 @@ impl Committer {
                 });
             }
         }
-        let s = spool.stats();
-        {
-            let mut stats = self.stats.lock();
-            stats.spilled_chunks += s.spilled_chunks;
-            stats.spilled_bytes += s.spilled_bytes;
+        // The commit keeps the chunks it makes itself (special chunks re-encoded for a
+        // variable-size frame) in the same spool; what it held is counted after the commit
+        // (`Committer::account`).
+        if edit.is_empty() {
+            self.account(Some(&spool));
+            return Ok(None);
         }
-        Ok((!edit.is_empty()).then_some(edit))
+        edit.spool = Some(std::sync::Arc::new(parking_lot::Mutex::new(spool)));
+        Ok(Some(edit))
+    }
+
+    /// Adds what the spool of a commit held (peak in memory, chunks and bytes spilled) to the
+    /// committer's stats.
+    fn account(&self, spool: Option<&write::Spool>) {
+        let Some(s) = spool.map(write::Spool::stats) else {
+            return;
+        };
+        let mut stats = self.stats.lock();
+        stats.peak_bytes = stats.peak_bytes.max(s.peak);
+        stats.spilled_chunks += s.spilled_chunks;
+        stats.spilled_bytes += s.spilled_bytes;
     }
 
     /// Issue 21, bounded growth: after a commit of the mount, compacts the contiguous frame

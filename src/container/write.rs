@@ -8,8 +8,9 @@
 //! unlinked file, `spool.rs`) and reopens
 //! the source with [`super::open`] afterwards; the [`Array`] given to [`commit`] is never
 //! updated. It decodes chunk data only where a commit must re-store rows it did not get:
-//! special chunks re-encoded for variable-size frames (`frame.rs`) and the kept rows of the
-//! chunk a ctable column is cut or extended in (`table.rs`).
+//! special chunks re-encoded for variable-size frames (`frame.rs`: they wait in the edit's
+//! [`Spool`], [`Edit::spool`], like its own chunks) and the kept rows of the chunk a ctable
+//! column is cut or extended in (`table.rs`).
 //!
 //! Spec: `docs/format/CONTAINERS.md` 1 (frame layout), 2 (sparse frames), 3 (how C-Blosc2 mutates),
 //! 4.1/4.3 (vlmeta encoding, the b2nd metalayer), 5 (bcolz) and the safe commit orders of 6.2
@@ -82,6 +83,10 @@ pub struct Edit {
     /// New user attributes (a JSON object in the container's attrs mapping) to store as
     /// vlmeta (frames) or the `__attrs__` file (bcolz).
     pub attrs: Option<serde_json::Value>,
+    /// Where chunks the commit makes itself wait until written (special chunks re-encoded
+    /// when a frame turns variable-size, `frame.rs`): the [`Spool`] the edit's own chunks
+    /// went through, so that they are held within the same bound; `None`: in memory.
+    pub spool: Option<std::sync::Arc<parking_lot::Mutex<Spool>>>,
 }
 
 impl Edit {

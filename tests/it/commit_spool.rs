@@ -258,3 +258,64 @@ fn an_undone_commit_whose_mtime_cannot_be_reset_keeps_the_edits() {
         "the retry is read by python-blosc2"
     );
 }
+
+/// A plain frame of python-blosc2's with three zero chunks stored as special offsets (the
+/// last one partial) turns variable-size when a chunk is appended after it: the commit
+/// re-encodes the three as regular chunks, and keeps them in its spool like the appended
+/// one, so under a one-byte bound all four go through the spool file (`commit_*` on the
+/// root), none held in memory; python-blosc2 reads every chunk back.
+#[test]
+fn special_chunks_re_encoded_for_a_variable_size_frame_go_through_the_spool() {
+    let py = or_skip!(support::python(
+        "special_chunks_re_encoded_for_a_variable_size_frame_go_through_the_spool"
+    ));
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("fill.b2frame");
+    std::fs::copy(
+        support::data_dir().join("frames/schunk_fill_special.b2frame"),
+        &src,
+    )
+    .unwrap();
+    let spill = tempfile::tempdir().unwrap();
+    let t = Tree::from_source(
+        &src,
+        TreeOptions {
+            edit_budget: 1,
+            ..no_prefetch(true)
+        },
+    )
+    .unwrap();
+    t.set_spill_dir(spill.path().to_path_buf());
+    let data = ino(&t, "data");
+    let appended = noise(2000, 5);
+    let (attr, fh) = t.create(data, "00000003.bin").unwrap();
+    assert_eq!(t.write(attr.ino, fh, 0, &appended).unwrap(), 8000);
+    t.fsync(attr.ino, fh).unwrap();
+    t.release(fh).unwrap();
+    let s = t.commit_stats();
+    assert_eq!(
+        (s.spilled_chunks, s.peak_bytes),
+        (4, 0),
+        "the appended chunk and the three re-encoded ones spilled: {s:?}"
+    );
+    assert_eq!(root_xattr(&t, "commit_spilled_chunks"), 4);
+    assert_eq!(root_xattr(&t, "commit_peak_bytes"), 0);
+    drop(t);
+    let raw = dir.path().join("appended.raw");
+    std::fs::write(&raw, &appended).unwrap();
+    let check = r#"
+import sys, numpy as np, blosc2
+s = blosc2.open(sys.argv[1], mode="r")
+want = [bytes(8000), bytes(8000), bytes(4000), open(sys.argv[2], "rb").read()]
+got = [bytes(s.decompress_chunk(i)) for i in range(s.nchunks)]
+print("same" if got == want else f"differ: {[len(g) for g in got]}")
+"#;
+    assert_eq!(
+        support::python_says(
+            &py,
+            &["-c", check, &src.to_string_lossy(), &raw.to_string_lossy()]
+        ),
+        "same",
+        "python-blosc2 reads the variable-size frame"
+    );
+}

@@ -153,6 +153,7 @@ fn writer_cframe_update_append_after_partial_and_attrs() {
                 appends: vec![b2fs::container::write::Chunk::from(encode(a, &app))],
                 truncate: None,
                 attrs: Some(json!({"made_by": "b2fs gen_fixtures", "unit": "m", "n": [1, 2]})),
+                ..Edit::default()
             };
             (edit, want)
         },
@@ -218,6 +219,7 @@ fn writer_sframe_update_append_attrs() {
                 appends: vec![b2fs::container::write::Chunk::from(encode(a, &app))],
                 truncate: None,
                 attrs: Some(json!({"k": "v"})),
+                ..Edit::default()
             };
             (edit, want)
         },
@@ -281,6 +283,7 @@ fn writer_b2nd_1d_update_zeros_append_attrs() {
                 appends: vec![b2fs::container::write::Chunk::from(encode(a, &app))],
                 truncate: None,
                 attrs: Some(attrs),
+                ..Edit::default()
             };
             (edit, want)
         },
@@ -457,6 +460,7 @@ fn writer_bcolz_update_grow_leftover_append_attrs() {
                 appends: vec![b2fs::container::write::Chunk::from(encode(a, &tail))],
                 truncate: None,
                 attrs: Some(json!({"unit": "K\u{e9}lvin", "n": 3})),
+                ..Edit::default()
             };
             (edit, want.concat())
         },

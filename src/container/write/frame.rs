@@ -157,13 +157,32 @@ pub(super) fn vlmeta_layers(
 /// array's chunk parameters (looked up once): C-Blosc2 3.3 cannot read such a chunk stored in
 /// a frame (seen as "Cannot inspect the first chunk in frame"), only as a special offset,
 /// which variable-size frames cannot have.
+/// Each re-encoded chunk waits in the edit's spool when it has one (within the commit's
+/// bound, like the edit's own chunks), else in memory.
 struct Reencoder<'a> {
     array: &'a Array,
     params: Option<CParams>,
+    spool: Option<&'a parking_lot::Mutex<super::Spool>>,
 }
 
 impl Reencoder<'_> {
-    fn regular(&mut self, chunk: &[u8]) -> Result<Vec<u8>, ContainerError> {
+    fn regular(&mut self, chunk: &[u8]) -> Result<Chunk, ContainerError> {
+        let bytes = self.encode(chunk)?;
+        match self.spool {
+            None => Ok(bytes.into()),
+            Some(spool) => spool.lock().add(bytes).map_err(|e| {
+                io_err(
+                    self.array.path(),
+                    std::io::Error::new(
+                        e.kind(),
+                        format!("keeping a re-encoded special chunk in the commit's spool: {e}"),
+                    ),
+                )
+            }),
+        }
+    }
+
+    fn encode(&mut self, chunk: &[u8]) -> Result<Vec<u8>, ContainerError> {
         let path = self.array.path();
         let why = |e: crate::codec::CodecError| {
             unsupported(path, format!("re-encoding a special chunk: {e}"))
@@ -276,6 +295,7 @@ fn layout<'e>(array: &Array, f: &Frame, edit: &'e Edit) -> Result<Layout<'e>, Co
     let mut re = Reencoder {
         array,
         params: None,
+        spool: edit.spool.as_deref(),
     };
     let mut entries = Vec::with_capacity(n);
     for s in &slots {
@@ -287,7 +307,7 @@ fn layout<'e>(array: &Array, f: &Frame, edit: &'e Edit) -> Result<Layout<'e>, Co
                 if e < 0 && switching {
                     // Special offsets have no size in variable mode: store the chunk (its
                     // size is still known from the fixed-size header).
-                    Entry::Store(Cow::Owned(re.regular(&array.chunk_bytes(*i)?)?.into()))
+                    Entry::Store(Cow::Owned(re.regular(&array.chunk_bytes(*i)?)?))
                 } else {
                     Entry::Keep(e)
                 }
@@ -308,7 +328,7 @@ fn layout<'e>(array: &Array, f: &Frame, edit: &'e Edit) -> Result<Layout<'e>, Co
                     }
                     _ => {
                         let special = bytes.bytes().map_err(|e| io_err(path, e))?;
-                        Entry::Store(Cow::Owned(re.regular(&special)?.into()))
+                        Entry::Store(Cow::Owned(re.regular(&special)?))
                     }
                 },
             },
