@@ -114,8 +114,8 @@ impl Tree {
         self.zarr.generation.fetch_add(1, Ordering::Relaxed);
     }
 
-    /// Tests: the group documents of the Zarr view are kept within `bytes` (default
-    /// [`docs::DOC_BUDGET`]); the least recently read past it are built again when read.
+    /// Tests: the group documents of the Zarr view are kept within `bytes` (default 64 MiB);
+    /// the least recently read past it are built again when read.
     pub fn set_zarr_doc_budget(&self, bytes: usize) {
         self.zarr.group_json.lock().set_budget(bytes);
     }
