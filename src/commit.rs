@@ -181,6 +181,8 @@ pub struct Committer {
     /// Crash tests: the next frame or carray commit performs only this many durable steps
     /// ([`write::commit_with_crash_after`]) and then fails as a crash there would.
     crash_after: Option<usize>,
+    /// Tests: giving a file back its mtime, when a commit is undone, fails with this errno.
+    time_fail: Option<i32>,
     /// Per single-array source (by path): its dead space, given back by compaction.
     reclaim: HashMap<PathBuf, Reclaim>,
 }
@@ -197,9 +199,41 @@ impl Default for Committer {
                 ..CommitStats::default()
             })),
             crash_after: None,
+            time_fail: None,
             reclaim: HashMap::new(),
         }
     }
+}
+
+/// The answer to a commit of `live` that failed with `e`. One undone whose file could not
+/// be given back its mtime ([`ContainerError::Restored`]) left the file byte-identical to the
+/// version `live` holds, in a state the mount takes as its own ([`LiveArray::adopt`]): else
+/// its next commit would take the moved mtime for another writer's change and drop the
+/// pending edits (ESTALE). Logged; the commit's own failure is the answer.
+fn adopt_undone(live: &LiveArray, e: ContainerError) -> ContainerError {
+    let ContainerError::Restored {
+        path,
+        left,
+        why,
+        source,
+    } = e
+    else {
+        return e;
+    };
+    let path = path.display();
+    match live.adopt(*left) {
+        Ok(true) => log::warn!(
+            "{path}: a failed commit was undone but its modification time could not be given back ({why}); the pending edits are kept"
+        ),
+        Ok(false) => log::warn!(
+            "{path}: a failed commit was undone but its modification time could not be given back ({why}), and the file changed again since: another writer's change"
+        ),
+        Err(r) => log::warn!(
+            "{path}: a failed commit was undone but its modification time could not be given back ({why}), and reopening it failed: {}",
+            crate::error::display_chain(&r)
+        ),
+    }
+    *source
 }
 
 impl Committer {
@@ -231,6 +265,13 @@ impl Committer {
     /// `read` (0: they work).
     pub fn fail_spool(&mut self, write: i32, read: i32) {
         self.spool_fail = (write, read);
+    }
+
+    /// Tests: when a contiguous frame's commit is undone (it failed before its commit point),
+    /// giving the file back its modification time fails with `errno` (0: it works), as for a
+    /// file of another owner.
+    pub fn fail_time_reset(&mut self, errno: i32) {
+        self.time_fail = (errno != 0).then_some(errno);
     }
 
     /// What the commits so far held.
@@ -287,11 +328,24 @@ impl Committer {
                 ..Default::default()
             },
         };
+        let spool = container_edit.spool.clone();
+        let res = self.commit_to(target, container_edit, &edited);
+        self.account(spool.as_ref().map(|s| s.lock()).as_deref());
+        res
+    }
+
+    /// [`Committer::commit`] of the container edit `container_edit` (of chunks `edited`).
+    fn commit_to(
+        &mut self,
+        target: Target<'_>,
+        container_edit: write::Edit,
+        edited: &[usize],
+    ) -> Result<Committed, ContainerError> {
         match target {
-            Target::Array(live) => self.commit_array(live, &container_edit, &edited),
+            Target::Array(live) => self.commit_array(live, &container_edit, edited),
             // A column's attributes are its own carray's.
             Target::Column { live, .. } if container_edit.attrs.is_some() => {
-                self.commit_array(live, &container_edit, &edited)
+                self.commit_array(live, &container_edit, edited)
             }
             Target::Column { table, live } => {
                 if live.get().changed_on_disk()? {
@@ -351,7 +405,9 @@ impl Committer {
         edited: &[usize],
     ) -> Result<Committed, ContainerError> {
         live.committing(|array| {
-            self.write(array, edit)?;
+            if let Err(e) = self.write(array, edit) {
+                return Err(adopt_undone(live, e));
+            }
             live.reload(Change::Own(edited))
         })?;
         self.reclaim(live);
@@ -361,7 +417,10 @@ impl Committer {
     /// [`write::commit`], or its crash-test variant when [`Committer::crash_after`] asked.
     fn write(&mut self, array: &Array, edit: &write::Edit) -> Result<(), ContainerError> {
         let Some(steps) = self.crash_after.take() else {
-            return write::commit(array, edit);
+            return match self.time_fail {
+                Some(errno) => write::commit_failing_time_reset(array, edit, errno),
+                None => write::commit(array, edit),
+            };
         };
         match write::commit_with_crash_after(array, edit, steps)? {
             true => Ok(()),
@@ -459,13 +518,27 @@ impl Committer {
                 });
             }
         }
-        let s = spool.stats();
-        {
-            let mut stats = self.stats.lock();
-            stats.spilled_chunks += s.spilled_chunks;
-            stats.spilled_bytes += s.spilled_bytes;
+        // The commit keeps the chunks it makes itself (special chunks re-encoded for a
+        // variable-size frame) in the same spool; what it held is counted after the commit
+        // (`Committer::account`).
+        if edit.is_empty() {
+            self.account(Some(&spool));
+            return Ok(None);
         }
-        Ok((!edit.is_empty()).then_some(edit))
+        edit.spool = Some(std::sync::Arc::new(parking_lot::Mutex::new(spool)));
+        Ok(Some(edit))
+    }
+
+    /// Adds what the spool of a commit held (peak in memory, chunks and bytes spilled) to the
+    /// committer's stats.
+    fn account(&self, spool: Option<&write::Spool>) {
+        let Some(s) = spool.map(write::Spool::stats) else {
+            return;
+        };
+        let mut stats = self.stats.lock();
+        stats.peak_bytes = stats.peak_bytes.max(s.peak);
+        stats.spilled_chunks += s.spilled_chunks;
+        stats.spilled_bytes += s.spilled_bytes;
     }
 
     /// Issue 21, bounded growth: after a commit of the mount, compacts the contiguous frame

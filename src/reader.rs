@@ -525,15 +525,18 @@ impl ChunkReader {
     /// that are neither cached nor loading, never the block of `own` (when given: the one the
     /// caller decodes itself). What a page fault asks for the pages it will offer next, so that
     /// their blocks decode on the other core while the fault's own block decodes on its
-    /// thread. Nothing without prefetch threads.
+    /// thread. Nothing without prefetch threads. Returns whether every want was looked at
+    /// (`false`: `max` blocks were asked for before the last).
     pub fn prefetch_blocks(
         &self,
         store: &Arc<dyn ChunkStore>,
         own: Option<(ChunkId, usize)>,
         wants: impl IntoIterator<Item = (ChunkId, usize)>,
         max: usize,
-    ) {
-        let Some(p) = &self.prefetch else { return };
+    ) -> bool {
+        let Some(p) = &self.prefetch else {
+            return true;
+        };
         let core = &self.core;
         // A chunk's key, block size and size, looked up once for the wants in a row that lie
         // in it (a mapped scan's come a page at a time: thousands per fault).
@@ -559,7 +562,7 @@ impl ChunkReader {
         let mut latest = None;
         for (id, offset) in wants {
             if asked.len() >= max {
-                break;
+                return false;
             }
             let Some(b) = block((id, offset)) else {
                 continue;
@@ -578,6 +581,7 @@ impl ChunkReader {
             asked.push(b);
             p.request_block(store.clone(), id, offset, b);
         }
+        true
     }
 
     /// Asks the prefetch threads for the chunks after `id` (whose size is `nbytes`), or

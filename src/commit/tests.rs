@@ -180,3 +180,26 @@ fn a_crash_cut_commit_fails_and_leaves_old_or_new() {
         let _ = std::fs::remove_dir_all(dir);
     }
 }
+
+#[test]
+fn an_undoing_is_adopted_only_in_the_state_it_left() {
+    use std::time::{Duration, SystemTime};
+    let (dir, path) = copy("b2nd_1d_f8.b2nd");
+    let live = live(&path);
+    // The mount's own undoing: same bytes, another mtime.
+    let file = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
+    file.set_modified(SystemTime::now() + Duration::from_secs(7))
+        .unwrap();
+    let left = container::FileState::stat(&path).unwrap();
+    assert!(live.changed_on_disk());
+    // Another writer after it: its change is not taken as the mount's.
+    file.set_modified(SystemTime::now() + Duration::from_secs(9))
+        .unwrap();
+    assert!(!live.adopt(left).unwrap());
+    assert!(live.changed_on_disk());
+    let left = container::FileState::stat(&path).unwrap();
+    assert!(live.adopt(left).unwrap());
+    assert!(!live.changed_on_disk());
+    assert!(!live.get().changed_on_disk().unwrap());
+    let _ = std::fs::remove_dir_all(dir);
+}

@@ -63,6 +63,24 @@ pub enum ContainerError {
         /// Who uses it.
         why: String,
     },
+    /// A commit failed (`source`) before its commit point and gave every byte of the source
+    /// back, but not its modification time (a file whose times only its owner may set): the
+    /// file is byte-identical to the version the commit was made against, in the state
+    /// `left`. Whoever holds that version may reopen it and take `left` as its own, rather
+    /// than as another writer's change that makes its pending edits stale.
+    #[error(
+        "{path}: the failed commit was undone, but its modification time could not be given back ({why})"
+    )]
+    Restored {
+        /// The frame file.
+        path: PathBuf,
+        /// The state (identity, length, mtime) the file was left in.
+        left: Box<super::FileState>,
+        /// Why the time could not be set.
+        why: String,
+        /// The commit's failure.
+        source: Box<ContainerError>,
+    },
     /// A structural field is wrong.
     #[error("{path}: malformed {what} at offset {offset}: {why}")]
     Malformed {

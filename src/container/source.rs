@@ -138,7 +138,7 @@ impl FileState {
         std::fs::metadata(path).ok().map(|m| FileState::of(&m))
     }
 
-    fn of(meta: &std::fs::Metadata) -> FileState {
+    pub(crate) fn of(meta: &std::fs::Metadata) -> FileState {
         use std::os::unix::fs::MetadataExt;
         FileState {
             id: (meta.dev(), meta.ino()),

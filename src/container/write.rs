@@ -8,8 +8,9 @@
 //! unlinked file, `spool.rs`) and reopens
 //! the source with [`super::open`] afterwards; the [`Array`] given to [`commit`] is never
 //! updated. It decodes chunk data only where a commit must re-store rows it did not get:
-//! special chunks re-encoded for variable-size frames (`frame.rs`) and the kept rows of the
-//! chunk a ctable column is cut or extended in (`table.rs`).
+//! special chunks re-encoded for variable-size frames (`frame.rs`: they wait in the edit's
+//! [`Spool`], [`Edit::spool`], like its own chunks) and the kept rows of the chunk a ctable
+//! column is cut or extended in (`table.rs`).
 //!
 //! Spec: `docs/format/CONTAINERS.md` 1 (frame layout), 2 (sparse frames), 3 (how C-Blosc2 mutates),
 //! 4.1/4.3 (vlmeta encoding, the b2nd metalayer), 5 (bcolz) and the safe commit orders of 6.2
@@ -61,7 +62,7 @@ use std::path::Path;
 use serde_json::Value;
 
 pub use compact::{Space, compact, compact_mounted, compact_mounted_with_crash_after, space};
-pub use io::SourceLock;
+pub use io::{BeforeCreate, SourceLock};
 pub use spool::{Chunk, DEFAULT_SPOOL_MEMORY, Spool, SpoolStats, open_unlinked};
 pub use store::{
     commit_group_attrs, commit_group_attrs_with_crash_after, commit_member,
@@ -86,6 +87,10 @@ pub struct Edit {
     /// New user attributes (a JSON object in the container's attrs mapping) to store as
     /// vlmeta (frames) or the `__attrs__` file (bcolz).
     pub attrs: Option<serde_json::Value>,
+    /// Where chunks the commit makes itself wait until written (special chunks re-encoded
+    /// when a frame turns variable-size, `frame.rs`): the [`Spool`] the edit's own chunks
+    /// went through, so that they are held within the same bound; `None`: in memory.
+    pub spool: Option<std::sync::Arc<parking_lot::Mutex<Spool>>>,
 }
 
 impl Edit {
@@ -349,7 +354,8 @@ pub fn chunk_cparams(array: &Array) -> Result<CParams, ContainerError> {
 /// [`ContainerError::Unsupported`] for a source b2fs cannot write (naming the reason),
 /// [`ContainerError::Changed`] when the source changed on disk since `array` was opened,
 /// [`ContainerError::Io`] for I/O failures (the source then still reads as before or as
-/// after the commit).
+/// after the commit); [`ContainerError::Restored`] for one undone whose modification time
+/// could not be given back.
 pub fn commit(array: &Array, edit: &Edit) -> Result<(), ContainerError> {
     let mut io = io::Io::new(None);
     commit_io(array, edit, &mut io)
@@ -374,6 +380,36 @@ pub fn commit_with_crash_after(
         Err(_) if io.crashed() => Ok(false),
         Err(e) => Err(e),
     }
+}
+
+/// Tests: [`commit`], where giving a file back its modification time (the undoing of a
+/// contiguous frame's commit that failed before its commit point) fails with `errno`.
+///
+/// # Errors
+///
+/// As [`commit`].
+#[doc(hidden)]
+pub fn commit_failing_time_reset(
+    array: &Array,
+    edit: &Edit,
+    errno: i32,
+) -> Result<(), ContainerError> {
+    let mut io = io::Io::new(None);
+    io.fail_times_with(errno);
+    commit_io(array, edit, &mut io)
+}
+
+/// Tests: [`commit`], with `hook` called before each new file the commit makes (a sparse
+/// frame's chunk files), where a test may stand for another writer making it first.
+///
+/// # Errors
+///
+/// As [`commit`].
+#[doc(hidden)]
+pub fn commit_racing(array: &Array, edit: &Edit, hook: BeforeCreate) -> Result<(), ContainerError> {
+    let mut io = io::Io::new(None);
+    io.before_create(hook);
+    commit_io(array, edit, &mut io)
 }
 
 fn commit_io(array: &Array, edit: &Edit, io: &mut io::Io) -> Result<(), ContainerError> {

@@ -269,9 +269,34 @@ impl LiveArray {
     /// A followed remote source is opened again through its byte source
     /// ([`crate::container::ByteSource::reopen`]).
     pub fn reload(&self, change: Change<'_>) -> Result<(), ContainerError> {
+        self.reopen(change, None).map(|_| ())
+    }
+
+    /// After the mount's own commit was undone but left its file in state `left` (another
+    /// mtime: [`ContainerError::Restored`]), byte-identical to the current version: reopens
+    /// it and takes that state as the current version's, so the mount does not take its own
+    /// undoing for another writer's change. Returns `false`, reopening nothing, when the
+    /// file is no longer in that state (another writer changed it since: that change stays
+    /// one).
+    ///
+    /// # Errors
+    /// As [`LiveArray::reload`].
+    pub fn adopt(&self, left: FileState) -> Result<bool, ContainerError> {
+        self.reopen(Change::Own(&[]), Some(left))
+    }
+
+    /// [`LiveArray::reload`]; with `expect`, only when the one watched file is in that state.
+    fn reopen(
+        &self,
+        change: Change<'_>,
+        expect: Option<FileState>,
+    ) -> Result<bool, ContainerError> {
         // Taken before the open: a change while it opens shows as a change later.
         let files = self.get().watched_files();
         let seen: Vec<Option<FileState>> = files.iter().map(|f| FileState::stat(f)).collect();
+        if expect.is_some_and(|left| seen != [Some(left)]) {
+            return Ok(false);
+        }
         let io = |source| ContainerError::Io {
             path: self.path.clone(),
             source,
@@ -295,7 +320,7 @@ impl LiveArray {
             Container::Array(a) => {
                 self.install(a, change);
                 *self.seen.lock() = seen;
-                Ok(())
+                Ok(true)
             }
             Container::Table(_) => Err(ContainerError::Unsupported {
                 path: self.path.clone(),

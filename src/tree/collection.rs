@@ -94,6 +94,18 @@ impl LeafBuild {
         self.done.get().is_some() || self.failed.lock().is_some()
     }
 
+    /// Whether the leaf failed before and an access at `now` would try it again (its
+    /// back-off has passed): the Zarr view's consolidation tries at most one such leaf that
+    /// fails again per document (`zarr/consolidated.rs`).
+    pub(super) fn due(&self, now: Instant) -> bool {
+        self.done.get().is_none() && self.failed.lock().is_some() && self.may_try(now).is_ok()
+    }
+
+    /// Whether the leaf was laid out.
+    pub(super) fn is_laid_out(&self) -> bool {
+        self.done.get().is_some()
+    }
+
     /// The children, once laid out.
     fn done(&self) -> Option<&[u64]> {
         self.done.get().map(Vec::as_slice)
@@ -174,6 +186,22 @@ impl LeafError {
             io: false,
         }
     }
+}
+
+/// Records a failed attempt to open leaf `lazy` (`io`: for an I/O reason, tried again after
+/// its back-off), logged; returns why.
+pub(super) fn leaf_failed(lazy: &LazyLeaf, why: String, io: bool) -> Arc<str> {
+    let (store, key) = (lazy.leaf.store_path().display(), lazy.leaf.key());
+    let f = lazy.built.failed(why.into(), io, Instant::now());
+    let next = match f.again {
+        Some(_) => format!("tried again at an access after {} s", f.wait.as_secs_f64()),
+        None => "not tried again until the source changes".to_owned(),
+    };
+    log::warn!(
+        "{store}: {key}: cannot open, its directory gives EIO ({next}): {}",
+        f.why
+    );
+    f.why
 }
 
 /// The layout of `collection`.
@@ -356,18 +384,7 @@ impl Tree {
                     self.zarr_leaf_recovered(ino);
                 }
             }
-            Err(e) => {
-                let f = lazy.built.failed(e.why.into(), e.io, Instant::now());
-                let next = match f.again {
-                    Some(_) => format!("tried again at an access after {} s", f.wait.as_secs_f64()),
-                    None => "not tried again until the source changes".to_owned(),
-                };
-                log::warn!(
-                    "{store}: {key}: cannot open, its directory gives EIO ({next}): {}",
-                    f.why
-                );
-                return Err(unavailable(f.why));
-            }
+            Err(e) => return Err(unavailable(leaf_failed(lazy, e.why, e.io))),
         }
         match lazy.built.done() {
             Some(children) => Ok(children),

@@ -270,6 +270,13 @@ impl Tree {
         self.committer.lock().fail_spool(write, read);
     }
 
+    /// Tests: when a contiguous frame's commit is undone, giving the file back its
+    /// modification time fails with `errno` (0: it works again), as for a file of another
+    /// owner on a mount that may write it.
+    pub fn fail_time_reset(&self, errno: i32) {
+        self.committer.lock().fail_time_reset(errno);
+    }
+
     /// The stored bytes of chunk `id`, the base of its buffer. Decoded outside the edits
     /// lock; the first writer's copy wins. A version another writer replaced meanwhile (issue
     /// 12): follow the source, then decode the new one.

@@ -131,24 +131,7 @@ impl TreeError {
             // Each container failure class gets its own errno; nothing was written for the
             // first four (the checks run before the first write).
             TreeError::StaleBase { .. } => libc::ESTALE,
-            TreeError::Commit { source, .. } => match source {
-                // An edit the format's rules do not allow (docs/SEMANTICS.md: "errno when refused").
-                ContainerError::Refused { .. } => libc::EINVAL,
-                // A source feature b2fs cannot write (a codec it cannot encode, ...).
-                ContainerError::Unsupported { .. } => libc::EOPNOTSUPP,
-                // Another writer changed the source since the mount read it: the edit was
-                // made against stale content.
-                ContainerError::Changed { .. } => libc::ESTALE,
-                // Being compacted by `b2fs compact`.
-                ContainerError::Busy { .. } => libc::EBUSY,
-                ContainerError::Io { .. }
-                | ContainerError::NotAContainer { .. }
-                | ContainerError::Malformed { .. }
-                | ContainerError::NoSuchChunk { .. }
-                | ContainerError::ChunkWindow { .. }
-                | ContainerError::Chunk { .. }
-                | ContainerError::Vlmeta { .. } => libc::EIO,
-            },
+            TreeError::Commit { source, .. } => commit_errno(source),
             // A corrupt chunk or an unreadable source: the data cannot be produced. EIO is what
             // a disk with a bad sector gives, which is the closest model for readers.
             TreeError::Container { .. } => libc::EIO,
@@ -159,6 +142,31 @@ impl TreeError {
 }
 
 pub use crate::error::display_chain;
+
+/// The errno of a commit that failed with `source`: each container failure class gets its own;
+/// nothing was written for the first four (the checks run before the first write).
+fn commit_errno(source: &ContainerError) -> i32 {
+    match source {
+        // An edit the format's rules do not allow (docs/SEMANTICS.md: "errno when refused").
+        ContainerError::Refused { .. } => libc::EINVAL,
+        // A source feature b2fs cannot write (a codec it cannot encode, ...).
+        ContainerError::Unsupported { .. } => libc::EOPNOTSUPP,
+        // Another writer changed the source since the mount read it: the edit was
+        // made against stale content.
+        ContainerError::Changed { .. } => libc::ESTALE,
+        // Being compacted by `b2fs compact`.
+        ContainerError::Busy { .. } => libc::EBUSY,
+        // Undone: the commit's own failure tells.
+        ContainerError::Restored { source, .. } => commit_errno(source),
+        ContainerError::Io { .. }
+        | ContainerError::NotAContainer { .. }
+        | ContainerError::Malformed { .. }
+        | ContainerError::NoSuchChunk { .. }
+        | ContainerError::ChunkWindow { .. }
+        | ContainerError::Chunk { .. }
+        | ContainerError::Vlmeta { .. } => libc::EIO,
+    }
+}
 
 #[cfg(test)]
 mod tests {

@@ -41,6 +41,7 @@
 
 mod attrs;
 mod consolidated;
+mod docs;
 mod follow;
 mod geom;
 mod ino;
@@ -77,9 +78,6 @@ const NO_NPY: &str = "it has no NPY view (see the log for why)";
 /// An array's Zarr geometry, or why it has none.
 type GeomOf = Result<Arc<Geom>, String>;
 
-/// A document and the generation it was built in.
-type Built = (u64, Arc<[u8]>);
-
 /// The view's state in a tree.
 #[derive(Debug, Default)]
 pub(crate) struct ZarrState {
@@ -90,8 +88,8 @@ pub(crate) struct ZarrState {
     /// Bumped whenever metadata may have changed (commits, reloads).
     generation: AtomicU64,
     /// Group `zarr.json` documents (with their consolidated metadata) by inode, with the
-    /// generation each was built in (`consolidated.rs`).
-    group_json: Mutex<HashMap<u64, Built>>,
+    /// generation each was built in (`consolidated.rs`), within a byte budget (`docs.rs`).
+    group_json: Mutex<docs::DocCache>,
     /// Per array: the geometry of its NPY view of that moment.
     geoms: Mutex<HashMap<ArrayId, (Arc<Npy>, GeomOf)>>,
     /// Arrays left out, by Zarr path, with the reason.
@@ -116,6 +114,24 @@ impl Tree {
     /// is built again when next asked for.
     pub(crate) fn zarr_changed(&self) {
         self.zarr.generation.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Tests: the group documents of the Zarr view are kept within `bytes` (default 64 MiB);
+    /// the least recently read past it are built again when read.
+    pub fn set_zarr_doc_budget(&self, bytes: usize) {
+        self.zarr.group_json.lock().set_budget(bytes);
+    }
+
+    /// The group documents of the Zarr view kept now: (bytes, documents, documents dropped
+    /// to stay within the budget so far).
+    pub fn zarr_doc_usage(&self) -> (usize, usize, u64) {
+        self.zarr.group_json.lock().usage()
+    }
+
+    /// Tests: the Zarr view's documents are built again at their next read, as after a
+    /// commit.
+    pub fn zarr_rebuild_documents(&self) {
+        self.zarr_changed();
     }
 
     /// Collection leaf `n` opened after failed attempts: what the view left out of it (and
@@ -322,7 +338,9 @@ impl Tree {
         }
         let built = match &child.kind {
             NodeKind::Dir { data: None, .. } => true,
-            NodeKind::Leaf(lazy) => lazy.built.tried(),
+            // A leaf that failed to open is listed (its directory gives EIO), not tried
+            // again by a listing (nor by a consolidation that lists: `consolidated.rs`).
+            NodeKind::Leaf(lazy) => lazy.built.is_laid_out(),
             _ => return None,
         };
         if let Some(why) = names::refused(&child.name) {

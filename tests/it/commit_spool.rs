@@ -237,3 +237,120 @@ fn a_spool_that_fails_fails_the_commit_leaves_the_source_and_keeps_the_edits() {
         );
     }
 }
+
+/// A contiguous frame's commit that fails before its commit point is undone, but its file
+/// cannot be given back its modification time (a file of another owner, which a read-write
+/// mount may write but whose times only its owner sets): the mount takes the state its own
+/// undoing left as its own, so the edits are kept and a retry commits them (not ESTALE, as
+/// if another writer had changed the file), and python-blosc2 reads the retry.
+#[test]
+fn an_undone_commit_whose_mtime_cannot_be_reset_keeps_the_edits() {
+    let py = or_skip!(support::python(
+        "an_undone_commit_whose_mtime_cannot_be_reset_keeps_the_edits"
+    ));
+    let dir = make_sources(&py);
+    let src = dir.path().join("c.b2nd");
+    let spill = tempfile::tempdir().unwrap();
+    let t = tree(&src, spill.path());
+    let npy = ino(&t, "array.npy");
+    let before = tree_read(&t, npy, 1 << 20).unwrap();
+    let hlen = before.len() - CHUNKS * CHUNK;
+    let stored = std::fs::read(&src).unwrap();
+    let mtime = std::fs::metadata(&src).unwrap().modified().unwrap();
+    let want = noise(CHUNKS * ITEMS, 90);
+    let fh = t.open(npy, libc::O_RDWR).unwrap();
+    write_items(&t, npy, fh, hlen, &want);
+    // The spool cannot be read back: the commit fails after writing past the frame's end,
+    // and the undoing cannot set the time back.
+    t.fail_commit_spool(0, libc::EIO);
+    t.fail_time_reset(libc::EPERM);
+    let e = t.fsync(npy, fh).unwrap_err();
+    assert_eq!(e.errno(), libc::EIO, "{e}");
+    assert!(
+        std::fs::read(&src).unwrap() == stored,
+        "the bytes are undone"
+    );
+    assert_ne!(
+        std::fs::metadata(&src).unwrap().modified().unwrap(),
+        mtime,
+        "the test's premise: the time was not given back"
+    );
+    t.fail_commit_spool(0, 0);
+    t.fail_time_reset(0);
+    let mut mine = Vec::new();
+    while mine.len() < before.len() {
+        let got = t.read(npy, fh, mine.len() as u64, 1 << 20).unwrap();
+        assert!(!got.is_empty());
+        mine.extend_from_slice(&got);
+    }
+    assert!(mine[hlen..] == want[..], "the edits are kept");
+    t.fsync(npy, fh).expect("the retry commits the kept edits");
+    t.release(fh).unwrap();
+    drop(t);
+    assert_eq!(
+        oracle_reads(&py, dir.path(), "b2nd", &src, &want),
+        "same",
+        "the retry is read by python-blosc2"
+    );
+}
+
+/// A plain frame of python-blosc2's with three zero chunks stored as special offsets (the
+/// last one partial) turns variable-size when a chunk is appended after it: the commit
+/// re-encodes the three as regular chunks, and keeps them in its spool like the appended
+/// one, so under a one-byte bound all four go through the spool file (`commit_*` on the
+/// root), none held in memory; python-blosc2 reads every chunk back.
+#[test]
+fn special_chunks_re_encoded_for_a_variable_size_frame_go_through_the_spool() {
+    let py = or_skip!(support::python(
+        "special_chunks_re_encoded_for_a_variable_size_frame_go_through_the_spool"
+    ));
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("fill.b2frame");
+    std::fs::copy(
+        support::data_dir().join("frames/schunk_fill_special.b2frame"),
+        &src,
+    )
+    .unwrap();
+    let spill = tempfile::tempdir().unwrap();
+    let t = Tree::from_source(
+        &src,
+        TreeOptions {
+            edit_budget: 1,
+            ..no_prefetch(true)
+        },
+    )
+    .unwrap();
+    t.set_spill_dir(spill.path().to_path_buf());
+    let data = ino(&t, "data");
+    let appended = noise(2000, 5);
+    let (attr, fh) = t.create(data, "00000003.bin").unwrap();
+    assert_eq!(t.write(attr.ino, fh, 0, &appended).unwrap(), 8000);
+    t.fsync(attr.ino, fh).unwrap();
+    t.release(fh).unwrap();
+    let s = t.commit_stats();
+    assert_eq!(
+        (s.spilled_chunks, s.peak_bytes),
+        (4, 0),
+        "the appended chunk and the three re-encoded ones spilled: {s:?}"
+    );
+    assert_eq!(root_xattr(&t, "commit_spilled_chunks"), 4);
+    assert_eq!(root_xattr(&t, "commit_peak_bytes"), 0);
+    drop(t);
+    let raw = dir.path().join("appended.raw");
+    std::fs::write(&raw, &appended).unwrap();
+    let check = r#"
+import sys, numpy as np, blosc2
+s = blosc2.open(sys.argv[1], mode="r")
+want = [bytes(8000), bytes(8000), bytes(4000), open(sys.argv[2], "rb").read()]
+got = [bytes(s.decompress_chunk(i)) for i in range(s.nchunks)]
+print("same" if got == want else f"differ: {[len(g) for g in got]}")
+"#;
+    assert_eq!(
+        support::python_says(
+            &py,
+            &["-c", check, &src.to_string_lossy(), &raw.to_string_lossy()]
+        ),
+        "same",
+        "python-blosc2 reads the variable-size frame"
+    );
+}

@@ -514,3 +514,74 @@ fn remote_b2z_leaf_that_failed_to_open_opens_after_its_back_off() {
     // ... and the view's documents built while it failed are made again: it is back.
     assert_eq!(members(&tree), ["a", "b"], "after /a opened");
 }
+
+/// Four members of a `.b2z` whose server answers every request with an error: the Zarr
+/// view's consolidated metadata, built again and again, tries each leaf once at the first
+/// build (its header; not a second time by laying it out), none while they are in their
+/// back-off, and past it one per build while they keep failing (one wait per document, not
+/// one per dead leaf); once the server answers, one build takes them all back, as
+/// python-blosc2 wrote them.
+#[test]
+fn remote_b2z_consolidation_tries_one_dead_leaf_per_build() {
+    use b2fs::tree::{Tree, TreeOptions};
+    let t = "remote_b2z_consolidation_tries_one_dead_leaf_per_build";
+    let py = or_skip!(python(t));
+    let moto = or_skip!(moto(t));
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("dead.b2z");
+    let write = r#"
+import sys, numpy as np, blosc2
+rng = np.random.default_rng(5)
+with blosc2.TreeStore(sys.argv[1], mode="w") as st:
+    for k in "abcd":
+        st["/" + k] = blosc2.asarray(rng.random(100_000), chunks=(25_000,))
+"#;
+    crate::support::run_python(&py, &["-c", write, &store.to_string_lossy()]);
+    put_object(&moto, "dead.b2z", &std::fs::read(&store).unwrap(), true);
+    let proxy = Proxy::start(moto.port);
+    let opts = RemoteOptions {
+        endpoint: Some(proxy.url.clone()),
+        no_sign_request: true,
+        retries: 0,
+        timeout: Duration::from_secs(5),
+        ..RemoteOptions::default()
+    };
+    let obj = b2fs::remote::open(&format!("s3://{BUCKET}/dead.b2z"), &opts).unwrap();
+    let c = container::store::open_store_bytes(obj.byte_source()).unwrap();
+    let tree = Tree::from_collection(c, TreeOptions::default()).unwrap();
+    let opened = || tree.leaves_opened().unwrap();
+    let members = |t: &Tree| {
+        let root = crate::tree::json_at(t, "zarr/zarr.json");
+        let md = root["consolidated_metadata"]["metadata"]
+            .as_object()
+            .unwrap();
+        let mut keys: Vec<String> = md.keys().cloned().collect();
+        keys.sort();
+        keys
+    };
+    proxy.set_fault(Fault::Status(500), None);
+    assert!(members(&tree).is_empty(), "every leaf fails");
+    assert_eq!(opened(), 4, "each leaf tried once, from its header");
+    // In their back-off (made long: no timed test): no attempt.
+    tree.delay_leaf_retries(Duration::from_secs(3600));
+    tree.zarr_rebuild_documents();
+    assert!(members(&tree).is_empty());
+    assert_eq!(opened(), 4, "no attempt in the back-off");
+    // Past it, still failing: one attempt per build.
+    for build in 1..=3 {
+        tree.end_leaf_back_offs();
+        tree.zarr_rebuild_documents();
+        assert!(members(&tree).is_empty());
+        assert_eq!(opened(), 4 + build, "build {build}: one dead leaf tried");
+    }
+    // The server answers: one build takes every leaf back.
+    proxy.set_fault(Fault::None, None);
+    tree.end_leaf_back_offs();
+    tree.zarr_rebuild_documents();
+    assert_eq!(members(&tree), ["a", "b", "c", "d"]);
+    for k in ["a", "b", "c", "d"] {
+        let npy = crate::support::tree_ino(&tree, &format!("{k}/array.npy"));
+        let got = crate::support::tree_read(&tree, npy, 1 << 20).unwrap();
+        assert!(got == member_npy(&py, &store, &format!("/{k}")), "/{k}");
+    }
+}

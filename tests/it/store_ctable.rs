@@ -443,6 +443,13 @@ fn store_ctable_a_mapped_scan_of_table_npy_steps_a_range_at_a_time() {
             later_ranges >= 5,
             "{name}: {later_ranges} ranges after the answer"
         );
+        // Each fault asked the prefetch threads only for the ranges the faults before had
+        // not: each byte's blocks once in the scan (it asked six ranges at every fault).
+        let asked = t.ctable_ahead_bytes();
+        assert!(
+            asked >= len as u64 / 2 && asked <= len as u64,
+            "{name}: blocks of {asked} bytes asked for, table.npy has {len}"
+        );
         t.release(fh).unwrap();
         // The last three pages faulted in a row (a slice at the end of the map, `m[-n:]`):
         // the third is taken for a mapped scan, whose fault at the last, partial page reads

@@ -153,6 +153,7 @@ fn writer_cframe_update_append_after_partial_and_attrs() {
                 appends: vec![b2fs::container::write::Chunk::from(encode(a, &app))],
                 truncate: None,
                 attrs: Some(json!({"made_by": "b2fs gen_fixtures", "unit": "m", "n": [1, 2]})),
+                ..Edit::default()
             };
             (edit, want)
         },
@@ -218,6 +219,7 @@ fn writer_sframe_update_append_attrs() {
                 appends: vec![b2fs::container::write::Chunk::from(encode(a, &app))],
                 truncate: None,
                 attrs: Some(json!({"k": "v"})),
+                ..Edit::default()
             };
             (edit, want)
         },
@@ -281,6 +283,7 @@ fn writer_b2nd_1d_update_zeros_append_attrs() {
                 appends: vec![b2fs::container::write::Chunk::from(encode(a, &app))],
                 truncate: None,
                 attrs: Some(attrs),
+                ..Edit::default()
             };
             (edit, want)
         },
@@ -457,6 +460,7 @@ fn writer_bcolz_update_grow_leftover_append_attrs() {
                 appends: vec![b2fs::container::write::Chunk::from(encode(a, &tail))],
                 truncate: None,
                 attrs: Some(json!({"unit": "K\u{e9}lvin", "n": 3})),
+                ..Edit::default()
             };
             (edit, want.concat())
         },
@@ -576,6 +580,59 @@ fn writer_a_commit_failing_before_its_commit_point_leaves_the_source_as_it_was()
     commit(&a, &edit).expect_err("meta/sizes cannot be replaced");
     std::fs::remove_dir(&blocker).expect("rmdir");
     assert_eq!(tree_hash(&path), before, "bcolz: a staged chunk file stays");
+}
+
+/// A sparse frame's commit removes, when it fails before its commit point, only the chunk
+/// files it made: a file another writer made meanwhile at a name it planned is theirs (the
+/// commit fails as for another writer's change, ESTALE) and stays, with their bytes.
+#[test]
+fn writer_a_failed_sparse_commit_removes_only_the_chunk_files_it_made() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let path = fixture_copy(&tmp, "frames/schunk_sparse.b2frame");
+    let a = open_array(&path);
+    let before = tree_hash(&path);
+    let edit = Edit {
+        updates: vec![
+            updated_chunk(&a, 0, &pattern(a.chunk_nbytes(0).expect("nbytes"), 3)),
+            updated_chunk(&a, 1, &pattern(a.chunk_nbytes(1).expect("nbytes"), 5)),
+        ],
+        ..Edit::default()
+    };
+    // The index cannot be written either (as when the disk fills up): a commit that took
+    // the other writer's file for its own would fail there, and remove it.
+    let blocker = path.join("chunks.b2frame.b2fs-tmp");
+    std::fs::create_dir(&blocker).expect("mkdir");
+    let mut planned = Vec::new();
+    let theirs: std::sync::Arc<std::sync::Mutex<Option<PathBuf>>> = Default::default();
+    let placed = theirs.clone();
+    let hook = Box::new(move |p: &Path| {
+        planned.push(p.to_path_buf());
+        if planned.len() == 2 {
+            std::fs::write(p, b"another writer's chunk").expect("their file");
+            *placed.lock().expect("lock") = Some(p.to_path_buf());
+        }
+    });
+    let e = b2fs::container::write::commit_racing(&a, &edit, hook).expect_err("a conflict");
+    let theirs = theirs.lock().expect("lock").clone().expect("placed");
+    assert_eq!(
+        std::fs::read(&theirs).expect("their file stays"),
+        b"another writer's chunk"
+    );
+    assert!(
+        matches!(e, b2fs::container::ContainerError::Changed { .. }),
+        "another writer's change: {e}"
+    );
+    std::fs::remove_file(&theirs).expect("rm");
+    std::fs::remove_dir(&blocker).expect("rmdir");
+    assert_eq!(
+        tree_hash(&path),
+        before,
+        "the commit's own chunk file is gone"
+    );
+    commit(&a, &edit).expect("the same commit once alone");
+    let now = chunks_of(&open_array(&path));
+    assert_eq!(now[0], pattern(now[0].len(), 3));
+    assert_eq!(now[1], pattern(now[1].len(), 5));
 }
 
 /// An update of chunk `index` of `a` to `data`, compressed as `a`'s chunks are.

@@ -259,9 +259,18 @@ impl ZipIndex {
         };
         let (start, len, crc32, in_place) = {
             let mut archive = self.archive.lock();
-            let file = archive
-                .by_index_raw(ai)
-                .map_err(|e| bad_zip(&self.path, format!("member {name:?}: {e}")))?;
+            let file = archive.by_index_raw(ai).map_err(|e| match e {
+                // Its local header could not be read (a remote store's hiccup): I/O, tried
+                // again later, not a malformed archive.
+                zip::result::ZipError::Io(source) => ContainerError::Io {
+                    path: self.path.clone(),
+                    source: std::io::Error::new(
+                        source.kind(),
+                        format!("member {name:?}: {source}"),
+                    ),
+                },
+                e => bad_zip(&self.path, format!("member {name:?}: {e}")),
+            })?;
             (
                 file.data_start(),
                 file.compressed_size(),

@@ -12,7 +12,8 @@
 //! header in one `pwrite` at 0 (the commit point); fsync. Before that `pwrite` no byte a reader
 //! of the old header looks at has changed.
 //!
-//! Sparse order (6.3): each new chunk in a fresh-id file (fsync), directory fsync, the new
+//! Sparse order (6.3): each new chunk in a fresh-id file, created where no file is (fsync;
+//! a file another writer made there first is a conflict, not overwritten), directory fsync, the new
 //! `chunks.b2frame` in a temp file (fsync) renamed over the old one, directory fsync, then
 //! leftover chunk files of an earlier crash are removed; the chunk files this commit no longer
 //! references are removed once no frame opened before it is open
@@ -33,7 +34,7 @@ use super::{
 };
 use crate::codec::{CParams, ChunkFormat, Codec, compress, filter_id};
 use crate::container::frame::{Frame, retire, sparse_chunk_file, sparse_chunk_id};
-use crate::container::{Array, ChunkKind, ContainerError, SourceKind, attrs};
+use crate::container::{Array, ChunkKind, ContainerError, FileState, SourceKind, attrs};
 
 /// Special index entries (`docs/format/CONTAINERS.md` 1.5).
 pub(super) fn special_entry(kind: ChunkKind) -> Option<i64> {
@@ -156,13 +157,32 @@ pub(super) fn vlmeta_layers(
 /// array's chunk parameters (looked up once): C-Blosc2 3.3 cannot read such a chunk stored in
 /// a frame (seen as "Cannot inspect the first chunk in frame"), only as a special offset,
 /// which variable-size frames cannot have.
+/// Each re-encoded chunk waits in the edit's spool when it has one (within the commit's
+/// bound, like the edit's own chunks), else in memory.
 struct Reencoder<'a> {
     array: &'a Array,
     params: Option<CParams>,
+    spool: Option<&'a parking_lot::Mutex<super::Spool>>,
 }
 
 impl Reencoder<'_> {
-    fn regular(&mut self, chunk: &[u8]) -> Result<Vec<u8>, ContainerError> {
+    fn regular(&mut self, chunk: &[u8]) -> Result<Chunk, ContainerError> {
+        let bytes = self.encode(chunk)?;
+        match self.spool {
+            None => Ok(bytes.into()),
+            Some(spool) => spool.lock().add(bytes).map_err(|e| {
+                io_err(
+                    self.array.path(),
+                    std::io::Error::new(
+                        e.kind(),
+                        format!("keeping a re-encoded special chunk in the commit's spool: {e}"),
+                    ),
+                )
+            }),
+        }
+    }
+
+    fn encode(&mut self, chunk: &[u8]) -> Result<Vec<u8>, ContainerError> {
         let path = self.array.path();
         let why = |e: crate::codec::CodecError| {
             unsupported(path, format!("re-encoding a special chunk: {e}"))
@@ -275,6 +295,7 @@ fn layout<'e>(array: &Array, f: &Frame, edit: &'e Edit) -> Result<Layout<'e>, Co
     let mut re = Reencoder {
         array,
         params: None,
+        spool: edit.spool.as_deref(),
     };
     let mut entries = Vec::with_capacity(n);
     for s in &slots {
@@ -286,7 +307,7 @@ fn layout<'e>(array: &Array, f: &Frame, edit: &'e Edit) -> Result<Layout<'e>, Co
                 if e < 0 && switching {
                     // Special offsets have no size in variable mode: store the chunk (its
                     // size is still known from the fixed-size header).
-                    Entry::Store(Cow::Owned(re.regular(&array.chunk_bytes(*i)?)?.into()))
+                    Entry::Store(Cow::Owned(re.regular(&array.chunk_bytes(*i)?)?))
                 } else {
                     Entry::Keep(e)
                 }
@@ -307,7 +328,7 @@ fn layout<'e>(array: &Array, f: &Frame, edit: &'e Edit) -> Result<Layout<'e>, Co
                     }
                     _ => {
                         let special = bytes.bytes().map_err(|e| io_err(path, e))?;
-                        Entry::Store(Cow::Owned(re.regular(&special)?.into()))
+                        Entry::Store(Cow::Owned(re.regular(&special)?))
                     }
                 },
             },
@@ -508,13 +529,10 @@ fn commit_contiguous(
         io.sync(&file, path)
     })();
     if let Err(e) = shadow {
-        if !io.crashed() {
-            let _ = file.set_len(old.len());
-            if let Ok(mtime) = old.modified() {
-                let _ = file.set_modified(mtime);
-            }
+        if io.crashed() {
+            return Err(e);
         }
-        return Err(e);
+        return Err(restore(io, &file, path, &old, e));
     }
     // The commit point: one pwrite of the whole header.
     io.write_at(&file, path, 0, &header)?;
@@ -523,6 +541,42 @@ fn commit_contiguous(
         lock.bump()?;
     }
     Ok(())
+}
+
+/// Undoes the shadow writes of a contiguous commit that failed (`e`) before its commit point:
+/// the file cut back to its old length and given back its old mtime (`old`). When the time
+/// cannot be set (a file of another owner on a mount that may write it), the file is still
+/// byte-identical but another writer's change would look the same: the error then says so
+/// ([`ContainerError::Restored`], with the state the file is left in), so the caller can take
+/// that state as its own rather than drop its pending edits as stale. A file that cannot be
+/// cut back keeps the plain error (its bytes past the old end differ: C-Blosc2 finds the
+/// trailer from the file's end).
+fn restore(
+    io: &Io,
+    file: &std::fs::File,
+    path: &Path,
+    old: &std::fs::Metadata,
+    e: ContainerError,
+) -> ContainerError {
+    if file.set_len(old.len()).is_err() {
+        return e;
+    }
+    let reset = match old.modified() {
+        Ok(mtime) => io.set_mtime(file, path, mtime),
+        Err(why) => Err(io_err(path, why)),
+    };
+    let Err(why) = reset else {
+        return e;
+    };
+    match file.metadata() {
+        Ok(now) => ContainerError::Restored {
+            path: path.to_path_buf(),
+            left: Box::new(FileState::of(&now)),
+            why: why.to_string(),
+            source: Box::new(e),
+        },
+        Err(_) => e,
+    }
 }
 
 /// Ids of the chunk files in `dir` ([`sparse_chunk_id`]).
@@ -612,11 +666,29 @@ fn commit_sparse(
     // The new index is written to its temp file and renamed in the same scope: a failure up
     // to the rename (the temp file's creation after the new chunks used the disk's space)
     // also removes them.
+    // Only the files this commit made are removed: each is created where no file is, and one
+    // another writer made at a planned name meanwhile (after the listing above) is theirs,
+    // left alone, and the commit fails as for any change of another writer.
     let index_tmp = super::io::tmp_path(index_path);
+    let mut made: Vec<&Path> = Vec::with_capacity(files.len());
     let fresh = (|| {
         for (p, chunk) in &files {
             let bytes = chunk.bytes().map_err(|e| io_err(p, e))?;
-            io.create(p, &bytes)?;
+            match io.create_new(p, &bytes) {
+                Ok(()) => made.push(p),
+                Err(ContainerError::Io { source, .. })
+                    if source.kind() == std::io::ErrorKind::AlreadyExists =>
+                {
+                    return Err(changed(
+                        dir,
+                        format!(
+                            "chunk file {} was made by another writer meanwhile",
+                            p.display()
+                        ),
+                    ));
+                }
+                Err(e) => return Err(e),
+            }
         }
         if !files.is_empty() {
             io.sync_dir(dir)?;
@@ -628,7 +700,7 @@ fn commit_sparse(
     })();
     if let Err(e) = fresh {
         if !io.crashed() {
-            for (p, _) in &files {
+            for p in made {
                 let _ = std::fs::remove_file(p);
             }
             let _ = std::fs::remove_file(&index_tmp);

@@ -24,11 +24,30 @@ use std::path::Path;
 use super::io_err;
 use crate::container::ContainerError;
 
+/// Tests: called with each path a commit is about to create a file at (another writer may
+/// make it first).
+pub type BeforeCreate = Box<dyn FnMut(&Path)>;
+
 /// Performs and counts the durable steps of one commit.
-#[derive(Debug)]
 pub(super) struct Io {
     budget: Option<usize>,
     crashed: bool,
+    /// Tests: giving a file back its modification time fails with this errno.
+    fail_times: Option<i32>,
+    /// Tests: stands for another writer before each file [`Io::create`] or
+    /// [`Io::create_new`] makes.
+    before_create: Option<BeforeCreate>,
+}
+
+impl std::fmt::Debug for Io {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Io")
+            .field("budget", &self.budget)
+            .field("crashed", &self.crashed)
+            .field("fail_times", &self.fail_times)
+            .field("before_create", &self.before_create.is_some())
+            .finish()
+    }
 }
 
 impl Io {
@@ -37,7 +56,20 @@ impl Io {
         Io {
             budget,
             crashed: false,
+            fail_times: None,
+            before_create: None,
         }
+    }
+
+    /// Tests: `hook` runs before each file [`Io::create`] or [`Io::create_new`] makes.
+    pub(super) fn before_create(&mut self, hook: BeforeCreate) {
+        self.before_create = Some(hook);
+    }
+
+    /// Tests: [`Io::set_mtime`] fails with `errno` (as for a file of another owner, whose
+    /// times only its owner may set).
+    pub(super) fn fail_times_with(&mut self, errno: i32) {
+        self.fail_times = Some(errno);
     }
 
     /// Whether the budget ran out (a simulated crash).
@@ -90,6 +122,9 @@ impl Io {
     /// Creates (or truncates) `path`, writes `bytes` (one step) and fsyncs it (one step).
     pub(super) fn create(&mut self, path: &Path, bytes: &[u8]) -> Result<(), ContainerError> {
         self.step(path)?;
+        if let Some(hook) = &mut self.before_create {
+            hook(path);
+        }
         let file = OpenOptions::new()
             .write(true)
             .create(true)
@@ -98,6 +133,44 @@ impl Io {
             .map_err(|e| io_err(path, e))?;
         file.write_all_at(bytes, 0).map_err(|e| io_err(path, e))?;
         self.sync(&file, path)
+    }
+
+    /// Gives `file` back the modification time `mtime` (not a durable step: a restore).
+    pub(super) fn set_mtime(
+        &self,
+        file: &File,
+        path: &Path,
+        mtime: std::time::SystemTime,
+    ) -> Result<(), ContainerError> {
+        if let Some(errno) = self.fail_times {
+            return Err(io_err(path, std::io::Error::from_raw_os_error(errno)));
+        }
+        file.set_modified(mtime).map_err(|e| io_err(path, e))
+    }
+
+    /// Creates `path`, which must not exist, writes `bytes` (one step) and fsyncs it (one
+    /// step): a file another writer made there first fails with `AlreadyExists` and is left
+    /// alone; one made but not filled is removed. On success the caller owns the file: it
+    /// removes it when the commit is undone.
+    pub(super) fn create_new(&mut self, path: &Path, bytes: &[u8]) -> Result<(), ContainerError> {
+        self.step(path)?;
+        if let Some(hook) = &mut self.before_create {
+            hook(path);
+        }
+        let file = OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(path)
+            .map_err(|e| io_err(path, e))?;
+        let filled = file
+            .write_all_at(bytes, 0)
+            .map_err(|e| io_err(path, e))
+            .and_then(|()| self.sync(&file, path));
+        if filled.is_err() && !self.crashed() {
+            // Its own file, not filled: removed (a crash leaves it, as a real one would).
+            let _ = std::fs::remove_file(path);
+        }
+        filled
     }
 
     /// Renames `from` over `to` (one step).

@@ -6,7 +6,8 @@
 //! `table.npy` interleaves the records of all columns, so it is a copy, not a window of one
 //! block. A mapped scan's fault asks the prefetch threads for the columns' blocks of the
 //! next [`AHEAD_RANGES`] ranges, so they decode on the other core while the reader sums the
-//! ranges before.
+//! ranges before: of those, only the ones the scan's faults before did not ask for whole
+//! (each range is asked once per scan).
 //!
 //! The other faults (a slice through the map) read their own rows as before
 //! (`Tree::ctable_read`) and offer nothing ahead (measured: the next four pages offered when
@@ -82,10 +83,10 @@ impl Tree {
     /// notes the fault and, when it continues a mapped scan, asks the prefetch threads for
     /// the columns' blocks of the range it offers and of the next ones, range by range.
     pub(super) fn ctable_fault_ahead(&self, ino: u64, offset: u64, view: &CTableView) {
-        let mapped = {
+        let (mapped, asked_to) = {
             let mut faults = self.faults.lock();
             faults.note(ino, offset, 0);
-            faults.mapped(ino, offset)
+            (faults.mapped(ino, offset), faults.asked_to(ino, offset))
         };
         if !mapped {
             return;
@@ -94,9 +95,12 @@ impl Tree {
         let end = (offset + AHEAD_RANGES * FORWARD_MAX).min(t.len());
         // Per range and column: the prefetch queue takes MAX_ASKED blocks, nearest first.
         let per = (MAX_ASKED / view.columns.len().max(1)).max(1);
-        let mut at = offset;
+        // The faults before asked for everything up to `asked_to`: only what is past it.
+        let mut at = asked_to.clamp(offset, end.max(offset));
+        let (mut whole_to, mut bytes) = (at, 0);
         while at < end {
             let to = (at + FORWARD_MAX).min(end);
+            let mut whole = true;
             for (p0, count, _) in self.ctable_spans(view, at..to) {
                 for (c, geo) in view.columns.iter().zip(t.columns()) {
                     let (from, len) = (p0 * geo.atom, count * geo.atom);
@@ -106,11 +110,24 @@ impl Tree {
                             .step_by(PAGE as usize)
                             .map(move |at| (id, at as usize))
                     });
-                    self.reader.prefetch_blocks(&c.store(), None, wants, per);
+                    whole &= self.reader.prefetch_blocks(&c.store(), None, wants, per);
                 }
+            }
+            bytes += to - at;
+            // A range not asked whole (the queue's share was full) is asked again by the
+            // next fault, with those after it.
+            if whole && whole_to == at {
+                whole_to = to;
             }
             at = to;
         }
+        self.faults.lock().asked((ino, offset), whole_to, bytes);
+    }
+
+    /// Bytes of `table.npy` files whose columns' blocks mapped scans asked the prefetch
+    /// threads for so far: about the file's length per scan (each range asked once).
+    pub fn ctable_ahead_bytes(&self) -> u64 {
+        self.faults.lock().asked_bytes()
     }
 
     /// [`Tree::pages_near`] of `table.npy` (inode `ino`, rendered as `view`) for a fault at

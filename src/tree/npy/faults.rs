@@ -5,10 +5,11 @@
 use super::BELOW_DECODES;
 use super::{NEAR_PAGES, PAGE, RECENT_FAULTS, SCAN_DECODES, SCAN_PAGES, WALK_FAULTS};
 
-/// The latest page faults of `array.npy` files, newest last, and the count of the pages
-/// offered ahead of walks.
+/// The latest page faults of `array.npy` files, newest last, the count of the pages
+/// offered ahead of walks, and the bytes of `table.npy` whose blocks mapped scans asked for
+/// (`ctable.rs`).
 #[derive(Debug, Default)]
-pub(in crate::tree) struct RecentFaults(std::collections::VecDeque<Fault>, Leads);
+pub(in crate::tree) struct RecentFaults(std::collections::VecDeque<Fault>, Leads, u64);
 
 /// Pages offered ahead of walks down a column (`walk.rs`): all of them, and those whose walk
 /// reached the fault expected below them (the others were offered for nothing, or their walk
@@ -48,6 +49,9 @@ struct Fault {
     offered_end: u64,
     /// The `offered_end` of the file's latest fault before it.
     before_end: u64,
+    /// How far the faults of its mapped scan, up to it, asked the prefetch threads for the
+    /// blocks of `table.npy` (`ctable.rs`; 0: nothing asked).
+    asked_to: u64,
     /// When it walks and its rows ahead were offered (`walk.rs`): the page where the walk's
     /// next fault is expected (the page the rows ahead leave out), else 0.
     lead: u64,
@@ -120,6 +124,7 @@ impl RecentFaults {
                 }
         });
         let before_end = latest.map_or(0, |f| f.offered_end);
+        let asked_to = expected.map_or(0, |f| f.asked_to);
         // The walk's fault before offered the rows below this page ahead: one of the file's
         // latest two faults (a strip whose columns straddle two pages faults on both).
         // Counted once: the walk's fault before expects no other fault there.
@@ -173,6 +178,7 @@ impl RecentFaults {
             forward_end: 0,
             offered_end: 0,
             before_end,
+            asked_to,
             lead: 0,
             lead_to: 0,
             lead_pages: 0,
@@ -202,6 +208,26 @@ impl RecentFaults {
             (f.lead, f.lead_to, f.lead_pages) = (expected, to, pages);
             self.1.pages = self.1.pages.saturating_add(pages);
         }
+    }
+
+    /// How far the mapped scan of the fault of inode `ino` at `offset` asked for blocks
+    /// before it (0 when nothing was, or the fault is not remembered).
+    pub(super) fn asked_to(&self, ino: u64, offset: u64) -> u64 {
+        self.find(ino, offset).map_or(0, |f| f.asked_to)
+    }
+
+    /// Notes that the fault of inode `ino` at `offset` asked for blocks up to `to` (all of
+    /// them before it), `bytes` of the file in all.
+    pub(super) fn asked(&mut self, (ino, offset): (u64, u64), to: u64, bytes: u64) {
+        if let Some(f) = self.find_mut(ino, offset) {
+            f.asked_to = to;
+        }
+        self.2 = self.2.saturating_add(bytes);
+    }
+
+    /// Bytes of `table.npy` whose blocks mapped scans asked for so far.
+    pub(super) fn asked_bytes(&self) -> u64 {
+        self.2
     }
 
     /// The pages offered ahead of walks so far.

@@ -5,20 +5,28 @@
 //!
 //! Rules:
 //! - **Built when first read or `stat`ed** and kept until the view's generation moves (a
-//!   commit, a reload); a collection leaf not laid out yet gives its metadata from its
+//!   commit, a reload), within a byte budget (`docs.rs`: past it the least recently read
+//!   are built again when read); a collection leaf not laid out yet gives its metadata from its
 //!   header (`quick.rs`) without being laid out.
 //! - **Keys are relative to the group** the document belongs to; a nested group's entry has
 //!   an empty `metadata` of its own (zarr-python's flattened form). An array left out of the
 //!   view (no Zarr type) is named by its path from the view's root in the log and the
 //!   `user.b2fs.zarr_omitted` attribute, whichever document met it first.
+//! - **A collection leaf that fails to open** is left out (and logged, `collection.rs`): read
+//!   once from its header when never tried (a failure of I/O starts its back-off there, no
+//!   second attempt by laying it out), not tried while in its back-off, and, past it, tried
+//!   again by one document build until one such retry fails: the others wait for the next
+//!   build or access. So K dead leaves of a remote store cost one wait per build, not K.
 //! - **A group whose attributes cannot be read** is left out of its parent's document, with
 //!   what is below it; its own `zarr.json` gives EIO.
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
+use std::time::Instant;
 
 use serde_json::{Map, Value};
 
+use super::super::layout::NodeKind;
 use super::super::{ROOT_INO, Tree, TreeError};
 use super::{DirKind, ZNode, meta};
 
@@ -46,10 +54,8 @@ impl Tree {
     fn zarr_consolidated(&self, z: ZNode) -> Result<Arc<[u8]>, TreeError> {
         let key = z.ino().ok_or(TreeError::NotFound)?;
         let generation = self.zarr.generation.load(Ordering::Relaxed);
-        if let Some((g, bytes)) = self.zarr.group_json.lock().get(&key) {
-            if *g == generation {
-                return Ok(bytes.clone());
-            }
+        if let Some(bytes) = self.zarr.group_json.lock().get(key, generation) {
+            return Ok(bytes);
         }
         let started = std::time::Instant::now();
         // Once before every leaf below is opened (lookups follow at most every 50 ms).
@@ -60,7 +66,7 @@ impl Tree {
             _ => (self.zarr_attrs(ROOT_INO)?, String::new()),
         };
         let mut flat = Map::new();
-        self.zarr_consolidate(z, &base, "", &mut flat);
+        self.zarr_consolidate(z, &base, "", &mut flat, &mut true);
         let nodes = flat.len();
         let bytes: Arc<[u8]> =
             super::super::view::json_file(&meta::group(&attrs, Some(flat))).into();
@@ -70,17 +76,27 @@ impl Tree {
             if base.is_empty() { "" } else { "/" },
             started.elapsed().as_secs_f64() * 1e3
         );
-        let mut docs = self.zarr.group_json.lock();
-        // Documents of older generations are dropped, not only replaced.
-        docs.retain(|_, (g, _)| *g == generation);
-        docs.insert(key, (generation, bytes.clone()));
+        // Documents of older generations are dropped, not only replaced; past the budget,
+        // the least recently read.
+        self.zarr
+            .group_json
+            .lock()
+            .insert(key, generation, bytes.clone());
         Ok(bytes)
     }
 
     /// Adds the metadata of everything below Zarr group `z` to `flat`, keyed by `prefix`
     /// (the path below the document's group); `base` is the document's group's path from
-    /// the view's root (for the names of arrays left out).
-    fn zarr_consolidate(&self, z: ZNode, base: &str, prefix: &str, flat: &mut Map<String, Value>) {
+    /// the view's root (for the names of arrays left out); `retry`: whether a leaf that
+    /// failed before may still be tried again (see the module doc).
+    fn zarr_consolidate(
+        &self,
+        z: ZNode,
+        base: &str,
+        prefix: &str,
+        flat: &mut Map<String, Value>,
+        retry: &mut bool,
+    ) {
         let join = |a: &str, b: &str| {
             if a.is_empty() {
                 b.to_owned()
@@ -115,7 +131,26 @@ impl Tree {
                 }
                 None => {}
             }
-            match self.zarr_dir_kind(n) {
+            // A leaf that failed before and whose back-off has passed: tried again, unless
+            // another such leaf failed again in this document (one wait per document).
+            let due = match self.node(n).map(|node| &node.kind) {
+                Some(NodeKind::Leaf(lazy)) => lazy.built.due(Instant::now()),
+                _ => false,
+            };
+            if due && !*retry {
+                log::info!(
+                    "zarr/{}: not in this consolidated metadata: it failed to open before, and \
+                     another such leaf failed again while it was built (tried again at its next \
+                     access)",
+                    full()
+                );
+                continue;
+            }
+            let kind = self.zarr_dir_kind(n);
+            if due && kind.is_err() {
+                *retry = false;
+            }
+            match kind {
                 Ok(DirKind::Array(a)) => match self.zarr_geom(a, None) {
                     Ok(g) => match self.zarr_array_json(n, &g) {
                         Ok(json) => {
@@ -128,7 +163,7 @@ impl Tree {
                 Ok(DirKind::Group) => match self.zarr_attrs(n) {
                     Ok(attrs) => {
                         flat.insert(key.clone(), meta::group(&attrs, Some(Map::new())));
-                        self.zarr_consolidate(child, base, &key, flat);
+                        self.zarr_consolidate(child, base, &key, flat, retry);
                     }
                     // The group and what is below it: its `zarr.json` gives EIO.
                     Err(e) => self.zarr_omit(full(), &e.to_string()),

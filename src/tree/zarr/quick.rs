@@ -8,18 +8,20 @@
 //! Both ways compute the same thing from the same container functions: the NPY view
 //! ([`Npy::for_array`], none for special objects, as the native tree's `array.npy`), its
 //! [`Geom`], and the attributes `__attrs__` shows. A leaf that is a table, or that fails to
-//! open, is left to the native path (which lays it out, or logs why it gives EIO).
+//! open for what it holds, is left to the native path (which lays it out, or logs why it
+//! gives EIO); one that fails for an I/O reason is that leaf's failed attempt (its back-off
+//! starts), not tried again by the native path at once.
 
 use std::sync::Arc;
 
 use serde_json::Value;
 
-use super::super::collection::LazyLeaf;
+use super::super::collection::{LazyLeaf, leaf_failed};
 use super::super::layout::NodeKind;
 use super::{Geom, NO_NPY, meta};
-use crate::container::Container;
 use crate::container::npy::Npy;
 use crate::container::store::{Node, special_kind};
+use crate::container::{Container, ContainerError};
 use crate::tree::Tree;
 
 /// A leaf's Zarr geometry and attributes, or why it is left out of the view.
@@ -51,8 +53,15 @@ impl Tree {
             _ => None,
         };
         let leaf = now.as_ref().unwrap_or(&lazy.leaf);
-        let Ok(Container::Array(array)) = leaf.open_head() else {
-            return None;
+        let array = match leaf.open_head() {
+            Ok(Container::Array(array)) => array,
+            // A failure of I/O (a remote store's hiccup) is the leaf's failed attempt: it
+            // starts its back-off, as laying it out would, and is not tried again at once.
+            Err(e @ ContainerError::Io { .. }) => {
+                let why = crate::error::display_chain(&e);
+                return Some(Err(leaf_failed(lazy, why, true).to_string()));
+            }
+            _ => return None,
         };
         let npy = match special_kind(&array) {
             Some(kind) => Err(format!("{}: a {kind} object", array.path().display())),

@@ -124,6 +124,7 @@ fn crash_edit(a: &Array) -> Edit {
         ))],
         truncate: None,
         attrs: Some(json!({"crash": "test"})),
+        ..Edit::default()
     }
 }
 
@@ -157,6 +158,7 @@ fn writer_crash_at_every_step_bcolz() {
             appends: vec![b2fs::container::write::Chunk::from(encode(a, &app))],
             truncate: None,
             attrs: None,
+            ..Edit::default()
         }
     });
     crash_case("bcolz/carray_i4_leftover", &|_: &Array| Edit {

@@ -187,3 +187,92 @@ fn a_big_store_mounts_opening_no_leaf_and_consolidates_on_the_first_read() {
         .collect();
     assert!(got == want);
 }
+
+/// The groups' documents of a deep store (python-blosc2's TreeStore, twelve nested groups
+/// with an array in each) are kept within the cache's byte budget (a tiny one here): past it
+/// the least recently read are built again when read, never refused, and every group's
+/// document, read in any order and again, is the one a tree with the default budget serves,
+/// holding what is below the group.
+#[test]
+fn group_documents_of_a_deep_store_stay_within_their_budget() {
+    let py = or_skip!(python(
+        "group_documents_of_a_deep_store_stay_within_their_budget"
+    ));
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("deep.b2z");
+    let write = r#"
+import sys, numpy as np, blosc2
+with blosc2.TreeStore(sys.argv[1], mode="w") as st:
+    p = ""
+    for d in range(12):
+        p += f"/g{d}"
+        st[p + "/x"] = blosc2.asarray(np.arange(10 + d, dtype="i4"))
+"#;
+    run_python(&py, &["-c", write, &store.to_string_lossy()]);
+    let whole = Tree::from_source(&store, opts(false)).unwrap();
+    let tight = Tree::from_source(&store, opts(false)).unwrap();
+    const BUDGET: usize = 6 << 10;
+    tight.set_zarr_doc_budget(BUDGET);
+    let mut groups = vec![String::new()];
+    let mut p = String::new();
+    for d in 0..12 {
+        p = if p.is_empty() {
+            format!("g{d}")
+        } else {
+            format!("{p}/g{d}")
+        };
+        groups.push(p.clone());
+    }
+    let doc = |t: &Tree, g: &str| {
+        json_at(
+            t,
+            &if g.is_empty() {
+                "zarr/zarr.json".to_owned()
+            } else {
+                format!("zarr/{g}/zarr.json")
+            },
+        )
+    };
+    let root = doc(&whole, "");
+    let all = root["consolidated_metadata"]["metadata"]
+        .as_object()
+        .unwrap();
+    assert_eq!(all.len(), 24, "12 groups and 12 arrays below the root");
+    let (kept, _, evicted) = whole.zarr_doc_usage();
+    assert_eq!(evicted, 0);
+    assert!(
+        kept > BUDGET,
+        "the root's document alone is past the tight budget"
+    );
+    // Deepest first, then root first, then again: every document right, the cache within
+    // its budget after each read.
+    let order: Vec<&String> = groups
+        .iter()
+        .rev()
+        .chain(groups.iter())
+        .chain(groups.iter().rev())
+        .collect();
+    for g in order {
+        let got = doc(&tight, g);
+        assert_eq!(got, doc(&whole, g), "group {g:?}");
+        let below = got["consolidated_metadata"]["metadata"]
+            .as_object()
+            .unwrap();
+        let depth = if g.is_empty() {
+            0
+        } else {
+            g.split('/').count()
+        };
+        // g<d-1> holds the arrays of depths d..=12 and the groups of depths d+1..=12.
+        let want = if depth == 0 { 24 } else { 25 - 2 * depth };
+        assert_eq!(below.len(), want, "group {g:?}: {:?}", below.keys());
+        let (bytes, _, _) = tight.zarr_doc_usage();
+        assert!(bytes <= BUDGET, "{bytes} bytes kept, budget {BUDGET}");
+    }
+    let (bytes, docs, evicted) = tight.zarr_doc_usage();
+    assert!(
+        docs > 0 && bytes > 0,
+        "documents within the budget are kept"
+    );
+    assert!(evicted > 0, "the budget dropped documents");
+}
