@@ -526,7 +526,9 @@ impl ChunkReader {
     /// caller decodes itself). What a page fault asks for the pages it will offer next, so that
     /// their blocks decode on the other core while the fault's own block decodes on its
     /// thread. Nothing without prefetch threads. Returns whether every want was looked at
-    /// (`false`: `max` blocks were asked for before the last).
+    /// and its block asked for (`false`: `max` blocks were asked for before the last, or the
+    /// prefetch queue was full and dropped one), so that a caller remembering what it asked
+    /// asks again for a range that was not taken whole.
     pub fn prefetch_blocks(
         &self,
         store: &Arc<dyn ChunkStore>,
@@ -560,6 +562,7 @@ impl ChunkReader {
         let own = own.and_then(&mut block);
         let mut asked: Vec<(ChunkKey, usize)> = Vec::new();
         let mut latest = None;
+        let mut whole = true;
         for (id, offset) in wants {
             if asked.len() >= max {
                 return false;
@@ -579,9 +582,12 @@ impl ChunkReader {
                 continue;
             }
             asked.push(b);
-            p.request_block(store.clone(), id, offset, b);
+            if !p.request_block(store.clone(), id, offset, b) {
+                // Dropped (the queue is full): this range was not asked for whole.
+                whole = false;
+            }
         }
-        true
+        whole
     }
 
     /// Asks the prefetch threads for the chunks after `id` (whose size is `nbytes`), or

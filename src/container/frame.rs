@@ -406,6 +406,31 @@ impl Frame {
         Ok(prefix != self.prefix)
     }
 
+    /// Whether the file is what the frame was opened from but for its modification time
+    /// (after an undone commit could not give that back): the same length, and the same
+    /// header prefix; `was` is the file's state before the commit's writes, which must be
+    /// the opened one, mtime included (else another writer came first).
+    pub(crate) fn same_but_mtime(&self, was: &std::fs::Metadata) -> Result<bool, ContainerError> {
+        if self.src.byte_source().is_some()
+            || was.len() != self.src.len()
+            || was.modified().ok() != Some(self.src.mtime())
+        {
+            return Ok(false);
+        }
+        let now = match Source::open(self.src.path(), Arc::clone(&self.stats)) {
+            Ok(now) => now,
+            Err(ContainerError::Io { .. } | ContainerError::NotAContainer { .. }) => {
+                return Ok(false);
+            }
+            Err(e) => return Err(e),
+        };
+        if now.len() != self.src.len() {
+            return Ok(false);
+        }
+        let prefix = now.read_at(self.info.start, HEADER_PREFIX_LEN, "frame header")?;
+        Ok(prefix == self.prefix)
+    }
+
     /// The header fields.
     pub(crate) fn info(&self) -> &FrameInfo {
         &self.info

@@ -161,19 +161,29 @@ impl Prefetcher {
     /// Asks for the block of chunk `id` of `store` holding byte `offset` (block `key`) to be
     /// decoded into the block cache soon, unless it is queued already (or [`BLOCKS_QUEUED`]
     /// blocks are).
+    ///
+    /// False when the block was dropped (the queue full): not queued now, nor before.
     pub(crate) fn request_block(
         &self,
         store: Arc<dyn ChunkStore>,
         id: ChunkId,
         offset: usize,
         key: BlockKey,
-    ) {
-        if !self.queued.lock().admit_block(key) {
-            return;
+    ) -> bool {
+        {
+            let mut q = self.queued.lock();
+            if q.blocks.contains(&key) {
+                return true;
+            }
+            if !q.admit_block(key) {
+                return false;
+            }
         }
         if !self.send(Job::Block(store, id, offset, key)) {
             self.queued.lock().blocks.remove(&key);
+            return false;
         }
+        true
     }
 
     /// Queues `job`; false when the queue is full (the job is dropped).

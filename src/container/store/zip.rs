@@ -262,13 +262,18 @@ impl ZipIndex {
             let file = archive.by_index_raw(ai).map_err(|e| match e {
                 // Its local header could not be read (a remote store's hiccup): I/O, tried
                 // again later, not a malformed archive.
-                zip::result::ZipError::Io(source) => ContainerError::Io {
-                    path: self.path.clone(),
-                    source: std::io::Error::new(
-                        source.kind(),
-                        format!("member {name:?}: {source}"),
-                    ),
-                },
+                // (A header past the end of a local file is a truncated archive: malformed.)
+                zip::result::ZipError::Io(source)
+                    if source.kind() != std::io::ErrorKind::UnexpectedEof =>
+                {
+                    ContainerError::Io {
+                        path: self.path.clone(),
+                        source: std::io::Error::new(
+                            source.kind(),
+                            format!("member {name:?}: {source}"),
+                        ),
+                    }
+                }
                 e => bad_zip(&self.path, format!("member {name:?}: {e}")),
             })?;
             (

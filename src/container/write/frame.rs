@@ -532,7 +532,7 @@ fn commit_contiguous(
         if io.crashed() {
             return Err(e);
         }
-        return Err(restore(io, &file, path, &old, e));
+        return Err(restore(io, (f, &file), path, &old, e));
     }
     // The commit point: one pwrite of the whole header.
     io.write_at(&file, path, 0, &header)?;
@@ -548,12 +548,14 @@ fn commit_contiguous(
 /// cannot be set (a file of another owner on a mount that may write it), the file is still
 /// byte-identical but another writer's change would look the same: the error then says so
 /// ([`ContainerError::Restored`], with the state the file is left in), so the caller can take
-/// that state as its own rather than drop its pending edits as stale. A file that cannot be
+/// that state as its own rather than drop its pending edits as stale; only when the file was,
+/// before the commit's writes, the state the frame was opened from (length, mtime) and now
+/// holds its length and header prefix again. A file that cannot be
 /// cut back keeps the plain error (its bytes past the old end differ: C-Blosc2 finds the
 /// trailer from the file's end).
 fn restore(
     io: &Io,
-    file: &std::fs::File,
+    (f, file): (&Frame, &std::fs::File),
     path: &Path,
     old: &std::fs::Metadata,
     e: ContainerError,
@@ -568,6 +570,12 @@ fn restore(
     let Err(why) = reset else {
         return e;
     };
+    // Only the state the mount's version was opened from may be handed back as its own:
+    // another writer's change before or during the shadow writes stays a change (ESTALE at
+    // the next commit), as it was before the undo.
+    if !f.same_but_mtime(old).unwrap_or(false) {
+        return e;
+    }
     match file.metadata() {
         Ok(now) => ContainerError::Restored {
             path: path.to_path_buf(),

@@ -2,8 +2,8 @@
 //! consolidated metadata of its group's subtree, so together they are O(nodes x depth) bytes,
 //! which a deep hostile store would make unbounded. Kept within a byte budget
 //! ([`DOC_BUDGET`]): past it the least recently read documents are dropped (built again at
-//! their next read), and a document larger than the budget is never kept. Nothing is
-//! refused. Each document is kept with the view's generation it was built in; documents of
+//! their next read); a document larger than the budget is kept alone (the cache then holds
+//! that one document). Nothing is refused. Each document is kept with the view's generation it was built in; documents of
 //! older generations are dropped at the next insert.
 
 use std::collections::{BTreeMap, HashMap};
@@ -64,7 +64,8 @@ impl DocCache {
 
     /// Keeps `bytes` as the document of `key` in `generation`: documents of other
     /// generations go, then the least recently read until it fits; one larger than the
-    /// budget is not kept.
+    /// budget is kept alone (every other dropped), so that the stats and opens of a huge
+    /// document do not build it again each time.
     pub(crate) fn insert(&mut self, key: u64, generation: u64, bytes: Arc<[u8]>) {
         let stale: Vec<u64> = self
             .docs
@@ -74,10 +75,6 @@ impl DocCache {
             .collect();
         for k in stale {
             self.remove(k);
-        }
-        if bytes.len() > self.budget {
-            self.evicted += 1;
-            return;
         }
         while self.bytes + bytes.len() > self.budget {
             let Some((_, &oldest)) = self.order.iter().next() else {
@@ -143,18 +140,19 @@ mod tests {
         assert_eq!(c.usage(), (80, 2, 1));
         assert!(c.get(2, 0).is_none(), "the least recently read went");
         assert!(c.get(1, 0).is_some() && c.get(3, 0).is_some());
-        // Larger than the budget: not kept, nothing else dropped.
+        // Larger than the budget: kept alone, the others dropped.
         c.insert(4, 0, doc(101));
-        assert!(c.get(4, 0).is_none());
-        assert_eq!(c.usage(), (80, 2, 2));
+        assert!(c.get(4, 0).is_some());
+        assert!(c.get(1, 0).is_none() && c.get(3, 0).is_none());
+        assert_eq!(c.usage(), (101, 1, 3));
         // Another generation: the old documents go.
         c.insert(5, 1, doc(10));
-        assert!(c.get(1, 0).is_none() && c.get(1, 1).is_none());
+        assert!(c.get(4, 0).is_none() && c.get(4, 1).is_none());
         assert_eq!(c.usage().0, 10);
         // The same key again replaces its document.
         c.insert(5, 1, doc(20));
-        assert_eq!(c.usage(), (20, 1, 2));
+        assert_eq!(c.usage(), (20, 1, 3));
         c.set_budget(10);
-        assert_eq!(c.usage(), (0, 0, 3));
+        assert_eq!(c.usage(), (0, 0, 4));
     }
 }

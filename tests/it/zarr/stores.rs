@@ -266,8 +266,13 @@ with blosc2.TreeStore(sys.argv[1], mode="w") as st:
         // g<d-1> holds the arrays of depths d..=12 and the groups of depths d+1..=12.
         let want = if depth == 0 { 24 } else { 25 - 2 * depth };
         assert_eq!(below.len(), want, "group {g:?}: {:?}", below.keys());
-        let (bytes, _, _) = tight.zarr_doc_usage();
-        assert!(bytes <= BUDGET, "{bytes} bytes kept, budget {BUDGET}");
+        // Within the budget, or one document past it kept alone (so that its stats and
+        // opens do not build it again).
+        let (bytes, docs, _) = tight.zarr_doc_usage();
+        assert!(
+            bytes <= BUDGET || docs == 1,
+            "{bytes} bytes in {docs} documents kept, budget {BUDGET}"
+        );
     }
     let (bytes, docs, evicted) = tight.zarr_doc_usage();
     assert!(
