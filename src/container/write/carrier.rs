@@ -81,10 +81,11 @@ fn carrier_name(group_key: &str) -> String {
 /// carrier (see the module doc). Reopen the store afterwards.
 ///
 /// # Errors
-/// [`ContainerError::Refused`] for a directory of sources, or when something already lies
-/// at the carrier's path; [`ContainerError::Changed`] when the zip changed since the store
-/// was opened; the vlmeta commit's refusals (attributes that are no object, keys past 31
-/// bytes); [`ContainerError::Io`].
+/// [`ContainerError::Refused`] for a directory of sources or a store that is no TreeStore;
+/// [`ContainerError::Changed`] when the zip changed since the store was opened, or a carrier
+/// lies at its path already (another writer made it); the vlmeta commit's refusals
+/// (attributes that are no object, keys past 31 bytes); [`ContainerError::Io`] (also when
+/// the directory holding a `.b2d` store cannot take the scratch file).
 pub(super) fn new_carrier(
     store: &Collection,
     group_key: &str,
