@@ -334,6 +334,37 @@ fn store_a_group_without_attributes_gets_a_carrier_python_blosc2_reads() {
     }
 }
 
+/// A crash at every durable step of an attribute commit to a `.b2d` group's existing
+/// carrier file (an empty frame, rewritten whole through a temp file) leaves the attributes
+/// old or new and python-blosc2's keys as they were: the temp file lies beside the store,
+/// where python-blosc2 does not take it for a key (inside it, a crash left one).
+#[test]
+fn store_b2d_carrier_commit_crash_at_every_step_leaves_no_key_behind() {
+    let (py, dir, manifest) = or_skip!(fixtures(
+        "store_b2d_carrier_commit_crash_at_every_step_leaves_no_key_behind"
+    ));
+    let name = "deflt.b2d";
+    let old = &manifest[name]["attrs"]["/group"];
+    every_commit_step(name, 3, |steps| {
+        let tmp = tempfile::tempdir().unwrap();
+        let p = tmp.path().join(name);
+        support::copy_tree(&dir.join(name), &p);
+        let c = open_store(&p).unwrap();
+        assert!(c.group("/group").unwrap().carrier().is_some());
+        let attrs = json!({"units": "kg"});
+        let done = commit_group_attrs_with_crash_after(&c, "/group", &attrs, steps).unwrap();
+        drop(c);
+        let got = python_reads(&py, &p);
+        let now = &got["attrs"]["/group"];
+        assert!(now == old || *now == attrs, "step {steps}: {now}");
+        assert_eq!(got["keys"], manifest[name]["keys"], "step {steps}");
+        if done {
+            assert_eq!(*now, attrs);
+        }
+        done
+    });
+}
+
 /// A `.b2d` TreeStore opened by python-blosc2 with `locking=True` and kept open: a group
 /// without a directory (its leaves all in `embed.b2e`) gets a carrier (the directory made),
 /// and the open handle, which rescans only when the lock's counter moves, then reads the

@@ -37,6 +37,10 @@ pub(super) struct Io {
     /// Tests: stands for another writer before each file [`Io::create`] or
     /// [`Io::create_new`] makes.
     before_create: Option<BeforeCreate>,
+    /// Where [`Io::replace`] makes its temp file, when not beside its target (a `.b2d`
+    /// store's files: python-blosc2 takes any file in the store that reads as a frame for a
+    /// key, and a crash would leave one).
+    scratch_dir: Option<std::path::PathBuf>,
 }
 
 impl std::fmt::Debug for Io {
@@ -46,6 +50,7 @@ impl std::fmt::Debug for Io {
             .field("crashed", &self.crashed)
             .field("fail_times", &self.fail_times)
             .field("before_create", &self.before_create.is_some())
+            .field("scratch_dir", &self.scratch_dir)
             .finish()
     }
 }
@@ -58,6 +63,7 @@ impl Io {
             crashed: false,
             fail_times: None,
             before_create: None,
+            scratch_dir: None,
         }
     }
 
@@ -196,10 +202,27 @@ impl Io {
             .map_err(|e| io_err(dir, e))
     }
 
-    /// Writes `bytes` to `target` atomically: `<target>.b2fs-tmp` created and fsynced, renamed
-    /// over `target`, the directory fsynced (four steps).
+    /// Makes [`Io::replace`]'s temp files in `dir` (on the file system of its targets)
+    /// instead of beside each target.
+    pub(super) fn scratch_in(&mut self, dir: &Path) {
+        self.scratch_dir = Some(dir.to_path_buf());
+    }
+
+    /// Writes `bytes` to `target` atomically: `<target>.b2fs-tmp` (or a temp file in the
+    /// directory [`Io::scratch_in`] named) created and fsynced, renamed over `target`, the
+    /// target's directory fsynced (four steps).
     pub(super) fn replace(&mut self, target: &Path, bytes: &[u8]) -> Result<(), ContainerError> {
-        let tmp = tmp_path(target);
+        let tmp = match &self.scratch_dir {
+            // One name per process and target name (the commits of a mount come one at a
+            // time); the rename crosses directories of one file system.
+            Some(dir) => {
+                let mut name = std::ffi::OsString::from(format!(".b2fs-{}-", std::process::id()));
+                name.push(target.file_name().unwrap_or_default());
+                name.push(".b2fs-tmp");
+                dir.join(name)
+            }
+            None => tmp_path(target),
+        };
         let staged = self.create(&tmp, bytes);
         let renamed = staged.and_then(|()| self.rename(&tmp, target));
         if renamed.is_err() && !self.crashed() {

@@ -34,7 +34,7 @@ use serde_json::Value;
 
 use super::io::{Io, parent_dir, tmp_path};
 use super::{Edit, io_err, refused, unsupported};
-use crate::container::store::{Collection, Leaf, Location, open_member, zip::ZipIndex};
+use crate::container::store::{Collection, Form, Leaf, Location, open_member, zip::ZipIndex};
 use crate::container::{Array, Container, ContainerError};
 
 /// Members from this size on are written with ZIP64 sizes (python's `zipfile` switches at
@@ -136,6 +136,10 @@ fn commit_io(
     let path = store.path();
     match leaf.location() {
         Location::File(_) | Location::Source(_) | Location::TreeFile(_) => {
+            if store.form() == Form::Dir {
+                // A temp file in a `.b2d` would be a key to python-blosc2 after a crash.
+                io.scratch_in(parent_dir(path));
+            }
             match leaf.open().map_err(unwrap)? {
                 Container::Array(a) => super::commit_io(a, edit, io),
                 Container::Table(t) => Err(unsupported(
