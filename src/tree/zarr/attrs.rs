@@ -41,8 +41,9 @@ impl Tree {
     ///
     /// # Errors
     /// [`TreeError::NotPermitted`] (EPERM, logged) for any other change, attributes that
-    /// are not an object, or attributes of a node that has none of its own; the carrier's
-    /// refusals ([`TreeError::ReadOnly`] for a read-only one); commit errors.
+    /// are not an object, or attributes of a node that has none of its own;
+    /// [`TreeError::TooBig`] (EFBIG) for a document past the bound ([`MAX_NEW_ATTRS`]); the
+    /// carrier's refusals ([`TreeError::ReadOnly`] for a read-only one); commit errors.
     pub(super) fn zarr_json_replace(&self, t: u64, z: ZNode, data: &[u8]) -> Result<(), TreeError> {
         let path = self.zarr_path_of(t);
         let refuse = |why: String| {
