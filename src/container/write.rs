@@ -374,12 +374,7 @@ pub fn commit_with_crash_after(
     edit: &Edit,
     steps: usize,
 ) -> Result<bool, ContainerError> {
-    let mut io = io::Io::new(Some(steps));
-    match commit_io(array, edit, &mut io) {
-        Ok(()) => Ok(true),
-        Err(_) if io.crashed() => Ok(false),
-        Err(e) => Err(e),
-    }
+    io::Io::until_crash(steps, |io| commit_io(array, edit, io))
 }
 
 /// Tests: [`commit`], where giving a file back its modification time (the undoing of a
@@ -473,12 +468,7 @@ pub fn commit_column_with_crash_after(
     edit: &Edit,
     steps: usize,
 ) -> Result<bool, ContainerError> {
-    let mut io = io::Io::new(Some(steps));
-    match table::commit_column(table, column, edit, &mut io) {
-        Ok(()) => Ok(true),
-        Err(_) if io.crashed() => Ok(false),
-        Err(e) => Err(e),
-    }
+    io::Io::until_crash(steps, |io| table::commit_column(table, column, edit, io))
 }
 
 /// Brings a ctable whose columns have different row counts back to one: columns longer than

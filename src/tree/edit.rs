@@ -372,12 +372,23 @@ impl Tree {
         }
     }
 
-    /// Replaces the `__attrs__` buffer of `ino` with `data`.
-    pub(crate) fn set_attrs_buffer(&self, ino: u64, data: Vec<u8>) -> Result<(), TreeError> {
+    /// Replaces the content of `__attrs__` file `ino` with `data` and commits it at once (a
+    /// temp file renamed over it, a Zarr attribute edit). A failed commit leaves no pending
+    /// edit of the file behind.
+    ///
+    /// # Errors
+    /// As [`Tree::write_target`]; the buffer's bound; commit errors.
+    pub(crate) fn replace_attrs(&self, ino: u64, data: Vec<u8>) -> Result<(), TreeError> {
+        self.write_target(ino)?;
         self.with_buffer(ino, WriteTarget::Attrs, data.len(), |buf, _| {
             *buf = data;
             Ok(())
-        })
+        })?;
+        let committed = self.commit(ino, super::commit::Reason::Durable);
+        if committed.is_err() {
+            self.edits.lock().attrs.remove(&ino);
+        }
+        committed
     }
 
     /// Writes `data` at `offset` of file `ino` through handle `fh`: patches the buffers it

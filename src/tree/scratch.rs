@@ -312,7 +312,6 @@ impl Tree {
                 Ok(())
             }
             (Some(t), Some(Ok(Entry::File(FileKind::Attrs(..))))) => {
-                self.write_target(t)?;
                 let data = self
                     .scratch
                     .lock()
@@ -320,19 +319,11 @@ impl Tree {
                     .get(&from)
                     .map(|f| f.data.clone())
                     .unwrap_or_default();
-                self.set_attrs_buffer(t, data)?;
-                match self.commit(t, super::commit::Reason::Durable) {
-                    Ok(()) => {
-                        let mut s = self.scratch.lock();
-                        s.files.remove(&from);
-                        s.touch();
-                        Ok(())
-                    }
-                    Err(e) => {
-                        self.edits.lock().attrs.remove(&t);
-                        Err(e)
-                    }
-                }
+                self.replace_attrs(t, data)?;
+                let mut s = self.scratch.lock();
+                s.files.remove(&from);
+                s.touch();
+                Ok(())
             }
             _ => Err(TreeError::NotPermitted(format!(
                 "renaming over {newname:?}: only __attrs__ can be replaced"

@@ -431,22 +431,26 @@ impl Tree {
     /// EIO when its `__attrs__` cannot be read (a group's carrier that does not read): the
     /// metadata must not say the node has no attributes.
     fn zarr_attrs(&self, n: u64) -> Result<Value, TreeError> {
-        let Some(node) = self.node(n) else {
-            return Ok(Value::Object(Map::new()));
-        };
-        let Ok(children) = self.zarr_native(n, node) else {
-            return Ok(Value::Object(Map::new()));
-        };
-        for &c in children.iter() {
-            if let Some(child) = self.node(c) {
-                if let (NodeKind::File(FileKind::Attrs(_, stored)), "__attrs__") =
-                    (&child.kind, child.name.as_str())
-                {
-                    return Ok(meta::parse_attrs(&super::read::generated(stored)?));
-                }
+        let file = self.zarr_attrs_file(n).and_then(|c| self.node(c));
+        match file.map(|f| &f.kind) {
+            Some(NodeKind::File(FileKind::Attrs(_, stored))) => {
+                Ok(meta::parse_attrs(&super::read::generated(stored)?))
             }
+            _ => Ok(Value::Object(Map::new())),
         }
-        Ok(Value::Object(Map::new()))
+    }
+
+    /// The `__attrs__` file of native directory `n` (a collection leaf laid out for it), if
+    /// it has one.
+    fn zarr_attrs_file(&self, n: u64) -> Option<u64> {
+        let node = self.node(n)?;
+        let children = self.zarr_native(n, node).ok()?;
+        children.into_iter().find(|&c| {
+            self.node(c).is_some_and(|child| {
+                matches!(child.kind, NodeKind::File(FileKind::Attrs(..)))
+                    && child.name == "__attrs__"
+            })
+        })
     }
 
     /// Whether native directory `n` is a ctable (its arrays share their first dimension).

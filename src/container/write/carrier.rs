@@ -24,8 +24,6 @@
 
 use std::path::{Path, PathBuf};
 
-use serde_json::Value;
-
 use super::io::{Io, SidecarLock, parent_dir, tmp_path};
 use super::{Edit, frame, io_err, refused};
 use crate::container::store::{Collection, Form, Marker};
@@ -77,8 +75,8 @@ fn carrier_name(group_key: &str) -> String {
     }
 }
 
-/// Gives group `group_key` of `store` (which has no carrier) the attributes `attrs` in a new
-/// carrier (see the module doc). Reopen the store afterwards.
+/// Gives group `group_key` of `store` (which has no carrier) the attributes of `edit` (an
+/// edit of attributes only) in a new carrier (see the module doc). Reopen the store afterwards.
 ///
 /// # Errors
 /// [`ContainerError::Refused`] for a directory of sources or a store that is no TreeStore;
@@ -89,15 +87,11 @@ fn carrier_name(group_key: &str) -> String {
 pub(super) fn new_carrier(
     store: &Collection,
     group_key: &str,
-    attrs: &Value,
+    edit: &Edit,
     io: &mut Io,
 ) -> Result<(), ContainerError> {
     let path = store.path();
     let name = carrier_name(group_key);
-    let edit = Edit {
-        attrs: Some(attrs.clone()),
-        ..Edit::default()
-    };
     if store.form() != Form::Frames && store.marker() != Some(Marker::Tree) {
         // In a DictStore a new `<group>/__vlmeta__` would show as one more key.
         return Err(refused(
@@ -137,7 +131,7 @@ pub(super) fn new_carrier(
             super::check_path_writable(path)?;
             super::check_path_writable(parent_dir(path))?;
             let scratch = super::store::scratch_path(path);
-            let result = carrier_file(&scratch, &edit)
+            let result = carrier_file(&scratch, edit)
                 .and_then(|()| super::store::write_zip_adding(zip, &name, &scratch, io));
             if result.is_err() && !io.crashed() {
                 let _ = std::fs::remove_file(&scratch);
@@ -170,7 +164,7 @@ pub(super) fn new_carrier(
             // Beside the store, not in it: python-blosc2 opens every file of a `.b2d` that
             // reads as a frame as one more key, whatever its name.
             let tmp = tmp_path(path);
-            let result = carrier_file(&tmp, &edit).and_then(|()| {
+            let result = carrier_file(&tmp, edit).and_then(|()| {
                 io.begin_step(&target)?;
                 std::fs::hard_link(&tmp, &target).map_err(|e| match e.kind() {
                     std::io::ErrorKind::AlreadyExists => {

@@ -169,12 +169,7 @@ pub fn compact_mounted_with_crash_after(
     array: &Array,
     steps: usize,
 ) -> Result<bool, ContainerError> {
-    let mut io = Io::new(Some(steps));
-    match compact_mounted_io(array, &mut io) {
-        Ok(_) => Ok(true),
-        Err(_) if io.crashed() => Ok(false),
-        Err(e) => Err(e),
-    }
+    Io::until_crash(steps, |io| compact_mounted_io(array, io))
 }
 
 fn compact_mounted_io(array: &Array, io: &mut Io) -> Result<SourceLock, ContainerError> {

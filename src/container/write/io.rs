@@ -202,6 +202,21 @@ impl Io {
             .map_err(|e| io_err(dir, e))
     }
 
+    /// Runs `commit` with a budget of `steps` durable steps, as a crash after them would
+    /// stop it: `Ok(true)` when it completed, `Ok(false)` when the budget stopped it. For the
+    /// crash-test variants of the commits.
+    pub(super) fn until_crash<T>(
+        steps: usize,
+        commit: impl FnOnce(&mut Io) -> Result<T, ContainerError>,
+    ) -> Result<bool, ContainerError> {
+        let mut io = Io::new(Some(steps));
+        match commit(&mut io) {
+            Ok(_) => Ok(true),
+            Err(_) if io.crashed() => Ok(false),
+            Err(e) => Err(e),
+        }
+    }
+
     /// Makes [`Io::replace`]'s temp files in `dir` (on the file system of its targets)
     /// instead of beside each target.
     pub(super) fn scratch_in(&mut self, dir: &Path) {

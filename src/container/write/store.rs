@@ -63,12 +63,7 @@ pub fn commit_member_with_crash_after(
     edit: &Edit,
     steps: usize,
 ) -> Result<bool, ContainerError> {
-    let mut io = Io::new(Some(steps));
-    match commit_io(store, leaf, edit, &mut io) {
-        Ok(()) => Ok(true),
-        Err(_) if io.crashed() => Ok(false),
-        Err(e) => Err(e),
-    }
+    Io::until_crash(steps, |io| commit_io(store, leaf, edit, io))
 }
 
 /// Replaces the attributes of the group at `group_key` (`/` for the store's own) with
@@ -98,12 +93,7 @@ pub fn commit_group_attrs_with_crash_after(
     attrs: &Value,
     steps: usize,
 ) -> Result<bool, ContainerError> {
-    let mut io = Io::new(Some(steps));
-    match group_attrs_io(store, group_key, attrs, &mut io) {
-        Ok(()) => Ok(true),
-        Err(_) if io.crashed() => Ok(false),
-        Err(e) => Err(e),
-    }
+    Io::until_crash(steps, |io| group_attrs_io(store, group_key, attrs, io))
 }
 
 fn group_attrs_io(
@@ -116,15 +106,15 @@ fn group_attrs_io(
     let group = store
         .group(group_key)
         .ok_or_else(|| refused(path, format!("no group {group_key:?}")))?;
-    let Some(carrier) = group.carrier() else {
-        // python-blosc2 makes a group's carrier when its attributes are first set.
-        return super::carrier::new_carrier(store, group_key, attrs, io);
-    };
     let edit = Edit {
         attrs: Some(attrs.clone()),
         ..Edit::default()
     };
-    commit_io(store, carrier, &edit, io)
+    match group.carrier() {
+        Some(carrier) => commit_io(store, carrier, &edit, io),
+        // python-blosc2 makes a group's carrier when its attributes are first set.
+        None => super::carrier::new_carrier(store, group_key, &edit, io),
+    }
 }
 
 fn commit_io(

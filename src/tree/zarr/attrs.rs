@@ -23,7 +23,6 @@
 
 use serde_json::{Map, Value};
 
-use super::super::layout::{FileKind, NodeKind};
 use super::super::{ROOT_INO, Tree, TreeError};
 use super::{ZNode, write::zarr_json_refused};
 
@@ -100,18 +99,9 @@ impl Tree {
                     .into(),
             ));
         };
-        self.write_target(carrier)?;
-        self.set_attrs_buffer(carrier, super::super::view::json_file(attrs))?;
-        match self.commit(carrier, crate::tree::commit::Reason::Durable) {
-            Ok(()) => {
-                log::info!("{path}: attributes written to {}", self.path_of(carrier));
-                Ok(())
-            }
-            Err(e) => {
-                self.edits.lock().attrs.remove(&carrier);
-                Err(e)
-            }
-        }
+        self.replace_attrs(carrier, super::super::view::json_file(attrs))?;
+        log::info!("{path}: attributes written to {}", self.path_of(carrier));
+        Ok(())
     }
 
     /// The `__attrs__` file holding the attributes of Zarr node `z` (`RootJson` or `Json`),
@@ -123,14 +113,7 @@ impl Tree {
             ZNode::Json(n) => n,
             _ => return None,
         };
-        let node = self.node(n)?;
-        let children = self.zarr_native(n, node).ok()?;
-        children.into_iter().find(|&c| {
-            self.node(c).is_some_and(|child| {
-                matches!(child.kind, NodeKind::File(FileKind::Attrs(..)))
-                    && child.name == "__attrs__"
-            })
-        })
+        self.zarr_attrs_file(n)
     }
 }
 
