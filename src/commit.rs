@@ -54,6 +54,28 @@ pub trait ChunkBytes: std::fmt::Debug {
     /// # Errors
     /// Reading it back failed.
     fn bytes(&self) -> std::io::Result<std::borrow::Cow<'_, [u8]>>;
+    /// Whether every byte is zero, known without reading them ([`Zeros`]): the chunk is then
+    /// encoded from one block of zeros ([`crate::codec::compress_zeros`]).
+    fn all_zeros(&self) -> bool {
+        false
+    }
+}
+
+/// A chunk of this many zero bytes (the new chunks of a resize), encoded in the time and
+/// memory of its compressed form.
+#[derive(Debug, Clone, Copy)]
+pub struct Zeros(pub usize);
+
+impl ChunkBytes for Zeros {
+    fn len(&self) -> usize {
+        self.0
+    }
+    fn bytes(&self) -> std::io::Result<std::borrow::Cow<'_, [u8]>> {
+        Ok(std::borrow::Cow::Owned(vec![0; self.0]))
+    }
+    fn all_zeros(&self) -> bool {
+        true
+    }
 }
 
 impl ChunkBytes for Vec<u8> {
@@ -125,8 +147,50 @@ pub enum Target<'a> {
 pub enum Edit<'a> {
     /// Chunks, all in one commit.
     Chunks(&'a [ChunkEdit<'a>]),
+    /// A 1-D source resized to `len` items along its first axis by `chunks` (the chunks past
+    /// its new end emptied, new ones appended, the new last one rewritten), all in one commit;
+    /// a b2nd/caterva array's shape becomes `len` ([`write::Edit::shape0`]), whatever its
+    /// padded chunks hold.
+    Resize {
+        /// The chunk edits.
+        chunks: &'a [ChunkEdit<'a>],
+        /// The new first dimension.
+        len: u64,
+    },
     /// The attributes (a JSON object).
     Attrs(serde_json::Value),
+}
+
+/// Where `edits` cut `nchunks` chunks: the first of the chunks they empty (not appended),
+/// which must be every chunk from there on.
+fn removed_suffix(
+    path: &Path,
+    nchunks: usize,
+    edits: &[ChunkEdit<'_>],
+) -> Result<Option<usize>, ContainerError> {
+    let mut removed: Vec<usize> = edits
+        .iter()
+        .filter(|c| c.data.is_empty() && !c.append)
+        .map(|c| c.index)
+        .collect();
+    removed.sort_unstable();
+    removed.dedup();
+    let Some(&first) = removed.first() else {
+        return Ok(None);
+    };
+    if removed.last().is_some_and(|&l| l >= nchunks)
+        || nchunks.checked_sub(first) != Some(removed.len())
+    {
+        return Err(ContainerError::Refused {
+            path: path.to_path_buf(),
+            why: format!(
+                "emptying {} chunks from chunk {first} of {nchunks} (only the last chunks can \
+                 be removed, every one from the first removed on)",
+                removed.len()
+            ),
+        });
+    }
+    Ok(Some(first))
 }
 
 /// What a commit did.
@@ -307,21 +371,27 @@ impl Committer {
         edit: Edit<'_>,
     ) -> Result<Committed, ContainerError> {
         let edited: Vec<usize> = match edit {
-            Edit::Chunks(chunks) => chunks.iter().map(|c| c.index).collect(),
+            Edit::Chunks(chunks) | Edit::Resize { chunks, .. } => {
+                chunks.iter().map(|c| c.index).collect()
+            }
             Edit::Attrs(_) => Vec::new(),
         };
         let container_edit = match edit {
-            Edit::Chunks(chunks) => {
+            Edit::Chunks(chunks) | Edit::Resize { chunks, .. } => {
                 let Some(live) = target.live() else {
                     return Err(ContainerError::Refused {
                         path: target.path(),
                         why: "chunks of something that holds only attributes".into(),
                     });
                 };
-                match self.container_edit(&live.get(), chunks)? {
-                    Some(e) => e,
-                    None => return Ok(Committed::Nothing),
+                let array = live.get();
+                let Some(mut e) = self.container_edit(&array, chunks)? else {
+                    return Ok(Committed::Nothing);
+                };
+                if let Edit::Resize { len, .. } = edit {
+                    e.shape0 = array.nd_meta().is_some().then_some(len);
                 }
+                e
             }
             Edit::Attrs(attrs) => write::Edit {
                 attrs: Some(attrs),
@@ -433,9 +503,9 @@ impl Committer {
         }
     }
 
-    /// The container edit `edits` of `array` stand for: updates, an append, the removal of
-    /// the last chunk (an empty chunk that is the last); `None` when nothing is to be done
-    /// (created chunk files still empty).
+    /// The container edit `edits` of `array` stand for: updates, appends, the removal of
+    /// the last chunks (empty chunks that are the last ones, each of them); `None` when
+    /// nothing is to be done (created chunk files still empty).
     fn container_edit(
         &mut self,
         array: &Array,
@@ -443,49 +513,42 @@ impl Committer {
     ) -> Result<Option<write::Edit>, ContainerError> {
         let path = array.path();
         let nchunks = array.nchunks();
-        let mut edit = write::Edit::default();
+        let mut edit = write::Edit {
+            truncate: removed_suffix(path, nchunks, edits)?,
+            ..Default::default()
+        };
         let mut spool = write::Spool::new(self.spool_memory, self.spool_dir.clone());
         spool.fail_with(self.spool_fail.0, self.spool_fail.1);
         let mut params = None;
         for chunk in edits {
             if chunk.data.is_empty() {
-                if chunk.append {
-                    continue;
-                }
-                if chunk.index + 1 != nchunks {
-                    return Err(ContainerError::Refused {
-                        path: path.to_path_buf(),
-                        why: format!(
-                            "emptying chunk {} (only the last chunk can be removed)",
-                            chunk.index
-                        ),
-                    });
-                }
-                edit.truncate = Some(chunk.index);
                 continue;
             }
             let params = match &params {
                 Some(p) => p,
                 None => params.insert(write::chunk_cparams(array)?),
             };
-            // One decoded chunk at a time (read back here when the caller keeps it in a file):
-            // only the compressed chunks of the edit are held together.
-            let decoded = chunk.data.bytes().map_err(|e| ContainerError::Io {
+            let chunk_error = |e| ContainerError::Chunk {
                 path: path.to_path_buf(),
-                source: std::io::Error::new(
-                    e.kind(),
-                    format!("reading back the edit of chunk {}: {e}", chunk.index),
-                ),
-            })?;
-            let bytes =
+                index: chunk.index,
+                source: e,
+            };
+            let bytes = if chunk.data.all_zeros() {
+                crate::codec::compress_zeros(chunk.data.len(), params).map_err(chunk_error)?
+            } else {
+                // One decoded chunk at a time (read back here when the caller keeps it in a
+                // file): only the compressed chunks of the edit are held together.
+                let decoded = chunk.data.bytes().map_err(|e| ContainerError::Io {
+                    path: path.to_path_buf(),
+                    source: std::io::Error::new(
+                        e.kind(),
+                        format!("reading back the edit of chunk {}: {e}", chunk.index),
+                    ),
+                })?;
                 self.encoder
                     .compress(&decoded, params)
-                    .map_err(|e| ContainerError::Chunk {
-                        path: path.to_path_buf(),
-                        index: chunk.index,
-                        source: e,
-                    })?;
-            drop(decoded);
+                    .map_err(chunk_error)?
+            };
             // Kept in memory while the commit's chunks fit in the bound, else in the spool file
             // (read back one at a time when written).
             let bytes = spool.add(bytes).map_err(|e| ContainerError::Io {

@@ -28,6 +28,10 @@ python-blosc2) or .venv-zarr311 (Python 3.11: zarr-python 3.1 only).
                                                  EROFS and change nothing; prints "refused N"
     zarr_readers.py crashwrite MNT NAME NEW.npy  prints "ready" once the array is open, then
                                                  `z[...] = new` (every chunk), prints "done"
+    zarr_readers.py append MNT NAME              on the 1-D float64 array NAME (item i holding
+                                                 i, dimension "time"): zarr-python `append`,
+                                                 xarray `to_zarr(append_dim="time")`, a
+                                                 shrinking `resize`; prints one line each
 """
 
 import errno
@@ -601,6 +605,29 @@ def attrs(mnt):
                              sort_keys=True))
 
 
+def append(mnt, name):
+    """Resizes through the view of a 1-D array whose item i holds i: zarr-python's `append`
+    (300 items, across chunks), xarray's `append_dim` (50 more), then `resize` to 1,200; a
+    fresh reader of each sees the new length and values. Prints one line per step."""
+    import xarray as xr
+    import zarr
+
+    root = f"{mnt}/zarr"
+    z = zarr.open_array(f"{root}/{name}", mode="r+")
+    n = z.shape[0]
+    z.append(np.arange(n, n + 300, dtype=np.float64))
+    again = zarr.open_array(f"{root}/{name}", mode="r")
+    print("append", again.shape[0], bool((again[...] == np.arange(n + 300)).all()))
+    n += 300
+    new = xr.Dataset({name: ("time", np.arange(n, n + 50, dtype=np.float64))})
+    new.to_zarr(root, append_dim="time")
+    ds = xr.open_zarr(root)
+    print("xarray", ds[name].shape[0], bool((ds[name].values == np.arange(n + 50)).all()))
+    zarr.open_array(f"{root}/{name}", mode="r+").resize((1200,))
+    again = zarr.open_array(f"{root}/{name}", mode="r")
+    print("resize", again.shape[0], bool((again[...] == np.arange(1200)).all()))
+
+
 def main():
     cmd = sys.argv[1]
     if cmd == "read":
@@ -617,6 +644,8 @@ def main():
         readonly(*sys.argv[2:4])
     elif cmd == "attrs":
         attrs(sys.argv[2])
+    elif cmd == "append":
+        append(*sys.argv[2:4])
     elif cmd == "crashwrite":
         crashwrite(*sys.argv[2:5])
     else:

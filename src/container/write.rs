@@ -82,8 +82,14 @@ pub struct Edit {
     pub updates: Vec<(usize, Chunk)>,
     /// Chunks appended after the last one (1-D sources only), in order.
     pub appends: Vec<Chunk>,
-    /// Keep only the first n chunks (1-D sources; removing the last chunk).
+    /// Keep only the first n chunks (1-D sources; removing the last chunks).
     pub truncate: Option<usize>,
+    /// The new first dimension of a 1-D b2nd/caterva array (a resize that does not end on a
+    /// chunk boundary: its chunks keep their padded size). It must lie within the last chunk
+    /// the edit leaves: more than `(n - 1) x chunkshape[0]`, at most `n x chunkshape[0]`.
+    /// `None`: what appends and truncation give (see [`commit`]). Refused for other sources,
+    /// whose length their chunks hold.
+    pub shape0: Option<u64>,
     /// New user attributes (a JSON object in the container's attrs mapping) to store as
     /// vlmeta (frames) or the `__attrs__` file (bcolz).
     pub attrs: Option<serde_json::Value>,
@@ -99,6 +105,7 @@ impl Edit {
         self.updates.is_empty()
             && self.appends.is_empty()
             && self.truncate.is_none()
+            && self.shape0.is_none()
             && self.attrs.is_none()
     }
 }

@@ -345,14 +345,6 @@ impl Tree {
         bufs: &[(usize, ChunkBuf)],
         committer: &mut Committer,
     ) -> Result<(), TreeError> {
-        let live = self.writable_array(array)?;
-        if self.mounted.table().is_some() {
-            // A row-count change writes every column: each must be writable (else EROFS, as
-            // for the edited one).
-            for a in self.array_ids() {
-                self.writable_array(a)?;
-            }
-        }
         let edits: Vec<ChunkEdit<'_>> = bufs
             .iter()
             .map(|(index, c)| ChunkEdit {
@@ -361,7 +353,28 @@ impl Tree {
                 append: c.creating,
             })
             .collect();
-        let indexes: Vec<usize> = bufs.iter().map(|(i, _)| *i).collect();
+        self.commit_chunk_edits(ino, array, &edits, None, committer)
+    }
+
+    /// [`Tree::commit_chunk_bufs`] of chunk edits `edits`; with `resize`, the commit is a
+    /// resize of a 1-D source to that many items ([`Edit::Resize`]).
+    pub(crate) fn commit_chunk_edits(
+        &self,
+        ino: u64,
+        array: ArrayId,
+        edits: &[ChunkEdit<'_>],
+        resize: Option<u64>,
+        committer: &mut Committer,
+    ) -> Result<(), TreeError> {
+        let live = self.writable_array(array)?;
+        if self.mounted.table().is_some() {
+            // A row-count change writes every column: each must be writable (else EROFS, as
+            // for the edited one).
+            for a in self.array_ids() {
+                self.writable_array(a)?;
+            }
+        }
+        let indexes: Vec<usize> = edits.iter().map(|e| e.index).collect();
         let before = live.snapshot();
         let collection = self.mounted.collection().map(|c| c.get());
         let target = match (&self.mounted, live.leaf_key(), &collection) {
@@ -373,7 +386,11 @@ impl Tree {
             (Mounted::Table(table), ..) => Target::Column { table, live },
             _ => Target::Array(live),
         };
-        let res = committer.commit(target, Edit::Chunks(&edits));
+        let edit = match resize {
+            Some(len) => Edit::Resize { chunks: edits, len },
+            None => Edit::Chunks(edits),
+        };
+        let res = committer.commit(target, edit);
         let stale = matches!(res, Err(ContainerError::Changed { .. }));
         let reloaded = match &res {
             Ok(Committed::Nothing) => return Ok(()),

@@ -280,7 +280,7 @@ impl Tree {
     /// The stored bytes of chunk `id`, the base of its buffer. Decoded outside the edits
     /// lock; the first writer's copy wins. A version another writer replaced meanwhile (issue
     /// 12): follow the source, then decode the new one.
-    fn base_of(&self, id: ChunkId) -> Result<Vec<u8>, TreeError> {
+    pub(crate) fn base_of(&self, id: ChunkId) -> Result<Vec<u8>, TreeError> {
         let bytes = match self.reader.chunk(id) {
             Err(crate::container::ContainerError::Changed { .. }) => {
                 self.follow_source();

@@ -49,6 +49,7 @@ mod meta;
 mod names;
 mod quick;
 mod read;
+mod resize;
 mod write;
 
 use std::collections::{BTreeMap, HashMap};

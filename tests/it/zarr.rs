@@ -13,6 +13,7 @@
 //! and assemble the view stay here.
 
 mod cases;
+mod resize;
 mod stores;
 mod writes;
 

@@ -537,3 +537,53 @@ fn zarr_attribute_edits_of_zarr_python_and_xarray_reach_the_source() {
     assert_eq!(after["/atm/wind"], before["/atm/wind"]);
     assert_eq!(after["shape"], serde_json::json!([6, 10]));
 }
+
+/// Resizes as zarr-python (`append`, `resize`) and xarray (`to_zarr(append_dim=...)`) make
+/// them on a read-write mount of a python-blosc2 1-D b2nd: each reader sees the new length
+/// and values, python-blosc2 reads the source back with them, and nothing is refused.
+#[test]
+fn zarr_appends_of_zarr_python_and_xarray_resize_the_source() {
+    let t = "zarr_appends_of_zarr_python_and_xarray_resize_the_source";
+    let py = or_skip!(fuse_and_python(t));
+    let zpy = or_skip!(zarr34(t));
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("series.b2nd");
+    let make = "import sys, numpy as np, blosc2\n\
+        a = blosc2.asarray(np.arange(1000, dtype=np.float64), chunks=(256,), blocks=(64,), \
+        urlpath=sys.argv[1], mode='w')\n\
+        a.vlmeta['_ARRAY_DIMENSIONS'] = ['time']\n";
+    run_python(&py, &["-c", make, src.to_str().unwrap()]);
+    let m = Mount::daemon(&src, &[]);
+    let (ok, out, err) = run(
+        &zpy,
+        &[
+            "scripts/oracle/zarr_readers.py",
+            "append",
+            m.mp.to_str().unwrap(),
+            "series",
+        ],
+    );
+    assert!(ok, "{out}{err}");
+    assert_eq!(
+        out.lines().collect::<Vec<_>>(),
+        ["append 1300 True", "xarray 1350 True", "resize 1200 True"],
+        "{out}{err}"
+    );
+    let log = crate::support::b2fs()
+        .args(["log", m.mp.to_str().unwrap()])
+        .output()
+        .unwrap();
+    let log = String::from_utf8_lossy(&log.stdout).into_owned();
+    m.umount();
+    assert!(log.contains("# 0 refusals"), "{log}");
+    let back = python_says(
+        &py,
+        &[
+            "-c",
+            "import sys, blosc2, numpy as np; a = blosc2.open(sys.argv[1]); \
+             print(a.shape, bool((a[...] == np.arange(1200)).all()), a.vlmeta['_ARRAY_DIMENSIONS'])",
+            src.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(back, "(1200,) True ['time']");
+}

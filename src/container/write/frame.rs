@@ -336,8 +336,16 @@ fn layout<'e>(array: &Array, f: &Frame, edit: &'e Edit) -> Result<Layout<'e>, Co
         entries.push(e);
     }
     let resized = n != old_n;
-    let shape0 = match nd {
-        Some(nd) if resized => {
+    let shape0 = match (nd, edit.shape0) {
+        (Some(nd), Some(want)) => Some(explicit_shape0(path, nd, n, want)?),
+        (None, Some(_)) => {
+            return Err(refused(
+                path,
+                "setting the first dimension of a source without a b2nd/caterva metalayer \
+                 (its length is what its chunks hold)",
+            ));
+        }
+        (Some(nd), None) if resized => {
             let cs0 = nd.chunkshape.first().copied().unwrap_or(0);
             let cover = (n as u64).saturating_mul(cs0);
             let old = nd.shape.first().copied().unwrap_or(0);
@@ -352,6 +360,34 @@ fn layout<'e>(array: &Array, f: &Frame, edit: &'e Edit) -> Result<Layout<'e>, Co
         general_flags,
         shape0,
     })
+}
+
+/// `want`, the first dimension [`Edit::shape0`] asks of a 1-D b2nd/caterva array `nd` left
+/// with `n` chunks, when it lies in the last of them.
+fn explicit_shape0(
+    path: &Path,
+    nd: &crate::container::ndim::NdMeta,
+    n: usize,
+    want: u64,
+) -> Result<u64, ContainerError> {
+    let cs0 = match nd.chunkshape.as_slice() {
+        [c] if *c > 0 => *c,
+        _ => {
+            return Err(refused(
+                path,
+                "setting the first dimension of an array that is not 1-D",
+            ));
+        }
+    };
+    let n = n as u64;
+    let fits = n > 0 && want > (n - 1).saturating_mul(cs0) && want <= n.saturating_mul(cs0);
+    if !fits {
+        return Err(refused(
+            path,
+            format!("a first dimension of {want} with {n} chunks of {cs0} items"),
+        ));
+    }
+    Ok(want)
 }
 
 /// The old header with the commit's fields patched in (same length: pitfall 1).

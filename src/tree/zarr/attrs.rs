@@ -71,7 +71,12 @@ impl Tree {
         let (Value::Object(new), Value::Object(shown)) = (new, shown) else {
             return Err(refuse("the new content is not a JSON object".into()));
         };
-        let differ = differing_members(&shown, &new);
+        let mut differ = differing_members(&shown, &new);
+        if differ == ["\"shape\""] {
+            // A resize (`resize.rs`): the source first, then its attributes as below.
+            self.zarr_resize(z, &path, &shown, &new)?;
+            differ.clear();
+        }
         if !differ.is_empty() {
             // Named up to a few (a hostile document may differ in a million).
             let more = differ.len().saturating_sub(8);

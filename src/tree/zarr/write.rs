@@ -461,12 +461,12 @@ fn add_range(ranges: &mut Vec<std::ops::Range<u64>>, new: std::ops::Range<u64>) 
 pub(super) fn zarr_json_refused() -> TreeError {
     log::warn!(
         "zarr.json: metadata changes through the Zarr view are refused (EPERM), but for \
-         attributes written as Zarr writers do (a temp file renamed over zarr.json); resize \
-         and append through the data files of the native tree"
+         attributes and the length of a 1-D array written as Zarr writers do (a temp file \
+         renamed over zarr.json); other shapes change through the native tree"
     );
     TreeError::NotPermitted(
-        "zarr.json cannot be changed but for its attributes, by a temp file renamed over \
-         it: resize and append through data/"
+        "zarr.json cannot be changed but for its attributes and a 1-D array's length, by a \
+         temp file renamed over it"
             .into(),
     )
 }
