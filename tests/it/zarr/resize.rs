@@ -269,3 +269,33 @@ fn a_crash_at_every_step_of_a_resize_leaves_the_old_or_the_new_array() {
         assert!(crashed_at_some_step, "{new_len}: no step was cut short");
     }
 }
+
+/// A 1-D leaf of a python-blosc2 `.b2z` TreeStore resizes through the view (the store
+/// rebuilt around the resized member): python-blosc2 reads the new length, the old values
+/// kept and zeros after them.
+#[test]
+fn a_store_leaf_resizes_through_the_view() {
+    let py = or_skip!(python("a_store_leaf_resizes_through_the_view"));
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("st.b2z");
+    let make = "import sys, numpy as np, blosc2\n\
+        s = blosc2.TreeStore(sys.argv[1], mode='w')\n\
+        s['/x/v'] = blosc2.asarray(np.arange(100, dtype=np.int32), chunks=(32,))\n\
+        s.close()\n";
+    run_python(&py, &["-c", make, src.to_str().unwrap()]);
+    let t = Tree::from_source(&src, opts(true)).unwrap();
+    let doc = json_at(&t, "zarr/x/v/zarr.json");
+    assert_eq!(doc["shape"], json!([100]));
+    rename_json_over(&t, "zarr/x/v", &with_len(&doc, 150)).unwrap();
+    drop(t);
+    let out = python_says(
+        &py,
+        &[
+            "-c",
+            "import sys, numpy as np, blosc2; v = blosc2.TreeStore(sys.argv[1], mode='r')['/x/v'][:]; \
+             print(v.shape[0], bool((v[:100] == np.arange(100)).all() and (v[100:] == 0).all()))",
+            src.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(out, "150 True");
+}
