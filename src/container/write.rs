@@ -8,9 +8,9 @@
 //! unlinked file, `spool.rs`) and reopens
 //! the source with [`super::open`] afterwards; the [`Array`] given to [`commit`] is never
 //! updated. It decodes chunk data only where a commit must re-store rows it did not get:
-//! special chunks re-encoded for variable-size frames (`frame.rs`: they wait in the edit's
-//! [`Spool`], [`Edit::spool`], like its own chunks) and the kept rows of the chunk a ctable
-//! column is cut or extended in (`table.rs`).
+//! special chunks re-encoded for variable-size frames (`frame/layout.rs`: they wait in the
+//! edit's [`Spool`], [`Edit::spool`], like its own chunks) and the kept rows of the chunk a
+//! ctable column is cut or extended in (`table.rs`).
 //!
 //! Spec: `docs/format/CONTAINERS.md` 1 (frame layout), 2 (sparse frames), 3 (how C-Blosc2 mutates),
 //! 4.1/4.3 (vlmeta encoding, the b2nd metalayer), 5 (bcolz) and the safe commit orders of 6.2
@@ -19,17 +19,18 @@
 //! Subtleties and who handles them:
 //! - **Readers see the old or the new source, never a mix** (frames): nothing before the old
 //!   frame_len is written until the final header `pwrite`, the commit point
-//!   (`frame.rs`); sparse frames switch by `rename` of `chunks.b2frame` (`frame.rs`). bcolz
-//!   has no multi-file transaction: growth and shrinkage are gated by `meta/sizes`, but a
-//!   replaced full chunk is visible as soon as its rename lands (`bcolz.rs`).
+//!   (`frame/contiguous.rs`); sparse frames switch by `rename` of `chunks.b2frame`
+//!   (`frame/sparse.rs`). bcolz has no multi-file transaction: growth and shrinkage are gated
+//!   by `meta/sizes`, but a replaced full chunk is visible as soon as its rename lands
+//!   (`bcolz.rs`).
 //! - **header_len never changes** (pitfall 1): the header is patched in place (frame_len,
 //!   nbytes, cbytes, chunksize, general_flags, has_vlmeta, the b2nd/caterva shape int64).
 //! - **Fixed vs variable chunk sizes** (3.2, pitfall 5): a plain frame switches to variable
 //!   mode (chunksize 0, flag 0x40, version 3) when a chunk follows a partial one; special
 //!   chunks are then re-encoded as regular chunks: C-Blosc2 reads neither special offsets
 //!   (no size in variable mode) nor stored 32-byte special chunks there; existing special
-//!   offsets are materialised the same way (`frame.rs`). Special offsets are written only for
-//!   full-size chunks, so a later C-Blosc2 append cannot strand one.
+//!   offsets are materialised the same way (`frame/layout.rs`). Special offsets are written
+//!   only for full-size chunks, so a later C-Blosc2 append cannot strand one.
 //! - **vlmetalayers**: unchanged keys keep their stored chunk bytes; at most 16 (pitfall 3).
 //! - **ctables keep one length** (`table.rs`): a row-count change of one column resizes
 //!   every column in one commit ([`commit_column`]), the first column last when growing and
@@ -88,7 +89,7 @@ pub struct Edit {
     /// vlmeta (frames) or the `__attrs__` file (bcolz).
     pub attrs: Option<serde_json::Value>,
     /// Where chunks the commit makes itself wait until written (special chunks re-encoded
-    /// when a frame turns variable-size, `frame.rs`): the [`Spool`] the edit's own chunks
+    /// when a frame turns variable-size, `frame/layout.rs`): the [`Spool`] the edit's own chunks
     /// went through, so that they are held within the same bound; `None`: in memory.
     pub spool: Option<std::sync::Arc<parking_lot::Mutex<Spool>>>,
 }
