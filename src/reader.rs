@@ -42,6 +42,15 @@
 //! a sixteenth (at most 16 MiB); chunk headers and block-start tables at most 4 MiB; blocks
 //! decoded up to their shuffle waiting for the pages thread at most 17 of 1 MiB, and 4 MiB of
 //! their spare buffers.
+//!
+//! The parts: this file holds the ids and keys ([`ArrayId`], [`ChunkId`], [`ChunkKey`]), the
+//! options, and the [`ChunkReader`]: its reads, what they find cached, and invalidation;
+//! `shared.rs` the state readers and prefetch threads share (`Core`: the stores, the caches);
+//! `prefetch.rs` the prefetch threads and what readers ask of them (chunks ahead of a scan,
+//! blocks beside a page fault); the read paths are those of the diagram above; `gather.rs` and
+//! `pieces.rs` assemble a file from many chunks; `store.rs` the stores, `version.rs` and
+//! `prints.rs` their versions, `live.rs` and `swap.rs` live arrays and the swappable cell,
+//! `append.rs` the vector arrays are added to while mounted.
 
 mod access;
 pub mod append;
@@ -54,6 +63,7 @@ mod pieces;
 mod plan;
 mod prefetch;
 mod prints;
+mod shared;
 mod small;
 pub mod store;
 mod swap;
@@ -76,6 +86,7 @@ pub use append::AppendVec;
 pub use live::{Change, LiveArray};
 pub use pieces::Pieces;
 pub use plan::Plan;
+use shared::{At, BlockKey, Core};
 pub use store::ChunkStore;
 pub use swap::Swap;
 pub use version::Snapshot;
@@ -120,36 +131,10 @@ pub struct ChunkKey {
     pub stamp: u64,
 }
 
-/// One chunk of one version of a store, as the decoders take it.
-#[derive(Clone, Copy)]
-struct At<'a> {
-    store: &'a dyn ChunkStore,
-    key: ChunkKey,
-}
-
-impl<'a> At<'a> {
-    fn new(store: &'a dyn ChunkStore, id: ChunkId) -> At<'a> {
-        At {
-            store,
-            key: ChunkKey {
-                id,
-                stamp: store.stamp(id.index),
-            },
-        }
-    }
-}
-
-/// One block of one chunk (the key of the block and page caches: a block or page number).
-type BlockKey = (ChunkKey, usize);
-
 /// Largest read served by a range decode. Kernel readahead of a sequential scan arrives as
 /// 128 KiB+ requests, possibly out of order across worker threads; only small reads are
 /// treated as random access.
 pub const RANGE_READ_MAX: usize = 64 * 1024;
-
-/// A chunk streamed and evicted during this many of the latest loads of whole chunks is not
-/// decoded ahead again ([`ChunkCache::streamed_lately`]): a scan has just read it.
-const LATELY: u64 = 4;
 
 /// Bytes a read returns: a window of a cached chunk, of a generated file, or bytes made for
 /// this read only.
@@ -195,79 +180,6 @@ pub struct ReaderOptions {
     pub decode_threads: usize,
     /// Chunks of at least this many bytes are decoded by `decode_threads` threads.
     pub parallel_decode_min: usize,
-}
-
-/// The state prefetch threads share with readers.
-#[derive(Debug)]
-struct Core {
-    /// Per array; arrays are added while mounted (a collection leaf opened on first access).
-    stores: AppendVec<Arc<dyn ChunkStore>>,
-    /// Decompressed chunks.
-    cache: ChunkCache<ChunkKey>,
-    /// Compressed chunks kept for range decodes: a random small read must not re-read a
-    /// whole compressed chunk from the source each time.
-    compressed: ChunkCache<ChunkKey>,
-    /// Decoded blocks of chunks read at random in small pieces.
-    blocks: ChunkCache<BlockKey>,
-    /// The 4 KiB pages small random reads asked for, cut from the blocks decoded for them.
-    pages: ChunkCache<BlockKey>,
-    /// Bumped by every invalidation before it drops pages (see `small.rs`).
-    page_gen: AtomicU64,
-    /// Page copies handed to the pages thread, and made (`keep.rs`).
-    pages_queued: AtomicU64,
-    pages_done: AtomicU64,
-    /// Block sizes of the chunks `blocks` has seen (0: not worth caching by block).
-    block_sizes: Mutex<HashMap<ChunkKey, usize>>,
-    /// Headers and block-start tables of the chunks small reads read in part.
-    layouts: partial::Layouts,
-    /// Blocks small reads decoded up to their shuffle, until the pages thread caches them.
-    filtered: keep::Filtered,
-    decode_threads: usize,
-    parallel_decode_min: usize,
-}
-
-impl Core {
-    /// # Panics
-    /// For an id this reader did not hand out (a programming error of the tree).
-    fn store(&self, array: ArrayId) -> &dyn ChunkStore {
-        match self.stores.get(array.index()) {
-            Some(s) => s.as_ref(),
-            None => panic!("reader: no array {}", array.0),
-        }
-    }
-
-    /// The version of `array` reads start from now ([`ChunkStore::pin`]).
-    fn pinned(&self, array: ArrayId) -> Arc<dyn ChunkStore> {
-        let Some(store) = self.stores.get(array.index()) else {
-            panic!("reader: no array {}", array.0);
-        };
-        store.pin().unwrap_or_else(|| store.clone())
-    }
-
-    /// The key of chunk `id` as its store is now.
-    fn current_key(&self, id: ChunkId) -> ChunkKey {
-        ChunkKey {
-            id,
-            stamp: self.store(id.array).stamp(id.index),
-        }
-    }
-
-    /// The whole decompressed chunk, from the cache or decoded once. `split`: decode a large
-    /// chunk on several threads (a reader waits for it); prefetch threads decode alone.
-    fn chunk(&self, at: &At<'_>, split: bool) -> Result<Bytes, ContainerError> {
-        self.cache.get_or_load(at.key, || self.decode(at, split))
-    }
-
-    /// A prefetch of a whole chunk of the store as it is now, kept ahead of its reader
-    /// ([`ChunkCache::load_ahead`]).
-    fn chunk_ahead(&self, id: ChunkId) -> Result<Bytes, ContainerError> {
-        let store = self.pinned(id.array);
-        let at = At::new(store.as_ref(), id);
-        if self.cache.contains_or_loading(&at.key) || self.cache.streamed_lately(&at.key, LATELY) {
-            return Ok(Bytes::default());
-        }
-        self.cache.load_ahead(at.key, || self.decode(&at, false))
-    }
 }
 
 /// Decoded chunk bytes for the tree: caches, prefetch threads and the read policy.
@@ -518,121 +430,6 @@ impl ChunkReader {
             .get(&(key, j))
             .or_else(|| keep::Filtered::cache_now(core, (key, j)))?;
         Some((block, offset / bs * bs))
-    }
-
-    /// Asks the prefetch threads to decode, beside the caller, the blocks of version `store`
-    /// that the byte positions `wants` (chunk, offset in it) fall in: at most `max` blocks
-    /// that are neither cached nor loading, never the block of `own` (when given: the one the
-    /// caller decodes itself). What a page fault asks for the pages it will offer next, so that
-    /// their blocks decode on the other core while the fault's own block decodes on its
-    /// thread. Nothing without prefetch threads. Returns whether every want was looked at
-    /// and its block asked for (`false`: `max` blocks were asked for before the last, or the
-    /// prefetch queue was full and dropped one), so that a caller remembering what it asked
-    /// asks again for a range that was not taken whole.
-    pub fn prefetch_blocks(
-        &self,
-        store: &Arc<dyn ChunkStore>,
-        own: Option<(ChunkId, usize)>,
-        wants: impl IntoIterator<Item = (ChunkId, usize)>,
-        max: usize,
-    ) -> bool {
-        let Some(p) = &self.prefetch else {
-            return true;
-        };
-        let core = &self.core;
-        // A chunk's key, block size and size, looked up once for the wants in a row that lie
-        // in it (a mapped scan's come a page at a time: thousands per fault).
-        type Geometry = (ChunkKey, usize, usize);
-        let mut chunk: Option<(ChunkId, Option<Geometry>)> = None;
-        let mut block = |(id, offset): (ChunkId, usize)| -> Option<(ChunkKey, usize)> {
-            let (key, bs, nbytes) = match chunk {
-                Some((c, geometry)) if c == id => geometry,
-                _ => {
-                    let at = At::new(store.as_ref(), id);
-                    let geometry = store
-                        .chunk_nbytes(id.index)
-                        .ok()
-                        .map(|n| (at.key, core.block_size_for_cache(&at, n), n));
-                    chunk = Some((id, geometry));
-                    geometry
-                }
-            }?;
-            (bs > 0 && offset < nbytes).then(|| (key, offset / bs))
-        };
-        let own = own.and_then(&mut block);
-        let mut asked: Vec<(ChunkKey, usize)> = Vec::new();
-        let mut latest = None;
-        let mut whole = true;
-        for (id, offset) in wants {
-            if asked.len() >= max {
-                return false;
-            }
-            let Some(b) = block((id, offset)) else {
-                continue;
-            };
-            // Wants in a row in one block: looked at once.
-            if latest.replace(b) == Some(b) {
-                continue;
-            }
-            if Some(b) == own
-                || asked.contains(&b)
-                || core.cache.contains_or_loading(&b.0)
-                || core.blocks.contains_or_loading(&b)
-            {
-                continue;
-            }
-            asked.push(b);
-            if !p.request_block(store.clone(), id, offset, b) {
-                // Dropped (the queue is full): this range was not asked for whole.
-                whole = false;
-            }
-        }
-        whole
-    }
-
-    /// Asks the prefetch threads for the chunks after `id` (whose size is `nbytes`), or
-    /// before it when the reads of its array go down, or none when they jump around: the
-    /// policy of chunk files, read one after the other. `starts`: this read is the first of
-    /// the chunk (a step of the scan).
-    pub fn prefetch_after(&self, id: ChunkId, nbytes: usize, starts: bool) {
-        let depth = self.prefetch_depth(nbytes);
-        if depth == 0 {
-            return;
-        }
-        let at = |index| ChunkId::new(id.array, index);
-        let index = id.index;
-        match self.scans.way(id, starts) {
-            None => {}
-            Some(true) => self.prefetch((index.saturating_sub(depth)..index).rev().map(at)),
-            Some(false) => {
-                let end = (index + 1 + depth).min(self.nchunks(id.array));
-                self.prefetch((index + 1..end).map(at));
-            }
-        }
-    }
-
-    /// How many chunks of `nbytes` a prefetch may ask for: no deeper than the cache holds next
-    /// to the chunk being read (a prefetched chunk evicted before its read is decoded twice),
-    /// none when it holds only that chunk, at most `prefetch_chunks`.
-    pub fn prefetch_depth(&self, nbytes: usize) -> usize {
-        if self.prefetch.is_none() {
-            return 0;
-        }
-        let fits = (self.core.cache.budget() / nbytes.max(1)).saturating_sub(1);
-        self.options.prefetch_chunks.min(fits)
-    }
-
-    /// Asks the prefetch threads to decode `ids` into the cache soon (advice: a full queue
-    /// drops requests; chunks cached or loading are skipped).
-    pub fn prefetch(&self, ids: impl IntoIterator<Item = ChunkId>) {
-        let Some(p) = &self.prefetch else { return };
-        for id in ids {
-            let key = self.core.current_key(id);
-            let cache = &self.core.cache;
-            if !cache.contains_or_loading(&key) && !cache.streamed_lately(&key, LATELY) {
-                p.request(id);
-            }
-        }
     }
 
     /// Drops every cached version of the chunks `which` selects, joining loads in flight (see

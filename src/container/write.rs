@@ -8,9 +8,9 @@
 //! unlinked file, `spool.rs`) and reopens
 //! the source with [`super::open`] afterwards; the [`Array`] given to [`commit`] is never
 //! updated. It decodes chunk data only where a commit must re-store rows it did not get:
-//! special chunks re-encoded for variable-size frames (`frame.rs`: they wait in the edit's
-//! [`Spool`], [`Edit::spool`], like its own chunks) and the kept rows of the chunk a ctable
-//! column is cut or extended in (`table.rs`).
+//! special chunks re-encoded for variable-size frames (`frame/layout.rs`: they wait in the
+//! edit's [`Spool`], [`Edit::spool`], like its own chunks) and the kept rows of the chunk a
+//! ctable column is cut or extended in (`table.rs`).
 //!
 //! Spec: `docs/format/CONTAINERS.md` 1 (frame layout), 2 (sparse frames), 3 (how C-Blosc2 mutates),
 //! 4.1/4.3 (vlmeta encoding, the b2nd metalayer), 5 (bcolz) and the safe commit orders of 6.2
@@ -19,17 +19,18 @@
 //! Subtleties and who handles them:
 //! - **Readers see the old or the new source, never a mix** (frames): nothing before the old
 //!   frame_len is written until the final header `pwrite`, the commit point
-//!   (`frame.rs`); sparse frames switch by `rename` of `chunks.b2frame` (`frame.rs`). bcolz
-//!   has no multi-file transaction: growth and shrinkage are gated by `meta/sizes`, but a
-//!   replaced full chunk is visible as soon as its rename lands (`bcolz.rs`).
+//!   (`frame/contiguous.rs`); sparse frames switch by `rename` of `chunks.b2frame`
+//!   (`frame/sparse.rs`). bcolz has no multi-file transaction: growth and shrinkage are gated
+//!   by `meta/sizes`, but a replaced full chunk is visible as soon as its rename lands
+//!   (`bcolz.rs`).
 //! - **header_len never changes** (pitfall 1): the header is patched in place (frame_len,
 //!   nbytes, cbytes, chunksize, general_flags, has_vlmeta, the b2nd/caterva shape int64).
 //! - **Fixed vs variable chunk sizes** (3.2, pitfall 5): a plain frame switches to variable
 //!   mode (chunksize 0, flag 0x40, version 3) when a chunk follows a partial one; special
 //!   chunks are then re-encoded as regular chunks: C-Blosc2 reads neither special offsets
 //!   (no size in variable mode) nor stored 32-byte special chunks there; existing special
-//!   offsets are materialised the same way (`frame.rs`). Special offsets are written only for
-//!   full-size chunks, so a later C-Blosc2 append cannot strand one.
+//!   offsets are materialised the same way (`frame/layout.rs`). Special offsets are written
+//!   only for full-size chunks, so a later C-Blosc2 append cannot strand one.
 //! - **vlmetalayers**: unchanged keys keep their stored chunk bytes; at most 16 (pitfall 3).
 //! - **ctables keep one length** (`table.rs`): a row-count change of one column resizes
 //!   every column in one commit ([`commit_column`]), the first column last when growing and
@@ -84,17 +85,18 @@ pub struct Edit {
     pub appends: Vec<Chunk>,
     /// Keep only the first n chunks (1-D sources; removing the last chunks).
     pub truncate: Option<usize>,
-    /// The new first dimension of a 1-D b2nd/caterva array (a resize that does not end on a
-    /// chunk boundary: its chunks keep their padded size). It must lie within the last chunk
-    /// the edit leaves: more than `(n - 1) x chunkshape[0]`, at most `n x chunkshape[0]`.
-    /// `None`: what appends and truncation give (see [`commit`]). Refused for other sources,
-    /// whose length their chunks hold.
+    /// The new first dimension of a b2nd/caterva array (a resize that does not end on a
+    /// chunk boundary: its chunks keep their padded size; an N-dim array's resize along its
+    /// first axis). The edit must leave whole rows of the chunk grid, `rows` of them, and the
+    /// dimension must lie in the last: more than `(rows - 1) x chunkshape[0]`, at most
+    /// `rows x chunkshape[0]`. `None`: what appends and truncation give (see [`commit`]).
+    /// Refused for other sources, whose length their chunks hold.
     pub shape0: Option<u64>,
     /// New user attributes (a JSON object in the container's attrs mapping) to store as
     /// vlmeta (frames) or the `__attrs__` file (bcolz).
     pub attrs: Option<serde_json::Value>,
     /// Where chunks the commit makes itself wait until written (special chunks re-encoded
-    /// when a frame turns variable-size, `frame.rs`): the [`Spool`] the edit's own chunks
+    /// when a frame turns variable-size, `frame/layout.rs`): the [`Spool`] the edit's own chunks
     /// went through, so that they are held within the same bound; `None`: in memory.
     pub spool: Option<std::sync::Arc<parking_lot::Mutex<Spool>>>,
 }
@@ -348,8 +350,9 @@ pub fn chunk_cparams(array: &Array) -> Result<CParams, ContainerError> {
 /// (a multiple of the atomsize, at most that); plain frames the old size for updated chunks
 /// other than the last, anything positive for appended chunks and the last chunk (switching
 /// to variable-size chunks when needed). Appends and truncation need a 1-D source (bcolz:
-/// rows along the first axis); a b2nd/caterva shape then becomes `nchunks x chunkshape`
-/// (appends) or `min(shape, nchunks x chunkshape)` (truncation). A contiguous frame cannot be
+/// rows along the first axis), or an N-dim b2nd/caterva array with [`Edit::shape0`] (whole
+/// rows of its chunk grid); a b2nd/caterva shape then becomes [`Edit::shape0`] when given,
+/// else `nchunks x chunkshape` (appends) or `min(shape, nchunks x chunkshape)` (truncation). A contiguous frame cannot be
 /// truncated to 0 chunks.
 ///
 /// A ctable column is committed like a carray as long as its row count stays; an edit that
@@ -528,7 +531,10 @@ pub(super) fn plan<'e>(
     if resizing {
         let one_d = match (&array.inner, array.nd_meta()) {
             (Inner::Bcolz(_), _) | (Inner::Frame(_), None) => true,
-            (Inner::Frame(_), Some(nd)) => nd.shape.len() == 1,
+            // An N-dim array grows and shrinks by whole rows of its chunk grid along its
+            // first axis (the chunks of a row are the last ones in C order), with its new
+            // first dimension given: checked against the chunk count by the frame layout.
+            (Inner::Frame(_), Some(nd)) => nd.shape.len() == 1 || edit.shape0.is_some(),
         };
         if !one_d {
             return Err(refused(

@@ -16,6 +16,12 @@
 //! after the one being read would decode again the chunks just read), and not at all for
 //! reads that jump from chunk to chunk (zarr-python reading windows reads whole chunk
 //! objects at random).
+//!
+//! What readers ask for is here too, as [`ChunkReader`]'s prefetch methods: the chunks after
+//! (or before) a chunk file's read along a scan ([`ChunkReader::prefetch_after`]), no deeper
+//! than the cache holds beside it ([`ChunkReader::prefetch_depth`]); the blocks of the pages
+//! a page fault offers next ([`ChunkReader::prefetch_blocks`]); and chunks a caller names
+//! ([`ChunkReader::prefetch`], the next slab of `array.npy`).
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -24,7 +30,9 @@ use std::thread::JoinHandle;
 
 use parking_lot::Mutex;
 
-use super::{ArrayId, ChunkId, ChunkKey, ChunkStore, Core};
+use super::{
+    ArrayId, At, BlockKey, Bytes, ChunkId, ChunkKey, ChunkReader, ChunkStore, ContainerError, Core,
+};
 
 /// One request: a whole chunk of the array as it is now, or the block of a chunk of one
 /// version that a byte falls in.
@@ -33,9 +41,6 @@ pub(crate) enum Job {
     Block(Arc<dyn ChunkStore>, ChunkId, usize, BlockKey),
 }
 
-/// A block of a chunk of one version: the chunk's key and the block's number.
-type BlockKey = (ChunkKey, usize);
-
 /// Most chunks waiting in the queue: a few per thread are enough to keep them busy.
 const CHUNKS_QUEUED: usize = 8;
 
@@ -43,6 +48,10 @@ const CHUNKS_QUEUED: usize = 8;
 /// mapped scan asks for ahead of it (`tree/npy/mapped.rs`; measured: with 8 jobs in all, the
 /// prefetch threads ran dry between its faults and the cores idled 25% of a scan).
 const BLOCKS_QUEUED: usize = 64;
+
+/// A chunk streamed and evicted during this many of the latest loads of whole chunks is not
+/// decoded ahead again ([`crate::cache::ChunkCache::streamed_lately`]): a scan has just read it.
+const LATELY: u64 = 4;
 
 /// How far the direction vote of a scan goes either way: a few steps the other way (readers
 /// working side by side start their chunks a little out of order) do not turn it.
@@ -192,6 +201,136 @@ impl Prefetcher {
         match tx.try_send(job) {
             Ok(()) => true,
             Err(TrySendError::Full(_)) | Err(TrySendError::Disconnected(_)) => false,
+        }
+    }
+}
+
+impl Core {
+    /// A prefetch of a whole chunk of the store as it is now, kept ahead of its reader
+    /// ([`crate::cache::ChunkCache::load_ahead`]).
+    fn chunk_ahead(&self, id: ChunkId) -> Result<Bytes, ContainerError> {
+        let store = self.pinned(id.array);
+        let at = At::new(store.as_ref(), id);
+        if self.cache.contains_or_loading(&at.key) || self.cache.streamed_lately(&at.key, LATELY) {
+            return Ok(Bytes::default());
+        }
+        self.cache.load_ahead(at.key, || self.decode(&at, false))
+    }
+}
+
+impl ChunkReader {
+    /// Asks the prefetch threads to decode, beside the caller, the blocks of version `store`
+    /// that the byte positions `wants` (chunk, offset in it) fall in: at most `max` blocks
+    /// that are neither cached nor loading, never the block of `own` (when given: the one the
+    /// caller decodes itself). What a page fault asks for the pages it will offer next, so that
+    /// their blocks decode on the other core while the fault's own block decodes on its
+    /// thread. Nothing without prefetch threads. Returns whether every want was looked at
+    /// and its block asked for (`false`: `max` blocks were asked for before the last, or the
+    /// prefetch queue was full and dropped one), so that a caller remembering what it asked
+    /// asks again for a range that was not taken whole.
+    pub fn prefetch_blocks(
+        &self,
+        store: &Arc<dyn ChunkStore>,
+        own: Option<(ChunkId, usize)>,
+        wants: impl IntoIterator<Item = (ChunkId, usize)>,
+        max: usize,
+    ) -> bool {
+        let Some(p) = &self.prefetch else {
+            return true;
+        };
+        let core = &self.core;
+        // A chunk's key, block size and size, looked up once for the wants in a row that lie
+        // in it (a mapped scan's come a page at a time: thousands per fault).
+        type Geometry = (ChunkKey, usize, usize);
+        let mut chunk: Option<(ChunkId, Option<Geometry>)> = None;
+        let mut block = |(id, offset): (ChunkId, usize)| -> Option<(ChunkKey, usize)> {
+            let (key, bs, nbytes) = match chunk {
+                Some((c, geometry)) if c == id => geometry,
+                _ => {
+                    let at = At::new(store.as_ref(), id);
+                    let geometry = store
+                        .chunk_nbytes(id.index)
+                        .ok()
+                        .map(|n| (at.key, core.block_size_for_cache(&at, n), n));
+                    chunk = Some((id, geometry));
+                    geometry
+                }
+            }?;
+            (bs > 0 && offset < nbytes).then(|| (key, offset / bs))
+        };
+        let own = own.and_then(&mut block);
+        let mut asked: Vec<(ChunkKey, usize)> = Vec::new();
+        let mut latest = None;
+        let mut whole = true;
+        for (id, offset) in wants {
+            if asked.len() >= max {
+                return false;
+            }
+            let Some(b) = block((id, offset)) else {
+                continue;
+            };
+            // Wants in a row in one block: looked at once.
+            if latest.replace(b) == Some(b) {
+                continue;
+            }
+            if Some(b) == own
+                || asked.contains(&b)
+                || core.cache.contains_or_loading(&b.0)
+                || core.blocks.contains_or_loading(&b)
+            {
+                continue;
+            }
+            asked.push(b);
+            if !p.request_block(store.clone(), id, offset, b) {
+                // Dropped (the queue is full): this range was not asked for whole.
+                whole = false;
+            }
+        }
+        whole
+    }
+
+    /// Asks the prefetch threads for the chunks after `id` (whose size is `nbytes`), or
+    /// before it when the reads of its array go down, or none when they jump around: the
+    /// policy of chunk files, read one after the other. `starts`: this read is the first of
+    /// the chunk (a step of the scan).
+    pub fn prefetch_after(&self, id: ChunkId, nbytes: usize, starts: bool) {
+        let depth = self.prefetch_depth(nbytes);
+        if depth == 0 {
+            return;
+        }
+        let at = |index| ChunkId::new(id.array, index);
+        let index = id.index;
+        match self.scans.way(id, starts) {
+            None => {}
+            Some(true) => self.prefetch((index.saturating_sub(depth)..index).rev().map(at)),
+            Some(false) => {
+                let end = (index + 1 + depth).min(self.nchunks(id.array));
+                self.prefetch((index + 1..end).map(at));
+            }
+        }
+    }
+
+    /// How many chunks of `nbytes` a prefetch may ask for: no deeper than the cache holds next
+    /// to the chunk being read (a prefetched chunk evicted before its read is decoded twice),
+    /// none when it holds only that chunk, at most `prefetch_chunks`.
+    pub fn prefetch_depth(&self, nbytes: usize) -> usize {
+        if self.prefetch.is_none() {
+            return 0;
+        }
+        let fits = (self.core.cache.budget() / nbytes.max(1)).saturating_sub(1);
+        self.options.prefetch_chunks.min(fits)
+    }
+
+    /// Asks the prefetch threads to decode `ids` into the cache soon (advice: a full queue
+    /// drops requests; chunks cached or loading are skipped).
+    pub fn prefetch(&self, ids: impl IntoIterator<Item = ChunkId>) {
+        let Some(p) = &self.prefetch else { return };
+        for id in ids {
+            let key = self.core.current_key(id);
+            let cache = &self.core.cache;
+            if !cache.contains_or_loading(&key) && !cache.streamed_lately(&key, LATELY) {
+                p.request(id);
+            }
         }
     }
 }

@@ -23,6 +23,15 @@
 //!   array opened from this one, which starts with the old one's cached bytes of the objects
 //!   listed as before). Readers of the old version keep reading the objects whose
 //!   ETag still matches; the others fail with EIO (a 412), never with the new bytes.
+//!
+//! The parts: this file opens the prefix and reads its objects (the cache, the disk cache,
+//! GETs and the prefetch of chunk objects read in order), as a [`ByteTree`] of
+//! [`ByteSource`]s; `listing.rs` what a listing says (the objects, the chunk objects' reading
+//! order, chunk data vs metadata, whether two listings are the same); `follow.rs` following
+//! the prefix (listed again when due, opened again when it moved).
+
+mod follow;
+mod listing;
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -31,87 +40,20 @@ use std::time::{Duration, Instant, SystemTime};
 
 use bytes::Bytes;
 use object_store::GetRange;
-use object_store::path::Path as StorePath;
 
 use super::RemoteOptions;
 use super::cache::{Begin, ExtentCache, Flight};
-use super::client::{Client, Pin, RemoteError, RemoteErrorKind, RemoteStats};
+use super::client::{Client, RemoteError, RemoteErrorKind, RemoteStats};
 use super::disk::{DiskCache, Entry};
-use super::plan::{Following, before_asking};
+use super::plan::Following;
 use super::seq::Sequence;
 use crate::container::{ByteSource, ByteTree, ByteView, Relist};
+use listing::{Chunks, Listed, is_chunk_data, listed, sorted_under};
 
-/// The most objects a prefix may hold (a million-chunk sparse frame).
-const MAX_OBJECTS: usize = 1 << 20;
 /// Objects up to this size that are not chunk data are fetched at open.
 const WARM_MAX: u64 = 1 << 20;
-/// How long a prefix opened again is handed to the next arrays reopened from the old one (one
-/// reload reopens every array of the mount within it); later, it is opened again (a reload
-/// that failed on a half-uploaded version must not get that listing back for good).
-const SHARE_NEXT: Duration = Duration::from_secs(1);
 /// The largest prefetch window, in bytes (also at most a quarter of the cache budget).
 const WINDOW_MAX: u64 = 64 << 20;
-
-/// One listed object.
-#[derive(Debug)]
-struct Listed {
-    /// Its name relative to the prefix (`meta/sizes`).
-    rel: String,
-    path: StorePath,
-    url: String,
-    size: u64,
-    mtime: SystemTime,
-    pin: Pin,
-}
-
-/// The chunk objects in reading order: by directory, then by chunk number (`__10.blp` after
-/// `__9.blp`, which the listing's name order puts before `__2.blp`).
-#[derive(Debug, Default)]
-struct Chunks {
-    /// Object numbers, in reading order.
-    order: Vec<usize>,
-    /// Each object's position in `order` (`usize::MAX`: not a numbered chunk object).
-    pos: Vec<usize>,
-    /// The directory (one array's chunks) of each position, numbered.
-    group: Vec<u32>,
-}
-
-impl Chunks {
-    fn of(objects: &[Listed]) -> Chunks {
-        let mut numbered: Vec<(&str, u64, usize)> = objects
-            .iter()
-            .enumerate()
-            .filter_map(|(i, o)| chunk_number(&o.rel).map(|(dir, n)| (dir, n, i)))
-            .collect();
-        numbered.sort_unstable();
-        let mut c = Chunks {
-            pos: vec![usize::MAX; objects.len()],
-            ..Chunks::default()
-        };
-        let mut g = 0u32;
-        for (p, &(dir, _, i)) in numbered.iter().enumerate() {
-            if p > 0 && numbered[p - 1].0 != dir {
-                g += 1;
-            }
-            c.order.push(i);
-            c.pos[i] = p;
-            c.group.push(g);
-        }
-        c
-    }
-}
-
-/// The directory and number of a chunk object: `DIR/0000002A.chunk` (hex, a sparse frame's)
-/// or `DIR/__42.blp` (decimal, bcolz's).
-fn chunk_number(rel: &str) -> Option<(&str, u64)> {
-    let (dir, name) = rel.rsplit_once('/').unwrap_or(("", rel));
-    let n = if let Some(hex) = name.strip_suffix(".chunk") {
-        u64::from_str_radix(hex, 16).ok()?
-    } else {
-        crate::container::bcolz::chunk_file_index(name)? as u64
-    };
-    Some((dir, n))
-}
 
 /// The objects under a prefix (see the module docs).
 #[derive(Debug)]
@@ -134,68 +76,13 @@ pub struct RemotePrefix {
     /// A listing since the open showed other objects (names, sizes or ETags).
     moved: AtomicBool,
     /// The prefix opened again after a change and when, shared by every array reopened from
-    /// this one within [`SHARE_NEXT`].
+    /// this one within [`follow::SHARE_NEXT`].
     next: Mutex<Option<(Instant, Arc<RemotePrefix>)>>,
 }
 
 /// Locks `m`, whatever a panicking holder left.
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-/// The objects under the client's prefix, sorted by name, each page of the listing given
-/// `patience`.
-fn listed(client: &Client, root_url: &str, patience: Duration) -> Result<Vec<Listed>, RemoteError> {
-    let metas = client.list_within(MAX_OBJECTS, patience)?;
-    let base = client.path().as_ref().to_owned();
-    let mut objects: Vec<Listed> = metas
-        .into_iter()
-        .filter_map(|m| {
-            let rel = m
-                .location
-                .as_ref()
-                .strip_prefix(base.as_str())?
-                .strip_prefix('/')?
-                .to_owned();
-            let mtime = SystemTime::UNIX_EPOCH
-                + Duration::from_millis(u64::try_from(m.last_modified.timestamp_millis()).ok()?);
-            Some(Listed {
-                url: format!("{root_url}/{rel}"),
-                rel,
-                path: m.location.clone(),
-                size: m.size,
-                mtime,
-                pin: Pin {
-                    etag: m.e_tag.clone(),
-                    meta: Some(m),
-                },
-            })
-        })
-        .collect();
-    objects.sort_by(|a, b| a.rel.cmp(&b.rel));
-    Ok(objects)
-}
-
-/// Whether two listings name the same versions: the same names and sizes, and the same
-/// ETags (modification times when the server gives none).
-fn same_listing(a: &[Listed], b: &[Listed]) -> bool {
-    a.len() == b.len()
-        && a.iter().zip(b).all(|(x, y)| {
-            x.rel == y.rel
-                && x.size == y.size
-                && match (&x.pin.etag, &y.pin.etag) {
-                    (Some(p), Some(q)) => p == q,
-                    _ => x.mtime == y.mtime,
-                }
-        })
-}
-
-/// Whether the object named `rel` is fetched on demand, not at open: chunk data, or a leaf
-/// frame of a `.b2d` store (opened when first used).
-fn is_chunk_data(rel: &str) -> bool {
-    [".chunk", ".blp", ".b2nd", ".b2f", ".b2b"]
-        .iter()
-        .any(|s| rel.ends_with(s))
 }
 
 /// Lists the prefix `url` (`s3://bucket/dir/` or without the last slash) and fetches its
@@ -303,92 +190,6 @@ impl RemotePrefix {
     /// Whether nothing was listed (never true for an opened prefix).
     pub fn is_empty(&self) -> bool {
         self.objects.is_empty()
-    }
-
-    /// Follows the prefix: [`ByteTree::poll_changed`] lists it again every `every` (see the
-    /// module docs), and [`ByteTree::reopen`] opens it again with `opts`.
-    pub fn follow_every(&self, every: Duration, opts: &RemoteOptions) {
-        *lock(&self.follow) = Some(Following::new(every, opts));
-    }
-
-    /// Whether the follower has a listing due ([`ByteTree::asks_now`]).
-    fn asks_now(&self) -> bool {
-        !self.changed.load(Ordering::Relaxed)
-            && !self.moved.load(Ordering::Relaxed)
-            && lock(&self.follow).as_ref().is_some_and(Following::is_due)
-    }
-
-    /// Whether the followed prefix changed on the server: known from a refused read or an
-    /// earlier listing, or, with `ask`, listed again now when its interval has passed (a
-    /// listing that fails is no change); false when it is not followed. The listing gets
-    /// one attempt's time (`remote_timeout`) per page, not a read's retries.
-    fn poll_changed(&self, ask: bool) -> bool {
-        let known = self.changed.load(Ordering::Relaxed) || self.moved.load(Ordering::Relaxed);
-        let patience = match before_asking(lock(&self.follow).as_mut(), known, ask) {
-            Ok(patience) => patience,
-            Err(answer) => return answer,
-        };
-        let root = self.root.display();
-        let now = match listed(&self.client, &root.to_string(), patience) {
-            Ok(now) => now,
-            Err(e) => {
-                log::debug!("{root}/: could not list it again: {e}");
-                return false;
-            }
-        };
-        let same = same_listing(&self.objects, &now);
-        if !same && !self.moved.swap(true, Ordering::Relaxed) {
-            log::info!(
-                "{root}/: changed on the server ({} objects listed, were {}): the mount opens \
-                 it again",
-                now.len(),
-                self.objects.len()
-            );
-        }
-        !same
-    }
-
-    /// The prefix opened again as the server holds it now, followed as this one is (one
-    /// open shared by the callers within [`SHARE_NEXT`]); `None` when this one is not
-    /// followed.
-    fn reopen(&self) -> Option<Result<Arc<RemotePrefix>, RemoteError>> {
-        let (every, opts) = {
-            let f = lock(&self.follow);
-            let f = f.as_ref()?;
-            (f.every, f.opts.clone())
-        };
-        let mut next = lock(&self.next);
-        if let Some((_, n)) = next.as_ref().filter(|(at, _)| at.elapsed() < SHARE_NEXT) {
-            return Some(Ok(Arc::clone(n)));
-        }
-        let opened = open_prefix_after(&self.url, &opts, Some(self));
-        if let Ok(p) = &opened {
-            p.follow_every(every, &opts);
-            *next = Some((Instant::now(), Arc::clone(p)));
-        }
-        Some(opened)
-    }
-
-    /// Seeds the cache with the bytes `before` holds of the objects this listing names as
-    /// `before`'s did ([`open_prefix_after`]), least recently used first.
-    fn seed_from(&self, before: &RemotePrefix) {
-        for (key, bytes) in before.cache.extents() {
-            let Some(old) = usize::try_from(key)
-                .ok()
-                .and_then(|i| before.objects.get(i))
-            else {
-                continue;
-            };
-            let Some(i) = self.find(&old.rel) else {
-                continue;
-            };
-            if same_listing(
-                std::slice::from_ref(old),
-                std::slice::from_ref(&self.objects[i]),
-            ) {
-                self.cache.seed(i as u64, bytes);
-            }
-        }
     }
 
     fn find(&self, rel: &str) -> Option<usize> {
@@ -593,15 +394,6 @@ impl RemotePrefix {
         buf.copy_from_slice(&b);
         Ok(())
     }
-}
-
-/// The items of `sorted` (sorted by `name`) whose name starts with `prefix`: one range, found
-/// by two binary searches (the names before it sort below `prefix`, those after it above
-/// every name it starts).
-fn sorted_under<'a, T>(sorted: &'a [T], name: impl Fn(&T) -> &str, prefix: &str) -> &'a [T] {
-    let start = sorted.partition_point(|o| name(o) < prefix);
-    let end = sorted.partition_point(|o| name(o) < prefix || name(o).starts_with(prefix));
-    &sorted[start..end]
 }
 
 /// The [`ByteTree`] of a shared [`RemotePrefix`].

@@ -1,7 +1,12 @@
 //! Unit tests of a remote prefix: chunk objects numbered and ordered per directory, the names
 //! under a directory, chunk data told from metadata.
 
-use super::*;
+use std::time::SystemTime;
+
+use object_store::path::Path as StorePath;
+
+use super::listing::*;
+use crate::remote::client::Pin;
 
 #[test]
 fn chunk_objects_are_read_in_number_order_per_directory() {
