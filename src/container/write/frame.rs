@@ -14,7 +14,8 @@
 //!
 //! Sparse order (6.3): each new chunk in a fresh-id file, created where no file is (fsync;
 //! a file another writer made there first is a conflict, not overwritten), directory fsync, the new
-//! `chunks.b2frame` in a temp file (fsync) renamed over the old one, directory fsync, then
+//! `chunks.b2frame` in a temp file of the commit's own (`.b2fs-PID-N-chunks.b2frame.b2fs-tmp`,
+//! created where no file is; fsync) renamed over the old one, directory fsync, then
 //! leftover chunk files of an earlier crash are removed; the chunk files this commit no longer
 //! references are removed once no frame opened before it is open
 //! (`src/container/frame/retire.rs`).
@@ -676,9 +677,12 @@ fn commit_sparse(
     // also removes them.
     // Only the files this commit made are removed: each is created where no file is, and one
     // another writer made at a planned name meanwhile (after the listing above) is theirs,
-    // left alone, and the commit fails as for any change of another writer.
-    let index_tmp = super::io::tmp_path(index_path);
+    // left alone, and the commit fails as for any change of another writer. The index's temp
+    // file has a name of this commit's own (`io.rs`, `own_temp`), made where no file is too:
+    // another writer's temp file is never written, renamed or removed.
+    let index_tmp = super::io::temp_for(index_path);
     let mut made: Vec<&Path> = Vec::with_capacity(files.len());
+    let mut staged = false;
     let fresh = (|| {
         for (p, chunk) in &files {
             let bytes = chunk.bytes().map_err(|e| io_err(p, e))?;
@@ -701,7 +705,8 @@ fn commit_sparse(
         if !files.is_empty() {
             io.sync_dir(dir)?;
         }
-        io.create(&index_tmp, &out)?;
+        io.create_new(&index_tmp, &out)?;
+        staged = true;
         // The commit point: the rename of the new chunks.b2frame (one that fails changed
         // nothing).
         io.rename(&index_tmp, index_path)
@@ -711,7 +716,9 @@ fn commit_sparse(
             for p in made {
                 let _ = std::fs::remove_file(p);
             }
-            let _ = std::fs::remove_file(&index_tmp);
+            if staged {
+                let _ = std::fs::remove_file(&index_tmp);
+            }
         }
         return Err(e);
     }
