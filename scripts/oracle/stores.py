@@ -21,8 +21,8 @@ python-blosc2 reads back from them, for tests/it/store.rs.
                            /x an array (x.b2nd), /g/y
     stores.py keys PATH    the keys python-blosc2 finds in a store (any file of a .b2d that
                            reads as a frame is one) and every SChunk leaf's vlmeta, as JSON
-    stores.py zipdates PATH  every member of a zip with its date_time (python's zipfile), as
-                           JSON
+    stores.py zipdates PATH  every member of a zip with its date_time (python's zipfile) and how
+                           many seconds before now (local time) that is, as JSON
     stores.py digest PATH  sha256 of store[key][...] for every array key and the root
                            attributes, read with mode='r' and from a copy opened with mode='a'
                            (which extracts the .b2z and so checks every CRC-32), as JSON
@@ -340,8 +340,12 @@ def main():
     elif cmd == "keys":
         print(json.dumps(keys(sys.argv[2]), sort_keys=True, default=str))
     elif cmd == "zipdates":
+        import datetime
+        now = datetime.datetime.now()
         with zipfile.ZipFile(sys.argv[2]) as zf:
-            print(json.dumps({i.filename: list(i.date_time) for i in zf.infolist()}))
+            print(json.dumps({i.filename: {"date_time": list(i.date_time),
+                                           "age": (now - datetime.datetime(*i.date_time))
+                                           .total_seconds()} for i in zf.infolist()}))
     elif cmd == "digest":
         print(json.dumps(digest(sys.argv[2]), sort_keys=True, default=str))
     else:

@@ -28,6 +28,11 @@ python-blosc2) or .venv-zarr311 (Python 3.11: zarr-python 3.1 only).
                                                  EROFS and change nothing; prints "refused N"
     zarr_readers.py crashwrite MNT NAME NEW.npy  prints "ready" once the array is open, then
                                                  `z[...] = new` (every chunk), prints "done"
+    zarr_readers.py attrs MNT                    attribute edits of zarr-python and xarray
+                                                 (attrgen's store); one line per outcome
+    zarr_readers.py nanattrs MNT NAME            NaN and infinite attributes of array NAME set
+                                                 with zarr-python, read back by a fresh reader;
+                                                 prints "view True inf -inf UNITS"
 """
 
 import errno
@@ -601,6 +606,21 @@ def attrs(mnt):
                              sort_keys=True))
 
 
+def nanattrs(mnt, name):
+    """NaN and infinite attributes set with zarr-python through the view of array `name`
+    (zarr-python writes them bare: NaN, Infinity, -Infinity), read back by a fresh reader.
+    Prints what it reads."""
+    import math
+
+    import zarr
+
+    z = zarr.open_array(f"{mnt}/zarr/{name}", mode="r+")
+    z.attrs["x"] = float("nan")
+    z.attrs.update({"hot": float("inf"), "cold": float("-inf")})
+    a = dict(zarr.open_array(f"{mnt}/zarr/{name}", mode="r").attrs)
+    print("view", math.isnan(a["x"]), a["hot"], a["cold"], a["units"])
+
+
 def main():
     cmd = sys.argv[1]
     if cmd == "read":
@@ -617,6 +637,8 @@ def main():
         readonly(*sys.argv[2:4])
     elif cmd == "attrs":
         attrs(sys.argv[2])
+    elif cmd == "nanattrs":
+        nanattrs(sys.argv[2], sys.argv[3])
     elif cmd == "crashwrite":
         crashwrite(*sys.argv[2:5])
     else:

@@ -544,7 +544,11 @@ fn a_partial_file_is_bounded_by_the_scratch_bound_whatever_its_object_size() {
 
 /// Renames a temp file holding `doc` over `zarr.json` in Zarr directory `dir` (tree path)
 /// of `t`, as zarr-python writes metadata.
-fn rename_json_over(t: &Tree, dir: &str, doc: &[u8]) -> Result<(), b2fs::tree::TreeError> {
+pub(super) fn rename_json_over(
+    t: &Tree,
+    dir: &str,
+    doc: &[u8],
+) -> Result<(), b2fs::tree::TreeError> {
     let d = ino(t, dir);
     let tmp = temp_json_name(doc);
     let (attr, fh) = t.create(d, &tmp).unwrap();
