@@ -22,7 +22,7 @@
 //!   `-Infinity` (Python's `json.dumps`, not strict JSON), and committed as float64 NaN and
 //!   infinities: `__attrs__` shows them as the tags `{"__float__": "nan"}` (`"inf"`,
 //!   `"-inf"`), python-blosc2 reads floats; the view writes them back bare, as zarr-python
-//!   does (`view.rs`, `json_file_bare_floats`).
+//!   does (`src/tree/view.rs`, `json_file_bare_floats`).
 //! - A new document larger than twice the view's and 16 MiB is EFBIG (it is parsed whole),
 //!   and so is one whose NaN and Infinity tokens, as tags, pass that.
 //! - A failed commit leaves the source as it was, the temp file in place.
