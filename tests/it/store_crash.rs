@@ -220,7 +220,8 @@ fn store_embedded_value_edit_old_or_new_at_every_step() {
 /// as a frame of its own, as a mount of that one file commits it, not through the store's
 /// commit), stopped after every durable step: an attribute commit to the empty SChunk
 /// `empty.b2f` (an empty frame is rewritten whole: a temp file renamed over it) and a
-/// compaction of `x.b2nd`. python-blosc2 takes any file of a `.b2d` that reads as a frame
+/// compaction of `x.b2nd`; the attribute commit also through a tree of `empty.b2f` (a mount
+/// of that file). python-blosc2 takes any file of a `.b2d` that reads as a frame
 /// for a key, so the temp file must lie outside the store: its keys stay what they were at
 /// every step, no file is added to the store, and the attributes are old or new.
 #[test]
@@ -262,6 +263,36 @@ fn store_b2d_whole_file_rewrites_of_its_files_leave_no_key_behind_at_every_step(
         };
         let done = commit_with_crash_after(&a, &edit, steps).unwrap();
         drop(a);
+        let now = keys(&p);
+        assert_eq!(now["keys"], first["keys"], "step {steps}");
+        assert_eq!(
+            crate::support::files_under(&p),
+            files,
+            "step {steps}: a file added to the store"
+        );
+        let v = &now["vlmeta"]["/empty"];
+        assert!(
+            *v == first["vlmeta"]["/empty"] || *v == attrs,
+            "step {steps}: {v}"
+        );
+        if done {
+            assert_eq!(*v, attrs, "a completed commit");
+        }
+        done
+    });
+    // The same commit through the tree (a mount of the file itself): `__attrs__` written,
+    // the fsync's commit stopped after each step.
+    every_commit_step("empty.b2f through the tree", 3, |steps| {
+        let tmp = tempfile::tempdir().unwrap();
+        let p = tmp.path().join("empty.b2d");
+        crate::support::copy_all(&src, &p);
+        let t = crate::support::rw_tree(&p.join("empty.b2f"));
+        let f = crate::support::tree_ino(&t, "__attrs__");
+        let fh = t.open(f, libc::O_WRONLY | libc::O_TRUNC).unwrap();
+        t.write(f, fh, 0, br#"{"units": "kg"}"#).unwrap();
+        t.simulate_crash_after(steps);
+        let done = t.fsync(f, fh).is_ok();
+        drop(t);
         let now = keys(&p);
         assert_eq!(now["keys"], first["keys"], "step {steps}");
         assert_eq!(
