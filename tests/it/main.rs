@@ -48,7 +48,7 @@ mod remote_mem; // the daemon's peak memory while it streams a frame over HTTP, 
 mod small_reads; // issue 25: cold small reads of chunk files read only their blocks' streams, python-blosc2's bytes
 mod spill_lock; // the spill file's I/O with the edits lock released: reads and writes during a spill, one read per spilled chunk
 mod store; // collections: .b2z/.b2d stores and directories of sources against python-blosc2
-mod store_crash; // SIGKILL of a mount during a .b2z member commit: old or new zip for python-blosc2
+mod store_crash; // SIGKILL of a mount during a .b2z member commit: old or new zip for python-blosc2; commits stopped at every step
 mod store_ctable; // python-blosc2 CTables in stores: table.npy against numpy.asarray(table), deletions, damage, other writers
 mod store_lazy; // collection leaves opened on first access: a 10,000-member store mounts opening none
 mod store_tree; // collections through the tree and a mount: chunks, array.npy, attrs, edits

@@ -2,7 +2,9 @@
 //! store python-blosc2 opens afterwards (`mode='r'`, and `mode='a'`, which extracts the zip
 //! and checks every CRC-32) holds the old or the new member, never anything else; the other
 //! member and the attributes are untouched; an edit whose fsync was acknowledged is there.
-//! `B2FS_STORE_CRASH_RUNS` sets the number of runs (default 5).
+//! `B2FS_STORE_CRASH_RUNS` sets the number of runs (default 5). Also commits stopped after
+//! every durable step: a `.b2d` leaf committed in place, an embedded value's edit, and whole-file
+//! rewrites of a `.b2d`'s files (their temp files outside the store).
 
 use std::path::Path;
 
