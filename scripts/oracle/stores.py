@@ -16,6 +16,13 @@ python-blosc2 reads back from them, for tests/it/store.rs.
                            root __vlmeta__ carrier embedded in embed.b2e, /big a member
     stores.py fuzzseeds DIR  small .b2z stores (a few KiB each) as seeds of the store_open,
                            tree_walk and tree_edit fuzz targets (fuzz/seeds/, scripts/fuzz.sh)
+    stores.py emptygen PATH  a .b2d TreeStore with threshold=0 (every leaf a file): /empty an
+                           empty SChunk (empty.b2f, rewritten whole by an attribute commit),
+                           /x an array (x.b2nd), /g/y
+    stores.py keys PATH    the keys python-blosc2 finds in a store (any file of a .b2d that
+                           reads as a frame is one) and every SChunk leaf's vlmeta, as JSON
+    stores.py zipdates PATH  every member of a zip with its date_time (python's zipfile) and how
+                           many seconds before now (local time) that is, as JSON
     stores.py digest PATH  sha256 of store[key][...] for every array key and the root
                            attributes, read with mode='r' and from a copy opened with mode='a'
                            (which extracts the .b2z and so checks every CRC-32), as JSON
@@ -229,6 +236,27 @@ def embedgen(path):
         ts.vlmeta["title"] = "embedded"
 
 
+def emptygen(path):
+    import blosc2
+    with blosc2.TreeStore(path, mode="w", threshold=0) as ts:
+        ts["/empty"] = blosc2.SChunk()
+        ts["/x"] = blosc2.arange(3000, dtype=np.int32, chunks=(1000,))
+        ts["/g/y"] = np.arange(5, dtype=np.int16)
+
+
+def keys(path):
+    import blosc2
+    out = {"keys": [], "vlmeta": {}}
+    with blosc2.TreeStore(path, mode="r") as ts:
+        out["keys"] = sorted(ts.keys())
+        for k in out["keys"]:
+            v = ts[k]
+            if isinstance(v, blosc2.SChunk):
+                out["vlmeta"][k] = dict(v.vlmeta[:])
+            del v
+    return out
+
+
 def fuzzseeds(d):
     """Small stores of every kind b2fs opens: TreeStore (members, embedded values, groups with
     attributes, an SChunk, a 2-D array), DictStore, a ZIP64 one, a CTable in a TreeStore."""
@@ -307,6 +335,17 @@ def main():
         embedgen(sys.argv[2])
     elif cmd == "fuzzseeds":
         fuzzseeds(sys.argv[2])
+    elif cmd == "emptygen":
+        emptygen(sys.argv[2])
+    elif cmd == "keys":
+        print(json.dumps(keys(sys.argv[2]), sort_keys=True, default=str))
+    elif cmd == "zipdates":
+        import datetime
+        now = datetime.datetime.now()
+        with zipfile.ZipFile(sys.argv[2]) as zf:
+            print(json.dumps({i.filename: {"date_time": list(i.date_time),
+                                           "age": (now - datetime.datetime(*i.date_time))
+                                           .total_seconds()} for i in zf.infolist()}))
     elif cmd == "digest":
         print(json.dumps(digest(sys.argv[2]), sort_keys=True, default=str))
     else:

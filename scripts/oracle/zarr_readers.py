@@ -32,6 +32,11 @@ python-blosc2) or .venv-zarr311 (Python 3.11: zarr-python 3.1 only).
                                                  i, dimension "time"): zarr-python `append`,
                                                  xarray `to_zarr(append_dim="time")`, a
                                                  shrinking `resize`; prints one line each
+    zarr_readers.py attrs MNT                    attribute edits of zarr-python and xarray
+                                                 (attrgen's store); one line per outcome
+    zarr_readers.py nanattrs MNT NAME            NaN and infinite attributes of array NAME set
+                                                 with zarr-python, read back by a fresh reader;
+                                                 prints "view True inf -inf UNITS"
 """
 
 import errno
@@ -626,6 +631,19 @@ def append(mnt, name):
     zarr.open_array(f"{root}/{name}", mode="r+").resize((1200,))
     again = zarr.open_array(f"{root}/{name}", mode="r")
     print("resize", again.shape[0], bool((again[...] == np.arange(1200)).all()))
+def nanattrs(mnt, name):
+    """NaN and infinite attributes set with zarr-python through the view of array `name`
+    (zarr-python writes them bare: NaN, Infinity, -Infinity), read back by a fresh reader.
+    Prints what it reads."""
+    import math
+
+    import zarr
+
+    z = zarr.open_array(f"{mnt}/zarr/{name}", mode="r+")
+    z.attrs["x"] = float("nan")
+    z.attrs.update({"hot": float("inf"), "cold": float("-inf")})
+    a = dict(zarr.open_array(f"{mnt}/zarr/{name}", mode="r").attrs)
+    print("view", math.isnan(a["x"]), a["hot"], a["cold"], a["units"])
 
 
 def main():
@@ -646,6 +664,8 @@ def main():
         attrs(sys.argv[2])
     elif cmd == "append":
         append(*sys.argv[2:4])
+    elif cmd == "nanattrs":
+        nanattrs(sys.argv[2], sys.argv[3])
     elif cmd == "crashwrite":
         crashwrite(*sys.argv[2:5])
     else:

@@ -364,8 +364,10 @@ pub fn chunk_cparams(array: &Array) -> Result<CParams, ContainerError> {
 /// [`ContainerError::Unsupported`] for a source b2fs cannot write (naming the reason),
 /// [`ContainerError::Changed`] when the source changed on disk since `array` was opened,
 /// [`ContainerError::Io`] for I/O failures (the source then still reads as before or as
-/// after the commit); [`ContainerError::Restored`] for one undone whose modification time
-/// could not be given back.
+/// after the commit), `EEXIST` among them when a file another writer made holds the name of
+/// one of the commit's own temp files (`src/container/write/io.rs`, `own_temp`; that file is left alone);
+/// [`ContainerError::Restored`] for one undone whose modification time could not be given
+/// back.
 pub fn commit(array: &Array, edit: &Edit) -> Result<(), ContainerError> {
     let mut io = io::Io::new(None);
     commit_io(array, edit, &mut io)

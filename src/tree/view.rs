@@ -245,13 +245,42 @@ pub(crate) fn valid_name(name: &str) -> bool {
 /// nested containers on one line; a final newline.
 pub fn json_file(v: &Value) -> Vec<u8> {
     let mut out = String::new();
-    write_json(&mut out, v, 0);
+    write_json(&mut out, v, 0, false);
     out.push('\n');
     out.into_bytes()
 }
 
-fn write_json(out: &mut String, v: &Value, depth: usize) {
+/// [`json_file`] as zarr-python writes its metadata (Python's `json.dumps` with `allow_nan`):
+/// a float NaN or infinity, which `__attrs__` shows as the tag `{"__float__": "nan"}`
+/// (`"inf"`, `"-inf"`; `src/container/attrs.rs`), is the bare token `NaN`, `Infinity` or
+/// `-Infinity`. Not strict JSON: for the Zarr view's `zarr.json` documents only.
+pub fn json_file_bare_floats(v: &Value) -> Vec<u8> {
+    let mut out = String::new();
+    write_json(&mut out, v, 0, true);
+    out.push('\n');
+    out.into_bytes()
+}
+
+/// The bare token of a `__float__` tag holding NaN or an infinity (any spelling
+/// `src/container/attrs.rs` accepts).
+fn bare_float(v: &Value) -> Option<&'static str> {
+    let Value::Object(m) = v else {
+        return None;
+    };
+    match (m.len(), m.get("__float__").and_then(Value::as_str)) {
+        (1, Some("nan" | "NaN")) => Some("NaN"),
+        (1, Some("inf" | "Infinity")) => Some("Infinity"),
+        (1, Some("-inf" | "-Infinity")) => Some("-Infinity"),
+        _ => None,
+    }
+}
+
+fn write_json(out: &mut String, v: &Value, depth: usize, bare: bool) {
     let pad = |out: &mut String, d: usize| out.extend(std::iter::repeat_n("  ", d));
+    if let Some(token) = bare.then(|| bare_float(v)).flatten() {
+        out.push_str(token);
+        return;
+    }
     match v {
         Value::Object(m) if !m.is_empty() => {
             out.push_str("{\n");
@@ -259,7 +288,7 @@ fn write_json(out: &mut String, v: &Value, depth: usize) {
                 pad(out, depth + 1);
                 out.push_str(&Value::String(k.clone()).to_string());
                 out.push_str(": ");
-                write_json(out, val, depth + 1);
+                write_json(out, val, depth + 1, bare);
                 out.push_str(if i + 1 < m.len() { ",\n" } else { "\n" });
             }
             pad(out, depth);
@@ -269,7 +298,7 @@ fn write_json(out: &mut String, v: &Value, depth: usize) {
             out.push_str("[\n");
             for (i, val) in a.iter().enumerate() {
                 pad(out, depth + 1);
-                write_json(out, val, depth + 1);
+                write_json(out, val, depth + 1, bare);
                 out.push_str(if i + 1 < a.len() { ",\n" } else { "\n" });
             }
             pad(out, depth);

@@ -494,7 +494,7 @@ impl Tree {
                 DirKind::Group => self.zarr_group_json(n),
                 DirKind::Array(a) => {
                     let g = self.zarr_geom(a, None).map_err(|_| TreeError::NotFound)?;
-                    Ok(super::view::json_file(&self.zarr_array_json(n, &g)?).into())
+                    Ok(super::view::json_file_bare_floats(&self.zarr_array_json(n, &g)?).into())
                 }
             },
             _ => Err(TreeError::NotFound),

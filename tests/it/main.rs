@@ -48,10 +48,11 @@ mod remote_mem; // the daemon's peak memory while it streams a frame over HTTP, 
 mod small_reads; // issue 25: cold small reads of chunk files read only their blocks' streams, python-blosc2's bytes
 mod spill_lock; // the spill file's I/O with the edits lock released: reads and writes during a spill, one read per spilled chunk
 mod store; // collections: .b2z/.b2d stores and directories of sources against python-blosc2
-mod store_crash; // SIGKILL of a mount during a .b2z member commit: old or new zip for python-blosc2
+mod store_crash; // SIGKILL of a mount during a .b2z member commit: old or new zip for python-blosc2; commits stopped at every step
 mod store_ctable; // python-blosc2 CTables in stores: table.npy against numpy.asarray(table), deletions, damage, other writers
 mod store_lazy; // collection leaves opened on first access: a 10,000-member store mounts opening none
 mod store_tree; // collections through the tree and a mount: chunks, array.npy, attrs, edits
+mod store_zip; // the zip metadata of the members a .b2z commit writes (their times), read by python's zipfile
 mod system; // mount(8)/fstab via mount.fuse3, auto_unmount, umount -l, getfattr, b2fs log, editors
 mod tree; // the in-process filesystem API without a kernel
 mod verify; // issue 22: `b2fs verify` / `salvage` on damaged reference sources, the hostile corpus

@@ -2,7 +2,9 @@
 //! store python-blosc2 opens afterwards (`mode='r'`, and `mode='a'`, which extracts the zip
 //! and checks every CRC-32) holds the old or the new member, never anything else; the other
 //! member and the attributes are untouched; an edit whose fsync was acknowledged is there.
-//! `B2FS_STORE_CRASH_RUNS` sets the number of runs (default 5).
+//! `B2FS_STORE_CRASH_RUNS` sets the number of runs (default 5). Also commits stopped after
+//! every durable step: a `.b2d` leaf committed in place, an embedded value's edit, and whole-file
+//! rewrites of a `.b2d`'s files (their temp files outside the store).
 
 use std::path::Path;
 
@@ -214,4 +216,125 @@ fn store_embedded_value_edit_old_or_new_at_every_step() {
             false
         });
     }
+}
+
+/// Whole-file rewrites of a file of a `.b2d` store through the frame path (the file opened
+/// as a frame of its own, as a mount of that one file commits it, not through the store's
+/// commit), stopped after every durable step: an attribute commit to the empty SChunk
+/// `empty.b2f` (an empty frame is rewritten whole: a temp file renamed over it) and a
+/// compaction of `x.b2nd`; the attribute commit also through a tree of `empty.b2f` (a mount
+/// of that file). python-blosc2 takes any file of a `.b2d` that reads as a frame
+/// for a key, so the temp file must lie outside the store: its keys stay what they were at
+/// every step, no file is added to the store, and the attributes are old or new.
+#[test]
+fn store_b2d_whole_file_rewrites_of_its_files_leave_no_key_behind_at_every_step() {
+    use b2fs::container::write::{Edit, commit_with_crash_after, compact_mounted_with_crash_after};
+    use b2fs::container::{Container, open};
+
+    let t = "store_b2d_whole_file_rewrites_of_its_files_leave_no_key_behind_at_every_step";
+    let py = or_skip!(crate::support::python(t));
+    let (_dir, src) = crate::support::temp_path("empty.b2d");
+    crate::support::oracle(&py, &[&"scripts/oracle/stores.py", &"emptygen", &src]);
+    let keys = |p: &Path| -> Value {
+        let out = run_python(
+            &py,
+            &["scripts/oracle/stores.py", "keys", p.to_str().unwrap()],
+        );
+        serde_json::from_slice(&out).expect("keys JSON")
+    };
+    let first = keys(&src);
+    assert_eq!(
+        first["keys"],
+        serde_json::json!(["/empty", "/g", "/g/y", "/x"])
+    );
+    let files = crate::support::files_under(&src);
+    let array = |p: &Path| match open(p).unwrap() {
+        Container::Array(a) => a,
+        Container::Table(_) => panic!("{}: a table", p.display()),
+    };
+    let attrs = serde_json::json!({"units": "kg"});
+    every_commit_step("empty.b2f attributes", 3, |steps| {
+        let tmp = tempfile::tempdir().unwrap();
+        let p = tmp.path().join("empty.b2d");
+        crate::support::copy_all(&src, &p);
+        let a = array(&p.join("empty.b2f"));
+        assert_eq!(a.nchunks(), 0);
+        let edit = Edit {
+            attrs: Some(attrs.clone()),
+            ..Edit::default()
+        };
+        let done = commit_with_crash_after(&a, &edit, steps).unwrap();
+        drop(a);
+        let now = keys(&p);
+        assert_eq!(now["keys"], first["keys"], "step {steps}");
+        assert_eq!(
+            crate::support::files_under(&p),
+            files,
+            "step {steps}: a file added to the store"
+        );
+        let v = &now["vlmeta"]["/empty"];
+        assert!(
+            *v == first["vlmeta"]["/empty"] || *v == attrs,
+            "step {steps}: {v}"
+        );
+        if done {
+            assert_eq!(*v, attrs, "a completed commit");
+        }
+        done
+    });
+    // The same commit through the tree (a mount of the file itself): `__attrs__` written,
+    // the fsync's commit stopped after each step.
+    every_commit_step("empty.b2f through the tree", 3, |steps| {
+        let tmp = tempfile::tempdir().unwrap();
+        let p = tmp.path().join("empty.b2d");
+        crate::support::copy_all(&src, &p);
+        let t = crate::support::rw_tree(&p.join("empty.b2f"));
+        let f = crate::support::tree_ino(&t, "__attrs__");
+        let fh = t.open(f, libc::O_WRONLY | libc::O_TRUNC).unwrap();
+        t.write(f, fh, 0, br#"{"units": "kg"}"#).unwrap();
+        t.simulate_crash_after(steps);
+        let done = t.fsync(f, fh).is_ok();
+        drop(t);
+        let now = keys(&p);
+        assert_eq!(now["keys"], first["keys"], "step {steps}");
+        assert_eq!(
+            crate::support::files_under(&p),
+            files,
+            "step {steps}: a file added to the store"
+        );
+        let v = &now["vlmeta"]["/empty"];
+        assert!(
+            *v == first["vlmeta"]["/empty"] || *v == attrs,
+            "step {steps}: {v}"
+        );
+        if done {
+            assert_eq!(*v, attrs, "a completed commit");
+        }
+        done
+    });
+    every_commit_step("x.b2nd compaction", 3, |steps| {
+        let tmp = tempfile::tempdir().unwrap();
+        let p = tmp.path().join("empty.b2d");
+        crate::support::copy_all(&src, &p);
+        let a = array(&p.join("x.b2nd"));
+        let chunks = |a: &b2fs::container::Array| -> Vec<Vec<u8>> {
+            (0..a.nchunks())
+                .map(|i| a.chunk_bytes(i).unwrap().to_vec())
+                .collect()
+        };
+        let before = chunks(&a);
+        let done = compact_mounted_with_crash_after(&a, steps).unwrap();
+        drop(a);
+        assert_eq!(
+            crate::support::files_under(&p),
+            files,
+            "step {steps}: a file added to the store"
+        );
+        assert_eq!(keys(&p)["keys"], first["keys"], "step {steps}");
+        assert!(
+            chunks(&array(&p.join("x.b2nd"))) == before,
+            "step {steps}: the chunks"
+        );
+        done
+    });
 }

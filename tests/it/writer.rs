@@ -537,8 +537,8 @@ mod refusals;
 
 /// A commit that fails before its commit point leaves the source byte-identical: the sparse
 /// frame's new chunk files go when its new index cannot be written, and a shrinking bcolz
-/// carray's staged chunk files go when its `meta/sizes` cannot be replaced (each temp name
-/// made a directory here, as a full disk fails the same creation).
+/// carray's staged chunk files go when its `meta/sizes` cannot be replaced (each temp file's
+/// creation failed by a directory made at its name just before, as a full disk fails it).
 #[test]
 fn writer_a_commit_failing_before_its_commit_point_leaves_the_source_as_it_was() {
     let tmp = tempfile::tempdir().expect("tempdir");
@@ -550,11 +550,11 @@ fn writer_a_commit_failing_before_its_commit_point_leaves_the_source_as_it_was()
         updates: vec![updated_chunk(&a, 1, &pattern(4000, 5))],
         ..Edit::default()
     };
-    let blocker = path.join("chunks.b2frame.b2fs-tmp");
-    std::fs::create_dir(&blocker).expect("mkdir");
-    let e = commit(&a, &edit).expect_err("the index cannot be written");
+    let (hook, blockers) = block_temp_files();
+    let e = b2fs::container::write::commit_racing(&a, &edit, hook)
+        .expect_err("the index cannot be written");
     assert!(e.to_string().contains("b2fs-tmp"), "{e}");
-    std::fs::remove_dir(&blocker).expect("rmdir");
+    remove_blockers(&blockers);
     assert_eq!(
         tree_hash(&path),
         before,
@@ -575,11 +575,94 @@ fn writer_a_commit_failing_before_its_commit_point_leaves_the_source_as_it_was()
         truncate: Some(n - 1),
         ..Edit::default()
     };
-    let blocker = path.join("meta/sizes.b2fs-tmp");
-    std::fs::create_dir(&blocker).expect("mkdir");
-    commit(&a, &edit).expect_err("meta/sizes cannot be replaced");
-    std::fs::remove_dir(&blocker).expect("rmdir");
+    let (hook, blockers) = block_temp_files();
+    b2fs::container::write::commit_racing(&a, &edit, hook)
+        .expect_err("meta/sizes cannot be replaced");
+    assert!(
+        blockers
+            .lock()
+            .unwrap()
+            .iter()
+            .any(|p| p.to_string_lossy().ends_with("sizes.b2fs-tmp")),
+        "{blockers:?}"
+    );
+    remove_blockers(&blockers);
     assert_eq!(tree_hash(&path), before, "bcolz: a staged chunk file stays");
+}
+
+type Blockers = std::sync::Arc<std::sync::Mutex<Vec<PathBuf>>>;
+
+/// A hook for `commit_racing` that makes a directory at the name of every whole-file
+/// rewrite's temp file (`*.b2fs-tmp` but a bcolz chunk's `__N.blp.b2fs-tmp`) just before the
+/// commit creates it, and the directories made.
+fn block_temp_files() -> (b2fs::container::write::BeforeCreate, Blockers) {
+    let made: Blockers = Default::default();
+    let record = made.clone();
+    let hook = Box::new(move |p: &Path| {
+        let name = p.file_name().unwrap().to_string_lossy().into_owned();
+        if name.ends_with(".b2fs-tmp") && !name.contains(".blp") {
+            std::fs::create_dir(p).expect("mkdir");
+            record.lock().unwrap().push(p.to_path_buf());
+        }
+    });
+    (hook, made)
+}
+
+fn remove_blockers(made: &Blockers) {
+    for p in made.lock().unwrap().drain(..) {
+        std::fs::remove_dir(&p).expect("rmdir");
+    }
+}
+
+/// A sparse frame's commit never writes, renames or removes a temp file another writer
+/// made: a `chunks.b2frame.b2fs-tmp` of theirs (the name b2fs used before session 26) stays
+/// through a failed commit and a successful one, and a file they made at the name of the
+/// commit's own temp file fails the commit (`ContainerError::Io` with EEXIST, EIO at the
+/// mount) and stays with their bytes; the source is as it was.
+#[test]
+fn writer_a_sparse_commit_leaves_another_writers_temp_files_alone() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let path = fixture_copy(&tmp, "frames/schunk_sparse.b2frame");
+    let theirs = path.join("chunks.b2frame.b2fs-tmp");
+    std::fs::write(&theirs, b"another writer's index").expect("their file");
+    let a = open_array(&path);
+    let before = tree_hash(&path);
+    let edit = Edit {
+        updates: vec![updated_chunk(&a, 1, &pattern(4000, 9))],
+        ..Edit::default()
+    };
+    // They make a file at the name of the commit's own temp file just before it does.
+    let taken: Blockers = Default::default();
+    let record = taken.clone();
+    let hook = Box::new(move |p: &Path| {
+        if p.to_string_lossy().ends_with(".b2fs-tmp") {
+            // Old b2fs: the shared name, theirs already (left as it is).
+            if !p.exists() {
+                std::fs::write(p, b"theirs too").expect("their temp file");
+                record.lock().unwrap().push(p.to_path_buf());
+            }
+        }
+    });
+    let e = b2fs::container::write::commit_racing(&a, &edit, hook).expect_err("a taken name");
+    let b2fs::container::ContainerError::Io { source, .. } = &e else {
+        panic!("an I/O error: {e}");
+    };
+    assert_eq!(source.kind(), std::io::ErrorKind::AlreadyExists, "{e}");
+    assert_eq!(
+        std::fs::read(&theirs).expect("theirs stays"),
+        b"another writer's index"
+    );
+    let taken = taken.lock().unwrap().clone();
+    assert_eq!(taken.len(), 1, "{taken:?}");
+    assert_eq!(std::fs::read(&taken[0]).expect("stays"), b"theirs too");
+    std::fs::remove_file(&taken[0]).expect("rm");
+    assert_eq!(tree_hash(&path), before, "the commit's chunk file is gone");
+    commit(&a, &edit).expect("the same commit once alone");
+    assert_eq!(chunks_of(&open_array(&path))[1], pattern(4000, 9));
+    assert_eq!(
+        std::fs::read(&theirs).expect("theirs stays"),
+        b"another writer's index"
+    );
 }
 
 /// A sparse frame's commit removes, when it fails before its commit point, only the chunk
@@ -598,10 +681,9 @@ fn writer_a_failed_sparse_commit_removes_only_the_chunk_files_it_made() {
         ],
         ..Edit::default()
     };
-    // The index cannot be written either (as when the disk fills up): a commit that took
-    // the other writer's file for its own would fail there, and remove it.
+    // Another writer's temp file too (at the name b2fs used before session 26): left alone.
     let blocker = path.join("chunks.b2frame.b2fs-tmp");
-    std::fs::create_dir(&blocker).expect("mkdir");
+    std::fs::write(&blocker, b"their index").expect("their temp file");
     let mut planned = Vec::new();
     let theirs: std::sync::Arc<std::sync::Mutex<Option<PathBuf>>> = Default::default();
     let placed = theirs.clone();
@@ -623,7 +705,11 @@ fn writer_a_failed_sparse_commit_removes_only_the_chunk_files_it_made() {
         "another writer's change: {e}"
     );
     std::fs::remove_file(&theirs).expect("rm");
-    std::fs::remove_dir(&blocker).expect("rmdir");
+    assert_eq!(
+        std::fs::read(&blocker).expect("their temp file stays"),
+        b"their index"
+    );
+    std::fs::remove_file(&blocker).expect("rm");
     assert_eq!(
         tree_hash(&path),
         before,

@@ -9,10 +9,12 @@
 //! Split by concern: `zarr/cases.rs` (every reference case and a ctable read back through the
 //! view, numpy through a mount), `zarr/stores.rs` (collections: lazy mount, consolidated
 //! metadata, a 2,000-member store), `zarr/writes.rs` (writes through the view and a mount,
-//! identical rewrites, SIGKILL during a chunk commit, another writer); the helpers that read
-//! and assemble the view stay here.
+//! identical rewrites, SIGKILL during a chunk commit, another writer), `zarr/floats.rs` (NaN
+//! and infinite attributes as zarr-python writes them); the helpers that read and assemble
+//! the view stay here.
 
 mod cases;
+mod floats;
 mod resize;
 mod stores;
 mod writes;

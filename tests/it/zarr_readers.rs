@@ -587,3 +587,42 @@ fn zarr_appends_of_zarr_python_and_xarray_resize_the_source() {
     );
     assert_eq!(back, "(1200,) True ['time']");
 }
+
+/// NaN and infinite attributes set with zarr-python through a read-write mount's view
+/// (zarr-python writes them bare, `NaN`, `Infinity`, `-Infinity`, which strict JSON lacks)
+/// are committed as floats: a fresh zarr-python reader of the view reads them back, and
+/// python-blosc2 reads them from the source after the unmount (`math.isnan`, `inf`).
+#[test]
+fn zarr_nan_attributes_of_zarr_python_reach_the_source_as_floats() {
+    let t = "zarr_nan_attributes_of_zarr_python_reach_the_source_as_floats";
+    let py = or_skip!(fuse_and_python(t));
+    let zpy = or_skip!(zarr34(t));
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("sst.b2nd");
+    let make = "import sys, numpy as np, blosc2\n\
+        a = blosc2.asarray(np.arange(60, dtype='f8').reshape(6, 10), chunks=(3, 10), \
+        urlpath=sys.argv[1], mode='w')\n\
+        a.vlmeta['units'] = 'K'\n";
+    run_python(&py, &["-c", make, src.to_str().unwrap()]);
+    let m = Mount::daemon(&src, &[]);
+    let (ok, out, err) = run(
+        &zpy,
+        &[
+            "scripts/oracle/zarr_readers.py",
+            "nanattrs",
+            m.mp.to_str().unwrap(),
+            "sst",
+        ],
+    );
+    assert!(ok, "{out}{err}");
+    assert_eq!(out.trim(), "view True inf -inf K", "{err}");
+    m.umount();
+    let check = "import sys, math, blosc2\n\
+        a = blosc2.open(sys.argv[1])\n\
+        v = a.vlmeta\n\
+        print(math.isnan(v['x']), v['hot'], v['cold'], v['units'])\n";
+    assert_eq!(
+        python_says(&py, &["-c", check, src.to_str().unwrap()]),
+        "True inf -inf K"
+    );
+}

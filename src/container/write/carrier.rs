@@ -24,7 +24,7 @@
 
 use std::path::{Path, PathBuf};
 
-use super::io::{Io, SidecarLock, parent_dir, tmp_path};
+use super::io::{Io, SidecarLock, parent_dir, temp_for};
 use super::{Edit, frame, io_err, refused};
 use crate::container::store::{Collection, Form, Marker};
 use crate::container::{Array, ContainerError};
@@ -131,11 +131,10 @@ pub(super) fn new_carrier(
             super::check_path_writable(path)?;
             super::check_path_writable(parent_dir(path))?;
             let scratch = super::store::scratch_path(path);
-            let result = carrier_file(&scratch, edit)
-                .and_then(|()| super::store::write_zip_adding(zip, &name, &scratch, io));
+            carrier_file(&scratch, edit)?;
+            let result = super::store::write_zip_adding(zip, &name, &scratch, io);
             if result.is_err() && !io.crashed() {
                 let _ = std::fs::remove_file(&scratch);
-                let _ = std::fs::remove_file(tmp_path(path));
             }
             result?;
             io.remove(&scratch)
@@ -162,9 +161,10 @@ pub(super) fn new_carrier(
                 io.sync_dir(parent_dir(dir))?;
             }
             // Beside the store, not in it: python-blosc2 opens every file of a `.b2d` that
-            // reads as a frame as one more key, whatever its name.
-            let tmp = tmp_path(path);
-            let result = carrier_file(&tmp, edit).and_then(|()| {
+            // reads as a frame as one more key, whatever its name (`io.rs`, `own_temp`).
+            let tmp = temp_for(&target);
+            carrier_file(&tmp, edit)?;
+            let result = (|| {
                 io.begin_step(&target)?;
                 std::fs::hard_link(&tmp, &target).map_err(|e| match e.kind() {
                     std::io::ErrorKind::AlreadyExists => {
@@ -172,7 +172,7 @@ pub(super) fn new_carrier(
                     }
                     _ => io_err(&target, e),
                 })
-            });
+            })();
             if result.is_err() && !io.crashed() {
                 let _ = std::fs::remove_file(&tmp);
             }
@@ -186,11 +186,26 @@ pub(super) fn new_carrier(
     }
 }
 
-/// Writes an empty frame to `at` and commits `edit` (its attributes) to it, fsynced.
+/// Writes an empty frame to a new file `at` (made where no file is: a file another writer
+/// made there is left alone) and commits `edit` (its attributes) to it, fsynced; removes
+/// the file again when that fails.
 fn carrier_file(at: &Path, edit: &Edit) -> Result<(), ContainerError> {
-    std::fs::write(at, empty_frame()).map_err(|e| io_err(at, e))?;
-    let frame = Array::open_frame_at(at, 0)?;
-    super::commit(&frame, edit)
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(at)
+        .map_err(|e| io_err(at, e))?;
+    let made = std::io::Write::write_all(&mut f, &empty_frame())
+        .map_err(|e| io_err(at, e))
+        .and_then(|()| {
+            drop(f);
+            let frame = Array::open_frame_at(at, 0)?;
+            super::commit(&frame, edit)
+        });
+    if made.is_err() {
+        let _ = std::fs::remove_file(at);
+    }
+    made
 }
 
 #[cfg(test)]

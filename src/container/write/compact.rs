@@ -1,6 +1,7 @@
 //! `compact`: rewrites a contiguous frame without dead space (chunks back to back in index
-//! order, a fresh index, the trailer verbatim) into a temp file in the same directory, then
-//! fsync, rename over the original and directory fsync.
+//! order, a fresh index, the trailer verbatim) into a temp file of its own in the same
+//! directory (beside the store for a member of a `.b2d`: `io.rs`, `own_temp`), then fsync,
+//! rename over the original and directory fsync.
 //!
 //! A mounted source is refused (`docs/format/CONTAINERS.md` has no word on this: it is b2fs's own
 //! rule): the rename would leave the mount serving the old file while its commits go to the
@@ -20,8 +21,8 @@ use super::io::{Io, LockMode, SidecarLock, SourceLock};
 use super::{io_err, unsupported};
 use crate::container::{Array, Container, ContainerError, SourceKind};
 
-/// Rewrites the contiguous frame at `path` without dead space (temp file in the same
-/// directory + fsync + rename + directory fsync), calling `progress(done_chunks, total)` as it
+/// Rewrites the contiguous frame at `path` without dead space (a temp file of its own in the
+/// same directory, or beside the `.b2d` store it lies in, + fsync + rename + directory fsync), calling `progress(done_chunks, total)` as it
 /// goes. The file keeps its permissions; python-blosc2 reads the same chunks and attributes.
 ///
 /// # Errors
@@ -86,11 +87,15 @@ pub fn compact(path: &Path, progress: &mut dyn FnMut(usize, usize)) -> Result<()
     drop(file);
 
     let mut io = Io::new(None);
-    let tmp = super::io::tmp_path(path);
-    io.create(&tmp, &out)?;
-    std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(mode))
-        .map_err(|e| io_err(&tmp, e))?;
-    io.rename(&tmp, path)?;
+    let tmp = super::io::temp_for(path);
+    io.create_new(&tmp, &out)?;
+    let renamed = std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(mode))
+        .map_err(|e| io_err(&tmp, e))
+        .and_then(|()| io.rename(&tmp, path));
+    if let Err(e) = renamed {
+        let _ = std::fs::remove_file(&tmp);
+        return Err(e);
+    }
     io.sync_dir(super::io::parent_dir(path))?;
     if let Some(lock) = lock {
         lock.bump()?;
@@ -143,10 +148,11 @@ pub fn space(array: &Array) -> Result<Option<Space>, ContainerError> {
 
 /// Rewrites the contiguous frame `array` was opened from without dead space while a mount
 /// serves it (issue 21: the mount's own background compaction, `src/commit.rs`): the
-/// chunks are copied from `array` into `<file>.b2fs-tmp` one by one (memory: one chunk),
-/// the file fsynced, checked again to be the version `array` shows, renamed over the
-/// source, and the directory fsynced. A crash leaves the old file or the new one, with the
-/// same content (and perhaps the temp file, overwritten by the next compaction).
+/// chunks are copied from `array` into a temp file of its own (`.b2fs-PID-N-<file>.b2fs-tmp`
+/// beside the file, or beside the `.b2d` store the file lies in: `io.rs`, `own_temp`) one
+/// by one (memory: one chunk), the file fsynced, checked again to be the version `array`
+/// shows, renamed over the source, and the directory fsynced. A crash leaves the old file
+/// or the new one, with the same content (and perhaps the temp file, which readers ignore).
 ///
 /// Descriptors reading older versions keep the old file open and read it as before. The
 /// mount's shared source lock is taken on the new file before it is renamed in, and
@@ -195,13 +201,13 @@ fn compact_mounted_io(array: &Array, io: &mut Io) -> Result<SourceLock, Containe
         .mode();
     drop(file);
 
-    let tmp = super::io::tmp_path(path);
+    // A name of this compaction's own, made where no file is (`io.rs`, `own_temp`).
+    let tmp = super::io::temp_for(path);
     io.begin_step(&tmp)?;
     let out = std::fs::OpenOptions::new()
         .read(true)
         .write(true)
-        .create(true)
-        .truncate(true)
+        .create_new(true)
         .open(&tmp)
         .map_err(|e| io_err(&tmp, e))?;
     let written = (|| {
@@ -239,28 +245,33 @@ fn compact_mounted_io(array: &Array, io: &mut Io) -> Result<SourceLock, Containe
         w.flush().map_err(err)?;
         Ok::<_, ContainerError>((info.header_len + pos + trailer.len() as u64, cbytes))
     })();
-    let (frame_len, cbytes) = match written {
-        Ok(v) => v,
+    // Every failure from here to the rename removes the temp file (this compaction's own),
+    // but a simulated crash, which leaves what a crash would.
+    let renamed = written.and_then(|(frame_len, cbytes)| {
+        header[16..24].copy_from_slice(&frame_len.to_be_bytes());
+        header[39..47].copy_from_slice(&cbytes.to_be_bytes());
+        std::os::unix::fs::FileExt::write_all_at(&out, &header, 0).map_err(|e| io_err(&tmp, e))?;
+        std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(mode))
+            .map_err(|e| io_err(&tmp, e))?;
+        io.sync(&out, &tmp)?;
+        // The mount's lock moves to the new file before anyone can find it at `path`.
+        let mounted = SourceLock::acquire(&tmp, LockMode::Mount)?;
+        // Another writer that changed the source meanwhile keeps its change: nothing is
+        // renamed.
+        super::frame::check_fresh(array)?;
+        io.rename(&tmp, path)?;
+        Ok(mounted)
+    });
+    drop(out);
+    let mounted = match renamed {
+        Ok(m) => m,
         Err(e) => {
-            let _ = std::fs::remove_file(&tmp);
+            if !io.crashed() {
+                let _ = std::fs::remove_file(&tmp);
+            }
             return Err(e);
         }
     };
-    header[16..24].copy_from_slice(&frame_len.to_be_bytes());
-    header[39..47].copy_from_slice(&cbytes.to_be_bytes());
-    std::os::unix::fs::FileExt::write_all_at(&out, &header, 0).map_err(|e| io_err(&tmp, e))?;
-    std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(mode))
-        .map_err(|e| io_err(&tmp, e))?;
-    io.sync(&out, &tmp)?;
-    drop(out);
-    // The mount's lock moves to the new file before anyone can find it at `path`.
-    let mounted = SourceLock::acquire(&tmp, LockMode::Mount)?;
-    // Another writer that changed the source meanwhile keeps its change: nothing is renamed.
-    if let Err(e) = super::frame::check_fresh(array) {
-        let _ = std::fs::remove_file(&tmp);
-        return Err(e);
-    }
-    io.rename(&tmp, path)?;
     io.sync_dir(super::io::parent_dir(path))?;
     if let Some(lock) = lock {
         lock.bump()?;

@@ -13,8 +13,9 @@
 //! directory) while it serves it; `compact` takes `LOCK_EX` without waiting, so it cannot
 //! rewrite a mounted source, and a mount cannot start on a source being compacted.
 //!
-//! The one `unsafe` block is the `flock(2)` call ([`flock`]; std's `File::lock` needs Rust
-//! 1.89, above the crate's rust-version).
+//! The `unsafe` blocks: the `flock(2)` call ([`flock`]; std's `File::lock` needs Rust
+//! 1.89, above the crate's rust-version) and `localtime_r(3)` ([`local_time_now`]: std has no
+//! time zones).
 
 use std::fs::{File, OpenOptions};
 use std::os::unix::fs::FileExt;
@@ -37,10 +38,6 @@ pub(super) struct Io {
     /// Tests: stands for another writer before each file [`Io::create`] or
     /// [`Io::create_new`] makes.
     before_create: Option<BeforeCreate>,
-    /// Where [`Io::replace`] makes its temp file, when not beside its target (a `.b2d`
-    /// store's files: python-blosc2 takes any file in the store that reads as a frame for a
-    /// key, and a crash would leave one).
-    scratch_dir: Option<std::path::PathBuf>,
 }
 
 impl std::fmt::Debug for Io {
@@ -50,7 +47,6 @@ impl std::fmt::Debug for Io {
             .field("crashed", &self.crashed)
             .field("fail_times", &self.fail_times)
             .field("before_create", &self.before_create.is_some())
-            .field("scratch_dir", &self.scratch_dir)
             .finish()
     }
 }
@@ -63,7 +59,6 @@ impl Io {
             crashed: false,
             fail_times: None,
             before_create: None,
-            scratch_dir: None,
         }
     }
 
@@ -217,37 +212,89 @@ impl Io {
         }
     }
 
-    /// Makes [`Io::replace`]'s temp files in `dir` (on the file system of its targets)
-    /// instead of beside each target.
-    pub(super) fn scratch_in(&mut self, dir: &Path) {
-        self.scratch_dir = Some(dir.to_path_buf());
-    }
-
-    /// Writes `bytes` to `target` atomically: `<target>.b2fs-tmp` (or a temp file in the
-    /// directory [`Io::scratch_in`] named) created and fsynced, renamed over `target`, the
-    /// target's directory fsynced (four steps).
+    /// Writes `bytes` to `target` atomically: a temp file of this commit's own
+    /// ([`temp_for`]: beside `target`, or beside the `.b2d` store `target` lies in) created
+    /// where no file is and fsynced, renamed over `target`, the target's directory fsynced
+    /// (four steps). Only that temp file is ever removed (when the rename fails): a file
+    /// another writer made at its name is left alone, and the error is theirs (`EEXIST`).
     pub(super) fn replace(&mut self, target: &Path, bytes: &[u8]) -> Result<(), ContainerError> {
-        let tmp = match &self.scratch_dir {
-            // One name per process and target name (the commits of a mount come one at a
-            // time); the rename crosses directories of one file system.
-            Some(dir) => {
-                let mut name = std::ffi::OsString::from(format!(".b2fs-{}-", std::process::id()));
-                name.push(target.file_name().unwrap_or_default());
-                name.push(".b2fs-tmp");
-                dir.join(name)
+        let tmp = temp_for(target);
+        // One that is not filled is removed by create_new itself.
+        self.create_new(&tmp, bytes)?;
+        if let Err(e) = self.rename(&tmp, target) {
+            if !self.crashed() {
+                // Nothing a reader sees changed: the temp file goes too.
+                let _ = std::fs::remove_file(&tmp);
             }
-            None => tmp_path(target),
-        };
-        let staged = self.create(&tmp, bytes);
-        let renamed = staged.and_then(|()| self.rename(&tmp, target));
-        if renamed.is_err() && !self.crashed() {
-            // Nothing a reader sees changed: the temp file (a partial one, when it is its
-            // creation that failed) goes too.
-            let _ = std::fs::remove_file(&tmp);
+            return Err(e);
         }
-        renamed?;
         self.sync_dir(parent_dir(target))
     }
+}
+
+/// The name of a temp file of this process's own (its id and a counter, never reused while
+/// it runs) for a whole-file rewrite of `target`: `.b2fs-PID-N-<target's name><suffix>`
+/// (the name cut to 200 bytes), beside `target`, or, when `target` lies inside a `.b2d`
+/// store (a directory holding `embed.b2e`, at any depth above it), beside the outermost such
+/// store: python-blosc2 takes any file of a `.b2d` that reads as a frame for a key, whatever
+/// its name, so a crash between the temp file's creation and its rename would leave one in
+/// the store. The rename then crosses directories of one file system (a store that is a
+/// mount point of its own fails it: `EXDEV`). Create it with [`Io::create_new`]: a file
+/// another writer made there is theirs.
+pub(super) fn own_temp(target: &Path, suffix: &str) -> std::path::PathBuf {
+    use std::os::unix::ffi::{OsStrExt, OsStringExt};
+    static TEMPS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = TEMPS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let mut name = format!(".b2fs-{}-{n}-", std::process::id()).into_bytes();
+    let own = target.file_name().unwrap_or_default().as_bytes();
+    name.extend_from_slice(&own[..own.len().min(200)]);
+    name.extend_from_slice(suffix.as_bytes());
+    let dir = outside_store(target).unwrap_or_else(|| parent_dir(target).to_path_buf());
+    dir.join(std::ffi::OsString::from_vec(name))
+}
+
+/// [`own_temp`] with the suffix `.b2fs-tmp`: the temp file a whole-file rewrite of `target`
+/// is written to before its rename.
+pub(super) fn temp_for(target: &Path) -> std::path::PathBuf {
+    own_temp(target, ".b2fs-tmp")
+}
+
+/// The directory holding the outermost `.b2d` store (a directory with an `embed.b2e` file)
+/// among the directories above `target`, if any.
+fn outside_store(target: &Path) -> Option<std::path::PathBuf> {
+    let dir = std::fs::canonicalize(parent_dir(target)).ok()?;
+    let outer = dir
+        .ancestors()
+        .filter(|a| a.join("embed.b2e").is_file())
+        .last()?;
+    outer.parent().map(Path::to_path_buf)
+}
+
+/// The local date and time now (year, month 1-12, day 1-31, hour, minute, second), as the
+/// C library's `localtime_r` gives it (`TZ`, `/etc/localtime`); `None` when it cannot.
+pub(super) fn local_time_now() -> Option<(u16, u8, u8, u8, u8, u8)> {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .ok()?;
+    let t = libc::time_t::try_from(now.as_secs()).ok()?;
+    // SAFETY: an all-zero `tm` is a valid value of this plain C struct (its pointer field,
+    // where the platform has one, is null), and `localtime_r` only reads `t` and writes
+    // `tm`, both living on this stack for the whole call.
+    let tm = unsafe {
+        let mut tm: libc::tm = std::mem::zeroed();
+        if libc::localtime_r(&t, &mut tm).is_null() {
+            return None;
+        }
+        tm
+    };
+    Some((
+        u16::try_from(tm.tm_year + 1900).ok()?,
+        u8::try_from(tm.tm_mon + 1).ok()?,
+        u8::try_from(tm.tm_mday).ok()?,
+        u8::try_from(tm.tm_hour).ok()?,
+        u8::try_from(tm.tm_min).ok()?,
+        u8::try_from(tm.tm_sec).ok()?,
+    ))
 }
 
 /// The directory holding `path` (`.` for a bare file name).

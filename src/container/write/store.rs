@@ -5,17 +5,22 @@
 //! frame at an offset may only grow at the end of its file, and no member is last).
 //!
 //! The `.b2z` commit, in order (each durable step counted for crash tests, `io.rs`):
-//! 1. the member's bytes are copied out to `<zip>.b2fs-member` (scratch, not a step) and the
-//!    edit is committed to that standalone frame with the ordinary frame commit;
-//! 2. `<zip>.b2fs-tmp` is created and written by the `zip` crate: every other entry
-//!    byte-copied as stored (`raw_copy_file`: local header, data and central entry with their
-//!    CRC-32 and sizes), the edited member written stored with a freshly computed CRC-32, in
-//!    the old order, ZIP64 records where sizes or offsets need them (one step);
+//! 1. the member's bytes are copied out to a scratch frame of the commit's own
+//!    (`.b2fs-PID-N-<zip>.b2fs-member`, not a step) and the edit is committed to that
+//!    standalone frame with the ordinary frame commit;
+//! 2. a temp file of the commit's own (`.b2fs-PID-N-<zip>.b2fs-tmp`) is created where no file
+//!    is and written by the `zip` crate: every other entry byte-copied as stored
+//!    (`raw_copy_file`: local header, data and central entry with their CRC-32 and sizes), the
+//!    edited member written stored with a freshly computed CRC-32 and the commit's local time
+//!    as its modification time, in the old order, ZIP64 records where sizes or offsets need
+//!    them (one step);
 //! 3. fsync of the new zip; 4. rename over the old one; 5. fsync of the directory;
 //! 6. removal of the scratch frame.
 //!
 //! A crash before step 4 leaves the old zip (and stray temporary files, which reading
-//! ignores); after it, the new one. The [`Collection`] is not updated: every member may have
+//! ignores); after it, the new one. Both temporary files are the commit's own: a file another
+//! writer made at such a name is never written or removed. Beside the zip, or beside the
+//! `.b2d` store the zip lies in (`io.rs`, `own_temp`). The [`Collection`] is not updated: every member may have
 //! moved, so reopen the store after a commit.
 //!
 //! Embedded values (leaves and `__vlmeta__` carriers inside `embed.b2e`) are edited by
@@ -32,9 +37,9 @@ use std::path::Path;
 
 use serde_json::Value;
 
-use super::io::{Io, parent_dir, tmp_path};
+use super::io::{Io, own_temp, parent_dir, temp_for};
 use super::{Edit, io_err, refused, unsupported};
-use crate::container::store::{Collection, Form, Leaf, Location, open_member, zip::ZipIndex};
+use crate::container::store::{Collection, Leaf, Location, open_member, zip::ZipIndex};
 use crate::container::{Array, Container, ContainerError};
 
 /// Members from this size on are written with ZIP64 sizes (python's `zipfile` switches at
@@ -126,10 +131,6 @@ fn commit_io(
     let path = store.path();
     match leaf.location() {
         Location::File(_) | Location::Source(_) | Location::TreeFile(_) => {
-            if store.form() == Form::Dir {
-                // A temp file in a `.b2d` would be a key to python-blosc2 after a crash.
-                io.scratch_in(parent_dir(path));
-            }
             match leaf.open().map_err(unwrap)? {
                 Container::Array(a) => super::commit_io(a, edit, io),
                 Container::Table(t) => Err(unsupported(
@@ -169,13 +170,11 @@ fn unwrap(e: std::sync::Arc<ContainerError>) -> ContainerError {
     })
 }
 
+/// A scratch file of this commit's own for a member of `zip` (`.b2fs-PID-N-<zip>.b2fs-member`
+/// beside the zip, or beside the `.b2d` store it lies in: `io.rs`, `own_temp`); create it
+/// where no file is.
 pub(super) fn scratch_path(zip: &Path) -> std::path::PathBuf {
-    let mut name = zip
-        .file_name()
-        .map(|n| n.to_os_string())
-        .unwrap_or_default();
-    name.push(".b2fs-member");
-    zip.with_file_name(name)
+    own_temp(zip, ".b2fs-member")
 }
 
 fn zip_err(path: &Path, e: zip::result::ZipError) -> ContainerError {
@@ -211,37 +210,47 @@ pub(super) fn commit_zip_member(
     let window = zip.window(index)?;
     drop(member);
     let scratch = scratch_path(path);
+    copy_window(path, window.offset, window.len, &scratch)?;
     let result = (|| {
-        copy_window(path, window.offset, window.len, &scratch)?;
         let frame = Array::open_frame_at(&scratch, 0)?;
         super::commit(&frame, edit)?;
         drop(frame);
         write_zip(zip, index, &scratch, io)
     })();
     if result.is_err() && !io.crashed() {
+        // The scratch frame is this commit's own; the new zip's temp file removed itself.
         let _ = std::fs::remove_file(&scratch);
-        let _ = std::fs::remove_file(tmp_path(path));
     }
     result?;
     io.remove(&scratch)
 }
 
+/// Copies `len` bytes at `offset` of `zip` to a new file `to` (made where no file is; removed
+/// again when the copy fails).
 fn copy_window(zip: &Path, offset: u64, len: u64, to: &Path) -> Result<(), ContainerError> {
     let mut src = File::open(zip).map_err(|e| io_err(zip, e))?;
     src.seek(SeekFrom::Start(offset))
         .map_err(|e| io_err(zip, e))?;
-    let mut dst = File::create(to).map_err(|e| io_err(to, e))?;
-    let n = std::io::copy(&mut src.take(len), &mut dst).map_err(|e| io_err(to, e))?;
-    if n != len {
-        return Err(io_err(
+    let mut dst = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(to)
+        .map_err(|e| io_err(to, e))?;
+    let copied = match std::io::copy(&mut src.take(len), &mut dst) {
+        Ok(n) if n == len => Ok(()),
+        Ok(_) => Err(io_err(
             zip,
             std::io::Error::new(std::io::ErrorKind::UnexpectedEof, "member cut short"),
-        ));
+        )),
+        Err(e) => Err(io_err(to, e)),
+    };
+    if copied.is_err() {
+        let _ = std::fs::remove_file(to);
     }
-    Ok(())
+    copied
 }
 
-/// Writes the new zip to `<zip>.b2fs-tmp` and renames it over `zip`: member `index`
+/// Writes the new zip to a temp file and renames it over `zip`: member `index`
 /// replaced by the content of `member`.
 fn write_zip(
     zip: &ZipIndex,
@@ -272,19 +281,53 @@ fn build_zip(
     io: &mut Io,
 ) -> Result<(), ContainerError> {
     let path = zip.path();
-    let tmp = tmp_path(path);
+    // A name of this commit's own, made where no file is (`io.rs`, `own_temp`).
+    let tmp = temp_for(path);
     io.begin_step(&tmp)?;
-    let file = File::create(&tmp).map_err(|e| io_err(&tmp, e))?;
+    let file = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&tmp)
+        .map_err(|e| io_err(&tmp, e))?;
+    let renamed = fill_zip(zip, (edited, name), member, (file, &tmp), io)
+        .and_then(|()| io.rename(&tmp, path));
+    if let Err(e) = renamed {
+        if !io.crashed() {
+            let _ = std::fs::remove_file(&tmp);
+        }
+        return Err(e);
+    }
+    io.sync_dir(parent_dir(path))
+}
+
+/// Writes the entries of [`build_zip`] to `file` (the new zip at `tmp`) and fsyncs it. The
+/// member written gets the local time of the commit as its modification time, as python's
+/// `zipfile` gives a file it writes (its mtime, in local time): not the zip crate's default
+/// of 1980-01-01.
+fn fill_zip(
+    zip: &ZipIndex,
+    (edited, name): (Option<usize>, &str),
+    member: &Path,
+    (file, tmp): (File, &Path),
+    io: &mut Io,
+) -> Result<(), ContainerError> {
+    let path = zip.path();
     let mut data = File::open(member).map_err(|e| io_err(member, e))?;
     let len = data.metadata().map_err(|e| io_err(member, e))?.len();
+    let modified = super::io::local_time_now()
+        .and_then(|(y, mo, d, h, mi, s)| {
+            ::zip::DateTime::from_date_and_time(y, mo, d, h, mi, s).ok()
+        })
+        .unwrap_or_default();
     let file = zip.with_archive(|ar| -> Result<File, ContainerError> {
         let mut w = ::zip::ZipWriter::new(file);
         let mut put = |w: &mut ::zip::ZipWriter<File>| -> Result<(), ContainerError> {
             let opts = ::zip::write::SimpleFileOptions::default()
                 .compression_method(::zip::CompressionMethod::Stored)
+                .last_modified_time(modified)
                 .large_file(len >= ZIP64_FROM);
-            w.start_file(name, opts).map_err(|e| zip_err(&tmp, e))?;
-            std::io::copy(&mut data, w).map_err(|e| io_err(&tmp, e))?;
+            w.start_file(name, opts).map_err(|e| zip_err(tmp, e))?;
+            std::io::copy(&mut data, w).map_err(|e| io_err(tmp, e))?;
             Ok(())
         };
         for i in 0..ar.len() {
@@ -292,18 +335,15 @@ fn build_zip(
                 put(&mut w)?;
             } else {
                 let f = ar.by_index_raw(i).map_err(|e| zip_err(path, e))?;
-                w.raw_copy_file(f).map_err(|e| zip_err(&tmp, e))?;
+                w.raw_copy_file(f).map_err(|e| zip_err(tmp, e))?;
             }
         }
         if edited.is_none() {
             put(&mut w)?;
         }
-        let mut file = w.finish().map_err(|e| zip_err(&tmp, e))?;
-        file.flush().map_err(|e| io_err(&tmp, e))?;
+        let mut file = w.finish().map_err(|e| zip_err(tmp, e))?;
+        file.flush().map_err(|e| io_err(tmp, e))?;
         Ok(file)
     })?;
-    io.sync(&file, &tmp)?;
-    drop(file);
-    io.rename(&tmp, path)?;
-    io.sync_dir(parent_dir(path))
+    io.sync(&file, tmp)
 }

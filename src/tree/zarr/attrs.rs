@@ -18,7 +18,13 @@
 //!   nothing (a rewrite of metadata a writer did not change, `consolidate_metadata`).
 //! - **A node without a carrier** (the root group of a mount of one array, whose attributes
 //!   are the array's) keeps `{}`: other attributes there are EPERM.
-//! - A new document larger than twice the view's and 16 MiB is EFBIG (it is parsed whole).
+//! - **NaN and infinities** are read as zarr-python writes them, bare `NaN`, `Infinity` and
+//!   `-Infinity` (Python's `json.dumps`, not strict JSON), and committed as float64 NaN and
+//!   infinities: `__attrs__` shows them as the tags `{"__float__": "nan"}` (`"inf"`,
+//!   `"-inf"`), python-blosc2 reads floats; the view writes them back bare, as zarr-python
+//!   does (`src/tree/view.rs`, `json_file_bare_floats`).
+//! - A new document larger than twice the view's and 16 MiB is EFBIG (it is parsed whole),
+//!   and so is one whose NaN and Infinity tokens, as tags, pass that.
 //! - A failed commit leaves the source as it was, the temp file in place.
 
 use serde_json::{Map, Value};
@@ -29,6 +35,9 @@ use super::{ZNode, write::zarr_json_refused};
 /// How many bytes a new `zarr.json` may hold beyond twice the view's document (the new
 /// attributes): its JSON is parsed whole.
 const MAX_NEW_ATTRS: usize = 16 << 20;
+
+/// The longest attribute name a vlmetalayer holds (C-Blosc2's limit, checked by the commit).
+const MAX_ATTR_NAME: usize = 31;
 
 /// The members of a `zarr.json` that a rewrite of its attributes may leave different.
 const NOT_COMPARED: &[&str] = &["attributes", "consolidated_metadata"];
@@ -64,17 +73,26 @@ impl Tree {
                 data.len()
             )));
         }
-        let shown: Value = serde_json::from_slice(&doc)
+        let shown: Value = parse_json_floats(&doc, usize::MAX)
             .map_err(|e| refuse(format!("the view's own document does not parse ({e})")))?;
-        let new: Value = serde_json::from_slice(data)
-            .map_err(|e| refuse(format!("the new content is not JSON ({e})")))?;
+        let new: Value = match parse_json_floats(data, most) {
+            Ok(v) => v,
+            Err(Parsed::TooBig) => {
+                log::warn!("{path}: a new zarr.json with too many NaN/Infinity: refused (EFBIG)");
+                return Err(TreeError::TooBig(format!(
+                    "a new zarr.json whose NaN and Infinity tokens, as the tags __attrs__ \
+                     holds, pass {most} bytes"
+                )));
+            }
+            Err(e) => return Err(refuse(format!("the new content is not JSON ({e})"))),
+        };
         let (Value::Object(new), Value::Object(shown)) = (new, shown) else {
             return Err(refuse("the new content is not a JSON object".into()));
         };
         let mut differ = differing_members(&shown, &new);
-        if differ == ["\"shape\""] {
-            // A resize (`resize.rs`): the source first, then its attributes as below.
-            self.zarr_resize(z, &path, &shown, &new)?;
+        // A resize (`resize.rs`) comes first, once the attributes are known to be good.
+        let resize = differ == ["\"shape\""];
+        if resize {
             differ.clear();
         }
         if !differ.is_empty() {
@@ -91,18 +109,36 @@ impl Tree {
         }
         let empty = Value::Object(Map::new());
         let attrs = new.get("attributes").unwrap_or(&empty);
-        if !attrs.is_object() {
+        let Value::Object(names) = attrs else {
             return Err(refuse("\"attributes\" is not a JSON object".into()));
+        };
+        let same = same_json(attrs, shown.get("attributes").unwrap_or(&empty));
+        let carrier = match (same, self.zarr_attrs_carrier(z)) {
+            (true, _) => None,
+            (false, Some(c)) => Some(c),
+            (false, None) => {
+                return Err(refuse(
+                    "this group has no attributes of its own (the root group of a mount of \
+                     one array: the array's attributes are in its own zarr.json)"
+                        .into(),
+                ));
+            }
+        };
+        if resize {
+            // The attributes' own refusal (names past a vlmetalayer's 31 bytes) before the
+            // source is resized: the rename is then refused with nothing changed.
+            if carrier.is_some() && names.keys().any(|k| k.len() > MAX_ATTR_NAME) {
+                log::warn!(
+                    "{path}: an attribute name past {MAX_ATTR_NAME} bytes: refused (EINVAL)"
+                );
+                return Err(TreeError::Refused(format!(
+                    "{path}: attribute names hold at most {MAX_ATTR_NAME} bytes"
+                )));
+            }
+            self.zarr_resize(z, &path, &shown, &new)?;
         }
-        if same_json(attrs, shown.get("attributes").unwrap_or(&empty)) {
+        let Some(carrier) = carrier else {
             return Ok(());
-        }
-        let Some(carrier) = self.zarr_attrs_carrier(z) else {
-            return Err(refuse(
-                "this group has no attributes of its own (the root group of a mount of one \
-                 array: the array's attributes are in its own zarr.json)"
-                    .into(),
-            ));
         };
         self.replace_attrs(carrier, super::super::view::json_file(attrs))?;
         log::info!("{path}: attributes written to {}", self.path_of(carrier));
@@ -120,6 +156,83 @@ impl Tree {
         };
         self.zarr_attrs_file(n)
     }
+}
+
+/// Why [`parse_json_floats`] failed.
+#[derive(Debug)]
+enum Parsed {
+    /// Not JSON (with NaN and Infinity).
+    Json(serde_json::Error),
+    /// The text with its tokens replaced by tags would pass the bound.
+    TooBig,
+}
+
+impl std::fmt::Display for Parsed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Parsed::Json(e) => e.fmt(f),
+            Parsed::TooBig => f.write_str("too large"),
+        }
+    }
+}
+
+/// Parses JSON as zarr-python writes it (Python's `json.dumps` with `allow_nan`): the bare
+/// tokens `NaN`, `Infinity` and `-Infinity` outside strings are read as the tags
+/// `__attrs__` holds for such floats (`{"__float__": "nan"}`, `"inf"`, `"-inf"`:
+/// `src/container/attrs.rs`), which commit as float64 NaN and infinities. The text with the
+/// tags in place may hold at most `most` bytes (each token grows to 19-20 bytes).
+fn parse_json_floats(data: &[u8], most: usize) -> Result<Value, Parsed> {
+    const TOKENS: [(&[u8], &str); 3] = [
+        (b"NaN", "nan"),
+        (b"Infinity", "inf"),
+        (b"-Infinity", "-inf"),
+    ];
+    let mut out: Option<Vec<u8>> = None;
+    let (mut in_string, mut escaped) = (false, false);
+    let (mut i, mut copied) = (0, 0);
+    while let Some(&b) = data.get(i) {
+        if in_string {
+            match b {
+                _ if escaped => escaped = false,
+                b'\\' => escaped = true,
+                b'"' => in_string = false,
+                _ => {}
+            }
+            i += 1;
+            continue;
+        }
+        if b == b'"' {
+            in_string = true;
+            i += 1;
+            continue;
+        }
+        let rest = &data[i..];
+        let Some((token, name)) = TOKENS.iter().find(|(t, _)| rest.starts_with(t)) else {
+            i += 1;
+            continue;
+        };
+        let o = out.get_or_insert_with(|| Vec::with_capacity(data.len().saturating_add(64)));
+        o.extend_from_slice(&data[copied..i]);
+        o.extend_from_slice(b"{\"__float__\":\"");
+        o.extend_from_slice(name.as_bytes());
+        o.extend_from_slice(b"\"}");
+        if o.len() > most {
+            return Err(Parsed::TooBig);
+        }
+        i += token.len();
+        copied = i;
+    }
+    let text = match &mut out {
+        Some(o) => {
+            o.extend_from_slice(&data[copied..]);
+            if o.len() > most {
+                return Err(Parsed::TooBig);
+            }
+            &o[..]
+        }
+        None => data,
+    };
+    serde_json::from_slice(text).map_err(Parsed::Json)
 }
 
 /// The members of `shown` and `new` that differ, but those [`NOT_COMPARED`] and an empty
@@ -200,6 +313,36 @@ mod tests {
         ));
         assert!(same_json(&json!(-3), &json!(-3.0)));
         assert!(!same_json(&json!(1), &json!(1.5)));
+    }
+
+    #[test]
+    fn bare_nan_and_infinities_parse_as_float_tags_outside_strings_only() {
+        let v = parse_json_floats(
+            br#"{"a": NaN, "b": [Infinity, -Infinity, 1.5], "s": "NaN \" Infinity", "n": -1}"#,
+            1 << 20,
+        )
+        .unwrap();
+        assert_eq!(
+            v,
+            json!({"a": {"__float__": "nan"}, "b": [{"__float__": "inf"},
+                {"__float__": "-inf"}, 1.5], "s": "NaN \" Infinity", "n": -1})
+        );
+        assert!(matches!(
+            parse_json_floats(b"[NaN, NaN]", 30),
+            Err(Parsed::TooBig)
+        ));
+        assert!(matches!(
+            parse_json_floats(b"[NaNa]", 1 << 20),
+            Err(Parsed::Json(_))
+        ));
+        let text = crate::tree::view::json_file_bare_floats(&v);
+        assert_eq!(parse_json_floats(&text, 1 << 20).unwrap(), v);
+        let text = String::from_utf8(text).unwrap();
+        assert!(
+            text.contains("\"a\": NaN,") && text.contains("-Infinity"),
+            "{text}"
+        );
+        assert!(text.contains(r#""s": "NaN \" Infinity""#), "{text}");
     }
 
     #[test]

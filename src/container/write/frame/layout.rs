@@ -240,7 +240,10 @@ pub(super) fn explicit_shape0(
     want: u64,
 ) -> Result<u64, ContainerError> {
     let (Some(&cs0), Some(rest)) = (nd.chunkshape.first(), nd.shape.get(1..)) else {
-        return Err(refused(path, "setting the first dimension of a 0-dim array"));
+        return Err(refused(
+            path,
+            "setting the first dimension of a 0-dim array",
+        ));
     };
     let per_row = rest
         .iter()
@@ -248,9 +251,13 @@ pub(super) fn explicit_shape0(
         .try_fold(1u64, |a, (&s, &c)| a.checked_mul(s.div_ceil(c.max(1))));
     let n = n as u64;
     let fits = cs0 > 0
-        && per_row.is_some_and(|r| r > 0 && n % r == 0 && {
-            let rows = n / r;
-            rows > 0 && want > (rows - 1).saturating_mul(cs0) && want <= rows.saturating_mul(cs0)
+        && per_row.is_some_and(|r| {
+            r > 0 && n % r == 0 && {
+                let rows = n / r;
+                rows > 0
+                    && want > (rows - 1).saturating_mul(cs0)
+                    && want <= rows.saturating_mul(cs0)
+            }
         });
     if !fits {
         return Err(refused(
