@@ -111,8 +111,11 @@ pub(super) fn commit_sparse(
     // Only the files this commit made are removed: each is created where no file is, and one
     // another writer made at a planned name meanwhile (after the listing above) is theirs,
     // left alone, and the commit fails as for any change of another writer.
-    let index_tmp = io::tmp_path(index_path);
+    // The index's temp file has a name of this commit's own (`io.rs`, `own_temp`), made where
+    // no file is too: another writer's temp file is never written, renamed or removed.
+    let index_tmp = io::temp_for(index_path);
     let mut made: Vec<&Path> = Vec::with_capacity(files.len());
+    let mut staged = false;
     let fresh = (|| {
         for (p, chunk) in &files {
             let bytes = chunk.bytes().map_err(|e| io_err(p, e))?;
@@ -135,7 +138,8 @@ pub(super) fn commit_sparse(
         if !files.is_empty() {
             io.sync_dir(dir)?;
         }
-        io.create(&index_tmp, &out)?;
+        io.create_new(&index_tmp, &out)?;
+        staged = true;
         // The commit point: the rename of the new chunks.b2frame (one that fails changed
         // nothing).
         io.rename(&index_tmp, index_path)
@@ -145,7 +149,9 @@ pub(super) fn commit_sparse(
             for p in made {
                 let _ = std::fs::remove_file(p);
             }
-            let _ = std::fs::remove_file(&index_tmp);
+            if staged {
+                let _ = std::fs::remove_file(&index_tmp);
+            }
         }
         return Err(e);
     }
