@@ -32,6 +32,9 @@ python-blosc2) or .venv-zarr311 (Python 3.11: zarr-python 3.1 only).
                                                  i, dimension "time"): zarr-python `append`,
                                                  xarray `to_zarr(append_dim="time")`, a
                                                  shrinking `resize`; prints one line each
+    zarr_readers.py append3d MNT NAME            xarray `to_zarr(append_dim="time")` of 7 steps
+                                                 to the 3-D float32 array NAME (time, y, x;
+                                                 item i holding i); prints "xarray N True"
     zarr_readers.py attrs MNT                    attribute edits of zarr-python and xarray
                                                  (attrgen's store); one line per outcome
     zarr_readers.py nanattrs MNT NAME            NaN and infinite attributes of array NAME set
@@ -579,7 +582,7 @@ def crashwrite(mnt, name, new):
 def attrs(mnt):
     """Attribute edits of zarr-python and xarray through the view of `attrgen`'s store:
     an array's, a group's (one without attributes before too) and the root group's
-    attributes change; a resize is refused and changes nothing. Prints one line per
+    attributes change; a resize of an axis but the first is refused and changes nothing. Prints one line per
     outcome."""
     import xarray as xr
     import zarr
@@ -594,7 +597,7 @@ def attrs(mnt):
     ds.to_zarr(f"{root}/ocean", mode="a")
     print("xarray ok", json.dumps(xr.open_zarr(f"{root}/ocean").attrs, sort_keys=True))
     try:
-        zarr.open_array(f"{root}/ocean/sst", mode="r+").resize((12, 10))
+        zarr.open_array(f"{root}/ocean/sst", mode="r+").resize((6, 12))
         print("resize accepted")
     except PermissionError:
         print("resize refused")
@@ -646,6 +649,22 @@ def nanattrs(mnt, name):
     print("view", math.isnan(a["x"]), a["hot"], a["cold"], a["units"])
 
 
+def append3d(mnt, name):
+    """xarray appends 7 steps along `time` to the 3-D array NAME whose item i holds i (in C
+    order); a fresh reader sees every step. Prints "xarray N True"."""
+    import xarray as xr
+
+    root = f"{mnt}/zarr"
+    old = xr.open_zarr(root)[name]
+    n, ny, nx = old.shape
+    start = n * ny * nx
+    new = np.arange(start, start + 7 * ny * nx, dtype=np.float32).reshape(7, ny, nx)
+    xr.Dataset({name: (("time", "y", "x"), new)}).to_zarr(root, append_dim="time")
+    got = xr.open_zarr(root)[name].values
+    ref = np.arange((n + 7) * ny * nx, dtype=np.float32).reshape(n + 7, ny, nx)
+    print("xarray", got.shape[0], bool((got == ref).all()))
+
+
 def main():
     cmd = sys.argv[1]
     if cmd == "read":
@@ -664,6 +683,8 @@ def main():
         attrs(sys.argv[2])
     elif cmd == "append":
         append(*sys.argv[2:4])
+    elif cmd == "append3d":
+        append3d(*sys.argv[2:4])
     elif cmd == "nanattrs":
         nanattrs(sys.argv[2], sys.argv[3])
     elif cmd == "crashwrite":

@@ -66,6 +66,7 @@ use crate::reader::{ArrayId, ChunkId};
 pub use geom::Geom;
 pub use ino::{ZARR_BASE, ZNode, is_zarr};
 pub(crate) use read::Listing;
+pub use resize::MAX_NEW_CHUNKS;
 pub(crate) use write::ZarrTarget;
 
 /// The names zarr-python probes for Zarr v2 metadata: answered ENOENT at once, without

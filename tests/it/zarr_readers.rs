@@ -483,7 +483,8 @@ fn zarr_dask_distributed_two_workers_over_a_mounted_s3_source() {
 /// Attribute edits as zarr-python and xarray make them (a new `zarr.json` in a temp file
 /// renamed over the old one) reach the source's vlmeta, as python-blosc2 reads it: an
 /// array's, a group's (its `__vlmeta__` carrier, made for a group that had none) and the
-/// store's own; a resize is refused (EPERM) and does not change the source.
+/// store's own; a resize of an axis but the first is refused (EPERM) and does not change
+/// the source.
 #[test]
 fn zarr_attribute_edits_of_zarr_python_and_xarray_reach_the_source() {
     let t = "zarr_attribute_edits_of_zarr_python_and_xarray_reach_the_source";
@@ -625,4 +626,46 @@ fn zarr_nan_attributes_of_zarr_python_reach_the_source_as_floats() {
         python_says(&py, &["-c", check, src.to_str().unwrap()]),
         "True inf -inf K"
     );
+}
+
+/// xarray appending along a leading `time` dimension of a 3-D python-blosc2 b2nd (chunks
+/// that blocks do not divide, the last row of chunks partial) through a read-write mount:
+/// a fresh xarray reader sees the new steps, and python-blosc2 reads the source back with
+/// them.
+#[test]
+fn xarray_appends_along_time_of_a_3d_b2nd_reach_the_source() {
+    let t = "xarray_appends_along_time_of_a_3d_b2nd_reach_the_source";
+    let py = or_skip!(fuse_and_python(t));
+    let zpy = or_skip!(zarr34(t));
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("cube.b2nd");
+    let make = "import sys, numpy as np, blosc2\n\
+        a = blosc2.asarray(np.arange(10 * 12 * 10, dtype=np.float32).reshape(10, 12, 10), \
+        chunks=(4, 6, 5), blocks=(3, 4, 5), urlpath=sys.argv[1], mode='w')\n\
+        a.vlmeta['_ARRAY_DIMENSIONS'] = ['time', 'y', 'x']\n";
+    run_python(&py, &["-c", make, src.to_str().unwrap()]);
+    let m = Mount::daemon(&src, &[]);
+    let (ok, out, err) = run(
+        &zpy,
+        &[
+            "scripts/oracle/zarr_readers.py",
+            "append3d",
+            m.mp.to_str().unwrap(),
+            "cube",
+        ],
+    );
+    assert!(ok, "{out}{err}");
+    assert_eq!(out.trim(), "xarray 17 True", "{out}{err}");
+    m.umount();
+    let back = python_says(
+        &py,
+        &[
+            "-c",
+            "import sys, blosc2, numpy as np; a = blosc2.open(sys.argv[1]); \
+             ref = np.arange(17 * 12 * 10, dtype=np.float32).reshape(17, 12, 10); \
+             print(a.shape, bool((a[...] == ref).all()))",
+            src.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(back, "(17, 12, 10) True");
 }

@@ -1,48 +1,131 @@
 //! Resizes through the view (read-write mounts): zarr-python's `resize` and `append`, and
-//! xarray's `to_zarr(append_dim=...)`, change an array's length by writing its whole
-//! `zarr.json` anew with another `shape` (a temp file renamed over the old one), then write
-//! the new chunk objects. When the new document differs from the view's only in the shape
-//! (and the attributes, `attrs.rs`) of a 1-D array, the source is resized to it in one
-//! commit, before the rename is answered, so the chunk objects the writer goes on to write
-//! exist:
-//! - **growing** appends chunks of zeros (the view's fill value) and fills the rest of the
-//!   old last chunk with zeros, up to the new length;
-//! - **shrinking** removes the chunks past the new end and cuts the new last one;
-//! - a b2nd/caterva array's shape becomes the new length exactly (its chunks keep their
-//!   padded size); a plain frame's or bcolz carray's last chunk holds just the new rows.
+//! xarray's `to_zarr(append_dim=...)`, change an array's first dimension by writing its
+//! whole `zarr.json` anew with another `shape` (a temp file renamed over the old one), then
+//! write the new chunk objects. When the new document differs from the view's only in the
+//! first dimension of the shape (and in the attributes, `attrs.rs`), the source is resized to
+//! it in one commit before the rename is answered, so the chunk objects the writer goes on to
+//! write exist:
+//! - **growing** appends chunks of zeros (the view's fill value), encoded from one block of
+//!   zeros, and zeroes what the old last chunks hold past the old end;
+//! - **shrinking** removes the chunks past the new end and zeroes (a b2nd) or cuts (a plain
+//!   frame, a bcolz carray) what the new last chunks hold past it;
+//! - a b2nd array's shape becomes the new first dimension exactly (its chunks keep their
+//!   padded size). An N-dim b2nd grows and shrinks by whole rows of its chunk grid (the chunks
+//!   of a row along the first axis are the last ones in C order), which is how xarray appends
+//!   along a leading `time` dimension.
 //!
-//! Refused (EPERM, logged): arrays of more than one dimension (their chunks are laid out on
-//! a grid that a new length reshuffles: the native tree cannot grow them either); the
-//! columns of a bcolz ctable (they share one length, and xarray's `append_dim` resizes each
-//! variable to its own length plus the new rows: the table would grow once per column);
-//! another change besides the shape; a source with uncommitted writes to its chunks. A resize that
-//! adds more chunks than the array has inode numbers for is EFBIG. The commit's own refusals
-//! (a contiguous frame cut to no chunks) keep their errno, the source as it was.
+//! Refused (EPERM, logged, nothing changed): a change of any other dimension; arrays that
+//! are not b2nd but have more than one dimension in the view (raw items, subarray dtypes);
+//! the sharded view; the columns of a bcolz ctable and of a python-blosc2 CTable (they share
+//! one length, and xarray's `append_dim` resizes one variable at a time, each to its own
+//! length plus the new rows: the table would grow once per column, or its columns part); a
+//! source with uncommitted writes to its chunks. EFBIG: more than [`MAX_NEW_CHUNKS`] new
+//! chunks in one resize (grow in steps), or more chunks than the view can number.
+
+use std::borrow::Cow;
 
 use serde_json::{Map, Value};
 
 use super::super::{Tree, TreeError};
 use super::{DirKind, ZNode};
 use crate::commit::{ChunkBytes, ChunkEdit, Zeros};
-use crate::reader::ChunkId;
+use crate::container::ContainerError;
+use crate::reader::{ArrayId, ChunkId, ChunkReader};
 
-/// The new first dimension a rewritten `zarr.json` asks of a 1-D array, if its shape is one.
-fn one_length(doc: &Map<String, Value>) -> Option<u64> {
+/// The most chunks one resize adds: each is encoded and written in the commit (a bcolz
+/// chunk is a file of its own), which holds the mount's committer meanwhile.
+pub const MAX_NEW_CHUNKS: u64 = 4096;
+
+/// The shape a `zarr.json` document gives, if it is a list of lengths.
+fn shape_of(doc: &Map<String, Value>) -> Option<Vec<u64>> {
     match doc.get("shape")? {
-        Value::Array(dims) if dims.len() == 1 => dims[0].as_u64(),
+        Value::Array(dims) => dims.iter().map(Value::as_u64).collect(),
         _ => None,
     }
 }
 
+/// How a decoded chunk lays out its items along the first axis, for zeroing the items at
+/// and past a first-axis index.
+#[derive(Debug, Clone, Copy)]
+enum Rows {
+    /// Items in C order of the chunk's own rows (plain frames, bcolz): bytes per row.
+    Linear { row: usize },
+    /// A b2nd chunk: blocks of `b0` rows in C order of the block grid, `per_block_row`
+    /// blocks per row of blocks, each `block` bytes, holding rows of `row` bytes.
+    Blocks {
+        b0: usize,
+        per_block_row: usize,
+        block: usize,
+        row: usize,
+    },
+}
+
+impl Rows {
+    /// Zeroes the items of `data` at chunk-local first-axis index `from` and past it.
+    fn zero_from(self, data: &mut [u8], from: usize) {
+        match self {
+            Rows::Linear { row } => {
+                let at = from.saturating_mul(row).min(data.len());
+                data[at..].fill(0);
+            }
+            Rows::Blocks {
+                b0,
+                per_block_row,
+                block,
+                row,
+            } => {
+                for (i, blk) in data.chunks_mut(block.max(1)).enumerate() {
+                    let first = (i / per_block_row.max(1)) * b0;
+                    let skip = from.saturating_sub(first).min(b0);
+                    let at = skip.saturating_mul(row).min(blk.len());
+                    blk[at..].fill(0);
+                }
+            }
+        }
+    }
+}
+
+/// The new content of a kept chunk whose items past a first-axis index become zeros (or go,
+/// for a linear chunk cut shorter): decoded when the commit asks for it, one at a time.
+#[derive(Debug)]
+struct Rezeroed<'a> {
+    reader: &'a ChunkReader,
+    id: ChunkId,
+    rows: Rows,
+    /// Chunk-local first-axis index from which items become zeros.
+    from: usize,
+    /// The chunk's new length in bytes.
+    len: usize,
+}
+
+impl ChunkBytes for Rezeroed<'_> {
+    fn len(&self) -> usize {
+        self.len
+    }
+    fn bytes(&self) -> std::io::Result<Cow<'_, [u8]>> {
+        let decoded = self.reader.chunk(self.id).map_err(|e| match e {
+            ContainerError::Io { source, .. } => source,
+            other => std::io::Error::other(other.to_string()),
+        })?;
+        let mut data = decoded.as_slice().to_vec();
+        data.resize(self.len, 0);
+        self.rows.zero_from(&mut data, self.from);
+        Ok(Cow::Owned(data))
+    }
+}
+
+/// The content of a removed chunk.
+static EMPTY: [u8; 0] = [];
+
 impl Tree {
     /// `new`, the rewritten `zarr.json` of Zarr node `z` (`path`), differs from the view's
-    /// document `shown` in its shape: resizes the array to it, in one commit.
+    /// document `shown` in its shape: resizes the array's first dimension to it, in one
+    /// commit.
     ///
     /// # Errors
-    /// [`TreeError::NotPermitted`] (EPERM) for a node that is no 1-D array, a shape that is
-    /// no length, and an array with uncommitted chunk writes; [`TreeError::TooBig`] (EFBIG)
-    /// for more chunks than the array has inode numbers for; commit errors (the source is
-    /// then as it was).
+    /// [`TreeError::NotPermitted`] (EPERM) for the refusals of the module doc;
+    /// [`TreeError::TooBig`] (EFBIG) past [`MAX_NEW_CHUNKS`] or the chunks the view can
+    /// number; commit errors (the source is then as it was).
     pub(super) fn zarr_resize(
         &self,
         z: ZNode,
@@ -54,6 +137,10 @@ impl Tree {
             log::warn!("{path}: {why}: refused (EPERM), nothing changed");
             TreeError::NotPermitted(format!("{path}: {why}"))
         };
+        let too_big = |why: String| {
+            log::warn!("{path}: {why}: refused (EFBIG), nothing changed");
+            TreeError::TooBig(format!("{path}: {why}"))
+        };
         let array = match z {
             ZNode::Json(n) => match self.zarr_dir_kind(n)? {
                 DirKind::Array(a) => a,
@@ -61,80 +148,135 @@ impl Tree {
             },
             _ => return Err(refuse("the root group has no shape".into())),
         };
-        let (Some(old_len), Some(new_len)) = (one_length(shown), one_length(new)) else {
-            return Err(refuse(
-                "only the length of a 1-D array can change through the Zarr view (the chunks \
-                 of an N-dim array lie on a grid a new shape reshuffles)"
-                    .into(),
-            ));
+        let (Some(old), Some(want)) = (shape_of(shown), shape_of(new)) else {
+            return Err(refuse("the new shape is not a list of lengths".into()));
         };
-        if self.mounted.table().is_some() {
-            // Zarr writers resize arrays one at a time (xarray's `append_dim`: each
-            // variable to its own length plus the new rows), which a table whose columns
-            // share one length would turn into the rows added once per column.
-            return Err(refuse(
-                "a bcolz ctable's columns share one length, which Zarr writers resize one \
-                 column at a time: grow the table through the native tree (a column's \
-                 data/<nchunks>.bin)"
-                    .into(),
-            ));
+        if old.len() != want.len() || old.is_empty() || old[1..] != want[1..] {
+            return Err(refuse(format!(
+                "a shape {want:?} for {old:?}: only the first dimension can change through \
+                 the Zarr view"
+            )));
         }
+        let (old_len, new_len) = (old[0], want[0]);
+        if new_len > i64::MAX as u64 {
+            return Err(too_big(format!("a first dimension of {new_len}")));
+        }
+        self.resizable(array).map_err(refuse)?;
         let geom = self.zarr_geom(array, None).map_err(&refuse)?;
-        let live = self.writable_array(array)?;
-        if !live.one_d() || geom.shape.len() != 1 || geom.shard.is_some() {
+        if geom.shard.is_some() {
             return Err(refuse(
-                "only a 1-D source without trailing axes can be resized (and not in the \
-                 sharded view)"
-                    .into(),
+                "the sharded view (-o zarr_shards) shows no resizable arrays".into(),
             ));
         }
+        let live = self.writable_array(array)?;
+        // Serialised with every other commit from here on: what is decoded below and the
+        // chunk count are what the commit changes.
+        let mut committer = self.committer.lock();
         if self.edits.lock().chunk_ids().any(|c| c.array == array) {
             return Err(refuse(
                 "the array has uncommitted writes to its chunks (close or fsync them first)".into(),
             ));
         }
         let source = live.get();
-        let padded = source.nd_meta().is_some();
-        let per_chunk = geom.chunks[0];
-        let item = geom.dtype.itemsize;
+        let item = geom.dtype.itemsize as usize;
+        let c0 = geom.chunks[0];
+        let (rows, chunk_len, per_row): (Rows, Option<usize>, u64) = match source.nd_meta() {
+            Some(nd) if nd.shape.len() == geom.shape.len() => {
+                let nb: Vec<u64> = nd
+                    .chunkshape
+                    .iter()
+                    .zip(&nd.blockshape)
+                    .map(|(&c, &b)| c.div_ceil(b.max(1)))
+                    .collect();
+                let row_items: u64 = nd.blockshape[1..].iter().product();
+                let block_items: u64 = nd.blockshape.iter().product();
+                let chunk_items: u64 = nb
+                    .iter()
+                    .zip(&nd.blockshape)
+                    .map(|(&n, &b)| n * b)
+                    .product();
+                let per_row: u64 = nd.shape[1..]
+                    .iter()
+                    .zip(&nd.chunkshape[1..])
+                    .map(|(&s, &c)| s.div_ceil(c.max(1)))
+                    .product();
+                let rows = Rows::Blocks {
+                    b0: nd.blockshape[0] as usize,
+                    per_block_row: nb[1..].iter().product::<u64>() as usize,
+                    block: (block_items as usize).saturating_mul(item),
+                    row: (row_items as usize).saturating_mul(item),
+                };
+                (
+                    rows,
+                    Some((chunk_items as usize).saturating_mul(item)),
+                    per_row,
+                )
+            }
+            Some(_) => {
+                return Err(refuse(
+                    "its view has more axes than the array (a subarray dtype)".into(),
+                ));
+            }
+            None if geom.shape.len() == 1 && live.one_d() => (Rows::Linear { row: item }, None, 1),
+            None => {
+                return Err(refuse(
+                    "only b2nd arrays resize with more than one dimension in the view (this \
+                     source's items have a trailing axis there)"
+                        .into(),
+                ));
+            }
+        };
         let old_n = source.nchunks() as u64;
-        let new_n = new_len.div_ceil(per_chunk);
-        if new_n > self.inodes.capacity(array) {
-            log::warn!("{path}: a resize to {new_len} items: refused (EFBIG)");
-            return Err(TreeError::TooBig(format!(
-                "{path}: {new_n} chunks of {per_chunk} items: this array has inode numbers for \
-                 {} chunks",
-                self.inodes.capacity(array)
+        let old_rows = old_len.div_ceil(c0);
+        let new_rows = new_len.div_ceil(c0);
+        let new_n = new_rows.saturating_mul(per_row);
+        if old_rows.saturating_mul(per_row) != old_n {
+            return Err(refuse(format!(
+                "its {old_n} chunks are not {old_rows} rows of {per_row}"
             )));
         }
-        // The bytes chunk `i` holds at length `len`: a padded chunk all of them.
-        let held = |i: u64, len: u64| -> usize {
-            let rows = if padded {
-                per_chunk
-            } else {
-                len.saturating_sub(i * per_chunk).min(per_chunk)
-            };
-            (rows * item) as usize
+        if new_n.saturating_sub(old_n) > MAX_NEW_CHUNKS {
+            return Err(too_big(format!(
+                "{} new chunks: one resize adds at most {MAX_NEW_CHUNKS} (grow in steps)",
+                new_n - old_n
+            )));
+        }
+        let most = self.inodes.capacity(array).min(super::ino::MAX_INDEX);
+        if new_n > most {
+            return Err(too_big(format!(
+                "{new_n} chunks: this array has inode numbers for {most}"
+            )));
+        }
+        // A chunk row's new length in bytes (a b2nd chunk keeps its padded size).
+        let len_at = |r: u64| -> usize {
+            chunk_len.unwrap_or_else(|| {
+                (new_len.saturating_sub(r * c0).min(c0) as usize).saturating_mul(item)
+            })
         };
-        // The last chunk both lengths share is rewritten when its rows change: growing, its
-        // rows past the old end become zeros (a padded chunk's padding may hold anything);
-        // shrinking, its rows past the new end go (zeros in a padded chunk).
-        let shared = old_n.min(new_n);
-        let grows_last = new_len > old_len && old_len % per_chunk != 0;
-        let cuts_last = new_len < old_len && new_len % per_chunk != 0;
-        let mut kept: Vec<(usize, Vec<u8>)> = Vec::new();
+        // The last row both lengths share is rewritten when its items change: growing,
+        // those past the old end become zeros (a b2nd's padding may hold anything);
+        // shrinking, those past the new end go.
+        let shared = old_rows.min(new_rows);
+        let grows_last = new_len > old_len && old_len % c0 != 0;
+        let cuts_last = new_len < old_len && new_len % c0 != 0;
+        let mut kept: Vec<(usize, Rezeroed<'_>)> = Vec::new();
         if shared > 0 && (grows_last || cuts_last) {
             let last = shared - 1;
-            let id = ChunkId::new(array, last as usize);
-            let mut data = self.base_of(id)?;
-            let rows_at = |len: u64| len.saturating_sub(last * per_chunk).min(per_chunk);
-            let valid = (rows_at(old_len.min(new_len)) * item) as usize;
-            data.truncate(valid);
-            data.resize(held(last, new_len), 0);
-            kept.push((last as usize, data));
+            let from = (old_len.min(new_len) - last * c0) as usize;
+            for j in 0..per_row {
+                let index = (last * per_row + j) as usize;
+                let data = Rezeroed {
+                    reader: &self.reader,
+                    id: ChunkId::new(array, index),
+                    rows,
+                    from,
+                    len: len_at(last),
+                };
+                kept.push((index, data));
+            }
         }
         let zeros: Vec<(usize, Zeros)> = (old_n..new_n)
-            .map(|i| (i as usize, Zeros(held(i, new_len))))
+            .map(|i| (i as usize, Zeros(len_at(i / per_row))))
             .collect();
         let mut edits: Vec<ChunkEdit<'_>> = Vec::new();
         edits.extend(kept.iter().map(|(i, d)| ChunkEdit {
@@ -153,13 +295,45 @@ impl Tree {
             append: false,
         }));
         let ino = self.inodes.chunk_ino(ChunkId::new(array, 0));
-        let mut committer = self.committer.lock();
         self.commit_chunk_edits(ino, array, &edits, Some(new_len), &mut committer)?;
         drop(committer);
-        log::info!("{path}: resized from {old_len} to {new_len} items");
+        {
+            // A write buffered meanwhile (its base decoded before the resize) would put
+            // the old items back: its commit fails as after another writer's change.
+            let mut pending = self.edits.lock();
+            if pending.chunk_ids().any(|c| c.array == array) {
+                pending.mark_stale();
+            }
+        }
+        log::info!("{path}: first dimension resized from {old_len} to {new_len}");
+        Ok(())
+    }
+
+    /// Why `array` cannot be resized through the view, whatever its shape: a column of a
+    /// table (a mounted bcolz ctable, a python-blosc2 CTable in a store).
+    fn resizable(&self, array: ArrayId) -> Result<(), String> {
+        if self.mounted.table().is_some() {
+            return Err(
+                "a bcolz ctable's columns share one length, which Zarr writers resize one \
+                 column at a time: grow the table through the native tree (a column's \
+                 data/<nchunks>.bin)"
+                    .into(),
+            );
+        }
+        let key = self
+            .live(array)
+            .and_then(|l| l.leaf_key().map(str::to_owned));
+        if let Some(key) = key {
+            let mut parts = key.trim_end_matches('/').rsplit('/');
+            let name = parts.next().unwrap_or("");
+            let parent = parts.next().unwrap_or("");
+            if parent == "_cols" || name == "_valid_rows" || name == "_meta" {
+                return Err(format!(
+                    "{key} belongs to a python-blosc2 CTable, whose columns and row mask share \
+                     one length: resize the table with python-blosc2"
+                ));
+            }
+        }
         Ok(())
     }
 }
-
-/// The content of a removed chunk.
-static EMPTY: [u8; 0] = [];

@@ -36,7 +36,6 @@ fn write_items(t: &Tree, dir: &str, per_chunk: u64, at: u64, values: &[f64]) {
 /// through a `zarr.json` rename: python-blosc2 reads the new shape, the old values kept,
 /// zeros in the new items (whatever the padding held), and values written through the
 /// chunk objects after a growth; the view shows the new shape and chunk count at once.
-/// An N-dim array's resize stays EPERM with the source byte-identical.
 #[test]
 fn zarr_json_shape_changes_resize_a_1d_b2nd_as_python_blosc2_reads_it() {
     let py = or_skip!(python(
@@ -116,24 +115,6 @@ fn zarr_json_shape_changes_resize_a_1d_b2nd_as_python_blosc2_reads_it() {
     let got = read(&src);
     assert_eq!(got["shape"], json!([600]));
     assert_eq!(got["units"], "C");
-    drop(t);
-
-    // An N-dim array: EPERM, nothing changed.
-    let src2 = dir.path().join("grid.b2nd");
-    let make2 = "import sys, numpy as np, blosc2\n\
-        blosc2.asarray(np.arange(600, dtype=np.float32).reshape(20, 30), chunks=(10, 15), \
-        urlpath=sys.argv[1], mode='w')\n";
-    run_python(&py, &["-c", make2, src2.to_str().unwrap()]);
-    let before = std::fs::read(&src2).unwrap();
-    let t = Tree::from_source(&src2, opts(true)).unwrap();
-    let mut doc = json_at(&t, "zarr/grid/zarr.json");
-    doc["shape"] = json!([40, 30]);
-    let err = rename_json_over(&t, "zarr/grid", &serde_json::to_vec(&doc).unwrap()).unwrap_err();
-    assert_eq!(err.errno(), libc::EPERM);
-    assert!(
-        std::fs::read(&src2).unwrap() == before,
-        "the source changed"
-    );
 }
 
 /// A bcolz carray (whose last chunk holds just its rows) resizes through the view: bcolz
@@ -298,4 +279,154 @@ fn a_store_leaf_resizes_through_the_view() {
         ],
     );
     assert_eq!(out, "150 True");
+}
+
+/// An N-dim b2nd (`time`, `y`, `x`; chunks that blocks do not divide) grows along its first
+/// axis within its last row of chunks and across rows, and shrinks, each through a
+/// `zarr.json` rename, as xarray appends along a leading `time`: python-blosc2 reads the new
+/// shape, the old items kept and zeros in the new ones (whatever the padding held). A change
+/// of another dimension stays EPERM, the source byte-identical.
+#[test]
+fn an_nd_b2nd_grows_and_shrinks_along_its_first_axis() {
+    let py = or_skip!(python("an_nd_b2nd_grows_and_shrinks_along_its_first_axis"));
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("cube.b2nd");
+    // Made 12 long then cut to 10: the last row of chunks keeps its old items as padding.
+    let make = "import sys, numpy as np, blosc2\n\
+        a = blosc2.asarray(np.arange(12 * 12 * 10, dtype=np.float32).reshape(12, 12, 10) + 1, \
+        chunks=(4, 6, 5), blocks=(3, 4, 5), urlpath=sys.argv[1], mode='w')\n\
+        a.resize((10, 12, 10))\n";
+    run_python(&py, &["-c", make, src.to_str().unwrap()]);
+    let check = |len: u64, kept: u64| -> String {
+        python_says(
+            &py,
+            &[
+                "-c",
+                "import sys, numpy as np, blosc2; a = blosc2.open(sys.argv[1]); \
+                 n, k = int(sys.argv[2]), int(sys.argv[3]); v = a[...]; \
+                 ref = np.arange(12 * 12 * 10, dtype=np.float32).reshape(12, 12, 10) + 1; \
+                 print(a.shape, bool((v[:k] == ref[:k]).all() and (v[k:] == 0).all()) \
+                 and v.shape[0] == n)",
+                src.to_str().unwrap(),
+                &len.to_string(),
+                &kept.to_string(),
+            ],
+        )
+    };
+    let t = Tree::from_source(&src, opts(true)).unwrap();
+    let arr = "zarr/cube";
+    let resize = |len: u64| {
+        let mut doc = json_at(&t, &format!("{arr}/zarr.json"));
+        doc["shape"][0] = json!(len);
+        rename_json_over(&t, arr, &serde_json::to_vec(&doc).unwrap())
+    };
+    resize(11).unwrap();
+    assert_eq!(check(11, 10), "(11, 12, 10) True");
+    resize(19).unwrap();
+    assert_eq!(check(19, 10), "(19, 12, 10) True");
+    assert_eq!(
+        json_at(&t, &format!("{arr}/zarr.json"))["shape"],
+        json!([19, 12, 10])
+    );
+    resize(6).unwrap();
+    assert_eq!(check(6, 6), "(6, 12, 10) True");
+    resize(9).unwrap();
+    assert_eq!(check(9, 6), "(9, 12, 10) True");
+    let before = std::fs::read(&src).unwrap();
+    let mut doc = json_at(&t, &format!("{arr}/zarr.json"));
+    doc["shape"][1] = json!(13);
+    let err = rename_json_over(&t, arr, &serde_json::to_vec(&doc).unwrap()).unwrap_err();
+    assert_eq!(err.errno(), libc::EPERM);
+    assert!(std::fs::read(&src).unwrap() == before, "the source changed");
+}
+
+/// A plain SChunk frame (typesize 1: shown 1-D) whose last chunk is partial grows past it
+/// (the old last chunk filled to the chunk size, then new chunks), contiguous and sparse:
+/// python-blosc2 reads the old bytes and zeros after them.
+#[test]
+fn a_plain_frame_grows_past_a_partial_last_chunk() {
+    let py = or_skip!(python("a_plain_frame_grows_past_a_partial_last_chunk"));
+    let dir = tempfile::tempdir().unwrap();
+    for contiguous in ["True", "False"] {
+        let src = dir.path().join(format!("p{contiguous}.b2frame"));
+        let make = "import sys, numpy as np, blosc2\n\
+            blosc2.SChunk(chunksize=800, data=(np.arange(2000) % 251 + 1).astype(np.uint8).tobytes(), \
+            urlpath=sys.argv[1], mode='w', contiguous=sys.argv[2] == 'True', \
+            cparams={'typesize': 1})\n";
+        run_python(&py, &["-c", make, src.to_str().unwrap(), contiguous]);
+        let t = Tree::from_source(&src, opts(true)).unwrap();
+        let top = super::names(&t, "zarr");
+        let arr = format!("zarr/{}", top.iter().find(|n| *n != "zarr.json").unwrap());
+        for len in [2100u64, 3300] {
+            let doc = json_at(&t, &format!("{arr}/zarr.json"));
+            rename_json_over(&t, &arr, &with_len(&doc, len)).unwrap();
+            let out = python_says(
+                &py,
+                &[
+                    "-c",
+                    "import sys, numpy as np, blosc2; s = blosc2.open(sys.argv[1]); \
+                     v = np.frombuffer(s[:], dtype=np.uint8); \
+                     ref = (np.arange(2000) % 251 + 1).astype(np.uint8); \
+                     print(len(v), bool((v[:2000] == ref).all() and (v[2000:] == 0).all()))",
+                    src.to_str().unwrap(),
+                ],
+            );
+            assert_eq!(out, format!("{len} True"), "contiguous={contiguous}");
+        }
+    }
+}
+
+/// Hostile or oversized resizes are refused before anything is written (the source
+/// byte-identical): a first dimension past an int64, more new chunks than one resize adds
+/// (EFBIG); the column of a python-blosc2 CTable in a `.b2d` store (EPERM: its columns and
+/// row mask share one length).
+#[test]
+fn oversized_resizes_and_ctable_columns_are_refused() {
+    let py = or_skip!(python("oversized_resizes_and_ctable_columns_are_refused"));
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("h.b2nd");
+    let make = "import sys, numpy as np, blosc2\n\
+        blosc2.asarray(np.arange(1000, dtype=np.float64), chunks=(256,), urlpath=sys.argv[1], \
+        mode='w')\n";
+    run_python(&py, &["-c", make, src.to_str().unwrap()]);
+    let before = std::fs::read(&src).unwrap();
+    let t = Tree::from_source(&src, opts(true)).unwrap();
+    let doc = json_at(&t, "zarr/h/zarr.json");
+    let max_new = b2fs::tree::zarr::MAX_NEW_CHUNKS;
+    for len in [1u64 << 63, 1 << 40, 1000 + 256 * (max_new + 1)] {
+        let err = rename_json_over(&t, "zarr/h", &with_len(&doc, len)).unwrap_err();
+        assert_eq!(err.errno(), libc::EFBIG, "{len}");
+        assert!(
+            std::fs::read(&src).unwrap() == before,
+            "{len}: the source changed"
+        );
+    }
+    drop(t);
+
+    let ct = dir.path().join("ct.b2d");
+    let make = "import sys, blosc2\n\
+        from dataclasses import dataclass\n\
+        @dataclass\n\
+        class Row:\n    a: int = blosc2.field(blosc2.int64())\n    b: float = blosc2.field(blosc2.float64())\n\
+        t = blosc2.CTable(Row, urlpath=sys.argv[1], mode='w')\n\
+        [t.append(Row(a=i, b=i * 0.5)) for i in range(30)]\n";
+    run_python(&py, &["-c", make, ct.to_str().unwrap()]);
+    let t = Tree::from_source(&ct, opts(true)).unwrap();
+    for arr in ["zarr/_cols/a", "zarr/_valid_rows"] {
+        let doc = json_at(&t, &format!("{arr}/zarr.json"));
+        let len = doc["shape"][0].as_u64().unwrap();
+        let err = rename_json_over(&t, arr, &with_len(&doc, len / 2)).unwrap_err();
+        assert_eq!(err.errno(), libc::EPERM, "{arr}");
+    }
+    drop(t);
+    let out = python_says(
+        &py,
+        &[
+            "-c",
+            "import sys, blosc2, numpy as np; t = blosc2.open(sys.argv[1]); \
+             print(len(t), np.asarray(t)['a'].tolist() == list(range(30)))",
+            ct.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(out, "30 True");
 }

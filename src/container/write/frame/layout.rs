@@ -103,8 +103,10 @@ pub(super) fn layout<'e>(
         let size = match s {
             Slot::Old(i) => array.chunk_nbytes(*i)?,
             Slot::New(_, h) => {
-                // Plain frames: an updated chunk other than the last keeps its size.
-                if array.nd_meta().is_none() && p < old_n && p + 1 < n {
+                // Plain frames: an updated chunk other than the last keeps its size (the old
+                // last chunk may grow when chunks are appended after it: nothing follows it
+                // whose items would move).
+                if array.nd_meta().is_none() && p + 1 < old_n.min(n) {
                     let old = array.chunk_nbytes(p)?;
                     if h.nbytes != old {
                         return Err(refused(
@@ -250,6 +252,10 @@ pub(super) fn explicit_shape0(
         .zip(&nd.chunkshape[1..])
         .try_fold(1u64, |a, (&s, &c)| a.checked_mul(s.div_ceil(c.max(1))));
     let n = n as u64;
+    if n == 0 && want == 0 {
+        // Every chunk removed (a sparse frame; a contiguous one refuses that itself).
+        return Ok(0);
+    }
     let fits = cs0 > 0
         && per_row.is_some_and(|r| {
             r > 0 && n % r == 0 && {
