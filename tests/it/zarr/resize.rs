@@ -430,3 +430,60 @@ fn oversized_resizes_and_ctable_columns_are_refused() {
     );
     assert_eq!(out, "30 True");
 }
+
+/// A daemon that dies at any durable step of a resize of a 3-D b2nd along its first axis
+/// (within its last row of chunks, across rows, and back) leaves it old or new, as
+/// python-blosc2 reads it.
+#[test]
+fn a_crash_at_every_step_of_an_nd_resize_leaves_the_old_or_the_new_array() {
+    let py = or_skip!(python(
+        "a_crash_at_every_step_of_an_nd_resize_leaves_the_old_or_the_new_array"
+    ));
+    let dir = tempfile::tempdir().unwrap();
+    let pristine = dir.path().join("pristine.b2nd");
+    let make = "import sys, numpy as np, blosc2\n\
+        blosc2.asarray(np.arange(10 * 6 * 4, dtype=np.int32).reshape(10, 6, 4) + 1, \
+        chunks=(4, 3, 4), blocks=(2, 3, 2), urlpath=sys.argv[1], mode='w')\n";
+    run_python(&py, &["-c", make, pristine.to_str().unwrap()]);
+    let src = dir.path().join("c.b2nd");
+    let state = || -> (u64, bool) {
+        let out = python_says(
+            &py,
+            &[
+                "-c",
+                "import sys, numpy as np, blosc2; a = blosc2.open(sys.argv[1]); n = a.shape[0]; \
+                 v = a[...]; m = min(n, 10); \
+                 ref = np.arange(10 * 6 * 4, dtype=np.int32).reshape(10, 6, 4) + 1; \
+                 print(n, bool((v[:m] == ref[:m]).all() and (v[m:] == 0).all()))",
+                src.to_str().unwrap(),
+            ],
+        );
+        let (n, ok) = out.split_once(' ').unwrap();
+        (n.parse().unwrap(), ok == "True")
+    };
+    for new_len in [11u64, 17, 5] {
+        let mut crashed_at_some_step = false;
+        for steps in 0.. {
+            std::fs::copy(&pristine, &src).unwrap();
+            let t = Tree::from_source(&src, opts(true)).unwrap();
+            let mut doc = json_at(&t, "zarr/c/zarr.json");
+            doc["shape"][0] = json!(new_len);
+            t.simulate_crash_after(steps);
+            let res = rename_json_over(&t, "zarr/c", &serde_json::to_vec(&doc).unwrap());
+            drop(t);
+            let (n, values_ok) = state();
+            assert!(values_ok, "{new_len}, crash after {steps} steps: values");
+            if res.is_ok() {
+                assert_eq!(n, new_len, "committed");
+                break;
+            }
+            crashed_at_some_step = true;
+            assert!(
+                n == 10 || n == new_len,
+                "{new_len}, crash after {steps} steps: shape {n}"
+            );
+            assert!(steps < 64, "the resize never completed");
+        }
+        assert!(crashed_at_some_step, "{new_len}: no step was cut short");
+    }
+}
