@@ -37,8 +37,7 @@ pub(super) struct Io {
     crashed: bool,
     /// Tests: giving a file back its modification time fails with this errno.
     fail_times: Option<i32>,
-    /// Tests: stands for another writer before each file [`Io::create`] or
-    /// [`Io::create_new`] makes.
+    /// Tests: stands for another writer before each file [`Io::create_new`] makes.
     before_create: Option<BeforeCreate>,
 }
 
@@ -64,7 +63,7 @@ impl Io {
         }
     }
 
-    /// Tests: `hook` runs before each file [`Io::create`] or [`Io::create_new`] makes.
+    /// Tests: `hook` runs before each file [`Io::create_new`] makes.
     pub(super) fn before_create(&mut self, hook: BeforeCreate) {
         self.before_create = Some(hook);
     }
@@ -120,22 +119,6 @@ impl Io {
     pub(super) fn sync(&mut self, file: &File, path: &Path) -> Result<(), ContainerError> {
         self.step(path)?;
         file.sync_all().map_err(|e| io_err(path, e))
-    }
-
-    /// Creates (or truncates) `path`, writes `bytes` (one step) and fsyncs it (one step).
-    pub(super) fn create(&mut self, path: &Path, bytes: &[u8]) -> Result<(), ContainerError> {
-        self.step(path)?;
-        if let Some(hook) = &mut self.before_create {
-            hook(path);
-        }
-        let file = OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .open(path)
-            .map_err(|e| io_err(path, e))?;
-        file.write_all_at(bytes, 0).map_err(|e| io_err(path, e))?;
-        self.sync(&file, path)
     }
 
     /// Gives `file` back the modification time `mtime` (not a durable step: a restore).
@@ -304,16 +287,6 @@ pub(super) fn parent_dir(path: &Path) -> &Path {
     path.parent()
         .filter(|p| !p.as_os_str().is_empty())
         .unwrap_or(Path::new("."))
-}
-
-/// The temporary name used next to `target` while it is being replaced.
-pub(super) fn tmp_path(target: &Path) -> std::path::PathBuf {
-    let mut name = target
-        .file_name()
-        .map(|n| n.to_os_string())
-        .unwrap_or_default();
-    name.push(".b2fs-tmp");
-    target.with_file_name(name)
 }
 
 /// An exclusive `flock` on a `.b2lock` sidecar, held until dropped.
