@@ -407,7 +407,8 @@ pub fn commit_failing_time_reset(
 }
 
 /// Tests: [`commit`], with `hook` called before each new file the commit makes (a sparse
-/// frame's chunk files), where a test may stand for another writer making it first.
+/// frame's chunk files, every temp file), where a test may stand for another writer making it
+/// first.
 ///
 /// # Errors
 ///

@@ -614,6 +614,42 @@ fn remove_blockers(made: &Blockers) {
     }
 }
 
+/// A carray's commit never writes or removes a temp file another writer made: one at
+/// `data/__N.blp.b2fs-tmp` (the name b2fs used before session 26) of a chunk the commit
+/// replaces stays, with their bytes, through a commit that fails after staging its chunks
+/// (its `meta/sizes` cannot be replaced) and through a successful one.
+#[test]
+fn writer_a_bcolz_commit_leaves_another_writers_temp_files_alone() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let path = fixture_copy(&tmp, "bcolz/carray_appended");
+    let a = open_array(&path);
+    let n = a.nchunks();
+    let nbytes = a.chunk_nbytes(n - 2).expect("nbytes");
+    let theirs = path.join(format!("data/__{}.blp.b2fs-tmp", n - 2));
+    std::fs::write(&theirs, b"their chunk").expect("their file");
+    let before = tree_hash(&path);
+    let edit = Edit {
+        updates: vec![updated_chunk(&a, n - 2, &pattern(nbytes, 11))],
+        truncate: Some(n - 1),
+        ..Edit::default()
+    };
+    let (hook, blockers) = block_temp_files();
+    b2fs::container::write::commit_racing(&a, &edit, hook)
+        .expect_err("meta/sizes cannot be replaced");
+    remove_blockers(&blockers);
+    assert_eq!(
+        std::fs::read(&theirs).expect("theirs stays"),
+        b"their chunk"
+    );
+    assert_eq!(tree_hash(&path), before, "the staged chunk file is gone");
+    commit(&a, &edit).expect("the same commit once alone");
+    assert_eq!(chunks_of(&open_array(&path))[n - 2], pattern(nbytes, 11));
+    assert_eq!(
+        std::fs::read(&theirs).expect("theirs stays"),
+        b"their chunk"
+    );
+}
+
 /// A sparse frame's commit never writes, renames or removes a temp file another writer
 /// made: a `chunks.b2frame.b2fs-tmp` of theirs (the name b2fs used before session 26) stays
 /// through a failed commit and a successful one, and a file they made at the name of the

@@ -4,7 +4,9 @@
 //!
 //! Knows nothing of chunk data (Blosc1 headers only). Spec: `docs/format/CONTAINERS.md` 5.1 (layout,
 //! the `blpk` prefix, the leftover chunk), 5.5 (`__attrs__` must exist) and 6.4 (commit
-//! order): every new or replaced chunk as `__N.blp.b2fs-tmp`, fsync, renamed to `__N.blp`;
+//! order): every new or replaced chunk in a temp file of the commit's own
+//! (`.b2fs-PID-N-__N.blp.b2fs-tmp`, made where no file is: `io.rs`, `own_temp`), fsync,
+//! renamed to `__N.blp`;
 //! data directory fsync; `__attrs__` by temp + rename; `meta/sizes` by temp + rename +
 //! directory fsync (the commit point for growth and shrinkage); chunk files beyond the new end
 //! removed last. When the row count shrinks, `meta/sizes` goes first instead (see
@@ -302,14 +304,15 @@ impl Prepared<'_> {
             for (p, s) in self.slots.iter().enumerate() {
                 if let Slot::New(chunk, _) = s {
                     let target = data.join(format!("__{p}.blp"));
-                    let tmp = super::io::tmp_path(&target);
+                    let tmp = super::io::temp_for(&target);
                     let bytes = chunk.bytes().map_err(|e| io_err(&target, e))?;
                     let mut file = Vec::with_capacity(BLP_HEADER_LEN + bytes.len());
                     file.extend_from_slice(&BLP_PREFIX);
                     file.extend_from_slice(&bytes);
                     drop(bytes);
-                    staged.push((tmp.clone(), target));
-                    io.create(&tmp, &file)?;
+                    // Only a file this commit made is staged (and so removed on failure).
+                    io.create_new(&tmp, &file)?;
+                    staged.push((tmp, target));
                 }
             }
             Ok(())
@@ -364,8 +367,7 @@ impl Prepared<'_> {
     }
 }
 
-/// Removes temp files [`Prepared::stage`] made (best effort: what is left is never read, and
-/// the next commit of the chunk replaces it).
+/// Removes temp files [`Prepared::stage`] made (best effort: what is left is never read).
 pub(super) fn unstage(staged: &[(PathBuf, PathBuf)]) {
     for (tmp, _) in staged {
         let _ = std::fs::remove_file(tmp);

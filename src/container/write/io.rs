@@ -3,7 +3,9 @@
 //! `.b2lock` sidecar lock.
 //!
 //! Knows no format: paths and bytes in. Spec: `docs/format/CONTAINERS.md` 3.6 (the sidecar: `flock`
-//! exclusive, u64 generation counter at offset 8, host byte order).
+//! exclusive, u64 generation counter at offset 8, host byte order). One thing of the stores it
+//! knows: where a temp file may lie ([`own_temp`]: never inside a `.b2d` store, a directory
+//! holding `embed.b2e`).
 //!
 //! Invariant: with a step budget, the step that would exceed it is not performed at all and
 //! every later step fails too ([`Io::crashed`] then says so).
@@ -35,8 +37,7 @@ pub(super) struct Io {
     crashed: bool,
     /// Tests: giving a file back its modification time fails with this errno.
     fail_times: Option<i32>,
-    /// Tests: stands for another writer before each file [`Io::create`] or
-    /// [`Io::create_new`] makes.
+    /// Tests: stands for another writer before each file [`Io::create_new`] makes.
     before_create: Option<BeforeCreate>,
 }
 
@@ -62,7 +63,7 @@ impl Io {
         }
     }
 
-    /// Tests: `hook` runs before each file [`Io::create`] or [`Io::create_new`] makes.
+    /// Tests: `hook` runs before each file [`Io::create_new`] makes.
     pub(super) fn before_create(&mut self, hook: BeforeCreate) {
         self.before_create = Some(hook);
     }
@@ -118,22 +119,6 @@ impl Io {
     pub(super) fn sync(&mut self, file: &File, path: &Path) -> Result<(), ContainerError> {
         self.step(path)?;
         file.sync_all().map_err(|e| io_err(path, e))
-    }
-
-    /// Creates (or truncates) `path`, writes `bytes` (one step) and fsyncs it (one step).
-    pub(super) fn create(&mut self, path: &Path, bytes: &[u8]) -> Result<(), ContainerError> {
-        self.step(path)?;
-        if let Some(hook) = &mut self.before_create {
-            hook(path);
-        }
-        let file = OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .open(path)
-            .map_err(|e| io_err(path, e))?;
-        file.write_all_at(bytes, 0).map_err(|e| io_err(path, e))?;
-        self.sync(&file, path)
     }
 
     /// Gives `file` back the modification time `mtime` (not a durable step: a restore).
@@ -304,16 +289,6 @@ pub(super) fn parent_dir(path: &Path) -> &Path {
         .unwrap_or(Path::new("."))
 }
 
-/// The temporary name used next to `target` while it is being replaced.
-pub(super) fn tmp_path(target: &Path) -> std::path::PathBuf {
-    let mut name = target
-        .file_name()
-        .map(|n| n.to_os_string())
-        .unwrap_or_default();
-    name.push(".b2fs-tmp");
-    target.with_file_name(name)
-}
-
 /// An exclusive `flock` on a `.b2lock` sidecar, held until dropped.
 #[derive(Debug)]
 pub(super) struct SidecarLock {
@@ -441,5 +416,37 @@ impl SourceLock {
             path: path.to_path_buf(),
             why: "it keeps being replaced while b2fs tries to lock it".into(),
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn temp_files_are_named_by_the_process_and_lie_outside_the_outermost_store() {
+        let root = tempfile::tempdir().unwrap();
+        let root = std::fs::canonicalize(root.path()).unwrap();
+        let inner = root.join("outer.b2d/g/inner.b2d/h");
+        std::fs::create_dir_all(&inner).unwrap();
+        for store in ["outer.b2d", "outer.b2d/g/inner.b2d"] {
+            std::fs::write(root.join(store).join("embed.b2e"), b"").unwrap();
+        }
+        let leaf = inner.join("x.b2f");
+        let (a, b) = (temp_for(&leaf), temp_for(&leaf));
+        assert_ne!(a, b, "a name of each commit's own");
+        assert_eq!(a.parent(), Some(root.as_path()), "{}", a.display());
+        let name = a.file_name().unwrap().to_str().unwrap();
+        let head = format!(".b2fs-{}-", std::process::id());
+        assert!(
+            name.starts_with(&head) && name.ends_with("-x.b2f.b2fs-tmp"),
+            "{name}"
+        );
+        // Outside any store: beside the file; a long name is cut.
+        let plain = root.join("y".repeat(255));
+        let t = own_temp(&plain, ".b2fs-member");
+        assert_eq!(t.parent(), Some(root.as_path()));
+        assert!(t.file_name().unwrap().len() <= 255, "{}", t.display());
+        assert!(local_time_now().is_some_and(|(y, ..)| y >= 2024));
     }
 }
