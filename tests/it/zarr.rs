@@ -13,6 +13,7 @@
 //! and assemble the view stay here.
 
 mod cases;
+mod metadata;
 mod stores;
 mod writes;
 
