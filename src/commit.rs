@@ -21,6 +21,10 @@
 //! may resize every column, a `.b2z` commit moves every member ([`Committed`] says which).
 //! Commits are serialised by the caller (the tree holds its committer lock for a whole
 //! commit and the reload after it).
+//!
+//! The parts: this file holds the entry, the targets and the dispatch to the container
+//! commits; `encode.rs` the chunk edits compressed into the commit's spool
+//! (`container_edit`); `reclaim.rs` the dead space given back after a commit (`reclaim`).
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -30,13 +34,13 @@ use crate::container::store::{Collection, Leaf, Node};
 use crate::container::{self, Array, Container, ContainerError, write};
 use crate::reader::{Change, LiveArray};
 
+mod encode;
+mod reclaim;
 #[cfg(test)]
 mod tests;
 
-/// Issue 21: a contiguous frame is compacted after a commit of the mount when its dead space
-/// (bytes no chunk, index or trailer of the current version uses) exceeds its live bytes plus
-/// this much: the file stays within twice its live bytes, plus this, plus one commit's chunks.
-pub const RECLAIM_SLACK: u64 = 1 << 20;
+pub use reclaim::RECLAIM_SLACK;
+use reclaim::Reclaim;
 
 /// Where the decoded bytes of a chunk edit come from: memory, or a file the caller keeps
 /// them in. A commit asks for them one chunk at a time and compresses each before it asks
@@ -161,38 +165,6 @@ pub enum Edit<'a> {
     Attrs(serde_json::Value),
 }
 
-/// Where `edits` cut `nchunks` chunks: the first of the chunks they empty (not appended),
-/// which must be every chunk from there on.
-fn removed_suffix(
-    path: &Path,
-    nchunks: usize,
-    edits: &[ChunkEdit<'_>],
-) -> Result<Option<usize>, ContainerError> {
-    let mut removed: Vec<usize> = edits
-        .iter()
-        .filter(|c| c.data.is_empty() && !c.append)
-        .map(|c| c.index)
-        .collect();
-    removed.sort_unstable();
-    removed.dedup();
-    let Some(&first) = removed.first() else {
-        return Ok(None);
-    };
-    if removed.last().is_some_and(|&l| l >= nchunks)
-        || nchunks.checked_sub(first) != Some(removed.len())
-    {
-        return Err(ContainerError::Refused {
-            path: path.to_path_buf(),
-            why: format!(
-                "emptying {} chunks from chunk {first} of {nchunks} (only the last chunks can \
-                 be removed, every one from the first removed on)",
-                removed.len()
-            ),
-        });
-    }
-    Ok(Some(first))
-}
-
 /// What a commit did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Committed {
@@ -202,17 +174,6 @@ pub enum Committed {
     Reloaded,
     /// Written; what shows the target must be reloaded by the caller.
     Written,
-}
-
-/// What [`Committer`] knows of one frame's space (issue 21, bounded growth).
-#[derive(Debug, Default)]
-struct Reclaim {
-    /// Live bytes when last measured (or the file's length when first seen, which is at
-    /// least that): the file is measured again once it is twice that plus
-    /// [`RECLAIM_SLACK`].
-    baseline: Option<u64>,
-    /// The mount's shared lock on the file a compaction renamed in.
-    lock: Option<write::SourceLock>,
 }
 
 /// What the commits of a [`Committer`] held (the mount root's `commit_*` attributes).
@@ -500,171 +461,6 @@ impl Committer {
                     "simulated crash after {steps} durable steps of the commit"
                 )),
             }),
-        }
-    }
-
-    /// The container edit `edits` of `array` stand for: updates, appends, the removal of
-    /// the last chunks (empty chunks that are the last ones, each of them); `None` when
-    /// nothing is to be done (created chunk files still empty).
-    fn container_edit(
-        &mut self,
-        array: &Array,
-        edits: &[ChunkEdit<'_>],
-    ) -> Result<Option<write::Edit>, ContainerError> {
-        let path = array.path();
-        let nchunks = array.nchunks();
-        let mut edit = write::Edit {
-            truncate: removed_suffix(path, nchunks, edits)?,
-            ..Default::default()
-        };
-        let mut spool = write::Spool::new(self.spool_memory, self.spool_dir.clone());
-        spool.fail_with(self.spool_fail.0, self.spool_fail.1);
-        let mut params = None;
-        for chunk in edits {
-            if chunk.data.is_empty() {
-                continue;
-            }
-            let params = match &params {
-                Some(p) => p,
-                None => params.insert(write::chunk_cparams(array)?),
-            };
-            let chunk_error = |e| ContainerError::Chunk {
-                path: path.to_path_buf(),
-                index: chunk.index,
-                source: e,
-            };
-            let bytes = if chunk.data.all_zeros() {
-                crate::codec::compress_zeros(chunk.data.len(), params).map_err(chunk_error)?
-            } else {
-                // One decoded chunk at a time (read back here when the caller keeps it in a
-                // file): only the compressed chunks of the edit are held together.
-                let decoded = chunk.data.bytes().map_err(|e| ContainerError::Io {
-                    path: path.to_path_buf(),
-                    source: std::io::Error::new(
-                        e.kind(),
-                        format!("reading back the edit of chunk {}: {e}", chunk.index),
-                    ),
-                })?;
-                self.encoder
-                    .compress(&decoded, params)
-                    .map_err(chunk_error)?
-            };
-            // Kept in memory while the commit's chunks fit in the bound, else in the spool file
-            // (read back one at a time when written).
-            let bytes = spool.add(bytes).map_err(|e| ContainerError::Io {
-                path: path.to_path_buf(),
-                source: std::io::Error::new(
-                    e.kind(),
-                    format!(
-                        "keeping the compressed chunk {} of the commit in a file in {}: {e}",
-                        chunk.index,
-                        self.spool_dir.display()
-                    ),
-                ),
-            });
-            let s = spool.stats();
-            {
-                let mut stats = self.stats.lock();
-                stats.peak_bytes = stats.peak_bytes.max(s.peak);
-            }
-            let bytes = bytes?;
-            // A created chunk file that exists by now (a ctable column grown by a commit of
-            // another column while it was being written) replaces that chunk.
-            if !chunk.append || chunk.index < nchunks {
-                edit.updates.push((chunk.index, bytes));
-            } else if chunk.index == nchunks + edit.appends.len() {
-                edit.appends.push(bytes);
-            } else {
-                return Err(ContainerError::Refused {
-                    path: path.to_path_buf(),
-                    why: format!("appending chunk {}: the source has {nchunks}", chunk.index),
-                });
-            }
-        }
-        // The commit keeps the chunks it makes itself (special chunks re-encoded for a
-        // variable-size frame) in the same spool; what it held is counted after the commit
-        // (`Committer::account`).
-        if edit.is_empty() {
-            self.account(Some(&spool));
-            return Ok(None);
-        }
-        edit.spool = Some(std::sync::Arc::new(parking_lot::Mutex::new(spool)));
-        Ok(Some(edit))
-    }
-
-    /// Adds what the spool of a commit held (peak in memory, chunks and bytes spilled) to the
-    /// committer's stats.
-    fn account(&self, spool: Option<&write::Spool>) {
-        let Some(s) = spool.map(write::Spool::stats) else {
-            return;
-        };
-        let mut stats = self.stats.lock();
-        stats.peak_bytes = stats.peak_bytes.max(s.peak);
-        stats.spilled_chunks += s.spilled_chunks;
-        stats.spilled_bytes += s.spilled_bytes;
-    }
-
-    /// Issue 21, bounded growth: after a commit of the mount, compacts the contiguous frame
-    /// of `live` when its dead space passes its live bytes plus [`RECLAIM_SLACK`]
-    /// ([`write::compact_mounted`]: a temp file renamed in; descriptors reading older
-    /// versions keep the old file), then serves the new file with every stamp kept. The
-    /// file is measured (one chunk header per chunk) only once it has grown to twice what
-    /// was live when last measured, so the cost stays proportional to what commits wrote.
-    /// Best effort: a failure is logged and leaves the source as it was. Collection leaves
-    /// (committed through their store) are not compacted here.
-    fn reclaim(&mut self, live: &LiveArray) {
-        if live.leaf_key().is_some() {
-            return;
-        }
-        let array = live.get();
-        let Some(len) = array.file_state().map(|s| s.len) else {
-            return;
-        };
-        let path = live.path();
-        let r = self.reclaim.entry(path.to_path_buf()).or_default();
-        let baseline = *r.baseline.get_or_insert(len);
-        if len <= baseline.saturating_mul(2).saturating_add(RECLAIM_SLACK) {
-            return;
-        }
-        let space = match write::space(&array) {
-            Ok(Some(s)) => s,
-            Ok(None) => return,
-            Err(e) => {
-                log::warn!("{}: cannot measure dead space: {e}", path.display());
-                r.baseline = Some(len);
-                return;
-            }
-        };
-        r.baseline = Some(space.live);
-        if space.len <= space.live.saturating_mul(2).saturating_add(RECLAIM_SLACK) {
-            return;
-        }
-        match write::compact_mounted(&array) {
-            Ok(lock) => {
-                r.lock = Some(lock);
-                if let Err(e) = live.reload(Change::Compacted) {
-                    log::warn!(
-                        "{}: compacted, but reopening it failed: {e}",
-                        path.display()
-                    );
-                    return;
-                }
-                let now = live.get().file_state().map_or(0, |s| s.len);
-                r.baseline = Some(now);
-                log::info!(
-                    "{}: compacted: {} bytes of dead space given back ({} -> {now} bytes, {} live)",
-                    path.display(),
-                    space.len.saturating_sub(now),
-                    space.len,
-                    space.live
-                );
-            }
-            Err(e) => log::warn!(
-                "{}: not compacted ({} bytes, {} live): {e}",
-                path.display(),
-                space.len,
-                space.live
-            ),
         }
     }
 }

@@ -182,6 +182,22 @@ pub struct ReaderOptions {
     pub parallel_decode_min: usize,
 }
 
+impl Default for ReaderOptions {
+    /// A mount's: a 256 MiB budget (`cache_size=`, the one knob the command line sets), four
+    /// chunks prefetched on two threads, range reads of chunks 4 times the read, up to 4
+    /// threads (at most the cores) decoding chunks of 1 MiB or more.
+    fn default() -> Self {
+        ReaderOptions {
+            cache_size: 256 << 20,
+            prefetch_chunks: 4,
+            prefetch_threads: 2,
+            range_factor: 4,
+            decode_threads: std::thread::available_parallelism().map_or(1, |n| n.get().min(4)),
+            parallel_decode_min: 1 << 20,
+        }
+    }
+}
+
 /// Decoded chunk bytes for the tree: caches, prefetch threads and the read policy.
 #[derive(Debug)]
 pub struct ChunkReader {

@@ -118,7 +118,7 @@ use registry::{ArrayEntry, Mounted};
 use scratch::ScratchFiles;
 
 pub use crate::reader::ChunkStore;
-pub use crate::reader::{PAGE, Pieces, RANGE_READ_MAX, ReadData};
+pub use crate::reader::{PAGE, Pieces, RANGE_READ_MAX, ReadData, ReaderOptions};
 pub use attr::{Attr, DirEntry, EntryKind, StatFs};
 pub use backing::{BackingNow, BackingStats};
 pub use build::TreeOptions;

@@ -13,7 +13,7 @@
 
 use std::path::{Path, PathBuf};
 
-use b2fs::tree::{Attr, EntryKind, ROOT_INO, Tree, TreeError, TreeOptions};
+use b2fs::tree::{Attr, EntryKind, ROOT_INO, ReaderOptions, Tree, TreeError, TreeOptions};
 
 use super::source::{self, Kind};
 
@@ -35,11 +35,14 @@ const STEP: u32 = 64 << 10;
 /// thread), a small cache.
 pub fn options(writable: bool) -> TreeOptions {
     TreeOptions {
-        cache_size: 16 << 20,
-        prefetch_chunks: 0,
-        prefetch_threads: 0,
-        decode_threads: 1,
-        parallel_decode_min: usize::MAX,
+        reader: ReaderOptions {
+            cache_size: 16 << 20,
+            prefetch_chunks: 0,
+            prefetch_threads: 0,
+            decode_threads: 1,
+            parallel_decode_min: usize::MAX,
+            ..ReaderOptions::default()
+        },
         writable,
         ..TreeOptions::default()
     }

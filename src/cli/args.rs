@@ -282,7 +282,7 @@ impl Default for MountOptions {
             allow_other: false,
             allow_root: false,
             auto_unmount: false,
-            cache_size: 256 << 20,
+            cache_size: crate::reader::ReaderOptions::default().cache_size,
             threads: 2,
             debug: false,
             direct_io: None,

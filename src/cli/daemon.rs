@@ -16,6 +16,7 @@ use super::args::{MountArgs, MountOptions};
 use super::{Error, check_fuse, check_mountpoint, check_source, devfd};
 use crate::container::Opened;
 use crate::fuse::{CachePolicy, MountConfig};
+use crate::reader::ReaderOptions;
 use crate::tree::{Tree, TreeOptions, display_chain};
 
 /// Where a mount is served.
@@ -277,7 +278,10 @@ fn serve(
     // mask and only the signal thread's sigwait sees them.
     let signals = signals::block();
     let tree_opts = TreeOptions {
-        cache_size: opts.cache_size,
+        reader: ReaderOptions {
+            cache_size: opts.cache_size,
+            ..ReaderOptions::default()
+        },
         writable: !opts.read_only,
         backing_budget: match opts.passthrough {
             true => opts
@@ -287,7 +291,6 @@ fn serve(
         },
         zarr_shards: opts.zarr_shards,
         edit_budget: opts.edit_budget.unwrap_or_else(default_edit_budget),
-        ..TreeOptions::default()
     };
     let source_err = |e| Error::Source {
         path: source.to_path_buf(),

@@ -12,6 +12,7 @@ use super::args::MountOptions;
 use super::{Error, check_source};
 use crate::codec::{self, Codec};
 use crate::container::{self, Array, ChunkKind, Container};
+use crate::reader::ReaderOptions;
 use crate::tree::{EntryKind, ROOT_INO, Tree, TreeOptions, view};
 
 /// One row of a chunk table.
@@ -114,8 +115,11 @@ pub(super) fn info(source: &Path, as_json: bool, options: &[String]) -> Result<(
     let tree = Tree::new(
         layout,
         TreeOptions {
-            cache_size: 0,
-            prefetch_chunks: 0,
+            reader: ReaderOptions {
+                cache_size: 0,
+                prefetch_chunks: 0,
+                ..ReaderOptions::default()
+            },
             ..TreeOptions::default()
         },
     );

@@ -19,22 +19,12 @@ use crate::container::ContainerError;
 use crate::container::store::Opened;
 use crate::reader::{ChunkReader, ReaderOptions};
 
-/// Tuning knobs of a [`Tree`]: the reader's ([`ReaderOptions`], documented there) and the
-/// tree's own.
+/// Tuning knobs of a [`Tree`]: the reader's ([`ReaderOptions`], documented and defaulted
+/// there, so a new reader knob is added in one place) and the tree's own.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct TreeOptions {
-    /// The reader's [`ReaderOptions::cache_size`].
-    pub cache_size: usize,
-    /// The reader's [`ReaderOptions::prefetch_chunks`].
-    pub prefetch_chunks: usize,
-    /// The reader's [`ReaderOptions::prefetch_threads`].
-    pub prefetch_threads: usize,
-    /// The reader's [`ReaderOptions::range_factor`].
-    pub range_factor: usize,
-    /// The reader's [`ReaderOptions::decode_threads`].
-    pub decode_threads: usize,
-    /// The reader's [`ReaderOptions::parallel_decode_min`].
-    pub parallel_decode_min: usize,
+    /// The reader's knobs: cache budget, prefetch, range reads, decode threads.
+    pub reader: ReaderOptions,
     /// Accept edits and commit them to the source (a read-write mount). When false every
     /// change is [`TreeError::ReadOnly`](super::TreeError::ReadOnly).
     pub writable: bool,
@@ -53,29 +43,11 @@ pub struct TreeOptions {
 impl Default for TreeOptions {
     fn default() -> Self {
         TreeOptions {
-            cache_size: 256 << 20,
-            prefetch_chunks: 4,
-            prefetch_threads: 2,
-            range_factor: 4,
-            decode_threads: std::thread::available_parallelism().map_or(1, |n| n.get().min(4)),
-            parallel_decode_min: 1 << 20,
+            reader: ReaderOptions::default(),
             writable: false,
             backing_budget: 0,
             zarr_shards: false,
             edit_budget: edit::DEFAULT_EDIT_BUDGET,
-        }
-    }
-}
-
-impl TreeOptions {
-    fn reader(&self) -> ReaderOptions {
-        ReaderOptions {
-            cache_size: self.cache_size,
-            prefetch_chunks: self.prefetch_chunks,
-            prefetch_threads: self.prefetch_threads,
-            range_factor: self.range_factor,
-            decode_threads: self.decode_threads,
-            parallel_decode_min: self.parallel_decode_min,
         }
     }
 }
@@ -186,7 +158,7 @@ impl Tree {
         Tree {
             nodes: nodes.into_iter().collect(),
             inodes,
-            reader: ChunkReader::new(stores, options.reader()),
+            reader: ChunkReader::new(stores, options.reader),
             arrays: arrays.into_iter().collect(),
             grow: Mutex::new(()),
             mounted,

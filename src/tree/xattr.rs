@@ -488,7 +488,7 @@ impl super::Tree {
 
     fn xattr_root(&self) -> Target<'_> {
         let (budget, bytes, stats) = (
-            self.options.cache_size,
+            self.options.reader.cache_size,
             self.cache_bytes(),
             self.cache_stats(),
         );

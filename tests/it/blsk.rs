@@ -161,11 +161,14 @@ fn blsk_damaged_roots_refused() {
 /// as the rows python-blosc compressed.
 #[test]
 fn blsk_tree_shows_json_meta_and_array_npy() {
-    use b2fs::tree::{ROOT_INO, Tree, TreeOptions};
+    use b2fs::tree::{ROOT_INO, ReaderOptions, Tree, TreeOptions};
     let (tmp, m) = or_skip!(generate("blsk_tree_shows_json_meta_and_array_npy"));
     let py = support::python("blsk_tree_shows_json_meta_and_array_npy").unwrap();
     let opts = TreeOptions {
-        prefetch_chunks: 0,
+        reader: ReaderOptions {
+            prefetch_chunks: 0,
+            ..ReaderOptions::default()
+        },
         ..TreeOptions::default()
     };
     let t = Tree::from_source(&tmp.path().join("flat"), opts).unwrap();

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use b2fs::tree::{Invalidation, Tree, TreeOptions};
+use b2fs::tree::{Invalidation, ReaderOptions, Tree, TreeOptions};
 use serde_json::Value;
 
 use crate::support::{Mount, b2fs, fuse_and_python, python, run_python, wait_until};
@@ -232,7 +232,10 @@ pub(crate) fn json(t: &Tree, path: &str) -> Value {
 
 pub(crate) fn ro() -> TreeOptions {
     TreeOptions {
-        prefetch_chunks: 0,
+        reader: ReaderOptions {
+            prefetch_chunks: 0,
+            ..ReaderOptions::default()
+        },
         ..TreeOptions::default()
     }
 }

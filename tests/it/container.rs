@@ -116,6 +116,40 @@ impl Report {
         }
     }
 
+    /// Chunk `i` of `a` against its sidecar entry `want` (`cbytes`, `sha256`): the length of
+    /// its stored bytes and the sha256 of its decoded ones; its decoded bytes, or `None` when
+    /// it could not be read or decoded (recorded).
+    fn check_chunk(&mut self, name: &str, a: &Array, i: usize, want: &Value) -> Option<Vec<u8>> {
+        let bytes = match a.chunk_bytes(i) {
+            Ok(b) => b.into_owned(),
+            Err(e) => {
+                self.0.push(format!("{name}: chunk {i}: {e}"));
+                return None;
+            }
+        };
+        self.check(
+            name,
+            &format!("chunk {i} len"),
+            bytes.len() as u64,
+            want["cbytes"].as_u64().unwrap(),
+        );
+        match codec::decompress(&bytes) {
+            Ok(d) => {
+                self.check(
+                    name,
+                    &format!("chunk {i} sha256"),
+                    sha256_hex(&d),
+                    want["sha256"].as_str().unwrap().to_string(),
+                );
+                Some(d)
+            }
+            Err(e) => {
+                self.0.push(format!("{name}: chunk {i} decode: {e}"));
+                None
+            }
+        }
+    }
+
     fn finish(self, total: usize) {
         assert!(
             self.0.is_empty(),
@@ -384,13 +418,6 @@ fn container_frames_match_reference_sidecars() {
                 a.chunk_nbytes(i).ok(),
                 c["nbytes"].as_u64().map(|n| n as usize),
             );
-            let bytes = match a.chunk_bytes(i) {
-                Ok(b) => b.into_owned(),
-                Err(e) => {
-                    r.0.push(format!("{name}: chunk {i}: {e}"));
-                    continue;
-                }
-            };
             let hdr = a.chunk_header(i).map(|h| h.cbytes).ok();
             r.check(
                 name,
@@ -398,23 +425,8 @@ fn container_frames_match_reference_sidecars() {
                 hdr,
                 c["cbytes"].as_u64().map(|n| n as usize),
             );
-            r.check(
-                name,
-                &format!("chunk {i} len"),
-                bytes.len() as u64,
-                c["cbytes"].as_u64().unwrap(),
-            );
-            match codec::decompress(&bytes) {
-                Ok(d) => {
-                    r.check(
-                        name,
-                        &format!("chunk {i} sha256"),
-                        sha256_hex(&d),
-                        c["sha256"].as_str().unwrap().to_string(),
-                    );
-                    all.extend(d);
-                }
-                Err(e) => r.0.push(format!("{name}: chunk {i} decode: {e}")),
+            if let Some(d) = r.check_chunk(name, &a, i, c) {
+                all.extend(d);
             }
         }
         r.check(

@@ -5,7 +5,7 @@
 
 use std::path::Path;
 
-use b2fs::tree::{ROOT_INO, Tree, TreeOptions, chunk_name};
+use b2fs::tree::{ROOT_INO, ReaderOptions, Tree, TreeOptions, chunk_name};
 use serde_json::Value;
 
 use crate::support::{data_dir, python, repo_root, run_python};
@@ -165,8 +165,11 @@ fn describe_root_cache_counters_follow_reads() {
     let t = Tree::from_source(
         &repo_root().join("examples/sample.b2nd"),
         TreeOptions {
-            cache_size: 8 << 20,
-            prefetch_chunks: 0,
+            reader: ReaderOptions {
+                cache_size: 8 << 20,
+                prefetch_chunks: 0,
+                ..ReaderOptions::default()
+            },
             ..TreeOptions::default()
         },
     )

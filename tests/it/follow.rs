@@ -8,7 +8,7 @@
 use std::path::Path;
 use std::time::Duration;
 
-use b2fs::tree::{Invalidation, Tree};
+use b2fs::tree::{Invalidation, ReaderOptions, Tree};
 use serde_json::Value;
 
 use crate::consistency::{ino_of, json, py_chunk, read_fh, read_path, ro};
@@ -183,8 +183,11 @@ fn consistency_follow_one_element_of_a_chunk_of_blocks_is_seen_through_block_pri
         let (_dir, src) = crate::support::temp_path("a.b2nd");
         run_python(&py, &["-c", make, src.to_str().unwrap()]);
         let opts = b2fs::tree::TreeOptions {
-            decode_threads: if split { 2 } else { 1 },
-            parallel_decode_min: 1 << 16,
+            reader: ReaderOptions {
+                decode_threads: if split { 2 } else { 1 },
+                parallel_decode_min: 1 << 16,
+                ..ro().reader
+            },
             ..ro()
         };
         let t = Tree::from_source(&src, opts).unwrap();

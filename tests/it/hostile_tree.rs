@@ -12,7 +12,7 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use b2fs::tree::{Tree, TreeOptions};
+use b2fs::tree::{ReaderOptions, Tree, TreeOptions};
 
 use crate::hostile::{CHUNKSIZE_AT, HEAP_BOUND, NBYTES_AT, TIME_BOUND, measure, patched};
 use crate::support::copy_tree;
@@ -27,10 +27,13 @@ const BLOSC_MAX: i32 = i32::MAX - 32;
 /// A tree of `src` that does everything on the calling thread, with a [`CACHE`] budget.
 fn options() -> TreeOptions {
     TreeOptions {
-        cache_size: CACHE,
-        prefetch_chunks: 0,
-        prefetch_threads: 0,
-        decode_threads: 1,
+        reader: ReaderOptions {
+            cache_size: CACHE,
+            prefetch_chunks: 0,
+            prefetch_threads: 0,
+            decode_threads: 1,
+            ..ReaderOptions::default()
+        },
         ..TreeOptions::default()
     }
 }

@@ -21,7 +21,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use b2fs::container::{self, Container, write};
-use b2fs::tree::{Pid, ROOT_INO, Tree, TreeError, TreeOptions};
+use b2fs::tree::{Pid, ROOT_INO, ReaderOptions, Tree, TreeError, TreeOptions};
 use proptest::prelude::*;
 use proptest::test_runner::{Config, FileFailurePersistence, RngSeed, TestCaseError, TestRunner};
 use serde_json::Value;
@@ -180,9 +180,12 @@ fn pid(by: u8) -> Pid {
 
 fn mount(src: &Path) -> Tree {
     let o = TreeOptions {
+        reader: ReaderOptions {
+            prefetch_chunks: 0,
+            cache_size: 1 << 20,
+            ..ReaderOptions::default()
+        },
         writable: true,
-        prefetch_chunks: 0,
-        cache_size: 1 << 20,
         ..TreeOptions::default()
     };
     Tree::from_source(src, o).unwrap()

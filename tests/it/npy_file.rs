@@ -12,7 +12,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use b2fs::tree::{ReadData, Tree, TreeOptions};
+use b2fs::tree::{ReadData, ReaderOptions, Tree, TreeOptions};
 
 use crate::support::crash::{OldOrNew, Rng, kill_delay, kill_mount_after, write_and_fsync};
 use crate::support::{self, Mount, fuse_and_python, run_python};
@@ -103,7 +103,10 @@ fn gen2d(py: &Path) -> (tempfile::TempDir, PathBuf) {
 /// fault tests read it.
 fn prefetching_tree(src: &Path) -> Tree {
     let options = TreeOptions {
-        prefetch_chunks: 4,
+        reader: ReaderOptions {
+            prefetch_chunks: 4,
+            ..opts(false).reader
+        },
         ..opts(false)
     };
     Tree::from_source(src, options).unwrap()

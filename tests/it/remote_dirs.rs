@@ -440,31 +440,76 @@ with blosc2.TreeStore(sys.argv[1], mode="w") as st:
     st["/b"] = blosc2.asarray(rng.random(100_000), chunks=(25_000,))
 "#;
 
+/// A `.b2z` python-blosc2 writes with a script (the store's path its first argument), on
+/// moto behind a proxy that can fail every request, opened as a tree with no retries: where
+/// the tests of leaves that fail to open start.
+struct FailingStore {
+    tree: b2fs::tree::Tree,
+    proxy: Proxy,
+    py: PathBuf,
+    store: PathBuf,
+    _dir: tempfile::TempDir,
+    _moto: Server,
+}
+
+impl FailingStore {
+    fn new(test: &str, name: &str, script: &str) -> Option<FailingStore> {
+        use b2fs::tree::{Tree, TreeOptions};
+        let py = python(test)?;
+        let moto = moto(test)?;
+        let dir = tempfile::tempdir().unwrap();
+        let store = dir.path().join(name);
+        crate::support::run_python(&py, &["-c", script, &store.to_string_lossy()]);
+        put_object(&moto, name, &std::fs::read(&store).unwrap(), true);
+        let proxy = Proxy::start(moto.port);
+        let opts = RemoteOptions {
+            endpoint: Some(proxy.url.clone()),
+            no_sign_request: true,
+            retries: 0,
+            timeout: Duration::from_secs(5),
+            ..RemoteOptions::default()
+        };
+        let obj = b2fs::remote::open(&format!("s3://{BUCKET}/{name}"), &opts).unwrap();
+        let c = container::store::open_store_bytes(obj.byte_source()).unwrap();
+        let tree = Tree::from_collection(c, TreeOptions::default()).unwrap();
+        Some(FailingStore {
+            tree,
+            proxy,
+            py,
+            store,
+            _dir: dir,
+            _moto: moto,
+        })
+    }
+}
+
+/// The members the Zarr view's consolidated metadata names, sorted.
+fn consolidated_members(t: &b2fs::tree::Tree) -> Vec<String> {
+    let root = crate::tree::json_at(t, "zarr/zarr.json");
+    let md = root["consolidated_metadata"]["metadata"]
+        .as_object()
+        .unwrap();
+    let mut keys: Vec<String> = md.keys().cloned().collect();
+    keys.sort();
+    keys
+}
+
 /// A `.b2z` leaf whose open fails for a server error (HTTP 500, no retries) gives EIO, and
 /// keeps giving it without asking the server again until its back-off has passed (ended
 /// here by the test hook: no timed test); then one access opens it, and it reads
 /// python-blosc2's bytes (src/tree/collection.rs, `LeafBuild`).
 #[test]
 fn remote_b2z_leaf_that_failed_to_open_opens_after_its_back_off() {
-    use b2fs::tree::{Tree, TreeOptions};
     let t = "remote_b2z_leaf_that_failed_to_open_opens_after_its_back_off";
-    let py = or_skip!(python(t));
-    let moto = or_skip!(moto(t));
-    let dir = tempfile::tempdir().unwrap();
-    let store = dir.path().join("flaky.b2z");
-    crate::support::run_python(&py, &["-c", FLAKY_STORE, &store.to_string_lossy()]);
-    put_object(&moto, "flaky.b2z", &std::fs::read(&store).unwrap(), true);
-    let proxy = Proxy::start(moto.port);
-    let opts = RemoteOptions {
-        endpoint: Some(proxy.url.clone()),
-        no_sign_request: true,
-        retries: 0,
-        timeout: Duration::from_secs(5),
-        ..RemoteOptions::default()
-    };
-    let obj = b2fs::remote::open(&format!("s3://{BUCKET}/flaky.b2z"), &opts).unwrap();
-    let c = container::store::open_store_bytes(obj.byte_source()).unwrap();
-    let tree = Tree::from_collection(c, TreeOptions::default()).unwrap();
+    let s = or_skip!(FailingStore::new(t, "flaky.b2z", FLAKY_STORE));
+    // The server and the store's folder stay in `s` until the test ends.
+    let FailingStore {
+        tree,
+        proxy,
+        py,
+        store,
+        ..
+    } = s;
     let a = crate::support::tree_ino(&tree, "a");
     let opened = || tree.leaves_opened().unwrap();
     assert_eq!(opened(), 0, "a mount opens no leaf");
@@ -492,16 +537,7 @@ fn remote_b2z_leaf_that_failed_to_open_opens_after_its_back_off() {
     let b = crate::support::tree_ino(&tree, "b/array.npy");
     assert!(crate::support::tree_read(&tree, b, 1 << 20).unwrap() == member_npy(&py, &store, "/b"));
     // The Zarr view's consolidated metadata built meanwhile leaves the failing leaf out.
-    let members = |t: &Tree| {
-        let root = crate::tree::json_at(t, "zarr/zarr.json");
-        let md = root["consolidated_metadata"]["metadata"]
-            .as_object()
-            .unwrap();
-        let mut keys: Vec<String> = md.keys().cloned().collect();
-        keys.sort();
-        keys
-    };
-    assert_eq!(members(&tree), ["b"], "while /a fails");
+    assert_eq!(consolidated_members(&tree), ["b"], "while /a fails");
     // Past the back-off: the next access opens the leaf, and it reads python-blosc2's bytes.
     tree.end_leaf_back_offs();
     let npy = tree.lookup(a, "array.npy").unwrap().ino;
@@ -512,7 +548,7 @@ fn remote_b2z_leaf_that_failed_to_open_opens_after_its_back_off() {
     );
     assert_eq!(opened(), 3, "one more attempt for /a, one for /b");
     // ... and the view's documents built while it failed are made again: it is back.
-    assert_eq!(members(&tree), ["a", "b"], "after /a opened");
+    assert_eq!(consolidated_members(&tree), ["a", "b"], "after /a opened");
 }
 
 /// Four members of a `.b2z` whose server answers every request with an error: the Zarr
@@ -523,12 +559,7 @@ fn remote_b2z_leaf_that_failed_to_open_opens_after_its_back_off() {
 /// python-blosc2 wrote them.
 #[test]
 fn remote_b2z_consolidation_tries_one_dead_leaf_per_build() {
-    use b2fs::tree::{Tree, TreeOptions};
     let t = "remote_b2z_consolidation_tries_one_dead_leaf_per_build";
-    let py = or_skip!(python(t));
-    let moto = or_skip!(moto(t));
-    let dir = tempfile::tempdir().unwrap();
-    let store = dir.path().join("dead.b2z");
     let write = r#"
 import sys, numpy as np, blosc2
 rng = np.random.default_rng(5)
@@ -536,49 +567,36 @@ with blosc2.TreeStore(sys.argv[1], mode="w") as st:
     for k in "abcd":
         st["/" + k] = blosc2.asarray(rng.random(100_000), chunks=(25_000,))
 "#;
-    crate::support::run_python(&py, &["-c", write, &store.to_string_lossy()]);
-    put_object(&moto, "dead.b2z", &std::fs::read(&store).unwrap(), true);
-    let proxy = Proxy::start(moto.port);
-    let opts = RemoteOptions {
-        endpoint: Some(proxy.url.clone()),
-        no_sign_request: true,
-        retries: 0,
-        timeout: Duration::from_secs(5),
-        ..RemoteOptions::default()
-    };
-    let obj = b2fs::remote::open(&format!("s3://{BUCKET}/dead.b2z"), &opts).unwrap();
-    let c = container::store::open_store_bytes(obj.byte_source()).unwrap();
-    let tree = Tree::from_collection(c, TreeOptions::default()).unwrap();
+    let s = or_skip!(FailingStore::new(t, "dead.b2z", write));
+    // The server and the store's folder stay in `s` until the test ends.
+    let FailingStore {
+        tree,
+        proxy,
+        py,
+        store,
+        ..
+    } = s;
     let opened = || tree.leaves_opened().unwrap();
-    let members = |t: &Tree| {
-        let root = crate::tree::json_at(t, "zarr/zarr.json");
-        let md = root["consolidated_metadata"]["metadata"]
-            .as_object()
-            .unwrap();
-        let mut keys: Vec<String> = md.keys().cloned().collect();
-        keys.sort();
-        keys
-    };
     proxy.set_fault(Fault::Status(500), None);
-    assert!(members(&tree).is_empty(), "every leaf fails");
+    assert!(consolidated_members(&tree).is_empty(), "every leaf fails");
     assert_eq!(opened(), 4, "each leaf tried once, from its header");
     // In their back-off (made long: no timed test): no attempt.
     tree.delay_leaf_retries(Duration::from_secs(3600));
     tree.zarr_rebuild_documents();
-    assert!(members(&tree).is_empty());
+    assert!(consolidated_members(&tree).is_empty());
     assert_eq!(opened(), 4, "no attempt in the back-off");
     // Past it, still failing: one attempt per build.
     for build in 1..=3 {
         tree.end_leaf_back_offs();
         tree.zarr_rebuild_documents();
-        assert!(members(&tree).is_empty());
+        assert!(consolidated_members(&tree).is_empty());
         assert_eq!(opened(), 4 + build, "build {build}: one dead leaf tried");
     }
     // The server answers: one build takes every leaf back.
     proxy.set_fault(Fault::None, None);
     tree.end_leaf_back_offs();
     tree.zarr_rebuild_documents();
-    assert_eq!(members(&tree), ["a", "b", "c", "d"]);
+    assert_eq!(consolidated_members(&tree), ["a", "b", "c", "d"]);
     for k in ["a", "b", "c", "d"] {
         let npy = crate::support::tree_ino(&tree, &format!("{k}/array.npy"));
         let got = crate::support::tree_read(&tree, npy, 1 << 20).unwrap();

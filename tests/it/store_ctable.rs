@@ -11,7 +11,7 @@
 
 use std::path::{Path, PathBuf};
 
-use b2fs::tree::{Tree, TreeOptions};
+use b2fs::tree::{ReaderOptions, Tree, TreeOptions};
 use serde_json::Value;
 
 use crate::support::{self, Mount, fuse_and_python, oracle, oracle_says, tree_ino, tree_read};
@@ -392,7 +392,10 @@ fn store_ctable_a_mapped_scan_of_table_npy_steps_a_range_at_a_time() {
     for name in ["scan.b2d", "scan.b2z"] {
         let (src, want) = scan_table(&py, dir.path(), name);
         let options = TreeOptions {
-            prefetch_chunks: 4,
+            reader: ReaderOptions {
+                prefetch_chunks: 4,
+                ..ro().reader
+            },
             ..ro()
         };
         let t = Tree::from_source(&src, options).unwrap();

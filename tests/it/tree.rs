@@ -10,7 +10,8 @@ use std::time::{Duration, Instant};
 
 use b2fs::container::ContainerError;
 use b2fs::tree::{
-    ChunkStore, EntryKind, Layout, Owner, ROOT_INO, Tree, TreeError, TreeOptions, chunk_name,
+    ChunkStore, EntryKind, Layout, Owner, ROOT_INO, ReaderOptions, Tree, TreeError, TreeOptions,
+    chunk_name,
 };
 use serde_json::Value;
 
@@ -190,9 +191,12 @@ const MIXED: [&str; 2] = ["schunk_deadspace", "schunk_blosc1_chunk"];
 fn tree_parallel_block_split_decode_matches_reference() {
     // Every chunk, however small, decoded in 3 block-aligned parts on scoped threads.
     let split = TreeOptions {
-        decode_threads: 3,
-        parallel_decode_min: 0,
-        prefetch_chunks: 0,
+        reader: ReaderOptions {
+            decode_threads: 3,
+            parallel_decode_min: 0,
+            prefetch_chunks: 0,
+            ..opts().reader
+        },
         ..opts()
     };
     for (src, sc) in frame_fixtures() {

@@ -541,25 +541,16 @@ fn writeback_open_python_handle_sees_the_edit() {
     ));
     let dir = gen_fixtures(&py);
     let src = dir.path().join("cframe.b2frame");
-    let mut child = Command::new(&py)
-        .args([
-            "-c",
-            "import sys, blosc2\n\
-             s = blosc2.open(sys.argv[1])\n\
-             before = s.decompress_chunk(0)\n\
-             print('ready', flush=True)\n\
-             sys.stdin.readline()\n\
-             print(s.decompress_chunk(0) == bytes([9]) * 16000, before != bytes([9]) * 16000)",
-        ])
-        .arg(&src)
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut out = std::io::BufReader::new(child.stdout.take().unwrap());
-    let mut line = String::new();
-    std::io::BufRead::read_line(&mut out, &mut line).unwrap();
-    assert_eq!(line.trim(), "ready");
+    let child = crate::support::Waiting::start(
+        &py,
+        "import sys, blosc2\n\
+         s = blosc2.open(sys.argv[1])\n\
+         before = s.decompress_chunk(0)\n\
+         print('ready', flush=True)\n\
+         sys.stdin.readline()\n\
+         print(s.decompress_chunk(0) == bytes([9]) * 16000, before != bytes([9]) * 16000)",
+        &src,
+    );
     let m = Mount::daemon(&src, &[]);
     let mut f = std::fs::OpenOptions::new()
         .write(true)
@@ -568,11 +559,7 @@ fn writeback_open_python_handle_sees_the_edit() {
     f.write_all(&[9u8; 16000]).unwrap();
     f.sync_all().unwrap();
     drop(f);
-    child.stdin.take().unwrap().write_all(b"go\n").unwrap();
-    line.clear();
-    std::io::BufRead::read_line(&mut out, &mut line).unwrap();
-    assert!(child.wait().unwrap().success());
-    assert_eq!(line.trim(), "True True");
+    assert_eq!(child.go(), "True True");
     m.umount();
 }
 

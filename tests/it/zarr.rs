@@ -8,13 +8,16 @@
 //!
 //! Split by concern: `zarr/cases.rs` (every reference case and a ctable read back through the
 //! view, numpy through a mount), `zarr/stores.rs` (collections: lazy mount, consolidated
-//! metadata, a 2,000-member store), `zarr/writes.rs` (writes through the view and a mount,
-//! identical rewrites, SIGKILL during a chunk commit, another writer), `zarr/floats.rs` (NaN
-//! and infinite attributes as zarr-python writes them); the helpers that read and assemble
-//! the view stay here.
+//! metadata, a 2,000-member store), `zarr/writes.rs` (chunk data written through the view and
+//! a mount, SIGKILL during a chunk commit, another writer, `.partial` files),
+//! `zarr/metadata.rs` (writes of `zarr.json`: identical rewrites, truncation, attribute edits
+//! and the changes refused), `zarr/floats.rs` (NaN and infinite attributes as zarr-python
+//! writes them), `zarr/resize.rs` (resizes through `zarr.json`); the helpers that read and
+//! assemble the view stay here.
 
 mod cases;
 mod floats;
+mod metadata;
 mod resize;
 mod stores;
 mod writes;

@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 use super::*;
 use crate::codec::decode::decompress;
 use crate::container::{self, Container};
+use crate::reader::ReaderOptions;
 use crate::tree::{ROOT_INO, TreeOptions};
 
 // The buffers alone.
@@ -100,8 +101,11 @@ fn copy(name: &str) -> (tempfile::TempDir, PathBuf) {
 
 fn tree(path: &Path, writable: bool) -> Tree {
     let options = TreeOptions {
+        reader: ReaderOptions {
+            prefetch_chunks: 0,
+            ..ReaderOptions::default()
+        },
         writable,
-        prefetch_chunks: 0,
         ..TreeOptions::default()
     };
     Tree::from_source(path, options).unwrap()

@@ -46,11 +46,17 @@ fn npy_tree_fault_ahead_blocks_decode_once_and_pages_hold_the_file_bytes() {
     let (_dir, src, npy, whole) = wide(&py);
     // With prefetch threads: the blocks below a fault decode on them, beside the fault's.
     let with_prefetch = TreeOptions {
-        prefetch_chunks: 4,
+        reader: ReaderOptions {
+            prefetch_chunks: 4,
+            ..opts(false).reader
+        },
         ..opts(false)
     };
     let with_prefetch_rw = || TreeOptions {
-        prefetch_chunks: 4,
+        reader: ReaderOptions {
+            prefetch_chunks: 4,
+            ..opts(true).reader
+        },
         ..opts(true)
     };
     let t = Tree::from_source(&src, with_prefetch).unwrap();

@@ -256,16 +256,7 @@ fn store_b2d_new_carrier_is_seen_by_a_locking_python_blosc2_handle() {
         with blosc2.TreeStore(path, mode='r') as ts:\n\
         \x20   print(json.dumps({'seen': seen, 'final': dict(ts.get_subtree('/g').vlmeta), \
         'keys': sorted(ts.keys())}))\n";
-    let mut child = std::process::Command::new(&py)
-        .args(["-c", script, p.to_str().unwrap()])
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut out = std::io::BufReader::new(child.stdout.take().unwrap());
-    let mut line = String::new();
-    std::io::BufRead::read_line(&mut out, &mut line).unwrap();
-    assert_eq!(line.trim(), "ready");
+    let child = support::Waiting::start(&py, script, &p);
     assert!(!p.join("g").exists(), "the group has a directory already");
     let sidecar = p.join("embed.b2e.b2lock");
     // The generation counter, bytes 8..16 (python-blosc2 leaves the file empty until the
@@ -281,11 +272,7 @@ fn store_b2d_new_carrier_is_seen_by_a_locking_python_blosc2_handle() {
     drop(c);
     assert!(p.join("g/__vlmeta__.b2f").is_file());
     assert_eq!(counter(), before + 1, "the lock's counter did not move");
-    std::io::Write::write_all(child.stdin.as_mut().unwrap(), b"go\n").unwrap();
-    let mut rest = String::new();
-    std::io::Read::read_to_string(&mut out, &mut rest).unwrap();
-    assert!(child.wait().unwrap().success(), "{rest}");
-    let got: Value = serde_json::from_str(rest.trim()).unwrap();
+    let got: Value = serde_json::from_str(&child.go()).unwrap();
     assert_eq!(got["seen"], json!({"fs": 1}), "{got}");
     assert_eq!(got["final"], json!({"fs": 1, "py": 1}), "{got}");
     assert_eq!(got["keys"], json!(["/g", "/g/x", "/h", "/h/y"]), "{got}");

@@ -219,6 +219,41 @@ pub fn python_says(py: &Path, args: &[&str]) -> String {
         .to_string()
 }
 
+/// A python child that holds something open across a change the test makes: it runs
+/// `script` with `arg`, prints `ready` once it holds it (the start returns then), reads a
+/// line of its stdin ([`Waiting::go`]) and prints what it found.
+pub struct Waiting {
+    child: std::process::Child,
+    out: std::io::BufReader<std::process::ChildStdout>,
+}
+
+impl Waiting {
+    /// Starts the child and waits for its `ready`.
+    pub fn start(py: &Path, script: &str, arg: &Path) -> Waiting {
+        let mut child = Command::new(py)
+            .args(["-c", script])
+            .arg(arg)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut out = std::io::BufReader::new(child.stdout.take().unwrap());
+        let mut line = String::new();
+        std::io::BufRead::read_line(&mut out, &mut line).unwrap();
+        assert_eq!(line.trim(), "ready");
+        Waiting { child, out }
+    }
+
+    /// Lets the child go on; what it printed then (trimmed), once it exited successfully.
+    pub fn go(mut self) -> String {
+        std::io::Write::write_all(self.child.stdin.as_mut().unwrap(), b"go\n").unwrap();
+        let mut rest = String::new();
+        std::io::Read::read_to_string(&mut self.out, &mut rest).unwrap();
+        assert!(self.child.wait().unwrap().success(), "{rest}");
+        rest.trim().to_string()
+    }
+}
+
 /// [`fuse_available`] for [`or_skip!`]: `or_skip!(fuse(test));`.
 pub fn fuse(test: &str) -> Option<()> {
     fuse_available(test).then_some(())

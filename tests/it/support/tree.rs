@@ -3,7 +3,7 @@
 
 use std::path::Path;
 
-use b2fs::tree::{ROOT_INO, Tree, TreeError, TreeOptions};
+use b2fs::tree::{ROOT_INO, ReaderOptions, Tree, TreeError, TreeOptions};
 
 /// The inode of the slash-separated `path` (empty parts ignored) from the root of `t`.
 #[track_caller]
@@ -52,8 +52,11 @@ pub fn rw_tree(src: &Path) -> Tree {
 /// or not.
 pub fn no_prefetch(writable: bool) -> TreeOptions {
     TreeOptions {
+        reader: ReaderOptions {
+            prefetch_chunks: 0,
+            ..ReaderOptions::default()
+        },
         writable,
-        prefetch_chunks: 0,
         ..TreeOptions::default()
     }
 }

@@ -277,7 +277,10 @@ fn small_cache_tree(cache_in_chunks: f64) -> (Tree, Value, usize) {
     let n = sc["chunk_list"].as_array().unwrap().len();
     let size = sc["chunk_list"][0]["nbytes"].as_u64().unwrap() as f64;
     let o = TreeOptions {
-        cache_size: (size * cache_in_chunks) as usize,
+        reader: ReaderOptions {
+            cache_size: (size * cache_in_chunks) as usize,
+            ..opts().reader
+        },
         ..opts()
     };
     (Tree::from_source(&src, o).unwrap(), sc, n)
@@ -416,7 +419,10 @@ fn tree_tiny_cache_still_returns_reference_bytes() {
     let t = Tree::from_source(
         &src,
         TreeOptions {
-            cache_size: 1000,
+            reader: ReaderOptions {
+                cache_size: 1000,
+                ..opts().reader
+            },
             ..opts()
         },
     )

@@ -39,7 +39,7 @@ fn nan_and_infinite_attributes_through_zarr_json_are_floats_in_the_vlmeta() {
     );
     let before = std::fs::read(&src).unwrap();
     // zarr-python writes back what it read: nothing changes.
-    super::writes::rename_json_over(&t, "zarr/temps", shown.as_bytes()).unwrap();
+    super::metadata::rename_json_over(&t, "zarr/temps", shown.as_bytes()).unwrap();
     assert!(std::fs::read(&src).unwrap() == before, "the source changed");
     let edited = shown.replace(
         "\"missing\": NaN",
@@ -47,7 +47,7 @@ fn nan_and_infinite_attributes_through_zarr_json_are_floats_in_the_vlmeta() {
          \"some\": [1.5, NaN, \"NaN\"]",
     );
     assert_ne!(edited, shown);
-    super::writes::rename_json_over(&t, "zarr/temps", edited.as_bytes()).unwrap();
+    super::metadata::rename_json_over(&t, "zarr/temps", edited.as_bytes()).unwrap();
     let now = text("zarr/temps/zarr.json");
     assert!(now.contains("\"hot\": Infinity,"), "{now}");
     assert!(now.contains("\"cold\": -Infinity,"), "{now}");

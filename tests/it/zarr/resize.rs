@@ -6,7 +6,7 @@
 use b2fs::tree::Tree;
 use serde_json::{Value, json};
 
-use super::writes::rename_json_over;
+use super::metadata::rename_json_over;
 use super::{ino, json_at};
 use crate::support::no_prefetch as opts;
 use crate::support::{python, python_says, run_python};
