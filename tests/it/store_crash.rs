@@ -253,6 +253,25 @@ fn store_b2d_whole_file_rewrites_of_its_files_leave_no_key_behind_at_every_step(
         Container::Table(_) => panic!("{}: a table", p.display()),
     };
     let attrs = serde_json::json!({"units": "kg"});
+    // After a crash at `steps` of the attribute commit (`done`: it completed): python-blosc2's
+    // keys and the store's files as before, `/empty`'s attributes old or new.
+    let attributes_old_or_new = |p: &Path, steps: usize, done: bool| {
+        let now = keys(p);
+        assert_eq!(now["keys"], first["keys"], "step {steps}");
+        assert_eq!(
+            crate::support::files_under(p),
+            files,
+            "step {steps}: a file added to the store"
+        );
+        let v = &now["vlmeta"]["/empty"];
+        assert!(
+            *v == first["vlmeta"]["/empty"] || *v == attrs,
+            "step {steps}: {v}"
+        );
+        if done {
+            assert_eq!(*v, attrs, "a completed commit");
+        }
+    };
     every_commit_step("empty.b2f attributes", 3, |steps| {
         let tmp = tempfile::tempdir().unwrap();
         let p = tmp.path().join("empty.b2d");
@@ -265,21 +284,7 @@ fn store_b2d_whole_file_rewrites_of_its_files_leave_no_key_behind_at_every_step(
         };
         let done = commit_with_crash_after(&a, &edit, steps).unwrap();
         drop(a);
-        let now = keys(&p);
-        assert_eq!(now["keys"], first["keys"], "step {steps}");
-        assert_eq!(
-            crate::support::files_under(&p),
-            files,
-            "step {steps}: a file added to the store"
-        );
-        let v = &now["vlmeta"]["/empty"];
-        assert!(
-            *v == first["vlmeta"]["/empty"] || *v == attrs,
-            "step {steps}: {v}"
-        );
-        if done {
-            assert_eq!(*v, attrs, "a completed commit");
-        }
+        attributes_old_or_new(&p, steps, done);
         done
     });
     // The same commit through the tree (a mount of the file itself): `__attrs__` written,
@@ -295,21 +300,7 @@ fn store_b2d_whole_file_rewrites_of_its_files_leave_no_key_behind_at_every_step(
         t.simulate_crash_after(steps);
         let done = t.fsync(f, fh).is_ok();
         drop(t);
-        let now = keys(&p);
-        assert_eq!(now["keys"], first["keys"], "step {steps}");
-        assert_eq!(
-            crate::support::files_under(&p),
-            files,
-            "step {steps}: a file added to the store"
-        );
-        let v = &now["vlmeta"]["/empty"];
-        assert!(
-            *v == first["vlmeta"]["/empty"] || *v == attrs,
-            "step {steps}: {v}"
-        );
-        if done {
-            assert_eq!(*v, attrs, "a completed commit");
-        }
+        attributes_old_or_new(&p, steps, done);
         done
     });
     every_commit_step("x.b2nd compaction", 3, |steps| {
