@@ -339,6 +339,20 @@ pub fn chunk_cparams(array: &Array) -> Result<CParams, ContainerError> {
     }
 }
 
+/// Whether `attrs` can be stored as `array`'s attributes ([`Edit::attrs`]): what a commit of
+/// them would refuse (not an object; for a frame more than [`MAX_WRITE_VLMETALAYERS`], a
+/// name past 31 bytes, a value its encoding cannot hold), checked without writing anything.
+///
+/// # Errors
+/// [`ContainerError::Refused`] as [`commit`] would give it.
+pub fn check_attrs(array: &Array, attrs: &serde_json::Value) -> Result<(), ContainerError> {
+    match &array.inner {
+        Inner::Frame(_) => frame::check_vlmeta(array, attrs),
+        Inner::Bcolz(_) if attrs.is_object() => Ok(()),
+        Inner::Bcolz(_) => Err(refused(array.path(), "attrs: not a JSON object")),
+    }
+}
+
 /// Commits `edit` to the source on disk, crash-safely (commit orders of `docs/format/CONTAINERS.md`
 /// 6.2-6.4), fsyncing so that when it returns `Ok` the change is durable. The [`Array`] itself
 /// is **not** updated: reopen the source ([`super::open`]) afterwards.

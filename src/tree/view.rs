@@ -245,9 +245,21 @@ pub(crate) fn valid_name(name: &str) -> bool {
 /// nested containers on one line; a final newline.
 pub fn json_file(v: &Value) -> Vec<u8> {
     let mut out = String::new();
-    write_json(&mut out, v, 0, false);
+    write_json(&mut out, v, 0, Floats::Tagged);
     out.push('\n');
     out.into_bytes()
+}
+
+/// How [`write_json`] writes a `__float__` tag.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Floats {
+    /// As the object it is (`__attrs__`).
+    Tagged,
+    /// As a bare token (`zarr.json`).
+    Bare,
+    /// As a bare token inside this object, which is itself a map of attribute names (a
+    /// `zarr.json`'s `attributes`: a single attribute named `__float__` is no tag).
+    BareInside,
 }
 
 /// [`json_file`] as zarr-python writes its metadata (Python's `json.dumps` with `allow_nan`):
@@ -256,7 +268,7 @@ pub fn json_file(v: &Value) -> Vec<u8> {
 /// `-Infinity`. Not strict JSON: for the Zarr view's `zarr.json` documents only.
 pub fn json_file_bare_floats(v: &Value) -> Vec<u8> {
     let mut out = String::new();
-    write_json(&mut out, v, 0, true);
+    write_json(&mut out, v, 0, Floats::Bare);
     out.push('\n');
     out.into_bytes()
 }
@@ -275,12 +287,17 @@ fn bare_float(v: &Value) -> Option<&'static str> {
     }
 }
 
-fn write_json(out: &mut String, v: &Value, depth: usize, bare: bool) {
+fn write_json(out: &mut String, v: &Value, depth: usize, floats: Floats) {
     let pad = |out: &mut String, d: usize| out.extend(std::iter::repeat_n("  ", d));
-    if let Some(token) = bare.then(|| bare_float(v)).flatten() {
+    if let Some(token) = (floats == Floats::Bare).then(|| bare_float(v)).flatten() {
         out.push_str(token);
         return;
     }
+    let bare = if floats == Floats::Tagged {
+        Floats::Tagged
+    } else {
+        Floats::Bare
+    };
     match v {
         Value::Object(m) if !m.is_empty() => {
             out.push_str("{\n");
@@ -288,7 +305,11 @@ fn write_json(out: &mut String, v: &Value, depth: usize, bare: bool) {
                 pad(out, depth + 1);
                 out.push_str(&Value::String(k.clone()).to_string());
                 out.push_str(": ");
-                write_json(out, val, depth + 1, bare);
+                let inner = match bare {
+                    Floats::Bare if k == "attributes" => Floats::BareInside,
+                    other => other,
+                };
+                write_json(out, val, depth + 1, inner);
                 out.push_str(if i + 1 < m.len() { ",\n" } else { "\n" });
             }
             pad(out, depth);
@@ -483,5 +504,24 @@ mod tests {
         assert!(text.contains("\"shape\": [400, 3]"), "{text}");
         assert_eq!(serde_json::from_str::<Value>(&text).unwrap(), v);
         assert_eq!(json_file(&json!([])), b"[]\n");
+    }
+
+    #[test]
+    fn bare_floats_are_values_never_the_attribute_map_itself() {
+        let nan = json!({"__float__": "nan"});
+        let doc = json!({
+            "attributes": nan.clone(),
+            "consolidated_metadata": {"metadata": {"a": {"attributes": {"x": nan.clone()}}}},
+            "fill": {"__float__": "-inf"},
+        });
+        let text = String::from_utf8(json_file_bare_floats(&doc)).unwrap();
+        // A single attribute named `__float__` stays an attribute.
+        assert!(
+            text.contains("\"attributes\": {\n    \"__float__\": \"nan\""),
+            "{text}"
+        );
+        assert!(text.contains("\"x\": NaN"), "{text}");
+        assert!(text.contains("\"fill\": -Infinity"), "{text}");
+        assert!(!text.contains("\"attributes\": NaN"), "{text}");
     }
 }

@@ -237,7 +237,8 @@ fn directory_of_sources_is_a_collection() {
          blosc2.asarray(np.arange(9, dtype=np.int8), urlpath=r + '/plain.b2d/x.b2nd', mode='w')\n\
          open(r + '/notes.txt', 'w').write('hello')\n\
          b = open(r + '/a.b2nd', 'rb').read()\n\
-         open(r + '/broken.b2nd', 'wb').write(b[:60])\n",
+         open(r + '/broken.b2nd', 'wb').write(b[:60])\n\
+         open(r + '/.b2fs-7-0-a.b2nd.b2fs-tmp', 'wb').write(b)\n",
         root = root.to_str().unwrap()
     );
     support::run_python(&py, &["-c", &code]);
@@ -259,6 +260,10 @@ fn directory_of_sources_is_a_collection() {
     assert!(
         c.find("/notes.txt").is_none(),
         "non-source files are hidden"
+    );
+    assert!(
+        c.find("/.b2fs-7-0-a.b2nd.b2fs-tmp").is_none(),
+        "a commit's leftover temp file (a frame) is hidden"
     );
     let Some(Node::Store(s)) = c.find("/sub/store.b2z") else {
         panic!("nested store");

@@ -192,6 +192,9 @@ enum Kind {
 }
 
 fn classify(path: &Path, is_dir: bool) -> Kind {
+    if is_commit_temp(path) {
+        return Kind::Hidden;
+    }
     if is_dir {
         if path.join("embed.b2e").is_file() {
             return Kind::Store;
@@ -213,6 +216,17 @@ fn classify(path: &Path, is_dir: bool) -> Kind {
     } else {
         Kind::Hidden
     }
+}
+
+/// Whether `path` is a temp file of a b2fs commit (`.b2fs-PID-N-<name>.b2fs-tmp` or
+/// `.b2fs-member`: `src/container/write/io.rs`), which a crash leaves beside the outermost
+/// `.b2d` store it was for: a copy of a frame or zip, never a source of its own.
+fn is_commit_temp(path: &Path) -> bool {
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy())
+        .unwrap_or_default();
+    name.starts_with(".b2fs-") && (name.ends_with(".b2fs-tmp") || name.ends_with(".b2fs-member"))
 }
 
 fn group(

@@ -23,6 +23,8 @@ mod contiguous;
 mod layout;
 mod sparse;
 
+use serde_json::Value;
+
 use super::io::Io;
 use super::{Edit, changed};
 use crate::container::frame::Frame;
@@ -31,6 +33,13 @@ use crate::container::{Array, ContainerError, SourceKind};
 pub(super) use bytes::{index_chunk, trailer};
 
 /// Refuses when the source changed since `array` was opened (its view would be stale).
+/// Whether `attrs` can become `array`'s vlmetalayers (a JSON object, at most
+/// [`super::MAX_WRITE_VLMETALAYERS`], names within 31 bytes, values python-blosc2's encoding
+/// holds): what a commit of them would refuse, without writing anything.
+pub(super) fn check_vlmeta(array: &Array, attrs: &Value) -> Result<(), ContainerError> {
+    bytes::vlmeta_layers(array, Some(attrs)).map(|_| ())
+}
+
 pub(super) fn check_fresh(array: &Array) -> Result<(), ContainerError> {
     if array.changed_on_disk()? {
         return Err(changed(

@@ -36,9 +36,6 @@ use super::{ZNode, write::zarr_json_refused};
 /// attributes): its JSON is parsed whole.
 const MAX_NEW_ATTRS: usize = 16 << 20;
 
-/// The longest attribute name a vlmetalayer holds (C-Blosc2's limit, checked by the commit).
-const MAX_ATTR_NAME: usize = 31;
-
 /// The members of a `zarr.json` that a rewrite of its attributes may leave different.
 const NOT_COMPARED: &[&str] = &["attributes", "consolidated_metadata"];
 
@@ -109,7 +106,7 @@ impl Tree {
         }
         let empty = Value::Object(Map::new());
         let attrs = new.get("attributes").unwrap_or(&empty);
-        let Value::Object(names) = attrs else {
+        let Value::Object(_) = attrs else {
             return Err(refuse("\"attributes\" is not a JSON object".into()));
         };
         let same = same_json(attrs, shown.get("attributes").unwrap_or(&empty));
@@ -125,17 +122,11 @@ impl Tree {
             }
         };
         if resize {
-            // The attributes' own refusal (names past a vlmetalayer's 31 bytes) before the
-            // source is resized: the rename is then refused with nothing changed.
-            if carrier.is_some() && names.keys().any(|k| k.len() > MAX_ATTR_NAME) {
-                log::warn!(
-                    "{path}: an attribute name past {MAX_ATTR_NAME} bytes: refused (EINVAL)"
-                );
-                return Err(TreeError::Refused(format!(
-                    "{path}: attribute names hold at most {MAX_ATTR_NAME} bytes"
-                )));
-            }
-            self.zarr_resize(z, &path, &shown, &new)?;
+            // The new attributes are checked as their commit would check them before the
+            // source is resized: a refused rename changes nothing (the two commits can still
+            // part on an I/O error: the new shape then keeps the old attributes).
+            let checked = carrier.is_some().then_some(attrs);
+            self.zarr_resize(z, &path, &shown, &new, checked)?;
         }
         let Some(carrier) = carrier else {
             return Ok(());

@@ -120,18 +120,20 @@ static EMPTY: [u8; 0] = [];
 impl Tree {
     /// `new`, the rewritten `zarr.json` of Zarr node `z` (`path`), differs from the view's
     /// document `shown` in its shape: resizes the array's first dimension to it, in one
-    /// commit.
+    /// commit. `attrs`: the new attributes its caller commits next, checked first.
     ///
     /// # Errors
     /// [`TreeError::NotPermitted`] (EPERM) for the refusals of the module doc;
     /// [`TreeError::TooBig`] (EFBIG) past [`MAX_NEW_CHUNKS`] or the chunks the view can
-    /// number; commit errors (the source is then as it was).
+    /// number; [`TreeError::Refused`] (EINVAL) for attributes their commit would refuse;
+    /// commit errors (the source is then as it was).
     pub(super) fn zarr_resize(
         &self,
         z: ZNode,
         path: &str,
         shown: &Map<String, Value>,
         new: &Map<String, Value>,
+        attrs: Option<&Value>,
     ) -> Result<(), TreeError> {
         let refuse = |why: String| {
             log::warn!("{path}: {why}: refused (EPERM), nothing changed");
@@ -178,6 +180,13 @@ impl Tree {
             ));
         }
         let source = live.get();
+        if let Some(attrs) = attrs {
+            // Committed after the resize (`attrs.rs`): refused now, before anything changes.
+            crate::container::write::check_attrs(&source, attrs).map_err(|e| {
+                log::warn!("{path}: the new attributes: {e}: refused (EINVAL), nothing changed");
+                TreeError::Refused(format!("{path}: the new attributes: {e}"))
+            })?;
+        }
         let item = geom.dtype.itemsize as usize;
         let c0 = geom.chunks[0];
         let (rows, chunk_len, per_row): (Rows, Option<usize>, u64) = match source.nd_meta() {

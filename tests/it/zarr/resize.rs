@@ -378,7 +378,7 @@ fn a_plain_frame_grows_past_a_partial_last_chunk() {
 
 /// Hostile or oversized resizes are refused before anything is written (the source
 /// byte-identical): a first dimension past an int64, more new chunks than one resize adds
-/// (EFBIG); the column of a python-blosc2 CTable in a `.b2d` store (EPERM: its columns and
+/// (EFBIG); new attributes their commit would refuse (EINVAL); the column of a python-blosc2 CTable in a `.b2d` store (EPERM: its columns and
 /// row mask share one length).
 #[test]
 fn oversized_resizes_and_ctable_columns_are_refused() {
@@ -401,6 +401,16 @@ fn oversized_resizes_and_ctable_columns_are_refused() {
             "{len}: the source changed"
         );
     }
+    // A resize with attributes their commit would refuse (20 vlmetalayers, 16 at most):
+    // refused before the source is resized.
+    let mut many = doc.clone();
+    many["attributes"] = (0..20).map(|i| (format!("a{i}"), json!(i))).collect();
+    let err = rename_json_over(&t, "zarr/h", &with_len(&many, 1100)).unwrap_err();
+    assert_eq!(err.errno(), libc::EINVAL);
+    assert!(
+        std::fs::read(&src).unwrap() == before,
+        "attributes: the source changed"
+    );
     drop(t);
 
     let ct = dir.path().join("ct.b2d");
