@@ -218,7 +218,7 @@ fn classify(path: &Path, is_dir: bool) -> Kind {
     }
 }
 
-/// Whether `path` is a temp file of a b2fs commit (`.b2fs-PID-N-<name>.b2fs-tmp` or
+/// Whether `path` is a temp file of a b2fs commit (`.b2fs-PID-T-N-<name>.b2fs-tmp` or
 /// `.b2fs-member`: `src/container/write/io.rs`), which a crash leaves beside the outermost
 /// `.b2d` store it was for: a copy of a frame or zip, never a source of its own.
 fn is_commit_temp(path: &Path) -> bool {

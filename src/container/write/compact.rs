@@ -148,7 +148,7 @@ pub fn space(array: &Array) -> Result<Option<Space>, ContainerError> {
 
 /// Rewrites the contiguous frame `array` was opened from without dead space while a mount
 /// serves it (issue 21: the mount's own background compaction, `src/commit.rs`): the
-/// chunks are copied from `array` into a temp file of its own (`.b2fs-PID-N-<file>.b2fs-tmp`
+/// chunks are copied from `array` into a temp file of its own (`.b2fs-PID-T-N-<file>.b2fs-tmp`
 /// beside the file, or beside the `.b2d` store the file lies in: `io.rs`, `own_temp`) one
 /// by one (memory: one chunk), the file fsynced, checked again to be the version `array`
 /// shows, renamed over the source, and the directory fsynced. A crash leaves the old file

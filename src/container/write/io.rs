@@ -217,8 +217,8 @@ impl Io {
     }
 }
 
-/// The name of a temp file of this process's own (its id and a counter, never reused while
-/// it runs) for a whole-file rewrite of `target`: `.b2fs-PID-N-<target's name><suffix>`
+/// The name of a temp file of this process's own (its id, a token of its start time `T`, and
+/// a counter `N`, never reused while it runs) for a whole-file rewrite of `target`: `.b2fs-PID-T-N-<target's name><suffix>`
 /// (the name cut to 200 bytes), beside `target`, or, when `target` lies inside a `.b2d`
 /// store (a directory holding `embed.b2e`, at any depth above it), beside the outermost such
 /// store: python-blosc2 takes any file of a `.b2d` that reads as a frame for a key, whatever
@@ -229,8 +229,18 @@ impl Io {
 pub(super) fn own_temp(target: &Path, suffix: &str) -> std::path::PathBuf {
     use std::os::unix::ffi::{OsStrExt, OsStringExt};
     static TEMPS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    // The process's start, to the nanosecond: two processes of one PID (PID namespaces,
+    // other hosts of a shared file system, a PID reused after a crash left a file) do not
+    // take each other's names, which `create_new` would refuse.
+    static STARTED: std::sync::OnceLock<u32> = std::sync::OnceLock::new();
+    let token = *STARTED.get_or_init(|| {
+        let t = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default();
+        (t.as_nanos() as u32) ^ (t.as_secs() as u32).rotate_left(16)
+    });
     let n = TEMPS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let mut name = format!(".b2fs-{}-{n}-", std::process::id()).into_bytes();
+    let mut name = format!(".b2fs-{}-{token:08x}-{n}-", std::process::id()).into_bytes();
     let own = target.file_name().unwrap_or_default().as_bytes();
     name.extend_from_slice(&own[..own.len().min(200)]);
     name.extend_from_slice(suffix.as_bytes());
@@ -440,6 +450,12 @@ mod tests {
         let head = format!(".b2fs-{}-", std::process::id());
         assert!(
             name.starts_with(&head) && name.ends_with("-x.b2f.b2fs-tmp"),
+            "{name}"
+        );
+        // PID, the process's start token (8 hex digits), the counter.
+        let fields: Vec<&str> = name[1..].splitn(5, '-').collect();
+        assert!(
+            fields[2].len() == 8 && fields[2].chars().all(|c| c.is_ascii_hexdigit()),
             "{name}"
         );
         // Outside any store: beside the file; a long name is cut.

@@ -6,9 +6,9 @@
 //!
 //! The `.b2z` commit, in order (each durable step counted for crash tests, `io.rs`):
 //! 1. the member's bytes are copied out to a scratch frame of the commit's own
-//!    (`.b2fs-PID-N-<zip>.b2fs-member`, not a step) and the edit is committed to that
+//!    (`.b2fs-PID-T-N-<zip>.b2fs-member`, not a step) and the edit is committed to that
 //!    standalone frame with the ordinary frame commit;
-//! 2. a temp file of the commit's own (`.b2fs-PID-N-<zip>.b2fs-tmp`) is created where no file
+//! 2. a temp file of the commit's own (`.b2fs-PID-T-N-<zip>.b2fs-tmp`) is created where no file
 //!    is and written by the `zip` crate: every other entry byte-copied as stored
 //!    (`raw_copy_file`: local header, data and central entry with their CRC-32 and sizes), the
 //!    edited member written stored with a freshly computed CRC-32 and the commit's local time
@@ -170,7 +170,7 @@ fn unwrap(e: std::sync::Arc<ContainerError>) -> ContainerError {
     })
 }
 
-/// A scratch file of this commit's own for a member of `zip` (`.b2fs-PID-N-<zip>.b2fs-member`
+/// A scratch file of this commit's own for a member of `zip` (`.b2fs-PID-T-N-<zip>.b2fs-member`
 /// beside the zip, or beside the `.b2d` store it lies in: `io.rs`, `own_temp`); create it
 /// where no file is.
 pub(super) fn scratch_path(zip: &Path) -> std::path::PathBuf {

@@ -3,7 +3,7 @@
 //!
 //! Order: each new chunk in a fresh-id file, created where no file is (fsync;
 //! a file another writer made there first is a conflict, not overwritten), directory fsync, the new
-//! `chunks.b2frame` in a temp file of the commit's own (`.b2fs-PID-N-chunks.b2frame.b2fs-tmp`,
+//! `chunks.b2frame` in a temp file of the commit's own (`.b2fs-PID-T-N-chunks.b2frame.b2fs-tmp`,
 //! created where no file is; fsync) renamed over the old one, directory fsync, then
 //! leftover chunk files of an earlier crash are removed; the chunk files this commit no longer
 //! references are removed once no frame opened before it is open
