@@ -154,9 +154,15 @@ impl Tree {
             return Err(refuse("the new shape is not a list of lengths".into()));
         };
         if old.len() != want.len() || old.is_empty() || old[1..] != want[1..] {
+            // Named in full only when short (a hostile document may hold a million lengths).
+            let shape = |s: &[u64]| match s.len() {
+                0..=16 => format!("{s:?}"),
+                n => format!("of {n} dimensions"),
+            };
             return Err(refuse(format!(
-                "a shape {want:?} for {old:?}: only the first dimension can change through \
-                 the Zarr view"
+                "a shape {} for {}: only the first dimension can change through the Zarr view",
+                shape(&want),
+                shape(&old)
             )));
         }
         let (old_len, new_len) = (old[0], want[0]);
