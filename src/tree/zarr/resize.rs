@@ -197,35 +197,24 @@ impl Tree {
         let c0 = geom.chunks[0];
         let (rows, chunk_len, per_row): (Rows, Option<usize>, u64) = match source.nd_meta() {
             Some(nd) if nd.shape.len() == geom.shape.len() => {
-                let nb: Vec<u64> = nd
-                    .chunkshape
-                    .iter()
-                    .zip(&nd.blockshape)
-                    .map(|(&c, &b)| c.div_ceil(b.max(1)))
-                    .collect();
-                let row_items: u64 = nd.blockshape[1..].iter().product();
-                let block_items: u64 = nd.blockshape.iter().product();
-                let chunk_items: u64 = nb
-                    .iter()
-                    .zip(&nd.blockshape)
-                    .map(|(&n, &b)| n * b)
-                    .product();
-                let per_row: u64 = nd.shape[1..]
-                    .iter()
-                    .zip(&nd.chunkshape[1..])
-                    .map(|(&s, &c)| s.div_ceil(c.max(1)))
-                    .product();
+                // The b2nd chunk and block grid (`container::ndim::Grid`): padded chunks of
+                // blocks in C order.
+                let grid = source
+                    .grid()
+                    .ok_or_else(|| refuse("its b2nd grid is not valid".into()))?;
+                let blocks = grid.block_grid();
+                let nblocks: u64 = blocks.iter().product();
+                let block_items = grid.items_per_chunk() / nblocks.max(1);
+                let b0 = grid.ext_chunkshape()[0] / blocks[0].max(1);
                 let rows = Rows::Blocks {
-                    b0: nd.blockshape[0] as usize,
-                    per_block_row: nb[1..].iter().product::<u64>() as usize,
+                    b0: b0 as usize,
+                    per_block_row: blocks[1..].iter().product::<u64>() as usize,
                     block: (block_items as usize).saturating_mul(item),
-                    row: (row_items as usize).saturating_mul(item),
+                    row: ((block_items / b0.max(1)) as usize).saturating_mul(item),
                 };
-                (
-                    rows,
-                    Some((chunk_items as usize).saturating_mul(item)),
-                    per_row,
-                )
+                let chunk_len = (grid.items_per_chunk() as usize).saturating_mul(item);
+                let per_row = grid.chunk_grid()[1..].iter().product();
+                (rows, Some(chunk_len), per_row)
             }
             Some(_) => {
                 return Err(refuse(

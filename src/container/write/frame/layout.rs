@@ -207,7 +207,7 @@ pub(super) fn layout<'e>(
     }
     let resized = n != old_n;
     let shape0 = match (nd, edit.shape0) {
-        (Some(nd), Some(want)) => Some(explicit_shape0(path, nd, n, want)?),
+        (Some(_), Some(want)) => Some(explicit_shape0(array, n, want)?),
         (None, Some(_)) => {
             return Err(refused(
                 path,
@@ -232,47 +232,34 @@ pub(super) fn layout<'e>(
     })
 }
 
-/// `want`, the first dimension [`Edit::shape0`] asks of the b2nd/caterva array `nd` left with
-/// `n` chunks, when those chunks are whole rows of its chunk grid (the other dimensions
+/// `want`, the first dimension [`Edit::shape0`] asks of the b2nd/caterva array `array` left
+/// with `n` chunks, when those chunks are whole rows of its chunk grid (the other dimensions
 /// unchanged) and `want` lies in the last row of them.
-pub(super) fn explicit_shape0(
-    path: &std::path::Path,
-    nd: &crate::container::ndim::NdMeta,
-    n: usize,
-    want: u64,
-) -> Result<u64, ContainerError> {
-    let (Some(&cs0), Some(rest)) = (nd.chunkshape.first(), nd.shape.get(1..)) else {
-        return Err(refused(
-            path,
-            "setting the first dimension of a 0-dim array",
-        ));
-    };
-    let per_row = rest
-        .iter()
-        .zip(&nd.chunkshape[1..])
-        .try_fold(1u64, |a, (&s, &c)| a.checked_mul(s.div_ceil(c.max(1))));
+pub(super) fn explicit_shape0(array: &Array, n: usize, want: u64) -> Result<u64, ContainerError> {
+    let path = array.path();
     let n = n as u64;
     if n == 0 && want == 0 {
         // Every chunk removed (a sparse frame; a contiguous one refuses that itself).
         return Ok(0);
     }
+    let Some(grid) = array.grid().filter(|g| g.ndim() > 0) else {
+        return Err(refused(
+            path,
+            "setting the first dimension of an array without a valid b2nd grid",
+        ));
+    };
+    let cs0 = array.nd_meta().map_or(0, |nd| nd.chunkshape[0]);
+    let per_row: u64 = grid.chunk_grid()[1..].iter().product();
     let fits = cs0 > 0
-        && per_row.is_some_and(|r| {
-            r > 0 && n % r == 0 && {
-                let rows = n / r;
-                rows > 0
-                    && want > (rows - 1).saturating_mul(cs0)
-                    && want <= rows.saturating_mul(cs0)
-            }
-        });
+        && per_row > 0
+        && n > 0
+        && n % per_row == 0
+        && want > (n / per_row - 1).saturating_mul(cs0)
+        && want <= (n / per_row).saturating_mul(cs0);
     if !fits {
         return Err(refused(
             path,
-            format!(
-                "a first dimension of {want} with {n} chunks of shape {:?} (the array's shape \
-                 {:?})",
-                nd.chunkshape, nd.shape
-            ),
+            format!("a first dimension of {want} with {n} chunks of {per_row} per row of {cs0}"),
         ));
     }
     Ok(want)
