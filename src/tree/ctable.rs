@@ -45,7 +45,7 @@ use parking_lot::Mutex;
 
 use super::handle::Pinned;
 use super::layout::{FileKind, NodeKind};
-use super::{Tree, TreeError};
+use super::{Entry, Tree, TreeError};
 use crate::container::ChunkKind;
 use crate::container::npy::Dtype;
 use crate::container::npy::Npy;
@@ -200,6 +200,28 @@ impl Tree {
             .copied()
             .find(|&c| self.node(c).is_some_and(|n| n.name == name))
             .ok_or_else(|| format!("no {name}"))
+    }
+
+    /// Whether native directory `n` is part of a python-blosc2 CTable the tree shows with a
+    /// `table.npy`: its `_meta` or `_valid_rows` leaf, or a column leaf in its `_cols`.
+    pub(crate) fn in_ctable(&self, n: u64) -> bool {
+        let of = |group: u64| -> Option<(u64, u64, u64)> {
+            let ino = self.child_named(group, "table.npy").ok()?;
+            match self.entry(ino).ok()? {
+                Entry::File(FileKind::CTableNpy(f)) => Some((f.meta, f.valid, f.cols)),
+                _ => None,
+            }
+        };
+        let Some(parent) = self.node(n).map(|x| x.parent) else {
+            return false;
+        };
+        if of(parent).is_some_and(|(meta, valid, _)| n == meta || n == valid) {
+            return true;
+        }
+        let grand = self.node(parent).map(|x| x.parent);
+        grand
+            .and_then(of)
+            .is_some_and(|(_, _, cols)| cols == parent)
     }
 
     /// The array shown by leaf directory `leaf` and its `array.npy` view.

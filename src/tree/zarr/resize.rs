@@ -30,7 +30,7 @@ use super::super::{Tree, TreeError};
 use super::{DirKind, ZNode};
 use crate::commit::{ChunkBytes, ChunkEdit, Zeros};
 use crate::container::ContainerError;
-use crate::reader::{ArrayId, ChunkId, ChunkReader};
+use crate::reader::{ChunkId, ChunkReader};
 
 /// The most chunks one resize adds: each is encoded and written in the commit (a bcolz
 /// chunk is a file of its own), which holds the mount's committer meanwhile.
@@ -143,9 +143,9 @@ impl Tree {
             log::warn!("{path}: {why}: refused (EFBIG), nothing changed");
             TreeError::TooBig(format!("{path}: {why}"))
         };
-        let array = match z {
+        let (n, array) = match z {
             ZNode::Json(n) => match self.zarr_dir_kind(n)? {
-                DirKind::Array(a) => a,
+                DirKind::Array(a) => (n, a),
                 DirKind::Group => return Err(refuse("a group has no shape".into())),
             },
             _ => return Err(refuse("the root group has no shape".into())),
@@ -169,7 +169,7 @@ impl Tree {
         if new_len > i64::MAX as u64 {
             return Err(too_big(format!("a first dimension of {new_len}")));
         }
-        self.resizable(array).map_err(refuse)?;
+        self.resizable(n).map_err(refuse)?;
         let geom = self.zarr_geom(array, None).map_err(&refuse)?;
         if geom.shard.is_some() {
             return Err(refuse(
@@ -313,9 +313,10 @@ impl Tree {
         Ok(())
     }
 
-    /// Why `array` cannot be resized through the view, whatever its shape: a column of a
-    /// table (a mounted bcolz ctable, a python-blosc2 CTable in a store).
-    fn resizable(&self, array: ArrayId) -> Result<(), String> {
+    /// Why the array of native directory `n` cannot be resized through the view, whatever
+    /// its shape: a column of a table (a mounted bcolz ctable, a python-blosc2 CTable in a
+    /// store, as the tree recognised it for its `table.npy`).
+    fn resizable(&self, n: u64) -> Result<(), String> {
         if self.mounted.table().is_some() {
             return Err(
                 "a bcolz ctable's columns share one length, which Zarr writers resize one \
@@ -324,19 +325,12 @@ impl Tree {
                     .into(),
             );
         }
-        let key = self
-            .live(array)
-            .and_then(|l| l.leaf_key().map(str::to_owned));
-        if let Some(key) = key {
-            let mut parts = key.trim_end_matches('/').rsplit('/');
-            let name = parts.next().unwrap_or("");
-            let parent = parts.next().unwrap_or("");
-            if parent == "_cols" || name == "_valid_rows" || name == "_meta" {
-                return Err(format!(
-                    "{key} belongs to a python-blosc2 CTable, whose columns and row mask share \
-                     one length: resize the table with python-blosc2"
-                ));
-            }
+        if self.in_ctable(n) {
+            return Err(
+                "it belongs to a python-blosc2 CTable, whose columns and row mask share one \
+                 length: resize the table with python-blosc2"
+                    .into(),
+            );
         }
         Ok(())
     }
