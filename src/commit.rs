@@ -160,6 +160,8 @@ pub enum Edit<'a> {
         chunks: &'a [ChunkEdit<'a>],
         /// The new first dimension.
         len: u64,
+        /// New attributes (a JSON object) committed with the resize, in the same commit.
+        attrs: Option<serde_json::Value>,
     },
     /// The attributes (a JSON object).
     Attrs(serde_json::Value),
@@ -349,8 +351,9 @@ impl Committer {
                 let Some(mut e) = self.container_edit(&array, chunks)? else {
                     return Ok(Committed::Nothing);
                 };
-                if let Edit::Resize { len, .. } = edit {
+                if let Edit::Resize { len, attrs, .. } = edit {
                     e.shape0 = array.nd_meta().is_some().then_some(len);
+                    e.attrs = attrs;
                 }
                 e
             }
@@ -375,8 +378,15 @@ impl Committer {
         match target {
             Target::Array(live) => self.commit_array(live, &container_edit, edited),
             // A column's attributes are its own carray's.
-            Target::Column { live, .. } if container_edit.attrs.is_some() => {
+            Target::Column { live, .. } if container_edit.attrs_only() => {
                 self.commit_array(live, &container_edit, edited)
+            }
+            Target::Column { live, .. } if container_edit.attrs.is_some() => {
+                Err(ContainerError::Refused {
+                    path: live.path().to_path_buf(),
+                    why: "a ctable column's attributes are committed on their own, not with                           its chunks"
+                        .into(),
+                })
             }
             Target::Column { table, live } => {
                 if live.get().changed_on_disk()? {
@@ -403,7 +413,7 @@ impl Committer {
                 live,
             } => {
                 let leaf = leaf_of(collection, key)?;
-                match container_edit.attrs.is_some() {
+                match container_edit.attrs_only() {
                     true => write::commit_member(collection, leaf, &container_edit)?,
                     false => {
                         live.committing(|_| {

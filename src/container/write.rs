@@ -110,6 +110,15 @@ impl Edit {
             && self.shape0.is_none()
             && self.attrs.is_none()
     }
+
+    /// Whether the edit changes the attributes and nothing else.
+    pub fn attrs_only(&self) -> bool {
+        self.attrs.is_some()
+            && self.updates.is_empty()
+            && self.appends.is_empty()
+            && self.truncate.is_none()
+            && self.shape0.is_none()
+    }
 }
 
 /// Most vlmetalayers a commit writes (C-Blosc2's writer limit; a frame with more gets

@@ -357,13 +357,14 @@ impl Tree {
     }
 
     /// [`Tree::commit_chunk_bufs`] of chunk edits `edits`; with `resize`, the commit is a
-    /// resize of a 1-D source to that many items ([`Edit::Resize`]).
+    /// resize of the source's first dimension to that many items ([`Edit::Resize`]), with
+    /// the attributes it holds (a JSON object) in the same commit.
     pub(crate) fn commit_chunk_edits(
         &self,
         ino: u64,
         array: ArrayId,
         edits: &[ChunkEdit<'_>],
-        resize: Option<u64>,
+        resize: Option<(u64, Option<serde_json::Value>)>,
         committer: &mut Committer,
     ) -> Result<(), TreeError> {
         let live = self.writable_array(array)?;
@@ -387,7 +388,11 @@ impl Tree {
             _ => Target::Array(live),
         };
         let edit = match resize {
-            Some(len) => Edit::Resize { chunks: edits, len },
+            Some((len, attrs)) => Edit::Resize {
+                chunks: edits,
+                len,
+                attrs,
+            },
             None => Edit::Chunks(edits),
         };
         let res = committer.commit(target, edit);

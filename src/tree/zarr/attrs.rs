@@ -13,6 +13,8 @@
 //!   writes back the copy it read, and `consolidate_metadata` a fresh one) and an empty
 //!   `storage_transformers` (zarr-python writes the default the view leaves out). Anything
 //!   else is EPERM, logged with the members that differ, and nothing changes.
+//! - **A new first dimension** in `shape` resizes the array (`resize.rs`), the new
+//!   attributes in the resize's own commit.
 //! - **The new attributes replace the old ones whole**, as a rename over `__attrs__` does;
 //!   they must be a JSON object (EPERM otherwise). Attributes equal to the old ones change
 //!   nothing (a rewrite of metadata a writer did not change, `consolidate_metadata`).
@@ -87,7 +89,7 @@ impl Tree {
             return Err(refuse("the new content is not a JSON object".into()));
         };
         let mut differ = differing_members(&shown, &new);
-        // A resize (`resize.rs`) comes first, once the attributes are known to be good.
+        // A resize (`resize.rs`) carries the new attributes in its own commit.
         let resize = differ == ["\"shape\""];
         if resize {
             differ.clear();
@@ -122,11 +124,8 @@ impl Tree {
             }
         };
         if resize {
-            // The new attributes are checked as their commit would check them before the
-            // source is resized: a refused rename changes nothing (the two commits can still
-            // part on an I/O error: the new shape then keeps the old attributes).
-            let checked = carrier.is_some().then_some(attrs);
-            self.zarr_resize(z, &path, &shown, &new, checked)?;
+            // The new attributes, if any, go in the resize's own commit.
+            return self.zarr_resize(z, &path, &shown, &new, carrier.map(|c| (c, attrs)));
         }
         let Some(carrier) = carrier else {
             return Ok(());

@@ -26,7 +26,8 @@ use std::borrow::Cow;
 
 use serde_json::{Map, Value};
 
-use super::super::{Tree, TreeError};
+use super::super::layout::FileKind;
+use super::super::{Entry, Tree, TreeError, view};
 use super::{DirKind, ZNode};
 use crate::commit::{ChunkBytes, ChunkEdit, Zeros};
 use crate::container::ContainerError;
@@ -120,7 +121,8 @@ static EMPTY: [u8; 0] = [];
 impl Tree {
     /// `new`, the rewritten `zarr.json` of Zarr node `z` (`path`), differs from the view's
     /// document `shown` in its shape: resizes the array's first dimension to it, in one
-    /// commit. `attrs`: the new attributes its caller commits next, checked first.
+    /// commit. `attrs`: new attributes and the `__attrs__` file (inode) that holds them,
+    /// committed in the same commit (a crash leaves the old shape and attributes or the new).
     ///
     /// # Errors
     /// [`TreeError::NotPermitted`] (EPERM) for the refusals of the module doc;
@@ -133,7 +135,7 @@ impl Tree {
         path: &str,
         shown: &Map<String, Value>,
         new: &Map<String, Value>,
-        attrs: Option<&Value>,
+        attrs: Option<(u64, &Value)>,
     ) -> Result<(), TreeError> {
         let refuse = |why: String| {
             log::warn!("{path}: {why}: refused (EPERM), nothing changed");
@@ -186,12 +188,17 @@ impl Tree {
             ));
         }
         let source = live.get();
-        if let Some(attrs) = attrs {
-            // Committed after the resize (`attrs.rs`): refused now, before anything changes.
+        if let Some((carrier, attrs)) = attrs {
+            // Refused now, before anything is encoded, with the words of an attributes edit.
             crate::container::write::check_attrs(&source, attrs).map_err(|e| {
                 log::warn!("{path}: the new attributes: {e}: refused (EINVAL), nothing changed");
                 TreeError::Refused(format!("{path}: the new attributes: {e}"))
             })?;
+            if self.edits.lock().attrs.get(&carrier).is_some_and(|a| a.dirty) {
+                return Err(refuse(
+                    "its __attrs__ has uncommitted writes (close or fsync them first)".into(),
+                ));
+            }
         }
         let item = geom.dtype.itemsize as usize;
         let c0 = geom.chunks[0];
@@ -299,8 +306,16 @@ impl Tree {
             append: false,
         }));
         let ino = self.inodes.chunk_ino(ChunkId::new(array, 0));
-        self.commit_chunk_edits(ino, array, &edits, Some(new_len), &mut committer)?;
+        let new_attrs = attrs.map(|(_, a)| a.clone());
+        self.commit_chunk_edits(ino, array, &edits, Some((new_len, new_attrs)), &mut committer)?;
         drop(committer);
+        if let Some((carrier, attrs)) = attrs {
+            // The file shows what was written, as after a write of it.
+            if let Ok(Entry::File(FileKind::Attrs(_, stored))) = self.entry(carrier) {
+                stored.set(view::json_file(attrs));
+            }
+            self.zarr_changed();
+        }
         {
             // A write buffered meanwhile (its base decoded before the resize) would put
             // the old items back: its commit fails as after another writer's change.
@@ -309,7 +324,10 @@ impl Tree {
                 pending.mark_stale();
             }
         }
-        log::info!("{path}: first dimension resized from {old_len} to {new_len}");
+        log::info!(
+            "{path}: first dimension resized from {old_len} to {new_len}{}",
+            if attrs.is_some() { ", with its new attributes" } else { "" }
+        );
         Ok(())
     }
 

@@ -118,7 +118,7 @@ fn zarr_json_shape_changes_resize_a_1d_b2nd_as_python_blosc2_reads_it() {
 }
 
 /// A bcolz carray (whose last chunk holds just its rows) resizes through the view: bcolz
-/// reads the new lengths and values. A bcolz ctable's column does not (EPERM, the table
+/// reads the new lengths and values, and the attributes renamed in with a new length. A bcolz ctable's column does not (EPERM, the table
 /// byte-identical): its columns share one length, which xarray's `append_dim` would grow
 /// once per column.
 #[test]
@@ -155,10 +155,25 @@ fn zarr_json_shape_changes_resize_bcolz_carrays_but_not_ctable_columns() {
     write_items(&t, arr, 100, 419, &[5.0]);
     want[419] = 5.0;
     assert_eq!(read(&src), want);
-    let doc = json_at(&t, &format!("{arr}/zarr.json"));
+    // A shrink with new attributes: both land (bcolz reads them from its `__attrs__`).
+    let mut doc = json_at(&t, &format!("{arr}/zarr.json"));
+    doc["attributes"] = json!({"units": "m"});
     rename_json_over(&t, arr, &with_len(&doc, 130)).unwrap();
     let want: Vec<f64> = (0..130).map(|i| i as f64).collect();
     assert_eq!(read(&src), want);
+    let attrs = python_says(
+        &py,
+        &[
+            "-c",
+            "import sys, bcolz; print(dict(bcolz.open(sys.argv[1]).attrs))",
+            src.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(attrs, "{'units': 'm'}");
+    assert_eq!(
+        json_at(&t, &format!("{arr}/zarr.json"))["attributes"],
+        json!({"units": "m"})
+    );
     drop(t);
 
     let tsrc = dir.path().join("t.bcolz");
@@ -251,9 +266,74 @@ fn a_crash_at_every_step_of_a_resize_leaves_the_old_or_the_new_array() {
     }
 }
 
+/// A resize whose new `zarr.json` also changes the attributes (xarray appends with updated
+/// attributes) is one commit: a daemon that dies at any durable step leaves the old length
+/// with the old attributes or the new length with the new ones, as python-blosc2 reads them.
+#[test]
+fn a_crash_at_every_step_of_a_resize_with_new_attributes_leaves_both_old_or_both_new() {
+    let py = or_skip!(python(
+        "a_crash_at_every_step_of_a_resize_with_new_attributes_leaves_both_old_or_both_new"
+    ));
+    let dir = tempfile::tempdir().unwrap();
+    let pristine = dir.path().join("pristine.b2nd");
+    let make = "import sys, numpy as np, blosc2\n\
+        a = blosc2.asarray(np.arange(1000, dtype=np.float64), chunks=(256,), blocks=(64,), \
+        urlpath=sys.argv[1], mode='w')\n\
+        a.vlmeta['units'] = 'K'\n";
+    run_python(&py, &["-c", make, pristine.to_str().unwrap()]);
+    let src = dir.path().join("s.b2nd");
+    let state = || -> String {
+        python_says(
+            &py,
+            &[
+                "-c",
+                "import sys, blosc2; a = blosc2.open(sys.argv[1]); \
+                 print(a.shape[0], a.vlmeta.getall().get('units'))",
+                src.to_str().unwrap(),
+            ],
+        )
+    };
+    let mut crashed_at_some_step = false;
+    for steps in 0.. {
+        std::fs::copy(&pristine, &src).unwrap();
+        let t = Tree::from_source(&src, opts(true)).unwrap();
+        let mut doc = json_at(&t, "zarr/s/zarr.json");
+        assert_eq!(doc["attributes"], json!({"units": "K"}));
+        doc["shape"] = json!([1300]);
+        doc["attributes"] = json!({"units": "degC"});
+        t.simulate_crash_after(steps);
+        let res = rename_json_over(&t, "zarr/s", &serde_json::to_vec(&doc).unwrap());
+        if res.is_ok() {
+            // What the mount shows after the commit: the new attributes, the new shape.
+            let shown = json_at(&t, "zarr/s/zarr.json");
+            assert_eq!(shown["attributes"], json!({"units": "degC"}));
+            assert_eq!(shown["shape"], json!([1300]));
+            assert_eq!(json_at(&t, "__attrs__"), json!({"units": "degC"}));
+        }
+        drop(t);
+        let now = state();
+        match res {
+            Ok(()) => {
+                assert_eq!(now, "1300 degC", "committed");
+                break;
+            }
+            Err(_) => {
+                crashed_at_some_step = true;
+                assert!(
+                    now == "1000 K" || now == "1300 degC",
+                    "crash after {steps} steps: {now}"
+                );
+            }
+        }
+        assert!(steps < 64, "the resize never completed");
+    }
+    assert!(crashed_at_some_step, "no step was cut short");
+}
+
 /// A 1-D leaf of a python-blosc2 `.b2z` TreeStore resizes through the view (the store
-/// rebuilt around the resized member): python-blosc2 reads the new length, the old values
-/// kept and zeros after them.
+/// rebuilt around the resized member), with new attributes in the same rename:
+/// python-blosc2 reads the new length, the old values kept and zeros after them, and the
+/// attributes.
 #[test]
 fn a_store_leaf_resizes_through_the_view() {
     let py = or_skip!(python("a_store_leaf_resizes_through_the_view"));
@@ -265,20 +345,22 @@ fn a_store_leaf_resizes_through_the_view() {
         s.close()\n";
     run_python(&py, &["-c", make, src.to_str().unwrap()]);
     let t = Tree::from_source(&src, opts(true)).unwrap();
-    let doc = json_at(&t, "zarr/x/v/zarr.json");
+    let mut doc = json_at(&t, "zarr/x/v/zarr.json");
     assert_eq!(doc["shape"], json!([100]));
+    doc["attributes"] = json!({"step": 2});
     rename_json_over(&t, "zarr/x/v", &with_len(&doc, 150)).unwrap();
     drop(t);
     let out = python_says(
         &py,
         &[
             "-c",
-            "import sys, numpy as np, blosc2; v = blosc2.TreeStore(sys.argv[1], mode='r')['/x/v'][:]; \
-             print(v.shape[0], bool((v[:100] == np.arange(100)).all() and (v[100:] == 0).all()))",
+            "import sys, numpy as np, blosc2; a = blosc2.TreeStore(sys.argv[1], mode='r')['/x/v']; \
+             v = a[:]; print(v.shape[0], bool((v[:100] == np.arange(100)).all() and \
+             (v[100:] == 0).all()), a.vlmeta.getall())",
             src.to_str().unwrap(),
         ],
     );
-    assert_eq!(out, "150 True");
+    assert_eq!(out, "150 True {'step': 2}");
 }
 
 /// An N-dim b2nd (`time`, `y`, `x`; chunks that blocks do not divide) grows along its first
