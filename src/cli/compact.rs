@@ -6,6 +6,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use super::{Error, check_source};
+use crate::container::ContainerError;
 
 /// Sources with at least this many chunks get a progress bar.
 const PROGRESS_MIN_CHUNKS: usize = 64;
@@ -14,8 +15,8 @@ const PROGRESS_MIN_CHUNKS: usize = 64;
 ///
 /// # Errors
 /// [`Error::SourcePath`] when `source` is missing; [`Error::Busy`] when a b2fs mount serves
-/// it; [`Error::Source`] when it cannot be compacted (not a writable contiguous frame, I/O
-/// errors).
+/// it; [`Error::Source`] when it cannot be compacted (not a writable contiguous frame);
+/// [`Error::Other`] for I/O errors (the source is then as it was).
 pub fn compact(source: &Path) -> Result<(), Error> {
     check_source(source)?;
     let before = std::fs::metadata(source).map(|m| m.len()).unwrap_or(0);
@@ -46,7 +47,15 @@ pub fn compact(source: &Path) -> Result<(), Error> {
     if shown {
         eprintln!();
     }
-    res.map_err(|e| Error::from_container("compact", source, e))?;
+    res.map_err(|e| match e {
+        // Writing (or reading back) the rewrite failed (a full disk, a file size limit): an
+        // I/O error, "other failure", not a source that cannot be compacted.
+        ContainerError::Io { .. } => Error::Other {
+            what: format!("compact {}: {e}", source.display()),
+            source: None,
+        },
+        e => Error::from_container("compact", source, e),
+    })?;
     let after = std::fs::metadata(source).map(|m| m.len()).unwrap_or(0);
     eprintln!("compacted {}: {before} -> {after} bytes", source.display());
     Ok(())

@@ -286,3 +286,44 @@ fn cli_info_into_a_closed_pipe_ends_quietly() {
         out.status
     );
 }
+
+/// `b2fs compact` exits 1 ("other failure (I/O error ...)", as `--help` says) when writing its
+/// rewrite fails, here past a file size limit (RLIMIT_FSIZE, SIGXFSZ ignored so the write
+/// returns EFBIG), and leaves the source byte-identical; 3 is for a source that is not a
+/// contiguous frame.
+#[test]
+fn compact_exits_1_on_an_io_error_and_3_for_what_is_not_a_frame() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("s.b2frame");
+    std::fs::copy(data_dir().join("frames/schunk_zstd.b2frame"), &src).unwrap();
+    let before = std::fs::read(&src).unwrap();
+    assert!(before.len() > 8192, "the fixture must pass the limit");
+    let o = Command::new("bash")
+        .args(["-c", "trap '' XFSZ; ulimit -f 8; exec \"$0\" compact \"$1\""])
+        .arg(env!("CARGO_BIN_EXE_b2fs"))
+        .arg(&src)
+        .output()
+        .unwrap();
+    assert_fails(&o, 1, "File too large");
+    assert!(std::fs::read(&src).unwrap() == before, "the source changed");
+    let leftovers: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .filter(|n| n != "s.b2frame")
+        .collect();
+    assert!(leftovers.is_empty(), "left behind: {leftovers:?}");
+    let carray = dir.path().join("c.bcolz");
+    let fixture = std::fs::read_dir(data_dir().join("bcolz"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.is_dir())
+        .unwrap();
+    let copied = Command::new("cp")
+        .arg("-r")
+        .arg(&fixture)
+        .arg(&carray)
+        .status()
+        .unwrap();
+    assert!(copied.success());
+    assert_fails(&b2fs(&["compact", carray.to_str().unwrap()]), 3, "not a contiguous frame");
+}
