@@ -52,6 +52,7 @@ mod chunks;
 pub mod error;
 pub mod files;
 pub mod frame;
+pub mod leftover;
 mod mapped;
 mod msgpack;
 pub mod ndim;

@@ -144,17 +144,25 @@ pub(super) fn verify(source: &Path, as_json: bool, options: &[String]) -> Result
             ("damaged".to_owned(), r)
         }
     };
+    // Temp files of interrupted commits: not damage (nothing reads them), but disk space.
+    let (leftovers, cut) = match super::remote::as_url(source) {
+        Some(_) => (Vec::new(), false),
+        None => container::leftover::leftovers(source),
+    };
     if as_json {
         let mut doc = serde_json::Map::new();
         doc.insert("source".into(), json!(source.display().to_string()));
         doc.insert("kind".into(), json!(kind));
         doc.extend(report.to_json());
+        let listed: Vec<String> = leftovers.iter().map(|p| p.display().to_string()).collect();
+        doc.insert("leftovers".into(), json!(listed));
         println!(
             "{}",
             serde_json::to_string_pretty(&Value::Object(doc)).unwrap_or_default()
         );
     } else {
         print_text(source, &kind, &report);
+        print_leftovers(&leftovers, cut);
     }
     if report.sound() {
         Ok(())
@@ -182,6 +190,35 @@ pub(super) fn problem(d: Damaged) -> check::Problem {
     check::Problem {
         array: None,
         reason: d.reason,
+    }
+}
+
+/// Leftover temp files the text report names (`--json` lists them all).
+const LEFTOVERS_SHOWN: usize = 20;
+
+/// The text report's lines on temp files of interrupted commits (`leftovers`; `cut`: the
+/// search stopped early).
+fn print_leftovers(leftovers: &[std::path::PathBuf], cut: bool) {
+    for p in leftovers.iter().take(LEFTOVERS_SHOWN) {
+        println!("leftover: {}", p.display());
+    }
+    if leftovers.len() > LEFTOVERS_SHOWN {
+        println!(
+            "leftover: ... and {} more",
+            leftovers.len() - LEFTOVERS_SHOWN
+        );
+    }
+    if !leftovers.is_empty() {
+        println!(
+            "          (temp files of interrupted b2fs commits: not part of the source, safe to \
+             remove while no b2fs mount or compact writes it)"
+        );
+    }
+    if cut {
+        println!(
+            "leftover: the search for them stopped after {} directory entries",
+            container::leftover::MAX_WALKED
+        );
     }
 }
 

@@ -299,7 +299,10 @@ fn compact_exits_1_on_an_io_error_and_3_for_what_is_not_a_frame() {
     let before = std::fs::read(&src).unwrap();
     assert!(before.len() > 8192, "the fixture must pass the limit");
     let o = Command::new("bash")
-        .args(["-c", "trap '' XFSZ; ulimit -f 8; exec \"$0\" compact \"$1\""])
+        .args([
+            "-c",
+            "trap '' XFSZ; ulimit -f 8; exec \"$0\" compact \"$1\"",
+        ])
         .arg(env!("CARGO_BIN_EXE_b2fs"))
         .arg(&src)
         .output()
@@ -325,5 +328,9 @@ fn compact_exits_1_on_an_io_error_and_3_for_what_is_not_a_frame() {
         .status()
         .unwrap();
     assert!(copied.success());
-    assert_fails(&b2fs(&["compact", carray.to_str().unwrap()]), 3, "not a contiguous frame");
+    assert_fails(
+        &b2fs(&["compact", carray.to_str().unwrap()]),
+        3,
+        "not a contiguous frame",
+    );
 }

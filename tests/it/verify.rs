@@ -469,3 +469,72 @@ fn verify_and_salvage_remote_frame() {
 mod bcolz;
 mod hostile;
 mod lenient;
+
+/// A daemon killed in the middle of a `.b2z` commit leaves the new zip's temp file beside the
+/// store: `b2fs verify` lists it (`leftovers`, and a `leftover:` line), and the store, which
+/// the crash left as it was, is still sound (exit 0).
+#[test]
+fn verify_lists_the_temp_files_an_interrupted_commit_left() {
+    let py = or_skip!(python(
+        "verify_lists_the_temp_files_an_interrupted_commit_left"
+    ));
+    let dir = tempfile::tempdir().unwrap();
+    let pristine = dir.path().join("pristine.b2z");
+    let make = "import sys, numpy as np, blosc2\n\
+        s = blosc2.TreeStore(sys.argv[1], mode='w')\n\
+        s['/x'] = blosc2.asarray(np.arange(1000, dtype=np.int32), chunks=(256,))\n\
+        s.close()\n";
+    run_python(&py, &["-c", make, pristine.to_str().unwrap()]);
+    let work = dir.path().join("w");
+    let mut seen = false;
+    for steps in 0..16 {
+        let _ = std::fs::remove_dir_all(&work);
+        std::fs::create_dir(&work).unwrap();
+        let src = work.join("st.b2z");
+        std::fs::copy(&pristine, &src).unwrap();
+        let store = b2fs::container::store::open_store(&src).unwrap();
+        let Some(b2fs::container::store::Node::Leaf(leaf)) = store.find("/x") else {
+            panic!("no leaf /x");
+        };
+        let edit = b2fs::container::write::Edit {
+            attrs: Some(serde_json::json!({"units": "kg"})),
+            ..Default::default()
+        };
+        let done =
+            b2fs::container::write::commit_member_with_crash_after(&store, leaf, &edit, steps)
+                .unwrap();
+        drop(store);
+        let mut left: Vec<String> = std::fs::read_dir(&work)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| {
+                p.file_name()
+                    .unwrap()
+                    .to_string_lossy()
+                    .starts_with(".b2fs-")
+            })
+            .map(|p| p.display().to_string())
+            .collect();
+        left.sort();
+        let (code, report) = verify_json(&src);
+        assert_eq!(code, 0, "step {steps}: {report}");
+        let listed: Vec<String> = report["leftovers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_str().unwrap().to_owned())
+            .collect();
+        assert_eq!(listed, left, "step {steps}");
+        if !left.is_empty() {
+            seen = true;
+            let text = b2fs().arg("verify").arg(&src).output().unwrap();
+            let out = String::from_utf8_lossy(&text.stdout);
+            assert!(text.status.success(), "{out}");
+            assert!(out.contains(&format!("leftover: {}", left[0])), "{out}");
+        }
+        if done {
+            break;
+        }
+    }
+    assert!(seen, "no step left a temp file");
+}

@@ -218,15 +218,12 @@ fn classify(path: &Path, is_dir: bool) -> Kind {
     }
 }
 
-/// Whether `path` is a temp file of a b2fs commit (`.b2fs-PID-T-N-<name>.b2fs-tmp` or
-/// `.b2fs-member`: `src/container/write/io.rs`), which a crash leaves beside the outermost
-/// `.b2d` store it was for: a copy of a frame or zip, never a source of its own.
+/// Whether `path` is a temp file of a b2fs commit (`crate::container::leftover`), which a
+/// crash leaves beside the outermost `.b2d` store it was for: a copy of a frame or zip,
+/// never a source of its own.
 fn is_commit_temp(path: &Path) -> bool {
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy())
-        .unwrap_or_default();
-    name.starts_with(".b2fs-") && (name.ends_with(".b2fs-tmp") || name.ends_with(".b2fs-member"))
+    path.file_name()
+        .is_some_and(|n| crate::container::leftover::commit_temp_target(n).is_some())
 }
 
 fn group(

@@ -240,7 +240,8 @@ pub(super) fn own_temp(target: &Path, suffix: &str) -> std::path::PathBuf {
         (t.as_nanos() as u32) ^ (t.as_secs() as u32).rotate_left(16)
     });
     let n = TEMPS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let mut name = format!(".b2fs-{}-{token:08x}-{n}-", std::process::id()).into_bytes();
+    let prefix = crate::container::leftover::PREFIX;
+    let mut name = format!("{prefix}{}-{token:08x}-{n}-", std::process::id()).into_bytes();
     let own = target.file_name().unwrap_or_default().as_bytes();
     name.extend_from_slice(&own[..own.len().min(200)]);
     name.extend_from_slice(suffix.as_bytes());
@@ -251,7 +252,7 @@ pub(super) fn own_temp(target: &Path, suffix: &str) -> std::path::PathBuf {
 /// [`own_temp`] with the suffix `.b2fs-tmp`: the temp file a whole-file rewrite of `target`
 /// is written to before its rename.
 pub(super) fn temp_for(target: &Path) -> std::path::PathBuf {
-    own_temp(target, ".b2fs-tmp")
+    own_temp(target, crate::container::leftover::TEMP_SUFFIX)
 }
 
 /// The directory holding the outermost `.b2d` store (a directory with an `embed.b2e` file)
@@ -452,6 +453,9 @@ mod tests {
             name.starts_with(&head) && name.ends_with("-x.b2f.b2fs-tmp"),
             "{name}"
         );
+        // The name `b2fs verify` and directory mounts tell leftovers by.
+        let target = crate::container::leftover::commit_temp_target(a.file_name().unwrap());
+        assert_eq!(target, Some(std::ffi::OsStr::new("x.b2f")));
         // PID, the process's start token (8 hex digits), the counter.
         let fields: Vec<&str> = name[1..].splitn(5, '-').collect();
         assert!(

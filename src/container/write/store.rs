@@ -174,7 +174,7 @@ fn unwrap(e: std::sync::Arc<ContainerError>) -> ContainerError {
 /// beside the zip, or beside the `.b2d` store it lies in: `io.rs`, `own_temp`); create it
 /// where no file is.
 pub(super) fn scratch_path(zip: &Path) -> std::path::PathBuf {
-    own_temp(zip, ".b2fs-member")
+    own_temp(zip, crate::container::leftover::MEMBER_SUFFIX)
 }
 
 fn zip_err(path: &Path, e: zip::result::ZipError) -> ContainerError {

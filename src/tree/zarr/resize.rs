@@ -194,7 +194,13 @@ impl Tree {
                 log::warn!("{path}: the new attributes: {e}: refused (EINVAL), nothing changed");
                 TreeError::Refused(format!("{path}: the new attributes: {e}"))
             })?;
-            if self.edits.lock().attrs.get(&carrier).is_some_and(|a| a.dirty) {
+            if self
+                .edits
+                .lock()
+                .attrs
+                .get(&carrier)
+                .is_some_and(|a| a.dirty)
+            {
                 return Err(refuse(
                     "its __attrs__ has uncommitted writes (close or fsync them first)".into(),
                 ));
@@ -307,7 +313,13 @@ impl Tree {
         }));
         let ino = self.inodes.chunk_ino(ChunkId::new(array, 0));
         let new_attrs = attrs.map(|(_, a)| a.clone());
-        self.commit_chunk_edits(ino, array, &edits, Some((new_len, new_attrs)), &mut committer)?;
+        self.commit_chunk_edits(
+            ino,
+            array,
+            &edits,
+            Some((new_len, new_attrs)),
+            &mut committer,
+        )?;
         drop(committer);
         if let Some((carrier, attrs)) = attrs {
             // The file shows what was written, as after a write of it.
@@ -326,7 +338,11 @@ impl Tree {
         }
         log::info!(
             "{path}: first dimension resized from {old_len} to {new_len}{}",
-            if attrs.is_some() { ", with its new attributes" } else { "" }
+            if attrs.is_some() {
+                ", with its new attributes"
+            } else {
+                ""
+            }
         );
         Ok(())
     }
