@@ -8,9 +8,21 @@ use std::time::{Duration, Instant};
 
 use super::wait::wait_until;
 
-/// The built `b2fs` binary.
+/// The built `b2fs` binary. Its background daemons log to `$XDG_RUNTIME_DIR`, else to
+/// `target/test-logs/` (as under `scripts/test.sh`), so that `cargo test` run directly does
+/// not leave a `b2fs-PID.log` in `/tmp` per mount.
 pub fn b2fs() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_b2fs"))
+    let mut c = Command::new(env!("CARGO_BIN_EXE_b2fs"));
+    if std::env::var_os("XDG_RUNTIME_DIR").is_none() {
+        static LOGS: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+        let dir = LOGS.get_or_init(|| {
+            let d = super::repo_root().join("target/test-logs");
+            let _ = std::fs::create_dir_all(&d);
+            d
+        });
+        c.env("XDG_RUNTIME_DIR", dir);
+    }
+    c
 }
 
 /// Whether `dir` is a mount point now (compared in canonical form, as `/proc` shows it).
