@@ -50,6 +50,7 @@ mod names;
 mod quick;
 mod read;
 mod resize;
+mod undo;
 mod write;
 
 use std::collections::{BTreeMap, HashMap};
@@ -100,6 +101,8 @@ pub(crate) struct ZarrState {
     /// ranges written back since (`zarr/write.rs`): the last writer's release checks that
     /// the whole file was.
     rewrites: Mutex<HashMap<u64, Vec<std::ops::Range<u64>>>>,
+    /// Chunk objects removed lately, kept until a refused resize takes them back (`undo.rs`).
+    unlinked: Mutex<undo::Unlinked>,
 }
 
 /// What a Zarr directory mirroring a native directory is.
@@ -116,6 +119,8 @@ impl Tree {
     /// is built again when next asked for.
     pub(crate) fn zarr_changed(&self) {
         self.zarr.generation.fetch_add(1, Ordering::Relaxed);
+        // Removed chunks past the time a refused resize may take them back go.
+        self.zarr.unlinked.lock().expire();
     }
 
     /// Tests: the group documents of the Zarr view are kept within `bytes` (default 64 MiB);

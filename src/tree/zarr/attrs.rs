@@ -32,7 +32,7 @@
 use serde_json::{Map, Value};
 
 use super::super::{ROOT_INO, Tree, TreeError};
-use super::{ZNode, write::zarr_json_refused};
+use super::{DirKind, ZNode, write::zarr_json_refused};
 
 /// How many bytes a new `zarr.json` may hold beyond twice the view's document (the new
 /// attributes): its JSON is parsed whole.
@@ -85,6 +85,29 @@ impl Tree {
             }
             Err(e) => return Err(refuse(format!("the new content is not JSON ({e})"))),
         };
+        // A refused shape change takes back the chunk removals that came before it.
+        let wanted = super::undo::wanted_shape(&new, &shown);
+        let res = self.zarr_json_apply(z, &path, shown, new);
+        if let (Err(_), Some(wanted), ZNode::Json(n)) = (&res, &wanted, z) {
+            if let Ok(DirKind::Array(array)) = self.zarr_dir_kind(n) {
+                self.zarr_take_back_unlinks(array, wanted, &path);
+            }
+        }
+        res
+    }
+
+    /// [`Tree::zarr_json_replace`] of the parsed documents: `new` over `shown`.
+    fn zarr_json_apply(
+        &self,
+        z: ZNode,
+        path: &str,
+        shown: Value,
+        new: Value,
+    ) -> Result<(), TreeError> {
+        let refuse = |why: String| {
+            log::warn!("{path}: {why}: refused (EPERM), nothing changed");
+            zarr_json_refused()
+        };
         let (Value::Object(new), Value::Object(shown)) = (new, shown) else {
             return Err(refuse("the new content is not a JSON object".into()));
         };
@@ -125,7 +148,7 @@ impl Tree {
         };
         if resize {
             // The new attributes, if any, go in the resize's own commit.
-            return self.zarr_resize(z, &path, &shown, &new, carrier.map(|c| (c, attrs)));
+            return self.zarr_resize(z, path, &shown, &new, carrier.map(|c| (c, attrs)));
         }
         let Some(carrier) = carrier else {
             return Ok(());

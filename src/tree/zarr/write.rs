@@ -409,7 +409,7 @@ impl Tree {
     }
 
     /// Removes chunk object `ino` (`z`): the chunk becomes the fill value (zeros), committed
-    /// at once.
+    /// at once; a resize refused right after takes it back (`undo.rs`).
     ///
     /// # Errors
     /// [`TreeError::NotPermitted`] for anything but a chunk object; commit errors.
@@ -428,14 +428,17 @@ impl Tree {
             }
             other => other?,
         };
-        self.with_chunk_buffer(id, |buf, _| {
+        // Kept for a resize refused after it (zarr-python removes first: `undo.rs`).
+        self.zarr_unlink_begins(id);
+        let zeroed = self.with_chunk_buffer(id, |buf, _| {
             buf.fill(0);
             Ok(())
-        })?;
-        let res = self.commit(ino, Reason::Durable);
+        });
+        let res = zeroed.and_then(|()| self.commit(ino, Reason::Durable));
         if res.is_err() {
             self.drop_pending(ino);
         }
+        self.zarr_unlink_ends(id, res.is_ok());
         res
     }
 }

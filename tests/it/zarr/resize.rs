@@ -579,3 +579,102 @@ fn a_crash_at_every_step_of_an_nd_resize_leaves_the_old_or_the_new_array() {
         assert!(crashed_at_some_step, "{new_len}: no step was cut short");
     }
 }
+
+/// Removes Zarr chunk object `key` of `dir` (`c/0/1`), as zarr-python does.
+fn unlink_chunk(t: &Tree, dir: &str, key: &str) {
+    let path = format!("{dir}/{key}");
+    let (parent, leaf) = path.rsplit_once('/').unwrap();
+    t.unlink(ino(t, parent), leaf).unwrap();
+}
+
+/// zarr-python's `resize` removes the chunk objects outside the new shape, then renames the
+/// new `zarr.json` over the old one; when that rename is refused (another axis of a 2-D b2nd,
+/// a bcolz ctable's column), the removals are taken back in one commit and the references
+/// read every old value. A write to the array between the removals and the rename ends
+/// that: the removed chunk keeps the fill value (and the log says so).
+#[test]
+fn a_refused_resize_takes_back_the_chunk_removals_before_it() {
+    let py = or_skip!(python(
+        "a_refused_resize_takes_back_the_chunk_removals_before_it"
+    ));
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("m.b2nd");
+    let make = "import sys, numpy as np, blosc2\n\
+        blosc2.asarray(np.arange(10000, dtype=np.float64).reshape(100, 100), chunks=(50, 50), \
+        blocks=(25, 25), urlpath=sys.argv[1], mode='w')\n";
+    run_python(&py, &["-c", make, src.to_str().unwrap()]);
+    let check = "import sys, numpy as np, blosc2; a = blosc2.open(sys.argv[1])[...]; \
+        w = np.arange(10000, dtype=np.float64).reshape(100, 100); \
+        print(a.shape, int((a != w).sum()), int((a[:, 50:] == 0).all()))";
+    let t = Tree::from_source(&src, opts(true)).unwrap();
+    let arr = "zarr/m";
+    let mut doc = json_at(&t, &format!("{arr}/zarr.json"));
+    for key in ["c/0/1", "c/1/1"] {
+        unlink_chunk(&t, arr, key);
+    }
+    assert_eq!(
+        python_says(&py, &["-c", check, src.to_str().unwrap()]),
+        "(100, 100) 5000 1",
+        "the removals commit at once"
+    );
+    doc["shape"] = json!([100, 50]);
+    let err = rename_json_over(&t, arr, &serde_json::to_vec(&doc).unwrap()).unwrap_err();
+    assert_eq!(err.errno(), libc::EPERM);
+    assert_eq!(
+        python_says(&py, &["-c", check, src.to_str().unwrap()]),
+        "(100, 100) 0 0",
+        "the removed chunks are back"
+    );
+    assert_eq!(
+        json_at(&t, &format!("{arr}/zarr.json"))["shape"],
+        json!([100, 100])
+    );
+
+    // A write in between: the removal stays.
+    unlink_chunk(&t, arr, "c/1/1");
+    let c00 = ino(&t, &format!("{arr}/c/0/0"));
+    let fh = t.open(c00, libc::O_WRONLY).unwrap();
+    t.write(c00, fh, 8, &7.0f64.to_le_bytes()).unwrap();
+    t.release(fh).unwrap();
+    doc["attributes"] = json!({"try": 2}); // another temp file: the first stays after a refusal
+    let err = rename_json_over(&t, arr, &serde_json::to_vec(&doc).unwrap()).unwrap_err();
+    assert_eq!(err.errno(), libc::EPERM);
+    assert_eq!(
+        python_says(&py, &["-c", check, src.to_str().unwrap()]),
+        "(100, 100) 2501 0",
+        "chunk (1, 1) stays zeros, item (0, 1) is 7 as written"
+    );
+    drop(t);
+
+    // A bcolz ctable's column (its length is the table's): `resize(10)` of column `a`.
+    let tsrc = dir.path().join("t.bcolz");
+    let make = "import sys, numpy as np, bcolz\n\
+        t = bcolz.ctable(columns=[np.arange(30, dtype=np.int64), np.arange(30) * 0.5], \
+        names=['a', 'b'], chunklen=8, rootdir=sys.argv[1], mode='w'); t.flush()\n";
+    run_python(&py, &["-c", make, tsrc.to_str().unwrap()]);
+    let t = Tree::from_source(&tsrc, opts(true)).unwrap();
+    let a = json_at(&t, "zarr/a/zarr.json");
+    let per = a["chunk_grid"]["configuration"]["chunk_shape"][0]
+        .as_u64()
+        .unwrap();
+    // Chunks wholly past row 10.
+    let first_out = 10u64.div_ceil(per);
+    let n = 30u64.div_ceil(per);
+    assert!(first_out < n, "chunks of {per} rows");
+    for k in first_out..n {
+        unlink_chunk(&t, "zarr/a", &format!("c/{k}"));
+    }
+    let err = rename_json_over(&t, "zarr/a", &with_len(&a, 10)).unwrap_err();
+    assert_eq!(err.errno(), libc::EPERM);
+    drop(t);
+    let out = python_says(
+        &py,
+        &[
+            "-c",
+            "import sys, bcolz; t = bcolz.open(sys.argv[1]); \
+             print(len(t), list(t['a'][:]) == list(range(30)))",
+            tsrc.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(out, "30 True");
+}
