@@ -384,7 +384,7 @@ impl Committer {
             Target::Column { live, .. } if container_edit.attrs.is_some() => {
                 Err(ContainerError::Refused {
                     path: live.path().to_path_buf(),
-                    why: "a ctable column's attributes are committed on their own, not with                           its chunks"
+                    why: "a ctable column's attributes are committed on their own, not with its chunks"
                         .into(),
                 })
             }
