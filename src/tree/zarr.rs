@@ -495,11 +495,25 @@ impl Tree {
                 DirKind::Group => self.zarr_group_json(n),
                 DirKind::Array(a) => {
                     let g = self.zarr_geom(a, None).map_err(|_| TreeError::NotFound)?;
-                    Ok(super::view::json_file_bare_floats(&self.zarr_array_json(n, &g)?).into())
+                    Ok(self.zarr_json_file(&self.zarr_array_json(n, &g)?).into())
                 }
             },
             _ => Err(TreeError::NotFound),
         }
+    }
+
+    /// How this view's `zarr.json` documents spell a NaN or infinite attribute: zarr-python's
+    /// bare tokens, or strings under `-o zarr_strict_json`.
+    pub(crate) fn zarr_non_finite(&self) -> super::view::NonFinite {
+        match self.options.zarr_strict_json {
+            true => super::view::NonFinite::Strings,
+            false => super::view::NonFinite::Bare,
+        }
+    }
+
+    /// The text of a `zarr.json` document of the view.
+    fn zarr_json_file(&self, doc: &Value) -> Vec<u8> {
+        super::view::zarr_json_file(doc, self.zarr_non_finite())
     }
 
     /// The chunk `ino` shows when it is a chunk object of the view.
