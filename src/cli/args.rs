@@ -47,6 +47,11 @@ Mount options (-o, comma-separated, may repeat):
                   edited chunks go to an unlinked file in spill_dir until their commit
   spill_dir=PATH  where that file is made (default: $TMPDIR, else /tmp); when it is full
                   or failing, the write that needed the room fails (ENOSPC or EIO)
+  zarr_shards     the Zarr view (zarr/) shows each b2nd array whose blocks tile its
+                  chunks sharded: one shard per chunk, one inner chunk per block
+  zarr_strict_json  every zarr.json of the Zarr view is strict JSON (for TensorStore,
+                  JavaScript, Go): NaN and infinite attributes are the strings \"NaN\",
+                  \"Infinity\", \"-Infinity\" instead of zarr-python's bare NaN
   debug           verbose logging
   nonempty        mount over a directory that is not empty (its files are hidden while
                   mounted); without it such a mount point is refused
