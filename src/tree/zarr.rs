@@ -36,6 +36,10 @@
 //! - **Geometry follows the NPY view** of each array ([`Geom::of`]), which commits and
 //!   other writers' changes already keep current: `zarr.json`, the chunk tree and
 //!   `array.npy` always agree. A read-only descriptor reads the version it opened.
+//! - **Non-finite attributes** are zarr-python's bare `NaN`, `Infinity`, `-Infinity` in every
+//!   `zarr.json`, or the strings `"NaN"`, ... under `-o zarr_strict_json` (strict JSON for
+//!   TensorStore and other strict parsers; `Tree::zarr_non_finite`, `view.rs`); `attrs.rs`
+//!   reads both back.
 //! - **An array without a Zarr type** (records, `S`, ...) is left out; the reason is logged
 //!   once and kept in the root's `user.b2fs.zarr_omitted` extended attribute.
 
