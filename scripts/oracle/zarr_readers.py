@@ -40,17 +40,6 @@ python-blosc2) or .venv-zarr311 (Python 3.11: zarr-python 3.1 only).
     zarr_readers.py nanattrs MNT NAME            NaN and infinite attributes of array NAME set
                                                  with zarr-python, read back by a fresh reader;
                                                  prints "view True inf -inf UNITS"
-    zarr_readers.py strict MNT NAME              the 2-D float64 array NAME (6 x 10, item i
-                                                 holding i): how many of the view's zarr.json
-                                                 a strict JSON parser reads ("docs OK ALL"),
-                                                 then TensorStore's zarr3 driver (values and
-                                                 attributes, or "tensorstore refused ..."),
-                                                 zarr-python and xarray; one line each
-    zarr_readers.py strictwrite MNT NAME UNITS   a strict JSON writer (as JavaScript's): reads
-                                                 NAME's zarr.json strictly, sets attribute
-                                                 "units", writes it back with allow_nan=False
-                                                 through a temp file renamed over it; prints
-                                                 "written"
 """
 
 import errno
@@ -660,60 +649,6 @@ def nanattrs(mnt, name):
     print("view", math.isnan(a["x"]), a["hot"], a["cold"], a["units"])
 
 
-def no_constants(token):
-    """`parse_constant` of a strict JSON parser: NaN, Infinity and -Infinity are errors."""
-    raise ValueError(f"not strict JSON: {token}")
-
-
-def strict(mnt, name):
-    """Readers of array `name` (6 x 10 float64, item i holding i) whose attributes hold NaN
-    and infinities: strict JSON parses of every zarr.json, then TensorStore, zarr-python and
-    xarray. Prints one line each (attributes as sorted JSON: a float NaN as NaN, a string as
-    "NaN")."""
-    import tensorstore as ts
-    import xarray as xr
-    import zarr
-
-    root = f"{mnt}/zarr"
-    ref = np.arange(60, dtype="f8").reshape(6, 10)
-    docs = ok = 0
-    for d, dirs, files in os.walk(root):
-        dirs[:] = [x for x in dirs if x != "c"]  # chunk trees
-        if "zarr.json" in files:
-            docs += 1
-            try:
-                json.loads(open(os.path.join(d, "zarr.json")).read(), parse_constant=no_constants)
-                ok += 1
-            except ValueError:
-                pass
-    print("docs", ok, docs)
-    spec = {"driver": "zarr3", "kvstore": {"driver": "file", "path": f"{root}/{name}/"}}
-    try:
-        t = ts.open(spec, read=True).result()
-        attrs = t.spec().to_json()["metadata"]["attributes"]
-        same = bool((t.read().result() == ref).all())
-        print("tensorstore", same, json.dumps(attrs, sort_keys=True))
-    except Exception as e:  # noqa: BLE001
-        print("tensorstore refused", "Invalid JSON" in str(e))
-    z = zarr.open_array(f"{root}/{name}", mode="r")
-    print("zarr", bool((z[...] == ref).all()), json.dumps(dict(z.attrs), sort_keys=True))
-    v = xr.open_zarr(root)[name]
-    print("xarray", bool((v.values == ref).all()), json.dumps(dict(v.attrs), sort_keys=True))
-
-
-def strictwrite(mnt, name, units):
-    """A strict JSON writer sets attribute "units" of array `name` through its zarr.json (a
-    temp file renamed over it, as zarr-python writes metadata). Prints "written"."""
-    path = f"{mnt}/zarr/{name}/zarr.json"
-    doc = json.loads(open(path).read(), parse_constant=no_constants)
-    doc["attributes"]["units"] = units
-    tmp = f"{path}.strict.partial"
-    with open(tmp, "w") as f:
-        f.write(json.dumps(doc, allow_nan=False))
-    os.replace(tmp, path)
-    print("written")
-
-
 def append3d(mnt, name):
     """xarray appends 7 steps along `time` to the 3-D array NAME whose item i holds i (in C
     order); a fresh reader sees every step. Prints "xarray N True"."""
@@ -752,10 +687,6 @@ def main():
         append3d(*sys.argv[2:4])
     elif cmd == "nanattrs":
         nanattrs(sys.argv[2], sys.argv[3])
-    elif cmd == "strict":
-        strict(*sys.argv[2:4])
-    elif cmd == "strictwrite":
-        strictwrite(*sys.argv[2:5])
     elif cmd == "crashwrite":
         crashwrite(*sys.argv[2:5])
     else:
