@@ -47,6 +47,11 @@ Mount options (-o, comma-separated, may repeat):
                   edited chunks go to an unlinked file in spill_dir until their commit
   spill_dir=PATH  where that file is made (default: $TMPDIR, else /tmp); when it is full
                   or failing, the write that needed the room fails (ENOSPC or EIO)
+  zarr_shards     the Zarr view (zarr/) shows each b2nd array whose blocks tile its
+                  chunks sharded: one shard per chunk, one inner chunk per block
+  zarr_strict_json  every zarr.json of the Zarr view is strict JSON (for TensorStore,
+                  JavaScript, Go): NaN and infinite attributes are the strings \"NaN\",
+                  \"Infinity\", \"-Infinity\" instead of zarr-python's bare NaN
   debug           verbose logging
   nonempty        mount over a directory that is not empty (its files are hidden while
                   mounted); without it such a mount point is refused
@@ -268,6 +273,10 @@ pub struct MountOptions {
     pub passthrough_budget: Option<usize>,
     /// `zarr_shards`: the Zarr view shows arrays sharded by block (docs/ZARR.md).
     pub zarr_shards: bool,
+    /// `zarr_strict_json`: the Zarr view's `zarr.json` documents are strict JSON (RFC 8259):
+    /// a NaN or infinite attribute is the string `"NaN"`, `"Infinity"` or `"-Infinity"`
+    /// (docs/ZARR.md).
+    pub zarr_strict_json: bool,
     /// `edit_budget=`, in bytes; `None`: the default (1 GiB, at most a quarter of RAM).
     pub edit_budget: Option<usize>,
     /// `spill_dir=` (absolute); `None`: `$TMPDIR`, else `/tmp`.
@@ -291,6 +300,7 @@ impl Default for MountOptions {
             passthrough: false,
             passthrough_budget: None,
             zarr_shards: false,
+            zarr_strict_json: false,
             edit_budget: None,
             spill_dir: None,
             remote: crate::remote::RemoteOptions::default(),
@@ -324,6 +334,7 @@ impl MountOptions {
                 ("nonempty", None) => o.nonempty = true,
                 ("passthrough", None) => o.passthrough = true,
                 ("zarr_shards", None) => o.zarr_shards = true,
+                ("zarr_strict_json", None) => o.zarr_strict_json = true,
                 ("passthrough_budget", Some(v)) => {
                     o.passthrough_budget =
                         Some(parse_size(v).ok_or_else(|| {
@@ -358,7 +369,8 @@ impl MountOptions {
                 (k, v) if super::fstab::is_generic(k, v.is_some()) => {}
                 (
                     "ro" | "rw" | "allow_other" | "allow_root" | "auto_unmount" | "debug"
-                    | "direct_io" | "keep_cache" | "nonempty" | "passthrough" | "zarr_shards",
+                    | "direct_io" | "keep_cache" | "nonempty" | "passthrough" | "zarr_shards"
+                    | "zarr_strict_json",
                     Some(_),
                 ) => {
                     return Err(format!("option '{key}' takes no value"));
@@ -401,6 +413,9 @@ impl MountOptions {
         }
         if self.zarr_shards {
             v.push("zarr_shards".into());
+        }
+        if self.zarr_strict_json {
+            v.push("zarr_strict_json".into());
         }
         if let Some(n) = self.passthrough_budget {
             v.push(format!("passthrough_budget={n}"));
@@ -482,6 +497,7 @@ mod tests {
                 passthrough: false,
                 passthrough_budget: None,
                 zarr_shards: false,
+                zarr_strict_json: false,
                 edit_budget: None,
                 spill_dir: None,
                 remote: crate::remote::RemoteOptions::default(),
@@ -491,6 +507,11 @@ mod tests {
         assert!(z.zarr_shards && z.read_only);
         assert_eq!(MountOptions::parse(&[z.to_arg()]).unwrap(), z);
         assert!(opts(&["zarr_shards=1"]).is_err());
+        let s = opts(&["zarr_strict_json,zarr_shards"]).unwrap();
+        assert!(s.zarr_strict_json && s.zarr_shards);
+        assert_eq!(MountOptions::parse(&[s.to_arg()]).unwrap(), s);
+        assert!(opts(&["zarr_strict_json=1"]).is_err());
+        assert!(!opts(&["ro"]).unwrap().zarr_strict_json);
         let e = opts(&["edit_budget=64M,spill_dir=/var/tmp"]).unwrap();
         assert_eq!(e.edit_budget, Some(64 << 20));
         assert_eq!(

@@ -290,6 +290,7 @@ fn serve(
             false => 0,
         },
         zarr_shards: opts.zarr_shards,
+        zarr_strict_json: opts.zarr_strict_json,
         edit_budget: opts.edit_budget.unwrap_or_else(default_edit_budget),
     };
     let source_err = |e| Error::Source {

@@ -35,6 +35,11 @@ pub struct TreeOptions {
     /// source's chunk, inner chunk = one of its blocks: `-o zarr_shards`), so a Zarr reader
     /// reads a window by the blocks it touches; see `tree/zarr/geom.rs`.
     pub zarr_shards: bool,
+    /// Show every `zarr.json` of the Zarr view as strict JSON (RFC 8259): a NaN or infinite
+    /// attribute is the string `"NaN"`, `"Infinity"` or `"-Infinity"` instead of zarr-python's
+    /// bare token (`-o zarr_strict_json`), for strict readers (TensorStore, Go, JavaScript);
+    /// see `tree/view.rs` and `tree/zarr/attrs.rs`.
+    pub zarr_strict_json: bool,
     /// Bytes of pending chunk edits kept in memory (`edit_budget=`); past it, the least
     /// recently edited buffers go to a spill file (`edit/pending.rs`).
     pub edit_budget: usize,
@@ -47,6 +52,7 @@ impl Default for TreeOptions {
             writable: false,
             backing_budget: 0,
             zarr_shards: false,
+            zarr_strict_json: false,
             edit_budget: edit::DEFAULT_EDIT_BUDGET,
         }
     }

@@ -255,11 +255,25 @@ pub fn json_file(v: &Value) -> Vec<u8> {
 enum Floats {
     /// As the object it is (`__attrs__`).
     Tagged,
-    /// As a bare token (`zarr.json`).
-    Bare,
-    /// As a bare token inside this object, which is itself a map of attribute names (a
+    /// As a token of `zarr.json` ([`NonFinite`]).
+    Token(NonFinite),
+    /// As a token inside this object, which is itself a map of attribute names (a
     /// `zarr.json`'s `attributes`: a single attribute named `__float__` is no tag).
-    BareInside,
+    TokenInside(NonFinite),
+}
+
+/// How the Zarr view's `zarr.json` documents spell a float NaN or infinity, which
+/// `__attrs__` shows as the tag `{"__float__": "nan"}` (`"inf"`, `"-inf"`;
+/// `src/container/attrs.rs`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NonFinite {
+    /// The bare tokens `NaN`, `Infinity`, `-Infinity`, as zarr-python writes its metadata
+    /// (Python's `json.dumps` with `allow_nan`): zarr-python, xarray and Dask read floats;
+    /// not strict JSON (the default).
+    Bare,
+    /// The strings `"NaN"`, `"Infinity"`, `"-Infinity"`, as Zarr v3 spells non-finite fill
+    /// values: strict JSON (RFC 8259) that every parser reads (`-o zarr_strict_json`).
+    Strings,
 }
 
 /// [`json_file`] as zarr-python writes its metadata (Python's `json.dumps` with `allow_nan`):
@@ -267,15 +281,21 @@ enum Floats {
 /// (`"inf"`, `"-inf"`; `src/container/attrs.rs`), is the bare token `NaN`, `Infinity` or
 /// `-Infinity`. Not strict JSON: for the Zarr view's `zarr.json` documents only.
 pub fn json_file_bare_floats(v: &Value) -> Vec<u8> {
+    zarr_json_file(v, NonFinite::Bare)
+}
+
+/// [`json_file`] for a `zarr.json` of the Zarr view: a float NaN or infinity (a
+/// `__float__` tag anywhere but as the `attributes` map itself) spelled as `floats` says.
+pub fn zarr_json_file(v: &Value, floats: NonFinite) -> Vec<u8> {
     let mut out = String::new();
-    write_json(&mut out, v, 0, Floats::Bare);
+    write_json(&mut out, v, 0, Floats::Token(floats));
     out.push('\n');
     out.into_bytes()
 }
 
-/// The bare token of a `__float__` tag holding NaN or an infinity (any spelling
-/// `src/container/attrs.rs` accepts).
-fn bare_float(v: &Value) -> Option<&'static str> {
+/// The token of a `__float__` tag holding NaN or an infinity (any spelling
+/// `src/container/attrs.rs` accepts): `NaN`, `Infinity` or `-Infinity`.
+pub(crate) fn bare_float(v: &Value) -> Option<&'static str> {
     let Value::Object(m) = v else {
         return None;
     };
@@ -289,14 +309,22 @@ fn bare_float(v: &Value) -> Option<&'static str> {
 
 fn write_json(out: &mut String, v: &Value, depth: usize, floats: Floats) {
     let pad = |out: &mut String, d: usize| out.extend(std::iter::repeat_n("  ", d));
-    if let Some(token) = (floats == Floats::Bare).then(|| bare_float(v)).flatten() {
-        out.push_str(token);
+    let token = match floats {
+        Floats::Token(spelling) => bare_float(v).map(|t| (t, spelling)),
+        Floats::Tagged | Floats::TokenInside(_) => None,
+    };
+    if let Some((t, spelling)) = token {
+        let quote = if spelling == NonFinite::Strings {
+            "\""
+        } else {
+            ""
+        };
+        out.extend([quote, t, quote]);
         return;
     }
-    let bare = if floats == Floats::Tagged {
-        Floats::Tagged
-    } else {
-        Floats::Bare
+    let bare = match floats {
+        Floats::Tagged => Floats::Tagged,
+        Floats::Token(s) | Floats::TokenInside(s) => Floats::Token(s),
     };
     match v {
         Value::Object(m) if !m.is_empty() => {
@@ -306,7 +334,7 @@ fn write_json(out: &mut String, v: &Value, depth: usize, floats: Floats) {
                 out.push_str(&Value::String(k.clone()).to_string());
                 out.push_str(": ");
                 let inner = match bare {
-                    Floats::Bare if k == "attributes" => Floats::BareInside,
+                    Floats::Token(s) if k == "attributes" => Floats::TokenInside(s),
                     other => other,
                 };
                 write_json(out, val, depth + 1, inner);
@@ -523,5 +551,19 @@ mod tests {
         assert!(text.contains("\"x\": NaN"), "{text}");
         assert!(text.contains("\"fill\": -Infinity"), "{text}");
         assert!(!text.contains("\"attributes\": NaN"), "{text}");
+        // Strict: the same places as strings, and the whole document parses strictly.
+        let strict = zarr_json_file(&doc, NonFinite::Strings);
+        let v: Value = serde_json::from_slice(&strict).unwrap();
+        assert_eq!(v["attributes"], nan);
+        assert_eq!(
+            v["consolidated_metadata"]["metadata"]["a"]["attributes"]["x"],
+            "NaN"
+        );
+        assert_eq!(v["fill"], "-Infinity");
+        assert_eq!(
+            strict.len(),
+            json_file_bare_floats(&doc).len() + 4,
+            "two tokens quoted"
+        );
     }
 }

@@ -36,6 +36,10 @@
 //! - **Geometry follows the NPY view** of each array ([`Geom::of`]), which commits and
 //!   other writers' changes already keep current: `zarr.json`, the chunk tree and
 //!   `array.npy` always agree. A read-only descriptor reads the version it opened.
+//! - **Non-finite attributes** are zarr-python's bare `NaN`, `Infinity`, `-Infinity` in every
+//!   `zarr.json`, or the strings `"NaN"`, ... under `-o zarr_strict_json` (strict JSON for
+//!   TensorStore and other strict parsers; `Tree::zarr_non_finite`, `view.rs`); `attrs.rs`
+//!   reads both back.
 //! - **An array without a Zarr type** (records, `S`, ...) is left out; the reason is logged
 //!   once and kept in the root's `user.b2fs.zarr_omitted` extended attribute.
 
@@ -500,11 +504,25 @@ impl Tree {
                 DirKind::Group => self.zarr_group_json(n),
                 DirKind::Array(a) => {
                     let g = self.zarr_geom(a, None).map_err(|_| TreeError::NotFound)?;
-                    Ok(super::view::json_file_bare_floats(&self.zarr_array_json(n, &g)?).into())
+                    Ok(self.zarr_json_file(&self.zarr_array_json(n, &g)?).into())
                 }
             },
             _ => Err(TreeError::NotFound),
         }
+    }
+
+    /// How this view's `zarr.json` documents spell a NaN or infinite attribute: zarr-python's
+    /// bare tokens, or strings under `-o zarr_strict_json`.
+    pub(crate) fn zarr_non_finite(&self) -> super::view::NonFinite {
+        match self.options.zarr_strict_json {
+            true => super::view::NonFinite::Strings,
+            false => super::view::NonFinite::Bare,
+        }
+    }
+
+    /// The text of a `zarr.json` document of the view.
+    fn zarr_json_file(&self, doc: &Value) -> Vec<u8> {
+        super::view::zarr_json_file(doc, self.zarr_non_finite())
     }
 
     /// The chunk `ino` shows when it is a chunk object of the view.

@@ -12,7 +12,7 @@
 //! a mount, SIGKILL during a chunk commit, another writer, `.partial` files),
 //! `zarr/metadata.rs` (writes of `zarr.json`: identical rewrites, truncation, attribute edits
 //! and the changes refused), `zarr/floats.rs` (NaN and infinite attributes as zarr-python
-//! writes them), `zarr/resize.rs` (resizes through `zarr.json`); the helpers that read and
+//! writes them, and as strict JSON under `-o zarr_strict_json`), `zarr/resize.rs` (resizes through `zarr.json`); the helpers that read and
 //! assemble the view stay here.
 
 mod cases;

@@ -7,7 +7,8 @@
 //! Zarr venvs). Also: `dask.distributed` with two worker processes over the view of a source
 //! on a local S3 server (moto), zarr-python and xarray region writes read back by
 //! python-blosc2 and bcolz, a read-only mount refusing them, and SIGKILL of the daemon during
-//! such writes leaving every chunk old or new. Without a Zarr venv the tests print SKIP (run
+//! such writes leaving every chunk old or new. `zarr_readers/strict.rs`: the strict-JSON
+//! view (`-o zarr_strict_json`) with TensorStore and strict parsers. Without a Zarr venv the tests print SKIP (run
 //! scripts/setup.sh), and fail under `B2FS_REQUIRE_PYTHON=1`.
 
 use std::io::{BufRead, BufReader};
@@ -17,6 +18,8 @@ use std::sync::Mutex;
 use std::time::Instant;
 
 use serde_json::Value;
+
+mod strict;
 
 use crate::support::crash::{Rng, kill_delay, kill_mount_after};
 use crate::support::{Mount, fuse_and_python, python_says, repo_root, run_python};

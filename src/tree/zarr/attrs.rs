@@ -25,12 +25,22 @@
 //!   infinities: `__attrs__` shows them as the tags `{"__float__": "nan"}` (`"inf"`,
 //!   `"-inf"`), python-blosc2 reads floats; the view writes them back bare, as zarr-python
 //!   does (`src/tree/view.rs`, `json_file_bare_floats`).
+//! - **Strict JSON** (`-o zarr_strict_json`): the view shows those floats as the strings
+//!   `"NaN"`, `"Infinity"`, `"-Infinity"`, so a string there may be a float of the source.
+//!   Wherever the new attributes hold what the view showed at the same place (the same
+//!   attribute, key and list index, at any depth), the source's own value stays: a float NaN
+//!   the writer left is still a float NaN, and so is a float `1.0` a strict writer (JavaScript,
+//!   Go) wrote back as `1`. Everything else is taken as written, with the mapping of
+//!   `__attrs__`: a string is a string (`"NaN"` where the view showed no float NaN, such as
+//!   a new attribute), a float NaN is written as the tag `{"__float__": "nan"}` (or a bare
+//!   `NaN`, still read).
 //! - A new document larger than twice the view's and 16 MiB is EFBIG (it is parsed whole),
 //!   and so is one whose NaN and Infinity tokens, as tags, pass that.
 //! - A failed commit leaves the source as it was, the temp file in place.
 
 use serde_json::{Map, Value};
 
+use super::super::view::bare_float;
 use super::super::{ROOT_INO, Tree, TreeError};
 use super::{DirKind, ZNode, write::zarr_json_refused};
 
@@ -146,6 +156,16 @@ impl Tree {
                 ));
             }
         };
+        // Under strict JSON a string may stand for a float of the source: what the writer
+        // left as the view showed it keeps the source's value.
+        let kept;
+        let attrs = match (&carrier, self.options.zarr_strict_json) {
+            (Some(_), true) => {
+                kept = keep_shown(attrs.clone(), &self.zarr_source_attrs(z)?);
+                &kept
+            }
+            _ => attrs,
+        };
         if resize {
             // The new attributes, if any, go in the resize's own commit.
             return self.zarr_resize(z, path, &shown, &new, carrier.map(|c| (c, attrs)));
@@ -156,6 +176,15 @@ impl Tree {
         self.replace_attrs(carrier, super::super::view::json_file(attrs))?;
         log::info!("{path}: attributes written to {}", self.path_of(carrier));
         Ok(())
+    }
+
+    /// The attributes of Zarr node `z` (`RootJson` or `Json`) as its `__attrs__` shows them
+    /// (tags for what JSON lacks, such as `{"__float__": "nan"}`).
+    fn zarr_source_attrs(&self, z: ZNode) -> Result<Value, TreeError> {
+        match z {
+            ZNode::Json(n) => self.zarr_attrs(n),
+            _ => self.zarr_attrs(ROOT_INO),
+        }
     }
 
     /// The `__attrs__` file holding the attributes of Zarr node `z` (`RootJson` or `Json`),
@@ -246,6 +275,41 @@ fn parse_json_floats(data: &[u8], most: usize) -> Result<Value, Parsed> {
         None => data,
     };
     serde_json::from_slice(text).map_err(Parsed::Json)
+}
+
+/// `new`, a value written over `source` as the strict view showed it (`-o zarr_strict_json`:
+/// a float NaN or infinity as the string `"NaN"`, `"Infinity"`, `"-Infinity"`), with every
+/// part that reads as the view showed the source at the same place (object key, list index,
+/// at any depth) replaced by the source's own: a float the writer left stays a float (the
+/// string it showed as, or an integer a strict writer wrote a whole float as: `1` for
+/// `1.0`, equal by value). Everything else as written. Linear in `new` (its depth is
+/// serde_json's, at most 128).
+fn keep_shown(new: Value, source: &Value) -> Value {
+    match (new, source) {
+        (Value::String(s), _) if bare_float(source) == Some(s.as_str()) => source.clone(),
+        (Value::Object(new), Value::Object(old)) => Value::Object(
+            new.into_iter()
+                .map(|(k, v)| {
+                    let v = match old.get(&k) {
+                        Some(o) => keep_shown(v, o),
+                        None => v,
+                    };
+                    (k, v)
+                })
+                .collect(),
+        ),
+        (Value::Array(new), Value::Array(old)) => Value::Array(
+            new.into_iter()
+                .enumerate()
+                .map(|(i, v)| match old.get(i) {
+                    Some(o) => keep_shown(v, o),
+                    None => v,
+                })
+                .collect(),
+        ),
+        (new @ Value::Number(_), Value::Number(_)) if same_json(&new, source) => source.clone(),
+        (new, _) => new,
+    }
 }
 
 /// The members of `shown` and `new` that differ, but those [`NOT_COMPARED`] and an empty
@@ -356,6 +420,40 @@ mod tests {
             "{text}"
         );
         assert!(text.contains(r#""s": "NaN \" Infinity""#), "{text}");
+    }
+
+    #[test]
+    fn strict_writes_keep_the_source_where_they_hold_what_the_view_showed() {
+        let nan = json!({"__float__": "nan"});
+        let source = json!({
+            "fill": nan.clone(), "label": "NaN", "range": [nan.clone(), 5.0],
+            "hot": {"__float__": "inf"}, "scale": 1.0, "n": 3,
+            "pair": {"__complex__": [nan.clone(), 0.0]}, "deep": {"a": [{"b": nan.clone()}]},
+        });
+        let written = json!({
+            "fill": "NaN", "label": "NaN", "range": ["NaN", 6.0], "hot": "-Infinity",
+            "scale": 1, "n": 3.0, "pair": {"__complex__": ["NaN", 2.0]},
+            "deep": {"a": [{"b": "NaN", "c": "NaN"}, "NaN"]}, "new": "NaN", "tagged": nan.clone(),
+        });
+        let kept = keep_shown(written, &source);
+        assert_eq!(
+            kept,
+            json!({
+                // Left as shown: the source's float NaN, and its string "NaN".
+                "fill": nan.clone(), "label": "NaN",
+                // Changed attributes keep what they hold as shown, at the same index.
+                "range": [nan.clone(), 6.0],
+                // Changed: the string as written (a float is written as the tag).
+                "hot": "-Infinity",
+                // A whole float written as an integer stays the source's float; an integer
+                // written as a float stays the integer (equal by value).
+                "scale": 1.0, "n": 3,
+                "pair": {"__complex__": [nan.clone(), 2.0]},
+                "deep": {"a": [{"b": nan.clone(), "c": "NaN"}, "NaN"]},
+                "new": "NaN", "tagged": nan,
+            })
+        );
+        assert!(kept["scale"].is_f64() && kept["n"].is_u64());
     }
 
     #[test]

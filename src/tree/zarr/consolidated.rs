@@ -68,8 +68,7 @@ impl Tree {
         let mut flat = Map::new();
         self.zarr_consolidate(z, &base, "", &mut flat, &mut true);
         let nodes = flat.len();
-        let bytes: Arc<[u8]> =
-            super::super::view::json_file_bare_floats(&meta::group(&attrs, Some(flat))).into();
+        let bytes: Arc<[u8]> = self.zarr_json_file(&meta::group(&attrs, Some(flat))).into();
         log::info!(
             "zarr/{}{}zarr.json: consolidated metadata of {nodes} nodes built in {:.1} ms",
             base,
