@@ -4,15 +4,22 @@
 
 use super::*;
 
+/// A fresh copy of `seed`'s source in a new temporary directory (kept for the case's length),
+/// mounted: the directory, the source, its tree and the modelled files' inodes.
+fn mounted(seed: Seed) -> (tempfile::TempDir, PathBuf, Tree, Files) {
+    let dir = tempfile::tempdir().unwrap();
+    let src = make_source(seed, dir.path());
+    let t = mount(&src);
+    let files = Files::of(&t);
+    (dir, src, t, files)
+}
+
 /// The fork rule without a kernel: a close by a process other than the opener commits
 /// nothing of the half-written chunk; the opener's close commits the whole; fsync from any
 /// process commits; the last close commits what the opener never closed.
 #[test]
 fn model_close_by_another_process_commits_nothing() {
-    let dir = tempfile::tempdir().unwrap();
-    let src = make_source(Seed::PyB2nd, dir.path());
-    let t = mount(&src);
-    let files = Files::of(&t);
+    let (_dir, src, t, files) = mounted(Seed::PyB2nd);
     let (old, _) = stored(&src);
     let ino = files.chunks[1];
     let len = old[1].len();
@@ -61,10 +68,7 @@ fn model_close_by_another_process_commits_nothing() {
 /// The same through `__attrs__`.
 #[test]
 fn model_stale_commit_reloads_only_after_a_change() {
-    let dir = tempfile::tempdir().unwrap();
-    let src = make_source(Seed::PyB2nd, dir.path());
-    let t = mount(&src);
-    let files = Files::of(&t);
+    let (_dir, src, t, files) = mounted(Seed::PyB2nd);
     let (c0, c1) = (files.chunks[0], files.chunks[1]);
     let len = stored(&src).0[0].len();
     let by = pid(0);
@@ -118,10 +122,7 @@ fn chunk_files(dir: &Path) -> Vec<String> {
 /// with no such descriptor, right after the commit.
 #[test]
 fn model_sparse_version_outlives_own_commit() {
-    let dir = tempfile::tempdir().unwrap();
-    let src = make_source(Seed::PySparse, dir.path());
-    let t = mount(&src);
-    let files = Files::of(&t);
+    let (_dir, src, t, files) = mounted(Seed::PySparse);
     let c1 = files.chunks[1];
     let (old, _) = stored(&src);
     let len = old[1].len();
