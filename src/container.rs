@@ -205,7 +205,7 @@ pub fn open(path: &Path) -> Result<Container, ContainerError> {
     if let Some(c) = files::open_dir(&files::Files::Local, path, &stats)? {
         return Ok(c);
     }
-    if let Some(what) = bcolz::blsk_evidence(path) {
+    if let Some(what) = bcolz::blsk::blsk_evidence(path) {
         return Err(ContainerError::Unsupported {
             path: path.to_path_buf(),
             what,

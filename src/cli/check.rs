@@ -14,28 +14,30 @@
 //! blocks) beyond, so a chunk declaring gigabytes costs at most a window plus the codec's own
 //! block scratch; compressed bytes of contiguous frames are decoded straight from the
 //! mapping, others read into a reused per-thread buffer (at most the stored chunk's size).
+//!
+//! The parts: this file walks the chunks of every target on every core (and counts the
+//! missing chunk files of bcolz arrays); `targets.rs` finds the arrays of a source;
+//! `chunk.rs` checks one chunk; `report.rs` is what a check found.
 
 use std::io::{IsTerminal, Write};
 use std::ops::Range;
+use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use serde_json::{Value, json};
-
-use crate::codec::{self, CodecError, Decoder};
-use crate::container::store::{Group, Location, Node};
-use crate::container::{Array, Collection, Container, Opened, SourceKind};
 use crate::error::display_chain;
+use chunk::{Outcome, Worker};
+use targets::Target;
 
-/// Chunks declaring up to this many bytes are decoded whole into the thread's buffer.
-pub(super) const WHOLE_MAX: usize = 64 << 20;
-/// Larger chunks are decoded by windows of about this many bytes (rounded to whole blocks).
-pub(super) const WINDOW: usize = 16 << 20;
+mod chunk;
+mod report;
+mod targets;
+
+pub use report::{Damage, Missing, Problem, Report, damage_json};
+pub(super) use targets::targets;
+
 /// Sources with at least this many chunks get a progress bar (on a terminal).
 const PROGRESS_MIN_CHUNKS: u64 = 64;
-/// Larger compressed buffers are not kept for the thread's next chunk.
-const KEEP_COMPRESSED: usize = 64 << 20;
 /// Chunks a thread claims at a time (a hostile frame may declare millions).
 const BATCH: u64 = 256;
 /// Damaged chunks listed at most (the rest are counted): a hostile frame whose millions of
@@ -47,234 +49,6 @@ pub const MAX_LISTED: usize = 100_000;
 pub const MISSING_LISTED: usize = 1_000;
 /// Runs of missing chunks listed per array in [`Missing::runs`].
 pub const MISSING_RUNS: usize = 1_000;
-/// Special chunks (a repeated value, zeros) are checked on their first bytes only.
-const SPECIAL_CHECK: usize = 4096;
-
-/// One array to check.
-#[derive(Debug)]
-pub(super) struct Target<'a> {
-    /// The leaf key (`/a/b`), column name (`price`, `/t/price` in a collection), or `None` for
-    /// a single array.
-    pub label: Option<String>,
-    /// The array.
-    pub array: &'a Array,
-}
-
-/// A damaged chunk.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Damage {
-    /// The array's label (`Target::label`).
-    pub array: Option<String>,
-    /// The chunk index.
-    pub chunk: usize,
-    /// Why it cannot be read back.
-    pub reason: String,
-    /// Whether its chunk file is missing (a bcolz `.blp`; also in [`Report::missing`]).
-    pub missing: bool,
-}
-
-/// A structure that cannot be read (a leaf that does not open, a whole source).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Problem {
-    /// The leaf key or array label; `None` for the source itself.
-    pub array: Option<String>,
-    /// Why.
-    pub reason: String,
-}
-
-/// The chunk files a bcolz array lacks.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Missing {
-    /// The array's label (`Target::label`).
-    pub array: Option<String>,
-    /// Chunks its metadata declares.
-    pub declared: u64,
-    /// Chunks without a file (each is also a damaged chunk).
-    pub count: u64,
-    /// The missing chunks as runs of indices, the first [`MISSING_RUNS`] of them.
-    pub runs: Vec<Range<usize>>,
-}
-
-/// What a check found.
-#[derive(Debug, Default)]
-pub struct Report {
-    /// Arrays checked.
-    pub arrays: usize,
-    /// Chunks checked (read and decoded, or special): a bcolz chunk whose file is missing is
-    /// not checked, it is counted in [`Report::missing`] ([`Report::missing_chunks`]).
-    pub chunks: u64,
-    /// Chunks stored as special index entries (no bytes to decode).
-    pub special: u64,
-    /// Uncompressed bytes of the chunks decoded.
-    pub decoded_bytes: u64,
-    /// Damaged chunks, in array order then chunk order (at most [`MAX_LISTED`]).
-    pub damaged: Vec<Damage>,
-    /// Damaged chunks in all, listed or not.
-    pub damaged_count: u64,
-    /// bcolz arrays with missing chunk files, in array order.
-    pub missing: Vec<Missing>,
-    /// Structures that cannot be read.
-    pub structure: Vec<Problem>,
-    /// Leaves not checked, and why (references to remote arrays).
-    pub skipped: Vec<Problem>,
-    /// Whether the check stopped early, its damaged chunks over the caller's limit
-    /// (`damaged_count` is then a lower bound).
-    pub gave_up: bool,
-}
-
-impl Report {
-    /// Whether nothing is damaged.
-    pub fn sound(&self) -> bool {
-        self.damaged_count == 0 && self.structure.is_empty()
-    }
-
-    /// Chunks declared but not checked because their bcolz chunk file is missing (each is
-    /// also a damaged chunk).
-    pub fn missing_chunks(&self) -> u64 {
-        self.missing.iter().map(|m| m.count).sum()
-    }
-
-    /// The JSON form `verify --json` prints (without `source` and `kind`).
-    pub fn to_json(&self) -> serde_json::Map<String, Value> {
-        let mut m = serde_json::Map::new();
-        m.insert("sound".into(), json!(self.sound()));
-        m.insert("arrays".into(), json!(self.arrays));
-        m.insert("chunks".into(), json!(self.chunks));
-        m.insert("missing_chunks".into(), json!(self.missing_chunks()));
-        m.insert("special_chunks".into(), json!(self.special));
-        m.insert("decoded_bytes".into(), json!(self.decoded_bytes));
-        m.insert("damaged_chunks".into(), json!(self.damaged_count));
-        m.insert(
-            "damaged_listed".into(),
-            json!(self.damaged.len() as u64 == self.damaged_count),
-        );
-        m.insert(
-            "damaged".into(),
-            Value::Array(self.damaged.iter().map(damage_json).collect()),
-        );
-        let problems = |v: &[Problem]| {
-            Value::Array(
-                v.iter()
-                    .map(|p| json!({"array": p.array, "reason": p.reason}))
-                    .collect(),
-            )
-        };
-        m.insert(
-            "missing".into(),
-            Value::Array(
-                self.missing
-                    .iter()
-                    .map(|x| {
-                        json!({
-                            "array": x.array,
-                            "declared_chunks": x.declared,
-                            "missing_chunks": x.count,
-                            "runs": x.runs.iter().map(|r| [r.start, r.end - 1]).collect::<Vec<_>>(),
-                        })
-                    })
-                    .collect(),
-            ),
-        );
-        m.insert("structure".into(), problems(&self.structure));
-        m.insert("skipped".into(), problems(&self.skipped));
-        m
-    }
-}
-
-/// `{"array": ..., "chunk": N, "reason": ...}`.
-pub fn damage_json(d: &Damage) -> Value {
-    json!({"array": d.array, "chunk": d.chunk, "reason": d.reason})
-}
-
-/// The arrays of an opened source, and the problems met finding them (leaves that do not
-/// open). Opens every leaf of a collection.
-pub(super) fn targets<'a>(opened: &'a Opened, report: &mut Report) -> Vec<Target<'a>> {
-    let mut out = Vec::new();
-    match opened {
-        Opened::Single(c) => container_targets(c, None, &mut out),
-        Opened::Collection(c) => collection_targets(c, "", &mut out, report),
-    }
-    out
-}
-
-fn container_targets<'a>(c: &'a Container, label: Option<&str>, out: &mut Vec<Target<'a>>) {
-    match c {
-        Container::Array(a) => out.push(Target {
-            label: label.map(str::to_owned),
-            array: a,
-        }),
-        Container::Table(t) => {
-            for (name, a) in &t.columns {
-                out.push(Target {
-                    label: Some(match label {
-                        Some(l) => format!("{l}/{name}"),
-                        None => name.clone(),
-                    }),
-                    array: a,
-                });
-            }
-        }
-    }
-}
-
-fn collection_targets<'a>(
-    c: &'a Collection,
-    prefix: &str,
-    out: &mut Vec<Target<'a>>,
-    report: &mut Report,
-) {
-    if let Some(e) = c.estore_array() {
-        out.push(Target {
-            label: Some(format!("{prefix}/embed.b2e")),
-            array: e,
-        });
-    }
-    group_targets(c.root(), prefix, out, report);
-}
-
-fn group_targets<'a>(g: &'a Group, prefix: &str, out: &mut Vec<Target<'a>>, report: &mut Report) {
-    if let Some(carrier) = g.carrier() {
-        let key = format!("{prefix}{}", carrier.key());
-        match carrier.open() {
-            Ok(c) => container_targets(c, Some(&key), out),
-            Err(e) => report.structure.push(Problem {
-                array: Some(key),
-                reason: display_chain(&*e),
-            }),
-        }
-    }
-    for n in &g.children {
-        match n {
-            Node::Group(sub) => group_targets(sub, prefix, out, report),
-            Node::Leaf(l) => {
-                let key = format!("{prefix}{}", l.key());
-                if let Location::Reference(v) = l.location() {
-                    report.skipped.push(Problem {
-                        array: Some(key),
-                        reason: format!("a reference to a remote array ({v})"),
-                    });
-                    continue;
-                }
-                match l.open() {
-                    Ok(c) => container_targets(c, Some(&key), out),
-                    Err(e) => report.structure.push(Problem {
-                        array: Some(key),
-                        reason: display_chain(&*e),
-                    }),
-                }
-            }
-            Node::Store(s) => {
-                let name = format!("{prefix}{}/{}", g_key(g), n.name());
-                collection_targets(s, &name, out, report);
-            }
-        }
-    }
-}
-
-/// The group's key without its trailing `/` (the root is ``).
-fn g_key(g: &Group) -> &str {
-    g.key.trim_end_matches('/')
-}
 
 /// One stretch of the walk: chunks `first..` of target `target`, from position `start` of
 /// the whole walk up to the next segment's start.
@@ -518,163 +292,6 @@ fn draw(done: u64, total: u64, started: Instant) {
         started.elapsed().as_secs_f64()
     );
     let _ = err.flush();
-}
-
-/// What checking one sound chunk did.
-enum Outcome {
-    /// A special index entry (nothing stored).
-    Special,
-    /// Decoded this many bytes.
-    Decoded(usize),
-}
-
-/// Which stored chunk a memo is for: (target, index entry, last chunk of its array).
-type MemoKey = (usize, i64, bool);
-
-/// One checking thread's decoder and buffers.
-#[derive(Default)]
-struct Worker {
-    decoder: Decoder,
-    out: Vec<u8>,
-    compressed: Vec<u8>,
-    /// The last stored chunk checked: (target, index entry, last chunk of its array) and the
-    /// outcome. Index entries sharing stored bytes (a repeated index) are decoded once.
-    memo: Option<(MemoKey, Result<usize, Arc<str>>)>,
-}
-
-impl Worker {
-    /// [`Worker::check`] through the memo of the last stored chunk.
-    fn check_memo(&mut self, t: usize, a: &Array, i: usize) -> Result<Outcome, Arc<str>> {
-        let Some(entry) = a.frame_index_entry(i) else {
-            return self.check(a, i).map_err(Arc::from);
-        };
-        if entry < 0 {
-            return Ok(Outcome::Special);
-        }
-        let key = (t, entry, i + 1 == a.nchunks());
-        if let Some((k, r)) = &self.memo {
-            if *k == key {
-                return r.clone().map(Outcome::Decoded);
-            }
-        }
-        let r = self.check(a, i).map_err(Arc::<str>::from);
-        if let Ok(Outcome::Decoded(n)) = &r {
-            self.memo = Some((key, Ok(*n)));
-        } else if let Err(e) = &r {
-            self.memo = Some((key, Err(e.clone())));
-        }
-        r
-    }
-
-    /// Checks chunk `i` of `a`: `Err(reason)` when it cannot be read back.
-    fn check(&mut self, a: &Array, i: usize) -> Result<Outcome, String> {
-        if a.frame_index_entry(i).is_some_and(|e| e < 0) {
-            return Ok(Outcome::Special);
-        }
-        let expected = a.chunk_nbytes(i).map_err(|e| display_chain(&e))?;
-        let bcolz = a.kind() == SourceKind::BcolzCarray;
-        let full = a.chunksize();
-        let Worker {
-            decoder,
-            out,
-            compressed,
-            ..
-        } = self;
-        let mut res = None;
-        let mapped = a.with_mapped_chunk(i, false, &mut |c| {
-            res = Some(guarded(|| decode(decoder, out, c, expected, bcolz, full)));
-        });
-        match (mapped, res) {
-            (Ok(true), Some(r)) => return r.map(Outcome::Decoded),
-            (Err(e), _) => return Err(display_chain(&e)),
-            _ => {}
-        }
-        let n = a
-            .chunk_bytes_into(i, compressed)
-            .map_err(|e| display_chain(&e))?;
-        let r = guarded(|| decode(decoder, out, &compressed[..n], expected, bcolz, full));
-        if compressed.capacity() > KEEP_COMPRESSED {
-            *compressed = Vec::new();
-        }
-        if out.capacity() > WHOLE_MAX {
-            *out = Vec::new();
-        }
-        r.map(Outcome::Decoded)
-    }
-}
-
-/// Runs a decode, turning a panic (a decoder bug on hostile input) into a damaged chunk.
-fn guarded(f: impl FnOnce() -> Result<usize, String>) -> Result<usize, String> {
-    std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).unwrap_or_else(|_| {
-        Err("the decoder panicked on this chunk (a b2fs bug; treated as damaged)".into())
-    })
-}
-
-/// Decodes `chunk` (which must hold `expected` bytes; a bcolz chunk may hold more, up to a
-/// full chunk of `full` bytes) into `out`, whole or by windows. Returns the bytes decoded.
-fn decode(
-    dec: &mut Decoder,
-    out: &mut Vec<u8>,
-    chunk: &[u8],
-    expected: usize,
-    bcolz: bool,
-    full: usize,
-) -> Result<usize, String> {
-    let codec_err = |e: CodecError| e.to_string();
-    let h = codec::chunk_info(chunk).map_err(codec_err)?;
-    let size_ok = if bcolz {
-        h.nbytes >= expected && h.nbytes <= full.max(expected)
-    } else {
-        h.nbytes == expected
-    };
-    if !size_ok {
-        return Err(format!(
-            "the chunk header says {} bytes, its slot holds {expected}",
-            h.nbytes
-        ));
-    }
-    if h.cbytes > chunk.len() {
-        return Err(format!(
-            "the chunk header says {} compressed bytes, {} are stored",
-            h.cbytes,
-            chunk.len()
-        ));
-    }
-    let n = h.nbytes;
-    if h.special() != codec::SpecialKind::None {
-        // A pattern: its first bytes show the pattern is there; the rest repeats it.
-        let len = n.min(SPECIAL_CHECK);
-        crate::mem::grow_discarding(out, len);
-        let got = dec
-            .decompress_range(chunk, 0, &mut out[..len])
-            .map_err(codec_err)?;
-        return if got == len {
-            Ok(n)
-        } else {
-            Err(format!("decoded {got} bytes, the header says {n}"))
-        };
-    }
-    if n <= WHOLE_MAX {
-        crate::mem::grow_discarding(out, n);
-        dec.decompress_into(chunk, &mut out[..n])
-            .map_err(codec_err)?;
-        return Ok(n);
-    }
-    let bs = h.blocksize.max(1);
-    let window = (WINDOW / bs).max(1).saturating_mul(bs);
-    crate::mem::grow_discarding(out, window.min(n));
-    let mut at = 0;
-    while at < n {
-        let len = window.min(n - at);
-        let got = dec
-            .decompress_range(chunk, at, &mut out[..len])
-            .map_err(codec_err)?;
-        if got != len {
-            return Err(format!("decoded {} bytes, the header says {n}", at + got));
-        }
-        at += len;
-    }
-    Ok(n)
 }
 
 /// Threads to check on: every core.

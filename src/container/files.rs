@@ -203,7 +203,7 @@ pub(crate) fn open_dir(
     stats: &Arc<IoStats>,
 ) -> Result<Option<Container>, ContainerError> {
     if files.is_file(&path.join("__rootdirs__")) {
-        let (attrs, cols) = bcolz::open_ctable_in(files, path, stats)?;
+        let (attrs, cols) = bcolz::ctable::open_ctable_in(files, path, stats)?;
         let columns = cols
             .into_iter()
             .map(|(name, c)| {

@@ -109,6 +109,43 @@ pub(crate) fn open_container(
     })
 }
 
+/// Whether `root` looks like the 2012 `blsk` proposal (seed 004): `meta/nrows`, `__N__.bin`
+/// superchunk files, or a file starting with `blsk` (among the first 16 entries of `data/` or
+/// the root). Returns what was found. Meant for directories that are nothing else.
+pub(crate) fn blsk_evidence(root: &Path) -> Option<String> {
+    if root.join("meta/nrows").is_file() {
+        return Some("meta/nrows (2012 blsk proposal layout)".into());
+    }
+    for dir in [root.join("data"), root.to_path_buf()] {
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            continue;
+        };
+        // Names first; the magic of at most a few files (this runs only for directories that
+        // are nothing else b2fs knows).
+        for (n, e) in entries.flatten().take(4096).enumerate() {
+            let name = e.file_name();
+            let name = name.to_string_lossy();
+            let is_bin = name.starts_with("__") && name.ends_with("__.bin");
+            let path = e.path();
+            let magic = n < 16
+                && path.is_file()
+                && std::fs::File::open(&path)
+                    .and_then(|mut f| {
+                        let mut m = [0u8; 4];
+                        std::io::Read::read_exact(&mut f, &mut m).map(|_| m)
+                    })
+                    .is_ok_and(|m| &m == b"blsk");
+            if is_bin || magic {
+                return Some(format!(
+                    "{} (2012 blsk superchunk proposal, never shipped by bcolz)",
+                    path.display()
+                ));
+            }
+        }
+    }
+    None
+}
+
 /// Opens the blsk root `root`.
 fn open(root: &Path, stats: &Arc<IoStats>) -> Result<Opened, ContainerError> {
     let nrows_path = root.join("meta/nrows");
@@ -189,7 +226,7 @@ fn open(root: &Path, stats: &Arc<IoStats>) -> Result<Opened, ContainerError> {
                         format!("column {name}: {d} is not a string"),
                     )
                 })?;
-                if !super::column_name_ok(name) {
+                if !super::ctable::column_name_ok(name) {
                     return Err(mal(
                         &storage_path,
                         "dtype",

@@ -1,6 +1,11 @@
 //! Unit tests of the bcolz reader: dtype strings, present chunks from the listing, chunk file
 //! and column names, JSON error offsets.
 
+use std::ops::Range;
+
+use super::chunks::chunk_file_index;
+use super::ctable::column_name_ok;
+use super::json::json_offset;
 use super::*;
 
 #[test]

@@ -69,7 +69,7 @@ pub(super) fn chunk_number(rel: &str) -> Option<(&str, u64)> {
     let n = if let Some(hex) = name.strip_suffix(".chunk") {
         u64::from_str_radix(hex, 16).ok()?
     } else {
-        crate::container::bcolz::chunk_file_index(name)? as u64
+        crate::container::bcolz::chunks::chunk_file_index(name)? as u64
     };
     Some((dir, n))
 }

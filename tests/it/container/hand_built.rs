@@ -1,6 +1,7 @@
-//! Frames built by hand (`support::frames`): every kind of index entry reads back, the
-//! open path reads metadata only (a million-chunk frame, every fixture), and arrays are Send
-//! and Sync.
+//! Frames built by hand (`support::frames`): every kind of index entry reads back (special
+//! chunks of variable-size frames too), the open path reads metadata only (a million-chunk
+//! frame, every fixture), arrays are Send and Sync, and `changed_on_disk` sees rewrites (of
+//! hand-built frames and of fixture copies).
 
 use super::*;
 
@@ -181,4 +182,88 @@ fn container_open_reads_no_chunk_data_on_fixtures() {
             .sum();
         assert_eq!(a.io_stats().bytes(), meta, "{}", sc["name"]);
     }
+}
+
+/// C-Blosc2 writes special chunks into variable-size frames but cannot read them back; b2fs
+/// infers their size when the header's nbytes leaves no doubt.
+#[test]
+fn container_variable_frame_special_sizes_are_inferred() {
+    let full = memcpyed(&[1u8; 40], 4);
+    let part = memcpyed(&[2u8; 20], 4);
+    let mut area = full.clone();
+    area.extend(&part);
+    let p2 = full.len() as i64;
+    let open = |nbytes: i64, index: &[i64]| match open_bytes(&build_frame(
+        4,
+        0,
+        nbytes,
+        &area,
+        index,
+        &[],
+        &[],
+    ))
+    .unwrap()
+    {
+        Container::Array(a) => a,
+        Container::Table(_) => unreachable!(),
+    };
+    // Two specials sharing 80 bytes: 40 each, the size of the largest stored chunk.
+    let a = open(140, &[0, ZEROS, ZEROS, p2]);
+    assert_eq!(a.chunksize(), 0);
+    let sizes: Vec<usize> = (0..4).map(|i| a.chunk_nbytes(i).unwrap()).collect();
+    assert_eq!(sizes, [40, 40, 40, 20]);
+    assert_eq!(
+        codec::decompress(&a.chunk_bytes(2).unwrap()).unwrap(),
+        [0u8; 40]
+    );
+    // One special takes the rest, whatever its size.
+    let a = open(70, &[0, p2, ZEROS]);
+    assert_eq!(a.chunk_nbytes(2).unwrap(), 10);
+    // Two specials sharing 50 bytes: 25 is no chunk size seen; refuse to guess.
+    let a = open(110, &[0, ZEROS, ZEROS, p2]);
+    let e = a.chunk_nbytes(1).unwrap_err();
+    assert!(e.to_string().contains("cannot be inferred"), "{e}");
+    assert!(a.chunk_bytes(2).is_err());
+    assert_eq!(a.chunk_nbytes(3).unwrap(), 20);
+}
+
+/// `changed_on_disk` sees appends and rewrites of frames and bcolz commits, and nothing else.
+#[test]
+fn container_changed_on_disk_detects_rewrites() {
+    let tmp = tempfile::tempdir().unwrap();
+    // Contiguous frame: same bytes -> unchanged; a longer frame written over it -> changed.
+    let (f, _) = small_frame();
+    let p = tmp.path().join("f.b2frame");
+    std::fs::write(&p, &f).unwrap();
+    let a = open_array(&p);
+    assert!(!a.changed_on_disk().unwrap());
+    let longer = build_frame(4, 40, 40, &memcpyed(&[9u8; 40], 4), &[0], &[], &[]);
+    std::fs::write(&p, &longer).unwrap();
+    assert!(a.changed_on_disk().unwrap());
+    std::fs::remove_file(&p).unwrap();
+    assert!(a.changed_on_disk().unwrap());
+    // Sparse frame.
+    let d = tmp.path().join("s");
+    copy_tree(&data_dir().join("frames/schunk_sparse.b2frame"), &d);
+    let a = open_array(&d);
+    assert!(!a.changed_on_disk().unwrap());
+    let mut idx = std::fs::read(d.join("chunks.b2frame")).unwrap();
+    idx[37] ^= 1; // nbytes
+    std::fs::write(d.join("chunks.b2frame"), &idx).unwrap();
+    assert!(a.changed_on_disk().unwrap());
+    // bcolz: a chunk rewrite is invisible, a sizes commit is not.
+    let c = tmp.path().join("c");
+    copy_tree(&data_dir().join("bcolz/carray_i4_leftover"), &c);
+    let a = open_array(&c);
+    assert!(!a.changed_on_disk().unwrap());
+    let blp = std::fs::read(c.join("data/__0.blp")).unwrap();
+    std::fs::write(c.join("data/__0.blp"), &blp).unwrap();
+    assert!(!a.changed_on_disk().unwrap());
+    let sizes = std::fs::read_to_string(c.join("meta/sizes")).unwrap();
+    std::fs::write(
+        c.join("meta/sizes"),
+        sizes.replace("\"cbytes\": ", "\"cbytes\": 1"),
+    )
+    .unwrap();
+    assert!(a.changed_on_disk().unwrap());
 }

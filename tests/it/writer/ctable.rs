@@ -1,5 +1,6 @@
-//! ctables: row-count changes resize every column (`commit_column`), checked against bcolz
-//! doing the same row operations; a crash at every step; repair.
+//! ctables: a column update and the table's attributes; row-count changes resize every column
+//! (`commit_column`), checked against bcolz doing the same row operations; a crash at every
+//! step; repair.
 
 use super::*;
 
@@ -52,6 +53,43 @@ fn assert_table_rows(path: &Path, rows: usize, what: &str) {
     let t = open_table(path);
     for (name, a) in &t.columns {
         assert_eq!(rows_of(a), rows, "{what}: column {name}");
+    }
+}
+
+#[test]
+fn writer_ctable_column_update_and_table_attrs() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let path = fixture_copy(&tmp, "bcolz/ctable_3cols");
+    let Container::Table(t) = container::open(&path).expect("open") else {
+        panic!("not a table");
+    };
+    let (_, col) = t.columns.iter().find(|(n, _)| n == "val").expect("val");
+    let mut want = chunks_of(col);
+    let new0: Vec<u8> = (0..1000)
+        .flat_map(|v| (v as f64 * 0.5).to_le_bytes())
+        .collect();
+    want[0] = new0.clone();
+    commit(
+        col,
+        &Edit {
+            updates: vec![(0, b2fs::container::write::Chunk::from(encode(col, &new0)))],
+            ..Edit::default()
+        },
+    )
+    .expect("commit");
+    let attrs = json!({"title": "edited", "rows": 2500});
+    commit_table_attrs(&t, &attrs).expect("table attrs");
+    let Container::Table(t2) = container::open(&path).expect("reopen") else {
+        panic!("not a table");
+    };
+    assert_eq!(t2.attrs, attrs);
+    let (_, col2) = t2.columns.iter().find(|(n, _)| n == "val").expect("val");
+    assert_eq!(chunks_of(col2), want);
+    if let Some(py) = python("writer_ctable") {
+        let exp = tmp.path().join("val.bin");
+        std::fs::write(&exp, want.concat()).expect("write");
+        let p = path.to_str().expect("utf8");
+        check_py(&py, &["ctable", p, "val", exp.to_str().expect("utf8")]);
     }
 }
 
