@@ -94,6 +94,7 @@ impl Tree {
     /// Marks the files showing chunk `id` (its chunk file and its array's `array.npy`) as
     /// changed for the kernel's cache.
     fn chunk_changed(&self, id: ChunkId) {
+        self.zarr_chunk_committed(id);
         let zarr = self.zarr_chunk_ino(id);
         let mut k = self.kcache.lock();
         k.stale.insert(self.inodes.chunk_ino(id));

@@ -8,8 +8,12 @@
 //! shape it asked for: the source is as it was before the writer began.
 //!
 //! Taken back only while the removals are the last commits to the array (its version is the
-//! one the last removal made: a write in between ends the chain, and so does a removal's
-//! commit failing) and younger than [`UNDO_WINDOW`]; within [`MAX_UNDO_BYTES`] and
+//! one the last removal made, and no other commit touched its chunks: a write in between
+//! ends the chain, and so does a removal's commit failing), with no pause longer than
+//! [`UNDO_WINDOW`] between them or after the last; a chunk removed twice in a chain is put
+//! back as it was before its last removal (zeros, when an earlier removal zeroed it on
+//! purpose). Removals run one at a time (`Tree::zarr_unlink` holds a turn from the
+//! content's copy to its commit's end). Within [`MAX_UNDO_BYTES`] and
 //! [`MAX_UNDO_CHUNKS`] (the oldest go first: those can no longer be taken back, and the
 //! log says so when a refusal wanted them). Expired chains go at the next commit or reload
 //! of any array, so the memory they hold is the daemon's only that long.
@@ -21,8 +25,10 @@ use super::super::Tree;
 use crate::commit::ChunkEdit;
 use crate::reader::{ArrayId, ChunkId, Snapshot};
 
-/// How long after its removal a chunk can be taken back.
-pub const UNDO_WINDOW: Duration = Duration::from_secs(30);
+/// How long after the last removal of a chain its removals can be taken back, and the
+/// longest pause between two removals of one chain: zarr-python removes the chunks and
+/// renames the new `zarr.json` within milliseconds of each other.
+pub const UNDO_WINDOW: Duration = Duration::from_secs(5);
 /// The most bytes of removed chunks' content kept.
 pub const MAX_UNDO_BYTES: usize = 64 << 20;
 /// The most removed chunks kept.
@@ -46,6 +52,9 @@ struct Chain {
 #[derive(Debug, Default)]
 pub(crate) struct Unlinked {
     chains: Vec<Chain>,
+    /// The chunk whose removal is being committed now: any other commit to the chunks of an
+    /// array ends its chain ([`Tree::zarr_chunk_committed`]).
+    current: Option<ChunkId>,
 }
 
 impl Unlinked {
@@ -89,29 +98,47 @@ fn same_version(after: &Weak<Snapshot>, now: &Arc<Snapshot>) -> bool {
 impl Tree {
     /// Before chunk object `id` is removed: its content now, kept so that a refused resize
     /// can take the removal back (starting a new chain when the array changed otherwise
-    /// since the last removal). Nothing is kept when it cannot be read.
-    pub(super) fn zarr_unlink_begins(&self, id: ChunkId) -> Option<Arc<Snapshot>> {
-        let live = self.live(id.array)?;
+    /// since the last removal). Nothing is kept when it cannot be read, is larger than the
+    /// bound, or is a shard of the sharded view (never taken back), and the array's chain
+    /// ends. Call [`Tree::zarr_unlink_ends`] after its commit, both under the removal turn.
+    pub(super) fn zarr_unlink_begins(&self, id: ChunkId) {
+        let Some(live) = self.live(id.array) else {
+            return;
+        };
         let before = live.snapshot();
+        let sharded = self
+            .zarr_geom(id.array, None)
+            .map_or(true, |g| g.shard.is_some());
         let content = match self.reader.chunk(id) {
-            Ok(c) => c.as_slice().to_vec(),
+            Ok(c) if !sharded && c.as_slice().len() <= MAX_UNDO_BYTES => {
+                Some(c.as_slice().to_vec())
+            }
+            Ok(_) => None,
             Err(e) => {
                 log::debug!(
                     "chunk {} of array {}: not kept for undo: {e}",
                     id.index,
                     id.array.0
                 );
-                return Some(before);
+                None
             }
         };
         let mut u = self.zarr.unlinked.lock();
         u.expire();
         u.chains
             .retain(|c| c.array != id.array || same_version(&c.after, &before));
+        u.current = Some(id);
+        let Some(content) = content else {
+            u.chains.retain(|c| c.array != id.array);
+            return;
+        };
         match u.chains.iter_mut().find(|c| c.array == id.array) {
-            // Removed before in this chain: its content then is the one to put back.
-            Some(c) if c.chunks.iter().any(|(i, _)| *i == id.index) => {}
-            Some(c) => c.chunks.push((id.index, content)),
+            Some(c) => {
+                // Removed before in this chain: what it holds now is what this removal
+                // replaces (zeros, when the earlier one was meant).
+                c.chunks.retain(|(i, _)| *i != id.index);
+                c.chunks.push((id.index, content));
+            }
             None => u.chains.push(Chain {
                 array: id.array,
                 after: Weak::new(),
@@ -121,14 +148,14 @@ impl Tree {
             }),
         }
         u.bound();
-        Some(before)
     }
 
     /// After chunk object `id`'s removal: `committed`, the chain goes on from the version
     /// it made; else it ends.
     pub(super) fn zarr_unlink_ends(&self, id: ChunkId, committed: bool) {
-        let mut u = self.zarr.unlinked.lock();
         let now = self.live(id.array).map(|l| l.snapshot());
+        let mut u = self.zarr.unlinked.lock();
+        u.current = None;
         match (committed, now) {
             (true, Some(now)) => {
                 if let Some(c) = u.chains.iter_mut().find(|c| c.array == id.array) {
@@ -138,6 +165,16 @@ impl Tree {
             }
             _ => u.chains.retain(|c| c.array != id.array),
         }
+    }
+
+    /// A commit changed chunk `id`: unless it is the removal being committed, the chain of
+    /// its array ends (what it would put back is no longer what the removals replaced).
+    pub(crate) fn zarr_chunk_committed(&self, id: ChunkId) {
+        let mut u = self.zarr.unlinked.lock();
+        if u.chains.is_empty() || u.current == Some(id) {
+            return;
+        }
+        u.chains.retain(|c| c.array != id.array);
     }
 
     /// A shape change to `wanted` of `array` (`path`) was refused: the removals of its chunk

@@ -428,7 +428,9 @@ impl Tree {
             }
             other => other?,
         };
-        // Kept for a resize refused after it (zarr-python removes first: `undo.rs`).
+        // Kept for a resize refused after it (zarr-python removes first: `undo.rs`); one
+        // removal at a time.
+        let _turn = self.zarr.unlink_turn.lock();
         self.zarr_unlink_begins(id);
         let zeroed = self.with_chunk_buffer(id, |buf, _| {
             buf.fill(0);

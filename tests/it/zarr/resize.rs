@@ -591,7 +591,8 @@ fn unlink_chunk(t: &Tree, dir: &str, key: &str) {
 /// new `zarr.json` over the old one; when that rename is refused (another axis of a 2-D b2nd,
 /// a bcolz ctable's column), the removals are taken back in one commit and the references
 /// read every old value. A write to the array between the removals and the rename ends
-/// that: the removed chunk keeps the fill value (and the log says so).
+/// that: the removed chunk keeps the fill value (and the log says so). A chunk removed twice
+/// comes back as it was before its last removal.
 #[test]
 fn a_refused_resize_takes_back_the_chunk_removals_before_it() {
     let py = or_skip!(python(
@@ -643,6 +644,19 @@ fn a_refused_resize_takes_back_the_chunk_removals_before_it() {
         python_says(&py, &["-c", check, src.to_str().unwrap()]),
         "(100, 100) 2501 0",
         "chunk (1, 1) stays zeros, item (0, 1) is 7 as written"
+    );
+    // A chunk removed twice (zeroed on purpose, then removed again by the resize) is put
+    // back as it was before the last removal: zeros.
+    for key in ["c/0/1", "c/0/1", "c/1/1"] {
+        unlink_chunk(&t, arr, key);
+    }
+    doc["attributes"] = json!({"try": 3});
+    let err = rename_json_over(&t, arr, &serde_json::to_vec(&doc).unwrap()).unwrap_err();
+    assert_eq!(err.errno(), libc::EPERM);
+    assert_eq!(
+        python_says(&py, &["-c", check, src.to_str().unwrap()]),
+        "(100, 100) 5001 1",
+        "chunk (0, 1) keeps the zeros its first removal committed"
     );
     drop(t);
 
