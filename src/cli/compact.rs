@@ -19,6 +19,19 @@ const PROGRESS_MIN_CHUNKS: usize = 64;
 /// [`Error::Other`] for I/O errors (the source is then as it was).
 pub fn compact(source: &Path) -> Result<(), Error> {
     check_source(source)?;
+    // A source that cannot be written is the source's failure (3); I/O errors after this
+    // are the rewrite's (1).
+    if source.is_file() {
+        if let Err(e) = std::fs::OpenOptions::new().write(true).open(source) {
+            return Err(Error::Source {
+                path: source.to_path_buf(),
+                source: ContainerError::Io {
+                    path: source.to_path_buf(),
+                    source: e,
+                },
+            });
+        }
+    }
     let before = std::fs::metadata(source).map(|m| m.len()).unwrap_or(0);
     let mut last = Instant::now();
     let mut shown = false;
@@ -48,8 +61,9 @@ pub fn compact(source: &Path) -> Result<(), Error> {
         eprintln!();
     }
     res.map_err(|e| match e {
-        // Writing (or reading back) the rewrite failed (a full disk, a file size limit): an
-        // I/O error, "other failure", not a source that cannot be compacted.
+        // Writing (or reading back) the rewrite failed (a full disk, a file size limit; the
+        // source was found readable and writable above): an I/O error, "other failure", not
+        // a source that cannot be compacted.
         ContainerError::Io { .. } => Error::Other {
             what: format!("compact {}: {e}", source.display()),
             source: None,

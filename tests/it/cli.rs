@@ -333,4 +333,23 @@ fn compact_exits_1_on_an_io_error_and_3_for_what_is_not_a_frame() {
         3,
         "not a contiguous frame",
     );
+    // A frame its user can read but not write is the source's failure, 3, not an I/O error
+    // of the rewrite (run as `nobody` where root runs the tests).
+    // SAFETY: geteuid has no preconditions and touches no memory.
+    if unsafe { libc::geteuid() } == 0 && Path::new("/usr/bin/setpriv").exists() {
+        use std::os::unix::fs::PermissionsExt;
+        for p in [dir.path(), src.as_path()] {
+            let mode = if p.is_dir() { 0o755 } else { 0o644 };
+            std::fs::set_permissions(p, std::fs::Permissions::from_mode(mode)).unwrap();
+        }
+        let o = Command::new("/usr/bin/setpriv")
+            .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+            .arg(env!("CARGO_BIN_EXE_b2fs"))
+            .arg("compact")
+            .arg(&src)
+            .output()
+            .unwrap();
+        assert_fails(&o, 3, "Permission denied");
+        assert!(std::fs::read(&src).unwrap() == before, "the source changed");
+    }
 }
