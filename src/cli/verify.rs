@@ -156,6 +156,7 @@ pub(super) fn verify(source: &Path, as_json: bool, options: &[String]) -> Result
         doc.extend(report.to_json());
         let listed: Vec<String> = leftovers.iter().map(|p| p.display().to_string()).collect();
         doc.insert("leftovers".into(), json!(listed));
+        doc.insert("leftovers_cut".into(), json!(cut));
         println!(
             "{}",
             serde_json::to_string_pretty(&Value::Object(doc)).unwrap_or_default()

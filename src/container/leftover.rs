@@ -55,9 +55,14 @@ pub fn commit_temp_target(name: &OsStr) -> Option<&OsStr> {
 /// The commit temp files a crash left for local source `source`: those inside it (a
 /// directory source: a sparse frame, a bcolz carray or ctable, a `.b2d` store, a directory
 /// of sources) and those beside it that were for it (a file source by its name; a `.b2d`
-/// store, whose temp files lie beside it, by the names of its files). Sorted; the flag says
-/// whether the walk stopped at [`MAX_WALKED`] entries. Unreadable directories are skipped.
+/// store, whose temp files lie beside it, by the names of its files: a sibling store's of
+/// the same names too). Regular files only, and none whose process runs now (a commit under
+/// way). Sorted; the flag says whether the walk stopped at [`MAX_WALKED`] entries.
+/// Unreadable directories are skipped. The temp files of a file inside a `.b2d` store,
+/// checked on its own, lie beside the outermost store: not looked for.
 pub fn leftovers(source: &Path) -> (Vec<PathBuf>, bool) {
+    // `.` or `..` have no parent to look beside.
+    let source = &std::fs::canonicalize(source).unwrap_or_else(|_| source.to_path_buf());
     let mut found = Vec::new();
     let mut names: std::collections::HashSet<Vec<u8>> = Default::default();
     let mut walked = 0usize;
@@ -78,18 +83,20 @@ pub fn leftovers(source: &Path) -> (Vec<PathBuf>, bool) {
                 }
                 let name = e.file_name();
                 let Ok(kind) = e.file_type() else { continue };
-                if commit_temp_target(&name).is_some() && !kind.is_dir() {
-                    found.push(e.path());
+                if commit_temp_target(&name).is_some() && kind.is_file() {
+                    if !in_use(&name) {
+                        found.push(e.path());
+                    }
                 } else if kind.is_dir() {
                     stack.push(e.path());
                 } else {
-                    names.insert(name.as_bytes().to_vec());
+                    names.insert(own_name(&name));
                 }
             }
         }
     } else if meta.is_ok() {
         if let Some(own) = source.file_name() {
-            names.insert(own.as_bytes().to_vec());
+            names.insert(own_name(own));
         }
     }
     // Beside the source: a file source's own temp files; a `.b2d` store's, named after the
@@ -109,7 +116,7 @@ pub fn leftovers(source: &Path) -> (Vec<PathBuf>, bool) {
                 }
                 let name = e.file_name();
                 let ours = commit_temp_target(&name).is_some_and(|t| names.contains(t.as_bytes()));
-                if ours && e.file_type().is_ok_and(|k| !k.is_dir()) {
+                if ours && e.file_type().is_ok_and(|k| k.is_file()) && !in_use(&name) {
                     found.push(e.path());
                 }
             }
@@ -117,6 +124,24 @@ pub fn leftovers(source: &Path) -> (Vec<PathBuf>, bool) {
     }
     found.sort();
     (found, cut)
+}
+
+/// A file's name as a temp file's name holds it (cut to 200 bytes, `own_temp`).
+fn own_name(name: &OsStr) -> Vec<u8> {
+    let b = name.as_bytes();
+    b[..b.len().min(200)].to_vec()
+}
+
+/// Whether the process that named commit temp file `name` runs now (its commit may be under
+/// way: not a leftover). A PID of another namespace or host may look alive: then the file
+/// is not listed (never one listed that may be in use).
+fn in_use(name: &OsStr) -> bool {
+    let pid = name.as_bytes()[PREFIX.len()..]
+        .split(|&c| c == b'-')
+        .next()
+        .and_then(|f| std::str::from_utf8(f).ok())
+        .and_then(|f| f.parse::<u32>().ok());
+    pid.is_some_and(|p| Path::new("/proc").join(p.to_string()).exists())
 }
 
 #[cfg(test)]
@@ -152,25 +177,33 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let d = dir.path();
         std::fs::write(d.join("a.b2nd"), b"frame").unwrap();
-        std::fs::write(d.join(".b2fs-1-ab-0-a.b2nd.b2fs-tmp"), b"").unwrap();
-        std::fs::write(d.join(".b2fs-1-ab-1-other.b2nd.b2fs-tmp"), b"").unwrap();
+        std::fs::write(d.join(".b2fs-4999999-ab-0-a.b2nd.b2fs-tmp"), b"").unwrap();
+        std::fs::write(d.join(".b2fs-4999999-ab-1-other.b2nd.b2fs-tmp"), b"").unwrap();
+        // One whose process runs (this one's: a commit under way) is no leftover.
+        let live = format!(".b2fs-{}-ab-2-a.b2nd.b2fs-tmp", std::process::id());
+        std::fs::write(d.join(&live), b"").unwrap();
         let (found, cut) = leftovers(&d.join("a.b2nd"));
         assert!(!cut);
-        assert_eq!(found, vec![d.join(".b2fs-1-ab-0-a.b2nd.b2fs-tmp")]);
+        assert_eq!(found, vec![d.join(".b2fs-4999999-ab-0-a.b2nd.b2fs-tmp")]);
+        std::fs::remove_file(d.join(&live)).unwrap();
 
         // A `.b2d` store: its leaves' temp files lie beside it; one inside is found too.
         let store = d.join("s.b2d");
         std::fs::create_dir_all(store.join("g")).unwrap();
         std::fs::write(store.join("embed.b2e"), b"").unwrap();
         std::fs::write(store.join("g/v.b2nd"), b"").unwrap();
-        std::fs::write(store.join("g/.b2fs-2-cd-0-__vlmeta__.b2f.b2fs-tmp"), b"").unwrap();
-        std::fs::write(d.join(".b2fs-2-cd-1-v.b2nd.b2fs-tmp"), b"").unwrap();
+        std::fs::write(
+            store.join("g/.b2fs-4999998-cd-0-__vlmeta__.b2f.b2fs-tmp"),
+            b"",
+        )
+        .unwrap();
+        std::fs::write(d.join(".b2fs-4999998-cd-1-v.b2nd.b2fs-tmp"), b"").unwrap();
         let (found, _) = leftovers(&store);
         assert_eq!(
             found,
             vec![
-                d.join(".b2fs-2-cd-1-v.b2nd.b2fs-tmp"),
-                store.join("g/.b2fs-2-cd-0-__vlmeta__.b2f.b2fs-tmp"),
+                d.join(".b2fs-4999998-cd-1-v.b2nd.b2fs-tmp"),
+                store.join("g/.b2fs-4999998-cd-0-__vlmeta__.b2f.b2fs-tmp"),
             ]
         );
     }
