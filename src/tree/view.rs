@@ -260,6 +260,13 @@ enum Floats {
     /// As a token inside this object, which is itself a map of attribute names (a
     /// `zarr.json`'s `attributes`: a single attribute named `__float__` is no tag).
     TokenInside(NonFinite),
+    /// A `zarr.json` document (or an entry of its consolidated metadata): its own
+    /// `attributes` member is the attribute map, any deeper one an attribute's value.
+    Doc(NonFinite),
+    /// A document's `consolidated_metadata`, whose `metadata` holds entries.
+    Consolidated(NonFinite),
+    /// The `metadata` of consolidated metadata: each value a document.
+    Entries(NonFinite),
 }
 
 /// How the Zarr view's `zarr.json` documents spell a float NaN or infinity, which
@@ -288,7 +295,7 @@ pub fn json_file_bare_floats(v: &Value) -> Vec<u8> {
 /// `__float__` tag anywhere but as the `attributes` map itself) spelled as `floats` says.
 pub fn zarr_json_file(v: &Value, floats: NonFinite) -> Vec<u8> {
     let mut out = String::new();
-    write_json(&mut out, v, 0, Floats::Token(floats));
+    write_json(&mut out, v, 0, Floats::Doc(floats));
     out.push('\n');
     out.into_bytes()
 }
@@ -311,7 +318,7 @@ fn write_json(out: &mut String, v: &Value, depth: usize, floats: Floats) {
     let pad = |out: &mut String, d: usize| out.extend(std::iter::repeat_n("  ", d));
     let token = match floats {
         Floats::Token(spelling) => bare_float(v).map(|t| (t, spelling)),
-        Floats::Tagged | Floats::TokenInside(_) => None,
+        _ => None,
     };
     if let Some((t, spelling)) = token {
         let quote = if spelling == NonFinite::Strings {
@@ -324,7 +331,19 @@ fn write_json(out: &mut String, v: &Value, depth: usize, floats: Floats) {
     }
     let bare = match floats {
         Floats::Tagged => Floats::Tagged,
-        Floats::Token(s) | Floats::TokenInside(s) => Floats::Token(s),
+        Floats::Token(s)
+        | Floats::TokenInside(s)
+        | Floats::Doc(s)
+        | Floats::Consolidated(s)
+        | Floats::Entries(s) => Floats::Token(s),
+    };
+    // What a member's value is, by the object's kind and the member's name.
+    let member = |k: &str| match (floats, k) {
+        (Floats::Doc(s), "attributes") => Floats::TokenInside(s),
+        (Floats::Doc(s), "consolidated_metadata") => Floats::Consolidated(s),
+        (Floats::Consolidated(s), "metadata") => Floats::Entries(s),
+        (Floats::Entries(s), _) => Floats::Doc(s),
+        _ => bare,
     };
     match v {
         Value::Object(m) if !m.is_empty() => {
@@ -333,11 +352,7 @@ fn write_json(out: &mut String, v: &Value, depth: usize, floats: Floats) {
                 pad(out, depth + 1);
                 out.push_str(&Value::String(k.clone()).to_string());
                 out.push_str(": ");
-                let inner = match bare {
-                    Floats::Token(s) if k == "attributes" => Floats::TokenInside(s),
-                    other => other,
-                };
-                write_json(out, val, depth + 1, inner);
+                write_json(out, val, depth + 1, member(k));
                 out.push_str(if i + 1 < m.len() { ",\n" } else { "\n" });
             }
             pad(out, depth);
@@ -565,5 +580,11 @@ mod tests {
             json_file_bare_floats(&doc).len() + 4,
             "two tokens quoted"
         );
+        // An attribute that is itself named `attributes` is a value like any other: its
+        // float is a token (only the document's own member, and its consolidated entries',
+        // are attribute maps).
+        let named = json!({"attributes": {"attributes": nan.clone(), "m": {"attributes": nan}}});
+        let text = String::from_utf8(json_file_bare_floats(&named)).unwrap();
+        assert_eq!(text.matches(": NaN").count(), 2, "{text}");
     }
 }

@@ -4,7 +4,8 @@
 //! pipeline, a subprocess that writes the rest through it). python-blosc2 reads the source
 //! in between and must see the old chunk; the opener's close then commits the whole new
 //! chunk. A refused edit: the child's close returns 0, the opener's close EINVAL.
-//! The in-process rule itself (no kernel) is pinned in `tests/it/model.rs`.
+//! The in-process rule itself (no kernel) is pinned in `tests/it/model/cases.rs`
+//! (`model_close_by_another_process_commits_nothing`).
 
 use std::path::Path;
 

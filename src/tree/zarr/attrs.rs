@@ -140,12 +140,15 @@ impl Tree {
             )));
         }
         let empty = Value::Object(Map::new());
-        let attrs = new.get("attributes").unwrap_or(&empty);
+        // Taken out of the document (which only its shape is read from after this): a copy
+        // of a 16 MiB document's attributes would cost the daemon as much again.
+        let mut new = new;
+        let attrs = new.remove("attributes").unwrap_or_else(|| empty.clone());
         let Value::Object(_) = attrs else {
             return Err(refuse("\"attributes\" is not a JSON object".into()));
         };
-        let same = same_json(attrs, shown.get("attributes").unwrap_or(&empty));
-        let carrier = match (same, self.zarr_attrs_carrier(z)) {
+        let same = same_json(&attrs, shown.get("attributes").unwrap_or(&empty));
+        let mut carrier = match (same, self.zarr_attrs_carrier(z)) {
             (true, _) => None,
             (false, Some(c)) => Some(c),
             (false, None) => {
@@ -157,15 +160,20 @@ impl Tree {
             }
         };
         // Under strict JSON a string may stand for a float of the source: what the writer
-        // left as the view showed it keeps the source's value.
-        let kept;
+        // left as the view showed it keeps the source's value; when that is all of them
+        // (a tag written for a float the view showed as a string), nothing changes.
         let attrs = match (&carrier, self.options.zarr_strict_json) {
             (Some(_), true) => {
-                kept = keep_shown(attrs.clone(), &self.zarr_source_attrs(z)?);
-                &kept
+                let source = self.zarr_source_attrs(z)?;
+                let kept = keep_shown(attrs, &source);
+                if same_json(&kept, &source) {
+                    carrier = None;
+                }
+                kept
             }
             _ => attrs,
         };
+        let attrs = &attrs;
         if resize {
             // The new attributes, if any, go in the resize's own commit.
             return self.zarr_resize(z, path, &shown, &new, carrier.map(|c| (c, attrs)));
@@ -298,15 +306,39 @@ fn keep_shown(new: Value, source: &Value) -> Value {
                 })
                 .collect(),
         ),
-        (Value::Array(new), Value::Array(old)) => Value::Array(
-            new.into_iter()
-                .enumerate()
-                .map(|(i, v)| match old.get(i) {
-                    Some(o) => keep_shown(v, o),
-                    None => v,
+        (Value::Array(new), Value::Array(old)) => {
+            // A float the writer moved within the list (an item removed or inserted before
+            // it) is matched by its spelling when the old list holds that float and no
+            // string spelled so: the string can only be the float the view showed.
+            let moved: Vec<Option<&Value>> = ["NaN", "Infinity", "-Infinity"]
+                .iter()
+                .map(|t| {
+                    let string = old.iter().any(|o| o.as_str() == Some(t));
+                    let float = old.iter().find(|o| bare_float(o) == Some(t));
+                    float.filter(|_| !string)
                 })
-                .collect(),
-        ),
+                .collect();
+            let relocated = |v: Value| -> Value {
+                let at = match v.as_str() {
+                    Some("NaN") => 0,
+                    Some("Infinity") => 1,
+                    Some("-Infinity") => 2,
+                    _ => return v,
+                };
+                moved[at].cloned().unwrap_or(v)
+            };
+            Value::Array(
+                new.into_iter()
+                    .enumerate()
+                    .map(|(i, v)| {
+                        relocated(match old.get(i) {
+                            Some(o) => keep_shown(v, o),
+                            None => v,
+                        })
+                    })
+                    .collect(),
+            )
+        }
         (new @ Value::Number(_), Value::Number(_)) if same_json(&new, source) => source.clone(),
         (new, _) => new,
     }
@@ -454,6 +486,16 @@ mod tests {
             })
         );
         assert!(kept["scale"].is_f64() && kept["n"].is_u64());
+        // A float moved within its list (an item before it removed, one inserted) stays the
+        // float; where the old list also holds the string "NaN", the string is taken.
+        let source = json!({"flags": ["a", nan.clone()], "mix": ["NaN", nan.clone()],
+            "inf": [1.0, {"__float__": "-inf"}]});
+        let written = json!({"flags": ["NaN"], "mix": ["NaN"], "inf": [0, 1.0, "-Infinity"]});
+        assert_eq!(
+            keep_shown(written, &source),
+            json!({"flags": [nan.clone()], "mix": ["NaN"],
+                "inf": [0, 1.0, {"__float__": "-inf"}]})
+        );
     }
 
     #[test]
