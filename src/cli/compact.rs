@@ -22,14 +22,24 @@ pub fn compact(source: &Path) -> Result<(), Error> {
     // A source that cannot be written is the source's failure (3); I/O errors after this
     // are the rewrite's (1).
     if source.is_file() {
+        let not_writable = |path: &Path, e: std::io::Error| Error::Source {
+            path: source.to_path_buf(),
+            source: ContainerError::Io {
+                path: path.to_path_buf(),
+                source: e,
+            },
+        };
         if let Err(e) = std::fs::OpenOptions::new().write(true).open(source) {
-            return Err(Error::Source {
-                path: source.to_path_buf(),
-                source: ContainerError::Io {
-                    path: source.to_path_buf(),
-                    source: e,
-                },
-            });
+            return Err(not_writable(source, e));
+        }
+        // The rewrite is made beside it (beside the outermost `.b2d` store for a member:
+        // that directory is not checked here, its failure is the rewrite's).
+        let dir = match source.parent() {
+            Some(d) if !d.as_os_str().is_empty() => d,
+            _ => Path::new("."),
+        };
+        if let Err(e) = writable_dir(dir) {
+            return Err(not_writable(dir, e));
         }
     }
     let before = std::fs::metadata(source).map(|m| m.len()).unwrap_or(0);
@@ -73,4 +83,17 @@ pub fn compact(source: &Path) -> Result<(), Error> {
     let after = std::fs::metadata(source).map(|m| m.len()).unwrap_or(0);
     eprintln!("compacted {}: {before} -> {after} bytes", source.display());
     Ok(())
+}
+
+/// Whether this process may create files in `dir` (`access(2)` with `W_OK | X_OK`).
+fn writable_dir(dir: &Path) -> std::io::Result<()> {
+    use std::os::unix::ffi::OsStrExt;
+    let c = std::ffi::CString::new(dir.as_os_str().as_bytes())
+        .map_err(|_| std::io::Error::from_raw_os_error(libc::EINVAL))?;
+    // SAFETY: `c` is a valid NUL-terminated path for the call's duration; access(2) only
+    // reads it.
+    match unsafe { libc::access(c.as_ptr(), libc::W_OK | libc::X_OK) } {
+        0 => Ok(()),
+        _ => Err(std::io::Error::last_os_error()),
+    }
 }

@@ -61,8 +61,13 @@ pub fn commit_temp_target(name: &OsStr) -> Option<&OsStr> {
 /// Unreadable directories are skipped. The temp files of a file inside a `.b2d` store,
 /// checked on its own, lie beside the outermost store: not looked for.
 pub fn leftovers(source: &Path) -> (Vec<PathBuf>, bool) {
-    // `.` or `..` have no parent to look beside.
-    let source = &std::fs::canonicalize(source).unwrap_or_else(|_| source.to_path_buf());
+    // Absolute, as the name it was given (a symlinked source's temp files are named after
+    // the link, beside it); `.` and `..`, which have no name, canonical.
+    let absolute = std::path::absolute(source).unwrap_or_else(|_| source.to_path_buf());
+    let source = &match absolute.file_name() {
+        Some(_) => absolute,
+        None => std::fs::canonicalize(source).unwrap_or(absolute),
+    };
     let mut found = Vec::new();
     let mut names: std::collections::HashSet<Vec<u8>> = Default::default();
     let mut walked = 0usize;
@@ -186,6 +191,14 @@ mod tests {
         assert!(!cut);
         assert_eq!(found, vec![d.join(".b2fs-4999999-ab-0-a.b2nd.b2fs-tmp")]);
         std::fs::remove_file(d.join(&live)).unwrap();
+        // A source reached through a symlink: its temp files are named after the link and
+        // lie beside it (as mounts and `compact` name them).
+        std::fs::create_dir(d.join("real")).unwrap();
+        std::fs::write(d.join("real/r.b2nd"), b"frame").unwrap();
+        std::os::unix::fs::symlink("real/r.b2nd", d.join("link.b2nd")).unwrap();
+        std::fs::write(d.join(".b2fs-4999999-ab-3-link.b2nd.b2fs-tmp"), b"").unwrap();
+        let (found, _) = leftovers(&d.join("link.b2nd"));
+        assert_eq!(found, vec![d.join(".b2fs-4999999-ab-3-link.b2nd.b2fs-tmp")]);
 
         // A `.b2d` store: its leaves' temp files lie beside it; one inside is found too.
         let store = d.join("s.b2d");

@@ -70,10 +70,13 @@ impl Unlinked {
         self.chains.iter().map(|c| c.chunks.len()).sum()
     }
 
-    /// Drops the chains whose last removal is older than [`UNDO_WINDOW`].
+    /// Drops the chains whose last removal is older than [`UNDO_WINDOW`], but the one whose
+    /// removal is being committed now (a slow commit, a large `.b2z` rebuilt, is no pause).
     pub(crate) fn expire(&mut self) {
         if !self.chains.is_empty() {
-            self.chains.retain(|c| c.at.elapsed() < UNDO_WINDOW);
+            let busy = self.current.map(|c| c.array);
+            self.chains
+                .retain(|c| Some(c.array) == busy || c.at.elapsed() < UNDO_WINDOW);
         }
     }
 
