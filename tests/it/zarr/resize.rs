@@ -117,6 +117,15 @@ fn zarr_json_shape_changes_resize_a_1d_b2nd_as_python_blosc2_reads_it() {
     assert_eq!(got["units"], "C");
 }
 
+/// bcolz writes a ctable at `path`: columns `a` (int64 0..30) and `b` (halves), chunks of 8
+/// rows.
+fn make_ctable(py: &std::path::Path, path: &std::path::Path) {
+    let make = "import sys, numpy as np, bcolz\n\
+        t = bcolz.ctable(columns=[np.arange(30, dtype=np.int64), np.arange(30) * 0.5], \
+        names=['a', 'b'], chunklen=8, rootdir=sys.argv[1], mode='w'); t.flush()\n";
+    run_python(py, &["-c", make, path.to_str().unwrap()]);
+}
+
 /// A bcolz carray (whose last chunk holds just its rows) resizes through the view: bcolz
 /// reads the new lengths and values, and the attributes renamed in with a new length. A bcolz ctable's column does not (EPERM, the table
 /// byte-identical): its columns share one length, which xarray's `append_dim` would grow
@@ -177,10 +186,7 @@ fn zarr_json_shape_changes_resize_bcolz_carrays_but_not_ctable_columns() {
     drop(t);
 
     let tsrc = dir.path().join("t.bcolz");
-    let make = "import sys, numpy as np, bcolz\n\
-        t = bcolz.ctable(columns=[np.arange(30, dtype=np.int64), np.arange(30) * 0.5], \
-        names=['a', 'b'], chunklen=8, rootdir=sys.argv[1], mode='w'); t.flush()\n";
-    run_python(&py, &["-c", make, tsrc.to_str().unwrap()]);
+    make_ctable(&py, &tsrc);
     let files = |d: &std::path::Path| -> Vec<(std::path::PathBuf, Vec<u8>)> {
         let mut out = Vec::new();
         let mut stack = vec![d.to_path_buf()];
@@ -662,10 +668,7 @@ fn a_refused_resize_takes_back_the_chunk_removals_before_it() {
 
     // A bcolz ctable's column (its length is the table's): `resize(10)` of column `a`.
     let tsrc = dir.path().join("t.bcolz");
-    let make = "import sys, numpy as np, bcolz\n\
-        t = bcolz.ctable(columns=[np.arange(30, dtype=np.int64), np.arange(30) * 0.5], \
-        names=['a', 'b'], chunklen=8, rootdir=sys.argv[1], mode='w'); t.flush()\n";
-    run_python(&py, &["-c", make, tsrc.to_str().unwrap()]);
+    make_ctable(&py, &tsrc);
     let t = Tree::from_source(&tsrc, opts(true)).unwrap();
     let a = json_at(&t, "zarr/a/zarr.json");
     let per = a["chunk_grid"]["configuration"]["chunk_shape"][0]
