@@ -38,7 +38,7 @@ pub fn compact(source: &Path) -> Result<(), Error> {
             Some(d) if !d.as_os_str().is_empty() => d,
             _ => Path::new("."),
         };
-        if let Err(e) = writable_dir(dir) {
+        if let Err(e) = crate::container::write::can_create_in(dir) {
             return Err(not_writable(dir, e));
         }
     }
@@ -83,17 +83,4 @@ pub fn compact(source: &Path) -> Result<(), Error> {
     let after = std::fs::metadata(source).map(|m| m.len()).unwrap_or(0);
     eprintln!("compacted {}: {before} -> {after} bytes", source.display());
     Ok(())
-}
-
-/// Whether this process may create files in `dir` (`access(2)` with `W_OK | X_OK`).
-fn writable_dir(dir: &Path) -> std::io::Result<()> {
-    use std::os::unix::ffi::OsStrExt;
-    let c = std::ffi::CString::new(dir.as_os_str().as_bytes())
-        .map_err(|_| std::io::Error::from_raw_os_error(libc::EINVAL))?;
-    // SAFETY: `c` is a valid NUL-terminated path for the call's duration; access(2) only
-    // reads it.
-    match unsafe { libc::access(c.as_ptr(), libc::W_OK | libc::X_OK) } {
-        0 => Ok(()),
-        _ => Err(std::io::Error::last_os_error()),
-    }
 }

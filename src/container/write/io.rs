@@ -217,6 +217,23 @@ impl Io {
     }
 }
 
+/// Whether this process may create files in `dir` (`access(2)` with `W_OK | X_OK`, by its
+/// real ids): what a rewrite made beside a file needs, asked before it starts.
+///
+/// # Errors
+/// The OS error (`EACCES`, `EROFS`, `ENOENT`, ...).
+pub fn can_create_in(dir: &Path) -> std::io::Result<()> {
+    use std::os::unix::ffi::OsStrExt;
+    let c = std::ffi::CString::new(dir.as_os_str().as_bytes())
+        .map_err(|_| std::io::Error::from_raw_os_error(libc::EINVAL))?;
+    // SAFETY: `c` is a valid NUL-terminated path for the call's duration; access(2) only
+    // reads it.
+    match unsafe { libc::access(c.as_ptr(), libc::W_OK | libc::X_OK) } {
+        0 => Ok(()),
+        _ => Err(std::io::Error::last_os_error()),
+    }
+}
+
 /// The name of a temp file of this process's own (its id, a token of its start time `T`, and
 /// a counter `N`, never reused while it runs) for a whole-file rewrite of `target`: `.b2fs-PID-T-N-<target's name><suffix>`
 /// (the name cut to 200 bytes), beside `target`, or, when `target` lies inside a `.b2d`
