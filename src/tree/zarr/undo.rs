@@ -42,7 +42,7 @@ struct Chain {
     after: Weak<Snapshot>,
     /// When the last removal was.
     at: Instant,
-    /// Each removed chunk with its decoded content before its first removal.
+    /// Each removed chunk with its decoded content before its last removal.
     chunks: Vec<(usize, Vec<u8>)>,
     /// Whether chunks of this chain were dropped for the bounds.
     dropped: bool,
