@@ -44,9 +44,17 @@ pub fn commit_temp_target(name: &OsStr) -> Option<&OsStr> {
     };
     // The fields before the target's name: PID, start-time token, counter; else PID, counter.
     let parts: Vec<&[u8]> = rest.splitn(4, |&c| c == b'-').collect();
+    // T is always 8 hex digits (`own_temp`), so an old name whose target starts with
+    // `<digits>-` is not taken for a new one.
     let target: &[u8] = match parts.as_slice() {
-        [pid, t, n, target] if field(pid, false) && field(t, true) && field(n, false) => target,
-        [pid, n, ..] if field(pid, false) && field(n, false) => &rest[pid.len() + n.len() + 2..],
+        [pid, t, n, target]
+            if field(pid, false) && t.len() == 8 && field(t, true) && field(n, false) =>
+        {
+            target
+        }
+        [pid, n, _, ..] if field(pid, false) && field(n, false) => {
+            rest.get(pid.len() + n.len() + 2..)?
+        }
         _ => return None,
     };
     (!target.is_empty()).then(|| OsStr::from_bytes(target))
@@ -159,12 +167,17 @@ mod tests {
             commit_temp_target(OsStr::new(s)).map(|t| t.to_str().unwrap())
         }
         assert_eq!(t(".b2fs-12-0a1b2c3d-0-x.b2nd.b2fs-tmp"), Some("x.b2nd"));
-        assert_eq!(t(".b2fs-7-ff-12-a-b-c.b2z.b2fs-member"), Some("a-b-c.b2z"));
-        assert_eq!(t(".b2fs-12-0a1b-3-__0.blp.b2fs-tmp"), Some("__0.blp"));
+        assert_eq!(
+            t(".b2fs-7-000000ff-12-a-b-c.b2z.b2fs-member"),
+            Some("a-b-c.b2z")
+        );
+        assert_eq!(t(".b2fs-12-00000a1b-3-__0.blp.b2fs-tmp"), Some("__0.blp"));
         // Before the start-time token: PID and counter.
         assert_eq!(t(".b2fs-7-0-a.b2nd.b2fs-tmp"), Some("a.b2nd"));
         for not in [
             ".b2fs-12-0a1b-3-.b2fs-tmp",
+            // Two numeric fields and nothing else (no target): no panic, no match.
+            ".b2fs-12-3.b2fs-tmp",
             ".b2fs-x-0a1b-3-a.b2fs-tmp",
             ".b2fs-12-zz-3-a.b2fs-tmp",
             ".b2fs-12-0a1b-3-.b2fs-tmp",
@@ -182,23 +195,29 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let d = dir.path();
         std::fs::write(d.join("a.b2nd"), b"frame").unwrap();
-        std::fs::write(d.join(".b2fs-4999999-ab-0-a.b2nd.b2fs-tmp"), b"").unwrap();
-        std::fs::write(d.join(".b2fs-4999999-ab-1-other.b2nd.b2fs-tmp"), b"").unwrap();
+        std::fs::write(d.join(".b2fs-4999999-000000ab-0-a.b2nd.b2fs-tmp"), b"").unwrap();
+        std::fs::write(d.join(".b2fs-4999999-000000ab-1-other.b2nd.b2fs-tmp"), b"").unwrap();
         // One whose process runs (this one's: a commit under way) is no leftover.
-        let live = format!(".b2fs-{}-ab-2-a.b2nd.b2fs-tmp", std::process::id());
+        let live = format!(".b2fs-{}-000000ab-2-a.b2nd.b2fs-tmp", std::process::id());
         std::fs::write(d.join(&live), b"").unwrap();
         let (found, cut) = leftovers(&d.join("a.b2nd"));
         assert!(!cut);
-        assert_eq!(found, vec![d.join(".b2fs-4999999-ab-0-a.b2nd.b2fs-tmp")]);
+        assert_eq!(
+            found,
+            vec![d.join(".b2fs-4999999-000000ab-0-a.b2nd.b2fs-tmp")]
+        );
         std::fs::remove_file(d.join(&live)).unwrap();
         // A source reached through a symlink: its temp files are named after the link and
         // lie beside it (as mounts and `compact` name them).
         std::fs::create_dir(d.join("real")).unwrap();
         std::fs::write(d.join("real/r.b2nd"), b"frame").unwrap();
         std::os::unix::fs::symlink("real/r.b2nd", d.join("link.b2nd")).unwrap();
-        std::fs::write(d.join(".b2fs-4999999-ab-3-link.b2nd.b2fs-tmp"), b"").unwrap();
+        std::fs::write(d.join(".b2fs-4999999-000000ab-3-link.b2nd.b2fs-tmp"), b"").unwrap();
         let (found, _) = leftovers(&d.join("link.b2nd"));
-        assert_eq!(found, vec![d.join(".b2fs-4999999-ab-3-link.b2nd.b2fs-tmp")]);
+        assert_eq!(
+            found,
+            vec![d.join(".b2fs-4999999-000000ab-3-link.b2nd.b2fs-tmp")]
+        );
 
         // A `.b2d` store: its leaves' temp files lie beside it; one inside is found too.
         let store = d.join("s.b2d");
@@ -206,17 +225,17 @@ mod tests {
         std::fs::write(store.join("embed.b2e"), b"").unwrap();
         std::fs::write(store.join("g/v.b2nd"), b"").unwrap();
         std::fs::write(
-            store.join("g/.b2fs-4999998-cd-0-__vlmeta__.b2f.b2fs-tmp"),
+            store.join("g/.b2fs-4999998-000000cd-0-__vlmeta__.b2f.b2fs-tmp"),
             b"",
         )
         .unwrap();
-        std::fs::write(d.join(".b2fs-4999998-cd-1-v.b2nd.b2fs-tmp"), b"").unwrap();
+        std::fs::write(d.join(".b2fs-4999998-000000cd-1-v.b2nd.b2fs-tmp"), b"").unwrap();
         let (found, _) = leftovers(&store);
         assert_eq!(
             found,
             vec![
-                d.join(".b2fs-4999998-cd-1-v.b2nd.b2fs-tmp"),
-                store.join("g/.b2fs-4999998-cd-0-__vlmeta__.b2f.b2fs-tmp"),
+                d.join(".b2fs-4999998-000000cd-1-v.b2nd.b2fs-tmp"),
+                store.join("g/.b2fs-4999998-000000cd-0-__vlmeta__.b2f.b2fs-tmp"),
             ]
         );
     }
