@@ -235,6 +235,16 @@ impl Grid {
         &self.chunk_grid
     }
 
+    /// Chunks in one row of the chunk grid along the first axis (the product of the other
+    /// dimensions' chunk counts), `None` when it overflows: a grid with no row along the
+    /// first axis (its first dimension 0) was not bounded by its whole product.
+    pub fn chunks_per_row(&self) -> Option<u64> {
+        self.chunk_grid
+            .get(1..)?
+            .iter()
+            .try_fold(1u64, |a, &b| a.checked_mul(b))
+    }
+
     /// Blocks per chunk per dimension.
     pub fn block_grid(&self) -> &[u64] {
         &self.block_grid

@@ -123,14 +123,18 @@ impl Tree {
         };
         let mut differ = differing_members(&shown, &new);
         // A resize (`resize.rs`) carries the new attributes in its own commit.
-        let resize = differ == ["\"shape\""];
+        let resize = differ == ["shape"];
         if resize {
             differ.clear();
         }
         if !differ.is_empty() {
             // Named up to a few (a hostile document may differ in a million).
             let more = differ.len().saturating_sub(8);
-            let mut named = differ[..differ.len().min(8)].join(", ");
+            let mut named = differ[..differ.len().min(8)]
+                .iter()
+                .map(|k| format!("\"{k}\""))
+                .collect::<Vec<_>>()
+                .join(", ");
             if more > 0 {
                 named.push_str(&format!(" and {more} more"));
             }
@@ -361,7 +365,7 @@ fn differing_members(shown: &Map<String, Value>, new: &Map<String, Value>) -> Ve
             (None, None) => false,
             _ => true,
         })
-        .map(|k| format!("\"{k}\""))
+        .cloned()
         .collect()
 }
 
@@ -508,12 +512,12 @@ mod tests {
         let resized = json!({"shape": [4, 3], "fill_value": 0.0, "storage_transformers": [1]});
         assert_eq!(
             differing_members(shown, resized.as_object().unwrap()),
-            ["\"shape\"", "\"storage_transformers\""]
+            ["shape", "storage_transformers"]
         );
         let dropped = json!({"fill_value": 0.0});
         assert_eq!(
             differing_members(shown, dropped.as_object().unwrap()),
-            ["\"shape\""]
+            ["shape"]
         );
     }
 }

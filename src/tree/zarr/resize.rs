@@ -38,7 +38,7 @@ use crate::reader::{ChunkId, ChunkReader};
 pub const MAX_NEW_CHUNKS: u64 = 4096;
 
 /// The shape a `zarr.json` document gives, if it is a list of lengths.
-fn shape_of(doc: &Map<String, Value>) -> Option<Vec<u64>> {
+pub(super) fn shape_of(doc: &Map<String, Value>) -> Option<Vec<u64>> {
     match doc.get("shape")? {
         Value::Array(dims) => dims.iter().map(Value::as_u64).collect(),
         _ => None,
@@ -226,7 +226,9 @@ impl Tree {
                     row: ((block_items / b0.max(1)) as usize).saturating_mul(item),
                 };
                 let chunk_len = (grid.items_per_chunk() as usize).saturating_mul(item);
-                let per_row = grid.chunk_grid()[1..].iter().product();
+                let per_row = grid
+                    .chunks_per_row()
+                    .ok_or_else(|| refuse("its chunk grid's rows overflow".into()))?;
                 (rows, Some(chunk_len), per_row)
             }
             Some(_) => {
@@ -326,6 +328,13 @@ impl Tree {
             if let Ok(Entry::File(FileKind::Attrs(_, stored))) = self.entry(carrier) {
                 stored.set(view::json_file(attrs));
             }
+            // A clean buffer of the file (read, not written) would go on showing the old
+            // text: it goes, as after a commit of the file itself (`Tree::commit_attrs`).
+            let mut edits = self.edits.lock();
+            if edits.attrs.get(&carrier).is_some_and(|a| !a.dirty) {
+                edits.attrs.remove(&carrier);
+            }
+            drop(edits);
             self.zarr_changed();
         }
         {

@@ -21,6 +21,8 @@
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
+use serde_json::Value;
+
 use super::super::Tree;
 use crate::commit::ChunkEdit;
 use crate::reader::{ArrayId, ChunkId, Snapshot};
@@ -99,33 +101,19 @@ fn same_version(after: &Weak<Snapshot>, now: &Arc<Snapshot>) -> bool {
 }
 
 impl Tree {
-    /// Before chunk object `id` is removed: its content now, kept so that a refused resize
-    /// can take the removal back (starting a new chain when the array changed otherwise
-    /// since the last removal). Nothing is kept when it cannot be read, is larger than the
-    /// bound, or is a shard of the sharded view (never taken back), and the array's chain
-    /// ends. Call [`Tree::zarr_unlink_ends`] after its commit, both under the removal turn.
-    pub(super) fn zarr_unlink_begins(&self, id: ChunkId) {
+    /// Before chunk object `id`'s removal is committed: `content`, what it read just before
+    /// (its buffer before the zeros), kept so that a refused resize can take the removal
+    /// back (starting a new chain when the array changed otherwise since the last removal).
+    /// Nothing is kept when it is larger than the bound or a shard of the sharded view
+    /// (never taken back), and the array's chain ends. Call [`Tree::zarr_unlink_ends`]
+    /// after its commit, both under the removal turn.
+    pub(super) fn zarr_unlink_begins(&self, id: ChunkId, content: Vec<u8>) {
         let Some(live) = self.live(id.array) else {
             return;
         };
         let before = live.snapshot();
-        let sharded = self
-            .zarr_geom(id.array, None)
-            .map_or(true, |g| g.shard.is_some());
-        let content = match self.reader.chunk(id) {
-            Ok(c) if !sharded && c.as_slice().len() <= MAX_UNDO_BYTES => {
-                Some(c.as_slice().to_vec())
-            }
-            Ok(_) => None,
-            Err(e) => {
-                log::debug!(
-                    "chunk {} of array {}: not kept for undo: {e}",
-                    id.index,
-                    id.array.0
-                );
-                None
-            }
-        };
+        let sharded = self.zarr_sharded(id.array);
+        let content = (!sharded && content.len() <= MAX_UNDO_BYTES).then_some(content);
         let mut u = self.zarr.unlinked.lock();
         u.expire();
         u.chains
@@ -205,12 +193,7 @@ impl Tree {
         if geom.shard.is_some() || wanted.len() != geom.shape.len() {
             return 0;
         }
-        let grid: Vec<u64> = geom
-            .shape
-            .iter()
-            .zip(&geom.chunks)
-            .map(|(s, c)| s.div_ceil((*c).max(1)))
-            .collect();
+        let grid = &geom.grid;
         // Wholly outside `wanted`: some coordinate's chunk starts at or past its length.
         let outside = |index: usize| {
             let mut rest = index as u64;
@@ -281,13 +264,9 @@ impl Tree {
 
 /// Whether a refused `zarr.json` rename asked for another shape, and which.
 pub(super) fn wanted_shape(new: &serde_json::Value, shown: &serde_json::Value) -> Option<Vec<u64>> {
-    let wanted = new.get("shape")?;
-    if Some(wanted) == shown.get("shape") {
+    let (Value::Object(new), Value::Object(shown)) = (new, shown) else {
         return None;
-    }
-    wanted
-        .as_array()?
-        .iter()
-        .map(serde_json::Value::as_u64)
-        .collect()
+    };
+    let wanted = super::resize::shape_of(new)?;
+    (Some(&wanted) != super::resize::shape_of(shown).as_ref()).then_some(wanted)
 }

@@ -91,7 +91,7 @@ impl Tree {
     }
 
     /// Whether array `array` is shown sharded (`-o zarr_shards`).
-    fn zarr_sharded(&self, array: ArrayId) -> bool {
+    pub(super) fn zarr_sharded(&self, array: ArrayId) -> bool {
         self.zarr_geom(array, None).is_ok_and(|g| g.shard.is_some())
     }
 
@@ -431,12 +431,14 @@ impl Tree {
         // Kept for a resize refused after it (zarr-python removes first: `undo.rs`); one
         // removal at a time.
         let _turn = self.zarr.unlink_turn.lock();
-        self.zarr_unlink_begins(id);
-        let zeroed = self.with_chunk_buffer(id, |buf, _| {
-            buf.fill(0);
-            Ok(())
+        // What the chunk read before: the buffer itself, swapped for zeros (no second
+        // decode or copy of it).
+        let zeroed =
+            self.with_chunk_buffer(id, |buf, _| Ok(std::mem::replace(buf, vec![0; buf.len()])));
+        let res = zeroed.and_then(|before| {
+            self.zarr_unlink_begins(id, before);
+            self.commit(ino, Reason::Durable)
         });
-        let res = zeroed.and_then(|()| self.commit(ino, Reason::Durable));
         if res.is_err() {
             self.drop_pending(ino);
         }

@@ -249,7 +249,7 @@ pub(super) fn explicit_shape0(array: &Array, n: usize, want: u64) -> Result<u64,
         ));
     };
     let cs0 = array.nd_meta().map_or(0, |nd| nd.chunkshape[0]);
-    let per_row: u64 = grid.chunk_grid()[1..].iter().product();
+    let per_row: u64 = grid.chunks_per_row().unwrap_or(0);
     let fits = cs0 > 0
         && per_row > 0
         && n > 0
