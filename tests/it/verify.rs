@@ -488,7 +488,7 @@ fn verify_lists_the_temp_files_an_interrupted_commit_left() {
     run_python(&py, &["-c", make, pristine.to_str().unwrap()]);
     let work = dir.path().join("w");
     let mut seen = false;
-    for steps in 0..16 {
+    crate::support::steps::every_commit_step("a .b2z member commit", 1, |steps| {
         let _ = std::fs::remove_dir_all(&work);
         std::fs::create_dir(&work).unwrap();
         let src = work.join("st.b2z");
@@ -548,9 +548,7 @@ fn verify_lists_the_temp_files_an_interrupted_commit_left() {
             assert!(text.status.success(), "{out}");
             assert!(out.contains(&format!("leftover: {}", left[0])), "{out}");
         }
-        if done {
-            break;
-        }
-    }
+        done
+    });
     assert!(seen, "no step left a temp file");
 }
