@@ -234,7 +234,7 @@ pub fn can_create_in(dir: &Path) -> std::io::Result<()> {
     }
 }
 
-/// The name of a temp file of this process's own (its id, a token of its start time `T`, and
+/// The name of a temp file of this process's own (its id, a token `T` of the time of its first one (8 hex digits), and
 /// a counter `N`, never reused while it runs) for a whole-file rewrite of `target`: `.b2fs-PID-T-N-<target's name><suffix>`
 /// (the name cut to 200 bytes), beside `target`, or, when `target` lies inside a `.b2d`
 /// store (a directory holding `embed.b2e`, at any depth above it), beside the outermost such
@@ -246,9 +246,9 @@ pub fn can_create_in(dir: &Path) -> std::io::Result<()> {
 pub(super) fn own_temp(target: &Path, suffix: &str) -> std::path::PathBuf {
     use std::os::unix::ffi::{OsStrExt, OsStringExt};
     static TEMPS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-    // The process's start, to the nanosecond: two processes of one PID (PID namespaces,
-    // other hosts of a shared file system, a PID reused after a crash left a file) do not
-    // take each other's names, which `create_new` would refuse.
+    // The time of the first temp file, to the nanosecond: two processes of one PID (PID
+    // namespaces, other hosts of a shared file system, a PID reused after a crash left a
+    // file) do not take each other's names, which `create_new` would refuse.
     static STARTED: std::sync::OnceLock<u32> = std::sync::OnceLock::new();
     let token = *STARTED.get_or_init(|| {
         let t = std::time::SystemTime::now()
