@@ -21,6 +21,7 @@ mod docs;
 mod events;
 mod fstab;
 mod info;
+mod logs;
 pub mod remote;
 mod salvage;
 mod umount;

@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 use super::args::{MountArgs, MountOptions};
-use super::{Error, check_fuse, check_mountpoint, check_source, devfd};
+use super::{Error, check_fuse, check_mountpoint, check_source, devfd, logs};
 use crate::container::Opened;
 use crate::fuse::{CachePolicy, MountConfig};
 use crate::reader::ReaderOptions;
@@ -167,8 +167,16 @@ fn spawn_daemon(source: &Path, target: &Target, opts: &MountOptions) -> Result<(
 
 /// The background daemon: logs to a file, reports readiness on stdout, serves.
 fn daemon_child(args: &MountArgs, opts: &MountOptions) -> Result<(), Error> {
-    let log = log_path(std::process::id());
+    let log = logs::log_path(std::process::id());
     init_logging(opts, Some(&log));
+    let pruned = logs::prune_ended(&log, std::time::SystemTime::now(), super::umount::alive);
+    if pruned > 0 {
+        log::info!(
+            "removed {pruned} old logs of ended b2fs daemons from {}",
+            log.parent()
+                .map_or_else(String::new, |d| d.display().to_string())
+        );
+    }
     let report = |line: &str| {
         let mut out = std::io::stdout().lock();
         let _ = writeln!(out, "{line}");
@@ -193,15 +201,6 @@ fn check_local_source(source: &Path) -> Result<(), Error> {
         Some(_) => Ok(()),
         None => check_source(source),
     }
-}
-
-/// Where a daemon with process id `pid` logs.
-pub(super) fn log_path(pid: u32) -> PathBuf {
-    let dir = std::env::var_os("XDG_RUNTIME_DIR")
-        .map(PathBuf::from)
-        .filter(|d| d.is_dir())
-        .unwrap_or_else(|| PathBuf::from("/tmp"));
-    dir.join(format!("b2fs-{pid}.log"))
 }
 
 /// Logging to stderr (foreground) or to `file` (daemon); `debug` raises the level and

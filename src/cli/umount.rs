@@ -162,7 +162,8 @@ fn serves(pid: u32, target: &Path) -> bool {
     normalize(&cwd.join(last)).is_some_and(|p| p == target)
 }
 
-fn alive(pid: u32) -> bool {
+/// Whether process `pid` is still running (not gone, nor a zombie with no thread left).
+pub(super) fn alive(pid: u32) -> bool {
     // A process has exited when /proc/PID is gone, or when it is a zombie ('Z' in the state
     // field) with no other task left. The leader of a multi-threaded process shows 'Z' as soon
     // as its main thread exits, while the other threads are still tearing down; the process

@@ -376,3 +376,53 @@ fn compact_exits_1_on_an_io_error_and_3_for_what_is_not_a_frame() {
     assert_fails(&o, 3, "Permission denied");
     assert!(std::fs::read(&src).unwrap() == before, "the source changed");
 }
+
+/// A background mount clears, in its log directory, the logs of ended daemons older than a
+/// week, and leaves a recent one, another user's and a live daemon's (its own).
+#[test]
+fn cli_background_mount_clears_week_old_logs_of_ended_daemons() {
+    use std::fs::{File, FileTimes};
+    use std::time::{Duration, SystemTime};
+    or_skip!(crate::support::fuse(
+        "cli_background_mount_clears_week_old_logs_of_ended_daemons"
+    ));
+    let logs = tempfile::tempdir().unwrap();
+    let day = Duration::from_secs(24 * 3600);
+    // Process ids above the kernel's largest (2^22): no such process can be running.
+    let aged = |pid: u32, age: Duration| {
+        let p = logs.path().join(format!("b2fs-{pid}.log"));
+        let f = File::create(&p).unwrap();
+        f.set_times(FileTimes::new().set_modified(SystemTime::now() - age))
+            .unwrap();
+        p
+    };
+    let old = aged(4_999_001, 8 * day);
+    let recent = aged(4_999_002, day);
+    let foreign = aged(4_999_003, 30 * day);
+    std::os::unix::fs::chown(&foreign, Some(65534), Some(65534)).unwrap();
+
+    let m = crate::support::mount::Mount::empty();
+    let out = crate::support::mount::b2fs()
+        .env("XDG_RUNTIME_DIR", logs.path())
+        .arg("mount")
+        .arg(repo_root().join("examples/sample.b2nd"))
+        .arg(&m.mp)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let pid = crate::support::mount::daemon_pid(&m.mp).expect("the daemon's pid");
+    m.umount();
+
+    assert!(!old.exists(), "an ended daemon's log of 8 days stayed");
+    assert!(recent.exists(), "an ended daemon's log of a day went");
+    assert!(foreign.exists(), "another user's log went");
+    let own = std::fs::read_to_string(logs.path().join(format!("b2fs-{pid}.log"))).unwrap();
+    assert!(
+        own.contains("removed 1 old logs of ended b2fs daemons"),
+        "the daemon's log does not say what it removed:\n{own}"
+    );
+}
