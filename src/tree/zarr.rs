@@ -110,6 +110,17 @@ pub(crate) struct ZarrState {
     /// Held through a chunk object's whole removal (its content kept, its commit, its chain
     /// moved on): removals run one at a time, so each chain link is the one before's version.
     unlink_turn: Mutex<()>,
+    /// Tests: run by the next resize before it takes the committer ([`Tree::on_zarr_resize`]).
+    resize_hook: Mutex<Option<ResizeHook>>,
+}
+
+/// What [`Tree::on_zarr_resize`] runs.
+struct ResizeHook(Box<dyn FnOnce(&Tree) + Send>);
+
+impl std::fmt::Debug for ResizeHook {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ResizeHook")
+    }
 }
 
 /// What a Zarr directory mirroring a native directory is.
@@ -128,6 +139,13 @@ impl Tree {
         self.zarr.generation.fetch_add(1, Ordering::Relaxed);
         // Removed chunks past the time a refused resize may take them back go.
         self.zarr.unlinked.lock().expire();
+    }
+
+    /// Tests: `hook` runs once, in the next resize through the view (a `zarr.json` renamed
+    /// over an array's with another shape), after the view's document was read and before the
+    /// resize takes the committer: a test changes the array there, as another writer may.
+    pub fn on_zarr_resize(&self, hook: Box<dyn FnOnce(&Tree) + Send>) {
+        *self.zarr.resize_hook.lock() = Some(ResizeHook(hook));
     }
 
     /// Tests: the group documents of the Zarr view are kept within `bytes` (default 64 MiB);

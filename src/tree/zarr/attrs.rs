@@ -371,7 +371,7 @@ fn differing_members(shown: &Map<String, Value>, new: &Map<String, Value>) -> Ve
 
 /// JSON equality with numbers compared by value (`0` equals `0.0`), as two writers may
 /// spell the same fill value differently.
-fn same_json(a: &Value, b: &Value) -> bool {
+pub(super) fn same_json(a: &Value, b: &Value) -> bool {
     match (a, b) {
         (Value::Number(x), Value::Number(y)) => match (x.is_f64(), y.is_f64()) {
             (false, false) => x == y,
