@@ -107,9 +107,6 @@ pub(crate) struct ZarrState {
     rewrites: Mutex<HashMap<u64, Vec<std::ops::Range<u64>>>>,
     /// Chunk objects removed lately, kept until a refused resize takes them back (`undo.rs`).
     unlinked: Mutex<undo::Unlinked>,
-    /// Held through a chunk object's whole removal (its content kept, its commit, its chain
-    /// moved on): removals run one at a time, so each chain link is the one before's version.
-    unlink_turn: Mutex<()>,
     /// Tests: run by the next resize before it takes the committer ([`Tree::on_zarr_resize`]).
     resize_hook: Mutex<Option<ResizeHook>>,
 }
