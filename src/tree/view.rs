@@ -35,6 +35,7 @@ use serde_json::{Map, Value, json};
 use super::layout::{AttrsOwner, FileKind, Generated, Layout, NpyCell, Owner, ROOT_INO, TableCell};
 use super::names::{codec_name, filter_name};
 use crate::codec;
+use crate::container::attrs::NonFiniteFloat;
 use crate::container::npy::{Npy, TableNpy};
 use crate::container::{Array, ChunkKind, Container, ContainerError, SourceKind, Table};
 use crate::reader::LiveArray;
@@ -303,15 +304,7 @@ pub fn zarr_json_file(v: &Value, floats: NonFinite) -> Vec<u8> {
 /// The token of a `__float__` tag holding NaN or an infinity (any spelling
 /// `src/container/attrs.rs` accepts): `NaN`, `Infinity` or `-Infinity`.
 pub(crate) fn bare_float(v: &Value) -> Option<&'static str> {
-    let Value::Object(m) = v else {
-        return None;
-    };
-    match (m.len(), m.get("__float__").and_then(Value::as_str)) {
-        (1, Some("nan" | "NaN")) => Some("NaN"),
-        (1, Some("inf" | "Infinity")) => Some("Infinity"),
-        (1, Some("-inf" | "-Infinity")) => Some("-Infinity"),
-        _ => None,
-    }
+    NonFiniteFloat::of_tag(v).map(NonFiniteFloat::token)
 }
 
 fn write_json(out: &mut String, v: &Value, depth: usize, floats: Floats) {
