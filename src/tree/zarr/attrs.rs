@@ -24,7 +24,7 @@
 //!   `-Infinity` (Python's `json.dumps`, not strict JSON), and committed as float64 NaN and
 //!   infinities: `__attrs__` shows them as the tags `{"__float__": "nan"}` (`"inf"`,
 //!   `"-inf"`), python-blosc2 reads floats; the view writes them back bare, as zarr-python
-//!   does (`src/tree/view.rs`, `json_file_bare_floats`).
+//!   does (`json.rs`).
 //! - **Strict JSON** (`-o zarr_strict_json`): the view shows those floats as the strings
 //!   `"NaN"`, `"Infinity"`, `"-Infinity"`, so a string there may be a float of the source.
 //!   Wherever the new attributes hold what the view showed at the same place (the same
@@ -40,7 +40,6 @@
 
 use serde_json::{Map, Value};
 
-use super::super::view::bare_float;
 use super::super::{ROOT_INO, Tree, TreeError};
 use super::{DirKind, ZNode, write::zarr_json_refused};
 use crate::container::attrs::{FLOAT_TAG, NonFiniteFloat};
@@ -211,6 +210,11 @@ impl Tree {
         };
         self.zarr_attrs_file(n)
     }
+}
+
+/// The token of a `__float__` tag (`NaN`, `Infinity`, `-Infinity`), if `v` is one.
+fn bare_float(v: &Value) -> Option<&'static str> {
+    NonFiniteFloat::of_tag(v).map(NonFiniteFloat::token)
 }
 
 /// Why [`parse_json_floats`] failed.
@@ -447,7 +451,7 @@ mod tests {
             parse_json_floats(b"[NaNa]", 1 << 20),
             Err(Parsed::Json(_))
         ));
-        let text = crate::tree::view::json_file_bare_floats(&v);
+        let text = super::super::json::zarr_json_file(&v, super::super::json::NonFinite::Bare);
         assert_eq!(parse_json_floats(&text, 1 << 20).unwrap(), v);
         let text = String::from_utf8(text).unwrap();
         assert!(
