@@ -77,7 +77,7 @@ pub const TAGS: [&str; 11] = [
     "__bytes__",
     "__str__",
     "__tuple__",
-    "__float__",
+    FLOAT_TAG,
     "__float32__",
     "__map__",
     "__complex__",
@@ -176,24 +176,95 @@ fn single_tag(v: &Value) -> Option<(&str, &Value)> {
     }
 }
 
+/// The tag of a float NaN or infinity: `{"__float__": "nan"}`.
+pub const FLOAT_TAG: &str = "__float__";
+
+/// A float NaN or infinity, which JSON lacks. The one owner of their spellings: the tag
+/// `{"__float__": "nan"}` (`"inf"`, `"-inf"`: [`NonFiniteFloat::name`]) the mapping writes,
+/// and the tokens `NaN`, `Infinity`, `-Infinity` ([`NonFiniteFloat::token`]) Python's
+/// `json.dumps` writes (zarr-python's metadata; the Zarr view's documents), accepted in a
+/// tag too.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NonFiniteFloat {
+    /// NaN.
+    Nan,
+    /// Positive infinity.
+    Infinity,
+    /// Negative infinity.
+    NegInfinity,
+}
+
+impl NonFiniteFloat {
+    /// Every one, in this order.
+    pub const ALL: [NonFiniteFloat; 3] = [Self::Nan, Self::Infinity, Self::NegInfinity];
+
+    /// The one `f` is, if it is not finite.
+    pub fn of(f: f64) -> Option<Self> {
+        match f {
+            _ if f.is_nan() => Some(Self::Nan),
+            f64::INFINITY => Some(Self::Infinity),
+            f64::NEG_INFINITY => Some(Self::NegInfinity),
+            _ => None,
+        }
+    }
+
+    /// Its value.
+    pub fn value(self) -> f64 {
+        match self {
+            Self::Nan => f64::NAN,
+            Self::Infinity => f64::INFINITY,
+            Self::NegInfinity => f64::NEG_INFINITY,
+        }
+    }
+
+    /// Its name in a tag: `nan`, `inf`, `-inf`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Nan => "nan",
+            Self::Infinity => "inf",
+            Self::NegInfinity => "-inf",
+        }
+    }
+
+    /// Its token in Python's JSON: `NaN`, `Infinity`, `-Infinity`.
+    pub fn token(self) -> &'static str {
+        match self {
+            Self::Nan => "NaN",
+            Self::Infinity => "Infinity",
+            Self::NegInfinity => "-Infinity",
+        }
+    }
+
+    /// The one named `s`, by its name or its token.
+    pub fn parse(s: &str) -> Option<Self> {
+        Self::ALL
+            .into_iter()
+            .find(|f| f.name() == s || f.token() == s)
+    }
+
+    /// Its tag, `{"__float__": "nan"}`.
+    pub fn tag(self) -> Value {
+        tag(FLOAT_TAG, Value::String(self.name().into()))
+    }
+
+    /// The one tag `v` (an object of the one member `__float__`, by name or token) holds.
+    pub fn of_tag(v: &Value) -> Option<Self> {
+        match single_tag(v) {
+            Some((FLOAT_TAG, Value::String(s))) => Self::parse(s),
+            _ => None,
+        }
+    }
+}
+
 fn float_to_json(f: f64) -> Value {
-    if f.is_nan() {
-        tag("__float__", Value::String("nan".into()))
-    } else if f.is_infinite() {
-        let s = if f > 0.0 { "inf" } else { "-inf" };
-        tag("__float__", Value::String(s.into()))
-    } else {
-        Number::from_f64(f).map_or(Value::Null, Value::Number)
+    match NonFiniteFloat::of(f) {
+        Some(n) => n.tag(),
+        None => Number::from_f64(f).map_or(Value::Null, Value::Number),
     }
 }
 
 fn nonfinite_from_str(s: &str) -> Option<f64> {
-    match s {
-        "nan" | "NaN" => Some(f64::NAN),
-        "inf" | "Infinity" => Some(f64::INFINITY),
-        "-inf" | "-Infinity" => Some(f64::NEG_INFINITY),
-        _ => None,
-    }
+    NonFiniteFloat::parse(s).map(NonFiniteFloat::value)
 }
 
 /// Standard base64 with `=` padding.

@@ -94,7 +94,6 @@ impl Tree {
     /// Marks the files showing chunk `id` (its chunk file and its array's `array.npy`) as
     /// changed for the kernel's cache.
     fn chunk_changed(&self, id: ChunkId) {
-        self.zarr_chunk_committed(id);
         let zarr = self.zarr_chunk_ino(id);
         let mut k = self.kcache.lock();
         k.stale.insert(self.inodes.chunk_ino(id));
@@ -417,6 +416,10 @@ impl Tree {
             }
         }
         if res.is_ok() {
+            // A buffer whose base was decoded before this commit is not inserted after it
+            // (`Tree::with_chunk_buffer`): chunk edits made here (a resize, a removal of a
+            // Zarr chunk object) do not come through `Tree::commit`, which notes it too.
+            self.edits.lock().note_stored();
             for &index in &indexes {
                 self.chunk_changed(ChunkId::new(array, index));
             }

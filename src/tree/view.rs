@@ -244,107 +244,52 @@ pub(crate) fn valid_name(name: &str) -> bool {
 /// JSON for people and parsers: objects one key per line (2-space indent), arrays without
 /// nested containers on one line; a final newline.
 pub fn json_file(v: &Value) -> Vec<u8> {
+    json_file_spelled(v, AsIs)
+}
+
+/// [`json_file`] with some values written another way than JSON writes them, as `spelling`
+/// says where each sits (the Zarr view's `zarr.json` documents spell float NaN and
+/// infinities as Python's `json.dumps` does: `src/tree/zarr/json.rs`).
+pub(crate) fn json_file_spelled(v: &Value, spelling: impl Spelling) -> Vec<u8> {
     let mut out = String::new();
-    write_json(&mut out, v, 0, Floats::Tagged);
+    write_json(&mut out, v, 0, spelling);
     out.push('\n');
     out.into_bytes()
 }
 
-/// How [`write_json`] writes a `__float__` tag.
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Floats {
-    /// As the object it is (`__attrs__`).
-    Tagged,
-    /// As a token of `zarr.json` ([`NonFinite`]).
-    Token(NonFinite),
-    /// As a token inside this object, which is itself a map of attribute names (a
-    /// `zarr.json`'s `attributes`: a single attribute named `__float__` is no tag).
-    TokenInside(NonFinite),
-    /// A `zarr.json` document (or an entry of its consolidated metadata): its own
-    /// `attributes` member is the attribute map, any deeper one an attribute's value.
-    Doc(NonFinite),
-    /// A document's `consolidated_metadata`, whose `metadata` holds entries.
-    Consolidated(NonFinite),
-    /// The `metadata` of consolidated metadata: each value a document.
-    Entries(NonFinite),
+/// Where a value sits in a document written by [`json_file_spelled`], and what that means
+/// for how it is written.
+pub(crate) trait Spelling: Copy {
+    /// The text written for `v` here instead of its JSON, if any.
+    fn spell(self, v: &Value) -> Option<String>;
+    /// The spelling of the value of member `key` of an object here.
+    fn member(self, key: &str) -> Self;
+    /// The spelling of an item of a list here.
+    fn item(self) -> Self;
 }
 
-/// How the Zarr view's `zarr.json` documents spell a float NaN or infinity, which
-/// `__attrs__` shows as the tag `{"__float__": "nan"}` (`"inf"`, `"-inf"`;
-/// `src/container/attrs.rs`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum NonFinite {
-    /// The bare tokens `NaN`, `Infinity`, `-Infinity`, as zarr-python writes its metadata
-    /// (Python's `json.dumps` with `allow_nan`): zarr-python, xarray and Dask read floats;
-    /// not strict JSON (the default).
-    Bare,
-    /// The strings `"NaN"`, `"Infinity"`, `"-Infinity"`, as Zarr v3 spells non-finite fill
-    /// values: strict JSON (RFC 8259) that every parser reads (`-o zarr_strict_json`).
-    Strings,
-}
+/// Every value as JSON writes it.
+#[derive(Clone, Copy)]
+struct AsIs;
 
-/// [`json_file`] as zarr-python writes its metadata (Python's `json.dumps` with `allow_nan`):
-/// a float NaN or infinity, which `__attrs__` shows as the tag `{"__float__": "nan"}`
-/// (`"inf"`, `"-inf"`; `src/container/attrs.rs`), is the bare token `NaN`, `Infinity` or
-/// `-Infinity`. Not strict JSON: for the Zarr view's `zarr.json` documents only.
-pub fn json_file_bare_floats(v: &Value) -> Vec<u8> {
-    zarr_json_file(v, NonFinite::Bare)
-}
-
-/// [`json_file`] for a `zarr.json` of the Zarr view: a float NaN or infinity (a
-/// `__float__` tag anywhere but as the `attributes` map itself) spelled as `floats` says.
-pub fn zarr_json_file(v: &Value, floats: NonFinite) -> Vec<u8> {
-    let mut out = String::new();
-    write_json(&mut out, v, 0, Floats::Doc(floats));
-    out.push('\n');
-    out.into_bytes()
-}
-
-/// The token of a `__float__` tag holding NaN or an infinity (any spelling
-/// `src/container/attrs.rs` accepts): `NaN`, `Infinity` or `-Infinity`.
-pub(crate) fn bare_float(v: &Value) -> Option<&'static str> {
-    let Value::Object(m) = v else {
-        return None;
-    };
-    match (m.len(), m.get("__float__").and_then(Value::as_str)) {
-        (1, Some("nan" | "NaN")) => Some("NaN"),
-        (1, Some("inf" | "Infinity")) => Some("Infinity"),
-        (1, Some("-inf" | "-Infinity")) => Some("-Infinity"),
-        _ => None,
+impl Spelling for AsIs {
+    fn spell(self, _: &Value) -> Option<String> {
+        None
+    }
+    fn member(self, _: &str) -> Self {
+        self
+    }
+    fn item(self) -> Self {
+        self
     }
 }
 
-fn write_json(out: &mut String, v: &Value, depth: usize, floats: Floats) {
+fn write_json(out: &mut String, v: &Value, depth: usize, spelling: impl Spelling) {
     let pad = |out: &mut String, d: usize| out.extend(std::iter::repeat_n("  ", d));
-    let token = match floats {
-        Floats::Token(spelling) => bare_float(v).map(|t| (t, spelling)),
-        _ => None,
-    };
-    if let Some((t, spelling)) = token {
-        let quote = if spelling == NonFinite::Strings {
-            "\""
-        } else {
-            ""
-        };
-        out.extend([quote, t, quote]);
+    if let Some(text) = spelling.spell(v) {
+        out.push_str(&text);
         return;
     }
-    let bare = match floats {
-        Floats::Tagged => Floats::Tagged,
-        Floats::Token(s)
-        | Floats::TokenInside(s)
-        | Floats::Doc(s)
-        | Floats::Consolidated(s)
-        | Floats::Entries(s) => Floats::Token(s),
-    };
-    // What a member's value is, by the object's kind and the member's name.
-    let member = |k: &str| match (floats, k) {
-        (Floats::Doc(s), "attributes") => Floats::TokenInside(s),
-        (Floats::Doc(s), "consolidated_metadata") => Floats::Consolidated(s),
-        (Floats::Consolidated(s), "metadata") => Floats::Entries(s),
-        (Floats::Entries(s), _) => Floats::Doc(s),
-        _ => bare,
-    };
     match v {
         Value::Object(m) if !m.is_empty() => {
             out.push_str("{\n");
@@ -352,7 +297,7 @@ fn write_json(out: &mut String, v: &Value, depth: usize, floats: Floats) {
                 pad(out, depth + 1);
                 out.push_str(&Value::String(k.clone()).to_string());
                 out.push_str(": ");
-                write_json(out, val, depth + 1, member(k));
+                write_json(out, val, depth + 1, spelling.member(k));
                 out.push_str(if i + 1 < m.len() { ",\n" } else { "\n" });
             }
             pad(out, depth);
@@ -362,7 +307,7 @@ fn write_json(out: &mut String, v: &Value, depth: usize, floats: Floats) {
             out.push_str("[\n");
             for (i, val) in a.iter().enumerate() {
                 pad(out, depth + 1);
-                write_json(out, val, depth + 1, bare);
+                write_json(out, val, depth + 1, spelling.item());
                 out.push_str(if i + 1 < a.len() { ",\n" } else { "\n" });
             }
             pad(out, depth);
@@ -547,44 +492,5 @@ mod tests {
         assert!(text.contains("\"shape\": [400, 3]"), "{text}");
         assert_eq!(serde_json::from_str::<Value>(&text).unwrap(), v);
         assert_eq!(json_file(&json!([])), b"[]\n");
-    }
-
-    #[test]
-    fn bare_floats_are_values_never_the_attribute_map_itself() {
-        let nan = json!({"__float__": "nan"});
-        let doc = json!({
-            "attributes": nan.clone(),
-            "consolidated_metadata": {"metadata": {"a": {"attributes": {"x": nan.clone()}}}},
-            "fill": {"__float__": "-inf"},
-        });
-        let text = String::from_utf8(json_file_bare_floats(&doc)).unwrap();
-        // A single attribute named `__float__` stays an attribute.
-        assert!(
-            text.contains("\"attributes\": {\n    \"__float__\": \"nan\""),
-            "{text}"
-        );
-        assert!(text.contains("\"x\": NaN"), "{text}");
-        assert!(text.contains("\"fill\": -Infinity"), "{text}");
-        assert!(!text.contains("\"attributes\": NaN"), "{text}");
-        // Strict: the same places as strings, and the whole document parses strictly.
-        let strict = zarr_json_file(&doc, NonFinite::Strings);
-        let v: Value = serde_json::from_slice(&strict).unwrap();
-        assert_eq!(v["attributes"], nan);
-        assert_eq!(
-            v["consolidated_metadata"]["metadata"]["a"]["attributes"]["x"],
-            "NaN"
-        );
-        assert_eq!(v["fill"], "-Infinity");
-        assert_eq!(
-            strict.len(),
-            json_file_bare_floats(&doc).len() + 4,
-            "two tokens quoted"
-        );
-        // An attribute that is itself named `attributes` is a value like any other: its
-        // float is a token (only the document's own member, and its consolidated entries',
-        // are attribute maps).
-        let named = json!({"attributes": {"attributes": nan.clone(), "m": {"attributes": nan}}});
-        let text = String::from_utf8(json_file_bare_floats(&named)).unwrap();
-        assert_eq!(text.matches(": NaN").count(), 2, "{text}");
     }
 }

@@ -19,13 +19,14 @@
 //!
 //! Where each concern lives: `ino.rs` (the inode plan: arithmetic, no allocation per node),
 //! `geom.rs` (dtype, shape, chunk grid, and where an object's bytes are in the decoded chunk),
-//! `meta.rs` (the `zarr.json` documents), `consolidated.rs` (the groups' documents with the
-//! consolidated metadata below them, kept per generation), `quick.rs` (the metadata of
-//! collection leaves not laid out yet, from their headers), `names.rs`, `read.rs` (listings
-//! and object bytes),
-//! `write.rs` (writes, renames of temp files over chunk objects, unlink), `attrs.rs`
-//! (attribute edits: a new `zarr.json` renamed over the old one), `follow.rs` (what
-//! the kernel must forget after another writer).
+//! `meta.rs` (the `zarr.json` documents), `json.rs` (their text: how a float NaN is spelled),
+//! `consolidated.rs` (the groups' documents with the consolidated metadata below them, kept
+//! per generation), `quick.rs` (the metadata of collection leaves not laid out yet, from
+//! their headers), `names.rs`, `read.rs` (listings and object bytes), `write.rs` (writes,
+//! renames of temp files over chunk objects), `attrs.rs` (attribute edits: a new `zarr.json`
+//! renamed over the old one), `resize.rs` (a new `zarr.json` with another first dimension),
+//! `undo.rs` (removals of chunk objects, and their take-back when a resize is refused),
+//! `follow.rs` (what the kernel must forget after another writer).
 //!
 //! Subtleties:
 //! - **Lazy.** Nothing here runs at mount. A collection leaf is opened when a lookup goes
@@ -38,7 +39,7 @@
 //!   `array.npy` always agree. A read-only descriptor reads the version it opened.
 //! - **Non-finite attributes** are zarr-python's bare `NaN`, `Infinity`, `-Infinity` in every
 //!   `zarr.json`, or the strings `"NaN"`, ... under `-o zarr_strict_json` (strict JSON for
-//!   TensorStore and other strict parsers; `Tree::zarr_non_finite`, `view.rs`); `attrs.rs`
+//!   TensorStore and other strict parsers; `Tree::zarr_non_finite`, `json.rs`); `attrs.rs`
 //!   reads both back.
 //! - **An array without a Zarr type** (records, `S`, ...) is left out; the reason is logged
 //!   once and kept in the root's `user.b2fs.zarr_omitted` extended attribute.
@@ -49,6 +50,7 @@ mod docs;
 mod follow;
 mod geom;
 mod ino;
+mod json;
 mod meta;
 mod names;
 mod quick;
@@ -107,9 +109,17 @@ pub(crate) struct ZarrState {
     rewrites: Mutex<HashMap<u64, Vec<std::ops::Range<u64>>>>,
     /// Chunk objects removed lately, kept until a refused resize takes them back (`undo.rs`).
     unlinked: Mutex<undo::Unlinked>,
-    /// Held through a chunk object's whole removal (its content kept, its commit, its chain
-    /// moved on): removals run one at a time, so each chain link is the one before's version.
-    unlink_turn: Mutex<()>,
+    /// Tests: run by the next resize before it takes the committer ([`Tree::on_zarr_resize`]).
+    resize_hook: Mutex<Option<ResizeHook>>,
+}
+
+/// What [`Tree::on_zarr_resize`] runs.
+struct ResizeHook(Box<dyn FnOnce(&Tree) + Send>);
+
+impl std::fmt::Debug for ResizeHook {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ResizeHook")
+    }
 }
 
 /// What a Zarr directory mirroring a native directory is.
@@ -128,6 +138,13 @@ impl Tree {
         self.zarr.generation.fetch_add(1, Ordering::Relaxed);
         // Removed chunks past the time a refused resize may take them back go.
         self.zarr.unlinked.lock().expire();
+    }
+
+    /// Tests: `hook` runs once, in the next resize through the view (a `zarr.json` renamed
+    /// over an array's with another shape), after the view's document was read and before the
+    /// resize takes the committer: a test changes the array there, as another writer may.
+    pub fn on_zarr_resize(&self, hook: Box<dyn FnOnce(&Tree) + Send>) {
+        *self.zarr.resize_hook.lock() = Some(ResizeHook(hook));
     }
 
     /// Tests: the group documents of the Zarr view are kept within `bytes` (default 64 MiB);
@@ -516,16 +533,16 @@ impl Tree {
 
     /// How this view's `zarr.json` documents spell a NaN or infinite attribute: zarr-python's
     /// bare tokens, or strings under `-o zarr_strict_json`.
-    pub(crate) fn zarr_non_finite(&self) -> super::view::NonFinite {
+    pub(crate) fn zarr_non_finite(&self) -> json::NonFinite {
         match self.options.zarr_strict_json {
-            true => super::view::NonFinite::Strings,
-            false => super::view::NonFinite::Bare,
+            true => json::NonFinite::Strings,
+            false => json::NonFinite::Bare,
         }
     }
 
     /// The text of a `zarr.json` document of the view.
     fn zarr_json_file(&self, doc: &Value) -> Vec<u8> {
-        super::view::zarr_json_file(doc, self.zarr_non_finite())
+        json::zarr_json_file(doc, self.zarr_non_finite())
     }
 
     /// The chunk `ino` shows when it is a chunk object of the view.

@@ -45,6 +45,20 @@ fn names(t: &Tree, path: &str) -> Vec<String> {
         .collect()
 }
 
+/// python-blosc2 writes at `path` the float32 (20, 30) b2nd the metadata tests edit (0..600,
+/// chunks (10, 15)), with the vlmeta entries `vlmeta` (a name, a Python expression).
+fn float32_b2nd(py: &Path, path: &Path, vlmeta: &[(&str, &str)]) {
+    let mut make = String::from(
+        "import sys, numpy as np, blosc2\n\
+         a = blosc2.asarray(np.arange(600, dtype=np.float32).reshape(20, 30), chunks=(10, 15), \
+         urlpath=sys.argv[1], mode='w')\n",
+    );
+    for (name, value) in vlmeta {
+        make.push_str(&format!("a.vlmeta[{name:?}] = {value}\n"));
+    }
+    crate::support::run_python(py, &["-c", &make, path.to_str().unwrap()]);
+}
+
 /// The data part and the shape of an `.npy` file written by `np.save`.
 fn npy_data(path: &Path) -> (Vec<u8>, String) {
     let bytes = std::fs::read(path).unwrap();

@@ -67,7 +67,7 @@ impl Decoder<'_> {
             0xca => {
                 let f = f32::from_be_bytes(self.be()?);
                 let inner = match float_to_json(f64::from(f)) {
-                    Value::Object(mut o) => o.remove("__float__").unwrap_or(Value::Null),
+                    Value::Object(mut o) => o.remove(FLOAT_TAG).unwrap_or(Value::Null),
                     other => other,
                 };
                 tag("__float32__", inner)

@@ -124,7 +124,7 @@ fn json_float(v: &Value, p: &str) -> Result<f64, AttrsError> {
             nonfinite_from_str(s).ok_or_else(|| json_err(p, format!("unknown float name {s:?}")))
         }
         Value::Object(_) => match single_tag(v) {
-            Some(("__float__", Value::String(s))) => nonfinite_from_str(s)
+            Some((FLOAT_TAG, Value::String(s))) => nonfinite_from_str(s)
                 .ok_or_else(|| json_err(p, format!("unknown float name {s:?}"))),
             _ => Err(json_err(p, "expected a number or a __float__ tag")),
         },
@@ -230,7 +230,7 @@ fn encode_tag(
             encode_items(items, out, p, depth)?;
             p.truncate(p.len() - "/__tuple__".len());
         }
-        "__float__" => {
+        FLOAT_TAG => {
             let f = json_float(arg, &here)?;
             out.push(0xcb);
             out.extend(f.to_be_bytes());

@@ -24,7 +24,7 @@
 //!   `-Infinity` (Python's `json.dumps`, not strict JSON), and committed as float64 NaN and
 //!   infinities: `__attrs__` shows them as the tags `{"__float__": "nan"}` (`"inf"`,
 //!   `"-inf"`), python-blosc2 reads floats; the view writes them back bare, as zarr-python
-//!   does (`src/tree/view.rs`, `json_file_bare_floats`).
+//!   does (`json.rs`).
 //! - **Strict JSON** (`-o zarr_strict_json`): the view shows those floats as the strings
 //!   `"NaN"`, `"Infinity"`, `"-Infinity"`, so a string there may be a float of the source.
 //!   Wherever the new attributes hold what the view showed at the same place (the same
@@ -40,9 +40,9 @@
 
 use serde_json::{Map, Value};
 
-use super::super::view::bare_float;
 use super::super::{ROOT_INO, Tree, TreeError};
 use super::{DirKind, ZNode, write::zarr_json_refused};
+use crate::container::attrs::{FLOAT_TAG, NonFiniteFloat};
 
 /// How many bytes a new `zarr.json` may hold beyond twice the view's document (the new
 /// attributes): its JSON is parsed whole.
@@ -212,6 +212,11 @@ impl Tree {
     }
 }
 
+/// The token of a `__float__` tag (`NaN`, `Infinity`, `-Infinity`), if `v` is one.
+fn bare_float(v: &Value) -> Option<&'static str> {
+    NonFiniteFloat::of_tag(v).map(NonFiniteFloat::token)
+}
+
 /// Why [`parse_json_floats`] failed.
 #[derive(Debug)]
 enum Parsed {
@@ -236,11 +241,6 @@ impl std::fmt::Display for Parsed {
 /// `src/container/attrs.rs`), which commit as float64 NaN and infinities. The text with the
 /// tags in place may hold at most `most` bytes (each token grows to 19-20 bytes).
 fn parse_json_floats(data: &[u8], most: usize) -> Result<Value, Parsed> {
-    const TOKENS: [(&[u8], &str); 3] = [
-        (b"NaN", "nan"),
-        (b"Infinity", "inf"),
-        (b"-Infinity", "-inf"),
-    ];
     let mut out: Option<Vec<u8>> = None;
     let (mut in_string, mut escaped) = (false, false);
     let (mut i, mut copied) = (0, 0);
@@ -261,19 +261,22 @@ fn parse_json_floats(data: &[u8], most: usize) -> Result<Value, Parsed> {
             continue;
         }
         let rest = &data[i..];
-        let Some((token, name)) = TOKENS.iter().find(|(t, _)| rest.starts_with(t)) else {
+        let found = NonFiniteFloat::ALL
+            .into_iter()
+            .find(|f| rest.starts_with(f.token().as_bytes()));
+        let Some(f) = found else {
             i += 1;
             continue;
         };
         let o = out.get_or_insert_with(|| Vec::with_capacity(data.len().saturating_add(64)));
         o.extend_from_slice(&data[copied..i]);
-        o.extend_from_slice(b"{\"__float__\":\"");
-        o.extend_from_slice(name.as_bytes());
-        o.extend_from_slice(b"\"}");
+        for part in ["{\"", FLOAT_TAG, "\":\"", f.name(), "\"}"] {
+            o.extend_from_slice(part.as_bytes());
+        }
         if o.len() > most {
             return Err(Parsed::TooBig);
         }
-        i += token.len();
+        i += f.token().len();
         copied = i;
     }
     let text = match &mut out {
@@ -314,22 +317,22 @@ fn keep_shown(new: Value, source: &Value) -> Value {
             // A float the writer moved within the list (an item removed or inserted before
             // it) is matched by its spelling when the old list holds that float and no
             // string spelled so: the string can only be the float the view showed.
-            let moved: Vec<Option<&Value>> = ["NaN", "Infinity", "-Infinity"]
+            let moved: Vec<Option<&Value>> = NonFiniteFloat::ALL
                 .iter()
-                .map(|t| {
-                    let string = old.iter().any(|o| o.as_str() == Some(t));
-                    let float = old.iter().find(|o| bare_float(o) == Some(t));
+                .map(|f| {
+                    let string = old.iter().any(|o| o.as_str() == Some(f.token()));
+                    let float = old.iter().find(|o| bare_float(o) == Some(f.token()));
                     float.filter(|_| !string)
                 })
                 .collect();
             let relocated = |v: Value| -> Value {
-                let at = match v.as_str() {
-                    Some("NaN") => 0,
-                    Some("Infinity") => 1,
-                    Some("-Infinity") => 2,
-                    _ => return v,
-                };
-                moved[at].cloned().unwrap_or(v)
+                let at = NonFiniteFloat::ALL
+                    .iter()
+                    .position(|f| v.as_str() == Some(f.token()));
+                match at {
+                    Some(at) => moved[at].cloned().unwrap_or(v),
+                    None => v,
+                }
             };
             Value::Array(
                 new.into_iter()
@@ -371,7 +374,7 @@ fn differing_members(shown: &Map<String, Value>, new: &Map<String, Value>) -> Ve
 
 /// JSON equality with numbers compared by value (`0` equals `0.0`), as two writers may
 /// spell the same fill value differently.
-fn same_json(a: &Value, b: &Value) -> bool {
+pub(super) fn same_json(a: &Value, b: &Value) -> bool {
     match (a, b) {
         (Value::Number(x), Value::Number(y)) => match (x.is_f64(), y.is_f64()) {
             (false, false) => x == y,
@@ -448,7 +451,7 @@ mod tests {
             parse_json_floats(b"[NaNa]", 1 << 20),
             Err(Parsed::Json(_))
         ));
-        let text = crate::tree::view::json_file_bare_floats(&v);
+        let text = super::super::json::zarr_json_file(&v, super::super::json::NonFinite::Bare);
         assert_eq!(parse_json_floats(&text, 1 << 20).unwrap(), v);
         let text = String::from_utf8(text).unwrap();
         assert!(

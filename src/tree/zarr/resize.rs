@@ -20,7 +20,11 @@
 //! one length, and xarray's `append_dim` resizes one variable at a time, each to its own
 //! length plus the new rows: the table would grow once per column, or its columns part); a
 //! source with uncommitted writes to its chunks. EFBIG: more than [`MAX_NEW_CHUNKS`] new
-//! chunks in one resize (grow in steps), or more chunks than the view can number.
+//! chunks in one resize (grow in steps), or more chunks than the view can number. ESTALE:
+//! the array's geometry (taken again under the committer, with which reloads are serialised)
+//! is no longer the one of the document the writer read, which the new shape was made from
+//! (another writer changed the array meanwhile: resizing from the old length would zero or
+//! cut the rows it appended).
 
 use std::borrow::Cow;
 
@@ -115,6 +119,10 @@ impl ChunkBytes for Rezeroed<'_> {
     }
 }
 
+/// The members of an array's `zarr.json` its geometry makes: a resize checks them again under
+/// the committer.
+const GEOMETRY: &[&str] = &["shape", "data_type", "chunk_grid", "fill_value", "codecs"];
+
 /// The content of a removed chunk.
 static EMPTY: [u8; 0] = [];
 
@@ -128,7 +136,8 @@ impl Tree {
     /// [`TreeError::NotPermitted`] (EPERM) for the refusals of the module doc;
     /// [`TreeError::TooBig`] (EFBIG) past [`MAX_NEW_CHUNKS`] or the chunks the view can
     /// number; [`TreeError::Refused`] (EINVAL) for attributes their commit would refuse;
-    /// commit errors (the source is then as it was).
+    /// [`TreeError::Commit`] with ESTALE when the array's geometry changed since `shown` was
+    /// read; commit errors (the source is then as it was).
     pub(super) fn zarr_resize(
         &self,
         z: ZNode,
@@ -172,16 +181,48 @@ impl Tree {
             return Err(too_big(format!("a first dimension of {new_len}")));
         }
         self.resizable(n).map_err(refuse)?;
+        let live = self.writable_array(array)?;
+        let hook = self.zarr.resize_hook.lock().take();
+        if let Some(hook) = hook {
+            (hook.0)(self);
+        }
+        // Serialised with every other commit (and every reload) from here on: the geometry,
+        // what is decoded below and the chunk count are what the commit changes.
+        let mut committer = self.committer.lock();
         let geom = self.zarr_geom(array, None).map_err(&refuse)?;
         if geom.shard.is_some() {
             return Err(refuse(
                 "the sharded view (-o zarr_shards) shows no resizable arrays".into(),
             ));
         }
-        let live = self.writable_array(array)?;
-        // Serialised with every other commit from here on: what is decoded below and the
-        // chunk count are what the commit changes.
-        let mut committer = self.committer.lock();
+        // `shown` was read before: another writer (a commit of this mount, another process
+        // the mount followed) may have changed the array since, and the writer's new shape
+        // was made from what it read (an append: the old length and the new rows).
+        let now = super::meta::array(&geom, &Value::Null, &[]);
+        let changed: Vec<&str> = GEOMETRY
+            .iter()
+            .copied()
+            .filter(|k| {
+                !shown
+                    .get(*k)
+                    .is_some_and(|v| super::attrs::same_json(v, &now[*k]))
+            })
+            .collect();
+        if !changed.is_empty() {
+            let why = format!(
+                "the array's {} changed since the view's zarr.json was read (another writer): \
+                 read it again",
+                changed.join(", ")
+            );
+            log::warn!("{path}: {why}: refused (ESTALE), nothing changed");
+            return Err(TreeError::Commit {
+                ino: self.inodes.chunk_ino(ChunkId::new(array, 0)),
+                source: ContainerError::Changed {
+                    path: live.path().to_path_buf(),
+                    why,
+                },
+            });
+        }
         if self.edits.lock().chunk_ids().any(|c| c.array == array) {
             return Err(refuse(
                 "the array has uncommitted writes to its chunks (close or fsync them first)".into(),

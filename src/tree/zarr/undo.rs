@@ -1,31 +1,34 @@
-//! Chunk removals a refused resize takes back. zarr-python's `resize` removes the chunk
-//! objects that lie wholly outside the new shape, each `unlink` zeroing and committing its
-//! chunk (`write.rs`), and only then renames the new `zarr.json` over the old one. When that
-//! rename is refused (another axis, a table's column, too many chunks: `resize.rs`), the
-//! zeros would stay although the resize never happened. So each removal keeps the chunk's
-//! content from before it, for a short while and within a bound, and a refused shape change
-//! of the same array commits back, in one commit, the removed chunks that lie outside the
-//! shape it asked for: the source is as it was before the writer began.
+//! Removals of chunk objects, and their take-back after a refused resize. zarr-python's
+//! `resize` removes the chunk objects that lie wholly outside the new shape, then renames the
+//! new `zarr.json` over the old one. Each removal commits its chunk as zeros (the fill value)
+//! at once ([`Tree::zarr_remove`]). When the rename is refused (another axis, a table's
+//! column, too many chunks: `resize.rs`), those zeros would stay although the resize never
+//! happened. So each removal keeps the chunk's stored content from before it, for a short
+//! while and within a bound, and a refused shape change of the same array commits back, in
+//! one commit, the removed chunks that lie outside the shape it asked for: the source is as
+//! it was before the writer began.
 //!
-//! Taken back only while the removals are the last commits to the array (its version is the
-//! one the last removal made, and no other commit touched its chunks: a write in between
-//! ends the chain, and so does a removal's commit failing), with no pause longer than
-//! [`UNDO_WINDOW`] between them or after the last; a chunk removed twice in a chain is put
-//! back as it was before its last removal (zeros, when an earlier removal zeroed it on
-//! purpose). Removals run one at a time (`Tree::zarr_unlink` holds a turn from the
-//! content's copy to its commit's end). Within [`MAX_UNDO_BYTES`] and
-//! [`MAX_UNDO_CHUNKS`] (the oldest go first: those can no longer be taken back, and the
-//! log says so when a refusal wanted them). Expired chains go at the next commit or reload
-//! of any array, so the memory they hold is the daemon's only that long.
+//! A removal and a take-back each run under the mount's committer, as every commit and
+//! reload does, so a chain of removals can be checked with the array's version alone: each
+//! removal starts from the version the one before made, and a take-back finds the version the
+//! last one made. Any other commit to the array (a write in between) or reload (another
+//! writer) ends the chain, and so does a removal's commit failing; so does a pause longer
+//! than [`UNDO_WINDOW`] between two removals or after the last. A chunk removed twice in a
+//! chain is put back as it was before its last removal (zeros, when an earlier removal zeroed
+//! it on purpose). Within [`MAX_UNDO_BYTES`] and [`MAX_UNDO_CHUNKS`] (the oldest go first:
+//! those can no longer be taken back, and the log says so when a refusal wanted them).
+//! Expired chains go at the next commit or reload of any array, so the memory they hold is
+//! the daemon's only that long. Removals of the sharded view's shards are never taken back.
 
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use super::super::Tree;
-use crate::commit::ChunkEdit;
-use crate::reader::{ArrayId, ChunkId, Snapshot};
+use super::super::{Tree, TreeError};
+use crate::commit::{ChunkEdit, Zeros};
+use crate::container::ContainerError;
+use crate::reader::{ArrayId, Bytes, ChunkId, Snapshot};
 
 /// How long after the last removal of a chain its removals can be taken back, and the
 /// longest pause between two removals of one chain: zarr-python removes the chunks and
@@ -45,18 +48,23 @@ struct Chain {
     /// When the last removal was.
     at: Instant,
     /// Each removed chunk with its decoded content before its last removal.
-    chunks: Vec<(usize, Vec<u8>)>,
+    chunks: Vec<(usize, Bytes)>,
     /// Whether chunks of this chain were dropped for the bounds.
     dropped: bool,
+}
+
+impl Chain {
+    /// Whether the chain goes on (or is taken back) from version `now`: the last removal
+    /// made it, within [`UNDO_WINDOW`].
+    fn goes_on_from(&self, now: &Arc<Snapshot>) -> bool {
+        std::ptr::eq(self.after.as_ptr(), Arc::as_ptr(now)) && self.at.elapsed() < UNDO_WINDOW
+    }
 }
 
 /// The chains of removals (few arrays at a time: a chain ends at the next other commit).
 #[derive(Debug, Default)]
 pub(crate) struct Unlinked {
     chains: Vec<Chain>,
-    /// The chunk whose removal is being committed now: any other commit to the chunks of an
-    /// array ends its chain ([`Tree::zarr_chunk_committed`]).
-    current: Option<ChunkId>,
 }
 
 impl Unlinked {
@@ -72,14 +80,16 @@ impl Unlinked {
         self.chains.iter().map(|c| c.chunks.len()).sum()
     }
 
-    /// Drops the chains whose last removal is older than [`UNDO_WINDOW`], but the one whose
-    /// removal is being committed now (a slow commit, a large `.b2z` rebuilt, is no pause).
+    /// Drops the chains whose last removal is older than [`UNDO_WINDOW`].
     pub(crate) fn expire(&mut self) {
-        if !self.chains.is_empty() {
-            let busy = self.current.map(|c| c.array);
-            self.chains
-                .retain(|c| Some(c.array) == busy || c.at.elapsed() < UNDO_WINDOW);
-        }
+        self.chains.retain(|c| c.at.elapsed() < UNDO_WINDOW);
+    }
+
+    /// Takes the chain of `array` out, if it has one.
+    fn take(&mut self, array: ArrayId) -> Option<Chain> {
+        self.expire();
+        let at = self.chains.iter().position(|c| c.array == array)?;
+        Some(self.chains.remove(at))
     }
 
     /// Drops the oldest kept chunks until the bounds hold.
@@ -95,77 +105,59 @@ impl Unlinked {
     }
 }
 
-/// Whether version `now` is the one `after` names.
-fn same_version(after: &Weak<Snapshot>, now: &Arc<Snapshot>) -> bool {
-    std::ptr::eq(after.as_ptr(), Arc::as_ptr(now))
-}
-
 impl Tree {
-    /// Before chunk object `id`'s removal is committed: `content`, what it read just before
-    /// (its buffer before the zeros), kept so that a refused resize can take the removal
-    /// back (starting a new chain when the array changed otherwise since the last removal).
-    /// Nothing is kept when it is larger than the bound or a shard of the sharded view
-    /// (never taken back), and the array's chain ends. Call [`Tree::zarr_unlink_ends`]
-    /// after its commit, both under the removal turn.
-    pub(super) fn zarr_unlink_begins(&self, id: ChunkId, content: Vec<u8>) {
-        let Some(live) = self.live(id.array) else {
-            return;
+    /// Removes chunk object `ino`, chunk `id`: the chunk becomes zeros (the fill value),
+    /// committed at once under the committer; a buffer of it (writes not committed) goes.
+    /// Its stored content from before is kept for a refused resize to take back (see the
+    /// module doc).
+    ///
+    /// # Errors
+    /// [`TreeError::StaleBase`] (ESTALE) when another writer replaced the chunk and the mount
+    /// had not followed yet (it follows now: a retry applies); read and commit errors.
+    pub(super) fn zarr_remove(&self, ino: u64, id: ChunkId) -> Result<(), TreeError> {
+        let live = self.writable_array(id.array)?;
+        let mut committer = self.committer.lock();
+        let content = match self.reader.chunk(id) {
+            Ok(c) => c,
+            Err(source @ ContainerError::Changed { .. }) => {
+                drop(committer);
+                self.follow_source();
+                return Err(TreeError::StaleBase { ino, source });
+            }
+            Err(source) => return Err(TreeError::Container { ino, source }),
         };
         let before = live.snapshot();
-        let sharded = self.zarr_sharded(id.array);
-        let content = (!sharded && content.len() <= MAX_UNDO_BYTES).then_some(content);
-        let mut u = self.zarr.unlinked.lock();
-        u.expire();
-        u.chains
-            .retain(|c| c.array != id.array || same_version(&c.after, &before));
-        u.current = Some(id);
-        let Some(content) = content else {
-            u.chains.retain(|c| c.array != id.array);
-            return;
-        };
-        match u.chains.iter_mut().find(|c| c.array == id.array) {
-            Some(c) => {
-                // Removed before in this chain: what it holds now is what this removal
-                // replaces (zeros, when the earlier one was meant).
-                c.chunks.retain(|(i, _)| *i != id.index);
-                c.chunks.push((id.index, content));
-            }
-            None => u.chains.push(Chain {
-                array: id.array,
-                after: Weak::new(),
-                at: Instant::now(),
-                chunks: vec![(id.index, content)],
-                dropped: false,
-            }),
+        // Out of the list while the commit runs (its reload expires chains).
+        let chain = self.zarr.unlinked.lock().take(id.array);
+        let chain = chain.filter(|c| c.goes_on_from(&before));
+        let zeros = Zeros(content.len());
+        let edit = [ChunkEdit {
+            index: id.index,
+            data: &zeros,
+            append: false,
+        }];
+        let res = self.commit_chunk_edits(ino, id.array, &edit, None, &mut committer);
+        self.drop_pending(ino);
+        if res.is_err() || self.zarr_sharded(id.array) || content.len() > MAX_UNDO_BYTES {
+            return res;
         }
+        let mut chain = chain.unwrap_or_else(|| Chain {
+            array: id.array,
+            after: Weak::new(),
+            at: Instant::now(),
+            chunks: Vec::new(),
+            dropped: false,
+        });
+        // Removed before in this chain: what it held now is what this removal replaced
+        // (zeros, when the earlier one was meant).
+        chain.chunks.retain(|(i, _)| *i != id.index);
+        chain.chunks.push((id.index, content));
+        chain.after = Arc::downgrade(&live.snapshot());
+        chain.at = Instant::now();
+        let mut u = self.zarr.unlinked.lock();
+        u.chains.push(chain);
         u.bound();
-    }
-
-    /// After chunk object `id`'s removal: `committed`, the chain goes on from the version
-    /// it made; else it ends.
-    pub(super) fn zarr_unlink_ends(&self, id: ChunkId, committed: bool) {
-        let now = self.live(id.array).map(|l| l.snapshot());
-        let mut u = self.zarr.unlinked.lock();
-        u.current = None;
-        match (committed, now) {
-            (true, Some(now)) => {
-                if let Some(c) = u.chains.iter_mut().find(|c| c.array == id.array) {
-                    c.after = Arc::downgrade(&now);
-                    c.at = Instant::now();
-                }
-            }
-            _ => u.chains.retain(|c| c.array != id.array),
-        }
-    }
-
-    /// A commit changed chunk `id`: unless it is the removal being committed, the chain of
-    /// its array ends (what it would put back is no longer what the removals replaced).
-    pub(crate) fn zarr_chunk_committed(&self, id: ChunkId) {
-        let mut u = self.zarr.unlinked.lock();
-        if u.chains.is_empty() || u.current == Some(id) {
-            return;
-        }
-        u.chains.retain(|c| c.array != id.array);
+        res
     }
 
     /// A shape change to `wanted` of `array` (`path`) was refused: the removals of its chunk
@@ -177,14 +169,11 @@ impl Tree {
         wanted: &[u64],
         path: &str,
     ) -> usize {
-        let chain = {
-            let mut u = self.zarr.unlinked.lock();
-            let Some(at) = u.chains.iter().position(|c| c.array == array) else {
-                return 0;
-            };
-            u.chains.remove(at)
-        };
         let Some(live) = self.live(array) else {
+            return 0;
+        };
+        let mut committer = self.committer.lock();
+        let Some(chain) = self.zarr.unlinked.lock().take(array) else {
             return 0;
         };
         let Ok(geom) = self.zarr_geom(array, None) else {
@@ -208,7 +197,9 @@ impl Tree {
                 .zip(wanted)
                 .any(|((k, c), w)| k * c >= *w)
         };
-        let back: Vec<(usize, Vec<u8>)> = chain
+        let still = chain.goes_on_from(&live.snapshot())
+            && !self.edits.lock().chunk_ids().any(|c| c.array == array);
+        let back: Vec<(usize, Bytes)> = chain
             .chunks
             .into_iter()
             .filter(|(i, _)| outside(*i))
@@ -216,10 +207,6 @@ impl Tree {
         if back.is_empty() {
             return 0;
         }
-        let mut committer = self.committer.lock();
-        let still = same_version(&chain.after, &live.snapshot())
-            && chain.at.elapsed() < UNDO_WINDOW
-            && !self.edits.lock().chunk_ids().any(|c| c.array == array);
         if !still {
             log::warn!(
                 "{path}: the {} chunk objects removed before the refused resize cannot be put \
@@ -232,7 +219,7 @@ impl Tree {
             .iter()
             .map(|(index, data)| ChunkEdit {
                 index: *index,
-                data,
+                data: &**data,
                 append: false,
             })
             .collect();
@@ -269,4 +256,44 @@ pub(super) fn wanted_shape(new: &serde_json::Value, shown: &serde_json::Value) -
     };
     let wanted = super::resize::shape_of(new)?;
     (Some(&wanted) != super::resize::shape_of(shown).as_ref()).then_some(wanted)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn chain(array: u32, chunks: usize, bytes: usize, ago: Duration) -> Chain {
+        Chain {
+            array: ArrayId(array),
+            after: Weak::new(),
+            at: Instant::now().checked_sub(ago).unwrap(),
+            chunks: (0..chunks).map(|i| (i, Arc::new(vec![0; bytes]))).collect(),
+            dropped: false,
+        }
+    }
+
+    /// Past either bound the oldest chunks go first (the older chain's, then the oldest of
+    /// the next), and their chain says so; chains past the window go whole.
+    #[test]
+    fn the_oldest_removals_go_first_and_chains_expire() {
+        let mut u = Unlinked::default();
+        u.chains.push(chain(0, 2, 8, Duration::ZERO));
+        u.chains.push(chain(1, MAX_UNDO_CHUNKS, 1, Duration::ZERO));
+        u.bound();
+        assert_eq!(u.count(), MAX_UNDO_CHUNKS);
+        assert!(u.chains[0].chunks.is_empty() && u.chains[0].dropped);
+        assert!(!u.chains[1].dropped);
+        u.chains[1]
+            .chunks
+            .push((MAX_UNDO_CHUNKS, Arc::new(vec![0; MAX_UNDO_BYTES])));
+        u.bound();
+        assert_eq!(u.bytes(), MAX_UNDO_BYTES, "the newest chunk alone is kept");
+        assert_eq!(u.chains[1].chunks.len(), 1);
+        assert!(u.chains[1].dropped);
+        u.chains.push(chain(2, 1, 1, UNDO_WINDOW));
+        u.expire();
+        assert!(u.chains.iter().all(|c| c.array != ArrayId(2)));
+        assert!(u.take(ArrayId(1)).is_some());
+        assert!(u.take(ArrayId(1)).is_none(), "taken out");
+    }
 }

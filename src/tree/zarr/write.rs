@@ -409,7 +409,7 @@ impl Tree {
     }
 
     /// Removes chunk object `ino` (`z`): the chunk becomes the fill value (zeros), committed
-    /// at once; a resize refused right after takes it back (`undo.rs`).
+    /// at once; a resize refused right after takes it back ([`Tree::zarr_remove`], `undo.rs`).
     ///
     /// # Errors
     /// [`TreeError::NotPermitted`] for anything but a chunk object; commit errors.
@@ -428,22 +428,7 @@ impl Tree {
             }
             other => other?,
         };
-        // Kept for a resize refused after it (zarr-python removes first: `undo.rs`); one
-        // removal at a time.
-        let _turn = self.zarr.unlink_turn.lock();
-        // What the chunk read before: the buffer itself, swapped for zeros (no second
-        // decode or copy of it).
-        let zeroed =
-            self.with_chunk_buffer(id, |buf, _| Ok(std::mem::replace(buf, vec![0; buf.len()])));
-        let res = zeroed.and_then(|before| {
-            self.zarr_unlink_begins(id, before);
-            self.commit(ino, Reason::Durable)
-        });
-        if res.is_err() {
-            self.drop_pending(ino);
-        }
-        self.zarr_unlink_ends(id, res.is_ok());
-        res
+        self.zarr_remove(ino, id)
     }
 }
 

@@ -23,12 +23,7 @@ fn nan_and_infinite_attributes_through_zarr_json_are_floats_in_the_vlmeta() {
     ));
     let dir = tempfile::tempdir().unwrap();
     let src = dir.path().join("temps.b2nd");
-    let make = "import sys, numpy as np, blosc2\n\
-        a = blosc2.asarray(np.arange(600, dtype=np.float32).reshape(20, 30), chunks=(10, 15), \
-        urlpath=sys.argv[1], mode='w')\n\
-        a.vlmeta['units'] = 'm'\n\
-        a.vlmeta['missing'] = float('nan')\n";
-    run_python(&py, &["-c", make, src.to_str().unwrap()]);
+    super::float32_b2nd(&py, &src, &[("units", "'m'"), ("missing", "float('nan')")]);
     let t = Tree::from_source(&src, opts(true)).unwrap();
     let text = |path: &str| String::from_utf8(read_all(&t, ino(&t, path), 1 << 20)).unwrap();
     let shown = text("zarr/temps/zarr.json");
@@ -122,17 +117,19 @@ fn strict_json_view_spells_non_finite_attributes_as_strings_and_keeps_them_float
     ));
     let dir = tempfile::tempdir().unwrap();
     let src = dir.path().join("temps.b2nd");
-    let make = "import sys, numpy as np, blosc2\n\
-        a = blosc2.asarray(np.arange(600, dtype=np.float32).reshape(20, 30), chunks=(10, 15), \
-        urlpath=sys.argv[1], mode='w')\n\
-        a.vlmeta['units'] = 'm'\n\
-        a.vlmeta['missing'] = float('nan')\n\
-        a.vlmeta['hot'] = float('inf')\n\
-        a.vlmeta['cold'] = float('-inf')\n\
-        a.vlmeta['label'] = 'NaN'\n\
-        a.vlmeta['range'] = [float('nan'), 5.0]\n\
-        a.vlmeta['scale'] = 1.0\n";
-    run_python(&py, &["-c", make, src.to_str().unwrap()]);
+    super::float32_b2nd(
+        &py,
+        &src,
+        &[
+            ("units", "'m'"),
+            ("missing", "float('nan')"),
+            ("hot", "float('inf')"),
+            ("cold", "float('-inf')"),
+            ("label", "'NaN'"),
+            ("range", "[float('nan'), 5.0]"),
+            ("scale", "1.0"),
+        ],
+    );
     // Without the option: zarr-python's bare tokens, which serde_json refuses.
     let bare = Tree::from_source(&src, opts(false)).unwrap();
     assert_eq!(strict_failures(&bare), (2, 2));

@@ -8,7 +8,7 @@ use serde_json::Value;
 
 use super::{ino, json_at, read_all};
 use crate::support::no_prefetch as opts;
-use crate::support::{Mount, b2fs, fuse_and_python, python, python_says, run_python};
+use crate::support::{Mount, b2fs, fuse_and_python, python, python_says};
 
 #[test]
 fn an_identical_rewrite_of_a_zarr_json_through_a_mount_changes_nothing() {
@@ -19,11 +19,7 @@ fn an_identical_rewrite_of_a_zarr_json_through_a_mount_changes_nothing() {
     };
     let dir = tempfile::tempdir().unwrap();
     let src = dir.path().join("same.b2nd");
-    let make = "import sys, numpy as np, blosc2\n\
-        a = blosc2.asarray(np.arange(600, dtype=np.float32).reshape(20, 30), chunks=(10, 15), \
-        urlpath=sys.argv[1], mode='w')\n\
-        a.vlmeta['units'] = 'm'\n";
-    run_python(&py, &["-c", make, src.to_str().unwrap()]);
+    super::float32_b2nd(&py, &src, &[("units", "'m'")]);
     let before = std::fs::read(&src).unwrap();
     let m = Mount::daemon(&src, &["rw"]);
     for rel in ["zarr/same/zarr.json", "zarr/zarr.json"] {
@@ -94,10 +90,7 @@ fn truncating_a_zarr_json_is_refused_unless_it_starts_a_rewrite() {
     ));
     let dir = tempfile::tempdir().unwrap();
     let src = dir.path().join("t.b2nd");
-    let make = "import sys, numpy as np, blosc2\n\
-        blosc2.asarray(np.arange(600, dtype=np.float32).reshape(20, 30), chunks=(10, 15), \
-        urlpath=sys.argv[1], mode='w')\n";
-    run_python(&py, &["-c", make, src.to_str().unwrap()]);
+    super::float32_b2nd(&py, &src, &[]);
     let before = std::fs::read(&src).unwrap();
     let t = Tree::from_source(&src, opts(true)).unwrap();
     for rel in ["zarr/t/zarr.json", "zarr/zarr.json"] {
@@ -196,11 +189,7 @@ fn attribute_edits_through_zarr_json_commit_and_every_other_change_is_refused() 
     ));
     let dir = tempfile::tempdir().unwrap();
     let src = dir.path().join("temps.b2nd");
-    let make = "import sys, numpy as np, blosc2\n\
-        a = blosc2.asarray(np.arange(600, dtype=np.float32).reshape(20, 30), chunks=(10, 15), \
-        urlpath=sys.argv[1], mode='w')\n\
-        a.vlmeta['units'] = 'm'\n";
-    run_python(&py, &["-c", make, src.to_str().unwrap()]);
+    super::float32_b2nd(&py, &src, &[("units", "'m'")]);
     let vlmeta = || {
         python_says(
             &py,

@@ -6,7 +6,7 @@
 use b2fs::tree::Tree;
 use serde_json::{Value, json};
 
-use super::metadata::rename_json_over;
+use super::metadata::{rename_json_over, temp_json_name};
 use super::{ino, json_at};
 use crate::support::no_prefetch as opts;
 use crate::support::steps::every_commit_step;
@@ -116,6 +116,69 @@ fn zarr_json_shape_changes_resize_a_1d_b2nd_as_python_blosc2_reads_it() {
     let got = read(&src);
     assert_eq!(got["shape"], json!([600]));
     assert_eq!(got["units"], "C");
+}
+
+/// The writer's new shape was made from the view it read: when another writer grows the
+/// array between that read and the resize's commit (here python-blosc2 appends ten rows of
+/// 7.0 and the mount follows it, as its follower thread does every second), the rename is
+/// refused with ESTALE and the source keeps that writer's rows; it used to resize from the
+/// old length and zero them.
+#[test]
+fn a_resize_refuses_a_shape_another_writer_changed_since_the_view_was_read() {
+    let py = or_skip!(python(
+        "a_resize_refuses_a_shape_another_writer_changed_since_the_view_was_read"
+    ));
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("temps.b2nd");
+    let make = "import sys, numpy as np, blosc2\n\
+        blosc2.asarray(np.arange(1000, dtype=np.float64), chunks=(256,), blocks=(64,), \
+        urlpath=sys.argv[1], mode='w')\n";
+    run_python(&py, &["-c", make, src.to_str().unwrap()]);
+    let t = Tree::from_source(&src, opts(true)).unwrap();
+    let arr = "zarr/temps";
+    let doc = json_at(&t, &format!("{arr}/zarr.json"));
+    let (py2, src2) = (py.clone(), src.clone());
+    t.on_zarr_resize(Box::new(move |t: &Tree| {
+        let append = "import sys, numpy as np, blosc2\n\
+            a = blosc2.open(sys.argv[1], mode='a')\n\
+            a.resize((1010,))\n\
+            a[1000:1010] = np.full(10, 7.0)\n";
+        run_python(&py2, &["-c", append, src2.to_str().unwrap()]);
+        assert!(t.follow_source(), "the mount follows the other writer");
+    }));
+    let stale = with_len(&doc, 1300);
+    let err = rename_json_over(&t, arr, &stale).unwrap_err();
+    assert_eq!(err.errno(), libc::ESTALE, "{err}");
+    // The refused temp file stays, as after any refused rename: the writer removes it.
+    t.unlink(ino(&t, arr), &temp_json_name(&stale)).unwrap();
+    let out = python_says(
+        &py,
+        &[
+            "-c",
+            "import sys, numpy as np, blosc2; a = blosc2.open(sys.argv[1])[...]; \
+             w = np.concatenate([np.arange(1000.0), np.full(10, 7.0)]); \
+             print(a.shape, bool((a == w).all()) if a.shape == w.shape else a[995:1015].tolist())",
+            src.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(out, "(1010,) True", "the other writer's rows are kept");
+    assert_eq!(
+        json_at(&t, &format!("{arr}/zarr.json"))["shape"],
+        json!([1010])
+    );
+    // Made again from what the view shows now, the same resize goes through.
+    let doc = json_at(&t, &format!("{arr}/zarr.json"));
+    rename_json_over(&t, arr, &with_len(&doc, 1300)).unwrap();
+    let out = python_says(
+        &py,
+        &[
+            "-c",
+            "import sys, blosc2; a = blosc2.open(sys.argv[1])[...]; \
+             print(a.shape, a[1009], a[1010])",
+            src.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(out, "(1300,) 7.0 0.0");
 }
 
 /// bcolz writes a ctable at `path`: columns `a` (int64 0..30) and `b` (halves), chunks of 8
