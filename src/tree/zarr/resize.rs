@@ -250,6 +250,16 @@ impl Tree {
         let item = geom.dtype.itemsize as usize;
         let c0 = geom.chunks[0];
         let (rows, chunk_len, per_row): (Rows, Option<usize>, u64) = match source.nd_meta() {
+            Some(nd) if nd.chunkshape.contains(&0) || nd.blockshape.contains(&0) => {
+                // python-blosc2 makes an empty array (`blosc2.zeros((0,))`) with chunks
+                // `(0,)`, and its own `resize` refuses it: there is no chunk to grow by.
+                return Err(refuse(format!(
+                    "its chunk shape {:?} (block shape {:?}) has a zero length: it has no \
+                     chunk to grow by (python-blosc2 refuses to resize it too; make the array \
+                     with chunks)",
+                    nd.chunkshape, nd.blockshape
+                )));
+            }
             Some(nd) if nd.shape.len() == geom.shape.len() => {
                 // The b2nd chunk and block grid (`container::ndim::Grid`): padded chunks of
                 // blocks in C order.

@@ -577,6 +577,44 @@ fn oversized_resizes_and_ctable_columns_are_refused() {
     assert_eq!(out, "30 True");
 }
 
+/// An empty array python-blosc2 made without a chunk shape (`blosc2.zeros((0,))` picks
+/// chunks `(0,)`; python-blosc2's own `resize` refuses it) cannot grow through the view
+/// either: EPERM and the source as it was (the rename returned success and changed nothing,
+/// found by the `zarr_edit` fuzz target).
+#[test]
+fn an_array_with_a_zero_chunk_length_is_not_resized() {
+    let py = or_skip!(python("an_array_with_a_zero_chunk_length_is_not_resized"));
+    let dir = tempfile::tempdir().unwrap();
+    for (name, shape) in [("e1", "(0,)"), ("e2", "(0, 5)")] {
+        let src = dir.path().join(format!("{name}.b2nd"));
+        let make = format!(
+            "import sys, blosc2\n\
+             a = blosc2.zeros({shape}, dtype='f8', urlpath=sys.argv[1], mode='w')\n\
+             assert 0 in a.chunks, a.chunks\n\
+             try:\n    a.resize((10,) + a.shape[1:])\nexcept ValueError:\n    pass\n\
+             else:\n    raise SystemExit('python-blosc2 resized it')\n"
+        );
+        run_python(&py, &["-c", &make, src.to_str().unwrap()]);
+        let before = std::fs::read(&src).unwrap();
+        let t = Tree::from_source(&src, opts(true)).unwrap();
+        let arr = format!("zarr/{name}");
+        let mut doc = json_at(&t, &format!("{arr}/zarr.json"));
+        doc["shape"][0] = json!(10);
+        let err = rename_json_over(&t, &arr, &serde_json::to_vec(&doc).unwrap()).unwrap_err();
+        assert_eq!(err.errno(), libc::EPERM, "{name}: {err}");
+        assert_eq!(
+            json_at(&t, &format!("{arr}/zarr.json"))["shape"][0],
+            0,
+            "{name}"
+        );
+        drop(t);
+        assert!(
+            std::fs::read(&src).unwrap() == before,
+            "{name}: the source changed"
+        );
+    }
+}
+
 /// A daemon that dies at any durable step of a resize of a 3-D b2nd along its first axis
 /// (within its last row of chunks, across rows, and back) leaves it old or new, as
 /// python-blosc2 reads it.
