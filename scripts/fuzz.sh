@@ -174,6 +174,36 @@ seeds() {
                       printf '{"title": "edited", "n": [1, 2.5]}'; } > "$out/$(basename "$f")_$op"
                 done
             done ;;
+        zarr_edit)
+            # A kind byte, four step bytes (fuzz/src/zarr.rs: Step and its pick), the source,
+            # fuzz/src/tree.rs's EDIT_SEPARATOR and the payload (attributes, bytes written):
+            # five step sequences (zarr-python's shrink: removals, then the rename; grows,
+            # attributes, whole chunk writes, absurd lengths) on frame fixtures of 0 to 3
+            # dimensions, and the same on tree_edit's stores and the bcolz carrays.
+            local seqs='\x15\x10\x04\x03 \x20\x19\x06\x02 \x19\x07\x0e\x3c \x30\x38\x28\x0d \x15\x0d\x00\x14'
+            local n sq
+            for f in tests/data/frames/b2nd_1d_f8.b2nd tests/data/frames/b2nd_attrs.b2nd \
+                tests/data/frames/b2nd_2d_i4_odd.b2nd tests/data/frames/b2nd_3d_f4_pad.b2nd \
+                tests/data/frames/b2nd_0d_f8.b2nd tests/data/frames/b2nd_len0.b2nd; do
+                n=0
+                for sq in $seqs; do
+                    { printf '\x00'; printf "$sq"; cat "$f"; printf '\n##edit##\n'
+                      printf '{"units": "K", "n": [1, 2.5]}'; } > "$out/$(basename "$f")_$n"
+                    n=$((n + 1))
+                done
+            done
+            seeds bcolz_open "$out/.bcolz"
+            for f in fuzz/seeds/tree_edit/* "$out"/.bcolz/*; do
+                n=0
+                for sq in $seqs; do
+                    case $f in
+                        */.bcolz/*) { printf '\x01'; printf "$sq"; cat "$f"; } ;;
+                        *) { head -c 1 "$f"; printf "$sq"; tail -c +3 "$f"; } ;;
+                    esac > "$out/$(basename "$f")_z$n"
+                    n=$((n + 1))
+                done
+            done
+            rm -rf "$out/.bcolz" ;;
         *) echo "unknown target $t (one of: $TARGETS)" >&2; exit 2 ;;
     esac
 }

@@ -5,8 +5,8 @@
 //! it is fixed.
 //!
 //! Targets: `chunk_decode`, `frame_open`, `bcolz_open`, `attrs`, `npy_dtype` (this file);
-//! `store_open` (`store.rs`); `tree_walk`, `tree_edit` (`tree.rs`, over sources written by
-//! `source.rs`).
+//! `store_open` (`store.rs`); `tree_walk`, `tree_edit` (`tree.rs`), `zarr_edit` (`zarr.rs`),
+//! over sources written by `source.rs`.
 //!
 //! What a target may do with hostile input: return an error. What it must not do: panic
 //! (including the property checks below), hang, or allocate beyond a bound (libFuzzer's
@@ -23,9 +23,11 @@ use serde_json::Value;
 pub mod source;
 pub mod store;
 pub mod tree;
+pub mod zarr;
 
 pub use store::store_open;
 pub use tree::{tree_edit, tree_walk};
+pub use zarr::zarr_edit;
 
 /// Largest uncompressed chunk the targets decode: the decoder refuses bigger declarations
 /// (`CodecError::TooLarge`), so a mutated nbytes field cannot make every run allocate

@@ -114,6 +114,52 @@ fn fuzz_replay_tree_edit() {
     assert!(replay("tree_edit", entry::tree_edit) > 0);
 }
 
+#[test]
+fn fuzz_replay_zarr_edit() {
+    assert!(replay("zarr_edit", entry::zarr_edit) > 0);
+}
+
+/// The `zarr_edit` target reaches the Zarr view's edits on real frames: the array is found,
+/// a grow, a whole chunk write and a chunk removal are applied, raw bytes renamed over
+/// `zarr.json` and a resize to 2^64-1 rows refused.
+#[test]
+fn fuzz_zarr_edit_steps_reach_the_view() {
+    let steps = |name: &str, ops: [u8; 4], payload: &[u8]| {
+        let frame = std::fs::read(repo_root().join("tests/data/frames").join(name)).unwrap();
+        let mut v = vec![0];
+        v.extend_from_slice(&ops);
+        v.extend_from_slice(&frame);
+        v.extend_from_slice(entry::tree::EDIT_SEPARATOR);
+        v.extend_from_slice(payload);
+        entry::zarr::zarr_edit_outcome(&v)
+    };
+    // Resize to old + 1 rows (pick 4), write chunk 0 whole, remove the last chunk (pick 2),
+    // raw bytes over zarr.json.
+    let got = steps(
+        "b2nd_2d_i4_odd.b2nd",
+        [4 << 3, 4, (2 << 3) | 5, 2],
+        b"not json",
+    );
+    assert_eq!(got.array.as_deref(), Some("zarr/input"), "{got:?}");
+    assert_eq!(
+        got.applied,
+        ["Resize/4", "WriteWhole/0", "Unlink/2"],
+        "{got:?}"
+    );
+    assert!(
+        got.refused.len() == 1 && got.refused[0].starts_with("RawJson/0"),
+        "{got:?}"
+    );
+    // Attributes from the payload with the same shape (pick 3); a resize to u64::MAX refused.
+    let got = steps(
+        "b2nd_attrs.b2nd",
+        [(3 << 3) | 1, 7 << 3, 0, 0],
+        br#"{"units": "K"}"#,
+    );
+    assert_eq!(got.applied, ["ResizeWithAttrs/3"], "{got:?}");
+    assert!(got.refused[0].starts_with("Resize/7"), "{got:?}");
+}
+
 /// The stored `store_open` seeds are real stores (python-blosc2's, `scripts/oracle/stores.py
 /// fuzzseeds`): they open as collections, so the target reaches past the zip.
 #[test]
