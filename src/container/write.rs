@@ -63,7 +63,7 @@ use std::path::Path;
 use serde_json::Value;
 
 pub use compact::{Space, compact, compact_mounted, compact_mounted_with_crash_after, space};
-pub use io::{BeforeCreate, SourceLock, can_create_in};
+pub use io::{BeforeCreate, SourceLock};
 pub use spool::{Chunk, DEFAULT_SPOOL_MEMORY, Spool, SpoolStats, open_unlinked};
 pub use store::{
     commit_group_attrs, commit_group_attrs_with_crash_after, commit_member,

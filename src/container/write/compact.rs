@@ -29,11 +29,29 @@ use crate::container::{Array, Container, ContainerError, SourceKind};
 ///
 /// [`ContainerError::Busy`] when the source is mounted by a running b2fs (its daemon holds
 /// the source lock, see [`super::lock_source_for_mount`]); [`ContainerError::Unsupported`]
-/// when `path` is not a writable contiguous frame starting at offset 0; open errors as
-/// [`crate::container::open`]; [`ContainerError::Io`].
+/// when `path` is not a writable contiguous frame starting at offset 0, or this process may
+/// not open it for writing or create a file where the rewrite lies (beside the outermost
+/// `.b2d` store for a member: all asked before the rewrite starts); open errors as
+/// [`crate::container::open`]; [`ContainerError::Io`] for I/O errors of the rewrite (the
+/// source is then as it was).
 pub fn compact(path: &Path, progress: &mut dyn FnMut(usize, usize)) -> Result<(), ContainerError> {
-    // Refuse a mounted source (its daemon holds the shared lock) before anything else; held
-    // until the rewrite is renamed in.
+    // What the rewrite needs, asked before anything else: a source that can be written, and a
+    // directory the rewrite can be made in (beside the outermost `.b2d` store for a member).
+    // Refused as the source's failure, not an I/O error of the rewrite.
+    if path.is_file() {
+        let cannot = |p: &Path, what: &str, e: std::io::Error| {
+            unsupported(path, format!("compacting: {what} {}: {e}", p.display()))
+        };
+        if let Err(e) = std::fs::OpenOptions::new().write(true).open(path) {
+            return Err(cannot(path, "cannot write", e));
+        }
+        let dir = super::io::temp_dir(path);
+        if let Err(e) = super::io::can_create_in(&dir) {
+            return Err(cannot(&dir, "cannot create its rewrite in", e));
+        }
+    }
+    // Refuse a mounted source (its daemon holds the shared lock); held until the rewrite is
+    // renamed in.
     let _mounted = SourceLock::acquire(path, LockMode::Compact)?;
     let mut sidecar = path.as_os_str().to_os_string();
     sidecar.push(".b2lock");

@@ -28,7 +28,7 @@ use super::io_err;
 use crate::container::ContainerError;
 // Temp files' names and places are `leftover.rs`'s (`b2fs verify` tells them by the same
 // rules).
-pub(super) use crate::container::leftover::{own_temp, parent_dir, temp_for};
+pub(super) use crate::container::leftover::{own_temp, parent_dir, temp_dir, temp_for};
 
 /// Tests: called with each path a commit is about to create a file at (another writer may
 /// make it first).
@@ -225,7 +225,7 @@ impl Io {
 ///
 /// # Errors
 /// The OS error (`EACCES`, `EROFS`, `ENOENT`, ...).
-pub fn can_create_in(dir: &Path) -> std::io::Result<()> {
+pub(super) fn can_create_in(dir: &Path) -> std::io::Result<()> {
     use std::os::unix::ffi::OsStrExt;
     let c = std::ffi::CString::new(dir.as_os_str().as_bytes())
         .map_err(|_| std::io::Error::from_raw_os_error(libc::EINVAL))?;
