@@ -90,7 +90,8 @@ pub struct Edit {
     /// first axis). The edit must leave whole rows of the chunk grid, `rows` of them, and the
     /// dimension must lie in the last: more than `(rows - 1) x chunkshape[0]`, at most
     /// `rows x chunkshape[0]`. `None`: what appends and truncation give (see [`commit`]).
-    /// Refused for other sources, whose length their chunks hold.
+    /// Refused for other sources (plain frames, bcolz carrays and ctable columns), whose
+    /// length their chunks hold.
     pub shape0: Option<u64>,
     /// New user attributes (a JSON object in the container's attrs mapping) to store as
     /// vlmeta (frames) or the `__attrs__` file (bcolz).
@@ -545,13 +546,19 @@ pub(super) enum Slot<'e> {
 }
 
 /// Applies truncate, updates and appends to the old chunk numbering (no size rules yet):
-/// returns the new slot list. `format` is the chunk format the source needs.
+/// returns the new slot list. `format` is the chunk format the source needs. Every commit
+/// goes through it (frames, bcolz carrays, ctable columns): the edit's checks that do not
+/// depend on the layout are made here, [`Edit::shape0`] refused for a source that cannot
+/// take it among them.
 pub(super) fn plan<'e>(
     array: &Array,
     edit: &'e Edit,
     format: ChunkFormat,
 ) -> Result<Vec<Slot<'e>>, ContainerError> {
     let path = array.path();
+    if edit.shape0.is_some() && !takes_shape0(array) {
+        return Err(no_shape0(path));
+    }
     let old_n = array.nchunks();
     let resizing = edit.truncate.is_some_and(|t| t != old_n) || !edit.appends.is_empty();
     if resizing {
@@ -659,6 +666,21 @@ pub(super) fn plan<'e>(
         return Err(refused(path, "attrs: not a JSON object"));
     }
     Ok(slots)
+}
+
+/// Whether [`Edit::shape0`] can be set on `array`: a b2nd/caterva frame (a plain frame's
+/// and a bcolz carray's length is what their chunks hold).
+fn takes_shape0(array: &Array) -> bool {
+    matches!(array.inner, Inner::Frame(_)) && array.nd_meta().is_some()
+}
+
+/// The refusal of an [`Edit::shape0`] by a source that cannot take it ([`takes_shape0`]).
+pub(super) fn no_shape0(path: &Path) -> ContainerError {
+    refused(
+        path,
+        "setting the first dimension of a source without a b2nd/caterva metalayer \
+         (its length is what its chunks hold)",
+    )
 }
 
 /// The special kind of a new Blosc2 chunk that is only its 32-byte header and stands for
