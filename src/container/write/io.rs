@@ -28,7 +28,9 @@ use super::io_err;
 use crate::container::ContainerError;
 // Temp files' names and places are `leftover.rs`'s (`b2fs verify` tells them by the same
 // rules).
-pub(super) use crate::container::leftover::{own_temp, parent_dir, temp_dir, temp_for};
+pub(super) use crate::container::leftover::{
+    own_temp, parent_dir, temp_dir, temp_dir_in, temp_for, temp_name,
+};
 
 /// Tests: called with each path a commit is about to create a file at (another writer may
 /// make it first).
