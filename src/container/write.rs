@@ -389,7 +389,7 @@ pub fn check_attrs(array: &Array, attrs: &serde_json::Value) -> Result<(), Conta
 /// [`ContainerError::Changed`] when the source changed on disk since `array` was opened,
 /// [`ContainerError::Io`] for I/O failures (the source then still reads as before or as
 /// after the commit), `EEXIST` among them when a file another writer made holds the name of
-/// one of the commit's own temp files (`src/container/write/io.rs`, `own_temp`; that file is left alone);
+/// one of the commit's own temp files (`src/container/leftover.rs`, `own_temp`; that file is left alone);
 /// [`ContainerError::Restored`] for one undone whose modification time could not be given
 /// back.
 pub fn commit(array: &Array, edit: &Edit) -> Result<(), ContainerError> {

@@ -5,7 +5,7 @@
 //! Knows nothing of chunk data (Blosc1 headers only). Spec: `docs/format/CONTAINERS.md` 5.1 (layout,
 //! the `blpk` prefix, the leftover chunk), 5.5 (`__attrs__` must exist) and 6.4 (commit
 //! order): every new or replaced chunk in a temp file of the commit's own
-//! (`.b2fs-PID-T-N-__N.blp.b2fs-tmp`, made where no file is: `io.rs`, `own_temp`), fsync,
+//! (`.b2fs-PID-T-N-__N.blp.b2fs-tmp`, made where no file is: `leftover.rs`, `own_temp`), fsync,
 //! renamed to `__N.blp`;
 //! data directory fsync; `__attrs__` by temp + rename; `meta/sizes` by temp + rename +
 //! directory fsync (the commit point for growth and shrinkage); chunk files beyond the new end

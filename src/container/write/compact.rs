@@ -1,6 +1,6 @@
 //! `compact`: rewrites a contiguous frame without dead space (chunks back to back in index
 //! order, a fresh index, the trailer verbatim) into a temp file of its own in the same
-//! directory (beside the store for a member of a `.b2d`: `io.rs`, `own_temp`), then fsync,
+//! directory (beside the store for a member of a `.b2d`: `leftover.rs`, `own_temp`), then fsync,
 //! rename over the original and directory fsync.
 //!
 //! A mounted source is refused (`docs/format/CONTAINERS.md` has no word on this: it is b2fs's own
@@ -167,7 +167,7 @@ pub fn space(array: &Array) -> Result<Option<Space>, ContainerError> {
 /// Rewrites the contiguous frame `array` was opened from without dead space while a mount
 /// serves it (issue 21: the mount's own background compaction, `src/commit.rs`): the
 /// chunks are copied from `array` into a temp file of its own (`.b2fs-PID-T-N-<file>.b2fs-tmp`
-/// beside the file, or beside the `.b2d` store the file lies in: `io.rs`, `own_temp`) one
+/// beside the file, or beside the `.b2d` store the file lies in: `leftover.rs`, `own_temp`) one
 /// by one (memory: one chunk), the file fsynced, checked again to be the version `array`
 /// shows, renamed over the source, and the directory fsynced. A crash leaves the old file
 /// or the new one, with the same content (and perhaps the temp file, which readers ignore).
@@ -219,7 +219,7 @@ fn compact_mounted_io(array: &Array, io: &mut Io) -> Result<SourceLock, Containe
         .mode();
     drop(file);
 
-    // A name of this compaction's own, made where no file is (`io.rs`, `own_temp`).
+    // A name of this compaction's own, made where no file is (`leftover.rs`, `own_temp`).
     let tmp = super::io::temp_for(path);
     io.begin_step(&tmp)?;
     let out = std::fs::OpenOptions::new()
