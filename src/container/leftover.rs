@@ -5,8 +5,8 @@
 //! A commit that rewrites a whole file (a `.b2z` zip, a sparse frame's `chunks.b2frame`, a
 //! bcolz chunk or `__attrs__`, a compaction) writes it first to a temp file of its own,
 //! `.b2fs-PID-T-N-<target's name>.b2fs-tmp` (a `.b2z` member in the making:
-//! `.b2fs-member`; [`own_temp`]), beside the target or beside the outermost `.b2d` store
-//! holding it ([`temp_dir`]), and renames it over the target. A crash between the two
+//! `.b2fs-member`; `own_temp`), beside the target or beside the outermost `.b2d` store
+//! holding it (`temp_dir`), and renames it over the target. A crash between the two
 //! leaves the temp file: never part of the source (readers skip it, the next commit takes a
 //! name of its own), but disk space until removed. This module tells such names apart
 //! ([`commit_temp_target`]: directory mounts hide them) and finds the ones of a source
@@ -141,7 +141,7 @@ pub fn commit_temp_target(name: &OsStr) -> Option<&OsStr> {
 /// store, whose temp files lie beside it, by the names of its files: a sibling store's of
 /// the same names too). Regular files only, and none whose process runs now (a commit under
 /// way). Sorted; the flag says whether the walk stopped at [`MAX_WALKED`] entries.
-/// Unreadable directories are skipped. Beside means where [`temp_dir`] puts them: for a
+/// Unreadable directories are skipped. Beside means where `temp_dir` puts them: for a
 /// file inside a `.b2d` store, checked on its own, beside the outermost store.
 pub fn leftovers(source: &Path) -> (Vec<PathBuf>, bool) {
     // Absolute, as the name it was given (a symlinked source's temp files are named after
