@@ -144,8 +144,9 @@ pub(super) fn commit_sparse(
     // Only the files this commit made are removed: each is created where no file is, and one
     // another writer made at a planned name meanwhile (after the listing above) is theirs,
     // left alone, and the commit fails as for any change of another writer.
-    // The index's temp file has a name of this commit's own (`leftover.rs`, `own_temp`), made where
-    // no file is too: another writer's temp file is never written, renamed or removed.
+    // The index's temp file has a name of this commit's own (`src/container/leftover.rs`,
+    // `own_temp`), made where no file is too: another writer's temp file is never written,
+    // renamed or removed.
     let index_tmp = io::temp_for(index_path);
     let mut made: Vec<&Path> = Vec::with_capacity(files.len());
     let mut staged = false;
