@@ -14,7 +14,8 @@ Exit codes:
      cannot be salvaged); verify: damage found
   2  usage error (bad arguments or -o options)
   3  SOURCE missing, unreadable or not a Blosc2 frame / b2nd / bcolz directory (compact:
-     or SOURCE, or its directory, not writable)
+     or SOURCE not writable, or no file can be made where its rewrite lies: beside it, or
+     beside the outermost .b2d store holding it)
   4  MOUNTPOINT missing, not a directory, already mounted or busy (umount: not mounted)
   5  FUSE unavailable: no /dev/fuse or no fusermount3
   6  remote SOURCE (URL): endpoint unreachable, timing out or failing (5xx)";

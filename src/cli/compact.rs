@@ -15,33 +15,12 @@ const PROGRESS_MIN_CHUNKS: usize = 64;
 ///
 /// # Errors
 /// [`Error::SourcePath`] when `source` is missing; [`Error::Busy`] when a b2fs mount serves
-/// it; [`Error::Source`] when it cannot be compacted (not a writable contiguous frame);
-/// [`Error::Other`] for I/O errors (the source is then as it was).
+/// it; [`Error::Source`] when it cannot be compacted (not a contiguous frame, or one this
+/// process cannot write, or whose rewrite it cannot create: asked by
+/// [`crate::container::write::compact`] before it starts); [`Error::Other`] for I/O errors
+/// of the rewrite (the source is then as it was).
 pub fn compact(source: &Path) -> Result<(), Error> {
     check_source(source)?;
-    // A source that cannot be written is the source's failure (3); I/O errors after this
-    // are the rewrite's (1).
-    if source.is_file() {
-        let not_writable = |path: &Path, e: std::io::Error| Error::Source {
-            path: source.to_path_buf(),
-            source: ContainerError::Io {
-                path: path.to_path_buf(),
-                source: e,
-            },
-        };
-        if let Err(e) = std::fs::OpenOptions::new().write(true).open(source) {
-            return Err(not_writable(source, e));
-        }
-        // The rewrite is made beside it (beside the outermost `.b2d` store for a member:
-        // that directory is not checked here, its failure is the rewrite's).
-        let dir = match source.parent() {
-            Some(d) if !d.as_os_str().is_empty() => d,
-            _ => Path::new("."),
-        };
-        if let Err(e) = crate::container::write::can_create_in(dir) {
-            return Err(not_writable(dir, e));
-        }
-    }
     let before = std::fs::metadata(source).map(|m| m.len()).unwrap_or(0);
     let mut last = Instant::now();
     let mut shown = false;
@@ -71,9 +50,10 @@ pub fn compact(source: &Path) -> Result<(), Error> {
         eprintln!();
     }
     res.map_err(|e| match e {
-        // Writing (or reading back) the rewrite failed (a full disk, a file size limit; the
-        // source was found readable and writable above): an I/O error, "other failure", not
-        // a source that cannot be compacted.
+        // Writing (or reading back) the rewrite failed (a full disk, a file size limit; a
+        // source that cannot be written, or a directory the rewrite cannot be made in, is
+        // refused before as `Unsupported`): an I/O error, "other failure", not a source that
+        // cannot be compacted.
         ContainerError::Io { .. } => Error::Other {
             what: format!("compact {}: {e}", source.display()),
             source: None,

@@ -1,7 +1,7 @@
 //! A commit's chunk edits made into a container edit: each decoded chunk compressed with the
 //! parameters the existing chunks use (one encoder, reused by every commit), one at a time,
 //! into the commit's [`write::Spool`] (at most `spool_memory` compressed bytes in memory, the
-//! rest in an unlinked file; chunks of zeros encoded from one block); updates, appends and the
+//! rest in an unlinked file; chunks of zeros encoded from one block, once per length); updates, appends and the
 //! removal of the last chunks told apart;
 //! and what the spool held added to the committer's stats.
 
@@ -28,6 +28,9 @@ impl Committer {
         let mut spool = write::Spool::new(self.spool_memory, self.spool_dir.clone());
         spool.fail_with(self.spool_fail.0, self.spool_fail.1);
         let mut params = None;
+        // The last chunk of zeros encoded, by length: a resize adds up to thousands of them,
+        // alike but for the last one, encoded once and copied.
+        let mut zeros: Option<(usize, Vec<u8>)> = None;
         for chunk in edits {
             if chunk.data.is_empty() {
                 continue;
@@ -42,7 +45,15 @@ impl Committer {
                 source: e,
             };
             let bytes = if chunk.data.all_zeros() {
-                crate::codec::compress_zeros(chunk.data.len(), params).map_err(chunk_error)?
+                let len = chunk.data.len();
+                match &zeros {
+                    Some((n, bytes)) if *n == len => bytes.clone(),
+                    _ => {
+                        let bytes =
+                            crate::codec::compress_zeros(len, params).map_err(chunk_error)?;
+                        zeros.insert((len, bytes)).1.clone()
+                    }
+                }
             } else {
                 // One decoded chunk at a time (read back here when the caller keeps it in a
                 // file): only the compressed chunks of the edit are held together.

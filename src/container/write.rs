@@ -63,7 +63,7 @@ use std::path::Path;
 use serde_json::Value;
 
 pub use compact::{Space, compact, compact_mounted, compact_mounted_with_crash_after, space};
-pub use io::{BeforeCreate, SourceLock, can_create_in};
+pub use io::{BeforeCreate, SourceLock};
 pub use spool::{Chunk, DEFAULT_SPOOL_MEMORY, Spool, SpoolStats, open_unlinked};
 pub use store::{
     commit_group_attrs, commit_group_attrs_with_crash_after, commit_member,
@@ -90,7 +90,8 @@ pub struct Edit {
     /// first axis). The edit must leave whole rows of the chunk grid, `rows` of them, and the
     /// dimension must lie in the last: more than `(rows - 1) x chunkshape[0]`, at most
     /// `rows x chunkshape[0]`. `None`: what appends and truncation give (see [`commit`]).
-    /// Refused for other sources, whose length their chunks hold.
+    /// Refused for other sources (plain frames, bcolz carrays and ctable columns), whose
+    /// length their chunks hold.
     pub shape0: Option<u64>,
     /// New user attributes (a JSON object in the container's attrs mapping) to store as
     /// vlmeta (frames) or the `__attrs__` file (bcolz).
@@ -388,7 +389,7 @@ pub fn check_attrs(array: &Array, attrs: &serde_json::Value) -> Result<(), Conta
 /// [`ContainerError::Changed`] when the source changed on disk since `array` was opened,
 /// [`ContainerError::Io`] for I/O failures (the source then still reads as before or as
 /// after the commit), `EEXIST` among them when a file another writer made holds the name of
-/// one of the commit's own temp files (`src/container/write/io.rs`, `own_temp`; that file is left alone);
+/// one of the commit's own temp files (`src/container/leftover.rs`, `own_temp`; that file is left alone);
 /// [`ContainerError::Restored`] for one undone whose modification time could not be given
 /// back.
 pub fn commit(array: &Array, edit: &Edit) -> Result<(), ContainerError> {
@@ -545,13 +546,19 @@ pub(super) enum Slot<'e> {
 }
 
 /// Applies truncate, updates and appends to the old chunk numbering (no size rules yet):
-/// returns the new slot list. `format` is the chunk format the source needs.
+/// returns the new slot list. `format` is the chunk format the source needs. Every commit
+/// goes through it (frames, bcolz carrays, ctable columns): the edit's checks that do not
+/// depend on the layout are made here, [`Edit::shape0`] refused for a source that cannot
+/// take it among them.
 pub(super) fn plan<'e>(
     array: &Array,
     edit: &'e Edit,
     format: ChunkFormat,
 ) -> Result<Vec<Slot<'e>>, ContainerError> {
     let path = array.path();
+    if edit.shape0.is_some() && !takes_shape0(array) {
+        return Err(no_shape0(path));
+    }
     let old_n = array.nchunks();
     let resizing = edit.truncate.is_some_and(|t| t != old_n) || !edit.appends.is_empty();
     if resizing {
@@ -659,6 +666,21 @@ pub(super) fn plan<'e>(
         return Err(refused(path, "attrs: not a JSON object"));
     }
     Ok(slots)
+}
+
+/// Whether [`Edit::shape0`] can be set on `array`: a b2nd/caterva frame (a plain frame's
+/// and a bcolz carray's length is what their chunks hold).
+fn takes_shape0(array: &Array) -> bool {
+    matches!(array.inner, Inner::Frame(_)) && array.nd_meta().is_some()
+}
+
+/// The refusal of an [`Edit::shape0`] by a source that cannot take it ([`takes_shape0`]).
+pub(super) fn no_shape0(path: &Path) -> ContainerError {
+    refused(
+        path,
+        "setting the first dimension of a source without a b2nd/caterva metalayer \
+         (its length is what its chunks hold)",
+    )
 }
 
 /// The special kind of a new Blosc2 chunk that is only its 32-byte header and stands for

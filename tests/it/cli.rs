@@ -426,3 +426,78 @@ fn cli_background_mount_clears_week_old_logs_of_ended_daemons() {
         "the daemon's log does not say what it removed:\n{own}"
     );
 }
+
+/// The rewrite of a member of a `.b2d` store lies beside the outermost store, not beside the
+/// member (`docs/SEMANTICS.md`, "Temp files of commits"): `b2fs compact` of a member its user
+/// may write, in a store directory it may write, but beside a store where it may not create
+/// a file, is the source's failure (3), refused before the rewrite starts, and leaves the
+/// store as it was (run as `nobody` where root runs the tests).
+#[test]
+fn compact_of_a_b2d_member_exits_3_when_beside_the_store_is_not_writable() {
+    use std::os::unix::fs::PermissionsExt;
+    let t = "compact_of_a_b2d_member_exits_3_when_beside_the_store_is_not_writable";
+    let Some(py) = crate::support::python(t) else {
+        return;
+    };
+    // SAFETY: geteuid has no preconditions and touches no memory.
+    let root = unsafe { libc::geteuid() } == 0;
+    if !(root && Path::new("/usr/bin/setpriv").exists()) {
+        eprintln!("SKIP {t}: needs root and /usr/bin/setpriv");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("s.b2d");
+    crate::support::oracle(&py, &[&"scripts/oracle/stores.py", &"emptygen", &store]);
+    let member = store.join("x.b2nd");
+    assert!(store.join("embed.b2e").is_file() && member.is_file());
+    // Beside the store: nobody may enter but not create; the store and the member: theirs.
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let mut todo = vec![store.clone()];
+    while let Some(p) = todo.pop() {
+        let mode = if p.is_dir() { 0o777 } else { 0o666 };
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(mode)).unwrap();
+        if p.is_dir() {
+            todo.extend(std::fs::read_dir(&p).unwrap().map(|e| e.unwrap().path()));
+        }
+    }
+    let before = crate::support::files_under(dir.path());
+    let bytes = std::fs::read(&member).unwrap();
+    let as_nobody = |args: &[&std::ffi::OsStr]| {
+        Command::new("/usr/bin/setpriv")
+            .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    let read = as_nobody(&["/usr/bin/head".as_ref(), "-c1".as_ref(), member.as_os_str()]);
+    if !read.status.success() {
+        eprintln!(
+            "SKIP {t}: nobody cannot read {} (a directory above it is closed)",
+            member.display()
+        );
+        return;
+    }
+    let bin = Path::new(env!("CARGO_BIN_EXE_b2fs"));
+    let o = as_nobody(&[bin.as_os_str(), "compact".as_ref(), member.as_os_str()]);
+    assert_fails(&o, 3, "Permission denied");
+    assert!(
+        stderr(&o).contains(
+            &std::fs::canonicalize(dir.path())
+                .unwrap()
+                .display()
+                .to_string()
+        ),
+        "names where the rewrite lies: {}",
+        stderr(&o)
+    );
+    assert!(
+        std::fs::read(&member).unwrap() == bytes,
+        "the member changed"
+    );
+    assert_eq!(crate::support::files_under(dir.path()), before);
+    // Where it may create the rewrite, the same member compacts.
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
+    let o = as_nobody(&[bin.as_os_str(), "compact".as_ref(), member.as_os_str()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(crate::support::files_under(dir.path()), before);
+}

@@ -5,7 +5,7 @@
 //! Knows nothing of chunk data (Blosc1 headers only). Spec: `docs/format/CONTAINERS.md` 5.1 (layout,
 //! the `blpk` prefix, the leftover chunk), 5.5 (`__attrs__` must exist) and 6.4 (commit
 //! order): every new or replaced chunk in a temp file of the commit's own
-//! (`.b2fs-PID-T-N-__N.blp.b2fs-tmp`, made where no file is: `io.rs`, `own_temp`), fsync,
+//! (`.b2fs-PID-T-N-__N.blp.b2fs-tmp`, made where no file is: `leftover.rs`, `own_temp`), fsync,
 //! renamed to `__N.blp`;
 //! data directory fsync; `__attrs__` by temp + rename; `meta/sizes` by temp + rename +
 //! directory fsync (the commit point for growth and shrinkage); chunk files beyond the new end
@@ -27,6 +27,7 @@ use super::io::Io;
 use super::{Edit, Slot, changed, io_err, plan, refused, unsupported};
 use crate::codec::ChunkFormat;
 use crate::container::bcolz::{BLP_HEADER_LEN, Carray};
+use crate::container::leftover::TEMP_SUFFIX;
 use crate::container::{Array, ContainerError};
 
 /// The 16-byte bloscpack prefix bcolz writes before each chunk: `blpk`, version 1, three zero
@@ -299,12 +300,16 @@ impl Prepared<'_> {
     /// chunk file) pairs for [`Prepared::finish`]. Nothing a reader sees changes.
     pub(super) fn stage(&self, io: &mut Io) -> Result<Vec<(PathBuf, PathBuf)>, ContainerError> {
         let data = self.root.join("data");
+        // Where the chunk files' temp files lie, looked up once (`io::temp_dir_in`: beside
+        // the outermost `.b2d` store holding the carray, if any).
+        let temps = super::io::temp_dir_in(&data);
         let mut staged = Vec::new();
         let staging = (|| {
             for (p, s) in self.slots.iter().enumerate() {
                 if let Slot::New(chunk, _) = s {
-                    let target = data.join(format!("__{p}.blp"));
-                    let tmp = super::io::temp_for(&target);
+                    let name = format!("__{p}.blp");
+                    let tmp = temps.join(super::io::temp_name(name.as_ref(), TEMP_SUFFIX));
+                    let target = data.join(name);
                     let bytes = chunk.bytes().map_err(|e| io_err(&target, e))?;
                     let mut file = Vec::with_capacity(BLP_HEADER_LEN + bytes.len());
                     file.extend_from_slice(&BLP_PREFIX);

@@ -161,7 +161,7 @@ pub(super) fn new_carrier(
                 io.sync_dir(parent_dir(dir))?;
             }
             // Beside the store, not in it: python-blosc2 opens every file of a `.b2d` that
-            // reads as a frame as one more key, whatever its name (`io.rs`, `own_temp`).
+            // reads as a frame as one more key, whatever its name (`leftover.rs`, `own_temp`).
             let tmp = temp_for(&target);
             carrier_file(&tmp, edit)?;
             let result = (|| {

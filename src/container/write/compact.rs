@@ -1,6 +1,6 @@
 //! `compact`: rewrites a contiguous frame without dead space (chunks back to back in index
 //! order, a fresh index, the trailer verbatim) into a temp file of its own in the same
-//! directory (beside the store for a member of a `.b2d`: `io.rs`, `own_temp`), then fsync,
+//! directory (beside the store for a member of a `.b2d`: `leftover.rs`, `own_temp`), then fsync,
 //! rename over the original and directory fsync.
 //!
 //! A mounted source is refused (`docs/format/CONTAINERS.md` has no word on this: it is b2fs's own
@@ -29,11 +29,29 @@ use crate::container::{Array, Container, ContainerError, SourceKind};
 ///
 /// [`ContainerError::Busy`] when the source is mounted by a running b2fs (its daemon holds
 /// the source lock, see [`super::lock_source_for_mount`]); [`ContainerError::Unsupported`]
-/// when `path` is not a writable contiguous frame starting at offset 0; open errors as
-/// [`crate::container::open`]; [`ContainerError::Io`].
+/// when `path` is not a writable contiguous frame starting at offset 0, or this process may
+/// not open it for writing or create a file where the rewrite lies (beside the outermost
+/// `.b2d` store for a member: all asked before the rewrite starts); open errors as
+/// [`crate::container::open`]; [`ContainerError::Io`] for I/O errors of the rewrite (the
+/// source is then as it was).
 pub fn compact(path: &Path, progress: &mut dyn FnMut(usize, usize)) -> Result<(), ContainerError> {
-    // Refuse a mounted source (its daemon holds the shared lock) before anything else; held
-    // until the rewrite is renamed in.
+    // What the rewrite needs, asked before anything else: a source that can be written, and a
+    // directory the rewrite can be made in (beside the outermost `.b2d` store for a member).
+    // Refused as the source's failure, not an I/O error of the rewrite.
+    if path.is_file() {
+        let cannot = |p: &Path, what: &str, e: std::io::Error| {
+            unsupported(path, format!("compacting: {what} {}: {e}", p.display()))
+        };
+        if let Err(e) = std::fs::OpenOptions::new().write(true).open(path) {
+            return Err(cannot(path, "cannot write", e));
+        }
+        let dir = super::io::temp_dir(path);
+        if let Err(e) = super::io::can_create_in(&dir) {
+            return Err(cannot(&dir, "cannot create its rewrite in", e));
+        }
+    }
+    // Refuse a mounted source (its daemon holds the shared lock); held until the rewrite is
+    // renamed in.
     let _mounted = SourceLock::acquire(path, LockMode::Compact)?;
     let mut sidecar = path.as_os_str().to_os_string();
     sidecar.push(".b2lock");
@@ -149,7 +167,7 @@ pub fn space(array: &Array) -> Result<Option<Space>, ContainerError> {
 /// Rewrites the contiguous frame `array` was opened from without dead space while a mount
 /// serves it (issue 21: the mount's own background compaction, `src/commit.rs`): the
 /// chunks are copied from `array` into a temp file of its own (`.b2fs-PID-T-N-<file>.b2fs-tmp`
-/// beside the file, or beside the `.b2d` store the file lies in: `io.rs`, `own_temp`) one
+/// beside the file, or beside the `.b2d` store the file lies in: `leftover.rs`, `own_temp`) one
 /// by one (memory: one chunk), the file fsynced, checked again to be the version `array`
 /// shows, renamed over the source, and the directory fsynced. A crash leaves the old file
 /// or the new one, with the same content (and perhaps the temp file, which readers ignore).
@@ -201,7 +219,7 @@ fn compact_mounted_io(array: &Array, io: &mut Io) -> Result<SourceLock, Containe
         .mode();
     drop(file);
 
-    // A name of this compaction's own, made where no file is (`io.rs`, `own_temp`).
+    // A name of this compaction's own, made where no file is (`leftover.rs`, `own_temp`).
     let tmp = super::io::temp_for(path);
     io.begin_step(&tmp)?;
     let out = std::fs::OpenOptions::new()

@@ -3,9 +3,9 @@
 //! `.b2lock` sidecar lock.
 //!
 //! Knows no format: paths and bytes in. Spec: `docs/format/CONTAINERS.md` 3.6 (the sidecar: `flock`
-//! exclusive, u64 generation counter at offset 8, host byte order). One thing of the stores it
-//! knows: where a temp file may lie ([`own_temp`]: never inside a `.b2d` store, a directory
-//! holding `embed.b2e`).
+//! exclusive, u64 generation counter at offset 8, host byte order). The names and places of
+//! temp files (never inside a `.b2d` store, a directory holding `embed.b2e`) are
+//! `src/container/leftover.rs`'s ([`own_temp`], [`temp_for`]).
 //!
 //! Invariant: with a step budget, the step that would exceed it is not performed at all and
 //! every later step fails too ([`Io::crashed`] then says so).
@@ -26,6 +26,11 @@ use std::path::Path;
 
 use super::io_err;
 use crate::container::ContainerError;
+// Temp files' names and places are `leftover.rs`'s (`b2fs verify` tells them by the same
+// rules).
+pub(super) use crate::container::leftover::{
+    own_temp, parent_dir, temp_dir, temp_dir_in, temp_for, temp_name,
+};
 
 /// Tests: called with each path a commit is about to create a file at (another writer may
 /// make it first).
@@ -222,7 +227,7 @@ impl Io {
 ///
 /// # Errors
 /// The OS error (`EACCES`, `EROFS`, `ENOENT`, ...).
-pub fn can_create_in(dir: &Path) -> std::io::Result<()> {
+pub(super) fn can_create_in(dir: &Path) -> std::io::Result<()> {
     use std::os::unix::ffi::OsStrExt;
     let c = std::ffi::CString::new(dir.as_os_str().as_bytes())
         .map_err(|_| std::io::Error::from_raw_os_error(libc::EINVAL))?;
@@ -232,55 +237,6 @@ pub fn can_create_in(dir: &Path) -> std::io::Result<()> {
         0 => Ok(()),
         _ => Err(std::io::Error::last_os_error()),
     }
-}
-
-/// The name of a temp file of this process's own (its id, a token `T` of the time of its first one (8 hex digits), and
-/// a counter `N`, never reused while it runs) for a whole-file rewrite of `target`: `.b2fs-PID-T-N-<target's name><suffix>`
-/// (the name cut to 200 bytes), beside `target`, or, when `target` lies inside a `.b2d`
-/// store (a directory holding `embed.b2e`, at any depth above it), beside the outermost such
-/// store: python-blosc2 takes any file of a `.b2d` that reads as a frame for a key, whatever
-/// its name, so a crash between the temp file's creation and its rename would leave one in
-/// the store. The rename then crosses directories of one file system (a store that is a
-/// mount point of its own fails it: `EXDEV`). Create it with [`Io::create_new`]: a file
-/// another writer made there is theirs.
-pub(super) fn own_temp(target: &Path, suffix: &str) -> std::path::PathBuf {
-    use std::os::unix::ffi::{OsStrExt, OsStringExt};
-    static TEMPS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-    // The time of the first temp file, to the nanosecond: two processes of one PID (PID
-    // namespaces, other hosts of a shared file system, a PID reused after a crash left a
-    // file) do not take each other's names, which `create_new` would refuse.
-    static STARTED: std::sync::OnceLock<u32> = std::sync::OnceLock::new();
-    let token = *STARTED.get_or_init(|| {
-        let t = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap_or_default();
-        (t.as_nanos() as u32) ^ (t.as_secs() as u32).rotate_left(16)
-    });
-    let n = TEMPS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let prefix = crate::container::leftover::PREFIX;
-    let mut name = format!("{prefix}{}-{token:08x}-{n}-", std::process::id()).into_bytes();
-    let own = target.file_name().unwrap_or_default().as_bytes();
-    name.extend_from_slice(&own[..own.len().min(200)]);
-    name.extend_from_slice(suffix.as_bytes());
-    let dir = outside_store(target).unwrap_or_else(|| parent_dir(target).to_path_buf());
-    dir.join(std::ffi::OsString::from_vec(name))
-}
-
-/// [`own_temp`] with the suffix `.b2fs-tmp`: the temp file a whole-file rewrite of `target`
-/// is written to before its rename.
-pub(super) fn temp_for(target: &Path) -> std::path::PathBuf {
-    own_temp(target, crate::container::leftover::TEMP_SUFFIX)
-}
-
-/// The directory holding the outermost `.b2d` store (a directory with an `embed.b2e` file)
-/// among the directories above `target`, if any.
-fn outside_store(target: &Path) -> Option<std::path::PathBuf> {
-    let dir = std::fs::canonicalize(parent_dir(target)).ok()?;
-    let outer = dir
-        .ancestors()
-        .filter(|a| a.join("embed.b2e").is_file())
-        .last()?;
-    outer.parent().map(Path::to_path_buf)
 }
 
 /// The local date and time now (year, month 1-12, day 1-31, hour, minute, second), as the
@@ -308,13 +264,6 @@ pub(super) fn local_time_now() -> Option<(u16, u8, u8, u8, u8, u8)> {
         u8::try_from(tm.tm_min).ok()?,
         u8::try_from(tm.tm_sec).ok()?,
     ))
-}
-
-/// The directory holding `path` (`.` for a bare file name).
-pub(super) fn parent_dir(path: &Path) -> &Path {
-    path.parent()
-        .filter(|p| !p.as_os_str().is_empty())
-        .unwrap_or(Path::new("."))
 }
 
 /// An exclusive `flock` on a `.b2lock` sidecar, held until dropped.
@@ -452,38 +401,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn temp_files_are_named_by_the_process_and_lie_outside_the_outermost_store() {
-        let root = tempfile::tempdir().unwrap();
-        let root = std::fs::canonicalize(root.path()).unwrap();
-        let inner = root.join("outer.b2d/g/inner.b2d/h");
-        std::fs::create_dir_all(&inner).unwrap();
-        for store in ["outer.b2d", "outer.b2d/g/inner.b2d"] {
-            std::fs::write(root.join(store).join("embed.b2e"), b"").unwrap();
-        }
-        let leaf = inner.join("x.b2f");
-        let (a, b) = (temp_for(&leaf), temp_for(&leaf));
-        assert_ne!(a, b, "a name of each commit's own");
-        assert_eq!(a.parent(), Some(root.as_path()), "{}", a.display());
-        let name = a.file_name().unwrap().to_str().unwrap();
-        let head = format!(".b2fs-{}-", std::process::id());
-        assert!(
-            name.starts_with(&head) && name.ends_with("-x.b2f.b2fs-tmp"),
-            "{name}"
-        );
-        // The name `b2fs verify` and directory mounts tell leftovers by.
-        let target = crate::container::leftover::commit_temp_target(a.file_name().unwrap());
-        assert_eq!(target, Some(std::ffi::OsStr::new("x.b2f")));
-        // PID, the process's start token (8 hex digits), the counter.
-        let fields: Vec<&str> = name[1..].splitn(5, '-').collect();
-        assert!(
-            fields[2].len() == 8 && fields[2].chars().all(|c| c.is_ascii_hexdigit()),
-            "{name}"
-        );
-        // Outside any store: beside the file; a long name is cut.
-        let plain = root.join("y".repeat(255));
-        let t = own_temp(&plain, ".b2fs-member");
-        assert_eq!(t.parent(), Some(root.as_path()));
-        assert!(t.file_name().unwrap().len() <= 255, "{}", t.display());
+    fn local_time_is_now() {
         assert!(local_time_now().is_some_and(|(y, ..)| y >= 2024));
     }
 }

@@ -20,7 +20,7 @@
 //! A crash before step 4 leaves the old zip (and stray temporary files, which reading
 //! ignores); after it, the new one. Both temporary files are the commit's own: a file another
 //! writer made at such a name is never written or removed. Beside the zip, or beside the
-//! `.b2d` store the zip lies in (`io.rs`, `own_temp`). The [`Collection`] is not updated: every member may have
+//! `.b2d` store the zip lies in (`leftover.rs`, `own_temp`). The [`Collection`] is not updated: every member may have
 //! moved, so reopen the store after a commit.
 //!
 //! Embedded values (leaves and `__vlmeta__` carriers inside `embed.b2e`) are edited by
@@ -171,7 +171,7 @@ fn unwrap(e: std::sync::Arc<ContainerError>) -> ContainerError {
 }
 
 /// A scratch file of this commit's own for a member of `zip` (`.b2fs-PID-T-N-<zip>.b2fs-member`
-/// beside the zip, or beside the `.b2d` store it lies in: `io.rs`, `own_temp`); create it
+/// beside the zip, or beside the `.b2d` store it lies in: `leftover.rs`, `own_temp`); create it
 /// where no file is.
 pub(super) fn scratch_path(zip: &Path) -> std::path::PathBuf {
     own_temp(zip, crate::container::leftover::MEMBER_SUFFIX)
@@ -281,7 +281,7 @@ fn build_zip(
     io: &mut Io,
 ) -> Result<(), ContainerError> {
     let path = zip.path();
-    // A name of this commit's own, made where no file is (`io.rs`, `own_temp`).
+    // A name of this commit's own, made where no file is (`leftover.rs`, `own_temp`).
     let tmp = temp_for(path);
     io.begin_step(&tmp)?;
     let file = std::fs::OpenOptions::new()

@@ -3,6 +3,7 @@
 //! python-blosc2 then mutates the frame.
 
 use super::*;
+use b2fs::container::write::Chunk;
 
 #[test]
 fn writer_cframe_update_append_after_partial_and_attrs() {
@@ -120,6 +121,58 @@ fn writer_sframe_truncate_removes_chunk_file() {
         let p = path.to_str().expect("utf8");
         check_py(&py, &["frame", p, exp.to_str().expect("utf8"), "mutate"]);
     }
+}
+
+/// A sparse frame's header cbytes is the bytes of the chunk files its entries name (one file
+/// per regular entry), as python-blosc2 writes it: kept so through commits that replace,
+/// zero (a special entry: no file), append and cut chunks, counted from the old figure less
+/// the files dropped; an old figure below those files is not trusted (every file counted).
+#[test]
+fn writer_sframe_header_cbytes_counts_every_live_chunk_file() {
+    fn files_of(path: &Path) -> u64 {
+        let a = open_array(path);
+        (0..a.nchunks())
+            .filter_map(|i| a.frame_index_entry(i).filter(|&e| e >= 0))
+            .map(|e| {
+                std::fs::metadata(path.join(format!("{e:08X}.chunk")))
+                    .expect("chunk file")
+                    .len()
+            })
+            .sum()
+    }
+    let header = |path: &Path| open_array(path).frame_info().expect("frame").cbytes;
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let path = fixture_copy(&tmp, "frames/schunk_sparse.b2frame");
+    assert_eq!(header(&path), files_of(&path), "python-blosc2's own count");
+    let a = open_array(&path);
+    let cs = a.chunksize();
+    let edit = Edit {
+        updates: vec![
+            (0, Chunk::from(encode(&a, &vec![0u8; cs]))),
+            (1, Chunk::from(encode(&a, &pattern(cs, 5)))),
+        ],
+        appends: vec![Chunk::from(encode(&a, &pattern(cs, 11)))],
+        ..Edit::default()
+    };
+    commit(&a, &edit).expect("commit");
+    assert_eq!(header(&path), files_of(&path), "replaced, zeroed, appended");
+    let a = open_array(&path);
+    let n = a.nchunks();
+    let cut = Edit {
+        truncate: Some(n - 2),
+        updates: vec![(2, Chunk::from(encode(&a, &pattern(cs, 3))))],
+        ..Edit::default()
+    };
+    commit(&a, &cut).expect("commit");
+    assert_eq!(header(&path), files_of(&path), "cut");
+    // A header counting less than the files dropped (not written by that rule).
+    let index = path.join("chunks.b2frame");
+    let mut bytes = std::fs::read(&index).expect("read");
+    bytes[39..47].copy_from_slice(&0u64.to_be_bytes());
+    std::fs::write(&index, &bytes).expect("write");
+    let a = open_array(&path);
+    commit(&a, &update(1, encode(&a, &pattern(cs, 9)))).expect("commit");
+    assert_eq!(header(&path), files_of(&path), "counted again");
 }
 
 #[test]

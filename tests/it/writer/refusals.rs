@@ -183,3 +183,56 @@ fn writer_compact_refuses_a_locked_source() {
     compact(&path, &mut |_, _| {}).expect("compact once unlocked");
     assert!(std::fs::read(&path).expect("read").len() < before.len());
 }
+
+/// [`Edit::shape0`] sets the first dimension of a b2nd/caterva array; a source whose length
+/// is what its chunks hold (a plain frame, a bcolz carray or ctable column) refuses it,
+/// alone or with other changes, and keeps every byte (a bcolz commit used to ignore it: the
+/// edit returned `Ok` and changed nothing, or only its other parts).
+#[test]
+fn writer_shape0_is_refused_by_sources_without_a_b2nd_shape() {
+    let why = "setting the first dimension";
+    refused(
+        "bcolz/carray_i4_leftover",
+        |_| Edit {
+            shape0: Some(3),
+            ..Edit::default()
+        },
+        why,
+    );
+    refused(
+        "bcolz/carray_2d_f8",
+        |a| Edit {
+            shape0: Some(1),
+            ..update(0, encode(a, &pattern(a.chunksize(), 1)))
+        },
+        why,
+    );
+    for rel in ["frames/schunk_lz4.b2frame", "bcolz/carray_f8"] {
+        refused(
+            rel,
+            |a| Edit {
+                shape0: Some(a.geometry().shape[0] + 1),
+                attrs: Some(json!({"a": 1})),
+                ..Edit::default()
+            },
+            why,
+        );
+    }
+    // A ctable column, committed through the table.
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let path = fixture_copy(&tmp, "bcolz/ctable_3cols");
+    let before = tree_hash(&path);
+    let Container::Table(t) = container::open(&path).expect("open") else {
+        panic!("not a ctable");
+    };
+    let edit = Edit {
+        shape0: Some(1),
+        ..Edit::default()
+    };
+    let err = commit_column(&t, 0, &edit).expect_err("refused");
+    assert!(
+        matches!(err, container::ContainerError::Refused { .. }) && err.to_string().contains(why),
+        "{err:?}"
+    );
+    assert_eq!(tree_hash(&path), before, "bytes unchanged");
+}

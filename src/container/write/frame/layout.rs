@@ -13,7 +13,8 @@ use super::bytes::special_entry;
 use crate::codec::{CParams, ChunkFormat, compress};
 use crate::container::frame::Frame;
 use crate::container::write::{
-    Chunk, Edit, Slot, Spool, chunk_cparams, header_special, io_err, plan, refused, unsupported,
+    Chunk, Edit, Slot, Spool, chunk_cparams, header_special, io_err, no_shape0, plan, refused,
+    unsupported,
 };
 use crate::container::{Array, ChunkKind, ContainerError, SourceKind};
 
@@ -208,13 +209,8 @@ pub(super) fn layout<'e>(
     let resized = n != old_n;
     let shape0 = match (nd, edit.shape0) {
         (Some(_), Some(want)) => Some(explicit_shape0(array, n, want)?),
-        (None, Some(_)) => {
-            return Err(refused(
-                path,
-                "setting the first dimension of a source without a b2nd/caterva metalayer \
-                 (its length is what its chunks hold)",
-            ));
-        }
+        // Refused by `plan` already.
+        (None, Some(_)) => return Err(no_shape0(path)),
         (Some(nd), None) if resized => {
             let cs0 = nd.chunkshape.first().copied().unwrap_or(0);
             let cover = (n as u64).saturating_mul(cs0);

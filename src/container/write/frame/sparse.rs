@@ -31,6 +31,45 @@ fn chunk_file_ids(dir: &Path) -> Result<Vec<u64>, ContainerError> {
     Ok(ids)
 }
 
+/// The bytes of the chunk files the kept entries of `l` name (one file length per regular
+/// entry, as C-Blosc2 counts a sparse frame's cbytes): the old header's cbytes less the files
+/// of the old entries that are not kept (replaced or cut), so that only those are looked at,
+/// not every kept chunk's file. An old header that counts less than those files (not
+/// written by that rule), or a dropped file that cannot be looked at, is not trusted: every
+/// kept file is counted then.
+fn kept_cbytes(array: &Array, f: &Frame, l: &Layout<'_>) -> Result<u64, ContainerError> {
+    let dir = array.path();
+    let file_len = |id: i64| {
+        let p = sparse_chunk_file(dir, id as u64);
+        std::fs::metadata(&p)
+            .map(|m| m.len())
+            .map_err(|e| io_err(&p, e))
+    };
+    let mut dropped = Some(0u64);
+    for i in 0..array.nchunks() {
+        let Some(old) = f.index_entry(i).filter(|&e| e >= 0) else {
+            continue;
+        };
+        // An old regular entry stays only as `Keep` of itself at its own position. A dropped
+        // file that cannot be read (gone: a damaged source salvaged) is not counted here.
+        if !matches!(l.entries.get(i), Some(Entry::Keep(v)) if *v == old) {
+            dropped = dropped.zip(file_len(old).ok()).map(|(d, n)| d + n);
+        }
+    }
+    if let Some(kept) = dropped.and_then(|d| f.info().cbytes.checked_sub(d)) {
+        return Ok(kept);
+    }
+    let mut kept = 0u64;
+    for e in &l.entries {
+        if let Entry::Keep(v) = e {
+            if *v >= 0 {
+                kept += file_len(*v)?;
+            }
+        }
+    }
+    Ok(kept)
+}
+
 /// Commits the laid-out edit `l` to the sparse frame `f` of `array`.
 pub(super) fn commit_sparse(
     array: &Array,
@@ -60,16 +99,10 @@ pub(super) fn commit_sparse(
     // Ids, cbytes and the new chunks.b2frame are settled before the first write.
     let mut entries = Vec::with_capacity(l.entries.len());
     let mut files: Vec<(PathBuf, &Chunk)> = Vec::new();
-    let mut cbytes = 0u64;
+    let mut cbytes = kept_cbytes(array, f, l)?;
     for e in &l.entries {
         match e {
-            Entry::Keep(v) => {
-                if *v >= 0 {
-                    let p = sparse_chunk_file(dir, *v as u64);
-                    cbytes += std::fs::metadata(&p).map_err(|e| io_err(&p, e))?.len();
-                }
-                entries.push(*v);
-            }
+            Entry::Keep(v) => entries.push(*v),
             Entry::Store(bytes) => {
                 if next > u64::from(u32::MAX) {
                     return Err(refused(dir, "no free chunk id (ids are uint32)"));
@@ -111,8 +144,9 @@ pub(super) fn commit_sparse(
     // Only the files this commit made are removed: each is created where no file is, and one
     // another writer made at a planned name meanwhile (after the listing above) is theirs,
     // left alone, and the commit fails as for any change of another writer.
-    // The index's temp file has a name of this commit's own (`io.rs`, `own_temp`), made where
-    // no file is too: another writer's temp file is never written, renamed or removed.
+    // The index's temp file has a name of this commit's own (`src/container/leftover.rs`,
+    // `own_temp`), made where no file is too: another writer's temp file is never written,
+    // renamed or removed.
     let index_tmp = io::temp_for(index_path);
     let mut made: Vec<&Path> = Vec::with_capacity(files.len());
     let mut staged = false;
