@@ -559,6 +559,20 @@ pub(super) fn plan<'e>(
     if edit.shape0.is_some() && !takes_shape0(array) {
         return Err(no_shape0(path));
     }
+    if let (Some(n), Some(nd)) = (edit.shape0, array.nd_meta())
+        && nd.shape.first() != Some(&n)
+        && (nd.chunkshape.contains(&0) || nd.blockshape.contains(&0))
+    {
+        // python-blosc2 makes an empty array with chunks `(0,)`; no chunk grid can hold
+        // another length (python-blosc2's `resize` refuses it too).
+        return Err(refused(
+            path,
+            format!(
+                "setting the first dimension to {n}: the chunk shape {:?} has a zero length",
+                nd.chunkshape
+            ),
+        ));
+    }
     let old_n = array.nchunks();
     let resizing = edit.truncate.is_some_and(|t| t != old_n) || !edit.appends.is_empty();
     if resizing {

@@ -218,6 +218,15 @@ fn writer_shape0_is_refused_by_sources_without_a_b2nd_shape() {
             why,
         );
     }
+    // A b2nd python-blosc2 made empty, with chunks (0,): no grid holds another length.
+    refused(
+        "frames/b2nd_len0.b2nd",
+        |_| Edit {
+            shape0: Some(10),
+            ..Edit::default()
+        },
+        "the chunk shape [0] has a zero length",
+    );
     // A ctable column, committed through the table.
     let tmp = tempfile::tempdir().expect("tempdir");
     let path = fixture_copy(&tmp, "bcolz/ctable_3cols");
