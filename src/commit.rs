@@ -348,8 +348,12 @@ impl Committer {
                     });
                 };
                 let array = live.get();
-                let Some(mut e) = self.container_edit(&array, chunks)? else {
-                    return Ok(Committed::Nothing);
+                let mut e = match (self.container_edit(&array, chunks)?, &edit) {
+                    (Some(e), _) => e,
+                    // A resize with no chunk to change still sets the shape and attributes:
+                    // its commit is the container's to refuse, never a silent nothing.
+                    (None, Edit::Resize { .. }) => write::Edit::default(),
+                    (None, _) => return Ok(Committed::Nothing),
                 };
                 if let Edit::Resize { len, attrs, .. } = edit {
                     e.shape0 = array.nd_meta().is_some().then_some(len);
