@@ -287,6 +287,15 @@ impl Tree {
                     "its view has more axes than the array (a subarray dtype)".into(),
                 ));
             }
+            None if source.chunksize() == 0 => {
+                // python-blosc2's `SChunk(chunksize=0)`: chunks may vary in size, and the view
+                // shows such a frame only while it has one chunk; a resize would give it more.
+                return Err(refuse(
+                    "its frame has no fixed chunk size (chunksize 0: its chunks may vary), so \
+                     it has no chunk grid to grow or shrink along"
+                        .into(),
+                ));
+            }
             None if geom.shape.len() == 1 && live.one_d() => (Rows::Linear { row: item }, None, 1),
             None => {
                 return Err(refuse(

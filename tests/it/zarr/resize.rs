@@ -577,13 +577,14 @@ fn oversized_resizes_and_ctable_columns_are_refused() {
     assert_eq!(out, "30 True");
 }
 
-/// An empty array python-blosc2 made without a chunk shape (`blosc2.zeros((0,))` picks
-/// chunks `(0,)`; python-blosc2's own `resize` refuses it) cannot grow through the view
-/// either: EPERM and the source as it was (the rename returned success and changed nothing,
-/// found by the `zarr_edit` fuzz target).
+/// Arrays with no chunk grid to resize along are refused (EPERM, the source as it was): an
+/// empty array python-blosc2 made without a chunk shape (`blosc2.zeros((0,))` picks chunks
+/// `(0,)`; python-blosc2's own `resize` refuses it), where the rename returned success and
+/// changed nothing, and a plain frame without a fixed chunk size, which the resize left with
+/// chunks the view no longer showed (both found by the `zarr_edit` fuzz target).
 #[test]
-fn an_array_with_a_zero_chunk_length_is_not_resized() {
-    let py = or_skip!(python("an_array_with_a_zero_chunk_length_is_not_resized"));
+fn arrays_without_a_chunk_grid_are_not_resized() {
+    let py = or_skip!(python("arrays_without_a_chunk_grid_are_not_resized"));
     let dir = tempfile::tempdir().unwrap();
     for (name, shape) in [("e1", "(0,)"), ("e2", "(0, 5)")] {
         let src = dir.path().join(format!("{name}.b2nd"));
@@ -613,6 +614,24 @@ fn an_array_with_a_zero_chunk_length_is_not_resized() {
             "{name}: the source changed"
         );
     }
+    // A plain frame without a fixed chunk size (`SChunk(chunksize=0)`, one chunk of 40
+    // bytes): grown, it had three chunks, which the view cannot show (the array left it).
+    let src = dir.path().join("v.b2frame");
+    let make = "import sys, blosc2\n\
+        s = blosc2.SChunk(chunksize=0, urlpath=sys.argv[1], mode='w', cparams={'typesize': 1})\n\
+        s.append_data(bytes(range(40)))\n\
+        assert s.chunksize == 0\n";
+    run_python(&py, &["-c", make, src.to_str().unwrap()]);
+    let before = std::fs::read(&src).unwrap();
+    let t = Tree::from_source(&src, opts(true)).unwrap();
+    let doc = json_at(&t, "zarr/v/zarr.json");
+    let err = rename_json_over(&t, "zarr/v", &with_len(&doc, 83)).unwrap_err();
+    assert_eq!(err.errno(), libc::EPERM, "{err}");
+    drop(t);
+    assert!(
+        std::fs::read(&src).unwrap() == before,
+        "chunksize 0: the source changed"
+    );
 }
 
 /// A daemon that dies at any durable step of a resize of a 3-D b2nd along its first axis
