@@ -350,8 +350,9 @@ impl Committer {
                 let array = live.get();
                 let mut e = match (self.container_edit(&array, chunks)?, &edit) {
                     (Some(e), _) => e,
-                    // A resize with no chunk to change still sets the shape and attributes:
-                    // its commit is the container's to refuse, never a silent nothing.
+                    // A resize with no chunk to change still goes to the container with its
+                    // shape (b2nd) and attributes, which refuses or commits them (an edit of
+                    // neither, a plain frame's or bcolz's same length, still does nothing).
                     (None, Edit::Resize { .. }) => write::Edit::default(),
                     (None, _) => return Ok(Committed::Nothing),
                 };

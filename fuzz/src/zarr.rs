@@ -7,10 +7,13 @@
 //! An input is a kind byte ([`Kind`]), four operation bytes ([`Step`]), the source's bytes,
 //! [`EDIT_SEPARATOR`] and the payload the steps use (the attributes, the bytes written).
 //!
-//! What is checked, beyond no panic, hang or unbounded allocation: a refused chunk write,
-//! truncation or removal leaves the source byte for byte as it was before that step; a chunk
-//! object written whole reads back as written while the tree is open; and a source that
-//! opened before the steps opens again after them and can be walked.
+//! What is checked, beyond no panic, hang or unbounded allocation: a refused step leaves the
+//! source byte for byte as it was before it (but a refused rename after a chunk removal,
+//! which may take the removal back), and so does an accepted truncation or in-place write of
+//! `zarr.json` (they change nothing); a chunk object written whole reads back as written
+//! inside the shape, a removed one reads zeros, an applied rename shows the shape asked for;
+//! and a source that opened before the steps opens again after them, shows the array with the
+//! shape the view showed last, and can be walked.
 
 use b2fs::tree::{EntryKind, ROOT_INO, Tree, TreeError};
 use serde_json::Value;
@@ -120,24 +123,40 @@ pub fn zarr_edit_outcome(data: &[u8]) -> Outcome {
         return out;
     };
     out.array = Some(array.clone());
+    let meta_path = format!("{array}/zarr.json");
+    // The shape the view shows after the last step (checked again after a reopen), and
+    // whether a chunk object was removed (a refused rename may then take the removal back).
+    let mut shape = read_json(&t, &meta_path).map(|m| m["shape"].clone());
+    let mut removed = false;
     for &op in ops {
         let step = STEP_KINDS[usize::from(op % 8)];
         let pick = usize::from(op >> 3);
         let before = source::snapshot(&dir);
-        match run_step(&t, &array, step, pick, payload) {
-            Ok(()) => out.applied.push(format!("{step:?}/{pick}")),
-            Err(e) => {
-                // A refused rename of `zarr.json` may commit back the chunks removed before
-                // it (the take-back): only the other steps must leave the source untouched.
-                if !matches!(step, Step::Resize | Step::ResizeWithAttrs | Step::RawJson) {
-                    let after = source::snapshot(&dir);
-                    assert!(
-                        before == after,
-                        "a refused {step:?}/{pick} ({e}) changed the source"
-                    );
+        let res = run_step(&t, &array, step, pick, payload);
+        let renamed = matches!(step, Step::Resize | Step::ResizeWithAttrs | Step::RawJson);
+        // What must leave the source byte for byte: every refused step (but a refused
+        // rename after a removal: the take-back commits), and a truncation or an in-place
+        // write of `zarr.json` that were accepted (they change nothing).
+        let unchanged = match &res {
+            Err(_) => !(renamed && removed),
+            Ok(()) => matches!(step, Step::Truncate | Step::WriteJson),
+        };
+        if unchanged {
+            let after = source::snapshot(&dir);
+            assert!(
+                before == after,
+                "{step:?}/{pick} ({res:?}) changed the source"
+            );
+        }
+        match res {
+            Ok(()) => {
+                removed |= matches!(step, Step::Unlink);
+                if renamed {
+                    shape = read_json(&t, &meta_path).map(|m| m["shape"].clone());
                 }
-                out.refused.push(format!("{step:?}/{pick}: {e}"));
+                out.applied.push(format!("{step:?}/{pick}"));
             }
+            Err(e) => out.refused.push(format!("{step:?}/{pick}: {e}")),
         }
     }
     drop(t);
@@ -145,6 +164,13 @@ pub fn zarr_edit_outcome(data: &[u8]) -> Outcome {
         Ok(t) => t,
         Err(e) => panic!("the source does not open after the steps {out:?}: {e}"),
     };
+    // What the view showed at the end is what the source holds: a reopen shows the array
+    // with the same shape.
+    let reopened = read_json(&again, &meta_path).map(|m| m["shape"].clone());
+    assert_eq!(
+        reopened, shape,
+        "{meta_path}: the shape shown before and after a reopen differ ({out:?})"
+    );
     walk(&again, u64::from(*k));
     out
 }
@@ -187,10 +213,10 @@ fn first_array(t: &Tree) -> Option<String> {
     None
 }
 
-/// Reads a whole file of at most 1 MiB.
+/// Reads a whole file of at most [`WHOLE_MAX`] bytes (a chunk object written whole).
 fn read_all(t: &Tree, rel: &str) -> Option<Vec<u8>> {
     let ino = find(t, rel)?;
-    let size = t.getattr(ino).ok()?.size.min(1 << 20);
+    let size = t.getattr(ino).ok()?.size.min(WHOLE_MAX);
     let fh = t.open(ino, libc::O_RDONLY).ok()?;
     let mut got = Vec::new();
     while (got.len() as u64) < size {

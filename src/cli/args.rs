@@ -90,8 +90,8 @@ mount.fuse3 runs it) is `b2fs mount SOURCE MOUNTPOINT -o OPTS`, so
 
 Without -f, b2fs mounts in the background and returns once the mount is live; the
 daemon logs to $XDG_RUNTIME_DIR/b2fs-PID.log (/tmp/b2fs-PID.log when XDG_RUNTIME_DIR is
-unset; a starting daemon removes there the logs of ended daemons older than a week,
-beyond the newest 32). With -f it stays in the foreground, logs to stderr, and unmounts cleanly on
+unset; a starting daemon removes there the logs of ended daemons a week old, or a day old
+past the newest 32). With -f it stays in the foreground, logs to stderr, and unmounts cleanly on
 SIGINT, SIGTERM or SIGHUP. RUST_LOG overrides the log level.";
 
 /// `b2fs`: mount Blosc2 frames, b2nd arrays and bcolz directories as plain directories.

@@ -169,7 +169,14 @@ fn spawn_daemon(source: &Path, target: &Target, opts: &MountOptions) -> Result<(
 fn daemon_child(args: &MountArgs, opts: &MountOptions) -> Result<(), Error> {
     let log = logs::log_path(std::process::id());
     init_logging(opts, Some(&log));
-    let pruned = logs::prune_ended(&log, std::time::SystemTime::now(), super::umount::alive);
+    let pruned = logs::effective_uid().map_or(0, |uid| {
+        logs::prune_ended(
+            &log,
+            uid,
+            std::time::SystemTime::now(),
+            super::umount::alive,
+        )
+    });
     if pruned > 0 {
         log::info!(
             "removed {pruned} old logs of ended b2fs daemons from {}",

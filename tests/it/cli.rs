@@ -399,7 +399,16 @@ fn cli_background_mount_clears_week_old_logs_of_ended_daemons() {
     let old = aged(4_999_001, 8 * day);
     let recent = aged(4_999_002, day);
     let foreign = aged(4_999_003, 30 * day);
-    std::os::unix::fs::chown(&foreign, Some(65534), Some(65534)).unwrap();
+    // Another user's (only root can give a file away; others leave it theirs, and kept it is).
+    let root = std::fs::metadata(logs.path()).is_ok_and(|m| {
+        use std::os::unix::fs::MetadataExt;
+        m.uid() == 0
+    });
+    if root {
+        std::os::unix::fs::chown(&foreign, Some(65534), Some(65534)).unwrap();
+    } else {
+        eprintln!("not root: the other user's log is this user's, 30 days old, and goes");
+    }
 
     let m = crate::support::mount::Mount::empty();
     let out = crate::support::mount::b2fs()
@@ -419,10 +428,13 @@ fn cli_background_mount_clears_week_old_logs_of_ended_daemons() {
 
     assert!(!old.exists(), "an ended daemon's log of 8 days stayed");
     assert!(recent.exists(), "an ended daemon's log of a day went");
-    assert!(foreign.exists(), "another user's log went");
+    assert_eq!(foreign.exists(), root, "another user's log");
     let own = std::fs::read_to_string(logs.path().join(format!("b2fs-{pid}.log"))).unwrap();
     assert!(
-        own.contains("removed 1 old logs of ended b2fs daemons"),
+        own.contains(&format!(
+            "removed {} old logs of ended b2fs daemons",
+            if root { 1 } else { 2 }
+        )),
         "the daemon's log does not say what it removed:\n{own}"
     );
 }

@@ -382,6 +382,15 @@ impl Tree {
             Some((new_len, new_attrs)),
             &mut committer,
         )?;
+        {
+            // A write buffered meanwhile (its base decoded before the resize) would put the
+            // old items back: marked before the committer goes, so no commit of it runs in
+            // between: its commit fails as after another writer's change.
+            let mut pending = self.edits.lock();
+            if pending.chunk_ids().any(|c| c.array == array) {
+                pending.mark_stale();
+            }
+        }
         drop(committer);
         if let Some((carrier, attrs)) = attrs {
             // The file shows what was written, as after a write of it.
@@ -396,14 +405,6 @@ impl Tree {
             }
             drop(edits);
             self.zarr_changed();
-        }
-        {
-            // A write buffered meanwhile (its base decoded before the resize) would put
-            // the old items back: its commit fails as after another writer's change.
-            let mut pending = self.edits.lock();
-            if pending.chunk_ids().any(|c| c.array == array) {
-                pending.mark_stale();
-            }
         }
         log::info!(
             "{path}: first dimension resized from {old_len} to {new_len}{}",

@@ -16,7 +16,9 @@
 //! than [`UNDO_WINDOW`] between two removals or after the last. A chunk removed twice in a
 //! chain is put back as it was before its last removal (zeros, when an earlier removal zeroed
 //! it on purpose). Within [`MAX_UNDO_BYTES`] and [`MAX_UNDO_CHUNKS`] (the oldest go first:
-//! those can no longer be taken back, and the log says so when a refusal wanted them).
+//! those can no longer be taken back, and the log says so when a refusal wanted them; a
+//! single chunk larger than [`MAX_UNDO_BYTES`] is not kept and ends its array's chain, with
+//! no log line at the refusal).
 //! Expired chains go at the next commit or reload of any array, so the memory they hold is
 //! the daemon's only that long. Removals of the sharded view's shards are never taken back.
 
@@ -136,8 +138,15 @@ impl Tree {
             data: &zeros,
             append: false,
         }];
-        let res = self.commit_chunk_edits(ino, id.array, &edit, None, &mut committer);
+        // Writes not committed when the object is removed go with it: dropped before the
+        // commit, so that a write made after the commit (on the zeros) is never dropped. One
+        // that raced in between was made on the old content: it is marked stale (its commit
+        // fails with ESTALE) rather than kept to put that content back.
         self.drop_pending(ino);
+        let res = self.commit_chunk_edits(ino, id.array, &edit, None, &mut committer);
+        if let Some(raced) = self.edits.lock().chunk_mut(id) {
+            raced.stale = true;
+        }
         if res.is_err() || self.zarr_sharded(id.array) || content.len() > MAX_UNDO_BYTES {
             return res;
         }

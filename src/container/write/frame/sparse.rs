@@ -35,8 +35,9 @@ fn chunk_file_ids(dir: &Path) -> Result<Vec<u64>, ContainerError> {
 /// entry, as C-Blosc2 counts a sparse frame's cbytes): the old header's cbytes less the files
 /// of the old entries that are not kept (replaced or cut), so that only those are looked at,
 /// not every kept chunk's file. An old header that counts less than those files (not
-/// written by that rule), or a dropped file that cannot be looked at, is not trusted: every
-/// kept file is counted then.
+/// written by that rule), a figure the kept files cannot add up to (each is 32 bytes to
+/// `i32::MAX`), or a dropped file that cannot be looked at, is not trusted: every kept file
+/// is counted then.
 fn kept_cbytes(array: &Array, f: &Frame, l: &Layout<'_>) -> Result<u64, ContainerError> {
     let dir = array.path();
     let file_len = |id: i64| {
@@ -56,7 +57,18 @@ fn kept_cbytes(array: &Array, f: &Frame, l: &Layout<'_>) -> Result<u64, Containe
             dropped = dropped.zip(file_len(old).ok()).map(|(d, n)| d + n);
         }
     }
-    if let Some(kept) = dropped.and_then(|d| f.info().cbytes.checked_sub(d)) {
+    // The old figure less the dropped files is trusted only where it can be true: each kept
+    // chunk file is a chunk of 32 bytes to `i32::MAX` (a header set to anything else, up to
+    // `i64::MAX`, opens: it would stay wrong, or overflow the new one).
+    let regular = l
+        .entries
+        .iter()
+        .filter(|e| matches!(e, Entry::Keep(v) if *v >= 0));
+    let n_kept = regular.count() as u64;
+    let possible = 32 * n_kept..=n_kept.saturating_mul(i32::MAX as u64);
+    if let Some(kept) = dropped.and_then(|d| f.info().cbytes.checked_sub(d))
+        && possible.contains(&kept)
+    {
         return Ok(kept);
     }
     let mut kept = 0u64;
@@ -108,7 +120,7 @@ pub(super) fn commit_sparse(
                     return Err(refused(dir, "no free chunk id (ids are uint32)"));
                 }
                 files.push((sparse_chunk_file(dir, next), bytes));
-                cbytes += bytes.len() as u64;
+                cbytes = cbytes.saturating_add(bytes.len() as u64);
                 entries.push(next as i64);
                 next += 1;
             }
