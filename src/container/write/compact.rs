@@ -35,6 +35,9 @@ use crate::container::{Array, Container, ContainerError, SourceKind};
 /// [`crate::container::open`]; [`ContainerError::Io`] for I/O errors of the rewrite (the
 /// source is then as it was).
 pub fn compact(path: &Path, progress: &mut dyn FnMut(usize, usize)) -> Result<(), ContainerError> {
+    // Refuse a mounted source first (its daemon holds the shared lock: Busy, whatever else
+    // is wrong); held until the rewrite is renamed in.
+    let _mounted = SourceLock::acquire(path, LockMode::Compact)?;
     // What the rewrite needs, asked before anything else: a source that can be written, and a
     // directory the rewrite can be made in (beside the outermost `.b2d` store for a member).
     // Refused as the source's failure, not an I/O error of the rewrite.
@@ -50,9 +53,6 @@ pub fn compact(path: &Path, progress: &mut dyn FnMut(usize, usize)) -> Result<()
             return Err(cannot(&dir, "cannot create its rewrite in", e));
         }
     }
-    // Refuse a mounted source (its daemon holds the shared lock); held until the rewrite is
-    // renamed in.
-    let _mounted = SourceLock::acquire(path, LockMode::Compact)?;
     let mut sidecar = path.as_os_str().to_os_string();
     sidecar.push(".b2lock");
     let lock = SidecarLock::acquire(Path::new(&sidecar))?;
