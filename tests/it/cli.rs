@@ -349,13 +349,6 @@ fn compact_exits_1_on_an_io_error_and_3_for_what_is_not_a_frame() {
         let mode = if p.is_dir() { 0o755 } else { 0o644 };
         std::fs::set_permissions(p, std::fs::Permissions::from_mode(mode)).unwrap();
     }
-    let as_nobody = |args: &[&std::ffi::OsStr]| {
-        Command::new("/usr/bin/setpriv")
-            .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
-            .args(args)
-            .output()
-            .unwrap()
-    };
     // Readable by nobody (so the refusal below is the write check's, not the open's).
     let read = as_nobody(&["/usr/bin/head".as_ref(), "-c1".as_ref(), src.as_os_str()]);
     if !read.status.success() {
@@ -474,13 +467,6 @@ fn compact_of_a_b2d_member_exits_3_when_beside_the_store_is_not_writable() {
     }
     let before = crate::support::files_under(dir.path());
     let bytes = std::fs::read(&member).unwrap();
-    let as_nobody = |args: &[&std::ffi::OsStr]| {
-        Command::new("/usr/bin/setpriv")
-            .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
-            .args(args)
-            .output()
-            .unwrap()
-    };
     let read = as_nobody(&["/usr/bin/head".as_ref(), "-c1".as_ref(), member.as_os_str()]);
     if !read.status.success() {
         eprintln!(
@@ -512,4 +498,13 @@ fn compact_of_a_b2d_member_exits_3_when_beside_the_store_is_not_writable() {
     let o = as_nobody(&[bin.as_os_str(), "compact".as_ref(), member.as_os_str()]);
     assert!(o.status.success(), "{}", stderr(&o));
     assert_eq!(crate::support::files_under(dir.path()), before);
+}
+
+/// Runs `args` as user `nobody` (root runs the tests; `setpriv` drops to 65534).
+fn as_nobody(args: &[&std::ffi::OsStr]) -> Output {
+    Command::new("/usr/bin/setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+        .args(args)
+        .output()
+        .unwrap()
 }

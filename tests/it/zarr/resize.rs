@@ -19,6 +19,15 @@ fn with_len(doc: &Value, len: u64) -> Vec<u8> {
     serde_json::to_vec(&d).unwrap()
 }
 
+/// python-blosc2's 1-D float64 `arange(1000)` at `path`, chunks of 256 (the last one padded),
+/// blocks of 64.
+fn arange_1000(py: &std::path::Path, path: &std::path::Path) {
+    let make = "import sys, numpy as np, blosc2\n\
+        blosc2.asarray(np.arange(1000, dtype=np.float64), chunks=(256,), blocks=(64,), \
+        urlpath=sys.argv[1], mode='w')\n";
+    run_python(py, &["-c", make, path.to_str().unwrap()]);
+}
+
 /// Writes `values` (little-endian float64) at item `at` of Zarr array `dir` through its chunk
 /// objects (of `per_chunk` items), as a Zarr writer does after an append.
 fn write_items(t: &Tree, dir: &str, per_chunk: u64, at: u64, values: &[f64]) {
@@ -130,10 +139,7 @@ fn a_resize_refuses_a_shape_another_writer_changed_since_the_view_was_read() {
     ));
     let dir = tempfile::tempdir().unwrap();
     let src = dir.path().join("temps.b2nd");
-    let make = "import sys, numpy as np, blosc2\n\
-        blosc2.asarray(np.arange(1000, dtype=np.float64), chunks=(256,), blocks=(64,), \
-        urlpath=sys.argv[1], mode='w')\n";
-    run_python(&py, &["-c", make, src.to_str().unwrap()]);
+    arange_1000(&py, &src);
     let t = Tree::from_source(&src, opts(true)).unwrap();
     let arr = "zarr/temps";
     let doc = json_at(&t, &format!("{arr}/zarr.json"));
@@ -287,10 +293,7 @@ fn a_crash_at_every_step_of_a_resize_leaves_the_old_or_the_new_array() {
     ));
     let dir = tempfile::tempdir().unwrap();
     let pristine = dir.path().join("pristine.b2nd");
-    let make = "import sys, numpy as np, blosc2\n\
-        blosc2.asarray(np.arange(1000, dtype=np.float64), chunks=(256,), blocks=(64,), \
-        urlpath=sys.argv[1], mode='w')\n";
-    run_python(&py, &["-c", make, pristine.to_str().unwrap()]);
+    arange_1000(&py, &pristine);
     let src = dir.path().join("s.b2nd");
     let state = || -> (u64, bool) {
         let out = python_says(
