@@ -404,17 +404,12 @@ fn cli_background_mount_clears_week_old_logs_of_ended_daemons() {
     }
 
     let m = crate::support::mount::Mount::empty();
-    let out = crate::support::mount::b2fs()
-        .env("XDG_RUNTIME_DIR", logs.path())
-        .arg("mount")
-        .arg(repo_root().join("examples/sample.b2nd"))
-        .arg(&m.mp)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    crate::support::ok(
+        crate::support::mount::b2fs()
+            .env("XDG_RUNTIME_DIR", logs.path())
+            .arg("mount")
+            .arg(repo_root().join("examples/sample.b2nd"))
+            .arg(&m.mp),
     );
     let pid = crate::support::mount::daemon_pid(&m.mp).expect("the daemon's pid");
     m.umount();

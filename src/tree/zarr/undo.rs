@@ -119,7 +119,14 @@ impl Tree {
     pub(super) fn zarr_remove(&self, ino: u64, id: ChunkId) -> Result<(), TreeError> {
         let live = self.writable_array(id.array)?;
         let mut committer = self.committer.lock();
-        let content = match self.reader.chunk(id) {
+        // The content is decoded only to be kept for a take-back: a shard's removal is never
+        // taken back, and its length is all the commit needs.
+        let sharded = self.zarr_sharded(id.array);
+        let content = match sharded {
+            true => self.reader.chunk_nbytes(id).map(|n| (n, None)),
+            false => self.reader.chunk(id).map(|c| (c.len(), Some(c))),
+        };
+        let (len, content) = match content {
             Ok(c) => c,
             Err(source @ ContainerError::Changed { .. }) => {
                 drop(committer);
@@ -132,7 +139,7 @@ impl Tree {
         // Out of the list while the commit runs (its reload expires chains).
         let chain = self.zarr.unlinked.lock().take(id.array);
         let chain = chain.filter(|c| c.goes_on_from(&before));
-        let zeros = Zeros(content.len());
+        let zeros = Zeros(len);
         let edit = [ChunkEdit {
             index: id.index,
             data: &zeros,
@@ -147,9 +154,9 @@ impl Tree {
         if let Some(raced) = self.edits.lock().chunk_mut(id) {
             raced.stale = true;
         }
-        if res.is_err() || self.zarr_sharded(id.array) || content.len() > MAX_UNDO_BYTES {
+        let Some(content) = content.filter(|_| res.is_ok() && len <= MAX_UNDO_BYTES) else {
             return res;
-        }
+        };
         let mut chain = chain.unwrap_or_else(|| Chain {
             array: id.array,
             after: Weak::new(),

@@ -284,16 +284,16 @@ fn writer_b2nd_zero_update_is_special_offset() {
     assert_eq!(b.chunk_kind(0).expect("kind"), ChunkKind::Zeros);
 }
 
-#[test]
-fn writer_b2nd_2d_update() {
+/// Frame `rel` with chunk `index` replaced by a pattern of `seed`: the other chunks kept.
+fn update_case(rel: &str, index: usize, seed: u32) {
     frame_case(
-        "frames/b2nd_2d_f8_lz4.b2nd",
+        rel,
         |a| {
             let mut want = chunks_of(a);
-            let new1 = pattern(a.chunksize(), 19);
-            want[1] = new1.clone();
+            let new = pattern(a.chunksize(), seed);
+            want[index] = new.clone();
             let edit = Edit {
-                updates: vec![(1, b2fs::container::write::Chunk::from(encode(a, &new1)))],
+                updates: vec![(index, b2fs::container::write::Chunk::from(encode(a, &new)))],
                 ..Edit::default()
             };
             (edit, want)
@@ -303,19 +303,11 @@ fn writer_b2nd_2d_update() {
 }
 
 #[test]
+fn writer_b2nd_2d_update() {
+    update_case("frames/b2nd_2d_f8_lz4.b2nd", 1, 19);
+}
+
+#[test]
 fn writer_caterva_cframe_update() {
-    frame_case(
-        "frames/caterva_cframe.caterva",
-        |a| {
-            let mut want = chunks_of(a);
-            let new2 = pattern(a.chunksize(), 23);
-            want[2] = new2.clone();
-            let edit = Edit {
-                updates: vec![(2, b2fs::container::write::Chunk::from(encode(a, &new2)))],
-                ..Edit::default()
-            };
-            (edit, want)
-        },
-        None,
-    );
+    update_case("frames/caterva_cframe.caterva", 2, 23);
 }
