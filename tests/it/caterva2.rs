@@ -68,8 +68,11 @@ fn skip(test: &str, why: &str) {
 }
 
 /// Starts `cat2-server` of the state in `state` (made by [`cat2`]) on `port`, signing its
-/// login cookies with `secret`, and waits until it answers; its access log goes to
-/// `state/access.log`, the rest to `state/server.log`.
+/// login cookies with `secret`, and waits until it has answered one request (`/api/roots`:
+/// neither a listing nor a fetch, which tests count); its access log goes to
+/// `state/access.log`, the rest to `state/server.log`. The first answer of a fresh server is
+/// its slowest (ten times the next ones here, and on a busy CI machine with cold caches once
+/// over a mount's 1 s timeout): no mount meets it.
 fn serve(state: &Path, port: u16, secret: &str) -> Child {
     let py = repo_root().join(".venv-cat2/bin/python");
     let mut child = Command::new(&py)
@@ -96,7 +99,28 @@ fn serve(state: &Path, port: u16, secret: &str) -> Child {
         assert!(t0.elapsed() < Duration::from_secs(60), "cat2-server not up");
         std::thread::sleep(Duration::from_millis(50));
     }
+    let status = answer_status(port, "/api/roots");
+    assert!(
+        status.starts_with("HTTP/1.1 200"),
+        "cat2-server's first answer: {status:?}: {}",
+        std::fs::read_to_string(state.join("server.log")).unwrap_or_default()
+    );
     child
+}
+
+/// The status line of the server's answer to `GET PATH` (waiting up to 60 s for it).
+fn answer_status(port: u16, path: &str) -> String {
+    use std::io::{BufRead, Write};
+    let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut line = String::new();
+    std::io::BufReader::new(s).read_line(&mut line).unwrap();
+    line.trim_end().to_owned()
 }
 
 /// Starts `cat2-server` with login and a user; `None` (SKIP) without `.venv-cat2`.
@@ -406,7 +430,7 @@ fn caterva2_changed_dataset_and_stopped_server_fail_with_eio_and_the_mount_lives
         Path::new(&url),
         // Not followed (`remote_recheck=0`): that is the next test's; here a read of the
         // changed dataset must meet the change.
-        &["remote_timeout=1,remote_retries=1,cache_size=0,remote_recheck=0"],
+        &["remote_timeout=3,remote_retries=1,cache_size=0,remote_recheck=0"],
     );
     let chunk = |name: &str, i: usize| std::fs::read(m.path(&format!("{name}/data/{i:08}.bin")));
     let want_big0 = chunk("big.b2nd", 0).unwrap();
@@ -436,8 +460,9 @@ fn caterva2_changed_dataset_and_stopped_server_fail_with_eio_and_the_mount_lives
     // A leaf first opened after the change shows the new version, as python-blosc2 reads it.
     let got = std::fs::read(m.path("dir1/ds-2d.b2nd/array.npy")).unwrap();
     assert!(got == npy_of(&py, &ds2, None), "the new version");
-    // The server stopped: reads that need it fail with EIO within the deadline (1 s x 2
-    // attempts + 2 s); what was read before still reads; the mount stays.
+    // The server stopped: reads that need it fail with EIO within the deadline (3 s x 2
+    // attempts + 2 s; a stopped server refuses at once); what was read before still reads;
+    // the mount stays.
     let ds1 = std::fs::read(m.path("ds-1d.b2nd/array.npy")).unwrap();
     srv.stop();
     let t0 = Instant::now();
@@ -550,7 +575,7 @@ fn caterva2_datasets_added_and_removed_on_the_server_show_and_leave() {
     let log = srv.state.path().join("b2fs.log");
     let m = Mount::foreground_with(
         Path::new(&url),
-        &["ro,remote_timeout=1,remote_retries=0,c2_relist=0.3"],
+        &["ro,remote_timeout=3,remote_retries=0,c2_relist=0.3"],
         &log,
     );
     let before = listed(&m);
