@@ -138,6 +138,38 @@ impl Array {
         }
     }
 
+    /// The header of the first chunk stored as data (not special) whose header can be read:
+    /// what the array's chunks are compressed with, for `meta/storage` and for new chunks. A
+    /// chunk whose own header or extent is damaged is passed over (reading it gives its own
+    /// error), so that one damaged chunk never makes the whole array unreadable; `None` when no
+    /// regular chunk has a readable header.
+    ///
+    /// # Errors
+    ///
+    /// A failure to read the source itself (not a chunk's damage).
+    pub fn first_regular_header(&self) -> Result<Option<ChunkHeader>, ContainerError> {
+        let damaged = |e: &ContainerError| {
+            matches!(
+                e,
+                ContainerError::Chunk { .. } | ContainerError::Malformed { .. }
+            )
+        };
+        for index in 0..self.nchunks() {
+            match self.chunk_kind(index) {
+                Ok(ChunkKind::Regular) => {}
+                Ok(_) => continue,
+                Err(e) if damaged(&e) => continue,
+                Err(e) => return Err(e),
+            }
+            match self.chunk_header(index) {
+                Ok(h) => return Ok(Some(h)),
+                Err(e) if damaged(&e) => continue,
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(None)
+    }
+
     /// The parsed header of chunk `index` (frames: the 32-byte Blosc2 header, synthesised for
     /// special offsets; bcolz: the 16-byte Blosc1 header). Reads only the header.
     ///

@@ -240,13 +240,7 @@ fn writable(array: &Array, member: bool) -> Result<(), ContainerError> {
 /// A chunk header that cannot be read or names a codec b2fs cannot encode.
 pub fn chunk_cparams(array: &Array) -> Result<CParams, ContainerError> {
     let path = array.path();
-    let mut first = None;
-    for i in 0..array.nchunks() {
-        if array.chunk_kind(i)? == ChunkKind::Regular {
-            first = Some(array.chunk_header(i)?);
-            break;
-        }
-    }
+    let first = array.first_regular_header()?;
     let header_codec = |h: &ChunkHeader| {
         h.codec()
             .map_err(|e| unsupported(path, format!("new chunks for this source: {e}")))

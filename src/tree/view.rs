@@ -34,9 +34,8 @@ use serde_json::{Map, Value, json};
 
 use super::layout::{AttrsOwner, FileKind, Generated, Layout, NpyCell, Owner, ROOT_INO, TableCell};
 use super::names::{codec_name, filter_name};
-use crate::codec;
 use crate::container::npy::{Npy, TableNpy};
-use crate::container::{Array, ChunkKind, Container, ContainerError, SourceKind, Table};
+use crate::container::{Array, Container, ContainerError, SourceKind, Table};
 use crate::reader::LiveArray;
 
 /// Builds the layout of `container`.
@@ -377,7 +376,7 @@ pub fn storage(array: &Array) -> Result<Value, ContainerError> {
     put(&mut m, "typesize", json!(array.typesize()));
     put(&mut m, "chunksize", json!(array.chunksize()));
 
-    let header = first_regular_header(array)?;
+    let header = array.first_regular_header()?;
     if let Some(h) = &header {
         put(&mut m, "blocksize", json!(h.blocksize));
     }
@@ -455,16 +454,6 @@ fn splitmode_name(bits: u8) -> &'static str {
 /// Inserts `key` unless the source's own metadata already has it.
 fn put(m: &mut Map<String, Value>, key: &str, v: Value) {
     m.entry(key.to_owned()).or_insert(v);
-}
-
-/// The header of the first chunk stored as data (not special), if any.
-fn first_regular_header(array: &Array) -> Result<Option<codec::ChunkHeader>, ContainerError> {
-    for index in 0..array.nchunks() {
-        if array.chunk_kind(index)? == ChunkKind::Regular {
-            return array.chunk_header(index).map(Some);
-        }
-    }
-    Ok(None)
 }
 
 /// The bcolz `meta/NAME` JSON object as stored (empty for frames).

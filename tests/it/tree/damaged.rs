@@ -223,3 +223,77 @@ fn tree_mutated_frames_give_bytes_or_eio_never_panic() {
         }
     }
 }
+
+/// The first chunk's header damaged (a special-value kind no writer uses): python-blosc2
+/// refuses to open such a frame at all, b2fs gives EIO on that chunk alone. Its other chunks
+/// read as stored, `meta/storage` names the codec of the next readable header, and a write
+/// commits new chunks compressed as the readable ones are (before, the whole array was
+/// unreadable, and a commit that turned chunk 1 into a special chunk made chunk 2's damage
+/// spread to its whole leaf the same way: `zarr_edit`'s fuzzing found that).
+#[test]
+fn tree_a_damaged_first_chunk_header_is_eio_for_that_chunk_only() {
+    let name = "schunk_lz4";
+    let sc = sidecar(&data_dir().join(format!("frames/{name}.json")));
+    let (_dir, src) = fixture_copy(&format!("frames/{name}.b2frame"));
+    let mut bytes = std::fs::read(&src).unwrap();
+    let at = (sc["layout"]["header_len"].as_u64().unwrap()
+        + sc["layout"]["index_entries"][0].as_u64().unwrap()) as usize;
+    // Byte 31 of a Blosc2 chunk header: the special-value kind in bits 4-6; 7 is reserved.
+    bytes[at + 31] = 0x70;
+    std::fs::write(&src, &bytes).unwrap();
+    let sha = |i: usize| sc["chunk_list"][i]["sha256"].as_str().unwrap().to_owned();
+
+    let t = tree(&src);
+    let err = read_all(&t, ino_of(&t, "data/00000000.bin"), 1 << 20).unwrap_err();
+    assert_eq!(err.errno(), libc::EIO);
+    let msg = b2fs::tree::display_chain(&err);
+    assert!(msg.contains("chunk 0") && msg.contains("reserved"), "{msg}");
+    for i in [1usize, 2] {
+        assert_eq!(
+            sha256_hex(&read_path(&t, &format!("data/{}", chunk_name(i)))),
+            sha(i)
+        );
+    }
+    let storage = json_at(&t, "meta/storage");
+    let codec = sc["cparams"]["codec"].as_str().unwrap();
+    assert_eq!(storage["cparams"]["codec"], codec, "{storage}");
+    assert_eq!(
+        storage["cparams"]["filters"], sc["cparams"]["filters"],
+        "{storage}"
+    );
+
+    // A whole chunk written back: committed, compressed as chunks 1 and 2 are.
+    let w = Tree::from_source(
+        &src,
+        TreeOptions {
+            writable: true,
+            ..opts()
+        },
+    )
+    .unwrap();
+    let ino = ino_of(&w, "data/00000001.bin");
+    let len = w.getattr(ino).unwrap().size as usize;
+    let new: Vec<u8> = (0..len).map(|i| (i * 7 % 251) as u8).collect();
+    let fh = w.open(ino, libc::O_WRONLY).unwrap();
+    assert_eq!(w.write(ino, fh, 0, &new).unwrap() as usize, len);
+    w.flush(ino, fh).unwrap();
+    w.release(fh).unwrap();
+    let t = tree(&src);
+    assert_eq!(read_path(&t, "data/00000001.bin"), new);
+    assert_eq!(sha256_hex(&read_path(&t, "data/00000002.bin")), sha(2));
+    let err = read_all(&t, ino_of(&t, "data/00000000.bin"), 1 << 20).unwrap_err();
+    assert_eq!(err.errno(), libc::EIO);
+    let header = |path: &Path| match b2fs::container::open(path).unwrap() {
+        b2fs::container::Container::Array(a) => a.chunk_header(1).unwrap(),
+        b2fs::container::Container::Table(_) => panic!("not an array"),
+    };
+    let (new, old) = (
+        header(&src),
+        header(&data_dir().join(format!("frames/{name}.b2frame"))),
+    );
+    assert_eq!(
+        (new.compcode, new.filters, new.typesize),
+        (old.compcode, old.filters, old.typesize),
+        "the new chunk 1 is compressed as the old one was"
+    );
+}
