@@ -161,6 +161,7 @@ fn collection_info(c: &container::Collection, as_json: bool) {
                         Location::Member { name, .. } => format!("zip member {name}"),
                         Location::File(p) | Location::Source(p) => p.display().to_string(),
                         Location::TreeFile(rel) => format!("object {rel}"),
+                        Location::TreeDir(rel) => format!("objects under {rel}/"),
                         Location::Embedded { offset, len } => {
                             format!("embed.b2e bytes {offset}..{}", offset + len)
                         }

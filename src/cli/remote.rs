@@ -82,12 +82,20 @@ pub fn open(url: &str, opts: &RemoteOptions) -> Result<Opened, Error> {
                 prefix.follow_every(every, opts);
             }
             let tree = prefix.byte_tree();
-            // A `.b2d` store (embed.b2e at the root), else a sparse frame or bcolz root.
+            // A `.b2d` store (embed.b2e at the root), a sparse frame or bcolz root, else a
+            // directory of sources.
             let opened = if tree.file("embed.b2e").is_some() {
                 let store = crate::container::store::dir::open_store_tree(tree);
                 Opened::Collection(store.map_err(source_err)?)
             } else {
-                Opened::Single(crate::container::open_tree(tree).map_err(source_err)?)
+                match crate::container::open_tree(tree) {
+                    Ok(c) => Opened::Single(c),
+                    Err(crate::container::ContainerError::NotAContainer { .. }) => {
+                        let (tree, stores) = prefix.sources(opts).map_err(remote_err)?;
+                        Opened::Collection(crate::container::store::dir::open_listed(tree, stores))
+                    }
+                    Err(e) => return Err(source_err(e)),
+                }
             };
             log::info!(
                 "{url}: container opened with {} requests ({} bytes) for {} objects",

@@ -133,6 +133,9 @@ pub enum Location {
     /// A frame file of a byte tree (a `.b2d` store under a remote prefix, a directory of a
     /// remote server): its name in the tree.
     TreeFile(String),
+    /// A directory source of a byte tree (a sparse frame, bcolz carray or ctable under a
+    /// remote prefix of sources): its directory's name in the tree.
+    TreeDir(String),
     /// An embedded value: `len` bytes at `offset` of `embed.b2e`'s stream.
     Embedded {
         /// Offset in the estore's decompressed stream.
@@ -501,6 +504,10 @@ impl Leaf {
                     source,
                 })?;
                 super::open_bytes(bytes)
+            }
+            Location::TreeDir(rel) => {
+                let tree = self.shared.tree.as_ref().ok_or_else(|| internal(store))?;
+                super::open_tree_at(Arc::clone(tree), &store.join(rel))
             }
             Location::Embedded { offset, len } => {
                 let estore = self.shared.estore.as_ref().ok_or_else(|| internal(store))?;

@@ -119,7 +119,6 @@ impl ExtentCache {
     }
 
     /// Whether `key` is cached or being fetched (no recency change).
-    #[cfg(test)]
     pub(crate) fn present(&self, key: u64) -> bool {
         let s = self.lock();
         s.lru.contains(&key) || s.flights.contains_key(&key)

@@ -421,6 +421,20 @@ impl Client {
         self.get_at(&self.path, range, pin, None)
     }
 
+    /// A client for the object `rel` of this prefix's client (named `url`, at `path` of the
+    /// same store), sharing its connections, runtime and counters.
+    pub(crate) fn for_object(&self, rel: &str, url: &str, path: StorePath) -> Client {
+        Client {
+            url: url.to_owned(),
+            identity: format!("{}/{rel}", self.identity.trim_end_matches('/')),
+            store: Arc::clone(&self.store),
+            path,
+            rt: Arc::clone(&self.rt),
+            deadline: self.deadline,
+            stats: Arc::clone(&self.stats),
+        }
+    }
+
     /// The object's path in the store (a prefix's path without its last slash).
     pub(crate) fn path(&self) -> &StorePath {
         &self.path

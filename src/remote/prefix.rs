@@ -32,6 +32,7 @@
 
 mod follow;
 mod listing;
+mod sources;
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -45,6 +45,8 @@ mod remote_disk; // the disk cache of remote chunks: remounts with no chunk GET,
 mod remote_follow; // following S3 prefixes: sparse frames, bcolz roots and .b2d stores changed on the server
 #[cfg(feature = "remote")]
 mod remote_mem; // the daemon's peak memory while it streams a frame over HTTP, against a local mount
+#[cfg(feature = "remote")]
+mod remote_sources; // a directory of sources under an S3 prefix: as the local directory, followed
 mod small_reads; // issue 25: cold small reads of chunk files read only their blocks' streams, python-blosc2's bytes
 mod spill_lock; // the spill file's I/O with the edits lock released: reads and writes during a spill, one read per spilled chunk
 mod store; // collections: .b2z/.b2d stores and directories of sources against python-blosc2

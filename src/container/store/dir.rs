@@ -84,21 +84,31 @@ pub fn open_store_tree(tree: Arc<dyn ByteTree>) -> Result<Collection, ContainerE
     super::collection(&root, (Form::Dir, None, estore, files), Some(tree))
 }
 
-/// A directory of sources whose files are the frames of `tree` (a remote server's
-/// directory: every name is a frame, opened through the tree on first access), with its
-/// `.b2z` stores among them (`(name, bytes)`: the store file's name relative to the root and
-/// its bytes, opened here; one that does not open as a store is logged and not shown).
-/// Leaves keep their file names; directories are groups.
+/// A directory of sources whose files are the sources of `tree` (a remote server's
+/// directory, a prefix of sources): every name is a frame, opened through the tree on first
+/// access, but the names under a directory source's root (a directory holding
+/// `chunks.b2frame`, `__rootdirs__`, `meta/sizes` or `meta/nrows`, as a local directory's
+/// are told) make one leaf of that directory; with its `.b2z` stores among them (`(name,
+/// bytes)`: the store file's name relative to the root and its bytes, opened here; one that
+/// does not open as a store is logged and not shown). Leaves keep their file names;
+/// directories are groups.
 pub fn open_listed(
     tree: Arc<dyn ByteTree>,
     stores: Vec<(String, Arc<dyn ByteSource>)>,
 ) -> Collection {
     let path = tree.root().to_path_buf();
-    let keyed = tree
-        .names()
-        .into_iter()
-        .map(|n| (format!("/{n}"), Location::TreeFile(n)))
+    let names = tree.names();
+    let roots = source_roots(&names);
+    let mut keyed: Vec<(String, Location)> = roots
+        .iter()
+        .map(|r| (format!("/{r}"), Location::TreeDir(r.clone())))
         .collect();
+    keyed.extend(
+        names
+            .into_iter()
+            .filter(|n| !roots.iter().any(|r| under(n, r)))
+            .map(|n| (format!("/{n}"), Location::TreeFile(n))),
+    );
     let shared = Arc::new(Shared {
         path: path.clone(),
         zip: None,
@@ -130,6 +140,39 @@ pub fn open_listed(
         root,
         shared,
     }
+}
+
+/// The files whose presence in a directory makes it a directory source (a sparse frame, a
+/// bcolz ctable, a bcolz carray, a 2012 `blsk` root), as [`classify`] tells local ones.
+pub const SOURCE_MARKERS: [&str; 4] =
+    ["chunks.b2frame", "__rootdirs__", "meta/sizes", "meta/nrows"];
+
+/// The directory sources among `names` (relative `/`-separated file names): the outermost
+/// directories holding one of [`SOURCE_MARKERS`] (a ctable's columns, each with its own
+/// `meta/sizes`, are the ctable's), sorted.
+pub fn source_roots(names: &[String]) -> Vec<String> {
+    let mut roots: Vec<String> = names
+        .iter()
+        .filter_map(|n| {
+            SOURCE_MARKERS.iter().find_map(|m| {
+                n.strip_suffix(m)
+                    .and_then(|d| d.strip_suffix('/'))
+                    .filter(|d| !d.is_empty())
+                    .map(str::to_owned)
+            })
+        })
+        .collect();
+    roots.sort();
+    roots.dedup();
+    let all: std::collections::HashSet<&str> = roots.iter().map(String::as_str).collect();
+    let enclosed = |r: &str| r.match_indices('/').any(|(at, _)| all.contains(&r[..at]));
+    roots.iter().filter(|r| !enclosed(r)).cloned().collect()
+}
+
+/// Whether `name` lies under directory `dir`.
+fn under(name: &str, dir: &str) -> bool {
+    name.strip_prefix(dir)
+        .is_some_and(|rest| rest.starts_with('/'))
 }
 
 impl Collection {
@@ -199,9 +242,7 @@ fn classify(path: &Path, is_dir: bool) -> Kind {
         if path.join("embed.b2e").is_file() {
             return Kind::Store;
         }
-        let source = ["chunks.b2frame", "__rootdirs__", "meta/sizes", "meta/nrows"]
-            .iter()
-            .any(|f| path.join(f).is_file());
+        let source = SOURCE_MARKERS.iter().any(|f| path.join(f).is_file());
         return if source { Kind::Source } else { Kind::Group };
     }
     let mut head = [0u8; 11];
@@ -293,4 +334,34 @@ fn group(
         children,
         carrier: None,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::source_roots;
+
+    #[test]
+    fn source_roots_are_the_outermost_directories_with_a_marker() {
+        let names: Vec<String> = [
+            "a.b2nd",
+            "ct/__rootdirs__",
+            "ct/id/meta/sizes",
+            "ct/id/data/__0.blp",
+            "ct-2/x/meta/sizes",
+            "ct-2/x/meta/storage",
+            "meta/sizes",
+            "sp.b2frame/chunks.b2frame",
+            "sp.b2frame/00000000.chunk",
+            "sub/deep/old/meta/nrows",
+            "sub/notmeta/sizes",
+        ]
+        .map(String::from)
+        .to_vec();
+        // The root's own marker is not a directory source of it; `ct-2/x` sorts between
+        // `ct` and `ct/id` and must not hide `ct/id` under `ct`.
+        assert_eq!(
+            source_roots(&names),
+            ["ct", "ct-2/x", "sp.b2frame", "sub/deep/old"]
+        );
+    }
 }

@@ -130,7 +130,7 @@ fn commit_io(
 ) -> Result<(), ContainerError> {
     let path = store.path();
     match leaf.location() {
-        Location::File(_) | Location::Source(_) | Location::TreeFile(_) => {
+        Location::File(_) | Location::Source(_) | Location::TreeFile(_) | Location::TreeDir(_) => {
             match leaf.open().map_err(unwrap)? {
                 Container::Array(a) => super::commit_io(a, edit, io),
                 Container::Table(t) => Err(unsupported(

@@ -1,0 +1,257 @@
+//! A directory of sources under an S3 prefix (moto): frames, a `.b2z` store and a sparse
+//! frame written by python-blosc2, a bcolz carray and ctable written by bcolz-zipline, in
+//! nested directories beside files that are not sources, uploaded object by object. The
+//! prefix mounts as the same directory mounted locally (every file's bytes equal; a `.b2d`
+//! store inside it is the one thing not shown, and says so in the log), its leaves opened on
+//! first use; followed (`remote_recheck`), a frame added and one deleted on the server show
+//! and leave within seconds.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use crate::support::remote::{BUCKET, Proxy, Server, http, moto, put_object};
+use crate::support::{Mount, b2fs, fuse, python};
+
+const WRITE: &str = r#"
+import sys, os, numpy as np, blosc2, bcolz
+out = sys.argv[1]
+rng = np.random.default_rng(11)
+os.makedirs(out + "/sub/deep", exist_ok=True)
+a = blosc2.asarray(np.arange(60000, dtype="f8") / 3, chunks=(25000,), urlpath=out + "/a.b2nd",
+                   mode="w")
+a.schunk.vlmeta["unit"] = "K"
+s = blosc2.SChunk(chunksize=40000, data=np.arange(30000, dtype="i8").tobytes(),
+                  urlpath=out + "/sub/b.b2frame", mode="w", cparams={"typesize": 8})
+blosc2.asarray((rng.standard_normal((300, 200)) * 100).astype("i4"), chunks=(100, 100),
+               blocks=(50, 50), urlpath=out + "/sub/deep/c.b2nd", mode="w")
+blosc2.asarray(rng.standard_normal(50000), chunks=(20000,), urlpath=out + "/sp.b2frame",
+               contiguous=False, mode="w")
+with blosc2.TreeStore(out + "/st.b2z", mode="w") as st:
+    st["/x"] = blosc2.asarray(np.arange(5000, dtype="i2"), chunks=(1000,))
+    st["/g/y"] = blosc2.asarray(np.linspace(0, 1, 3000), chunks=(1000,))
+c = bcolz.carray((np.arange(20000, dtype="i4") * 7) % 1009, chunklen=4096,
+                 rootdir=out + "/sub/ca", mode="w")
+c.flush()
+t = bcolz.ctable(columns=[np.arange(9000, dtype="i8"), rng.random(9000)], names=["id", "x"],
+                 chunklen=2048, rootdir=out + "/ct", mode="w")
+t.flush()
+open(out + "/readme.txt", "w").write("not a source")
+open(out + "/sub/notes.csv", "w").write("a,b\n1,2\n")
+"#;
+
+/// python-blosc2's `.b2d` store, written apart (the local comparison leaves it out).
+const WRITE_B2D: &str = r#"
+import sys, numpy as np, blosc2
+with blosc2.TreeStore(sys.argv[1], mode="w") as st:
+    st["/z"] = blosc2.asarray(np.arange(100000, dtype="u4"), chunks=(40000,))
+"#;
+
+struct Fixture {
+    dir: tempfile::TempDir,
+    moto: Server,
+    proxy: Proxy,
+    py: PathBuf,
+}
+
+impl Fixture {
+    fn new(test: &str) -> Option<Fixture> {
+        let py = python(test)?;
+        let moto = moto(test)?;
+        let dir = tempfile::tempdir().unwrap();
+        let src = dir.path().join("src");
+        std::fs::create_dir(&src).unwrap();
+        crate::support::ok(
+            std::process::Command::new(&py)
+                .args(["-c", WRITE])
+                .arg(&src),
+        );
+        let b2d = dir.path().join("inner.b2d");
+        crate::support::ok(
+            std::process::Command::new(&py)
+                .args(["-c", WRITE_B2D])
+                .arg(&b2d),
+        );
+        for (base, under) in [(&src, "pre"), (&b2d, "pre/inner.b2d")] {
+            for rel in crate::support::files_under(base) {
+                let bytes = std::fs::read(base.join(&rel)).unwrap();
+                put_object(&moto, &format!("{under}/{}", rel.display()), &bytes, true);
+            }
+        }
+        let proxy = Proxy::start(moto.port);
+        Some(Fixture {
+            dir,
+            moto,
+            proxy,
+            py,
+        })
+    }
+
+    fn src(&self) -> PathBuf {
+        self.dir.path().join("src")
+    }
+
+    /// `-o` options for the prefix through the proxy (requests counted).
+    fn ep(&self) -> String {
+        format!("endpoint={},no_sign_request", self.proxy.url)
+    }
+}
+
+/// Every file of a mounted tree, relative, with its bytes.
+fn mounted_files(root: &Path) -> Vec<(PathBuf, Vec<u8>)> {
+    crate::support::files_under(root)
+        .into_iter()
+        .map(|r| {
+            let b = std::fs::read(root.join(&r)).unwrap();
+            (r, b)
+        })
+        .collect()
+}
+
+/// The names a mounted directory lists now, sorted.
+fn listed(dir: &Path) -> Vec<String> {
+    let mut v: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    v.sort();
+    v
+}
+
+#[test]
+fn remote_prefix_of_sources_mounts_as_the_local_directory_does() {
+    let t = "remote_prefix_of_sources_mounts_as_the_local_directory_does";
+    or_skip!(fuse(t));
+    let f = or_skip!(Fixture::new(t));
+    let url = format!("s3://{BUCKET}/pre/");
+    let out = b2fs().args(["info", "-o", &f.ep(), &url]).output().unwrap();
+    let info = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{url}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(info.contains("sub/deep/c.b2nd"), "{info}");
+
+    let log = f.dir.path().join("b2fs.log");
+    let before = f.proxy.requests();
+    let remote = Mount::foreground_with(Path::new(&url), &[&format!("ro,{}", f.ep())], &log);
+    let at_mount = f.proxy.requests() - before;
+    let top = listed(&remote.mp);
+    assert_eq!(
+        top,
+        [
+            "__attrs__",
+            "a.b2nd",
+            "ct",
+            "sp.b2frame",
+            "st.b2z",
+            "sub",
+            "zarr"
+        ],
+        "sources keep their names; readme.txt and the .b2d store are not shown"
+    );
+    assert_eq!(
+        listed(&remote.mp.join("sub")),
+        ["__attrs__", "b.b2frame", "ca", "deep"],
+        "notes.csv is not shown"
+    );
+    assert_eq!(
+        f.proxy.requests() - before,
+        at_mount,
+        "listing opens no leaf"
+    );
+    // A leaf opens on first use: its frame's head and tail.
+    std::fs::read_dir(remote.mp.join("a.b2nd")).unwrap().count();
+    assert!(f.proxy.requests() - before > at_mount, "a.b2nd opened");
+    let said = std::fs::read_to_string(&log).unwrap_or_default();
+    assert!(
+        said.contains("inner.b2d") && said.contains("not shown"),
+        "the .b2d store left out is logged:\n{said}"
+    );
+
+    // Every file equals the local mount's of the same directory.
+    let local = Mount::daemon(&f.src(), &["ro"]);
+    let (r, l) = (mounted_files(&remote.mp), mounted_files(&local.mp));
+    assert!(l.len() > 40, "{} files", l.len());
+    assert_eq!(
+        r.iter().map(|x| &x.0).collect::<Vec<_>>(),
+        l.iter().map(|x| &x.0).collect::<Vec<_>>(),
+        "same names"
+    );
+    for ((p, rb), (_, lb)) in r.iter().zip(&l) {
+        assert!(rb == lb, "{} differs", p.display());
+    }
+    // And as python-blosc2 reads them.
+    for (file, path, key) in [
+        (
+            "sub/deep/c.b2nd/array.npy",
+            f.src().join("sub/deep/c.b2nd"),
+            None,
+        ),
+        ("st.b2z/g/y/array.npy", f.src().join("st.b2z"), Some("/g/y")),
+    ] {
+        let got = std::fs::read(remote.mp.join(file)).unwrap();
+        assert!(got == crate::caterva2::npy_of(&f.py, &path, key), "{file}");
+    }
+    local.umount();
+    remote.umount();
+}
+
+#[test]
+fn remote_prefix_of_sources_followed_shows_frames_added_and_deleted() {
+    let t = "remote_prefix_of_sources_followed_shows_frames_added_and_deleted";
+    or_skip!(fuse(t));
+    let f = or_skip!(Fixture::new(t));
+    let url = format!("s3://{BUCKET}/pre/");
+    let m = Mount::daemon(
+        Path::new(&url),
+        &[&format!("ro,remote_recheck=0.3,{}", f.ep())],
+    );
+    let before = listed(&m.mp);
+    assert!(before.contains(&"a.b2nd".to_owned()), "{before:?}");
+    let kept = std::fs::read(m.mp.join("sub/b.b2frame/data/00000000.bin")).unwrap();
+    // python-blosc2 writes a new frame beside the source, uploaded; a.b2nd is deleted.
+    let new = f.dir.path().join("new.b2nd");
+    crate::support::run_python(
+        &f.py,
+        &[
+            "-c",
+            "import sys, numpy as np, blosc2\n\
+             blosc2.asarray(np.arange(7000, dtype='i4') * 3, chunks=(3000,), \
+             urlpath=sys.argv[1], mode='w')\n",
+            new.to_str().unwrap(),
+        ],
+    );
+    put_object(&f.moto, "pre/new.b2nd", &std::fs::read(&new).unwrap(), true);
+    let (status, _) = http(
+        f.moto.port,
+        "DELETE",
+        &format!("/{BUCKET}/pre/a.b2nd"),
+        &[],
+        b"",
+    );
+    assert!(status == 204 || status == 200, "DELETE: {status}");
+    let want: Vec<String> = before
+        .iter()
+        .filter(|n| *n != "a.b2nd")
+        .cloned()
+        .chain(["new.b2nd".to_owned()])
+        .collect::<std::collections::BTreeSet<_>>()
+        .into_iter()
+        .collect();
+    assert!(
+        crate::support::wait_until(Duration::from_secs(20), || listed(&m.mp) == want),
+        "the mount lists {:?}, the server holds {want:?}",
+        listed(&m.mp)
+    );
+    let got = std::fs::read(m.mp.join("new.b2nd/array.npy")).unwrap();
+    assert!(
+        got == crate::caterva2::npy_of(&f.py, &new, None),
+        "new.b2nd"
+    );
+    assert_eq!(
+        std::fs::read(m.mp.join("sub/b.b2frame/data/00000000.bin")).unwrap(),
+        kept
+    );
+    m.umount();
+}
