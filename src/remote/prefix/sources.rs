@@ -12,7 +12,8 @@
 //!   objects are not shown, nor is a `.b2d` store inside the prefix (logged).
 //! - **Frames and `.b2z` stores** are read as a single object mounted alone is (head and tail
 //!   GETs at their first open, then cached extents), each opened when first used, sharing the
-//!   prefix's cache (their keys above every object number of the prefix).
+//!   prefix's cache (their keys above every object number of the prefix); one the open
+//!   fetched whole (small, and not named as chunk data) is read from the cache instead.
 //! - **Followed** (`remote_recheck`): [`ByteTree::relist`] lists the prefix again when due;
 //!   other names, sizes or ETags open it again and tell its sources again.
 
@@ -186,10 +187,16 @@ impl PrefixSources {
         Ok(object.byte_source())
     }
 
+    /// Whether `rel` is read as a single object: a frame or store not held whole in the
+    /// cache already (a small one the open fetched is read from there, with no request).
     fn is_single(&self, rel: &str) -> bool {
         self.singles
             .binary_search_by(|n| n.as_str().cmp(rel))
             .is_ok()
+            && !self
+                .prefix
+                .find(rel)
+                .is_some_and(|i| self.prefix.cache.present(i as u64))
     }
 }
 
