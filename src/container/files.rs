@@ -46,6 +46,12 @@ pub trait ByteTree: Send + Sync + std::fmt::Debug {
         names.retain(|n| n.starts_with(prefix));
         names
     }
+    /// The `.b2d` stores inside the tree (a remote prefix of sources): each one's directory
+    /// name and its files as a tree of their own (whose root is that directory). None by
+    /// default.
+    fn store_dirs(&self) -> Vec<(String, Arc<dyn ByteTree>)> {
+        Vec::new()
+    }
     /// How often the tree should be listed again to follow files added and removed since it
     /// was made; `None` (the default): never, its listing is fixed.
     fn relist_every(&self) -> Option<std::time::Duration> {

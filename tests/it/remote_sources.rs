@@ -1,9 +1,8 @@
-//! A directory of sources under an S3 prefix (moto): frames, a `.b2z` store and a sparse
-//! frame written by python-blosc2, a bcolz carray and ctable written by bcolz-zipline, in
+//! A directory of sources under an S3 prefix (moto): frames, `.b2z` and `.b2d` stores and a
+//! sparse frame written by python-blosc2, a bcolz carray and ctable written by bcolz-zipline, in
 //! nested directories beside files that are not sources, uploaded object by object. The
-//! prefix mounts as the same directory mounted locally (every file's bytes equal; a `.b2d`
-//! store inside it is the one thing not shown, and says so in the log), its leaves opened on
-//! first use; followed (`remote_recheck`), a frame added and one deleted on the server show
+//! prefix mounts as the same directory mounted locally (every file's bytes equal, a `.b2d`
+//! store inside it included), its leaves opened on first use; followed (`remote_recheck`), a frame added and one deleted on the server show
 //! and leave within seconds.
 
 use std::path::{Path, PathBuf};
@@ -39,7 +38,7 @@ open(out + "/readme.txt", "w").write("not a source")
 open(out + "/sub/notes.csv", "w").write("a,b\n1,2\n")
 "#;
 
-/// python-blosc2's `.b2d` store, written apart (the local comparison leaves it out).
+/// A `.b2d` store written by python-blosc2.
 const WRITE_B2D: &str = r#"
 import sys, numpy as np, blosc2
 with blosc2.TreeStore(sys.argv[1], mode="w") as st:
@@ -65,17 +64,14 @@ impl Fixture {
                 .args(["-c", WRITE])
                 .arg(&src),
         );
-        let b2d = dir.path().join("inner.b2d");
         crate::support::ok(
             std::process::Command::new(&py)
                 .args(["-c", WRITE_B2D])
-                .arg(&b2d),
+                .arg(src.join("sub/inner.b2d")),
         );
-        for (base, under) in [(&src, "pre"), (&b2d, "pre/inner.b2d")] {
-            for rel in crate::support::files_under(base) {
-                let bytes = std::fs::read(base.join(&rel)).unwrap();
-                put_object(&moto, &format!("{under}/{}", rel.display()), &bytes, true);
-            }
+        for rel in crate::support::files_under(&src) {
+            let bytes = std::fs::read(src.join(&rel)).unwrap();
+            put_object(&moto, &format!("pre/{}", rel.display()), &bytes, true);
         }
         let proxy = Proxy::start(moto.port);
         Some(Fixture {
@@ -148,11 +144,11 @@ fn remote_prefix_of_sources_mounts_as_the_local_directory_does() {
             "sub",
             "zarr"
         ],
-        "sources keep their names; readme.txt and the .b2d store are not shown"
+        "sources keep their names; readme.txt is not shown"
     );
     assert_eq!(
         listed(&remote.mp.join("sub")),
-        ["__attrs__", "b.b2frame", "ca", "deep"],
+        ["__attrs__", "b.b2frame", "ca", "deep", "inner.b2d"],
         "notes.csv is not shown"
     );
     assert_eq!(
@@ -163,11 +159,6 @@ fn remote_prefix_of_sources_mounts_as_the_local_directory_does() {
     // A leaf opens on first use: its frame's head and tail.
     std::fs::read_dir(remote.mp.join("a.b2nd")).unwrap().count();
     assert!(f.proxy.requests() - before > at_mount, "a.b2nd opened");
-    let said = std::fs::read_to_string(&log).unwrap_or_default();
-    assert!(
-        said.contains("inner.b2d") && said.contains("not shown"),
-        "the .b2d store left out is logged:\n{said}"
-    );
 
     // Every file equals the local mount's of the same directory.
     let local = Mount::daemon(&f.src(), &["ro"]);
@@ -189,6 +180,11 @@ fn remote_prefix_of_sources_mounts_as_the_local_directory_does() {
             None,
         ),
         ("st.b2z/g/y/array.npy", f.src().join("st.b2z"), Some("/g/y")),
+        (
+            "sub/inner.b2d/z/array.npy",
+            f.src().join("sub/inner.b2d"),
+            Some("/z"),
+        ),
     ] {
         let got = std::fs::read(remote.mp.join(file)).unwrap();
         assert!(got == crate::caterva2::npy_of(&f.py, &path, key), "{file}");

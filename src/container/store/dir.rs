@@ -90,14 +90,15 @@ pub fn open_store_tree(tree: Arc<dyn ByteTree>) -> Result<Collection, ContainerE
 /// `chunks.b2frame`, `__rootdirs__`, `meta/sizes` or `meta/nrows`, as a local directory's
 /// are told) make one leaf of that directory; with its `.b2z` stores among them (`(name,
 /// bytes)`: the store file's name relative to the root and its bytes, opened here; one that
-/// does not open as a store is logged and not shown). Leaves keep their file names;
-/// directories are groups.
+/// does not open as a store is logged and not shown), and the `.b2d` stores the tree holds
+/// ([`ByteTree::store_dirs`]). Leaves keep their file names; directories are groups.
 pub fn open_listed(
     tree: Arc<dyn ByteTree>,
     stores: Vec<(String, Arc<dyn ByteSource>)>,
 ) -> Collection {
     let path = tree.root().to_path_buf();
     let names = tree.names();
+    let store_dirs = tree.store_dirs();
     let roots = source_roots(&names);
     let mut keyed: Vec<(String, Location)> = roots
         .iter()
@@ -126,11 +127,12 @@ pub fn open_listed(
                 continue;
             }
         };
-        let dir = rel.rsplit_once('/').map_or("", |(d, _)| d);
-        let name = Node::Store(Box::new(store));
-        let shown = name.name().to_owned();
-        if !super::keys::add_node(&mut root, dir, name) {
-            log::warn!("{}: {dir}/{shown}: name taken, not shown", path.display());
+        add_store(&path, &mut root, &rel, store);
+    }
+    for (rel, files) in store_dirs {
+        match open_store_tree(files) {
+            Ok(store) => add_store(&path, &mut root, &rel, store),
+            Err(e) => log::warn!("{}: {rel}: not shown: {e}", path.display()),
         }
     }
     Collection {
@@ -139,6 +141,16 @@ pub fn open_listed(
         marker: None,
         root,
         shared,
+    }
+}
+
+/// Shows `store`, found at `rel`, in its directory's group of `root`.
+fn add_store(path: &Path, root: &mut Group, rel: &str, store: Collection) {
+    let dir = rel.rsplit_once('/').map_or("", |(d, _)| d);
+    let name = Node::Store(Box::new(store));
+    let shown = name.name().to_owned();
+    if !super::keys::add_node(root, dir, name) {
+        log::warn!("{}: {dir}/{shown}: name taken, not shown", path.display());
     }
 }
 

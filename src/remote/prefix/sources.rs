@@ -9,7 +9,8 @@
 //!   as a prefix mounted alone reads them); any other object is a source when its first bytes
 //!   are a frame's or `blsk`'s, a store when they are a zip's. One ranged GET of those bytes
 //!   per object not fetched at open, all at once (at most [`HEADS_AT_ONCE`] in flight). Other
-//!   objects are not shown, nor is a `.b2d` store inside the prefix (logged).
+//!   objects are not shown. A sub-prefix holding `embed.b2e` is a `.b2d` store, its objects
+//!   a tree of their own ([`ByteTree::store_dirs`]), read as a `.b2d` prefix mounted alone.
 //! - **Frames and `.b2z` stores** are read as a single object mounted alone is (head and tail
 //!   GETs at their first open, then cached extents), each opened when first used, sharing the
 //!   prefix's cache (their keys above every object number of the prefix); one the open
@@ -44,6 +45,8 @@ pub struct PrefixSources {
     names: Vec<String>,
     /// The frame and store objects (sorted), opened as single objects.
     singles: Vec<String>,
+    /// The `.b2d` stores' directories.
+    store_dirs: Vec<String>,
     opts: RemoteOptions,
     /// The number of the next single object opened (its keys in the shared cache).
     next: AtomicU64,
@@ -61,23 +64,23 @@ impl RemotePrefix {
     /// with no source in it.
     pub fn sources(self: &Arc<Self>, opts: &RemoteOptions) -> Result<Sources, RemoteError> {
         let names: Vec<String> = self.objects.iter().map(|o| o.rel.clone()).collect();
-        let roots = source_roots(&names);
-        let stores_inside: Vec<&str> = names
-            .iter()
-            .filter_map(|n| n.strip_suffix("/embed.b2e"))
-            .collect();
-        for s in &stores_inside {
-            log::warn!(
-                "{}/{s}/: a .b2d store inside a prefix of sources is not shown (mount it \
-                 on its own)",
-                self.root.display()
-            );
-        }
         let inside = |n: &str, dirs: &[&str]| {
             dirs.iter()
                 .any(|d| n.strip_prefix(d).is_some_and(|r| r.starts_with('/')))
         };
-        let root_dirs: Vec<&str> = roots.iter().map(String::as_str).collect();
+        // The outermost `.b2d` stores, then the directory sources outside them.
+        let mut stores_inside: Vec<&str> = names
+            .iter()
+            .filter_map(|n| n.strip_suffix("/embed.b2e"))
+            .collect();
+        let all = stores_inside.clone();
+        stores_inside.retain(|d| !inside(d, &all));
+        let roots = source_roots(&names);
+        let root_dirs: Vec<&str> = roots
+            .iter()
+            .map(String::as_str)
+            .filter(|r| !inside(r, &stores_inside))
+            .collect();
         let (mut listed, mut candidates) = (Vec::new(), Vec::new());
         for (i, o) in self.objects.iter().enumerate() {
             if inside(&o.rel, &stores_inside) {
@@ -103,7 +106,7 @@ impl RemotePrefix {
                 log::debug!("{}/{rel}: not a source, not shown", self.root.display());
             }
         }
-        if listed.is_empty() && stores.is_empty() {
+        if listed.is_empty() && stores.is_empty() && stores_inside.is_empty() {
             return Err(RemoteError::new(
                 RemoteErrorKind::NotFound,
                 "no source under the prefix (no frame, store, sparse frame or bcolz root)",
@@ -115,6 +118,7 @@ impl RemotePrefix {
             prefix: Arc::clone(self),
             names: listed,
             singles,
+            store_dirs: stores_inside.iter().map(|s| (*s).to_owned()).collect(),
             opts: opts.clone(),
             next: AtomicU64::new(1),
         });
@@ -234,6 +238,20 @@ impl ByteTree for PrefixSources {
         super::sorted_under(&self.names, String::as_str, prefix).to_vec()
     }
 
+    fn store_dirs(&self) -> Vec<(String, Arc<dyn ByteTree>)> {
+        self.store_dirs
+            .iter()
+            .map(|d| {
+                let sub: Arc<dyn ByteTree> = Arc::new(SubPrefix {
+                    prefix: Arc::clone(&self.prefix),
+                    root: self.prefix.root.join(d),
+                    base: format!("{d}/"),
+                });
+                (d.clone(), sub)
+            })
+            .collect()
+    }
+
     fn relist_every(&self) -> Option<Duration> {
         lock(&self.prefix.follow).as_ref().map(|f| f.every)
     }
@@ -249,5 +267,43 @@ impl ByteTree for PrefixSources {
             .and_then(|p| p.sources(&self.opts))
             .map_err(RemoteError::into_io)?;
         Ok(Relist::Changed(tree, stores))
+    }
+}
+
+/// The objects under directory `base` of a prefix, as a tree of their own (a `.b2d` store
+/// inside a prefix of sources); read through the prefix.
+#[derive(Debug)]
+struct SubPrefix {
+    prefix: Arc<RemotePrefix>,
+    /// The prefix's root joined with the directory.
+    root: std::path::PathBuf,
+    /// The directory's name with a final `/`.
+    base: String,
+}
+
+impl ByteTree for SubPrefix {
+    fn root(&self) -> &std::path::Path {
+        &self.root
+    }
+
+    fn file(&self, rel: &str) -> Option<Arc<dyn ByteSource>> {
+        SharedPrefix(Arc::clone(&self.prefix)).file(&format!("{}{rel}", self.base))
+    }
+
+    fn is_dir(&self, rel: &str) -> bool {
+        let dir = format!("{}{}/", self.base, rel.trim_end_matches('/'));
+        !super::sorted_under(&self.prefix.objects, |o| o.rel.as_str(), &dir).is_empty()
+    }
+
+    fn names(&self) -> Vec<String> {
+        self.names_under("")
+    }
+
+    fn names_under(&self, prefix: &str) -> Vec<String> {
+        let under = format!("{}{prefix}", self.base);
+        super::sorted_under(&self.prefix.objects, |o| o.rel.as_str(), &under)
+            .iter()
+            .map(|o| o.rel[self.base.len()..].to_owned())
+            .collect()
     }
 }
