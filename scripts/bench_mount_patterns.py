@@ -314,15 +314,18 @@ def many_readers(npy, nproc, opener=False):
     return rates
 
 
+def mounted_readers(b, nproc, opener=False):
+    """`many_readers` on `array.npy` of a fresh mount of win.b2nd by the binary `b`."""
+    with Mounted(b, WIN) as m:
+        return many_readers(os.path.join(m.mp, "array.npy"), nproc, opener)
+
+
 def p_many(b):
-    with Mounted(b, WIN) as m:
-        alone = many_readers(os.path.join(m.mp, "array.npy"), 1)[0]
-    with Mounted(b, WIN) as m:
-        four = many_readers(os.path.join(m.mp, "array.npy"), 4)
+    alone = mounted_readers(b, 1)[0]
+    four = mounted_readers(b, 4)
     other = ""
     if AB is not None:
-        with Mounted(AB, WIN) as m:
-            theirs = many_readers(os.path.join(m.mp, "array.npy"), 4)
+        theirs = mounted_readers(AB, 4)
         other = (f"; {os.path.basename(AB)} 4 readers " + "/".join(f"{r:.0f}" for r in theirs)
                  + f" per s, slowest this / it {min(four) / min(theirs):.2f}x")
     return min(four) / alone, (f"alone {alone:.0f}/s, 4 readers "
@@ -330,10 +333,8 @@ def p_many(b):
 
 
 def p_opener(b):
-    with Mounted(b, WIN) as m:
-        alone = many_readers(os.path.join(m.mp, "array.npy"), 1)[0]
-    with Mounted(b, WIN) as m:
-        busy = many_readers(os.path.join(m.mp, "array.npy"), 1, opener=True)[0]
+    alone = mounted_readers(b, 1)[0]
+    busy = mounted_readers(b, 1, opener=True)[0]
     return busy / alone, f"alone {alone:.0f}/s, while another process opens the file {busy:.0f}/s"
 
 
