@@ -318,11 +318,11 @@ pub fn frame_open(data: &[u8]) {
         touch_npy(&a);
     }
     // Also as a frame embedded after a few bytes of something else.
-    if data.len() > 8 {
-        if let Ok(a) = Array::open_frame_at(&path, 8) {
-            touch_array(&a);
-            touch_npy(&a);
-        }
+    if data.len() > 8
+        && let Ok(a) = Array::open_frame_at(&path, 8)
+    {
+        touch_array(&a);
+        touch_npy(&a);
     }
 }
 
@@ -393,16 +393,16 @@ pub fn attrs(data: &[u8]) {
         Err(_) => assert_eq!(back, data, "a raw content comes back unchanged"),
     }
     // JSON text -> msgpack -> JSON -> msgpack.
-    if let Ok(j) = serde_json::from_slice::<Value>(data) {
-        if let Ok(mp) = attrs::json_to_msgpack(&j) {
-            let v2 = attrs::content_to_json(&mp);
-            let mp2 = attrs::json_to_msgpack(&v2).expect("a mapped content maps back");
-            assert_eq!(
-                attrs::content_to_json(&mp2),
-                v2,
-                "json round trip is stable"
-            );
-        }
+    if let Ok(j) = serde_json::from_slice::<Value>(data)
+        && let Ok(mp) = attrs::json_to_msgpack(&j)
+    {
+        let v2 = attrs::content_to_json(&mp);
+        let mp2 = attrs::json_to_msgpack(&v2).expect("a mapped content maps back");
+        assert_eq!(
+            attrs::content_to_json(&mp2),
+            v2,
+            "json round trip is stable"
+        );
     }
 }
 

@@ -112,10 +112,10 @@ fn write_dir(scratch: &Path, root: &Path, data: &[u8]) -> Option<()> {
             continue;
         };
         let p = root.join(rel);
-        if let Some(parent) = p.parent() {
-            if std::fs::create_dir_all(parent).is_err() {
-                continue;
-            }
+        if let Some(parent) = p.parent()
+            && std::fs::create_dir_all(parent).is_err()
+        {
+            continue;
         }
         let _ = std::fs::write(&p, bytes);
     }

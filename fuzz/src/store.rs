@@ -44,18 +44,18 @@ impl ByteSource for Memory {
 pub fn store_open(data: &[u8]) {
     let dir = super::scratch().join("store");
     std::fs::create_dir_all(&dir).expect("scratch dir");
-    if let Some(p) = source::write(&dir, Kind::Zip, data) {
-        if let Ok(Opened::Collection(c)) = store::open_any(&p) {
-            walk(&c);
-        }
+    if let Some(p) = source::write(&dir, Kind::Zip, data)
+        && let Ok(Opened::Collection(c)) = store::open_any(&p)
+    {
+        walk(&c);
     }
     if let Ok(c) = store::open_store_bytes(Arc::new(Memory(data.to_vec()))) {
         walk(&c);
     }
-    if let Some(p) = source::write(&dir, Kind::Dir, data) {
-        if let Ok(Opened::Collection(c)) = store::open_any(&p) {
-            walk(&c);
-        }
+    if let Some(p) = source::write(&dir, Kind::Dir, data)
+        && let Ok(Opened::Collection(c)) = store::open_any(&p)
+    {
+        walk(&c);
     }
 }
 

@@ -47,22 +47,36 @@
 //!   ([`lock_source_for_mount`]), which [`compact()`] takes exclusively (`io.rs`).
 //!
 //! Invariants: no panics on any input; every error names the file and the reason.
+//!
+//! The parts: this file holds the edit ([`Edit`]), the public entries ([`commit`],
+//! [`commit_column`], [`repair_table`], [`commit_table_attrs`], [`check_attrs`],
+//! [`lock_source_for_mount`] and their crash-test forms) and the errors every part makes;
+//! `writable.rs` whether a source can be written; `cparams.rs` the compression parameters of
+//! new chunks; `plan.rs` the new chunk list of an edit and the checks every commit shares;
+//! `frame.rs` (with `frame/`), `bcolz.rs` and `table.rs` the commits of frames, bcolz carrays
+//! and ctables; `store.rs`, `carrier.rs` and `embed.rs` those of collection members, new
+//! `__vlmeta__` carriers and values embedded in `embed.b2e`; `compact.rs` compaction;
+//! `spool.rs` where an edit's chunks wait; `io.rs` the counted durable steps and the locks.
 
 mod bcolz;
 mod carrier;
 mod compact;
+mod cparams;
 mod embed;
 mod frame;
 mod io;
+mod plan;
 mod spool;
 mod store;
 mod table;
+mod writable;
 
 use std::path::Path;
 
 use serde_json::Value;
 
 pub use compact::{Space, compact, compact_mounted, compact_mounted_with_crash_after, space};
+pub use cparams::chunk_cparams;
 pub use io::{BeforeCreate, SourceLock};
 pub use spool::{Chunk, DEFAULT_SPOOL_MEMORY, Spool, SpoolStats, open_unlinked};
 pub use store::{
@@ -70,9 +84,12 @@ pub use store::{
     commit_member_with_crash_after,
 };
 pub use table::TableRepair;
+pub use writable::{check_writable, check_writable_member};
 
-use super::{Array, ChunkKind, ContainerError, Inner, SourceKind, Table};
-use crate::codec::{Blocksize, CParams, ChunkFormat, ChunkHeader, Codec, SpecialKind, SplitMode};
+use plan::{Slot, header_special, no_shape0, plan};
+use writable::{check_path_writable, writable};
+
+use super::{Array, ContainerError, Inner, Table};
 
 /// One batch of changes to a single array, committed atomically and crash-safely.
 #[derive(Debug, Default, Clone)]
@@ -151,195 +168,6 @@ fn io_err(path: &Path, source: std::io::Error) -> ContainerError {
     ContainerError::Io {
         path: path.to_path_buf(),
         source,
-    }
-}
-
-/// Refuses when `path` (a file or directory) cannot be written: no write permission bits, or
-/// the OS refuses to open it for writing (files only).
-fn check_path_writable(path: &Path) -> Result<(), ContainerError> {
-    let meta = std::fs::metadata(path).map_err(|e| io_err(path, e))?;
-    if meta.permissions().readonly() {
-        return Err(unsupported(path, "writing: the path is read-only"));
-    }
-    if meta.is_file() {
-        std::fs::OpenOptions::new()
-            .write(true)
-            .open(path)
-            .map_err(|e| io_err(path, e))?;
-    }
-    Ok(())
-}
-
-/// Why a source cannot be written (`None` = writable): read-only file or directory
-/// permissions, or an unsupported kind or layout (frames embedded in a bigger file, frames
-/// with variable-length blocks, bcolz object dtype).
-pub fn check_writable(array: &Array) -> Option<ContainerError> {
-    writable(array, false).err()
-}
-
-/// [`check_writable`] for the array of a collection leaf, which commits through the
-/// collection ([`commit_member`]): a frame at an offset of a `.b2z` is written by rebuilding
-/// the zip, so only the other rules apply.
-pub fn check_writable_member(array: &Array) -> Option<ContainerError> {
-    writable(array, true).err()
-}
-
-fn writable(array: &Array, member: bool) -> Result<(), ContainerError> {
-    let path = array.path();
-    match &array.inner {
-        Inner::Frame(f) => {
-            let info = f.info();
-            if info.start != 0 && !member {
-                return Err(unsupported(
-                    path,
-                    format!(
-                        "writing a frame embedded at offset {} of a bigger file",
-                        info.start
-                    ),
-                ));
-            }
-            if info.general_flags & 0x80 != 0 {
-                return Err(unsupported(
-                    path,
-                    "writing a frame of variable-length-block chunks",
-                ));
-            }
-            if array.kind == SourceKind::Sframe {
-                check_path_writable(path)?;
-            }
-            check_path_writable(f.source().path())
-        }
-        Inner::Bcolz(c) => {
-            if c.is_blsk() {
-                return Err(unsupported(path, "writing a 2012 blsk root (read-only)"));
-            }
-            if c.itemsize() == 0 {
-                return Err(unsupported(
-                    path,
-                    format!("writing a carray of dtype {:?}", c.dtype()),
-                ));
-            }
-            for p in [path.to_path_buf(), path.join("data"), path.join("meta")] {
-                check_path_writable(&p)?;
-            }
-            Ok(())
-        }
-    }
-}
-
-/// Compression parameters for new chunks: what the existing chunks use, read from the header
-/// of the first regular chunk (codec, filters, filters_meta, typesize; split from the
-/// dont-split flag; blocksize: the chunk's for b2nd/caterva arrays, whose blocks are the
-/// blockshape, automatic otherwise). clevel is not stored in chunk headers: it comes from the
-/// frame header (codec_flags high nibble) or the bcolz `storage.cparams.clevel`. Frames get
-/// [`ChunkFormat::Blosc2`], bcolz [`ChunkFormat::Blosc1`]. Without a regular chunk the frame
-/// header's defaults (bcolz: `storage.cparams`) are used.
-///
-/// # Errors
-///
-/// A chunk header that cannot be read or names a codec b2fs cannot encode.
-pub fn chunk_cparams(array: &Array) -> Result<CParams, ContainerError> {
-    let path = array.path();
-    let first = array.first_regular_header()?;
-    let header_codec = |h: &ChunkHeader| {
-        h.codec()
-            .map_err(|e| unsupported(path, format!("new chunks for this source: {e}")))
-    };
-    match &array.inner {
-        Inner::Frame(f) => {
-            let info = f.info();
-            let clevel = info.clevel().min(9);
-            let mut p = match &first {
-                Some(h) => CParams {
-                    format: ChunkFormat::Blosc2,
-                    codec: header_codec(h)?,
-                    clevel,
-                    typesize: usize::from(h.typesize.max(1)),
-                    filters: h.filters,
-                    filters_meta: h.filters_meta,
-                    splitmode: if h.dont_split() {
-                        SplitMode::Never
-                    } else {
-                        SplitMode::Always
-                    },
-                    blocksize: Blocksize::Auto,
-                    allow_special: true,
-                },
-                None => CParams {
-                    format: ChunkFormat::Blosc2,
-                    codec: Codec::from_compcode(info.compcode())
-                        .filter(|c| *c != Codec::Snappy)
-                        .ok_or_else(|| {
-                            unsupported(path, format!("codec {} for new chunks", info.compcode()))
-                        })?,
-                    clevel,
-                    // Types over 255 bytes are stored as typesize 1, as C-Blosc2 does.
-                    typesize: usize::try_from(info.typesize)
-                        .ok()
-                        .filter(|ts| (1..=255).contains(ts))
-                        .unwrap_or(1),
-                    filters: info.filters,
-                    filters_meta: info.filters_meta,
-                    splitmode: match info.other_flags & 3 {
-                        0 => SplitMode::Always,
-                        1 => SplitMode::Never,
-                        _ => SplitMode::Auto,
-                    },
-                    blocksize: Blocksize::Auto,
-                    allow_special: true,
-                },
-            };
-            if let Some(nd) = array.nd_meta() {
-                // b2nd chunks are laid out in blocks of blockshape: keep that blocksize.
-                let items: u64 = nd.blockshape.iter().product();
-                let bs = items.saturating_mul(u64::from(info.typesize));
-                let bs = match &first {
-                    Some(h) => h.blocksize,
-                    None => usize::try_from(bs).unwrap_or(0),
-                };
-                p.blocksize = Blocksize::explicit_or_auto(bs, p.typesize);
-            }
-            Ok(p)
-        }
-        Inner::Bcolz(c) => {
-            let cp = c.storage().get("cparams");
-            let clevel = cp
-                .and_then(|v| v.get("clevel"))
-                .and_then(Value::as_u64)
-                .unwrap_or(5)
-                .min(9) as u8;
-            let cname = cp.and_then(|v| v.get("cname")).and_then(Value::as_str);
-            match &first {
-                Some(h) => Ok(CParams {
-                    format: ChunkFormat::Blosc1,
-                    // A Blosc1 header says "lz4" for LZ4HC too; storage names the codec.
-                    codec: match (header_codec(h)?, cname) {
-                        (Codec::Lz4, Some("lz4hc")) => Codec::Lz4Hc,
-                        (c, _) => c,
-                    },
-                    clevel,
-                    typesize: usize::from(h.typesize.max(1)),
-                    filters: h.filters,
-                    filters_meta: [0; 6],
-                    splitmode: SplitMode::ForwardCompat,
-                    blocksize: Blocksize::Auto,
-                    allow_special: false,
-                }),
-                None => {
-                    let name = cname.unwrap_or("blosclz");
-                    let codec = Codec::from_name(name)
-                        .filter(|c| *c != Codec::Snappy)
-                        .ok_or_else(|| unsupported(path, format!("codec {name:?}")))?;
-                    let filter = match cp.and_then(|v| v.get("shuffle")) {
-                        Some(Value::Bool(true)) => 1,
-                        Some(v) => v.as_u64().unwrap_or(1).min(2) as u8,
-                        None => 1,
-                    };
-                    let ts = super::bcolz::dtype_info(c.dtype()).map_or(1, |d| d.blosc_typesize);
-                    Ok(CParams::blosc1(codec, clevel, ts.max(1), filter))
-                }
-            }
-        }
     }
 }
 
@@ -527,180 +355,4 @@ pub fn commit_table_attrs(table: &Table, attrs: &Value) -> Result<(), ContainerE
     check_path_writable(&table.path)?;
     let mut io = io::Io::new(None);
     bcolz::write_attrs(&table.path, attrs, &mut io)
-}
-
-/// What the new chunk list of a 1-D edit looks like: for each new chunk, either an old chunk
-/// kept as is or new bytes, plus the checks shared by every source kind.
-#[derive(Debug)]
-pub(super) enum Slot<'e> {
-    /// Old chunk `i`, unchanged.
-    Old(usize),
-    /// New compressed bytes (read back when written) and their parsed header.
-    New(&'e Chunk, ChunkHeader),
-}
-
-/// Applies truncate, updates and appends to the old chunk numbering (no size rules yet):
-/// returns the new slot list. `format` is the chunk format the source needs. Every commit
-/// goes through it (frames, bcolz carrays, ctable columns): the edit's checks that do not
-/// depend on the layout are made here, [`Edit::shape0`] refused for a source that cannot
-/// take it among them.
-pub(super) fn plan<'e>(
-    array: &Array,
-    edit: &'e Edit,
-    format: ChunkFormat,
-) -> Result<Vec<Slot<'e>>, ContainerError> {
-    let path = array.path();
-    if edit.shape0.is_some() && !takes_shape0(array) {
-        return Err(no_shape0(path));
-    }
-    if let (Some(n), Some(nd)) = (edit.shape0, array.nd_meta())
-        && nd.shape.first() != Some(&n)
-        && (nd.chunkshape.contains(&0) || nd.blockshape.contains(&0))
-    {
-        // python-blosc2 makes an empty array with chunks `(0,)`; no chunk grid can hold
-        // another length (python-blosc2's `resize` refuses it too).
-        return Err(refused(
-            path,
-            format!(
-                "setting the first dimension to {n}: the chunk shape {:?} has a zero length",
-                nd.chunkshape
-            ),
-        ));
-    }
-    let old_n = array.nchunks();
-    let resizing = edit.truncate.is_some_and(|t| t != old_n) || !edit.appends.is_empty();
-    if resizing {
-        let one_d = match (&array.inner, array.nd_meta()) {
-            (Inner::Bcolz(_), _) | (Inner::Frame(_), None) => true,
-            // An N-dim array grows and shrinks by whole rows of its chunk grid along its
-            // first axis (the chunks of a row are the last ones in C order), with its new
-            // first dimension given: checked against the chunk count by the frame layout.
-            (Inner::Frame(_), Some(nd)) => nd.shape.len() == 1 || edit.shape0.is_some(),
-        };
-        if !one_d {
-            return Err(refused(
-                path,
-                format!(
-                    "appending or truncating chunks of a {}-dimensional array (only 1-D sources can change their number of chunks)",
-                    array.geometry().shape.len()
-                ),
-            ));
-        }
-    }
-    let keep = match edit.truncate {
-        Some(t) if t > old_n => {
-            return Err(refused(
-                path,
-                format!("truncating to {t} chunks: the source has only {old_n}"),
-            ));
-        }
-        Some(t) => t,
-        None => old_n,
-    };
-    let mut slots: Vec<Slot<'e>> = (0..keep).map(Slot::Old).collect();
-    let parse = |what: String, bytes: &'e Chunk| -> Result<ChunkHeader, ContainerError> {
-        let h = ChunkHeader::parse(bytes.head())
-            .map_err(|e| refused(path, format!("{what}: not a valid chunk: {e}")))?;
-        let blosc2 = h.is_extended();
-        let ok_format = match format {
-            ChunkFormat::Blosc2 => blosc2 && h.version >= 3,
-            ChunkFormat::Blosc1 => !blosc2 && h.version == 2,
-        };
-        if !ok_format {
-            let want = match format {
-                ChunkFormat::Blosc2 => "a Blosc2 chunk (32-byte header)",
-                ChunkFormat::Blosc1 => "a Blosc1 chunk (version 2, 16-byte header)",
-            };
-            return Err(refused(
-                path,
-                format!(
-                    "{what}: version {} flags 0x{:02x}, this source needs {want}",
-                    h.version, h.flags
-                ),
-            ));
-        }
-        if h.cbytes != bytes.len() {
-            return Err(refused(
-                path,
-                format!(
-                    "{what}: header cbytes {} but {} bytes given",
-                    h.cbytes,
-                    bytes.len()
-                ),
-            ));
-        }
-        if h.is_vl() || h.is_lazy() {
-            return Err(refused(
-                path,
-                format!("{what}: variable-length-block or lazy chunk"),
-            ));
-        }
-        if h.nbytes == 0 {
-            return Err(refused(path, format!("{what}: an empty chunk")));
-        }
-        Ok(h)
-    };
-    let mut seen = std::collections::HashSet::new();
-    for (i, bytes) in &edit.updates {
-        if *i >= keep {
-            return Err(refused(
-                path,
-                format!("updating chunk {i}: the source has {keep} chunks after truncation"),
-            ));
-        }
-        if !seen.insert(*i) {
-            return Err(refused(path, format!("chunk {i} updated twice")));
-        }
-        let h = parse(format!("chunk {i}"), bytes)?;
-        if let Some(s) = slots.get_mut(*i) {
-            *s = Slot::New(bytes, h);
-        }
-    }
-    for (k, bytes) in edit.appends.iter().enumerate() {
-        let h = parse(format!("appended chunk {k}"), bytes)?;
-        slots.push(Slot::New(bytes, h));
-    }
-    if slots.len() as u64 > super::frame::MAX_NCHUNKS {
-        return Err(refused(
-            path,
-            format!(
-                "{} chunks: more than the {} a frame index can hold",
-                slots.len(),
-                super::frame::MAX_NCHUNKS
-            ),
-        ));
-    }
-    if edit.attrs.as_ref().is_some_and(|a| !a.is_object()) {
-        return Err(refused(path, "attrs: not a JSON object"));
-    }
-    Ok(slots)
-}
-
-/// Whether [`Edit::shape0`] can be set on `array`: a b2nd/caterva frame (a plain frame's
-/// and a bcolz carray's length is what their chunks hold).
-fn takes_shape0(array: &Array) -> bool {
-    matches!(array.inner, Inner::Frame(_)) && array.nd_meta().is_some()
-}
-
-/// The refusal of an [`Edit::shape0`] by a source that cannot take it ([`takes_shape0`]).
-pub(super) fn no_shape0(path: &Path) -> ContainerError {
-    refused(
-        path,
-        "setting the first dimension of a source without a b2nd/caterva metalayer \
-         (its length is what its chunks hold)",
-    )
-}
-
-/// The special kind of a new Blosc2 chunk that is only its 32-byte header and stands for
-/// zeros, NaN or uninitialised values (what a frame index can carry as a special offset).
-pub(super) fn header_special(h: &ChunkHeader) -> Option<ChunkKind> {
-    if h.cbytes != 32 {
-        return None;
-    }
-    match h.special() {
-        SpecialKind::Zeros => Some(ChunkKind::Zeros),
-        SpecialKind::Nan => Some(ChunkKind::Nan),
-        SpecialKind::Uninit => Some(ChunkKind::Uninit),
-        SpecialKind::None | SpecialKind::Value => None,
-    }
 }

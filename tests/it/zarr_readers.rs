@@ -187,6 +187,36 @@ fn source(py: &Path, dir: &Path, script: &str, cmd: &str, name: &str) -> PathBuf
     src
 }
 
+/// Runs `zarr_readers.py CMD MNT ARGS...` with `zpy` on the mount `m` and asserts that it
+/// succeeded; its stdout.
+fn readers_on(zpy: &Path, cmd: &str, m: &Mount, args: &[&str]) -> String {
+    let mp = m.mp.to_str().unwrap();
+    let all = [&["scripts/oracle/zarr_readers.py", cmd, mp][..], args].concat();
+    let (ok, out, err) = run(zpy, &all);
+    assert!(ok, "zarr_readers.py {cmd} {args:?}: {out}{err}");
+    out
+}
+
+/// `name` in `dir`, made by python-blosc2 (the reference venv) running the Python lines
+/// `make` after `import sys, numpy as np, blosc2`, the source's path in `sys.argv[1]`.
+fn b2nd(py: &Path, dir: &Path, name: &str, make: &str) -> PathBuf {
+    let src = dir.join(name);
+    let code = format!("import sys, numpy as np, blosc2\n{make}");
+    run_python(py, &["-c", &code, src.to_str().unwrap()]);
+    src
+}
+
+/// `sst.b2nd` in `dir`: a 6x10 float64 python-blosc2 b2nd (item i holding i, chunks (3, 10))
+/// whose vlmeta holds `units` "K" and what the Python lines `vlmeta` set (`a`: the array).
+fn sst(py: &Path, dir: &Path, vlmeta: &str) -> PathBuf {
+    let make = format!(
+        "a = blosc2.asarray(np.arange(60, dtype='f8').reshape(6, 10), chunks=(3, 10), \
+         urlpath=sys.argv[1], mode='w')\n\
+         a.vlmeta['units'] = 'K'\n{vlmeta}"
+    );
+    b2nd(py, dir, "sst.b2nd", &make)
+}
+
 #[test]
 fn zarr_region_writes_of_zarr_python_and_xarray_reach_the_source() {
     let t = "zarr_region_writes_of_zarr_python_and_xarray_reach_the_source";
@@ -206,17 +236,7 @@ fn zarr_region_writes_of_zarr_python_and_xarray_reach_the_source() {
     for (src, name) in &sources {
         let m = Mount::daemon(src, &[]);
         let expect = dir.path().join(format!("{name}.expect.npy"));
-        let (ok, out, err) = run(
-            &zpy,
-            &[
-                "scripts/oracle/zarr_readers.py",
-                "write",
-                m.mp.to_str().unwrap(),
-                name,
-                expect.to_str().unwrap(),
-            ],
-        );
-        assert!(ok, "{name}: {out}{err}");
+        let out = readers_on(&zpy, "write", &m, &[name, expect.to_str().unwrap()]);
         assert_eq!(out.trim(), "ok 5", "{name}");
         m.umount();
         let says = python_says(
@@ -361,16 +381,7 @@ fn zarr_writes_on_a_read_only_mount_fail_with_erofs_and_change_nothing() {
     );
     let before = std::fs::read(&src).unwrap();
     let m = Mount::daemon(&src, &["ro"]);
-    let (ok, out, err) = run(
-        &zpy,
-        &[
-            "scripts/oracle/zarr_readers.py",
-            "readonly",
-            m.mp.to_str().unwrap(),
-            "slab",
-        ],
-    );
-    assert!(ok, "{out}{err}");
+    let out = readers_on(&zpy, "readonly", &m, &["slab"]);
     assert_eq!(out.trim(), "refused 3");
     m.umount();
     assert!(std::fs::read(&src).unwrap() == before, "the source changed");
@@ -467,17 +478,12 @@ fn zarr_dask_distributed_two_workers_over_a_mounted_s3_source() {
     let ep = format!("endpoint={},no_sign_request", moto.url);
     let m = Mount::daemon(Path::new(&url), &[ep.as_str()]);
     let t0 = Instant::now();
-    let (ok, out, err) = run(
+    let out = readers_on(
         &zpy,
-        &[
-            "scripts/oracle/zarr_readers.py",
-            "distributed",
-            m.mp.to_str().unwrap(),
-            "remote2d",
-            src.to_str().unwrap(),
-        ],
+        "distributed",
+        &m,
+        &["remote2d", src.to_str().unwrap()],
     );
-    assert!(ok, "{out}{err}");
     assert!(out.starts_with("ok "), "{out}");
     eprintln!("{t}: {} ({:.1} s)", out.trim(), t0.elapsed().as_secs_f64());
     m.umount();
@@ -503,15 +509,7 @@ fn zarr_attribute_edits_of_zarr_python_and_xarray_reach_the_source() {
     assert_eq!(before["/"], serde_json::json!({"title": "demo"}));
     assert_eq!(before["/ocean"], serde_json::json!({"source": "model"}));
     let m = Mount::daemon(&src, &[]);
-    let (ok, out, err) = run(
-        &zpy,
-        &[
-            "scripts/oracle/zarr_readers.py",
-            "attrs",
-            m.mp.to_str().unwrap(),
-        ],
-    );
-    assert!(ok, "{out}{err}");
+    let out = readers_on(&zpy, "attrs", &m, &[]);
     let lines: Vec<&str> = out.lines().collect();
     assert_eq!(lines[0], "array ok", "{out}");
     assert_eq!(
@@ -551,27 +549,16 @@ fn zarr_appends_of_zarr_python_and_xarray_resize_the_source() {
     let py = or_skip!(fuse_and_python(t));
     let zpy = or_skip!(zarr34(t));
     let dir = tempfile::tempdir().unwrap();
-    let src = dir.path().join("series.b2nd");
-    let make = "import sys, numpy as np, blosc2\n\
-        a = blosc2.asarray(np.arange(1000, dtype=np.float64), chunks=(256,), blocks=(64,), \
-        urlpath=sys.argv[1], mode='w')\n\
+    let make = "a = blosc2.asarray(np.arange(1000, dtype=np.float64), chunks=(256,), \
+        blocks=(64,), urlpath=sys.argv[1], mode='w')\n\
         a.vlmeta['_ARRAY_DIMENSIONS'] = ['time']\n";
-    run_python(&py, &["-c", make, src.to_str().unwrap()]);
+    let src = b2nd(&py, dir.path(), "series.b2nd", make);
     let m = Mount::daemon(&src, &[]);
-    let (ok, out, err) = run(
-        &zpy,
-        &[
-            "scripts/oracle/zarr_readers.py",
-            "append",
-            m.mp.to_str().unwrap(),
-            "series",
-        ],
-    );
-    assert!(ok, "{out}{err}");
+    let out = readers_on(&zpy, "append", &m, &["series"]);
     assert_eq!(
         out.lines().collect::<Vec<_>>(),
         ["append 1300 True", "xarray 1350 True", "resize 1200 True"],
-        "{out}{err}"
+        "{out}"
     );
     let log = crate::support::b2fs()
         .args(["log", m.mp.to_str().unwrap()])
@@ -602,24 +589,10 @@ fn zarr_nan_attributes_of_zarr_python_reach_the_source_as_floats() {
     let py = or_skip!(fuse_and_python(t));
     let zpy = or_skip!(zarr34(t));
     let dir = tempfile::tempdir().unwrap();
-    let src = dir.path().join("sst.b2nd");
-    let make = "import sys, numpy as np, blosc2\n\
-        a = blosc2.asarray(np.arange(60, dtype='f8').reshape(6, 10), chunks=(3, 10), \
-        urlpath=sys.argv[1], mode='w')\n\
-        a.vlmeta['units'] = 'K'\n";
-    run_python(&py, &["-c", make, src.to_str().unwrap()]);
+    let src = sst(&py, dir.path(), "");
     let m = Mount::daemon(&src, &[]);
-    let (ok, out, err) = run(
-        &zpy,
-        &[
-            "scripts/oracle/zarr_readers.py",
-            "nanattrs",
-            m.mp.to_str().unwrap(),
-            "sst",
-        ],
-    );
-    assert!(ok, "{out}{err}");
-    assert_eq!(out.trim(), "view True inf -inf K", "{err}");
+    let out = readers_on(&zpy, "nanattrs", &m, &["sst"]);
+    assert_eq!(out.trim(), "view True inf -inf K");
     m.umount();
     let check = "import sys, math, blosc2\n\
         a = blosc2.open(sys.argv[1])\n\
@@ -641,24 +614,13 @@ fn xarray_appends_along_time_of_a_3d_b2nd_reach_the_source() {
     let py = or_skip!(fuse_and_python(t));
     let zpy = or_skip!(zarr34(t));
     let dir = tempfile::tempdir().unwrap();
-    let src = dir.path().join("cube.b2nd");
-    let make = "import sys, numpy as np, blosc2\n\
-        a = blosc2.asarray(np.arange(10 * 12 * 10, dtype=np.float32).reshape(10, 12, 10), \
+    let make = "a = blosc2.asarray(np.arange(10 * 12 * 10, dtype=np.float32).reshape(10, 12, 10), \
         chunks=(4, 6, 5), blocks=(3, 4, 5), urlpath=sys.argv[1], mode='w')\n\
         a.vlmeta['_ARRAY_DIMENSIONS'] = ['time', 'y', 'x']\n";
-    run_python(&py, &["-c", make, src.to_str().unwrap()]);
+    let src = b2nd(&py, dir.path(), "cube.b2nd", make);
     let m = Mount::daemon(&src, &[]);
-    let (ok, out, err) = run(
-        &zpy,
-        &[
-            "scripts/oracle/zarr_readers.py",
-            "append3d",
-            m.mp.to_str().unwrap(),
-            "cube",
-        ],
-    );
-    assert!(ok, "{out}{err}");
-    assert_eq!(out.trim(), "xarray 17 True", "{out}{err}");
+    let out = readers_on(&zpy, "append3d", &m, &["cube"]);
+    assert_eq!(out.trim(), "xarray 17 True");
     m.umount();
     let back = python_says(
         &py,

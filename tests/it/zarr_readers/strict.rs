@@ -7,8 +7,8 @@ use std::path::Path;
 
 use serde_json::Value;
 
-use super::{run, zarr34};
-use crate::support::{Mount, fuse_and_python, python_says, run_python};
+use super::{run, sst, zarr34};
+use crate::support::{Mount, fuse_and_python, python_says};
 
 /// `-o zarr_strict_json` on a python-blosc2 b2nd whose vlmeta holds NaN, inf and -inf (in a
 /// list too), through real mounts: with the option, TensorStore's `zarr3` driver reads the
@@ -26,16 +26,11 @@ fn zarr_strict_json_lets_tensorstore_read_nan_attributes_and_strict_writers_keep
     let py = or_skip!(fuse_and_python(t));
     let zpy = or_skip!(zarr34(t));
     let dir = tempfile::tempdir().unwrap();
-    let src = dir.path().join("sst.b2nd");
-    let make = "import sys, numpy as np, blosc2\n\
-        a = blosc2.asarray(np.arange(60, dtype='f8').reshape(6, 10), chunks=(3, 10), \
-        urlpath=sys.argv[1], mode='w')\n\
-        a.vlmeta['units'] = 'K'\n\
-        a.vlmeta['missing'] = float('nan')\n\
+    let vlmeta = "a.vlmeta['missing'] = float('nan')\n\
         a.vlmeta['hot'] = float('inf')\n\
         a.vlmeta['cold'] = float('-inf')\n\
         a.vlmeta['range'] = [float('nan'), 5.0]\n";
-    run_python(&py, &["-c", make, src.to_str().unwrap()]);
+    let src = sst(&py, dir.path(), vlmeta);
     let readers = |mp: &Path| {
         let (ok, out, err) = run(
             &zpy,
