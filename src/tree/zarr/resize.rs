@@ -16,6 +16,8 @@
 //!
 //! Refused (EPERM, logged, nothing changed): a change of any other dimension; arrays that
 //! are not b2nd but have more than one dimension in the view (raw items, subarray dtypes);
+//! the bytes of a frame with no dtype (shown while their count is no multiple of its
+//! typesize) resized to a multiple of it (the view would show its items instead);
 //! the sharded view; the columns of a bcolz ctable and of a python-blosc2 CTable (they share
 //! one length, and xarray's `append_dim` resizes one variable at a time, each to its own
 //! length plus the new rows: the table would grow once per column, or its columns part); a
@@ -305,6 +307,22 @@ impl Tree {
                 ));
             }
         };
+        // A frame that records no dtype shows its bytes (`|u1`) while their count is no
+        // multiple of its typesize, and its `typesize`-byte items (with a trailing axis)
+        // once it is: a resize to such a length would show another shape than the asked.
+        let typesize = source.typesize() as u64;
+        if matches!(rows, Rows::Linear { .. })
+            && item as u64 != typesize
+            && typesize > 1
+            && new_len % typesize == 0
+        {
+            return Err(refuse(format!(
+                "its view shows the bytes of a frame with no dtype ({old_len}, not a multiple \
+                 of its typesize {typesize}); at {new_len} bytes it would show {} items of \
+                 {typesize} bytes with a trailing axis instead of the shape asked",
+                new_len / typesize
+            )));
+        }
         let old_n = source.nchunks() as u64;
         let old_rows = old_len.div_ceil(c0);
         let new_rows = new_len.div_ceil(c0);
