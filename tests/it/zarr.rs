@@ -19,6 +19,7 @@ mod cases;
 mod floats;
 mod metadata;
 mod resize;
+mod resize_bytes;
 mod stores;
 mod writes;
 
