@@ -79,6 +79,11 @@ pub struct RemotePrefix {
     /// The prefix opened again after a change and when, shared by every array reopened from
     /// this one within [`follow::SHARE_NEXT`].
     next: Mutex<Option<(Instant, Arc<RemotePrefix>)>>,
+    /// The options it was opened with (its single objects are opened with them).
+    opts: RemoteOptions,
+    /// The number of the next object opened as a single object ([`RemotePrefix::open_single`]):
+    /// its keys in the shared cache, above every object number.
+    singles: std::sync::atomic::AtomicU64,
 }
 
 /// Locks `m`, whatever a panicking holder left.
@@ -128,6 +133,8 @@ fn open_prefix_after(
         follow: Mutex::new(None),
         moved: AtomicBool::new(false),
         next: Mutex::new(None),
+        opts: opts.clone(),
+        singles: std::sync::atomic::AtomicU64::new(1),
     });
     if let Some(before) = before {
         prefix.seed_from(before);
@@ -191,6 +198,35 @@ impl RemotePrefix {
     /// Whether nothing was listed (never true for an opened prefix).
     pub fn is_empty(&self) -> bool {
         self.objects.is_empty()
+    }
+
+    /// Object `rel` as a byte source of its own, read as a single object mounted alone is
+    /// (head and tail GETs now, then cached extents and the prefetch of chunks read in order,
+    /// in this prefix's cache under keys above every object number; followed as the prefix
+    /// is): a collection's leaf frame or store. One the open fetched whole (small, and not
+    /// named as chunk data) is read from the cache instead, with no request.
+    ///
+    /// # Errors
+    /// No such object, or the head and tail GETs failed.
+    pub(crate) fn open_single(
+        self: &Arc<Self>,
+        rel: &str,
+    ) -> Result<Arc<dyn ByteSource>, RemoteError> {
+        let i = self.find(rel).ok_or_else(|| {
+            RemoteError::new(RemoteErrorKind::NotFound, format!("no object {rel}"))
+        })?;
+        if self.cache.present(i as u64) {
+            return Ok(Arc::new(Object(Arc::clone(self), i)));
+        }
+        let o = &self.objects[i];
+        let client = self.client.for_object(rel, &o.url, o.path.clone());
+        let n = self.singles.fetch_add(1, Ordering::Relaxed);
+        let object =
+            super::plan::open_with(client, &self.opts, Some((Arc::clone(&self.cache), n)))?;
+        if let Some(every) = self.opts.remote_recheck {
+            object.follow_every(every, &self.opts);
+        }
+        Ok(object.byte_source())
     }
 
     fn find(&self, rel: &str) -> Option<usize> {
@@ -409,6 +445,12 @@ impl ByteTree for SharedPrefix {
     fn file(&self, rel: &str) -> Option<Arc<dyn ByteSource>> {
         let i = self.0.find(rel)?;
         Some(Arc::new(Object(Arc::clone(&self.0), i)))
+    }
+
+    /// A collection's leaf (a `.b2d` store's frame): read as a single object mounted alone
+    /// ([`RemotePrefix::open_single`]), unless the open fetched it whole already.
+    fn open_file(&self, rel: &str) -> std::io::Result<Arc<dyn ByteSource>> {
+        self.0.open_single(rel).map_err(RemoteError::into_io)
     }
 
     fn names(&self) -> Vec<String> {

@@ -251,3 +251,64 @@ fn remote_prefix_of_sources_followed_shows_frames_added_and_deleted() {
     );
     m.umount();
 }
+
+/// A `.b2d` store's leaf frames under a prefix are read as a frame mounted alone is: opening
+/// a 4 MiB leaf and reading one chunk file fetches that chunk and the frame's head and tail,
+/// not the whole leaf (it was fetched whole at its first open), and the chunk is the one
+/// python-blosc2 decompresses.
+#[test]
+fn remote_b2d_leaves_are_read_by_ranges_not_fetched_whole() {
+    use b2fs::remote::RemoteOptions;
+    use b2fs::tree::{Tree, TreeOptions};
+    let t = "remote_b2d_leaves_are_read_by_ranges_not_fetched_whole";
+    let py = or_skip!(python(t));
+    let moto = or_skip!(moto(t));
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("big.b2d");
+    let make = "import sys, numpy as np, blosc2\n\
+        rng = np.random.default_rng(5)\n\
+        with blosc2.TreeStore(sys.argv[1], mode='w') as st:\n\
+        \x20   st['/noise'] = blosc2.asarray(rng.standard_normal(1 << 19), chunks=(1 << 15,), \
+        cparams={'clevel': 1})\n";
+    crate::support::run_python(&py, &["-c", make, store.to_str().unwrap()]);
+    let mut leaf_len = 0;
+    for rel in crate::support::files_under(&store) {
+        let bytes = std::fs::read(store.join(&rel)).unwrap();
+        if rel.to_string_lossy().ends_with(".b2nd") {
+            leaf_len = leaf_len.max(bytes.len() as u64);
+        }
+        put_object(&moto, &format!("big.b2d/{}", rel.display()), &bytes, true);
+    }
+    assert!(leaf_len > 3 << 20, "a leaf of {leaf_len} bytes");
+    let opts = RemoteOptions {
+        endpoint: Some(moto.url.clone()),
+        no_sign_request: true,
+        ..RemoteOptions::default()
+    };
+    let prefix = b2fs::remote::open_prefix(&format!("s3://{BUCKET}/big.b2d/"), &opts).unwrap();
+    let c = b2fs::container::store::dir::open_store_tree(prefix.byte_tree()).unwrap();
+    let tree = Tree::from_collection(c, TreeOptions::default()).unwrap();
+    let before = prefix.stats().bytes();
+    let ino = crate::support::tree_ino(&tree, "noise/data/00000000.bin");
+    let got = crate::support::tree_read(&tree, ino, 1 << 20).unwrap();
+    let fetched = prefix.stats().bytes() - before;
+    let want = crate::support::python_says(
+        &py,
+        &[
+            "-c",
+            "import sys, blosc2\n\
+             a = blosc2.TreeStore(sys.argv[1], mode='r')['/noise']\n\
+             print(a.schunk.decompress_chunk(0).hex())\n",
+            store.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(
+        got.iter().map(|b| format!("{b:02x}")).collect::<String>(),
+        want.trim(),
+        "chunk 0"
+    );
+    assert!(
+        fetched < leaf_len / 3,
+        "{fetched} bytes fetched for one chunk of a {leaf_len}-byte leaf"
+    );
+}

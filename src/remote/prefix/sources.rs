@@ -11,15 +11,12 @@
 //!   per object not fetched at open, all at once (at most [`HEADS_AT_ONCE`] in flight). Other
 //!   objects are not shown. A sub-prefix holding `embed.b2e` is a `.b2d` store, its objects
 //!   a tree of their own ([`ByteTree::store_dirs`]), read as a `.b2d` prefix mounted alone.
-//! - **Frames and `.b2z` stores** are read as a single object mounted alone is (head and tail
-//!   GETs at their first open, then cached extents), each opened when first used, sharing the
-//!   prefix's cache (their keys above every object number of the prefix); one the open
-//!   fetched whole (small, and not named as chunk data) is read from the cache instead.
+//! - **Frames and `.b2z` stores** are read as a single object mounted alone is
+//!   ([`RemotePrefix::open_single`]), each opened when first used.
 //! - **Followed** (`remote_recheck`): [`ByteTree::relist`] lists the prefix again when due;
 //!   other names, sizes or ETags open it again and tell its sources again.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use object_store::GetRange;
@@ -29,7 +26,6 @@ use crate::container::store::dir::source_roots;
 use crate::container::{ByteSource, ByteTree, Relist};
 use crate::remote::RemoteOptions;
 use crate::remote::client::{RemoteError, RemoteErrorKind};
-use crate::remote::plan::open_with;
 
 /// The most head GETs in flight at once.
 pub const HEADS_AT_ONCE: usize = 32;
@@ -48,8 +44,6 @@ pub struct PrefixSources {
     /// The `.b2d` stores' directories.
     store_dirs: Vec<String>,
     opts: RemoteOptions,
-    /// The number of the next single object opened (its keys in the shared cache).
-    next: AtomicU64,
 }
 
 /// The prefix's sources: the tree of them, and its `.b2z` stores (`(name, bytes)`).
@@ -120,11 +114,10 @@ impl RemotePrefix {
             singles,
             store_dirs: stores_inside.iter().map(|s| (*s).to_owned()).collect(),
             opts: opts.clone(),
-            next: AtomicU64::new(1),
         });
         let mut opened = Vec::with_capacity(stores.len());
         for rel in stores {
-            let bytes = tree.open_single(&rel)?;
+            let bytes = self.open_single(&rel)?;
             opened.push((rel, bytes));
         }
         Ok((tree, opened))
@@ -174,33 +167,11 @@ impl RemotePrefix {
 }
 
 impl PrefixSources {
-    /// The frame or store object `rel` opened as a single object (head and tail GETs), its
-    /// extents in the prefix's cache; followed as the prefix is.
-    fn open_single(&self, rel: &str) -> Result<Arc<dyn ByteSource>, RemoteError> {
-        let p = &self.prefix;
-        let i = p.find(rel).ok_or_else(|| {
-            RemoteError::new(RemoteErrorKind::NotFound, format!("no object {rel}"))
-        })?;
-        let o = &p.objects[i];
-        let client = p.client.for_object(rel, &o.url, o.path.clone());
-        let n = self.next.fetch_add(1, Ordering::Relaxed);
-        let object = open_with(client, &self.opts, Some((Arc::clone(&p.cache), n)))?;
-        if let Some(every) = self.opts.remote_recheck {
-            object.follow_every(every, &self.opts);
-        }
-        Ok(object.byte_source())
-    }
-
-    /// Whether `rel` is read as a single object: a frame or store not held whole in the
-    /// cache already (a small one the open fetched is read from there, with no request).
+    /// Whether `rel` is a frame or store object of the prefix (not a directory source's).
     fn is_single(&self, rel: &str) -> bool {
         self.singles
             .binary_search_by(|n| n.as_str().cmp(rel))
             .is_ok()
-            && !self
-                .prefix
-                .find(rel)
-                .is_some_and(|i| self.prefix.cache.present(i as u64))
     }
 }
 
@@ -211,14 +182,14 @@ impl ByteTree for PrefixSources {
 
     fn file(&self, rel: &str) -> Option<Arc<dyn ByteSource>> {
         match self.is_single(rel) {
-            true => self.open_single(rel).ok(),
+            true => self.prefix.open_single(rel).ok(),
             false => SharedPrefix(Arc::clone(&self.prefix)).file(rel),
         }
     }
 
     fn open_file(&self, rel: &str) -> std::io::Result<Arc<dyn ByteSource>> {
         match self.is_single(rel) {
-            true => self.open_single(rel).map_err(RemoteError::into_io),
+            true => self.prefix.open_single(rel).map_err(RemoteError::into_io),
             false => SharedPrefix(Arc::clone(&self.prefix))
                 .file(rel)
                 .ok_or_else(|| std::io::Error::new(std::io::ErrorKind::NotFound, rel)),
@@ -288,6 +259,12 @@ impl ByteTree for SubPrefix {
 
     fn file(&self, rel: &str) -> Option<Arc<dyn ByteSource>> {
         SharedPrefix(Arc::clone(&self.prefix)).file(&format!("{}{rel}", self.base))
+    }
+
+    fn open_file(&self, rel: &str) -> std::io::Result<Arc<dyn ByteSource>> {
+        self.prefix
+            .open_single(&format!("{}{rel}", self.base))
+            .map_err(RemoteError::into_io)
     }
 
     fn is_dir(&self, rel: &str) -> bool {
