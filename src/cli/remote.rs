@@ -90,8 +90,14 @@ pub fn open(url: &str, opts: &RemoteOptions) -> Result<Opened, Error> {
             } else {
                 match crate::container::open_tree(tree) {
                     Ok(c) => Opened::Single(c),
-                    Err(crate::container::ContainerError::NotAContainer { .. }) => {
-                        let (tree, stores) = prefix.sources(opts).map_err(remote_err)?;
+                    Err(single @ crate::container::ContainerError::NotAContainer { .. }) => {
+                        let (tree, stores) = prefix.sources(opts).map_err(|mut e| {
+                            // Neither one source nor a directory of them: say both.
+                            if e.kind == K::NotFound {
+                                e.why = format!("{}; as one source: {single}", e.why);
+                            }
+                            remote_err(e)
+                        })?;
                         Opened::Collection(crate::container::store::dir::open_listed(tree, stores))
                     }
                     Err(e) => return Err(source_err(e)),

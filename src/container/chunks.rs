@@ -8,6 +8,9 @@ use std::borrow::Cow;
 use super::{Array, ChunkKind, ContainerError, Inner};
 use crate::codec::ChunkHeader;
 
+/// The most damaged chunk headers [`Array::first_regular_header`] passes over.
+pub const MAX_DAMAGED_HEADERS: usize = 16;
+
 impl Array {
     fn check_index(&self, index: usize) -> Result<(), ContainerError> {
         if index < self.nchunks() {
@@ -140,31 +143,37 @@ impl Array {
 
     /// The header of the first chunk stored as data (not special) whose header can be read:
     /// what the array's chunks are compressed with, for `meta/storage` and for new chunks. A
-    /// chunk whose own header or extent is damaged is passed over (reading it gives its own
-    /// error), so that one damaged chunk never makes the whole array unreadable; `None` when no
-    /// regular chunk has a readable header.
+    /// chunk whose own header or extent is damaged, or whose file is missing (a sparse
+    /// frame's, a bcolz carray's), is passed over (reading it gives its own error), so that
+    /// one damaged chunk never makes the whole array unreadable; `None` when no regular chunk
+    /// has a readable header among the first [`MAX_DAMAGED_HEADERS`] damaged ones (each is a
+    /// read, over the network for a remote source).
     ///
     /// # Errors
-    ///
-    /// A failure to read the source itself (not a chunk's damage).
+    /// A failure to read the source itself (not a chunk's damage): I/O errors other than a
+    /// missing chunk file, remote failures.
     pub fn first_regular_header(&self) -> Result<Option<ChunkHeader>, ContainerError> {
-        let damaged = |e: &ContainerError| {
-            matches!(
-                e,
-                ContainerError::Chunk { .. } | ContainerError::Malformed { .. }
-            )
+        let damaged = |e: &ContainerError| match e {
+            ContainerError::Chunk { .. } | ContainerError::Malformed { .. } => true,
+            ContainerError::Io { source, .. } => source.kind() == std::io::ErrorKind::NotFound,
+            _ => false,
         };
+        let mut passed = 0;
         for index in 0..self.nchunks() {
-            match self.chunk_kind(index) {
-                Ok(ChunkKind::Regular) => {}
+            let err = match self.chunk_kind(index) {
+                Ok(ChunkKind::Regular) => match self.chunk_header(index) {
+                    Ok(h) => return Ok(Some(h)),
+                    Err(e) => e,
+                },
                 Ok(_) => continue,
-                Err(e) if damaged(&e) => continue,
-                Err(e) => return Err(e),
+                Err(e) => e,
+            };
+            if !damaged(&err) {
+                return Err(err);
             }
-            match self.chunk_header(index) {
-                Ok(h) => return Ok(Some(h)),
-                Err(e) if damaged(&e) => continue,
-                Err(e) => return Err(e),
+            passed += 1;
+            if passed == MAX_DAMAGED_HEADERS {
+                break;
             }
         }
         Ok(None)

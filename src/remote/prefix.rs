@@ -3,9 +3,9 @@
 //! - open: one listing of everything under the prefix (S3 ListObjectsV2, one request per
 //!   1,000 keys), which gives every object's size and ETag; then every small object that is
 //!   not chunk data nor a store's leaf frame (`chunks.b2frame`, `meta/sizes`, `meta/storage`,
-//!   `__attrs__`, `__rootdirs__`, `embed.b2e`, ...) is fetched in parallel, so the
-//!   container's open reads them from memory: a mount costs the listing plus one parallel
-//!   round;
+//!   `__attrs__`, `__rootdirs__`, `embed.b2e`, ...) is fetched in parallel (at most 32
+//!   GETs in flight), so the container's open reads them from memory: a mount costs the
+//!   listing plus one parallel round;
 //! - a read of an object fetches the whole object in one GET into the compressed-bytes cache
 //!   (keyed by the object's number in the listing), so a chunk file's header read and body
 //!   read cost one request; an object larger than the cache budget is read by exact ranges;
@@ -53,6 +53,8 @@ use listing::{Chunks, Listed, is_chunk_data, listed, sorted_under};
 
 /// Objects up to this size that are not chunk data are fetched at open.
 const WARM_MAX: u64 = 1 << 20;
+/// The most of those GETs in flight at once.
+const WARM_AT_ONCE: usize = 32;
 /// The largest prefetch window, in bytes (also at most a quarter of the cache budget).
 const WINDOW_MAX: u64 = 64 << 20;
 
@@ -140,33 +142,41 @@ fn open_prefix_after(
         prefix.seed_from(before);
     }
     let listed = prefix.client.stats.requests();
-    let warm: Vec<(usize, Arc<Flight>)> = (0..prefix.objects.len())
-        .filter(|&i| {
-            let o = &prefix.objects[i];
-            !is_chunk_data(&o.rel) && o.size > 0 && o.size <= WARM_MAX
-        })
-        .filter_map(|i| match prefix.cache.begin(i as u64) {
-            Begin::Lead(f) => {
-                if let Some(b) = prefix.read_disk(i) {
-                    prefix.cache.finish(i as u64, &f, Ok(b));
-                    return None;
-                }
-                prefix.spawn_whole(i, Arc::clone(&f));
-                Some((i, f))
-            }
-            _ => None,
-        })
-        .collect();
-    for (i, f) in &warm {
+    // At most WARM_AT_ONCE GETs in flight: a prefix of many small files must not open as
+    // many connections at once.
+    let mut in_flight: std::collections::VecDeque<(usize, Arc<Flight>)> =
+        std::collections::VecDeque::new();
+    let mut warmed = 0usize;
+    let wait = |(i, f): (usize, Arc<Flight>)| {
         if let Err(e) = f.wait(prefix.client.deadline) {
-            log::debug!("{}: early fetch failed: {e}", prefix.objects[*i].url);
+            log::debug!("{}: early fetch failed: {e}", prefix.objects[i].url);
         }
+    };
+    for i in 0..prefix.objects.len() {
+        let o = &prefix.objects[i];
+        if is_chunk_data(&o.rel) || o.size == 0 || o.size > WARM_MAX {
+            continue;
+        }
+        let Begin::Lead(f) = prefix.cache.begin(i as u64) else {
+            continue;
+        };
+        if let Some(b) = prefix.read_disk(i) {
+            prefix.cache.finish(i as u64, &f, Ok(b));
+            continue;
+        }
+        if in_flight.len() >= WARM_AT_ONCE {
+            wait(in_flight.pop_front().expect("not empty"));
+        }
+        prefix.spawn_whole(i, Arc::clone(&f));
+        in_flight.push_back((i, f));
+        warmed += 1;
     }
+    in_flight.into_iter().for_each(wait);
     log::info!(
         "{root_url}/: {} objects listed with {listed} requests, {} metadata objects fetched \
          with {} more, in {:.1} ms",
         prefix.objects.len(),
-        warm.len(),
+        warmed,
         prefix.client.stats.requests() - listed,
         t0.elapsed().as_secs_f64() * 1e3
     );
@@ -202,8 +212,8 @@ impl RemotePrefix {
 
     /// Object `rel` as a byte source of its own, read as a single object mounted alone is
     /// (head and tail GETs now, then cached extents and the prefetch of chunks read in order,
-    /// in this prefix's cache under keys above every object number; followed as the prefix
-    /// is): a collection's leaf frame or store. One the open fetched whole (small, and not
+    /// in this prefix's cache under keys above every object number; its changes are followed
+    /// by the prefix's listing): a collection's leaf frame or store. One the open fetched whole (small, and not
     /// named as chunk data) is read from the cache instead, with no request.
     ///
     /// # Errors
@@ -223,9 +233,7 @@ impl RemotePrefix {
         let n = self.singles.fetch_add(1, Ordering::Relaxed);
         let object =
             super::plan::open_with(client, &self.opts, Some((Arc::clone(&self.cache), n)))?;
-        if let Some(every) = self.opts.remote_recheck {
-            object.follow_every(every, &self.opts);
-        }
+        // Not followed on its own: the prefix's listing sees its ETag change.
         Ok(object.byte_source())
     }
 

@@ -100,14 +100,16 @@ pub fn open_listed(
     let names = tree.names();
     let store_dirs = tree.store_dirs();
     let roots = source_roots(&names);
+    let mut dirs: Vec<String> = roots.iter().map(|r| format!("{r}/")).collect();
+    dirs.sort();
     let mut keyed: Vec<(String, Location)> = roots
-        .iter()
-        .map(|r| (format!("/{r}"), Location::TreeDir(r.clone())))
+        .into_iter()
+        .map(|r| (format!("/{r}"), Location::TreeDir(r)))
         .collect();
     keyed.extend(
         names
             .into_iter()
-            .filter(|n| !roots.iter().any(|r| under(n, r)))
+            .filter(|n| !in_dirs(&dirs, n))
             .map(|n| (format!("/{n}"), Location::TreeFile(n))),
     );
     let shared = Arc::new(Shared {
@@ -181,10 +183,12 @@ pub fn source_roots(names: &[String]) -> Vec<String> {
     roots.iter().filter(|r| !enclosed(r)).cloned().collect()
 }
 
-/// Whether `name` lies under directory `dir`.
-fn under(name: &str, dir: &str) -> bool {
-    name.strip_prefix(dir)
-        .is_some_and(|rest| rest.starts_with('/'))
+/// Whether `name` lies under one of `dirs` (sorted, none inside another, each ending in
+/// `/`): the last one sorting at or before `name` is the only one that can hold it (every
+/// name between a directory and a name under it is under it too).
+pub fn in_dirs(dirs: &[String], name: &str) -> bool {
+    let at = dirs.partition_point(|d| d.as_str() <= name);
+    at > 0 && name.starts_with(dirs[at - 1].as_str())
 }
 
 impl Collection {
@@ -350,7 +354,7 @@ fn group(
 
 #[cfg(test)]
 mod tests {
-    use super::source_roots;
+    use super::{in_dirs, source_roots};
 
     #[test]
     fn source_roots_are_the_outermost_directories_with_a_marker() {
@@ -371,9 +375,12 @@ mod tests {
         .to_vec();
         // The root's own marker is not a directory source of it; `ct-2/x` sorts between
         // `ct` and `ct/id` and must not hide `ct/id` under `ct`.
-        assert_eq!(
-            source_roots(&names),
-            ["ct", "ct-2/x", "sp.b2frame", "sub/deep/old"]
-        );
+        let roots = source_roots(&names);
+        assert_eq!(roots, ["ct", "ct-2/x", "sp.b2frame", "sub/deep/old"]);
+        let mut dirs: Vec<String> = roots.iter().map(|r| format!("{r}/")).collect();
+        dirs.sort();
+        let outside: Vec<&String> = names.iter().filter(|n| !in_dirs(&dirs, n)).collect();
+        assert_eq!(outside, ["a.b2nd", "meta/sizes", "sub/notmeta/sizes"]);
+        assert!(!in_dirs(&dirs, "ct-2"), "a root's own name is not under it");
     }
 }

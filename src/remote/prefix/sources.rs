@@ -21,8 +21,9 @@ use std::time::Duration;
 
 use object_store::GetRange;
 
+use super::listing::{listed, same_listing};
 use super::{RemotePrefix, SharedPrefix, lock};
-use crate::container::store::dir::source_roots;
+use crate::container::store::dir::{in_dirs, source_roots};
 use crate::container::{ByteSource, ByteTree, Relist};
 use crate::remote::RemoteOptions;
 use crate::remote::client::{RemoteError, RemoteErrorKind};
@@ -58,29 +59,35 @@ impl RemotePrefix {
     /// with no source in it.
     pub fn sources(self: &Arc<Self>, opts: &RemoteOptions) -> Result<Sources, RemoteError> {
         let names: Vec<String> = self.objects.iter().map(|o| o.rel.clone()).collect();
-        let inside = |n: &str, dirs: &[&str]| {
-            dirs.iter()
-                .any(|d| n.strip_prefix(d).is_some_and(|r| r.starts_with('/')))
-        };
-        // The outermost `.b2d` stores, then the directory sources outside them.
-        let mut stores_inside: Vec<&str> = names
+        // The outermost `.b2d` stores, then the directory sources outside them (both lists
+        // sorted, their names ending in `/`, so that a name's one enclosing directory, if
+        // any, is found by a binary search: `in_dirs`).
+        let mut store_dirs: Vec<String> = names
             .iter()
-            .filter_map(|n| n.strip_suffix("/embed.b2e"))
+            .filter_map(|n| n.strip_suffix("embed.b2e").filter(|d| d.ends_with('/')))
+            .map(str::to_owned)
             .collect();
-        let all = stores_inside.clone();
-        stores_inside.retain(|d| !inside(d, &all));
-        let roots = source_roots(&names);
-        let root_dirs: Vec<&str> = roots
-            .iter()
-            .map(String::as_str)
-            .filter(|r| !inside(r, &stores_inside))
+        store_dirs.sort();
+        let all: std::collections::HashSet<String> = store_dirs.iter().cloned().collect();
+        // Nested in another: one of its ancestors (each name up to a `/`) is one too.
+        store_dirs.retain(|d| {
+            !d.trim_end_matches('/')
+                .match_indices('/')
+                .any(|(at, _)| all.contains(&d[..=at]))
+        });
+        let mut root_dirs: Vec<String> = source_roots(&names)
+            .into_iter()
+            .filter(|r| !in_dirs(&store_dirs, r))
+            .map(|r| format!("{r}/"))
             .collect();
+        // Sorted with their `/` (`ct-2/` sorts before `ct/`).
+        root_dirs.sort();
         let (mut listed, mut candidates) = (Vec::new(), Vec::new());
         for (i, o) in self.objects.iter().enumerate() {
-            if inside(&o.rel, &stores_inside) {
+            if in_dirs(&store_dirs, &o.rel) {
                 continue;
             }
-            if inside(&o.rel, &root_dirs) {
+            if in_dirs(&root_dirs, &o.rel) {
                 listed.push(o.rel.clone());
             } else if o.size > 0 {
                 candidates.push(i);
@@ -90,6 +97,9 @@ impl RemotePrefix {
         let (mut singles, mut stores) = (Vec::new(), Vec::new());
         for (&i, head) in candidates.iter().zip(heads) {
             let rel = &self.objects[i].rel;
+            let Some(head) = head else {
+                continue;
+            };
             if head.starts_with(&crate::container::frame::MAGIC) || head.starts_with(b"blsk") {
                 listed.push(rel.clone());
                 singles.push(rel.clone());
@@ -100,7 +110,7 @@ impl RemotePrefix {
                 log::debug!("{}/{rel}: not a source, not shown", self.root.display());
             }
         }
-        if listed.is_empty() && stores.is_empty() && stores_inside.is_empty() {
+        if listed.is_empty() && stores.is_empty() && store_dirs.is_empty() {
             return Err(RemoteError::new(
                 RemoteErrorKind::NotFound,
                 "no source under the prefix (no frame, store, sparse frame or bcolz root)",
@@ -108,11 +118,15 @@ impl RemotePrefix {
         }
         listed.sort();
         singles.sort();
+        let store_dirs = store_dirs
+            .into_iter()
+            .map(|d| d.trim_end_matches('/').to_owned())
+            .collect();
         let tree = Arc::new(PrefixSources {
             prefix: Arc::clone(self),
             names: listed,
             singles,
-            store_dirs: stores_inside.iter().map(|s| (*s).to_owned()).collect(),
+            store_dirs,
             opts: opts.clone(),
         });
         let mut opened = Vec::with_capacity(stores.len());
@@ -123,46 +137,69 @@ impl RemotePrefix {
         Ok((tree, opened))
     }
 
-    /// The first bytes of each object of `which` (fewer for shorter objects): from the
-    /// cache when the open fetched it, else one ranged GET each, [`HEADS_AT_ONCE`] at a time.
-    fn heads(&self, which: &[usize]) -> Result<Vec<bytes::Bytes>, RemoteError> {
-        let sem = Arc::new(tokio::sync::Semaphore::new(HEADS_AT_ONCE));
-        let rt = &self.client.rt;
-        let tasks: Vec<_> = which
-            .iter()
-            .map(|&i| {
-                let o = &self.objects[i];
-                let n = HEAD.min(o.size);
-                if self.cache.present(i as u64) {
-                    let got = self
-                        .whole(i)
-                        .map(|b| b.map(|b| b.slice(..n as usize)).unwrap_or_default())
-                        .map_err(|e| RemoteError::new(RemoteErrorKind::Network, e.to_string()));
-                    return rt.spawn(async move { got });
+    /// The first bytes of each object of `which` (fewer for shorter objects), `None` for one
+    /// that is gone or refused now (deleted or locked since the listing: not shown, logged):
+    /// from the cache when the open fetched it, else one ranged GET each (not pinned to the
+    /// listed version: only the kind is asked), at most [`HEADS_AT_ONCE`] in flight.
+    ///
+    /// # Errors
+    /// A GET that failed otherwise (the network, the server): the prefix is not shown with
+    /// holes. The GETs still in flight are dropped.
+    fn heads(&self, which: &[usize]) -> Result<Vec<Option<bytes::Bytes>>, RemoteError> {
+        let mut heads: Vec<Option<bytes::Bytes>> = vec![None; which.len()];
+        let mut pending = Vec::new();
+        for (k, &i) in which.iter().enumerate() {
+            let n = HEAD.min(self.objects[i].size) as usize;
+            if self.cache.present(i as u64) {
+                if let Ok(Some(b)) = self.whole(i) {
+                    heads[k] = Some(b.slice(..n.min(b.len())));
+                    continue;
                 }
-                let get = self
-                    .client
-                    .get_at(&o.path, GetRange::Bounded(0..n), &o.pin, None);
-                let sem = Arc::clone(&sem);
-                rt.spawn(async move {
-                    let _turn = sem.acquire_owned().await;
-                    get.await.map(|g| g.bytes())
-                })
-            })
-            .collect();
-        rt.block_on(async {
-            let mut heads = Vec::with_capacity(tasks.len());
-            for (t, &i) in tasks.into_iter().zip(which) {
-                let got = t
-                    .await
-                    .map_err(|e| RemoteError::new(RemoteErrorKind::Network, e.to_string()))?;
-                let head = got.map_err(|e| {
-                    RemoteError::new(e.kind, format!("{}: {}", self.objects[i].url, e.why))
-                })?;
-                heads.push(head);
             }
-            Ok(heads)
-        })
+            pending.push((k, i, n as u64));
+        }
+        let unpinned = super::super::client::Pin::default();
+        let root = self.root.display();
+        self.client.rt.block_on(async {
+            let mut set = tokio::task::JoinSet::new();
+            let mut next = pending.into_iter();
+            loop {
+                while set.len() < HEADS_AT_ONCE {
+                    let Some((k, i, n)) = next.next() else {
+                        break;
+                    };
+                    let get = self.client.get_at(
+                        &self.objects[i].path,
+                        GetRange::Bounded(0..n),
+                        &unpinned,
+                        None,
+                    );
+                    set.spawn(async move { (k, i, get.await) });
+                }
+                let Some(done) = set.join_next().await else {
+                    break;
+                };
+                let (k, i, got) =
+                    done.map_err(|e| RemoteError::new(RemoteErrorKind::Network, e.to_string()))?;
+                let rel = &self.objects[i].rel;
+                match got {
+                    Ok(g) => heads[k] = Some(g.bytes()),
+                    Err(e)
+                        if matches!(
+                            e.kind,
+                            RemoteErrorKind::NotFound | RemoteErrorKind::Denied
+                        ) =>
+                    {
+                        log::warn!("{root}/{rel}: not shown: {}", e.why);
+                    }
+                    Err(e) => {
+                        return Err(RemoteError::new(e.kind, format!("{root}/{rel}: {}", e.why)));
+                    }
+                }
+            }
+            Ok(())
+        })?;
+        Ok(heads)
     }
 }
 
@@ -227,17 +264,27 @@ impl ByteTree for PrefixSources {
         lock(&self.prefix.follow).as_ref().map(|f| f.every)
     }
 
+    /// Lists the prefix now (the mount's follower asks every [`ByteTree::relist_every`]);
+    /// other names, sizes or ETags open it again and tell its sources again.
     fn relist(&self) -> std::io::Result<Relist> {
-        if !self.prefix.poll_changed(true) {
+        let p = &self.prefix;
+        let now = listed(&p.client, &p.root.display().to_string(), p.client.deadline)
+            .map_err(RemoteError::into_io)?;
+        if same_listing(&p.objects, &now) {
             return Ok(Relist::Unchanged);
         }
-        let Some(now) = self.prefix.reopen() else {
-            return Ok(Relist::Unchanged);
-        };
-        let (tree, stores) = now
-            .and_then(|p| p.sources(&self.opts))
-            .map_err(RemoteError::into_io)?;
-        Ok(Relist::Changed(tree, stores))
+        self.reopen().unwrap_or(Ok(Relist::Unchanged))
+    }
+
+    /// The prefix opened again and its sources told again (when it is followed), whatever
+    /// the listing: after a `.b2z` store of it changed.
+    fn reopen(&self) -> Option<std::io::Result<Relist>> {
+        let now = self.prefix.reopen()?;
+        Some(
+            now.and_then(|p| p.sources(&self.opts))
+                .map(|(tree, stores)| Relist::Changed(tree, stores))
+                .map_err(RemoteError::into_io),
+        )
     }
 }
 

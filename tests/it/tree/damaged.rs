@@ -297,3 +297,27 @@ fn tree_a_damaged_first_chunk_header_is_eio_for_that_chunk_only() {
         "the new chunk 1 is compressed as the old one was"
     );
 }
+
+/// A sparse frame's and a bcolz carray's first chunk file missing: EIO on that chunk alone
+/// (the array opened, as when any other chunk file is missing), the next chunk as before.
+#[test]
+fn tree_a_missing_first_chunk_file_is_eio_for_that_chunk_only() {
+    for (fixture, first) in [
+        ("frames/b2nd_sparse.b2nd", "00000000.chunk"),
+        ("bcolz/carray_lz4_s1", "data/__0.blp"),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let src = dir.path().join("src");
+        crate::support::copy_tree(&data_dir().join(fixture), &src);
+        let chunk1 = read_path(&tree(&src), "data/00000001.bin");
+        std::fs::remove_file(src.join(first)).unwrap();
+        let t = tree(&src);
+        let err = read_all(&t, ino_of(&t, "data/00000000.bin"), 1 << 20).unwrap_err();
+        assert_eq!(err.errno(), libc::EIO, "{fixture}");
+        assert_eq!(read_path(&t, "data/00000001.bin"), chunk1, "{fixture}");
+        assert!(
+            json_at(&t, "meta/storage")["cparams"].is_object(),
+            "{fixture}"
+        );
+    }
+}
