@@ -16,6 +16,7 @@
 //! assemble the view stay here.
 
 mod cases;
+mod damaged;
 mod floats;
 mod metadata;
 mod resize;
