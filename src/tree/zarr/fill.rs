@@ -96,16 +96,13 @@ fn shown_value(v: &Value, dtype: &DataType) -> Option<Value> {
 
 /// `attrs` (an array's, as `__attrs__` shows them) as the view's `zarr.json` shows them for
 /// an array of `dtype`: `_FillValue` in xarray's spelling where it reads one.
-pub fn shown(attrs: &Value, dtype: &DataType) -> Value {
-    let spelled = attrs.get(FILL_VALUE).and_then(|v| shown_value(v, dtype));
-    match (attrs, spelled) {
-        (Value::Object(m), Some(s)) => {
-            let mut m = m.clone();
-            m.insert(FILL_VALUE.into(), s);
-            Value::Object(m)
+pub fn shown(mut attrs: Value, dtype: &DataType) -> Value {
+    if let Some(v) = attrs.get_mut(FILL_VALUE) {
+        if let Some(s) = shown_value(v, dtype) {
+            *v = s;
         }
-        _ => attrs.clone(),
     }
+    attrs
 }
 
 /// The new attributes `new` of an array of `dtype`, written over the view's `shown` ones
@@ -157,18 +154,18 @@ mod tests {
     fn floats_are_spelled_as_xarray_reads_them_and_read_back() {
         let f8 = dt("<f8");
         let attrs = json!({"_FillValue": -9999.0, "units": "K"});
-        let s = shown(&attrs, &f8);
+        let s = shown(attrs.clone(), &f8);
         assert_eq!(s, json!({"_FillValue": "AAAAAICHw8A=", "units": "K"}));
         // float32 arrays too (xarray packs a float64 whatever the width), integers stored on
         // float arrays, and NaN.
         assert_eq!(
-            shown(&json!({"_FillValue": 1}), &dt("<f4"))["_FillValue"],
+            shown(json!({"_FillValue": 1}), &dt("<f4"))["_FillValue"],
             "AAAAAAAA8D8="
         );
         let nan = json!({"_FillValue": {"__float__": "nan"}});
-        assert_eq!(shown(&nan, &dt("<f2"))["_FillValue"], "AAAAAAAA+H8=");
+        assert_eq!(shown(nan.clone(), &dt("<f2"))["_FillValue"], "AAAAAAAA+H8=");
         let f32 = json!({"_FillValue": {"__float32__": "-inf"}});
-        assert_eq!(shown(&f32, &f8)["_FillValue"], "AAAAAAAA8P8=");
+        assert_eq!(shown(f32.clone(), &f8)["_FillValue"], "AAAAAAAA8P8=");
         // As stored: integers and bools (xarray reads them plain), strings, lists, datetimes.
         for (a, t) in [
             (json!({"_FillValue": -9999}), "<i2"),
@@ -178,23 +175,23 @@ mod tests {
             (json!({"_FillValue": 0}), "<M8[s]"),
             (json!({"fill": 1.0}), "<f8"),
         ] {
-            assert_eq!(shown(&a, &dt(t)), a, "{t}");
+            assert_eq!(shown(a.clone(), &dt(t)), a, "{t}");
         }
         // Complex: a pair; a real number is the real part.
         let c = json!({"_FillValue": {"__complex__": [1.0, {"__float__": "nan"}]}});
         assert_eq!(
-            shown(&c, &dt("<c16"))["_FillValue"],
+            shown(c.clone(), &dt("<c16"))["_FillValue"],
             json!(["AAAAAAAA8D8=", "AAAAAAAA+H8="])
         );
         assert_eq!(
-            shown(&json!({"_FillValue": 1.0}), &dt("<c8"))["_FillValue"],
+            shown(json!({"_FillValue": 1.0}), &dt("<c8"))["_FillValue"],
             json!(["AAAAAAAA8D8=", "AAAAAAAAAAA="])
         );
 
         // Back: unchanged keeps the source's own (an integer stays one); a new spelling is
         // the plain float; anything else as written.
         let source = json!({"_FillValue": -9999});
-        let showed = shown(&source, &f8);
+        let showed = shown(source.clone(), &f8);
         let obj = |v: Value| v.as_object().unwrap().clone();
         let back = written(obj(showed.clone()), &showed, &source, &f8);
         assert!(back["_FillValue"].is_i64());
