@@ -17,9 +17,13 @@
 //! - a collection: its groups are groups and its leaves arrays, at the native paths (a ctable
 //!   leaf is a group of columns).
 //!
-//! Where each concern lives: `ino.rs` (the inode plan: arithmetic, no allocation per node),
+//! Where each concern lives: this file (the view's state, each array's geometry, the
+//! documents of arrays), `hierarchy.rs` (which native directories are groups and arrays,
+//! their names, paths and members), `lookup.rs` (existence, attributes and lookups of the
+//! view's inodes), `ino.rs` (the inode plan: arithmetic, no allocation per node),
 //! `geom.rs` (dtype, shape, chunk grid, and where an object's bytes are in the decoded chunk),
 //! `meta.rs` (the `zarr.json` documents), `json.rs` (their text: how a float NaN is spelled),
+//! `fill.rs` (xarray's spelling of a `_FillValue` attribute, shown and mapped back),
 //! `consolidated.rs` (the groups' documents with the consolidated metadata below them, kept
 //! per generation), `quick.rs` (the metadata of collection leaves not laid out yet, from
 //! their headers), `names.rs`, `read.rs` (listings and object bytes), `write.rs` (writes,
@@ -47,10 +51,13 @@
 mod attrs;
 mod consolidated;
 mod docs;
+mod fill;
 mod follow;
 mod geom;
+mod hierarchy;
 mod ino;
 mod json;
+mod lookup;
 mod meta;
 mod names;
 mod quick;
@@ -67,18 +74,14 @@ use parking_lot::Mutex;
 use serde_json::{Map, Value};
 
 use super::layout::{FileKind, NodeKind};
-use super::{Attr, EntryKind, ROOT_INO, Tree, TreeError};
+use super::{Attr, ROOT_INO, Tree, TreeError};
 use crate::container::npy::Npy;
-use crate::reader::{ArrayId, ChunkId};
+use crate::reader::ArrayId;
 pub use geom::Geom;
 pub use ino::{ZARR_BASE, ZNode, is_zarr};
 pub(crate) use read::Listing;
 pub use resize::MAX_NEW_CHUNKS;
 pub(crate) use write::ZarrTarget;
-
-/// The names zarr-python probes for Zarr v2 metadata: answered ENOENT at once, without
-/// opening anything.
-const V2_PROBES: &[&str] = &[".zarray", ".zattrs", ".zgroup", ".zmetadata"];
 
 /// Why an array without an NPY view (a special object, an unknown dtype) has no Zarr
 /// geometry.
@@ -203,30 +206,6 @@ impl Tree {
         ZNode::Root.ino().unwrap_or(ZARR_BASE)
     }
 
-    /// Whether `node` stands for something that exists now.
-    pub(crate) fn zarr_exists(&self, z: ZNode) -> bool {
-        match z {
-            ZNode::Root | ZNode::RootJson => true,
-            ZNode::Dir(n) | ZNode::Json(n) => matches!(
-                self.node(n).map(|n| &n.kind),
-                Some(NodeKind::Dir { data: None, .. } | NodeKind::Leaf(_))
-            ),
-            ZNode::Chunks {
-                array,
-                level,
-                index,
-            } => {
-                if array.index() >= self.reader.arrays() {
-                    return false;
-                }
-                match self.zarr_geom(array, None) {
-                    Ok(g) => usize::from(level) <= g.ndim() && index < g.prefixes(level.into()),
-                    Err(_) => false,
-                }
-            }
-        }
-    }
-
     /// The Zarr geometry of `array`'s NPY view `npy` (`None`: the current one).
     pub(crate) fn zarr_geom(
         &self,
@@ -246,212 +225,6 @@ impl Tree {
                 geoms.insert(array, (npy, g.clone()));
                 g
             }
-        }
-    }
-
-    /// The children of native directory `n` (`node`); a collection leaf is laid out without
-    /// following other writers first (lookups follow at most every 50 ms, the root
-    /// `zarr.json` once before it opens every leaf).
-    fn zarr_native(&self, n: u64, node: &'_ super::layout::Node) -> Result<Vec<u64>, TreeError> {
-        match &node.kind {
-            NodeKind::Leaf(_) if self.member_gone(n) => Err(TreeError::NotFound),
-            NodeKind::Leaf(lazy) => self.leaf_children_as_is(n, lazy).map(<[u64]>::to_vec),
-            _ => self.children(n, node).map(std::borrow::Cow::into_owned),
-        }
-    }
-
-    /// Whether native directory `n` (already laid out) holds an array (its `data/`).
-    fn native_array(&self, children: &[u64]) -> Option<ArrayId> {
-        children
-            .iter()
-            .find_map(|&c| match self.node(c).map(|n| &n.kind) {
-                Some(NodeKind::Dir { data: Some(a), .. }) => Some(*a),
-                _ => None,
-            })
-    }
-
-    /// What the Zarr directory mirroring native directory `n` is (a collection leaf is laid
-    /// out now).
-    ///
-    /// # Errors
-    /// As the native directory's listing (EIO for a leaf that cannot be opened).
-    pub(crate) fn zarr_dir_kind(&self, n: u64) -> Result<DirKind, TreeError> {
-        let node = self.node(n).ok_or(TreeError::NotFound)?;
-        let children = self.zarr_native(n, node)?;
-        Ok(match self.native_array(&children) {
-            Some(a) => DirKind::Array(a),
-            None => DirKind::Group,
-        })
-    }
-
-    /// Whether the mount's root is one array (the view's root group then holds just it).
-    fn root_is_array(&self) -> bool {
-        matches!(self.zarr_dir_kind(ROOT_INO), Ok(DirKind::Array(_)))
-    }
-
-    /// The native name of directory `n` in the view (the root's: the source's stem).
-    pub(crate) fn zarr_node_name(&self, n: u64) -> String {
-        if n == ROOT_INO {
-            return self
-                .zarr
-                .stem
-                .get_or_init(|| {
-                    let path = (self.reader.arrays() > 0)
-                        .then(|| self.reader.store(ArrayId(0)).path().to_path_buf());
-                    // Sparse frames and bcolz roots are directories, local or under a remote
-                    // prefix (whose URL is no local directory).
-                    let dir_kind = self.live(ArrayId(0)).is_some_and(|l| {
-                        !matches!(l.get().kind(), crate::container::SourceKind::Cframe)
-                    });
-                    let is_dir = dir_kind || path.as_deref().is_some_and(std::path::Path::is_dir);
-                    path.map_or_else(|| "array".into(), |p| names::stem(&p, is_dir))
-                })
-                .clone();
-        }
-        self.node(n).map(|n| n.name.clone()).unwrap_or_default()
-    }
-
-    /// The Zarr path of native directory `n` (for messages and the consolidated keys).
-    fn zarr_path(&self, n: u64) -> String {
-        let mut parts = Vec::new();
-        let mut at = n;
-        let root_array = self.root_is_array();
-        while at != ROOT_INO {
-            let Some(node) = self.node(at) else { break };
-            parts.push(node.name.clone());
-            at = node.parent;
-        }
-        if root_array && n == ROOT_INO {
-            parts.push(self.zarr_node_name(ROOT_INO));
-        }
-        parts.reverse();
-        parts.join("/")
-    }
-
-    /// Records that the array at Zarr path `path` is left out of the view, for `why`.
-    fn zarr_omit(&self, path: String, why: &str) {
-        let mut o = self.zarr.omitted.lock();
-        if let std::collections::btree_map::Entry::Vacant(e) = o.entry(path) {
-            log::warn!("zarr/{}: not in the Zarr view: {why}", e.key());
-            e.insert(why.to_owned());
-        }
-    }
-
-    /// The arrays left out of the view so far, as a JSON object `{path: why}`.
-    pub(crate) fn zarr_omitted(&self) -> Vec<u8> {
-        let o = self.zarr.omitted.lock();
-        let m: Map<String, Value> = o
-            .iter()
-            .map(|(k, v)| (k.clone(), Value::from(v.clone())))
-            .collect();
-        super::view::json_file(&Value::Object(m))
-    }
-
-    /// The Zarr children of group directory `n` (the root's when `n` is [`ROOT_INO`]): its
-    /// native subdirectories whose names Zarr accepts, without the arrays known to have no
-    /// Zarr type; collection leaves not opened yet are listed unopened.
-    fn zarr_group_children(&self, n: u64) -> Result<Vec<(String, ZNode)>, TreeError> {
-        let node = self.node(n).ok_or(TreeError::NotFound)?;
-        let children = self.zarr_native(n, node)?;
-        Ok(children
-            .iter()
-            .filter_map(|&c| self.zarr_member(c, None))
-            .collect())
-    }
-
-    /// Native child `c` of a group as a member of the Zarr group (named `name`, when given),
-    /// or `None` when it is not one: not a directory, a name Zarr refuses, an array (already
-    /// opened) with no Zarr type.
-    fn zarr_member(&self, c: u64, name: Option<&str>) -> Option<(String, ZNode)> {
-        let child = self.node(c)?;
-        if name.is_some_and(|n| n != child.name) {
-            return None;
-        }
-        let built = match &child.kind {
-            NodeKind::Dir { data: None, .. } => true,
-            // A leaf that failed to open is listed (its directory gives EIO), not tried
-            // again by a listing (nor by a consolidation that lists: `consolidated.rs`).
-            NodeKind::Leaf(lazy) => lazy.built.is_laid_out(),
-            _ => return None,
-        };
-        if let Some(why) = names::refused(&child.name) {
-            self.zarr_omit(self.zarr_path(c), why);
-            return None;
-        }
-        if built {
-            if let Ok(DirKind::Array(a)) = self.zarr_dir_kind(c) {
-                if let Err(why) = self.zarr_geom(a, None) {
-                    self.zarr_omit(self.zarr_path(c), &why);
-                    return None;
-                }
-            }
-        }
-        Some((child.name.clone(), ZNode::Dir(c)))
-    }
-
-    /// The child `name` of Zarr group or array directory `z` (not of chunk-tree
-    /// directories), found without listing the others.
-    fn zarr_child(&self, z: ZNode, name: &str) -> Result<Option<ZNode>, TreeError> {
-        let group = match z {
-            ZNode::Root if name == "zarr.json" => return Ok(Some(ZNode::RootJson)),
-            ZNode::Dir(n) if name == "zarr.json" => return Ok(Some(ZNode::Json(n))),
-            ZNode::Root if self.root_is_array() => {
-                let found = self.zarr_children(z)?.into_iter().find(|(n, _)| n == name);
-                return Ok(found.map(|(_, c)| c));
-            }
-            ZNode::Root => ROOT_INO,
-            ZNode::Dir(n) => match self.zarr_dir_kind(n)? {
-                DirKind::Group => n,
-                DirKind::Array(_) => {
-                    let found = self.zarr_children(z)?.into_iter().find(|(n, _)| n == name);
-                    return Ok(found.map(|(_, c)| c));
-                }
-            },
-            _ => return Err(TreeError::NotADirectory(z.ino().unwrap_or(0))),
-        };
-        let node = self.node(group).ok_or(TreeError::NotFound)?;
-        let children = self.zarr_native(group, node)?;
-        Ok(children
-            .iter()
-            .find_map(|&c| self.zarr_member(c, Some(name)))
-            .map(|(_, c)| c))
-    }
-
-    /// The named children of Zarr directory `z` (not of chunk-tree directories, which are
-    /// listed by `Listing::Chunks`).
-    pub(crate) fn zarr_children(&self, z: ZNode) -> Result<Vec<(String, ZNode)>, TreeError> {
-        let json = "zarr.json".to_owned();
-        match z {
-            ZNode::Root => {
-                let mut v = vec![(json, ZNode::RootJson)];
-                if self.root_is_array() {
-                    let a = ArrayId(0);
-                    match self.zarr_geom(a, None) {
-                        Ok(_) => v.push((self.zarr_node_name(ROOT_INO), ZNode::Dir(ROOT_INO))),
-                        Err(why) => self.zarr_omit(self.zarr_node_name(ROOT_INO), &why),
-                    }
-                } else {
-                    v.extend(self.zarr_group_children(ROOT_INO)?);
-                }
-                Ok(v)
-            }
-            ZNode::Dir(n) => match self.zarr_dir_kind(n)? {
-                DirKind::Array(a) => {
-                    self.zarr_geom(a, None).map_err(|_| TreeError::NotFound)?;
-                    let c = ZNode::Chunks {
-                        array: a,
-                        level: 0,
-                        index: 0,
-                    };
-                    Ok(vec![(json, ZNode::Json(n)), ("c".into(), c)])
-                }
-                DirKind::Group => {
-                    let mut v = vec![(json, ZNode::Json(n))];
-                    v.extend(self.zarr_group_children(n)?);
-                    Ok(v)
-                }
-            },
-            _ => Err(TreeError::NotADirectory(z.ino().unwrap_or(0))),
         }
     }
 
@@ -482,15 +255,6 @@ impl Tree {
                     && child.name == "__attrs__"
             })
         })
-    }
-
-    /// Whether native directory `n` is a ctable (its arrays share their first dimension).
-    fn zarr_is_table(&self, n: u64) -> bool {
-        if n == ROOT_INO {
-            return self.mounted.table().is_some();
-        }
-        matches!(self.node(n).map(|n| &n.kind), Some(NodeKind::Leaf(_)))
-            && matches!(self.zarr_dir_kind(n), Ok(DirKind::Group))
     }
 
     /// The `zarr.json` object of the array in native directory `n`, of geometry `g`.
@@ -543,157 +307,5 @@ impl Tree {
     /// The text of a `zarr.json` document of the view.
     fn zarr_json_file(&self, doc: &Value) -> Vec<u8> {
         json::zarr_json_file(doc, self.zarr_non_finite())
-    }
-
-    /// The chunk `ino` shows when it is a chunk object of the view.
-    pub(crate) fn zarr_chunk_of(&self, ino: u64) -> Option<ChunkId> {
-        match ZNode::of(ino)? {
-            ZNode::Chunks {
-                array,
-                level,
-                index,
-            } => {
-                let g = self.zarr_geom(array, None).ok()?;
-                (usize::from(level) == g.ndim() && index < g.nchunks())
-                    .then(|| ChunkId::new(array, index as usize))
-            }
-            _ => None,
-        }
-    }
-
-    /// The inode of the chunk object that shows chunk `id` (`None`: the array has none).
-    pub(crate) fn zarr_chunk_ino(&self, id: ChunkId) -> Option<u64> {
-        let g = self.zarr_geom(id.array, None).ok()?;
-        ZNode::Chunks {
-            array: id.array,
-            level: u8::try_from(g.ndim()).ok()?,
-            index: id.index as u64,
-        }
-        .ino()
-    }
-
-    /// Whether Zarr node `z` (inode `ino`) is a directory.
-    pub(crate) fn zarr_is_dir(&self, ino: u64, z: ZNode) -> bool {
-        match z {
-            ZNode::Root | ZNode::Dir(_) => true,
-            ZNode::RootJson | ZNode::Json(_) => false,
-            ZNode::Chunks { .. } => self.zarr_chunk_of(ino).is_none(),
-        }
-    }
-
-    /// The attributes of Zarr inode `ino` (`z`).
-    pub(crate) fn zarr_getattr(&self, ino: u64, z: ZNode) -> Result<Attr, TreeError> {
-        if !self.zarr_exists(z) {
-            return Err(TreeError::NotFound);
-        }
-        match z {
-            ZNode::Root => Ok(self.dir_attr(ino, 2)),
-            ZNode::Dir(n) => {
-                // A collection leaf is not opened by a stat (1 = "count unknown").
-                let nlink = match self.node(n).map(|x| &x.kind) {
-                    Some(NodeKind::Leaf(l)) if !l.built.tried() => 1,
-                    _ => 2,
-                };
-                Ok(self.dir_attr(ino, nlink))
-            }
-            // Size 0 for metadata that cannot be made (`zarr_size`): its open gives EIO.
-            ZNode::RootJson | ZNode::Json(_) => {
-                let len = self.zarr_size(z)?;
-                Ok(self.attr(ino, EntryKind::File, len, 1))
-            }
-            ZNode::Chunks { array, level, .. } => {
-                let g = self
-                    .zarr_geom(array, None)
-                    .map_err(|_| TreeError::NotFound)?;
-                if usize::from(level) < g.ndim() {
-                    Ok(self.dir_attr(ino, 2))
-                } else {
-                    let mut a = self.attr(ino, EntryKind::File, g.object_size(), 1);
-                    if let Some(s) = &g.shard {
-                        // Readers size their buffers from it (Python's `open` takes it as
-                        // its buffer): an inner chunk's, so that a read of a few inner
-                        // chunks asks for those, not for a whole megabyte of blocks.
-                        a.blksize = s.inner_bytes.clamp(4096, u64::from(a.blksize)) as u32;
-                    }
-                    Ok(a)
-                }
-            }
-        }
-    }
-
-    /// The entry `name` of Zarr directory `parent` (`z`).
-    pub(crate) fn zarr_lookup(&self, parent: u64, z: ZNode, name: &str) -> Result<Attr, TreeError> {
-        if V2_PROBES.contains(&name) || !self.zarr_exists(z) {
-            return Err(TreeError::NotFound);
-        }
-        let child = match z {
-            ZNode::Chunks {
-                array,
-                level,
-                index,
-            } => {
-                let (g, level) = self.zarr_chunk_dir(parent, array, level)?;
-                let i = read::parse_key(name).filter(|&i| i < g.grid[level]);
-                match i {
-                    Some(i) => ZNode::Chunks {
-                        array,
-                        level: (level + 1) as u8,
-                        index: index * g.grid[level] + i,
-                    },
-                    None => return self.zarr_scratch_lookup(parent, name),
-                }
-            }
-            ZNode::RootJson | ZNode::Json(_) => return Err(TreeError::NotADirectory(parent)),
-            _ => match self.zarr_child(z, name)? {
-                Some(child) => child,
-                None => return self.zarr_scratch_lookup(parent, name),
-            },
-        };
-        let ino = child.ino().ok_or(TreeError::NotFound)?;
-        self.zarr_getattr(ino, child)
-    }
-
-    /// A temp file `name` of Zarr directory `parent`, if there is one.
-    fn zarr_scratch_lookup(&self, parent: u64, name: &str) -> Result<Attr, TreeError> {
-        let ino = self.scratch_in(parent, name).ok_or(TreeError::NotFound)?;
-        self.getattr(ino)
-    }
-}
-
-impl Tree {
-    /// The path of Zarr inode `ino` from the mount root, for messages.
-    pub(crate) fn zarr_path_of(&self, ino: u64) -> String {
-        let view = format!("/{}", self.zarr_name());
-        let join = |n: u64, rest: &str| {
-            let p = self.zarr_path(n);
-            let p = if p.is_empty() { p } else { format!("/{p}") };
-            format!("{view}{p}{rest}")
-        };
-        match ZNode::of(ino) {
-            Some(ZNode::Root) | None => view,
-            Some(ZNode::RootJson) => format!("{view}/zarr.json"),
-            Some(ZNode::Dir(n)) => join(n, ""),
-            Some(ZNode::Json(n)) => join(n, "/zarr.json"),
-            Some(ZNode::Chunks {
-                array,
-                level,
-                index,
-            }) => {
-                let data = super::events::data_dir_of(&self.nodes, array);
-                let n = self.node(data).map_or(ROOT_INO, |x| x.parent);
-                let mut key = Vec::new();
-                if let Ok(g) = self.zarr_geom(array, None) {
-                    let mut rest = index;
-                    for d in (0..usize::from(level).min(g.ndim())).rev() {
-                        let across = g.grid[d].max(1);
-                        key.push((rest % across).to_string());
-                        rest /= across;
-                    }
-                }
-                key.push("c".into());
-                key.reverse();
-                join(n, &format!("/{}", key.join("/")))
-            }
-        }
     }
 }

@@ -12,10 +12,13 @@
 //! a mount, SIGKILL during a chunk commit, another writer, `.partial` files),
 //! `zarr/metadata.rs` (writes of `zarr.json`: identical rewrites, truncation, attribute edits
 //! and the changes refused), `zarr/floats.rs` (NaN and infinite attributes as zarr-python
-//! writes them, and as strict JSON under `-o zarr_strict_json`), `zarr/resize.rs` (resizes through `zarr.json`); the helpers that read and
-//! assemble the view stay here.
+//! writes them, and as strict JSON under `-o zarr_strict_json`), `zarr/resize.rs` (resizes through `zarr.json`), `zarr/damaged.rs` (removing a
+//! chunk object whose chunk does not decode), `zarr/fill.rs` (the `_FillValue` attribute in
+//! xarray's spelling); the helpers that read and assemble the view stay here.
 
 mod cases;
+mod damaged;
+mod fill;
 mod floats;
 mod metadata;
 mod resize;

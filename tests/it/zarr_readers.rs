@@ -8,7 +8,8 @@
 //! on a local S3 server (moto), zarr-python and xarray region writes read back by
 //! python-blosc2 and bcolz, a read-only mount refusing them, and SIGKILL of the daemon during
 //! such writes leaving every chunk old or new. `zarr_readers/strict.rs`: the strict-JSON
-//! view (`-o zarr_strict_json`) with TensorStore and strict parsers. Without a Zarr venv the tests print SKIP (run
+//! view (`-o zarr_strict_json`) with TensorStore and strict parsers; `zarr_readers/fill.rs`: xarray
+//! on float arrays with a CF `_FillValue` attribute. Without a Zarr venv the tests print SKIP (run
 //! scripts/setup.sh), and fail under `B2FS_REQUIRE_PYTHON=1`.
 
 use std::io::{BufRead, BufReader};
@@ -19,6 +20,7 @@ use std::time::Instant;
 
 use serde_json::Value;
 
+mod fill;
 mod strict;
 
 use crate::support::crash::{Rng, kill_delay, kill_mount_after};

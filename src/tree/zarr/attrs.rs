@@ -25,6 +25,9 @@
 //!   infinities: `__attrs__` shows them as the tags `{"__float__": "nan"}` (`"inf"`,
 //!   `"-inf"`), python-blosc2 reads floats; the view writes them back bare, as zarr-python
 //!   does (`json.rs`).
+//! - **`_FillValue`** of a float or complex array is shown in xarray's spelling (`fill.rs`):
+//!   written back as shown it keeps the source's own value, and xarray's spelling of another
+//!   value is stored as the plain number it spells.
 //! - **Strict JSON** (`-o zarr_strict_json`): the view shows those floats as the strings
 //!   `"NaN"`, `"Infinity"`, `"-Infinity"`, so a string there may be a float of the source.
 //!   Wherever the new attributes hold what the view showed at the same place (the same
@@ -41,7 +44,8 @@
 use serde_json::{Map, Value};
 
 use super::super::{ROOT_INO, Tree, TreeError};
-use super::{DirKind, ZNode, write::zarr_json_refused};
+use super::geom::DataType;
+use super::{DirKind, ZNode, fill, write::zarr_json_refused};
 use crate::container::attrs::{FLOAT_TAG, NonFiniteFloat};
 
 /// How many bytes a new `zarr.json` may hold beyond twice the view's document (the new
@@ -163,6 +167,20 @@ impl Tree {
                 ));
             }
         };
+        // xarray's spelling of `_FillValue` (`fill.rs`) is stored as the plain value it
+        // spells; left as the view showed it, the source's own stays.
+        let attrs = match (&carrier, self.zarr_json_dtype(z), attrs) {
+            (Some(_), Some(dtype), Value::Object(m)) if m.contains_key(fill::FILL_VALUE) => {
+                let source = self.zarr_source_attrs(z)?;
+                let was = shown.get("attributes").unwrap_or(&empty);
+                let mapped = Value::Object(fill::written(m, was, &source, &dtype));
+                if same_json(&mapped, &source) {
+                    carrier = None;
+                }
+                mapped
+            }
+            (_, _, attrs) => attrs,
+        };
         // Under strict JSON a string may stand for a float of the source: what the writer
         // left as the view showed it keeps the source's value; when that is all of them
         // (a tag written for a float the view showed as a string), nothing changes.
@@ -197,6 +215,17 @@ impl Tree {
             ZNode::Json(n) => self.zarr_attrs(n),
             _ => self.zarr_attrs(ROOT_INO),
         }
+    }
+
+    /// The data type of the array whose `zarr.json` is `z`, if it is an array's.
+    fn zarr_json_dtype(&self, z: ZNode) -> Option<DataType> {
+        let ZNode::Json(n) = z else {
+            return None;
+        };
+        let Ok(DirKind::Array(array)) = self.zarr_dir_kind(n) else {
+            return None;
+        };
+        self.zarr_geom(array, None).ok().map(|g| g.dtype.clone())
     }
 
     /// The `__attrs__` file holding the attributes of Zarr node `z` (`RootJson` or `Json`),

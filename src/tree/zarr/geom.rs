@@ -410,6 +410,13 @@ impl Geom {
             .fold(1u64, |a, &d| a.saturating_mul(d))
     }
 
+    /// Bytes of decoded chunk `chunk` as the NPY view expects them (the padded chunk of a
+    /// grid, a linear chunk's share of the data): the length a chunk whose own header does
+    /// not read must have.
+    pub fn chunk_len(&self, chunk: u64) -> u64 {
+        self.layout.chunk_len(chunk)
+    }
+
     /// Bytes of decoded chunk `chunk` that hold data (a prefix object: the rest is zeros).
     pub fn valid(&self, chunk: u64) -> u64 {
         match (&self.layout, &self.source) {

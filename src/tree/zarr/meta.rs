@@ -22,7 +22,7 @@ pub fn array(g: &Geom, attrs: &Value, dimension_names: &[String]) -> Value {
         "chunk_key_encoding": {"name": "default", "configuration": {"separator": "/"}},
         "fill_value": g.dtype.fill,
         "codecs": [codec(g, bytes)],
-        "attributes": object(attrs),
+        "attributes": super::fill::shown(object(attrs), &g.dtype),
         "dimension_names": dimension_names,
     })
 }

@@ -21,6 +21,13 @@
 //! no log line at the refusal).
 //! Expired chains go at the next commit or reload of any array, so the memory they hold is
 //! the daemon's only that long. Removals of the sharded view's shards are never taken back.
+//!
+//! A chunk that does not decode (damaged) is removed all the same: the commit needs only its
+//! length (from its header or the source's index, else from the array's geometry), and
+//! zeroing a damaged chunk is what its user wants. Its content cannot be kept, and its stored
+//! bytes are not (a commit encodes decoded chunks, and they would bring back the damage, not
+//! the data): a take-back leaves it at the fill value and the log names it; the chain goes on,
+//! so the healthy chunks removed with it are put back.
 
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
@@ -49,8 +56,9 @@ struct Chain {
     after: Weak<Snapshot>,
     /// When the last removal was.
     at: Instant,
-    /// Each removed chunk with its decoded content before its last removal.
-    chunks: Vec<(usize, Bytes)>,
+    /// Each removed chunk with its decoded content before its last removal; `None` for a
+    /// chunk that did not decode then (damaged): its removal is not taken back.
+    chunks: Vec<(usize, Option<Bytes>)>,
     /// Whether chunks of this chain were dropped for the bounds.
     dropped: bool,
 }
@@ -74,7 +82,7 @@ impl Unlinked {
         self.chains
             .iter()
             .flat_map(|c| &c.chunks)
-            .map(|(_, d)| d.len())
+            .filter_map(|(_, d)| d.as_ref().map(|d| d.len()))
             .sum()
     }
 
@@ -111,7 +119,7 @@ impl Tree {
     /// Removes chunk object `ino`, chunk `id`: the chunk becomes zeros (the fill value),
     /// committed at once under the committer; a buffer of it (writes not committed) goes.
     /// Its stored content from before is kept for a refused resize to take back (see the
-    /// module doc).
+    /// module doc); a damaged chunk (it does not decode) is zeroed with nothing kept.
     ///
     /// # Errors
     /// [`TreeError::StaleBase`] (ESTALE) when another writer replaced the chunk and the mount
@@ -123,8 +131,12 @@ impl Tree {
         // taken back, and its length is all the commit needs.
         let sharded = self.zarr_sharded(id.array);
         let content = match sharded {
-            true => self.reader.chunk_nbytes(id).map(|n| (n, None)),
-            false => self.reader.chunk(id).map(|c| (c.len(), Some(c))),
+            true => self.reader.chunk_nbytes(id).map(|n| (n, Kept::Nothing)),
+            false => match self.reader.chunk(id) {
+                Ok(c) => Ok((c.len(), Kept::Content(c))),
+                Err(e) if damaged(&e) => self.damaged_len(id, e).map(|n| (n, Kept::Damaged)),
+                Err(e) => Err(e),
+            },
         };
         let (len, content) = match content {
             Ok(c) => c,
@@ -154,8 +166,11 @@ impl Tree {
         if let Some(raced) = self.edits.lock().chunk_mut(id) {
             raced.stale = true;
         }
-        let Some(content) = content.filter(|_| res.is_ok() && len <= MAX_UNDO_BYTES) else {
-            return res;
+        let content = match content {
+            _ if res.is_err() => return res,
+            Kept::Content(c) if c.len() <= MAX_UNDO_BYTES => Some(c),
+            Kept::Damaged => None,
+            Kept::Content(_) | Kept::Nothing => return res,
         };
         let mut chain = chain.unwrap_or_else(|| Chain {
             array: id.array,
@@ -215,11 +230,22 @@ impl Tree {
         };
         let still = chain.goes_on_from(&live.snapshot())
             && !self.edits.lock().chunk_ids().any(|c| c.array == array);
-        let back: Vec<(usize, Bytes)> = chain
+        let (back, damaged): (Vec<_>, Vec<_>) = chain
             .chunks
             .into_iter()
             .filter(|(i, _)| outside(*i))
+            .partition(|(_, d)| d.is_some());
+        let back: Vec<(usize, Bytes)> = back
+            .into_iter()
+            .filter_map(|(i, d)| Some((i, d?)))
             .collect();
+        if !damaged.is_empty() {
+            let which: Vec<usize> = damaged.iter().map(|(i, _)| *i).collect();
+            log::warn!(
+                "{path}: the chunks {which:?} removed before the refused resize did not decode \
+                 (damaged): they are not put back and hold the fill value"
+            );
+        }
         if back.is_empty() {
             return 0;
         }
@@ -265,6 +291,47 @@ impl Tree {
     }
 }
 
+/// What a removal keeps of the chunk it zeroes, for a take-back.
+enum Kept {
+    /// Its decoded content.
+    Content(Bytes),
+    /// Nothing: it did not decode. Its stored bytes are not kept either: a commit encodes
+    /// decoded chunks only, and putting back bytes no reader can decode would give the
+    /// source back its damage, not its data.
+    Damaged,
+    /// Nothing, and the chain ends (a shard's removal, which is never taken back).
+    Nothing,
+}
+
+/// Whether `e`, from decoding a chunk, says the chunk itself is damaged (its bytes do not
+/// decode or do not fit its file), rather than that the source could not be read or changed.
+fn damaged(e: &ContainerError) -> bool {
+    matches!(
+        e,
+        ContainerError::Chunk { index, .. } if *index != usize::MAX
+    ) || matches!(
+        e,
+        ContainerError::Malformed { .. } | ContainerError::ChunkWindow { .. }
+    )
+}
+
+impl Tree {
+    /// The decoded length of chunk `id`, which did not decode (`why`): from its header or
+    /// the source's index when they still read, else from the array's geometry (what the
+    /// view shows as its chunk object's size).
+    fn damaged_len(&self, id: ChunkId, why: ContainerError) -> Result<usize, ContainerError> {
+        match self.reader.chunk_nbytes(id) {
+            Ok(n) => return Ok(n),
+            Err(e @ ContainerError::Changed { .. }) => return Err(e),
+            Err(_) => {}
+        }
+        let geom = self.zarr_geom(id.array, None).ok();
+        geom.filter(|g| (id.index as u64) < g.nchunks())
+            .and_then(|g| usize::try_from(g.chunk_len(id.index as u64)).ok())
+            .ok_or(why)
+    }
+}
+
 /// Whether a refused `zarr.json` rename asked for another shape, and which.
 pub(super) fn wanted_shape(new: &serde_json::Value, shown: &serde_json::Value) -> Option<Vec<u64>> {
     let (Value::Object(new), Value::Object(shown)) = (new, shown) else {
@@ -283,7 +350,9 @@ mod tests {
             array: ArrayId(array),
             after: Weak::new(),
             at: Instant::now().checked_sub(ago).unwrap(),
-            chunks: (0..chunks).map(|i| (i, Arc::new(vec![0; bytes]))).collect(),
+            chunks: (0..chunks)
+                .map(|i| (i, Some(Arc::new(vec![0; bytes]))))
+                .collect(),
             dropped: false,
         }
     }
@@ -301,7 +370,7 @@ mod tests {
         assert!(!u.chains[1].dropped);
         u.chains[1]
             .chunks
-            .push((MAX_UNDO_CHUNKS, Arc::new(vec![0; MAX_UNDO_BYTES])));
+            .push((MAX_UNDO_CHUNKS, Some(Arc::new(vec![0; MAX_UNDO_BYTES]))));
         u.bound();
         assert_eq!(u.bytes(), MAX_UNDO_BYTES, "the newest chunk alone is kept");
         assert_eq!(u.chains[1].chunks.len(), 1);

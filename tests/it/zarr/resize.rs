@@ -2,6 +2,11 @@
 //! old one with another length of a 1-D array resizes the source in one commit, as
 //! zarr-python's `resize`/`append` and xarray's `append_dim` do; checked by python-blosc2 and
 //! bcolz reading the sources back.
+//!
+//! Split by concern: here the resizes that commit (1-D and N-dim b2nd, bcolz carrays, plain
+//! frames, store leaves) and a resize refused for a stale view; `resize/crash.rs` (a crash
+//! at every commit step of a resize); `resize/refused.rs` (the resizes refused, and the take-back
+//! of the chunk removals before a refused one).
 
 use b2fs::tree::Tree;
 use serde_json::{Value, json};
@@ -9,11 +14,13 @@ use serde_json::{Value, json};
 use super::metadata::{rename_json_over, temp_json_name};
 use super::{ino, json_at};
 use crate::support::no_prefetch as opts;
-use crate::support::steps::every_commit_step;
 use crate::support::{python, python_says, run_python};
 
+mod crash;
+mod refused;
+
 /// `doc` with shape `[len]`.
-fn with_len(doc: &Value, len: u64) -> Vec<u8> {
+pub(super) fn with_len(doc: &Value, len: u64) -> Vec<u8> {
     let mut d = doc.clone();
     d["shape"] = json!([len]);
     serde_json::to_vec(&d).unwrap()
@@ -21,7 +28,7 @@ fn with_len(doc: &Value, len: u64) -> Vec<u8> {
 
 /// python-blosc2's 1-D float64 `arange(1000)` at `path`, chunks of 256 (the last one padded),
 /// blocks of 64.
-fn arange_1000(py: &std::path::Path, path: &std::path::Path) {
+pub(super) fn arange_1000(py: &std::path::Path, path: &std::path::Path) {
     let make = "import sys, numpy as np, blosc2\n\
         blosc2.asarray(np.arange(1000, dtype=np.float64), chunks=(256,), blocks=(64,), \
         urlpath=sys.argv[1], mode='w')\n";
@@ -30,7 +37,7 @@ fn arange_1000(py: &std::path::Path, path: &std::path::Path) {
 
 /// Writes `values` (little-endian float64) at item `at` of Zarr array `dir` through its chunk
 /// objects (of `per_chunk` items), as a Zarr writer does after an append.
-fn write_items(t: &Tree, dir: &str, per_chunk: u64, at: u64, values: &[f64]) {
+pub(super) fn write_items(t: &Tree, dir: &str, per_chunk: u64, at: u64, values: &[f64]) {
     for (k, v) in values.iter().enumerate() {
         let i = at + k as u64;
         let obj = ino(t, &format!("{dir}/c/{}", i / per_chunk));
@@ -189,7 +196,7 @@ fn a_resize_refuses_a_shape_another_writer_changed_since_the_view_was_read() {
 
 /// bcolz writes a ctable at `path`: columns `a` (int64 0..30) and `b` (halves), chunks of 8
 /// rows.
-fn make_ctable(py: &std::path::Path, path: &std::path::Path) {
+pub(super) fn make_ctable(py: &std::path::Path, path: &std::path::Path) {
     let make = "import sys, numpy as np, bcolz\n\
         t = bcolz.ctable(columns=[np.arange(30, dtype=np.int64), np.arange(30) * 0.5], \
         names=['a', 'b'], chunklen=8, rootdir=sys.argv[1], mode='w'); t.flush()\n";
@@ -281,110 +288,6 @@ fn zarr_json_shape_changes_resize_bcolz_carrays_but_not_ctable_columns() {
     assert_eq!(err.errno(), libc::EPERM);
     assert!(files(&tsrc) == before, "the table changed");
     assert_eq!(json_at(&t, "zarr/b/zarr.json")["shape"], json!([30]));
-}
-
-/// A daemon that dies at any durable step of a resize through the view (a growth across
-/// chunks and within the last one, a shrink) leaves the b2nd old or new, as python-blosc2
-/// reads it: never another shape, never other values.
-#[test]
-fn a_crash_at_every_step_of_a_resize_leaves_the_old_or_the_new_array() {
-    let py = or_skip!(python(
-        "a_crash_at_every_step_of_a_resize_leaves_the_old_or_the_new_array"
-    ));
-    let dir = tempfile::tempdir().unwrap();
-    let pristine = dir.path().join("pristine.b2nd");
-    arange_1000(&py, &pristine);
-    let src = dir.path().join("s.b2nd");
-    let state = || -> (u64, bool) {
-        let out = python_says(
-            &py,
-            &[
-                "-c",
-                "import sys, numpy as np, blosc2; a = blosc2.open(sys.argv[1]); n = a.shape[0]; \
-                 v = a[...]; m = min(n, 1000); \
-                 print(n, bool((v[:m] == np.arange(m)).all() and (v[m:] == 0).all()))",
-                src.to_str().unwrap(),
-            ],
-        );
-        let (n, ok) = out.split_once(' ').unwrap();
-        (n.parse().unwrap(), ok == "True")
-    };
-    for new_len in [1300, 1010, 700] {
-        every_commit_step(&format!("a resize to {new_len}"), 1, |steps| {
-            std::fs::copy(&pristine, &src).unwrap();
-            let t = Tree::from_source(&src, opts(true)).unwrap();
-            let doc = json_at(&t, "zarr/s/zarr.json");
-            t.simulate_crash_after(steps);
-            let res = rename_json_over(&t, "zarr/s", &with_len(&doc, new_len));
-            drop(t);
-            let (n, values_ok) = state();
-            assert!(values_ok, "{new_len}, crash after {steps} steps: values");
-            match res {
-                Ok(()) => assert_eq!(n, new_len, "committed"),
-                Err(_) => assert!(
-                    n == 1000 || n == new_len,
-                    "{new_len}, crash after {steps} steps: shape {n}"
-                ),
-            }
-            res.is_ok()
-        });
-    }
-}
-
-/// A resize whose new `zarr.json` also changes the attributes (xarray appends with updated
-/// attributes) is one commit: a daemon that dies at any durable step leaves the old length
-/// with the old attributes or the new length with the new ones, as python-blosc2 reads them.
-#[test]
-fn a_crash_at_every_step_of_a_resize_with_new_attributes_leaves_both_old_or_both_new() {
-    let py = or_skip!(python(
-        "a_crash_at_every_step_of_a_resize_with_new_attributes_leaves_both_old_or_both_new"
-    ));
-    let dir = tempfile::tempdir().unwrap();
-    let pristine = dir.path().join("pristine.b2nd");
-    let make = "import sys, numpy as np, blosc2\n\
-        a = blosc2.asarray(np.arange(1000, dtype=np.float64), chunks=(256,), blocks=(64,), \
-        urlpath=sys.argv[1], mode='w')\n\
-        a.vlmeta['units'] = 'K'\n";
-    run_python(&py, &["-c", make, pristine.to_str().unwrap()]);
-    let src = dir.path().join("s.b2nd");
-    let state = || -> String {
-        python_says(
-            &py,
-            &[
-                "-c",
-                "import sys, blosc2; a = blosc2.open(sys.argv[1]); \
-                 print(a.shape[0], a.vlmeta.getall().get('units'))",
-                src.to_str().unwrap(),
-            ],
-        )
-    };
-    every_commit_step("a resize with new attributes", 1, |steps| {
-        std::fs::copy(&pristine, &src).unwrap();
-        let t = Tree::from_source(&src, opts(true)).unwrap();
-        let mut doc = json_at(&t, "zarr/s/zarr.json");
-        assert_eq!(doc["attributes"], json!({"units": "K"}));
-        doc["shape"] = json!([1300]);
-        doc["attributes"] = json!({"units": "degC"});
-        t.simulate_crash_after(steps);
-        let res = rename_json_over(&t, "zarr/s", &serde_json::to_vec(&doc).unwrap());
-        if res.is_ok() {
-            // What the mount shows after the commit: the new attributes, the new shape.
-            let shown = json_at(&t, "zarr/s/zarr.json");
-            assert_eq!(shown["attributes"], json!({"units": "degC"}));
-            assert_eq!(shown["shape"], json!([1300]));
-            assert_eq!(json_at(&t, "__attrs__"), json!({"units": "degC"}));
-        }
-        drop(t);
-        let now = state();
-        match res {
-            Ok(()) => assert_eq!(now, "1300 degC", "committed"),
-            Err(_) => assert!(
-                now == "1000 K" || now == "1300 degC",
-                "crash after {steps} steps: {now}"
-            ),
-        }
-        res.is_ok()
-    });
 }
 
 /// A 1-D leaf of a python-blosc2 `.b2z` TreeStore resizes through the view (the store
@@ -513,289 +416,4 @@ fn a_plain_frame_grows_past_a_partial_last_chunk() {
             assert_eq!(out, format!("{len} True"), "contiguous={contiguous}");
         }
     }
-}
-
-/// Hostile or oversized resizes are refused before anything is written (the source
-/// byte-identical): a first dimension past an int64, more new chunks than one resize adds
-/// (EFBIG); new attributes their commit would refuse (EINVAL); the column of a python-blosc2 CTable in a `.b2d` store (EPERM: its columns and
-/// row mask share one length).
-#[test]
-fn oversized_resizes_and_ctable_columns_are_refused() {
-    let py = or_skip!(python("oversized_resizes_and_ctable_columns_are_refused"));
-    let dir = tempfile::tempdir().unwrap();
-    let src = dir.path().join("h.b2nd");
-    let make = "import sys, numpy as np, blosc2\n\
-        blosc2.asarray(np.arange(1000, dtype=np.float64), chunks=(256,), urlpath=sys.argv[1], \
-        mode='w')\n";
-    run_python(&py, &["-c", make, src.to_str().unwrap()]);
-    let before = std::fs::read(&src).unwrap();
-    let t = Tree::from_source(&src, opts(true)).unwrap();
-    let doc = json_at(&t, "zarr/h/zarr.json");
-    let max_new = b2fs::tree::zarr::MAX_NEW_CHUNKS;
-    for len in [1u64 << 63, 1 << 40, 1000 + 256 * (max_new + 1)] {
-        let err = rename_json_over(&t, "zarr/h", &with_len(&doc, len)).unwrap_err();
-        assert_eq!(err.errno(), libc::EFBIG, "{len}");
-        assert!(
-            std::fs::read(&src).unwrap() == before,
-            "{len}: the source changed"
-        );
-    }
-    // A resize with attributes their commit would refuse (20 vlmetalayers, 16 at most):
-    // refused before the source is resized.
-    let mut many = doc.clone();
-    many["attributes"] = (0..20).map(|i| (format!("a{i}"), json!(i))).collect();
-    let err = rename_json_over(&t, "zarr/h", &with_len(&many, 1100)).unwrap_err();
-    assert_eq!(err.errno(), libc::EINVAL);
-    assert!(
-        std::fs::read(&src).unwrap() == before,
-        "attributes: the source changed"
-    );
-    drop(t);
-
-    let ct = dir.path().join("ct.b2d");
-    let make = "import sys, blosc2\n\
-        from dataclasses import dataclass\n\
-        @dataclass\n\
-        class Row:\n    a: int = blosc2.field(blosc2.int64())\n    b: float = blosc2.field(blosc2.float64())\n\
-        t = blosc2.CTable(Row, urlpath=sys.argv[1], mode='w')\n\
-        [t.append(Row(a=i, b=i * 0.5)) for i in range(30)]\n";
-    run_python(&py, &["-c", make, ct.to_str().unwrap()]);
-    let t = Tree::from_source(&ct, opts(true)).unwrap();
-    for arr in ["zarr/_cols/a", "zarr/_valid_rows"] {
-        let doc = json_at(&t, &format!("{arr}/zarr.json"));
-        let len = doc["shape"][0].as_u64().unwrap();
-        let err = rename_json_over(&t, arr, &with_len(&doc, len / 2)).unwrap_err();
-        assert_eq!(err.errno(), libc::EPERM, "{arr}");
-    }
-    drop(t);
-    let out = python_says(
-        &py,
-        &[
-            "-c",
-            "import sys, blosc2, numpy as np; t = blosc2.open(sys.argv[1]); \
-             print(len(t), np.asarray(t)['a'].tolist() == list(range(30)))",
-            ct.to_str().unwrap(),
-        ],
-    );
-    assert_eq!(out, "30 True");
-}
-
-/// Arrays with no chunk grid to resize along are refused (EPERM, the source as it was): an
-/// empty array python-blosc2 made without a chunk shape (`blosc2.zeros((0,))` picks chunks
-/// `(0,)`; python-blosc2's own `resize` refuses it), where the rename returned success and
-/// changed nothing, and a plain frame without a fixed chunk size, which the resize left with
-/// chunks the view no longer showed (both found by the `zarr_edit` fuzz target).
-#[test]
-fn arrays_without_a_chunk_grid_are_not_resized() {
-    let py = or_skip!(python("arrays_without_a_chunk_grid_are_not_resized"));
-    let dir = tempfile::tempdir().unwrap();
-    for (name, shape) in [("e1", "(0,)"), ("e2", "(0, 5)")] {
-        let src = dir.path().join(format!("{name}.b2nd"));
-        let make = format!(
-            "import sys, blosc2\n\
-             a = blosc2.zeros({shape}, dtype='f8', urlpath=sys.argv[1], mode='w')\n\
-             assert 0 in a.chunks, a.chunks\n\
-             try:\n    a.resize((10,) + a.shape[1:])\nexcept ValueError:\n    pass\n\
-             else:\n    raise SystemExit('python-blosc2 resized it')\n"
-        );
-        run_python(&py, &["-c", &make, src.to_str().unwrap()]);
-        let before = std::fs::read(&src).unwrap();
-        let t = Tree::from_source(&src, opts(true)).unwrap();
-        let arr = format!("zarr/{name}");
-        let mut doc = json_at(&t, &format!("{arr}/zarr.json"));
-        doc["shape"][0] = json!(10);
-        let err = rename_json_over(&t, &arr, &serde_json::to_vec(&doc).unwrap()).unwrap_err();
-        assert_eq!(err.errno(), libc::EPERM, "{name}: {err}");
-        assert_eq!(
-            json_at(&t, &format!("{arr}/zarr.json"))["shape"][0],
-            0,
-            "{name}"
-        );
-        drop(t);
-        assert!(
-            std::fs::read(&src).unwrap() == before,
-            "{name}: the source changed"
-        );
-    }
-    // A plain frame without a fixed chunk size (`SChunk(chunksize=0)`, one chunk of 40
-    // bytes): grown, it had three chunks, which the view cannot show (the array left it).
-    let src = dir.path().join("v.b2frame");
-    let make = "import sys, blosc2\n\
-        s = blosc2.SChunk(chunksize=0, urlpath=sys.argv[1], mode='w', cparams={'typesize': 1})\n\
-        s.append_data(bytes(range(40)))\n\
-        assert s.chunksize == 0\n";
-    run_python(&py, &["-c", make, src.to_str().unwrap()]);
-    let before = std::fs::read(&src).unwrap();
-    let t = Tree::from_source(&src, opts(true)).unwrap();
-    let doc = json_at(&t, "zarr/v/zarr.json");
-    let err = rename_json_over(&t, "zarr/v", &with_len(&doc, 83)).unwrap_err();
-    assert_eq!(err.errno(), libc::EPERM, "{err}");
-    drop(t);
-    assert!(
-        std::fs::read(&src).unwrap() == before,
-        "chunksize 0: the source changed"
-    );
-}
-
-/// A daemon that dies at any durable step of a resize of a 3-D b2nd along its first axis
-/// (within its last row of chunks, across rows, and back) leaves it old or new, as
-/// python-blosc2 reads it.
-#[test]
-fn a_crash_at_every_step_of_an_nd_resize_leaves_the_old_or_the_new_array() {
-    let py = or_skip!(python(
-        "a_crash_at_every_step_of_an_nd_resize_leaves_the_old_or_the_new_array"
-    ));
-    let dir = tempfile::tempdir().unwrap();
-    let pristine = dir.path().join("pristine.b2nd");
-    let make = "import sys, numpy as np, blosc2\n\
-        blosc2.asarray(np.arange(10 * 6 * 4, dtype=np.int32).reshape(10, 6, 4) + 1, \
-        chunks=(4, 3, 4), blocks=(2, 3, 2), urlpath=sys.argv[1], mode='w')\n";
-    run_python(&py, &["-c", make, pristine.to_str().unwrap()]);
-    let src = dir.path().join("c.b2nd");
-    let state = || -> (u64, bool) {
-        let out = python_says(
-            &py,
-            &[
-                "-c",
-                "import sys, numpy as np, blosc2; a = blosc2.open(sys.argv[1]); n = a.shape[0]; \
-                 v = a[...]; m = min(n, 10); \
-                 ref = np.arange(10 * 6 * 4, dtype=np.int32).reshape(10, 6, 4) + 1; \
-                 print(n, bool((v[:m] == ref[:m]).all() and (v[m:] == 0).all()))",
-                src.to_str().unwrap(),
-            ],
-        );
-        let (n, ok) = out.split_once(' ').unwrap();
-        (n.parse().unwrap(), ok == "True")
-    };
-    for new_len in [11u64, 17, 5] {
-        every_commit_step(&format!("an N-dim resize to {new_len}"), 1, |steps| {
-            std::fs::copy(&pristine, &src).unwrap();
-            let t = Tree::from_source(&src, opts(true)).unwrap();
-            let mut doc = json_at(&t, "zarr/c/zarr.json");
-            doc["shape"][0] = json!(new_len);
-            t.simulate_crash_after(steps);
-            let res = rename_json_over(&t, "zarr/c", &serde_json::to_vec(&doc).unwrap());
-            drop(t);
-            let (n, values_ok) = state();
-            assert!(values_ok, "{new_len}, crash after {steps} steps: values");
-            match res {
-                Ok(()) => assert_eq!(n, new_len, "committed"),
-                Err(_) => assert!(
-                    n == 10 || n == new_len,
-                    "{new_len}, crash after {steps} steps: shape {n}"
-                ),
-            }
-            res.is_ok()
-        });
-    }
-}
-
-/// Removes Zarr chunk object `key` of `dir` (`c/0/1`), as zarr-python does.
-fn unlink_chunk(t: &Tree, dir: &str, key: &str) {
-    let path = format!("{dir}/{key}");
-    let (parent, leaf) = path.rsplit_once('/').unwrap();
-    t.unlink(ino(t, parent), leaf).unwrap();
-}
-
-/// zarr-python's `resize` removes the chunk objects outside the new shape, then renames the
-/// new `zarr.json` over the old one; when that rename is refused (another axis of a 2-D b2nd,
-/// a bcolz ctable's column), the removals are taken back in one commit and the references
-/// read every old value. A write to the array between the removals and the rename ends
-/// that: the removed chunk keeps the fill value (and the log says so). A chunk removed twice
-/// comes back as it was before its last removal.
-#[test]
-fn a_refused_resize_takes_back_the_chunk_removals_before_it() {
-    let py = or_skip!(python(
-        "a_refused_resize_takes_back_the_chunk_removals_before_it"
-    ));
-    let dir = tempfile::tempdir().unwrap();
-    let src = dir.path().join("m.b2nd");
-    let make = "import sys, numpy as np, blosc2\n\
-        blosc2.asarray(np.arange(10000, dtype=np.float64).reshape(100, 100), chunks=(50, 50), \
-        blocks=(25, 25), urlpath=sys.argv[1], mode='w')\n";
-    run_python(&py, &["-c", make, src.to_str().unwrap()]);
-    let check = "import sys, numpy as np, blosc2; a = blosc2.open(sys.argv[1])[...]; \
-        w = np.arange(10000, dtype=np.float64).reshape(100, 100); \
-        print(a.shape, int((a != w).sum()), int((a[:, 50:] == 0).all()))";
-    let t = Tree::from_source(&src, opts(true)).unwrap();
-    let arr = "zarr/m";
-    let mut doc = json_at(&t, &format!("{arr}/zarr.json"));
-    for key in ["c/0/1", "c/1/1"] {
-        unlink_chunk(&t, arr, key);
-    }
-    assert_eq!(
-        python_says(&py, &["-c", check, src.to_str().unwrap()]),
-        "(100, 100) 5000 1",
-        "the removals commit at once"
-    );
-    doc["shape"] = json!([100, 50]);
-    let err = rename_json_over(&t, arr, &serde_json::to_vec(&doc).unwrap()).unwrap_err();
-    assert_eq!(err.errno(), libc::EPERM);
-    assert_eq!(
-        python_says(&py, &["-c", check, src.to_str().unwrap()]),
-        "(100, 100) 0 0",
-        "the removed chunks are back"
-    );
-    assert_eq!(
-        json_at(&t, &format!("{arr}/zarr.json"))["shape"],
-        json!([100, 100])
-    );
-
-    // A write in between: the removal stays.
-    unlink_chunk(&t, arr, "c/1/1");
-    let c00 = ino(&t, &format!("{arr}/c/0/0"));
-    let fh = t.open(c00, libc::O_WRONLY).unwrap();
-    t.write(c00, fh, 8, &7.0f64.to_le_bytes()).unwrap();
-    t.release(fh).unwrap();
-    doc["attributes"] = json!({"try": 2}); // another temp file: the first stays after a refusal
-    let err = rename_json_over(&t, arr, &serde_json::to_vec(&doc).unwrap()).unwrap_err();
-    assert_eq!(err.errno(), libc::EPERM);
-    assert_eq!(
-        python_says(&py, &["-c", check, src.to_str().unwrap()]),
-        "(100, 100) 2501 0",
-        "chunk (1, 1) stays zeros, item (0, 1) is 7 as written"
-    );
-    // A chunk removed twice (zeroed on purpose, then removed again by the resize) is put
-    // back as it was before the last removal: zeros.
-    for key in ["c/0/1", "c/0/1", "c/1/1"] {
-        unlink_chunk(&t, arr, key);
-    }
-    doc["attributes"] = json!({"try": 3});
-    let err = rename_json_over(&t, arr, &serde_json::to_vec(&doc).unwrap()).unwrap_err();
-    assert_eq!(err.errno(), libc::EPERM);
-    assert_eq!(
-        python_says(&py, &["-c", check, src.to_str().unwrap()]),
-        "(100, 100) 5001 1",
-        "chunk (0, 1) keeps the zeros its first removal committed"
-    );
-    drop(t);
-
-    // A bcolz ctable's column (its length is the table's): `resize(10)` of column `a`.
-    let tsrc = dir.path().join("t.bcolz");
-    make_ctable(&py, &tsrc);
-    let t = Tree::from_source(&tsrc, opts(true)).unwrap();
-    let a = json_at(&t, "zarr/a/zarr.json");
-    let per = a["chunk_grid"]["configuration"]["chunk_shape"][0]
-        .as_u64()
-        .unwrap();
-    // Chunks wholly past row 10.
-    let first_out = 10u64.div_ceil(per);
-    let n = 30u64.div_ceil(per);
-    assert!(first_out < n, "chunks of {per} rows");
-    for k in first_out..n {
-        unlink_chunk(&t, "zarr/a", &format!("c/{k}"));
-    }
-    let err = rename_json_over(&t, "zarr/a", &with_len(&a, 10)).unwrap_err();
-    assert_eq!(err.errno(), libc::EPERM);
-    drop(t);
-    let out = python_says(
-        &py,
-        &[
-            "-c",
-            "import sys, bcolz; t = bcolz.open(sys.argv[1]); \
-             print(len(t), list(t['a'][:]) == list(range(30)))",
-            tsrc.to_str().unwrap(),
-        ],
-    );
-    assert_eq!(out, "30 True");
 }

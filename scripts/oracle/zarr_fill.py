@@ -1,0 +1,140 @@
+"""`_FillValue` attributes through the Zarr view, against xarray on a plain Zarr store
+(tests/it/zarr_readers/fill.rs; docs/ZARR.md, "Attributes").
+
+    zarr_fill.py gen OUT          (python-blosc2's venv) a `.b2z` whose arrays hold the CF
+                                  `_FillValue` attribute in their vlmeta, as plain numbers
+    zarr_fill.py read MNT SRC     (a Zarr venv with xarray and python-blosc2) xarray opens the
+                                  view of the mount MNT of SRC, and a plain Zarr store written
+                                  by xarray with the same data and attributes; prints one line
+                                  per array: name, whether both mask the same items to NaN and
+                                  agree with python-blosc2's values elsewhere, how many masked
+    zarr_fill.py edit MNT         (a Zarr venv) rewrites `t`'s zarr.json unchanged (temp file +
+                                  rename), then zarr-python sets a new `_FillValue` on `d` in
+                                  xarray's spelling and a new "units" on `t`; prints what a
+                                  fresh xarray reader sees
+    zarr_fill.py check SRC        (python-blosc2's venv) prints the vlmeta as python-blosc2
+                                  reads it, as JSON
+"""
+
+import json
+import os
+import sys
+import tempfile
+
+import numpy as np
+
+NAMES = ("t", "d", "n")
+
+
+def data():
+    """The arrays (6, 10): float32 with -9999 at every 7th item, float64 with -9999 at every
+    5th, int16 with -1 at every 4th; and the `_FillValue` each holds."""
+    base = np.arange(60).reshape(6, 10)
+    t = base.astype("f4") + 0.5
+    t.flat[::7] = -9999.0
+    d = base.astype("f8") * 2
+    d.flat[::5] = -9999.0
+    n = base.astype("i2")
+    n.flat[::4] = -1
+    # `d`'s is an integer: python-blosc2 users store them so too.
+    return {"t": (t, -9999.0), "d": (d, -9999), "n": (n, -1)}
+
+
+def gen(out):
+    import blosc2
+
+    with blosc2.TreeStore(out, mode="w") as ts:
+        for name, (values, fill) in data().items():
+            a = blosc2.asarray(values, chunks=(3, 10))
+            a.vlmeta["_FillValue"] = fill
+            a.vlmeta["_ARRAY_DIMENSIONS"] = ["y", "x"]
+            a.vlmeta["units"] = "K"
+            ts[f"/{name}"] = a
+
+
+def check(src):
+    import blosc2
+
+    with blosc2.TreeStore(src, mode="r") as ts:
+        arrays = {name: ts[f"/{name}"] for name in NAMES}
+        print(json.dumps({name: dict(a.vlmeta) for name, a in arrays.items()}, sort_keys=True))
+
+
+def read(mnt, src):
+    import blosc2
+    import xarray as xr
+
+    view = xr.open_zarr(f"{mnt}/zarr")
+    with blosc2.TreeStore(src, mode="r") as ts:
+        # Each array held while its vlmeta is read (a temporary's vlmeta outlives it).
+        arrays = {name: ts[f"/{name}"] for name in NAMES}
+        raw = {name: a[...] for name, a in arrays.items()}
+        fills = {name: a.vlmeta["_FillValue"] for name, a in arrays.items()}
+    with tempfile.TemporaryDirectory() as tmp:
+        ref_path = os.path.join(tmp, "ref.zarr")
+        ref = xr.Dataset(
+            {
+                name: xr.Variable(("y", "x"), raw[name],
+                                  attrs={"_FillValue": fills[name], "units": "K"})
+                for name in NAMES
+            }
+        )
+        ref.to_zarr(ref_path, zarr_format=3, mode="w")
+        plain = xr.open_zarr(ref_path).load()
+        for name in NAMES:
+            got = view[name].values
+            want = plain[name].values
+            mask = raw[name] == fills[name]
+            same = (got.dtype == want.dtype and got.shape == want.shape
+                    and bool(np.array_equal(np.isnan(got), np.isnan(want)))
+                    and bool(np.array_equal(got[~mask], want[~mask]))
+                    and bool(np.array_equal(got[~mask], raw[name][~mask]))
+                    and bool(np.isnan(got[mask]).all()))
+            enc = view[name].encoding.get("_FillValue", plain[name].encoding.get("_FillValue"))
+            print(name, same, int(mask.sum()), enc == plain[name].encoding.get("_FillValue"))
+
+
+def rewrite_unchanged(path):
+    """A zarr.json read and written back as it is, the way Zarr writers replace it."""
+    with open(path, "rb") as f:
+        doc = f.read()
+    tmp = path + ".tmp"
+    with open(tmp, "wb") as f:
+        f.write(doc)
+    os.replace(tmp, path)
+
+
+def edit(mnt):
+    import xarray as xr
+    import zarr
+    from xarray.backends.zarr import FillValueCoder
+
+    root = f"{mnt}/zarr"
+    rewrite_unchanged(f"{root}/t/zarr.json")
+    # A new `_FillValue` in xarray's own spelling (its encoder), and a new "units" (the
+    # document written back holds `_FillValue` as the view showed it).
+    d = zarr.open_array(f"{root}/d", mode="r+")
+    d.attrs["_FillValue"] = FillValueCoder.encode(-1.5, d.dtype)
+    zarr.open_array(f"{root}/t", mode="r+").attrs["units"] = "degC"
+    again = xr.open_zarr(root)
+    print(json.dumps({name: [again[name].encoding.get("_FillValue"), again[name].attrs["units"],
+                             int(np.isnan(again[name].values).sum())]
+                      for name in ("d", "t")}, sort_keys=True))
+
+
+def main():
+    cmd = sys.argv[1]
+    if cmd == "gen":
+        gen(sys.argv[2])
+    elif cmd == "check":
+        check(sys.argv[2])
+    elif cmd == "read":
+        read(sys.argv[2], sys.argv[3])
+    elif cmd == "edit":
+        edit(sys.argv[2])
+    else:
+        sys.exit(f"unknown command {cmd}")
+
+
+if __name__ == "__main__":
+    main()

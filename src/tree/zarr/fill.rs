@@ -1,0 +1,238 @@
+//! xarray's spelling of the `_FillValue` attribute (the CF convention's "this value means
+//! missing") in the view's array documents, and its mapping back on an attribute edit.
+//!
+//! xarray (2026.9, `backends/zarr.py`, `FillValueCoder`) reads a Zarr v3 array's `_FillValue`
+//! attribute by its data type: a float type's must be the base64 of the value as a
+//! little-endian float64 (`struct.pack("<d", v)`, whatever the array's float width; NaN as
+//! `AAAAAAAA+H8=`), a complex type's a list of two such strings (real, imaginary); anything
+//! else fails to open the dataset. Integers and bools are read as plain numbers, so they are
+//! shown as stored. Datetimes, timedeltas and strings have no spelling xarray reads at all
+//! (it raises on any `_FillValue` there): left as stored.
+//!
+//! - **Shown** ([`shown`]): an array's `_FillValue` that is a number, a `__float__` or
+//!   `__float32__` tag (a float of any kind), or for a complex type a `__complex__` tag, is
+//!   shown in xarray's spelling (a real number of a complex array as `[re, 0]`). Anything
+//!   else (a string, a list) is shown as stored. `__attrs__` always shows the stored value.
+//! - **Written back** ([`written`]): in a new `zarr.json` renamed over the view's, a
+//!   `_FillValue` equal to the one the view showed keeps the source's own value (its type too:
+//!   an integer `-9999` stays one, so an unchanged document changes nothing); otherwise
+//!   xarray's spelling (a string that is base64 of 8 bytes, or a pair of them for a complex
+//!   type) is stored as the plain number it spells (a float, NaN and infinities as their
+//!   `__float__` tags, a complex as its `__complex__` tag), so python-blosc2 reads a float.
+//!   Any other value is stored as written.
+
+use serde_json::{Map, Value, json};
+
+use super::geom::DataType;
+use crate::container::attrs::{NonFiniteFloat, base64_decode, base64_encode};
+
+/// The attribute xarray spells its own way.
+pub const FILL_VALUE: &str = "_FillValue";
+
+/// The kinds of data type whose `_FillValue` xarray reads in its own spelling.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Float,
+    Complex,
+}
+
+fn kind(dtype: &DataType) -> Option<Kind> {
+    match dtype.json.as_str()? {
+        "float16" | "float32" | "float64" => Some(Kind::Float),
+        "complex64" | "complex128" => Some(Kind::Complex),
+        _ => None,
+    }
+}
+
+/// The float `v` holds as `__attrs__` shows it: a number, a `__float__` tag, or a
+/// `__float32__` tag (a number or `nan`/`inf`/`-inf`).
+fn float_of(v: &Value) -> Option<f64> {
+    if let Some(f) = NonFiniteFloat::of_tag(v) {
+        return Some(f.value());
+    }
+    match v {
+        Value::Number(n) => n.as_f64(),
+        Value::Object(m) if m.len() == 1 => match m.get("__float32__")? {
+            Value::Number(n) => n.as_f64(),
+            Value::String(s) => NonFiniteFloat::parse(s).map(NonFiniteFloat::value),
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
+/// xarray's spelling of float `f`: base64 of its little-endian float64 bytes.
+fn spell(f: f64) -> Value {
+    Value::String(base64_encode(&f.to_le_bytes()))
+}
+
+/// The float xarray's spelling `v` stands for, as `__attrs__` holds it (a number, or a
+/// `__float__` tag).
+fn unspell(v: &Value) -> Option<Value> {
+    let bytes: [u8; 8] = base64_decode(v.as_str()?)?.try_into().ok()?;
+    let f = f64::from_le_bytes(bytes);
+    Some(match NonFiniteFloat::of(f) {
+        Some(n) => n.tag(),
+        None => json!(f),
+    })
+}
+
+/// How the view shows `_FillValue` value `v` of an array of `dtype` (`None`: as stored).
+fn shown_value(v: &Value, dtype: &DataType) -> Option<Value> {
+    match kind(dtype)? {
+        Kind::Float => float_of(v).map(spell),
+        Kind::Complex => {
+            let (re, im) = match v.as_object().and_then(|m| m.get("__complex__")) {
+                Some(Value::Array(p)) if v.as_object()?.len() == 1 && p.len() == 2 => {
+                    (float_of(&p[0])?, float_of(&p[1])?)
+                }
+                Some(_) => return None,
+                None => (float_of(v)?, 0.0),
+            };
+            Some(json!([spell(re), spell(im)]))
+        }
+    }
+}
+
+/// `attrs` (an array's, as `__attrs__` shows them) as the view's `zarr.json` shows them for
+/// an array of `dtype`: `_FillValue` in xarray's spelling where it reads one.
+pub fn shown(mut attrs: Value, dtype: &DataType) -> Value {
+    if let Some(v) = attrs.get_mut(FILL_VALUE) {
+        if let Some(s) = shown_value(v, dtype) {
+            *v = s;
+        }
+    }
+    attrs
+}
+
+/// The new attributes `new` of an array of `dtype`, written over the view's `shown` ones
+/// (the source's are `source`), as the source is to store them: `_FillValue` as the module
+/// doc says.
+pub fn written(
+    mut new: Map<String, Value>,
+    shown: &Value,
+    source: &Value,
+    dtype: &DataType,
+) -> Map<String, Value> {
+    let Some(kind) = kind(dtype) else {
+        return new;
+    };
+    let Some(v) = new.get_mut(FILL_VALUE) else {
+        return new;
+    };
+    if let (Some(was), Some(own)) = (shown.get(FILL_VALUE), source.get(FILL_VALUE)) {
+        if super::attrs::same_json(v, was) {
+            *v = own.clone();
+            return new;
+        }
+    }
+    let plain = match (kind, &*v) {
+        (Kind::Float, _) => unspell(v),
+        (Kind::Complex, Value::Array(p)) if p.len() == 2 => unspell(&p[0])
+            .zip(unspell(&p[1]))
+            .map(|(re, im)| json!({"__complex__": [re, im]})),
+        _ => None,
+    };
+    if let Some(plain) = plain {
+        *v = plain;
+    }
+    new
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::geom::data_type;
+    use super::*;
+
+    fn dt(typestr: &str) -> DataType {
+        data_type(typestr).unwrap().0
+    }
+
+    /// The spellings are the ones Python's `base64.standard_b64encode(struct.pack("<d", v))`
+    /// gives (computed with CPython 3).
+    #[test]
+    fn floats_are_spelled_as_xarray_reads_them_and_read_back() {
+        let f8 = dt("<f8");
+        let attrs = json!({"_FillValue": -9999.0, "units": "K"});
+        let s = shown(attrs.clone(), &f8);
+        assert_eq!(s, json!({"_FillValue": "AAAAAICHw8A=", "units": "K"}));
+        // float32 arrays too (xarray packs a float64 whatever the width), integers stored on
+        // float arrays, and NaN.
+        assert_eq!(
+            shown(json!({"_FillValue": 1}), &dt("<f4"))["_FillValue"],
+            "AAAAAAAA8D8="
+        );
+        let nan = json!({"_FillValue": {"__float__": "nan"}});
+        assert_eq!(shown(nan.clone(), &dt("<f2"))["_FillValue"], "AAAAAAAA+H8=");
+        let f32 = json!({"_FillValue": {"__float32__": "-inf"}});
+        assert_eq!(shown(f32.clone(), &f8)["_FillValue"], "AAAAAAAA8P8=");
+        // As stored: integers and bools (xarray reads them plain), strings, lists, datetimes.
+        for (a, t) in [
+            (json!({"_FillValue": -9999}), "<i2"),
+            (json!({"_FillValue": true}), "|b1"),
+            (json!({"_FillValue": "x"}), "<f8"),
+            (json!({"_FillValue": [1.0]}), "<f8"),
+            (json!({"_FillValue": 0}), "<M8[s]"),
+            (json!({"fill": 1.0}), "<f8"),
+        ] {
+            assert_eq!(shown(a.clone(), &dt(t)), a, "{t}");
+        }
+        // Complex: a pair; a real number is the real part.
+        let c = json!({"_FillValue": {"__complex__": [1.0, {"__float__": "nan"}]}});
+        assert_eq!(
+            shown(c.clone(), &dt("<c16"))["_FillValue"],
+            json!(["AAAAAAAA8D8=", "AAAAAAAA+H8="])
+        );
+        assert_eq!(
+            shown(json!({"_FillValue": 1.0}), &dt("<c8"))["_FillValue"],
+            json!(["AAAAAAAA8D8=", "AAAAAAAAAAA="])
+        );
+
+        // Back: unchanged keeps the source's own (an integer stays one); a new spelling is
+        // the plain float; anything else as written.
+        let source = json!({"_FillValue": -9999});
+        let showed = shown(source.clone(), &f8);
+        let obj = |v: Value| v.as_object().unwrap().clone();
+        let back = written(obj(showed.clone()), &showed, &source, &f8);
+        assert!(back["_FillValue"].is_i64());
+        let back = written(
+            obj(json!({"_FillValue": "AAAAAAAA+H8="})),
+            &showed,
+            &source,
+            &f8,
+        );
+        assert_eq!(back["_FillValue"], json!({"__float__": "nan"}));
+        let back = written(
+            obj(json!({"_FillValue": "AAAAAICHw8A="})),
+            &json!({}),
+            &json!({}),
+            &f8,
+        );
+        assert_eq!(back["_FillValue"], json!(-9999.0));
+        assert!(back["_FillValue"].is_f64());
+        for kept in [json!(2.5), json!("not base64"), json!("AAAA")] {
+            let back = written(
+                obj(json!({"_FillValue": kept.clone()})),
+                &showed,
+                &source,
+                &f8,
+            );
+            assert_eq!(back["_FillValue"], kept);
+        }
+        let back = written(
+            obj(json!({"_FillValue": ["AAAAAAAA8D8=", "AAAAAAAA+H8="]})),
+            &json!({}),
+            &json!({}),
+            &dt("<c16"),
+        );
+        assert_eq!(back["_FillValue"], c["_FillValue"]);
+        // An integer array's is never touched.
+        let back = written(
+            obj(json!({"_FillValue": "AAAAAICHw8A="})),
+            &json!({}),
+            &json!({}),
+            &dt("<i4"),
+        );
+        assert_eq!(back["_FillValue"], "AAAAAICHw8A=");
+    }
+}

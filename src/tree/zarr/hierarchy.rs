@@ -1,0 +1,263 @@
+//! Which native directories the Zarr view shows, and as what: a group or an array
+//! ([`DirKind`]), under which name and Zarr path, with which members (a name Zarr refuses and
+//! an array without a Zarr type are left out, and recorded with the reason).
+
+use serde_json::{Map, Value};
+
+use super::super::layout::{Node, NodeKind};
+use super::super::{ROOT_INO, Tree, TreeError};
+use super::{DirKind, ZNode, names};
+use crate::reader::ArrayId;
+
+impl Tree {
+    /// The children of native directory `n` (`node`); a collection leaf is laid out without
+    /// following other writers first (lookups follow at most every 50 ms, the root
+    /// `zarr.json` once before it opens every leaf).
+    pub(super) fn zarr_native(&self, n: u64, node: &'_ Node) -> Result<Vec<u64>, TreeError> {
+        match &node.kind {
+            NodeKind::Leaf(_) if self.member_gone(n) => Err(TreeError::NotFound),
+            NodeKind::Leaf(lazy) => self.leaf_children_as_is(n, lazy).map(<[u64]>::to_vec),
+            _ => self.children(n, node).map(std::borrow::Cow::into_owned),
+        }
+    }
+
+    /// Whether native directory `n` (already laid out) holds an array (its `data/`).
+    pub(super) fn native_array(&self, children: &[u64]) -> Option<ArrayId> {
+        children
+            .iter()
+            .find_map(|&c| match self.node(c).map(|n| &n.kind) {
+                Some(NodeKind::Dir { data: Some(a), .. }) => Some(*a),
+                _ => None,
+            })
+    }
+
+    /// What the Zarr directory mirroring native directory `n` is (a collection leaf is laid
+    /// out now).
+    ///
+    /// # Errors
+    /// As the native directory's listing (EIO for a leaf that cannot be opened).
+    pub(crate) fn zarr_dir_kind(&self, n: u64) -> Result<DirKind, TreeError> {
+        let node = self.node(n).ok_or(TreeError::NotFound)?;
+        let children = self.zarr_native(n, node)?;
+        Ok(match self.native_array(&children) {
+            Some(a) => DirKind::Array(a),
+            None => DirKind::Group,
+        })
+    }
+
+    /// Whether the mount's root is one array (the view's root group then holds just it).
+    pub(super) fn root_is_array(&self) -> bool {
+        matches!(self.zarr_dir_kind(ROOT_INO), Ok(DirKind::Array(_)))
+    }
+
+    /// The native name of directory `n` in the view (the root's: the source's stem).
+    pub(crate) fn zarr_node_name(&self, n: u64) -> String {
+        if n == ROOT_INO {
+            return self
+                .zarr
+                .stem
+                .get_or_init(|| {
+                    let path = (self.reader.arrays() > 0)
+                        .then(|| self.reader.store(ArrayId(0)).path().to_path_buf());
+                    // Sparse frames and bcolz roots are directories, local or under a remote
+                    // prefix (whose URL is no local directory).
+                    let dir_kind = self.live(ArrayId(0)).is_some_and(|l| {
+                        !matches!(l.get().kind(), crate::container::SourceKind::Cframe)
+                    });
+                    let is_dir = dir_kind || path.as_deref().is_some_and(std::path::Path::is_dir);
+                    path.map_or_else(|| "array".into(), |p| names::stem(&p, is_dir))
+                })
+                .clone();
+        }
+        self.node(n).map(|n| n.name.clone()).unwrap_or_default()
+    }
+
+    /// The Zarr path of native directory `n` (for messages and the consolidated keys).
+    pub(super) fn zarr_path(&self, n: u64) -> String {
+        let mut parts = Vec::new();
+        let mut at = n;
+        let root_array = self.root_is_array();
+        while at != ROOT_INO {
+            let Some(node) = self.node(at) else { break };
+            parts.push(node.name.clone());
+            at = node.parent;
+        }
+        if root_array && n == ROOT_INO {
+            parts.push(self.zarr_node_name(ROOT_INO));
+        }
+        parts.reverse();
+        parts.join("/")
+    }
+
+    /// Records that the array at Zarr path `path` is left out of the view, for `why`.
+    pub(super) fn zarr_omit(&self, path: String, why: &str) {
+        let mut o = self.zarr.omitted.lock();
+        if let std::collections::btree_map::Entry::Vacant(e) = o.entry(path) {
+            log::warn!("zarr/{}: not in the Zarr view: {why}", e.key());
+            e.insert(why.to_owned());
+        }
+    }
+
+    /// The arrays left out of the view so far, as a JSON object `{path: why}`.
+    pub(crate) fn zarr_omitted(&self) -> Vec<u8> {
+        let o = self.zarr.omitted.lock();
+        let m: Map<String, Value> = o
+            .iter()
+            .map(|(k, v)| (k.clone(), Value::from(v.clone())))
+            .collect();
+        super::super::view::json_file(&Value::Object(m))
+    }
+
+    /// The Zarr children of group directory `n` (the root's when `n` is [`ROOT_INO`]): its
+    /// native subdirectories whose names Zarr accepts, without the arrays known to have no
+    /// Zarr type; collection leaves not opened yet are listed unopened.
+    pub(super) fn zarr_group_children(&self, n: u64) -> Result<Vec<(String, ZNode)>, TreeError> {
+        let node = self.node(n).ok_or(TreeError::NotFound)?;
+        let children = self.zarr_native(n, node)?;
+        Ok(children
+            .iter()
+            .filter_map(|&c| self.zarr_member(c, None))
+            .collect())
+    }
+
+    /// Native child `c` of a group as a member of the Zarr group (named `name`, when given),
+    /// or `None` when it is not one: not a directory, a name Zarr refuses, an array (already
+    /// opened) with no Zarr type.
+    pub(super) fn zarr_member(&self, c: u64, name: Option<&str>) -> Option<(String, ZNode)> {
+        let child = self.node(c)?;
+        if name.is_some_and(|n| n != child.name) {
+            return None;
+        }
+        let built = match &child.kind {
+            NodeKind::Dir { data: None, .. } => true,
+            // A leaf that failed to open is listed (its directory gives EIO), not tried
+            // again by a listing (nor by a consolidation that lists: `consolidated.rs`).
+            NodeKind::Leaf(lazy) => lazy.built.is_laid_out(),
+            _ => return None,
+        };
+        if let Some(why) = names::refused(&child.name) {
+            self.zarr_omit(self.zarr_path(c), why);
+            return None;
+        }
+        if built {
+            if let Ok(DirKind::Array(a)) = self.zarr_dir_kind(c) {
+                if let Err(why) = self.zarr_geom(a, None) {
+                    self.zarr_omit(self.zarr_path(c), &why);
+                    return None;
+                }
+            }
+        }
+        Some((child.name.clone(), ZNode::Dir(c)))
+    }
+
+    /// The child `name` of Zarr group or array directory `z` (not of chunk-tree
+    /// directories), found without listing the others.
+    pub(super) fn zarr_child(&self, z: ZNode, name: &str) -> Result<Option<ZNode>, TreeError> {
+        let group = match z {
+            ZNode::Root if name == "zarr.json" => return Ok(Some(ZNode::RootJson)),
+            ZNode::Dir(n) if name == "zarr.json" => return Ok(Some(ZNode::Json(n))),
+            ZNode::Root if self.root_is_array() => {
+                let found = self.zarr_children(z)?.into_iter().find(|(n, _)| n == name);
+                return Ok(found.map(|(_, c)| c));
+            }
+            ZNode::Root => ROOT_INO,
+            ZNode::Dir(n) => match self.zarr_dir_kind(n)? {
+                DirKind::Group => n,
+                DirKind::Array(_) => {
+                    let found = self.zarr_children(z)?.into_iter().find(|(n, _)| n == name);
+                    return Ok(found.map(|(_, c)| c));
+                }
+            },
+            _ => return Err(TreeError::NotADirectory(z.ino().unwrap_or(0))),
+        };
+        let node = self.node(group).ok_or(TreeError::NotFound)?;
+        let children = self.zarr_native(group, node)?;
+        Ok(children
+            .iter()
+            .find_map(|&c| self.zarr_member(c, Some(name)))
+            .map(|(_, c)| c))
+    }
+
+    /// The named children of Zarr directory `z` (not of chunk-tree directories, which are
+    /// listed by `Listing::Chunks`).
+    pub(crate) fn zarr_children(&self, z: ZNode) -> Result<Vec<(String, ZNode)>, TreeError> {
+        let json = "zarr.json".to_owned();
+        match z {
+            ZNode::Root => {
+                let mut v = vec![(json, ZNode::RootJson)];
+                if self.root_is_array() {
+                    let a = ArrayId(0);
+                    match self.zarr_geom(a, None) {
+                        Ok(_) => v.push((self.zarr_node_name(ROOT_INO), ZNode::Dir(ROOT_INO))),
+                        Err(why) => self.zarr_omit(self.zarr_node_name(ROOT_INO), &why),
+                    }
+                } else {
+                    v.extend(self.zarr_group_children(ROOT_INO)?);
+                }
+                Ok(v)
+            }
+            ZNode::Dir(n) => match self.zarr_dir_kind(n)? {
+                DirKind::Array(a) => {
+                    self.zarr_geom(a, None).map_err(|_| TreeError::NotFound)?;
+                    let c = ZNode::Chunks {
+                        array: a,
+                        level: 0,
+                        index: 0,
+                    };
+                    Ok(vec![(json, ZNode::Json(n)), ("c".into(), c)])
+                }
+                DirKind::Group => {
+                    let mut v = vec![(json, ZNode::Json(n))];
+                    v.extend(self.zarr_group_children(n)?);
+                    Ok(v)
+                }
+            },
+            _ => Err(TreeError::NotADirectory(z.ino().unwrap_or(0))),
+        }
+    }
+
+    /// Whether native directory `n` is a ctable (its arrays share their first dimension).
+    pub(super) fn zarr_is_table(&self, n: u64) -> bool {
+        if n == ROOT_INO {
+            return self.mounted.table().is_some();
+        }
+        matches!(self.node(n).map(|n| &n.kind), Some(NodeKind::Leaf(_)))
+            && matches!(self.zarr_dir_kind(n), Ok(DirKind::Group))
+    }
+
+    /// The path of Zarr inode `ino` from the mount root, for messages.
+    pub(crate) fn zarr_path_of(&self, ino: u64) -> String {
+        let view = format!("/{}", self.zarr_name());
+        let join = |n: u64, rest: &str| {
+            let p = self.zarr_path(n);
+            let p = if p.is_empty() { p } else { format!("/{p}") };
+            format!("{view}{p}{rest}")
+        };
+        match ZNode::of(ino) {
+            Some(ZNode::Root) | None => view,
+            Some(ZNode::RootJson) => format!("{view}/zarr.json"),
+            Some(ZNode::Dir(n)) => join(n, ""),
+            Some(ZNode::Json(n)) => join(n, "/zarr.json"),
+            Some(ZNode::Chunks {
+                array,
+                level,
+                index,
+            }) => {
+                let data = super::super::events::data_dir_of(&self.nodes, array);
+                let n = self.node(data).map_or(ROOT_INO, |x| x.parent);
+                let mut key = Vec::new();
+                if let Ok(g) = self.zarr_geom(array, None) {
+                    let mut rest = index;
+                    for d in (0..usize::from(level).min(g.ndim())).rev() {
+                        let across = g.grid[d].max(1);
+                        key.push((rest % across).to_string());
+                        rest /= across;
+                    }
+                }
+                key.push("c".into());
+                key.reverse();
+                join(n, &format!("/{}", key.join("/")))
+            }
+        }
+    }
+}
