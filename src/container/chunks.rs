@@ -146,7 +146,7 @@ impl Array {
     /// chunk whose own header or extent is damaged, or whose file is missing (a sparse
     /// frame's, a bcolz carray's), is passed over (reading it gives its own error), so that
     /// one damaged chunk never makes the whole array unreadable; `None` when no regular chunk
-    /// has a readable header among the first [`MAX_DAMAGED_HEADERS`] damaged ones (each is a
+    /// has a readable header among the first `MAX_DAMAGED_HEADERS` (16) damaged ones (each is a
     /// read, over the network for a remote source).
     ///
     /// # Errors

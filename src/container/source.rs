@@ -23,6 +23,17 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::SystemTime;
 
+/// What a read error says of a file that ended before the length seen at open (another
+/// process truncated it): the file changed, its content is not damaged.
+const SHRANK_SINCE_OPEN: &str = "it shrank since it was opened";
+
+/// Whether a [`ContainerError::Malformed`] reason says the file shrank underneath (read
+/// past its end here, or spoiled while mapped: [`super::mapped::SHRANK`]) rather than that
+/// its bytes are wrong.
+pub(crate) fn says_shrank(why: &str) -> bool {
+    why.contains(SHRANK_SINCE_OPEN) || why.contains(super::mapped::SHRANK)
+}
+
 use super::ContainerError;
 
 /// Counters of the reads issued through one or more `Source`s.
@@ -387,9 +398,9 @@ impl Source {
                 path: self.path.clone(),
                 what: what.to_string(),
                 offset,
-                why: "the file ends before it: it shrank since it was opened (truncated by \
-                      another process)"
-                    .into(),
+                why: format!(
+                    "the file ends before it: {SHRANK_SINCE_OPEN} (truncated by another process)"
+                ),
             };
         }
         ContainerError::Io {

@@ -157,7 +157,7 @@ fn add_store(path: &Path, root: &mut Group, rel: &str, store: Collection) {
 }
 
 /// The files whose presence in a directory makes it a directory source (a sparse frame, a
-/// bcolz ctable, a bcolz carray, a 2012 `blsk` root), as [`classify`] tells local ones.
+/// bcolz ctable, a bcolz carray, a 2012 `blsk` root), as `classify` tells local ones.
 pub const SOURCE_MARKERS: [&str; 4] =
     ["chunks.b2frame", "__rootdirs__", "meta/sizes", "meta/nrows"];
 

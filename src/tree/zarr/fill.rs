@@ -78,7 +78,19 @@ fn unspell(v: &Value) -> Option<Value> {
 }
 
 /// How the view shows `_FillValue` value `v` of an array of `dtype` (`None`: as stored).
+/// A float32 (complex64) array's value is rounded to float32 first, as xarray's encoder
+/// casts a fill value to the data's type: its decoder compares the data with the float64 it
+/// reads, so a value float32 cannot hold (-9999.9) would mask nothing. float16 arrays' values
+/// are spelled unrounded (xarray then masks only values float16 holds exactly).
 fn shown_value(v: &Value, dtype: &DataType) -> Option<Value> {
+    let narrow = matches!(dtype.json.as_str(), Some("float32" | "complex64"));
+    let float_of = |v: &Value| {
+        float_of(v).map(|f| match narrow {
+            #[allow(clippy::cast_possible_truncation)]
+            true => f64::from(f as f32),
+            false => f,
+        })
+    };
     match kind(dtype)? {
         Kind::Float => float_of(v).map(spell),
         Kind::Complex => {
@@ -161,6 +173,16 @@ mod tests {
         assert_eq!(
             shown(json!({"_FillValue": 1}), &dt("<f4"))["_FillValue"],
             "AAAAAAAA8D8="
+        );
+        // A value float32 cannot hold is rounded to float32 for a float32 (complex64) array,
+        // as xarray's encoder casts it (CPython: `struct.pack("<d", np.float32(-9999.9))`),
+        // and kept whole for a float64 one.
+        let v = json!({"_FillValue": -9999.9});
+        assert_eq!(shown(v.clone(), &dt("<f4"))["_FillValue"], "AAAAQPOHw8A=");
+        assert_eq!(shown(v.clone(), &f8)["_FillValue"], "MzMzM/OHw8A=");
+        assert_eq!(
+            shown(v, &dt("<c8"))["_FillValue"],
+            json!(["AAAAQPOHw8A=", "AAAAAAAAAAA="])
         );
         let nan = json!({"_FillValue": {"__float__": "nan"}});
         assert_eq!(shown(nan.clone(), &dt("<f2"))["_FillValue"], "AAAAAAAA+H8=");

@@ -304,15 +304,29 @@ enum Kept {
 }
 
 /// Whether `e`, from decoding a chunk, says the chunk itself is damaged (its bytes do not
-/// decode or do not fit its file), rather than that the source could not be read or changed.
+/// decode, do not fit its file, or its file is missing), rather than that the source could
+/// not be read, changed underneath (a file that shrank since it was opened), or holds a
+/// chunk b2fs cannot decode but another reader can (a plugin codec or filter: removing it
+/// would lose data that is there).
 fn damaged(e: &ContainerError) -> bool {
-    matches!(
-        e,
-        ContainerError::Chunk { index, .. } if *index != usize::MAX
-    ) || matches!(
-        e,
-        ContainerError::Malformed { .. } | ContainerError::ChunkWindow { .. }
-    )
+    use crate::codec::CodecError as C;
+    match e {
+        ContainerError::Chunk { index, source, .. } => {
+            *index != usize::MAX
+                && matches!(
+                    source,
+                    C::Truncated { .. }
+                        | C::BadHeader { .. }
+                        | C::TooLarge { .. }
+                        | C::OutputSize { .. }
+                        | C::Corrupt { .. }
+                )
+        }
+        ContainerError::Malformed { why, .. } => !crate::container::source::says_shrank(why),
+        ContainerError::ChunkWindow { .. } => true,
+        ContainerError::Io { source, .. } => source.kind() == std::io::ErrorKind::NotFound,
+        _ => false,
+    }
 }
 
 impl Tree {
@@ -322,7 +336,7 @@ impl Tree {
     fn damaged_len(&self, id: ChunkId, why: ContainerError) -> Result<usize, ContainerError> {
         match self.reader.chunk_nbytes(id) {
             Ok(n) => return Ok(n),
-            Err(e @ ContainerError::Changed { .. }) => return Err(e),
+            Err(e) if !damaged(&e) => return Err(e),
             Err(_) => {}
         }
         let geom = self.zarr_geom(id.array, None).ok();
