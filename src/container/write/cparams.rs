@@ -10,20 +10,25 @@
 use serde_json::Value;
 
 use super::unsupported;
+use crate::codec::filter_id::TRUNC_PREC;
 use crate::codec::{Blocksize, CParams, ChunkFormat, ChunkHeader, Codec, SplitMode};
 use crate::container::{Array, ContainerError, Inner};
 
 /// Compression parameters for new chunks: what the existing chunks use, read from the header
 /// of the first regular chunk whose header is readable (codec, filters, filters_meta,
 /// typesize; split from the dont-split flag; blocksize: the chunk's for b2nd/caterva arrays,
-/// whose blocks are the blockshape, automatic otherwise). clevel is not stored in chunk headers: it comes from the
-/// frame header (codec_flags high nibble) or the bcolz `storage.cparams.clevel`. Frames get
-/// [`ChunkFormat::Blosc2`], bcolz [`ChunkFormat::Blosc1`]. Without a regular chunk the frame
-/// header's defaults (bcolz: `storage.cparams`) are used.
+/// whose blocks are the blockshape, automatic otherwise). clevel is not stored in chunk
+/// headers: it comes from the frame header (codec_flags high nibble) or the bcolz
+/// `storage.cparams.clevel`. Frames get [`ChunkFormat::Blosc2`], bcolz
+/// [`ChunkFormat::Blosc1`]. Without a regular chunk the frame header's defaults (bcolz:
+/// `storage.cparams`) are used.
 ///
 /// # Errors
 ///
-/// A chunk header that cannot be read or names a codec b2fs cannot encode.
+/// A chunk header that cannot be read or names a codec b2fs cannot encode; a chunk header
+/// naming the lossy TRUNC_PREC filter that the frame header does not name (a header that
+/// parses but lies, as one flipped byte makes it, would make every new chunk lose precision:
+/// nothing is written rather than that).
 pub fn chunk_cparams(array: &Array) -> Result<CParams, ContainerError> {
     let path = array.path();
     let first = array.first_regular_header()?;
@@ -35,6 +40,18 @@ pub fn chunk_cparams(array: &Array) -> Result<CParams, ContainerError> {
         Inner::Frame(f) => {
             let info = f.info();
             let clevel = info.clevel().min(9);
+            if let Some(h) = first
+                .as_ref()
+                .filter(|h| h.filters.contains(&TRUNC_PREC) && !info.filters.contains(&TRUNC_PREC))
+            {
+                return Err(unsupported(
+                    path,
+                    format!(
+                        "new chunks for this source: the first readable chunk header names                          filters {:?}, with the lossy TRUNC_PREC, which the frame header's {:?}                          does not: new chunks would lose precision if that header is damaged,                          so nothing is written",
+                        h.filters, info.filters
+                    ),
+                ));
+            }
             let mut p = match &first {
                 Some(h) => CParams {
                     format: ChunkFormat::Blosc2,

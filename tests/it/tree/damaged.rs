@@ -321,3 +321,49 @@ fn tree_a_missing_first_chunk_file_is_eio_for_that_chunk_only() {
         );
     }
 }
+
+/// A first chunk header that parses but lies (a flipped byte makes its shuffle slot the
+/// lossy TRUNC_PREC, which the frame header does not name): a write that would compress new
+/// chunks with it is refused and the source left byte for byte.
+#[test]
+fn tree_a_lying_trunc_prec_in_the_first_chunk_header_refuses_writes() {
+    let name = "b2nd_1d_f8";
+    let sc = sidecar(&data_dir().join(format!("frames/{name}.json")));
+    assert!(
+        !sc["layout"]["header_filters"]
+            .as_array()
+            .unwrap()
+            .contains(&serde_json::json!(4)),
+        "the frame header names no TRUNC_PREC"
+    );
+    let (_dir, src) = fixture_copy(&format!("frames/{name}.b2nd"));
+    let mut bytes = std::fs::read(&src).unwrap();
+    let at = (sc["layout"]["header_len"].as_u64().unwrap()
+        + sc["layout"]["index_entries"][0].as_u64().unwrap()) as usize;
+    // The extended header's filters are bytes 16..22; the last slot holds SHUFFLE (1).
+    assert_eq!(bytes[at + 21], 1);
+    bytes[at + 21] = 4;
+    std::fs::write(&src, &bytes).unwrap();
+    let b2fs::container::Container::Array(a) = b2fs::container::open(&src).unwrap() else {
+        panic!("not an array");
+    };
+    assert!(a.chunk_header(0).unwrap().filters.contains(&4));
+
+    let w = Tree::from_source(
+        &src,
+        TreeOptions {
+            writable: true,
+            ..opts()
+        },
+    )
+    .unwrap();
+    let ino = ino_of(&w, "data/00000001.bin");
+    let len = w.getattr(ino).unwrap().size as usize;
+    let fh = w.open(ino, libc::O_WRONLY).unwrap();
+    w.write(ino, fh, 0, &vec![7u8; len]).unwrap();
+    let err = w.flush(ino, fh).unwrap_err();
+    let msg = b2fs::tree::display_chain(&err);
+    assert!(msg.contains("TRUNC_PREC"), "{msg}");
+    let _ = w.release(fh);
+    assert!(std::fs::read(&src).unwrap() == bytes, "the source changed");
+}
