@@ -10,7 +10,7 @@
 use serde_json::Value;
 
 use super::unsupported;
-use crate::codec::filter_id::TRUNC_PREC;
+use crate::codec::filter_id::{NOFILTER, TRUNC_PREC};
 use crate::codec::{Blocksize, CParams, ChunkFormat, ChunkHeader, Codec, SplitMode};
 use crate::container::{Array, ContainerError, Inner};
 
@@ -23,12 +23,15 @@ use crate::container::{Array, ContainerError, Inner};
 /// [`ChunkFormat::Blosc1`]. Without a regular chunk the frame header's defaults (bcolz:
 /// `storage.cparams`) are used.
 ///
+/// New chunks never use the lossy TRUNC_PREC filter, whatever the old ones and the frame
+/// header name: a file system keeps the bytes written (a chunk file written whole reads back
+/// the same), and every chunk names its own filters, so python-blosc2 reads them as they are.
+/// This also keeps a header that parses but lies (one flipped byte makes a shuffle slot
+/// TRUNC_PREC) from making new chunks lose precision.
+///
 /// # Errors
 ///
-/// A chunk header that cannot be read or names a codec b2fs cannot encode; a chunk header
-/// naming the lossy TRUNC_PREC filter that the frame header does not name (a header that
-/// parses but lies, as one flipped byte makes it, would make every new chunk lose precision:
-/// nothing is written rather than that).
+/// A chunk header that cannot be read or names a codec b2fs cannot encode.
 pub fn chunk_cparams(array: &Array) -> Result<CParams, ContainerError> {
     let path = array.path();
     let first = array.first_regular_header()?;
@@ -40,18 +43,6 @@ pub fn chunk_cparams(array: &Array) -> Result<CParams, ContainerError> {
         Inner::Frame(f) => {
             let info = f.info();
             let clevel = info.clevel().min(9);
-            if let Some(h) = first
-                .as_ref()
-                .filter(|h| h.filters.contains(&TRUNC_PREC) && !info.filters.contains(&TRUNC_PREC))
-            {
-                return Err(unsupported(
-                    path,
-                    format!(
-                        "new chunks for this source: the first readable chunk header names                          filters {:?}, with the lossy TRUNC_PREC, which the frame header's {:?}                          does not: new chunks would lose precision if that header is damaged,                          so nothing is written",
-                        h.filters, info.filters
-                    ),
-                ));
-            }
             let mut p = match &first {
                 Some(h) => CParams {
                     format: ChunkFormat::Blosc2,
@@ -101,6 +92,11 @@ pub fn chunk_cparams(array: &Array) -> Result<CParams, ContainerError> {
                     None => usize::try_from(bs).unwrap_or(0),
                 };
                 p.blocksize = Blocksize::explicit_or_auto(bs, p.typesize);
+            }
+            for (f, meta) in p.filters.iter_mut().zip(p.filters_meta.iter_mut()) {
+                if *f == TRUNC_PREC {
+                    (*f, *meta) = (NOFILTER, 0);
+                }
             }
             Ok(p)
         }
