@@ -144,20 +144,16 @@ impl Array {
     /// The header of the first chunk stored as data (not special) whose header can be read:
     /// what the array's chunks are compressed with, for `meta/storage` and for new chunks. A
     /// chunk whose own header or extent is damaged, or whose file is missing (a sparse
-    /// frame's, a bcolz carray's), is passed over (reading it gives its own error), so that
-    /// one damaged chunk never makes the whole array unreadable; `None` when no regular chunk
-    /// has a readable header among the first `MAX_DAMAGED_HEADERS` (16) damaged ones (each is a
-    /// read, over the network for a remote source).
+    /// frame's, a bcolz carray's: [`ContainerError::is_chunk_damage`]), is passed over
+    /// (reading it gives its own error), so that one damaged chunk never makes the whole
+    /// array unreadable; `None` when no regular chunk has a readable header among the first
+    /// `MAX_DAMAGED_HEADERS` (16) damaged ones (each is a read, over the network for a
+    /// remote source).
     ///
     /// # Errors
     /// A failure to read the source itself (not a chunk's damage): I/O errors other than a
     /// missing chunk file, remote failures.
     pub fn first_regular_header(&self) -> Result<Option<ChunkHeader>, ContainerError> {
-        let damaged = |e: &ContainerError| match e {
-            ContainerError::Chunk { .. } | ContainerError::Malformed { .. } => true,
-            ContainerError::Io { source, .. } => source.kind() == std::io::ErrorKind::NotFound,
-            _ => false,
-        };
         let mut passed = 0;
         for index in 0..self.nchunks() {
             let err = match self.chunk_kind(index) {
@@ -168,7 +164,7 @@ impl Array {
                 Ok(_) => continue,
                 Err(e) => e,
             };
-            if !damaged(&err) {
+            if !err.is_chunk_damage() {
                 return Err(err);
             }
             passed += 1;

@@ -143,6 +143,34 @@ pub enum ContainerError {
     },
 }
 
+impl ContainerError {
+    /// Whether this error, from reading or decoding one chunk, says that chunk itself is
+    /// damaged: its bytes do not decode or do not fit its file, or its file is missing.
+    /// Not damage: the source could not be read, changed underneath (a file that shrank
+    /// since it was opened), or holds a chunk b2fs cannot decode but another reader can (a
+    /// plugin codec or filter). What passes over a damaged chunk (the first readable
+    /// header, a removal through the Zarr view) asks this.
+    pub fn is_chunk_damage(&self) -> bool {
+        match self {
+            ContainerError::Chunk { index, source, .. } => {
+                *index != usize::MAX
+                    && matches!(
+                        source,
+                        CodecError::Truncated { .. }
+                            | CodecError::BadHeader { .. }
+                            | CodecError::TooLarge { .. }
+                            | CodecError::OutputSize { .. }
+                            | CodecError::Corrupt { .. }
+                    )
+            }
+            ContainerError::Malformed { why, .. } => !super::source::says_shrank(why),
+            ContainerError::ChunkWindow { .. } => true,
+            ContainerError::Io { source, .. } => source.kind() == std::io::ErrorKind::NotFound,
+            _ => false,
+        }
+    }
+}
+
 /// `chunk N`, or `index chunk` for `usize::MAX`.
 fn chunk_label(index: usize) -> String {
     if index == usize::MAX {

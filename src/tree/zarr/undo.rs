@@ -134,7 +134,9 @@ impl Tree {
             true => self.reader.chunk_nbytes(id).map(|n| (n, Kept::Nothing)),
             false => match self.reader.chunk(id) {
                 Ok(c) => Ok((c.len(), Kept::Content(c))),
-                Err(e) if damaged(&e) => self.damaged_len(id, e).map(|n| (n, Kept::Damaged)),
+                Err(e) if e.is_chunk_damage() => {
+                    self.damaged_len(id, e).map(|n| (n, Kept::Damaged))
+                }
                 Err(e) => Err(e),
             },
         };
@@ -303,32 +305,6 @@ enum Kept {
     Nothing,
 }
 
-/// Whether `e`, from decoding a chunk, says the chunk itself is damaged (its bytes do not
-/// decode, do not fit its file, or its file is missing), rather than that the source could
-/// not be read, changed underneath (a file that shrank since it was opened), or holds a
-/// chunk b2fs cannot decode but another reader can (a plugin codec or filter: removing it
-/// would lose data that is there).
-fn damaged(e: &ContainerError) -> bool {
-    use crate::codec::CodecError as C;
-    match e {
-        ContainerError::Chunk { index, source, .. } => {
-            *index != usize::MAX
-                && matches!(
-                    source,
-                    C::Truncated { .. }
-                        | C::BadHeader { .. }
-                        | C::TooLarge { .. }
-                        | C::OutputSize { .. }
-                        | C::Corrupt { .. }
-                )
-        }
-        ContainerError::Malformed { why, .. } => !crate::container::source::says_shrank(why),
-        ContainerError::ChunkWindow { .. } => true,
-        ContainerError::Io { source, .. } => source.kind() == std::io::ErrorKind::NotFound,
-        _ => false,
-    }
-}
-
 impl Tree {
     /// The decoded length of chunk `id`, which did not decode (`why`): from its header or
     /// the source's index when they still read, else from the array's geometry (what the
@@ -336,7 +312,7 @@ impl Tree {
     fn damaged_len(&self, id: ChunkId, why: ContainerError) -> Result<usize, ContainerError> {
         match self.reader.chunk_nbytes(id) {
             Ok(n) => return Ok(n),
-            Err(e) if !damaged(&e) => return Err(e),
+            Err(e) if !e.is_chunk_damage() => return Err(e),
             Err(_) => {}
         }
         let geom = self.zarr_geom(id.array, None).ok();

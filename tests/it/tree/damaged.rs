@@ -224,6 +224,46 @@ fn tree_mutated_frames_give_bytes_or_eio_never_panic() {
     }
 }
 
+/// A copy of frame fixture `file` (`frames/NAME.ext`) whose chunk 0 has byte `offset` of its
+/// header set to `value` (`check`: the byte it must hold before), its sidecar, and its bytes.
+fn chunk0_header_byte_set(
+    file: &str,
+    offset: usize,
+    check: Option<u8>,
+    value: u8,
+) -> (tempfile::TempDir, PathBuf, Value, Vec<u8>) {
+    let stem = file.rsplit_once('.').map_or(file, |(s, _)| s);
+    let sc = sidecar(&data_dir().join(format!("{stem}.json")));
+    let (dir, src) = fixture_copy(file);
+    let mut bytes = std::fs::read(&src).unwrap();
+    let at = (sc["layout"]["header_len"].as_u64().unwrap()
+        + sc["layout"]["index_entries"][0].as_u64().unwrap()) as usize;
+    if let Some(was) = check {
+        assert_eq!(bytes[at + offset], was, "{file}");
+    }
+    bytes[at + offset] = value;
+    std::fs::write(&src, &bytes).unwrap();
+    (dir, src, sc, bytes)
+}
+
+/// Writes `bytes` over the whole of `rel` (a chunk file) through a writable tree of `src`,
+/// committed at its close.
+fn write_whole(src: &Path, rel: &str, bytes: &[u8]) {
+    let w = Tree::from_source(
+        src,
+        TreeOptions {
+            writable: true,
+            ..opts()
+        },
+    )
+    .unwrap();
+    let ino = ino_of(&w, rel);
+    let fh = w.open(ino, libc::O_WRONLY).unwrap();
+    assert_eq!(w.write(ino, fh, 0, bytes).unwrap() as usize, bytes.len());
+    w.flush(ino, fh).unwrap();
+    w.release(fh).unwrap();
+}
+
 /// The first chunk's header damaged (a special-value kind no writer uses): python-blosc2
 /// refuses to open such a frame at all, b2fs gives EIO on that chunk alone. Its other chunks
 /// read as stored, `meta/storage` names the codec of the next readable header, and a write
@@ -233,14 +273,9 @@ fn tree_mutated_frames_give_bytes_or_eio_never_panic() {
 #[test]
 fn tree_a_damaged_first_chunk_header_is_eio_for_that_chunk_only() {
     let name = "schunk_lz4";
-    let sc = sidecar(&data_dir().join(format!("frames/{name}.json")));
-    let (_dir, src) = fixture_copy(&format!("frames/{name}.b2frame"));
-    let mut bytes = std::fs::read(&src).unwrap();
-    let at = (sc["layout"]["header_len"].as_u64().unwrap()
-        + sc["layout"]["index_entries"][0].as_u64().unwrap()) as usize;
     // Byte 31 of a Blosc2 chunk header: the special-value kind in bits 4-6; 7 is reserved.
-    bytes[at + 31] = 0x70;
-    std::fs::write(&src, &bytes).unwrap();
+    let (_dir, src, sc, _) =
+        chunk0_header_byte_set(&format!("frames/{name}.b2frame"), 31, None, 0x70);
     let sha = |i: usize| sc["chunk_list"][i]["sha256"].as_str().unwrap().to_owned();
 
     let t = tree(&src);
@@ -263,21 +298,9 @@ fn tree_a_damaged_first_chunk_header_is_eio_for_that_chunk_only() {
     );
 
     // A whole chunk written back: committed, compressed as chunks 1 and 2 are.
-    let w = Tree::from_source(
-        &src,
-        TreeOptions {
-            writable: true,
-            ..opts()
-        },
-    )
-    .unwrap();
-    let ino = ino_of(&w, "data/00000001.bin");
-    let len = w.getattr(ino).unwrap().size as usize;
+    let len = sc["chunk_list"][1]["nbytes"].as_u64().unwrap() as usize;
     let new: Vec<u8> = (0..len).map(|i| (i * 7 % 251) as u8).collect();
-    let fh = w.open(ino, libc::O_WRONLY).unwrap();
-    assert_eq!(w.write(ino, fh, 0, &new).unwrap() as usize, len);
-    w.flush(ino, fh).unwrap();
-    w.release(fh).unwrap();
+    write_whole(&src, "data/00000001.bin", &new);
     let t = tree(&src);
     assert_eq!(read_path(&t, "data/00000001.bin"), new);
     assert_eq!(sha256_hex(&read_path(&t, "data/00000002.bin")), sha(2));
@@ -327,40 +350,20 @@ fn tree_a_missing_first_chunk_file_is_eio_for_that_chunk_only() {
 /// without it (b2fs never writes TRUNC_PREC), so a chunk written whole reads back the same.
 #[test]
 fn tree_a_lying_trunc_prec_in_the_first_chunk_header_writes_nothing_lossy() {
-    let name = "b2nd_1d_f8";
-    let sc = sidecar(&data_dir().join(format!("frames/{name}.json")));
-    let (_dir, src) = fixture_copy(&format!("frames/{name}.b2nd"));
-    let mut bytes = std::fs::read(&src).unwrap();
-    let at = (sc["layout"]["header_len"].as_u64().unwrap()
-        + sc["layout"]["index_entries"][0].as_u64().unwrap()) as usize;
     // The extended header's filters are bytes 16..22; the last slot holds SHUFFLE (1).
-    assert_eq!(bytes[at + 21], 1);
-    bytes[at + 21] = 4;
-    std::fs::write(&src, &bytes).unwrap();
+    let (_dir, src, sc, _) = chunk0_header_byte_set("frames/b2nd_1d_f8.b2nd", 21, Some(1), 4);
     let header = |i: usize| match b2fs::container::open(&src).unwrap() {
         b2fs::container::Container::Array(a) => a.chunk_header(i).unwrap(),
         b2fs::container::Container::Table(_) => panic!("not an array"),
     };
     assert!(header(0).filters.contains(&4));
 
-    let w = Tree::from_source(
-        &src,
-        TreeOptions {
-            writable: true,
-            ..opts()
-        },
-    )
-    .unwrap();
-    let ino = ino_of(&w, "data/00000001.bin");
-    let len = w.getattr(ino).unwrap().size as usize;
+    let len = sc["chunk_list"][1]["nbytes"].as_u64().unwrap() as usize;
     // float64 values with every mantissa bit used: TRUNC_PREC would change them.
     let new: Vec<u8> = (0..len / 8)
         .flat_map(|i| (1.0 / 3.0 + i as f64 * 1e-9).to_le_bytes())
         .collect();
-    let fh = w.open(ino, libc::O_WRONLY).unwrap();
-    w.write(ino, fh, 0, &new).unwrap();
-    w.flush(ino, fh).unwrap();
-    w.release(fh).unwrap();
+    write_whole(&src, "data/00000001.bin", &new);
     assert_eq!(read_path(&tree(&src), "data/00000001.bin"), new);
     assert!(!header(1).filters.contains(&4), "{:?}", header(1).filters);
 }
@@ -381,22 +384,10 @@ fn tree_writes_to_a_trunc_prec_array_keep_every_bit() {
         cparams={'filters': [blosc2.Filter.TRUNC_PREC, blosc2.Filter.SHUFFLE], \
         'filters_meta': [20, 0]})\n";
     crate::support::run_python(&py, &["-c", make, src.to_str().unwrap()]);
-    let w = Tree::from_source(
-        &src,
-        TreeOptions {
-            writable: true,
-            ..opts()
-        },
-    )
-    .unwrap();
-    let ino = ino_of(&w, "data/00000002.bin");
     let new: Vec<u8> = (0..1000)
         .flat_map(|i| (1.0 / 7.0 + f64::from(i) * 1e-9).to_le_bytes())
         .collect();
-    let fh = w.open(ino, libc::O_WRONLY).unwrap();
-    w.write(ino, fh, 0, &new).unwrap();
-    w.flush(ino, fh).unwrap();
-    w.release(fh).unwrap();
+    write_whole(&src, "data/00000002.bin", &new);
     assert_eq!(read_path(&tree(&src), "data/00000002.bin"), new);
     let got = crate::support::python_says(
         &py,
