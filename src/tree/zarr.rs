@@ -90,6 +90,10 @@ const NO_NPY: &str = "it has no NPY view (see the log for why)";
 /// An array's Zarr geometry, or why it has none.
 type GeomOf = Result<Arc<Geom>, String>;
 
+/// The Zarr names of a directory's members that differ from their native names (by inode),
+/// with the generation and the number of children they were made for.
+type MemberNames = (u64, usize, Arc<HashMap<u64, String>>);
+
 /// The view's state in a tree.
 #[derive(Debug, Default)]
 pub(crate) struct ZarrState {
@@ -106,6 +110,9 @@ pub(crate) struct ZarrState {
     geoms: Mutex<HashMap<ArrayId, (Arc<Npy>, GeomOf)>>,
     /// Arrays left out, by Zarr path, with the reason.
     omitted: Mutex<BTreeMap<String, String>>,
+    /// Per group directory of a directory of sources: its members named after their stem
+    /// (`hierarchy.rs`), with the generation and child count they were named for.
+    member_names: Mutex<HashMap<u64, MemberNames>>,
     /// `zarr.json` inodes emptied by a writer (`O_TRUNC`, `ftruncate` to 0), with the byte
     /// ranges written back since (`zarr/write.rs`): the last writer's release checks that
     /// the whole file was.

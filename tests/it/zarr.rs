@@ -18,6 +18,7 @@
 
 mod cases;
 mod damaged;
+mod dir_names;
 mod fill;
 mod floats;
 mod metadata;

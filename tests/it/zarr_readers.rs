@@ -9,7 +9,8 @@
 //! python-blosc2 and bcolz, a read-only mount refusing them, and SIGKILL of the daemon during
 //! such writes leaving every chunk old or new. `zarr_readers/strict.rs`: the strict-JSON
 //! view (`-o zarr_strict_json`) with TensorStore and strict parsers; `zarr_readers/fill.rs`: xarray
-//! on float arrays with a CF `_FillValue` attribute. Without a Zarr venv the tests print SKIP (run
+//! on float arrays with a CF `_FillValue` attribute; `zarr_readers/dirs.rs`: xarray on a
+//! directory of `.b2nd` files. Without a Zarr venv the tests print SKIP (run
 //! scripts/setup.sh), and fail under `B2FS_REQUIRE_PYTHON=1`.
 
 use std::io::{BufRead, BufReader};
@@ -20,6 +21,7 @@ use std::time::Instant;
 
 use serde_json::Value;
 
+mod dirs;
 mod fill;
 mod strict;
 

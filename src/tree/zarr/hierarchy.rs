@@ -1,12 +1,23 @@
 //! Which native directories the Zarr view shows, and as what: a group or an array
 //! ([`DirKind`]), under which name and Zarr path, with which members (a name Zarr refuses and
 //! an array without a Zarr type are left out, and recorded with the reason).
+//!
+//! Members keep their native names, but the sources of a mounted directory of sources,
+//! which are named after their stem as a single source's array is (`temp.b2nd` -> `temp`,
+//! so that xarray finds the coordinate `time` in `time.b2nd`), unless that stem is another
+//! member's name or stem too (then each keeps its file name).
+
+use std::collections::{HashMap, HashSet};
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
 
 use serde_json::{Map, Value};
 
 use super::super::layout::{Node, NodeKind};
 use super::super::{ROOT_INO, Tree, TreeError};
 use super::{DirKind, ZNode, names};
+use crate::container::store::{Form, Location};
 use crate::reader::ArrayId;
 
 impl Tree {
@@ -69,7 +80,96 @@ impl Tree {
                 })
                 .clone();
         }
-        self.node(n).map(|n| n.name.clone()).unwrap_or_default()
+        self.node(n)
+            .map(|node| self.zarr_name_of(n, node))
+            .unwrap_or_default()
+    }
+
+    /// The name of native node `c` (`node`) in its Zarr group: its native name, or for a
+    /// source of a mounted directory of sources its stem when no other member of the
+    /// directory has or takes that name.
+    fn zarr_name_of(&self, c: u64, node: &Node) -> String {
+        if self.zarr_source_member(node).is_some() {
+            if let Some(name) = self.zarr_renamed(node.parent).get(&c) {
+                return name.clone();
+            }
+        }
+        node.name.clone()
+    }
+
+    /// For a source of a mounted directory of sources (a top-level leaf of a collection of
+    /// form [`Form::Frames`]): whether it is a directory (a sparse frame, a bcolz root, whose
+    /// whole name is kept as a single source's is); `None` for every other node.
+    fn zarr_source_member(&self, node: &Node) -> Option<bool> {
+        let NodeKind::Leaf(lazy) = &node.kind else {
+            return None;
+        };
+        let frames = self
+            .mounted
+            .collection()
+            .is_some_and(|c| c.get().form() == Form::Frames);
+        if !lazy.top || !frames {
+            return None;
+        }
+        Some(match lazy.leaf.location() {
+            Location::Source(p) => p.is_dir(),
+            Location::TreeDir(_) => true,
+            _ => false,
+        })
+    }
+
+    /// The members of native directory `dir` (in a mounted directory of sources) whose Zarr
+    /// name is not their native name, by inode: each source named after its stem, but where
+    /// two members would share a name (two stems, or a stem and a native name), those keep
+    /// their native names. Kept per directory until the next generation or a change of its
+    /// member count.
+    fn zarr_renamed(&self, dir: u64) -> Arc<HashMap<u64, String>> {
+        let Some(node) = self.node(dir) else {
+            return Arc::default();
+        };
+        let Ok(children) = self.children(dir, node) else {
+            return Arc::default();
+        };
+        let generation = self.zarr.generation.load(Ordering::Relaxed);
+        if let Some((g, len, names)) = self.zarr.member_names.lock().get(&dir) {
+            if *g == generation && *len == children.len() {
+                return names.clone();
+            }
+        }
+        let mut native: HashSet<&str> = HashSet::new();
+        let mut stems: Vec<(u64, String)> = Vec::new();
+        for &c in children.iter() {
+            let Some(child) = self.node(c) else { continue };
+            native.insert(child.name.as_str());
+            if let Some(is_dir) = self.zarr_source_member(child) {
+                let stem = names::stem(Path::new(&child.name), is_dir);
+                if stem != child.name {
+                    stems.push((c, stem));
+                }
+            }
+        }
+        let mut taken: HashMap<&str, usize> = HashMap::new();
+        for (_, stem) in &stems {
+            *taken.entry(stem.as_str()).or_default() += 1;
+        }
+        let mut renamed = HashMap::new();
+        for (c, stem) in &stems {
+            if taken[stem.as_str()] == 1 && !native.contains(stem.as_str()) {
+                renamed.insert(*c, stem.clone());
+            } else if let Some(child) = self.node(*c) {
+                log::debug!(
+                    "zarr: {:?} keeps its file name in the Zarr view: its stem {stem:?} is \
+                     another member's name too",
+                    child.name
+                );
+            }
+        }
+        let renamed = Arc::new(renamed);
+        self.zarr
+            .member_names
+            .lock()
+            .insert(dir, (generation, children.len(), renamed.clone()));
+        renamed
     }
 
     /// The Zarr path of native directory `n` (for messages and the consolidated keys).
@@ -79,7 +179,7 @@ impl Tree {
         let root_array = self.root_is_array();
         while at != ROOT_INO {
             let Some(node) = self.node(at) else { break };
-            parts.push(node.name.clone());
+            parts.push(self.zarr_name_of(at, node));
             at = node.parent;
         }
         if root_array && n == ROOT_INO {
@@ -125,7 +225,8 @@ impl Tree {
     /// opened) with no Zarr type.
     pub(super) fn zarr_member(&self, c: u64, name: Option<&str>) -> Option<(String, ZNode)> {
         let child = self.node(c)?;
-        if name.is_some_and(|n| n != child.name) {
+        let zname = self.zarr_name_of(c, child);
+        if name.is_some_and(|n| n != zname) {
             return None;
         }
         let built = match &child.kind {
@@ -135,7 +236,7 @@ impl Tree {
             NodeKind::Leaf(lazy) => lazy.built.is_laid_out(),
             _ => return None,
         };
-        if let Some(why) = names::refused(&child.name) {
+        if let Some(why) = names::refused(&zname) {
             self.zarr_omit(self.zarr_path(c), why);
             return None;
         }
@@ -147,7 +248,7 @@ impl Tree {
                 }
             }
         }
-        Some((child.name.clone(), ZNode::Dir(c)))
+        Some((zname, ZNode::Dir(c)))
     }
 
     /// The child `name` of Zarr group or array directory `z` (not of chunk-tree

@@ -1,0 +1,56 @@
+//! A directory of sources through xarray (`scripts/oracle/zarr_dirs.py`; docs/ZARR.md,
+//! "Layout"): one `.b2nd` file per variable, as scientists keep them, is one xarray Dataset
+//! whose variables are named after the files' stems, so that `time.b2nd` is the coordinate of
+//! the dimension `time`.
+
+use super::{run, zarr34};
+use crate::support::{Mount, fuse_and_python, python_says, run_python};
+
+/// python-blosc2 writes `temp.b2nd`, `precip.b2nd` and `time.b2nd` (CF time units) into a
+/// directory; `xr.open_zarr` of the mount's view gives the variables `temp` and `precip` and
+/// the coordinate `time` decoded to dates (with the file names as variable names, xarray saw
+/// no coordinate and three variables `temp.b2nd`, ...), with python-blosc2's values; a
+/// region write of `temp` through xarray reaches `temp.b2nd`.
+#[test]
+fn xarray_reads_a_directory_of_b2nd_files_as_one_dataset_with_its_coordinate() {
+    let t = "xarray_reads_a_directory_of_b2nd_files_as_one_dataset_with_its_coordinate";
+    let py = or_skip!(fuse_and_python(t));
+    let zpy = or_skip!(zarr34(t));
+    let dir = tempfile::tempdir().unwrap();
+    let script = "scripts/oracle/zarr_dirs.py";
+    let src = dir.path().join("run");
+    std::fs::create_dir(&src).unwrap();
+    let src_s = src.to_str().unwrap();
+    run_python(&py, &[script, "gen", src_s]);
+    let before = python_says(&py, &[script, "check", src_s]);
+    let sum = before.split(' ').next().unwrap().to_owned();
+    let m = Mount::daemon(&src, &[]);
+    let mp = m.mp.to_str().unwrap();
+    let (ok, out, err) = run(&zpy, &[script, "read", mp]);
+    assert!(ok, "{t}: {out}{err}");
+    assert_eq!(
+        out.lines().collect::<Vec<_>>(),
+        [
+            "vars ['precip', 'temp']",
+            "coords ['time:datetime64[ns]']",
+            &format!("temp {sum}"),
+            "precip 119880000",
+            "time3 2000-01-04",
+        ],
+        "{err}"
+    );
+    let (ok, out, err) = run(&zpy, &[script, "write", mp]);
+    assert!(ok, "{t}: {out}{err}");
+    m.umount();
+    let after = python_says(&py, &[script, "check", src_s]);
+    let want = python_says(
+        &py,
+        &[
+            "-c",
+            "import numpy as np; t = np.linspace(250, 300, 240000).reshape(120, 50, 40)\
+             .astype('f4'); t[:30] += 1; print(float(t.astype('f8').sum()), float(t[0, 0, 0]))",
+        ],
+    );
+    assert_eq!(after, want, "{err}");
+    assert_ne!(after, before);
+}
