@@ -10,8 +10,12 @@ the Zarr view (tests/it/zarr_readers/dirs.rs; docs/ZARR.md, "Layout").
                                   `temp.sum()`, `precip.sum()`, `time[3]` as xarray decodes it
     zarr_dirs.py write MNT        (a Zarr venv) adds 1 to `temp` for the first 30 times with
                                   `to_zarr(region=...)`
+    zarr_dirs.py append MNT       (a Zarr venv) appends 10 days to the dataset with
+                                  `to_zarr(append_dim="time")`: `temp` 7.0, `precip` 3 and the
+                                  dates after the last one, in the coordinate's own encoding
     zarr_dirs.py check DIR        (python-blosc2's venv) prints `temp.sum()` as python-blosc2
                                   reads `DIR/temp.b2nd`, and its first item
+    zarr_dirs.py shapes DIR       (python-blosc2's venv) prints each file's shape and last item
 """
 
 import sys
@@ -57,6 +61,32 @@ def write(mnt):
     sub.to_zarr(f"{mnt}/zarr", region={"time": slice(0, 30)}, mode="r+")
 
 
+def append(mnt):
+    import pandas as pd
+    import xarray as xr
+
+    ds = xr.open_zarr(f"{mnt}/zarr")
+    n = 10
+    more = xr.Dataset(
+        {
+            "temp": (DIMS, np.full((n,) + SHAPE[1:], 7, "f4")),
+            "precip": (DIMS, np.full((n,) + SHAPE[1:], 3, "i8")),
+        },
+        coords={"time": pd.date_range(ds.time.values[-1], periods=n + 1)[1:]},
+    )
+    more.time.encoding = ds.time.encoding
+    more.to_zarr(f"{mnt}/zarr", append_dim="time", mode="a")
+
+
+def shapes(d):
+    import blosc2
+
+    for name in ("temp", "precip", "time"):
+        a = blosc2.open(f"{d}/{name}.b2nd")
+        last = a[-1] if a.ndim == 1 else a[-1, 0, 0]
+        print(name, list(a.shape), float(last))
+
+
 def check(d):
     import blosc2
 
@@ -65,4 +95,6 @@ def check(d):
 
 
 if __name__ == "__main__":
-    {"gen": gen, "read": read, "write": write, "check": check}[sys.argv[1]](sys.argv[2])
+    cmds = {"gen": gen, "read": read, "write": write, "append": append, "check": check}
+    cmds["shapes"] = shapes
+    cmds[sys.argv[1]](sys.argv[2])

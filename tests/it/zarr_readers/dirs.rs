@@ -10,7 +10,8 @@ use crate::support::{Mount, fuse_and_python, python_says, run_python};
 /// directory; `xr.open_zarr` of the mount's view gives the variables `temp` and `precip` and
 /// the coordinate `time` decoded to dates (with the file names as variable names, xarray saw
 /// no coordinate and three variables `temp.b2nd`, ...), with python-blosc2's values; a
-/// region write of `temp` through xarray reaches `temp.b2nd`.
+/// region write of `temp` through xarray reaches `temp.b2nd`, and an append of 10 days
+/// (`to_zarr(append_dim="time")`) grows the three files, the coordinate with the next dates.
 #[test]
 fn xarray_reads_a_directory_of_b2nd_files_as_one_dataset_with_its_coordinate() {
     let t = "xarray_reads_a_directory_of_b2nd_files_as_one_dataset_with_its_coordinate";
@@ -42,6 +43,7 @@ fn xarray_reads_a_directory_of_b2nd_files_as_one_dataset_with_its_coordinate() {
     let (ok, out, err) = run(&zpy, &[script, "write", mp]);
     assert!(ok, "{t}: {out}{err}");
     m.umount();
+    let shapes = python_says(&py, &[script, "shapes", src_s]);
     let after = python_says(&py, &[script, "check", src_s]);
     let want = python_says(
         &py,
@@ -53,4 +55,27 @@ fn xarray_reads_a_directory_of_b2nd_files_as_one_dataset_with_its_coordinate() {
     );
     assert_eq!(after, want, "{err}");
     assert_ne!(after, before);
+    assert_eq!(
+        shapes.lines().collect::<Vec<_>>(),
+        [
+            "temp [120, 50, 40] 299.5835266113281",
+            "precip [120, 50, 40] 0.0",
+            "time [120] 119.0"
+        ]
+    );
+
+    let m = Mount::daemon(&src, &[]);
+    let (ok, out, err) = run(&zpy, &[script, "append", m.mp.to_str().unwrap()]);
+    assert!(ok, "{t}: {out}{err}");
+    m.umount();
+    let shapes = python_says(&py, &[script, "shapes", src_s]);
+    assert_eq!(
+        shapes.lines().collect::<Vec<_>>(),
+        [
+            "temp [130, 50, 40] 7.0",
+            "precip [130, 50, 40] 3.0",
+            "time [130] 129.0"
+        ],
+        "{err}"
+    );
 }
