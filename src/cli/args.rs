@@ -106,7 +106,9 @@ pub struct Cli {
 /// The subcommands.
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// Mount SOURCE (a .b2frame/.b2nd file, a sparse frame or bcolz directory) at MOUNTPOINT.
+    /// Mount SOURCE at MOUNTPOINT: a Blosc2 frame or b2nd file, a sparse frame or bcolz
+    /// directory, a python-blosc2 store (.b2z, .b2d), a directory of any of these, an s3:// or
+    /// http(s):// URL of one, or a Caterva2 server's root, directory or dataset.
     #[command(after_help = format!("{MOUNT_HELP}\n\n{EXIT_CODES_HELP}"))]
     Mount(MountArgs),
     /// Unmount a b2fs mount and wait until its daemon has exited.
