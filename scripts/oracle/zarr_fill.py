@@ -23,12 +23,14 @@ import tempfile
 
 import numpy as np
 
-NAMES = ("t", "d", "n")
+NAMES = ("t", "d", "n", "h")
 
 
 def data():
     """The arrays (6, 10): float32 with -9999 at every 7th item, float64 with -9999 at every
-    5th, int16 with -1 at every 4th; and the `_FillValue` each holds."""
+    5th, int16 with -1 at every 4th, float16 with -9999.9 (-10000 in float16) at every 6th;
+    and the `_FillValue` each holds (float16's -9999.9, which float16 cannot hold: xarray's
+    encoder rounds it to the data's type)."""
     base = np.arange(60).reshape(6, 10)
     t = base.astype("f4") + 0.5
     t.flat[::7] = -9999.0
@@ -36,8 +38,10 @@ def data():
     d.flat[::5] = -9999.0
     n = base.astype("i2")
     n.flat[::4] = -1
+    h = base.astype("f2") / 4
+    h.flat[::6] = -9999.9
     # `d`'s is an integer: python-blosc2 users store them so too.
-    return {"t": (t, -9999.0), "d": (d, -9999), "n": (n, -1)}
+    return {"t": (t, -9999.0), "d": (d, -9999), "n": (n, -1), "h": (h, -9999.9)}
 
 
 def gen(out):
@@ -72,19 +76,21 @@ def read(mnt, src):
         fills = {name: a.vlmeta["_FillValue"] for name, a in arrays.items()}
     with tempfile.TemporaryDirectory() as tmp:
         ref_path = os.path.join(tmp, "ref.zarr")
-        ref = xr.Dataset(
-            {
-                name: xr.Variable(("y", "x"), raw[name],
-                                  attrs={"_FillValue": fills[name], "units": "K"})
-                for name in NAMES
-            }
-        )
+        # `_FillValue` in the encoding, as xarray carries it for a dataset it read (from
+        # netCDF, say) and writes again: its encoder casts the value to the data's type
+        # (`dtype.type(v)`). Given in `attrs` instead it is written uncast, and xarray itself
+        # then masks nothing when the type cannot hold it (float16's -9999.9).
+        variables = {}
+        for name in NAMES:
+            variables[name] = xr.Variable(("y", "x"), raw[name], attrs={"units": "K"})
+            variables[name].encoding["_FillValue"] = fills[name]
+        ref = xr.Dataset(variables)
         ref.to_zarr(ref_path, zarr_format=3, mode="w")
         plain = xr.open_zarr(ref_path).load()
         for name in NAMES:
             got = view[name].values
             want = plain[name].values
-            mask = raw[name] == fills[name]
+            mask = raw[name] == np.asarray(fills[name]).astype(raw[name].dtype)
             same = (got.dtype == want.dtype and got.shape == want.shape
                     and bool(np.array_equal(np.isnan(got), np.isnan(want)))
                     and bool(np.array_equal(got[~mask], want[~mask]))

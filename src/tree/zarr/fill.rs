@@ -11,7 +11,8 @@
 //!
 //! - **Shown** ([`shown`]): an array's `_FillValue` that is a number, a `__float__` or
 //!   `__float32__` tag (a float of any kind), or for a complex type a `__complex__` tag, is
-//!   shown in xarray's spelling (a real number of a complex array as `[re, 0]`). Anything
+//!   shown in xarray's spelling (a real number of a complex array as `[re, 0]`), rounded to
+//!   the array's float type first as xarray's encoder casts it (float32, float16). Anything
 //!   else (a string, a list) is shown as stored. `__attrs__` always shows the stored value.
 //! - **Written back** ([`written`]): in a new `zarr.json` renamed over the view's, a
 //!   `_FillValue` equal to the one the view showed keeps the source's own value (its type too:
@@ -77,18 +78,37 @@ fn unspell(v: &Value) -> Option<Value> {
     })
 }
 
+/// `f` rounded to the nearest float16 (ties to even; past the largest, 65504, from 65520 on:
+/// an infinity), as a float64: numpy's `np.float16(f)`, which rounds a float64 directly
+/// (not through float32, which could round twice).
+fn round_to_f16(f: f64) -> f64 {
+    let a = f.abs();
+    if !a.is_finite() {
+        return f;
+    }
+    if a >= 65520.0 {
+        return f64::INFINITY.copysign(f);
+    }
+    // The spacing of float16 values around `a`: 2^-24 below 2^-14 (subnormals), else
+    // 2^(exponent - 10) for 10 stored mantissa bits. `a / q` and the product are exact.
+    let exp = ((a.to_bits() >> 52) & 0x7ff) as i32 - 1023;
+    let q = 2f64.powi(exp.max(-14) - 10);
+    ((a / q).round_ties_even() * q).copysign(f)
+}
+
 /// How the view shows `_FillValue` value `v` of an array of `dtype` (`None`: as stored).
-/// A float32 (complex64) array's value is rounded to float32 first, as xarray's encoder
-/// casts a fill value to the data's type: its decoder compares the data with the float64 it
-/// reads, so a value float32 cannot hold (-9999.9) would mask nothing. float16 arrays' values
-/// are spelled unrounded (xarray then masks only values float16 holds exactly).
+/// A float32 or float16 (complex64) array's value is rounded to that type first, as xarray's
+/// encoder casts a fill value to the data's type (`dtype.type(v)`): its decoder compares the
+/// data with the float64 it reads, so a value the type cannot hold (-9999.9) would mask
+/// nothing.
 fn shown_value(v: &Value, dtype: &DataType) -> Option<Value> {
-    let narrow = matches!(dtype.json.as_str(), Some("float32" | "complex64"));
+    let width = dtype.json.as_str();
     let float_of = |v: &Value| {
-        float_of(v).map(|f| match narrow {
+        float_of(v).map(|f| match width {
             #[allow(clippy::cast_possible_truncation)]
-            true => f64::from(f as f32),
-            false => f,
+            Some("float32" | "complex64") => f64::from(f as f32),
+            Some("float16") => round_to_f16(f),
+            _ => f,
         })
     };
     match kind(dtype)? {
@@ -158,6 +178,36 @@ mod tests {
 
     fn dt(typestr: &str) -> DataType {
         data_type(typestr).unwrap().0
+    }
+
+    /// Values numpy's `float(np.float16(v))` gives (numpy 2.4).
+    #[test]
+    fn float16_rounding_is_numpys() {
+        for (v, want) in [
+            (-9999.9, -10000.0),
+            (0.1, 0.099_975_585_937_5),
+            (1.0 / 3.0, 0.333_251_953_125),
+            (65504.0, 65504.0),
+            (65519.99, 65504.0),
+            (65520.0, f64::INFINITY),
+            (-1e6, f64::NEG_INFINITY),
+            // Ties to even: 2049 lies between 2048 and 2050.
+            (2049.0, 2048.0),
+            (2051.0, 2052.0),
+            // Subnormals (steps of 2^-24), and below half of the smallest: zero.
+            (1e-7, 1.192_092_895_507_812_5e-7),
+            (2.9e-8, 0.0),
+            (3.0e-8, 5.960_464_477_539_063e-8),
+            (6.1e-5, 6.097_555_160_522_461e-5),
+        ] {
+            assert_eq!(round_to_f16(v), want, "{v}");
+        }
+        assert!(round_to_f16(f64::NAN).is_nan());
+        assert_eq!(round_to_f16(-0.0).to_bits(), (-0.0f64).to_bits());
+        assert_eq!(
+            shown(json!({"_FillValue": -9999.9}), &dt("<f2"))["_FillValue"],
+            spell(-10000.0)
+        );
     }
 
     /// The spellings are the ones Python's `base64.standard_b64encode(struct.pack("<d", v))`

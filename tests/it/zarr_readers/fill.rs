@@ -8,7 +8,9 @@ use super::{run, zarr34};
 use crate::support::{Mount, fuse_and_python, python_says, run_python};
 
 /// A python-blosc2 store whose arrays hold `_FillValue` in their vlmeta as plain numbers
-/// (float32 -9999.0, float64 -9999 as an integer, int16 -1): `xr.open_zarr` opens the view
+/// (float32 -9999.0, float64 -9999 as an integer, int16 -1, float16 -9999.9, which
+/// float16 cannot hold: the view spells it rounded to float16, as xarray's encoder casts it,
+/// else xarray masked nothing): `xr.open_zarr` opens the view
 /// (it failed: xarray decodes a float array's `_FillValue` from base64 only, "expected str
 /// or bytes") and reads what it reads from a plain Zarr store xarray wrote with the same data
 /// and attributes: the fill items masked to NaN, every other value python-blosc2's, the same
@@ -38,7 +40,12 @@ fn xarray_opens_float_arrays_with_a_fill_value_and_masks_it() {
     assert!(ok, "{t}: {out}{err}");
     assert_eq!(
         out.lines().collect::<Vec<_>>(),
-        ["t True 9 True", "d True 12 True", "n True 15 True"],
+        [
+            "t True 9 True",
+            "d True 12 True",
+            "n True 15 True",
+            "h True 10 True"
+        ],
         "{err}"
     );
     m.umount();
