@@ -10,8 +10,9 @@
 //!   are a frame's, a store when they are a zip's. One ranged GET of those bytes per object
 //!   not fetched at open, all at once (at most [`HEADS_AT_ONCE`] in flight). Other objects
 //!   are not shown; nor are 2012 blsk roots (`meta/nrows`) and `blsk` superchunk objects,
-//!   which are not read from a prefix (logged). A sub-prefix holding `embed.b2e` is a `.b2d` store, its objects
-//!   a tree of their own ([`ByteTree::store_dirs`]), read as a `.b2d` prefix mounted alone.
+//!   which are not read from a prefix (logged). A sub-prefix holding `embed.b2e` is a `.b2d`
+//!   store, its objects a tree of their own ([`ByteTree::store_dirs`]), read as a `.b2d`
+//!   prefix mounted alone.
 //! - **Frames and `.b2z` stores** are read as a single object mounted alone is
 //!   ([`RemotePrefix::open_single`]), each opened when first used.
 //! - **Followed** (`remote_recheck`): [`ByteTree::relist`] lists the prefix again when due;
