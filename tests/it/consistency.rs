@@ -8,7 +8,7 @@
 use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::time::Duration;
 
 use b2fs::tree::{Invalidation, ReaderOptions, Tree, TreeOptions};
@@ -19,6 +19,13 @@ use crate::support::{Mount, b2fs, fuse_and_python, python, run_python, wait_unti
 /// Chunk size of the test frames: 2 MiB, as in the issue's measurement (several FUSE reads
 /// and writes per whole-file read or write).
 const CHUNK: usize = 2 << 20;
+
+/// Reads of rewritten chunks [`consistency_whole_file_reads_never_mix_versions`] waits for.
+const RACED_READS: u64 = 40;
+/// Rewrites of every chunk it waits for.
+const RACED_VERSIONS: u32 = 3;
+/// How long it waits for them at most.
+const RACE_DEADLINE: Duration = Duration::from_secs(120);
 
 /// How long the timed tests run: `B2FS_STRESS_SECS` (default `default`).
 fn secs(default: u64) -> Duration {
@@ -56,16 +63,22 @@ fn single_value(b: &[u8]) -> Option<u32> {
 
 /// The writer, in a process of its own (as in the issue): rewrites whole chunk files
 /// `data/0..4.bin` of the mount at `mp` with growing versions (chunk i holds 16 * v + i at
-/// its v-th rewrite; write, fsync, close; an ESTALE write or fsync is retried) for `secs`; returns the
-/// last acknowledged value of each chunk, the writes and the ESTALE retries. A writer thread
+/// its v-th rewrite; write, fsync, close; an ESTALE write or fsync is retried) for `secs`, or
+/// until file `stop` exists (checked after each round of 4); returns the last acknowledged
+/// value of each chunk, the writes and the ESTALE retries. A writer thread
 /// in the test process would not do: any fork of this process (the harness runs other tests
 /// that spawn python) closes a copy of its descriptor, a FLUSH that commits a buffer written
 /// halfway.
-fn writer_process(py: &Path, mp: &Path, secs: Duration) -> (Vec<u32>, u64, u64) {
+fn writer_process(
+    py: &Path,
+    mp: &Path,
+    secs: Duration,
+    stop: Option<&Path>,
+) -> (Vec<u32>, u64, u64) {
     let code = "import errno, os, sys, time, numpy as np\n\
-        mp, end = sys.argv[1], time.time() + float(sys.argv[2])\n\
+        mp, end, stop = sys.argv[1], time.time() + float(sys.argv[2]), sys.argv[3]\n\
         per = 2 * 1024 * 1024 // 4; acked = [0] * 4; writes = stale = 0; v = 1\n\
-        while time.time() < end:\n\
+        while time.time() < end and not (stop and os.path.exists(stop)):\n\
         \x20   for i in range(4):\n\
         \x20       value = 16 * v + i\n\
         \x20       while True:\n\
@@ -88,6 +101,7 @@ fn writer_process(py: &Path, mp: &Path, secs: Duration) -> (Vec<u32>, u64, u64) 
             code,
             mp.to_str().unwrap(),
             &secs.as_secs_f64().to_string(),
+            stop.map_or("", |p| p.to_str().unwrap()),
         ],
     );
     let nums: Vec<u64> = String::from_utf8_lossy(&out)
@@ -109,10 +123,12 @@ struct Seen {
 
 impl Seen {
     /// Counts one whole read `b` of file `f`: torn (values of two versions), or going back
-    /// from `last`, the value this file showed before (which it then moves to).
-    fn count(&mut self, f: &Path, b: &[u8], last: &mut u32) {
+    /// from `last`, the value this file showed before (which it then moves to); the value
+    /// read, when it is one.
+    fn count(&mut self, f: &Path, b: &[u8], last: &mut u32) -> Option<u32> {
         self.reads += 1;
-        match single_value(b) {
+        let value = single_value(b);
+        match value {
             None => {
                 self.torn += 1;
                 eprintln!("torn read of {}: {}", f.display(), describe(b));
@@ -120,12 +136,25 @@ impl Seen {
             Some(v) if v < *last => self.went_back += 1,
             Some(v) => *last = v,
         }
+        value
     }
 }
 
+/// How far the race of [`consistency_whole_file_reads_never_mix_versions`] got, as its
+/// readers saw it.
+#[derive(Debug, Default)]
+struct Raced {
+    /// Reads of a rewritten chunk (version 1 or later): made while the writer was writing,
+    /// since it goes on until the test has seen enough of them.
+    rewritten_reads: AtomicU64,
+    /// The highest version read.
+    version: AtomicU32,
+}
+
 /// Reads chunk files `files` whole with open/read/close until `stop`, counting reads that mix
-/// versions and values going back for one file (versions only grow in these tests).
-fn reader(files: Vec<PathBuf>, stop: Arc<AtomicBool>) -> Seen {
+/// versions and values going back for one file (versions only grow in these tests), and the
+/// race's progress in `raced`.
+fn reader(files: Vec<PathBuf>, stop: Arc<AtomicBool>, raced: Arc<Raced>) -> Seen {
     let mut seen = Seen::default();
     let mut last = vec![0u32; files.len()];
     while !stop.load(Ordering::Relaxed) {
@@ -138,7 +167,10 @@ fn reader(files: Vec<PathBuf>, stop: Arc<AtomicBool>) -> Seen {
                     continue;
                 }
             }
-            seen.count(f, &b, &mut last[i]);
+            if let Some(v) = seen.count(f, &b, &mut last[i]).filter(|v| *v >= 16) {
+                raced.rewritten_reads.fetch_add(1, Ordering::Relaxed);
+                raced.version.fetch_max(v / 16, Ordering::Relaxed);
+            }
         }
     }
     seen
@@ -162,7 +194,11 @@ fn describe(b: &[u8]) -> String {
 
 /// The issue's reproduction: one process rewrites whole 2 MiB chunk files through the mount
 /// (write, fsync, close) while four others read whole files; no read may combine two versions
-/// (1,502 of 95,808 reads did before descriptors pinned one version).
+/// (1,502 of 95,808 reads did before descriptors pinned one version). The race lasts 4 s
+/// (`B2FS_STRESS_SECS`) and then until the readers have read rewritten chunks [`RACED_READS`]
+/// times and the writer has rewritten each chunk [`RACED_VERSIONS`] times (on a loaded
+/// machine the writer managed 4 rewrites in 4 s, and the test failed: "the test did not
+/// race"), within [`RACE_DEADLINE`].
 #[test]
 fn consistency_whole_file_reads_never_mix_versions() {
     let py = or_skip!(fuse_and_python(
@@ -176,20 +212,39 @@ fn consistency_whole_file_reads_never_mix_versions() {
         .collect();
     // Versions grow: chunk i holds 16 * v + i at its v-th rewrite.
     let stop = Arc::new(AtomicBool::new(false));
+    let raced = Arc::new(Raced::default());
     let readers: Vec<_> = (0..4)
         .map(|_| {
-            let (files, stop) = (files.clone(), stop.clone());
-            std::thread::spawn(move || reader(files, stop))
+            let (files, stop, raced) = (files.clone(), stop.clone(), raced.clone());
+            std::thread::spawn(move || reader(files, stop, raced))
         })
         .collect();
-    let (acked, writes, _) = writer_process(&py, &m.mp, secs(4));
+    let stop_writer = dir.path().join("stop-writer");
+    let writer = {
+        let (py, mp, stop_writer) = (py.clone(), m.mp.clone(), stop_writer.clone());
+        // Its own deadline a little later than the test's, which stops it first.
+        let deadline = RACE_DEADLINE + Duration::from_secs(10);
+        std::thread::spawn(move || writer_process(&py, &mp, deadline, Some(&stop_writer)))
+    };
+    let start = std::time::Instant::now();
+    let enough = || {
+        raced.rewritten_reads.load(Ordering::Relaxed) >= RACED_READS
+            && raced.version.load(Ordering::Relaxed) >= RACED_VERSIONS
+    };
+    let (min, took) = (secs(4), RACE_DEADLINE);
+    let done = wait_until(took, || start.elapsed() >= min && enough());
+    std::fs::write(&stop_writer, b"").unwrap();
+    let (acked, writes, _) = writer.join().unwrap();
     stop.store(true, Ordering::Relaxed);
     let seen: Vec<Seen> = readers.into_iter().map(|r| r.join().unwrap()).collect();
-    eprintln!("whole-file reads during {writes} rewrites: {seen:?}");
+    eprintln!(
+        "whole-file reads during {writes} rewrites in {:.1} s ({raced:?}): {seen:?}",
+        start.elapsed().as_secs_f64()
+    );
     let total = |f: fn(&Seen) -> u64| seen.iter().map(f).sum::<u64>();
     assert!(
-        total(|s| s.reads) > 0 && writes > 8,
-        "the test did not race"
+        done && writes >= 4 * u64::from(RACED_VERSIONS),
+        "the test did not race within {took:?}: {writes} rewrites, {raced:?}"
     );
     assert_eq!(total(|s| s.torn), 0, "torn reads");
     assert_eq!(total(|s| s.went_back), 0, "a version went back");
@@ -554,7 +609,7 @@ fn stress(secs: Duration) {
         .arg(secs.as_secs_f64().to_string());
     let appender = std::thread::spawn(move || appender.output());
     // The writer, a process of its own: whole chunk files 0..4 with growing versions.
-    let (acked, writes, stale) = writer_process(&py, &m.mp, secs);
+    let (acked, writes, stale) = writer_process(&py, &m.mp, secs, None);
     let out = appender.join().unwrap().unwrap();
     assert!(
         out.status.success(),

@@ -2,7 +2,8 @@
 //! below it, `fuser` appears only in the fuse adapter and the CLI, and `unsafe` only in the
 //! modules allowed to hold it (SIMD filter kernels, the file source, the SIGBUS-guarded frame
 //! mappings, the commit lock's flock, the disk cache's flock, the daemon's libc calls and its
-//! inherited `/dev/fuse` descriptor, the huge-page advice for large buffers).
+//! inherited `/dev/fuse` descriptor, the huge-page advice for large buffers); and the code
+//! the test suite compiles keeps to Cargo.toml's `rust-version` (no let chains before 1.88).
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -195,6 +196,88 @@ fn no_source_file_is_over_800_lines() {
     assert!(
         long.is_empty(),
         "source files over {MAX_SOURCE_LINES} lines: {long:?}"
+    );
+}
+
+/// The `rust-version` of a Cargo.toml, as (major, minor).
+fn rust_version(manifest: &str) -> (u32, u32) {
+    let text = fs::read_to_string(support::repo_root().join(manifest)).unwrap();
+    let v = text
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("rust-version = "))
+        .unwrap_or_else(|| panic!("{manifest}: no rust-version"))
+        .trim_matches('"');
+    let mut parts = v.split('.').map(|p| p.parse::<u32>().unwrap());
+    (parts.next().unwrap(), parts.next().unwrap())
+}
+
+/// The lines (from 1) of `code` where a let chain starts: an `&& let`, or an `if let` /
+/// `while let` whose condition (up to its block's `{`) has an `&&` outside brackets (not
+/// one inside a closure's). Struct patterns (`if let S { .. } = s && c`) are not seen.
+fn let_chains(code: &str) -> Vec<usize> {
+    let line_of = |at: usize| code[..at].matches('\n').count() + 1;
+    // (Spelled apart, so that this file does not name itself.)
+    let and_let = format!("{} let ", "&&");
+    let mut found: Vec<usize> = code
+        .match_indices(&and_let)
+        .map(|(at, _)| line_of(at))
+        .collect();
+    for head in ["if let ", "while let "] {
+        for (at, _) in code.match_indices(head) {
+            let (mut depth, mut prev) = (0i32, ' ');
+            for c in code[at + head.len()..].chars() {
+                match c {
+                    '(' | '[' => depth += 1,
+                    ')' | ']' => depth -= 1,
+                    '{' if depth <= 0 => break,
+                    '&' if prev == '&' && depth == 0 => {
+                        found.push(line_of(at));
+                        break;
+                    }
+                    _ => {}
+                }
+                prev = c;
+            }
+        }
+    }
+    found.sort_unstable();
+    found.dedup();
+    found
+}
+
+/// Let chains (`if let A = b && c`) are stable from Rust 1.88: below that `rust-version`,
+/// none in what `cargo test` compiles (`src/`, `tests/`, `benches/`, and `fuzz/src/`, which
+/// `tests/it/fuzz.rs` includes; the fuzz crate declares the same version). The code had
+/// them while Cargo.toml said 1.85.
+#[test]
+fn the_code_keeps_to_the_declared_rust_version() {
+    let declared = rust_version("Cargo.toml");
+    assert_eq!(rust_version("fuzz/Cargo.toml"), declared, "fuzz/Cargo.toml");
+    if declared >= (1, 88) {
+        return;
+    }
+    let root = support::repo_root();
+    let mut files = Vec::new();
+    for dir in ["src", "tests", "benches", "fuzz/src"] {
+        if root.join(dir).is_dir() {
+            rust_files(&root.join(dir), &mut files);
+        }
+    }
+    let found: Vec<String> = files
+        .iter()
+        .flat_map(|f| {
+            let code = code_only(&fs::read_to_string(f).unwrap());
+            let rel = f.strip_prefix(&root).unwrap().display().to_string();
+            let_chains(&code)
+                .into_iter()
+                .map(move |line| format!("{rel}:{line}"))
+        })
+        .collect();
+    assert!(
+        found.is_empty(),
+        "let chains need Rust 1.88, Cargo.toml says {}.{}: {found:?}",
+        declared.0,
+        declared.1
     );
 }
 

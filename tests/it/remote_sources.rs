@@ -312,3 +312,59 @@ fn remote_b2d_leaves_are_read_by_ranges_not_fetched_whole() {
         "{fetched} bytes fetched for one chunk of a {leaf_len}-byte leaf"
     );
 }
+
+/// A 2012 `blsk` root (`meta/nrows`, written by `scripts/gen_blsk.py`: an array and a table)
+/// and a lone `blsk` superchunk object in a prefix of sources are left out (logged), not
+/// shown as leaves whose open fails with EIO ("a 2012 blsk root is not read from a remote
+/// prefix"); the python-blosc2 frame beside them reads as before.
+#[test]
+fn remote_prefix_of_sources_leaves_out_blsk_roots_and_objects() {
+    use b2fs::remote::RemoteOptions;
+    use b2fs::tree::{ROOT_INO, Tree, TreeOptions};
+    let t = "remote_prefix_of_sources_leaves_out_blsk_roots_and_objects";
+    let py = or_skip!(python(t));
+    let moto = or_skip!(moto(t));
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("src");
+    std::fs::create_dir(&src).unwrap();
+    crate::support::run_python(
+        &py,
+        &["scripts/gen_blsk.py", src.join("old").to_str().unwrap()],
+    );
+    std::fs::copy(src.join("old/flat/data/__1__.bin"), src.join("lone.blsk")).unwrap();
+    let make = "import sys, numpy as np, blosc2\n\
+        blosc2.asarray(np.arange(5000, dtype='i8'), chunks=(2000,), urlpath=sys.argv[1], \
+        mode='w')\n";
+    let frame = src.join("a.b2nd");
+    crate::support::run_python(&py, &["-c", make, frame.to_str().unwrap()]);
+    for rel in crate::support::files_under(&src) {
+        let bytes = std::fs::read(src.join(&rel)).unwrap();
+        put_object(&moto, &format!("bl/{}", rel.display()), &bytes, true);
+    }
+    let opts = RemoteOptions {
+        endpoint: Some(moto.url.clone()),
+        no_sign_request: true,
+        ..RemoteOptions::default()
+    };
+    let prefix = b2fs::remote::open_prefix(&format!("s3://{BUCKET}/bl/"), &opts).unwrap();
+    let (tree, stores) = prefix.sources(&opts).unwrap();
+    let c = b2fs::container::store::dir::open_listed(tree, stores);
+    let tree = Tree::from_collection(c, TreeOptions::default()).unwrap();
+    let top: Vec<String> = tree
+        .readdir(ROOT_INO, 0)
+        .unwrap()
+        .map(|e| e.name)
+        .filter(|n| !n.starts_with('.'))
+        .collect();
+    assert!(top.contains(&"a.b2nd".to_owned()), "{top:?}");
+    for gone in ["old", "lone.blsk"] {
+        assert!(!top.contains(&gone.to_owned()), "{gone} is shown: {top:?}");
+    }
+    let got = crate::support::tree_read(
+        &tree,
+        crate::support::tree_ino(&tree, "a.b2nd/array.npy"),
+        1 << 20,
+    )
+    .unwrap();
+    assert!(got == crate::caterva2::npy_of(&py, &frame, None), "a.b2nd");
+}

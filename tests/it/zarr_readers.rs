@@ -191,14 +191,28 @@ fn source(py: &Path, dir: &Path, script: &str, cmd: &str, name: &str) -> PathBuf
     src
 }
 
+/// What a `zarr_readers.py` child printed: its stdout, which tests check, and its stderr,
+/// which every failed check prints too (`{said}` shows both).
+struct Said {
+    out: String,
+    err: String,
+}
+
+impl std::fmt::Display for Said {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "\n--- stdout:\n{}\n--- stderr:\n{}", self.out, self.err)
+    }
+}
+
 /// Runs `zarr_readers.py CMD MNT ARGS...` with `zpy` on the mount `m` and asserts that it
-/// succeeded; its stdout.
-fn readers_on(zpy: &Path, cmd: &str, m: &Mount, args: &[&str]) -> String {
+/// succeeded; what it printed.
+fn readers_on(zpy: &Path, cmd: &str, m: &Mount, args: &[&str]) -> Said {
     let mp = m.mp.to_str().unwrap();
     let all = [&["scripts/oracle/zarr_readers.py", cmd, mp][..], args].concat();
     let (ok, out, err) = run(zpy, &all);
-    assert!(ok, "zarr_readers.py {cmd} {args:?}: {out}{err}");
-    out
+    let said = Said { out, err };
+    assert!(ok, "zarr_readers.py {cmd} {args:?}: {said}");
+    said
 }
 
 /// `name` in `dir`, made by python-blosc2 (the reference venv) running the Python lines
@@ -240,8 +254,8 @@ fn zarr_region_writes_of_zarr_python_and_xarray_reach_the_source() {
     for (src, name) in &sources {
         let m = Mount::daemon(src, &[]);
         let expect = dir.path().join(format!("{name}.expect.npy"));
-        let out = readers_on(&zpy, "write", &m, &[name, expect.to_str().unwrap()]);
-        assert_eq!(out.trim(), "ok 5", "{name}");
+        let said = readers_on(&zpy, "write", &m, &[name, expect.to_str().unwrap()]);
+        assert_eq!(said.out.trim(), "ok 5", "{name}: {said}");
         m.umount();
         let says = python_says(
             &py,
@@ -284,7 +298,7 @@ fn zarr_shard_writes_of_zarr_python_and_xarray_reach_the_source() {
             let (ok, out, err) = run(&zpy, &[&args[..], &[expect.to_str().unwrap()]].concat());
             assert!(ok, "zarr {version}, {name}: {out}{err}");
             let said = format!("ok {steps} sharded");
-            assert_eq!(out.trim(), said, "zarr {version}, {name}");
+            assert_eq!(out.trim(), said, "zarr {version}, {name}: stderr:\n{err}");
             // Every inner chunk of shard (0, 0) of the fill value: zarr-python removes it.
             let (ok, out, err) = run(
                 &zpy,
@@ -352,7 +366,7 @@ fn tensorstore_writes_through_both_layouts_reach_the_source() {
         ];
         let (ok, out, err) = run(&zpy, &[&args[..], &[expect.to_str().unwrap()]].concat());
         assert!(ok, "{opts:?}: {out}{err}");
-        assert_eq!(out.trim(), "ok", "{opts:?}");
+        assert_eq!(out.trim(), "ok", "{opts:?}: stderr:\n{err}");
         m.umount();
         let says = python_says(
             &py,
@@ -385,8 +399,8 @@ fn zarr_writes_on_a_read_only_mount_fail_with_erofs_and_change_nothing() {
     );
     let before = std::fs::read(&src).unwrap();
     let m = Mount::daemon(&src, &["ro"]);
-    let out = readers_on(&zpy, "readonly", &m, &["slab"]);
-    assert_eq!(out.trim(), "refused 3");
+    let said = readers_on(&zpy, "readonly", &m, &["slab"]);
+    assert_eq!(said.out.trim(), "refused 3", "{said}");
     m.umount();
     assert!(std::fs::read(&src).unwrap() == before, "the source changed");
 }
@@ -482,14 +496,18 @@ fn zarr_dask_distributed_two_workers_over_a_mounted_s3_source() {
     let ep = format!("endpoint={},no_sign_request", moto.url);
     let m = Mount::daemon(Path::new(&url), &[ep.as_str()]);
     let t0 = Instant::now();
-    let out = readers_on(
+    let said = readers_on(
         &zpy,
         "distributed",
         &m,
         &["remote2d", src.to_str().unwrap()],
     );
-    assert!(out.starts_with("ok "), "{out}");
-    eprintln!("{t}: {} ({:.1} s)", out.trim(), t0.elapsed().as_secs_f64());
+    assert!(said.out.starts_with("ok "), "{said}");
+    eprintln!(
+        "{t}: {} ({:.1} s)",
+        said.out.trim(),
+        t0.elapsed().as_secs_f64()
+    );
     m.umount();
 }
 
@@ -513,19 +531,17 @@ fn zarr_attribute_edits_of_zarr_python_and_xarray_reach_the_source() {
     assert_eq!(before["/"], serde_json::json!({"title": "demo"}));
     assert_eq!(before["/ocean"], serde_json::json!({"source": "model"}));
     let m = Mount::daemon(&src, &[]);
-    let out = readers_on(&zpy, "attrs", &m, &[]);
-    let lines: Vec<&str> = out.lines().collect();
-    assert_eq!(lines[0], "array ok", "{out}");
+    let said = readers_on(&zpy, "attrs", &m, &[]);
     assert_eq!(
-        lines[1], r#"xarray ok {"history": "xarray", "source": "model"}"#,
-        "{out}"
-    );
-    assert_eq!(lines[2], "resize refused", "{out}");
-    assert_eq!(lines[3], "no carrier ok", "{out}");
-    assert_eq!(
-        lines[4],
-        r#"view {"/": {"title": "edited"}, "/ocean/sst": {"scale": [1, 2.5], "units": "degC"}}"#,
-        "{out}"
+        said.out.lines().collect::<Vec<_>>(),
+        [
+            "array ok",
+            r#"xarray ok {"history": "xarray", "source": "model"}"#,
+            "resize refused",
+            "no carrier ok",
+            r#"view {"/": {"title": "edited"}, "/ocean/sst": {"scale": [1, 2.5], "units": "degC"}}"#,
+        ],
+        "{said}"
     );
     m.umount();
     let after = check(&src);
@@ -558,11 +574,11 @@ fn zarr_appends_of_zarr_python_and_xarray_resize_the_source() {
         a.vlmeta['_ARRAY_DIMENSIONS'] = ['time']\n";
     let src = b2nd(&py, dir.path(), "series.b2nd", make);
     let m = Mount::daemon(&src, &[]);
-    let out = readers_on(&zpy, "append", &m, &["series"]);
+    let said = readers_on(&zpy, "append", &m, &["series"]);
     assert_eq!(
-        out.lines().collect::<Vec<_>>(),
+        said.out.lines().collect::<Vec<_>>(),
         ["append 1300 True", "xarray 1350 True", "resize 1200 True"],
-        "{out}"
+        "{said}"
     );
     let log = crate::support::b2fs()
         .args(["log", m.mp.to_str().unwrap()])
@@ -595,8 +611,8 @@ fn zarr_nan_attributes_of_zarr_python_reach_the_source_as_floats() {
     let dir = tempfile::tempdir().unwrap();
     let src = sst(&py, dir.path(), "");
     let m = Mount::daemon(&src, &[]);
-    let out = readers_on(&zpy, "nanattrs", &m, &["sst"]);
-    assert_eq!(out.trim(), "view True inf -inf K");
+    let said = readers_on(&zpy, "nanattrs", &m, &["sst"]);
+    assert_eq!(said.out.trim(), "view True inf -inf K", "{said}");
     m.umount();
     let check = "import sys, math, blosc2\n\
         a = blosc2.open(sys.argv[1])\n\
@@ -623,8 +639,8 @@ fn xarray_appends_along_time_of_a_3d_b2nd_reach_the_source() {
         a.vlmeta['_ARRAY_DIMENSIONS'] = ['time', 'y', 'x']\n";
     let src = b2nd(&py, dir.path(), "cube.b2nd", make);
     let m = Mount::daemon(&src, &[]);
-    let out = readers_on(&zpy, "append3d", &m, &["cube"]);
-    assert_eq!(out.trim(), "xarray 17 True");
+    let said = readers_on(&zpy, "append3d", &m, &["cube"]);
+    assert_eq!(said.out.trim(), "xarray 17 True", "{said}");
     m.umount();
     let back = python_says(
         &py,

@@ -12,6 +12,7 @@ use serde_json::Value;
 use super::unsupported;
 use crate::codec::filter_id::{NOFILTER, TRUNC_PREC};
 use crate::codec::{Blocksize, CParams, ChunkFormat, ChunkHeader, Codec, SplitMode};
+use crate::container::frame::FrameInfo;
 use crate::container::{Array, ContainerError, Inner};
 
 /// Compression parameters for new chunks: what the existing chunks use, read from the header
@@ -29,6 +30,11 @@ use crate::container::{Array, ContainerError, Inner};
 /// This also keeps a header that parses but lies (one flipped byte makes a shuffle slot
 /// TRUNC_PREC) from making new chunks lose precision.
 ///
+/// A frame's first readable header is checked against the frame header: when its codec or
+/// typesize is not the frame's (a flipped byte in a header that still parses), new chunks
+/// take the frame header's defaults instead, so that they are compressed as the frame says
+/// its chunks are (logged once per call, that is once per commit).
+///
 /// # Errors
 ///
 /// A chunk header that cannot be read or names a codec b2fs cannot encode.
@@ -43,6 +49,17 @@ pub fn chunk_cparams(array: &Array) -> Result<CParams, ContainerError> {
         Inner::Frame(f) => {
             let info = f.info();
             let clevel = info.clevel().min(9);
+            let first = first.filter(|h| match frame_disagrees(h, info) {
+                None => true,
+                Some(what) => {
+                    log::warn!(
+                        "{}: the first readable chunk header says {what}: new chunks use the \
+                         frame header's parameters",
+                        path.display()
+                    );
+                    false
+                }
+            });
             let mut p = match &first {
                 Some(h) => CParams {
                     format: ChunkFormat::Blosc2,
@@ -67,11 +84,7 @@ pub fn chunk_cparams(array: &Array) -> Result<CParams, ContainerError> {
                             unsupported(path, format!("codec {} for new chunks", info.compcode()))
                         })?,
                     clevel,
-                    // Types over 255 bytes are stored as typesize 1, as C-Blosc2 does.
-                    typesize: usize::try_from(info.typesize)
-                        .ok()
-                        .filter(|ts| (1..=255).contains(ts))
-                        .unwrap_or(1),
+                    typesize: chunk_typesize(info),
                     filters: info.filters,
                     filters_meta: info.filters_meta,
                     splitmode: match info.other_flags & 3 {
@@ -141,4 +154,28 @@ pub fn chunk_cparams(array: &Array) -> Result<CParams, ContainerError> {
             }
         }
     }
+}
+
+/// The typesize a chunk of the frame names: the frame's, or 1 for types over 255 bytes (as
+/// C-Blosc2 stores them).
+fn chunk_typesize(info: &FrameInfo) -> usize {
+    usize::try_from(info.typesize)
+        .ok()
+        .filter(|ts| (1..=255).contains(ts))
+        .unwrap_or(1)
+}
+
+/// How chunk header `h` disagrees with the frame header `info` on the codec or the typesize
+/// (`None` when it agrees, or when the frame header names no codec b2fs encodes and so has no
+/// better answer).
+fn frame_disagrees(h: &ChunkHeader, info: &FrameInfo) -> Option<String> {
+    let frame_codec = Codec::from_compcode(info.compcode()).filter(|c| *c != Codec::Snappy)?;
+    let chunk_codec = h.codec().ok();
+    if chunk_codec != Some(frame_codec) {
+        let said = chunk_codec.map_or("a codec b2fs cannot encode", Codec::name);
+        return Some(format!("{said}, the frame header {}", frame_codec.name()));
+    }
+    let (chunk_ts, frame_ts) = (usize::from(h.typesize.max(1)), chunk_typesize(info));
+    (chunk_ts != frame_ts)
+        .then(|| format!("typesize {chunk_ts}, the frame header {}", info.typesize))
 }

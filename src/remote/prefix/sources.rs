@@ -7,10 +7,12 @@
 //! - **Telling the sources**: a sub-prefix holding `chunks.b2frame`, `__rootdirs__`,
 //!   `meta/sizes` or `meta/nrows` is a directory source (its objects read through the prefix,
 //!   as a prefix mounted alone reads them); any other object is a source when its first bytes
-//!   are a frame's or `blsk`'s, a store when they are a zip's. One ranged GET of those bytes
-//!   per object not fetched at open, all at once (at most [`HEADS_AT_ONCE`] in flight). Other
-//!   objects are not shown. A sub-prefix holding `embed.b2e` is a `.b2d` store, its objects
-//!   a tree of their own ([`ByteTree::store_dirs`]), read as a `.b2d` prefix mounted alone.
+//!   are a frame's, a store when they are a zip's. One ranged GET of those bytes per object
+//!   not fetched at open, all at once (at most [`HEADS_AT_ONCE`] in flight). Other objects
+//!   are not shown; nor are 2012 blsk roots (`meta/nrows`) and `blsk` superchunk objects,
+//!   which are not read from a prefix (logged). A sub-prefix holding `embed.b2e` is a `.b2d`
+//!   store, its objects a tree of their own ([`ByteTree::store_dirs`]), read as a `.b2d`
+//!   prefix mounted alone.
 //! - **Frames and `.b2z` stores** are read as a single object mounted alone is
 //!   ([`RemotePrefix::open_single`]), each opened when first used.
 //! - **Followed** (`remote_recheck`): [`ByteTree::relist`] lists the prefix again when due;
@@ -23,7 +25,7 @@ use object_store::GetRange;
 
 use super::listing::{listed, same_listing};
 use super::{RemotePrefix, SharedPrefix, lock};
-use crate::container::store::dir::{in_dirs, source_roots};
+use crate::container::store::dir::{SOURCE_MARKERS, in_dirs, source_roots};
 use crate::container::{ByteSource, ByteTree, Relist};
 use crate::remote::RemoteOptions;
 use crate::remote::client::{RemoteError, RemoteErrorKind};
@@ -75,16 +77,27 @@ impl RemotePrefix {
                 .match_indices('/')
                 .any(|(at, _)| all.contains(&d[..=at]))
         });
-        let mut root_dirs: Vec<String> = source_roots(&names)
+        let root_dirs: Vec<String> = source_roots(&names)
             .into_iter()
             .filter(|r| !in_dirs(&store_dirs, r))
             .map(|r| format!("{r}/"))
             .collect();
+        // A 2012 blsk root is not read from a prefix: left out, its objects with it.
+        let set: std::collections::HashSet<&str> = names.iter().map(String::as_str).collect();
+        let (mut blsk_roots, mut root_dirs): (Vec<String>, Vec<String>) =
+            root_dirs.into_iter().partition(|d| is_blsk_root(&set, d));
+        for d in &blsk_roots {
+            log::warn!(
+                "{}/{d}: a 2012 blsk root is not read from a remote prefix: not shown",
+                self.root.display()
+            );
+        }
         // Sorted with their `/` (`ct-2/` sorts before `ct/`).
         root_dirs.sort();
+        blsk_roots.sort();
         let (mut listed, mut candidates) = (Vec::new(), Vec::new());
         for (i, o) in self.objects.iter().enumerate() {
-            if in_dirs(&store_dirs, &o.rel) {
+            if in_dirs(&store_dirs, &o.rel) || in_dirs(&blsk_roots, &o.rel) {
                 continue;
             }
             if in_dirs(&root_dirs, &o.rel) {
@@ -100,7 +113,12 @@ impl RemotePrefix {
             let Some(head) = head else {
                 continue;
             };
-            if head.starts_with(&crate::container::frame::MAGIC) || head.starts_with(b"blsk") {
+            if head.starts_with(b"blsk") {
+                log::warn!(
+                    "{}/{rel}: a 2012 blsk superchunk file, not a source: not shown",
+                    self.root.display()
+                );
+            } else if head.starts_with(&crate::container::frame::MAGIC) {
                 listed.push(rel.clone());
                 singles.push(rel.clone());
             } else if head.starts_with(b"PK\x03\x04") || head.starts_with(b"PK\x05\x06") {
@@ -201,6 +219,13 @@ impl RemotePrefix {
         })?;
         Ok(heads)
     }
+}
+
+/// Whether directory source `dir` (ending in `/`) among the prefix's `names` is a 2012 blsk
+/// root: `meta/nrows` and none of the other [`SOURCE_MARKERS`], which the open tries first.
+fn is_blsk_root(names: &std::collections::HashSet<&str>, dir: &str) -> bool {
+    let has = |m: &str| names.contains(format!("{dir}{m}").as_str());
+    has("meta/nrows") && !SOURCE_MARKERS.iter().any(|m| *m != "meta/nrows" && has(m))
 }
 
 impl PrefixSources {

@@ -168,9 +168,10 @@ impl Tree {
             }
         };
         // xarray's spelling of `_FillValue` (`fill.rs`) is stored as the plain value it
-        // spells; left as the view showed it, the source's own stays.
+        // spells; left as the view showed it (or out, where the view left it out), the
+        // source's own stays.
         let attrs = match (&carrier, self.zarr_json_dtype(z), attrs) {
-            (Some(_), Some(dtype), Value::Object(m)) if m.contains_key(fill::FILL_VALUE) => {
+            (Some(_), Some(dtype), Value::Object(m)) => {
                 let source = self.zarr_source_attrs(z)?;
                 let was = shown.get("attributes").unwrap_or(&empty);
                 let mapped = Value::Object(fill::written(m, was, &source, &dtype));

@@ -9,17 +9,23 @@
 //! shown as stored. Datetimes, timedeltas and strings have no spelling xarray reads at all
 //! (it raises on any `_FillValue` there): left as stored.
 //!
-//! - **Shown** ([`shown`]): an array's `_FillValue` that is a number, a `__float__` or
-//!   `__float32__` tag (a float of any kind), or for a complex type a `__complex__` tag, is
-//!   shown in xarray's spelling (a real number of a complex array as `[re, 0]`). Anything
-//!   else (a string, a list) is shown as stored. `__attrs__` always shows the stored value.
+//! - **Shown** ([`shown`]): a float or complex array's `_FillValue` that is a number, a
+//!   `__float__` or `__float32__` tag (a float of any kind), a number-like string
+//!   (`"-9999"`), or for a complex type a `__complex__` tag or a pair of those, is shown in
+//!   xarray's spelling (a real number of a complex array as `[re, 0]`), rounded to the
+//!   array's float type first as xarray's encoder casts it (float32, float16). One xarray
+//!   reads as it is (its own spelling) is shown as stored; any other (a bool, another string,
+//!   a list, null) is left out of `zarr.json`, since xarray fails to open the whole dataset
+//!   on it (a plain Zarr store holding one fails the same way). Other types' values are shown
+//!   as stored. `__attrs__` always shows the stored value.
 //! - **Written back** ([`written`]): in a new `zarr.json` renamed over the view's, a
 //!   `_FillValue` equal to the one the view showed keeps the source's own value (its type too:
 //!   an integer `-9999` stays one, so an unchanged document changes nothing); otherwise
 //!   xarray's spelling (a string that is base64 of 8 bytes, or a pair of them for a complex
 //!   type) is stored as the plain number it spells (a float, NaN and infinities as their
 //!   `__float__` tags, a complex as its `__complex__` tag), so python-blosc2 reads a float.
-//!   Any other value is stored as written.
+//!   Any other value is stored as written. A document without `_FillValue` where the view
+//!   left the source's out keeps the source's.
 
 use serde_json::{Map, Value, json};
 
@@ -77,41 +83,94 @@ fn unspell(v: &Value) -> Option<Value> {
     })
 }
 
-/// How the view shows `_FillValue` value `v` of an array of `dtype` (`None`: as stored).
-/// A float32 (complex64) array's value is rounded to float32 first, as xarray's encoder
-/// casts a fill value to the data's type: its decoder compares the data with the float64 it
-/// reads, so a value float32 cannot hold (-9999.9) would mask nothing. float16 arrays' values
-/// are spelled unrounded (xarray then masks only values float16 holds exactly).
-fn shown_value(v: &Value, dtype: &DataType) -> Option<Value> {
-    let narrow = matches!(dtype.json.as_str(), Some("float32" | "complex64"));
+/// `f` rounded to the nearest float16 (ties to even; past the largest, 65504, from 65520 on:
+/// an infinity), as a float64: numpy's `np.float16(f)`, which rounds a float64 directly
+/// (not through float32, which could round twice).
+fn round_to_f16(f: f64) -> f64 {
+    let a = f.abs();
+    if !a.is_finite() {
+        return f;
+    }
+    if a >= 65520.0 {
+        return f64::INFINITY.copysign(f);
+    }
+    // The spacing of float16 values around `a`: 2^-24 below 2^-14 (subnormals), else
+    // 2^(exponent - 10) for 10 stored mantissa bits. `a / q` and the product are exact.
+    let exp = ((a.to_bits() >> 52) & 0x7ff) as i32 - 1023;
+    let q = 2f64.powi(exp.max(-14) - 10);
+    ((a / q).round_ties_even() * q).copysign(f)
+}
+
+/// The float a number-like string spells (`"-9999"`, `" 1e3 "`, `"nan"`; surrounding
+/// whitespace allowed, as numpy's `np.float64("-9999")` reads it).
+fn number_like(s: &str) -> Option<f64> {
+    s.trim().parse().ok()
+}
+
+/// xarray's spelling of `_FillValue` value `v` for an array of a float or complex type
+/// (`width`: its Zarr data type), `None` when `v` is no number (nor a number-like string, nor
+/// for a complex type a pair of them or a `__complex__` tag). A float32 or float16
+/// (complex64) array's value is rounded to that type first, as xarray's encoder casts a fill
+/// value to the data's type (`dtype.type(v)`): its decoder compares the data with the
+/// float64 it reads, so a value the type cannot hold (-9999.9) would mask nothing.
+fn spelled(v: &Value, kind: Kind, width: Option<&str>) -> Option<Value> {
     let float_of = |v: &Value| {
-        float_of(v).map(|f| match narrow {
+        let f = match v {
+            Value::String(s) => number_like(s),
+            _ => float_of(v),
+        };
+        f.map(|f| match width {
             #[allow(clippy::cast_possible_truncation)]
-            true => f64::from(f as f32),
-            false => f,
+            Some("float32" | "complex64") => f64::from(f as f32),
+            Some("float16") => round_to_f16(f),
+            _ => f,
         })
     };
-    match kind(dtype)? {
+    match kind {
         Kind::Float => float_of(v).map(spell),
         Kind::Complex => {
-            let (re, im) = match v.as_object().and_then(|m| m.get("__complex__")) {
-                Some(Value::Array(p)) if v.as_object()?.len() == 1 && p.len() == 2 => {
-                    (float_of(&p[0])?, float_of(&p[1])?)
-                }
-                Some(_) => return None,
-                None => (float_of(v)?, 0.0),
+            let (re, im) = match v {
+                Value::Object(m) => match m.get("__complex__") {
+                    Some(Value::Array(p)) if m.len() == 1 && p.len() == 2 => {
+                        (float_of(&p[0])?, float_of(&p[1])?)
+                    }
+                    _ => return None,
+                },
+                Value::Array(p) if p.len() == 2 => (float_of(&p[0])?, float_of(&p[1])?),
+                _ => (float_of(v)?, 0.0),
             };
             Some(json!([spell(re), spell(im)]))
         }
     }
 }
 
+/// Whether xarray decodes `v` as a `_FillValue` of `kind` as it is: a string that is base64
+/// of 8 bytes, a pair of them for a complex type.
+fn xarray_reads(v: &Value, kind: Kind) -> bool {
+    match (kind, v) {
+        (Kind::Float, _) => unspell(v).is_some(),
+        (Kind::Complex, Value::Array(p)) => p.len() == 2 && p.iter().all(|x| unspell(x).is_some()),
+        _ => false,
+    }
+}
+
 /// `attrs` (an array's, as `__attrs__` shows them) as the view's `zarr.json` shows them for
-/// an array of `dtype`: `_FillValue` in xarray's spelling where it reads one.
+/// an array of `dtype`: a float or complex array's `_FillValue` in xarray's spelling when it
+/// is a number (or a number-like string), as stored when xarray reads it so, and left out
+/// otherwise (a bool, another string, a list, null: xarray fails to open the whole dataset
+/// on one, and masks nothing without it).
 pub fn shown(mut attrs: Value, dtype: &DataType) -> Value {
-    if let Some(v) = attrs.get_mut(FILL_VALUE) {
-        if let Some(s) = shown_value(v, dtype) {
+    let Some(kind) = kind(dtype) else {
+        return attrs;
+    };
+    let Some(map) = attrs.as_object_mut() else {
+        return attrs;
+    };
+    if let Some(v) = map.get_mut(FILL_VALUE) {
+        if let Some(s) = spelled(v, kind, dtype.json.as_str()) {
             *v = s;
+        } else if !xarray_reads(v, kind) {
+            map.remove(FILL_VALUE);
         }
     }
     attrs
@@ -130,6 +189,10 @@ pub fn written(
         return new;
     };
     let Some(v) = new.get_mut(FILL_VALUE) else {
+        // The view left the source's out: a document without it keeps it.
+        if let (None, Some(own)) = (shown.get(FILL_VALUE), source.get(FILL_VALUE)) {
+            new.insert(FILL_VALUE.to_owned(), own.clone());
+        }
         return new;
     };
     if let (Some(was), Some(own)) = (shown.get(FILL_VALUE), source.get(FILL_VALUE)) {
@@ -160,6 +223,36 @@ mod tests {
         data_type(typestr).unwrap().0
     }
 
+    /// Values numpy's `float(np.float16(v))` gives (numpy 2.4).
+    #[test]
+    fn float16_rounding_is_numpys() {
+        for (v, want) in [
+            (-9999.9, -10000.0),
+            (0.1, 0.099_975_585_937_5),
+            (1.0 / 3.0, 0.333_251_953_125),
+            (65504.0, 65504.0),
+            (65519.99, 65504.0),
+            (65520.0, f64::INFINITY),
+            (-1e6, f64::NEG_INFINITY),
+            // Ties to even: 2049 lies between 2048 and 2050.
+            (2049.0, 2048.0),
+            (2051.0, 2052.0),
+            // Subnormals (steps of 2^-24), and below half of the smallest: zero.
+            (1e-7, 1.192_092_895_507_812_5e-7),
+            (2.9e-8, 0.0),
+            (3.0e-8, 5.960_464_477_539_063e-8),
+            (6.1e-5, 6.097_555_160_522_461e-5),
+        ] {
+            assert_eq!(round_to_f16(v), want, "{v}");
+        }
+        assert!(round_to_f16(f64::NAN).is_nan());
+        assert_eq!(round_to_f16(-0.0).to_bits(), (-0.0f64).to_bits());
+        assert_eq!(
+            shown(json!({"_FillValue": -9999.9}), &dt("<f2"))["_FillValue"],
+            spell(-10000.0)
+        );
+    }
+
     /// The spellings are the ones Python's `base64.standard_b64encode(struct.pack("<d", v))`
     /// gives (computed with CPython 3).
     #[test]
@@ -188,16 +281,52 @@ mod tests {
         assert_eq!(shown(nan.clone(), &dt("<f2"))["_FillValue"], "AAAAAAAA+H8=");
         let f32 = json!({"_FillValue": {"__float32__": "-inf"}});
         assert_eq!(shown(f32.clone(), &f8)["_FillValue"], "AAAAAAAA8P8=");
-        // As stored: integers and bools (xarray reads them plain), strings, lists, datetimes.
+        // As stored: integers and bools (xarray reads them plain), datetimes, xarray's own
+        // spelling.
         for (a, t) in [
             (json!({"_FillValue": -9999}), "<i2"),
             (json!({"_FillValue": true}), "|b1"),
-            (json!({"_FillValue": "x"}), "<f8"),
-            (json!({"_FillValue": [1.0]}), "<f8"),
+            (json!({"_FillValue": "x"}), "<i4"),
             (json!({"_FillValue": 0}), "<M8[s]"),
             (json!({"fill": 1.0}), "<f8"),
+            (json!({"_FillValue": "AAAAAICHw8A="}), "<f4"),
+            (
+                json!({"_FillValue": ["AAAAAICHw8A=", "AAAAAAAAAAA="]}),
+                "<c8",
+            ),
         ] {
             assert_eq!(shown(a.clone(), &dt(t)), a, "{t}");
+        }
+        // A number-like string on a float (complex) array: the number it spells.
+        for (v, t, want) in [
+            (json!("-9999"), "<f8", json!("AAAAAICHw8A=")),
+            (json!(" -9999.9 "), "<f4", json!("AAAAQPOHw8A=")),
+            (json!("nan"), "<f2", json!("AAAAAAAA+H8=")),
+            (json!("1"), "<c16", json!(["AAAAAAAA8D8=", "AAAAAAAAAAA="])),
+            (
+                json!([1, "nan"]),
+                "<c16",
+                json!(["AAAAAAAA8D8=", "AAAAAAAA+H8="]),
+            ),
+        ] {
+            let a = shown(json!({"_FillValue": v, "units": "K"}), &dt(t));
+            assert_eq!(a, json!({"_FillValue": want, "units": "K"}), "{v} {t}");
+        }
+        // Left out where xarray reads no such value (it fails to open the dataset): a bool,
+        // another string, a list, null, an object.
+        for (v, t) in [
+            (json!(true), "<f8"),
+            (json!(false), "<f4"),
+            (json!("x"), "<f8"),
+            (json!("AAAA"), "<f8"),
+            (json!([1.0]), "<f8"),
+            (json!(null), "<f2"),
+            (json!({"a": 1}), "<f8"),
+            (json!([1.0, 2.0, 3.0]), "<c8"),
+            (json!({"__complex__": [1.0]}), "<c16"),
+        ] {
+            let a = shown(json!({"_FillValue": v, "units": "K"}), &dt(t));
+            assert_eq!(a, json!({"units": "K"}), "{v} {t}");
         }
         // Complex: a pair; a real number is the real part.
         let c = json!({"_FillValue": {"__complex__": [1.0, {"__float__": "nan"}]}});
@@ -241,6 +370,27 @@ mod tests {
             );
             assert_eq!(back["_FillValue"], kept);
         }
+        // Left out by the view: a document without it keeps the source's; a new one is
+        // stored as for any other.
+        let source = json!({"_FillValue": true, "units": "K"});
+        let showed = shown(source.clone(), &f8);
+        let back = written(obj(json!({"units": "m"})), &showed, &source, &f8);
+        assert_eq!(
+            Value::Object(back),
+            json!({"_FillValue": true, "units": "m"})
+        );
+        let back = written(
+            obj(json!({"_FillValue": "AAAAAICHw8A="})),
+            &showed,
+            &source,
+            &f8,
+        );
+        assert_eq!(Value::Object(back), json!({"_FillValue": -9999.0}));
+        // A number-like string written back as shown stays the string.
+        let source = json!({"_FillValue": "-9999"});
+        let showed = shown(source.clone(), &f8);
+        let back = written(obj(showed.clone()), &showed, &source, &f8);
+        assert_eq!(Value::Object(back), source);
         let back = written(
             obj(json!({"_FillValue": ["AAAAAAAA8D8=", "AAAAAAAA+H8="]})),
             &json!({}),

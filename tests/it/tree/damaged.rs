@@ -368,6 +368,60 @@ fn tree_a_lying_trunc_prec_in_the_first_chunk_header_writes_nothing_lossy() {
     assert!(!header(1).filters.contains(&4), "{:?}", header(1).filters);
 }
 
+/// A first chunk header that parses but lies about the codec (flags bits 5-7 say zstd in an
+/// LZ4 frame) or the typesize (4 in a float64 array): a chunk written whole is compressed as
+/// the frame header says its chunks are (before, as the lying header said), and
+/// python-blosc2 reads it back exactly.
+#[test]
+fn tree_a_first_chunk_header_lying_about_codec_or_typesize_is_not_copied() {
+    let py = crate::support::python(
+        "tree_a_first_chunk_header_lying_about_codec_or_typesize_is_not_copied",
+    );
+    // (fixture, header byte, what it holds, what it is set to)
+    for (file, at, was, lie) in [
+        // Byte 2, the flags: LZ4's format 1 in bits 5-7 becomes zstd's 4.
+        ("frames/schunk_lz4.b2frame", 2, 0x35, 0x95),
+        // Byte 3: the typesize.
+        ("frames/b2nd_1d_f8.b2nd", 3, 8, 4),
+    ] {
+        let (_dir, src, sc, _) = chunk0_header_byte_set(file, at, Some(was), lie);
+        let header = |path: &Path, i: usize| match b2fs::container::open(path).unwrap() {
+            b2fs::container::Container::Array(a) => a.chunk_header(i).unwrap(),
+            b2fs::container::Container::Table(_) => panic!("not an array"),
+        };
+        let lying = header(&src, 0);
+        let len = sc["chunk_list"][1]["nbytes"].as_u64().unwrap() as usize;
+        let new: Vec<u8> = (0..len / 8)
+            .flat_map(|i| (1.0 / 3.0 + i as f64 * 1e-9).to_le_bytes())
+            .collect();
+        write_whole(&src, "data/00000001.bin", &new);
+        assert_eq!(read_path(&tree(&src), "data/00000001.bin"), new, "{file}");
+        let (got, old) = (header(&src, 1), header(&data_dir().join(file), 1));
+        assert_eq!(
+            (got.codec().unwrap(), got.typesize, got.filters),
+            (old.codec().unwrap(), old.typesize, old.filters),
+            "{file}: the new chunk 1 is compressed as the frame says (the lying chunk 0: {:?}, \
+             typesize {})",
+            lying.codec(),
+            lying.typesize
+        );
+        if let Some(py) = &py {
+            let got = crate::support::python_says(
+                py,
+                &[
+                    "-c",
+                    "import sys, blosc2\n\
+                     o = blosc2.open(sys.argv[1])\n\
+                     print(getattr(o, 'schunk', o).decompress_chunk(1).hex())\n",
+                    src.to_str().unwrap(),
+                ],
+            );
+            let want: String = new.iter().map(|b| format!("{b:02x}")).collect();
+            assert_eq!(got, want, "{file}: python-blosc2 reads the written chunk");
+        }
+    }
+}
+
 /// An array python-blosc2 compressed with TRUNC_PREC (lossy, 20 bits of mantissa kept): a
 /// chunk written whole through the tree reads back byte for byte, through b2fs and
 /// python-blosc2 alike (its header names the filters it was written with).
