@@ -171,7 +171,7 @@ impl Tree {
         // spells; left as the view showed it (or out, where the view left it out), the
         // source's own stays.
         let attrs = match (&carrier, self.zarr_json_dtype(z), attrs) {
-            (Some(_), Some(dtype), Value::Object(m)) => {
+            (Some(_), Some(dtype), Value::Object(m)) if fill::concerns(&dtype) => {
                 let source = self.zarr_source_attrs(z)?;
                 let was = shown.get("attributes").unwrap_or(&empty);
                 let mapped = Value::Object(fill::written(m, was, &source, &dtype));

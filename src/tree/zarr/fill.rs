@@ -154,6 +154,12 @@ fn xarray_reads(v: &Value, kind: Kind) -> bool {
     }
 }
 
+/// Whether `_FillValue` of an array of `dtype` is spelled or left out by the view (a float
+/// or complex type): whether [`written`] may change a new document's attributes.
+pub fn concerns(dtype: &DataType) -> bool {
+    kind(dtype).is_some()
+}
+
 /// `attrs` (an array's, as `__attrs__` shows them) as the view's `zarr.json` shows them for
 /// an array of `dtype`: a float or complex array's `_FillValue` in xarray's spelling when it
 /// is a number (or a number-like string), as stored when xarray reads it so, and left out
