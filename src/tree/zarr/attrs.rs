@@ -248,7 +248,7 @@ fn bare_float(v: &Value) -> Option<&'static str> {
 
 /// Why [`parse_json_floats`] failed.
 #[derive(Debug)]
-enum Parsed {
+pub(super) enum Parsed {
     /// Not JSON (with NaN and Infinity).
     Json(serde_json::Error),
     /// The text with its tokens replaced by tags would pass the bound.
@@ -269,7 +269,7 @@ impl std::fmt::Display for Parsed {
 /// `__attrs__` holds for such floats (`{"__float__": "nan"}`, `"inf"`, `"-inf"`:
 /// `src/container/attrs.rs`), which commit as float64 NaN and infinities. The text with the
 /// tags in place may hold at most `most` bytes (each token grows to 19-20 bytes).
-fn parse_json_floats(data: &[u8], most: usize) -> Result<Value, Parsed> {
+pub(super) fn parse_json_floats(data: &[u8], most: usize) -> Result<Value, Parsed> {
     let mut out: Option<Vec<u8>> = None;
     let (mut in_string, mut escaped) = (false, false);
     let (mut i, mut copied) = (0, 0);
