@@ -20,6 +20,7 @@ use std::time::Instant;
 
 use serde_json::Value;
 
+mod create;
 mod fill;
 mod strict;
 

@@ -74,7 +74,11 @@ fn create_io(path: &Path, a: &NewArray, io: &mut Io) -> Result<(), ContainerErro
         return bad("a new array with a zero length in its shape, chunks or blocks".into());
     }
     if a.itemsize == 0 || a.fill.len() != a.itemsize {
-        return bad(format!("a fill value of {} bytes for items of {}", a.fill.len(), a.itemsize));
+        return bad(format!(
+            "a fill value of {} bytes for items of {}",
+            a.fill.len(),
+            a.itemsize
+        ));
     }
     let items = |s: &[u64]| s.iter().try_fold(1u64, |p, &x| p.checked_mul(x));
     let chunk_bytes = items(&a.chunkshape).and_then(|n| n.checked_mul(a.itemsize as u64));
@@ -83,7 +87,9 @@ fn create_io(path: &Path, a: &NewArray, io: &mut Io) -> Result<(), ContainerErro
         return bad("a chunk too large".into());
     };
     if chunk_bytes > MAX_NEW_CHUNK_BYTES || i32::try_from(chunk_bytes).is_err() {
-        return bad(format!("a chunk of {chunk_bytes} bytes (at most 1 GiB, 2 GiB for Blosc2)"));
+        return bad(format!(
+            "a chunk of {chunk_bytes} bytes (at most 1 GiB, 2 GiB for Blosc2)"
+        ));
     }
     let grid: Vec<u64> = a
         .shape
@@ -241,5 +247,34 @@ mod tests {
         assert_eq!(nd.shape, vec![10, 7]);
         assert!(create_array(&at, &a).is_err());
         assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
+    }
+
+    #[test]
+    fn a_crash_at_any_step_leaves_no_file_or_the_whole_array() {
+        let dir = tempfile::tempdir().unwrap();
+        let a = NewArray {
+            shape: vec![9],
+            chunkshape: vec![4],
+            blockshape: vec![4],
+            dtype: "<i4".into(),
+            itemsize: 4,
+            fill: 7i32.to_le_bytes().to_vec(),
+            attrs: None,
+        };
+        let mut outcomes = Vec::new();
+        for steps in 0..6 {
+            let at = dir.path().join(format!("t{steps}"));
+            let done = create_array_with_crash_after(&at, &a, steps).unwrap();
+            let present = at.exists();
+            if present {
+                let arr = Array::open_frame_at(&at, 0).unwrap();
+                assert_eq!(arr.nchunks(), 3);
+                assert_eq!(arr.nd_meta().unwrap().shape, vec![9]);
+            }
+            outcomes.push((done, present));
+        }
+        assert_eq!(outcomes[0], (false, false));
+        assert!(outcomes.iter().any(|&(done, present)| done && present));
+        assert!(outcomes.iter().all(|&(done, present)| !done || present));
     }
 }

@@ -99,6 +99,8 @@ impl Tree {
             }
             Err(e) => return Err(refuse(format!("the new content is not JSON ({e})"))),
         };
+        // An array made through the view: its writer's codecs and fill value stand.
+        let shown = self.zarr_declared_shown(z, shown, &new);
         // A refused shape change takes back the chunk removals that came before it.
         let wanted = super::undo::wanted_shape(&new, &shown);
         let res = self.zarr_json_apply(z, &path, shown, new);
@@ -152,9 +154,10 @@ impl Tree {
         // of a 16 MiB document's attributes would cost the daemon as much again.
         let mut new = new;
         let attrs = new.remove("attributes").unwrap_or_else(|| empty.clone());
-        let Value::Object(_) = attrs else {
+        let Value::Object(attrs) = attrs else {
             return Err(refuse("\"attributes\" is not a JSON object".into()));
         };
+        let attrs = Value::Object(self.zarr_declared_dims(z, &new, attrs));
         let same = same_json(&attrs, shown.get("attributes").unwrap_or(&empty));
         let mut carrier = match (same, self.zarr_attrs_carrier(z)) {
             (true, _) => None,

@@ -53,6 +53,9 @@ enum Compressor {
 #[derive(Debug)]
 pub(super) struct Declared {
     compressor: Compressor,
+    /// The document's `codecs` and `fill_value` members as written: a later document of
+    /// the same writer (xarray rewrites it to set attributes) may hold them.
+    members: [(&'static str, Value); 2],
     /// One item of the fill value.
     pub(super) fill: Vec<u8>,
 }
@@ -109,8 +112,7 @@ impl Tree {
         if name.is_empty() || name.contains('/') || name == "." || name == ".." {
             return Err(TreeError::InvalidArgument("name"));
         }
-        if let Some(why) = names::refused(name).or((name == "c").then_some("\"c\" is a key"))
-        {
+        if let Some(why) = names::refused(name).or((name == "c").then_some("\"c\" is a key")) {
             return Err(refused(&path, why));
         }
         let ino = {
@@ -192,7 +194,10 @@ impl Tree {
             ));
         }
         let Some(cell) = self.mounted.collection() else {
-            return Err(refused(path, "the mount is one source, not a directory of sources"));
+            return Err(refused(
+                path,
+                "the mount is one source, not a directory of sources",
+            ));
         };
         if cell.get().form() != Form::Frames {
             return Err(refused(
@@ -269,14 +274,52 @@ impl Tree {
     /// The parent (a Zarr inode) of pending directory `k`.
     pub(super) fn zarr_pending_parent(&self, k: u64) -> u64 {
         let c = self.zarr.creating.lock();
-        c.dirs
-            .get(&k)
-            .map_or(self.zarr_root_ino(), |d| d.parent)
+        c.dirs.get(&k).map_or(self.zarr_root_ino(), |d| d.parent)
     }
 
     /// What the writer of `array` declared, when it was made through the view.
     pub(super) fn zarr_declared(&self, array: ArrayId) -> Option<Arc<Declared>> {
         self.zarr.creating.lock().declared.get(&array).cloned()
+    }
+
+    /// The view's document `shown` of Zarr node `z`, with the members its writer declared in
+    /// their place where `new` holds them as declared (an array made through the view): a
+    /// document of that writer then differs in no other member than it does.
+    pub(super) fn zarr_declared_shown(&self, z: ZNode, shown: Value, new: &Value) -> Value {
+        let ZNode::Json(n) = z else { return shown };
+        let Ok(DirKind::Array(a)) = self.zarr_dir_kind(n) else {
+            return shown;
+        };
+        let Some(d) = self.zarr_declared(a) else {
+            return shown;
+        };
+        let Value::Object(mut doc) = shown else {
+            return shown;
+        };
+        for (k, v) in &d.members {
+            if new.get(*k).is_some_and(|x| super::attrs::same_json(x, v)) {
+                doc.insert((*k).to_owned(), v.clone());
+            }
+        }
+        Value::Object(doc)
+    }
+
+    /// The new attributes `attrs` of Zarr node `z`, from document `doc`: for an array made
+    /// through the view, with the document's `dimension_names` as `_ARRAY_DIMENSIONS` when
+    /// they have neither (xarray rewrites the document with its attributes alone).
+    pub(super) fn zarr_declared_dims(
+        &self,
+        z: ZNode,
+        doc: &Map<String, Value>,
+        attrs: Map<String, Value>,
+    ) -> Map<String, Value> {
+        let ZNode::Json(n) = z else { return attrs };
+        match self.zarr_dir_kind(n) {
+            Ok(DirKind::Array(a)) if self.zarr_declared(a).is_some() => {
+                with_dims(attrs, doc.get("dimension_names"), None)
+            }
+            _ => attrs,
+        }
     }
 
     /// `data`, renamed over a chunk object of `want` bytes of `array`: decoded by the codecs
@@ -366,7 +409,11 @@ impl Tree {
             return Ok(());
         };
         if let Ok(DirKind::Array(a)) = self.zarr_dir_kind(made) {
-            self.zarr.creating.lock().declared.insert(a, Arc::new(declared));
+            self.zarr
+                .creating
+                .lock()
+                .declared
+                .insert(a, Arc::new(declared));
         }
         if let Some(d) = self.zarr.creating.lock().dirs.get_mut(&k) {
             d.made = Some(made);
@@ -411,7 +458,9 @@ fn new_array(doc: &Value) -> Result<(NewArray, Declared), String> {
         ));
     }
     if shape.contains(&0) || chunks.contains(&0) {
-        return Err(format!("a zero length in shape {shape:?} or chunks {chunks:?}"));
+        return Err(format!(
+            "a zero length in shape {shape:?} or chunks {chunks:?}"
+        ));
     }
     let keys = get("chunk_key_encoding").ok_or("no chunk_key_encoding")?;
     let sep = keys
@@ -432,8 +481,12 @@ fn new_array(doc: &Value) -> Result<(NewArray, Declared), String> {
     let (typestr, dtype) = numpy_type(get("data_type").ok_or("no data_type")?)?;
     let itemsize = dtype.itemsize as usize;
     let compressor = codecs(get("codecs").ok_or("no codecs")?)?;
-    let fill = fill_item(get("fill_value").unwrap_or(&Value::Null), &typestr, itemsize)?;
-    let mut attrs = match get("attributes") {
+    let fill = fill_item(
+        get("fill_value").unwrap_or(&Value::Null),
+        &typestr,
+        itemsize,
+    )?;
+    let attrs = match get("attributes") {
         None | Some(Value::Null) => Map::new(),
         Some(Value::Object(m)) => m.clone(),
         Some(a) => return Err(format!("attributes {a} are no JSON object")),
@@ -441,14 +494,7 @@ fn new_array(doc: &Value) -> Result<(NewArray, Declared), String> {
     if attrs.keys().any(|k| k.len() > 31) {
         return Err("an attribute name longer than 31 bytes".into());
     }
-    if let Some(Value::Array(names)) = get("dimension_names") {
-        let all: Option<Vec<&str>> = names.iter().map(Value::as_str).collect();
-        if let Some(all) = all.filter(|a| a.len() == shape.len()) {
-            if !attrs.contains_key("_ARRAY_DIMENSIONS") && !attrs.contains_key("dimension_names") {
-                attrs.insert("_ARRAY_DIMENSIONS".into(), Value::from(all));
-            }
-        }
-    }
+    let attrs = with_dims(attrs, get("dimension_names"), Some(shape.len()));
     let empty = Value::Object(Map::new());
     let attrs = fill::written(attrs, &empty, &empty, &dtype);
     let blocks = block_shape(&chunks, itemsize as u64);
@@ -461,7 +507,39 @@ fn new_array(doc: &Value) -> Result<(NewArray, Declared), String> {
         fill: fill.clone(),
         attrs: (!attrs.is_empty()).then_some(Value::Object(attrs)),
     };
-    Ok((spec, Declared { compressor, fill }))
+    let members = [
+        ("codecs", get("codecs").cloned().unwrap_or(Value::Null)),
+        (
+            "fill_value",
+            get("fill_value").cloned().unwrap_or(Value::Null),
+        ),
+    ];
+    Ok((
+        spec,
+        Declared {
+            compressor,
+            members,
+            fill,
+        },
+    ))
+}
+
+/// `attrs` with `dimension_names` (a document's member: a list of strings, of `ndim` when
+/// given) as `_ARRAY_DIMENSIONS` when they hold neither, as the view shows them back.
+fn with_dims(
+    mut attrs: Map<String, Value>,
+    names: Option<&Value>,
+    ndim: Option<usize>,
+) -> Map<String, Value> {
+    if let Some(Value::Array(names)) = names {
+        let all: Option<Vec<&str>> = names.iter().map(Value::as_str).collect();
+        if let Some(all) = all.filter(|a| ndim.is_none_or(|n| a.len() == n)) {
+            if !attrs.contains_key("_ARRAY_DIMENSIONS") && !attrs.contains_key("dimension_names") {
+                attrs.insert("_ARRAY_DIMENSIONS".into(), Value::from(all));
+            }
+        }
+    }
+    attrs
 }
 
 /// The NumPy type string of Zarr `data_type` `v` among the view's types, with the view's
@@ -523,7 +601,9 @@ fn codecs(v: &Value) -> Result<Compressor, String> {
         return Err("no codecs".into());
     };
     if name(first).as_deref() != Some("bytes") {
-        return Err(format!("codec {first} first (only \"bytes\" then a compressor is kept)"));
+        return Err(format!(
+            "codec {first} first (only \"bytes\" then a compressor is kept)"
+        ));
     }
     let endian = first
         .get("configuration")
@@ -669,7 +749,10 @@ fn half(f: f64) -> Option<u16> {
 fn block_shape(chunks: &[u64], itemsize: u64) -> Vec<u64> {
     let mut block = chunks.to_vec();
     for d in 0..block.len() {
-        let rest: u64 = block[d + 1..].iter().product::<u64>().saturating_mul(itemsize);
+        let rest: u64 = block[d + 1..]
+            .iter()
+            .product::<u64>()
+            .saturating_mul(itemsize);
         if rest.saturating_mul(block[d]) <= BLOCK_BYTES {
             break;
         }
@@ -712,8 +795,16 @@ mod tests {
             ("int8", json!(300), zstd.clone()),
             ("float16", json!(1.5), zstd.clone()),
             ("float64", json!(0), json!([{"name": "sharding_indexed"}])),
-            ("float64", json!(0), json!([{"name": "bytes", "configuration": {"endian": "big"}}])),
-            ("float64", json!(0), json!([{"name": "bytes"}, {"name": "crc32c"}])),
+            (
+                "float64",
+                json!(0),
+                json!([{"name": "bytes", "configuration": {"endian": "big"}}]),
+            ),
+            (
+                "float64",
+                json!(0),
+                json!([{"name": "bytes"}, {"name": "crc32c"}]),
+            ),
             ("string", json!(""), zstd.clone()),
         ] {
             assert!(new_array(&doc(dtype, fill, codecs)).is_err(), "{dtype}");

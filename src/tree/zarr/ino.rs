@@ -148,7 +148,10 @@ mod tests {
             None
         );
         assert_eq!(ZNode::of(ZARR_BASE | (7 << TAG_SHIFT)), None);
-        assert_eq!(ZNode::of(ZNode::Pending(9).ino().unwrap()), Some(ZNode::Pending(9)));
+        assert_eq!(
+            ZNode::of(ZNode::Pending(9).ino().unwrap()),
+            Some(ZNode::Pending(9))
+        );
         assert_eq!(ZNode::of(ZARR_BASE | 5), None);
         let too_big = ZNode::Chunks {
             array: ArrayId(MAX_ARRAYS),

@@ -102,7 +102,9 @@ fn a_new_array_through_the_view_is_a_b2nd_python_blosc2_reads() {
     t.lookup(ino(&t, "zarr/t2"), "c").unwrap();
     let c0 = ino(&t, "zarr/t2/c/0");
     put(&t, c0, "0.a.partial", "0", &packed).unwrap();
-    let c21: Vec<u8> = (0..8).flat_map(|i| (100.0 + f64::from(i)).to_le_bytes()).collect();
+    let c21: Vec<u8> = (0..8)
+        .flat_map(|i| (100.0 + f64::from(i)).to_le_bytes())
+        .collect();
     put(&t, ino(&t, "zarr/t2/c/2"), "1.b.partial", "1", &c21).unwrap();
     // Junk that does not decode is refused, the chunk unchanged.
     assert_eq!(
@@ -203,7 +205,10 @@ fn new_arrays_the_view_cannot_keep_are_refused_leaving_the_directory_as_it_was()
             "fill",
             doc("int8", &[8], &[4], json!(1000), bytes_only.clone()),
         ),
-        ("empty", doc("int8", &[0], &[4], json!(0), bytes_only.clone())),
+        (
+            "empty",
+            doc("int8", &[0], &[4], json!(0), bytes_only.clone()),
+        ),
         ("junk", b"{not json".to_vec()),
         (
             "group",
@@ -223,14 +228,26 @@ fn new_arrays_the_view_cannot_keep_are_refused_leaving_the_directory_as_it_was()
     }
     // Names the view cannot hold, and places that take no array.
     assert_eq!(t.mkdir(z, "__x").unwrap_err().errno(), libc::EPERM);
-    assert_eq!(t.mkdir(ino(&t, "zarr/a.b2nd"), "x").unwrap_err().errno(), libc::EPERM);
-    assert_eq!(t.mkdir(ino(&t, "a.b2nd"), "x").unwrap_err().errno(), libc::EPERM);
+    assert_eq!(
+        t.mkdir(ino(&t, "zarr/a.b2nd"), "x").unwrap_err().errno(),
+        libc::EPERM
+    );
+    assert_eq!(
+        t.mkdir(ino(&t, "a.b2nd"), "x").unwrap_err().errno(),
+        libc::EPERM
+    );
     assert_eq!(t.rmdir(z, "a.b2nd").unwrap_err().errno(), libc::EPERM);
     assert_eq!(listing(dir.path()), ["a.b2nd"]);
     // A read-only mount: EROFS; a mount of one source: EPERM.
     let ro = Tree::from_source(dir.path(), opts(false)).unwrap();
-    assert_eq!(ro.mkdir(ino(&ro, "zarr"), "t").unwrap_err().errno(), libc::EROFS);
+    assert_eq!(
+        ro.mkdir(ino(&ro, "zarr"), "t").unwrap_err().errno(),
+        libc::EROFS
+    );
     let one = Tree::from_source(&dir.path().join("a.b2nd"), opts(true)).unwrap();
-    assert_eq!(one.mkdir(ino(&one, "zarr"), "t").unwrap_err().errno(), libc::EPERM);
+    assert_eq!(
+        one.mkdir(ino(&one, "zarr"), "t").unwrap_err().errno(),
+        libc::EPERM
+    );
     assert_eq!(listing(dir.path()), ["a.b2nd"]);
 }
