@@ -650,8 +650,12 @@ fn decode(c: Compressor, data: &[u8], want: usize) -> Result<Vec<u8>, String> {
             out
         }
         Compressor::Blosc => {
-            let out = crate::codec::decompress(data).map_err(|e| e.to_string())?;
-            out
+            // The header says how much it decodes to: checked before anything is allocated.
+            let h = crate::codec::chunk_info(data).map_err(|e| e.to_string())?;
+            if h.nbytes != want {
+                return Err(format!("a Blosc chunk of {} bytes, not {want}", h.nbytes));
+            }
+            crate::codec::decompress(data).map_err(|e| e.to_string())?
         }
     };
     match out.len() == want {

@@ -40,7 +40,7 @@ fn zarr_python_and_xarray_make_new_arrays_python_blosc2_reads() {
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
         .collect();
     names.sort();
-    assert_eq!(names, ["a.b2nd", "t2", "v", "w"]);
+    assert_eq!(names, ["a.b2nd", "bl", "gz", "t2", "v", "w"]);
     let seen = |npz: &std::path::Path| -> Value {
         let s = python_says(
             &py,
@@ -53,7 +53,11 @@ fn zarr_python_and_xarray_make_new_arrays_python_blosc2_reads() {
         );
         serde_json::from_str(&s).unwrap()
     };
-    assert_eq!(seen(&z), json!({"t2": [true, "int32", [4, 3], ["units"]]}));
+    assert_eq!(
+        seen(&z),
+        json!({"t2": [true, "int32", [4, 3], ["units"]],
+               "bl": [true, "float32", [8, 16], []], "gz": [true, "float32", [8, 16], []]})
+    );
     assert_eq!(
         seen(&x),
         json!({"v": [true, "float64", [5, 6], ["_ARRAY_DIMENSIONS", "_FillValue", "units"]],
