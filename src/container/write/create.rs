@@ -9,10 +9,16 @@
 //! then it is linked to its name (a link, not a rename: a file another writer made there
 //! meanwhile is not replaced, EEXIST), the directory fsynced and the temp file removed. A
 //! crash leaves no file at the name, or the whole array (and at worst a stray temp file).
+//!
+//! In a `.b2d` store ([`create_store_array`]) the file is `<key>.b2nd`, which python-blosc2's
+//! `DictStore` opens as one more key; the temp file lies beside the store (python-blosc2 opens
+//! any frame file in it as a key), and the link is made under the lock of
+//! `embed.b2e.b2lock` when there is one, its counter bumped after (handles of python-blosc2
+//! that lock look at the store again), as for a new `__vlmeta__` carrier (`carrier.rs`).
 
 use std::path::Path;
 
-use super::io::{Io, parent_dir, temp_for};
+use super::io::{Io, SidecarLock, parent_dir, temp_for};
 use super::{Edit, io_err, refused};
 use crate::container::{Array, ContainerError};
 
@@ -48,6 +54,27 @@ pub const MAX_NEW_CHUNK_BYTES: u64 = 1 << 30;
 pub fn create_array(path: &Path, array: &NewArray) -> Result<(), ContainerError> {
     let mut io = Io::new(None);
     create_io(path, array, &mut io)
+}
+
+/// [`create_array`] for a new key of the `.b2d` store at `store`: `path` (`<key>.b2nd` in the
+/// store's directory of the key's group) linked in under the store's lock, when it has one
+/// (see the module doc).
+///
+/// # Errors
+/// As [`create_array`]; the lock's errors.
+pub fn create_store_array(
+    store: &Path,
+    path: &Path,
+    array: &NewArray,
+) -> Result<(), ContainerError> {
+    let mut sidecar = store.join("embed.b2e").into_os_string();
+    sidecar.push(".b2lock");
+    let lock = SidecarLock::acquire(Path::new(&sidecar))?;
+    create_array(path, array)?;
+    match lock {
+        Some(lock) => lock.bump(),
+        None => Ok(()),
+    }
 }
 
 /// [`create_array`] stopped after `steps` durable steps of the link and directory sync (the

@@ -33,7 +33,7 @@ use super::super::layout::{NodeKind, ROOT_INO};
 use super::super::{Attr, Tree, TreeError};
 use super::{DirKind, ZNode, fill, geom, names};
 use crate::container::store::Form;
-use crate::container::write::{NewArray, create_array};
+use crate::container::write::{NewArray, create_array, create_store_array};
 use crate::reader::ArrayId;
 
 /// Most bytes of a new array's block (python-blosc2 picks blocks of this order).
@@ -199,11 +199,11 @@ impl Tree {
                 "the mount is one source, not a directory of sources",
             ));
         };
-        if cell.get().form() != Form::Frames {
+        if cell.get().form() == Form::Zip {
             return Err(refused(
                 path,
-                "a .b2z or .b2d store takes no new array through Zarr (a .b2z is a zip \
-                 rewritten whole; a .b2d keeps its keys in python-blosc2's own index)",
+                "a .b2z store takes no new array through Zarr (a zip, rewritten whole by \
+                 every commit of a member)",
             ));
         }
         match self.zarr_group_dir(n) {
@@ -215,9 +215,11 @@ impl Tree {
         }
     }
 
-    /// The directory on disk of native group `n` of the mounted directory of sources.
+    /// The directory on disk of native group `n` of the mounted directory of sources or
+    /// `.b2d` store.
     fn zarr_group_dir(&self, n: u64) -> Option<std::path::PathBuf> {
         let cell = self.mounted.collection()?;
+        let store = cell.get().form() == Form::Dir;
         let root = cell.get().path().to_path_buf();
         let rel = match n {
             ROOT_INO => String::new(),
@@ -227,7 +229,8 @@ impl Tree {
             true => root,
             false => root.join(rel),
         };
-        (dir.is_dir() && !dir.join("embed.b2e").exists()).then_some(dir)
+        // A store nested in a directory of sources is read-only.
+        (dir.is_dir() && (store || !dir.join("embed.b2e").exists())).then_some(dir)
     }
 
     /// Pending directory `k`: the Zarr node it stands for now (`Dir(n)` once its array is
@@ -371,8 +374,22 @@ impl Tree {
         let folder = self
             .zarr_group_dir(group)
             .ok_or_else(|| refused(&path, "the group's directory is gone"))?;
-        let file = folder.join(&name);
-        if std::fs::symlink_metadata(&file).is_ok() {
+        // A `.b2d` key is a `<key>.b2nd` file; a directory of sources shows file names.
+        let store = self
+            .mounted
+            .collection()
+            .map(|c| c.get().path().to_path_buf());
+        let store = store.filter(|_| {
+            self.mounted
+                .collection()
+                .is_some_and(|c| c.get().form() == Form::Dir)
+        });
+        let file = match store {
+            Some(_) => folder.join(format!("{name}.b2nd")),
+            None => folder.join(&name),
+        };
+        let taken = |p: &std::path::Path| std::fs::symlink_metadata(p).is_ok();
+        if taken(&file) || taken(&folder.join(&name)) {
             return Err(TreeError::Exists(name));
         }
         if self.has_pending_edits() {
@@ -381,7 +398,11 @@ impl Tree {
                 "the mount holds writes not committed yet (close or fsync them first)",
             ));
         }
-        create_array(&file, &spec).map_err(|source| {
+        let made = match &store {
+            Some(store) => create_store_array(store, &file, &spec),
+            None => create_array(&file, &spec),
+        };
+        made.map_err(|source| {
             log::warn!(
                 "{path}: the new array {} cannot be made: {}",
                 file.display(),

@@ -251,3 +251,52 @@ fn new_arrays_the_view_cannot_keep_are_refused_leaving_the_directory_as_it_was()
     );
     assert_eq!(listing(dir.path()), ["a.b2nd"]);
 }
+
+/// A `.b2d` store takes a new array as the file `<name>.b2nd`, which python-blosc2's
+/// `DictStore` opens as one more key; a `.b2z` store refuses (EPERM), its zip unchanged.
+#[test]
+fn a_b2d_store_takes_a_new_key_and_a_b2z_refuses() {
+    let py = or_skip!(python("a_b2d_store_takes_a_new_key_and_a_b2z_refuses"));
+    let dir = tempfile::tempdir().unwrap();
+    let (b2d, b2z) = (dir.path().join("s.b2d"), dir.path().join("s.b2z"));
+    run_python(
+        &py,
+        &[
+            "-c",
+            "import sys, numpy as np, blosc2\n\
+             for p in sys.argv[1:]:\n\
+             \x20   with blosc2.DictStore(p, mode='w') as s:\n\
+             \x20       s['/a'] = np.arange(5)\n\
+             \x20       s['/big'] = blosc2.asarray(np.arange(100000))",
+            b2d.to_str().unwrap(),
+            b2z.to_str().unwrap(),
+        ],
+    );
+    let t = Tree::from_source(&b2d, opts(true)).unwrap();
+    let z = ino(&t, "zarr");
+    let made = t.mkdir(z, "t").unwrap();
+    let d = doc("int16", &[7], &[3], json!(-1), zstd_codecs());
+    put(&t, made.ino, "zarr.json.1.partial", "zarr.json", &d).unwrap();
+    let c = ino(&t, "zarr/t/c");
+    let raw: Vec<u8> = [5i16, 6, 7].iter().flat_map(|x| x.to_le_bytes()).collect();
+    put(&t, c, "1.a.partial", "1", &raw).unwrap();
+    assert!(b2d.join("t.b2nd").is_file());
+    let got = python_says(
+        &py,
+        &[
+            "-c",
+            "import sys, blosc2\n\
+             with blosc2.DictStore(sys.argv[1], mode='r') as s:\n\
+             \x20   print(sorted(s.keys()), s['/t'][...].tolist())",
+            b2d.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(got, "['/a', '/big', '/t'] [-1, -1, -1, 5, 6, 7, -1]");
+    let zip = std::fs::read(&b2z).unwrap();
+    let t = Tree::from_source(&b2z, opts(true)).unwrap();
+    assert_eq!(
+        t.mkdir(ino(&t, "zarr"), "t").unwrap_err().errno(),
+        libc::EPERM
+    );
+    assert_eq!(std::fs::read(&b2z).unwrap(), zip);
+}
