@@ -52,6 +52,7 @@
 mod attrs;
 mod consolidated;
 mod create;
+mod declared;
 mod docs;
 mod fill;
 mod follow;

@@ -212,7 +212,7 @@ fn new_arrays_the_view_cannot_keep_are_refused_leaving_the_directory_as_it_was()
         ("junk", b"{not json".to_vec()),
         (
             "group",
-            br#"{"zarr_format": 3, "node_type": "group", "attributes": {}}"#.to_vec(),
+            br#"{"zarr_format": 3, "node_type": "group", "attributes": {"a": 1}}"#.to_vec(),
         ),
     ];
     for (name, d) in &refused {
@@ -299,4 +299,36 @@ fn a_b2d_store_takes_a_new_key_and_a_b2z_refuses() {
         libc::EPERM
     );
     assert_eq!(std::fs::read(&b2z).unwrap(), zip);
+}
+
+/// `create_group` in a directory of sources: a subdirectory (a group without attributes),
+/// which then takes new arrays of its own.
+#[test]
+fn a_new_group_is_a_subdirectory_that_takes_new_arrays() {
+    let py = or_skip!(python(
+        "a_new_group_is_a_subdirectory_that_takes_new_arrays"
+    ));
+    let dir = sources(&py);
+    let t = Tree::from_source(dir.path(), opts(true)).unwrap();
+    let g = t.mkdir(ino(&t, "zarr"), "sub").unwrap();
+    let group = br#"{"zarr_format": 3, "node_type": "group", "attributes": {}}"#;
+    put(&t, g.ino, "zarr.json.1.partial", "zarr.json", group).unwrap();
+    assert!(dir.path().join("sub").is_dir());
+    assert_eq!(
+        json_at(&t, "zarr/sub/zarr.json")["node_type"],
+        json!("group")
+    );
+    let a = t.mkdir(g.ino, "t").unwrap();
+    let d = doc("uint8", &[3], &[2], json!(9), zstd_codecs());
+    put(&t, a.ino, "zarr.json.2.partial", "zarr.json", &d).unwrap();
+    let got = python_says(
+        &py,
+        &[
+            "-c",
+            "import sys, blosc2; print(blosc2.open(sys.argv[1])[...].tolist())",
+            dir.path().join("sub/t").to_str().unwrap(),
+        ],
+    );
+    assert_eq!(got, "[9, 9, 9]");
+    assert!(names(&t, "zarr/sub").contains(&"t".to_owned()));
 }
