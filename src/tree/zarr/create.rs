@@ -63,6 +63,9 @@ pub(super) struct Creating {
     declared: HashMap<ArrayId, Arc<Declared>>,
 }
 
+/// Most directories made by `mkdir` held at once with no array in them.
+const MAX_PENDING: usize = 4096;
+
 /// A refusal of a creation (logged).
 fn refused(path: &str, why: &str) -> TreeError {
     log::warn!("{path}: a new array through the Zarr view: {why}: refused (EPERM)");
@@ -98,8 +101,18 @@ impl Tree {
         if let Some(why) = names::refused(name).or((name == "c").then_some("\"c\" is a key")) {
             return Err(refused(&path, why));
         }
+        // Kept by the inode of the group as the view names it (a group made through the view
+        // is the same whether the kernel names it by its first inode or its own).
+        let parent = z.ino().unwrap_or(parent);
         let ino = {
             let mut c = self.zarr.creating.lock();
+            if c.dirs.values().filter(|d| d.made.is_none()).count() >= MAX_PENDING {
+                log::warn!("{path}: {MAX_PENDING} empty directories made already: refused");
+                return Err(TreeError::NoSpace(format!(
+                    "{MAX_PENDING} empty directories made through the Zarr view are held \
+                     already"
+                )));
+            }
             c.next += 1;
             let k = c.next;
             let ino = ZNode::Pending(k).ino().ok_or(TreeError::NoSpace(

@@ -10,6 +10,11 @@ use serde_json::{Map, Value};
 use super::{fill, geom};
 use crate::container::write::NewArray;
 
+/// Most chunks of a new array.
+pub const MAX_NEW_ARRAY_CHUNKS: u64 = 1 << 16;
+/// Most bytes of a new array's chunk.
+pub const MAX_NEW_CHUNK_BYTES: u64 = 256 << 20;
+
 /// Most bytes of a new array's block (python-blosc2 picks blocks of this order).
 pub const BLOCK_BYTES: u64 = 256 << 10;
 
@@ -73,6 +78,17 @@ pub(super) fn new_array(doc: &Value) -> Result<(NewArray, Declared), String> {
             "a zero length in shape {shape:?} or chunks {chunks:?}"
         ));
     }
+    // Every chunk of the new file is written at once (and the fill chunk built whole).
+    let count = shape
+        .iter()
+        .zip(&chunks)
+        .try_fold(1u64, |n, (s, c)| n.checked_mul(s.div_ceil(*c)));
+    if count.is_none_or(|n| n > MAX_NEW_ARRAY_CHUNKS) {
+        return Err(format!(
+            "shape {shape:?} in chunks {chunks:?}: more than {MAX_NEW_ARRAY_CHUNKS} chunks (make \
+             it smaller, then grow it along its first axis)"
+        ));
+    }
     let keys = get("chunk_key_encoding").ok_or("no chunk_key_encoding")?;
     let sep = keys
         .get("configuration")
@@ -91,6 +107,15 @@ pub(super) fn new_array(doc: &Value) -> Result<(NewArray, Declared), String> {
     }
     let (typestr, dtype) = numpy_type(get("data_type").ok_or("no data_type")?)?;
     let itemsize = dtype.itemsize as usize;
+    let chunk_bytes = chunks
+        .iter()
+        .try_fold(dtype.itemsize, |n, &c| n.checked_mul(c));
+    if chunk_bytes.is_none_or(|n| n > MAX_NEW_CHUNK_BYTES) {
+        return Err(format!(
+            "chunks {chunks:?} of {typestr}: more than {} MiB each",
+            MAX_NEW_CHUNK_BYTES >> 20
+        ));
+    }
     let compressor = codecs(get("codecs").ok_or("no codecs")?)?;
     let fill = fill_item(
         get("fill_value").unwrap_or(&Value::Null),
@@ -424,6 +449,13 @@ mod tests {
         ] {
             assert!(new_array(&doc(dtype, fill, codecs)).is_err(), "{dtype}");
         }
+        // Too many chunks, too large a chunk: refused before anything is allocated.
+        let mut many = doc("int8", json!(0), zstd.clone());
+        many["shape"] = json!([1u64 << 40, 6]);
+        assert!(new_array(&many).unwrap_err().contains("chunks"));
+        many["shape"] = json!([10, 6]);
+        many["chunk_grid"]["configuration"]["chunk_shape"] = json!([1u64 << 20, 1u64 << 10]);
+        assert!(new_array(&many).unwrap_err().contains("MiB"));
         let mut group = doc("int8", json!(0), zstd);
         group["node_type"] = json!("group");
         assert!(new_array(&group).is_err());

@@ -140,7 +140,7 @@ impl Tree {
             ZNode::Pending(_) => return self.zarr_scratch_lookup(parent, name),
             _ => match self.zarr_child(z, name)? {
                 Some(child) => child,
-                None => match self.zarr_pending_named(parent, name) {
+                None => match self.zarr_pending_named(z.ino().unwrap_or(parent), name) {
                     Some(p) => return self.getattr(p),
                     None => return self.zarr_scratch_lookup(parent, name),
                 },
