@@ -79,7 +79,12 @@ def with_xarray(mnt, out):
     assert np.array_equal(back["w"].values, ds["w"].values), "w differs"
     assert back["v"].dims == ("x", "y"), back["v"].dims
     assert back["v"].attrs["units"] == "K"
-    np.savez(out, v=v, w=ds["w"].values)
+    # A new group (a subdirectory) with a variable of its own.
+    q = xr.Dataset({"q": (("t",), np.arange(4.0) / 3)})
+    q.to_zarr(f"{mnt}/zarr", group="g2", mode="a", zarr_format=3, consolidated=True)
+    got = xr.open_zarr(f"{mnt}/zarr", group="g2")["q"].values
+    assert np.array_equal(got, q["q"].values), "g2/q differs"
+    np.savez(out, v=v, w=ds["w"].values, **{"g2/q": q["q"].values})
     print("ok", back["v"].dims == ("x", "y"), back["w"].dims == ("x",))
 
 

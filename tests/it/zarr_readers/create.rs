@@ -40,7 +40,7 @@ fn zarr_python_and_xarray_make_new_arrays_python_blosc2_reads() {
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
         .collect();
     names.sort();
-    assert_eq!(names, ["a.b2nd", "bl", "gz", "t2", "v", "w"]);
+    assert_eq!(names, ["a.b2nd", "bl", "g2", "gz", "t2", "v", "w"]);
     let seen = |npz: &std::path::Path| -> Value {
         let s = python_says(
             &py,
@@ -61,7 +61,8 @@ fn zarr_python_and_xarray_make_new_arrays_python_blosc2_reads() {
     assert_eq!(
         seen(&x),
         json!({"v": [true, "float64", [5, 6], ["_ARRAY_DIMENSIONS", "_FillValue", "units"]],
-               "w": [true, "int16", [5], ["_ARRAY_DIMENSIONS"]]})
+               "w": [true, "int16", [5], ["_ARRAY_DIMENSIONS"]],
+               "g2/q": [true, "float64", [4], ["_ARRAY_DIMENSIONS", "_FillValue"]]})
     );
 }
 
