@@ -98,7 +98,9 @@ impl Tree {
         if name.is_empty() || name.contains('/') || name == "." || name == ".." {
             return Err(TreeError::InvalidArgument("name"));
         }
-        if let Some(why) = names::refused(name).or((name == "c").then_some("\"c\" is a key")) {
+        let temp = crate::container::leftover::commit_temp_target(std::ffi::OsStr::new(name));
+        let temp = temp.map(|_| "the name of a b2fs commit's temp file (mounts hide those)");
+        if let Some(why) = names::refused(name).or(temp) {
             return Err(refused(&path, why));
         }
         // Kept by the inode of the group as the view names it (a group made through the view

@@ -228,6 +228,8 @@ fn new_arrays_the_view_cannot_keep_are_refused_leaving_the_directory_as_it_was()
     }
     // Names the view cannot hold, and places that take no array.
     assert_eq!(t.mkdir(z, "__x").unwrap_err().errno(), libc::EPERM);
+    let temp = ".b2fs-1-0a0b0c0d-2-x.b2fs-tmp";
+    assert_eq!(t.mkdir(z, temp).unwrap_err().errno(), libc::EPERM);
     assert_eq!(
         t.mkdir(ino(&t, "zarr/a.b2nd"), "x").unwrap_err().errno(),
         libc::EPERM
