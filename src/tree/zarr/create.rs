@@ -185,6 +185,12 @@ impl Tree {
                 ));
             }
         };
+        if self.zarr_holds_ctable(n) {
+            return Err(refused(
+                path,
+                "the group holds a python-blosc2 CTable (one more member would be no column)",
+            ));
+        }
         if self.options.zarr_shards {
             return Err(refused(
                 path,
@@ -211,6 +217,21 @@ impl Tree {
                 "the group is no directory of the source (a nested store, or gone)",
             )),
         }
+    }
+
+    /// Whether native group `n` holds a python-blosc2 CTable (its `_meta`, `_valid_rows` and
+    /// `_cols`: one more member would be no column of it).
+    fn zarr_holds_ctable(&self, n: u64) -> bool {
+        let Some(node) = self.node(n) else {
+            return false;
+        };
+        let children = self.zarr_native(n, node).unwrap_or_default();
+        let has = |name: &str| {
+            children
+                .iter()
+                .any(|&c| self.node(c).is_some_and(|x| x.name == name))
+        };
+        has("_meta") && has("_valid_rows")
     }
 
     /// The directory on disk of native group `n` of the mounted directory of sources or

@@ -334,3 +334,27 @@ fn a_new_group_is_a_subdirectory_that_takes_new_arrays() {
     assert_eq!(got, "[9, 9, 9]");
     assert!(names(&t, "zarr/sub").contains(&"t".to_owned()));
 }
+
+/// A group holding a python-blosc2 CTable (a `.b2d` store that is one, a TreeStore group
+/// holding one) takes no new member.
+#[test]
+fn a_group_holding_a_ctable_takes_no_new_array() {
+    let py = or_skip!(python("a_group_holding_a_ctable_takes_no_new_array"));
+    let dir = tempfile::tempdir().unwrap();
+    run_python(
+        &py,
+        &[
+            "scripts/oracle/ctables.py",
+            "gen",
+            dir.path().to_str().unwrap(),
+        ],
+    );
+    for (store, group) in [("plain.b2d", "zarr"), ("nested.b2d", "zarr/g/tab")] {
+        let src = dir.path().join(store);
+        let before = listing(&src);
+        let t = Tree::from_source(&src, opts(true)).unwrap();
+        let err = t.mkdir(ino(&t, group), "new").unwrap_err();
+        assert_eq!(err.errno(), libc::EPERM, "{store}");
+        assert_eq!(listing(&src), before);
+    }
+}
