@@ -249,6 +249,11 @@ impl Tree {
             }
             Located::Scratch if self.scratch.lock().files.contains_key(&ino) => Ok(Entry::Scratch),
             Located::Zarr => match zarr::ZNode::of(ino) {
+                // A directory made for a new array: the array's once made.
+                Some(zarr::ZNode::Pending(k)) => match self.zarr_pending(k) {
+                    Some(z) if self.zarr_exists(z) => Ok(Entry::Zarr(z)),
+                    _ => Err(TreeError::NotFound),
+                },
                 Some(z) if self.zarr_exists(z) => Ok(Entry::Zarr(z)),
                 _ => Err(TreeError::NotFound),
             },

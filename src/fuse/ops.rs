@@ -425,12 +425,19 @@ impl Filesystem for FuseAdapter {
         &self,
         _req: &Request,
         parent: INodeNo,
-        _name: &OsStr,
+        name: &OsStr,
         _mode: u32,
         _umask: u32,
         reply: ReplyEntry,
     ) {
-        reply.error(refuse(&self.tree, "mkdir", parent));
+        let res = match name.to_str() {
+            Some(name) => self.tree.mkdir(parent.0, name),
+            None => Err(TreeError::NotPermitted("a name that is not UTF-8".into())),
+        };
+        match res {
+            Ok(attr) => reply.entry(&self.ttl(), &convert::file_attr(&attr), Generation(0)),
+            Err(e) => reply.error(failed(&self.tree, "mkdir", parent, &e)),
+        }
     }
 
     fn unlink(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
@@ -441,8 +448,12 @@ impl Filesystem for FuseAdapter {
         reply_empty(&self.tree, "unlink", parent, res, reply);
     }
 
-    fn rmdir(&self, _req: &Request, parent: INodeNo, _name: &OsStr, reply: ReplyEmpty) {
-        reply.error(refuse(&self.tree, "rmdir", parent));
+    fn rmdir(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        let res = match name.to_str() {
+            Some(name) => self.tree.rmdir(parent.0, name),
+            None => Err(TreeError::NotFound),
+        };
+        reply_empty(&self.tree, "rmdir", parent, res, reply);
     }
 
     fn symlink(

@@ -46,6 +46,10 @@ pub enum TreeError {
     /// exists.
     #[error("{0:?} exists")]
     Exists(String),
+    /// `rmdir` of a directory that holds something (a pending directory of the Zarr view
+    /// holding a temp file).
+    #[error("directory not empty")]
+    NotEmpty,
     /// A write to a generated metadata file (`meta/*`).
     #[error("metadata files are generated and cannot be written")]
     MetadataFile,
@@ -123,6 +127,7 @@ impl TreeError {
             TreeError::NotPermitted(_) => libc::EPERM,
             TreeError::Unsupported(_) => libc::EOPNOTSUPP,
             TreeError::Exists(_) => libc::EEXIST,
+            TreeError::NotEmpty => libc::ENOTEMPTY,
             TreeError::MetadataFile => libc::EACCES,
             TreeError::TooBig(_) => libc::EFBIG,
             TreeError::NoSpace(_) => libc::ENOSPC,

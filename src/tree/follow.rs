@@ -357,7 +357,7 @@ impl Tree {
             .any(|a| self.live(*a).is_some_and(|l| l.changed_on_disk()))
     }
 
-    fn follow(&self, arrays: &[ArrayId]) -> bool {
+    pub(crate) fn follow(&self, arrays: &[ArrayId]) -> bool {
         if !self.outer_changed() && !self.changed(arrays) {
             return false;
         }
@@ -412,7 +412,7 @@ impl Tree {
     /// Whether the mount holds uncommitted edits: their commit must find the change and fail
     /// with ESTALE (an edit made against what another writer replaced is dropped, not applied
     /// over it), so the tree does not reload under them; that commit reloads.
-    fn has_pending_edits(&self) -> bool {
+    pub(crate) fn has_pending_edits(&self) -> bool {
         let edits = self.edits.lock();
         edits.has_chunks() || edits.attrs.values().any(|a| a.dirty)
     }

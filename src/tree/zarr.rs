@@ -30,7 +30,8 @@
 //! renames of temp files over chunk objects), `attrs.rs` (attribute edits: a new `zarr.json`
 //! renamed over the old one), `resize.rs` (a new `zarr.json` with another first dimension),
 //! `undo.rs` (removals of chunk objects, and their take-back when a resize is refused),
-//! `follow.rs` (what the kernel must forget after another writer).
+//! `follow.rs` (what the kernel must forget after another writer), `create.rs` (new arrays:
+//! `mkdir`, their first `zarr.json`, the codecs and fill value their writers declared).
 //!
 //! Subtleties:
 //! - **Lazy.** Nothing here runs at mount. A collection leaf is opened when a lookup goes
@@ -50,6 +51,8 @@
 
 mod attrs;
 mod consolidated;
+mod create;
+mod declared;
 mod docs;
 mod fill;
 mod follow;
@@ -119,6 +122,9 @@ pub(crate) struct ZarrState {
     rewrites: Mutex<HashMap<u64, Vec<std::ops::Range<u64>>>>,
     /// Chunk objects removed lately, kept until a refused resize takes them back (`undo.rs`).
     unlinked: Mutex<undo::Unlinked>,
+    /// Directories made by `mkdir` for new arrays, and what their writers declared
+    /// (`create.rs`).
+    creating: Mutex<create::Creating>,
     /// Tests: run by the next resize before it takes the committer ([`Tree::on_zarr_resize`]).
     resize_hook: Mutex<Option<ResizeHook>>,
 }

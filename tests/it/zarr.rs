@@ -17,6 +17,7 @@
 //! xarray's spelling); the helpers that read and assemble the view stay here.
 
 mod cases;
+mod create;
 mod damaged;
 mod dir_names;
 mod fill;

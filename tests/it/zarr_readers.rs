@@ -21,6 +21,7 @@ use std::time::Instant;
 
 use serde_json::Value;
 
+mod create;
 mod dirs;
 mod fill;
 mod strict;

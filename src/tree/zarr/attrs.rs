@@ -99,6 +99,8 @@ impl Tree {
             }
             Err(e) => return Err(refuse(format!("the new content is not JSON ({e})"))),
         };
+        // An array made through the view: its writer's codecs and fill value stand.
+        let shown = self.zarr_declared_shown(z, shown, &new);
         // A refused shape change takes back the chunk removals that came before it.
         let wanted = super::undo::wanted_shape(&new, &shown);
         let res = self.zarr_json_apply(z, &path, shown, new);
@@ -152,9 +154,10 @@ impl Tree {
         // of a 16 MiB document's attributes would cost the daemon as much again.
         let mut new = new;
         let attrs = new.remove("attributes").unwrap_or_else(|| empty.clone());
-        let Value::Object(_) = attrs else {
+        let Value::Object(attrs) = attrs else {
             return Err(refuse("\"attributes\" is not a JSON object".into()));
         };
+        let attrs = Value::Object(self.zarr_declared_dims(z, &new, attrs));
         let same = same_json(&attrs, shown.get("attributes").unwrap_or(&empty));
         let mut carrier = match (same, self.zarr_attrs_carrier(z)) {
             (true, _) => None,
@@ -249,7 +252,7 @@ fn bare_float(v: &Value) -> Option<&'static str> {
 
 /// Why [`parse_json_floats`] failed.
 #[derive(Debug)]
-enum Parsed {
+pub(super) enum Parsed {
     /// Not JSON (with NaN and Infinity).
     Json(serde_json::Error),
     /// The text with its tokens replaced by tags would pass the bound.
@@ -270,7 +273,7 @@ impl std::fmt::Display for Parsed {
 /// `__attrs__` holds for such floats (`{"__float__": "nan"}`, `"inf"`, `"-inf"`:
 /// `src/container/attrs.rs`), which commit as float64 NaN and infinities. The text with the
 /// tags in place may hold at most `most` bytes (each token grows to 19-20 bytes).
-fn parse_json_floats(data: &[u8], most: usize) -> Result<Value, Parsed> {
+pub(super) fn parse_json_floats(data: &[u8], most: usize) -> Result<Value, Parsed> {
     let mut out: Option<Vec<u8>> = None;
     let (mut in_string, mut escaped) = (false, false);
     let (mut i, mut copied) = (0, 0);

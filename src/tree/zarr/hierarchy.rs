@@ -294,6 +294,7 @@ impl Tree {
                     }
                 } else {
                     v.extend(self.zarr_group_children(ROOT_INO)?);
+                    v.extend(self.zarr_pending_in(self.zarr_root_ino()));
                 }
                 Ok(v)
             }
@@ -310,6 +311,9 @@ impl Tree {
                 DirKind::Group => {
                     let mut v = vec![(json, ZNode::Json(n))];
                     v.extend(self.zarr_group_children(n)?);
+                    if let Some(ino) = z.ino() {
+                        v.extend(self.zarr_pending_in(ino));
+                    }
                     Ok(v)
                 }
             },
@@ -339,6 +343,10 @@ impl Tree {
             Some(ZNode::RootJson) => format!("{view}/zarr.json"),
             Some(ZNode::Dir(n)) => join(n, ""),
             Some(ZNode::Json(n)) => join(n, "/zarr.json"),
+            Some(ZNode::Pending(k)) => match self.zarr_pending(k) {
+                Some(ZNode::Dir(n)) => join(n, ""),
+                _ => self.zarr_pending_path(k),
+            },
             Some(ZNode::Chunks {
                 array,
                 level,

@@ -10,6 +10,7 @@
 //! tag 3  that directory's zarr.json
 //! tag 4  a node of an array's chunk tree: `c` and `c/i/...` directories, chunk objects
 //!        (array: 23 bits, level: 5 bits, index: 32 bits)
+//! tag 5  a directory made by `mkdir` for a new array, number N (`create.rs`)
 //! ```
 //!
 //! A chunk-tree node at level `k` stands for the key prefix `c/i0/.../i(k-1)`; its index is
@@ -55,6 +56,9 @@ pub enum ZNode {
         /// C-order rank of the prefix in the grid's first `level` dimensions.
         index: u64,
     },
+    /// Directory `k` made by `mkdir` for a new array (`create.rs`): the array's directory
+    /// once the array is made.
+    Pending(u64),
 }
 
 impl ZNode {
@@ -77,6 +81,7 @@ impl ZNode {
                     (u64::from(level) << LEVEL_SHIFT) | (u64::from(array.0) << ARRAY_SHIFT) | index;
                 (4, p)
             }
+            ZNode::Pending(k) => (5, k),
         };
         (payload <= PAYLOAD).then_some(ZARR_BASE | (tag << TAG_SHIFT) | payload)
     }
@@ -97,6 +102,7 @@ impl ZNode {
                 level: (payload >> LEVEL_SHIFT) as u8,
                 index: payload & (MAX_INDEX - 1),
             },
+            5 => ZNode::Pending(payload),
             _ => return None,
         })
     }
@@ -142,6 +148,10 @@ mod tests {
             None
         );
         assert_eq!(ZNode::of(ZARR_BASE | (7 << TAG_SHIFT)), None);
+        assert_eq!(
+            ZNode::of(ZNode::Pending(9).ino().unwrap()),
+            Some(ZNode::Pending(9))
+        );
         assert_eq!(ZNode::of(ZARR_BASE | 5), None);
         let too_big = ZNode::Chunks {
             array: ArrayId(MAX_ARRAYS),

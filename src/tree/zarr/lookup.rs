@@ -16,6 +16,7 @@ impl Tree {
     pub(crate) fn zarr_exists(&self, z: ZNode) -> bool {
         match z {
             ZNode::Root | ZNode::RootJson => true,
+            ZNode::Pending(k) => self.zarr_pending(k) == Some(z),
             ZNode::Dir(n) | ZNode::Json(n) => matches!(
                 self.node(n).map(|n| &n.kind),
                 Some(NodeKind::Dir { data: None, .. } | NodeKind::Leaf(_))
@@ -66,7 +67,7 @@ impl Tree {
     /// Whether Zarr node `z` (inode `ino`) is a directory.
     pub(crate) fn zarr_is_dir(&self, ino: u64, z: ZNode) -> bool {
         match z {
-            ZNode::Root | ZNode::Dir(_) => true,
+            ZNode::Root | ZNode::Dir(_) | ZNode::Pending(_) => true,
             ZNode::RootJson | ZNode::Json(_) => false,
             ZNode::Chunks { .. } => self.zarr_chunk_of(ino).is_none(),
         }
@@ -78,7 +79,7 @@ impl Tree {
             return Err(TreeError::NotFound);
         }
         match z {
-            ZNode::Root => Ok(self.dir_attr(ino, 2)),
+            ZNode::Root | ZNode::Pending(_) => Ok(self.dir_attr(ino, 2)),
             ZNode::Dir(n) => {
                 // A collection leaf is not opened by a stat (1 = "count unknown").
                 let nlink = match self.node(n).map(|x| &x.kind) {
@@ -135,9 +136,14 @@ impl Tree {
                 }
             }
             ZNode::RootJson | ZNode::Json(_) => return Err(TreeError::NotADirectory(parent)),
+            // A directory made for a new array holds only temp files until its zarr.json.
+            ZNode::Pending(_) => return self.zarr_scratch_lookup(parent, name),
             _ => match self.zarr_child(z, name)? {
                 Some(child) => child,
-                None => return self.zarr_scratch_lookup(parent, name),
+                None => match self.zarr_pending_named(z.ino().unwrap_or(parent), name) {
+                    Some(p) => return self.getattr(p),
+                    None => return self.zarr_scratch_lookup(parent, name),
+                },
             },
         };
         let ino = child.ino().ok_or(TreeError::NotFound)?;

@@ -132,6 +132,7 @@ impl Tree {
                 .unwrap_or(root)
             }
             ZNode::RootJson | ZNode::Json(_) => root,
+            ZNode::Pending(k) => self.zarr_pending_parent(k),
         }
     }
 
@@ -183,6 +184,9 @@ impl Tree {
             ));
         }
         let mut names = Vec::new();
+        if let ZNode::Pending(_) = z {
+            return Ok((parent, Listing::Names(names)));
+        }
         for (name, child) in self.zarr_children(z)? {
             let Some(c) = child.ino() else { continue };
             let kind = match child {

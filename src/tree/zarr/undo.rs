@@ -154,9 +154,19 @@ impl Tree {
         let chain = self.zarr.unlinked.lock().take(id.array);
         let chain = chain.filter(|c| c.goes_on_from(&before));
         let zeros = Zeros(len);
+        // An array made through the view with another fill value (xarray's NaN for floats,
+        // `create.rs`) reads as that fill where its writer removed a chunk.
+        let filled: Option<Vec<u8>> = self
+            .zarr_declared(id.array)
+            .filter(|d| d.fill.iter().any(|&b| b != 0))
+            .map(|d| d.fill.iter().copied().cycle().take(len).collect());
+        let data: &dyn crate::commit::ChunkBytes = match &filled {
+            Some(f) => f,
+            None => &zeros,
+        };
         let edit = [ChunkEdit {
             index: id.index,
-            data: &zeros,
+            data,
             append: false,
         }];
         // Writes not committed when the object is removed go with it: dropped before the

@@ -295,6 +295,12 @@ impl Tree {
                 "renaming a temp file of the Zarr view into another directory".into(),
             ));
         }
+        // The first `zarr.json` in a directory made for a new array makes the array.
+        if let Some(ZNode::Pending(k)) = ZNode::of(dir) {
+            if newname == "zarr.json" && self.zarr_pending(k) == Some(ZNode::Pending(k)) {
+                return self.zarr_create_array(from, dir, k);
+            }
+        }
         let target = self.lookup(newparent, newname).ok().map(|a| a.ino);
         let Some(t) = target else {
             self.rename_scratch(from, newname, None);
@@ -356,6 +362,8 @@ impl Tree {
         data: &[u8],
     ) -> Result<(), TreeError> {
         let want = self.zarr_size(z)?;
+        // An array made through the view: its writer's codecs (`create.rs`).
+        let data = &*self.zarr_declared_decode(id.array, want, data, &self.path_of(t))?;
         if data.len() as u64 != want {
             log::warn!(
                 "{}: a temp file of {} bytes renamed over a chunk object of {want}: refused",

@@ -1,0 +1,63 @@
+#!/usr/bin/env python3
+"""Same-run A/B of two b2fs builds walking the Zarr view of a directory of 300 small b2nd
+sources (every zarr.json and chunk object read once: lookups, listings and metadata of the
+view), alternating fresh read-only mounts.
+
+    /work/bin/quietlong .venv/bin/python scripts/bench_zarr_walk.py ROUNDS BINARY_A BINARY_B
+
+Makes its sources in /tmp/b2fs-zarr-walk/src (python-blosc2) on the first run; prints each
+build's median wall time and the per-round time ratios A / B with their median.
+"""
+
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+ROOT = "/tmp/b2fs-zarr-walk"
+SRC, MNT = f"{ROOT}/src", f"{ROOT}/mnt"
+
+
+def gen():
+    if os.path.isdir(SRC) and len(os.listdir(SRC)) == 300:
+        return
+    import blosc2
+    import numpy as np
+
+    os.makedirs(SRC, exist_ok=True)
+    os.makedirs(MNT, exist_ok=True)
+    for i in range(300):
+        a = np.arange(4000, dtype=np.float64).reshape(40, 100) + i
+        blosc2.asarray(a, chunks=(10, 50), urlpath=f"{SRC}/a{i:03d}.b2nd", mode="w")
+
+
+def once(binary):
+    subprocess.run([binary, "mount", "-o", "ro", SRC, MNT], check=True)
+    t = time.perf_counter()
+    n = 0
+    for r, _, files in os.walk(f"{MNT}/zarr"):
+        for f in files:
+            with open(os.path.join(r, f), "rb") as fh:
+                n += len(fh.read())
+    dt = time.perf_counter() - t
+    subprocess.run(["fusermount", "-u", MNT], check=True)
+    time.sleep(0.3)
+    return dt
+
+
+def main():
+    rounds, a, b = sys.argv[1:4]
+    gen()
+    res = {a: [], b: []}
+    for i in range(int(rounds)):
+        for x in (a, b) if i % 2 == 0 else (b, a):
+            res[x].append(once(x))
+    for x in (a, b):
+        print(os.path.basename(x), "median s", round(statistics.median(res[x]), 3))
+    r = [x / y for x, y in zip(res[a], res[b])]
+    print("time A / B per round", [round(x, 2) for x in r], "median", round(statistics.median(r), 2))
+
+
+if __name__ == "__main__":
+    main()

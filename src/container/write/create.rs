@@ -1,0 +1,307 @@
+//! A new b2nd array file made from nothing (a Zarr writer's new array through the view of a
+//! directory of sources: `src/tree/zarr/create.rs`): every chunk holding one fill value, the
+//! attributes as vlmeta, python-blosc2 opens it as an `NDArray`.
+//!
+//! How: a contiguous frame with the `b2nd` metalayer (`docs/format/CONTAINERS.md` 1.3, 4.3)
+//! and no chunk is written to a temp file of b2fs's own ([`temp_for`]: directory mounts and
+//! readers skip it), the chunks (one compressed fill chunk, repeated) and attributes are
+//! committed to it by the ordinary frame commit ([`Edit::shape0`] with appends), fsynced;
+//! then it is linked to its name (a link, not a rename: a file another writer made there
+//! meanwhile is not replaced, EEXIST), the directory fsynced and the temp file removed. A
+//! crash leaves no file at the name, or the whole array (and at worst a stray temp file).
+//!
+//! In a `.b2d` store ([`create_store_array`]) the file is `<key>.b2nd`, which python-blosc2's
+//! `DictStore` opens as one more key; the temp file lies beside the store (python-blosc2 opens
+//! any frame file in it as a key), and the link is made under the lock of
+//! `embed.b2e.b2lock` when there is one, its counter bumped after (handles of python-blosc2
+//! that lock look at the store again), as for a new `__vlmeta__` carrier (`carrier.rs`).
+
+use std::path::Path;
+
+use super::io::{Io, SidecarLock, parent_dir, temp_for};
+use super::{Edit, io_err, refused};
+use crate::container::{Array, ContainerError};
+
+/// What the new array is.
+#[derive(Debug, Clone)]
+pub struct NewArray {
+    /// Its shape (at least one dimension, none of length 0).
+    pub shape: Vec<u64>,
+    /// Its chunk shape (as many lengths, each at least 1).
+    pub chunkshape: Vec<u64>,
+    /// Its block shape (as many lengths, each at least 1 and at most the chunk's).
+    pub blockshape: Vec<u64>,
+    /// The NumPy dtype string (`<f8`, `|b1`, `<U3`, ...).
+    pub dtype: String,
+    /// Bytes per item.
+    pub itemsize: usize,
+    /// One item of the fill value (`itemsize` bytes): every chunk holds it.
+    pub fill: Vec<u8>,
+    /// The attributes (a JSON object in the container's attrs mapping), stored as vlmeta.
+    pub attrs: Option<serde_json::Value>,
+}
+
+/// Most bytes of one chunk of a new array (the fill chunk is built whole in memory).
+pub const MAX_NEW_CHUNK_BYTES: u64 = 1 << 30;
+
+/// Makes the b2nd file `path` holding `array` (see the module doc); `path` must not exist.
+///
+/// # Errors
+/// [`ContainerError::Refused`] for a shape the format cannot hold (no dimension, more than
+/// 16, a zero length, a chunk past [`MAX_NEW_CHUNK_BYTES`], more chunks than a frame
+/// numbers); [`ContainerError::Io`] (`EEXIST` when a file lies at `path`); the commit's
+/// errors. Nothing is left at `path` when it fails.
+pub fn create_array(path: &Path, array: &NewArray) -> Result<(), ContainerError> {
+    let mut io = Io::new(None);
+    create_io(path, array, &mut io)
+}
+
+/// [`create_array`] for a new key of the `.b2d` store at `store`: `path` (`<key>.b2nd` in the
+/// store's directory of the key's group) linked in under the store's lock, when it has one
+/// (see the module doc).
+///
+/// # Errors
+/// As [`create_array`]; the lock's errors.
+pub fn create_store_array(
+    store: &Path,
+    path: &Path,
+    array: &NewArray,
+) -> Result<(), ContainerError> {
+    let mut sidecar = store.join("embed.b2e").into_os_string();
+    sidecar.push(".b2lock");
+    let lock = SidecarLock::acquire(Path::new(&sidecar))?;
+    create_array(path, array)?;
+    match lock {
+        Some(lock) => lock.bump(),
+        None => Ok(()),
+    }
+}
+
+/// [`create_array`] stopped after `steps` durable steps of the link and directory sync (the
+/// temp file's commit runs whole), as a crash there would leave the files; `Ok(false)` when
+/// cut short. For crash-safety tests.
+///
+/// # Errors
+/// As [`create_array`].
+pub fn create_array_with_crash_after(
+    path: &Path,
+    array: &NewArray,
+    steps: usize,
+) -> Result<bool, ContainerError> {
+    Io::until_crash(steps, |io| create_io(path, array, io))
+}
+
+fn create_io(path: &Path, a: &NewArray, io: &mut Io) -> Result<(), ContainerError> {
+    let nd = a.shape.len();
+    let bad = |why: String| Err(refused(path, why));
+    if nd == 0 || nd > 16 || a.chunkshape.len() != nd || a.blockshape.len() != nd {
+        return bad(format!("a new array of {nd} dimensions (1 to 16 are made)"));
+    }
+    if a.shape.contains(&0) || a.chunkshape.contains(&0) || a.blockshape.contains(&0) {
+        return bad("a new array with a zero length in its shape, chunks or blocks".into());
+    }
+    if a.itemsize == 0 || a.fill.len() != a.itemsize {
+        return bad(format!(
+            "a fill value of {} bytes for items of {}",
+            a.fill.len(),
+            a.itemsize
+        ));
+    }
+    let items = |s: &[u64]| s.iter().try_fold(1u64, |p, &x| p.checked_mul(x));
+    let chunk_bytes = items(&a.chunkshape).and_then(|n| n.checked_mul(a.itemsize as u64));
+    let block_bytes = items(&a.blockshape).and_then(|n| n.checked_mul(a.itemsize as u64));
+    let (Some(chunk_bytes), Some(block_bytes)) = (chunk_bytes, block_bytes) else {
+        return bad("a chunk too large".into());
+    };
+    if chunk_bytes > MAX_NEW_CHUNK_BYTES || i32::try_from(chunk_bytes).is_err() {
+        return bad(format!(
+            "a chunk of {chunk_bytes} bytes (at most 1 GiB, 2 GiB for Blosc2)"
+        ));
+    }
+    let grid: Vec<u64> = a
+        .shape
+        .iter()
+        .zip(&a.chunkshape)
+        .map(|(s, c)| s.div_ceil(*c))
+        .collect();
+    let nchunks = items(&grid).filter(|&n| n < (1 << 28));
+    let Some(nchunks) = nchunks else {
+        return bad("more chunks than a frame numbers".into());
+    };
+    let typesize = i32::try_from(a.itemsize)
+        .ok()
+        .filter(|t| (1..=255).contains(t))
+        .unwrap_or(1);
+    let frame = nd_frame(
+        typesize,
+        i32::try_from(block_bytes).unwrap_or(0),
+        chunk_bytes as i32,
+        &b2nd_meta(a),
+    );
+    let tmp = temp_for(path);
+    let made = (|| {
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&tmp)
+            .map_err(|e| io_err(&tmp, e))?;
+        std::io::Write::write_all(&mut f, &frame).map_err(|e| io_err(&tmp, e))?;
+        drop(f);
+        let empty = Array::open_frame_at(&tmp, 0)?;
+        let params = super::chunk_cparams(&empty)?;
+        let mut raw = Vec::with_capacity(chunk_bytes as usize);
+        for _ in 0..chunk_bytes as usize / a.itemsize {
+            raw.extend_from_slice(&a.fill);
+        }
+        let chunk = crate::codec::compress(&raw, &params).map_err(|e| ContainerError::Chunk {
+            path: tmp.clone(),
+            index: 0,
+            source: e,
+        })?;
+        drop(raw);
+        let chunk = super::Chunk::from(chunk);
+        let edit = Edit {
+            appends: (0..nchunks).map(|_| chunk.clone()).collect(),
+            shape0: Some(a.shape[0]),
+            attrs: a.attrs.clone(),
+            ..Edit::default()
+        };
+        super::commit(&empty, &edit)
+    })();
+    if made.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+        return made;
+    }
+    let linked = (|| {
+        io.begin_step(path)?;
+        std::fs::hard_link(&tmp, path).map_err(|e| io_err(path, e))
+    })();
+    if linked.is_err() && !io.crashed() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    linked?;
+    io.sync_dir(parent_dir(path))?;
+    io.remove(&tmp)
+}
+
+/// The `b2nd` metalayer content of `a` (`docs/format/CONTAINERS.md` 4.3).
+fn b2nd_meta(a: &NewArray) -> Vec<u8> {
+    let nd = a.shape.len() as u8;
+    let mut m = vec![0x97, 0x00, nd, 0x90 | nd];
+    for &s in &a.shape {
+        m.push(0xd3);
+        m.extend_from_slice(&(s as i64).to_be_bytes());
+    }
+    for shape in [&a.chunkshape, &a.blockshape] {
+        m.push(0x90 | nd);
+        for &c in shape {
+            m.push(0xd2);
+            m.extend_from_slice(&(c as i32).to_be_bytes());
+        }
+    }
+    m.push(0x00);
+    m.push(0xdb);
+    m.extend_from_slice(&(a.dtype.len() as u32).to_be_bytes());
+    m.extend_from_slice(a.dtype.as_bytes());
+    m
+}
+
+/// A contiguous frame with no chunk and one metalayer `b2nd` of content `meta`: the header
+/// [`super::carrier::empty_frame`] writes, with this typesize, blocksize and chunksize.
+fn nd_frame(typesize: i32, blocksize: i32, chunksize: i32, meta: &[u8]) -> Vec<u8> {
+    let mut h = vec![0x9e, 0xa8];
+    h.extend_from_slice(b"b2frame\0");
+    h.push(0xd2);
+    let header_len_at = h.len();
+    h.extend_from_slice(&[0; 4]);
+    h.push(0xcf);
+    let frame_len_at = h.len();
+    h.extend_from_slice(&[0; 8]);
+    // Flags: version 2 with 64-bit offsets, contiguous, ZSTD (5) at clevel 5, AUTO split.
+    h.extend_from_slice(&[0xa4, 0x12, 0x00, 0x55, 0x02]);
+    h.push(0xd3);
+    h.extend_from_slice(&0i64.to_be_bytes()); // nbytes
+    h.push(0xd3);
+    h.extend_from_slice(&0i64.to_be_bytes()); // cbytes
+    h.push(0xd2);
+    h.extend_from_slice(&typesize.to_be_bytes());
+    h.push(0xd2);
+    h.extend_from_slice(&blocksize.to_be_bytes());
+    h.push(0xd2);
+    h.extend_from_slice(&chunksize.to_be_bytes());
+    h.extend_from_slice(&[0xd1, 0, 0, 0xd1, 0, 1]); // nthreads (compression, decompression)
+    h.push(0xc2); // no vlmetalayers yet (the commit sets it)
+    // Filters (the last slot SHUFFLE), the codec id, its meta, filters' metas, flags2.
+    h.extend_from_slice(&[0xd8, 0x06, 0, 0, 0, 0, 0, 1, 5, 0, 0, 0, 0, 0, 0, 0, 0, 0]);
+    // The metalayer section: one entry "b2nd" (idx_size 7 + 6 + 4 = 17).
+    h.extend_from_slice(&[0x93, 0xcd, 0x00, 0x11, 0xde, 0x00, 0x01, 0xa4]);
+    h.extend_from_slice(b"b2nd");
+    h.push(0xd2);
+    let offset = (h.len() + 4 + 3) as i32;
+    h.extend_from_slice(&offset.to_be_bytes());
+    h.extend_from_slice(&[0xdc, 0x00, 0x01, 0xc6]);
+    h.extend_from_slice(&(meta.len() as u32).to_be_bytes());
+    h.extend_from_slice(meta);
+    let header_len = h.len() as u32;
+    h[header_len_at..header_len_at + 4].copy_from_slice(&header_len.to_be_bytes());
+    h.extend_from_slice(&super::frame::trailer(&[]));
+    let frame_len = h.len() as u64;
+    h[frame_len_at..frame_len_at + 8].copy_from_slice(&frame_len.to_be_bytes());
+    h
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_new_array_opens_with_its_shape_and_fill() {
+        let dir = tempfile::tempdir().unwrap();
+        let at = dir.path().join("t");
+        let a = NewArray {
+            shape: vec![10, 7],
+            chunkshape: vec![4, 4],
+            blockshape: vec![2, 4],
+            dtype: "<f8".into(),
+            itemsize: 8,
+            fill: f64::NAN.to_le_bytes().to_vec(),
+            attrs: Some(serde_json::json!({"units": "K"})),
+        };
+        create_array(&at, &a).unwrap();
+        let arr = Array::open_frame_at(&at, 0).unwrap();
+        assert_eq!(arr.nchunks(), 6);
+        let nd = arr.nd_meta().unwrap();
+        assert_eq!(nd.shape, vec![10, 7]);
+        assert!(create_array(&at, &a).is_err());
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
+    }
+
+    #[test]
+    fn a_crash_at_any_step_leaves_no_file_or_the_whole_array() {
+        let dir = tempfile::tempdir().unwrap();
+        let a = NewArray {
+            shape: vec![9],
+            chunkshape: vec![4],
+            blockshape: vec![4],
+            dtype: "<i4".into(),
+            itemsize: 4,
+            fill: 7i32.to_le_bytes().to_vec(),
+            attrs: None,
+        };
+        let mut outcomes = Vec::new();
+        for steps in 0..6 {
+            let at = dir.path().join(format!("t{steps}"));
+            let done = create_array_with_crash_after(&at, &a, steps).unwrap();
+            let present = at.exists();
+            if present {
+                let arr = Array::open_frame_at(&at, 0).unwrap();
+                assert_eq!(arr.nchunks(), 3);
+                assert_eq!(arr.nd_meta().unwrap().shape, vec![9]);
+            }
+            outcomes.push((done, present));
+        }
+        assert_eq!(outcomes[0], (false, false));
+        assert!(outcomes.iter().any(|&(done, present)| done && present));
+        assert!(outcomes.iter().all(|&(done, present)| !done || present));
+    }
+}

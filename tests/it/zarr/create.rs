@@ -1,0 +1,360 @@
+//! New arrays through the Zarr view (`src/tree/zarr/create.rs`, docs/ZARR.md "New arrays"),
+//! through the tree API: `mkdir` of a new name in a directory of sources, the array's
+//! `zarr.json` renamed in (as zarr-python writes it: zstd codec, xarray's NaN fill), chunk
+//! objects compressed with the declared codec, a removed chunk reading as the declared fill;
+//! python-blosc2 reads the new file. Refusals leave the directory as it was.
+
+use std::path::Path;
+
+use b2fs::tree::Tree;
+use serde_json::{Value, json};
+
+use super::{ino, json_at, names, read_all};
+use crate::support::no_prefetch as opts;
+use crate::support::{python, python_says, run_python};
+
+/// A directory of sources holding python-blosc2's `a.b2nd` (int32, 4x5).
+fn sources(py: &Path) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    run_python(
+        py,
+        &[
+            "-c",
+            "import sys, numpy as np, blosc2\n\
+             blosc2.asarray(np.arange(20, dtype=np.int32).reshape(4, 5), \
+             urlpath=sys.argv[1] + '/a.b2nd', mode='w')",
+            dir.path().to_str().unwrap(),
+        ],
+    );
+    dir
+}
+
+/// The entries of `dir` on disk, sorted.
+fn listing(dir: &Path) -> Vec<String> {
+    let mut v: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    v.sort();
+    v
+}
+
+/// Writes `data` into a new temp file `tmp` of Zarr directory `dir` and renames it to `name`.
+fn put(t: &Tree, dir: u64, tmp: &str, name: &str, data: &[u8]) -> Result<(), i32> {
+    let (attr, fh) = t.create(dir, tmp).map_err(|e| e.errno())?;
+    t.write(attr.ino, fh, 0, data).unwrap();
+    t.release(fh).unwrap();
+    t.rename(dir, tmp, dir, name, false).map_err(|e| e.errno())
+}
+
+/// zarr-python's document of a new `(shape)` array of `dtype` with chunks `chunks`.
+fn doc(dtype: &str, shape: &[u64], chunks: &[u64], fill: Value, codecs: Value) -> Vec<u8> {
+    let dims: Vec<String> = (0..shape.len()).map(|d| format!("d{d}")).collect();
+    serde_json::to_vec(&json!({"shape": shape, "data_type": dtype,
+        "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": chunks}},
+        "chunk_key_encoding": {"name": "default", "configuration": {"separator": "/"}},
+        "fill_value": fill, "codecs": codecs, "attributes": {"units": "K"},
+        "dimension_names": dims, "zarr_format": 3, "node_type": "array",
+        "storage_transformers": []}))
+    .unwrap()
+}
+
+fn zstd_codecs() -> Value {
+    json!([{"name": "bytes", "configuration": {"endian": "little"}},
+        {"name": "zstd", "configuration": {"level": 0, "checksum": false}}])
+}
+
+#[test]
+fn a_new_array_through_the_view_is_a_b2nd_python_blosc2_reads() {
+    let py = or_skip!(python(
+        "a_new_array_through_the_view_is_a_b2nd_python_blosc2_reads"
+    ));
+    let dir = sources(&py);
+    let t = Tree::from_source(dir.path(), opts(true)).unwrap();
+    let z = ino(&t, "zarr");
+    let made = t.mkdir(z, "t2").unwrap();
+    assert!(names(&t, "zarr").contains(&"t2".to_owned()));
+    assert_eq!(t.lookup(z, "t2").unwrap().ino, made.ino);
+    assert_eq!(t.mkdir(z, "t2").unwrap_err().errno(), libc::EEXIST);
+    // Nothing on disk until the metadata lands.
+    assert_eq!(listing(dir.path()), ["a.b2nd"]);
+    // xarray's float64 variable: NaN fill, zstd, `_FillValue` in its spelling.
+    let mut d: Value = serde_json::from_slice(&doc(
+        "float64",
+        &[5, 6],
+        &[2, 4],
+        json!("NaN"),
+        zstd_codecs(),
+    ))
+    .unwrap();
+    d["attributes"]["_FillValue"] = json!("AAAAAAAA+H8=");
+    let d = serde_json::to_vec(&d).unwrap();
+    put(&t, made.ino, "zarr.json.1.partial", "zarr.json", &d).unwrap();
+    assert_eq!(listing(dir.path()), ["a.b2nd", "t2"]);
+    let meta = json_at(&t, "zarr/t2/zarr.json");
+    assert_eq!(meta["shape"], json!([5, 6]));
+    assert_eq!(meta["data_type"], json!("float64"));
+    assert_eq!(meta["dimension_names"], json!(["d0", "d1"]));
+    // Chunk (0, 0) compressed with zstd, as zarr-python writes it; (2, 1) raw.
+    let c00: Vec<u8> = (0..8).flat_map(|i| f64::from(i).to_le_bytes()).collect();
+    let packed = zstd::bulk::compress(&c00, 1).unwrap();
+    assert_ne!(packed.len(), c00.len());
+    t.lookup(ino(&t, "zarr/t2"), "c").unwrap();
+    let c0 = ino(&t, "zarr/t2/c/0");
+    put(&t, c0, "0.a.partial", "0", &packed).unwrap();
+    let c21: Vec<u8> = (0..8)
+        .flat_map(|i| (100.0 + f64::from(i)).to_le_bytes())
+        .collect();
+    put(&t, ino(&t, "zarr/t2/c/2"), "1.b.partial", "1", &c21).unwrap();
+    // Junk that does not decode is refused, the chunk unchanged.
+    assert_eq!(
+        put(&t, c0, "1.c.partial", "1", b"not zstd").unwrap_err(),
+        libc::EINVAL
+    );
+    assert_eq!(read_all(&t, ino(&t, "zarr/t2/c/0/0"), 4096), c00);
+    // Chunk (0, 0) removed (all fill value to zarr-python): it reads as NaN again.
+    t.unlink(c0, "0").unwrap();
+    // (1, 0) written, then removed.
+    put(&t, ino(&t, "zarr/t2/c/1"), "0.d.partial", "0", &c00).unwrap();
+    t.unlink(ino(&t, "zarr/t2/c/1"), "0").unwrap();
+    put(&t, ino(&t, "zarr/t2/c/0"), "1.e.partial", "1", &c21).unwrap();
+    let got = python_says(
+        &py,
+        &[
+            "-c",
+            "import sys, json, blosc2, numpy as np\n\
+             a = blosc2.open(sys.argv[1])\n\
+             v = a[...]\n\
+             print(json.dumps({'shape': list(a.shape), 'dtype': str(a.dtype), \
+             'chunks': list(a.chunks), 'nan': int(np.isnan(v).sum()), \
+             'v': [None if np.isnan(x) else float(x) for x in v.ravel()], \
+             'attrs': {k: (None if isinstance(x, float) and x != x else x) \
+             for k, x in a.vlmeta.getall().items()}}))",
+            dir.path().join("t2").to_str().unwrap(),
+        ],
+    );
+    let got: Value = serde_json::from_str(&got).unwrap();
+    assert_eq!(got["shape"], json!([5, 6]));
+    assert_eq!(got["dtype"], json!("float64"));
+    assert_eq!(got["chunks"], json!([2, 4]));
+    let v: Vec<Option<f64>> = serde_json::from_value(got["v"].clone()).unwrap();
+    // Row-major 5x6: chunk (0,1) = rows 0-1, cols 4-5 (of a 2x4 chunk, 2 columns inside);
+    // chunk (2,1) = row 4, cols 4-5.
+    let at = |r: usize, c: usize| v[r * 6 + c];
+    assert_eq!(at(0, 0), None);
+    assert_eq!(at(1, 3), None);
+    assert_eq!(at(2, 0), None);
+    assert_eq!(at(0, 4), Some(100.0));
+    assert_eq!(at(0, 5), Some(101.0));
+    assert_eq!(at(1, 4), Some(104.0));
+    assert_eq!(at(4, 4), Some(100.0));
+    assert_eq!(at(4, 5), Some(101.0));
+    assert_eq!(got["nan"], json!(30 - 6));
+    assert_eq!(got["attrs"]["units"], json!("K"));
+    assert_eq!(got["attrs"]["_ARRAY_DIMENSIONS"], json!(["d0", "d1"]));
+    assert_eq!(got["attrs"]["_FillValue"], Value::Null, "a float NaN");
+    // The new array is a leaf of the native tree too.
+    t.lookup(ino(&t, "t2"), "array.npy").unwrap();
+}
+
+#[test]
+fn new_arrays_the_view_cannot_keep_are_refused_leaving_the_directory_as_it_was() {
+    let py = or_skip!(python(
+        "new_arrays_the_view_cannot_keep_are_refused_leaving_the_directory_as_it_was"
+    ));
+    let dir = sources(&py);
+    let t = Tree::from_source(dir.path(), opts(true)).unwrap();
+    let z = ino(&t, "zarr");
+    let bytes_only = json!([{"name": "bytes", "configuration": {"endian": "little"}}]);
+    let refused: Vec<(&str, Vec<u8>)> = vec![
+        (
+            "sharded",
+            doc(
+                "int32",
+                &[8],
+                &[4],
+                json!(0),
+                json!([{"name": "sharding_indexed", "configuration": {}}]),
+            ),
+        ),
+        (
+            "crc",
+            doc(
+                "int32",
+                &[8],
+                &[4],
+                json!(0),
+                json!([{"name": "bytes"}, {"name": "crc32c"}]),
+            ),
+        ),
+        (
+            "big",
+            doc(
+                "int32",
+                &[8],
+                &[4],
+                json!(0),
+                json!([{"name": "bytes", "configuration": {"endian": "big"}}]),
+            ),
+        ),
+        (
+            "strings",
+            doc("string", &[8], &[4], json!(""), bytes_only.clone()),
+        ),
+        (
+            "fill",
+            doc("int8", &[8], &[4], json!(1000), bytes_only.clone()),
+        ),
+        (
+            "empty",
+            doc("int8", &[0], &[4], json!(0), bytes_only.clone()),
+        ),
+        ("junk", b"{not json".to_vec()),
+        (
+            "group",
+            br#"{"zarr_format": 3, "node_type": "group", "attributes": {"a": 1}}"#.to_vec(),
+        ),
+    ];
+    for (name, d) in &refused {
+        let p = t.mkdir(z, name).unwrap();
+        let err = put(&t, p.ino, "zarr.json.x.partial", "zarr.json", d).unwrap_err();
+        assert_eq!(err, libc::EPERM, "{name}");
+        assert_eq!(listing(dir.path()), ["a.b2nd"], "{name}");
+        // The pending directory holds its temp file; once that goes, rmdir removes it.
+        assert_eq!(t.rmdir(z, name).unwrap_err().errno(), libc::ENOTEMPTY);
+        t.unlink(p.ino, "zarr.json.x.partial").unwrap();
+        t.rmdir(z, name).unwrap();
+        assert!(t.lookup(z, name).is_err());
+    }
+    // Names the view cannot hold, and places that take no array.
+    assert_eq!(t.mkdir(z, "__x").unwrap_err().errno(), libc::EPERM);
+    let temp = ".b2fs-1-0a0b0c0d-2-x.b2fs-tmp";
+    assert_eq!(t.mkdir(z, temp).unwrap_err().errno(), libc::EPERM);
+    assert_eq!(
+        t.mkdir(ino(&t, "zarr/a.b2nd"), "x").unwrap_err().errno(),
+        libc::EPERM
+    );
+    assert_eq!(
+        t.mkdir(ino(&t, "a.b2nd"), "x").unwrap_err().errno(),
+        libc::EPERM
+    );
+    assert_eq!(t.rmdir(z, "a.b2nd").unwrap_err().errno(), libc::EPERM);
+    assert_eq!(listing(dir.path()), ["a.b2nd"]);
+    // A read-only mount: EROFS; a mount of one source: EPERM.
+    let ro = Tree::from_source(dir.path(), opts(false)).unwrap();
+    assert_eq!(
+        ro.mkdir(ino(&ro, "zarr"), "t").unwrap_err().errno(),
+        libc::EROFS
+    );
+    let one = Tree::from_source(&dir.path().join("a.b2nd"), opts(true)).unwrap();
+    assert_eq!(
+        one.mkdir(ino(&one, "zarr"), "t").unwrap_err().errno(),
+        libc::EPERM
+    );
+    assert_eq!(listing(dir.path()), ["a.b2nd"]);
+}
+
+/// A `.b2d` store takes a new array as the file `<name>.b2nd`, which python-blosc2's
+/// `DictStore` opens as one more key; a `.b2z` store refuses (EPERM), its zip unchanged.
+#[test]
+fn a_b2d_store_takes_a_new_key_and_a_b2z_refuses() {
+    let py = or_skip!(python("a_b2d_store_takes_a_new_key_and_a_b2z_refuses"));
+    let dir = tempfile::tempdir().unwrap();
+    let (b2d, b2z) = (dir.path().join("s.b2d"), dir.path().join("s.b2z"));
+    run_python(
+        &py,
+        &[
+            "-c",
+            "import sys, numpy as np, blosc2\n\
+             for p in sys.argv[1:]:\n\
+             \x20   with blosc2.DictStore(p, mode='w') as s:\n\
+             \x20       s['/a'] = np.arange(5)\n\
+             \x20       s['/big'] = blosc2.asarray(np.arange(100000))",
+            b2d.to_str().unwrap(),
+            b2z.to_str().unwrap(),
+        ],
+    );
+    let t = Tree::from_source(&b2d, opts(true)).unwrap();
+    let z = ino(&t, "zarr");
+    let made = t.mkdir(z, "t").unwrap();
+    let d = doc("int16", &[7], &[3], json!(-1), zstd_codecs());
+    put(&t, made.ino, "zarr.json.1.partial", "zarr.json", &d).unwrap();
+    let c = ino(&t, "zarr/t/c");
+    let raw: Vec<u8> = [5i16, 6, 7].iter().flat_map(|x| x.to_le_bytes()).collect();
+    put(&t, c, "1.a.partial", "1", &raw).unwrap();
+    assert!(b2d.join("t.b2nd").is_file());
+    let got = python_says(
+        &py,
+        &[
+            "-c",
+            "import sys, blosc2\n\
+             with blosc2.DictStore(sys.argv[1], mode='r') as s:\n\
+             \x20   print(sorted(s.keys()), s['/t'][...].tolist())",
+            b2d.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(got, "['/a', '/big', '/t'] [-1, -1, -1, 5, 6, 7, -1]");
+    let zip = std::fs::read(&b2z).unwrap();
+    let t = Tree::from_source(&b2z, opts(true)).unwrap();
+    assert_eq!(
+        t.mkdir(ino(&t, "zarr"), "t").unwrap_err().errno(),
+        libc::EPERM
+    );
+    assert_eq!(std::fs::read(&b2z).unwrap(), zip);
+}
+
+/// `create_group` in a directory of sources: a subdirectory (a group without attributes),
+/// which then takes new arrays of its own.
+#[test]
+fn a_new_group_is_a_subdirectory_that_takes_new_arrays() {
+    let py = or_skip!(python(
+        "a_new_group_is_a_subdirectory_that_takes_new_arrays"
+    ));
+    let dir = sources(&py);
+    let t = Tree::from_source(dir.path(), opts(true)).unwrap();
+    let g = t.mkdir(ino(&t, "zarr"), "sub").unwrap();
+    let group = br#"{"zarr_format": 3, "node_type": "group", "attributes": {}}"#;
+    put(&t, g.ino, "zarr.json.1.partial", "zarr.json", group).unwrap();
+    assert!(dir.path().join("sub").is_dir());
+    assert_eq!(
+        json_at(&t, "zarr/sub/zarr.json")["node_type"],
+        json!("group")
+    );
+    let a = t.mkdir(g.ino, "t").unwrap();
+    let d = doc("uint8", &[3], &[2], json!(9), zstd_codecs());
+    put(&t, a.ino, "zarr.json.2.partial", "zarr.json", &d).unwrap();
+    let got = python_says(
+        &py,
+        &[
+            "-c",
+            "import sys, blosc2; print(blosc2.open(sys.argv[1])[...].tolist())",
+            dir.path().join("sub/t").to_str().unwrap(),
+        ],
+    );
+    assert_eq!(got, "[9, 9, 9]");
+    assert!(names(&t, "zarr/sub").contains(&"t".to_owned()));
+}
+
+/// A group holding a python-blosc2 CTable (a `.b2d` store that is one, a TreeStore group
+/// holding one) takes no new member.
+#[test]
+fn a_group_holding_a_ctable_takes_no_new_array() {
+    let py = or_skip!(python("a_group_holding_a_ctable_takes_no_new_array"));
+    let dir = tempfile::tempdir().unwrap();
+    run_python(
+        &py,
+        &[
+            "scripts/oracle/ctables.py",
+            "gen",
+            dir.path().to_str().unwrap(),
+        ],
+    );
+    for (store, group) in [("plain.b2d", "zarr"), ("nested.b2d", "zarr/g/tab")] {
+        let src = dir.path().join(store);
+        let before = listing(&src);
+        let t = Tree::from_source(&src, opts(true)).unwrap();
+        let err = t.mkdir(ino(&t, group), "new").unwrap_err();
+        assert_eq!(err.errno(), libc::EPERM, "{store}");
+        assert_eq!(listing(&src), before);
+    }
+}
