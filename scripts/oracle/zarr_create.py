@@ -104,7 +104,7 @@ def check(d, out):
     want = np.load(out)
     seen = {}
     for name in want.files:
-        a = blosc2.open(f"{d}/{name}")
+        a = blosc2.open(f"{d}/{name}.b2nd")
         got = a[...]
         same = got.shape == want[name].shape and np.array_equal(got, want[name], equal_nan=True)
         seen[name] = [same, str(a.dtype), list(a.chunks), sorted(a.vlmeta.getall())]
@@ -115,10 +115,10 @@ def crashed(d):
     import blosc2
 
     names = sorted(n for n in os.listdir(d) if not n.startswith(".b2fs-"))
-    if "t3" not in names:
+    if "t3.b2nd" not in names:
         print("absent", names)
         return
-    a = blosc2.open(f"{d}/t3")
+    a = blosc2.open(f"{d}/t3.b2nd")
     v = a[...]
     assert a.shape == (64, 64) and a.chunks == (8, 64), (a.shape, a.chunks)
     # Every chunk is the fill value (NaN) or the whole row block its writer wrote.

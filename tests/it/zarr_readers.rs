@@ -10,7 +10,8 @@
 //! such writes leaving every chunk old or new. `zarr_readers/strict.rs`: the strict-JSON
 //! view (`-o zarr_strict_json`) with TensorStore and strict parsers; `zarr_readers/fill.rs`: xarray
 //! on float arrays with a CF `_FillValue` attribute; `zarr_readers/dirs.rs`: xarray on a
-//! directory of `.b2nd` files. Without a Zarr venv the tests print SKIP (run
+//! directory of `.b2nd` files; `zarr_readers/create.rs`: new arrays and groups made by
+//! zarr-python and xarray. Without a Zarr venv the tests print SKIP (run
 //! scripts/setup.sh), and fail under `B2FS_REQUIRE_PYTHON=1`.
 
 use std::io::{BufRead, BufReader};

@@ -6,8 +6,8 @@
 //!   a subdirectory of a directory of sources) makes an empty directory held in memory
 //!   ([`ZNode::Pending`]): listed, looked up, removable with `rmdir`, holding only temp files.
 //! - **The array's `zarr.json`** (a temp file renamed to `zarr.json` in a pending directory)
-//!   creates the source: the file `NAME` of the group's directory (the view shows a leaf under
-//!   its file name, so no suffix is added: `NAME.b2nd` through Zarr gives `NAME.b2nd`), a
+//!   creates the source: the file `NAME.b2nd` of the group's directory (which the view names
+//!   `NAME`, after its stem: `hierarchy.rs`; in a `.b2d` store the key `NAME`), a
 //!   b2nd python-blosc2 opens, of that shape, data type and chunk shape, a block shape of at
 //!   most 256 KiB (`declared.rs`), every chunk holding the fill value, the attributes as vlmeta
 //!   (`dimension_names` kept as `_ARRAY_DIMENSIONS` when the attributes have none; xarray's
@@ -23,8 +23,9 @@
 //!   view does not show, a fill value it cannot spell, a dimension of length 0, storage
 //!   transformers) is refused with EPERM and a log line naming it, nothing
 //!   left behind. `.b2z` stores, one-source mounts, nested stores and the sharded
-//!   view refuse `mkdir` (EPERM, logged); read-only mounts EROFS. In a `.b2d` store the file
-//!   is `NAME.b2nd` (a key python-blosc2's `DictStore` opens).
+//!   view refuse `mkdir` (EPERM, logged); read-only mounts EROFS. The name must be free in
+//!   the view and on disk: neither `NAME` nor `NAME.b2nd` may exist in the directory, nor
+//!   another file of stem `NAME` (EEXIST).
 //! - **A group's `zarr.json`** (`create_group`) in a pending directory of a directory of
 //!   sources makes the subdirectory `NAME` (a group there), when it has no attributes (such a
 //!   directory has no place for them: EPERM); in a `.b2d` store EPERM.
@@ -396,7 +397,8 @@ impl Tree {
         let folder = self
             .zarr_group_dir(group)
             .ok_or_else(|| refused(&path, "the group's directory is gone"))?;
-        // A `.b2d` key is a `<key>.b2nd` file; a directory of sources shows file names.
+        // A `.b2d` key is a `<key>.b2nd` file; a directory of sources names `<name>.b2nd`
+        // after its stem, `<name>` (`hierarchy.rs`): the file is `<name>.b2nd` in both.
         let store = self
             .mounted
             .collection()
@@ -406,12 +408,9 @@ impl Tree {
                 .collection()
                 .is_some_and(|c| c.get().form() == Form::Dir)
         });
-        let file = match store {
-            Some(_) => folder.join(format!("{name}.b2nd")),
-            None => folder.join(&name),
-        };
+        let file = folder.join(format!("{name}.b2nd"));
         let taken = |p: &std::path::Path| std::fs::symlink_metadata(p).is_ok();
-        if taken(&file) || taken(&folder.join(&name)) {
+        if taken(&file) || taken(&folder.join(&name)) || self.zarr_stem_taken(group, &name) {
             return Err(TreeError::Exists(name));
         }
         if self.has_pending_edits() {
@@ -452,8 +451,27 @@ impl Tree {
         Ok(())
     }
 
-    /// The native child `name` of native group `group` (after the mount followed the
-    /// source), set as what pending directory `k` stands for.
+    /// Whether a member of native group `group` has a file name whose stem is `name` (a new
+    /// `name.b2nd` beside it would share its stem, and each would keep its file name in the
+    /// view, not the name the writer asked for).
+    fn zarr_stem_taken(&self, group: u64, name: &str) -> bool {
+        let Some(node) = self.node(group) else {
+            return false;
+        };
+        let Ok(children) = self.zarr_native(group, node) else {
+            return false;
+        };
+        children.iter().any(|&c| {
+            self.node(c).is_some_and(|x| {
+                std::path::Path::new(&x.name)
+                    .file_stem()
+                    .is_some_and(|s| s == name)
+            })
+        })
+    }
+
+    /// The member of native group `group` the view names `name` (after the mount followed
+    /// the source), set as what pending directory `k` stands for.
     fn zarr_adopt(&self, k: u64, group: u64, name: &str) -> Option<u64> {
         let made = self
             .node(group)
@@ -461,7 +479,7 @@ impl Tree {
             .and_then(|children| {
                 children
                     .into_iter()
-                    .find(|&c| self.node(c).is_some_and(|x| x.name == name))
+                    .find(|&c| self.zarr_member(c, Some(name)).is_some())
             })?;
         if let Some(d) = self.zarr.creating.lock().dirs.get_mut(&k) {
             d.made = Some(made);

@@ -90,7 +90,7 @@ fn a_new_array_through_the_view_is_a_b2nd_python_blosc2_reads() {
     d["attributes"]["_FillValue"] = json!("AAAAAAAA+H8=");
     let d = serde_json::to_vec(&d).unwrap();
     put(&t, made.ino, "zarr.json.1.partial", "zarr.json", &d).unwrap();
-    assert_eq!(listing(dir.path()), ["a.b2nd", "t2"]);
+    assert_eq!(listing(dir.path()), ["a.b2nd", "t2.b2nd"]);
     let meta = json_at(&t, "zarr/t2/zarr.json");
     assert_eq!(meta["shape"], json!([5, 6]));
     assert_eq!(meta["data_type"], json!("float64"));
@@ -130,7 +130,7 @@ fn a_new_array_through_the_view_is_a_b2nd_python_blosc2_reads() {
              'v': [None if np.isnan(x) else float(x) for x in v.ravel()], \
              'attrs': {k: (None if isinstance(x, float) and x != x else x) \
              for k, x in a.vlmeta.getall().items()}}))",
-            dir.path().join("t2").to_str().unwrap(),
+            dir.path().join("t2.b2nd").to_str().unwrap(),
         ],
     );
     let got: Value = serde_json::from_str(&got).unwrap();
@@ -154,7 +154,7 @@ fn a_new_array_through_the_view_is_a_b2nd_python_blosc2_reads() {
     assert_eq!(got["attrs"]["_ARRAY_DIMENSIONS"], json!(["d0", "d1"]));
     assert_eq!(got["attrs"]["_FillValue"], Value::Null, "a float NaN");
     // The new array is a leaf of the native tree too.
-    t.lookup(ino(&t, "t2"), "array.npy").unwrap();
+    t.lookup(ino(&t, "t2.b2nd"), "array.npy").unwrap();
 }
 
 #[test]
@@ -231,14 +231,14 @@ fn new_arrays_the_view_cannot_keep_are_refused_leaving_the_directory_as_it_was()
     let temp = ".b2fs-1-0a0b0c0d-2-x.b2fs-tmp";
     assert_eq!(t.mkdir(z, temp).unwrap_err().errno(), libc::EPERM);
     assert_eq!(
-        t.mkdir(ino(&t, "zarr/a.b2nd"), "x").unwrap_err().errno(),
+        t.mkdir(ino(&t, "zarr/a"), "x").unwrap_err().errno(),
         libc::EPERM
     );
     assert_eq!(
         t.mkdir(ino(&t, "a.b2nd"), "x").unwrap_err().errno(),
         libc::EPERM
     );
-    assert_eq!(t.rmdir(z, "a.b2nd").unwrap_err().errno(), libc::EPERM);
+    assert_eq!(t.rmdir(z, "a").unwrap_err().errno(), libc::EPERM);
     assert_eq!(listing(dir.path()), ["a.b2nd"]);
     // A read-only mount: EROFS; a mount of one source: EPERM.
     let ro = Tree::from_source(dir.path(), opts(false)).unwrap();
@@ -328,7 +328,7 @@ fn a_new_group_is_a_subdirectory_that_takes_new_arrays() {
         &[
             "-c",
             "import sys, blosc2; print(blosc2.open(sys.argv[1])[...].tolist())",
-            dir.path().join("sub/t").to_str().unwrap(),
+            dir.path().join("sub/t.b2nd").to_str().unwrap(),
         ],
     );
     assert_eq!(got, "[9, 9, 9]");
@@ -357,4 +357,37 @@ fn a_group_holding_a_ctable_takes_no_new_array() {
         assert_eq!(err.errno(), libc::EPERM, "{store}");
         assert_eq!(listing(&src), before);
     }
+}
+
+/// A new array is the file `NAME.b2nd`, which the view names `NAME` after its stem; where
+/// other members already share the stem `NAME` (`q.b2f` and `q.b2frame`, each shown under
+/// its file name), a new `q.b2nd` would join them under its file name, not the name the
+/// writer asked for: its `zarr.json` is refused (EEXIST), nothing written.
+#[test]
+fn a_new_array_whose_stem_other_members_share_is_refused() {
+    let py = or_skip!(python(
+        "a_new_array_whose_stem_other_members_share_is_refused"
+    ));
+    let dir = sources(&py);
+    for f in ["q.b2f", "q.b2frame"] {
+        std::fs::copy(dir.path().join("a.b2nd"), dir.path().join(f)).unwrap();
+    }
+    let t = Tree::from_source(dir.path(), opts(true)).unwrap();
+    let z = ino(&t, "zarr");
+    let mut top = names(&t, "zarr");
+    top.sort();
+    assert_eq!(top, ["a", "q.b2f", "q.b2frame", "zarr.json"]);
+    let p = t.mkdir(z, "q").unwrap();
+    let d = doc("int32", &[8], &[4], json!(0), zstd_codecs());
+    let err = put(&t, p.ino, "zarr.json.x.partial", "zarr.json", &d).unwrap_err();
+    assert_eq!(err, libc::EEXIST);
+    assert_eq!(listing(dir.path()), ["a.b2nd", "q.b2f", "q.b2frame"]);
+    // A name no member's stem takes is made as `r.b2nd` and shown as `r`.
+    let p = t.mkdir(z, "r").unwrap();
+    put(&t, p.ino, "zarr.json.x.partial", "zarr.json", &d).unwrap();
+    assert_eq!(
+        listing(dir.path()),
+        ["a.b2nd", "q.b2f", "q.b2frame", "r.b2nd"]
+    );
+    assert_eq!(json_at(&t, "zarr/r/zarr.json")["shape"], json!([8]));
 }
