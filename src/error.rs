@@ -9,10 +9,11 @@ pub fn display_chain(err: &dyn std::error::Error) -> String {
         let mut text = e.to_string();
         // A cause that starts with the path the text before already quotes (`cannot open
         // '/x': /x: not a ...`) drops it: each path is printed once.
-        if let Some((head, rest)) = text.split_once(": ") {
-            if !head.is_empty() && s.contains(&format!("'{head}'")) {
-                text = rest.to_owned();
-            }
+        if let Some((head, rest)) = text.split_once(": ")
+            && !head.is_empty()
+            && s.contains(&format!("'{head}'"))
+        {
+            text = rest.to_owned();
         }
         // Some layers repeat their cause in their own text; do not print it twice.
         if !s.ends_with(&text) {

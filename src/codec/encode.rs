@@ -143,7 +143,9 @@ fn is_all_nan(src: &[u8], typesize: usize) -> bool {
         8 => &[0, 0, 0, 0, 0, 0, 0xf8, 0x7f],
         _ => return false,
     };
-    !src.is_empty() && src.len() % typesize == 0 && src.chunks_exact(typesize).all(|c| c == pat)
+    !src.is_empty()
+        && src.len().is_multiple_of(typesize)
+        && src.chunks_exact(typesize).all(|c| c == pat)
 }
 
 /// zstd level for a Blosc clevel (section 4.4).

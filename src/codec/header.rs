@@ -282,7 +282,7 @@ impl ChunkHeader {
                 if vsize == 0 {
                     return Err(bad("repeated-value chunk without a value"));
                 }
-                if self.nbytes % vsize != 0 {
+                if !self.nbytes.is_multiple_of(vsize) {
                     return Err(bad(format!(
                         "repeated-value chunk: nbytes {} is not a multiple of the value size {vsize}",
                         self.nbytes
@@ -293,7 +293,7 @@ impl ChunkHeader {
                 if ts != 4 && ts != 8 {
                     return Err(bad(format!("NaN chunk with typesize {ts} (needs 4 or 8)")));
                 }
-                if self.nbytes % ts != 0 {
+                if !self.nbytes.is_multiple_of(ts) {
                     return Err(bad(format!(
                         "NaN chunk: nbytes {} is not a multiple of typesize {ts}",
                         self.nbytes
@@ -301,7 +301,7 @@ impl ChunkHeader {
                 }
             }
             SpecialKind::Uninit => {
-                if self.nbytes % ts != 0 {
+                if !self.nbytes.is_multiple_of(ts) {
                     return Err(bad(format!(
                         "uninit chunk: nbytes {} is not a multiple of typesize {ts}",
                         self.nbytes

@@ -182,10 +182,10 @@ pub fn leftovers(source: &Path) -> (Vec<PathBuf>, bool) {
                 }
             }
         }
-    } else if meta.is_ok() {
-        if let Some(own) = source.file_name() {
-            names.insert(kept_name(own).to_vec());
-        }
+    } else if meta.is_ok()
+        && let Some(own) = source.file_name()
+    {
+        names.insert(kept_name(own).to_vec());
     }
     // Where the source's commits put their temp files ([`temp_dir`]): a file source's own
     // (beside it, or beside the outermost `.b2d` store it lies in); a `.b2d` store's, named
@@ -195,19 +195,19 @@ pub fn leftovers(source: &Path) -> (Vec<PathBuf>, bool) {
         true if source.join("embed.b2e").is_file() => Some(temp_dir_in(source)),
         true => None,
     };
-    if let (Some(dir), false) = (beside, cut) {
-        if let Ok(entries) = std::fs::read_dir(dir) {
-            for e in entries.flatten() {
-                walked += 1;
-                if walked > MAX_WALKED {
-                    cut = true;
-                    break;
-                }
-                let name = e.file_name();
-                let ours = commit_temp_target(&name).is_some_and(|t| names.contains(t.as_bytes()));
-                if ours && e.file_type().is_ok_and(|k| k.is_file()) && !in_use(&name) {
-                    found.push(e.path());
-                }
+    if let (Some(dir), false) = (beside, cut)
+        && let Ok(entries) = std::fs::read_dir(dir)
+    {
+        for e in entries.flatten() {
+            walked += 1;
+            if walked > MAX_WALKED {
+                cut = true;
+                break;
+            }
+            let name = e.file_name();
+            let ours = commit_temp_target(&name).is_some_and(|t| names.contains(t.as_bytes()));
+            if ours && e.file_type().is_ok_and(|k| k.is_file()) && !in_use(&name) {
+                found.push(e.path());
             }
         }
     }

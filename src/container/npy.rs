@@ -231,7 +231,7 @@ pub(crate) fn typed(a: &Array) -> Result<Typed, String> {
     } else {
         let nbytes = a.nbytes();
         let typesize = typesize.max(1);
-        if nbytes % typesize == 0 {
+        if nbytes.is_multiple_of(typesize) {
             (untyped_dtype(typesize), vec![nbytes / typesize], nbytes)
         } else {
             (untyped_dtype(1), vec![nbytes], nbytes)

@@ -156,27 +156,25 @@ impl Filesystem for FuseAdapter {
                 // stored (see `push`). A fault is told from a plain read by how it reached
                 // us (see `is_page_fault`): `read(2)`, `pread(2)` and `sendfile(2)` of a
                 // direct-I/O file never wait for pages nobody maps.
-                if fault {
-                    if let Some(pusher) = self.pusher.get() {
-                        let offered = match outran {
-                            // Its answer still waits for the stores queued before it.
-                            true => Default::default(),
-                            false => self.tree.pages_near(ino.0, fh.0, offset, size),
-                        };
-                        let answer = Box::new(move || reply.data(&data));
-                        let reading = offset..offset + u64::from(size);
-                        if let Some(a) = announced.take() {
-                            a.offered();
-                        }
-                        pusher.offer(ino.0, reading, offered, answer);
-                        // A walk down a column: its next rows, stored ahead of the reader
-                        // (see `Tree::walk_lead`), prepared once the answer is on its way.
-                        if walking {
-                            let lead = self.tree.walk_lead(ino.0, offset, size);
-                            pusher.ahead(ino.0, lead, since);
-                        }
-                        return;
+                if fault && let Some(pusher) = self.pusher.get() {
+                    let offered = match outran {
+                        // Its answer still waits for the stores queued before it.
+                        true => Default::default(),
+                        false => self.tree.pages_near(ino.0, fh.0, offset, size),
+                    };
+                    let answer = Box::new(move || reply.data(&data));
+                    let reading = offset..offset + u64::from(size);
+                    if let Some(a) = announced.take() {
+                        a.offered();
                     }
+                    pusher.offer(ino.0, reading, offered, answer);
+                    // A walk down a column: its next rows, stored ahead of the reader
+                    // (see `Tree::walk_lead`), prepared once the answer is on its way.
+                    if walking {
+                        let lead = self.tree.walk_lead(ino.0, offset, size);
+                        pusher.ahead(ino.0, lead, since);
+                    }
+                    return;
                 }
                 reply.data(&data);
             }

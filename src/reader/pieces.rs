@@ -28,11 +28,11 @@ impl Pieces {
         self.len += part.len();
         if let (Some(ReadData::Chunk(last, r)), ReadData::Chunk(b, next)) =
             (self.parts.last_mut(), &part)
+            && std::sync::Arc::ptr_eq(last, b)
+            && r.end == next.start
         {
-            if std::sync::Arc::ptr_eq(last, b) && r.end == next.start {
-                r.end = next.end;
-                return;
-            }
+            r.end = next.end;
+            return;
         }
         self.parts.push(part);
     }

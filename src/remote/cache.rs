@@ -158,21 +158,19 @@ impl ExtentCache {
         {
             let mut s = self.lock();
             s.flights.remove(&key);
-            if let Ok(b) = &r {
-                if b.len() <= self.budget {
-                    if let Some(old) = s.lru.put(key, b.clone()) {
-                        s.used -= old.len();
-                    }
-                    s.used += b.len();
-                    // Within the budget: the extents kept, and every buffer of the pool
-                    // (idle ones, and those of GETs still arriving); the one just kept stays.
-                    while s.lru.len() > 1
-                        && (s.used > self.budget || self.pool.held() > self.budget)
-                    {
-                        match s.lru.pop_lru() {
-                            Some((_, old)) => s.used -= old.len(),
-                            None => break,
-                        }
+            if let Ok(b) = &r
+                && b.len() <= self.budget
+            {
+                if let Some(old) = s.lru.put(key, b.clone()) {
+                    s.used -= old.len();
+                }
+                s.used += b.len();
+                // Within the budget: the extents kept, and every buffer of the pool
+                // (idle ones, and those of GETs still arriving); the one just kept stays.
+                while s.lru.len() > 1 && (s.used > self.budget || self.pool.held() > self.budget) {
+                    match s.lru.pop_lru() {
+                        Some((_, old)) => s.used -= old.len(),
+                        None => break,
                     }
                 }
             }

@@ -465,13 +465,13 @@ impl Client {
             let fetch = async {
                 let r = store.get_opts(&path, opts).await.map_err(classify)?;
                 // A server that ignores If-Match (Caterva2's) still tells by its ETag.
-                if let (Some(want), Some(got)) = (&etag, &r.meta.e_tag) {
-                    if want != got {
-                        return Err(RemoteError::new(
-                            RemoteErrorKind::Changed,
-                            format!("ETag {got}, not the {want} seen at open"),
-                        ));
-                    }
+                if let (Some(want), Some(got)) = (&etag, &r.meta.e_tag)
+                    && want != got
+                {
+                    return Err(RemoteError::new(
+                        RemoteErrorKind::Changed,
+                        format!("ETag {got}, not the {want} seen at open"),
+                    ));
                 }
                 let range = r.range.clone();
                 let meta = r.meta.clone();

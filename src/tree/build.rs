@@ -96,12 +96,11 @@ impl Tree {
                 return Ok(Tree::new(layout, options));
             }
         };
-        if options.writable {
-            if let crate::container::Container::Table(t) = &container {
-                if commit::repair_table(t) {
-                    container = crate::container::open(path)?;
-                }
-            }
+        if options.writable
+            && let crate::container::Container::Table(t) = &container
+            && commit::repair_table(t)
+        {
+            container = crate::container::open(path)?;
         }
         let layout = view::layout(container)?;
         numberable(&layout, path)?;

@@ -157,10 +157,10 @@ impl LeafBuild {
     /// A test ends the back-off: a leaf that failed for an I/O reason may be tried again at
     /// the next access.
     fn end_back_off(&self, now: Instant) {
-        if let Some(f) = self.failed.lock().as_mut() {
-            if f.again.is_some() {
-                f.again = Some(now);
-            }
+        if let Some(f) = self.failed.lock().as_mut()
+            && f.again.is_some()
+        {
+            f.again = Some(now);
         }
     }
 

@@ -77,10 +77,10 @@ impl Tree {
     /// on a read-write tree, for `__attrs__` files (a refused edit restores the stored
     /// content).
     pub fn keep_cache(&self, ino: u64) -> bool {
-        if self.options.writable {
-            if let Ok(Entry::File(FileKind::Attrs(..))) = self.entry(ino) {
-                return false;
-            }
+        if self.options.writable
+            && let Ok(Entry::File(FileKind::Attrs(..))) = self.entry(ino)
+        {
+            return false;
         }
         if let Ok(Entry::Zarr(super::zarr::ZNode::RootJson | super::zarr::ZNode::Json(_))) =
             self.entry(ino)
@@ -455,11 +455,10 @@ impl Tree {
                 Followed::Reloaded => {
                     if let (AttrsOwner::Array(id), Ok(Entry::File(FileKind::Attrs(_, stored)))) =
                         (owner, self.entry(ino))
+                        && let Some(live) = self.live(*id)
                     {
-                        if let Some(live) = self.live(*id) {
-                            stored.set(view::json_file(live.get().attrs()));
-                            self.edits.lock().attrs.remove(&ino);
-                        }
+                        stored.set(view::json_file(live.get().attrs()));
+                        self.edits.lock().attrs.remove(&ino);
                     }
                 }
                 // Already showing what is stored (the reload that marked it stale).

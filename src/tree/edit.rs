@@ -419,10 +419,10 @@ impl Tree {
         let end = start
             .checked_add(data.len())
             .ok_or_else(|| TreeError::TooBig("offset".into()))?;
-        if let WriteTarget::Chunk(id) = target {
-            if let Some(done) = self.patch_spilled(id, &[(start, data)]) {
-                return done.map(|()| data.len() as u32);
-            }
+        if let WriteTarget::Chunk(id) = target
+            && let Some(done) = self.patch_spilled(id, &[(start, data)])
+        {
+            return done.map(|()| data.len() as u32);
         }
         self.with_buffer(ino, target, end, |buf, limit| {
             if end > limit {

@@ -164,10 +164,10 @@ impl Generated {
         };
         let got = self.now.write().get_or_insert(made).clone();
         let mut c = self.changed.write();
-        if let Some(before) = c.before.take() {
-            if before != got {
-                c.at = Some(SystemTime::now());
-            }
+        if let Some(before) = c.before.take()
+            && before != got
+        {
+            c.at = Some(SystemTime::now());
         }
         Ok(got)
     }

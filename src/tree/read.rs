@@ -143,10 +143,10 @@ impl Tree {
                 ))
             }
             Entry::Chunk(id) => {
-                if self.options.writable {
-                    if let Some(bytes) = self.edited_window(id, offset, size)? {
-                        return Ok(ReadData::Owned(bytes));
-                    }
+                if self.options.writable
+                    && let Some(bytes) = self.edited_window(id, offset, size)?
+                {
+                    return Ok(ReadData::Owned(bytes));
                 }
                 self.reader
                     .read(id, offset, size, hint, || self.handles.sole_reader(ino))

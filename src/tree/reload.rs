@@ -219,16 +219,15 @@ impl Tree {
         let Some(live) = &entry.live else {
             return;
         };
-        if let Some(ino) = entry.sizes {
-            if let Some(NodeKind::File(FileKind::Sizes(_, content))) =
+        if let Some(ino) = entry.sizes
+            && let Some(NodeKind::File(FileKind::Sizes(_, content))) =
                 self.node(ino).map(|n| &n.kind)
-            {
-                match view::sizes(&live.get()) {
-                    Ok(v) => content.set(view::json_file(&v)),
-                    Err(e) => log::warn!("meta/sizes not updated: {}", display_chain(&e)),
-                }
-                self.kcache.lock().stale.insert(ino);
+        {
+            match view::sizes(&live.get()) {
+                Ok(v) => content.set(view::json_file(&v)),
+                Err(e) => log::warn!("meta/sizes not updated: {}", display_chain(&e)),
             }
+            self.kcache.lock().stale.insert(ino);
         }
         if let Some(npy) = entry.npy {
             self.npy_changed(array);

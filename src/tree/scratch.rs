@@ -245,10 +245,10 @@ impl Tree {
         uid: Option<u32>,
         gid: Option<u32>,
     ) -> Result<(), TreeError> {
-        if self.options.writable {
-            if let Ok(Entry::Scratch) = self.entry(ino) {
-                return Ok(());
-            }
+        if self.options.writable
+            && let Ok(Entry::Scratch) = self.entry(ino)
+        {
+            return Ok(());
         }
         let now = self.getattr(ino)?;
         let same = mode.is_none_or(|m| m & 0o7777 == u32::from(now.perm))

@@ -326,10 +326,10 @@ fn no_output_leak() {
         let mut ro = vec![0xFFu8; len];
         let ka = dec.decompress_range(&f.bytes, off, &mut rz);
         let kb = dec.decompress_range(&f.bytes, off, &mut ro);
-        if let (Ok(ka), Ok(kb)) = (ka, kb) {
-            if ka != kb || rz[..ka] != ro[..kb] {
-                leaks.push(format!("{} (range)", f.name));
-            }
+        if let (Ok(ka), Ok(kb)) = (ka, kb)
+            && (ka != kb || rz[..ka] != ro[..kb])
+        {
+            leaks.push(format!("{} (range)", f.name));
         }
     }
     assert!(

@@ -53,7 +53,7 @@ fn data_after_header<'w>(header: &[u8], len: u64, want: &'w [u8]) -> Result<&'w 
             String::from_utf8_lossy(&want[..want.len().min(header.len())])
         ));
     }
-    if len != want.len() as u64 || header.len() % 4096 != 0 {
+    if len != want.len() as u64 || !header.len().is_multiple_of(4096) {
         return Err(format!("size {len} (reference {})", want.len()));
     }
     Ok(&want[header.len()..])

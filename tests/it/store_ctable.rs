@@ -457,7 +457,10 @@ fn store_ctable_a_mapped_scan_of_table_npy_steps_a_range_at_a_time() {
         // The last three pages faulted in a row (a slice at the end of the map, `m[-n:]`):
         // the third is taken for a mapped scan, whose fault at the last, partial page reads
         // past the end of the file (the daemon panicked there).
-        assert!(len % 4096 != 0, "{name}: the last page is partial");
+        assert!(
+            !len.is_multiple_of(4096),
+            "{name}: the last page is partial"
+        );
         let t = Tree::from_source(&src, options).unwrap();
         let f = tree_ino(&t, "table.npy");
         let fh = t.open(f, libc::O_RDONLY).unwrap();

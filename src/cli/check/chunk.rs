@@ -54,10 +54,10 @@ impl Worker {
             return Ok(Outcome::Special);
         }
         let key = (t, entry, i + 1 == a.nchunks());
-        if let Some((k, r)) = &self.memo {
-            if *k == key {
-                return r.clone().map(Outcome::Decoded);
-            }
+        if let Some((k, r)) = &self.memo
+            && *k == key
+        {
+            return r.clone().map(Outcome::Decoded);
         }
         let r = self.check(a, i).map_err(Arc::<str>::from);
         if let Ok(Outcome::Decoded(n)) = &r {

@@ -63,7 +63,7 @@ impl Blocks<'_> {
         }
         let (bs, end) = (self.bs.max(1), offset + n);
         let bs0 = bs.min(nbytes);
-        let partial = offset % bs != 0 || (end % bs != 0 && end != nbytes);
+        let partial = !offset.is_multiple_of(bs) || (end % bs != 0 && end != nbytes);
         let block0 =
             self.pipeline.has_delta() && (end - 1) / bs > 0 && !(offset == 0 && end >= bs0);
         bs * usize::from(partial) + bs * usize::from(filtered) + bs0 * usize::from(block0)

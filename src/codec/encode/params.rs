@@ -66,7 +66,10 @@ impl Blocksize {
 
 /// Whether [`Blocksize::Explicit`]`(blocksize)` is valid with `typesize`.
 fn valid_explicit(blocksize: usize, typesize: usize) -> bool {
-    blocksize > 0 && typesize > 0 && blocksize % typesize == 0 && blocksize <= MAX_BLOCKSIZE
+    blocksize > 0
+        && typesize > 0
+        && blocksize.is_multiple_of(typesize)
+        && blocksize <= MAX_BLOCKSIZE
 }
 
 /// Compression parameters for one chunk.
@@ -185,14 +188,14 @@ pub(super) fn plan(nbytes: usize, params: &CParams) -> Result<Plan, CodecError> 
     if !(1..=255).contains(&typesize) {
         return Err(CodecError::InvalidTypesize(typesize));
     }
-    if let Blocksize::Explicit(bs) = params.blocksize {
-        if !valid_explicit(bs, typesize) {
-            return Err(CodecError::InvalidBlocksize {
-                blocksize: bs,
-                typesize,
-                max: MAX_BLOCKSIZE,
-            });
-        }
+    if let Blocksize::Explicit(bs) = params.blocksize
+        && !valid_explicit(bs, typesize)
+    {
+        return Err(CodecError::InvalidBlocksize {
+            blocksize: bs,
+            typesize,
+            max: MAX_BLOCKSIZE,
+        });
     }
     if nbytes > MAX_BUFFERSIZE {
         return Err(CodecError::TooLarge {

@@ -39,7 +39,7 @@ impl BitshuffleRule {
         let t = typesize.max(1);
         let m = len / t;
         match self {
-            BitshuffleRule::Blosc1 if m % 8 != 0 => 0,
+            BitshuffleRule::Blosc1 if !m.is_multiple_of(8) => 0,
             BitshuffleRule::Blosc1 => m * t,
             BitshuffleRule::Blosc2 => (m - m % 8) * t,
         }
@@ -144,7 +144,7 @@ mod tiled {
         let Some(tile) = tile_elems(t) else {
             return false;
         };
-        if dst.len() != n || m * t != n || m % 8 != 0 {
+        if dst.len() != n || m * t != n || !m.is_multiple_of(8) {
             return false;
         }
         let planes = m / 8;
@@ -175,7 +175,7 @@ mod tiled {
         let Some(tile) = tile_elems(t) else {
             return false;
         };
-        if dst.len() != n || m * t != n || m % 8 != 0 {
+        if dst.len() != n || m * t != n || !m.is_multiple_of(8) {
             return false;
         }
         let planes = m / 8;

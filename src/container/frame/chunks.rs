@@ -155,7 +155,7 @@ impl Frame {
         let n = self.nchunks as u64;
         if let Index::Repeated(e) = self.index {
             return match classify(e)? {
-                Slot::Special(_) if n > 0 && self.info.nbytes % n == 0 => {
+                Slot::Special(_) if n > 0 && self.info.nbytes.is_multiple_of(n) => {
                     usize::try_from(self.info.nbytes / n).ok()
                 }
                 _ => None,

@@ -255,15 +255,14 @@ fn by_names(info: &FrameInfo, dir: &Path) -> Result<usize, String> {
         if let Ok(h) = read
             .map_err(drop)
             .and_then(|()| ChunkHeader::parse(&head).map_err(drop))
+            && h.nbytes as u64 != want
         {
-            if h.nbytes as u64 != want {
-                return Err(format!(
-                    "{} says {} bytes, not the {want} of chunk {i}: it holds another chunk, so \
+            return Err(format!(
+                "{} says {} bytes, not the {want} of chunk {i}: it holds another chunk, so \
                      which file is which chunk is unknown",
-                    path.display(),
-                    h.nbytes
-                ));
-            }
+                path.display(),
+                h.nbytes
+            ));
         }
     }
     Ok(n as usize)

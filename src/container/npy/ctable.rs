@@ -90,10 +90,10 @@ pub fn schema_columns(meta: &Value) -> Result<Vec<String>, String> {
     if non_empty(schema.get("computed_columns")) {
         return Err("computed columns".into());
     }
-    if let Some(meta) = schema.get("metadata") {
-        if non_empty(meta.get("nested")) || non_empty(meta.get("struct_parents")) {
-            return Err("nested (struct) columns".into());
-        }
+    if let Some(meta) = schema.get("metadata")
+        && (non_empty(meta.get("nested")) || non_empty(meta.get("struct_parents")))
+    {
+        return Err("nested (struct) columns".into());
     }
     let columns = schema
         .get("columns")

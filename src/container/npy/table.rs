@@ -232,7 +232,7 @@ impl TableNpy {
         if s >= e || r == 0 {
             return out;
         }
-        if s % r != 0 {
+        if !s.is_multiple_of(r) {
             self.partial_row(s / r, s, e, &mut out);
         }
         let (first, end) = (s.div_ceil(r), e / r);
@@ -257,7 +257,7 @@ impl TableNpy {
                 row = stop;
             }
         }
-        if e % r != 0 && (e / r != s / r || s % r == 0) {
+        if !e.is_multiple_of(r) && (e / r != s / r || s.is_multiple_of(r)) {
             self.partial_row(e / r, s, e, &mut out);
         }
         out

@@ -115,19 +115,19 @@ pub(super) fn commit(
 ) -> Result<(), ContainerError> {
     let slots = plan(array, edit, ChunkFormat::Blosc1)?;
     let prepared = prepare(array, c, slots, edit.attrs.as_ref())?;
-    if prepared.len != prepared.old_len {
-        if let Some(table) = table_of(array.path()) {
-            return Err(refused(
-                array.path(),
-                format!(
-                    "changing the row count of a column of the ctable {} alone ({} -> {} rows): \
+    if prepared.len != prepared.old_len
+        && let Some(table) = table_of(array.path())
+    {
+        return Err(refused(
+            array.path(),
+            format!(
+                "changing the row count of a column of the ctable {} alone ({} -> {} rows): \
                      the columns must keep one length (commit it with commit_column)",
-                    table.display(),
-                    prepared.old_len,
-                    prepared.len
-                ),
-            ));
-        }
+                table.display(),
+                prepared.old_len,
+                prepared.len
+            ),
+        ));
     }
     prepared.apply(io)
 }
@@ -256,10 +256,10 @@ pub(super) fn prepare<'a>(
     } else {
         None
     };
-    if let Some(a) = attrs {
-        if !a.is_object() {
-            return Err(refused(root, "attrs: not a JSON object"));
-        }
+    if let Some(a) = attrs
+        && !a.is_object()
+    {
+        return Err(refused(root, "attrs: not a JSON object"));
     }
     Ok(Prepared {
         root,
@@ -340,10 +340,8 @@ impl Prepared<'_> {
         let shrinking = self.len < self.old_len;
         let sizes_path = self.root.join("meta/sizes");
         let data = self.root.join("data");
-        if shrinking {
-            if let Some(sizes) = &self.sizes {
-                io.replace(&sizes_path, sizes)?;
-            }
+        if shrinking && let Some(sizes) = &self.sizes {
+            io.replace(&sizes_path, sizes)?;
         }
         for (tmp, target) in staged {
             io.rename(tmp, target)?;
@@ -359,10 +357,8 @@ impl Prepared<'_> {
             }
             None => {}
         }
-        if !shrinking {
-            if let Some(sizes) = &self.sizes {
-                io.replace(&sizes_path, sizes)?;
-            }
+        if !shrinking && let Some(sizes) = &self.sizes {
+            io.replace(&sizes_path, sizes)?;
         }
         // Chunk files beyond the new end.
         for i in self.slots.len()..self.old_n {

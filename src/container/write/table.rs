@@ -312,7 +312,7 @@ fn fill(array: &Array, c: &Carray, keep: u64, len: u64) -> Result<Option<Fill>, 
 fn dflt_row(c: &Carray) -> Result<Vec<u8>, String> {
     let itemsize = c.itemsize();
     let atom = (c.chunksize() / c.chunklen().max(1)) as usize;
-    if itemsize == 0 || atom % itemsize != 0 {
+    if itemsize == 0 || !atom.is_multiple_of(itemsize) {
         return Err(format!("dflt for dtype {:?}", c.dtype()));
     }
     let items = atom / itemsize;

@@ -219,10 +219,8 @@ impl RemoteObject {
             let adjacent = span
                 .as_ref()
                 .is_some_and(|s| s.end == r.start && r.end - s.start <= MERGE_MAX);
-            if !adjacent {
-                if let Some(s) = span.take() {
-                    self.spawn_prefetch(s, std::mem::take(&mut run));
-                }
+            if !adjacent && let Some(s) = span.take() {
+                self.spawn_prefetch(s, std::mem::take(&mut run));
             }
             // On disk: left to the read, which finds it there.
             if self.on_disk(&r) {

@@ -168,11 +168,11 @@ impl RemotePrefix {
         let mut pending = Vec::new();
         for (k, &i) in which.iter().enumerate() {
             let n = HEAD.min(self.objects[i].size) as usize;
-            if self.cache.present(i as u64) {
-                if let Ok(Some(b)) = self.whole(i) {
-                    heads[k] = Some(b.slice(..n.min(b.len())));
-                    continue;
-                }
+            if self.cache.present(i as u64)
+                && let Ok(Some(b)) = self.whole(i)
+            {
+                heads[k] = Some(b.slice(..n.min(b.len())));
+                continue;
             }
             pending.push((k, i, n as u64));
         }

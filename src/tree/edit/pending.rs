@@ -520,14 +520,13 @@ impl Edits {
 
     /// Drops the buffer of a chunk file being created that is still empty.
     pub(crate) fn drop_empty_creation(&mut self, id: Option<ChunkId>) {
-        if let Some(id) = id {
-            if self
+        if let Some(id) = id
+            && self
                 .chunks
                 .get(&id)
                 .is_some_and(|c| c.creating && c.is_empty())
-            {
-                self.remove_chunk(id);
-            }
+        {
+            self.remove_chunk(id);
         }
     }
 

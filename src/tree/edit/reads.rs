@@ -188,11 +188,11 @@ impl Tree {
                 true => vec![0; end - start],
                 false => Vec::new(),
             };
-            if !bytes.is_empty() {
-                if let Err(e) = slot.read_at(start, &mut bytes) {
-                    failed = Some(e);
-                    bytes = Vec::new();
-                }
+            if !bytes.is_empty()
+                && let Err(e) = slot.read_at(start, &mut bytes)
+            {
+                failed = Some(e);
+                bytes = Vec::new();
             }
             spans.insert(
                 c,

@@ -70,7 +70,11 @@ impl Tree {
         offset: u64,
         size: u32,
     ) -> Option<Arc<CTableView>> {
-        if self.options.writable || offset % PAGE != 0 || size == 0 || u64::from(size) > FAULT_MAX {
+        if self.options.writable
+            || !offset.is_multiple_of(PAGE)
+            || size == 0
+            || u64::from(size) > FAULT_MAX
+        {
             return None;
         }
         let Ok(Entry::File(FileKind::CTableNpy(file))) = self.entry(ino) else {

@@ -37,7 +37,11 @@ impl Tree {
     pub fn pages_near(&self, ino: u64, fh: u64, offset: u64, size: u32) -> Offered {
         let mut pages = Vec::new();
         let later = Vec::new();
-        if self.options.writable || offset % PAGE != 0 || size == 0 || u64::from(size) > FAULT_MAX {
+        if self.options.writable
+            || !offset.is_multiple_of(PAGE)
+            || size == 0
+            || u64::from(size) > FAULT_MAX
+        {
             return (pages, later);
         }
         let Ok(Entry::File(FileKind::Npy(array, _))) = self.entry(ino) else {
@@ -144,7 +148,11 @@ impl Tree {
         offset: u64,
         size: u32,
     ) -> Option<(ArrayId, Arc<Npy>)> {
-        if self.options.writable || offset % PAGE != 0 || size == 0 || u64::from(size) > FAULT_MAX {
+        if self.options.writable
+            || !offset.is_multiple_of(PAGE)
+            || size == 0
+            || u64::from(size) > FAULT_MAX
+        {
             return None;
         }
         let Ok(Entry::File(FileKind::Npy(array, _))) = self.entry(ino) else {

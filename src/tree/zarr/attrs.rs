@@ -104,10 +104,10 @@ impl Tree {
         // A refused shape change takes back the chunk removals that came before it.
         let wanted = super::undo::wanted_shape(&new, &shown);
         let res = self.zarr_json_apply(z, &path, shown, new);
-        if let (Err(_), Some(wanted), ZNode::Json(n)) = (&res, &wanted, z) {
-            if let Ok(DirKind::Array(array)) = self.zarr_dir_kind(n) {
-                self.zarr_take_back_unlinks(array, wanted, &path);
-            }
+        if let (Err(_), Some(wanted), ZNode::Json(n)) = (&res, &wanted, z)
+            && let Ok(DirKind::Array(array)) = self.zarr_dir_kind(n)
+        {
+            self.zarr_take_back_unlinks(array, wanted, &path);
         }
         res
     }

@@ -169,10 +169,11 @@ pub(super) fn with_dims(
 ) -> Map<String, Value> {
     if let Some(Value::Array(names)) = names {
         let all: Option<Vec<&str>> = names.iter().map(Value::as_str).collect();
-        if let Some(all) = all.filter(|a| ndim.is_none_or(|n| a.len() == n)) {
-            if !attrs.contains_key("_ARRAY_DIMENSIONS") && !attrs.contains_key("dimension_names") {
-                attrs.insert("_ARRAY_DIMENSIONS".into(), Value::from(all));
-            }
+        if let Some(all) = all.filter(|a| ndim.is_none_or(|n| a.len() == n))
+            && !attrs.contains_key("_ARRAY_DIMENSIONS")
+            && !attrs.contains_key("dimension_names")
+        {
+            attrs.insert("_ARRAY_DIMENSIONS".into(), Value::from(all));
         }
     }
     attrs

@@ -201,11 +201,11 @@ pub fn written(
         }
         return new;
     };
-    if let (Some(was), Some(own)) = (shown.get(FILL_VALUE), source.get(FILL_VALUE)) {
-        if super::attrs::same_json(v, was) {
-            *v = own.clone();
-            return new;
-        }
+    if let (Some(was), Some(own)) = (shown.get(FILL_VALUE), source.get(FILL_VALUE))
+        && super::attrs::same_json(v, was)
+    {
+        *v = own.clone();
+        return new;
     }
     let plain = match (kind, &*v) {
         (Kind::Float, _) => unspell(v),

@@ -89,10 +89,10 @@ impl Tree {
     /// source of a mounted directory of sources its stem when no other member of the
     /// directory has or takes that name.
     fn zarr_name_of(&self, c: u64, node: &Node) -> String {
-        if self.zarr_source_member(node).is_some() {
-            if let Some(name) = self.zarr_renamed(node.parent).get(&c) {
-                return name.clone();
-            }
+        if self.zarr_source_member(node).is_some()
+            && let Some(name) = self.zarr_renamed(node.parent).get(&c)
+        {
+            return name.clone();
         }
         node.name.clone()
     }
@@ -131,10 +131,11 @@ impl Tree {
             return Arc::default();
         };
         let generation = self.zarr.generation.load(Ordering::Relaxed);
-        if let Some((g, len, names)) = self.zarr.member_names.lock().get(&dir) {
-            if *g == generation && *len == children.len() {
-                return names.clone();
-            }
+        if let Some((g, len, names)) = self.zarr.member_names.lock().get(&dir)
+            && *g == generation
+            && *len == children.len()
+        {
+            return names.clone();
         }
         let mut native: HashSet<&str> = HashSet::new();
         let mut stems: Vec<(u64, String)> = Vec::new();
@@ -240,13 +241,12 @@ impl Tree {
             self.zarr_omit(self.zarr_path(c), why);
             return None;
         }
-        if built {
-            if let Ok(DirKind::Array(a)) = self.zarr_dir_kind(c) {
-                if let Err(why) = self.zarr_geom(a, None) {
-                    self.zarr_omit(self.zarr_path(c), &why);
-                    return None;
-                }
-            }
+        if built
+            && let Ok(DirKind::Array(a)) = self.zarr_dir_kind(c)
+            && let Err(why) = self.zarr_geom(a, None)
+        {
+            self.zarr_omit(self.zarr_path(c), &why);
+            return None;
         }
         Some((zname, ZNode::Dir(c)))
     }

@@ -55,15 +55,15 @@ impl Tree {
     /// (`-o zarr_shards`), which is replaced whole (a temp file renamed over it) or removed.
     pub(crate) fn zarr_write_target(&self, ino: u64, z: ZNode) -> Result<ZarrTarget, TreeError> {
         let target = self.zarr_object_target(ino, z)?;
-        if let ZarrTarget::Chunk(id) = target {
-            if self.zarr_sharded(id.array) {
-                return Err(TreeError::NotPermitted(
-                    "a shard of the sharded Zarr view (-o zarr_shards) is written whole: \
+        if let ZarrTarget::Chunk(id) = target
+            && self.zarr_sharded(id.array)
+        {
+            return Err(TreeError::NotPermitted(
+                "a shard of the sharded Zarr view (-o zarr_shards) is written whole: \
                      rename a temp file over it (as zarr-python and TensorStore do), or write \
                      through data/ or array.npy"
-                        .into(),
-                ));
-            }
+                    .into(),
+            ));
         }
         Ok(target)
     }
@@ -296,10 +296,11 @@ impl Tree {
             ));
         }
         // The first `zarr.json` in a directory made for a new array makes the array.
-        if let Some(ZNode::Pending(k)) = ZNode::of(dir) {
-            if newname == "zarr.json" && self.zarr_pending(k) == Some(ZNode::Pending(k)) {
-                return self.zarr_create_array(from, dir, k);
-            }
+        if let Some(ZNode::Pending(k)) = ZNode::of(dir)
+            && newname == "zarr.json"
+            && self.zarr_pending(k) == Some(ZNode::Pending(k))
+        {
+            return self.zarr_create_array(from, dir, k);
         }
         let target = self.lookup(newparent, newname).ok().map(|a| a.ino);
         let Some(t) = target else {

@@ -541,10 +541,11 @@ impl Model {
         }
         let file = x.file;
         let res = self.commit(file, false);
-        if let Err(e) = res {
-            if e == libc::EINVAL && !self.other_writer(file, Some(h)) {
-                self.drop_pending(file);
-            }
+        if let Err(e) = res
+            && e == libc::EINVAL
+            && !self.other_writer(file, Some(h))
+        {
+            self.drop_pending(file);
         }
         res
     }

@@ -265,10 +265,10 @@ impl Run {
                 let t = self.tree.fsync(self.files.ino(f), fh);
                 let now = stored(&self.src);
                 let is_new = plan.as_ref().is_some_and(|p| *p == now);
-                if let (Ok(()), Some(p)) = (&t, &plan) {
-                    if now != *p {
-                        return Err("fsync returned Ok but the source is not the new one".into());
-                    }
+                if let (Ok(()), Some(p)) = (&t, &plan)
+                    && now != *p
+                {
+                    return Err("fsync returned Ok but the source is not the new one".into());
                 }
                 if now != before && !is_new {
                     return Err(format!(

@@ -249,7 +249,7 @@ pub(super) fn explicit_shape0(array: &Array, n: usize, want: u64) -> Result<u64,
     let fits = cs0 > 0
         && per_row > 0
         && n > 0
-        && n % per_row == 0
+        && n.is_multiple_of(per_row)
         && want > (n / per_row - 1).saturating_mul(cs0)
         && want <= (n / per_row).saturating_mul(cs0);
     if !fits {

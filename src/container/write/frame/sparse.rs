@@ -73,10 +73,10 @@ fn kept_cbytes(array: &Array, f: &Frame, l: &Layout<'_>) -> Result<u64, Containe
     }
     let mut kept = 0u64;
     for e in &l.entries {
-        if let Entry::Keep(v) = e {
-            if *v >= 0 {
-                kept += file_len(*v)?;
-            }
+        if let Entry::Keep(v) = e
+            && *v >= 0
+        {
+            kept += file_len(*v)?;
         }
     }
     Ok(kept)
