@@ -94,8 +94,8 @@ const NO_NPY: &str = "it has no NPY view (see the log for why)";
 type GeomOf = Result<Arc<Geom>, String>;
 
 /// The Zarr names of a directory's members that differ from their native names (by inode),
-/// with the generation and the number of children they were made for.
-type MemberNames = (u64, usize, Arc<HashMap<u64, String>>);
+/// with the children they were made for.
+type MemberNames = (Vec<u64>, Arc<HashMap<u64, String>>);
 
 /// The view's state in a tree.
 #[derive(Debug, Default)]
@@ -114,7 +114,7 @@ pub(crate) struct ZarrState {
     /// Arrays left out, by Zarr path, with the reason.
     omitted: Mutex<BTreeMap<String, String>>,
     /// Per group directory of a directory of sources: its members named after their stem
-    /// (`hierarchy.rs`), with the generation and child count they were named for.
+    /// (`hierarchy.rs`), with the children they were named for.
     member_names: Mutex<HashMap<u64, MemberNames>>,
     /// `zarr.json` inodes emptied by a writer (`O_TRUNC`, `ftruncate` to 0), with the byte
     /// ranges written back since (`zarr/write.rs`): the last writer's release checks that

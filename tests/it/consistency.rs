@@ -198,7 +198,7 @@ fn describe(b: &[u8]) -> String {
 /// (`B2FS_STRESS_SECS`) and then until the readers have read rewritten chunks [`RACED_READS`]
 /// times and the writer has rewritten each chunk [`RACED_VERSIONS`] times (on a loaded
 /// machine the writer managed 4 rewrites in 4 s, and the test failed: "the test did not
-/// race"), within [`RACE_DEADLINE`].
+/// race"), within [`RACE_DEADLINE`] more; a writer that fails ends the wait.
 #[test]
 fn consistency_whole_file_reads_never_mix_versions() {
     let py = or_skip!(fuse_and_python(
@@ -220,10 +220,12 @@ fn consistency_whole_file_reads_never_mix_versions() {
         })
         .collect();
     let stop_writer = dir.path().join("stop-writer");
+    // At least `B2FS_STRESS_SECS` (a long run's 300 s too), then until it raced enough.
+    let (min, took) = (secs(4), secs(4) + RACE_DEADLINE);
     let writer = {
         let (py, mp, stop_writer) = (py.clone(), m.mp.clone(), stop_writer.clone());
         // Its own deadline a little later than the test's, which stops it first.
-        let deadline = RACE_DEADLINE + Duration::from_secs(10);
+        let deadline = took + Duration::from_secs(10);
         std::thread::spawn(move || writer_process(&py, &mp, deadline, Some(&stop_writer)))
     };
     let start = std::time::Instant::now();
@@ -231,8 +233,10 @@ fn consistency_whole_file_reads_never_mix_versions() {
         raced.rewritten_reads.load(Ordering::Relaxed) >= RACED_READS
             && raced.version.load(Ordering::Relaxed) >= RACED_VERSIONS
     };
-    let (min, took) = (secs(4), RACE_DEADLINE);
-    let done = wait_until(took, || start.elapsed() >= min && enough());
+    // A writer that failed ends the wait at once (its panic is reported by the join).
+    let done = wait_until(took, || {
+        writer.is_finished() || (start.elapsed() >= min && enough())
+    });
     std::fs::write(&stop_writer, b"").unwrap();
     let (acked, writes, _) = writer.join().unwrap();
     stop.store(true, Ordering::Relaxed);

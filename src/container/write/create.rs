@@ -44,12 +44,17 @@ pub struct NewArray {
 /// Most bytes of one chunk of a new array (the fill chunk is built whole in memory).
 pub const MAX_NEW_CHUNK_BYTES: u64 = 1 << 30;
 
+/// Most bytes of a new array's compressed fill chunks, all of them (the commit holds each
+/// one's copy in memory): a fill of zeros or a constant compresses to a few hundred bytes a
+/// chunk, so 65,536 chunks fit; a hostile document asking for more is refused.
+pub const MAX_FILL_BYTES: u64 = 64 << 20;
+
 /// Makes the b2nd file `path` holding `array` (see the module doc); `path` must not exist.
 ///
 /// # Errors
 /// [`ContainerError::Refused`] for a shape the format cannot hold (no dimension, more than
-/// 16, a zero length, a chunk past [`MAX_NEW_CHUNK_BYTES`], more chunks than a frame
-/// numbers); [`ContainerError::Io`] (`EEXIST` when a file lies at `path`); the commit's
+/// 8, a zero length, a chunk past [`MAX_NEW_CHUNK_BYTES`], more chunks than a frame
+/// numbers, fill chunks past [`MAX_FILL_BYTES`]); [`ContainerError::Io`] (`EEXIST` when a file lies at `path`); the commit's
 /// errors. Nothing is left at `path` when it fails.
 pub fn create_array(path: &Path, array: &NewArray) -> Result<(), ContainerError> {
     let mut io = Io::new(None);
@@ -94,8 +99,9 @@ pub fn create_array_with_crash_after(
 fn create_io(path: &Path, a: &NewArray, io: &mut Io) -> Result<(), ContainerError> {
     let nd = a.shape.len();
     let bad = |why: String| Err(refused(path, why));
-    if nd == 0 || nd > 16 || a.chunkshape.len() != nd || a.blockshape.len() != nd {
-        return bad(format!("a new array of {nd} dimensions (1 to 16 are made)"));
+    // python-blosc2 (C-Blosc2's B2ND_MAX_DIM) reads at most 8 dimensions.
+    if nd == 0 || nd > 8 || a.chunkshape.len() != nd || a.blockshape.len() != nd {
+        return bad(format!("a new array of {nd} dimensions (1 to 8 are made)"));
     }
     if a.shape.contains(&0) || a.chunkshape.contains(&0) || a.blockshape.contains(&0) {
         return bad("a new array with a zero length in its shape, chunks or blocks".into());
@@ -159,6 +165,17 @@ fn create_io(path: &Path, a: &NewArray, io: &mut Io) -> Result<(), ContainerErro
             source: e,
         })?;
         drop(raw);
+        // Every chunk is a copy of it in the commit: bounded, whatever the document asked.
+        let all = (chunk.len() as u64).saturating_mul(nchunks);
+        if all > MAX_FILL_BYTES {
+            return Err(refused(
+                path,
+                format!(
+                    "its {nchunks} chunks of the fill value would take {all} bytes compressed \
+                     (at most {MAX_FILL_BYTES}): fewer or smaller chunks, or the fill value 0"
+                ),
+            ));
+        }
         let chunk = super::Chunk::from(chunk);
         let edit = Edit {
             appends: (0..nchunks).map(|_| chunk.clone()).collect(),
@@ -274,6 +291,35 @@ mod tests {
         assert_eq!(nd.shape, vec![10, 7]);
         assert!(create_array(&at, &a).is_err());
         assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
+    }
+
+    #[test]
+    fn fill_chunks_past_their_bound_and_more_than_8_dimensions_are_refused_leaving_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let at = dir.path().join("t");
+        // 20,000 chunks of 256 MiB of the byte 1: each compresses to kilobytes (a block's
+        // few bytes, 1,024 blocks), all of them past MAX_FILL_BYTES (they were held in
+        // memory, one copy per chunk).
+        let big = NewArray {
+            shape: vec![262_144 * 20_000, 1024],
+            chunkshape: vec![262_144, 1024],
+            blockshape: vec![256, 1024],
+            dtype: "|u1".into(),
+            itemsize: 1,
+            fill: vec![1],
+            attrs: None,
+        };
+        let err = create_array(&at, &big).unwrap_err().to_string();
+        assert!(err.contains("chunks of the fill value"), "{err}");
+        let nine = NewArray {
+            shape: vec![2; 9],
+            chunkshape: vec![1; 9],
+            blockshape: vec![1; 9],
+            ..big
+        };
+        let err = create_array(&at, &nine).unwrap_err().to_string();
+        assert!(err.contains("9 dimensions"), "{err}");
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
     }
 
     #[test]

@@ -38,7 +38,7 @@ use serde_json::{Map, Value};
 
 use super::super::layout::{NodeKind, ROOT_INO};
 use super::super::{Attr, Tree, TreeError};
-use super::declared::{Compressor, Declared, decode, new_array, with_dims};
+use super::declared::{Compressor, Declared, decode_object, new_array, with_dims};
 use super::{DirKind, ZNode, names};
 use crate::container::store::Form;
 use crate::container::write::{create_array, create_store_array};
@@ -359,19 +359,14 @@ impl Tree {
     ) -> Result<std::borrow::Cow<'a, [u8]>, TreeError> {
         let declared = self.zarr_declared(array);
         let compressor = declared.map_or(Compressor::None, |d| d.compressor);
-        if data.len() as u64 == want || compressor == Compressor::None {
-            return Ok(data.into());
-        }
-        decode(compressor, data, want as usize)
-            .map(Into::into)
-            .map_err(|why| {
-                log::warn!(
-                    "{path}: a chunk object of {} bytes that its writer's codecs do not \
+        decode_object(compressor, data, want as usize).map_err(|why| {
+            log::warn!(
+                "{path}: a chunk object of {} bytes that its writer's codecs do not \
                      decode to {want} bytes ({why}): refused",
-                    data.len()
-                );
-                TreeError::Refused(format!("a chunk object that does not decode: {why}"))
-            })
+                data.len()
+            );
+            TreeError::Refused(format!("a chunk object that does not decode: {why}"))
+        })
     }
 
     /// Temp file `from`, renamed to `zarr.json` in pending directory `k` (inode `dir`):

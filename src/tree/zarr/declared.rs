@@ -265,6 +265,24 @@ fn codecs(v: &Value) -> Result<Compressor, String> {
 }
 
 /// `data` decoded by `c` to exactly `want` bytes (never more allocated).
+/// The chunk a chunk object of `want` raw bytes stands for, written by a writer that declared
+/// `c`: the object itself when `c` is none; an object of exactly the raw size is raw, unless
+/// it decodes by `c` to exactly `want` bytes (a compressed object can have the raw size; raw
+/// bytes that happen to be a whole frame of `c` decoding to that size cannot be told apart).
+pub(super) fn decode_object(
+    c: Compressor,
+    data: &[u8],
+    want: usize,
+) -> Result<std::borrow::Cow<'_, [u8]>, String> {
+    if c == Compressor::None {
+        return Ok(data.into());
+    }
+    if data.len() == want {
+        return Ok(decode(c, data, want).map_or(data.into(), Into::into));
+    }
+    decode(c, data, want).map(Into::into)
+}
+
 pub(super) fn decode(c: Compressor, data: &[u8], want: usize) -> Result<Vec<u8>, String> {
     use std::io::Read;
     let out = match c {
@@ -385,8 +403,18 @@ fn half(f: f64) -> Option<u16> {
     }
 }
 
+/// The largest divisor of `n` (at least 1) that is at most `limit`.
+fn largest_divisor_within(n: u64, limit: u64) -> u64 {
+    (1..=limit.min(n))
+        .rev()
+        .find(|k| n.is_multiple_of(*k))
+        .unwrap_or(1)
+}
+
 /// A block shape for chunks `chunks` of `itemsize`-byte items: slabs of the chunk along its
-/// first axes (python-blosc2's kind), of at most [`BLOCK_BYTES`].
+/// first axes (python-blosc2's kind), of at most [`BLOCK_BYTES`], each length dividing the
+/// chunk's (the new array's chunks are made unpadded: a b2nd chunk is padded to whole
+/// blocks).
 fn block_shape(chunks: &[u64], itemsize: u64) -> Vec<u64> {
     let mut block = chunks.to_vec();
     for d in 0..block.len() {
@@ -397,7 +425,7 @@ fn block_shape(chunks: &[u64], itemsize: u64) -> Vec<u64> {
         if rest.saturating_mul(block[d]) <= BLOCK_BYTES {
             break;
         }
-        block[d] = (BLOCK_BYTES / rest.max(1)).clamp(1, block[d]);
+        block[d] = largest_divisor_within(block[d], (BLOCK_BYTES / rest.max(1)).max(1));
         if rest.saturating_mul(block[d]) <= BLOCK_BYTES {
             break;
         }
@@ -416,6 +444,26 @@ mod tests {
             "chunk_key_encoding": {"name": "default", "configuration": {"separator": "/"}},
             "fill_value": fill, "codecs": codecs, "attributes": {"_FillValue": "AAAAAAAA+H8="},
             "dimension_names": ["x", "y"], "storage_transformers": []})
+    }
+
+    #[test]
+    fn a_compressed_object_of_the_raw_size_is_decoded_not_taken_as_raw() {
+        // A zstd object exactly as long as the chunk: the compressed frame, then a skippable
+        // frame (magic 0x184D2A50, length, bytes) that pads it, which decoders pass over.
+        let want = 4096;
+        let raw: Vec<u8> = (0..want).map(|i| (i % 7) as u8).collect();
+        let mut z = zstd::bulk::compress(&raw, 3).unwrap();
+        let pad = want - z.len() - 8;
+        z.extend_from_slice(&0x184D_2A50u32.to_le_bytes());
+        z.extend_from_slice(&(pad as u32).to_le_bytes());
+        z.resize(want, 0xAB);
+        let got = decode_object(Compressor::Zstd, &z, want).unwrap();
+        assert!(got == raw, "the zstd object was taken as raw bytes");
+        // Raw bytes of the chunk's size are raw; with no codec declared, anything is.
+        assert!(decode_object(Compressor::Zstd, &raw, want).unwrap() == raw);
+        assert!(decode_object(Compressor::None, &z, want).unwrap() == z);
+        // An object of another size must decode to the chunk.
+        assert!(decode_object(Compressor::Zstd, &z[..want - 1], want).is_err());
     }
 
     #[test]
@@ -464,9 +512,13 @@ mod tests {
 
     #[test]
     fn blocks_are_slabs_within_the_bound() {
-        assert_eq!(block_shape(&[1000, 1000], 8), vec![32, 1000]);
+        // Blocks divide the chunk (a b2nd chunk is padded to whole blocks otherwise, and
+        // the new array's chunks are made unpadded).
+        assert_eq!(block_shape(&[1000, 1000], 8), vec![25, 1000]);
         assert_eq!(block_shape(&[10, 6], 8), vec![10, 6]);
-        assert_eq!(block_shape(&[4, 100_000], 8), vec![1, 32768]);
+        assert_eq!(block_shape(&[4, 100_000], 8), vec![1, 25000]);
+        assert_eq!(block_shape(&[250, 500], 8), vec![50, 500]);
+        assert_eq!(block_shape(&[1009, 1024], 8), vec![1, 1024]);
     }
 
     #[test]

@@ -10,7 +10,6 @@
 use std::collections::{HashMap, HashSet};
 use std::path::Path;
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
 
 use serde_json::{Map, Value};
 
@@ -89,12 +88,28 @@ impl Tree {
     /// source of a mounted directory of sources its stem when no other member of the
     /// directory has or takes that name.
     fn zarr_name_of(&self, c: u64, node: &Node) -> String {
-        if self.zarr_source_member(node).is_some()
-            && let Some(name) = self.zarr_renamed(node.parent).get(&c)
+        // Only a top-level leaf can be renamed (no `stat` here: `zarr_renamed` tells).
+        if matches!(&node.kind, NodeKind::Leaf(lazy) if lazy.top)
+            && let Some(name) = self.zarr_renamed_in(node.parent).get(&c)
         {
             return name.clone();
         }
         node.name.clone()
+    }
+
+    /// [`Tree::zarr_renamed`] of group directory `dir` when the mount is a directory of
+    /// sources; empty (nothing looked at) for any other mount. Fetched once per listing or
+    /// lookup, not once per member.
+    fn zarr_renamed_in(&self, dir: u64) -> Arc<HashMap<u64, String>> {
+        let frames = self
+            .mounted
+            .collection()
+            .is_some_and(|c| c.get().form() == Form::Frames);
+        if frames {
+            self.zarr_renamed(dir)
+        } else {
+            Arc::default()
+        }
     }
 
     /// For a source of a mounted directory of sources (a top-level leaf of a collection of
@@ -121,8 +136,8 @@ impl Tree {
     /// The members of native directory `dir` (in a mounted directory of sources) whose Zarr
     /// name is not their native name, by inode: each source named after its stem, but where
     /// two members would share a name (two stems, or a stem and a native name), those keep
-    /// their native names. Kept per directory until the next generation or a change of its
-    /// member count.
+    /// their native names. Kept per directory while its children are the same (commits do
+    /// not change it: no `stat` of every member after each).
     fn zarr_renamed(&self, dir: u64) -> Arc<HashMap<u64, String>> {
         let Some(node) = self.node(dir) else {
             return Arc::default();
@@ -130,10 +145,8 @@ impl Tree {
         let Ok(children) = self.children(dir, node) else {
             return Arc::default();
         };
-        let generation = self.zarr.generation.load(Ordering::Relaxed);
-        if let Some((g, len, names)) = self.zarr.member_names.lock().get(&dir)
-            && *g == generation
-            && *len == children.len()
+        if let Some((kids, names)) = self.zarr.member_names.lock().get(&dir)
+            && kids[..] == children[..]
         {
             return names.clone();
         }
@@ -169,7 +182,7 @@ impl Tree {
         self.zarr
             .member_names
             .lock()
-            .insert(dir, (generation, children.len(), renamed.clone()));
+            .insert(dir, (children.into_owned(), renamed.clone()));
         renamed
     }
 
@@ -215,9 +228,10 @@ impl Tree {
     pub(super) fn zarr_group_children(&self, n: u64) -> Result<Vec<(String, ZNode)>, TreeError> {
         let node = self.node(n).ok_or(TreeError::NotFound)?;
         let children = self.zarr_native(n, node)?;
+        let renamed = self.zarr_renamed_in(n);
         Ok(children
             .iter()
-            .filter_map(|&c| self.zarr_member(c, None))
+            .filter_map(|&c| self.zarr_member_in(c, None, &renamed))
             .collect())
     }
 
@@ -225,11 +239,24 @@ impl Tree {
     /// or `None` when it is not one: not a directory, a name Zarr refuses, an array (already
     /// opened) with no Zarr type.
     pub(super) fn zarr_member(&self, c: u64, name: Option<&str>) -> Option<(String, ZNode)> {
+        let parent = self.node(c)?.parent;
+        self.zarr_member_in(c, name, &self.zarr_renamed_in(parent))
+    }
+
+    /// [`Tree::zarr_member`], with the Zarr names of `c`'s directory that differ from the
+    /// native ones (`renamed`, [`Tree::zarr_renamed_in`]) fetched by the caller.
+    fn zarr_member_in(
+        &self,
+        c: u64,
+        name: Option<&str>,
+        renamed: &HashMap<u64, String>,
+    ) -> Option<(String, ZNode)> {
         let child = self.node(c)?;
-        let zname = self.zarr_name_of(c, child);
+        let zname = renamed.get(&c).unwrap_or(&child.name);
         if name.is_some_and(|n| n != zname) {
             return None;
         }
+        let zname = zname.clone();
         let built = match &child.kind {
             NodeKind::Dir { data: None, .. } => true,
             // A leaf that failed to open is listed (its directory gives EIO), not tried
@@ -273,9 +300,10 @@ impl Tree {
         };
         let node = self.node(group).ok_or(TreeError::NotFound)?;
         let children = self.zarr_native(group, node)?;
+        let renamed = self.zarr_renamed_in(group);
         Ok(children
             .iter()
-            .find_map(|&c| self.zarr_member(c, Some(name)))
+            .find_map(|&c| self.zarr_member_in(c, Some(name), &renamed))
             .map(|(_, c)| c))
     }
 

@@ -391,3 +391,42 @@ fn a_new_array_whose_stem_other_members_share_is_refused() {
     );
     assert_eq!(json_at(&t, "zarr/r/zarr.json")["shape"], json!([8]));
 }
+
+/// A new array whose chunk is larger than a block (here 250x500 float64, 1,000,000 bytes,
+/// blocks of at most 256 KiB) gets blocks that divide the chunk: the view shows it and
+/// python-blosc2 reads it. Blocks of 65 rows (what a plain cap picked) would have padded the
+/// chunk to 260 rows, and the file made was one the view could not show.
+#[test]
+fn a_new_array_with_chunks_larger_than_a_block_is_shown_and_read() {
+    let py = or_skip!(python(
+        "a_new_array_with_chunks_larger_than_a_block_is_shown_and_read"
+    ));
+    let dir = sources(&py);
+    let t = Tree::from_source(dir.path(), opts(true)).unwrap();
+    let z = ino(&t, "zarr");
+    let p = t.mkdir(z, "big").unwrap();
+    let d = doc(
+        "float64",
+        &[1000, 1000],
+        &[250, 500],
+        json!(0),
+        zstd_codecs(),
+    );
+    put(&t, p.ino, "zarr.json.x.partial", "zarr.json", &d).unwrap();
+    let meta = json_at(&t, "zarr/big/zarr.json");
+    assert_eq!(meta["shape"], json!([1000, 1000]));
+    let chunk = ino(&t, "zarr/big/c/3/1");
+    assert_eq!(t.getattr(chunk).unwrap().size, 250 * 500 * 8);
+    assert!(read_all(&t, chunk, 1 << 20).iter().all(|&b| b == 0));
+    drop(t);
+    let said = python_says(
+        &py,
+        &[
+            "-c",
+            "import sys, blosc2; a = blosc2.open(sys.argv[1]); \
+             print(a.shape, a.chunks, a.blocks, float(a[...].sum()))",
+            dir.path().join("big.b2nd").to_str().unwrap(),
+        ],
+    );
+    assert_eq!(said, "(1000, 1000) (250, 500) (50, 500) 0.0");
+}
