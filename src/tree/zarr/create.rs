@@ -39,6 +39,7 @@ use serde_json::{Map, Value};
 use super::super::layout::{NodeKind, ROOT_INO};
 use super::super::{Attr, Tree, TreeError};
 use super::declared::{Compressor, Declared, decode_object, new_array, with_dims};
+use super::geom::DataType;
 use super::{DirKind, ZNode, names};
 use crate::container::store::Form;
 use crate::container::write::{create_array, create_store_array};
@@ -61,7 +62,9 @@ struct PendingDir {
 pub(super) struct Creating {
     next: u64,
     dirs: HashMap<u64, PendingDir>,
-    declared: HashMap<ArrayId, Arc<Declared>>,
+    /// With the data type and chunk shape of the array it was declared for: another
+    /// writer may replace the file by one of another type under the same name (and id).
+    declared: HashMap<ArrayId, (Arc<Declared>, DataType, Vec<u64>)>,
 }
 
 /// Most directories made by `mkdir` held at once with no array in them.
@@ -302,7 +305,23 @@ impl Tree {
 
     /// What the writer of `array` declared, when it was made through the view.
     pub(super) fn zarr_declared(&self, array: ArrayId) -> Option<Arc<Declared>> {
-        self.zarr.creating.lock().declared.get(&array).cloned()
+        let (declared, dtype, chunks) = self.zarr.creating.lock().declared.get(&array)?.clone();
+        // Another writer replaced the file by an array of another type or chunk shape: what
+        // was declared for the old one (its codecs, its fill value) no longer applies.
+        let same = self
+            .zarr_geom(array, None)
+            .is_ok_and(|g| g.dtype == dtype && g.chunks == chunks);
+        if !same {
+            if self.zarr.creating.lock().declared.remove(&array).is_some() {
+                log::info!(
+                    "zarr: array {} made through the view was replaced by another writer: \
+                     its writer's codecs and fill value no longer apply",
+                    array.0
+                );
+            }
+            return None;
+        }
+        Some(declared)
     }
 
     /// The view's document `shown` of Zarr node `z`, with the members its writer declared in
@@ -438,9 +457,12 @@ impl Tree {
             self.zarr.creating.lock().dirs.remove(&k);
             return Ok(());
         };
-        if let Ok(DirKind::Array(a)) = self.zarr_dir_kind(made) {
+        if let Ok(DirKind::Array(a)) = self.zarr_dir_kind(made)
+            && let Ok(g) = self.zarr_geom(a, None)
+        {
             let mut c = self.zarr.creating.lock();
-            c.declared.insert(a, Arc::new(declared));
+            let made_for = (Arc::new(declared), g.dtype.clone(), g.chunks.clone());
+            c.declared.insert(a, made_for);
         }
         log::info!("{path}: the new array {} made", file.display());
         Ok(())

@@ -430,3 +430,45 @@ fn a_new_array_with_chunks_larger_than_a_block_is_shown_and_read() {
     );
     assert_eq!(said, "(1000, 1000) (250, 500) (50, 500) 0.0");
 }
+
+/// What a writer declared for an array it made (its fill value NaN, its zstd objects) stops
+/// applying when another writer replaces the file by one of another data type under the same
+/// name: a chunk object removed then reads as the new array's zeros, not as the old NaN
+/// pattern written into int64 items, and a raw object is taken as raw.
+#[test]
+fn what_was_declared_for_a_made_array_stops_when_another_writer_replaces_it() {
+    let py = or_skip!(python(
+        "what_was_declared_for_a_made_array_stops_when_another_writer_replaces_it"
+    ));
+    let dir = sources(&py);
+    let t = Tree::from_source(dir.path(), opts(true)).unwrap();
+    let z = ino(&t, "zarr");
+    let p = t.mkdir(z, "t").unwrap();
+    let d = doc("float64", &[8], &[4], json!("NaN"), zstd_codecs());
+    put(&t, p.ino, "zarr.json.x.partial", "zarr.json", &d).unwrap();
+    let nan: Vec<u8> = (0..4).flat_map(|_| f64::NAN.to_le_bytes()).collect();
+    t.lookup(ino(&t, "zarr/t"), "c").unwrap();
+    assert_eq!(read_all(&t, ino(&t, "zarr/t/c/0"), 4096), nan);
+    // Another writer: an int64 array of the same shape and chunks, under the same name.
+    run_python(
+        &py,
+        &[
+            "-c",
+            "import sys, numpy as np, blosc2\n\
+             blosc2.asarray(np.arange(1, 9, dtype=np.int64), chunks=(4,), blocks=(4,), \
+             urlpath=sys.argv[1], mode='w')",
+            dir.path().join("t.b2nd").to_str().unwrap(),
+        ],
+    );
+    assert!(t.follow_source(), "the mount follows the other writer");
+    assert_eq!(json_at(&t, "zarr/t/zarr.json")["data_type"], json!("int64"));
+    t.unlink(ino(&t, "zarr/t/c"), "1").unwrap();
+    let c1 = read_all(&t, ino(&t, "zarr/t/c/1"), 4096);
+    assert_eq!(
+        c1,
+        vec![0u8; 32],
+        "the removed chunk holds the old NaN fill"
+    );
+    let c0: Vec<u8> = (1..5i64).flat_map(i64::to_le_bytes).collect();
+    assert_eq!(read_all(&t, ino(&t, "zarr/t/c/0"), 4096), c0);
+}
