@@ -54,8 +54,8 @@ pub const MAX_FILL_BYTES: u64 = 64 << 20;
 /// # Errors
 /// [`ContainerError::Refused`] for a shape the format cannot hold (no dimension, more than
 /// 8, a zero length, a chunk past [`MAX_NEW_CHUNK_BYTES`], more chunks than a frame
-/// numbers, fill chunks past [`MAX_FILL_BYTES`]); [`ContainerError::Io`] (`EEXIST` when a file lies at `path`); the commit's
-/// errors. Nothing is left at `path` when it fails.
+/// numbers, fill chunks past [`MAX_FILL_BYTES`]); [`ContainerError::Io`] (`EEXIST` when a
+/// file lies at `path`); the commit's errors. Nothing is left at `path` when it fails.
 pub fn create_array(path: &Path, array: &NewArray) -> Result<(), ContainerError> {
     let mut io = Io::new(None);
     create_io(path, array, &mut io)

@@ -17,7 +17,9 @@
 //! - **What the writer declared**: its codecs (`bytes` little-endian, then at most one of
 //!   `zstd`, `gzip`, `blosc`) and fill value are kept per array while the mount lives
 //!   ([`Declared`]): a chunk object renamed in is decoded by them (an object of the raw size is
-//!   raw), and a chunk object removed becomes the declared fill value, not zeros.
+//!   raw unless it decodes to the chunk), and a chunk object removed becomes the declared
+//!   fill value, not zeros; dropped when another writer replaces the array by one of another
+//!   data type or chunk shape.
 //! - Anything it cannot keep exactly (sharding, other codecs, a big-endian `bytes`, chunk
 //!   grids other than `regular`, key encodings other than `default` with `/`, data types the
 //!   view does not show, a fill value it cannot spell, a dimension of length 0, storage
