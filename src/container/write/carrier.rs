@@ -32,6 +32,18 @@ use crate::container::{Array, ContainerError};
 /// A contiguous frame of an empty SChunk (typesize 1, ZSTD clevel 5, SHUFFLE, AUTO split:
 /// python-blosc2's defaults), with no metalayers, no chunks and no vlmeta.
 pub(super) fn empty_frame() -> Vec<u8> {
+    frame_with(1, 0, -1, None)
+}
+
+/// A contiguous frame with no chunk and no vlmeta, ZSTD clevel 5, SHUFFLE, AUTO split (what
+/// [`empty_frame`] writes), with this typesize, blocksize (0: automatic) and chunksize (-1:
+/// no chunk yet), and the metalayer `b2nd` of content `b2nd` when given.
+pub(super) fn frame_with(
+    typesize: i32,
+    blocksize: i32,
+    chunksize: i32,
+    b2nd: Option<&[u8]>,
+) -> Vec<u8> {
     let mut h = vec![0x9e, 0xa8];
     h.extend_from_slice(b"b2frame\0");
     h.push(0xd2);
@@ -46,18 +58,29 @@ pub(super) fn empty_frame() -> Vec<u8> {
     h.extend_from_slice(&0i64.to_be_bytes()); // nbytes
     h.push(0xd3);
     h.extend_from_slice(&0i64.to_be_bytes()); // cbytes
-    h.push(0xd2);
-    h.extend_from_slice(&1i32.to_be_bytes()); // typesize
-    h.push(0xd2);
-    h.extend_from_slice(&0i32.to_be_bytes()); // blocksize: automatic
-    h.push(0xd2);
-    h.extend_from_slice(&(-1i32).to_be_bytes()); // chunksize: no chunk yet
+    for v in [typesize, blocksize, chunksize] {
+        h.push(0xd2);
+        h.extend_from_slice(&v.to_be_bytes());
+    }
     h.extend_from_slice(&[0xd1, 0, 0, 0xd1, 0, 1]); // nthreads (compression, decompression)
     h.push(0xc2); // no vlmetalayers yet (the commit sets it)
     // Filters (the last slot SHUFFLE), the codec id, its meta, filters' metas, flags2.
     h.extend_from_slice(&[0xd8, 0x06, 0, 0, 0, 0, 0, 1, 5, 0, 0, 0, 0, 0, 0, 0, 0, 0]);
-    // The metalayer section: its size, no names, no contents.
-    h.extend_from_slice(&[0x93, 0xcd, 0x00, 0x07, 0xde, 0x00, 0x00, 0xdc, 0x00, 0x00]);
+    match b2nd {
+        // The metalayer section: its size, no names, no contents.
+        None => h.extend_from_slice(&[0x93, 0xcd, 0x00, 0x07, 0xde, 0x00, 0x00, 0xdc, 0x00, 0x00]),
+        // One entry "b2nd" (idx_size 7 + 6 + 4 = 17), then its content.
+        Some(meta) => {
+            h.extend_from_slice(&[0x93, 0xcd, 0x00, 0x11, 0xde, 0x00, 0x01, 0xa4]);
+            h.extend_from_slice(b"b2nd");
+            h.push(0xd2);
+            let offset = (h.len() + 4 + 3) as i32;
+            h.extend_from_slice(&offset.to_be_bytes());
+            h.extend_from_slice(&[0xdc, 0x00, 0x01, 0xc6]);
+            h.extend_from_slice(&(meta.len() as u32).to_be_bytes());
+            h.extend_from_slice(meta);
+        }
+    }
     let header_len = h.len() as u32;
     h[header_len_at..header_len_at + 4].copy_from_slice(&header_len.to_be_bytes());
     h.extend_from_slice(&frame::trailer(&[]));

@@ -138,11 +138,11 @@ fn create_io(path: &Path, a: &NewArray, io: &mut Io) -> Result<(), ContainerErro
         .ok()
         .filter(|t| (1..=255).contains(t))
         .unwrap_or(1);
-    let frame = nd_frame(
+    let frame = super::carrier::frame_with(
         typesize,
         i32::try_from(block_bytes).unwrap_or(0),
         chunk_bytes as i32,
-        &b2nd_meta(a),
+        Some(&b2nd_meta(a)),
     );
     let tmp = temp_for(path);
     let made = (|| {
@@ -221,50 +221,6 @@ fn b2nd_meta(a: &NewArray) -> Vec<u8> {
     m.extend_from_slice(&(a.dtype.len() as u32).to_be_bytes());
     m.extend_from_slice(a.dtype.as_bytes());
     m
-}
-
-/// A contiguous frame with no chunk and one metalayer `b2nd` of content `meta`: the header
-/// [`super::carrier::empty_frame`] writes, with this typesize, blocksize and chunksize.
-fn nd_frame(typesize: i32, blocksize: i32, chunksize: i32, meta: &[u8]) -> Vec<u8> {
-    let mut h = vec![0x9e, 0xa8];
-    h.extend_from_slice(b"b2frame\0");
-    h.push(0xd2);
-    let header_len_at = h.len();
-    h.extend_from_slice(&[0; 4]);
-    h.push(0xcf);
-    let frame_len_at = h.len();
-    h.extend_from_slice(&[0; 8]);
-    // Flags: version 2 with 64-bit offsets, contiguous, ZSTD (5) at clevel 5, AUTO split.
-    h.extend_from_slice(&[0xa4, 0x12, 0x00, 0x55, 0x02]);
-    h.push(0xd3);
-    h.extend_from_slice(&0i64.to_be_bytes()); // nbytes
-    h.push(0xd3);
-    h.extend_from_slice(&0i64.to_be_bytes()); // cbytes
-    h.push(0xd2);
-    h.extend_from_slice(&typesize.to_be_bytes());
-    h.push(0xd2);
-    h.extend_from_slice(&blocksize.to_be_bytes());
-    h.push(0xd2);
-    h.extend_from_slice(&chunksize.to_be_bytes());
-    h.extend_from_slice(&[0xd1, 0, 0, 0xd1, 0, 1]); // nthreads (compression, decompression)
-    h.push(0xc2); // no vlmetalayers yet (the commit sets it)
-    // Filters (the last slot SHUFFLE), the codec id, its meta, filters' metas, flags2.
-    h.extend_from_slice(&[0xd8, 0x06, 0, 0, 0, 0, 0, 1, 5, 0, 0, 0, 0, 0, 0, 0, 0, 0]);
-    // The metalayer section: one entry "b2nd" (idx_size 7 + 6 + 4 = 17).
-    h.extend_from_slice(&[0x93, 0xcd, 0x00, 0x11, 0xde, 0x00, 0x01, 0xa4]);
-    h.extend_from_slice(b"b2nd");
-    h.push(0xd2);
-    let offset = (h.len() + 4 + 3) as i32;
-    h.extend_from_slice(&offset.to_be_bytes());
-    h.extend_from_slice(&[0xdc, 0x00, 0x01, 0xc6]);
-    h.extend_from_slice(&(meta.len() as u32).to_be_bytes());
-    h.extend_from_slice(meta);
-    let header_len = h.len() as u32;
-    h[header_len_at..header_len_at + 4].copy_from_slice(&header_len.to_be_bytes());
-    h.extend_from_slice(&super::frame::trailer(&[]));
-    let frame_len = h.len() as u64;
-    h[frame_len_at..frame_len_at + 8].copy_from_slice(&frame_len.to_be_bytes());
-    h
 }
 
 #[cfg(test)]
