@@ -329,6 +329,11 @@ impl Tree {
         let arrays: Vec<ArrayId> = match self.entry(ino) {
             Ok(Entry::Chunk(id)) => vec![id.array],
             Ok(Entry::Zarr(super::zarr::ZNode::Chunks { array, .. })) => vec![array],
+            // An array's `zarr.json` shows that array (a group's, what is below it: all).
+            Ok(Entry::Zarr(super::zarr::ZNode::Json(n))) => match self.zarr_dir_kind(n) {
+                Ok(super::zarr::DirKind::Array(a)) => vec![a],
+                _ => self.array_ids(),
+            },
             Ok(Entry::File(FileKind::Sizes(a, _) | FileKind::Npy(a, _))) => vec![*a],
             Ok(Entry::File(FileKind::Attrs(AttrsOwner::Array(a), _))) => vec![*a],
             Ok(Entry::File(FileKind::TableNpy(_, columns))) => columns.clone(),

@@ -96,3 +96,33 @@ fn zarr_names_the_sources_of_a_directory_after_their_stems() {
     .unwrap();
     assert!(omitted.get("__h").is_some(), "{omitted}");
 }
+
+/// An open of an array's `zarr.json` in a directory of sources follows that array: another
+/// writer's new shape of `a.b2nd` shows at the next open of `zarr/a/zarr.json` (it used to
+/// check every source of the directory at each such open, a `stat` each: 2,000 sources made
+/// reading every array's `zarr.json` 13x slower, BENCHMARKS.md "Session 30: the lead").
+#[test]
+fn an_open_of_an_arrays_zarr_json_follows_that_array() {
+    let py = or_skip!(python("an_open_of_an_arrays_zarr_json_follows_that_array"));
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    float32_b2nd(&py, &d.join("a.b2nd"), &[]);
+    float32_b2nd(&py, &d.join("b.b2nd"), &[]);
+    let t = Tree::from_source(d, opts(false)).unwrap();
+    assert_eq!(
+        json_at(&t, "zarr/a/zarr.json")["shape"],
+        serde_json::json!([20, 30])
+    );
+    let make = "import sys, numpy as np, blosc2\n\
+        blosc2.asarray(np.arange(50, dtype=np.float32).reshape(5, 10), chunks=(5, 5), \
+        urlpath=sys.argv[1], mode='w')\n";
+    run_python(&py, &["-c", make, d.join("a.b2nd").to_str().unwrap()]);
+    assert_eq!(
+        json_at(&t, "zarr/a/zarr.json")["shape"],
+        serde_json::json!([5, 10])
+    );
+    assert_eq!(
+        json_at(&t, "zarr/b/zarr.json")["shape"],
+        serde_json::json!([20, 30])
+    );
+}
