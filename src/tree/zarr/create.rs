@@ -418,12 +418,8 @@ impl Tree {
         let store = self
             .mounted
             .collection()
-            .map(|c| c.get().path().to_path_buf());
-        let store = store.filter(|_| {
-            self.mounted
-                .collection()
-                .is_some_and(|c| c.get().form() == Form::Dir)
-        });
+            .map(|c| c.get().path().to_path_buf())
+            .filter(|_| self.zarr_mounted_form() == Some(Form::Dir));
         let file = folder.join(format!("{name}.b2nd"));
         let taken = |p: &std::path::Path| std::fs::symlink_metadata(p).is_ok();
         if taken(&file) || taken(&folder.join(&name)) || self.zarr_stem_taken(group, &name) {
@@ -470,9 +466,9 @@ impl Tree {
         Ok(())
     }
 
-    /// Whether a member of native group `group` has a file name whose stem is `name` (a new
-    /// `name.b2nd` beside it would share its stem, and each would keep its file name in the
-    /// view, not the name the writer asked for).
+    /// Whether a source of native group `group` has the stem `name` by the view's own rule
+    /// ([`Tree::zarr_source_stem`]): a new `name.b2nd` beside it would share it, and each
+    /// would keep its file name in the view, not the name the writer asked for.
     fn zarr_stem_taken(&self, group: u64, name: &str) -> bool {
         let Some(node) = self.node(group) else {
             return false;
@@ -481,11 +477,8 @@ impl Tree {
             return false;
         };
         children.iter().any(|&c| {
-            self.node(c).is_some_and(|x| {
-                std::path::Path::new(&x.name)
-                    .file_stem()
-                    .is_some_and(|s| s == name)
-            })
+            self.node(c)
+                .is_some_and(|x| self.zarr_source_stem(x).is_some_and(|s| s == name))
         })
     }
 
@@ -521,11 +514,7 @@ impl Tree {
         doc: &Value,
         path: &str,
     ) -> Result<(), TreeError> {
-        let frames = self
-            .mounted
-            .collection()
-            .is_some_and(|c| c.get().form() == Form::Frames);
-        if !frames {
+        if self.zarr_mounted_form() != Some(Form::Frames) {
             return Err(refused(
                 path,
                 "a new group in a .b2d store (only arrays are made)",

@@ -101,36 +101,35 @@ impl Tree {
     /// sources; empty (nothing looked at) for any other mount. Fetched once per listing or
     /// lookup, not once per member.
     fn zarr_renamed_in(&self, dir: u64) -> Arc<HashMap<u64, String>> {
-        let frames = self
-            .mounted
-            .collection()
-            .is_some_and(|c| c.get().form() == Form::Frames);
-        if frames {
+        if self.zarr_mounted_form() == Some(Form::Frames) {
             self.zarr_renamed(dir)
         } else {
             Arc::default()
         }
     }
 
-    /// For a source of a mounted directory of sources (a top-level leaf of a collection of
-    /// form [`Form::Frames`]): whether it is a directory (a sparse frame, a bcolz root, whose
-    /// whole name is kept as a single source's is); `None` for every other node.
-    fn zarr_source_member(&self, node: &Node) -> Option<bool> {
+    /// The form of the mounted collection (`None`: one source or a ctable).
+    pub(super) fn zarr_mounted_form(&self) -> Option<Form> {
+        self.mounted.collection().map(|c| c.get().form())
+    }
+
+    /// The stem a source of a mounted directory of sources (a top-level leaf of a collection
+    /// of form [`Form::Frames`]: the caller checks the form) is named after when no other
+    /// member takes it: its file name without the last suffix, a directory source's (sparse
+    /// frame, bcolz root) whole name, as a single source's; `None` for every other node.
+    pub(super) fn zarr_source_stem(&self, node: &Node) -> Option<String> {
         let NodeKind::Leaf(lazy) = &node.kind else {
             return None;
         };
-        let frames = self
-            .mounted
-            .collection()
-            .is_some_and(|c| c.get().form() == Form::Frames);
-        if !lazy.top || !frames {
+        if !lazy.top {
             return None;
         }
-        Some(match lazy.leaf.location() {
+        let is_dir = match lazy.leaf.location() {
             Location::Source(p) => p.is_dir(),
             Location::TreeDir(_) => true,
             _ => false,
-        })
+        };
+        Some(names::stem(Path::new(&node.name), is_dir))
     }
 
     /// The members of native directory `dir` (in a mounted directory of sources) whose Zarr
@@ -155,11 +154,10 @@ impl Tree {
         for &c in children.iter() {
             let Some(child) = self.node(c) else { continue };
             native.insert(child.name.as_str());
-            if let Some(is_dir) = self.zarr_source_member(child) {
-                let stem = names::stem(Path::new(&child.name), is_dir);
-                if stem != child.name {
-                    stems.push((c, stem));
-                }
+            if let Some(stem) = self.zarr_source_stem(child)
+                && stem != child.name
+            {
+                stems.push((c, stem));
             }
         }
         let mut taken: HashMap<&str, usize> = HashMap::new();
