@@ -34,7 +34,7 @@
 //! | `edit.rs` | buffered edits (keyed by chunk, not by file) and the write operations; `edit/pending.rs` the buffers and the bound on their memory (`edit_budget`), `edit/spill.rs` the spill file past it |
 //! | `commit.rs` | when buffers are committed (through [`crate::commit`]), refused, dropped; the kernel-cache rules |
 //! | `reload.rs` | the one path for "the source changed: reload and propagate" (own commits and other writers) |
-//! | `scratch.rs` | editors' temp files in the root, rename over `__attrs__` |
+//! | `scratch.rs` | editors' temp files beside an `__attrs__`, rename over it |
 //! | `ctable.rs` | `table.npy` of a python-blosc2 CTable group in a store: recognised by names, laid out on first access, valid rows as runs |
 //! | `collection.rs` | stores and directories of sources: groups, leaves laid out on first access, reloads after commits |
 //! | `follow.rs` | noticing other writers' changes: reloads and the kernel invalidations |
@@ -146,7 +146,7 @@ pub(crate) enum Entry<'a> {
     File(&'a FileKind),
     /// A chunk file (stored, or being created).
     Chunk(ChunkId),
-    /// An editor's scratch file (in the root or a directory of the Zarr view).
+    /// An editor's scratch file (in a directory with `__attrs__`, or of the Zarr view).
     Scratch,
     /// A node of the Zarr view (`zarr.rs`).
     Zarr(zarr::ZNode),
@@ -329,7 +329,8 @@ impl Tree {
     /// that last changed that chunk; a data directory: the last change of its chunk count;
     /// `array.npy`/`table.npy`: the last change of any of their chunks; `meta/sizes` and
     /// `__attrs__`: the last change of their bytes; the root: the last scratch file created,
-    /// renamed or removed. Everything else, and everything not changed since the mount,
+    /// renamed or removed (anywhere: a stat of another directory must not open a collection
+    /// leaf to learn whether it takes scratch files). Everything else, and everything not changed since the mount,
     /// shows the source's time read at mount. Cheap: no allocation per chunk
     /// ([`crate::reader::Snapshot::chunk_time`]).
     fn mtime_of(&self, ino: u64, entry: &Entry<'_>) -> std::time::SystemTime {
@@ -417,11 +418,10 @@ impl Tree {
             None if parent == ROOT_INO && name == self.zarr_name() => {
                 self.getattr(self.zarr_root_ino())
             }
-            None if parent == ROOT_INO => {
-                let ino = self.scratch_in(ROOT_INO, name).ok_or(TreeError::NotFound)?;
+            None => {
+                let ino = self.scratch_in(parent, name).ok_or(TreeError::NotFound)?;
                 self.getattr(ino)
             }
-            None => Err(TreeError::NotFound),
         }
     }
 
@@ -452,9 +452,9 @@ impl Tree {
             return Err(TreeError::NotADirectory(ino));
         };
         let children = self.children(ino, node)?;
-        // The root lists the scratch files that exist now, after its fixed children.
-        let scratch = if ino == ROOT_INO {
-            self.scratch_entries()
+        // A directory lists the scratch files in it now, after its fixed children.
+        let scratch = if data.is_none() {
+            self.scratch_entries(ino)
         } else {
             Vec::new()
         };

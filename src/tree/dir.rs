@@ -2,8 +2,9 @@
 //!
 //! Offsets are positions: `.` is 0, `..` is 1, then children in order, so resuming at any
 //! offset a previous call returned is exact whatever buffer size the caller had. A data
-//! directory's entries are computed from the array's chunk count, never allocated. The root
-//! lists the scratch files that exist when the listing starts after its fixed children.
+//! directory's entries are computed from the array's chunk count, never allocated. Other
+//! directories list the scratch files in them when the listing starts after their fixed
+//! children (and the root after the Zarr view).
 
 use std::borrow::Cow;
 
@@ -34,7 +35,7 @@ pub struct ReadDir<'a> {
     pub(crate) ino: u64,
     pub(crate) parent: u64,
     pub(crate) children: Cow<'a, [u64]>,
-    /// The root's scratch files (inode, name), listed after `children`.
+    /// The directory's scratch files (inode, name), listed after `children`.
     pub(crate) scratch: Vec<(u64, String)>,
     pub(crate) data: Option<ArrayId>,
     pub(crate) pos: u64,
@@ -74,7 +75,7 @@ impl Iterator for ReadDir<'_> {
                         EntryKind::File,
                         chunk_name(k),
                     ),
-                    // The root: its fixed children, the Zarr view, then the scratch files.
+                    // Fixed children, the Zarr view (the root's), then the scratch files.
                     None if k == self.children.len() && self.view.is_some() => {
                         let (ino, name) = self.view.clone()?;
                         (ino, EntryKind::Directory, name)

@@ -493,7 +493,8 @@ impl Tree {
     /// Creates `name` in directory `parent` and opens it for writing, for this process: only the next chunk
     /// file (`data/<nchunks>.bin`) of a 1-D source (ctable columns included: the append
     /// grows every column), which becomes an append when committed (nothing is appended if
-    /// it stays empty), or a scratch file in the root. Returns its attributes and a handle.
+    /// it stays empty), or a scratch file in a directory that [`Tree::takes_scratch`] (the
+    /// root, a leaf's or a group's). Returns its attributes and a handle.
     ///
     /// # Errors
     /// [`TreeError::ReadOnly`]; [`TreeError::NotPermitted`] for any other name or place;
@@ -526,12 +527,12 @@ impl Tree {
             return Err(TreeError::ReadOnly);
         }
         let Some(array) = data else {
-            if parent == super::ROOT_INO {
+            if self.takes_scratch(parent) {
                 return self.create_scratch(parent, name, by);
             }
             return Err(TreeError::NotPermitted(format!(
-                "creating {name:?}: only data/<nchunks>.bin and scratch files in the root \
-                 can be created"
+                "creating {name:?}: only data/<nchunks>.bin, and scratch files in a directory \
+                 with an __attrs__ file, can be created"
             )));
         };
         let live = self.writable_array(array)?;

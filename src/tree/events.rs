@@ -237,7 +237,8 @@ impl super::Tree {
             ),
             Located::Zarr if self.entry(ino).is_ok() => return self.zarr_path_of(ino),
             Located::Scratch | Located::Zarr | Located::Nothing => {
-                (ROOT_INO, Some(self.scratch_name(ino)))
+                let parent = self.scratch.lock().files.get(&ino).map(|f| f.parent);
+                (parent.unwrap_or(ROOT_INO), Some(self.scratch_name(ino)))
             }
         };
         node_path(&self.nodes, dir, leaf)

@@ -1,18 +1,20 @@
-//! Editors' scratch files in the mount root (`vim`'s swap and backup files, `sed -i`'s temp
-//! file, Python's `tempfile`) and temp files in directories of the Zarr view (zarr-python's
-//! `c/0/1.<hex>.partial`): kept in memory only, never stored, gone at unmount; a rename of
-//! one over an `__attrs__` file of the root commits its content as the attributes, over a
+//! Editors' scratch files (`vim`'s swap and backup files, `sed -i`'s temp file, Python's
+//! `tempfile`) in the mount root and in every other directory with an `__attrs__` file (a
+//! leaf's or a group's of a collection), and temp files in directories of the Zarr view
+//! (zarr-python's `c/0/1.<hex>.partial`): kept in memory only, never stored, gone at unmount;
+//! a rename of one over an `__attrs__` file commits its content as the attributes, over a
 //! chunk object of the Zarr view as that chunk (`zarr/write.rs`).
 //!
-//! Issue 21: any other file created in the root (`cp file MNT/`) is one too. It is listed
-//! while it exists (so `ls` shows what `cat` reads) and its creation is logged, in the
-//! daemon's log and in `b2fs log`, as a file that will not persist. Refusing it instead would
-//! break the editors that write a swap or temp file beside the file they save.
+//! Issue 21: any other file created there (`cp file MNT/`) is one too. It is listed while it
+//! exists (so `ls` shows what `cat` reads) and its creation is logged, in the daemon's log and
+//! in `b2fs log`, as a file that will not persist. Refusing it instead would break the editors
+//! that write a swap or temp file beside the file they save (`sed -i MNT/temp.b2nd/__attrs__`
+//! on a directory of sources failed with EPERM before session 31).
 
 use std::collections::HashMap;
 
 use super::inode::SCRATCH_BASE;
-use super::layout::FileKind;
+use super::layout::{FileKind, NodeKind};
 use super::{Attr, Entry, ROOT_INO, Tree, TreeError};
 
 /// The most scratch files a mount holds at once (in the root and the Zarr view together):
@@ -30,12 +32,12 @@ pub(crate) const MAX_SCRATCH_FILES: usize = 1024;
 /// object can be written in place.
 pub(crate) const MAX_SCRATCH_BYTES: usize = 1 << 30;
 
-/// An editor's temp file in the mount root.
+/// An editor's temp file (in a directory with `__attrs__`, or of the Zarr view).
 #[derive(Debug, Clone)]
 pub(crate) struct Scratch {
     /// Its current name.
     pub(crate) name: String,
-    /// The directory it is in (the root, or a directory of the Zarr view).
+    /// The directory it is in (one with an `__attrs__` file, or of the Zarr view).
     pub(crate) parent: u64,
     /// Its content.
     pub(crate) data: Vec<u8>,
@@ -53,7 +55,8 @@ pub(crate) struct ScratchFiles {
     pub(crate) max_bytes: usize,
     /// Last scratch file number handed out.
     next: u64,
-    /// When a scratch file was last created, renamed or removed (the root's mtime).
+    /// When a scratch file was last created, renamed or removed (the mtime of the
+    /// directories that take them).
     pub(crate) changed: Option<std::time::SystemTime>,
 }
 
@@ -156,18 +159,47 @@ impl Tree {
     /// Renames scratch file `from` to `name` in its directory, replacing scratch file
     /// `replaced` if given.
     pub(crate) fn rename_scratch(&self, from: u64, name: &str, replaced: Option<u64>) {
+        self.move_scratch(from, None, name, replaced);
+    }
+
+    /// Renames scratch file `from` to `name` in directory `parent` (`None`: its own),
+    /// replacing scratch file `replaced` if given.
+    fn move_scratch(&self, from: u64, parent: Option<u64>, name: &str, replaced: Option<u64>) {
         let mut s = self.scratch.lock();
         if let Some(t) = replaced {
             s.files.remove(&t);
         }
         if let Some(f) = s.files.get_mut(&from) {
             f.name = name.to_owned();
+            f.parent = parent.unwrap_or(f.parent);
         }
         s.touch();
     }
 
-    /// Creates the in-memory scratch file `name` in directory `parent` (the root, or one of
-    /// the Zarr view) and opens it for writing, for process `by` (see [`Tree::open_by`]).
+    /// Whether directory `ino` of the tree (not of the Zarr view) takes editors' scratch
+    /// files: the root, and every directory with an `__attrs__` file, so that an editor that
+    /// saves by writing a temp file beside it and renaming that over it (`sed -i`, Python's
+    /// `tempfile` + `os.replace`) works on every `__attrs__` the mount shows. Not `meta/` or
+    /// `data/`, whose files are all generated.
+    pub(crate) fn takes_scratch(&self, ino: u64) -> bool {
+        if ino == ROOT_INO {
+            return true;
+        }
+        let Ok(Entry::Dir(node, None)) = self.entry(ino) else {
+            return false;
+        };
+        let Ok(children) = self.children(ino, node) else {
+            return false;
+        };
+        children.iter().any(|&c| {
+            self.node(c).is_some_and(|n| {
+                n.name == "__attrs__" && matches!(n.kind, NodeKind::File(FileKind::Attrs(..)))
+            })
+        })
+    }
+
+    /// Creates the in-memory scratch file `name` in directory `parent` (one that
+    /// [`Tree::takes_scratch`], or one of the Zarr view) and opens it for writing, for process `by` (see [`Tree::open_by`]).
     pub(crate) fn create_scratch(
         &self,
         parent: u64,
@@ -208,22 +240,25 @@ impl Tree {
             ino
         };
         let fh = self.open_by(ino, libc::O_WRONLY, by)?;
-        if parent == ROOT_INO {
-            let why = "created in the mount root: kept in memory only, not stored in the source, \
-                       gone at unmount";
-            log::info!("/{name}: {why}");
-            self.events.note("create", format!("/{name}"), why);
+        if !super::zarr::is_zarr(parent) {
+            let why = "kept in memory only, not stored in the source, gone at unmount";
+            let path = self.path_of(ino);
+            log::info!("{path}: {why}");
+            self.events.note("create", path, why);
         }
         Ok((self.getattr(ino)?, fh))
     }
 
-    /// The scratch files of the root as (inode, name), in creation order.
-    pub(crate) fn scratch_entries(&self) -> Vec<(u64, String)> {
+    /// The scratch files of directory `parent` as (inode, name), in creation order.
+    pub(crate) fn scratch_entries(&self, parent: u64) -> Vec<(u64, String)> {
         let s = self.scratch.lock();
+        if s.files.is_empty() {
+            return Vec::new();
+        }
         let mut v: Vec<(u64, String)> = s
             .files
             .iter()
-            .filter(|(_, f)| f.parent == ROOT_INO)
+            .filter(|(_, f)| f.parent == parent)
             .map(|(&ino, f)| (ino, f.name.clone()))
             .collect();
         v.sort_unstable();
@@ -260,9 +295,9 @@ impl Tree {
         Err(self.refusal(ino, "chmod/chown"))
     }
 
-    /// `rename(2)`: only a scratch file of the root, to another free name of the root or over
-    /// an `__attrs__` file of the root, which commits the scratch content as the attributes
-    /// (refused content: EINVAL, the scratch file stays).
+    /// `rename(2)`: only a scratch file, to a free name (or another scratch file) of a
+    /// directory that [`Tree::takes_scratch`], or over an `__attrs__` file, which commits the
+    /// scratch content as the attributes (refused content: EINVAL, the scratch file stays).
     ///
     /// `noreplace` (`RENAME_NOREPLACE`, which `mv` asks for first): an existing `newname`
     /// fails with EEXIST instead.
@@ -286,14 +321,21 @@ impl Tree {
         if let Some(dir) = dir.filter(|&d| super::zarr::is_zarr(d)) {
             return self.zarr_rename(from, dir, newparent, newname);
         }
-        if !matches!(self.entry(from), Ok(Entry::Scratch)) || newparent != ROOT_INO {
+        if !matches!(self.entry(from), Ok(Entry::Scratch)) {
             return Err(TreeError::NotPermitted(format!(
-                "renaming {name:?}: only scratch files of the root can be renamed"
+                "renaming {name:?}: only scratch files (editors' temp files) can be renamed"
+            )));
+        }
+        if !self.takes_scratch(newparent) {
+            return Err(TreeError::NotPermitted(format!(
+                "renaming {name:?}: {} holds no scratch files (only directories with an \
+                 __attrs__ file do)",
+                self.path_of(newparent)
             )));
         }
         // A target that exists but cannot be stat'ed (an `__attrs__` whose carrier does not
         // read: EIO) is not a free name.
-        let target = match self.lookup(ROOT_INO, newname) {
+        let target = match self.lookup(newparent, newname) {
             Ok(a) => Some(a.ino),
             Err(TreeError::NotFound) => None,
             Err(e) => return Err(e),
@@ -304,11 +346,11 @@ impl Tree {
         let target_entry = target.map(|t| self.entry(t));
         match (target, target_entry) {
             (None, _) => {
-                self.rename_scratch(from, newname, None);
+                self.move_scratch(from, Some(newparent), newname, None);
                 Ok(())
             }
             (Some(t), Some(Ok(Entry::Scratch))) => {
-                self.rename_scratch(from, newname, Some(t));
+                self.move_scratch(from, Some(newparent), newname, Some(t));
                 Ok(())
             }
             (Some(t), Some(Ok(Entry::File(FileKind::Attrs(..))))) => {

@@ -185,6 +185,78 @@ fn store_tree_edits_of_a_member_and_of_store_attrs_reach_python_blosc2() {
     }
 }
 
+/// Editors save an `__attrs__` by writing a temp file beside it and renaming that over it
+/// (`sed -i`, Python's `tempfile` + `os.replace`): in a group's and a leaf's directory of a
+/// store (not only in the root, as before session 31) the temp file is listed while it
+/// exists, the rename commits it as that node's attributes (python-blosc2 reads them), and
+/// `meta/` and `data/`, whose files are all generated, still take no file.
+#[test]
+fn store_tree_editors_temp_files_replace_a_groups_and_a_leafs_attrs() {
+    let py = or_skip!(support::python(
+        "store_tree_editors_temp_files_replace_a_groups_and_a_leafs_attrs"
+    ));
+    let (dir, _) = gen_stores(&py);
+    for name in ["tree.b2z", "tree.b2d"] {
+        let src = dir.path().join(name);
+        let t = Tree::from_source(&src, opts(true)).unwrap();
+        for (at, json) in [
+            ("group", &br#"{"units": "kg", "via": "tempfile"}"#[..]),
+            ("temps", br#"{"long_name": "temperature"}"#),
+        ] {
+            let d = ino(&t, at).unwrap();
+            let (tmp, fh) = t.create(d, "tmpab12.json").unwrap();
+            t.write(tmp.ino, fh, 0, json).unwrap();
+            t.release(fh).unwrap();
+            let listed: Vec<String> = t.readdir(d, 0).unwrap().map(|e| e.name).collect();
+            assert!(
+                listed.contains(&"tmpab12.json".into()),
+                "{name}/{at}: {listed:?}"
+            );
+            assert_eq!(t.lookup(d, "tmpab12.json").unwrap().ino, tmp.ino);
+            // Not movable into the generated directories.
+            let meta = ino(&t, &format!("{at}/meta"));
+            if let Ok(meta) = meta {
+                assert_eq!(
+                    t.rename(d, "tmpab12.json", meta, "x", false)
+                        .unwrap_err()
+                        .errno(),
+                    libc::EPERM
+                );
+                assert_eq!(t.create(meta, "x").unwrap_err().errno(), libc::EPERM);
+            }
+            t.rename(d, "tmpab12.json", d, "__attrs__", false)
+                .unwrap_or_else(|e| panic!("{name}/{at}: {e}"));
+            let listed: Vec<String> = t.readdir(d, 0).unwrap().map(|e| e.name).collect();
+            assert!(!listed.contains(&"tmpab12.json".into()), "{listed:?}");
+            let shown: Value =
+                serde_json::from_slice(&read_all(&t, ino(&t, &format!("{at}/__attrs__")).unwrap()))
+                    .unwrap();
+            assert_eq!(
+                shown,
+                serde_json::from_slice::<Value>(json).unwrap(),
+                "{name}/{at}"
+            );
+        }
+        let data = ino(&t, "temps/data").unwrap();
+        assert_eq!(t.create(data, "x.tmp").unwrap_err().errno(), libc::EPERM);
+        let out = run_python(
+            &py,
+            &["scripts/oracle/stores.py", "read", src.to_str().unwrap()],
+        );
+        let desc: Value = serde_json::from_slice(&out).expect("description");
+        assert_eq!(
+            desc["attrs"]["/group"],
+            serde_json::json!({"units": "kg", "via": "tempfile"}),
+            "{name}: python-blosc2 reads the group's attributes"
+        );
+        assert_eq!(
+            desc["keys"]["/temps"]["vlmeta"],
+            serde_json::json!({"long_name": "temperature"}),
+            "{name}: python-blosc2 reads the leaf's attributes"
+        );
+    }
+}
+
 #[test]
 fn store_mount_lists_groups_and_numpy_loads_a_member() {
     let py = or_skip!(fuse_and_python(
@@ -310,7 +382,7 @@ fn attrs_ino(t: &Tree, dir: u64) -> u64 {
 
 /// Checks that `__attrs__` of directory `dir` is listed and stats with size 0 (`ls -l` of
 /// the directory works), gives EIO to every open and read, and refuses every edit with EIO
-/// (an editor's truncate-and-write, `truncate(2)`, in the root a temp file renamed over it),
+/// (an editor's truncate-and-write, `truncate(2)`, a temp file renamed over it),
 /// leaving the store byte for byte as it was; the Zarr view's `zarr.json` of the group
 /// likewise (size 0, EIO at open).
 fn attrs_unreadable_everywhere(t: &Tree, dir: u64, store: &Path) {
@@ -345,21 +417,20 @@ fn attrs_unreadable_everywhere(t: &Tree, dir: u64, store: &Path) {
     );
     eio(t.open(f, libc::O_RDWR).map(drop), "open O_RDWR");
     eio(t.set_size(f, 0), "truncate");
-    let root = b2fs::tree::ROOT_INO;
-    if dir == root {
-        // (Only the root's files can be replaced by a rename.)
-        let (tmp, fh) = t.create(root, "attrs.tmp").unwrap();
-        t.write(tmp.ino, fh, 0, br#"{"title": "overwritten"}"#)
-            .unwrap();
-        t.release(fh).unwrap();
-        eio(
-            t.rename(root, "attrs.tmp", dir, "__attrs__", false),
-            "rename over it",
-        );
-        let names: Vec<String> = t.readdir(root, 0).unwrap().map(|e| e.name).collect();
-        let attrs = names.iter().filter(|n| *n == "__attrs__").count();
-        assert_eq!(attrs, 1, "{names:?}");
-    }
+    // An editor's temp file beside it renamed over it (every directory with an `__attrs__`
+    // takes temp files since session 31; the root's before).
+    let (tmp, fh) = t.create(dir, "attrs.tmp").unwrap();
+    t.write(tmp.ino, fh, 0, br#"{"title": "overwritten"}"#)
+        .unwrap();
+    t.release(fh).unwrap();
+    eio(
+        t.rename(dir, "attrs.tmp", dir, "__attrs__", false),
+        "rename over it",
+    );
+    let names: Vec<String> = t.readdir(dir, 0).unwrap().map(|e| e.name).collect();
+    let attrs = names.iter().filter(|n| *n == "__attrs__").count();
+    assert_eq!(attrs, 1, "{names:?}");
+    t.unlink(dir, "attrs.tmp").unwrap();
     assert!(
         store_bytes(store) == before,
         "a refused edit changed the store"

@@ -385,17 +385,32 @@ fn system_editors_replace_attrs_without_warnings() {
     let py = or_skip!(fuse_and_python(
         "system_editors_replace_attrs_without_warnings"
     ));
-    let (_dir, src) = sample_copy();
-    let m = Mount::daemon(&src, &[]);
-    let attrs = m.path("__attrs__");
-    let units = |m: &Mount| -> String {
-        let v: serde_json::Value =
-            serde_json::from_slice(&std::fs::read(m.path("__attrs__")).unwrap()).unwrap();
+    // A mount of the source itself (the attributes in the root), and a mount of a directory
+    // of sources (the attributes in the leaf `sample.b2nd/`: before session 31 only the root
+    // took an editor's temp file, so `sed -i` failed there with EPERM).
+    for leaf in ["", "sample.b2nd"] {
+        let (dir, src) = sample_copy();
+        let m = if leaf.is_empty() {
+            Mount::daemon(&src, &[])
+        } else {
+            Mount::daemon(dir.path(), &[])
+        };
+        editors_replace_attrs(&py, &m, &m.path(leaf), &src);
+    }
+}
+
+/// `sed -i`, `vim -es` and Python's tempfile + `os.replace` edit `at/__attrs__` of mount `m`
+/// (whose source frame is `src`) without warnings or leftovers, and python-blosc2 reads the
+/// last edit from the source after the unmount.
+fn editors_replace_attrs(py: &Path, m: &Mount, at: &Path, src: &Path) {
+    let attrs = at.join("__attrs__");
+    let units = || -> String {
+        let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&attrs).unwrap()).unwrap();
         v["units"].as_str().unwrap().to_owned()
     };
 
-    // The root as the mount shows it before any editor ran.
-    let mut before: Vec<String> = std::fs::read_dir(&m.mp)
+    // The directory as the mount shows it before any editor ran.
+    let mut before: Vec<String> = std::fs::read_dir(at)
         .unwrap()
         .map(|e| e.unwrap().file_name().into_string().unwrap())
         .collect();
@@ -406,9 +421,9 @@ fn system_editors_replace_attrs_without_warnings() {
         .arg(&attrs)
         .output()
         .unwrap();
-    assert!(sed.status.success(), "{}", text(&sed));
+    assert!(sed.status.success(), "{at:?}: {}", text(&sed));
     assert!(sed.stderr.is_empty(), "sed -i warned: {}", text(&sed));
-    assert_eq!(units(&m), "Kelvin");
+    assert_eq!(units(), "Kelvin");
 
     let vim = Command::new("vim")
         .args(["-es", "-u", "NONE", "-i", "NONE", "-n"])
@@ -416,9 +431,9 @@ fn system_editors_replace_attrs_without_warnings() {
         .arg(&attrs)
         .output()
         .expect("vim (scripts/setup.sh installs vim-tiny)");
-    assert!(vim.status.success(), "{}", text(&vim));
+    assert!(vim.status.success(), "{at:?}: {}", text(&vim));
     assert!(vim.stderr.is_empty(), "vim warned: {}", text(&vim));
-    assert_eq!(units(&m), "Celsius");
+    assert_eq!(units(), "Celsius");
 
     let code = "import json, os, sys, tempfile\n\
                 d = sys.argv[1]\n\
@@ -426,19 +441,19 @@ fn system_editors_replace_attrs_without_warnings() {
                 \x20   json.dump({'units': 'F', 'via': 'python'}, f)\n\
                 os.replace(f.name, os.path.join(d, '__attrs__'))\n\
                 print(json.dumps(sorted(os.listdir(d))))";
-    let listing = python_says(&py, &["-c", code, m.mp.to_str().unwrap()]);
+    let listing = python_says(py, &["-c", code, at.to_str().unwrap()]);
     let after: Vec<String> = serde_json::from_str(&listing).unwrap();
-    assert_eq!(after, before, "no temp file left");
-    assert_eq!(units(&m), "F");
+    assert_eq!(after, before, "no temp file left in {at:?}");
+    assert_eq!(units(), "F");
     m.umount();
     // What python-blosc2 reads from the source after the three edits.
     let stored = crate::support::oracle_says(
-        &py,
+        py,
         &[
             &"-c",
             &"import blosc2, sys; a = blosc2.open(sys.argv[1]); print(a.schunk.vlmeta['units'], a.schunk.vlmeta['via'])",
             &src,
         ],
     );
-    assert_eq!(stored, "F python");
+    assert_eq!(stored, "F python", "{at:?}");
 }

@@ -465,7 +465,7 @@ fn the_scratch_files_of_a_mount_are_bounded_in_count_and_in_bytes() {
     t.unlink(ROOT_INO, "big1.swp").unwrap();
     t.set_size(a.ino, 1 << 20).unwrap();
     // The count: one more than the most is refused and not listed; a removal makes room.
-    let have = t.scratch_entries().len();
+    let have = t.scratch_entries(ROOT_INO).len();
     for i in have..8 {
         let (_, fh) = t.create(ROOT_INO, &format!("f{i}")).unwrap();
         t.release(fh).unwrap();
@@ -476,7 +476,7 @@ fn the_scratch_files_of_a_mount_are_bounded_in_count_and_in_bytes() {
         t.lookup(ROOT_INO, "too.many").unwrap_err().errno(),
         libc::ENOENT
     );
-    assert_eq!(t.scratch_entries().len(), 8);
+    assert_eq!(t.scratch_entries(ROOT_INO).len(), 8);
     t.unlink(ROOT_INO, &format!("f{have}")).unwrap();
     let (_, fh2) = t.create(ROOT_INO, "too.many").unwrap();
     t.release(fh2).unwrap();
