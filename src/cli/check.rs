@@ -33,7 +33,7 @@ mod chunk;
 mod report;
 mod targets;
 
-pub use report::{Damage, Missing, Problem, Report, damage_json};
+pub use report::{Damage, LenientLeaf, Missing, Problem, Report, damage_json};
 pub(super) use targets::targets;
 
 /// Sources with at least this many chunks get a progress bar (on a terminal).
@@ -79,7 +79,7 @@ pub(super) fn check(
     let mut found_missing: Vec<(usize, Damage)> = Vec::new();
     let mut bcolz_runs: Vec<(usize, Vec<Range<usize>>)> = Vec::new();
     for (t, target) in targets.iter().enumerate() {
-        let a = target.array;
+        let a = &target.array;
         let n = a.nchunks() as u64;
         // An index that is one repeated special entry (python-blosc2's `zeros` of any size):
         // every chunk is special, counted at once rather than walked (hostile inputs declare
@@ -175,7 +175,7 @@ pub(super) fn check(
                             let Segment { target: t, .. } = segments[g];
                             let target = &targets[t];
                             let i = segments[g].first + (k - segments[g].start) as usize;
-                            match w.check_memo(t, target.array, i) {
+                            match w.check_memo(t, &target.array, i) {
                                 Ok(Outcome::Special) => n_special += 1,
                                 Ok(Outcome::Decoded(n)) => n_decoded += n as u64,
                                 Err(reason) => {

@@ -12,7 +12,9 @@
 //! first downloaded to the temporary. On failure the temporary is removed.
 //!
 //! A frame (contiguous or sparse) whose index, trailer or vlmetalayers are damaged is opened
-//! leniently ([`crate::container::frame::lenient`]) and rebuilt by the commit ([`rebuild`]).
+//! leniently ([`crate::container::frame::lenient`]) and rebuilt by the commit ([`rebuild`]),
+//! as is such a frame that is a leaf of a `.b2d` store or a directory of sources (its copy
+//! in DEST, [`rebuild_frame`]).
 //!
 //! Not salvaged (the command fails, DEST is not written): a source whose structure cannot be
 //! opened (leniently either), and a damaged chunk whose size is unknown. A store whose `embed.b2e` or some leaf
@@ -31,7 +33,7 @@ use super::verify::{self, Open};
 mod space;
 use crate::codec::{self, CParams, Codec};
 use crate::container::frame::Damaged;
-use crate::container::store::{Group, Leaf, Node};
+use crate::container::store::{Group, Leaf, Location, Node};
 use crate::container::write::{self, Edit};
 use crate::container::{self, Array, ChunkKind, Collection, Container, Opened, SourceKind};
 use crate::error::display_chain;
@@ -280,21 +282,35 @@ fn rebuild(
     zeros: &ZeroChunks,
     structure: &[Damaged],
 ) -> Result<Vec<String>, Error> {
-    let (a, _) = Array::open_frame_lenient(tmp).map_err(cerr)?;
     let damaged: Vec<&Damage> = report.damaged.iter().collect();
-    let mut edit = array_edit(&a, source, &damaged, false, zeros)?;
-    edit.attrs = Some(with_record(a.attrs(), source, &damaged, structure));
-    write::commit(&a, &edit).map_err(cerr)?;
-    let contiguous = a.kind() == SourceKind::Cframe;
-    drop(a);
-    if contiguous {
-        write::compact(tmp, &mut |_, _| {}).map_err(cerr)?;
-    }
+    rebuild_frame(tmp, source, &damaged, zeros, structure)?;
     Ok(structure
         .iter()
         .filter(|d| !d.recovered)
         .map(|d| d.reason.clone())
         .collect())
+}
+
+/// Rebuilds the damaged frame at `path` (a copy; `structure`: what its lenient open did
+/// without): one commit of the chunks of zeros for `damaged` and of the record writes its
+/// new index and trailer; a contiguous frame is then compacted.
+fn rebuild_frame(
+    path: &Path,
+    source: &Path,
+    damaged: &[&Damage],
+    zeros: &ZeroChunks,
+    structure: &[Damaged],
+) -> Result<(), Error> {
+    let (a, _) = Array::open_frame_lenient(path).map_err(cerr)?;
+    let mut edit = array_edit(&a, source, damaged, false, zeros)?;
+    edit.attrs = Some(with_record(a.attrs(), source, damaged, structure));
+    write::commit(&a, &edit).map_err(cerr)?;
+    let contiguous = a.kind() == SourceKind::Cframe;
+    drop(a);
+    if contiguous {
+        write::compact(path, &mut |_, _| {}).map_err(cerr)?;
+    }
+    Ok(())
 }
 
 /// The size of slot `index` of `a`.
@@ -374,12 +390,23 @@ fn apply(
     report: &Report,
     zeros: &ZeroChunks,
 ) -> Result<Vec<String>, Error> {
+    // A leaf opened leniently is rebuilt below: what its index held is recovered, what its
+    // damaged vlmetalayers held is lost (and named).
+    let recovered = |p: &check::Problem| {
+        report.lenient.iter().any(|l| {
+            p.array.as_deref() == Some(l.key.as_str())
+                && l.damaged
+                    .iter()
+                    .any(|d| d.recovered && d.reason == p.reason)
+        })
+    };
     let mut unsalvaged: Vec<String> = report
         .structure
         .iter()
+        .filter(|p| !recovered(p))
         .map(|p| format!("{}: {}", p.array.as_deref().unwrap_or("(source)"), p.reason))
         .collect();
-    if report.damaged.is_empty() {
+    if report.damaged.is_empty() && report.lenient.is_empty() {
         return Ok(unsalvaged);
     }
     let opened = container::open_any(tmp).map_err(cerr)?;
@@ -475,8 +502,11 @@ fn salvage_collection(
     zeros: &ZeroChunks,
 ) -> Result<(), Error> {
     let mut pending: Vec<&str> = Vec::new();
-    for d in &report.damaged {
-        let l = d.array.as_deref().unwrap_or_default();
+    let leaves_damaged = report
+        .damaged
+        .iter()
+        .map(|d| d.array.as_deref().unwrap_or_default());
+    for l in leaves_damaged.chain(report.lenient.iter().map(|l| l.key.as_str())) {
         if !pending.contains(&l) {
             pending.push(l);
         }
@@ -502,18 +532,30 @@ fn salvage_collection(
             break;
         };
         done.push(label.clone());
-        match leaf.open() {
-            Ok(Container::Array(a)) => {
-                let damaged: Vec<&Damage> = report
-                    .damaged
-                    .iter()
-                    .filter(|d| d.array.as_deref() == Some(label.as_str()))
-                    .collect();
+        let damaged: Vec<&Damage> = report
+            .damaged
+            .iter()
+            .filter(|d| d.array.as_deref() == Some(label.as_str()))
+            .collect();
+        let lenient = report.lenient.iter().find(|l| l.key == *label);
+        match (leaf.open(), lenient, leaf.location()) {
+            (Ok(Container::Array(a)), _, _) => {
                 let edit = array_edit(a, source, &damaged, true, zeros)?;
                 write::commit_member(store, leaf, &edit).map_err(cerr)?;
             }
-            Ok(Container::Table(t)) => salvage_table(t, Some(label), source, report, zeros)?,
-            Err(e) => unsalvaged.push(format!("{label}: {}", display_chain(&*e))),
+            (Ok(Container::Table(t)), _, _) => {
+                salvage_table(t, Some(label), source, report, zeros)?;
+            }
+            // A local frame the check opened leniently: its copy is rebuilt in place (a
+            // file of DEST's own, no store lock or zip to go through).
+            (Err(_), Some(l), Location::File(path) | Location::Source(path)) => {
+                for d in &l.damaged {
+                    let fate = if d.recovered { "rebuilt" } else { "lost" };
+                    eprintln!("b2fs salvage: {label}: {} ({fate} in DEST)", d.reason);
+                }
+                rebuild_frame(path, source, &damaged, zeros, &l.damaged)?;
+            }
+            (Err(e), _, _) => unsalvaged.push(format!("{label}: {}", display_chain(&*e))),
         }
     }
     for p in pending {

@@ -1,7 +1,8 @@
 //! `b2fs verify SOURCE [--json]`: opens a source of any kind (local or remote), checks its
 //! structure (what opening reads: header, metalayers, index, offsets, trailer, vlmeta, bcolz
-//! metadata, a store's zip and `embed.b2e`; then every leaf of a collection; a contiguous
-//! frame, contiguous or sparse, that does not open is opened leniently, [`lenient`]), decodes every
+//! metadata, a store's zip and `embed.b2e`; then every leaf of a collection; a frame,
+//! contiguous or sparse, that does not open is opened leniently, [`lenient`], and so is such
+//! a local leaf of a collection, `check/targets.rs`), decodes every
 //! chunk on every core ([`super::check`]) and reports each damaged chunk with its array, index
 //! and reason. Exit 0 when sound, [`super::EXIT_DAMAGED`] when damage was found, 3 when the
 //! source is missing or not a container (`docs/VERIFY.md`).

@@ -27,6 +27,16 @@ pub struct Problem {
     pub reason: String,
 }
 
+/// A collection leaf opened leniently (its index, trailer or vlmetalayers damaged; each is
+/// also in [`Report::structure`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LenientLeaf {
+    /// The leaf's key (its `Target::label`).
+    pub key: String,
+    /// The parts the open did without.
+    pub damaged: Vec<crate::container::frame::Damaged>,
+}
+
 /// The chunk files a bcolz array lacks.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Missing {
@@ -62,6 +72,8 @@ pub struct Report {
     pub structure: Vec<Problem>,
     /// Leaves not checked, and why (references to remote arrays).
     pub skipped: Vec<Problem>,
+    /// Collection leaves opened leniently (their damaged parts are in `structure` too).
+    pub lenient: Vec<LenientLeaf>,
     /// Whether the check stopped early, its damaged chunks over the caller's limit
     /// (`damaged_count` is then a lower bound).
     pub gave_up: bool,

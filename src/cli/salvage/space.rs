@@ -53,7 +53,7 @@ pub(super) fn needed(
     let mut scratch = Report::default();
     let targets = check::targets(opened, &mut scratch);
     let by_label: HashMap<&Option<String>, &crate::container::Array> =
-        targets.iter().map(|t| (&t.label, t.array)).collect();
+        targets.iter().map(|t| (&t.label, &*t.array)).collect();
     let damaged: Vec<(&crate::container::Array, usize)> = report
         .damaged
         .iter()
@@ -87,7 +87,8 @@ pub(super) fn needed(
         Opened::Single(_) => false,
     };
     Ok(Need {
-        copy: if rewritten && !report.damaged.is_empty() {
+        // A leaf rebuilt from a lenient open is compacted too (counted as the whole copy).
+        copy: if (rewritten && !report.damaged.is_empty()) || !report.lenient.is_empty() {
             copy.saturating_mul(2)
         } else {
             copy

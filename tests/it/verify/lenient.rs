@@ -242,3 +242,184 @@ fn verify_then_salvage(
     let (exit, v) = verify_json(dest);
     assert_eq!(exit, 0, "{name}: salvaged copy not sound: {v:#}");
 }
+
+/// Smashes the index of contiguous frame `p` and the middle of its chunk 3.
+fn smash_index_and_chunk_3(p: &Path) {
+    let a = array(p);
+    let idx = a.frame_info().unwrap().index_offset.unwrap();
+    let (s3, c3) = chunk_at(&a, 3);
+    drop(a);
+    smash(p, idx + 4, 12);
+    smash(p, s3 + c3 / 2, 64);
+}
+
+/// Leaves of collections are opened leniently too (before session 31 only a frame checked on
+/// its own was): in a `.b2d` store python-blosc2 wrote, member `/r`'s index and chunk 3
+/// damaged; in a directory of sources, a contiguous frame's index and chunk 3, a sparse
+/// frame's index and chunk 3, and another frame's vlmetalayer damaged, beside a sound b2nd.
+/// python-blosc2 cannot open the leaves with a damaged index. `verify` names each damaged part by its
+/// key, still checks every chunk of those leaves and finds exactly chunk 3 of each;
+/// `salvage` rebuilds them in DEST (exit 0 for the store, whose index is recovered; exit 1
+/// for the directory, whose lost attributes it names) and python-blosc2 reads every leaf of
+/// DEST with every other chunk exact and chunk 3 zeros, the record in each leaf's vlmeta.
+#[test]
+fn verify_and_salvage_damaged_leaf_frames_of_a_b2d_store_and_a_directory() {
+    let py = or_skip!(python(
+        "verify_and_salvage_damaged_leaf_frames_of_a_b2d_store_and_a_directory"
+    ));
+    let f = fixtures(&py);
+    let dir = tempfile::tempdir().unwrap();
+
+    // The store: `/r` is 8 chunks of random floats (LZ4: a smashed chunk fails to decode,
+    // where the fixture stores' ramps may decode to other values unnoticed).
+    let store = dir.path().join("store.b2d");
+    run_python(
+        &py,
+        &[
+            "-c",
+            "import sys, numpy as np, blosc2\n\
+             d = (np.random.default_rng(5).standard_normal(40000) * 100).round(1)\n\
+             with blosc2.TreeStore(sys.argv[1], mode='w') as ts:\n\
+             \x20   ts['/r'] = blosc2.asarray(d, chunks=(5000,), cparams={'codec': blosc2.Codec.LZ4})\n\
+             \x20   ts['/g/b'] = blosc2.asarray(np.linspace(0, 1, 30000), chunks=(10000,))\n\
+             \x20   ts['/g'].vlmeta['kind'] = 'group'",
+            store.to_str().unwrap(),
+        ],
+    );
+    let good = reference(&py, "store", &store);
+    assert!(good.errors.is_empty(), "{:?}", good.errors);
+    smash_index_and_chunk_3(&store.join("r.b2nd"));
+    let r = reference(&py, "store", &store);
+    assert!(
+        r.errors.contains_key("/r"),
+        "python-blosc2 opens /r: {:?}",
+        r.errors
+    );
+    let (exit, v) = verify_json(&store);
+    assert_eq!(exit, 1, "{v:#}");
+    let problems = v["structure"].as_array().unwrap();
+    assert_eq!(problems.len(), 1, "{v:#}");
+    assert_eq!(problems[0]["array"], "/r", "{v:#}");
+    assert!(
+        structure(&v).contains("located by walking their headers"),
+        "{v:#}"
+    );
+    let damaged: Vec<(String, u64)> = v["damaged"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| (label(&d["array"]), d["chunk"].as_u64().unwrap()))
+        .collect();
+    assert_eq!(damaged, [("/r".to_owned(), 3)], "{v:#}");
+    let all: usize = good.chunks.values().map(Vec::len).sum();
+    assert_eq!(
+        v["chunks"], all as u64,
+        "every chunk of every leaf checked: {v:#}"
+    );
+    let dest = dir.path().join("salvaged.b2d");
+    let (exit, err) = salvage_run(&store, &dest);
+    assert_eq!(exit, Some(0), "{err}");
+    assert!(err.contains("/r: index damaged"), "{err}");
+    assert!(err.contains("(rebuilt in DEST)"), "{err}");
+    let after = reference(&py, "store", &dest);
+    assert!(after.errors.is_empty(), "{:?}", after.errors);
+    for (key, list) in &good.chunks {
+        let got = &after.chunks[key];
+        assert_eq!(got.len(), list.len(), "{key}");
+        for (i, (was, now)) in list.iter().zip(got).enumerate() {
+            let now = now.as_ref().unwrap();
+            if key == "/r" && i == 3 {
+                assert!(now.1, "{key} chunk 3 not zeros");
+            } else {
+                assert_eq!(was.as_ref(), Some(now), "{key} chunk {i} changed");
+            }
+        }
+    }
+    let record = &after.salvage["/r"];
+    assert_eq!(record["damaged"].as_array().unwrap().len(), 1, "{record}");
+    assert!(
+        record["structure"][0]
+            .as_str()
+            .unwrap()
+            .contains("index damaged")
+    );
+    assert_eq!(verify_json(&dest).0, 0, "salvaged store not sound");
+
+    // The directory of sources.
+    let sources = dir.path().join("sources");
+    std::fs::create_dir(&sources).unwrap();
+    let frame = f.join("frame.b2frame");
+    let good_frame = reference(&py, "frame", &frame);
+    for name in ["f.b2frame", "t.b2frame"] {
+        std::fs::copy(&frame, sources.join(name)).unwrap();
+    }
+    copy_tree(&f.join("sframe"), &sources.join("s"));
+    std::fs::copy(f.join("arr.b2nd"), sources.join("arr.b2nd")).unwrap();
+    smash_index_and_chunk_3(&sources.join("f.b2frame"));
+    let s = array(&sources.join("s"));
+    let sidx = s.frame_info().unwrap().index_offset.unwrap();
+    drop(s);
+    smash(&sources.join("s/chunks.b2frame"), sidx + 4, 12);
+    let c3 = sources.join("s/00000003.chunk");
+    smash(&c3, std::fs::metadata(&c3).unwrap().len() / 2, 64);
+    let t = array(&sources.join("t.b2frame"));
+    let vl = t.vlmetalayers()[0].chunk.clone();
+    drop(t);
+    let bytes = std::fs::read(sources.join("t.b2frame")).unwrap();
+    let vl_at = bytes.windows(vl.len()).position(|w| w == &vl[..]).unwrap() as u64;
+    smash(&sources.join("t.b2frame"), vl_at, 16);
+    // (python-blosc2 opens `t.b2frame`: it reads vlmetalayers only when asked.)
+    for name in ["f.b2frame", "s"] {
+        let r = reference(&py, "frame", &sources.join(name));
+        assert!(!r.errors.is_empty(), "python-blosc2 opens {name}");
+    }
+    let (exit, v) = verify_json(&sources);
+    assert_eq!(exit, 1, "{v:#}");
+    let mut damaged: Vec<(String, u64)> = v["damaged"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| (label(&d["array"]), d["chunk"].as_u64().unwrap()))
+        .collect();
+    damaged.sort();
+    assert_eq!(
+        damaged,
+        [("/f.b2frame".to_owned(), 3), ("/s".to_owned(), 3)],
+        "{v:#}"
+    );
+    let why = structure(&v);
+    assert!(why.contains("located by walking their headers"), "{why}");
+    assert!(why.contains("located by their files' names"), "{why}");
+    assert!(why.contains("vlmetalayer damaged"), "{why}");
+    let dest = dir.path().join("salvaged-sources");
+    let (exit, err) = salvage_run(&sources, &dest);
+    assert_eq!(exit, Some(1), "{err}");
+    assert!(err.contains("/t.b2frame: vlmetalayer damaged"), "{err}");
+    assert!(err.contains("(lost in DEST)"), "{err}");
+    assert!(dest.is_dir(), "DEST written: {err}");
+    for name in ["f.b2frame", "s", "t.b2frame"] {
+        let after = reference(&py, "frame", &dest.join(name));
+        assert!(after.errors.is_empty(), "{name}: {:?}", after.errors);
+        let got = &after.chunks[""];
+        assert_eq!(got.len(), good_frame.chunks[""].len(), "{name}");
+        for (i, (was, now)) in good_frame.chunks[""].iter().zip(got).enumerate() {
+            let now = now.as_ref().unwrap();
+            if name != "t.b2frame" && i == 3 {
+                assert!(now.1, "{name}: chunk 3 not zeros");
+            } else {
+                assert_eq!(was.as_ref(), Some(now), "{name}: chunk {i} changed");
+            }
+        }
+        assert!(
+            after.salvage[""]["structure"][0].is_string(),
+            "{name}: {:?}",
+            after.salvage
+        );
+    }
+    assert_eq!(
+        std::fs::read(dest.join("arr.b2nd")).unwrap(),
+        std::fs::read(f.join("arr.b2nd")).unwrap(),
+        "the sound leaf is copied as it was"
+    );
+    assert_eq!(verify_json(&dest).0, 0, "salvaged directory not sound");
+}
