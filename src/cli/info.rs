@@ -91,11 +91,16 @@ pub(super) fn info(source: &Path, as_json: bool, options: &[String]) -> Result<(
         }
         None => {
             check_source(source)?;
-            if let Ok(container::Opened::Collection(c)) = container::open_any(source) {
-                collection_info(&c, as_json);
-                return Ok(());
+            // One open, whose error is the kind's own: a truncated `.b2z` says its zip's
+            // end record is missing, not that it is no frame (as a second, single-source
+            // open of it said).
+            match container::open_any(source).map_err(source_err)? {
+                container::Opened::Collection(c) => {
+                    collection_info(&c, as_json);
+                    return Ok(());
+                }
+                container::Opened::Single(c) => c,
             }
-            container::open(source).map_err(source_err)?
         }
     };
     let (kind, tables) = match &container {

@@ -36,6 +36,11 @@ fn lenient(source: &Path, strict: &ContainerError) -> Option<Open> {
     if !source.is_file() && !source.join("chunks.b2frame").is_file() {
         return None;
     }
+    // A zip (a `.b2z` store): no frame to open leniently; its own error says what is wrong
+    // (a truncated one: its end record missing), not the frame's "no magic".
+    if crate::container::store::zip::looks_like_zip(source) {
+        return None;
+    }
     match Array::open_frame_lenient(source) {
         Ok((a, damaged)) if !damaged.is_empty() => Some(Open::Lenient(
             Box::new(Opened::Single(Container::Array(a))),

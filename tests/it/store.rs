@@ -217,6 +217,44 @@ fn store_damaged_zips_refused() {
     }
 }
 
+/// A `.b2z` cut short (a download or copy interrupted: the members come first, the central
+/// directory and its end record last): `info`, `mount` and `verify` each say that the zip's
+/// end record is missing. Before session 31 `info` and `verify` reopened it as a single
+/// frame and said "no Blosc2 frame magic", which sent the user looking for the wrong thing.
+#[test]
+fn store_a_truncated_b2z_is_named_a_truncated_zip_by_every_command() {
+    let (_py, dir, _) = or_skip!(fixtures(
+        "store_a_truncated_b2z_is_named_a_truncated_zip_by_every_command"
+    ));
+    let good = std::fs::read(dir.join("deflt.b2z")).unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let p = tmp.path().join("cut.b2z");
+    std::fs::write(&p, &good[..good.len() / 2]).unwrap();
+    let mp = tmp.path().join("mnt");
+    std::fs::create_dir(&mp).unwrap();
+    for (args, code) in [
+        (vec!["info"], 3),
+        (vec!["verify"], 1),
+        (vec!["verify", "--json"], 1),
+        (vec!["mount"], 3),
+    ] {
+        let mut cmd = crate::support::b2fs();
+        cmd.args(&args).arg(&p);
+        if args[0] == "mount" {
+            cmd.arg(&mp);
+        }
+        let out = cmd.output().unwrap();
+        let said = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert_eq!(out.status.code(), Some(code), "{args:?}: {said}");
+        assert!(said.contains("end record is missing"), "{args:?}: {said}");
+        assert!(!said.contains("frame magic"), "{args:?}: {said}");
+    }
+}
+
 #[test]
 fn directory_of_sources_is_a_collection() {
     let (py, dir, _) = or_skip!(fixtures("directory_of_sources_is_a_collection"));

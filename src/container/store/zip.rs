@@ -210,6 +210,15 @@ impl ZipIndex {
                 path: path.to_path_buf(),
                 source,
             },
+            // No end record: what a download or copy cut short leaves (the members come
+            // first, the central directory and its end record last).
+            other if other.to_string().contains("EOCD") => bad_zip(
+                path,
+                format!(
+                    "central directory: {other}: the zip's end record is missing (a truncated \
+                     or partly copied file?)"
+                ),
+            ),
             other => bad_zip(path, format!("central directory: {other}")),
         })?;
         let mut names = Vec::with_capacity(archive.len());
