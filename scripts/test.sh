@@ -66,7 +66,7 @@ fi
 # Fuzzing: B2FS_FUZZ_SECONDS per target (10 by default; 0 in CI, where the budget is 15
 # minutes on 2 cores). The fuzz targets' build (nightly, AddressSanitizer, its own target
 # directory: every dependency compiled a third time, about 6 CPU-minutes from scratch, plus
-# 5 x 11 CPU-s of runs) is most of what a 10 s run costs, and `cargo test` below replays the
+# 11 CPU-s of runs per target) is most of what a 10 s run costs, and `cargo test` below replays the
 # stored corpora and regression inputs through the same entry functions on the stable toolchain
 # anyway. Longer runs are `scripts/fuzz.sh` (RELIABILITY.md). When it runs, the build starts
 # here at the lowest priority: it takes the CPU the steps below leave idle, and the fuzz runs at

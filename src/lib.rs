@@ -25,7 +25,7 @@
 //! - [`fuse`]: the thin fuser adapter over [`tree`].
 //! - [`remote`]: S3 and HTTP(S) objects read by ranged GETs, as a byte source of [`container`]
 //!   (feature `remote`).
-//! - [`cli`]: the `b2fs` command (mount, umount, info).
+//! - [`cli`]: the `b2fs` command (mount, umount, info, verify, salvage, compact, log, ...).
 
 pub mod cache;
 pub mod cli;

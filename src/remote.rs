@@ -1,7 +1,9 @@
-//! Remote sources: a contiguous frame (`.b2frame`, `.b2nd`) that lives in an S3-compatible
-//! object store (`s3://bucket/key`) or behind a plain HTTP(S) URL, read with ranged GETs as a
-//! [`crate::container::ByteSource`], so the container layer reads it exactly as it reads a
-//! local file and nothing above it changes. Remote mounts are read-only.
+//! Remote sources: a contiguous frame (`.b2frame`, `.b2nd`) or `.b2z` store that lives in an
+//! S3-compatible object store (`s3://bucket/key`) or behind a plain HTTP(S) URL, read with
+//! ranged GETs as a [`crate::container::ByteSource`], so the container layer reads it exactly
+//! as it reads a local file and nothing above it changes; a prefix of objects (sparse frames,
+//! bcolz, `.b2d` stores, a directory of sources) and Caterva2 servers likewise, as a
+//! [`crate::container::ByteTree`]. Remote mounts are read-only.
 //!
 //! This file holds what is always compiled: URL detection and the remote `-o` options. The
 //! client itself is behind the `remote` cargo feature:
@@ -20,8 +22,10 @@
 //! - `caterva2`: a Caterva2 server's root or directory (its listing API) as a collection
 //!   whose datasets open through the same plan, on one shared runtime and login cookie;
 //! - `prefix`: a prefix (`s3://bucket/dir/`, a sparse frame or bcolz root) as a
-//!   [`crate::container::ByteTree`]: listed once, its metadata objects fetched in parallel,
-//!   each object read whole in one GET into the same kind of cache.
+//!   [`crate::container::ByteTree`]: listed at open (and again when a followed mount looks
+//!   for changes, `prefix/follow.rs`), its metadata objects fetched in parallel, each object
+//!   read whole in one GET into the same kind of cache;
+//! - `seq`: the sequential-access detection both plans share (which items to fetch ahead).
 //!
 //! Knows nothing of FUSE or the tree; of the container layer it knows only the `ByteSource`
 //! and `ByteTree` traits it implements. No caller ever waits without a deadline: a read that

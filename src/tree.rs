@@ -16,6 +16,7 @@
 //!   meta/storage          JSON: dtype, chunkshape|chunklen, blockshape, typesize, chunksize, cparams
 //!   meta/metalayers/NAME  JSON: one per fixed metalayer, decoded
 //!   data/00000000.bin     chunk 0, decompressed
+//!   zarr/                 a Zarr v3 hierarchy of the same arrays (`zarr.rs`)
 //! ```
 //!
 //! Where each concern lives:
@@ -40,6 +41,11 @@
 //! | `follow.rs` | noticing other writers' changes: reloads and the kernel invalidations |
 //! | `backing.rs` | memory files holding whole decoded files for FUSE passthrough, within a budget |
 //! | `zarr.rs`, `zarr/` | the Zarr v3 view in `zarr/`: its inode plan, metadata, chunk objects, writes |
+//! | `attr.rs` | the b2fs-owned answer types ([`Attr`], [`DirEntry`], [`StatFs`]) and `statfs` |
+//! | `error.rs` | [`TreeError`] and the one map from a failure to its errno |
+//! | `xattr.rs`, `names.rs` | the read-only `user.b2fs.*` extended attributes; python-blosc2's names of codecs and filters |
+//! | `members.rs` | following a collection another writer changes: reopened, its leaves reloaded |
+//! | `events.rs` | the ring of recent refusals and notices `b2fs log` shows; paths of inodes for messages |
 //!
 //! Subtleties and who handles them:
 //! - **Stable inode numbers** (`inode.rs`); **readdir offsets are positions** (`dir.rs`).

@@ -8,8 +8,8 @@
 //! `getattr`, which shells and editors fail on constantly) and editors' ACL copies
 //! (`setxattr` EOPNOTSUPP); at most [`CAPACITY`] events, the
 //! oldest dropped first, each message cut to [`MAX_MESSAGE`] bytes, so the rendering always
-//! fits one extended attribute (64 KiB). Notices that are no failure (a file created in the
-//! root, which will not persist) are kept the same way, with errno 0, rendered as `note:`.
+//! fits one extended attribute (64 KiB). Notices that are no failure (a scratch file created,
+//! which will not persist) are kept the same way, with errno 0, rendered as `note:`.
 
 use std::collections::VecDeque;
 use std::time::{SystemTime, UNIX_EPOCH};

@@ -17,7 +17,8 @@ use super::inode::SCRATCH_BASE;
 use super::layout::{FileKind, NodeKind};
 use super::{Attr, Entry, ROOT_INO, Tree, TreeError};
 
-/// The most scratch files a mount holds at once (in the root and the Zarr view together):
+/// The most scratch files a mount holds at once (in every directory that takes them and the
+/// Zarr view together):
 /// editors keep one to three per file they save, zarr-python one `.partial` file per chunk it
 /// is writing. Creating one more is ENOSPC: each lives in the daemon's memory, and without a
 /// bound a loop of `touch MNT/$i` grew the daemon without end.
