@@ -493,8 +493,8 @@ impl Tree {
     /// Creates `name` in directory `parent` and opens it for writing, for this process: only the next chunk
     /// file (`data/<nchunks>.bin`) of a 1-D source (ctable columns included: the append
     /// grows every column), which becomes an append when committed (nothing is appended if
-    /// it stays empty), or a scratch file in a directory that [`Tree::takes_scratch`] (the
-    /// root, a leaf's or a group's). Returns its attributes and a handle.
+    /// it stays empty), or a scratch file in the root or another directory with an
+    /// `__attrs__` file (a leaf's or a group's). Returns its attributes and a handle.
     ///
     /// # Errors
     /// [`TreeError::ReadOnly`]; [`TreeError::NotPermitted`] for any other name or place;
