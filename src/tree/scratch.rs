@@ -297,7 +297,7 @@ impl Tree {
     }
 
     /// `rename(2)`: only a scratch file, to a free name (or another scratch file) of a
-    /// directory that [`Tree::takes_scratch`], or over an `__attrs__` file, which commits the
+    /// directory that takes scratch files (the root, one with an `__attrs__`), or over an `__attrs__` file, which commits the
     /// scratch content as the attributes (refused content: EINVAL, the scratch file stays).
     ///
     /// `noreplace` (`RENAME_NOREPLACE`, which `mv` asks for first): an existing `newname`
