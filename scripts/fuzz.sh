@@ -32,7 +32,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
-TARGETS="chunk_decode frame_open bcolz_open attrs npy_dtype store_open tree_walk tree_edit"
+TARGETS="chunk_decode frame_open bcolz_open attrs npy_dtype store_open tree_walk tree_edit zarr_edit"
 LOGS=${B2FS_FUZZ_LOGS:-fuzz/logs}
 TRIPLE=$(rustc +nightly -vV | sed -n 's/^host: //p')
 # Without cargo-fuzz (or with B2FS_FUZZ_DIRECT=1) the targets are built with the same cargo
