@@ -230,15 +230,48 @@ impl Frame {
             ));
         }
         let avail = src.len().saturating_sub(start);
+        // Lenient: a contiguous frame cut short (a copy or download interrupted) keeps its
+        // header and the chunks before the cut; what lay past it (the last chunks, the index,
+        // the trailer and its attributes) is lost, and the chunks are located by walking their
+        // headers up to the end of the file (`lenient::locate`).
+        let mut truncated = false;
         if info.frame_len > avail {
-            return Err(fault(
-                "frame_len",
-                start + 16,
-                format!(
-                    "frame_len {} exceeds the {avail} bytes of the file after the frame start",
-                    info.frame_len
-                ),
-            ));
+            match lenient.as_deref_mut() {
+                Some(damaged)
+                    if sparse_dir.is_none()
+                        && nbytes > 0
+                        && avail >= info.header_len + TRAILER_TAIL_LEN as u64 =>
+                {
+                    damaged.push(Damaged {
+                        reason: format!(
+                            "truncated: the frame is {} bytes, the file holds {avail} from its \
+                             start: what lay past the end is lost (the trailer with the \
+                             attributes, and the index and the last chunks when the cut is \
+                             before them)",
+                            info.frame_len
+                        ),
+                        recovered: false,
+                    });
+                    info.frame_len = avail;
+                    truncated = true;
+                }
+                _ => {
+                    let hint = if sparse_dir.is_none() {
+                        " (cut short? `b2fs salvage` keeps the chunks before the end)"
+                    } else {
+                        ""
+                    };
+                    return Err(fault(
+                        "frame_len",
+                        start + 16,
+                        format!(
+                            "frame_len {} exceeds the {avail} bytes of the file after the \
+                             frame start{hint}",
+                            info.frame_len
+                        ),
+                    ));
+                }
+            }
         }
         let abs = |o: u64| start + o;
 
@@ -261,6 +294,7 @@ impl Frame {
         // Lenient: without the trailer's length, the index is read up to the frame's end
         // (its chunk says its own length) and the trailer is lost.
         let trailer_len = match (read_tail(), lenient.as_deref_mut()) {
+            _ if truncated => None,
             (Ok(n), _) => Some(n),
             (Err(e), Some(damaged)) if nbytes > 0 => {
                 damaged.push(Damaged::lost("trailer", &e));
@@ -299,6 +333,8 @@ impl Frame {
         let data_end = info.frame_len - trailer_len.unwrap_or(0);
         let limit = INDEX_LIMIT_FLOOR
             .max(usize::try_from(src.len().saturating_mul(64)).unwrap_or(usize::MAX));
+        // (A truncated frame's index is read where the header puts it, up to the end of the
+        // file: a cut in the trailer leaves it whole.)
         let read = read_index(
             &src,
             &mut info,

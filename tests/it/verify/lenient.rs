@@ -423,3 +423,92 @@ fn verify_and_salvage_damaged_leaf_frames_of_a_b2d_store_and_a_directory() {
     );
     assert_eq!(verify_json(&dest).0, 0, "salvaged directory not sound");
 }
+
+/// A contiguous frame python-blosc2 wrote, cut short (a copy or download interrupted): in
+/// its chunk area (the chunks from the cut on, the index and the trailer lost), in its
+/// trailer (only the attributes lost), and inside its header (nothing can be located).
+/// python-blosc2 cannot open the first two. `verify` opens them leniently, says the file is
+/// truncated, locates the whole chunks before the cut by walking their headers and reports
+/// every chunk from the cut on as damaged; `salvage` writes a sound frame with every whole
+/// chunk exact and the others zeros (exit 1: the attributes are lost). Before session 31 both
+/// refused any truncated frame ("frame_len exceeds the bytes of the file"); a mount still
+/// does, and its message now points to salvage.
+#[test]
+fn verify_and_salvage_a_truncated_frame() {
+    let py = or_skip!(python("verify_and_salvage_a_truncated_frame"));
+    let f = fixtures(&py);
+    let src = f.join("frame.b2frame");
+    let a = array(&src);
+    let n = a.nchunks();
+    assert!(n > 6, "{n} chunks");
+    let (s5, c5) = chunk_at(&a, 5);
+    drop(a);
+    let len = std::fs::metadata(&src).unwrap().len();
+    let good = reference(&py, "frame", &src);
+    let dir = tempfile::tempdir().unwrap();
+    let cut = |name: &str, at: u64| -> PathBuf {
+        let p = dir.path().join(name);
+        let bytes = std::fs::read(&src).unwrap();
+        std::fs::write(&p, &bytes[..at as usize]).unwrap();
+        p
+    };
+    // In chunk 5: chunks 5 and after are lost.
+    let p = cut("chunks.b2frame", s5 + c5 / 2);
+    assert!(
+        !reference(&py, "frame", &p).errors.is_empty(),
+        "python-blosc2 opens it"
+    );
+    let lost: Vec<usize> = (5..n).collect();
+    let dest = dir.path().join("salvaged-chunks.b2frame");
+    verify_then_salvage(&py, &p, &dest, &good, n, (&lost, "truncated", 1), "chunks");
+    let (_, v) = verify_json(&p);
+    assert!(
+        structure(&v).contains("the first 5 of its"),
+        "{}",
+        structure(&v)
+    );
+    // In the trailer: every chunk whole, the index read where the header puts it.
+    let p = cut("trailer.b2frame", len - 8);
+    let dest = dir.path().join("salvaged-trailer.b2frame");
+    verify_then_salvage(&py, &p, &dest, &good, n, (&[], "truncated", 1), "trailer");
+    // Inside the header: refused by both, saying where to look.
+    let p = cut("header.b2frame", 90);
+    let (exit, v) = verify_json(&p);
+    assert_eq!(exit, 1, "{v:#}");
+    assert!(structure(&v).contains("frame_len"), "{v:#}");
+    let (exit, err) = salvage_run(&p, &dir.path().join("salvaged-header.b2frame"));
+    assert_eq!(exit, Some(1), "{err}");
+    // A cut frame whose header claims 16 M chunks past the end (damaged or hostile): the
+    // lenient open does not take that many as lost (nothing in the file backs them).
+    let p = cut("claims.b2frame", s5 + c5 / 2);
+    let mut bytes = std::fs::read(&p).unwrap();
+    let whole = array(&src);
+    let info = whole.frame_info().unwrap();
+    let (nbytes, cbytes) = (whole.nbytes(), info.cbytes);
+    let patch = |bytes: &mut Vec<u8>, old: u64, new: u64| {
+        let mut want = vec![0xd3];
+        want.extend(old.to_be_bytes());
+        let at = bytes[..87].windows(9).position(|w| w == &want[..]).unwrap();
+        bytes[at + 1..at + 9].copy_from_slice(&new.to_be_bytes());
+    };
+    let chunksize = info.chunksize as u64;
+    drop(whole);
+    patch(&mut bytes, nbytes, chunksize << 24);
+    patch(&mut bytes, cbytes, 1 << 40);
+    let fl = bytes[..87].windows(9).position(|w| w[0] == 0xcf).unwrap();
+    bytes[fl + 1..fl + 9].copy_from_slice(&(1u64 << 41).to_be_bytes());
+    std::fs::write(&p, &bytes).unwrap();
+    let (exit, v) = verify_json(&p);
+    assert_eq!(exit, 1, "{v:#}");
+    assert!(structure(&v).contains("more than the"), "{v:#}");
+    assert_eq!(v["chunks"], 0, "{v:#}");
+    // A mount refuses a truncated frame, and says what can be done.
+    let out = b2fs()
+        .arg("info")
+        .arg(dir.path().join("chunks.b2frame"))
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{said}");
+    assert!(said.contains("b2fs salvage"), "{said}");
+}
