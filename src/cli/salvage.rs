@@ -11,6 +11,9 @@
 //! for a directory), so an existing DEST is never overwritten. A remote frame or `.b2z` is
 //! first downloaded to the temporary. On failure the temporary is removed.
 //!
+//! A `.b2z` whose zip does not open (cut short) is salvaged from its members found by their
+//! local headers, extracted into a directory (`cut_zip.rs`).
+//!
 //! A frame (contiguous or sparse) whose index, trailer or vlmetalayers are damaged is opened
 //! leniently ([`crate::container::frame::lenient`]) and rebuilt by the commit ([`rebuild`]),
 //! as is such a frame that is a leaf of a `.b2d` store or a directory of sources (its copy
@@ -30,6 +33,7 @@ use super::Error;
 use super::check::{self, Damage, Report};
 use super::verify::{self, Open};
 
+mod cut_zip;
 mod space;
 use crate::codec::{self, CParams, Codec};
 use crate::container::frame::Damaged;
@@ -79,22 +83,41 @@ pub(super) fn salvage(source: &Path, dest: &Path, options: &[String]) -> Result<
         std::process::id()
     ));
     let _cleanup_download = Cleanup(download.clone());
-    let local = match super::remote::as_url(source) {
+    let mut local = match super::remote::as_url(source) {
         Some(url) => {
             fetch(url, options, &download)?;
             download.clone()
         }
         None => source.to_path_buf(),
     };
+    let damaged = |reason: String| {
+        other(format!(
+            "cannot salvage '{}': its structure is damaged: {reason}",
+            source.display()
+        ))
+    };
+    // A `.b2z` whose zip does not open (cut short): its members, found by their local
+    // headers, are extracted into a directory salvaged in its place (`cut_zip.rs`).
+    let extract = parent.join(format!(
+        ".{}.b2fs-extract-{}",
+        name.to_string_lossy(),
+        std::process::id()
+    ));
+    let _cleanup_extract = Cleanup(extract.clone());
+    let mut cut = None;
     let (opened, lenient) = match verify::open(&local, options)? {
         Open::Opened(o) => (o, Vec::new()),
         Open::Lenient(o, damaged) => (o, damaged),
-        Open::Damaged(reason) => {
-            return Err(other(format!(
-                "cannot salvage '{}': its structure is damaged: {reason}",
-                source.display()
-            )));
+        Open::Damaged(reason) if container::store::zip::looks_like_zip(&local) => {
+            cut = Some(cut_zip::extract(&local, &extract, source, &reason)?);
+            local = extract.clone();
+            match verify::open(&local, options)? {
+                Open::Opened(o) => (o, Vec::new()),
+                Open::Lenient(o, damaged) => (o, damaged),
+                Open::Damaged(reason) => return Err(damaged(reason)),
+            }
         }
+        Open::Damaged(reason) => return Err(damaged(reason)),
     };
     // More damaged chunks than salvage replaces: the check stops as soon as it knows (before
     // decoding anything when the missing bcolz chunk files alone are too many).
@@ -120,12 +143,30 @@ pub(super) fn salvage(source: &Path, dest: &Path, options: &[String]) -> Result<
         );
     }
     copy_tree(&local, &tmp)?;
-    let unsalvaged = if lenient.is_empty() {
+    let mut unsalvaged = if lenient.is_empty() {
         apply(&tmp, source, &report, &zeros)?
     } else {
         rebuild(&tmp, source, &report, &zeros, &lenient)?
     };
-    claim(&tmp, dest)?;
+    match cut {
+        // The store came out whole enough: DEST is a `.b2z` again.
+        Some(c) if c.store => {
+            let packed = parent.join(format!(
+                ".{}.b2fs-pack-{}",
+                name.to_string_lossy(),
+                std::process::id()
+            ));
+            let _cleanup_packed = Cleanup(packed.clone());
+            cut_zip::pack(&tmp, &packed)?;
+            claim(&packed, dest)?;
+            unsalvaged.extend(c.lost);
+        }
+        Some(c) => {
+            claim(&tmp, dest)?;
+            unsalvaged.extend(c.lost);
+        }
+        None => claim(&tmp, dest)?,
+    }
     // Every damaged chunk is listed here (more are refused above), missing ones included.
     let declared = report.chunks + report.missing_chunks();
     eprintln!(

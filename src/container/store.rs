@@ -40,7 +40,7 @@
 //! The parts: this file holds the collection's types ([`Collection`], [`Group`], [`Leaf`]) and
 //! a leaf's opening; `open.rs` detection and a store's parts; `keys.rs` the tree of groups
 //! built from the keys; `dir.rs` directories of sources; `zip.rs` and `embed.rs` the zip
-//! container and the estore; `head.rs` a leaf opened for its metadata only; `follow.rs` the
+//! container and the estore; `zip_scan.rs` the members of a zip cut short, for salvage; `head.rs` a leaf opened for its metadata only; `follow.rs` the
 //! remote collections the follower asks whether they changed.
 
 pub mod dir;
@@ -50,6 +50,7 @@ mod head;
 mod keys;
 mod open;
 pub mod zip;
+pub mod zip_scan;
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
