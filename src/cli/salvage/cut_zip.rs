@@ -78,6 +78,10 @@ pub(super) fn extract(
             continue;
         }
         let to = dir.join(&m.name);
+        if to.symlink_metadata().is_ok() {
+            lost.push(format!("{}: a second member of that name, not extracted", m.name));
+            continue;
+        }
         if let Some(up) = to.parent() {
             std::fs::create_dir_all(up).map_err(|e| io(up, e))?;
         }
