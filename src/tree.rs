@@ -458,12 +458,20 @@ impl Tree {
             return Err(TreeError::NotADirectory(ino));
         };
         let children = self.children(ino, node)?;
-        // A directory lists the scratch files in it now, after its fixed children.
-        let scratch = if data.is_none() {
+        // A directory lists the scratch files in it now, after its fixed children; one whose
+        // name a member took since (another writer's) is hidden by it, as lookups are.
+        let mut scratch = if data.is_none() {
             self.scratch_entries(ino)
         } else {
             Vec::new()
         };
+        if !scratch.is_empty() {
+            scratch.retain(|(_, name)| {
+                !children
+                    .iter()
+                    .any(|&c| self.node(c).is_some_and(|n| n.name == *name))
+            });
+        }
         let len = 2
             + scratch.len() as u64
             + match data {

@@ -108,8 +108,15 @@ pub(super) fn salvage(source: &Path, dest: &Path, options: &[String]) -> Result<
     let (opened, lenient) = match verify::open(&local, options)? {
         Open::Opened(o) => (o, Vec::new()),
         Open::Lenient(o, damaged) => (o, damaged),
-        Open::Damaged(reason) if container::store::zip::looks_like_zip(&local) => {
-            cut = Some(cut_zip::extract(&local, &extract, source, &reason)?);
+        // Only a zip that does not open: one that opens with a damaged `embed.b2e` or member
+        // is refused as any damaged store is.
+        Open::Damaged(reason)
+            if container::store::zip::looks_like_zip(&local)
+                && container::store::zip::ZipIndex::open(&local).is_err() =>
+        {
+            cut = Some(cut_zip::extract(
+                &local, &extract, &parent, source, &reason,
+            )?);
             local = extract.clone();
             match verify::open(&local, options)? {
                 Open::Opened(o) => (o, Vec::new()),
@@ -142,7 +149,15 @@ pub(super) fn salvage(source: &Path, dest: &Path, options: &[String]) -> Result<
             d.reason
         );
     }
-    copy_tree(&local, &tmp)?;
+    if cut.is_some() {
+        // The extraction is already a copy of its own, beside DEST.
+        std::fs::rename(&local, &tmp).map_err(|e| Error::Other {
+            what: format!("moving '{}'", local.display()),
+            source: Some(e),
+        })?;
+    } else {
+        copy_tree(&local, &tmp)?;
+    }
     let mut unsalvaged = if lenient.is_empty() {
         apply(&tmp, source, &report, &zeros)?
     } else {

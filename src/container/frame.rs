@@ -230,34 +230,26 @@ impl Frame {
             ));
         }
         let avail = src.len().saturating_sub(start);
-        // Lenient: a contiguous frame cut short (a copy or download interrupted) keeps its
-        // header and the chunks before the cut; what lay past it (the last chunks, the index,
-        // the trailer and its attributes) is lost, and the chunks are located by walking their
-        // headers up to the end of the file (`lenient::locate`).
+        // Lenient: a contiguous frame cut short (a copy or download interrupted) loses its
+        // trailer and attributes, and its index when the cut is before it (the chunks are then
+        // located by walking their headers, `lenient::locate`, which refuses a cut inside the
+        // chunk area); a file that ends with a whole trailer is not cut, its frame_len is
+        // damaged (below, at the trailer).
+        let declared_len = info.frame_len;
         let mut truncated = false;
         if info.frame_len > avail {
             match lenient.as_deref_mut() {
-                Some(damaged)
+                Some(_)
                     if sparse_dir.is_none()
                         && nbytes > 0
                         && avail >= info.header_len + TRAILER_TAIL_LEN as u64 =>
                 {
-                    damaged.push(Damaged {
-                        reason: format!(
-                            "truncated: the frame is {} bytes, the file holds {avail} from its \
-                             start: what lay past the end is lost (the trailer with the \
-                             attributes, and the index and the last chunks when the cut is \
-                             before them)",
-                            info.frame_len
-                        ),
-                        recovered: false,
-                    });
                     info.frame_len = avail;
                     truncated = true;
                 }
                 _ => {
                     let hint = if sparse_dir.is_none() {
-                        " (cut short? `b2fs salvage` keeps the chunks before the end)"
+                        " (cut short? `b2fs verify` says what `b2fs salvage` can keep)"
                     } else {
                         ""
                     };
@@ -294,7 +286,28 @@ impl Frame {
         // Lenient: without the trailer's length, the index is read up to the frame's end
         // (its chunk says its own length) and the trailer is lost.
         let trailer_len = match (read_tail(), lenient.as_deref_mut()) {
-            _ if truncated => None,
+            (Ok(n), Some(damaged)) if truncated => {
+                damaged.push(Damaged {
+                    reason: format!(
+                        "frame_len damaged: it says {declared_len} bytes, the file holds \
+                         {avail} from the frame's start and ends with a whole trailer: the \
+                         frame is taken to end there"
+                    ),
+                    recovered: true,
+                });
+                Some(n)
+            }
+            (_, Some(damaged)) if truncated => {
+                damaged.push(Damaged {
+                    reason: format!(
+                        "truncated: the frame is {declared_len} bytes, the file holds {avail} \
+                         from its start: what lay past the end is lost (the trailer with the \
+                         attributes, and the index when the cut is before it)"
+                    ),
+                    recovered: false,
+                });
+                None
+            }
             (Ok(n), _) => Some(n),
             (Err(e), Some(damaged)) if nbytes > 0 => {
                 damaged.push(Damaged::lost("trailer", &e));

@@ -257,6 +257,42 @@ fn store_tree_editors_temp_files_replace_a_groups_and_a_leafs_attrs() {
     }
 }
 
+/// A scratch file whose name another writer's new member takes afterwards is hidden by the
+/// member, in listings as in lookups: the directory never lists one name twice.
+#[test]
+fn store_tree_a_member_added_under_a_scratch_files_name_is_listed_once() {
+    let py = or_skip!(support::python(
+        "store_tree_a_member_added_under_a_scratch_files_name_is_listed_once"
+    ));
+    let dir = tempfile::tempdir().unwrap();
+    let make = |name: &str| {
+        run_python(
+            &py,
+            &[
+                "-c",
+                "import sys, numpy as np, blosc2; blosc2.asarray(np.arange(10), urlpath=sys.argv[1], mode='w')",
+                dir.path().join(name).to_str().unwrap(),
+            ],
+        );
+    };
+    make("a.b2nd");
+    let t = Tree::from_source(dir.path(), opts(true)).unwrap();
+    let root = b2fs::tree::ROOT_INO;
+    let (f, fh) = t.create(root, "b.b2nd").unwrap();
+    t.write(f.ino, fh, 0, b"scratch").unwrap();
+    t.release(fh).unwrap();
+    make("b.b2nd");
+    t.follow_source();
+    let names: Vec<String> = t.readdir(root, 0).unwrap().map(|e| e.name).collect();
+    assert_eq!(
+        names.iter().filter(|n| *n == "b.b2nd").count(),
+        1,
+        "{names:?}"
+    );
+    let b = t.lookup(root, "b.b2nd").unwrap();
+    assert_ne!(b.ino, f.ino, "the member, not the scratch file");
+}
+
 #[test]
 fn store_mount_lists_groups_and_numpy_loads_a_member() {
     let py = or_skip!(fuse_and_python(

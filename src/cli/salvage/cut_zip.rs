@@ -10,7 +10,7 @@
 use std::io::Write;
 use std::path::Path;
 
-use super::{Error, other};
+use super::{Error, other, space};
 use crate::container::store::zip_scan;
 
 /// What the extraction found.
@@ -23,13 +23,15 @@ pub(super) struct Extracted {
 
 /// Extracts the members of the zip `zip` (whose central directory cannot be read: `why`)
 /// found by their local headers into the new directory `dir`, saying on stderr what it
-/// found; `source` names the zip in messages.
+/// found; `source` names the zip in messages. Checks first that the extraction and what the
+/// salvage then writes fit in `parent` (DEST's directory).
 ///
 /// # Errors
-/// When no member is found, or on I/O errors.
+/// When no member is found, when they do not fit, or on I/O errors.
 pub(super) fn extract(
     zip: &Path,
     dir: &Path,
+    parent: &Path,
     source: &Path,
     why: &str,
 ) -> Result<Extracted, Error> {
@@ -43,6 +45,9 @@ pub(super) fn extract(
             stop.map(|s| format!(" ({s})")).unwrap_or_default()
         )));
     }
+    let held: u64 = found.iter().map(|m| m.held).sum();
+    let whole_estore = found.iter().any(|m| m.name == "embed.b2e" && m.whole());
+    space::check(parent, &space::extraction(held, whole_estore), source)?;
     eprintln!(
         "b2fs salvage: {}: the zip cannot be opened ({why}): {} members found by their local \
          headers",
@@ -56,8 +61,15 @@ pub(super) fn extract(
     std::fs::create_dir(dir).map_err(|e| io(dir, e))?;
     let file = std::fs::File::open(zip).map_err(|e| io(zip, e))?;
     let mut lost = Vec::new();
-    if let Some(s) = stop {
-        lost.push(format!("the zip past where its walk stopped: {s}"));
+    // python-blosc2 writes `embed.b2e` last: a file that ends right after it lost only its
+    // central directory.
+    let ends_after_estore = found
+        .last()
+        .is_some_and(|m| m.name == "embed.b2e" && m.whole());
+    match stop {
+        Some(_) if ends_after_estore => {}
+        Some(s) => lost.push(format!("the zip past where its walk stopped: {s}")),
+        None => {}
     }
     let mut store = false;
     for m in &found {
@@ -79,7 +91,10 @@ pub(super) fn extract(
         }
         let to = dir.join(&m.name);
         if to.symlink_metadata().is_ok() {
-            lost.push(format!("{}: a second member of that name, not extracted", m.name));
+            lost.push(format!(
+                "{}: a second member of that name, not extracted",
+                m.name
+            ));
             continue;
         }
         if let Some(up) = to.parent() {
@@ -104,11 +119,12 @@ pub(super) fn extract(
                 m.name, m.held, m.len
             );
         } else if crc.sum() != m.crc32 {
-            eprintln!(
-                "b2fs salvage: {}: its CRC-32 is not the one its local header records (its \
-                 chunks are checked one by one below)",
+            lost.push(format!(
+                "{}: its CRC-32 is not the one its local header records: some of its bytes \
+                 changed (its chunks are checked one by one, but a changed byte in a sound \
+                 chunk's data may not show)",
                 m.name
-            );
+            ));
         }
         store |= m.name == "embed.b2e";
     }
@@ -123,7 +139,8 @@ pub(super) fn extract(
 }
 
 /// Packs the files below directory `dir` into a new zip at `to` (stored, as python-blosc2
-/// writes a `.b2z`; names relative with `/`, in sorted order), fsynced.
+/// writes a `.b2z`; names relative with `/`, in sorted order but `embed.b2e` last, where
+/// python-blosc2 puts it and where a later salvage of a cut copy looks for it), fsynced.
 ///
 /// # Errors
 /// On I/O errors.
@@ -135,7 +152,7 @@ pub(super) fn pack(dir: &Path, to: &Path) -> Result<(), Error> {
     let zerr = |e: ::zip::result::ZipError| other(format!("packing '{}': {e}", to.display()));
     let mut files = Vec::new();
     list(dir, "", &mut files).map_err(|e| io(dir, e))?;
-    files.sort();
+    files.sort_by_key(|n| (n == "embed.b2e", n.clone()));
     let out = std::fs::File::create_new(to).map_err(|e| io(to, e))?;
     let mut w = ::zip::ZipWriter::new(out);
     for name in &files {

@@ -124,6 +124,17 @@ fn human(n: u64) -> String {
 ///
 /// # Errors
 /// [`Error::Other`] saying why.
+/// What extracting `bytes` of zip members and salvaging them writes (the extraction, renamed
+/// into the salvage's copy, and the packed `.b2z` when `packed`), before the chunks of zeros
+/// are known (they are checked again with them).
+pub(super) fn extraction(bytes: u64, packed: bool) -> Need {
+    Need {
+        copy: bytes.saturating_mul(if packed { 2 } else { 1 }),
+        zeros_on_disk: 0,
+        chunks: 0,
+    }
+}
+
 pub(super) fn check(parent: &Path, need: &Need, source: &Path) -> Result<(), Error> {
     let total = need.copy.saturating_add(need.zeros_on_disk);
     if let Ok(s) = rustix::fs::statvfs(parent) {

@@ -5,11 +5,11 @@
 //!
 //! - **Trailer or a vlmetalayer**: the chunks are still located by the index; the attributes
 //!   that cannot be read are lost.
-//! - **A contiguous frame cut short** (the file ends before its `frame_len`): what lay past
-//!   the end is lost (the trailer; the index and the last chunks when the cut is before
-//!   them); the whole chunks before the cut are located by walking, and every chunk from the
-//!   cut on gets an offset past the end, so reading it fails (a damaged chunk). Refused past
-//!   [`MAX_LOST_CHUNKS`] chunks lost, a count the header alone claims.
+//! - **A contiguous frame cut short** (the file ends before its `frame_len`): the trailer and
+//!   its attributes are lost; the index is read where the header puts it when the cut is
+//!   after it, else the chunks are located by walking as above when the whole chunk area is
+//!   there. A cut inside the chunk area is refused: which chunk each whole one before the cut
+//!   is cannot be told (a chunk of zeros or NaN is stored in the index alone).
 //! - **Index**: the chunks are located by walking their 32-byte headers from the start of the
 //!   chunk area (C-Blosc2 appends each chunk right after the previous one), and only when the
 //!   result is unambiguous: a fixed chunk size, every header declaring that size (the last
@@ -131,19 +131,7 @@ pub(super) fn locate(
     damaged: &mut Vec<Damaged>,
 ) -> Result<(usize, Index), ContainerError> {
     match walk(src, info, start) {
-        Ok((entries, found)) if found < entries.len() => {
-            damaged.push(Damaged {
-                reason: format!(
-                    "index lost: the first {found} of its {} chunks were located by walking \
-                     their headers up to the end of the file; the other {} lay past it",
-                    entries.len(),
-                    entries.len() - found
-                ),
-                recovered: true,
-            });
-            Ok((entries.len(), Index::Explicit(entries)))
-        }
-        Ok((entries, _)) => {
+        Ok(entries) => {
             damaged.push(Damaged {
                 reason: format!(
                     "index damaged: {}: its {} chunks were located by walking their headers",
@@ -285,17 +273,14 @@ fn by_names(info: &FrameInfo, dir: &Path) -> Result<usize, String> {
     Ok(n as usize)
 }
 
-/// The most chunks a frame cut short may have lost past its end for a lenient open to take
-/// it (each costs an index entry, and `verify` checks each): a million chunks, a terabyte of
-/// 1 MiB chunks.
-const MAX_LOST_CHUNKS: u64 = 1 << 20;
-
 /// The offsets (from the end of the header) of the chunks found one after the other in the
-/// chunk area, when they are exactly the chunks the header declares (module doc), and how
-/// many were found whole. In a file cut short inside the chunk area the walk stops at the
-/// first chunk not whole before the end, and every chunk from there on gets an offset past
-/// the end (its reads fail: a damaged chunk, never bytes of another).
-fn walk(src: &Source, info: &FrameInfo, start: u64) -> Result<(Vec<i64>, usize), String> {
+/// chunk area, when they are exactly the chunks the header declares (module doc). A file cut
+/// short inside its chunk area is refused: the chunks before the cut are whole, but which
+/// chunk each is cannot be told without the index (a chunk of zeros or NaN, which
+/// python-blosc2 writes for every all-zero chunk, is stored in the index alone, so every
+/// chunk after one would be misplaced; the count check that rules this out for a whole chunk
+/// area has nothing to count).
+fn walk(src: &Source, info: &FrameInfo, start: u64) -> Result<Vec<i64>, String> {
     let size = u64::try_from(info.chunksize)
         .ok()
         .filter(|&c| c > 0)
@@ -310,14 +295,18 @@ fn walk(src: &Source, info: &FrameInfo, start: u64) -> Result<(Vec<i64>, usize),
     let last = info.nbytes - (n - 1) * size;
     let base = start + info.header_len;
     let held = src.len().saturating_sub(base);
-    let truncated = held < info.cbytes;
+    if held < info.cbytes {
+        return Err(format!(
+            "the file ends inside the chunk area ({held} of its {} bytes): which chunk each \
+             whole one before the end is cannot be told without the index (a chunk of zeros \
+             or NaN is stored in the index alone: every chunk after one would be misplaced)",
+            info.cbytes
+        ));
+    }
     // Bounded by the bytes there are, whatever the header claims.
     let mut entries = Vec::with_capacity(n.min(src.len() / 32) as usize);
     let mut pos = 0u64;
     while pos < info.cbytes {
-        if truncated && pos + 32 > held {
-            break;
-        }
         let i = entries.len() as u64;
         if i == n {
             return Err(format!(
@@ -347,28 +336,8 @@ fn walk(src: &Source, info: &FrameInfo, start: u64) -> Result<(Vec<i64>, usize),
                 h.cbytes
             ));
         }
-        if pos + h.cbytes as u64 > held {
-            break;
-        }
         entries.push(pos as i64);
         pos += h.cbytes as u64;
-    }
-    if truncated {
-        let found = entries.len();
-        // Nothing in the file backs the entries of the lost chunks: their count is the
-        // header's say alone, which a damaged or hostile header makes as large as it likes.
-        if n - found as u64 > MAX_LOST_CHUNKS {
-            return Err(format!(
-                "the file ends after {found} whole chunks, and {} more would lie past its end: \
-                 more than the {MAX_LOST_CHUNKS} a lenient open takes as lost (is the header \
-                 damaged?)",
-                n - found as u64
-            ));
-        }
-        // Every chunk from the cut on: an offset past the end of the file, one of its own
-        // (a check decodes chunks that share an entry once, and would name only the first).
-        entries.extend((found as u64..n).map(|i| (info.cbytes + i) as i64));
-        return Ok((entries, found));
     }
     if entries.len() as u64 != n {
         return Err(format!(
@@ -377,6 +346,5 @@ fn walk(src: &Source, info: &FrameInfo, start: u64) -> Result<(Vec<i64>, usize),
             entries.len()
         ));
     }
-    let found = entries.len();
-    Ok((entries, found))
+    Ok(entries)
 }

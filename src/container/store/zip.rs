@@ -212,7 +212,7 @@ impl ZipIndex {
             },
             // No end record: what a download or copy cut short leaves (the members come
             // first, the central directory and its end record last).
-            other if other.to_string().contains("EOCD") => bad_zip(
+            other if other.to_string().contains("Could not find EOCD") => bad_zip(
                 path,
                 format!(
                     "central directory: {other}: the zip's end record is missing (a truncated \

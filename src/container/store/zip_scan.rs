@@ -90,8 +90,9 @@ fn zip64_sizes(extra: &[u8], usize32: u32, csize32: u32) -> (Option<u64>, Option
 }
 
 /// The members of the zip at `path` found by their local headers (module doc), and why the
-/// walk stopped when it stopped before the end of the file for another reason than the
-/// central directory.
+/// walk stopped when it stopped for another reason than the central directory (or a member
+/// cut short): bytes that are no local header, a size it cannot know, or the end of the file
+/// right after a member.
 ///
 /// # Errors
 /// When the file cannot be read.
@@ -141,6 +142,14 @@ pub fn scan(path: &Path) -> Result<(Vec<Found>, Option<String>), ContainerError>
             ));
         }
         let (name, extra) = names.split_at(usize::from(name_len));
+        // A directory entry (`g/`, which `zip -r` writes; python-blosc2 writes none): no data.
+        if csize32 == 0
+            && name.ends_with(b"/")
+            && std::str::from_utf8(name).is_ok_and(|n| safe_name(n.trim_end_matches('/')))
+        {
+            at += LOCAL_LEN as u64 + u64::from(name_len) + u64::from(extra_len);
+            continue;
+        }
         let Some(name) = std::str::from_utf8(name).ok().filter(|n| safe_name(n)) else {
             return Ok((
                 found,
@@ -193,7 +202,16 @@ pub fn scan(path: &Path) -> Result<(Vec<Found>, Option<String>), ContainerError>
         }
         at = offset + csize;
     }
-    Ok((found, None))
+    // The end of the file, with no central directory after the last member: members after
+    // it, if any, are gone with the central directory.
+    let last = found.last().map_or_else(String::new, |f| f.name.clone());
+    Ok((
+        found,
+        Some(format!(
+            "the file ends after member {last}, where the central directory should follow: \
+             members after it, if there were any, are lost"
+        )),
+    ))
 }
 
 #[cfg(test)]
@@ -210,6 +228,44 @@ mod tests {
         for good in ["a.b2nd", "g/b.b2nd", "embed.b2e", "x.y/z"] {
             assert!(safe_name(good), "{good:?}");
         }
+    }
+
+    /// A zip the `zip` crate writes with a directory entry (as `zip -r` does) and stored
+    /// members, cut in its second member: the walk passes the directory entry, returns the
+    /// first member whole and the second with the bytes there are, and says nothing stopped it
+    /// (the cut member ends it).
+    #[test]
+    fn a_cut_zip_is_walked_past_directory_entries() {
+        use std::io::Write;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("z.zip");
+        let mut w = ::zip::ZipWriter::new(std::fs::File::create(&path).unwrap());
+        let opts = ::zip::write::SimpleFileOptions::default()
+            .compression_method(::zip::CompressionMethod::Stored);
+        w.add_directory("g/", opts).unwrap();
+        w.start_file("g/a.b2nd", opts).unwrap();
+        w.write_all(&[7u8; 1000]).unwrap();
+        w.start_file("b.b2nd", opts).unwrap();
+        w.write_all(&[9u8; 1000]).unwrap();
+        w.finish().unwrap();
+        let bytes = std::fs::read(&path).unwrap();
+        let b = bytes.windows(6).position(|x| x == b"b.b2nd").unwrap();
+        std::fs::write(&path, &bytes[..b + 6 + 500]).unwrap();
+        let (found, why) = scan(&path).unwrap();
+        let names: Vec<&str> = found.iter().map(|f| f.name.as_str()).collect();
+        assert_eq!(names, ["g/a.b2nd", "b.b2nd"], "{why:?}");
+        assert!(found[0].whole());
+        let mut crc = flate2::Crc::new();
+        crc.update(&[7u8; 1000]);
+        assert_eq!(found[0].crc32, crc.sum());
+        assert_eq!(found[0].len, 1000);
+        assert!(!found[1].whole());
+        assert!(
+            found[1].held < 1000 && found[1].held > 400,
+            "{:?}",
+            found[1]
+        );
+        assert_eq!(why, None);
     }
 
     #[test]

@@ -424,15 +424,16 @@ fn verify_and_salvage_damaged_leaf_frames_of_a_b2d_store_and_a_directory() {
     assert_eq!(verify_json(&dest).0, 0, "salvaged directory not sound");
 }
 
-/// A contiguous frame python-blosc2 wrote, cut short (a copy or download interrupted): in
-/// its chunk area (the chunks from the cut on, the index and the trailer lost), in its
-/// trailer (only the attributes lost), and inside its header (nothing can be located).
-/// python-blosc2 cannot open the first two. `verify` opens them leniently, says the file is
-/// truncated, locates the whole chunks before the cut by walking their headers and reports
-/// every chunk from the cut on as damaged; `salvage` writes a sound frame with every whole
-/// chunk exact and the others zeros (exit 1: the attributes are lost). Before session 31 both
-/// refused any truncated frame ("frame_len exceeds the bytes of the file"); a mount still
-/// does, and its message now points to salvage.
+/// A contiguous frame python-blosc2 wrote, cut short (a copy or download interrupted). Cut in
+/// its trailer (the index whole) or in its index (the chunk area whole): `verify` opens it
+/// leniently and says it is truncated, the chunks located by the index or by walking their
+/// headers; `salvage` writes a sound frame with every chunk exact (exit 1: the attributes,
+/// in the trailer, are lost). Cut inside the chunk area, or in the index of a frame with a
+/// chunk of zeros (stored in the index alone): refused by both, saying why (which chunk each
+/// whole one is cannot be told). A whole file whose `frame_len` alone is damaged (too large)
+/// ends with a whole trailer: opened with its attributes, salvaged with exit 0. Cut inside
+/// the header: refused, and a mount's refusal points to `verify`. Before session 31 every
+/// one of these was refused ("frame_len exceeds the bytes of the file").
 #[test]
 fn verify_and_salvage_a_truncated_frame() {
     let py = or_skip!(python("verify_and_salvage_a_truncated_frame"));
@@ -442,67 +443,95 @@ fn verify_and_salvage_a_truncated_frame() {
     let n = a.nchunks();
     assert!(n > 6, "{n} chunks");
     let (s5, c5) = chunk_at(&a, 5);
+    let info = a.frame_info().unwrap();
+    let index_at = info.index_offset.unwrap();
     drop(a);
     let len = std::fs::metadata(&src).unwrap().len();
     let good = reference(&py, "frame", &src);
     let dir = tempfile::tempdir().unwrap();
-    let cut = |name: &str, at: u64| -> PathBuf {
+    let cut = |name: &str, from: &Path, at: u64| -> PathBuf {
         let p = dir.path().join(name);
-        let bytes = std::fs::read(&src).unwrap();
+        let bytes = std::fs::read(from).unwrap();
         std::fs::write(&p, &bytes[..at as usize]).unwrap();
         p
     };
-    // In chunk 5: chunks 5 and after are lost.
-    let p = cut("chunks.b2frame", s5 + c5 / 2);
+    // In the trailer, and in the index: every chunk there.
+    for (name, at) in [("trailer", len - 8), ("index", index_at + 10)] {
+        let p = cut(&format!("{name}.b2frame"), &src, at);
+        assert!(
+            !reference(&py, "frame", &p).errors.is_empty(),
+            "{name}: python-blosc2 opens it"
+        );
+        let dest = dir.path().join(format!("salvaged-{name}.b2frame"));
+        verify_then_salvage(&py, &p, &dest, &good, n, (&[], "truncated", 1), name);
+    }
+    // Inside the chunk area: refused.
+    let p = cut("chunks.b2frame", &src, s5 + c5 / 2);
+    let (exit, v) = verify_json(&p);
+    assert_eq!(exit, 1, "{v:#}");
     assert!(
-        !reference(&py, "frame", &p).errors.is_empty(),
-        "python-blosc2 opens it"
+        structure(&v).contains("ends inside the chunk area"),
+        "{v:#}"
     );
-    let lost: Vec<usize> = (5..n).collect();
+    assert_eq!(v["chunks"], 0, "{v:#}");
     let dest = dir.path().join("salvaged-chunks.b2frame");
-    verify_then_salvage(&py, &p, &dest, &good, n, (&lost, "truncated", 1), "chunks");
-    let (_, v) = verify_json(&p);
-    assert!(
-        structure(&v).contains("the first 5 of its"),
-        "{}",
-        structure(&v)
+    let (exit, err) = salvage_run(&p, &dest);
+    assert_eq!(exit, Some(1), "{err}");
+    assert!(err.contains("ends inside the chunk area"), "{err}");
+    assert!(!dest.exists());
+    // A frame with a chunk of zeros, cut in its index: the walk cannot place the chunks.
+    let zsrc = dir.path().join("zeros.b2nd");
+    run_python(
+        &py,
+        &[
+            "-c",
+            "import sys, numpy as np, blosc2\n\
+             d = (np.random.default_rng(7).standard_normal(40000) * 100).round(1)\n\
+             d[10000:15000] = 0\n\
+             blosc2.asarray(d, chunks=(5000,), urlpath=sys.argv[1], mode='w', cparams={'codec': blosc2.Codec.LZ4})",
+            zsrc.to_str().unwrap(),
+        ],
     );
-    // In the trailer: every chunk whole, the index read where the header puts it.
-    let p = cut("trailer.b2frame", len - 8);
-    let dest = dir.path().join("salvaged-trailer.b2frame");
-    verify_then_salvage(&py, &p, &dest, &good, n, (&[], "truncated", 1), "trailer");
-    // Inside the header: refused by both, saying where to look.
-    let p = cut("header.b2frame", 90);
+    let z = array(&zsrc);
+    assert!(
+        z.frame_index_entry(2).unwrap() < 0,
+        "chunk 2 is not special"
+    );
+    let zindex = z.frame_info().unwrap().index_offset.unwrap();
+    drop(z);
+    let p = cut("zeros-index.b2nd", &zsrc, zindex + 10);
+    let (exit, v) = verify_json(&p);
+    assert_eq!(exit, 1, "{v:#}");
+    assert!(structure(&v).contains("places are unknown"), "{v:#}");
+    assert_eq!(v["chunks"], 0, "{v:#}");
+    // frame_len alone damaged: the file ends with a whole trailer.
+    let p = dir.path().join("frame_len.b2frame");
+    let mut bytes = std::fs::read(&src).unwrap();
+    let fl = bytes[..87].iter().position(|&b| b == 0xcf).unwrap();
+    bytes[fl + 1..fl + 9].copy_from_slice(&(len + 1000).to_be_bytes());
+    std::fs::write(&p, &bytes).unwrap();
+    let (exit, v) = verify_json(&p);
+    assert_eq!(exit, 1, "{v:#}");
+    assert!(structure(&v).contains("frame_len damaged"), "{v:#}");
+    let dest = dir.path().join("salvaged-frame_len.b2frame");
+    let (exit, err) = salvage_run(&p, &dest);
+    assert_eq!(exit, Some(0), "{err}");
+    let after = reference(&py, "frame", &dest);
+    assert_eq!(after.chunks, good.chunks);
+    assert!(
+        after.salvage[""]["structure"][0]
+            .as_str()
+            .unwrap()
+            .contains("frame_len")
+    );
+    // Inside the header: refused by both.
+    let p = cut("header.b2frame", &src, 90);
     let (exit, v) = verify_json(&p);
     assert_eq!(exit, 1, "{v:#}");
     assert!(structure(&v).contains("frame_len"), "{v:#}");
     let (exit, err) = salvage_run(&p, &dir.path().join("salvaged-header.b2frame"));
     assert_eq!(exit, Some(1), "{err}");
-    // A cut frame whose header claims 16 M chunks past the end (damaged or hostile): the
-    // lenient open does not take that many as lost (nothing in the file backs them).
-    let p = cut("claims.b2frame", s5 + c5 / 2);
-    let mut bytes = std::fs::read(&p).unwrap();
-    let whole = array(&src);
-    let info = whole.frame_info().unwrap();
-    let (nbytes, cbytes) = (whole.nbytes(), info.cbytes);
-    let patch = |bytes: &mut Vec<u8>, old: u64, new: u64| {
-        let mut want = vec![0xd3];
-        want.extend(old.to_be_bytes());
-        let at = bytes[..87].windows(9).position(|w| w == &want[..]).unwrap();
-        bytes[at + 1..at + 9].copy_from_slice(&new.to_be_bytes());
-    };
-    let chunksize = info.chunksize as u64;
-    drop(whole);
-    patch(&mut bytes, nbytes, chunksize << 24);
-    patch(&mut bytes, cbytes, 1 << 40);
-    let fl = bytes[..87].windows(9).position(|w| w[0] == 0xcf).unwrap();
-    bytes[fl + 1..fl + 9].copy_from_slice(&(1u64 << 41).to_be_bytes());
-    std::fs::write(&p, &bytes).unwrap();
-    let (exit, v) = verify_json(&p);
-    assert_eq!(exit, 1, "{v:#}");
-    assert!(structure(&v).contains("more than the"), "{v:#}");
-    assert_eq!(v["chunks"], 0, "{v:#}");
-    // A mount refuses a truncated frame, and says what can be done.
+    // A mount refuses a truncated frame, and says where to look.
     let out = b2fs()
         .arg("info")
         .arg(dir.path().join("chunks.b2frame"))
@@ -510,17 +539,19 @@ fn verify_and_salvage_a_truncated_frame() {
         .unwrap();
     let said = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(3), "{said}");
-    assert!(said.contains("b2fs salvage"), "{said}");
+    assert!(said.contains("b2fs verify"), "{said}");
 }
 
 /// A `.b2z` python-blosc2 wrote, cut short: `salvage` finds its members by their local
 /// headers when the zip does not open. Cut in the central directory (every member whole,
 /// `embed.b2e` included): DEST is a `.b2z` again, python-blosc2 reads every key and the
-/// group's attributes as before, exit 0. Cut inside the first member's chunk 5: DEST is a
-/// directory of the member files (its `embed.b2e`, written last, is lost: exit 1, named),
-/// in which python-blosc2 reads the cut member with its chunks before the cut exact and the
-/// others zeros. A file that is no zip past its first bytes: nothing written. Before session
-/// 31, salvage refused every zip it could not open.
+/// group's attributes as before, exit 0. Cut inside the second member: DEST is a directory of
+/// the member files (`embed.b2e`, written last, is lost: exit 1, named), in which
+/// python-blosc2 reads the first member whole; the member cut inside its chunks is named as
+/// not salvaged. Cut right after the first member: the same, the end named. A zip that opens
+/// but whose `embed.b2e` is damaged is refused as any damaged store (no extraction). A file
+/// that is no zip past its first bytes: nothing written. Before session 31, salvage refused
+/// every zip it could not open.
 #[test]
 fn salvage_a_b2z_cut_short() {
     let py = or_skip!(python("salvage_a_b2z_cut_short"));
@@ -534,7 +565,7 @@ fn salvage_a_b2z_cut_short() {
              d = (np.random.default_rng(5).standard_normal(40000) * 100).round(1)\n\
              with blosc2.TreeStore(sys.argv[1], mode='w') as ts:\n\
              \x20   ts['/r'] = blosc2.asarray(d, chunks=(5000,), cparams={'codec': blosc2.Codec.LZ4})\n\
-             \x20   ts['/s/t'] = blosc2.asarray(np.linspace(0, 1, 30000), chunks=(10000,))\n\
+             \x20   ts['/s/t'] = blosc2.asarray(d * 2, chunks=(10000,), cparams={'codec': blosc2.Codec.LZ4})\n\
              \x20   ts['/s'].vlmeta['kind'] = 'group'\n\
              \x20   ts.vlmeta['title'] = 'kept'",
             src.to_str().unwrap(),
@@ -547,11 +578,23 @@ fn salvage_a_b2z_cut_short() {
     let Opened::Collection(c) = &opened else {
         panic!("not a collection")
     };
-    let Some(container::store::Node::Leaf(leaf)) = c.find("/r") else {
-        panic!("no /r")
+    let chunk = |key: &str, i: usize| {
+        let Some(container::store::Node::Leaf(leaf)) = c.find(key) else {
+            panic!("no {key}")
+        };
+        let a = leaf.array().unwrap();
+        (chunk_at(a, i), a.nchunks())
     };
-    let (s5, c5) = chunk_at(leaf.array().unwrap(), 5);
-    let n = leaf.array().unwrap().nchunks();
+    let ((t1, tc1), _) = chunk("/s/t", 1);
+    let ((r_last, r_lastc), rn) = chunk("/r", 7);
+    // Where /r's member ends: the next local header after its chunks (its index and trailer
+    // lie between).
+    let r_chunks_end = (r_last + r_lastc) as usize;
+    let r_end = r_chunks_end
+        + bytes[r_chunks_end..]
+            .windows(4)
+            .position(|w| w == b"PK\x03\x04")
+            .unwrap();
     drop(opened);
     let cd = bytes.windows(4).position(|w| w == b"PK\x01\x02").unwrap();
     let attrs = |p: &Path| -> Value {
@@ -567,10 +610,14 @@ fn salvage_a_b2z_cut_short() {
         );
         serde_json::from_slice(&out).unwrap()
     };
+    let cut = |name: &str, at: usize| -> PathBuf {
+        let p = dir.path().join(name);
+        std::fs::write(&p, &bytes[..at]).unwrap();
+        p
+    };
 
     // Cut in the central directory.
-    let p = dir.path().join("cd.b2z");
-    std::fs::write(&p, &bytes[..cd + 20]).unwrap();
+    let p = cut("cd.b2z", cd + 20);
     let dest = dir.path().join("salvaged-cd.b2z");
     let (exit, err) = salvage_run(&p, &dest);
     assert_eq!(exit, Some(0), "{err}");
@@ -586,28 +633,57 @@ fn salvage_a_b2z_cut_short() {
         serde_json::json!([{"title": "kept"}, {"kind": "group"}])
     );
     assert_eq!(verify_json(&dest).0, 0);
+    // python-blosc2 puts embed.b2e last, and so does the packed copy.
+    let names = run_python(
+        &py,
+        &[
+            "-c",
+            "import sys, zipfile; print(zipfile.ZipFile(sys.argv[1]).namelist()[-1])",
+            dest.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(String::from_utf8_lossy(&names).trim(), "embed.b2e");
 
-    // Cut inside /r's chunk 5.
-    let p = dir.path().join("cut.b2z");
-    std::fs::write(&p, &bytes[..(s5 + c5 / 2) as usize]).unwrap();
-    let dest = dir.path().join("salvaged-cut");
-    let (exit, err) = salvage_run(&p, &dest);
-    assert_eq!(exit, Some(1), "{err}");
-    assert!(err.contains("embed.b2e: not found"), "{err}");
-    assert!(dest.is_dir(), "{err}");
-    let after = reference(&py, "frame", &dest.join("r.b2nd"));
-    assert!(after.errors.is_empty(), "{:?}", after.errors);
-    let got = &after.chunks[""];
-    assert_eq!(got.len(), n);
-    for (i, (was, now)) in good.chunks["/r"].iter().zip(got).enumerate() {
-        let now = now.as_ref().unwrap();
-        if i >= 5 {
-            assert!(now.1, "chunk {i} not zeros");
+    // Cut inside /s/t's chunk 1, and right after /r (the first member).
+    for (name, at) in [("in-t", (t1 + tc1 / 2) as usize), ("after-r", r_end)] {
+        let p = cut(&format!("{name}.b2z"), at);
+        let dest = dir.path().join(format!("salvaged-{name}"));
+        let (exit, err) = salvage_run(&p, &dest);
+        assert_eq!(exit, Some(1), "{name}: {err}");
+        assert!(err.contains("embed.b2e: not found"), "{name}: {err}");
+        assert!(dest.is_dir(), "{name}: {err}");
+        let after = reference(&py, "frame", &dest.join("r.b2nd"));
+        assert!(after.errors.is_empty(), "{name}: {:?}", after.errors);
+        assert_eq!(after.chunks[""], good.chunks["/r"], "{name}");
+        assert_eq!(after.chunks[""].len(), rn);
+        if name == "in-t" {
+            assert!(err.contains("ends inside the chunk area"), "{name}: {err}");
         } else {
-            assert_eq!(was.as_ref(), Some(now), "chunk {i} changed");
+            assert!(
+                err.contains("the file ends after member r.b2nd"),
+                "{name}: {err}"
+            );
         }
     }
-    assert_eq!(verify_json(&dest).0, 0, "salvaged directory not sound");
+
+    // A zip that opens, its embed.b2e damaged: no extraction, the store's refusal.
+    let p = dir.path().join("estore.b2z");
+    let mut b = bytes.clone();
+    // The first `embed.b2e` is its local header's name (the central directory's comes last).
+    let e = b.windows(9).position(|w| w == b"embed.b2e").unwrap();
+    let lh = e - 30;
+    assert_eq!(&b[lh..lh + 4], b"PK\x03\x04");
+    let data = e + 9 + usize::from(u16::from_le_bytes([b[lh + 28], b[lh + 29]]));
+    // Its frame header's magic and lengths.
+    for k in &mut b[data..data + 32] {
+        *k ^= 0x5a;
+    }
+    std::fs::write(&p, &b).unwrap();
+    let dest = dir.path().join("salvaged-estore");
+    let (exit, err) = salvage_run(&p, &dest);
+    assert_eq!(exit, Some(1), "{err}");
+    assert!(!err.contains("local headers"), "{err}");
+    assert!(!dest.exists());
 
     // No zip past its first bytes.
     let p = dir.path().join("junk.b2z");
@@ -619,7 +695,7 @@ fn salvage_a_b2z_cut_short() {
     assert_eq!(exit, Some(1), "{err}");
     assert!(err.contains("no member was found"), "{err}");
     assert!(!dest.exists());
-    // No temporary left beside DEST by any of the three.
+    // No temporary left beside DEST by any of them.
     let left: Vec<String> = std::fs::read_dir(dir.path())
         .unwrap()
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
