@@ -63,10 +63,14 @@ pub fn create_array(path: &Path, array: &NewArray) -> Result<(), ContainerError>
 
 /// [`create_array`] for a new key of the `.b2d` store at `store`: `path` (`<key>.b2nd` in the
 /// store's directory of the key's group) linked in under the store's lock, when it has one
-/// (see the module doc).
+/// (see the module doc). The key must be free in the store as it is under the lock: a key
+/// `<key>` another writer embedded in `embed.b2e` (or a file of another suffix it wrote)
+/// since the caller looked would become a second key of that name.
 ///
 /// # Errors
-/// As [`create_array`]; the lock's errors.
+/// As [`create_array`]; [`ContainerError::Io`] of kind `AlreadyExists` (EEXIST) when the
+/// store holds the key, nothing written; the lock's errors; the store's, when it no longer
+/// opens.
 pub fn create_store_array(
     store: &Path,
     path: &Path,
@@ -75,11 +79,30 @@ pub fn create_store_array(
     let mut sidecar = store.join("embed.b2e").into_os_string();
     sidecar.push(".b2lock");
     let lock = SidecarLock::acquire(Path::new(&sidecar))?;
+    if let Some(key) = store_key(store, path) {
+        let now = crate::container::store::open_store(store)?;
+        if now.find(&key).is_some() {
+            return Err(io_err(
+                path,
+                std::io::Error::new(
+                    std::io::ErrorKind::AlreadyExists,
+                    format!("the store holds the key {key} already"),
+                ),
+            ));
+        }
+    }
     create_array(path, array)?;
     match lock {
         Some(lock) => lock.bump(),
         None => Ok(()),
     }
+}
+
+/// The key (`/a/name`) that file `path` (`<store>/a/name.b2nd`) is in the store at `store`.
+fn store_key(store: &Path, path: &Path) -> Option<String> {
+    let rel = path.strip_prefix(store).ok()?.to_str()?;
+    let stem = rel.strip_suffix(".b2nd")?;
+    Some(format!("/{stem}"))
 }
 
 /// [`create_array`] stopped after `steps` durable steps of the link and directory sync (the

@@ -67,6 +67,9 @@ pub(super) struct Creating {
     /// With the data type and chunk shape of the array it was declared for: another
     /// writer may replace the file by one of another type under the same name (and id).
     declared: HashMap<ArrayId, (Arc<Declared>, DataType, Vec<u64>)>,
+    /// Tests: run by the next new array after the view's checks of its name, before the
+    /// source is written ([`Tree::on_zarr_create`]).
+    hook: Option<super::ResizeHook>,
 }
 
 /// Most directories made by `mkdir` held at once with no array in them.
@@ -79,6 +82,13 @@ fn refused(path: &str, why: &str) -> TreeError {
 }
 
 impl Tree {
+    /// Tests: `hook` runs once, in the next new array made through the view (its `zarr.json`
+    /// renamed into a pending directory), after the view checked its name and before the
+    /// source is written: a test takes the name there, as another writer may.
+    pub fn on_zarr_create(&self, hook: Box<dyn FnOnce(&Tree) + Send>) {
+        self.zarr.creating.lock().hook = Some(super::ResizeHook(hook));
+    }
+
     /// `mkdir(2)` of `name` in `parent`: in the Zarr view of a read-write mount of a local
     /// directory of sources, a pending directory for a new array (see the module doc).
     ///
@@ -366,24 +376,26 @@ impl Tree {
         }
     }
 
-    /// `data`, renamed over a chunk object of `want` bytes of `array`: decoded by the codecs
+    /// `data`, renamed over chunk object `t` of `want` bytes of `array`: decoded by the codecs
     /// its writer declared, when it is not raw.
     ///
     /// # Errors
-    /// [`TreeError::Refused`] (logged) when it does not decode to `want` bytes.
+    /// [`TreeError::Refused`] (logged, with the object's path, made only then) when it does
+    /// not decode to `want` bytes.
     pub(super) fn zarr_declared_decode<'a>(
         &self,
         array: ArrayId,
         want: u64,
         data: &'a [u8],
-        path: &str,
+        t: u64,
     ) -> Result<std::borrow::Cow<'a, [u8]>, TreeError> {
         let declared = self.zarr_declared(array);
         let compressor = declared.map_or(Compressor::None, |d| d.compressor);
         decode_object(compressor, data, want as usize).map_err(|why| {
             log::warn!(
-                "{path}: a chunk object of {} bytes that its writer's codecs do not \
+                "{}: a chunk object of {} bytes that its writer's codecs do not \
                      decode to {want} bytes ({why}): refused",
+                self.path_of(t),
                 data.len()
             );
             TreeError::Refused(format!("a chunk object that does not decode: {why}"))
@@ -431,11 +443,23 @@ impl Tree {
                 "the mount holds writes not committed yet (close or fsync them first)",
             ));
         }
+        let hook = self.zarr.creating.lock().hook.take();
+        if let Some(hook) = hook {
+            (hook.0)(self);
+        }
         let made = match &store {
             Some(store) => create_store_array(store, &file, &spec),
             None => create_array(&file, &spec),
         };
         made.map_err(|source| {
+            // Another writer took the name since the checks above (the link, or a key of the
+            // store seen under its lock): nothing was made.
+            if let crate::container::ContainerError::Io { source: e, .. } = &source
+                && e.kind() == std::io::ErrorKind::AlreadyExists
+            {
+                log::warn!("{path}: {}: {e}: refused (EEXIST)", file.display());
+                return TreeError::Exists(name.clone());
+            }
             log::warn!(
                 "{path}: the new array {} cannot be made: {}",
                 file.display(),

@@ -364,7 +364,7 @@ impl Tree {
     ) -> Result<(), TreeError> {
         let want = self.zarr_size(z)?;
         // An array made through the view: its writer's codecs (`create.rs`).
-        let data = &*self.zarr_declared_decode(id.array, want, data, &self.path_of(t))?;
+        let data = &*self.zarr_declared_decode(id.array, want, data, t)?;
         if data.len() as u64 != want {
             log::warn!(
                 "{}: a temp file of {} bytes renamed over a chunk object of {want}: refused",
