@@ -275,6 +275,20 @@ impl Tree {
         Some(made.map_or(ZNode::Pending(k), ZNode::Dir))
     }
 
+    /// The inode the view keeps the temp files of Zarr directory `ino` under: its own, and for
+    /// a pending directory whose array or group was made, that member's directory (the kernel
+    /// names it by either: by the pending inode through a handle or a name it resolved
+    /// before, by the member's own after a new lookup).
+    pub(crate) fn zarr_dir_ino(&self, ino: u64) -> u64 {
+        match ZNode::of(ino) {
+            Some(ZNode::Pending(k)) => match self.zarr_pending(k) {
+                Some(z @ ZNode::Dir(_)) => z.ino().unwrap_or(ino),
+                _ => ino,
+            },
+            _ => ino,
+        }
+    }
+
     /// The pending directory `name` of Zarr directory `parent` (inode), if any.
     pub(super) fn zarr_pending_named(&self, parent: u64, name: &str) -> Option<u64> {
         let c = self.zarr.creating.lock();
@@ -519,6 +533,14 @@ impl Tree {
             })?;
         if let Some(d) = self.zarr.creating.lock().dirs.get_mut(&k) {
             d.made = Some(made);
+        }
+        // Its temp files (a rewrite of its zarr.json begun meanwhile) are the member's now.
+        let (from, to) = (ZNode::Pending(k).ino(), ZNode::Dir(made).ino());
+        if let (Some(from), Some(to)) = (from, to) {
+            let mut s = self.scratch.lock();
+            for f in s.files.values_mut().filter(|f| f.parent == from) {
+                f.parent = to;
+            }
         }
         Some(made)
     }

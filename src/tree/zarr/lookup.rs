@@ -152,7 +152,9 @@ impl Tree {
 
     /// A temp file `name` of Zarr directory `parent`, if there is one.
     pub(super) fn zarr_scratch_lookup(&self, parent: u64, name: &str) -> Result<Attr, TreeError> {
-        let ino = self.scratch_in(parent, name).ok_or(TreeError::NotFound)?;
+        let ino = self
+            .scratch_in(self.zarr_dir_ino(parent), name)
+            .ok_or(TreeError::NotFound)?;
         self.getattr(ino)
     }
 }

@@ -274,7 +274,8 @@ impl Tree {
         if matches!(z, ZNode::RootJson | ZNode::Json(_)) || self.zarr_chunk_of(parent).is_some() {
             return Err(TreeError::NotADirectory(parent));
         }
-        self.create_scratch(parent, name, by)
+        // Kept under the directory's own inode, whichever the kernel named it by.
+        self.create_scratch(self.zarr_dir_ino(parent), name, by)
     }
 
     /// Renames temp file `from` (in Zarr directory `dir`) to `newname` of `newparent`: over a
@@ -290,7 +291,7 @@ impl Tree {
         newparent: u64,
         newname: &str,
     ) -> Result<(), TreeError> {
-        if newparent != dir {
+        if self.zarr_dir_ino(newparent) != dir {
             return Err(TreeError::NotPermitted(
                 "renaming a temp file of the Zarr view into another directory".into(),
             ));

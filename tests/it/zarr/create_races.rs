@@ -115,3 +115,49 @@ fn a_file_another_writer_makes_meanwhile_is_eexist_and_kept() {
     );
     assert_eq!(got, "[0, 1, 2]");
 }
+
+/// xarray rewrites a new array's `zarr.json` (its attributes) right after making it: a temp
+/// file written, then renamed over `zarr.json`. The kernel may name the directory by the
+/// pending inode `mkdir` gave (a handle, a path resolved before the array was made) for one
+/// step and by the array's own inode (a new lookup) for the next: the temp file is found and
+/// the rename lands, whichever inode each step names.
+#[test]
+fn a_temp_file_of_a_directory_that_became_an_array_renames_by_either_inode() {
+    let py = or_skip!(python(
+        "a_temp_file_of_a_directory_that_became_an_array_renames_by_either_inode"
+    ));
+    let dir = sources(&py);
+    let t = Tree::from_source(dir.path(), opts(true)).unwrap();
+    let z = ino(&t, "zarr");
+    let p = t.mkdir(z, "t").unwrap().ino;
+    // A temp file begun in the pending directory before its array is made.
+    let (early, fh) = t.create(p, "zarr.json.early").unwrap();
+    t.write(early.ino, fh, 0, b"{}").unwrap();
+    t.release(fh).unwrap();
+    let d = doc("float64", &[6], &[3], json!("NaN"), zstd_codecs());
+    put(&t, p, "zarr.json.1.partial", "zarr.json", &d).unwrap();
+    let own = t.lookup(z, "t").unwrap().ino;
+    assert_ne!(own, p, "the array's directory has its own inode");
+    let mut rewritten: serde_json::Value = serde_json::from_slice(&d).unwrap();
+    rewritten["attributes"]["long_name"] = json!("temperature");
+    let rewritten = serde_json::to_vec(&rewritten).unwrap();
+    // Created through the pending inode, renamed through the array's (and the reverse).
+    for (n, (made_in, renamed_in)) in [(p, own), (own, p), (p, p)].into_iter().enumerate() {
+        let tmp = format!("zarr.json.{n}.partial");
+        let (a, fh) = t.create(made_in, &tmp).unwrap();
+        t.write(a.ino, fh, 0, &rewritten).unwrap();
+        t.release(fh).unwrap();
+        assert_eq!(t.lookup(renamed_in, &tmp).unwrap().ino, a.ino, "step {n}");
+        t.rename(renamed_in, &tmp, renamed_in, "zarr.json", false)
+            .unwrap_or_else(|e| panic!("step {n}: {e}"));
+        assert!(t.lookup(own, &tmp).is_err(), "step {n}: the temp file went");
+    }
+    assert_eq!(
+        json_at(&t, "zarr/t/zarr.json")["attributes"]["long_name"],
+        json!("temperature")
+    );
+    // The temp file begun before the array was made is the array directory's now.
+    assert_eq!(t.lookup(own, "zarr.json.early").unwrap().ino, early.ino);
+    t.unlink(own, "zarr.json.early").unwrap();
+    assert!(names(&t, "zarr").contains(&"t".to_owned()));
+}
