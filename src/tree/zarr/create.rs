@@ -298,17 +298,76 @@ impl Tree {
             .and_then(|(&k, _)| ZNode::Pending(k).ino())
     }
 
-    /// The pending directories (no array made yet) of Zarr directory `parent`.
-    pub(super) fn zarr_pending_in(&self, parent: u64) -> Vec<(String, ZNode)> {
-        let c = self.zarr.creating.lock();
-        let mut v: Vec<(String, ZNode)> = c
-            .dirs
-            .iter()
-            .filter(|(_, d)| d.parent == parent && d.made.is_none())
-            .map(|(&k, d)| (d.name.clone(), ZNode::Pending(k)))
-            .collect();
+    /// The pending directories (no array made yet) of Zarr directory `parent` whose names
+    /// none of its members `listed` takes. One whose name another writer's member took since
+    /// its `mkdir` is listed once, as that member: a group takes its place (its temp files
+    /// move into it, as when the writer's own group is made), anything else ends it (its
+    /// temp files go; a handle of it gets ENOENT).
+    pub(super) fn zarr_pending_in(
+        &self,
+        parent: u64,
+        listed: &[(String, ZNode)],
+    ) -> Vec<(String, ZNode)> {
+        let mut v: Vec<(String, ZNode)> = Vec::new();
+        let mut shadowed = Vec::new();
+        {
+            let c = self.zarr.creating.lock();
+            let pending = c
+                .dirs
+                .iter()
+                .filter(|(_, d)| d.parent == parent && d.made.is_none());
+            for (&k, d) in pending {
+                match listed.iter().find(|(n, _)| *n == d.name) {
+                    None => v.push((d.name.clone(), ZNode::Pending(k))),
+                    Some(&(_, member)) => shadowed.push((k, member)),
+                }
+            }
+        }
+        for (k, member) in shadowed {
+            self.zarr_pending_shadowed(k, member);
+        }
         v.sort_by(|a, b| a.0.cmp(&b.0));
         v
+    }
+
+    /// Pending directory `k` whose name another writer's `member` took: a group takes its
+    /// place, anything else ends it (see [`Tree::zarr_pending_in`]).
+    fn zarr_pending_shadowed(&self, k: u64, member: ZNode) {
+        let path = self.zarr_pending_path(k);
+        let group = match member {
+            ZNode::Dir(n) => matches!(self.zarr_dir_kind(n), Ok(DirKind::Group)).then_some(n),
+            _ => None,
+        };
+        let Some(pending) = ZNode::Pending(k).ino() else {
+            return;
+        };
+        let to = group.and_then(|n| ZNode::Dir(n).ino());
+        {
+            let mut c = self.zarr.creating.lock();
+            match (group, c.dirs.get_mut(&k)) {
+                (Some(n), Some(d)) if d.made.is_none() => d.made = Some(n),
+                (None, Some(d)) if d.made.is_none() => {
+                    c.dirs.remove(&k);
+                }
+                _ => return,
+            }
+        }
+        let mut s = self.scratch.lock();
+        match to {
+            Some(to) => {
+                for f in s.files.values_mut().filter(|f| f.parent == pending) {
+                    f.parent = to;
+                }
+                log::info!("{path}: another writer made a group of that name: it stands for it");
+            }
+            None => {
+                s.files.retain(|_, f| f.parent != pending);
+                log::warn!(
+                    "{path}: another writer made a member of that name: the directory made \
+                     for a new array is gone (its temp files with it)"
+                );
+            }
+        }
     }
 
     /// The view's path of pending directory `k` (for messages).

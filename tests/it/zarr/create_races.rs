@@ -161,3 +161,47 @@ fn a_temp_file_of_a_directory_that_became_an_array_renames_by_either_inode() {
     t.unlink(own, "zarr.json.early").unwrap();
     assert!(names(&t, "zarr").contains(&"t".to_owned()));
 }
+
+/// `mkdir t` and `mkdir g` through the view, then another writer makes the array `t.b2nd`
+/// and the directory `g` (holding an array: a group) in the source: the view lists each name
+/// once, as the other writer's member. The pending `g` stands for the group (its temp file
+/// moves into it); the pending `t` is gone (ENOENT through its inode), the array stays.
+#[test]
+fn a_pending_directory_whose_name_another_writer_takes_is_listed_once() {
+    let py = or_skip!(python(
+        "a_pending_directory_whose_name_another_writer_takes_is_listed_once"
+    ));
+    let dir = sources(&py);
+    let t = Tree::from_source(dir.path(), opts(true)).unwrap();
+    let z = ino(&t, "zarr");
+    let pt = t.mkdir(z, "t").unwrap().ino;
+    let pg = t.mkdir(z, "g").unwrap().ino;
+    let (tmp, fh) = t.create(pg, "zarr.json.x.partial").unwrap();
+    t.release(fh).unwrap();
+    run_python(
+        &py,
+        &[
+            "-c",
+            "import os, sys, numpy as np, blosc2\n\
+             d = sys.argv[1]\n\
+             blosc2.asarray(np.arange(4, dtype=np.int8), urlpath=d + '/t.b2nd', mode='w')\n\
+             os.mkdir(d + '/g')\n\
+             blosc2.asarray(np.arange(3, dtype=np.int8), urlpath=d + '/g/q.b2nd', mode='w')",
+            dir.path().to_str().unwrap(),
+        ],
+    );
+    assert!(t.follow_source(), "the mount follows the other writer");
+    let mut seen = names(&t, "zarr");
+    seen.sort();
+    assert_eq!(seen, ["a", "g", "t", "zarr.json"]);
+    assert_eq!(json_at(&t, "zarr/t/zarr.json")["data_type"], json!("int8"));
+    assert_eq!(t.getattr(pt).unwrap_err().errno(), libc::ENOENT);
+    let g = t.lookup(z, "g").unwrap().ino;
+    assert!(t.getattr(pg).is_ok(), "the pending g stands for the group");
+    assert_eq!(
+        t.lookup(pg, "q").unwrap().ino,
+        t.lookup(g, "q").unwrap().ino
+    );
+    assert_eq!(t.lookup(g, "zarr.json.x.partial").unwrap().ino, tmp.ino);
+    assert_eq!(listing(dir.path()), ["a.b2nd", "g", "t.b2nd"]);
+}
