@@ -44,7 +44,7 @@ use super::declared::{Compressor, Declared, decode_object, new_array, with_dims}
 use super::geom::DataType;
 use super::{DirKind, ZNode, names};
 use crate::container::store::Form;
-use crate::container::write::{create_array, create_store_array};
+use crate::container::write::{create_array, create_group_dir, create_store_array};
 use crate::reader::ArrayId;
 
 /// A directory made by `mkdir` in the view, before and after its array exists.
@@ -642,26 +642,21 @@ impl Tree {
             .zarr_group_dir(group)
             .ok_or_else(|| refused(path, "the group's directory is gone"))?;
         let at = folder.join(name);
-        let io = |e: std::io::Error| TreeError::Container {
-            ino: dir,
-            source: crate::container::ContainerError::Io {
-                path: at.clone(),
-                source: e,
-            },
-        };
         if self.has_pending_edits() {
             return Err(refused(
                 path,
                 "the mount holds writes not committed yet (close or fsync them first)",
             ));
         }
-        std::fs::create_dir(&at).map_err(|e| match e.kind() {
-            std::io::ErrorKind::AlreadyExists => TreeError::Exists(name.to_owned()),
-            _ => io(e),
+        // Made and fsynced, or not made (a failed fsync removes it again).
+        create_group_dir(&folder, name).map_err(|e| match e {
+            crate::container::ContainerError::Io { source, .. }
+                if source.kind() == std::io::ErrorKind::AlreadyExists =>
+            {
+                TreeError::Exists(name.to_owned())
+            }
+            source => TreeError::Container { ino: dir, source },
         })?;
-        std::fs::File::open(&folder)
-            .and_then(|f| f.sync_all())
-            .map_err(io)?;
         self.scratch.lock().files.remove(&from);
         self.follow(&self.array_ids());
         match self.zarr_adopt(k, group, name) {
