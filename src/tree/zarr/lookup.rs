@@ -136,8 +136,12 @@ impl Tree {
                 }
             }
             ZNode::RootJson | ZNode::Json(_) => return Err(TreeError::NotADirectory(parent)),
-            // A directory made for a new array holds only temp files until its zarr.json.
-            ZNode::Pending(_) => return self.zarr_scratch_lookup(parent, name),
+            // A directory made for a new array holds only temp files and the directories made
+            // in it until its zarr.json.
+            ZNode::Pending(_) => match self.zarr_pending_named(parent, name) {
+                Some(p) => return self.getattr(p),
+                None => return self.zarr_scratch_lookup(parent, name),
+            },
             _ => match self.zarr_child(z, name)? {
                 Some(child) => child,
                 None => match self.zarr_pending_named(z.ino().unwrap_or(parent), name) {

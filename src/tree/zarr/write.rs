@@ -296,12 +296,14 @@ impl Tree {
                 "renaming a temp file of the Zarr view into another directory".into(),
             ));
         }
-        // The first `zarr.json` in a directory made for a new array makes the array.
+        // The first `zarr.json` in a directory made for a new array makes the array (or
+        // group); one landing after it rewrites that member's, below.
         if let Some(ZNode::Pending(k)) = ZNode::of(dir)
             && newname == "zarr.json"
             && self.zarr_pending(k) == Some(ZNode::Pending(k))
+            && self.zarr_create_from(from, dir, k, false)?
         {
-            return self.zarr_create_array(from, dir, k);
+            return Ok(());
         }
         let target = self.lookup(newparent, newname).ok().map(|a| a.ino);
         let Some(t) = target else {

@@ -205,3 +205,81 @@ fn a_pending_directory_whose_name_another_writer_takes_is_listed_once() {
     assert_eq!(t.lookup(g, "zarr.json.x.partial").unwrap().ino, tmp.ino);
     assert_eq!(listing(dir.path()), ["a.b2nd", "g", "t.b2nd"]);
 }
+
+/// zarr-python's group document for an implicit parent (`_build_parents`).
+const IMPLICIT_GROUP: &[u8] =
+    br#"{"attributes": {}, "zarr_format": 3, "consolidated_metadata": null, "node_type": "group"}"#;
+
+/// Links temp file `tmp` (written with `data`) to `zarr.json` in `dir`, then unlinks the
+/// temp file: zarr-python's "set if not exists".
+fn link_in(t: &Tree, dir: u64, tmp: &str, data: &[u8]) -> Result<(), i32> {
+    let (attr, fh) = t.create(dir, tmp).unwrap();
+    t.write(attr.ino, fh, 0, data).unwrap();
+    t.release(fh).unwrap();
+    let linked = t.link(attr.ino, dir, "zarr.json").map(|_| ());
+    t.unlink(dir, tmp).unwrap();
+    linked.map_err(|e| e.errno())
+}
+
+/// `create_array("n/b/c")`: zarr-python makes `n`, `n/b`, `n/b/c` (mkdir -p), then writes
+/// the array's `zarr.json` and its parents' (group documents, "set if not exists": a link)
+/// concurrently, in any order. Leaf first: its parents are made as groups, and their own
+/// documents landing after are no change (a rename) or EEXIST (a link, which zarr-python
+/// takes as "exists"). Parent first: a group, its pending directory's children follow it.
+#[test]
+fn nested_pending_directories_make_groups_and_arrays_in_any_order() {
+    let py = or_skip!(python(
+        "nested_pending_directories_make_groups_and_arrays_in_any_order"
+    ));
+    let dir = sources(&py);
+    let t = Tree::from_source(dir.path(), opts(true)).unwrap();
+    let z = ino(&t, "zarr");
+    let a = t.mkdir(z, "n").unwrap().ino;
+    let b = t.mkdir(a, "b").unwrap().ino;
+    let c = t.mkdir(b, "c").unwrap().ino;
+    assert_eq!(t.lookup(a, "b").unwrap().ino, b);
+    assert_eq!(names(&t, "zarr/n/b"), ["c"]);
+    assert_eq!(t.rmdir(a, "b").unwrap_err().errno(), libc::ENOTEMPTY);
+    assert_eq!(listing(dir.path()), ["a.b2nd"], "nothing on disk yet");
+    // The leaf's document first.
+    let d = doc("int16", &[5], &[2], json!(3), zstd_codecs());
+    put(&t, c, "zarr.json.1.partial", "zarr.json", &d).unwrap();
+    assert!(dir.path().join("n/b/c.b2nd").is_file());
+    assert_eq!(json_at(&t, "zarr/n/zarr.json")["node_type"], json!("group"));
+    assert_eq!(json_at(&t, "zarr/n/b/c/zarr.json")["shape"], json!([5]));
+    // The parents' documents after it: a rename is no change, a link EEXIST.
+    put(&t, a, "zarr.json.2.partial", "zarr.json", IMPLICIT_GROUP).unwrap();
+    assert_eq!(
+        link_in(&t, b, "zarr.json.3.partial", IMPLICIT_GROUP),
+        Err(libc::EEXIST)
+    );
+    // Parent first: `create_group("g").create_array("h")`, the group linked in.
+    let g = t.mkdir(z, "g").unwrap().ino;
+    let h = t.mkdir(g, "h").unwrap().ino;
+    link_in(&t, g, "zarr.json.4.partial", IMPLICIT_GROUP).unwrap();
+    assert!(dir.path().join("g").is_dir());
+    let d = doc("float32", &[4], &[4], json!(0), zstd_codecs());
+    put(&t, h, "zarr.json.5.partial", "zarr.json", &d).unwrap();
+    assert!(dir.path().join("g/h.b2nd").is_file());
+    assert_eq!(names(&t, "zarr/g"), ["zarr.json", "h"]);
+    // A leaf whose document the view refuses makes no parent.
+    let p = t.mkdir(z, "p").unwrap().ino;
+    let q = t.mkdir(p, "q").unwrap().ino;
+    let bad = doc("float32", &[4], &[4], json!(0), json!([{"name": "crc32c"}]));
+    assert_eq!(
+        put(&t, q, "zarr.json.6.partial", "zarr.json", &bad).unwrap_err(),
+        libc::EPERM
+    );
+    assert!(!dir.path().join("p").exists());
+    let got = python_says(
+        &py,
+        &[
+            "-c",
+            "import sys, blosc2\n\
+             print(blosc2.open(sys.argv[1] + '/n/b/c.b2nd')[...].tolist(), \
+             blosc2.open(sys.argv[1] + '/g/h.b2nd')[...].tolist())",
+            dir.path().to_str().unwrap(),
+        ],
+    );
+    assert_eq!(got, "[3, 3, 3, 3, 3] [0.0, 0.0, 0.0, 0.0]");
+}

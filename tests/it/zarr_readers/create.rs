@@ -187,3 +187,48 @@ print(a["long_name"], a["units"])
     );
     assert_eq!(got, "(6,) ['_ARRAY_DIMENSIONS', 'long_name', 'units']");
 }
+
+/// Nested new groups through a kernel mount: zarr-python's `create_array("n/b/c")` (it
+/// makes the directories, then writes the array's `zarr.json` and its parents' at once, the
+/// parents' by `link`), `create_group("g").create_array("h")`, and xarray's
+/// `to_zarr(group="x/y", mode="a")`: read back through the view, and by python-blosc2 after
+/// the unmount.
+#[test]
+fn zarr_python_and_xarray_make_nested_groups() {
+    let t = "zarr_python_and_xarray_make_nested_groups";
+    let py = or_skip!(fuse_and_python(t));
+    let zpy = or_skip!(zarr34(t));
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("src");
+    std::fs::create_dir(&src).unwrap();
+    run_python(&py, &[SCRIPT, "gen", src.to_str().unwrap()]);
+    let m = Mount::daemon(&src, &[]);
+    let out = dir.path().join("n.npz");
+    let (ok, said, err) = run(
+        &zpy,
+        &[
+            SCRIPT,
+            "nested",
+            m.mp.to_str().unwrap(),
+            out.to_str().unwrap(),
+        ],
+    );
+    assert!(ok, "{t}: {said}{err}");
+    assert_eq!(said.trim(), "ok", "{err}");
+    m.umount();
+    let s = python_says(
+        &py,
+        &[
+            SCRIPT,
+            "check",
+            src.to_str().unwrap(),
+            out.to_str().unwrap(),
+        ],
+    );
+    let seen: Value = serde_json::from_str(&s).unwrap();
+    assert_eq!(
+        seen,
+        json!({"n/b/c": [true, "int32", [2, 2], []], "g/h": [true, "float32", [5], []],
+               "x/y/q": [true, "float64", [4], ["_ARRAY_DIMENSIONS", "_FillValue"]]})
+    );
+}
