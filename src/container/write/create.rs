@@ -4,7 +4,8 @@
 //!
 //! How: a contiguous frame with the `b2nd` metalayer (`docs/format/CONTAINERS.md` 1.3, 4.3)
 //! and no chunk is written to a temp file of b2fs's own ([`temp_for`]: directory mounts and
-//! readers skip it), the chunks (one compressed fill chunk, repeated) and attributes are
+//! readers skip it), the chunks (one compressed fill chunk, itself one block of the fill
+//! value encoded and repeated: [`crate::codec::compress_repeated`], repeated) and attributes are
 //! committed to it by the ordinary frame commit ([`Edit::shape0`] with appends), fsynced;
 //! then it is linked to its name (a link, not a rename: a file another writer made there
 //! meanwhile is not replaced, EEXIST), the directory fsynced and the temp file removed. A
@@ -41,7 +42,7 @@ pub struct NewArray {
     pub attrs: Option<serde_json::Value>,
 }
 
-/// Most bytes of one chunk of a new array (the fill chunk is built whole in memory).
+/// Most bytes of one chunk of a new array.
 pub const MAX_NEW_CHUNK_BYTES: u64 = 1 << 30;
 
 /// Most bytes of a new array's compressed fill chunks, all of them (the commit holds each
@@ -245,16 +246,14 @@ fn create_io(path: &Path, a: &NewArray, io: &mut Io) -> Result<(), ContainerErro
         drop(f);
         let empty = Array::open_frame_at(&tmp, 0)?;
         let params = super::chunk_cparams(&empty)?;
-        let mut raw = Vec::with_capacity(chunk_bytes as usize);
-        for _ in 0..chunk_bytes as usize / a.itemsize {
-            raw.extend_from_slice(&a.fill);
-        }
-        let chunk = crate::codec::compress(&raw, &params).map_err(|e| ContainerError::Chunk {
-            path: tmp.clone(),
-            index: 0,
-            source: e,
-        })?;
-        drop(raw);
+        // One block of the fill value encoded and repeated: the memory and time of the
+        // compressed chunk, not of the raw one (up to 1 GiB).
+        let chunk = crate::codec::compress_repeated(&a.fill, chunk_bytes as usize, &params)
+            .map_err(|e| ContainerError::Chunk {
+                path: tmp.clone(),
+                index: 0,
+                source: e,
+            })?;
         // Every chunk is a copy of it in the commit: bounded, whatever the document asked.
         let all = (chunk.len() as u64).saturating_mul(nchunks);
         if all > MAX_FILL_BYTES {
