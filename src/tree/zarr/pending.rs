@@ -44,7 +44,8 @@ const MAX_PENDING: usize = 4096;
 
 impl Tree {
     /// `mkdir(2)` of `name` in `parent`: in the Zarr view of a read-write mount of a local
-    /// directory of sources, a pending directory for a new array (see the module doc).
+    /// directory of sources or `.b2d` store, a pending directory for a new array or group (in
+    /// a directory of sources also in a pending directory: see the module doc).
     ///
     /// # Errors
     /// [`TreeError::ReadOnly`]; [`TreeError::Exists`]; [`TreeError::NotPermitted`] (logged)
