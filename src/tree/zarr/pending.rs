@@ -315,12 +315,26 @@ impl Tree {
             return;
         };
         let to = group.and_then(|n| ZNode::Dir(n).ino());
+        // The pending directories it ends: itself and every one made below it.
+        let mut gone = vec![pending];
         {
             let mut c = self.zarr.creating.lock();
-            match (group, c.dirs.get_mut(&k)) {
-                (Some(n), Some(d)) if d.made.is_none() => d.made = Some(n),
-                (None, Some(d)) if d.made.is_none() => {
-                    c.dirs.remove(&k);
+            match (group, to, c.dirs.get_mut(&k)) {
+                (Some(n), Some(to), Some(d)) if d.made.is_none() => {
+                    d.made = Some(n);
+                    for d in c.dirs.values_mut().filter(|d| d.up == Some(k)) {
+                        (d.up, d.group, d.parent) = (None, n, to);
+                    }
+                }
+                (None, _, Some(d)) if d.made.is_none() => {
+                    let mut ended = vec![k];
+                    while let Some(e) = ended.pop() {
+                        c.dirs.remove(&e);
+                        let below = c.dirs.iter().filter(|(_, d)| d.up == Some(e));
+                        let below: Vec<u64> = below.map(|(&b, _)| b).collect();
+                        gone.extend(below.iter().filter_map(|&b| ZNode::Pending(b).ino()));
+                        ended.extend(below);
+                    }
                 }
                 _ => return,
             }
@@ -334,10 +348,10 @@ impl Tree {
                 log::info!("{path}: another writer made a group of that name: it stands for it");
             }
             None => {
-                s.files.retain(|_, f| f.parent != pending);
+                s.files.retain(|_, f| !gone.contains(&f.parent));
                 log::warn!(
                     "{path}: another writer made a member of that name: the directory made \
-                     for a new array is gone (its temp files with it)"
+                     for a new array is gone (its temp files and directories with it)"
                 );
             }
         }

@@ -176,6 +176,9 @@ fn a_pending_directory_whose_name_another_writer_takes_is_listed_once() {
     let z = ino(&t, "zarr");
     let pt = t.mkdir(z, "t").unwrap().ino;
     let pg = t.mkdir(z, "g").unwrap().ino;
+    // Nested pending directories in each: they end with `t`, and follow `g` into the group.
+    let pu = t.mkdir(pt, "u").unwrap().ino;
+    let ph = t.mkdir(pg, "h").unwrap().ino;
     let (tmp, fh) = t.create(pg, "zarr.json.x.partial").unwrap();
     t.release(fh).unwrap();
     run_python(
@@ -204,6 +207,15 @@ fn a_pending_directory_whose_name_another_writer_takes_is_listed_once() {
     );
     assert_eq!(t.lookup(g, "zarr.json.x.partial").unwrap().ino, tmp.ino);
     assert_eq!(listing(dir.path()), ["a.b2nd", "g", "t.b2nd"]);
+    // `t/u` ended with `t`: its zarr.json makes nothing (it made `u.b2nd` in the root).
+    assert_eq!(t.getattr(pu).unwrap_err().errno(), libc::ENOENT);
+    let d = doc("int8", &[2], &[2], json!(1), zstd_codecs());
+    assert!(put(&t, pu, "zarr.json.y.partial", "zarr.json", &d).is_err());
+    // `g/h` is in the group now: its array is `g/h.b2nd`.
+    assert_eq!(t.lookup(g, "h").unwrap().ino, ph);
+    put(&t, ph, "zarr.json.z.partial", "zarr.json", &d).unwrap();
+    assert_eq!(listing(dir.path()), ["a.b2nd", "g", "t.b2nd"]);
+    assert_eq!(listing(&dir.path().join("g")), ["h.b2nd", "q.b2nd"]);
 }
 
 /// zarr-python's group document for an implicit parent (`_build_parents`).
