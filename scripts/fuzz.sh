@@ -203,7 +203,27 @@ seeds() {
                     n=$((n + 1))
                 done
             done
-            rm -rf "$out/.bcolz" ;;
+            rm -rf "$out/.bcolz"
+            # Creation mode (kind byte 0x80: the frame in a directory of sources; 0x83: a
+            # .b2d store of tree_edit's seeds): mkdir, array and group documents (valid,
+            # hostile: the payload's members over a valid one), chunk objects, link, rmdir.
+            local cseqs='\x00\x01\x0d\x18 \x00\x18\x29\x06 \x38\x02\x09\x07 \x00\x04\x05\x03 \x00\x18\x11\x1e'
+            for f in tests/data/frames/b2nd_1d_f8.b2nd tests/data/frames/b2nd_attrs.b2nd; do
+                n=0
+                for sq in $cseqs; do
+                    { printf '\x80'; printf "$sq"; cat "$f"; printf '\n##edit##\n'
+                      printf '{"shape": [6], "fill_value": 3, "data_type": "int32"}'; } \
+                        > "$out/$(basename "$f")_c$n"
+                    n=$((n + 1))
+                done
+            done
+            for f in fuzz/seeds/tree_edit/*; do
+                n=0
+                for sq in $cseqs; do
+                    { printf '\x83'; printf "$sq"; tail -c +3 "$f"; } > "$out/$(basename "$f")_c$n"
+                    n=$((n + 1))
+                done
+            done ;;
         *) echo "unknown target $t (one of: $TARGETS)" >&2; exit 2 ;;
     esac
 }

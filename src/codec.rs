@@ -21,7 +21,9 @@ pub use decode::{
     Decoder, Seen, block_len, chunk_info, decompress, decompress_block_filtered, decompress_into,
     decompress_range, decompress_range_append, decompress_range_seen,
 };
-pub use encode::{Blocksize, CParams, ChunkFormat, SplitMode, compress, compress_zeros};
+pub use encode::{
+    Blocksize, CParams, ChunkFormat, SplitMode, compress, compress_repeated, compress_zeros,
+};
 pub use error::CodecError;
 pub use header::{ChunkHeader, SpecialKind};
 

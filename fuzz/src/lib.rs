@@ -5,7 +5,8 @@
 //! it is fixed.
 //!
 //! Targets: `chunk_decode`, `frame_open`, `bcolz_open`, `attrs`, `npy_dtype` (this file);
-//! `store_open` (`store.rs`); `tree_walk`, `tree_edit` (`tree.rs`), `zarr_edit` (`zarr.rs`),
+//! `store_open` (`store.rs`); `tree_walk`, `tree_edit` (`tree.rs`), `zarr_edit` (`zarr.rs`,
+//! its creation mode `zarr_create.rs`),
 //! over sources written by `source.rs`.
 //!
 //! What a target may do with hostile input: return an error. What it must not do: panic
@@ -24,6 +25,7 @@ pub mod source;
 pub mod store;
 pub mod tree;
 pub mod zarr;
+pub mod zarr_create;
 
 pub use store::store_open;
 pub use tree::{tree_edit, tree_walk};

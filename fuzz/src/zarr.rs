@@ -5,7 +5,9 @@
 //! outside a new shape before it renames the metadata; a refused rename takes them back).
 //!
 //! An input is a kind byte ([`Kind`]), four operation bytes ([`Step`]), the source's bytes,
-//! [`EDIT_SEPARATOR`] and the payload the steps use (the attributes, the bytes written).
+//! [`EDIT_SEPARATOR`] and the payload the steps use (the attributes, the bytes written). A
+//! kind byte with its high bit set runs the creation steps of `zarr_create.rs` instead (new
+//! arrays and groups in a directory of sources or `.b2d` store).
 //!
 //! What is checked, beyond no panic, hang or unbounded allocation: a refused step leaves the
 //! source byte for byte as it was before it (but a refused rename after a chunk removal,
@@ -111,6 +113,10 @@ pub fn zarr_edit_outcome(data: &[u8]) -> Outcome {
         Some(at) => (&rest[..at], &rest[at + EDIT_SEPARATOR.len()..]),
         None => (rest, &[][..]),
     };
+    // The high bit of the kind byte: new arrays and groups (`zarr_create.rs`).
+    if k & 0x80 != 0 {
+        return super::zarr_create::run(*k, ops, src, payload);
+    }
     let dir = super::scratch().join("zarr");
     std::fs::create_dir_all(&dir).expect("scratch dir");
     let Some(path) = source::write(&dir, Kind::of(*k), src) else {

@@ -7,6 +7,9 @@ afresh read them back; python-blosc2 (the reference venv) reads the new files.
     zarr_create.py zarr MNT OUT.npz     zarr-python: t2 made and written          [.venv-zarr]
     zarr_create.py xarray MNT OUT.npz   xarray: new variables v, w, read back     [.venv-zarr]
     zarr_create.py slow MNT             zarr-python: t3, one chunk at a time      [.venv-zarr]
+    zarr_create.py nested MNT OUT.npz   nested new groups: create_array("n/b/c"),
+                                        create_group("g").create_array("h"),
+                                        xarray's to_zarr(group="x/y")            [.venv-zarr]
     zarr_create.py check DIR OUT.npz    python-blosc2 reads each new file as OUT  [.venv]
     zarr_create.py crashed DIR          what a crash left: none, or a whole t3    [.venv]
 """
@@ -98,6 +101,31 @@ def slow(mnt):
         a[i * 8 : (i + 1) * 8] = i + 1.0
 
 
+def nested(mnt, out):
+    import xarray as xr
+    import zarr
+
+    g = zarr.open_group(f"{mnt}/zarr", mode="a")
+    want = np.arange(12, dtype="int32").reshape(3, 4) - 5
+    # zarr-python makes n, n/b, n/b/c, then writes the zarr.json of the array and of its
+    # parents concurrently (theirs by link, "set if not exists").
+    a = g.create_array("n/b/c", shape=(3, 4), chunks=(2, 2), dtype="int32")
+    a[:] = want
+    h = g.create_group("g").create_array("h", shape=(5,), chunks=(5,), dtype="float32", fill_value=1.5)
+    hv = np.full(5, 1.5, "float32")
+    hv[1] = 7.0
+    h[:] = hv  # whole chunks: this handle decodes with its own codecs (docs/ZARR.md)
+    q = xr.Dataset({"q": (("t",), np.arange(4.0) / 3)})
+    q.to_zarr(f"{mnt}/zarr", group="x/y", mode="a", zarr_format=3, consolidated=True)
+    back = zarr.open_array(f"{mnt}/zarr/n/b/c", mode="r")[...]
+    assert np.array_equal(back, want), "n/b/c differs"
+    assert np.array_equal(zarr.open_array(f"{mnt}/zarr/g/h", mode="r")[...], hv), "g/h differs"
+    got = xr.open_zarr(f"{mnt}/zarr", group="x/y")["q"].values
+    assert np.array_equal(got, q["q"].values), "x/y/q differs"
+    np.savez(out, **{"n/b/c": want, "g/h": hv, "x/y/q": q["q"].values})
+    print("ok")
+
+
 def check(d, out):
     import blosc2
 
@@ -135,6 +163,7 @@ def main():
         "zarr": with_zarr,
         "xarray": with_xarray,
         "slow": slow,
+        "nested": nested,
         "check": check,
         "crashed": crashed,
     }[cmd](*args)

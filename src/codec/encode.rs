@@ -58,10 +58,37 @@ pub fn compress(src: &[u8], params: &CParams) -> Result<Vec<u8>, CodecError> {
 /// encoded independently, so every full block of zeros encodes to the same bytes, which are
 /// encoded once and repeated.
 pub fn compress_zeros(nbytes: usize, params: &CParams) -> Result<Vec<u8>, CodecError> {
+    compress_repeated(&[0], nbytes, params)
+}
+
+/// The chunk [`compress`] writes for `nbytes` bytes of `item` repeated (a fill value: `nbytes`
+/// a multiple of its length), in the time and memory of its output when every block starts
+/// at an item (the block size a multiple of the item's length: each full block then encodes
+/// to the same bytes, encoded once and repeated, as [`compress_zeros`]); otherwise built
+/// whole and compressed.
+///
+/// # Errors
+/// As [`compress`]; [`CodecError::InvalidParams`] for an empty `item` or `nbytes` that is
+/// not a multiple of its length.
+pub fn compress_repeated(
+    item: &[u8],
+    nbytes: usize,
+    params: &CParams,
+) -> Result<Vec<u8>, CodecError> {
+    if item.is_empty() || !nbytes.is_multiple_of(item.len()) {
+        return Err(CodecError::InvalidParams(format!(
+            "{nbytes} bytes of an item of {} bytes",
+            item.len()
+        )));
+    }
     let blocksize = plan(nbytes, params)?.tuning.blocksize;
-    let zeros = vec![0u8; blocksize.min(nbytes)];
+    let one = blocksize.min(nbytes);
+    if !one.is_multiple_of(item.len()) {
+        return compress(&item.repeat(nbytes / item.len()), params);
+    }
+    let block = item.repeat(one / item.len());
     let mut out = Vec::new();
-    Encoder::new().compress_source(Source::Zeros(&zeros, nbytes), params, &mut out)?;
+    Encoder::new().compress_source(Source::Repeated(&block, nbytes), params, &mut out)?;
     Ok(out)
 }
 
@@ -70,8 +97,10 @@ pub fn compress_zeros(nbytes: usize, params: &CParams) -> Result<Vec<u8>, CodecE
 enum Source<'a> {
     /// These bytes.
     Bytes(&'a [u8]),
-    /// This many zeros, from a buffer of at least one block of them.
-    Zeros(&'a [u8], usize),
+    /// This many bytes of one repeated pattern, from a buffer of one block of it (or of all
+    /// of it, when shorter), a whole number of the pattern's periods: every block, starting
+    /// at a multiple of the block size, starts at the pattern's start.
+    Repeated(&'a [u8], usize),
 }
 
 impl Source<'_> {
@@ -79,7 +108,14 @@ impl Source<'_> {
     fn len(&self) -> usize {
         match *self {
             Source::Bytes(b) => b.len(),
-            Source::Zeros(_, n) => n,
+            Source::Repeated(_, n) => n,
+        }
+    }
+
+    /// Its first block (all of it, for bytes).
+    fn first(&self) -> &[u8] {
+        match *self {
+            Source::Bytes(b) | Source::Repeated(b, _) => b,
         }
     }
 }
@@ -206,12 +242,10 @@ impl Encoder {
         let mut header = [0u8; 32];
         write_header(&mut header, &plan, params, nbytes);
 
-        if let (Source::Bytes(src), true) = (
-            source,
-            plan.blosc2 && params.allow_special && !plan.memcpyed,
-        ) {
+        if plan.blosc2 && params.allow_special && !plan.memcpyed {
             let lossy = plan.filters.contains(&filter_id::TRUNC_PREC);
-            if !lossy && is_all_nan(src, plan.typesize) {
+            // A repeated block is all NaN when the whole is.
+            if !lossy && is_all_nan(source.first(), plan.typesize) {
                 header[2] = 0x05;
                 header[16..31].fill(0);
                 header[31] = SPECIAL_NAN;
@@ -238,7 +272,14 @@ impl Encoder {
         out.extend_from_slice(&header[..hlen]);
         match source {
             Source::Bytes(src) => out.extend_from_slice(src),
-            Source::Zeros(..) => out.resize(hlen + nbytes, 0),
+            Source::Repeated(block, n) => {
+                let mut left = n;
+                while left > 0 {
+                    let take = left.min(block.len());
+                    out.extend_from_slice(&block[..take]);
+                    left -= take;
+                }
+            }
         }
         Ok(out.len())
     }
@@ -256,10 +297,11 @@ impl Encoder {
         let hlen = plan.hlen;
         let (src, nbytes, zeros) = match source {
             Source::Bytes(b) => (b, b.len(), false),
-            Source::Zeros(z, n) => (z, n, true),
+            Source::Repeated(z, n) => (z, n, true),
         };
-        // Zeros: the bytes of the first full block and its stream counts, repeated.
+        // Repeated: the bytes of the first full block and its stream counts, repeated.
         let mut first_full: Option<(Range<usize>, usize, usize)> = None;
+        let delta = plan.filters.contains(&filter_id::DELTA);
         let bs = plan.tuning.blocksize;
         let nblocks = nbytes.div_ceil(bs);
         let leftover = nbytes % bs;
@@ -371,7 +413,9 @@ impl Encoder {
                     out.extend_from_slice(&self.cbuf[..c]);
                 }
             }
-            if zeros && !is_leftover {
+            // DELTA encodes the first block against itself and the others against it: the
+            // second block's bytes are the ones repeated then.
+            if zeros && !is_leftover && !(delta && j == 0) {
                 let (zs, ts) = (zero_streams - counts.0, total_streams - counts.1);
                 first_full = Some((bstart..out.len(), zs, ts));
             }

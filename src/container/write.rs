@@ -79,8 +79,8 @@ use serde_json::Value;
 pub use compact::{Space, compact, compact_mounted, compact_mounted_with_crash_after, space};
 pub use cparams::chunk_cparams;
 pub use create::{
-    MAX_FILL_BYTES, MAX_NEW_CHUNK_BYTES, NewArray, create_array, create_array_with_crash_after,
-    create_store_array,
+    MAX_FILL_BYTES, MAX_NEW_CHUNK_BYTES, NewArray, create_array, create_array_failing,
+    create_array_with_crash_after, create_group_dir, create_group_dir_failing, create_store_array,
 };
 pub use io::{BeforeCreate, SourceLock};
 pub use spool::{Chunk, DEFAULT_SPOOL_MEMORY, Spool, SpoolStats, open_unlinked};

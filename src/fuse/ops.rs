@@ -469,11 +469,19 @@ impl Filesystem for FuseAdapter {
         &self,
         _req: &Request,
         ino: INodeNo,
-        _newparent: INodeNo,
-        _newname: &OsStr,
+        newparent: INodeNo,
+        newname: &OsStr,
         reply: ReplyEntry,
     ) {
-        reply.error(refuse(&self.tree, "link", ino));
+        // Only a Zarr writer's temp file linked to a new `zarr.json` (`Tree::link`).
+        let res = match newname.to_str() {
+            Some(name) => self.tree.link(ino.0, newparent.0, name),
+            None => Err(self.tree.refusal(ino.0, "link")),
+        };
+        match res {
+            Ok(attr) => reply.entry(&self.ttl(), &convert::file_attr(&attr), Generation(0)),
+            Err(e) => reply.error(failed(&self.tree, "link", ino, &e)),
+        }
     }
 
     fn rename(

@@ -63,6 +63,7 @@ mod json;
 mod lookup;
 mod meta;
 mod names;
+mod pending;
 mod quick;
 mod read;
 mod resize;

@@ -160,6 +160,42 @@ fn fuzz_zarr_edit_steps_reach_the_view() {
     assert!(got.refused[0].starts_with("Resize/7"), "{got:?}");
 }
 
+/// The `zarr_edit` target's creation mode (kind byte 0x80) reaches the view's new arrays:
+/// in a directory of sources holding a real frame, `mkdir n0`, an array's `zarr.json`
+/// (checked to show its shape and fill value), a chunk object renamed in, and a nested
+/// `mkdir` in the array refused; nested directories make their parents as groups; a
+/// hostile document is refused leaving every file as it was.
+#[test]
+fn fuzz_zarr_edit_creation_steps_reach_the_view() {
+    let frame = std::fs::read(repo_root().join("tests/data/frames/b2nd_1d_f8.b2nd")).unwrap();
+    let steps = |ops: [u8; 4], payload: &[u8]| {
+        let mut v = vec![0x80];
+        v.extend_from_slice(&ops);
+        v.extend_from_slice(&frame);
+        v.extend_from_slice(entry::tree::EDIT_SEPARATOR);
+        v.extend_from_slice(payload);
+        entry::zarr::zarr_edit_outcome(&v)
+    };
+    let got = steps([0x00, 0x01, (1 << 3) | 5, (3 << 3)], b"abcdefgh");
+    assert_eq!(
+        got.applied,
+        ["Mkdir/0", "PutArray/0", "WriteChunk/1"],
+        "{got:?}"
+    );
+    assert!(got.refused[0].starts_with("Mkdir/3"), "{got:?}");
+    // mkdir n0, mkdir n0/n1 (nested), an array in n1 (its parent made a group first), a
+    // group document linked over n0's (EEXIST now).
+    let got = steps([0x00, (3 << 3), (5 << 3) | 1, 6], b"");
+    assert_eq!(got.applied, ["Mkdir/0", "Mkdir/3", "PutArray/5"], "{got:?}");
+    assert!(got.refused[0].starts_with("LinkGroup/0"), "{got:?}");
+    // A hostile document: 2^40 chunks.
+    let got = steps(
+        [0x00, 4, 0, 0],
+        br#"{"shape": [1099511627776], "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": [1]}}}"#,
+    );
+    assert!(got.refused[0].starts_with("PutHostile/0"), "{got:?}");
+}
+
 /// The stored `store_open` seeds are real stores (python-blosc2's, `scripts/oracle/stores.py
 /// fuzzseeds`): they open as collections, so the target reaches past the zip.
 #[test]

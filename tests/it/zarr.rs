@@ -18,6 +18,7 @@
 
 mod cases;
 mod create;
+mod create_races;
 mod damaged;
 mod dir_names;
 mod fill;

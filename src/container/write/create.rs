@@ -4,7 +4,8 @@
 //!
 //! How: a contiguous frame with the `b2nd` metalayer (`docs/format/CONTAINERS.md` 1.3, 4.3)
 //! and no chunk is written to a temp file of b2fs's own ([`temp_for`]: directory mounts and
-//! readers skip it), the chunks (one compressed fill chunk, repeated) and attributes are
+//! readers skip it), the chunks (one compressed fill chunk, itself one block of the fill
+//! value encoded and repeated: [`crate::codec::compress_repeated`], repeated) and attributes are
 //! committed to it by the ordinary frame commit ([`Edit::shape0`] with appends), fsynced;
 //! then it is linked to its name (a link, not a rename: a file another writer made there
 //! meanwhile is not replaced, EEXIST), the directory fsynced and the temp file removed. A
@@ -41,7 +42,7 @@ pub struct NewArray {
     pub attrs: Option<serde_json::Value>,
 }
 
-/// Most bytes of one chunk of a new array (the fill chunk is built whole in memory).
+/// Most bytes of one chunk of a new array.
 pub const MAX_NEW_CHUNK_BYTES: u64 = 1 << 30;
 
 /// Most bytes of a new array's compressed fill chunks, all of them (the commit holds each
@@ -63,10 +64,14 @@ pub fn create_array(path: &Path, array: &NewArray) -> Result<(), ContainerError>
 
 /// [`create_array`] for a new key of the `.b2d` store at `store`: `path` (`<key>.b2nd` in the
 /// store's directory of the key's group) linked in under the store's lock, when it has one
-/// (see the module doc).
+/// (see the module doc). The key must be free in the store as it is under the lock: a key
+/// `<key>` another writer embedded in `embed.b2e` (or a file of another suffix it wrote)
+/// since the caller looked would become a second key of that name.
 ///
 /// # Errors
-/// As [`create_array`]; the lock's errors.
+/// As [`create_array`]; [`ContainerError::Io`] of kind `AlreadyExists` (EEXIST) when the
+/// store holds the key, nothing written; the lock's errors; the store's, when it no longer
+/// opens.
 pub fn create_store_array(
     store: &Path,
     path: &Path,
@@ -75,11 +80,97 @@ pub fn create_store_array(
     let mut sidecar = store.join("embed.b2e").into_os_string();
     sidecar.push(".b2lock");
     let lock = SidecarLock::acquire(Path::new(&sidecar))?;
-    create_array(path, array)?;
-    match lock {
-        Some(lock) => lock.bump(),
-        None => Ok(()),
+    if let Some(key) = store_key(store, path) {
+        let now = crate::container::store::open_store(store)?;
+        if now.find(&key).is_some() {
+            return Err(io_err(
+                path,
+                std::io::Error::new(
+                    std::io::ErrorKind::AlreadyExists,
+                    format!("the store holds the key {key} already"),
+                ),
+            ));
+        }
     }
+    create_array(path, array)?;
+    // The array is made and durable: a counter that cannot be bumped makes other handles
+    // see it later (at their next look at the store), not a failed create.
+    if let Some(Err(e)) = lock.map(|l| l.bump()) {
+        log::warn!(
+            "{}: made, but the store's lock counter was not bumped ({}): python-blosc2 \
+             handles open now see it at their next look at the store",
+            path.display(),
+            crate::error::display_chain(&e)
+        );
+    }
+    Ok(())
+}
+
+/// Makes the directory `name` in `folder` (a new group of a directory of sources) and fsyncs
+/// `folder`. When the fsync fails the directory is removed again: the error then says what
+/// the disk holds (nothing new), and a retry can make it.
+///
+/// # Errors
+/// [`ContainerError::Io`] (`AlreadyExists` when something lies at the name).
+pub fn create_group_dir(folder: &Path, name: &str) -> Result<(), ContainerError> {
+    create_dir_io(folder, name, &mut Io::new(None))
+}
+
+/// [`create_group_dir`] whose step `step` (0: the `mkdir`, 1: the fsync of `folder`) fails
+/// with `errno`. For tests of errors after the effect.
+///
+/// # Errors
+/// As [`create_group_dir`].
+pub fn create_group_dir_failing(
+    folder: &Path,
+    name: &str,
+    step: usize,
+    errno: i32,
+) -> Result<(), ContainerError> {
+    let mut io = Io::new(None);
+    io.fail_step_with(step, errno);
+    create_dir_io(folder, name, &mut io)
+}
+
+fn create_dir_io(folder: &Path, name: &str, io: &mut Io) -> Result<(), ContainerError> {
+    let at = folder.join(name);
+    io.begin_step(&at)?;
+    std::fs::create_dir(&at).map_err(|e| io_err(&at, e))?;
+    if let Err(e) = io.sync_dir(folder) {
+        // Not known to be durable: undone, so that the error matches what is there.
+        if let Err(why) = std::fs::remove_dir(&at) {
+            log::warn!(
+                "{}: made, its directory's fsync failed, and it could not be removed: {why}",
+                at.display()
+            );
+        }
+        return Err(e);
+    }
+    Ok(())
+}
+
+/// The key (`/a/name`) that file `path` (`<store>/a/name.b2nd`) is in the store at `store`.
+fn store_key(store: &Path, path: &Path) -> Option<String> {
+    let rel = path.strip_prefix(store).ok()?.to_str()?;
+    let stem = rel.strip_suffix(".b2nd")?;
+    Some(format!("/{stem}"))
+}
+
+/// [`create_array`] whose durable step `step` (after the temp file's commit: 0 the link, 1
+/// the directory's fsync, 2 the temp file's removal) fails with `errno`, the others run. For
+/// tests of errors after the effect.
+///
+/// # Errors
+/// As [`create_array`].
+pub fn create_array_failing(
+    path: &Path,
+    array: &NewArray,
+    step: usize,
+    errno: i32,
+) -> Result<(), ContainerError> {
+    let mut io = Io::new(None);
+    io.fail_step_with(step, errno);
+    create_io(path, array, &mut io)
 }
 
 /// [`create_array`] stopped after `steps` durable steps of the link and directory sync (the
@@ -155,16 +246,14 @@ fn create_io(path: &Path, a: &NewArray, io: &mut Io) -> Result<(), ContainerErro
         drop(f);
         let empty = Array::open_frame_at(&tmp, 0)?;
         let params = super::chunk_cparams(&empty)?;
-        let mut raw = Vec::with_capacity(chunk_bytes as usize);
-        for _ in 0..chunk_bytes as usize / a.itemsize {
-            raw.extend_from_slice(&a.fill);
-        }
-        let chunk = crate::codec::compress(&raw, &params).map_err(|e| ContainerError::Chunk {
-            path: tmp.clone(),
-            index: 0,
-            source: e,
-        })?;
-        drop(raw);
+        // One block of the fill value encoded and repeated: the memory and time of the
+        // compressed chunk, not of the raw one (up to 1 GiB).
+        let chunk = crate::codec::compress_repeated(&a.fill, chunk_bytes as usize, &params)
+            .map_err(|e| ContainerError::Chunk {
+                path: tmp.clone(),
+                index: 0,
+                source: e,
+            })?;
         // Every chunk is a copy of it in the commit: bounded, whatever the document asked.
         let all = (chunk.len() as u64).saturating_mul(nchunks);
         if all > MAX_FILL_BYTES {
@@ -197,8 +286,47 @@ fn create_io(path: &Path, a: &NewArray, io: &mut Io) -> Result<(), ContainerErro
         let _ = std::fs::remove_file(&tmp);
     }
     linked?;
-    io.sync_dir(parent_dir(path))?;
-    io.remove(&tmp)
+    // The reply says what the disk holds: an error when the array is not made (a failed
+    // fsync of the directory undoes the link), success once it is durable.
+    if let Err(e) = io.sync_dir(parent_dir(path)) {
+        if !io.crashed() {
+            unlink_own(path, &tmp);
+            let _ = std::fs::remove_file(&tmp);
+        }
+        return Err(e);
+    }
+    if let Err(e) = io.remove(&tmp) {
+        if io.crashed() {
+            return Err(e);
+        }
+        // Made and durable; a stray temp file of b2fs's own (mounts and readers skip it,
+        // `b2fs verify` names it) is no failure of the create.
+        log::warn!(
+            "{}: made; its temp file {} stays: {}",
+            path.display(),
+            tmp.display(),
+            crate::error::display_chain(&e)
+        );
+    }
+    Ok(())
+}
+
+/// Removes `path` when it is still the link to `tmp` made by this create (the same file):
+/// a file another writer renamed over it since is theirs and stays.
+fn unlink_own(path: &Path, tmp: &Path) {
+    use std::os::unix::fs::MetadataExt;
+    let id = |p: &Path| std::fs::symlink_metadata(p).map(|m| (m.dev(), m.ino()));
+    match (id(path), id(tmp)) {
+        (Ok(a), Ok(b)) if a == b => {
+            if let Err(why) = std::fs::remove_file(path) {
+                log::warn!(
+                    "{}: its directory's fsync failed and it could not be removed: {why}",
+                    path.display()
+                );
+            }
+        }
+        _ => {}
+    }
 }
 
 /// The `b2nd` metalayer content of `a` (`docs/format/CONTAINERS.md` 4.3).
@@ -276,6 +404,37 @@ mod tests {
         let err = create_array(&at, &nine).unwrap_err().to_string();
         assert!(err.contains("9 dimensions"), "{err}");
         assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+    }
+
+    /// Errors after the effect: the reply says what the disk holds. A failed fsync of the
+    /// directory after the link undoes the link (an error, no file, and a retry makes it);
+    /// a temp file that cannot be removed after the array is durable is no failure (the
+    /// array is there and opens). A group directory whose parent's fsync fails is removed.
+    #[test]
+    fn an_error_after_the_link_leaves_the_disk_as_the_reply_says() {
+        let dir = tempfile::tempdir().unwrap();
+        let a = NewArray {
+            shape: vec![9],
+            chunkshape: vec![4],
+            blockshape: vec![4],
+            dtype: "<i4".into(),
+            itemsize: 4,
+            fill: 7i32.to_le_bytes().to_vec(),
+            attrs: None,
+        };
+        let at = dir.path().join("t.b2nd");
+        let err = create_array_failing(&at, &a, 1, libc::EIO).unwrap_err();
+        assert!(err.to_string().contains("Input/output"), "{err}");
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+        create_array(&at, &a).unwrap();
+        let at = dir.path().join("u.b2nd");
+        create_array_failing(&at, &a, 2, libc::EIO).unwrap();
+        assert_eq!(Array::open_frame_at(&at, 0).unwrap().nchunks(), 3);
+        let err = create_group_dir_failing(dir.path(), "g", 1, libc::EIO).unwrap_err();
+        assert!(err.to_string().contains("Input/output"), "{err}");
+        assert!(!dir.path().join("g").exists());
+        create_group_dir(dir.path(), "g").unwrap();
+        assert!(dir.path().join("g").is_dir());
     }
 
     #[test]

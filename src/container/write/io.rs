@@ -44,6 +44,11 @@ pub(super) struct Io {
     fail_times: Option<i32>,
     /// Tests: stands for another writer before each file [`Io::create_new`] makes.
     before_create: Option<BeforeCreate>,
+    /// Steps begun so far.
+    begun: usize,
+    /// Tests: the step of this number (from 0) fails with this errno, not performed; the
+    /// others run (a failed fsync, not a crash).
+    fail_step: Option<(usize, i32)>,
 }
 
 impl std::fmt::Debug for Io {
@@ -53,6 +58,7 @@ impl std::fmt::Debug for Io {
             .field("crashed", &self.crashed)
             .field("fail_times", &self.fail_times)
             .field("before_create", &self.before_create.is_some())
+            .field("fail_step", &self.fail_step)
             .finish()
     }
 }
@@ -65,7 +71,15 @@ impl Io {
             crashed: false,
             fail_times: None,
             before_create: None,
+            begun: 0,
+            fail_step: None,
         }
+    }
+
+    /// Tests: step `step` (from 0) fails with `errno` without being performed, as a failed
+    /// `fsync` or `link` would; the steps after it run.
+    pub(super) fn fail_step_with(&mut self, step: usize, errno: i32) {
+        self.fail_step = Some((step, errno));
     }
 
     /// Tests: `hook` runs before each file [`Io::create_new`] makes.
@@ -85,6 +99,13 @@ impl Io {
     }
 
     fn step(&mut self, path: &Path) -> Result<(), ContainerError> {
+        let this = self.begun;
+        self.begun += 1;
+        if let Some((n, errno)) = self.fail_step
+            && n == this
+        {
+            return Err(io_err(path, std::io::Error::from_raw_os_error(errno)));
+        }
         match &mut self.budget {
             Some(0) => {
                 self.crashed = true;

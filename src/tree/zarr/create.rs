@@ -2,10 +2,10 @@
 //! or `.b2d` store): what
 //! zarr-python's `create_array` and xarray's `to_zarr(mode="a")` with a new variable do, and
 //! what this module owns:
-//! - **Pending directories.** `mkdir NAME` in a group that can take a new array (the root or
-//!   a subdirectory of a directory of sources) makes an empty directory held in memory
-//!   ([`ZNode::Pending`]): listed, looked up, removable with `rmdir`, holding only temp files.
-//! - **The array's `zarr.json`** (a temp file renamed to `zarr.json` in a pending directory)
+//! - **Pending directories** (`mkdir`, `rmdir`, nested ones, their parents made first, their
+//!   temp files): `pending.rs`.
+//! - **The array's `zarr.json`** (a temp file renamed, or linked, to `zarr.json` in a pending
+//!   directory; one at a time)
 //!   creates the source: the file `NAME.b2nd` of the group's directory (which the view names
 //!   `NAME`, after its stem: `hierarchy.rs`; in a `.b2d` store the key `NAME`), a
 //!   b2nd python-blosc2 opens, of that shape, data type and chunk shape, a block shape of at
@@ -27,7 +27,11 @@
 //!   left behind. `.b2z` stores, one-source mounts, nested stores and the sharded
 //!   view refuse `mkdir` (EPERM, logged); read-only mounts EROFS. The name must be free in
 //!   the view and on disk: neither `NAME` nor `NAME.b2nd` may exist in the directory, nor
-//!   another file of stem `NAME` (EEXIST).
+//!   another file of stem `NAME` (EEXIST), checked again under a `.b2d` store's lock.
+//! - **Errors after the effect**: the reply says what the disk holds. A creation that fails
+//!   leaves nothing of it (a failed fsync after the link undoes the link); one that made a
+//!   durable array or group succeeds (a temp file left or a lock counter not bumped is only
+//!   logged). Parents made for it (`pending.rs`) stay: each is a directory its writer asked for.
 //! - **A group's `zarr.json`** (`create_group`) in a pending directory of a directory of
 //!   sources makes the subdirectory `NAME` (a group there), when it has no attributes (such a
 //!   directory has no place for them: EPERM); in a `.b2d` store EPERM.
@@ -39,141 +43,49 @@ use std::sync::Arc;
 use serde_json::{Map, Value};
 
 use super::super::layout::{NodeKind, ROOT_INO};
-use super::super::{Attr, Tree, TreeError};
+use super::super::{Tree, TreeError};
 use super::declared::{Compressor, Declared, decode_object, new_array, with_dims};
 use super::geom::DataType;
-use super::{DirKind, ZNode, names};
+use super::pending::PendingDir;
+use super::{DirKind, ZNode};
 use crate::container::store::Form;
-use crate::container::write::{create_array, create_store_array};
+use crate::container::write::{create_array, create_group_dir, create_store_array};
 use crate::reader::ArrayId;
-
-/// A directory made by `mkdir` in the view, before and after its array exists.
-#[derive(Debug)]
-struct PendingDir {
-    /// The native directory of its group.
-    group: u64,
-    /// The Zarr inode of its group's directory.
-    parent: u64,
-    name: String,
-    /// The native directory of the array made in it.
-    made: Option<u64>,
-}
 
 /// The view's pending directories and declared encodings.
 #[derive(Debug, Default)]
 pub(super) struct Creating {
-    next: u64,
-    dirs: HashMap<u64, PendingDir>,
+    pub(super) next: u64,
+    pub(super) dirs: HashMap<u64, PendingDir>,
     /// With the data type and chunk shape of the array it was declared for: another
     /// writer may replace the file by one of another type under the same name (and id).
     declared: HashMap<ArrayId, (Arc<Declared>, DataType, Vec<u64>)>,
+    /// Tests: run by the next new array after the view's checks of its name, before the
+    /// source is written ([`Tree::on_zarr_create`]).
+    hook: Option<super::ResizeHook>,
+    /// Held while a `zarr.json` makes an array or group (and its parents).
+    pub(super) serial: Arc<parking_lot::Mutex<()>>,
 }
 
-/// Most directories made by `mkdir` held at once with no array in them.
-const MAX_PENDING: usize = 4096;
-
 /// A refusal of a creation (logged).
-fn refused(path: &str, why: &str) -> TreeError {
+pub(super) fn refused(path: &str, why: &str) -> TreeError {
     log::warn!("{path}: a new array through the Zarr view: {why}: refused (EPERM)");
     TreeError::NotPermitted(format!("a new array through the Zarr view: {why}"))
 }
 
 impl Tree {
-    /// `mkdir(2)` of `name` in `parent`: in the Zarr view of a read-write mount of a local
-    /// directory of sources, a pending directory for a new array (see the module doc).
-    ///
-    /// # Errors
-    /// [`TreeError::ReadOnly`]; [`TreeError::Exists`]; [`TreeError::NotPermitted`] (logged)
-    /// anywhere else.
-    pub fn mkdir(&self, parent: u64, name: &str) -> Result<Attr, TreeError> {
-        if name.len() > super::super::NAME_MAX {
-            return Err(TreeError::NameTooLong);
-        }
-        let z = match self.entry(parent)? {
-            super::super::Entry::Zarr(z) => z,
-            _ => return Err(self.refusal(parent, "mkdir")),
-        };
-        if !self.options.writable {
-            return Err(TreeError::ReadOnly);
-        }
-        if self.lookup(parent, name).is_ok() {
-            return Err(TreeError::Exists(name.to_owned()));
-        }
-        let path = format!("{}/{name}", self.zarr_path_of(parent));
-        let group = self.zarr_new_array_group(z, &path)?;
-        if name.is_empty() || name.contains('/') || name == "." || name == ".." {
-            return Err(TreeError::InvalidArgument("name"));
-        }
-        let temp = crate::container::leftover::commit_temp_target(std::ffi::OsStr::new(name));
-        let temp = temp.map(|_| "the name of a b2fs commit's temp file (mounts hide those)");
-        if let Some(why) = names::refused(name).or(temp) {
-            return Err(refused(&path, why));
-        }
-        // Kept by the inode of the group as the view names it (a group made through the view
-        // is the same whether the kernel names it by its first inode or its own).
-        let parent = z.ino().unwrap_or(parent);
-        let ino = {
-            let mut c = self.zarr.creating.lock();
-            if c.dirs.values().filter(|d| d.made.is_none()).count() >= MAX_PENDING {
-                log::warn!("{path}: {MAX_PENDING} empty directories made already: refused");
-                return Err(TreeError::NoSpace(format!(
-                    "{MAX_PENDING} empty directories made through the Zarr view are held \
-                     already"
-                )));
-            }
-            c.next += 1;
-            let k = c.next;
-            let ino = ZNode::Pending(k).ino().ok_or(TreeError::NoSpace(
-                "no inode numbers left for new directories".into(),
-            ))?;
-            c.dirs.insert(
-                k,
-                PendingDir {
-                    group,
-                    parent,
-                    name: name.to_owned(),
-                    made: None,
-                },
-            );
-            ino
-        };
-        log::info!("{path}: a new directory, held in memory until its zarr.json lands");
-        Ok(self.dir_attr(ino, 2))
-    }
-
-    /// `rmdir(2)` of `name` in `parent`: only a pending directory of the view that holds
-    /// nothing (no array made in it, no temp file).
-    ///
-    /// # Errors
-    /// [`TreeError::ReadOnly`]; [`TreeError::NotFound`]; [`TreeError::NotPermitted`] for
-    /// any other directory; [`TreeError::NotEmpty`] for one holding a temp file.
-    pub fn rmdir(&self, parent: u64, name: &str) -> Result<(), TreeError> {
-        let ino = self.lookup(parent, name)?.ino;
-        if !self.options.writable {
-            return Err(TreeError::ReadOnly);
-        }
-        let pending = match ZNode::of(ino) {
-            Some(ZNode::Pending(k)) => Some(k),
-            _ => None,
-        };
-        let mut c = self.zarr.creating.lock();
-        let k = pending
-            .filter(|k| c.dirs.get(k).is_some_and(|d| d.made.is_none()))
-            .ok_or_else(|| {
-                TreeError::NotPermitted("removing a directory of the Zarr view".into())
-            })?;
-        if self.scratch.lock().files.values().any(|f| f.parent == ino) {
-            return Err(TreeError::NotEmpty);
-        }
-        c.dirs.remove(&k);
-        Ok(())
+    /// Tests: `hook` runs once, in the next new array made through the view (its `zarr.json`
+    /// renamed into a pending directory), after the view checked its name and before the
+    /// source is written: a test takes the name there, as another writer may.
+    pub fn on_zarr_create(&self, hook: Box<dyn FnOnce(&Tree) + Send>) {
+        self.zarr.creating.lock().hook = Some(super::ResizeHook(hook));
     }
 
     /// The native group directory where Zarr directory `z` can take a new array.
     ///
     /// # Errors
     /// [`TreeError::NotPermitted`] (logged) where it cannot, saying why.
-    fn zarr_new_array_group(&self, z: ZNode, path: &str) -> Result<u64, TreeError> {
+    pub(super) fn zarr_new_array_group(&self, z: ZNode, path: &str) -> Result<u64, TreeError> {
         let n = match z {
             ZNode::Root if !self.root_is_array() && self.mounted.table().is_none() => ROOT_INO,
             ZNode::Dir(n)
@@ -258,53 +170,6 @@ impl Tree {
         (dir.is_dir() && (store || !dir.join("embed.b2e").exists())).then_some(dir)
     }
 
-    /// Pending directory `k`: the Zarr node it stands for now (`Dir(n)` once its array is
-    /// made), or `None` when it is gone.
-    pub(crate) fn zarr_pending(&self, k: u64) -> Option<ZNode> {
-        let made = self.zarr.creating.lock().dirs.get(&k).map(|d| d.made)?;
-        Some(made.map_or(ZNode::Pending(k), ZNode::Dir))
-    }
-
-    /// The pending directory `name` of Zarr directory `parent` (inode), if any.
-    pub(super) fn zarr_pending_named(&self, parent: u64, name: &str) -> Option<u64> {
-        let c = self.zarr.creating.lock();
-        c.dirs
-            .iter()
-            .find(|(_, d)| d.parent == parent && d.name == name && d.made.is_none())
-            .and_then(|(&k, _)| ZNode::Pending(k).ino())
-    }
-
-    /// The pending directories (no array made yet) of Zarr directory `parent`.
-    pub(super) fn zarr_pending_in(&self, parent: u64) -> Vec<(String, ZNode)> {
-        let c = self.zarr.creating.lock();
-        let mut v: Vec<(String, ZNode)> = c
-            .dirs
-            .iter()
-            .filter(|(_, d)| d.parent == parent && d.made.is_none())
-            .map(|(&k, d)| (d.name.clone(), ZNode::Pending(k)))
-            .collect();
-        v.sort_by(|a, b| a.0.cmp(&b.0));
-        v
-    }
-
-    /// The view's path of pending directory `k` (for messages).
-    pub(super) fn zarr_pending_path(&self, k: u64) -> String {
-        let (parent, name) = {
-            let c = self.zarr.creating.lock();
-            match c.dirs.get(&k) {
-                Some(d) => (d.parent, d.name.clone()),
-                None => return format!("/{}/?", self.zarr_name()),
-            }
-        };
-        format!("{}/{name}", self.zarr_path_of(parent))
-    }
-
-    /// The parent (a Zarr inode) of pending directory `k`.
-    pub(super) fn zarr_pending_parent(&self, k: u64) -> u64 {
-        let c = self.zarr.creating.lock();
-        c.dirs.get(&k).map_or(self.zarr_root_ino(), |d| d.parent)
-    }
-
     /// What the writer of `array` declared, when it was made through the view.
     pub(super) fn zarr_declared(&self, array: ArrayId) -> Option<Arc<Declared>> {
         let (declared, dtype, chunks) = self.zarr.creating.lock().declared.get(&array)?.clone();
@@ -366,53 +231,110 @@ impl Tree {
         }
     }
 
-    /// `data`, renamed over a chunk object of `want` bytes of `array`: decoded by the codecs
+    /// `data`, renamed over chunk object `t` of `want` bytes of `array`: decoded by the codecs
     /// its writer declared, when it is not raw.
     ///
     /// # Errors
-    /// [`TreeError::Refused`] (logged) when it does not decode to `want` bytes.
+    /// [`TreeError::Refused`] (logged, with the object's path, made only then) when it does
+    /// not decode to `want` bytes.
     pub(super) fn zarr_declared_decode<'a>(
         &self,
         array: ArrayId,
         want: u64,
         data: &'a [u8],
-        path: &str,
+        t: u64,
     ) -> Result<std::borrow::Cow<'a, [u8]>, TreeError> {
         let declared = self.zarr_declared(array);
         let compressor = declared.map_or(Compressor::None, |d| d.compressor);
         decode_object(compressor, data, want as usize).map_err(|why| {
             log::warn!(
-                "{path}: a chunk object of {} bytes that its writer's codecs do not \
+                "{}: a chunk object of {} bytes that its writer's codecs do not \
                      decode to {want} bytes ({why}): refused",
+                self.path_of(t),
                 data.len()
             );
             TreeError::Refused(format!("a chunk object that does not decode: {why}"))
         })
     }
 
-    /// Temp file `from`, renamed to `zarr.json` in pending directory `k` (inode `dir`):
-    /// creates the array it describes (see the module doc).
+    /// Temp file `from` renamed (or linked: `keep`, the temp file stays) to `zarr.json` in
+    /// pending directory `k` (inode `dir`): creates the array or group it describes (see the
+    /// module doc), after its pending parents (`pending.rs`). `Ok(false)`: `k` was made
+    /// meanwhile (another `zarr.json` landed first), nothing done: the caller takes it as a
+    /// rewrite of that member's.
     ///
     /// # Errors
     /// [`TreeError::NotPermitted`] (logged) for what cannot be kept; [`TreeError::Exists`]
     /// when a file of that name appeared in the directory; I/O and commit errors.
-    pub(super) fn zarr_create_array(&self, from: u64, dir: u64, k: u64) -> Result<(), TreeError> {
+    pub(super) fn zarr_create_from(
+        &self,
+        from: u64,
+        dir: u64,
+        k: u64,
+        keep: bool,
+    ) -> Result<bool, TreeError> {
+        // One creation at a time: zarr-python writes the `zarr.json` of an array and of its
+        // parents concurrently, and each may make the parents.
+        let serial = self.zarr.creating.lock().serial.clone();
+        let _one = serial.lock();
+        if self.zarr_pending(k) != Some(ZNode::Pending(k)) {
+            return Ok(false);
+        }
+        let path = format!("{}/zarr.json", self.zarr_path_of(dir));
+        let data = self.scratch_data(from);
+        let doc = super::attrs::parse_json_floats(&data, data.len().saturating_mul(2) + 4096)
+            .map_err(|e| refused(&path, &format!("the content is not JSON ({e})")))?;
+        let group_doc = doc.get("node_type").and_then(Value::as_str) == Some("group");
+        // What the document asks for is checked before anything is made (the parents too).
+        let array = match group_doc {
+            true => {
+                self.zarr_group_doc(&doc, &path)?;
+                None
+            }
+            false => Some(new_array(&doc).map_err(|why| refused(&path, &why))?),
+        };
+        if self.has_pending_edits() {
+            return Err(refused(
+                &path,
+                "the mount holds writes not committed yet (close or fsync them first)",
+            ));
+        }
+        self.zarr_make_parents(k, &path)?;
         let (group, name) = {
             let c = self.zarr.creating.lock();
             let d = c.dirs.get(&k).ok_or(TreeError::NotFound)?;
             (d.group, d.name.clone())
         };
-        let path = format!("{}/zarr.json", self.zarr_path_of(dir));
-        let data = self.scratch_data(from);
-        let doc = super::attrs::parse_json_floats(&data, data.len().saturating_mul(2) + 4096)
-            .map_err(|e| refused(&path, &format!("the content is not JSON ({e})")))?;
-        if doc.get("node_type").and_then(Value::as_str) == Some("group") {
-            return self.zarr_create_group(from, (dir, k), (group, &name), &doc, &path);
+        match array {
+            None => {
+                if !self.zarr_make_group(k, dir, (group, &name), &path)? {
+                    self.zarr.creating.lock().dirs.remove(&k);
+                }
+            }
+            Some((spec, declared)) => {
+                self.zarr_create_array(k, dir, (group, &name), spec, declared, &path)?;
+            }
         }
-        let (spec, declared) = new_array(&doc).map_err(|why| refused(&path, &why))?;
+        if !keep {
+            self.scratch.lock().files.remove(&from);
+        }
+        Ok(true)
+    }
+
+    /// The array `spec` (its writer's `declared` codecs) made as `name` in native group
+    /// `group` for pending directory `k` (inode `dir`).
+    fn zarr_create_array(
+        &self,
+        k: u64,
+        dir: u64,
+        (group, name): (u64, &str),
+        spec: crate::container::write::NewArray,
+        declared: Declared,
+        path: &str,
+    ) -> Result<(), TreeError> {
         let folder = self
             .zarr_group_dir(group)
-            .ok_or_else(|| refused(&path, "the group's directory is gone"))?;
+            .ok_or_else(|| refused(path, "the group's directory is gone"))?;
         // A `.b2d` key is a `<key>.b2nd` file; a directory of sources names `<name>.b2nd`
         // after its stem, `<name>` (`hierarchy.rs`): the file is `<name>.b2nd` in both.
         let store = self
@@ -422,20 +344,26 @@ impl Tree {
             .filter(|_| self.zarr_mounted_form() == Some(Form::Dir));
         let file = folder.join(format!("{name}.b2nd"));
         let taken = |p: &std::path::Path| std::fs::symlink_metadata(p).is_ok();
-        if taken(&file) || taken(&folder.join(&name)) || self.zarr_stem_taken(group, &name) {
-            return Err(TreeError::Exists(name));
+        if taken(&file) || taken(&folder.join(name)) || self.zarr_stem_taken(group, name) {
+            return Err(TreeError::Exists(name.to_owned()));
         }
-        if self.has_pending_edits() {
-            return Err(refused(
-                &path,
-                "the mount holds writes not committed yet (close or fsync them first)",
-            ));
+        let hook = self.zarr.creating.lock().hook.take();
+        if let Some(hook) = hook {
+            (hook.0)(self);
         }
         let made = match &store {
             Some(store) => create_store_array(store, &file, &spec),
             None => create_array(&file, &spec),
         };
         made.map_err(|source| {
+            // Another writer took the name since the checks above (the link, or a key of the
+            // store seen under its lock): nothing was made.
+            if let crate::container::ContainerError::Io { source: e, .. } = &source
+                && e.kind() == std::io::ErrorKind::AlreadyExists
+            {
+                log::warn!("{path}: {}: {e}: refused (EEXIST)", file.display());
+                return TreeError::Exists(name.to_owned());
+            }
             log::warn!(
                 "{path}: the new array {} cannot be made: {}",
                 file.display(),
@@ -443,9 +371,8 @@ impl Tree {
             );
             TreeError::Container { ino: dir, source }
         })?;
-        self.scratch.lock().files.remove(&from);
         self.follow(&self.array_ids());
-        let made = self.zarr_adopt(k, group, &name);
+        let made = self.zarr_adopt(k, group, name);
         let Some(made) = made else {
             log::warn!(
                 "{path}: {} was made but the mount does not show it yet (it shows at the next \
@@ -482,38 +409,13 @@ impl Tree {
         })
     }
 
-    /// The member of native group `group` the view names `name` (after the mount followed
-    /// the source), set as what pending directory `k` stands for.
-    fn zarr_adopt(&self, k: u64, group: u64, name: &str) -> Option<u64> {
-        let made = self
-            .node(group)
-            .and_then(|node| self.zarr_native(group, node).ok())
-            .and_then(|children| {
-                children
-                    .into_iter()
-                    .find(|&c| self.zarr_member(c, Some(name)).is_some())
-            })?;
-        if let Some(d) = self.zarr.creating.lock().dirs.get_mut(&k) {
-            d.made = Some(made);
-        }
-        Some(made)
-    }
-
-    /// A group document `doc` (temp file `from`) renamed to `zarr.json` in pending directory
-    /// `k` (inode `dir`) named `name` in native group `group`: in a directory of sources, a new
-    /// subdirectory (a group with no attributes: such a directory has no place for them).
+    /// Checks a group document `doc` landing as `path`: in a directory of sources, a Zarr v3
+    /// group with no attributes (such a directory has no place for them).
     ///
     /// # Errors
     /// [`TreeError::NotPermitted`] (logged) in a `.b2d` store, for attributes, for anything
-    /// but a Zarr v3 group; I/O errors making the directory.
-    fn zarr_create_group(
-        &self,
-        from: u64,
-        (dir, k): (u64, u64),
-        (group, name): (u64, &str),
-        doc: &Value,
-        path: &str,
-    ) -> Result<(), TreeError> {
+    /// but a Zarr v3 group.
+    fn zarr_group_doc(&self, doc: &Value, path: &str) -> Result<(), TreeError> {
         if self.zarr_mounted_form() != Some(Form::Frames) {
             return Err(refused(
                 path,
@@ -524,51 +426,55 @@ impl Tree {
             return Err(refused(path, "not a Zarr v3 document"));
         }
         match doc.get("attributes") {
-            None | Some(Value::Null) => {}
-            Some(Value::Object(m)) if m.is_empty() => {}
-            Some(_) => {
-                return Err(refused(
-                    path,
-                    "a new group with attributes (a directory of sources has no place for them)",
-                ));
-            }
+            None | Some(Value::Null) => Ok(()),
+            Some(Value::Object(m)) if m.is_empty() => Ok(()),
+            Some(_) => Err(refused(
+                path,
+                "a new group with attributes (a directory of sources has no place for them)",
+            )),
         }
+    }
+
+    /// Pending directory `k` (inode `dir`) named `name` in native group `group` made a group:
+    /// the subdirectory `name`, fsynced. `Ok(false)` when it was made but the mount does not
+    /// show it yet.
+    ///
+    /// # Errors
+    /// [`TreeError::Exists`] when something lies at the name; I/O errors making the
+    /// directory (nothing made then).
+    pub(super) fn zarr_make_group(
+        &self,
+        k: u64,
+        dir: u64,
+        (group, name): (u64, &str),
+        path: &str,
+    ) -> Result<bool, TreeError> {
         let folder = self
             .zarr_group_dir(group)
             .ok_or_else(|| refused(path, "the group's directory is gone"))?;
         let at = folder.join(name);
-        let io = |e: std::io::Error| TreeError::Container {
-            ino: dir,
-            source: crate::container::ContainerError::Io {
-                path: at.clone(),
-                source: e,
-            },
-        };
-        if self.has_pending_edits() {
-            return Err(refused(
-                path,
-                "the mount holds writes not committed yet (close or fsync them first)",
-            ));
-        }
-        std::fs::create_dir(&at).map_err(|e| match e.kind() {
-            std::io::ErrorKind::AlreadyExists => TreeError::Exists(name.to_owned()),
-            _ => io(e),
+        // Made and fsynced, or not made (a failed fsync removes it again).
+        create_group_dir(&folder, name).map_err(|e| match e {
+            crate::container::ContainerError::Io { source, .. }
+                if source.kind() == std::io::ErrorKind::AlreadyExists =>
+            {
+                TreeError::Exists(name.to_owned())
+            }
+            source => TreeError::Container { ino: dir, source },
         })?;
-        std::fs::File::open(&folder)
-            .and_then(|f| f.sync_all())
-            .map_err(io)?;
-        self.scratch.lock().files.remove(&from);
         self.follow(&self.array_ids());
         match self.zarr_adopt(k, group, name) {
-            Some(_) => log::info!("{path}: the new group {} made", at.display()),
+            Some(_) => {
+                log::info!("{path}: the new group {} made", at.display());
+                Ok(true)
+            }
             None => {
                 log::warn!(
                     "{path}: {} was made but the mount does not show it yet",
                     at.display()
                 );
-                self.zarr.creating.lock().dirs.remove(&k);
+                Ok(false)
             }
         }
-        Ok(())
     }
 }

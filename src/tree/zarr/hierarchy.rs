@@ -320,7 +320,8 @@ impl Tree {
                     }
                 } else {
                     v.extend(self.zarr_group_children(ROOT_INO)?);
-                    v.extend(self.zarr_pending_in(self.zarr_root_ino()));
+                    let pending = self.zarr_pending_in(self.zarr_root_ino(), &v);
+                    v.extend(pending);
                 }
                 Ok(v)
             }
@@ -338,7 +339,8 @@ impl Tree {
                     let mut v = vec![(json, ZNode::Json(n))];
                     v.extend(self.zarr_group_children(n)?);
                     if let Some(ino) = z.ino() {
-                        v.extend(self.zarr_pending_in(ino));
+                        let pending = self.zarr_pending_in(ino, &v);
+                        v.extend(pending);
                     }
                     Ok(v)
                 }

@@ -136,8 +136,12 @@ impl Tree {
                 }
             }
             ZNode::RootJson | ZNode::Json(_) => return Err(TreeError::NotADirectory(parent)),
-            // A directory made for a new array holds only temp files until its zarr.json.
-            ZNode::Pending(_) => return self.zarr_scratch_lookup(parent, name),
+            // A directory made for a new array holds only temp files and the directories made
+            // in it until its zarr.json.
+            ZNode::Pending(_) => match self.zarr_pending_named(parent, name) {
+                Some(p) => return self.getattr(p),
+                None => return self.zarr_scratch_lookup(parent, name),
+            },
             _ => match self.zarr_child(z, name)? {
                 Some(child) => child,
                 None => match self.zarr_pending_named(z.ino().unwrap_or(parent), name) {
@@ -152,7 +156,9 @@ impl Tree {
 
     /// A temp file `name` of Zarr directory `parent`, if there is one.
     pub(super) fn zarr_scratch_lookup(&self, parent: u64, name: &str) -> Result<Attr, TreeError> {
-        let ino = self.scratch_in(parent, name).ok_or(TreeError::NotFound)?;
+        let ino = self
+            .scratch_in(self.zarr_dir_ino(parent), name)
+            .ok_or(TreeError::NotFound)?;
         self.getattr(ino)
     }
 }

@@ -185,6 +185,12 @@ impl Tree {
         }
         let mut names = Vec::new();
         if let ZNode::Pending(_) = z {
+            // Only the pending directories made in it (`create.rs`).
+            for (name, child) in self.zarr_pending_in(ino, &[]) {
+                if let Some(c) = child.ino() {
+                    names.push((c, EntryKind::Directory, name));
+                }
+            }
             return Ok((parent, Listing::Names(names)));
         }
         for (name, child) in self.zarr_children(z)? {

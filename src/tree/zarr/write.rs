@@ -274,7 +274,8 @@ impl Tree {
         if matches!(z, ZNode::RootJson | ZNode::Json(_)) || self.zarr_chunk_of(parent).is_some() {
             return Err(TreeError::NotADirectory(parent));
         }
-        self.create_scratch(parent, name, by)
+        // Kept under the directory's own inode, whichever the kernel named it by.
+        self.create_scratch(self.zarr_dir_ino(parent), name, by)
     }
 
     /// Renames temp file `from` (in Zarr directory `dir`) to `newname` of `newparent`: over a
@@ -290,17 +291,19 @@ impl Tree {
         newparent: u64,
         newname: &str,
     ) -> Result<(), TreeError> {
-        if newparent != dir {
+        if self.zarr_dir_ino(newparent) != dir {
             return Err(TreeError::NotPermitted(
                 "renaming a temp file of the Zarr view into another directory".into(),
             ));
         }
-        // The first `zarr.json` in a directory made for a new array makes the array.
+        // The first `zarr.json` in a directory made for a new array makes the array (or
+        // group); one landing after it rewrites that member's, below.
         if let Some(ZNode::Pending(k)) = ZNode::of(dir)
             && newname == "zarr.json"
             && self.zarr_pending(k) == Some(ZNode::Pending(k))
+            && self.zarr_create_from(from, dir, k, false)?
         {
-            return self.zarr_create_array(from, dir, k);
+            return Ok(());
         }
         let target = self.lookup(newparent, newname).ok().map(|a| a.ino);
         let Some(t) = target else {
@@ -364,7 +367,7 @@ impl Tree {
     ) -> Result<(), TreeError> {
         let want = self.zarr_size(z)?;
         // An array made through the view: its writer's codecs (`create.rs`).
-        let data = &*self.zarr_declared_decode(id.array, want, data, &self.path_of(t))?;
+        let data = &*self.zarr_declared_decode(id.array, want, data, t)?;
         if data.len() as u64 != want {
             log::warn!(
                 "{}: a temp file of {} bytes renamed over a chunk object of {want}: refused",

@@ -251,3 +251,78 @@ fn compress_zeros_is_compress_of_zeros() {
     assert_eq!(got, tail.len());
     assert!(tail.iter().all(|&b| b == 0));
 }
+
+/// `compress_repeated` (a new array's fill chunk, built from one block of the fill value)
+/// writes the very bytes `compress` writes for the whole chunk of that value: items of 1, 4,
+/// 8 and 12 bytes (0, 7, NaN and 1.5; 12 bytes: blocks not starting at an item, built whole),
+/// every codec, both formats, with shuffle, bitshuffle and delta, leftover blocks and chunks
+/// smaller than a block; python-blosc2 decompresses such chunks to the repeated value.
+#[test]
+fn compress_repeated_is_compress_of_the_repeated_item() {
+    let items: [Vec<u8>; 6] = [
+        vec![0],
+        vec![9],
+        7i32.to_le_bytes().to_vec(),
+        f64::NAN.to_le_bytes().to_vec(),
+        1.5f64.to_le_bytes().to_vec(),
+        [1u8, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12].to_vec(),
+    ];
+    let codecs = [Codec::BloscLz, Codec::Lz4, Codec::Zstd, Codec::Zlib];
+    let mut samples = Vec::new();
+    for item in &items {
+        let ts = if item.len() == 12 { 4 } else { item.len() };
+        for codec in codecs {
+            for filter in [
+                0,
+                filter_id::SHUFFLE,
+                filter_id::BITSHUFFLE,
+                filter_id::DELTA,
+            ] {
+                for n_items in [1usize, 37, 4096, (1 << 20) / 8 + 5] {
+                    let n = n_items * item.len();
+                    let whole = item.repeat(n_items);
+                    let mut ps = vec![CParams::blosc2(codec, 5, ts, filter)];
+                    if filter != filter_id::DELTA {
+                        ps.push(CParams::blosc1(codec, 5, ts, filter));
+                    }
+                    for p in ps {
+                        let want = b2fs::codec::compress(&whole, &p).unwrap();
+                        let got = b2fs::codec::compress_repeated(item, n, &p).unwrap();
+                        assert!(
+                            got == want,
+                            "item {item:?} {codec:?} filter {filter} n {n} {:?}",
+                            p.format
+                        );
+                        if n_items > 4000 && codec == Codec::Zstd && filter == filter_id::SHUFFLE {
+                            samples.push((got, whole.clone()));
+                        }
+                    }
+                }
+            }
+        }
+    }
+    assert!(b2fs::codec::compress_repeated(&[], 8, &CParams::default()).is_err());
+    assert!(b2fs::codec::compress_repeated(&[1, 2, 3], 8, &CParams::default()).is_err());
+    let Some(py) = python("compress_repeated_is_compress_of_the_repeated_item") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    for (i, (chunk, whole)) in samples.iter().enumerate() {
+        std::fs::write(dir.path().join(format!("{i}.chunk")), chunk).unwrap();
+        std::fs::write(dir.path().join(format!("{i}.raw")), whole).unwrap();
+    }
+    let said = python_says(
+        &py,
+        &[
+            "-c",
+            "import sys, blosc2\n\
+             d, n = sys.argv[1], int(sys.argv[2])\n\
+             same = [blosc2.decompress(open(f'{d}/{i}.chunk', 'rb').read()) == \
+             open(f'{d}/{i}.raw', 'rb').read() for i in range(n)]\n\
+             print(sum(same), n)",
+            dir.path().to_str().unwrap(),
+            &samples.len().to_string(),
+        ],
+    );
+    assert_eq!(said, format!("{0} {0}", samples.len()));
+}

@@ -14,7 +14,7 @@ use crate::support::no_prefetch as opts;
 use crate::support::{python, python_says, run_python};
 
 /// A directory of sources holding python-blosc2's `a.b2nd` (int32, 4x5).
-fn sources(py: &Path) -> tempfile::TempDir {
+pub(super) fn sources(py: &Path) -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
     run_python(
         py,
@@ -30,7 +30,7 @@ fn sources(py: &Path) -> tempfile::TempDir {
 }
 
 /// The entries of `dir` on disk, sorted.
-fn listing(dir: &Path) -> Vec<String> {
+pub(super) fn listing(dir: &Path) -> Vec<String> {
     let mut v: Vec<String> = std::fs::read_dir(dir)
         .unwrap()
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
@@ -40,7 +40,7 @@ fn listing(dir: &Path) -> Vec<String> {
 }
 
 /// Writes `data` into a new temp file `tmp` of Zarr directory `dir` and renames it to `name`.
-fn put(t: &Tree, dir: u64, tmp: &str, name: &str, data: &[u8]) -> Result<(), i32> {
+pub(super) fn put(t: &Tree, dir: u64, tmp: &str, name: &str, data: &[u8]) -> Result<(), i32> {
     let (attr, fh) = t.create(dir, tmp).map_err(|e| e.errno())?;
     t.write(attr.ino, fh, 0, data).unwrap();
     t.release(fh).unwrap();
@@ -48,7 +48,13 @@ fn put(t: &Tree, dir: u64, tmp: &str, name: &str, data: &[u8]) -> Result<(), i32
 }
 
 /// zarr-python's document of a new `(shape)` array of `dtype` with chunks `chunks`.
-fn doc(dtype: &str, shape: &[u64], chunks: &[u64], fill: Value, codecs: Value) -> Vec<u8> {
+pub(super) fn doc(
+    dtype: &str,
+    shape: &[u64],
+    chunks: &[u64],
+    fill: Value,
+    codecs: Value,
+) -> Vec<u8> {
     let dims: Vec<String> = (0..shape.len()).map(|d| format!("d{d}")).collect();
     serde_json::to_vec(&json!({"shape": shape, "data_type": dtype,
         "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": chunks}},
@@ -59,7 +65,7 @@ fn doc(dtype: &str, shape: &[u64], chunks: &[u64], fill: Value, codecs: Value) -
     .unwrap()
 }
 
-fn zstd_codecs() -> Value {
+pub(super) fn zstd_codecs() -> Value {
     json!([{"name": "bytes", "configuration": {"endian": "little"}},
         {"name": "zstd", "configuration": {"level": 0, "checksum": false}}])
 }

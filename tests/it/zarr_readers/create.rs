@@ -127,3 +127,108 @@ fn sigkill_while_zarr_python_makes_an_array_leaves_none_or_a_whole_one() {
         "the runs killed after the array was made keep it"
     );
 }
+
+/// xarray's rewrite of a new array's `zarr.json` (a temp file, then a rename) right after
+/// the array is made, through the kernel: the temp file created through a handle of the
+/// directory `mkdir` made (the pending inode) and renamed by path (a lookup that now gives
+/// the array's own inode), and the reverse. Both renames land.
+#[test]
+fn a_zarr_json_rewrite_right_after_the_array_is_made_lands_through_the_kernel() {
+    let t = "a_zarr_json_rewrite_right_after_the_array_is_made_lands_through_the_kernel";
+    let py = or_skip!(fuse_and_python(t));
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("src");
+    std::fs::create_dir(&src).unwrap();
+    run_python(&py, &[SCRIPT, "gen", src.to_str().unwrap()]);
+    let m = Mount::daemon(&src, &[]);
+    let said = python_says(
+        &py,
+        &[
+            "-c",
+            r#"import json, os, sys
+t = sys.argv[1] + "/zarr/t"
+os.mkdir(t)
+dfd = os.open(t, os.O_RDONLY | os.O_DIRECTORY)
+doc = {"shape": [6], "data_type": "float64",
+       "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": [3]}},
+       "chunk_key_encoding": {"name": "default", "configuration": {"separator": "/"}},
+       "fill_value": "NaN", "codecs": [{"name": "bytes", "configuration": {"endian": "little"}}],
+       "attributes": {}, "dimension_names": ["x"], "zarr_format": 3, "node_type": "array",
+       "storage_transformers": []}
+with open(t + "/zarr.json.1.partial", "w") as f:
+    json.dump(doc, f)
+os.rename(t + "/zarr.json.1.partial", t + "/zarr.json")
+doc["attributes"]["long_name"] = "temperature"
+fd = os.open("zarr.json.2.partial", os.O_CREAT | os.O_WRONLY, 0o644, dir_fd=dfd)
+os.write(fd, json.dumps(doc).encode())
+os.close(fd)
+os.rename(t + "/zarr.json.2.partial", t + "/zarr.json")
+doc["attributes"]["units"] = "K"
+with open(t + "/zarr.json.3.partial", "w") as f:
+    json.dump(doc, f)
+os.rename("zarr.json.3.partial", "zarr.json", src_dir_fd=dfd, dst_dir_fd=dfd)
+with open(t + "/zarr.json") as f:
+    a = json.load(f)["attributes"]
+print(a["long_name"], a["units"])
+"#,
+            m.mp.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(said, "temperature K");
+    m.umount();
+    let got = python_says(
+        &py,
+        &[
+            "-c",
+            "import sys, blosc2; a = blosc2.open(sys.argv[1]); \
+             print(a.shape, sorted(a.vlmeta.getall()))",
+            src.join("t.b2nd").to_str().unwrap(),
+        ],
+    );
+    assert_eq!(got, "(6,) ['_ARRAY_DIMENSIONS', 'long_name', 'units']");
+}
+
+/// Nested new groups through a kernel mount: zarr-python's `create_array("n/b/c")` (it
+/// makes the directories, then writes the array's `zarr.json` and its parents' at once, the
+/// parents' by `link`), `create_group("g").create_array("h")`, and xarray's
+/// `to_zarr(group="x/y", mode="a")`: read back through the view, and by python-blosc2 after
+/// the unmount.
+#[test]
+fn zarr_python_and_xarray_make_nested_groups() {
+    let t = "zarr_python_and_xarray_make_nested_groups";
+    let py = or_skip!(fuse_and_python(t));
+    let zpy = or_skip!(zarr34(t));
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("src");
+    std::fs::create_dir(&src).unwrap();
+    run_python(&py, &[SCRIPT, "gen", src.to_str().unwrap()]);
+    let m = Mount::daemon(&src, &[]);
+    let out = dir.path().join("n.npz");
+    let (ok, said, err) = run(
+        &zpy,
+        &[
+            SCRIPT,
+            "nested",
+            m.mp.to_str().unwrap(),
+            out.to_str().unwrap(),
+        ],
+    );
+    assert!(ok, "{t}: {said}{err}");
+    assert_eq!(said.trim(), "ok", "{err}");
+    m.umount();
+    let s = python_says(
+        &py,
+        &[
+            SCRIPT,
+            "check",
+            src.to_str().unwrap(),
+            out.to_str().unwrap(),
+        ],
+    );
+    let seen: Value = serde_json::from_str(&s).unwrap();
+    assert_eq!(
+        seen,
+        json!({"n/b/c": [true, "int32", [2, 2], []], "g/h": [true, "float32", [5], []],
+               "x/y/q": [true, "float64", [4], ["_ARRAY_DIMENSIONS", "_FillValue"]]})
+    );
+}

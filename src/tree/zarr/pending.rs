@@ -1,0 +1,409 @@
+//! The directories `mkdir` makes in the Zarr view for new arrays and groups (read-write
+//! mounts of a local directory of sources or `.b2d` store; `create.rs` makes what their
+//! `zarr.json` describes), and what this module owns:
+//! - **Pending directories.** `mkdir NAME` in a group that can take a new array makes an
+//!   empty directory held in memory ([`ZNode::Pending`]): listed, looked up, removable with
+//!   `rmdir`, holding only temp files and the pending directories made in it (in a directory
+//!   of sources: zarr-python's `create_array("a/b/c")` makes `a`, `a/b` and `a/b/c` before any
+//!   `zarr.json`).
+//! - **One inode for its temp files.** Once its array or group is made, a pending directory
+//!   stands for that member's directory ([`Tree::zarr_dir_ino`]): the kernel may name it by
+//!   either inode, its temp files are the member's.
+//! - **Parents made first.** A `zarr.json` landing in a pending directory whose parent is
+//!   pending too makes the parents first, as groups without attributes (what zarr-python
+//!   writes for them, concurrently with the leaf's), outermost first; the parent's own
+//!   `zarr.json` landing later is then a rewrite of that group's (no change, or refused).
+//! - **Another writer's member of that name** wins: the pending directory is listed once, as
+//!   it (a group takes the pending directory's place; anything else ends it).
+//! - **`link(2)`** of a temp file to `zarr.json` in a pending directory (zarr-python writes
+//!   the `zarr.json` of parent groups with `link` + `unlink`, "set if not exists") makes the
+//!   member as a rename would, the temp file staying until its `unlink`.
+
+use super::super::{Attr, Tree, TreeError};
+use super::create::refused;
+use super::{DirKind, ZNode, names};
+use crate::container::store::Form;
+
+/// A directory made by `mkdir` in the view, before and after its array exists.
+#[derive(Debug)]
+pub(super) struct PendingDir {
+    /// The native directory of its group (of the group its pending parent is in, until that
+    /// one is made).
+    pub(super) group: u64,
+    /// The Zarr inode of its group's directory (of its pending parent).
+    pub(super) parent: u64,
+    pub(super) name: String,
+    /// The pending directory it was made in, while that one is not made.
+    pub(super) up: Option<u64>,
+    /// The native directory of the array made in it.
+    pub(super) made: Option<u64>,
+}
+
+/// Most directories made by `mkdir` held at once with no array in them.
+const MAX_PENDING: usize = 4096;
+
+impl Tree {
+    /// `mkdir(2)` of `name` in `parent`: in the Zarr view of a read-write mount of a local
+    /// directory of sources or `.b2d` store, a pending directory for a new array or group (in
+    /// a directory of sources also in a pending directory: see the module doc).
+    ///
+    /// # Errors
+    /// [`TreeError::ReadOnly`]; [`TreeError::Exists`]; [`TreeError::NotPermitted`] (logged)
+    /// anywhere else.
+    pub fn mkdir(&self, parent: u64, name: &str) -> Result<Attr, TreeError> {
+        if name.len() > super::super::NAME_MAX {
+            return Err(TreeError::NameTooLong);
+        }
+        let z = match self.entry(parent)? {
+            super::super::Entry::Zarr(z) => z,
+            _ => return Err(self.refusal(parent, "mkdir")),
+        };
+        if !self.options.writable {
+            return Err(TreeError::ReadOnly);
+        }
+        if self.lookup(parent, name).is_ok() {
+            return Err(TreeError::Exists(name.to_owned()));
+        }
+        let path = format!("{}/{name}", self.zarr_path_of(parent));
+        let (group, up) = match z {
+            ZNode::Pending(k) => (self.zarr_nested_group(k, &path)?, Some(k)),
+            _ => (self.zarr_new_array_group(z, &path)?, None),
+        };
+        if name.is_empty() || name.contains('/') || name == "." || name == ".." {
+            return Err(TreeError::InvalidArgument("name"));
+        }
+        let temp = crate::container::leftover::commit_temp_target(std::ffi::OsStr::new(name));
+        let temp = temp.map(|_| "the name of a b2fs commit's temp file (mounts hide those)");
+        if let Some(why) = names::refused(name).or(temp) {
+            return Err(refused(&path, why));
+        }
+        // Kept by the inode of the group as the view names it (a group made through the view
+        // is the same whether the kernel names it by its first inode or its own).
+        let parent = z.ino().unwrap_or(parent);
+        let ino = {
+            let mut c = self.zarr.creating.lock();
+            if c.dirs.values().filter(|d| d.made.is_none()).count() >= MAX_PENDING {
+                log::warn!("{path}: {MAX_PENDING} empty directories made already: refused");
+                return Err(TreeError::NoSpace(format!(
+                    "{MAX_PENDING} empty directories made through the Zarr view are held \
+                     already"
+                )));
+            }
+            c.next += 1;
+            let k = c.next;
+            let ino = ZNode::Pending(k).ino().ok_or(TreeError::NoSpace(
+                "no inode numbers left for new directories".into(),
+            ))?;
+            c.dirs.insert(
+                k,
+                PendingDir {
+                    group,
+                    parent,
+                    name: name.to_owned(),
+                    up,
+                    made: None,
+                },
+            );
+            ino
+        };
+        log::info!("{path}: a new directory, held in memory until its zarr.json lands");
+        Ok(self.dir_attr(ino, 2))
+    }
+
+    /// `rmdir(2)` of `name` in `parent`: only a pending directory of the view that holds
+    /// nothing (no array made in it, no temp file, no pending directory).
+    ///
+    /// # Errors
+    /// [`TreeError::ReadOnly`]; [`TreeError::NotFound`]; [`TreeError::NotPermitted`] for
+    /// any other directory; [`TreeError::NotEmpty`] for one holding a temp file or a
+    /// pending directory.
+    pub fn rmdir(&self, parent: u64, name: &str) -> Result<(), TreeError> {
+        let ino = self.lookup(parent, name)?.ino;
+        if !self.options.writable {
+            return Err(TreeError::ReadOnly);
+        }
+        let pending = match ZNode::of(ino) {
+            Some(ZNode::Pending(k)) => Some(k),
+            _ => None,
+        };
+        let mut c = self.zarr.creating.lock();
+        let k = pending
+            .filter(|k| c.dirs.get(k).is_some_and(|d| d.made.is_none()))
+            .ok_or_else(|| {
+                TreeError::NotPermitted("removing a directory of the Zarr view".into())
+            })?;
+        let holds_dir = c.dirs.values().any(|d| d.up == Some(k));
+        if holds_dir || self.scratch.lock().files.values().any(|f| f.parent == ino) {
+            return Err(TreeError::NotEmpty);
+        }
+        c.dirs.remove(&k);
+        Ok(())
+    }
+
+    /// `link(2)` of `ino` as `newname` in `newparent`: only a temp file of the Zarr view
+    /// linked to `zarr.json` in its pending directory (zarr-python's "set if not exists" of a
+    /// parent group's `zarr.json`: `link`, then `unlink` of the temp file), which makes the
+    /// member as a rename would; the temp file stays until its `unlink`.
+    ///
+    /// # Errors
+    /// [`TreeError::ReadOnly`]; [`TreeError::Exists`] when `newname` exists (or was made
+    /// meanwhile); as a rename to `zarr.json`; [`TreeError::NotPermitted`] for any other
+    /// link.
+    pub fn link(&self, ino: u64, newparent: u64, newname: &str) -> Result<Attr, TreeError> {
+        if !self.options.writable {
+            return Err(TreeError::ReadOnly);
+        }
+        // As the kernel checks before it asks: a name that exists is EEXIST.
+        if self.lookup(newparent, newname).is_ok() {
+            return Err(TreeError::Exists(newname.to_owned()));
+        }
+        let dir = self.scratch.lock().files.get(&ino).map(|f| f.parent);
+        let pending = match dir.map(ZNode::of) {
+            Some(Some(ZNode::Pending(k))) if newname == "zarr.json" => Some(k),
+            _ => None,
+        };
+        let (Some(dir), Some(k)) = (dir, pending) else {
+            return Err(self.refusal(ino, "link"));
+        };
+        if self.zarr_dir_ino(newparent) != dir {
+            return Err(self.refusal(ino, "link"));
+        }
+        if !self.zarr_create_from(ino, dir, k, true)? {
+            return Err(TreeError::Exists(newname.to_owned()));
+        }
+        self.lookup(newparent, newname)
+    }
+
+    /// The native group of pending directory `k`'s group, where a directory made in `k` will
+    /// be (once `k` is made as a group): only in a directory of sources (a `.b2d` store takes
+    /// no new group).
+    ///
+    /// # Errors
+    /// [`TreeError::NotPermitted`] (logged) elsewhere; [`TreeError::NotFound`] for a pending
+    /// directory gone or made.
+    fn zarr_nested_group(&self, k: u64, path: &str) -> Result<u64, TreeError> {
+        if self.zarr_mounted_form() != Some(Form::Frames) {
+            return Err(refused(
+                path,
+                "a directory in a new directory of a .b2d store (it takes no new group)",
+            ));
+        }
+        let c = self.zarr.creating.lock();
+        let d = c.dirs.get(&k).filter(|d| d.made.is_none());
+        d.map(|d| d.group).ok_or(TreeError::NotFound)
+    }
+
+    /// The pending directories above `k` not made yet, innermost first.
+    fn zarr_pending_up(&self, k: u64) -> Vec<u64> {
+        let c = self.zarr.creating.lock();
+        let mut v = Vec::new();
+        let mut at = c.dirs.get(&k).and_then(|d| d.up);
+        while let Some(u) = at {
+            // Each points to one made before it: no cycle, but bounded all the same.
+            if v.len() > c.dirs.len() {
+                break;
+            }
+            v.push(u);
+            at = c.dirs.get(&u).and_then(|d| d.up);
+        }
+        v
+    }
+
+    /// Before the `zarr.json` of pending directory `k` (path `path`, for messages) is made:
+    /// its pending parents, outermost first, made as groups without attributes (what
+    /// zarr-python writes for them, maybe after the leaf's). They stay when what follows
+    /// fails: each is a directory its writer's `mkdir` asked for.
+    ///
+    /// # Errors
+    /// As [`Tree::zarr_make_group`]; [`TreeError::NotPermitted`] (logged) when a parent made
+    /// is not shown.
+    pub(super) fn zarr_make_parents(&self, k: u64, path: &str) -> Result<(), TreeError> {
+        for up in self.zarr_pending_up(k).into_iter().rev() {
+            let (group, name) = {
+                let c = self.zarr.creating.lock();
+                match c.dirs.get(&up) {
+                    Some(d) if d.made.is_none() => (d.group, d.name.clone()),
+                    _ => continue,
+                }
+            };
+            let dir = ZNode::Pending(up).ino().ok_or(TreeError::NotFound)?;
+            if !self.zarr_make_group(up, dir, (group, &name), path)? {
+                return Err(refused(
+                    path,
+                    "a parent directory was made but is not shown",
+                ));
+            }
+            log::info!(
+                "{}: made as a group (no attributes), its zarr.json not landed yet, for {path}",
+                self.zarr_path_of(dir)
+            );
+        }
+        Ok(())
+    }
+
+    /// Pending directory `k`: the Zarr node it stands for now (`Dir(n)` once its array is
+    /// made), or `None` when it is gone.
+    pub(crate) fn zarr_pending(&self, k: u64) -> Option<ZNode> {
+        let made = self.zarr.creating.lock().dirs.get(&k).map(|d| d.made)?;
+        Some(made.map_or(ZNode::Pending(k), ZNode::Dir))
+    }
+
+    /// The inode the view keeps the temp files of Zarr directory `ino` under: its own, and for
+    /// a pending directory whose array or group was made, that member's directory (the kernel
+    /// names it by either: by the pending inode through a handle or a name it resolved
+    /// before, by the member's own after a new lookup).
+    pub(crate) fn zarr_dir_ino(&self, ino: u64) -> u64 {
+        match ZNode::of(ino) {
+            Some(ZNode::Pending(k)) => match self.zarr_pending(k) {
+                Some(z @ ZNode::Dir(_)) => z.ino().unwrap_or(ino),
+                _ => ino,
+            },
+            _ => ino,
+        }
+    }
+
+    /// The pending directory `name` of Zarr directory `parent` (inode), if any.
+    pub(super) fn zarr_pending_named(&self, parent: u64, name: &str) -> Option<u64> {
+        let c = self.zarr.creating.lock();
+        c.dirs
+            .iter()
+            .find(|(_, d)| d.parent == parent && d.name == name && d.made.is_none())
+            .and_then(|(&k, _)| ZNode::Pending(k).ino())
+    }
+
+    /// The pending directories (no array made yet) of Zarr directory `parent` whose names
+    /// none of its members `listed` takes. One whose name another writer's member took since
+    /// its `mkdir` is listed once, as that member: a group takes its place (its temp files
+    /// move into it, as when the writer's own group is made), anything else ends it (its
+    /// temp files go; a handle of it gets ENOENT).
+    pub(super) fn zarr_pending_in(
+        &self,
+        parent: u64,
+        listed: &[(String, ZNode)],
+    ) -> Vec<(String, ZNode)> {
+        let mut v: Vec<(String, ZNode)> = Vec::new();
+        let mut shadowed = Vec::new();
+        {
+            let c = self.zarr.creating.lock();
+            let pending = c
+                .dirs
+                .iter()
+                .filter(|(_, d)| d.parent == parent && d.made.is_none());
+            for (&k, d) in pending {
+                match listed.iter().find(|(n, _)| *n == d.name) {
+                    None => v.push((d.name.clone(), ZNode::Pending(k))),
+                    Some(&(_, member)) => shadowed.push((k, member)),
+                }
+            }
+        }
+        for (k, member) in shadowed {
+            self.zarr_pending_shadowed(k, member);
+        }
+        v.sort_by(|a, b| a.0.cmp(&b.0));
+        v
+    }
+
+    /// Pending directory `k` whose name another writer's `member` took: a group takes its
+    /// place, anything else ends it (see [`Tree::zarr_pending_in`]).
+    fn zarr_pending_shadowed(&self, k: u64, member: ZNode) {
+        let path = self.zarr_pending_path(k);
+        let group = match member {
+            ZNode::Dir(n) => matches!(self.zarr_dir_kind(n), Ok(DirKind::Group)).then_some(n),
+            _ => None,
+        };
+        let Some(pending) = ZNode::Pending(k).ino() else {
+            return;
+        };
+        let to = group.and_then(|n| ZNode::Dir(n).ino());
+        // The pending directories it ends: itself and every one made below it.
+        let mut gone = vec![pending];
+        {
+            let mut c = self.zarr.creating.lock();
+            match (group, to, c.dirs.get_mut(&k)) {
+                (Some(n), Some(to), Some(d)) if d.made.is_none() => {
+                    d.made = Some(n);
+                    for d in c.dirs.values_mut().filter(|d| d.up == Some(k)) {
+                        (d.up, d.group, d.parent) = (None, n, to);
+                    }
+                }
+                (None, _, Some(d)) if d.made.is_none() => {
+                    let mut ended = vec![k];
+                    while let Some(e) = ended.pop() {
+                        c.dirs.remove(&e);
+                        let below = c.dirs.iter().filter(|(_, d)| d.up == Some(e));
+                        let below: Vec<u64> = below.map(|(&b, _)| b).collect();
+                        gone.extend(below.iter().filter_map(|&b| ZNode::Pending(b).ino()));
+                        ended.extend(below);
+                    }
+                }
+                _ => return,
+            }
+        }
+        let mut s = self.scratch.lock();
+        match to {
+            Some(to) => {
+                for f in s.files.values_mut().filter(|f| f.parent == pending) {
+                    f.parent = to;
+                }
+                log::info!("{path}: another writer made a group of that name: it stands for it");
+            }
+            None => {
+                s.files.retain(|_, f| !gone.contains(&f.parent));
+                log::warn!(
+                    "{path}: another writer made a member of that name: the directory made \
+                     for a new array is gone (its temp files and directories with it)"
+                );
+            }
+        }
+    }
+
+    /// The view's path of pending directory `k` (for messages).
+    pub(super) fn zarr_pending_path(&self, k: u64) -> String {
+        let (parent, name) = {
+            let c = self.zarr.creating.lock();
+            match c.dirs.get(&k) {
+                Some(d) => (d.parent, d.name.clone()),
+                None => return format!("/{}/?", self.zarr_name()),
+            }
+        };
+        format!("{}/{name}", self.zarr_path_of(parent))
+    }
+
+    /// The parent (a Zarr inode) of pending directory `k`.
+    pub(super) fn zarr_pending_parent(&self, k: u64) -> u64 {
+        let c = self.zarr.creating.lock();
+        c.dirs.get(&k).map_or(self.zarr_root_ino(), |d| d.parent)
+    }
+
+    /// The member of native group `group` the view names `name` (after the mount followed
+    /// the source), set as what pending directory `k` stands for.
+    pub(super) fn zarr_adopt(&self, k: u64, group: u64, name: &str) -> Option<u64> {
+        let made = self
+            .node(group)
+            .and_then(|node| self.zarr_native(group, node).ok())
+            .and_then(|children| {
+                children
+                    .into_iter()
+                    .find(|&c| self.zarr_member(c, Some(name)).is_some())
+            })?;
+        if let Some(d) = self.zarr.creating.lock().dirs.get_mut(&k) {
+            d.made = Some(made);
+        }
+        // Its temp files (a rewrite of its zarr.json begun meanwhile) and the directories made
+        // in it are the member's now.
+        let (from, to) = (ZNode::Pending(k).ino(), ZNode::Dir(made).ino());
+        if let Some(to) = to {
+            let mut c = self.zarr.creating.lock();
+            for d in c.dirs.values_mut().filter(|d| d.up == Some(k)) {
+                (d.up, d.group, d.parent) = (None, made, to);
+            }
+        }
+        if let (Some(from), Some(to)) = (from, to) {
+            let mut s = self.scratch.lock();
+            for f in s.files.values_mut().filter(|f| f.parent == from) {
+                f.parent = to;
+            }
+        }
+        Some(made)
+    }
+}
