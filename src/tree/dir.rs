@@ -41,8 +41,9 @@ pub struct ReadDir<'a> {
     pub(crate) len: u64,
     /// A directory of the Zarr view: its entries.
     pub(crate) zarr: Option<super::zarr::Listing>,
-    /// The root: the Zarr view's directory (inode, name), listed last.
-    pub(crate) view: Option<(u64, String)>,
+    /// The root: the Zarr views' directories (inode, name: `zarr/`, `zarr2/`), listed after
+    /// its children.
+    pub(crate) views: Vec<(u64, String)>,
 }
 
 impl Iterator for ReadDir<'_> {
@@ -74,13 +75,15 @@ impl Iterator for ReadDir<'_> {
                         EntryKind::File,
                         chunk_name(k),
                     ),
-                    // The root: its fixed children, the Zarr view, then the scratch files.
-                    None if k == self.children.len() && self.view.is_some() => {
-                        let (ino, name) = self.view.clone()?;
+                    // The root: its fixed children, the Zarr views, then the scratch files.
+                    None if k >= self.children.len()
+                        && k < self.children.len() + self.views.len() =>
+                    {
+                        let (ino, name) = self.views[k - self.children.len()].clone();
                         (ino, EntryKind::Directory, name)
                     }
                     None if k >= self.children.len() => {
-                        let first = self.children.len() + usize::from(self.view.is_some());
+                        let first = self.children.len() + self.views.len();
                         let (ino, name) = self.scratch.get(k - first)?.clone();
                         (ino, EntryKind::File, name)
                     }
