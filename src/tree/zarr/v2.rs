@@ -369,15 +369,15 @@ impl Tree {
         }
     }
 
-    /// The entry `name` of v2 directory `parent` (`v`). The v3 view's `zarr.json` and `c`
-    /// are ENOENT at once (zarr-python 3 probes `zarr.json` first).
+    /// The entry `name` of v2 directory `parent` (`v`). The v3 view's `zarr.json` is ENOENT
+    /// at once (zarr-python 3 probes it first), without opening anything.
     pub(crate) fn zarr2_lookup(&self, parent: u64, v: V2, name: &str) -> Result<Attr, TreeError> {
         let (n, z) = match v {
             V2::Root => (0, ZNode::Root),
             V2::Dir(n) => (n, ZNode::Dir(n)),
             _ => return Err(TreeError::NotADirectory(parent)),
         };
-        if name == "zarr.json" || name == "c" {
+        if name == "zarr.json" {
             return Err(TreeError::NotFound);
         }
         let child = match Meta::of(name) {
