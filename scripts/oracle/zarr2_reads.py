@@ -7,6 +7,10 @@ bcolz read (every case of zarr_cases.py gen). Runs in .venv-zarr2 (Python 3.10: 
                                              mounted) through the readers (comma-separated:
                                              zarr, xarray); prints one JSON summary; exit 1 on
                                              a problem
+    zarr2_reads.py readonly MNT NAME         zarr-python's writes to MNT/zarr2/NAME (a chunk,
+                                             the whole array, an attribute) on a read-write
+                                             mount fail with EROFS and change nothing; prints
+                                             "refused N"
 
 zarr: the layout as stored (`.zmetadata`, `.zarray` members, chunk objects of the full chunk
 size), `zarr.open_consolidated` of the root and of every group by its own path,
@@ -16,6 +20,7 @@ shapes, chunks, values (whole and windows), attributes, `_ARRAY_DIMENSIONS`. xar
 RuntimeWarning an error: no fallback to listing), values, dims, attributes, preferred chunks.
 """
 
+import errno
 import json
 import os
 import sys
@@ -223,10 +228,46 @@ def read(cases_path, readers):
     sys.exit(1 if c.problems else 0)
 
 
+def is_erofs(e):
+    while e is not None:
+        if isinstance(e, OSError) and e.errno == errno.EROFS:
+            return True
+        e = e.__cause__ or e.__context__
+    return False
+
+
+def readonly(mnt, name):
+    import zarr
+
+    path = os.path.join(mnt, "zarr2", name)
+    kw = v2_kw()
+    z = zarr.open_array(path, mode="r+", **kw)
+    before = z[...]
+    writes = [
+        lambda: z.__setitem__(tuple(slice(0, 1) for _ in z.shape), 7),
+        lambda: z.__setitem__(Ellipsis, 7),
+        lambda: z.attrs.__setitem__("x", 1),
+    ]
+    refused = 0
+    for w in writes:
+        try:
+            w()
+        except Exception as e:  # noqa: BLE001
+            if not is_erofs(e):
+                raise
+            refused += 1
+    after = zarr.open_array(path, mode="r", **kw)
+    assert np.array_equal(after[...], before), "the array changed"
+    assert "x" not in after.attrs, "the attributes changed"
+    print("refused", refused)
+
+
 def main():
     cmd = sys.argv[1]
     if cmd == "read":
         read(sys.argv[2], sys.argv[3].split(","))
+    elif cmd == "readonly":
+        readonly(sys.argv[2], sys.argv[3])
     else:
         raise SystemExit(f"unknown command {cmd}")
 

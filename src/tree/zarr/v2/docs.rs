@@ -1,4 +1,4 @@
-//! The metadata documents of the Zarr v2 view (`docs/v2/v2.0.rst` of zarr-specs, and
+//! The metadata documents of the Zarr v2 view (the zarr-specs "v2.0" document, and
 //! zarr-python 2's `.zmetadata` convention): `.zarray` from the v3 view's geometry,
 //! `.zattrs` (an array's carry `_ARRAY_DIMENSIONS`, the dimension names the v3 view gives,
 //! so xarray opens the group), `.zgroup`, and `.zmetadata` (every group's: the consolidated
