@@ -87,7 +87,9 @@ impl Meta {
         }
     }
 
-    fn of(name: &str) -> Option<Meta> {
+    /// The metadata file called `name`: a member of that name (a source `.zattrs.b2nd` of a
+    /// directory of sources is named after its stem) is not in the v2 view.
+    pub(super) fn of(name: &str) -> Option<Meta> {
         Meta::ALL.into_iter().find(|m| m.name() == name)
     }
 
@@ -466,6 +468,7 @@ impl Tree {
                     .collect();
                 for (name, child) in self.zarr_children(z)? {
                     if let ZNode::Dir(c) = child
+                        && Meta::of(&name).is_none()
                         && let Some(i) = V2::Dir(c).ino()
                     {
                         names.push((i, EntryKind::Directory, name));

@@ -484,3 +484,56 @@ fn nan_attributes_are_spelled_as_in_zarr_json() {
         assert_eq!(attrs["_FillValue"], -9999.0, "{f}");
     }
 }
+
+/// A directory of sources with members called `zarr` and `zarr2`: the members keep their
+/// names in the root, the views move to `zarr_view` and `zarr2_view`, and each view shows
+/// both members at their own names.
+#[test]
+fn members_called_zarr_and_zarr2_keep_their_names_and_the_views_move() {
+    let py = or_skip!(python(
+        "members_called_zarr_and_zarr2_keep_their_names_and_the_views_move"
+    ));
+    let dir = tempfile::tempdir().unwrap();
+    for sub in ["zarr", "zarr2"] {
+        std::fs::create_dir(dir.path().join(sub)).unwrap();
+        float32_b2nd(&py, &dir.path().join(sub).join("t.b2nd"), &[]);
+    }
+    // A source named after its stem `.zattrs`: not in the v2 view (its name is the group's
+    // metadata file), which lists and looks up the metadata file once.
+    float32_b2nd(&py, &dir.path().join(".zattrs.b2nd"), &[]);
+    let t = Tree::from_source(dir.path(), opts(false)).unwrap();
+    let mut top = names(&t, "");
+    top.sort();
+    assert_eq!(
+        top,
+        [
+            ".zattrs.b2nd",
+            "__attrs__",
+            "zarr",
+            "zarr2",
+            "zarr2_view",
+            "zarr_view"
+        ]
+    );
+    let mut shown = names(&t, "zarr2_view");
+    shown.sort();
+    assert_eq!(shown, [".zattrs", ".zgroup", ".zmetadata", "zarr", "zarr2"]);
+    let md = json_at(&t, "zarr2_view/.zmetadata")["metadata"].clone();
+    assert_eq!(md["zarr2/t/.zarray"]["shape"], json!([20, 30]));
+    assert_eq!(md["zarr/t/.zarray"]["chunks"], json!([10, 15]));
+    assert!(md.get(".zattrs/.zarray").is_none(), "{md}");
+    assert_eq!(md[".zattrs"], json!({}));
+    assert_eq!(json_at(&t, "zarr2_view/.zattrs"), json!({}));
+    let want: Vec<u8> = (0..10)
+        .flat_map(|r| (0..15).map(move |c| (r * 30 + c) as f32))
+        .flat_map(f32::to_le_bytes)
+        .collect();
+    assert_eq!(
+        read_all(&t, ino(&t, "zarr2_view/zarr2/t/0.0"), 1 << 20),
+        want
+    );
+    assert_eq!(
+        t.path_of(ino(&t, "zarr2_view/zarr2/t/0.0")),
+        "/zarr2_view/zarr2/t/0.0"
+    );
+}

@@ -183,6 +183,8 @@ impl Tree {
         meta.insert(".zgroup".into(), json!({"zarr_format": 2}));
         meta.insert(".zattrs".into(), group_attrs(&attrs));
         let mut emit = |path: &str, met: Met<'_>| match met {
+            // A member named like a metadata file is not in the v2 view (`Meta::of`).
+            _ if path.split('/').any(|p| Meta::of(p).is_some()) => {}
             Met::Array(n, g, attrs) => {
                 let dims = self.zarr_dimension_names(n, g, attrs);
                 meta.insert(format!("{path}/.zarray"), zarray(g));
