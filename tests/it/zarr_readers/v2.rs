@@ -194,3 +194,74 @@ fn xarray_on_zarr_218_reads_a_directory_of_b2nd_files_through_zarr2() {
     }
     m.umount();
 }
+
+/// A read-only mount, whose kernel keeps entries and attributes for a day, shows another
+/// writer's resize in `zarr2/` at the next read (the follower makes the kernel forget the v2
+/// view's directories and metadata files): `.zarray`'s shape, the root's `.zmetadata`, the new
+/// chunk object and every object's new bytes; with `-o keep_cache` too, where a stale size
+/// would cut the longer `.zarray` short.
+#[test]
+fn a_read_only_mount_shows_another_writers_resize_in_zarr2() {
+    let t = "a_read_only_mount_shows_another_writers_resize_in_zarr2";
+    let py = or_skip!(fuse_and_python(t));
+    let make = "import sys, numpy as np, blosc2\n\
+        blosc2.asarray(np.arange(1000, dtype=np.int64), chunks=(300,), blocks=(100,), \
+        urlpath=sys.argv[1], mode='w')\n";
+    let grow = "import sys, numpy as np, blosc2\n\
+        a = blosc2.open(sys.argv[1], mode='a')\n\
+        a.resize((1500,))\n\
+        a[:] = np.arange(1500, dtype=np.int64) * 3\n\
+        a.vlmeta['units'] = 'metres'\n";
+    let json =
+        |p: PathBuf| -> Option<Value> { serde_json::from_slice(&std::fs::read(p).ok()?).ok() };
+    for opts in [&["ro"][..], &["ro", "keep_cache"]] {
+        let (_dir, src) = crate::support::temp_path("grow.b2nd");
+        run_python(&py, &["-c", make, src.to_str().unwrap()]);
+        let m = Mount::daemon(&src, opts);
+        let zarray = m.path("zarr2/grow/.zarray");
+        assert_eq!(
+            json(zarray.clone()).unwrap()["shape"],
+            serde_json::json!([1000])
+        );
+        let md = json(m.path("zarr2/.zmetadata")).unwrap();
+        assert_eq!(
+            md["metadata"]["grow/.zarray"]["shape"],
+            serde_json::json!([1000])
+        );
+        let first = std::fs::read(m.path("zarr2/grow/0")).unwrap();
+        assert_eq!(first[8..16], 1i64.to_le_bytes());
+        run_python(&py, &["-c", grow, src.to_str().unwrap()]);
+        let grown = |p: PathBuf, key: &str| {
+            json(p).is_some_and(|v| {
+                let v = if key.is_empty() {
+                    v
+                } else {
+                    v["metadata"][key].clone()
+                };
+                v["shape"] == serde_json::json!([1500])
+            })
+        };
+        assert!(
+            crate::support::wait_until(std::time::Duration::from_secs(10), || grown(
+                zarray.clone(),
+                ""
+            )),
+            "{opts:?}: .zarray never showed the new shape: {:?}",
+            std::fs::read_to_string(&zarray)
+        );
+        assert!(
+            grown(m.path("zarr2/.zmetadata"), "grow/.zarray"),
+            "{opts:?}"
+        );
+        let attrs = json(m.path("zarr2/grow/.zattrs")).unwrap();
+        assert_eq!(attrs["units"], "metres", "{opts:?}");
+        let last = std::fs::read(m.path("zarr2/grow/4")).unwrap();
+        let want: Vec<u8> = (1200..1500i64)
+            .flat_map(|i| (i * 3).to_le_bytes())
+            .collect();
+        assert_eq!(last, want, "{opts:?}");
+        let first = std::fs::read(m.path("zarr2/grow/0")).unwrap();
+        assert_eq!(first[8..16], 3i64.to_le_bytes(), "{opts:?}");
+        m.umount();
+    }
+}
