@@ -8,7 +8,11 @@
 # (which installs everything else, below).
 # The Zarr view's readers (tests/it/zarr_readers.rs, scripts/bench_zarr.py) get two more venvs:
 # .venv-zarr (Python 3.12: zarr-python 3.4, xarray, dask[distributed], tensorstore,
-# python-blosc2) and .venv-zarr311 (Python 3.11: zarr-python 3.1, the line Python 3.11 gets).
+# python-blosc2) and .venv-zarr311 (Python 3.11: zarr-python 3.1, the line Python 3.11 gets);
+# the Zarr v2 view's readers (tests/it/zarr_readers/v2.rs) one more: .venv-zarr2 (Python 3.10:
+# zarr-python 2.18, the last release for Python 3.10, with numcodecs, and xarray 2025.6, the
+# last xarray for Python 3.10 and one that still reads zarr-python 2; 1.4 s with a cold uv
+# cache).
 # Python 3.12 is looked for on PATH and in pyenv; without it .venv-zarr is skipped with a
 # message (the tests then SKIP, or fail under B2FS_REQUIRE_PYTHON=1). B2FS_SKIP_ZARR_VENV=1
 # skips both. All four venvs: about 3 minutes and 22 CPU-s on a fresh machine (measured at load
@@ -157,6 +161,8 @@ trap 'rm -rf "$LOGS"' EXIT
 JOBS=(main_venv cat2_venv)
 if [ "${B2FS_SKIP_ZARR_VENV:-}" != "1" ]; then
     JOBS+=(zarr_venvs "zarr_venv .venv-zarr311 3.11 zarr zarr==3.1.6 numpy==2.4.6")
+    JOBS+=("zarr_venv .venv-zarr2 3.10 zarr,xarray,numcodecs zarr==2.18.3 numcodecs==0.13.1 \
+        xarray==2025.6.1 pandas==2.3.3 numpy==2.2.6")
 fi
 PIDS=()
 for j in "${JOBS[@]}"; do

@@ -156,6 +156,8 @@ pub(crate) enum Entry<'a> {
     Scratch,
     /// A node of the Zarr view (`zarr.rs`).
     Zarr(zarr::ZNode),
+    /// A node of the read-only Zarr v2 view (`zarr/v2.rs`).
+    Zarr2(zarr::V2),
 }
 
 /// The virtual filesystem of one mounted source. `Sync`: FUSE worker threads share it.
@@ -261,7 +263,11 @@ impl Tree {
                     _ => Err(TreeError::NotFound),
                 },
                 Some(z) if self.zarr_exists(z) => Ok(Entry::Zarr(z)),
-                _ => Err(TreeError::NotFound),
+                Some(_) => Err(TreeError::NotFound),
+                None => self
+                    .zarr2_entry(ino)
+                    .map(Entry::Zarr2)
+                    .ok_or(TreeError::NotFound),
             },
             Located::Scratch | Located::Nothing => Err(TreeError::NotFound),
         }
@@ -317,6 +323,7 @@ impl Tree {
                 (EntryKind::Directory, 0, 2 + subdirs as u32)
             }
             Entry::Zarr(z) => return self.zarr_getattr(ino, z),
+            Entry::Zarr2(v) => return self.zarr2_getattr(ino, v),
             entry => (EntryKind::File, self.file_size(ino, entry)?, 1),
         };
         Ok(Attr {
@@ -360,7 +367,7 @@ impl Tree {
             Entry::Chunk(id) => snap(id.array).and_then(|s| s.chunk_time(id.index)),
             Entry::Scratch => self.scratch.lock().files.get(&ino).map(|f| f.mtime),
             // The Zarr view shows the source's time (`zarr_getattr`).
-            Entry::Zarr(_) => None,
+            Entry::Zarr(_) | Entry::Zarr2(_) => None,
         };
         t.unwrap_or(self.owner.mtime)
     }
@@ -399,6 +406,9 @@ impl Tree {
         if let Entry::Zarr(z) = entry {
             return self.zarr_lookup(parent, z, name);
         }
+        if let Entry::Zarr2(v) = entry {
+            return self.zarr2_lookup(parent, v, name);
+        }
         let Entry::Dir(node, data) = entry else {
             return Err(TreeError::NotADirectory(parent));
         };
@@ -424,6 +434,9 @@ impl Tree {
             None if parent == ROOT_INO && name == self.zarr_name() => {
                 self.getattr(self.zarr_root_ino())
             }
+            None if parent == ROOT_INO && name == self.zarr2_name() => {
+                self.getattr(self.zarr2_root_ino())
+            }
             None => {
                 let ino = self.scratch_in(parent, name).ok_or(TreeError::NotFound)?;
                 self.getattr(ino)
@@ -439,8 +452,15 @@ impl Tree {
     /// [`TreeError::NotFound`] or [`TreeError::NotADirectory`].
     pub fn readdir(&self, ino: u64, offset: u64) -> Result<ReadDir<'_>, TreeError> {
         let entry = self.entry(ino)?;
-        if let Entry::Zarr(z) = entry {
-            let (parent, listing) = self.zarr_listing(ino, z)?;
+        let zarr = match entry {
+            Entry::Zarr(z) => Some(self.zarr_listing(ino, z)?),
+            Entry::Zarr2(v) => {
+                let (parent, listing) = self.zarr2_listing(ino, v)?;
+                Some((parent, zarr::Listing::V2(listing)))
+            }
+            _ => None,
+        };
+        if let Some((parent, listing)) = zarr {
             return Ok(ReadDir {
                 tree: self,
                 ino,
@@ -451,7 +471,7 @@ impl Tree {
                 pos: offset,
                 len: 2 + listing.len(),
                 zarr: Some(listing),
-                view: None,
+                views: Vec::new(),
             });
         }
         let Entry::Dir(node, data) = entry else {
@@ -484,8 +504,14 @@ impl Tree {
                 }
                 None => children.len() as u64,
             };
-        // The root lists the Zarr view after its fixed children, before the scratch files.
-        let view = (ino == ROOT_INO).then(|| (self.zarr_root_ino(), self.zarr_name().to_owned()));
+        // The root lists the Zarr views after its fixed children, before the scratch files.
+        let views = match ino == ROOT_INO {
+            true => vec![
+                (self.zarr_root_ino(), self.zarr_name().to_owned()),
+                (self.zarr2_root_ino(), self.zarr2_name().to_owned()),
+            ],
+            false => Vec::new(),
+        };
         Ok(ReadDir {
             tree: self,
             ino,
@@ -494,9 +520,9 @@ impl Tree {
             scratch,
             data,
             pos: offset,
-            len: len + u64::from(view.is_some()),
+            len: len + views.len() as u64,
             zarr: None,
-            view,
+            views,
         })
     }
 
@@ -528,6 +554,7 @@ impl Tree {
             Entry::Zarr(z) if self.zarr_is_dir(ino, z) => {
                 return Err(TreeError::IsADirectory(ino));
             }
+            Entry::Zarr2(v) if self.zarr2_is_dir(v) => return Err(TreeError::IsADirectory(ino)),
             _ => {}
         }
         self.follow_at_open(ino);
@@ -590,8 +617,11 @@ impl Tree {
     /// A change the tree never supports (`op`: mkdir, rename, symlink, link, mknod, rmdir,
     /// extended attributes, chmod/chown) on or under `ino`: the error to answer with.
     pub fn refusal(&self, ino: u64, op: &str) -> TreeError {
-        if let Err(e) = self.entry(ino) {
-            return e;
+        match self.entry(ino) {
+            Err(e) => return e,
+            // The Zarr v2 view is read-only on every mount.
+            Ok(Entry::Zarr2(_)) => return TreeError::ReadOnly,
+            Ok(_) => {}
         }
         if !self.options.writable {
             return TreeError::ReadOnly;

@@ -5,9 +5,11 @@ the Zarr view (tests/it/zarr_readers/dirs.rs; docs/ZARR.md, "Layout").
                                   lat x lon, "units": "K"), `precip.b2nd` (int64, same
                                   dimensions, other chunks) and `time.b2nd` (float64 days, CF
                                   "units"), each with xarray's `_ARRAY_DIMENSIONS`
-    zarr_dirs.py read MNT         (a Zarr venv) `xr.open_zarr(MNT/zarr)`: prints the data
+    zarr_dirs.py read MNT [VIEW]  (a Zarr venv) `xr.open_zarr(MNT/zarr)`: prints the data
                                   variables, the coordinates with their dtype, and
-                                  `temp.sum()`, `precip.sum()`, `time[3]` as xarray decodes it
+                                  `temp.sum()`, `precip.sum()`, `time[3]` as xarray decodes it;
+                                  VIEW `zarr2`: the Zarr v2 view (zarr-python 2.18's venv, or
+                                  `zarr_format=2` with zarr-python 3)
     zarr_dirs.py write MNT        (a Zarr venv) adds 1 to `temp` for the first 30 times with
                                   `to_zarr(region=...)`
     zarr_dirs.py append MNT       (a Zarr venv) appends 10 days to the dataset with
@@ -41,10 +43,14 @@ def gen(d):
     tm.vlmeta["units"] = "days since 2000-01-01"
 
 
-def read(mnt):
+def read(mnt, view="zarr"):
     import xarray as xr
+    import zarr
 
-    ds = xr.open_zarr(f"{mnt}/zarr")
+    kw = {}
+    if view == "zarr2" and int(zarr.__version__.split(".")[0]) >= 3:
+        kw["zarr_format"] = 2
+    ds = xr.open_zarr(f"{mnt}/{view}", **kw)
     print("vars", sorted(ds.data_vars))
     print("coords", sorted(f"{k}:{v.dtype}" for k, v in ds.coords.items()))
     print("temp", float(ds.temp.astype("f8").sum()))
@@ -97,4 +103,4 @@ def check(d):
 if __name__ == "__main__":
     cmds = {"gen": gen, "read": read, "write": write, "append": append, "check": check}
     cmds["shapes"] = shapes
-    cmds[sys.argv[1]](sys.argv[2])
+    cmds[sys.argv[1]](*sys.argv[2:])

@@ -82,10 +82,14 @@ impl Tree {
         {
             return false;
         }
-        if let Ok(Entry::Zarr(super::zarr::ZNode::RootJson | super::zarr::ZNode::Json(_))) =
-            self.entry(ino)
+        if let Ok(
+            Entry::Zarr(super::zarr::ZNode::RootJson | super::zarr::ZNode::Json(_))
+            | Entry::Zarr2(_),
+        ) = self.entry(ino)
         {
-            return false; // generated on demand: never cached across opens
+            // Generated on demand; the v2 view's chunk objects are not tracked by commits
+            // and followers (`zarr/v2.rs`): never cached across opens.
+            return false;
         }
         let mut k = self.kcache.lock();
         !k.foreign && !k.stale.remove(&ino)

@@ -42,8 +42,9 @@ pub struct ReadDir<'a> {
     pub(crate) len: u64,
     /// A directory of the Zarr view: its entries.
     pub(crate) zarr: Option<super::zarr::Listing>,
-    /// The root: the Zarr view's directory (inode, name), listed last.
-    pub(crate) view: Option<(u64, String)>,
+    /// The root: the Zarr views' directories (inode, name: `zarr/`, `zarr2/`), listed after
+    /// its children.
+    pub(crate) views: Vec<(u64, String)>,
 }
 
 impl Iterator for ReadDir<'_> {
@@ -75,13 +76,15 @@ impl Iterator for ReadDir<'_> {
                         EntryKind::File,
                         chunk_name(k),
                     ),
-                    // Fixed children, the Zarr view (the root's), then the scratch files.
-                    None if k == self.children.len() && self.view.is_some() => {
-                        let (ino, name) = self.view.clone()?;
+                    // Fixed children, the Zarr views (the root's), then the scratch files.
+                    None if k >= self.children.len()
+                        && k < self.children.len() + self.views.len() =>
+                    {
+                        let (ino, name) = self.views[k - self.children.len()].clone();
                         (ino, EntryKind::Directory, name)
                     }
                     None if k >= self.children.len() => {
-                        let first = self.children.len() + usize::from(self.view.is_some());
+                        let first = self.children.len() + self.views.len();
                         let (ino, name) = self.scratch.get(k - first)?.clone();
                         (ino, EntryKind::File, name)
                     }

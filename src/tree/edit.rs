@@ -58,7 +58,7 @@ impl Tree {
                 z,
                 super::zarr::ZNode::RootJson | super::zarr::ZNode::Json(_)
             ),
-            Err(_) => false,
+            Ok(Entry::Zarr2(_)) | Err(_) => false,
         }
     }
 
@@ -81,6 +81,8 @@ impl Tree {
         match self.entry(ino)? {
             Entry::Scratch => Ok(WriteTarget::Scratch),
             Entry::Zarr(z) => self.zarr_write_target(ino, z).map(WriteTarget::Zarr),
+            // The Zarr v2 view is read-only on every mount.
+            Entry::Zarr2(_) => Err(TreeError::ReadOnly),
             Entry::Dir(..) => Err(TreeError::IsADirectory(ino)),
             Entry::Chunk(id) => {
                 self.writable_array(id.array)?;
@@ -520,6 +522,9 @@ impl Tree {
         if let Entry::Zarr(z) = entry {
             return self.zarr_create(parent, z, name, by);
         }
+        if let Entry::Zarr2(_) = entry {
+            return Err(TreeError::ReadOnly);
+        }
         let Entry::Dir(_, data) = entry else {
             return Err(TreeError::NotADirectory(parent));
         };
@@ -585,6 +590,7 @@ impl Tree {
             }
             Entry::Chunk(id) => id,
             Entry::Zarr(z) => return self.zarr_unlink(ino, z),
+            Entry::Zarr2(_) => return Err(TreeError::ReadOnly),
             _ => {
                 return Err(TreeError::NotPermitted(format!(
                     "removing {name:?}: only the last chunk file can be removed"

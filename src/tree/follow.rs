@@ -340,6 +340,7 @@ impl Tree {
             Ok(Entry::File(FileKind::CTableNpy(file))) => file
                 .rendered()
                 .map_or_else(Vec::new, |v| v.arrays().collect()),
+            Ok(Entry::Zarr2(v)) => self.zarr2_arrays(v).unwrap_or_else(|| self.array_ids()),
             Ok(Entry::File(FileKind::Fixed(_)) | Entry::Scratch) => return,
             _ => self.array_ids(),
         };
@@ -531,6 +532,7 @@ impl Tree {
             out.extend(self.zarr_invalidations(*a, node.parent, (old.as_ref(), new.as_ref()), all));
         }
         out.extend(self.zarr_meta_invalidations());
+        out.extend(self.zarr2_invalidations());
         out
     }
 }

@@ -135,6 +135,7 @@ impl Tree {
             Entry::Dir(..) => Err(TreeError::IsADirectory(ino)),
             Entry::Zarr(z) if self.zarr_is_dir(ino, z) => Err(TreeError::IsADirectory(ino)),
             Entry::Zarr(z) => self.zarr_read(ino, z, (offset, size), hint, pinned.as_deref()),
+            Entry::Zarr2(v) => self.zarr2_read(ino, v, (offset, size), hint, pinned.as_deref()),
             Entry::Scratch => {
                 let s = self.scratch.lock();
                 let data = s.files.get(&ino).map(|f| f.data.as_slice()).unwrap_or(&[]);
@@ -188,6 +189,9 @@ impl Tree {
             Entry::Zarr(z @ (ZNode::RootJson | ZNode::Json(_))) if pinned.content.is_none() => {
                 self.zarr_json(z).map(drop)
             }
+            Entry::Zarr2(v @ super::zarr::V2::Meta(..)) if pinned.content.is_none() => {
+                self.zarr2_doc(v).map(drop)
+            }
             _ => Ok(()),
         }
     }
@@ -201,6 +205,7 @@ impl Tree {
         match self.entry(ino) {
             Ok(Entry::Chunk(id)) => pin_array(&mut p, id.array),
             Ok(Entry::Zarr(z)) => self.zarr_pin(z, &mut p),
+            Ok(Entry::Zarr2(v)) => self.zarr2_pin(v, &mut p),
             Ok(Entry::File(kind)) => match kind {
                 FileKind::Sizes(_, content) => p.content = generated(content).ok(),
                 FileKind::Npy(array, cell) => {
@@ -280,6 +285,7 @@ impl Tree {
         let n = match entry {
             Entry::Dir(..) => 0,
             Entry::Zarr(z) => return self.zarr_size(z),
+            Entry::Zarr2(v) => return self.zarr2_size(v),
             Entry::Scratch => self
                 .scratch
                 .lock()

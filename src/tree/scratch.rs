@@ -315,7 +315,8 @@ impl Tree {
         noreplace: bool,
     ) -> Result<(), TreeError> {
         let from = self.lookup(parent, name)?.ino;
-        if !self.options.writable {
+        let v2 = |ino| matches!(self.entry(ino), Ok(Entry::Zarr2(_)));
+        if !self.options.writable || v2(parent) || v2(newparent) {
             return Err(TreeError::ReadOnly);
         }
         let dir = self.scratch.lock().files.get(&from).map(|f| f.parent);

@@ -440,7 +440,8 @@ impl super::Tree {
     /// # Errors
     /// [`TreeError::NotFound`] for unknown inodes.
     pub fn getxattr(&self, ino: u64, name: &str) -> Result<Option<Vec<u8>>, TreeError> {
-        if ino == self.zarr_root_ino() && name == ZARR_OMITTED {
+        let view = ino == self.zarr_root_ino() || ino == self.zarr2_root_ino();
+        if view && name == ZARR_OMITTED {
             return Ok(Some(self.zarr_omitted()));
         }
         Ok(get(&self.xattr_target(ino)?, name))
@@ -451,7 +452,7 @@ impl super::Tree {
     /// # Errors
     /// [`TreeError::NotFound`] for unknown inodes.
     pub fn listxattr(&self, ino: u64) -> Result<Vec<u8>, TreeError> {
-        if ino == self.zarr_root_ino() {
+        if ino == self.zarr_root_ino() || ino == self.zarr2_root_ino() {
             return Ok(format!("{ZARR_OMITTED}\0").into_bytes());
         }
         Ok(list(&self.xattr_target(ino)?))

@@ -31,7 +31,8 @@
 //! renamed over the old one), `resize.rs` (a new `zarr.json` with another first dimension),
 //! `undo.rs` (removals of chunk objects, and their take-back when a resize is refused),
 //! `follow.rs` (what the kernel must forget after another writer), `create.rs` (new arrays:
-//! `mkdir`, their first `zarr.json`, the codecs and fill value their writers declared).
+//! `mkdir`, their first `zarr.json`, the codecs and fill value their writers declared),
+//! `v2.rs` (the read-only Zarr v2 view `zarr2/` of the same hierarchy, for v2-only readers).
 //!
 //! Subtleties:
 //! - **Lazy.** Nothing here runs at mount. A collection leaf is opened when a lookup goes
@@ -68,6 +69,7 @@ mod quick;
 mod read;
 mod resize;
 mod undo;
+mod v2;
 mod write;
 
 use std::collections::{BTreeMap, HashMap};
@@ -85,6 +87,7 @@ pub use geom::Geom;
 pub use ino::{ZARR_BASE, ZNode, is_zarr};
 pub(crate) use read::Listing;
 pub use resize::MAX_NEW_CHUNKS;
+pub(crate) use v2::V2;
 pub(crate) use write::ZarrTarget;
 
 /// Why an array without an NPY view (a special object, an unknown dtype) has no Zarr
@@ -128,6 +131,8 @@ pub(crate) struct ZarrState {
     creating: Mutex<create::Creating>,
     /// Tests: run by the next resize before it takes the committer ([`Tree::on_zarr_resize`]).
     resize_hook: Mutex<Option<ResizeHook>>,
+    /// The Zarr v2 view (`zarr2/`, `v2.rs`).
+    v2: v2::State,
 }
 
 /// What [`Tree::on_zarr_resize`] runs.
@@ -278,6 +283,12 @@ impl Tree {
 
     /// [`Tree::zarr_array_json`] with the array's attributes `attrs` known.
     fn zarr_array_json_with(&self, n: u64, g: &Geom, attrs: &Value) -> Value {
+        meta::array(g, attrs, &self.zarr_dimension_names(n, g, attrs))
+    }
+
+    /// The dimension names of the array in native directory `n`, of geometry `g` and
+    /// attributes `attrs` (`names::dimension_names`; a ctable's columns share the first).
+    fn zarr_dimension_names(&self, n: u64, g: &Geom, attrs: &Value) -> Vec<String> {
         let name = self.zarr_node_name(n);
         let parent = self.node(n).map(|x| x.parent).filter(|_| n != ROOT_INO);
         let first = parent.filter(|&p| self.zarr_is_table(p)).map(|p| {
@@ -290,8 +301,7 @@ impl Tree {
             let refs: Vec<&str> = columns.iter().map(String::as_str).collect();
             names::row_dimension(&refs)
         });
-        let dims = names::dimension_names(&name, g.ndim(), attrs, first.as_deref());
-        meta::array(g, attrs, &dims)
+        names::dimension_names(&name, g.ndim(), attrs, first.as_deref())
     }
 
     /// The content of Zarr metadata file `z` now.

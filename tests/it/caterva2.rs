@@ -270,7 +270,8 @@ fn caterva2_public_and_login_roots_mount_as_collections_with_reference_bytes() {
             "dir1",
             "ds-1d.b2nd",
             "st.b2z",
-            "zarr"
+            "zarr",
+            "zarr2"
         ],
         "datasets keep their names; readme.txt is not shown"
     );

@@ -38,7 +38,10 @@ fn mount_daemon_lists_tree_and_chunks_match_reference() {
         .map(|e| e.unwrap().file_name().into_string().unwrap())
         .collect();
     top.sort();
-    assert_eq!(top, ["__attrs__", "array.npy", "data", "meta", "zarr"]);
+    assert_eq!(
+        top,
+        ["__attrs__", "array.npy", "data", "meta", "zarr", "zarr2"]
+    );
     assert!(m.path("meta/metalayers/b2nd").is_file());
     let attrs: Value =
         serde_json::from_slice(&std::fs::read(m.path("__attrs__")).unwrap()).unwrap();

@@ -142,7 +142,8 @@ fn remote_prefix_of_sources_mounts_as_the_local_directory_does() {
             "sp.b2frame",
             "st.b2z",
             "sub",
-            "zarr"
+            "zarr",
+            "zarr2"
         ],
         "sources keep their names; readme.txt is not shown"
     );

@@ -308,7 +308,16 @@ fn store_mount_lists_groups_and_numpy_loads_a_member() {
     top.sort();
     assert_eq!(
         top,
-        ["__attrs__", "a", "group", "raw", "small", "temps", "zarr"]
+        [
+            "__attrs__",
+            "a",
+            "group",
+            "raw",
+            "small",
+            "temps",
+            "zarr",
+            "zarr2"
+        ]
     );
     let leaf = m.path("a/b/c/leaf/array.npy");
     let says = support::python_says(

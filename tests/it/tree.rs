@@ -124,9 +124,9 @@ fn tree_frames_list_fixed_entries_and_chunk_files() {
         // sizes) has no item layout: no array.npy.
         let varlen = src.to_string_lossy().contains("varlen");
         let want: &[&str] = if varlen {
-            &["__attrs__", "meta", "data", "zarr"]
+            &["__attrs__", "meta", "data", "zarr", "zarr2"]
         } else {
-            &["__attrs__", "array.npy", "meta", "data", "zarr"]
+            &["__attrs__", "array.npy", "meta", "data", "zarr", "zarr2"]
         };
         assert_eq!(names(&t, ROOT_INO), want, "{src:?}");
         assert_eq!(
@@ -396,7 +396,7 @@ fn tree_bcolz_carrays_match_reference() {
         let t = tree(&src);
         assert_eq!(
             names(&t, ROOT_INO),
-            ["__attrs__", "array.npy", "meta", "data", "zarr"]
+            ["__attrs__", "array.npy", "meta", "data", "zarr", "zarr2"]
         );
         check_carray(&t, "", &sc, &src.display().to_string());
     }
@@ -416,6 +416,7 @@ fn tree_bcolz_ctables_show_one_tree_per_column_in_rootdirs_order() {
         );
         want.push("table.npy".to_owned());
         want.push("zarr".to_owned());
+        want.push("zarr2".to_owned());
         assert_eq!(names(&t, ROOT_INO), want);
         assert_eq!(json_at(&t, "__attrs__"), sc["attrs"]);
         for (name, col) in sc["columns"].as_object().unwrap() {

@@ -14,7 +14,7 @@
 //! and the changes refused), `zarr/floats.rs` (NaN and infinite attributes as zarr-python
 //! writes them, and as strict JSON under `-o zarr_strict_json`), `zarr/resize.rs` (resizes through `zarr.json`), `zarr/damaged.rs` (removing a
 //! chunk object whose chunk does not decode), `zarr/fill.rs` (the `_FillValue` attribute in
-//! xarray's spelling); the helpers that read and assemble the view stay here.
+//! xarray's spelling), `zarr/v2.rs` (the read-only Zarr v2 view `zarr2/`); the helpers that read and assemble the view stay here.
 
 mod cases;
 mod create;
@@ -27,6 +27,7 @@ mod metadata;
 mod resize;
 mod resize_bytes;
 mod stores;
+mod v2;
 mod writes;
 
 use std::path::Path;
@@ -114,9 +115,25 @@ fn assemble(t: &Tree, array: &str, meta: &Value, step: u32) -> Vec<u8> {
     let shape = dims(&meta["shape"]);
     let chunks = dims(&meta["chunk_grid"]["configuration"]["chunk_shape"]);
     let item = itemsize(&meta["data_type"]);
+    let path = |key: &[String]| {
+        let path = format!("zarr/{array}/c/{}", key.join("/"));
+        path.trim_end_matches('/').to_owned()
+    };
+    assemble_keys(t, &path, (&shape, &chunks, item), step)
+}
+
+/// An array of `shape`, `chunks` and `item` bytes per element assembled in C order from the
+/// chunk objects at `path(key)` (the v3 view's `c/i/j`, the v2 view's `i.j`), as
+/// [`assemble`].
+fn assemble_keys(
+    t: &Tree,
+    path: &dyn Fn(&[String]) -> String,
+    (shape, chunks, item): (&[u64], &[u64], u64),
+    step: u32,
+) -> Vec<u8> {
     let grid: Vec<u64> = shape
         .iter()
-        .zip(&chunks)
+        .zip(chunks)
         .map(|(s, c)| s.div_ceil(*c))
         .collect();
     let total: u64 = shape.iter().product::<u64>() * item;
@@ -131,8 +148,7 @@ fn assemble(t: &Tree, array: &str, meta: &Value, step: u32) -> Vec<u8> {
             rest /= grid[d];
         }
         let key: Vec<String> = coords.iter().map(u64::to_string).collect();
-        let path = format!("zarr/{array}/c/{}", key.join("/"));
-        let path = path.trim_end_matches('/');
+        let path = &path(&key);
         let o = ino(t, path);
         assert_eq!(t.getattr(o).unwrap().size, per_chunk * item, "{path}");
         let bytes = read_all(t, o, step);

@@ -11,7 +11,9 @@
 //! view (`-o zarr_strict_json`) with TensorStore and strict parsers; `zarr_readers/fill.rs`: xarray
 //! on float arrays with a CF `_FillValue` attribute; `zarr_readers/dirs.rs`: xarray on a
 //! directory of `.b2nd` files; `zarr_readers/create.rs`: new arrays and groups made by
-//! zarr-python and xarray. Without a Zarr venv the tests print SKIP (run
+//! zarr-python and xarray; `zarr_readers/v2.rs`: the Zarr v2 view `zarr2/` with
+//! zarr-python 2.18 (`.venv-zarr2`, Python 3.10) and xarray on it, and with zarr-python 3.4
+//! told `zarr_format=2`. Without a Zarr venv the tests print SKIP (run
 //! scripts/setup.sh), and fail under `B2FS_REQUIRE_PYTHON=1`.
 
 use std::io::{BufRead, BufReader};
@@ -26,6 +28,7 @@ mod create;
 mod dirs;
 mod fill;
 mod strict;
+mod v2;
 
 use crate::support::crash::{Rng, kill_delay, kill_mount_after};
 use crate::support::{Mount, fuse_and_python, python_says, repo_root, run_python};

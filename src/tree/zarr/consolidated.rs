@@ -28,7 +28,15 @@ use serde_json::{Map, Value};
 
 use super::super::layout::NodeKind;
 use super::super::{ROOT_INO, Tree, TreeError};
-use super::{DirKind, ZNode, meta};
+use super::{DirKind, Geom, ZNode, meta};
+
+/// A node [`Tree::zarr_walk`] meets below a group.
+pub(super) enum Met<'a> {
+    /// An array: its native directory, geometry and attributes (as `__attrs__` shows them).
+    Array(u64, &'a Geom, &'a Value),
+    /// A group, with its attributes; the nodes below it follow.
+    Group(&'a Value),
+}
 
 impl Tree {
     /// The root `zarr.json`: the root group with the consolidated metadata of the whole
@@ -66,7 +74,14 @@ impl Tree {
             _ => (self.zarr_attrs(ROOT_INO)?, String::new()),
         };
         let mut flat = Map::new();
-        self.zarr_consolidate(z, &base, "", &mut flat, &mut true);
+        let mut emit = |key: &str, met: Met<'_>| {
+            let doc = match met {
+                Met::Array(n, g, attrs) => self.zarr_array_json_with(n, g, attrs),
+                Met::Group(attrs) => meta::group(attrs, Some(Map::new())),
+            };
+            flat.insert(key.to_owned(), doc);
+        };
+        self.zarr_walk(z, &base, "", &mut emit, &mut true);
         let nodes = flat.len();
         let bytes: Arc<[u8]> = self.zarr_json_file(&meta::group(&attrs, Some(flat))).into();
         log::info!(
@@ -84,16 +99,17 @@ impl Tree {
         Ok(bytes)
     }
 
-    /// Adds the metadata of everything below Zarr group `z` to `flat`, keyed by `prefix`
-    /// (the path below the document's group); `base` is the document's group's path from
-    /// the view's root (for the names of arrays left out); `retry`: whether a leaf that
-    /// failed before may still be tried again (see the module doc).
-    fn zarr_consolidate(
+    /// Gives `emit` every node below Zarr group `z` (parents before children), each keyed by
+    /// `prefix` and its path below the document's group; `base` is the document's group's
+    /// path from the view's root (for the names of arrays left out); `retry`: whether a leaf
+    /// that failed before may still be tried again (see the module doc). The Zarr v2 view's
+    /// `.zmetadata` walks the same nodes (`v2.rs`).
+    pub(super) fn zarr_walk(
         &self,
         z: ZNode,
         base: &str,
         prefix: &str,
-        flat: &mut Map<String, Value>,
+        emit: &mut dyn FnMut(&str, Met<'_>),
         retry: &mut bool,
     ) {
         let join = |a: &str, b: &str| {
@@ -121,7 +137,7 @@ impl Tree {
             let quick = self.zarr_unbuilt_leaf(n).and_then(|l| self.zarr_quick(l));
             match quick {
                 Some(Ok((g, attrs))) => {
-                    flat.insert(key, self.zarr_array_json_with(n, &g, &attrs));
+                    emit(&key, Met::Array(n, &g, &attrs));
                     continue;
                 }
                 Some(Err(why)) => {
@@ -151,18 +167,16 @@ impl Tree {
             }
             match kind {
                 Ok(DirKind::Array(a)) => match self.zarr_geom(a, None) {
-                    Ok(g) => match self.zarr_array_json(n, &g) {
-                        Ok(json) => {
-                            flat.insert(key, json);
-                        }
+                    Ok(g) => match self.zarr_attrs(n) {
+                        Ok(attrs) => emit(&key, Met::Array(n, &g, &attrs)),
                         Err(e) => self.zarr_omit(full(), &e.to_string()),
                     },
                     Err(why) => self.zarr_omit(full(), &why),
                 },
                 Ok(DirKind::Group) => match self.zarr_attrs(n) {
                     Ok(attrs) => {
-                        flat.insert(key.clone(), meta::group(&attrs, Some(Map::new())));
-                        self.zarr_consolidate(child, base, &key, flat, retry);
+                        emit(&key, Met::Group(&attrs));
+                        self.zarr_walk(child, base, &key, emit, retry);
                     }
                     // The group and what is below it: its `zarr.json` gives EIO.
                     Err(e) => self.zarr_omit(full(), &e.to_string()),

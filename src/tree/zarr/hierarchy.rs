@@ -367,6 +367,7 @@ impl Tree {
             format!("{view}{p}{rest}")
         };
         match ZNode::of(ino) {
+            None if super::V2::of(ino).is_some() => self.zarr2_path_of(ino),
             Some(ZNode::Root) | None => view,
             Some(ZNode::RootJson) => format!("{view}/zarr.json"),
             Some(ZNode::Dir(n)) => join(n, ""),

@@ -11,6 +11,8 @@
 //! tag 4  a node of an array's chunk tree: `c` and `c/i/...` directories, chunk objects
 //!        (array: 23 bits, level: 5 bits, index: 32 bits)
 //! tag 5  a directory made by `mkdir` for a new array, number N (`create.rs`)
+//! tag 6  a node of the Zarr v2 view (`zarr2/`, `v2.rs`): its root, a directory, a metadata file
+//! tag 7  a chunk object of the Zarr v2 view (array: 23 bits, index: 32 bits)
 //! ```
 //!
 //! A chunk-tree node at level `k` stands for the key prefix `c/i0/.../i(k-1)`; its index is
@@ -23,8 +25,10 @@ use crate::reader::ArrayId;
 /// The first inode number of the Zarr view.
 pub const ZARR_BASE: u64 = 1 << 63;
 
-const TAG_SHIFT: u32 = 60;
-const PAYLOAD: u64 = (1 << TAG_SHIFT) - 1;
+/// Where the tag starts (the v2 view's numbers use it too).
+pub(super) const TAG_SHIFT: u32 = 60;
+/// The bits below the tag.
+pub(super) const PAYLOAD: u64 = (1 << TAG_SHIFT) - 1;
 const LEVEL_SHIFT: u32 = 55;
 const ARRAY_SHIFT: u32 = 32;
 

@@ -30,6 +30,29 @@ pub fn zarr_json_file(v: &Value, floats: NonFinite) -> Vec<u8> {
     json_file_spelled(v, Place::Doc(floats))
 }
 
+/// What a document of the Zarr v2 view (`v2.rs`) is, for where its floats are.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum V2Doc {
+    /// A `.zattrs`: the attribute map itself.
+    Attrs,
+    /// `.zarray`, `.zgroup`: no attributes.
+    Other,
+    /// `.zmetadata`: `metadata` maps keys to documents, those ending in `.zattrs` maps of
+    /// attributes.
+    Consolidated,
+}
+
+/// The text of a document of the Zarr v2 view: a float NaN or infinity (a `__float__` tag
+/// wherever an attribute's value is) spelled as `floats` says, as in `zarr.json`.
+pub fn v2_file(v: &Value, doc: V2Doc, floats: NonFinite) -> Vec<u8> {
+    let place = match doc {
+        V2Doc::Attrs => Place::Attributes(floats),
+        V2Doc::Other => Place::Value(floats),
+        V2Doc::Consolidated => Place::V2Consolidated(floats),
+    };
+    json_file_spelled(v, place)
+}
+
 /// Where a value sits in a `zarr.json` document.
 #[derive(Clone, Copy)]
 enum Place {
@@ -44,6 +67,10 @@ enum Place {
     Consolidated(NonFinite),
     /// The `metadata` of consolidated metadata: each member a document.
     Entries(NonFinite),
+    /// A v2 `.zmetadata`, whose `metadata` holds v2 documents.
+    V2Consolidated(NonFinite),
+    /// Its `metadata`: members named `.zattrs` or `.../.zattrs` are attribute maps.
+    V2Entries(NonFinite),
 }
 
 impl Place {
@@ -53,7 +80,9 @@ impl Place {
             | Place::Attributes(f)
             | Place::Doc(f)
             | Place::Consolidated(f)
-            | Place::Entries(f) => f,
+            | Place::Entries(f)
+            | Place::V2Consolidated(f)
+            | Place::V2Entries(f) => f,
         }
     }
 }
@@ -76,6 +105,10 @@ impl Spelling for Place {
             (Place::Doc(f), "consolidated_metadata") => Place::Consolidated(f),
             (Place::Consolidated(f), "metadata") => Place::Entries(f),
             (Place::Entries(f), _) => Place::Doc(f),
+            (Place::V2Consolidated(f), "metadata") => Place::V2Entries(f),
+            (Place::V2Entries(f), k) if k == ".zattrs" || k.ends_with("/.zattrs") => {
+                Place::Attributes(f)
+            }
             _ => Place::Value(self.floats()),
         }
     }

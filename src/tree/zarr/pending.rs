@@ -119,7 +119,7 @@ impl Tree {
     /// pending directory.
     pub fn rmdir(&self, parent: u64, name: &str) -> Result<(), TreeError> {
         let ino = self.lookup(parent, name)?.ino;
-        if !self.options.writable {
+        if !self.options.writable || super::V2::of(ino).is_some() {
             return Err(TreeError::ReadOnly);
         }
         let pending = match ZNode::of(ino) {

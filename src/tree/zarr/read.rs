@@ -42,6 +42,8 @@ pub(crate) enum Listing {
         /// Whether they are chunk objects.
         files: bool,
     },
+    /// A directory of the Zarr v2 view (`v2.rs`).
+    V2(super::v2::Listing),
 }
 
 impl Listing {
@@ -50,6 +52,7 @@ impl Listing {
         match self {
             Listing::Names(v) => v.len() as u64,
             Listing::Chunks { count, .. } => *count,
+            Listing::V2(l) => l.len(),
         }
     }
 
@@ -57,6 +60,7 @@ impl Listing {
     pub(crate) fn get(&self, k: u64) -> Option<(u64, EntryKind, String)> {
         match self {
             Listing::Names(v) => v.get(usize::try_from(k).ok()?).cloned(),
+            Listing::V2(l) => l.get(k),
             Listing::Chunks {
                 array,
                 level,
@@ -242,6 +246,20 @@ impl Tree {
         let g = self
             .zarr_geom(array, npy)
             .map_err(|_| TreeError::NotFound)?;
+        self.zarr_read_object(ino, (&g, array, index), (offset, size), hint, pinned)
+    }
+
+    /// Up to `size` bytes from `offset` of the object (inode `ino`) of chunk `index` of
+    /// `array` in geometry `g`: the v3 view's chunk objects and shards, and the v2 view's
+    /// chunk objects (`v2.rs`, always unsharded).
+    pub(super) fn zarr_read_object(
+        &self,
+        ino: u64,
+        (g, array, index): (&super::Geom, ArrayId, u64),
+        (offset, size): (u64, u32),
+        hint: ReadHint,
+        pinned: Option<&Pinned>,
+    ) -> Result<ReadData, TreeError> {
         let end = offset.saturating_add(u64::from(size)).min(g.object_size());
         if offset >= end {
             return Ok(ReadData::Owned(Vec::new()));
@@ -252,7 +270,8 @@ impl Tree {
             let mut out = Vec::with_capacity((end - offset) as usize);
             if offset < data_end {
                 let n = (data_end - offset) as u32;
-                let data = self.zarr_read(ino, z, (offset, n), hint, pinned)?;
+                let data =
+                    self.zarr_read_object(ino, (g, array, index), (offset, n), hint, pinned)?;
                 out.extend_from_slice(&data);
                 // (Short when the chunk is gone: the index still goes at its own offset.)
                 out.resize(n as usize, 0);

@@ -13,7 +13,7 @@ use crate::support::{python, python_says, run_python, sha256_hex};
 /// Overwrites the first block start of chunk `index` of frame file `path` (right after its
 /// 32-byte header) with a value past any chunk: its header is intact (its length still
 /// reads) but it no longer decodes.
-fn break_chunk(path: &std::path::Path, index: usize) {
+pub(super) fn break_chunk(path: &std::path::Path, index: usize) {
     let b2fs::container::Container::Array(a) = b2fs::container::open(path).unwrap() else {
         panic!("{}: not an array", path.display());
     };
