@@ -147,4 +147,14 @@ impl FuseAdapter {
             TTL
         }
     }
+
+    /// [`Self::ttl`] for the entry and attributes of `ino` (none for names that another
+    /// writer's change of a chunk grid gives to other chunks: `Tree::name_follows_geometry`).
+    fn ttl_of(&self, ino: u64) -> Duration {
+        if self.tree.name_follows_geometry(ino) {
+            Duration::ZERO
+        } else {
+            self.ttl()
+        }
+    }
 }

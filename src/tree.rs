@@ -505,13 +505,22 @@ impl Tree {
                 None => children.len() as u64,
             };
         // The root lists the Zarr views after its fixed children, before the scratch files.
-        let views = match ino == ROOT_INO {
+        let mut views = match ino == ROOT_INO {
             true => vec![
                 (self.zarr_root_ino(), self.zarr_name().to_owned()),
                 (self.zarr2_root_ino(), self.zarr2_name().to_owned()),
             ],
             false => Vec::new(),
         };
+        // A member another writer added under a view's name hides the view (lookups find the
+        // member): the root never lists one name twice.
+        if !views.is_empty() {
+            views.retain(|(_, view)| {
+                !children
+                    .iter()
+                    .any(|&c| self.node(c).is_some_and(|n| n.name == *view))
+            });
+        }
         Ok(ReadDir {
             tree: self,
             ino,

@@ -65,14 +65,18 @@ impl Filesystem for FuseAdapter {
             return reply.error(Errno::ENOENT);
         };
         match self.tree.lookup(parent.0, name) {
-            Ok(attr) => reply.entry(&self.ttl(), &convert::file_attr(&attr), Generation(0)),
+            Ok(attr) => reply.entry(
+                &self.ttl_of(attr.ino),
+                &convert::file_attr(&attr),
+                Generation(0),
+            ),
             Err(e) => reply.error(failed(&self.tree, "lookup", parent, &e)),
         }
     }
 
     fn getattr(&self, _req: &Request, ino: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
         match self.tree.getattr(ino.0) {
-            Ok(attr) => reply.attr(&self.ttl(), &convert::file_attr(&attr)),
+            Ok(attr) => reply.attr(&self.ttl_of(ino.0), &convert::file_attr(&attr)),
             Err(e) => reply.error(failed(&self.tree, "getattr", ino, &e)),
         }
     }

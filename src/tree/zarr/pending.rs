@@ -150,7 +150,8 @@ impl Tree {
     /// meanwhile); as a rename to `zarr.json`; [`TreeError::NotPermitted`] for any other
     /// link.
     pub fn link(&self, ino: u64, newparent: u64, newname: &str) -> Result<Attr, TreeError> {
-        if !self.options.writable {
+        // The v2 view is read-only on every mount (as every other change under it).
+        if !self.options.writable || super::V2::of(newparent).is_some() {
             return Err(TreeError::ReadOnly);
         }
         // As the kernel checks before it asks: a name that exists is EEXIST.

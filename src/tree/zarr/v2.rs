@@ -251,6 +251,15 @@ pub fn parse_chunk_key(grid: &[u64], key: &str) -> Option<u64> {
 }
 
 impl Tree {
+    /// Whether the kernel must not keep `ino`'s name or attributes past the reply: a v2
+    /// chunk object (`0.1`) is named by its rank in the chunk grid, so another writer's
+    /// change of the grid gives an old name another chunk (or another size) while the
+    /// kernel's entry cache still held it for a read-only mount's long timeout (review,
+    /// session 31). A lookup per chunk object read costs a round trip; reading one costs more.
+    pub fn name_follows_geometry(&self, ino: u64) -> bool {
+        matches!(V2::of(ino), Some(V2::Chunk { .. }))
+    }
+
     /// The name of the v2 view's directory in the root.
     pub(crate) fn zarr2_name(&self) -> &str {
         self.zarr.v2.name.get_or_init(|| {

@@ -264,3 +264,38 @@ fn a_read_only_mount_shows_another_writers_resize_in_zarr2() {
         m.umount();
     }
 }
+
+/// A read-only mount keeps entries for a day, but a v2 chunk object's name is its rank in the
+/// chunk grid: after another writer grows an array along its second axis (grid `[2, 2]` to
+/// `[2, 3]`), the name `1.0` must give chunk (1, 0) of the new grid, not the object the kernel
+/// cached under that name (rank 2, now chunk (0, 2)). Before the fix (review, session 31)
+/// the kernel answered `1.0` from its entry cache with the old rank's inode.
+#[test]
+fn a_read_only_mount_names_v2_chunks_by_the_new_grid_after_another_writers_resize() {
+    let t = "a_read_only_mount_names_v2_chunks_by_the_new_grid_after_another_writers_resize";
+    let py = or_skip!(fuse_and_python(t));
+    let make = "import sys, numpy as np, blosc2\n\
+        blosc2.asarray(np.arange(16, dtype=np.int64).reshape(4, 4), chunks=(2, 2), \
+        blocks=(2, 2), urlpath=sys.argv[1], mode='w')\n";
+    let widen = "import sys, numpy as np, blosc2\n\
+        a = blosc2.open(sys.argv[1], mode='a')\n\
+        a.resize((4, 6))\n\
+        a[:] = np.arange(24, dtype=np.int64).reshape(4, 6) + 100\n";
+    let (_dir, src) = crate::support::temp_path("wide.b2nd");
+    run_python(&py, &["-c", make, src.to_str().unwrap()]);
+    let m = Mount::daemon(&src, &["ro"]);
+    let chunk = |key: &str| std::fs::read(m.path(&format!("zarr2/wide/{key}"))).unwrap();
+    let items = |v: &[i64]| -> Vec<u8> { v.iter().flat_map(|i| i.to_le_bytes()).collect() };
+    // Chunk (1, 0) of the 4x4 grid: rows 2-3, columns 0-1.
+    assert_eq!(chunk("1.0"), items(&[8, 9, 12, 13]));
+    run_python(&py, &["-c", widen, src.to_str().unwrap()]);
+    // Chunk (1, 0) of the 4x6 array: rows 2-3, columns 0-1, of the new values.
+    let want = items(&[112, 113, 118, 119]);
+    assert!(
+        crate::support::wait_until(std::time::Duration::from_secs(10), || chunk("1.0") == want),
+        "zarr2/wide/1.0 still reads {:?}",
+        chunk("1.0")
+    );
+    assert_eq!(chunk("0.2"), items(&[104, 105, 110, 111]));
+    m.umount();
+}
