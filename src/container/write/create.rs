@@ -406,14 +406,9 @@ mod tests {
         assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
     }
 
-    /// Errors after the effect: the reply says what the disk holds. A failed fsync of the
-    /// directory after the link undoes the link (an error, no file, and a retry makes it);
-    /// a temp file that cannot be removed after the array is durable is no failure (the
-    /// array is there and opens). A group directory whose parent's fsync fails is removed.
-    #[test]
-    fn an_error_after_the_link_leaves_the_disk_as_the_reply_says() {
-        let dir = tempfile::tempdir().unwrap();
-        let a = NewArray {
+    /// Nine `<i4` items of 7 in chunks and blocks of 4 (three chunks, the last short).
+    fn nine_int32_of_7() -> NewArray {
+        NewArray {
             shape: vec![9],
             chunkshape: vec![4],
             blockshape: vec![4],
@@ -421,7 +416,17 @@ mod tests {
             itemsize: 4,
             fill: 7i32.to_le_bytes().to_vec(),
             attrs: None,
-        };
+        }
+    }
+
+    /// Errors after the effect: the reply says what the disk holds. A failed fsync of the
+    /// directory after the link undoes the link (an error, no file, and a retry makes it);
+    /// a temp file that cannot be removed after the array is durable is no failure (the
+    /// array is there and opens). A group directory whose parent's fsync fails is removed.
+    #[test]
+    fn an_error_after_the_link_leaves_the_disk_as_the_reply_says() {
+        let dir = tempfile::tempdir().unwrap();
+        let a = nine_int32_of_7();
         let at = dir.path().join("t.b2nd");
         let err = create_array_failing(&at, &a, 1, libc::EIO).unwrap_err();
         assert!(err.to_string().contains("Input/output"), "{err}");
@@ -440,15 +445,7 @@ mod tests {
     #[test]
     fn a_crash_at_any_step_leaves_no_file_or_the_whole_array() {
         let dir = tempfile::tempdir().unwrap();
-        let a = NewArray {
-            shape: vec![9],
-            chunkshape: vec![4],
-            blockshape: vec![4],
-            dtype: "<i4".into(),
-            itemsize: 4,
-            fill: 7i32.to_le_bytes().to_vec(),
-            attrs: None,
-        };
+        let a = nine_int32_of_7();
         let mut outcomes = Vec::new();
         for steps in 0..6 {
             let at = dir.path().join(format!("t{steps}"));
