@@ -14,7 +14,6 @@ afresh read them back; python-blosc2 (the reference venv) reads the new files.
     zarr_create.py crashed DIR          what a crash left: none, or a whole t3    [.venv]
 """
 
-import errno
 import json
 import os
 import sys
@@ -110,19 +109,7 @@ def nested(mnt, out):
     want = np.arange(12, dtype="int32").reshape(3, 4) - 5
     # zarr-python makes n, n/b, n/b/c, then writes the zarr.json of the array and of its
     # parents concurrently (theirs by link, "set if not exists").
-    try:
-        a = g.create_array("n/b/c", shape=(3, 4), chunks=(2, 2), dtype="int32")
-    except OSError as e:
-        # A known race (docs/ZARR.md, "New arrays and groups"): under load, one of the
-        # concurrent renames of these zarr.json files can fail with ESTALE. What it made
-        # stays; the array is opened, or made again.
-        if e.errno != errno.ESTALE:
-            raise
-        print(f"nested: ESTALE on the first create_array, retried: {e}", file=sys.stderr)
-        try:
-            a = zarr.open_array(f"{mnt}/zarr/n/b/c", mode="r+")
-        except Exception:
-            a = g.create_array("n/b/c", shape=(3, 4), chunks=(2, 2), dtype="int32")
+    a = g.create_array("n/b/c", shape=(3, 4), chunks=(2, 2), dtype="int32")
     a[:] = want
     h = g.create_group("g").create_array("h", shape=(5,), chunks=(5,), dtype="float32", fill_value=1.5)
     hv = np.full(5, 1.5, "float32")
