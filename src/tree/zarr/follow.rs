@@ -50,20 +50,26 @@ impl Tree {
             .filter_map(ZNode::ino)
             .map(Invalidation::Inode)
             .collect();
-        for (i, node) in self.nodes.iter().enumerate() {
-            if matches!(
-                node.kind,
-                NodeKind::Dir { data: None, .. } | NodeKind::Leaf(_)
-            ) {
-                let n = i as u64 + 1;
-                out.extend(
-                    [ZNode::Dir(n), ZNode::Json(n)]
-                        .into_iter()
-                        .filter_map(ZNode::ino)
-                        .map(Invalidation::Inode),
-                );
-            }
+        for n in self.zarr_mirrored_dirs() {
+            out.extend(
+                [ZNode::Dir(n), ZNode::Json(n)]
+                    .into_iter()
+                    .filter_map(ZNode::ino)
+                    .map(Invalidation::Inode),
+            );
         }
         out
+    }
+
+    /// The native directories the Zarr views mirror as groups or arrays (every directory but
+    /// the data directories, collection leaves included), by inode.
+    pub(crate) fn zarr_mirrored_dirs(&self) -> impl Iterator<Item = u64> + '_ {
+        self.nodes.iter().enumerate().filter_map(|(i, node)| {
+            matches!(
+                node.kind,
+                NodeKind::Dir { data: None, .. } | NodeKind::Leaf(_)
+            )
+            .then_some(i as u64 + 1)
+        })
     }
 }

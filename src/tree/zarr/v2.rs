@@ -556,20 +556,14 @@ impl Tree {
             .filter_map(V2::ino)
             .map(Invalidation::Inode)
             .collect();
-        for (i, node) in self.nodes.iter().enumerate() {
-            if matches!(
-                node.kind,
-                NodeKind::Dir { data: None, .. } | NodeKind::Leaf(_)
-            ) {
-                let n = i as u64 + 1;
-                let files = [Meta::Zarray, Meta::Zattrs, Meta::Zmetadata].map(|m| V2::Meta(n, m));
-                out.extend(
-                    std::iter::once(V2::Dir(n))
-                        .chain(files)
-                        .filter_map(V2::ino)
-                        .map(Invalidation::Inode),
-                );
-            }
+        for n in self.zarr_mirrored_dirs() {
+            let files = [Meta::Zarray, Meta::Zattrs, Meta::Zmetadata].map(|m| V2::Meta(n, m));
+            out.extend(
+                std::iter::once(V2::Dir(n))
+                    .chain(files)
+                    .filter_map(V2::ino)
+                    .map(Invalidation::Inode),
+            );
         }
         out
     }
