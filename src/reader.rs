@@ -54,6 +54,7 @@
 
 mod access;
 pub mod append;
+mod bands;
 mod decode;
 pub mod gather;
 mod keep;
@@ -83,6 +84,7 @@ pub use crate::mem::{PAGE, Reused};
 
 pub use access::{Access, Pattern, ReadHint};
 pub use append::AppendVec;
+pub use bands::BandStream;
 pub use live::{Change, LiveArray};
 pub use pieces::Pieces;
 pub use plan::Plan;

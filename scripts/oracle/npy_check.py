@@ -12,6 +12,9 @@ Usage:
                                      rows, blocks of 16 rows and one page of a row
   npy_check.py gen2dscan OUT SEED    1024 x 2048 float64 (16 MiB; rows of 4 pages), chunks of
                                      256 x 512, blocks of 16 x 512: values from SEED
+  npy_check.py gen3dbands OUT.b2nd   a 3-D int32 b2nd (37 x 90 x 130) whose chunk and block
+                                     shapes divide none of its dimensions (edge chunks, short
+                                     last blocks of a chunk)
   npy_check.py sha SRC               the sha256 of the reference's array bytes (C order)
   npy_check.py genbcolz2d OUT        the gen2d values as a bcolz carray (chunks of 37 rows)
   npy_check.py mount MNT SRC         through a mounted SRC: np.load of MNT/array.npy equals
@@ -80,6 +83,12 @@ def main():
         out, seed = sys.argv[2], int(sys.argv[3])
         a = np.random.default_rng(seed).standard_normal(1024 * 2048).round(2)
         blosc2.asarray(a, urlpath=out, mode="w", chunks=(256 * 1024,), blocks=(16 * 1024,))
+    elif cmd == "gen3dbands":
+        import blosc2
+
+        out = sys.argv[2]
+        a = (np.arange(37 * 90 * 130, dtype=np.int32) * 7 - 1000).reshape(37, 90, 130)
+        blosc2.asarray(a, urlpath=out, mode="w", chunks=(16, 40, 64), blocks=(5, 16, 32))
     elif cmd == "sha":
         import hashlib
 

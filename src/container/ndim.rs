@@ -313,6 +313,40 @@ impl Grid {
 mod tests {
     use super::*;
 
+    #[test]
+    fn bands_are_rows_of_blocks_cut_at_chunk_and_array_ends() {
+        // 10 rows of 7 items; chunks of 4 rows, blocks of 3: bands 0-3, 3-4 (the chunk
+        // ends), 4-7, 7-8, 8-10 (the array ends inside the block 8-11).
+        let g = Grid::new(&[10, 7], &[4, 7], &[3, 7]).unwrap();
+        let rows = |item| g.band_of_item(item).map(|r| (r.start / 7, r.end / 7));
+        let want = [
+            (0, 3),
+            (0, 3),
+            (0, 3),
+            (3, 4),
+            (4, 7),
+            (4, 7),
+            (4, 7),
+            (7, 8),
+            (8, 10),
+            (8, 10),
+        ];
+        for (row, band) in want.iter().enumerate() {
+            for col in 0..7 {
+                assert_eq!(rows(row as u64 * 7 + col), Some(*band), "row {row}");
+            }
+        }
+        assert_eq!(g.band_of_item(70), None, "past the last item");
+        // One dimension: a band is a block's items.
+        let g = Grid::new(&[100], &[40], &[16]).unwrap();
+        assert_eq!(g.band_of_item(0), Some(0..16));
+        assert_eq!(g.band_of_item(35), Some(32..40));
+        assert_eq!(g.band_of_item(99), Some(96..100));
+        // No dimension: no band.
+        let g = Grid::new(&[], &[], &[]).unwrap();
+        assert_eq!(g.band_of_item(0), None);
+    }
+
     /// The real 2-D example of docs/format/CONTAINERS.md 4.3: shape (10,7), chunks (4,4), blocks (2,2),
     /// `<i4`.
     const AR_B2ND: [u8; 53] = [

@@ -162,12 +162,26 @@ impl Core {
         mut out: Vec<u8>,
         small: bool,
     ) -> Result<Vec<u8>, ContainerError> {
+        let n = self.decode_range_into(at, offset, &mut out, small)?;
+        out.truncate(n);
+        Ok(out)
+    }
+
+    /// [`Core::decode_range`] into a slice the caller holds (a band's buffer): the bytes
+    /// decoded, fewer than `out.len()` when the chunk ends first.
+    pub(super) fn decode_range_into(
+        &self,
+        at: &At<'_>,
+        offset: usize,
+        out: &mut [u8],
+        small: bool,
+    ) -> Result<usize, ContainerError> {
         let (store, id) = (at.store, at.key);
         let index = id.id.index;
         let len = out.len();
         let decode =
             |chunk: &[u8], out: &mut [u8]| guarded(|| codec::decompress_range(chunk, offset, out));
-        let read_parts = |out: &mut Vec<u8>| {
+        let read_parts = |out: &mut [u8]| {
             partial::with_partial_chunk(store, &self.layouts, id, (offset, len), |c| decode(c, out))
         };
         let kept = self.compressed.contains_or_loading(&id);
@@ -175,11 +189,7 @@ impl Core {
         // faults in pages the mapping must later drop (its RSS is bounded), and the drops
         // and re-faults cost more than the copy (BENCHMARKS.md, session 13).
         let pread_first = small && !kept;
-        let mut partial = if pread_first {
-            read_parts(&mut out)?
-        } else {
-            None
-        };
+        let mut partial = if pread_first { read_parts(out)? } else { None };
         if partial.is_none() {
             // Straight from the source's mapping when it has one: the decode touches only
             // the pages of the header, the block-start table and the blocks it needs, with no
@@ -187,13 +197,13 @@ impl Core {
             // partial reads from the source.
             let mut from_map = None;
             let mapped = store.with_mapped_chunk(index, true, &mut |c| {
-                from_map = Some(decode(c, &mut out));
+                from_map = Some(decode(c, out));
                 None
             })?;
             if mapped {
                 partial = from_map;
             } else if !kept && !pread_first {
-                partial = read_parts(&mut out)?;
+                partial = read_parts(out)?;
             }
         }
         let res = match partial {
@@ -202,16 +212,14 @@ impl Core {
                 let chunk = self
                     .compressed
                     .get_or_load(id, || store.chunk_bytes(index).map(Cow::into_owned))?;
-                decode(&chunk, &mut out)
+                decode(&chunk, out)
             }
         };
-        let n = res.map_err(|source| ContainerError::Chunk {
+        res.map_err(|source| ContainerError::Chunk {
             path: store.path().to_path_buf(),
             index,
             source,
-        })?;
-        out.truncate(n);
-        Ok(out)
+        })
     }
 }
 

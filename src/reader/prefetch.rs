@@ -39,6 +39,8 @@ use super::{
 pub(crate) enum Job {
     Chunk(ChunkId),
     Block(Arc<dyn ChunkStore>, ChunkId, usize, BlockKey),
+    /// A band of a scan of an assembled file (`bands.rs`), decoded ahead of its reader.
+    Band(Arc<super::bands::Band>, super::bands::Source),
 }
 
 /// Most chunks waiting in the queue: a few per thread are enough to keep them busy.
@@ -195,6 +197,12 @@ impl Prefetcher {
         true
     }
 
+    /// Asks for `band` of `source` to be decoded ahead of its reader; dropped when the queue
+    /// is full (its reader then decodes it).
+    pub(crate) fn request_band(&self, band: Arc<super::bands::Band>, source: super::bands::Source) {
+        self.send(Job::Band(band, source));
+    }
+
     /// Queues `job`; false when the queue is full (the job is dropped).
     fn send(&self, job: Job) -> bool {
         let Some(tx) = &self.tx else { return false };
@@ -347,6 +355,10 @@ fn run(core: &Core, rx: &Mutex<Receiver<Job>>, queued: &Mutex<Queued>) {
             Job::Block(store, id, offset, key) => {
                 queued.lock().blocks.remove(&key);
                 (id, core.block_ahead(store.as_ref(), id, offset))
+            }
+            Job::Band(band, source) => {
+                band.run_ahead(core, &source);
+                continue;
             }
         };
         if let Err(e) = res {

@@ -48,6 +48,9 @@ pub(crate) struct Pinned {
     pub(crate) ctable: Option<Arc<super::ctable::CTableView>>,
     /// A generated file's content.
     pub(crate) content: Option<Arc<[u8]>>,
+    /// `array.npy`: the scan through this descriptor, read a band at a time
+    /// ([`crate::reader::BandStream`]).
+    pub(crate) bands: parking_lot::Mutex<Option<crate::reader::BandStream>>,
 }
 
 impl Pinned {

@@ -33,7 +33,7 @@ use super::layout::{FileKind, NodeKind};
 use super::{Entry, Tree, TreeError};
 use crate::container::ndim::Run;
 use crate::container::npy::{Npy, TableNpy};
-use crate::reader::{ArrayId, ChunkId, Pieces, ReadData, ReadHint};
+use crate::reader::{ArrayId, BandStream, ChunkId, Pieces, ReadData, ReadHint};
 pub use faults::Leads;
 pub(super) use faults::RecentFaults;
 
@@ -61,6 +61,10 @@ const BELOW_DECODES: usize = 4;
 /// there stored more pages twice and made the mapped sum 5% slower).
 const SCAN_PAGES: u64 = 32;
 const SCAN_DECODES: usize = 2;
+
+/// Smallest read of `array.npy` served band by band ([`BandStream`]) when it continues its
+/// descriptor's reads (or starts them): below it, a page fault's or a seek-and-read's.
+const BAND_READ_MIN: u32 = 512 << 10;
 
 /// Most bytes after a page fault offered after it.
 const FORWARD_MAX: u64 = 1 << 20;
@@ -176,6 +180,31 @@ impl Tree {
             return Ok(ReadData::Owned(Vec::new()));
         }
         let data_len = w.data.end - w.data.start;
+        // A scan of an N-dim array through a read-only descriptor (`np.load`, `cp`): band
+        // by band. (A 1-D array's reads are windows of its chunks, zero-copy below.)
+        if let Some(p) = pinned
+            && npy.shape().len() >= 2
+            && size >= BAND_READ_MIN
+            && hint.stream >= u64::from(size)
+            && BandStream::serves(npy.layout(), &w.data)
+            && let Some(store) = p.store(array)
+        {
+            let new_stream =
+                || BandStream::new(store.clone(), array, Arc::new(npy.layout().clone()));
+            let ahead = hint.stream > u64::from(size);
+            let data = self
+                .reader
+                .band_read(&p.bands, new_stream, w.data.clone(), ahead)
+                .map_err(|source| TreeError::Container { ino, source })?;
+            if w.header.is_empty() {
+                return Ok(data);
+            }
+            // The first read of a `cp` or `cat`: the header, then the first bands.
+            let mut out = crate::reader::Reused::take(w.out_len);
+            out[..w.header.len()].copy_from_slice(&npy.header()[w.header.clone()]);
+            out[w.data_dst..w.data_dst + data.len()].copy_from_slice(&data);
+            return Ok(ReadData::Reused(out));
+        }
         // A window inside one run of one chunk (1-D arrays, bcolz): zero-copy from the cache.
         if w.header.is_empty() {
             let mut runs = npy.layout().runs(w.data.start, data_len);

@@ -21,6 +21,7 @@ use crate::support::no_prefetch as opts;
 
 use crate::support::tree_ino as ino;
 
+mod bands;
 mod faults;
 
 /// The whole file `ino` read through one handle in reads of `step` bytes.
@@ -151,10 +152,17 @@ fn npy_tree_chunk_files_and_array_npy_share_one_decode_per_chunk() {
         "npy_tree_chunk_files_and_array_npy_share_one_decode_per_chunk"
     ));
     let (_dir, src) = gen2d(&py);
-    let t = Tree::from_source(&src, opts(false)).unwrap();
+    let t = Tree::from_source(&src, opts(true)).unwrap();
     let nchunks = t.readdir(ino(&t, "data"), 0).unwrap().len() as u64 - 2;
     assert_eq!(nchunks, 4 * 4);
-    read_all(&t, ino(&t, "array.npy"), 1 << 20);
+    // Reads of array.npy that are not a scan through a read-only descriptor (a writable
+    // handle's) take whole chunks.
+    let npy = ino(&t, "array.npy");
+    let whole = read_all(&t, npy, 1 << 20);
+    let fh = t.open(npy, libc::O_RDWR).unwrap();
+    let got = read_fh(&t, npy, fh, whole.len());
+    t.release(fh).unwrap();
+    assert!(got == whole);
     let after_npy = t.cache_stats().loads;
     assert_eq!(after_npy, nchunks, "array.npy decodes each chunk once");
     for i in 0..nchunks {
@@ -164,6 +172,13 @@ fn npy_tree_chunk_files_and_array_npy_share_one_decode_per_chunk() {
         t.cache_stats().loads,
         nchunks,
         "the chunk files reuse those decodes"
+    );
+    // A scan through a read-only descriptor (band by band) reuses them too.
+    assert!(read_all(&t, npy, 1 << 20) == whole);
+    assert_eq!(
+        t.cache_stats().loads,
+        nchunks,
+        "a scan reuses the cached chunks"
     );
 }
 

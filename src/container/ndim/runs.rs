@@ -231,6 +231,25 @@ impl Grid {
             first_row * row_items..end_row * row_items,
         ))
     }
+
+    /// The band holding item `item`: the item rows along the first axis that one row of
+    /// blocks of its chunk row covers (from a block's first row to the next block's, cut at
+    /// the chunk's and the array's end), as the C-order item interval they make. Every block
+    /// of a chunk any of those rows crosses lies wholly inside the band, so a scan in file
+    /// order decodes each block once by going band by band. `None` past the last item, or
+    /// for an array of no dimension.
+    pub fn band_of_item(&self, item: u64) -> Option<Range<u64>> {
+        if item >= self.items() || self.ndim() == 0 {
+            return None;
+        }
+        let row_items: u64 = self.shape[1..].iter().product();
+        let row = item / row_items;
+        let (cs, bs) = (self.chunkshape[0], self.blockshape[0]);
+        let chunk_start = row / cs * cs;
+        let first = chunk_start + (row - chunk_start) / bs * bs;
+        let end = (first + bs).min(chunk_start + cs).min(self.shape[0]);
+        Some(first * row_items..end * row_items)
+    }
 }
 
 impl NdRuns<'_> {

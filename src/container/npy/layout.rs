@@ -236,6 +236,20 @@ impl Layout {
         }
     }
 
+    /// The band holding data byte `offset`: for a grid, the data bytes of the item rows one
+    /// row of blocks covers ([`Grid::band_of_item`]; every block they need lies wholly
+    /// inside, so a scan that decodes band after band decodes each block once). `None` past
+    /// the end, and for linear chunks (their reads take whole chunks).
+    pub fn band(&self, offset: u64) -> Option<Range<u64>> {
+        match self {
+            Layout::Nd { grid, itemsize } if *itemsize > 0 => {
+                let items = grid.band_of_item(offset / itemsize)?;
+                Some(items.start * itemsize..items.end * itemsize)
+            }
+            _ => None,
+        }
+    }
+
     /// The slab after the one holding data byte `offset`: what a scan in file order reads
     /// next, and so what it should prefetch. `None` when that is the last slab.
     pub fn next_slab(&self, offset: u64) -> Option<Slab> {

@@ -1,0 +1,374 @@
+//! Scans of an assembled file (`array.npy` of an N-dim array: `np.load`, `cp`, `cat`) served
+//! a band at a time: the item rows one row of blocks covers ([`Layout::band`]), assembled by
+//! decoding each of those blocks once into a small per-thread buffer and copying its rows
+//! into a reused band buffer, the next bands decoded ahead on the prefetch threads.
+//!
+//! Why not whole chunks (the path before, still taken by handles that are not pinned): a
+//! file-order read of a 2-D array needs one row of blocks of every chunk of a slab at a time,
+//! so whole chunks were decoded into the chunk cache a slab ahead (up to the cache's size of
+//! fresh memory, slow to touch on the target VMs) and copied out of memory long evicted from
+//! the CPU's caches; a band's blocks are decoded into the same few buffers over and over and
+//! copied while they are hot, and the first reply waits for one band, not a slab
+//! (BENCHMARKS.md, "Session 32: `np.load` a band at a time").
+//!
+//! Subtleties:
+//! - **One version.** A stream belongs to one handle that pinned its version (a read-only
+//!   descriptor, [`super::ReadHint`] aside): its bands are of that version only, so no commit
+//!   or other writer can make one stale, and it dies with the handle.
+//! - **Single flight, with stealing.** A band is queued for the prefetch threads; a reader
+//!   that needs it before a thread took it decodes it itself, one that finds it being decoded
+//!   waits for it. A failed band is decoded again by its reader, which gets the error.
+//! - **Bounded.** A stream holds the band being read and at most [`AHEAD`] bytes of bands
+//!   after it (bands larger than [`BAND_MAX`] are not streamed), plus [`SPARE`] buffers.
+
+use std::collections::VecDeque;
+use std::ops::Range;
+use std::sync::Arc;
+
+use parking_lot::{Condvar, Mutex};
+
+use super::{ArrayId, At, Bytes, ChunkId, ChunkReader, ChunkStore, Core, ReadData};
+use crate::container::ContainerError;
+use crate::container::npy::Layout;
+
+/// Largest band streamed: a 2-D array with very wide rows, or a 3-D array whose first
+/// block dimension spans large planes, goes the whole-chunk way instead.
+pub const BAND_MAX: u64 = 16 << 20;
+
+/// Bytes of bands decoded ahead of the one being read (at least one band): enough to keep
+/// both prefetch threads busy while the reader's requests take the bands in turn.
+pub const AHEAD: u64 = 6 << 20;
+
+/// Band buffers a stream keeps for the next bands.
+const SPARE: usize = 3;
+
+/// What a band's decode got to.
+enum State {
+    /// Waiting for a thread, with the buffer to fill.
+    Queued(Vec<u8>),
+    /// Being decoded.
+    Running,
+    /// Decoded.
+    Done(Bytes),
+    /// Its decode failed: the reader decodes it again and reports the error.
+    Failed,
+}
+
+/// One band of a stream.
+pub(crate) struct Band {
+    /// Data bytes of the file (after the NPY header).
+    range: Range<u64>,
+    state: Mutex<State>,
+    settled: Condvar,
+}
+
+/// What a band's decode reads: the pinned version, the array and its layout.
+#[derive(Clone)]
+pub(crate) struct Source {
+    store: Arc<dyn ChunkStore>,
+    array: ArrayId,
+    layout: Arc<Layout>,
+}
+
+/// One handle's scan of an assembled file: the bands from the one being read on.
+pub struct BandStream {
+    source: Source,
+    bands: VecDeque<Arc<Band>>,
+    spare: Vec<Vec<u8>>,
+}
+
+impl std::fmt::Debug for BandStream {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BandStream")
+            .field("array", &self.source.array)
+            .field("bands", &self.bands.len())
+            .finish()
+    }
+}
+
+impl BandStream {
+    /// A stream over `array` of version `store`, assembled as `layout` says.
+    pub fn new(store: Arc<dyn ChunkStore>, array: ArrayId, layout: Arc<Layout>) -> BandStream {
+        BandStream {
+            source: Source {
+                store,
+                array,
+                layout,
+            },
+            bands: VecDeque::new(),
+            spare: Vec::new(),
+        }
+    }
+
+    /// Whether data bytes `want` can be read band by band: they lie in bands no larger than
+    /// [`BAND_MAX`].
+    pub fn serves(layout: &Layout, want: &Range<u64>) -> bool {
+        want.start < want.end
+            && layout
+                .band(want.start)
+                .is_some_and(|b| b.end - b.start <= BAND_MAX)
+    }
+
+    /// Drops the bands that end at or before `at` (their buffers kept for the next bands
+    /// when nobody holds them any more), and every band when `at` lies before the first.
+    fn retire_before(&mut self, at: u64) {
+        let restart = self.bands.front().is_some_and(|b| b.range.start > at);
+        while let Some(front) = self.bands.front() {
+            if !restart && front.range.end > at {
+                break;
+            }
+            let Some(band) = self.bands.pop_front() else {
+                break;
+            };
+            let state = std::mem::replace(&mut *band.state.lock(), State::Failed);
+            let buf = match state {
+                State::Queued(buf) => Some(buf),
+                State::Done(bytes) => Arc::try_unwrap(bytes).ok(),
+                State::Running | State::Failed => None,
+            };
+            if let Some(buf) = buf
+                && self.spare.len() < SPARE
+            {
+                self.spare.push(buf);
+            }
+        }
+    }
+
+    /// Appends the bands after the last one held until `until` (data bytes) is covered,
+    /// returning those new bands.
+    fn extend_to(&mut self, from: u64, until: u64) -> Vec<Arc<Band>> {
+        let mut added = Vec::new();
+        let mut at = self.bands.back().map_or(from, |b| b.range.end);
+        while at < until {
+            let Some(range) = self.source.layout.band(at) else {
+                break;
+            };
+            if range.end - range.start > BAND_MAX || range.end <= at {
+                break;
+            }
+            at = range.end;
+            let buf = self.spare.pop().unwrap_or_default();
+            let band = Arc::new(Band {
+                range,
+                state: Mutex::new(State::Queued(buf)),
+                settled: Condvar::new(),
+            });
+            self.bands.push_back(band.clone());
+            added.push(band);
+        }
+        added
+    }
+}
+
+impl Band {
+    /// Decodes the band on a prefetch thread, unless a reader took it or nobody wants it
+    /// any more (its stream dropped it).
+    pub(crate) fn run_ahead(self: &Arc<Band>, core: &Core, source: &Source) {
+        if Arc::strong_count(self) == 1 {
+            return;
+        }
+        let buf = {
+            let mut state = self.state.lock();
+            match std::mem::replace(&mut *state, State::Running) {
+                State::Queued(buf) => buf,
+                other => {
+                    *state = other;
+                    return;
+                }
+            }
+        };
+        if let Err(e) = self.decode(core, source, buf) {
+            log::debug!(
+                "decode ahead of bytes {:?}: {}",
+                self.range,
+                crate::error::display_chain(&e)
+            );
+        }
+    }
+
+    /// Decodes the band into `buf`, settles its state and wakes its waiters.
+    fn decode(&self, core: &Core, source: &Source, buf: Vec<u8>) -> Result<Bytes, ContainerError> {
+        let res = fill(core, source, self.range.clone(), buf).map(Arc::new);
+        *self.state.lock() = match &res {
+            Ok(bytes) => State::Done(bytes.clone()),
+            Err(_) => State::Failed,
+        };
+        self.settled.notify_all();
+        res
+    }
+
+    /// The band's bytes: decoded by the caller if no thread has started it, waited for if
+    /// one has.
+    fn take(&self, core: &Core, source: &Source) -> Result<Bytes, ContainerError> {
+        let mut state = self.state.lock();
+        loop {
+            match &*state {
+                State::Done(bytes) => return Ok(bytes.clone()),
+                State::Running => self.settled.wait(&mut state),
+                State::Queued(_) | State::Failed => {
+                    let buf = match std::mem::replace(&mut *state, State::Running) {
+                        State::Queued(buf) => buf,
+                        _ => Vec::new(),
+                    };
+                    drop(state);
+                    return self.decode(core, source, buf);
+                }
+            }
+        }
+    }
+}
+
+thread_local! {
+    /// The decoded blocks of one chunk of a band, before their rows are copied out.
+    static BLOCKS: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// Assembles data bytes `range` into `buf`: per chunk the band crosses, the span of its
+/// decoded bytes the band's runs lie in (whole blocks) decoded once, then each run copied;
+/// a chunk the cache holds whole is copied from there instead.
+fn fill(
+    core: &Core,
+    source: &Source,
+    range: Range<u64>,
+    mut buf: Vec<u8>,
+) -> Result<Vec<u8>, ContainerError> {
+    let len = range.end - range.start;
+    let store = source.store.as_ref();
+    let short = |chunk: u64| ContainerError::Malformed {
+        path: store.path().to_path_buf(),
+        offset: 0,
+        what: format!("chunk {chunk}"),
+        why: "its decoded bytes are shorter than its shape needs".into(),
+    };
+    buf.resize(len as usize, 0);
+    let layout = source.layout.as_ref();
+    let spans = layout.chunk_spans(range.start, len);
+    let mut runs: Vec<_> = layout.runs(range.start, len).collect();
+    runs.sort_by_key(|r| r.chunk);
+    let mut runs = runs.as_slice();
+    for (chunk, span) in spans {
+        let n = runs.partition_point(|r| r.chunk == chunk);
+        let (own, rest) = runs.split_at(n);
+        runs = rest;
+        let id = ChunkId::new(source.array, chunk as usize);
+        let at = At::new(store, id);
+        let span_len = (span.end - span.start) as usize;
+        if let Some(whole) = core.cache.get(&at.key) {
+            // Decoded already (its chunk file was read, or a page fault's chunk).
+            for run in own {
+                let piece = whole
+                    .get(run.src as usize..(run.src + run.len) as usize)
+                    .ok_or_else(|| short(chunk))?;
+                buf[run.dst as usize..(run.dst + run.len) as usize].copy_from_slice(piece);
+            }
+            continue;
+        }
+        if let [run] = own {
+            // One run (a 1-D array, a chunk as wide as the array): straight into the band.
+            let dst = &mut buf[run.dst as usize..(run.dst + run.len) as usize];
+            if core.decode_range_into(&at, run.src as usize, dst, false)? != dst.len() {
+                return Err(short(chunk));
+            }
+            continue;
+        }
+        BLOCKS.with_borrow_mut(|blocks| {
+            blocks.resize(span_len, 0);
+            if core.decode_range_into(&at, span.start as usize, blocks, false)? != span_len {
+                return Err(short(chunk));
+            }
+            for run in own {
+                let from = (run.src - span.start) as usize;
+                let to = run.dst as usize;
+                let n = run.len as usize;
+                buf[to..to + n].copy_from_slice(&blocks[from..from + n]);
+            }
+            Ok(())
+        })?;
+    }
+    Ok(buf)
+}
+
+impl ChunkReader {
+    /// Data bytes `want` of an assembled file read through `stream` (its handle's scan): the
+    /// bands they lie in, decoded by the prefetch threads ahead of the reader or by the
+    /// reader itself, and when `ahead`, the bands of the next [`AHEAD`] bytes queued for
+    /// the prefetch threads. `want` must be [`BandStream::serves`].
+    ///
+    /// # Errors
+    /// A chunk of a band that cannot be read or decoded.
+    pub fn band_read(
+        &self,
+        stream: &Mutex<Option<BandStream>>,
+        new_stream: impl FnOnce() -> BandStream,
+        want: Range<u64>,
+        ahead: bool,
+    ) -> Result<ReadData, ContainerError> {
+        let (needed, source) = {
+            let mut guard = stream.lock();
+            let s = guard.get_or_insert_with(new_stream);
+            s.retire_before(want.start);
+            let first = s.bands.front().map_or(want.start, |b| b.range.start);
+            let reach = if ahead {
+                // At least the band after the last one `want` touches.
+                let last = s.source.layout.band(want.end - 1);
+                let after = last.map_or(want.end, |b| b.end + 1);
+                (want.end + AHEAD).max(after)
+            } else {
+                want.end
+            };
+            for band in s.extend_to(first, reach) {
+                if band.range.start >= want.end {
+                    self.queue_band(band, &s.source);
+                }
+            }
+            let needed: Vec<Arc<Band>> = s
+                .bands
+                .iter()
+                .filter(|b| b.range.start < want.end && b.range.end > want.start)
+                .cloned()
+                .collect();
+            (needed, s.source.clone())
+        };
+        let core = &self.core;
+        if let [band] = needed.as_slice()
+            && band.range.start <= want.start
+            && band.range.end >= want.end
+        {
+            let bytes = band.take(core, &source)?;
+            let at = (want.start - band.range.start) as usize;
+            return Ok(ReadData::Chunk(
+                bytes,
+                at..at + (want.end - want.start) as usize,
+            ));
+        }
+        let mut out = super::Reused::take((want.end - want.start) as usize);
+        let mut filled = 0usize;
+        for band in &needed {
+            let bytes = band.take(core, &source)?;
+            let from = want.start.max(band.range.start);
+            let to = want.end.min(band.range.end);
+            let piece =
+                &bytes[(from - band.range.start) as usize..(to - band.range.start) as usize];
+            let dst = (from - want.start) as usize;
+            out[dst..dst + piece.len()].copy_from_slice(piece);
+            filled += piece.len();
+        }
+        if filled as u64 != want.end - want.start {
+            return Err(ContainerError::Malformed {
+                path: source.store.path().to_path_buf(),
+                offset: want.start,
+                what: "assembled file".into(),
+                why: "its bands do not cover the bytes read".into(),
+            });
+        }
+        Ok(ReadData::Reused(out))
+    }
+
+    /// Hands `band` to the prefetch threads (nothing when there are none or their queue is
+    /// full: its reader then decodes it).
+    fn queue_band(&self, band: Arc<Band>, source: &Source) {
+        if let Some(p) = &self.prefetch {
+            p.request_band(band, source.clone());
+        }
+    }
+}

@@ -1,0 +1,163 @@
+//! Scans of `array.npy` through a read-only descriptor, served a band (a row of blocks) at a
+//! time with the next bands decoded ahead (`src/reader/bands.rs`): the bytes equal what
+//! `np.save` writes of python-blosc2's array for every geometry (edge chunks, blocks narrower
+//! than a chunk, short last blocks, 3-D, 1-D), in reads aligned or not to the bands, after a
+//! seek back to the start, and no whole chunk is decoded into the cache on the way; a
+//! corrupt chunk fails the reads of its bands only, naming the chunk.
+
+use std::path::Path;
+
+use b2fs::container::{self, Array, Container};
+
+use super::{ino, prefetching_tree, read_all};
+use crate::support;
+
+/// Generates `maker`'s array (with `seed` when it takes one) and the `np.save` bytes of what
+/// python-blosc2 reads from it.
+fn made(
+    py: &Path,
+    maker: &str,
+    seed: Option<&str>,
+) -> (tempfile::TempDir, std::path::PathBuf, Vec<u8>) {
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("a.b2nd");
+    let want = dir.path().join("want.npy");
+    let mut args: Vec<&dyn AsRef<std::ffi::OsStr>> =
+        vec![&"scripts/oracle/npy_check.py", &maker, &src];
+    if let Some(seed) = &seed {
+        args.push(seed);
+    }
+    support::oracle(py, &args);
+    support::oracle(py, &[&"scripts/oracle/npy_check.py", &"save", &src, &want]);
+    let bytes = std::fs::read(&want).unwrap();
+    (dir, src, bytes)
+}
+
+#[test]
+fn npy_tree_scans_read_band_by_band_as_numpy_saves_them() {
+    let py = or_skip!(support::python(
+        "npy_tree_scans_read_band_by_band_as_numpy_saves_them"
+    ));
+    // (maker, seed, whether every read of a scan takes bands: a 1-D array's reads inside
+    // one chunk take that chunk whole, as before)
+    let cases = [
+        ("gen2dscan", Some("3"), true),
+        ("gen2dwide", None, true),
+        ("gen3dbands", None, true),
+        ("gen1dscan", Some("4"), false),
+    ];
+    for (maker, seed, all_bands) in cases {
+        let (_dir, src, want) = made(&py, maker, seed);
+        assert!(want.len() > 1 << 20, "{maker}: {} bytes", want.len());
+        for step in [1 << 20, 700 * 1024 + 3, 512 * 1024] {
+            let t = prefetching_tree(&src);
+            let npy = ino(&t, "array.npy");
+            let got = read_all(&t, npy, step);
+            assert!(got == want, "{maker}: a scan in reads of {step}");
+            if all_bands {
+                assert_eq!(
+                    t.cache_stats().loads,
+                    0,
+                    "{maker}: reads of {step} decode bands, no whole chunk"
+                );
+            }
+        }
+        // One descriptor: part of the file, then back to its start (a new scan), then
+        // reads that skip ahead.
+        let t = prefetching_tree(&src);
+        let npy = ino(&t, "array.npy");
+        let fh = t.open(npy, libc::O_RDONLY).unwrap();
+        let read = |at: u64, size: u32| t.read(npy, fh, at, size).unwrap().to_vec();
+        let first = read(0, 1 << 20);
+        assert!(first == want[..first.len()], "{maker}: first read");
+        let mut at = first.len() as u64;
+        for _ in 0..2 {
+            let got = read(at, 1 << 20);
+            assert!(
+                got == want[at as usize..at as usize + got.len()],
+                "{maker}: at {at}"
+            );
+            at += got.len() as u64;
+        }
+        let mut again = Vec::new();
+        while again.len() < want.len() {
+            let got = read(again.len() as u64, 1 << 20);
+            assert!(!got.is_empty(), "{maker}: short file");
+            again.extend_from_slice(&got);
+        }
+        assert!(again == want, "{maker}: the scan again from the start");
+        let skip = (want.len() / 3) as u64 + 12_345;
+        let got = read(skip, 600 * 1024);
+        assert!(
+            got == want[skip as usize..skip as usize + got.len()],
+            "{maker}: skip"
+        );
+        let got = read(skip + 600 * 1024, 600 * 1024);
+        let from = skip as usize + 600 * 1024;
+        assert!(
+            got == want[from..from + got.len()],
+            "{maker}: after the skip"
+        );
+        t.release(fh).unwrap();
+    }
+}
+
+/// Absolute file offset of stored chunk `i` of a contiguous frame, and its cbytes.
+fn chunk_at(a: &Array, i: usize) -> (u64, u64) {
+    let info = a.frame_info().unwrap();
+    let e = a.frame_index_entry(i).unwrap();
+    assert!(e >= 0, "chunk {i} is special");
+    let at = info.start + info.header_len + e as u64;
+    (at, a.chunk_header(i).unwrap().cbytes as u64)
+}
+
+#[test]
+fn npy_tree_scan_of_a_corrupt_chunk_fails_its_bands_and_names_it() {
+    let py = or_skip!(support::python(
+        "npy_tree_scan_of_a_corrupt_chunk_fails_its_bands_and_names_it"
+    ));
+    let (_dir, src, want) = made(&py, "gen2dscan", Some("5"));
+    // gen2dscan: 4 x 4 chunks of 256 x 512 float64; chunk 6 is in the second slab (rows
+    // 256..512), third column.
+    let Container::Array(a) = container::open(&src).unwrap() else {
+        panic!("an array")
+    };
+    let (at, cbytes) = chunk_at(&a, 6);
+    drop(a);
+    let junk: Vec<u8> = (0..cbytes / 2)
+        .map(|i| 0xF0 ^ (i as u8).wrapping_mul(37))
+        .collect();
+    std::os::unix::fs::FileExt::write_all_at(
+        &std::fs::OpenOptions::new().write(true).open(&src).unwrap(),
+        &junk,
+        at + cbytes / 4,
+    )
+    .unwrap();
+    let t = prefetching_tree(&src);
+    let npy = ino(&t, "array.npy");
+    let fh = t.open(npy, libc::O_RDONLY).unwrap();
+    let hlen = want.len() - 1024 * 2048 * 8;
+    let slab = 256 * 2048 * 8;
+    let mut at = 0usize;
+    let err = loop {
+        match t.read(npy, fh, at as u64, 1 << 20) {
+            Ok(got) => {
+                assert!(!got.is_empty(), "the whole file read: no error");
+                assert!(got[..] == want[at..at + got.len()], "bytes at {at}");
+                at += got.len();
+            }
+            Err(e) => break e,
+        }
+    };
+    assert!(
+        at >= hlen + slab - (1 << 20) && at < hlen + 2 * slab,
+        "the first failing read ({at}) is in the slab of chunk 6"
+    );
+    let text = b2fs::error::display_chain(&err);
+    assert!(text.contains("chunk 6"), "{text}");
+    // The slab after it reads well through the same descriptor.
+    let after = hlen + 2 * slab;
+    let got = t.read(npy, fh, after as u64, 1 << 20).unwrap();
+    assert!(got[..] == want[after..after + got.len()]);
+    t.release(fh).unwrap();
+}
