@@ -14,6 +14,8 @@
 //!                            small reads, with each chunk's header and block-start table kept;
 //!                            window faults take them from the source's mapping)
 //!   -> prefetch::Prefetcher  whole chunks decoded ahead of a scan
+//! ChunkReader::band_read(stream, window)       (a read-only descriptor's scan of an N-dim
+//!   -> bands::*              `array.npy`: a row of blocks at a time, decoded ahead)
 //! ```
 //!
 //! Subtleties and who handles them:
@@ -47,8 +49,9 @@
 //! options, and the [`ChunkReader`]: its reads, what they find cached, and invalidation;
 //! `shared.rs` the state readers and prefetch threads share (`Core`: the stores, the caches);
 //! `prefetch.rs` the prefetch threads and what readers ask of them (chunks ahead of a scan,
-//! blocks beside a page fault); the read paths are those of the diagram above; `gather.rs` and
-//! `pieces.rs` assemble a file from many chunks; `store.rs` the stores, `version.rs` and
+//! blocks beside a page fault, bands of a scan); the read paths are those of the diagram
+//! above; `gather.rs` and `pieces.rs` assemble a file from many chunks, `bands.rs` a scan of
+//! one a band at a time; `store.rs` the stores, `version.rs` and
 //! `prints.rs` their versions, `live.rs` and `swap.rs` live arrays and the swappable cell,
 //! `append.rs` the vector arrays are added to while mounted.
 
