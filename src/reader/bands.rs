@@ -18,8 +18,8 @@
 //! - **Single flight, with stealing.** A band is queued for the prefetch threads; a reader
 //!   that needs it before a thread took it decodes it itself, one that finds it being decoded
 //!   waits for it. A failed band is decoded again by its reader, which gets the error.
-//! - **Bounded.** A stream holds the band being read and at most [`AHEAD`] bytes of bands
-//!   after it (bands larger than [`BAND_MAX`] are not streamed), plus [`SPARE`] buffers.
+//! - **Bounded.** A stream holds the band being read and at most `AHEAD` bytes of bands
+//!   after it (bands larger than `BAND_MAX` are not streamed), plus `SPARE` buffers.
 
 use std::collections::VecDeque;
 use std::ops::Range;
@@ -101,7 +101,7 @@ impl BandStream {
     }
 
     /// Whether data bytes `want` can be read band by band: they lie in bands no larger than
-    /// [`BAND_MAX`].
+    /// `BAND_MAX`.
     pub fn serves(layout: &Layout, want: &Range<u64>) -> bool {
         want.start < want.end
             && layout
@@ -291,7 +291,7 @@ fn fill(
 impl ChunkReader {
     /// Data bytes `want` of an assembled file read through `stream` (its handle's scan): the
     /// bands they lie in, decoded by the prefetch threads ahead of the reader or by the
-    /// reader itself, and when `ahead`, the bands of the next [`AHEAD`] bytes queued for
+    /// reader itself, and when `ahead`, the bands of the next `AHEAD` bytes queued for
     /// the prefetch threads. `want` must be [`BandStream::serves`].
     ///
     /// # Errors
