@@ -15,6 +15,8 @@ Usage:
   npy_check.py gen3dbands OUT.b2nd   a 3-D int32 b2nd (37 x 90 x 130) whose chunk and block
                                      shapes divide none of its dimensions (edge chunks, short
                                      last blocks of a chunk)
+  npy_check.py gen2dbigbands OUT     12 x 131072 float64 (rows of 1 MiB), chunks of 6 rows,
+                                     blocks of 5: bands of 5 MiB and 1 MiB in turn
   npy_check.py sha SRC               the sha256 of the reference's array bytes (C order)
   npy_check.py genbcolz2d OUT        the gen2d values as a bcolz carray (chunks of 37 rows)
   npy_check.py mount MNT SRC         through a mounted SRC: np.load of MNT/array.npy equals
@@ -89,6 +91,12 @@ def main():
         out = sys.argv[2]
         a = (np.arange(37 * 90 * 130, dtype=np.int32) * 7 - 1000).reshape(37, 90, 130)
         blosc2.asarray(a, urlpath=out, mode="w", chunks=(16, 40, 64), blocks=(5, 16, 32))
+    elif cmd == "gen2dbigbands":
+        import blosc2
+
+        out = sys.argv[2]
+        a = np.arange(12 * 131072, dtype=np.float64).reshape(12, 131072) * 0.5
+        blosc2.asarray(a, urlpath=out, mode="w", chunks=(6, 65536), blocks=(5, 8192))
     elif cmd == "sha":
         import hashlib
 

@@ -33,14 +33,29 @@ use crate::container::npy::Layout;
 
 /// Largest band streamed: a 2-D array with very wide rows, or a 3-D array whose first
 /// block dimension spans large planes, goes the whole-chunk way instead.
-pub const BAND_MAX: u64 = 16 << 20;
+pub const BAND_MAX: u64 = 4 << 20;
 
 /// Bytes of bands decoded ahead of the one being read (at least one band): enough to keep
 /// both prefetch threads busy while the reader's requests take the bands in turn.
 pub const AHEAD: u64 = 6 << 20;
 
 /// Band buffers a stream keeps for the next bands.
-const SPARE: usize = 3;
+const SPARE: usize = 2;
+
+/// Most bands one read may touch (rows so narrow that a band is a few KiB go the
+/// whole-chunk way).
+const WANT_BANDS: usize = 16;
+
+/// Most streams alive at once (one per descriptor scanning): what bands hold stays within
+/// a few tens of MiB however many descriptors read; the others take the whole-chunk path,
+/// inside `cache_size`.
+const MAX_STREAMS: usize = 4;
+
+/// Streams alive now.
+static STREAMS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+/// Largest per-thread block buffer kept between bands.
+const KEEP_BLOCKS: usize = 4 << 20;
 
 /// What a band's decode got to.
 enum State {
@@ -87,9 +102,20 @@ impl std::fmt::Debug for BandStream {
 }
 
 impl BandStream {
-    /// A stream over `array` of version `store`, assembled as `layout` says.
-    pub fn new(store: Arc<dyn ChunkStore>, array: ArrayId, layout: Arc<Layout>) -> BandStream {
-        BandStream {
+    /// A stream over `array` of version `store`, assembled as `layout` says; `None` when
+    /// `MAX_STREAMS` are alive.
+    pub fn new(
+        store: Arc<dyn ChunkStore>,
+        array: ArrayId,
+        layout: Arc<Layout>,
+    ) -> Option<BandStream> {
+        use std::sync::atomic::Ordering;
+        STREAMS
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+                (n < MAX_STREAMS).then_some(n + 1)
+            })
+            .ok()?;
+        Some(BandStream {
             source: Source {
                 store,
                 array,
@@ -97,16 +123,33 @@ impl BandStream {
             },
             bands: VecDeque::new(),
             spare: Vec::new(),
-        }
+        })
     }
 
-    /// Whether data bytes `want` can be read band by band: they lie in bands no larger than
-    /// `BAND_MAX`.
-    pub fn serves(layout: &Layout, want: &Range<u64>) -> bool {
-        want.start < want.end
-            && layout
-                .band(want.start)
-                .is_some_and(|b| b.end - b.start <= BAND_MAX)
+    /// Whether data bytes `want` can be read band by band: every band they touch is at most
+    /// `BAND_MAX` bytes, they touch at most `WANT_BANDS` bands, and when the read starts a
+    /// scan (`starts`: nothing is read ahead of it), they begin a band (a large read at a
+    /// random place decodes only the blocks it touches, the other way).
+    pub fn serves(layout: &Layout, want: &Range<u64>, starts: bool) -> bool {
+        let mut at = want.start;
+        let mut bands = 0;
+        while at < want.end {
+            let Some(band) = layout.band(at) else {
+                return false;
+            };
+            if band.end <= at
+                || band.end - band.start > BAND_MAX
+                || (starts && bands == 0 && band.start != want.start)
+            {
+                return false;
+            }
+            bands += 1;
+            if bands > WANT_BANDS {
+                return false;
+            }
+            at = band.end;
+        }
+        bands > 0
     }
 
     /// Drops the bands that end at or before `at` (their buffers kept for the next bands
@@ -160,6 +203,12 @@ impl BandStream {
     }
 }
 
+impl Drop for BandStream {
+    fn drop(&mut self) {
+        STREAMS.fetch_sub(1, std::sync::atomic::Ordering::AcqRel);
+    }
+}
+
 impl Band {
     /// Decodes the band on a prefetch thread, unless a reader took it or nobody wants it
     /// any more (its stream dropped it).
@@ -188,7 +237,19 @@ impl Band {
 
     /// Decodes the band into `buf`, settles its state and wakes its waiters.
     fn decode(&self, core: &Core, source: &Source, buf: Vec<u8>) -> Result<Bytes, ContainerError> {
-        let res = fill(core, source, self.range.clone(), buf).map(Arc::new);
+        // A panic must not leave the band running: its readers would wait for ever.
+        let res = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            fill(core, source, self.range.clone(), buf)
+        }))
+        .unwrap_or_else(|_| {
+            Err(ContainerError::Malformed {
+                path: source.store.path().to_path_buf(),
+                offset: self.range.start,
+                what: "assembled file".into(),
+                why: "the band's decode panicked (a b2fs bug)".into(),
+            })
+        })
+        .map(Arc::new);
         *self.state.lock() = match &res {
             Ok(bytes) => State::Done(bytes.clone()),
             Err(_) => State::Failed,
@@ -282,6 +343,9 @@ fn fill(
                 let n = run.len as usize;
                 buf[to..to + n].copy_from_slice(&blocks[from..from + n]);
             }
+            if blocks.capacity() > KEEP_BLOCKS {
+                *blocks = Vec::new();
+            }
             Ok(())
         })?;
     }
@@ -292,20 +356,27 @@ impl ChunkReader {
     /// Data bytes `want` of an assembled file read through `stream` (its handle's scan): the
     /// bands they lie in, decoded by the prefetch threads ahead of the reader or by the
     /// reader itself, and when `ahead`, the bands of the next `AHEAD` bytes queued for
-    /// the prefetch threads. `want` must be [`BandStream::serves`].
+    /// the prefetch threads. `want` must be [`BandStream::serves`]. `None` when the bands
+    /// held cannot cover it (a band past `BAND_MAX` after it) or no stream could be made
+    /// (`MAX_STREAMS` alive): the caller reads it the other way.
     ///
     /// # Errors
     /// A chunk of a band that cannot be read or decoded.
     pub fn band_read(
         &self,
         stream: &Mutex<Option<BandStream>>,
-        new_stream: impl FnOnce() -> BandStream,
+        new_stream: impl FnOnce() -> Option<BandStream>,
         want: Range<u64>,
         ahead: bool,
-    ) -> Result<ReadData, ContainerError> {
+    ) -> Result<Option<ReadData>, ContainerError> {
         let (needed, source) = {
             let mut guard = stream.lock();
-            let s = guard.get_or_insert_with(new_stream);
+            if guard.is_none() {
+                *guard = new_stream();
+            }
+            let Some(s) = guard.as_mut() else {
+                return Ok(None);
+            };
             s.retire_before(want.start);
             let first = s.bands.front().map_or(want.start, |b| b.range.start);
             let reach = if ahead {
@@ -327,6 +398,11 @@ impl ChunkReader {
                 .filter(|b| b.range.start < want.end && b.range.end > want.start)
                 .cloned()
                 .collect();
+            let covered = needed.first().is_some_and(|b| b.range.start <= want.start)
+                && needed.last().is_some_and(|b| b.range.end >= want.end);
+            if !covered {
+                return Ok(None);
+            }
             (needed, s.source.clone())
         };
         let core = &self.core;
@@ -336,10 +412,10 @@ impl ChunkReader {
         {
             let bytes = band.take(core, &source)?;
             let at = (want.start - band.range.start) as usize;
-            return Ok(ReadData::Chunk(
+            return Ok(Some(ReadData::Chunk(
                 bytes,
                 at..at + (want.end - want.start) as usize,
-            ));
+            )));
         }
         let mut out = super::Reused::take((want.end - want.start) as usize);
         let mut filled = 0usize;
@@ -361,7 +437,7 @@ impl ChunkReader {
                 why: "its bands do not cover the bytes read".into(),
             });
         }
-        Ok(ReadData::Reused(out))
+        Ok(Some(ReadData::Reused(out)))
     }
 
     /// Hands `band` to the prefetch threads (nothing when there are none or their queue is

@@ -51,6 +51,10 @@ const CHUNKS_QUEUED: usize = 8;
 /// prefetch threads ran dry between its faults and the cores idled 25% of a scan).
 const BLOCKS_QUEUED: usize = 64;
 
+/// Most bands of scans waiting in the queue (a band no thread takes is decoded by its
+/// reader): the chunks' and blocks' room stays theirs.
+const BANDS_QUEUED: usize = 8;
+
 /// A chunk streamed and evicted during this many of the latest loads of whole chunks is not
 /// decoded ahead again ([`crate::cache::ChunkCache::streamed_lately`]): a scan has just read it.
 const LATELY: u64 = 4;
@@ -76,6 +80,8 @@ pub(crate) struct Prefetcher {
 struct Queued {
     chunks: HashSet<ChunkId>,
     blocks: HashSet<BlockKey>,
+    /// Bands of scans (`bands.rs`) waiting.
+    bands: usize,
 }
 
 impl Queued {
@@ -200,7 +206,16 @@ impl Prefetcher {
     /// Asks for `band` of `source` to be decoded ahead of its reader; dropped when the queue
     /// is full (its reader then decodes it).
     pub(crate) fn request_band(&self, band: Arc<super::bands::Band>, source: super::bands::Source) {
-        self.send(Job::Band(band, source));
+        {
+            let mut q = self.queued.lock();
+            if q.bands >= BANDS_QUEUED {
+                return;
+            }
+            q.bands += 1;
+        }
+        if !self.send(Job::Band(band, source)) {
+            self.queued.lock().bands -= 1;
+        }
     }
 
     /// Queues `job`; false when the queue is full (the job is dropped).
@@ -357,6 +372,7 @@ fn run(core: &Core, rx: &Mutex<Receiver<Job>>, queued: &Mutex<Queued>) {
                 (id, core.block_ahead(store.as_ref(), id, offset))
             }
             Job::Band(band, source) => {
+                queued.lock().bands -= 1;
                 band.run_ahead(core, &source);
                 continue;
             }

@@ -186,16 +186,18 @@ impl Tree {
             && npy.shape().len() >= 2
             && size >= BAND_READ_MIN
             && hint.stream >= u64::from(size)
-            && BandStream::serves(npy.layout(), &w.data)
+            && BandStream::serves(npy.layout(), &w.data, hint.stream <= u64::from(size))
             && let Some(store) = p.store(array)
-        {
-            let new_stream =
-                || BandStream::new(store.clone(), array, Arc::new(npy.layout().clone()));
-            let ahead = hint.stream > u64::from(size);
-            let data = self
+            && let Some(data) = self
                 .reader
-                .band_read(&p.bands, new_stream, w.data.clone(), ahead)
-                .map_err(|source| TreeError::Container { ino, source })?;
+                .band_read(
+                    &p.bands,
+                    || BandStream::new(store.clone(), array, Arc::new(npy.layout().clone())),
+                    w.data.clone(),
+                    hint.stream > u64::from(size),
+                )
+                .map_err(|source| TreeError::Container { ino, source })?
+        {
             if w.header.is_empty() {
                 return Ok(data);
             }
