@@ -384,8 +384,7 @@ impl Tree {
             );
             TreeError::Container { ino: dir, source }
         })?;
-        self.follow(&self.array_ids());
-        let made = self.zarr_adopt(k, group, name);
+        let made = self.zarr_show_made(k, group, name);
         let Some(made) = made else {
             log::warn!(
                 "{path}: {} was made but the mount does not show it yet (it shows at the next \
@@ -404,6 +403,18 @@ impl Tree {
         }
         log::info!("{path}: the new array {} made", file.display());
         Ok(())
+    }
+
+    /// The member `name` just made in native group `group` for pending directory `k`, shown
+    /// and adopted ([`Tree::zarr_adopt`]): the mount follows the source; when edits buffered
+    /// meanwhile hold that back (the view checked for none before it began, a write may have
+    /// begun since), the collection's new members are shown alone. `None`: still not shown.
+    fn zarr_show_made(&self, k: u64, group: u64, name: &str) -> Option<u64> {
+        self.follow(&self.array_ids());
+        self.zarr_adopt(k, group, name).or_else(|| {
+            self.show_own_members();
+            self.zarr_adopt(k, group, name)
+        })
     }
 
     /// Whether a source of native group `group` has the stem `name` by the view's own rule
@@ -481,8 +492,7 @@ impl Tree {
             }
             source => TreeError::Container { ino: dir, source },
         })?;
-        self.follow(&self.array_ids());
-        match self.zarr_adopt(k, group, name) {
+        match self.zarr_show_made(k, group, name) {
             Some(_) => {
                 log::info!("{path}: the new group {} made", at.display());
                 Ok(true)

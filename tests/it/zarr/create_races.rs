@@ -400,3 +400,50 @@ fn nested_pending_directories_make_groups_and_arrays_in_any_order() {
     );
     assert_eq!(got, "[3, 3, 3, 3, 3] [0.0, 0.0, 0.0, 0.0]");
 }
+
+/// A write into another array begins (not committed yet) while a new array's `zarr.json`
+/// makes it: the array is made, and the mount shows it at once (it showed it at the next look
+/// at the source only, the pending directory ended: the rename succeeded and every write
+/// into the new array was ENOENT). The other array's write stays pending and commits.
+#[test]
+fn an_array_made_while_another_array_holds_a_write_is_shown_at_once() {
+    let py = or_skip!(python(
+        "an_array_made_while_another_array_holds_a_write_is_shown_at_once"
+    ));
+    let dir = sources(&py);
+    let t = Tree::from_source(dir.path(), opts(true)).unwrap();
+    let z = ino(&t, "zarr");
+    let p = t.mkdir(z, "t").unwrap().ino;
+    let open = std::sync::Arc::new(std::sync::Mutex::new(None));
+    let held = open.clone();
+    t.on_zarr_create(Box::new(move |t| {
+        let data = ino(t, "a.b2nd/data");
+        let first = t
+            .readdir(data, 0)
+            .unwrap()
+            .find(|e| e.name.ends_with(".bin"));
+        let chunk = first.unwrap().ino;
+        let fh = t.open(chunk, libc::O_WRONLY).unwrap();
+        t.write(chunk, fh, 0, &[9u8; 4]).unwrap();
+        *held.lock().unwrap() = Some((chunk, fh));
+    }));
+    let d = doc("int16", &[5], &[2], json!(3), zstd_codecs());
+    put(&t, p, "zarr.json.1.partial", "zarr.json", &d).unwrap();
+    assert!(dir.path().join("t.b2nd").is_file());
+    assert_eq!(t.lookup(z, "t").unwrap().ino, p);
+    let chunks = t.lookup(p, "c").unwrap().ino;
+    put(&t, chunks, "0.1.partial", "0", &[7u8; 4]).unwrap();
+    let (_, fh) = open.lock().unwrap().take().unwrap();
+    t.release(fh).unwrap();
+    let got = python_says(
+        &py,
+        &[
+            "-c",
+            "import sys, blosc2\n\
+             print(blosc2.open(sys.argv[1] + '/t.b2nd')[...].tolist(), \
+             blosc2.open(sys.argv[1] + '/a.b2nd')[0, 0])",
+            dir.path().to_str().unwrap(),
+        ],
+    );
+    assert_eq!(got, "[1799, 1799, 3, 3, 3] 151587081");
+}
