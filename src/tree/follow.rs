@@ -415,6 +415,42 @@ impl Tree {
         true
     }
 
+    /// After the mount made a member of its collection itself (a new array or group through
+    /// the Zarr view) while edits are buffered, which hold a reload back ([`Tree::follow`]):
+    /// the collection is listed again and its new members shown, and nothing else is
+    /// reloaded (a new member changes no array an edit is for). Returns whether it could.
+    pub(crate) fn show_own_members(&self) -> bool {
+        let Some(cell) = self.mounted.collection() else {
+            return false;
+        };
+        // Serialised with commits and reloads, as a reload is.
+        let _committer = self.committer.lock();
+        // Taken before the listing: a change while it runs shows at the next look.
+        let seen = self.follow.outer.lock().now();
+        let old = cell.get();
+        let fresh = match Collection::reopened(&old) {
+            Ok(fresh) => fresh,
+            Err(e) => {
+                log::warn!(
+                    "{}: cannot be listed again to show a new member: {}",
+                    old.path().display(),
+                    display_chain(&e)
+                );
+                return false;
+            }
+        };
+        cell.set(fresh.clone());
+        let mut entries = Vec::new();
+        {
+            let _grow = self.grow.lock();
+            self.follow_group(ROOT_INO, fresh.root(), Some(old.root()), &mut entries);
+        }
+        self.settle_outer(Some(seen));
+        self.zarr_changed();
+        self.follow.push(entries);
+        true
+    }
+
     /// Whether the mount holds uncommitted edits: their commit must find the change and fail
     /// with ESTALE (an edit made against what another writer replaced is dropped, not applied
     /// over it), so the tree does not reload under them; that commit reloads.

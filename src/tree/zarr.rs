@@ -129,6 +129,9 @@ pub(crate) struct ZarrState {
     /// Directories made by `mkdir` for new arrays, and what their writers declared
     /// (`create.rs`).
     creating: Mutex<create::Creating>,
+    /// Set at the first `mkdir` through the view: until then lookups and listings do not
+    /// look for pending directories (`pending.rs`).
+    pending_seen: std::sync::atomic::AtomicBool,
     /// Tests: run by the next resize before it takes the committer ([`Tree::on_zarr_resize`]).
     resize_hook: Mutex<Option<ResizeHook>>,
     /// The Zarr v2 view (`zarr2/`, `v2.rs`).

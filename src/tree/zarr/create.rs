@@ -57,12 +57,19 @@ use crate::reader::ArrayId;
 pub(super) struct Creating {
     pub(super) next: u64,
     pub(super) dirs: HashMap<u64, PendingDir>,
+    /// The pending directories by the inode of their parent and their name (`pending.rs`).
+    pub(super) named: super::pending::Named,
+    /// The pending directory each native directory made through the view answers to.
+    pub(super) alias: HashMap<u64, u64>,
     /// With the data type and chunk shape of the array it was declared for: another
     /// writer may replace the file by one of another type under the same name (and id).
     declared: HashMap<ArrayId, (Arc<Declared>, DataType, Vec<u64>)>,
     /// Tests: run by the next new array after the view's checks of its name, before the
     /// source is written ([`Tree::on_zarr_create`]).
     hook: Option<super::ResizeHook>,
+    /// Tests: run by the next `mkdir` after it looked at its parent, before it records the
+    /// new directory ([`Tree::on_zarr_mkdir`]).
+    pub(super) mkdir_hook: Option<super::ResizeHook>,
     /// Held while a `zarr.json` makes an array or group (and its parents).
     pub(super) serial: Arc<parking_lot::Mutex<()>>,
 }
@@ -308,7 +315,7 @@ impl Tree {
         match array {
             None => {
                 if !self.zarr_make_group(k, dir, (group, &name), &path)? {
-                    self.zarr.creating.lock().dirs.remove(&k);
+                    self.zarr.creating.lock().remove(k);
                 }
             }
             Some((spec, declared)) => {
@@ -351,10 +358,16 @@ impl Tree {
         if let Some(hook) = hook {
             (hook.0)(self);
         }
+        // From here its name stands for the pending directory, even once the mount shows the
+        // array before it is adopted below (`pending.rs`).
+        self.zarr_making(k, true);
         let made = match &store {
             Some(store) => create_store_array(store, &file, &spec),
             None => create_array(&file, &spec),
         };
+        if made.is_err() {
+            self.zarr_making(k, false);
+        }
         made.map_err(|source| {
             // Another writer took the name since the checks above (the link, or a key of the
             // store seen under its lock): nothing was made.
@@ -371,15 +384,14 @@ impl Tree {
             );
             TreeError::Container { ino: dir, source }
         })?;
-        self.follow(&self.array_ids());
-        let made = self.zarr_adopt(k, group, name);
+        let made = self.zarr_show_made(k, group, name);
         let Some(made) = made else {
             log::warn!(
                 "{path}: {} was made but the mount does not show it yet (it shows at the next \
                  look at the source)",
                 file.display()
             );
-            self.zarr.creating.lock().dirs.remove(&k);
+            self.zarr.creating.lock().remove(k);
             return Ok(());
         };
         if let Ok(DirKind::Array(a)) = self.zarr_dir_kind(made)
@@ -391,6 +403,18 @@ impl Tree {
         }
         log::info!("{path}: the new array {} made", file.display());
         Ok(())
+    }
+
+    /// The member `name` just made in native group `group` for pending directory `k`, shown
+    /// and adopted ([`Tree::zarr_adopt`]): the mount follows the source; when edits buffered
+    /// meanwhile hold that back (the view checked for none before it began, a write may have
+    /// begun since), the collection's new members are shown alone. `None`: still not shown.
+    fn zarr_show_made(&self, k: u64, group: u64, name: &str) -> Option<u64> {
+        self.follow(&self.array_ids());
+        self.zarr_adopt(k, group, name).or_else(|| {
+            self.show_own_members();
+            self.zarr_adopt(k, group, name)
+        })
     }
 
     /// Whether a source of native group `group` has the stem `name` by the view's own rule
@@ -453,8 +477,14 @@ impl Tree {
             .zarr_group_dir(group)
             .ok_or_else(|| refused(path, "the group's directory is gone"))?;
         let at = folder.join(name);
-        // Made and fsynced, or not made (a failed fsync removes it again).
-        create_group_dir(&folder, name).map_err(|e| match e {
+        // Made and fsynced, or not made (a failed fsync removes it again). Its name stands for
+        // the pending directory from here (`pending.rs`).
+        self.zarr_making(k, true);
+        let made = create_group_dir(&folder, name);
+        if made.is_err() {
+            self.zarr_making(k, false);
+        }
+        made.map_err(|e| match e {
             crate::container::ContainerError::Io { source, .. }
                 if source.kind() == std::io::ErrorKind::AlreadyExists =>
             {
@@ -462,8 +492,7 @@ impl Tree {
             }
             source => TreeError::Container { ino: dir, source },
         })?;
-        self.follow(&self.array_ids());
-        match self.zarr_adopt(k, group, name) {
+        match self.zarr_show_made(k, group, name) {
             Some(_) => {
                 log::info!("{path}: the new group {} made", at.display());
                 Ok(true)
@@ -473,6 +502,7 @@ impl Tree {
                     "{path}: {} was made but the mount does not show it yet",
                     at.display()
                 );
+                self.zarr_making(k, false);
                 Ok(false)
             }
         }

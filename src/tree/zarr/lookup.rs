@@ -142,12 +142,14 @@ impl Tree {
                 Some(p) => return self.getattr(p),
                 None => return self.zarr_scratch_lookup(parent, name),
             },
-            _ => match self.zarr_child(z, name)? {
+            // A directory made through the view answers with its pending directory's inode,
+            // before and after its member is made (`pending.rs`).
+            _ => match self.zarr_named(parent, name, self.zarr_child(z, name)?) {
+                Some(p @ ZNode::Pending(_)) => {
+                    return self.getattr(p.ino().ok_or(TreeError::NotFound)?);
+                }
                 Some(child) => child,
-                None => match self.zarr_pending_named(z.ino().unwrap_or(parent), name) {
-                    Some(p) => return self.getattr(p),
-                    None => return self.zarr_scratch_lookup(parent, name),
-                },
+                None => return self.zarr_scratch_lookup(parent, name),
             },
         };
         let ino = child.ino().ok_or(TreeError::NotFound)?;

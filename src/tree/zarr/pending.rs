@@ -6,21 +6,36 @@
 //!   `rmdir`, holding only temp files and the pending directories made in it (in a directory
 //!   of sources: zarr-python's `create_array("a/b/c")` makes `a`, `a/b` and `a/b/c` before any
 //!   `zarr.json`).
-//! - **One inode for its temp files.** Once its array or group is made, a pending directory
-//!   stands for that member's directory ([`Tree::zarr_dir_ino`]): the kernel may name it by
-//!   either inode, its temp files are the member's.
+//! - **One directory, one inode.** Once its array or group is made, the pending directory's
+//!   inode stands for that member's directory for as long as the mount lives: lookups of the
+//!   name answer with it ([`Tree::zarr_named`]), never with the member's own number, so the
+//!   kernel never sees one directory under two inodes. (It did before session 32: a lookup
+//!   after the member was made answered with the member's inode, and a pending directory
+//!   made in it, still held by the kernel under the old inode's entry, was then found under
+//!   a new parent entry; the kernel must move a directory's entry for that, and under load
+//!   it cannot take the locks and answers ESTALE: zarr-python's concurrent `zarr.json`
+//!   writes of `create_array("n/b/c")` failed.) The member's name answers with it from the
+//!   moment its source is written (`making`), before the mount shows the member. Its temp
+//!   files stay keyed by that one inode ([`Tree::zarr_dir_ino`]), and the directories made
+//!   in it keep it as their parent: nothing moves when the member is made.
 //! - **Parents made first.** A `zarr.json` landing in a pending directory whose parent is
 //!   pending too makes the parents first, as groups without attributes (what zarr-python
 //!   writes for them, concurrently with the leaf's), outermost first; the parent's own
-//!   `zarr.json` landing later is then a rewrite of that group's (no change, or refused).
-//! - **Another writer's member of that name** wins: the pending directory is listed once, as
-//!   it (a group takes the pending directory's place; anything else ends it).
+//!   `zarr.json` landing later is then a rewrite of that group's (no change, or refused). A
+//!   directory `mkdir` makes in a pending directory while that one is made (zarr-python's
+//!   `mkdir -p` racing its parent's `zarr.json`) is checked and recorded under one lock, so
+//!   it lands in the group that was made.
+//! - **Another writer's member of that name** wins: the pending directory is listed and looked
+//!   up once, as it (a group takes the pending directory's place; anything else ends it).
 //! - **`link(2)`** of a temp file to `zarr.json` in a pending directory (zarr-python writes
 //!   the `zarr.json` of parent groups with `link` + `unlink`, "set if not exists") makes the
 //!   member as a rename would, the temp file staying until its `unlink`.
 
+use std::collections::HashMap;
+use std::sync::atomic::Ordering;
+
 use super::super::{Attr, Tree, TreeError};
-use super::create::refused;
+use super::create::{Creating, refused};
 use super::{DirKind, ZNode, names};
 use crate::container::store::Form;
 
@@ -30,19 +45,80 @@ pub(super) struct PendingDir {
     /// The native directory of its group (of the group its pending parent is in, until that
     /// one is made).
     pub(super) group: u64,
-    /// The Zarr inode of its group's directory (of its pending parent).
+    /// The Zarr inode of its parent directory as the kernel knows it ([`Tree::zarr_dir_ino`]:
+    /// a pending parent's own, made or not). Fixed for its life.
     pub(super) parent: u64,
     pub(super) name: String,
     /// The pending directory it was made in, while that one is not made.
     pub(super) up: Option<u64>,
-    /// The native directory of the array made in it.
+    /// The native directory of the array or group made in it.
     pub(super) made: Option<u64>,
+    /// Its member's source is being written: the name stands for this directory even when
+    /// the mount shows the member before it is adopted ([`Tree::zarr_named`]).
+    pub(super) making: bool,
 }
 
 /// Most directories made by `mkdir` held at once with no array in them.
 const MAX_PENDING: usize = 4096;
 
+/// The pending directories of a parent inode, by name.
+pub(super) type Named = HashMap<u64, HashMap<String, u64>>;
+
+impl Creating {
+    /// Pending directory `k` named `d.name` in `d.parent`, indexed.
+    fn insert(&mut self, k: u64, d: PendingDir) {
+        let names = self.named.entry(d.parent).or_default();
+        names.insert(d.name.clone(), k);
+        self.dirs.insert(k, d);
+    }
+
+    /// The pending directory named `name` in parent inode `parent`, made or not.
+    fn named(&self, parent: u64, name: &str) -> Option<(u64, &PendingDir)> {
+        let k = *self.named.get(&parent)?.get(name)?;
+        self.dirs.get(&k).map(|d| (k, d))
+    }
+
+    /// Pending directory `k` gone (rmdir, a creation that failed, another writer's member).
+    pub(super) fn remove(&mut self, k: u64) -> Option<PendingDir> {
+        let d = self.dirs.remove(&k)?;
+        if let Some(names) = self.named.get_mut(&d.parent) {
+            if names.get(&d.name) == Some(&k) {
+                names.remove(&d.name);
+            }
+            if names.is_empty() {
+                self.named.remove(&d.parent);
+            }
+        }
+        if let Some(m) = d.made
+            && self.alias.get(&m) == Some(&k)
+        {
+            self.alias.remove(&m);
+        }
+        Some(d)
+    }
+
+    /// Pending directory `k` stands for native directory `m` from now on: the directories
+    /// made in it belong to that group (their parent inode stays `k`'s).
+    fn made(&mut self, k: u64, m: u64) {
+        let Some(d) = self.dirs.get_mut(&k) else {
+            return;
+        };
+        (d.made, d.making) = (Some(m), false);
+        self.alias.insert(m, k);
+        for d in self.dirs.values_mut().filter(|d| d.up == Some(k)) {
+            (d.up, d.group) = (None, m);
+        }
+    }
+}
+
 impl Tree {
+    /// Tests: `hook` runs once, in the next `mkdir` through the view, after it looked at its
+    /// parent and before it records the new directory: a test makes that parent there, as a
+    /// concurrent `zarr.json` of zarr-python may.
+    pub fn on_zarr_mkdir(&self, hook: Box<dyn FnOnce(&Tree) + Send>) {
+        self.zarr.creating.lock().mkdir_hook = Some(super::ResizeHook(hook));
+    }
+
     /// `mkdir(2)` of `name` in `parent`: in the Zarr view of a read-write mount of a local
     /// directory of sources or `.b2d` store, a pending directory for a new array or group (in
     /// a directory of sources also in a pending directory: see the module doc).
@@ -54,6 +130,19 @@ impl Tree {
         if name.len() > super::super::NAME_MAX {
             return Err(TreeError::NameTooLong);
         }
+        // A pending parent made between the look at it and the record: looked at again, as
+        // the group it is now (made stays made: once more is enough).
+        for _ in 0..3 {
+            if let Some(attr) = self.zarr_mkdir_once(parent, name)? {
+                return Ok(attr);
+            }
+        }
+        Err(TreeError::NotFound)
+    }
+
+    /// [`Tree::mkdir`]: `None` when the pending directory `parent` stands for was made
+    /// meanwhile (nothing recorded).
+    fn zarr_mkdir_once(&self, parent: u64, name: &str) -> Result<Option<Attr>, TreeError> {
         let z = match self.entry(parent)? {
             super::super::Entry::Zarr(z) => z,
             _ => return Err(self.refusal(parent, "mkdir")),
@@ -77,11 +166,26 @@ impl Tree {
         if let Some(why) = names::refused(name).or(temp) {
             return Err(refused(&path, why));
         }
-        // Kept by the inode of the group as the view names it (a group made through the view
-        // is the same whether the kernel names it by its first inode or its own).
-        let parent = z.ino().unwrap_or(parent);
+        // Kept by the inode the kernel knows the parent by (one for a directory made through
+        // the view, before and after its member is made).
+        let parent = self.zarr_dir_ino(parent);
+        let hook = self.zarr.creating.lock().mkdir_hook.take();
+        if let Some(hook) = hook {
+            (hook.0)(self);
+        }
+        self.zarr.pending_seen.store(true, Ordering::Release);
         let ino = {
             let mut c = self.zarr.creating.lock();
+            // Checked with the record, under one lock: a pending parent made since, the name
+            // taken by another `mkdir` since.
+            if let Some(u) = up
+                && c.dirs.get(&u).is_none_or(|d| d.made.is_some())
+            {
+                return Ok(None);
+            }
+            if c.named(parent, name).is_some_and(|(_, d)| d.made.is_none()) {
+                return Err(TreeError::Exists(name.to_owned()));
+            }
             if c.dirs.values().filter(|d| d.made.is_none()).count() >= MAX_PENDING {
                 log::warn!("{path}: {MAX_PENDING} empty directories made already: refused");
                 return Err(TreeError::NoSpace(format!(
@@ -94,20 +198,19 @@ impl Tree {
             let ino = ZNode::Pending(k).ino().ok_or(TreeError::NoSpace(
                 "no inode numbers left for new directories".into(),
             ))?;
-            c.dirs.insert(
-                k,
-                PendingDir {
-                    group,
-                    parent,
-                    name: name.to_owned(),
-                    up,
-                    made: None,
-                },
-            );
+            let d = PendingDir {
+                group,
+                parent,
+                name: name.to_owned(),
+                up,
+                made: None,
+                making: false,
+            };
+            c.insert(k, d);
             ino
         };
         log::info!("{path}: a new directory, held in memory until its zarr.json lands");
-        Ok(self.dir_attr(ino, 2))
+        Ok(Some(self.dir_attr(ino, 2)))
     }
 
     /// `rmdir(2)` of `name` in `parent`: only a pending directory of the view that holds
@@ -128,7 +231,7 @@ impl Tree {
         };
         let mut c = self.zarr.creating.lock();
         let k = pending
-            .filter(|k| c.dirs.get(k).is_some_and(|d| d.made.is_none()))
+            .filter(|k| c.dirs.get(k).is_some_and(|d| d.made.is_none() && !d.making))
             .ok_or_else(|| {
                 TreeError::NotPermitted("removing a directory of the Zarr view".into())
             })?;
@@ -136,7 +239,7 @@ impl Tree {
         if holds_dir || self.scratch.lock().files.values().any(|f| f.parent == ino) {
             return Err(TreeError::NotEmpty);
         }
-        c.dirs.remove(&k);
+        c.remove(k);
         Ok(())
     }
 
@@ -249,50 +352,115 @@ impl Tree {
         Some(made.map_or(ZNode::Pending(k), ZNode::Dir))
     }
 
-    /// The inode the view keeps the temp files of Zarr directory `ino` under: its own, and for
-    /// a pending directory whose array or group was made, that member's directory (the kernel
-    /// names it by either: by the pending inode through a handle or a name it resolved
-    /// before, by the member's own after a new lookup).
+    /// The inode the kernel knows Zarr directory `ino` by, under which the view keeps its temp
+    /// files and the pending directories made in it: its own, but for the directory of a
+    /// member made through the view, its pending directory's (module doc: one directory, one
+    /// inode).
     pub(crate) fn zarr_dir_ino(&self, ino: u64) -> u64 {
         match ZNode::of(ino) {
-            Some(ZNode::Pending(k)) => match self.zarr_pending(k) {
-                Some(z @ ZNode::Dir(_)) => z.ino().unwrap_or(ino),
-                _ => ino,
-            },
+            Some(ZNode::Dir(n)) if self.zarr.pending_seen.load(Ordering::Acquire) => {
+                let c = self.zarr.creating.lock();
+                c.alias
+                    .get(&n)
+                    .and_then(|&k| ZNode::Pending(k).ino())
+                    .unwrap_or(ino)
+            }
             _ => ino,
         }
     }
 
-    /// The pending directory `name` of Zarr directory `parent` (inode), if any.
+    /// The inode the kernel is given for Zarr node `z` (a listing's entry, a `..`): as
+    /// [`Tree::zarr_dir_ino`].
+    pub(super) fn zarr_shown_ino(&self, z: ZNode) -> Option<u64> {
+        z.ino().map(|ino| self.zarr_dir_ino(ino))
+    }
+
+    /// Pending directory `k`'s member is being written (`on`), or no longer (`!on`: it
+    /// failed): see [`PendingDir::making`].
+    pub(super) fn zarr_making(&self, k: u64, on: bool) {
+        let mut c = self.zarr.creating.lock();
+        if let Some(d) = c.dirs.get_mut(&k).filter(|d| d.made.is_none()) {
+            d.making = on;
+        }
+    }
+
+    /// The pending directory `name` of pending directory `parent` (inode), if any.
     pub(super) fn zarr_pending_named(&self, parent: u64, name: &str) -> Option<u64> {
         let c = self.zarr.creating.lock();
-        c.dirs
-            .iter()
-            .find(|(_, d)| d.parent == parent && d.name == name && d.made.is_none())
-            .and_then(|(&k, _)| ZNode::Pending(k).ino())
+        let (k, _) = c.named(parent, name).filter(|(_, d)| d.made.is_none())?;
+        ZNode::Pending(k).ino()
+    }
+
+    /// What `name` of Zarr group directory `parent` (the kernel's inode) stands for, the
+    /// view's own member being `found`: the pending directory made by that name while it is
+    /// pending, and once its member is made (that member found: one inode, module doc); an
+    /// unmade pending directory whose name another writer's member took is settled first
+    /// (a group takes its place, anything else ends it: [`Tree::zarr_pending_in`]).
+    /// `found` when no pending directory has the name. Checks nothing on a mount where no
+    /// `mkdir` was ever made.
+    pub(super) fn zarr_named(
+        &self,
+        parent: u64,
+        name: &str,
+        found: Option<ZNode>,
+    ) -> Option<ZNode> {
+        if !self.zarr.pending_seen.load(Ordering::Acquire) {
+            return found;
+        }
+        let parent = self.zarr_dir_ino(parent);
+        let (k, made, making) = {
+            let c = self.zarr.creating.lock();
+            match c.named(parent, name) {
+                Some((k, d)) => (k, d.made, d.making),
+                None => return found,
+            }
+        };
+        match (made, found) {
+            (Some(m), Some(ZNode::Dir(f))) if f == m => Some(ZNode::Pending(k)),
+            // Its member went (another writer): what the name holds now.
+            (Some(_), found) => found,
+            (None, None) => Some(ZNode::Pending(k)),
+            // Its own member, written and shown before the view adopted it.
+            (None, Some(_)) if making => Some(ZNode::Pending(k)),
+            (None, Some(member)) => {
+                self.zarr_pending_shadowed(k, member);
+                match self.zarr_pending(k) {
+                    Some(z) if z == member => Some(ZNode::Pending(k)),
+                    _ => Some(member),
+                }
+            }
+        }
     }
 
     /// The pending directories (no array made yet) of Zarr directory `parent` whose names
     /// none of its members `listed` takes. One whose name another writer's member took since
     /// its `mkdir` is listed once, as that member: a group takes its place (its temp files
-    /// move into it, as when the writer's own group is made), anything else ends it (its
-    /// temp files go; a handle of it gets ENOENT).
+    /// and pending directories are the group's), anything else ends it (its temp files go; a
+    /// handle of it gets ENOENT).
     pub(super) fn zarr_pending_in(
         &self,
         parent: u64,
         listed: &[(String, ZNode)],
     ) -> Vec<(String, ZNode)> {
         let mut v: Vec<(String, ZNode)> = Vec::new();
+        if !self.zarr.pending_seen.load(Ordering::Acquire) {
+            return v;
+        }
+        let parent = self.zarr_dir_ino(parent);
         let mut shadowed = Vec::new();
         {
             let c = self.zarr.creating.lock();
-            let pending = c
-                .dirs
-                .iter()
-                .filter(|(_, d)| d.parent == parent && d.made.is_none());
-            for (&k, d) in pending {
-                match listed.iter().find(|(n, _)| *n == d.name) {
-                    None => v.push((d.name.clone(), ZNode::Pending(k))),
+            let Some(names) = c.named.get(&parent) else {
+                return v;
+            };
+            for (name, &k) in names {
+                let Some(d) = c.dirs.get(&k).filter(|d| d.made.is_none()) else {
+                    continue;
+                };
+                match listed.iter().find(|(n, _)| n == name) {
+                    None => v.push((name.clone(), ZNode::Pending(k))),
+                    // Its own member, written and shown before the view adopted it.
+                    Some(_) if d.making => {}
                     Some(&(_, member)) => shadowed.push((k, member)),
                 }
             }
@@ -315,36 +483,33 @@ impl Tree {
         let Some(pending) = ZNode::Pending(k).ino() else {
             return;
         };
-        let to = group.and_then(|n| ZNode::Dir(n).ino());
         // The pending directories it ends: itself and every one made below it.
         let mut gone = vec![pending];
         {
             let mut c = self.zarr.creating.lock();
-            match (group, to, c.dirs.get_mut(&k)) {
-                (Some(n), Some(to), Some(d)) if d.made.is_none() => {
-                    d.made = Some(n);
-                    for d in c.dirs.values_mut().filter(|d| d.up == Some(k)) {
-                        (d.up, d.group, d.parent) = (None, n, to);
-                    }
-                }
-                (None, _, Some(d)) if d.made.is_none() => {
+            match (group, c.dirs.get(&k)) {
+                (_, Some(d)) if d.made.is_some() || d.making => return,
+                (Some(n), Some(_)) => c.made(k, n),
+                (None, Some(_)) => {
                     let mut ended = vec![k];
                     while let Some(e) = ended.pop() {
-                        c.dirs.remove(&e);
+                        c.remove(e);
                         let below = c.dirs.iter().filter(|(_, d)| d.up == Some(e));
                         let below: Vec<u64> = below.map(|(&b, _)| b).collect();
                         gone.extend(below.iter().filter_map(|&b| ZNode::Pending(b).ino()));
                         ended.extend(below);
                     }
                 }
-                _ => return,
+                (_, None) => return,
             }
         }
         let mut s = self.scratch.lock();
-        match to {
-            Some(to) => {
-                for f in s.files.values_mut().filter(|f| f.parent == pending) {
-                    f.parent = to;
+        match group.and_then(|n| ZNode::Dir(n).ino()) {
+            Some(own) => {
+                // Temp files begun through the group's own inode, had the kernel been given
+                // it before: the pending directory's, which the kernel knows it by now.
+                for f in s.files.values_mut().filter(|f| f.parent == own) {
+                    f.parent = pending;
                 }
                 log::info!("{path}: another writer made a group of that name: it stands for it");
             }
@@ -370,7 +535,7 @@ impl Tree {
         format!("{}/{name}", self.zarr_path_of(parent))
     }
 
-    /// The parent (a Zarr inode) of pending directory `k`.
+    /// The parent (a Zarr inode, as the kernel knows it) of pending directory `k`.
     pub(super) fn zarr_pending_parent(&self, k: u64) -> u64 {
         let c = self.zarr.creating.lock();
         c.dirs.get(&k).map_or(self.zarr_root_ino(), |d| d.parent)
@@ -387,24 +552,9 @@ impl Tree {
                     .into_iter()
                     .find(|&c| self.zarr_member(c, Some(name)).is_some())
             })?;
-        if let Some(d) = self.zarr.creating.lock().dirs.get_mut(&k) {
-            d.made = Some(made);
-        }
-        // Its temp files (a rewrite of its zarr.json begun meanwhile) and the directories made
-        // in it are the member's now.
-        let (from, to) = (ZNode::Pending(k).ino(), ZNode::Dir(made).ino());
-        if let Some(to) = to {
-            let mut c = self.zarr.creating.lock();
-            for d in c.dirs.values_mut().filter(|d| d.up == Some(k)) {
-                (d.up, d.group, d.parent) = (None, made, to);
-            }
-        }
-        if let (Some(from), Some(to)) = (from, to) {
-            let mut s = self.scratch.lock();
-            for f in s.files.values_mut().filter(|f| f.parent == from) {
-                f.parent = to;
-            }
-        }
+        // Its temp files and the directories made in it stay where they are: under its inode,
+        // which stands for the member now.
+        self.zarr.creating.lock().made(k, made);
         Some(made)
     }
 }

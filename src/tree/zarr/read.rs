@@ -106,7 +106,7 @@ impl Tree {
             }
             match self.node(n).map(|x| x.parent) {
                 Some(ROOT_INO) | None => root,
-                Some(p) => ZNode::Dir(p).ino().unwrap_or(root),
+                Some(p) => self.zarr_shown_ino(ZNode::Dir(p)).unwrap_or(root),
             }
         };
         match z {
@@ -117,7 +117,7 @@ impl Tree {
             } => {
                 let data = crate::tree::events::data_dir_of(&self.nodes, array);
                 let n = self.node(data).map_or(ROOT_INO, |x| x.parent);
-                ZNode::Dir(n).ino().unwrap_or(root)
+                self.zarr_shown_ino(ZNode::Dir(n)).unwrap_or(root)
             }
             ZNode::Chunks {
                 array,
@@ -198,7 +198,9 @@ impl Tree {
             return Ok((parent, Listing::Names(names)));
         }
         for (name, child) in self.zarr_children(z)? {
-            let Some(c) = child.ino() else { continue };
+            let Some(c) = self.zarr_shown_ino(child) else {
+                continue;
+            };
             let kind = match child {
                 ZNode::RootJson | ZNode::Json(_) => EntryKind::File,
                 ZNode::Chunks { level, .. } => {

@@ -194,13 +194,12 @@ print(a["long_name"], a["units"])
 /// `to_zarr(group="x/y", mode="a")`: read back through the view, and by python-blosc2 after
 /// the unmount.
 ///
-/// Ignored: a known race under load (docs/ZARR.md, "Known race"; session 31): with the whole
-/// suite beside it, zarr-python's `create_array("n/b/c")` fails with ESTALE on a rename of a
-/// parent's `zarr.json`, or ENOENT creating a temp file in `n/b/c`, while the parents are
-/// made (2 of 2 fresh-clone runs; 1 in 8 alone with two busy loops; never alone, quiet).
-/// Run it with `cargo test --test it -- --ignored zarr_python_and_xarray_make_nested_groups`.
+/// Under load (two busy loops beside it) it failed about 1 run in 8 until session 32: ESTALE
+/// on a `link` or `rename` of `n/b/zarr.json` (the kernel found the directory `n/b` under
+/// a second inode of `n` and could not move it), or ENOENT in `n/b/c`; the directories made
+/// through the view keep one inode now (`tests/it/zarr/create_races.rs` drives the
+/// interleavings without a kernel).
 #[test]
-#[ignore = "known race under load: docs/ZARR.md, Known race (session 31)"]
 fn zarr_python_and_xarray_make_nested_groups() {
     let t = "zarr_python_and_xarray_make_nested_groups";
     let py = or_skip!(fuse_and_python(t));
