@@ -52,7 +52,7 @@ fn array(path: &Path) -> Array {
 }
 
 /// Absolute file offset of stored chunk `i` of a contiguous frame, and its cbytes.
-fn chunk_at(a: &Array, i: usize) -> (u64, u64) {
+pub(crate) fn chunk_at(a: &Array, i: usize) -> (u64, u64) {
     let info = a.frame_info().unwrap();
     let e = a.frame_index_entry(i).unwrap();
     assert!(e >= 0, "chunk {i} is special");

@@ -8,10 +8,11 @@
 
 use std::path::Path;
 
-use b2fs::container::{self, Array, Container};
+use b2fs::container::{self, Container};
 
 use super::{ino, prefetching_tree, read_all};
 use crate::support;
+use crate::verify::chunk_at;
 
 /// Generates `maker`'s array (with `seed` when it takes one) and the `np.save` bytes of what
 /// python-blosc2 reads from it.
@@ -105,15 +106,6 @@ fn npy_tree_scans_read_band_by_band_as_numpy_saves_them() {
         );
         t.release(fh).unwrap();
     }
-}
-
-/// Absolute file offset of stored chunk `i` of a contiguous frame, and its cbytes.
-fn chunk_at(a: &Array, i: usize) -> (u64, u64) {
-    let info = a.frame_info().unwrap();
-    let e = a.frame_index_entry(i).unwrap();
-    assert!(e >= 0, "chunk {i} is special");
-    let at = info.start + info.header_len + e as u64;
-    (at, a.chunk_header(i).unwrap().cbytes as u64)
 }
 
 #[test]
