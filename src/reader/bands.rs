@@ -29,7 +29,7 @@ use parking_lot::{Condvar, Mutex};
 
 use super::{ArrayId, At, Bytes, ChunkId, ChunkReader, ChunkStore, Core, ReadData};
 use crate::container::ContainerError;
-use crate::container::npy::Layout;
+use crate::container::npy::{Layout, Npy};
 
 /// Largest band streamed: a 2-D array with very wide rows, or a 3-D array whose first
 /// block dimension spans large planes, goes the whole-chunk way instead.
@@ -77,12 +77,18 @@ pub(crate) struct Band {
     settled: Condvar,
 }
 
-/// What a band's decode reads: the pinned version, the array and its layout.
+/// What a band's decode reads: the pinned version, the array and its NPY view (the layout).
 #[derive(Clone)]
 pub(crate) struct Source {
     store: Arc<dyn ChunkStore>,
     array: ArrayId,
-    layout: Arc<Layout>,
+    npy: Arc<Npy>,
+}
+
+impl Source {
+    fn layout(&self) -> &Layout {
+        self.npy.layout()
+    }
 }
 
 /// One handle's scan of an assembled file: the bands from the one being read on.
@@ -102,13 +108,9 @@ impl std::fmt::Debug for BandStream {
 }
 
 impl BandStream {
-    /// A stream over `array` of version `store`, assembled as `layout` says; `None` when
-    /// `MAX_STREAMS` are alive.
-    pub fn new(
-        store: Arc<dyn ChunkStore>,
-        array: ArrayId,
-        layout: Arc<Layout>,
-    ) -> Option<BandStream> {
+    /// A stream over `array` of version `store`, assembled as its NPY view `npy` says;
+    /// `None` when `MAX_STREAMS` are alive.
+    pub fn new(store: Arc<dyn ChunkStore>, array: ArrayId, npy: Arc<Npy>) -> Option<BandStream> {
         use std::sync::atomic::Ordering;
         STREAMS
             .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
@@ -116,11 +118,7 @@ impl BandStream {
             })
             .ok()?;
         Some(BandStream {
-            source: Source {
-                store,
-                array,
-                layout,
-            },
+            source: Source { store, array, npy },
             bands: VecDeque::new(),
             spare: Vec::new(),
         })
@@ -183,7 +181,7 @@ impl BandStream {
         let mut added = Vec::new();
         let mut at = self.bands.back().map_or(from, |b| b.range.end);
         while at < until {
-            let Some(range) = self.source.layout.band(at) else {
+            let Some(range) = self.source.layout().band(at) else {
                 break;
             };
             if range.end - range.start > BAND_MAX || range.end <= at {
@@ -295,50 +293,41 @@ fn fill(
 ) -> Result<Vec<u8>, ContainerError> {
     let len = range.end - range.start;
     let store = source.store.as_ref();
-    let short = |chunk: u64| ContainerError::Malformed {
-        path: store.path().to_path_buf(),
-        offset: 0,
-        what: format!("chunk {chunk}"),
-        why: "its decoded bytes are shorter than its shape needs".into(),
-    };
     buf.resize(len as usize, 0);
-    let layout = source.layout.as_ref();
-    let spans = layout.chunk_spans(range.start, len);
-    let mut runs: Vec<_> = layout.runs(range.start, len).collect();
+    let mut runs: Vec<_> = source.layout().runs(range.start, len).collect();
     runs.sort_by_key(|r| r.chunk);
-    let mut runs = runs.as_slice();
-    for (chunk, span) in spans {
-        let n = runs.partition_point(|r| r.chunk == chunk);
-        let (own, rest) = runs.split_at(n);
-        runs = rest;
-        let id = ChunkId::new(source.array, chunk as usize);
+    for own in runs.chunk_by(|a, b| a.chunk == b.chunk) {
+        let id = ChunkId::new(source.array, own[0].chunk as usize);
         let at = At::new(store, id);
-        let span_len = (span.end - span.start) as usize;
+        let short = || super::gather::short_chunk(store, id);
         if let Some(whole) = core.cache.get(&at.key) {
             // Decoded already (its chunk file was read, or a page fault's chunk).
             for run in own {
                 let piece = whole
                     .get(run.src as usize..(run.src + run.len) as usize)
-                    .ok_or_else(|| short(chunk))?;
+                    .ok_or_else(short)?;
                 buf[run.dst as usize..(run.dst + run.len) as usize].copy_from_slice(piece);
             }
             continue;
         }
         if let [run] = own {
-            // One run (a 1-D array, a chunk as wide as the array): straight into the band.
+            // One run (a chunk as wide as the array): straight into the band.
             let dst = &mut buf[run.dst as usize..(run.dst + run.len) as usize];
             if core.decode_range_into(&at, run.src as usize, dst, false)? != dst.len() {
-                return Err(short(chunk));
+                return Err(short());
             }
             continue;
         }
+        // The span of the chunk's decoded bytes its runs lie in: whole blocks.
+        let lo = own.iter().map(|r| r.src).min().unwrap_or(0);
+        let hi = own.iter().map(|r| r.src + r.len).max().unwrap_or(0);
         BLOCKS.with_borrow_mut(|blocks| {
-            blocks.resize(span_len, 0);
-            if core.decode_range_into(&at, span.start as usize, blocks, false)? != span_len {
-                return Err(short(chunk));
+            blocks.resize((hi - lo) as usize, 0);
+            if core.decode_range_into(&at, lo as usize, blocks, false)? != blocks.len() {
+                return Err(short());
             }
             for run in own {
-                let from = (run.src - span.start) as usize;
+                let from = (run.src - lo) as usize;
                 let to = run.dst as usize;
                 let n = run.len as usize;
                 buf[to..to + n].copy_from_slice(&blocks[from..from + n]);
@@ -381,7 +370,7 @@ impl ChunkReader {
             let first = s.bands.front().map_or(want.start, |b| b.range.start);
             let reach = if ahead {
                 // At least the band after the last one `want` touches.
-                let last = s.source.layout.band(want.end - 1);
+                let last = s.source.layout().band(want.end - 1);
                 let after = last.map_or(want.end, |b| b.end + 1);
                 (want.end + AHEAD).max(after)
             } else {
@@ -406,19 +395,14 @@ impl ChunkReader {
             (needed, s.source.clone())
         };
         let core = &self.core;
-        if let [band] = needed.as_slice()
-            && band.range.start <= want.start
-            && band.range.end >= want.end
-        {
+        // The bands held are contiguous and cover `want`.
+        if let [band] = needed.as_slice() {
             let bytes = band.take(core, &source)?;
             let at = (want.start - band.range.start) as usize;
-            return Ok(Some(ReadData::Chunk(
-                bytes,
-                at..at + (want.end - want.start) as usize,
-            )));
+            let len = (want.end - want.start) as usize;
+            return Ok(Some(ReadData::Chunk(bytes, at..at + len)));
         }
         let mut out = super::Reused::take((want.end - want.start) as usize);
-        let mut filled = 0usize;
         for band in &needed {
             let bytes = band.take(core, &source)?;
             let from = want.start.max(band.range.start);
@@ -427,15 +411,6 @@ impl ChunkReader {
                 &bytes[(from - band.range.start) as usize..(to - band.range.start) as usize];
             let dst = (from - want.start) as usize;
             out[dst..dst + piece.len()].copy_from_slice(piece);
-            filled += piece.len();
-        }
-        if filled as u64 != want.end - want.start {
-            return Err(ContainerError::Malformed {
-                path: source.store.path().to_path_buf(),
-                offset: want.start,
-                what: "assembled file".into(),
-                why: "its bands do not cover the bytes read".into(),
-            });
         }
         Ok(Some(ReadData::Reused(out)))
     }

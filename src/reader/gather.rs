@@ -13,6 +13,17 @@ use crate::container::ndim::Run;
 /// shorter than the run.
 pub type FromBuffer<'a> = &'a mut dyn FnMut(ChunkId, usize, &mut [u8]) -> Option<bool>;
 
+/// The error of a chunk of `store` whose decoded bytes are shorter than a run of the file
+/// assembled from it needs.
+pub(super) fn short_chunk(store: &dyn ChunkStore, id: ChunkId) -> ContainerError {
+    ContainerError::Malformed {
+        path: store.path().to_path_buf(),
+        offset: 0,
+        what: format!("chunk {}", id.index),
+        why: "its decoded bytes are shorter than its shape needs".into(),
+    }
+}
+
 impl ChunkReader {
     /// Copies `runs` of chunks of `array` (the version `store`) into `out`: the block each
     /// run falls in when `small` (a page fault, a seek-and-read), else whole chunks (a scan);
@@ -30,12 +41,7 @@ impl ChunkReader {
         out: &mut [u8],
         mut edited: Option<FromBuffer<'_>>,
     ) -> Result<(), ContainerError> {
-        let short = |id: ChunkId| ContainerError::Malformed {
-            path: store.path().to_path_buf(),
-            offset: 0,
-            what: format!("chunk {}", id.index),
-            why: "its decoded bytes are shorter than its shape needs".into(),
-        };
+        let short = |id: ChunkId| short_chunk(store, id);
         // The chunk index, the decoded bytes held and where they start in that chunk.
         let mut held: Option<(usize, Bytes, usize)> = None;
         // Per chunk: whether it may be decoded whole (not over the cache budget).

@@ -192,7 +192,7 @@ impl Tree {
                 .reader
                 .band_read(
                     &p.bands,
-                    || BandStream::new(store.clone(), array, Arc::new(npy.layout().clone())),
+                    || BandStream::new(store.clone(), array, npy.clone()),
                     w.data.clone(),
                     hint.stream > u64::from(size),
                 )

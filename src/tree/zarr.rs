@@ -204,23 +204,26 @@ impl Tree {
 
     /// The name of the view's directory in the root.
     pub(crate) fn zarr_name(&self) -> &str {
-        self.zarr.name.get_or_init(|| {
-            let root = self.node(ROOT_INO);
-            let taken = |name: &str| match root.map(|n| &n.kind) {
-                Some(NodeKind::Dir { children, .. }) => children
-                    .iter()
-                    .any(|&c| self.node(c).is_some_and(|n| n.name == name)),
-                _ => false,
-            };
-            let name = names::view_name(&taken);
-            if name != names::VIEW {
-                log::warn!(
-                    "the root has a member called {:?}: the Zarr view is {name:?}",
-                    names::VIEW
-                );
-            }
-            name
-        })
+        self.zarr
+            .name
+            .get_or_init(|| self.view_dir_name(names::VIEW, names::VIEW_MOVED, "Zarr view"))
+    }
+
+    /// The name a view's directory takes in the root: `view` unless a member has it, else
+    /// `moved` (or `moved_1`, ...), with a warning naming the `what` that moved.
+    pub(crate) fn view_dir_name(&self, view: &str, moved: &str, what: &str) -> String {
+        let root = self.node(ROOT_INO);
+        let taken = |name: &str| match root.map(|n| &n.kind) {
+            Some(NodeKind::Dir { children, .. }) => children
+                .iter()
+                .any(|&c| self.node(c).is_some_and(|n| n.name == name)),
+            _ => false,
+        };
+        let name = names::view_name(view, moved, &taken);
+        if name != view {
+            log::warn!("the root has a member called {view:?}: the {what} is {name:?}");
+        }
+        name
     }
 
     /// The inode of the view's directory.

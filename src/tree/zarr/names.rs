@@ -10,16 +10,17 @@ pub const VIEW: &str = "zarr";
 /// the member keeps its name, the view moves here (and `view_1`, ... if that is taken too).
 pub const VIEW_MOVED: &str = "zarr_view";
 
-/// The name of the view's directory in a root whose entries are `taken`.
-pub fn view_name(taken: &dyn Fn(&str) -> bool) -> String {
-    if !taken(VIEW) {
-        return VIEW.into();
+/// The name of a view's directory (`view`, else `moved`, `moved_1`, ...) in a root whose
+/// entries are `taken`: the v3 view's ([`VIEW`], [`VIEW_MOVED`]) and the v2 view's.
+pub fn view_name(view: &str, moved: &str, taken: &dyn Fn(&str) -> bool) -> String {
+    if !taken(view) {
+        return view.into();
     }
-    let mut name = VIEW_MOVED.to_owned();
+    let mut name = moved.to_owned();
     let mut k = 0;
     while taken(&name) {
         k += 1;
-        name = format!("{VIEW_MOVED}_{k}");
+        name = format!("{moved}_{k}");
     }
     name
 }
@@ -104,11 +105,14 @@ mod tests {
         assert_eq!(stem(Path::new("/d/a.tar.b2frame"), false), "a.tar");
         assert_eq!(stem(Path::new("/d/x.bcolz"), true), "x.bcolz");
         assert_eq!(stem(Path::new("s3://bucket/dir/obs.b2nd"), false), "obs");
-        assert_eq!(view_name(&|n| n == "nothing"), "zarr");
-        assert_eq!(view_name(&|n| n == "zarr"), "zarr_view");
+        let name = |taken: &dyn Fn(&str) -> bool| view_name(VIEW, VIEW_MOVED, taken);
+        assert_eq!(name(&|n| n == "nothing"), "zarr");
+        assert_eq!(name(&|n| n == "zarr"), "zarr_view");
+        assert_eq!(name(&|n| n == "zarr" || n == "zarr_view"), "zarr_view_1");
         assert_eq!(
-            view_name(&|n| n == "zarr" || n == "zarr_view"),
-            "zarr_view_1"
+            view_name("zarr2", "zarr2_view", &|n| n == "zarr2"
+                || n == "zarr2_view"),
+            "zarr2_view_1"
         );
         assert!(refused("__index__").is_some());
         assert!(refused("zarr.json").is_some());

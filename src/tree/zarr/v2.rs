@@ -262,28 +262,10 @@ impl Tree {
 
     /// The name of the v2 view's directory in the root.
     pub(crate) fn zarr2_name(&self) -> &str {
-        self.zarr.v2.name.get_or_init(|| {
-            let root = self.node(ROOT_INO);
-            let taken = |name: &str| match root.map(|n| &n.kind) {
-                Some(NodeKind::Dir { children, .. }) => children
-                    .iter()
-                    .any(|&c| self.node(c).is_some_and(|n| n.name == name)),
-                _ => false,
-            };
-            let mut name = VIEW.to_owned();
-            let mut k = 0;
-            while taken(&name) {
-                name = match k {
-                    0 => VIEW_MOVED.to_owned(),
-                    _ => format!("{VIEW_MOVED}_{k}"),
-                };
-                k += 1;
-            }
-            if name != VIEW {
-                log::warn!("the root has a member called {VIEW:?}: the Zarr v2 view is {name:?}");
-            }
-            name
-        })
+        self.zarr
+            .v2
+            .name
+            .get_or_init(|| self.view_dir_name(VIEW, VIEW_MOVED, "Zarr v2 view"))
     }
 
     /// The inode of the v2 view's directory.
