@@ -131,7 +131,7 @@ impl Tree {
             return Err(TreeError::NameTooLong);
         }
         // A pending parent made between the look at it and the record: looked at again, as
-        // the group it is now (made stays made: once more is enough).
+        // the group it is now (made stays made, so once more is enough; two more at most).
         for _ in 0..3 {
             if let Some(attr) = self.zarr_mkdir_once(parent, name)? {
                 return Ok(attr);
