@@ -65,8 +65,8 @@ ROUND = 1
 def with_other(measure, kind, src, rel, arg="0", opts=(), per_s=False):
     """Runs `measure()` (this binary's side, a child result or a tuple starting with one) and,
     with --ab, the same child `kind` on a mount of `src` by the other binary: before `measure`
-    in odd rounds, after it in even ones, since the second reader of a round can find the
-    memory the first freed already backed by the host. Returns what `measure` returned and
+    in odd rounds, after it in even ones (every child waits for freed memory to settle,
+    `benchlib.settle`; the alternation evens out whatever else the first one leaves behind). Returns what `measure` returned and
     the detail's `; other X MiB/s, this / it R` (X per s with `per_s`), empty without --ab."""
     if AB is None:
         return measure(), ""

@@ -1,6 +1,7 @@
 """What the bench scripts share: a fresh foreground b2fs mount that is waited for by polling
 the mount table, a measurement run in a fresh Python process that prints one JSON line, and
-reading files whole in fixed-size reads.
+reading files whole in fixed-size reads; every measured child starts on memory as cold as the
+one before it (`settle`).
 
 The scripts import it by name (`import benchlib`): Python puts the running script's folder,
 scripts/, first on the import path.
@@ -36,9 +37,42 @@ def child_env():
     return env
 
 
+# This kernel's free page reporting (virtio-balloon): blocks of 2 MiB and more that a process
+# frees are handed back to the host about 2 s later, and the next process to touch them pays
+# the host's fault again (0.5-0.9 GB/s against 6-9 GB/s for memory still backed).
+REPORTED_KIB = "/sys/module/page_reporting/parameters/reported_kib"
+SETTLE_QUIET = 2.2  # seconds without a report: one reporting period and a margin
+SETTLE_MAX = 10.0
+
+
+def settle():
+    """Waits until the memory earlier children freed has been reported to the host (the
+    counter REPORTED_KIB has not moved for SETTLE_QUIET seconds), so that every measured
+    child starts on memory equally slow to touch, whatever ran before it. Without it the
+    child that runs right after another one's exit gets that one's memory still backed:
+    python-blosc2, which ran first in every round right after the previous pattern's b2fs
+    reader, touched its 256 MiB output at 6-9 GB/s while the b2fs reader, started after a
+    mount, touched its own at 0.5-0.9 GB/s (BENCHMARKS.md, "Session 33: both sides on cold
+    memory"). No wait where the kernel does not report free pages, or with
+    B2FS_BENCH_SETTLE=0."""
+    if os.environ.get("B2FS_BENCH_SETTLE") == "0" or not os.path.exists(REPORTED_KIB):
+        return
+    start = time.monotonic()
+    last, since = None, start
+    while time.monotonic() - start < SETTLE_MAX:
+        with open(REPORTED_KIB) as f:
+            now = f.read().strip()
+        if now != last:
+            last, since = now, time.monotonic()
+        elif time.monotonic() - since >= SETTLE_QUIET:
+            return
+        time.sleep(0.05)
+
+
 def child_json(script, *args, flags=()):
-    """Runs `python [FLAGS] SCRIPT ARGS...` in a fresh process (environment `child_env()`); its
-    stdout parsed as JSON."""
+    """Runs `python [FLAGS] SCRIPT ARGS...` in a fresh process (environment `child_env()`), once
+    the memory earlier children freed has settled (`settle`); its stdout parsed as JSON."""
+    settle()
     out = subprocess.run([sys.executable, *flags, script, *map(str, args)],
                          check=True, capture_output=True, text=True, env=child_env()).stdout
     return json.loads(out)
