@@ -182,7 +182,7 @@ pub fn zarr_edit_outcome(data: &[u8]) -> Outcome {
 }
 
 /// The inode of `path` (components separated by `/`) from the root.
-fn find(t: &Tree, path: &str) -> Option<u64> {
+pub(super) fn find(t: &Tree, path: &str) -> Option<u64> {
     let mut ino = ROOT_INO;
     for part in path.split('/') {
         ino = t.lookup(ino, part).ok()?.ino;
@@ -221,8 +221,13 @@ fn first_array(t: &Tree) -> Option<String> {
 
 /// Reads a whole file of at most [`WHOLE_MAX`] bytes (a chunk object written whole).
 fn read_all(t: &Tree, rel: &str) -> Option<Vec<u8>> {
+    read_at_most(t, rel, WHOLE_MAX)
+}
+
+/// Reads up to `max` bytes of file `rel` through one handle.
+pub(super) fn read_at_most(t: &Tree, rel: &str, max: u64) -> Option<Vec<u8>> {
     let ino = find(t, rel)?;
-    let size = t.getattr(ino).ok()?.size.min(WHOLE_MAX);
+    let size = t.getattr(ino).ok()?.size.min(max);
     let fh = t.open(ino, libc::O_RDONLY).ok()?;
     let mut got = Vec::new();
     while (got.len() as u64) < size {
@@ -266,17 +271,32 @@ fn chunk_key(meta: &Value, pick: usize) -> String {
     key
 }
 
-/// Writes `bytes` to a new file `name` in directory `dir` and renames it over `target` there.
+/// Writes `bytes` to a new file `name` in directory `dir` and renames it over `zarr.json`
+/// there.
 fn rename_over(t: &Tree, dir: &str, name: &str, bytes: &[u8]) -> Result<(), TreeError> {
+    put_via(t, dir, name, "zarr.json", bytes, false)
+}
+
+/// Writes `bytes` to a new file `tmp` of directory `dir` and renames it to `target` there
+/// (or links it, with `link`); `tmp` is removed when that fails, and after a link.
+pub(super) fn put_via(
+    t: &Tree,
+    dir: &str,
+    tmp: &str,
+    target: &str,
+    bytes: &[u8],
+    link: bool,
+) -> Result<(), TreeError> {
     let dino = find(t, dir).ok_or(TreeError::NotFound)?;
-    let (attr, fh) = t.create(dino, name)?;
+    let (attr, fh) = t.create(dino, tmp)?;
     let wrote = t.write(attr.ino, fh, 0, bytes);
     let closed = t.release(fh);
-    let done = wrote
-        .and(closed)
-        .and_then(|_| t.rename(dino, name, dino, "zarr.json", false));
-    if done.is_err() {
-        let _ = t.unlink(dino, name);
+    let done = wrote.and(closed).and_then(|_| match link {
+        true => t.link(attr.ino, dino, target).map(|_| ()),
+        false => t.rename(dino, tmp, dino, target, false),
+    });
+    if done.is_err() || link {
+        let _ = t.unlink(dino, tmp);
     }
     done
 }

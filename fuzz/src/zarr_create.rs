@@ -12,11 +12,12 @@
 //! reads its fill value; no listing holds a name twice; the source opens again after the
 //! steps, every array made shows the shape it was made with, and the tree can be walked.
 
-use b2fs::tree::{ROOT_INO, Tree, TreeError};
+use b2fs::tree::{Tree, TreeError};
 use serde_json::{Value, json};
 
 use super::source::{self, Kind};
 use super::tree::{options, walk};
+use super::zarr::{find, put_via, read_at_most};
 
 /// What one step does.
 #[derive(Debug, Clone, Copy)]
@@ -102,51 +103,22 @@ fn fill_item(doc: &Value) -> Option<Vec<u8>> {
     }
 }
 
-/// The inode of `path` (components separated by `/`) from the root.
-fn find(t: &Tree, path: &str) -> Option<u64> {
-    let mut ino = ROOT_INO;
-    for part in path.split('/') {
-        ino = t.lookup(ino, part).ok()?.ino;
-    }
-    Some(ino)
-}
-
 /// Writes `bytes` to a new temp file of `dir` and renames (or links) it to `target`; the
 /// temp file is removed when that fails (or after the link).
 fn put(t: &Tree, dir: &str, target: &str, bytes: &[u8], link: bool) -> Result<(), TreeError> {
-    let dino = find(t, dir).ok_or(TreeError::NotFound)?;
-    let tmp = format!("{target}.fuzz.partial");
-    let (attr, fh) = t.create(dino, &tmp)?;
-    let wrote = t.write(attr.ino, fh, 0, bytes);
-    let closed = t.release(fh);
-    let done = wrote.and(closed).and_then(|_| match link {
-        true => t.link(attr.ino, dino, target).map(|_| ()),
-        false => t.rename(dino, &tmp, dino, target, false),
-    });
-    if done.is_err() || link {
-        let _ = t.unlink(dino, &tmp);
-    }
-    done
+    put_via(
+        t,
+        dir,
+        &format!("{target}.fuzz.partial"),
+        target,
+        bytes,
+        link,
+    )
 }
 
-/// Reads up to `max` bytes of file `rel`.
-fn read(t: &Tree, rel: &str, max: u64) -> Option<Vec<u8>> {
-    let ino = find(t, rel)?;
-    let size = t.getattr(ino).ok()?.size.min(max);
-    let fh = t.open(ino, libc::O_RDONLY).ok()?;
-    let mut got = Vec::new();
-    while (got.len() as u64) < size {
-        match t.read(ino, fh, got.len() as u64, 1 << 20) {
-            Ok(d) if !d.is_empty() => got.extend_from_slice(&d),
-            _ => break,
-        }
-    }
-    let _ = t.release(fh);
-    Some(got)
-}
-
+/// The JSON document of file `rel` (its first MiB).
 fn read_json(t: &Tree, rel: &str) -> Option<Value> {
-    serde_json::from_slice(&read(t, rel, 1 << 20)?).ok()
+    serde_json::from_slice(&read_at_most(t, rel, 1 << 20)?).ok()
 }
 
 /// The key of the first chunk object of an array of `ndim` dimensions.
@@ -300,7 +272,7 @@ pub fn run(k: u8, ops: &[u8; 4], src: &[u8], payload: &[u8]) -> super::zarr::Out
             if let (Some(item), Step::PutArray) = (fill_item(doc), step) {
                 let ndim = doc["shape"].as_array().map_or(1, Vec::len);
                 let key = format!("{d}/{}", first_chunk(ndim));
-                let got = read(&t, &key, 1 << 20).unwrap_or_default();
+                let got = read_at_most(&t, &key, 1 << 20).unwrap_or_default();
                 assert!(
                     !got.is_empty() && got.chunks(item.len()).all(|c| c == item),
                     "{key}: not the fill value"

@@ -24,11 +24,10 @@ import errno
 import json
 import os
 import sys
-import warnings
 
 import numpy as np
 
-from zarr_reads import group_of, leaf_of, load_ref, same_values, windows, without_dims
+from zarr_reads import ViewChecker, check_cases, corner_chunks, load_ref, same_values, without_dims
 
 
 def zarr_major():
@@ -42,20 +41,14 @@ def v2_kw():
     return {"zarr_format": 2} if zarr_major() >= 3 else {}
 
 
-class Checker:
-    def __init__(self):
-        self.problems = []
-        self.notes = []
-        self.checked = {}
+class Checker(ViewChecker):
+    """The checks of the v2 view `zarr2/` (xarray's are `ViewChecker.xarray`, told
+    `zarr_format=2` under zarr-python 3)."""
 
-    def bad(self, case, what):
-        self.problems.append(f"{case['name']}: {what}")
+    view = "zarr2"
 
-    def count(self, reader):
-        self.checked[reader] = self.checked.get(reader, 0) + 1
-
-    def root(self, case):
-        return os.path.join(case["mnt"], "zarr2")
+    def open_kw(self):
+        return v2_kw()
 
     # -- the hierarchy's JSON as stored --------------------------------------------------------
 
@@ -98,17 +91,9 @@ class Checker:
             # with "." ("0" for a 0-d array).
             item = ref.dtype.itemsize if not a["raw"] else 1
             full = int(np.prod(z["chunks"])) * item
-            shape = z["shape"]
-            last = [max(0, -(-s // c) - 1) for s, c in zip(shape, z["chunks"])]
-            for key in {tuple(0 for _ in last), tuple(last)}:
-                name = ".".join(map(str, key)) or "0"
-                try:
-                    st = os.stat(os.path.join(root, path, name))
-                except OSError as e:
-                    self.bad(case, f"{path}: chunk {name}: {e}")
-                    continue
-                if st.st_size != full:
-                    self.bad(case, f"{path}: chunk {name} has {st.st_size} bytes, not {full}")
+            keys = corner_chunks(z["shape"], z["chunks"])
+            names = [".".join(map(str, key)) or "0" for key in keys]
+            self.chunk_sizes(case, path, [(n, os.path.join(root, path, n)) for n in names], full)
         for gp in case["groups"]:
             if gp and md.get(f"{gp}/.zgroup") != {"zarr_format": 2}:
                 self.bad(case, f"group {gp} missing from .zmetadata")
@@ -134,13 +119,8 @@ class Checker:
                     self.bad(case, f"group {gp!r} by its path: arrays {sorted(own.array_keys())}"
                                    f" != {sorted(grp.array_keys())}")
         for path, a in case["arrays"].items():
-            try:
-                z = g[path]
-            except KeyError:
-                if a["portable"]:
-                    self.bad(case, f"zarr: {path} missing")
-                else:
-                    self.notes.append(f"{case['name']}/{path}: not shown (no portable type)")
+            z = self.member(case, g, path, a)
+            if z is None:
                 continue
             ref = load_ref(a)
             # Without consolidated metadata: each .zarray read on its own.
@@ -157,75 +137,21 @@ class Checker:
                 self.bad(case, f"zarr: {path} values differ ({got.dtype} vs {ref.dtype})")
                 continue
             if not a["raw"]:
-                for sl in windows(ref.shape, 12, len(path)):
-                    if not same_values(z[sl], ref[sl], False):
-                        self.bad(case, f"zarr: {path} window {sl} differs")
-                        break
+                self.same_windows(case, path, z, ref)
             attrs = dict(z.attrs)
             if without_dims(attrs) != without_dims(a["attrs"]):
                 self.bad(case, f"zarr: {path} attrs {attrs} != {a['attrs']}")
             self.count("zarr")
 
-    # -- xarray --------------------------------------------------------------------------------
-
-    def xarray(self, case):
-        import xarray as xr
-
-        root = self.root(case)
-        kw = v2_kw()
-        by_group = {}
-        for path, a in case["arrays"].items():
-            by_group.setdefault(group_of(path), []).append((path, a))
-        for gp, arrs in by_group.items():
-            with warnings.catch_warnings():
-                warnings.simplefilter("error", RuntimeWarning)
-                ds = xr.open_zarr(root, group=gp or None, consolidated=True, **kw)
-                if gp:
-                    own = xr.open_zarr(os.path.join(root, gp), consolidated=True, **kw)
-                    if not own.identical(ds):
-                        self.bad(case, f"xarray: group {gp!r} by its path differs from group=")
-            for path, a in arrs:
-                name = leaf_of(path)
-                if name not in ds.variables:
-                    if a["portable"]:
-                        self.bad(case, f"xarray: {path} missing from the Dataset")
-                    continue
-                v = ds[name]
-                ref = load_ref(a)
-                if a["dims"] is not None and list(v.dims) != a["dims"]:
-                    self.bad(case, f"xarray: {path} dims {v.dims} != {a['dims']}")
-                pc = v.encoding.get("preferred_chunks")
-                if pc != dict(zip(v.dims, a["chunks"])):
-                    self.bad(case, f"xarray: {path} preferred_chunks {pc} != {a['chunks']}")
-                if not same_values(v.values, ref, a["raw"]):
-                    self.bad(case, f"xarray: {path} values differ ({v.dtype} vs {ref.dtype})")
-                if without_dims(v.attrs) != without_dims(a["attrs"]):
-                    self.bad(case, f"xarray: {path} attrs {v.attrs} != {a['attrs']}")
-                self.count("xarray")
-            want = case["groups"].get(gp, {})
-            if dict(ds.attrs) != want:
-                self.bad(case, f"xarray: group {gp!r} attrs {ds.attrs} != {want}")
-
 
 def read(cases_path, readers):
-    with open(cases_path) as f:
-        cases = json.load(f)
-    c = Checker()
-    for case in cases:
-        if not c.layout(case):
-            continue
-        for r in readers:
-            try:
-                getattr(c, r)(case)
-            except Exception as e:  # noqa: BLE001
-                c.bad(case, f"{r}: {type(e).__name__}: {e}")
-    import xarray
-    import zarr
+    def versions():
+        import xarray
+        import zarr
 
-    print(json.dumps({"zarr": zarr.__version__, "xarray": xarray.__version__,
-                      "python": sys.version.split()[0], "cases": len(cases),
-                      "checked": c.checked, "notes": c.notes, "problems": c.problems}, indent=1))
-    sys.exit(1 if c.problems else 0)
+        return {"zarr": zarr.__version__, "xarray": xarray.__version__}
+
+    check_cases(Checker(), cases_path, readers, versions)
 
 
 def is_erofs(e):

@@ -3,6 +3,8 @@ zarr_cases.py (its source mounted at "mnt") through zarr-python, xarray, dask an
 and compares with the reference .npy files and the documented layout (`read`); the same
 layout written by zarr-python without b2fs (`fake`, for checking the checks); dask.distributed
 over a mount (`distributed`). Runs in the Zarr venvs (zarr_readers.py says which).
+`ViewChecker` and `check_cases` are what this `Checker` shares with zarr2_reads.py's of the
+v2 view.
 """
 
 import json
@@ -70,7 +72,20 @@ def leaf_of(path):
     return path.rsplit("/", 1)[-1]
 
 
-class Checker:
+def corner_chunks(shape, chunks):
+    """The first and the last chunk's indices of an array (one index when they are the same)."""
+    last = [max(0, -(-s // c) - 1) for s, c in zip(shape, chunks)]
+    return {tuple(0 for _ in last), tuple(last)}
+
+
+class ViewChecker:
+    """What the checks of both views share (this file's `Checker` of `zarr/`, zarr2_reads.py's
+    of `zarr2/`): the problems, notes and counts, the chunk objects' sizes, zarr-python's
+    look-up and windows, and the xarray reads of every group. A view's class names its
+    directory (`view`) and says what else it needs (`open_kw`, `preferred_chunks`)."""
+
+    view = "zarr"
+
     def __init__(self):
         self.problems = []
         self.notes = []
@@ -82,10 +97,123 @@ class Checker:
     def count(self, reader):
         self.checked[reader] = self.checked.get(reader, 0) + 1
 
+    def root(self, case):
+        return os.path.join(case["mnt"], self.view)
+
+    def open_kw(self):
+        """What zarr-python and xarray are told to open this view (nothing by default)."""
+        return {}
+
+    def preferred_chunks(self, case, path, a):
+        """The chunk shapes xarray may prefer for array `path` (the source's by default)."""
+        return [a["chunks"]]
+
+    def chunk_sizes(self, case, path, objects, full):
+        """Every chunk object of `objects` ((label, file) pairs) has `full` bytes in stat."""
+        for label, p in objects:
+            try:
+                st = os.stat(p)
+            except OSError as e:
+                self.bad(case, f"{path}: chunk {label}: {e}")
+                continue
+            if st.st_size != full:
+                self.bad(case, f"{path}: chunk {label} has {st.st_size} bytes, not {full}")
+
+    def member(self, case, g, path, a):
+        """Array `path` of zarr-python's group `g`, or None (a problem where the case says it
+        is portable, else a note)."""
+        try:
+            return g[path]
+        except KeyError:
+            if a["portable"]:
+                self.bad(case, f"zarr: {path} missing")
+            else:
+                self.notes.append(f"{case['name']}/{path}: not shown (no portable type)")
+            return None
+
+    def same_windows(self, case, path, z, ref):
+        """zarr-python's reads of a few windows of `z` equal the reference's."""
+        for sl in windows(ref.shape, 12, len(path)):
+            if not same_values(z[sl], ref[sl], False):
+                self.bad(case, f"zarr: {path} window {sl} differs")
+                break
+
+    # -- xarray --------------------------------------------------------------------------------
+
+    def xarray(self, case):
+        import xarray as xr
+
+        root = self.root(case)
+        kw = self.open_kw()
+        by_group = {}
+        for path, a in case["arrays"].items():
+            by_group.setdefault(group_of(path), []).append((path, a))
+        for gp, arrs in by_group.items():
+            with warnings.catch_warnings():
+                warnings.simplefilter("error", RuntimeWarning)
+                ds = xr.open_zarr(root, group=gp or None, consolidated=True, **kw)
+                # The same group by its own path (as users point xarray at a directory):
+                # consolidated too, and the same Dataset.
+                if gp:
+                    own = xr.open_zarr(os.path.join(root, gp), consolidated=True, **kw)
+                    if not own.identical(ds):
+                        self.bad(case, f"xarray: group {gp!r} by its path differs from group=")
+            for path, a in arrs:
+                name = leaf_of(path)
+                if name not in ds.variables:
+                    if a["portable"]:
+                        self.bad(case, f"xarray: {path} missing from the Dataset")
+                    continue
+                v = ds[name]
+                ref = load_ref(a)
+                if a["dims"] is not None and list(v.dims) != a["dims"]:
+                    self.bad(case, f"xarray: {path} dims {v.dims} != {a['dims']}")
+                pc = v.encoding.get("preferred_chunks")
+                ok = [dict(zip(v.dims, c)) for c in self.preferred_chunks(case, path, a)]
+                if pc not in ok:
+                    self.bad(case, f"xarray: {path} preferred_chunks {pc} != {a['chunks']}")
+                if not same_values(v.values, ref, a["raw"]):
+                    self.bad(case, f"xarray: {path} values differ ({v.dtype} vs {ref.dtype})")
+                if without_dims(v.attrs) != without_dims(a["attrs"]):
+                    self.bad(case, f"xarray: {path} attrs {v.attrs} != {a['attrs']}")
+                self.count("xarray")
+            want = case["groups"].get(gp, {})
+            if dict(ds.attrs) != want:
+                self.bad(case, f"xarray: group {gp!r} attrs {ds.attrs} != {want}")
+
+
+def check_cases(checker, cases_path, readers, versions):
+    """Checks every case of CASES through `readers` (methods of `checker`, after its `layout`);
+    prints the JSON summary (`versions()` first: the readers' versions) and exits 1 on a
+    problem."""
+    with open(cases_path) as f:
+        cases = json.load(f)
+    for case in cases:
+        if not checker.layout(case):
+            continue
+        for r in readers:
+            try:
+                getattr(checker, r)(case)
+            except Exception as e:  # noqa: BLE001
+                checker.bad(case, f"{r}: {type(e).__name__}: {e}")
+    print(json.dumps({**versions(), "python": sys.version.split()[0], "cases": len(cases),
+                      "checked": checker.checked, "notes": checker.notes,
+                      "problems": checker.problems}, indent=1))
+    sys.exit(1 if checker.problems else 0)
+
+
+class Checker(ViewChecker):
+    """The checks of the v3 view `zarr/`."""
+
+    def preferred_chunks(self, case, path, a):
+        # xarray prefers a sharded array's inner chunks (xarray #11460) or its shards.
+        inner = inner_chunks(array_meta(case, path))
+        return [c for c in (a["chunks"], inner) if c]
+
     # -- the hierarchy's JSON as stored --------------------------------------------------------
 
     def layout(self, case):
-        root = os.path.join(case["mnt"], "zarr")
+        root = self.root(case)
         try:
             with open(os.path.join(root, "zarr.json")) as f:
                 meta = json.load(f)
@@ -133,16 +261,9 @@ class Checker:
             ref = np.load(a["npy"], mmap_mode="r")
             item = ref.dtype.itemsize if not a["raw"] else 1
             full = int(np.prod(a["chunks"])) * item + index
-            last = [max(0, -(-s // c) - 1) for s, c in zip(ref.shape, a["chunks"])]
-            for key in ({tuple(0 for _ in last), tuple(last)} if ref.size else set()):
-                p = os.path.join(root, path, "c", *map(str, key))
-                try:
-                    st = os.stat(p)
-                except OSError as e:
-                    self.bad(case, f"{path}: chunk {key}: {e}")
-                    continue
-                if st.st_size != full:
-                    self.bad(case, f"{path}: chunk {key} has {st.st_size} bytes, not {full}")
+            keys = corner_chunks(ref.shape, a["chunks"]) if ref.size else set()
+            objects = [(key, os.path.join(root, path, "c", *map(str, key))) for key in keys]
+            self.chunk_sizes(case, path, objects, full)
         for gp in case["groups"]:
             if gp and (members.get(gp) or {}).get("node_type") != "group":
                 self.bad(case, f"group {gp} missing from the consolidated metadata")
@@ -153,7 +274,7 @@ class Checker:
     def zarr(self, case):
         import zarr
 
-        root = os.path.join(case["mnt"], "zarr")
+        root = self.root(case)
         g = zarr.open_group(root, mode="r")
         if g.metadata.consolidated_metadata is None:
             self.bad(case, "zarr.open_group: no consolidated metadata")
@@ -173,13 +294,8 @@ class Checker:
                                    f"!= {sorted(grp.array_keys())}")
         names_by_group = {}
         for path, a in case["arrays"].items():
-            try:
-                z = g[path]
-            except KeyError:
-                if a["portable"]:
-                    self.bad(case, f"zarr: {path} missing")
-                else:
-                    self.notes.append(f"{case['name']}/{path}: not shown (no portable type)")
+            z = self.member(case, g, path, a)
+            if z is None:
                 continue
             ref = load_ref(a)
             # The same array through its own zarr.json (no consolidated metadata).
@@ -198,10 +314,7 @@ class Checker:
                 self.bad(case, f"zarr: {path} values differ ({got.dtype} vs {ref.dtype})")
                 continue
             if not a["raw"]:
-                for sl in windows(ref.shape, 12, len(path)):
-                    if not same_values(z[sl], ref[sl], False):
-                        self.bad(case, f"zarr: {path} window {sl} differs")
-                        break
+                self.same_windows(case, path, z, ref)
             if dict(z.attrs) != a["attrs"]:
                 self.bad(case, f"zarr: {path} attrs {dict(z.attrs)} != {a['attrs']}")
             dims = z.metadata.dimension_names
@@ -241,56 +354,12 @@ class Checker:
                                    f"array's dimension ({seen.get(d, 'given')})")
                 seen[d] = path
 
-    # -- xarray --------------------------------------------------------------------------------
-
-    def xarray(self, case):
-        import xarray as xr
-
-        root = os.path.join(case["mnt"], "zarr")
-        by_group = {}
-        for path, a in case["arrays"].items():
-            by_group.setdefault(group_of(path), []).append((path, a))
-        for gp, arrs in by_group.items():
-            with warnings.catch_warnings():
-                warnings.simplefilter("error", RuntimeWarning)
-                ds = xr.open_zarr(root, group=gp or None, consolidated=True)
-                # The same group by its own path (as users point xarray at a directory):
-                # consolidated too, and the same Dataset.
-                if gp:
-                    own = xr.open_zarr(os.path.join(root, gp), consolidated=True)
-                    if not own.identical(ds):
-                        self.bad(case, f"xarray: group {gp!r} by its path differs from group=")
-            for path, a in arrs:
-                name = leaf_of(path)
-                if name not in ds.variables:
-                    if a["portable"]:
-                        self.bad(case, f"xarray: {path} missing from the Dataset")
-                    continue
-                v = ds[name]
-                ref = load_ref(a)
-                if a["dims"] is not None and list(v.dims) != a["dims"]:
-                    self.bad(case, f"xarray: {path} dims {v.dims} != {a['dims']}")
-                pc = v.encoding.get("preferred_chunks")
-                inner = inner_chunks(array_meta(case, path))
-                # xarray prefers a sharded array's inner chunks (xarray #11460) or its shards.
-                ok = [dict(zip(v.dims, c)) for c in (a["chunks"], inner) if c]
-                if pc not in ok:
-                    self.bad(case, f"xarray: {path} preferred_chunks {pc} != {a['chunks']}")
-                if not same_values(v.values, ref, a["raw"]):
-                    self.bad(case, f"xarray: {path} values differ ({v.dtype} vs {ref.dtype})")
-                if without_dims(v.attrs) != without_dims(a["attrs"]):
-                    self.bad(case, f"xarray: {path} attrs {v.attrs} != {a['attrs']}")
-                self.count("xarray")
-            want = case["groups"].get(gp, {})
-            if dict(ds.attrs) != want:
-                self.bad(case, f"xarray: group {gp!r} attrs {ds.attrs} != {want}")
-
     # -- dask ----------------------------------------------------------------------------------
 
     def dask(self, case):
         import dask.array as da
 
-        root = os.path.join(case["mnt"], "zarr")
+        root = self.root(case)
         for path, a in case["arrays"].items():
             if not os.path.exists(os.path.join(root, path, "zarr.json")):
                 continue  # reported by the zarr reader (when it must be there)
@@ -309,7 +378,7 @@ class Checker:
     def tensorstore(self, case):
         import tensorstore as ts
 
-        root = os.path.join(case["mnt"], "zarr")
+        root = self.root(case)
         for path, a in case["arrays"].items():
             if not os.path.exists(os.path.join(root, path, "zarr.json")):
                 continue
@@ -337,22 +406,12 @@ class Checker:
 
 
 def read(cases_path, readers):
-    cases = json.load(open(cases_path))
-    c = Checker()
-    for case in cases:
-        if not c.layout(case):
-            continue
-        for r in readers:
-            try:
-                getattr(c, r)(case)
-            except Exception as e:  # noqa: BLE001
-                c.bad(case, f"{r}: {type(e).__name__}: {e}")
-    import zarr
+    def versions():
+        import zarr
 
-    print(json.dumps({"zarr": zarr.__version__, "python": sys.version.split()[0],
-                      "cases": len(cases), "checked": c.checked, "notes": c.notes,
-                      "problems": c.problems}, indent=1))
-    sys.exit(1 if c.problems else 0)
+        return {"zarr": zarr.__version__}
+
+    check_cases(Checker(), cases_path, readers, versions)
 
 
 def fake(cases_path, out):

@@ -124,21 +124,37 @@ fn mounted_cases(py: &Path, opts: &[&str]) -> (tempfile::TempDir, Vec<Mount>, Pa
     (dir, mounts, path, n)
 }
 
-/// Runs `zarr_readers.py read CASES READERS` with `zpy` and asserts no problem; its report.
-fn read_all(test: &str, zpy: &Path, cases: &Path, readers: &str) -> Value {
+/// [`mounted_cases`] with `opts`, then `f` of the cases' list; the mounts are unmounted after.
+fn with_mounted_cases<R>(py: &Path, opts: &[&str], f: impl FnOnce(&Path) -> R) -> R {
+    let (_dir, mounts, cases, _) = mounted_cases(py, opts);
+    let r = f(&cases);
+    for m in &mounts {
+        m.umount();
+    }
+    r
+}
+
+/// Runs `SCRIPT read CASES READERS` with `zpy` and asserts no problem (`who` disagree
+/// otherwise); its report.
+fn read_cases(
+    test: &str,
+    zpy: &Path,
+    script: &str,
+    who: &str,
+    cases: &Path,
+    readers: &str,
+) -> Value {
     let t0 = Instant::now();
-    let (ok, out, err) = run(
-        zpy,
-        &[
-            "scripts/oracle/zarr_readers.py",
-            "read",
-            cases.to_str().unwrap(),
-            readers,
-        ],
-    );
-    assert!(ok, "{test}: the Zarr readers disagree:\n{out}\n{err}");
+    let (ok, out, err) = run(zpy, &[script, "read", cases.to_str().unwrap(), readers]);
+    assert!(ok, "{test}: {who} disagree:\n{out}\n{err}");
     eprintln!("{test}: {:.1} s\n{out}", t0.elapsed().as_secs_f64());
     serde_json::from_str(&out).expect("the readers' report")
+}
+
+/// Runs `zarr_readers.py read CASES READERS` with `zpy` and asserts no problem; its report.
+fn read_all(test: &str, zpy: &Path, cases: &Path, readers: &str) -> Value {
+    let script = "scripts/oracle/zarr_readers.py";
+    read_cases(test, zpy, script, "the Zarr readers", cases, readers)
 }
 
 #[test]
@@ -146,11 +162,9 @@ fn zarr_python_34_xarray_dask_tensorstore_read_every_source_like_the_references(
     let t = "zarr_python_34_xarray_dask_tensorstore_read_every_source_like_the_references";
     let py = or_skip!(fuse_and_python(t));
     let zpy = or_skip!(zarr34(t));
-    let (_dir, mounts, cases, _) = mounted_cases(&py, &["ro"]);
-    read_all(t, &zpy, &cases, "zarr,xarray,dask,tensorstore");
-    for m in &mounts {
-        m.umount();
-    }
+    with_mounted_cases(&py, &["ro"], |cases| {
+        read_all(t, &zpy, cases, "zarr,xarray,dask,tensorstore")
+    });
 }
 
 /// `-o zarr_shards`: every b2nd array whose blocks tile its chunks shows as shards of its
@@ -162,19 +176,17 @@ fn zarr_shards_view_reads_every_source_like_the_references() {
     let t = "zarr_shards_view_reads_every_source_like_the_references";
     let py = or_skip!(fuse_and_python(t));
     let zpy = or_skip!(zarr34(t));
-    let (_dir, mounts, cases, _) = mounted_cases(&py, &["ro", "zarr_shards"]);
-    let report = read_all(t, &zpy, &cases, "zarr,xarray,dask,tensorstore");
-    let sharded = report["checked"]["sharded"].as_u64().unwrap_or(0);
-    assert!(
-        sharded >= 3,
-        "{t}: only {sharded} arrays shown sharded: {report}"
-    );
-    if let Some(zpy31) = zarr31(t) {
-        read_all(t, &zpy31, &cases, "zarr");
-    }
-    for m in &mounts {
-        m.umount();
-    }
+    with_mounted_cases(&py, &["ro", "zarr_shards"], |cases| {
+        let report = read_all(t, &zpy, cases, "zarr,xarray,dask,tensorstore");
+        let sharded = report["checked"]["sharded"].as_u64().unwrap_or(0);
+        assert!(
+            sharded >= 3,
+            "{t}: only {sharded} arrays shown sharded: {report}"
+        );
+        if let Some(zpy31) = zarr31(t) {
+            read_all(t, &zpy31, cases, "zarr");
+        }
+    });
 }
 
 #[test]
@@ -182,11 +194,7 @@ fn zarr_python_31_on_python_311_reads_every_source_like_the_references() {
     let t = "zarr_python_31_on_python_311_reads_every_source_like_the_references";
     let py = or_skip!(fuse_and_python(t));
     let zpy = or_skip!(zarr31(t));
-    let (_dir, mounts, cases, _) = mounted_cases(&py, &["ro"]);
-    read_all(t, &zpy, &cases, "zarr");
-    for m in &mounts {
-        m.umount();
-    }
+    with_mounted_cases(&py, &["ro"], |cases| read_all(t, &zpy, cases, "zarr"));
 }
 
 /// A 2-D float64 source made by `script cmd OUT` with the reference venv, in `dir`.

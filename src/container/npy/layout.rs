@@ -171,44 +171,6 @@ impl Layout {
         }
     }
 
-    /// For each chunk data bytes `[start, start + len)` read, the byte span of the decoded
-    /// chunk its runs lie in (from the first run's `src` to the last run's end), ascending by
-    /// chunk: what a partial decode of a small window needs (the blocks overlapping the span).
-    pub fn chunk_spans(&self, start: u64, len: u64) -> Vec<(u64, Range<u64>)> {
-        let mut spans: Vec<(u64, Range<u64>)> = Vec::new();
-        let mut index: std::collections::HashMap<u64, usize> = Default::default();
-        // Runs go through the chunks of a slab in the same order row after row, several runs
-        // per chunk: the entry last hit, or the one after it, is almost always the next hit.
-        let mut last = 0usize;
-        for r in self.runs(start, len) {
-            let end = r.src + r.len;
-            let hit = |i: usize| spans.get(i).is_some_and(|(k, _)| *k == r.chunk);
-            let at = if hit(last) {
-                Some(last)
-            } else if hit(last + 1) {
-                Some(last + 1)
-            } else {
-                index.get(&r.chunk).copied()
-            };
-            let i = match at {
-                Some(i) => {
-                    let span = &mut spans[i].1;
-                    span.start = span.start.min(r.src);
-                    span.end = span.end.max(end);
-                    i
-                }
-                None => {
-                    index.insert(r.chunk, spans.len());
-                    spans.push((r.chunk, r.src..end));
-                    spans.len() - 1
-                }
-            };
-            last = i;
-        }
-        spans.sort_unstable_by_key(|(k, _)| *k);
-        spans
-    }
-
     /// The slab holding data byte `offset`, or `None` past the end. Grid: the chunks of one
     /// row of the chunk grid along the first axis (every item row of the slab crosses all of
     /// them, so a scan needs them together); linear: the one chunk.

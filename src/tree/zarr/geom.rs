@@ -438,8 +438,22 @@ impl Geom {
     }
 }
 
+/// The geometry of an N-d array of numpy type `descr` (`itemsize` bytes an item): `shape`,
+/// chunked by `cs` in blocks of `bs` (the unit tests' arrays, here and in the documents').
+#[cfg(test)]
+pub(super) fn test_nd(shape: &[u64], cs: &[u64], bs: &[u64], descr: &str, itemsize: u64) -> Geom {
+    let grid = Grid::new(&shape[..cs.len()], cs, bs).unwrap();
+    Geom::of(&Npy::new(
+        descr.into(),
+        shape.to_vec(),
+        Layout::Nd { grid, itemsize },
+    ))
+    .unwrap()
+}
+
 #[cfg(test)]
 mod tests {
+    use super::test_nd as nd;
     use super::*;
 
     #[test]
@@ -481,16 +495,6 @@ mod tests {
         ] {
             assert!(t(bad).is_err(), "{bad}");
         }
-    }
-
-    fn nd(shape: &[u64], cs: &[u64], bs: &[u64], descr: &str, itemsize: u64) -> Geom {
-        let grid = Grid::new(&shape[..cs.len()], cs, bs).unwrap();
-        Geom::of(&Npy::new(
-            descr.into(),
-            shape.to_vec(),
-            Layout::Nd { grid, itemsize },
-        ))
-        .unwrap()
     }
 
     #[test]

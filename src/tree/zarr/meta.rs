@@ -79,19 +79,12 @@ pub fn parse_attrs(bytes: &[u8]) -> Value {
 
 #[cfg(test)]
 mod tests {
+    use super::super::geom::test_nd;
     use super::*;
-    use crate::container::ndim::Grid;
-    use crate::container::npy::{Layout, Npy};
 
     #[test]
     fn array_documents_have_every_member_readers_need() {
-        let grid = Grid::new(&[10, 7], &[4, 4], &[2, 4]).unwrap();
-        let npy = Npy::new(
-            "'<i4'".into(),
-            vec![10, 7],
-            Layout::Nd { grid, itemsize: 4 },
-        );
-        let g = Geom::of(&npy).unwrap();
+        let g = test_nd(&[10, 7], &[4, 4], &[2, 4], "'<i4'", 4);
         let dims = vec!["y".to_owned(), "x".to_owned()];
         let v = array(&g, &json!({"units": "m"}), &dims);
         assert_eq!(v["shape"], json!([10, 7]));

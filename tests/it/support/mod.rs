@@ -367,6 +367,26 @@ pub fn temp_path(name: &str) -> (tempfile::TempDir, PathBuf) {
     (dir, path)
 }
 
+/// python-blosc2 writes `src` (a `.b2nd`): int64 items 0..1000 in chunks of 300 and blocks of
+/// 100, the array the follow tests have another writer grow ([`grow_to_1500`]).
+pub fn int64_1000_b2nd(py: &Path, src: &Path) {
+    let make = "import sys, numpy as np, blosc2\n\
+        blosc2.asarray(np.arange(1000, dtype=np.int64), chunks=(300,), blocks=(100,), \
+        urlpath=sys.argv[1], mode='w')\n";
+    run_python(py, &["-c", make, src.to_str().unwrap()]);
+}
+
+/// Another writer (python-blosc2) grows the array of [`int64_1000_b2nd`] at `src` to 1500
+/// items, item i holding 3i, and sets its attribute `units` to `units`.
+pub fn grow_to_1500(py: &Path, src: &Path, units: &str) {
+    let grow = "import sys, numpy as np, blosc2\n\
+        a = blosc2.open(sys.argv[1], mode='a')\n\
+        a.resize((1500,))\n\
+        a[:] = np.arange(1500, dtype=np.int64) * 3\n\
+        a.vlmeta['units'] = sys.argv[2]\n";
+    run_python(py, &["-c", grow, src.to_str().unwrap(), units]);
+}
+
 /// Every file under `dir`, relative to it, sorted.
 pub fn files_under(dir: &Path) -> Vec<PathBuf> {
     let mut out = Vec::new();

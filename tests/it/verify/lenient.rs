@@ -24,7 +24,7 @@ fn verify_and_salvage_a_frame_with_a_damaged_index_or_trailer() {
     let (s2, _) = chunk_at(&a, 2);
     let bytes = std::fs::read(&src).unwrap();
     let vl = &a.vlmetalayers()[0].chunk;
-    let vl_at = bytes.windows(vl.len()).position(|w| w == &vl[..]).unwrap() as u64;
+    let vl_at = offset_of(&bytes, vl);
     let dir = tempfile::tempdir().unwrap();
     // Each case: (name, damage, chunks damaged, a structure reason, salvage exit code).
     type Damage = fn(&Path, u64, u64, u64, u64);
@@ -94,7 +94,7 @@ fn verify_and_salvage_a_sparse_frame_with_a_damaged_index_or_trailer() {
     let idx = a.frame_info().unwrap().index_offset.unwrap();
     let bytes = std::fs::read(src.join("chunks.b2frame")).unwrap();
     let vl = &a.vlmetalayers()[0].chunk;
-    let vl_at = bytes.windows(vl.len()).position(|w| w == &vl[..]).unwrap() as u64;
+    let vl_at = offset_of(&bytes, vl);
     drop(a);
     let good = reference(&py, "frame", &src);
     assert!(good.errors.is_empty(), "{:?}", good.errors);
@@ -215,12 +215,7 @@ fn verify_then_salvage(
     assert_eq!(exit, 1, "{name}: {v:#}");
     assert!(structure(&v).contains(reason), "{name}: {v:#}");
     assert_eq!(v["chunks"], n, "{name}: {v:#}");
-    let damaged: Vec<u64> = v["damaged"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|d| d["chunk"].as_u64().unwrap())
-        .collect();
+    let damaged: Vec<u64> = damaged_chunks(&v).into_iter().map(|(_, i)| i).collect();
     assert_eq!(damaged, want.iter().map(|&i| i as u64).collect::<Vec<_>>());
     let (exit, err) = salvage_run(p, dest);
     assert_eq!(exit, Some(code), "{name}: {err}");
@@ -228,19 +223,62 @@ fn verify_then_salvage(
     let after = reference(py, "frame", dest);
     assert!(after.errors.is_empty(), "{name}: {:?}", after.errors);
     assert_eq!(after.chunks[""].len(), n, "{name}");
-    for (i, (was, now)) in good.chunks[""].iter().zip(&after.chunks[""]).enumerate() {
-        let now = now.as_ref().unwrap();
-        if want.contains(&i) {
-            assert!(now.1, "{name}: chunk {i} not zeros");
-        } else {
-            assert_eq!(was.as_ref(), Some(now), "{name}: chunk {i} changed");
-        }
-    }
+    let (was, now) = (&good.chunks[""], &after.chunks[""]);
+    assert_salvaged(was, now, |i| want.contains(&i), name);
     let record = &after.salvage[""];
     assert_eq!(record["damaged"].as_array().unwrap().len(), want.len());
     assert!(record["structure"][0].as_str().unwrap().contains(reason));
     let (exit, v) = verify_json(dest);
     assert_eq!(exit, 0, "{name}: salvaged copy not sound: {v:#}");
+}
+
+/// Where `part` first stands in `bytes` (a vlmetalayer in its frame).
+fn offset_of(bytes: &[u8], part: &[u8]) -> u64 {
+    bytes.windows(part.len()).position(|w| w == part).unwrap() as u64
+}
+
+/// The damaged chunks a `verify --json` report names, (array, chunk) in its order.
+fn damaged_chunks(v: &Value) -> Vec<(String, u64)> {
+    v["damaged"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| (label(&d["array"]), d["chunk"].as_u64().unwrap()))
+        .collect()
+}
+
+/// The chunks python-blosc2 read from a salvaged leaf (`now`) against the sound source's
+/// (`was`), pairwise: chunk `i` zeros where `zeroed(i)`, else as it was (`what` names the
+/// leaf in the messages).
+fn assert_salvaged(
+    was: &[Option<(String, bool)>],
+    now: &[Option<(String, bool)>],
+    zeroed: impl Fn(usize) -> bool,
+    what: &str,
+) {
+    for (i, (was, now)) in was.iter().zip(now).enumerate() {
+        let now = now.as_ref().unwrap();
+        if zeroed(i) {
+            assert!(now.1, "{what}: chunk {i} not zeros");
+        } else {
+            assert_eq!(was.as_ref(), Some(now), "{what}: chunk {i} changed");
+        }
+    }
+}
+
+/// python-blosc2 writes a TreeStore at `path` (`.b2d` or `.b2z`) whose `/r` is 8 chunks of
+/// random floats `d` (LZ4: a smashed chunk fails to decode, where the fixture stores' ramps
+/// may decode to other values unnoticed), then runs the lines `more` (each indented by 4, in
+/// the store's `with`).
+fn lz4_store(py: &Path, path: &Path, more: &str) {
+    let script = format!(
+        "import sys, numpy as np, blosc2\n\
+         d = (np.random.default_rng(5).standard_normal(40000) * 100).round(1)\n\
+         with blosc2.TreeStore(sys.argv[1], mode='w') as ts:\n\
+         \x20   ts['/r'] = blosc2.asarray(d, chunks=(5000,), cparams={{'codec': blosc2.Codec.LZ4}})\n\
+         {more}"
+    );
+    run_python(py, &["-c", &script, path.to_str().unwrap()]);
 }
 
 /// Smashes the index of contiguous frame `p` and the middle of its chunk 3.
@@ -270,21 +308,13 @@ fn verify_and_salvage_damaged_leaf_frames_of_a_b2d_store_and_a_directory() {
     let f = fixtures(&py);
     let dir = tempfile::tempdir().unwrap();
 
-    // The store: `/r` is 8 chunks of random floats (LZ4: a smashed chunk fails to decode,
-    // where the fixture stores' ramps may decode to other values unnoticed).
+    // The store: `/r` is 8 chunks of random floats.
     let store = dir.path().join("store.b2d");
-    run_python(
+    lz4_store(
         &py,
-        &[
-            "-c",
-            "import sys, numpy as np, blosc2\n\
-             d = (np.random.default_rng(5).standard_normal(40000) * 100).round(1)\n\
-             with blosc2.TreeStore(sys.argv[1], mode='w') as ts:\n\
-             \x20   ts['/r'] = blosc2.asarray(d, chunks=(5000,), cparams={'codec': blosc2.Codec.LZ4})\n\
-             \x20   ts['/g/b'] = blosc2.asarray(np.linspace(0, 1, 30000), chunks=(10000,))\n\
-             \x20   ts['/g'].vlmeta['kind'] = 'group'",
-            store.to_str().unwrap(),
-        ],
+        &store,
+        "\x20   ts['/g/b'] = blosc2.asarray(np.linspace(0, 1, 30000), chunks=(10000,))\n\
+         \x20   ts['/g'].vlmeta['kind'] = 'group'",
     );
     let good = reference(&py, "store", &store);
     assert!(good.errors.is_empty(), "{:?}", good.errors);
@@ -304,12 +334,7 @@ fn verify_and_salvage_damaged_leaf_frames_of_a_b2d_store_and_a_directory() {
         structure(&v).contains("located by walking their headers"),
         "{v:#}"
     );
-    let damaged: Vec<(String, u64)> = v["damaged"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|d| (label(&d["array"]), d["chunk"].as_u64().unwrap()))
-        .collect();
+    let damaged = damaged_chunks(&v);
     assert_eq!(damaged, [("/r".to_owned(), 3)], "{v:#}");
     let all: usize = good.chunks.values().map(Vec::len).sum();
     assert_eq!(
@@ -326,14 +351,7 @@ fn verify_and_salvage_damaged_leaf_frames_of_a_b2d_store_and_a_directory() {
     for (key, list) in &good.chunks {
         let got = &after.chunks[key];
         assert_eq!(got.len(), list.len(), "{key}");
-        for (i, (was, now)) in list.iter().zip(got).enumerate() {
-            let now = now.as_ref().unwrap();
-            if key == "/r" && i == 3 {
-                assert!(now.1, "{key} chunk 3 not zeros");
-            } else {
-                assert_eq!(was.as_ref(), Some(now), "{key} chunk {i} changed");
-            }
-        }
+        assert_salvaged(list, got, |i| key == "/r" && i == 3, key);
     }
     let record = &after.salvage["/r"];
     assert_eq!(record["damaged"].as_array().unwrap().len(), 1, "{record}");
@@ -366,7 +384,7 @@ fn verify_and_salvage_damaged_leaf_frames_of_a_b2d_store_and_a_directory() {
     let vl = t.vlmetalayers()[0].chunk.clone();
     drop(t);
     let bytes = std::fs::read(sources.join("t.b2frame")).unwrap();
-    let vl_at = bytes.windows(vl.len()).position(|w| w == &vl[..]).unwrap() as u64;
+    let vl_at = offset_of(&bytes, &vl);
     smash(&sources.join("t.b2frame"), vl_at, 16);
     // (python-blosc2 opens `t.b2frame`: it reads vlmetalayers only when asked.)
     for name in ["f.b2frame", "s"] {
@@ -375,12 +393,7 @@ fn verify_and_salvage_damaged_leaf_frames_of_a_b2d_store_and_a_directory() {
     }
     let (exit, v) = verify_json(&sources);
     assert_eq!(exit, 1, "{v:#}");
-    let mut damaged: Vec<(String, u64)> = v["damaged"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|d| (label(&d["array"]), d["chunk"].as_u64().unwrap()))
-        .collect();
+    let mut damaged = damaged_chunks(&v);
     damaged.sort();
     assert_eq!(
         damaged,
@@ -402,14 +415,12 @@ fn verify_and_salvage_damaged_leaf_frames_of_a_b2d_store_and_a_directory() {
         assert!(after.errors.is_empty(), "{name}: {:?}", after.errors);
         let got = &after.chunks[""];
         assert_eq!(got.len(), good_frame.chunks[""].len(), "{name}");
-        for (i, (was, now)) in good_frame.chunks[""].iter().zip(got).enumerate() {
-            let now = now.as_ref().unwrap();
-            if name != "t.b2frame" && i == 3 {
-                assert!(now.1, "{name}: chunk 3 not zeros");
-            } else {
-                assert_eq!(was.as_ref(), Some(now), "{name}: chunk {i} changed");
-            }
-        }
+        assert_salvaged(
+            &good_frame.chunks[""],
+            got,
+            |i| name != "t.b2frame" && i == 3,
+            name,
+        );
         assert!(
             after.salvage[""]["structure"][0].is_string(),
             "{name}: {:?}",
@@ -557,19 +568,12 @@ fn salvage_a_b2z_cut_short() {
     let py = or_skip!(python("salvage_a_b2z_cut_short"));
     let dir = tempfile::tempdir().unwrap();
     let src = dir.path().join("store.b2z");
-    run_python(
+    lz4_store(
         &py,
-        &[
-            "-c",
-            "import sys, numpy as np, blosc2\n\
-             d = (np.random.default_rng(5).standard_normal(40000) * 100).round(1)\n\
-             with blosc2.TreeStore(sys.argv[1], mode='w') as ts:\n\
-             \x20   ts['/r'] = blosc2.asarray(d, chunks=(5000,), cparams={'codec': blosc2.Codec.LZ4})\n\
-             \x20   ts['/s/t'] = blosc2.asarray(d * 2, chunks=(10000,), cparams={'codec': blosc2.Codec.LZ4})\n\
-             \x20   ts['/s'].vlmeta['kind'] = 'group'\n\
-             \x20   ts.vlmeta['title'] = 'kept'",
-            src.to_str().unwrap(),
-        ],
+        &src,
+        "\x20   ts['/s/t'] = blosc2.asarray(d * 2, chunks=(10000,), cparams={'codec': blosc2.Codec.LZ4})\n\
+         \x20   ts['/s'].vlmeta['kind'] = 'group'\n\
+         \x20   ts.vlmeta['title'] = 'kept'",
     );
     let good = reference(&py, "store", &src);
     assert!(good.errors.is_empty(), "{:?}", good.errors);

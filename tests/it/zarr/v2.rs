@@ -13,7 +13,7 @@ use serde_json::{Value, json};
 
 use super::{assemble_keys, dims, float32_b2nd, ino, itemsize, json_at, names, npy_data, read_all};
 use crate::support::no_prefetch as opts;
-use crate::support::{npy_cases, python, run_python, sha256_hex};
+use crate::support::{npy_cases, python, sha256_hex};
 
 /// The `.zarray` members the view always writes the same way.
 fn assert_v2_constants(z: &Value, what: &str) {
@@ -392,10 +392,7 @@ fn every_change_under_zarr2_is_erofs_and_the_source_stays() {
 fn the_v2_view_follows_commits_and_other_writers() {
     let py = or_skip!(python("the_v2_view_follows_commits_and_other_writers"));
     let (_dir, src) = crate::support::temp_path("grow.b2nd");
-    let make = "import sys, numpy as np, blosc2\n\
-        blosc2.asarray(np.arange(1000, dtype=np.int64), chunks=(300,), blocks=(100,), \
-        urlpath=sys.argv[1], mode='w')\n";
-    run_python(&py, &["-c", make, src.to_str().unwrap()]);
+    crate::support::int64_1000_b2nd(&py, &src);
     let t = Tree::from_source(&src, opts(true)).unwrap();
     assert_eq!(json_at(&t, "zarr2/grow/.zarray")["shape"], json!([1000]));
     // A chunk written through the v3 view (committed at its release).
@@ -406,12 +403,7 @@ fn the_v2_view_follows_commits_and_other_writers() {
     t.release(fh).unwrap();
     assert_eq!(read_all(&t, ino(&t, "zarr2/grow/1"), 1 << 20), new);
     // Another writer grows the array and sets an attribute.
-    let grow = "import sys, numpy as np, blosc2\n\
-        a = blosc2.open(sys.argv[1], mode='a')\n\
-        a.resize((1500,))\n\
-        a[:] = np.arange(1500, dtype=np.int64) * 3\n\
-        a.vlmeta['units'] = 'm'\n";
-    run_python(&py, &["-c", grow, src.to_str().unwrap()]);
+    crate::support::grow_to_1500(&py, &src, "m");
     assert!(t.follow_source());
     let zarray = json_at(&t, "zarr2/grow/.zarray");
     assert_eq!(zarray["shape"], json!([1500]));

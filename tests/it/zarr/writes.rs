@@ -261,10 +261,7 @@ fn the_view_follows_another_writer_and_a_descriptor_keeps_its_version() {
         "the_view_follows_another_writer_and_a_descriptor_keeps_its_version"
     ));
     let (_dir, src) = crate::support::temp_path("grow.b2nd");
-    let make = "import sys, numpy as np, blosc2\n\
-        blosc2.asarray(np.arange(1000, dtype=np.int64), chunks=(300,), blocks=(100,), \
-        urlpath=sys.argv[1], mode='w')\n";
-    run_python(&py, &["-c", make, src.to_str().unwrap()]);
+    crate::support::int64_1000_b2nd(&py, &src);
     let t = Tree::from_source(&src, opts(false)).unwrap();
     let meta = json_at(&t, "zarr/grow/zarr.json");
     assert_eq!(meta["shape"], serde_json::json!([1000]));
@@ -273,12 +270,7 @@ fn the_view_follows_another_writer_and_a_descriptor_keeps_its_version() {
     let jfh = t.open(j, libc::O_RDONLY).unwrap();
     let c0 = ino(&t, "zarr/grow/c/0");
     let cfh = t.open(c0, libc::O_RDONLY).unwrap();
-    let grow = "import sys, numpy as np, blosc2\n\
-        a = blosc2.open(sys.argv[1], mode='a')\n\
-        a.resize((1500,))\n\
-        a[:] = np.arange(1500, dtype=np.int64) * 3\n\
-        a.vlmeta['units'] = 'm'\n";
-    run_python(&py, &["-c", grow, src.to_str().unwrap()]);
+    crate::support::grow_to_1500(&py, &src, "m");
     assert!(t.follow_source());
     let meta = json_at(&t, "zarr/grow/zarr.json");
     assert_eq!(meta["shape"], serde_json::json!([1500]));

@@ -14,7 +14,8 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
-use super::{mounted_cases, run, zarr_python, zarr34};
+use super::dirs::{SCRIPT, assert_one_dataset, b2nd_dir};
+use super::{read_cases, run, with_mounted_cases, zarr_python, zarr34};
 use crate::support::{Mount, fuse_and_python, run_python, sha256_hex};
 
 /// `.venv-zarr2`: zarr-python 2.18 and xarray on Python 3.10.
@@ -27,18 +28,26 @@ fn zarr218(test: &str) -> Option<PathBuf> {
     )
 }
 
-/// Runs `zarr2_reads.py read CASES READERS` with `zpy` and asserts no problem; its report.
-fn read_v2(test: &str, zpy: &Path, cases: &Path, readers: &str) -> Value {
-    let script = "scripts/oracle/zarr2_reads.py";
-    let (ok, out, err) = run(zpy, &[script, "read", cases.to_str().unwrap(), readers]);
-    assert!(ok, "{test}: the Zarr v2 readers disagree:\n{out}\n{err}");
-    eprintln!("{test}:\n{out}");
-    serde_json::from_str(&out).expect("the readers' report")
-}
-
-/// How many arrays `reader` read back in `report`.
-fn checked(report: &Value, reader: &str) -> u64 {
-    report["checked"][reader].as_u64().unwrap_or(0)
+/// Mounts every case of `zarr_cases.py gen` with `opts` and runs `zarr2_reads.py read CASES
+/// READERS` with `zpy`: no problem, every reader of `readers` (comma-separated) read back at
+/// least 30 arrays, and zarr-python's version starts with `version` when one is given.
+fn reads_every_case(
+    t: &str,
+    py: &Path,
+    zpy: &Path,
+    opts: &[&str],
+    readers: &str,
+    version: Option<&str>,
+) {
+    with_mounted_cases(py, opts, |cases| {
+        let script = "scripts/oracle/zarr2_reads.py";
+        let report = read_cases(t, zpy, script, "the Zarr v2 readers", cases, readers);
+        if let Some(v) = version {
+            assert!(report["zarr"].as_str().unwrap().starts_with(v), "{report}");
+        }
+        let checked = |reader: &str| report["checked"][reader].as_u64().unwrap_or(0);
+        assert!(readers.split(',').all(|r| checked(r) >= 30), "{report}");
+    });
 }
 
 #[test]
@@ -46,19 +55,7 @@ fn zarr_python_218_and_xarray_read_the_v2_view_like_the_references() {
     let t = "zarr_python_218_and_xarray_read_the_v2_view_like_the_references";
     let py = or_skip!(fuse_and_python(t));
     let zpy = or_skip!(zarr218(t));
-    let (_dir, mounts, cases, _) = mounted_cases(&py, &["ro"]);
-    let report = read_v2(t, &zpy, &cases, "zarr,xarray");
-    assert!(
-        report["zarr"].as_str().unwrap().starts_with("2.18"),
-        "{report}"
-    );
-    assert!(
-        checked(&report, "zarr") >= 30 && checked(&report, "xarray") >= 30,
-        "{report}"
-    );
-    for m in &mounts {
-        m.umount();
-    }
+    reads_every_case(t, &py, &zpy, &["ro"], "zarr,xarray", Some("2.18"));
 }
 
 #[test]
@@ -66,19 +63,7 @@ fn zarr_python_34_and_xarray_read_the_v2_view_with_zarr_format_2() {
     let t = "zarr_python_34_and_xarray_read_the_v2_view_with_zarr_format_2";
     let py = or_skip!(fuse_and_python(t));
     let zpy = or_skip!(zarr34(t));
-    let (_dir, mounts, cases, _) = mounted_cases(&py, &["ro"]);
-    let report = read_v2(t, &zpy, &cases, "zarr,xarray");
-    assert!(
-        report["zarr"].as_str().unwrap().starts_with('3'),
-        "{report}"
-    );
-    assert!(
-        checked(&report, "zarr") >= 30 && checked(&report, "xarray") >= 30,
-        "{report}"
-    );
-    for m in &mounts {
-        m.umount();
-    }
+    reads_every_case(t, &py, &zpy, &["ro"], "zarr,xarray", Some("3"));
 }
 
 /// `-o zarr_shards` shards the v3 view only: zarr-python 2.18 (which has no sharding) reads
@@ -88,12 +73,7 @@ fn zarr_python_218_reads_the_v2_view_of_a_sharded_mount() {
     let t = "zarr_python_218_reads_the_v2_view_of_a_sharded_mount";
     let py = or_skip!(fuse_and_python(t));
     let zpy = or_skip!(zarr218(t));
-    let (_dir, mounts, cases, _) = mounted_cases(&py, &["ro", "zarr_shards"]);
-    let report = read_v2(t, &zpy, &cases, "zarr");
-    assert!(checked(&report, "zarr") >= 30, "{report}");
-    for m in &mounts {
-        m.umount();
-    }
+    reads_every_case(t, &py, &zpy, &["ro", "zarr_shards"], "zarr", None);
 }
 
 /// On a read-write mount, zarr-python 2.18's and 3.4's writes through `zarr2/` (a chunk, the
@@ -164,33 +144,15 @@ fn xarray_on_zarr_218_reads_a_directory_of_b2nd_files_through_zarr2() {
     let t = "xarray_on_zarr_218_reads_a_directory_of_b2nd_files_through_zarr2";
     let py = or_skip!(fuse_and_python(t));
     let zpy = or_skip!(zarr218(t));
-    let dir = tempfile::tempdir().unwrap();
-    let script = "scripts/oracle/zarr_dirs.py";
-    let src = dir.path().join("run");
-    std::fs::create_dir(&src).unwrap();
-    let src_s = src.to_str().unwrap();
-    run_python(&py, &[script, "gen", src_s]);
-    let sum = crate::support::python_says(&py, &[script, "check", src_s]);
-    let sum = sum.split(' ').next().unwrap().to_owned();
+    let (_dir, src, check) = b2nd_dir(&py);
     let m = Mount::daemon(&src, &["ro"]);
     let mp = m.mp.to_str().unwrap();
     let mut pythons = vec![zpy];
     pythons.extend(zarr34(t));
     for zpy in &pythons {
-        let (ok, out, err) = run(zpy, &[script, "read", mp, "zarr2"]);
+        let (ok, out, err) = run(zpy, &[SCRIPT, "read", mp, "zarr2"]);
         assert!(ok, "{t}: {out}{err}");
-        assert_eq!(
-            out.lines().collect::<Vec<_>>(),
-            [
-                "vars ['precip', 'temp']",
-                "coords ['time:datetime64[ns]']",
-                &format!("temp {sum}"),
-                "precip 119880000",
-                "time3 2000-01-04",
-            ],
-            "{}: {err}",
-            zpy.display()
-        );
+        assert_one_dataset(&out, &check, &format!("{}: {err}", zpy.display()));
     }
     m.umount();
 }
@@ -204,19 +166,11 @@ fn xarray_on_zarr_218_reads_a_directory_of_b2nd_files_through_zarr2() {
 fn a_read_only_mount_shows_another_writers_resize_in_zarr2() {
     let t = "a_read_only_mount_shows_another_writers_resize_in_zarr2";
     let py = or_skip!(fuse_and_python(t));
-    let make = "import sys, numpy as np, blosc2\n\
-        blosc2.asarray(np.arange(1000, dtype=np.int64), chunks=(300,), blocks=(100,), \
-        urlpath=sys.argv[1], mode='w')\n";
-    let grow = "import sys, numpy as np, blosc2\n\
-        a = blosc2.open(sys.argv[1], mode='a')\n\
-        a.resize((1500,))\n\
-        a[:] = np.arange(1500, dtype=np.int64) * 3\n\
-        a.vlmeta['units'] = 'metres'\n";
     let json =
         |p: PathBuf| -> Option<Value> { serde_json::from_slice(&std::fs::read(p).ok()?).ok() };
     for opts in [&["ro"][..], &["ro", "keep_cache"]] {
         let (_dir, src) = crate::support::temp_path("grow.b2nd");
-        run_python(&py, &["-c", make, src.to_str().unwrap()]);
+        crate::support::int64_1000_b2nd(&py, &src);
         let m = Mount::daemon(&src, opts);
         let zarray = m.path("zarr2/grow/.zarray");
         assert_eq!(
@@ -230,7 +184,7 @@ fn a_read_only_mount_shows_another_writers_resize_in_zarr2() {
         );
         let first = std::fs::read(m.path("zarr2/grow/0")).unwrap();
         assert_eq!(first[8..16], 1i64.to_le_bytes());
-        run_python(&py, &["-c", grow, src.to_str().unwrap()]);
+        crate::support::grow_to_1500(&py, &src, "metres");
         let grown = |p: PathBuf, key: &str| {
             json(p).is_some_and(|v| {
                 let v = if key.is_empty() {

@@ -214,9 +214,8 @@ impl Tree {
 
 #[cfg(test)]
 mod tests {
+    use super::super::super::geom::test_nd;
     use super::*;
-    use crate::container::ndim::Grid;
-    use crate::container::npy::{Layout, Npy};
 
     #[test]
     fn typestrs_carry_the_byte_order_of_every_type_the_v3_view_shows() {
@@ -243,13 +242,7 @@ mod tests {
 
     #[test]
     fn zarray_documents_have_what_the_v2_spec_requires() {
-        let grid = Grid::new(&[10, 7], &[4, 4], &[2, 4]).unwrap();
-        let npy = Npy::new(
-            "'<i4'".into(),
-            vec![10, 7],
-            Layout::Nd { grid, itemsize: 4 },
-        );
-        let g = Geom::of(&npy).unwrap();
+        let g = test_nd(&[10, 7], &[4, 4], &[2, 4], "'<i4'", 4);
         let z = zarray(&g);
         assert_eq!(
             z,
