@@ -158,3 +158,54 @@ fn npy_tree_scan_of_a_corrupt_chunk_fails_its_bands_and_names_it() {
     assert!(got[..] == want[after..after + got.len()]);
     t.release(fh).unwrap();
 }
+
+/// The requests of one descriptor's scan arriving out of order (two threads `pread`ing one
+/// descriptor, the kernel's asynchronous requests of one large read): a read behind the
+/// bands held is served without dropping the bands decoded ahead of it, so every band of the
+/// scan is decoded about once, as in order (each band of the read behind was dropped, and the
+/// bands ahead decoded again, when such a read restarted the stream).
+#[test]
+fn npy_tree_a_read_behind_the_scan_keeps_the_bands_decoded_ahead() {
+    let py = or_skip!(support::python(
+        "npy_tree_a_read_behind_the_scan_keeps_the_bands_decoded_ahead"
+    ));
+    // 1024 x 2048 float64 in blocks of 16 rows: 64 bands of 256 KiB.
+    let (_dir, src, want) = made(&py, "gen2dscan", Some("7"));
+    let bands = 64u64;
+    let t = prefetching_tree(&src);
+    let npy = ino(&t, "array.npy");
+    let fh = t.open(npy, libc::O_RDONLY).unwrap();
+    let mib = 1u64 << 20;
+    let read = |at: u64| {
+        let got = t.read(npy, fh, at, mib as u32).unwrap().to_vec();
+        let end = (at as usize + got.len()).min(want.len());
+        assert!(got == want[at as usize..end], "bytes at {at}");
+        got.len() as u64
+    };
+    read(0);
+    read(2 * mib);
+    // The bands after the second read, decoded ahead on the prefetch threads (until the
+    // count settles: they take at most 8 at a time).
+    let settled = || {
+        let before = t.bands_decoded();
+        std::thread::sleep(std::time::Duration::from_millis(300));
+        t.bands_decoded() == before
+    };
+    assert!(
+        support::wait_until(std::time::Duration::from_secs(20), settled),
+        "the decodes ahead never settled ({} decoded)",
+        t.bands_decoded()
+    );
+    // The one behind it, then the rest in order.
+    read(mib);
+    let mut at = 3 * mib;
+    while at < want.len() as u64 {
+        at += read(at);
+    }
+    t.release(fh).unwrap();
+    let decoded = t.bands_decoded();
+    assert!(
+        decoded <= bands + 2,
+        "{decoded} band decodes for a scan of {bands} bands"
+    );
+}
