@@ -51,6 +51,11 @@ pub(crate) struct Pinned {
     /// `array.npy`: the scan through this descriptor, read a band at a time
     /// ([`crate::reader::BandStream`]).
     pub(crate) bands: parking_lot::Mutex<Option<crate::reader::BandStream>>,
+    /// Once another writer replaced this version: the version now, which this descriptor's
+    /// reads into the kernel's page cache read ([`super::Tree::read_shared`]), kept while it
+    /// stays the version now so that its state (its band stream) lives from one such read
+    /// to the next.
+    pub(crate) current: parking_lot::Mutex<Option<Arc<Pinned>>>,
 }
 
 impl Pinned {
