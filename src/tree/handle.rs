@@ -232,6 +232,11 @@ impl Handles {
         self.map.lock().values().filter(|h| h.ino == ino).count() == 1
     }
 
+    /// Whether any handle has `ino` open.
+    pub(crate) fn is_open(&self, ino: u64) -> bool {
+        self.map.lock().values().any(|h| h.ino == ino)
+    }
+
     /// Number of open handles.
     pub(crate) fn len(&self) -> usize {
         self.map.lock().len()
