@@ -230,6 +230,7 @@ impl ChunkReader {
             page_gen: AtomicU64::new(0),
             pages_queued: AtomicU64::new(0),
             pages_done: AtomicU64::new(0),
+            bands_decoded: AtomicU64::new(0),
             block_sizes: Mutex::new(HashMap::new()),
             layouts: partial::Layouts::default(),
             filtered: keep::Filtered::default(),
@@ -495,6 +496,14 @@ impl ChunkReader {
     /// Counters of the cache of 4 KiB pages (random small reads).
     pub fn page_cache_stats(&self) -> CacheStats {
         self.core.pages.stats()
+    }
+
+    /// Bands of assembled files (`array.npy` scans) decoded so far, by readers and the
+    /// prefetch threads: each band of a scan read in order is decoded once.
+    pub fn bands_decoded(&self) -> u64 {
+        self.core
+            .bands_decoded
+            .load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// Bytes held by the chunk cache now.

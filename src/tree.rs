@@ -224,6 +224,11 @@ impl Tree {
         self.reader.page_cache_stats()
     }
 
+    /// Bands of `array.npy` scans decoded so far (see [`crate::reader::BandStream`]).
+    pub fn bands_decoded(&self) -> u64 {
+        self.reader.bands_decoded()
+    }
+
     /// Whether the pages small reads keep have all reached the page cache (they are copied
     /// there off the read's path).
     pub fn pages_settled(&self) -> bool {

@@ -64,7 +64,7 @@ impl ReadHint {
 
 /// How far apart two reads may be and still belong to one stream: the requests of one large
 /// read may be served out of order (several FUSE threads, asynchronous direct I/O).
-const STREAM_GAP: u64 = 8 << 20;
+pub(super) const STREAM_GAP: u64 = 8 << 20;
 
 /// A run of reads that continue one another: the span they cover and the bytes they asked
 /// for.

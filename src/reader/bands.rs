@@ -18,6 +18,11 @@
 //! - **Single flight, with stealing.** A band is queued for the prefetch threads; a reader
 //!   that needs it before a thread took it decodes it itself, one that finds it being decoded
 //!   waits for it. A failed band is decoded again by its reader, which gets the error.
+//! - **Out of order.** A read up to [`super::access::STREAM_GAP`] before the first band held
+//!   (two threads reading one descriptor, the kernel's requests of one large read served out
+//!   of order) decodes its own bands before them, which the stream does not keep, and leaves
+//!   the bands decoded ahead where they are; only a read farther back starts the stream over
+//!   (it dropped every band, those decoded ahead too, before session 33).
 //! - **Bounded.** A stream holds the band being read and at most `AHEAD` bytes of bands
 //!   after it (bands larger than `BAND_MAX` are not streamed), plus `SPARE` buffers.
 
@@ -151,9 +156,15 @@ impl BandStream {
     }
 
     /// Drops the bands that end at or before `at` (their buffers kept for the next bands
-    /// when nobody holds them any more), and every band when `at` lies before the first.
+    /// when nobody holds them any more), and every band when `at` lies farther than
+    /// [`super::access::STREAM_GAP`] before the first (a new scan: the stream starts over
+    /// there). Nearer before the first, a request of this scan served out of order, nothing
+    /// is dropped: [`BandStream::behind`] serves it.
     fn retire_before(&mut self, at: u64) {
-        let restart = self.bands.front().is_some_and(|b| b.range.start > at);
+        let restart = self
+            .bands
+            .front()
+            .is_some_and(|b| b.range.start > at.saturating_add(super::access::STREAM_GAP));
         while let Some(front) = self.bands.front() {
             if !restart && front.range.end > at {
                 break;
@@ -173,6 +184,29 @@ impl BandStream {
                 self.spare.push(buf);
             }
         }
+    }
+
+    /// The bands from the one holding data byte `from` up to `to`, where the first band held
+    /// begins (a read behind the stream: two threads reading one descriptor, the requests of
+    /// one large read served out of order): new bands the stream does not hold, for the
+    /// reader to decode, so that the bands decoded ahead stay. `None` when one is too large
+    /// to stream.
+    fn behind(&self, from: u64, to: u64) -> Option<Vec<Arc<Band>>> {
+        let mut out = Vec::new();
+        let mut at = from;
+        while at < to {
+            let range = self.source.layout().band(at)?;
+            if range.end - range.start > BAND_MAX || range.end <= at {
+                return None;
+            }
+            at = range.end;
+            out.push(Arc::new(Band {
+                range,
+                state: Mutex::new(State::Queued(Vec::new())),
+                settled: Condvar::new(),
+            }));
+        }
+        Some(out)
     }
 
     /// Appends the bands after the last one held until `until` (data bytes) is covered,
@@ -235,6 +269,8 @@ impl Band {
 
     /// Decodes the band into `buf`, settles its state and wakes its waiters.
     fn decode(&self, core: &Core, source: &Source, buf: Vec<u8>) -> Result<Bytes, ContainerError> {
+        core.bands_decoded
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         // A panic must not leave the band running: its readers would wait for ever.
         let res = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             fill(core, source, self.range.clone(), buf)
@@ -368,6 +404,14 @@ impl ChunkReader {
             };
             s.retire_before(want.start);
             let first = s.bands.front().map_or(want.start, |b| b.range.start);
+            // Behind the bands held: its own bands before them, the bands ahead kept.
+            let mut needed = match want.start < first {
+                true => match s.behind(want.start, first.min(want.end)) {
+                    Some(bands) => bands,
+                    None => return Ok(None),
+                },
+                false => Vec::new(),
+            };
             let reach = if ahead {
                 // At least the band after the last one `want` touches.
                 let last = s.source.layout().band(want.end - 1);
@@ -381,21 +425,24 @@ impl ChunkReader {
                     self.queue_band(band, &s.source);
                 }
             }
-            let needed: Vec<Arc<Band>> = s
-                .bands
-                .iter()
-                .filter(|b| b.range.start < want.end && b.range.end > want.start)
-                .cloned()
-                .collect();
+            needed.extend(
+                s.bands
+                    .iter()
+                    .filter(|b| b.range.start < want.end && b.range.end > want.start)
+                    .cloned(),
+            );
             let covered = needed.first().is_some_and(|b| b.range.start <= want.start)
-                && needed.last().is_some_and(|b| b.range.end >= want.end);
+                && needed.last().is_some_and(|b| b.range.end >= want.end)
+                && needed
+                    .windows(2)
+                    .all(|w| w[0].range.end == w[1].range.start);
             if !covered {
                 return Ok(None);
             }
             (needed, s.source.clone())
         };
         let core = &self.core;
-        // The bands held are contiguous and cover `want`.
+        // The bands are contiguous and cover `want`.
         if let [band] = needed.as_slice() {
             let bytes = band.take(core, &source)?;
             let at = (want.start - band.range.start) as usize;

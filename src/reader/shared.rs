@@ -56,6 +56,8 @@ pub(super) struct Core {
     /// Page copies handed to the pages thread, and made (`keep.rs`).
     pub(super) pages_queued: AtomicU64,
     pub(super) pages_done: AtomicU64,
+    /// Bands of assembled files decoded so far, by readers and prefetch threads (`bands.rs`).
+    pub(super) bands_decoded: AtomicU64,
     /// Block sizes of the chunks `blocks` has seen (0: not worth caching by block).
     pub(super) block_sizes: Mutex<HashMap<ChunkKey, usize>>,
     /// Headers and block-start tables of the chunks small reads read in part.

@@ -341,6 +341,10 @@ impl Tree {
             WriteTarget::Scratch => {
                 let parent = self.scratch.lock().files.get(&ino).map(|f| f.parent);
                 let limit = self.scratch_limit(parent.ok_or(TreeError::NotFound)?);
+                // Room held by files no name reaches (a member took theirs) is given back.
+                if !self.scratch.lock().fits(ino, new_len, limit) {
+                    self.drop_hidden_scratch(None);
+                }
                 let mut s = self.scratch.lock();
                 s.room(ino, new_len, limit)?;
                 let file = s.files.get_mut(&ino).ok_or(TreeError::NotFound)?;

@@ -51,6 +51,11 @@ pub(crate) struct Pinned {
     /// `array.npy`: the scan through this descriptor, read a band at a time
     /// ([`crate::reader::BandStream`]).
     pub(crate) bands: parking_lot::Mutex<Option<crate::reader::BandStream>>,
+    /// Once another writer replaced this version: the version now, which this descriptor's
+    /// reads into the kernel's page cache read ([`super::Tree::read_shared`]), kept while it
+    /// stays the version now so that its state (its band stream) lives from one such read
+    /// to the next.
+    pub(crate) current: parking_lot::Mutex<Option<Arc<Pinned>>>,
 }
 
 impl Pinned {
@@ -225,6 +230,11 @@ impl Handles {
     /// Whether exactly one handle has `ino` open.
     pub(crate) fn sole_reader(&self, ino: u64) -> bool {
         self.map.lock().values().filter(|h| h.ino == ino).count() == 1
+    }
+
+    /// Whether any handle has `ino` open.
+    pub(crate) fn is_open(&self, ino: u64) -> bool {
+        self.map.lock().values().any(|h| h.ino == ino)
     }
 
     /// Number of open handles.

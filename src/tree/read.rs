@@ -238,32 +238,23 @@ impl Tree {
     /// the version now when anything `pinned` holds (an array's version, the NPY or table
     /// view, a generated file's content) was replaced since, else `pinned`. A file the
     /// version now does not show (a chunk gone) keeps `pinned`: its old bytes, not ENOENT.
+    /// The version now is pinned once per descriptor and version ([`Pinned::current`]):
+    /// `-o keep_cache` mounts read every `read(2)` this way, and a scan (`np.load`) through
+    /// a fresh pin per read started its band stream over at every read (each read decoded
+    /// again the band the one before ended in, and its bands ahead went unused: 163 band
+    /// decodes for a scan of 64 bands).
     fn current_for_cache(&self, ino: u64, pinned: Arc<Pinned>) -> Arc<Pinned> {
-        fn same<T: ?Sized>(a: &Option<Arc<T>>, b: &Option<Arc<T>>) -> bool {
-            match (a, b) {
-                (Some(a), Some(b)) => Arc::ptr_eq(a, b),
-                (None, None) => true,
-                _ => false,
-            }
-        }
         let now = self.pin(ino);
-        let shown = now.stores.len() == pinned.stores.len()
-            && now.npy.is_some() == pinned.npy.is_some()
-            && now.table.is_some() == pinned.table.is_some()
-            && now.ctable.is_some() == pinned.ctable.is_some()
-            && now.content.is_some() == pinned.content.is_some();
-        let replaced = pinned
-            .stores
-            .iter()
-            .zip(&now.stores)
-            .any(|((a, s), (b, t))| a != b || !Arc::ptr_eq(s, t))
-            || !same(&pinned.npy, &now.npy)
-            || !same(&pinned.table, &now.table)
-            || !same(&pinned.ctable, &now.ctable)
-            || !same(&pinned.content, &now.content);
-        match shown && replaced {
-            true => now,
-            false => pinned,
+        if !replaced(&pinned, &now) {
+            return pinned;
+        }
+        let mut current = pinned.current.lock();
+        match current.as_ref() {
+            Some(kept) if !replaced(kept, &now) => kept.clone(),
+            _ => {
+                *current = Some(now.clone());
+                now
+            }
         }
     }
 
@@ -315,4 +306,31 @@ impl Tree {
         };
         Ok(n as u64)
     }
+}
+
+/// Whether `now` (what a descriptor of the same file opened now pins) shows the same parts as
+/// `pinned` (arrays, views, content) and any of them was replaced since `pinned` was made.
+fn replaced(pinned: &Pinned, now: &Pinned) -> bool {
+    fn same<T: ?Sized>(a: &Option<Arc<T>>, b: &Option<Arc<T>>) -> bool {
+        match (a, b) {
+            (Some(a), Some(b)) => Arc::ptr_eq(a, b),
+            (None, None) => true,
+            _ => false,
+        }
+    }
+    let shown = now.stores.len() == pinned.stores.len()
+        && now.npy.is_some() == pinned.npy.is_some()
+        && now.table.is_some() == pinned.table.is_some()
+        && now.ctable.is_some() == pinned.ctable.is_some()
+        && now.content.is_some() == pinned.content.is_some();
+    let changed = pinned
+        .stores
+        .iter()
+        .zip(&now.stores)
+        .any(|((a, s), (b, t))| a != b || !Arc::ptr_eq(s, t))
+        || !same(&pinned.npy, &now.npy)
+        || !same(&pinned.table, &now.table)
+        || !same(&pinned.ctable, &now.ctable)
+        || !same(&pinned.content, &now.content);
+    shown && changed
 }

@@ -89,15 +89,11 @@ impl ScratchFiles {
     /// # Errors
     /// [`TreeError::NoSpace`] (logged).
     pub(crate) fn room(&self, ino: u64, new_len: usize, limit: usize) -> Result<(), TreeError> {
-        let now = self.files.get(&ino).map_or(0, |f| f.data.capacity());
-        if new_len <= now || new_len > limit {
+        if self.fits(ino, new_len, limit) {
             return Ok(());
         }
         let total = self.held();
         let cap = self.cap_for(limit);
-        if total - now + new_len <= cap {
-            return Ok(());
-        }
         let name = self.files.get(&ino).map_or("?", |f| f.name.as_str());
         let why = format!(
             "growing scratch file {name:?} to {new_len} bytes: the mount's scratch files \
@@ -105,6 +101,12 @@ impl ScratchFiles {
         );
         log::warn!("{why}");
         Err(TreeError::NoSpace(why))
+    }
+
+    /// Whether [`ScratchFiles::room`] lets scratch file `ino` grow to `new_len` bytes.
+    pub(crate) fn fits(&self, ino: u64, new_len: usize, limit: usize) -> bool {
+        let now = self.files.get(&ino).map_or(0, |f| f.data.capacity());
+        new_len <= now || new_len > limit || self.held() - now + new_len <= self.cap_for(limit)
     }
 
     /// The bound on the memory all scratch buffers hold, for a file of bound `limit`: a file
@@ -215,6 +217,13 @@ impl Tree {
                 "creating {name:?}: it exists"
             )));
         }
+        let full = {
+            let s = self.scratch.lock();
+            s.files.len() >= s.max_files
+        };
+        if full {
+            self.drop_hidden_scratch(None);
+        }
         let ino = {
             let mut s = self.scratch.lock();
             if s.files.len() >= s.max_files {
@@ -248,6 +257,42 @@ impl Tree {
             self.events.note("create", path, why);
         }
         Ok((self.getattr(ino)?, fh))
+    }
+
+    /// Forgets the scratch files no name reaches any more, of directory `parent` (`None`:
+    /// of every directory), but those open: each whose name a member took since (another
+    /// writer's new source, an array or group made through the Zarr view, whose `zarr.json`
+    /// or `c` hides a temp file created under that name before). Lookups and listings find
+    /// the member, so such a file could not be removed (`unlink` reaches the member) and
+    /// counted toward the mount's scratch files until unmount. Returns how many went.
+    pub(crate) fn drop_hidden_scratch(&self, parent: Option<u64>) -> usize {
+        let files: Vec<(u64, u64, String)> = {
+            let s = self.scratch.lock();
+            s.files
+                .iter()
+                .filter(|(_, f)| parent.is_none_or(|p| f.parent == p))
+                .map(|(&ino, f)| (ino, f.parent, f.name.clone()))
+                .collect()
+        };
+        // Looked up with no lock held (a lookup takes the scratch lock).
+        let hidden: Vec<(u64, String)> = files
+            .into_iter()
+            .filter(|(ino, dir, name)| {
+                !self.handles.is_open(*ino) && self.lookup(*dir, name).is_ok_and(|a| a.ino != *ino)
+            })
+            .map(|(ino, _, name)| (ino, name))
+            .collect();
+        if hidden.is_empty() {
+            return 0;
+        }
+        let mut s = self.scratch.lock();
+        for (ino, name) in &hidden {
+            if s.files.remove(ino).is_some() {
+                log::info!("scratch file {name:?}: a member took its name: forgotten");
+            }
+        }
+        s.touch();
+        hidden.len()
     }
 
     /// The scratch files of directory `parent` as (inode, name), in creation order.

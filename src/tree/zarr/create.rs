@@ -325,6 +325,9 @@ impl Tree {
         if !keep {
             self.scratch.lock().files.remove(&from);
         }
+        // A temp file created under a name the member shows now (`zarr.json` written in
+        // place before this one was renamed over it, `c`) is replaced by it.
+        self.drop_hidden_scratch(Some(dir));
         Ok(true)
     }
 

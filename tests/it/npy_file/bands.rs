@@ -158,3 +158,108 @@ fn npy_tree_scan_of_a_corrupt_chunk_fails_its_bands_and_names_it() {
     assert!(got[..] == want[after..after + got.len()]);
     t.release(fh).unwrap();
 }
+
+/// The requests of one descriptor's scan arriving out of order (two threads `pread`ing one
+/// descriptor, the kernel's asynchronous requests of one large read): a read behind the
+/// bands held is served without dropping the bands decoded ahead of it, so every band of the
+/// scan is decoded about once, as in order (each band of the read behind was dropped, and the
+/// bands ahead decoded again, when such a read restarted the stream).
+#[test]
+fn npy_tree_a_read_behind_the_scan_keeps_the_bands_decoded_ahead() {
+    let py = or_skip!(support::python(
+        "npy_tree_a_read_behind_the_scan_keeps_the_bands_decoded_ahead"
+    ));
+    // 1024 x 2048 float64 in blocks of 16 rows: 64 bands of 256 KiB.
+    let (_dir, src, want) = made(&py, "gen2dscan", Some("7"));
+    let bands = 64u64;
+    let t = prefetching_tree(&src);
+    let npy = ino(&t, "array.npy");
+    let fh = t.open(npy, libc::O_RDONLY).unwrap();
+    let mib = 1u64 << 20;
+    let read = |at: u64| {
+        let got = t.read(npy, fh, at, mib as u32).unwrap().to_vec();
+        let end = (at as usize + got.len()).min(want.len());
+        assert!(got == want[at as usize..end], "bytes at {at}");
+        got.len() as u64
+    };
+    read(0);
+    read(2 * mib);
+    // The bands after the second read, decoded ahead on the prefetch threads (until the
+    // count settles: they take at most 8 at a time).
+    let settled = || {
+        let before = t.bands_decoded();
+        std::thread::sleep(std::time::Duration::from_millis(300));
+        t.bands_decoded() == before
+    };
+    assert!(
+        support::wait_until(std::time::Duration::from_secs(20), settled),
+        "the decodes ahead never settled ({} decoded)",
+        t.bands_decoded()
+    );
+    // The one behind it, then the rest in order.
+    read(mib);
+    let mut at = 3 * mib;
+    while at < want.len() as u64 {
+        at += read(at);
+    }
+    t.release(fh).unwrap();
+    let decoded = t.bands_decoded();
+    assert!(
+        decoded <= bands + 2,
+        "{decoded} band decodes for a scan of {bands} bands"
+    );
+}
+
+/// Reads into the kernel's page cache (`read_shared`: `-o keep_cache` mounts read every
+/// `read(2)` that way) through a descriptor whose version another writer replaced read the
+/// version now, through one band stream the descriptor keeps for it: a scan of the new
+/// version decodes each band once, as a scan through a fresh descriptor does (every such
+/// read made a new stream, which decoded again the band the read before had ended in).
+#[test]
+fn npy_tree_cache_fills_of_a_replaced_version_keep_their_band_stream() {
+    let py = or_skip!(support::python(
+        "npy_tree_cache_fills_of_a_replaced_version_keep_their_band_stream"
+    ));
+    let (dir, src, old) = made(&py, "gen2dscan", Some("7"));
+    let bands = 64u64;
+    let t = prefetching_tree(&src);
+    let npy = ino(&t, "array.npy");
+    let fh = t.open(npy, libc::O_RDONLY).unwrap();
+    let mib = 1u64 << 20;
+    let first = t.read(npy, fh, 0, mib as u32).unwrap().to_vec();
+    assert!(first == old[..first.len()]);
+    // Another writer replaces the array (same shape, other values).
+    let new_path = dir.path().join("new.npy");
+    support::oracle(
+        &py,
+        &[&"scripts/oracle/npy_check.py", &"gen2dscan", &src, &"8"],
+    );
+    support::oracle(
+        &py,
+        &[&"scripts/oracle/npy_check.py", &"save", &src, &new_path],
+    );
+    let new = std::fs::read(&new_path).unwrap();
+    assert_eq!(new.len(), old.len());
+    assert!(new != old);
+    assert!(t.follow_source(), "the new version was not noticed");
+    let before = t.bands_decoded();
+    let mut at = first.len() as u64;
+    while at < new.len() as u64 {
+        let got = t.read_shared(npy, fh, at, mib as u32).unwrap().to_vec();
+        assert!(!got.is_empty());
+        assert!(
+            got == new[at as usize..at as usize + got.len()],
+            "a cache fill at {at} did not read the version now"
+        );
+        at += got.len() as u64;
+    }
+    let decoded = t.bands_decoded() - before;
+    assert!(
+        decoded <= bands + 1,
+        "{decoded} band decodes for a scan of the {bands} bands of the new version"
+    );
+    // Its plain reads still read the version it opened.
+    let got = t.read(npy, fh, 3 * mib, mib as u32).unwrap().to_vec();
+    assert!(got == old[3 * mib as usize..4 * mib as usize]);
+    t.release(fh).unwrap();
+}

@@ -478,3 +478,64 @@ fn what_was_declared_for_a_made_array_stops_when_another_writer_replaces_it() {
     let c0: Vec<u8> = (1..5i64).flat_map(i64::to_le_bytes).collect();
     assert_eq!(read_all(&t, ino(&t, "zarr/t/c/0"), 4096), c0);
 }
+
+/// A temp file whose name a member takes afterwards: `zarr.json` written in place in a
+/// directory `mkdir` made (`cp meta.json t/zarr.json`) before a temp file is renamed over it
+/// and makes the array, and a temp file of the view's root named as the source another
+/// writer adds then. Lookups find the member, so such a file could not be removed (`unlink`
+/// reaches the member) and it counted toward the mount's 1,024 temp files until unmount:
+/// the one the rename replaced goes with it, the other when the mount runs out of room, and
+/// 1,024 new temp files fit.
+#[test]
+fn temp_files_whose_names_members_took_do_not_hold_the_mounts_room() {
+    let py = or_skip!(python(
+        "temp_files_whose_names_members_took_do_not_hold_the_mounts_room"
+    ));
+    let dir = sources(&py);
+    let t = Tree::from_source(dir.path(), opts(true)).unwrap();
+    let z = ino(&t, "zarr");
+    let p = t.mkdir(z, "t").unwrap().ino;
+    let (early, fh) = t.create(p, "zarr.json").unwrap();
+    t.write(early.ino, fh, 0, b"{\"zarr_format\": 3").unwrap();
+    t.release(fh).unwrap();
+    let d = doc("float64", &[6], &[3], json!("NaN"), zstd_codecs());
+    put(&t, p, "zarr.json.1.partial", "zarr.json", &d).unwrap();
+    assert_eq!(listing(dir.path()), ["a.b2nd", "t.b2nd"]);
+    let member = t.lookup(p, "zarr.json").unwrap();
+    assert_ne!(member.ino, early.ino);
+    assert!(
+        t.getattr(early.ino).is_err(),
+        "the replaced temp file stays"
+    );
+    let listed = names(&t, "zarr/t");
+    assert_eq!(listed.iter().filter(|n| *n == "zarr.json").count(), 1);
+    // A temp file of the root, then another writer's source of that name.
+    let (u, fh) = t.create(z, "u").unwrap();
+    t.write(u.ino, fh, 0, b"scratch").unwrap();
+    t.release(fh).unwrap();
+    run_python(
+        &py,
+        &[
+            "-c",
+            "import sys, numpy as np, blosc2\n\
+             blosc2.asarray(np.arange(3), urlpath=sys.argv[1], mode='w')",
+            dir.path().join("u.b2nd").to_str().unwrap(),
+        ],
+    );
+    t.follow_source();
+    assert_ne!(
+        t.lookup(z, "u").unwrap().ino,
+        u.ino,
+        "the member, not the temp file"
+    );
+    // The mount's room: 1,024 temp files, in the new array's directory.
+    for i in 0..1024 {
+        let (_, fh) = t
+            .create(p, &format!("f{i}.partial"))
+            .unwrap_or_else(|e| panic!("temp file {i}: {e}"));
+        t.release(fh).unwrap();
+    }
+    let err = t.create(p, "one.more").unwrap_err();
+    assert_eq!(err.errno(), libc::ENOSPC, "{err}");
+    assert!(t.getattr(u.ino).is_err(), "the hidden temp file stays");
+}
