@@ -237,6 +237,14 @@ impl Handles {
         self.map.lock().values().any(|h| h.ino == ino)
     }
 
+    /// Runs `f` with the handles locked, given whether a handle has an inode open: no open
+    /// registers meanwhile (the lock order: `handles` before `edits` and `scratch`, which
+    /// `f` may take).
+    pub(crate) fn while_locked<R>(&self, f: impl FnOnce(&dyn Fn(u64) -> bool) -> R) -> R {
+        let map = self.map.lock();
+        f(&|ino| map.values().any(|h| h.ino == ino))
+    }
+
     /// Number of open handles.
     pub(crate) fn len(&self) -> usize {
         self.map.lock().len()

@@ -59,6 +59,18 @@ pub(crate) struct ScratchFiles {
     /// When a scratch file was last created, renamed or removed (the mtime of the
     /// directories that take them).
     pub(crate) changed: Option<std::time::SystemTime>,
+    /// Tests: what the next [`Tree::drop_hidden_scratch`] runs between its listing and its
+    /// look-ups ([`Tree::on_scratch_drop`]).
+    drop_hook: Option<DropHook>,
+}
+
+/// What [`Tree::on_scratch_drop`] runs.
+struct DropHook(Box<dyn FnOnce(&Tree) + Send>);
+
+impl std::fmt::Debug for DropHook {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("DropHook")
+    }
 }
 
 impl Default for ScratchFiles {
@@ -69,6 +81,7 @@ impl Default for ScratchFiles {
             max_bytes: MAX_SCRATCH_BYTES,
             next: 0,
             changed: None,
+            drop_hook: None,
         }
     }
 }
@@ -259,6 +272,13 @@ impl Tree {
         Ok((self.getattr(ino)?, fh))
     }
 
+    /// Tests: `hook` runs once, in the next [`Tree::drop_hidden_scratch`], after it listed
+    /// the scratch files and before it looks up their names: a test renames one there, as
+    /// an editor saving a file may.
+    pub fn on_scratch_drop(&self, hook: Box<dyn FnOnce(&Tree) + Send>) {
+        self.scratch.lock().drop_hook = Some(DropHook(hook));
+    }
+
     /// Forgets the scratch files no name reaches any more, of directory `parent` (`None`:
     /// of every directory), but those open: each whose name a member took since (another
     /// writer's new source, an array or group made through the Zarr view, whose `zarr.json`
@@ -274,25 +294,42 @@ impl Tree {
                 .map(|(&ino, f)| (ino, f.parent, f.name.clone()))
                 .collect()
         };
+        let hook = self.scratch.lock().drop_hook.take();
+        if let Some(hook) = hook {
+            (hook.0)(self);
+        }
         // Looked up with no lock held (a lookup takes the scratch lock).
-        let hidden: Vec<(u64, String)> = files
+        let hidden: Vec<(u64, u64, String)> = files
             .into_iter()
             .filter(|(ino, dir, name)| {
                 !self.handles.is_open(*ino) && self.lookup(*dir, name).is_ok_and(|a| a.ino != *ino)
             })
-            .map(|(ino, _, name)| (ino, name))
             .collect();
         if hidden.is_empty() {
             return 0;
         }
-        let mut s = self.scratch.lock();
-        for (ino, name) in &hidden {
-            if s.files.remove(ino).is_some() {
-                log::info!("scratch file {name:?}: a member took its name: forgotten");
+        // Checked again under the locks: a file renamed since its look-up (an editor's
+        // `notes` -> `notes~`, then a new `notes`) is reached by its new name, and one
+        // opened since (a dentry the kernel kept) is in use: both stay.
+        self.handles.while_locked(|open| {
+            let mut s = self.scratch.lock();
+            let mut gone = 0;
+            for (ino, dir, name) in &hidden {
+                let same = s
+                    .files
+                    .get(ino)
+                    .is_some_and(|f| f.parent == *dir && f.name == *name);
+                if same && !open(*ino) {
+                    s.files.remove(ino);
+                    gone += 1;
+                    log::info!("scratch file {name:?}: a member took its name: forgotten");
+                }
             }
-        }
-        s.touch();
-        hidden.len()
+            if gone > 0 {
+                s.touch();
+            }
+            gone
+        })
     }
 
     /// The scratch files of directory `parent` as (inode, name), in creation order.

@@ -539,3 +539,39 @@ fn temp_files_whose_names_members_took_do_not_hold_the_mounts_room() {
     assert_eq!(err.errno(), libc::ENOSPC, "{err}");
     assert!(t.getattr(u.ino).is_err(), "the hidden temp file stays");
 }
+
+/// A scratch file renamed while the mount looks for scratch files a member hides (an editor
+/// saving `notes`: `notes` -> `notes~`, then another file takes `notes`) is reached by its
+/// new name: it stays, with its bytes, and the creation that asked for room is refused.
+#[test]
+fn a_scratch_file_renamed_during_the_search_for_hidden_ones_stays() {
+    let py = or_skip!(python(
+        "a_scratch_file_renamed_during_the_search_for_hidden_ones_stays"
+    ));
+    let dir = sources(&py);
+    let t = Tree::from_source(dir.path(), opts(true)).unwrap();
+    let z = ino(&t, "zarr");
+    let (notes, fh) = t.create(z, "notes").unwrap();
+    t.write(notes.ino, fh, 0, b"keep me").unwrap();
+    t.release(fh).unwrap();
+    let (other, fh) = t.create(z, "other").unwrap();
+    t.release(fh).unwrap();
+    // The mount's room: 1,024 scratch files in all.
+    for i in 0..1022 {
+        let (_, fh) = t
+            .create(z, &format!("f{i}.partial"))
+            .unwrap_or_else(|e| panic!("temp file {i}: {e}"));
+        t.release(fh).unwrap();
+    }
+    t.on_scratch_drop(Box::new(|t| {
+        let z = t.lookup(1, "zarr").unwrap().ino;
+        t.rename(z, "notes", z, "notes~", true).unwrap();
+        t.rename(z, "other", z, "notes", true).unwrap();
+    }));
+    let err = t.create(z, "one.more").unwrap_err();
+    assert_eq!(err.errno(), libc::ENOSPC, "{err}");
+    let kept = t.lookup(z, "notes~").expect("the renamed file is there");
+    assert_eq!(kept.ino, notes.ino);
+    assert_eq!(read_all(&t, notes.ino, 64), b"keep me");
+    assert_eq!(t.lookup(z, "notes").unwrap().ino, other.ino);
+}
