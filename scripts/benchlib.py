@@ -67,6 +67,9 @@ def settle():
         elif time.monotonic() - since >= SETTLE_QUIET:
             return
         time.sleep(0.05)
+    print(f"benchlib.settle: freed memory still being reported after {SETTLE_MAX:.0f} s"
+          " (something else is freeing memory): this child may start on warm memory",
+          file=sys.stderr, flush=True)
 
 
 def child_json(script, *args, flags=()):
