@@ -272,9 +272,10 @@ impl Tree {
         Ok((self.getattr(ino)?, fh))
     }
 
-    /// Tests: `hook` runs once, in the next [`Tree::drop_hidden_scratch`], after it listed
-    /// the scratch files and before it looks up their names: a test renames one there, as
-    /// an editor saving a file may.
+    /// Tests: `hook` runs once, in the next search for scratch files a member's name hides
+    /// (`Tree::drop_hidden_scratch`, when a creation or a write needs room, or the Zarr
+    /// view made a member), after it listed the scratch files and before it looks up their
+    /// names: a test renames one there, as an editor saving a file may.
     pub fn on_scratch_drop(&self, hook: Box<dyn FnOnce(&Tree) + Send>) {
         self.scratch.lock().drop_hook = Some(DropHook(hook));
     }
