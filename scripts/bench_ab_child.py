@@ -10,7 +10,8 @@ mnt-rand2d), SOURCE `win` or `seq` (its data), REL the path the child reads insi
 (`-` for the mount itself). Each round mounts each build in turn (the order swapped every
 round), runs the child and records its rate, the daemon's CPU time over the run (from
 /proc/PID/stat) and its peak RSS; prints the per-round rate ratios A / B, their median and
-each build's median daemon CPU. --opts adds mount options to `ro` (e.g. keep_cache). Run it on
+each build's median daemon CPU. The same binary given twice is a control of the pattern's
+noise (kept apart by position). --opts adds mount options to `ro` (e.g. keep_cache). Run it on
 an idle machine.
 """
 
@@ -35,21 +36,23 @@ def main():
     bm.warm_sources()
     # Byte rates for the scans, operations per second for the others.
     unit, scale = ("MiB/s", 2**20) if kind in ("mnt-seq", "mnt-load", "mnt-mmsum") else ("/s", 1)
-    res = {b: [] for b in bins}
+    # By position, not by path: one binary given twice is a control (A against itself).
+    res = [[], []]
     for i in range(int(rounds)):
-        for b in bins if i % 2 == 0 else bins[::-1]:
-            got, daemon, hwm = bm.run_mounted(b, src, kind, "" if rel == "-" else rel, opts,
-                                             arg="1")
-            res[b].append((bm.rate(got), daemon, hwm))
+        for j in (0, 1) if i % 2 == 0 else (1, 0):
+            got, daemon, hwm = bm.run_mounted(bins[j], src, kind, "" if rel == "-" else rel,
+                                             opts, arg="1")
+            res[j].append((bm.rate(got), daemon, hwm))
         print(f"round {i + 1}: " + "; ".join(
-            f"{os.path.basename(b)} {res[b][-1][0] / scale:.0f} {unit}, daemon CPU"
-            f" {res[b][-1][1]:.2f} s, peak RSS {res[b][-1][2]} MiB" for b in bins), flush=True)
-    a, b = bins
-    ratios = [x[0] / y[0] for x, y in zip(res[a], res[b])]
+            f"{name} {os.path.basename(bins[j])} {res[j][-1][0] / scale:.0f} {unit}, daemon CPU"
+            f" {res[j][-1][1]:.2f} s, peak RSS {res[j][-1][2]} MiB"
+            for j, name in enumerate(("A", "B"))), flush=True)
+    ratios = [x[0] / y[0] for x, y in zip(*res)]
     print("rate A / B per round", [round(r, 2) for r in ratios], "median",
           round(statistics.median(ratios), 2))
-    print("median daemon CPU (s):", {os.path.basename(k): round(statistics.median(v[1] for v in res[k]), 3)
-                                    for k in bins})
+    print("median daemon CPU (s):", {f"{name} {os.path.basename(bins[j])}":
+                                     round(statistics.median(v[1] for v in res[j]), 3)
+                                     for j, name in enumerate(("A", "B"))})
 
 
 if __name__ == "__main__":
