@@ -136,6 +136,28 @@ pub use handle::Pid;
 pub use layout::{Layout, Owner, ROOT_INO};
 pub use npy::{Leads, Offered};
 
+/// What a test asks the tree to run at one point of an operation (`Tree::on_zarr_resize`,
+/// `on_zarr_create`, `on_zarr_mkdir`, `on_scratch_drop`): it makes a concurrent change
+/// land exactly there.
+pub(crate) struct TestHook(Box<dyn FnOnce(&Tree) + Send>);
+
+impl TestHook {
+    pub(crate) fn new(hook: Box<dyn FnOnce(&Tree) + Send>) -> TestHook {
+        TestHook(hook)
+    }
+
+    /// Runs the hook on `tree`.
+    pub(crate) fn run(self, tree: &Tree) {
+        (self.0)(tree)
+    }
+}
+
+impl std::fmt::Debug for TestHook {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("TestHook")
+    }
+}
+
 /// Preferred I/O size reported in `stat` (`st_blksize`): the largest FUSE request. `cat`,
 /// `cp` and stdio size their buffers from it, and with direct I/O every `read()` is one round
 /// trip to b2fs, so 1 MiB reads take an eighth of the round trips of 128 KiB ones.

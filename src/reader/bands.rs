@@ -137,13 +137,10 @@ impl BandStream {
         let mut at = want.start;
         let mut bands = 0;
         while at < want.end {
-            let Some(band) = layout.band(at) else {
+            let Some(band) = streamable(layout, at) else {
                 return false;
             };
-            if band.end <= at
-                || band.end - band.start > BAND_MAX
-                || (starts && bands == 0 && band.start != want.start)
-            {
+            if starts && bands == 0 && band.start != want.start {
                 return false;
             }
             bands += 1;
@@ -195,16 +192,9 @@ impl BandStream {
         let mut out = Vec::new();
         let mut at = from;
         while at < to {
-            let range = self.source.layout().band(at)?;
-            if range.end - range.start > BAND_MAX || range.end <= at {
-                return None;
-            }
+            let range = streamable(self.source.layout(), at)?;
             at = range.end;
-            out.push(Arc::new(Band {
-                range,
-                state: Mutex::new(State::Queued(Vec::new())),
-                settled: Condvar::new(),
-            }));
+            out.push(Band::queued(range, Vec::new()));
         }
         Some(out)
     }
@@ -215,24 +205,23 @@ impl BandStream {
         let mut added = Vec::new();
         let mut at = self.bands.back().map_or(from, |b| b.range.end);
         while at < until {
-            let Some(range) = self.source.layout().band(at) else {
+            let Some(range) = streamable(self.source.layout(), at) else {
                 break;
             };
-            if range.end - range.start > BAND_MAX || range.end <= at {
-                break;
-            }
             at = range.end;
-            let buf = self.spare.pop().unwrap_or_default();
-            let band = Arc::new(Band {
-                range,
-                state: Mutex::new(State::Queued(buf)),
-                settled: Condvar::new(),
-            });
+            let band = Band::queued(range, self.spare.pop().unwrap_or_default());
             self.bands.push_back(band.clone());
             added.push(band);
         }
         added
     }
+}
+
+/// The band holding data byte `at`, when it can be streamed: no larger than `BAND_MAX`.
+fn streamable(layout: &Layout, at: u64) -> Option<Range<u64>> {
+    layout
+        .band(at)
+        .filter(|band| band.end > at && band.end - band.start <= BAND_MAX)
 }
 
 impl Drop for BandStream {
@@ -242,6 +231,15 @@ impl Drop for BandStream {
 }
 
 impl Band {
+    /// A band of data bytes `range` waiting to be decoded into `buf`.
+    fn queued(range: Range<u64>, buf: Vec<u8>) -> Arc<Band> {
+        Arc::new(Band {
+            range,
+            state: Mutex::new(State::Queued(buf)),
+            settled: Condvar::new(),
+        })
+    }
+
     /// Decodes the band on a prefetch thread, unless a reader took it or nobody wants it
     /// any more (its stream dropped it).
     pub(crate) fn run_ahead(self: &Arc<Band>, core: &Core, source: &Source) {

@@ -234,7 +234,7 @@ impl Handles {
 
     /// Whether any handle has `ino` open.
     pub(crate) fn is_open(&self, ino: u64) -> bool {
-        self.map.lock().values().any(|h| h.ino == ino)
+        self.while_locked(|open| open(ino))
     }
 
     /// Runs `f` with the handles locked, given whether a handle has an inode open: no open

@@ -61,16 +61,7 @@ pub(crate) struct ScratchFiles {
     pub(crate) changed: Option<std::time::SystemTime>,
     /// Tests: what the next [`Tree::drop_hidden_scratch`] runs between its listing and its
     /// look-ups ([`Tree::on_scratch_drop`]).
-    drop_hook: Option<DropHook>,
-}
-
-/// What [`Tree::on_scratch_drop`] runs.
-struct DropHook(Box<dyn FnOnce(&Tree) + Send>);
-
-impl std::fmt::Debug for DropHook {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("DropHook")
-    }
+    drop_hook: Option<super::TestHook>,
 }
 
 impl Default for ScratchFiles {
@@ -277,7 +268,7 @@ impl Tree {
     /// view made a member), after it listed the scratch files and before it looks up their
     /// names: a test renames one there, as an editor saving a file may.
     pub fn on_scratch_drop(&self, hook: Box<dyn FnOnce(&Tree) + Send>) {
-        self.scratch.lock().drop_hook = Some(DropHook(hook));
+        self.scratch.lock().drop_hook = Some(super::TestHook::new(hook));
     }
 
     /// Forgets the scratch files no name reaches any more, of directory `parent` (`None`:
@@ -287,17 +278,18 @@ impl Tree {
     /// the member, so such a file could not be removed (`unlink` reaches the member) and
     /// counted toward the mount's scratch files until unmount. Returns how many went.
     pub(crate) fn drop_hidden_scratch(&self, parent: Option<u64>) -> usize {
-        let files: Vec<(u64, u64, String)> = {
-            let s = self.scratch.lock();
-            s.files
+        let (files, hook): (Vec<(u64, u64, String)>, _) = {
+            let mut s = self.scratch.lock();
+            let files = s
+                .files
                 .iter()
                 .filter(|(_, f)| parent.is_none_or(|p| f.parent == p))
                 .map(|(&ino, f)| (ino, f.parent, f.name.clone()))
-                .collect()
+                .collect();
+            (files, s.drop_hook.take())
         };
-        let hook = self.scratch.lock().drop_hook.take();
         if let Some(hook) = hook {
-            (hook.0)(self);
+            hook.run(self);
         }
         // Looked up with no lock held (a lookup takes the scratch lock).
         let hidden: Vec<(u64, u64, String)> = files

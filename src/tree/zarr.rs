@@ -133,18 +133,9 @@ pub(crate) struct ZarrState {
     /// look for pending directories (`pending.rs`).
     pending_seen: std::sync::atomic::AtomicBool,
     /// Tests: run by the next resize before it takes the committer ([`Tree::on_zarr_resize`]).
-    resize_hook: Mutex<Option<ResizeHook>>,
+    resize_hook: Mutex<Option<super::TestHook>>,
     /// The Zarr v2 view (`zarr2/`, `v2.rs`).
     v2: v2::State,
-}
-
-/// What [`Tree::on_zarr_resize`] runs.
-struct ResizeHook(Box<dyn FnOnce(&Tree) + Send>);
-
-impl std::fmt::Debug for ResizeHook {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("ResizeHook")
-    }
 }
 
 /// What a Zarr directory mirroring a native directory is.
@@ -169,7 +160,7 @@ impl Tree {
     /// over an array's with another shape), after the view's document was read and before the
     /// resize takes the committer: a test changes the array there, as another writer may.
     pub fn on_zarr_resize(&self, hook: Box<dyn FnOnce(&Tree) + Send>) {
-        *self.zarr.resize_hook.lock() = Some(ResizeHook(hook));
+        *self.zarr.resize_hook.lock() = Some(super::TestHook::new(hook));
     }
 
     /// Tests: the group documents of the Zarr view are kept within `bytes` (default 64 MiB);

@@ -66,10 +66,10 @@ pub(super) struct Creating {
     declared: HashMap<ArrayId, (Arc<Declared>, DataType, Vec<u64>)>,
     /// Tests: run by the next new array after the view's checks of its name, before the
     /// source is written ([`Tree::on_zarr_create`]).
-    hook: Option<super::ResizeHook>,
+    hook: Option<super::super::TestHook>,
     /// Tests: run by the next `mkdir` after it looked at its parent, before it records the
     /// new directory ([`Tree::on_zarr_mkdir`]).
-    pub(super) mkdir_hook: Option<super::ResizeHook>,
+    pub(super) mkdir_hook: Option<super::super::TestHook>,
     /// Held while a `zarr.json` makes an array or group (and its parents).
     pub(super) serial: Arc<parking_lot::Mutex<()>>,
 }
@@ -85,7 +85,7 @@ impl Tree {
     /// renamed into a pending directory), after the view checked its name and before the
     /// source is written: a test takes the name there, as another writer may.
     pub fn on_zarr_create(&self, hook: Box<dyn FnOnce(&Tree) + Send>) {
-        self.zarr.creating.lock().hook = Some(super::ResizeHook(hook));
+        self.zarr.creating.lock().hook = Some(super::super::TestHook::new(hook));
     }
 
     /// The native group directory where Zarr directory `z` can take a new array.
@@ -359,7 +359,7 @@ impl Tree {
         }
         let hook = self.zarr.creating.lock().hook.take();
         if let Some(hook) = hook {
-            (hook.0)(self);
+            hook.run(self);
         }
         // From here its name stands for the pending directory, even once the mount shows the
         // array before it is adopted below (`pending.rs`).

@@ -138,9 +138,11 @@ impl Tree {
             ZNode::RootJson | ZNode::Json(_) => return Err(TreeError::NotADirectory(parent)),
             // A directory made for a new array holds only temp files and the directories made
             // in it until its zarr.json.
-            ZNode::Pending(_) => match self.zarr_pending_named(parent, name) {
-                Some(p) => return self.getattr(p),
-                None => return self.zarr_scratch_lookup(parent, name),
+            ZNode::Pending(_) => match self.zarr_named(parent, name, None) {
+                Some(p @ ZNode::Pending(_)) => {
+                    return self.getattr(p.ino().ok_or(TreeError::NotFound)?);
+                }
+                _ => return self.zarr_scratch_lookup(parent, name),
             },
             // A directory made through the view answers with its pending directory's inode,
             // before and after its member is made (`pending.rs`).

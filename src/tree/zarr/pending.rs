@@ -116,7 +116,7 @@ impl Tree {
     /// parent and before it records the new directory: a test makes that parent there, as a
     /// concurrent `zarr.json` of zarr-python may.
     pub fn on_zarr_mkdir(&self, hook: Box<dyn FnOnce(&Tree) + Send>) {
-        self.zarr.creating.lock().mkdir_hook = Some(super::ResizeHook(hook));
+        self.zarr.creating.lock().mkdir_hook = Some(super::super::TestHook::new(hook));
     }
 
     /// `mkdir(2)` of `name` in `parent`: in the Zarr view of a read-write mount of a local
@@ -171,7 +171,7 @@ impl Tree {
         let parent = self.zarr_dir_ino(parent);
         let hook = self.zarr.creating.lock().mkdir_hook.take();
         if let Some(hook) = hook {
-            (hook.0)(self);
+            hook.run(self);
         }
         self.zarr.pending_seen.store(true, Ordering::Release);
         let ino = {
@@ -382,13 +382,6 @@ impl Tree {
         if let Some(d) = c.dirs.get_mut(&k).filter(|d| d.made.is_none()) {
             d.making = on;
         }
-    }
-
-    /// The pending directory `name` of pending directory `parent` (inode), if any.
-    pub(super) fn zarr_pending_named(&self, parent: u64, name: &str) -> Option<u64> {
-        let c = self.zarr.creating.lock();
-        let (k, _) = c.named(parent, name).filter(|(_, d)| d.made.is_none())?;
-        ZNode::Pending(k).ino()
     }
 
     /// What `name` of Zarr group directory `parent` (the kernel's inode) stands for, the

@@ -186,7 +186,7 @@ impl Tree {
         let live = self.writable_array(array)?;
         let hook = self.zarr.resize_hook.lock().take();
         if let Some(hook) = hook {
-            (hook.0)(self);
+            hook.run(self);
         }
         // Serialised with every other commit (and every reload) from here on: the geometry,
         // what is decoded below and the chunk count are what the commit changes.
